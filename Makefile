@@ -1,0 +1,42 @@
+# Two commands do everything on a fresh machine with Python 3.11 and make:
+#   make demo   set up, start the bundled simulator, sync, change, sync again, build dbt, summarise
+#   make test   set up, lint, run the test suite
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DATA_DIR ?= $(CURDIR)/data
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+
+.PHONY: setup test lint demo ui bench clean
+
+$(BIN)/python:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python 3.11 is required; set PYTHON=...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+lint: setup
+	$(BIN)/ruff check freight_pipeline freight_pipeline_tests scripts
+
+test: setup lint
+	$(BIN)/python -m pytest -q
+
+demo: setup
+	@mkdir -p $(DAGSTER_HOME)
+	$(BIN)/freight-pipeline demo --data-dir $(DATA_DIR)
+
+ui: setup
+	@mkdir -p $(DAGSTER_HOME)
+	$(BIN)/freight-pipeline ui --data-dir $(DATA_DIR)
+
+bench: setup
+	$(BIN)/python scripts/bench_sync.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) data .dagster_home .pytest_cache .ruff_cache dbt_models/target dbt_models/logs

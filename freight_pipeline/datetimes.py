@@ -1,0 +1,168 @@
+"""The service's DateTime object, in both of its forms, turned into timezone-aware instants.
+
+The spec describes one DateTime object with two shapes for its parts:
+
+* sample payloads: ``{"date": "2026-11-01", "time": "10:15:30", "zone_offset": "+01:00"}``
+* the schema: ``{"date": ..., "time": {"hour", "minute", "second", "nano"},
+  "zone_offset": {"totalSeconds": 3600, "id": "+01:00", "rules": {...}}}``
+
+``until`` (only on PICKUP and FINAL_DESTINATION events) is a time of day in either shape, on the
+same date and offset; an ``until`` earlier than ``time`` is taken to fall on the next day.
+Every part may be null. An instant is only produced when date, time and offset are all known;
+otherwise the raw parts are still returned so nothing is lost.
+
+Plain Python with no dependencies: used by the client models, the normaliser and the simulator.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_OFFSET_RE = re.compile(r"^(?P<sign>[+-])(?P<h>\d{2}):?(?P<m>\d{2})(?::?(?P<s>\d{2}))?$")
+
+
+class DateTimeParseError(ValueError):
+    """A DateTime part that is present but cannot be read."""
+
+
+@dataclass(frozen=True)
+class ParsedDateTime:
+    """A DateTime object read into typed parts and, where complete, an aware instant."""
+
+    date: dt.date | None
+    time: dt.time | None
+    offset: dt.timedelta | None
+    until_time: dt.time | None
+
+    @property
+    def instant(self) -> dt.datetime | None:
+        if self.date is None or self.time is None or self.offset is None:
+            return None
+        return dt.datetime.combine(self.date, self.time, tzinfo=dt.timezone(self.offset))
+
+    @property
+    def until(self) -> dt.datetime | None:
+        start = self.instant
+        if start is None or self.until_time is None:
+            return None
+        end = dt.datetime.combine(start.date(), self.until_time, tzinfo=start.tzinfo)
+        return end if end >= start else end + dt.timedelta(days=1)
+
+    @property
+    def offset_text(self) -> str | None:
+        return format_offset(self.offset) if self.offset is not None else None
+
+
+def format_offset(offset: dt.timedelta) -> str:
+    total = int(offset.total_seconds())
+    sign = "+" if total >= 0 else "-"
+    total = abs(total)
+    return f"{sign}{total // 3600:02d}:{(total % 3600) // 60:02d}"
+
+
+def parse_date(value: Any) -> dt.date | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value[:10])
+        except ValueError as exc:
+            raise DateTimeParseError(f"date {value!r} is not an ISO 8601 date") from exc
+    raise DateTimeParseError(f"date {value!r} is neither a string nor null")
+
+
+def parse_time(value: Any) -> dt.time | None:
+    """Time of day from ``"HH:MM[:SS[.fff]]"`` or ``{"hour", "minute", "second", "nano"}``."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.time):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.time.fromisoformat(value)
+        except ValueError as exc:
+            raise DateTimeParseError(f"time {value!r} is not HH:MM:SS") from exc
+    if isinstance(value, dict):
+        try:
+            hour = int(value.get("hour") or 0)
+            minute = int(value.get("minute") or 0)
+            second = int(value.get("second") or 0)
+            nano = int(value.get("nano") or 0)
+            return dt.time(hour, minute, second, nano // 1000)
+        except (TypeError, ValueError) as exc:
+            raise DateTimeParseError(f"time object {value!r} has invalid parts") from exc
+    raise DateTimeParseError(f"time {value!r} is neither a string nor an object")
+
+
+def parse_offset(value: Any) -> dt.timedelta | None:
+    """UTC offset from ``"+HH:MM"`` / ``"Z"`` or ``{"totalSeconds", "id", "rules"}``."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.timedelta):
+        return value
+    if isinstance(value, str):
+        if value in ("Z", "z", "UTC"):
+            return dt.timedelta(0)
+        match = _OFFSET_RE.match(value)
+        if not match:
+            raise DateTimeParseError(f"zone_offset {value!r} is not of the form +HH:MM")
+        seconds = int(match["h"]) * 3600 + int(match["m"]) * 60 + int(match["s"] or 0)
+        return dt.timedelta(seconds=-seconds if match["sign"] == "-" else seconds)
+    if isinstance(value, dict):
+        total = value.get("totalSeconds", value.get("total_seconds"))
+        if total is not None:
+            try:
+                return dt.timedelta(seconds=int(total))
+            except (TypeError, ValueError) as exc:
+                raise DateTimeParseError(f"zone_offset totalSeconds {total!r} is not an integer") from exc
+        if value.get("id"):
+            return parse_offset(value["id"])
+        return None
+    raise DateTimeParseError(f"zone_offset {value!r} is neither a string nor an object")
+
+
+def parse_datetime_object(value: Any) -> ParsedDateTime | None:
+    """Read one DateTime object; ``None`` for a null/absent object."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        # Tolerate a plain ISO 8601 timestamp where an object was expected.
+        instant = parse_iso_datetime(value)
+        if instant is None:
+            return None
+        return ParsedDateTime(instant.date(), instant.timetz().replace(tzinfo=None), instant.utcoffset(), None)
+    if not isinstance(value, dict):
+        raise DateTimeParseError(f"DateTime {value!r} is not an object")
+    return ParsedDateTime(
+        date=parse_date(value.get("date")),
+        time=parse_time(value.get("time")),
+        offset=parse_offset(value.get("zone_offset", value.get("zoneOffset"))),
+        until_time=parse_time(value.get("until")),
+    )
+
+
+def parse_iso_datetime(value: Any) -> dt.datetime | None:
+    """An ISO 8601 date-time string (``last_modified_date_time`` and friends); naive values stay naive."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.datetime):
+        return value
+    if not isinstance(value, str):
+        raise DateTimeParseError(f"date-time {value!r} is not a string")
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+    except ValueError as exc:
+        raise DateTimeParseError(f"date-time {value!r} is not ISO 8601") from exc
+
+
+def to_utc(value: dt.datetime | None) -> dt.datetime | None:
+    if value is None or value.tzinfo is None:
+        return value
+    return value.astimezone(dt.UTC)

@@ -1,0 +1,5 @@
+"""The one Dagster ``Definitions`` object that ``workspace.yaml`` loads."""
+
+import dagster as dg
+
+defs = dg.Definitions()

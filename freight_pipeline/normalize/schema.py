@@ -1,0 +1,105 @@
+"""Table specifications: declared once, they drive DuckDB DDL, Arrow schemas and Parquet output."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+# DuckDB type name -> Arrow type. The only types table specs may use.
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "VARCHAR": pa.string(),
+    "BIGINT": pa.int64(),
+    "INTEGER": pa.int32(),
+    "DOUBLE": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+    "DATE": pa.date32(),
+    "TIME": pa.time64("us"),
+    "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
+    "JSON": pa.string(),  # stored as DuckDB JSON, carried as text in Arrow
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    description: str = ""
+    nullable: bool = True
+
+    def __post_init__(self) -> None:
+        if self.type not in _ARROW_TYPES:
+            raise ValueError(f"column {self.name!r}: unsupported type {self.type!r}")
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return _ARROW_TYPES[self.type]
+
+
+AUDIT_COLUMNS: tuple[Column, ...] = (
+    Column("_synced_at", "TIMESTAMPTZ", "when the pipeline wrote the row", nullable=False),
+    Column("_run_id", "VARCHAR", "the run (Dagster run id or CLI run id) that wrote the row", nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One warehouse table.
+
+    ``columns`` are the business columns the normaliser produces; the audit columns
+    ``_synced_at`` / ``_run_id`` are appended by the warehouse. ``replace_key`` names the column
+    whose value identifies a replace unit (``shipment_id`` for every child of a shipment): when a
+    unit changes, all its rows are deleted and re-inserted together.
+    """
+
+    schema: str
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...]
+    description: str
+    replace_key: str | None = "shipment_id"
+    audit: bool = True
+    column_index: Mapping[str, Column] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index = {c.name: c for c in self.all_columns}
+        if len(index) != len(self.all_columns):
+            raise ValueError(f"table {self.qualified_name}: duplicate column names")
+        for key in (*self.primary_key, *([self.replace_key] if self.replace_key else [])):
+            if key not in index:
+                raise ValueError(f"table {self.qualified_name}: key column {key!r} is not declared")
+        object.__setattr__(self, "column_index", index)
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    @property
+    def all_columns(self) -> tuple[Column, ...]:
+        return self.columns + (AUDIT_COLUMNS if self.audit else ())
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def arrow_schema(self, *, with_audit: bool = False) -> pa.Schema:
+        cols = self.all_columns if with_audit else self.columns
+        return pa.schema([pa.field(c.name, c.arrow_type, nullable=c.nullable) for c in cols])
+
+    def ddl(self) -> str:
+        cols = [
+            f'"{c.name}" {c.type}{"" if c.nullable else " NOT NULL"}' for c in self.all_columns
+        ]
+        pk = ", ".join(f'"{k}"' for k in self.primary_key)
+        body = ",\n  ".join([*cols, f"PRIMARY KEY ({pk})"])
+        return f"CREATE TABLE IF NOT EXISTS {self.qualified_name} (\n  {body}\n)"
+
+    def to_arrow(self, rows: Iterable[Mapping[str, Any]]) -> pa.Table:
+        """Rows (dicts keyed by column name; missing keys are null) to an Arrow table of this schema."""
+        rows = list(rows)
+        arrays = [
+            pa.array([r.get(c.name) for r in rows], type=c.arrow_type) for c in self.columns
+        ]
+        return pa.Table.from_arrays(arrays, schema=self.arrow_schema())

@@ -1,0 +1,132 @@
+"""The contract between the simulator's data (store, generator, clock) and its HTTP layer.
+
+``store.SimulatorStore`` implements :class:`StoreAPI`; ``app.create_app`` consumes it. Documents are
+plain JSON-ready dicts shaped exactly as the spec (``../shared/freight-service-spec.md``) and
+``docs/service-assumptions.md`` describe them. All methods are synchronous and thread-safe (the
+HTTP layer may call them from a thread pool while a test mutates the store).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+# The 18 shipment identifier keys of the spec, in spec order.
+SHIPMENT_KEYS: tuple[str, ...] = (
+    "ID", "HBL", "MBL", "FILENUMBER", "SHIPMENT_NUMBER", "SHIPMENT_ID", "ADDRESS_REFERENCE",
+    "DIRECTION", "MODE_OF_TRANSPORT", "MONTH_OF_SERVICE", "CLIENT", "CREATION_DATE",
+    "RUNNING_SEQUENCE_NUMBER", "CUSTOMER_ADDRESS_TYPE", "CUSTOMER_ADDRESS_NUMBER",
+    "SHIPMENT_CLOSED", "LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME",
+)
+EFILE_KEYS: tuple[str, ...] = ("REFERENCE", "SHIPMENT_ID")
+MEMO_KEYS: tuple[str, ...] = ("ID", "CLIENT", "SHIPMENT_NUMBER", "RUNNING_NUMBER")
+CODE_CONVERSION_KEYS: tuple[str, ...] = (
+    "ID", "PARTNER", "DIRECTION", "CODE_TABLE", "CODE_TYPE", "SOURCE_CODE", "TARGET_CODE",
+)
+EVENT_CODES: tuple[str, ...] = (
+    "DISPATCH", "PICKUP", "WAREHOUSE", "POL_ARRIVAL", "LOADING_START", "LOADING_END",
+    "POL_DEPARTURE", "POD_ARRIVAL", "CLEARANCE_START", "CLEARANCE_END", "CUSTOMS_CLEARANCE",
+    "AVAILABLE", "ACCEPTANCE", "FINAL_DESTINATION", "TRANSSHIPMENT", "GATE_OUT", "POD_DEPARTURE",
+    "CUSTOMS_RELEASE", "DELIVERY_DATE", "POL_DEPARTURE_REVISED", "POD_ARRIVAL_REVISED",
+    "TRANSSHIPMENT_ARRIVAL", "TRANSSHIPMENT_DEPARTURE", "DIFF_BL_DATE", "VGM_CLOSING",
+)
+EVENT_TYPES: tuple[str, ...] = ("ESTIMATED", "ACTUAL")
+
+
+class NotFound(LookupError):
+    """Unknown id (HTTP 404)."""
+
+
+class Conflict(ValueError):
+    """The record already exists (HTTP 409)."""
+
+
+class Invalid(ValueError):
+    """The request content is wrong (HTTP 400); the message names what was wrong."""
+
+
+class StoreAPI(Protocol):
+    # --- clock -------------------------------------------------------------------------------
+    def now(self) -> dt.datetime:
+        """The simulated clock: aware, in the service's UTC offset, whole seconds."""
+
+    def advance_clock(self, seconds: float) -> dt.datetime: ...
+
+    # --- shipments ---------------------------------------------------------------------------
+    def shipment_key_rows(self) -> Iterator[Mapping[str, Any]]:
+        """One mapping per live shipment: every key of SHIPMENT_KEYS -> its value.
+
+        ID, RUNNING_SEQUENCE_NUMBER and CUSTOMER_ADDRESS_NUMBER are ints; the other values are
+        strings (LAST_MODIFIED_DATE ``YYYY-MM-DD``, LAST_MODIFIED_TIME ``HH:MM:SS``, CREATION_DATE
+        ``YYYY-MM-DD``, SHIPMENT_CLOSED ``J``/``N``); ADDRESS_REFERENCE is a tuple of strings (every
+        reference value at every address). Must be cheap: no full document is built.
+        """
+
+    def get_shipment(self, shipment_id: int) -> dict[str, Any]:
+        """The full shipment document. Raises NotFound."""
+
+    def get_base_shipment(self, shipment_id: int) -> dict[str, Any]:
+        """The base shipment (assumption A9). Raises NotFound."""
+
+    def get_events(self, shipment_id: int) -> list[dict[str, Any]]:
+        """Raises NotFound for an unknown shipment; [] when it has no events."""
+
+    def get_air_main_carriage(self, shipment_id: int) -> list[dict[str, Any]]: ...
+
+    def get_sea_main_carriage(self, shipment_id: int) -> list[dict[str, Any]]: ...
+
+    def create_event(self, shipment_id: int, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Raises NotFound, Conflict (event+type exists), Invalid (bad code/type). Moves last-modified."""
+
+    def update_event(
+        self, shipment_id: int, code: str, event_type: str, event: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Raises NotFound (shipment or event+type), Invalid. Moves last-modified."""
+
+    # --- memos and code conversions ----------------------------------------------------------
+    def memo_rows(self) -> Iterator[dict[str, Any]]:
+        """Every memo line, ordered by id (fields of the spec's memo line)."""
+
+    def get_memo(self, memo_id: int) -> dict[str, Any]: ...
+
+    def code_conversion_rows(self) -> Iterator[dict[str, Any]]:
+        """Every code conversion record (assumption A14), ordered by id."""
+
+    def get_code_conversion(self, conversion_id: int) -> dict[str, Any]: ...
+
+    # --- E-File ------------------------------------------------------------------------------
+    def store_efile(self, efile: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def get_efile(self, efile_id: int, cascade: bool = False) -> dict[str, Any]: ...
+
+    def delete_efile(self, efile_id: int) -> dict[str, Any]: ...
+
+    def efile_rows(self) -> Iterator[dict[str, Any]]:
+        """Every E-File with references (no document), for the lookup."""
+
+    def get_efile_references(self, efile_id: int) -> list[dict[str, Any]]: ...
+
+    def add_efile_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None: ...
+
+    def delete_efile_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None: ...
+
+    def get_efile_roles(self, efile_id: int) -> list[dict[str, Any]]: ...
+
+    def add_efile_role(self, efile_id: int, role: str) -> None: ...
+
+    def delete_efile_role(self, efile_id: int, role: Mapping[str, Any]) -> None: ...
+
+    # --- webhook -----------------------------------------------------------------------------
+    def record_webhook(self, payload: Mapping[str, Any]) -> int: ...
+
+    # --- change over time (Python API; also behind the opt-in HTTP control surface) -----------
+    def modify_shipments(self, count: int) -> list[int]:
+        """Change `count` live shipments (fields, goods added/removed, new events); returns ids."""
+
+    def create_shipments(self, count: int) -> list[int]: ...
+
+    def delete_shipments(self, count: int) -> list[int]: ...
+
+    def touch_shipments(self, shipment_ids: list[int]) -> None:
+        """Give these shipments a new version and last-modified = now (for targeted tests)."""
