@@ -22,7 +22,7 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 setup: $(STAMP)
 
 lint: setup
-	$(BIN)/ruff check freight_pipeline freight_pipeline_tests scripts
+	$(BIN)/ruff check .
 
 test: setup lint
 	$(BIN)/python -m pytest -q

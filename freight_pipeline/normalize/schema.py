@@ -98,7 +98,9 @@ class TableSpec:
 
     def to_arrow(self, rows: Iterable[Mapping[str, Any]]) -> pa.Table:
         """Rows (dicts keyed by column name; missing keys are null) to an Arrow table of this schema."""
-        rows = list(rows)
+        rows = rows if isinstance(rows, list) else list(rows)
+        if all(type(r) is dict for r in rows):  # fast path: Arrow reads the dicts column-wise in C++
+            return pa.Table.from_pylist(rows, schema=self.arrow_schema())
         arrays = [
             pa.array([r.get(c.name) for r in rows], type=c.arrow_type) for c in self.columns
         ]

@@ -1,1 +1,40 @@
-"""warehouse."""
+"""The warehouse: a private working DuckDB database written in one transaction per batch, and the
+atomic publish of a read-only copy plus Parquet for readers (see ``store`` and ``publish``)."""
+
+from freight_pipeline.warehouse.meta import META_SCHEMA, META_TABLES
+from freight_pipeline.warehouse.publish import (
+    PublishResult,
+    clean_leftovers,
+    parquet_root,
+    publish,
+    published_db_path,
+)
+from freight_pipeline.warehouse.records import (
+    PendingDetail,
+    RawDocument,
+    Reject,
+    ReplaceOutcome,
+    RunLike,
+    RunRecord,
+    WriteStats,
+)
+from freight_pipeline.warehouse.store import Warehouse, working_db_path
+
+__all__ = [
+    "META_SCHEMA",
+    "META_TABLES",
+    "PendingDetail",
+    "PublishResult",
+    "RawDocument",
+    "Reject",
+    "ReplaceOutcome",
+    "RunLike",
+    "RunRecord",
+    "Warehouse",
+    "WriteStats",
+    "clean_leftovers",
+    "parquet_root",
+    "publish",
+    "published_db_path",
+    "working_db_path",
+]

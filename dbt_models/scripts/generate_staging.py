@@ -1,0 +1,397 @@
+"""Generate the dbt sources and staging models from the ``freight`` table specs.
+
+The table specs in ``freight_pipeline/normalize/tables.py`` are the one declaration of the
+``freight`` schema (column names, types, descriptions). This script writes, from them:
+
+* ``models/staging/_sources.yml``: the ``freight`` source with every table and column documented,
+  the Dagster asset key of each table (``freight/<table>``) and ``_synced_at`` freshness;
+* ``models/staging/stg_<table>.sql``: a view per table, CTEs ``source -> renamed -> final``,
+  light cleaning (code columns trimmed and upper-cased, a few boolean and key renames);
+* ``models/staging/stg_<table>.yml``: docs of every column and the data tests of the table
+  (keys, relationships to parents, accepted values).
+
+Run it after a table spec changes, from the repository root::
+
+    .venv/bin/python dbt_models/scripts/generate_staging.py
+
+The generated files are committed; ``freight_pipeline_tests/dbt`` checks that they still match the
+specs, so drift fails the test suite instead of a production dbt run.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from freight_pipeline.normalize.schema import Column, TableSpec  # noqa: E402
+from freight_pipeline.normalize.tables import FREIGHT_TABLES, TABLE_STREAM  # noqa: E402
+
+STAGING_DIR = ROOT / "dbt_models" / "models" / "staging"
+SOURCE_NAME = "freight"
+
+EVENT_CODES = (
+    "DISPATCH",
+    "PICKUP",
+    "WAREHOUSE",
+    "POL_ARRIVAL",
+    "LOADING_START",
+    "LOADING_END",
+    "POL_DEPARTURE",
+    "POD_ARRIVAL",
+    "CLEARANCE_START",
+    "CLEARANCE_END",
+    "CUSTOMS_CLEARANCE",
+    "AVAILABLE",
+    "ACCEPTANCE",
+    "FINAL_DESTINATION",
+    "TRANSSHIPMENT",
+    "GATE_OUT",
+    "POD_DEPARTURE",
+    "CUSTOMS_RELEASE",
+    "DELIVERY_DATE",
+    "POL_DEPARTURE_REVISED",
+    "POD_ARRIVAL_REVISED",
+    "TRANSSHIPMENT_ARRIVAL",
+    "TRANSSHIPMENT_DEPARTURE",
+    "DIFF_BL_DATE",
+    "VGM_CLOSING",
+)
+EVENT_TYPES = ("ESTIMATED", "ACTUAL")
+MODES_OF_TRANSPORT = ("SEA", "AIR", "RD", "RL")
+
+# Tables whose freshness is checked (``dbt source freshness``, Dagster freshness): the head table of
+# each always-populated stream. Child tables are written only with their shipment and may be empty
+# for good (no AES proposal in any shipment), so their newest ``_synced_at`` says nothing.
+FRESHNESS_TABLES = frozenset({"shipments", "shipment_events", "code_conversions"})
+
+UPPER_CODE = "upper(trim({col}))"
+LOWER_CODE = "lower(trim({col}))"
+
+
+@dataclass(frozen=True)
+class Rename:
+    """A staging column that differs from its source column (new name and/or an expression)."""
+
+    name: str | None = None  # None: keep the source name
+    expression: str | None = None  # "{col}" is the source column
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Accepted:
+    values: tuple[str, ...]
+    severity: str = "error"
+    note: str = ""
+
+
+@dataclass
+class Staging:
+    """How one freight table is staged."""
+
+    renames: dict[str, Rename] = field(default_factory=dict)
+    accepted: dict[str, Accepted] = field(default_factory=dict)
+    # parent staging model and (child columns, parent columns) of a composite foreign key
+    parents: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
+
+
+BOOLEAN_RENAMES = {
+    "shipment_closed": Rename("is_closed", note="source column shipment_closed"),
+    "colli": Rename("is_colli", note="source column colli"),
+    "additional_mark": Rename("has_additional_mark", note="source column additional_mark"),
+    "shippers_own": Rename("is_shippers_own", note="source column shippers_own"),
+}
+EVENT_LOCATION_RENAMES = {
+    col: Rename(f"location_{col}", note=f"source column {col}")
+    for col in (
+        "service_code",
+        "unloc",
+        "iata",
+        "foreign_code",
+        "postal_code",
+        "un_country",
+        "latitude",
+        "longitude",
+    )
+}
+GOOD_PARENT = ("stg_shipment_goods", ("shipment_id", "good_path"), ("shipment_id", "good_path"))
+
+STAGING: dict[str, Staging] = {
+    "shipments": Staging(
+        renames={
+            "mode_of_transport": Rename(expression=UPPER_CODE, note="trimmed, upper case"),
+            "direction": Rename(expression=UPPER_CODE, note="trimmed, upper case"),
+        },
+        accepted={
+            "mode_of_transport": Accepted(MODES_OF_TRANSPORT),
+            "direction": Accepted(("I", "E")),
+        },
+    ),
+    "shipment_goods": Staging(
+        parents=[
+            (
+                "stg_shipment_goods",
+                ("shipment_id", "parent_good_path"),
+                ("shipment_id", "good_path"),
+            )
+        ]
+    ),
+    "good_hs_codes": Staging(parents=[GOOD_PARENT]),
+    "good_measurements": Staging(parents=[GOOD_PARENT]),
+    "good_customs": Staging(parents=[GOOD_PARENT]),
+    "good_mrns": Staging(parents=[GOOD_PARENT]),
+    "good_dangerous_goods": Staging(parents=[GOOD_PARENT]),
+    "good_marks": Staging(parents=[GOOD_PARENT]),
+    "good_descriptions": Staging(parents=[GOOD_PARENT]),
+    "address_references": Staging(
+        parents=[("stg_shipment_addresses", ("shipment_id", "address_position"), ("shipment_id", "position"))]
+    ),
+    "container_addresses": Staging(
+        parents=[("stg_shipment_containers", ("shipment_id", "container_position"), ("shipment_id", "position"))]
+    ),
+    "carriage_legs": Staging(
+        renames={
+            "carriage": Rename(expression=LOWER_CODE, note="trimmed, lower case"),
+            "mot": Rename(expression=UPPER_CODE, note="trimmed, upper case"),
+        },
+        accepted={"carriage": Accepted(("pre", "main", "post"))},
+    ),
+    "air_main_carriage_legs": Staging(renames={"mot": Rename(expression=UPPER_CODE, note="trimmed, upper case")}),
+    "sea_main_carriage_legs": Staging(renames={"mot": Rename(expression=UPPER_CODE, note="trimmed, upper case")}),
+    "shipment_events": Staging(
+        renames={
+            "event": Rename("event_code", UPPER_CODE, "source column event, trimmed, upper case"),
+            "type": Rename("event_type", UPPER_CODE, "source column type, trimmed, upper case"),
+            **EVENT_LOCATION_RENAMES,
+        },
+        accepted={
+            "event_code": Accepted(
+                EVENT_CODES,
+                severity="warn",
+                note="the 25 codes of the spec; warn only, because the service may add codes "
+                "and the normalizer keeps unknown codes as sent",
+            ),
+            "event_type": Accepted(EVENT_TYPES),
+        },
+    ),
+    "code_conversions": Staging(
+        renames={"direction": Rename(expression=UPPER_CODE, note="trimmed, upper case")},
+        accepted={"direction": Accepted(("I", "O"))},
+    ),
+}
+
+
+def staged_name(column: Column, staging: Staging) -> str:
+    rename = staging.renames.get(column.name) or BOOLEAN_RENAMES.get(column.name)
+    return rename.name if rename and rename.name else column.name
+
+
+def select_expression(column: Column, staging: Staging) -> str:
+    rename = staging.renames.get(column.name) or BOOLEAN_RENAMES.get(column.name)
+    target = staged_name(column, staging)
+    if rename and rename.expression:
+        return f"{rename.expression.format(col=column.name)} as {target}"
+    if target != column.name:
+        return f"{column.name} as {target}"
+    return column.name
+
+
+def column_note(column: Column, staging: Staging) -> str:
+    rename = staging.renames.get(column.name) or BOOLEAN_RENAMES.get(column.name)
+    return f" ({rename.note})" if rename and rename.note else ""
+
+
+def quote(text: str) -> str:
+    """A YAML double-quoted scalar."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def yaml_list(values: Iterable[str]) -> str:
+    return "[" + ", ".join(quote(v) for v in values) + "]"
+
+
+# --- SQL -----------------------------------------------------------------------------------------
+
+
+def staging_sql(spec: TableSpec, staging: Staging) -> str:
+    key = set(spec.primary_key)
+    keys = [c for c in spec.all_columns if c.name in key]
+    audit = [c for c in spec.all_columns if c.name.startswith("_")]
+    body = [c for c in spec.all_columns if c not in keys and c not in audit]
+    lines = [
+        f"-- Staging view of {SOURCE_NAME}.{spec.name}: one row per ({', '.join(spec.primary_key)}).",
+        "-- Generated by dbt_models/scripts/generate_staging.py from the table spec; do not edit by hand.",
+        "",
+        "with",
+        "",
+        "source as (",
+        "",
+        f"    select * from {{{{ source('{SOURCE_NAME}', '{spec.name}') }}}}",
+        "",
+        "),",
+        "",
+        "renamed as (",
+        "",
+        "    select",
+    ]
+    groups = [("keys", keys), ("attributes", body), ("sync audit", audit)]
+    exprs: list[str] = []
+    for title, cols in groups:
+        if not cols:
+            continue
+        exprs.append(f"        ---------- {title}")
+        exprs.extend(f"        {select_expression(c, staging)}," for c in cols)
+    # drop the trailing comma of the last expression
+    last = max(i for i, e in enumerate(exprs) if not e.lstrip().startswith("--"))
+    exprs[last] = exprs[last].rstrip(",")
+    lines += exprs
+    lines += [
+        "",
+        "    from source",
+        "",
+        "),",
+        "",
+        "final as (",
+        "",
+        "    select * from renamed",
+        "",
+        ")",
+        "",
+        "select * from final",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# --- YAML ----------------------------------------------------------------------------------------
+
+
+def staging_yml(spec: TableSpec, staging: Staging) -> str:
+    model = f"stg_{spec.name}"
+    single_key = spec.primary_key[0] if len(spec.primary_key) == 1 else None
+    staged_keys = [staged_name(spec.column_index[k], staging) for k in spec.primary_key]
+    out = [
+        "# Generated by dbt_models/scripts/generate_staging.py from the table spec; do not edit by hand.",
+        "version: 2",
+        "",
+        "models:",
+        f"  - name: {model}",
+        f"    description: {quote(spec.description + ' Staging view of freight.' + spec.name + '.')}",
+    ]
+    model_tests: list[str] = []
+    if single_key is None:
+        model_tests += [
+            "      - unique_combination_of_columns:",
+            "          arguments:",
+            f"            combination_of_columns: {yaml_list(staged_keys)}",
+        ]
+    for parent, child_cols, parent_cols in staging.parents:
+        model_tests += [
+            "      - composite_relationships:",
+            "          arguments:",
+            f"            to: ref('{parent}')",
+            f"            from_columns: {yaml_list(child_cols)}",
+            f"            to_columns: {yaml_list(parent_cols)}",
+        ]
+    if model_tests:
+        out += ["    data_tests:", *model_tests]
+    out.append("    columns:")
+    for column in spec.all_columns:
+        name = staged_name(column, staging)
+        description = (column.description or column.name) + column_note(column, staging)
+        out += [
+            f"      - name: {name}",
+            f"        description: {quote(description)}",
+            f"        data_type: {column.type.lower()}",
+        ]
+        tests: list[str] = []
+        if name in staged_keys:
+            tests.append("          - not_null")
+        if name == single_key:
+            tests.append("          - unique")
+        if column.name == "shipment_id" and spec.name != "shipments":
+            tests += [
+                "          - relationships:",
+                "              arguments:",
+                "                to: ref('stg_shipments')",
+                "                field: shipment_id",
+            ]
+            if TABLE_STREAM.get(spec.name) != "shipments":
+                # written by another stream than the shipment itself (events, legs, memos): an
+                # orphan is worth a warning, not a reason to stop building the marts
+                tests += ["              config:", "                severity: warn"]
+        accepted = staging.accepted.get(name)
+        if accepted:
+            tests += [
+                "          - accepted_values:",
+                "              arguments:",
+                f"                values: {yaml_list(accepted.values)}",
+            ]
+            if accepted.severity != "error":
+                tests += ["              config:", f"                severity: {accepted.severity}"]
+        if tests:
+            out += ["        data_tests:", *tests]
+    return "\n".join(out) + "\n"
+
+
+def sources_yml(specs: Iterable[TableSpec]) -> str:
+    out = [
+        "# Generated by dbt_models/scripts/generate_staging.py from the table specs; do not edit by hand.",
+        "version: 2",
+        "",
+        "sources:",
+        f"  - name: {SOURCE_NAME}",
+        '    description: "Normalized tables of the freight service, written by the sync '
+        '(freight_pipeline/normalize/tables.py declares them). Every row carries _synced_at and _run_id."',
+        f"    schema: {SOURCE_NAME}",
+        "    config:",
+        "      loaded_at_field: _synced_at",
+        "      freshness:",
+        "        warn_after: {count: 1, period: day}",
+        "        error_after: {count: 3, period: day}",
+        "    tables:",
+    ]
+    for spec in specs:
+        out += [
+            f"      - name: {spec.name}",
+            f"        description: {quote(spec.description)}",
+            "        config:",
+            "          meta:",
+            "            dagster:",
+            f'              asset_key: ["{SOURCE_NAME}", "{spec.name}"]',
+            *([] if spec.name in FRESHNESS_TABLES else ["          freshness: null"]),
+            "        columns:",
+        ]
+        for column in spec.all_columns:
+            out += [
+                f"          - name: {column.name}",
+                f"            description: {quote(column.description or column.name)}",
+                f"            data_type: {column.type.lower()}",
+            ]
+    return "\n".join(out) + "\n"
+
+
+def render() -> dict[Path, str]:
+    """Every generated file and its content."""
+    files: dict[Path, str] = {STAGING_DIR / "_sources.yml": sources_yml(FREIGHT_TABLES)}
+    for spec in FREIGHT_TABLES:
+        staging = STAGING.get(spec.name, Staging())
+        files[STAGING_DIR / f"stg_{spec.name}.sql"] = staging_sql(spec, staging)
+        files[STAGING_DIR / f"stg_{spec.name}.yml"] = staging_yml(spec, staging)
+    return files
+
+
+def main() -> None:
+    STAGING_DIR.mkdir(parents=True, exist_ok=True)
+    for path, text in render().items():
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

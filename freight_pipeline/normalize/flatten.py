@@ -1,0 +1,130 @@
+"""Shipment documents to rows, and rows to Arrow: the entry points of normalization.
+
+Everything here is a pure function of plain dicts (the service's JSON as received). Rows are dicts
+keyed by column name; absent keys are null. ``to_arrow_batch`` turns a whole batch into one Arrow
+table per warehouse table, built column-wise from the table specs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime
+from freight_pipeline.normalize import tables as t
+from freight_pipeline.normalize.addresses import add_addresses, add_containers
+from freight_pipeline.normalize.errors import NormalizationError, show
+from freight_pipeline.normalize.fields import Row, Rows, as_items, as_object, compile_fields, copy_fields
+from freight_pipeline.normalize.goods import add_goods
+from freight_pipeline.normalize.legs import add_carriage_legs
+from freight_pipeline.normalize.records import record_id
+
+_SHIPMENT = compile_fields((*t.SHIPMENT_FIELDS, *t.SHIPMENT_TIMESTAMP_FIELDS))
+_EMPLOYEES = compile_fields(t.EMPLOYEE_FIELDS)
+_INSURANCE = compile_fields(t.INSURANCE_FIELDS)
+_INSURER = compile_fields(t.INSURER_FIELDS)
+_CREDIT = compile_fields(t.CREDIT_FIELDS)
+_CUSTOMS = compile_fields(t.CUSTOMS_FIELDS)
+_AES = compile_fields(t.AES_FIELDS)
+_CUSTOM_FIELDS = compile_fields(t.CUSTOM_FIELD_FIELDS)
+
+SHIPMENT_TABLES: tuple[str, ...] = t.STREAM_TABLES["shipments"]
+
+
+def _put_object(row: Row, doc: Mapping[str, Any], key: str, fields: Any) -> Mapping[str, Any] | None:
+    obj = as_object(doc.get(key), key)
+    if obj:
+        copy_fields(row, obj, fields, key)
+    return obj
+
+
+def _put_local_clock(row: Row, value: Any) -> None:
+    """The service-local date/time parts of last_modified_date_time (the sync cursor compares these)."""
+    if not isinstance(value, str):
+        return
+    try:
+        local = parse_iso_datetime(value)
+    except DateTimeParseError as exc:  # already rejected by the TIMESTAMPTZ field; kept for safety
+        raise NormalizationError(f"last_modified_date_time: {exc}") from None
+    if local is None:
+        return
+    row["last_modified_date"] = local.date().isoformat()
+    row["last_modified_time"] = local.time().replace(microsecond=0).isoformat()
+    offset = local.utcoffset()
+    if offset is not None:
+        total = int(offset.total_seconds())
+        sign = "+" if total >= 0 else "-"
+        total = abs(total)
+        row["last_modified_offset"] = f"{sign}{total // 3600:02d}:{total % 3600 // 60:02d}"
+
+
+def _add_simple_children(out: Rows, table: str, shipment_id: int, items: Any, key: str, fields: Any) -> None:
+    target = out[table]
+    for position, path, item in as_items(items, key):
+        target.append(copy_fields({"shipment_id": shipment_id, "position": position}, item, fields, path))
+
+
+def normalize_shipment(doc: Mapping[str, Any]) -> Rows:
+    """Rows of ``shipments`` and every table embedded in the shipment document.
+
+    The result has a key for every table the shipments stream fills (see ``STREAM_TABLES``), with an
+    empty list where the document has no rows: the caller replaces all of them for this shipment.
+    The document's ``events`` and ``memos`` arrays are not used (their tables come from their own
+    endpoints). Raises :class:`NormalizationError` naming the field path of the first problem.
+    """
+    if not isinstance(doc, Mapping):
+        raise NormalizationError(f"document: {show(doc)} is not an object")
+    shipment_id = record_id(doc, "")
+    out: Rows = {name: [] for name in SHIPMENT_TABLES}
+    row: Row = {"shipment_id": shipment_id}
+    copy_fields(row, doc, _SHIPMENT, "")
+    _put_local_clock(row, doc.get("last_modified_date_time"))
+    _put_object(row, doc, "employees", _EMPLOYEES)
+    insurance = _put_object(row, doc, "insurance", _INSURANCE)
+    if insurance:
+        insurer = as_object(insurance.get("insurer"), "insurance.insurer")
+        if insurer:
+            copy_fields(row, insurer, _INSURER, "insurance.insurer")
+    _put_object(row, doc, "credit_data", _CREDIT)
+    _put_object(row, doc, "customs_data", _CUSTOMS)
+    out[t.SHIPMENTS.name].append(row)
+
+    add_goods(out, shipment_id, doc.get("goods"))
+    add_addresses(out, shipment_id, doc.get("addresses"))
+    add_containers(out, shipment_id, doc.get("containers"))
+    add_carriage_legs(out, shipment_id, doc)
+    _add_simple_children(out, t.SHIPMENT_AES.name, shipment_id, doc.get("aes"), "aes", _AES)
+    _add_simple_children(
+        out,
+        t.SHIPMENT_CUSTOM_FIELDS.name,
+        shipment_id,
+        doc.get("custom_fields"),
+        "custom_fields",
+        _CUSTOM_FIELDS,
+    )
+    return out
+
+
+def merge_rows(parts: Sequence[Rows]) -> Rows:
+    """Concatenate the rows of several normalized records table by table."""
+    merged: Rows = {}
+    for part in parts:
+        for table, rows in part.items():
+            merged.setdefault(table, []).extend(rows)
+    return merged
+
+
+def to_arrow_batch(rows_by_table: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, pa.Table]:
+    """One Arrow table per table named in ``rows_by_table`` (empty list: empty table), typed by its spec.
+
+    Audit columns are not included; the warehouse adds them.
+    """
+    tables: dict[str, pa.Table] = {}
+    for name, rows in rows_by_table.items():
+        spec = t.TABLES_BY_NAME.get(name)
+        if spec is None:
+            raise KeyError(f"unknown freight table {name!r}")
+        tables[name] = spec.to_arrow(rows)
+    return tables

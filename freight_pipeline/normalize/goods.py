@@ -1,0 +1,102 @@
+"""The goods tree: every goods line at every depth, and the arrays hanging off each line."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from freight_pipeline.normalize import tables as t
+from freight_pipeline.normalize.errors import NormalizationError
+from freight_pipeline.normalize.fields import (
+    Row,
+    Rows,
+    as_items,
+    compile_fields,
+    copy_fields,
+    loose_datetime,
+    string_lines,
+)
+
+MAX_DEPTH = 32  # far beyond any real hierarchy; guards against pathological documents
+
+_GOOD = compile_fields(t.GOOD_FIELDS)
+_HS_CODE = compile_fields(t.HS_CODE_FIELDS)
+_MEASUREMENT = compile_fields(t.MEASUREMENT_FIELDS)
+_CUSTOMS = compile_fields(t.GOOD_CUSTOMS_FIELDS)
+_MRN = compile_fields(t.MRN_FIELDS)
+_DANGEROUS = compile_fields(t.DANGEROUS_GOOD_FIELDS)
+
+# (source key, table, compiled fields) of the object arrays of a goods line
+_OBJECT_CHILDREN = (
+    ("hs_codes", t.GOOD_HS_CODES.name, _HS_CODE),
+    ("measurements", t.GOOD_MEASUREMENTS.name, _MEASUREMENT),
+    ("customs", t.GOOD_CUSTOMS.name, _CUSTOMS),
+    ("mrns", t.GOOD_MRNS.name, _MRN),
+    ("dangerousGoods", t.GOOD_DANGEROUS_GOODS.name, _DANGEROUS),
+)
+# (source key, table, column) of the string arrays of a goods line
+_LINE_CHILDREN = (
+    ("marks", t.GOOD_MARKS.name, "mark"),
+    ("description", t.GOOD_DESCRIPTIONS.name, "description"),
+)
+
+
+def _add_child_objects(
+    out: Rows, shipment_id: int, good_path: str, good: Mapping[str, Any], path: str
+) -> None:
+    for key, table, fields in _OBJECT_CHILDREN:
+        items = good.get(key)
+        if not items:
+            continue
+        target = out[table]
+        for position, item_path, item in as_items(items, f"{path}.{key}"):
+            row: Row = {"shipment_id": shipment_id, "good_path": good_path, "position": position}
+            copy_fields(row, item, fields, item_path)
+            if table == t.GOOD_CUSTOMS.name:
+                row["invoice_date_time"], row["invoice_at"] = loose_datetime(
+                    item.get("invoice_date_time"), f"{item_path}.invoice_date_time"
+                )
+                row["delivery_date_time"], row["delivery_at"] = loose_datetime(
+                    item.get("delivery_date_time"), f"{item_path}.delivery_date_time"
+                )
+            elif table == t.GOOD_DANGEROUS_GOODS.name:
+                t.DANGEROUS_GOOD_CONTACT.put(row, item.get("contact"), f"{item_path}.contact")
+            target.append(row)
+    for key, table, column in _LINE_CHILDREN:
+        lines = good.get(key)
+        if not lines:
+            continue
+        target = out[table]
+        for position, text in string_lines(lines, f"{path}.{key}"):
+            target.append(
+                {"shipment_id": shipment_id, "good_path": good_path, "position": position, column: text}
+            )
+
+
+def add_goods(
+    out: Rows,
+    shipment_id: int,
+    goods: Any,
+    path: str = "goods",
+    parent_path: str | None = None,
+    depth: int = 1,
+) -> None:
+    """Append rows for ``goods`` (and, recursively, their ``subgoods``) to ``out``."""
+    if depth > MAX_DEPTH:
+        raise NormalizationError(f"{path}: goods nested deeper than {MAX_DEPTH} levels")
+    target = out[t.SHIPMENT_GOODS.name]
+    for position, good_src_path, good in as_items(goods, path):
+        good_path = str(position) if parent_path is None else f"{parent_path}.{position}"
+        row: Row = {
+            "shipment_id": shipment_id,
+            "good_path": good_path,
+            "parent_good_path": parent_path,
+            "depth": depth,
+            "position": position,
+        }
+        copy_fields(row, good, _GOOD, good_src_path)
+        target.append(row)
+        _add_child_objects(out, shipment_id, good_path, good, good_src_path)
+        subgoods = good.get("subgoods")
+        if subgoods:
+            add_goods(out, shipment_id, subgoods, f"{good_src_path}.subgoods", good_path, depth + 1)

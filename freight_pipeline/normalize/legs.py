@@ -1,0 +1,71 @@
+"""Carriage legs: embedded in the shipment (pre/main/post) and from the air/sea main-carriage endpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from freight_pipeline.normalize import tables as t
+from freight_pipeline.normalize.errors import NormalizationError
+from freight_pipeline.normalize.fields import Row, Rows, as_items, as_object, compile_fields, copy_fields
+
+CARRIAGES: tuple[tuple[str, str], ...] = (
+    ("pre", "pre_carriage"),
+    ("main", "main_carriage"),
+    ("post", "post_carriage"),
+)
+
+_EMBEDDED = compile_fields(
+    (*t.LEG_COMMON_FIELDS, *t.AIR_LEG_FIELDS, *t.SEA_LEG_FIELDS, *t.HAULAGE_LEG_FIELDS)
+)
+_AIR = compile_fields((*t.LEG_COMMON_FIELDS, *t.AIR_LEG_FIELDS))
+_SEA = compile_fields((*t.LEG_COMMON_FIELDS, *t.SEA_LEG_FIELDS))
+
+
+def _put_leg_ends(row: Row, leg: Mapping[str, Any], path: str) -> None:
+    for end in t.LEG_ENDS:
+        end_path = f"{path}.{end.end}"
+        data = as_object(leg.get(end.end), end_path)
+        if not data:
+            continue
+        end.location.put(row, data.get("location"), f"{end_path}.location")
+        start = end.estimated.put(row, data.get("estimated_datetime"), f"{end_path}.estimated_datetime")
+        end.estimated.put_until(
+            row, start, data.get("estimated_datetime_until"), f"{end_path}.estimated_datetime_until"
+        )
+        end.actual.put(row, data.get("actual_datetime"), f"{end_path}.actual_datetime")
+        end.revised.put(row, data.get("revised_datetime"), f"{end_path}.revised_datetime")
+
+
+def add_carriage_legs(out: Rows, shipment_id: int, doc: Mapping[str, Any]) -> None:
+    target = out[t.CARRIAGE_LEGS.name]
+    for carriage, key in CARRIAGES:
+        transport = as_object(doc.get(key), key)
+        if not transport:
+            continue
+        for position, leg_path, leg in as_items(transport.get("carriage_legs"), f"{key}.carriage_legs"):
+            row: Row = {"shipment_id": shipment_id, "carriage": carriage, "leg_position": position}
+            copy_fields(row, leg, _EMBEDDED, leg_path)
+            _put_leg_ends(row, leg, leg_path)
+            target.append(row)
+
+
+def normalize_main_carriage(
+    shipment_id: int, legs: list[dict[str, Any]] | None, kind: Literal["air", "sea"] = "air"
+) -> Rows:
+    """Rows of ``air_main_carriage_legs`` or ``sea_main_carriage_legs`` for one endpoint response."""
+    if kind == "air":
+        table, fields = t.AIR_MAIN_CARRIAGE_LEGS.name, _AIR
+    elif kind == "sea":
+        table, fields = t.SEA_MAIN_CARRIAGE_LEGS.name, _SEA
+    else:
+        raise ValueError(f"kind must be 'air' or 'sea', not {kind!r}")
+    if not isinstance(shipment_id, int) or isinstance(shipment_id, bool):
+        raise NormalizationError(f"shipment_id: {shipment_id!r} is not an integer")
+    rows: list[Row] = []
+    for position, leg_path, leg in as_items(legs, f"{kind}maincarriage"):
+        row: Row = {"shipment_id": shipment_id, "position": position}
+        copy_fields(row, leg, fields, leg_path)
+        _put_leg_ends(row, leg, leg_path)
+        rows.append(row)
+    return {table: rows}

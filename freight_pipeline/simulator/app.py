@@ -1,0 +1,483 @@
+"""The simulator's HTTP service: a Starlette ASGI app over a :class:`StoreAPI`.
+
+``create_app(store, config)`` returns a :class:`SimulatorApp` (an ASGI callable) that serves every
+endpoint of the spec with the choices of ``docs/service-assumptions.md``, wrapped in the fault and
+accounting edge (``faults.EdgeMiddleware``), plus the opt-in control surface (``control.py``).
+Store calls run in a worker thread so a large lookup never stalls the event loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import http
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Match, Route
+
+from freight_pipeline.simulator import lookup
+from freight_pipeline.simulator.auth import Authenticator, AuthError
+from freight_pipeline.simulator.config import WEBHOOK_ROLE, SimulatorConfig, UserConfig
+from freight_pipeline.simulator.faults import UNMATCHED, EdgeMiddleware, FaultInjector, RequestStats, Scope
+from freight_pipeline.simulator.store_api import EVENT_CODES, EVENT_TYPES, Conflict, Invalid, NotFound, StoreAPI
+
+T = TypeVar("T")
+_INT_RE = re.compile(r"^[+-]?\d{1,19}$")
+
+
+class ApiError(Exception):
+    """An error answer with the A3 JSON body."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = {"status": status, "error": http.HTTPStatus(status).phrase, "message": message}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+@dataclass
+class ServiceState:
+    store: StoreAPI
+    config: SimulatorConfig
+    auth: Authenticator
+    faults: FaultInjector
+    stats: RequestStats
+
+
+class SimulatorApp:
+    """The ASGI application plus handles on its parts (store, auth, faults, stats)."""
+
+    def __init__(self, store: StoreAPI, config: SimulatorConfig | None = None) -> None:
+        config = config or SimulatorConfig()
+        self.state = ServiceState(store, config, Authenticator(config), FaultInjector(config.faults), RequestStats())
+        endpoints = Endpoints(self.state)
+        routes: list[BaseRoute] = endpoints.routes()
+        if config.control:
+            from freight_pipeline.simulator.control import control_routes
+
+            routes += control_routes(self.state)
+        endpoints.literal_paths = {r.path for r in routes if isinstance(r, Route) and "{" not in r.path}
+        self.starlette = Starlette(routes=routes, exception_handlers=_exception_handlers())
+        self._routes = [r for r in routes if isinstance(r, Route)]
+        self._literal_paths = frozenset(endpoints.literal_paths)
+        self._edge = EdgeMiddleware(self.starlette, self.state.faults, self.state.stats, self.path_template)
+
+    @property
+    def store(self) -> StoreAPI:
+        return self.state.store
+
+    def path_template(self, scope: Scope) -> str:
+        if scope["path"] in self._literal_paths:
+            return str(scope["path"])
+        partial: str | None = None
+        for route in self._routes:
+            match, _ = route.matches(scope)
+            if match is Match.FULL:
+                return route.path
+            if match is Match.PARTIAL and partial is None:
+                partial = route.path
+        return partial or UNMATCHED
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        await self._edge(scope, receive, send)
+
+
+def create_app(store: StoreAPI, config: SimulatorConfig | None = None) -> SimulatorApp:
+    return SimulatorApp(store, config)
+
+
+# --- errors ----------------------------------------------------------------------------------------
+
+
+def _exception_handlers() -> dict[Any, Callable[..., Any]]:
+    async def api_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError | AuthError)
+        return error_response(exc.status, exc.message, exc.headers)
+
+    async def criteria_error(_: Request, exc: Exception) -> Response:
+        return error_response(400, str(exc))
+
+    async def not_found(_: Request, exc: Exception) -> Response:
+        return error_response(404, str(exc) or "not found")
+
+    async def conflict(_: Request, exc: Exception) -> Response:
+        return error_response(409, str(exc) or "already exists")
+
+    async def http_exception(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            message = f"no such path: {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"method {request.method} not allowed for {request.url.path}"
+        else:
+            message = str(exc.detail)
+        return error_response(exc.status_code, message, dict(exc.headers or {}))
+
+    async def server_error(_: Request, exc: Exception) -> Response:
+        return error_response(500, f"internal error: {type(exc).__name__}")
+
+    return {
+        ApiError: api_error,
+        AuthError: api_error,
+        lookup.CriteriaError: criteria_error,
+        Invalid: criteria_error,
+        NotFound: not_found,
+        Conflict: conflict,
+        HTTPException: http_exception,
+        Exception: server_error,
+    }
+
+
+# --- request helpers ---------------------------------------------------------------------------------
+
+
+async def json_body(request: Request, *, empty: Any = ...) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        if empty is ...:
+            raise ApiError(400, "request body is required (JSON)")
+        return empty
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"malformed JSON body: {exc}") from None
+
+
+async def json_object(request: Request, what: str) -> dict[str, Any]:
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise ApiError(400, f"request body must be a JSON object ({what})")
+    return body
+
+
+def query_bool(request: Request, name: str, default: bool = False) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise ApiError(400, f"query parameter {name} must be true or false, got {raw!r}")
+
+
+def event_type(request: Request) -> str:
+    raw = request.query_params.get("type")
+    if not raw:
+        raise ApiError(400, f"query parameter type is required ({' or '.join(EVENT_TYPES)})")
+    if raw not in EVENT_TYPES:
+        raise ApiError(400, f"bad query parameter type {raw!r}; allowed: {', '.join(EVENT_TYPES)}")
+    return raw
+
+
+def page_request(request: Request, spec: lookup.LookupSpec | None) -> lookup.PageRequest:
+    q = request.query_params
+    return lookup.parse_page_request(
+        q.get("page_no"), q.get("page_size"), q.getlist("order_by"), q.getlist("order_mode"), spec
+    )
+
+
+def paged_json(items: list[Any], page: lookup.Page) -> JSONResponse:
+    return JSONResponse(items, headers=page.headers())
+
+
+def store_version(store: StoreAPI) -> Any:
+    """The store's data version (changes on every mutation), when it offers one; else None."""
+    version = getattr(store, "version", None)
+    return version() if callable(version) else version
+
+
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    return await run_in_threadpool(fn, *args)
+
+
+# --- endpoints ---------------------------------------------------------------------------------------
+
+
+class Endpoints:
+    """Every business endpoint of the spec, plus the token endpoint and the webhook."""
+
+    def __init__(self, state: ServiceState) -> None:
+        self.state = state
+        self.store = state.store
+        self.literal_paths: set[str] = set()
+        self._cache = lookup.ResultCache()
+
+    def routes(self) -> list[BaseRoute]:
+        r = Route
+        return [
+            r("/auth/token", self.token, methods=["POST"]),
+            r("/external/webhook", self.webhook, methods=["POST"]),
+            r("/service/shipment/lookup", self.shipment_lookup, methods=["POST"]),
+            r("/service/shipment/memo/lookup", self.memo_lookup, methods=["POST"]),
+            r("/service/shipment/memo", self.memo_scroll, methods=["GET"]),
+            r("/service/shipment/memo/{id}", self.memo_retrieve, methods=["GET"]),
+            r("/service/shipment/{id}", self.shipment_retrieve, methods=["GET"]),
+            r("/service/shipment/{id}/events", self.events, methods=["GET"]),
+            r("/service/shipment/{id}/airmaincarriage", self.air_main_carriage, methods=["GET"]),
+            r("/service/shipment/{id}/seamaincarriage", self.sea_main_carriage, methods=["GET"]),
+            r("/service/shipment/{shipmentId}/event", self.event_create, methods=["POST"]),
+            r("/service/shipment/{shipmentId}/event/{id}", self.event_update, methods=["PUT"]),
+            r("/service/efile", self.efile_store, methods=["POST"]),
+            r("/service/efile/lookup", self.efile_lookup, methods=["POST"]),
+            r("/service/efile/{id}", self.efile_retrieve, methods=["GET"]),
+            r("/service/efile/{id}", self.efile_delete, methods=["DELETE"]),
+            r("/service/efile/{id}/reference", self.efile_references, methods=["GET"]),
+            r("/service/efile/{id}/reference", self.efile_reference_add, methods=["POST"]),
+            r("/service/efile/{id}/reference", self.efile_reference_delete, methods=["DELETE"]),
+            r("/service/efile/{id}/role", self.efile_roles, methods=["GET"]),
+            r("/service/efile/{id}/role", self.efile_role_add, methods=["POST"]),
+            r("/service/efile/{id}/role", self.efile_role_delete, methods=["DELETE"]),
+            r("/service/basicdata/codeconverter/lookup", self.codeconverter_lookup, methods=["POST"]),
+            r("/service/basicdata/codeconverter", self.codeconverter_scroll, methods=["GET"]),
+            r("/service/basicdata/codeconverter/{id}", self.codeconverter_retrieve, methods=["GET"]),
+        ]
+
+    # --- helpers ------------------------------------------------------------------------------------
+
+    def _user(self, request: Request, permission: str) -> UserConfig:
+        user = self.state.auth.bearer_user(request.headers.get("authorization"))
+        self.state.auth.require_permission(user, permission)
+        return user
+
+    def _id(self, request: Request, name: str = "id") -> int:
+        raw = request.path_params[name]
+        if not _INT_RE.match(raw):
+            if request.url.path in self.literal_paths:
+                raise ApiError(405, f"method {request.method} not allowed for {request.url.path}")
+            raise ApiError(400, f"path parameter {name} must be an integer, got {raw!r}")
+        return int(raw)
+
+    async def _lookup(self, request: Request, spec: lookup.LookupSpec) -> tuple[list[Any], lookup.PageRequest]:
+        paging = page_request(request, spec)
+        criteria = lookup.parse_criteria(await json_body(request, empty=[]), spec)
+        return criteria, paging
+
+    # --- auth and webhook ------------------------------------------------------------------------------
+
+    async def token(self, request: Request) -> Response:
+        body = await json_body(request)
+        try:
+            answer = self.state.auth.issue_token(body)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+        return JSONResponse(answer, headers={"Cache-Control": "no-store"})
+
+    async def webhook(self, request: Request) -> Response:
+        self.state.auth.basic_user(request.headers.get("authorization"), WEBHOOK_ROLE)
+        body = await json_body(request)
+        if not isinstance(body, dict):
+            raise ApiError(400, "webhook body must be a JSON object")
+        received_id = await in_thread(self.store.record_webhook, body)
+        return JSONResponse({"received": True, "id": received_id})
+
+    # --- shipments -----------------------------------------------------------------------------------
+
+    async def shipment_lookup(self, request: Request) -> Response:
+        self._user(request, "shipment:lookup")
+        criteria, paging = await self._lookup(request, lookup.SHIPMENT_SPEC)
+        return await in_thread(self._shipment_page, criteria, paging)
+
+    def _shipment_page(self, criteria: list[lookup.Criterion], paging: lookup.PageRequest) -> Response:
+        if paging.page_no > 0:
+            count = self.state.faults.paging_modification()
+            if count:
+                self.store.modify_shipments(count)
+        page = lookup.cached_lookup(
+            self.store.shipment_key_rows, criteria, paging, lookup.SHIPMENT_SPEC, self._cache, store_version(self.store)
+        )
+        items = []
+        for row in page.rows:
+            try:
+                items.append(self.store.get_base_shipment(int(row["ID"])))
+            except NotFound:  # deleted between the scan and now
+                continue
+        return paged_json(items, page)
+
+    async def shipment_retrieve(self, request: Request) -> Response:
+        self._user(request, "shipment:retrieve")
+        return JSONResponse(await in_thread(self.store.get_shipment, self._id(request)))
+
+    async def events(self, request: Request) -> Response:
+        self._user(request, "shipment:events")
+        return JSONResponse(await in_thread(self.store.get_events, self._id(request)))
+
+    async def air_main_carriage(self, request: Request) -> Response:
+        self._user(request, "shipment:carriage")
+        return JSONResponse(await in_thread(self.store.get_air_main_carriage, self._id(request)))
+
+    async def sea_main_carriage(self, request: Request) -> Response:
+        self._user(request, "shipment:carriage")
+        return JSONResponse(await in_thread(self.store.get_sea_main_carriage, self._id(request)))
+
+    async def event_create(self, request: Request) -> Response:
+        self._user(request, "shipment:event-write")
+        shipment_id = self._id(request, "shipmentId")
+        kind = event_type(request)
+        body = await json_object(request, "a ShipmentEvent")
+        code = body.get("event")
+        if code not in EVENT_CODES:
+            raise ApiError(400, f"bad or missing event code {code!r} in the body")
+        created = await in_thread(self.store.create_event, shipment_id, kind, body)
+        return JSONResponse(created, status_code=201)
+
+    async def event_update(self, request: Request) -> Response:
+        self._user(request, "shipment:event-write")
+        shipment_id = self._id(request, "shipmentId")
+        code = request.path_params["id"]
+        if code not in EVENT_CODES:
+            raise ApiError(400, f"unknown event code {code!r} in the path")
+        kind = event_type(request)
+        body = await json_body(request, empty={})
+        if not isinstance(body, dict):
+            raise ApiError(400, "request body must be a JSON object (a ShipmentEvent)")
+        if body.get("event") not in (None, code):
+            raise ApiError(400, f"event code {body.get('event')!r} in the body differs from {code!r} in the path")
+        updated = await in_thread(self.store.update_event, shipment_id, code, kind, body)
+        return JSONResponse(updated)
+
+    # --- memos and code conversions --------------------------------------------------------------------
+
+    async def memo_lookup(self, request: Request) -> Response:
+        self._user(request, "memo:read")
+        criteria, paging = await self._lookup(request, lookup.MEMO_SPEC)
+        page = await in_thread(lookup.run_lookup, self.store.memo_rows(), criteria, paging, lookup.MEMO_SPEC)
+        return paged_json(list(page.rows), page)
+
+    async def memo_scroll(self, request: Request) -> Response:
+        self._user(request, "memo:read")
+        return await self._scroll(request, self.store.memo_rows)
+
+    async def memo_retrieve(self, request: Request) -> Response:
+        self._user(request, "memo:read")
+        return JSONResponse(await in_thread(self.store.get_memo, self._id(request)))
+
+    async def codeconverter_lookup(self, request: Request) -> Response:
+        self._user(request, "codeconverter:read")
+        spec = lookup.CODE_CONVERSION_SPEC
+        criteria, paging = await self._lookup(request, spec)
+        page = await in_thread(lookup.run_lookup, self.store.code_conversion_rows(), criteria, paging, spec)
+        return paged_json(list(page.rows), page)
+
+    async def codeconverter_scroll(self, request: Request) -> Response:
+        self._user(request, "codeconverter:read")
+        return await self._scroll(request, self.store.code_conversion_rows)
+
+    async def codeconverter_retrieve(self, request: Request) -> Response:
+        self._user(request, "codeconverter:read")
+        return JSONResponse(await in_thread(self.store.get_code_conversion, self._id(request)))
+
+    async def _scroll(self, request: Request, rows: Callable[[], Any]) -> Response:
+        paging = page_request(request, None)
+
+        def run() -> lookup.Page:
+            ordered = sorted(rows(), key=lambda row: row["id"])
+            return lookup.page_of(ordered, paging)
+
+        page = await in_thread(run)
+        return paged_json(list(page.rows), page)
+
+    # --- E-File ------------------------------------------------------------------------------------------
+
+    async def efile_store(self, request: Request) -> Response:
+        self._user(request, "efile:write")
+        body = await json_object(request, "an EFile")
+        document = body.get("document")
+        if not isinstance(document, str) or not document:
+            raise ApiError(400, "document is required: the base64-encoded file content")
+        try:
+            base64.b64decode(document, validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(400, "document is not valid base64") from None
+        stored = await in_thread(self.store.store_efile, body)
+        return JSONResponse(stored, status_code=201)
+
+    async def efile_lookup(self, request: Request) -> Response:
+        self._user(request, "efile:read")
+        criteria, paging = await self._lookup(request, lookup.EFILE_SPEC)
+        page = await in_thread(lookup.run_lookup, self.store.efile_rows(), criteria, paging, lookup.EFILE_SPEC)
+        items = [_efile_summary(row) for row in page.rows]
+        return paged_json(items, page)
+
+    async def efile_retrieve(self, request: Request) -> Response:
+        self._user(request, "efile:read")
+        cascade = query_bool(request, "cascade")
+        return JSONResponse(await in_thread(self.store.get_efile, self._id(request), cascade))
+
+    async def efile_delete(self, request: Request) -> Response:
+        self._user(request, "efile:delete")
+        return JSONResponse(await in_thread(self.store.delete_efile, self._id(request)))
+
+    async def efile_references(self, request: Request) -> Response:
+        self._user(request, "efile:read")
+        return JSONResponse(await in_thread(self.store.get_efile_references, self._id(request)))
+
+    async def efile_reference_add(self, request: Request) -> Response:
+        self._user(request, "efile:write")
+        efile_id = self._id(request)
+        body = await json_object(request, "an EFileReference")
+        await in_thread(self.store.add_efile_reference, efile_id, body)
+        return Response(status_code=200)
+
+    async def efile_reference_delete(self, request: Request) -> Response:
+        self._user(request, "efile:write")
+        efile_id = self._id(request)
+        body = await json_object(request, "an EFileReference")
+        await in_thread(self.store.delete_efile_reference, efile_id, body)
+        return Response(status_code=200)
+
+    async def efile_roles(self, request: Request) -> Response:
+        self._user(request, "efile:read")
+        return JSONResponse(await in_thread(self.store.get_efile_roles, self._id(request)))
+
+    async def efile_role_add(self, request: Request) -> Response:
+        self._user(request, "efile:write")
+        efile_id = self._id(request)
+        role = await _text_body(request)
+        if not role:
+            raise ApiError(400, "request body must be the role as text/plain")
+        await in_thread(self.store.add_efile_role, efile_id, role)
+        return Response(status_code=200)
+
+    async def efile_role_delete(self, request: Request) -> Response:
+        self._user(request, "efile:write")
+        efile_id = self._id(request)
+        body = await json_object(request, "an EFileRole")
+        await in_thread(self.store.delete_efile_role, efile_id, body)
+        return Response(status_code=200)
+
+
+def _efile_summary(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A19: lookup results are EFiles without document and without cascade."""
+    return {**{k: v for k, v in row.items() if k != "document"}, "references": None, "roles": None}
+
+
+async def _text_body(request: Request) -> str:
+    """The text/plain role; a JSON string (sent as application/json) is accepted too."""
+    raw = await request.body()
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ApiError(400, "role must be UTF-8 text") from None
+    if "json" in request.headers.get("content-type", "") and text.startswith('"'):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            raise ApiError(400, "malformed JSON string body") from None
+        text = value.strip() if isinstance(value, str) else ""
+    return text

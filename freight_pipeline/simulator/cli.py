@@ -1,0 +1,125 @@
+"""``freight-pipeline simulator``: serve the bundled freight-service simulator until stopped."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import time
+from typing import Any
+
+from freight_pipeline.simulator.config import FaultConfig, SimulatorConfig, UserConfig, default_users
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shipments", type=int, default=2000, help="number of generated shipments (default 2000)")
+    parser.add_argument("--seed", type=int, default=42, help="data generator seed (default 42)")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    parser.add_argument("--utc-offset", default="+01:00", help="the service's UTC offset (default +01:00)")
+    parser.add_argument("--token-lifetime", type=float, default=86400, help="token lifetime in seconds (86400)")
+    parser.add_argument(
+        "--user",
+        action="append",
+        default=[],
+        metavar="NAME:PASSWORD[:PERM,PERM]",
+        help="an extra user; permissions as in A16 (default *); repeatable",
+    )
+    faults = parser.add_argument_group("fault injection")
+    faults.add_argument("--fault-seed", type=int, default=0, help="seed of the fault decisions (default 0)")
+    faults.add_argument("--latency-ms", type=float, default=0.0, help="added latency per request")
+    faults.add_argument("--latency-jitter-ms", type=float, default=0.0, help="latency jitter, +/- ms")
+    faults.add_argument("--fault-rate", type=float, default=0.0, help="share of 502/503/504 HTML answers")
+    faults.add_argument("--rate-limit-rate", type=float, default=0.0, help="share of 429 answers")
+    faults.add_argument("--retry-after", type=int, default=1, help="Retry-After seconds of 429 answers (default 1)")
+    faults.add_argument("--drop-rate", type=float, default=0.0, help="share of connections dropped unanswered")
+    faults.add_argument(
+        "--modify-during-paging-rate",
+        type=float,
+        default=0.0,
+        help="chance that a shipment lookup page with page_no > 0 first modifies shipments",
+    )
+    faults.add_argument("--modify-during-paging-count", type=int, default=1, help="shipments modified then")
+    faults.add_argument("--exempt-auth", action="store_true", help="never inject faults into /auth/token")
+    parser.add_argument("--control", action="store_true", help="enable the HTTP control surface under /_control")
+
+
+def _parse_user(text: str) -> UserConfig:
+    parts = text.split(":", 2)
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        raise ValueError(f"--user must be NAME:PASSWORD[:PERM,PERM], got {parts[0]!r}:...")
+    permissions = frozenset(p.strip() for p in parts[2].split(",") if p.strip()) if len(parts) == 3 else {"*"}
+    return UserConfig(parts[0], parts[1], frozenset(permissions))
+
+
+def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
+    fault_config = FaultConfig(
+        seed=args.fault_seed,
+        latency_ms=args.latency_ms,
+        latency_jitter_ms=args.latency_jitter_ms,
+        server_error_rate=args.fault_rate,
+        rate_limit_rate=args.rate_limit_rate,
+        retry_after_s=args.retry_after,
+        drop_rate=args.drop_rate,
+        modify_during_paging_rate=args.modify_during_paging_rate,
+        modify_during_paging_count=args.modify_during_paging_count,
+        exempt_auth=args.exempt_auth,
+    )
+    users = default_users() + tuple(_parse_user(u) for u in args.user)
+    return SimulatorConfig(
+        users=users,
+        token_lifetime_s=args.token_lifetime,
+        faults=fault_config,
+        control=args.control,
+        shipments=args.shipments,
+        seed=args.seed,
+        utc_offset=args.utc_offset,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from freight_pipeline.simulator.app import create_app
+    from freight_pipeline.simulator.server import bind_socket, make_store, serve_forever
+
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        print(f"simulator: {exc}", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    print(f"generating {config.shipments} shipments (seed {config.seed}) ...", file=sys.stderr, flush=True)
+    store = make_store(config)
+    try:
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        print(f"simulator: cannot bind {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    host, port = sock.getsockname()[:2]
+    _announce(f"http://{host}:{port}", config, time.monotonic() - started)
+
+    # uvicorn handles SIGINT/SIGTERM, shuts down, then re-raises the signal to the previous
+    # handler: make SIGTERM's a no-op so the process ends with status 0, like Ctrl-C.
+    signal.signal(signal.SIGTERM, _ignore)
+    with contextlib.suppress(KeyboardInterrupt):
+        serve_forever(create_app(store, config), sock)
+    print("simulator stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+def _ignore(*_: Any) -> None:
+    return None
+
+
+def _announce(base_url: str, config: SimulatorConfig, seconds: float) -> None:
+    lines = [f"freight simulator ready in {seconds:.1f} s", f"  base URL: {base_url}"]
+    for user in config.users:
+        what = "webhook (basic auth)" if "WEBHOOK" in user.roles else ", ".join(sorted(user.permissions))
+        lines.append(f"  user: {user.username}  password: {user.password}  [{what}]")
+    if config.control:
+        lines.append(f"  control surface: {base_url}/_control/stats (no auth)")
+    f = config.faults
+    if any((f.latency_ms, f.server_error_rate, f.rate_limit_rate, f.drop_rate, f.modify_during_paging_rate)):
+        lines.append(f"  faults: {f.to_dict()}")
+    lines.append("  stop with Ctrl-C")
+    print("\n".join(lines), flush=True)

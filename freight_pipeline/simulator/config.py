@@ -1,0 +1,145 @@
+"""Configuration of the simulator's HTTP service: users, tokens, faults, control surface.
+
+Plain frozen dataclasses; change a running server's faults with ``FaultInjector.update`` (or
+``RunningSimulator.set_faults``). Passwords and the JWT secret never appear in ``repr``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+# Permission names (assumption A16) and the webhook role (A17).
+PERMISSIONS: tuple[str, ...] = (
+    "shipment:lookup",
+    "shipment:retrieve",
+    "shipment:events",
+    "shipment:event-write",
+    "shipment:carriage",
+    "memo:read",
+    "codeconverter:read",
+    "efile:read",
+    "efile:write",
+    "efile:delete",
+)
+ALL_PERMISSIONS = "*"
+WEBHOOK_ROLE = "WEBHOOK"
+
+DEFAULT_USERNAME = "demo"
+DEFAULT_PASSWORD = "demo-password"
+DEFAULT_WEBHOOK_USERNAME = "webhook"
+DEFAULT_WEBHOOK_PASSWORD = "webhook-password"
+TOKEN_LIFETIME_S = 24 * 3600
+MAX_PAGE_SIZE = 500
+DEFAULT_PAGE_SIZE = 50
+
+
+@dataclass(frozen=True)
+class UserConfig:
+    """One account. ``permissions`` holds A16 names or ``*``; ``roles`` e.g. ``{"WEBHOOK"}``."""
+
+    username: str
+    password: str = field(repr=False)
+    permissions: frozenset[str] = frozenset({ALL_PERMISSIONS})
+    roles: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "permissions", frozenset(self.permissions))
+        object.__setattr__(self, "roles", frozenset(self.roles))
+        unknown = set(self.permissions) - set(PERMISSIONS) - {ALL_PERMISSIONS}
+        if unknown:
+            raise ValueError(f"unknown permission(s) for user {self.username!r}: {sorted(unknown)}")
+
+    def allows(self, permission: str) -> bool:
+        return ALL_PERMISSIONS in self.permissions or permission in self.permissions
+
+
+def default_users() -> tuple[UserConfig, ...]:
+    return (
+        UserConfig(DEFAULT_USERNAME, DEFAULT_PASSWORD),
+        UserConfig(DEFAULT_WEBHOOK_USERNAME, DEFAULT_WEBHOOK_PASSWORD, frozenset(), frozenset({WEBHOOK_ROLE})),
+    )
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    """Fault injection; all rates are shares of requests in [0, 1] and are decided per request.
+
+    ``drop_rate`` + ``rate_limit_rate`` + ``server_error_rate`` must not exceed 1: a request gets at
+    most one of these faults. ``latency_ms`` ± ``latency_jitter_ms`` is added to every faultable
+    request. ``modify_during_paging_rate`` is the chance that a shipment lookup with ``page_no > 0``
+    first modifies ``modify_during_paging_count`` shipments. ``paths`` limits faults to these path
+    templates (e.g. ``"/service/shipment/lookup"``); ``None`` means every path. Decisions come from
+    a ``random.Random(seed)``, so a given sequence of requests always meets the same faults.
+    """
+
+    seed: int = 0
+    rate_limit_rate: float = 0.0
+    retry_after_s: int = 1
+    server_error_rate: float = 0.0
+    drop_rate: float = 0.0
+    latency_ms: float = 0.0
+    latency_jitter_ms: float = 0.0
+    modify_during_paging_rate: float = 0.0
+    modify_during_paging_count: int = 1
+    exempt_auth: bool = False
+    paths: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.paths is not None:
+            object.__setattr__(self, "paths", frozenset(self.paths))
+        for name in ("rate_limit_rate", "server_error_rate", "drop_rate", "modify_during_paging_rate"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be within [0, 1], got {value}")
+        if self.rate_limit_rate + self.server_error_rate + self.drop_rate > 1.0 + 1e-9:
+            raise ValueError("drop_rate + rate_limit_rate + server_error_rate must not exceed 1")
+        if self.latency_ms < 0 or self.latency_jitter_ms < 0:
+            raise ValueError("latency_ms and latency_jitter_ms must not be negative")
+        if self.retry_after_s < 0 or self.modify_during_paging_count < 0:
+            raise ValueError("retry_after_s and modify_during_paging_count must not be negative")
+
+    def replace(self, **changes: Any) -> FaultConfig:
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise ValueError(f"unknown fault setting(s): {sorted(unknown)}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["paths"] = sorted(self.paths) if self.paths is not None else None
+        return data
+
+
+@dataclass(frozen=True)
+class SimulatorConfig:
+    """Everything the HTTP service needs besides the store.
+
+    ``shipments``, ``seed`` and ``utc_offset`` are only used when the server builds its own store.
+    """
+
+    users: tuple[UserConfig, ...] = field(default_factory=default_users)
+    token_lifetime_s: float = TOKEN_LIFETIME_S
+    jwt_secret: str = field(default_factory=lambda: secrets.token_hex(32), repr=False)
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    control: bool = False
+    shipments: int = 2000
+    seed: int = 42
+    utc_offset: str = "+01:00"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "users", tuple(self.users))
+        names = [u.username for u in self.users]
+        if len(names) != len(set(names)):
+            raise ValueError("usernames must be unique")
+        if self.token_lifetime_s <= 0:
+            raise ValueError("token_lifetime_s must be positive")
+
+    def user(self, username: str) -> UserConfig | None:
+        return next((u for u in self.users if u.username == username), None)
+
+    def replace(self, **changes: Any) -> SimulatorConfig:
+        return dataclasses.replace(self, **changes)

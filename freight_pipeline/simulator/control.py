@@ -1,0 +1,120 @@
+"""The opt-in HTTP control surface under ``/_control`` (only mounted when ``config.control``).
+
+No bearer auth (it is off unless enabled, and the server binds 127.0.0.1); never faulted nor
+counted. Routes:
+
+* ``POST /_control/shipments/{modify|create|delete}?count=N`` -> ``{"ids": [...]}``
+* ``POST /_control/shipments/touch`` body ``{"ids": [...]}``
+* ``GET /_control/clock``; ``POST /_control/clock/advance?seconds=S`` -> ``{"now": iso}``
+* ``GET /_control/faults``; ``PUT /_control/faults`` body: FaultConfig fields to change;
+  ``POST /_control/faults/reset``; ``POST /_control/faults/script`` body
+  ``{"kind": "drop"|"rate_limit"|"server_error", "count": 1, "path": null, "status": null}``
+* ``GET /_control/stats``; ``DELETE /_control/stats``
+* ``POST /_control/tokens/revoke``; ``PUT /_control/auth`` body ``{"token_lifetime_s": S}``
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+if TYPE_CHECKING:
+    from freight_pipeline.simulator.app import ServiceState
+
+
+def control_routes(state: ServiceState) -> list[BaseRoute]:
+    from freight_pipeline.simulator.app import ApiError, json_body
+
+    store = state.store
+
+    async def body_object(request: Request) -> dict[str, Any]:
+        body = await json_body(request, empty={})
+        if not isinstance(body, dict):
+            raise ApiError(400, "body must be a JSON object")
+        return body
+
+    def number(request: Request, name: str, cast: type[int] | type[float]) -> Any:
+        raw = request.query_params.get(name)
+        if raw is None:
+            raise ApiError(400, f"query parameter {name} is required")
+        try:
+            return cast(raw)
+        except ValueError:
+            raise ApiError(400, f"query parameter {name} must be a number, got {raw!r}") from None
+
+    async def shipments(request: Request) -> Response:
+        action = request.path_params["action"]
+        if action == "touch":
+            ids = (await body_object(request)).get("ids")
+            if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+                raise ApiError(400, "body must be {'ids': [int, ...]}")
+            await run_in_threadpool(store.touch_shipments, ids)
+            return JSONResponse({"ids": ids})
+        actions = {"modify": store.modify_shipments, "create": store.create_shipments, "delete": store.delete_shipments}
+        if action not in actions:
+            raise ApiError(404, f"unknown shipment action {action!r}")
+        count = number(request, "count", int)
+        if count < 0:
+            raise ApiError(400, "count must not be negative")
+        return JSONResponse({"ids": await run_in_threadpool(actions[action], count)})
+
+    async def clock(request: Request) -> Response:
+        if request.method == "POST":
+            now = await run_in_threadpool(store.advance_clock, number(request, "seconds", float))
+        else:
+            now = await run_in_threadpool(store.now)
+        return JSONResponse({"now": now.isoformat()})
+
+    async def faults(request: Request) -> Response:
+        if request.method == "PUT":
+            changes = await body_object(request)
+            if isinstance(changes.get("paths"), list):
+                changes["paths"] = frozenset(changes["paths"])
+            try:
+                state.faults.update(**changes)
+            except (TypeError, ValueError) as exc:
+                raise ApiError(400, str(exc)) from None
+        return JSONResponse({**state.faults.config.to_dict(), "scripted_pending": state.faults.pending_script()})
+
+    async def faults_reset(_: Request) -> Response:
+        return JSONResponse(state.faults.reset().to_dict())
+
+    async def faults_script(request: Request) -> Response:
+        body = await body_object(request)
+        try:
+            state.faults.enqueue(str(body.get("kind")), int(body.get("count", 1)), body.get("path"), body.get("status"))
+        except (TypeError, ValueError) as exc:
+            raise ApiError(400, str(exc)) from None
+        return JSONResponse({"scripted_pending": state.faults.pending_script()})
+
+    async def stats(request: Request) -> Response:
+        if request.method == "DELETE":
+            state.stats.reset()
+        return JSONResponse({"requests": state.stats.snapshot(), "total": state.stats.count()})
+
+    async def revoke(_: Request) -> Response:
+        state.auth.revoke_all_tokens()
+        return JSONResponse({"revoked": True})
+
+    async def auth_settings(request: Request) -> Response:
+        lifetime = (await body_object(request)).get("token_lifetime_s")
+        if not isinstance(lifetime, int | float) or lifetime <= 0:
+            raise ApiError(400, "token_lifetime_s must be a positive number")
+        state.auth.token_lifetime_s = float(lifetime)
+        return JSONResponse({"token_lifetime_s": state.auth.token_lifetime_s})
+
+    return [
+        Route("/_control/shipments/{action}", shipments, methods=["POST"]),
+        Route("/_control/clock", clock, methods=["GET"]),
+        Route("/_control/clock/advance", clock, methods=["POST"]),
+        Route("/_control/faults", faults, methods=["GET", "PUT"]),
+        Route("/_control/faults/reset", faults_reset, methods=["POST"]),
+        Route("/_control/faults/script", faults_script, methods=["POST"]),
+        Route("/_control/stats", stats, methods=["GET", "DELETE"]),
+        Route("/_control/tokens/revoke", revoke, methods=["POST"]),
+        Route("/_control/auth", auth_settings, methods=["PUT"]),
+    ]

@@ -1,0 +1,270 @@
+"""Fault injection and request accounting at the ASGI edge of the simulator.
+
+:class:`FaultInjector` decides per request, from a seeded ``random.Random``: dropped connection,
+429 with ``Retry-After``, 5xx (502/503/504) with an HTML body, and latency with jitter. Faults can
+also be scripted (``enqueue``) for exact tests. :class:`EdgeMiddleware` is the outermost ASGI layer:
+it counts requests per (method, path template, status) in :class:`RequestStats` and applies the
+decided fault. The control surface (``/_control``) is never faulted nor counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import http
+import json
+import random
+import threading
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from freight_pipeline.simulator.config import FaultConfig
+
+CONTROL_PREFIX = "/_control"
+AUTH_PATH = "/auth/token"
+DROPPED = 0  # the status recorded for a dropped connection
+SERVER_ERROR_STATUSES = (502, 503, 504)
+UNMATCHED = "<unmatched>"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+FAULT_KINDS = ("drop", "rate_limit", "server_error")
+
+
+@dataclass(frozen=True)
+class FaultDecision:
+    kind: str | None = None  # None, "drop", "rate_limit" or "server_error"
+    status: int | None = None
+    latency_s: float = 0.0
+    retry_after_s: int = 0
+
+
+@dataclass
+class _Scripted:
+    kind: str
+    status: int | None
+    path: str | None
+    remaining: int
+
+
+class FaultInjector:
+    """Thread-safe, deterministic per seed for a given sequence of requests."""
+
+    def __init__(self, config: FaultConfig | None = None) -> None:
+        self._config = config or FaultConfig()
+        self._rng = random.Random(self._config.seed)
+        self._paging_rng = random.Random(self._config.seed + 1)
+        self._script: list[_Scripted] = []
+        self._lock = threading.Lock()
+
+    @property
+    def config(self) -> FaultConfig:
+        return self._config
+
+    def update(self, **changes: Any) -> FaultConfig:
+        """Change settings; passing ``seed`` restarts the random sequences."""
+        with self._lock:
+            self._config = self._config.replace(**changes)
+            if "seed" in changes:
+                self._rng = random.Random(self._config.seed)
+                self._paging_rng = random.Random(self._config.seed + 1)
+            return self._config
+
+    def reset(self, config: FaultConfig | None = None) -> FaultConfig:
+        """Back to ``config`` (default: no faults), fresh random sequences, empty script."""
+        with self._lock:
+            self._config = config or FaultConfig()
+            self._rng = random.Random(self._config.seed)
+            self._paging_rng = random.Random(self._config.seed + 1)
+            self._script.clear()
+            return self._config
+
+    def enqueue(self, kind: str, count: int = 1, path: str | None = None, status: int | None = None) -> None:
+        """Script the next ``count`` faultable requests (to ``path`` template, if given).
+
+        ``kind``: ``drop``, ``rate_limit`` (429) or ``server_error`` (``status`` 5xx, default 503).
+        Scripted faults come before random ones and ignore ``paths`` and ``exempt_auth``.
+        """
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; allowed: {', '.join(FAULT_KINDS)}")
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        if kind == "server_error":
+            status = status or 503
+            if not 500 <= status <= 599:
+                raise ValueError("server_error status must be 5xx")
+        elif kind == "rate_limit":
+            status = 429
+        with self._lock:
+            self._script.append(_Scripted(kind, status, path, count))
+
+    def pending_script(self) -> int:
+        with self._lock:
+            return sum(s.remaining for s in self._script)
+
+    def decide(self, path_template: str) -> FaultDecision:
+        with self._lock:
+            cfg = self._config
+            scripted = self._take_scripted(path_template)
+            if scripted is not None:
+                return FaultDecision(scripted.kind, scripted.status, 0.0, cfg.retry_after_s)
+            if cfg.exempt_auth and path_template == AUTH_PATH:
+                return FaultDecision()
+            if cfg.paths is not None and path_template not in cfg.paths:
+                return FaultDecision()
+            # Always draw the same three numbers, so settings do not shift the sequence.
+            u_fault, u_status, u_latency = self._rng.random(), self._rng.random(), self._rng.random()
+        latency = 0.0
+        if cfg.latency_ms or cfg.latency_jitter_ms:
+            jitter = (2.0 * u_latency - 1.0) * cfg.latency_jitter_ms
+            latency = max(0.0, cfg.latency_ms + jitter) / 1000.0
+        if u_fault < cfg.drop_rate:
+            return FaultDecision("drop", None, latency, cfg.retry_after_s)
+        if u_fault < cfg.drop_rate + cfg.rate_limit_rate:
+            return FaultDecision("rate_limit", 429, latency, cfg.retry_after_s)
+        if u_fault < cfg.drop_rate + cfg.rate_limit_rate + cfg.server_error_rate:
+            status = SERVER_ERROR_STATUSES[min(int(u_status * 3), 2)]
+            return FaultDecision("server_error", status, latency, cfg.retry_after_s)
+        return FaultDecision(None, None, latency, cfg.retry_after_s)
+
+    def _take_scripted(self, path_template: str) -> _Scripted | None:
+        for item in self._script:
+            if item.path is None or item.path == path_template:
+                item.remaining -= 1
+                if item.remaining <= 0:
+                    self._script.remove(item)
+                return item
+        return None
+
+    def paging_modification(self) -> int:
+        """How many shipments to modify before answering a lookup page with ``page_no > 0``."""
+        with self._lock:
+            cfg = self._config
+            if cfg.modify_during_paging_rate <= 0 or cfg.modify_during_paging_count <= 0:
+                return 0
+            hit = self._paging_rng.random() < cfg.modify_during_paging_rate
+            return cfg.modify_during_paging_count if hit else 0
+
+
+class RequestStats:
+    """Counts of answered requests by (method, path template, status). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._counts: collections.Counter[tuple[str, str, int]] = collections.Counter()
+        self._lock = threading.Lock()
+
+    def record(self, method: str, path: str, status: int) -> None:
+        with self._lock:
+            self._counts[(method, path, status)] += 1
+
+    def count(self, path: str | None = None, method: str | None = None, status: int | None = None) -> int:
+        with self._lock:
+            return sum(
+                n
+                for (m, p, s), n in self._counts.items()
+                if (path is None or p == path) and (method is None or m == method) and (status is None or s == status)
+            )
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._lock:
+            items = sorted(self._counts.items())
+        return [{"method": m, "path": p, "status": s, "count": n} for (m, p, s), n in items]
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+def html_error_body(status: int) -> bytes:
+    phrase = http.HTTPStatus(status).phrase
+    return (
+        f"<html>\r\n<head><title>{status} {phrase}</title></head>\r\n<body>\r\n"
+        f"<center><h1>{status} {phrase}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+    ).encode()
+
+
+class EdgeMiddleware:
+    """Outermost ASGI layer: request accounting and fault injection."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        injector: FaultInjector,
+        stats: RequestStats,
+        template_of: Callable[[Scope], str],
+    ) -> None:
+        self.app = app
+        self.injector = injector
+        self.stats = stats
+        self.template_of = template_of
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith(CONTROL_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        method, template = scope["method"], self.template_of(scope)
+        decision = self.injector.decide(template)
+        if decision.latency_s > 0:
+            await asyncio.sleep(decision.latency_s)
+        if decision.kind == "drop":
+            self.stats.record(method, template, DROPPED)
+            await _drop_connection(send)
+            return
+        if decision.kind is not None and decision.status is not None:
+            self.stats.record(method, template, decision.status)
+            await _send_fault(send, decision)
+            return
+        status_seen: list[int] = []
+
+        async def counting_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status_seen.append(int(message["status"]))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counting_send)
+        finally:
+            self.stats.record(method, template, status_seen[0] if status_seen else 500)
+
+
+async def _send_fault(send: Send, decision: FaultDecision) -> None:
+    assert decision.status is not None
+    if decision.kind == "rate_limit":
+        body = json.dumps(
+            {"status": 429, "error": "Too Many Requests", "message": "rate limit exceeded; retry after the delay"}
+        ).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"retry-after", str(decision.retry_after_s).encode()),
+        ]
+    else:
+        body = html_error_body(decision.status)
+        headers = [(b"content-type", b"text/html; charset=utf-8")]
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": decision.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _drop_connection(send: Send) -> None:
+    """Close the TCP connection without answering.
+
+    uvicorn's ``send`` is a bound method of its request-response cycle, which holds the transport.
+    Marking the cycle disconnected keeps uvicorn from answering 500 after we return. Elsewhere
+    (another server, a test transport) we fall back to a response cut short: headers announcing a
+    body that never fully comes, and an exception so the server aborts the connection.
+    """
+    cycle = getattr(send, "__self__", None)
+    transport = getattr(cycle, "transport", None)
+    if transport is not None and hasattr(transport, "abort"):
+        cycle.disconnected = True  # type: ignore[union-attr]
+        transport.close()
+        await asyncio.sleep(0)
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"1000")]})
+    await send({"type": "http.response.body", "body": b"[", "more_body": True})
+    raise ConnectionAbortedError("simulated dropped connection")

@@ -1,0 +1,152 @@
+"""Finding changed shipments: keyset paging over (LAST_MODIFIED_DATE, LAST_MODIFIED_TIME, ID).
+
+Page-number paging shifts when records change during a run, and one second can hold more records
+than a page. So this never asks for ``page_no > 0``: every request is page 0 of a query that starts
+strictly after the last key received (DESIGN.md rules 1, 4 and 5):
+
+* A: the rest of the current second      ``DATE = d AND TIME = t AND ID > id``   order ID
+* B: the rest of the current day         ``DATE = d AND TIME > t [AND TIME <= ceiling]``  order TIME, ID
+* C: the following days up to the ceiling ``DATE > d AND DATE <= ceiling date``  order DATE, TIME, ID
+
+Each step either advances the position or ends the walk, so it terminates and misses nothing that
+was modified at or before the ceiling and not modified again during the run (a record modified
+during the run moves beyond the ceiling and is read by the next run). Only plain AND-ed criteria
+with EQUALS/GT/LE are used, so nothing depends on the spec's vague IN/OR semantics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from freight_pipeline.sync.cursor import ShipmentKey
+
+Criterion = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    """Page 0 of one lookup: the raw base shipments and the ``X-Row-Count`` header (None if absent)."""
+
+    items: list[dict[str, Any]]
+    row_count: int | None
+
+
+# lookup(criteria, order_by, order_mode, page_size) -> page 0 of that query
+LookupFn = Callable[[list[Criterion], list[str], list[str], int], Awaitable[LookupResult]]
+
+
+class RowCountMismatch(RuntimeError):
+    """A lookup page disagreed with its own ``X-Row-Count`` on every attempt."""
+
+
+@dataclass
+class WalkStats:
+    lookups: int = 0
+    count_mismatches: int = 0
+    seen: int = 0
+    queries: list[str] = field(default_factory=list)
+
+
+def _crit(key: str, mode: str, value: str | int) -> Criterion:
+    return {"key": key, "match_mode": mode, "value": str(value)}
+
+
+async def _checked_lookup(
+    lookup: LookupFn,
+    criteria: list[Criterion],
+    order_by: list[str],
+    page_size: int,
+    stats: WalkStats,
+    attempts: int,
+) -> list[dict[str, Any]]:
+    """Page 0 of a query, re-asked until its length agrees with ``X-Row-Count``."""
+    for _ in range(attempts):
+        stats.lookups += 1
+        result = await lookup(criteria, order_by, ["ASC"] * len(order_by), page_size)
+        if result.row_count is None or len(result.items) == min(page_size, result.row_count):
+            return result.items
+        stats.count_mismatches += 1
+    described = " AND ".join(f"{c['key']} {c['match_mode']} {c['value']}" for c in criteria)
+    raise RowCountMismatch(
+        f"lookup [{described}] returned {len(result.items)} rows but X-Row-Count said "
+        f"{result.row_count} (page size {page_size}) on {attempts} attempts"
+    )
+
+
+async def ceiling_of(lookup: LookupFn, page_size: int = 1) -> ShipmentKey | None:
+    """The newest (date, time) the service holds right now; None when it holds no shipment."""
+    result = await lookup([], ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"], ["DESC"] * 3, page_size)
+    if not result.items:
+        return None
+    newest = ShipmentKey.of_shipment(result.items[0])
+    return ShipmentKey(newest.date, newest.time, 2**63 - 1)
+
+
+async def walk_changes(
+    lookup: LookupFn,
+    after: ShipmentKey,
+    ceiling: ShipmentKey,
+    *,
+    page_size: int = 500,
+    count_attempts: int = 3,
+    stats: WalkStats | None = None,
+) -> AsyncIterator[list[tuple[ShipmentKey, dict[str, Any]]]]:
+    """Yield pages of (key, base shipment) in key order, every key > ``after`` and <= ``ceiling``."""
+    stats = stats if stats is not None else WalkStats()
+    pos = after
+
+    async def fetch(criteria: list[Criterion], order_by: list[str]) -> list[tuple[ShipmentKey, dict[str, Any]]]:
+        items = await _checked_lookup(lookup, criteria, order_by, page_size, stats, count_attempts)
+        return [(ShipmentKey.of_shipment(item), item) for item in items]
+
+    def in_range(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]]) -> list[tuple[ShipmentKey, dict[str, Any]]]:
+        # Defensive: a record modified between count and fetch may have moved; keep order and bounds.
+        return [(k, r) for k, r in rows if after < k and k.second() <= ceiling.second()]
+
+    while True:
+        # A: the rest of the current second.
+        while True:
+            rows = await fetch(
+                [_crit("LAST_MODIFIED_DATE", "EQUALS", pos.date),
+                 _crit("LAST_MODIFIED_TIME", "EQUALS", pos.time),
+                 _crit("ID", "GT", pos.id)],
+                ["ID"],
+            )
+            kept = [(k, r) for k, r in in_range(rows) if k > pos]
+            if kept:
+                stats.seen += len(kept)
+                yield kept
+                pos = kept[-1][0]
+            if len(rows) < page_size:
+                break
+            if not kept:  # a full page that did not move us on: the service ignored ID > id
+                raise RowCountMismatch(f"lookup after {pos} returned a full page without progress")
+        # B: the rest of the current day.
+        day_criteria = [_crit("LAST_MODIFIED_DATE", "EQUALS", pos.date), _crit("LAST_MODIFIED_TIME", "GT", pos.time)]
+        if pos.date == ceiling.date:
+            day_criteria.append(_crit("LAST_MODIFIED_TIME", "LE", ceiling.time))
+        rows = await fetch(day_criteria, ["LAST_MODIFIED_TIME", "ID"])
+        kept = [(k, r) for k, r in in_range(rows) if k > pos]
+        if kept:
+            stats.seen += len(kept)
+            yield kept
+            pos = kept[-1][0]
+        if len(rows) == page_size:
+            continue  # more in this day: finish the last second (A), then the day (B)
+        if pos.date >= ceiling.date:
+            return
+        # C: the following days up to the ceiling.
+        rows = await fetch(
+            [_crit("LAST_MODIFIED_DATE", "GT", pos.date), _crit("LAST_MODIFIED_DATE", "LE", ceiling.date)],
+            ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"],
+        )
+        kept = [(k, r) for k, r in in_range(rows) if k > pos]
+        beyond_ceiling = any(k.second() > ceiling.second() for k, _ in rows)
+        if kept:
+            stats.seen += len(kept)
+            yield kept
+            pos = kept[-1][0]
+        if len(rows) < page_size or beyond_ceiling or not kept:
+            return

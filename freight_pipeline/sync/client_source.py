@@ -1,0 +1,82 @@
+"""``SourceAPI`` on top of :class:`AsyncFreightClient`: the only place the sync meets the client.
+
+Memos (issue 4 leaves the choice open): the sync asks the memo lookup by ``CLIENT`` and
+``SHIPMENT_NUMBER`` of each changed shipment, because the scroll endpoint has no modification
+filter and would re-read every memo of the service on every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from freight_pipeline.client import AsyncFreightClient, NotFoundError
+from freight_pipeline.client.paging import Page
+from freight_pipeline.sync.changes import Criterion, LookupResult
+from freight_pipeline.sync.source import ShipmentGone
+
+MEMO_PAGE_SIZE = 500
+CODE_CONVERSION_PAGE_SIZE = 500
+
+
+class ClientSource:
+    """Adapts an open ``AsyncFreightClient`` (which bounds concurrency and retries) to ``SourceAPI``."""
+
+    def __init__(self, client: AsyncFreightClient) -> None:
+        self.client = client
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        page = await self.client.lookup_shipments(
+            criteria, page_no=0, page_size=page_size, order_by=order_by, order_mode=order_mode
+        )
+        return LookupResult(page.raw, page.row_count)
+
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
+        try:
+            return await self.client.get_shipment_raw(shipment_id)
+        except NotFoundError as exc:
+            raise ShipmentGone(shipment_id) from exc
+
+    async def get_events(self, shipment_id: int) -> list[dict[str, Any]]:
+        try:
+            return await self.client.get_shipment_events_raw(shipment_id)
+        except NotFoundError as exc:
+            raise ShipmentGone(shipment_id) from exc
+
+    async def get_air_legs(self, shipment_id: int) -> list[dict[str, Any]]:
+        try:
+            return await self.client.get_air_main_carriage_raw(shipment_id)
+        except NotFoundError as exc:
+            raise ShipmentGone(shipment_id) from exc
+
+    async def get_sea_legs(self, shipment_id: int) -> list[dict[str, Any]]:
+        try:
+            return await self.client.get_sea_main_carriage_raw(shipment_id)
+        except NotFoundError as exc:
+            raise ShipmentGone(shipment_id) from exc
+
+    async def get_memos(self, client: str, shipment_number: str) -> list[dict[str, Any]]:
+        criteria = [
+            {"key": "CLIENT", "match_mode": "EQUALS", "value": client},
+            {"key": "SHIPMENT_NUMBER", "match_mode": "EQUALS", "value": shipment_number},
+        ]
+        memos: list[dict[str, Any]] = []
+        page_no = 0
+        while True:
+            page: Page[Any] = await self.client.lookup_memos(
+                criteria, page_no=page_no, page_size=MEMO_PAGE_SIZE, order_by=["ID"], order_mode=["ASC"]
+            )
+            memos.extend(page.raw)
+            if page.is_last or not page.raw:
+                return memos
+            page_no += 1
+
+    async def iter_code_conversions(self) -> AsyncIterator[list[dict[str, Any]]]:
+        async for page in self.client.iter_code_conversion_pages(page_size=CODE_CONVERSION_PAGE_SIZE):
+            yield page.raw
+
+    def request_counts(self) -> tuple[int, int]:
+        snapshot = self.client.stats.snapshot()
+        return snapshot.requests, snapshot.retries

@@ -1,0 +1,154 @@
+"""Running streams: open the client and the working warehouse, log each stream in ``sync_runs``.
+
+``run_stream`` runs one stream (what one Dagster asset does); ``sync_all`` runs every stream in
+order with one client and publishes at the end (what tests, the crash trials and the benchmark use).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from freight_pipeline.client import AsyncFreightClient
+from freight_pipeline.config import ServiceSettings
+from freight_pipeline.normalize import FREIGHT_TABLES
+from freight_pipeline.sync.client_source import ClientSource
+from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
+from freight_pipeline.sync.code_conversions import sync_code_conversions
+from freight_pipeline.sync.details import STREAMS as DETAIL_STREAMS
+from freight_pipeline.sync.details import sync_detail_stream
+from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
+from freight_pipeline.sync.shipments import sync_shipments
+from freight_pipeline.sync.source import SourceAPI
+from freight_pipeline.warehouse import PublishResult, Warehouse, publish
+
+STREAM_ORDER: tuple[str, ...] = (SHIPMENTS, *DETAIL_STREAMS, CODE_CONVERSIONS)
+"""Every stream, in the order a run executes them (detail streams drain what shipments queued)."""
+
+Progress = Callable[[str], None]
+
+
+class UnknownStream(ValueError):
+    pass
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.UTC).strftime("cli-%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:8]
+
+
+def open_warehouse(data_dir: Path) -> Warehouse:
+    return Warehouse(Path(data_dir), FREIGHT_TABLES)
+
+
+def open_client(service: ServiceSettings, concurrency: int) -> AsyncFreightClient:
+    return AsyncFreightClient.from_settings(
+        service, max_concurrency=concurrency, max_connections=max(concurrency * 2, 4)
+    )
+
+
+def _error_text(exc: BaseException) -> str:
+    """One line for logs and ``sync_runs.error`` (the client's messages never carry secrets)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:1000] if text else type(exc).__name__
+
+
+async def _dispatch(
+    name: str, source: SourceAPI, warehouse: Warehouse, settings: SyncSettings, run_id: str, progress: Progress | None
+) -> StreamResult:
+    if name == SHIPMENTS:
+        return await sync_shipments(source, warehouse, settings, run_id, progress)
+    if name in DETAIL_STREAMS:
+        return await sync_detail_stream(name, source, warehouse, settings, run_id, progress)
+    if name == CODE_CONVERSIONS:
+        return await sync_code_conversions(source, warehouse, run_id, progress)
+    raise UnknownStream(f"unknown stream {name!r}; streams are {', '.join(STREAM_ORDER)}")
+
+
+async def run_stream_async(
+    name: str,
+    source: SourceAPI,
+    warehouse: Warehouse,
+    settings: SyncSettings,
+    run_id: str,
+    progress: Progress | None = None,
+) -> StreamResult:
+    """Run one stream, logging it in ``sync_runs`` as running, then success or failed (and re-raise)."""
+    if name not in STREAM_ORDER:
+        raise UnknownStream(f"unknown stream {name!r}; streams are {', '.join(STREAM_ORDER)}")
+    started = StreamResult(name, run_id, dt.datetime.now(dt.UTC), cursor_before=warehouse.get_cursor(name))
+    requests_before, retries_before = source.request_counts()
+    warehouse.record_run(started)
+    try:
+        result = await _dispatch(name, source, warehouse, settings, run_id, progress)
+    except BaseException as exc:
+        requests_after, retries_after = source.request_counts()
+        started.status = "failed"
+        started.finished_at = dt.datetime.now(dt.UTC)
+        started.error = _error_text(exc)
+        started.requests = requests_after - requests_before
+        started.retries = retries_after - retries_before
+        started.cursor_after = warehouse.get_cursor(name)
+        warehouse.record_run(started)
+        raise
+    result.started_at = started.started_at
+    result.status = "success"
+    result.finished_at = dt.datetime.now(dt.UTC)
+    warehouse.record_run(result)
+    return result
+
+
+def run_stream(
+    name: str,
+    service: ServiceSettings,
+    data_dir: Path,
+    settings: SyncSettings | None = None,
+    run_id: str | None = None,
+    progress: Progress | None = None,
+) -> StreamResult:
+    """Run one stream against the service, in its own client and warehouse connection."""
+    settings = settings or SyncSettings()
+    run_id = run_id or new_run_id()
+
+    async def go() -> StreamResult:
+        async with open_client(service, settings.concurrency) as client:
+            with open_warehouse(data_dir) as warehouse:
+                return await run_stream_async(name, ClientSource(client), warehouse, settings, run_id, progress)
+
+    return asyncio.run(go())
+
+
+def sync_all(
+    service: ServiceSettings,
+    data_dir: Path,
+    settings: SyncSettings | None = None,
+    *,
+    streams: Sequence[str] = STREAM_ORDER,
+    run_id: str | None = None,
+    progress: Progress | None = None,
+    publish_after: bool = True,
+) -> tuple[list[StreamResult], PublishResult | None]:
+    """Run ``streams`` in order with one client; publish the warehouse when all succeeded."""
+    settings = settings or SyncSettings()
+    run_id = run_id or new_run_id()
+    unknown = [s for s in streams if s not in STREAM_ORDER]
+    if unknown:
+        raise UnknownStream(f"unknown streams {unknown}; streams are {', '.join(STREAM_ORDER)}")
+
+    async def go() -> list[StreamResult]:
+        results: list[StreamResult] = []
+        async with open_client(service, settings.concurrency) as client:
+            source = ClientSource(client)
+            with open_warehouse(data_dir) as warehouse:
+                for name in STREAM_ORDER:
+                    if name in streams:
+                        results.append(await run_stream_async(name, source, warehouse, settings, run_id, progress))
+        return results
+
+    results = asyncio.run(go())
+    published = publish(Path(data_dir)) if publish_after else None
+    return results, published

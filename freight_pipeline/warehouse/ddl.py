@@ -1,0 +1,84 @@
+"""DDL from table specs: create what is missing, add columns a spec gained (additive migration)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import duckdb
+
+from freight_pipeline.normalize.schema import TableSpec
+
+log = logging.getLogger(__name__)
+
+# How duckdb_columns() spells the spec type names that differ.
+_CATALOG_TYPE = {"TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE", "TIME": "TIME"}
+
+
+def run(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[Any]:
+    """Execute and fetch everything (duckdb 2.0 refuses other work on a connection with an unfinished result)."""
+    return con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()
+
+
+def first(rows: list[Any]) -> Any:
+    """The first row of a result, or None."""
+    return rows[0] if rows else None
+
+
+def quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def qualified(spec: TableSpec) -> str:
+    return f"{quote(spec.schema)}.{quote(spec.name)}"
+
+
+def existing_columns(con: duckdb.DuckDBPyConnection, spec: TableSpec) -> dict[str, tuple[str, bool]]:
+    """Column name -> (catalog type, nullable) of the table as it exists (empty: no table)."""
+    rows = run(
+        con,
+        "SELECT column_name, data_type, is_nullable FROM duckdb_columns() "
+        "WHERE database_name = current_database() AND schema_name = ? AND table_name = ?",
+        [spec.schema, spec.name],
+    )
+    return {name: (type_, bool(nullable)) for name, type_, nullable in rows}
+
+
+def ensure_tables(con: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec]) -> list[str]:
+    """Create schemas and tables, add missing columns; returns the migration steps taken.
+
+    Idempotent. Migration is additive only: a column the spec gained is added (nullable, since
+    existing rows have no value); a column the spec no longer declares is kept but made nullable
+    so inserts by name keep working; a changed type is logged, never altered automatically.
+    The caller runs this inside a transaction.
+    """
+    steps: list[str] = []
+    for spec in specs:
+        run(con, f"CREATE SCHEMA IF NOT EXISTS {quote(spec.schema)}")
+        have = existing_columns(con, spec)
+        if not have:
+            run(con, spec.ddl())
+            continue
+        declared = {c.name for c in spec.all_columns}
+        for column in spec.all_columns:
+            if column.name not in have:
+                run(con, f"ALTER TABLE {qualified(spec)} ADD COLUMN {quote(column.name)} {column.type}")
+                steps.append(f"{spec.qualified_name}: added column {column.name} {column.type}")
+                continue
+            want = _CATALOG_TYPE.get(column.type, column.type)
+            if have[column.name][0] != want:
+                log.warning(
+                    "%s.%s is %s in the database but %s in the spec; not altered",
+                    spec.qualified_name,
+                    column.name,
+                    have[column.name][0],
+                    want,
+                )
+        for name, (_, nullable) in have.items():
+            if name not in declared and not nullable and name not in spec.primary_key:
+                run(con, f"ALTER TABLE {qualified(spec)} ALTER COLUMN {quote(name)} DROP NOT NULL")
+                steps.append(f"{spec.qualified_name}: column {name} no longer declared, made nullable")
+    for step in steps:
+        log.info("schema migration: %s", step)
+    return steps

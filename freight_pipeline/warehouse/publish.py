@@ -1,0 +1,350 @@
+"""Publish the working database for readers: a DuckDB file and Parquet folders, each swapped atomically.
+
+Layout under ``data_dir``::
+
+    work/warehouse.duckdb              private working database (only the pipeline opens it)
+    warehouse.duckdb                   published copy; readers open it read-only
+    parquet -> .parquet-versions/<v>   symlink to the current Parquet version
+    .parquet-versions/<v>/<schema>/<table>/data.parquet
+    .parquet-versions/<v>/_manifest.json   rows and content fingerprint of every table
+
+The DuckDB file: the working database is checkpointed (its WAL folded into the file) and copied
+byte for byte to ``.publish-tmp-<v>.duckdb`` while the pipeline holds it (nothing can write it
+meanwhile); the copy is opened once (which proves it readable, exports the Parquet and, when
+``schemas`` is given, drops the other schemas), fsynced, and renamed over ``warehouse.duckdb``.
+A reader that has the old file open keeps its old snapshot (its inode lives until it closes; the
+DuckDB lock is per inode, so the rename never fails because of it); the next reader opens the new
+file whole. A byte copy keeps everything (views of dbt, constraints, comments); the catalog name
+stays ``warehouse`` because the file name does.
+
+Parquet: every publish writes a complete new version directory, then replaces the ``parquet``
+symlink with one ``rename``: a reader resolving ``parquet/<schema>/<table>/`` sees either the old
+version or the new one, every table of one version together, never a half-written file. Tables
+whose content fingerprint (column names and types, row count, sum of row hashes) equals the
+previous version's are hard-linked, not rewritten: an unchanged table keeps its file. Superseded
+versions are kept for ``keep_versions`` publishes and at least ``grace`` after they stopped being
+current, so a scan that resolved the old path just before the swap can still open its files (on
+Linux an already open file stays readable after deletion anyway).
+
+A crashed publish leaves at most ``.publish-tmp-*`` files and ``.parquet-versions/tmp-*``
+directories, removed by the next publish; the published file and the symlink are only ever
+replaced by complete ones. Publishes are serialized by an ``flock`` on ``.publish.lock``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from freight_pipeline.warehouse.ddl import first, quote, run
+from freight_pipeline.warehouse.store import DB_NAME, working_db_path
+
+log = logging.getLogger(__name__)
+
+PUBLISHED_DB = DB_NAME
+PARQUET_LINK = "parquet"
+VERSIONS_DIR = ".parquet-versions"
+MANIFEST = "_manifest.json"
+TMP_DB_PREFIX = ".publish-tmp-"
+TMP_VERSION_PREFIX = "tmp-"
+LOCK_FILE = ".publish.lock"
+PARQUET_FILE = "data.parquet"
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    database: Path
+    version: str
+    parquet_dir: Path
+    tables: dict[str, int]
+    """Rows per published table (``schema.table``)."""
+    exported: list[str] = field(default_factory=list)
+    """Tables written to Parquet by this publish."""
+    reused: list[str] = field(default_factory=list)
+    """Unchanged tables whose previous Parquet file was kept (hard link)."""
+    seconds: float = 0.0
+
+
+def published_db_path(data_dir: Path) -> Path:
+    return Path(data_dir) / PUBLISHED_DB
+
+
+def parquet_root(data_dir: Path) -> Path:
+    """``parquet/``: the stable path readers use; ``parquet/<schema>/<table>/`` holds one table."""
+    return Path(data_dir) / PARQUET_LINK
+
+
+def publish(
+    data_dir: Path,
+    schemas: Sequence[str] | None = None,
+    *,
+    connection: duckdb.DuckDBPyConnection | None = None,
+    keep_versions: int = 2,
+    grace: dt.timedelta = dt.timedelta(minutes=10),
+) -> PublishResult:
+    """Publish the working database of ``data_dir`` (see the module doc).
+
+    ``schemas``: the schemas to publish (e.g. ``("freight", "freight_meta", "analytics")``);
+    None publishes every schema that has tables. ``connection``: an open connection to the
+    working database (e.g. ``Warehouse.con``) with no transaction in progress; without one the
+    file is opened here (it must not be open in another process, e.g. dbt).
+    """
+    started = time.monotonic()
+    data_dir = Path(data_dir)
+    work = working_db_path(data_dir)
+    if not work.exists():
+        raise FileNotFoundError(f"no working database at {work}")
+    with _publish_lock(data_dir):
+        clean_leftovers(data_dir)
+        version = dt.datetime.now(dt.UTC).strftime("v%Y%m%dT%H%M%S%fZ") + f"-{uuid.uuid4().hex[:6]}"
+        tmp_db = data_dir / f"{TMP_DB_PREFIX}{version}.duckdb"
+        versions = data_dir / VERSIONS_DIR
+        stage = versions / f"{TMP_VERSION_PREFIX}{version}"
+        _snapshot(work, tmp_db, connection)
+        previous = _current_manifest(data_dir)
+        manifest, exported, reused = _build_version(tmp_db, stage, schemas, previous)
+        manifest["version"] = version
+        _write_json(stage / MANIFEST, manifest)
+        _fsync_tree(stage)
+        _fsync_path(tmp_db)
+
+        final = versions / version
+        os.rename(stage, final)
+        _fsync_path(versions)
+        published = published_db_path(data_dir)
+        _remove_stale_wal(published)
+        os.replace(tmp_db, published)
+        _swap_link(parquet_root(data_dir), Path(VERSIONS_DIR) / version)
+        _fsync_path(data_dir)
+        prune_versions(data_dir, keep=keep_versions, grace=grace)
+    tables = {name: int(info["rows"]) for name, info in manifest["tables"].items()}
+    log.info("published %s: %d tables (%d exported, %d unchanged)", version, len(tables), len(exported), len(reused))
+    return PublishResult(published, version, final, tables, exported, reused, time.monotonic() - started)
+
+
+# --- steps --------------------------------------------------------------------------------------
+
+
+def _snapshot(work: Path, target: Path, connection: duckdb.DuckDBPyConnection | None) -> None:
+    """Byte copy of the checkpointed working database, taken while holding a connection to it."""
+    con = connection if connection is not None else duckdb.connect(str(work))
+    try:
+        run(con, "CHECKPOINT")
+        wal = work.with_name(work.name + ".wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise RuntimeError(f"{wal} is not empty after CHECKPOINT: a transaction is still open")
+        shutil.copyfile(work, target)
+    finally:
+        if connection is None:
+            con.close()
+
+
+def _build_version(
+    db: Path, stage: Path, schemas: Sequence[str] | None, previous: tuple[Path, dict[str, Any]] | None
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """Open the copy, narrow it to ``schemas``, write each table's Parquet (or link the unchanged)."""
+    stage.mkdir(parents=True)
+    exported: list[str] = []
+    reused: list[str] = []
+    entries: dict[str, Any] = {}
+    prev_dir, prev_manifest = previous if previous else (None, {"tables": {}})
+    con = duckdb.connect(str(db))
+    try:
+        if schemas is not None:
+            _drop_other_schemas(con, schemas)
+        for schema, table in _base_tables(con, schemas):
+            name = f"{schema}.{table}"
+            rows, fingerprint = _fingerprint(con, schema, table)
+            target = stage / schema / table / PARQUET_FILE
+            target.parent.mkdir(parents=True, exist_ok=True)
+            before = prev_manifest["tables"].get(name)
+            if (
+                prev_dir is not None
+                and before
+                and before.get("fingerprint") == fingerprint
+                and _link(prev_dir / schema / table / PARQUET_FILE, target)
+            ):
+                reused.append(name)
+            else:
+                path = str(target).replace("'", "''")
+                run(
+                    con,
+                    f"COPY (SELECT * FROM {quote(schema)}.{quote(table)}) TO '{path}' "
+                    "(FORMAT parquet, COMPRESSION zstd)",
+                )
+                exported.append(name)
+            entries[name] = {"rows": rows, "fingerprint": fingerprint, "file": f"{schema}/{table}/{PARQUET_FILE}"}
+        if schemas is not None:
+            run(con, "CHECKPOINT")
+    finally:
+        con.close()
+    manifest = {"published_at": dt.datetime.now(dt.UTC).isoformat(), "tables": entries}
+    return manifest, exported, reused
+
+
+def _base_tables(con: duckdb.DuckDBPyConnection, schemas: Sequence[str] | None) -> list[tuple[str, str]]:
+    rows = run(
+        con,
+        "SELECT schema_name, table_name FROM duckdb_tables() "
+        "WHERE database_name = current_database() AND NOT temporary ORDER BY schema_name, table_name",
+    )
+    return [(s, t) for s, t in rows if schemas is None or s in schemas]
+
+
+def _drop_other_schemas(con: duckdb.DuckDBPyConnection, schemas: Sequence[str]) -> None:
+    """Drop schemas not published (``main`` and system schemas stay)."""
+    rows = run(
+        con, "SELECT schema_name FROM duckdb_schemas() WHERE database_name = current_database() AND NOT internal"
+    )
+    for (schema,) in rows:
+        if schema not in schemas and schema != "main":
+            run(con, f"DROP SCHEMA {quote(schema)} CASCADE")
+
+
+def _fingerprint(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> tuple[int, str]:
+    """Row count and a content fingerprint: column names and types, count, sum of row hashes."""
+    columns = run(
+        con,
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = ? AND table_name = ? ORDER BY column_index",
+        [schema, table],
+    )
+    row = first(
+        run(
+            con,
+            "SELECT count(*), coalesce(sum(hash(*COLUMNS(*))::HUGEINT), 0)::VARCHAR "
+            f"FROM {quote(schema)}.{quote(table)}",
+        )
+    )
+    count, hashes = (int(row[0]), str(row[1])) if row else (0, "0")
+    text = json.dumps([columns, count, hashes])
+    return count, hashlib.sha256(text.encode()).hexdigest()
+
+
+def _link(source: Path, target: Path) -> bool:
+    if not source.is_file():
+        return False
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+    return True
+
+
+def _swap_link(link: Path, target: Path) -> None:
+    """Point ``link`` at ``target`` (relative) with one rename; a real directory there is moved aside once."""
+    if link.exists() and not link.is_symlink():
+        aside = link.parent / VERSIONS_DIR / ("v0-legacy-" + uuid.uuid4().hex[:6])
+        log.warning("moving the pre-existing directory %s to %s", link, aside)
+        os.rename(link, aside)
+    tmp = link.with_name(f"{link.name}.{TMP_VERSION_PREFIX}{uuid.uuid4().hex[:8]}")
+    os.symlink(target, tmp, target_is_directory=True)
+    os.replace(tmp, link)
+
+
+def _current_manifest(data_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+    link = parquet_root(data_dir)
+    try:
+        current = link.resolve(strict=True)
+        return current, json.loads((current / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _remove_stale_wal(published: Path) -> None:
+    """A WAL next to the published file belongs to the old file (someone opened it read-write);
+    replayed against the new file it would corrupt it."""
+    wal = published.with_name(published.name + ".wal")
+    if wal.exists():
+        log.warning("removing %s: readers must open the published database read-only", wal)
+        wal.unlink()
+
+
+# --- housekeeping -------------------------------------------------------------------------------
+
+
+def clean_leftovers(data_dir: Path) -> list[Path]:
+    """Remove what a crashed publish left: temporary database copies, staged versions, temp links."""
+    data_dir = Path(data_dir)
+    removed: list[Path] = []
+    for path in data_dir.glob(f"{TMP_DB_PREFIX}*"):
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    for path in data_dir.glob(f"{PARQUET_LINK}.{TMP_VERSION_PREFIX}*"):
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    versions = data_dir / VERSIONS_DIR
+    if versions.is_dir():
+        for path in versions.glob(f"{TMP_VERSION_PREFIX}*"):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    for path in removed:
+        log.info("removed leftover of an interrupted publish: %s", path)
+    return removed
+
+
+def prune_versions(data_dir: Path, *, keep: int = 2, grace: dt.timedelta = dt.timedelta(minutes=10)) -> list[Path]:
+    """Delete superseded Parquet versions beyond the ``keep`` newest, once superseded for ``grace``."""
+    versions = Path(data_dir) / VERSIONS_DIR
+    try:
+        current = parquet_root(data_dir).resolve(strict=True)
+    except OSError:
+        return []
+    complete = sorted(p for p in versions.iterdir() if p.is_dir() and not p.name.startswith(TMP_VERSION_PREFIX))
+    removed: list[Path] = []
+    now = time.time()
+    old = [p for p in complete if p.resolve() != current]
+    for index, path in enumerate(old[: max(len(old) - keep, 0)]):
+        successor = old[index + 1] if index + 1 < len(old) else current
+        if now - successor.stat().st_mtime >= grace.total_seconds():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+@contextmanager
+def _publish_lock(data_dir: Path) -> Iterator[None]:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no inter-process serialization
+        yield
+        return
+    with open(data_dir / LOCK_FILE, "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    for directory, _, files in os.walk(root):
+        for name in files:
+            _fsync_path(Path(directory) / name)
+        _fsync_path(Path(directory))

@@ -1,0 +1,107 @@
+"""Value types the warehouse accepts and returns."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+
+class RawDocument(NamedTuple):
+    """A shipment document as received, kept in ``freight_meta.raw_shipments``."""
+
+    shipment_id: int
+    document: str
+    """JSON text."""
+    fetched_at: dt.datetime
+    last_modified_at: dt.datetime | None
+
+
+class Reject(NamedTuple):
+    """A record that could not be normalized, kept in ``freight_meta.rejected_records``."""
+
+    stream: str
+    source_key: str
+    payload: str | None
+    """JSON text of the raw record (non-JSON text is stored as a JSON string), or None."""
+    reason: str
+
+
+@dataclass(frozen=True)
+class PendingDetail:
+    """One shipment queued for one detail stream (``freight_meta.pending_details``)."""
+
+    stream: str
+    shipment_id: int
+    client: str | None = None
+    shipment_number: str | None = None
+    mode_of_transport: str | None = None
+    enqueued_at: dt.datetime | None = None
+    """Set by the warehouse; acknowledging an entry requires the same value (a re-queue wins)."""
+
+
+class WriteStats(dict[str, int]):
+    """Rows inserted per table (by short name, as in the ``tables`` argument) in one transaction: a
+    plain ``dict``; every replaced table appears, with 0 when it got no rows. ``deleted``: rows deleted."""
+
+    def __init__(self, inserted: dict[str, int] | None = None, deleted: dict[str, int] | None = None) -> None:
+        super().__init__(inserted or {})
+        self.deleted: dict[str, int] = dict(deleted or {})
+
+    @property
+    def rows_written(self) -> int:
+        return sum(self.values())
+
+    @property
+    def rows_deleted(self) -> int:
+        return sum(self.deleted.values())
+
+
+@dataclass(frozen=True)
+class ReplaceOutcome:
+    """What a full refresh did: ``changed`` False means nothing at all was written to the table."""
+
+    table: str
+    changed: bool
+    rows_written: int
+    rows_deleted: int
+    rows_total: int
+
+
+class RunLike(Protocol):
+    """What ``Warehouse.record_run`` reads (``sync.result.StreamResult`` fits)."""
+
+    run_id: str
+    stream: str
+    started_at: dt.datetime
+    finished_at: dt.datetime | None
+    status: str
+    rows_read: int
+    rows_written: int
+    requests: int
+    retries: int
+    rejected: int
+    error: str | None
+    cursor_before: str | None
+    cursor_after: str | None
+
+
+@dataclass
+class RunRecord:
+    """A plain :class:`RunLike` for callers without a ``StreamResult``."""
+
+    run_id: str
+    stream: str
+    started_at: dt.datetime
+    finished_at: dt.datetime | None = None
+    status: str = "running"
+    rows_read: int = 0
+    rows_written: int = 0
+    requests: int = 0
+    retries: int = 0
+    rejected: int = 0
+    error: str | None = None
+    cursor_before: str | None = None
+    cursor_after: str | None = None
+    rows_by_table: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)

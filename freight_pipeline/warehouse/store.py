@@ -1,0 +1,604 @@
+"""The private working database: every write of a sync is one DuckDB transaction.
+
+Only the pipeline opens ``{data_dir}/work/warehouse.duckdb``; readers open the published copy (see
+:mod:`freight_pipeline.warehouse.publish`). A batch of changed shipments is written as ONE
+transaction: their rows in every replaced table are deleted and the new rows inserted, the raw
+documents upserted, rejects and detail work recorded and the stream cursor advanced. DuckDB's WAL
+makes a commit durable and an interrupted transaction invisible, so after a crash at any instant
+the database holds either the old cursor with the old rows or the new cursor with the new rows
+(DESIGN.md rules 6 and 7).
+
+Arrow tables go in by registering them with the connection and ``INSERT ... BY NAME SELECT``;
+key sets (unit ids, raw documents, rejects) are registered the same way, never inlined in SQL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from freight_pipeline.normalize.schema import TableSpec
+from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse.ddl import ensure_tables, first, qualified, quote, run
+from freight_pipeline.warehouse.records import (
+    PendingDetail,
+    RawDocument,
+    Reject,
+    ReplaceOutcome,
+    RunLike,
+    WriteStats,
+)
+
+if TYPE_CHECKING:
+    from freight_pipeline.warehouse.publish import PublishResult
+
+WORK_DIR = "work"
+DB_NAME = "warehouse.duckdb"
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+def working_db_path(data_dir: Path) -> Path:
+    return Path(data_dir) / WORK_DIR / DB_NAME
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _json_text(payload: str | None) -> str | None:
+    """Valid JSON text for a JSON column: non-JSON text becomes a JSON string instead of failing the batch."""
+    if payload is None:
+        return None
+    try:
+        json.loads(payload)
+    except ValueError:
+        return json.dumps(payload)
+    return payload
+
+
+class Warehouse:
+    """The working DuckDB database of one data directory, with the given ``freight`` tables.
+
+    ``tables`` are the source tables (normally ``normalize.FREIGHT_TABLES``); the ``freight_meta``
+    tables are always added. Opening creates what is missing (:meth:`ensure_schema`). One process
+    writes at a time (DuckDB's file lock); use one ``Warehouse`` per process and do not share it
+    between threads.
+    """
+
+    def __init__(self, data_dir: Path, tables: Sequence[TableSpec], *, ensure_schema: bool = True) -> None:
+        self.data_dir = Path(data_dir)
+        self.path = working_db_path(self.data_dir)
+        self.tables: tuple[TableSpec, ...] = tuple(tables)
+        self.meta_tables: tuple[TableSpec, ...] = meta.META_TABLES
+        self._by_name: dict[str, TableSpec] = {}
+        for spec in (*self.tables, *self.meta_tables):
+            self._by_name[spec.qualified_name] = spec
+            self._by_name.setdefault(spec.name, spec)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._in_transaction: list[str] | None = None
+        self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(str(self.path))
+        try:
+            run(self._con, "SET TimeZone = 'UTC'")
+            if ensure_schema:
+                self.ensure_schema()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (DuckDB checkpoints the WAL into the file on close)."""
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise RuntimeError("the warehouse is closed")
+        return self._con
+
+    def checkpoint(self) -> None:
+        run(self.con, "CHECKPOINT")
+
+    def ensure_schema(self) -> list[str]:
+        """Create schemas and tables, add columns specs gained; returns the migration steps taken."""
+        with self._transaction() as con:
+            return ensure_tables(con, (*self.tables, *self.meta_tables))
+
+    def spec(self, name: str) -> TableSpec:
+        """The spec of ``name`` (``shipments`` or ``freight.shipments``)."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"unknown warehouse table {name!r}") from None
+
+    @property
+    def unit_tables(self) -> tuple[TableSpec, ...]:
+        """The per-shipment tables (those with a replace key)."""
+        return tuple(spec for spec in self.tables if spec.replace_key is not None)
+
+    def publish(self, schemas: Sequence[str] | None = None, **options: Any) -> PublishResult:
+        """Publish this working database (see :func:`freight_pipeline.warehouse.publish.publish`)."""
+        from freight_pipeline.warehouse.publish import publish
+
+        return publish(self.data_dir, schemas, connection=self.con, **options)
+
+    # --- transactions ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """BEGIN ... COMMIT, ROLLBACK on any error; Arrow views registered inside are dropped after."""
+        con = self.con
+        self._in_transaction = []
+        con.begin()
+        try:
+            yield con
+        except BaseException:
+            con.rollback()
+            raise
+        else:
+            con.commit()
+        finally:
+            names, self._in_transaction = self._in_transaction, None
+            for name in names:
+                with suppress(duckdb.Error):
+                    con.unregister(name)
+
+    @contextmanager
+    def _registered(self, table: pa.Table) -> Iterator[str]:
+        """Expose an Arrow table to SQL under a unique view name for the duration of the block
+        (inside a transaction: until it ends, since an aborted transaction refuses ``unregister``)."""
+        name = f"_wh_{uuid.uuid4().hex[:12]}"
+        self.con.register(name, table)
+        if self._in_transaction is not None:
+            self._in_transaction.append(name)
+            yield name
+            return
+        try:
+            yield name
+        finally:
+            self.con.unregister(name)
+
+    # --- batches of shipments -------------------------------------------------------------------
+
+    def apply_shipment_batch(
+        self,
+        run_id: str,
+        tables: Mapping[str, pa.Table],
+        unit_ids: Sequence[int],
+        raw_documents: Sequence[RawDocument | tuple[int, str, dt.datetime, dt.datetime | None]] = (),
+        deleted_ids: Sequence[int] = (),
+        cursor: tuple[str, str] | None = None,
+        rejects: Sequence[Reject] = (),
+        pending: Sequence[PendingDetail] = (),
+        replaced_tables: Sequence[str] | None = None,
+    ) -> WriteStats:
+        """Write one batch of shipments in ONE transaction (all or nothing).
+
+        * ``unit_ids``: shipments whose rows are replaced: in each table of ``replaced_tables``
+          (default: every table given in ``tables``; an empty Arrow table means "no rows") their
+          old rows are deleted and the new rows of ``tables`` inserted. Every row given must
+          belong to a unit id.
+        * ``deleted_ids``: shipments gone from the source: their rows vanish from every
+          per-shipment table, ``raw_shipments`` and the detail queue.
+        * ``raw_documents``: ``(shipment_id, json_text, fetched_at, last_modified_at)``, upserted.
+        * ``rejects``: upserted into ``rejected_records`` by ``(stream, source_key, run_id)``.
+        * ``pending``: (re)queued detail work; a re-queue replaces the entry.
+        * ``cursor``: ``(stream, cursor_json)`` set in the same transaction, so it never runs ahead.
+        """
+        raw = [RawDocument(*doc) for doc in raw_documents]
+        return self._apply(
+            run_id,
+            tables=tables,
+            replaced=replaced_tables if replaced_tables is not None else list(tables),
+            unit_ids=unit_ids,
+            deleted_ids=deleted_ids,
+            raw_documents=raw,
+            rejects=rejects,
+            pending=pending,
+            done_stream=None,
+            done=(),
+            cursor=cursor,
+        )
+
+    def apply_detail_batch(
+        self,
+        run_id: str,
+        stream: str,
+        tables: Mapping[str, pa.Table],
+        replaced_tables: Sequence[str],
+        unit_ids: Sequence[int],
+        done: Sequence[tuple[int, dt.datetime | None]] = (),
+        rejects: Sequence[Reject] = (),
+        cursor: str | None = None,
+    ) -> WriteStats:
+        """Write one batch of a detail stream in ONE transaction and acknowledge its queue entries.
+
+        Rows of ``unit_ids`` in ``replaced_tables`` are replaced by those in ``tables``; each
+        ``(shipment_id, enqueued_at)`` of ``done`` leaves ``stream``'s queue unless it was re-queued
+        meanwhile (different ``enqueued_at``); ``cursor`` (JSON text) becomes ``stream``'s cursor.
+        """
+        return self._apply(
+            run_id,
+            tables=tables,
+            replaced=replaced_tables,
+            unit_ids=unit_ids,
+            deleted_ids=(),
+            raw_documents=(),
+            rejects=rejects,
+            pending=(),
+            done_stream=stream,
+            done=done,
+            cursor=(stream, cursor) if cursor is not None else None,
+        )
+
+    def _apply(
+        self,
+        run_id: str,
+        *,
+        tables: Mapping[str, pa.Table],
+        replaced: Sequence[str],
+        unit_ids: Sequence[int],
+        deleted_ids: Sequence[int],
+        raw_documents: Sequence[RawDocument],
+        rejects: Sequence[Reject],
+        pending: Sequence[PendingDetail],
+        done_stream: str | None,
+        done: Sequence[tuple[int, dt.datetime | None]],
+        cursor: tuple[str, str] | None,
+    ) -> WriteStats:
+        units = sorted({int(i) for i in unit_ids})
+        gone = sorted({int(i) for i in deleted_ids})
+        if set(units) & set(gone):
+            raise ValueError(f"ids both replaced and deleted: {sorted(set(units) & set(gone))[:10]}")
+        incoming = {self._unit_spec(name).qualified_name: table for name, table in tables.items()}
+        replaced_specs = {self._unit_spec(name).qualified_name: self._unit_spec(name) for name in replaced}
+        for name, table in incoming.items():
+            spec = self.spec(name)
+            if name not in replaced_specs:
+                raise ValueError(f"rows given for {name}, which is not among the replaced tables")
+            self._check_units(spec, table, units)
+
+        synced_at = _now()
+        stats = WriteStats()
+        with self._transaction() as con:
+            with self._registered(pa.table({"id": pa.array(units, pa.int64())})) as units_view:
+                for spec in replaced_specs.values():
+                    stats.deleted[spec.name] = self._delete_keys(spec, spec.replace_key or "", units_view)
+            if gone:
+                with self._registered(pa.table({"id": pa.array(gone, pa.int64())})) as gone_view:
+                    for spec in self.unit_tables:
+                        removed = self._delete_keys(spec, spec.replace_key or "", gone_view)
+                        stats.deleted[spec.name] = stats.deleted.get(spec.name, 0) + removed
+                    self._delete_keys(meta.RAW_SHIPMENTS, "shipment_id", gone_view)
+                    self._delete_keys(meta.PENDING_DETAILS, "shipment_id", gone_view)
+            for name, table in incoming.items():
+                stats[self.spec(name).name] = self._insert_rows(self.spec(name), table, synced_at, run_id)
+            self._upsert_raw(raw_documents, run_id)
+            self._upsert_rejects(rejects, run_id, synced_at)
+            self._enqueue(pending, run_id, synced_at)
+            if done_stream is not None and done:
+                self._acknowledge(done_stream, done)
+            if cursor is not None:
+                self._set_cursor(con, cursor[0], cursor[1], run_id, synced_at)
+        return stats
+
+    def _unit_spec(self, name: str) -> TableSpec:
+        spec = self.spec(name)
+        if spec.replace_key is None or spec not in self.tables:
+            raise ValueError(f"{spec.qualified_name} is not a per-shipment table; use replace_table()")
+        return spec
+
+    @staticmethod
+    def _check_units(spec: TableSpec, table: pa.Table, units: Sequence[int]) -> None:
+        if table.num_rows == 0:
+            return
+        key = spec.replace_key or ""
+        if key not in table.column_names:
+            raise ValueError(f"{spec.qualified_name}: rows lack the replace key {key!r}")
+        column = table.column(key)
+        inside = pc.is_in(column, value_set=pa.array(units, column.type))
+        # A null key (e.g. a memo whose shipment is unknown) belongs to no unit: its row is kept by
+        # primary key only. Any other key must be one of the units replaced.
+        if not pc.all(pc.or_kleene(inside, pc.is_null(column))).as_py():
+            raise ValueError(f"{spec.qualified_name}: rows whose {key} is not among the unit ids")
+
+    def _delete_keys(self, spec: TableSpec, key: str, ids_view: str) -> int:
+        row = first(run(self.con, f"DELETE FROM {qualified(spec)} WHERE {quote(key)} IN (SELECT id FROM {ids_view})"))
+        return int(row[0]) if row else 0
+
+    def _insert_rows(self, spec: TableSpec, table: pa.Table, synced_at: dt.datetime, run_id: str) -> int:
+        """Batched insert by name; rows with the same primary key are replaced first when the key
+        does not contain the replace key (e.g. a memo that moved to another shipment)."""
+        if table.num_rows == 0:
+            return 0
+        with self._registered(table) as view:
+            if spec.replace_key not in spec.primary_key:
+                match = " AND ".join(f"t.{quote(k)} = i.{quote(k)}" for k in spec.primary_key)
+                run(self.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match}")
+            audit = ", $synced_at AS _synced_at, $run_id AS _run_id" if spec.audit else ""
+            params = {"synced_at": synced_at, "run_id": run_id} if spec.audit else {}
+            run(self.con, f"INSERT INTO {qualified(spec)} BY NAME SELECT *{audit} FROM {view}", params)
+        return table.num_rows
+
+    def _upsert(self, spec: TableSpec, table: pa.Table) -> None:
+        """Delete rows with the primary keys of ``table``, insert ``table`` (deduplicated by the caller)."""
+        if table.num_rows == 0:
+            return
+        with self._registered(table) as view:
+            match = " AND ".join(f"t.{quote(k)} = i.{quote(k)}" for k in spec.primary_key)
+            run(self.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match}")
+            run(self.con, f"INSERT INTO {qualified(spec)} BY NAME SELECT * FROM {view}")
+
+    def _upsert_raw(self, docs: Sequence[RawDocument], run_id: str) -> None:
+        latest = {int(d.shipment_id): d for d in docs}
+        rows = list(latest.values())
+        self._upsert(
+            meta.RAW_SHIPMENTS,
+            pa.table(
+                {
+                    "shipment_id": pa.array([int(d.shipment_id) for d in rows], pa.int64()),
+                    "document": pa.array([d.document for d in rows], pa.string()),
+                    "fetched_at": pa.array([d.fetched_at for d in rows], _TS),
+                    "last_modified_at": pa.array([d.last_modified_at for d in rows], _TS),
+                    "run_id": pa.array([run_id] * len(rows), pa.string()),
+                }
+            ),
+        )
+
+    def _upsert_rejects(self, rejects: Sequence[Reject], run_id: str, at: dt.datetime) -> None:
+        latest = {(r.stream, str(r.source_key)): r for r in rejects}
+        rows = list(latest.values())
+        self._upsert(
+            meta.REJECTED_RECORDS,
+            pa.table(
+                {
+                    "stream": pa.array([r.stream for r in rows], pa.string()),
+                    "source_key": pa.array([str(r.source_key) for r in rows], pa.string()),
+                    "run_id": pa.array([run_id] * len(rows), pa.string()),
+                    "payload": pa.array([_json_text(r.payload) for r in rows], pa.string()),
+                    "reason": pa.array([r.reason for r in rows], pa.string()),
+                    "rejected_at": pa.array([at] * len(rows), _TS),
+                }
+            ),
+        )
+
+    def _enqueue(self, pending: Sequence[PendingDetail], run_id: str, at: dt.datetime) -> None:
+        latest = {(p.stream, int(p.shipment_id)): p for p in pending}
+        rows = list(latest.values())
+        self._upsert(
+            meta.PENDING_DETAILS,
+            pa.table(
+                {
+                    "stream": pa.array([p.stream for p in rows], pa.string()),
+                    "shipment_id": pa.array([int(p.shipment_id) for p in rows], pa.int64()),
+                    "client": pa.array([p.client for p in rows], pa.string()),
+                    "shipment_number": pa.array([p.shipment_number for p in rows], pa.string()),
+                    "mode_of_transport": pa.array([p.mode_of_transport for p in rows], pa.string()),
+                    "enqueued_at": pa.array([at] * len(rows), _TS),
+                    "run_id": pa.array([run_id] * len(rows), pa.string()),
+                }
+            ),
+        )
+
+    def _acknowledge(self, stream: str, done: Sequence[tuple[int, dt.datetime | None]]) -> None:
+        acked = pa.table(
+            {
+                "shipment_id": pa.array([int(i) for i, _ in done], pa.int64()),
+                "enqueued_at": pa.array([at for _, at in done], _TS),
+            }
+        )
+        with self._registered(acked) as view:
+            run(
+                self.con,
+                f"DELETE FROM {qualified(meta.PENDING_DETAILS)} p USING {view} d "
+                "WHERE p.stream = ? AND p.shipment_id = d.shipment_id "
+                "AND p.enqueued_at IS NOT DISTINCT FROM d.enqueued_at",
+                [stream],
+            )
+
+    @staticmethod
+    def _set_cursor(
+        con: duckdb.DuckDBPyConnection, stream: str, value: str | None, run_id: str, at: dt.datetime
+    ) -> None:
+        run(
+            con,
+            f"INSERT OR REPLACE INTO {qualified(meta.SYNC_STATE)} (stream, cursor_value, updated_at, run_id) "
+            "VALUES (?, ?, ?, ?)",
+            [stream, value, at, run_id],
+        )
+
+    # --- full refresh ---------------------------------------------------------------------------
+
+    def replace_table(
+        self,
+        run_id: str,
+        spec: TableSpec | str,
+        table: pa.Table,
+        *,
+        stream: str | None = None,
+        cursor: tuple[str, str] | None = None,
+        rejects: Sequence[Reject] = (),
+    ) -> ReplaceOutcome:
+        """Make ``spec``'s table hold exactly ``table`` (a full refresh), writing only differences.
+
+        Rows are compared on the business columns (audit columns excluded). When nothing differs,
+        the table is not written at all: its rows keep their ``_synced_at`` and the publish keeps
+        its Parquet file. Otherwise, in ONE transaction, rows that are no longer present (or
+        changed) are deleted and new or changed rows inserted, so unchanged rows keep their audit
+        columns. ``rejects`` are recorded either way; ``cursor`` (or, when only ``stream`` is given,
+        ``{"rows": n}``) is set only when the table changed.
+        """
+        target = self.spec(spec) if isinstance(spec, str) else spec
+        cols = ", ".join(quote(c.name) for c in target.columns)
+        typed = ", ".join(f"CAST({quote(c.name)} AS {c.type}) AS {quote(c.name)}" for c in target.columns)
+        pk = ", ".join(quote(k) for k in target.primary_key)
+        match = " AND ".join(f"t.{quote(k)} = g.{quote(k)}" for k in target.primary_key)
+        synced_at = _now()
+        with self._transaction() as con, self._registered(table) as view:
+            new_rows = f"SELECT {typed} FROM {view} EXCEPT SELECT {cols} FROM {qualified(target)}"
+            gone_rows = f"SELECT {cols} FROM {qualified(target)} EXCEPT SELECT {typed} FROM {view}"
+            total_before = _scalar(con, f"SELECT count(*) FROM {qualified(target)}")
+            n_new = _scalar(con, f"SELECT count(*) FROM ({new_rows})")
+            n_gone = _scalar(con, f"SELECT count(*) FROM ({gone_rows})")
+            changed = n_new > 0 or n_gone > 0 or total_before != table.num_rows
+            deleted = written = 0
+            if changed:
+                deleted = _scalar(
+                    con,
+                    f"DELETE FROM {qualified(target)} t USING (SELECT {pk} FROM ({gone_rows})) g WHERE {match}",
+                )
+                audit = ", $synced_at AS _synced_at, $run_id AS _run_id" if target.audit else ""
+                params = {"synced_at": synced_at, "run_id": run_id} if target.audit else {}
+                written = _scalar(
+                    con,
+                    f"INSERT INTO {qualified(target)} BY NAME SELECT *{audit} FROM ({new_rows})",
+                    params,
+                )
+                if cursor is None and stream is not None:
+                    cursor = (stream, json.dumps({"rows": table.num_rows}))
+                if cursor is not None:
+                    self._set_cursor(con, cursor[0], cursor[1], run_id, synced_at)
+            self._upsert_rejects(rejects, run_id, synced_at)
+            total = _scalar(con, f"SELECT count(*) FROM {qualified(target)}")
+        return ReplaceOutcome(target.qualified_name, changed, written, deleted, total)
+
+    # --- cursors, run log -----------------------------------------------------------------------
+
+    def get_cursor(self, stream: str) -> str | None:
+        row = first(run(self.con, f"SELECT cursor_value FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream]))
+        return None if row is None else row[0]
+
+    def set_cursor(self, stream: str, value: str | None, run_id: str) -> None:
+        """Set a cursor on its own (e.g. an operator's reset); data batches set it themselves."""
+        with self._transaction() as con:
+            self._set_cursor(con, stream, value, run_id, _now())
+
+    def record_run(self, record: RunLike) -> None:
+        """Insert or update the ``sync_runs`` row of ``(record.run_id, record.stream)``: call at start and finish."""
+        details = {
+            "rows_by_table": getattr(record, "rows_by_table", {}),
+            "extra": getattr(record, "extra", {}),
+        }
+        r = record
+        with self._transaction() as con:
+            run(
+                con,
+                f"INSERT OR REPLACE INTO {qualified(meta.SYNC_RUNS)} (run_id, stream, started_at, finished_at, "
+                "status, rows_read, rows_written, requests, retries, rejected, error, cursor_before, "
+                "cursor_after, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    r.run_id,
+                    r.stream,
+                    r.started_at,
+                    r.finished_at,
+                    r.status,
+                    r.rows_read,
+                    r.rows_written,
+                    r.requests,
+                    r.retries,
+                    r.rejected,
+                    r.error,
+                    r.cursor_before,
+                    r.cursor_after,
+                    json.dumps(details, default=str, sort_keys=True),
+                ],
+            )
+
+    def runs(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        where, params = ("WHERE run_id = ?", [run_id]) if run_id else ("", [])
+        cur = self.con.execute(f"SELECT * FROM {qualified(meta.SYNC_RUNS)} {where} ORDER BY started_at, stream", params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    # --- what the sync asks ---------------------------------------------------------------------
+
+    def shipment_last_modified(self, ids: Sequence[int] | None) -> dict[int, dt.datetime | None]:
+        """Last-modified instant (UTC) of the held raw documents of ``ids`` (None: of every shipment)."""
+        table = qualified(meta.RAW_SHIPMENTS)
+        if ids is None:
+            rows = run(self.con, f"SELECT shipment_id, last_modified_at FROM {table}")
+        else:
+            with self._registered(pa.table({"id": pa.array([int(i) for i in ids], pa.int64())})) as view:
+                rows = run(
+                    self.con,
+                    f"SELECT shipment_id, last_modified_at FROM {table} WHERE shipment_id IN (SELECT id FROM {view})",
+                )
+        return {int(i): (lm.astimezone(dt.UTC) if lm is not None else None) for i, lm in rows}
+
+    def shipment_ids(self) -> set[int]:
+        """Ids of the shipments whose raw document is held."""
+        rows = run(self.con, f"SELECT shipment_id FROM {qualified(meta.RAW_SHIPMENTS)}")
+        return {int(r[0]) for r in rows}
+
+    def raw_documents(self, ids: Sequence[int] | None = None) -> Iterator[RawDocument]:
+        """Held raw documents (all, or of ``ids``) in id order, for replay without re-fetching."""
+        where = ""
+        params: list[Any] = []
+        if ids is not None:
+            where, params = "WHERE shipment_id IN (SELECT unnest(?::BIGINT[]))", [[int(i) for i in ids]]
+        cur = self.con.cursor()
+        cur.execute(
+            f"SELECT shipment_id, CAST(document AS VARCHAR), fetched_at, last_modified_at "
+            f"FROM {qualified(meta.RAW_SHIPMENTS)} {where} ORDER BY shipment_id",
+            params,
+        )
+        try:
+            while chunk := cur.fetchmany(1000):
+                for shipment_id, doc, fetched, modified in chunk:
+                    yield RawDocument(int(shipment_id), doc, fetched, modified)
+        finally:
+            cur.close()
+
+    def pending_count(self, stream: str) -> int:
+        return _scalar(self.con, f"SELECT count(*) FROM {qualified(meta.PENDING_DETAILS)} WHERE stream = ?", [stream])
+
+    def pending_details(self, stream: str, limit: int | None = None) -> list[PendingDetail]:
+        """Queued shipments of ``stream``, oldest first."""
+        rows = run(
+            self.con,
+            f"SELECT stream, shipment_id, client, shipment_number, mode_of_transport, enqueued_at "
+            f"FROM {qualified(meta.PENDING_DETAILS)} WHERE stream = ? ORDER BY enqueued_at, shipment_id "
+            f"{'LIMIT ?' if limit is not None else ''}",
+            [stream, limit] if limit is not None else [stream],
+        )
+        return [PendingDetail(s, int(i), c, n, m, at) for s, i, c, n, m, at in rows]
+
+    def rejected_count(self, stream: str | None = None, run_id: str | None = None) -> int:
+        conditions = [(c, v) for c, v in (("stream", stream), ("run_id", run_id)) if v is not None]
+        where = " AND ".join(f"{c} = ?" for c, _ in conditions)
+        return _scalar(
+            self.con,
+            f"SELECT count(*) FROM {qualified(meta.REJECTED_RECORDS)}{' WHERE ' + where if where else ''}",
+            [v for _, v in conditions],
+        )
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows per table, keyed by qualified name (``freight.shipments``), source tables then meta."""
+        return {
+            spec.qualified_name: _scalar(self.con, f"SELECT count(*) FROM {qualified(spec)}")
+            for spec in (*self.tables, *self.meta_tables)
+        }
+
+
+def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
+    row = first(run(con, sql, params))
+    return int(row[0]) if row and row[0] is not None else 0

@@ -1,0 +1,300 @@
+"""A small DuckDB database with the ``freight`` tables, for building the dbt project in tests.
+
+Documents come from the bundled simulator (``freight_pipeline.simulator.store.SimulatorStore``)
+when it exists, else from a small handmade generator below shaped as the spec describes; either
+way they go through the project's normalizer and the tables are created from the table specs'
+DDL, so the dbt project is tested against the real column names and types.
+
+Usable from the command line to get a database for a manual ``dbt build``::
+
+    .venv/bin/python -m freight_pipeline_tests.dbt.freight_db /tmp/freight.duckdb 200
+    FREIGHT_DBT_DATABASE=/tmp/freight.duckdb .venv/bin/dbt build --project-dir dbt_models --profiles-dir dbt_models
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import random
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from freight_pipeline.normalize import (
+    FREIGHT_TABLES,
+    merge_rows,
+    normalize_code_conversions,
+    normalize_events,
+    normalize_main_carriage,
+    normalize_memos,
+    normalize_shipment,
+    to_arrow_batch,
+)
+
+RUN_ID = "test-run"
+
+
+@dataclass
+class Documents:
+    """What a sync would fetch: per shipment the document, its events and main-carriage legs."""
+
+    source: str
+    shipments: list[tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]] = field(
+        default_factory=list
+    )
+    memos: list[dict[str, Any]] = field(default_factory=list)
+    conversions: list[dict[str, Any]] = field(default_factory=list)
+
+
+def simulator_documents(shipments: int, seed: int = 7) -> Documents | None:
+    """Documents of the bundled simulator, or None while ``simulator/store.py`` does not exist."""
+    try:
+        module = importlib.import_module("freight_pipeline.simulator.store")
+    except ModuleNotFoundError as exc:
+        if exc.name != "freight_pipeline.simulator.store":
+            raise
+        return None
+    store = module.SimulatorStore(shipments=shipments, seed=seed)
+    docs = Documents("simulator")
+    for row in store.shipment_key_rows():
+        shipment_id = int(row["ID"])
+        docs.shipments.append(
+            (
+                store.get_shipment(shipment_id),
+                store.get_events(shipment_id),
+                store.get_air_main_carriage(shipment_id),
+                store.get_sea_main_carriage(shipment_id),
+            )
+        )
+    docs.memos = list(store.memo_rows())
+    docs.conversions = list(store.code_conversion_rows())
+    return docs
+
+
+# --- handmade documents (fallback) ---------------------------------------------------------------
+
+PORTS = {
+    "SEA": [("DEHAM", "Hamburg"), ("CNSHA", "Shanghai"), ("NLRTM", "Rotterdam"), ("SGSIN", "Singapore")],
+    "AIR": [("DEFRA", "Frankfurt"), ("USORD", "Chicago"), ("HKHKG", "Hong Kong"), ("AEDXB", "Dubai")],
+    "RD": [("DEMUC", "Munich"), ("PLWAW", "Warsaw"), ("ITMIL", "Milan")],
+    "RL": [("DEDUI", "Duisburg"), ("CNXIY", "Xi'an"), ("PLMAL", "Malaszewicze")],
+}
+VESSELS = ["EVER GIVEN", "MSC OSCAR", "MAERSK ESSEN"]
+AIRLINES = ["Lufthansa Cargo", "Cathay Cargo", "Emirates SkyCargo"]
+UTC1 = "+01:00"
+
+
+def _dt(instant: dt.datetime, offset: str = UTC1) -> dict[str, Any]:
+    hours = int(offset[1:3]) * (1 if offset[0] == "+" else -1)
+    local = instant + dt.timedelta(hours=hours)
+    return {"date": local.date().isoformat(), "time": local.time().isoformat("seconds"), "zone_offset": offset}
+
+
+def _location(code: str, name: str) -> dict[str, Any]:
+    return {"codes": [{"type": "UNLOC", "code": code}, {"type": "SERVICE", "code": f"S{code}"}], "name": name}
+
+
+def _good(rng: random.Random, good_id: int, depth: int, dangerous: bool) -> dict[str, Any]:
+    subgoods = [_good(rng, good_id * 10 + i, depth + 1, dangerous and i == 1) for i in (1, 2)] if depth < 2 else []
+    return {
+        "id": good_id,
+        "level": depth,
+        "quantity": rng.randint(1, 20),
+        "weight": round(rng.uniform(10, 900), 2),
+        "weight_unit": "KG",
+        "volume": round(rng.uniform(0.1, 9), 2),
+        "description": [f"goods line {good_id}"],
+        "marks": ["N/M"],
+        "hs_codes": [{"id": good_id * 7, "goodId": good_id, "hsCode": "847130"}],
+        "subgoods": subgoods,
+        # dangerous goods only on the deepest line, so the flag must look at every depth
+        "dangerousGoods": (
+            [{"id": good_id, "dangerous_good_legislation": "IMDG", "un_number": "1203"}]
+            if dangerous and not subgoods
+            else []
+        ),
+    }
+
+
+def _leg(
+    mode: str, leg_no: int, origin: tuple[str, str], destination: tuple[str, str], start: dt.datetime, carrier: str
+) -> dict[str, Any]:
+    hours = 30 if mode == "AIR" else 400
+    leg: dict[str, Any] = {
+        "leg_no": leg_no,
+        "mot": "SEA" if mode == "SEA" else "ANY",
+        "origin": {"location": _location(*origin), "estimated_datetime": _dt(start)},
+        "destination": {
+            "location": _location(*destination),
+            "estimated_datetime": _dt(start + dt.timedelta(hours=hours)),
+        },
+    }
+    if mode == "AIR":
+        leg |= {"airline_name": carrier, "flight_no": f"XX{leg_no}00", "airline_awb_code": "020"}
+    elif mode == "SEA":
+        leg |= {"vessel_name": carrier, "voyage_no": f"V{leg_no}", "imo_code": "9321483"}
+    return leg
+
+
+def handmade_documents(shipments: int, seed: int = 7) -> Documents:
+    rng = random.Random(seed)
+    docs = Documents("handmade")
+    base = dt.datetime(2026, 1, 5, 8, 0, tzinfo=dt.UTC)
+    for i in range(1, shipments + 1):
+        shipment_id = 100_000 + i
+        mode = ("SEA", "AIR", "RD", "RL")[i % 4]
+        stops = rng.sample(PORTS[mode], 3)
+        leg_count = 2 if i % 5 == 0 else 1
+        carrier = rng.choice(VESSELS if mode == "SEA" else AIRLINES)
+        start = base + dt.timedelta(hours=7 * i)
+        legs = [
+            _leg(mode, n + 1, stops[n], stops[n + 1], start + dt.timedelta(days=20 * n), carrier)
+            for n in range(leg_count)
+        ]
+        doc: dict[str, Any] = {
+            "id": shipment_id,
+            "client": "C1",
+            "direction": "E" if i % 2 else "I",
+            "office": ("HAM", "FRA", "MUC")[i % 3],
+            "shipment_number": f"SN{i:06d}",
+            "mode_of_transport": mode,
+            "total_packages": rng.randint(1, 40),
+            "total_gross_weight": round(rng.uniform(100, 20_000), 2),
+            "total_volume": round(rng.uniform(1, 60), 2),
+            "chargeableWeight": round(rng.uniform(100, 25_000), 2),
+            "shipment_closed": i % 3 == 0,
+            "goods": [_good(rng, i * 100 + g, 1, dangerous=(i % 7 == 0 and g == 1)) for g in (1, 2)],
+            "containers": (
+                [{"id": i * 10 + c, "container_number": f"MSCU{i:05d}{c}", "containerAddresses": []} for c in (1, 2)]
+                if mode == "SEA"
+                else []
+            ),
+            "pre_carriage": {"carriage_legs": [{"leg_no": 1, "mot": "ANY", "haulage_type": "TRUCK"}]},
+            "main_carriage": {"carriage_legs": legs},
+            "last_modified_date_time": (start + dt.timedelta(days=1))
+            .astimezone(dt.timezone(dt.timedelta(hours=1)))
+            .isoformat(),
+            "created_date_time": start.isoformat(),
+        }
+        # events: planned and (mostly) actual departure/arrival; delays spread around the tolerance
+        departure, arrival = start, start + dt.timedelta(hours=(30 if mode == "AIR" else 400) * leg_count)
+        departure_delay = dt.timedelta(minutes=rng.randint(-30, 240))
+        arrival_delay = dt.timedelta(minutes=rng.choice([-45, 0, 30, 60, 61, 180, 1440]))
+        events = [
+            {"event": "PICKUP", "type": "ESTIMATED", "date_time": _dt(start - dt.timedelta(days=2))},
+            {
+                "event": "POL_DEPARTURE",
+                "type": "ESTIMATED",
+                "date_time": _dt(departure),
+                "location": _location(*stops[0]),
+            },
+            {
+                "event": "POD_ARRIVAL",
+                "type": "ESTIMATED",
+                "date_time": _dt(arrival),
+                "location": _location(*stops[leg_count]),
+            },
+        ]
+        if i % 10 != 0:  # every tenth shipment is still under way
+            events += [
+                {
+                    "event": "POL_DEPARTURE",
+                    "type": "ACTUAL",
+                    "date_time": _dt(departure + departure_delay, "+08:00"),
+                    "location": _location(*stops[0]),
+                },
+                {
+                    "event": "POD_ARRIVAL",
+                    "type": "ACTUAL",
+                    "date_time": _dt(arrival + arrival_delay),
+                    "location": _location(*stops[leg_count]),
+                },
+            ]
+        air = legs if mode == "AIR" else []
+        sea = legs if mode == "SEA" and i % 8 == 0 else []  # the other SEA shipments use the embedded legs
+        docs.shipments.append((doc, events, air, sea))
+    docs.memos = [
+        {"id": n, "client": "C1", "memo": f"memo {n}", "shipment_number": f"SN{n:06d}", "running_number": 1}
+        for n in range(1, min(shipments, 20) + 1)
+    ]
+    docs.conversions = [
+        {
+            "id": n,
+            "partner": "P1",
+            "direction": "I" if n % 2 else "O",
+            "code_table": "UNIT",
+            "code_type": "PKG",
+            "source_code": f"S{n}",
+            "target_code": f"T{n}",
+            "valid_from": "2025-01-01",
+            "last_modified_date_time": "2026-01-01T00:00:00+01:00",
+        }
+        for n in range(1, 11)
+    ]
+    return docs
+
+
+# --- database ------------------------------------------------------------------------------------
+
+
+def documents(shipments: int, seed: int = 7) -> Documents:
+    return simulator_documents(shipments, seed) or handmade_documents(shipments, seed)
+
+
+def normalized_tables(docs: Documents) -> dict[str, pa.Table]:
+    parts = []
+    for doc, events, air, sea in docs.shipments:
+        shipment_id = int(doc["id"])
+        parts.append(normalize_shipment(doc))
+        parts.append(normalize_events(shipment_id, events))
+        parts.append(normalize_main_carriage(shipment_id, air, kind="air"))
+        parts.append(normalize_main_carriage(shipment_id, sea, kind="sea"))
+    key_of = {(r["client"], r["shipment_number"]): r["shipment_id"] for r in merge_rows(parts)["shipments"]}
+    parts.append(normalize_memos(docs.memos, key_of))
+    parts.append(normalize_code_conversions(docs.conversions))
+    rows = merge_rows(parts)
+    for spec in FREIGHT_TABLES:
+        rows.setdefault(spec.name, [])
+    return to_arrow_batch(rows)
+
+
+def _with_audit(table: pa.Table, synced_at: dt.datetime) -> pa.Table:
+    n = table.num_rows
+    table = table.append_column("_synced_at", pa.array([synced_at] * n, pa.timestamp("us", tz="UTC")))
+    return table.append_column("_run_id", pa.array([RUN_ID] * n, pa.string()))
+
+
+def build_freight_database(path: str | Path, shipments: int = 200, seed: int = 7) -> dict[str, Any]:
+    """Create ``path`` with every ``freight`` table filled; returns the source and row counts."""
+    docs = documents(shipments, seed)
+    tables = normalized_tables(docs)
+    synced_at = dt.datetime.now(dt.UTC)
+    con = duckdb.connect(str(path))
+    try:
+        con.execute("create schema if not exists freight")
+        counts: dict[str, int] = {}
+        for spec in FREIGHT_TABLES:
+            con.execute(spec.ddl())
+            data = _with_audit(tables[spec.name], synced_at)
+            con.register("batch", data)
+            con.execute(f"insert into {spec.qualified_name} by name select * from batch")
+            con.unregister("batch")
+            counts[spec.name] = data.num_rows
+    finally:
+        con.close()
+    return {"source": docs.source, "counts": counts}
+
+
+def iter_table_names() -> Iterator[str]:
+    return (spec.name for spec in FREIGHT_TABLES)
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "freight_test.duckdb")
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+    print(build_freight_database(target, n))

@@ -1,0 +1,172 @@
+"""Table specs against the warehouse contract, DuckDB DDL and Arrow output."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from freight_pipeline.normalize import (
+    FREIGHT_TABLES,
+    STREAM_TABLES,
+    TABLES_BY_NAME,
+    merge_rows,
+    normalize_code_conversions,
+    normalize_events,
+    normalize_main_carriage,
+    normalize_memos,
+    normalize_shipment,
+    to_arrow_batch,
+)
+from freight_pipeline_tests.normalize import samples
+
+CONTRACT = Path(__file__).resolve().parents[3] / "shared" / "warehouse-contract.md"
+
+
+def contract_freight_tables() -> dict[str, tuple[str, ...]]:
+    """table -> primary key columns, parsed from the `freight` schema section of the contract."""
+    text = CONTRACT.read_text(encoding="utf-8")
+    section = text.split("## Schema `freight`:", 1)[1].split("\n## ", 1)[0]
+    tables: dict[str, tuple[str, ...]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not cells[0].startswith("`"):
+            continue
+        key = tuple(k.strip() for k in re.sub(r"[`()]", "", cells[1]).split(","))
+        for name in re.findall(r"`([a-z_]+)`", cells[0]):
+            tables[name] = key
+    return tables
+
+
+def sample_batch() -> dict[str, pa.Table]:
+    docs = [samples.shipment(i) for i in (1, 2, 3)]
+    parts = [normalize_shipment(d) for d in docs]
+    parts += [normalize_events(i, samples.events(i)) for i in (1, 2)]
+    parts.append(normalize_main_carriage(1, [samples.leg(1), samples.leg(2)], kind="air"))
+    parts.append(normalize_main_carriage(2, [samples.leg(1)], kind="sea"))
+    parts.append(
+        normalize_memos(
+            [{"id": 1, "client": "C1", "shipment_number": "SN-1", "memo": "m"}, {"id": 2, "memo": "orphan"}],
+            {("C1", "SN-1"): 1},
+        )
+    )
+    parts.append(normalize_code_conversions([samples.code_conversion(i) for i in (1, 2)]))
+    return to_arrow_batch(merge_rows(parts))
+
+
+@pytest.fixture(scope="module")
+def batch() -> dict[str, pa.Table]:
+    return sample_batch()
+
+
+def test_contract_parsed() -> None:
+    tables = contract_freight_tables()
+    assert len(tables) >= 20
+    assert tables["shipment_goods"] == ("shipment_id", "good_path")
+    assert tables["good_descriptions"] == ("shipment_id", "good_path", "position")
+
+
+def test_every_contract_table_and_key_is_declared() -> None:
+    for name, key in contract_freight_tables().items():
+        assert name in TABLES_BY_NAME, f"contract table {name} not declared"
+        assert TABLES_BY_NAME[name].primary_key == key, name
+
+
+def test_contract_named_columns_exist() -> None:
+    cols = {t.name: set(t.column_names) for t in FREIGHT_TABLES}
+    assert {"last_modified_at", "created_at", "shipment_closed", "ordered_at"} <= cols["shipments"]
+    assert {"last_modified_date", "last_modified_time", "chargeable_weight"} <= cols["shipments"]
+    assert {"good_id", "parent_good_path", "depth"} <= cols["shipment_goods"]
+    assert {"qualifier", "printed_line_1", "printed_line_5", "contact_name", "contact_json"} <= cols[
+        "shipment_addresses"
+    ]
+    assert {"container_id", "good_id"} <= cols["shipment_containers"]
+    assert {"event_at", "event_until", "unloc", "iata", "service_code", "location_codes"} <= cols[
+        "shipment_events"
+    ]
+    assert {"contact_name", "contact_email"} <= cols["good_dangerous_goods"]
+    assert {"hs_code", "good_id"} <= cols["good_hs_codes"]
+    assert "payload" in cols["code_conversions"]
+
+
+def test_specs_are_consistent() -> None:
+    assert all(t.schema == "freight" for t in FREIGHT_TABLES)
+    assert len({t.name for t in FREIGHT_TABLES}) == len(FREIGHT_TABLES)
+    for spec in FREIGHT_TABLES:
+        assert spec.description
+        expected = None if spec.name == "code_conversions" else "shipment_id"
+        assert spec.replace_key == expected, spec.name
+        for key in spec.primary_key:
+            assert not spec.column_index[key].nullable, (spec.name, key)
+    streamed = [t for tables in STREAM_TABLES.values() for t in tables]
+    assert sorted(streamed) == sorted(TABLES_BY_NAME), "every table is filled by exactly one stream"
+
+
+def test_arrow_output_matches_spec(batch: dict[str, pa.Table]) -> None:
+    assert set(batch) == set(TABLES_BY_NAME)
+    for name, table in batch.items():
+        assert table.schema.equals(TABLES_BY_NAME[name].arrow_schema()), name
+        assert table.num_rows > 0, name
+    events = batch["shipment_events"].to_pylist()
+    assert events[0]["event_at"] == dt.datetime(2026, 11, 1, 9, 15, 30, tzinfo=dt.UTC)
+
+
+def test_empty_rows_give_empty_tables() -> None:
+    tables = to_arrow_batch({"shipment_memos": [], "shipments": []})
+    assert tables["shipment_memos"].num_rows == 0
+    assert tables["shipments"].schema.equals(TABLES_BY_NAME["shipments"].arrow_schema())
+    with pytest.raises(KeyError):
+        to_arrow_batch({"no_such_table": []})
+
+
+def test_ddl_executes_and_arrow_inserts_with_unique_keys(batch: dict[str, pa.Table]) -> None:
+    con = duckdb.connect()
+    con.execute("CREATE SCHEMA freight")
+    synced_at = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.UTC)
+    for spec in FREIGHT_TABLES:
+        con.execute(spec.ddl())
+        table = batch[spec.name]
+        n = table.num_rows
+        arrow_tbl = table.append_column(
+            pa.field("_synced_at", pa.timestamp("us", tz="UTC"), nullable=False),
+            pa.array([synced_at] * n, pa.timestamp("us", tz="UTC")),
+        ).append_column(
+            pa.field("_run_id", pa.string(), nullable=False), pa.array(["run-1"] * n, pa.string())
+        )
+        assert arrow_tbl.schema.equals(spec.arrow_schema(with_audit=True))
+        con.register("arrow_tbl", arrow_tbl)
+        con.execute(f"INSERT INTO {spec.qualified_name} SELECT * FROM arrow_tbl")
+        con.unregister("arrow_tbl")
+        keys = ", ".join(f'"{k}"' for k in spec.primary_key)
+        (count, distinct) = con.execute(
+            f"SELECT count(*), count(DISTINCT ({keys})) FROM {spec.qualified_name}"
+        ).fetchone()
+        assert count == distinct == n, spec.name
+    # JSON columns hold valid JSON; instants round-trip as UTC
+    assert con.execute(
+        "SELECT json_extract_string(contact_json, '$.name') FROM freight.good_dangerous_goods LIMIT 1"
+    ).fetchone() == ("Hazmat Desk",)
+    (instant,) = con.execute(
+        "SELECT epoch(last_modified_at) FROM freight.shipments WHERE shipment_id = 1"
+    ).fetchone()
+    assert instant == dt.datetime(2026, 11, 1, 9, 15, 30, tzinfo=dt.UTC).timestamp()
+    (paths,) = con.execute(
+        "SELECT list(good_path ORDER BY good_path) FROM freight.shipment_goods WHERE shipment_id = 2"
+    ).fetchone()
+    assert paths == ["1", "1.1", "1.1.1", "1.2", "2"]
+
+
+def test_normalizing_many_shipments_is_fast() -> None:
+    import time
+
+    docs = [samples.shipment(i) for i in range(1, 1001)]  # ~60 rows each: heavier than a typical shipment
+    start = time.perf_counter()
+    rows = merge_rows([normalize_shipment(d) for d in docs])
+    tables = to_arrow_batch(rows)
+    elapsed = time.perf_counter() - start
+    assert tables["shipments"].num_rows == 1000
+    assert elapsed < 5.0, f"1000 shipments took {elapsed:.2f}s"

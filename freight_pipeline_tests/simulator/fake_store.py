@@ -1,0 +1,351 @@
+"""A small, predictable in-memory StoreAPI for the HTTP tests.
+
+Shipment ``i`` (1..n) has key values derived from ``i`` so tests can state expectations
+exactly; see :meth:`FakeStore._key_row`.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import itertools
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from freight_pipeline.simulator.store_api import (
+    EVENT_CODES,
+    EVENT_TYPES,
+    SHIPMENT_KEYS,
+    Conflict,
+    Invalid,
+    NotFound,
+)
+
+OFFSET = dt.timezone(dt.timedelta(hours=1))
+START = dt.datetime(2026, 1, 1, 8, 0, 0, tzinfo=OFFSET)
+MODES = ("SEA", "AIR", "RD", "RL")
+
+
+class FakeStore:
+    def __init__(self, shipments: int = 40) -> None:
+        self._lock = threading.RLock()
+        self.version = 0  # bumped on every shipment change (lets the HTTP layer cache lookups)
+        self._now = START + dt.timedelta(days=30)
+        self._ids = itertools.count(1)
+        self._shipments: dict[int, dict[str, Any]] = {}
+        self._events: dict[int, list[dict[str, Any]]] = {}
+        self._efiles: dict[int, dict[str, Any]] = {}
+        self._efile_ids = itertools.count(1)
+        self._ref_ids = itertools.count(1)
+        self.webhooks: list[dict[str, Any]] = []
+        for _ in range(shipments):
+            self._new_shipment(modified=None)
+        self.memos = [
+            {
+                "id": i,
+                "client": f"C{i % 3}",
+                "memo": f"memo {i}",
+                "shipment_number": f"S{(i + 1) // 2:05d}",
+                "running_number": (i + 1) % 2 + 1,
+            }
+            for i in range(1, 21)
+        ]
+        self.conversions = [
+            {
+                "id": i,
+                "partner": f"P{i % 2}",
+                "direction": "I" if i % 2 else "O",
+                "code_table": "UNIT",
+                "code_type": "PKG",
+                "source_code": f"SRC{i}",
+                "target_code": f"TGT{i}",
+                "description": None,
+                "valid_from": "2025-01-01",
+                "last_modified_date_time": "2026-01-01T00:00:00+01:00",
+            }
+            for i in range(1, 13)
+        ]
+
+    # --- helpers ------------------------------------------------------------------------------------
+
+    def _new_shipment(self, modified: dt.datetime | None) -> int:
+        sid = next(self._ids)
+        self.version += 1
+        i = sid
+        modified = modified or START + dt.timedelta(hours=i // 4, seconds=i % 4)
+        self._shipments[sid] = {
+            "id": sid,
+            "client": f"C{i % 3}",
+            "direction": "I" if i % 2 else "E",
+            "mode_of_transport": MODES[i % 4],
+            "shipment_number": f"S{i:05d}",
+            "house_reference": f"HBL{i:04d}" if i % 5 else None,
+            "master_reference": f"MBL{i % 7}",
+            "month_of_service": f"2026-{(i % 12) + 1:02d}",
+            "foreign_id": f"F-{i}",
+            "shipment_closed": i % 3 == 0,
+            "created": START - dt.timedelta(days=i),
+            "modified": modified,
+            "rsn": i * 10,
+            "customer_address_type": "DKGPA"[i % 5],
+            "customer_address_number": 1000 + i % 10,
+            "address_references": (f"REF-{i}", f"PO{i % 4}"),
+        }
+        self._events[sid] = []
+        return sid
+
+    def _key_row(self, s: dict[str, Any]) -> dict[str, Any]:
+        modified: dt.datetime = s["modified"]
+        row = {
+            "ID": s["id"],
+            "HBL": s["house_reference"],
+            "MBL": s["master_reference"],
+            "FILENUMBER": s["shipment_number"],
+            "SHIPMENT_NUMBER": s["shipment_number"],
+            "SHIPMENT_ID": s["foreign_id"],
+            "ADDRESS_REFERENCE": s["address_references"],
+            "DIRECTION": s["direction"],
+            "MODE_OF_TRANSPORT": s["mode_of_transport"],
+            "MONTH_OF_SERVICE": s["month_of_service"],
+            "CLIENT": s["client"],
+            "CREATION_DATE": s["created"].date().isoformat(),
+            "RUNNING_SEQUENCE_NUMBER": s["rsn"],
+            "CUSTOMER_ADDRESS_TYPE": s["customer_address_type"],
+            "CUSTOMER_ADDRESS_NUMBER": s["customer_address_number"],
+            "SHIPMENT_CLOSED": "J" if s["shipment_closed"] else "N",
+            "LAST_MODIFIED_DATE": modified.date().isoformat(),
+            "LAST_MODIFIED_TIME": modified.time().isoformat(),
+        }
+        assert tuple(row) == SHIPMENT_KEYS
+        return row
+
+    def _get(self, shipment_id: int) -> dict[str, Any]:
+        try:
+            return self._shipments[shipment_id]
+        except KeyError:
+            raise NotFound(f"shipment {shipment_id} not found") from None
+
+    def _touch(self, shipment_id: int) -> None:
+        self._now += dt.timedelta(seconds=1)
+        self._shipments[shipment_id]["modified"] = self._now
+        self.version += 1
+
+    # --- clock --------------------------------------------------------------------------------------
+
+    def now(self) -> dt.datetime:
+        with self._lock:
+            return self._now
+
+    def advance_clock(self, seconds: float) -> dt.datetime:
+        with self._lock:
+            self._now += dt.timedelta(seconds=seconds)
+            return self._now
+
+    # --- shipments -----------------------------------------------------------------------------------
+
+    def shipment_key_rows(self) -> Iterator[Mapping[str, Any]]:
+        with self._lock:
+            rows = [self._key_row(s) for s in self._shipments.values()]
+        return iter(rows)
+
+    def get_base_shipment(self, shipment_id: int) -> dict[str, Any]:
+        with self._lock:
+            s = self._get(shipment_id)
+            return {
+                "id": s["id"],
+                "client": s["client"],
+                "direction": s["direction"],
+                "shipment_number": s["shipment_number"],
+                "house_reference": s["house_reference"],
+                "master_reference": s["master_reference"],
+                "mode_of_transport": s["mode_of_transport"],
+                "shipment_closed": s["shipment_closed"],
+                "last_modified_date_time": s["modified"].isoformat(),
+                "created_date_time": s["created"].isoformat(),
+                "employees": {"created_employee_matchcode": "EMP"},
+            }
+
+    def get_shipment(self, shipment_id: int) -> dict[str, Any]:
+        with self._lock:
+            doc = self.get_base_shipment(shipment_id)
+            doc["goods"] = [{"id": shipment_id * 10, "description": ["box"], "subgoods": []}]
+            doc["addresses"] = [{"qualifier": "CNE", "references": []}]
+            doc["events"] = copy.deepcopy(self._events[shipment_id])
+            return doc
+
+    def get_events(self, shipment_id: int) -> list[dict[str, Any]]:
+        with self._lock:
+            self._get(shipment_id)
+            return copy.deepcopy(self._events[shipment_id])
+
+    def _legs(self, shipment_id: int, mode: str) -> list[dict[str, Any]]:
+        with self._lock:
+            s = self._get(shipment_id)
+            if s["mode_of_transport"] != mode:
+                return []
+            return [{"leg_no": 1, "mot": mode if mode == "SEA" else "ANY", "origin": None, "destination": None}]
+
+    def get_air_main_carriage(self, shipment_id: int) -> list[dict[str, Any]]:
+        return self._legs(shipment_id, "AIR")
+
+    def get_sea_main_carriage(self, shipment_id: int) -> list[dict[str, Any]]:
+        return self._legs(shipment_id, "SEA")
+
+    def create_event(self, shipment_id: int, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self._get(shipment_id)
+            code = event.get("event")
+            if code not in EVENT_CODES or event_type not in EVENT_TYPES:
+                raise Invalid(f"bad event code {code!r} or type {event_type!r}")
+            if any(e["event"] == code and e["type"] == event_type for e in self._events[shipment_id]):
+                raise Conflict(f"event {code} {event_type} exists for shipment {shipment_id}")
+            created = {**event, "event": code, "type": event_type, "shipment_id": shipment_id}
+            self._events[shipment_id].append(created)
+            self._touch(shipment_id)
+            return copy.deepcopy(created)
+
+    def update_event(self, shipment_id: int, code: str, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self._get(shipment_id)
+            for i, existing in enumerate(self._events[shipment_id]):
+                if existing["event"] == code and existing["type"] == event_type:
+                    updated = {**existing, **event, "event": code, "type": event_type, "shipment_id": shipment_id}
+                    self._events[shipment_id][i] = updated
+                    self._touch(shipment_id)
+                    return copy.deepcopy(updated)
+            raise NotFound(f"event {code} {event_type} not found for shipment {shipment_id}")
+
+    # --- memos and code conversions -------------------------------------------------------------------
+
+    def memo_rows(self) -> Iterator[dict[str, Any]]:
+        return iter([dict(m) for m in self.memos])
+
+    def get_memo(self, memo_id: int) -> dict[str, Any]:
+        for m in self.memos:
+            if m["id"] == memo_id:
+                return dict(m)
+        raise NotFound(f"memo {memo_id} not found")
+
+    def code_conversion_rows(self) -> Iterator[dict[str, Any]]:
+        return iter([dict(c) for c in self.conversions])
+
+    def get_code_conversion(self, conversion_id: int) -> dict[str, Any]:
+        for c in self.conversions:
+            if c["id"] == conversion_id:
+                return dict(c)
+        raise NotFound(f"code conversion {conversion_id} not found")
+
+    # --- E-File ----------------------------------------------------------------------------------------
+
+    def _efile(self, efile_id: int) -> dict[str, Any]:
+        try:
+            return self._efiles[efile_id]
+        except KeyError:
+            raise NotFound(f"E-File {efile_id} not found") from None
+
+    def _reference(self, ref: Mapping[str, Any]) -> dict[str, Any]:
+        return {"id": next(self._ref_ids), "type": ref.get("type", "OTHER"), "value": str(ref.get("value"))}
+
+    def store_efile(self, efile: Mapping[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            eid = next(self._efile_ids)
+            stored = {
+                "id": eid,
+                "file_name": efile.get("file_name"),
+                "mime_type": efile.get("mime_type"),
+                "description": efile.get("description"),
+                "document": efile["document"],
+                "created_date_time": self._now.isoformat(),
+                "references": [self._reference(r) for r in efile.get("references") or []],
+                "roles": [{"id": i + 1, "role": r.get("role")} for i, r in enumerate(efile.get("roles") or [])],
+            }
+            self._efiles[eid] = stored
+            return copy.deepcopy(stored)
+
+    def get_efile(self, efile_id: int, cascade: bool = False) -> dict[str, Any]:
+        with self._lock:
+            doc = copy.deepcopy(self._efile(efile_id))
+            if not cascade:
+                doc["references"] = None
+                doc["roles"] = None
+            return doc
+
+    def delete_efile(self, efile_id: int) -> dict[str, Any]:
+        with self._lock:
+            self._efile(efile_id)
+            return self._efiles.pop(efile_id)
+
+    def efile_rows(self) -> Iterator[dict[str, Any]]:
+        with self._lock:
+            rows = [{k: v for k, v in copy.deepcopy(e).items() if k != "document"} for e in self._efiles.values()]
+        return iter(rows)
+
+    def get_efile_references(self, efile_id: int) -> list[dict[str, Any]]:
+        with self._lock:
+            return copy.deepcopy(self._efile(efile_id)["references"])
+
+    def add_efile_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._efile(efile_id)["references"].append(self._reference(reference))
+
+    def delete_efile_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None:
+        with self._lock:
+            refs = self._efile(efile_id)["references"]
+            keep = [r for r in refs if not (r["id"] == reference.get("id") or r["value"] == reference.get("value"))]
+            if len(keep) == len(refs):
+                raise NotFound("reference not found")
+            refs[:] = keep
+
+    def get_efile_roles(self, efile_id: int) -> list[dict[str, Any]]:
+        with self._lock:
+            return copy.deepcopy(self._efile(efile_id)["roles"])
+
+    def add_efile_role(self, efile_id: int, role: str) -> None:
+        with self._lock:
+            roles = self._efile(efile_id)["roles"]
+            roles.append({"id": len(roles) + 1, "role": role})
+
+    def delete_efile_role(self, efile_id: int, role: Mapping[str, Any]) -> None:
+        with self._lock:
+            roles = self._efile(efile_id)["roles"]
+            keep = [r for r in roles if not (r["id"] == role.get("id") or r["role"] == role.get("role"))]
+            if len(keep) == len(roles):
+                raise NotFound("role not found")
+            roles[:] = keep
+
+    # --- webhook and change over time -------------------------------------------------------------------
+
+    def record_webhook(self, payload: Mapping[str, Any]) -> int:
+        with self._lock:
+            self.webhooks.append(dict(payload))
+            return len(self.webhooks)
+
+    def modify_shipments(self, count: int) -> list[int]:
+        with self._lock:
+            ids = sorted(self._shipments)[:count]
+            for sid in ids:
+                self._touch(sid)
+            return ids
+
+    def create_shipments(self, count: int) -> list[int]:
+        with self._lock:
+            ids = []
+            for _ in range(count):
+                self._now += dt.timedelta(seconds=1)
+                ids.append(self._new_shipment(self._now))
+            return ids
+
+    def delete_shipments(self, count: int) -> list[int]:
+        with self._lock:
+            ids = sorted(self._shipments)[-count:] if count else []
+            for sid in ids:
+                del self._shipments[sid]
+            self.version += 1
+            return ids
+
+    def touch_shipments(self, shipment_ids: list[int]) -> None:
+        with self._lock:
+            for sid in shipment_ids:
+                self._get(sid)
+                self._touch(sid)

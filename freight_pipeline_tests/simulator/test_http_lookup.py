@@ -1,0 +1,296 @@
+"""Shipment, memo and code-conversion lookups: match modes, ordering, paging, headers, 400s."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import pytest
+
+from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.simulator.store_api import SHIPMENT_KEYS
+from freight_pipeline_tests.simulator.conftest import lookup_all, reference_ids, reference_match
+
+LOOKUP = "/service/shipment/lookup"
+
+
+def _rows(sim: RunningSimulator) -> list[Mapping[str, Any]]:
+    return sorted(sim.store.shipment_key_rows(), key=lambda r: r["ID"])
+
+
+def _ids(client: httpx.Client, criteria: list[Any], **params: Any) -> list[int]:
+    return [s["id"] for s in lookup_all(client, LOOKUP, criteria, **params)]
+
+
+def _sample_value(sim: RunningSimulator, key: str) -> Any:
+    rows = _rows(sim)
+    for row in rows[len(rows) // 2 :] + rows:
+        value = row[key]
+        if isinstance(value, tuple):
+            value = value[0] if value else None
+        if value is not None:
+            return value
+    pytest.skip(f"no value for {key}")
+
+
+@pytest.mark.parametrize("key", SHIPMENT_KEYS)
+def test_equals_on_every_shipment_key(shared_sim: RunningSimulator, shared_client: httpx.Client, key: str) -> None:
+    value = _sample_value(shared_sim, key)
+    expected = reference_ids(shared_sim.store, lambda r: reference_match(r, key, "EQUALS", [value]))
+    assert expected
+    assert _ids(shared_client, [{"key": key, "match_mode": "EQUALS", "value": str(value)}]) == expected
+    # match_mode defaults to EQUALS
+    assert _ids(shared_client, [{"key": key, "value": str(value)}]) == expected
+
+
+@pytest.mark.parametrize("mode", ["GT", "LT", "GE", "LE"])
+@pytest.mark.parametrize("key", ["ID", "LAST_MODIFIED_DATE", "CREATION_DATE", "RUNNING_SEQUENCE_NUMBER"])
+def test_comparisons(shared_sim: RunningSimulator, shared_client: httpx.Client, key: str, mode: str) -> None:
+    value = _sample_value(shared_sim, key)
+    expected = reference_ids(shared_sim.store, lambda r: reference_match(r, key, mode, [value]))
+    assert _ids(shared_client, [{"key": key, "match_mode": mode, "value": str(value)}]) == expected
+    if key == "ID":  # integer comparison, not string comparison
+        assert all((i > value) if mode == "GT" else True for i in expected)
+
+
+def test_contains_is_case_insensitive(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
+    number = str(_sample_value(shared_sim, "SHIPMENT_NUMBER"))
+    part = number[1:-1].lower() if len(number) > 2 else number.lower()
+    expected = reference_ids(shared_sim.store, lambda r: reference_match(r, "SHIPMENT_NUMBER", "CONTAINS", [part]))
+    got = _ids(shared_client, [{"key": "SHIPMENT_NUMBER", "match_mode": "CONTAINS", "value": part}])
+    assert got == expected
+    assert len(got) >= 1
+
+
+def test_address_reference_matches_any_reference(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
+    row = next(r for r in _rows(shared_sim) if len(r["ADDRESS_REFERENCE"]) >= 1)
+    last = row["ADDRESS_REFERENCE"][-1]
+    got = _ids(shared_client, [{"key": "ADDRESS_REFERENCE", "value": last}])
+    assert row["ID"] in got
+    assert got == reference_ids(shared_sim.store, lambda r: last in r["ADDRESS_REFERENCE"])
+
+
+def test_in_values_and_comma_value(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
+    rows = _rows(shared_sim)
+    numbers = [rows[1]["SHIPMENT_NUMBER"], rows[5]["SHIPMENT_NUMBER"], "NO-SUCH-NUMBER"]
+    expected = reference_ids(shared_sim.store, lambda r: r["SHIPMENT_NUMBER"] in numbers)
+    assert len(expected) >= 2
+    assert _ids(shared_client, [{"key": "SHIPMENT_NUMBER", "match_mode": "IN", "values": numbers}]) == expected
+    comma = ",".join(numbers)
+    assert _ids(shared_client, [{"key": "SHIPMENT_NUMBER", "match_mode": "IN", "value": comma}]) == expected
+    # values with EQUALS behaves as IN; OR without identifiers behaves as IN
+    assert _ids(shared_client, [{"key": "SHIPMENT_NUMBER", "values": numbers}]) == expected
+    assert _ids(shared_client, [{"key": "SHIPMENT_NUMBER", "match_mode": "OR", "values": numbers}]) == expected
+    ids = [rows[0]["ID"], rows[3]["ID"]]
+    assert _ids(shared_client, [{"key": "ID", "match_mode": "IN", "values": ids}]) == sorted(ids)
+
+
+def test_or_identifiers_and_and_groups(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
+    rows = _rows(shared_sim)
+    a, b = rows[2], rows[7]
+    or_criterion = {
+        "match_mode": "OR",
+        "identifiers": [
+            {"key": "ID", "value": str(a["ID"])},
+            {"key": "SHIPMENT_NUMBER", "value": b["SHIPMENT_NUMBER"]},
+        ],
+    }
+    expected = reference_ids(
+        shared_sim.store, lambda r: r["ID"] == a["ID"] or r["SHIPMENT_NUMBER"] == b["SHIPMENT_NUMBER"]
+    )
+    assert _ids(shared_client, [or_criterion]) == expected
+    # top-level criteria are AND-ed with the OR group
+    direction = a["DIRECTION"]
+    expected_and = [i for i in expected if i in reference_ids(shared_sim.store, lambda r: r["DIRECTION"] == direction)]
+    assert _ids(shared_client, [or_criterion, {"key": "DIRECTION", "value": direction}]) == expected_and
+    # identifiers on another match mode form an AND group
+    group = {
+        "match_mode": "EQUALS",
+        "identifiers": [{"key": "DIRECTION", "value": direction}, {"key": "CLIENT", "value": a["CLIENT"]}],
+    }
+    expected_group = reference_ids(
+        shared_sim.store, lambda r: r["DIRECTION"] == direction and r["CLIENT"] == a["CLIENT"]
+    )
+    assert _ids(shared_client, [group]) == expected_group
+
+
+def _sort_key(row: Mapping[str, Any], key: str) -> tuple[int, Any]:
+    value = row[key]
+    return (0, 0) if value is None else (1, value)
+
+
+@pytest.mark.parametrize(
+    ("order_by", "order_mode"),
+    [
+        (["CLIENT", "LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME"], ["ASC", "DESC", "DESC"]),
+        (["MODE_OF_TRANSPORT", "ID"], ["DESC", "DESC"]),
+        (["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"], []),
+        (["DIRECTION"], ["DESC"]),
+    ],
+)
+def test_ordering(
+    shared_sim: RunningSimulator, shared_client: httpx.Client, order_by: list[str], order_mode: list[str]
+) -> None:
+    rows = sorted(_rows(shared_sim), key=lambda r: r["ID"])
+    for i in reversed(range(len(order_by))):
+        descending = i < len(order_mode) and order_mode[i] == "DESC"
+        rows.sort(key=lambda r, k=order_by[i]: _sort_key(r, k), reverse=descending)
+    got = _ids(shared_client, [], order_by=order_by, order_mode=order_mode)
+    assert got == [r["ID"] for r in rows]
+
+
+def test_default_order_is_id_ascending(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
+    assert _ids(shared_client, []) == [r["ID"] for r in _rows(shared_sim)]
+
+
+def test_page_headers_first_middle_last_and_beyond(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
+    total = len(_rows(shared_sim))
+    size = 7
+    pages = math.ceil(total / size)
+    assert pages >= 3
+    seen: list[int] = []
+    for page_no in range(pages):
+        response = shared_client.post(LOOKUP, json=[], params={"page_no": page_no, "page_size": size})
+        assert response.status_code == 200
+        assert response.headers["X-Page-Count"] == str(pages)
+        assert response.headers["X-Row-Count"] == str(total)
+        expected_len = size if page_no < pages - 1 else total - size * (pages - 1)
+        assert len(response.json()) == expected_len
+        seen += [s["id"] for s in response.json()]
+    assert seen == [r["ID"] for r in _rows(shared_sim)]
+    beyond = shared_client.post(LOOKUP, json=[], params={"page_no": pages, "page_size": size})
+    assert beyond.json() == []
+    assert beyond.headers["X-Page-Count"] == str(pages)
+    assert beyond.headers["X-Row-Count"] == str(total)
+
+
+def test_default_paging_is_50(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
+    response = shared_client.post(LOOKUP, json=[])
+    total = len(_rows(shared_sim))
+    assert len(response.json()) == min(50, total)
+    assert response.headers["X-Page-Count"] == str(math.ceil(total / 50))
+
+
+def test_empty_result_headers(shared_client: httpx.Client) -> None:
+    response = shared_client.post(LOOKUP, json=[{"key": "HBL", "value": "NO-SUCH-HBL"}])
+    assert response.status_code == 200
+    assert response.json() == []
+    assert response.headers["X-Page-Count"] == "0"
+    assert response.headers["X-Row-Count"] == "0"
+
+
+def test_lookup_returns_base_shipments(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
+    first = shared_client.post(LOOKUP, json=[], params={"page_size": 1}).json()[0]
+    assert first == shared_sim.store.get_base_shipment(first["id"])
+    assert "goods" not in first
+
+
+@pytest.mark.parametrize(
+    ("params", "body", "fragment"),
+    [
+        ({}, b"[{", "malformed JSON"),
+        ({}, b'{"key": "ID", "value": "1"}', "JSON array"),
+        ({}, b'[{"key": "COLOUR", "value": "red"}]', "unknown key 'COLOUR'"),
+        ({}, b'[{"key": "ID", "match_mode": "LIKE", "value": "1"}]', "unknown match_mode 'LIKE'"),
+        ({}, b'[{"key": "ID", "match_mode": "EQUALS"}]', "missing value for key ID"),
+        ({}, b'[{"key": "ID", "value": "abc"}]', "must be an integer"),
+        ({}, b'[{"key": "ID", "values": "1"}]', "values must be a non-empty JSON array"),
+        ({}, b'[{"key": "ID", "value": "1", "matchMode": "GT"}]', "unknown field"),
+        ({}, b'["ID"]', "must be a JSON object"),
+        ({}, b'[{"match_mode": "OR", "identifiers": [{"key": "NOPE", "value": "1"}]}]', "unknown key 'NOPE'"),
+        ({"page_size": "0"}, b"[]", "page_size must be between 1 and 500"),
+        ({"page_size": "501"}, b"[]", "page_size must be between 1 and 500"),
+        ({"page_size": "ten"}, b"[]", "page_size must be an integer"),
+        ({"page_no": "-1"}, b"[]", "page_no must be 0 or greater"),
+        ({"order_by": "COLOUR"}, b"[]", "unknown order_by key 'COLOUR'"),
+        ({"order_by": "ID", "order_mode": "UP"}, b"[]", "unknown order_mode 'UP'"),
+        ({"order_by": "ID", "order_mode": ["ASC", "DESC"]}, b"[]", "2 order_mode values"),
+    ],
+)
+def test_bad_lookup_requests(shared_client: httpx.Client, params: dict[str, Any], body: bytes, fragment: str) -> None:
+    response = shared_client.post(LOOKUP, params=params, content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert fragment in response.json()["message"]
+    assert response.json()["error"] == "Bad Request"
+
+
+def test_page_size_500_is_allowed(shared_client: httpx.Client) -> None:
+    assert shared_client.post(LOOKUP, json=[], params={"page_size": 500}).status_code == 200
+
+
+# --- memos and code conversions ---------------------------------------------------------------------
+
+
+def test_memo_lookup_scroll_and_retrieve(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
+    memos = list(shared_sim.store.memo_rows())
+    assert memos
+    target = memos[len(memos) // 2]
+    criteria = [
+        {"key": "CLIENT", "value": target["client"]},
+        {"key": "SHIPMENT_NUMBER", "value": target["shipment_number"]},
+    ]
+    found = lookup_all(shared_client, "/service/shipment/memo/lookup", criteria)
+    expected = [
+        m for m in memos if m["client"] == target["client"] and m["shipment_number"] == target["shipment_number"]
+    ]
+    assert found == sorted(expected, key=lambda m: m["id"])
+    by_running = lookup_all(
+        shared_client,
+        "/service/shipment/memo/lookup",
+        [{"key": "RUNNING_NUMBER", "match_mode": "GE", "value": "2"}],
+        order_by="RUNNING_NUMBER",
+        order_mode="DESC",
+    )
+    assert [m["running_number"] for m in by_running] == sorted(
+        (m["running_number"] for m in memos if m["running_number"] >= 2), reverse=True
+    )
+    scrolled: list[dict[str, Any]] = []
+    page_no = 0
+    while True:
+        page = shared_client.get("/service/shipment/memo", params={"page_no": page_no, "page_size": 3})
+        assert page.status_code == 200
+        assert page.headers["X-Row-Count"] == str(len(memos))
+        assert page.headers["X-Page-Count"] == str(math.ceil(len(memos) / 3))
+        if not page.json():
+            break
+        scrolled += page.json()
+        page_no += 1
+    assert [m["id"] for m in scrolled] == sorted(m["id"] for m in memos)
+    assert shared_client.get(f"/service/shipment/memo/{target['id']}").json() == target
+    assert shared_client.get("/service/shipment/memo/999999999").status_code == 404
+    assert shared_client.get("/service/shipment/memo/x").status_code == 400
+    bad = shared_client.post("/service/shipment/memo/lookup", json=[{"key": "HBL", "value": "1"}])
+    assert "unknown key 'HBL'" in bad.json()["message"]
+    assert shared_client.get("/service/shipment/memo", params={"order_by": "ID"}).status_code == 400
+
+
+def test_code_converter_lookup_scroll_and_retrieve(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
+    records = list(shared_sim.store.code_conversion_rows())
+    assert records
+    target = records[-1]
+    criteria = [
+        {"key": "DIRECTION", "value": target["direction"]},
+        {"key": "PARTNER", "value": target["partner"]},
+    ]
+    found = lookup_all(shared_client, "/service/basicdata/codeconverter/lookup", criteria)
+    expected = [r for r in records if r["direction"] == target["direction"] and r["partner"] == target["partner"]]
+    assert [r["id"] for r in found] == sorted(r["id"] for r in expected)
+    by_source = lookup_all(
+        shared_client,
+        "/service/basicdata/codeconverter/lookup",
+        [{"key": "SOURCE_CODE", "value": target["source_code"]}, {"key": "ID", "value": target["id"]}],
+    )
+    assert by_source == [target]
+    page = shared_client.get("/service/basicdata/codeconverter", params={"page_size": 500})
+    assert [r["id"] for r in page.json()] == sorted(r["id"] for r in records)
+    assert page.headers["X-Page-Count"] == "1"
+    assert page.headers["X-Row-Count"] == str(len(records))
+    empty = shared_client.get("/service/basicdata/codeconverter", params={"page_no": 5, "page_size": 500})
+    assert empty.json() == []
+    assert empty.headers["X-Row-Count"] == str(len(records))
+    assert shared_client.get(f"/service/basicdata/codeconverter/{target['id']}").json() == target
+    assert shared_client.get("/service/basicdata/codeconverter/999999999").status_code == 404
+    bad_page = shared_client.get("/service/basicdata/codeconverter", params={"page_size": 0})
+    assert bad_page.status_code == 400

@@ -1,0 +1,95 @@
+"""The lookup engine without HTTP: nesting, None handling, and speed at 100k rows."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from freight_pipeline.simulator import lookup
+from freight_pipeline.simulator.store_api import SHIPMENT_KEYS
+
+SPEC = lookup.SHIPMENT_SPEC
+
+
+def _row(i: int) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(SHIPMENT_KEYS, "x")
+    row.update(
+        ID=i,
+        HBL=None if i % 3 == 0 else f"H{i % 50:03d}",
+        CLIENT=f"C{i % 7}",
+        RUNNING_SEQUENCE_NUMBER=i % 11,
+        CUSTOMER_ADDRESS_NUMBER=i % 13,
+        ADDRESS_REFERENCE=(f"R{i}", f"PO{i % 5}"),
+        LAST_MODIFIED_DATE=f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}",
+        LAST_MODIFIED_TIME=f"{i % 24:02d}:{i % 60:02d}:{(i * 7) % 60:02d}",
+    )
+    return row
+
+
+def _ids(rows: list[dict[str, Any]], criteria: list[Any], order: tuple[tuple[str, bool], ...] = ()) -> list[int]:
+    page = lookup.run_lookup(rows, lookup.parse_criteria(criteria, SPEC), lookup.PageRequest(0, 500, order), SPEC)
+    return [r["ID"] for r in page.rows]
+
+
+def test_nested_or_inside_and_group() -> None:
+    rows = [_row(i) for i in range(1, 200)]
+    criteria = [
+        {
+            "identifiers": [
+                {"key": "CLIENT", "value": "C1"},
+                {
+                    "match_mode": "OR",
+                    "identifiers": [
+                        {"key": "ID", "match_mode": "LT", "value": 30},
+                        {"key": "ID", "match_mode": "GT", "value": "180"},
+                    ],
+                },
+            ]
+        }
+    ]
+    expected = [r["ID"] for r in rows if r["CLIENT"] == "C1" and (r["ID"] < 30 or r["ID"] > 180)]
+    assert _ids(rows, criteria) == expected
+
+
+def test_none_never_matches_and_sorts_first_ascending() -> None:
+    rows = [_row(i) for i in range(1, 30)]
+    assert all(i % 3 for i in _ids(rows, [{"key": "HBL", "match_mode": "GE", "value": ""}]))
+    ascending = _ids(rows, [], (("HBL", False),))
+    assert ascending[: len([i for i in range(1, 30) if i % 3 == 0])] == [i for i in range(1, 30) if i % 3 == 0]
+    descending = _ids(rows, [], (("HBL", True),))
+    assert descending[-1] % 3 == 0
+
+
+def test_criterion_with_own_value_joins_its_or_group() -> None:
+    rows = [_row(i) for i in range(1, 50)]
+    criteria = [{"key": "ID", "match_mode": "OR", "value": "3", "identifiers": [{"key": "ID", "value": 7}]}]
+    assert _ids(rows, criteria) == [3, 7]
+
+
+def test_nesting_depth_is_limited() -> None:
+    criterion: dict[str, Any] = {"key": "ID", "value": "1"}
+    for _ in range(lookup.MAX_NESTING + 2):
+        criterion = {"match_mode": "OR", "identifiers": [criterion]}
+    with pytest.raises(lookup.CriteriaError, match="nested deeper"):
+        lookup.parse_criteria([criterion], SPEC)
+
+
+def test_order_by_accepts_comma_separated_keys() -> None:
+    request = lookup.parse_page_request(None, None, ["CLIENT,ID"], ["DESC,ASC"], SPEC)
+    assert request.order == (("CLIENT", True), ("ID", False))
+
+
+def test_100k_rows_full_scan_sorted_is_fast() -> None:
+    rows = [_row(i) for i in range(1, 100_001)]
+    criteria = lookup.parse_criteria([{"key": "LAST_MODIFIED_DATE", "match_mode": "GE", "value": "2026-01-01"}], SPEC)
+    order = (("LAST_MODIFIED_DATE", False), ("LAST_MODIFIED_TIME", False), ("ID", False))
+    started = time.perf_counter()
+    page = lookup.run_lookup(rows, criteria, lookup.PageRequest(10, 500, order), SPEC)
+    elapsed = time.perf_counter() - started
+    assert page.row_count == 100_000
+    assert page.page_count == 200
+    keys = [(r["LAST_MODIFIED_DATE"], r["LAST_MODIFIED_TIME"], r["ID"]) for r in page.rows]
+    assert keys == sorted(keys)
+    assert elapsed < 1.5

@@ -1,0 +1,272 @@
+"""SimulatorStore behaviour: bursts, change over time, events, memos, code conversions, E-Files."""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections import Counter
+
+import pytest
+
+from freight_pipeline.simulator.store import SimulatorStore
+from freight_pipeline.simulator.store_api import Conflict, Invalid, NotFound, StoreAPI
+
+
+@pytest.fixture
+def store() -> SimulatorStore:
+    return SimulatorStore(shipments=300, seed=11)
+
+
+def seconds(store: SimulatorStore) -> Counter[tuple[str, str]]:
+    return Counter((r["LAST_MODIFIED_DATE"], r["LAST_MODIFIED_TIME"]) for r in store.shipment_key_rows())
+
+
+def test_implements_the_protocol(store: SimulatorStore) -> None:
+    api: StoreAPI = store
+    for name in StoreAPI.__dict__:
+        if not name.startswith("_"):
+            assert callable(getattr(api, name)), name
+
+
+def test_clock_starts_fixed_and_moves_forward(store: SimulatorStore) -> None:
+    assert store.now().isoformat() == "2026-11-01T08:00:00+01:00"
+    assert store.advance_clock(0.6).isoformat() == "2026-11-01T08:00:00+01:00"
+    assert store.advance_clock(0.6).isoformat() == "2026-11-01T08:00:01+01:00"
+    with pytest.raises(Invalid):
+        store.advance_clock(-1)
+    assert all(r["LAST_MODIFIED_DATE"] + "T" + r["LAST_MODIFIED_TIME"] < "2026-11-01T08:00:00"
+               for r in store.shipment_key_rows())
+
+
+def test_initial_data_has_seconds_shared_by_more_than_a_page(store: SimulatorStore) -> None:
+    top = seconds(store).most_common(2)
+    assert top[0][1] > 50
+    assert top[1][1] > 1
+
+
+def test_modify_moves_last_modified_and_version(store: SimulatorStore) -> None:
+    before = store.snapshot_ids_and_versions()
+    docs_before = {i: store.get_shipment(i) for i in before}
+    store.advance_clock(90)
+    changed = store.modify_shipments(80)
+    assert len(changed) == 80 == len(set(changed))
+    after = store.snapshot_ids_and_versions()
+    now = store.now().isoformat()
+    for shipment_id in changed:
+        assert after[shipment_id][0] == before[shipment_id][0] + 1
+        assert after[shipment_id][1] == now
+        assert store.get_shipment(shipment_id) != docs_before[shipment_id]
+    assert seconds(store)[("2026-11-01", "08:01:30")] == 80  # all in one second: more than a page
+    unchanged = set(before) - set(changed)
+    assert all(after[i] == before[i] for i in unchanged)
+    assert all(store.get_shipment(i) == docs_before[i] for i in list(unchanged)[:50])
+
+
+def test_modifications_change_goods_events_and_fields() -> None:
+    store = SimulatorStore(shipments=200, seed=2)
+    ids = store.live_shipment_ids()
+    before = {i: store.get_shipment(i) for i in ids}
+    store.advance_clock(14 * 86400)
+    for _ in range(3):
+        store.modify_shipments(len(ids))
+        store.advance_clock(86400)
+    goods_changed = events_added = fields_changed = refs_changed = 0
+    for shipment_id in ids:
+        old, new = before[shipment_id], store.get_shipment(shipment_id)
+        goods_changed += [g["id"] for g in old["goods"]] != [g["id"] for g in new["goods"]]
+        events_added += len(new["events"]) > len(old["events"])
+        fields_changed += old["employees"] != new["employees"] or old["custom_fields"] != new["custom_fields"]
+        refs_changed += store.shipment_state(shipment_id)["ADDRESS_REFERENCE"] != tuple(
+            r["value"] for a in old["addresses"] for r in a["references"])
+    assert goods_changed > 20 and events_added > 20 and fields_changed > 20 and refs_changed > 5
+
+
+def test_create_and_delete(store: SimulatorStore) -> None:
+    highest = max(store.live_shipment_ids())
+    store.advance_clock(5)
+    created = store.create_shipments(3)
+    assert created == [highest + 1, highest + 2, highest + 3]
+    for shipment_id in created:
+        doc = store.get_shipment(shipment_id)
+        assert doc["created_date_time"] == doc["last_modified_date_time"] == store.now().isoformat()
+        assert all(e["type"] == "ESTIMATED" for e in doc["events"])
+    with_memos = next(i for i in store.live_shipment_ids() if store.get_shipment(i)["memos"])
+    memo_ids = [m["id"] for m in store.get_shipment(with_memos)["memos"]]
+    assert store.delete_shipment_ids([with_memos]) == [with_memos]
+    deleted = store.delete_shipments(4)
+    assert len(deleted) == 4
+    live = {r["ID"] for r in store.shipment_key_rows()}
+    for shipment_id in [with_memos, *deleted]:
+        assert shipment_id not in live
+        with pytest.raises(NotFound):
+            store.get_shipment(shipment_id)
+        with pytest.raises(NotFound):
+            store.get_events(shipment_id)
+    assert not {m["id"] for m in store.memo_rows()} & set(memo_ids)
+    with pytest.raises(NotFound):
+        store.get_memo(memo_ids[0])
+    assert store.deleted_shipment_ids() == sorted([with_memos, *deleted])
+    assert max(store.create_shipments(1)) == highest + 4  # ids are never reused
+
+
+def test_touch(store: SimulatorStore) -> None:
+    shipment_id = store.live_shipment_ids()[10]
+    version = store.shipment_state(shipment_id).version
+    store.advance_clock(42)
+    store.touch_shipments([shipment_id, shipment_id])
+    assert store.shipment_state(shipment_id).version == version + 1
+    assert store.get_shipment(shipment_id)["last_modified_date_time"] == store.now().isoformat()
+    with pytest.raises(NotFound):
+        store.touch_shipments([shipment_id, 1])
+    assert store.shipment_state(shipment_id).version == version + 1
+
+
+def test_events_create_update_conflict_not_found(store: SimulatorStore) -> None:
+    shipment_id = next(i for i in store.live_shipment_ids()
+                       if ("DIFF_BL_DATE", "ACTUAL") not in {(e["event"], e["type"]) for e in store.get_events(i)})
+    body = {"event": "DIFF_BL_DATE", "date_time": {"date": "2026-11-02", "time": "10:00:00", "zone_offset": "+01:00"},
+            "location": {"codes": [{"type": "UNLOC", "code": "DEHAM"}], "name": "Hamburg"}}
+    store.advance_clock(10)
+    created = store.create_event(shipment_id, "ACTUAL", body)
+    assert created["shipment_id"] == shipment_id and created["type"] == "ACTUAL"
+    doc = store.get_shipment(shipment_id)
+    assert created in doc["events"] and doc["events"] == store.get_events(shipment_id)
+    assert doc["last_modified_date_time"] == store.now().isoformat()
+    with pytest.raises(Conflict):
+        store.create_event(shipment_id, "ACTUAL", body)
+
+    pickup = {"event": "PICKUP", "date_time": {"date": "2026-11-03", "time": {"hour": 9, "minute": 0, "second": 0,
+                                                                            "nano": 0},
+                                                "zone_offset": {"totalSeconds": 3600, "id": "+01:00", "rules": {}}}}
+    store.advance_clock(10)
+    updated = store.update_event(shipment_id, "PICKUP", "ESTIMATED", pickup)
+    events = store.get_events(shipment_id)
+    assert updated in events
+    assert [e for e in events if (e["event"], e["type"]) == ("PICKUP", "ESTIMATED")] == [updated]
+    assert store.get_shipment(shipment_id)["last_modified_date_time"] == store.now().isoformat()
+
+    absent = next(c for c in ("TRANSSHIPMENT", "GATE_OUT", "CLEARANCE_START")
+                  if (c, "ACTUAL") not in {(e["event"], e["type"]) for e in events})
+    with pytest.raises(NotFound):
+        store.update_event(shipment_id, absent, "ACTUAL", {"event": absent})
+    with pytest.raises(NotFound):
+        store.create_event(999, "ACTUAL", body)
+    with pytest.raises(NotFound):
+        store.get_events(999)
+    for bad in ({"event": "NOPE"}, {"event": "PICKUP", "date_time": {"date": "someday"}},
+                {"event": "PICKUP", "location": {"codes": [{"type": "ZIP", "code": "1"}]}},
+                {"event": "PICKUP", "shipment_id": shipment_id + 1}):
+        with pytest.raises(Invalid):
+            store.create_event(shipment_id, "ESTIMATED", bad)
+    with pytest.raises(Invalid):
+        store.create_event(shipment_id, "PLANNED", body)
+    with pytest.raises(Invalid):
+        store.update_event(shipment_id, "NOPE", "ACTUAL", {})
+
+
+def test_memo_lines(store: SimulatorStore) -> None:
+    rows = list(store.memo_rows())
+    assert len(rows) > 300
+    ids = [r["id"] for r in rows]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    keys = {(r["CLIENT"], r["SHIPMENT_NUMBER"]) for r in store.shipment_key_rows()}
+    per_shipment: dict[tuple[str, str], list[int]] = {}
+    for row in rows:
+        assert set(row) == {"id", "client", "memo", "shipment_number", "running_number"}
+        assert (row["client"], row["shipment_number"]) in keys
+        per_shipment.setdefault((row["client"], row["shipment_number"]), []).append(row["running_number"])
+    assert all(numbers == list(range(1, len(numbers) + 1)) for numbers in per_shipment.values())
+    assert max(len(n) for n in per_shipment.values()) >= 3
+    assert store.get_memo(ids[0]) == rows[0]
+    with pytest.raises(NotFound):
+        store.get_memo(10**9)
+
+
+def test_code_conversions(store: SimulatorStore) -> None:
+    rows = list(store.code_conversion_rows())
+    assert 200 <= len(rows) <= 400
+    assert [r["id"] for r in rows] == sorted({r["id"] for r in rows})
+    fields = {"id", "partner", "direction", "code_table", "code_type", "source_code", "target_code", "description",
+              "valid_from", "last_modified_date_time"}
+    assert all(set(r) == fields and r["direction"] in ("I", "O") for r in rows)
+    assert store.get_code_conversion(rows[5]["id"]) == rows[5]
+    with pytest.raises(NotFound):
+        store.get_code_conversion(10**6)
+
+
+def test_efile_operations(store: SimulatorStore) -> None:
+    document = base64.b64encode(b"%PDF-1.4 invoice").decode()
+    stored = store.store_efile({"file_name": "invoice.pdf", "mime_type": "application/pdf", "document": document,
+                                "references": [{"type": "SHIPMENT", "value": "100001"}], "roles": ["ACCOUNTING"]})
+    efile_id = stored["id"]
+    assert stored["document"] == document and stored["references"][0]["id"]
+    plain = store.get_efile(efile_id)
+    assert plain["references"] is None and plain["roles"] is None and plain["document"] == document
+    full = store.get_efile(efile_id, cascade=True)
+    assert full["references"] == stored["references"] and full["roles"][0]["role"] == "ACCOUNTING"
+
+    store.add_efile_reference(efile_id, {"type": "HBL", "value": "FPLHAM26123456"})
+    assert [r["type"] for r in store.get_efile_references(efile_id)] == ["SHIPMENT", "HBL"]
+    store.delete_efile_reference(efile_id, {"type": "HBL", "value": "FPLHAM26123456"})
+    assert [r["type"] for r in store.get_efile_references(efile_id)] == ["SHIPMENT"]
+    with pytest.raises(NotFound):
+        store.delete_efile_reference(efile_id, {"type": "HBL", "value": "nope"})
+    with pytest.raises(Invalid):
+        store.add_efile_reference(efile_id, {"type": "WHATEVER", "value": "x"})
+
+    store.add_efile_role(efile_id, "CUSTOMS")
+    roles = store.get_efile_roles(efile_id)
+    assert [r["role"] for r in roles] == ["ACCOUNTING", "CUSTOMS"]
+    store.delete_efile_role(efile_id, {"id": roles[0]["id"]})
+    store.delete_efile_role(efile_id, {"role": "CUSTOMS"})
+    assert store.get_efile_roles(efile_id) == []
+
+    rows = list(store.efile_rows())
+    assert [r["id"] for r in rows] == [efile_id] and "document" not in rows[0]
+    assert rows[0]["references"][0]["value"] == "100001"
+    with pytest.raises(Invalid):
+        store.store_efile({"document": "not base64!"})
+    assert store.delete_efile(efile_id)["id"] == efile_id
+    for call in (lambda: store.get_efile(efile_id), lambda: store.delete_efile(efile_id),
+                 lambda: store.get_efile_roles(efile_id), lambda: store.add_efile_role(efile_id, "X")):
+        with pytest.raises(NotFound):
+            call()
+
+
+def test_webhooks_are_recorded(store: SimulatorStore) -> None:
+    assert store.record_webhook({"event": "status", "n": 1}) == 1
+    assert store.record_webhook({"event": "status", "n": 2}) == 2
+    assert [w["payload"]["n"] for w in store.webhook_payloads()] == [1, 2]
+    with pytest.raises(Invalid):
+        store.record_webhook(["not", "an", "object"])  # type: ignore[arg-type]
+
+
+def test_returned_documents_are_copies(store: SimulatorStore) -> None:
+    shipment_id = store.live_shipment_ids()[0]
+    doc = store.get_shipment(shipment_id)
+    doc["goods"].clear()
+    doc["client"] = "changed"
+    assert store.get_shipment(shipment_id)["client"] != "changed"
+
+
+def test_concurrent_reads_and_changes(store: SimulatorStore) -> None:
+    errors: list[BaseException] = []
+    ids = store.live_shipment_ids()[:60]
+
+    def read() -> None:
+        try:
+            for shipment_id in ids:
+                store.get_shipment(shipment_id)
+                list(store.shipment_key_rows())
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for _ in range(10):
+        store.modify_shipments(20)
+        store.advance_clock(1)
+    for thread in threads:
+        thread.join()
+    assert not errors

@@ -1,0 +1,158 @@
+"""Publishing: a readable DuckDB file and Parquet, swapped atomically under readers in other processes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from freight_pipeline.warehouse import Warehouse, clean_leftovers, parquet_root, publish, published_db_path
+from freight_pipeline.warehouse.publish import VERSIONS_DIR
+from freight_pipeline_tests.warehouse.helpers import CODES, TABLES, codes, shipment_batch
+
+READER = Path(__file__).with_name("reader_process.py")
+
+
+def apply(wh: Warehouse, ids: list[int], version: int = 0) -> None:
+    tables, raw = shipment_batch(ids, lines=2, marks=1, version=version)
+    wh.apply_shipment_batch("run", tables, ids, raw_documents=raw, cursor=("shipments", json.dumps(max(ids))))
+
+
+def parquet_count(data_dir: Path, schema: str, table: str) -> int:
+    path = parquet_root(data_dir) / schema / table / "*.parquet"
+    return duckdb.sql(f"SELECT count(*) FROM read_parquet('{path}')").fetchall()[0][0]
+
+
+def published_counts(data_dir: Path) -> dict[str, int]:
+    with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
+        tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables()").fetchall()
+        return {f"{s}.{t}": con.execute(f"SELECT count(*) FROM {s}.{t}").fetchall()[0][0] for s, t in tables}
+
+
+@pytest.fixture
+def wh(tmp_path: Path) -> Warehouse:
+    with Warehouse(tmp_path, TABLES) as warehouse:
+        yield warehouse
+
+
+def test_publish_produces_a_readable_database_and_parquet_with_the_same_counts(wh: Warehouse, tmp_path: Path) -> None:
+    apply(wh, [1, 2, 3])
+    wh.replace_table("run", CODES, codes(4))
+    result = wh.publish()
+    counts = wh.row_counts()
+    assert published_counts(tmp_path) == counts == result.tables
+    for name, n in counts.items():
+        schema, table = name.split(".")
+        assert parquet_count(tmp_path, schema, table) == n, name
+    assert parquet_root(tmp_path).is_symlink()
+    with duckdb.connect(str(published_db_path(tmp_path)), read_only=True) as con:
+        assert con.execute("SELECT current_database()").fetchall() == [("warehouse",)]
+        assert con.execute("SELECT cursor_value FROM freight_meta.sync_state").fetchall() == [("3",)]
+
+
+def test_publish_without_a_warehouse_object_and_unchanged_tables_keep_their_file(wh: Warehouse, tmp_path: Path) -> None:
+    apply(wh, [1, 2])
+    wh.replace_table("run", CODES, codes(2))
+    wh.close()
+    first = publish(tmp_path)
+    assert len(first.exported) == len(first.tables) and not first.reused
+    lines = parquet_root(tmp_path) / "freight" / "lines" / "data.parquet"
+    inode = lines.stat().st_ino
+    second = publish(tmp_path)
+    assert not second.exported and sorted(second.reused) == sorted(second.tables)
+    assert lines.stat().st_ino == inode and second.version != first.version
+    with Warehouse(tmp_path, TABLES) as again:
+        again.replace_table("run2", CODES, codes(3))
+        third = again.publish()
+    assert "freight.codes" in third.exported and "freight.lines" in third.reused
+    assert parquet_count(tmp_path, "freight", "codes") == 3
+
+
+def test_schemas_select_what_is_published_and_views_survive(wh: Warehouse, tmp_path: Path) -> None:
+    apply(wh, [1, 2])
+    wh.con.execute("CREATE SCHEMA analytics")
+    wh.con.execute("CREATE TABLE analytics.mart AS SELECT shipment_id FROM freight.parents")
+    wh.con.execute("CREATE VIEW analytics.stg AS SELECT * FROM warehouse.freight.parents")
+    wh.publish(schemas=("freight", "freight_meta"))
+    assert not any(name.startswith("analytics.") for name in published_counts(tmp_path))
+    assert not (parquet_root(tmp_path) / "analytics").exists()
+    result = wh.publish(schemas=("freight", "freight_meta", "analytics"))
+    assert result.tables["analytics.mart"] == 2 and parquet_count(tmp_path, "analytics", "mart") == 2
+    with duckdb.connect(str(published_db_path(tmp_path)), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM analytics.stg").fetchall() == [(2,)]
+    assert wh.row_counts()["freight.parents"] == 2  # the working database kept everything
+
+
+def test_leftovers_of_a_crashed_publish_are_removed_and_old_versions_pruned(wh: Warehouse, tmp_path: Path) -> None:
+    apply(wh, [1])
+    wh.publish()
+    (tmp_path / ".publish-tmp-v1.duckdb").write_bytes(b"half a file")
+    (tmp_path / VERSIONS_DIR / "tmp-v1" / "freight").mkdir(parents=True)
+    os.symlink("nowhere", tmp_path / "parquet.tmp-123")
+    (tmp_path / "warehouse.duckdb.wal").write_bytes(b"stale wal of the old file")
+    for i in range(4):
+        apply(wh, [10 + i])
+        wh.publish(keep_versions=1, grace=dt.timedelta(0))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".publish-tmp", "parquet."))) == []
+    assert not (tmp_path / "warehouse.duckdb.wal").exists()
+    versions = sorted(p.name for p in (tmp_path / VERSIONS_DIR).iterdir())
+    assert len(versions) == 2 and not any(v.startswith("tmp-") for v in versions)
+    assert published_counts(tmp_path)["freight.parents"] == 5
+    assert clean_leftovers(tmp_path) == []
+
+
+def test_a_legacy_parquet_directory_is_moved_aside(wh: Warehouse, tmp_path: Path) -> None:
+    (tmp_path / "parquet" / "freight").mkdir(parents=True)
+    apply(wh, [1])
+    wh.publish()
+    assert parquet_root(tmp_path).is_symlink() and parquet_count(tmp_path, "freight", "parents") == 1
+
+
+def _start_reader(db: Path, stop: Path, mode: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, str(READER), str(db), str(stop), mode], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = json.loads(proc.stdout.readline())  # the reader has the file open and has queried it
+    assert "error" not in first, first
+    return proc
+
+
+def _results(proc: subprocess.Popen[str]) -> list[dict[str, int | str]]:
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_readers_in_other_processes_during_publishes(wh: Warehouse, tmp_path: Path) -> None:
+    apply(wh, [1, 2, 3])
+    wh.publish()
+    db, stop = published_db_path(tmp_path), tmp_path / "stop"
+    holder = _start_reader(db, stop, "hold")
+    refresher = _start_reader(db, stop, "reopen")
+    try:
+        for i in range(5):
+            apply(wh, [10 + i], version=i)
+            started = time.monotonic()
+            result = wh.publish(grace=dt.timedelta(0), keep_versions=1)
+            assert time.monotonic() - started < 10
+            assert result.tables["freight.parents"] == 4 + i
+            with duckdb.connect(str(db), read_only=True) as fresh:  # a new reader sees the new state
+                assert fresh.execute("SELECT count(*) FROM freight.parents").fetchall() == [(4 + i,)]
+            assert parquet_count(tmp_path, "freight", "parents") == 4 + i
+            time.sleep(0.1)
+        time.sleep(0.5)  # the refreshing reader gets to query the last state
+    finally:
+        stop.touch()
+        held = _results(holder)
+        refreshed = _results(refresher)
+    assert [r for r in held + refreshed if "error" in r] == []
+    assert {(r["parents"], r["lines"]) for r in held} == {(3, 6)}  # the open session keeps its snapshot
+    seen = [r["parents"] for r in refreshed]
+    assert seen == sorted(seen) and set(seen) <= set(range(3, 9)) and seen[-1] == 8  # whole states, in order
+    assert all(r["lines"] == 2 * r["parents"] for r in refreshed)

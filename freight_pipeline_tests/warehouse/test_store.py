@@ -1,0 +1,318 @@
+"""The working database: replace semantics, atomic batches, cursors, full refresh, migration."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from freight_pipeline.normalize.schema import Column, TableSpec
+from freight_pipeline.warehouse import PendingDetail, RawDocument, Reject, RunRecord, Warehouse, working_db_path
+from freight_pipeline_tests.warehouse.helpers import (
+    CODES,
+    LINES,
+    NOTES,
+    PARENTS,
+    TABLES,
+    codes,
+    shipment_batch,
+)
+
+CURSOR = "shipments"
+
+
+@pytest.fixture
+def wh(tmp_path: Path) -> Warehouse:
+    with Warehouse(tmp_path, TABLES) as warehouse:
+        yield warehouse
+
+
+def rows(wh: Warehouse, sql: str) -> list[tuple]:
+    return wh.con.execute(sql).fetchall()
+
+
+def count(wh: Warehouse, table: str, where: str = "true") -> int:
+    return rows(wh, f"SELECT count(*) FROM freight.{table} WHERE {where}")[0][0]
+
+
+def apply(wh: Warehouse, ids: list[int], cursor: str | None = None, **kwargs) -> dict[str, int]:
+    tables, raw = shipment_batch(ids, **{k: kwargs.pop(k) for k in ("lines", "marks", "version") if k in kwargs})
+    return wh.apply_shipment_batch(
+        "run-1", tables, ids, raw_documents=raw, cursor=(CURSOR, cursor) if cursor else None, **kwargs
+    )
+
+
+def snapshot(wh: Warehouse, *, business_only: bool = False) -> dict[str, list[str]]:
+    """Every row of every table (all columns, or the business columns of the freight tables), sorted."""
+    specs = wh.tables if business_only else (*wh.tables, *wh.meta_tables)
+    out = {}
+    for spec in specs:
+        columns = ", ".join(spec.column_names if business_only else [c.name for c in spec.all_columns])
+        out[spec.qualified_name] = sorted(map(repr, rows(wh, f"SELECT {columns} FROM {spec.qualified_name}")))
+    return out
+
+
+def test_creates_schema_idempotently_in_a_private_file(tmp_path: Path) -> None:
+    with Warehouse(tmp_path, TABLES) as wh:
+        assert wh.path == working_db_path(tmp_path) == tmp_path / "work" / "warehouse.duckdb"
+        assert wh.ensure_schema() == []
+        names = {r[0] for r in rows(wh, "SELECT schema_name || '.' || table_name FROM duckdb_tables()")}
+    assert {
+        "freight.parents",
+        "freight.lines",
+        "freight_meta.sync_state",
+        "freight_meta.sync_runs",
+        "freight_meta.rejected_records",
+        "freight_meta.raw_shipments",
+    } <= names
+    with Warehouse(tmp_path, TABLES) as wh:  # reopening changes nothing
+        assert wh.row_counts()["freight.parents"] == 0
+    assert not (tmp_path / "warehouse.duckdb").exists()
+
+
+def test_apply_writes_rows_raw_documents_audit_columns_and_cursor(wh: Warehouse) -> None:
+    stats = apply(wh, [1, 2, 3], cursor='{"id": 3}')
+    assert dict(stats) == {"parents": 3, "lines": 6, "marks": 3}
+    assert stats.rows_written == 12
+    assert wh.get_cursor(CURSOR) == '{"id": 3}'
+    assert wh.shipment_ids() == {1, 2, 3}
+    assert rows(wh, "SELECT DISTINCT _run_id FROM freight.lines") == [("run-1",)]
+    assert rows(wh, "SELECT count(*) FROM freight.lines WHERE _synced_at IS NULL") == [(0,)]
+    modified = wh.shipment_last_modified([2, 99])
+    assert list(modified) == [2] and modified[2] == dt.datetime(2026, 1, 1, 0, 0, 2, tzinfo=dt.UTC)
+    assert [d.shipment_id for d in wh.raw_documents([3, 1])] == [1, 3]
+    assert json.loads(next(iter(wh.raw_documents([1]))).document)["id"] == 1
+
+
+def test_reapplying_the_same_batch_leaves_no_duplicates(wh: Warehouse) -> None:
+    apply(wh, [1, 2])
+    before = snapshot(wh, business_only=True)
+    apply(wh, [1, 2])
+    assert snapshot(wh, business_only=True) == before
+    assert wh.row_counts()["freight.lines"] == 4
+
+
+def test_a_removed_child_row_disappears_and_other_units_stay(wh: Warehouse) -> None:
+    apply(wh, [1, 2], lines=3, marks=2)
+    apply(wh, [1], lines=1, marks=0, version=1)  # shipment 1 lost two lines and all marks
+    assert count(wh, "lines", "shipment_id = 1") == 1
+    assert count(wh, "marks", "shipment_id = 1") == 0
+    assert rows(wh, "SELECT qty FROM freight.lines WHERE shipment_id = 1") == [(2.0,)]
+    assert count(wh, "lines", "shipment_id = 2") == 3 and count(wh, "marks", "shipment_id = 2") == 2
+
+
+def test_tables_not_given_are_not_replaced_unless_named(wh: Warehouse) -> None:
+    apply(wh, [1], marks=2)
+    tables, raw = shipment_batch([1], version=1)
+    del tables["marks"]  # e.g. a table owned by another stream
+    wh.apply_shipment_batch("run-2", tables, [1], raw_documents=raw)
+    assert count(wh, "marks", "shipment_id = 1") == 2
+    wh.apply_shipment_batch("run-3", tables, [1], replaced_tables=("parents", "lines", "marks"))
+    assert count(wh, "marks", "shipment_id = 1") == 0
+
+
+def test_deleted_shipments_vanish_from_every_table(wh: Warehouse) -> None:
+    apply(wh, [1, 2, 3], pending=[PendingDetail("events", 2), PendingDetail("events", 3)])
+    wh.apply_shipment_batch("run-1", {"notes": NOTES.to_arrow([{"note_id": 7, "shipment_id": 2, "text": "n"}])}, [2])
+    wh.apply_shipment_batch("run-2", {}, [], deleted_ids=[2, 42])
+    for table in ("parents", "lines", "marks", "notes"):
+        assert count(wh, table, "shipment_id = 2") == 0, table
+    assert count(wh, "parents") == 2
+    assert wh.shipment_ids() == {1, 3}
+    assert [p.shipment_id for p in wh.pending_details("events")] == [3]
+
+
+def test_a_row_keyed_by_its_own_id_moves_between_units(wh: Warehouse) -> None:
+    note = {"note_id": 7, "shipment_id": None, "text": "unresolved"}
+    wh.apply_shipment_batch("r", {"notes": NOTES.to_arrow([note])}, [5])  # a null key belongs to no unit
+    assert rows(wh, "SELECT note_id, shipment_id FROM freight.notes") == [(7, None)]
+    wh.apply_shipment_batch("r", {"notes": NOTES.to_arrow([{**note, "shipment_id": 5}])}, [5])
+    wh.apply_shipment_batch("r", {"notes": NOTES.to_arrow([{**note, "shipment_id": 6}])}, [6])
+    assert rows(wh, "SELECT note_id, shipment_id FROM freight.notes") == [(7, 6)]
+
+
+def test_rows_outside_the_unit_ids_are_refused_before_writing(wh: Warehouse) -> None:
+    tables, _ = shipment_batch([1, 2])
+    with pytest.raises(ValueError, match="not among the unit ids"):
+        wh.apply_shipment_batch("r", tables, [1], cursor=(CURSOR, '"x"'))
+    with pytest.raises(ValueError, match="not a per-shipment table"):
+        wh.apply_shipment_batch("r", {"codes": codes(1)}, [1])
+    with pytest.raises(ValueError, match="both replaced and deleted"):
+        wh.apply_shipment_batch("r", tables, [1, 2], deleted_ids=[2])
+    assert wh.get_cursor(CURSOR) is None and count(wh, "parents") == 0
+
+
+def test_a_failing_batch_changes_neither_data_nor_cursor(wh: Warehouse) -> None:
+    apply(wh, [1, 2], cursor='{"id": 2}', rejects=[Reject("shipments", "9", "{}", "bad")])
+    before = snapshot(wh)
+    tables, raw = shipment_batch([1, 3], version=5)
+    duplicated = {**tables, "marks": pa.concat_tables([tables["marks"], tables["marks"]])}  # PK conflict
+    with pytest.raises(duckdb.ConstraintException):
+        wh.apply_shipment_batch(
+            "run-2",
+            duplicated,
+            [1, 3],
+            raw_documents=raw,
+            deleted_ids=[2],
+            cursor=(CURSOR, '{"id": 3}'),
+            rejects=[Reject("shipments", "10", "{}", "bad")],
+            pending=[PendingDetail("events", 3)],
+        )
+    assert snapshot(wh) == before
+    assert wh.get_cursor(CURSOR) == '{"id": 2}'
+    apply(wh, [3], cursor='{"id": 3}')  # the connection is usable afterwards
+    assert wh.get_cursor(CURSOR) == '{"id": 3}'
+
+
+def test_a_failure_in_the_last_step_rolls_back_everything(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    apply(wh, [1], cursor='{"id": 1}')
+    before = snapshot(wh)
+
+    def boom(*args: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(Warehouse, "_set_cursor", staticmethod(boom))
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        apply(wh, [1, 2], cursor='{"id": 2}', version=3, deleted_ids=[], pending=[PendingDetail("events", 2)])
+    monkeypatch.undo()
+    assert snapshot(wh) == before
+    assert wh.get_cursor(CURSOR) == '{"id": 1}'
+
+
+def test_rejects_are_upserted_and_non_json_payloads_kept_as_strings(wh: Warehouse) -> None:
+    rejects = [Reject("shipments", "5", "not json", "first"), Reject("shipments", "5", '{"a": 1}', "second")]
+    wh.apply_shipment_batch("r1", {}, [], rejects=rejects)
+    wh.apply_shipment_batch("r1", {}, [], rejects=[Reject("shipments", "6", None, "404")])
+    wh.apply_shipment_batch("r2", {}, [], rejects=[Reject("shipments", "5", "oops", "third")])
+    assert wh.rejected_count() == 3
+    assert wh.rejected_count(stream="shipments", run_id="r1") == 2
+    assert rows(wh, "SELECT reason, payload FROM freight_meta.rejected_records WHERE run_id = 'r2'") == [
+        ("third", '"oops"')
+    ]
+
+
+def test_detail_queue_acknowledges_only_the_entry_it_read(wh: Warehouse) -> None:
+    apply(wh, [1, 2], pending=[PendingDetail("events", 1, mode_of_transport="SEA"), PendingDetail("events", 2)])
+    assert wh.pending_count("events") == 2
+    items = wh.pending_details("events", limit=10)
+    assert items[0].mode_of_transport == "SEA" and items[0].enqueued_at is not None
+    apply(wh, [2], version=1, pending=[PendingDetail("events", 2)])  # re-queued while the stream worked
+    lines = LINES.to_arrow([{"shipment_id": 1, "position": 1, "qty": 9.0}])
+    wh.apply_detail_batch(
+        "r",
+        "events",
+        {"lines": lines},
+        ("lines",),
+        [1, 2],
+        done=[(i.shipment_id, i.enqueued_at) for i in items],
+        cursor='{"queue_remaining": 1}',
+    )
+    assert [p.shipment_id for p in wh.pending_details("events")] == [2]
+    assert wh.get_cursor("events") == '{"queue_remaining": 1}'
+    assert rows(wh, "SELECT shipment_id, qty FROM freight.lines ORDER BY 1") == [(1, 9.0)]
+
+
+def test_full_refresh_writes_nothing_when_unchanged(wh: Warehouse) -> None:
+    first = wh.replace_table("r1", CODES, codes(3), stream="codes")
+    assert (first.changed, first.rows_written, first.rows_total) == (True, 3, 3)
+    cursor = rows(wh, "SELECT cursor_value, updated_at FROM freight_meta.sync_state WHERE stream = 'codes'")
+    before = rows(wh, "SELECT *, _synced_at, _run_id FROM freight.codes ORDER BY code_id")
+    again = wh.replace_table("r2", "codes", codes(3), stream="codes")
+    assert (again.changed, again.rows_written, again.rows_deleted) == (False, 0, 0)
+    assert rows(wh, "SELECT *, _synced_at, _run_id FROM freight.codes ORDER BY code_id") == before
+    assert rows(wh, "SELECT cursor_value, updated_at FROM freight_meta.sync_state WHERE stream = 'codes'") == cursor
+
+
+def test_full_refresh_replaces_only_what_differs(wh: Warehouse) -> None:
+    wh.replace_table("r1", CODES, codes(3))
+    new = codes(4).to_pylist()
+    new[0]["label"] = "changed"
+    del new[1]  # code 2 removed; code 4 added
+    outcome = wh.replace_table("r2", CODES, CODES.to_arrow(new), cursor=("codes", '{"n": 3}'))
+    assert (outcome.changed, outcome.rows_written, outcome.rows_deleted, outcome.rows_total) == (True, 2, 2, 3)
+    assert rows(wh, "SELECT code_id, label, _run_id FROM freight.codes ORDER BY 1") == [
+        (1, "changed", "r2"),
+        (3, "x3", "r1"),
+        (4, "x4", "r2"),
+    ]
+    assert wh.get_cursor("codes") == '{"n": 3}'
+    empty = wh.replace_table("r3", CODES, codes(0))
+    assert (empty.changed, empty.rows_total) == (True, 0)
+
+
+def test_full_refresh_with_duplicate_keys_fails_without_writing(wh: Warehouse) -> None:
+    wh.replace_table("r1", CODES, codes(2))
+    bad = CODES.to_arrow([*codes(2).to_pylist(), {"code_id": 1, "label": "dup", "payload": None}])
+    with pytest.raises(duckdb.ConstraintException):
+        wh.replace_table("r2", CODES, bad, cursor=("codes", '"x"'))
+    assert rows(wh, "SELECT code_id, label FROM freight.codes ORDER BY 1") == [(1, "x1"), (2, "x2")]
+    assert wh.get_cursor("codes") is None
+
+
+def test_schema_migration_adds_a_column_the_spec_gained(tmp_path: Path) -> None:
+    with Warehouse(tmp_path, TABLES) as wh:
+        apply(wh, [1])
+    grown = TableSpec(
+        LINES.schema, LINES.name, (*LINES.columns, Column("unit", "VARCHAR", "new")), LINES.primary_key, "grown"
+    )
+    with Warehouse(tmp_path, (PARENTS, grown)) as wh:
+        assert rows(wh, "SELECT qty, unit FROM freight.lines ORDER BY position") == [(1.0, None), (2.0, None)]
+        assert wh.ensure_schema() == []
+        new = grown.to_arrow([{"shipment_id": 1, "position": 1, "qty": 3.0, "unit": "KG"}])
+        wh.apply_shipment_batch("r", {"lines": new}, [1])
+        assert rows(wh, "SELECT unit FROM freight.lines") == [("KG",)]
+
+
+def test_record_run_inserts_then_updates(wh: Warehouse) -> None:
+    run = RunRecord("run-9", "shipments", dt.datetime.now(dt.UTC), cursor_before=None)
+    wh.record_run(run)
+    run.status, run.finished_at, run.rows_written, run.extra = "success", dt.datetime.now(dt.UTC), 12, {"a": 1}
+    wh.record_run(run)
+    (saved,) = wh.runs("run-9")
+    assert saved["status"] == "success" and saved["rows_written"] == 12
+    assert json.loads(saved["details"])["extra"] == {"a": 1}
+
+
+def test_large_unit_lists_are_handled(wh: Warehouse) -> None:
+    ids = list(range(1, 20_001))
+    stats = apply(wh, ids, lines=1, marks=0)
+    assert stats["lines"] == 20_000
+    again = apply(wh, ids, lines=1, marks=0, version=1)
+    assert again.deleted["lines"] == 20_000 and count(wh, "lines") == 20_000
+
+
+def test_raw_document_types(wh: Warehouse) -> None:
+    now = dt.datetime(2026, 5, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    wh.apply_shipment_batch("r", {}, [], raw_documents=[(8, '{"id": 8}', now, now)])
+    assert wh.shipment_last_modified(None) == {8: dt.datetime(2026, 5, 1, 10, tzinfo=dt.UTC)}
+    assert next(iter(wh.raw_documents())) == RawDocument(8, '{"id": 8}', now, now)
+
+
+def test_real_freight_tables(tmp_path: Path) -> None:
+    normalize = pytest.importorskip("freight_pipeline.normalize")
+    samples = pytest.importorskip("freight_pipeline_tests.normalize.samples")
+    stream_tables = normalize.STREAM_TABLES["shipments"]
+    with Warehouse(tmp_path, normalize.FREIGHT_TABLES) as wh:
+        docs = [samples.shipment(i) for i in (1, 2)]
+        rows_by_table: dict[str, list] = {}
+        for doc in docs:
+            for table, table_rows in normalize.normalize_shipment(doc).items():
+                rows_by_table.setdefault(table, []).extend(table_rows)
+        tables = normalize.to_arrow_batch(rows_by_table)
+        assert set(tables) == set(stream_tables)
+        first = wh.apply_shipment_batch("r", tables, [1, 2], cursor=("shipments", '"c"'))
+        assert first["shipments"] == 2 and first.rows_written > 2
+        again = wh.apply_shipment_batch("r", tables, [1, 2])
+        assert dict(again) == dict(first)
+        counts = wh.row_counts()
+        assert counts["freight.shipments"] == 2
+        assert all(counts[f"freight.{t}"] == n for t, n in first.items())
+        wh.apply_shipment_batch("r", {}, [], deleted_ids=[1])
+        assert all(
+            wh.con.execute(f"SELECT count(*) FROM {s.qualified_name} WHERE shipment_id = 1").fetchall() == [(0,)]
+            for s in wh.unit_tables
+        )
