@@ -46,9 +46,7 @@ def open_warehouse(data_dir: Path) -> Warehouse:
 
 
 def open_client(service: ServiceSettings, concurrency: int) -> AsyncFreightClient:
-    return AsyncFreightClient.from_settings(
-        service, max_concurrency=concurrency, max_connections=max(concurrency * 2, 4)
-    )
+    return AsyncFreightClient.from_settings(service, max_concurrency=concurrency)
 
 
 def _error_text(exc: BaseException) -> str:

@@ -1,0 +1,69 @@
+"""What the warehouse must hold for a simulator store: the oracle of the sync tests.
+
+Built from the store directly (not over HTTP), normalized with the same table specs, and compared
+with the warehouse with ``EXCEPT ALL`` both ways, so a missing row, an extra row and a duplicate
+row all count as differences.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from freight_pipeline.normalize import (
+    FREIGHT_TABLES,
+    normalize_code_conversions,
+    normalize_events,
+    normalize_main_carriage,
+    normalize_memos,
+    normalize_shipment,
+    to_arrow_batch,
+)
+from freight_pipeline.simulator.store import SimulatorStore
+
+Rows = dict[str, list[dict[str, Any]]]
+
+
+def expected_rows(store: SimulatorStore) -> Rows:
+    rows: Rows = {spec.name: [] for spec in FREIGHT_TABLES}
+
+    def add(produced: Rows) -> None:
+        for table, table_rows in produced.items():
+            rows[table].extend(table_rows)
+
+    for doc in store.expected_documents():
+        shipment_id = doc["id"]
+        add(normalize_shipment(doc))
+        add(normalize_events(shipment_id, store.get_events(shipment_id)))
+        if doc.get("mode_of_transport") == "AIR":
+            add(normalize_main_carriage(shipment_id, store.get_air_main_carriage(shipment_id), kind="air"))
+        if doc.get("mode_of_transport") == "SEA":
+            add(normalize_main_carriage(shipment_id, store.get_sea_main_carriage(shipment_id), kind="sea"))
+        add(normalize_memos(doc.get("memos") or [], {(doc.get("client"), doc.get("shipment_number")): shipment_id}))
+    add(normalize_code_conversions(list(store.code_conversion_rows())))
+    return rows
+
+
+def differences(store: SimulatorStore, database: Path) -> dict[str, tuple[int, int]]:
+    """Per table with differences: (rows missing from the warehouse, rows it has in excess)."""
+    arrow = to_arrow_batch(expected_rows(store))
+    found: dict[str, tuple[int, int]] = {}
+    with duckdb.connect(str(database), read_only=True) as con:
+        for spec in FREIGHT_TABLES:
+            cols = ", ".join(f'"{c.name}"' for c in spec.columns)
+            con.register("expected_rows", arrow[spec.name])
+            actual = f"SELECT {cols} FROM {spec.schema}.{spec.name}"
+            expected = f"SELECT {cols} FROM expected_rows"
+            missing = con.execute(f"SELECT count(*) FROM ({expected} EXCEPT ALL {actual})").fetchall()[0][0]
+            extra = con.execute(f"SELECT count(*) FROM ({actual} EXCEPT ALL {expected})").fetchall()[0][0]
+            con.unregister("expected_rows")
+            if missing or extra:
+                found[spec.name] = (missing, extra)
+    return found
+
+
+def assert_converged(store: SimulatorStore, database: Path) -> None:
+    diff = differences(store, database)
+    assert diff == {}, f"warehouse differs from the source (missing, extra) per table: {diff}"
