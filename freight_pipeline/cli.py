@@ -10,6 +10,10 @@ from collections.abc import Sequence
 # subcommand -> (module, one-line help). Each module offers add_arguments(parser) and run(args) -> int.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "simulator": ("freight_pipeline.simulator.cli", "serve the bundled freight-service simulator"),
+    "sync": ("freight_pipeline.commands.sync", "run the sync job once, headless, against the configured service"),
+    "status": ("freight_pipeline.commands.status", "cursors, last runs and row counts of the published warehouse"),
+    "demo": ("freight_pipeline.commands.demo", "simulator, full sync, changes, incremental sync, summary"),
+    "ui": ("freight_pipeline.commands.ui", "the simulator and the Dagster UI with the schedules running"),
 }
 
 

@@ -1,5 +1,35 @@
 """The one Dagster ``Definitions`` object that ``workspace.yaml`` loads."""
 
-import dagster as dg
+from __future__ import annotations
 
-defs = dg.Definitions()
+import datetime as dt
+import os
+
+import dagster as dg
+from dagster_dbt import DbtCliResource
+
+from freight_pipeline.defs.checks import DEFAULT_MAX_SYNC_AGE, build_warehouse_checks
+from freight_pipeline.defs.dbt import dbt_executable, dbt_project, freight_dbt_models
+from freight_pipeline.defs.jobs import code_conversions_job, freight_sync_job, schedules
+from freight_pipeline.defs.publish import published_warehouse
+from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
+from freight_pipeline.defs.sync_assets import SYNC_ASSETS
+
+MAX_SYNC_AGE_ENV = "FREIGHT_MAX_SYNC_AGE_MINUTES"
+"""Minutes after which the ``last_sync_fresh`` check warns (default 60)."""
+max_sync_age = dt.timedelta(
+    minutes=float(os.environ.get(MAX_SYNC_AGE_ENV, DEFAULT_MAX_SYNC_AGE.total_seconds() / 60))
+)
+
+defs = dg.Definitions(
+    assets=[*SYNC_ASSETS, freight_dbt_models, published_warehouse],
+    asset_checks=[build_warehouse_checks(max_sync_age)],
+    jobs=[freight_sync_job, code_conversions_job],
+    schedules=schedules,
+    resources={
+        "freight_service": FreightServiceResource(password=dg.EnvVar("FREIGHT_PASSWORD")),
+        "warehouse": WarehouseResource(),
+        "dbt": DbtCliResource(project_dir=dbt_project, dbt_executable=dbt_executable()),
+    },
+    executor=dg.in_process_executor,
+)

@@ -129,8 +129,12 @@ def sync_all(
     run_id: str | None = None,
     progress: Progress | None = None,
     publish_after: bool = True,
+    source_factory: Callable[[AsyncFreightClient], SourceAPI] = ClientSource,
 ) -> tuple[list[StreamResult], PublishResult | None]:
-    """Run ``streams`` in order with one client; publish the warehouse when all succeeded."""
+    """Run ``streams`` in order with one client; publish the warehouse when all succeeded.
+
+    ``source_factory`` wraps the client (tests use it to inject faults the simulator cannot make).
+    """
     settings = settings or SyncSettings()
     run_id = run_id or new_run_id()
     unknown = [s for s in streams if s not in STREAM_ORDER]
@@ -140,7 +144,7 @@ def sync_all(
     async def go() -> list[StreamResult]:
         results: list[StreamResult] = []
         async with open_client(service, settings.concurrency) as client:
-            source = ClientSource(client)
+            source = source_factory(client)
             with open_warehouse(data_dir) as warehouse:
                 for name in STREAM_ORDER:
                     if name in streams:

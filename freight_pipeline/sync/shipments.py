@@ -28,6 +28,8 @@ from freight_pipeline.warehouse import PendingDetail, RawDocument, Reject, Wareh
 log = logging.getLogger(__name__)
 
 STREAM = "shipments"
+RECONCILE_STREAM = "shipments_reconcile"
+"""``sync_state`` entry holding when the last full id reconciliation finished."""
 DETAIL_STREAMS = ("shipment_events", "air_main_carriage_legs", "sea_main_carriage_legs", "shipment_memos")
 
 Progress = Callable[[str], None]
@@ -150,23 +152,15 @@ async def sync_shipments(
     say(f"shipments: reading changes after {after.instant_text} up to {ceiling.instant_text if ceiling else '-'}")
 
     walk = WalkStats()
-    skipped = 0
     if ceiling is not None and after.second() <= ceiling.second():
         async for page in walk_changes(
             source.lookup_shipments, after, ceiling, page_size=settings.page_size,
             count_attempts=settings.count_attempts, stats=walk,
         ):
             result.rows_read += len(page)
-            known = warehouse.shipment_last_modified([base["id"] for _, base in page])
-            wanted = []
-            for key, base in page:
-                seen = known.get(int(base["id"]))
-                current = to_utc(parse_iso_datetime(base.get("last_modified_date_time")))
-                # Re-read overlap: a second before the cursor's was closed when it was read.
-                if seen is not None and seen == current and key.second() < cursor.second():
-                    skipped += 1
-                    continue
-                wanted.append(int(base["id"]))
+            # Every id is re-fetched, the overlap included: a record changed twice within one second
+            # keeps its last-modified value, so comparing it with the held one would miss the change.
+            wanted = [int(base["id"]) for _, base in page]
             fetched = await _fetch_documents(source, wanted)
             batch = _build_batch(run_id, fetched, dt.datetime.now(dt.UTC))
             page_cursor = page[-1][0]
@@ -176,14 +170,15 @@ async def sync_shipments(
                 cursor = new_cursor
             say(f"shipments: {result.rows_read} changed read, {len(batch.unit_ids)} written in this page")
 
-    if settings.reconcile:
+    if _reconcile_due(warehouse, settings):
         await _reconcile(source, warehouse, settings, run_id, result, say)
+        warehouse.set_cursor(RECONCILE_STREAM, json.dumps({"at": dt.datetime.now(dt.UTC).isoformat()}), run_id)
 
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
     result.retries = retries_after - retries_before
     result.extra.update(
-        lookups=walk.lookups, count_mismatches=walk.count_mismatches, skipped_unchanged=skipped,
+        lookups=walk.lookups, count_mismatches=walk.count_mismatches,
     )
     stored_after = warehouse.get_cursor(STREAM)
     result.cursor_after = stored_after
@@ -191,6 +186,19 @@ async def sync_shipments(
         last = ShipmentKey.from_json(stored_after)
         result.extra["cursor_instant"] = last.instant_text
     return result
+
+
+def _reconcile_due(warehouse: Warehouse, settings: SyncSettings) -> bool:
+    if settings.reconcile_interval is None:
+        return False
+    stored = warehouse.get_cursor(RECONCILE_STREAM)
+    if not stored:
+        return True
+    try:
+        last = dt.datetime.fromisoformat(json.loads(stored)["at"])
+    except (ValueError, KeyError, TypeError):
+        return True
+    return dt.datetime.now(dt.UTC) - last >= settings.reconcile_interval
 
 
 async def _reconcile(

@@ -1,0 +1,1 @@
+"""The operator commands of ``freight-pipeline``: ``sync``, ``status``, ``demo`` and ``ui``."""

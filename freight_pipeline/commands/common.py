@@ -1,0 +1,77 @@
+"""Small helpers shared by the commands: the data directory, stderr progress, secret redaction."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from freight_pipeline.config import DEFAULT_DATA_DIR
+
+DATA_DIR_ENV = "FREIGHT_DATA_DIR"
+PASSWORD_ENV = "FREIGHT_PASSWORD"
+
+
+def add_data_dir_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help=f"where the warehouse lives (default: ${DATA_DIR_ENV}, else {DEFAULT_DATA_DIR})",
+    )
+
+
+def resolve_data_dir(arg: Path | None) -> Path:
+    """``--data-dir`` if given, else ``$FREIGHT_DATA_DIR``, else ``./data``; made absolute."""
+    raw = arg if arg is not None else Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR)
+    return Path(raw).expanduser().resolve()
+
+
+def say(message: str) -> None:
+    """One progress line on stderr, flushed at once."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """``text`` with every non-trivial secret replaced by ``***``."""
+    for secret in secrets:
+        if secret and len(secret) >= 3:
+            text = text.replace(secret, "***")
+    return text
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """The first non-empty line of ``text``, shortened to ``limit`` characters."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    line = lines[0] if lines else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class Stopwatch:
+    """Seconds since construction."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    @property
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
+
+
+@contextmanager
+def environ(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the ``with`` block, then restore the previous ones."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

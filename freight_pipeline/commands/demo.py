@@ -1,0 +1,72 @@
+"""``freight-pipeline demo``: bundled simulator, full sync, changes in the service, incremental sync, summary."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from freight_pipeline.commands.common import DATA_DIR_ENV, PASSWORD_ENV, Stopwatch, add_data_dir_argument, environ, say
+from freight_pipeline.commands.common import resolve_data_dir as _resolve_data_dir
+from freight_pipeline.commands.demo_data import ForeignDataDir, prepare_demo_dir
+from freight_pipeline.commands.demo_summary import Changes, DemoFacts, DemoRun, render_summary
+from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job
+from freight_pipeline.commands.report import on_time_by_mode, read_report, shipments_present
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_data_dir_argument(parser)
+    parser.add_argument("--shipments", type=int, default=2000, help="shipments in the simulator (default 2000)")
+    parser.add_argument("--seed", type=int, default=42, help="simulator data seed (default 42)")
+    parser.add_argument("--changes", type=int, default=50, help="shipments modified between the runs (default 50)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every log message of the steps")
+    parser.epilog = (
+        "Every demo starts from an empty warehouse: a data directory filled by an earlier demo is emptied "
+        "first (only what the pipeline wrote there); one holding a warehouse the demo did not make is refused."
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from freight_pipeline.simulator.server import running_simulator
+
+    data_dir = _resolve_data_dir(args.data_dir)
+    try:
+        removed = prepare_demo_dir(data_dir, {"shipments": args.shipments, "seed": args.seed})
+    except ForeignDataDir as exc:
+        say(f"demo: {exc}")
+        return 2
+    if removed:
+        say(f"demo: emptied the previous demo's warehouse in {data_dir} (the demo always starts with a full sync)")
+    clock = Stopwatch()
+    say(f"demo: generating {args.shipments} shipments (seed {args.seed}) and starting the simulator ...")
+    with running_simulator(shipments=args.shipments, seed=args.seed) as sim:
+        say(f"demo: simulator ready at {sim.base_url} in {clock.seconds:.1f} s")
+        service = {"FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username, DATA_DIR_ENV: str(data_dir)}
+        with environ({**service, PASSWORD_ENV: sim.password}):
+            runs: list[DemoRun] = []
+            if not _sync("full sync", data_dir, args.verbose, runs):
+                return 1
+            sim.advance_clock(60)
+            changes = Changes.make(sim, args.changes)
+            say(f"demo: changed the service: {changes.describe()}")
+            if not _sync("incremental sync", data_dir, args.verbose, runs):
+                return 1
+    facts = DemoFacts(
+        data_dir, args.shipments, args.seed, changes, shipments_present(data_dir, changes.deleted),
+        on_time_by_mode(data_dir),
+    )
+    print(render_summary(runs, facts))
+    say(f"demo: done in {clock.seconds:.1f} s")
+    return 0
+
+
+def _sync(label: str, data_dir: Path, verbose: bool, runs: list[DemoRun]) -> bool:
+    """Run the sync job once and record it in ``runs``; False (after one line on stderr) when it failed."""
+    say(f"demo: {label} ({DEFAULT_JOB}) ...")
+    outcome = execute_job(DEFAULT_JOB, data_dir, verbose=verbose)
+    if not outcome.success:
+        say(outcome.failure_line(f"demo: the {label}", os.environ.get(PASSWORD_ENV)))
+        return False
+    say(f"demo: {label} done in {outcome.seconds:.1f} s")
+    runs.append(DemoRun(label, outcome, read_report(data_dir)))
+    return True

@@ -1,0 +1,174 @@
+"""The demo's closing summary: runs, changes, tables, cursors, one analytic answer, where to look next."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from freight_pipeline.commands.execute import JobOutcome
+from freight_pipeline.commands.report import describe_cursor
+from freight_pipeline.commands.text_table import format_table
+
+
+class ChangingService(Protocol):
+    def modify_shipments(self, count: int) -> list[int]: ...
+    def create_shipments(self, count: int) -> list[int]: ...
+    def delete_shipments(self, count: int) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class Changes:
+    modified: list[int]
+    created: list[int]
+    deleted: list[int]
+
+    @classmethod
+    def make(cls, service: ChangingService, count: int) -> Changes:
+        """Modify ``count`` shipments, create about a tenth as many and delete about a twenty-fifth."""
+        created = max(1, count // 10) if count else 0
+        deleted = max(1, count // 25) if count else 0
+        modified = service.modify_shipments(count)
+        return cls(modified, service.create_shipments(created), service.delete_shipments(deleted))
+
+    def describe(self) -> str:
+        return f"{len(self.modified)} modified, {len(self.created)} created, {len(self.deleted)} deleted"
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    label: str
+    outcome: JobOutcome
+    report: dict[str, Any]
+    """``report.read_report`` of the warehouse published by this run."""
+
+
+@dataclass(frozen=True)
+class DemoFacts:
+    """What the summary reports besides the runs."""
+
+    data_dir: Path
+    shipments: int
+    seed: int
+    changes: Changes
+    lingering: list[int]
+    """Deleted shipments still in the warehouse after the incremental sync."""
+    on_time: list[dict[str, Any]]
+
+
+def render_summary(runs: list[DemoRun], facts: DemoFacts) -> str:
+    """The whole summary as text (stdout)."""
+    last = runs[-1].report
+    sections = [
+        f"== freight-pipeline demo: {facts.shipments} simulated shipments (seed {facts.seed}) "
+        f"synced into {facts.data_dir} ==",
+        "runs of the Dagster job " + runs[0].outcome.job_name + f" ({_instance()})\n" + _runs_table(runs),
+        "step timings (seconds)\n" + _steps_table(runs),
+        f"between the runs the service changed: {facts.changes.describe()}\n" + _shipment_check(runs, facts),
+        "tables (published warehouse)\n" + _tables_table(runs),
+        "cursors\n" + format_table(("stream", "cursor"), [(s["stream"], describe_cursor(s["cursor"])) for s in
+                                                          last["streams"]]),
+        "on-time arrival by mode (analytics.fct_on_time_performance)\n" + _on_time(facts.on_time),
+        _explore(facts.data_dir),
+    ]
+    return "\n\n".join(sections)
+
+
+def _instance() -> str:
+    home = os.environ.get("DAGSTER_HOME")
+    return f"recorded in DAGSTER_HOME={home}" if home else "ephemeral instance: set DAGSTER_HOME to keep the runs"
+
+
+def _run_totals(report: dict[str, Any], run_id: str) -> dict[str, int]:
+    totals = {"shipments_read": 0, "rows_read": 0, "rows_written": 0, "requests": 0, "retries": 0, "rejected": 0}
+    for stream in report["streams"]:
+        run = stream.get("last_run") or {}
+        if run.get("run_id") != run_id:
+            continue
+        for key in ("rows_read", "rows_written", "requests", "retries", "rejected"):
+            totals[key] += int(run.get(key) or 0)
+        if stream["stream"] == "shipments":
+            totals["shipments_read"] = int(run.get("rows_read") or 0)
+    return totals
+
+
+def _runs_table(runs: list[DemoRun]) -> str:
+    rows = []
+    for run in runs:
+        t = _run_totals(run.report, run.outcome.run_id)
+        rows.append((run.label, round(run.outcome.seconds, 1), t["shipments_read"], t["rows_read"], t["rows_written"],
+                     t["requests"], t["retries"], t["rejected"], run.outcome.run_id[:8]))
+    headers = ("run", "seconds", "shipments read", "records read", "rows written", "requests", "retries", "rejected",
+               "dagster run")
+    return format_table(headers, rows)
+
+
+def _steps_table(runs: list[DemoRun]) -> str:
+    keys = list(dict.fromkeys(k for run in runs for k in run.outcome.steps))
+    rows = [(key, *(_seconds(run.outcome, key) for run in runs)) for key in keys]
+    return format_table(("step", *(run.label for run in runs)), rows) if rows else "  (no steps recorded)"
+
+
+def _seconds(outcome: JobOutcome, key: str) -> float | None:
+    step = outcome.steps.get(key)
+    return round(step.seconds, 2) if step and step.seconds is not None else None
+
+
+def _shipment_check(runs: list[DemoRun], facts: DemoFacts) -> str:
+    before = runs[0].report["tables"].get("freight.shipments", 0)
+    after = runs[-1].report["tables"].get("freight.shipments", 0)
+    lines = [f"  freight.shipments: {before:,} rows after the full sync, {after:,} after the incremental one"]
+    gone = len(facts.changes.deleted) - len(facts.lingering)
+    if facts.changes.deleted:
+        lines.append(f"  deleted shipments: {gone} of {len(facts.changes.deleted)} already gone from the warehouse")
+    if facts.lingering:
+        lines.append(
+            "  (deletions have no change feed: the shipments stream's reconcile pass removes the rest when it is "
+            "next due, see SyncSettings.reconcile_interval)"
+        )
+    return "\n".join(lines)
+
+
+def _tables_table(runs: list[DemoRun]) -> str:
+    first, last = runs[0].report["tables"], runs[-1].report["tables"]
+    rows = [(name, first.get(name), rows, rows - first.get(name, 0)) for name, rows in sorted(last.items())]
+    return format_table(("table", "after full sync", "now", "change"), rows)
+
+
+def _on_time(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "  (analytics.fct_on_time_performance is empty or missing)"
+    table = format_table(
+        ("mode", "planned", "arrived", "on time", "on-time share", "avg delay (min)"),
+        [
+            (r["mode_of_transport"] or "unknown", r["planned"], r["arrived"], r["on_time"], _pct(r["on_time_share"]),
+             r["avg_delay_minutes"])
+            for r in rows
+        ],
+    )
+    ranked = sorted((r for r in rows if r["on_time_share"] is not None), key=lambda r: -r["on_time_share"])
+    answer = ", ".join(f"{r['mode_of_transport'] or 'unknown'} {_pct(r['on_time_share'])}" for r in ranked)
+    return f"  on-time share of arrived shipments by mode: {answer or 'no arrivals yet'}\n{table}"
+
+
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{share * 100:.1f}%"
+
+
+def _explore(data_dir: Path) -> str:
+    db = data_dir / "warehouse.duckdb"
+    query = "SELECT * FROM analytics.fct_on_time_performance LIMIT 10"
+    cli = f"  duckdb -readonly {db}" + ("" if shutil.which("duckdb") else "   (the duckdb CLI is not installed here)")
+    return "\n".join(
+        [
+            "explore",
+            cli,
+            f"  .venv/bin/python -c \"import duckdb; con = duckdb.connect('{db}', read_only=True); "
+            f"print(con.sql('{query}'))\"",
+            f"  Parquet: {data_dir}/parquet/<schema>/<table>/  (e.g. {data_dir}/parquet/freight/shipments/*.parquet)",
+            f"  freight-pipeline status --data-dir {data_dir}",
+            "  make ui   (Dagster UI at http://127.0.0.1:3000 with its own simulator and the schedules running)",
+        ]
+    )

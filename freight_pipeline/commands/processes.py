@@ -1,0 +1,102 @@
+"""Child processes of ``ui`` (and ``scripts/check_ui.py``): start, wait for HTTP, stop with their descendants."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import httpx
+import psutil
+
+LOCALHOST = "127.0.0.1"
+
+
+class ChildExited(RuntimeError):
+    pass
+
+
+def free_port(host: str = LOCALHOST) -> int:
+    """A port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int, host: str = LOCALHOST) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def start_child(
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path | None = None, *, new_session: bool = False
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` with ``env``; its output goes to ours."""
+    return subprocess.Popen(list(argv), env=dict(env), cwd=cwd, start_new_session=new_session)
+
+
+def wait_http(url: str, child: subprocess.Popen[bytes], name: str, timeout: float) -> float:
+    """Poll ``url`` until it answers 200; seconds waited. ChildExited / TimeoutError otherwise."""
+    started = time.monotonic()
+    while True:
+        if child.poll() is not None:
+            raise ChildExited(f"{name} exited with status {child.returncode} before {url} answered")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2.0).status_code == 200:
+                return time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"{name} did not answer {url} within {timeout:.0f} s")
+        time.sleep(0.25)
+
+
+def stop_child(child: subprocess.Popen[bytes], *, grace: float = 0.0, timeout: float = 30.0) -> int | None:
+    """Stop ``child`` and whatever it started: wait ``grace`` s, SIGTERM, wait ``timeout`` s, SIGKILL."""
+    descendants = _descendants(child.pid)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(grace)
+    if child.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signal.SIGTERM)
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(5)
+    descendants += _descendants(child.pid)
+    _stop_processes(descendants)
+    return child.returncode
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _stop_processes(processes: list[psutil.Process], timeout: float = 10.0) -> None:
+    alive = [p for p in processes if p.pid != os.getpid() and _running(p)]
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _, still = psutil.wait_procs(alive, timeout=timeout)
+    for process in still:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

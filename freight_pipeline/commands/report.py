@@ -1,0 +1,168 @@
+"""Read the PUBLISHED warehouse (read-only): cursors, last runs, row counts, queue and rejects."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from freight_pipeline.sync.runner import STREAM_ORDER
+from freight_pipeline.warehouse import META_SCHEMA, parquet_root, published_db_path
+
+COUNTED_SCHEMAS = ("freight", "analytics")
+RUN_COLUMNS = ("run_id", "status", "started_at", "finished_at", "rows_read", "rows_written", "requests", "retries",
+               "rejected", "error")
+
+
+class NothingPublished(FileNotFoundError):
+    pass
+
+
+@contextmanager
+def open_published(data_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to ``<data_dir>/warehouse.duckdb``; NothingPublished when it is absent."""
+    path = published_db_path(data_dir)
+    if not path.is_file():
+        raise NothingPublished(
+            f"nothing published yet: {path} does not exist "
+            "(run `freight-pipeline sync` or `make demo` first, or pass --data-dir)"
+        )
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def read_report(data_dir: Path) -> dict[str, Any]:
+    """Everything ``status`` shows, as plain JSON-able values."""
+    data_dir = Path(data_dir)
+    with open_published(data_dir) as con:
+        tables = _tables(con)
+        return {
+            "database": str(published_db_path(data_dir)),
+            "parquet": str(parquet_root(data_dir)),
+            "published": _manifest_info(data_dir),
+            "streams": _streams(con, tables),
+            "tables": {name: _count(con, name) for name in tables if name.split(".")[0] in COUNTED_SCHEMAS},
+            "pending_details": _per_stream(con, tables, "pending_details"),
+            "rejected_records": _per_stream(con, tables, "rejected_records"),
+        }
+
+
+def on_time_by_mode(data_dir: Path) -> list[dict[str, Any]]:
+    """On-time share of arrived shipments per mode of transport, from analytics.fct_on_time_performance."""
+    with open_published(data_dir) as con:
+        if "analytics.fct_on_time_performance" not in _tables(con):
+            return []
+        rows = con.execute(
+            "SELECT mode_of_transport, sum(shipments_planned), sum(shipments_arrived), sum(shipments_on_time), "
+            "sum(shipments_on_time) / nullif(sum(shipments_arrived), 0), "
+            "sum(avg_arrival_delay_minutes * shipments_arrived) / nullif(sum(shipments_arrived), 0) "
+            "FROM analytics.fct_on_time_performance GROUP BY ALL ORDER BY mode_of_transport NULLS LAST"
+        ).fetchall()
+    keys = ("mode_of_transport", "planned", "arrived", "on_time", "on_time_share", "avg_delay_minutes")
+    return [dict(zip(keys, (_plain(v) for v in row), strict=True)) for row in rows]
+
+
+def shipments_present(data_dir: Path, shipment_ids: list[int]) -> list[int]:
+    """Those of ``shipment_ids`` that freight.shipments holds."""
+    if not shipment_ids:
+        return []
+    with open_published(data_dir) as con:
+        rows = con.execute(
+            "SELECT shipment_id FROM freight.shipments WHERE shipment_id IN (SELECT unnest(?::BIGINT[])) ORDER BY 1",
+            [shipment_ids],
+        ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def describe_cursor(text: str | None) -> str:
+    """A cursor's JSON text as short ``key=value`` pairs (the run id left out)."""
+    if not text:
+        return "-"
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(value, dict):
+        return str(value)
+    if "date" in value and "time" in value:
+        key = f" (id {value['id']})" if "id" in value else ""
+        return f"{value['date']} {value['time']}{key}"
+    return " ".join(f"{k}={v}" for k, v in value.items() if k != "run_id") or "-"
+
+
+def _tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    rows = con.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = current_database() "
+        "ORDER BY schema_name, table_name"
+    ).fetchall()
+    return [f"{s}.{t}" for s, t in rows]
+
+
+def _count(con: duckdb.DuckDBPyConnection, name: str) -> int:
+    schema, table = name.split(".", 1)
+    row = con.execute(f'SELECT count(*) FROM "{schema}"."{table}"').fetchone()
+    return int(row[0]) if row else 0
+
+
+def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str, Any]]:
+    cursors: dict[str, tuple[Any, Any]] = {}
+    if f"{META_SCHEMA}.sync_state" in tables:
+        for stream, value, updated in con.execute(
+            f"SELECT stream, cursor_value, updated_at FROM {META_SCHEMA}.sync_state"
+        ).fetchall():
+            cursors[stream] = (value, updated)
+    runs: dict[str, dict[str, Any]] = {}
+    if f"{META_SCHEMA}.sync_runs" in tables:
+        rows = con.execute(
+            f"SELECT stream, {', '.join(RUN_COLUMNS)} FROM {META_SCHEMA}.sync_runs "
+            "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY started_at DESC NULLS LAST) = 1"
+        ).fetchall()
+        runs = {row[0]: dict(zip(RUN_COLUMNS, (_plain(v) for v in row[1:]), strict=True)) for row in rows}
+    names = [s for s in STREAM_ORDER if s in cursors or s in runs]
+    names += sorted((set(cursors) | set(runs)) - set(names))
+    return [
+        {
+            "stream": name,
+            "cursor": cursors.get(name, (None, None))[0],
+            "cursor_updated_at": _plain(cursors.get(name, (None, None))[1]),
+            "last_run": runs.get(name),
+        }
+        for name in names
+    ]
+
+
+def _per_stream(con: duckdb.DuckDBPyConnection, tables: list[str], table: str) -> dict[str, int]:
+    if f"{META_SCHEMA}.{table}" not in tables:
+        return {}
+    rows = con.execute(f"SELECT stream, count(*) FROM {META_SCHEMA}.{table} GROUP BY stream ORDER BY stream")
+    return {str(stream): int(n) for stream, n in rows.fetchall()}
+
+
+def _manifest_info(data_dir: Path) -> dict[str, Any]:
+    try:
+        manifest = json.loads((parquet_root(data_dir) / "_manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {"version": manifest.get("version"), "published_at": manifest.get("published_at")}
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able: datetimes as ISO text in UTC, decimals as floats."""
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).isoformat(timespec="seconds") if value.tzinfo else value.isoformat()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if value is not None and not isinstance(value, str | int | float | bool):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return str(value)
+    return value

@@ -1,0 +1,95 @@
+"""``freight-pipeline status``: what the published warehouse holds and how the last runs went."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import duckdb
+
+from freight_pipeline.commands.common import add_data_dir_argument, one_line, resolve_data_dir, say
+from freight_pipeline.commands.report import NothingPublished, describe_cursor, read_report
+from freight_pipeline.commands.text_table import format_table
+from freight_pipeline.sync.runner import STREAM_ORDER
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_data_dir_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print the status as one JSON document")
+
+
+def run(args: argparse.Namespace) -> int:
+    data_dir = resolve_data_dir(args.data_dir)
+    try:
+        report = read_report(data_dir)
+    except NothingPublished as exc:
+        say(f"status: {exc}")
+        return 1
+    except duckdb.Error as exc:
+        say(f"status: cannot read the published warehouse in {data_dir}: {one_line(str(exc))}")
+        return 1
+    print(json.dumps(report, indent=2) if args.json else render_status(report))
+    return 0
+
+
+def render_status(report: dict[str, Any]) -> str:
+    """The report as plain aligned text: streams, tables, detail queue and rejects."""
+    published = report.get("published") or {}
+    head = f"published warehouse: {report['database']}"
+    if published.get("published_at"):
+        head += f"\n  published at {published['published_at']} (version {published.get('version')})"
+    head += f"\n  parquet: {report['parquet']}/<schema>/<table>/"
+    parts = [head, "streams (cursor and last run)\n" + render_streams(report["streams"])]
+    parts.append("tables\n" + render_tables(report["tables"]))
+    parts.append("detail queue and rejects\n" + render_queue(report))
+    return "\n\n".join(parts)
+
+
+def render_streams(streams: list[dict[str, Any]]) -> str:
+    headers = ("stream", "cursor", "last run", "finished (UTC)", "read", "written", "requests", "retries", "rejected",
+               "error")
+    rows = []
+    for s in streams:
+        run = s.get("last_run") or {}
+        rows.append(
+            (
+                s["stream"],
+                _short(describe_cursor(s.get("cursor")), 48),
+                run.get("status"),
+                _utc_text(run.get("finished_at")),
+                run.get("rows_read"),
+                run.get("rows_written"),
+                run.get("requests"),
+                run.get("retries"),
+                run.get("rejected"),
+                _short(run.get("error"), 60),
+            )
+        )
+    return format_table(headers, rows) if rows else "  (no stream has run yet)"
+
+
+def render_tables(tables: dict[str, int]) -> str:
+    if not tables:
+        return "  (no tables)"
+    return format_table(("table", "rows"), sorted(tables.items()))
+
+
+def render_queue(report: dict[str, Any]) -> str:
+    pending: dict[str, int] = report.get("pending_details") or {}
+    rejected: dict[str, int] = report.get("rejected_records") or {}
+    names = [*STREAM_ORDER, *sorted((set(pending) | set(rejected)) - set(STREAM_ORDER))]
+    rows = [(name, pending.get(name, 0), rejected.get(name, 0)) for name in names]
+    total = (sum(pending.values()), sum(rejected.values()))
+    return format_table(("stream", "pending details", "rejected records"), [*rows, ("total", *total)])
+
+
+def _utc_text(iso: str | None) -> str | None:
+    """``2026-11-01T08:00:00+00:00`` -> ``2026-11-01 08:00:00``."""
+    return iso.replace("T", " ").removesuffix("+00:00") if iso else iso
+
+
+def _short(text: str | None, limit: int) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 3] + "..."

@@ -1,0 +1,95 @@
+"""Jobs and schedules. Every job runs its steps one after another in one process (DuckDB: one writer).
+
+A schedule skips its tick while a run of either job is queued or running: both write the same
+working database, and an overlapping run would only fail on DuckDB's file lock.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from freight_pipeline.defs.dbt import freight_dbt_models
+from freight_pipeline.defs.publish import published_warehouse
+from freight_pipeline.defs.sync_assets import SYNC_ASSETS, table_key
+
+if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
+    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+
+FREIGHT_SYNC_JOB = "freight_sync_job"
+CODE_CONVERSIONS_JOB = "code_conversions_job"
+WRITER_TAG = {"freight/warehouse_writer": "true"}
+"""Tag of every run that writes the working database (what the schedules look for)."""
+SCHEDULES_RUNNING_ENV = "FREIGHT_SCHEDULES_RUNNING"
+ACTIVE_STATUSES = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+def _job(name: str, selection: dg.AssetSelection, description: str) -> UnresolvedAssetJobDefinition:
+    return dg.define_asset_job(
+        name, selection=selection, description=description, executor_def=dg.in_process_executor, tags=WRITER_TAG
+    )
+
+
+freight_sync_job = _job(
+    FREIGHT_SYNC_JOB,
+    dg.AssetSelection.assets(*SYNC_ASSETS, freight_dbt_models, published_warehouse),
+    "Incremental sync of every stream, dbt build (models and tests), then publish.",
+)
+code_conversions_job = _job(
+    CODE_CONVERSIONS_JOB,
+    dg.AssetSelection.assets(table_key("code_conversions")).downstream(),
+    "Full refresh of the code conversions, the dbt models built on them, then publish.",
+)
+
+
+def default_schedule_status() -> dg.DefaultScheduleStatus:
+    """RUNNING when ``FREIGHT_SCHEDULES_RUNNING=1`` (``make ui``), else STOPPED."""
+    running = os.environ.get(SCHEDULES_RUNNING_ENV) == "1"
+    return dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
+
+
+def writer_runs_in_progress(instance: dg.DagsterInstance) -> list[str]:
+    runs = instance.get_runs(filters=dg.RunsFilter(tags=WRITER_TAG, statuses=ACTIVE_STATUSES), limit=5)
+    return [run.run_id for run in runs]
+
+
+def build_schedule(name: str, cron: str, job_name: str, description: str) -> dg.ScheduleDefinition:
+    @dg.schedule(
+        name=name,
+        cron_schedule=cron,
+        job_name=job_name,
+        execution_timezone="UTC",
+        default_status=default_schedule_status(),
+        description=description,
+    )
+    def _schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        busy = writer_runs_in_progress(context.instance)
+        if busy:
+            return dg.SkipReason(f"a run writing the warehouse is still in progress: {', '.join(busy)}")
+        return dg.RunRequest()
+
+    return _schedule
+
+
+schedules: list[dg.ScheduleDefinition] = [
+    build_schedule(
+        "freight_sync_every_15_minutes",
+        "*/15 * * * *",
+        FREIGHT_SYNC_JOB,
+        "Incremental freight sync, dbt build and publish every 15 minutes.",
+    ),
+    build_schedule(
+        "code_conversions_daily",
+        "0 3 * * *",
+        CODE_CONVERSIONS_JOB,
+        "Daily full refresh of the code conversions at 03:00 UTC.",
+    ),
+]

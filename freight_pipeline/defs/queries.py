@@ -1,0 +1,112 @@
+"""Read-only questions to the working database, asked by asset metadata and asset checks.
+
+Every SQL statement is derived from the table specs (``TableSpec.qualified_name``, ``primary_key``)
+and the ``freight_meta`` specs; no table is listed by hand.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+
+from freight_pipeline.normalize import TABLES_BY_NAME, TableSpec
+from freight_pipeline.warehouse import meta
+
+PARENT = TABLES_BY_NAME["shipments"]
+"""The table every child row points at through the parent's key column (``shipment_id``)."""
+
+
+def ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def table_ref(spec: TableSpec) -> str:
+    return f"{ident(spec.schema)}.{ident(spec.name)}"
+
+
+def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> Any:
+    row = con.execute(sql, list(params)).fetchone()
+    return None if row is None else row[0]
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    return None if value is None else value.astimezone(dt.UTC)
+
+
+def row_count(con: duckdb.DuckDBPyConnection, spec: TableSpec) -> int:
+    return int(_scalar(con, f"SELECT count(*) FROM {table_ref(spec)}") or 0)
+
+
+def newest_source_change(con: duckdb.DuckDBPyConnection, stream: str) -> dt.datetime | None:
+    """Newest source ``last_modified_at`` the warehouse holds for ``stream`` (None: unknown for it)."""
+    if stream == "shipments":
+        source = table_ref(meta.RAW_SHIPMENTS)
+    elif stream in TABLES_BY_NAME and "last_modified_at" in TABLES_BY_NAME[stream].column_index:
+        source = table_ref(TABLES_BY_NAME[stream])
+    else:
+        return None
+    return _utc(_scalar(con, f"SELECT max(last_modified_at) FROM {source}"))
+
+
+def pending_details(con: duckdb.DuckDBPyConnection, stream: str) -> int:
+    """Shipments still queued for a detail stream."""
+    sql = f"SELECT count(*) FROM {table_ref(meta.PENDING_DETAILS)} WHERE stream = ?"
+    return int(_scalar(con, sql, [stream]) or 0)
+
+
+def duplicate_keys(con: duckdb.DuckDBPyConnection, spec: TableSpec, sample: int = 5) -> tuple[int, list[str]]:
+    """How many primary-key values occur more than once, and a few of them as text."""
+    key = ", ".join(ident(c) for c in spec.primary_key)
+    dupes = f"SELECT {key} FROM {table_ref(spec)} GROUP BY ALL HAVING count(*) > 1"
+    count = int(_scalar(con, f"SELECT count(*) FROM ({dupes})") or 0)
+    rows = con.execute(f"{dupes} LIMIT {int(sample)}").fetchall() if count else []
+    return count, [", ".join(map(str, row)) for row in rows]
+
+
+def child_tables(tables: Sequence[TableSpec], parent: TableSpec = PARENT) -> list[TableSpec]:
+    """Tables that point at ``parent`` through its (single-column) key."""
+    (key,) = parent.primary_key
+    return [t for t in tables if t is not parent and key in t.column_index]
+
+
+def orphan_rows(con: duckdb.DuckDBPyConnection, child: TableSpec, parent: TableSpec = PARENT) -> int:
+    """Rows of ``child`` whose (non-null) parent key is missing from ``parent``."""
+    (key,) = parent.primary_key
+    column = ident(key)
+    return int(
+        _scalar(
+            con,
+            f"SELECT count(*) FROM {table_ref(child)} c WHERE c.{column} IS NOT NULL AND NOT EXISTS "
+            f"(SELECT 1 FROM {table_ref(parent)} p WHERE p.{column} = c.{column})",
+        )
+        or 0
+    )
+
+
+def last_success(con: duckdb.DuckDBPyConnection, stream: str) -> dt.datetime | None:
+    """When the newest successful run of ``stream`` finished."""
+    sql = f"SELECT max(finished_at) FROM {table_ref(meta.SYNC_RUNS)} WHERE stream = ? AND status = 'success'"
+    return _utc(_scalar(con, sql, [stream]))
+
+
+def latest_run_id(con: duckdb.DuckDBPyConnection, stream: str) -> str | None:
+    sql = f"SELECT run_id FROM {table_ref(meta.SYNC_RUNS)} WHERE stream = ? ORDER BY started_at DESC LIMIT 1"
+    return _scalar(con, sql, [stream])
+
+
+def rejected_records(
+    con: duckdb.DuckDBPyConnection, stream: str, run_id: str, sample: int = 5
+) -> tuple[int, list[dict[str, str]]]:
+    """Records of ``stream`` rejected in ``run_id``, and a few of them (key and reason)."""
+    where = f"FROM {table_ref(meta.REJECTED_RECORDS)} WHERE stream = ? AND run_id = ?"
+    count = int(_scalar(con, f"SELECT count(*) {where}", [stream, run_id]) or 0)
+    rows = (
+        con.execute(f"SELECT source_key, reason {where} ORDER BY source_key LIMIT {int(sample)}", [stream, run_id])
+        .fetchall()
+        if count
+        else []
+    )
+    return count, [{"source_key": str(k), "reason": str(r)} for k, r in rows]

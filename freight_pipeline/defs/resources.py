@@ -1,0 +1,87 @@
+"""Dagster resources: the freight service (with sync tuning) and the warehouse data directory.
+
+Unset connection fields fall back to the environment when a run starts (``FREIGHT_BASE_URL``,
+``FREIGHT_USERNAME``, ``FREIGHT_DATA_DIR``), with the defaults of :mod:`freight_pipeline.config`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+from pydantic import Field
+
+from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME, ServiceSettings, data_dir_from_env
+from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.warehouse import parquet_root, published_db_path, working_db_path
+
+
+class FreightServiceResource(dg.ConfigurableResource):
+    """The freight service a run syncs from, and how hard it pulls."""
+
+    base_url: str | None = Field(
+        default=None, description=f"service root URL; default env FREIGHT_BASE_URL, else {DEFAULT_BASE_URL}"
+    )
+    username: str | None = Field(
+        default=None, description=f"service user; default env FREIGHT_USERNAME, else {DEFAULT_USERNAME}"
+    )
+    password: str = Field(description="service password; set it with dg.EnvVar('FREIGHT_PASSWORD')", repr=False)
+    concurrency: int = Field(default=8, description="detail requests in flight at once")
+    page_size: int = Field(default=500, description="lookup page size (1-500)")
+    overlap_minutes: int = Field(default=10, description="how far before the cursor each run re-reads")
+    start_cursor: str | None = Field(
+        default=None, description="first run only: sync shipments modified since 'YYYY-MM-DD[ HH:MM:SS]'"
+    )
+
+    def service_settings(self) -> ServiceSettings:
+        return ServiceSettings(
+            base_url=self.base_url or os.environ.get("FREIGHT_BASE_URL", DEFAULT_BASE_URL),
+            username=self.username or os.environ.get("FREIGHT_USERNAME", DEFAULT_USERNAME),
+            password=self.password,
+        )
+
+    def sync_settings(self) -> SyncSettings:
+        return SyncSettings(
+            page_size=self.page_size,
+            concurrency=self.concurrency,
+            overlap=dt.timedelta(minutes=self.overlap_minutes),
+            start_cursor=self.start_cursor,
+        )
+
+
+class WarehouseResource(dg.ConfigurableResource):
+    """The data directory: private working database, published DuckDB file and Parquet."""
+
+    data_dir: str | None = Field(default=None, description="data directory; default env FREIGHT_DATA_DIR, else ./data")
+
+    @property
+    def path(self) -> Path:
+        return Path(self.data_dir).resolve() if self.data_dir else data_dir_from_env()
+
+    @property
+    def working_db(self) -> Path:
+        return working_db_path(self.path)
+
+    @property
+    def published_db(self) -> Path:
+        return published_db_path(self.path)
+
+    @property
+    def parquet_dir(self) -> Path:
+        return parquet_root(self.path)
+
+    @contextmanager
+    def read_working_db(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection to the working database; only while no writer holds it (DuckDB's lock)."""
+        if not self.working_db.exists():
+            raise FileNotFoundError(f"no working database at {self.working_db}: run the sync first")
+        con = duckdb.connect(str(self.working_db), read_only=True)
+        try:
+            yield con
+        finally:
+            con.close()
