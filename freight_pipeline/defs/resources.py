@@ -20,6 +20,8 @@ from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME, ServiceS
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse import parquet_root, published_db_path, working_db_path
 
+DEFAULT_RECONCILE_MINUTES = 360
+
 
 class FreightServiceResource(dg.ConfigurableResource):
     """The freight service a run syncs from, and how hard it pulls."""
@@ -37,6 +39,13 @@ class FreightServiceResource(dg.ConfigurableResource):
     start_cursor: str | None = Field(
         default=None, description="first run only: sync shipments modified since 'YYYY-MM-DD[ HH:MM:SS]'"
     )
+    reconcile_interval_minutes: int | None = Field(
+        default=None,
+        description=(
+            "how often a run lists every live id to remove deleted shipments (0: every run); "
+            f"default env FREIGHT_RECONCILE_INTERVAL_MINUTES, else {DEFAULT_RECONCILE_MINUTES}"
+        ),
+    )
 
     def service_settings(self) -> ServiceSettings:
         return ServiceSettings(
@@ -51,7 +60,19 @@ class FreightServiceResource(dg.ConfigurableResource):
             concurrency=self.concurrency,
             overlap=dt.timedelta(minutes=self.overlap_minutes),
             start_cursor=self.start_cursor,
+            reconcile_interval=dt.timedelta(minutes=self.reconcile_minutes()),
         )
+
+    def reconcile_minutes(self) -> int:
+        if self.reconcile_interval_minutes is not None:
+            return self.reconcile_interval_minutes
+        text = os.environ.get("FREIGHT_RECONCILE_INTERVAL_MINUTES", "").strip()
+        if not text:
+            return DEFAULT_RECONCILE_MINUTES
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"FREIGHT_RECONCILE_INTERVAL_MINUTES must be whole minutes, got {text!r}") from None
 
 
 class WarehouseResource(dg.ConfigurableResource):

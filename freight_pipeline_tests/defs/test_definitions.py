@@ -1,0 +1,233 @@
+"""The Dagster definitions load, and show the assets, lineage, checks, jobs and schedules the issues ask for."""
+
+import datetime as dt
+import os
+import re
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+from dagster_dbt import DbtProject
+
+from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME
+from freight_pipeline.definitions import defs
+from freight_pipeline.defs import checks, dbt, jobs
+from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
+from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES, TABLES_BY_NAME
+
+FREIGHT_KEYS = {dg.AssetKey(["freight", t.name]) for t in FREIGHT_TABLES}
+PUBLISH_KEY = dg.AssetKey(["freight", "published_warehouse"])
+MARTS = ("fct_shipments", "fct_shipment_milestones", "fct_transit_times", "fct_on_time_performance",
+         "dim_code_conversions")
+CORE_PACKAGES = ("client", "simulator", "sync", "normalize", "warehouse")
+
+
+@pytest.fixture(scope="module")
+def repo() -> dg.RepositoryDefinition:
+    dg.Definitions.validate_loadable(defs)
+    return defs.get_repository_def()
+
+
+def test_every_freight_table_is_an_asset_in_the_freight_group(repo: dg.RepositoryDefinition) -> None:
+    graph = repo.asset_graph
+    keys = set(graph.get_all_asset_keys())
+    assert keys >= FREIGHT_KEYS
+    for key in FREIGHT_KEYS:
+        node = graph.get(key)
+        assert node.group_name == "freight"
+        assert node.description
+    # the shipments stream is one step writing all of its tables
+    shipments = repo.assets_defs_by_key[dg.AssetKey(["freight", "shipments"])]
+    assert set(shipments.keys) == {dg.AssetKey(["freight", t]) for t in STREAM_TABLES["shipments"]}
+
+
+def test_detail_streams_run_after_shipments(repo: dg.RepositoryDefinition) -> None:
+    graph = repo.asset_graph
+    for stream in ("shipment_events", "air_main_carriage_legs", "sea_main_carriage_legs", "shipment_memos"):
+        assert dg.AssetKey(["freight", "shipments"]) in graph.get(dg.AssetKey(["freight", stream])).parent_keys
+    assert graph.get(dg.AssetKey(["freight", "code_conversions"])).parent_keys == set()
+
+
+def test_dbt_models_are_assets_downstream_of_the_freight_tables(repo: dg.RepositoryDefinition) -> None:
+    graph = repo.asset_graph
+    keys = set(graph.get_all_asset_keys())
+    for table in FREIGHT_TABLES:
+        staging = dg.AssetKey(["staging", f"stg_{table.name}"])
+        assert staging in keys
+        assert dg.AssetKey(["freight", table.name]) in graph.get(staging).parent_keys
+        assert graph.get(staging).group_name == "dbt_staging"
+    for mart in MARTS:
+        assert graph.get(dg.AssetKey(["analytics", mart])).group_name == "dbt_analytics"
+    # no dangling source assets: every upstream of a dbt model is a real asset
+    assert not [k for k in keys if not graph.get(k).is_materializable]
+
+
+def test_publish_depends_on_every_sync_and_dbt_asset(repo: dg.RepositoryDefinition) -> None:
+    graph = repo.asset_graph
+    others = set(graph.get_all_asset_keys()) - {PUBLISH_KEY}
+    assert graph.get(PUBLISH_KEY).parent_keys == others
+    assert graph.get(PUBLISH_KEY).group_name == "publish"
+
+
+def test_checks_cover_keys_orphans_freshness_rejects_and_dbt_tests(repo: dg.RepositoryDefinition) -> None:
+    check_keys = set(repo.asset_graph.asset_check_keys)
+    names = {(k.asset_key, k.name) for k in check_keys}
+    for key in FREIGHT_KEYS:
+        assert (key, "primary_key_unique") in names
+    children = [t for t in FREIGHT_TABLES if "shipment_id" in t.column_index and t.name != "shipments"]
+    assert children and all((dg.AssetKey(["freight", t.name]), "no_orphan_rows") in names for t in children)
+    assert (dg.AssetKey(["freight", "shipments"]), "last_sync_fresh") in names
+    for tables in STREAM_TABLES.values():
+        assert (dg.AssetKey(["freight", tables[0]]), "no_rejected_records") in names
+    dbt_checks = [k for k in check_keys if k.asset_key.path[0] in ("staging", "intermediate", "analytics")]
+    assert any(k.name.startswith("not_null_fct_shipments") for k in dbt_checks)
+
+
+def test_jobs_select_what_they_should() -> None:
+    sync_job = defs.resolve_job_def("freight_sync_job")
+    selected = set(sync_job.asset_layer.executable_asset_keys)
+    assert selected == set(defs.get_repository_def().asset_graph.get_all_asset_keys())
+    code_job = defs.resolve_job_def("code_conversions_job")
+    assert set(code_job.asset_layer.executable_asset_keys) == {
+        dg.AssetKey(["freight", "code_conversions"]),
+        dg.AssetKey(["staging", "stg_code_conversions"]),
+        dg.AssetKey(["analytics", "dim_code_conversions"]),
+        PUBLISH_KEY,
+    }
+    for job in (sync_job, code_job):
+        assert job.executor_def.name == dg.in_process_executor.name
+        assert job.tags == jobs.WRITER_TAG
+
+
+def test_schedules(monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = defs.get_repository_def()
+    by_name = {s.name: s for s in repo.schedule_defs}
+    assert by_name["freight_sync_every_15_minutes"].cron_schedule == "*/15 * * * *"
+    assert by_name["freight_sync_every_15_minutes"].job_name == "freight_sync_job"
+    assert by_name["code_conversions_daily"].cron_schedule == "0 3 * * *"
+    assert by_name["code_conversions_daily"].job_name == "code_conversions_job"
+    monkeypatch.delenv(jobs.SCHEDULES_RUNNING_ENV, raising=False)
+    assert jobs.default_schedule_status() == dg.DefaultScheduleStatus.STOPPED
+    monkeypatch.setenv(jobs.SCHEDULES_RUNNING_ENV, "1")
+    assert jobs.default_schedule_status() == dg.DefaultScheduleStatus.RUNNING
+    assert jobs.build_schedule("s", "* * * * *", "j", "d").default_status == dg.DefaultScheduleStatus.RUNNING
+
+
+def test_schedule_skips_while_a_writer_runs() -> None:
+    schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
+    with dg.instance_for_test() as instance:
+        with dg.build_schedule_context(instance=instance) as context:
+            assert isinstance(schedule(context), dg.RunRequest)
+        instance.add_run(
+            dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED, tags=jobs.WRITER_TAG)
+        )
+        with dg.build_schedule_context(instance=instance) as context:
+            assert isinstance(schedule(context), dg.SkipReason)
+
+
+def test_resources_resolve_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("FREIGHT_BASE_URL", "FREIGHT_USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+    resource = FreightServiceResource(password="pw-not-shown")
+    service = resource.service_settings()
+    assert (service.base_url, service.username, service.password) == (DEFAULT_BASE_URL, DEFAULT_USERNAME,
+                                                                       "pw-not-shown")
+    assert "pw-not-shown" not in repr(resource) and "pw-not-shown" not in repr(service)
+    monkeypatch.setenv("FREIGHT_BASE_URL", "http://example:1")
+    monkeypatch.setenv("FREIGHT_USERNAME", "someone")
+    assert resource.service_settings().base_url == "http://example:1"
+    assert resource.service_settings().username == "someone"
+    settings = FreightServiceResource(password="x", concurrency=3, page_size=40, overlap_minutes=2).sync_settings()
+    assert (settings.concurrency, settings.page_size, settings.overlap) == (3, 40, dt.timedelta(minutes=2))
+
+    monkeypatch.setenv("FREIGHT_DATA_DIR", str(tmp_path))
+    assert WarehouseResource().path == tmp_path.resolve()
+    assert WarehouseResource(data_dir=str(tmp_path / "x")).working_db == tmp_path / "x" / "work" / "warehouse.duckdb"
+
+
+def test_password_comes_from_the_environment_not_the_code() -> None:
+    resource = (defs.resources or {})["freight_service"]
+    assert isinstance(resource, FreightServiceResource)
+    assert isinstance(resource.password, dg.EnvVar) and resource.password.env_var_name == "FREIGHT_PASSWORD"
+
+
+def test_manifest_is_reparsed_only_when_missing_or_stale(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "dbt_project.yml").write_text("name: p\nprofile: p\n")
+    (tmp_path / "profiles.yml").write_text("p: {}\n")
+    model = tmp_path / "models" / "m.sql"
+    model.write_text("select 1")
+    project = DbtProject(project_dir=tmp_path)
+    assert not dbt.manifest_is_current(project)
+    project.manifest_path.parent.mkdir()
+    project.manifest_path.write_text("{}")
+    assert dbt.manifest_is_current(project)
+    later = project.manifest_path.stat().st_mtime + 10
+    os.utime(model, (later, later))
+    assert not dbt.manifest_is_current(project)
+    assert dbt.manifest_is_current(dbt.dbt_project)  # loading the definitions made it
+
+
+def test_environment_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(dbt.DATABASE_ENV, raising=False)
+    with dbt.environment(**{dbt.DATABASE_ENV: "/x/warehouse.duckdb"}):
+        assert os.environ[dbt.DATABASE_ENV] == "/x/warehouse.duckdb"
+    assert dbt.DATABASE_ENV not in os.environ
+
+
+def _check_results(con: duckdb.DuckDBPyConnection, max_age: dt.timedelta) -> dict[tuple[str, str], dg.AssetCheckResult]:
+    tables = [TABLES_BY_NAME["shipments"], TABLES_BY_NAME["shipment_goods"], TABLES_BY_NAME["shipment_memos"]]
+    results = {}
+    for check in checks.freight_checks(tables, max_age):
+        result = check.evaluate(con)
+        results[(result.asset_key.path[-1], result.check_name)] = result
+    return results
+
+
+def test_checks_find_what_is_wrong() -> None:
+    con = duckdb.connect()
+    con.execute("""
+        CREATE SCHEMA freight; CREATE SCHEMA freight_meta;
+        CREATE TABLE freight.shipments (shipment_id BIGINT);
+        CREATE TABLE freight.shipment_goods (shipment_id BIGINT, good_path VARCHAR);
+        CREATE TABLE freight.shipment_memos (memo_id BIGINT, shipment_id BIGINT);
+        CREATE TABLE freight_meta.sync_runs (run_id VARCHAR, stream VARCHAR, started_at TIMESTAMPTZ,
+            finished_at TIMESTAMPTZ, status VARCHAR);
+        CREATE TABLE freight_meta.rejected_records (stream VARCHAR, source_key VARCHAR, run_id VARCHAR, reason VARCHAR);
+        INSERT INTO freight.shipments VALUES (1), (2);
+        INSERT INTO freight.shipment_goods VALUES (1, '1'), (1, '1'), (3, '1');
+        INSERT INTO freight.shipment_memos VALUES (10, 1), (11, NULL), (12, 4);
+        INSERT INTO freight_meta.sync_runs VALUES
+            ('r1', 'shipments', now() - INTERVAL 3 HOUR, now() - INTERVAL 3 HOUR, 'success'),
+            ('r2', 'shipments', now() - INTERVAL 1 HOUR, now() - INTERVAL 1 HOUR, 'failed');
+        INSERT INTO freight_meta.rejected_records VALUES ('shipments', '7', 'r2', 'bad date'),
+            ('shipments', '8', 'r1', 'older run');
+    """)
+    results = _check_results(con, dt.timedelta(hours=2))
+    assert results[("shipments", "primary_key_unique")].passed
+    goods_keys = results[("shipment_goods", "primary_key_unique")]
+    assert not goods_keys.passed and goods_keys.metadata["duplicate_keys"].value == 1
+    goods_orphans = results[("shipment_goods", "no_orphan_rows")]
+    assert not goods_orphans.passed and goods_orphans.severity == dg.AssetCheckSeverity.ERROR
+    memo_orphans = results[("shipment_memos", "no_orphan_rows")]  # the null shipment_id is not an orphan
+    assert memo_orphans.metadata["orphan_rows"].value == 1 and memo_orphans.severity == dg.AssetCheckSeverity.WARN
+    fresh = results[("shipments", "last_sync_fresh")]
+    assert not fresh.passed and fresh.severity == dg.AssetCheckSeverity.WARN
+    assert _check_results(con, dt.timedelta(hours=4))[("shipments", "last_sync_fresh")].passed
+    rejects = results[("shipments", "no_rejected_records")]  # of the latest run only
+    assert not rejects.passed and rejects.metadata["rejected_records"].value == 1
+    assert rejects.severity == dg.AssetCheckSeverity.WARN
+    assert results[("shipment_memos", "no_rejected_records")].passed  # no run of that stream yet
+
+
+def test_core_packages_do_not_import_dagster() -> None:
+    root = Path(__file__).resolve().parents[2] / "freight_pipeline"
+    pattern = re.compile(r"^\s*(import|from)\s+dagster", re.MULTILINE)
+    offenders = [
+        str(path.relative_to(root))
+        for package in CORE_PACKAGES
+        for path in (root / package).rglob("*.py")
+        if pattern.search(path.read_text())
+    ]
+    assert offenders == []

@@ -1,0 +1,189 @@
+"""``freight_sync_job`` end to end: the real simulator over HTTP, the real sync, real dbt, a real publish.
+
+One module-scoped fixture runs the whole job, changes the source, then runs the job's sync and
+publish assets again (dbt build is the slow part; it ran in the first run), and every test reads
+the results.
+"""
+
+import json
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import duckdb
+import pytest
+
+from freight_pipeline.definitions import defs
+from freight_pipeline.defs.jobs import WRITER_TAG
+from freight_pipeline.defs.publish import PUBLISH_KEY
+from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
+from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES
+from freight_pipeline.simulator.config import SimulatorConfig, UserConfig
+from freight_pipeline.simulator.server import running_simulator
+from freight_pipeline.warehouse import published_db_path, working_db_path
+
+SHIPMENTS = 150
+MODIFIED = 5
+STREAM_FIGURES = ("rows_read", "rows_written", "requests", "retries", "rejected", "cursor_before", "cursor_after")
+MARTS = ("fct_shipments", "fct_shipment_milestones", "fct_transit_times", "fct_on_time_performance",
+         "dim_code_conversions")
+
+
+@dataclass
+class Runs:
+    first: dg.ExecuteInProcessResult
+    second: dg.ExecuteInProcessResult
+    instance: dg.DagsterInstance
+    data_dir: Path
+    password: str
+    published_versions: list[str]
+
+
+def _metadata(result: dg.ExecuteInProcessResult, *path: str) -> dict[str, Any]:
+    events = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey(list(path))]
+    assert len(events) == 1, path
+    return {k: v.value for k, v in events[0].materialization.metadata.items()}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
+    root = tmp_path_factory.mktemp("defs_e2e")
+    data_dir = root / "data"
+    password = "pw-" + secrets.token_hex(12)
+    config = SimulatorConfig(users=(UserConfig("freight-user", password),))
+    with running_simulator(config, shipments=SHIPMENTS, seed=7) as sim, pytest.MonkeyPatch.context() as env:
+        env.setenv("FREIGHT_BASE_URL", sim.base_url)
+        env.setenv("FREIGHT_USERNAME", sim.username)
+        env.setenv("FREIGHT_PASSWORD", password)
+        env.setenv("FREIGHT_DATA_DIR", str(data_dir))
+        env.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+        env.delenv("FREIGHT_DBT_DATABASE", raising=False)
+        job = defs.resolve_job_def("freight_sync_job")
+        with dg.DagsterInstance.ephemeral() as instance:
+            versions = []
+            first = job.execute_in_process(instance=instance, raise_on_error=False)
+            versions.append(_metadata(first, "freight", "published_warehouse")["version"] if first.success else "")
+            sim.modify_shipments(MODIFIED)
+            second = job.execute_in_process(
+                instance=instance, raise_on_error=False, asset_selection=[*SYNC_ASSET_KEYS, PUBLISH_KEY]
+            )
+            versions.append(_metadata(second, "freight", "published_warehouse")["version"] if second.success else "")
+            yield Runs(first, second, instance, data_dir, password, versions)
+
+
+def test_both_runs_succeed(runs: Runs) -> None:
+    for result in (runs.first, runs.second):
+        failures = [e.message for e in result.all_events if e.is_failure]
+        assert result.success, failures
+        run = runs.instance.get_run_by_id(result.run_id)
+        assert run is not None and run.tags.items() >= WRITER_TAG.items()  # what the schedules look for
+    assert runs.published_versions[0] != runs.published_versions[1]
+
+
+def test_every_sync_asset_reports_its_figures(runs: Runs) -> None:
+    for stream, tables in STREAM_TABLES.items():
+        figures = _metadata(runs.first, "freight", tables[0])
+        assert set(STREAM_FIGURES) <= set(figures), stream
+        assert figures["rows_read"] > 0 and figures["requests"] > 0, stream
+        assert figures["rejected"] == 0 and figures["cursor_before"] is None and figures["cursor_after"], stream
+        for table in tables:
+            assert _metadata(runs.first, "freight", table)["dagster/row_count"] > 0, table
+    shipments = _metadata(runs.first, "freight", "shipments")
+    assert shipments["rows_read"] == SHIPMENTS
+    assert shipments["rows_written_by_table"]["shipments"] == SHIPMENTS
+    assert shipments["rows_written"] == sum(shipments["rows_written_by_table"].values())
+    assert shipments["source_lag_seconds"] >= 0 and shipments["newest_source_change"] > 0
+    assert _metadata(runs.first, "freight", "shipment_events")["pending_shipments"] == 0
+
+
+def test_second_run_is_incremental(runs: Runs) -> None:
+    before = _metadata(runs.first, "freight", "shipments")
+    after = _metadata(runs.second, "freight", "shipments")
+    assert after["cursor_before"] == before["cursor_after"]
+    assert MODIFIED <= after["rows_read"] < SHIPMENTS // 3
+    assert after["requests"] < before["requests"] // 3
+    assert after["dagster/row_count"] == SHIPMENTS
+    events = _metadata(runs.second, "freight", "shipment_events")
+    assert events["cursor_before"] is not None and events["rows_read"] < _metadata(runs.first, "freight",
+                                                                                   "shipment_events")["rows_read"]
+
+
+def test_dbt_models_were_built_and_tested(runs: Runs) -> None:
+    built = {e.asset_key for e in runs.first.get_asset_materialization_events()}
+    for mart in MARTS:
+        assert dg.AssetKey(["analytics", mart]) in built
+    assert dg.AssetKey(["staging", "stg_shipments"]) in built
+    dbt_checks = [c for c in runs.first.get_asset_check_evaluations() if c.asset_key.path[0] != "freight"]
+    assert len(dbt_checks) > 50
+
+
+def test_all_asset_checks_pass(runs: Runs) -> None:
+    for result in (runs.first, runs.second):
+        evaluations = result.get_asset_check_evaluations()
+        names = {c.check_name for c in evaluations}
+        assert {"primary_key_unique", "no_orphan_rows", "last_sync_fresh", "no_rejected_records"} <= names
+        failed = [(c.asset_key.to_user_string(), c.check_name) for c in evaluations if not c.passed]
+        assert failed == []
+
+
+def test_published_warehouse_has_freight_tables_and_marts(runs: Runs) -> None:
+    published = published_db_path(runs.data_dir)
+    meta = _metadata(runs.second, "freight", "published_warehouse")
+    assert meta["published_path"] == str(published)
+    assert meta["row_counts"]["freight.shipments"] == SHIPMENTS
+    with duckdb.connect(str(published), read_only=True) as con:
+        for spec in FREIGHT_TABLES:
+            assert con.execute(f"SELECT count(*) FROM {spec.qualified_name}").fetchone()[0] > 0, spec.name
+        for mart in MARTS:
+            assert con.execute(f"SELECT count(*) FROM analytics.{mart}").fetchone()[0] > 0, mart
+        assert con.execute("SELECT count(*) FROM staging.stg_shipments").fetchone()[0] == SHIPMENTS
+    # nothing holds the working database after the run: a writer can open it
+    duckdb.connect(str(working_db_path(runs.data_dir))).close()
+
+
+def test_sync_runs_are_logged_with_the_dagster_run_id(runs: Runs) -> None:
+    with duckdb.connect(str(published_db_path(runs.data_dir)), read_only=True) as con:
+        rows = con.execute("SELECT run_id, stream, status FROM freight_meta.sync_runs").fetchall()
+    assert {(r, s) for r, s, _ in rows} == {(run.run_id, s) for run in (runs.first, runs.second) for s in STREAM_TABLES}
+    assert {status for _, _, status in rows} == {"success"}
+
+
+def _texts(runs: Runs) -> Iterator[tuple[str, str]]:
+    for result in (runs.first, runs.second):
+        for entry in runs.instance.all_logs(result.run_id):
+            yield "event", repr(entry)
+        run = runs.instance.get_run_by_id(result.run_id)
+        assert run is not None
+        yield "run", repr(run) + json.dumps(run.run_config, default=str)
+    for path in runs.data_dir.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".log", ".sql", ".txt"):
+            yield str(path), path.read_text(errors="replace")
+
+
+def test_password_never_appears_in_events_metadata_or_files(runs: Runs) -> None:
+    texts = list(_texts(runs))
+    assert [where for where, text in texts if runs.password in text] == []
+    # the scan did look at the metadata and dbt's logs
+    assert any("rows_read" in text for where, text in texts if where == "event")
+    assert any(where.endswith("dbt.log") for where, _ in texts)
+
+
+def test_a_rejected_login_fails_the_step_without_showing_the_password(tmp_path: Path) -> None:
+    wrong = "wrong-" + secrets.token_hex(12)
+    with running_simulator(shipments=10, seed=3) as sim, pytest.MonkeyPatch.context() as env:
+        env.setenv("FREIGHT_BASE_URL", sim.base_url)
+        env.setenv("FREIGHT_USERNAME", sim.username)
+        env.setenv("FREIGHT_PASSWORD", wrong)
+        env.setenv("FREIGHT_DATA_DIR", str(tmp_path))
+        job = defs.resolve_job_def("freight_sync_job")
+        with dg.DagsterInstance.ephemeral() as instance:
+            result = job.execute_in_process(
+                instance=instance, raise_on_error=False, asset_selection=[dg.AssetKey(["freight", "code_conversions"])]
+            )
+            texts = [repr(entry) for entry in instance.all_logs(result.run_id)]
+    assert not result.success
+    assert any("sync_code_conversions" in t and "STEP_FAILURE" in t for t in texts)
+    assert not [t for t in texts if wrong in t]
