@@ -75,6 +75,11 @@ async def _checked_lookup(
     )
 
 
+def _no_progress(pos: ShipmentKey) -> RowCountMismatch:
+    """A full page holding nothing after ``pos``: the service ignored a criterion; stop instead of looping."""
+    return RowCountMismatch(f"lookup after {pos.instant_text} id {pos.id} returned a full page without progress")
+
+
 async def ceiling_of(lookup: LookupFn, page_size: int = 1) -> ShipmentKey | None:
     """The newest (date, time) the service holds right now; None when it holds no shipment."""
     result = await lookup([], ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"], ["DESC"] * 3, page_size)
@@ -122,7 +127,7 @@ async def walk_changes(
             if len(rows) < page_size:
                 break
             if not kept:  # a full page that did not move us on: the service ignored ID > id
-                raise RowCountMismatch(f"lookup after {pos} returned a full page without progress")
+                raise _no_progress(pos)
         # B: the rest of the current day.
         day_criteria = [_crit("LAST_MODIFIED_DATE", "EQUALS", pos.date), _crit("LAST_MODIFIED_TIME", "GT", pos.time)]
         if pos.date == ceiling.date:
@@ -134,6 +139,8 @@ async def walk_changes(
             yield kept
             pos = kept[-1][0]
         if len(rows) == page_size:
+            if not kept:
+                raise _no_progress(pos)
             continue  # more in this day: finish the last second (A), then the day (B)
         if pos.date >= ceiling.date:
             return
@@ -148,5 +155,7 @@ async def walk_changes(
             stats.seen += len(kept)
             yield kept
             pos = kept[-1][0]
-        if len(rows) < page_size or beyond_ceiling or not kept:
+        if len(rows) < page_size or beyond_ceiling:
             return
+        if not kept:
+            raise _no_progress(pos)

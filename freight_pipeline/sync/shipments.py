@@ -18,7 +18,7 @@ from typing import Any
 
 from freight_pipeline.datetimes import parse_iso_datetime, to_utc
 from freight_pipeline.normalize import SHIPMENT_TABLES, NormalizationError, normalize_shipment, to_arrow_batch
-from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
+from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, ceiling_of, walk_changes
 from freight_pipeline.sync.cursor import ShipmentKey, parse_start_cursor
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
@@ -125,6 +125,8 @@ async def _list_live_shipments(source: SourceAPI, page_size: int) -> dict[int, d
             live[int(item["id"])] = to_utc(parse_iso_datetime(item.get("last_modified_date_time")))
         if len(page.items) < page_size:
             return live
+        if int(page.items[-1]["id"]) <= last_id:
+            raise RowCountMismatch(f"id listing after id {last_id} returned a full page without progress")
         last_id = int(page.items[-1]["id"])
 
 

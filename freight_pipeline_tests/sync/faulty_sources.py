@@ -75,3 +75,13 @@ def factory(cls: type[ClientSource], *args: Any, **kwargs: Any) -> tuple[Callabl
         return source
 
     return make, built
+
+
+class IgnoresIdCriterion(ClientSource):
+    """Drops ``ID`` criteria from shipment lookups, as a service that did not support them would."""
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        kept = [c for c in criteria if c["key"] != "ID"]
+        return await super().lookup_shipments(kept, order_by, order_mode, page_size)

@@ -17,7 +17,13 @@ from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.runner import STREAM_ORDER
 from freight_pipeline_tests.sync.conftest import SHIPMENTS, TEST_SETTINGS, SyncFn
 from freight_pipeline_tests.sync.expected import assert_converged
-from freight_pipeline_tests.sync.faulty_sources import DeletesBeforeRetrieve, ModifiesWhilePaging, ShortPages, factory
+from freight_pipeline_tests.sync.faulty_sources import (
+    DeletesBeforeRetrieve,
+    IgnoresIdCriterion,
+    ModifiesWhilePaging,
+    ShortPages,
+    factory,
+)
 
 
 def published(data_dir: Path) -> Path:
@@ -83,6 +89,17 @@ def test_more_changes_in_one_second_than_a_page_holds(sim: RunningSimulator, syn
     assert result.rows_read >= len(burst)
     assert ShipmentKey.from_json(result.cursor_after).id == max(burst)
     assert_converged(sim.store, published(tmp_path))
+
+
+def test_a_service_ignoring_the_id_criterion_stops_the_run_instead_of_looping(
+    sim: RunningSimulator, sync: SyncFn, tmp_path: Path
+) -> None:
+    sync()
+    sim.advance_clock(60)
+    sim.touch_shipments(sim.store.live_shipment_ids()[: TEST_SETTINGS.page_size + 5])
+    make, _ = factory(IgnoresIdCriterion)
+    with pytest.raises(RowCountMismatch, match="full page without progress"):
+        sync(source_factory=make)
 
 
 def test_overlap_rereads_leave_no_duplicate_rows(sim: RunningSimulator, sync: SyncFn, tmp_path: Path) -> None:
