@@ -6,8 +6,15 @@ import argparse
 import os
 from pathlib import Path
 
-from freight_pipeline.commands.common import DATA_DIR_ENV, PASSWORD_ENV, Stopwatch, add_data_dir_argument, environ, say
-from freight_pipeline.commands.common import resolve_data_dir as _resolve_data_dir
+from freight_pipeline.commands.common import (
+    DATA_DIR_ENV,
+    PASSWORD_ENV,
+    Stopwatch,
+    add_data_dir_argument,
+    environ,
+    resolve_data_dir,
+    say,
+)
 from freight_pipeline.commands.demo_data import ForeignDataDir, prepare_demo_dir
 from freight_pipeline.commands.demo_summary import Changes, DemoFacts, DemoRun, render_summary
 from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job
@@ -29,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from freight_pipeline.simulator.server import running_simulator
 
-    data_dir = _resolve_data_dir(args.data_dir)
+    data_dir = resolve_data_dir(args.data_dir)
     try:
         removed = prepare_demo_dir(data_dir, {"shipments": args.shipments, "seed": args.seed})
     except ForeignDataDir as exc:

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from freight_pipeline.commands.execute import JobOutcome
+from freight_pipeline.commands.job_progress import JobOutcome
 from freight_pipeline.commands.report import describe_cursor
 from freight_pipeline.commands.text_table import format_table
+from freight_pipeline.sync.settings import SyncSettings
 
 
 class ChangingService(Protocol):
@@ -120,13 +121,15 @@ def _shipment_check(runs: list[DemoRun], facts: DemoFacts) -> str:
     before = runs[0].report["tables"].get("freight.shipments", 0)
     after = runs[-1].report["tables"].get("freight.shipments", 0)
     lines = [f"  freight.shipments: {before:,} rows after the full sync, {after:,} after the incremental one"]
-    gone = len(facts.changes.deleted) - len(facts.lingering)
     if facts.changes.deleted:
-        lines.append(f"  deleted shipments: {gone} of {len(facts.changes.deleted)} already gone from the warehouse")
-    if facts.lingering:
         lines.append(
-            "  (deletions have no change feed: the shipments stream's reconcile pass removes the rest when it is "
-            "next due, see SyncSettings.reconcile_interval)"
+            f"  deleted in the service: {len(facts.changes.deleted)}, still in the warehouse: {len(facts.lingering)}"
+        )
+    if facts.lingering:
+        every = SyncSettings().reconcile_interval
+        lines.append(
+            "  (deletions have no change feed: the shipments stream's reconcile pass removes them when next due, "
+            f"every {every} by default)"
         )
     return "\n".join(lines)
 

@@ -2,34 +2,39 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from freight_pipeline.commands.common import DATA_DIR_ENV, PASSWORD_ENV, one_line, redact, say
-from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME, ServiceSettings
+from freight_pipeline.commands.common import DATA_DIR_ENV, PASSWORD_ENV, one_line, say
+from freight_pipeline.commands.dagster_home import dagster_home, ensure_dagster_yaml
+from freight_pipeline.commands.job_progress import Echo, JobOutcome, JobProgress
+from freight_pipeline.config import ServiceSettings
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance, JobDefinition
-    from dagster._core.errors import SerializableErrorInfo
-    from dagster._core.events.log import EventLogEntry
+    from dagster._utils.error import SerializableErrorInfo
 
 DEFAULT_JOB = "freight_sync_job"
-Echo = Callable[[str], None]
 
 
 class MissingPassword(RuntimeError):
     pass
 
 
+class UnknownJob(LookupError):
+    pass
+
+
 def service_from_env() -> ServiceSettings:
-    """The service settings of this process; fills in the default URL and user, requires the password."""
-    os.environ.setdefault("FREIGHT_BASE_URL", DEFAULT_BASE_URL)
-    os.environ.setdefault("FREIGHT_USERNAME", DEFAULT_USERNAME)
+    """The service settings from the environment (URL and user have defaults); MissingPassword without one."""
     service = ServiceSettings.from_env()
     if not service.password:
         raise MissingPassword(
@@ -39,37 +44,14 @@ def service_from_env() -> ServiceSettings:
     return service
 
 
-@dataclass
-class StepOutcome:
-    key: str
-    status: str = "running"
-    seconds: float | None = None
-
-
-@dataclass
-class JobOutcome:
-    job_name: str
-    run_id: str
-    success: bool = False
-    seconds: float = 0.0
-    steps: dict[str, StepOutcome] = field(default_factory=dict)
-    failed_step: str | None = None
-    reason: str | None = None
-
-    def failure_line(self, what: str, *secrets: str | None) -> str:
-        """One line naming the failed step and the reason, secrets redacted."""
-        where = f" in step {self.failed_step}" if self.failed_step else ""
-        return redact(f"{what} failed{where}: {self.reason or 'unknown error'}", *secrets)
-
-
 @contextmanager
 def dagster_instance() -> Iterator[DagsterInstance]:
-    """The persistent instance of ``$DAGSTER_HOME`` when set (runs show in the UI), else an ephemeral one."""
+    """``$DAGSTER_HOME``'s instance (given ``ui``'s dagster.yaml when it has none) if set, else an ephemeral one."""
     from dagster import DagsterInstance
 
     home = os.environ.get("DAGSTER_HOME")
     if home:
-        Path(home).mkdir(parents=True, exist_ok=True)
+        ensure_dagster_yaml(dagster_home(Path(home)))
         with DagsterInstance.get() as instance:
             yield instance
     else:
@@ -78,26 +60,26 @@ def dagster_instance() -> Iterator[DagsterInstance]:
 
 
 def load_job(job_name: str) -> JobDefinition:
-    """``job_name`` from the project's Definitions; a KeyError names the jobs there are."""
+    """``job_name`` from the project's Definitions; UnknownJob names the jobs there are."""
     from freight_pipeline.definitions import defs
 
     names = sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__"))
     if job_name not in names:
-        raise KeyError(f"no job {job_name!r} in freight_pipeline.definitions (jobs: {', '.join(names) or 'none'})")
+        raise UnknownJob(f"no job {job_name!r} in freight_pipeline.definitions (jobs: {', '.join(names) or 'none'})")
     return defs.resolve_job_def(job_name)
 
 
 def execute_job(job_name: str, data_dir: Path, *, verbose: bool = False, echo: Echo = say) -> JobOutcome:
     """Execute ``job_name`` against ``data_dir``; never raises for a failed run (see the outcome)."""
-    from dagster import make_new_run_id
-
     os.environ[DATA_DIR_ENV] = str(data_dir)
-    outcome = JobOutcome(job_name, make_new_run_id())
+    outcome = JobOutcome(job_name, str(uuid.uuid4()))  # Dagster's run id format
     started = time.monotonic()
     try:
         job = load_job(job_name)
-        with dagster_instance() as instance:
-            progress = _Progress(outcome, echo, verbose)
+        # dagster-dbt echoes dbt's log on stdout: to stderr when verbose, else nowhere (stdout stays clean)
+        sink = sys.stderr if verbose else io.StringIO()
+        with dagster_instance() as instance, contextlib.redirect_stdout(sink):
+            progress = JobProgress(outcome, echo, verbose)
             instance.add_event_listener(outcome.run_id, progress.on_event)
             result = job.execute_in_process(
                 run_config=_quiet_run_config(job),
@@ -152,37 +134,3 @@ def describe_error(error: SerializableErrorInfo | None) -> str:
     if sep and name and head.split(".")[-1] == name:
         line = rest
     return f"{name}: {line}" if name and line else (name or line or "unknown error")
-
-
-class _Progress:
-    """Event listener: step started/finished lines with timings, and the steps' logs when verbose."""
-
-    def __init__(self, outcome: JobOutcome, echo: Echo, verbose: bool) -> None:
-        self.outcome = outcome
-        self.echo = echo
-        self.verbose = verbose
-        self.started: dict[str, float] = {}
-
-    def on_event(self, entry: EventLogEntry) -> None:
-        event = entry.dagster_event
-        step = entry.step_key
-        if event is None:
-            if self.verbose and entry.user_message and entry.level >= 20:
-                self.echo(f"    {step or 'run'}: {one_line(entry.user_message, 200)}")
-            return
-        if step is None:
-            return
-        kind = event.event_type_value
-        if kind == "STEP_START":
-            self.started[step] = time.monotonic()
-            self.outcome.steps[step] = StepOutcome(step)
-            self.echo(f"  started   {step}")
-        elif kind in ("STEP_SUCCESS", "STEP_FAILURE"):
-            seconds = time.monotonic() - self.started.get(step, time.monotonic())
-            status = "success" if kind == "STEP_SUCCESS" else "failed"
-            self.outcome.steps[step] = StepOutcome(step, status, seconds)
-            label = "finished" if status == "success" else "FAILED"
-            self.echo(f"  {label:<9} {step:<32} {seconds:7.2f} s")
-        elif kind == "STEP_SKIPPED":
-            self.outcome.steps[step] = StepOutcome(step, "skipped")
-            self.echo(f"  skipped   {step}")

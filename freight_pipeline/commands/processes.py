@@ -39,10 +39,13 @@ def port_in_use(port: int, host: str = LOCALHOST) -> bool:
 
 
 def start_child(
-    argv: Sequence[str], env: Mapping[str, str], cwd: Path | None = None, *, new_session: bool = False
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path | None = None, *, quiet: bool = False,
+    mute_stdout: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` with ``env``; its output goes to ours."""
-    return subprocess.Popen(list(argv), env=dict(env), cwd=cwd, start_new_session=new_session)
+    """Start ``argv`` with ``env``; its output goes to ours (stdout nowhere if ``mute_stdout``, all if ``quiet``)."""
+    sink = subprocess.DEVNULL if quiet else None
+    out = subprocess.DEVNULL if quiet or mute_stdout else None
+    return subprocess.Popen(list(argv), env=dict(env), cwd=cwd, stdout=out, stderr=sink)
 
 
 def wait_http(url: str, child: subprocess.Popen[bytes], name: str, timeout: float) -> float:

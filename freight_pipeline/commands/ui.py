@@ -1,0 +1,156 @@
+"""``freight-pipeline ui``: the bundled simulator and ``dagster dev`` (schedules running) until Ctrl-C.
+
+Both run as child processes of this one; Ctrl-C or SIGTERM stops both (and what they started).
+The simulator's control surface is on, and unless ``--changes-per-minute 0`` this process modifies a
+few shipments every minute through it, so each scheduled run has changes to pick up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import httpx
+
+from freight_pipeline.commands.common import DATA_DIR_ENV, PASSWORD_ENV, add_data_dir_argument, resolve_data_dir, say
+from freight_pipeline.commands.dagster_home import dagster_home, ensure_dagster_yaml
+from freight_pipeline.commands.processes import LOCALHOST, ChildExited, port_in_use, start_child, stop_child, wait_http
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+WORKSPACE = "workspace.yaml"
+QUIET_DEV_WARNING = "ignore:Function `dev_command` is superseded"
+"""``dagster dev`` warns on every start that ``dg dev`` supersedes it; the project uses ``dagster dev``."""
+
+
+class _Stop(BaseException):  # like KeyboardInterrupt: no `except Exception` swallows it
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_data_dir_argument(parser)
+    parser.add_argument("--port", type=int, default=3000, help="Dagster UI port (default 3000)")
+    parser.add_argument("--simulator-port", type=int, default=8765, help="simulator port (default 8765)")
+    parser.add_argument("--shipments", type=int, default=2000, help="shipments in the simulator (default 2000)")
+    parser.add_argument("--seed", type=int, default=42, help="simulator data seed (default 42)")
+    parser.add_argument(
+        "--changes-per-minute", type=int, default=5,
+        help="shipments the simulator modifies every minute, 0 for none (default 5)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = _preflight(args)
+    if problem:
+        say(f"ui: {problem}")
+        return 2
+    from freight_pipeline.simulator.config import DEFAULT_PASSWORD, DEFAULT_USERNAME
+
+    data_dir = resolve_data_dir(args.data_dir)
+    home = dagster_home(REPO_ROOT / ".dagster_home")
+    if ensure_dagster_yaml(home):
+        say(f"ui: wrote {home / 'dagster.yaml'} (queued runs, one at a time)")
+    base_url = f"http://{LOCALHOST}:{args.simulator_port}"
+    ui_url = f"http://{LOCALHOST}:{args.port}"
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "FREIGHT_BASE_URL": base_url,
+        "FREIGHT_USERNAME": DEFAULT_USERNAME,
+        PASSWORD_ENV: DEFAULT_PASSWORD,
+        DATA_DIR_ENV: str(data_dir),
+        "FREIGHT_SCHEDULES_RUNNING": "1",
+        "PYTHONWARNINGS": ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), QUIET_DEV_WARNING])),
+    }
+    children: list[subprocess.Popen[bytes]] = []
+    stopping = threading.Event()
+    grace = 0.0
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        simulator = start_child(_simulator_argv(args), env, mute_stdout=True)  # its banner lists the passwords
+        children.append(simulator)
+        seconds = wait_http(f"{base_url}/_control/clock", simulator, "simulator", 300)
+        say(f"ui: simulator ready at {base_url} in {seconds:.1f} s")
+        dagster = start_child(_dagster_argv(args.port), env, cwd=REPO_ROOT)
+        children.append(dagster)
+        seconds = wait_http(f"{ui_url}/server_info", dagster, "dagster dev", 300)
+        say(f"ui: Dagster UI ready in {seconds:.1f} s at {ui_url}  (data dir {data_dir}, DAGSTER_HOME {home})")
+        churn = f"changes {args.changes_per_minute} shipments a minute" if args.changes_per_minute > 0 else "stays put"
+        say(f"ui: schedules are running; the simulator {churn} (control surface {base_url}/_control/stats). "
+            "Ctrl-C stops everything.")
+        _start_changer(base_url, args.changes_per_minute, stopping)
+        while all(child.poll() is None for child in children):
+            stopping.wait(0.5)
+        say("ui: a child process exited; stopping the other")
+        return 1
+    except _Stop as stop:
+        grace = 10.0 if stop.signum == signal.SIGINT else 0.0  # Ctrl-C reached the children as well
+        say(f"ui: {stop}: stopping the Dagster UI and the simulator ...")
+        return 0
+    except (ChildExited, TimeoutError) as exc:
+        say(f"ui: {exc}")
+        return 1
+    finally:
+        stopping.set()
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)
+        for child in reversed(children):
+            stop_child(child, grace=grace)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        say("ui: stopped")
+
+
+def _preflight(args: argparse.Namespace) -> str | None:
+    if not (REPO_ROOT / WORKSPACE).is_file():
+        return f"{REPO_ROOT / WORKSPACE} not found: run the UI from a checkout of the repository"
+    if _dagster_executable() is None:
+        return "the `dagster` command is not installed next to this Python (run `make setup`)"
+    for flag, port in (("--port", args.port), ("--simulator-port", args.simulator_port)):
+        if port_in_use(port):
+            return f"port {port} on {LOCALHOST} is in use: stop what listens there or pass {flag}"
+    return None
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop(signum)
+
+
+def _simulator_argv(args: argparse.Namespace) -> list[str]:
+    return [
+        sys.executable, "-m", "freight_pipeline.cli", "simulator", "--host", LOCALHOST,
+        "--port", str(args.simulator_port), "--shipments", str(args.shipments), "--seed", str(args.seed), "--control",
+    ]
+
+
+def _dagster_executable() -> str | None:
+    beside = Path(sys.executable).with_name("dagster")
+    return str(beside) if beside.is_file() else shutil.which("dagster")
+
+
+def _dagster_argv(port: int) -> list[str]:
+    return [_dagster_executable() or "dagster", "dev", "-w", WORKSPACE, "-h", LOCALHOST, "-p", str(port)]
+
+
+def _start_changer(base_url: str, per_minute: int, stopping: threading.Event) -> None:
+    """Every minute: advance the simulator's clock a minute and modify ``per_minute`` shipments."""
+    if per_minute <= 0:
+        return
+
+    def loop() -> None:
+        while not stopping.wait(60):
+            try:
+                httpx.post(f"{base_url}/_control/clock/advance", params={"seconds": 60}, timeout=10)
+                httpx.post(f"{base_url}/_control/shipments/modify", params={"count": per_minute}, timeout=30)
+            except httpx.HTTPError:
+                continue
+
+    threading.Thread(target=loop, name="simulator-changes", daemon=True).start()

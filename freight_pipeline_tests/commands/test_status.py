@@ -1,0 +1,59 @@
+"""``freight-pipeline status`` on a real published warehouse, and without one."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from freight_pipeline.cli import main
+from freight_pipeline.sync.runner import STREAM_ORDER
+
+
+def _counts(data_dir: Path) -> dict[str, int]:
+    con = duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True)
+    try:
+        tables = con.execute(
+            "SELECT schema_name, table_name FROM duckdb_tables() WHERE schema_name IN ('freight', 'analytics')"
+        ).fetchall()
+        return {f"{s}.{t}": con.execute(f'SELECT count(*) FROM "{s}"."{t}"').fetchone()[0] for s, t in tables}
+    finally:
+        con.close()
+
+
+def test_status_prints_streams_runs_and_row_counts(published: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--data-dir", str(published)]) == 0
+    out = capsys.readouterr().out
+    assert f"published warehouse: {published / 'warehouse.duckdb'}" in out
+    lines = out.splitlines()
+    for stream in STREAM_ORDER:  # every stream: a row with its cursor and a successful last run
+        row = next(line for line in lines if line.split()[:1] == [stream])
+        assert "success" in row, row
+    shipments_row = next(line for line in lines if line.split()[:1] == ["shipments"])
+    assert re.search(r"2026-\d\d-\d\d \d\d:\d\d:\d\d \(id \d+\)", shipments_row), shipments_row
+    counts = _counts(published)
+    assert counts["freight.shipments"] == 100
+    for table, rows in counts.items():  # the tables section: one line per table with its exact count
+        assert re.search(rf"^\s+{re.escape(table)}\s+{rows:,}$", out, re.MULTILINE), table
+    assert re.search(r"^\s+total\s+0\s+0$", out, re.MULTILINE)  # nothing pending, nothing rejected
+
+
+def test_status_json(published: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--data-dir", str(published), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tables"] == _counts(published)
+    streams = {s["stream"]: s for s in report["streams"]}
+    assert set(STREAM_ORDER) <= set(streams)
+    assert streams["shipments"]["last_run"]["status"] == "success"
+    assert streams["shipments"]["last_run"]["rows_read"] == 100
+    assert json.loads(streams["shipments"]["cursor"])["date"].startswith("2026-")
+    assert report["pending_details"] == {} and report["rejected_records"] == {}
+
+
+def test_status_without_a_published_warehouse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--data-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "nothing published yet" in err and str(tmp_path) in err

@@ -1,0 +1,65 @@
+"""``freight-pipeline sync``: settings checked first, one-line failures without secrets, a real run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from freight_pipeline.cli import main
+from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline_tests.commands.conftest import cli_env, run_cli
+
+
+def test_missing_password_exits_2_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("FREIGHT_PASSWORD", raising=False)
+    monkeypatch.setenv("FREIGHT_BASE_URL", "http://127.0.0.1:9")
+    assert main(["sync", "--data-dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "FREIGHT_PASSWORD is not set" in err
+    assert not (tmp_path / "data").exists()
+
+
+def test_wrong_password_fails_with_one_line_naming_the_user(sim: RunningSimulator, tmp_path: Path) -> None:
+    secret = "not-the-password-4711"
+    env = cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=secret)
+    done = run_cli(["sync", "--data-dir", str(tmp_path)], env)
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("sync failed in step sync_"), done.stderr
+    assert "AuthenticationError" in last and f"user {sim.username!r}" in last
+    assert done.stderr.count("refused the credentials") == 1  # the reason is said once, on that line
+    assert "Traceback" not in done.stderr
+    assert secret not in done.stderr + done.stdout
+
+
+def test_sync_runs_the_job_and_publishes(sim: RunningSimulator, tmp_path: Path) -> None:
+    home = tmp_path / "dagster_home"
+    env = cli_env(
+        FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password,
+        FREIGHT_DATA_DIR=str(tmp_path / "ignored"), DAGSTER_HOME=str(home),
+    )
+    data_dir = tmp_path / "data"
+    done = run_cli(["sync", "--data-dir", str(data_dir)], env)
+    assert done.returncode == 0, done.stderr
+    assert "sync succeeded" in done.stderr.splitlines()[-1]
+    assert "  finished  sync_shipments" in done.stderr
+    assert done.stdout == ""  # dbt's log does not leak to stdout
+    assert sim.password not in done.stderr
+    assert not (tmp_path / "ignored").exists()  # --data-dir wins over FREIGHT_DATA_DIR
+    con = duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM freight.shipments").fetchone() == (100,)
+        assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchone() == (100,)
+    finally:
+        con.close()
+    assert "QueuedRunCoordinator" in (home / "dagster.yaml").read_text()  # the persistent instance was used
+
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs()
+        assert [(r.job_name, r.status.value) for r in runs] == [("freight_sync_job", "SUCCESS")]
