@@ -9,6 +9,8 @@ from pathlib import Path
 DEFAULT_BASE_URL = "http://127.0.0.1:8765"
 DEFAULT_USERNAME = "demo"
 DEFAULT_DATA_DIR = "./data"
+RECONCILE_ENV = "FREIGHT_RECONCILE_INTERVAL_MINUTES"
+"""Minutes between full id reconciliations of the shipments stream (read by the Dagster resource)."""
 
 
 @dataclass(frozen=True)

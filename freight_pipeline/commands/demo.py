@@ -19,6 +19,7 @@ from freight_pipeline.commands.demo_data import ForeignDataDir, prepare_demo_dir
 from freight_pipeline.commands.demo_summary import Changes, DemoFacts, DemoRun, render_summary
 from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job
 from freight_pipeline.commands.report import on_time_by_mode, read_report, shipments_present
+from freight_pipeline.config import RECONCILE_ENV
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +49,10 @@ def run(args: argparse.Namespace) -> int:
     say(f"demo: generating {args.shipments} shipments (seed {args.seed}) and starting the simulator ...")
     with running_simulator(shipments=args.shipments, seed=args.seed) as sim:
         say(f"demo: simulator ready at {sim.base_url} in {clock.seconds:.1f} s")
-        service = {"FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username, DATA_DIR_ENV: str(data_dir)}
+        service = {
+            "FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username, DATA_DIR_ENV: str(data_dir),
+            RECONCILE_ENV: "0",  # list every live id each run, so the demo's deletions leave the warehouse
+        }
         with environ({**service, PASSWORD_ENV: sim.password}):
             runs: list[DemoRun] = []
             if not _sync("full sync", data_dir, args.verbose, runs):

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from freight_pipeline.commands.job_progress import JobOutcome
 from freight_pipeline.commands.report import describe_cursor
 from freight_pipeline.commands.text_table import format_table
+from freight_pipeline.config import RECONCILE_ENV
 from freight_pipeline.sync.settings import SyncSettings
 
 
@@ -129,7 +130,7 @@ def _shipment_check(runs: list[DemoRun], facts: DemoFacts) -> str:
         every = SyncSettings().reconcile_interval
         lines.append(
             "  (deletions have no change feed: the shipments stream's reconcile pass removes them when next due, "
-            f"every {every} by default)"
+            f"every {every} by default, see {RECONCILE_ENV})"
         )
     return "\n".join(lines)
 

@@ -16,7 +16,13 @@ import dagster as dg
 import duckdb
 from pydantic import Field
 
-from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME, ServiceSettings, data_dir_from_env
+from freight_pipeline.config import (
+    DEFAULT_BASE_URL,
+    DEFAULT_USERNAME,
+    RECONCILE_ENV,
+    ServiceSettings,
+    data_dir_from_env,
+)
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse import parquet_root, published_db_path, working_db_path
 
@@ -43,7 +49,7 @@ class FreightServiceResource(dg.ConfigurableResource):
         default=None,
         description=(
             "how often a run lists every live id to remove deleted shipments (0: every run); "
-            f"default env FREIGHT_RECONCILE_INTERVAL_MINUTES, else {DEFAULT_RECONCILE_MINUTES}"
+            f"default env {RECONCILE_ENV}, else {DEFAULT_RECONCILE_MINUTES}"
         ),
     )
 
@@ -66,13 +72,13 @@ class FreightServiceResource(dg.ConfigurableResource):
     def reconcile_minutes(self) -> int:
         if self.reconcile_interval_minutes is not None:
             return self.reconcile_interval_minutes
-        text = os.environ.get("FREIGHT_RECONCILE_INTERVAL_MINUTES", "").strip()
+        text = os.environ.get(RECONCILE_ENV, "").strip()
         if not text:
             return DEFAULT_RECONCILE_MINUTES
         try:
             return int(text)
         except ValueError:
-            raise ValueError(f"FREIGHT_RECONCILE_INTERVAL_MINUTES must be whole minutes, got {text!r}") from None
+            raise ValueError(f"{RECONCILE_ENV} must be whole minutes, got {text!r}") from None
 
 
 class WarehouseResource(dg.ConfigurableResource):

@@ -25,10 +25,12 @@ def test_demo_syncs_changes_and_summarises(tmp_path: Path) -> None:
     answer = re.search(r"on-time share of arrived shipments by mode: (.+)", out)
     assert answer, out
     assert re.fullmatch(r"(?:(?:AIR|SEA|RD|RL) \d{1,3}\.\d%(?:, )?)+", answer.group(1)), answer.group(1)
-    # tables: rows after the full sync, now, change; 10 modified, 1 created, 1 deleted between the runs
-    assert _table_row(out, "freight.shipments") == ["120", "121", "1"]
-    assert _table_row(out, "analytics.fct_shipments")[:2] == ["120", "121"]
+    # tables: rows after the full sync, now, change; 10 modified, 1 created, 1 deleted between the runs,
+    # and the demo reconciles ids every run, so the deleted shipment is gone from tables and marts
+    assert _table_row(out, "freight.shipments") == ["120", "120", "0"]
+    assert _table_row(out, "analytics.fct_shipments")[:2] == ["120", "120"]
     assert "between the runs the service changed: 10 modified, 1 created, 1 deleted" in out
+    assert "deleted in the service: 1, still in the warehouse: 0" in out
     full, incremental = _table_row(out, "full"), _table_row(out, "incremental")
     assert full[0] == "sync" and int(full[2]) == 120  # the full sync read every shipment
     assert 11 <= int(incremental[2]) < 120  # the incremental one the changed ones (and its overlap)
