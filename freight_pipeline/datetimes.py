@@ -79,7 +79,11 @@ def parse_date(value: Any) -> dt.date | None:
 
 
 def parse_time(value: Any) -> dt.time | None:
-    """Time of day from ``"HH:MM[:SS[.fff]]"`` or ``{"hour", "minute", "second", "nano"}``."""
+    """Time of day from ``"HH:MM[:SS[.fff]]"`` or ``{"hour", "minute", "second", "nano"}``.
+
+    None for a null or empty value and for an object without an hour (the spec lets every part be
+    null: an object of null parts is no time of day, not midnight).
+    """
     if value is None or value == "":
         return None
     if isinstance(value, dt.time):
@@ -90,15 +94,19 @@ def parse_time(value: Any) -> dt.time | None:
         except ValueError as exc:
             raise DateTimeParseError(f"time {value!r} is not HH:MM:SS") from exc
     if isinstance(value, dict):
-        try:
-            hour = int(value.get("hour") or 0)
-            minute = int(value.get("minute") or 0)
-            second = int(value.get("second") or 0)
-            nano = int(value.get("nano") or 0)
-            return dt.time(hour, minute, second, nano // 1000)
-        except (TypeError, ValueError) as exc:
-            raise DateTimeParseError(f"time object {value!r} has invalid parts") from exc
+        return _time_from_parts(value)
     raise DateTimeParseError(f"time {value!r} is neither a string nor an object")
+
+
+def _time_from_parts(value: dict[str, Any]) -> dt.time | None:
+    """``{"hour", "minute", "second", "nano"}``: no time without an hour; missing smaller parts are 0."""
+    if value.get("hour") is None:
+        return None
+    try:
+        parts = [int(value.get(name) or 0) for name in ("hour", "minute", "second", "nano")]
+        return dt.time(parts[0], parts[1], parts[2], parts[3] // 1000)
+    except (TypeError, ValueError) as exc:
+        raise DateTimeParseError(f"time object {value!r} has invalid parts") from exc
 
 
 def parse_offset(value: Any) -> dt.timedelta | None:

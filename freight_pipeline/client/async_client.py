@@ -8,9 +8,9 @@ may ``asyncio.gather`` many detail requests; waits between retries do not hold a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Generator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -23,15 +23,15 @@ from freight_pipeline.client._core import (
     ClientCore,
     Expect,
     NeedToken,
+    Outcome,
     Reply,
     Send,
     Sleep,
-    as_id,
+    UnreadableBody,
     as_payload,
-    event_type_param,
-    parse_model,
 )
 from freight_pipeline.client.auth import DEFAULT_REFRESH_MARGIN_S
+from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.client.models import (
     CarriageLeg,
     CodeConversion,
@@ -39,18 +39,20 @@ from freight_pipeline.client.models import (
     EFile,
     EFileReference,
     EFileRole,
+    FreightModel,
     MemoLine,
     Shipment,
     ShipmentEvent,
     WebhookReceipt,
 )
-from freight_pipeline.client.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page
+from freight_pipeline.client.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page, PageWalk
 from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from freight_pipeline.client.stats import ClientStats
 from freight_pipeline.config import ServiceSettings
 
 Criteria = Iterable[Criterion | Mapping[str, Any]]
 OrderBy = Sequence[str] | str | None
+M = TypeVar("M", bound=FreightModel)
 
 
 class AsyncFreightClient:
@@ -115,7 +117,7 @@ class AsyncFreightClient:
 
     def __repr__(self) -> str:
         return (
-            f"AsyncFreightClient(base_url={self._core.base_url!r}, username={self._core.username!r}, "
+            f"AsyncFreightClient(base_url={self._core.display_url!r}, username={self._core.username!r}, "
             f"max_concurrency={self.max_concurrency})"
         )
 
@@ -143,10 +145,7 @@ class AsyncFreightClient:
             while True:
                 if isinstance(action, Send):
                     async with self._semaphore:
-                        try:
-                            result: Any = await self._http.send(action.request)
-                        except httpx.TransportError as exc:
-                            result = exc
+                        result: Any = await self._send(action.request)
                 elif isinstance(action, Sleep):
                     await asyncio.sleep(action.seconds)
                     result = None
@@ -159,6 +158,22 @@ class AsyncFreightClient:
             return stop.value
         finally:
             flow.close()
+
+    async def _send(self, request: httpx.Request) -> Outcome:
+        """The response with its body read, an UnreadableBody, or the transport error."""
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError as exc:
+            return exc
+        try:
+            await response.aread()
+        except httpx.DecodingError as exc:
+            return UnreadableBody(response, exc)
+        except httpx.TransportError as exc:
+            return exc
+        finally:
+            await response.aclose()
+        return response
 
     async def _token(self, need: NeedToken) -> str:
         token = self._core.valid_token(need.force, need.stale)
@@ -175,6 +190,46 @@ class AsyncFreightClient:
 
     async def _data(self, call: Call) -> Any:
         return (await self._run(call)).data
+
+    async def _one(self, model: type[M], call: Call) -> M:
+        return self._core.one(model, call, await self._run(call))
+
+    async def _many(self, model: type[M], call: Call) -> list[M]:
+        return self._core.many(model, call, await self._run(call))
+
+    async def _optional(self, model: type[M], call: Call) -> M | None:
+        return self._core.optional(model, call, await self._run(call))
+
+    async def _page(self, model: type[M], call: Call) -> Page[M]:
+        return self._core.page(model, call, await self._run(call))
+
+    @staticmethod
+    async def _pages(fetch: Callable[[int, int], Awaitable[Page[M]]], page_size: int) -> AsyncIterator[Page[M]]:
+        """Every page from page 0, as :class:`PageWalk` directs; ``await fetch(page_no, page_size)``."""
+        walk = PageWalk(page_size)
+        more = True
+        while more:
+            page = await fetch(walk.page_no, walk.page_size)
+            more = walk.advance(page)
+            yield page
+
+    def _lookup_pages(
+        self,
+        endpoint: Endpoint,
+        model: type[M],
+        criteria: Criteria,
+        page_size: int,
+        order_by: OrderBy,
+        order_mode: OrderBy,
+    ) -> AsyncIterator[Page[M]]:
+        criteria = list(criteria)
+        return self._pages(
+            lambda no, size: self._page(model, self._core.lookup(endpoint, criteria, no, size, order_by, order_mode)),
+            page_size,
+        )
+
+    def _scroll_pages(self, endpoint: Endpoint, model: type[M], page_size: int) -> AsyncIterator[Page[M]]:
+        return self._pages(lambda no, size: self._page(model, self._core.scroll(endpoint, no, size)), page_size)
 
     async def authenticate(self) -> None:
         """Fetch a token now (otherwise the first call does); raises AuthenticationError early."""
@@ -193,9 +248,9 @@ class AsyncFreightClient:
     ) -> Page[Shipment]:
         """One page of base shipments (``POST /service/shipment/lookup``); ``page.raw`` holds the JSON."""
         call = self._core.lookup(ep.SHIPMENT_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
-        return self._core.page(await self._run(call), call, Shipment)
+        return await self._page(Shipment, call)
 
-    async def iter_shipment_pages(
+    def iter_shipment_pages(
         self,
         criteria: Criteria,
         *,
@@ -203,19 +258,10 @@ class AsyncFreightClient:
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> AsyncIterator[Page[Shipment]]:
-        """Every page of a shipment lookup, from page 0 until the last (by headers or a short page)."""
-        criteria = list(criteria)
-        page_no = 0
-        while True:
-            page = await self.lookup_shipments(
-                criteria, page_no=page_no, page_size=page_size, order_by=order_by, order_mode=order_mode
-            )
-            yield page
-            if page.is_last:
-                return
-            page_no += 1
+        """Every page of a shipment lookup, from page 0 until the last (see ``paging.PageWalk``)."""
+        return self._lookup_pages(ep.SHIPMENT_LOOKUP, Shipment, criteria, page_size, order_by, order_mode)
 
-    async def iter_shipments(
+    def iter_shipments(
         self,
         criteria: Criteria,
         *,
@@ -224,13 +270,9 @@ class AsyncFreightClient:
         order_mode: OrderBy = None,
     ) -> AsyncIterator[Shipment]:
         """Every base shipment of a lookup, all pages."""
-        async for page in self.iter_shipment_pages(
-            criteria, page_size=page_size, order_by=order_by, order_mode=order_mode
-        ):
-            for item in page.items:
-                yield item
+        return _items(self.iter_shipment_pages(criteria, page_size=page_size, order_by=order_by, order_mode=order_mode))
 
-    async def iter_shipments_raw(
+    def iter_shipments_raw(
         self,
         criteria: Criteria,
         *,
@@ -239,40 +281,35 @@ class AsyncFreightClient:
         order_mode: OrderBy = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Every base shipment of a lookup as received (dicts), all pages."""
-        async for page in self.iter_shipment_pages(
-            criteria, page_size=page_size, order_by=order_by, order_mode=order_mode
-        ):
-            for item in page.raw:
-                yield item
+        pages = self.iter_shipment_pages(criteria, page_size=page_size, order_by=order_by, order_mode=order_mode)
+        return _raw_items(pages)
 
     async def get_shipment_raw(self, shipment_id: int) -> dict[str, Any]:
         """The full shipment document as received (``GET /service/shipment/{id}``)."""
-        return await self._data(self._core.bodiless(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, id=as_id(shipment_id)))
+        return await self._data(self._core.by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, shipment_id))
 
     async def get_shipment(self, shipment_id: int) -> Shipment:
-        call = self._core.bodiless(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, id=as_id(shipment_id))
-        return parse_model(Shipment, call, await self._data(call))
+        return await self._one(Shipment, self._core.by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, shipment_id))
 
     async def get_shipment_events_raw(self, shipment_id: int) -> list[dict[str, Any]]:
-        return await self._data(self._core.bodiless(ep.SHIPMENT_EVENTS, Expect.ARRAY, id=as_id(shipment_id)))
+        return await self._data(self._core.by_id(ep.SHIPMENT_EVENTS, Expect.ARRAY, shipment_id))
 
     async def get_shipment_events(self, shipment_id: int) -> list[ShipmentEvent]:
-        call = self._core.bodiless(ep.SHIPMENT_EVENTS, Expect.ARRAY, id=as_id(shipment_id))
-        return [parse_model(ShipmentEvent, call, item) for item in await self._data(call)]
+        return await self._many(ShipmentEvent, self._core.by_id(ep.SHIPMENT_EVENTS, Expect.ARRAY, shipment_id))
 
     async def get_air_main_carriage_raw(self, shipment_id: int) -> list[dict[str, Any]]:
-        return await self._data(self._core.bodiless(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, id=as_id(shipment_id)))
+        return await self._data(self._core.by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
 
     async def get_air_main_carriage(self, shipment_id: int) -> list[CarriageLeg]:
-        call = self._core.bodiless(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, id=as_id(shipment_id))
-        return [parse_model(CarriageLeg, call, item) for item in await self._data(call)]
+        call = self._core.by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id)
+        return await self._many(CarriageLeg, call)
 
     async def get_sea_main_carriage_raw(self, shipment_id: int) -> list[dict[str, Any]]:
-        return await self._data(self._core.bodiless(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, id=as_id(shipment_id)))
+        return await self._data(self._core.by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
 
     async def get_sea_main_carriage(self, shipment_id: int) -> list[CarriageLeg]:
-        call = self._core.bodiless(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, id=as_id(shipment_id))
-        return [parse_model(CarriageLeg, call, item) for item in await self._data(call)]
+        call = self._core.by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id)
+        return await self._many(CarriageLeg, call)
 
     async def create_shipment_event(
         self, shipment_id: int, event: ShipmentEvent | Mapping[str, Any], *, event_type: str | None = None
@@ -282,16 +319,8 @@ class AsyncFreightClient:
         Not retried unless the service provably did not process it (see ``retry``). Returns the
         created event, or None when the service answers without a body.
         """
-        body = as_payload(event)
-        call = self._core.send_json(
-            ep.SHIPMENT_EVENT_CREATE,
-            Expect.OPTIONAL_JSON,
-            body,
-            event_type_param(event_type, body),
-            shipmentId=as_id(shipment_id, "shipment_id"),
-        )
-        data = await self._data(call)
-        return parse_model(ShipmentEvent, call, data) if isinstance(data, dict) else None
+        call = self._core.event_write(ep.SHIPMENT_EVENT_CREATE, shipment_id, event, event_type)
+        return await self._optional(ShipmentEvent, call)
 
     async def update_shipment_event(
         self,
@@ -302,17 +331,8 @@ class AsyncFreightClient:
         event_type: str | None = None,
     ) -> ShipmentEvent | None:
         """Update the event ``event_code`` of that type (``PUT .../event/{code}?type=``)."""
-        body = as_payload(event)
-        call = self._core.send_json(
-            ep.SHIPMENT_EVENT_UPDATE,
-            Expect.OPTIONAL_JSON,
-            body,
-            event_type_param(event_type, body),
-            shipmentId=as_id(shipment_id, "shipment_id"),
-            id=event_code,
-        )
-        data = await self._data(call)
-        return parse_model(ShipmentEvent, call, data) if isinstance(data, dict) else None
+        call = self._core.event_write(ep.SHIPMENT_EVENT_UPDATE, shipment_id, event, event_type, id=event_code)
+        return await self._optional(ShipmentEvent, call)
 
     # --- memos -------------------------------------------------------------------------------
 
@@ -326,9 +346,9 @@ class AsyncFreightClient:
         order_mode: OrderBy = None,
     ) -> Page[MemoLine]:
         call = self._core.lookup(ep.MEMO_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
-        return self._core.page(await self._run(call), call, MemoLine)
+        return await self._page(MemoLine, call)
 
-    async def iter_memos(
+    def iter_memos(
         self,
         criteria: Criteria,
         *,
@@ -336,39 +356,21 @@ class AsyncFreightClient:
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> AsyncIterator[MemoLine]:
-        criteria = list(criteria)
-        page_no = 0
-        while True:
-            page = await self.lookup_memos(
-                criteria, page_no=page_no, page_size=page_size, order_by=order_by, order_mode=order_mode
-            )
-            for item in page.items:
-                yield item
-            if page.is_last:
-                return
-            page_no += 1
+        return _items(self._lookup_pages(ep.MEMO_LOOKUP, MemoLine, criteria, page_size, order_by, order_mode))
 
     async def scroll_memos_page(self, *, page_no: int = 0, page_size: int = DEFAULT_PAGE_SIZE) -> Page[MemoLine]:
         """One page of all memo lines (``GET /service/shipment/memo``, assumption A15)."""
-        call = self._core.scroll(ep.MEMO_SCROLL, page_no, page_size)
-        return self._core.page(await self._run(call), call, MemoLine)
+        return await self._page(MemoLine, self._core.scroll(ep.MEMO_SCROLL, page_no, page_size))
 
-    async def iter_memo_pages(self, *, page_size: int = MAX_PAGE_SIZE) -> AsyncIterator[Page[MemoLine]]:
+    def iter_memo_pages(self, *, page_size: int = MAX_PAGE_SIZE) -> AsyncIterator[Page[MemoLine]]:
         """Every page of all memo lines."""
-        page_no = 0
-        while True:
-            page = await self.scroll_memos_page(page_no=page_no, page_size=page_size)
-            yield page
-            if page.is_last:
-                return
-            page_no += 1
+        return self._scroll_pages(ep.MEMO_SCROLL, MemoLine, page_size)
 
     async def get_memo_raw(self, memo_id: int) -> dict[str, Any]:
-        return await self._data(self._core.bodiless(ep.MEMO_RETRIEVE, Expect.OBJECT, id=as_id(memo_id)))
+        return await self._data(self._core.by_id(ep.MEMO_RETRIEVE, Expect.OBJECT, memo_id))
 
     async def get_memo(self, memo_id: int) -> MemoLine:
-        call = self._core.bodiless(ep.MEMO_RETRIEVE, Expect.OBJECT, id=as_id(memo_id))
-        return parse_model(MemoLine, call, await self._data(call))
+        return await self._one(MemoLine, self._core.by_id(ep.MEMO_RETRIEVE, Expect.OBJECT, memo_id))
 
     # --- code conversions --------------------------------------------------------------------
 
@@ -382,9 +384,9 @@ class AsyncFreightClient:
         order_mode: OrderBy = None,
     ) -> Page[CodeConversion]:
         call = self._core.lookup(ep.CODE_CONVERSION_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
-        return self._core.page(await self._run(call), call, CodeConversion)
+        return await self._page(CodeConversion, call)
 
-    async def iter_code_conversions(
+    def iter_code_conversions(
         self,
         criteria: Criteria,
         *,
@@ -392,103 +394,68 @@ class AsyncFreightClient:
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> AsyncIterator[CodeConversion]:
-        criteria = list(criteria)
-        page_no = 0
-        while True:
-            page = await self.lookup_code_conversions(
-                criteria, page_no=page_no, page_size=page_size, order_by=order_by, order_mode=order_mode
-            )
-            for item in page.items:
-                yield item
-            if page.is_last:
-                return
-            page_no += 1
+        pages = self._lookup_pages(ep.CODE_CONVERSION_LOOKUP, CodeConversion, criteria, page_size, order_by, order_mode)
+        return _items(pages)
 
     async def scroll_code_conversions_page(
         self, *, page_no: int = 0, page_size: int = DEFAULT_PAGE_SIZE
     ) -> Page[CodeConversion]:
         """One page of all code conversion records (``GET /service/basicdata/codeconverter``, A15)."""
-        call = self._core.scroll(ep.CODE_CONVERSION_SCROLL, page_no, page_size)
-        return self._core.page(await self._run(call), call, CodeConversion)
+        return await self._page(CodeConversion, self._core.scroll(ep.CODE_CONVERSION_SCROLL, page_no, page_size))
 
-    async def iter_code_conversion_pages(
-        self, *, page_size: int = MAX_PAGE_SIZE
-    ) -> AsyncIterator[Page[CodeConversion]]:
+    def iter_code_conversion_pages(self, *, page_size: int = MAX_PAGE_SIZE) -> AsyncIterator[Page[CodeConversion]]:
         """Every page of all code conversion records."""
-        page_no = 0
-        while True:
-            page = await self.scroll_code_conversions_page(page_no=page_no, page_size=page_size)
-            yield page
-            if page.is_last:
-                return
-            page_no += 1
+        return self._scroll_pages(ep.CODE_CONVERSION_SCROLL, CodeConversion, page_size)
 
     async def get_code_conversion_raw(self, conversion_id: int) -> dict[str, Any]:
-        return await self._data(
-            self._core.bodiless(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, id=as_id(conversion_id))
-        )
+        return await self._data(self._core.by_id(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, conversion_id))
 
     async def get_code_conversion(self, conversion_id: int) -> CodeConversion:
-        call = self._core.bodiless(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, id=as_id(conversion_id))
-        return parse_model(CodeConversion, call, await self._data(call))
+        call = self._core.by_id(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, conversion_id)
+        return await self._one(CodeConversion, call)
 
     # --- E-File ------------------------------------------------------------------------------
 
     async def store_efile(self, efile: EFile | Mapping[str, Any]) -> EFile:
         """Store a document (``POST /service/efile``); returns it with its id. Not retried blindly."""
-        call = self._core.send_json(ep.EFILE_STORE, Expect.OBJECT, as_payload(efile))
-        return parse_model(EFile, call, await self._data(call))
+        return await self._one(EFile, self._core.send_json(ep.EFILE_STORE, Expect.OBJECT, as_payload(efile)))
 
     async def get_efile_raw(self, efile_id: int, *, cascade: bool = False) -> dict[str, Any]:
-        params = [("cascade", "true" if cascade else "false")]
-        return await self._data(self._core.bodiless(ep.EFILE_RETRIEVE, Expect.OBJECT, params, id=as_id(efile_id)))
+        return await self._data(self._core.efile_retrieve(efile_id, cascade))
 
     async def get_efile(self, efile_id: int, *, cascade: bool = False) -> EFile:
         """An E-File; with ``cascade=True`` including its references and roles."""
-        params = [("cascade", "true" if cascade else "false")]
-        call = self._core.bodiless(ep.EFILE_RETRIEVE, Expect.OBJECT, params, id=as_id(efile_id))
-        return parse_model(EFile, call, await self._data(call))
+        return await self._one(EFile, self._core.efile_retrieve(efile_id, cascade))
 
     async def delete_efile(self, efile_id: int) -> EFile | None:
         """Delete an E-File; returns the deleted record (None if the service sends no body)."""
-        call = self._core.bodiless(ep.EFILE_DELETE, Expect.OPTIONAL_JSON, id=as_id(efile_id))
-        data = await self._data(call)
-        return parse_model(EFile, call, data) if isinstance(data, dict) else None
+        return await self._optional(EFile, self._core.by_id(ep.EFILE_DELETE, Expect.OPTIONAL_JSON, efile_id))
 
     async def get_efile_references_raw(self, efile_id: int) -> list[dict[str, Any]]:
-        return await self._data(self._core.bodiless(ep.EFILE_REFERENCES, Expect.ARRAY, id=as_id(efile_id)))
+        return await self._data(self._core.by_id(ep.EFILE_REFERENCES, Expect.ARRAY, efile_id))
 
     async def get_efile_references(self, efile_id: int) -> list[EFileReference]:
-        call = self._core.bodiless(ep.EFILE_REFERENCES, Expect.ARRAY, id=as_id(efile_id))
-        return [parse_model(EFileReference, call, item) for item in await self._data(call)]
+        return await self._many(EFileReference, self._core.by_id(ep.EFILE_REFERENCES, Expect.ARRAY, efile_id))
 
     async def add_efile_reference(self, efile_id: int, reference: EFileReference | Mapping[str, Any]) -> None:
-        await self._run(
-            self._core.send_json(ep.EFILE_REFERENCE_ADD, Expect.NOTHING, as_payload(reference), id=as_id(efile_id))
-        )
+        await self._run(self._core.efile_reference(ep.EFILE_REFERENCE_ADD, efile_id, reference))
 
     async def delete_efile_reference(self, efile_id: int, reference: EFileReference | Mapping[str, Any]) -> None:
-        await self._run(
-            self._core.send_json(ep.EFILE_REFERENCE_DELETE, Expect.NOTHING, as_payload(reference), id=as_id(efile_id))
-        )
+        await self._run(self._core.efile_reference(ep.EFILE_REFERENCE_DELETE, efile_id, reference))
 
     async def get_efile_roles_raw(self, efile_id: int) -> list[dict[str, Any]]:
-        return await self._data(self._core.bodiless(ep.EFILE_ROLES, Expect.ARRAY, id=as_id(efile_id)))
+        return await self._data(self._core.by_id(ep.EFILE_ROLES, Expect.ARRAY, efile_id))
 
     async def get_efile_roles(self, efile_id: int) -> list[EFileRole]:
-        call = self._core.bodiless(ep.EFILE_ROLES, Expect.ARRAY, id=as_id(efile_id))
-        return [parse_model(EFileRole, call, item) for item in await self._data(call)]
+        return await self._many(EFileRole, self._core.by_id(ep.EFILE_ROLES, Expect.ARRAY, efile_id))
 
     async def add_efile_role(self, efile_id: int, role: str) -> None:
         """Link a role; the spec sends it as a ``text/plain`` body."""
-        if not isinstance(role, str) or not role.strip():
-            raise ValueError(f"role must be a non-empty string, got {role!r}")
-        await self._run(Call(ep.EFILE_ROLE_ADD, Expect.NOTHING, path_params={"id": as_id(efile_id)}, text_body=role))
+        await self._run(self._core.efile_role_add(efile_id, role))
 
     async def delete_efile_role(self, efile_id: int, role: EFileRole | Mapping[str, Any] | str) -> None:
         """Unlink a role; the body is an EFileRole (a plain name is sent as ``{"role": name}``)."""
-        body = {"role": role} if isinstance(role, str) else as_payload(role)
-        await self._run(self._core.send_json(ep.EFILE_ROLE_DELETE, Expect.NOTHING, body, id=as_id(efile_id)))
+        await self._run(self._core.efile_role_delete(efile_id, role))
 
     async def lookup_efiles(
         self,
@@ -501,9 +468,9 @@ class AsyncFreightClient:
     ) -> Page[EFile]:
         """E-Files by REFERENCE or SHIPMENT_ID (results carry no document, A19)."""
         call = self._core.lookup(ep.EFILE_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
-        return self._core.page(await self._run(call), call, EFile)
+        return await self._page(EFile, call)
 
-    async def iter_efiles(
+    def iter_efiles(
         self,
         criteria: Criteria,
         *,
@@ -511,24 +478,22 @@ class AsyncFreightClient:
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> AsyncIterator[EFile]:
-        criteria = list(criteria)
-        page_no = 0
-        while True:
-            page = await self.lookup_efiles(
-                criteria, page_no=page_no, page_size=page_size, order_by=order_by, order_mode=order_mode
-            )
-            for item in page.items:
-                yield item
-            if page.is_last:
-                return
-            page_no += 1
+        return _items(self._lookup_pages(ep.EFILE_LOOKUP, EFile, criteria, page_size, order_by, order_mode))
 
     # --- webhook -----------------------------------------------------------------------------
 
     async def send_webhook(self, payload: Mapping[str, Any]) -> WebhookReceipt | None:
         """``POST /external/webhook`` with basic auth (webhook credentials). Not retried blindly."""
-        if not isinstance(payload, Mapping):
-            raise TypeError("the webhook payload must be a JSON object (a mapping)")
-        call = self._core.send_json(ep.WEBHOOK, Expect.OPTIONAL_JSON, dict(payload))
-        data = await self._data(call)
-        return parse_model(WebhookReceipt, call, data) if isinstance(data, dict) else None
+        return await self._optional(WebhookReceipt, self._core.webhook(payload))
+
+
+async def _items(pages: AsyncIterator[Page[M]]) -> AsyncIterator[M]:
+    async for page in pages:
+        for item in page.items:
+            yield item
+
+
+async def _raw_items(pages: AsyncIterator[Page[Any]]) -> AsyncIterator[dict[str, Any]]:
+    async for page in pages:
+        for item in page.raw:
+            yield item

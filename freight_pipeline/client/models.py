@@ -8,20 +8,39 @@
 * Unknown fields are kept (``extra="allow"``), every field is optional and may be null, arrays
   default to empty. Unknown event codes are kept as strings, logged once per code, and flagged by
   ``ShipmentEvent.known``.
+* Drift is tolerated: numbers are accepted where strings are expected, boolean fields accept
+  ``J``/``N``, ``Y``/``N``, ``true``/``false`` texts, a DateTime may arrive as one ISO 8601 string,
+  null items inside arrays are dropped. A field that still cannot be read (a wrong-typed value or
+  container, e.g. ``"employees": []``) is left at its default (None, or an empty array; an
+  unreadable array item is dropped) instead of failing the whole record; it is listed in
+  ``.problems`` (path, reason, value as received; nested models included) and logged once per
+  model, field and reason, and the value stays in ``.raw``.
 * Every model keeps the exact dict it was built from at ``.raw`` (the warehouse stores documents
   as received); a model built from keyword arguments returns its own ``model_dump(by_alias=True)``.
+* :class:`Criterion` is outgoing only and strict: an unknown field (a typo) raises.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
+import functools
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from freight_pipeline.datetimes import DateTimeParseError, ParsedDateTime, parse_datetime_object, parse_iso_datetime
 
@@ -92,54 +111,166 @@ EVENT_CODES: tuple[str, ...] = (
 )
 EVENT_TYPES: tuple[str, ...] = ("ESTIMATED", "ACTUAL")
 
-_reported_event_codes: set[str] = set()
+_reported: set[tuple[str, ...]] = set()
 _report_lock = threading.Lock()
 
 
-def _report_unknown_event_code(code: str) -> None:
+def _report_once(key: tuple[str, ...], message: str, *args: Any) -> None:
+    """Log a warning the first time ``key`` is seen in this process (drift is reported, not repeated)."""
     with _report_lock:
-        if code in _reported_event_codes:
+        if key in _reported:
             return
-        _reported_event_codes.add(code)
-    logger.warning("unknown shipment event code %r kept as received (not in the spec's list)", code)
+        _reported.add(key)
+    logger.warning(message, *args)
 
 
-_LIST_KEYS: dict[type, frozenset[str]] = {}
+def _report_unknown_event_code(code: str) -> None:
+    _report_once(("event", code), "unknown shipment event code %r kept as received (not in the spec's list)", code)
 
 
-def _list_field_keys(cls: type[BaseModel]) -> frozenset[str]:
-    """Names and aliases of the fields that default to an empty list."""
-    keys = _LIST_KEYS.get(cls)
-    if keys is None:
-        found: set[str] = set()
-        for name, info in cls.model_fields.items():
-            if info.default_factory is list:
-                found.add(name)
-                if info.alias:
-                    found.add(info.alias)
-        keys = _LIST_KEYS[cls] = frozenset(found)
-    return keys
+# --- lenient reading ----------------------------------------------------------------------------
+
+_TRUE_TEXTS = frozenset({"J", "JA", "Y", "YES", "TRUE", "T", "1"})
+_FALSE_TEXTS = frozenset({"N", "NEIN", "NO", "FALSE", "F", "0"})
+
+
+def _flag(value: Any) -> Any:
+    """``J``/``Y``/``true``/... and ``N``/``false``/... texts as booleans; an empty text as null."""
+    if isinstance(value, str):
+        text = value.strip().upper()
+        if not text:
+            return None
+        if text in _TRUE_TEXTS:
+            return True
+        if text in _FALSE_TEXTS:
+            return False
+    return value
+
+
+Flag = Annotated[bool | None, BeforeValidator(_flag)]
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldProblem:
+    """A field a model could not read: where (``goods[0].weight``), why, and the value as received."""
+
+    path: str
+    message: str
+    value: Any = None
+
+    def within(self, prefix: str) -> FieldProblem:
+        return dataclasses.replace(self, path=f"{prefix}.{self.path}" if self.path else prefix)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@functools.cache
+def _empty_when_null(cls: type[BaseModel]) -> frozenset[str]:
+    """Input keys (names and aliases) of the array fields that default to an empty array."""
+    found: set[str] = set()
+    for name, info in cls.model_fields.items():
+        if info.default_factory is list:
+            found.update({name, info.alias or name})
+    return frozenset(found)
+
+
+def _nulls_as_empty(cls: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """A20: a null array is an empty array (a new dict; the one received stays untouched)."""
+    nulls = [key for key in _empty_when_null(cls) if key in data and data[key] is None]
+    return {**data, **{key: [] for key in nulls}} if nulls else data
+
+
+@dataclasses.dataclass
+class _Readable:
+    """What is left of a record after its unreadable parts are taken out."""
+
+    data: dict[str, Any]
+    problems: list[FieldProblem] = dataclasses.field(default_factory=list)
+    kept: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # array key -> indexes kept
+
+
+def _without_unreadable(cls: type[BaseModel], data: dict[str, Any], error: ValidationError) -> _Readable:
+    """``data`` without the fields and array items ``error`` names (null items are dropped silently)."""
+    readable = _Readable(dict(data))
+    dropped: dict[str, set[int]] = {}
+    problems: dict[str, FieldProblem] = {}
+    for detail in error.errors():
+        loc = detail["loc"]
+        if not loc or not isinstance(loc[0], str) or loc[0] not in data:
+            raise error  # not about one field: the record as a whole cannot be read
+        key, value = loc[0], data[loc[0]]
+        if len(loc) > 1 and isinstance(loc[1], int) and isinstance(value, list):
+            dropped.setdefault(key, set()).add(loc[1])
+            path, value = f"{key}[{loc[1]}]", value[loc[1]]
+            if value is None:
+                continue
+        else:
+            readable.data.pop(key, None)
+            path = key
+        problems.setdefault(path, FieldProblem(path, detail["msg"], value))
+    for key, indexes in dropped.items():
+        if key in readable.data:
+            readable.kept[key] = [index for index in range(len(data[key])) if index not in indexes]
+            readable.data[key] = [data[key][index] for index in readable.kept[key]]
+    readable.problems = list(problems.values())
+    for problem in readable.problems:
+        _report_once(
+            (cls.__name__, problem.path.split("[")[0], problem.message),
+            "%s.%s cannot be read (%s); left out of the model, kept in .raw and .problems",
+            cls.__name__,
+            problem.path,
+            problem.message,
+        )
+    return readable
+
+
+def _nested_problems(prefix: str, value: Any, kept: list[int] | None = None) -> list[FieldProblem]:
+    """Problems of nested models, with array indexes of the record as received."""
+    if isinstance(value, FreightModel):
+        return [p.within(prefix) for p in value.problems]
+    if isinstance(value, list):
+        found: list[FieldProblem] = []
+        for index, item in enumerate(value):
+            found.extend(_nested_problems(f"{prefix}[{kept[index] if kept else index}]", item))
+        return found
+    return []
 
 
 class FreightModel(BaseModel):
-    """Base of every resource model: lenient, keeps unknown fields and the raw dict."""
+    """Base of every resource model: lenient (see module docstring), keeps unknown fields and the raw dict."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True, protected_namespaces=())
+    model_config = ConfigDict(extra="allow", populate_by_name=True, protected_namespaces=(), coerce_numbers_to_str=True)
+    _lenient: ClassVar[bool] = True  # False: validation errors are raised (outgoing models)
 
     _raw: dict[str, Any] | None = PrivateAttr(default=None)
+    _readable: _Readable | None = PrivateAttr(default=None)
 
     @model_validator(mode="wrap")
     @classmethod
-    def _keep_raw(cls, data: Any, handler: Any) -> Any:
-        cleaned = data
-        if isinstance(data, dict):
-            nulls = [k for k in _list_field_keys(cls) if k in data and data[k] is None]
-            if nulls:  # A20: a null array is an empty array (the raw dict stays untouched)
-                cleaned = {**data, **{key: [] for key in nulls}}
-        instance = handler(cleaned)
-        if isinstance(data, dict) and isinstance(instance, FreightModel):
+    def _read(cls, data: Any, handler: Any) -> Any:
+        if not isinstance(data, dict):
+            return handler(data)
+        readable: _Readable | None = None
+        if cls._lenient:
+            instance, readable = cls._read_leniently(data, handler)
+        else:
+            instance = handler(data)
+        if isinstance(instance, FreightModel):
             instance._raw = data
+            if readable is not None:  # a recursive model passes this validator twice: keep what the inner found
+                instance._readable = readable
         return instance
+
+    @classmethod
+    def _read_leniently(cls, data: dict[str, Any], handler: Any) -> tuple[Any, _Readable | None]:
+        """Validate; on errors once more without the unreadable parts (a second failure is raised)."""
+        cleaned = _nulls_as_empty(cls, data)
+        try:
+            return handler(cleaned), None
+        except ValidationError as exc:
+            readable = _without_unreadable(cls, cleaned, exc)
+        return handler(readable.data), readable
 
     @property
     def raw(self) -> dict[str, Any]:
@@ -152,6 +283,17 @@ class FreightModel(BaseModel):
     def extra_fields(self) -> dict[str, Any]:
         """Fields the spec does not name (kept, never dropped)."""
         return dict(self.__pydantic_extra__ or {})
+
+    @property
+    def problems(self) -> list[FieldProblem]:
+        """Fields that could not be read, here and in nested models (spec names, indexes as received)."""
+        readable = self._readable or _Readable({})
+        found = list(readable.problems)
+        for name, info in type(self).model_fields.items():
+            key = info.alias or name
+            kept = readable.kept.get(key, readable.kept.get(name))
+            found.extend(_nested_problems(key, getattr(self, name), kept))
+        return found
 
     @classmethod
     def from_raw(cls, data: Mapping[str, Any]) -> Any:
@@ -173,7 +315,11 @@ class Criterion(FreightModel):
     """One lookup criterion; a lookup body is a list of them (AND-ed, assumption A5).
 
     ``value`` accepts str, int, date or time and is sent as a string (dates ``YYYY-MM-DD``).
+    Outgoing only, so strict: an unknown field (``mode=`` for ``match_mode=``) raises.
     """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, coerce_numbers_to_str=True)
+    _lenient: ClassVar[bool] = False
 
     key: str
     match_mode: MatchMode = "EQUALS"
@@ -227,11 +373,32 @@ class DateTime(FreightModel):
     zone_offset: str | dict[str, Any] | None = None
     until_value: str | dict[str, Any] | None = Field(default=None, alias="until")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_iso_text(cls, data: Any) -> Any:
+        """One ISO 8601 string (``2026-11-01T10:15:30+01:00``) instead of the object: its parts."""
+        if not isinstance(data, str):
+            return data
+        try:
+            parsed = parse_datetime_object(data)
+        except DateTimeParseError as exc:
+            raise ValueError(str(exc)) from None
+        if parsed is None:
+            return {}
+        return {
+            "date": parsed.date.isoformat() if parsed.date else None,
+            "time": parsed.time.isoformat() if parsed.time else None,
+            "zone_offset": parsed.offset_text,
+        }
+
+    def _read_parts(self) -> ParsedDateTime | None:
+        return parse_datetime_object(
+            {"date": self.date, "time": self.time, "zone_offset": self.zone_offset, "until": self.until_value}
+        )
+
     def _parsed(self) -> ParsedDateTime | None:
         try:
-            return parse_datetime_object(
-                {"date": self.date, "time": self.time, "zone_offset": self.zone_offset, "until": self.until_value}
-            )
+            return self._read_parts()
         except DateTimeParseError:
             return None
 
@@ -242,12 +409,16 @@ class DateTime(FreightModel):
     @property
     def parse_error(self) -> str | None:
         try:
-            parse_datetime_object(
-                {"date": self.date, "time": self.time, "zone_offset": self.zone_offset, "until": self.until_value}
-            )
+            self._read_parts()
         except DateTimeParseError as exc:
             return str(exc)
         return None
+
+    @property
+    def problems(self) -> list[FieldProblem]:
+        """As for every model, plus a part that is present but cannot be read (``parse_error``)."""
+        error = self.parse_error
+        return super().problems + ([FieldProblem("", error, self.raw)] if error else [])
 
     @property
     def instant(self) -> dt.datetime | None:
@@ -348,13 +519,13 @@ class Insurer(FreightModel):
 
 
 class Insurance(FreightModel):
-    waiver_customer: bool | None = None
+    waiver_customer: Flag = None
     insurable_value: float | None = None
     insurable_value_currency_matchcode: str | None = None
     value_of_goods: float | None = None
     value_of_goods_currency_matchcode: str | None = None
     insurance_text: str | None = None
-    transport_insurance: bool | None = None
+    transport_insurance: Flag = None
     insurance_type: str | None = None
     insurer: Insurer | None = None
 
@@ -467,9 +638,9 @@ class Good(FreightModel):
     weight_unit: str | None = None
     volume: float | None = None
     volume_unit: str | None = None
-    colli: bool | None = None
+    colli: Flag = None
     colli_number: int | None = None
-    additional_mark: bool | None = None
+    additional_mark: Flag = None
     container_number: str | None = None
     hs_codes: list[HsCode] = Field(default_factory=list)
     measurements: list[Measurement] = Field(default_factory=list)
@@ -543,7 +714,7 @@ class Container(FreightModel):
     seal_number2: str | None = None
     seal_number3: str | None = None
     container_iso_code: str | None = None
-    shippers_own: bool | None = None
+    shippers_own: Flag = None
     container_addresses: list[ContainerAddress] = Field(default_factory=list, alias="containerAddresses")
 
 
@@ -615,7 +786,7 @@ class Shipment(FreightModel):
     order_date_time: str | None = None
     project_matchcode: str | None = None
     depot_matchcode: str | None = None
-    shipment_closed: bool | None = None
+    shipment_closed: Flag = None
     booking_party_address_qualifier: str | None = None
 
     @property
@@ -716,5 +887,5 @@ class EFile(FreightModel):
 class WebhookReceipt(FreightModel):
     """The webhook's answer (assumption A17: ``{"received": true, "id": n}``)."""
 
-    received: bool | None = None
+    received: Flag = None
     id: int | None = None

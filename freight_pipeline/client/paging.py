@@ -1,15 +1,32 @@
-"""One page of a lookup or scroll: the raw JSON as received plus typed items built on demand."""
+"""Pages of lookups and scrolls, and the one rule for walking them (:class:`PageWalk`).
+
+Walking pages: the headers decide when they are present (``X-Page-Count``, ``X-Row-Count``, both
+promised by the spec); a short page only ends the walk when the service sends neither (A15).
+
+* A page-size cap: the spec gives no maximum page size, so a service may answer fewer rows than
+  asked. Page 0 shorter than asked while the headers say more rows exist means exactly that; the
+  walk goes on with the page size the service used (the length of page 0), so that page numbers
+  count the service's pages and no row is skipped.
+* A short or empty page later on while the headers say more follow, or a page equal to the one
+  before (a service ignoring ``page_no``, which would otherwise loop forever or silently return a
+  part of the result), raises :class:`ProtocolError` instead of ending or looping.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from functools import cached_property
 from typing import Any, Generic, TypeVar
+
+from freight_pipeline.client.errors import ProtocolError
 
 T = TypeVar("T")
 
 DEFAULT_PAGE_SIZE = 50  # the spec's default
 MAX_PAGE_SIZE = 500  # assumption A4; iteration uses it unless told otherwise
+
+logger = logging.getLogger("freight_pipeline.client")
 
 
 class Page(Generic[T]):
@@ -20,6 +37,7 @@ class Page(Generic[T]):
     page_no / page_size: what was asked for
     page_count: ``X-Page-Count`` (total pages), None if the service did not send it
     row_count:  ``X-Row-Count`` (total records of the query), None if not sent
+    method / path: the request that answered it (for error messages)
     """
 
     def __init__(
@@ -31,12 +49,16 @@ class Page(Generic[T]):
         page_count: int | None,
         row_count: int | None,
         parse: Callable[[dict[str, Any]], T],
+        method: str | None = None,
+        path: str | None = None,
     ) -> None:
         self.raw = raw
         self.page_no = page_no
         self.page_size = page_size
         self.page_count = page_count
         self.row_count = row_count
+        self.method = method
+        self.path = path
         self._parse = parse
 
     @cached_property
@@ -50,19 +72,83 @@ class Page(Generic[T]):
         return iter(self.items)
 
     @property
+    def has_headers(self) -> bool:
+        return self.page_count is not None or self.row_count is not None
+
+    @property
+    def more_by_headers(self) -> bool:
+        """The headers say rows follow this page (False when neither header was sent)."""
+        more_pages = self.page_count is not None and self.page_no + 1 < self.page_count
+        rows_covered = self.page_no * self.page_size + len(self.raw)
+        more_rows = self.row_count is not None and rows_covered < self.row_count
+        return more_pages or more_rows
+
+    @property
     def is_last(self) -> bool:
-        """No further page: the headers say so, or the page is short (A15: also without headers)."""
-        if len(self.raw) < self.page_size:
-            return True
-        if self.page_count is not None:
-            return self.page_no + 1 >= self.page_count
-        return False
+        """No further page: by the headers when sent, else a short page (A15)."""
+        if self.has_headers:
+            return not self.more_by_headers
+        return len(self.raw) < self.page_size
 
     def __repr__(self) -> str:
         return (
             f"Page(page_no={self.page_no}, page_size={self.page_size}, items={len(self.raw)}, "
             f"page_count={self.page_count}, row_count={self.row_count})"
         )
+
+
+class PageWalk:
+    """Which page to ask for next, page after page (see the module docstring for the rules)."""
+
+    def __init__(self, page_size: int) -> None:
+        validate_paging(0, page_size)
+        self.page_no = 0
+        self.page_size = page_size
+        self._previous: list[dict[str, Any]] | None = None
+
+    def advance(self, page: Page[Any]) -> bool:
+        """Take in ``page``; True when another page is to be fetched (at ``page_no`` / ``page_size``)."""
+        self._check_not_repeated(page)
+        self._previous = page.raw
+        if page.is_last:
+            return False
+        if len(page.raw) < self.page_size:
+            self._adopt_service_page_size(page)
+        self.page_no += 1
+        return True
+
+    def _check_not_repeated(self, page: Page[Any]) -> None:
+        if page.raw and page.raw == self._previous:
+            raise _paging_error(
+                page,
+                f"page {page.page_no} repeats page {page.page_no - 1}; the service seems to ignore page_no, "
+                "so paging cannot go on",
+            )
+
+    def _adopt_service_page_size(self, page: Page[Any]) -> None:
+        """A short page while the headers say more rows follow: a page-size cap on page 0, else an error."""
+        if page.page_no != 0 or not page.raw:
+            raise _paging_error(
+                page,
+                f"page {page.page_no} holds {len(page.raw)} of {page.page_size} rows, yet the headers say more "
+                f"follow (X-Page-Count {page.page_count}, X-Row-Count {page.row_count})",
+            )
+        logger.info(
+            "%s %s answered %d rows for page_size %d (X-Row-Count %s): the service caps the page size; "
+            "paging on with page_size %d",
+            page.method,
+            page.path,
+            len(page.raw),
+            page.page_size,
+            page.row_count,
+            len(page.raw),
+        )
+        self.page_size = len(page.raw)
+
+
+def _paging_error(page: Page[Any], problem: str) -> ProtocolError:
+    where = f"{page.method} {page.path}" if page.method else "a paged request"
+    return ProtocolError(f"{where}: {problem}", method=page.method, path=page.path)
 
 
 def validate_paging(page_no: int, page_size: int) -> None:

@@ -16,10 +16,16 @@ Anything else (a read timeout, a dropped connection, a 500) leaves it unknown wh
 was created, so the error is raised for the caller to check and decide.
 
 Waits: exponential backoff ``base_delay * 2**(attempt-1)`` capped at ``max_delay``, with full jitter
-(uniform in ``[0, that]``). A ``Retry-After`` header (seconds or HTTP-date) replaces the backoff,
-capped at ``retry_after_cap``. The whole call, waits included, stops retrying once the next wait
-would end beyond ``total_budget`` seconds after the first attempt. A 401 on a business call renews
-the token and repeats the call once; that repeat does not count as an attempt.
+(uniform in ``[0, that]``). A ``Retry-After`` header (seconds or HTTP-date) replaces the backoff:
+it is waited for in full, capped at ``retry_after_cap``, plus up to 10 % jitter so that concurrent
+callers told the same Retry-After do not return in lockstep. The whole call, waits included, stops
+retrying once the next wait would end beyond ``total_budget`` seconds after the first attempt. A
+401 on a business call renews the token and repeats the call once; that repeat does not count as an
+attempt.
+
+A 2xx whose body cannot be read (not valid JSON, or a content encoding that fails to decode) is
+retried like a transient failure for ``retry_safe`` requests (reads: the next answer may be whole);
+never for the others, which the service did process.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ import httpx
 
 # 408, 429 and every 5xx except these two, which will not change on a repeat.
 NON_TRANSIENT_5XX: frozenset[int] = frozenset({501, 505})
+# Extra wait after a Retry-After, as a share of it, so that callers told the same Retry-After do not
+# all come back in the same instant.
+RETRY_AFTER_JITTER = 0.1
 # Statuses that mean "refused before processing" when they carry Retry-After (429 always does).
 NOT_PROCESSED_STATUSES: frozenset[int] = frozenset({429, 503})
 # Transport failures where the request provably never reached the service.
@@ -54,7 +63,8 @@ class RetryPolicy:
     jitter:          full jitter (uniform in [0, backoff]) when True, else the exact backoff.
     total_budget:    seconds; no retry is started whose wait would end later than this after the
                      first attempt began.
-    retry_after_cap: seconds; the longest ``Retry-After`` honoured (longer ones are shortened).
+    retry_after_cap: seconds; the longest ``Retry-After`` honoured (longer ones are shortened); with
+                     ``jitter`` up to 10 % of the (capped) Retry-After is added.
     """
 
     max_attempts: int = 5
@@ -83,10 +93,13 @@ class RetryPolicy:
         return (rng or random).uniform(0.0, ceiling)
 
     def delay(self, attempt: int, retry_after: float | None, rng: random.Random | None = None) -> float:
-        """The wait to use: ``Retry-After`` (capped) when the service sent one, else the backoff."""
-        if retry_after is not None:
-            return min(max(0.0, retry_after), self.retry_after_cap)
-        return self.backoff(attempt, rng)
+        """The wait to use: ``Retry-After`` (capped, plus jitter) when the service sent one, else the backoff."""
+        if retry_after is None:
+            return self.backoff(attempt, rng)
+        wait = min(max(0.0, retry_after), self.retry_after_cap)
+        if not self.jitter:
+            return wait
+        return wait + (rng or random).uniform(0.0, wait * RETRY_AFTER_JITTER)
 
 
 DEFAULT_RETRY_POLICY = RetryPolicy()

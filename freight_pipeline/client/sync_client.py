@@ -4,30 +4,30 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 from freight_pipeline.client import endpoints as ep
 from freight_pipeline.client._core import (
-    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIMEOUT,
     Action,
     Call,
     ClientCore,
     Expect,
     NeedToken,
+    Outcome,
     Reply,
     Send,
     Sleep,
-    as_id,
+    UnreadableBody,
     as_payload,
-    event_type_param,
-    parse_model,
 )
 from freight_pipeline.client.auth import DEFAULT_REFRESH_MARGIN_S
+from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.client.models import (
     CarriageLeg,
     CodeConversion,
@@ -35,18 +35,20 @@ from freight_pipeline.client.models import (
     EFile,
     EFileReference,
     EFileRole,
+    FreightModel,
     MemoLine,
     Shipment,
     ShipmentEvent,
     WebhookReceipt,
 )
-from freight_pipeline.client.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page
+from freight_pipeline.client.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page, PageWalk
 from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from freight_pipeline.client.stats import ClientStats
 from freight_pipeline.config import ServiceSettings
 
 Criteria = Iterable[Criterion | Mapping[str, Any]]
 OrderBy = Sequence[str] | str | None
+M = TypeVar("M", bound=FreightModel)
 
 
 class FreightClient:
@@ -54,7 +56,8 @@ class FreightClient:
 
     ``*_raw`` methods return the JSON exactly as received (dicts/lists); the typed methods return
     models built from it (each model also keeps it at ``.raw``). Lookups and scrolls return
-    :class:`Page` objects that carry both. Thread-safe: one pooled ``httpx.Client`` and one token.
+    :class:`Page` objects that carry both. Thread-safe: one pooled ``httpx.Client`` and one token;
+    at most ``max_concurrency`` requests are in flight at once (default 8), as in the async client.
     """
 
     def __init__(
@@ -67,10 +70,12 @@ class FreightClient:
         webhook_password: str | None = None,
         retry: RetryPolicy = DEFAULT_RETRY_POLICY,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         token_refresh_margin: float = DEFAULT_REFRESH_MARGIN_S,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
         self._core = ClientCore(
             base_url=base_url,
             username=username,
@@ -82,11 +87,13 @@ class FreightClient:
         )
         self._http = httpx.Client(
             timeout=timeout,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
             transport=transport,
             follow_redirects=False,
         )
+        self._slots = threading.BoundedSemaphore(max_concurrency)
         self._token_lock = threading.Lock()
+        self.max_concurrency = max_concurrency
 
     @classmethod
     def from_settings(cls, settings: ServiceSettings, **kwargs: Any) -> FreightClient:
@@ -106,7 +113,10 @@ class FreightClient:
         self._http.close()
 
     def __repr__(self) -> str:
-        return f"FreightClient(base_url={self._core.base_url!r}, username={self._core.username!r})"
+        return (
+            f"FreightClient(base_url={self._core.display_url!r}, username={self._core.username!r}, "
+            f"max_concurrency={self.max_concurrency})"
+        )
 
     @property
     def stats(self) -> ClientStats:
@@ -131,10 +141,8 @@ class FreightClient:
             action = next(flow)
             while True:
                 if isinstance(action, Send):
-                    try:
-                        result: Any = self._http.send(action.request)
-                    except httpx.TransportError as exc:
-                        result = exc
+                    with self._slots:
+                        result: Any = self._send(action.request)
                 elif isinstance(action, Sleep):
                     time.sleep(action.seconds)
                     result = None
@@ -147,6 +155,22 @@ class FreightClient:
             return stop.value
         finally:
             flow.close()
+
+    def _send(self, request: httpx.Request) -> Outcome:
+        """The response with its body read, an UnreadableBody, or the transport error."""
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as exc:
+            return exc
+        try:
+            response.read()
+        except httpx.DecodingError as exc:
+            return UnreadableBody(response, exc)
+        except httpx.TransportError as exc:
+            return exc
+        finally:
+            response.close()
+        return response
 
     def _token(self, need: NeedToken) -> str:
         token = self._core.valid_token(need.force, need.stale)
@@ -163,6 +187,46 @@ class FreightClient:
 
     def _data(self, call: Call) -> Any:
         return self._run(call).data
+
+    def _one(self, model: type[M], call: Call) -> M:
+        return self._core.one(model, call, self._run(call))
+
+    def _many(self, model: type[M], call: Call) -> list[M]:
+        return self._core.many(model, call, self._run(call))
+
+    def _optional(self, model: type[M], call: Call) -> M | None:
+        return self._core.optional(model, call, self._run(call))
+
+    def _page(self, model: type[M], call: Call) -> Page[M]:
+        return self._core.page(model, call, self._run(call))
+
+    @staticmethod
+    def _pages(fetch: Callable[[int, int], Page[M]], page_size: int) -> Iterator[Page[M]]:
+        """Every page from page 0, as :class:`PageWalk` directs; ``fetch(page_no, page_size)``."""
+        walk = PageWalk(page_size)
+        more = True
+        while more:
+            page = fetch(walk.page_no, walk.page_size)
+            more = walk.advance(page)
+            yield page
+
+    def _lookup_pages(
+        self,
+        endpoint: Endpoint,
+        model: type[M],
+        criteria: Criteria,
+        page_size: int,
+        order_by: OrderBy,
+        order_mode: OrderBy,
+    ) -> Iterator[Page[M]]:
+        criteria = list(criteria)
+        return self._pages(
+            lambda no, size: self._page(model, self._core.lookup(endpoint, criteria, no, size, order_by, order_mode)),
+            page_size,
+        )
+
+    def _scroll_pages(self, endpoint: Endpoint, model: type[M], page_size: int) -> Iterator[Page[M]]:
+        return self._pages(lambda no, size: self._page(model, self._core.scroll(endpoint, no, size)), page_size)
 
     def authenticate(self) -> None:
         """Fetch a token now (otherwise the first call does); raises AuthenticationError early."""
@@ -181,7 +245,7 @@ class FreightClient:
     ) -> Page[Shipment]:
         """One page of base shipments (``POST /service/shipment/lookup``); ``page.raw`` holds the JSON."""
         call = self._core.lookup(ep.SHIPMENT_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
-        return self._core.page(self._run(call), call, Shipment)
+        return self._page(Shipment, call)
 
     def iter_shipment_pages(
         self,
@@ -191,17 +255,8 @@ class FreightClient:
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> Iterator[Page[Shipment]]:
-        """Every page of a shipment lookup, from page 0 until the last (by headers or a short page)."""
-        criteria = list(criteria)
-        page_no = 0
-        while True:
-            page = self.lookup_shipments(
-                criteria, page_no=page_no, page_size=page_size, order_by=order_by, order_mode=order_mode
-            )
-            yield page
-            if page.is_last:
-                return
-            page_no += 1
+        """Every page of a shipment lookup, from page 0 until the last (see ``paging.PageWalk``)."""
+        return self._lookup_pages(ep.SHIPMENT_LOOKUP, Shipment, criteria, page_size, order_by, order_mode)
 
     def iter_shipments(
         self,
@@ -212,8 +267,8 @@ class FreightClient:
         order_mode: OrderBy = None,
     ) -> Iterator[Shipment]:
         """Every base shipment of a lookup, all pages."""
-        for page in self.iter_shipment_pages(criteria, page_size=page_size, order_by=order_by, order_mode=order_mode):
-            yield from page.items
+        pages = self.iter_shipment_pages(criteria, page_size=page_size, order_by=order_by, order_mode=order_mode)
+        return (item for page in pages for item in page.items)
 
     def iter_shipments_raw(
         self,
@@ -224,37 +279,33 @@ class FreightClient:
         order_mode: OrderBy = None,
     ) -> Iterator[dict[str, Any]]:
         """Every base shipment of a lookup as received (dicts), all pages."""
-        for page in self.iter_shipment_pages(criteria, page_size=page_size, order_by=order_by, order_mode=order_mode):
-            yield from page.raw
+        pages = self.iter_shipment_pages(criteria, page_size=page_size, order_by=order_by, order_mode=order_mode)
+        return (item for page in pages for item in page.raw)
 
     def get_shipment_raw(self, shipment_id: int) -> dict[str, Any]:
         """The full shipment document as received (``GET /service/shipment/{id}``)."""
-        return self._data(self._core.bodiless(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, id=as_id(shipment_id)))
+        return self._data(self._core.by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, shipment_id))
 
     def get_shipment(self, shipment_id: int) -> Shipment:
-        call = self._core.bodiless(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, id=as_id(shipment_id))
-        return parse_model(Shipment, call, self._data(call))
+        return self._one(Shipment, self._core.by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, shipment_id))
 
     def get_shipment_events_raw(self, shipment_id: int) -> list[dict[str, Any]]:
-        return self._data(self._core.bodiless(ep.SHIPMENT_EVENTS, Expect.ARRAY, id=as_id(shipment_id)))
+        return self._data(self._core.by_id(ep.SHIPMENT_EVENTS, Expect.ARRAY, shipment_id))
 
     def get_shipment_events(self, shipment_id: int) -> list[ShipmentEvent]:
-        call = self._core.bodiless(ep.SHIPMENT_EVENTS, Expect.ARRAY, id=as_id(shipment_id))
-        return [parse_model(ShipmentEvent, call, item) for item in self._data(call)]
+        return self._many(ShipmentEvent, self._core.by_id(ep.SHIPMENT_EVENTS, Expect.ARRAY, shipment_id))
 
     def get_air_main_carriage_raw(self, shipment_id: int) -> list[dict[str, Any]]:
-        return self._data(self._core.bodiless(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, id=as_id(shipment_id)))
+        return self._data(self._core.by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
 
     def get_air_main_carriage(self, shipment_id: int) -> list[CarriageLeg]:
-        call = self._core.bodiless(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, id=as_id(shipment_id))
-        return [parse_model(CarriageLeg, call, item) for item in self._data(call)]
+        return self._many(CarriageLeg, self._core.by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
 
     def get_sea_main_carriage_raw(self, shipment_id: int) -> list[dict[str, Any]]:
-        return self._data(self._core.bodiless(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, id=as_id(shipment_id)))
+        return self._data(self._core.by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
 
     def get_sea_main_carriage(self, shipment_id: int) -> list[CarriageLeg]:
-        call = self._core.bodiless(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, id=as_id(shipment_id))
-        return [parse_model(CarriageLeg, call, item) for item in self._data(call)]
+        return self._many(CarriageLeg, self._core.by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
 
     def create_shipment_event(
         self, shipment_id: int, event: ShipmentEvent | Mapping[str, Any], *, event_type: str | None = None
@@ -264,16 +315,8 @@ class FreightClient:
         Not retried unless the service provably did not process it (see ``retry``). Returns the
         created event, or None when the service answers without a body.
         """
-        body = as_payload(event)
-        call = self._core.send_json(
-            ep.SHIPMENT_EVENT_CREATE,
-            Expect.OPTIONAL_JSON,
-            body,
-            event_type_param(event_type, body),
-            shipmentId=as_id(shipment_id, "shipment_id"),
-        )
-        data = self._data(call)
-        return parse_model(ShipmentEvent, call, data) if isinstance(data, dict) else None
+        call = self._core.event_write(ep.SHIPMENT_EVENT_CREATE, shipment_id, event, event_type)
+        return self._optional(ShipmentEvent, call)
 
     def update_shipment_event(
         self,
@@ -284,17 +327,8 @@ class FreightClient:
         event_type: str | None = None,
     ) -> ShipmentEvent | None:
         """Update the event ``event_code`` of that type (``PUT .../event/{code}?type=``)."""
-        body = as_payload(event)
-        call = self._core.send_json(
-            ep.SHIPMENT_EVENT_UPDATE,
-            Expect.OPTIONAL_JSON,
-            body,
-            event_type_param(event_type, body),
-            shipmentId=as_id(shipment_id, "shipment_id"),
-            id=event_code,
-        )
-        data = self._data(call)
-        return parse_model(ShipmentEvent, call, data) if isinstance(data, dict) else None
+        call = self._core.event_write(ep.SHIPMENT_EVENT_UPDATE, shipment_id, event, event_type, id=event_code)
+        return self._optional(ShipmentEvent, call)
 
     # --- memos -------------------------------------------------------------------------------
 
@@ -308,7 +342,7 @@ class FreightClient:
         order_mode: OrderBy = None,
     ) -> Page[MemoLine]:
         call = self._core.lookup(ep.MEMO_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
-        return self._core.page(self._run(call), call, MemoLine)
+        return self._page(MemoLine, call)
 
     def iter_memos(
         self,
@@ -318,38 +352,22 @@ class FreightClient:
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> Iterator[MemoLine]:
-        criteria = list(criteria)
-        page_no = 0
-        while True:
-            page = self.lookup_memos(
-                criteria, page_no=page_no, page_size=page_size, order_by=order_by, order_mode=order_mode
-            )
-            yield from page.items
-            if page.is_last:
-                return
-            page_no += 1
+        pages = self._lookup_pages(ep.MEMO_LOOKUP, MemoLine, criteria, page_size, order_by, order_mode)
+        return (item for page in pages for item in page.items)
 
     def scroll_memos_page(self, *, page_no: int = 0, page_size: int = DEFAULT_PAGE_SIZE) -> Page[MemoLine]:
         """One page of all memo lines (``GET /service/shipment/memo``, assumption A15)."""
-        call = self._core.scroll(ep.MEMO_SCROLL, page_no, page_size)
-        return self._core.page(self._run(call), call, MemoLine)
+        return self._page(MemoLine, self._core.scroll(ep.MEMO_SCROLL, page_no, page_size))
 
     def iter_memo_pages(self, *, page_size: int = MAX_PAGE_SIZE) -> Iterator[Page[MemoLine]]:
         """Every page of all memo lines."""
-        page_no = 0
-        while True:
-            page = self.scroll_memos_page(page_no=page_no, page_size=page_size)
-            yield page
-            if page.is_last:
-                return
-            page_no += 1
+        return self._scroll_pages(ep.MEMO_SCROLL, MemoLine, page_size)
 
     def get_memo_raw(self, memo_id: int) -> dict[str, Any]:
-        return self._data(self._core.bodiless(ep.MEMO_RETRIEVE, Expect.OBJECT, id=as_id(memo_id)))
+        return self._data(self._core.by_id(ep.MEMO_RETRIEVE, Expect.OBJECT, memo_id))
 
     def get_memo(self, memo_id: int) -> MemoLine:
-        call = self._core.bodiless(ep.MEMO_RETRIEVE, Expect.OBJECT, id=as_id(memo_id))
-        return parse_model(MemoLine, call, self._data(call))
+        return self._one(MemoLine, self._core.by_id(ep.MEMO_RETRIEVE, Expect.OBJECT, memo_id))
 
     # --- code conversions --------------------------------------------------------------------
 
@@ -363,7 +381,7 @@ class FreightClient:
         order_mode: OrderBy = None,
     ) -> Page[CodeConversion]:
         call = self._core.lookup(ep.CODE_CONVERSION_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
-        return self._core.page(self._run(call), call, CodeConversion)
+        return self._page(CodeConversion, call)
 
     def iter_code_conversions(
         self,
@@ -373,98 +391,67 @@ class FreightClient:
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> Iterator[CodeConversion]:
-        criteria = list(criteria)
-        page_no = 0
-        while True:
-            page = self.lookup_code_conversions(
-                criteria, page_no=page_no, page_size=page_size, order_by=order_by, order_mode=order_mode
-            )
-            yield from page.items
-            if page.is_last:
-                return
-            page_no += 1
+        pages = self._lookup_pages(ep.CODE_CONVERSION_LOOKUP, CodeConversion, criteria, page_size, order_by, order_mode)
+        return (item for page in pages for item in page.items)
 
     def scroll_code_conversions_page(
         self, *, page_no: int = 0, page_size: int = DEFAULT_PAGE_SIZE
     ) -> Page[CodeConversion]:
         """One page of all code conversion records (``GET /service/basicdata/codeconverter``, A15)."""
-        call = self._core.scroll(ep.CODE_CONVERSION_SCROLL, page_no, page_size)
-        return self._core.page(self._run(call), call, CodeConversion)
+        return self._page(CodeConversion, self._core.scroll(ep.CODE_CONVERSION_SCROLL, page_no, page_size))
 
     def iter_code_conversion_pages(self, *, page_size: int = MAX_PAGE_SIZE) -> Iterator[Page[CodeConversion]]:
         """Every page of all code conversion records."""
-        page_no = 0
-        while True:
-            page = self.scroll_code_conversions_page(page_no=page_no, page_size=page_size)
-            yield page
-            if page.is_last:
-                return
-            page_no += 1
+        return self._scroll_pages(ep.CODE_CONVERSION_SCROLL, CodeConversion, page_size)
 
     def get_code_conversion_raw(self, conversion_id: int) -> dict[str, Any]:
-        return self._data(self._core.bodiless(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, id=as_id(conversion_id)))
+        return self._data(self._core.by_id(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, conversion_id))
 
     def get_code_conversion(self, conversion_id: int) -> CodeConversion:
-        call = self._core.bodiless(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, id=as_id(conversion_id))
-        return parse_model(CodeConversion, call, self._data(call))
+        return self._one(CodeConversion, self._core.by_id(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, conversion_id))
 
     # --- E-File ------------------------------------------------------------------------------
 
     def store_efile(self, efile: EFile | Mapping[str, Any]) -> EFile:
         """Store a document (``POST /service/efile``); returns it with its id. Not retried blindly."""
-        call = self._core.send_json(ep.EFILE_STORE, Expect.OBJECT, as_payload(efile))
-        return parse_model(EFile, call, self._data(call))
+        return self._one(EFile, self._core.send_json(ep.EFILE_STORE, Expect.OBJECT, as_payload(efile)))
 
     def get_efile_raw(self, efile_id: int, *, cascade: bool = False) -> dict[str, Any]:
-        params = [("cascade", "true" if cascade else "false")]
-        return self._data(self._core.bodiless(ep.EFILE_RETRIEVE, Expect.OBJECT, params, id=as_id(efile_id)))
+        return self._data(self._core.efile_retrieve(efile_id, cascade))
 
     def get_efile(self, efile_id: int, *, cascade: bool = False) -> EFile:
         """An E-File; with ``cascade=True`` including its references and roles."""
-        params = [("cascade", "true" if cascade else "false")]
-        call = self._core.bodiless(ep.EFILE_RETRIEVE, Expect.OBJECT, params, id=as_id(efile_id))
-        return parse_model(EFile, call, self._data(call))
+        return self._one(EFile, self._core.efile_retrieve(efile_id, cascade))
 
     def delete_efile(self, efile_id: int) -> EFile | None:
         """Delete an E-File; returns the deleted record (None if the service sends no body)."""
-        call = self._core.bodiless(ep.EFILE_DELETE, Expect.OPTIONAL_JSON, id=as_id(efile_id))
-        data = self._data(call)
-        return parse_model(EFile, call, data) if isinstance(data, dict) else None
+        return self._optional(EFile, self._core.by_id(ep.EFILE_DELETE, Expect.OPTIONAL_JSON, efile_id))
 
     def get_efile_references_raw(self, efile_id: int) -> list[dict[str, Any]]:
-        return self._data(self._core.bodiless(ep.EFILE_REFERENCES, Expect.ARRAY, id=as_id(efile_id)))
+        return self._data(self._core.by_id(ep.EFILE_REFERENCES, Expect.ARRAY, efile_id))
 
     def get_efile_references(self, efile_id: int) -> list[EFileReference]:
-        call = self._core.bodiless(ep.EFILE_REFERENCES, Expect.ARRAY, id=as_id(efile_id))
-        return [parse_model(EFileReference, call, item) for item in self._data(call)]
+        return self._many(EFileReference, self._core.by_id(ep.EFILE_REFERENCES, Expect.ARRAY, efile_id))
 
     def add_efile_reference(self, efile_id: int, reference: EFileReference | Mapping[str, Any]) -> None:
-        self._run(
-            self._core.send_json(ep.EFILE_REFERENCE_ADD, Expect.NOTHING, as_payload(reference), id=as_id(efile_id))
-        )
+        self._run(self._core.efile_reference(ep.EFILE_REFERENCE_ADD, efile_id, reference))
 
     def delete_efile_reference(self, efile_id: int, reference: EFileReference | Mapping[str, Any]) -> None:
-        self._run(
-            self._core.send_json(ep.EFILE_REFERENCE_DELETE, Expect.NOTHING, as_payload(reference), id=as_id(efile_id))
-        )
+        self._run(self._core.efile_reference(ep.EFILE_REFERENCE_DELETE, efile_id, reference))
 
     def get_efile_roles_raw(self, efile_id: int) -> list[dict[str, Any]]:
-        return self._data(self._core.bodiless(ep.EFILE_ROLES, Expect.ARRAY, id=as_id(efile_id)))
+        return self._data(self._core.by_id(ep.EFILE_ROLES, Expect.ARRAY, efile_id))
 
     def get_efile_roles(self, efile_id: int) -> list[EFileRole]:
-        call = self._core.bodiless(ep.EFILE_ROLES, Expect.ARRAY, id=as_id(efile_id))
-        return [parse_model(EFileRole, call, item) for item in self._data(call)]
+        return self._many(EFileRole, self._core.by_id(ep.EFILE_ROLES, Expect.ARRAY, efile_id))
 
     def add_efile_role(self, efile_id: int, role: str) -> None:
         """Link a role; the spec sends it as a ``text/plain`` body."""
-        if not isinstance(role, str) or not role.strip():
-            raise ValueError(f"role must be a non-empty string, got {role!r}")
-        self._run(Call(ep.EFILE_ROLE_ADD, Expect.NOTHING, path_params={"id": as_id(efile_id)}, text_body=role))
+        self._run(self._core.efile_role_add(efile_id, role))
 
     def delete_efile_role(self, efile_id: int, role: EFileRole | Mapping[str, Any] | str) -> None:
         """Unlink a role; the body is an EFileRole (a plain name is sent as ``{"role": name}``)."""
-        body = {"role": role} if isinstance(role, str) else as_payload(role)
-        self._run(self._core.send_json(ep.EFILE_ROLE_DELETE, Expect.NOTHING, body, id=as_id(efile_id)))
+        self._run(self._core.efile_role_delete(efile_id, role))
 
     def lookup_efiles(
         self,
@@ -477,7 +464,7 @@ class FreightClient:
     ) -> Page[EFile]:
         """E-Files by REFERENCE or SHIPMENT_ID (results carry no document, A19)."""
         call = self._core.lookup(ep.EFILE_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
-        return self._core.page(self._run(call), call, EFile)
+        return self._page(EFile, call)
 
     def iter_efiles(
         self,
@@ -487,23 +474,11 @@ class FreightClient:
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> Iterator[EFile]:
-        criteria = list(criteria)
-        page_no = 0
-        while True:
-            page = self.lookup_efiles(
-                criteria, page_no=page_no, page_size=page_size, order_by=order_by, order_mode=order_mode
-            )
-            yield from page.items
-            if page.is_last:
-                return
-            page_no += 1
+        pages = self._lookup_pages(ep.EFILE_LOOKUP, EFile, criteria, page_size, order_by, order_mode)
+        return (item for page in pages for item in page.items)
 
     # --- webhook -----------------------------------------------------------------------------
 
     def send_webhook(self, payload: Mapping[str, Any]) -> WebhookReceipt | None:
         """``POST /external/webhook`` with basic auth (webhook credentials). Not retried blindly."""
-        if not isinstance(payload, Mapping):
-            raise TypeError("the webhook payload must be a JSON object (a mapping)")
-        call = self._core.send_json(ep.WEBHOOK, Expect.OPTIONAL_JSON, dict(payload))
-        data = self._data(call)
-        return parse_model(WebhookReceipt, call, data) if isinstance(data, dict) else None
+        return self._optional(WebhookReceipt, self._core.webhook(payload))

@@ -5,6 +5,11 @@
 also be scripted (``enqueue``) for exact tests. :class:`EdgeMiddleware` is the outermost ASGI layer:
 it counts requests per (method, path template, status) in :class:`RequestStats` and applies the
 decided fault. The control surface (``/_control``) is never faulted nor counted.
+
+A ``malformed`` fault (scripted only: ``enqueue("malformed", ...)`` or ``POST /_control/faults/script``)
+lets the request be processed as usual and then cuts a success body short, so the client gets a
+2xx with ``content-type: application/json`` whose body is not valid JSON (a proxy or a service
+dying mid-answer). Error answers pass unchanged.
 """
 
 from __future__ import annotations
@@ -33,12 +38,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-FAULT_KINDS = ("drop", "rate_limit", "server_error")
+FAULT_KINDS = ("drop", "rate_limit", "server_error", "malformed")
 
 
 @dataclass(frozen=True)
 class FaultDecision:
-    kind: str | None = None  # None, "drop", "rate_limit" or "server_error"
+    kind: str | None = None  # None or one of FAULT_KINDS
     status: int | None = None
     latency_s: float = 0.0
     retry_after_s: int = 0
@@ -87,7 +92,8 @@ class FaultInjector:
     def enqueue(self, kind: str, count: int = 1, path: str | None = None, status: int | None = None) -> None:
         """Script the next ``count`` faultable requests (to ``path`` template, if given).
 
-        ``kind``: ``drop``, ``rate_limit`` (429) or ``server_error`` (``status`` 5xx, default 503).
+        ``kind``: ``drop``, ``rate_limit`` (429), ``server_error`` (``status`` 5xx, default 503) or
+        ``malformed`` (the real answer, its success body cut short).
         Scripted faults come before random ones and ignore ``paths`` and ``exempt_auth``.
         """
         if kind not in FAULT_KINDS:
@@ -100,6 +106,8 @@ class FaultInjector:
                 raise ValueError("server_error status must be 5xx")
         elif kind == "rate_limit":
             status = 429
+        else:
+            status = None
         with self._lock:
             self._script.append(_Scripted(kind, status, path, count))
 
@@ -215,6 +223,8 @@ class EdgeMiddleware:
             self.stats.record(method, template, DROPPED)
             await _drop_connection(send)
             return
+        if decision.kind == "malformed":
+            send = _truncating(send)
         if decision.kind is not None and decision.status is not None:
             self.stats.record(method, template, decision.status)
             await _send_fault(send, decision)
@@ -248,6 +258,29 @@ async def _send_fault(send: Send, decision: FaultDecision) -> None:
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": decision.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def _truncating(send: Send) -> Send:
+    """A ``send`` that holds the response back and cuts a 2xx body to half its length (at most)."""
+    start: Message = {}
+    chunks: list[bytes] = []
+
+    async def truncating_send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            start.update(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = b"".join(chunks)
+        if 200 <= int(start["status"]) < 300:
+            body = body[: len(body) // 2] if len(body) > 1 else b"{"
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return truncating_send
 
 
 async def _drop_connection(send: Send) -> None:

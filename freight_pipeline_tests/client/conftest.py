@@ -1,4 +1,8 @@
-"""Fixtures: one simulator per module (reset between tests), clients with tiny retry delays."""
+"""Fixtures: one simulator per module (reset between tests), clients with tiny retry delays.
+
+``any_client`` is the sync ``FreightClient`` or the ``AsyncFreightClient`` behind
+:class:`~freight_pipeline_tests.client.helpers.SyncView`, so one test body checks both.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +11,19 @@ from typing import Any
 
 import pytest
 
-from freight_pipeline.client import FreightClient
-from freight_pipeline_tests.client.helpers import FAST_RETRY
+from freight_pipeline.client import AsyncFreightClient, FreightClient
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline_tests.client.helpers import FAST_RETRY, SyncView
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[Any]:
-    server = pytest.importorskip("freight_pipeline.simulator.server")
-    pytest.importorskip("freight_pipeline.simulator.store")
-    with server.running_simulator(shipments=150, seed=7) as running:
+def sim() -> Iterator[RunningSimulator]:
+    with running_simulator(shipments=150, seed=7) as running:
         yield running
 
 
 @pytest.fixture
-def fresh_sim(sim: Any) -> Any:
+def fresh_sim(sim: RunningSimulator) -> RunningSimulator:
     """The module's simulator with no faults, default token lifetime and zeroed request counts."""
     sim.reset_faults()
     sim.set_token_lifetime(24 * 3600)
@@ -28,14 +31,29 @@ def fresh_sim(sim: Any) -> Any:
     return sim
 
 
+def client_kwargs(sim: RunningSimulator) -> dict[str, Any]:
+    return {
+        "base_url": sim.base_url,
+        "username": sim.username,
+        "password": sim.password,
+        "webhook_username": sim.webhook_username,
+        "webhook_password": sim.webhook_password,
+        "retry": FAST_RETRY,
+    }
+
+
 @pytest.fixture
-def client(fresh_sim: Any) -> Iterator[FreightClient]:
-    with FreightClient(
-        fresh_sim.base_url,
-        fresh_sim.username,
-        fresh_sim.password,
-        webhook_username=fresh_sim.webhook_username,
-        webhook_password=fresh_sim.webhook_password,
-        retry=FAST_RETRY,
-    ) as c:
+def client(fresh_sim: RunningSimulator) -> Iterator[FreightClient]:
+    with FreightClient(**client_kwargs(fresh_sim)) as c:
         yield c
+
+
+@pytest.fixture(params=["sync", "async"])
+def any_client(request: pytest.FixtureRequest, fresh_sim: RunningSimulator) -> Iterator[Any]:
+    """Each test runs twice: with FreightClient and with AsyncFreightClient (through a SyncView)."""
+    if request.param == "sync":
+        with FreightClient(**client_kwargs(fresh_sim)) as c:
+            yield SyncView(c)
+        return
+    with SyncView.of_async(AsyncFreightClient(**client_kwargs(fresh_sim))) as view:
+        yield view

@@ -7,9 +7,13 @@ import base64
 import email.utils
 import json
 import logging
+import math
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import jwt
@@ -18,6 +22,8 @@ import pytest
 from freight_pipeline.client import (
     AsyncFreightClient,
     AuthenticationError,
+    BadRequestError,
+    Criterion,
     FreightClient,
     FreightConnectionError,
     FreightTimeoutError,
@@ -27,6 +33,10 @@ from freight_pipeline.client import (
     RetryPolicy,
     ServerError,
 )
+from freight_pipeline.client import endpoints as ep
+from freight_pipeline.client._core import Expect, Reply
+from freight_pipeline.client.auth import make_token
+from freight_pipeline_tests.client.helpers import SyncView
 
 BASE = "http://freight.test"
 PASSWORD = "hunter2-very-secret"
@@ -173,27 +183,21 @@ def test_total_budget_stops_retrying() -> None:
     assert time.monotonic() - started < 0.5 and recorder.count("/service/shipment/1") == 1
 
 
-def test_malformed_json_is_a_protocol_error_with_context() -> None:
-    body = "{not json" + "x" * 500
-    recorder = Recorder(lambda r: httpx.Response(200, text=body))
-    with client_for(recorder) as client, pytest.raises(ProtocolError) as info:
-        client.get_shipment(7)
-    err = info.value
-    assert err.status_code == 200 and err.method == "GET" and err.path == "/service/shipment/7"
-    assert "GET /service/shipment/7" in str(err) and "{not json" in str(err)
-    assert len(err.body_excerpt) <= 200
-    assert recorder.count("/service/shipment/7") == 1  # not retried
-
-
-def test_wrong_json_shape_is_a_protocol_error() -> None:
+def test_wrong_json_shape_is_a_protocol_error_and_not_retried() -> None:
     recorder = Recorder(lambda r: httpx.Response(200, json={"not": "a list"}))
-    with client_for(recorder) as client, pytest.raises(ProtocolError, match="array"):
+    with client_for(recorder) as client, pytest.raises(ProtocolError, match="array") as info:
         client.get_shipment_events(1)
-    recorder = Recorder(lambda r: httpx.Response(200, json={"id": "not-a-number"}))
+    assert (info.value.status_code, info.value.path) == (200, "/service/shipment/1/events")
+    assert recorder.count("/service/shipment/1/events") == 1  # the same shape would come again
+
+
+def test_an_unreadable_field_is_a_problem_not_an_error() -> None:
+    recorder = Recorder(lambda r: httpx.Response(200, json={"id": "not-a-number", "client": "001"}))
     with client_for(recorder) as client:
-        assert client.get_shipment_raw(1) == {"id": "not-a-number"}  # raw never validates
-        with pytest.raises(ProtocolError, match="Shipment"):
-            client.get_shipment(1)
+        assert client.get_shipment_raw(1) == {"id": "not-a-number", "client": "001"}  # raw never validates
+        shipment = client.get_shipment(1)
+    assert shipment.id is None and shipment.client == "001" and shipment.raw["id"] == "not-a-number"
+    assert [(p.path, p.value) for p in shipment.problems] == [("id", "not-a-number")]
 
 
 def test_timeouts_are_retried_then_raised_as_freight_timeout() -> None:
@@ -308,6 +312,8 @@ def test_misuse_is_rejected_before_any_request() -> None:
             client.get_shipment("abc")  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="webhook"):
             client.send_webhook({"a": 1})
+        with pytest.raises(ValueError, match="mode"):
+            client.lookup_shipments([{"key": "ID", "mode": "GE", "value": "1"}])  # a typo of match_mode
     assert recorder.requests == []
     with pytest.raises(ValueError):
         FreightClient(BASE, "demo", "")
@@ -389,13 +395,31 @@ def test_secrets_echoed_by_the_service_are_scrubbed(caplog: pytest.LogCaptureFix
     assert "***" in str(errors[0])
 
 
-def test_page_items_that_cannot_be_read_raise_protocol_error_but_raw_is_kept() -> None:
-    recorder = Recorder(lambda r: httpx.Response(200, json=[{"id": "x"}], headers={"X-Page-Count": "1"}))
+def test_page_items_with_unreadable_fields_are_read_with_problems_and_raw_is_kept() -> None:
+    body = [{"id": "x", "shipment_closed": "J"}, {"id": 2, "employees": []}]
+    recorder = Recorder(lambda r: httpx.Response(200, json=body, headers={"X-Page-Count": "1"}))
     with client_for(recorder) as client:
         page = client.lookup_shipments([])
-    assert page.raw == [{"id": "x"}] and page.is_last and page.row_count is None
-    with pytest.raises(ProtocolError, match="Shipment"):
-        _ = page.items
+    assert page.raw == body and page.is_last and page.row_count is None
+    first, second = page.items
+    assert (first.id, first.shipment_closed, second.id, second.employees) == (None, True, 2, None)
+    assert [str(p) for p in first.problems + second.problems] == [
+        "id: Input should be a valid integer, unable to parse string as an integer",
+        "employees: Input should be a valid dictionary or instance of Employees",
+    ]
+
+
+def test_a_record_no_model_can_read_is_a_protocol_error_with_status_and_excerpt() -> None:
+    """The lenient models read every JSON object; a strict one (Criterion) shows the error path."""
+    core = client_for(Recorder(ok_shipment))._core
+    call = core.by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, 7)
+    content = json.dumps({"key": "ID", "mode": "GE", "secret": PASSWORD}).encode()
+    reply = Reply(200, json.loads(content), httpx.Headers({"content-type": "application/json"}), content)
+    with pytest.raises(ProtocolError, match="Criterion that cannot be read: mode") as info:
+        core.one(Criterion, call, reply)
+    err = info.value
+    assert (err.status_code, err.method, err.path) == (200, "GET", "/service/shipment/7")
+    assert err.body_excerpt.startswith('{"key": "ID"') and PASSWORD not in str(err) and "***" in err.body_excerpt
 
 
 def test_iteration_stops_on_a_short_page_without_headers() -> None:
@@ -408,3 +432,172 @@ def test_iteration_stops_on_a_short_page_without_headers() -> None:
     with client_for(recorder) as client:
         assert [m.id for m in client.iter_memo_pages(page_size=2) for m in m.items] == [1, 2, 3]
     assert recorder.count("/service/shipment/memo") == 2
+
+
+# --- paging the simulator cannot fault (it enforces page_size <= 500 and honours page_no) --------
+
+
+ROWS = [{"id": n} for n in range(1, 251)]
+
+
+def paged_service(
+    rows: list[dict[str, Any]], *, cap: int | None = None, headers: bool = True, ignore_page_no: bool = False
+) -> Handler:
+    """A memo scroll over ``rows`` that may cap the page size, omit headers or ignore page_no."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        size = int(request.url.params["page_size"])
+        size = min(size, cap) if cap else size
+        start = 0 if ignore_page_no else int(request.url.params["page_no"]) * size
+        counts = {"X-Page-Count": str(math.ceil(len(rows) / size)), "X-Row-Count": str(len(rows))}
+        return httpx.Response(200, json=rows[start : start + size], headers=counts if headers else {})
+
+    return handler
+
+
+def view_of(kind: str, recorder: Recorder) -> SyncView:
+    """The sync or the async client on ``recorder``, behind one blocking interface."""
+    if kind == "sync":
+        return SyncView(client_for(recorder))
+    return SyncView.of_async(
+        AsyncFreightClient(BASE, "demo", PASSWORD, transport=httpx.MockTransport(recorder), retry=FAST)
+    )
+
+
+def sent_paging(recorder: Recorder) -> list[tuple[str, str]]:
+    return [
+        (r.url.params["page_no"], r.url.params["page_size"]) for r in recorder.requests if "page_no" in r.url.params
+    ]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_capped_page_size_is_detected_and_paging_goes_on_with_it(kind: str) -> None:
+    recorder = Recorder(paged_service(ROWS, cap=100))
+    with view_of(kind, recorder) as client:
+        pages = list(client.iter_memo_pages(page_size=500))
+    assert [row["id"] for page in pages for row in page.raw] == [row["id"] for row in ROWS]
+    assert sent_paging(recorder) == [("0", "500"), ("1", "100"), ("2", "100")]
+    assert [len(page) for page in pages] == [100, 100, 50] and pages[-1].is_last
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("headers", [True, False])
+def test_a_service_ignoring_page_no_raises_instead_of_looping(kind: str, headers: bool) -> None:
+    recorder = Recorder(paged_service(ROWS, headers=headers, ignore_page_no=True))
+    with view_of(kind, recorder) as client, pytest.raises(ProtocolError, match="ignore page_no") as info:
+        list(client.iter_shipments([], page_size=100))
+    assert len(sent_paging(recorder)) == 2 and info.value.path == "/service/shipment/lookup"
+
+
+def test_a_short_or_empty_page_while_the_headers_say_more_follow_raises() -> None:
+    def short_second_page(request: httpx.Request) -> httpx.Response:
+        page_no = int(request.url.params["page_no"])
+        rows = ROWS[:100] if page_no == 0 else ROWS[100:130]
+        return httpx.Response(200, json=rows, headers={"X-Page-Count": "3", "X-Row-Count": "250"})
+
+    with client_for(Recorder(short_second_page)) as client, pytest.raises(ProtocolError, match="30 of 100 rows"):
+        list(client.iter_memo_pages(page_size=100))
+
+    empty = Recorder(lambda r: httpx.Response(200, json=[], headers={"X-Page-Count": "3", "X-Row-Count": "250"}))
+    with client_for(empty) as client, pytest.raises(ProtocolError, match="0 of 100 rows"):
+        list(client.iter_code_conversion_pages(page_size=100))
+    assert empty.count("/service/basicdata/codeconverter") == 1
+
+
+def test_headers_end_the_walk_without_asking_for_an_empty_page() -> None:
+    with_headers = Recorder(paged_service(ROWS[:200]))
+    with client_for(with_headers) as client:
+        assert len(list(client.iter_efiles([], page_size=100))) == 200
+    assert sent_paging(with_headers) == [("0", "100"), ("1", "100")]
+    without = Recorder(paged_service(ROWS[:200], headers=False))
+    with client_for(without) as client:  # A15: without headers only a short (here: empty) page ends it
+        assert len(list(client.iter_efiles([], page_size=100))) == 200
+    assert sent_paging(without) == [("0", "100"), ("1", "100"), ("2", "100")]
+
+
+# --- bodies that cannot be decoded, token request shape, URL credentials, concurrency ------------
+
+
+def broken_gzip(request: httpx.Request) -> httpx.Response:
+    headers = {"content-encoding": "gzip", "content-type": "application/json"}
+    status = 200 if request.method == "GET" else 201
+    return httpx.Response(status, headers=headers, stream=httpx.ByteStream(b"not gzip at all"))
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_an_undecodable_body_is_a_protocol_error_retried_for_reads_only(kind: str) -> None:
+    recorder = Recorder(broken_gzip)
+    with view_of(kind, recorder) as client:
+        with pytest.raises(ProtocolError, match="could not be decoded") as read:
+            client.get_shipment(3)
+        with pytest.raises(ProtocolError, match="did process the request") as store:
+            client.store_efile({"file_name": "a.txt", "document": "YQ=="})
+    err = read.value
+    assert (err.status_code, err.method, err.path) == (200, "GET", "/service/shipment/3")
+    assert "DecodingError" in str(err) and recorder.count("/service/shipment/3") == FAST.max_attempts
+    assert (store.value.status_code, store.value.method, store.value.path) == (201, "POST", "/service/efile")
+    assert recorder.count("/service/efile") == 1
+
+
+def test_a_400_from_the_token_endpoint_names_assumption_a1_and_is_not_remembered() -> None:
+    recorder = Recorder(ok_shipment, token_status=400)
+    with client_for(recorder) as client:
+        for _ in range(2):
+            with pytest.raises(BadRequestError, match="assumption A1") as info:
+                client.get_shipment(1)
+    assert not isinstance(info.value, AuthenticationError) and info.value.path == "/auth/token"
+    assert recorder.count("/auth/token") == 2 and PASSWORD not in str(info.value)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_refused_credentials_are_remembered(status: int) -> None:
+    recorder = Recorder(ok_shipment, token_status=status)
+    with client_for(recorder) as client:
+        for _ in range(2):
+            with pytest.raises(AuthenticationError, match="refused the credentials"):
+                client.get_shipment(1)
+    assert recorder.count("/auth/token") == 1
+
+
+def test_credentials_in_the_base_url_never_show() -> None:
+    url_password = "p%40ss-w0rd-secret"  # percent-encoded "p@ss-w0rd-secret"
+
+    def echo_url(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/service/shipment/1":
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(400, json={"message": f"cannot serve {request.url} for {unquote(str(request.url))}"})
+
+    url = f"http://gateway:{url_password}@freight.test"
+    with FreightClient(url, "demo", PASSWORD, transport=httpx.MockTransport(echo_url), retry=FAST) as client:
+        with pytest.raises(BadRequestError) as echoed:
+            client.get_shipment(1)  # the token request: its 400 echoes the URL
+        texts = [repr(client), str(echoed.value)]
+        client._core.token = make_token("t0ken-value")
+        with pytest.raises(FreightConnectionError) as refused:
+            client.get_shipment(1)
+        texts.append(str(refused.value))
+    assert "http://gateway:***@freight.test" in repr(client) and "gateway:***@freight.test" in str(refused.value)
+    with pytest.raises(ValueError) as bad:
+        FreightClient(f"ftp://gateway:{url_password}@freight.test", "demo", PASSWORD)
+    texts.append(str(bad.value))
+    for text in texts:
+        assert url_password not in text and unquote(url_password) not in text, text
+
+
+def test_sync_client_bounds_requests_in_flight_across_threads() -> None:
+    state = {"in_flight": 0, "max": 0}
+    lock = threading.Lock()
+
+    def business(request: httpx.Request) -> httpx.Response:
+        with lock:
+            state["in_flight"] += 1
+            state["max"] = max(state["max"], state["in_flight"])
+        time.sleep(0.01)
+        with lock:
+            state["in_flight"] -= 1
+        return ok_shipment(request)
+
+    with client_for(Recorder(business), max_concurrency=3) as client, ThreadPoolExecutor(10) as pool:
+        client.authenticate()
+        assert [s.id for s in pool.map(client.get_shipment, range(30))] == [1] * 30
+    assert state["max"] == 3 and "max_concurrency=3" in repr(client)

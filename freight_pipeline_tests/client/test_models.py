@@ -13,10 +13,14 @@ from freight_pipeline.client import (
     Criterion,
     DateTime,
     EFile,
+    FieldProblem,
+    Location,
     Shipment,
     ShipmentEvent,
+    WebhookReceipt,
 )
 from freight_pipeline.client import models as m
+from freight_pipeline.datetimes import parse_datetime_object, parse_time
 
 STRING_FORM = {"date": "2026-11-01", "time": "10:15:30", "zone_offset": "+01:00"}
 OBJECT_FORM = {
@@ -162,13 +166,21 @@ def test_base_shipment_nulls_and_absent_fields_are_fine() -> None:
     assert Shipment.model_validate({}).id is None
 
 
-def test_null_arrays_become_none_without_failing() -> None:
-    leg = CarriageLeg.model_validate({"mot": "ANY", "origin": None, "destination": {"location": None}})
-    assert leg.mot == "ANY" and leg.destination is not None
+def test_null_arrays_become_empty_or_stay_none_without_failing() -> None:
+    raw = {"codes": None, "name": "Hamburg"}
+    location = Location.model_validate(raw)
+    assert location.codes == [] and location.name == "Hamburg" and raw["codes"] is None and location.problems == []
+    leg = CarriageLeg.model_validate({"mot": "ANY", "origin": {"location": raw}, "destination": None})
+    assert leg.origin is not None and leg.origin.location is not None and leg.origin.location.codes == []
+    transport = m.Transport.model_validate({"carriage_legs": None})
+    assert transport.carriage_legs == [] and transport.to_payload() == {"carriage_legs": []}
+    # where null has a meaning of its own it stays null: an E-File read without cascade
+    efile = EFile.model_validate({"id": 1, "references": None, "roles": None})
+    assert efile.references is None and efile.roles is None and efile.problems == []
 
 
 def test_unknown_event_code_kept_flagged_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
-    m._reported_event_codes.discard("TELEPORTED")
+    m._reported.discard(("event", "TELEPORTED"))
     with caplog.at_level(logging.WARNING, logger="freight_pipeline.client"):
         one = ShipmentEvent.model_validate({"event": "TELEPORTED", "type": "ACTUAL"})
         two = ShipmentEvent.model_validate({"event": "TELEPORTED", "type": "ESTIMATED"})
@@ -204,3 +216,121 @@ def test_efile_round_trip_and_code_conversion() -> None:
     assert "document" not in repr(efile)
     conv = CodeConversion.model_validate({"id": 1, "partner": "P", "direction": "I", "payload": {"x": 1}})
     assert conv.extra_fields == {"payload": {"x": 1}}
+
+
+# --- drift: lenient reading ---------------------------------------------------------------------
+
+
+def test_numbers_where_strings_are_expected_are_read_as_text() -> None:
+    shipment = Shipment.model_validate(
+        {"id": 1, "client": 1, "shipment_number": 26000001, "total_gross_weight": "12.5"}
+    )
+    assert (shipment.client, shipment.shipment_number, shipment.total_gross_weight) == ("1", "26000001", 12.5)
+    assert shipment.problems == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        *[("J", True), ("j", True), ("Y", True), ("true", True), ("TRUE", True), (True, True), (1, True)],
+        *[("N", False), ("n", False), ("false", False), (False, False), (0, False), ("", None), (None, None)],
+    ],
+)
+def test_boolean_fields_accept_j_n_y_and_true_false_texts(text: object, expected: bool | None) -> None:
+    assert Shipment.model_validate({"shipment_closed": text}).shipment_closed is expected
+    assert m.Insurance.model_validate({"waiver_customer": text}).waiver_customer is expected
+    assert m.Container.model_validate({"shippers_own": text}).shippers_own is expected
+    assert m.Good.model_validate({"colli": text, "additional_mark": text}).additional_mark is expected
+    assert WebhookReceipt.model_validate({"received": text}).received is expected
+
+
+def test_an_unreadable_boolean_is_a_problem_and_stays_raw() -> None:
+    shipment = Shipment.model_validate({"id": 5, "shipment_closed": "maybe"})
+    assert shipment.id == 5 and shipment.shipment_closed is None and shipment.raw["shipment_closed"] == "maybe"
+    assert [(p.path, p.value) for p in shipment.problems] == [("shipment_closed", "maybe")]
+
+
+def test_datetime_as_one_iso_string_gives_the_same_instant_as_both_object_forms() -> None:
+    text = DateTime.model_validate("2026-11-01T10:15:30+01:00")
+    assert text.instant == DateTime.model_validate(STRING_FORM).instant == DateTime.model_validate(OBJECT_FORM).instant
+    assert (text.date, text.time, text.zone_offset) == ("2026-11-01", "10:15:30", "+01:00")
+    event = ShipmentEvent.model_validate({"event": "PICKUP", "date_time": "2026-11-01T09:15:30Z"})
+    assert event.instant == text.instant and event.raw["date_time"] == "2026-11-01T09:15:30Z"
+    broken = ShipmentEvent.model_validate({"event": "PICKUP", "type": "ACTUAL", "date_time": "yesterday"})
+    assert broken.date_time is None and broken.type == "ACTUAL"
+    assert [p.path for p in broken.problems] == ["date_time"] and "yesterday" in broken.problems[0].message
+
+
+def test_a_time_object_of_null_parts_is_no_time_not_midnight() -> None:
+    for time_part in ({"hour": None, "minute": None, "second": None, "nano": None}, {}, {"minute": 30}):
+        value = DateTime.model_validate({"date": "2026-11-01", "time": time_part, "zone_offset": "+01:00"})
+        assert value.instant is None and value.parse_error is None and value.problems == []
+        assert parse_time(time_part) is None
+    assert parse_time({"hour": 7}) == dt.time(7, 0) and parse_time({"hour": 0, "minute": None}) == dt.time(0, 0)
+    assert parse_time({"hour": 23, "minute": 59, "second": 58, "nano": 5_000_000}) == dt.time(23, 59, 58, 5000)
+    parsed = parse_datetime_object({**STRING_FORM, "until": {"hour": None}})
+    assert parsed is not None and parsed.until_time is None and parsed.until is None
+
+
+def test_null_items_inside_arrays_are_dropped_silently() -> None:
+    raw = {"id": 1, "goods": [None, {"id": 10, "marks": ["M1", None], "subgoods": [None]}], "memos": [None]}
+    shipment = Shipment.model_validate(raw)
+    assert [g.id for g in shipment.goods] == [10] and shipment.goods[0].marks == ["M1"]
+    assert shipment.goods[0].subgoods == [] and shipment.memos == [] and shipment.problems == []
+    assert raw["goods"][0] is None  # the received dict is never changed
+    refs = EFile.model_validate({"references": [None, {"type": "HBL", "value": "H1"}]}).references
+    assert refs is not None and [(r.type, r.value) for r in refs] == [("HBL", "H1")]
+
+
+def test_a_wrong_typed_container_becomes_its_default_and_a_problem() -> None:
+    raw = {"id": 7, "client": "001", "employees": [], "insurance": "none", "goods": {"id": 1}, "events": "n/a"}
+    shipment = Shipment.model_validate(raw)
+    assert shipment.id == 7 and shipment.client == "001"
+    assert (shipment.employees, shipment.insurance, shipment.goods, shipment.events) == (None, None, [], [])
+    assert {p.path: p.value for p in shipment.problems} == {
+        "employees": [],
+        "insurance": "none",
+        "goods": {"id": 1},
+        "events": "n/a",
+    }
+    assert shipment.raw is raw and shipment.extra_fields == {}
+
+
+def test_problems_of_nested_models_have_paths_with_indexes_as_received(caplog: pytest.LogCaptureFixture) -> None:
+    raw = {
+        "goods": [
+            None,
+            "not a good",
+            {"id": 10, "weight": "heavy", "marks": ["M", {"x": 1}], "subgoods": [{"id": 11, "volume": "big"}]},
+        ],
+        "events": [{"event": "PICKUP", "date_time": {"date": "yesterday", "time": None, "zone_offset": None}}],
+    }
+    with caplog.at_level(logging.WARNING, logger="freight_pipeline.client"):
+        shipment = Shipment.model_validate(raw)
+        Shipment.model_validate(raw)  # the same drift again is not logged again
+    assert [g.id for g in shipment.goods] == [10] and shipment.goods[0].subgoods[0].id == 11
+    assert [p.path for p in shipment.problems] == [
+        "goods[1]",
+        "goods[2].marks[1]",
+        "goods[2].weight",
+        "goods[2].subgoods[0].volume",
+        "events[0].date_time",
+    ]
+    assert all(isinstance(p, FieldProblem) for p in shipment.problems)
+    assert shipment.problems[-1].value == raw["events"][0]["date_time"]
+    logged = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
+    assert len(logged) == len(set(logged)) and any("Good.weight" in text for text in logged)
+
+
+def test_criterion_is_strict_about_unknown_fields() -> None:
+    with pytest.raises(ValueError, match="mode"):
+        Criterion(key="ID", mode="GE", value="1")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="identifier"):
+        Criterion.model_validate({"key": "OR", "match_mode": "OR", "identifier": []})
+    with pytest.raises(ValueError, match="vlaue"):
+        Criterion.model_validate({"key": "OR", "match_mode": "OR", "identifiers": [{"key": "ID", "vlaue": "1"}]})
+    assert Criterion.model_validate({"key": "ID", "value": 5}).to_payload() == {
+        "key": "ID",
+        "match_mode": "EQUALS",
+        "value": "5",
+    }

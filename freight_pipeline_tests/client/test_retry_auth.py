@@ -41,10 +41,22 @@ def test_full_jitter_stays_within_zero_and_the_backoff() -> None:
 
 
 def test_retry_after_replaces_backoff_and_is_capped() -> None:
-    policy = RetryPolicy(retry_after_cap=10.0)
+    policy = RetryPolicy(retry_after_cap=10.0, jitter=False)
     assert policy.delay(1, 3.0) == 3.0
     assert policy.delay(1, 500.0) == 10.0
-    assert 0.0 <= policy.delay(1, None) <= 0.5
+    assert policy.delay(1, None) == 0.5
+
+
+def test_retry_after_gets_jitter_but_is_never_shortened() -> None:
+    """Callers told the same Retry-After spread out over up to 10 % more, none comes back early."""
+    policy = RetryPolicy(retry_after_cap=10.0)
+    rng = random.Random(3)
+    waits = [policy.delay(1, 4.0, rng) for _ in range(200)]
+    assert all(4.0 <= w <= 4.4 for w in waits) and max(waits) - min(waits) > 0.3
+    capped = [policy.delay(1, 500.0, rng) for _ in range(50)]
+    assert all(10.0 <= w <= 11.0 for w in capped) and len(set(capped)) > 1
+    assert policy.delay(1, 0.0, rng) == 0.0
+    assert 0.0 <= policy.delay(1, None, rng) <= 0.5
 
 
 def test_parse_retry_after_seconds_and_http_date() -> None:

@@ -1,9 +1,13 @@
-"""The client against the real simulator over HTTP: every method, paging, auth and faults."""
+"""The client against the real simulator over HTTP: every method of both clients, paging, auth and faults.
+
+Expectations come from the simulator's own store (``sim.store``), the truth behind its HTTP answers.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import datetime as dt
 import json
 import logging
 import math
@@ -15,6 +19,7 @@ import pytest
 from freight_pipeline.client import (
     AsyncFreightClient,
     AuthenticationError,
+    BadRequestError,
     ConflictError,
     Criterion,
     EFile,
@@ -22,11 +27,15 @@ from freight_pipeline.client import (
     FreightConnectionError,
     NotFoundError,
     PermissionDeniedError,
+    ProtocolError,
     RetryPolicy,
     ServerError,
     Shipment,
 )
-from freight_pipeline_tests.client.helpers import FAST_RETRY
+from freight_pipeline.simulator.data_format import OBJECT_FORM, STRING_FORM
+from freight_pipeline.simulator.data_identity import Identity
+from freight_pipeline.simulator.generator import identity_of
+from freight_pipeline_tests.client.helpers import FAST_RETRY, SyncView, public_methods
 
 ORDER = ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"]
 
@@ -37,6 +46,25 @@ def live_ids(sim: Any) -> list[int]:
 
 def same_json(a: Any, b: Any) -> bool:
     return json.loads(json.dumps(a)) == json.loads(json.dumps(b))
+
+
+def ids_in_lookup_order(sim: Any) -> list[int]:
+    """Live ids ordered as ``ORDER`` (ascending, ``ID`` last) orders the shipment lookup."""
+    rows = sim.store.shipment_key_rows()
+    return [
+        int(r["ID"]) for r in sorted(rows, key=lambda r: (r["LAST_MODIFIED_DATE"], r["LAST_MODIFIED_TIME"], r["ID"]))
+    ]
+
+
+def new_event_code(sim: Any, shipment_id: int, event_type: str) -> str:
+    """An event code the shipment has no event of that type for (creating it will not conflict)."""
+    existing = {(e["event"], e["type"]) for e in sim.store.get_events(shipment_id)}
+    return next(c for c in ("VGM_CLOSING", "DIFF_BL_DATE", "GATE_OUT", "AVAILABLE") if (c, event_type) not in existing)
+
+
+def one_shipment_per_client_kind(sim: Any, view: SyncView, index: int) -> int:
+    """Tests that write run once per client kind: each kind writes to a shipment of its own."""
+    return live_ids(sim)[index + (1 if view.is_async else 0)]
 
 
 # --- shipments ----------------------------------------------------------------------------------
@@ -77,6 +105,7 @@ def test_retrieve_events_and_carriages_match_the_store(client: FreightClient, fr
         full = client.get_shipment(shipment_id)
         assert full.id == shipment_id and full.raw == raw
         assert full.extra_fields == {}, f"fields the spec does not name: {sorted(full.extra_fields)}"
+        assert full.problems == [], f"fields the models cannot read: {full.problems}"
         assert same_json(client.get_shipment_events_raw(shipment_id), store.get_events(shipment_id))
         events = client.get_shipment_events(shipment_id)
         assert all(e.known for e in events)
@@ -98,77 +127,143 @@ def test_retrieve_events_and_carriages_match_the_store(client: FreightClient, fr
     assert info.value.status_code == 404 and "/service/shipment/999999999" in str(info.value)
 
 
-def test_create_and_update_event(client: FreightClient, fresh_sim: Any) -> None:
-    shipment_id = live_ids(fresh_sim)[3]
-    existing = {(e["event"], e["type"]) for e in fresh_sim.store.get_events(shipment_id)}
-    code = next(c for c in ("VGM_CLOSING", "DIFF_BL_DATE", "GATE_OUT", "AVAILABLE") if (c, "ESTIMATED") not in existing)
-    event = {
-        "event": code,
-        "type": "ESTIMATED",
-        "shipment_id": shipment_id,
-        "date_time": {"date": "2026-11-20", "time": "08:00:00", "zone_offset": "+01:00"},
-    }
+def test_both_datetime_forms_parse_to_the_simulators_instants(any_client: SyncView, fresh_sim: Any) -> None:
+    """Event instants read over HTTP equal the simulator's milestones, whichever DateTime form it sent."""
+    store = fresh_sim.store
+    checked = {OBJECT_FORM: 0, STRING_FORM: 0}
+    for shipment_id in live_ids(fresh_sim)[20:80]:
+        ident = identity_of(store.seed, store.shipment_state(shipment_id))
+        truth = milestone_truth(ident)
+        for event in any_client.get_shipment_events(shipment_id):
+            if (event.event, event.type) not in truth:  # revised estimates: drawn per version
+                continue
+            epoch, until, utc_minutes = truth[(event.event, event.type)]
+            assert event.date_time is not None and event.date_time.parse_error is None
+            if epoch is None:  # a date-only estimate: time null, so no instant
+                assert event.instant is None and event.date_time.date is not None
+                continue
+            assert event.instant is not None and event.instant.timestamp() == epoch, event.raw
+            assert event.instant.utcoffset() == dt.timedelta(minutes=utc_minutes)
+            assert (event.date_time.until.timestamp() if event.date_time.until else None) == until, event.raw
+            checked[ident.form] += 1
+    assert checked[OBJECT_FORM] >= 100 and checked[STRING_FORM] >= 100, checked
+
+
+def milestone_truth(ident: Identity) -> dict[tuple[str, str], tuple[int | None, int | None, int]]:
+    """(event, type) -> (instant as epoch or None without a time, end of the window, UTC offset minutes)."""
+    truth: dict[tuple[str, str], tuple[int | None, int | None, int]] = {}
+    for m in ident.milestones:
+        minutes = ident.place(m.role).utc_minutes
+        truth[(m.code, "ESTIMATED")] = (m.planned if m.time_known else None, m.until, minutes)
+        actual_until = m.actual + (m.until - m.planned) if m.until is not None else None
+        truth[(m.code, "ACTUAL")] = (m.actual, actual_until, minutes)
+    return truth
+
+
+# --- every method of both clients ---------------------------------------------------------------
+
+
+def test_both_clients_offer_the_same_methods() -> None:
+    assert public_methods(FreightClient) == public_methods(AsyncFreightClient)
+
+
+def test_every_method_matches_the_store(any_client: SyncView, fresh_sim: Any) -> None:
+    shipment_id = one_shipment_per_client_kind(fresh_sim, any_client, 3)
+    any_client.authenticate()
+    check_shipment_reads(any_client, fresh_sim, shipment_id)
+    check_event_writes(any_client, fresh_sim, shipment_id)
+    check_memos(any_client, fresh_sim)
+    check_code_conversions(any_client, fresh_sim)
+    check_efiles(any_client, fresh_sim, shipment_id)
+    check_webhook(any_client, fresh_sim)
+    assert any_client.called == public_methods(type(any_client.client))
+
+
+def check_shipment_reads(client: SyncView, sim: Any, shipment_id: int) -> None:
+    store = sim.store
+    page = client.lookup_shipments([Criterion(key="ID", value=shipment_id)])
+    assert (page.row_count, page.page_count) == (1, 1) and same_json(page.raw, [store.get_base_shipment(shipment_id)])
+    assert page.items[0].id == shipment_id and page.is_last
+    ordered = ids_in_lookup_order(sim)
+    pages = list(client.iter_shipment_pages([], page_size=60, order_by=ORDER))
+    assert [r["id"] for p in pages for r in p.raw] == ordered and len(pages) == math.ceil(len(ordered) / 60)
+    assert [s.id for s in client.iter_shipments([], page_size=70, order_by=ORDER)] == ordered
+    raw = list(client.iter_shipments_raw([], page_size=80, order_by=ORDER))
+    assert same_json(raw, [store.get_base_shipment(i) for i in ordered])
+    assert same_json(client.get_shipment_raw(shipment_id), store.get_shipment(shipment_id))
+    full = client.get_shipment(shipment_id)
+    assert same_json(full.raw, store.get_shipment(shipment_id)) and full.problems == []
+    events = store.get_events(shipment_id)
+    assert same_json(client.get_shipment_events_raw(shipment_id), events)
+    assert same_json([e.raw for e in client.get_shipment_events(shipment_id)], events)
+    air, sea = store.get_air_main_carriage(shipment_id), store.get_sea_main_carriage(shipment_id)
+    assert same_json(client.get_air_main_carriage_raw(shipment_id), air)
+    assert same_json([leg.raw for leg in client.get_air_main_carriage(shipment_id)], air)
+    assert same_json(client.get_sea_main_carriage_raw(shipment_id), sea)
+    assert same_json([leg.raw for leg in client.get_sea_main_carriage(shipment_id)], sea)
+
+
+def check_event_writes(client: SyncView, sim: Any, shipment_id: int) -> None:
+    store = sim.store
+    code = new_event_code(sim, shipment_id, "ESTIMATED")
+    when = {"date": "2026-11-20", "time": "08:00:00", "zone_offset": "+01:00"}
+    event = {"event": code, "type": "ESTIMATED", "shipment_id": shipment_id, "date_time": when}
     created = client.create_shipment_event(shipment_id, event)
-    assert created is not None and created.event == code
+    stored = next(e for e in store.get_events(shipment_id) if (e["event"], e["type"]) == (code, "ESTIMATED"))
+    assert created is not None and same_json(created.raw, stored) and stored["date_time"] == when
+    before = sim.request_count("/service/shipment/{shipmentId}/event")
     with pytest.raises(ConflictError):
         client.create_shipment_event(shipment_id, event, event_type="ESTIMATED")
-    assert fresh_sim.request_count("/service/shipment/{shipmentId}/event") == 2  # a 409 is not retried
-    changed = {**event, "date_time": {"date": "2026-11-21", "time": "09:30:00", "zone_offset": "+01:00"}}
-    updated = client.update_shipment_event(shipment_id, code, changed)
-    assert updated is not None and updated.date_time is not None and updated.date_time.date == "2026-11-21"
-    events = client.get_shipment_events(shipment_id)
-    assert any(e.event == code and e.date_time and e.date_time.date == "2026-11-21" for e in events)
-    if (code, "ACTUAL") not in existing:
-        with pytest.raises(NotFoundError):
-            client.update_shipment_event(shipment_id, code, {**changed, "type": "ACTUAL"})
+    assert sim.request_count("/service/shipment/{shipmentId}/event") == before + 1  # a 409 is not retried
+    later = {"date": "2026-11-21", "time": "09:30:00", "zone_offset": "+01:00"}
+    updated = client.update_shipment_event(shipment_id, code, {**event, "date_time": later})
+    stored = next(e for e in store.get_events(shipment_id) if (e["event"], e["type"]) == (code, "ESTIMATED"))
+    assert updated is not None and same_json(updated.raw, stored) and stored["date_time"] == later
+    missing = new_event_code(sim, shipment_id, "ACTUAL")
+    with pytest.raises(NotFoundError):
+        client.update_shipment_event(shipment_id, missing, {**event, "type": "ACTUAL"})
 
 
-# --- memos and code conversions -----------------------------------------------------------------
-
-
-def test_memos_scroll_lookup_retrieve(client: FreightClient, fresh_sim: Any) -> None:
-    expected = list(fresh_sim.store.memo_rows())
+def check_memos(client: SyncView, sim: Any) -> None:
+    expected = list(sim.store.memo_rows())
+    assert len(expected) > 60, "the simulator should generate memo lines"
     pages = list(client.iter_memo_pages(page_size=30))
-    scrolled = [row for page in pages for row in page.raw]
-    assert same_json(scrolled, expected)
-    assert pages[0].row_count == len(expected)
-    assert expected, "the simulator should generate memo lines"
+    assert same_json([row for page in pages for row in page.raw], expected) and pages[0].row_count == len(expected)
+    assert same_json(client.scroll_memos_page(page_no=1, page_size=30).raw, expected[30:60])
     first = expected[0]
-    found = list(
-        client.iter_memos(
-            [
-                Criterion(key="CLIENT", value=first["client"]),
-                Criterion(key="SHIPMENT_NUMBER", value=first["shipment_number"]),
-            ]
-        )
-    )
-    assert first["id"] in {m.id for m in found}
-    assert all(m.shipment_number == first["shipment_number"] for m in found)
+    criteria = [
+        Criterion(key="CLIENT", value=first["client"]),
+        Criterion(key="SHIPMENT_NUMBER", value=first["shipment_number"]),
+    ]
+    same_shipment = [
+        m for m in expected if (m["client"], m["shipment_number"]) == (first["client"], first["shipment_number"])
+    ]
+    page = client.lookup_memos(criteria, page_size=1)
+    assert page.row_count == len(same_shipment) and same_json(page.raw, same_shipment[:1])
+    assert same_json([m.raw for m in client.iter_memos(criteria, page_size=1)], same_shipment)
+    assert same_json(client.get_memo_raw(first["id"]), sim.store.get_memo(first["id"]))
     assert client.get_memo(first["id"]).memo == first["memo"]
-    assert same_json(client.get_memo_raw(first["id"]), fresh_sim.store.get_memo(first["id"]))
 
 
-def test_code_conversions_scroll_lookup_retrieve(client: FreightClient, fresh_sim: Any) -> None:
-    expected = list(fresh_sim.store.code_conversion_rows())
-    assert expected, "the simulator should generate code conversions"
+def check_code_conversions(client: SyncView, sim: Any) -> None:
+    expected = list(sim.store.code_conversion_rows())
+    assert len(expected) > 21, "the simulator should generate code conversions"
     scrolled = [row for page in client.iter_code_conversion_pages(page_size=7) for row in page.raw]
     assert same_json(scrolled, expected)
+    assert same_json(client.scroll_code_conversions_page(page_no=2, page_size=7).raw, expected[14:21])
     partner = expected[0]["partner"]
+    of_partner = [r for r in expected if r["partner"] == partner]
+    page = client.lookup_code_conversions([Criterion(key="PARTNER", value=partner)], page_size=3)
+    assert page.row_count == len(of_partner) and same_json(page.raw, of_partner[:3])
     found = list(client.iter_code_conversions([Criterion(key="PARTNER", value=partner)], page_size=3))
-    assert sorted(c.id for c in found if c.id is not None) == sorted(
-        r["id"] for r in expected if r["partner"] == partner
-    )
-    one = client.get_code_conversion(expected[0]["id"])
-    assert one.raw == client.get_code_conversion_raw(expected[0]["id"]) and one.partner == partner
-    page = client.lookup_code_conversions([Criterion(key="DIRECTION", value=expected[0]["direction"])], page_size=2)
-    assert page.row_count is not None and page.row_count >= 1
+    assert same_json([c.raw for c in found], of_partner)
+    record = sim.store.get_code_conversion(expected[0]["id"])
+    assert same_json(client.get_code_conversion_raw(expected[0]["id"]), record)
+    assert same_json(client.get_code_conversion(expected[0]["id"]).raw, record)
 
 
-# --- E-File -------------------------------------------------------------------------------------
-
-
-def test_efile_group_end_to_end(client: FreightClient, fresh_sim: Any) -> None:
-    shipment_id = live_ids(fresh_sim)[0]
+def check_efiles(client: SyncView, sim: Any, shipment_id: int) -> None:
+    store = sim.store
     new = EFile.from_bytes(
         b"hello freight",
         file_name="note.txt",
@@ -177,40 +272,53 @@ def test_efile_group_end_to_end(client: FreightClient, fresh_sim: Any) -> None:
         roles=["OPS"],
     )
     stored = client.store_efile(new)
-    assert stored.id is not None and stored.file_name == "note.txt"
+    assert stored.id is not None and same_json(stored.raw, store.get_efile(stored.id, cascade=True))
     efile_id = stored.id
     plain = client.get_efile(efile_id)
-    assert plain.references is None and plain.roles is None and plain.content() == b"hello freight"
-    full = client.get_efile(efile_id, cascade=True)
-    assert full.references is not None and [r.value for r in full.references] == [str(shipment_id)]
-    assert full.roles is not None and [r.role for r in full.roles] == ["OPS"]
-    assert client.get_efile_raw(efile_id, cascade=True)["roles"][0]["role"] == "OPS"
+    assert same_json(plain.raw, store.get_efile(efile_id)) and plain.references is None
+    assert plain.content() == b"hello freight"
+    assert same_json(client.get_efile_raw(efile_id, cascade=True), store.get_efile(efile_id, cascade=True))
 
     client.add_efile_reference(efile_id, {"type": "HBL", "value": "HBL-42"})
     refs = client.get_efile_references(efile_id)
     assert {(r.type, r.value) for r in refs} == {("SHIPMENT", str(shipment_id)), ("HBL", "HBL-42")}
+    assert same_json([r.raw for r in refs], store.get_efile_references(efile_id))
     client.delete_efile_reference(efile_id, next(r for r in refs if r.type == "HBL"))
-    assert [r["type"] for r in client.get_efile_references_raw(efile_id)] == ["SHIPMENT"]
+    assert same_json(client.get_efile_references_raw(efile_id), store.get_efile_references(efile_id))
+    assert [r["type"] for r in store.get_efile_references(efile_id)] == ["SHIPMENT"]
 
     client.add_efile_role(efile_id, "FINANCE")
-    assert sorted(r.role or "" for r in client.get_efile_roles(efile_id)) == ["FINANCE", "OPS"]
+    roles = client.get_efile_roles(efile_id)
+    assert sorted(r.role or "" for r in roles) == ["FINANCE", "OPS"]
+    assert same_json([r.raw for r in roles], store.get_efile_roles(efile_id))
     client.delete_efile_role(efile_id, "OPS")
-    assert [r["role"] for r in client.get_efile_roles_raw(efile_id)] == ["FINANCE"]
+    assert same_json(client.get_efile_roles_raw(efile_id), store.get_efile_roles(efile_id))
+    assert [r["role"] for r in store.get_efile_roles(efile_id)] == ["FINANCE"]
 
+    summary = {**{k: v for k, v in store.get_efile(efile_id).items() if k != "document"}}
     by_shipment = client.lookup_efiles([Criterion(key="SHIPMENT_ID", value=shipment_id)])
-    assert efile_id in {e.id for e in by_shipment.items}
-    assert all(e.document is None for e in by_shipment.items)
-    assert efile_id in {e.id for e in client.iter_efiles([Criterion(key="REFERENCE", value=str(shipment_id))])}
+    assert by_shipment.row_count == 1 and same_json(by_shipment.raw, [summary])
+    by_reference = list(client.iter_efiles([Criterion(key="REFERENCE", value=str(shipment_id))]))
+    assert [e.id for e in by_reference] == [efile_id] and by_reference[0].document is None
 
     deleted = client.delete_efile(efile_id)
     assert deleted is not None and deleted.id == efile_id
+    assert efile_id not in {row["id"] for row in store.efile_rows()}
     with pytest.raises(NotFoundError):
         client.get_efile(efile_id)
 
 
-def test_invalid_base64_is_a_bad_request_naming_the_problem(client: FreightClient) -> None:
-    from freight_pipeline.client import BadRequestError
+def check_webhook(client: SyncView, sim: Any) -> None:
+    payload = {"kind": "test", "n": 1, "nested": {"ok": True}}
+    receipt = client.send_webhook(payload)
+    assert receipt is not None and receipt.received is True
+    assert {"id": receipt.id, "payload": payload} in sim.store.webhook_payloads()
 
+
+# --- E-File ---------------------------------------------------------------------------------------
+
+
+def test_invalid_base64_is_a_bad_request_naming_the_problem(client: FreightClient) -> None:
     with pytest.raises(BadRequestError, match="base64"):
         client.store_efile({"file_name": "x", "document": "%%%not base64%%%"})
 
@@ -369,6 +477,36 @@ def test_dropped_connections_are_retried_for_reads_not_for_creates(client: Freig
     assert fresh_sim.request_count("/service/shipment/{shipmentId}/event") == 1
 
 
+def test_malformed_success_bodies_are_retried_for_reads_and_never_for_creates(
+    any_client: SyncView, fresh_sim: Any
+) -> None:
+    store = fresh_sim.store
+    shipment_id = one_shipment_per_client_kind(fresh_sim, any_client, 5)
+    retrieve = "/service/shipment/{id}"
+    fresh_sim.script_fault("malformed", 2, path=retrieve)
+    assert same_json(any_client.get_shipment_raw(shipment_id), store.get_shipment(shipment_id))
+    assert fresh_sim.request_count(retrieve, status=200) == 3  # two cut short, then the whole one
+
+    fresh_sim.script_fault("malformed", FAST_RETRY.max_attempts, path=retrieve)
+    with pytest.raises(ProtocolError) as info:
+        any_client.get_shipment(shipment_id)
+    err = info.value
+    assert (err.status_code, err.method, err.path) == (200, "GET", f"/service/shipment/{shipment_id}")
+    assert f"GET /service/shipment/{shipment_id} answered HTTP 200" in str(err) and "not valid JSON" in str(err)
+    whole = json.dumps(store.get_shipment(shipment_id), ensure_ascii=False, separators=(",", ":"))
+    assert len(err.body_excerpt) <= 200 and err.body_excerpt.endswith("…")
+    assert whole.startswith(err.body_excerpt[:-1])
+    assert fresh_sim.faults.pending_script() == 0
+
+    code = new_event_code(fresh_sim, shipment_id, "ACTUAL")
+    fresh_sim.script_fault("malformed", 1, path="/service/shipment/{shipmentId}/event")
+    with pytest.raises(ProtocolError, match="did process the request") as created:
+        any_client.create_shipment_event(shipment_id, {"event": code, "type": "ACTUAL"})
+    assert created.value.status_code == 201 and created.value.method == "POST"
+    assert fresh_sim.request_count("/service/shipment/{shipmentId}/event") == 1  # not repeated
+    assert (code, "ACTUAL") in {(e["event"], e["type"]) for e in store.get_events(shipment_id)}
+
+
 def test_random_fault_mix_with_the_async_client(fresh_sim: Any) -> None:
     fresh_sim.set_faults(drop_rate=0.1, rate_limit_rate=0.1, server_error_rate=0.1, retry_after_s=0, seed=5)
     ids = live_ids(fresh_sim)
@@ -387,38 +525,6 @@ def test_random_fault_mix_with_the_async_client(fresh_sim: Any) -> None:
     assert [d["id"] for d in docs] == ids[:40]
     assert all(same_json(d, fresh_sim.store.get_shipment(d["id"])) for d in docs)
     assert stats.retries > 0 and stats.requests == fresh_sim.request_count()
-
-
-def test_async_client_covers_every_read_method(fresh_sim: Any) -> None:
-    shipment_id = live_ids(fresh_sim)[2]
-
-    async def run() -> None:
-        async with AsyncFreightClient(
-            fresh_sim.base_url,
-            fresh_sim.username,
-            fresh_sim.password,
-            webhook_username=fresh_sim.webhook_username,
-            webhook_password=fresh_sim.webhook_password,
-            retry=FAST_RETRY,
-        ) as client:
-            page = await client.lookup_shipments([Criterion(key="ID", value=shipment_id)])
-            assert page.items[0].id == shipment_id and page.row_count == 1
-            assert (await client.get_shipment(shipment_id)).id == shipment_id
-            assert isinstance(await client.get_shipment_events_raw(shipment_id), list)
-            assert isinstance(await client.get_air_main_carriage(shipment_id), list)
-            assert isinstance(await client.get_sea_main_carriage_raw(shipment_id), list)
-            memos = [m async for m in client.iter_memo_pages(page_size=500)]
-            assert memos and memos[0].row_count == len(list(fresh_sim.store.memo_rows()))
-            convs = [c async for c in client.iter_code_conversion_pages()]
-            assert convs[0].raw
-            stored = await client.store_efile(EFile.from_bytes(b"x", file_name="x.bin"))
-            assert stored.id is not None
-            await client.add_efile_role(stored.id, "OPS")
-            assert [r.role for r in await client.get_efile_roles(stored.id)] == ["OPS"]
-            assert (await client.delete_efile(stored.id)) is not None
-            assert (await client.send_webhook({"a": 1})) is not None
-
-    asyncio.run(run())
 
 
 # --- secrets ------------------------------------------------------------------------------------

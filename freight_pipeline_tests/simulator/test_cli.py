@@ -11,6 +11,7 @@ import time
 import httpx
 import pytest
 
+import freight_pipeline.simulator.store  # noqa: F401  # the "real" runs serve it: a broken store must fail, not skip
 from freight_pipeline.cli import build_parser
 from freight_pipeline.simulator.cli import config_from_args
 
@@ -67,7 +68,6 @@ _WITH_FAKE_STORE = (
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_serves_until_stopped(store: str, stop_signal: signal.Signals) -> None:
     if store == "real":
-        pytest.importorskip("freight_pipeline.simulator.store")
         command = [sys.executable, "-m", "freight_pipeline.cli"]
     else:
         command = [sys.executable, "-c", _WITH_FAKE_STORE]

@@ -1,4 +1,4 @@
-"""Fault injection (429, 5xx HTML, dropped connections, latency, changes while paging) and the control surface."""
+"""Fault injection (429, 5xx HTML, dropped connections, malformed bodies, latency, paging changes), control surface."""
 
 from __future__ import annotations
 
@@ -64,6 +64,24 @@ def test_scripted_server_errors_then_success(sim: RunningSimulator, client: http
     with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
         client.get(MEMOS)
     assert sim.faults.pending_script() == 0
+
+
+def test_malformed_cuts_a_processed_success_body_short(sim: RunningSimulator, client: httpx.Client) -> None:
+    sim.script_fault("malformed", count=1, path=MEMOS)
+    broken = client.get(MEMOS)
+    assert broken.status_code == 200 and broken.headers["content-type"].startswith("application/json")
+    assert int(broken.headers["content-length"]) == len(broken.content) > 0
+    with pytest.raises(ValueError):
+        broken.json()
+    whole = client.get(MEMOS)  # the script is used up: the next answer is whole
+    assert whole.json() and broken.content == whole.content[: len(whole.content) // 2]
+    assert sim.request_count(MEMOS, status=200) == 2 and sim.faults.pending_script() == 0
+    # error answers pass unchanged; the fault is used up by them too
+    sim.script_fault("malformed", path="/service/shipment/{id}")
+    missing = client.get("/service/shipment/999999999")
+    assert missing.status_code == 404 and missing.json()["status"] == 404
+    with pytest.raises(ValueError, match="unknown fault kind"):
+        sim.script_fault("garbled")
 
 
 def test_latency_with_jitter(sim: RunningSimulator, client: httpx.Client) -> None:
@@ -179,6 +197,11 @@ def test_control_surface(sim_factory: Callable[..., RunningSimulator]) -> None:
     assert httpx.post(f"{base}/faults/reset").json()["rate_limit_rate"] == 0.0
     assert httpx.post(f"{base}/faults/script", json={"kind": "server_error", "status": 504}).status_code == 200
     assert httpx.get(f"{sim.base_url}{MEMOS}", headers=headers).status_code == 504
+    assert httpx.post(f"{base}/faults/script", json={"kind": "malformed"}).status_code == 200
+    malformed = httpx.get(f"{sim.base_url}{MEMOS}", headers=headers)
+    assert malformed.status_code == 200
+    with pytest.raises(ValueError):
+        malformed.json()
 
     assert httpx.post(f"{base}/tokens/revoke").status_code == 200
     assert httpx.get(f"{sim.base_url}{MEMOS}", headers=headers).status_code == 401
