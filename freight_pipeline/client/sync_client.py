@@ -344,6 +344,17 @@ class FreightClient:
         call = self._core.lookup(ep.MEMO_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
         return self._page(MemoLine, call)
 
+    def iter_memo_lookup_pages(
+        self,
+        criteria: Criteria,
+        *,
+        page_size: int = MAX_PAGE_SIZE,
+        order_by: OrderBy = None,
+        order_mode: OrderBy = None,
+    ) -> Iterator[Page[MemoLine]]:
+        """Every page of a memo lookup, from page 0 until the last (see ``paging.PageWalk``)."""
+        return self._lookup_pages(ep.MEMO_LOOKUP, MemoLine, criteria, page_size, order_by, order_mode)
+
     def iter_memos(
         self,
         criteria: Criteria,

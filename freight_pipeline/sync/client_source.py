@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from freight_pipeline.client import AsyncFreightClient, NotFoundError
-from freight_pipeline.client.paging import Page
 from freight_pipeline.sync.changes import Criterion, LookupResult
 from freight_pipeline.sync.source import ShipmentGone
 
@@ -62,16 +61,10 @@ class ClientSource:
             {"key": "CLIENT", "match_mode": "EQUALS", "value": client},
             {"key": "SHIPMENT_NUMBER", "match_mode": "EQUALS", "value": shipment_number},
         ]
-        memos: list[dict[str, Any]] = []
-        page_no = 0
-        while True:
-            page: Page[Any] = await self.client.lookup_memos(
-                criteria, page_no=page_no, page_size=MEMO_PAGE_SIZE, order_by=["ID"], order_mode=["ASC"]
-            )
-            memos.extend(page.raw)
-            if page.is_last or not page.raw:
-                return memos
-            page_no += 1
+        pages = self.client.iter_memo_lookup_pages(
+            criteria, page_size=MEMO_PAGE_SIZE, order_by=["ID"], order_mode=["ASC"]
+        )
+        return [memo async for page in pages for memo in page.raw]
 
     async def iter_code_conversions(self) -> AsyncIterator[list[dict[str, Any]]]:
         async for page in self.client.iter_code_conversion_pages(page_size=CODE_CONVERSION_PAGE_SIZE):

@@ -241,6 +241,9 @@ def check_memos(client: SyncView, sim: Any) -> None:
     page = client.lookup_memos(criteria, page_size=1)
     assert page.row_count == len(same_shipment) and same_json(page.raw, same_shipment[:1])
     assert same_json([m.raw for m in client.iter_memos(criteria, page_size=1)], same_shipment)
+    lookup_pages = list(client.iter_memo_lookup_pages(criteria, page_size=1))
+    assert [p.page_no for p in lookup_pages] == list(range(len(same_shipment)))
+    assert same_json([row for p in lookup_pages for row in p.raw], same_shipment)
     assert same_json(client.get_memo_raw(first["id"]), sim.store.get_memo(first["id"]))
     assert client.get_memo(first["id"]).memo == first["memo"]
 
