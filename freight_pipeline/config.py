@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8765"
 DEFAULT_USERNAME = "demo"
 DEFAULT_DATA_DIR = "./data"
+BASE_URL_ENV = "FREIGHT_BASE_URL"
+USERNAME_ENV = "FREIGHT_USERNAME"
+PASSWORD_ENV = "FREIGHT_PASSWORD"
+DATA_DIR_ENV = "FREIGHT_DATA_DIR"
+SCHEDULES_RUNNING_ENV = "FREIGHT_SCHEDULES_RUNNING"
+"""``1``: the schedules start switched on (``make ui`` sets it)."""
+MAX_SYNC_AGE_ENV = "FREIGHT_MAX_SYNC_AGE_MINUTES"
+"""Minutes after which the ``last_sync_fresh`` asset check warns."""
 RECONCILE_ENV = "FREIGHT_RECONCILE_INTERVAL_MINUTES"
 """Minutes between full id reconciliations of the shipments stream (read by the Dagster resource)."""
+ON_TIME_TOLERANCE_ENV = "FREIGHT_ON_TIME_TOLERANCE_MINUTES"
+"""Minutes an arrival may be late and still count as on time (dbt var ``on_time_tolerance_minutes``)."""
 
 
 @dataclass(frozen=True)
@@ -24,11 +36,40 @@ class ServiceSettings:
     @classmethod
     def from_env(cls) -> ServiceSettings:
         return cls(
-            base_url=os.environ.get("FREIGHT_BASE_URL", DEFAULT_BASE_URL),
-            username=os.environ.get("FREIGHT_USERNAME", DEFAULT_USERNAME),
-            password=os.environ.get("FREIGHT_PASSWORD", ""),
+            base_url=os.environ.get(BASE_URL_ENV, DEFAULT_BASE_URL),
+            username=os.environ.get(USERNAME_ENV, DEFAULT_USERNAME),
+            password=os.environ.get(PASSWORD_ENV, ""),
         )
 
 
 def data_dir_from_env() -> Path:
-    return Path(os.environ.get("FREIGHT_DATA_DIR", DEFAULT_DATA_DIR)).resolve()
+    return Path(os.environ.get(DATA_DIR_ENV, DEFAULT_DATA_DIR)).resolve()
+
+
+def minutes_from_env(name: str, default: int) -> int:
+    """Whole minutes (>= 0) from environment variable ``name``; ``default`` when unset or empty."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        minutes = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be whole minutes, got {text!r}") from None
+    if minutes < 0:
+        raise ValueError(f"{name} must not be negative, got {minutes}")
+    return minutes
+
+
+@contextmanager
+def environ(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the ``with`` block, then restore the previous ones."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

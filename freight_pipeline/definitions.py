@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 
 import dagster as dg
 from dagster_dbt import DbtCliResource
 
+from freight_pipeline.config import MAX_SYNC_AGE_ENV, PASSWORD_ENV, minutes_from_env
 from freight_pipeline.defs.checks import DEFAULT_MAX_SYNC_AGE, build_warehouse_checks
 from freight_pipeline.defs.dbt import dbt_executable, dbt_project, freight_dbt_models
 from freight_pipeline.defs.jobs import code_conversions_job, freight_sync_job, schedules
@@ -15,10 +15,8 @@ from freight_pipeline.defs.publish import published_warehouse
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import SYNC_ASSETS
 
-MAX_SYNC_AGE_ENV = "FREIGHT_MAX_SYNC_AGE_MINUTES"
-"""Minutes after which the ``last_sync_fresh`` check warns (default 60)."""
 max_sync_age = dt.timedelta(
-    minutes=float(os.environ.get(MAX_SYNC_AGE_ENV, DEFAULT_MAX_SYNC_AGE.total_seconds() / 60))
+    minutes=minutes_from_env(MAX_SYNC_AGE_ENV, int(DEFAULT_MAX_SYNC_AGE.total_seconds() // 60))
 )
 
 defs = dg.Definitions(
@@ -27,7 +25,7 @@ defs = dg.Definitions(
     jobs=[freight_sync_job, code_conversions_job],
     schedules=schedules,
     resources={
-        "freight_service": FreightServiceResource(password=dg.EnvVar("FREIGHT_PASSWORD")),
+        "freight_service": FreightServiceResource(password=dg.EnvVar(PASSWORD_ENV)),
         "warehouse": WarehouseResource(),
         "dbt": DbtCliResource(project_dir=dbt_project, dbt_executable=dbt_executable()),
     },

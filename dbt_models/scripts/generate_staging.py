@@ -8,7 +8,10 @@ The table specs in ``freight_pipeline/normalize/tables.py`` are the one declarat
 * ``models/staging/stg_<table>.sql``: a view per table, CTEs ``source -> renamed -> final``,
   light cleaning (code columns trimmed and upper-cased, a few boolean and key renames);
 * ``models/staging/stg_<table>.yml``: docs of every column and the data tests of the table
-  (keys, relationships to parents, accepted values).
+  (keys, relationships to parents, accepted values);
+* ``macros/code_lists.sql``: the code lists of the accepted_values tests (event codes and types
+  imported from ``freight_pipeline/client/models.py``, modes, directions, carriages), one macro
+  each, called by the staging YAML above and by the marts' YAML (``values: "{{ freight_event_codes() }}"``).
 
 Run it after a table spec changes, from the repository root::
 
@@ -28,41 +31,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from freight_pipeline.client.models import EVENT_CODES, EVENT_TYPES  # noqa: E402
 from freight_pipeline.normalize.schema import Column, TableSpec  # noqa: E402
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, TABLE_STREAM  # noqa: E402
 
 STAGING_DIR = ROOT / "dbt_models" / "models" / "staging"
 SOURCE_NAME = "freight"
 
-EVENT_CODES = (
-    "DISPATCH",
-    "PICKUP",
-    "WAREHOUSE",
-    "POL_ARRIVAL",
-    "LOADING_START",
-    "LOADING_END",
-    "POL_DEPARTURE",
-    "POD_ARRIVAL",
-    "CLEARANCE_START",
-    "CLEARANCE_END",
-    "CUSTOMS_CLEARANCE",
-    "AVAILABLE",
-    "ACCEPTANCE",
-    "FINAL_DESTINATION",
-    "TRANSSHIPMENT",
-    "GATE_OUT",
-    "POD_DEPARTURE",
-    "CUSTOMS_RELEASE",
-    "DELIVERY_DATE",
-    "POL_DEPARTURE_REVISED",
-    "POD_ARRIVAL_REVISED",
-    "TRANSSHIPMENT_ARRIVAL",
-    "TRANSSHIPMENT_DEPARTURE",
-    "DIFF_BL_DATE",
-    "VGM_CLOSING",
-)
-EVENT_TYPES = ("ESTIMATED", "ACTUAL")
+MACROS_DIR = ROOT / "dbt_models" / "macros"
+
+# The modes of the spec (shipment.mode_of_transport); the client declares no list of them.
 MODES_OF_TRANSPORT = ("SEA", "AIR", "RD", "RL")
+
+# Code lists of accepted_values tests, each written once to macros/code_lists.sql as a macro that
+# returns the list; the staging and mart YAML files call the macro (``values: "{{ <macro>() }}"``).
+# Event codes and types come from the client's declaration (freight_pipeline/client/models.py).
+CODE_LISTS: dict[str, tuple[tuple[str, ...], str]] = {
+    "freight_event_codes": (EVENT_CODES, "the 25 event codes of the spec (client.models.EVENT_CODES)"),
+    "freight_event_types": (EVENT_TYPES, "event types (client.models.EVENT_TYPES)"),
+    "freight_modes_of_transport": (MODES_OF_TRANSPORT, "shipment modes of transport"),
+    "freight_shipment_directions": (("I", "E"), "shipment directions: import, export"),
+    "freight_conversion_directions": (("I", "O"), "code conversion directions: inbound, outbound"),
+    "freight_carriages": (("pre", "main", "post"), "carriage of an embedded leg (lower case)"),
+}
 
 # Tables whose freshness is checked (``dbt source freshness``, Dagster freshness): the head table of
 # each always-populated stream. Child tables are written only with their shipment and may be empty
@@ -84,7 +75,7 @@ class Rename:
 
 @dataclass(frozen=True)
 class Accepted:
-    values: tuple[str, ...]
+    code_list: str  # a key of CODE_LISTS
     severity: str = "error"
     note: str = ""
 
@@ -127,8 +118,8 @@ STAGING: dict[str, Staging] = {
             "direction": Rename(expression=UPPER_CODE, note="trimmed, upper case"),
         },
         accepted={
-            "mode_of_transport": Accepted(MODES_OF_TRANSPORT),
-            "direction": Accepted(("I", "E")),
+            "mode_of_transport": Accepted("freight_modes_of_transport"),
+            "direction": Accepted("freight_shipment_directions"),
         },
     ),
     "shipment_goods": Staging(
@@ -158,7 +149,7 @@ STAGING: dict[str, Staging] = {
             "carriage": Rename(expression=LOWER_CODE, note="trimmed, lower case"),
             "mot": Rename(expression=UPPER_CODE, note="trimmed, upper case"),
         },
-        accepted={"carriage": Accepted(("pre", "main", "post"))},
+        accepted={"carriage": Accepted("freight_carriages")},
     ),
     "air_main_carriage_legs": Staging(renames={"mot": Rename(expression=UPPER_CODE, note="trimmed, upper case")}),
     "sea_main_carriage_legs": Staging(renames={"mot": Rename(expression=UPPER_CODE, note="trimmed, upper case")}),
@@ -170,17 +161,17 @@ STAGING: dict[str, Staging] = {
         },
         accepted={
             "event_code": Accepted(
-                EVENT_CODES,
+                "freight_event_codes",
                 severity="warn",
                 note="the 25 codes of the spec; warn only, because the service may add codes "
                 "and the normalizer keeps unknown codes as sent",
             ),
-            "event_type": Accepted(EVENT_TYPES),
+            "event_type": Accepted("freight_event_types"),
         },
     ),
     "code_conversions": Staging(
         renames={"direction": Rename(expression=UPPER_CODE, note="trimmed, upper case")},
-        accepted={"direction": Accepted(("I", "O"))},
+        accepted={"direction": Accepted("freight_conversion_directions")},
     ),
 }
 
@@ -329,7 +320,7 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
             tests += [
                 "          - accepted_values:",
                 "              arguments:",
-                f"                values: {yaml_list(accepted.values)}",
+                f"                values: {quote('{{ ' + accepted.code_list + '() }}')}",
             ]
             if accepted.severity != "error":
                 tests += ["              config:", f"                severity: {accepted.severity}"]
@@ -375,9 +366,34 @@ def sources_yml(specs: Iterable[TableSpec]) -> str:
     return "\n".join(out) + "\n"
 
 
+def code_lists_sql(code_lists: dict[str, tuple[tuple[str, ...], str]]) -> str:
+    """``macros/code_lists.sql``: one macro per code list, returning the list (for accepted_values)."""
+    out = [
+        "{#",
+        "    Code lists of the accepted_values tests, defined once: generated by",
+        "    dbt_models/scripts/generate_staging.py (event codes and types from",
+        "    freight_pipeline/client/models.py); do not edit by hand. In a YAML test:",
+        '    values: "{{ freight_event_codes() }}"',
+        "#}",
+    ]
+    for name, (values, description) in code_lists.items():
+        items = ", ".join(quote(v) for v in values)
+        out += [
+            "",
+            f"{{#  {description} #}}",
+            f"{{% macro {name}() -%}}",
+            f"    {{{{ return([{items}]) }}}}",
+            "{%- endmacro %}",
+        ]
+    return "\n".join(out) + "\n"
+
+
 def render() -> dict[Path, str]:
     """Every generated file and its content."""
-    files: dict[Path, str] = {STAGING_DIR / "_sources.yml": sources_yml(FREIGHT_TABLES)}
+    files: dict[Path, str] = {
+        MACROS_DIR / "code_lists.sql": code_lists_sql(CODE_LISTS),
+        STAGING_DIR / "_sources.yml": sources_yml(FREIGHT_TABLES),
+    }
     for spec in FREIGHT_TABLES:
         staging = STAGING.get(spec.name, Staging())
         files[STAGING_DIR / f"stg_{spec.name}.sql"] = staging_sql(spec, staging)
@@ -386,8 +402,8 @@ def render() -> dict[Path, str]:
 
 
 def main() -> None:
-    STAGING_DIR.mkdir(parents=True, exist_ok=True)
     for path, text in render().items():
+        path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
             print(f"wrote {path.relative_to(ROOT)}")

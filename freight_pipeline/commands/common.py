@@ -6,14 +6,9 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from freight_pipeline.config import DEFAULT_DATA_DIR
-
-DATA_DIR_ENV = "FREIGHT_DATA_DIR"
-PASSWORD_ENV = "FREIGHT_PASSWORD"
+from freight_pipeline.config import DATA_DIR_ENV, DEFAULT_DATA_DIR
 
 
 def add_data_dir_argument(parser: argparse.ArgumentParser) -> None:
@@ -60,18 +55,3 @@ class Stopwatch:
     @property
     def seconds(self) -> float:
         return time.monotonic() - self.started
-
-
-@contextmanager
-def environ(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables for the ``with`` block, then restore the previous ones."""
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value

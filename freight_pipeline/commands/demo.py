@@ -7,11 +7,8 @@ import os
 from pathlib import Path
 
 from freight_pipeline.commands.common import (
-    DATA_DIR_ENV,
-    PASSWORD_ENV,
     Stopwatch,
     add_data_dir_argument,
-    environ,
     resolve_data_dir,
     say,
 )
@@ -19,7 +16,7 @@ from freight_pipeline.commands.demo_data import ForeignDataDir, prepare_demo_dir
 from freight_pipeline.commands.demo_summary import Changes, DemoFacts, DemoRun, render_summary
 from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job
 from freight_pipeline.commands.report import on_time_by_mode, read_report, shipments_present
-from freight_pipeline.config import RECONCILE_ENV
+from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, RECONCILE_ENV, USERNAME_ENV, environ
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     with running_simulator(shipments=args.shipments, seed=args.seed) as sim:
         say(f"demo: simulator ready at {sim.base_url} in {clock.seconds:.1f} s")
         service = {
-            "FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username, DATA_DIR_ENV: str(data_dir),
+            BASE_URL_ENV: sim.base_url, USERNAME_ENV: sim.username, DATA_DIR_ENV: str(data_dir),
             RECONCILE_ENV: "0",  # list every live id each run, so the demo's deletions leave the warehouse
         }
         with environ({**service, PASSWORD_ENV: sim.password}):

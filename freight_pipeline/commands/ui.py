@@ -19,9 +19,10 @@ from types import FrameType
 
 import httpx
 
-from freight_pipeline.commands.common import DATA_DIR_ENV, PASSWORD_ENV, add_data_dir_argument, resolve_data_dir, say
+from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
 from freight_pipeline.commands.dagster_home import dagster_home, ensure_dagster_yaml
 from freight_pipeline.commands.processes import LOCALHOST, ChildExited, port_in_use, start_child, stop_child, wait_http
+from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, SCHEDULES_RUNNING_ENV, USERNAME_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = "workspace.yaml"
@@ -63,11 +64,11 @@ def run(args: argparse.Namespace) -> int:
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
-        "FREIGHT_BASE_URL": base_url,
-        "FREIGHT_USERNAME": DEFAULT_USERNAME,
+        BASE_URL_ENV: base_url,
+        USERNAME_ENV: DEFAULT_USERNAME,
         PASSWORD_ENV: DEFAULT_PASSWORD,
         DATA_DIR_ENV: str(data_dir),
-        "FREIGHT_SCHEDULES_RUNNING": "1",
+        SCHEDULES_RUNNING_ENV: "1",
         "PYTHONWARNINGS": ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), QUIET_DEV_WARNING])),
     }
     children: list[subprocess.Popen[bytes]] = []

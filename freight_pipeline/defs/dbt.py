@@ -6,8 +6,9 @@ checks (dagster-dbt's default). The manifest is made at load time when it is mis
 a project file (``dbt parse``: no database needed, a few seconds); otherwise loading just reads it.
 """
 
+import datetime as dt
 import fcntl
-import os
+import json
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -17,12 +18,20 @@ from typing import Any
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DbtCliResource, DbtProject, dbt_assets
 
+from freight_pipeline.config import ON_TIME_TOLERANCE_ENV, environ, minutes_from_env
 from freight_pipeline.defs.resources import WarehouseResource
+from freight_pipeline.sync.runner import one_line_error, open_warehouse
+from freight_pipeline.warehouse import RunRecord
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_models"
 DATABASE_ENV = "FREIGHT_DBT_DATABASE"
 """The variable ``profiles.yml`` reads the DuckDB path from."""
+DBT_BUILD_STREAM = "dbt_build"
+"""The ``sync_runs`` stream name under which each dbt build is logged."""
+ON_TIME_TOLERANCE_VAR = "on_time_tolerance_minutes"
+DEFAULT_ON_TIME_TOLERANCE_MINUTES = 60
+"""The dbt var's default, as in ``dbt_project.yml``."""
 TARGET_DIR = "dbt-target"
 """dbt's target/log directory of a build, under ``<data_dir>/work/`` (one per data dir, reused: partial parse)."""
 PROJECT_FILES = ("dbt_project.yml", "profiles.yml", "packages.yml", "dependencies.yml", "selectors.yml")
@@ -86,19 +95,34 @@ class FreightDbtTranslator(DagsterDbtTranslator):
         return f"dbt_{schema}" if schema else "dbt"
 
 
+def dbt_build_args() -> list[str]:
+    """``dbt build``, with ``--vars`` for the settings taken from the environment."""
+    tolerance = minutes_from_env(ON_TIME_TOLERANCE_ENV, DEFAULT_ON_TIME_TOLERANCE_MINUTES)
+    return ["build", "--vars", json.dumps({ON_TIME_TOLERANCE_VAR: tolerance})]
+
+
 @contextmanager
-def environment(**values: str) -> Iterator[None]:
-    """Set environment variables for the block (the dbt subprocess inherits ``os.environ``), then restore."""
-    previous = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
+def logged_build(data_dir: Path, run_id: str, *, whole: bool) -> Iterator[None]:
+    """Log the build in ``freight_meta.sync_runs`` (stream ``dbt_build``): running, then success or failed.
+
+    The publish refuses a working database whose latest build did not succeed (marts half rebuilt).
+    A build of a selection (``whole`` False: some models picked in the UI) ends as ``partial``, not
+    ``success``: it does not vouch for the marts it skipped, so only a whole build settles them.
+    """
+    record = RunRecord(run_id, DBT_BUILD_STREAM, dt.datetime.now(dt.UTC))
+    with open_warehouse(data_dir) as warehouse:
+        warehouse.record_run(record)
     try:
         yield
+    except BaseException as exc:
+        record.status, record.error = "failed", one_line_error(exc)
+        raise
+    else:
+        record.status = "success" if whole else "partial"
     finally:
-        for name, value in previous.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        record.finished_at = dt.datetime.now(dt.UTC)
+        with open_warehouse(data_dir) as warehouse:
+            warehouse.record_run(record)
 
 
 @dbt_assets(
@@ -115,6 +139,8 @@ def freight_dbt_models(
     if not database.exists():
         raise FileNotFoundError(f"no working database at {database}: run the freight sync first")
     target = database.parent / TARGET_DIR
-    context.log.info(f"dbt build into {database}")
-    with environment(**{DATABASE_ENV: str(database)}):
-        yield from dbt.cli(["build"], context=context, target_path=target).stream()
+    args = dbt_build_args()
+    context.log.info(f"dbt {' '.join(args)} into {database}")
+    whole = not context.is_subset
+    with logged_build(warehouse.path, context.run_id, whole=whole), environ({DATABASE_ENV: str(database)}):
+        yield from dbt.cli(args, context=context, target_path=target).stream()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from freight_pipeline.config import SCHEDULES_RUNNING_ENV
 from freight_pipeline.defs.dbt import freight_dbt_models
 from freight_pipeline.defs.publish import published_warehouse
 from freight_pipeline.defs.sync_assets import SYNC_ASSETS, table_key
@@ -22,7 +23,6 @@ FREIGHT_SYNC_JOB = "freight_sync_job"
 CODE_CONVERSIONS_JOB = "code_conversions_job"
 WRITER_TAG = {"freight/warehouse_writer": "true"}
 """Tag of every run that writes the working database (what the schedules look for)."""
-SCHEDULES_RUNNING_ENV = "FREIGHT_SCHEDULES_RUNNING"
 ACTIVE_STATUSES = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -45,8 +45,10 @@ freight_sync_job = _job(
 )
 code_conversions_job = _job(
     CODE_CONVERSIONS_JOB,
-    dg.AssetSelection.assets(table_key("code_conversions")).downstream(),
-    "Full refresh of the code conversions, the dbt models built on them, then publish.",
+    dg.AssetSelection.assets(table_key("code_conversions"), freight_dbt_models, published_warehouse),
+    # the whole dbt build, not only the models on code conversions: a publish must only ever ship
+    # marts of one complete, successful build (see ``dbt.logged_build``)
+    "Full refresh of the code conversions, the whole dbt build, then publish.",
 )
 
 

@@ -17,11 +17,14 @@ import duckdb
 from pydantic import Field
 
 from freight_pipeline.config import (
+    BASE_URL_ENV,
     DEFAULT_BASE_URL,
     DEFAULT_USERNAME,
     RECONCILE_ENV,
+    USERNAME_ENV,
     ServiceSettings,
     data_dir_from_env,
+    minutes_from_env,
 )
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse import parquet_root, published_db_path, working_db_path
@@ -55,8 +58,8 @@ class FreightServiceResource(dg.ConfigurableResource):
 
     def service_settings(self) -> ServiceSettings:
         return ServiceSettings(
-            base_url=self.base_url or os.environ.get("FREIGHT_BASE_URL", DEFAULT_BASE_URL),
-            username=self.username or os.environ.get("FREIGHT_USERNAME", DEFAULT_USERNAME),
+            base_url=self.base_url or os.environ.get(BASE_URL_ENV, DEFAULT_BASE_URL),
+            username=self.username or os.environ.get(USERNAME_ENV, DEFAULT_USERNAME),
             password=self.password,
         )
 
@@ -72,13 +75,7 @@ class FreightServiceResource(dg.ConfigurableResource):
     def reconcile_minutes(self) -> int:
         if self.reconcile_interval_minutes is not None:
             return self.reconcile_interval_minutes
-        text = os.environ.get(RECONCILE_ENV, "").strip()
-        if not text:
-            return DEFAULT_RECONCILE_MINUTES
-        try:
-            return int(text)
-        except ValueError:
-            raise ValueError(f"{RECONCILE_ENV} must be whole minutes, got {text!r}") from None
+        return minutes_from_env(RECONCILE_ENV, DEFAULT_RECONCILE_MINUTES)
 
 
 class WarehouseResource(dg.ConfigurableResource):

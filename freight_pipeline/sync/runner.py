@@ -49,7 +49,7 @@ def open_client(service: ServiceSettings, concurrency: int) -> AsyncFreightClien
     return AsyncFreightClient.from_settings(service, max_concurrency=concurrency)
 
 
-def _error_text(exc: BaseException) -> str:
+def one_line_error(exc: BaseException) -> str:
     """One line for logs and ``sync_runs.error`` (the client's messages never carry secrets)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}"[:1000] if text else type(exc).__name__
@@ -87,7 +87,7 @@ async def run_stream_async(
         requests_after, retries_after = source.request_counts()
         started.status = "failed"
         started.finished_at = dt.datetime.now(dt.UTC)
-        started.error = _error_text(exc)
+        started.error = one_line_error(exc)
         started.requests = requests_after - requests_before
         started.retries = retries_after - retries_before
         started.cursor_after = warehouse.get_cursor(name)

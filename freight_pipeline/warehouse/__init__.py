@@ -4,6 +4,7 @@ atomic publish of a read-only copy plus Parquet for readers (see ``store`` and `
 from freight_pipeline.warehouse.meta import META_SCHEMA, META_TABLES
 from freight_pipeline.warehouse.publish import (
     PublishResult,
+    UnsettledWarehouse,
     clean_leftovers,
     parquet_root,
     publish,
@@ -30,6 +31,7 @@ __all__ = [
     "ReplaceOutcome",
     "RunLike",
     "RunRecord",
+    "UnsettledWarehouse",
     "Warehouse",
     "WriteStats",
     "clean_leftovers",

@@ -26,6 +26,11 @@ versions are kept for ``keep_versions`` publishes and at least ``grace`` after t
 current, so a scan that resolved the old path just before the swap can still open its files (on
 Linux an already open file stays readable after deletion anyway).
 
+Only a settled working database is published: when the latest ``freight_meta.sync_runs`` row of
+any stream (the dbt build logs itself there too) is not a success, the database may hold part of a
+run (a stream that failed after some batches, marts half rebuilt), so :class:`UnsettledWarehouse`
+is raised and readers keep the previous publish until a run of each such stream succeeds.
+
 A crashed publish leaves at most ``.publish-tmp-*`` files and ``.parquet-versions/tmp-*``
 directories, removed by the next publish; the published file and the symlink are only ever
 replaced by complete ones. Publishes are serialized by an ``flock`` on ``.publish.lock``.
@@ -49,7 +54,8 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.warehouse.ddl import first, quote, run
+from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse.ddl import first, qualified, quote, run
 from freight_pipeline.warehouse.store import DB_NAME, working_db_path
 
 log = logging.getLogger(__name__)
@@ -62,6 +68,10 @@ TMP_DB_PREFIX = ".publish-tmp-"
 TMP_VERSION_PREFIX = "tmp-"
 LOCK_FILE = ".publish.lock"
 PARQUET_FILE = "data.parquet"
+
+
+class UnsettledWarehouse(RuntimeError):
+    """The working database holds a run that did not succeed: publishing it could show part of a run."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,7 @@ def _snapshot(work: Path, target: Path, connection: duckdb.DuckDBPyConnection | 
     """Byte copy of the checkpointed working database, taken while holding a connection to it."""
     con = connection if connection is not None else duckdb.connect(str(work))
     try:
+        _require_settled(con)
         run(con, "CHECKPOINT")
         wal = work.with_name(work.name + ".wal")
         if wal.exists() and wal.stat().st_size > 0:
@@ -150,6 +161,35 @@ def _snapshot(work: Path, target: Path, connection: duckdb.DuckDBPyConnection | 
     finally:
         if connection is None:
             con.close()
+
+
+def unsettled_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]:
+    """(stream, run_id, status) of every stream whose latest ``sync_runs`` row is not a success."""
+    table = qualified(meta.SYNC_RUNS)
+    exists = first(run(con, "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
+                       [meta.SYNC_RUNS.schema, meta.SYNC_RUNS.name]))
+    if not exists or not exists[0]:
+        return []
+    return [
+        (stream, run_id, status)
+        for stream, run_id, status in run(
+            con,
+            f"SELECT stream, run_id, status FROM {table} "
+            "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY started_at DESC, run_id DESC) = 1 "
+            "ORDER BY stream",
+        )
+        if status != "success"
+    ]
+
+
+def _require_settled(con: duckdb.DuckDBPyConnection) -> None:
+    unsettled = unsettled_runs(con)
+    if unsettled:
+        what = ", ".join(f"{stream} {status} in run {run_id}" for stream, run_id, status in unsettled)
+        raise UnsettledWarehouse(
+            f"not published: the working database holds runs that did not succeed ({what}); readers keep "
+            "the previous publish until a run of each of these succeeds"
+        )
 
 
 def _build_version(

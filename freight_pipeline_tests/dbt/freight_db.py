@@ -7,8 +7,11 @@ DDL, so the dbt project is tested against the real column names and types.
 
 Usable from the command line to get a database for a manual ``dbt build``::
 
-    .venv/bin/python -m freight_pipeline_tests.dbt.freight_db /tmp/freight.duckdb 200
-    FREIGHT_DBT_DATABASE=/tmp/freight.duckdb .venv/bin/dbt build --project-dir dbt_models --profiles-dir dbt_models
+    .venv/bin/python -m freight_pipeline_tests.dbt.freight_db /tmp/try/warehouse.duckdb 200
+    FREIGHT_DBT_DATABASE=/tmp/try/warehouse.duckdb .venv/bin/dbt build --project-dir dbt_models \
+        --profiles-dir dbt_models --target-path /tmp/try/target --log-path /tmp/try/logs
+
+(Not ``freight.duckdb``: a file named like the schema makes ``freight.<table>`` ambiguous.)
 """
 
 from __future__ import annotations
@@ -295,6 +298,9 @@ def iter_table_names() -> Iterator[str]:
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1] if len(sys.argv) > 1 else "freight_test.duckdb")
+    if len(sys.argv) < 2:
+        sys.exit("usage: python -m freight_pipeline_tests.dbt.freight_db <path/warehouse.duckdb> [shipments]")
+    target = Path(sys.argv[1])
+    target.parent.mkdir(parents=True, exist_ok=True)
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     print(build_freight_database(target, n))

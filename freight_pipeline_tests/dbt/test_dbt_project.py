@@ -7,24 +7,18 @@ runs through ``dagster_dbt.DbtCliResource``, the same way the Dagster assets run
 
 from __future__ import annotations
 
+import importlib
 import json
-import os
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import pytest
+import yaml
 
 from freight_pipeline.normalize import FREIGHT_TABLES
-from freight_pipeline_tests.dbt.freight_db import build_freight_database
+from freight_pipeline_tests.dbt.dbt_cli import DBT_DIR, ROOT, run_dbt
 
-ROOT = Path(__file__).resolve().parents[2]
-DBT_DIR = ROOT / "dbt_models"
-DBT = str(Path(sys.executable).with_name("dbt"))
-SHIPMENTS = 200
 MARTS = (
     "fct_shipments",
     "fct_shipment_milestones",
@@ -34,41 +28,18 @@ MARTS = (
 )
 
 
-@pytest.fixture(scope="module")
-def warehouse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    # the file name matters: a DuckDB file named like a schema ("freight.duckdb") makes
-    # "freight.<table>" ambiguous
-    path = tmp_path_factory.mktemp("dbt") / "warehouse.duckdb"
-    info = build_freight_database(path, shipments=SHIPMENTS)
-    return {"path": path, **info}
-
-
-@pytest.fixture(scope="module")
-def dbt_build(warehouse: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from dagster_dbt import DbtCliResource
-
-    target = tmp_path_factory.mktemp("dbt_target")
-    previous = os.environ.get("FREIGHT_DBT_DATABASE")
-    os.environ["FREIGHT_DBT_DATABASE"] = str(warehouse["path"])
-    try:
-        dbt = DbtCliResource(project_dir=str(DBT_DIR), profiles_dir=str(DBT_DIR), dbt_executable=DBT)
-        invocation = dbt.cli(["build"], raise_on_error=False, target_path=target).wait()
-        run_results = invocation.get_artifact("run_results.json")
-        yield {"successful": invocation.is_successful(), "run_results": run_results, "target": target}
-    finally:
-        if previous is None:
-            os.environ.pop("FREIGHT_DBT_DATABASE", None)
-        else:
-            os.environ["FREIGHT_DBT_DATABASE"] = previous
-
-
 def _results(run_results: dict[str, Any]) -> dict[str, str]:
     return {r["unique_id"]: r["status"] for r in run_results["results"]}
 
 
 def _query(warehouse: dict[str, Any], sql: str) -> list[tuple[Any, ...]]:
     with duckdb.connect(str(warehouse["path"]), read_only=True) as con:
+        con.execute("set TimeZone = 'UTC'")
         return con.execute(sql).fetchall()
+
+
+def _project_var(name: str) -> Any:
+    return yaml.safe_load((DBT_DIR / "dbt_project.yml").read_text())["vars"][name]
 
 
 def test_dbt_build_succeeds(dbt_build: dict[str, Any]) -> None:
@@ -80,15 +51,22 @@ def test_dbt_build_succeeds(dbt_build: dict[str, Any]) -> None:
     warned = sorted(uid for uid, status in statuses.items() if status == "warn")
     assert warned == []
     assert sum(uid.startswith("model.") for uid in statuses) == len(FREIGHT_TABLES) + 1 + len(MARTS)
+    # the build logged into its temporary target, not into dbt_models/logs
+    assert (Path(dbt_build["target"]) / "dbt.log").is_file()
 
 
 def test_unit_tests_ran_and_passed(dbt_build: dict[str, Any]) -> None:
     statuses = _results(dbt_build["run_results"])
     unit = {uid.rsplit(".", 1)[-1]: status for uid, status in statuses.items() if uid.startswith("unit_test.")}
     assert unit == {
+        "test_main_carriage_legs_one_source_in_leg_no_order": "pass",
+        "test_lane_and_carrier_from_main_carriage_legs": "pass",
         "test_milestone_delay_is_actual_minus_planned": "pass",
+        "test_milestone_keeps_the_date_of_a_date_only_event": "pass",
+        "test_transit_time_from_actual_departure_and_arrival": "pass",
         "test_on_time_share_with_tolerance": "pass",
         "test_on_time_tolerance_is_a_var": "pass",
+        "test_on_time_by_day_when_an_instant_is_missing": "pass",
     }
 
 
@@ -107,7 +85,7 @@ def test_marts_land_in_analytics_and_staging_in_staging(dbt_build: dict[str, Any
 
 def test_mart_grain(dbt_build: dict[str, Any], warehouse: dict[str, Any]) -> None:
     counts = warehouse["counts"]
-    assert counts["shipments"] == SHIPMENTS
+    assert counts["shipments"] == warehouse["shipments"]
     (shipments,) = _query(warehouse, "select count(*) from analytics.fct_shipments")[0]
     assert shipments == counts["shipments"]
     (duplicates,) = _query(
@@ -122,15 +100,71 @@ def test_mart_grain(dbt_build: dict[str, Any], warehouse: dict[str, Any]) -> Non
         "(select count(distinct (shipment_id, event)) from freight.shipment_events)",
     )[0]
     assert milestones == source_keys > 0
-    (transit, transit_unique) = _query(
-        warehouse, "select count(*), count(distinct shipment_id) from analytics.fct_transit_times"
+    # one row per shipment with an actual POL_DEPARTURE and an actual POD_ARRIVAL instant
+    (transit, transit_unique, both_actuals) = _query(
+        warehouse,
+        "select count(*), count(distinct shipment_id), "
+        "(select count(*) from (select shipment_id from freight.shipment_events "
+        "  where type = 'ACTUAL' and event_at is not null and event in ('POL_DEPARTURE', 'POD_ARRIVAL') "
+        "  group by shipment_id having count(distinct event) = 2)) "
+        "from analytics.fct_transit_times",
     )[0]
-    assert 0 < transit == transit_unique <= shipments
+    assert 0 < transit == transit_unique == both_actuals <= shipments
     (conversions,) = _query(warehouse, "select count(*) from analytics.dim_code_conversions")[0]
     assert conversions == counts["code_conversions"]
 
 
-def test_marts_carry_lane_carrier_and_on_time_figures(dbt_build: dict[str, Any], warehouse: dict[str, Any]) -> None:
+def _expected_lanes_and_carriers(warehouse: dict[str, Any]) -> dict[int, tuple[str | None, str | None]]:
+    """Lane and carrier of every shipment, recomputed in Python from the freight tables: the legs of
+    the air/sea endpoints, else the embedded main-carriage legs, in leg_no order."""
+    modes = dict(_query(warehouse, "select shipment_id, mode_of_transport from freight.shipments"))
+    legs: dict[int, dict[str, list[tuple[Any, ...]]]] = {}
+    for source, shipment_id, position, leg_no, origin, destination, airline, vessel in _query(
+        warehouse,
+        "select 'air', shipment_id, position, leg_no, origin_unloc, destination_unloc, airline_name, null "
+        "from freight.air_main_carriage_legs "
+        "union all select 'sea', shipment_id, position, leg_no, origin_unloc, destination_unloc, null, vessel_name "
+        "from freight.sea_main_carriage_legs "
+        "union all select 'embedded', shipment_id, leg_position, leg_no, origin_unloc, destination_unloc, "
+        "airline_name, vessel_name from freight.carriage_legs where carriage = 'main'",
+    ):
+        legs.setdefault(shipment_id, {}).setdefault(source, []).append(
+            (leg_no is None, leg_no or 0, position, origin, destination, airline, vessel)
+        )
+    expected: dict[int, tuple[str | None, str | None]] = {}
+    for shipment_id, mode in modes.items():
+        sources = legs.get(shipment_id, {})
+        endpoint = [sorted(sources[kind]) for kind in ("air", "sea") if kind in sources]
+        chosen = min(endpoint) if endpoint else sorted(sources.get("embedded", []))
+        if not chosen:
+            expected[shipment_id] = (None, None)
+            continue
+        origin, destination = chosen[0][3], chosen[-1][4]
+        lane = f"{origin}-{destination}" if origin and destination else None
+        names = [leg[5] for leg in chosen] if mode == "AIR" else [leg[6] for leg in chosen] if mode == "SEA" else []
+        expected[shipment_id] = (lane, next((name for name in names if name is not None), None))
+    return expected
+
+
+def test_lane_and_carrier_match_a_recomputation_from_the_legs(
+    dbt_build: dict[str, Any], warehouse: dict[str, Any]
+) -> None:
+    built = {
+        shipment_id: (lane, carrier)
+        for shipment_id, lane, carrier in _query(
+            warehouse, "select shipment_id, lane, carrier_name from analytics.fct_shipments"
+        )
+    }
+    expected = _expected_lanes_and_carriers(warehouse)
+    assert built == expected
+    # the data exercises the rules: multi-leg main carriages, endpoint and embedded sources, carriers
+    (multi_leg, endpoint, embedded) = _query(
+        warehouse,
+        "select count(*) filter (where main_carriage_leg_count > 1), "
+        "count(*) filter (where main_carriage_source in ('airmaincarriage', 'seamaincarriage')), "
+        "count(*) filter (where main_carriage_source = 'shipment') from analytics.fct_shipments",
+    )[0]
+    assert multi_leg > 0 and endpoint > 0 and embedded > 0
     by_mode = {
         mode: (total, lanes, carriers)
         for mode, total, lanes, carriers in _query(
@@ -143,55 +177,102 @@ def test_marts_carry_lane_carrier_and_on_time_figures(dbt_build: dict[str, Any],
         total, lanes, carriers = by_mode[mode]
         # every AIR/SEA shipment has main-carriage legs naming an airline or a vessel
         assert lanes == total and carriers >= 0.9 * total, (mode, total, lanes, carriers)
-    # the on-time mart adds up to the shipments with a planned arrival
-    planned, arrived, on_time, late, bad_share = _query(
+
+
+def test_on_time_mart_matches_a_recomputation_from_the_events(
+    dbt_build: dict[str, Any], warehouse: dict[str, Any]
+) -> None:
+    """The mart's counts per month and mode equal those recomputed from freight.shipment_events:
+    planned = a POD_ARRIVAL estimate with at least a date; exact when both sides have an instant
+    (actual <= planned + tolerance), else by day (actual date <= planned date)."""
+    tolerance = int(_project_var("on_time_tolerance_minutes"))
+    recomputed = _query(
         warehouse,
-        "select sum(shipments_planned), sum(shipments_arrived), sum(shipments_on_time), sum(shipments_late), "
+        f"""
+        with arrivals as (
+            select
+                shipment_id,
+                max(event_at) filter (where type = 'ESTIMATED') as planned_at,
+                max(event_date) filter (where type = 'ESTIMATED') as planned_date,
+                max(event_at) filter (where type = 'ACTUAL') as actual_at,
+                max(event_date) filter (where type = 'ACTUAL') as actual_date
+            from freight.shipment_events
+            where event = 'POD_ARRIVAL'
+            group by shipment_id
+        ),
+        judged as (
+            select
+                cast(date_trunc('month', coalesce(planned_at, cast(planned_date as timestamptz))) as date) as month,
+                shipments.mode_of_transport,
+                actual_date is not null as arrived,
+                planned_at is null or actual_at is null as by_date,
+                case
+                    when planned_at is not null and actual_at is not null
+                        then actual_at <= planned_at + to_minutes({tolerance})
+                    else actual_date <= planned_date
+                end as on_time
+            from arrivals
+            join freight.shipments using (shipment_id)
+            where planned_date is not null
+        )
+        select month, mode_of_transport, count(*),
+            count(*) filter (where arrived),
+            count(*) filter (where arrived and on_time),
+            count(*) filter (where arrived and not on_time),
+            count(*) filter (where arrived and by_date)
+        from judged group by all
+        """,
+    )
+    mart = _query(
+        warehouse,
+        "select arrival_month, mode_of_transport, sum(shipments_planned), sum(shipments_arrived), "
+        "sum(shipments_on_time), sum(shipments_late), sum(shipments_judged_by_date) "
+        "from analytics.fct_on_time_performance group by all",
+    )
+
+    def by_key(rows: list[tuple[Any, ...]]) -> dict[tuple[Any, Any], tuple[int, ...]]:
+        return {(month, mode): tuple(int(n) for n in counts) for month, mode, *counts in rows}
+
+    assert by_key(mart) == by_key(recomputed)
+    totals = [sum(counts[i] for counts in by_key(recomputed).values()) for i in range(5)]
+    planned, arrived, on_time, late, by_date = totals
+    # the data covers what is being compared: arrivals on time, late, and judged by day
+    assert planned > arrived > 0 and on_time > 0 and late > 0 and by_date > 0, totals
+    tolerances, bad_share = _query(
+        warehouse,
+        "select list(distinct on_time_tolerance_minutes), "
         "count(*) filter (where on_time_share < 0 or on_time_share > 1) from analytics.fct_on_time_performance",
     )[0]
-    (planned_source,) = _query(
-        warehouse,
-        "select count(*) from freight.shipment_events "
-        "where event = 'POD_ARRIVAL' and type = 'ESTIMATED' and event_at is not null",
-    )[0]
-    assert planned == planned_source
-    assert arrived == on_time + late and on_time > 0 and bad_share == 0
+    assert tolerances == [tolerance] and bad_share == 0
 
 
 def test_dbt_parse_needs_no_database(tmp_path: Path) -> None:
     """Dagster parses the project at load time (``dbt parse``), before any warehouse exists."""
-    env = {**os.environ, "FREIGHT_DBT_DATABASE": str(tmp_path / "missing" / "warehouse.duckdb")}
-    result = subprocess.run(
-        [
-            DBT,
-            "parse",
-            "--project-dir",
-            str(DBT_DIR),
-            "--profiles-dir",
-            str(DBT_DIR),
-            "--target-path",
-            str(tmp_path / "target"),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result, target = run_dbt(["parse"], tmp_path, tmp_path / "missing" / "warehouse.duckdb")
     assert result.returncode == 0, result.stdout + result.stderr
     assert not (tmp_path / "missing").exists()
-    manifest = json.loads((tmp_path / "target" / "manifest.json").read_text())
+    manifest = json.loads((target / "manifest.json").read_text())
     keys = {source["name"]: source["config"]["meta"]["dagster"]["asset_key"] for source in manifest["sources"].values()}
     assert keys == {spec.name: ["freight", spec.name] for spec in FREIGHT_TABLES}
+    # dbt_project.yml flags: no usage events sent (no network; no .user.yml next to profiles.yml)
+    assert manifest["metadata"]["send_anonymous_usage_stats"] is False
 
 
-def test_staging_files_match_table_specs(tmp_path: Path) -> None:
-    """The generated sources and staging models are up to date with ``normalize/tables.py``."""
+def _generate_staging() -> Any:
+    """The generator module, imported without writing __pycache__ into dbt_models/scripts."""
     sys.path.insert(0, str(DBT_DIR / "scripts"))
+    previous, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
-        import generate_staging
+        return importlib.import_module("generate_staging")
     finally:
+        sys.dont_write_bytecode = previous
         sys.path.remove(str(DBT_DIR / "scripts"))
+
+
+def test_staging_files_match_table_specs() -> None:
+    """The generated sources, staging models and code-list macros are up to date with
+    ``normalize/tables.py`` and ``client/models.py``."""
+    generate_staging = _generate_staging()
     stale = [
         str(path.relative_to(ROOT))
         for path, text in generate_staging.render().items()
@@ -200,28 +281,44 @@ def test_staging_files_match_table_specs(tmp_path: Path) -> None:
     assert stale == [], "run: .venv/bin/python dbt_models/scripts/generate_staging.py"
 
 
-def test_source_freshness_passes_on_fresh_data(dbt_build: dict[str, Any], warehouse: dict[str, Any]) -> None:
-    env = {**os.environ, "FREIGHT_DBT_DATABASE": str(warehouse["path"])}
-    result = subprocess.run(
-        [
-            DBT,
-            "source",
-            "freshness",
-            "--project-dir",
-            str(DBT_DIR),
-            "--profiles-dir",
-            str(DBT_DIR),
-            "--target-path",
-            str(Path(dbt_build["target"]) / "freshness"),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def test_accepted_values_use_the_code_list_macros(dbt_build: dict[str, Any]) -> None:
+    """No YAML file repeats a code list: accepted_values of codes call the generated macros, and
+    those return the client's lists."""
+    from freight_pipeline.client.models import EVENT_CODES, EVENT_TYPES
+
+    generate_staging = _generate_staging()
+    assert generate_staging.CODE_LISTS["freight_event_codes"][0] == EVENT_CODES
+    assert generate_staging.CODE_LISTS["freight_event_types"][0] == EVENT_TYPES
+    codes = {code for values, _ in generate_staging.CODE_LISTS.values() for code in values}
+    literal, via_macro = [], []
+    for path in sorted((DBT_DIR / "models").rglob("*.yml")):
+        for model in yaml.safe_load(path.read_text()).get("models", []):
+            for column in model.get("columns", []):
+                for test in column.get("data_tests", []):
+                    if isinstance(test, dict) and "accepted_values" in test:
+                        values = test["accepted_values"]["arguments"]["values"]
+                        if isinstance(values, str):
+                            via_macro.append((model["name"], column["name"], values))
+                        elif codes & set(values):
+                            literal.append((model["name"], column["name"], values))
+    assert literal == []
+    assert ("fct_shipment_milestones", "event_code", "{{ freight_event_codes() }}") in via_macro
+    # the macro renders to the list in the compiled test
+    manifest = json.loads((Path(dbt_build["target"]) / "manifest.json").read_text())
+    compiled = [
+        node.get("compiled_code") or ""
+        for node in manifest["nodes"].values()
+        if node["resource_type"] == "test" and node["name"].startswith("accepted_values_fct_shipment_milestones_event")
+    ]
+    assert len(compiled) == 1 and all(f"'{code}'" in compiled[0] for code in EVENT_CODES)
+
+
+def test_source_freshness_passes_on_fresh_data(
+    dbt_build: dict[str, Any], warehouse: dict[str, Any], tmp_path: Path
+) -> None:
+    result, target = run_dbt(["source", "freshness"], tmp_path, warehouse["path"])
     assert result.returncode == 0, result.stdout + result.stderr
-    sources = json.loads((Path(dbt_build["target"]) / "freshness" / "sources.json").read_text())
+    sources = json.loads((target / "sources.json").read_text())
     checked = {r["unique_id"].rsplit(".", 1)[-1]: r["status"] for r in sources["results"]}
     assert checked == {"shipments": "pass", "shipment_events": "pass", "code_conversions": "pass"}
 

@@ -10,10 +10,11 @@ import duckdb
 import pytest
 from dagster_dbt import DbtProject
 
-from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME
+from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME, environ
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs import checks, dbt, jobs
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
+from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
 from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES, TABLES_BY_NAME
 
 FREIGHT_KEYS = {dg.AssetKey(["freight", t.name]) for t in FREIGHT_TABLES}
@@ -89,12 +90,11 @@ def test_jobs_select_what_they_should() -> None:
     selected = set(sync_job.asset_layer.executable_asset_keys)
     assert selected == set(defs.get_repository_def().asset_graph.get_all_asset_keys())
     code_job = defs.resolve_job_def("code_conversions_job")
-    assert set(code_job.asset_layer.executable_asset_keys) == {
-        dg.AssetKey(["freight", "code_conversions"]),
-        dg.AssetKey(["staging", "stg_code_conversions"]),
-        dg.AssetKey(["analytics", "dim_code_conversions"]),
-        PUBLISH_KEY,
-    }
+    # code conversions, then the WHOLE dbt build (a publish ships marts of one complete build), publish
+    other_streams = set(SYNC_ASSET_KEYS) - {dg.AssetKey(["freight", "code_conversions"])}
+    assert set(code_job.asset_layer.executable_asset_keys) == selected - other_streams
+    assert {dg.AssetKey(["analytics", "fct_shipments"]), dg.AssetKey(["analytics", "dim_code_conversions"]),
+            dg.AssetKey(["freight", "code_conversions"]), PUBLISH_KEY} <= selected - other_streams
     for job in (sync_job, code_job):
         assert job.executor_def.name == dg.in_process_executor.name
         assert job.tags == jobs.WRITER_TAG
@@ -171,9 +171,12 @@ def test_manifest_is_reparsed_only_when_missing_or_stale(tmp_path: Path) -> None
 
 def test_environment_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(dbt.DATABASE_ENV, raising=False)
-    with dbt.environment(**{dbt.DATABASE_ENV: "/x/warehouse.duckdb"}):
+    monkeypatch.setenv("FREIGHT_TEST_KEPT", "before")
+    with environ({dbt.DATABASE_ENV: "/x/warehouse.duckdb", "FREIGHT_TEST_KEPT": "during"}):
         assert os.environ[dbt.DATABASE_ENV] == "/x/warehouse.duckdb"
+        assert os.environ["FREIGHT_TEST_KEPT"] == "during"
     assert dbt.DATABASE_ENV not in os.environ
+    assert os.environ["FREIGHT_TEST_KEPT"] == "before"
 
 
 def _check_results(con: duckdb.DuckDBPyConnection, max_age: dt.timedelta) -> dict[tuple[str, str], dg.AssetCheckResult]:

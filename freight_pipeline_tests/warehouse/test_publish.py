@@ -13,7 +13,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from freight_pipeline.warehouse import Warehouse, clean_leftovers, parquet_root, publish, published_db_path
+from freight_pipeline.warehouse import (
+    RunRecord,
+    UnsettledWarehouse,
+    Warehouse,
+    clean_leftovers,
+    parquet_root,
+    publish,
+    published_db_path,
+)
 from freight_pipeline.warehouse.publish import VERSIONS_DIR
 from freight_pipeline_tests.warehouse.helpers import CODES, TABLES, codes, shipment_batch
 
@@ -156,3 +164,32 @@ def test_readers_in_other_processes_during_publishes(wh: Warehouse, tmp_path: Pa
     seen = [r["parents"] for r in refreshed]
     assert seen == sorted(seen) and set(seen) <= set(range(3, 9)) and seen[-1] == 8  # whole states, in order
     assert all(r["lines"] == 2 * r["parents"] for r in refreshed)
+
+
+def _run(wh: Warehouse, run_id: str, stream: str, status: str, minute: int) -> None:
+    at = dt.datetime(2026, 11, 1, 8, minute, tzinfo=dt.UTC)
+    wh.record_run(RunRecord(run_id, stream, at, finished_at=None if status == "running" else at, status=status))
+
+
+def test_a_run_that_did_not_succeed_is_never_published(wh: Warehouse, tmp_path: Path) -> None:
+    apply(wh, [1, 2])
+    _run(wh, "r1", "shipments", "success", 0)
+    _run(wh, "r1", "dbt_build", "success", 1)
+    first = wh.publish()
+    apply(wh, [3])  # a later run wrote a batch, then one of its streams failed and its build was cut off
+    _run(wh, "r2", "shipments", "success", 10)
+    _run(wh, "r2", "shipment_events", "failed", 11)
+    _run(wh, "r2", "dbt_build", "running", 12)
+    with pytest.raises(UnsettledWarehouse, match=r"dbt_build running in run r2, shipment_events failed in run r2"):
+        wh.publish()
+    assert published_counts(tmp_path)["freight.parents"] == 2  # readers keep the last publish
+    assert (parquet_root(tmp_path)).resolve() == first.parquet_dir
+    assert not list(tmp_path.glob(".publish-tmp-*"))  # refused before anything was copied
+    _run(wh, "r3", "shipment_events", "success", 20)
+    with pytest.raises(UnsettledWarehouse, match=r"\(dbt_build running in run r2\)"):
+        wh.publish()
+    _run(wh, "r3", "dbt_build", "partial", 21)  # a build of some models does not vouch for the others
+    with pytest.raises(UnsettledWarehouse, match=r"dbt_build partial in run r3"):
+        wh.publish()
+    _run(wh, "r4", "dbt_build", "success", 30)
+    assert wh.publish().tables["freight.parents"] == 3

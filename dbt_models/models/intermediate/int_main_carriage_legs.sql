@@ -113,7 +113,7 @@ chosen_source as (
 
     select
         shipment_id,
-        arg_min(leg_source, coalesce(leg_no, position)) as leg_source
+        {{ first_by('leg_source', 'coalesce(leg_no, position)') }} as leg_source
     from all_legs
     group by shipment_id
 

@@ -1,6 +1,10 @@
 -- Share of shipments arriving on time, by month of planned arrival, mode, lane and carrier.
--- A shipment counts when it has a planned (ESTIMATED) POD_ARRIVAL; it arrived on time when its
--- actual POD_ARRIVAL is no later than the planned one plus var('on_time_tolerance_minutes').
+-- A shipment counts when it has a planned (ESTIMATED) POD_ARRIVAL, with or without a time of day.
+-- It arrived on time when:
+--   * both the planned and the actual POD_ARRIVAL are instants: actual <= planned +
+--     var('on_time_tolerance_minutes');
+--   * otherwise (fallback, an instant missing on either side, e.g. an estimate sent as a date
+--     only): by day, actual local date <= planned local date (the tolerance does not apply).
 
 {% set tolerance_minutes = var('on_time_tolerance_minutes', 60) %}
 
@@ -10,7 +14,7 @@ arrivals as (
 
     select * from {{ ref('fct_shipment_milestones') }}
     where event_code = 'POD_ARRIVAL'
-        and planned_at is not null
+        and (planned_at is not null or planned_date is not null)
 
 ),
 
@@ -24,15 +28,26 @@ classified as (
 
     select
         arrivals.shipment_id,
-        {{ utc_month('arrivals.planned_at') }} as arrival_month,
+        -- the UTC month of the planned instant; for a date-only estimate the month of its date
+        case
+            when arrivals.planned_at is not null then {{ utc_month('arrivals.planned_at') }}
+            else {{ date_month('arrivals.planned_date') }}
+        end as arrival_month,
         shipments.mode_of_transport,
         shipments.lane,
         shipments.origin_unloc,
         shipments.destination_unloc,
         shipments.carrier_name,
-        arrivals.actual_at is not null as has_arrived,
-        -- compared in seconds, unrounded: exactly planned + tolerance is still on time
-        epoch(arrivals.actual_at) - epoch(arrivals.planned_at) <= {{ tolerance_minutes }} * 60 as is_on_time,
+        arrivals.actual_at is not null or arrivals.actual_date is not null as has_arrived,
+        arrivals.planned_at is not null and arrivals.actual_at is not null as is_judged_exactly,
+        case
+            when arrivals.planned_at is not null and arrivals.actual_at is not null
+                -- compared in seconds, unrounded: exactly planned + tolerance is still on time
+                then {{ epoch_seconds('arrivals.actual_at') }} - {{ epoch_seconds('arrivals.planned_at') }}
+                    <= {{ tolerance_minutes }} * 60
+            when arrivals.planned_date is not null and arrivals.actual_date is not null
+                then arrivals.actual_date <= arrivals.planned_date
+        end as is_on_time,
         arrivals.delay_minutes
     from arrivals
     inner join shipments
@@ -51,8 +66,9 @@ aggregated as (
         carrier_name,
         count(*) as shipments_planned,
         count(*) filter (where has_arrived) as shipments_arrived,
-        count(*) filter (where is_on_time) as shipments_on_time,
+        count(*) filter (where has_arrived and is_on_time) as shipments_on_time,
         count(*) filter (where has_arrived and not is_on_time) as shipments_late,
+        count(*) filter (where has_arrived and not is_judged_exactly) as shipments_judged_by_date,
         round(avg(delay_minutes), 2) as avg_arrival_delay_minutes
     from classified
     group by arrival_month, mode_of_transport, lane, origin_unloc, destination_unloc, carrier_name
@@ -74,7 +90,9 @@ final as (
         shipments_arrived,
         shipments_on_time,
         shipments_late,
-        round(shipments_on_time / nullif(shipments_arrived, 0), 4) as on_time_share,
+        shipments_judged_by_date,
+        -- 1.0 *: a fraction on engines where integer / integer truncates
+        round(1.0 * shipments_on_time / nullif(shipments_arrived, 0), 4) as on_time_share,
         avg_arrival_delay_minutes,
         {{ tolerance_minutes }} as on_time_tolerance_minutes
     from aggregated

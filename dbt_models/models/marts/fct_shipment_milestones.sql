@@ -1,5 +1,9 @@
 -- One row per shipment and event code: the planned (ESTIMATED) and actual (ACTUAL) instants of
--- the milestone and the delay between them.
+-- the milestone, their local dates, and the delay between them.
+--
+-- An event sent without a time of day (or without a UTC offset) has no instant (event_at null)
+-- but keeps its local date (event_date, as sent): planned_date / actual_date carry it, so a
+-- date-only milestone is still a milestone (has_planned / has_actual) and can be judged by day.
 
 with
 
@@ -17,7 +21,9 @@ pivoted as (
         event_code,
         max(event_at) filter (where event_type = 'ESTIMATED') as planned_at,
         max(event_until) filter (where event_type = 'ESTIMATED') as planned_until,
+        max(event_date) filter (where event_type = 'ESTIMATED') as planned_date,
         max(event_at) filter (where event_type = 'ACTUAL') as actual_at,
+        max(event_date) filter (where event_type = 'ACTUAL') as actual_date,
         max(location_unloc) filter (where event_type = 'ESTIMATED') as planned_location_unloc,
         max(location_unloc) filter (where event_type = 'ACTUAL') as actual_location_unloc,
         max(location_name) filter (where event_type = 'ESTIMATED') as planned_location_name,
@@ -35,10 +41,12 @@ final as (
         event_code,
         planned_at,
         planned_until,
+        planned_date,
         actual_at,
+        actual_date,
         {{ minutes_between('planned_at', 'actual_at') }} as delay_minutes,
-        planned_at is not null as has_planned,
-        actual_at is not null as has_actual,
+        planned_at is not null or planned_date is not null as has_planned,
+        actual_at is not null or actual_date is not null as has_actual,
         coalesce(actual_location_unloc, planned_location_unloc) as location_unloc,
         coalesce(actual_location_name, planned_location_name) as location_name
     from pivoted

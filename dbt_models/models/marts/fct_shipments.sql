@@ -39,14 +39,15 @@ lanes as (
     select
         shipment_id,
         count(*) as main_carriage_leg_count,
-        any_value(leg_source) as main_carriage_source,
+        -- one source per shipment (int_main_carriage_legs): min() is that source
+        min(leg_source) as main_carriage_source,
         max(origin_unloc) filter (where is_first_leg) as origin_unloc,
         max(origin_location_name) filter (where is_first_leg) as origin_name,
         max(destination_unloc) filter (where is_last_leg) as destination_unloc,
         max(destination_location_name) filter (where is_last_leg) as destination_name,
         -- the carrier of the first main-carriage leg that names one
-        arg_min(airline_name, leg_sequence) filter (where airline_name is not null) as airline_name,
-        arg_min(vessel_name, leg_sequence) filter (where vessel_name is not null) as vessel_name,
+        {{ first_by('airline_name', 'leg_sequence') }} as airline_name,
+        {{ first_by('vessel_name', 'leg_sequence') }} as vessel_name,
         count(distinct coalesce(airline_name, vessel_name)) as carrier_count
     from main_legs
     group by shipment_id
