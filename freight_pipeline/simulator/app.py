@@ -3,6 +3,7 @@
 ``create_app(store, config)`` returns a :class:`SimulatorApp` (an ASGI callable) that serves every
 endpoint of the spec with the choices of the README section "Assumptions about the service", wrapped in the fault and
 accounting edge (``faults.EdgeMiddleware``), plus the opt-in control surface (``control.py``).
+A wrong method on a fixed path is answered 405 before routing, so before authentication (A27).
 Store calls run in a worker thread so a large lookup never stalls the event loop.
 """
 
@@ -13,7 +14,7 @@ import binascii
 import http
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,7 +28,7 @@ from starlette.routing import BaseRoute, Match, Route
 from freight_pipeline.simulator import lookup
 from freight_pipeline.simulator.auth import Authenticator, AuthError
 from freight_pipeline.simulator.config import WEBHOOK_ROLE, SimulatorConfig, UserConfig
-from freight_pipeline.simulator.faults import UNMATCHED, EdgeMiddleware, FaultInjector, RequestStats, Scope
+from freight_pipeline.simulator.faults import UNMATCHED, ASGIApp, EdgeMiddleware, FaultInjector, RequestStats, Scope
 from freight_pipeline.simulator.store_api import EVENT_CODES, EVENT_TYPES, Conflict, Invalid, NotFound, StoreAPI
 
 T = TypeVar("T")
@@ -70,18 +71,18 @@ class SimulatorApp:
             from freight_pipeline.simulator.control import control_routes
 
             routes += control_routes(self.state)
-        endpoints.literal_paths = {r.path for r in routes if isinstance(r, Route) and "{" not in r.path}
         self.starlette = Starlette(routes=routes, exception_handlers=_exception_handlers())
         self._routes = [r for r in routes if isinstance(r, Route)]
-        self._literal_paths = frozenset(endpoints.literal_paths)
-        self._edge = EdgeMiddleware(self.starlette, self.state.faults, self.state.stats, self.path_template)
+        self._literal_methods = literal_methods(self._routes)
+        guarded = MethodGuard(self.starlette, self._literal_methods)
+        self._edge = EdgeMiddleware(guarded, self.state.faults, self.state.stats, self.path_template)
 
     @property
     def store(self) -> StoreAPI:
         return self.state.store
 
     def path_template(self, scope: Scope) -> str:
-        if scope["path"] in self._literal_paths:
+        if scope["path"] in self._literal_methods:
             return str(scope["path"])
         partial: str | None = None
         for route in self._routes:
@@ -98,6 +99,36 @@ class SimulatorApp:
 
 def create_app(store: StoreAPI, config: SimulatorConfig | None = None) -> SimulatorApp:
     return SimulatorApp(store, config)
+
+
+def literal_methods(routes: list[Route]) -> dict[str, frozenset[str]]:
+    """Fixed path (no ``{param}``) -> every method its routes answer."""
+    methods: dict[str, set[str]] = {}
+    for route in routes:
+        if "{" not in route.path:
+            methods.setdefault(route.path, set()).update(route.methods or ())
+    return {path: frozenset(found) for path, found in methods.items()}
+
+
+class MethodGuard:
+    """405 with ``Allow`` for a wrong method on a fixed path, before a ``{id}`` route can take it.
+
+    Without it ``GET /service/shipment/lookup`` would match ``GET /service/shipment/{id}`` and be
+    asked for a token (A27: a wrong method is answered before authentication).
+    """
+
+    def __init__(self, app: ASGIApp, methods: Mapping[str, frozenset[str]]) -> None:
+        self.app = app
+        self.methods = methods
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        allowed = self.methods.get(scope["path"]) if scope["type"] == "http" else None
+        if allowed is None or scope["method"] in allowed:
+            await self.app(scope, receive, send)
+            return
+        message = f"method {scope['method']} not allowed for {scope['path']}"
+        response = error_response(405, message, {"Allow": ", ".join(sorted(allowed))})
+        await response(scope, receive, send)
 
 
 # --- errors ----------------------------------------------------------------------------------------
@@ -196,12 +227,6 @@ def paged_json(items: list[Any], page: lookup.Page) -> JSONResponse:
     return JSONResponse(items, headers=page.headers())
 
 
-def store_version(store: StoreAPI) -> Any:
-    """The store's data version (changes on every mutation), when it offers one; else None."""
-    version = getattr(store, "version", None)
-    return version() if callable(version) else version
-
-
 async def in_thread(fn: Callable[..., T], *args: Any) -> T:
     return await run_in_threadpool(fn, *args)
 
@@ -215,7 +240,6 @@ class Endpoints:
     def __init__(self, state: ServiceState) -> None:
         self.state = state
         self.store = state.store
-        self.literal_paths: set[str] = set()
         self._cache = lookup.ResultCache()
 
     def routes(self) -> list[BaseRoute]:
@@ -258,8 +282,6 @@ class Endpoints:
     def _id(self, request: Request, name: str = "id") -> int:
         raw = request.path_params[name]
         if not _INT_RE.match(raw):
-            if request.url.path in self.literal_paths:
-                raise ApiError(405, f"method {request.method} not allowed for {request.url.path}")
             raise ApiError(400, f"path parameter {name} must be an integer, got {raw!r}")
         return int(raw)
 
@@ -298,8 +320,9 @@ class Endpoints:
             count = self.state.faults.paging_modification()
             if count:
                 self.store.modify_shipments(count)
+        version = self.store.version()  # before the rows: a cached result is never older than its version
         page = lookup.cached_lookup(
-            self.store.shipment_key_rows, criteria, paging, lookup.SHIPMENT_SPEC, self._cache, store_version(self.store)
+            self.store.shipment_key_rows, criteria, paging, lookup.SHIPMENT_SPEC, self._cache, version
         )
         items = []
         for row in page.rows:
@@ -356,8 +379,18 @@ class Endpoints:
     async def memo_lookup(self, request: Request) -> Response:
         self._user(request, "memo:read")
         criteria, paging = await self._lookup(request, lookup.MEMO_SPEC)
-        page = await in_thread(lookup.run_lookup, self.store.memo_rows(), criteria, paging, lookup.MEMO_SPEC)
+        page = await in_thread(self._memo_page, criteria, paging)
         return paged_json(list(page.rows), page)
+
+    def _memo_page(self, criteria: list[lookup.Criterion], paging: lookup.PageRequest) -> lookup.Page:
+        """The memo lookup; CLIENT + SHIPMENT_NUMBER EQUALS (the sync's query) reads one shipment's lines."""
+        client = lookup.equals_value(criteria, "CLIENT")
+        number = lookup.equals_value(criteria, "SHIPMENT_NUMBER")
+        rows: Iterable[Mapping[str, Any]] = (
+            self.store.memo_rows_of(client, number) if client is not None and number is not None
+            else self.store.memo_rows()
+        )
+        return lookup.run_lookup(rows, criteria, paging, lookup.MEMO_SPEC)
 
     async def memo_scroll(self, request: Request) -> Response:
         self._user(request, "memo:read")
@@ -371,7 +404,7 @@ class Endpoints:
         self._user(request, "codeconverter:read")
         spec = lookup.CODE_CONVERSION_SPEC
         criteria, paging = await self._lookup(request, spec)
-        page = await in_thread(lookup.run_lookup, self.store.code_conversion_rows(), criteria, paging, spec)
+        page = await in_thread(_run_lookup, self.store.code_conversion_rows, criteria, paging, spec)
         return paged_json(list(page.rows), page)
 
     async def codeconverter_scroll(self, request: Request) -> Response:
@@ -410,7 +443,7 @@ class Endpoints:
     async def efile_lookup(self, request: Request) -> Response:
         self._user(request, "efile:read")
         criteria, paging = await self._lookup(request, lookup.EFILE_SPEC)
-        page = await in_thread(lookup.run_lookup, self.store.efile_rows(), criteria, paging, lookup.EFILE_SPEC)
+        page = await in_thread(_run_lookup, self.store.efile_rows, criteria, paging, lookup.EFILE_SPEC)
         items = [_efile_summary(row) for row in page.rows]
         return paged_json(items, page)
 
@@ -460,6 +493,13 @@ class Endpoints:
         body = await json_object(request, "an EFileRole")
         await in_thread(self.store.delete_efile_role, efile_id, body)
         return Response(status_code=200)
+
+
+def _run_lookup(
+    rows: Callable[[], Any], criteria: list[lookup.Criterion], paging: lookup.PageRequest, spec: lookup.LookupSpec
+) -> lookup.Page:
+    """A lookup over ``rows()``, read in the calling (worker) thread."""
+    return lookup.run_lookup(rows(), criteria, paging, spec)
 
 
 def _efile_summary(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,19 +4,60 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
 import signal
 import sys
 import time
 from typing import Any
 
-from freight_pipeline.simulator.config import FaultConfig, SimulatorConfig, UserConfig, default_users
+from freight_pipeline.simulator.config import MAX_SHIPMENTS, FaultConfig, SimulatorConfig, UserConfig, default_users
+
+
+def _shipment_count(text: str) -> int:
+    """argparse type of ``--shipments``: an integer from 0 to MAX_SHIPMENTS."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if not 0 <= count <= MAX_SHIPMENTS:
+        raise argparse.ArgumentTypeError(
+            f"must be between 0 and {MAX_SHIPMENTS} (generated ids must fit int32), got {count}"
+        )
+    return count
+
+
+def _port(text: str) -> int:
+    """argparse type of ``--port``: 0 (a free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {port}")
+    return port
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shipments", type=int, default=2000, help="number of generated shipments (default 2000)")
+    parser.add_argument(
+        "--shipments",
+        type=_shipment_count,
+        default=2000,
+        help=f"number of generated shipments, 0 to {MAX_SHIPMENTS} (default 2000)",
+    )
     parser.add_argument("--seed", type=int, default=42, help="data generator seed (default 42)")
-    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; only loopback with --control)"
+    )
+    parser.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0 picks a free one)")
     parser.add_argument("--utc-offset", default="+01:00", help="the service's UTC offset (default +01:00)")
     parser.add_argument("--token-lifetime", type=float, default=86400, help="token lifetime in seconds (86400)")
     parser.add_argument(
@@ -42,7 +83,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     faults.add_argument("--modify-during-paging-count", type=int, default=1, help="shipments modified then")
     faults.add_argument("--exempt-auth", action="store_true", help="never inject faults into /auth/token")
-    parser.add_argument("--control", action="store_true", help="enable the HTTP control surface under /_control")
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="enable the unauthenticated HTTP control surface under /_control (loopback --host only)",
+    )
+    parser.add_argument(
+        "--frozen-clock",
+        action="store_true",
+        help="the simulated clock moves only when advanced (default: it follows real time from its start)",
+    )
 
 
 def _parse_user(text: str) -> UserConfig:
@@ -54,6 +104,12 @@ def _parse_user(text: str) -> UserConfig:
 
 
 def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
+    """The service configuration; ValueError for a combination argparse cannot check alone."""
+    if args.control and not is_loopback(args.host):
+        raise ValueError(
+            f"--control needs a loopback --host (127.0.0.1, ::1, localhost), got {args.host!r}: "
+            "the control surface has no authentication"
+        )
     fault_config = FaultConfig(
         seed=args.fault_seed,
         latency_ms=args.latency_ms,
@@ -75,6 +131,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         shipments=args.shipments,
         seed=args.seed,
         utc_offset=args.utc_offset,
+        wall_clock=not args.frozen_clock,
     )
 
 

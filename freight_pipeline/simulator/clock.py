@@ -1,14 +1,18 @@
 """The simulator's clock: simulated time in the service's UTC offset, whole seconds.
 
-It starts at a fixed instant (so a seed always yields the same data) and only moves when told to
-(:meth:`SimClock.advance`). Fractions of a second accumulate but :meth:`SimClock.now` always returns
-whole seconds, matching the service's ``last_modified_date_time`` resolution (assumption A8).
+It starts at a fixed instant (so a seed always yields the same initial data). A frozen clock (the
+default; tests, the demo) only moves when told to (:meth:`SimClock.advance`); a clock following
+wall time (``freight-pipeline simulator``) also moves with the real time elapsed since it was made.
+Fractions of a second accumulate but :meth:`SimClock.now` always returns whole seconds, matching
+the service's ``last_modified_date_time`` resolution (assumption A8).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import time
+from collections.abc import Callable
 
 from freight_pipeline.datetimes import DateTimeParseError, format_offset, parse_offset
 
@@ -31,8 +35,17 @@ def offset_timezone(utc_offset: str) -> dt.timezone:
 class SimClock:
     """Simulated wall clock. Not thread-safe by itself: the store guards it with its lock."""
 
-    def __init__(self, start: dt.datetime | None = None, utc_offset: str = "+01:00") -> None:
+    def __init__(
+        self,
+        start: dt.datetime | None = None,
+        utc_offset: str = "+01:00",
+        wall_clock: bool = False,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.tz = offset_timezone(utc_offset)
+        self.wall_clock = wall_clock
+        self._monotonic = monotonic
+        self._made_at = monotonic()
         self.offset_text = format_offset(self.tz.utcoffset(None))
         if start is None:
             start = DEFAULT_START_LOCAL.replace(tzinfo=self.tz)
@@ -47,7 +60,8 @@ class SimClock:
 
     def epoch(self) -> int:
         """Now as whole POSIX seconds."""
-        return self._start_epoch + math.floor(self._elapsed)
+        real = self._monotonic() - self._made_at if self.wall_clock else 0.0
+        return self._start_epoch + math.floor(self._elapsed + real)
 
     def now(self) -> dt.datetime:
         return self.to_local(self.epoch())

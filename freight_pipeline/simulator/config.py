@@ -34,6 +34,9 @@ DEFAULT_WEBHOOK_PASSWORD = "webhook-password"
 TOKEN_LIFETIME_S = 24 * 3600
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 50
+# Initial shipments of a generated store: their ids (about 1.08 per shipment, from 10001) stay below
+# data_goods.MAX_SHIPMENT_ID, so every generated id (goods, hs codes, ...) fits int32.
+MAX_SHIPMENTS = 900_000
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,7 @@ class FaultConfig:
     paths: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
+        self._check_types()
         if self.paths is not None:
             object.__setattr__(self, "paths", frozenset(self.paths))
         for name in ("rate_limit_rate", "server_error_rate", "drop_rate", "modify_during_paging_rate"):
@@ -100,6 +104,24 @@ class FaultConfig:
             raise ValueError("latency_ms and latency_jitter_ms must not be negative")
         if self.retry_after_s < 0 or self.modify_during_paging_count < 0:
             raise ValueError("retry_after_s and modify_during_paging_count must not be negative")
+
+    def _check_types(self) -> None:
+        """Refuse values of the wrong JSON type (the control surface passes request bodies through)."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "paths":
+                ok = value is None or (
+                    isinstance(value, list | tuple | set | frozenset) and all(isinstance(p, str) for p in value)
+                )
+                wanted = "null or an array of path templates (strings)"
+            elif f.name == "exempt_auth":
+                ok, wanted = isinstance(value, bool), "true or false"
+            elif f.type in ("int", int):
+                ok, wanted = isinstance(value, int) and not isinstance(value, bool), "an integer"
+            else:
+                ok, wanted = isinstance(value, int | float) and not isinstance(value, bool), "a number"
+            if not ok:
+                raise ValueError(f"{f.name} must be {wanted}, got {value!r}")
 
     def replace(self, **changes: Any) -> FaultConfig:
         known = {f.name for f in dataclasses.fields(self)}
@@ -118,7 +140,8 @@ class FaultConfig:
 class SimulatorConfig:
     """Everything the HTTP service needs besides the store.
 
-    ``shipments``, ``seed`` and ``utc_offset`` are only used when the server builds its own store.
+    ``shipments``, ``seed``, ``utc_offset`` and ``wall_clock`` are only used when the server builds its
+    own store.
     """
 
     users: tuple[UserConfig, ...] = field(default_factory=default_users)
@@ -129,6 +152,7 @@ class SimulatorConfig:
     shipments: int = 2000
     seed: int = 42
     utc_offset: str = "+01:00"
+    wall_clock: bool = False  # the built store's clock also moves with real time (the CLI's default)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "users", tuple(self.users))
@@ -137,6 +161,8 @@ class SimulatorConfig:
             raise ValueError("usernames must be unique")
         if self.token_lifetime_s <= 0:
             raise ValueError("token_lifetime_s must be positive")
+        if not 0 <= self.shipments <= MAX_SHIPMENTS:
+            raise ValueError(f"shipments must be between 0 and {MAX_SHIPMENTS}, got {self.shipments}")
 
     def user(self, username: str) -> UserConfig | None:
         return next((u for u in self.users if u.username == username), None)

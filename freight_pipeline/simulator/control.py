@@ -1,7 +1,7 @@
 """The opt-in HTTP control surface under ``/_control`` (only mounted when ``config.control``).
 
-No bearer auth (it is off unless enabled, and the server binds 127.0.0.1); never faulted nor
-counted. Routes:
+No bearer auth (it is off unless enabled, and the CLI refuses it on a non-loopback ``--host``);
+never faulted nor counted. Bodies of the wrong JSON type are refused (400). Routes:
 
 * ``POST /_control/shipments/{modify|create|delete}?count=N`` -> ``{"ids": [...]}``
 * ``POST /_control/shipments/touch`` body ``{"ids": [...]}``
@@ -50,7 +50,7 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
         action = request.path_params["action"]
         if action == "touch":
             ids = (await body_object(request)).get("ids")
-            if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+            if not isinstance(ids, list) or not all(_is_int(i) for i in ids):
                 raise ApiError(400, "body must be {'ids': [int, ...]}")
             await run_in_threadpool(store.touch_shipments, ids)
             return JSONResponse({"ids": ids})
@@ -72,8 +72,6 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
     async def faults(request: Request) -> Response:
         if request.method == "PUT":
             changes = await body_object(request)
-            if isinstance(changes.get("paths"), list):
-                changes["paths"] = frozenset(changes["paths"])
             try:
                 state.faults.update(**changes)
             except (TypeError, ValueError) as exc:
@@ -85,8 +83,13 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
 
     async def faults_script(request: Request) -> Response:
         body = await body_object(request)
+        kind, count, path, status = body.get("kind"), body.get("count", 1), body.get("path"), body.get("status")
+        if not isinstance(kind, str) or not _is_int(count) or not isinstance(path, str | None) or not (
+            status is None or _is_int(status)
+        ):
+            raise ApiError(400, "body must be {'kind': str, 'count': int, 'path': str or null, 'status': int or null}")
         try:
-            state.faults.enqueue(str(body.get("kind")), int(body.get("count", 1)), body.get("path"), body.get("status"))
+            state.faults.enqueue(kind, count, path, status)
         except (TypeError, ValueError) as exc:
             raise ApiError(400, str(exc)) from None
         return JSONResponse({"scripted_pending": state.faults.pending_script()})
@@ -118,3 +121,7 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
         Route("/_control/tokens/revoke", revoke, methods=["POST"]),
         Route("/_control/auth", auth_settings, methods=["PUT"]),
     ]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

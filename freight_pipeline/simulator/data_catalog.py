@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from freight_pipeline.simulator.store_api import MODES_OF_TRANSPORT
+
 # The forwarder's clients (TMS mandants) and their weights.
 CLIENTS: tuple[str, ...] = ("001", "002", "005", "010")
 CLIENT_WEIGHTS: tuple[int, ...] = (55, 25, 12, 8)
 
-MODES: tuple[str, ...] = ("SEA", "AIR", "RD", "RL")
+MODES: tuple[str, ...] = MODES_OF_TRANSPORT
 MODE_WEIGHTS: tuple[int, ...] = (42, 28, 22, 8)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from freight_pipeline.simulator.data_format import TAG_STORE, rng_for
+from freight_pipeline.simulator.store_api import CODE_CONVERSION_DIRECTIONS
 
 # code table -> (code type, [(partner code, internal code, description)])
 _TABLES: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
@@ -68,7 +69,7 @@ def build_code_conversions(seed: int, before_epoch: int, iso: Callable[[int], st
         for table in tables:
             code_type, pairs = _TABLES[table]
             for partner_code, internal, description in pairs:
-                for direction in ("I", "O"):
+                for direction in CODE_CONVERSION_DIRECTIONS:
                     if rng.random() < 0.12:
                         continue  # not every mapping is maintained in both directions
                     source, target = (partner_code, internal) if direction == "I" else (internal, partner_code)

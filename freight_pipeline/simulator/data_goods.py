@@ -4,9 +4,9 @@ invoices, MRNs and dangerous goods.
 Each top-level line is generated from its own RNG seeded with (seed, shipment id, line number),
 so a line keeps its content while other lines are added or removed by later versions. Good ids
 are ``shipment_id * 1000 + line_number * 10 + position`` (position 0 for the line itself, 1..9 for
-its descendants), which stays within int32 for shipment ids below 2,000,000; the ids of a line's
-hs codes, measurements, customs, MRNs and dangerous goods are ``good_id * 10 + k``, within int32
-for shipment ids below 214,000 (100,000 initial shipments end near id 116,000).
+its descendants); a good has at most two items of each kind (hs codes, measurements, customs,
+MRNs, dangerous goods), whose ids are ``good_id * 2 + k - 1`` (k = 1, 2). Every id fits int32 for
+shipment ids up to :data:`MAX_SHIPMENT_ID` (1,073,740).
 """
 
 from __future__ import annotations
@@ -21,6 +21,12 @@ from freight_pipeline.simulator.data_format import TAG_GOOD, rng_for, round2
 from freight_pipeline.simulator.data_identity import Identity
 
 MAX_LINE_NUMBER = 99
+IDS_PER_SHIPMENT = 1000  # good ids: 99 lines x 10 positions
+ITEMS_PER_GOOD = 2  # at most this many hs codes, measurements, customs, MRNs, dangerous goods per good
+INT32_MAX = 2**31 - 1
+MAX_SHIPMENT_ID = (INT32_MAX - ITEMS_PER_GOOD * (IDS_PER_SHIPMENT - 1) - (ITEMS_PER_GOOD - 1)) // (
+    ITEMS_PER_GOOD * IDS_PER_SHIPMENT
+)
 _VOLUMETRIC_KG_PER_M3 = {"AIR": 167.0, "SEA": 1000.0, "RD": 333.0, "RL": 500.0}
 _LEGISLATION = {"SEA": "IMDG", "RD": "ADR", "RL": "RID"}
 
@@ -37,6 +43,12 @@ class GoodsContext:
     totals: dict[str, float] = field(default_factory=lambda: {"packages": 0, "weight": 0.0, "volume": 0.0})
 
 
+def item_id(good_id: int, k: int) -> int:
+    """Id of the ``k``-th (1-based) hs code, measurement, customs, MRN or dangerous good of a good."""
+    assert 1 <= k <= ITEMS_PER_GOOD
+    return good_id * ITEMS_PER_GOOD + k - 1
+
+
 def render_goods(ctx: GoodsContext, line_numbers: tuple[int, ...]) -> list[dict[str, Any]]:
     goods = []
     for counter, number in enumerate(line_numbers, start=1):
@@ -45,7 +57,7 @@ def render_goods(ctx: GoodsContext, line_numbers: tuple[int, ...]) -> list[dict[
         quantity = rng.randint(1, 40)
         kg = rng.uniform(*commodity.kg_per_package)
         m3 = rng.uniform(*commodity.m3_per_package)
-        good_id = ctx.ident.id * 1000 + number * 10
+        good_id = ctx.ident.id * IDS_PER_SHIPMENT + number * 10
         positions = iter(range(good_id + 1, good_id + 10))
         line = _line(ctx, rng, commodity, good_id, positions, counter, 1, quantity, quantity * kg, quantity * m3,
                      f"{number:02d}")
@@ -89,11 +101,11 @@ def _line(ctx: GoodsContext, rng: random.Random, commodity: cat.Commodity, good_
         "additional_mark": rng.random() < 0.15,
         "container_number": ctx.container_numbers[(int(path[:2]) - 1) % len(ctx.container_numbers)]
         if ctx.container_numbers else None,
-        "hs_codes": [{"id": good_id * 10 + k, "goodId": good_id, "hsCode": code}
+        "hs_codes": [{"id": item_id(good_id, k), "goodId": good_id, "hsCode": code}
                      for k, code in enumerate(rng.sample(commodity.hs_codes, rng.randint(1, 2)), start=1)],
         "measurements": _measurements(ctx, rng, good_id, quantity, weight),
         "customs": _customs(ctx, rng, good_id, weight),
-        "mrns": [{"id": good_id * 10 + 1, "mrn": _mrn(rng, ident)}]
+        "mrns": [{"id": item_id(good_id, 1), "mrn": _mrn(rng, ident)}]
         if ident.direction == "E" and rng.random() < 0.5 else [],
         "subgoods": [],
         "dangerousGoods": _dangerous(ctx, rng, commodity, good_id, weight),
@@ -136,7 +148,7 @@ def _measurements(ctx: GoodsContext, rng: random.Random, good_id: int, quantity:
         length, width, height = rng.choice((120, 80, 100, 60)), rng.choice((80, 100, 120, 40)), rng.randint(40, 220)
         qty = max(1, quantity // (k + 1))
         items.append({
-            "id": good_id * 10 + k + 1, "weight": round2(weight / max(qty, 1)), "length": length, "width": width,
+            "id": item_id(good_id, k + 1), "weight": round2(weight / max(qty, 1)), "length": length, "width": width,
             "height": height, "quantity": qty, "goods_id": good_id, "client": ctx.client,
             "shipment_number": ctx.shipment_number, "weight_unit": "KG", "volume_unit": "M3",
             "measurement_unit": "CM", "volume": round(length * width * height / 1_000_000 * qty, 3),
@@ -150,7 +162,7 @@ def _customs(ctx: GoodsContext, rng: random.Random, good_id: int, weight: float)
     created = ctx.ident.milestones[0].planned - 3 * 86400
     currency = rng.choice(("EUR", "EUR", "USD", "CNY", "CHF"))
     return [{
-        "id": good_id * 10 + 1,
+        "id": item_id(good_id, 1),
         "invoice_number": f"INV-{rng.randint(2025, 2026)}-{rng.randint(10000, 99999)}",
         "invoice_date_time": ctx.iso(created - rng.randint(0, 10) * 86400),
         "amount": round2(weight * rng.uniform(4, 60)),
@@ -175,7 +187,7 @@ def _dangerous(ctx: GoodsContext, rng: random.Random, commodity: cat.Commodity, 
     labels = [*dg.labels, None, None, None][:4]
     name = ctx.ident.shipper.contact_name
     return [{
-        "id": good_id * 10 + 1,
+        "id": item_id(good_id, 1),
         "dangerous_good_legislation": legislation,
         "classification_code": dg.classification_code,
         "un_number": dg.un_number,

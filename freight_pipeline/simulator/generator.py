@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from freight_pipeline.simulator import data_catalog as cat
@@ -157,12 +157,23 @@ def is_closed(ident: Identity, as_of: int) -> bool:
     return ident.final_actual + CLOSE_AFTER <= as_of
 
 
-def touched(state: ShipmentState, now: int) -> ShipmentState:
-    return state.evolve(version=state.version + 1, modified=max(now, state.modified))
+def change_stamp(now: int, previous: Iterable[int]) -> int:
+    """Last-modified second of one change of shipments last modified at ``previous``.
+
+    ``now``, or one second after the newest previous value when the clock has not passed it, so
+    every change moves last-modified even while the clock stands still (assumption A8). One stamp
+    for a whole batch keeps a bulk change in one second.
+    """
+    return max(now, max(previous, default=now - 1) + 1)
 
 
-def mutated(state: ShipmentState, ident: Identity, now: int, rng: random.Random) -> ShipmentState:
-    """A new version: goods lines added / removed, references changed, closed when done."""
+def touched(state: ShipmentState, modified: int) -> ShipmentState:
+    """A new version, last modified at ``modified`` (see :func:`change_stamp`)."""
+    return state.evolve(version=state.version + 1, modified=modified)
+
+
+def mutated(state: ShipmentState, ident: Identity, modified: int, rng: random.Random) -> ShipmentState:
+    """A new version last modified at ``modified``: goods lines and references changed, closed when done."""
     lines = list(state.line_numbers(ident))
     if rng.random() < 0.5:
         if len(lines) > 1 and rng.random() < 0.5:
@@ -176,7 +187,6 @@ def mutated(state: ShipmentState, ident: Identity, now: int, rng: random.Random)
             refs.append(value)
     elif refs and rng.random() < 0.05:
         refs.pop(rng.randrange(len(refs)))
-    modified = max(now, state.modified)
     return state.evolve(
         version=state.version + 1, modified=modified, goods=tuple(lines), address_refs=tuple(refs),
         closed=state.closed or is_closed(ident, modified),

@@ -10,16 +10,27 @@ Every problem raises :class:`CriteriaError` with a message naming it (HTTP 400).
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import operator
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from freight_pipeline.simulator.config import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from freight_pipeline.simulator.store_api import CODE_CONVERSION_KEYS, MEMO_KEYS, SHIPMENT_KEYS
+from freight_pipeline.simulator.store_api import (
+    CLOSED_FLAGS,
+    CODE_CONVERSION_DIRECTIONS,
+    CODE_CONVERSION_KEYS,
+    CUSTOMER_ADDRESS_TYPES,
+    DIRECTIONS,
+    MEMO_KEYS,
+    MODES_OF_TRANSPORT,
+    SHIPMENT_KEYS,
+)
 
 MATCH_MODES: tuple[str, ...] = ("EQUALS", "CONTAINS", "IN", "OR", "GT", "LT", "GE", "LE")
 ORDER_MODES: tuple[str, ...] = ("ASC", "DESC")
@@ -40,28 +51,65 @@ class KeyKind(Enum):
 
 
 @dataclass(frozen=True)
+class ValueFormat:
+    """What the value of a string key must look like (checked in every match mode but CONTAINS)."""
+
+    description: str
+    accepts: Callable[[str], bool]
+
+
+def _parsed_format(description: str, pattern: str, parse: Callable[[str], Any]) -> ValueFormat:
+    shape = re.compile(pattern)
+
+    def accepts(value: str) -> bool:
+        if not shape.fullmatch(value):
+            return False
+        try:
+            parse(value)
+        except ValueError:
+            return False
+        return True
+
+    return ValueFormat(description, accepts)
+
+
+def one_of(values: Sequence[str]) -> ValueFormat:
+    return ValueFormat(f"one of {', '.join(values)}", frozenset(values).__contains__)
+
+
+DATE = _parsed_format("a date YYYY-MM-DD", r"[0-9]{4}-[0-9]{2}-[0-9]{2}", dt.date.fromisoformat)
+TIME = _parsed_format("a time HH:MM:SS", r"[0-9]{2}:[0-9]{2}:[0-9]{2}", dt.time.fromisoformat)
+MONTH = _parsed_format("a month YYYY-MM", r"[0-9]{4}-[0-9]{2}", lambda v: dt.date.fromisoformat(f"{v}-01"))
+
+
+@dataclass(frozen=True)
 class LookupSpec:
-    """A group's lookup keys: key -> (how to read it from a row, how it compares)."""
+    """A group's lookup keys: key -> (how to read it from a row, how it compares, its value format)."""
 
     group: str
     kinds: Mapping[str, KeyKind]
     getters: Mapping[str, Callable[[Row], Any]]
     id_getter: Callable[[Row], Any]
+    formats: Mapping[str, ValueFormat] = field(default_factory=dict)
 
     @property
     def allowed(self) -> str:
         return ", ".join(self.kinds)
 
     @classmethod
-    def keyed(cls, group: str, kinds: Mapping[str, KeyKind], id_key: str = "ID") -> LookupSpec:
+    def keyed(
+        cls, group: str, kinds: Mapping[str, KeyKind], formats: Mapping[str, ValueFormat], id_key: str = "ID"
+    ) -> LookupSpec:
         """Rows are mappings whose keys are the identifier keys themselves."""
-        return cls(group, kinds, {k: operator.itemgetter(k) for k in kinds}, operator.itemgetter(id_key))
+        return cls(group, kinds, {k: operator.itemgetter(k) for k in kinds}, operator.itemgetter(id_key), formats)
 
     @classmethod
-    def fields(cls, group: str, kinds: Mapping[str, KeyKind], id_field: str = "id") -> LookupSpec:
+    def fields(
+        cls, group: str, kinds: Mapping[str, KeyKind], formats: Mapping[str, ValueFormat], id_field: str = "id"
+    ) -> LookupSpec:
         """Rows are records whose field is the lower-case key (``CLIENT`` -> ``client``)."""
         getters = {k: _field_getter(k.lower()) for k in kinds}
-        return cls(group, kinds, getters, _field_getter(id_field))
+        return cls(group, kinds, getters, _field_getter(id_field), formats)
 
 
 def _field_getter(name: str) -> Callable[[Row], Any]:
@@ -139,13 +187,16 @@ def _parse_criterion(item: Any, spec: LookupSpec, where: str, depth: int) -> Cri
         return Criterion(None, mode, (), children)
     if not raw and not children:
         raise CriteriaError(f"{where}: missing value for key {key} (give value or values)")
-    kind = spec.kinds[key]
-    values = tuple(_coerce(v, kind, key, where) for v in raw)
+    if mode == "CONTAINS":  # free text on every key
+        return Criterion(key, mode, tuple(_text(v, key, where) for v in raw), children)
+    values = tuple(_checked(_coerce(v, spec.kinds[key], key, where), spec.formats.get(key), key, where) for v in raw)
     return Criterion(key, mode, values, children)
 
 
 def _raw_values(item: Mapping[str, Any], mode: str, where: str) -> list[Any]:
     values = item.get("values")
+    if values is not None and item.get("value") is not None:
+        raise CriteriaError(f"{where}: give value or values, not both")
     if values is not None:
         if not isinstance(values, list) or not values:
             raise CriteriaError(f"{where}: values must be a non-empty JSON array")
@@ -159,21 +210,26 @@ def _raw_values(item: Mapping[str, Any], mode: str, where: str) -> list[Any]:
     return [value]
 
 
-def _coerce(value: Any, kind: KeyKind, key: str, where: str) -> Any:
+def _text(value: Any, key: str, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise CriteriaError(f"{where}: value {value!r} for key {key} must be a string or a number")
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def _checked(value: Any, value_format: ValueFormat | None, key: str, where: str) -> Any:
+    if value_format is not None and not value_format.accepts(value):
+        raise CriteriaError(f"{where}: value {value!r} for key {key} must be {value_format.description}")
+    return value
+
+
+def _coerce(value: Any, kind: KeyKind, key: str, where: str) -> Any:
+    text = _text(value, key, where)
     if kind is KeyKind.INT:
         try:
-            if isinstance(value, float):
-                if not value.is_integer():
-                    raise ValueError
-                return int(value)
-            return int(str(value).strip())
+            return int(text.strip())
         except ValueError:
             raise CriteriaError(f"{where}: value {value!r} for key {key} must be an integer") from None
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    return text
 
 
 def parse_page_request(
@@ -366,11 +422,23 @@ def _build_specs() -> dict[str, LookupSpec]:
     def kinds(keys: Iterable[str]) -> dict[str, KeyKind]:
         return {k: KeyKind.INT if k in int_keys else KeyKind.STR for k in keys}
 
+    shipment_formats = {
+        "DIRECTION": one_of(DIRECTIONS),
+        "MODE_OF_TRANSPORT": one_of(MODES_OF_TRANSPORT),
+        "MONTH_OF_SERVICE": MONTH,
+        "CREATION_DATE": DATE,
+        "CUSTOMER_ADDRESS_TYPE": one_of(CUSTOMER_ADDRESS_TYPES),
+        "SHIPMENT_CLOSED": one_of(CLOSED_FLAGS),
+        "LAST_MODIFIED_DATE": DATE,
+        "LAST_MODIFIED_TIME": TIME,
+    }
     efile_kinds = {"REFERENCE": KeyKind.STR, "SHIPMENT_ID": KeyKind.INT}
     return {
-        "shipment": LookupSpec.keyed("shipment", kinds(SHIPMENT_KEYS)),
-        "memo": LookupSpec.fields("memo", kinds(MEMO_KEYS)),
-        "codeconverter": LookupSpec.fields("code conversion", kinds(CODE_CONVERSION_KEYS)),
+        "shipment": LookupSpec.keyed("shipment", kinds(SHIPMENT_KEYS), shipment_formats),
+        "memo": LookupSpec.fields("memo", kinds(MEMO_KEYS), {}),
+        "codeconverter": LookupSpec.fields(
+            "code conversion", kinds(CODE_CONVERSION_KEYS), {"DIRECTION": one_of(CODE_CONVERSION_DIRECTIONS)}
+        ),
         "efile": LookupSpec(
             "E-File",
             efile_kinds,
@@ -388,18 +456,17 @@ EFILE_SPEC = SPECS["efile"]
 
 
 class ResultCache:
-    """Ordered lookup results by (criteria, order), valid while the data version is unchanged.
+    """Ordered lookup results by (criteria, order), valid while the store's data version is unchanged.
 
-    Lets a client page through a large result without a full scan and sort per page. Only used
-    when the store exposes a version that changes on every mutation.
+    Lets a client page through a large result without a full scan and sort per page.
     """
 
     def __init__(self, size: int = 16) -> None:
         self._size = size
-        self._entries: dict[Any, tuple[Any, list[Row]]] = {}
+        self._entries: dict[Any, tuple[int, list[Row]]] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: Any, version: Any) -> list[Row] | None:
+    def get(self, key: Any, version: int) -> list[Row] | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None or entry[0] != version:
@@ -407,7 +474,7 @@ class ResultCache:
             self._entries[key] = self._entries.pop(key)  # most recently used last
             return entry[1]
 
-    def put(self, key: Any, version: Any, rows: list[Row]) -> None:
+    def put(self, key: Any, version: int, rows: list[Row]) -> None:
         with self._lock:
             self._entries.pop(key, None)
             self._entries[key] = (version, rows)
@@ -420,12 +487,14 @@ def cached_lookup(
     criteria: Sequence[Criterion],
     request: PageRequest,
     spec: LookupSpec,
-    cache: ResultCache | None,
-    version: Any,
+    cache: ResultCache,
+    version: int,
 ) -> Page:
-    """:func:`run_lookup`, reusing the ordered result while ``version`` (not None) is unchanged."""
-    if cache is None or version is None:
-        return run_lookup(rows(), criteria, request, spec)
+    """:func:`run_lookup`, reusing the ordered result while ``version`` is unchanged.
+
+    ``version`` must be read before ``rows()`` is called, so a cached result is never older than
+    its version.
+    """
     key = (spec.group, tuple(criteria), request.order)
     ordered = cache.get(key, version)
     if ordered is None:
@@ -433,3 +502,15 @@ def cached_lookup(
         ordered = order_rows([row for row in rows() if predicate(row)], request.order, spec)
         cache.put(key, version, ordered)
     return page_of(ordered, request)
+
+
+def equals_value(criteria: Sequence[Criterion], key: str) -> Any | None:
+    """The value of a top-level ``key EQUALS value`` criterion (one value, no nesting), if any.
+
+    Top-level criteria are AND-ed, so the rows holding that value are a superset of the result: a
+    store can narrow the candidates with an index and :func:`run_lookup` still applies every criterion.
+    """
+    for c in criteria:
+        if c.key == key and c.mode == "EQUALS" and len(c.values) == 1 and not c.children:
+            return c.values[0]
+    return None

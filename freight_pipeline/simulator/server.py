@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 import socket
 import threading
 import time
@@ -42,14 +41,12 @@ LOCALHOST = "127.0.0.1"
 
 
 def make_store(config: SimulatorConfig) -> StoreAPI:
-    """The real generated store, sized and seeded by the config."""
+    """The real generated store, sized, seeded and clocked by the config."""
     from freight_pipeline.simulator.store import SimulatorStore
 
-    params = inspect.signature(SimulatorStore).parameters
-    kwargs: dict[str, Any] = {"shipments": config.shipments, "seed": config.seed}
-    if "utc_offset" in params:
-        kwargs["utc_offset"] = config.utc_offset
-    return SimulatorStore(**kwargs)
+    return SimulatorStore(
+        shipments=config.shipments, seed=config.seed, utc_offset=config.utc_offset, wall_clock=config.wall_clock
+    )
 
 
 def bind_socket(host: str = LOCALHOST, port: int = 0) -> socket.socket:

@@ -5,8 +5,9 @@ demand and kept in a small LRU cache as JSON text (so every caller gets its own 
 re-entrant lock guards all state; document generation runs outside it on immutable snapshots.
 
 Determinism: the same constructor arguments and the same sequence of calls give byte-identical
-documents. The initial data contains last-modified seconds shared by more shipments than a page
-of 50 holds (a bulk import, and a mass update shortly before the start instant).
+documents (with the default frozen clock). The initial data contains last-modified seconds shared
+by more shipments than a page holds: a nightly bulk import (more than 500 shipments from 2,000
+shipments on) and a mass update shortly before the start instant.
 """
 
 from __future__ import annotations
@@ -17,33 +18,47 @@ import datetime as dt
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from freight_pipeline.datetimes import DateTimeParseError, parse_datetime_object
 from freight_pipeline.simulator import data_catalog as cat
 from freight_pipeline.simulator.clock import SimClock
+from freight_pipeline.simulator.config import MAX_SHIPMENTS
 from freight_pipeline.simulator.data_codes import build_code_conversions
 from freight_pipeline.simulator.data_efile import EFileStore
 from freight_pipeline.simulator.data_format import TAG_MUTATION, TAG_STORE, rng_for
+from freight_pipeline.simulator.data_goods import MAX_SHIPMENT_ID
 from freight_pipeline.simulator.data_identity import DAY, HOUR, derive_identity
 from freight_pipeline.simulator.data_transport import AIR_LEG_FIELDS, SEA_LEG_FIELDS, carriage_subset
 from freight_pipeline.simulator.generator import (
     ShipmentState,
     base_shipment,
     build_document,
+    change_stamp,
     identity_of,
     mutated,
     new_state,
     touched,
 )
-from freight_pipeline.simulator.store_api import EVENT_CODES, EVENT_TYPES, Conflict, Invalid, NotFound
+from freight_pipeline.simulator.store_api import (
+    EVENT_CODES,
+    EVENT_FIELDS,
+    EVENT_TYPES,
+    Conflict,
+    Invalid,
+    NotFound,
+)
 
 FIRST_SHIPMENT_ID = 10001
 HISTORY_DAYS = 150
-BULK_IMPORT_SIZE = 130
+BULK_IMPORT_MIN = 130  # shipments of the nightly bulk import in small stores (at most a third of them)
+BULK_IMPORT_SHARE = 0.26  # ... growing with the store: 520 at 2,000 shipments, more than a 500-row page
+BULK_IMPORT_MAX = 2600
 MASS_UPDATE_SIZE = 70
 LOCATION_CODE_TYPES = frozenset({"SERVICE", "UNLOC", "IATA", "FOREIGN", "POSTAL_CODE", "UN_COUNTRY"})
+LOCATION_FIELDS = frozenset({"codes", "name", "latitude", "longitude"})
+DATE_TIME_FIELDS = frozenset({"date", "time", "zone_offset", "until"})
 
 EventKey = tuple[str, str]
 
@@ -52,11 +67,12 @@ class SimulatorStore:
     """In-memory freight service data.
 
     Args:
-        shipments: number of initial shipments (100,000 build in a few seconds).
+        shipments: number of initial shipments, 0 to MAX_SHIPMENTS (100,000 build in about 18 s).
         seed: everything generated derives from it.
         start: the simulated clock's start instant (naive = in ``utc_offset``); default
             2026-11-01T08:00:00 in the offset.
         utc_offset: the service's UTC offset for all ``*_date_time`` values and the lookup keys.
+        wall_clock: the clock also moves with real time (else it only moves when advanced).
         memo_share: share of shipments with memo lines.
         max_memos_per_shipment: 1..this many memo lines for those shipments.
         code_conversions: at most this many code conversion records (about 380 exist).
@@ -73,15 +89,18 @@ class SimulatorStore:
         max_memos_per_shipment: int = 5,
         code_conversions: int = 400,
         cache_size: int = 1024,
+        wall_clock: bool = False,
     ) -> None:
-        if shipments < 0:
-            raise ValueError("shipments must not be negative")
+        if not 0 <= shipments <= MAX_SHIPMENTS:
+            raise ValueError(f"shipments must be between 0 and {MAX_SHIPMENTS:,}, got {shipments:,}")
         self.seed = seed
         self._lock = threading.RLock()
-        self._clock = SimClock(start, utc_offset)
+        self._clock = SimClock(start, utc_offset, wall_clock)
         self._memo_share = memo_share
         self._max_memos = max(1, max_memos_per_shipment)
+        self._version = 0
         self._live: dict[int, ShipmentState] = {}
+        self._by_number: dict[tuple[str, str], int] = {}  # (client, shipment number) -> live shipment id
         self._deleted: set[int] = set()
         self._overrides: dict[int, dict[EventKey, dict[str, Any]]] = {}
         self._memos: dict[int, tuple[int, int, str]] = {}  # memo id -> (shipment id, running number, text)
@@ -109,7 +128,7 @@ class SimulatorStore:
         bulk: set[int] = set()
         bulk_ids: set[int] = set()
         if count:
-            size = min(BULK_IMPORT_SIZE, max(1, count // 3))
+            size = bulk_import_size(count)
             first = min(bisect.bisect_left(created, bulk_at), count - size)
             for i in range(first, first + size):
                 created[i] = bulk_at
@@ -120,12 +139,13 @@ class SimulatorStore:
             modified = bulk_at if index in bulk else self._initial_modified(rng, ident, created_at, start)
             state = new_state(self.seed, ident, created_at, modified, ident.initial_version,
                               self._next_running(ident.client), self._clock.tz)
-            self._live[shipment_id] = state
+            self._add_state(state)
             if index in bulk:
                 bulk_ids.add(shipment_id)
             self._add_initial_memos(rng, state)
             shipment_id += 1 if rng.random() < 0.96 else rng.randint(2, 4)
         self._next_id = shipment_id
+        self._check_id_room(0)
         self._mass_update(rng, start - 5 * HOUR, bulk_ids)
 
     def _local_day_start(self, epoch: int) -> int:
@@ -151,6 +171,16 @@ class SimulatorStore:
                       if s.id not in excluded and not s.closed and s.modified < at and s.created < at]
         for shipment_id in rng.sample(candidates, min(MASS_UPDATE_SIZE, len(candidates) // 4)):
             self._live[shipment_id] = touched(self._live[shipment_id], at)
+
+    def _add_state(self, state: ShipmentState) -> None:
+        self._live[state.id] = state
+        self._by_number[(state.client, state.shipment_number)] = state.id
+
+    def _check_id_room(self, count: int) -> None:
+        """Refuse ids whose derived ids (goods, hs codes, ...) would not fit int32."""
+        if self._next_id + count - 1 > MAX_SHIPMENT_ID:
+            raise Invalid(f"shipment ids are exhausted: ids above {MAX_SHIPMENT_ID:,} would overflow int32 "
+                          f"derived ids (next id {self._next_id:,}, {count} requested)")
 
     def _next_running(self, client: str) -> int:
         self._running[client] = self._running.get(client, 0) + 1
@@ -187,6 +217,10 @@ class SimulatorStore:
     # ============================================================================================
     # shipments
     # ============================================================================================
+    def version(self) -> int:
+        with self._lock:
+            return self._version
+
     def shipment_key_rows(self) -> Iterator[Mapping[str, Any]]:
         """The states themselves (immutable Mappings over SHIPMENT_KEYS), snapshot at call time."""
         with self._lock:
@@ -215,16 +249,14 @@ class SimulatorStore:
 
     def create_event(self, shipment_id: int, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
         _check_type(event_type)
-        if not isinstance(event, Mapping):
-            raise Invalid("the event body must be a JSON object")
-        code = event.get("event")
+        code = _checked_body(event).get("event")
         if code not in EVENT_CODES:
             raise Invalid(f"event {code!r} is not an event code; allowed: {', '.join(EVENT_CODES)}")
-        stored = _clean_event(shipment_id, code, event_type, event)
+        stored = {"event": code, "type": event_type, "shipment_id": shipment_id, "date_time": None, "location": None}
+        stored.update(_event_changes(shipment_id, event_type, event))
         with self._lock:
             self._require(shipment_id)
-            existing = {(e["event"], e["type"]) for e in self.get_events(shipment_id)}
-            if (code, event_type) in existing:
+            if self._find_event(shipment_id, code, event_type) is not None:
                 raise Conflict(f"event {code} ({event_type}) already exists for shipment {shipment_id}")
             self._set_override(shipment_id, (code, event_type), stored)
         return copy.deepcopy(stored)
@@ -232,25 +264,30 @@ class SimulatorStore:
     def update_event(
         self, shipment_id: int, code: str, event_type: str, event: Mapping[str, Any]
     ) -> dict[str, Any]:
+        """Fields not sent keep their value (A28); the path's code, the query's type and id win."""
         _check_type(event_type)
         if code not in EVENT_CODES:
             raise Invalid(f"event {code!r} is not an event code; allowed: {', '.join(EVENT_CODES)}")
-        if not isinstance(event, Mapping):
-            raise Invalid("the event body must be a JSON object")
-        if event.get("event") not in (None, code):
+        if _checked_body(event).get("event") not in (None, code):
             raise Invalid(f"body event {event.get('event')!r} differs from the path's {code}")
-        stored = _clean_event(shipment_id, code, event_type, event)
+        changes = _event_changes(shipment_id, event_type, event)
         with self._lock:
             self._require(shipment_id)
-            existing = {(e["event"], e["type"]) for e in self.get_events(shipment_id)}
-            if (code, event_type) not in existing:
+            existing = self._find_event(shipment_id, code, event_type)
+            if existing is None:
                 raise NotFound(f"event {code} ({event_type}) does not exist for shipment {shipment_id}")
+            stored = {**existing, **changes, "event": code, "type": event_type, "shipment_id": shipment_id}
             self._set_override(shipment_id, (code, event_type), stored)
         return copy.deepcopy(stored)
 
+    def _find_event(self, shipment_id: int, code: str, event_type: str) -> dict[str, Any] | None:
+        return next((e for e in self.get_events(shipment_id) if (e["event"], e["type"]) == (code, event_type)), None)
+
     def _set_override(self, shipment_id: int, key: EventKey, event: dict[str, Any]) -> None:
         self._overrides.setdefault(shipment_id, {})[key] = event
-        self._live[shipment_id] = touched(self._live[shipment_id], self._clock.epoch())
+        state = self._live[shipment_id]
+        self._live[shipment_id] = touched(state, change_stamp(self._clock.epoch(), [state.modified]))
+        self._version += 1
 
     # ============================================================================================
     # memos and code conversions
@@ -258,6 +295,12 @@ class SimulatorStore:
     def memo_rows(self) -> Iterator[dict[str, Any]]:
         with self._lock:
             return iter([self._memo_row(memo_id, entry) for memo_id, entry in self._memos.items()])
+
+    def memo_rows_of(self, client: str, shipment_number: str) -> list[dict[str, Any]]:
+        with self._lock:
+            shipment_id = self._by_number.get((client, shipment_number))
+            memo_ids = self._memos_by_shipment.get(shipment_id, []) if shipment_id is not None else []
+            return [self._memo_row(memo_id, self._memos[memo_id]) for memo_id in memo_ids]
 
     def get_memo(self, memo_id: int) -> dict[str, Any]:
         with self._lock:
@@ -344,25 +387,27 @@ class SimulatorStore:
     # change over time
     # ============================================================================================
     def modify_shipments(self, count: int) -> list[int]:
-        """Change ``count`` live shipments (open ones first), all stamped with the current second."""
+        """Change ``count`` live shipments (open ones first), all stamped with one second (A8)."""
         _check_count(count)
         with self._lock:
-            now = self._clock.epoch()
             rng = self._mutation_rng
             open_ids = [i for i, s in self._live.items() if not s.closed]
             pool = open_ids if len(open_ids) >= count else list(self._live)
             chosen = sorted(rng.sample(pool, min(count, len(pool))))
+            stamp = change_stamp(self._clock.epoch(), [self._live[i].modified for i in chosen])
             for shipment_id in chosen:
                 state = self._live[shipment_id]
-                self._live[shipment_id] = mutated(state, identity_of(self.seed, state), now, rng)
+                self._live[shipment_id] = mutated(state, identity_of(self.seed, state), stamp, rng)
                 if rng.random() < 0.25:
                     self._add_memo(shipment_id, rng.choice(cat.MEMO_TEXTS))
+            self._version += 1
             return chosen
 
     def create_shipments(self, count: int) -> list[int]:
         """New shipments with ids above every id issued so far, created and modified now."""
         _check_count(count)
         with self._lock:
+            self._check_id_room(count)
             now = self._clock.epoch()
             rng = self._mutation_rng
             created = []
@@ -371,10 +416,11 @@ class SimulatorStore:
                 self._next_id += 1
                 ident = derive_identity(self.seed, shipment_id, now)
                 state = new_state(self.seed, ident, now, now, 1, self._next_running(ident.client), self._clock.tz)
-                self._live[shipment_id] = state
+                self._add_state(state)
                 if rng.random() < self._memo_share / 2:
                     self._add_memo(shipment_id, rng.choice(cat.MEMO_TEXTS))
                 created.append(shipment_id)
+            self._version += 1
             return created
 
     def delete_shipments(self, count: int) -> list[int]:
@@ -391,21 +437,24 @@ class SimulatorStore:
             for shipment_id in ids:
                 self._require(shipment_id)
             for shipment_id in ids:
-                del self._live[shipment_id]
+                state = self._live.pop(shipment_id)
+                del self._by_number[(state.client, state.shipment_number)]
                 self._deleted.add(shipment_id)
                 self._overrides.pop(shipment_id, None)
                 for memo_id in self._memos_by_shipment.pop(shipment_id, []):
                     del self._memos[memo_id]
+            self._version += 1
             return ids
 
     def touch_shipments(self, shipment_ids: list[int]) -> None:
+        """A new version of each, all stamped with one second (A8)."""
         with self._lock:
             ids = list(dict.fromkeys(shipment_ids))
-            for shipment_id in ids:
-                self._require(shipment_id)
-            now = self._clock.epoch()
-            for shipment_id in ids:
-                self._live[shipment_id] = touched(self._live[shipment_id], now)
+            states = [self._require(shipment_id) for shipment_id in ids]
+            stamp = change_stamp(self._clock.epoch(), [state.modified for state in states])
+            for state in states:
+                self._live[state.id] = touched(state, stamp)
+            self._version += 1
 
     # ============================================================================================
     # helpers for tests (compare a warehouse with the source)
@@ -485,39 +534,63 @@ def _check_count(count: int) -> None:
         raise Invalid(f"count must be a non-negative integer, got {count!r}")
 
 
-def _clean_event(shipment_id: int, code: str, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate a ShipmentEvent body; the stored event takes code, type and shipment id from the path."""
+def bulk_import_size(count: int) -> int:
+    """Shipments of the nightly bulk import (one created and last-modified second) in a store of ``count``."""
+    grown = min(BULK_IMPORT_MAX, round(count * BULK_IMPORT_SHARE))
+    return min(max(1, count // 3), max(BULK_IMPORT_MIN, grown))
+
+
+def _checked_body(event: Any) -> Mapping[str, Any]:
+    """A ShipmentEvent body: a JSON object with no field beyond EVENT_FIELDS."""
+    if not isinstance(event, Mapping):
+        raise Invalid("the event body must be a JSON object")
+    _refuse_unknown(event, EVENT_FIELDS, "the event body")
+    return event
+
+
+def _refuse_unknown(item: Mapping[str, Any], allowed: Iterable[str], what: str) -> None:
+    unknown = sorted(set(item) - set(allowed))
+    if unknown:
+        raise Invalid(f"unknown field(s) {unknown} in {what}; allowed: {sorted(allowed)}")
+
+
+def _event_changes(shipment_id: int, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a ShipmentEvent body sets (``date_time``, ``location``), validated; type and id must agree."""
     if event.get("type") not in (None, event_type):
         raise Invalid(f"body type {event.get('type')!r} differs from the query type {event_type}")
     body_id = event.get("shipment_id")
     if body_id is not None and body_id != shipment_id:
         raise Invalid(f"body shipment_id {body_id!r} differs from the path's {shipment_id}")
-    date_time = event.get("date_time")
-    if date_time is not None:
-        if not isinstance(date_time, Mapping):
-            raise Invalid("date_time must be a DateTime object")
-        try:
-            parse_datetime_object(dict(date_time))
-        except DateTimeParseError as exc:
-            raise Invalid(f"date_time: {exc}") from None
-    location = event.get("location")
-    if location is not None:
-        _check_location(location)
-    return {
-        "event": code,
-        "type": event_type,
-        "shipment_id": shipment_id,
-        "date_time": copy.deepcopy(dict(date_time)) if date_time is not None else None,
-        "location": copy.deepcopy(dict(location)) if location is not None else None,
-    }
+    changes: dict[str, Any] = {}
+    if "date_time" in event:
+        changes["date_time"] = _checked_date_time(event["date_time"])
+    if "location" in event:
+        changes["location"] = _checked_location(event["location"])
+    return copy.deepcopy(changes)
 
 
-def _check_location(location: Any) -> None:
+def _checked_date_time(date_time: Any) -> Any:
+    if date_time is None:
+        return None
+    if not isinstance(date_time, Mapping):
+        raise Invalid("date_time must be a DateTime object")
+    _refuse_unknown(date_time, DATE_TIME_FIELDS, "date_time")
+    try:
+        parse_datetime_object(dict(date_time))
+    except DateTimeParseError as exc:
+        raise Invalid(f"date_time: {exc}") from None
+    return date_time
+
+
+def _checked_location(location: Any) -> Any:
+    if location is None:
+        return None
     if not isinstance(location, Mapping):
         raise Invalid("location must be a Location object")
+    _refuse_unknown(location, LOCATION_FIELDS, "location")
     codes = location.get("codes")
     if codes is None:
-        return
+        return location
     if not isinstance(codes, list):
         raise Invalid("location.codes must be an array")
     for item in codes:
@@ -527,3 +600,4 @@ def _check_location(location: Any) -> None:
             raise Invalid(
                 f"location.codes items need type (one of {', '.join(sorted(LOCATION_CODE_TYPES))}) and code (string)"
             )
+    return location

@@ -32,6 +32,15 @@ EVENT_CODES: tuple[str, ...] = (
     "TRANSSHIPMENT_ARRIVAL", "TRANSSHIPMENT_DEPARTURE", "DIFF_BL_DATE", "VGM_CLOSING",
 )
 EVENT_TYPES: tuple[str, ...] = ("ESTIMATED", "ACTUAL")
+# Fields of a ShipmentEvent body; any other field is refused (HTTP 400).
+EVENT_FIELDS: tuple[str, ...] = ("event", "type", "shipment_id", "date_time", "location")
+
+# Value sets of enumerated lookup keys (the spec's identifier tables, and A14 for code conversions).
+DIRECTIONS: tuple[str, ...] = ("I", "E")
+MODES_OF_TRANSPORT: tuple[str, ...] = ("SEA", "AIR", "RD", "RL")
+CLOSED_FLAGS: tuple[str, ...] = ("J", "N")
+CUSTOMER_ADDRESS_TYPES: tuple[str, ...] = ("D", "K", "G", "P", "A")
+CODE_CONVERSION_DIRECTIONS: tuple[str, ...] = ("I", "O")
 
 
 class NotFound(LookupError):
@@ -52,6 +61,9 @@ class StoreAPI(Protocol):
         """The simulated clock: aware, in the service's UTC offset, whole seconds."""
 
     def advance_clock(self, seconds: float) -> dt.datetime: ...
+
+    def version(self) -> int:
+        """A number that changes on every change of shipment data (lets lookups cache results)."""
 
     # --- shipments ---------------------------------------------------------------------------
     def shipment_key_rows(self) -> Iterator[Mapping[str, Any]]:
@@ -82,11 +94,14 @@ class StoreAPI(Protocol):
     def update_event(
         self, shipment_id: int, code: str, event_type: str, event: Mapping[str, Any]
     ) -> dict[str, Any]:
-        """Raises NotFound (shipment or event+type), Invalid. Moves last-modified."""
+        """Raises NotFound (shipment or event+type), Invalid. Fields not sent keep their value. Moves last-modified."""
 
     # --- memos and code conversions ----------------------------------------------------------
     def memo_rows(self) -> Iterator[dict[str, Any]]:
         """Every memo line, ordered by id (fields of the spec's memo line)."""
+
+    def memo_rows_of(self, client: str, shipment_number: str) -> list[dict[str, Any]]:
+        """The memo lines of one shipment (by client and shipment number), ordered by id; cheap."""
 
     def get_memo(self, memo_id: int) -> dict[str, Any]: ...
 
@@ -122,11 +137,11 @@ class StoreAPI(Protocol):
 
     # --- change over time (Python API; also behind the opt-in HTTP control surface) -----------
     def modify_shipments(self, count: int) -> list[int]:
-        """Change `count` live shipments (fields, goods added/removed, new events); returns ids."""
+        """Change `count` live shipments (fields, goods added/removed, new events) in one second; returns ids."""
 
     def create_shipments(self, count: int) -> list[int]: ...
 
     def delete_shipments(self, count: int) -> list[int]: ...
 
     def touch_shipments(self, shipment_ids: list[int]) -> None:
-        """Give these shipments a new version and last-modified = now (for targeted tests)."""
+        """Give these shipments a new version, all last modified in one second (A8; for targeted tests)."""

@@ -1,9 +1,9 @@
 """Fixtures for the simulator's HTTP tests: real servers on free 127.0.0.1 ports.
 
 ``shared_sim`` is one server for the whole session, for tests that do not change data or faults;
-``sim`` is a fresh server per test. Both serve the real generated store when it imports, else
-the small fake store. ``reference_filter`` gives expectations computed from the key rows without
-the lookup engine.
+``sim`` is a fresh server per test. Both serve the real generated store (``make_test_store``).
+``reference_match`` / ``reference_ids`` give expectations computed from the key rows without the
+lookup engine.
 """
 
 from __future__ import annotations
@@ -16,17 +16,13 @@ import pytest
 
 from freight_pipeline.simulator.config import SimulatorConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.simulator.store import SimulatorStore
 from freight_pipeline.simulator.store_api import StoreAPI
-from freight_pipeline_tests.simulator.fake_store import FakeStore
 
 SMALL_SHIPMENTS = 120
 
 
-def make_test_store() -> StoreAPI:
-    try:
-        from freight_pipeline.simulator.store import SimulatorStore
-    except ImportError:
-        return FakeStore(40)
+def make_test_store() -> SimulatorStore:
     return SimulatorStore(shipments=SMALL_SHIPMENTS, seed=7)
 
 

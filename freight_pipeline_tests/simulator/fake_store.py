@@ -1,7 +1,7 @@
-"""A small, predictable in-memory StoreAPI for the HTTP tests.
+"""A small, predictable in-memory StoreAPI, for tests that say they serve it (``FakeStore(n)``).
 
 Shipment ``i`` (1..n) has key values derived from ``i`` so tests can state expectations
-exactly; see :meth:`FakeStore._key_row`.
+exactly; see :meth:`FakeStore._key_row`. It starts instantly, so process tests of the CLI use it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ MODES = ("SEA", "AIR", "RD", "RL")
 class FakeStore:
     def __init__(self, shipments: int = 40) -> None:
         self._lock = threading.RLock()
-        self.version = 0  # bumped on every shipment change (lets the HTTP layer cache lookups)
+        self._version = 0  # bumped on every shipment change (lets the HTTP layer cache lookups)
         self._now = START + dt.timedelta(days=30)
         self._ids = itertools.count(1)
         self._shipments: dict[int, dict[str, Any]] = {}
@@ -71,7 +71,7 @@ class FakeStore:
 
     def _new_shipment(self, modified: dt.datetime | None) -> int:
         sid = next(self._ids)
-        self.version += 1
+        self._version += 1
         i = sid
         modified = modified or START + dt.timedelta(hours=i // 4, seconds=i % 4)
         self._shipments[sid] = {
@@ -129,7 +129,7 @@ class FakeStore:
     def _touch(self, shipment_id: int) -> None:
         self._now += dt.timedelta(seconds=1)
         self._shipments[shipment_id]["modified"] = self._now
-        self.version += 1
+        self._version += 1
 
     # --- clock --------------------------------------------------------------------------------------
 
@@ -141,6 +141,10 @@ class FakeStore:
         with self._lock:
             self._now += dt.timedelta(seconds=seconds)
             return self._now
+
+    def version(self) -> int:
+        with self._lock:
+            return self._version
 
     # --- shipments -----------------------------------------------------------------------------------
 
@@ -220,6 +224,9 @@ class FakeStore:
 
     def memo_rows(self) -> Iterator[dict[str, Any]]:
         return iter([dict(m) for m in self.memos])
+
+    def memo_rows_of(self, client: str, shipment_number: str) -> list[dict[str, Any]]:
+        return [dict(m) for m in self.memos if (m["client"], m["shipment_number"]) == (client, shipment_number)]
 
     def get_memo(self, memo_id: int) -> dict[str, Any]:
         for m in self.memos:
@@ -341,7 +348,7 @@ class FakeStore:
             ids = sorted(self._shipments)[-count:] if count else []
             for sid in ids:
                 del self._shipments[sid]
-            self.version += 1
+            self._version += 1
             return ids
 
     def touch_shipments(self, shipment_ids: list[int]) -> None:

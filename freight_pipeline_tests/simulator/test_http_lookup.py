@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,9 +51,17 @@ def test_equals_on_every_shipment_key(shared_sim: RunningSimulator, shared_clien
 def test_comparisons(shared_sim: RunningSimulator, shared_client: httpx.Client, key: str, mode: str) -> None:
     value = _sample_value(shared_sim, key)
     expected = reference_ids(shared_sim.store, lambda r: reference_match(r, key, mode, [value]))
-    assert _ids(shared_client, [{"key": key, "match_mode": mode, "value": str(value)}]) == expected
-    if key == "ID":  # integer comparison, not string comparison
-        assert all((i > value) if mode == "GT" else True for i in expected)
+    got = _ids(shared_client, [{"key": key, "match_mode": mode, "value": str(value)}])
+    assert got == expected
+    assert got != [r["ID"] for r in _rows(shared_sim)]  # the criterion was applied
+
+
+def test_id_compares_as_integer(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
+    every = [r["ID"] for r in _rows(shared_sim)]
+    assert max(every) < 100000  # five digits: as strings they would all sort after "100000"
+    assert _ids(shared_client, [{"key": "ID", "match_mode": "LT", "value": "100000"}]) == every
+    assert _ids(shared_client, [{"key": "ID", "match_mode": "GT", "value": "100000"}]) == []
+    assert _ids(shared_client, [{"key": "ID", "match_mode": "GE", "value": "9"}]) == every
 
 
 def test_contains_is_case_insensitive(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
@@ -216,6 +225,55 @@ def test_bad_lookup_requests(shared_client: httpx.Client, params: dict[str, Any]
     assert response.json()["error"] == "Bad Request"
 
 
+MEMO_LOOKUP = "/service/shipment/memo/lookup"
+
+
+@pytest.mark.parametrize(
+    ("path", "criterion", "fragment"),
+    [
+        (LOOKUP, {"key": "LAST_MODIFIED_DATE", "value": "2026-11-1"},
+         "'2026-11-1' for key LAST_MODIFIED_DATE must be a date YYYY-MM-DD"),
+        (LOOKUP, {"key": "CREATION_DATE", "match_mode": "GE", "value": "2026-02-30"}, "must be a date YYYY-MM-DD"),
+        (LOOKUP, {"key": "LAST_MODIFIED_TIME", "value": "9:00:00"},
+         "'9:00:00' for key LAST_MODIFIED_TIME must be a time HH:MM:SS"),
+        (LOOKUP, {"key": "LAST_MODIFIED_TIME", "match_mode": "GT", "value": "09:00"}, "must be a time HH:MM:SS"),
+        (LOOKUP, {"key": "SHIPMENT_CLOSED", "value": "Y"}, "'Y' for key SHIPMENT_CLOSED must be one of J, N"),
+        (LOOKUP, {"key": "DIRECTION", "value": "X"}, "'X' for key DIRECTION must be one of I, E"),
+        (LOOKUP, {"key": "MODE_OF_TRANSPORT", "match_mode": "IN", "value": "SEA,TRUCK"},
+         "'TRUCK' for key MODE_OF_TRANSPORT must be one of SEA, AIR, RD, RL"),
+        (LOOKUP, {"key": "CUSTOMER_ADDRESS_TYPE", "values": ["K", "Z"]},
+         "'Z' for key CUSTOMER_ADDRESS_TYPE must be one of D, K, G, P, A"),
+        (LOOKUP, {"key": "MONTH_OF_SERVICE", "value": "2026-13"}, "must be a month YYYY-MM"),
+        (LOOKUP, {"key": "CUSTOMER_ADDRESS_NUMBER", "value": "12a"},
+         "'12a' for key CUSTOMER_ADDRESS_NUMBER must be an integer"),
+        (LOOKUP, {"key": "RUNNING_SEQUENCE_NUMBER", "match_mode": "GT", "value": 1.5}, "must be an integer"),
+        (LOOKUP, {"match_mode": "OR", "identifiers": [{"key": "DIRECTION", "value": "e"}]}, "must be one of I, E"),
+        (LOOKUP, {"key": "ID", "value": "1", "values": ["2"]}, "give value or values, not both"),
+        (MEMO_LOOKUP, {"key": "RUNNING_NUMBER", "value": "first"}, "must be an integer"),
+        (MEMO_LOOKUP, {"key": "CLIENT", "value": "001", "values": ["002"]}, "not both"),
+        ("/service/basicdata/codeconverter/lookup", {"key": "DIRECTION", "value": "E"},
+         "'E' for key DIRECTION must be one of I, O"),
+        ("/service/efile/lookup", {"key": "SHIPMENT_ID", "value": "abc"},
+         "'abc' for key SHIPMENT_ID must be an integer"),
+    ],
+)
+def test_lookup_values_are_checked(
+    shared_client: httpx.Client, path: str, criterion: dict[str, Any], fragment: str
+) -> None:
+    response = shared_client.post(path, json=[criterion])
+    assert response.status_code == 400, response.text
+    assert fragment in response.json()["message"]
+
+
+@pytest.mark.parametrize(("key", "needle"), [("LAST_MODIFIED_DATE", "-10-"), ("ID", "00"), ("DIRECTION", "x")])
+def test_contains_is_free_text_on_every_key(
+    shared_sim: RunningSimulator, shared_client: httpx.Client, key: str, needle: str
+) -> None:
+    expected = reference_ids(shared_sim.store, lambda r: needle.lower() in str(r[key]).lower())
+    assert _ids(shared_client, [{"key": key, "match_mode": "CONTAINS", "value": needle}]) == expected
+    assert bool(expected) == (key != "DIRECTION")
+
+
 def test_page_size_500_is_allowed(shared_client: httpx.Client) -> None:
     assert shared_client.post(LOOKUP, json=[], params={"page_size": 500}).status_code == 200
 
@@ -231,7 +289,7 @@ def test_memo_lookup_scroll_and_retrieve(shared_sim: RunningSimulator, shared_cl
         {"key": "CLIENT", "value": target["client"]},
         {"key": "SHIPMENT_NUMBER", "value": target["shipment_number"]},
     ]
-    found = lookup_all(shared_client, "/service/shipment/memo/lookup", criteria)
+    found = lookup_all(shared_client, MEMO_LOOKUP, criteria)
     expected = [
         m for m in memos if m["client"] == target["client"] and m["shipment_number"] == target["shipment_number"]
     ]
@@ -259,11 +317,45 @@ def test_memo_lookup_scroll_and_retrieve(shared_sim: RunningSimulator, shared_cl
         page_no += 1
     assert [m["id"] for m in scrolled] == sorted(m["id"] for m in memos)
     assert shared_client.get(f"/service/shipment/memo/{target['id']}").json() == target
+    other_client = next(c for c in ("001", "002", "005", "010") if c != target["client"])
+    elsewhere = [{"key": "CLIENT", "value": other_client}, criteria[1]]  # the number is unique per client only
+    assert lookup_all(shared_client, MEMO_LOOKUP, elsewhere) == [
+        m for m in memos if (m["client"], m["shipment_number"]) == (other_client, target["shipment_number"])
+    ]
     assert shared_client.get("/service/shipment/memo/999999999").status_code == 404
     assert shared_client.get("/service/shipment/memo/x").status_code == 400
     bad = shared_client.post("/service/shipment/memo/lookup", json=[{"key": "HBL", "value": "1"}])
     assert "unknown key 'HBL'" in bad.json()["message"]
     assert shared_client.get("/service/shipment/memo", params={"order_by": "ID"}).status_code == 400
+
+
+def test_memo_lookup_by_shipment_applies_every_criterion(sim: RunningSimulator, client: httpx.Client) -> None:
+    sim.advance_clock(60)
+    sim.modify_shipments(60)  # adds memo lines to some shipments
+    created = sim.create_shipments(30)
+    memos = list(sim.store.memo_rows())
+    per_shipment = Counter((m["client"], m["shipment_number"]) for m in memos)
+    (client_code, number), lines = per_shipment.most_common(1)[0]
+    assert lines >= 3
+    criteria = [
+        {"key": "SHIPMENT_NUMBER", "value": number},
+        {"key": "RUNNING_NUMBER", "match_mode": "GE", "value": "2"},
+        {"key": "CLIENT", "match_mode": "EQUALS", "value": client_code},
+    ]
+    found = lookup_all(client, MEMO_LOOKUP, criteria, order_by="RUNNING_NUMBER", order_mode="DESC")
+    expected = [m for m in memos if (m["client"], m["shipment_number"]) == (client_code, number)]
+    assert found == sorted((m for m in expected if m["running_number"] >= 2), key=lambda m: -m["running_number"])
+    assert len(found) == lines - 1
+    new_lines = [m for m in memos if m["shipment_number"] in {
+        sim.store.get_shipment(i)["shipment_number"] for i in created}]
+    assert new_lines, "some created shipments have memo lines"
+    first = new_lines[0]
+    by_shipment = [{"key": "CLIENT", "value": first["client"]},
+                   {"key": "SHIPMENT_NUMBER", "value": first["shipment_number"]}]
+    assert first in lookup_all(client, MEMO_LOOKUP, by_shipment)
+    owner = next(i for i in created if sim.store.get_shipment(i)["shipment_number"] == first["shipment_number"])
+    sim.store.delete_shipment_ids([owner])
+    assert lookup_all(client, MEMO_LOOKUP, by_shipment) == []
 
 
 def test_code_converter_lookup_scroll_and_retrieve(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import httpx
@@ -11,6 +12,10 @@ from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline_tests.simulator.conftest import lookup_all
 
 LOOKUP = "/service/shipment/lookup"
+EVENT = {
+    "date_time": {"date": "2026-11-02", "time": "10:00:00", "zone_offset": "+01:00"},
+    "location": {"codes": [{"type": "UNLOC", "code": "DEHAM"}], "name": "Hamburg"},
+}
 
 
 def _first_id(sim: RunningSimulator, **match: Any) -> int:
@@ -66,27 +71,59 @@ def test_non_integer_id_is_400(shared_client: httpx.Client, path: str) -> None:
     assert "must be an integer" in response.json()["message"]
 
 
-def test_unknown_path_and_wrong_method(shared_client: httpx.Client) -> None:
+def test_unknown_path(shared_client: httpx.Client) -> None:
     response = shared_client.get("/service/nothing/here")
     assert response.status_code == 404
     assert response.json() == {"status": 404, "error": "Not Found", "message": "no such path: /service/nothing/here"}
     assert httpx.get(f"{shared_client.base_url}/nope").status_code == 404  # even without a token
-    assert shared_client.get(LOOKUP).status_code == 405
-    assert shared_client.delete("/service/shipment/1").status_code == 405
-    assert shared_client.get("/service/efile/lookup").status_code == 405
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("GET", "/service/shipment/lookup", {"POST"}),
+        ("PUT", "/service/shipment/lookup", {"POST"}),
+        ("DELETE", "/service/shipment/lookup", {"POST"}),
+        ("GET", "/service/efile/lookup", {"POST"}),
+        ("DELETE", "/service/efile/lookup", {"POST"}),
+        ("GET", "/service/basicdata/codeconverter/lookup", {"POST"}),
+        ("GET", "/service/shipment/memo/lookup", {"POST"}),
+        ("POST", "/service/shipment/memo", {"GET", "HEAD"}),
+        ("POST", "/service/basicdata/codeconverter", {"GET", "HEAD"}),
+        ("GET", "/service/efile", {"POST"}),
+        ("GET", "/auth/token", {"POST"}),
+        ("DELETE", "/service/shipment/1", {"GET", "HEAD"}),
+        ("POST", "/service/shipment/1/events", {"GET", "HEAD"}),
+        ("GET", "/service/shipment/1/event/PICKUP", {"PUT"}),
+    ],
+)
+@pytest.mark.parametrize("with_token", [False, True])
+def test_wrong_method_is_405_before_authentication(
+    shared_sim: RunningSimulator, shared_client: httpx.Client, method: str, path: str, allow: set[str], with_token: bool
+) -> None:
+    if with_token:
+        response = shared_client.request(method, path, json=[])
+    else:
+        response = httpx.request(method, f"{shared_sim.base_url}{path}", json=[])
+    assert response.status_code == 405, response.text
+    assert response.json() == {
+        "status": 405, "error": "Method Not Allowed", "message": f"method {method} not allowed for {path}"
+    }
+    assert {m.strip() for m in response.headers["Allow"].split(",")} == allow
+
+
+def _new_event_code(sim: RunningSimulator, sid: int, event_type: str = "ESTIMATED") -> str:
+    existing = {(e["event"], e["type"]) for e in sim.store.get_events(sid)}
+    return next(c for c in ("VGM_CLOSING", "DIFF_BL_DATE", "GATE_OUT", "WAREHOUSE") if (c, event_type) not in existing)
 
 
 def test_create_and_update_event(sim: RunningSimulator, client: httpx.Client) -> None:
     sid = _first_id(sim)
     existing = {(e["event"], e["type"]) for e in sim.store.get_events(sid)}
-    code = next(c for c in ("VGM_CLOSING", "DIFF_BL_DATE", "GATE_OUT", "WAREHOUSE") if (c, "ESTIMATED") not in existing)
+    code = _new_event_code(sim, sid)
     before = sim.store.get_base_shipment(sid)["last_modified_date_time"]
     sim.advance_clock(120)
-    event = {
-        "event": code,
-        "date_time": {"date": "2026-11-02", "time": "10:00:00", "zone_offset": "+01:00"},
-        "location": {"codes": [{"type": "UNLOC", "code": "DEHAM"}], "name": "Hamburg"},
-    }
+    event = {"event": code, **EVENT}
     created = client.post(f"/service/shipment/{sid}/event", params={"type": "ESTIMATED"}, json=event)
     assert created.status_code == 201, created.text
     assert created.json()["event"] == code
@@ -106,6 +143,106 @@ def test_create_and_update_event(sim: RunningSimulator, client: httpx.Client) ->
     missing = client.put(f"/service/shipment/{sid}/event/{code}", params={"type": "ACTUAL"}, json=changed)
     if (code, "ACTUAL") not in existing:
         assert missing.status_code == 404
+
+
+def test_event_update_keeps_fields_not_sent(sim: RunningSimulator, client: httpx.Client) -> None:
+    sid = _first_id(sim)
+    code = _new_event_code(sim, sid)
+    url = f"/service/shipment/{sid}/event/{code}"
+    created = client.post(f"/service/shipment/{sid}/event", params={"type": "ESTIMATED"}, json={"event": code, **EVENT})
+    assert created.status_code == 201, created.text
+
+    rotterdam = {"codes": [{"type": "UNLOC", "code": "NLRTM"}], "name": "Rotterdam"}
+    updated = client.put(url, params={"type": "ESTIMATED"}, json={"location": rotterdam})
+    assert updated.status_code == 200, updated.text
+    assert updated.json() == {**created.json(), "location": rotterdam}
+
+    later = {"date": "2026-11-04", "time": "07:30:00", "zone_offset": "+01:00"}
+    updated = client.put(url, params={"type": "ESTIMATED"}, json={"date_time": later, "event": code})
+    assert updated.json() == {**created.json(), "location": rotterdam, "date_time": later}
+    unchanged = client.put(url, params={"type": "ESTIMATED"}, json={})
+    assert unchanged.json() == updated.json()
+    cleared = client.put(url, params={"type": "ESTIMATED"}, json={"location": None})
+    assert cleared.json() == {**updated.json(), "location": None}
+    served = [e for e in client.get(f"/service/shipment/{sid}/events").json() if (e["event"], e["type"]) == (
+        code, "ESTIMATED")]
+    assert served == [cleared.json()]
+
+
+def test_event_update_of_a_generated_event_keeps_its_fields(sim: RunningSimulator, client: httpx.Client) -> None:
+    sid = _first_id(sim)
+    generated = next(e for e in sim.store.get_events(sid) if e["date_time"] is not None and e["location"] is not None)
+    url = f"/service/shipment/{sid}/event/{generated['event']}"
+    hamburg = EVENT["location"]
+    updated = client.put(url, params={"type": generated["type"]}, json={"location": hamburg})
+    assert updated.status_code == 200, updated.text
+    assert updated.json() == {**generated, "location": hamburg}
+    assert updated.json()["date_time"] == generated["date_time"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "fragment"),
+    [
+        ("POST", "/service/shipment/{sid}/event", {"event": "PICKUP", "colour": "red"}, "unknown field(s) ['colour']"),
+        ("PUT", "/service/shipment/{sid}/event/PICKUP", {"eventDate": "2026-11-01"}, "unknown field(s) ['eventDate']"),
+        ("PUT", "/service/shipment/{sid}/event/PICKUP", {"location": {"city": "Hamburg"}}, "['city'] in location"),
+        ("PUT", "/service/shipment/{sid}/event/PICKUP", {"date_time": {"day": "2026-11-01"}}, "['day'] in date_time"),
+    ],
+)
+def test_unknown_event_fields_are_400(
+    sim: RunningSimulator, client: httpx.Client, method: str, path: str, body: dict[str, Any], fragment: str
+) -> None:
+    sid = next(
+        int(r["ID"]) for r in sorted(sim.store.shipment_key_rows(), key=lambda r: r["ID"])
+        if ("PICKUP", "ESTIMATED") in {(e["event"], e["type"]) for e in sim.store.get_events(int(r["ID"]))}
+    )
+    params = {"type": "ACTUAL" if method == "POST" else "ESTIMATED"}
+    before = sim.store.get_base_shipment(sid)
+    response = client.request(method, path.format(sid=sid), params=params, json=body)
+    assert response.status_code == 400, response.text
+    assert fragment in response.json()["message"]
+    assert sim.store.get_base_shipment(sid) == before  # nothing changed
+
+
+def _at(client: httpx.Client, instant: str) -> list[int]:
+    """Ids of the shipments last modified at this second (``YYYY-MM-DDTHH:MM:SS``)."""
+    criteria = [
+        {"key": "LAST_MODIFIED_DATE", "value": instant[:10]},
+        {"key": "LAST_MODIFIED_TIME", "value": instant[11:19]},
+    ]
+    return [s["id"] for s in lookup_all(client, LOOKUP, criteria)]
+
+
+def test_event_writes_move_last_modified_while_the_clock_stands_still(
+    sim: RunningSimulator, client: httpx.Client
+) -> None:
+    sid = _first_id(sim)
+    sim.advance_clock(600)
+    sim.touch_shipments([sid])  # last modified now: a write in this second must still move it
+    now = sim.store.now()
+    stamp = sim.store.get_base_shipment(sid)["last_modified_date_time"]
+    assert stamp == now.isoformat()
+    latest_before = _latest(client)  # same criteria and order as asked again below
+    assert latest_before[0]["id"] == sid
+
+    code = _new_event_code(sim, sid)
+    created = client.post(f"/service/shipment/{sid}/event", params={"type": "ESTIMATED"}, json={"event": code, **EVENT})
+    assert created.status_code == 201, created.text
+    after_create = sim.store.get_base_shipment(sid)["last_modified_date_time"]
+    assert after_create == (now + dt.timedelta(seconds=1)).isoformat()
+    assert _at(client, after_create) == [sid]
+    assert sid not in _at(client, stamp)
+
+    updated = client.put(f"/service/shipment/{sid}/event/{code}", params={"type": "ESTIMATED"}, json={})
+    assert updated.status_code == 200, updated.text
+    after_update = sim.store.get_base_shipment(sid)["last_modified_date_time"]
+    assert after_update == (now + dt.timedelta(seconds=2)).isoformat()
+    assert _at(client, after_update) == [sid]
+    assert _at(client, after_create) == []
+    assert sim.store.now() == now  # the clock itself never moved
+    latest_after = _latest(client)
+    assert latest_after[0]["id"] == sid
+    assert latest_after[0]["last_modified_date_time"] == after_update != latest_before[0]["last_modified_date_time"]
 
 
 @pytest.mark.parametrize(
@@ -155,22 +292,36 @@ def _latest(client: httpx.Client) -> list[dict[str, Any]]:
     ).json()
 
 
+def _ids_where(client: httpx.Client, date_mode: str, date: str, time_mode: str, time: str) -> list[int]:
+    criteria = [
+        {"key": "LAST_MODIFIED_DATE", "match_mode": date_mode, "value": date},
+        {"key": "LAST_MODIFIED_TIME", "match_mode": time_mode, "value": time},
+    ]
+    return [s["id"] for s in lookup_all(client, LOOKUP, criteria)]
+
+
 def test_mutations_move_last_modified_and_show_in_lookups(sim: RunningSimulator, client: httpx.Client) -> None:
     stale = _latest(client)  # a result the server may cache; changes below must invalidate it
     sim.advance_clock(3600)
     now = sim.store.now()
-    modified = sim.modify_shipments(3)
+    modified = sorted(sim.modify_shipments(3))
     assert len(modified) == 3
-    date, time = now.date().isoformat(), now.time().replace(microsecond=0).isoformat()
-    found = lookup_all(
-        client,
-        LOOKUP,
-        [
-            {"key": "LAST_MODIFIED_DATE", "match_mode": "GE", "value": date},
-            {"key": "LAST_MODIFIED_TIME", "match_mode": "GE", "value": time},
-        ],
+    date, time = now.date().isoformat(), now.time().isoformat()
+    earlier = (now - dt.timedelta(seconds=1)).time().isoformat()
+    rows = list(sim.store.shipment_key_rows())
+    same_day_before = sorted(
+        r["ID"] for r in rows if r["LAST_MODIFIED_DATE"] == date and r["LAST_MODIFIED_TIME"] < time
     )
-    assert set(modified) <= {s["id"] for s in found}
+    assert same_day_before  # the initial data has changes earlier that day, so LT/LE have something to find
+    assert _ids_where(client, "EQUALS", date, "EQUALS", time) == modified
+    assert _ids_where(client, "GE", date, "GE", time) == modified  # nothing is newer
+    assert _ids_where(client, "EQUALS", date, "GT", earlier) == modified
+    assert _ids_where(client, "EQUALS", date, "GT", time) == []
+    assert _ids_where(client, "EQUALS", date, "LT", time) == same_day_before
+    assert _ids_where(client, "EQUALS", date, "LE", earlier) == same_day_before
+    earlier_days = sorted(r["ID"] for r in rows if r["LAST_MODIFIED_DATE"] < date)
+    assert _ids_where(client, "LT", date, "GE", "00:00:00") == earlier_days
+    assert _ids_where(client, "GT", date, "GE", "00:00:00") == []
     assert {s["id"] for s in _latest(client)[:3]} == set(modified) != {s["id"] for s in stale[:3]}
     for sid in modified:
         assert sim.store.get_base_shipment(sid)["last_modified_date_time"] >= now.isoformat()

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import threading
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from freight_pipeline.simulator.store import SimulatorStore
+from freight_pipeline.simulator.clock import SimClock
+from freight_pipeline.simulator.config import MAX_SHIPMENTS
+from freight_pipeline.simulator.data_goods import INT32_MAX, MAX_SHIPMENT_ID, item_id
+from freight_pipeline.simulator.data_identity import derive_identity
+from freight_pipeline.simulator.generator import build_document, new_state
+from freight_pipeline.simulator.store import SimulatorStore, bulk_import_size
 from freight_pipeline.simulator.store_api import Conflict, Invalid, NotFound, StoreAPI
 
 
@@ -42,6 +50,129 @@ def test_initial_data_has_seconds_shared_by_more_than_a_page(store: SimulatorSto
     top = seconds(store).most_common(2)
     assert top[0][1] > 50
     assert top[1][1] > 1
+
+
+def test_from_2000_shipments_a_second_holds_more_than_a_500_row_page() -> None:
+    store = SimulatorStore(shipments=2000, seed=3)
+    (_, largest), (_, second) = seconds(store).most_common(2)
+    assert largest > 500
+    assert second > 50  # the mass update
+    assert [bulk_import_size(n) for n in (1, 30, 120, 300, 1000, 2000, 10_000, 100_000)] == [
+        1, 10, 40, 100, 260, 520, 2600, 2600
+    ]
+
+
+def test_every_change_moves_last_modified_even_with_the_clock_standing_still(store: SimulatorStore) -> None:
+    a, b, c = store.live_shipment_ids()[:3]
+    store.advance_clock(60)
+    now = store.now()
+
+    def modified(shipment_id: int) -> dt.datetime:
+        return dt.datetime.fromisoformat(store.get_base_shipment(shipment_id)["last_modified_date_time"])
+
+    store.touch_shipments([a])
+    assert modified(a) == now
+    store.touch_shipments([a, b, c])  # one batch, one second: after a's previous second
+    assert modified(a) == modified(b) == modified(c) == now + dt.timedelta(seconds=1)
+    store.touch_shipments([b])
+    assert modified(b) == now + dt.timedelta(seconds=2)
+    changed = store.modify_shipments(len(store.live_shipment_ids()))  # a, b, c among them
+    assert {modified(i) for i in changed} == {now + dt.timedelta(seconds=3)}  # one second, after b's
+    store.advance_clock(30)
+    store.touch_shipments([a, b])
+    assert modified(a) == modified(b) == store.now()  # the clock passed them: back to now
+    assert store.now() == now + dt.timedelta(seconds=30)
+
+
+def test_version_changes_on_every_change_of_shipment_data(store: SimulatorStore) -> None:
+    shipment_id = store.live_shipment_ids()[5]
+    code = next(c for c in ("DIFF_BL_DATE", "VGM_CLOSING", "GATE_OUT")
+                if (c, "ACTUAL") not in {(e["event"], e["type"]) for e in store.get_events(shipment_id)})
+    changes: list[Callable[[], Any]] = [
+        lambda: store.modify_shipments(2),
+        lambda: store.create_shipments(1),
+        lambda: store.delete_shipments(1),
+        lambda: store.touch_shipments([shipment_id]),
+        lambda: store.create_event(shipment_id, "ACTUAL", {"event": code}),
+        lambda: store.update_event(shipment_id, code, "ACTUAL", {}),
+    ]
+    seen = [store.version()]
+    for change in changes:
+        list(store.shipment_key_rows())
+        store.get_shipment(shipment_id)
+        assert store.version() == seen[-1]  # reads change nothing
+        change()
+        seen.append(store.version())
+    assert len(set(seen)) == len(seen)
+
+
+def test_memo_rows_of_one_shipment_follow_changes(store: SimulatorStore) -> None:
+    def reference(client: str, number: str) -> list[dict[str, Any]]:
+        return [m for m in store.memo_rows() if (m["client"], m["shipment_number"]) == (client, number)]
+
+    def key(shipment_id: int) -> tuple[str, str]:
+        state = store.shipment_state(shipment_id)
+        return state.client, state.shipment_number
+
+    with_memos = [i for i in store.live_shipment_ids() if reference(*key(i))]
+    assert len(with_memos) > 100
+    for shipment_id in with_memos[:50]:
+        assert store.memo_rows_of(*key(shipment_id)) == reference(*key(shipment_id))
+    store.advance_clock(10)
+    changed = store.modify_shipments(150) + store.create_shipments(40)
+    assert all(store.memo_rows_of(*key(i)) == reference(*key(i)) for i in changed)
+    assert any(store.memo_rows_of(*key(i)) for i in changed)
+    gone = key(with_memos[0])
+    store.delete_shipment_ids([with_memos[0]])
+    assert store.memo_rows_of(*gone) == [] == reference(*gone)
+    assert store.memo_rows_of("001", "NO-SUCH-NUMBER") == []
+
+
+def test_every_generated_id_fits_int32_up_to_the_largest_shipment_id() -> None:
+    largest_good = MAX_SHIPMENT_ID * 1000 + 99 * 10 + 9  # line 99, position 9
+    assert item_id(largest_good, 2) <= INT32_MAX < item_id(largest_good + 2000, 2)
+    assert MAX_SHIPMENTS * 1.15 + 10_001 < MAX_SHIPMENT_ID  # initial ids grow by about 1.08 per shipment
+
+    def ints(value: Any) -> list[int]:
+        if isinstance(value, bool):
+            return []
+        if isinstance(value, int):
+            return [value]
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+        return [i for item in items for i in ints(item)]
+
+    tz = dt.timezone(dt.timedelta(hours=1))
+    created = int(dt.datetime(2026, 10, 1, tzinfo=tz).timestamp())
+    highest = 0
+    for seed in range(8):
+        ident = derive_identity(seed, MAX_SHIPMENT_ID, created)
+        state = new_state(seed, ident, created, created, 1, 1, tz).evolve(goods=tuple(range(90, 100)))
+        doc = build_document(seed, state, [], {}, lambda epoch: dt.datetime.fromtimestamp(epoch, tz).isoformat())
+        highest = max(highest, *ints(doc))
+    assert MAX_SHIPMENT_ID * 2000 < highest <= INT32_MAX  # goods items of the highest lines were rendered
+
+
+def test_sizes_beyond_the_id_space_are_refused(store: SimulatorStore) -> None:
+    with pytest.raises(ValueError, match="between 0 and 900,000"):
+        SimulatorStore(shipments=MAX_SHIPMENTS + 1)
+    with pytest.raises(ValueError, match="between 0 and 900,000"):
+        SimulatorStore(shipments=-1)
+    store._next_id = MAX_SHIPMENT_ID - 1  # as if the store had grown to the end of the id space
+    assert store.create_shipments(2) == [MAX_SHIPMENT_ID - 1, MAX_SHIPMENT_ID]
+    with pytest.raises(Invalid, match="ids are exhausted"):
+        store.create_shipments(1)
+
+
+def test_wall_clock_follows_real_time_plus_advances() -> None:
+    ticks = [100.0]
+    start = dt.datetime(2026, 11, 1, 8, 0, 0)
+    following = SimClock(start, "+01:00", wall_clock=True, monotonic=lambda: ticks[0])
+    frozen = SimClock(start, "+01:00", wall_clock=False, monotonic=lambda: ticks[0])
+    ticks[0] += 2.5
+    assert following.now().isoformat() == "2026-11-01T08:00:02+01:00"
+    assert frozen.now().isoformat() == "2026-11-01T08:00:00+01:00"
+    assert following.advance(60.6).isoformat() == "2026-11-01T08:01:03+01:00"
+    assert frozen.advance(60.6).isoformat() == "2026-11-01T08:01:00+01:00"
 
 
 def test_modify_moves_last_modified_and_version(store: SimulatorStore) -> None:

@@ -1,0 +1,102 @@
+"""The control surface refuses bodies of the wrong JSON type; an in-process server's clock options."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from freight_pipeline.simulator.config import FaultConfig, SimulatorConfig
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+
+LOOKUP = "/service/shipment/lookup"
+
+
+@pytest.fixture
+def control(sim_factory: Callable[..., RunningSimulator]) -> RunningSimulator:
+    return sim_factory(control=True)
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"paths": "abc"}, "paths must be null or an array of path templates"),
+        ({"paths": [LOOKUP, 7]}, "paths must be null or an array"),
+        ({"rate_limit_rate": "1"}, "rate_limit_rate must be a number"),
+        ({"drop_rate": True}, "drop_rate must be a number"),
+        ({"seed": 1.5}, "seed must be an integer"),
+        ({"retry_after_s": "3"}, "retry_after_s must be an integer"),
+        ({"exempt_auth": "yes"}, "exempt_auth must be true or false"),
+        ({"latency_ms": None}, "latency_ms must be a number"),
+    ],
+)
+def test_fault_settings_of_the_wrong_type_are_400(
+    control: RunningSimulator, body: dict[str, Any], fragment: str
+) -> None:
+    before = httpx.get(f"{control.base_url}/_control/faults").json()
+    response = httpx.put(f"{control.base_url}/_control/faults", json=body)
+    assert response.status_code == 400, response.text
+    assert fragment in response.json()["message"]
+    assert httpx.get(f"{control.base_url}/_control/faults").json() == before
+    assert control.faults.config == FaultConfig()
+
+
+def test_fault_paths_as_an_array_are_taken(control: RunningSimulator) -> None:
+    response = httpx.put(f"{control.base_url}/_control/faults", json={"paths": [LOOKUP], "server_error_rate": 1})
+    assert response.status_code == 200, response.text
+    assert response.json()["paths"] == [LOOKUP]
+    assert control.faults.config.paths == frozenset({LOOKUP})
+    headers = {"Authorization": f"Bearer {control.issue_token()}"}
+    assert httpx.post(f"{control.base_url}{LOOKUP}", json=[], headers=headers).status_code in (502, 503, 504)
+    assert httpx.get(f"{control.base_url}/service/shipment/memo", headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"kind": "drop", "count": "2"}, {"kind": 3}, {"kind": "drop", "path": 5}, {"kind": "server_error", "status": "x"}],
+)
+def test_scripted_faults_of_the_wrong_type_are_400(control: RunningSimulator, body: dict[str, Any]) -> None:
+    response = httpx.post(f"{control.base_url}/_control/faults/script", json=body)
+    assert response.status_code == 400, response.text
+    assert control.faults.pending_script() == 0
+
+
+def test_touch_ids_must_be_integers(control: RunningSimulator) -> None:
+    for ids in (["10001"], [True], "10001"):
+        response = httpx.post(f"{control.base_url}/_control/shipments/touch", json={"ids": ids})
+        assert response.status_code == 400, response.text
+
+
+def _clock(sim: RunningSimulator) -> str:
+    return str(httpx.get(f"{sim.base_url}/_control/clock").json()["now"])
+
+
+def _wait_for_change(sim: RunningSimulator, first: str, seconds: float) -> str:
+    deadline = time.monotonic() + seconds
+    now = _clock(sim)
+    while now == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = _clock(sim)
+    return now
+
+
+def test_a_wall_clock_server_moves_with_real_time() -> None:
+    config = SimulatorConfig(shipments=20, wall_clock=True, control=True)
+    with running_simulator(config) as sim:
+        first = _clock(sim)
+        assert first.startswith("2026-11-01T08:00:0")
+        later = _wait_for_change(sim, first, 5.0)
+        assert later > first
+        created = sim.create_shipments(1)[0]
+        assert sim.store.get_shipment(created)["last_modified_date_time"] >= later
+
+
+def test_a_frozen_clock_server_only_moves_when_advanced(control: RunningSimulator) -> None:
+    first = _clock(control)
+    assert first == "2026-11-01T08:00:00+01:00"
+    assert _wait_for_change(control, first, 1.2) == first
+    advanced = httpx.post(f"{control.base_url}/_control/clock/advance", params={"seconds": 90}).json()["now"]
+    assert advanced == "2026-11-01T08:01:30+01:00" == _clock(control)
