@@ -8,9 +8,9 @@ import dagster as dg
 from dagster_dbt import DbtCliResource
 
 from freight_pipeline.config import MAX_SYNC_AGE_ENV, PASSWORD_ENV, minutes_from_env
-from freight_pipeline.defs.checks import DEFAULT_MAX_SYNC_AGE, build_warehouse_checks
+from freight_pipeline.defs.checks import DEFAULT_MAX_SYNC_AGE, build_sync_freshness, build_warehouse_checks
 from freight_pipeline.defs.dbt import dbt_executable, dbt_project, freight_dbt_models
-from freight_pipeline.defs.jobs import code_conversions_job, freight_sync_job, schedules
+from freight_pipeline.defs.jobs import code_conversions_job, default_sensor_status, freight_sync_job, schedules
 from freight_pipeline.defs.publish import published_warehouse
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import SYNC_ASSETS
@@ -18,12 +18,14 @@ from freight_pipeline.defs.sync_assets import SYNC_ASSETS
 max_sync_age = dt.timedelta(
     minutes=minutes_from_env(MAX_SYNC_AGE_ENV, int(DEFAULT_MAX_SYNC_AGE.total_seconds() // 60))
 )
+freshness_checks, freshness_sensor = build_sync_freshness(max_sync_age, default_sensor_status())
 
 defs = dg.Definitions(
     assets=[*SYNC_ASSETS, freight_dbt_models, published_warehouse],
-    asset_checks=[build_warehouse_checks(max_sync_age)],
+    asset_checks=[build_warehouse_checks(), *freshness_checks],
     jobs=[freight_sync_job, code_conversions_job],
     schedules=schedules,
+    sensors=[freshness_sensor],
     resources={
         "freight_service": FreightServiceResource(password=dg.EnvVar(PASSWORD_ENV)),
         "warehouse": WarehouseResource(),

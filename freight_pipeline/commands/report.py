@@ -1,4 +1,9 @@
-"""Read the PUBLISHED warehouse (read-only): cursors, last runs, row counts, queue and rejects."""
+"""Read the PUBLISHED warehouse (read-only): cursors, last runs, row counts, queue and rejects.
+
+Runs after the last publish (a failed one never publishes) come from the working database's run
+log file (``work/latest_runs.json``), never from the working database itself, which a reader's lock
+would keep a starting sync from opening.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,8 @@ from typing import Any
 import duckdb
 
 from freight_pipeline.sync.runner import STREAM_ORDER
-from freight_pipeline.warehouse import META_SCHEMA, parquet_root, published_db_path
+from freight_pipeline.warehouse import META_SCHEMA, parquet_root, published_db_path, read_run_log
+from freight_pipeline.warehouse.meta import LATEST_RUN_PER_STREAM
 
 COUNTED_SCHEMAS = ("freight", "analytics")
 RUN_COLUMNS = ("run_id", "status", "started_at", "finished_at", "rows_read", "rows_written", "requests", "retries",
@@ -44,11 +50,13 @@ def read_report(data_dir: Path) -> dict[str, Any]:
     data_dir = Path(data_dir)
     with open_published(data_dir) as con:
         tables = _tables(con)
+        streams = _streams(con, tables)
         return {
             "database": str(published_db_path(data_dir)),
             "parquet": str(parquet_root(data_dir)),
             "published": _manifest_info(data_dir),
-            "streams": _streams(con, tables),
+            "streams": streams,
+            "unpublished_runs": _unpublished_runs(data_dir, streams),
             "tables": {name: _count(con, name) for name in tables if name.split(".")[0] in COUNTED_SCHEMAS},
             "pending_details": _per_stream(con, tables, "pending_details"),
             "rejected_records": _per_stream(con, tables, "rejected_records"),
@@ -122,8 +130,7 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
     runs: dict[str, dict[str, Any]] = {}
     if f"{META_SCHEMA}.sync_runs" in tables:
         rows = con.execute(
-            f"SELECT stream, {', '.join(RUN_COLUMNS)} FROM {META_SCHEMA}.sync_runs "
-            "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY started_at DESC NULLS LAST) = 1"
+            f"SELECT stream, {', '.join(RUN_COLUMNS)} FROM {META_SCHEMA}.sync_runs {LATEST_RUN_PER_STREAM}"
         ).fetchall()
         runs = {row[0]: dict(zip(RUN_COLUMNS, (_plain(v) for v in row[1:]), strict=True)) for row in rows}
     names = [s for s in STREAM_ORDER if s in cursors or s in runs]
@@ -136,6 +143,16 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
             "last_run": runs.get(name),
         }
         for name in names
+    ]
+
+
+def _unpublished_runs(data_dir: Path, published: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each stream's latest run in the working database when it is not the one published."""
+    shown = {s["stream"]: (s.get("last_run") or {}).get("run_id") for s in published}
+    return [
+        {"stream": run["stream"], **{key: run.get(key) for key in RUN_COLUMNS}}
+        for run in read_run_log(data_dir)
+        if shown.get(run["stream"]) != run["run_id"]
     ]
 
 

@@ -41,6 +41,11 @@ def render_status(report: dict[str, Any]) -> str:
         head += f"\n  published at {published['published_at']} (version {published.get('version')})"
     head += f"\n  parquet: {report['parquet']}/<schema>/<table>/"
     parts = [head, "streams (cursor and last run)\n" + render_streams(report["streams"])]
+    if report.get("unpublished_runs"):
+        parts.append(
+            "runs after the last publish (working database; readers see none of them yet)\n"
+            + render_runs(report["unpublished_runs"])
+        )
     parts.append("tables\n" + render_tables(report["tables"]))
     parts.append("detail queue and rejects\n" + render_queue(report))
     return "\n\n".join(parts)
@@ -67,6 +72,14 @@ def render_streams(streams: list[dict[str, Any]]) -> str:
             )
         )
     return format_table(headers, rows) if rows else "  (no stream has run yet)"
+
+
+def render_runs(runs: list[dict[str, Any]]) -> str:
+    rows = [
+        (r["stream"], r.get("run_id"), r.get("status"), _utc_text(r.get("started_at")), _short(r.get("error"), 80))
+        for r in runs
+    ]
+    return format_table(("stream", "run", "status", "started (UTC)", "error"), rows)
 
 
 def render_tables(tables: dict[str, int]) -> str:

@@ -142,14 +142,13 @@ def _dagster_argv(port: int) -> list[str]:
 
 
 def _start_changer(base_url: str, per_minute: int, stopping: threading.Event) -> None:
-    """Every minute: advance the simulator's clock a minute and modify ``per_minute`` shipments."""
+    """Every minute: modify ``per_minute`` shipments (the served simulator's clock follows real time)."""
     if per_minute <= 0:
         return
 
     def loop() -> None:
         while not stopping.wait(60):
             try:
-                httpx.post(f"{base_url}/_control/clock/advance", params={"seconds": 60}, timeout=10)
                 httpx.post(f"{base_url}/_control/shipments/modify", params={"count": per_minute}, timeout=30)
             except httpx.HTTPError:
                 continue

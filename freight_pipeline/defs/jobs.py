@@ -52,10 +52,17 @@ code_conversions_job = _job(
 )
 
 
+def automation_running() -> bool:
+    """Schedules and sensors start switched on when ``FREIGHT_SCHEDULES_RUNNING=1`` (``make ui``)."""
+    return os.environ.get(SCHEDULES_RUNNING_ENV) == "1"
+
+
 def default_schedule_status() -> dg.DefaultScheduleStatus:
-    """RUNNING when ``FREIGHT_SCHEDULES_RUNNING=1`` (``make ui``), else STOPPED."""
-    running = os.environ.get(SCHEDULES_RUNNING_ENV) == "1"
-    return dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
+    return dg.DefaultScheduleStatus.RUNNING if automation_running() else dg.DefaultScheduleStatus.STOPPED
+
+
+def default_sensor_status() -> dg.DefaultSensorStatus:
+    return dg.DefaultSensorStatus.RUNNING if automation_running() else dg.DefaultSensorStatus.STOPPED
 
 
 def writer_runs_in_progress(instance: dg.DagsterInstance) -> list[str]:

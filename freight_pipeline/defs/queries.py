@@ -86,12 +86,6 @@ def orphan_rows(con: duckdb.DuckDBPyConnection, child: TableSpec, parent: TableS
     )
 
 
-def last_success(con: duckdb.DuckDBPyConnection, stream: str) -> dt.datetime | None:
-    """When the newest successful run of ``stream`` finished."""
-    sql = f"SELECT max(finished_at) FROM {table_ref(meta.SYNC_RUNS)} WHERE stream = ? AND status = 'success'"
-    return _utc(_scalar(con, sql, [stream]))
-
-
 def latest_run_id(con: duckdb.DuckDBPyConnection, stream: str) -> str | None:
     sql = f"SELECT run_id FROM {table_ref(meta.SYNC_RUNS)} WHERE stream = ? ORDER BY started_at DESC LIMIT 1"
     return _scalar(con, sql, [stream])

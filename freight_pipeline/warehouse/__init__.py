@@ -19,7 +19,7 @@ from freight_pipeline.warehouse.records import (
     RunRecord,
     WriteStats,
 )
-from freight_pipeline.warehouse.store import Warehouse, working_db_path
+from freight_pipeline.warehouse.store import Warehouse, read_run_log, run_log_path, working_db_path
 
 __all__ = [
     "META_SCHEMA",
@@ -38,5 +38,7 @@ __all__ = [
     "parquet_root",
     "publish",
     "published_db_path",
+    "read_run_log",
+    "run_log_path",
     "working_db_path",
 ]

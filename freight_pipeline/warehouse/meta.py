@@ -54,6 +54,9 @@ SYNC_RUNS = _meta(
     "One row per stream per run: started/finished, rows read and written, requests, retries, rejected.",
 )
 
+LATEST_RUN_PER_STREAM = "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY started_at DESC, run_id DESC) = 1"
+"""The clause keeping each stream's latest ``sync_runs`` row."""
+
 REJECTED_RECORDS = _meta(
     "rejected_records",
     (

@@ -174,9 +174,7 @@ def unsettled_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]
         (stream, run_id, status)
         for stream, run_id, status in run(
             con,
-            f"SELECT stream, run_id, status FROM {table} "
-            "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY started_at DESC, run_id DESC) = 1 "
-            "ORDER BY stream",
+            f"SELECT stream, run_id, status FROM {table} {meta.LATEST_RUN_PER_STREAM} ORDER BY stream",
         )
         if status != "success"
     ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -43,12 +44,31 @@ if TYPE_CHECKING:
 
 WORK_DIR = "work"
 DB_NAME = "warehouse.duckdb"
+RUN_LOG = "latest_runs.json"
+"""Each stream's latest ``sync_runs`` row, rewritten atomically by every :meth:`Warehouse.record_run`:
+what ``status`` reads without opening the working database (a reader's lock would stop a sync starting)."""
 
 _TS = pa.timestamp("us", tz="UTC")
 
 
 def working_db_path(data_dir: Path) -> Path:
     return Path(data_dir) / WORK_DIR / DB_NAME
+
+
+def run_log_path(data_dir: Path) -> Path:
+    return Path(data_dir) / WORK_DIR / RUN_LOG
+
+
+def read_run_log(data_dir: Path) -> list[dict[str, Any]]:
+    """The latest run of each stream in the working database (empty before the first run)."""
+    try:
+        return list(json.loads(run_log_path(data_dir).read_text()))
+    except FileNotFoundError:
+        return []
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat() if isinstance(value, dt.datetime | dt.date) else str(value)
 
 
 def _now() -> dt.datetime:
@@ -522,6 +542,18 @@ class Warehouse:
                     json.dumps(details, default=str, sort_keys=True),
                 ],
             )
+        self._write_run_log()
+
+    def _write_run_log(self) -> None:
+        cur = self.con.execute(
+            f"SELECT * EXCLUDE (details) FROM {qualified(meta.SYNC_RUNS)} {meta.LATEST_RUN_PER_STREAM} ORDER BY stream"
+        )
+        names = [d[0] for d in cur.description]
+        latest = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        path = run_log_path(self.data_dir)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(latest, default=_iso, indent=2))
+        os.replace(tmp, path)
 
     def runs(self, run_id: str | None = None) -> list[dict[str, Any]]:
         where, params = ("WHERE run_id = ?", [run_id]) if run_id else ("", [])

@@ -10,7 +10,10 @@ import duckdb
 import pytest
 
 from freight_pipeline.cli import main
-from freight_pipeline.sync.runner import STREAM_ORDER
+from freight_pipeline.client import AuthenticationError
+from freight_pipeline.config import ServiceSettings
+from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.sync.runner import STREAM_ORDER, sync_all
 
 
 def _counts(data_dir: Path) -> dict[str, int]:
@@ -57,3 +60,24 @@ def test_status_without_a_published_warehouse(tmp_path: Path, capsys: pytest.Cap
     assert main(["status", "--data-dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "nothing published yet" in err and str(tmp_path) in err
+
+
+def test_status_shows_a_failed_run_that_was_never_published(
+    sim: RunningSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sync_all(ServiceSettings(sim.base_url, sim.username, sim.password), tmp_path, streams=["code_conversions"])
+    assert main(["status", "--data-dir", str(tmp_path)]) == 0
+    assert "runs after the last publish" not in capsys.readouterr().out  # all published
+    with pytest.raises(AuthenticationError):
+        sync_all(ServiceSettings(sim.base_url, sim.username, "wrong-password"), tmp_path, run_id="run-refused")
+    assert main(["status", "--data-dir", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (failed,) = report["unpublished_runs"]
+    assert (failed["stream"], failed["run_id"], failed["status"]) == ("shipments", "run-refused", "failed")
+    assert failed["error"].startswith("AuthenticationError") and "wrong-password" not in failed["error"]
+    published = {s["stream"]: s["last_run"] for s in report["streams"]}
+    assert published["code_conversions"]["status"] == "success" and "shipments" not in published
+    assert main(["status", "--data-dir", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "runs after the last publish" in text
+    assert re.search(r"^\s+shipments\s+run-refused\s+failed\s+\d{4}-\d\d-\d\d .*AuthenticationError", text, re.M), text

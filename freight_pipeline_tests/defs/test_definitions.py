@@ -19,6 +19,7 @@ from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES, TABLES_BY_
 
 FREIGHT_KEYS = {dg.AssetKey(["freight", t.name]) for t in FREIGHT_TABLES}
 PUBLISH_KEY = dg.AssetKey(["freight", "published_warehouse"])
+SHIPMENTS_KEY = dg.AssetKey(["freight", "shipments"])
 MARTS = ("fct_shipments", "fct_shipment_milestones", "fct_transit_times", "fct_on_time_performance",
          "dim_code_conversions")
 CORE_PACKAGES = ("client", "simulator", "sync", "normalize", "warehouse")
@@ -78,7 +79,7 @@ def test_checks_cover_keys_orphans_freshness_rejects_and_dbt_tests(repo: dg.Repo
         assert (key, "primary_key_unique") in names
     children = [t for t in FREIGHT_TABLES if "shipment_id" in t.column_index and t.name != "shipments"]
     assert children and all((dg.AssetKey(["freight", t.name]), "no_orphan_rows") in names for t in children)
-    assert (dg.AssetKey(["freight", "shipments"]), "last_sync_fresh") in names
+    assert (dg.AssetKey(["freight", "shipments"]), "freshness_check") in names
     for tables in STREAM_TABLES.values():
         assert (dg.AssetKey(["freight", tables[0]]), "no_rejected_records") in names
     dbt_checks = [k for k in check_keys if k.asset_key.path[0] in ("staging", "intermediate", "analytics")]
@@ -179,10 +180,10 @@ def test_environment_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
     assert os.environ["FREIGHT_TEST_KEPT"] == "before"
 
 
-def _check_results(con: duckdb.DuckDBPyConnection, max_age: dt.timedelta) -> dict[tuple[str, str], dg.AssetCheckResult]:
+def _check_results(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dg.AssetCheckResult]:
     tables = [TABLES_BY_NAME["shipments"], TABLES_BY_NAME["shipment_goods"], TABLES_BY_NAME["shipment_memos"]]
     results = {}
-    for check in checks.freight_checks(tables, max_age):
+    for check in checks.freight_checks(tables):
         result = check.evaluate(con)
         results[(result.asset_key.path[-1], result.check_name)] = result
     return results
@@ -207,7 +208,7 @@ def test_checks_find_what_is_wrong() -> None:
         INSERT INTO freight_meta.rejected_records VALUES ('shipments', '7', 'r2', 'bad date'),
             ('shipments', '8', 'r1', 'older run');
     """)
-    results = _check_results(con, dt.timedelta(hours=2))
+    results = _check_results(con)
     assert results[("shipments", "primary_key_unique")].passed
     goods_keys = results[("shipment_goods", "primary_key_unique")]
     assert not goods_keys.passed and goods_keys.metadata["duplicate_keys"].value == 1
@@ -215,9 +216,6 @@ def test_checks_find_what_is_wrong() -> None:
     assert not goods_orphans.passed and goods_orphans.severity == dg.AssetCheckSeverity.ERROR
     memo_orphans = results[("shipment_memos", "no_orphan_rows")]  # the null shipment_id is not an orphan
     assert memo_orphans.metadata["orphan_rows"].value == 1 and memo_orphans.severity == dg.AssetCheckSeverity.WARN
-    fresh = results[("shipments", "last_sync_fresh")]
-    assert not fresh.passed and fresh.severity == dg.AssetCheckSeverity.WARN
-    assert _check_results(con, dt.timedelta(hours=4))[("shipments", "last_sync_fresh")].passed
     rejects = results[("shipments", "no_rejected_records")]  # of the latest run only
     assert not rejects.passed and rejects.metadata["rejected_records"].value == 1
     assert rejects.severity == dg.AssetCheckSeverity.WARN
@@ -234,3 +232,32 @@ def test_core_packages_do_not_import_dagster() -> None:
         if pattern.search(path.read_text())
     ]
     assert offenders == []
+
+
+def _freshness_evaluation(instance: dg.DagsterInstance) -> dg.AssetCheckEvaluation:
+    """Evaluate the shipments freshness check of a fresh Definitions (what the sensor runs) on ``instance``."""
+    fresh_checks, sensor = checks.build_sync_freshness(dt.timedelta(minutes=30), dg.DefaultSensorStatus.STOPPED)
+    assert sensor.name == checks.FRESHNESS_SENSOR
+    job = dg.define_asset_job("freshness", selection=dg.AssetSelection.checks(*fresh_checks))
+    local = dg.Definitions(assets=[dg.AssetSpec(SHIPMENTS_KEY)], asset_checks=fresh_checks, jobs=[job])
+    result = local.resolve_job_def("freshness").execute_in_process(instance=instance)
+    (evaluation,) = result.get_asset_check_evaluations()
+    return evaluation
+
+
+def test_freshness_check_warns_until_the_shipments_stream_has_materialized_recently() -> None:
+    with dg.DagsterInstance.ephemeral() as instance:
+        never = _freshness_evaluation(instance)
+        assert (never.asset_key, never.check_name, never.passed) == (SHIPMENTS_KEY, "freshness_check", False)
+        assert never.severity == dg.AssetCheckSeverity.WARN
+        instance.report_runless_asset_event(dg.AssetMaterialization(SHIPMENTS_KEY))
+        assert _freshness_evaluation(instance).passed
+
+
+def test_freshness_sensor_follows_the_automation_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(jobs.SCHEDULES_RUNNING_ENV, raising=False)
+    assert jobs.default_sensor_status() == dg.DefaultSensorStatus.STOPPED
+    monkeypatch.setenv(jobs.SCHEDULES_RUNNING_ENV, "1")
+    assert jobs.default_sensor_status() == dg.DefaultSensorStatus.RUNNING
+    sensor = defs.get_repository_def().get_sensor_def(checks.FRESHNESS_SENSOR)
+    assert sensor.minimum_interval_seconds == checks.FRESHNESS_SENSOR_INTERVAL_SECONDS

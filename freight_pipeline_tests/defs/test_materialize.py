@@ -125,7 +125,7 @@ def test_all_asset_checks_pass(runs: Runs) -> None:
     for result in (runs.first, runs.second):
         evaluations = result.get_asset_check_evaluations()
         names = {c.check_name for c in evaluations}
-        assert {"primary_key_unique", "no_orphan_rows", "last_sync_fresh", "no_rejected_records"} <= names
+        assert {"primary_key_unique", "no_orphan_rows", "freshness_check", "no_rejected_records"} <= names
         failed = [(c.asset_key.to_user_string(), c.check_name) for c in evaluations if not c.passed]
         assert failed == []
 
