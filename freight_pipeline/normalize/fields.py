@@ -137,7 +137,9 @@ def to_instant(value: Any) -> dt.datetime | None:
 
 
 def to_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Canonical JSON text: keys sorted, so the same content gives the same text whatever key order
+    the service sends (the code-conversions refresh compares rows, ``payload`` included)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 CONVERTERS: dict[str, Converter] = {

@@ -27,7 +27,10 @@ Criterion = dict[str, Any]
 
 @dataclass(frozen=True)
 class LookupResult:
-    """Page 0 of one lookup: the raw base shipments and the ``X-Row-Count`` header (None if absent)."""
+    """One page of a lookup or scroll: the raw records and the ``X-Row-Count`` header (None if absent).
+
+    ``X-Row-Count`` counts every record of the query (all pages), not just this page's.
+    """
 
     items: list[dict[str, Any]]
     row_count: int | None
@@ -38,7 +41,7 @@ LookupFn = Callable[[list[Criterion], list[str], list[str], int], Awaitable[Look
 
 
 class RowCountMismatch(RuntimeError):
-    """A lookup page disagreed with its own ``X-Row-Count`` on every attempt."""
+    """A lookup page (or a whole paged read) disagreed with its own ``X-Row-Count`` on every attempt."""
 
 
 @dataclass
@@ -53,7 +56,7 @@ def _crit(key: str, mode: str, value: str | int) -> Criterion:
     return {"key": key, "match_mode": mode, "value": str(value)}
 
 
-async def _checked_lookup(
+async def checked_lookup(
     lookup: LookupFn,
     criteria: list[Criterion],
     order_by: list[str],
@@ -81,12 +84,41 @@ def _no_progress(pos: ShipmentKey) -> RowCountMismatch:
 
 
 async def ceiling_of(lookup: LookupFn, page_size: int = 1) -> ShipmentKey | None:
-    """The newest (date, time) the service holds right now; None when it holds no shipment."""
+    """The newest (date, time) the service holds right now; None when it holds no shipment.
+
+    Its ``offset`` is that newest shipment's UTC offset: the service's current one (see
+    ``cursor.dst_widening``).
+    """
     result = await lookup([], ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"], ["DESC"] * 3, page_size)
     if not result.items:
         return None
     newest = ShipmentKey.of_shipment(result.items[0])
-    return ShipmentKey(newest.date, newest.time, 2**63 - 1)
+    return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset)
+
+
+PagesFn = Callable[[], AsyncIterator[LookupResult]]
+
+
+async def read_complete(pages: PagesFn, what: str, attempts: int = 3) -> list[dict[str, Any]]:
+    """Every record of a paged read (``pages()`` starts it from page 0), checked against ``X-Row-Count``.
+
+    A read is complete when every page that sends ``X-Row-Count`` sends the same figure and the
+    records received add up to it. Otherwise (records dropped, or the set changed while it was
+    paged, which can shift page boundaries and skip a record) the whole read is done again, up to
+    ``attempts`` times, then :class:`RowCountMismatch` is raised, so the caller writes nothing.
+    A service that sends no ``X-Row-Count`` cannot be checked; its read is taken as it comes.
+    """
+    for _ in range(attempts):
+        records: list[dict[str, Any]] = []
+        counts: list[int] = []
+        async for page in pages():
+            records.extend(page.items)
+            if page.row_count is not None:
+                counts.append(page.row_count)
+        if not counts or (len(set(counts)) == 1 and len(records) == counts[0]):
+            return records
+    said = counts[0] if len(set(counts)) == 1 else f"{sorted(set(counts))} (changing between pages)"
+    raise RowCountMismatch(f"{what} returned {len(records)} rows but X-Row-Count said {said} on {attempts} attempts")
 
 
 async def walk_changes(
@@ -103,7 +135,7 @@ async def walk_changes(
     pos = after
 
     async def fetch(criteria: list[Criterion], order_by: list[str]) -> list[tuple[ShipmentKey, dict[str, Any]]]:
-        items = await _checked_lookup(lookup, criteria, order_by, page_size, stats, count_attempts)
+        items = await checked_lookup(lookup, criteria, order_by, page_size, stats, count_attempts)
         return [(ShipmentKey.of_shipment(item), item) for item in items]
 
     def in_range(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]]) -> list[tuple[ShipmentKey, dict[str, Any]]]:

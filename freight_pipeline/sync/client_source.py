@@ -3,6 +3,10 @@
 Memos (issue 4 leaves the choice open): the sync asks the memo lookup by ``CLIENT`` and
 ``SHIPMENT_NUMBER`` of each changed shipment, because the scroll endpoint has no modification
 filter and would re-read every memo of the service on every run.
+
+Paged reads pass each page on with its ``X-Row-Count``: the client's ``PageWalk`` already refuses
+a short page while the headers say more rows follow; the sync also checks that the total received
+equals the row count before writing (``changes.read_complete``).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ class ClientSource:
         except NotFoundError as exc:
             raise ShipmentGone(shipment_id) from exc
 
-    async def get_memos(self, client: str, shipment_number: str) -> list[dict[str, Any]]:
+    async def memo_pages(self, client: str, shipment_number: str) -> AsyncIterator[LookupResult]:
         criteria = [
             {"key": "CLIENT", "match_mode": "EQUALS", "value": client},
             {"key": "SHIPMENT_NUMBER", "match_mode": "EQUALS", "value": shipment_number},
@@ -64,11 +68,12 @@ class ClientSource:
         pages = self.client.iter_memo_lookup_pages(
             criteria, page_size=MEMO_PAGE_SIZE, order_by=["ID"], order_mode=["ASC"]
         )
-        return [memo async for page in pages for memo in page.raw]
+        async for page in pages:
+            yield LookupResult(page.raw, page.row_count)
 
-    async def iter_code_conversions(self) -> AsyncIterator[list[dict[str, Any]]]:
+    async def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
         async for page in self.client.iter_code_conversion_pages(page_size=CODE_CONVERSION_PAGE_SIZE):
-            yield page.raw
+            yield LookupResult(page.raw, page.row_count)
 
     def request_counts(self) -> tuple[int, int]:
         snapshot = self.client.stats.snapshot()

@@ -2,6 +2,10 @@
 
 The warehouse compares the new set with what it holds and writes nothing when they are equal, so
 an unchanged run leaves the table, its ``_synced_at`` and its Parquet untouched.
+
+The table is replaced by what was read, so a truncated read would delete rows: the scroll must add
+up to its ``X-Row-Count`` (every page agreeing on it), else it is read again and finally the stream
+fails without writing (``changes.read_complete``).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from freight_pipeline.normalize import NormalizationError, normalize_code_conversions, to_arrow_batch
+from freight_pipeline.sync.changes import read_complete
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.warehouse import Reject, Warehouse
@@ -23,15 +28,13 @@ Progress = Callable[[str], None]
 
 
 async def sync_code_conversions(
-    source: SourceAPI, warehouse: Warehouse, run_id: str, progress: Progress | None = None
+    source: SourceAPI, warehouse: Warehouse, run_id: str, progress: Progress | None = None, *, attempts: int = 3
 ) -> StreamResult:
     say = progress or (lambda message: None)
     result = StreamResult(STREAM, run_id, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
     result.cursor_before = warehouse.get_cursor(STREAM)
-    records: list[dict[str, Any]] = []
-    async for page in source.iter_code_conversions():
-        records.extend(page)
+    records = await read_complete(source.code_conversion_pages, "code-conversion scroll", attempts)
     result.rows_read = len(records)
     good: list[dict[str, Any]] = []
     rejects: list[Reject] = []

@@ -3,16 +3,23 @@
 The cursor is kept in the service's wall-clock date and time parts exactly as the lookup keys
 compare them (assumption A8), so the pipeline never converts zones. ``id`` breaks ties inside one
 second; a cursor means "everything up to and including this key has been written".
+
+Daylight saving: wall-clock keys repeat an hour when the service's UTC offset steps back (e.g.
+``+02:00`` -> ``+01:00``); a record changed in the repeated hour sorts below a cursor set just before
+the step. So a key also carries the UTC ``offset`` of the shipment it came from (not part of its
+order or equality) and the cursor stores it; :func:`dst_widening` tells a run how much further
+back to re-read when the service's current offset is smaller than the cursor's. Cursors stored
+before the offset was kept read as "offset unknown" (no widening).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from freight_pipeline.datetimes import parse_iso_datetime
+from freight_pipeline.datetimes import DateTimeParseError, format_offset, parse_iso_datetime, parse_offset
 
 
 class CursorError(ValueError):
@@ -26,15 +33,21 @@ class ShipmentKey:
     date: str
     time: str
     id: int = 0
+    offset: dt.timedelta | None = field(default=None, compare=False)
+    """UTC offset of the shipment's ``last_modified_date_time`` (None: unknown); not part of the order."""
 
     @classmethod
-    def parse(cls, date: str, time: str, id_: int = 0) -> ShipmentKey:
+    def parse(cls, date: str, time: str, id_: int = 0, offset: str | None = None) -> ShipmentKey:
         try:
             dt.date.fromisoformat(date)
             dt.time.fromisoformat(time)
         except (TypeError, ValueError) as exc:
             raise CursorError(f"cursor date/time {date!r} {time!r} is not YYYY-MM-DD / HH:MM:SS") from exc
-        return cls(date, time[:8], int(id_))
+        try:
+            parsed_offset = parse_offset(offset)
+        except DateTimeParseError as exc:
+            raise CursorError(f"cursor offset {offset!r} is not +HH:MM") from exc
+        return cls(date, time[:8], int(id_), parsed_offset)
 
     @classmethod
     def of_shipment(cls, shipment: dict[str, Any]) -> ShipmentKey:
@@ -42,7 +55,10 @@ class ShipmentKey:
         value = parse_iso_datetime(shipment.get("last_modified_date_time"))
         if value is None:
             raise CursorError(f"shipment {shipment.get('id')!r} has no last_modified_date_time")
-        return cls(value.date().isoformat(), value.time().replace(microsecond=0).isoformat(), int(shipment["id"]))
+        return cls(
+            value.date().isoformat(), value.time().replace(microsecond=0).isoformat(), int(shipment["id"]),
+            value.utcoffset(),
+        )
 
     @property
     def instant_text(self) -> str:
@@ -57,19 +73,56 @@ class ShipmentKey:
         earlier = moment - delta
         return ShipmentKey(earlier.date().isoformat(), earlier.time().replace(microsecond=0).isoformat(), 0)
 
+    def with_offset(self, offset: dt.timedelta | None) -> ShipmentKey:
+        return ShipmentKey(self.date, self.time, self.id, offset)
+
     def to_json(self) -> str:
-        return json.dumps({"date": self.date, "time": self.time, "id": self.id}, sort_keys=True)
+        data: dict[str, Any] = {"date": self.date, "time": self.time, "id": self.id}
+        if self.offset is not None:
+            data["offset"] = format_offset(self.offset)
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> ShipmentKey:
+        """A stored cursor; one written before offsets were kept (no ``offset``) reads as offset unknown."""
         try:
             data = json.loads(text)
-            return cls.parse(data["date"], data["time"], data.get("id", 0))
-        except (ValueError, KeyError, TypeError) as exc:
+            return cls.parse(data["date"], data["time"], data.get("id", 0), data.get("offset"))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CursorError(f"stored shipments cursor {text!r} is not valid") from exc
 
 
 BEGINNING = ShipmentKey("1970-01-01", "00:00:00", 0)
+
+
+def dst_widening(cursor: ShipmentKey, current_offset: dt.timedelta | None) -> dt.timedelta:
+    """How much further back than ``cursor - overlap`` a run must re-read: the step back of the
+    service's UTC offset since the cursor was set (zero when it did not step back or is unknown).
+
+    Wall-clock time repeats that much when the offset steps back, so a record changed after the
+    cursor instant has a wall-clock key at least ``cursor - (cursor offset - current offset)``.
+    """
+    if cursor.offset is None or current_offset is None or current_offset >= cursor.offset:
+        return dt.timedelta(0)
+    return cursor.offset - current_offset
+
+
+def cursor_offset(
+    key: ShipmentKey, covered_offset: dt.timedelta | None
+) -> dt.timedelta | None:
+    """The offset to store with a cursor at ``key`` when the run's window covers ``covered_offset``.
+
+    ``covered_offset`` is the largest offset whose repeated hour the run's window is known to have
+    re-read from its start: the previous cursor's offset, or (when the run widened its window for a
+    step back) the current one. Storing the larger of the two keeps a cursor written mid-walk, at a
+    shipment stamped after a step back whose repeated hour lies below the window, from hiding that
+    step from the next run; a completed walk ends at the newest shipment, whose own offset then wins.
+    """
+    if key.offset is None:
+        return covered_offset
+    if covered_offset is None:
+        return key.offset
+    return max(key.offset, covered_offset)
 
 
 def parse_start_cursor(text: str | None) -> ShipmentKey:

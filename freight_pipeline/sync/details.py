@@ -5,11 +5,15 @@ as its own rows and cursor (``freight_meta.pending_details``). A detail stream d
 batches: fetch concurrently, normalize, and in ONE transaction replace that shipment's rows in its
 table and remove the shipment from the queue. The queue is the detail stream's cursor: a crash
 leaves the unfinished shipments queued, and nothing is ever acknowledged before it is written.
+
+A shipment that answers 404 here was deleted after the shipments stream queued it: its rows in this
+stream's table are removed and a ``rejected_records`` row says why. A memo read that does not add up
+to its ``X-Row-Count`` fails the stream before the batch is written, so its shipments stay queued.
+A failed request cancels the rest of its batch (``tasks.run_all``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 from collections.abc import Awaitable, Callable
@@ -23,9 +27,11 @@ from freight_pipeline.normalize import (
     normalize_memos,
     to_arrow_batch,
 )
+from freight_pipeline.sync.changes import read_complete
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import ShipmentGone, SourceAPI
+from freight_pipeline.sync.tasks import run_all
 from freight_pipeline.warehouse import PendingDetail, Reject, Warehouse
 
 Progress = Callable[[str], None]
@@ -38,29 +44,34 @@ class DetailStream:
 
     name: str
     table: str
-    fetch: Callable[[SourceAPI, PendingDetail], Awaitable[Any]]
+    fetch: Callable[[SourceAPI, PendingDetail, SyncSettings], Awaitable[Any]]
     normalize: Callable[[PendingDetail, Any], Rows]
     applies: Callable[[PendingDetail], bool] = lambda item: True
     """False: the shipment cannot have data in this stream (e.g. air legs of a sea shipment):
     its rows are cleared without a request."""
 
 
-async def _fetch_events(source: SourceAPI, item: PendingDetail) -> Any:
+async def _fetch_events(source: SourceAPI, item: PendingDetail, settings: SyncSettings) -> Any:
     return await source.get_events(item.shipment_id)
 
 
-async def _fetch_air(source: SourceAPI, item: PendingDetail) -> Any:
+async def _fetch_air(source: SourceAPI, item: PendingDetail, settings: SyncSettings) -> Any:
     return await source.get_air_legs(item.shipment_id)
 
 
-async def _fetch_sea(source: SourceAPI, item: PendingDetail) -> Any:
+async def _fetch_sea(source: SourceAPI, item: PendingDetail, settings: SyncSettings) -> Any:
     return await source.get_sea_legs(item.shipment_id)
 
 
-async def _fetch_memos(source: SourceAPI, item: PendingDetail) -> Any:
+async def _fetch_memos(source: SourceAPI, item: PendingDetail, settings: SyncSettings) -> Any:
     if not item.client or not item.shipment_number:
         return []
-    return await source.get_memos(item.client, item.shipment_number)
+    client, number = item.client, item.shipment_number
+    return await read_complete(
+        lambda: source.memo_pages(client, number),
+        f"memo lookup CLIENT = {client} AND SHIPMENT_NUMBER = {number} (shipment {item.shipment_id})",
+        settings.count_attempts,
+    )
 
 
 STREAMS: dict[str, DetailStream] = {
@@ -88,13 +99,19 @@ STREAMS: dict[str, DetailStream] = {
 }
 
 
-async def _fetch_one(stream: DetailStream, source: SourceAPI, item: PendingDetail) -> tuple[PendingDetail, Any]:
+async def _fetch_one(
+    stream: DetailStream, source: SourceAPI, item: PendingDetail, settings: SyncSettings
+) -> tuple[PendingDetail, Any]:
     if not stream.applies(item):
         return item, []
     try:
-        return item, await stream.fetch(source, item)
+        return item, await stream.fetch(source, item, settings)
     except ShipmentGone:
         return item, None
+
+
+def gone_reason(stream: str) -> str:
+    return f"not found (404) at {stream}: deleted in the source after the shipments stream queued it"
 
 
 async def sync_detail_stream(
@@ -118,7 +135,7 @@ async def sync_detail_stream(
         items = warehouse.pending_details(name, limit=settings.detail_batch_size)
         if not items:
             break
-        fetched = await asyncio.gather(*(_fetch_one(stream, source, item) for item in items))
+        fetched = await run_all(_fetch_one(stream, source, item, settings) for item in items)
         rows: Rows = {}
         unit_ids: list[int] = []
         rejects: list[Reject] = []
@@ -126,6 +143,7 @@ async def sync_detail_stream(
             if data is None:  # the shipment vanished: its rows go; the shipments stream reconciles it
                 gone += 1
                 unit_ids.append(item.shipment_id)
+                rejects.append(Reject(name, str(item.shipment_id), None, gone_reason(name)))
                 continue
             result.rows_read += len(data) if isinstance(data, list) else 1
             try:

@@ -15,13 +15,20 @@ class SyncSettings:
     overlap: dt.timedelta = dt.timedelta(minutes=10)
     """How far before the cursor each run re-reads, to catch late commits and clock skew."""
     start_cursor: str | None = None
-    """First run only: sync shipments modified at or after this ``YYYY-MM-DD[ HH:MM:SS]`` (None: all)."""
+    """Sync shipments last modified at or after this ``YYYY-MM-DD[ HH:MM:SS]`` (service wall clock;
+    None: all). The first run starts its walk here, and reconciliation never fetches a shipment
+    last modified before it (deletions still apply to every shipment held)."""
     reconcile_interval: dt.timedelta | None = dt.timedelta(hours=6)
     """How often a run also lists every live shipment id (one lookup per ``page_size`` shipments) to
     delete what vanished from the source and refetch what is missing or stale: deletions have no
     change feed, so this bounds how long a deleted shipment lingers. 0: every run; None: never."""
     count_attempts: int = 3
-    """How often one lookup is re-asked when its page disagrees with ``X-Row-Count``."""
+    """How often one lookup (or a whole memo / code-conversion read) is asked again when what it
+    returned disagrees with ``X-Row-Count``, before the stream fails without writing it."""
+    fetch_batch_size: int = 100
+    """Shipment documents fetched, normalized and written per transaction (with the cursor of the
+    batch's last shipment). Smaller than ``page_size`` so a lookup page of up to 500 shipments is
+    not held in memory as documents and rows all at once."""
     detail_batch_size: int = 200
     """Shipments per detail-stream transaction (events, legs, memos)."""
 
@@ -34,5 +41,9 @@ class SyncSettings:
             raise ValueError("overlap must not be negative")
         if self.reconcile_interval is not None and self.reconcile_interval < dt.timedelta(0):
             raise ValueError("reconcile_interval must not be negative")
+        if self.count_attempts < 1:
+            raise ValueError(f"count_attempts must be at least 1, got {self.count_attempts}")
+        if self.fetch_batch_size < 1:
+            raise ValueError(f"fetch_batch_size must be at least 1, got {self.fetch_batch_size}")
         if self.detail_batch_size < 1:
             raise ValueError(f"detail_batch_size must be at least 1, got {self.detail_batch_size}")

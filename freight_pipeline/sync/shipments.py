@@ -1,14 +1,18 @@
-"""The shipments stream: changed ids by keyset walk, full documents, one transaction per page.
+"""The shipments stream: changed ids by keyset walk, full documents, one transaction per batch.
 
-Each page of changed shipments is written in ONE warehouse transaction together with the cursor
-that covers it (the key of the page's last shipment) and the detail work it creates (events, legs
-and memos of those shipments, queued for their own streams). A crash therefore leaves either the
-old cursor with the old rows or the new cursor with the new rows (DESIGN.md rules 6 and 7).
+Each lookup page of changed shipments is fetched in batches of ``fetch_batch_size`` documents; each
+batch is written in ONE warehouse transaction together with the cursor that covers it (the key of
+the batch's last shipment, pages and batches being in key order) and the detail work it creates
+(events, legs and memos of those shipments, queued for their own streams). A crash therefore leaves
+either the old cursor with the old rows or the new cursor with the new rows (DESIGN.md rules 6, 7).
+
+Reconciliation (every ``reconcile_interval``) lists every live id and deletes what the source no
+longer has: it deletes only on the strength of a listing whose every page agreed with its
+``X-Row-Count``, so a dropped record or a page-size cap fails the stream instead of deleting.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 import logging
@@ -18,11 +22,19 @@ from typing import Any
 
 from freight_pipeline.datetimes import parse_iso_datetime, to_utc
 from freight_pipeline.normalize import SHIPMENT_TABLES, NormalizationError, normalize_shipment, to_arrow_batch
-from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, ceiling_of, walk_changes
-from freight_pipeline.sync.cursor import ShipmentKey, parse_start_cursor
+from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, ceiling_of, checked_lookup, walk_changes
+from freight_pipeline.sync.cursor import (
+    BEGINNING,
+    CursorError,
+    ShipmentKey,
+    cursor_offset,
+    dst_widening,
+    parse_start_cursor,
+)
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import ShipmentGone, SourceAPI
+from freight_pipeline.sync.tasks import run_all
 from freight_pipeline.warehouse import PendingDetail, RawDocument, Reject, Warehouse
 
 log = logging.getLogger(__name__)
@@ -58,7 +70,7 @@ async def _fetch_documents(source: SourceAPI, ids: Sequence[int]) -> list[tuple[
         except ShipmentGone:
             return shipment_id, None
 
-    return list(await asyncio.gather(*(one(i) for i in ids)))
+    return await run_all(one(i) for i in ids)
 
 
 def _build_batch(run_id: str, fetched: list[tuple[int, dict[str, Any] | None]], fetched_at: dt.datetime) -> _Batch:
@@ -113,21 +125,47 @@ def _write(
     result.rejected += len(batch.rejects)
 
 
-async def _list_live_shipments(source: SourceAPI, page_size: int) -> dict[int, dt.datetime | None]:
-    """Every live shipment id with its last-modified instant, by keyset paging over ID."""
-    live: dict[int, dt.datetime | None] = {}
+@dataclass(frozen=True)
+class _Live:
+    """A live shipment as the id listing shows it."""
+
+    key: ShipmentKey | None
+    """None: the listing gave no readable ``last_modified_date_time``."""
+    last_modified: dt.datetime | None
+
+
+async def _list_live_shipments(
+    source: SourceAPI, page_size: int, attempts: int, stats: WalkStats
+) -> dict[int, _Live]:
+    """Every live shipment id with its last-modified key and instant, by keyset paging over ID.
+
+    Every page is checked against ``X-Row-Count`` (asked again, then ``RowCountMismatch``): the
+    caller deletes whatever is held but not listed, so a page that lost a record, or a service
+    capping the page size below ``page_size``, must fail the listing, never end it early. The walk
+    ends on a page that agrees with its row count and is shorter than ``page_size`` (or empty).
+    """
+    live: dict[int, _Live] = {}
     last_id = 0
     while True:
-        page = await source.lookup_shipments(
-            [{"key": "ID", "match_mode": "GT", "value": str(last_id)}], ["ID"], ["ASC"], page_size
+        items = await checked_lookup(
+            source.lookup_shipments, [{"key": "ID", "match_mode": "GT", "value": str(last_id)}], ["ID"],
+            page_size, stats, attempts,
         )
-        for item in page.items:
-            live[int(item["id"])] = to_utc(parse_iso_datetime(item.get("last_modified_date_time")))
-        if len(page.items) < page_size:
+        for item in items:
+            try:
+                key: ShipmentKey | None = ShipmentKey.of_shipment(item)
+            except (CursorError, ValueError):
+                key = None
+            live[int(item["id"])] = _Live(key, to_utc(parse_iso_datetime(item.get("last_modified_date_time"))))
+        if len(items) < page_size:
             return live
-        if int(page.items[-1]["id"]) <= last_id:
+        if int(items[-1]["id"]) <= last_id:
             raise RowCountMismatch(f"id listing after id {last_id} returned a full page without progress")
-        last_id = int(page.items[-1]["id"])
+        last_id = int(items[-1]["id"])
+
+
+def _chunks(seq: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    return [seq[start : start + size] for start in range(0, len(seq), size)]
 
 
 async def sync_shipments(
@@ -143,14 +181,23 @@ async def sync_shipments(
     requests_before, retries_before = source.request_counts()
     stored = warehouse.get_cursor(STREAM)
     result.cursor_before = stored
-    if stored:
-        cursor = ShipmentKey.from_json(stored)
-        after = cursor.minus(settings.overlap)
-    else:
-        cursor = parse_start_cursor(settings.start_cursor)
-        after = cursor
+    floor = parse_start_cursor(settings.start_cursor)
     ceiling = await ceiling_of(source.lookup_shipments)
     result.extra["ceiling"] = ceiling.instant_text if ceiling else None
+    if stored:
+        cursor = ShipmentKey.from_json(stored)
+        # DST: when the service's offset stepped back since the cursor was set, its wall clock
+        # repeated that much, so re-read that much further back (cursor.dst_widening).
+        widening = dst_widening(cursor, ceiling.offset if ceiling else None)
+        after = cursor.minus(settings.overlap + widening)
+        covered = ceiling.offset if widening and ceiling else cursor.offset
+        if widening:
+            result.extra["dst_widening_minutes"] = int(widening.total_seconds() // 60)
+            say(f"shipments: the service's UTC offset stepped back by {widening}: re-reading that much further")
+    else:
+        cursor = floor
+        after = floor
+        covered = None  # the first walk reads everything from the floor: no repeated hour lies below it
     say(f"shipments: reading changes after {after.instant_text} up to {ceiling.instant_text if ceiling else '-'}")
 
     walk = WalkStats()
@@ -160,20 +207,22 @@ async def sync_shipments(
             count_attempts=settings.count_attempts, stats=walk,
         ):
             result.rows_read += len(page)
-            # Every id is re-fetched, the overlap included: a record changed twice within one second
-            # keeps its last-modified value, so comparing it with the held one would miss the change.
-            wanted = [int(base["id"]) for _, base in page]
-            fetched = await _fetch_documents(source, wanted)
-            batch = _build_batch(run_id, fetched, dt.datetime.now(dt.UTC))
-            page_cursor = page[-1][0]
-            new_cursor = page_cursor if page_cursor > cursor else None
-            _write(warehouse, run_id, batch, new_cursor, result)
-            if new_cursor is not None:
-                cursor = new_cursor
-            say(f"shipments: {result.rows_read} changed read, {len(batch.unit_ids)} written in this page")
+            for chunk in _chunks(page, settings.fetch_batch_size):
+                # Every id is re-fetched, the overlap included: a record changed twice within one second
+                # keeps its last-modified value, so comparing it with the held one would miss the change.
+                fetched = await _fetch_documents(source, [int(base["id"]) for _, base in chunk])
+                batch = _build_batch(run_id, fetched, dt.datetime.now(dt.UTC))
+                last_key = chunk[-1][0]
+                batch_cursor = last_key.with_offset(cursor_offset(last_key, covered))
+                new_cursor = batch_cursor if batch_cursor > cursor else None
+                _write(warehouse, run_id, batch, new_cursor, result)
+                if new_cursor is not None:
+                    cursor = new_cursor
+                moved = f"cursor at {new_cursor.instant_text}" if new_cursor else "cursor kept (overlap re-read)"
+                say(f"shipments: {result.rows_read} changed read, {len(batch.unit_ids)} written in this batch, {moved}")
 
     if _reconcile_due(warehouse, settings):
-        await _reconcile(source, warehouse, settings, run_id, result, say)
+        await _reconcile(source, warehouse, settings, run_id, result, say, floor, walk)
         warehouse.set_cursor(RECONCILE_STREAM, json.dumps({"at": dt.datetime.now(dt.UTC).isoformat()}), run_id)
 
     requests_after, retries_after = source.request_counts()
@@ -203,22 +252,44 @@ def _reconcile_due(warehouse: Warehouse, settings: SyncSettings) -> bool:
     return dt.datetime.now(dt.UTC) - last >= settings.reconcile_interval
 
 
+def _wanted(live: _Live, floor: ShipmentKey) -> bool:
+    """Whether reconciliation may fetch this live shipment: last modified at or after the start floor."""
+    if floor == BEGINNING:
+        return True
+    return live.key is not None and live.key.second() >= floor.second()
+
+
 async def _reconcile(
-    source: SourceAPI, warehouse: Warehouse, settings: SyncSettings, run_id: str, result: StreamResult, say: Progress
+    source: SourceAPI,
+    warehouse: Warehouse,
+    settings: SyncSettings,
+    run_id: str,
+    result: StreamResult,
+    say: Progress,
+    floor: ShipmentKey,
+    stats: WalkStats,
 ) -> None:
-    """Self-healing pass: delete what the source no longer has, fetch what the warehouse lacks or holds stale."""
-    live = await _list_live_shipments(source, settings.page_size)
+    """Self-healing pass: delete what the source no longer has, fetch what the warehouse lacks or holds stale.
+
+    Only shipments last modified at or after ``floor`` (the configured start cursor) are fetched;
+    deletions apply to every shipment held. Nothing is deleted unless the whole listing was read
+    and checked (``_list_live_shipments`` raises otherwise).
+    """
+    live = await _list_live_shipments(source, settings.page_size, settings.count_attempts, stats)
     held = warehouse.shipment_last_modified(None)
     vanished = sorted(set(held) - set(live))
-    stale = sorted(i for i, lm in live.items() if i not in held or held[i] != lm)
+    stale = sorted(
+        i for i, entry in live.items()
+        if _wanted(entry, floor) and (i not in held or held[i] != entry.last_modified)
+    )
+    result.extra["reconcile_listed"] = len(live)
     result.extra["reconcile_deleted"] = len(vanished)
     result.extra["reconcile_refetched"] = len(stale)
+    result.extra["reconcile_before_start"] = sum(1 for i, e in live.items() if i not in held and not _wanted(e, floor))
     if vanished:
-        say(f"shipments: {len(vanished)} shipments no longer in the source: deleting")
         _write(warehouse, run_id, _Batch(gone=vanished), None, result)
-    for start in range(0, len(stale), settings.page_size):
-        chunk = stale[start : start + settings.page_size]
+        say(f"shipments: deleted {len(vanished)} shipments no longer in the source")
+    for chunk in _chunks(stale, settings.fetch_batch_size):
         fetched = await _fetch_documents(source, chunk)
         _write(warehouse, run_id, _build_batch(run_id, fetched, dt.datetime.now(dt.UTC)), None, result)
-    if stale:
-        say(f"shipments: reconciled {len(stale)} missing or stale shipments")
+        say(f"shipments: reconcile fetched {len(chunk)} missing or stale shipments")

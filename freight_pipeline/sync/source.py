@@ -2,7 +2,9 @@
 
 ``ClientSource`` maps it onto :class:`freight_pipeline.client.AsyncFreightClient`; the sync never
 touches HTTP itself. Everything returns the documents exactly as received (raw dicts), because the
-warehouse keeps the raw document and normalizes from it.
+warehouse keeps the raw document and normalizes from it. Paged reads yield each page with its
+``X-Row-Count``, so the sync can check that it received every record before it writes (or deletes)
+anything on the strength of them (``changes.read_complete``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ class ShipmentGone(LookupError):
 class SourceAPI(Protocol):
     async def lookup_shipments(
         self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
-    ) -> LookupResult: ...
+    ) -> LookupResult:
+        """Page 0 of a shipment lookup."""
 
     async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
         """Raises ShipmentGone on 404."""
@@ -31,9 +34,11 @@ class SourceAPI(Protocol):
 
     async def get_sea_legs(self, shipment_id: int) -> list[dict[str, Any]]: ...
 
-    async def get_memos(self, client: str, shipment_number: str) -> list[dict[str, Any]]: ...
+    def memo_pages(self, client: str, shipment_number: str) -> AsyncIterator[LookupResult]:
+        """Every page of the memo lookup of one shipment, from page 0."""
 
-    def iter_code_conversions(self) -> AsyncIterator[list[dict[str, Any]]]: ...
+    def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
+        """Every page of the code-conversion scroll, from page 0."""
 
     def request_counts(self) -> tuple[int, int]:
         """(requests, retries) made so far by this source."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,8 +17,17 @@ from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.settings import SyncSettings
 
 SHIPMENTS = 150
-# Small pages so a few hundred shipments take many lookups; reconcile on every run.
-TEST_SETTINGS = SyncSettings(page_size=25, concurrency=8, reconcile_interval=dt.timedelta(0), detail_batch_size=40)
+SMALL_SHIPMENTS = 40
+"""For tests of one fault or one setting, which need data but not much of it."""
+# Small pages and batches so a few hundred shipments take many lookups and transactions.
+# Reconciliation is OFF: it relists every id and refetches whatever is missing or stale, so it
+# would hide a walk that loses records. The rules are proven by the walk alone; reconciliation has
+# its own tests (test_reconcile.py) with RECONCILE_SETTINGS.
+TEST_SETTINGS = SyncSettings(
+    page_size=25, fetch_batch_size=13, concurrency=8, reconcile_interval=None, detail_batch_size=40
+)
+RECONCILE_SETTINGS = dataclasses.replace(TEST_SETTINGS, reconcile_interval=dt.timedelta(0))
+"""Reconcile on every run."""
 
 
 @pytest.fixture
@@ -34,12 +44,48 @@ SyncFn = Callable[..., dict[str, StreamResult]]
 
 
 @pytest.fixture
-def sync(sim: RunningSimulator, tmp_path: Path) -> SyncFn:
-    """``sync(**options)`` runs every stream against ``sim`` into ``tmp_path`` and publishes."""
+def small_sim() -> Iterator[RunningSimulator]:
+    with running_simulator(shipments=SMALL_SHIPMENTS, seed=7) as running:
+        yield running
+
+
+def syncer(sim: RunningSimulator, data_dir: Path, publish_after: bool = True) -> SyncFn:
+    """``sync(settings, source_factory, **options)``: every stream (or ``streams=``) against ``sim``
+    into ``data_dir``, then publish (unless ``publish_after=False``); returns the results by stream."""
 
     def run(settings: SyncSettings = TEST_SETTINGS, source_factory: Callable[..., object] = ClientSource,
             **options: object) -> dict[str, StreamResult]:
-        results, _ = sync_all(service_of(sim), tmp_path, settings, source_factory=source_factory, **options)
+        options.setdefault("publish_after", publish_after)
+        results, _ = sync_all(service_of(sim), data_dir, settings, source_factory=source_factory, **options)
         return {r.stream: r for r in results}
 
     return run
+
+
+def work_db(data_dir: Path) -> Path:
+    """The sync's working database (what it writes; the publish copies it)."""
+    return data_dir / "work" / "warehouse.duckdb"
+
+
+@pytest.fixture
+def sync(sim: RunningSimulator, tmp_path: Path) -> SyncFn:
+    return syncer(sim, tmp_path)
+
+
+@pytest.fixture
+def small_sync(small_sim: RunningSimulator, tmp_path: Path) -> SyncFn:
+    return syncer(small_sim, tmp_path)
+
+
+@pytest.fixture
+def work_sync(small_sim: RunningSimulator, tmp_path: Path) -> SyncFn:
+    """Like ``small_sync`` without the publish: for tests that check the working database."""
+    return syncer(small_sim, tmp_path, publish_after=False)
+
+
+def assert_nothing_healed(result: StreamResult) -> None:
+    """The reconcile pass of ``result`` (a shipments run with reconciliation) found the warehouse
+    already complete: nothing missing, stale or vanished that the walk should have handled."""
+    assert "reconcile_refetched" in result.extra, "this run did not reconcile"
+    healed = {k: result.extra[k] for k in ("reconcile_refetched", "reconcile_deleted")}
+    assert healed == {"reconcile_refetched": 0, "reconcile_deleted": 0}, f"reconcile had to heal: {healed}"

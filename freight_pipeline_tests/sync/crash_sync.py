@@ -1,22 +1,42 @@
-"""A sync process for the crash trials: ``python -m freight_pipeline_tests.sync.crash_sync DATA_DIR``.
+"""A sync process for the crash trials: ``python -m freight_pipeline_tests.sync.crash_sync DATA_DIR RUN_ID``.
 
-Service from FREIGHT_BASE_URL / FREIGHT_USERNAME / FREIGHT_PASSWORD; small pages so a run is many
-transactions; reconciliation on every run. Prints ``done`` when the run (and publish) finished.
+Service from FREIGHT_BASE_URL / FREIGHT_USERNAME / FREIGHT_PASSWORD; reconciliation on every run
+(deletions happen between trials). Tiny lookup pages, fetch batches and detail batches, so the run
+the parent kills is many transactions. Prints one line per progress message (``progress`` is called
+right after each batch's transaction commits), ``publishing`` before the publish, then ``done``.
+The parent kills it after a chosen line; its reruns run in the test's own process with
+``RERUN_SETTINGS`` (the test suite's sizes, to finish quickly).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import sys
 from pathlib import Path
 
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.sync.runner import sync_all
-from freight_pipeline_tests.sync.conftest import TEST_SETTINGS
+from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.warehouse import publish
+
+# Not imported from conftest: that would import the simulator and pytest into every child.
+RERUN_SETTINGS = SyncSettings(
+    page_size=25, fetch_batch_size=13, concurrency=8, reconcile_interval=dt.timedelta(0), detail_batch_size=40
+)
+CRASH_SETTINGS = dataclasses.replace(RERUN_SETTINGS, page_size=10, fetch_batch_size=5, detail_batch_size=20)
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
 
 
 def main() -> None:
-    sync_all(ServiceSettings.from_env(), Path(sys.argv[1]), TEST_SETTINGS)
-    print("done", flush=True)
+    data_dir, run_id = Path(sys.argv[1]), sys.argv[2]
+    sync_all(ServiceSettings.from_env(), data_dir, CRASH_SETTINGS, run_id=run_id, progress=say, publish_after=False)
+    say("publishing")
+    publish(data_dir)
+    say("done")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from freight_pipeline.client import AsyncFreightClient
@@ -85,3 +86,128 @@ class IgnoresIdCriterion(ClientSource):
     ) -> LookupResult:
         kept = [c for c in criteria if c["key"] != "ID"]
         return await super().lookup_shipments(kept, order_by, order_mode, page_size)
+
+
+def is_id_listing(criteria: list[Criterion], order_by: list[str]) -> bool:
+    """The reconcile pass's listing of every live id (``ID GT n`` ordered by ID)."""
+    return [c["key"] for c in criteria] == ["ID"] and order_by == ["ID"]
+
+
+class ShortListingPages(ClientSource):
+    """Drops one record from the middle of id-listing pages (reconcile) while keeping ``X-Row-Count``:
+    on the first ``times`` pages of more than one record (None: always)."""
+
+    def __init__(self, client: AsyncFreightClient, times: int | None = 1) -> None:
+        super().__init__(client)
+        self.times = times
+        self.shortened = 0
+        self.dropped: list[int] = []
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        result = await super().lookup_shipments(criteria, order_by, order_mode, page_size)
+        if is_id_listing(criteria, order_by) and len(result.items) >= 2 and (
+            self.times is None or self.shortened < self.times
+        ):
+            self.shortened += 1
+            middle = len(result.items) // 2
+            self.dropped.append(int(result.items[middle]["id"]))
+            return LookupResult(result.items[:middle] + result.items[middle + 1 :], result.row_count)
+        return result
+
+
+class CapsListingPageSize(ClientSource):
+    """A service that answers at most ``cap`` records per id-listing page, whatever was asked
+    (``X-Row-Count`` still counts the whole query)."""
+
+    def __init__(self, client: AsyncFreightClient, cap: int) -> None:
+        super().__init__(client)
+        self.cap = cap
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        result = await super().lookup_shipments(criteria, order_by, order_mode, page_size)
+        if is_id_listing(criteria, order_by):
+            return LookupResult(result.items[: self.cap], result.row_count)
+        return result
+
+
+class ShortCodeConversionScroll(ClientSource):
+    """Drops the last record of the code-conversion scroll's first page (``X-Row-Count`` kept), on the
+    first ``times`` reads (None: always)."""
+
+    def __init__(self, client: AsyncFreightClient, times: int | None = 1) -> None:
+        super().__init__(client)
+        self.times = times
+        self.reads = 0
+
+    async def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
+        self.reads += 1
+        short = self.times is None or self.reads <= self.times
+        first = True
+        async for page in super().code_conversion_pages():
+            if first and short and page.items:
+                page = LookupResult(page.items[:-1], page.row_count)
+            first = False
+            yield page
+
+
+class ReorderedCodeConversionKeys(ClientSource):
+    """The same code conversions with the keys of every record (and nested object) in reverse order."""
+
+    async def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
+        async for page in super().code_conversion_pages():
+            yield LookupResult([reverse_keys(item) for item in page.items], page.row_count)
+
+
+def reverse_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: reverse_keys(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [reverse_keys(v) for v in value]
+    return value
+
+
+class ShortMemoLookup(ClientSource):
+    """Drops one memo line from every memo lookup of the shipments ``victims`` (``X-Row-Count`` kept),
+    on the first ``times`` lookups of each (None: always)."""
+
+    def __init__(self, client: AsyncFreightClient, victims: dict[tuple[str, str], int], times: int | None = None):
+        super().__init__(client)
+        self.victims, self.times = victims, times
+        self.shortened: dict[tuple[str, str], int] = {}
+
+    async def memo_pages(self, client: str, shipment_number: str) -> AsyncIterator[LookupResult]:
+        key = (client, shipment_number)
+        short = key in self.victims and (self.times is None or self.shortened.get(key, 0) < self.times)
+        if short:
+            self.shortened[key] = self.shortened.get(key, 0) + 1
+        async for page in super().memo_pages(client, shipment_number):
+            if short and page.items:
+                page, short = LookupResult(page.items[1:], page.row_count), False
+            yield page
+
+
+class FailingRetrieve(ClientSource):
+    """``get_shipment`` of ``victim`` fails at once with ``error``; every other retrieve waits ``delay``
+    seconds first, so it is still in flight when the victim fails. Counts how those end."""
+
+    def __init__(self, client: AsyncFreightClient, victim: int, error: BaseException, delay: float = 0.5) -> None:
+        super().__init__(client)
+        self.victim, self.error, self.delay = victim, error, delay
+        self.completed = 0
+        self.cancelled = 0
+
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
+        if shipment_id == self.victim:
+            raise self.error
+        try:
+            await asyncio.sleep(self.delay)
+            document = await super().get_shipment(shipment_id)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        self.completed += 1
+        return document

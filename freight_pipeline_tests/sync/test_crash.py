@@ -1,46 +1,138 @@
-"""Crash consistency: the sync process is killed with SIGKILL at random moments.
+"""Crash consistency: the sync process is killed with SIGKILL at chosen moments of its run.
 
-After each kill the working database must never claim more than it holds (every source shipment at
-or before the shipments cursor is held in its current version), and a rerun must end with the
-warehouse exactly equal to the source. The source changes between trials, never during one.
+The child (``crash_sync``) prints a line right after each batch's transaction commits. Each trial
+aims at one phase (before the first commit, between shipment batch commits of the walk, between
+detail-stream batch commits, during or after the publish): the parent kills after a random number
+of that phase's commit lines plus a small random delay, then reads from the working database where
+the kill actually landed. After each kill the working database must never claim more than it holds
+(every source shipment at or before the shipments cursor is held in its current version), and a
+rerun must end with the warehouse exactly equal to the source, without its reconcile pass having
+had to refetch anything (the walk alone caught up). The source changes between trials, never
+during one. The random seed is fixed, so every run of the test aims the same kills; where a kill
+lands still depends a little on timing, which is why the test reads it back before asserting that
+the kills covered the middle of the walk and the detail streams.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
+from freight_pipeline.config import ServiceSettings
 from freight_pipeline.datetimes import parse_iso_datetime, to_utc
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.cursor import ShipmentKey
+from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.runner import STREAM_ORDER, sync_all
+from freight_pipeline_tests.sync.crash_sync import RERUN_SETTINGS
 from freight_pipeline_tests.sync.expected import assert_converged
 
 TRIALS = 10
+TARGETS = ("startup", "walk", "details", "publish")
+DETAIL_STREAMS = STREAM_ORDER[1:-1]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def start_sync(env: dict[str, str], data_dir: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "freight_pipeline_tests.sync.crash_sync", str(data_dir)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+def start_sync(env: dict[str, str], data_dir: Path, run_id: str, log: Path) -> subprocess.Popen[str]:
+    with log.open("a") as stderr:
+        return subprocess.Popen(
+            [sys.executable, "-m", "freight_pipeline_tests.sync.crash_sync", str(data_dir), run_id],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1,
+        )
 
 
-def run_to_completion(env: dict[str, str], data_dir: Path) -> float:
-    started = time.monotonic()
-    proc = start_sync(env, data_dir)
-    out, err = proc.communicate(timeout=180)
-    assert proc.returncode == 0 and "done" in out, f"rerun failed ({proc.returncode}): {err[-2000:]}"
-    return time.monotonic() - started
+def run_to_completion(service: ServiceSettings, data_dir: Path, run_id: str) -> dict[str, StreamResult]:
+    """A whole run and publish, in this process (only the runs that get killed need a process of their own)."""
+    results, published = sync_all(service, data_dir, RERUN_SETTINGS, run_id=run_id)
+    assert published is not None
+    return {r.stream: r for r in results}
 
 
-def cursor_overreach(store, work_db: Path) -> list[int]:
+def is_commit_line_of(target: str, line: str) -> bool:
+    if target == "walk":  # a batch past the overlap re-read, whose commit moved the cursor
+        return line.startswith("shipments:") and "written in this batch, cursor at" in line
+    if target == "details":
+        return line.split(":")[0] in DETAIL_STREAMS
+    return target == "publish" and line.strip() == "publishing"
+
+
+def phase_rank(line: str) -> int:
+    """How far into the run a line is: 1 walk, 2 details, 3 code conversions / publish."""
+    if line.startswith("shipments:"):
+        return 1
+    if line.split(":")[0] in DETAIL_STREAMS:
+        return 2
+    return 3
+
+
+def kill_in(proc: subprocess.Popen[str], target: str, rng: random.Random) -> bool:
+    """Kill ``proc`` after a random number of ``target``'s commit lines plus a small random delay
+    (or at the first line of a later phase, when ``target``'s lines ran out); False if it finished first."""
+    assert proc.stdout is not None
+    if target == "startup":
+        time.sleep(rng.uniform(0.05, 0.5))  # still importing, or opening the warehouse
+    else:
+        wanted = {"walk": rng.randint(1, 2), "details": rng.randint(1, 6), "publish": 1}[target]
+        seen = 0
+        for line in proc.stdout:
+            if is_commit_line_of(target, line):
+                seen += 1
+            elif phase_rank(line) > TARGETS.index(target):
+                break
+            if seen >= wanted:
+                break
+        time.sleep(rng.uniform(0, 0.1 if target == "publish" else 0.03))
+    if proc.poll() is not None:
+        return False
+    proc.kill()
+    proc.wait(timeout=60)
+    return True
+
+
+def newest_key(store: Any) -> ShipmentKey:
+    return max(ShipmentKey.of_shipment(doc) for doc in store.expected_documents())
+
+
+def landed_in(work_db: Path, run_id: str, store: Any) -> str:
+    """Where the killed run was, read from what it committed (``sync_runs`` rows and the cursor)."""
+    if not work_db.exists():
+        return "startup"
+    with duckdb.connect(str(work_db), read_only=True) as con:
+        runs = {stream: (status, before) for stream, status, before in con.execute(
+            "SELECT stream, status, cursor_before FROM freight_meta.sync_runs WHERE run_id = ?", [run_id]
+        ).fetchall()}
+        cursor = con.execute("SELECT cursor_value FROM freight_meta.sync_state WHERE stream = 'shipments'").fetchall()
+    started = [s for s in STREAM_ORDER if s in runs]
+    if not started:
+        return "startup"
+    last = started[-1]
+    status, cursor_before = runs[last]
+    if status == "success":
+        position = STREAM_ORDER.index(last) + 1
+        last = STREAM_ORDER[position] if position < len(STREAM_ORDER) else "publish"
+        if last == "publish":
+            return "publish"
+    if last == "shipments":
+        if status != "running":
+            return "details"
+        current = cursor[0][0] if cursor else None
+        if current == cursor_before:
+            return "walk, cursor not moved yet"
+        return "mid-walk" if ShipmentKey.from_json(current) < newest_key(store) else "walk done, reconciling"
+    if last in DETAIL_STREAMS:
+        return "details"
+    return "code conversions"
+
+
+def cursor_overreach(store: Any, work_db: Path) -> list[int]:
     """Source shipments at or before the stored cursor that the warehouse does not hold as they are."""
     with duckdb.connect(str(work_db), read_only=True) as con:
         con.execute("SET TimeZone = 'UTC'")
@@ -58,31 +150,46 @@ def cursor_overreach(store, work_db: Path) -> list[int]:
     return behind
 
 
-def test_sigkill_at_random_moments_never_corrupts_and_reruns_converge(tmp_path: Path) -> None:
+def assert_walk_alone_caught_up(results: dict[str, StreamResult], run_id: str) -> None:
+    refetched = results["shipments"].extra["reconcile_refetched"]
+    assert refetched == 0, f"{run_id}: reconcile had to refetch {refetched} shipments the walk should have written"
+
+
+def test_sigkill_at_chosen_moments_never_corrupts_and_reruns_converge(tmp_path: Path) -> None:
     rng = random.Random(20261122)
     data_dir = tmp_path / "data"
-    with running_simulator(shipments=120, seed=5) as sim:
+    work_db = data_dir / "work" / "warehouse.duckdb"
+    log = tmp_path / "children.log"
+    plan = [TARGETS[i % len(TARGETS)] for i in range(TRIALS)]
+    rng.shuffle(plan)
+    landed: list[tuple[str, str]] = []
+    with running_simulator(shipments=80, seed=5) as sim:
         env = {**os.environ, "FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username,
                "FREIGHT_PASSWORD": sim.password, "PYTHONPATH": str(REPO)}
-        run_to_completion(env, data_dir)
+        service = ServiceSettings(sim.base_url, sim.username, sim.password)
+        assert_walk_alone_caught_up(run_to_completion(service, data_dir, "first"), "first")
         assert_converged(sim.store, data_dir / "warehouse.duckdb")
-        killed = attempts = 0
-        run_time = 2.0  # seconds an incremental run takes here, re-measured on every rerun
-        while killed < TRIALS and attempts < 2 * TRIALS:
-            attempts += 1
+        for trial, target in enumerate(plan):
             sim.advance_clock(rng.randint(1, 900))
-            sim.modify_shipments(rng.randint(5, 40))
+            sim.modify_shipments(rng.randint(15, 35))  # several walk batches of 5
             sim.create_shipments(rng.randint(0, 5))
             sim.delete_shipments(rng.randint(0, 3))
             if rng.random() < 0.3:
-                sim.touch_shipments(sim.store.live_shipment_ids()[:60])  # a burst in one second
-            proc = start_sync(env, data_dir)
-            time.sleep(rng.uniform(0.25, 0.95) * run_time)
-            if proc.poll() is None:
-                proc.kill()
-                killed += 1
-            proc.communicate(timeout=60)
-            assert cursor_overreach(sim.store, data_dir / "work" / "warehouse.duckdb") == []
-            run_time = run_to_completion(env, data_dir)
+                sim.touch_shipments(sim.store.live_shipment_ids()[:40])  # a burst in one second
+            run_id = f"trial-{trial}"
+            if kill_in(start_sync(env, data_dir, run_id, log), target, rng):
+                landed.append((target, landed_in(work_db, run_id, sim.store)))
+            else:
+                landed.append((target, "finished before the kill"))
+            if work_db.exists():
+                assert cursor_overreach(sim.store, work_db) == [], f"{run_id} ({landed[-1]}): cursor ahead of data"
+            assert_walk_alone_caught_up(run_to_completion(service, data_dir, f"rerun-{trial}"), f"rerun-{trial}")
             assert_converged(sim.store, data_dir / "warehouse.duckdb")
-        assert killed == TRIALS, f"only {killed} of {attempts} runs were killed before they finished"
+
+    phases = collections.Counter(phase for _, phase in landed)
+    print(f"\ncrash trials (target, landed): {landed}\nphases: {dict(phases)}")
+    # A run aimed at its publish may finish first on a fast machine (then it is a trial "after publish");
+    # every other trial must have been a kill.
+    unkilled = [target for target, phase in landed if phase == "finished before the kill"]
+    assert set(unkilled) <= {"publish"}, f"runs finished before they were killed: {landed}"
+    assert phases["mid-walk"] >= 1 and phases["details"] >= 1, f"kills missed a phase: {landed}"

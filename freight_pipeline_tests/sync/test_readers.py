@@ -29,9 +29,9 @@ while not stop.exists():
 
 
 def test_a_reader_holding_the_published_file_keeps_working_during_a_sync(
-    sim: RunningSimulator, sync: SyncFn, tmp_path: Path
+    small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
 ) -> None:
-    sync()
+    small_sync()
     published = tmp_path / "warehouse.duckdb"
     with duckdb.connect(str(published), read_only=True) as con:  # closed: see test end
         count_before = con.execute("SELECT count(*) FROM freight.shipments").fetchall()[0][0]
@@ -40,9 +40,9 @@ def test_a_reader_holding_the_published_file_keeps_working_during_a_sync(
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1.0)  # the reader is connected and querying
-        sim.advance_clock(60)
-        created = sim.create_shipments(4)
-        results = sync()
+        small_sim.advance_clock(60)
+        created = small_sim.create_shipments(4)
+        results = small_sync()
         time.sleep(0.3)
     finally:
         stop.touch()

@@ -1,4 +1,8 @@
-"""The shipments stream and its detail streams against the simulator: each rule of DESIGN.md."""
+"""The shipments stream and its detail streams against the simulator: each rule of DESIGN.md.
+
+These runs do not reconcile (``TEST_SETTINGS``): the keyset walk alone must find every change.
+Where a run reconciles (to remove deleted shipments), it asserts the pass healed nothing else.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +14,25 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from freight_pipeline.client import AsyncFreightClient, ProtocolError
 from freight_pipeline.normalize import FREIGHT_TABLES
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import RowCountMismatch
+from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.runner import STREAM_ORDER
-from freight_pipeline_tests.sync.conftest import SHIPMENTS, TEST_SETTINGS, SyncFn
+from freight_pipeline_tests.sync.conftest import (
+    RECONCILE_SETTINGS,
+    SHIPMENTS,
+    SMALL_SHIPMENTS,
+    TEST_SETTINGS,
+    SyncFn,
+    assert_nothing_healed,
+)
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import (
     DeletesBeforeRetrieve,
+    FailingRetrieve,
     IgnoresIdCriterion,
     ModifiesWhilePaging,
     ShortPages,
@@ -47,22 +61,25 @@ def duplicate_keys(database: Path) -> dict[str, int]:
 
 
 def test_full_then_incremental_sync_equals_the_source(sim: RunningSimulator, sync: SyncFn, tmp_path: Path) -> None:
-    first = sync()
+    first = sync(RECONCILE_SETTINGS)
     assert first["shipments"].rows_read == SHIPMENTS
     assert first["shipments"].cursor_before is None
+    assert_nothing_healed(first["shipments"])  # the walk alone fetched everything
     assert_converged(sim.store, published(tmp_path))
 
     sim.advance_clock(120)
     changed = sim.modify_shipments(7)
     created = sim.create_shipments(3)
     deleted = sim.delete_shipments(2)
-    second = sync()
+    second = sync(RECONCILE_SETTINGS)
 
     shipments = second["shipments"]
     assert shipments.cursor_before == first["shipments"].cursor_after
     assert ShipmentKey.from_json(shipments.cursor_after) > ShipmentKey.from_json(shipments.cursor_before)
     assert len(changed) + len(created) <= shipments.rows_read < SHIPMENTS / 2  # incremental, plus overlap
+    # Deletions have no change feed: only the reconcile pass finds them; the walk found every change.
     assert shipments.extra["reconcile_deleted"] == len(deleted)
+    assert shipments.extra["reconcile_refetched"] == 0
     assert second["shipment_events"].extra["queued_at_start"] == shipments.rows_read
     assert_converged(sim.store, published(tmp_path))
     runs = query(published(tmp_path), "SELECT stream, status, count(*) FROM freight_meta.sync_runs GROUP BY ALL")
@@ -75,76 +92,84 @@ def test_records_modified_while_paging_converge_after_a_quiet_run(
     make, built = factory(ModifiesWhilePaging, sim, every=2, count=3)
     sync(source_factory=make)
     assert len(built[0].modified) >= 9, "the run should have met several modifications"
-    sync()  # quiet
+    quiet = sync()  # no reconciliation: the walk alone must pick up what moved during the first run
+    assert "reconcile_refetched" not in quiet["shipments"].extra  # nothing was healed by relisting ids
     assert_converged(sim.store, published(tmp_path))
     assert duplicate_keys(published(tmp_path)) == {}
 
 
-def test_more_changes_in_one_second_than_a_page_holds(sim: RunningSimulator, sync: SyncFn, tmp_path: Path) -> None:
-    sync()
-    sim.advance_clock(60)
-    burst = sim.store.live_shipment_ids()[: TEST_SETTINGS.page_size * 3 + 7]
-    sim.touch_shipments(burst)  # every one stamped with the same second
-    result = sync()["shipments"]
+def test_more_changes_in_one_second_than_a_page_holds(
+    small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
+) -> None:
+    settings = dataclasses.replace(TEST_SETTINGS, page_size=10)
+    small_sync(settings)
+    small_sim.advance_clock(60)
+    burst = small_sim.store.live_shipment_ids()[: settings.page_size * 3 + 7]
+    small_sim.touch_shipments(burst)  # every one stamped with the same second
+    result = small_sync(settings)["shipments"]
     assert result.rows_read >= len(burst)
     assert ShipmentKey.from_json(result.cursor_after).id == max(burst)
-    assert_converged(sim.store, published(tmp_path))
+    assert_converged(small_sim.store, published(tmp_path))
 
 
 def test_a_service_ignoring_the_id_criterion_stops_the_run_instead_of_looping(
-    sim: RunningSimulator, sync: SyncFn, tmp_path: Path
+    small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
 ) -> None:
-    sync()
-    sim.advance_clock(60)
-    sim.touch_shipments(sim.store.live_shipment_ids()[: TEST_SETTINGS.page_size + 5])
+    small_sync()
+    small_sim.advance_clock(60)
+    small_sim.touch_shipments(small_sim.store.live_shipment_ids()[: TEST_SETTINGS.page_size + 5])
     make, _ = factory(IgnoresIdCriterion)
     with pytest.raises(RowCountMismatch, match="full page without progress"):
-        sync(source_factory=make)
+        small_sync(source_factory=make)
 
 
-def test_overlap_rereads_leave_no_duplicate_rows(sim: RunningSimulator, sync: SyncFn, tmp_path: Path) -> None:
-    sync()
+def test_overlap_rereads_leave_no_duplicate_rows(
+    small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
+) -> None:
+    small_sync()
     counts_before = query(published(tmp_path), "SELECT count(*) FROM freight.shipment_goods")
     everything_again = dataclasses.replace(TEST_SETTINGS, overlap=dt.timedelta(days=3650))
-    again = sync(everything_again)
-    assert again["shipments"].rows_read == SHIPMENTS  # the whole window was re-read...
+    again = small_sync(everything_again)
+    assert again["shipments"].rows_read == SMALL_SHIPMENTS  # the whole window was re-read...
     assert duplicate_keys(published(tmp_path)) == {}  # ...and replaced, not appended
     assert query(published(tmp_path), "SELECT count(*) FROM freight.shipment_goods") == counts_before
-    assert_converged(sim.store, published(tmp_path))
+    assert_converged(small_sim.store, published(tmp_path))
 
 
 def test_shipment_deleted_between_lookup_and_retrieve_is_recorded(
-    sim: RunningSimulator, sync: SyncFn, tmp_path: Path
+    small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
 ) -> None:
-    victim = sim.store.live_shipment_ids()[17]
-    make, _ = factory(DeletesBeforeRetrieve, sim, {victim})
-    results = sync(source_factory=make)
+    victim = small_sim.store.live_shipment_ids()[17]
+    make, _ = factory(DeletesBeforeRetrieve, small_sim, {victim})
+    results = small_sync(source_factory=make)
     assert results["shipments"].rejected == 1
     rejected = query(published(tmp_path), "SELECT stream, source_key, reason FROM freight_meta.rejected_records")
     assert rejected == [("shipments", str(victim), "not found (404) at retrieve: deleted in the source after lookup")]
     assert query(published(tmp_path), "SELECT count(*) FROM freight.shipments WHERE shipment_id = ?", [victim]) == [
         (0,)
     ]
-    assert_converged(sim.store, published(tmp_path))
+    assert_converged(small_sim.store, published(tmp_path))
 
 
-def test_page_shorter_than_its_row_count_is_asked_again(sim: RunningSimulator, sync: SyncFn, tmp_path: Path) -> None:
+def test_page_shorter_than_its_row_count_is_asked_again(
+    small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
+) -> None:
     make, built = factory(ShortPages, times=1)
-    result = sync(source_factory=make)["shipments"]
+    result = small_sync(source_factory=make)["shipments"]
     assert built[0].shortened == 1
     assert result.extra["count_mismatches"] == 1
-    assert_converged(sim.store, published(tmp_path))
+    assert_converged(small_sim.store, published(tmp_path))
 
 
 def test_persistent_row_count_mismatch_fails_without_moving_the_cursor(
-    sim: RunningSimulator, sync: SyncFn, tmp_path: Path
+    small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
 ) -> None:
-    first = sync()
-    sim.advance_clock(60)
-    sim.modify_shipments(5)
+    first = small_sync()
+    small_sim.advance_clock(60)
+    small_sim.modify_shipments(5)
     make, _ = factory(ShortPages, times=None)
     with pytest.raises(RowCountMismatch, match="X-Row-Count"):
-        sync(source_factory=make)
+        small_sync(source_factory=make)
     with duckdb.connect(str(tmp_path / "work" / "warehouse.duckdb"), read_only=True) as con:
         cursor = con.execute("SELECT cursor_value FROM freight_meta.sync_state WHERE stream = 'shipments'").fetchall()
         failed = con.execute(
@@ -152,16 +177,67 @@ def test_persistent_row_count_mismatch_fails_without_moving_the_cursor(
         ).fetchall()
     assert cursor == [(first["shipments"].cursor_after,)]
     assert len(failed) == 1 and failed[0][0] == "failed" and "RowCountMismatch" in failed[0][1]
-    sync()
-    assert_converged(sim.store, published(tmp_path))
+    small_sync()
+    assert_converged(small_sim.store, published(tmp_path))
 
 
-def test_sync_state_records_what_each_stream_covers(sim: RunningSimulator, sync: SyncFn, tmp_path: Path) -> None:
-    sync()
+def test_sync_state_records_what_each_stream_covers(
+    small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
+) -> None:
+    small_sync()
     state = dict(query(published(tmp_path), "SELECT stream, cursor_value FROM freight_meta.sync_state"))
-    newest = max(ShipmentKey.of_shipment(doc) for doc in sim.store.expected_documents())
+    newest = max(ShipmentKey.of_shipment(doc) for doc in small_sim.store.expected_documents())
     assert ShipmentKey.from_json(state["shipments"]) == newest
     assert json.loads(state["shipment_events"])["queue_remaining"] == 0
-    assert json.loads(state["code_conversions"]) == {"rows": len(list(sim.store.code_conversion_rows()))}
+    assert json.loads(state["code_conversions"]) == {"rows": len(list(small_sim.store.code_conversion_rows()))}
     pending = query(published(tmp_path), "SELECT count(*) FROM freight_meta.pending_details")
     assert pending == [(0,)]
+
+
+def test_documents_are_fetched_and_committed_in_batches_smaller_than_a_page(
+    small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
+) -> None:
+    settings = dataclasses.replace(TEST_SETTINGS, page_size=50, fetch_batch_size=7)
+    in_batch: list[int] = [0]
+    most_in_one_batch: list[int] = [0]
+    batch_lines: list[str] = []
+
+    class Counting(ClientSource):
+        async def get_shipment(self, shipment_id: int) -> dict[str, object]:
+            in_batch[0] += 1
+            most_in_one_batch[0] = max(most_in_one_batch[0], in_batch[0])
+            return await super().get_shipment(shipment_id)
+
+    def progress(line: str) -> None:
+        if line.startswith("shipments:") and "written in this batch" in line:
+            batch_lines.append(line)
+            in_batch[0] = 0  # called right after the batch's transaction committed
+
+    result = small_sync(settings, source_factory=Counting, progress=progress)["shipments"]
+    assert result.rows_read == SMALL_SHIPMENTS
+    assert most_in_one_batch[0] == settings.fetch_batch_size  # never a whole 50-row page at once
+    assert len(batch_lines) >= SMALL_SHIPMENTS / settings.fetch_batch_size
+    assert_converged(small_sim.store, published(tmp_path))
+
+
+def test_a_failed_retrieve_surfaces_as_itself_and_writes_nothing_of_its_batch(
+    small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
+) -> None:
+    in_walk_order = sorted(small_sim.store.expected_documents(), key=ShipmentKey.of_shipment)
+    victim = in_walk_order[3]["id"]  # in the first fetch batch
+    error = ProtocolError("injected: malformed shipment body", method="GET", path=f"/service/shipment/{victim}")
+
+    def make(client: AsyncFreightClient) -> FailingRetrieve:
+        built.append(FailingRetrieve(client, victim, error))
+        return built[0]
+
+    built: list[FailingRetrieve] = []
+    with pytest.raises(ProtocolError, match="injected: malformed shipment body") as raised:
+        small_sync(source_factory=make)
+    assert raised.value is error  # the original error, not an ExceptionGroup wrapping it
+    assert built[0].completed == 0 and built[0].cancelled > 0  # its batch siblings were stopped, not finished
+    with duckdb.connect(str(tmp_path / "work" / "warehouse.duckdb"), read_only=True) as con:
+        failed = con.execute("SELECT error FROM freight_meta.sync_runs WHERE stream = 'shipments'").fetchall()
+        held = con.execute("SELECT count(*) FROM freight_meta.raw_shipments").fetchall()
+    assert failed == [("ProtocolError: injected: malformed shipment body",)]
+    assert held == [(0,)]

@@ -1,0 +1,107 @@
+"""Whole-set reads that replace what the warehouse holds (the code-conversion scroll, each shipment's
+memo lookup) must add up to their ``X-Row-Count``: otherwise they are read again, then the stream
+fails without writing, so a truncated read never deletes rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.sync.changes import RowCountMismatch
+from freight_pipeline_tests.sync.conftest import SyncFn, work_db
+from freight_pipeline_tests.sync.expected import assert_converged
+from freight_pipeline_tests.sync.faulty_sources import (
+    ReorderedCodeConversionKeys,
+    ShortCodeConversionScroll,
+    ShortMemoLookup,
+    factory,
+)
+
+CODE_CONVERSIONS = ["code_conversions"]
+
+
+def query(database: Path, sql: str, params: list[object] | None = None) -> list[tuple]:
+    with duckdb.connect(str(database), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+def code_conversion_rows(data_dir: Path) -> list[tuple]:
+    return query(work_db(data_dir), "SELECT * FROM freight.code_conversions ORDER BY conversion_id")
+
+
+def test_a_scroll_missing_rows_fails_and_leaves_the_table_unchanged(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync(streams=CODE_CONVERSIONS)
+    before = code_conversion_rows(tmp_path)
+    expected_total = len(list(small_sim.store.code_conversion_rows()))
+    assert len(before) == expected_total
+    make, built = factory(ShortCodeConversionScroll, times=None)
+    with pytest.raises(RowCountMismatch, match=rf"code-conversion scroll returned {expected_total - 1} rows "
+                                               rf"but X-Row-Count said {expected_total} on 3 attempts"):
+        work_sync(streams=CODE_CONVERSIONS, source_factory=make)
+    assert built[0].reads == 3
+    assert code_conversion_rows(tmp_path) == before  # nothing deleted, nothing re-stamped
+
+
+def test_a_scroll_missing_rows_once_is_read_again(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    make, built = factory(ShortCodeConversionScroll, times=1)
+    result = work_sync(source_factory=make)["code_conversions"]
+    assert built[0].reads == 2
+    assert result.rows_read == len(list(small_sim.store.code_conversion_rows()))
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_unchanged_code_conversions_in_another_key_order_write_nothing(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync(streams=CODE_CONVERSIONS)
+    before = code_conversion_rows(tmp_path)
+    result = work_sync(streams=CODE_CONVERSIONS, source_factory=ReorderedCodeConversionKeys)["code_conversions"]
+    assert result.extra["changed"] is False and result.rows_written == 0
+    assert code_conversion_rows(tmp_path) == before  # _synced_at and _run_id untouched
+
+
+def memo_rows(data_dir: Path, shipment_id: int) -> list[tuple]:
+    return query(work_db(data_dir), "SELECT * FROM freight.shipment_memos WHERE shipment_id = ? ORDER BY memo_id",
+                 [shipment_id])
+
+
+def test_a_memo_lookup_missing_rows_fails_and_keeps_the_shipment_queued(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync()
+    victim = next(doc for doc in small_sim.store.expected_documents() if len(doc.get("memos") or []) >= 2)
+    before = memo_rows(tmp_path, victim["id"])
+    assert len(before) == len(victim["memos"])
+    small_sim.advance_clock(60)
+    small_sim.touch_shipments([victim["id"]])  # changed: queued for its memos again
+
+    make, built = factory(ShortMemoLookup, {(victim["client"], victim["shipment_number"]): victim["id"]}, times=None)
+    with pytest.raises(RowCountMismatch, match=rf"memo lookup .* \(shipment {victim['id']}\) returned "
+                                               rf"{len(before) - 1} rows but X-Row-Count said {len(before)}"):
+        work_sync(source_factory=make)
+    assert built[0].shortened == {(victim["client"], victim["shipment_number"]): 3}
+    assert memo_rows(tmp_path, victim["id"]) == before
+    queued = query(work_db(tmp_path), "SELECT stream FROM freight_meta.pending_details WHERE shipment_id = ?",
+                   [victim["id"]])
+    assert queued == [("shipment_memos",)]  # the other detail streams finished; memos wait for the next run
+
+    work_sync()
+    assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.pending_details") == [(0,)]
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_a_memo_lookup_missing_rows_once_is_asked_again(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    victim = next(doc for doc in small_sim.store.expected_documents() if doc.get("memos"))
+    make, built = factory(ShortMemoLookup, {(victim["client"], victim["shipment_number"]): victim["id"]}, times=1)
+    work_sync(source_factory=make)
+    assert built[0].shortened == {(victim["client"], victim["shipment_number"]): 1}
+    assert_converged(small_sim.store, work_db(tmp_path))

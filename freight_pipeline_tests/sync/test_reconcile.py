@@ -1,0 +1,150 @@
+"""The reconcile pass of the shipments stream: it lists every live id (deletions have no change feed),
+deletes what vanished, refetches what is missing or stale, and never deletes on an incomplete listing.
+It never fetches a shipment last modified before the configured start cursor."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.sync.changes import RowCountMismatch
+from freight_pipeline.sync.cursor import ShipmentKey
+from freight_pipeline.sync.runner import open_warehouse
+from freight_pipeline.sync.shipments import RECONCILE_STREAM
+from freight_pipeline_tests.sync.conftest import (
+    RECONCILE_SETTINGS,
+    SMALL_SHIPMENTS,
+    TEST_SETTINGS,
+    SyncFn,
+    work_db,
+)
+from freight_pipeline_tests.sync.expected import assert_converged
+from freight_pipeline_tests.sync.faulty_sources import CapsListingPageSize, ShortListingPages, factory
+
+# Pages of 10 so the listing of SMALL_SHIPMENTS ids takes several pages.
+LISTING = dataclasses.replace(RECONCILE_SETTINGS, page_size=10)
+NO_RECONCILE = dataclasses.replace(TEST_SETTINGS, page_size=10)
+
+
+def query(database: Path, sql: str, params: list[object] | None = None) -> list[tuple]:
+    with duckdb.connect(str(database), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+def held_ids(database: Path) -> set[int]:
+    raw = {r[0] for r in query(database, "SELECT shipment_id FROM freight_meta.raw_shipments")}
+    rows = {r[0] for r in query(database, "SELECT shipment_id FROM freight.shipments")}
+    assert raw == rows
+    return raw
+
+
+def test_deleted_shipments_leave_the_warehouse_when_reconcile_is_due(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync(NO_RECONCILE)
+    deleted = small_sim.delete_shipments(3)
+    lingering = work_sync(NO_RECONCILE)["shipments"]
+    assert "reconcile_deleted" not in lingering.extra
+    assert set(deleted) <= held_ids(work_db(tmp_path))  # no change feed: the walk cannot see a deletion
+
+    result = work_sync(LISTING)["shipments"]
+    assert result.extra["reconcile_listed"] == SMALL_SHIPMENTS - 3
+    assert result.extra["reconcile_deleted"] == 3
+    assert result.extra["reconcile_refetched"] == 0
+    assert held_ids(work_db(tmp_path)).isdisjoint(deleted)
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_a_missing_and_a_stale_shipment_are_refetched(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync(NO_RECONCILE)
+    oldest = sorted(ShipmentKey.of_shipment(doc) for doc in small_sim.store.expected_documents())
+    missing, stale = oldest[0].id, oldest[1].id  # far below the overlap window of the next run
+    with open_warehouse(tmp_path) as warehouse:  # damage the working database behind the sync's back
+        warehouse.apply_shipment_batch(run_id="damage", tables={}, unit_ids=[], deleted_ids=[missing])
+        warehouse.con.execute(
+            "UPDATE freight_meta.raw_shipments SET last_modified_at = last_modified_at - INTERVAL 1 DAY "
+            "WHERE shipment_id = ?", [stale])
+        warehouse.con.execute("UPDATE freight.shipments SET shipment_number = 'damaged' WHERE shipment_id = ?", [stale])
+
+    quiet = work_sync(NO_RECONCILE)["shipments"]  # the walk has no reason to look at either
+    assert missing not in held_ids(work_db(tmp_path)) and quiet.rows_read < SMALL_SHIPMENTS
+
+    result = work_sync(LISTING)["shipments"]
+    assert result.extra["reconcile_refetched"] == 2
+    assert result.extra["reconcile_deleted"] == 0
+    assert_converged(small_sim.store, work_db(tmp_path))  # events, legs, memos of `missing` too
+
+
+def test_a_listing_page_short_of_its_row_count_is_asked_again_and_deletes_only_what_vanished(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync(NO_RECONCILE)
+    deleted = small_sim.delete_shipments(2)
+    make, built = factory(ShortListingPages, times=1)
+    result = work_sync(LISTING, source_factory=make)["shipments"]
+    assert built[0].shortened == 1
+    assert result.extra["count_mismatches"] == 1
+    assert result.extra["reconcile_deleted"] == len(deleted)
+    assert built[0].dropped[0] in held_ids(work_db(tmp_path))  # the record the fault dropped was not deleted
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_a_listing_that_keeps_losing_a_record_fails_and_deletes_nothing(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync(NO_RECONCILE)
+    small_sim.delete_shipments(2)  # genuinely gone: still not deleted on an unchecked listing
+    before = held_ids(work_db(tmp_path))
+    make, built = factory(ShortListingPages, times=None)
+    with pytest.raises(RowCountMismatch, match=r"returned 9 rows but X-Row-Count said \d+ \(page size 10\)"):
+        work_sync(LISTING, source_factory=make)
+    assert built[0].shortened == LISTING.count_attempts  # asked again, then gave up on the first page
+    assert held_ids(work_db(tmp_path)) == before
+    failed = query(work_db(tmp_path), "SELECT error FROM freight_meta.sync_runs WHERE status = 'failed'")
+    assert len(failed) == 1 and failed[0][0].startswith("RowCountMismatch: lookup [ID GT 0]")
+    assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.sync_state WHERE stream = ?",
+                 [RECONCILE_STREAM]) == [(0,)]
+
+
+def test_a_service_capping_the_listing_page_size_fails_loudly_and_deletes_nothing(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync(NO_RECONCILE)
+    small_sim.delete_shipments(1)
+    before = held_ids(work_db(tmp_path))
+    make, _ = factory(CapsListingPageSize, cap=4)
+    with pytest.raises(RowCountMismatch, match=r"returned 4 rows but X-Row-Count said \d+ \(page size 10\)"):
+        work_sync(LISTING, source_factory=make)
+    assert held_ids(work_db(tmp_path)) == before
+
+
+def test_start_cursor_bounds_what_is_fetched_on_the_first_run_and_when_reconcile_is_due(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    keys = sorted(ShipmentKey.of_shipment(doc) for doc in small_sim.store.expected_documents())
+    start = keys[len(keys) // 2]
+    if start.second() == keys[0].second():
+        pytest.fail("the simulator stamped half of its shipments with one second; pick another seed")
+    settings = dataclasses.replace(LISTING, start_cursor=start.instant_text)
+    at_or_after = {k.id for k in keys if k.second() >= start.second()}
+    before = {k.id for k in keys} - at_or_after
+
+    first = work_sync(settings)["shipments"]  # the first run reconciles too (never reconciled before)
+    assert held_ids(work_db(tmp_path)) == at_or_after
+    assert first.rows_read == len(at_or_after)
+    assert first.extra["reconcile_refetched"] == 0
+    assert first.extra["reconcile_before_start"] == len(before)
+
+    small_sim.advance_clock(60)
+    old = min(before)
+    small_sim.touch_shipments([old])  # modified now: at or after the start cursor from now on
+    later = work_sync(settings)["shipments"]
+    assert later.extra["reconcile_before_start"] == len(before) - 1
+    assert later.extra["reconcile_refetched"] == 0
+    assert held_ids(work_db(tmp_path)) == at_or_after | {old}
