@@ -20,6 +20,7 @@ from freight_pipeline.config import (
     BASE_URL_ENV,
     DEFAULT_BASE_URL,
     DEFAULT_USERNAME,
+    PASSWORD_ENV,
     RECONCILE_ENV,
     USERNAME_ENV,
     ServiceSettings,
@@ -29,24 +30,39 @@ from freight_pipeline.config import (
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse import parquet_root, published_db_path, working_db_path
 
-DEFAULT_RECONCILE_MINUTES = 360
+_DEFAULTS = SyncSettings()
+
+
+def _minutes(delta: dt.timedelta | None) -> int:
+    return int(delta.total_seconds() // 60) if delta else 0
+
+
+DEFAULT_RECONCILE_MINUTES = _minutes(_DEFAULTS.reconcile_interval)
 
 
 class FreightServiceResource(dg.ConfigurableResource):
-    """The freight service a run syncs from, and how hard it pulls."""
+    """The freight service a run syncs from, and how hard it pulls (defaults: ``SyncSettings``)."""
 
     base_url: str | None = Field(
-        default=None, description=f"service root URL; default env FREIGHT_BASE_URL, else {DEFAULT_BASE_URL}"
+        default=None, description=f"service root URL; default env {BASE_URL_ENV}, else {DEFAULT_BASE_URL}"
     )
     username: str | None = Field(
-        default=None, description=f"service user; default env FREIGHT_USERNAME, else {DEFAULT_USERNAME}"
+        default=None, description=f"service user; default env {USERNAME_ENV}, else {DEFAULT_USERNAME}"
     )
-    password: str = Field(description="service password; set it with dg.EnvVar('FREIGHT_PASSWORD')", repr=False)
-    concurrency: int = Field(default=8, description="detail requests in flight at once")
-    page_size: int = Field(default=500, description="lookup page size (1-500)")
-    overlap_minutes: int = Field(default=10, description="how far before the cursor each run re-reads")
+    password: str = Field(description=f"service password; set it with dg.EnvVar('{PASSWORD_ENV}')", repr=False)
+    concurrency: int = Field(default=_DEFAULTS.concurrency, description="detail requests in flight at once")
+    page_size: int = Field(default=_DEFAULTS.page_size, description="lookup page size (1-500)")
+    fetch_batch_size: int = Field(
+        default=_DEFAULTS.fetch_batch_size, description="shipment documents fetched and written per transaction"
+    )
+    detail_batch_size: int = Field(
+        default=_DEFAULTS.detail_batch_size, description="shipments per detail-stream transaction"
+    )
+    overlap_minutes: int = Field(
+        default=_minutes(_DEFAULTS.overlap), description="how far before the cursor each run re-reads"
+    )
     start_cursor: str | None = Field(
-        default=None, description="first run only: sync shipments modified since 'YYYY-MM-DD[ HH:MM:SS]'"
+        default=None, description="sync only shipments modified since 'YYYY-MM-DD[ HH:MM:SS]' (service wall clock)"
     )
     reconcile_interval_minutes: int | None = Field(
         default=None,
@@ -67,6 +83,8 @@ class FreightServiceResource(dg.ConfigurableResource):
         return SyncSettings(
             page_size=self.page_size,
             concurrency=self.concurrency,
+            fetch_batch_size=self.fetch_batch_size,
+            detail_batch_size=self.detail_batch_size,
             overlap=dt.timedelta(minutes=self.overlap_minutes),
             start_cursor=self.start_cursor,
             reconcile_interval=dt.timedelta(minutes=self.reconcile_minutes()),

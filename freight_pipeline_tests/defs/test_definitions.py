@@ -10,12 +10,13 @@ import duckdb
 import pytest
 from dagster_dbt import DbtProject
 
-from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME, environ
+from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME, RECONCILE_ENV, environ
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs import checks, dbt, jobs
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
 from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES, TABLES_BY_NAME
+from freight_pipeline.sync.settings import SyncSettings
 
 FREIGHT_KEYS = {dg.AssetKey(["freight", t.name]) for t in FREIGHT_TABLES}
 PUBLISH_KEY = dg.AssetKey(["freight", "published_warehouse"])
@@ -261,3 +262,10 @@ def test_freshness_sensor_follows_the_automation_switch(monkeypatch: pytest.Monk
     assert jobs.default_sensor_status() == dg.DefaultSensorStatus.RUNNING
     sensor = defs.get_repository_def().get_sensor_def(checks.FRESHNESS_SENSOR)
     assert sensor.minimum_interval_seconds == checks.FRESHNESS_SENSOR_INTERVAL_SECONDS
+
+
+def test_resource_defaults_are_the_sync_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(RECONCILE_ENV, raising=False)
+    assert FreightServiceResource(password="x").sync_settings() == SyncSettings()
+    tuned = FreightServiceResource(password="x", fetch_batch_size=7, detail_batch_size=9).sync_settings()
+    assert (tuned.fetch_batch_size, tuned.detail_batch_size) == (7, 9)
