@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from freight_pipeline.config import DEFAULT_DUCKDB_MEMORY_LIMIT, DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.normalize.schema import TableSpec
 
 log = logging.getLogger(__name__)
 
 # How duckdb_columns() spells the spec type names that differ.
 _CATALOG_TYPE = {"TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE", "TIME": "TIME"}
+
+
+def connect(path: Path) -> duckdb.DuckDBPyConnection:
+    """A read-write connection as the pipeline uses them: bounded memory, no insertion order.
+
+    DuckDB's default memory limit is 80 % of the machine's RAM, and its buffer pool keeps what it
+    read and wrote, so without a limit the pipeline's memory grows with the warehouse; with one it
+    evicts and spills (to a ``.tmp`` folder beside the file). Nothing reads rows in insertion
+    order, and keeping it would hold whole Parquet row groups in memory at publish.
+    """
+    limit = os.environ.get(DUCKDB_MEMORY_LIMIT_ENV) or DEFAULT_DUCKDB_MEMORY_LIMIT
+    try:
+        return duckdb.connect(str(path), config={"memory_limit": limit, "preserve_insertion_order": False})
+    except (duckdb.InvalidInputException, duckdb.ParserException) as exc:
+        raise ValueError(f"{DUCKDB_MEMORY_LIMIT_ENV}={limit!r} is not a DuckDB memory limit: {exc}") from None
 
 
 def run(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[Any]:

@@ -55,7 +55,7 @@ from typing import Any
 import duckdb
 
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.ddl import first, qualified, quote, run
+from freight_pipeline.warehouse.ddl import connect, first, qualified, quote, run
 from freight_pipeline.warehouse.store import DB_NAME, working_db_path
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,8 @@ TMP_DB_PREFIX = ".publish-tmp-"
 TMP_VERSION_PREFIX = "tmp-"
 LOCK_FILE = ".publish.lock"
 PARQUET_FILE = "data.parquet"
+ROW_GROUP_BYTES = "32MB"
+"""Parquet row groups by size, not by rows: a row group of raw JSON documents is held whole in memory."""
 
 
 class UnsettledWarehouse(RuntimeError):
@@ -150,7 +152,7 @@ def publish(
 
 def _snapshot(work: Path, target: Path, connection: duckdb.DuckDBPyConnection | None) -> None:
     """Byte copy of the checkpointed working database, taken while holding a connection to it."""
-    con = connection if connection is not None else duckdb.connect(str(work))
+    con = connection if connection is not None else connect(work)
     try:
         _require_settled(con)
         run(con, "CHECKPOINT")
@@ -199,7 +201,7 @@ def _build_version(
     reused: list[str] = []
     entries: dict[str, Any] = {}
     prev_dir, prev_manifest = previous if previous else (None, {"tables": {}})
-    con = duckdb.connect(str(db))
+    con = connect(db)
     try:
         if schemas is not None:
             _drop_other_schemas(con, schemas)
@@ -221,7 +223,7 @@ def _build_version(
                 run(
                     con,
                     f"COPY (SELECT * FROM {quote(schema)}.{quote(table)}) TO '{path}' "
-                    "(FORMAT parquet, COMPRESSION zstd)",
+                    f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES '{ROW_GROUP_BYTES}')",
                 )
                 exported.append(name)
             entries[name] = {"rows": rows, "fingerprint": fingerprint, "file": f"{schema}/{table}/{PARQUET_FILE}"}

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.ddl import ensure_tables, first, qualified, quote, run
+from freight_pipeline.warehouse.ddl import connect, ensure_tables, first, qualified, quote, run
 from freight_pipeline.warehouse.records import (
     PendingDetail,
     RawDocument,
@@ -106,7 +106,7 @@ class Warehouse:
             self._by_name.setdefault(spec.name, spec)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._in_transaction: list[str] | None = None
-        self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(str(self.path))
+        self._con: duckdb.DuckDBPyConnection | None = connect(self.path)
         try:
             run(self._con, "SET TimeZone = 'UTC'")
             if ensure_schema:

@@ -10,6 +10,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.warehouse import PendingDetail, RawDocument, Reject, RunRecord, Warehouse, working_db_path
 from freight_pipeline_tests.warehouse.helpers import (
@@ -316,3 +317,18 @@ def test_real_freight_tables(tmp_path: Path) -> None:
             wh.con.execute(f"SELECT count(*) FROM {s.qualified_name} WHERE shipment_id = 1").fetchall() == [(0,)]
             for s in wh.unit_tables
         )
+
+
+def test_connections_have_a_bounded_memory_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(DUCKDB_MEMORY_LIMIT_ENV, raising=False)
+    with Warehouse(tmp_path, TABLES) as wh:
+        limit, ordered = wh.con.execute(
+            "SELECT current_setting('memory_limit'), current_setting('preserve_insertion_order')"
+        ).fetchall()[0]
+    assert (limit, ordered) == ("488.2 MiB", False)  # DEFAULT_DUCKDB_MEMORY_LIMIT = 512MB, not 80 % of the RAM
+    monkeypatch.setenv(DUCKDB_MEMORY_LIMIT_ENV, "64MB")
+    with Warehouse(tmp_path, TABLES) as wh:
+        assert wh.con.execute("SELECT current_setting('memory_limit')").fetchall() == [("61.0 MiB",)]
+    monkeypatch.setenv(DUCKDB_MEMORY_LIMIT_ENV, "lots")
+    with pytest.raises(ValueError, match=f"{DUCKDB_MEMORY_LIMIT_ENV}='lots' is not a DuckDB memory limit"):
+        Warehouse(tmp_path, TABLES)
