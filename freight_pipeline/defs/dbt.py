@@ -9,6 +9,7 @@ a project file (``dbt parse``: no database needed, a few seconds); otherwise loa
 import datetime as dt
 import fcntl
 import json
+import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -30,8 +31,7 @@ DATABASE_ENV = "FREIGHT_DBT_DATABASE"
 DBT_BUILD_STREAM = "dbt_build"
 """The ``sync_runs`` stream name under which each dbt build is logged."""
 ON_TIME_TOLERANCE_VAR = "on_time_tolerance_minutes"
-DEFAULT_ON_TIME_TOLERANCE_MINUTES = 60
-"""The dbt var's default, as in ``dbt_project.yml``."""
+"""The dbt var the tolerance sets (its default is in ``dbt_project.yml``)."""
 TARGET_DIR = "dbt-target"
 """dbt's target/log directory of a build, under ``<data_dir>/work/`` (one per data dir, reused: partial parse)."""
 PROJECT_FILES = ("dbt_project.yml", "profiles.yml", "packages.yml", "dependencies.yml", "selectors.yml")
@@ -96,8 +96,10 @@ class FreightDbtTranslator(DagsterDbtTranslator):
 
 
 def dbt_build_args() -> list[str]:
-    """``dbt build``, with ``--vars`` for the settings taken from the environment."""
-    tolerance = minutes_from_env(ON_TIME_TOLERANCE_ENV, DEFAULT_ON_TIME_TOLERANCE_MINUTES)
+    """``dbt build``, with ``--vars`` for what the environment sets (else ``dbt_project.yml``'s defaults)."""
+    if not os.environ.get(ON_TIME_TOLERANCE_ENV, "").strip():
+        return ["build"]
+    tolerance = minutes_from_env(ON_TIME_TOLERANCE_ENV, default=0)  # set: the default is never used
     return ["build", "--vars", json.dumps({ON_TIME_TOLERANCE_VAR: tolerance})]
 
 

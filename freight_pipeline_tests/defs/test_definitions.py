@@ -10,7 +10,7 @@ import duckdb
 import pytest
 from dagster_dbt import DbtProject
 
-from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME, RECONCILE_ENV, environ
+from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME, ON_TIME_TOLERANCE_ENV, RECONCILE_ENV, environ
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs import checks, dbt, jobs
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
@@ -269,3 +269,13 @@ def test_resource_defaults_are_the_sync_settings_defaults(monkeypatch: pytest.Mo
     assert FreightServiceResource(password="x").sync_settings() == SyncSettings()
     tuned = FreightServiceResource(password="x", fetch_batch_size=7, detail_batch_size=9).sync_settings()
     assert (tuned.fetch_batch_size, tuned.detail_batch_size) == (7, 9)
+
+
+def test_dbt_build_passes_the_tolerance_only_when_it_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ON_TIME_TOLERANCE_ENV, raising=False)
+    assert dbt.dbt_build_args() == ["build"]  # dbt_project.yml's default applies
+    monkeypatch.setenv(ON_TIME_TOLERANCE_ENV, "30")
+    assert dbt.dbt_build_args() == ["build", "--vars", '{"on_time_tolerance_minutes": 30}']
+    monkeypatch.setenv(ON_TIME_TOLERANCE_ENV, "half an hour")
+    with pytest.raises(ValueError, match=f"{ON_TIME_TOLERANCE_ENV} must be whole minutes, got 'half an hour'"):
+        dbt.dbt_build_args()
