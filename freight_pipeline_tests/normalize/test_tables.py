@@ -24,7 +24,9 @@ from freight_pipeline.normalize import (
 )
 from freight_pipeline_tests.normalize import samples
 
-CONTRACT = Path(__file__).resolve().parents[3] / "shared" / "warehouse-contract.md"
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT = REPO / "docs" / "warehouse-contract.md"  # the copy this release implements
+UPSTREAM_CONTRACT = REPO.parent / "shared" / "warehouse-contract.md"  # beside a working checkout only
 
 
 def contract_freight_tables() -> dict[str, tuple[str, ...]]:
@@ -68,6 +70,13 @@ def test_contract_parsed() -> None:
     assert len(tables) >= 20
     assert tables["shipment_goods"] == ("shipment_id", "good_path")
     assert tables["good_descriptions"] == ("shipment_id", "good_path", "position")
+
+
+@pytest.mark.skipif(not UPSTREAM_CONTRACT.exists(), reason="no ../shared checkout beside this clone")
+def test_contract_copy_matches_upstream() -> None:
+    assert CONTRACT.read_text(encoding="utf-8") == UPSTREAM_CONTRACT.read_text(encoding="utf-8"), (
+        f"{CONTRACT} differs from {UPSTREAM_CONTRACT}: copy the new contract and update the tables"
+    )
 
 
 def test_every_contract_table_and_key_is_declared() -> None:
