@@ -113,6 +113,7 @@ class SimulatorStore:
         self._efiles = EFileStore(lambda: self._clock.iso(self._clock.epoch()))
         self._mutation_rng = rng_for(seed, TAG_MUTATION)
         self._build(shipments)
+        self._last_stamp = max((state.modified for state in self._live.values()), default=0)
         self._code_conversions = build_code_conversions(seed, self._clock.start_epoch, self._clock.iso)[
             : max(0, code_conversions)
         ]
@@ -286,7 +287,7 @@ class SimulatorStore:
     def _set_override(self, shipment_id: int, key: EventKey, event: dict[str, Any]) -> None:
         self._overrides.setdefault(shipment_id, {})[key] = event
         state = self._live[shipment_id]
-        self._live[shipment_id] = touched(state, change_stamp(self._clock.epoch(), [state.modified]))
+        self._live[shipment_id] = touched(state, self._stamp([state.modified]))
         self._version += 1
 
     # ============================================================================================
@@ -394,7 +395,7 @@ class SimulatorStore:
             open_ids = [i for i, s in self._live.items() if not s.closed]
             pool = open_ids if len(open_ids) >= count else list(self._live)
             chosen = sorted(rng.sample(pool, min(count, len(pool))))
-            stamp = change_stamp(self._clock.epoch(), [self._live[i].modified for i in chosen])
+            stamp = self._stamp([self._live[i].modified for i in chosen])
             for shipment_id in chosen:
                 state = self._live[shipment_id]
                 self._live[shipment_id] = mutated(state, identity_of(self.seed, state), stamp, rng)
@@ -404,18 +405,19 @@ class SimulatorStore:
             return chosen
 
     def create_shipments(self, count: int) -> list[int]:
-        """New shipments with ids above every id issued so far, created and modified now."""
+        """New shipments with ids above every id issued so far, created now, modified at one new stamp (A8)."""
         _check_count(count)
         with self._lock:
             self._check_id_room(count)
             now = self._clock.epoch()
+            stamp = self._stamp([])
             rng = self._mutation_rng
             created = []
             for _ in range(count):
                 shipment_id = self._next_id
                 self._next_id += 1
                 ident = derive_identity(self.seed, shipment_id, now)
-                state = new_state(self.seed, ident, now, now, 1, self._next_running(ident.client), self._clock.tz)
+                state = new_state(self.seed, ident, now, stamp, 1, self._next_running(ident.client), self._clock.tz)
                 self._add_state(state)
                 if rng.random() < self._memo_share / 2:
                     self._add_memo(shipment_id, rng.choice(cat.MEMO_TEXTS))
@@ -451,10 +453,19 @@ class SimulatorStore:
         with self._lock:
             ids = list(dict.fromkeys(shipment_ids))
             states = [self._require(shipment_id) for shipment_id in ids]
-            stamp = change_stamp(self._clock.epoch(), [state.modified for state in states])
+            stamp = self._stamp([state.modified for state in states])
             for state in states:
                 self._live[state.id] = touched(state, stamp)
             self._version += 1
+
+    def _stamp(self, previous: list[int]) -> int:
+        """Last-modified second of one change of shipments last modified at ``previous`` (A8).
+
+        :func:`change_stamp`, but never earlier than any stamp issued before: a change stamped
+        after a burst that ran ahead of a standing clock is not stamped back at the clock.
+        """
+        self._last_stamp = max(self._last_stamp, change_stamp(self._clock.epoch(), previous))
+        return self._last_stamp
 
     # ============================================================================================
     # helpers for tests (compare a warehouse with the source)

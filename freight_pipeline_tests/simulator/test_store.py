@@ -84,6 +84,35 @@ def test_every_change_moves_last_modified_even_with_the_clock_standing_still(sto
     assert store.now() == now + dt.timedelta(seconds=30)
 
 
+def test_no_change_is_stamped_earlier_than_one_issued_before(store: SimulatorStore) -> None:
+    """Touching one shipment three times runs last-modified 2 s ahead of the standing clock; every
+    later write (create, modify, event create / update) of any shipment is stamped no earlier."""
+    a, b, c = store.live_shipment_ids()[:3]
+    code = next(c for c in ("DIFF_BL_DATE", "VGM_CLOSING", "GATE_OUT")
+                if (c, "ACTUAL") not in {(e["event"], e["type"]) for e in store.get_events(b)})
+    store.advance_clock(60)
+    writes: list[Callable[[], Any]] = [
+        lambda: store.touch_shipments([a]),
+        lambda: store.touch_shipments([a]),
+        lambda: store.touch_shipments([a]),
+        lambda: store.create_shipments(2),
+        lambda: store.modify_shipments(3),
+        lambda: store.create_event(b, "ACTUAL", {"event": code}),
+        lambda: store.update_event(b, code, "ACTUAL", {}),
+        lambda: store.touch_shipments([c]),
+        lambda: store.create_shipments(1),
+    ]
+    newest = dt.datetime.min.replace(tzinfo=dt.UTC)
+    for write in writes:
+        before = store.snapshot_ids_and_versions()
+        write()
+        after = store.snapshot_ids_and_versions()
+        stamps = {dt.datetime.fromisoformat(stamp) for i, (_, stamp) in after.items() if before.get(i) != after[i]}
+        assert stamps and min(stamps) >= newest, (write, sorted(stamps), newest)
+        newest = max(stamps)
+    assert newest >= store.now() + dt.timedelta(seconds=2)  # the clock stood still throughout
+
+
 def test_version_changes_on_every_change_of_shipment_data(store: SimulatorStore) -> None:
     shipment_id = store.live_shipment_ids()[5]
     code = next(c for c in ("DIFF_BL_DATE", "VGM_CLOSING", "GATE_OUT")
