@@ -26,7 +26,14 @@ import httpx
 from pydantic import ValidationError
 
 from freight_pipeline.client import endpoints as ep
-from freight_pipeline.client.auth import DEFAULT_REFRESH_MARGIN_S, Token, TokenMissing, extract_token, make_token
+from freight_pipeline.client.auth import (
+    DEFAULT_REFRESH_MARGIN_S,
+    Token,
+    TokenBodyBroken,
+    TokenMissing,
+    extract_token,
+    make_token,
+)
 from freight_pipeline.client.endpoints import AuthScheme, Endpoint
 from freight_pipeline.client.errors import (
     BODY_EXCERPT_CHARS,
@@ -236,16 +243,8 @@ class ClientCore:
         )
 
     def accept_token(self, reply: Reply) -> str:
-        try:
-            value, expires_in = extract_token(reply.content, reply.headers.get("content-type"))
-        except TokenMissing as exc:
-            raise ProtocolError(
-                f"POST /auth/token answered HTTP {reply.status} for user {self.username!r} without a usable "
-                f"token: {self.redact(str(exc))}",
-                status_code=reply.status,
-                method="POST",
-                path=ep.AUTH_TOKEN.path,
-            ) from None
+        """Keep the token of a token call's reply (read by :meth:`_token_reply`) and return it."""
+        value, expires_in = reply.data
         if self.token is not None:
             self._old_tokens = [*self._old_tokens[-3:], self.token.value]
         self.token = make_token(value, expires_in)
@@ -355,7 +354,9 @@ class ClientCore:
     def _decode(self, call: Call, status: int, headers: httpx.Headers, content: bytes) -> Reply | Failure:
         """The reply of a 2xx; a body that is not valid JSON may be retried, a wrong shape never."""
         expect = call.expect
-        if expect in (Expect.NOTHING, Expect.TOKEN) or (expect is Expect.OPTIONAL_JSON and not content.strip()):
+        if expect is Expect.TOKEN:
+            return self._token_reply(call, status, headers, content)
+        if expect is Expect.NOTHING or (expect is Expect.OPTIONAL_JSON and not content.strip()):
             return Reply(status, None, headers, content)
         try:
             data = json.loads(content)
@@ -365,6 +366,23 @@ class ClientCore:
         problem = _shape_problem(expect, data)
         if problem is not None:
             return Failure(self._protocol_error(call, status, headers, content, problem), False, problem)
+        return Reply(status, data, headers, content)
+
+    def _token_reply(self, call: Call, status: int, headers: httpx.Headers, content: bytes) -> Reply | Failure:
+        """A reply whose data is (token, expires_in). A body that is not valid JSON (nor a bare token)
+        may be retried, one without a token never; the error holds no excerpt (it may hold a token)."""
+        try:
+            data = extract_token(content, headers.get("content-type"))
+        except TokenMissing as exc:
+            error = ProtocolError(
+                f"{call.where} answered HTTP {status} for user {self.username!r} without a usable "
+                f"token: {self.redact(str(exc))}",
+                status_code=status,
+                method=call.endpoint.method,
+                path=call.path,
+            )
+            broken = isinstance(exc, TokenBodyBroken)
+            return Failure(error, broken and call.endpoint.retry_safe, "broken token body" if broken else "no token")
         return Reply(status, data, headers, content)
 
     def excerpt(self, content: bytes, content_type: str = "") -> str:

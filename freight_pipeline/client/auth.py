@@ -35,6 +35,10 @@ class TokenMissing(ValueError):
     """The token response holds no recognisable token (message never contains the body)."""
 
 
+class TokenBodyBroken(TokenMissing):
+    """The token response is neither valid JSON nor a bare token (e.g. cut short): worth asking again."""
+
+
 @dataclass(frozen=True)
 class Token:
     """A bearer token and its expiry (wall-clock epoch seconds). The value is never in ``repr``."""
@@ -53,6 +57,10 @@ class Token:
         return current >= self.expires_at - effective_margin
 
 
+# How a JSON body begins; a body beginning so that is not valid JSON is broken, never a bare token.
+JSON_OPENERS = ("{", "[", '"')
+
+
 def _looks_like_token(text: str) -> bool:
     return bool(text) and len(text) < 16384 and not any(ch.isspace() for ch in text) and "<" not in text
 
@@ -64,10 +72,9 @@ def extract_token(body: bytes, content_type: str | None = None) -> tuple[str, fl
     try:
         data = json.loads(text) if text else None
     except ValueError:
-        data = None
-        if _looks_like_token(text):
+        if not text.startswith(JSON_OPENERS) and _looks_like_token(text):
             return text, None
-        raise TokenMissing("the token response is neither JSON nor a bare token") from None
+        raise TokenBodyBroken("the token response is neither valid JSON nor a bare token") from None
     if isinstance(data, str):
         if _looks_like_token(data.strip()):
             return data.strip(), None

@@ -112,6 +112,7 @@ def test_token_without_usable_field_is_a_protocol_error_naming_fields() -> None:
     with client_for(recorder) as client, pytest.raises(ProtocolError) as info:
         client.get_shipment(1)
     assert "bearer" in str(info.value) and recorder.tokens[0] not in str(info.value)
+    assert recorder.count("/auth/token") == 1  # a whole answer without a token is not asked again
 
 
 def test_401_renews_token_and_repeats_once() -> None:

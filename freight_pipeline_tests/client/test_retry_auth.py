@@ -13,7 +13,14 @@ import jwt
 import pytest
 
 from freight_pipeline.client import RetryPolicy
-from freight_pipeline.client.auth import DEFAULT_TOKEN_LIFETIME_S, TokenMissing, extract_token, jwt_expiry, make_token
+from freight_pipeline.client.auth import (
+    DEFAULT_TOKEN_LIFETIME_S,
+    TokenBodyBroken,
+    TokenMissing,
+    extract_token,
+    jwt_expiry,
+    make_token,
+)
 from freight_pipeline.client.retry import parse_retry_after, status_is_retryable, transport_error_is_retryable
 
 
@@ -128,6 +135,13 @@ def test_token_extraction_failures_never_echo_the_body() -> None:
     for bad in (b"", b"<html>nope</html>", b"[1,2]", b'"two words"'):
         with pytest.raises(TokenMissing):
             extract_token(bad)
+
+
+def test_a_json_body_cut_short_is_broken_not_a_bare_token() -> None:
+    whole = json.dumps({"access_token": JWT}, separators=(",", ":")).encode()
+    for cut in (whole[: len(whole) // 2], b"{", json.dumps(JWT).encode()[:-1], b"[{"):
+        with pytest.raises(TokenBodyBroken):
+            extract_token(cut)
 
 
 def test_expiry_from_jwt_claim_else_expires_in_else_24h() -> None:

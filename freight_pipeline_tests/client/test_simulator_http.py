@@ -375,6 +375,25 @@ def test_wrong_password_fails_at_once_with_one_request(fresh_sim: Any) -> None:
     assert bad.stats.requests == 1
 
 
+def test_a_token_answer_cut_short_is_retried_then_a_protocol_error(any_client: SyncView, fresh_sim: Any) -> None:
+    token_path = "/auth/token"
+    fresh_sim.script_fault("malformed", FAST_RETRY.max_attempts, path=token_path)
+    with pytest.raises(ProtocolError) as info:
+        any_client.authenticate()
+    err = info.value
+    assert (err.status_code, err.method, err.path) == (200, "POST", token_path)
+    assert "without a usable token" in str(err) and "neither valid JSON nor a bare token" in str(err)
+    assert err.body_excerpt == ""  # a cut-off token is still (part of) a secret
+    assert fresh_sim.request_count(token_path, status=200) == FAST_RETRY.max_attempts
+
+    fresh_sim.script_fault("malformed", 2, path=token_path)
+    shipment_id = live_ids(fresh_sim)[0]
+    assert any_client.get_shipment_raw(shipment_id)["id"] == shipment_id
+    assert fresh_sim.request_count(token_path, status=200) == FAST_RETRY.max_attempts + 3  # 2 cut short, 1 whole
+    assert fresh_sim.request_count("/service/shipment/{id}", status=401) == 0  # no cut-off body used as a token
+    assert any_client.stats.token_requests == FAST_RETRY.max_attempts + 3
+
+
 def test_token_expiry_in_the_middle_of_an_iteration(fresh_sim: Any) -> None:
     fresh_sim.set_token_lifetime(1.0)
     ids = live_ids(fresh_sim)
