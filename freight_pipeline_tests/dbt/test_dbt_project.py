@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 import yaml
 
 from freight_pipeline.normalize import FREIGHT_TABLES
@@ -339,3 +340,28 @@ def test_every_mart_column_is_documented(dbt_build: dict[str, Any], warehouse: d
         assert sorted(built) == sorted(documented), mart
         assert all(documented.values()), mart
         assert models[mart]["description"], mart
+
+
+def test_report_average_delay_by_mode_matches_the_milestones(published: Path) -> None:
+    """``on_time_by_mode`` (the demo's on-time table) on the published marts: per mode, the average
+    delay is the mean delay_minutes of the planned and arrived POD_ARRIVAL milestones that have one,
+    date-only arrivals left out (the mart's per-group averages are rounded to 2 decimals)."""
+    from freight_pipeline.commands.report import on_time_by_mode
+
+    data_dir = published / "data"
+    with duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True) as con:
+        rows = con.execute(
+            "select s.mode_of_transport, avg(m.delay_minutes), count(*) filter (where m.delay_minutes is null) "
+            "from analytics.fct_shipment_milestones m join analytics.fct_shipments s using (shipment_id) "
+            "where m.event_code = 'POD_ARRIVAL' and (m.planned_at is not null or m.planned_date is not null) "
+            "and (m.actual_at is not null or m.actual_date is not null) group by all"
+        ).fetchall()
+    expected = {mode: avg for mode, avg, _ in rows}
+    # the data covers the case: some mode has arrivals without a delay in minutes (judged by date)
+    assert any(untimed for _, _, untimed in rows), rows
+
+    report = {row["mode_of_transport"]: row["avg_delay_minutes"] for row in on_time_by_mode(data_dir)}
+
+    assert report.keys() == expected.keys()
+    for mode, avg in expected.items():
+        assert report[mode] == (None if avg is None else pytest.approx(float(avg), abs=0.01)), mode

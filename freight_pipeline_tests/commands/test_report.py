@@ -1,0 +1,63 @@
+"""``report.on_time_by_mode`` over a published ``analytics.fct_on_time_performance`` built by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from freight_pipeline.commands.report import on_time_by_mode
+from freight_pipeline.warehouse import published_db_path
+
+MART_YML = Path(__file__).resolve().parents[2] / "dbt_models" / "models" / "marts" / "fct_on_time_performance.yml"
+COLUMNS = {
+    "arrival_month": "DATE",
+    "mode_of_transport": "VARCHAR",
+    "lane": "VARCHAR",
+    "shipments_planned": "BIGINT",
+    "shipments_arrived": "BIGINT",
+    "shipments_on_time": "BIGINT",
+    "shipments_judged_by_date": "BIGINT",
+    "avg_arrival_delay_minutes": "DOUBLE",
+}
+
+
+def _mart_columns() -> set[str]:
+    (model,) = yaml.safe_load(MART_YML.read_text())["models"]
+    return {column["name"] for column in model["columns"]}
+
+
+def _publish(data_dir: Path, rows: list[tuple[object, ...]]) -> None:
+    assert set(COLUMNS) <= _mart_columns()  # the hand-built table uses the mart's real column names
+    with duckdb.connect(str(published_db_path(data_dir))) as con:
+        con.execute("CREATE SCHEMA analytics")
+        con.execute(
+            "CREATE TABLE analytics.fct_on_time_performance ("
+            + ", ".join(f"{name} {kind}" for name, kind in COLUMNS.items()) + ")"
+        )
+        con.executemany(
+            f"INSERT INTO analytics.fct_on_time_performance VALUES ({', '.join('?' * len(COLUMNS))})", rows
+        )
+
+
+def test_average_delay_is_weighted_by_the_arrivals_with_a_delay_in_minutes(tmp_path: Path) -> None:
+    """Date-only arrivals count as arrived but have no delay in minutes: they must not dilute the
+    average. SEA: 4 timed arrivals averaging 10 min, 2 timed (of 3 arrived) averaging 40 min and a
+    lane whose 6 arrivals are all date-only -> (4*10 + 2*40) / 6 = 20, not 160 / 13."""
+    _publish(tmp_path, [
+        ("2026-03-01", "SEA", "CNSHA-NLRTM", 5, 4, 3, 0, 10.0),
+        ("2026-03-01", "SEA", "CNSHA-DEHAM", 4, 3, 1, 1, 40.0),
+        ("2026-04-01", "SEA", "SGSIN-NLRTM", 7, 6, 6, 6, None),
+        ("2026-03-01", "AIR", "HKHKG-DEFRA", 2, 2, 1, 2, None),
+    ])
+
+    by_mode = {row["mode_of_transport"]: row for row in on_time_by_mode(tmp_path)}
+
+    assert by_mode["SEA"]["planned"] == 16 and by_mode["SEA"]["arrived"] == 13 and by_mode["SEA"]["on_time"] == 10
+    assert by_mode["SEA"]["on_time_share"] == pytest.approx(10 / 13)
+    assert by_mode["SEA"]["avg_delay_minutes"] == pytest.approx(20.0)
+    # only date-only arrivals: no average delay at all, while the on-time share is still known
+    assert by_mode["AIR"]["avg_delay_minutes"] is None
+    assert by_mode["AIR"]["on_time_share"] == pytest.approx(0.5)
