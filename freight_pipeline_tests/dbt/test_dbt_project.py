@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -365,3 +366,20 @@ def test_report_average_delay_by_mode_matches_the_milestones(published: Path) ->
     assert report.keys() == expected.keys()
     for mode, avg in expected.items():
         assert report[mode] == (None if avg is None else pytest.approx(float(avg), abs=0.01)), mode
+
+
+def test_var_defaults_are_declared_once_in_dbt_project_yml() -> None:
+    """Every ``var()`` the SQL uses is declared in ``dbt_project.yml`` and called without a default
+    of its own, so that file holds the only default (a second one could silently disagree)."""
+    declared = yaml.safe_load((DBT_DIR / "dbt_project.yml").read_text())["vars"]
+    calls = [
+        (path.relative_to(DBT_DIR), match)
+        for folder in ("models", "macros", "tests", "snapshots", "analyses")  # not target/
+        for path in sorted((DBT_DIR / folder).glob("**/*.sql"))
+        for match in re.findall(r"\bvar\(([^)]*)\)", path.read_text())
+    ]
+    assert calls, "no var() call found: the scan is broken"
+    for path, args in calls:
+        name, *default = [arg.strip() for arg in args.split(",")]
+        assert not default, f"{path}: var({args}) repeats a default"
+        assert name.strip("'\"") in declared, f"{path}: var {name} is not declared in dbt_project.yml"

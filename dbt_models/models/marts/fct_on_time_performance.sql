@@ -6,7 +6,7 @@
 --   * otherwise (fallback, an instant missing on either side, e.g. an estimate sent as a date
 --     only): by day, actual local date <= planned local date (the tolerance does not apply).
 
-{% set tolerance_minutes = var('on_time_tolerance_minutes', 60) %}
+{% set tolerance_minutes = var('on_time_tolerance_minutes') %}
 
 with
 
