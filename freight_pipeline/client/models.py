@@ -195,6 +195,7 @@ def _without_unreadable(cls: type[BaseModel], data: dict[str, Any], error: Valid
     readable = _Readable(dict(data))
     dropped: dict[str, set[int]] = {}
     problems: dict[str, FieldProblem] = {}
+    kinds: dict[tuple[str, str, str], FieldProblem] = {}  # (model, field, pydantic error type) -> first problem
     for detail in error.errors():
         loc = detail["loc"]
         if not loc or not isinstance(loc[0], str) or loc[0] not in data:
@@ -208,15 +209,16 @@ def _without_unreadable(cls: type[BaseModel], data: dict[str, Any], error: Valid
         else:
             readable.data.pop(key, None)
             path = key
-        problems.setdefault(path, FieldProblem(path, detail["msg"], value))
+        problem = problems.setdefault(path, FieldProblem(path, detail["msg"], value))
+        kinds.setdefault((cls.__name__, key, detail["type"]), problem)
     for key, indexes in dropped.items():
         if key in readable.data:
             readable.kept[key] = [index for index in range(len(data[key])) if index not in indexes]
             readable.data[key] = [data[key][index] for index in readable.kept[key]]
     readable.problems = list(problems.values())
-    for problem in readable.problems:
+    for kind, problem in kinds.items():
         _report_once(
-            (cls.__name__, problem.path.split("[")[0], problem.message),
+            kind,  # not the message: it may hold the value, and every distinct value would be reported
             "%s.%s cannot be read (%s); left out of the model, kept in .raw and .problems",
             cls.__name__,
             problem.path,
@@ -360,6 +362,14 @@ def _as_text(value: Any) -> Any:
 # --- DateTime and locations ---------------------------------------------------------------------
 
 
+def _bare_date(text: str) -> dt.date | None:
+    """The date of an ISO 8601 text that is a date and nothing else; None for any other text."""
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
 class DateTime(FreightModel):
     """The service's DateTime object in either of its forms (see :mod:`freight_pipeline.datetimes`).
 
@@ -376,9 +386,15 @@ class DateTime(FreightModel):
     @model_validator(mode="before")
     @classmethod
     def _from_iso_text(cls, data: Any) -> Any:
-        """One ISO 8601 string (``2026-11-01T10:15:30+01:00``) instead of the object: its parts."""
+        """One ISO 8601 string (``2026-11-01T10:15:30+01:00``) instead of the object: its parts.
+
+        A date alone (``2026-11-20``) is that date without a time (never midnight).
+        """
         if not isinstance(data, str):
             return data
+        day = _bare_date(data)
+        if day is not None:
+            return {"date": day.isoformat(), "time": None, "zone_offset": None}
         try:
             parsed = parse_datetime_object(data)
         except DateTimeParseError as exc:

@@ -22,6 +22,13 @@ from freight_pipeline.client import (
 from freight_pipeline.client import models as m
 from freight_pipeline.datetimes import parse_datetime_object, parse_time
 
+
+@pytest.fixture(autouse=True)
+def _forget_reported_drift() -> None:
+    """Drift is logged once per process: each test starts as if nothing had been reported yet."""
+    m._reported.clear()
+
+
 STRING_FORM = {"date": "2026-11-01", "time": "10:15:30", "zone_offset": "+01:00"}
 OBJECT_FORM = {
     "date": "2026-11-01",
@@ -180,7 +187,6 @@ def test_null_arrays_become_empty_or_stay_none_without_failing() -> None:
 
 
 def test_unknown_event_code_kept_flagged_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
-    m._reported.discard(("event", "TELEPORTED"))
     with caplog.at_level(logging.WARNING, logger="freight_pipeline.client"):
         one = ShipmentEvent.model_validate({"event": "TELEPORTED", "type": "ACTUAL"})
         two = ShipmentEvent.model_validate({"event": "TELEPORTED", "type": "ESTIMATED"})
@@ -272,6 +278,16 @@ def test_a_time_object_of_null_parts_is_no_time_not_midnight() -> None:
     assert parsed is not None and parsed.until_time is None and parsed.until is None
 
 
+def test_a_bare_iso_date_is_that_date_without_a_time_not_midnight() -> None:
+    value = DateTime.model_validate("2026-11-20")
+    assert (value.date, value.time, value.zone_offset) == ("2026-11-20", None, None)
+    assert value.instant is None and value.parse_error is None and value.problems == []
+    parsed = value.parsed
+    assert parsed is not None and parsed.date == dt.date(2026, 11, 20) and parsed.time is None
+    event = ShipmentEvent.model_validate({"event": "PICKUP", "type": "ESTIMATED", "date_time": "2026-11-20"})
+    assert event.date_time is not None and event.date_time.time is None and event.problems == []
+
+
 def test_null_items_inside_arrays_are_dropped_silently() -> None:
     raw = {"id": 1, "goods": [None, {"id": 10, "marks": ["M1", None], "subgoods": [None]}], "memos": [None]}
     shipment = Shipment.model_validate(raw)
@@ -320,6 +336,17 @@ def test_problems_of_nested_models_have_paths_with_indexes_as_received(caplog: p
     assert shipment.problems[-1].value == raw["events"][0]["date_time"]
     logged = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
     assert len(logged) == len(set(logged)) and any("Good.weight" in text for text in logged)
+
+
+def test_different_bad_values_of_one_field_are_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    events = [{"event": "PICKUP", "date_time": text} for text in ("yesterday", "next week", "soon")]
+    with caplog.at_level(logging.WARNING, logger="freight_pipeline.client"):
+        first = ShipmentEvent.model_validate(events[0])
+        shipment = Shipment.model_validate({"id": 1, "events": events[1:]})
+    assert "yesterday" in first.problems[0].message  # each record still says what it holds
+    assert [p.value for p in shipment.problems] == ["next week", "soon"]
+    logged = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
+    assert len(logged) == 1 and "ShipmentEvent.date_time" in logged[0]
 
 
 def test_criterion_is_strict_about_unknown_fields() -> None:

@@ -11,11 +11,14 @@ import datetime as dt
 import json
 import logging
 import math
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import freight_pipeline.client
 from freight_pipeline.client import (
     AsyncFreightClient,
     AuthenticationError,
@@ -165,6 +168,14 @@ def milestone_truth(ident: Identity) -> dict[tuple[str, str], tuple[int | None, 
 
 def test_both_clients_offer_the_same_methods() -> None:
     assert public_methods(FreightClient) == public_methods(AsyncFreightClient)
+
+
+def test_the_client_readme_method_table_names_every_public_method() -> None:
+    readme = (Path(freight_pipeline.client.__file__).parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("\n## Methods", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(\w+)\(", table)) | {"stats"}
+    named |= {f"{name}_raw" for name in re.findall(r"`(\w+)\([^`]*\)` / `_raw`", table)}
+    assert public_methods(FreightClient) - named == set()
 
 
 def test_every_method_matches_the_store(any_client: SyncView, fresh_sim: Any) -> None:
