@@ -8,7 +8,8 @@ never faulted nor counted. Bodies of the wrong JSON type are refused (400). Rout
 * ``GET /_control/clock``; ``POST /_control/clock/advance?seconds=S`` -> ``{"now": iso}``
 * ``GET /_control/faults``; ``PUT /_control/faults`` body: FaultConfig fields to change;
   ``POST /_control/faults/reset``; ``POST /_control/faults/script`` body
-  ``{"kind": "drop"|"rate_limit"|"server_error", "count": 1, "path": null, "status": null}``
+  ``{"kind": "drop"|"rate_limit"|"server_error"|"malformed", "count": 1, "path": null, "status": null}``
+  (``status``: only for ``server_error``, else 400)
 * ``GET /_control/stats``; ``DELETE /_control/stats``
 * ``POST /_control/tokens/revoke``; ``PUT /_control/auth`` body ``{"token_lifetime_s": S}``
 """

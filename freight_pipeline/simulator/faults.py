@@ -93,13 +93,16 @@ class FaultInjector:
         """Script the next ``count`` faultable requests (to ``path`` template, if given).
 
         ``kind``: ``drop``, ``rate_limit`` (429), ``server_error`` (``status`` 5xx, default 503) or
-        ``malformed`` (the real answer, its success body cut short).
+        ``malformed`` (the real answer, its success body cut short). Only ``server_error`` takes a
+        ``status``; given for another kind it is refused (ValueError), never silently dropped.
         Scripted faults come before random ones and ignore ``paths`` and ``exempt_auth``.
         """
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; allowed: {', '.join(FAULT_KINDS)}")
         if count < 1:
             raise ValueError("count must be at least 1")
+        if status is not None and kind != "server_error":
+            raise ValueError(f"status {status} given for a {kind!r} fault; only 'server_error' takes a status")
         if kind == "server_error":
             status = status or 503
             if not 500 <= status <= 599:

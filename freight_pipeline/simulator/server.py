@@ -158,7 +158,8 @@ class RunningSimulator:
         return self.faults.reset(config)
 
     def script_fault(self, kind: str, count: int = 1, path: str | None = None, status: int | None = None) -> None:
-        """Make the next ``count`` requests (to ``path``) fail: ``drop``, ``rate_limit``, ``server_error``."""
+        """Make the next ``count`` requests (to ``path``) fail: ``drop``, ``rate_limit``, ``server_error``
+        (``status``: only for this kind) or ``malformed`` (see :meth:`FaultInjector.enqueue`)."""
         self.faults.enqueue(kind, count, path, status)
 
     def set_token_lifetime(self, seconds: float) -> None:

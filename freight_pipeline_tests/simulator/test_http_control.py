@@ -64,6 +64,15 @@ def test_scripted_faults_of_the_wrong_type_are_400(control: RunningSimulator, bo
     assert control.faults.pending_script() == 0
 
 
+@pytest.mark.parametrize("kind", ["malformed", "drop", "rate_limit"])
+def test_a_status_for_a_fault_other_than_server_error_is_400(control: RunningSimulator, kind: str) -> None:
+    response = httpx.post(f"{control.base_url}/_control/faults/script", json={"kind": kind, "status": 503})
+    assert response.status_code == 400, response.text
+    message = response.json()["message"]
+    assert "status 503" in message and repr(kind) in message and "'server_error'" in message
+    assert control.faults.pending_script() == 0
+
+
 def test_touch_ids_must_be_integers(control: RunningSimulator) -> None:
     for ids in (["10001"], [True], "10001"):
         response = httpx.post(f"{control.base_url}/_control/shipments/touch", json={"ids": ids})
