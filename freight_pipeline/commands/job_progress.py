@@ -44,13 +44,25 @@ class JobOutcome:
 
 
 class JobProgress:
-    """Instance event listener: step start/finish lines; within a step a line every ``every`` s at most."""
+    """Instance event listener: step start/finish lines; within a step a line every ``every`` s at most.
 
-    def __init__(self, outcome: JobOutcome, echo: Echo, verbose: bool, every: float = PROGRESS_EVERY) -> None:
+    Verbose, also every INFO-or-above message of a step, and of the run itself (``run: ...``).
+    ``clock`` (seconds, monotonic) times the steps and the throttling.
+    """
+
+    def __init__(
+        self,
+        outcome: JobOutcome,
+        echo: Echo,
+        verbose: bool,
+        every: float = PROGRESS_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.outcome = outcome
         self.echo = echo
         self.verbose = verbose
         self.every = every
+        self.clock = clock
         self.started: dict[str, float] = {}
         self.last_line: dict[str, float] = {}
         self.counts: dict[str, Counter[str]] = {}
@@ -58,7 +70,9 @@ class JobProgress:
     def on_event(self, entry: EventLogEntry) -> None:
         event = entry.dagster_event
         step = entry.step_key
-        if step is None:
+        if step is None:  # the run's own messages (its failure, engine errors): only when verbose
+            if self.verbose and entry.user_message and entry.level >= logging.INFO:
+                self.echo(f"    run: {one_line(entry.user_message, 160)}")
             return
         if event is None:
             if entry.user_message and entry.level >= logging.INFO:
@@ -68,12 +82,13 @@ class JobProgress:
             return
         kind = event.event_type_value
         if kind == "STEP_START":
-            self.started[step] = self.last_line[step] = time.monotonic()
+            self.started[step] = self.last_line[step] = self.clock()
             self.counts[step] = Counter()
             self.outcome.steps[step] = StepOutcome(step)
             self.echo(f"  started   {step}")
         elif kind in ("STEP_SUCCESS", "STEP_FAILURE"):
-            seconds = time.monotonic() - self.started.get(step, time.monotonic())
+            now = self.clock()
+            seconds = now - self.started.get(step, now)
             status = "success" if kind == "STEP_SUCCESS" else "failed"
             self.outcome.steps[step] = StepOutcome(step, status, seconds)
             label = "finished" if status == "success" else "FAILED"
@@ -87,7 +102,7 @@ class JobProgress:
             self._note(step, f"{self._counts(step)} done so far", always=False)
 
     def _note(self, step: str, text: str, always: bool) -> None:
-        now = time.monotonic()
+        now = self.clock()
         if always or now - self.last_line.get(step, now) >= self.every:
             self.last_line[step] = now
             self.echo(f"    {step}: {text}")

@@ -1,6 +1,7 @@
 """The Dagster definitions load, and show the assets, lineage, checks, jobs and schedules the issues ask for."""
 
 import datetime as dt
+import importlib
 import os
 import re
 from pathlib import Path
@@ -94,9 +95,11 @@ def test_jobs_select_what_they_should() -> None:
     code_job = defs.resolve_job_def("code_conversions_job")
     # code conversions, then the WHOLE dbt build (a publish ships marts of one complete build), publish
     other_streams = set(SYNC_ASSET_KEYS) - {dg.AssetKey(["freight", "code_conversions"])}
-    assert set(code_job.asset_layer.executable_asset_keys) == selected - other_streams
+    code_keys = set(code_job.asset_layer.executable_asset_keys)
+    assert code_keys == selected - other_streams
     assert {dg.AssetKey(["analytics", "fct_shipments"]), dg.AssetKey(["analytics", "dim_code_conversions"]),
-            dg.AssetKey(["freight", "code_conversions"]), PUBLISH_KEY} <= selected - other_streams
+            dg.AssetKey(["freight", "code_conversions"]), PUBLISH_KEY} <= code_keys
+    assert not code_keys & other_streams
     for job in (sync_job, code_job):
         assert job.executor_def.name == dg.in_process_executor.name
         assert job.tags == jobs.WRITER_TAG
@@ -256,12 +259,25 @@ def test_freshness_check_warns_until_the_shipments_stream_has_materialized_recen
 
 
 def test_freshness_sensor_follows_the_automation_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(jobs.SCHEDULES_RUNNING_ENV, raising=False)
-    assert jobs.default_sensor_status() == dg.DefaultSensorStatus.STOPPED
-    monkeypatch.setenv(jobs.SCHEDULES_RUNNING_ENV, "1")
-    assert jobs.default_sensor_status() == dg.DefaultSensorStatus.RUNNING
-    sensor = defs.get_repository_def().get_sensor_def(checks.FRESHNESS_SENSOR)
-    assert sensor.minimum_interval_seconds == checks.FRESHNESS_SENSOR_INTERVAL_SECONDS
+    """The sensor in the Definitions the workspace loads (``freight_pipeline.definitions`` built
+    again under each setting) starts running only with ``FREIGHT_SCHEDULES_RUNNING=1``."""
+    import freight_pipeline.definitions as module
+
+    statuses: dict[str | None, dg.DefaultSensorStatus] = {}
+    try:
+        for value in (None, "0", "1"):
+            if value is None:
+                monkeypatch.delenv(jobs.SCHEDULES_RUNNING_ENV, raising=False)
+            else:
+                monkeypatch.setenv(jobs.SCHEDULES_RUNNING_ENV, value)
+            sensor = importlib.reload(module).defs.get_repository_def().get_sensor_def(checks.FRESHNESS_SENSOR)
+            statuses[value] = sensor.default_status
+            assert sensor.minimum_interval_seconds == checks.FRESHNESS_SENSOR_INTERVAL_SECONDS
+    finally:  # leave the module as this session's environment builds it
+        monkeypatch.undo()
+        importlib.reload(module)
+    stopped, running = dg.DefaultSensorStatus.STOPPED, dg.DefaultSensorStatus.RUNNING
+    assert statuses == {None: stopped, "0": stopped, "1": running}
 
 
 def test_resource_defaults_are_the_sync_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
