@@ -99,6 +99,6 @@ schedules: list[dg.ScheduleDefinition] = [
         "code_conversions_daily",
         "0 3 * * *",
         CODE_CONVERSIONS_JOB,
-        "Daily full refresh of the code conversions at 03:00 UTC.",
+        "Daily at 03:00 UTC: full refresh of the code conversions, the whole dbt build, then publish.",
     ),
 ]

@@ -100,6 +100,10 @@ def test_jobs_select_what_they_should() -> None:
     assert {dg.AssetKey(["analytics", "fct_shipments"]), dg.AssetKey(["analytics", "dim_code_conversions"]),
             dg.AssetKey(["freight", "code_conversions"]), PUBLISH_KEY} <= code_keys
     assert not code_keys & other_streams
+    # the freshness check runs in every sync run (README "Asset checks"), besides its sensor
+    freshness = dg.AssetCheckKey(SHIPMENTS_KEY, "freshness_check")
+    assert freshness in sync_job.asset_layer.asset_graph.asset_check_keys
+    assert freshness not in code_job.asset_layer.asset_graph.asset_check_keys
     for job in (sync_job, code_job):
         assert job.executor_def.name == dg.in_process_executor.name
         assert job.tags == jobs.WRITER_TAG
