@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 from dataclasses import dataclass
@@ -128,11 +129,19 @@ def _shipment_check(runs: list[DemoRun], facts: DemoFacts) -> str:
         )
     if facts.lingering:
         every = SyncSettings().reconcile_interval
+        when = "never by default" if every is None else f"every {format_interval(every)} by default"
         lines.append(
             "  (deletions have no change feed: the shipments stream's reconcile pass removes them when next due, "
-            f"every {every} by default, see {RECONCILE_ENV})"
+            f"{when}, see {RECONCILE_ENV})"
         )
     return "\n".join(lines)
+
+
+def format_interval(interval: dt.timedelta) -> str:
+    """``6 h``, ``1 h 30 min``, ``45 min``, ``0 min`` (every run): whole minutes, seconds dropped."""
+    hours, minutes = divmod(int(interval.total_seconds() // 60), 60)
+    parts = ([f"{hours} h"] if hours else []) + ([f"{minutes} min"] if minutes or not hours else [])
+    return " ".join(parts)
 
 
 def _tables_table(runs: list[DemoRun]) -> str:

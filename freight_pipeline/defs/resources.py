@@ -33,11 +33,17 @@ from freight_pipeline.warehouse import parquet_root, published_db_path, working_
 _DEFAULTS = SyncSettings()
 
 
-def _minutes(delta: dt.timedelta | None) -> int:
-    return int(delta.total_seconds() // 60) if delta else 0
+def _minutes(delta: dt.timedelta) -> int:
+    return int(delta.total_seconds() // 60)
 
 
-DEFAULT_RECONCILE_MINUTES = _minutes(_DEFAULTS.reconcile_interval)
+def reconcile_minutes_of(settings: SyncSettings) -> int | None:
+    """``settings.reconcile_interval`` in whole minutes; None (never) stays None, unlike 0 (every run)."""
+    interval = settings.reconcile_interval
+    return None if interval is None else _minutes(interval)
+
+
+DEFAULT_RECONCILE_MINUTES = reconcile_minutes_of(_DEFAULTS)
 
 
 class FreightServiceResource(dg.ConfigurableResource):
@@ -68,7 +74,8 @@ class FreightServiceResource(dg.ConfigurableResource):
         default=None,
         description=(
             "how often a run lists every live id to remove deleted shipments (0: every run); "
-            f"default env {RECONCILE_ENV}, else {DEFAULT_RECONCILE_MINUTES}"
+            f"default env {RECONCILE_ENV}, else "
+            f"{'never' if DEFAULT_RECONCILE_MINUTES is None else DEFAULT_RECONCILE_MINUTES}"
         ),
     )
 
@@ -80,6 +87,7 @@ class FreightServiceResource(dg.ConfigurableResource):
         )
 
     def sync_settings(self) -> SyncSettings:
+        reconcile = self.reconcile_minutes()
         return SyncSettings(
             page_size=self.page_size,
             concurrency=self.concurrency,
@@ -87,13 +95,17 @@ class FreightServiceResource(dg.ConfigurableResource):
             detail_batch_size=self.detail_batch_size,
             overlap=dt.timedelta(minutes=self.overlap_minutes),
             start_cursor=self.start_cursor,
-            reconcile_interval=dt.timedelta(minutes=self.reconcile_minutes()),
+            reconcile_interval=None if reconcile is None else dt.timedelta(minutes=reconcile),
         )
 
-    def reconcile_minutes(self) -> int:
+    def reconcile_minutes(self) -> int | None:
+        """The configured minutes, else env ``FREIGHT_RECONCILE_INTERVAL_MINUTES``, else ``SyncSettings``'
+        default (None: never)."""
         if self.reconcile_interval_minutes is not None:
             return self.reconcile_interval_minutes
-        return minutes_from_env(RECONCILE_ENV, DEFAULT_RECONCILE_MINUTES)
+        if os.environ.get(RECONCILE_ENV, "").strip():
+            return minutes_from_env(RECONCILE_ENV, default=0)  # set: the default is never used
+        return DEFAULT_RECONCILE_MINUTES
 
 
 class WarehouseResource(dg.ConfigurableResource):

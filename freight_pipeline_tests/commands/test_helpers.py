@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import socket
 from pathlib import Path
 
@@ -11,8 +12,11 @@ from dagster._utils.error import SerializableErrorInfo
 from freight_pipeline.cli import main
 from freight_pipeline.commands.common import redact
 from freight_pipeline.commands.dagster_home import ensure_dagster_yaml
+from freight_pipeline.commands.demo_summary import Changes, DemoFacts, DemoRun, _shipment_check, format_interval
 from freight_pipeline.commands.execute import describe_error
+from freight_pipeline.commands.job_progress import JobOutcome
 from freight_pipeline.commands.text_table import format_table
+from freight_pipeline.sync.settings import SyncSettings
 
 
 def test_describe_error_names_the_users_exception_not_dagsters_wrapper() -> None:
@@ -50,3 +54,17 @@ def test_ui_refuses_a_busy_port(tmp_path: Path, capsys: pytest.CaptureFixture[st
         port = busy.getsockname()[1]
         assert main(["ui", "--data-dir", str(tmp_path), "--port", str(port)]) == 2
     assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
+
+
+def test_the_demo_shows_the_reconcile_interval_in_hours_and_minutes() -> None:
+    assert format_interval(dt.timedelta(hours=6)) == "6 h"
+    assert format_interval(dt.timedelta(minutes=90)) == "1 h 30 min"
+    assert format_interval(dt.timedelta(minutes=45, seconds=59)) == "45 min"
+    assert format_interval(dt.timedelta(0)) == "0 min"
+    runs = [DemoRun(label, JobOutcome("j", label), {"tables": {"freight.shipments": 10}}) for label in ("a", "b")]
+    facts = DemoFacts(Path("data"), 10, 1, Changes([], [], [7]), lingering=[7], on_time=[])
+    text = _shipment_check(runs, facts)
+    every = SyncSettings().reconcile_interval
+    assert every is not None
+    assert f"when next due, every {format_interval(every)} by default," in text, text
+    assert str(every) not in text  # not the raw timedelta ("6:00:00")

@@ -13,7 +13,7 @@ from dagster_dbt import DbtProject
 
 from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME, ON_TIME_TOLERANCE_ENV, RECONCILE_ENV, environ
 from freight_pipeline.definitions import defs
-from freight_pipeline.defs import checks, dbt, jobs
+from freight_pipeline.defs import checks, dbt, jobs, resources
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
 from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES, TABLES_BY_NAME
@@ -289,6 +289,22 @@ def test_resource_defaults_are_the_sync_settings_defaults(monkeypatch: pytest.Mo
     assert FreightServiceResource(password="x").sync_settings() == SyncSettings()
     tuned = FreightServiceResource(password="x", fetch_batch_size=7, detail_batch_size=9).sync_settings()
     assert (tuned.fetch_batch_size, tuned.detail_batch_size) == (7, 9)
+
+
+@pytest.mark.parametrize("interval", [None, dt.timedelta(0), dt.timedelta(hours=2)])
+def test_resource_keeps_a_reconcile_default_of_never_apart_from_every_run(
+    monkeypatch: pytest.MonkeyPatch, interval: dt.timedelta | None
+) -> None:
+    """A ``SyncSettings`` default of None (never reconcile) reaches the sync as None, not as 0 (every
+    run); the env variable, when set, and the resource's own field still win."""
+    monkeypatch.delenv(RECONCILE_ENV, raising=False)
+    default = resources.reconcile_minutes_of(SyncSettings(reconcile_interval=interval))
+    monkeypatch.setattr(resources, "DEFAULT_RECONCILE_MINUTES", default)
+    assert FreightServiceResource(password="x").sync_settings().reconcile_interval == interval
+    monkeypatch.setenv(RECONCILE_ENV, "0")
+    assert FreightServiceResource(password="x").sync_settings().reconcile_interval == dt.timedelta(0)
+    configured = FreightServiceResource(password="x", reconcile_interval_minutes=45).sync_settings()
+    assert configured.reconcile_interval == dt.timedelta(minutes=45)
 
 
 def test_dbt_build_passes_the_tolerance_only_when_it_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
