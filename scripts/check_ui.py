@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from websockets.exceptions import WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +56,15 @@ CHROMIUM_FLAGS = (
 )
 
 
+class NoPageTarget(LookupError):
+    """Chromium's DevTools listed no page to drive."""
+
+
+FAILURES = (ChildExited, TimeoutError, OSError, httpx.HTTPError, json.JSONDecodeError, WebSocketException,
+            NoPageTarget)
+"""What ends the check with one ``FAILED`` line (UI or browser down, refused, or answering nonsense)."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=240, help="seconds to wait for the UI and the graph")
@@ -80,8 +90,8 @@ def main() -> int:
         print(f"check_ui: webserver up after {seconds:.1f} s: {httpx.get(f'{url}/server_info').json()}")
         shot_dir = Path(tempfile.mkdtemp(prefix="freight-ui-screenshot-"))
         found, missing, screenshot = browse(chromium, url + GRAPH_PATH, shot_dir, args.timeout)
-    except (ChildExited, TimeoutError, OSError) as exc:
-        print(f"check_ui: FAILED: {exc}; last lines of the UI's log:")
+    except FAILURES as exc:
+        print(f"check_ui: FAILED: {type(exc).__name__}: {exc}; last lines of the UI's log:")
         print("\n".join((work / "ui.log").read_text(errors="replace").splitlines()[-15:]))
         return 1
     finally:
@@ -106,7 +116,10 @@ def browse(chromium: str, url: str, shot_dir: Path, timeout: float) -> tuple[lis
                           quiet=True)
     try:
         port = _devtools_port(profile, browser, 30)
-        page = next(t for t in httpx.get(f"http://{LOCALHOST}:{port}/json/list").json() if t["type"] == "page")
+        targets = httpx.get(f"http://{LOCALHOST}:{port}/json/list").json()
+        page = next((t for t in targets if t.get("type") == "page"), None)
+        if page is None:
+            raise NoPageTarget(f"chromium's DevTools list no page target: {[t.get('type') for t in targets]}")
         with connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30) as ws:
             cdp = _Cdp(ws)
             cdp.call("Page.enable")

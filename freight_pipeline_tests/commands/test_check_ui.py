@@ -1,0 +1,95 @@
+"""``scripts/check_ui.py``'s browser step against a fake Chromium whose DevTools answer badly: each
+failure is one the script reports as a clean ``FAILED`` line (no traceback, no StopIteration)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import stat
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from websockets.exceptions import WebSocketException
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _check_ui() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("check_ui", REPO_ROOT / "scripts" / "check_ui.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _DevTools(BaseHTTPRequestHandler):
+    """``/json/list`` answers what the test put in ``server.answer``; anything else (the page's
+    WebSocket) is a plain 404, no upgrade."""
+
+    def do_GET(self) -> None:
+        answer = self.server.answer  # type: ignore[attr-defined]
+        status, body = answer if self.path == "/json/list" else (404, "no such page")
+        data = (body if isinstance(body, str) else json.dumps(body)).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def devtools() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _DevTools)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _fake_chromium(tmp_path: Path, port: int) -> str:
+    """An executable that, like Chromium with --remote-debugging-port=0, writes the DevTools port to
+    ``<user-data-dir>/DevToolsActivePort``, then idles until stopped."""
+    path = tmp_path / "chromium"
+    path.write_text(
+        f"#!{sys.executable}\n"
+        "import pathlib, sys, time\n"
+        "profile = next(a.split('=', 1)[1] for a in sys.argv if a.startswith('--user-data-dir='))\n"
+        f"pathlib.Path(profile, 'DevToolsActivePort').write_text('{port}\\n/devtools/browser/x\\n')\n"
+        "time.sleep(60)\n"
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ((200, [{"type": "service_worker"}]), LookupError),  # no page to drive: was a bare StopIteration
+        ((500, "internal error"), json.JSONDecodeError),  # DevTools answering nonsense
+        # the page's WebSocket refuses the upgrade
+        ((200, [{"type": "page", "webSocketDebuggerUrl": "ws://{host}/devtools/page/1"}]), WebSocketException),
+    ],
+)
+def test_browser_failures_are_reported_not_raised(
+    tmp_path: Path, devtools: ThreadingHTTPServer, answer: tuple[int, object], expected: type[Exception]
+) -> None:
+    check_ui = _check_ui()
+    host = f"127.0.0.1:{devtools.server_address[1]}"
+    status, body = answer
+    devtools.answer = (status, json.loads(json.dumps(body).replace("{host}", host)))  # type: ignore[attr-defined]
+    chromium = _fake_chromium(tmp_path, devtools.server_address[1])
+
+    with pytest.raises(check_ui.FAILURES) as raised:
+        check_ui.browse(chromium, "http://127.0.0.1:1/asset-groups", tmp_path, timeout=5)
+
+    assert isinstance(raised.value, expected), repr(raised.value)
