@@ -64,14 +64,23 @@ async def checked_lookup(
     stats: WalkStats,
     attempts: int,
 ) -> list[dict[str, Any]]:
-    """Page 0 of a query, re-asked until its length agrees with ``X-Row-Count``."""
+    """Page 0 of a query, re-asked until its length agrees with ``X-Row-Count``.
+
+    The spec says every lookup answer carries ``X-Row-Count``; without it a page cut short (a
+    dropped record, a capped page size) looks like the end of the query, so its absence fails too.
+    """
+    described = " AND ".join(f"{c['key']} {c['match_mode']} {c['value']}" for c in criteria)
     for _ in range(attempts):
         stats.lookups += 1
         result = await lookup(criteria, order_by, ["ASC"] * len(order_by), page_size)
-        if result.row_count is None or len(result.items) == min(page_size, result.row_count):
+        if result.row_count is None:
+            raise RowCountMismatch(
+                f"lookup [{described}] was answered without X-Row-Count, so a short page cannot be told "
+                "from the end of the query"
+            )
+        if len(result.items) == min(page_size, result.row_count):
             return result.items
         stats.count_mismatches += 1
-    described = " AND ".join(f"{c['key']} {c['match_mode']} {c['value']}" for c in criteria)
     raise RowCountMismatch(
         f"lookup [{described}] returned {len(result.items)} rows but X-Row-Count said "
         f"{result.row_count} (page size {page_size}) on {attempts} attempts"

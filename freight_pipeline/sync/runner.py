@@ -25,7 +25,7 @@ from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.sync.shipments import sync_shipments
 from freight_pipeline.sync.source import SourceAPI
-from freight_pipeline.warehouse import PublishResult, Warehouse, publish
+from freight_pipeline.warehouse import PublishResult, Warehouse, explained_out_of_memory, publish
 
 STREAM_ORDER: tuple[str, ...] = (SHIPMENTS, *DETAIL_STREAMS, CODE_CONVERSIONS)
 """Every stream, in the order a run executes them (detail streams drain what shipments queued)."""
@@ -82,7 +82,8 @@ async def run_stream_async(
     requests_before, retries_before = source.request_counts()
     warehouse.record_run(started)
     try:
-        result = await _dispatch(name, source, warehouse, settings, run_id, progress)
+        with explained_out_of_memory(f"stream {name}"):
+            result = await _dispatch(name, source, warehouse, settings, run_id, progress)
     except BaseException as exc:
         requests_after, retries_after = source.request_counts()
         started.status = "failed"
@@ -114,7 +115,7 @@ def run_stream(
 
     async def go() -> StreamResult:
         async with open_client(service, settings.concurrency) as client:
-            with open_warehouse(data_dir) as warehouse:
+            with explained_out_of_memory(f"stream {name}"), open_warehouse(data_dir) as warehouse:
                 return await run_stream_async(name, ClientSource(client), warehouse, settings, run_id, progress)
 
     return asyncio.run(go())
@@ -145,7 +146,7 @@ def sync_all(
         results: list[StreamResult] = []
         async with open_client(service, settings.concurrency) as client:
             source = source_factory(client)
-            with open_warehouse(data_dir) as warehouse:
+            with explained_out_of_memory("the sync"), open_warehouse(data_dir) as warehouse:
                 for name in STREAM_ORDER:
                     if name in streams:
                         results.append(await run_stream_async(name, source, warehouse, settings, run_id, progress))

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from freight_pipeline.datetimes import parse_iso_datetime, to_utc
 from freight_pipeline.normalize import SHIPMENT_TABLES, NormalizationError, normalize_shipment, to_arrow_batch
+from freight_pipeline.normalize.fields import to_json
 from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, ceiling_of, checked_lookup, walk_changes
 from freight_pipeline.sync.cursor import (
     BEGINNING,
-    CursorError,
     ShipmentKey,
     cursor_offset,
     dst_widening,
@@ -36,8 +35,6 @@ from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import ShipmentGone, SourceAPI
 from freight_pipeline.sync.tasks import run_all
 from freight_pipeline.warehouse import PendingDetail, RawDocument, Reject, Warehouse
-
-log = logging.getLogger(__name__)
 
 STREAM = "shipments"
 RECONCILE_STREAM = "shipments_reconcile"
@@ -57,10 +54,6 @@ class _Batch:
     pending: list[PendingDetail] = field(default_factory=list)
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
-
-
 async def _fetch_documents(source: SourceAPI, ids: Sequence[int]) -> list[tuple[int, dict[str, Any] | None]]:
     """Full documents of ``ids``, concurrently (the client bounds concurrency); None for a 404."""
 
@@ -73,7 +66,7 @@ async def _fetch_documents(source: SourceAPI, ids: Sequence[int]) -> list[tuple[
     return await run_all(one(i) for i in ids)
 
 
-def _build_batch(run_id: str, fetched: list[tuple[int, dict[str, Any] | None]], fetched_at: dt.datetime) -> _Batch:
+def _build_batch(fetched: list[tuple[int, dict[str, Any] | None]], fetched_at: dt.datetime) -> _Batch:
     batch = _Batch()
     for shipment_id, doc in fetched:
         if doc is None:
@@ -81,7 +74,7 @@ def _build_batch(run_id: str, fetched: list[tuple[int, dict[str, Any] | None]], 
             reason = "not found (404) at retrieve: deleted in the source after lookup"
             batch.rejects.append(Reject(STREAM, str(shipment_id), None, reason))
             continue
-        raw_text = _json(doc)
+        raw_text = to_json(doc)
         last_modified = to_utc(parse_iso_datetime(doc.get("last_modified_date_time")))
         batch.raw.append(RawDocument(shipment_id, raw_text, fetched_at, last_modified))
         try:
@@ -152,11 +145,13 @@ async def _list_live_shipments(
             page_size, stats, attempts,
         )
         for item in items:
+            shipment_id = int(item["id"])
             try:
-                key: ShipmentKey | None = ShipmentKey.of_shipment(item)
-            except (CursorError, ValueError):
-                key = None
-            live[int(item["id"])] = _Live(key, to_utc(parse_iso_datetime(item.get("last_modified_date_time"))))
+                live[shipment_id] = _Live(
+                    ShipmentKey.of_shipment(item), to_utc(parse_iso_datetime(item.get("last_modified_date_time")))
+                )
+            except ValueError:  # CursorError and DateTimeParseError included: refetched, never trusted
+                live[shipment_id] = _Live(None, None)
         if len(items) < page_size:
             return live
         if int(items[-1]["id"]) <= last_id:
@@ -211,7 +206,7 @@ async def sync_shipments(
                 # Every id is re-fetched, the overlap included: a record changed twice within one second
                 # keeps its last-modified value, so comparing it with the held one would miss the change.
                 fetched = await _fetch_documents(source, [int(base["id"]) for _, base in chunk])
-                batch = _build_batch(run_id, fetched, dt.datetime.now(dt.UTC))
+                batch = _build_batch(fetched, dt.datetime.now(dt.UTC))
                 last_key = chunk[-1][0]
                 batch_cursor = last_key.with_offset(cursor_offset(last_key, covered))
                 new_cursor = batch_cursor if batch_cursor > cursor else None
@@ -291,5 +286,5 @@ async def _reconcile(
         say(f"shipments: deleted {len(vanished)} shipments no longer in the source")
     for chunk in _chunks(stale, settings.fetch_batch_size):
         fetched = await _fetch_documents(source, chunk)
-        _write(warehouse, run_id, _build_batch(run_id, fetched, dt.datetime.now(dt.UTC)), None, result)
+        _write(warehouse, run_id, _build_batch(fetched, dt.datetime.now(dt.UTC)), None, result)
         say(f"shipments: reconcile fetched {len(chunk)} missing or stale shipments")

@@ -1,6 +1,7 @@
 """The warehouse: a private working DuckDB database written in one transaction per batch, and the
 atomic publish of a read-only copy plus Parquet for readers (see ``store`` and ``publish``)."""
 
+from freight_pipeline.warehouse.ddl import WarehouseOutOfMemory, explained_out_of_memory
 from freight_pipeline.warehouse.meta import META_SCHEMA, META_TABLES
 from freight_pipeline.warehouse.publish import (
     PublishResult,
@@ -33,8 +34,10 @@ __all__ = [
     "RunRecord",
     "UnsettledWarehouse",
     "Warehouse",
+    "WarehouseOutOfMemory",
     "WriteStats",
     "clean_leftovers",
+    "explained_out_of_memory",
     "parquet_root",
     "publish",
     "published_db_path",

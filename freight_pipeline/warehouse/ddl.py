@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,28 @@ log = logging.getLogger(__name__)
 _CATALOG_TYPE = {"TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE", "TIME": "TIME"}
 
 
+class WarehouseOutOfMemory(RuntimeError):
+    """DuckDB hit the pipeline's memory limit; the message names the setting to raise."""
+
+
+def memory_limit() -> str:
+    return os.environ.get(DUCKDB_MEMORY_LIMIT_ENV) or DEFAULT_DUCKDB_MEMORY_LIMIT
+
+
+@contextmanager
+def explained_out_of_memory(doing: str) -> Iterator[None]:
+    """Turn DuckDB's out-of-memory error (whose advice is ``SET memory_limit``, which a pipeline user
+    cannot do) into :class:`WarehouseOutOfMemory` naming the limit in force and its variable."""
+    try:
+        yield
+    except duckdb.OutOfMemoryException as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else "out of memory"
+        raise WarehouseOutOfMemory(
+            f"{doing} ran out of DuckDB memory ({first_line}); the limit is {memory_limit()}: "
+            f"raise {DUCKDB_MEMORY_LIMIT_ENV} (e.g. 1GB)"
+        ) from exc
+
+
 def connect(path: Path) -> duckdb.DuckDBPyConnection:
     """A read-write connection as the pipeline uses them: bounded memory, no insertion order.
 
@@ -27,7 +50,7 @@ def connect(path: Path) -> duckdb.DuckDBPyConnection:
     evicts and spills (to a ``.tmp`` folder beside the file). Nothing reads rows in insertion
     order, and keeping it would hold whole Parquet row groups in memory at publish.
     """
-    limit = os.environ.get(DUCKDB_MEMORY_LIMIT_ENV) or DEFAULT_DUCKDB_MEMORY_LIMIT
+    limit = memory_limit()
     try:
         return duckdb.connect(str(path), config={"memory_limit": limit, "preserve_insertion_order": False})
     except (duckdb.InvalidInputException, duckdb.ParserException) as exc:

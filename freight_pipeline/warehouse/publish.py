@@ -55,7 +55,7 @@ from typing import Any
 import duckdb
 
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.ddl import connect, first, qualified, quote, run
+from freight_pipeline.warehouse.ddl import connect, explained_out_of_memory, first, qualified, quote, run
 from freight_pipeline.warehouse.store import DB_NAME, working_db_path
 
 log = logging.getLogger(__name__)
@@ -119,19 +119,23 @@ def publish(
     work = working_db_path(data_dir)
     if not work.exists():
         raise FileNotFoundError(f"no working database at {work}")
-    with _publish_lock(data_dir):
+    with _publish_lock(data_dir), explained_out_of_memory("the publish"):
         clean_leftovers(data_dir)
         version = dt.datetime.now(dt.UTC).strftime("v%Y%m%dT%H%M%S%fZ") + f"-{uuid.uuid4().hex[:6]}"
         tmp_db = data_dir / f"{TMP_DB_PREFIX}{version}.duckdb"
         versions = data_dir / VERSIONS_DIR
         stage = versions / f"{TMP_VERSION_PREFIX}{version}"
-        _snapshot(work, tmp_db, connection)
-        previous = _current_manifest(data_dir)
-        manifest, exported, reused = _build_version(tmp_db, stage, schemas, previous)
-        manifest["version"] = version
-        _write_json(stage / MANIFEST, manifest)
-        _fsync_tree(stage)
-        _fsync_path(tmp_db)
+        try:
+            _snapshot(work, tmp_db, connection)
+            previous = _current_manifest(data_dir)
+            manifest, exported, reused = _build_version(tmp_db, stage, schemas, previous)
+            manifest["version"] = version
+            _write_json(stage / MANIFEST, manifest)
+            _fsync_tree(stage)
+            _fsync_path(tmp_db)
+        except BaseException:
+            clean_leftovers(data_dir)  # a failed attempt leaves nothing behind (a killed one: the next publish)
+            raise
 
         final = versions / version
         os.rename(stage, final)
@@ -320,8 +324,11 @@ def clean_leftovers(data_dir: Path) -> list[Path]:
     """Remove what a crashed publish left: temporary database copies, staged versions, temp links."""
     data_dir = Path(data_dir)
     removed: list[Path] = []
-    for path in data_dir.glob(f"{TMP_DB_PREFIX}*"):
-        path.unlink(missing_ok=True)
+    for path in data_dir.glob(f"{TMP_DB_PREFIX}*"):  # the copy, its WAL, and DuckDB's spill folder ``.tmp``
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
         removed.append(path)
     for path in data_dir.glob(f"{PARQUET_LINK}.{TMP_VERSION_PREFIX}*"):
         path.unlink(missing_ok=True)

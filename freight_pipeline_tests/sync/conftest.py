@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from freight_pipeline.config import ServiceSettings
@@ -15,19 +14,11 @@ from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 SHIPMENTS = 150
 SMALL_SHIPMENTS = 40
 """For tests of one fault or one setting, which need data but not much of it."""
-# Small pages and batches so a few hundred shipments take many lookups and transactions.
-# Reconciliation is OFF: it relists every id and refetches whatever is missing or stale, so it
-# would hide a walk that loses records. The rules are proven by the walk alone; reconciliation has
-# its own tests (test_reconcile.py) with RECONCILE_SETTINGS.
-TEST_SETTINGS = SyncSettings(
-    page_size=25, fetch_batch_size=13, concurrency=8, reconcile_interval=None, detail_batch_size=40
-)
-RECONCILE_SETTINGS = dataclasses.replace(TEST_SETTINGS, reconcile_interval=dt.timedelta(0))
-"""Reconcile on every run."""
 
 
 @pytest.fixture
@@ -60,6 +51,12 @@ def syncer(sim: RunningSimulator, data_dir: Path, publish_after: bool = True) ->
         return {r.stream: r for r in results}
 
     return run
+
+
+def query(database: Path, sql: str, params: list[object] | None = None) -> list[tuple]:
+    """Rows of ``sql`` on a DuckDB file, opened read-only."""
+    with duckdb.connect(str(database), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
 
 
 def work_db(data_dir: Path) -> Path:

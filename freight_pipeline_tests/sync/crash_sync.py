@@ -5,26 +5,21 @@ Service from FREIGHT_BASE_URL / FREIGHT_USERNAME / FREIGHT_PASSWORD; reconciliat
 the parent kills is many transactions. Prints one line per progress message (``progress`` is called
 right after each batch's transaction commits), ``publishing`` before the publish, then ``done``.
 The parent kills it after a chosen line; its reruns run in the test's own process with
-``RERUN_SETTINGS`` (the test suite's sizes, to finish quickly).
+``RECONCILE_SETTINGS`` (the test suite's sizes, to finish quickly).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import sys
 from pathlib import Path
 
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.sync.runner import sync_all
-from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse import publish
+from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 
-# Not imported from conftest: that would import the simulator and pytest into every child.
-RERUN_SETTINGS = SyncSettings(
-    page_size=25, fetch_batch_size=13, concurrency=8, reconcile_interval=dt.timedelta(0), detail_batch_size=40
-)
-CRASH_SETTINGS = dataclasses.replace(RERUN_SETTINGS, page_size=10, fetch_batch_size=5, detail_batch_size=20)
+CRASH_SETTINGS = dataclasses.replace(RECONCILE_SETTINGS, page_size=10, fetch_batch_size=5, detail_batch_size=20)
 
 
 def say(line: str) -> None:

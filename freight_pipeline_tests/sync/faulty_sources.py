@@ -93,6 +93,34 @@ def is_id_listing(criteria: list[Criterion], order_by: list[str]) -> bool:
     return [c["key"] for c in criteria] == ["ID"] and order_by == ["ID"]
 
 
+class NoRowCount(ClientSource):
+    """Answers shipment lookups without ``X-Row-Count``, which the spec says is always sent."""
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        result = await super().lookup_shipments(criteria, order_by, order_mode, page_size)
+        return LookupResult(result.items, None)
+
+
+class GarbledListingInstant(ClientSource):
+    """Garbles ``last_modified_date_time`` of the first record of every id-listing page (reconcile)."""
+
+    def __init__(self, client: AsyncFreightClient) -> None:
+        super().__init__(client)
+        self.garbled: list[int] = []
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        result = await super().lookup_shipments(criteria, order_by, order_mode, page_size)
+        if is_id_listing(criteria, order_by) and result.items:
+            first = dict(result.items[0], last_modified_date_time="not a date")
+            self.garbled.append(int(first["id"]))
+            return LookupResult([first, *result.items[1:]], result.row_count)
+        return result
+
+
 class ShortListingPages(ClientSource):
     """Drops one record from the middle of id-listing pages (reconcile) while keeping ``X-Row-Count``:
     on the first ``times`` pages of more than one record (None: always)."""

@@ -32,12 +32,12 @@ from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import STREAM_ORDER, sync_all
-from freight_pipeline_tests.sync.crash_sync import RERUN_SETTINGS
+from freight_pipeline.sync.shipments import DETAIL_STREAMS
 from freight_pipeline_tests.sync.expected import assert_converged
+from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 
 TRIALS = 10
 TARGETS = ("startup", "walk", "details", "publish")
-DETAIL_STREAMS = STREAM_ORDER[1:-1]
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -51,7 +51,7 @@ def start_sync(env: dict[str, str], data_dir: Path, run_id: str, log: Path) -> s
 
 def run_to_completion(service: ServiceSettings, data_dir: Path, run_id: str) -> dict[str, StreamResult]:
     """A whole run and publish, in this process (only the runs that get killed need a process of their own)."""
-    results, published = sync_all(service, data_dir, RERUN_SETTINGS, run_id=run_id)
+    results, published = sync_all(service, data_dir, RECONCILE_SETTINGS, run_id=run_id)
     assert published is not None
     return {r.stream: r for r in results}
 

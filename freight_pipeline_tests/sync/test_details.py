@@ -5,22 +5,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.details import gone_reason
-from freight_pipeline.sync.runner import STREAM_ORDER
+from freight_pipeline.sync.shipments import DETAIL_STREAMS
 from freight_pipeline.sync.tasks import run_all
-from freight_pipeline_tests.sync.conftest import RECONCILE_SETTINGS, SyncFn, work_db
+from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
-
-DETAILS = [s for s in STREAM_ORDER if s not in ("shipments", "code_conversions")]
-
-
-def query(database: Path, sql: str, params: list[object] | None = None) -> list[tuple]:
-    with duckdb.connect(str(database), read_only=True) as con:
-        return con.execute(sql, params or []).fetchall()
+from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 
 
 def test_a_shipment_deleted_before_its_detail_streams_is_recorded_as_rejected(
@@ -33,7 +26,7 @@ def test_a_shipment_deleted_before_its_detail_streams_is_recorded_as_rejected(
     work_sync(streams=["shipments"])  # queued for its detail streams...
     small_sim.store.delete_shipment_ids([victim["id"]])  # ...then deleted in the source
 
-    results = work_sync(streams=DETAILS)
+    results = work_sync(streams=list(DETAIL_STREAMS))
     work = work_db(tmp_path)
     rejected = query(work, "SELECT stream, source_key, payload, reason FROM freight_meta.rejected_records "
                            "ORDER BY stream")

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import RowCountMismatch
-from freight_pipeline_tests.sync.conftest import SyncFn, work_db
+from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import (
     ReorderedCodeConversionKeys,
@@ -21,11 +20,6 @@ from freight_pipeline_tests.sync.faulty_sources import (
 )
 
 CODE_CONVERSIONS = ["code_conversions"]
-
-
-def query(database: Path, sql: str, params: list[object] | None = None) -> list[tuple]:
-    with duckdb.connect(str(database), read_only=True) as con:
-        return con.execute(sql, params or []).fetchall()
 
 
 def code_conversion_rows(data_dir: Path) -> list[tuple]:

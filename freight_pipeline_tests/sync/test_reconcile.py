@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from freight_pipeline.simulator.server import RunningSimulator
@@ -16,23 +15,24 @@ from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.runner import open_warehouse
 from freight_pipeline.sync.shipments import RECONCILE_STREAM
 from freight_pipeline_tests.sync.conftest import (
-    RECONCILE_SETTINGS,
     SMALL_SHIPMENTS,
-    TEST_SETTINGS,
     SyncFn,
+    query,
     work_db,
 )
 from freight_pipeline_tests.sync.expected import assert_converged
-from freight_pipeline_tests.sync.faulty_sources import CapsListingPageSize, ShortListingPages, factory
+from freight_pipeline_tests.sync.faulty_sources import (
+    CapsListingPageSize,
+    GarbledListingInstant,
+    NoRowCount,
+    ShortListingPages,
+    factory,
+)
+from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS, TEST_SETTINGS
 
 # Pages of 10 so the listing of SMALL_SHIPMENTS ids takes several pages.
 LISTING = dataclasses.replace(RECONCILE_SETTINGS, page_size=10)
 NO_RECONCILE = dataclasses.replace(TEST_SETTINGS, page_size=10)
-
-
-def query(database: Path, sql: str, params: list[object] | None = None) -> list[tuple]:
-    with duckdb.connect(str(database), read_only=True) as con:
-        return con.execute(sql, params or []).fetchall()
 
 
 def held_ids(database: Path) -> set[int]:
@@ -122,6 +122,34 @@ def test_a_service_capping_the_listing_page_size_fails_loudly_and_deletes_nothin
     with pytest.raises(RowCountMismatch, match=r"returned 4 rows but X-Row-Count said \d+ \(page size 10\)"):
         work_sync(LISTING, source_factory=make)
     assert held_ids(work_db(tmp_path)) == before
+
+
+def test_lookups_without_a_row_count_fail_and_delete_nothing(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync(NO_RECONCILE)
+    small_sim.delete_shipments(1)
+    before = held_ids(work_db(tmp_path))
+    cursor_sql = "SELECT cursor_value FROM freight_meta.sync_state WHERE stream = 'shipments'"
+    cursor = query(work_db(tmp_path), cursor_sql)
+    make, _ = factory(NoRowCount)
+    with pytest.raises(RowCountMismatch, match=r"lookup \[.*\] was answered without X-Row-Count"):
+        work_sync(LISTING, source_factory=make)
+    assert held_ids(work_db(tmp_path)) == before
+    assert query(work_db(tmp_path), cursor_sql) == cursor
+
+
+def test_an_unreadable_instant_in_the_listing_is_refetched_not_fatal(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync(NO_RECONCILE)
+    make, built = factory(GarbledListingInstant)
+    result = work_sync(LISTING, source_factory=make)["shipments"]
+    garbled = built[0].garbled
+    assert len(garbled) == -(-SMALL_SHIPMENTS // LISTING.page_size)  # one per listing page
+    assert result.extra["reconcile_refetched"] == len(garbled)  # held, but the listing says nothing trustworthy
+    assert result.extra["reconcile_deleted"] == 0
+    assert_converged(small_sim.store, work_db(tmp_path))
 
 
 def test_start_cursor_bounds_what_is_fetched_on_the_first_run_and_when_reconcile_is_due(

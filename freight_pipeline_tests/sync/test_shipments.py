@@ -15,19 +15,21 @@ import duckdb
 import pytest
 
 from freight_pipeline.client import AsyncFreightClient, ProtocolError
+from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.normalize import FREIGHT_TABLES
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import RowCountMismatch
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.runner import STREAM_ORDER
+from freight_pipeline.warehouse import WarehouseOutOfMemory
 from freight_pipeline_tests.sync.conftest import (
-    RECONCILE_SETTINGS,
     SHIPMENTS,
     SMALL_SHIPMENTS,
-    TEST_SETTINGS,
     SyncFn,
     assert_nothing_healed,
+    query,
+    work_db,
 )
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import (
@@ -38,15 +40,11 @@ from freight_pipeline_tests.sync.faulty_sources import (
     ShortPages,
     factory,
 )
+from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS, TEST_SETTINGS
 
 
 def published(data_dir: Path) -> Path:
     return data_dir / "warehouse.duckdb"
-
-
-def query(database: Path, sql: str, params: list[object] | None = None) -> list[tuple]:
-    with duckdb.connect(str(database), read_only=True) as con:
-        return con.execute(sql, params or []).fetchall()
 
 
 def duplicate_keys(database: Path) -> dict[str, int]:
@@ -92,8 +90,7 @@ def test_records_modified_while_paging_converge_after_a_quiet_run(
     make, built = factory(ModifiesWhilePaging, sim, every=2, count=3)
     sync(source_factory=make)
     assert len(built[0].modified) >= 9, "the run should have met several modifications"
-    quiet = sync()  # no reconciliation: the walk alone must pick up what moved during the first run
-    assert "reconcile_refetched" not in quiet["shipments"].extra  # nothing was healed by relisting ids
+    sync()  # TEST_SETTINGS reconcile never: the walk alone must pick up what moved during the first run
     assert_converged(sim.store, published(tmp_path))
     assert duplicate_keys(published(tmp_path)) == {}
 
@@ -241,3 +238,15 @@ def test_a_failed_retrieve_surfaces_as_itself_and_writes_nothing_of_its_batch(
         held = con.execute("SELECT count(*) FROM freight_meta.raw_shipments").fetchall()
     assert failed == [("ProtocolError: injected: malformed shipment body",)]
     assert held == [(0,)]
+
+
+def test_running_out_of_duckdb_memory_fails_naming_the_setting_and_a_rerun_converges(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DUCKDB_MEMORY_LIMIT_ENV, "1MB")
+    with pytest.raises(WarehouseOutOfMemory, match=rf"ran out of DuckDB memory .*; the limit is 1MB: "
+                       rf"raise {DUCKDB_MEMORY_LIMIT_ENV}"):
+        work_sync()
+    monkeypatch.delenv(DUCKDB_MEMORY_LIMIT_ENV)
+    work_sync()
+    assert_converged(small_sim.store, work_db(tmp_path))

@@ -13,10 +13,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.warehouse import (
     RunRecord,
     UnsettledWarehouse,
     Warehouse,
+    WarehouseOutOfMemory,
     clean_leftovers,
     parquet_root,
     publish,
@@ -102,6 +104,8 @@ def test_leftovers_of_a_crashed_publish_are_removed_and_old_versions_pruned(wh: 
     apply(wh, [1])
     wh.publish()
     (tmp_path / ".publish-tmp-v1.duckdb").write_bytes(b"half a file")
+    (tmp_path / ".publish-tmp-v1.duckdb.tmp").mkdir()  # DuckDB's spill folder of that copy
+    (tmp_path / ".publish-tmp-v1.duckdb.tmp" / "duckdb_temp_storage-0.tmp").write_bytes(b"spilled")
     (tmp_path / VERSIONS_DIR / "tmp-v1" / "freight").mkdir(parents=True)
     os.symlink("nowhere", tmp_path / "parquet.tmp-123")
     (tmp_path / "warehouse.duckdb.wal").write_bytes(b"stale wal of the old file")
@@ -193,3 +197,18 @@ def test_a_run_that_did_not_succeed_is_never_published(wh: Warehouse, tmp_path: 
         wh.publish()
     _run(wh, "r4", "dbt_build", "success", 30)
     assert wh.publish().tables["freight.parents"] == 3
+
+
+def test_running_out_of_duckdb_memory_names_the_setting_to_raise(
+    wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apply(wh, list(range(1, 2001)))
+    wh.publish()
+    before = published_counts(tmp_path)
+    apply(wh, [5000])
+    monkeypatch.setenv(DUCKDB_MEMORY_LIMIT_ENV, "1MB")  # the publish's own connection gets it
+    with pytest.raises(WarehouseOutOfMemory, match=rf"the publish ran out of DuckDB memory .*; the limit is 1MB: "
+                       rf"raise {DUCKDB_MEMORY_LIMIT_ENV}"):
+        wh.publish()
+    assert published_counts(tmp_path) == before  # readers keep the last complete version
+    assert clean_leftovers(tmp_path) == []  # and the failed attempt left nothing behind

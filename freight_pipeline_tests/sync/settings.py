@@ -1,0 +1,19 @@
+"""Sync settings of the tests, in a module of their own so the crash trials' child process can import
+them without the simulator and pytest (which ``conftest`` imports)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+from freight_pipeline.sync.settings import SyncSettings
+
+# Small pages and batches so a few hundred shipments take many lookups and transactions.
+# Reconciliation is OFF: it relists every id and refetches whatever is missing or stale, so it
+# would hide a walk that loses records. The rules are proven by the walk alone; reconciliation has
+# its own tests (test_reconcile.py) with RECONCILE_SETTINGS.
+TEST_SETTINGS = SyncSettings(
+    page_size=25, fetch_batch_size=13, concurrency=8, reconcile_interval=None, detail_batch_size=40
+)
+RECONCILE_SETTINGS = dataclasses.replace(TEST_SETTINGS, reconcile_interval=dt.timedelta(0))
+"""Reconcile on every run."""
