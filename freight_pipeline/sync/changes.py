@@ -108,14 +108,18 @@ async def ceiling_of(lookup: LookupFn, page_size: int = 1) -> ShipmentKey | None
 PagesFn = Callable[[], AsyncIterator[LookupResult]]
 
 
-async def read_complete(pages: PagesFn, what: str, attempts: int = 3) -> list[dict[str, Any]]:
+async def read_complete(
+    pages: PagesFn, what: str, attempts: int = 3, *, count_required: bool = False
+) -> list[dict[str, Any]]:
     """Every record of a paged read (``pages()`` starts it from page 0), checked against ``X-Row-Count``.
 
     A read is complete when every page that sends ``X-Row-Count`` sends the same figure and the
     records received add up to it. Otherwise (records dropped, or the set changed while it was
     paged, which can shift page boundaries and skip a record) the whole read is done again, up to
     ``attempts`` times, then :class:`RowCountMismatch` is raised, so the caller writes nothing.
-    A service that sends no ``X-Row-Count`` cannot be checked; its read is taken as it comes.
+    A page without ``X-Row-Count`` fails the read when ``count_required`` (lookups: the spec says
+    they always send it); otherwise (the scroll endpoints, where the spec does not say) it cannot
+    be checked and the read is taken as it comes.
     """
     for _ in range(attempts):
         records: list[dict[str, Any]] = []
@@ -124,6 +128,8 @@ async def read_complete(pages: PagesFn, what: str, attempts: int = 3) -> list[di
             records.extend(page.items)
             if page.row_count is not None:
                 counts.append(page.row_count)
+            elif count_required:
+                raise RowCountMismatch(f"{what} was answered without X-Row-Count, so it cannot be checked")
         if not counts or (len(set(counts)) == 1 and len(records) == counts[0]):
             return records
     said = counts[0] if len(set(counts)) == 1 else f"{sorted(set(counts))} (changing between pages)"

@@ -71,6 +71,7 @@ async def _fetch_memos(source: SourceAPI, item: PendingDetail, settings: SyncSet
         lambda: source.memo_pages(client, number),
         f"memo lookup CLIENT = {client} AND SHIPMENT_NUMBER = {number} (shipment {item.shipment_id})",
         settings.count_attempts,
+        count_required=True,
     )
 
 

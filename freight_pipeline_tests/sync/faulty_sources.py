@@ -199,12 +199,16 @@ def reverse_keys(value: Any) -> Any:
 
 
 class ShortMemoLookup(ClientSource):
-    """Drops one memo line from every memo lookup of the shipments ``victims`` (``X-Row-Count`` kept),
-    on the first ``times`` lookups of each (None: always)."""
+    """Drops one memo line from every memo lookup of the shipments ``victims`` (client, shipment number)
+    (``X-Row-Count`` kept), on the first ``times`` lookups of each (None: always). With
+    ``drop_count`` it drops the first page's ``X-Row-Count`` instead."""
 
-    def __init__(self, client: AsyncFreightClient, victims: dict[tuple[str, str], int], times: int | None = None):
+    def __init__(
+        self, client: AsyncFreightClient, victims: set[tuple[str, str]], times: int | None = None,
+        drop_count: bool = False,
+    ) -> None:
         super().__init__(client)
-        self.victims, self.times = victims, times
+        self.victims, self.times, self.drop_count = victims, times, drop_count
         self.shortened: dict[tuple[str, str], int] = {}
 
     async def memo_pages(self, client: str, shipment_number: str) -> AsyncIterator[LookupResult]:
@@ -214,7 +218,8 @@ class ShortMemoLookup(ClientSource):
             self.shortened[key] = self.shortened.get(key, 0) + 1
         async for page in super().memo_pages(client, shipment_number):
             if short and page.items:
-                page, short = LookupResult(page.items[1:], page.row_count), False
+                items, count = (page.items, None) if self.drop_count else (page.items[1:], page.row_count)
+                page, short = LookupResult(items, count), False
             yield page
 
 

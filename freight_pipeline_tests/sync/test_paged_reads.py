@@ -76,7 +76,7 @@ def test_a_memo_lookup_missing_rows_fails_and_keeps_the_shipment_queued(
     small_sim.advance_clock(60)
     small_sim.touch_shipments([victim["id"]])  # changed: queued for its memos again
 
-    make, built = factory(ShortMemoLookup, {(victim["client"], victim["shipment_number"]): victim["id"]}, times=None)
+    make, built = factory(ShortMemoLookup, {(victim["client"], victim["shipment_number"])}, times=None)
     with pytest.raises(RowCountMismatch, match=rf"memo lookup .* \(shipment {victim['id']}\) returned "
                                                rf"{len(before) - 1} rows but X-Row-Count said {len(before)}"):
         work_sync(source_factory=make)
@@ -91,11 +91,26 @@ def test_a_memo_lookup_missing_rows_fails_and_keeps_the_shipment_queued(
     assert_converged(small_sim.store, work_db(tmp_path))
 
 
+def test_a_memo_lookup_without_a_row_count_fails_and_keeps_the_memos(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync()
+    victim = next(doc for doc in small_sim.store.expected_documents() if doc.get("memos"))
+    before = memo_rows(tmp_path, victim["id"])
+    small_sim.advance_clock(60)
+    small_sim.touch_shipments([victim["id"]])
+    make, _ = factory(ShortMemoLookup, {(victim["client"], victim["shipment_number"])}, drop_count=True)
+    with pytest.raises(RowCountMismatch, match=rf"memo lookup .* \(shipment {victim['id']}\) was answered "
+                                               r"without X-Row-Count"):
+        work_sync(source_factory=make)
+    assert memo_rows(tmp_path, victim["id"]) == before
+
+
 def test_a_memo_lookup_missing_rows_once_is_asked_again(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
     victim = next(doc for doc in small_sim.store.expected_documents() if doc.get("memos"))
-    make, built = factory(ShortMemoLookup, {(victim["client"], victim["shipment_number"]): victim["id"]}, times=1)
+    make, built = factory(ShortMemoLookup, {(victim["client"], victim["shipment_number"])}, times=1)
     work_sync(source_factory=make)
     assert built[0].shortened == {(victim["client"], victim["shipment_number"]): 1}
     assert_converged(small_sim.store, work_db(tmp_path))
