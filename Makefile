@@ -24,8 +24,12 @@ setup: $(STAMP)
 lint: setup
 	$(BIN)/ruff check .
 
+# Test files run in parallel worker processes (one file stays in one worker: module fixtures are
+# shared); most tests wait on HTTP and subprocesses, so even 2 cores gain from it.
+TEST_WORKERS ?= auto
+
 test: setup lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile
 
 demo: setup
 	@mkdir -p $(DAGSTER_HOME)
