@@ -8,6 +8,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+"""The checkout the package runs from (editable install): dbt project, workspace.yaml, .dagster_home."""
+
 DEFAULT_BASE_URL = "http://127.0.0.1:8765"
 DEFAULT_USERNAME = "demo"
 DEFAULT_DATA_DIR = "./data"

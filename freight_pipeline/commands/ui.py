@@ -22,9 +22,15 @@ import httpx
 from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
 from freight_pipeline.commands.dagster_home import dagster_home, ensure_dagster_yaml
 from freight_pipeline.commands.processes import LOCALHOST, ChildExited, port_in_use, start_child, stop_child, wait_http
-from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, SCHEDULES_RUNNING_ENV, USERNAME_ENV
+from freight_pipeline.config import (
+    BASE_URL_ENV,
+    DATA_DIR_ENV,
+    PASSWORD_ENV,
+    REPO_ROOT,
+    SCHEDULES_RUNNING_ENV,
+    USERNAME_ENV,
+)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = "workspace.yaml"
 QUIET_DEV_WARNING = "ignore:Function `dev_command` is superseded"
 """``dagster dev`` warns on every start that ``dg dev`` supersedes it; the project uses ``dagster dev``."""

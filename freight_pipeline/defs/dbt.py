@@ -19,12 +19,11 @@ from typing import Any
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DbtCliResource, DbtProject, dbt_assets
 
-from freight_pipeline.config import ON_TIME_TOLERANCE_ENV, environ, minutes_from_env
+from freight_pipeline.config import ON_TIME_TOLERANCE_ENV, REPO_ROOT, environ, minutes_from_env
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.sync.runner import one_line_error, open_warehouse
 from freight_pipeline.warehouse import RunRecord
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_models"
 DATABASE_ENV = "FREIGHT_DBT_DATABASE"
 """The variable ``profiles.yml`` reads the DuckDB path from."""

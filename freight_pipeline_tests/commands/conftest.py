@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from freight_pipeline.config import ServiceSettings
+from freight_pipeline.config import REPO_ROOT, ServiceSettings
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.runner import sync_all
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVICE_ENV = ("FREIGHT_BASE_URL", "FREIGHT_USERNAME", "FREIGHT_PASSWORD", "FREIGHT_DATA_DIR", "DAGSTER_HOME")
 
 

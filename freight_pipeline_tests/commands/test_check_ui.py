@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 from websockets.exceptions import WebSocketException
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from freight_pipeline.config import REPO_ROOT
 
 
 def _check_ui() -> ModuleType:

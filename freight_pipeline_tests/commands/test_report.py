@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 from freight_pipeline.commands.report import on_time_by_mode
+from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.warehouse import published_db_path
 
-MART_YML = Path(__file__).resolve().parents[2] / "dbt_models" / "models" / "marts" / "fct_on_time_performance.yml"
+MART_YML = REPO_ROOT / "dbt_models" / "models" / "marts" / "fct_on_time_performance.yml"
 COLUMNS = {
     "arrival_month": "DATE",
     "mode_of_transport": "VARCHAR",

@@ -12,8 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-DBT_DIR = ROOT / "dbt_models"
+from freight_pipeline.config import REPO_ROOT
+
+DBT_DIR = REPO_ROOT / "dbt_models"
 DBT = str(Path(sys.executable).with_name("dbt"))
 
 

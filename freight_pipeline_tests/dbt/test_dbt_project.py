@@ -18,8 +18,9 @@ import duckdb
 import pytest
 import yaml
 
+from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.normalize import FREIGHT_TABLES
-from freight_pipeline_tests.dbt.dbt_cli import DBT_DIR, ROOT, run_dbt
+from freight_pipeline_tests.dbt.dbt_cli import DBT_DIR, run_dbt
 
 MARTS = (
     "fct_shipments",
@@ -276,7 +277,7 @@ def test_staging_files_match_table_specs() -> None:
     ``normalize/tables.py`` and ``client/models.py``."""
     generate_staging = _generate_staging()
     stale = [
-        str(path.relative_to(ROOT))
+        str(path.relative_to(REPO_ROOT))
         for path, text in generate_staging.render().items()
         if not path.exists() or path.read_text() != text
     ]

@@ -21,13 +21,13 @@ import duckdb
 import pandas as pd
 import pytest
 
-from freight_pipeline_tests.dbt.dbt_cli import ROOT
+from freight_pipeline.config import REPO_ROOT
 
 SECTION = "Querying the warehouse"
 
 
 def _section(title: str) -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (REPO_ROOT / "README.md").read_text()
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end >= 0 else len(text)]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pytest
 
+from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.normalize import (
     FREIGHT_TABLES,
     STREAM_TABLES,
@@ -24,9 +24,8 @@ from freight_pipeline.normalize import (
 )
 from freight_pipeline_tests.normalize import samples
 
-REPO = Path(__file__).resolve().parents[2]
-CONTRACT = REPO / "docs" / "warehouse-contract.md"  # the copy this release implements
-UPSTREAM_CONTRACT = REPO.parent / "shared" / "warehouse-contract.md"  # beside a working checkout only
+CONTRACT = REPO_ROOT / "docs" / "warehouse-contract.md"  # the copy this release implements
+UPSTREAM_CONTRACT = REPO_ROOT.parent / "shared" / "warehouse-contract.md"  # beside a working checkout only
 
 
 def contract_freight_tables() -> dict[str, tuple[str, ...]]:

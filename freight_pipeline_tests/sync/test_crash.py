@@ -26,7 +26,7 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.config import ServiceSettings
+from freight_pipeline.config import REPO_ROOT, ServiceSettings
 from freight_pipeline.datetimes import parse_iso_datetime, to_utc
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.cursor import ShipmentKey
@@ -38,14 +38,13 @@ from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 
 TRIALS = 10
 TARGETS = ("startup", "walk", "details", "publish")
-REPO = Path(__file__).resolve().parents[2]
 
 
 def start_sync(env: dict[str, str], data_dir: Path, run_id: str, log: Path) -> subprocess.Popen[str]:
     with log.open("a") as stderr:
         return subprocess.Popen(
             [sys.executable, "-m", "freight_pipeline_tests.sync.crash_sync", str(data_dir), run_id],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1,
+            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1,
         )
 
 
@@ -165,7 +164,7 @@ def test_sigkill_at_chosen_moments_never_corrupts_and_reruns_converge(tmp_path: 
     landed: list[tuple[str, str]] = []
     with running_simulator(shipments=80, seed=5) as sim:
         env = {**os.environ, "FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username,
-               "FREIGHT_PASSWORD": sim.password, "PYTHONPATH": str(REPO)}
+               "FREIGHT_PASSWORD": sim.password, "PYTHONPATH": str(REPO_ROOT)}
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
         assert_walk_alone_caught_up(run_to_completion(service, data_dir, "first"), "first")
         assert_converged(sim.store, data_dir / "warehouse.duckdb")

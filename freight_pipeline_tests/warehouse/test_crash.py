@@ -13,11 +13,11 @@ from pathlib import Path
 
 import duckdb
 
+from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.warehouse import Warehouse, clean_leftovers, published_db_path
 from freight_pipeline_tests.warehouse.helpers import TABLES
 
 WRITER = Path(__file__).with_name("crash_writer.py")
-ROOT = Path(__file__).resolve().parents[2]
 TRIALS = 12
 
 
@@ -41,7 +41,7 @@ def check_consistent(con: duckdb.DuckDBPyConnection) -> int:
 
 def test_kill_9_never_leaves_the_cursor_ahead_of_the_data(tmp_path: Path) -> None:
     rng = random.Random(20261122)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     progress = []
     wal_seen = 0
     for trial in range(TRIALS):
