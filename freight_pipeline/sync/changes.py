@@ -56,6 +56,10 @@ def _crit(key: str, mode: str, value: str | int) -> Criterion:
     return {"key": key, "match_mode": mode, "value": str(value)}
 
 
+def _described(criteria: list[Criterion]) -> str:
+    return " AND ".join(f"{c['key']} {c['match_mode']} {c['value']}" for c in criteria)
+
+
 async def checked_lookup(
     lookup: LookupFn,
     criteria: list[Criterion],
@@ -69,20 +73,19 @@ async def checked_lookup(
     The spec says every lookup answer carries ``X-Row-Count``; without it a page cut short (a
     dropped record, a capped page size) looks like the end of the query, so its absence fails too.
     """
-    described = " AND ".join(f"{c['key']} {c['match_mode']} {c['value']}" for c in criteria)
     for _ in range(attempts):
         stats.lookups += 1
         result = await lookup(criteria, order_by, ["ASC"] * len(order_by), page_size)
         if result.row_count is None:
             raise RowCountMismatch(
-                f"lookup [{described}] was answered without X-Row-Count, so a short page cannot be told "
-                "from the end of the query"
+                f"lookup [{_described(criteria)}] was answered without X-Row-Count, so a short page cannot be "
+                "told from the end of the query"
             )
         if len(result.items) == min(page_size, result.row_count):
             return result.items
         stats.count_mismatches += 1
     raise RowCountMismatch(
-        f"lookup [{described}] returned {len(result.items)} rows but X-Row-Count said "
+        f"lookup [{_described(criteria)}] returned {len(result.items)} rows but X-Row-Count said "
         f"{result.row_count} (page size {page_size}) on {attempts} attempts"
     )
 

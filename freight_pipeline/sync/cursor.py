@@ -52,12 +52,15 @@ class ShipmentKey:
     @classmethod
     def of_shipment(cls, shipment: dict[str, Any]) -> ShipmentKey:
         """Key of a (base or full) shipment document from its ``last_modified_date_time``."""
-        value = parse_iso_datetime(shipment.get("last_modified_date_time"))
+        return cls.of_instant(int(shipment["id"]), parse_iso_datetime(shipment.get("last_modified_date_time")))
+
+    @classmethod
+    def of_instant(cls, shipment_id: int, value: dt.datetime | None) -> ShipmentKey:
+        """Key of shipment ``shipment_id`` last modified at ``value`` (its parsed ``last_modified_date_time``)."""
         if value is None:
-            raise CursorError(f"shipment {shipment.get('id')!r} has no last_modified_date_time")
+            raise CursorError(f"shipment {shipment_id!r} has no last_modified_date_time")
         return cls(
-            value.date().isoformat(), value.time().replace(microsecond=0).isoformat(), int(shipment["id"]),
-            value.utcoffset(),
+            value.date().isoformat(), value.time().replace(microsecond=0).isoformat(), shipment_id, value.utcoffset()
         )
 
     @property

@@ -147,9 +147,8 @@ async def _list_live_shipments(
         for item in items:
             shipment_id = int(item["id"])
             try:
-                live[shipment_id] = _Live(
-                    ShipmentKey.of_shipment(item), to_utc(parse_iso_datetime(item.get("last_modified_date_time")))
-                )
+                instant = parse_iso_datetime(item.get("last_modified_date_time"))
+                live[shipment_id] = _Live(ShipmentKey.of_instant(shipment_id, instant), to_utc(instant))
             except ValueError:  # CursorError and DateTimeParseError included: refetched, never trusted
                 live[shipment_id] = _Live(None, None)
         if len(items) < page_size:

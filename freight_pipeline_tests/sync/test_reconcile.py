@@ -11,6 +11,7 @@ import pytest
 
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import RowCountMismatch
+from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.runner import open_warehouse
 from freight_pipeline.sync.shipments import RECONCILE_STREAM
@@ -112,28 +113,25 @@ def test_a_listing_that_keeps_losing_a_record_fails_and_deletes_nothing(
                  [RECONCILE_STREAM]) == [(0,)]
 
 
-def test_a_service_capping_the_listing_page_size_fails_loudly_and_deletes_nothing(
-    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
-) -> None:
-    work_sync(NO_RECONCILE)
-    small_sim.delete_shipments(1)
-    before = held_ids(work_db(tmp_path))
-    make, _ = factory(CapsListingPageSize, cap=4)
-    with pytest.raises(RowCountMismatch, match=r"returned 4 rows but X-Row-Count said \d+ \(page size 10\)"):
-        work_sync(LISTING, source_factory=make)
-    assert held_ids(work_db(tmp_path)) == before
-
-
-def test_lookups_without_a_row_count_fail_and_delete_nothing(
-    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+@pytest.mark.parametrize(
+    ("fault", "options", "error"),
+    [
+        (CapsListingPageSize, {"cap": 4}, r"returned 4 rows but X-Row-Count said \d+ \(page size 10\)"),
+        (NoRowCount, {}, r"lookup \[.*\] was answered without X-Row-Count"),
+    ],
+    ids=["capped-page-size", "no-row-count"],
+)
+def test_an_unverifiable_listing_fails_loudly_and_deletes_nothing(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path,
+    fault: type[ClientSource], options: dict[str, int], error: str,
 ) -> None:
     work_sync(NO_RECONCILE)
     small_sim.delete_shipments(1)
     before = held_ids(work_db(tmp_path))
     cursor_sql = "SELECT cursor_value FROM freight_meta.sync_state WHERE stream = 'shipments'"
     cursor = query(work_db(tmp_path), cursor_sql)
-    make, _ = factory(NoRowCount)
-    with pytest.raises(RowCountMismatch, match=r"lookup \[.*\] was answered without X-Row-Count"):
+    make, _ = factory(fault, **options)
+    with pytest.raises(RowCountMismatch, match=error):
         work_sync(LISTING, source_factory=make)
     assert held_ids(work_db(tmp_path)) == before
     assert query(work_db(tmp_path), cursor_sql) == cursor
