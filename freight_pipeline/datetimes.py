@@ -11,6 +11,11 @@ same date and offset; an ``until`` earlier than ``time`` is taken to fall on the
 Every part may be null. An instant is only produced when date, time and offset are all known;
 otherwise the raw parts are still returned so nothing is lost.
 
+No function here raises anything but :class:`DateTimeParseError` for any input value (impossible
+dates, times or offsets, wrong types, instants outside the representable range):
+``read_datetime_object`` goes further and reads each part on its own, returning the parts it could
+read and one problem per part it could not.
+
 Plain Python with no dependencies: used by the client models, the normaliser and the simulator.
 """
 
@@ -22,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 _OFFSET_RE = re.compile(r"^(?P<sign>[+-])(?P<h>\d{2}):?(?P<m>\d{2})(?::?(?P<s>\d{2}))?$")
+MAX_OFFSET = dt.timedelta(hours=18)
+"""The widest UTC offset there is (ISO 8601 and Java's ``ZoneOffset``, which the service's schema names)."""
 
 
 class DateTimeParseError(ValueError):
@@ -49,7 +56,12 @@ class ParsedDateTime:
         if start is None or self.until_time is None:
             return None
         end = dt.datetime.combine(start.date(), self.until_time, tzinfo=start.tzinfo)
-        return end if end >= start else end + dt.timedelta(days=1)
+        if end >= start:
+            return end
+        try:
+            return end + dt.timedelta(days=1)
+        except OverflowError:
+            raise DateTimeParseError(f"until {self.until_time} after {start} falls beyond year 9999") from None
 
     @property
     def offset_text(self) -> str | None:
@@ -74,8 +86,8 @@ def parse_date(value: Any) -> dt.date | None:
         try:
             return dt.date.fromisoformat(value[:10])
         except ValueError as exc:
-            raise DateTimeParseError(f"date {value!r} is not an ISO 8601 date") from exc
-    raise DateTimeParseError(f"date {value!r} is neither a string nor null")
+            raise DateTimeParseError(f"date {_short(value)} is not an ISO 8601 date") from exc
+    raise DateTimeParseError(f"date {_short(value)} is neither a string nor null")
 
 
 def parse_time(value: Any) -> dt.time | None:
@@ -92,10 +104,10 @@ def parse_time(value: Any) -> dt.time | None:
         try:
             return dt.time.fromisoformat(value)
         except ValueError as exc:
-            raise DateTimeParseError(f"time {value!r} is not HH:MM:SS") from exc
+            raise DateTimeParseError(f"time {_short(value)} is not HH:MM:SS") from exc
     if isinstance(value, dict):
         return _time_from_parts(value)
-    raise DateTimeParseError(f"time {value!r} is neither a string nor an object")
+    raise DateTimeParseError(f"time {_short(value)} is neither a string nor an object")
 
 
 def _time_from_parts(value: dict[str, Any]) -> dt.time | None:
@@ -103,10 +115,28 @@ def _time_from_parts(value: dict[str, Any]) -> dt.time | None:
     if value.get("hour") is None:
         return None
     try:
-        parts = [int(value.get(name) or 0) for name in ("hour", "minute", "second", "nano")]
+        parts = [_whole_number(value.get(name) or 0) for name in ("hour", "minute", "second", "nano")]
         return dt.time(parts[0], parts[1], parts[2], parts[3] // 1000)
-    except (TypeError, ValueError) as exc:
-        raise DateTimeParseError(f"time object {value!r} has invalid parts") from exc
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise DateTimeParseError(f"time object {_short(value)} has invalid parts") from exc
+
+
+def _whole_number(value: Any) -> int:
+    """An integer, or an integral float or numeric string; TypeError/ValueError otherwise (bool included)."""
+    if isinstance(value, bool):
+        raise TypeError("a boolean is not a number")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        return int(value.strip())
+    raise TypeError(f"{type(value).__name__} is not an integer")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def parse_offset(value: Any) -> dt.timedelta | None:
@@ -114,26 +144,32 @@ def parse_offset(value: Any) -> dt.timedelta | None:
     if value is None or value == "":
         return None
     if isinstance(value, dt.timedelta):
-        return value
+        return _in_range(value, value)
     if isinstance(value, str):
         if value in ("Z", "z", "UTC"):
             return dt.timedelta(0)
         match = _OFFSET_RE.match(value)
-        if not match:
-            raise DateTimeParseError(f"zone_offset {value!r} is not of the form +HH:MM")
+        if not match or int(match["m"]) > 59 or int(match["s"] or 0) > 59:
+            raise DateTimeParseError(f"zone_offset {_short(value)} is not of the form +HH:MM")
         seconds = int(match["h"]) * 3600 + int(match["m"]) * 60 + int(match["s"] or 0)
-        return dt.timedelta(seconds=-seconds if match["sign"] == "-" else seconds)
+        return _in_range(dt.timedelta(seconds=-seconds if match["sign"] == "-" else seconds), value)
     if isinstance(value, dict):
         total = value.get("totalSeconds", value.get("total_seconds"))
         if total is not None:
             try:
-                return dt.timedelta(seconds=int(total))
-            except (TypeError, ValueError) as exc:
-                raise DateTimeParseError(f"zone_offset totalSeconds {total!r} is not an integer") from exc
+                return _in_range(dt.timedelta(seconds=_whole_number(total)), total)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise DateTimeParseError(f"zone_offset totalSeconds {_short(total)} is not an integer") from exc
         if value.get("id"):
             return parse_offset(value["id"])
         return None
-    raise DateTimeParseError(f"zone_offset {value!r} is neither a string nor an object")
+    raise DateTimeParseError(f"zone_offset {_short(value)} is neither a string nor an object")
+
+
+def _in_range(offset: dt.timedelta, raw: Any) -> dt.timedelta:
+    if abs(offset) > MAX_OFFSET:
+        raise DateTimeParseError(f"zone_offset {_short(raw)} is beyond +/-18:00")
+    return offset
 
 
 def parse_datetime_object(value: Any) -> ParsedDateTime | None:
@@ -147,13 +183,50 @@ def parse_datetime_object(value: Any) -> ParsedDateTime | None:
             return None
         return ParsedDateTime(instant.date(), instant.timetz().replace(tzinfo=None), instant.utcoffset(), None)
     if not isinstance(value, dict):
-        raise DateTimeParseError(f"DateTime {value!r} is not an object")
+        raise DateTimeParseError(f"DateTime {_short(value)} is not an object")
     return ParsedDateTime(
         date=parse_date(value.get("date")),
         time=parse_time(value.get("time")),
-        offset=parse_offset(value.get("zone_offset", value.get("zoneOffset"))),
+        offset=parse_offset(value.get(_offset_key(value))),
         until_time=parse_time(value.get("until")),
     )
+
+
+def _offset_key(value: dict[str, Any]) -> str:
+    return "zone_offset" if "zone_offset" in value else "zoneOffset"
+
+
+PartProblem = tuple[str, Any, str]
+"""(part key, raw value, reason): a part of a DateTime object that could not be read."""
+
+
+def read_datetime_object(value: Any) -> tuple[ParsedDateTime | None, list[PartProblem]]:
+    """Read a DateTime object part by part: the parts that could be read, and a problem per part
+    that could not (key ``""`` when the object as a whole is unreadable). Never raises."""
+    if value is None:
+        return None, []
+    if not isinstance(value, dict):
+        try:
+            return parse_datetime_object(value), []
+        except DateTimeParseError as exc:
+            return None, [("", value, str(exc))]
+    problems: list[PartProblem] = []
+
+    def part(key: str, parse: Any) -> Any:
+        raw = value.get(key)
+        try:
+            return parse(raw)
+        except DateTimeParseError as exc:
+            problems.append((key, raw, str(exc)))
+            return None
+
+    parsed = ParsedDateTime(
+        date=part("date", parse_date),
+        time=part("time", parse_time),
+        offset=part(_offset_key(value), parse_offset),
+        until_time=part("until", parse_time),
+    )
+    return parsed, problems
 
 
 def parse_iso_datetime(value: Any) -> dt.datetime | None:
@@ -163,14 +236,22 @@ def parse_iso_datetime(value: Any) -> dt.datetime | None:
     if isinstance(value, dt.datetime):
         return value
     if not isinstance(value, str):
-        raise DateTimeParseError(f"date-time {value!r} is not a string")
+        raise DateTimeParseError(f"date-time {_short(value)} is not a string")
     try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
     except ValueError as exc:
-        raise DateTimeParseError(f"date-time {value!r} is not ISO 8601") from exc
+        raise DateTimeParseError(f"date-time {_short(value)} is not ISO 8601") from exc
+    offset = parsed.utcoffset()
+    if offset is not None:
+        _in_range(offset, value)
+    return parsed
 
 
 def to_utc(value: dt.datetime | None) -> dt.datetime | None:
+    """``value`` in UTC (naive values stay as they are); DateTimeParseError when UTC is out of range."""
     if value is None or value.tzinfo is None:
         return value
-    return value.astimezone(dt.UTC)
+    try:
+        return value.astimezone(dt.UTC)
+    except OverflowError:
+        raise DateTimeParseError(f"date-time {value.isoformat()} is out of range in UTC") from None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from freight_pipeline.normalize import tables as t
-from freight_pipeline.normalize.fields import Row, Rows, as_items, as_object, compile_fields, copy_fields
+from freight_pipeline.normalize.fields import Row, Rows, as_object, compile_fields, copy_fields, items_of
+from freight_pipeline.normalize.problems import Problems
 
 _ADDRESS = compile_fields(t.ADDRESS_FIELDS)
 _PRINTED = compile_fields(t.PRINTED_ADDRESS_FIELDS)
@@ -14,50 +16,46 @@ _CONTAINER = compile_fields(t.CONTAINER_FIELDS)
 _CONTAINER_ADDRESS = compile_fields(t.CONTAINER_ADDRESS_FIELDS)
 
 
-def add_addresses(out: Rows, shipment_id: int, addresses: Any, path: str = "addresses") -> None:
+def add_addresses(out: Rows, shipment_id: int, doc: Mapping[str, Any], problems: Problems) -> None:
     target = out[t.SHIPMENT_ADDRESSES.name]
     references = out[t.ADDRESS_REFERENCES.name]
-    for position, item_path, address in as_items(addresses, path):
+    for position, item_path, address in items_of(doc, "addresses", "addresses", problems):
         row: Row = {"shipment_id": shipment_id, "position": position}
-        copy_fields(row, address, _ADDRESS, item_path)
-        printed = as_object(address.get("printed_address"), f"{item_path}.printed_address")
+        copy_fields(row, address, _ADDRESS, item_path, problems)
+        printed = as_object(address.get("printed_address"), f"{item_path}.printed_address", problems)
         if printed:
-            copy_fields(row, printed, _PRINTED, f"{item_path}.printed_address")
-        t.ADDRESS_CONTACT.put(row, address.get("contact"), f"{item_path}.contact")
+            copy_fields(row, printed, _PRINTED, f"{item_path}.printed_address", problems)
+        t.ADDRESS_CONTACT.put(row, address.get("contact"), f"{item_path}.contact", problems)
         target.append(row)
-        for ref_position, ref_path, reference in as_items(
-            address.get("references"), f"{item_path}.references"
-        ):
+        for ref_position, ref_path, reference in items_of(address, "references", f"{item_path}.references", problems):
             ref_row: Row = {
                 "shipment_id": shipment_id,
                 "address_position": position,
                 "position": ref_position,
             }
-            copy_fields(ref_row, reference, _REFERENCE, ref_path)
-            t.REFERENCE_DATETIME.put(ref_row, reference.get("date_and_time"), f"{ref_path}.date_and_time")
+            copy_fields(ref_row, reference, _REFERENCE, ref_path, problems)
+            t.REFERENCE_DATETIME.put(ref_row, reference.get("date_and_time"), f"{ref_path}.date_and_time", problems)
             references.append(ref_row)
 
 
-def add_containers(out: Rows, shipment_id: int, containers: Any, path: str = "containers") -> None:
+def add_containers(out: Rows, shipment_id: int, doc: Mapping[str, Any], problems: Problems) -> None:
     target = out[t.SHIPMENT_CONTAINERS.name]
     addresses = out[t.CONTAINER_ADDRESSES.name]
-    for position, item_path, container in as_items(containers, path):
+    for position, item_path, container in items_of(doc, "containers", "containers", problems):
         row: Row = {"shipment_id": shipment_id, "position": position}
-        copy_fields(row, container, _CONTAINER, item_path)
+        copy_fields(row, container, _CONTAINER, item_path, problems)
         target.append(row)
         addresses_path = f"{item_path}.containerAddresses"
-        for addr_position, addr_path, address in as_items(
-            container.get("containerAddresses"), addresses_path
-        ):
+        for addr_position, addr_path, address in items_of(container, "containerAddresses", addresses_path, problems):
             addr_row: Row = {
                 "shipment_id": shipment_id,
                 "container_position": position,
                 "position": addr_position,
             }
-            copy_fields(addr_row, address, _CONTAINER_ADDRESS, addr_path)
+            copy_fields(addr_row, address, _CONTAINER_ADDRESS, addr_path, problems)
             t.APPOINTMENT_FROM.put(
-                addr_row, address.get("from_date_and_time"), f"{addr_path}.from_date_and_time"
+                addr_row, address.get("from_date_and_time"), f"{addr_path}.from_date_and_time", problems
             )
-            t.APPOINTMENT_TO.put(addr_row, address.get("to_date_and_time"), f"{addr_path}.to_date_and_time")
-            t.CONTAINER_CONTACT.put(addr_row, address.get("contact"), f"{addr_path}.contact")
+            t.APPOINTMENT_TO.put(addr_row, address.get("to_date_and_time"), f"{addr_path}.to_date_and_time", problems)
+            t.CONTAINER_CONTACT.put(addr_row, address.get("contact"), f"{addr_path}.contact", problems)
             addresses.append(addr_row)

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 
 class NormalizationError(ValueError):
-    """A record that cannot be normalized; the message starts with the field path.
+    """A record that cannot be normalized at all (not an object, no usable id, wrong shape); the
+    message starts with the field path, e.g. ``id: 'abc' is not an integer id``.
 
-    Example: ``goods[0].subgoods[2].weight: 'abc' is not a number``. The sync stores the raw record
-    with this message in ``freight_meta.rejected_records`` instead of writing wrong rows.
+    Bad values inside a usable record are not errors: they are nulled and reported (``problems``).
+    Only a strict sink (``problems.StrictProblems``) raises this for them.
     """
+
+
+class RecordShapeError(NormalizationError):
+    """An endpoint's answer for one record has the wrong shape (an object around the array, a single
+    object for a list): the record is quarantined whole, never guessed at."""
 
 
 class Invalid(Exception):
@@ -16,8 +22,11 @@ class Invalid(Exception):
 
 
 def show(value: object, limit: int = 60) -> str:
-    """A short repr of a value for error messages."""
-    text = repr(value)
+    """A short repr of a value for error messages (never raises, whatever the value's depth)."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<{type(value).__name__} nested too deeply to show>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

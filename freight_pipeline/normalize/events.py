@@ -2,45 +2,48 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from freight_pipeline.normalize import tables as t
-from freight_pipeline.normalize.errors import NormalizationError, show
-from freight_pipeline.normalize.fields import Row, Rows, as_items
+from freight_pipeline.normalize.errors import show
+from freight_pipeline.normalize.fields import Row, Rows, as_items, is_text
+from freight_pipeline.normalize.problems import Problems, sink
+from freight_pipeline.normalize.records import require_list, require_shipment_id
 
-log = logging.getLogger(__name__)
 
-
-def _code(value: Any, path: str) -> str:
-    """Event code or type: required (it is part of the key); unknown codes are kept as sent."""
-    if isinstance(value, str) and value.strip():
+def _code(value: Any) -> str | None:
+    """Event code or type (part of the key): text as sent, trimmed; None when missing or not text.
+    Unknown codes are kept: the dbt tests flag them."""
+    if isinstance(value, str) and value.strip() and is_text(value):
         return value.strip()
-    raise NormalizationError(f"{path}: {show(value)} is missing or not a code")
+    return None
 
 
-def normalize_events(shipment_id: int, events: list[dict[str, Any]] | None) -> Rows:
+def normalize_events(shipment_id: int, events: list[dict[str, Any]] | None, problems: Problems | None = None) -> Rows:
     """Rows of ``shipment_events`` for one shipment's ``GET .../events`` response.
 
-    A repeated (event, type) keeps the last entry; ``source_duplicates`` counts the dropped ones.
+    An answer that is not an array raises ``RecordShapeError``. An event without a usable code or
+    type cannot be keyed: it is skipped and reported whole. A repeated (event, type) keeps the last
+    entry; ``source_duplicates`` counts the earlier ones, and each is reported.
     """
-    if not isinstance(shipment_id, int) or isinstance(shipment_id, bool):
-        raise NormalizationError(f"shipment_id: {shipment_id!r} is not an integer")
-    by_key: dict[tuple[str, str], Row] = {}
-    for _, path, event in as_items(events, "events"):
-        code = _code(event.get("event"), f"{path}.event")
-        kind = _code(event.get("type"), f"{path}.type")
+    require_shipment_id(shipment_id)
+    problems = sink(problems)
+    by_key: dict[tuple[str, str], tuple[str, Any, Row]] = {}
+    for _, path, event in as_items(require_list(events, "events"), "", problems):
+        code, kind = _code(event.get("event")), _code(event.get("type"))
+        if code is None or kind is None:
+            which = "event" if code is None else "type"
+            reason = f"{which} {show(event.get(which))} is missing or not text: the event is not loaded"
+            problems.add(path, event, reason)
+            continue
         row: Row = {"shipment_id": shipment_id, "event": code, "type": kind, "source_duplicates": 0}
-        t.EVENT_DATETIME.put(row, event.get("date_time"), f"{path}.date_time")
-        t.EVENT_LOCATION.put(row, event.get("location"), f"{path}.location")
+        t.EVENT_DATETIME.put(row, event.get("date_time"), f"{path}.date_time", problems)
+        t.EVENT_LOCATION.put(row, event.get("location"), f"{path}.location", problems)
         previous = by_key.pop((code, kind), None)
         if previous is not None:
-            row["source_duplicates"] = previous["source_duplicates"] + 1
-            log.warning(
-                "shipment %s: duplicate event (%s, %s) in the source; keeping the last",
-                shipment_id,
-                code,
-                kind,
-            )
-        by_key[(code, kind)] = row
-    return {t.SHIPMENT_EVENTS.name: list(by_key.values())}
+            earlier_path, earlier_event, earlier = previous
+            row["source_duplicates"] = earlier["source_duplicates"] + 1
+            reason = f"duplicate event ({code}, {kind}): the later one, {path}, is loaded"
+            problems.add(earlier_path, earlier_event, reason)
+        by_key[(code, kind)] = (path, event, row)
+    return {t.SHIPMENT_EVENTS.name: [row for _, _, row in by_key.values()]}

@@ -12,13 +12,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime
+from freight_pipeline.datetimes import DateTimeParseError, format_offset, parse_iso_datetime
 from freight_pipeline.normalize import tables as t
 from freight_pipeline.normalize.addresses import add_addresses, add_containers
 from freight_pipeline.normalize.errors import NormalizationError, show
-from freight_pipeline.normalize.fields import Row, Rows, as_items, as_object, compile_fields, copy_fields
+from freight_pipeline.normalize.fields import Row, Rows, as_object, compile_fields, copy_fields, items_of
 from freight_pipeline.normalize.goods import add_goods
 from freight_pipeline.normalize.legs import add_carriage_legs
+from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.records import record_id
 
 _SHIPMENT = compile_fields((*t.SHIPMENT_FIELDS, *t.SHIPMENT_TIMESTAMP_FIELDS))
@@ -33,77 +34,78 @@ _CUSTOM_FIELDS = compile_fields(t.CUSTOM_FIELD_FIELDS)
 SHIPMENT_TABLES: tuple[str, ...] = t.STREAM_TABLES["shipments"]
 
 
-def _put_object(row: Row, doc: Mapping[str, Any], key: str, fields: Any) -> Mapping[str, Any] | None:
-    obj = as_object(doc.get(key), key)
+def _put_object(
+    row: Row, doc: Mapping[str, Any], key: str, fields: Any, problems: Problems
+) -> Mapping[str, Any] | None:
+    obj = as_object(doc.get(key), key, problems)
     if obj:
-        copy_fields(row, obj, fields, key)
+        copy_fields(row, obj, fields, key, problems)
     return obj
 
 
 def _put_local_clock(row: Row, value: Any) -> None:
-    """The service-local date/time parts of last_modified_date_time (the sync cursor compares these)."""
+    """The service-local date/time parts of last_modified_date_time (the sync cursor compares these).
+
+    An unreadable value is reported once, by the ``last_modified_at`` field; its parts stay null.
+    """
     if not isinstance(value, str):
         return
     try:
         local = parse_iso_datetime(value)
-    except DateTimeParseError as exc:  # already rejected by the TIMESTAMPTZ field; kept for safety
-        raise NormalizationError(f"last_modified_date_time: {exc}") from None
+    except DateTimeParseError:
+        return
     if local is None:
         return
     row["last_modified_date"] = local.date().isoformat()
     row["last_modified_time"] = local.time().replace(microsecond=0).isoformat()
     offset = local.utcoffset()
     if offset is not None:
-        total = int(offset.total_seconds())
-        sign = "+" if total >= 0 else "-"
-        total = abs(total)
-        row["last_modified_offset"] = f"{sign}{total // 3600:02d}:{total % 3600 // 60:02d}"
+        row["last_modified_offset"] = format_offset(offset)
 
 
-def _add_simple_children(out: Rows, table: str, shipment_id: int, items: Any, key: str, fields: Any) -> None:
+def _add_simple_children(
+    out: Rows, table: str, shipment_id: int, doc: Mapping[str, Any], key: str, fields: Any, problems: Problems
+) -> None:
     target = out[table]
-    for position, path, item in as_items(items, key):
-        target.append(copy_fields({"shipment_id": shipment_id, "position": position}, item, fields, path))
+    for position, path, item in items_of(doc, key, key, problems):
+        target.append(copy_fields({"shipment_id": shipment_id, "position": position}, item, fields, path, problems))
 
 
-def normalize_shipment(doc: Mapping[str, Any]) -> Rows:
+def normalize_shipment(doc: Mapping[str, Any], problems: Problems | None = None) -> Rows:
     """Rows of ``shipments`` and every table embedded in the shipment document.
 
     The result has a key for every table the shipments stream fills (see ``STREAM_TABLES``), with an
     empty list where the document has no rows: the caller replaces all of them for this shipment.
     The document's ``events`` and ``memos`` arrays are not used (their tables come from their own
-    endpoints). Raises :class:`NormalizationError` naming the field path of the first problem.
+    endpoints). Raises :class:`NormalizationError` only for a document that is not an object or has
+    no usable ``id``; every value that cannot be converted is null in its column and one entry in
+    ``problems`` (None: a strict sink, whose first problem raises ``NormalizationError``).
     """
     if not isinstance(doc, Mapping):
         raise NormalizationError(f"document: {show(doc)} is not an object")
     shipment_id = record_id(doc, "")
+    problems = sink(problems)
     out: Rows = {name: [] for name in SHIPMENT_TABLES}
     row: Row = {"shipment_id": shipment_id}
-    copy_fields(row, doc, _SHIPMENT, "")
+    copy_fields(row, doc, _SHIPMENT, "", problems)
     _put_local_clock(row, doc.get("last_modified_date_time"))
-    _put_object(row, doc, "employees", _EMPLOYEES)
-    insurance = _put_object(row, doc, "insurance", _INSURANCE)
+    _put_object(row, doc, "employees", _EMPLOYEES, problems)
+    insurance = _put_object(row, doc, "insurance", _INSURANCE, problems)
     if insurance:
-        insurer = as_object(insurance.get("insurer"), "insurance.insurer")
+        insurer = as_object(insurance.get("insurer"), "insurance.insurer", problems)
         if insurer:
-            copy_fields(row, insurer, _INSURER, "insurance.insurer")
-    _put_object(row, doc, "credit_data", _CREDIT)
-    _put_object(row, doc, "customs_data", _CUSTOMS)
+            copy_fields(row, insurer, _INSURER, "insurance.insurer", problems)
+    _put_object(row, doc, "credit_data", _CREDIT, problems)
+    _put_object(row, doc, "customs_data", _CUSTOMS, problems)
     out[t.SHIPMENTS.name].append(row)
 
-    add_goods(out, shipment_id, doc.get("goods"))
-    add_addresses(out, shipment_id, doc.get("addresses"))
-    add_containers(out, shipment_id, doc.get("containers"))
-    add_carriage_legs(out, shipment_id, doc)
-    _add_simple_children(out, t.SHIPMENT_AES.name, shipment_id, doc.get("aes"), "aes", _AES)
-    _add_simple_children(
-        out,
-        t.SHIPMENT_CUSTOM_FIELDS.name,
-        shipment_id,
-        doc.get("custom_fields"),
-        "custom_fields",
-        _CUSTOM_FIELDS,
-    )
+    add_goods(out, shipment_id, doc, problems)
+    add_addresses(out, shipment_id, doc, problems)
+    add_containers(out, shipment_id, doc, problems)
+    add_carriage_legs(out, shipment_id, doc, problems)
+    _add_simple_children(out, t.SHIPMENT_AES.name, shipment_id, doc, "aes", _AES, problems)
+    custom_fields = t.SHIPMENT_CUSTOM_FIELDS.name
+    _add_simple_children(out, custom_fields, shipment_id, doc, "custom_fields", _CUSTOM_FIELDS, problems)
     return out
 
 

@@ -6,16 +6,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from freight_pipeline.normalize import tables as t
-from freight_pipeline.normalize.errors import NormalizationError
+from freight_pipeline.normalize.errors import show
 from freight_pipeline.normalize.fields import (
     Row,
     Rows,
-    as_items,
     compile_fields,
     copy_fields,
+    items_of,
     loose_datetime,
     string_lines,
 )
+from freight_pipeline.normalize.problems import Problems
 
 MAX_DEPTH = 32  # far beyond any real hierarchy; guards against pathological documents
 
@@ -42,32 +43,28 @@ _LINE_CHILDREN = (
 
 
 def _add_child_objects(
-    out: Rows, shipment_id: int, good_path: str, good: Mapping[str, Any], path: str
+    out: Rows, shipment_id: int, good_path: str, good: Mapping[str, Any], path: str, problems: Problems
 ) -> None:
     for key, table, fields in _OBJECT_CHILDREN:
-        items = good.get(key)
-        if not items:
-            continue
         target = out[table]
-        for position, item_path, item in as_items(items, f"{path}.{key}"):
+        for position, item_path, item in items_of(good, key, f"{path}.{key}", problems):
             row: Row = {"shipment_id": shipment_id, "good_path": good_path, "position": position}
-            copy_fields(row, item, fields, item_path)
+            copy_fields(row, item, fields, item_path, problems)
             if table == t.GOOD_CUSTOMS.name:
                 row["invoice_date_time"], row["invoice_at"] = loose_datetime(
-                    item.get("invoice_date_time"), f"{item_path}.invoice_date_time"
+                    item.get("invoice_date_time"), f"{item_path}.invoice_date_time", problems
                 )
                 row["delivery_date_time"], row["delivery_at"] = loose_datetime(
-                    item.get("delivery_date_time"), f"{item_path}.delivery_date_time"
+                    item.get("delivery_date_time"), f"{item_path}.delivery_date_time", problems
                 )
             elif table == t.GOOD_DANGEROUS_GOODS.name:
-                t.DANGEROUS_GOOD_CONTACT.put(row, item.get("contact"), f"{item_path}.contact")
+                t.DANGEROUS_GOOD_CONTACT.put(row, item.get("contact"), f"{item_path}.contact", problems)
             target.append(row)
     for key, table, column in _LINE_CHILDREN:
-        lines = good.get(key)
-        if not lines:
+        if key not in good:
             continue
         target = out[table]
-        for position, text in string_lines(lines, f"{path}.{key}"):
+        for position, text in string_lines(good[key], f"{path}.{key}", problems):
             target.append(
                 {"shipment_id": shipment_id, "good_path": good_path, "position": position, column: text}
             )
@@ -76,16 +73,22 @@ def _add_child_objects(
 def add_goods(
     out: Rows,
     shipment_id: int,
-    goods: Any,
+    source: Mapping[str, Any],
+    problems: Problems,
+    key: str = "goods",
     path: str = "goods",
     parent_path: str | None = None,
     depth: int = 1,
 ) -> None:
-    """Append rows for ``goods`` (and, recursively, their ``subgoods``) to ``out``."""
+    """Append rows for ``source[key]`` (and, recursively, their ``subgoods``) to ``out``."""
+    if key not in source:
+        return
     if depth > MAX_DEPTH:
-        raise NormalizationError(f"{path}: goods nested deeper than {MAX_DEPTH} levels")
+        reason = f"goods nested deeper than {MAX_DEPTH} levels: not read (kept in the raw document)"
+        problems.add(path, show(source[key], 200), reason)
+        return
     target = out[t.SHIPMENT_GOODS.name]
-    for position, good_src_path, good in as_items(goods, path):
+    for position, good_src_path, good in items_of(source, key, path, problems):
         good_path = str(position) if parent_path is None else f"{parent_path}.{position}"
         row: Row = {
             "shipment_id": shipment_id,
@@ -94,9 +97,7 @@ def add_goods(
             "depth": depth,
             "position": position,
         }
-        copy_fields(row, good, _GOOD, good_src_path)
+        copy_fields(row, good, _GOOD, good_src_path, problems)
         target.append(row)
-        _add_child_objects(out, shipment_id, good_path, good, good_src_path)
-        subgoods = good.get("subgoods")
-        if subgoods:
-            add_goods(out, shipment_id, subgoods, f"{good_src_path}.subgoods", good_path, depth + 1)
+        _add_child_objects(out, shipment_id, good_path, good, good_src_path, problems)
+        add_goods(out, shipment_id, good, problems, "subgoods", f"{good_src_path}.subgoods", good_path, depth + 1)

@@ -1,4 +1,5 @@
-"""Records of the flat groups: shipment memo lines and EDI code conversions."""
+"""Records of the flat groups (shipment memo lines, EDI code conversions) and the checks every
+endpoint answer passes before its records are read (a usable id, the promised array)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from freight_pipeline.normalize import tables as t
-from freight_pipeline.normalize.errors import Invalid, NormalizationError, show
+from freight_pipeline.normalize.errors import Invalid, NormalizationError, RecordShapeError, show
 from freight_pipeline.normalize.fields import (
     Row,
     Rows,
@@ -16,6 +17,7 @@ from freight_pipeline.normalize.fields import (
     to_int,
     to_json,
 )
+from freight_pipeline.normalize.problems import Problems, sink
 
 _MEMO = compile_fields(t.MEMO_FIELDS)
 _CODE_CONVERSION = compile_fields(t.CODE_CONVERSION_FIELDS)
@@ -24,7 +26,7 @@ MemoKey = tuple[str | None, str | None]
 
 
 def record_id(record: Mapping[str, Any], path: str) -> int:
-    """The required ``id`` of a record."""
+    """The required ``id`` of a record (NormalizationError when it is missing or not an integer)."""
     value = record.get("id")
     if value is None:
         raise NormalizationError(f"{path}.id: missing" if path else "id: missing")
@@ -36,31 +38,87 @@ def record_id(record: Mapping[str, Any], path: str) -> int:
         ) from None
 
 
+def require_list(answer: Any, what: str) -> list[Any]:
+    """An endpoint answer that must be an array (RecordShapeError otherwise; null is no items)."""
+    if answer is None:
+        return []
+    if isinstance(answer, list):
+        return answer
+    kind = "an object" if isinstance(answer, dict) else type(answer).__name__
+    keys = f" with keys {sorted(map(str, answer))[:5]}" if isinstance(answer, dict) else ""
+    raise RecordShapeError(f"{what}: the answer is {kind}{keys}, not an array: {show(answer, 120)}")
+
+
+def require_shipment_id(shipment_id: Any) -> int:
+    if not isinstance(shipment_id, int) or isinstance(shipment_id, bool):
+        raise NormalizationError(f"shipment_id: {shipment_id!r} is not an integer")
+    return shipment_id
+
+
+def keyed_items(
+    records: Any, what: str, problems: Problems
+) -> Iterable[tuple[str, int, Mapping[str, Any]]]:
+    """(path, id, record) of each record of an array answer; a record without a usable id is skipped
+    and reported whole (it cannot be keyed), a later record with the same id replaces an earlier one
+    (reported too). The caller keeps the last row per id."""
+    seen: dict[int, tuple[str, Mapping[str, Any]]] = {}
+    for _, path, record in as_items(require_list(records, what), "", problems):
+        try:
+            key = record_id(record, path)
+        except NormalizationError:
+            value = record.get("id")
+            why = "id missing" if value is None else f"id {show(value)} is not an integer"
+            problems.add(path, record, f"{why}: the record cannot be keyed and is not loaded")
+            continue
+        if key in seen:
+            earlier_path, earlier = seen[key]
+            problems.add(earlier_path, earlier, f"id {key} repeated: the later record, {path}, is loaded")
+        seen[key] = (path, record)
+        yield path, key, record
+
+
 def normalize_memos(
-    memos: Iterable[Mapping[str, Any]] | None, shipment_id_by_key: Mapping[MemoKey, int] | None = None
+    memos: Iterable[Mapping[str, Any]] | None,
+    shipment_id_by_key: Mapping[MemoKey, int] | None = None,
+    problems: Problems | None = None,
 ) -> Rows:
     """Rows of ``shipment_memos``; ``shipment_id`` looked up by ``(client, shipment_number)``, else null.
 
     A repeated memo id keeps the last record.
     """
+    problems = sink(problems)
     lookup = shipment_id_by_key or {}
     by_id: dict[int, Row] = {}
-    for _, path, memo in as_items(list(memos) if memos is not None else None, "memos"):
-        memo_id = record_id(memo, path)
+    for path, memo_id, memo in keyed_items(memos, "memos", problems):
         row: Row = {"memo_id": memo_id}
-        copy_fields(row, memo, _MEMO, path)
+        copy_fields(row, memo, _MEMO, path, problems)
         row["shipment_id"] = lookup.get((row.get("client"), row.get("shipment_number")))
         by_id[memo_id] = row
     return {t.SHIPMENT_MEMOS.name: list(by_id.values())}
 
 
-def normalize_code_conversions(records: Iterable[Mapping[str, Any]] | None) -> Rows:
-    """Rows of ``code_conversions``: known fields (assumption A14) plus the whole record (``payload``)."""
+def normalize_code_conversion(record: Any, problems: Problems | None = None) -> Row:
+    """The ``code_conversions`` row of one record: known fields (assumption A14) plus the whole record
+    (``payload``). NormalizationError when it is not an object or has no usable id."""
+    if not isinstance(record, Mapping):
+        raise NormalizationError(f"record: {show(record)} is not an object")
+    return _conversion_row(record, record_id(record, ""), "", sink(problems))
+
+
+def normalize_code_conversions(records: Iterable[Mapping[str, Any]] | None, problems: Problems | None = None) -> Rows:
+    """Rows of ``code_conversions``; a record without a usable id is reported, a repeated id keeps the last."""
+    problems = sink(problems)
     by_id: dict[int, Row] = {}
-    for _, path, record in as_items(list(records) if records is not None else None, "code_conversions"):
-        conversion_id = record_id(record, path)
-        row: Row = {"conversion_id": conversion_id}
-        copy_fields(row, record, _CODE_CONVERSION, path)
-        row["payload"] = to_json(record)
-        by_id[conversion_id] = row
+    for path, conversion_id, record in keyed_items(records, "code_conversions", problems):
+        by_id[conversion_id] = _conversion_row(record, conversion_id, path, problems)
     return {t.CODE_CONVERSIONS.name: list(by_id.values())}
+
+
+def _conversion_row(record: Mapping[str, Any], conversion_id: int, path: str, problems: Problems) -> Row:
+    row: Row = {"conversion_id": conversion_id}
+    copy_fields(row, record, _CODE_CONVERSION, path, problems)
+    try:
+        row["payload"] = to_json(record)
+    except Invalid as exc:
+        problems.add(path, show(record, 200), str(exc))
+    return row

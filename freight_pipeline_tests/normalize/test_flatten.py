@@ -11,6 +11,8 @@ import pytest
 from freight_pipeline.normalize import (
     STREAM_TABLES,
     NormalizationError,
+    Problems,
+    RecordShapeError,
     normalize_code_conversions,
     normalize_events,
     normalize_main_carriage,
@@ -221,9 +223,20 @@ def test_aes_and_custom_fields(rows: dict[str, list[dict[str, Any]]]) -> None:
 
 @pytest.mark.parametrize(
     ("mutate", "message"),
+    [(lambda d: d.pop("id"), "id: missing"), (lambda d: d.update(id="abc"), "id: 'abc' is not an integer id")],
+)
+def test_a_document_without_a_usable_id_is_rejected(mutate: Any, message: str) -> None:
+    doc = samples.shipment()
+    mutate(doc)
+    with pytest.raises(NormalizationError, match=f"^{message}"):
+        normalize_shipment(doc, Problems())
+    with pytest.raises(NormalizationError, match="is not an object"):
+        normalize_shipment(["not", "a", "document"], Problems())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
     [
-        (lambda d: d.pop("id"), "id: missing"),
-        (lambda d: d.update(id="abc"), "id: 'abc' is not an integer id"),
         (
             lambda d: d["goods"][0]["subgoods"][1].update(weight="abc"),
             "goods[0].subgoods[1].weight: 'abc' is not a number",
@@ -241,7 +254,7 @@ def test_aes_and_custom_fields(rows: dict[str, list[dict[str, Any]]]) -> None:
             lambda d: d["main_carriage"]["carriage_legs"][1]["origin"].update(
                 estimated_datetime={"date": "2026-13-45"}
             ),
-            "main_carriage.carriage_legs[1].origin.estimated_datetime: date '2026-13-45'",
+            "main_carriage.carriage_legs[1].origin.estimated_datetime.date: date '2026-13-45'",
         ),
         (lambda d: d.update(shipment_closed="maybe"), "shipment_closed: 'maybe' is not a boolean"),
         (
@@ -259,13 +272,43 @@ def test_aes_and_custom_fields(rows: dict[str, list[dict[str, Any]]]) -> None:
         ),
     ],
 )
-def test_broken_documents_name_the_path(mutate: Any, message: str) -> None:
+def test_a_bad_value_is_nulled_and_reported_by_path(mutate: Any, message: str) -> None:
     doc = samples.shipment()
+    clean = normalize_shipment(samples.shipment())
     mutate(doc)
+    problems = Problems()
+    rows = normalize_shipment(doc, problems)
+    (problem,) = problems
+    assert f"{problem.path}: {problem.reason}".startswith(message), problem
+    path, _, _ = message.partition(": ")
+    assert problem.path == path
+    # the shipment stays, and so do the tables the bad value is not in
+    assert rows["shipments"][0]["client"] == clean["shipments"][0]["client"]
+    for table in ("shipment_addresses", "shipment_containers", "carriage_legs", "shipment_aes"):
+        assert len(rows[table]) == len(clean[table]) or path.startswith(table.removeprefix("shipment_"))
+    # without a sink the first problem refuses the record, naming the same path
     with pytest.raises(NormalizationError) as err:
         normalize_shipment(doc)
     assert str(err.value).startswith(message), str(err.value)
     assert isinstance(err.value, ValueError)
+
+
+def test_a_bad_value_leaves_its_column_null_and_the_rest_of_the_row() -> None:
+    doc = samples.shipment()
+    doc.update(total_packages="12a", total_gross_weight="12,5")
+    doc["addresses"][0]["address_number"] = "abc"
+    problems = Problems()
+    rows = normalize_shipment(doc, problems)
+    (shipment,) = rows["shipments"]
+    assert "total_packages" not in shipment and "total_gross_weight" not in shipment
+    assert shipment["client"] == doc["client"] and shipment["shipment_number"] == doc["shipment_number"]
+    assert "address_number" not in rows["shipment_addresses"][0]
+    assert rows["shipment_addresses"][0]["qualifier"] == doc["addresses"][0]["qualifier"]
+    assert [(p.path, p.value) for p in problems] == [
+        ("total_packages", "12a"),
+        ("total_gross_weight", "12,5"),
+        ("addresses[0].address_number", "abc"),
+    ]
 
 
 def test_events() -> None:
@@ -295,14 +338,42 @@ def test_duplicate_events_keep_last_and_count() -> None:
     first = {"event": "POL_DEPARTURE", "type": "ESTIMATED", "date_time": samples.DT_STRING_FORM}
     second = {**first, "date_time": {"date": "2026-11-05", "time": "00:00:00", "zone_offset": "Z"}}
     third = {**first, "date_time": {"date": "2026-11-06", "time": "00:00:00", "zone_offset": "Z"}}
-    (row,) = normalize_events(1, [first, second, third])["shipment_events"]
+    problems = Problems()
+    (row,) = normalize_events(1, [first, second, third], problems)["shipment_events"]
     assert row["event_at"] == dt.datetime(2026, 11, 6, tzinfo=dt.UTC)
     assert row["source_duplicates"] == 2
+    # the entries not loaded are reported whole, so nothing vanishes unseen
+    assert [(p.path, p.value) for p in problems] == [("[0]", first), ("[1]", second)]
 
 
-def test_event_without_code_is_rejected() -> None:
-    with pytest.raises(NormalizationError, match=r"^events\[1\]\.type: None is missing"):
-        normalize_events(1, [{"event": "PICKUP", "type": "ACTUAL"}, {"event": "PICKUP", "type": None}])
+def test_an_event_without_code_is_skipped_and_reported_whole() -> None:
+    bad = {"event": "PICKUP", "type": None, "date_time": samples.DT_STRING_FORM}
+    problems = Problems()
+    rows = normalize_events(1, [{"event": "PICKUP", "type": "ACTUAL"}, bad], problems)["shipment_events"]
+    assert [(r["event"], r["type"]) for r in rows] == [("PICKUP", "ACTUAL")]
+    (problem,) = problems
+    assert (problem.path, problem.value) == ("[1]", bad)
+    assert problem.reason.startswith("type None is missing")
+
+
+def test_an_impossible_offset_nulls_the_instant_and_keeps_the_event() -> None:
+    event = {"event": "PICKUP", "type": "ACTUAL", "date_time": {"date": "2026-11-01", "time": "10:15:30",
+                                                                  "zone_offset": "+99:00"}}
+    problems = Problems()
+    (row,) = normalize_events(1, [event], problems)["shipment_events"]
+    assert row["event_at"] is None and row["event_offset"] is None
+    assert (row["event_date"], row["event_time"]) == (dt.date(2026, 11, 1), "10:15:30")
+    assert [(p.path, p.value) for p in problems] == [("[0].date_time.zone_offset", "+99:00")]
+
+
+@pytest.mark.parametrize("answer", [{"events": []}, {"event": "PICKUP", "type": "ACTUAL"}, "PICKUP", 5])
+def test_an_answer_that_is_not_an_array_is_a_shape_error(answer: Any) -> None:
+    with pytest.raises(RecordShapeError, match=r"^events: the answer is .*not an array"):
+        normalize_events(1, answer, Problems())
+    with pytest.raises(RecordShapeError, match=r"^seamaincarriage: the answer"):
+        normalize_main_carriage(1, answer, "sea", Problems())
+    with pytest.raises(RecordShapeError, match=r"^memos: the answer"):
+        normalize_memos(answer, {}, Problems())
 
 
 def test_main_carriage_air_and_sea() -> None:
@@ -340,12 +411,19 @@ def test_memos_resolve_shipment_id() -> None:
         {"id": 2, "client": "C1", "memo": "other", "shipment_number": "SN-9", "running_number": 1},
         {"id": 1, "client": "C1", "memo": "fragile!", "shipment_number": "SN-1", "running_number": 1},
     ]
-    rows = normalize_memos(memos, {("C1", "SN-1"): 1001})["shipment_memos"]
+    problems = Problems()
+    rows = normalize_memos(memos, {("C1", "SN-1"): 1001}, problems)["shipment_memos"]
     assert [(r["memo_id"], r["shipment_id"], r["memo"]) for r in rows] == [
         (1, 1001, "fragile!"),
         (2, None, "other"),
     ]
-    with pytest.raises(NormalizationError, match=r"^memos\[0\]\.id: missing"):
+    assert [(p.path, p.value) for p in problems] == [("[0]", memos[0])]
+    problems = Problems()
+    assert normalize_memos([{"memo": "x"}, memos[1]], {}, problems)["shipment_memos"][0]["memo_id"] == 2
+    assert [(p.path, p.reason) for p in problems] == [
+        ("[0]", "id missing: the record cannot be keyed and is not loaded")
+    ]
+    with pytest.raises(NormalizationError, match=r"^\[0\]: id missing"):
         normalize_memos([{"memo": "x"}], {})
 
 
@@ -356,5 +434,12 @@ def test_code_conversions() -> None:
     assert row["last_modified_at"] == dt.datetime(2026, 10, 1, 7, 0, tzinfo=dt.UTC)
     assert json.loads(row["payload"])["extra_field"] == "kept in payload"
     assert normalize_code_conversions([]) == {"code_conversions": []}
-    with pytest.raises(NormalizationError, match=r"^code_conversions\[0\]\.valid_from: date 'soon'"):
+    with pytest.raises(NormalizationError, match=r"^\[0\]\.valid_from: date 'soon'"):
         normalize_code_conversions([{**samples.code_conversion(1), "valid_from": "soon"}])
+    problems = Problems()
+    (row,) = normalize_code_conversions([{**samples.code_conversion(1), "valid_from": "soon"}], problems)[
+        "code_conversions"
+    ]
+    assert "valid_from" not in row  # null
+    assert json.loads(row["payload"])["valid_from"] == "soon"
+    assert [(p.path, p.value) for p in problems] == [("[0].valid_from", "soon")]
