@@ -488,16 +488,21 @@ class ClientCore:
     def _transport_error(self, call: Call, error: httpx.TransportError) -> FreightError:
         text = self.redact(str(error)) or type(error).__name__
         where = call.where
+        failure: FreightError
         if isinstance(error, httpx.TimeoutException):
-            return FreightTimeoutError(
+            failure = FreightTimeoutError(
                 f"{where} timed out ({type(error).__name__}: {text})", method=call.endpoint.method, path=call.path
             )
-        maybe = MAYBE_PROCESSED if not call.endpoint.retry_safe and not isinstance(error, httpx.ConnectError) else ""
-        return FreightConnectionError(
-            f"{where} failed: {type(error).__name__}: {text} (service at {self.display_url}){maybe}",
-            method=call.endpoint.method,
-            path=call.path,
-        )
+        else:
+            sent = call.endpoint.retry_safe or isinstance(error, httpx.ConnectError)
+            maybe = "" if sent else MAYBE_PROCESSED
+            failure = FreightConnectionError(
+                f"{where} failed: {type(error).__name__}: {text} (service at {self.display_url}){maybe}",
+                method=call.endpoint.method,
+                path=call.path,
+            )
+        failure.__cause__ = error  # callers tell "cannot connect" from "one answer broke off"
+        return failure
 
     # --- models from replies -------------------------------------------------------------------
 

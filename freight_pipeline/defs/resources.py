@@ -79,6 +79,19 @@ class FreightServiceResource(dg.ConfigurableResource):
         ),
     )
 
+    breaker_max_share: float = Field(
+        default=_DEFAULTS.breaker_max_share,
+        description="a stream's run fails when more than this share of its records failed (and at least "
+        "breaker_min_failures did): an outage is never quarantined",
+    )
+    breaker_min_failures: int = Field(
+        default=_DEFAULTS.breaker_min_failures, description="failures below this count never trip the breaker"
+    )
+    retry_after_minutes: int = Field(
+        default=_minutes(_DEFAULTS.retry_after),
+        description="a quarantined record is retried after this long, doubling per failure up to a day",
+    )
+
     def service_settings(self) -> ServiceSettings:
         return ServiceSettings(
             base_url=self.base_url or os.environ.get(BASE_URL_ENV, DEFAULT_BASE_URL),
@@ -96,6 +109,9 @@ class FreightServiceResource(dg.ConfigurableResource):
             overlap=dt.timedelta(minutes=self.overlap_minutes),
             start_cursor=self.start_cursor,
             reconcile_interval=None if reconcile is None else dt.timedelta(minutes=reconcile),
+            breaker_max_share=self.breaker_max_share,
+            breaker_min_failures=self.breaker_min_failures,
+            retry_after=dt.timedelta(minutes=self.retry_after_minutes),
         )
 
     def reconcile_minutes(self) -> int | None:

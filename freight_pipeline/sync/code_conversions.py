@@ -6,20 +6,25 @@ an unchanged run leaves the table, its ``_synced_at`` and its Parquet untouched.
 The table is replaced by what was read, so a truncated read would delete rows: the scroll must add
 up to its ``X-Row-Count`` (every page agreeing on it), else it is read again and finally the stream
 fails without writing (``changes.read_complete``).
+
+A record that is not an object or has no usable id is quarantined (the stream's retry queue is
+replaced by this run's failures: every run re-reads every record, so a record that loads leaves it);
+a value that cannot be converted is null and one ``data_problems`` row.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable
 from typing import Any
 
-from freight_pipeline.normalize import NormalizationError, normalize_code_conversions, to_arrow_batch
+from freight_pipeline.normalize import NormalizationError, Problems, normalize_code_conversion, to_arrow_batch
 from freight_pipeline.sync.changes import read_complete
+from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text
 from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
-from freight_pipeline.warehouse import Reject, Warehouse
+from freight_pipeline.warehouse import Backoff, DataProblem, Quarantined, Reject, Warehouse
 
 STREAM = "code_conversions"
 TABLE = "code_conversions"
@@ -28,7 +33,13 @@ Progress = Callable[[str], None]
 
 
 async def sync_code_conversions(
-    source: SourceAPI, warehouse: Warehouse, run_id: str, progress: Progress | None = None, *, attempts: int = 3
+    source: SourceAPI,
+    warehouse: Warehouse,
+    run_id: str,
+    progress: Progress | None = None,
+    *,
+    attempts: int = 3,
+    backoff: Backoff = SyncSettings().backoff,
 ) -> StreamResult:
     say = progress or (lambda message: None)
     result = StreamResult(STREAM, run_id, dt.datetime.now(dt.UTC))
@@ -36,23 +47,44 @@ async def sync_code_conversions(
     result.cursor_before = warehouse.get_cursor(STREAM)
     records = await read_complete(source.code_conversion_pages, "code-conversion scroll", attempts)
     result.rows_read = len(records)
-    good: list[dict[str, Any]] = []
+    rows: dict[int, dict[str, Any]] = {}
     rejects: list[Reject] = []
-    for record in records:
+    quarantined: list[Quarantined] = []
+    problems: list[DataProblem] = []
+    for position, record in enumerate(records):
+        found = Problems()
         try:
-            normalize_code_conversions([record])
+            row = normalize_code_conversion(record, found)
         except NormalizationError as exc:
-            rejects.append(Reject(STREAM, str(record.get("id")), json.dumps(record, default=str), str(exc)))
+            key = _key_of(record, position)
+            failure = RecordFailure(str(exc), "GET /service/basicdata/codeconverter", None, json_text(record, 500))
+            quarantined.append(failure.quarantined(STREAM, key, None))
+            rejects.append(Reject(STREAM, key, json_text(record, 100_000), str(exc)))
             continue
-        good.append(record)
-    table = to_arrow_batch(normalize_code_conversions(good))[TABLE]
-    outcome = warehouse.replace_table(run_id, TABLE, table, stream=STREAM, rejects=rejects)
+        if row["conversion_id"] in rows:
+            found.add("", None, f"id {row['conversion_id']} repeated in the scroll: the later record is loaded")
+        rows[row["conversion_id"]] = row
+        problems.extend(data_problems(STREAM, row["conversion_id"], None, found))
+    table = to_arrow_batch({TABLE: list(rows.values())})[TABLE]
+    outcome = warehouse.replace_table(
+        run_id, TABLE, table, stream=STREAM, rejects=rejects, quarantined=quarantined, problems=problems,
+        backoff=backoff,
+    )
     result.add_rows({TABLE: outcome.rows_written})
     result.rejected = len(rejects)
+    result.quarantined = len(quarantined)
+    result.data_problems = len(problems)
     result.extra["changed"] = outcome.changed
     say(f"code conversions: {len(records)} read, {'changed' if outcome.changed else 'unchanged'}")
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
     result.retries = retries_after - retries_before
     result.cursor_after = warehouse.get_cursor(STREAM)
+    result.extra["retry_queue"] = len(quarantined)
     return result
+
+
+def _key_of(record: Any, position: int) -> str:
+    """A quarantine key for a record without a usable id: its id as text, else its scroll position."""
+    value = record.get("id") if isinstance(record, dict) else None
+    return f"id {json_text(value, 60)}" if value is not None else f"scroll position {position}"

@@ -19,6 +19,10 @@ class StreamResult:
     requests: int = 0
     retries: int = 0
     rejected: int = 0
+    quarantined: int = 0
+    """Records that failed in this run and wait in the retry queue (``freight_meta.quarantine``)."""
+    data_problems: int = 0
+    """Values of loaded records that could not be converted (``freight_meta.data_problems``)."""
     cursor_before: str | None = None
     cursor_after: str | None = None
     error: str | None = None

@@ -63,7 +63,9 @@ async def _dispatch(
     if name in DETAIL_STREAMS:
         return await sync_detail_stream(name, source, warehouse, settings, run_id, progress)
     if name == CODE_CONVERSIONS:
-        return await sync_code_conversions(source, warehouse, run_id, progress, attempts=settings.count_attempts)
+        return await sync_code_conversions(
+            source, warehouse, run_id, progress, attempts=settings.count_attempts, backoff=settings.backoff
+        )
     raise UnknownStream(f"unknown stream {name!r}; streams are {', '.join(STREAM_ORDER)}")
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from freight_pipeline.warehouse import Backoff
+
 
 @dataclass(frozen=True)
 class SyncSettings:
@@ -31,6 +33,19 @@ class SyncSettings:
     not held in memory as documents and rows all at once."""
     detail_batch_size: int = 200
     """Shipments per detail-stream transaction (events, legs, memos)."""
+    breaker_max_share: float = 0.05
+    """A stream's run stops (CircuitOpen, nothing more written) when more than this share of the
+    records it read failed, and at least ``breaker_min_failures`` did: not a record's fault."""
+    breaker_min_failures: int = 10
+    """Failures below this count never trip the breaker (one bad record in a small run is a record's fault)."""
+    retry_after: dt.timedelta = dt.timedelta(minutes=10)
+    """A quarantined record is retried by the first run after this long, then after twice as long
+    after each further failure, up to ``retry_after_max``."""
+    retry_after_max: dt.timedelta = dt.timedelta(hours=24)
+
+    @property
+    def backoff(self) -> Backoff:
+        return Backoff(self.retry_after, self.retry_after_max)
 
     def __post_init__(self) -> None:
         if not 1 <= self.page_size <= 500:
@@ -47,3 +62,9 @@ class SyncSettings:
             raise ValueError(f"fetch_batch_size must be at least 1, got {self.fetch_batch_size}")
         if self.detail_batch_size < 1:
             raise ValueError(f"detail_batch_size must be at least 1, got {self.detail_batch_size}")
+        if not 0 <= self.breaker_max_share <= 1:
+            raise ValueError(f"breaker_max_share must be between 0 and 1, got {self.breaker_max_share}")
+        if self.breaker_min_failures < 1:
+            raise ValueError(f"breaker_min_failures must be at least 1, got {self.breaker_min_failures}")
+        if self.retry_after < dt.timedelta(0) or self.retry_after_max < self.retry_after:
+            raise ValueError("retry_after must not be negative nor above retry_after_max")

@@ -9,6 +9,13 @@ either the old cursor with the old rows or the new cursor with the new rows (DES
 Reconciliation (every ``reconcile_interval``) lists every live id and deletes what the source no
 longer has: it deletes only on the strength of a listing whose every page agreed with its
 ``X-Row-Count``, so a dropped record or a page-size cap fails the stream instead of deleting.
+
+One bad record never stops the stream (``isolation``): a document that fails after the client's
+retries, or cannot be normalized at all, is quarantined in the same transaction as the batch that
+skipped it (the cursor still advances) and retried by later runs with backoff until it loads or
+vanishes from the source; its old rows, if any, stay meanwhile. A value that cannot be converted is
+null in its column and one ``data_problems`` row. What is not a record's fault re-raises, and the
+breaker stops the stream when too many records fail.
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from freight_pipeline.datetimes import parse_iso_datetime, to_utc
-from freight_pipeline.normalize import SHIPMENT_TABLES, NormalizationError, normalize_shipment, to_arrow_batch
+from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime, to_utc
+from freight_pipeline.normalize import SHIPMENT_TABLES, NormalizationError, Problems, normalize_shipment, to_arrow_batch
+from freight_pipeline.normalize.errors import Invalid
 from freight_pipeline.normalize.fields import to_json
 from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, ceiling_of, checked_lookup, walk_changes
 from freight_pipeline.sync.cursor import (
@@ -30,11 +38,12 @@ from freight_pipeline.sync.cursor import (
     dst_widening,
     parse_start_cursor,
 )
+from freight_pipeline.sync.isolation import Breaker, RecordFailure, data_problems, json_text, record_failure
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import ShipmentGone, SourceAPI
 from freight_pipeline.sync.tasks import run_all
-from freight_pipeline.warehouse import PendingDetail, RawDocument, Reject, Warehouse
+from freight_pipeline.warehouse import DataProblem, PendingDetail, Quarantined, RawDocument, Reject, Warehouse
 
 STREAM = "shipments"
 RECONCILE_STREAM = "shipments_reconcile"
@@ -52,21 +61,41 @@ class _Batch:
     gone: list[int] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
     pending: list[PendingDetail] = field(default_factory=list)
+    quarantined: list[Quarantined] = field(default_factory=list)
+    problems: list[DataProblem] = field(default_factory=list)
 
 
-async def _fetch_documents(source: SourceAPI, ids: Sequence[int]) -> list[tuple[int, dict[str, Any] | None]]:
-    """Full documents of ``ids``, concurrently (the client bounds concurrency); None for a 404."""
+Fetched = dict[str, Any] | RecordFailure | None
+"""A retrieve's outcome: the document, the record's failure, or None for a 404."""
 
-    async def one(shipment_id: int) -> tuple[int, dict[str, Any] | None]:
+
+async def _fetch_documents(source: SourceAPI, ids: Sequence[int]) -> list[tuple[int, Fetched]]:
+    """Full documents of ``ids``, concurrently (the client bounds concurrency and retries).
+
+    A record's failure is returned, not raised; what is not a record's fault (``isolation``)
+    raises and cancels the rest of the batch.
+    """
+
+    async def one(shipment_id: int) -> tuple[int, Fetched]:
         try:
             return shipment_id, await source.get_shipment(shipment_id)
         except ShipmentGone:
             return shipment_id, None
+        except Exception as exc:
+            failure = record_failure(exc)
+            if failure is None:
+                raise
+            return shipment_id, failure
 
     return await run_all(one(i) for i in ids)
 
 
-def _build_batch(fetched: list[tuple[int, dict[str, Any] | None]], fetched_at: dt.datetime) -> _Batch:
+def _quarantine(batch: _Batch, shipment_id: int, failure: RecordFailure, payload: str | None) -> None:
+    batch.quarantined.append(failure.quarantined(STREAM, shipment_id, shipment_id))
+    batch.rejects.append(Reject(STREAM, str(shipment_id), payload or failure.excerpt, failure.reason))
+
+
+def _build_batch(fetched: list[tuple[int, Fetched]], fetched_at: dt.datetime) -> _Batch:
     batch = _Batch()
     for shipment_id, doc in fetched:
         if doc is None:
@@ -74,17 +103,25 @@ def _build_batch(fetched: list[tuple[int, dict[str, Any] | None]], fetched_at: d
             reason = "not found (404) at retrieve: deleted in the source after lookup"
             batch.rejects.append(Reject(STREAM, str(shipment_id), None, reason))
             continue
-        raw_text = to_json(doc)
-        last_modified = to_utc(parse_iso_datetime(doc.get("last_modified_date_time")))
-        batch.raw.append(RawDocument(shipment_id, raw_text, fetched_at, last_modified))
+        if isinstance(doc, RecordFailure):
+            _quarantine(batch, shipment_id, doc, None)
+            continue
+        problems = Problems()
         try:
+            raw_text = to_json(doc)
+            rows = normalize_shipment(doc, problems)
             if doc.get("id") != shipment_id:
                 raise NormalizationError(f"id: document id {doc.get('id')!r} does not match requested {shipment_id}")
-            rows = normalize_shipment(doc)
-        except NormalizationError as exc:
-            batch.rejects.append(Reject(STREAM, str(shipment_id), raw_text, str(exc)))
+        except Invalid as exc:
+            _quarantine(batch, shipment_id, RecordFailure(f"the document cannot be stored: {exc}"), None)
             continue
+        except Exception as exc:  # NormalizationError, or a bug met on this record's data
+            failure = record_failure(exc) or RecordFailure(f"{type(exc).__name__}: {exc}")
+            _quarantine(batch, shipment_id, failure, json_text(doc, 100_000))
+            continue
+        batch.raw.append(RawDocument(shipment_id, raw_text, fetched_at, _last_modified(doc)))
         batch.unit_ids.append(shipment_id)
+        batch.problems.extend(data_problems(STREAM, shipment_id, shipment_id, problems))
         for table, table_rows in rows.items():
             batch.rows.setdefault(table, []).extend(table_rows)
         for stream in DETAIL_STREAMS:
@@ -92,16 +129,33 @@ def _build_batch(fetched: list[tuple[int, dict[str, Any] | None]], fetched_at: d
                 PendingDetail(
                     stream=stream,
                     shipment_id=shipment_id,
-                    client=doc.get("client"),
-                    shipment_number=doc.get("shipment_number"),
-                    mode_of_transport=doc.get("mode_of_transport"),
+                    client=_text(doc.get("client")),
+                    shipment_number=_text(doc.get("shipment_number")),
+                    mode_of_transport=_text(doc.get("mode_of_transport")),
                 )
             )
     return batch
 
 
+def _last_modified(doc: dict[str, Any]) -> dt.datetime | None:
+    """The document's last-modified instant in UTC; None when unreadable (its data problem says why)."""
+    try:
+        return to_utc(parse_iso_datetime(doc.get("last_modified_date_time")))
+    except DateTimeParseError:
+        return None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _write(
-    warehouse: Warehouse, run_id: str, batch: _Batch, cursor: ShipmentKey | None, result: StreamResult
+    warehouse: Warehouse,
+    run_id: str,
+    batch: _Batch,
+    cursor: ShipmentKey | None,
+    result: StreamResult,
+    settings: SyncSettings,
 ) -> None:
     counts = warehouse.apply_shipment_batch(
         run_id=run_id,
@@ -113,9 +167,15 @@ def _write(
         rejects=batch.rejects,
         pending=batch.pending,
         cursor=(STREAM, cursor.to_json()) if cursor is not None else None,
+        stream=STREAM,
+        quarantined=batch.quarantined,
+        problems=batch.problems,
+        backoff=settings.backoff,
     )
     result.add_rows(counts)
     result.rejected += len(batch.rejects)
+    result.quarantined += len(batch.quarantined)
+    result.data_problems += len(batch.problems)
 
 
 @dataclass(frozen=True)
@@ -195,6 +255,7 @@ async def sync_shipments(
     say(f"shipments: reading changes after {after.instant_text} up to {ceiling.instant_text if ceiling else '-'}")
 
     walk = WalkStats()
+    breaker = Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures)
     if ceiling is not None and after.second() <= ceiling.second():
         async for page in walk_changes(
             source.lookup_shipments, after, ceiling, page_size=settings.page_size,
@@ -206,17 +267,19 @@ async def sync_shipments(
                 # keeps its last-modified value, so comparing it with the held one would miss the change.
                 fetched = await _fetch_documents(source, [int(base["id"]) for _, base in chunk])
                 batch = _build_batch(fetched, dt.datetime.now(dt.UTC))
+                breaker.count(len(chunk), len(batch.quarantined))
                 last_key = chunk[-1][0]
                 batch_cursor = last_key.with_offset(cursor_offset(last_key, covered))
                 new_cursor = batch_cursor if batch_cursor > cursor else None
-                _write(warehouse, run_id, batch, new_cursor, result)
+                _write(warehouse, run_id, batch, new_cursor, result, settings)
                 if new_cursor is not None:
                     cursor = new_cursor
                 moved = f"cursor at {new_cursor.instant_text}" if new_cursor else "cursor kept (overlap re-read)"
                 say(f"shipments: {result.rows_read} changed read, {len(batch.unit_ids)} written in this batch, {moved}")
 
+    await _retry_quarantined(source, warehouse, settings, run_id, result, say)
     if _reconcile_due(warehouse, settings):
-        await _reconcile(source, warehouse, settings, run_id, result, say, floor, walk)
+        await _reconcile(source, warehouse, settings, run_id, result, say, floor, walk, breaker)
         warehouse.set_cursor(RECONCILE_STREAM, json.dumps({"at": dt.datetime.now(dt.UTC).isoformat()}), run_id)
 
     requests_after, retries_after = source.request_counts()
@@ -224,6 +287,7 @@ async def sync_shipments(
     result.retries = retries_after - retries_before
     result.extra.update(
         lookups=walk.lookups, count_mismatches=walk.count_mismatches,
+        retry_queue=warehouse.quarantine_count(STREAM),
     )
     stored_after = warehouse.get_cursor(STREAM)
     result.cursor_after = stored_after
@@ -262,28 +326,72 @@ async def _reconcile(
     say: Progress,
     floor: ShipmentKey,
     stats: WalkStats,
+    breaker: Breaker,
 ) -> None:
     """Self-healing pass: delete what the source no longer has, fetch what the warehouse lacks or holds stale.
 
     Only shipments last modified at or after ``floor`` (the configured start cursor) are fetched;
-    deletions apply to every shipment held. Nothing is deleted unless the whole listing was read
-    and checked (``_list_live_shipments`` raises otherwise).
+    deletions apply to every shipment held, and to quarantined shipments that vanished. Quarantined
+    shipments are left to the retry queue's backoff. Nothing is deleted unless the whole listing was
+    read and checked (``_list_live_shipments`` raises otherwise).
     """
     live = await _list_live_shipments(source, settings.page_size, settings.count_attempts, stats)
     held = warehouse.shipment_last_modified(None)
-    vanished = sorted(set(held) - set(live))
+    quarantined = warehouse.quarantined_ids(STREAM)
+    vanished = sorted((set(held) | quarantined) - set(live))
     stale = sorted(
         i for i, entry in live.items()
-        if _wanted(entry, floor) and (i not in held or held[i] != entry.last_modified)
+        if _wanted(entry, floor) and i not in quarantined and (i not in held or held[i] != entry.last_modified)
     )
     result.extra["reconcile_listed"] = len(live)
     result.extra["reconcile_deleted"] = len(vanished)
     result.extra["reconcile_refetched"] = len(stale)
     result.extra["reconcile_before_start"] = sum(1 for i, e in live.items() if i not in held and not _wanted(e, floor))
     if vanished:
-        _write(warehouse, run_id, _Batch(gone=vanished), None, result)
+        _write(warehouse, run_id, _Batch(gone=vanished), None, result, settings)
         say(f"shipments: deleted {len(vanished)} shipments no longer in the source")
-    for chunk in _chunks(stale, settings.fetch_batch_size):
-        fetched = await _fetch_documents(source, chunk)
-        _write(warehouse, run_id, _build_batch(fetched, dt.datetime.now(dt.UTC)), None, result)
-        say(f"shipments: reconcile fetched {len(chunk)} missing or stale shipments")
+    await _fetch_and_write(source, warehouse, settings, run_id, result, breaker, stale)
+    if stale:
+        say(f"shipments: reconcile fetched {len(stale)} missing or stale shipments")
+
+
+async def _fetch_and_write(
+    source: SourceAPI,
+    warehouse: Warehouse,
+    settings: SyncSettings,
+    run_id: str,
+    result: StreamResult,
+    breaker: Breaker | None,
+    ids: Sequence[int],
+) -> None:
+    """Fetch and write ``ids`` in batches, without moving the cursor (retries and reconcile).
+
+    ``breaker`` None: failures are not counted (retries of records already quarantined: they stay
+    where they are, and counting them would let a few persistently bad records stop every run).
+    """
+    for chunk in _chunks(ids, settings.fetch_batch_size):
+        batch = _build_batch(await _fetch_documents(source, chunk), dt.datetime.now(dt.UTC))
+        if breaker is not None:
+            breaker.count(len(chunk), len(batch.quarantined))
+        _write(warehouse, run_id, batch, None, result, settings)
+
+
+async def _retry_quarantined(
+    source: SourceAPI,
+    warehouse: Warehouse,
+    settings: SyncSettings,
+    run_id: str,
+    result: StreamResult,
+    say: Progress,
+) -> None:
+    """Fetch again the quarantined shipments whose next attempt is due: they load, vanish (404), or
+    stay quarantined with a longer backoff."""
+    due = [int(entry["record_key"]) for entry in warehouse.due_quarantine(STREAM)]
+    if not due:
+        return
+    quarantined_before = result.quarantined
+    await _fetch_and_write(source, warehouse, settings, run_id, result, None, due)
+    failed_again = result.quarantined - quarantined_before
+    result.extra["retried"] = len(due)
+    result.extra["retried_still_failing"] = failed_again
+    say(f"shipments: retried {len(due)} quarantined shipments, {len(due) - failed_again} loaded or gone")

@@ -12,7 +12,10 @@ from freight_pipeline.warehouse.publish import (
     published_db_path,
 )
 from freight_pipeline.warehouse.records import (
+    Backoff,
+    DataProblem,
     PendingDetail,
+    Quarantined,
     RawDocument,
     Reject,
     ReplaceOutcome,
@@ -25,8 +28,11 @@ from freight_pipeline.warehouse.store import Warehouse, read_run_log, run_log_pa
 __all__ = [
     "META_SCHEMA",
     "META_TABLES",
+    "Backoff",
+    "DataProblem",
     "PendingDetail",
     "PublishResult",
+    "Quarantined",
     "RawDocument",
     "Reject",
     "ReplaceOutcome",

@@ -1,4 +1,5 @@
-"""The ``freight_meta`` tables: cursors, run log, rejected records, raw documents, detail queue.
+"""The ``freight_meta`` tables: cursors, run log, rejected records, quarantine (the retry queue of
+records that failed), data problems, raw documents, detail queue.
 
 Declared once as :class:`TableSpec` so the same declaration drives the DDL, the Parquet export and
 the docs. They carry no audit columns (their own timestamps and ``run_id`` say who wrote them) and
@@ -99,4 +100,50 @@ PENDING_DETAILS = _meta(
     "Work queue of the detail streams, filled in the same transaction as the changed shipments.",
 )
 
-META_TABLES: tuple[TableSpec, ...] = (SYNC_STATE, SYNC_RUNS, REJECTED_RECORDS, RAW_SHIPMENTS, PENDING_DETAILS)
+QUARANTINE = _meta(
+    "quarantine",
+    (
+        _key("stream", "VARCHAR", "stream the record belongs to"),
+        _key("record_key", "VARCHAR", "the record's key in the source (shipment id; code-conversion id)"),
+        Column("shipment_id", "BIGINT", "the shipment the record belongs to (null for code conversions)"),
+        Column("reason", "VARCHAR", "why the record could not be loaded (the last failure)"),
+        Column("request", "VARCHAR", "the request that failed, e.g. GET /service/shipment/1042/events"),
+        Column("status_code", "INTEGER", "HTTP status of the failed answer (null: none came)"),
+        Column("response_excerpt", "VARCHAR", "the start of what came back (at most 500 characters)"),
+        Column("context", "JSON", "what a retry needs besides the key (client, shipment number, mode)"),
+        Column("first_failed_at", "TIMESTAMPTZ", "when the record first failed (since it last loaded)"),
+        Column("last_failed_at", "TIMESTAMPTZ", "when it failed last"),
+        Column("attempts", "INTEGER", "failed attempts so far"),
+        Column("next_attempt_at", "TIMESTAMPTZ", "not retried before this instant (exponential backoff)"),
+        Column("run_id", "VARCHAR", "the run of the last failure"),
+    ),
+    ("stream", "record_key"),
+    "Records that failed after the client's retries and wait to be retried: a record leaves only by "
+    "loading, or by vanishing from the source.",
+)
+
+DATA_PROBLEMS = _meta(
+    "data_problems",
+    (
+        _key("stream", "VARCHAR", "stream the record belongs to"),
+        _key("record_key", "VARCHAR", "the record's key (shipment id; code-conversion id)"),
+        _key("json_path", "VARCHAR", "where the value sits in the record, e.g. goods[0].weight"),
+        Column("shipment_id", "BIGINT", "the shipment the record belongs to (null for code conversions)"),
+        Column("raw_value", "JSON", "the value as received (long values cut, see reason)"),
+        Column("reason", "VARCHAR", "why it could not be converted; its column holds null"),
+        Column("run_id", "VARCHAR", "the run that loaded the record"),
+        Column("detected_at", "TIMESTAMPTZ"),
+    ),
+    ("stream", "record_key", "json_path"),
+    "Values of loaded records that could not be converted (their column is null); replaced with the record.",
+)
+
+META_TABLES: tuple[TableSpec, ...] = (
+    SYNC_STATE,
+    SYNC_RUNS,
+    REJECTED_RECORDS,
+    QUARANTINE,
+    DATA_PROBLEMS,
+    RAW_SHIPMENTS,
+    PENDING_DETAILS,
+)

@@ -27,6 +27,45 @@ class Reject(NamedTuple):
     reason: str
 
 
+class Quarantined(NamedTuple):
+    """A record that failed after the client's retries, for ``freight_meta.quarantine``."""
+
+    stream: str
+    record_key: str
+    shipment_id: int | None
+    reason: str
+    request: str | None = None
+    status_code: int | None = None
+    response_excerpt: str | None = None
+    context: str | None = None
+    """JSON text: what a retry needs besides the key."""
+
+
+class DataProblem(NamedTuple):
+    """A value of a loaded record that could not be converted, for ``freight_meta.data_problems``."""
+
+    stream: str
+    record_key: str
+    shipment_id: int | None
+    json_path: str
+    raw_value: str | None
+    """JSON text."""
+    reason: str
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """When a quarantined record is retried: ``base`` after its first failure, doubling up to ``cap``."""
+
+    base: dt.timedelta
+    cap: dt.timedelta
+
+    def delay(self, attempts: int) -> dt.timedelta:
+        if attempts <= 1:
+            return min(self.base, self.cap)
+        return min(self.base * 2 ** min(attempts - 1, 40), self.cap)
+
+
 @dataclass(frozen=True)
 class PendingDetail:
     """One shipment queued for one detail stream (``freight_meta.pending_details``)."""

@@ -31,7 +31,10 @@ from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.ddl import connect, ensure_tables, first, qualified, quote, run
 from freight_pipeline.warehouse.records import (
+    Backoff,
+    DataProblem,
     PendingDetail,
+    Quarantined,
     RawDocument,
     Reject,
     ReplaceOutcome,
@@ -49,6 +52,7 @@ RUN_LOG = "latest_runs.json"
 what ``status`` reads without opening the working database (a reader's lock would stop a sync starting)."""
 
 _TS = pa.timestamp("us", tz="UTC")
+DEFAULT_BACKOFF = Backoff(dt.timedelta(minutes=10), dt.timedelta(hours=24))
 
 
 def working_db_path(data_dir: Path) -> Path:
@@ -210,6 +214,11 @@ class Warehouse:
         rejects: Sequence[Reject] = (),
         pending: Sequence[PendingDetail] = (),
         replaced_tables: Sequence[str] | None = None,
+        *,
+        stream: str = "shipments",
+        quarantined: Sequence[Quarantined] = (),
+        problems: Sequence[DataProblem] = (),
+        backoff: Backoff = DEFAULT_BACKOFF,
     ) -> WriteStats:
         """Write one batch of shipments in ONE transaction (all or nothing).
 
@@ -223,10 +232,14 @@ class Warehouse:
         * ``rejects``: upserted into ``rejected_records`` by ``(stream, source_key, run_id)``.
         * ``pending``: (re)queued detail work; a re-queue replaces the entry.
         * ``cursor``: ``(stream, cursor_json)`` set in the same transaction, so it never runs ahead.
+        * ``quarantined``: records that failed, upserted into the retry queue (attempts counted,
+          next attempt after ``backoff``); a unit id that loads leaves ``stream``'s queue, and its
+          ``data_problems`` are replaced by ``problems``.
         """
         raw = [RawDocument(*doc) for doc in raw_documents]
         return self._apply(
             run_id,
+            stream=stream,
             tables=tables,
             replaced=replaced_tables if replaced_tables is not None else list(tables),
             unit_ids=unit_ids,
@@ -234,9 +247,11 @@ class Warehouse:
             raw_documents=raw,
             rejects=rejects,
             pending=pending,
-            done_stream=None,
             done=(),
             cursor=cursor,
+            quarantined=quarantined,
+            problems=problems,
+            backoff=backoff,
         )
 
     def apply_detail_batch(
@@ -249,15 +264,21 @@ class Warehouse:
         done: Sequence[tuple[int, dt.datetime | None]] = (),
         rejects: Sequence[Reject] = (),
         cursor: str | None = None,
+        *,
+        quarantined: Sequence[Quarantined] = (),
+        problems: Sequence[DataProblem] = (),
+        backoff: Backoff = DEFAULT_BACKOFF,
     ) -> WriteStats:
         """Write one batch of a detail stream in ONE transaction and acknowledge its queue entries.
 
         Rows of ``unit_ids`` in ``replaced_tables`` are replaced by those in ``tables``; each
         ``(shipment_id, enqueued_at)`` of ``done`` leaves ``stream``'s queue unless it was re-queued
         meanwhile (different ``enqueued_at``); ``cursor`` (JSON text) becomes ``stream``'s cursor.
+        ``quarantined``, ``problems`` and ``backoff`` as in :meth:`apply_shipment_batch`.
         """
         return self._apply(
             run_id,
+            stream=stream,
             tables=tables,
             replaced=replaced_tables,
             unit_ids=unit_ids,
@@ -265,15 +286,18 @@ class Warehouse:
             raw_documents=(),
             rejects=rejects,
             pending=(),
-            done_stream=stream,
             done=done,
             cursor=(stream, cursor) if cursor is not None else None,
+            quarantined=quarantined,
+            problems=problems,
+            backoff=backoff,
         )
 
     def _apply(
         self,
         run_id: str,
         *,
+        stream: str,
         tables: Mapping[str, pa.Table],
         replaced: Sequence[str],
         unit_ids: Sequence[int],
@@ -281,9 +305,11 @@ class Warehouse:
         raw_documents: Sequence[RawDocument],
         rejects: Sequence[Reject],
         pending: Sequence[PendingDetail],
-        done_stream: str | None,
         done: Sequence[tuple[int, dt.datetime | None]],
         cursor: tuple[str, str] | None,
+        quarantined: Sequence[Quarantined],
+        problems: Sequence[DataProblem],
+        backoff: Backoff,
     ) -> WriteStats:
         units = sorted({int(i) for i in unit_ids})
         gone = sorted({int(i) for i in deleted_ids})
@@ -303,23 +329,99 @@ class Warehouse:
             with self._registered(pa.table({"id": pa.array(units, pa.int64())})) as units_view:
                 for spec in replaced_specs.values():
                     stats.deleted[spec.name] = self._delete_keys(spec, spec.replace_key or "", units_view)
+                self._clear_records(stream, units_view)
             if gone:
                 with self._registered(pa.table({"id": pa.array(gone, pa.int64())})) as gone_view:
                     for spec in self.unit_tables:
                         removed = self._delete_keys(spec, spec.replace_key or "", gone_view)
                         stats.deleted[spec.name] = stats.deleted.get(spec.name, 0) + removed
-                    self._delete_keys(meta.RAW_SHIPMENTS, "shipment_id", gone_view)
-                    self._delete_keys(meta.PENDING_DETAILS, "shipment_id", gone_view)
+                    for spec in (meta.RAW_SHIPMENTS, meta.PENDING_DETAILS, meta.QUARANTINE, meta.DATA_PROBLEMS):
+                        self._delete_keys(spec, "shipment_id", gone_view)
             for name, table in incoming.items():
                 stats[self.spec(name).name] = self._insert_rows(self.spec(name), table, synced_at, run_id)
             self._upsert_raw(raw_documents, run_id)
             self._upsert_rejects(rejects, run_id, synced_at)
+            self._insert_problems(problems, run_id, synced_at)
+            self._quarantine(quarantined, run_id, synced_at, backoff)
             self._enqueue(pending, run_id, synced_at)
-            if done_stream is not None and done:
-                self._acknowledge(done_stream, done)
+            if done:
+                self._acknowledge(stream, done)
             if cursor is not None:
                 self._set_cursor(con, cursor[0], cursor[1], run_id, synced_at)
         return stats
+
+    def _clear_records(self, stream: str, ids_view: str) -> None:
+        """Loaded records of ``stream`` leave its retry queue; their old data problems go (new ones follow)."""
+        for spec in (meta.QUARANTINE, meta.DATA_PROBLEMS):
+            run(
+                self.con,
+                f"DELETE FROM {qualified(spec)} WHERE stream = ? "
+                f"AND record_key IN (SELECT CAST(id AS VARCHAR) FROM {ids_view})",
+                [stream],
+            )
+
+    def _insert_problems(self, problems: Sequence[DataProblem], run_id: str, at: dt.datetime) -> None:
+        latest = {(p.stream, p.record_key, p.json_path): p for p in problems}
+        rows = list(latest.values())
+        self._upsert(
+            meta.DATA_PROBLEMS,
+            pa.table(
+                {
+                    "stream": pa.array([p.stream for p in rows], pa.string()),
+                    "record_key": pa.array([p.record_key for p in rows], pa.string()),
+                    "json_path": pa.array([p.json_path for p in rows], pa.string()),
+                    "shipment_id": pa.array([p.shipment_id for p in rows], pa.int64()),
+                    "raw_value": pa.array([_json_text(p.raw_value) for p in rows], pa.string()),
+                    "reason": pa.array([p.reason for p in rows], pa.string()),
+                    "run_id": pa.array([run_id] * len(rows), pa.string()),
+                    "detected_at": pa.array([at] * len(rows), _TS),
+                }
+            ),
+        )
+
+    def _quarantine(self, entries: Sequence[Quarantined], run_id: str, at: dt.datetime, backoff: Backoff) -> None:
+        """Upsert failed records: attempts counted from the held entry, the next attempt after ``backoff``."""
+        if not entries:
+            return
+        latest = list({(q.stream, q.record_key): q for q in entries}.values())
+        keys = pa.table(
+            {
+                "stream": pa.array([q.stream for q in latest], pa.string()),
+                "record_key": pa.array([q.record_key for q in latest], pa.string()),
+            }
+        )
+        with self._registered(keys) as view:
+            held = {
+                (stream, key): (attempts, first_failed)
+                for stream, key, attempts, first_failed in run(
+                    self.con,
+                    f"SELECT q.stream, q.record_key, q.attempts, q.first_failed_at FROM {qualified(meta.QUARANTINE)} q "
+                    f"JOIN {view} k ON q.stream = k.stream AND q.record_key = k.record_key",
+                )
+            }
+        attempts = [int(held.get((q.stream, q.record_key), (0, None))[0] or 0) + 1 for q in latest]
+        self._upsert(
+            meta.QUARANTINE,
+            pa.table(
+                {
+                    "stream": keys.column("stream"),
+                    "record_key": keys.column("record_key"),
+                    "shipment_id": pa.array([q.shipment_id for q in latest], pa.int64()),
+                    "reason": pa.array([q.reason for q in latest], pa.string()),
+                    "request": pa.array([q.request for q in latest], pa.string()),
+                    "status_code": pa.array([q.status_code for q in latest], pa.int32()),
+                    "response_excerpt": pa.array([q.response_excerpt for q in latest], pa.string()),
+                    "context": pa.array([_json_text(q.context) for q in latest], pa.string()),
+                    "first_failed_at": pa.array(
+                        [held.get((q.stream, q.record_key), (0, None))[1] or at for q in latest], _TS
+                    ),
+                    "last_failed_at": pa.array([at] * len(latest), _TS),
+                    "attempts": pa.array(attempts, pa.int32()),
+                    "next_attempt_at": pa.array([at + backoff.delay(n) for n in attempts], _TS),
+                    "run_id": pa.array([run_id] * len(latest), pa.string()),
+                }
+            ),
+        )
 
     def _unit_spec(self, name: str) -> TableSpec:
         spec = self.spec(name)
@@ -457,6 +559,9 @@ class Warehouse:
         stream: str | None = None,
         cursor: tuple[str, str] | None = None,
         rejects: Sequence[Reject] = (),
+        quarantined: Sequence[Quarantined] | None = None,
+        problems: Sequence[DataProblem] | None = None,
+        backoff: Backoff = DEFAULT_BACKOFF,
     ) -> ReplaceOutcome:
         """Make ``spec``'s table hold exactly ``table`` (a full refresh), writing only differences.
 
@@ -465,7 +570,9 @@ class Warehouse:
         its Parquet file. Otherwise, in ONE transaction, rows that are no longer present (or
         changed) are deleted and new or changed rows inserted, so unchanged rows keep their audit
         columns. ``rejects`` are recorded either way; ``cursor`` (or, when only ``stream`` is given,
-        ``{"rows": n}``) is set only when the table changed.
+        ``{"rows": n}``) is set only when the table changed. ``quarantined`` and ``problems`` (given
+        with ``stream``) replace that stream's whole retry queue and data problems: a full refresh
+        re-reads every record, so what is not failing now has loaded.
         """
         target = self.spec(spec) if isinstance(spec, str) else spec
         cols = ", ".join(quote(c.name) for c in target.columns)
@@ -498,6 +605,13 @@ class Warehouse:
                 if cursor is not None:
                     self._set_cursor(con, cursor[0], cursor[1], run_id, synced_at)
             self._upsert_rejects(rejects, run_id, synced_at)
+            if stream is not None and quarantined is not None:
+                run(con, f"DELETE FROM {qualified(meta.QUARANTINE)} WHERE stream = ? AND record_key NOT IN "
+                    f"(SELECT unnest(?::VARCHAR[]))", [stream, [q.record_key for q in quarantined]])
+                self._quarantine(quarantined, run_id, synced_at, backoff)
+            if stream is not None and problems is not None:
+                run(con, f"DELETE FROM {qualified(meta.DATA_PROBLEMS)} WHERE stream = ?", [stream])
+                self._insert_problems(problems, run_id, synced_at)
             total = _scalar(con, f"SELECT count(*) FROM {qualified(target)}")
         return ReplaceOutcome(target.qualified_name, changed, written, deleted, total)
 
@@ -600,6 +714,17 @@ class Warehouse:
         finally:
             cur.close()
 
+    def enqueue(self, pending: Sequence[PendingDetail], run_id: str, *, replace: bool = True) -> None:
+        """Queue detail work on its own; ``replace`` False leaves entries already queued as they are."""
+        if not pending:
+            return
+        with self._transaction():
+            if not replace:
+                sql = f"SELECT stream, shipment_id FROM {qualified(meta.PENDING_DETAILS)} WHERE stream = ANY(?)"
+                held = {(s, int(i)) for s, i in run(self.con, sql, [sorted({p.stream for p in pending})])}
+                pending = [p for p in pending if (p.stream, int(p.shipment_id)) not in held]
+            self._enqueue(pending, run_id, _now())
+
     def pending_count(self, stream: str) -> int:
         return _scalar(self.con, f"SELECT count(*) FROM {qualified(meta.PENDING_DETAILS)} WHERE stream = ?", [stream])
 
@@ -613,6 +738,33 @@ class Warehouse:
             [stream, limit] if limit is not None else [stream],
         )
         return [PendingDetail(s, int(i), c, n, m, at) for s, i, c, n, m, at in rows]
+
+    def due_quarantine(self, stream: str, now: dt.datetime | None = None) -> list[dict[str, Any]]:
+        """Entries of ``stream``'s retry queue whose next attempt is due, oldest failure first."""
+        cur = self.con.execute(
+            f"SELECT * FROM {qualified(meta.QUARANTINE)} WHERE stream = ? AND next_attempt_at <= ? "
+            "ORDER BY first_failed_at, record_key",
+            [stream, now or _now()],
+        )
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def quarantined_ids(self, stream: str) -> set[int]:
+        """Shipment ids in ``stream``'s retry queue."""
+        rows = run(
+            self.con,
+            f"SELECT shipment_id FROM {qualified(meta.QUARANTINE)} WHERE stream = ? AND shipment_id IS NOT NULL",
+            [stream],
+        )
+        return {int(r[0]) for r in rows}
+
+    def quarantine_count(self, stream: str | None = None) -> int:
+        where, params = ("WHERE stream = ?", [stream]) if stream else ("", [])
+        return _scalar(self.con, f"SELECT count(*) FROM {qualified(meta.QUARANTINE)} {where}", params)
+
+    def data_problem_count(self, stream: str | None = None) -> int:
+        where, params = ("WHERE stream = ?", [stream]) if stream else ("", [])
+        return _scalar(self.con, f"SELECT count(*) FROM {qualified(meta.DATA_PROBLEMS)} {where}", params)
 
     def rejected_count(self, stream: str | None = None, run_id: str | None = None) -> int:
         conditions = [(c, v) for c, v in (("stream", stream), ("run_id", run_id)) if v is not None]

@@ -4,6 +4,7 @@ fails without writing, so a truncated read never deletes rows."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,13 @@ def memo_rows(data_dir: Path, shipment_id: int) -> list[tuple]:
                  [shipment_id])
 
 
-def test_a_memo_lookup_missing_rows_fails_and_keeps_the_shipment_queued(
+def quarantine(data_dir: Path, shipment_id: int) -> list[tuple]:
+    return query(work_db(data_dir),
+                 "SELECT stream, reason, attempts FROM freight_meta.quarantine WHERE shipment_id = ?",
+                 [shipment_id])
+
+
+def test_a_memo_lookup_missing_rows_quarantines_that_shipment_and_keeps_its_memos(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
     work_sync()
@@ -77,21 +84,23 @@ def test_a_memo_lookup_missing_rows_fails_and_keeps_the_shipment_queued(
     small_sim.touch_shipments([victim["id"]])  # changed: queued for its memos again
 
     make, built = factory(ShortMemoLookup, {(victim["client"], victim["shipment_number"])}, times=None)
-    with pytest.raises(RowCountMismatch, match=rf"memo lookup .* \(shipment {victim['id']}\) returned "
-                                               rf"{len(before) - 1} rows but X-Row-Count said {len(before)}"):
-        work_sync(source_factory=make)
+    results = work_sync(source_factory=make)  # the run goes on
     assert built[0].shortened == {(victim["client"], victim["shipment_number"]): 3}
-    assert memo_rows(tmp_path, victim["id"]) == before
-    queued = query(work_db(tmp_path), "SELECT stream FROM freight_meta.pending_details WHERE shipment_id = ?",
-                   [victim["id"]])
-    assert queued == [("shipment_memos",)]  # the other detail streams finished; memos wait for the next run
+    assert results["shipment_memos"].quarantined == 1
+    assert memo_rows(tmp_path, victim["id"]) == before  # the old memos stay while it is quarantined
+    ((stream, reason, attempts),) = quarantine(tmp_path, victim["id"])
+    assert (stream, attempts) == ("shipment_memos", 1)
+    assert re.search(rf"memo lookup .* \(shipment {victim['id']}\) returned {len(before) - 1} rows but "
+                     rf"X-Row-Count said {len(before)}", reason), reason
+    assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.pending_details") == [(0,)]
 
-    work_sync()
+    work_sync()  # healed: the retry queue puts it back to work, and it loads
+    assert quarantine(tmp_path, victim["id"]) == []
     assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.pending_details") == [(0,)]
     assert_converged(small_sim.store, work_db(tmp_path))
 
 
-def test_a_memo_lookup_without_a_row_count_fails_and_keeps_the_memos(
+def test_a_memo_lookup_without_a_row_count_quarantines_and_keeps_the_memos(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
     work_sync()
@@ -100,9 +109,10 @@ def test_a_memo_lookup_without_a_row_count_fails_and_keeps_the_memos(
     small_sim.advance_clock(60)
     small_sim.touch_shipments([victim["id"]])
     make, _ = factory(ShortMemoLookup, {(victim["client"], victim["shipment_number"])}, drop_count=True)
-    with pytest.raises(RowCountMismatch, match=rf"memo lookup .* \(shipment {victim['id']}\) was answered "
-                                               r"without X-Row-Count"):
-        work_sync(source_factory=make)
+    work_sync(source_factory=make)
+    ((stream, reason, _),) = quarantine(tmp_path, victim["id"])
+    assert stream == "shipment_memos"
+    assert re.search(rf"memo lookup .* \(shipment {victim['id']}\) was answered without X-Row-Count", reason)
     assert memo_rows(tmp_path, victim["id"]) == before
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from freight_pipeline.client import AsyncFreightClient, ProtocolError
+from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
 from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.normalize import FREIGHT_TABLES
 from freight_pipeline.simulator.server import RunningSimulator
@@ -217,26 +217,28 @@ def test_documents_are_fetched_and_committed_in_batches_smaller_than_a_page(
     assert_converged(small_sim.store, published(tmp_path))
 
 
-def test_a_failed_retrieve_surfaces_as_itself_and_writes_nothing_of_its_batch(
+def test_a_retrieve_failure_that_is_not_the_records_fault_surfaces_as_itself_and_writes_nothing_of_its_batch(
     small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
 ) -> None:
     in_walk_order = sorted(small_sim.store.expected_documents(), key=ShipmentKey.of_shipment)
     victim = in_walk_order[3]["id"]  # in the first fetch batch
-    error = ProtocolError("injected: malformed shipment body", method="GET", path=f"/service/shipment/{victim}")
+    error = PermissionDeniedError(
+        "injected: permission withdrawn", status_code=403, method="GET", path=f"/service/shipment/{victim}"
+    )
 
     def make(client: AsyncFreightClient) -> FailingRetrieve:
         built.append(FailingRetrieve(client, victim, error))
         return built[0]
 
     built: list[FailingRetrieve] = []
-    with pytest.raises(ProtocolError, match="injected: malformed shipment body") as raised:
+    with pytest.raises(PermissionDeniedError, match="injected: permission withdrawn") as raised:
         small_sync(source_factory=make)
     assert raised.value is error  # the original error, not an ExceptionGroup wrapping it
     assert built[0].completed == 0 and built[0].cancelled > 0  # its batch siblings were stopped, not finished
     with duckdb.connect(str(tmp_path / "work" / "warehouse.duckdb"), read_only=True) as con:
         failed = con.execute("SELECT error FROM freight_meta.sync_runs WHERE stream = 'shipments'").fetchall()
         held = con.execute("SELECT count(*) FROM freight_meta.raw_shipments").fetchall()
-    assert failed == [("ProtocolError: injected: malformed shipment body",)]
+    assert failed == [("PermissionDeniedError: injected: permission withdrawn",)]
     assert held == [(0,)]
 
 

@@ -1,0 +1,142 @@
+"""Per-record isolation: what is one record's fault (quarantined, the run goes on) and what is not
+(the run fails loudly and advances nothing), and the circuit breaker between the two.
+
+A record's fault, after the client's retries: a 2xx whose body is not what the endpoint promises
+(cut short, not JSON, the wrong shape), a 500 or other error status for that record only (a 4xx
+but 401/403/404/429; a 5xx but 502/503/504), a read that broke off or timed out, a document that
+cannot be normalized at all. Not a record's fault: refused credentials or permissions (401, 403),
+rate limiting beyond the retries (429), a service that says it is unavailable (502, 503, 504), a
+service that cannot be connected to. Those re-raise. And when the failures of one stream in one run
+pass both ``breaker_min_failures`` and ``breaker_max_share`` of its records, :class:`CircuitOpen`
+is raised before the batch that tipped it is written: a whole outage is never quarantined.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from freight_pipeline.client import (
+    APIStatusError,
+    AuthenticationError,
+    FreightError,
+    PermissionDeniedError,
+    ProtocolError,
+    RateLimitedError,
+)
+from freight_pipeline.normalize import NormalizationError, Problems
+from freight_pipeline.normalize.errors import Invalid, show
+from freight_pipeline.normalize.fields import to_json
+from freight_pipeline.sync.changes import RowCountMismatch
+from freight_pipeline.warehouse import DataProblem, Quarantined
+
+EXCERPT_CHARS = 500
+RAW_VALUE_CHARS = 2000
+UNAVAILABLE = frozenset({502, 503, 504})
+
+
+class CircuitOpen(RuntimeError):
+    """Too many records of one stream failed in one run: not a record's fault; nothing more is written."""
+
+
+@dataclass(frozen=True)
+class RecordFailure:
+    """Why one record could not be loaded, with the request and what came back."""
+
+    reason: str
+    request: str | None = None
+    status_code: int | None = None
+    excerpt: str | None = None
+
+    def quarantined(
+        self, stream: str, key: int | str, shipment_id: int | None, context: dict[str, Any] | None = None
+    ) -> Quarantined:
+        return Quarantined(
+            stream=stream,
+            record_key=str(key),
+            shipment_id=shipment_id,
+            reason=self.reason[:2000],
+            request=self.request,
+            status_code=self.status_code,
+            response_excerpt=self.excerpt[:EXCERPT_CHARS] if self.excerpt else None,
+            context=json.dumps(context, sort_keys=True) if context else None,
+        )
+
+
+def record_failure(exc: BaseException) -> RecordFailure | None:
+    """``exc`` as one record's failure, or None when it is not the record's fault (the caller re-raises)."""
+    if isinstance(exc, AuthenticationError | PermissionDeniedError | RateLimitedError):
+        return None
+    if isinstance(exc, APIStatusError) and exc.status_code in UNAVAILABLE:
+        return None
+    if isinstance(exc, FreightError):
+        if isinstance(exc.__cause__, httpx.ConnectError | httpx.ConnectTimeout):
+            return None
+        request = f"{exc.method} {exc.path}" if exc.method and exc.path else None
+        if isinstance(exc, ProtocolError):
+            return RecordFailure(_first_line(exc), request, exc.status_code, exc.body_excerpt or None)
+        if isinstance(exc, APIStatusError):
+            return RecordFailure(_first_line(exc), request, exc.status_code, exc.detail)
+        return RecordFailure(_first_line(exc), request)
+    if isinstance(exc, RowCountMismatch):
+        return RecordFailure(_first_line(exc))
+    if isinstance(exc, NormalizationError):
+        return RecordFailure(f"{type(exc).__name__}: {_first_line(exc)}")
+    if isinstance(exc, Exception):  # a bug met on one record's data: isolated too, the breaker guards the rest
+        return RecordFailure(f"unexpected {type(exc).__name__} while reading the record: {_first_line(exc)}")
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def json_text(value: Any, limit: int) -> str:
+    """``value`` as JSON text; longer than ``limit``: the start of that text, as a JSON string marked cut."""
+    try:
+        text = to_json(value)
+    except Invalid:
+        text = json.dumps(show(value, limit))
+    return text if len(text) <= limit else json.dumps(text[:limit] + " ... (cut)")
+
+
+@dataclass
+class Breaker:
+    """Counts one stream's records and failures in one run; trips past both thresholds."""
+
+    stream: str
+    max_share: float
+    min_failures: int
+    attempted: int = 0
+    failed: int = 0
+
+    def count(self, attempted: int, failed: int) -> None:
+        """Add a batch's figures, and raise CircuitOpen (before the batch is written) when tripped."""
+        self.attempted += attempted
+        self.failed += failed
+        if self.failed >= self.min_failures and self.failed > self.max_share * self.attempted:
+            raise CircuitOpen(
+                f"{self.stream}: {self.failed} of {self.attempted} records failed in this run "
+                f"({self.failed / max(self.attempted, 1):.0%}, more than {self.max_share:.0%} and at least "
+                f"{self.min_failures}): this looks like the service, not bad records, so the run stops and "
+                "the batch that tipped it is not written (settings breaker_max_share, breaker_min_failures)"
+            )
+
+
+def data_problems(stream: str, key: int | str, shipment_id: int | None, problems: Problems) -> list[DataProblem]:
+    """The problems of one loaded record as ``data_problems`` rows (raw values as JSON, long ones cut)."""
+    return [
+        DataProblem(
+            stream,
+            str(key),
+            shipment_id,
+            problem.path or "(record)",
+            json_text(problem.value, RAW_VALUE_CHARS) if problem.value is not None else None,
+            problem.reason,
+        )
+        for problem in problems
+    ]
