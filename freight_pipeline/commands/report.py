@@ -60,6 +60,8 @@ def read_report(data_dir: Path) -> dict[str, Any]:
             "tables": {name: _count(con, name) for name in tables if name.split(".")[0] in COUNTED_SCHEMAS},
             "pending_details": _per_stream(con, tables, "pending_details"),
             "rejected_records": _per_stream(con, tables, "rejected_records"),
+            "retry_queue": _retry_queue(con, tables),
+            "data_problems": _per_stream(con, tables, "data_problems"),
         }
 
 
@@ -170,6 +172,20 @@ def _per_stream(con: duckdb.DuckDBPyConnection, tables: list[str], table: str) -
         return {}
     rows = con.execute(f"SELECT stream, count(*) FROM {META_SCHEMA}.{table} GROUP BY stream ORDER BY stream")
     return {str(stream): int(n) for stream, n in rows.fetchall()}
+
+
+def _retry_queue(con: duckdb.DuckDBPyConnection, tables: list[str]) -> dict[str, dict[str, Any]]:
+    """Per stream: records waiting in the retry queue, the oldest first failure, the next attempt."""
+    if f"{META_SCHEMA}.quarantine" not in tables:
+        return {}
+    rows = con.execute(
+        f"SELECT stream, count(*), min(first_failed_at), min(next_attempt_at) FROM {META_SCHEMA}.quarantine "
+        "GROUP BY stream ORDER BY stream"
+    ).fetchall()
+    return {
+        str(stream): {"records": int(n), "since": _plain(since), "next_attempt": _plain(nxt)}
+        for stream, n, since, nxt in rows
+    }
 
 
 def _manifest_info(data_dir: Path) -> dict[str, Any]:

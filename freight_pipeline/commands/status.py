@@ -48,6 +48,7 @@ def render_status(report: dict[str, Any]) -> str:
         )
     parts.append("tables\n" + render_tables(report["tables"]))
     parts.append("detail queue and rejects\n" + render_queue(report))
+    parts.append("bad data (freight_meta.quarantine, freight_meta.data_problems)\n" + render_bad_data(report))
     return "\n\n".join(parts)
 
 
@@ -95,6 +96,28 @@ def render_queue(report: dict[str, Any]) -> str:
     rows = [(name, pending.get(name, 0), rejected.get(name, 0)) for name in names]
     total = (sum(pending.values()), sum(rejected.values()))
     return format_table(("stream", "pending details", "rejected records"), [*rows, ("total", *total)])
+
+
+def render_bad_data(report: dict[str, Any]) -> str:
+    """Per stream: records waiting in the retry queue and since when, and nulled unconvertible values."""
+    queue: dict[str, dict[str, Any]] = report.get("retry_queue") or {}
+    problems: dict[str, int] = report.get("data_problems") or {}
+    if not queue and not problems:
+        return "  none: no record waits in the retry queue, no value was nulled"
+    names = [s for s in (*STREAM_ORDER, *sorted((set(queue) | set(problems)) - set(STREAM_ORDER)))
+             if s in queue or s in problems]
+    rows = [
+        (
+            name,
+            (queue.get(name) or {}).get("records", 0),
+            _utc_text((queue.get(name) or {}).get("since")),
+            _utc_text((queue.get(name) or {}).get("next_attempt")),
+            problems.get(name, 0),
+        )
+        for name in names
+    ]
+    headers = ("stream", "waiting for retry", "failing since (UTC)", "next retry (UTC)", "values nulled")
+    return format_table(headers, rows)
 
 
 def _utc_text(iso: str | None) -> str | None:

@@ -3,7 +3,11 @@
 * ``primary_key_unique`` on every ``freight`` table;
 * ``no_orphan_rows`` on every table that points at ``freight.shipments`` (ERROR for tables written
   with the shipment, WARN for the separately fetched detail tables, as in the dbt project);
-* ``no_rejected_records`` on each stream's first table (WARN when its latest run rejected records).
+* ``no_rejected_records`` on each stream's first table (WARN when its latest run rejected records);
+* ``no_quarantined_records`` on each stream's first table (WARN while records of the stream wait in
+  the retry queue: how many, since when, examples with reason and request);
+* ``no_data_problems`` on each stream's first table (WARN while loaded records of the stream hold
+  values that could not be converted: how many, examples with path, raw value and reason).
 
 Freshness is Dagster's own check on ``freight/shipments`` (:func:`build_sync_freshness`): it is
 evaluated by a sensor, outside the sync runs, so it also warns when runs fail or stop altogether.
@@ -99,11 +103,52 @@ def rejected_check(stream: str) -> FreightCheck:
     return FreightCheck(spec, evaluate)
 
 
+def quarantine_check(stream: str) -> FreightCheck:
+    spec = dg.AssetCheckSpec(
+        "no_quarantined_records",
+        asset=table_key(STREAM_TABLES[stream][0]),
+        description=f"No {stream} record waits in the retry queue (freight_meta.quarantine; WARN severity): "
+        "a quarantined record failed after the client's retries and is retried with backoff until it loads.",
+    )
+
+    def evaluate(con: duckdb.DuckDBPyConnection) -> dg.AssetCheckResult:
+        count, oldest, examples = queries.quarantined_records(con, stream)
+        return _result(
+            spec,
+            count == 0,
+            dg.AssetCheckSeverity.WARN,
+            quarantined_records=count,
+            oldest_failure=dg.MetadataValue.timestamp(oldest) if oldest else dg.MetadataValue.null(),
+            examples=dg.MetadataValue.json(examples),
+        )
+
+    return FreightCheck(spec, evaluate)
+
+
+def data_problems_check(stream: str) -> FreightCheck:
+    spec = dg.AssetCheckSpec(
+        "no_data_problems",
+        asset=table_key(STREAM_TABLES[stream][0]),
+        description=f"No value of a loaded {stream} record failed to convert (freight_meta.data_problems; WARN "
+        "severity): such a value is null in its column, the record and its children are loaded.",
+    )
+
+    def evaluate(con: duckdb.DuckDBPyConnection) -> dg.AssetCheckResult:
+        count, examples = queries.data_problems(con, stream)
+        return _result(
+            spec, count == 0, dg.AssetCheckSeverity.WARN, data_problems=count, examples=dg.MetadataValue.json(examples)
+        )
+
+    return FreightCheck(spec, evaluate)
+
+
 def freight_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[FreightCheck]:
     return [
         *(primary_key_check(t) for t in tables),
         *(orphan_check(t) for t in queries.child_tables(tables)),
         *(rejected_check(stream) for stream in STREAM_TABLES),
+        *(quarantine_check(stream) for stream in STREAM_TABLES),
+        *(data_problems_check(stream) for stream in STREAM_TABLES),
     ]
 
 

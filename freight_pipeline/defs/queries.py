@@ -104,3 +104,34 @@ def rejected_records(
         else []
     )
     return count, [{"source_key": str(k), "reason": str(r)} for k, r in rows]
+
+
+def quarantined_records(
+    con: duckdb.DuckDBPyConnection, stream: str, sample: int = 5
+) -> tuple[int, dt.datetime | None, list[dict[str, Any]]]:
+    """Records of ``stream`` waiting in the retry queue: how many, since when, and a few of them."""
+    where = f"FROM {table_ref(meta.QUARANTINE)} WHERE stream = ?"
+    count, oldest = con.execute(f"SELECT count(*), min(first_failed_at) {where}", [stream]).fetchone() or (0, None)
+    rows = con.execute(
+        f"SELECT record_key, reason, request, attempts, next_attempt_at {where} "
+        f"ORDER BY first_failed_at, record_key LIMIT {int(sample)}",
+        [stream],
+    ).fetchall()
+    examples = [
+        {"record_key": k, "reason": r, "request": q, "attempts": a, "next_attempt_at": str(_utc(n))}
+        for k, r, q, a, n in rows
+    ]
+    return int(count or 0), _utc(oldest), examples
+
+
+def data_problems(con: duckdb.DuckDBPyConnection, stream: str, sample: int = 5) -> tuple[int, list[dict[str, Any]]]:
+    """Unconvertible values held for ``stream``'s records: how many, and a few of them."""
+    where = f"FROM {table_ref(meta.DATA_PROBLEMS)} WHERE stream = ?"
+    count = int(_scalar(con, f"SELECT count(*) {where}", [stream]) or 0)
+    rows = con.execute(
+        f"SELECT record_key, json_path, CAST(raw_value AS VARCHAR), reason {where} "
+        f"ORDER BY detected_at DESC, record_key, json_path LIMIT {int(sample)}",
+        [stream],
+    ).fetchall()
+    examples = [{"record_key": k, "json_path": p, "raw_value": v, "reason": r} for k, p, v, r in rows]
+    return count, examples

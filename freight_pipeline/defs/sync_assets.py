@@ -93,6 +93,9 @@ def stream_metadata(result: StreamResult, newest_change: dt.datetime | None, pen
         "requests": result.requests,
         "retries": result.retries,
         "rejected": result.rejected,
+        "quarantined": result.quarantined,
+        "data_problems": result.data_problems,
+        "retry_queue": result.extra.get("retry_queue"),
         "cursor_before": _text_or_json(result.cursor_before),
         "cursor_after": _text_or_json(result.cursor_after),
         "duration_seconds": dg.MetadataValue.float(round(seconds, 3)) if seconds is not None else None,
@@ -152,6 +155,13 @@ def build_stream_asset(stream: str) -> dg.AssetsDefinition:
             f"{stream}: read {result.rows_read}, wrote {result.rows_written} rows in {result.requests} requests "
             f"({result.retries} retries, {result.rejected} rejected)"
         )
+        if result.quarantined or result.data_problems or result.extra.get("retry_queue"):
+            context.log.warning(
+                f"{stream}: {result.quarantined} records quarantined in this run, "
+                f"{result.extra.get('retry_queue', 0)} waiting in the retry queue, "
+                f"{result.data_problems} unconvertible values nulled (freight_meta.quarantine, "
+                "freight_meta.data_problems)"
+            )
         yield from stream_results(stream, result, warehouse)
 
     return sync_stream

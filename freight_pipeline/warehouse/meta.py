@@ -46,6 +46,8 @@ SYNC_RUNS = _meta(
         Column("requests", "BIGINT", "HTTP requests made"),
         Column("retries", "BIGINT", "HTTP requests retried"),
         Column("rejected", "BIGINT", "records written to rejected_records"),
+        Column("quarantined", "BIGINT", "records that failed and wait in the retry queue (quarantine)"),
+        Column("data_problems", "BIGINT", "values of loaded records nulled because they could not be converted"),
         Column("error", "VARCHAR", "error message of a failed stream"),
         Column("cursor_before", "VARCHAR", "cursor (JSON text) at the start"),
         Column("cursor_after", "VARCHAR", "cursor (JSON text) at the end"),

@@ -637,8 +637,8 @@ class Warehouse:
             run(
                 con,
                 f"INSERT OR REPLACE INTO {qualified(meta.SYNC_RUNS)} (run_id, stream, started_at, finished_at, "
-                "status, rows_read, rows_written, requests, retries, rejected, error, cursor_before, "
-                "cursor_after, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "status, rows_read, rows_written, requests, retries, rejected, quarantined, data_problems, error, "
+                "cursor_before, cursor_after, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     r.run_id,
                     r.stream,
@@ -650,6 +650,8 @@ class Warehouse:
                     r.requests,
                     r.retries,
                     r.rejected,
+                    getattr(r, "quarantined", 0),
+                    getattr(r, "data_problems", 0),
                     r.error,
                     r.cursor_before,
                     r.cursor_after,

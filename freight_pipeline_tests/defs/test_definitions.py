@@ -18,6 +18,7 @@ from freight_pipeline.defs.resources import FreightServiceResource, WarehouseRes
 from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
 from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES, TABLES_BY_NAME
 from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.warehouse import meta
 
 FREIGHT_KEYS = {dg.AssetKey(["freight", t.name]) for t in FREIGHT_TABLES}
 PUBLISH_KEY = dg.AssetKey(["freight", "published_warehouse"])
@@ -216,7 +217,31 @@ def test_checks_find_what_is_wrong() -> None:
         INSERT INTO freight_meta.rejected_records VALUES ('shipments', '7', 'r2', 'bad date'),
             ('shipments', '8', 'r1', 'older run');
     """)
+    con.execute(meta.QUARANTINE.ddl())
+    con.execute(meta.DATA_PROBLEMS.ddl())
+    con.execute("""
+        INSERT INTO freight_meta.quarantine (stream, record_key, shipment_id, reason, request, attempts,
+            first_failed_at, next_attempt_at)
+        VALUES ('shipment_events', '7', 7, 'ProtocolError: not JSON', 'GET /service/shipment/7/events', 2,
+            TIMESTAMPTZ '2026-11-01 08:00:00+00', TIMESTAMPTZ '2026-11-01 09:00:00+00');
+        INSERT INTO freight_meta.data_problems (stream, record_key, json_path, shipment_id, raw_value, reason,
+            detected_at)
+        VALUES ('shipments', '1', 'total_packages', 1, '"12a"', 'not an integer', now());
+    """)
     results = _check_results(con)
+    quarantined = results[("shipment_events", "no_quarantined_records")]
+    assert not quarantined.passed and quarantined.severity == dg.AssetCheckSeverity.WARN
+    assert quarantined.metadata["quarantined_records"].value == 1
+    (example,) = quarantined.metadata["examples"].value
+    assert (example["record_key"], example["request"], example["attempts"]) == (
+        "7", "GET /service/shipment/7/events", 2
+    )
+    assert results[("shipments", "no_quarantined_records")].passed
+    problems = results[("shipments", "no_data_problems")]
+    assert not problems.passed and problems.severity == dg.AssetCheckSeverity.WARN
+    assert problems.metadata["data_problems"].value == 1
+    assert problems.metadata["examples"].value[0]["json_path"] == "total_packages"
+    assert results[("shipment_events", "no_data_problems")].passed
     assert results[("shipments", "primary_key_unique")].passed
     goods_keys = results[("shipment_goods", "primary_key_unique")]
     assert not goods_keys.passed and goods_keys.metadata["duplicate_keys"].value == 1
