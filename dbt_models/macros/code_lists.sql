@@ -3,34 +3,36 @@
     dbt_models/scripts/generate_staging.py (event codes and types from
     freight_pipeline/client/models.py); do not edit by hand. In a YAML test:
     values: "{{ freight_event_codes() }}"
+    A test on a list sent by the service has severity warn, on one the pipeline produces error.
+    In SQL: {{ is_in_code_list('event_type', freight_event_types()) }} (macros/is_in_code_list.sql).
 #}
 
-{#  the 25 event codes of the spec (client.models.EVENT_CODES) #}
+{#  the 25 event codes of the spec (client.models.EVENT_CODES); sent by the service: tests warn #}
 {% macro freight_event_codes() -%}
     {{ return(["DISPATCH", "PICKUP", "WAREHOUSE", "POL_ARRIVAL", "LOADING_START", "LOADING_END", "POL_DEPARTURE", "POD_ARRIVAL", "CLEARANCE_START", "CLEARANCE_END", "CUSTOMS_CLEARANCE", "AVAILABLE", "ACCEPTANCE", "FINAL_DESTINATION", "TRANSSHIPMENT", "GATE_OUT", "POD_DEPARTURE", "CUSTOMS_RELEASE", "DELIVERY_DATE", "POL_DEPARTURE_REVISED", "POD_ARRIVAL_REVISED", "TRANSSHIPMENT_ARRIVAL", "TRANSSHIPMENT_DEPARTURE", "DIFF_BL_DATE", "VGM_CLOSING"]) }}
 {%- endmacro %}
 
-{#  event types (client.models.EVENT_TYPES) #}
+{#  event types (client.models.EVENT_TYPES); sent by the service: tests warn #}
 {% macro freight_event_types() -%}
     {{ return(["ESTIMATED", "ACTUAL"]) }}
 {%- endmacro %}
 
-{#  shipment modes of transport #}
+{#  shipment modes of transport; sent by the service: tests warn #}
 {% macro freight_modes_of_transport() -%}
     {{ return(["SEA", "AIR", "RD", "RL"]) }}
 {%- endmacro %}
 
-{#  shipment directions: import, export #}
+{#  shipment directions: import, export; sent by the service: tests warn #}
 {% macro freight_shipment_directions() -%}
     {{ return(["I", "E"]) }}
 {%- endmacro %}
 
-{#  code conversion directions: inbound, outbound #}
+{#  code conversion directions: inbound, outbound; sent by the service: tests warn #}
 {% macro freight_conversion_directions() -%}
     {{ return(["I", "O"]) }}
 {%- endmacro %}
 
-{#  carriage of an embedded leg (lower case) #}
+{#  carriage of an embedded leg (lower case), written by the normalizer; made by the pipeline: tests fail #}
 {% macro freight_carriages() -%}
     {{ return(["pre", "main", "post"]) }}
 {%- endmacro %}

@@ -13,6 +13,12 @@ The table specs in ``freight_pipeline/normalize/tables.py`` are the one declarat
   imported from ``freight_pipeline/client/models.py``, modes, directions, carriages), one macro
   each, called by the staging YAML above and by the marts' YAML (``values: "{{ freight_event_codes() }}"``).
 
+Test severity follows who controls the values (see dbt_models/README.md, "Test severity"): a test
+on values the service sends (codes, types, modes, directions; orphans of separately fetched
+streams) is ``warn``, so a new value never stops the build and the marts carry it; a test on what
+the pipeline guarantees (keys, its own carriage values, relationships within one stream) is
+``error``.
+
 Run it after a table spec changes, from the repository root::
 
     .venv/bin/python dbt_models/scripts/generate_staging.py
@@ -27,6 +33,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -43,16 +50,37 @@ MACROS_DIR = ROOT / "dbt_models" / "macros"
 # The modes of the spec (shipment.mode_of_transport); the client declares no list of them.
 MODES_OF_TRANSPORT = ("SEA", "AIR", "RD", "RL")
 
+
+
+class CodeList(NamedTuple):
+    values: tuple[str, ...]
+    description: str
+    sent_by_service: bool
+    """True: the service sends these values (an accepted_values test on them warns); False: the
+    pipeline produces them (the test fails the build)."""
+
+    @property
+    def severity(self) -> str:
+        return "warn" if self.sent_by_service else "error"
+
+
 # Code lists of accepted_values tests, each written once to macros/code_lists.sql as a macro that
 # returns the list; the staging and mart YAML files call the macro (``values: "{{ <macro>() }}"``).
 # Event codes and types come from the client's declaration (freight_pipeline/client/models.py).
-CODE_LISTS: dict[str, tuple[tuple[str, ...], str]] = {
-    "freight_event_codes": (EVENT_CODES, "the 25 event codes of the spec (client.models.EVENT_CODES)"),
-    "freight_event_types": (EVENT_TYPES, "event types (client.models.EVENT_TYPES)"),
-    "freight_modes_of_transport": (MODES_OF_TRANSPORT, "shipment modes of transport"),
-    "freight_shipment_directions": (("I", "E"), "shipment directions: import, export"),
-    "freight_conversion_directions": (("I", "O"), "code conversion directions: inbound, outbound"),
-    "freight_carriages": (("pre", "main", "post"), "carriage of an embedded leg (lower case)"),
+CODE_LISTS: dict[str, CodeList] = {
+    "freight_event_codes": CodeList(
+        EVENT_CODES, "the 25 event codes of the spec (client.models.EVENT_CODES)", sent_by_service=True
+    ),
+    "freight_event_types": CodeList(EVENT_TYPES, "event types (client.models.EVENT_TYPES)", sent_by_service=True),
+    "freight_modes_of_transport": CodeList(MODES_OF_TRANSPORT, "shipment modes of transport", sent_by_service=True),
+    "freight_shipment_directions": CodeList(("I", "E"), "shipment directions: import, export", sent_by_service=True),
+    "freight_conversion_directions": CodeList(
+        ("I", "O"), "code conversion directions: inbound, outbound", sent_by_service=True
+    ),
+    "freight_carriages": CodeList(
+        ("pre", "main", "post"), "carriage of an embedded leg (lower case), written by the normalizer",
+        sent_by_service=False,
+    ),
 }
 
 # Tables whose freshness is checked (``dbt source freshness``, Dagster freshness): the head table of
@@ -75,9 +103,14 @@ class Rename:
 
 @dataclass(frozen=True)
 class Accepted:
+    """An accepted_values test; its severity is the code list's (``CodeList.severity``)."""
+
     code_list: str  # a key of CODE_LISTS
-    severity: str = "error"
-    note: str = ""
+    note: str = ""  # written as a comment above the test
+
+    @property
+    def severity(self) -> str:
+        return CODE_LISTS[self.code_list].severity
 
 
 @dataclass
@@ -88,6 +121,9 @@ class Staging:
     accepted: dict[str, Accepted] = field(default_factory=dict)
     # parent staging model and (child columns, parent columns) of a composite foreign key
     parents: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
+    # why the key's uniqueness is the service's, not the pipeline's (the test then warns); empty:
+    # the key is the table's primary key as stored, unique by construction (error)
+    source_controlled_key: str = ""
 
 
 BOOLEAN_RENAMES = {
@@ -162,12 +198,15 @@ STAGING: dict[str, Staging] = {
         accepted={
             "event_code": Accepted(
                 "freight_event_codes",
-                severity="warn",
-                note="the 25 codes of the spec; warn only, because the service may add codes "
-                "and the normalizer keeps unknown codes as sent",
+                note="the service may add codes; the normalizer keeps unknown ones as sent",
             ),
-            "event_type": Accepted("freight_event_types"),
+            "event_type": Accepted(
+                "freight_event_types",
+                note="the service may send another type; the milestones count it in unknown_type_events",
+            ),
         },
+        source_controlled_key="unique as stored, but staging upper-cases event and type: "
+        "case variants sent by the service (ACTUAL, Actual) collapse",
     ),
     "code_conversions": Staging(
         renames={"direction": Rename(expression=UPPER_CODE, note="trimmed, upper case")},
@@ -280,6 +319,12 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
             "          arguments:",
             f"            combination_of_columns: {yaml_list(staged_keys)}",
         ]
+        if staging.source_controlled_key:
+            model_tests += [
+                f"          # warn: {staging.source_controlled_key}",
+                "          config:",
+                "            severity: warn",
+            ]
     for parent, child_cols, parent_cols in staging.parents:
         model_tests += [
             "      - composite_relationships:",
@@ -314,7 +359,11 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
             if TABLE_STREAM.get(spec.name) != "shipments":
                 # written by another stream than the shipment itself (events, legs, memos): an
                 # orphan is worth a warning, not a reason to stop building the marts
-                tests += ["              config:", "                severity: warn"]
+                tests += [
+                    "              # warn: fetched apart from its shipment, so the service decides whether it has one",
+                    "              config:",
+                    "                severity: warn",
+                ]
         accepted = staging.accepted.get(name)
         if accepted:
             tests += [
@@ -323,7 +372,12 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
                 f"                values: {quote('{{ ' + accepted.code_list + '() }}')}",
             ]
             if accepted.severity != "error":
-                tests += ["              config:", f"                severity: {accepted.severity}"]
+                why = "values sent by the service" + (f"; {accepted.note}" if accepted.note else "")
+                tests += [
+                    f"              # {accepted.severity}: {why}",
+                    "              config:",
+                    f"                severity: {accepted.severity}",
+                ]
         if tests:
             out += ["        data_tests:", *tests]
     return "\n".join(out) + "\n"
@@ -366,7 +420,7 @@ def sources_yml(specs: Iterable[TableSpec]) -> str:
     return "\n".join(out) + "\n"
 
 
-def code_lists_sql(code_lists: dict[str, tuple[tuple[str, ...], str]]) -> str:
+def code_lists_sql(code_lists: dict[str, CodeList]) -> str:
     """``macros/code_lists.sql``: one macro per code list, returning the list (for accepted_values)."""
     out = [
         "{#",
@@ -374,13 +428,16 @@ def code_lists_sql(code_lists: dict[str, tuple[tuple[str, ...], str]]) -> str:
         "    dbt_models/scripts/generate_staging.py (event codes and types from",
         "    freight_pipeline/client/models.py); do not edit by hand. In a YAML test:",
         '    values: "{{ freight_event_codes() }}"',
+        "    A test on a list sent by the service has severity warn, on one the pipeline produces error.",
+        "    In SQL: {{ is_in_code_list('event_type', freight_event_types()) }} (macros/is_in_code_list.sql).",
         "#}",
     ]
-    for name, (values, description) in code_lists.items():
+    for name, (values, description, sent_by_service) in code_lists.items():
         items = ", ".join(quote(v) for v in values)
+        owner = "sent by the service: tests warn" if sent_by_service else "made by the pipeline: tests fail"
         out += [
             "",
-            f"{{#  {description} #}}",
+            f"{{#  {description}; {owner} #}}",
             f"{{% macro {name}() -%}}",
             f"    {{{{ return([{items}]) }}}}",
             "{%- endmacro %}",

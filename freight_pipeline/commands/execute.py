@@ -123,14 +123,20 @@ _WRAPPERS = ("DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionErro
 
 
 def describe_error(error: SerializableErrorInfo | None) -> str:
-    """``ErrorClass: first line`` of the user's exception under Dagster's wrappers."""
+    """``ErrorClass: first line`` of the user's exception under Dagster's wrappers.
+
+    The first line is the exception's own (a failed dbt build names its failed tests and skipped
+    models there: ``DbtBuildFailed: dbt build failed: 1 test failed (...), 3 models skipped (...)``),
+    shortened after Dagster's ``module.Class: `` prefix is taken off.
+    """
     if error is None:
         return "unknown error"
     while error.cause is not None and (error.cls_name in _WRAPPERS or error.cls_name is None):
         error = error.cause
-    line = one_line(error.message or "")
+    line = one_line(error.message or "", limit=len(error.message or ""))
     name = error.cls_name or ""
     head, sep, rest = line.partition(": ")
     if sep and name and head.split(".")[-1] == name:
         line = rest
+    line = one_line(line)
     return f"{name}: {line}" if name and line else (name or line or "unknown error")

@@ -47,6 +47,8 @@ class JobProgress:
     """Instance event listener: step start/finish lines; within a step a line every ``every`` s at most.
 
     Verbose, also every INFO-or-above message of a step, and of the run itself (``run: ...``).
+    A step's WARNING-or-above message is always shown, unthrottled (e.g. a dbt test of severity warn
+    that found a value the spec does not list).
     ``clock`` (seconds, monotonic) times the steps and the throttling.
     """
 
@@ -78,7 +80,7 @@ class JobProgress:
             if entry.user_message and entry.level >= logging.INFO:
                 text = one_line(entry.user_message, 160)
                 text = text.removeprefix(f"{step.removeprefix('sync_')}: ")  # the sync says its stream already
-                self._note(step, text, always=self.verbose)
+                self._note(step, text, always=self.verbose or entry.level >= logging.WARNING)
             return
         kind = event.event_type_value
         if kind == "STEP_START":

@@ -30,6 +30,19 @@ def test_describe_error_names_the_users_exception_not_dagsters_wrapper() -> None
     assert describe_error(None) == "unknown error"
 
 
+def test_describe_error_of_a_failed_dbt_build_is_its_first_line() -> None:
+    """The dbt asset's DbtBuildFailed: the reason is ``DbtBuildFailed: <first line>`` (the failed
+    tests and skipped models), the 400-character limit counted after Dagster's ``module.Class: ``."""
+    first = "dbt build failed: 1 test failed (" + "x" * 320 + "), 3 models skipped (fct_shipments and 2 more)"
+    cause = SerializableErrorInfo(
+        f"freight_pipeline.defs.dbt.DbtBuildFailed: {first}\n  test x failed: Got 1 result\n", [], "DbtBuildFailed"
+    )
+    wrapper = SerializableErrorInfo('Error occurred while executing op "freight_dbt_models":\n', [],
+                                    "DagsterExecutionStepExecutionError", cause=cause)
+    assert len(first) <= 400
+    assert describe_error(wrapper) == f"DbtBuildFailed: {first}"
+
+
 def test_redact_and_format_table() -> None:
     assert redact("login demo with s3cr3t-pw failed", "s3cr3t-pw", None) == "login demo with *** failed"
     table = format_table(("name", "rows"), [("a", 1234), ("long_name", None)])

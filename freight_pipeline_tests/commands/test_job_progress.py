@@ -78,3 +78,26 @@ def test_run_level_messages_only_when_verbose(verbose: bool) -> None:
         assert any('Execution of run for "j" failed' in line for line in run_lines), lines
     else:
         assert run_lines == [], lines
+
+
+def test_a_steps_warnings_are_always_shown() -> None:
+    """A WARNING of a step (a dbt test that warned) is shown at once, not throttled like its INFO
+    messages, also when not verbose."""
+    clock = Clock()
+
+    @dg.op
+    def build(context: dg.OpExecutionContext) -> None:
+        clock.now = 1
+        context.log.info("progress")  # throttled: 1 s after the start
+        context.log.warning("dbt test accepted_values_x warned (severity warn, the build goes on)")
+        context.log.warning("dbt test accepted_values_y warned (severity warn, the build goes on)")
+
+    progress, lines = _progress(verbose=False, clock=clock)
+    result = _run(dg.GraphDefinition(name="j", node_defs=[build]).to_job(), progress)
+
+    assert result.success
+    assert lines[1:3] == [
+        "    build: dbt test accepted_values_x warned (severity warn, the build goes on)",
+        "    build: dbt test accepted_values_y warned (severity warn, the build goes on)",
+    ]
+    assert not any("progress" in line for line in lines)

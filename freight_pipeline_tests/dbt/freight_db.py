@@ -293,6 +293,103 @@ def build_freight_database(path: str | Path, shipments: int = 200, seed: int = 7
     return {"source": docs.source, "counts": counts}
 
 
+# --- values the source controls, and a broken pipeline guarantee ---------------------------------
+
+UNKNOWN_MODE = "SHIP"
+UNKNOWN_TYPE = "PLANNED"
+UNKNOWN_CODE = "BORDER_CROSSING"
+UNKNOWN_DIRECTION = "X"
+UNKNOWN_CONVERSION_DIRECTION = "B"
+
+
+@dataclass(frozen=True)
+class UnknownValues:
+    """Where ``add_unknown_values`` put values outside the spec's lists."""
+
+    mode_shipment: int  # mode_of_transport UNKNOWN_MODE; planned and actual POD_ARRIVAL, actual POL_DEPARTURE
+    extra_type_shipment: int  # its POD_ARRIVAL got an UNKNOWN_TYPE event besides ESTIMATED and ACTUAL
+    only_type_shipment: int  # the one event of (only_type_shipment, only_type_code) now has UNKNOWN_TYPE
+    only_type_code: str
+    code_shipment: int  # got an UNKNOWN_CODE event of type ACTUAL
+    direction_shipment: int  # direction UNKNOWN_DIRECTION
+    conversion_id: int  # direction UNKNOWN_CONVERSION_DIRECTION
+
+
+def _one(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> tuple[Any, ...]:
+    row = con.execute(sql, params or []).fetchone()
+    assert row is not None, sql
+    return tuple(row)
+
+
+def add_unknown_values(path: str | Path) -> UnknownValues:
+    """Put values the service controls but the spec does not list into a database made by
+    ``build_freight_database``: a mode, an event type (next to known ones, and alone), an event
+    code, a shipment direction, a code conversion direction. The pipeline loads such values as sent."""
+    arrived = (  # shipments in fct_transit_times and fct_on_time_performance
+        "select shipment_id from freight.shipment_events where event_at is not null group by shipment_id having "
+        "count(*) filter (where event = 'POD_ARRIVAL' and type = 'ESTIMATED') > 0 "
+        "and count(*) filter (where event = 'POD_ARRIVAL' and type = 'ACTUAL') > 0 "
+        "and count(*) filter (where event = 'POL_DEPARTURE' and type = 'ACTUAL') > 0 order by shipment_id"
+    )
+    with duckdb.connect(str(path)) as con:
+        ids = [shipment_id for (shipment_id,) in con.execute(arrived).fetchall()]
+        assert len(ids) >= 2, "the database has too few arrived shipments"
+        mode_shipment, extra_type_shipment = ids[0], ids[1]
+        con.execute(
+            "update freight.shipments set mode_of_transport = ? where shipment_id = ?", [UNKNOWN_MODE, mode_shipment]
+        )
+        con.execute(
+            "insert into freight.shipment_events select * replace (? as type) from freight.shipment_events "
+            "where shipment_id = ? and event = 'POD_ARRIVAL' and type = 'ESTIMATED'",
+            [UNKNOWN_TYPE, extra_type_shipment],
+        )
+        only_type_shipment, only_type_code = _one(
+            con,
+            "select shipment_id, event from freight.shipment_events where shipment_id not in (?, ?) "
+            "group by all having count(*) = 1 order by all limit 1",
+            [mode_shipment, extra_type_shipment],
+        )
+        con.execute(
+            "update freight.shipment_events set type = ? where shipment_id = ? and event = ?",
+            [UNKNOWN_TYPE, only_type_shipment, only_type_code],
+        )
+        (code_shipment,) = _one(con, "select max(shipment_id) from freight.shipments")
+        con.execute(
+            "insert into freight.shipment_events select * replace (? as event, 'ACTUAL' as type) "
+            "from freight.shipment_events where shipment_id = ? order by event, type limit 1",
+            [UNKNOWN_CODE, code_shipment],
+        )
+        (direction_shipment,) = _one(
+            con, "select min(shipment_id) from freight.shipments where shipment_id > ?", [extra_type_shipment]
+        )
+        con.execute(
+            "update freight.shipments set direction = ? where shipment_id = ?", [UNKNOWN_DIRECTION, direction_shipment]
+        )
+        (conversion_id,) = _one(con, "select min(conversion_id) from freight.code_conversions")
+        con.execute(
+            "update freight.code_conversions set direction = ? where conversion_id = ?",
+            [UNKNOWN_CONVERSION_DIRECTION, conversion_id],
+        )
+    return UnknownValues(
+        mode_shipment, extra_type_shipment, only_type_shipment, only_type_code, code_shipment, direction_shipment,
+        conversion_id,
+    )
+
+
+ORPHAN_SHIPMENT_ID = -1
+
+
+def add_orphan_goods_line(path: str | Path) -> None:
+    """Break a pipeline guarantee: a goods line of a shipment that does not exist (the sync writes
+    goods only with their shipment, so ``relationships`` on ``stg_shipment_goods`` is an error)."""
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "insert into freight.shipment_goods (shipment_id, good_path, depth, position, _synced_at, _run_id) "
+            "values (?, '1', 1, 1, now(), ?)",
+            [ORPHAN_SHIPMENT_ID, RUN_ID],
+        )
+
+
 def iter_table_names() -> Iterator[str]:
     return (spec.name for spec in FREIGHT_TABLES)
 

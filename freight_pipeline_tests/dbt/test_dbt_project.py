@@ -66,6 +66,9 @@ def test_unit_tests_ran_and_passed(dbt_build: dict[str, Any]) -> None:
         "test_lane_and_carrier_from_main_carriage_legs": "pass",
         "test_milestone_delay_is_actual_minus_planned": "pass",
         "test_milestone_keeps_the_date_of_a_date_only_event": "pass",
+        "test_milestone_carries_unknown_event_types_and_codes": "pass",
+        "test_on_time_carries_unknown_modes_and_event_types": "pass",
+        "test_code_conversion_with_unknown_direction_is_kept": "pass",
         "test_transit_time_from_actual_departure_and_arrival": "pass",
         "test_on_time_share_with_tolerance": "pass",
         "test_on_time_tolerance_is_a_var": "pass",
@@ -292,7 +295,7 @@ def test_accepted_values_use_the_code_list_macros(dbt_build: dict[str, Any]) -> 
     generate_staging = _generate_staging()
     assert generate_staging.CODE_LISTS["freight_event_codes"][0] == EVENT_CODES
     assert generate_staging.CODE_LISTS["freight_event_types"][0] == EVENT_TYPES
-    codes = {code for values, _ in generate_staging.CODE_LISTS.values() for code in values}
+    codes = {code for code_list in generate_staging.CODE_LISTS.values() for code in code_list.values}
     literal, via_macro = [], []
     for path in sorted((DBT_DIR / "models").rglob("*.yml")):
         for model in yaml.safe_load(path.read_text()).get("models", []):
@@ -314,6 +317,60 @@ def test_accepted_values_use_the_code_list_macros(dbt_build: dict[str, Any]) -> 
         if node["resource_type"] == "test" and node["name"].startswith("accepted_values_fct_shipment_milestones_event")
     ]
     assert len(compiled) == 1 and all(f"'{code}'" in compiled[0] for code in EVENT_CODES)
+
+
+# Every data test of severity warn: (test, model, column). The rule (dbt_models/README.md, "Test
+# severity"): a test on what the service sends warns, a test on what the pipeline guarantees fails.
+WARN_TESTS = {
+    # codes, types, modes and directions as sent by the service
+    ("accepted_values", "stg_shipment_events", "event_code"),
+    ("accepted_values", "stg_shipment_events", "event_type"),
+    ("accepted_values", "stg_shipments", "mode_of_transport"),
+    ("accepted_values", "stg_shipments", "direction"),
+    ("accepted_values", "stg_code_conversions", "direction"),
+    ("accepted_values", "fct_shipment_milestones", "event_code"),
+    ("accepted_values", "fct_shipments", "mode_of_transport"),
+    ("accepted_values", "dim_code_conversions", "direction"),
+    # rows fetched apart from their shipment: whether it exists is the service's
+    ("relationships", "stg_shipment_events", "shipment_id"),
+    ("relationships", "stg_air_main_carriage_legs", "shipment_id"),
+    ("relationships", "stg_sea_main_carriage_legs", "shipment_id"),
+    ("relationships", "stg_shipment_memos", "shipment_id"),
+    ("relationships", "int_main_carriage_legs", "shipment_id"),
+    ("relationships", "fct_shipment_milestones", "shipment_id"),
+    # the key after staging upper-cases event and type: case variants sent by the service collapse
+    ("unique_combination_of_columns", "stg_shipment_events", None),
+    # instants sent by the service
+    ("value_between", "fct_transit_times", "transit_hours"),
+}
+
+
+def test_tests_on_source_values_warn_and_on_pipeline_guarantees_fail(dbt_build: dict[str, Any]) -> None:
+    """Only the tests listed in WARN_TESTS warn; every other test (keys unique and not null,
+    relationships within one stream, carriage values, the marts' own buckets and counts) is an
+    error. Code lists say who controls them, and their accepted_values tests follow."""
+    manifest = json.loads((Path(dbt_build["target"]) / "manifest.json").read_text())
+    severities: dict[tuple[str, str, str | None], str] = {}
+    for node in manifest["nodes"].values():
+        if node["resource_type"] == "test" and node.get("test_metadata"):
+            model = node["attached_node"].rsplit(".", 1)[-1]
+            key = (node["test_metadata"]["name"], model, node.get("column_name"))
+            assert key not in severities, key
+            severities[key] = node["config"]["severity"].lower()
+    assert {key for key, severity in severities.items() if severity == "warn"} == WARN_TESTS
+    assert set(severities.values()) == {"warn", "error"}
+    assert len(severities) > 100  # the scan saw the project's tests
+    for key in [("unique", "stg_shipments", "shipment_id"), ("accepted_values", "stg_carriage_legs", "carriage"),
+                ("accepted_values", "int_main_carriage_legs", "leg_source"),
+                ("accepted_values", "fct_on_time_performance", "mode_of_transport"),
+                ("relationships", "stg_shipment_goods", "shipment_id")]:
+        assert severities[key] == "error", key
+    generate_staging = _generate_staging()
+    by_service = {name for name, code_list in generate_staging.CODE_LISTS.items() if code_list.sent_by_service}
+    assert by_service == {
+        "freight_event_codes", "freight_event_types", "freight_modes_of_transport",
+        "freight_shipment_directions", "freight_conversion_directions",
+    }
 
 
 def test_source_freshness_passes_on_fresh_data(

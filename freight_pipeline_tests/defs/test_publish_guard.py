@@ -1,9 +1,12 @@
 """Readers never get half-built marts: a failed dbt build blocks every publish until a whole build succeeds.
 
-Real simulator, real sync, real dbt, real Dagster jobs. The working database is made to fail one
-dbt test (an event type outside ESTIMATED/ACTUAL), then the daily ``code_conversions_job`` runs.
+Real simulator, real sync, real dbt, real Dagster jobs; the daily ``code_conversions_job`` runs on
+a working database given, in turn, a value the service controls (an event type outside
+ESTIMATED/ACTUAL: the build only warns, and publishes) and a broken pipeline guarantee (a goods line
+of no shipment: the build fails, naming the failed test and the skipped marts).
 """
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import dagster as dg
 import duckdb
 import pytest
 
+from freight_pipeline.commands.execute import describe_error
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs.dbt import DBT_BUILD_STREAM
@@ -20,21 +24,34 @@ from freight_pipeline.defs.sync_assets import table_key
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse import parquet_root, published_db_path, working_db_path
+from freight_pipeline_tests.dbt.freight_db import ORPHAN_SHIPMENT_ID, add_orphan_goods_line
 
-BAD_TYPE = "PLANNED"
+NEW_TYPE = "PLANNED"
+ORPHAN_TEST = "relationships_stg_shipment_goods_shipment_id__shipment_id__ref_stg_shipments_"
+TYPE_TEST = "accepted_values_stg_shipment_events_event_type___freight_event_types_"
 
 
 def _published_version(data_dir: Path) -> Path:
     return parquet_root(data_dir).resolve()
 
 
-def _dbt_build_status(data_dir: Path, run_id: str) -> str:
+def _dbt_build_run(data_dir: Path, run_id: str) -> tuple[str, str | None]:
+    """(status, error) of the run's dbt build in ``sync_runs``."""
     with duckdb.connect(str(working_db_path(data_dir)), read_only=True) as con:
         row = con.execute(
-            "SELECT status FROM freight_meta.sync_runs WHERE run_id = ? AND stream = ?", [run_id, DBT_BUILD_STREAM]
+            "SELECT status, error FROM freight_meta.sync_runs WHERE run_id = ? AND stream = ?",
+            [run_id, DBT_BUILD_STREAM],
         ).fetchone()
     assert row is not None
-    return str(row[0])
+    return str(row[0]), row[1]
+
+
+def _step_warnings(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    return [
+        entry.user_message
+        for entry in instance.all_logs(run_id)
+        if entry.level == logging.WARNING and entry.step_key and entry.dagster_event is None
+    ]
 
 
 def _set_one_event_type(data_dir: Path, old: str, new: str) -> None:
@@ -69,10 +86,33 @@ def test_a_failed_dbt_build_is_not_published_until_a_whole_build_succeeds(synced
         assert good.success
         published = _published_version(data_dir)
 
-        _set_one_event_type(data_dir, "ACTUAL", BAD_TYPE)
+        # a value the service controls: the build warns, names the test in a Dagster warning, publishes
+        _set_one_event_type(data_dir, "ACTUAL", NEW_TYPE)
+        warned = job.execute_in_process(instance=instance, raise_on_error=False)
+        assert warned.success
+        assert _dbt_build_run(data_dir, warned.run_id) == ("success", None)
+        assert [w for w in _step_warnings(instance, warned.run_id) if TYPE_TEST in w] == [
+            f"dbt test {TYPE_TEST} warned (severity warn, the build goes on): Got 1 result, configured to warn if != 0"
+        ]
+        assert _published_version(data_dir) != published
+        published = _published_version(data_dir)
+        with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
+            assert con.execute(
+                "SELECT unknown_event_types FROM analytics.fct_shipment_milestones WHERE unknown_type_events > 0"
+            ).fetchall() == [(NEW_TYPE,)]
+
+        # a broken pipeline guarantee: the build fails, naming the failed test and the skipped marts
+        add_orphan_goods_line(working_db_path(data_dir))
         failed = job.execute_in_process(instance=instance, raise_on_error=False)
         assert not failed.success
-        assert _dbt_build_status(data_dir, failed.run_id) == "failed"
+        failure = next(e for e in failed.all_events if e.is_step_failure)
+        assert failure.step_failure_data is not None
+        reason = describe_error(failure.step_failure_data.error)
+        expected = f"DbtBuildFailed: dbt build failed: 1 test failed ({ORPHAN_TEST}), 3 models skipped ("
+        assert reason.startswith(expected), reason
+        assert all(mart in reason for mart in ("fct_shipments", "fct_transit_times", "fct_on_time_performance"))
+        status, error = _dbt_build_run(data_dir, failed.run_id)
+        assert status == "failed" and error == reason
         assert _published_version(data_dir) == published  # publish was skipped after the failed build
 
         # even a run that skips dbt (only the sync and the publish) must not publish the half-built marts
@@ -86,7 +126,8 @@ def test_a_failed_dbt_build_is_not_published_until_a_whole_build_succeeds(synced
         assert "UnsettledWarehouse" in message and f"dbt_build failed in run {failed.run_id}" in message
         assert _published_version(data_dir) == published
 
-        _set_one_event_type(data_dir, BAD_TYPE, "ACTUAL")
+        with duckdb.connect(str(working_db_path(data_dir))) as con:
+            con.execute("DELETE FROM freight.shipment_goods WHERE shipment_id = ?", [ORPHAN_SHIPMENT_ID])
         healed = job.execute_in_process(instance=instance, raise_on_error=False)
         assert healed.success
         assert _published_version(data_dir) != published
@@ -95,4 +136,4 @@ def test_a_failed_dbt_build_is_not_published_until_a_whole_build_succeeds(synced
         statuses = con.execute(
             "SELECT status FROM freight_meta.sync_runs WHERE stream = ? ORDER BY started_at", [DBT_BUILD_STREAM]
         ).fetchall()
-    assert [s for (s,) in statuses] == ["success", "failed", "success"]
+    assert [s for (s,) in statuses] == ["success", "success", "failed", "success"]

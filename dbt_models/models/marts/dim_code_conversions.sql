@@ -34,7 +34,8 @@ final as (
         description,
         valid_from,
         last_modified_at,
-        _synced_at
+        _synced_at,
+        {{ is_in_code_list('direction', freight_conversion_directions()) }} as is_known_direction
     from conversions
 
 )

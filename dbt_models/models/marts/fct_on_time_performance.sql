@@ -5,6 +5,9 @@
 --     var('on_time_tolerance_minutes');
 --   * otherwise (fallback, an instant missing on either side, e.g. an estimate sent as a date
 --     only): by day, actual local date <= planned local date (the tolerance does not apply).
+-- Modes outside SEA/AIR/RD/RL (or none) are bucketed as mode_of_transport 'UNKNOWN', their values
+-- as sent listed in unknown_modes_of_transport; arrivals that also have events of an unknown type
+-- are counted in shipments_with_unknown_type_arrivals.
 
 {% set tolerance_minutes = var('on_time_tolerance_minutes') %}
 
@@ -33,7 +36,12 @@ classified as (
             when arrivals.planned_at is not null then {{ utc_month('arrivals.planned_at') }}
             else {{ date_month('arrivals.planned_date') }}
         end as arrival_month,
-        shipments.mode_of_transport,
+        case
+            when {{ is_in_code_list('shipments.mode_of_transport', freight_modes_of_transport()) }}
+                then shipments.mode_of_transport
+            else 'UNKNOWN'
+        end as mode_of_transport,
+        shipments.mode_of_transport as mode_of_transport_as_sent,
         shipments.lane,
         shipments.origin_unloc,
         shipments.destination_unloc,
@@ -48,7 +56,8 @@ classified as (
             when arrivals.planned_date is not null and arrivals.actual_date is not null
                 then arrivals.actual_date <= arrivals.planned_date
         end as is_on_time,
-        arrivals.delay_minutes
+        arrivals.delay_minutes,
+        coalesce(arrivals.unknown_type_events, 0) > 0 as has_unknown_type_events
     from arrivals
     inner join shipments
         on arrivals.shipment_id = shipments.shipment_id
@@ -69,7 +78,10 @@ aggregated as (
         count(*) filter (where has_arrived and is_on_time) as shipments_on_time,
         count(*) filter (where has_arrived and not is_on_time) as shipments_late,
         count(*) filter (where has_arrived and not is_judged_exactly) as shipments_judged_by_date,
-        round(avg(delay_minutes), 2) as avg_arrival_delay_minutes
+        round(avg(delay_minutes), 2) as avg_arrival_delay_minutes,
+        count(*) filter (where has_unknown_type_events) as shipments_with_unknown_type_arrivals,
+        string_agg(distinct mode_of_transport_as_sent, ', ' order by mode_of_transport_as_sent)
+            filter (where mode_of_transport = 'UNKNOWN') as unknown_modes_of_transport
     from classified
     group by arrival_month, mode_of_transport, lane, origin_unloc, destination_unloc, carrier_name
 
@@ -94,7 +106,9 @@ final as (
         -- 1.0 *: a fraction on engines where integer / integer truncates
         round(1.0 * shipments_on_time / nullif(shipments_arrived, 0), 4) as on_time_share,
         avg_arrival_delay_minutes,
-        {{ tolerance_minutes }} as on_time_tolerance_minutes
+        {{ tolerance_minutes }} as on_time_tolerance_minutes,
+        shipments_with_unknown_type_arrivals,
+        unknown_modes_of_transport
     from aggregated
 
 )

@@ -4,12 +4,20 @@
 -- An event sent without a time of day (or without a UTC offset) has no instant (event_at null)
 -- but keeps its local date (event_date, as sent): planned_date / actual_date carry it, so a
 -- date-only milestone is still a milestone (has_planned / has_actual) and can be judged by day.
+--
+-- Values the service controls are carried, never dropped: an event code outside the spec's list
+-- is a milestone like any other (is_known_event_code false); an event of a type other than
+-- ESTIMATED / ACTUAL gives neither a plan nor an actual, but keeps its milestone row and is
+-- counted in unknown_type_events (its types listed in unknown_event_types).
 
 with
 
 events as (
 
-    select * from {{ ref('stg_shipment_events') }}
+    select
+        *,
+        {{ is_in_code_list('event_type', freight_event_types()) }} as is_known_type
+    from {{ ref('stg_shipment_events') }}
 
 ),
 
@@ -27,9 +35,11 @@ pivoted as (
         max(location_unloc) filter (where event_type = 'ESTIMATED') as planned_location_unloc,
         max(location_unloc) filter (where event_type = 'ACTUAL') as actual_location_unloc,
         max(location_name) filter (where event_type = 'ESTIMATED') as planned_location_name,
-        max(location_name) filter (where event_type = 'ACTUAL') as actual_location_name
+        max(location_name) filter (where event_type = 'ACTUAL') as actual_location_name,
+        count(*) filter (where not is_known_type) as unknown_type_events,
+        string_agg(distinct event_type, ', ' order by event_type) filter (where not is_known_type)
+            as unknown_event_types
     from events
-    where event_type in ('ESTIMATED', 'ACTUAL')
     group by shipment_id, event_code
 
 ),
@@ -48,7 +58,11 @@ final as (
         planned_at is not null or planned_date is not null as has_planned,
         actual_at is not null or actual_date is not null as has_actual,
         coalesce(actual_location_unloc, planned_location_unloc) as location_unloc,
-        coalesce(actual_location_name, planned_location_name) as location_name
+        coalesce(actual_location_name, planned_location_name) as location_name,
+        {{ is_in_code_list('event_code', freight_event_codes()) }} as is_known_event_code,
+        unknown_type_events = 0 as is_known_event_type,
+        unknown_type_events,
+        unknown_event_types
     from pivoted
 
 )

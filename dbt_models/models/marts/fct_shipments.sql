@@ -131,7 +131,11 @@ final as (
         coalesce(shipments.is_closed, false) as is_closed,
         shipments.created_at,
         shipments.last_modified_at,
-        shipments._synced_at
+        shipments._synced_at,
+
+        ---------- values the service controls, carried as sent: are they in the spec's lists?
+        {{ is_in_code_list('shipments.mode_of_transport', freight_modes_of_transport()) }} as is_known_mode_of_transport,
+        {{ is_in_code_list('shipments.direction', freight_shipment_directions()) }} as is_known_direction
 
     from shipments
     left join lanes

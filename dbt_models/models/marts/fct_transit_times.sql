@@ -46,7 +46,8 @@ final as (
         {{ hours_between('departures.actual_at', 'arrivals.actual_at') }} as transit_hours,
         departures.planned_at as planned_departure_at,
         arrivals.planned_at as planned_arrival_at,
-        {{ hours_between('departures.planned_at', 'arrivals.planned_at') }} as planned_transit_hours
+        {{ hours_between('departures.planned_at', 'arrivals.planned_at') }} as planned_transit_hours,
+        {{ is_in_code_list('shipments.mode_of_transport', freight_modes_of_transport()) }} as is_known_mode_of_transport
     from departures
     inner join arrivals
         on departures.shipment_id = arrivals.shipment_id
