@@ -115,10 +115,15 @@ def _time_from_parts(value: dict[str, Any]) -> dt.time | None:
     if value.get("hour") is None:
         return None
     try:
-        parts = [_whole_number(value.get(name) or 0) for name in ("hour", "minute", "second", "nano")]
+        parts = [_whole_number(_or_zero(value.get(name))) for name in ("hour", "minute", "second", "nano")]
         return dt.time(parts[0], parts[1], parts[2], parts[3] // 1000)
     except (TypeError, ValueError, OverflowError) as exc:
         raise DateTimeParseError(f"time object {_short(value)} has invalid parts") from exc
+
+
+def _or_zero(value: Any) -> Any:
+    """A missing part of a time object is 0; any other value is read as it is (``False`` is no number)."""
+    return 0 if value is None else value
 
 
 def _whole_number(value: Any) -> int:
@@ -135,7 +140,10 @@ def _whole_number(value: Any) -> int:
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<{type(value).__name__} nested too deeply to show>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -287,6 +287,9 @@ def copy_fields(row: Row, source: Mapping[str, Any], fields: CompiledFields, pat
         if native is not None and type(value) is native and (native is bool or (native is str and value.isascii())):
             row[column] = value  # the common case, without a converter call
             continue
+        if convert is to_json:
+            row[column] = json_or_report(value, join_path(path, key), problems)
+            continue
         try:
             row[column] = convert(value)
         except Invalid as exc:
@@ -366,9 +369,13 @@ class DateTimeGroup:
         row[self.date] = parsed.date
         row[self.time] = _time_text(parsed.time)
         row[self.offset] = parsed.offset_text
-        if self.until and parsed.until_time is not None:
-            row[self.until_at] = utc_instant(parsed, "until", join_path(path, "until"), problems)
-            row[self.until_time] = _time_text(parsed.until_time)
+        if parsed.until_time is not None:
+            if self.until:
+                row[self.until_at] = utc_instant(parsed, "until", join_path(path, "until"), problems)
+                row[self.until_time] = _time_text(parsed.until_time)
+            else:  # nowhere to put it: said, not dropped unseen
+                reason = f"{self.label} has no end of a time range (until): not loaded, kept in the raw document"
+                problems.add(join_path(path, "until"), value.get("until") if isinstance(value, dict) else value, reason)
         return parsed
 
     def put_until(self, row: Row, start: ParsedDateTime | None, value: Any, path: str, problems: Problems) -> None:
@@ -421,7 +428,7 @@ def loose_datetime(value: Any, path: str, problems: Problems) -> tuple[str | Non
     if isinstance(value, dict):
         parsed = read_datetime(value, path, problems)
         instant = utc_instant(parsed, "instant", path, problems) if parsed else None
-        return _json_or_report(value, path, problems), instant
+        return json_or_report(value, path, problems), instant
     try:
         text = to_str(value)
     except Invalid as exc:
@@ -433,12 +440,29 @@ def loose_datetime(value: Any, path: str, problems: Problems) -> tuple[str | Non
         return text, None
 
 
-def _json_or_report(value: Any, path: str, problems: Problems) -> str | None:
+def json_or_report(value: Any, path: str, problems: Problems) -> str | None:
+    """``value`` as JSON text; unstorable: null and reported. NaN and Infinity inside it, which JSON
+    cannot carry, are written as null and each reported at its own path."""
     try:
-        return to_json(value)
+        text = to_json(value)
     except Invalid as exc:
         problems.add(path, show(value), str(exc))
         return None
+    if "null" in text:  # cheap pre-check: a non-finite number became null
+        for where, number in _non_finite(value, path):
+            problems.add(where, number, f"{number} is not a finite number: null in the JSON column")
+    return text
+
+
+def _non_finite(value: Any, path: str) -> Iterable[tuple[str, float]]:
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, join_path(path, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, f"{path}[{index}]")
 
 
 # --- Location --------------------------------------------------------------------------------------
@@ -507,7 +531,7 @@ class LocationGroup:
                 except Invalid as exc:
                     problems.add(f"{code_path}.code", code, str(exc))
         if isinstance(codes, list):
-            row[self.codes] = _json_or_report(codes, codes_path, problems)
+            row[self.codes] = json_or_report(codes, codes_path, problems)
 
 
 # --- contact ---------------------------------------------------------------------------------------
@@ -540,7 +564,7 @@ class ContactGroup:
         if contact is None:
             return
         copy_fields(row, contact, self.fields, path, problems)
-        row[self.json] = _json_or_report(contact, path, problems)
+        row[self.json] = json_or_report(contact, path, problems)
 
 
 def columns_of(*parts: Iterable[Column] | Iterable[Field]) -> tuple[Column, ...]:

@@ -14,8 +14,8 @@ from freight_pipeline.normalize.fields import (
     as_items,
     compile_fields,
     copy_fields,
+    json_or_report,
     to_int,
-    to_json,
 )
 from freight_pipeline.normalize.problems import Problems, sink
 
@@ -117,8 +117,5 @@ def normalize_code_conversions(records: Iterable[Mapping[str, Any]] | None, prob
 def _conversion_row(record: Mapping[str, Any], conversion_id: int, path: str, problems: Problems) -> Row:
     row: Row = {"conversion_id": conversion_id}
     copy_fields(row, record, _CODE_CONVERSION, path, problems)
-    try:
-        row["payload"] = to_json(record)
-    except Invalid as exc:
-        problems.add(path, show(record, 200), str(exc))
+    row["payload"] = json_or_report(record, path, problems)
     return row

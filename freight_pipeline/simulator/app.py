@@ -28,6 +28,7 @@ from starlette.routing import BaseRoute, Match, Route
 from freight_pipeline.simulator import lookup
 from freight_pipeline.simulator.auth import Authenticator, AuthError
 from freight_pipeline.simulator.config import WEBHOOK_ROLE, SimulatorConfig, UserConfig
+from freight_pipeline.simulator.corruptions import Answer, Corruptions
 from freight_pipeline.simulator.faults import UNMATCHED, ASGIApp, EdgeMiddleware, FaultInjector, RequestStats, Scope
 from freight_pipeline.simulator.store_api import EVENT_CODES, EVENT_TYPES, Conflict, Invalid, NotFound, StoreAPI
 
@@ -57,6 +58,7 @@ class ServiceState:
     auth: Authenticator
     faults: FaultInjector
     stats: RequestStats
+    corruptions: Corruptions
 
 
 class SimulatorApp:
@@ -64,7 +66,9 @@ class SimulatorApp:
 
     def __init__(self, store: StoreAPI, config: SimulatorConfig | None = None) -> None:
         config = config or SimulatorConfig()
-        self.state = ServiceState(store, config, Authenticator(config), FaultInjector(config.faults), RequestStats())
+        self.state = ServiceState(
+            store, config, Authenticator(config), FaultInjector(config.faults), RequestStats(), Corruptions()
+        )
         endpoints = Endpoints(self.state)
         routes: list[BaseRoute] = endpoints.routes()
         if config.control:
@@ -227,6 +231,13 @@ def paged_json(items: list[Any], page: lookup.Page) -> JSONResponse:
     return JSONResponse(items, headers=page.headers())
 
 
+def answer(payload: Any, headers: Mapping[str, str] | None = None) -> Response:
+    """``payload`` as JSON, or a corrupted :class:`Answer` as it is (``corruptions``)."""
+    if isinstance(payload, Answer):
+        return Response(payload.body, status_code=payload.status, media_type="application/json")
+    return JSONResponse(payload, headers=dict(headers or {}))
+
+
 async def in_thread(fn: Callable[..., T], *args: Any) -> T:
     return await run_in_threadpool(fn, *args)
 
@@ -332,21 +343,23 @@ class Endpoints:
                 continue
         return paged_json(items, page)
 
+    async def _record(self, request: Request, permission: str, endpoint: str, read: Callable[[int], Any]) -> Response:
+        """One record's answer (a retrieve or a shipment's detail list), with its corruptions applied."""
+        self._user(request, permission)
+        record_id = self._id(request)
+        return answer(self.state.corruptions.apply(endpoint, record_id, await in_thread(read, record_id)))
+
     async def shipment_retrieve(self, request: Request) -> Response:
-        self._user(request, "shipment:retrieve")
-        return JSONResponse(await in_thread(self.store.get_shipment, self._id(request)))
+        return await self._record(request, "shipment:retrieve", "shipment", self.store.get_shipment)
 
     async def events(self, request: Request) -> Response:
-        self._user(request, "shipment:events")
-        return JSONResponse(await in_thread(self.store.get_events, self._id(request)))
+        return await self._record(request, "shipment:events", "events", self.store.get_events)
 
     async def air_main_carriage(self, request: Request) -> Response:
-        self._user(request, "shipment:carriage")
-        return JSONResponse(await in_thread(self.store.get_air_main_carriage, self._id(request)))
+        return await self._record(request, "shipment:carriage", "airmaincarriage", self.store.get_air_main_carriage)
 
     async def sea_main_carriage(self, request: Request) -> Response:
-        self._user(request, "shipment:carriage")
-        return JSONResponse(await in_thread(self.store.get_sea_main_carriage, self._id(request)))
+        return await self._record(request, "shipment:carriage", "seamaincarriage", self.store.get_sea_main_carriage)
 
     async def event_create(self, request: Request) -> Response:
         self._user(request, "shipment:event-write")
@@ -380,7 +393,27 @@ class Endpoints:
         self._user(request, "memo:read")
         criteria, paging = await self._lookup(request, lookup.MEMO_SPEC)
         page = await in_thread(self._memo_page, criteria, paging)
-        return paged_json(list(page.rows), page)
+        items: Any = list(page.rows)
+        if self.state.corruptions.record_ids("memos"):
+            shipment_id = await in_thread(self._memo_corrupted_shipment, criteria)
+            if shipment_id is not None:
+                items = self.state.corruptions.apply("memos", shipment_id, items)
+        return answer(items, page.headers())
+
+    def _memo_corrupted_shipment(self, criteria: list[lookup.Criterion]) -> int | None:
+        """The shipment whose memo lines this lookup of one client and number reads, when they are corrupted."""
+        client = lookup.equals_value(criteria, "CLIENT")
+        number = lookup.equals_value(criteria, "SHIPMENT_NUMBER")
+        if client is None or number is None:
+            return None
+        for shipment_id in self.state.corruptions.record_ids("memos"):
+            try:
+                base = self.store.get_base_shipment(shipment_id)
+            except NotFound:
+                continue
+            if (base.get("client"), base.get("shipment_number")) == (client, number):
+                return shipment_id
+        return None
 
     def _memo_page(self, criteria: list[lookup.Criterion], paging: lookup.PageRequest) -> lookup.Page:
         """The memo lookup; CLIENT + SHIPMENT_NUMBER EQUALS (the sync's query) reads one shipment's lines."""
@@ -405,17 +438,16 @@ class Endpoints:
         spec = lookup.CODE_CONVERSION_SPEC
         criteria, paging = await self._lookup(request, spec)
         page = await in_thread(_run_lookup, self.store.code_conversion_rows, criteria, paging, spec)
-        return paged_json(list(page.rows), page)
+        return paged_json(self.state.corruptions.apply_to_items("codeconverter", list(page.rows)), page)
 
     async def codeconverter_scroll(self, request: Request) -> Response:
         self._user(request, "codeconverter:read")
-        return await self._scroll(request, self.store.code_conversion_rows)
+        return await self._scroll(request, self.store.code_conversion_rows, "codeconverter")
 
     async def codeconverter_retrieve(self, request: Request) -> Response:
-        self._user(request, "codeconverter:read")
-        return JSONResponse(await in_thread(self.store.get_code_conversion, self._id(request)))
+        return await self._record(request, "codeconverter:read", "codeconverter", self.store.get_code_conversion)
 
-    async def _scroll(self, request: Request, rows: Callable[[], Any]) -> Response:
+    async def _scroll(self, request: Request, rows: Callable[[], Any], endpoint: str | None = None) -> Response:
         paging = page_request(request, None)
 
         def run() -> lookup.Page:
@@ -423,7 +455,10 @@ class Endpoints:
             return lookup.page_of(ordered, paging)
 
         page = await in_thread(run)
-        return paged_json(list(page.rows), page)
+        items = list(page.rows)
+        if endpoint is not None:
+            items = self.state.corruptions.apply_to_items(endpoint, items)
+        return paged_json(items, page)
 
     # --- E-File ------------------------------------------------------------------------------------------
 

@@ -12,16 +12,23 @@ never faulted nor counted. Bodies of the wrong JSON type are refused (400). Rout
   (``status``: only for ``server_error``, else 400)
 * ``GET /_control/stats``; ``DELETE /_control/stats``
 * ``POST /_control/tokens/revoke``; ``PUT /_control/auth`` body ``{"token_lifetime_s": S}``
+* ``GET /_control/corruptions``; ``POST /_control/corruptions`` body
+  ``{"endpoint": .., "id": N, "kind": .., "path": .., "value": .., "status": .., "key": ..}``
+  (``corruptions.py``; refused with 400 when the record lacks the path, 404 when it does not exist);
+  ``DELETE /_control/corruptions[?endpoint=E&id=N]`` heals them
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+
+from freight_pipeline.simulator.corruptions import Corruption, CorruptionError
 
 if TYPE_CHECKING:
     from freight_pipeline.simulator.app import ServiceState
@@ -100,6 +107,44 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
             state.stats.reset()
         return JSONResponse({"requests": state.stats.snapshot(), "total": state.stats.count()})
 
+    async def corruptions(request: Request) -> Response:
+        planted = state.corruptions
+        if request.method == "POST":
+            body = await body_object(request)
+            unknown = set(body) - {"endpoint", "id", "kind", "path", "value", "status", "key"}
+            if unknown or not _is_int(body.get("id")):
+                raise ApiError(400, "body must be {'endpoint', 'id': int, 'kind', and 'path', 'value', 'status' or "
+                               f"'key' as the kind needs}}; unknown: {sorted(unknown)}")
+            try:
+                corruption = Corruption(
+                    endpoint=body.get("endpoint"), record_id=body["id"], kind=body.get("kind"), path=body.get("path"),
+                    value=body.get("value"), status=body.get("status"), key=body.get("key"),
+                )
+                await run_in_threadpool(planted.plant, corruption, _current_answer(corruption))
+            except CorruptionError as exc:
+                raise ApiError(400, str(exc)) from None
+        elif request.method == "DELETE":
+            raw_id = request.query_params.get("id")
+            record_id = number(request, "id", int) if raw_id is not None else None
+            healed = planted.heal(request.query_params.get("endpoint"), record_id)
+            return JSONResponse({"healed": healed, "corruptions": planted.listing()})
+        return JSONResponse({"corruptions": planted.listing()})
+
+    def _current_answer(corruption: Corruption) -> Callable[[], Any]:
+        """What the record's endpoint answers now (the memo lines of a shipment: its lookup's rows)."""
+        record_id = corruption.record_id
+        if corruption.endpoint == "memos":
+            def memos() -> Any:
+                base = store.get_base_shipment(record_id)
+                return store.memo_rows_of(base["client"], base["shipment_number"])
+            return memos
+        readers: dict[str, Callable[[int], Any]] = {
+            "shipment": store.get_shipment, "events": store.get_events,
+            "airmaincarriage": store.get_air_main_carriage, "seamaincarriage": store.get_sea_main_carriage,
+            "codeconverter": store.get_code_conversion,
+        }
+        return lambda: readers[corruption.endpoint](record_id)
+
     async def revoke(_: Request) -> Response:
         state.auth.revoke_all_tokens()
         return JSONResponse({"revoked": True})
@@ -121,6 +166,7 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
         Route("/_control/stats", stats, methods=["GET", "DELETE"]),
         Route("/_control/tokens/revoke", revoke, methods=["POST"]),
         Route("/_control/auth", auth_settings, methods=["PUT"]),
+        Route("/_control/corruptions", corruptions, methods=["GET", "POST", "DELETE"]),
     ]
 
 

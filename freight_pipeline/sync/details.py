@@ -134,7 +134,7 @@ def _context(item: PendingDetail) -> dict[str, Any]:
 def requeue_due(warehouse: Warehouse, stream: str, run_id: str) -> set[int]:
     """Put the quarantined shipments of ``stream`` whose next attempt is due back on its work queue
     (they stay quarantined until they load); returns their ids."""
-    due = warehouse.due_quarantine(stream)
+    due = warehouse.due_quarantine(stream, run_id)
     items = []
     for entry in due:
         context = json.loads(entry["context"]) if entry.get("context") else {}

@@ -386,7 +386,7 @@ async def _retry_quarantined(
 ) -> None:
     """Fetch again the quarantined shipments whose next attempt is due: they load, vanish (404), or
     stay quarantined with a longer backoff."""
-    due = [int(entry["record_key"]) for entry in warehouse.due_quarantine(STREAM)]
+    due = [int(entry["record_key"]) for entry in warehouse.due_quarantine(STREAM, run_id)]
     if not due:
         return
     quarantined_before = result.quarantined

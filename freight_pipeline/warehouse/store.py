@@ -741,12 +741,13 @@ class Warehouse:
         )
         return [PendingDetail(s, int(i), c, n, m, at) for s, i, c, n, m, at in rows]
 
-    def due_quarantine(self, stream: str, now: dt.datetime | None = None) -> list[dict[str, Any]]:
-        """Entries of ``stream``'s retry queue whose next attempt is due, oldest failure first."""
+    def due_quarantine(self, stream: str, run_id: str, now: dt.datetime | None = None) -> list[dict[str, Any]]:
+        """Entries of ``stream``'s retry queue whose next attempt is due, oldest failure first; entries
+        that failed in ``run_id`` itself wait for a later run."""
         cur = self.con.execute(
             f"SELECT * FROM {qualified(meta.QUARANTINE)} WHERE stream = ? AND next_attempt_at <= ? "
-            "ORDER BY first_failed_at, record_key",
-            [stream, now or _now()],
+            "AND run_id IS DISTINCT FROM ? ORDER BY first_failed_at, record_key",
+            [stream, now or _now(), run_id],
         )
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

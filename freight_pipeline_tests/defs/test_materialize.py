@@ -28,7 +28,8 @@ from freight_pipeline.warehouse import published_db_path, working_db_path
 
 SHIPMENTS = 150
 MODIFIED = 5
-STREAM_FIGURES = ("rows_read", "rows_written", "requests", "retries", "rejected", "cursor_before", "cursor_after")
+STREAM_FIGURES = ("rows_read", "rows_written", "requests", "retries", "rejected", "cursor_before", "cursor_after",
+                  "quarantined", "data_problems", "retry_queue")
 MARTS = ("fct_shipments", "fct_shipment_milestones", "fct_transit_times", "fct_on_time_performance",
          "dim_code_conversions")
 
@@ -90,6 +91,7 @@ def test_every_sync_asset_reports_its_figures(runs: Runs) -> None:
         assert set(STREAM_FIGURES) <= set(figures), stream
         assert figures["rows_read"] > 0 and figures["requests"] > 0, stream
         assert figures["rejected"] == 0 and figures["cursor_before"] is None and figures["cursor_after"], stream
+        assert figures["quarantined"] == figures["data_problems"] == figures["retry_queue"] == 0, stream
         for table in tables:
             assert _metadata(runs.first, "freight", table)["dagster/row_count"] > 0, table
     shipments = _metadata(runs.first, "freight", "shipments")
