@@ -7,12 +7,13 @@ import re
 from pathlib import Path
 
 import duckdb
+import httpx
 import pytest
 
 from freight_pipeline.cli import main
 from freight_pipeline.client import AuthenticationError
 from freight_pipeline.config import ServiceSettings
-from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.runner import STREAM_ORDER, sync_all
 
 
@@ -81,3 +82,28 @@ def test_status_shows_a_failed_run_that_was_never_published(
     text = capsys.readouterr().out
     assert "runs after the last publish" in text
     assert re.search(r"^\s+shipments\s+run-refused\s+failed\s+\d{4}-\d\d-\d\d .*AuthenticationError", text, re.M), text
+
+
+def test_status_says_what_waits_in_the_retry_queue_and_what_was_nulled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running_simulator(shipments=40, seed=9, control=True) as bad:
+        docs = sorted(bad.store.expected_documents(), key=lambda d: d["id"])
+        cut, odd = docs[3]["id"], next(d["id"] for d in docs[4:] if bad.store.get_events(d["id"]))
+        for body in (
+            {"endpoint": "shipment", "id": cut, "kind": "truncated"},
+            {"endpoint": "events", "id": odd, "kind": "set", "path": "[0].date_time.zone_offset", "value": "+99:00"},
+        ):
+            assert httpx.post(f"{bad.base_url}/_control/corruptions", json=body, timeout=10).status_code == 200
+        sync_all(ServiceSettings(bad.base_url, bad.username, bad.password), tmp_path)
+    assert main(["status", "--data-dir", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["retry_queue"]["shipments"]["records"] == 1 and report["data_problems"] == {"shipment_events": 1}
+    since = report["retry_queue"]["shipments"]["since"]
+    assert main(["status", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    bad_data = out[out.index("bad data (freight_meta.quarantine"):]
+    shipments_row = next(line for line in bad_data.splitlines() if line.split()[:1] == ["shipments"])
+    assert shipments_row.split()[1] == "1" and since.replace("T", " ").removesuffix("+00:00") in shipments_row
+    events_row = next(line for line in bad_data.splitlines() if line.split()[:1] == ["shipment_events"])
+    assert events_row.split()[1] == "0" and events_row.split()[-1] == "1"
