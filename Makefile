@@ -39,8 +39,18 @@ ui: setup
 	@mkdir -p $(DAGSTER_HOME)
 	$(BIN)/freight-pipeline ui --data-dir $(DATA_DIR)
 
-bench: setup
-	$(BIN)/python scripts/bench_sync.py $(BENCH_ARGS)
+# The dlt peer runs in a venv of its own (its dependencies are not the project's), pinned by
+# bench/peer-constraints.txt; .bench/ is ignored by git.
+PEER_VENV := .bench/peer-venv
+PEER_STAMP := $(PEER_VENV)/.installed
+
+$(PEER_STAMP): bench/peer-constraints.txt
+	$(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install --quiet -c bench/peer-constraints.txt "dlt[duckdb]" httpx
+	@touch $(PEER_STAMP)
+
+bench: setup $(PEER_STAMP)
+	$(BIN)/python bench/compare.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) data .dagster_home .pytest_cache .ruff_cache dbt_models/target dbt_models/logs

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
+import orjson
 from pydantic import ValidationError
 
 from freight_pipeline.client import endpoints as ep
@@ -359,7 +360,7 @@ class ClientCore:
         if expect is Expect.NOTHING or (expect is Expect.OPTIONAL_JSON and not content.strip()):
             return Reply(status, None, headers, content)
         try:
-            data = json.loads(content)
+            data = loads(content)
         except ValueError:
             error = self._protocol_error(call, status, headers, content, "is not valid JSON")
             return Failure(error, call.endpoint.retry_safe, "invalid JSON body")
@@ -616,6 +617,16 @@ class ClientCore:
 
 def _shorten(text: str) -> str:
     return text if len(text) <= BODY_EXCERPT_CHARS else text[: BODY_EXCERPT_CHARS - 1] + "…"
+
+
+def loads(content: bytes) -> Any:
+    """JSON from a body: orjson (fast) first; what it refuses (NaN, integers beyond 64 bits, lone
+    surrogates) is read by the standard library, so a bad value reaches normalization (which reports
+    it) instead of failing the whole record. ValueError when it is not JSON at all."""
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return json.loads(content)
 
 
 def _shape_problem(expect: Expect, data: Any) -> str | None:

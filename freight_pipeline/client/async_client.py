@@ -1,8 +1,9 @@
 """``AsyncFreightClient``: the asyncio client. A thin driver of :class:`~freight_pipeline.client._core.ClientCore`.
 
 Same methods as :class:`~freight_pipeline.client.sync_client.FreightClient`, as coroutines and
-async iterators. At most ``max_concurrency`` requests are in flight at once (default 8), so callers
-may ``asyncio.gather`` many detail requests; waits between retries do not hold a slot.
+async iterators. At most ``max_concurrency`` requests are in flight at once (default 8), or as many as
+an adaptive ``limit`` allows (``limiter.AdaptiveLimit``: AIMD within its maximum), so callers may
+``asyncio.gather`` many detail requests; waits between retries do not hold a slot.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from freight_pipeline.client._core import (
 )
 from freight_pipeline.client.auth import DEFAULT_REFRESH_MARGIN_S
 from freight_pipeline.client.endpoints import Endpoint
+from freight_pipeline.client.limiter import AdaptiveLimit, load_signal
 from freight_pipeline.client.models import (
     CarriageLeg,
     CodeConversion,
@@ -76,9 +78,13 @@ class AsyncFreightClient:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         token_refresh_margin: float = DEFAULT_REFRESH_MARGIN_S,
         transport: httpx.AsyncBaseTransport | None = None,
+        limit: AdaptiveLimit | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        self.limit = limit or AdaptiveLimit.fixed(max_concurrency)
+        """Requests in flight at once: ``max_concurrency`` fixed, or an adaptive ``limit`` (AIMD)."""
+        max_concurrency = self.limit.maximum
         self._core = ClientCore(
             base_url=base_url,
             username=username,
@@ -94,7 +100,6 @@ class AsyncFreightClient:
             transport=transport,
             follow_redirects=False,
         )
-        self._semaphore = asyncio.Semaphore(max_concurrency)
         self._token_lock = asyncio.Lock()
         self.max_concurrency = max_concurrency
 
@@ -144,8 +149,9 @@ class AsyncFreightClient:
             action = next(flow)
             while True:
                 if isinstance(action, Send):
-                    async with self._semaphore:
+                    async with self.limit.slot() as said:
                         result: Any = await self._send(action.request)
+                        said(load_signal(result))
                 elif isinstance(action, Sleep):
                     await asyncio.sleep(action.seconds)
                     result = None

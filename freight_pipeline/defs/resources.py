@@ -56,13 +56,24 @@ class FreightServiceResource(dg.ConfigurableResource):
         default=None, description=f"service user; default env {USERNAME_ENV}, else {DEFAULT_USERNAME}"
     )
     password: str = Field(description=f"service password; set it with dg.EnvVar('{PASSWORD_ENV}')", repr=False)
-    concurrency: int = Field(default=_DEFAULTS.concurrency, description="detail requests in flight at once")
+    concurrency: int = Field(
+        default=_DEFAULTS.concurrency,
+        description="the most requests in flight at once; the limit in force adapts within it (AIMD)",
+    )
+    initial_concurrency: int = Field(
+        default=_DEFAULTS.initial_concurrency, description="requests in flight at the start of a run"
+    )
+    adaptive_concurrency: bool = Field(
+        default=_DEFAULTS.adaptive_concurrency,
+        description="false: exactly `concurrency` requests in flight, never adapted to the service",
+    )
     page_size: int = Field(default=_DEFAULTS.page_size, description="lookup page size (1-500)")
     fetch_batch_size: int = Field(
-        default=_DEFAULTS.fetch_batch_size, description="shipment documents fetched and written per transaction"
+        default=_DEFAULTS.fetch_batch_size,
+        description="shipments (document, events, legs, memos) written per transaction, with the cursor",
     )
-    detail_batch_size: int = Field(
-        default=_DEFAULTS.detail_batch_size, description="shipments per detail-stream transaction"
+    fetch_window: int = Field(
+        default=_DEFAULTS.fetch_window, description="the most shipments being fetched at once (bounds memory)"
     )
     overlap_minutes: int = Field(
         default=_minutes(_DEFAULTS.overlap), description="how far before the cursor each run re-reads"
@@ -104,8 +115,10 @@ class FreightServiceResource(dg.ConfigurableResource):
         return SyncSettings(
             page_size=self.page_size,
             concurrency=self.concurrency,
+            initial_concurrency=self.initial_concurrency,
+            adaptive_concurrency=self.adaptive_concurrency,
             fetch_batch_size=self.fetch_batch_size,
-            detail_batch_size=self.detail_batch_size,
+            fetch_window=self.fetch_window,
             overlap=dt.timedelta(minutes=self.overlap_minutes),
             start_cursor=self.start_cursor,
             reconcile_interval=None if reconcile is None else dt.timedelta(minutes=reconcile),

@@ -13,31 +13,40 @@ import dagster as dg
 
 from freight_pipeline.defs import queries
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
-from freight_pipeline.normalize import STREAM_TABLES, TABLES_BY_NAME, TableSpec
+from freight_pipeline.normalize import STREAM_TABLES, TABLE_STREAM, TABLES_BY_NAME, TableSpec
+from freight_pipeline.sync.parts import PART_TABLES
+from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import STREAM_ORDER, run_stream
+from freight_pipeline.sync.shipments import PART_STREAMS
 
 SYNC_GROUP = "freight"
 ROOT_STREAM = "shipments"
-"""The stream that fills the detail queues; the detail streams run after it."""
+"""The stream that finds changed shipments; it writes their events, legs and memos in the same pass."""
 SOURCE_SCHEMA = "freight"
+PROGRESS_EVERY_S = 15.0
+"""At most one progress line per this many seconds goes to Dagster's event log (each is a stored event)."""
 DESCRIPTIONS: dict[str, str] = {
-    "shipments": "Changed shipments since the cursor (lookup + retrieve), flattened into every embedded table; "
-    "queues the changed shipments for the detail streams.",
-    "shipment_events": "Events of the shipments queued by the shipments stream.",
-    "air_main_carriage_legs": "Air main-carriage legs of the queued AIR shipments.",
-    "sea_main_carriage_legs": "Sea main-carriage legs of the queued SEA shipments.",
-    "shipment_memos": "Memo lines of the queued shipments.",
+    "shipments": "Changed shipments since the cursor (lookup), each read in one pass: its document "
+    "(flattened into every embedded table), events, air or sea main-carriage legs and memo lines, "
+    "written together with the cursor.",
     "code_conversions": "The whole set of EDI code conversions, replaced each run.",
 }
+PART_DESCRIPTIONS: dict[str, str] = {
+    "shipment_events": "from GET /service/shipment/{id}/events of each changed shipment",
+    "air_main_carriage_legs": "from GET /service/shipment/{id}/airmaincarriage of each changed AIR shipment",
+    "sea_main_carriage_legs": "from GET /service/shipment/{id}/seamaincarriage of each changed SEA shipment",
+    "shipment_memos": "from the memo lookup (CLIENT, SHIPMENT_NUMBER) of each changed shipment",
+}
+
+
+def stream_tables(stream: str) -> tuple[str, ...]:
+    """The tables a stream's asset writes (the shipments stream: every part's)."""
+    return PART_TABLES if stream == ROOT_STREAM else STREAM_TABLES[stream]
 
 
 def table_key(table: str) -> dg.AssetKey:
     return dg.AssetKey([SOURCE_SCHEMA, table])
-
-
-def stream_keys(stream: str) -> list[dg.AssetKey]:
-    return [table_key(t) for t in STREAM_TABLES[stream]]
 
 
 def column_schema(spec: TableSpec) -> dg.TableSchema:
@@ -54,20 +63,20 @@ def column_schema(spec: TableSpec) -> dg.TableSchema:
     )
 
 
-def table_spec(stream: str, table: str) -> dg.AssetSpec:
+def table_spec(table: str) -> dg.AssetSpec:
     spec = TABLES_BY_NAME[table]
-    deps = [] if stream in (ROOT_STREAM, "code_conversions") else stream_keys(ROOT_STREAM)[:1]
+    part = TABLE_STREAM[table]
+    origin = f" ({PART_DESCRIPTIONS[part]})" if part in PART_DESCRIPTIONS else ""
     return dg.AssetSpec(
         key=table_key(table),
         description=f"{spec.description} Primary key ({', '.join(spec.primary_key)}); written by the "
-        f"{stream} stream.",
+        f"{'shipments' if part in PART_STREAMS else part} stream{origin}.",
         group_name=SYNC_GROUP,
         kinds={"duckdb", "python"},
-        deps=deps,
         metadata={
             "dagster/table_name": spec.qualified_name,
             "dagster/column_schema": column_schema(spec),
-            "stream": stream,
+            "stream": part,
             "primary_key": ", ".join(spec.primary_key),
         },
     )
@@ -82,7 +91,7 @@ def _text_or_json(value: str | None) -> dg.MetadataValue:
         return dg.MetadataValue.text(value)
 
 
-def stream_metadata(result: StreamResult, newest_change: dt.datetime | None, pending: int | None) -> dict[str, Any]:
+def stream_metadata(result: StreamResult, newest_change: dt.datetime | None) -> dict[str, Any]:
     """The stream's figures: rows read/written, requests, retries, rejects, cursors, source lag."""
     now = dt.datetime.now(dt.UTC)
     seconds = (result.finished_at - result.started_at).total_seconds() if result.finished_at else None
@@ -104,28 +113,45 @@ def stream_metadata(result: StreamResult, newest_change: dt.datetime | None, pen
     if newest_change is not None:
         metadata["newest_source_change"] = dg.MetadataValue.timestamp(newest_change)
         metadata["source_lag_seconds"] = dg.MetadataValue.float(round((now - newest_change).total_seconds(), 3))
-    if pending is not None:
-        metadata["pending_shipments"] = pending
     return {k: v for k, v in metadata.items() if v is not None}
 
 
+def part_metadata(result: StreamResult, part: str) -> dict[str, Any]:
+    """What one part (events, legs, memos) did in this run: read, loaded, quarantined, nulled, waiting."""
+    figures = (result.extra.get("parts") or {}).get(part) or {}
+    return {
+        "records_read": figures.get("read", 0),
+        "shipments_loaded": figures.get("loaded", 0),
+        "quarantined": figures.get("quarantined", 0),
+        "data_problems": figures.get("data_problems", 0),
+        "rejected": figures.get("rejected", 0),
+        "retry_queue": figures.get("retry_queue", 0),
+    }
+
+
 def stream_results(stream: str, result: StreamResult, warehouse: WarehouseResource) -> Iterator[dg.MaterializeResult]:
-    """One ``MaterializeResult`` per table of ``stream``; the first table also carries the stream's figures.
+    """One ``MaterializeResult`` per table of ``stream``: its rows, the stream's figures on its first
+    table, each part's own figures on the first table of that part.
 
     Reads the working database read-only, after ``run_stream`` has closed its connection.
     """
-    tables = STREAM_TABLES[stream]
+    tables = stream_tables(stream)
     with warehouse.read_working_db() as con:
         counts = {t: queries.row_count(con, TABLES_BY_NAME[t]) for t in tables}
         newest = queries.newest_source_change(con, stream)
-        pending = queries.pending_details(con, stream) if stream not in (ROOT_STREAM, "code_conversions") else None
-    figures = stream_metadata(result, newest, pending)
+    figures = stream_metadata(result, newest)
+    firsts = {STREAM_TABLES[part][0]: part for part in PART_STREAMS} if stream == ROOT_STREAM else {}
     for index, table in enumerate(tables):
         metadata: dict[str, Any] = {
             "dagster/row_count": counts[table],
             "table_rows_written": result.rows_by_table.get(table, 0),
-            **(figures if index == 0 else {"stream": stream, "stream_rows_read": result.rows_read}),
         }
+        if index == 0:
+            metadata.update(figures)
+        else:
+            metadata.update(stream=stream, stream_rows_read=result.rows_read)
+        if table in firsts and index > 0:
+            metadata.update(part_metadata(result, firsts[table]))
         yield dg.MaterializeResult(asset_key=table_key(table), metadata=metadata)
 
 
@@ -134,7 +160,7 @@ def build_stream_asset(stream: str) -> dg.AssetsDefinition:
 
     @dg.multi_asset(
         name=f"sync_{stream}",
-        specs=[table_spec(stream, t) for t in STREAM_TABLES[stream]],
+        specs=[table_spec(t) for t in stream_tables(stream)],
         description=DESCRIPTIONS.get(stream, f"The {stream} stream."),
         can_subset=False,
     )
@@ -149,7 +175,7 @@ def build_stream_asset(stream: str) -> dg.AssetsDefinition:
             warehouse.path,
             freight_service.sync_settings(),
             run_id=context.run_id,
-            progress=context.log.info,
+            progress=Throttled(context.log.info, PROGRESS_EVERY_S),
         )
         context.log.info(
             f"{stream}: read {result.rows_read}, wrote {result.rows_written} rows in {result.requests} requests "
@@ -168,5 +194,5 @@ def build_stream_asset(stream: str) -> dg.AssetsDefinition:
 
 
 SYNC_ASSETS: tuple[dg.AssetsDefinition, ...] = tuple(build_stream_asset(s) for s in STREAM_ORDER)
-"""Every stream's asset, in run order (shipments first: the detail streams drain what it queued)."""
+"""Every stream's asset, in run order."""
 SYNC_ASSET_KEYS: tuple[dg.AssetKey, ...] = tuple(k for a in SYNC_ASSETS for k in a.keys)

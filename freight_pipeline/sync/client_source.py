@@ -78,3 +78,12 @@ class ClientSource:
     def request_counts(self) -> tuple[int, int]:
         snapshot = self.client.stats.snapshot()
         return snapshot.requests, snapshot.retries
+
+    def in_flight_figures(self) -> dict[str, float]:
+        limit = self.client.limit
+        stats = limit.stats
+        if not stats.acquisitions:
+            return {}
+        return {"in_flight_limit_mean": round(stats.mean, 2), "in_flight_limit_lowest": round(stats.lowest, 2),
+                "in_flight_limit_highest": round(stats.highest, 2), "in_flight_limit_last": round(limit.limit, 2),
+                "in_flight_limit_decreases": stats.decreases}

@@ -18,8 +18,6 @@ from freight_pipeline.normalize import FREIGHT_TABLES
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
 from freight_pipeline.sync.code_conversions import sync_code_conversions
-from freight_pipeline.sync.details import STREAMS as DETAIL_STREAMS
-from freight_pipeline.sync.details import sync_detail_stream
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
@@ -27,8 +25,9 @@ from freight_pipeline.sync.shipments import sync_shipments
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.warehouse import PublishResult, Warehouse, explained_out_of_memory, publish
 
-STREAM_ORDER: tuple[str, ...] = (SHIPMENTS, *DETAIL_STREAMS, CODE_CONVERSIONS)
-"""Every stream, in the order a run executes them (detail streams drain what shipments queued)."""
+STREAM_ORDER: tuple[str, ...] = (SHIPMENTS, CODE_CONVERSIONS)
+"""Every stream, in the order a run executes them. The shipments stream also writes each changed
+shipment's events, legs and memos (``sync.parts``)."""
 
 Progress = Callable[[str], None]
 
@@ -45,8 +44,8 @@ def open_warehouse(data_dir: Path) -> Warehouse:
     return Warehouse(Path(data_dir), FREIGHT_TABLES)
 
 
-def open_client(service: ServiceSettings, concurrency: int) -> AsyncFreightClient:
-    return AsyncFreightClient.from_settings(service, max_concurrency=concurrency)
+def open_client(service: ServiceSettings, settings: SyncSettings) -> AsyncFreightClient:
+    return AsyncFreightClient.from_settings(service, limit=settings.in_flight_limit())
 
 
 def one_line_error(exc: BaseException) -> str:
@@ -60,8 +59,6 @@ async def _dispatch(
 ) -> StreamResult:
     if name == SHIPMENTS:
         return await sync_shipments(source, warehouse, settings, run_id, progress)
-    if name in DETAIL_STREAMS:
-        return await sync_detail_stream(name, source, warehouse, settings, run_id, progress)
     if name == CODE_CONVERSIONS:
         return await sync_code_conversions(
             source, warehouse, run_id, progress, attempts=settings.count_attempts, backoff=settings.backoff
@@ -116,7 +113,7 @@ def run_stream(
     run_id = run_id or new_run_id()
 
     async def go() -> StreamResult:
-        async with open_client(service, settings.concurrency) as client:
+        async with open_client(service, settings) as client:
             with explained_out_of_memory(f"stream {name}"), open_warehouse(data_dir) as warehouse:
                 return await run_stream_async(name, ClientSource(client), warehouse, settings, run_id, progress)
 
@@ -146,7 +143,7 @@ def sync_all(
 
     async def go() -> list[StreamResult]:
         results: list[StreamResult] = []
-        async with open_client(service, settings.concurrency) as client:
+        async with open_client(service, settings) as client:
             source = source_factory(client)
             with explained_out_of_memory("the sync"), open_warehouse(data_dir) as warehouse:
                 for name in STREAM_ORDER:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from freight_pipeline.client.limiter import AdaptiveLimit
 from freight_pipeline.warehouse import Backoff
 
 
@@ -12,8 +13,16 @@ from freight_pipeline.warehouse import Backoff
 class SyncSettings:
     page_size: int = 500
     """Lookup page size (the simulator's maximum, assumption A4)."""
-    concurrency: int = 8
-    """Detail requests in flight at once, over one pooled connection set."""
+    concurrency: int = 64
+    """The most requests in flight at once (over one pooled connection set). The limit in force
+    adapts within it (AIMD, ``client.limiter``): it starts at ``initial_concurrency``, grows by one
+    per round of answers while latency holds, halves when the service pushes back (429, 502, 503,
+    504, timeouts) and shrinks when latency rises, so a rate-limited service is never hammered."""
+    initial_concurrency: int = 16
+    """Requests in flight at the start of a run (at most ``concurrency``): what a service across the
+    internet needs."""
+    adaptive_concurrency: bool = True
+    """False: exactly ``concurrency`` requests in flight, never adapted."""
     overlap: dt.timedelta = dt.timedelta(minutes=10)
     """How far before the cursor each run re-reads, to catch late commits and clock skew."""
     start_cursor: str | None = None
@@ -28,11 +37,11 @@ class SyncSettings:
     """How often one lookup (or a whole memo / code-conversion read) is asked again when what it
     returned disagrees with ``X-Row-Count``, before the stream fails without writing it."""
     fetch_batch_size: int = 100
-    """Shipment documents fetched, normalized and written per transaction (with the cursor of the
-    batch's last shipment). Smaller than ``page_size`` so a lookup page of up to 500 shipments is
-    not held in memory as documents and rows all at once."""
-    detail_batch_size: int = 200
-    """Shipments per detail-stream transaction (events, legs, memos)."""
+    """Shipments (document, events, legs, memos) normalized and written per transaction, with the
+    cursor of the batch's last shipment. Fetching the next batches overlaps writing this one."""
+    fetch_window: int = 256
+    """The most shipments being fetched at once (each is one round of concurrent requests); with
+    at most two written batches waiting for the writer, this bounds the memory of a run."""
     breaker_max_share: float = 0.05
     """A stream's run stops (CircuitOpen, nothing more written) when more than this share of the
     records it read failed, and at least ``breaker_min_failures`` did: not a record's fault."""
@@ -43,6 +52,12 @@ class SyncSettings:
     after each further failure, up to ``retry_after_max``."""
     retry_after_max: dt.timedelta = dt.timedelta(hours=24)
 
+    def in_flight_limit(self) -> AdaptiveLimit:
+        """A fresh limit on requests in flight for one run, as these settings say."""
+        if not self.adaptive_concurrency:
+            return AdaptiveLimit.fixed(self.concurrency)
+        return AdaptiveLimit(min(self.initial_concurrency, self.concurrency), self.concurrency)
+
     @property
     def backoff(self) -> Backoff:
         return Backoff(self.retry_after, self.retry_after_max)
@@ -52,6 +67,8 @@ class SyncSettings:
             raise ValueError(f"page_size must be between 1 and 500, got {self.page_size}")
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.initial_concurrency < 1:
+            raise ValueError(f"initial_concurrency must be at least 1, got {self.initial_concurrency}")
         if self.overlap < dt.timedelta(0):
             raise ValueError("overlap must not be negative")
         if self.reconcile_interval is not None and self.reconcile_interval < dt.timedelta(0):
@@ -60,8 +77,8 @@ class SyncSettings:
             raise ValueError(f"count_attempts must be at least 1, got {self.count_attempts}")
         if self.fetch_batch_size < 1:
             raise ValueError(f"fetch_batch_size must be at least 1, got {self.fetch_batch_size}")
-        if self.detail_batch_size < 1:
-            raise ValueError(f"detail_batch_size must be at least 1, got {self.detail_batch_size}")
+        if self.fetch_window < 1:
+            raise ValueError(f"fetch_window must be at least 1, got {self.fetch_window}")
         if not 0 <= self.breaker_max_share <= 1:
             raise ValueError(f"breaker_max_share must be between 0 and 1, got {self.breaker_max_share}")
         if self.breaker_min_failures < 1:

@@ -1,225 +1,104 @@
-"""The shipments stream: changed ids by keyset walk, full documents, one transaction per batch.
+"""The shipments stream: one pass per changed shipment, streamed from the change walk to the writer.
 
-Each lookup page of changed shipments is fetched in batches of ``fetch_batch_size`` documents; each
-batch is written in ONE warehouse transaction together with the cursor that covers it (the key of
-the batch's last shipment, pages and batches being in key order) and the detail work it creates
-(events, legs and memos of those shipments, queued for their own streams). A crash therefore leaves
-either the old cursor with the old rows or the new cursor with the new rows (DESIGN.md rules 6, 7).
+The walk finds changed shipments by keyset paging over (last-modified date, time, id) up to the
+run's ceiling (``changes``). For each, its document, events, the legs of its mode and its memo
+lines are fetched together (``bundle``, one round of concurrent requests), normalized together and
+written in batches of ``fetch_batch_size``, each ONE warehouse transaction holding every table's
+rows of its shipments and the cursor of its last one (``assemble``). Fetching the next batches
+overlaps writing this one, with bounded queues (``pipeline``), and the requests in flight adapt to
+the service (``client.limiter``). A crash leaves the old cursor with the old rows or the new cursor
+with the new rows (DESIGN.md rules 6, 7).
 
-Reconciliation (every ``reconcile_interval``) lists every live id and deletes what the source no
-longer has: it deletes only on the strength of a listing whose every page agreed with its
-``X-Row-Count``, so a dropped record or a page-size cap fails the stream instead of deleting.
+Overlap re-reads skip a shipment whose held copy is provably current (same last-modified second,
+fetched after it by the service's clock). After the walk: records waiting in the retry queue whose
+next attempt is due are fetched again (a failed document brings its whole shipment, a failed
+detail part only that part), and entries left in the detail queue of earlier versions are settled;
+then, every ``reconcile_interval``, the reconcile pass (``reconcile``).
 
-One bad record never stops the stream (``isolation``): a document that fails after the client's
-retries, or cannot be normalized at all, is quarantined in the same transaction as the batch that
-skipped it (the cursor still advances) and retried by later runs with backoff until it loads or
-vanishes from the source; its old rows, if any, stay meanwhile. A value that cannot be converted is
-null in its column and one ``data_problems`` row. What is not a record's fault re-raises, and the
-breaker stops the stream when too many records fail.
+One bad record never stops the stream (``isolation``); what is not a record's fault re-raises and
+writes nothing of the batch in hand; the breaker stops the stream when too many shipments fail.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime, to_utc
-from freight_pipeline.normalize import SHIPMENT_TABLES, NormalizationError, Problems, normalize_shipment, to_arrow_batch
-from freight_pipeline.normalize.errors import Invalid
-from freight_pipeline.normalize.fields import to_json
-from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, ceiling_of, checked_lookup, walk_changes
-from freight_pipeline.sync.cursor import (
-    BEGINNING,
-    ShipmentKey,
-    cursor_offset,
-    dst_widening,
-    parse_start_cursor,
-)
-from freight_pipeline.sync.isolation import Breaker, RecordFailure, data_problems, json_text, record_failure
+from freight_pipeline.sync.assemble import PartCounts, assemble
+from freight_pipeline.sync.bundle import Bundle, Work, fetch_bundle
+from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
+from freight_pipeline.sync.cursor import ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
+from freight_pipeline.sync.isolation import Breaker
+from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, PARTS, Ref
+from freight_pipeline.sync.pipeline import stream_in_batches
+from freight_pipeline.sync.progress import loop_safe
+from freight_pipeline.sync.reconcile import compare_with_source
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.source import ShipmentGone, SourceAPI
-from freight_pipeline.sync.tasks import run_all
-from freight_pipeline.warehouse import DataProblem, PendingDetail, Quarantined, RawDocument, Reject, Warehouse
+from freight_pipeline.sync.source import SourceAPI
+from freight_pipeline.warehouse import BatchWrite, Warehouse
 
-STREAM = "shipments"
+STREAM = DOCUMENT
 RECONCILE_STREAM = "shipments_reconcile"
 """``sync_state`` entry holding when the last full id reconciliation finished."""
-DETAIL_STREAMS = ("shipment_events", "air_main_carriage_legs", "sea_main_carriage_legs", "shipment_memos")
+DETAIL_STREAMS: tuple[str, ...] = tuple(part.stream for part in DETAIL_PARTS)
+PART_STREAMS: tuple[str, ...] = tuple(part.stream for part in PARTS)
 
 Progress = Callable[[str], None]
 
 
 @dataclass
-class _Batch:
-    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    unit_ids: list[int] = field(default_factory=list)
-    raw: list[RawDocument] = field(default_factory=list)
-    gone: list[int] = field(default_factory=list)
-    rejects: list[Reject] = field(default_factory=list)
-    pending: list[PendingDetail] = field(default_factory=list)
-    quarantined: list[Quarantined] = field(default_factory=list)
-    problems: list[DataProblem] = field(default_factory=list)
+class _Run:
+    """One run of the stream: what it writes with, and what it counted."""
 
+    source: SourceAPI
+    warehouse: Warehouse
+    settings: SyncSettings
+    run_id: str
+    result: StreamResult
+    say: Progress
+    ceiling_text: str | None
+    breaker: Breaker
+    counts: dict[str, PartCounts] = field(default_factory=dict)
+    cursor: ShipmentKey | None = None
+    covered: dt.timedelta | None = None
 
-Fetched = dict[str, Any] | RecordFailure | None
-"""A retrieve's outcome: the document, the record's failure, or None for a 404."""
+    async def fetch(self, work: Work) -> Bundle:
+        return await fetch_bundle(self.source, work, self.settings)
 
+    def write(self, bundles: list[Bundle]) -> None:
+        """Normalize and write one batch (in the writer thread), with the cursor of its last walked shipment."""
+        assembled = assemble(bundles, dt.datetime.now(dt.UTC), self.ceiling_text)
+        self.breaker.count(assembled.attempted_new, assembled.failed_new)
+        moved = ""
+        keys = [b.work.key for b in bundles if b.work.key is not None]
+        if keys and self.cursor is not None:
+            batch_cursor = keys[-1].with_offset(cursor_offset(keys[-1], self.covered))
+            if batch_cursor > self.cursor:
+                assembled.write.cursor = (STREAM, batch_cursor.to_json())
+                self.cursor = batch_cursor
+                moved = f", cursor at {batch_cursor.instant_text}"
+            else:
+                moved = ", cursor kept (overlap re-read)"
+        stats = self.warehouse.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff)
+        self.result.add_rows(stats)
+        for stream, counted in assembled.counts.items():
+            self.counts.setdefault(stream, PartCounts()).add(counted)
+        written = len(assembled.write.loaded.get(STREAM, ()))
+        self.say(f"shipments: {self.result.rows_read} changed read, {written} written in this batch{moved}")
 
-async def _fetch_documents(source: SourceAPI, ids: Sequence[int]) -> list[tuple[int, Fetched]]:
-    """Full documents of ``ids``, concurrently (the client bounds concurrency and retries).
-
-    A record's failure is returned, not raised; what is not a record's fault (``isolation``)
-    raises and cancels the rest of the batch.
-    """
-
-    async def one(shipment_id: int) -> tuple[int, Fetched]:
-        try:
-            return shipment_id, await source.get_shipment(shipment_id)
-        except ShipmentGone:
-            return shipment_id, None
-        except Exception as exc:
-            failure = record_failure(exc)
-            if failure is None:
-                raise
-            return shipment_id, failure
-
-    return await run_all(one(i) for i in ids)
-
-
-def _quarantine(batch: _Batch, shipment_id: int, failure: RecordFailure, payload: str | None) -> None:
-    batch.quarantined.append(failure.quarantined(STREAM, shipment_id, shipment_id))
-    batch.rejects.append(Reject(STREAM, str(shipment_id), payload or failure.excerpt, failure.reason))
-
-
-def _build_batch(fetched: list[tuple[int, Fetched]], fetched_at: dt.datetime) -> _Batch:
-    batch = _Batch()
-    for shipment_id, doc in fetched:
-        if doc is None:
-            batch.gone.append(shipment_id)
-            reason = "not found (404) at retrieve: deleted in the source after lookup"
-            batch.rejects.append(Reject(STREAM, str(shipment_id), None, reason))
-            continue
-        if isinstance(doc, RecordFailure):
-            _quarantine(batch, shipment_id, doc, None)
-            continue
-        problems = Problems()
-        try:
-            raw_text = to_json(doc)
-            rows = normalize_shipment(doc, problems)
-            if doc.get("id") != shipment_id:
-                raise NormalizationError(f"id: document id {doc.get('id')!r} does not match requested {shipment_id}")
-        except Invalid as exc:
-            _quarantine(batch, shipment_id, RecordFailure(f"the document cannot be stored: {exc}"), None)
-            continue
-        except Exception as exc:  # NormalizationError, or a bug met on this record's data
-            failure = record_failure(exc) or RecordFailure(f"{type(exc).__name__}: {exc}")
-            _quarantine(batch, shipment_id, failure, json_text(doc, 100_000))
-            continue
-        batch.raw.append(RawDocument(shipment_id, raw_text, fetched_at, _last_modified(doc)))
-        batch.unit_ids.append(shipment_id)
-        batch.problems.extend(data_problems(STREAM, shipment_id, shipment_id, problems))
-        for table, table_rows in rows.items():
-            batch.rows.setdefault(table, []).extend(table_rows)
-        for stream in DETAIL_STREAMS:
-            batch.pending.append(
-                PendingDetail(
-                    stream=stream,
-                    shipment_id=shipment_id,
-                    client=_text(doc.get("client")),
-                    shipment_number=_text(doc.get("shipment_number")),
-                    mode_of_transport=_text(doc.get("mode_of_transport")),
-                )
-            )
-    return batch
-
-
-def _last_modified(doc: dict[str, Any]) -> dt.datetime | None:
-    """The document's last-modified instant in UTC; None when unreadable (its data problem says why)."""
-    try:
-        return to_utc(parse_iso_datetime(doc.get("last_modified_date_time")))
-    except DateTimeParseError:
-        return None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _write(
-    warehouse: Warehouse,
-    run_id: str,
-    batch: _Batch,
-    cursor: ShipmentKey | None,
-    result: StreamResult,
-    settings: SyncSettings,
-) -> None:
-    counts = warehouse.apply_shipment_batch(
-        run_id=run_id,
-        tables=to_arrow_batch(batch.rows),
-        replaced_tables=SHIPMENT_TABLES,
-        unit_ids=batch.unit_ids,
-        raw_documents=batch.raw,
-        deleted_ids=batch.gone,
-        rejects=batch.rejects,
-        pending=batch.pending,
-        cursor=(STREAM, cursor.to_json()) if cursor is not None else None,
-        stream=STREAM,
-        quarantined=batch.quarantined,
-        problems=batch.problems,
-        backoff=settings.backoff,
-    )
-    result.add_rows(counts)
-    result.rejected += len(batch.rejects)
-    result.quarantined += len(batch.quarantined)
-    result.data_problems += len(batch.problems)
-
-
-@dataclass(frozen=True)
-class _Live:
-    """A live shipment as the id listing shows it."""
-
-    key: ShipmentKey | None
-    """None: the listing gave no readable ``last_modified_date_time``."""
-    last_modified: dt.datetime | None
-
-
-async def _list_live_shipments(
-    source: SourceAPI, page_size: int, attempts: int, stats: WalkStats
-) -> dict[int, _Live]:
-    """Every live shipment id with its last-modified key and instant, by keyset paging over ID.
-
-    Every page is checked against ``X-Row-Count`` (asked again, then ``RowCountMismatch``): the
-    caller deletes whatever is held but not listed, so a page that lost a record, or a service
-    capping the page size below ``page_size``, must fail the listing, never end it early. The walk
-    ends on a page that agrees with its row count and is shorter than ``page_size`` (or empty).
-    """
-    live: dict[int, _Live] = {}
-    last_id = 0
-    while True:
-        items = await checked_lookup(
-            source.lookup_shipments, [{"key": "ID", "match_mode": "GT", "value": str(last_id)}], ["ID"],
-            page_size, stats, attempts,
+    async def run(self, works: AsyncIterator[Work]) -> None:
+        await stream_in_batches(
+            works, self.fetch, self.write, batch_size=self.settings.fetch_batch_size,
+            window=max(self.settings.fetch_window, self.settings.fetch_batch_size),
         )
-        for item in items:
-            shipment_id = int(item["id"])
-            try:
-                instant = parse_iso_datetime(item.get("last_modified_date_time"))
-                live[shipment_id] = _Live(ShipmentKey.of_instant(shipment_id, instant), to_utc(instant))
-            except ValueError:  # CursorError and DateTimeParseError included: refetched, never trusted
-                live[shipment_id] = _Live(None, None)
-        if len(items) < page_size:
-            return live
-        if int(items[-1]["id"]) <= last_id:
-            raise RowCountMismatch(f"id listing after id {last_id} returned a full page without progress")
-        last_id = int(items[-1]["id"])
 
 
-def _chunks(seq: Sequence[Any], size: int) -> list[Sequence[Any]]:
-    return [seq[start : start + size] for start in range(0, len(seq), size)]
+async def _listed(works: Iterable[Work]) -> AsyncIterator[Work]:
+    for work in works:
+        yield work
 
 
 async def sync_shipments(
@@ -229,8 +108,8 @@ async def sync_shipments(
     run_id: str,
     progress: Progress | None = None,
 ) -> StreamResult:
-    """Bring ``freight.shipments`` and every table embedded in the document up to the service."""
-    say = progress or (lambda message: None)
+    """Bring ``freight.shipments``, every table embedded in it, its events, legs and memos up to the service."""
+    say = loop_safe(progress) if progress else (lambda message: None)
     result = StreamResult(STREAM, run_id, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
     stored = warehouse.get_cursor(STREAM)
@@ -255,46 +134,83 @@ async def sync_shipments(
     say(f"shipments: reading changes after {after.instant_text} up to {ceiling.instant_text if ceiling else '-'}")
 
     walk = WalkStats()
-    breaker = Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures)
+    run = _Run(source, warehouse, settings, run_id, result, say, ceiling.instant_text if ceiling else None,
+               Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures), cursor=cursor,
+               covered=covered)
     if ceiling is not None and after.second() <= ceiling.second():
-        async for page in walk_changes(
-            source.lookup_shipments, after, ceiling, page_size=settings.page_size,
-            count_attempts=settings.count_attempts, stats=walk,
-        ):
-            result.rows_read += len(page)
-            for chunk in _chunks(page, settings.fetch_batch_size):
-                # Every id is re-fetched, the overlap included: a record changed twice within one second
-                # keeps its last-modified value, so comparing it with the held one would miss the change.
-                fetched = await _fetch_documents(source, [int(base["id"]) for _, base in chunk])
-                batch = _build_batch(fetched, dt.datetime.now(dt.UTC))
-                breaker.count(len(chunk), len(batch.quarantined))
-                last_key = chunk[-1][0]
-                batch_cursor = last_key.with_offset(cursor_offset(last_key, covered))
-                new_cursor = batch_cursor if batch_cursor > cursor else None
-                _write(warehouse, run_id, batch, new_cursor, result, settings)
-                if new_cursor is not None:
-                    cursor = new_cursor
-                moved = f"cursor at {new_cursor.instant_text}" if new_cursor else "cursor kept (overlap re-read)"
-                say(f"shipments: {result.rows_read} changed read, {len(batch.unit_ids)} written in this batch, {moved}")
+        overlap_end = cursor if stored else None
+        await run.run(_walked(run, after, ceiling, walk, overlap_end))
 
-    await _retry_quarantined(source, warehouse, settings, run_id, result, say)
+    await run.run(_listed(_due_retries(warehouse, run_id)))
     if _reconcile_due(warehouse, settings):
-        await _reconcile(source, warehouse, settings, run_id, result, say, floor, walk, breaker)
+        await _reconcile(run, floor, walk)
         warehouse.set_cursor(RECONCILE_STREAM, json.dumps({"at": dt.datetime.now(dt.UTC).isoformat()}), run_id)
 
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
     result.retries = retries_after - retries_before
+    result.rejected = sum(c.rejected for c in run.counts.values())
+    result.quarantined = sum(c.quarantined for c in run.counts.values())
+    result.data_problems = sum(c.data_problems for c in run.counts.values())
+    parts = {stream: {**vars(run.counts.get(stream, PartCounts())), "retry_queue": warehouse.quarantine_count(stream)}
+             for stream in PART_STREAMS}
     result.extra.update(
         lookups=walk.lookups, count_mismatches=walk.count_mismatches,
-        retry_queue=warehouse.quarantine_count(STREAM),
+        retry_queue=sum(part["retry_queue"] for part in parts.values()), parts=parts, **source.in_flight_figures(),
     )
     stored_after = warehouse.get_cursor(STREAM)
     result.cursor_after = stored_after
     if stored_after:
-        last = ShipmentKey.from_json(stored_after)
-        result.extra["cursor_instant"] = last.instant_text
+        result.extra["cursor_instant"] = ShipmentKey.from_json(stored_after).instant_text
     return result
+
+
+async def _walked(
+    run: _Run, after: ShipmentKey, ceiling: ShipmentKey, walk: WalkStats, overlap_end: ShipmentKey | None
+) -> AsyncIterator[Work]:
+    """The walk's shipments as work, in key order; in the overlap window (keys up to the stored cursor),
+    a shipment whose held copy is provably current is passed on with nothing to fetch."""
+    reader = run.warehouse.reader()
+    skipped = 0
+    try:
+        async for page in walk_changes(
+            run.source.lookup_shipments, after, ceiling, page_size=run.settings.page_size,
+            count_attempts=run.settings.count_attempts, stats=walk,
+        ):
+            run.result.rows_read += len(page)
+            overlapping = {k.id: k.instant_text for k, _ in page if overlap_end is not None and k <= overlap_end}
+            current = run.warehouse.current_copies(reader, overlapping)
+            skipped += len(current)
+            for key, base in page:
+                parts = frozenset() if key.id in current else ALL_PARTS
+                yield Work(Ref.of(base, key.id), parts, key)
+    finally:
+        reader.close()
+        run.result.extra["overlap_current_skipped"] = skipped
+
+
+def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:
+    """Work for what waits in the retry queue and is due (not what failed in this run), and for the
+    legacy detail queue; a waiting document brings its whole shipment."""
+    wanted: dict[int, set[str]] = {}
+    refs: dict[int, Ref] = {}
+    for stream in PART_STREAMS:
+        for entry in warehouse.due_quarantine(stream, run_id):
+            shipment_id = int(entry["shipment_id"])
+            context = json.loads(entry["context"]) if entry.get("context") else None
+            refs.setdefault(shipment_id, Ref.from_context(shipment_id, context))
+            wanted.setdefault(shipment_id, set()).update(ALL_PARTS if stream == STREAM else {stream})
+    legacy: dict[int, set[str]] = {}
+    for entry in warehouse.legacy_pending():
+        shipment_id = entry.shipment_id
+        refs.setdefault(shipment_id, Ref(shipment_id, entry.client, entry.shipment_number, entry.mode_of_transport))
+        legacy.setdefault(shipment_id, set()).add(entry.stream)
+    works = []
+    for shipment_id in sorted(set(wanted) | set(legacy)):
+        parts = wanted.get(shipment_id, set()) | legacy.get(shipment_id, set())
+        works.append(Work(refs[shipment_id], frozenset(parts), None, tuple(sorted(legacy.get(shipment_id, ()))),
+                          retry=shipment_id in wanted))
+    return works
 
 
 def _reconcile_due(warehouse: Warehouse, settings: SyncSettings) -> bool:
@@ -310,88 +226,24 @@ def _reconcile_due(warehouse: Warehouse, settings: SyncSettings) -> bool:
     return dt.datetime.now(dt.UTC) - last >= settings.reconcile_interval
 
 
-def _wanted(live: _Live, floor: ShipmentKey) -> bool:
-    """Whether reconciliation may fetch this live shipment: last modified at or after the start floor."""
-    if floor == BEGINNING:
-        return True
-    return live.key is not None and live.key.second() >= floor.second()
+def _chunks(seq: Sequence[int], size: int) -> list[Sequence[int]]:
+    return [seq[start : start + size] for start in range(0, len(seq), size)]
 
 
-async def _reconcile(
-    source: SourceAPI,
-    warehouse: Warehouse,
-    settings: SyncSettings,
-    run_id: str,
-    result: StreamResult,
-    say: Progress,
-    floor: ShipmentKey,
-    stats: WalkStats,
-    breaker: Breaker,
-) -> None:
-    """Self-healing pass: delete what the source no longer has, fetch what the warehouse lacks or holds stale.
-
-    Only shipments last modified at or after ``floor`` (the configured start cursor) are fetched;
-    deletions apply to every shipment held, and to quarantined shipments that vanished. Quarantined
-    shipments are left to the retry queue's backoff. Nothing is deleted unless the whole listing was
-    read and checked (``_list_live_shipments`` raises otherwise).
-    """
-    live = await _list_live_shipments(source, settings.page_size, settings.count_attempts, stats)
-    held = warehouse.shipment_last_modified(None)
-    quarantined = warehouse.quarantined_ids(STREAM)
-    vanished = sorted((set(held) | quarantined) - set(live))
-    stale = sorted(
-        i for i, entry in live.items()
-        if _wanted(entry, floor) and i not in quarantined and (i not in held or held[i] != entry.last_modified)
+async def _reconcile(run: _Run, floor: ShipmentKey, walk: WalkStats) -> None:
+    """Delete what the source no longer has; fetch what the warehouse lacks or holds stale (only
+    shipments last modified at or after the configured start cursor)."""
+    found = await compare_with_source(
+        run.source, run.warehouse, run.settings.page_size, run.settings.count_attempts, walk, floor, STREAM
     )
-    result.extra["reconcile_listed"] = len(live)
-    result.extra["reconcile_deleted"] = len(vanished)
-    result.extra["reconcile_refetched"] = len(stale)
-    result.extra["reconcile_before_start"] = sum(1 for i, e in live.items() if i not in held and not _wanted(e, floor))
-    if vanished:
-        _write(warehouse, run_id, _Batch(gone=vanished), None, result, settings)
-        say(f"shipments: deleted {len(vanished)} shipments no longer in the source")
-    await _fetch_and_write(source, warehouse, settings, run_id, result, breaker, stale)
-    if stale:
-        say(f"shipments: reconcile fetched {len(stale)} missing or stale shipments")
-
-
-async def _fetch_and_write(
-    source: SourceAPI,
-    warehouse: Warehouse,
-    settings: SyncSettings,
-    run_id: str,
-    result: StreamResult,
-    breaker: Breaker | None,
-    ids: Sequence[int],
-) -> None:
-    """Fetch and write ``ids`` in batches, without moving the cursor (retries and reconcile).
-
-    ``breaker`` None: failures are not counted (retries of records already quarantined: they stay
-    where they are, and counting them would let a few persistently bad records stop every run).
-    """
-    for chunk in _chunks(ids, settings.fetch_batch_size):
-        batch = _build_batch(await _fetch_documents(source, chunk), dt.datetime.now(dt.UTC))
-        if breaker is not None:
-            breaker.count(len(chunk), len(batch.quarantined))
-        _write(warehouse, run_id, batch, None, result, settings)
-
-
-async def _retry_quarantined(
-    source: SourceAPI,
-    warehouse: Warehouse,
-    settings: SyncSettings,
-    run_id: str,
-    result: StreamResult,
-    say: Progress,
-) -> None:
-    """Fetch again the quarantined shipments whose next attempt is due: they load, vanish (404), or
-    stay quarantined with a longer backoff."""
-    due = [int(entry["record_key"]) for entry in warehouse.due_quarantine(STREAM, run_id)]
-    if not due:
-        return
-    quarantined_before = result.quarantined
-    await _fetch_and_write(source, warehouse, settings, run_id, result, None, due)
-    failed_again = result.quarantined - quarantined_before
-    result.extra["retried"] = len(due)
-    result.extra["retried_still_failing"] = failed_again
-    say(f"shipments: retried {len(due)} quarantined shipments, {len(due) - failed_again} loaded or gone")
+    extra = run.result.extra
+    extra.update(reconcile_listed=found.listed, reconcile_deleted=len(found.vanished),
+                 reconcile_refetched=len(found.stale), reconcile_before_start=found.before_start)
+    for chunk in _chunks(found.vanished, run.settings.fetch_batch_size):
+        stats = run.warehouse.apply_batch(run.run_id, BatchWrite(deleted_ids=list(chunk)), backoff=run.settings.backoff)
+        run.result.add_rows(stats)
+    if found.vanished:
+        run.say(f"shipments: deleted {len(found.vanished)} shipments no longer in the source")
+    await run.run(_listed(Work(Ref(i)) for i in found.stale))
+    if found.stale:
+        run.say(f"shipments: reconcile fetched {len(found.stale)} missing or stale shipments")

@@ -42,3 +42,7 @@ class SourceAPI(Protocol):
 
     def request_counts(self) -> tuple[int, int]:
         """(requests, retries) made so far by this source."""
+
+    def in_flight_figures(self) -> dict[str, float]:
+        """How the limit on requests in flight moved so far (``in_flight_limit_mean``, ``_lowest``,
+        ``_highest``, ``_last``), for the run's figures."""

@@ -13,6 +13,7 @@ from freight_pipeline.warehouse.publish import (
 )
 from freight_pipeline.warehouse.records import (
     Backoff,
+    BatchWrite,
     DataProblem,
     PendingDetail,
     Quarantined,
@@ -29,6 +30,7 @@ __all__ = [
     "META_SCHEMA",
     "META_TABLES",
     "Backoff",
+    "BatchWrite",
     "DataProblem",
     "PendingDetail",
     "PublishResult",

@@ -57,6 +57,16 @@ SYNC_RUNS = _meta(
     "One row per stream per run: started/finished, rows read and written, requests, retries, rejected.",
 )
 
+RETIRED_STREAMS: dict[str, str] = {
+    "shipment_events": "shipments",
+    "air_main_carriage_legs": "shipments",
+    "sea_main_carriage_legs": "shipments",
+    "shipment_memos": "shipments",
+}
+"""Streams of earlier versions -> the stream that does their work now. A retired stream's last run,
+failed or cut off, holds back no publish once a later run of its successor succeeded (which also
+settles what it left in ``pending_details``)."""
+
 LATEST_RUN_PER_STREAM = "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY started_at DESC, run_id DESC) = 1"
 """The clause keeping each stream's latest ``sync_runs`` row."""
 
@@ -82,6 +92,11 @@ RAW_SHIPMENTS = _meta(
         Column("fetched_at", "TIMESTAMPTZ", "when it was fetched"),
         Column("last_modified_at", "TIMESTAMPTZ", "the document's last-modified instant (UTC)"),
         Column("run_id", "VARCHAR", "the run that fetched it"),
+        Column("last_modified_key", "VARCHAR",
+               "last-modified second in the service's own wall clock (YYYY-MM-DD HH:MM:SS), as the cursor compares"),
+        Column("fetched_ceiling", "VARCHAR",
+               "newest last-modified second the service held when the fetching run started: a copy whose "
+               "last_modified_key is earlier was fetched after its last change"),
     ),
     ("shipment_id",),
     "The last raw JSON document of each shipment, for replay without re-fetching.",

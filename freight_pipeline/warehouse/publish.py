@@ -176,13 +176,16 @@ def unsettled_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]
                        [meta.SYNC_RUNS.schema, meta.SYNC_RUNS.name]))
     if not exists or not exists[0]:
         return []
+    latest = run(
+        con, f"SELECT stream, run_id, status, started_at FROM {table} {meta.LATEST_RUN_PER_STREAM} ORDER BY stream"
+    )
+    successors = set(meta.RETIRED_STREAMS.values())
+    settled_by = {s: started for s, _, status, started in latest if status == "success" and s in successors}
     return [
         (stream, run_id, status)
-        for stream, run_id, status in run(
-            con,
-            f"SELECT stream, run_id, status FROM {table} {meta.LATEST_RUN_PER_STREAM} ORDER BY stream",
-        )
+        for stream, run_id, status, started in latest
         if status != "success"
+        and not (stream in meta.RETIRED_STREAMS and started < settled_by.get(meta.RETIRED_STREAMS[stream], started))
     ]
 
 

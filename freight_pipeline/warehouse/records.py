@@ -15,6 +15,13 @@ class RawDocument(NamedTuple):
     """JSON text."""
     fetched_at: dt.datetime
     last_modified_at: dt.datetime | None
+    last_modified_key: str | None = None
+    """The last-modified second in the service's own wall clock (``YYYY-MM-DD HH:MM:SS``): what the
+    cursor compares, known even when the service sends no UTC offset."""
+    fetched_ceiling: str | None = None
+    """The ceiling (newest last-modified second the service held) of the run that fetched it. A copy
+    whose ``last_modified_key`` is earlier was fetched after its last change: while the service
+    still shows that last-modified second, the copy is current."""
 
 
 class Reject(NamedTuple):
@@ -64,6 +71,32 @@ class Backoff:
         if attempts <= 1:
             return min(self.base, self.cap)
         return min(self.base * 2 ** min(attempts - 1, 40), self.cap)
+
+
+@dataclass
+class BatchWrite:
+    """Everything one batch writes, in ONE transaction (``Warehouse.apply_batch``).
+
+    ``replaced``: per table, the shipments whose rows in it are replaced by the rows of ``tables``
+    (a shipment with no rows there loses its old ones). ``loaded``: per stream, the records that
+    loaded, which leave its retry queue and whose old data problems go (``problems`` brings the new
+    ones). ``deleted_ids``: shipments gone from the source, removed from every per-shipment table
+    and every ``freight_meta`` table that holds shipments. ``acknowledged``: (stream, shipment id)
+    entries of the legacy detail queue done by this batch.
+    """
+
+    tables: dict[str, Any] = field(default_factory=dict)
+    """Arrow tables by table name."""
+    replaced: dict[str, list[int]] = field(default_factory=dict)
+    loaded: dict[str, list[int]] = field(default_factory=dict)
+    deleted_ids: list[int] = field(default_factory=list)
+    raw_documents: list[RawDocument] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+    quarantined: list[Quarantined] = field(default_factory=list)
+    problems: list[DataProblem] = field(default_factory=list)
+    acknowledged: list[tuple[str, int]] = field(default_factory=list)
+    cursor: tuple[str, str] | None = None
+    """(stream, cursor JSON) set in the same transaction, so it never runs ahead of the rows."""
 
 
 @dataclass(frozen=True)

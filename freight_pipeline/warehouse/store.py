@@ -30,8 +30,10 @@ import pyarrow.compute as pc
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.ddl import connect, ensure_tables, first, qualified, quote, run
+from freight_pipeline.warehouse.listing import LiveListing
 from freight_pipeline.warehouse.records import (
     Backoff,
+    BatchWrite,
     DataProblem,
     PendingDetail,
     Quarantined,
@@ -236,21 +238,21 @@ class Warehouse:
           next attempt after ``backoff``); a unit id that loads leaves ``stream``'s queue, and its
           ``data_problems`` are replaced by ``problems``.
         """
-        raw = [RawDocument(*doc) for doc in raw_documents]
-        return self._apply(
+        units = [int(i) for i in unit_ids]
+        return self.apply_batch(
             run_id,
-            stream=stream,
-            tables=tables,
-            replaced=replaced_tables if replaced_tables is not None else list(tables),
-            unit_ids=unit_ids,
-            deleted_ids=deleted_ids,
-            raw_documents=raw,
-            rejects=rejects,
+            BatchWrite(
+                tables=dict(tables),
+                replaced={name: units for name in (replaced_tables if replaced_tables is not None else tables)},
+                loaded={stream: units},
+                deleted_ids=list(deleted_ids),
+                raw_documents=[RawDocument(*doc) for doc in raw_documents],
+                rejects=list(rejects),
+                quarantined=list(quarantined),
+                problems=list(problems),
+                cursor=cursor,
+            ),
             pending=pending,
-            done=(),
-            cursor=cursor,
-            quarantined=quarantined,
-            problems=problems,
             backoff=backoff,
         )
 
@@ -276,79 +278,93 @@ class Warehouse:
         meanwhile (different ``enqueued_at``); ``cursor`` (JSON text) becomes ``stream``'s cursor.
         ``quarantined``, ``problems`` and ``backoff`` as in :meth:`apply_shipment_batch`.
         """
-        return self._apply(
+        units = [int(i) for i in unit_ids]
+        return self.apply_batch(
             run_id,
-            stream=stream,
-            tables=tables,
-            replaced=replaced_tables,
-            unit_ids=unit_ids,
-            deleted_ids=(),
-            raw_documents=(),
-            rejects=rejects,
-            pending=(),
-            done=done,
-            cursor=(stream, cursor) if cursor is not None else None,
-            quarantined=quarantined,
-            problems=problems,
+            BatchWrite(
+                tables=dict(tables),
+                replaced={name: units for name in replaced_tables},
+                loaded={stream: units},
+                rejects=list(rejects),
+                quarantined=list(quarantined),
+                problems=list(problems),
+                cursor=(stream, cursor) if cursor is not None else None,
+            ),
+            done=(stream, done),
             backoff=backoff,
         )
 
-    def _apply(
+    def apply_batch(
         self,
         run_id: str,
+        batch: BatchWrite,
         *,
-        stream: str,
-        tables: Mapping[str, pa.Table],
-        replaced: Sequence[str],
-        unit_ids: Sequence[int],
-        deleted_ids: Sequence[int],
-        raw_documents: Sequence[RawDocument],
-        rejects: Sequence[Reject],
-        pending: Sequence[PendingDetail],
-        done: Sequence[tuple[int, dt.datetime | None]],
-        cursor: tuple[str, str] | None,
-        quarantined: Sequence[Quarantined],
-        problems: Sequence[DataProblem],
-        backoff: Backoff,
+        pending: Sequence[PendingDetail] = (),
+        done: tuple[str, Sequence[tuple[int, dt.datetime | None]]] | None = None,
+        backoff: Backoff = DEFAULT_BACKOFF,
     ) -> WriteStats:
-        units = sorted({int(i) for i in unit_ids})
-        gone = sorted({int(i) for i in deleted_ids})
-        if set(units) & set(gone):
-            raise ValueError(f"ids both replaced and deleted: {sorted(set(units) & set(gone))[:10]}")
-        incoming = {self._unit_spec(name).qualified_name: table for name, table in tables.items()}
-        replaced_specs = {self._unit_spec(name).qualified_name: self._unit_spec(name) for name in replaced}
+        """Write ``batch`` in ONE transaction (all or nothing); see :class:`BatchWrite`.
+
+        ``pending`` and ``done`` feed the legacy detail queue (tests of its migration only).
+        """
+        gone = sorted({int(i) for i in batch.deleted_ids})
+        replaced = {self._unit_spec(name).qualified_name: sorted({int(i) for i in ids})
+                    for name, ids in batch.replaced.items()}
+        both = set(gone) & {i for ids in replaced.values() for i in ids}
+        if both:
+            raise ValueError(f"ids both replaced and deleted: {sorted(both)[:10]}")
+        incoming = {self._unit_spec(name).qualified_name: table for name, table in batch.tables.items()}
         for name, table in incoming.items():
-            spec = self.spec(name)
-            if name not in replaced_specs:
+            if name not in replaced:
                 raise ValueError(f"rows given for {name}, which is not among the replaced tables")
-            self._check_units(spec, table, units)
+            self._check_units(self.spec(name), table, replaced[name])
 
         synced_at = _now()
         stats = WriteStats()
         with self._transaction() as con:
-            with self._registered(pa.table({"id": pa.array(units, pa.int64())})) as units_view:
-                for spec in replaced_specs.values():
-                    stats.deleted[spec.name] = self._delete_keys(spec, spec.replace_key or "", units_view)
-                self._clear_records(stream, units_view)
+            for name, ids in replaced.items():
+                spec = self.spec(name)
+                stats.deleted[spec.name] = self._delete_ids(spec, spec.replace_key or "", ids)
+            for stream, ids in batch.loaded.items():
+                if ids:
+                    with self._registered(pa.table({"id": pa.array(sorted(set(ids)), pa.int64())})) as loaded_view:
+                        self._clear_records(stream, loaded_view)
             if gone:
-                with self._registered(pa.table({"id": pa.array(gone, pa.int64())})) as gone_view:
-                    for spec in self.unit_tables:
-                        removed = self._delete_keys(spec, spec.replace_key or "", gone_view)
-                        stats.deleted[spec.name] = stats.deleted.get(spec.name, 0) + removed
-                    for spec in (meta.RAW_SHIPMENTS, meta.PENDING_DETAILS, meta.QUARANTINE, meta.DATA_PROBLEMS):
-                        self._delete_keys(spec, "shipment_id", gone_view)
-            for name, table in incoming.items():
-                stats[self.spec(name).name] = self._insert_rows(self.spec(name), table, synced_at, run_id)
-            self._upsert_raw(raw_documents, run_id)
-            self._upsert_rejects(rejects, run_id, synced_at)
-            self._insert_problems(problems, run_id, synced_at)
-            self._quarantine(quarantined, run_id, synced_at, backoff)
+                for spec in self.unit_tables:
+                    removed = self._delete_ids(spec, spec.replace_key or "", gone)
+                    stats.deleted[spec.name] = stats.deleted.get(spec.name, 0) + removed
+                for spec in (meta.RAW_SHIPMENTS, meta.PENDING_DETAILS, meta.QUARANTINE, meta.DATA_PROBLEMS):
+                    self._delete_ids(spec, "shipment_id", gone)
+            for name in replaced:
+                table = incoming.get(name)
+                spec = self.spec(name)
+                stats[spec.name] = self._insert_rows(spec, table, synced_at, run_id) if table is not None else 0
+            self._upsert_raw(batch.raw_documents, run_id)
+            self._upsert_rejects(batch.rejects, run_id, synced_at)
+            self._insert_problems(batch.problems, run_id, synced_at)
+            self._quarantine(batch.quarantined, run_id, synced_at, backoff)
             self._enqueue(pending, run_id, synced_at)
-            if done:
-                self._acknowledge(stream, done)
-            if cursor is not None:
-                self._set_cursor(con, cursor[0], cursor[1], run_id, synced_at)
+            if done is not None and done[1]:
+                self._acknowledge(done[0], done[1])
+            if batch.acknowledged:
+                self._drop_pending(batch.acknowledged)
+            if batch.cursor is not None:
+                self._set_cursor(con, batch.cursor[0], batch.cursor[1], run_id, synced_at)
         return stats
+
+    def _delete_ids(self, spec: TableSpec, key: str, ids: Sequence[int]) -> int:
+        """Delete the rows of ``spec`` whose ``key`` is one of ``ids``; how many went."""
+        if not ids:
+            return 0
+        with self._registered(pa.table({"id": pa.array(ids, pa.int64())})) as view:
+            return self._delete_keys(spec, key, view)
+
+    def _drop_pending(self, entries: Sequence[tuple[str, int]]) -> None:
+        keys = pa.table({"stream": pa.array([s for s, _ in entries], pa.string()),
+                         "shipment_id": pa.array([int(i) for _, i in entries], pa.int64())})
+        with self._registered(keys) as view:
+            run(self.con, f"DELETE FROM {qualified(meta.PENDING_DETAILS)} p USING {view} k "
+                "WHERE p.stream = k.stream AND p.shipment_id = k.shipment_id")
 
     def _clear_records(self, stream: str, ids_view: str) -> None:
         """Loaded records of ``stream`` leave its retry queue; their old data problems go (new ones follow)."""
@@ -482,6 +498,8 @@ class Warehouse:
                     "fetched_at": pa.array([d.fetched_at for d in rows], _TS),
                     "last_modified_at": pa.array([d.last_modified_at for d in rows], _TS),
                     "run_id": pa.array([run_id] * len(rows), pa.string()),
+                    "last_modified_key": pa.array([d.last_modified_key for d in rows], pa.string()),
+                    "fetched_ceiling": pa.array([d.fetched_ceiling for d in rows], pa.string()),
                 }
             ),
         )
@@ -679,6 +697,41 @@ class Warehouse:
 
     # --- what the sync asks ---------------------------------------------------------------------
 
+    @contextmanager
+    def live_listing(self) -> Iterator[LiveListing]:
+        """A temporary table for the reconcile's listing of live shipments, dropped after the block."""
+        listing = LiveListing(self.con)
+        try:
+            yield listing
+        finally:
+            listing.drop()
+
+    def reader(self) -> duckdb.DuckDBPyConnection:
+        """A second connection to this database, for reads from another thread while batches are written."""
+        return self.con.cursor()
+
+    @staticmethod
+    def current_copies(reader: duckdb.DuckDBPyConnection, keys: Mapping[int, str]) -> set[int]:
+        """Of ``keys`` (shipment id -> last-modified second the source shows now), the shipments whose
+        held copy is provably current: same last-modified second, fetched after it by the service's
+        clock (``fetched_ceiling`` later than it), and nothing of them waiting in the retry queue."""
+        if not keys:
+            return set()
+        asked = pa.table({"shipment_id": pa.array(list(keys), pa.int64()),
+                          "last_modified_key": pa.array(list(keys.values()), pa.string())})
+        reader.register("_asked_copies", asked)
+        try:
+            rows = run(
+                reader,
+                f"SELECT r.shipment_id FROM {qualified(meta.RAW_SHIPMENTS)} r JOIN _asked_copies a USING (shipment_id) "
+                "WHERE r.last_modified_key = a.last_modified_key AND r.last_modified_key < r.fetched_ceiling "
+                f"AND r.shipment_id NOT IN (SELECT shipment_id FROM {qualified(meta.QUARANTINE)} "
+                "WHERE shipment_id IS NOT NULL)",
+            )
+        finally:
+            reader.unregister("_asked_copies")
+        return {int(r[0]) for r in rows}
+
     def shipment_last_modified(self, ids: Sequence[int] | None) -> dict[int, dt.datetime | None]:
         """Last-modified instant (UTC) of the held raw documents of ``ids`` (None: of every shipment)."""
         table = qualified(meta.RAW_SHIPMENTS)
@@ -738,6 +791,16 @@ class Warehouse:
             f"FROM {qualified(meta.PENDING_DETAILS)} WHERE stream = ? ORDER BY enqueued_at, shipment_id "
             f"{'LIMIT ?' if limit is not None else ''}",
             [stream, limit] if limit is not None else [stream],
+        )
+        return [PendingDetail(s, int(i), c, n, m, at) for s, i, c, n, m, at in rows]
+
+    def legacy_pending(self) -> list[PendingDetail]:
+        """Entries left in the detail queue of earlier versions (which fetched details in separate
+        streams); the shipments stream settles them."""
+        rows = run(
+            self.con,
+            f"SELECT stream, shipment_id, client, shipment_number, mode_of_transport, enqueued_at "
+            f"FROM {qualified(meta.PENDING_DETAILS)} ORDER BY shipment_id, stream",
         )
         return [PendingDetail(s, int(i), c, n, m, at) for s, i, c, n, m, at in rows]
 

@@ -42,15 +42,13 @@ def test_every_freight_table_is_an_asset_in_the_freight_group(repo: dg.Repositor
         node = graph.get(key)
         assert node.group_name == "freight"
         assert node.description
-    # the shipments stream is one step writing all of its tables
+    # one pass per shipment: the shipments stream is one step writing its tables and those of its
+    # events, legs and memos, each table an asset of its own
     shipments = repo.assets_defs_by_key[dg.AssetKey(["freight", "shipments"])]
-    assert set(shipments.keys) == {dg.AssetKey(["freight", t]) for t in STREAM_TABLES["shipments"]}
-
-
-def test_detail_streams_run_after_shipments(repo: dg.RepositoryDefinition) -> None:
-    graph = repo.asset_graph
-    for stream in ("shipment_events", "air_main_carriage_legs", "sea_main_carriage_legs", "shipment_memos"):
-        assert dg.AssetKey(["freight", "shipments"]) in graph.get(dg.AssetKey(["freight", stream])).parent_keys
+    expected = [t for part in ("shipments", "shipment_events", "air_main_carriage_legs", "sea_main_carriage_legs",
+                               "shipment_memos") for t in STREAM_TABLES[part]]
+    assert set(shipments.keys) == {dg.AssetKey(["freight", t]) for t in expected}
+    assert repo.assets_defs_by_key[dg.AssetKey(["freight", "shipment_events"])] is shipments
     assert graph.get(dg.AssetKey(["freight", "code_conversions"])).parent_keys == set()
 
 
@@ -312,8 +310,10 @@ def test_freshness_sensor_follows_the_automation_switch(monkeypatch: pytest.Monk
 def test_resource_defaults_are_the_sync_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(RECONCILE_ENV, raising=False)
     assert FreightServiceResource(password="x").sync_settings() == SyncSettings()
-    tuned = FreightServiceResource(password="x", fetch_batch_size=7, detail_batch_size=9).sync_settings()
-    assert (tuned.fetch_batch_size, tuned.detail_batch_size) == (7, 9)
+    tuned = FreightServiceResource(password="x", fetch_batch_size=7, fetch_window=9, initial_concurrency=3,
+                                   adaptive_concurrency=False).sync_settings()
+    assert (tuned.fetch_batch_size, tuned.fetch_window, tuned.initial_concurrency) == (7, 9, 3)
+    assert not tuned.adaptive_concurrency and not tuned.in_flight_limit().adaptive
 
 
 @pytest.mark.parametrize("interval", [None, dt.timedelta(0), dt.timedelta(hours=2)])

@@ -19,7 +19,7 @@ from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse import publish
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 
-CRASH_SETTINGS = dataclasses.replace(RECONCILE_SETTINGS, page_size=10, fetch_batch_size=5, detail_batch_size=20)
+CRASH_SETTINGS = dataclasses.replace(RECONCILE_SETTINGS, page_size=10, fetch_batch_size=5)
 
 
 def say(line: str) -> None:

@@ -244,3 +244,82 @@ class FailingRetrieve(ClientSource):
             raise
         self.completed += 1
         return document
+
+
+class DeletedWhileRead(ClientSource):
+    """Lets the victim's document be read, then deletes the shipment in the simulator before its
+    events and legs are asked for (a real 404 for those), whatever order the concurrent requests take."""
+
+    def __init__(self, client: AsyncFreightClient, sim: RunningSimulator, victim: int) -> None:
+        super().__init__(client)
+        self.sim, self.victim = sim, victim
+        self.document_read = asyncio.Event()
+
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
+        doc = await super().get_shipment(shipment_id)
+        if shipment_id == self.victim:
+            self.sim.store.delete_shipment_ids([shipment_id])
+            self.document_read.set()
+        return doc
+
+    async def _after_the_document(self, shipment_id: int) -> None:
+        if shipment_id == self.victim:
+            await self.document_read.wait()
+
+    async def get_events(self, shipment_id: int) -> list[dict[str, Any]]:
+        await self._after_the_document(shipment_id)
+        return await super().get_events(shipment_id)
+
+    async def get_air_legs(self, shipment_id: int) -> list[dict[str, Any]]:
+        await self._after_the_document(shipment_id)
+        return await super().get_air_legs(shipment_id)
+
+    async def get_sea_legs(self, shipment_id: int) -> list[dict[str, Any]]:
+        await self._after_the_document(shipment_id)
+        return await super().get_sea_legs(shipment_id)
+
+
+class LookupSaysAnotherMode(ClientSource):
+    """The shipment lookup tells ``mode`` for the victim while its document tells the truth (the
+    shipment changed between the two); records which legs were asked for."""
+
+    def __init__(self, client: AsyncFreightClient, victim: int, mode: str) -> None:
+        super().__init__(client)
+        self.victim, self.mode = victim, mode
+        self.legs_asked: list[str] = []
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        result = await super().lookup_shipments(criteria, order_by, order_mode, page_size)
+        items = [{**item, "mode_of_transport": self.mode} if item.get("id") == self.victim else item
+                 for item in result.items]
+        return LookupResult(items, result.row_count)
+
+    async def get_air_legs(self, shipment_id: int) -> list[dict[str, Any]]:
+        if shipment_id == self.victim:
+            self.legs_asked.append("air")
+        return await super().get_air_legs(shipment_id)
+
+    async def get_sea_legs(self, shipment_id: int) -> list[dict[str, Any]]:
+        if shipment_id == self.victim:
+            self.legs_asked.append("sea")
+        return await super().get_sea_legs(shipment_id)
+
+
+class InstantsWithoutOffset(ClientSource):
+    """A service whose last-modified instants carry no UTC offset (``2026-11-01T10:15:30``)."""
+
+    @staticmethod
+    def _strip(item: dict[str, Any]) -> dict[str, Any]:
+        stamp = item.get("last_modified_date_time")
+        return {**item, "last_modified_date_time": stamp[:19]} if isinstance(stamp, str) else item
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        result = await super().lookup_shipments(criteria, order_by, order_mode, page_size)
+        return LookupResult([self._strip(item) for item in result.items], result.row_count)
+
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
+        return self._strip(await super().get_shipment(shipment_id))

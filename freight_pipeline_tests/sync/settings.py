@@ -14,7 +14,7 @@ from freight_pipeline.sync.settings import SyncSettings
 # its own tests (test_reconcile.py) with RECONCILE_SETTINGS. Quarantined records are retried by
 # the very next run (no backoff wait).
 TEST_SETTINGS = SyncSettings(
-    page_size=25, fetch_batch_size=13, concurrency=8, reconcile_interval=None, detail_batch_size=40,
+    page_size=25, fetch_batch_size=13, concurrency=8, reconcile_interval=None,
     retry_after=dt.timedelta(0),
 )
 RECONCILE_SETTINGS = dataclasses.replace(TEST_SETTINGS, reconcile_interval=dt.timedelta(0))

@@ -87,7 +87,8 @@ def test_a_bad_start_cursor_names_the_value() -> None:
         ({"concurrency": 0}, "concurrency must be at least 1"),
         ({"overlap": dt.timedelta(seconds=-1)}, "overlap must not be negative"),
         ({"reconcile_interval": dt.timedelta(seconds=-1)}, "reconcile_interval must not be negative"),
-        ({"detail_batch_size": 0}, "detail_batch_size must be at least 1"),
+        ({"fetch_window": 0}, "fetch_window must be at least 1"),
+        ({"initial_concurrency": 0}, "initial_concurrency must be at least 1"),
         ({"fetch_batch_size": 0}, "fetch_batch_size must be at least 1"),
         ({"count_attempts": 0}, "count_attempts must be at least 1"),
     ],
@@ -179,8 +180,14 @@ class InMemoryShipments:
         self.fetched.append(shipment_id)
         return dict(self.docs[shipment_id])
 
+    async def get_events(self, shipment_id: int) -> list[dict[str, Any]]:
+        return []  # these documents have no mode (no legs) and no client (no memo lookup)
+
     def request_counts(self) -> tuple[int, int]:
         return 0, 0
+
+    def in_flight_figures(self) -> dict[str, float]:
+        return {}
 
 
 def run_shipments(source: InMemoryShipments, data_dir: Path) -> StreamResult:

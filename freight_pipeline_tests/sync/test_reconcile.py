@@ -25,6 +25,7 @@ from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import (
     CapsListingPageSize,
     GarbledListingInstant,
+    InstantsWithoutOffset,
     NoRowCount,
     ShortListingPages,
     factory,
@@ -69,8 +70,8 @@ def test_a_missing_and_a_stale_shipment_are_refetched(
     with open_warehouse(tmp_path) as warehouse:  # damage the working database behind the sync's back
         warehouse.apply_shipment_batch(run_id="damage", tables={}, unit_ids=[], deleted_ids=[missing])
         warehouse.con.execute(
-            "UPDATE freight_meta.raw_shipments SET last_modified_at = last_modified_at - INTERVAL 1 DAY "
-            "WHERE shipment_id = ?", [stale])
+            "UPDATE freight_meta.raw_shipments SET last_modified_at = last_modified_at - INTERVAL 1 DAY, "
+            "last_modified_key = '2000-01-01 00:00:00' WHERE shipment_id = ?", [stale])
         warehouse.con.execute("UPDATE freight.shipments SET shipment_number = 'damaged' WHERE shipment_id = ?", [stale])
 
     quiet = work_sync(NO_RECONCILE)["shipments"]  # the walk has no reason to look at either
@@ -174,3 +175,13 @@ def test_start_cursor_bounds_what_is_fetched_on_the_first_run_and_when_reconcile
     assert later.extra["reconcile_before_start"] == len(before) - 1
     assert later.extra["reconcile_refetched"] == 0
     assert held_ids(work_db(tmp_path)) == at_or_after | {old}
+
+
+def test_instants_without_a_utc_offset_compare_as_the_services_wall_clock_and_nothing_is_refetched(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    make, _ = factory(InstantsWithoutOffset)
+    first = work_sync(LISTING, source_factory=make)["shipments"]
+    assert first.extra["reconcile_listed"] == SMALL_SHIPMENTS
+    assert first.extra["reconcile_refetched"] == 0  # the walk's copies are current, offset or not
+    assert held_ids(work_db(tmp_path)) == set(small_sim.store.live_shipment_ids())

@@ -182,14 +182,14 @@ def test_a_run_that_did_not_succeed_is_never_published(wh: Warehouse, tmp_path: 
     first = wh.publish()
     apply(wh, [3])  # a later run wrote a batch, then one of its streams failed and its build was cut off
     _run(wh, "r2", "shipments", "success", 10)
-    _run(wh, "r2", "shipment_events", "failed", 11)
+    _run(wh, "r2", "code_conversions", "failed", 11)
     _run(wh, "r2", "dbt_build", "running", 12)
-    with pytest.raises(UnsettledWarehouse, match=r"dbt_build running in run r2, shipment_events failed in run r2"):
+    with pytest.raises(UnsettledWarehouse, match=r"code_conversions failed in run r2, dbt_build running in run r2"):
         wh.publish()
     assert published_counts(tmp_path)["freight.parents"] == 2  # readers keep the last publish
     assert (parquet_root(tmp_path)).resolve() == first.parquet_dir
     assert not list(tmp_path.glob(".publish-tmp-*"))  # refused before anything was copied
-    _run(wh, "r3", "shipment_events", "success", 20)
+    _run(wh, "r3", "code_conversions", "success", 20)
     with pytest.raises(UnsettledWarehouse, match=r"\(dbt_build running in run r2\)"):
         wh.publish()
     _run(wh, "r3", "dbt_build", "partial", 21)  # a build of some models does not vouch for the others
@@ -197,6 +197,17 @@ def test_a_run_that_did_not_succeed_is_never_published(wh: Warehouse, tmp_path: 
         wh.publish()
     _run(wh, "r4", "dbt_build", "success", 30)
     assert wh.publish().tables["freight.parents"] == 3
+
+
+def test_a_retired_streams_failed_run_holds_back_only_until_its_successor_succeeds(wh: Warehouse) -> None:
+    apply(wh, [1])
+    _run(wh, "old", "shipments", "success", 0)
+    _run(wh, "old", "shipment_events", "failed", 1)  # an earlier version's detail stream, cut off
+    _run(wh, "old", "dbt_build", "success", 2)
+    with pytest.raises(UnsettledWarehouse, match=r"shipment_events failed in run old"):
+        wh.publish()
+    _run(wh, "new", "shipments", "success", 10)  # the one-pass shipments stream does its work now
+    assert wh.publish().tables["freight.parents"] == 1
 
 
 def test_running_out_of_duckdb_memory_names_the_setting_to_raise(

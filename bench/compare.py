@@ -1,0 +1,218 @@
+"""``make bench``: freight_pipeline against the obvious dlt pipeline, side by side, in one run.
+
+Every scenario starts a fresh simulator (same seed, same data, its own process) for each side:
+
+* ``loopback``: full sync of ``--shipments`` (2,000) shipments, no added latency;
+* ``wan``: the same with ``--latency-ms`` (50) per request, a service across the internet;
+* ``incremental``: a full sync of ``--incremental-shipments`` (20,000), then ``--changed-share`` (1 %)
+  of them changed, then the incremental run (ours only: the peer script has no incremental mode);
+* ``memory``: peak RSS of a full sync at ``--memory-sizes`` (2,000 and 20,000; add 100,000 by hand).
+
+Our side is the whole job as a user runs it (``freight-pipeline sync``: Dagster, every stream, the
+dbt build, the publish) in a child process; the peer is ``bench/peer_dlt.py --parallel`` (the dlt
+script of the issue, unchanged) in its own venv (``.bench/peer-venv``, made by ``make bench``).
+Both are timed by wall clock from process start to exit; peak RSS is the largest sum of RSS over the
+child's process tree, sampled every 50 ms. Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import httpx
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+PEER_PYTHON = REPO / ".bench" / "peer-venv" / "bin" / "python"
+PEER_SCRIPT = REPO / "bench" / "peer_dlt.py"
+USER, PASSWORD = "demo", "demo-password"  # the simulator's default user
+
+
+@dataclass
+class Measured:
+    seconds: float
+    peak_rss_mb: float
+    requests: int
+    output: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def simulator(shipments: int, seed: int, latency_ms: float) -> Iterator[str]:
+    """A simulator in its own process (not sharing the measured process's GIL); yields its base URL."""
+    cmd = [sys.executable, "-m", "freight_pipeline.cli", "simulator", "--shipments", str(shipments),
+           "--seed", str(seed), "--port", "0", "--control", "--latency-ms", str(latency_ms)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            match = re.search(r"base URL: (\S+)", line)
+            if match:
+                threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep its pipe drained
+                yield match.group(1)
+                return
+        raise RuntimeError("the simulator did not start")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def requests_served(base_url: str) -> int:
+    return int(httpx.get(f"{base_url}/_control/stats", timeout=30).json()["total"])
+
+
+def measured(cmd: list[str], env: dict[str, str], base_url: str) -> Measured:
+    """Run ``cmd`` to its end; wall time, peak RSS of its process tree, requests the service answered."""
+    before = requests_served(base_url)
+    started = time.monotonic()
+    proc = psutil.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output: list[str] = []
+    reader = threading.Thread(target=lambda: output.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    peak = 0
+    while proc.poll() is None:
+        total = 0
+        with contextlib.suppress(psutil.Error):
+            for member in (proc, *proc.children(recursive=True)):
+                with contextlib.suppress(psutil.Error):
+                    total += member.memory_info().rss
+        peak = max(peak, total)
+        time.sleep(0.05)
+    seconds = time.monotonic() - started
+    reader.join(timeout=10)
+    text = "".join(output)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({proc.returncode}):\n{text[-3000:]}")
+    return Measured(seconds, peak / 2**20, requests_served(base_url) - before, text)
+
+
+def ours(base_url: str, work: Path) -> Measured:
+    env = {**os.environ, "FREIGHT_BASE_URL": base_url, "FREIGHT_USERNAME": USER, "FREIGHT_PASSWORD": PASSWORD,
+           "FREIGHT_DATA_DIR": str(work / "data"), "DAGSTER_HOME": str(work / "dagster_home")}
+    (work / "dagster_home").mkdir(parents=True, exist_ok=True)
+    result = measured([str(REPO / ".venv" / "bin" / "freight-pipeline"), "sync"], env, base_url)
+    result.figures = sync_figures(work / "data" / "warehouse.duckdb")
+    return result
+
+
+def sync_figures(published: Path) -> dict[str, Any]:
+    """What the last run of the shipments stream says of itself (in-flight limit, requests, ...)."""
+    with duckdb.connect(str(published), read_only=True) as con:
+        row = con.execute(
+            "SELECT details, rows_read FROM freight_meta.sync_runs WHERE stream = 'shipments' "
+            "ORDER BY started_at DESC LIMIT 1"
+        ).fetchone()
+        shipments = con.execute("SELECT count(*) FROM freight.shipments").fetchone()
+    details = json.loads(row[0]) if row and row[0] else {}
+    return {**details, "rows_read": row[1] if row else None, "shipments_held": shipments[0] if shipments else None}
+
+
+def peer(base_url: str, work: Path) -> Measured:
+    if not PEER_PYTHON.exists():
+        raise SystemExit(f"{PEER_PYTHON} is missing: run `make bench` (it creates the peer's venv)")
+    cmd = [str(PEER_PYTHON), str(PEER_SCRIPT), "--base-url", base_url, "--out", str(work / "peer"), "--parallel"]
+    result = measured(cmd, dict(os.environ), base_url)
+    result.figures = json.loads(result.output.strip().splitlines()[-1])
+    return result
+
+
+def full_sync_side_by_side(name: str, shipments: int, seed: int, latency_ms: float) -> list[tuple[str, str]]:
+    with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp:
+        with simulator(shipments, seed, latency_ms) as url:
+            mine = ours(url, Path(tmp) / "ours")
+        with simulator(shipments, seed, latency_ms) as url:
+            theirs = peer(url, Path(tmp) / "peer")
+    ours_rate, peer_rate = shipments / mine.seconds, shipments / theirs.seconds
+    rows = [
+        (f"{name}: shipments", f"{shipments:,}, {latency_ms:g} ms per request"),
+        (f"{name}: freight_pipeline", f"{mine.seconds:.1f} s, {ours_rate:.1f} shipments/s, "
+         f"{mine.requests / shipments:.2f} requests/shipment, peak RSS {mine.peak_rss_mb:.0f} MB"),
+        (f"{name}: dlt (parallelized)", f"{theirs.seconds:.1f} s, {peer_rate:.1f} shipments/s, "
+         f"{theirs.requests / shipments:.2f} requests/shipment, peak RSS {theirs.peak_rss_mb:.0f} MB "
+         f"(inside pipe.run: {theirs.figures.get('seconds')} s)"),
+        (f"{name}: ratio", f"{ours_rate / peer_rate:.2f}x dlt"),
+    ]
+    limit = mine.figures.get("in_flight_limit_mean")
+    if latency_ms and limit:
+        bound = limit / (latency_ms / 1000) / (mine.requests / shipments)
+        rows.append((f"{name}: share of the bound", f"{ours_rate / bound:.0%} of {bound:.0f} shipments/s "
+                     f"(mean in-flight limit {limit:.1f} / {latency_ms:g} ms / requests per shipment)"))
+    return rows
+
+
+def incremental(shipments: int, seed: int, share: float) -> list[tuple[str, str]]:
+    with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, simulator(shipments, seed, 0) as url:
+        work = Path(tmp)
+        full = ours(url, work)
+        changed = max(1, round(shipments * share))
+        httpx.post(f"{url}/_control/clock/advance", params={"seconds": 300}, timeout=30).raise_for_status()
+        httpx.post(f"{url}/_control/shipments/modify", params={"count": changed}, timeout=300).raise_for_status()
+        again = ours(url, work)
+    return [
+        ("incremental: shipments", f"{shipments:,}, {changed:,} changed ({share:.0%})"),
+        ("incremental: full run", f"{full.seconds:.1f} s, {full.requests:,} requests, peak RSS {full.peak_rss_mb:.0f} MB"),
+        ("incremental: incremental run", f"{again.seconds:.1f} s, {again.requests:,} requests "
+         f"({again.figures.get('rows_read')} read by the walk)"),
+        ("incremental: requests per changed shipment", f"{again.requests / changed:.2f}"),
+        ("incremental: incremental / full time", f"{again.seconds / full.seconds:.1%}"),
+    ]
+
+
+def memory(sizes: list[int], seed: int) -> list[tuple[str, str]]:
+    rows = []
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, simulator(size, seed, 0) as url:
+            run = ours(url, Path(tmp))
+        rows.append((f"memory: {size:,} shipments", f"peak RSS {run.peak_rss_mb:.0f} MB, {run.seconds:.1f} s, "
+                     f"{size / run.seconds:.1f} shipments/s"))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", default="loopback,wan,incremental,memory")
+    parser.add_argument("--shipments", type=int, default=2_000)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--incremental-shipments", type=int, default=20_000)
+    parser.add_argument("--changed-share", type=float, default=0.01)
+    parser.add_argument("--memory-sizes", default="2000,20000")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args()
+    chosen = args.scenarios.split(",")
+    rows: list[tuple[str, str]] = []
+    for scenario in chosen:
+        print(f"bench: {scenario} ...", file=sys.stderr, flush=True)
+        if scenario == "loopback":
+            rows += full_sync_side_by_side("loopback", args.shipments, args.seed, 0)
+        elif scenario == "wan":
+            rows += full_sync_side_by_side("wan", args.shipments, args.seed, args.latency_ms)
+        elif scenario == "incremental":
+            rows += incremental(args.incremental_shipments, args.seed, args.changed_share)
+        elif scenario == "memory":
+            rows += memory([int(s) for s in args.memory_sizes.split(",")], args.seed)
+        else:
+            parser.error(f"unknown scenario {scenario!r}")
+    print(f"\nfreight_pipeline against dlt, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores")
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"  {name:<{width}}  {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""How many requests may be in flight at once: a fixed number, or one that adapts (AIMD).
+
+An adaptive limit grows by one request per round of successes (additive increase) while latency
+holds, and shrinks by a factor (multiplicative decrease) when the service pushes back (429, 502,
+503, 504, a timeout or refused connection) or when latency rises well above its long-run level, so
+a rate-limited or overloaded service is never hammered, and a service across the internet gets
+as many requests in flight as it answers without slowing down. It stays within ``[minimum,
+maximum]``. A fixed limit (``adaptive=False``) is a plain semaphore.
+
+Latency is judged on two moving averages of the time each request took: a short one (the last few
+dozen answers) against a long one (the last several hundred). ``short > long * tolerance + slack``
+means requests are queueing somewhere (the service, a proxy, the network): back off. Decreases
+happen at most once per ``cooldown_s``, so one burst of errors halves the limit once, not to 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import httpx
+
+OVERLOAD_STATUSES = frozenset({429, 502, 503, 504})
+OVERLOAD_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
+
+
+class Signal(Enum):
+    """What one answer says about the load the service takes."""
+
+    OK = "ok"
+    """Answered (any status but those below): latency counts, the limit may grow."""
+    OVERLOAD = "overload"
+    """The service pushed back (429, 502, 503, 504, a timeout, a refused connection): shrink."""
+    NEUTRAL = "neutral"
+    """Nothing learnt (e.g. a 500 of one record, a request cancelled)."""
+
+
+def load_signal(outcome: Any) -> Signal:
+    """What one attempt's outcome (a response, a transport error, an unreadable body) says about load."""
+    if isinstance(outcome, httpx.Response):
+        return Signal.OVERLOAD if outcome.status_code in OVERLOAD_STATUSES else Signal.OK
+    if isinstance(outcome, OVERLOAD_ERRORS):
+        return Signal.OVERLOAD
+    return Signal.NEUTRAL
+
+
+@dataclass
+class LimitStats:
+    """What the limit did: its mean over all acquisitions, its range, and how often it moved."""
+
+    acquisitions: int = 0
+    limit_sum: float = 0.0
+    lowest: float = float("inf")
+    highest: float = 0.0
+    increases: int = 0
+    decreases: int = 0
+
+    @property
+    def mean(self) -> float:
+        return self.limit_sum / self.acquisitions if self.acquisitions else 0.0
+
+
+class AdaptiveLimit:
+    """An asyncio limit on requests in flight; ``async with limit.slot() as done: ...; done(signal)``."""
+
+    def __init__(
+        self,
+        initial: int,
+        maximum: int,
+        *,
+        minimum: int = 1,
+        adaptive: bool = True,
+        decrease_factor: float = 0.5,
+        latency_decrease_factor: float = 0.9,
+        tolerance: float = 2.0,
+        slack_s: float = 0.010,
+        cooldown_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not 1 <= minimum <= initial <= maximum:
+            raise ValueError(f"need 1 <= minimum <= initial <= maximum, got {minimum}, {initial}, {maximum}")
+        self.minimum, self.maximum, self.adaptive = minimum, maximum, adaptive
+        self.limit = float(initial)
+        self.in_flight = 0
+        self.decrease_factor, self.latency_decrease_factor = decrease_factor, latency_decrease_factor
+        self.tolerance, self.slack_s, self.cooldown_s = tolerance, slack_s, cooldown_s
+        self._clock = clock
+        self._short: float | None = None
+        self._long: float | None = None
+        self._last_decrease = float("-inf")
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.stats = LimitStats()
+
+    @classmethod
+    def fixed(cls, limit: int) -> AdaptiveLimit:
+        return cls(limit, limit, minimum=limit, adaptive=False)
+
+    def __repr__(self) -> str:
+        kind = "adaptive" if self.adaptive else "fixed"
+        return f"AdaptiveLimit({kind}, limit={self.limit:.1f}, range=[{self.minimum}, {self.maximum}])"
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[Callable[[Signal], None]]:
+        """Hold one of the slots for the block; call the yielded function with what the answer said."""
+        await self._acquire()
+        started = self._clock()
+        said: list[Signal] = []
+        try:
+            yield said.append
+        finally:
+            self._release(said[-1] if said else Signal.NEUTRAL, self._clock() - started)
+
+    async def _acquire(self) -> None:
+        while self.in_flight >= int(self.limit):
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                self._wake()  # a slot it was woken for goes to the next one
+                raise
+        self.in_flight += 1
+        stats = self.stats
+        stats.acquisitions += 1
+        stats.limit_sum += self.limit
+        stats.lowest = min(stats.lowest, self.limit)
+        stats.highest = max(stats.highest, self.limit)
+
+    def _release(self, signal: Signal, latency_s: float) -> None:
+        self.in_flight -= 1
+        if self.adaptive:
+            self._adapt(signal, latency_s)
+        self._wake()
+
+    def _wake(self) -> None:
+        free = int(self.limit) - self.in_flight
+        while free > 0 and self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                free -= 1
+
+    def _adapt(self, signal: Signal, latency_s: float) -> None:
+        if signal is Signal.OVERLOAD:
+            self._decrease(self.decrease_factor)
+            return
+        if signal is not Signal.OK:
+            return
+        self._short = latency_s if self._short is None else self._short + 0.1 * (latency_s - self._short)
+        self._long = latency_s if self._long is None else self._long + 0.005 * (latency_s - self._long)
+        if self._short > self._long * self.tolerance + self.slack_s:
+            self._decrease(self.latency_decrease_factor)
+        elif self.in_flight + 1 >= int(self.limit) and self.limit < self.maximum:
+            # grow only while the limit is what holds requests back: +1 per round of `limit` answers
+            self.limit = min(self.maximum, self.limit + 1.0 / self.limit)
+            self.stats.increases += 1
+
+    def _decrease(self, factor: float) -> None:
+        now = self._clock()
+        if now - self._last_decrease < self.cooldown_s:
+            return
+        self._last_decrease = now
+        lowered = max(float(self.minimum), self.limit * factor)
+        if lowered < self.limit:
+            self.limit = lowered
+            self.stats.decreases += 1

@@ -1,0 +1,196 @@
+"""Fetched bundles -> one :class:`BatchWrite`: normalization, and what each part's outcome means.
+
+Per shipment, in the batch's one transaction:
+
+* its document loaded: its rows replace its old ones in every document table, its raw document is
+  kept, and each detail part that loaded (or does not apply) replaces its rows too;
+* a part that failed (after the client's retries, or because its answer has the wrong shape or
+  cannot be normalized) is quarantined with the reason, the request and an excerpt of what came
+  back; its old rows stay. A failed document holds back the whole shipment: rows of its events,
+  legs or memos without the shipment row would break the warehouse's relationships;
+* a 404 for the document: the shipment is deleted everywhere; for a detail part: that part's rows
+  go (the shipment was deleted while it was read: the reconcile removes the rest);
+* a value that cannot be converted: null in its column and one ``data_problems`` row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime, to_utc
+from freight_pipeline.normalize import NormalizationError, Problems, to_arrow_batch
+from freight_pipeline.normalize.errors import Invalid
+from freight_pipeline.normalize.fields import to_json
+from freight_pipeline.sync.bundle import GONE, NOT_APPLICABLE, Bundle
+from freight_pipeline.sync.cursor import CursorError, ShipmentKey
+from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text, record_failure
+from freight_pipeline.sync.parts import DETAIL_PARTS, DOCUMENT, DOCUMENT_PART, Part, Ref
+from freight_pipeline.warehouse import BatchWrite, RawDocument, Reject
+
+Rows = dict[str, list[dict[str, Any]]]
+PAYLOAD_CHARS = 100_000
+
+
+@dataclass
+class PartCounts:
+    """What one part did in one run (shown per table group in Dagster)."""
+
+    read: int = 0
+    loaded: int = 0
+    quarantined: int = 0
+    data_problems: int = 0
+    rejected: int = 0
+
+    def add(self, other: PartCounts) -> None:
+        self.read += other.read
+        self.loaded += other.loaded
+        self.quarantined += other.quarantined
+        self.data_problems += other.data_problems
+        self.rejected += other.rejected
+
+
+@dataclass
+class Assembled:
+    write: BatchWrite
+    counts: dict[str, PartCounts] = field(default_factory=dict)
+    failed_new: int = 0
+    """Shipments of the batch with a failure that were not already waiting in the retry queue."""
+    attempted_new: int = 0
+
+
+def gone_reason(stream: str) -> str:
+    if stream == DOCUMENT:
+        return "not found (404) at retrieve: deleted in the source after lookup"
+    return f"not found (404) at {stream}: deleted in the source while it was read"
+
+
+def last_modified(doc: dict[str, Any]) -> tuple[dt.datetime | None, str | None]:
+    """The document's last-modified instant in UTC and its service wall-clock key (either None when
+    unreadable; its data problem says why). The key needs no UTC offset."""
+    try:
+        parsed = parse_iso_datetime(doc.get("last_modified_date_time"))
+        instant = to_utc(parsed)
+    except DateTimeParseError:
+        return None, None
+    if parsed is None:
+        return None, None
+    try:
+        key = ShipmentKey.of_instant(0, parsed).instant_text
+    except CursorError:
+        key = None
+    return (instant if instant is not None and instant.tzinfo is not None else None), key
+
+
+class _Builder:
+    def __init__(self, fetched_at: dt.datetime, ceiling: str | None) -> None:
+        self.rows: Rows = {}
+        self.write = BatchWrite()
+        self.counts: dict[str, PartCounts] = {}
+        self.fetched_at, self.ceiling = fetched_at, ceiling
+
+    def count(self, stream: str) -> PartCounts:
+        return self.counts.setdefault(stream, PartCounts())
+
+    def replace(self, part: Part, shipment_id: int, rows: Rows | None = None) -> None:
+        for table in part.tables:
+            self.write.replaced.setdefault(table, []).append(shipment_id)
+            self.rows.setdefault(table, []).extend((rows or {}).get(table, ()))
+        self.write.loaded.setdefault(part.stream, []).append(shipment_id)
+        self.count(part.stream).loaded += 1
+
+    def quarantine(self, part: Part, ref: Ref, failure: RecordFailure, payload: str | None) -> None:
+        if failure.request is None:
+            failure = RecordFailure(failure.reason, part.request(ref), failure.status_code, failure.excerpt)
+        self.write.quarantined.append(failure.quarantined(part.stream, ref.shipment_id, ref.shipment_id, ref.context()))
+        self.write.rejects.append(Reject(part.stream, str(ref.shipment_id), payload or failure.excerpt, failure.reason))
+        self.count(part.stream).quarantined += 1
+        self.count(part.stream).rejected += 1
+
+    def problems(self, part: Part, shipment_id: int, found: Problems) -> None:
+        self.write.problems.extend(data_problems(part.stream, shipment_id, shipment_id, found))
+        self.count(part.stream).data_problems += len(found)
+
+    def gone(self, part: Part, shipment_id: int) -> None:
+        self.write.rejects.append(Reject(part.stream, str(shipment_id), None, gone_reason(part.stream)))
+        self.count(part.stream).rejected += 1
+
+    def document(self, bundle: Bundle, answer: Any) -> bool:
+        """The document's outcome; True when it loaded (its details may follow)."""
+        shipment_id, ref = bundle.work.shipment_id, bundle.ref
+        if answer is GONE:
+            self.write.deleted_ids.append(shipment_id)
+            self.gone(DOCUMENT_PART, shipment_id)
+            return False
+        if isinstance(answer, RecordFailure):
+            self.quarantine(DOCUMENT_PART, ref, answer, None)
+            return False
+        self.count(DOCUMENT).read += 1
+        found = Problems()
+        try:
+            raw_text = to_json(answer)
+            rows = DOCUMENT_PART.normalize(ref, answer, found)
+            if answer.get("id") != shipment_id:
+                raise NormalizationError(f"id: document id {answer.get('id')!r} does not match requested {shipment_id}")
+        except Invalid as exc:
+            self.quarantine(DOCUMENT_PART, ref, RecordFailure(f"the document cannot be stored: {exc}"), None)
+            return False
+        except Exception as exc:  # NormalizationError, or a bug met on this record's data
+            failure = record_failure(exc) or RecordFailure(f"{type(exc).__name__}: {exc}")
+            self.quarantine(DOCUMENT_PART, ref, failure, json_text(answer, PAYLOAD_CHARS))
+            return False
+        instant, key = last_modified(answer)
+        self.write.raw_documents.append(RawDocument(shipment_id, raw_text, self.fetched_at, instant, key, self.ceiling))
+        self.replace(DOCUMENT_PART, shipment_id, rows)
+        self.problems(DOCUMENT_PART, shipment_id, found)
+        return True
+
+    def detail(self, part: Part, bundle: Bundle, answer: Any) -> None:
+        shipment_id, ref = bundle.work.shipment_id, bundle.ref
+        if answer is NOT_APPLICABLE:
+            self.replace(part, shipment_id)
+            return
+        if answer is GONE:
+            self.gone(part, shipment_id)
+            self.replace(part, shipment_id)
+            return
+        if isinstance(answer, RecordFailure):
+            self.quarantine(part, ref, answer, None)
+            return
+        self.count(part.stream).read += len(answer) if isinstance(answer, list) else 1
+        found = Problems()
+        try:
+            rows = part.normalize(ref, answer, found)
+        except Exception as exc:  # RecordShapeError, or a bug met on this record's data
+            failure = record_failure(exc) or RecordFailure(f"{type(exc).__name__}: {exc}")
+            self.quarantine(part, ref, RecordFailure(failure.reason, None, None, json_text(answer, 500)), None)
+            return
+        self.replace(part, shipment_id, rows)
+        self.problems(part, shipment_id, found)
+
+
+def assemble(bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None) -> Assembled:
+    """The batch write of ``bundles`` (their rows as Arrow tables) and what each part did."""
+    builder = _Builder(fetched_at, ceiling)
+    failed_new = attempted_new = 0
+    for bundle in bundles:
+        answers, work = bundle.answers, bundle.work
+        if not answers:
+            continue
+        quarantined_before = len(builder.write.quarantined)
+        details_wanted = True
+        if DOCUMENT in answers:
+            details_wanted = builder.document(bundle, answers[DOCUMENT])
+        if details_wanted:
+            for part in DETAIL_PARTS:
+                if part.stream in answers:
+                    builder.detail(part, bundle, answers[part.stream])
+        if answers.get(DOCUMENT) is not GONE:
+            builder.write.acknowledged.extend((stream, work.shipment_id) for stream in work.acknowledges)
+        if not work.retry:
+            attempted_new += 1
+            failed_new += len(builder.write.quarantined) > quarantined_before
+    builder.write.tables = to_arrow_batch(builder.rows)
+    return Assembled(builder.write, builder.counts, failed_new, attempted_new)

@@ -1,0 +1,98 @@
+"""Fetching the parts of one shipment together: one round of concurrent requests per shipment.
+
+A :class:`Work` names a shipment and the parts to read. Its document, events, the legs of its mode
+and its memo lines are requested at once (the lookup already tells its mode, client and number);
+only when the document says otherwise than the lookup did (the shipment changed in between) are
+the affected parts asked again for what the document says. Each part's outcome is its answer,
+:data:`GONE` (404), :data:`NOT_APPLICABLE` (nothing to ask), or the record's :class:`RecordFailure`;
+what is not a record's fault (``isolation``) raises and cancels the rest (``tasks.run_all``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from freight_pipeline.sync.cursor import ShipmentKey
+from freight_pipeline.sync.isolation import RecordFailure, record_failure
+from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, PART_BY_STREAM, PARTS, Part, Ref
+from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.sync.source import ShipmentGone, SourceAPI
+from freight_pipeline.sync.tasks import run_all
+
+
+class Outcome(enum.Enum):
+    GONE = "gone"
+    """The service answered 404: the shipment was deleted."""
+    NOT_APPLICABLE = "not applicable"
+    """Nothing to ask (the sea legs of an AIR shipment): the part has no rows."""
+
+
+GONE = Outcome.GONE
+NOT_APPLICABLE = Outcome.NOT_APPLICABLE
+Answer = Any | RecordFailure | Outcome
+
+
+@dataclass(frozen=True)
+class Work:
+    """One shipment to read: which parts, and where it stands in the change walk."""
+
+    ref: Ref
+    parts: frozenset[str] = ALL_PARTS
+    key: ShipmentKey | None = None
+    """Its position in the change walk (None: a retry or a reconcile fetch, which moves no cursor)."""
+    acknowledges: tuple[str, ...] = ()
+    """Entries of the legacy detail queue (their streams) that loading this work settles."""
+    retry: bool = False
+    """A record already waiting in the retry queue: its failure does not count towards the breaker."""
+
+    @property
+    def shipment_id(self) -> int:
+        return self.ref.shipment_id
+
+
+@dataclass
+class Bundle:
+    """What came back for one :class:`Work`: an answer per part, for the ref that was asked last."""
+
+    work: Work
+    ref: Ref
+    answers: dict[str, Answer] = field(default_factory=dict)
+
+
+async def _answer(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings) -> Answer:
+    if not part.applies(ref):
+        return NOT_APPLICABLE
+    try:
+        return await part.fetch(source, ref, settings)
+    except ShipmentGone:
+        return GONE
+    except Exception as exc:
+        failure = record_failure(exc)
+        if failure is None:
+            raise
+        return failure
+
+
+async def _answers(parts: Iterable[Part], source: SourceAPI, ref: Ref, settings: SyncSettings) -> dict[str, Answer]:
+    chosen = list(parts)
+    found = await run_all(_answer(part, source, ref, settings) for part in chosen)
+    return {part.stream: answer for part, answer in zip(chosen, found, strict=True)}
+
+
+async def fetch_bundle(source: SourceAPI, work: Work, settings: SyncSettings) -> Bundle:
+    """Every part of ``work``, requested concurrently (the client bounds requests in flight)."""
+    bundle = Bundle(work, work.ref)
+    if not work.parts:
+        return bundle
+    bundle.answers = await _answers((p for p in PARTS if p.stream in work.parts), source, work.ref, settings)
+    document = bundle.answers.get(DOCUMENT)
+    if isinstance(document, dict):
+        told = Ref.of(document, work.shipment_id).or_else(work.ref)
+        again = [PART_BY_STREAM[s] for s in work.parts if PART_BY_STREAM[s].with_mode_change(work.ref, told)]
+        bundle.ref = told
+        if again:
+            bundle.answers.update(await _answers(again, source, told, settings))
+    return bundle

@@ -1,0 +1,92 @@
+"""A streaming pipeline with back-pressure: work items -> concurrent fetches -> ordered batches -> one writer.
+
+``stream_in_batches`` takes work items in order from an async iterator (the change walk), starts a
+fetch for each as soon as fewer than ``window`` are being fetched, groups consecutive items into
+batches of ``batch_size`` and hands each batch, in order and once all its fetches are done, to
+``write``, which runs in a worker thread (normalizing and writing one DuckDB transaction) while
+the next batches are fetched. At most ``depth`` finished batches wait for the writer; when it falls
+behind, fetching pauses, so memory is bounded by ``window`` and ``depth * batch_size`` items, never
+by the number of items.
+
+The first error (a fetch failing for a reason that is not one record's, a write failing) cancels
+the fetches in flight and stops the pipeline; batches written before it stay written (each is one
+transaction with the cursor that covers it), the batch in hand is not written. A write already
+running in the worker thread is waited for before the error propagates, so the warehouse
+connection is never used by two threads at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterable, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from freight_pipeline.sync.tasks import first_failure
+
+W = TypeVar("W")
+B = TypeVar("B")
+
+_DONE = object()
+
+
+async def stream_in_batches(
+    items: AsyncIterable[W],
+    fetch: Callable[[W], Awaitable[B]],
+    write: Callable[[list[B]], None],
+    *,
+    batch_size: int,
+    window: int,
+    depth: int = 2,
+) -> int:
+    """Fetch every item, write them in batches in order; returns how many batches were written."""
+    if batch_size < 1 or window < 1 or depth < 1:
+        raise ValueError("batch_size, window and depth must be at least 1")
+    ready: asyncio.Queue[list[asyncio.Task[B]] | object] = asyncio.Queue(maxsize=depth)
+    slots = asyncio.Semaphore(window)
+    written = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="freight-writer") as writer:
+
+        async def fetch_one(item: W) -> B:
+            try:
+                return await fetch(item)
+            finally:
+                slots.release()
+
+        async def produce(group: asyncio.TaskGroup) -> None:
+            batch: list[asyncio.Task[B]] = []
+            async for item in items:
+                await slots.acquire()
+                batch.append(group.create_task(fetch_one(item)))
+                if len(batch) >= batch_size:
+                    await ready.put(batch)
+                    batch = []
+            if batch:
+                await ready.put(batch)
+            await ready.put(_DONE)
+
+        async def consume() -> None:
+            nonlocal written
+            loop = asyncio.get_running_loop()
+            while (batch := await ready.get()) is not _DONE:
+                assert isinstance(batch, list)
+                results = [await task for task in batch]
+                await _to_the_end(loop.run_in_executor(writer, write, results))
+                written += 1
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(produce(group))
+                group.create_task(consume())
+        except BaseExceptionGroup as failed:
+            raise first_failure(failed) from None
+    return written
+
+
+async def _to_the_end(future: asyncio.Future[None]) -> None:
+    """Await a write running in the worker thread; if cancelled meanwhile, still wait for it to end."""
+    try:
+        await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.wait([future])
+        raise

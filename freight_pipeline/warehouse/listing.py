@@ -1,0 +1,76 @@
+"""A listing of the source's live shipments, held in a temporary DuckDB table, diffed with the warehouse.
+
+Used by the reconcile pass: pages of (id, last-modified second) go into the table as they come, so
+the listing costs DuckDB memory (which spills) instead of a Python dict of every id; the diff with
+``raw_shipments`` and the retry queue is one query each.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import duckdb
+import pyarrow as pa
+
+from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse.ddl import qualified, run
+
+HELD_KEY = (
+    "coalesce(r.last_modified_key, "
+    "replace(substr(json_extract_string(r.document, '$.last_modified_date_time'), 1, 19), 'T', ' '))"
+)
+"""A held shipment's last-modified second: stored, or (rows written before it was stored) read from its document."""
+
+
+class LiveListing:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.table = f"live_listing_{uuid.uuid4().hex[:8]}"
+        run(con, f"CREATE TEMP TABLE {self.table} (shipment_id BIGINT, last_modified_key VARCHAR)")
+
+    def add(self, ids: Sequence[int], keys: Sequence[str | None]) -> None:
+        if not ids:
+            return
+        page = pa.table({"shipment_id": pa.array(ids, pa.int64()), "last_modified_key": pa.array(keys, pa.string())})
+        self.con.register("_listing_page", page)
+        try:
+            run(self.con, f"INSERT INTO {self.table} SELECT * FROM _listing_page")
+        finally:
+            self.con.unregister("_listing_page")
+
+    def differences(self, floor: str | None, waiting_stream: str) -> tuple[list[int], list[int], int]:
+        """(vanished ids, stale ids, missing ids before ``floor``); ``floor`` a wall-clock second or None.
+        Shipments whose document waits in the retry queue under ``waiting_stream`` are never stale:
+        the retry queue fetches them."""
+        raw, quarantine = qualified(meta.RAW_SHIPMENTS), qualified(meta.QUARANTINE)
+        vanished = run(
+            self.con,
+            f"SELECT shipment_id FROM {raw} WHERE shipment_id NOT IN (SELECT shipment_id FROM {self.table}) "
+            f"UNION SELECT shipment_id FROM {quarantine} WHERE shipment_id IS NOT NULL "
+            f"AND shipment_id NOT IN (SELECT shipment_id FROM {self.table}) ORDER BY 1",
+        )
+        wanted = "TRUE" if floor is None else "(l.last_modified_key IS NOT NULL AND l.last_modified_key >= $floor)"
+        params: dict[str, str] = {"waiting": waiting_stream}
+        if floor is not None:
+            params["floor"] = floor
+        stale = run(
+            self.con,
+            f"SELECT l.shipment_id FROM {self.table} l LEFT JOIN {raw} r USING (shipment_id) "
+            f"WHERE (r.shipment_id IS NULL OR l.last_modified_key IS NULL OR {HELD_KEY} IS DISTINCT FROM "
+            f"l.last_modified_key) AND {wanted} AND l.shipment_id NOT IN (SELECT shipment_id FROM {quarantine} "
+            "WHERE stream = $waiting AND shipment_id IS NOT NULL) ORDER BY 1",
+            params,
+        )
+        before = (
+            0 if floor is None else run(
+                self.con,
+                f"SELECT count(*) FROM {self.table} l WHERE l.shipment_id NOT IN (SELECT shipment_id FROM {raw}) "
+                "AND NOT (l.last_modified_key IS NOT NULL AND l.last_modified_key >= $floor)",
+                {"floor": floor},
+            )[0][0]
+        )
+        return [int(r[0]) for r in vanished], [int(r[0]) for r in stale], int(before)
+
+    def drop(self) -> None:
+        run(self.con, f"DROP TABLE IF EXISTS {self.table}")

@@ -1,0 +1,117 @@
+"""One pass per shipment: its document, events, legs and memos fetched together and written together."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from pathlib import Path
+
+from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.sync.assemble import gone_reason
+from freight_pipeline.sync.parts import DETAIL_PARTS
+from freight_pipeline.sync.runner import open_warehouse
+from freight_pipeline.warehouse import PendingDetail
+from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
+from freight_pipeline_tests.sync.expected import assert_converged
+from freight_pipeline_tests.sync.faulty_sources import DeletedWhileRead, LookupSaysAnotherMode, factory
+from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS, TEST_SETTINGS
+
+
+def requests_to(sim: RunningSimulator, template: str) -> int:
+    return sim.stats.count(path=template)
+
+
+def test_each_changed_shipment_takes_one_request_per_part_and_no_other(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    docs = list(small_sim.store.expected_documents())
+    work_sync()
+    expected = {
+        "/service/shipment/{id}": len(docs),
+        "/service/shipment/{id}/events": len(docs),
+        "/service/shipment/{id}/airmaincarriage": sum(d["mode_of_transport"] == "AIR" for d in docs),
+        "/service/shipment/{id}/seamaincarriage": sum(d["mode_of_transport"] == "SEA" for d in docs),
+        "/service/shipment/memo/lookup": len(docs),
+    }
+    assert {path: requests_to(small_sim, path) for path in expected} == expected
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_a_shipment_deleted_while_its_parts_are_read_loses_them_and_leaves_with_the_reconcile(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync()
+    victim = next(doc for doc in small_sim.store.expected_documents() if doc.get("mode_of_transport") == "AIR")
+    small_sim.advance_clock(60)
+    small_sim.touch_shipments([victim["id"]])
+    make, _ = factory(DeletedWhileRead, small_sim, victim["id"])
+    result = work_sync(source_factory=make)["shipments"]
+
+    work = work_db(tmp_path)
+    rejected = query(work, "SELECT stream, source_key, payload, reason FROM freight_meta.rejected_records "
+                           "ORDER BY stream")
+    gone = ["air_main_carriage_legs", "shipment_events"]  # the memo lookup finds nothing rather than 404
+    assert rejected == [(stream, str(victim["id"]), None, gone_reason(stream)) for stream in gone]
+    assert result.rejected == 2 and result.quarantined == 0
+    for table in ("shipment_events", "air_main_carriage_legs", "shipment_memos"):
+        assert query(work, f"SELECT count(*) FROM freight.{table} WHERE shipment_id = ?", [victim["id"]]) == [(0,)]
+    # The shipment row itself goes with the next reconcile pass.
+    assert work_sync(RECONCILE_SETTINGS)["shipments"].extra["reconcile_deleted"] == 1
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_when_the_document_tells_another_mode_than_the_lookup_its_legs_are_asked_again(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    victim = next(doc for doc in small_sim.store.expected_documents() if doc.get("mode_of_transport") == "AIR"
+                  and small_sim.store.get_air_main_carriage(doc["id"]))
+    make, built = factory(LookupSaysAnotherMode, victim["id"], "SEA")
+    work_sync(source_factory=make)
+    assert built[0].legs_asked == ["sea", "air"]  # asked as the lookup said, then as the document says
+    assert query(work_db(tmp_path), "SELECT count(*) FROM freight.air_main_carriage_legs WHERE shipment_id = ?",
+                 [victim["id"]]) == [(len(small_sim.store.get_air_main_carriage(victim["id"])),)]
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_an_overlap_shipment_whose_held_copy_is_provably_current_is_not_fetched_again(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    settings = dataclasses.replace(TEST_SETTINGS, overlap=dt.timedelta(days=5000))  # every shipment overlaps
+    work_sync(settings)
+    newest = max(doc["last_modified_date_time"] for doc in small_sim.store.expected_documents())
+    at_the_ceiling = sum(doc["last_modified_date_time"] == newest for doc in small_sim.store.expected_documents())
+    small_sim.stats.reset()
+
+    quiet = work_sync(settings)["shipments"]  # nothing changed; the overlap covers every shipment
+    assert quiet.rows_read == len(list(small_sim.store.expected_documents()))
+    # only the shipments stamped in the ceiling's own second could have changed unseen after their fetch
+    assert quiet.extra["overlap_current_skipped"] == quiet.rows_read - at_the_ceiling
+    assert requests_to(small_sim, "/service/shipment/{id}") == at_the_ceiling
+
+    changed = small_sim.store.live_shipment_ids()[3]
+    small_sim.advance_clock(60)
+    small_sim.touch_shipments([changed])
+    small_sim.stats.reset()
+    again = work_sync(settings)["shipments"]
+    assert requests_to(small_sim, "/service/shipment/{id}") == again.rows_read - again.extra["overlap_current_skipped"]
+    assert again.extra["parts"]["shipments"]["loaded"] >= 1
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_the_detail_queue_of_an_earlier_version_is_settled_by_the_next_run(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync()
+    victim = next(doc for doc in small_sim.store.expected_documents() if doc.get("mode_of_transport") == "SEA")
+    with open_warehouse(tmp_path) as warehouse:  # what an earlier version left: details queued, then crashed
+        warehouse.con.execute("DELETE FROM freight.shipment_events WHERE shipment_id = ?", [victim["id"]])
+        warehouse.enqueue([PendingDetail(part.stream, victim["id"], victim["client"], victim["shipment_number"],
+                                         victim["mode_of_transport"]) for part in DETAIL_PARTS], "old-version")
+    small_sim.stats.reset()
+    work_sync()
+    assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.pending_details") == [(0,)]
+    # its parts without its document, besides what the overlap re-read fetched whole
+    documents = requests_to(small_sim, "/service/shipment/{id}")
+    assert requests_to(small_sim, "/service/shipment/{id}/events") == documents + 1
+    assert requests_to(small_sim, "/service/shipment/{id}/seamaincarriage") >= 1
+    assert_converged(small_sim.store, work_db(tmp_path))

@@ -1,0 +1,111 @@
+"""The streaming pipeline: batches in order, fetching overlapping writing, bounded, stopping whole on an error."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from freight_pipeline.sync.pipeline import stream_in_batches
+
+
+async def numbers(count: int, seen: list[int] | None = None) -> AsyncIterator[int]:
+    for n in range(count):
+        if seen is not None:
+            seen.append(n)
+        yield n
+
+
+def test_batches_are_written_in_order_whatever_order_the_fetches_end() -> None:
+    written: list[list[int]] = []
+
+    async def fetch(n: int) -> int:
+        await asyncio.sleep(random.Random(n).uniform(0, 0.01))
+        return n * 10
+
+    count = asyncio.run(stream_in_batches(numbers(23), fetch, written.append, batch_size=5, window=8))
+    assert count == 5
+    assert written == [[n * 10 for n in range(start, min(start + 5, 23))] for start in range(0, 23, 5)]
+
+
+def test_fetching_overlaps_writing_and_a_slow_writer_holds_the_fetching_back() -> None:
+    fetched: list[int] = []
+    held_most = [0]
+    written = [0]
+    writing_while_fetching = threading.Event()
+    in_write = threading.Event()
+
+    async def fetch(n: int) -> int:
+        fetched.append(n)
+        if in_write.is_set():
+            writing_while_fetching.set()
+        held_most[0] = max(held_most[0], len(fetched) - written[0])
+        return n
+
+    def write(batch: list[int]) -> None:
+        in_write.set()
+        time.sleep(0.02)
+        written[0] += len(batch)
+        in_write.clear()
+
+    asyncio.run(stream_in_batches(numbers(200), fetch, write, batch_size=10, window=5, depth=2))
+    assert written[0] == 200
+    assert writing_while_fetching.is_set()
+    # in fetch (window) + waiting (depth batches) + the batch being filled + the one being written
+    assert held_most[0] <= 5 + 2 * 10 + 10 + 10
+
+
+def test_a_failed_fetch_stops_everything_and_writes_nothing_after_it() -> None:
+    written: list[list[int]] = []
+    seen: list[int] = []
+
+    async def fetch(n: int) -> int:
+        if n == 12:
+            raise LookupError("not a record's fault")
+        await asyncio.sleep(0.001)
+        return n
+
+    with pytest.raises(LookupError, match="not a record's fault"):
+        asyncio.run(stream_in_batches(numbers(1000, seen), fetch, written.append, batch_size=5, window=4))
+    assert all(max(batch) < 12 for batch in written)  # the batch holding 12, and all after it, unwritten
+    assert len(seen) < 100  # the source was not drained
+
+
+def test_a_write_in_progress_ends_before_the_error_surfaces() -> None:
+    state = {"writing": False, "finished_writes": 0}
+
+    async def fetch(n: int) -> int:
+        if n == 7:
+            await asyncio.sleep(0.01)  # fails while batch 0 is being written
+            raise RuntimeError("boom")
+        return n
+
+    def write(batch: list[int]) -> None:
+        state["writing"] = True
+        time.sleep(0.1)
+        state["writing"] = False
+        state["finished_writes"] += 1
+
+    with pytest.raises(RuntimeError, match="boom"):
+        asyncio.run(stream_in_batches(numbers(20), fetch, write, batch_size=5, window=10))
+    assert state == {"writing": False, "finished_writes": 1}
+
+
+def test_a_failed_write_stops_the_fetching() -> None:
+    fetched: list[int] = []
+
+    async def fetch(n: int) -> int:
+        fetched.append(n)
+        await asyncio.sleep(0.001)
+        return n
+
+    def write(batch: list[int]) -> None:
+        raise ValueError("the breaker tripped")
+
+    with pytest.raises(ValueError, match="the breaker tripped"):
+        asyncio.run(stream_in_batches(numbers(10_000), fetch, write, batch_size=5, window=5))
+    assert len(fetched) < 100
