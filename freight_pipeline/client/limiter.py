@@ -1,11 +1,12 @@
 """How many requests may be in flight at once: a fixed number, or one that adapts (AIMD).
 
-An adaptive limit grows by one request per round of successes (additive increase) while latency
-holds, and shrinks by a factor (multiplicative decrease) when the service pushes back (429, 502,
-503, 504, a timeout or refused connection) or when latency rises well above its long-run level, so
-a rate-limited or overloaded service is never hammered, and a service across the internet gets
-as many requests in flight as it answers without slowing down. It stays within ``[minimum,
-maximum]``. A fixed limit (``adaptive=False``) is a plain semaphore.
+An adaptive limit grows while requests wait for it: by one request per answer until the service
+first pushes back (slow start: it doubles each round), then by one request per round of answers
+(additive increase) while latency holds. It shrinks by a factor (multiplicative decrease) when the
+service pushes back (429, 502, 503, 504, a timeout or refused connection) or when latency rises
+well above its long-run level, so a rate-limited or overloaded service is never hammered, and a
+service across the internet gets as many requests in flight as it answers without slowing down.
+It stays within ``[minimum, maximum]``. A fixed limit (``adaptive=False``) is a plain semaphore.
 
 Latency is judged on two moving averages of the time each request took: a short one (the last few
 dozen answers) against a long one (the last several hundred). ``short > long * tolerance + slack``
@@ -94,6 +95,7 @@ class AdaptiveLimit:
         self._short: float | None = None
         self._long: float | None = None
         self._last_decrease = float("-inf")
+        self._slow_start = True
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self.stats = LimitStats()
 
@@ -158,9 +160,11 @@ class AdaptiveLimit:
         self._long = latency_s if self._long is None else self._long + 0.005 * (latency_s - self._long)
         if self._short > self._long * self.tolerance + self.slack_s:
             self._decrease(self.latency_decrease_factor)
-        elif self.in_flight + 1 >= int(self.limit) and self.limit < self.maximum:
-            # grow only while the limit is what holds requests back: +1 per round of `limit` answers
-            self.limit = min(self.maximum, self.limit + 1.0 / self.limit)
+        elif (self._waiters or self.in_flight + 1 >= int(self.limit)) and self.limit < self.maximum:
+            # grow only while the limit is what holds requests back: until the first push-back +1 per
+            # answer (slow start: doubling each round), then +1 per round of `limit` answers
+            step = 1.0 if self._slow_start else 1.0 / self.limit
+            self.limit = min(self.maximum, self.limit + step)
             self.stats.increases += 1
 
     def _decrease(self, factor: float) -> None:
@@ -168,6 +172,7 @@ class AdaptiveLimit:
         if now - self._last_decrease < self.cooldown_s:
             return
         self._last_decrease = now
+        self._slow_start = False
         lowered = max(float(self.minimum), self.limit * factor)
         if lowered < self.limit:
             self.limit = lowered

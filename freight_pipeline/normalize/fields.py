@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import orjson
+
 from freight_pipeline.datetimes import (
     DateTimeParseError,
     ParsedDateTime,
@@ -171,6 +173,10 @@ def to_json(value: Any) -> str:
     Lone surrogates (which no UTF-8 store accepts) become U+FFFD; a value nested too deeply to
     serialize raises :class:`Invalid`.
     """
+    try:  # orjson: the fast path (it writes NaN and Infinity as null, as the fallback below does)
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError):  # lone surrogates, integers beyond 64 bits, deep nesting
+        pass
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
     except ValueError:  # NaN or Infinity, which JSON cannot carry: written as null, like JSON.stringify

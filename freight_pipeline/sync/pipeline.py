@@ -18,7 +18,7 @@ connection is never used by two threads at once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -26,8 +26,23 @@ from freight_pipeline.sync.tasks import first_failure
 
 W = TypeVar("W")
 B = TypeVar("B")
+T = TypeVar("T")
 
 _DONE = object()
+
+
+async def read_ahead(items: AsyncIterator[T]) -> AsyncIterator[T]:
+    """``items``, with the next one already asked for while the caller works on this one (the next
+    lookup page of the change walk travels while this page's shipments are fetched)."""
+    pending: asyncio.Future[object] = asyncio.ensure_future(anext(items, _DONE))
+    try:
+        while (item := await pending) is not _DONE:
+            pending = asyncio.ensure_future(anext(items, _DONE))
+            yield item  # type: ignore[misc]
+    finally:
+        if not pending.done():
+            pending.cancel()
+            await asyncio.wait([pending])
 
 
 async def stream_in_batches(

@@ -32,7 +32,7 @@ from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
 from freight_pipeline.sync.cursor import ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
 from freight_pipeline.sync.isolation import Breaker
 from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, PARTS, Ref
-from freight_pipeline.sync.pipeline import stream_in_batches
+from freight_pipeline.sync.pipeline import read_ahead, stream_in_batches
 from freight_pipeline.sync.progress import loop_safe
 from freight_pipeline.sync.reconcile import compare_with_source
 from freight_pipeline.sync.result import StreamResult
@@ -173,10 +173,10 @@ async def _walked(
     reader = run.warehouse.reader()
     skipped = 0
     try:
-        async for page in walk_changes(
+        async for page in read_ahead(walk_changes(
             run.source.lookup_shipments, after, ceiling, page_size=run.settings.page_size,
             count_attempts=run.settings.count_attempts, stats=walk,
-        ):
+        )):
             run.result.rows_read += len(page)
             overlapping = {k.id: k.instant_text for k, _ in page if overlap_end is not None and k <= overlap_end}
             current = run.warehouse.current_copies(reader, overlapping)

@@ -57,7 +57,26 @@ def test_the_limit_grows_while_latency_holds_and_stops_at_its_maximum() -> None:
     clock = Clock()
     limit = AdaptiveLimit(4, 12, clock=clock)
     asyncio.run(saturate(limit, clock, rounds=40, latency=0.05))
-    assert limit.limit == 12 and limit.stats.increases > 0 and limit.stats.decreases == 0
+    assert limit.limit == 12 and limit.stats.increases > 0
+
+
+def test_until_the_first_push_back_the_limit_grows_by_one_per_answer_then_by_one_per_round() -> None:
+    clock = Clock()
+    limit = AdaptiveLimit(4, 1000, clock=clock)
+
+    async def answers(count: int) -> None:  # more demand than slots: requests wait for the limit
+        await asyncio.gather(*(answer(limit, clock, 0.0) for _ in range(count)))
+
+    async def scenario() -> None:
+        await answers(100)
+        assert limit.limit >= 30  # slow start: a slot more per answer while requests wait (additive: ~15)
+        await answer(limit, clock, 0.0, Signal.OVERLOAD)
+        halved = limit.limit
+        await answers(200)
+        # additive increase: one slot per round of `limit` answers, so about 200 / limit slots
+        assert halved + 1 <= limit.limit <= halved + 200 / halved + 1
+
+    asyncio.run(scenario())
 
 
 def test_push_back_halves_the_limit_once_per_cooldown_never_below_the_minimum() -> None:

@@ -334,9 +334,9 @@ def test_resource_keeps_a_reconcile_default_of_never_apart_from_every_run(
 
 def test_dbt_build_passes_the_tolerance_only_when_it_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ON_TIME_TOLERANCE_ENV, raising=False)
-    assert dbt.dbt_build_args() == ["build"]  # dbt_project.yml's default applies
+    assert dbt.dbt_build_args() == dbt.BUILD  # dbt_project.yml's default applies
     monkeypatch.setenv(ON_TIME_TOLERANCE_ENV, "30")
-    assert dbt.dbt_build_args() == ["build", "--vars", '{"on_time_tolerance_minutes": 30}']
+    assert dbt.dbt_build_args() == [*dbt.BUILD, "--vars", '{"on_time_tolerance_minutes": 30}']
     monkeypatch.setenv(ON_TIME_TOLERANCE_ENV, "half an hour")
     with pytest.raises(ValueError, match=f"{ON_TIME_TOLERANCE_ENV} must be whole minutes, got 'half an hour'"):
         dbt.dbt_build_args()
