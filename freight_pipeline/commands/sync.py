@@ -6,12 +6,16 @@ import argparse
 
 from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
 from freight_pipeline.commands.execute import DEFAULT_JOB, MissingPassword, execute_job, service_from_env
+from freight_pipeline.config import environ
+from freight_pipeline.defs.dbt_plan import FULL_REFRESH_ENV
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_dir_argument(parser)
     parser.add_argument("--job", default=DEFAULT_JOB, help=f"the Dagster job to run (default {DEFAULT_JOB})")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print the steps' log messages")
+    parser.add_argument("--full-refresh", action="store_true",
+                        help="rebuild every dbt mart from scratch (default: only the shipments that changed)")
     parser.epilog = (
         "The service comes from FREIGHT_BASE_URL, FREIGHT_USERNAME and FREIGHT_PASSWORD (required). "
         "With DAGSTER_HOME set the run is recorded in that instance (it shows in `make ui`)."
@@ -26,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
         say(f"sync: {exc}")
         return 2
     say(f"sync: {args.job}: {service.base_url} as {service.username!r} -> {data_dir}")
-    outcome = execute_job(args.job, data_dir, verbose=args.verbose)
+    with environ({FULL_REFRESH_ENV: "1"} if args.full_refresh else {}):
+        outcome = execute_job(args.job, data_dir, verbose=args.verbose)
     if not outcome.success:
         say(outcome.failure_line("sync", service.password))
         return 1

@@ -16,9 +16,12 @@ Per shipment, in the batch's one transaction:
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime, to_utc
 from freight_pipeline.normalize import NormalizationError, Problems, to_arrow_batch
@@ -27,7 +30,7 @@ from freight_pipeline.normalize.fields import to_json
 from freight_pipeline.sync.bundle import GONE, NOT_APPLICABLE, Bundle
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text, record_failure
-from freight_pipeline.sync.parts import DETAIL_PARTS, DOCUMENT, DOCUMENT_PART, Part, Ref
+from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, DOCUMENT_PART, Part, Ref
 from freight_pipeline.warehouse import BatchWrite, RawDocument, Reject
 
 Rows = dict[str, list[dict[str, Any]]]
@@ -142,7 +145,9 @@ class _Builder:
             self.quarantine(DOCUMENT_PART, ref, failure, json_text(answer, PAYLOAD_CHARS))
             return False
         instant, key = last_modified(answer)
-        self.write.raw_documents.append(RawDocument(shipment_id, raw_text, self.fetched_at, instant, key, self.ceiling))
+        self.write.raw_documents.append(
+            RawDocument(shipment_id, raw_text, self.fetched_at, instant, key, self.ceiling, content_hash(bundle))
+        )
         self.replace(DOCUMENT_PART, shipment_id, rows)
         self.problems(DOCUMENT_PART, shipment_id, found)
         return True
@@ -169,6 +174,21 @@ class _Builder:
             return
         self.replace(part, shipment_id, rows)
         self.problems(part, shipment_id, found)
+
+
+def content_hash(bundle: Bundle) -> str | None:
+    """A hash of every part's answer, when the walk asked every part and none failed (else None).
+    The reconcile's fetches get none: they heal what is held, so they always write."""
+    answers = bundle.answers
+    failed = any(isinstance(answer, RecordFailure) or answer is GONE for answer in answers.values())
+    if bundle.work.key is None or set(answers) != ALL_PARTS or failed:
+        return None
+    try:
+        content = orjson.dumps([[s, "n/a" if answers[s] is NOT_APPLICABLE else answers[s]] for s in sorted(answers)],
+                               option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # what orjson cannot write (lone surrogates, huge integers): counted as changed
+        return None
+    return hashlib.blake2b(content, digest_size=16).hexdigest()
 
 
 def assemble(bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None) -> Assembled:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from freight_pipeline.sync.assemble import PartCounts, assemble
 from freight_pipeline.sync.bundle import Bundle, Work, fetch_bundle
 from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
-from freight_pipeline.sync.cursor import ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
+from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
 from freight_pipeline.sync.isolation import Breaker
 from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, PARTS, Ref
 from freight_pipeline.sync.pipeline import read_ahead, stream_in_batches
@@ -45,6 +45,9 @@ RECONCILE_STREAM = "shipments_reconcile"
 """``sync_state`` entry holding when the last full id reconciliation finished."""
 DETAIL_STREAMS: tuple[str, ...] = tuple(part.stream for part in DETAIL_PARTS)
 PART_STREAMS: tuple[str, ...] = tuple(part.stream for part in PARTS)
+FROM_SCRATCH = "done by the first walk from the beginning"
+"""The first run of an empty warehouse, walking from the beginning, lists every shipment: it counts as
+a reconciliation (there is nothing held that could have vanished, nothing it could have missed)."""
 
 Progress = Callable[[str], None]
 
@@ -133,6 +136,7 @@ async def sync_shipments(
         covered = None  # the first walk reads everything from the floor: no repeated hour lies below it
     say(f"shipments: reading changes after {after.instant_text} up to {ceiling.instant_text if ceiling else '-'}")
 
+    from_scratch = not stored and floor == BEGINNING and ceiling is not None and not warehouse.holds_shipments()
     walk = WalkStats()
     run = _Run(source, warehouse, settings, run_id, result, say, ceiling.instant_text if ceiling else None,
                Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures), cursor=cursor,
@@ -142,9 +146,13 @@ async def sync_shipments(
         await run.run(_walked(run, after, ceiling, walk, overlap_end))
 
     await run.run(_listed(_due_retries(warehouse, run_id)))
-    if _reconcile_due(warehouse, settings):
+    if from_scratch:  # the walk listed every shipment there was: nothing held can have vanished
+        _reconciled(warehouse, result.started_at, run_id)
+        result.extra["reconcile"] = FROM_SCRATCH
+    elif _reconcile_due(warehouse, settings):
+        started = dt.datetime.now(dt.UTC)
         await _reconcile(run, floor, walk)
-        warehouse.set_cursor(RECONCILE_STREAM, json.dumps({"at": dt.datetime.now(dt.UTC).isoformat()}), run_id)
+        _reconciled(warehouse, started, run_id)
 
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
@@ -211,6 +219,11 @@ def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:
         works.append(Work(refs[shipment_id], frozenset(parts), None, tuple(sorted(legacy.get(shipment_id, ()))),
                           retry=shipment_id in wanted))
     return works
+
+
+def _reconciled(warehouse: Warehouse, listing_began: dt.datetime, run_id: str) -> None:
+    """Record a complete id reconciliation as of ``listing_began`` (the next is due an interval later)."""
+    warehouse.set_cursor(RECONCILE_STREAM, json.dumps({"at": listing_began.isoformat()}), run_id)
 
 
 def _reconcile_due(warehouse: Warehouse, settings: SyncSettings) -> bool:

@@ -97,6 +97,8 @@ RAW_SHIPMENTS = _meta(
         Column("fetched_ceiling", "VARCHAR",
                "newest last-modified second the service held when the fetching run started: a copy whose "
                "last_modified_key is earlier was fetched after its last change"),
+        Column("content_hash", "VARCHAR",
+               "hash of everything read for the shipment in one pass (null: not all of it loaded)"),
     ),
     ("shipment_id",),
     "The last raw JSON document of each shipment, for replay without re-fetching.",
@@ -115,6 +117,18 @@ PENDING_DETAILS = _meta(
     ),
     ("stream", "shipment_id"),
     "Work queue of the detail streams, filled in the same transaction as the changed shipments.",
+)
+
+CHANGED_SHIPMENTS = _meta(
+    "changed_shipments",
+    (
+        _key("shipment_id", "BIGINT", "a shipment written or deleted"),
+        Column("run_id", "VARCHAR", "the run that last wrote or deleted it"),
+        Column("changed_at", "TIMESTAMPTZ", "when"),
+    ),
+    ("shipment_id",),
+    "Shipments written or deleted since the last complete dbt build (recorded in the same transaction as "
+    "their rows): what the incremental marts rebuild. Emptied by a complete, successful build.",
 )
 
 QUARANTINE = _meta(
@@ -163,4 +177,5 @@ META_TABLES: tuple[TableSpec, ...] = (
     DATA_PROBLEMS,
     RAW_SHIPMENTS,
     PENDING_DETAILS,
+    CHANGED_SHIPMENTS,
 )

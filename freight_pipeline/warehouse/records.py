@@ -22,6 +22,9 @@ class RawDocument(NamedTuple):
     """The ceiling (newest last-modified second the service held) of the run that fetched it. A copy
     whose ``last_modified_key`` is earlier was fetched after its last change: while the service
     still shows that last-modified second, the copy is current."""
+    content_hash: str | None = None
+    """A hash of everything read for the shipment in one pass (document, events, legs, memos); None
+    when not all of it loaded. Writing the same content again is no change for the marts."""
 
 
 class Reject(NamedTuple):

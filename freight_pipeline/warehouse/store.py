@@ -322,6 +322,11 @@ class Warehouse:
         synced_at = _now()
         stats = WriteStats()
         with self._transaction() as con:
+            unchanged = self._same_content(batch.raw_documents)
+            if unchanged:  # read again exactly as held: their rows stay as they are (audit columns too)
+                replaced = {name: [i for i in ids if i not in unchanged] for name, ids in replaced.items()}
+                incoming = {name: _without(table, self.spec(name).replace_key or "", unchanged)
+                            for name, table in incoming.items()}
             for name, ids in replaced.items():
                 spec = self.spec(name)
                 stats.deleted[spec.name] = self._delete_ids(spec, spec.replace_key or "", ids)
@@ -339,6 +344,8 @@ class Warehouse:
                 table = incoming.get(name)
                 spec = self.spec(name)
                 stats[spec.name] = self._insert_rows(spec, table, synced_at, run_id) if table is not None else 0
+            written = {i for ids in batch.loaded.values() for i in ids} - unchanged
+            self._record_changes([*written, *gone], run_id, synced_at)
             self._upsert_raw(batch.raw_documents, run_id)
             self._upsert_rejects(batch.rejects, run_id, synced_at)
             self._insert_problems(batch.problems, run_id, synced_at)
@@ -358,6 +365,36 @@ class Warehouse:
             return 0
         with self._registered(pa.table({"id": pa.array(ids, pa.int64())})) as view:
             return self._delete_keys(spec, key, view)
+
+    def _same_content(self, docs: Sequence[RawDocument]) -> set[int]:
+        """Shipments written again with the content hash they hold: nothing changed for the marts."""
+        hashed = [d for d in docs if d.content_hash is not None]
+        if not hashed:
+            return set()
+        new = pa.table({"shipment_id": pa.array([int(d.shipment_id) for d in hashed], pa.int64()),
+                        "content_hash": pa.array([d.content_hash for d in hashed], pa.string())})
+        with self._registered(new) as view:
+            rows = run(self.con, f"SELECT r.shipment_id FROM {qualified(meta.RAW_SHIPMENTS)} r JOIN {view} n "
+                                 "USING (shipment_id) WHERE r.content_hash = n.content_hash")
+        return {int(r[0]) for r in rows}
+
+    def _record_changes(self, ids: Sequence[int], run_id: str, at: dt.datetime) -> None:
+        """Shipments whose rows this batch wrote or deleted: what the incremental marts rebuild."""
+        unique = sorted(set(ids))
+        self._upsert(
+            meta.CHANGED_SHIPMENTS,
+            pa.table({"shipment_id": pa.array(unique, pa.int64()), "run_id": pa.array([run_id] * len(unique)),
+                      "changed_at": pa.array([at] * len(unique), _TS)}),
+        )
+
+    def pending_changes(self) -> int:
+        """Shipments written or deleted since the last complete dbt build."""
+        return _scalar(self.con, f"SELECT count(*) FROM {qualified(meta.CHANGED_SHIPMENTS)}")
+
+    def forget_changes(self, until: dt.datetime) -> int:
+        """After a complete, successful dbt build that began at ``until``: the changes it covered go."""
+        with self._transaction() as con:
+            return _scalar(con, f"DELETE FROM {qualified(meta.CHANGED_SHIPMENTS)} WHERE changed_at <= ?", [until])
 
     def _drop_pending(self, entries: Sequence[tuple[str, int]]) -> None:
         keys = pa.table({"stream": pa.array([s for s, _ in entries], pa.string()),
@@ -500,6 +537,7 @@ class Warehouse:
                     "run_id": pa.array([run_id] * len(rows), pa.string()),
                     "last_modified_key": pa.array([d.last_modified_key for d in rows], pa.string()),
                     "fetched_ceiling": pa.array([d.fetched_ceiling for d in rows], pa.string()),
+                    "content_hash": pa.array([d.content_hash for d in rows], pa.string()),
                 }
             ),
         )
@@ -639,6 +677,16 @@ class Warehouse:
         row = first(run(self.con, f"SELECT cursor_value FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream]))
         return None if row is None else row[0]
 
+    def cursor_updated_at(self, stream: str) -> dt.datetime | None:
+        """When ``stream``'s cursor was last set (for a full refresh: when its table last changed)."""
+        row = first(run(self.con, f"SELECT updated_at FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream]))
+        return None if row is None or row[0] is None else row[0].astimezone(dt.UTC)
+
+    def last_run_status(self, stream: str) -> str | None:
+        row = first(run(self.con, f"SELECT status FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? "
+                                  "ORDER BY started_at DESC, run_id DESC LIMIT 1", [stream]))
+        return None if row is None else str(row[0])
+
     def set_cursor(self, stream: str, value: str | None, run_id: str) -> None:
         """Set a cursor on its own (e.g. an operator's reset); data batches set it themselves."""
         with self._transaction() as con:
@@ -745,6 +793,12 @@ class Warehouse:
                 )
         return {int(i): (lm.astimezone(dt.UTC) if lm is not None else None) for i, lm in rows}
 
+    def holds_shipments(self) -> bool:
+        """Whether any shipment (or a record of one waiting in the retry queue) is held."""
+        row = first(run(self.con, f"SELECT EXISTS (FROM {qualified(meta.RAW_SHIPMENTS)}) OR EXISTS "
+                                  f"(FROM {qualified(meta.QUARANTINE)} WHERE shipment_id IS NOT NULL)"))
+        return bool(row and row[0])
+
     def shipment_ids(self) -> set[int]:
         """Ids of the shipments whose raw document is held."""
         rows = run(self.con, f"SELECT shipment_id FROM {qualified(meta.RAW_SHIPMENTS)}")
@@ -847,6 +901,14 @@ class Warehouse:
             spec.qualified_name: _scalar(self.con, f"SELECT count(*) FROM {qualified(spec)}")
             for spec in (*self.tables, *self.meta_tables)
         }
+
+
+def _without(table: pa.Table, key: str, ids: set[int]) -> pa.Table:
+    """``table`` without the rows whose ``key`` is one of ``ids`` (rows with a null key stay)."""
+    if table.num_rows == 0 or key not in table.column_names:
+        return table
+    drop = pc.is_in(table.column(key), value_set=pa.array(sorted(ids), table.column(key).type))
+    return table.filter(pc.invert(pc.fill_null(drop, False)))
 
 
 def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:

@@ -63,3 +63,7 @@ def test_sync_runs_the_job_and_publishes(sim: RunningSimulator, tmp_path: Path) 
     with DagsterInstance.from_config(str(home)) as instance:
         runs = instance.get_runs()
         assert [(r.job_name, r.status.value) for r in runs] == [("freight_sync_job", "SUCCESS")]
+
+    again = run_cli(["sync", "--data-dir", str(data_dir), "--full-refresh", "--verbose"], env)
+    assert again.returncode == 0, again.stderr
+    assert "a full refresh was asked for" in again.stderr  # nothing changed, yet every mart was rebuilt

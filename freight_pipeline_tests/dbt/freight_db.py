@@ -388,6 +388,15 @@ def add_orphan_goods_line(path: str | Path) -> None:
             "values (?, '1', 1, 1, now(), ?)",
             [ORPHAN_SHIPMENT_ID, RUN_ID],
         )
+        record_change(con, ORPHAN_SHIPMENT_ID)
+
+
+def record_change(con: duckdb.DuckDBPyConnection, shipment_id: int) -> None:
+    """What the sync records with every shipment it writes (when the database has the table): the
+    incremental marts rebuild it, and a build is due."""
+    if con.execute("select count(*) from duckdb_tables() where schema_name = 'freight_meta' "
+                   "and table_name = 'changed_shipments'").fetchone() == (1,):
+        con.execute("insert or replace into freight_meta.changed_shipments values (?, ?, now())", [shipment_id, RUN_ID])
 
 
 def iter_table_names() -> Iterator[str]:

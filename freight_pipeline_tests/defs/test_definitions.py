@@ -73,7 +73,7 @@ def test_publish_depends_on_every_sync_and_dbt_asset(repo: dg.RepositoryDefiniti
     assert graph.get(PUBLISH_KEY).group_name == "publish"
 
 
-def test_checks_cover_keys_orphans_freshness_rejects_and_dbt_tests(repo: dg.RepositoryDefinition) -> None:
+def test_checks_cover_keys_orphans_freshness_and_rejects(repo: dg.RepositoryDefinition) -> None:
     check_keys = set(repo.asset_graph.asset_check_keys)
     names = {(k.asset_key, k.name) for k in check_keys}
     for key in FREIGHT_KEYS:
@@ -83,8 +83,10 @@ def test_checks_cover_keys_orphans_freshness_rejects_and_dbt_tests(repo: dg.Repo
     assert (dg.AssetKey(["freight", "shipments"]), "freshness_check") in names
     for tables in STREAM_TABLES.values():
         assert (dg.AssetKey(["freight", tables[0]]), "no_rejected_records") in names
+    # dbt's tests run in its build (a failure fails it, named; a warning is logged) but are no asset
+    # checks: two stored events each per run (planned, evaluated) cost more than they showed
     dbt_checks = [k for k in check_keys if k.asset_key.path[0] in ("staging", "intermediate", "analytics")]
-    assert any(k.name.startswith("not_null_fct_shipments") for k in dbt_checks)
+    assert dbt_checks == []
 
 
 def test_jobs_select_what_they_should() -> None:

@@ -17,7 +17,7 @@ import duckdb
 import pytest
 
 from freight_pipeline.definitions import defs
-from freight_pipeline.defs.dbt import DBT_BUILD_STREAM
+from freight_pipeline.defs.dbt import DBT_BUILD_STREAM, TARGET_DIR, read_run_results
 from freight_pipeline.defs.jobs import WRITER_TAG
 from freight_pipeline.defs.publish import PUBLISH_KEY
 from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
@@ -127,8 +127,12 @@ def test_dbt_models_were_built_and_tested(runs: Runs) -> None:
     for mart in MARTS:
         assert dg.AssetKey(["analytics", mart]) in built
     assert dg.AssetKey(["staging", "stg_shipments"]) in built
-    dbt_checks = [c for c in runs.first.get_asset_check_evaluations() if c.asset_key.path[0] != "freight"]
-    assert len(dbt_checks) > 50
+    results = read_run_results(working_db_path(runs.data_dir).parent / TARGET_DIR)
+    assert results is not None
+    tests = [r for r in results["results"] if r["unique_id"].startswith("test.")]
+    assert len(tests) > 50 and {r["status"] for r in tests} == {"pass"}
+    logged = [e.user_message for e in runs.instance.all_logs(runs.first.run_id) if e.step_key == "freight_dbt_models"]
+    assert any(f"{len(tests)} data tests: {len(tests)} passed" in message for message in logged)
 
 
 def test_all_asset_checks_pass(runs: Runs) -> None:

@@ -24,7 +24,7 @@ from freight_pipeline.defs.sync_assets import table_key
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse import parquet_root, published_db_path, working_db_path
-from freight_pipeline_tests.dbt.freight_db import ORPHAN_SHIPMENT_ID, add_orphan_goods_line
+from freight_pipeline_tests.dbt.freight_db import ORPHAN_SHIPMENT_ID, add_orphan_goods_line, record_change
 
 NEW_TYPE = "PLANNED"
 ORPHAN_TEST = "relationships_stg_shipment_goods_shipment_id__shipment_id__ref_stg_shipments_"
@@ -55,12 +55,14 @@ def _step_warnings(instance: dg.DagsterInstance, run_id: str) -> list[str]:
 
 
 def _set_one_event_type(data_dir: Path, old: str, new: str) -> None:
+    """As if the sync had written an event of type ``new``: the row, and its shipment among the changes."""
     with duckdb.connect(str(working_db_path(data_dir))) as con:
-        con.execute(
+        (shipment_id,) = con.execute(
             "UPDATE freight.shipment_events SET type = ? WHERE rowid = (SELECT min(rowid) FROM freight.shipment_events "
-            "WHERE type = ?)",
+            "WHERE type = ?) RETURNING shipment_id",
             [new, old],
-        )
+        ).fetchone()
+        record_change(con, shipment_id)
 
 
 @pytest.fixture
@@ -128,6 +130,7 @@ def test_a_failed_dbt_build_is_not_published_until_a_whole_build_succeeds(synced
 
         with duckdb.connect(str(working_db_path(data_dir))) as con:
             con.execute("DELETE FROM freight.shipment_goods WHERE shipment_id = ?", [ORPHAN_SHIPMENT_ID])
+            record_change(con, ORPHAN_SHIPMENT_ID)
         healed = job.execute_in_process(instance=instance, raise_on_error=False)
         assert healed.success
         assert _published_version(data_dir) != published

@@ -248,7 +248,8 @@ class FailingRetrieve(ClientSource):
 
 class DeletedWhileRead(ClientSource):
     """Lets the victim's document be read, then deletes the shipment in the simulator before its
-    events and legs are asked for (a real 404 for those), whatever order the concurrent requests take."""
+    events, legs and memos are asked for (a real 404 for those; the memo lookup finds nothing),
+    whatever order the concurrent requests take."""
 
     def __init__(self, client: AsyncFreightClient, sim: RunningSimulator, victim: int) -> None:
         super().__init__(client)
@@ -277,6 +278,11 @@ class DeletedWhileRead(ClientSource):
     async def get_sea_legs(self, shipment_id: int) -> list[dict[str, Any]]:
         await self._after_the_document(shipment_id)
         return await super().get_sea_legs(shipment_id)
+
+    async def memo_pages(self, client: str, shipment_number: str) -> AsyncIterator[LookupResult]:
+        await self.document_read.wait()  # only the victim is read in the run this source is made for
+        async for page in super().memo_pages(client, shipment_number):
+            yield page
 
 
 class LookupSaysAnotherMode(ClientSource):

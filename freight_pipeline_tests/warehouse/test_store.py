@@ -12,7 +12,15 @@ import pytest
 
 from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.normalize.schema import Column, TableSpec
-from freight_pipeline.warehouse import PendingDetail, RawDocument, Reject, RunRecord, Warehouse, working_db_path
+from freight_pipeline.warehouse import (
+    BatchWrite,
+    PendingDetail,
+    RawDocument,
+    Reject,
+    RunRecord,
+    Warehouse,
+    working_db_path,
+)
 from freight_pipeline_tests.warehouse.helpers import (
     CODES,
     LINES,
@@ -332,3 +340,22 @@ def test_connections_have_a_bounded_memory_limit(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv(DUCKDB_MEMORY_LIMIT_ENV, "lots")
     with pytest.raises(ValueError, match=f"{DUCKDB_MEMORY_LIMIT_ENV}='lots' is not a DuckDB memory limit"):
         Warehouse(tmp_path, TABLES)
+
+
+def test_a_shipment_read_again_with_the_same_content_is_not_written_again(wh: Warehouse) -> None:
+    def write(version: int, content: str, run_id: str) -> None:
+        tables, raw = shipment_batch([1, 2], version=version)
+        hashed = [doc._replace(content_hash=f"{content}{doc.shipment_id}", fetched_ceiling=run_id) for doc in raw]
+        wh.apply_batch(run_id, BatchWrite(tables=tables, replaced={t: [1, 2] for t in tables},
+                                          loaded={"shipments": [1, 2]}, raw_documents=hashed))
+
+    write(0, "a", "r1")
+    wh.con.execute("DELETE FROM freight_meta.changed_shipments")  # a dbt build covered them
+    written = rows(wh, "SELECT shipment_id, name, _synced_at, _run_id FROM freight.parents ORDER BY 1")
+    write(0, "a", "r2")  # the same content again: the rows stay as written, the marts have nothing to do
+    assert rows(wh, "SELECT shipment_id, name, _synced_at, _run_id FROM freight.parents ORDER BY 1") == written
+    assert wh.pending_changes() == 0
+    assert rows(wh, "SELECT fetched_ceiling FROM freight_meta.raw_shipments") == [("r2",), ("r2",)]  # what was read
+    write(1, "b", "r3")  # new content: rewritten, and a change for the marts
+    assert rows(wh, "SELECT name, _run_id FROM freight.parents ORDER BY 1") == [("S1 v1", "r3"), ("S2 v1", "r3")]
+    assert wh.pending_changes() == 2

@@ -9,6 +9,17 @@
 -- is a milestone like any other (is_known_event_code false); an event of a type other than
 -- ESTIMATED / ACTUAL gives neither a plan nor an actual, but keeps its milestone row and is
 -- counted in unknown_type_events (its types listed in unknown_event_types).
+-- Incremental: rebuilds only the shipments changed since the last complete build
+-- (macros/changed_shipments.sql); a full refresh rebuilds all.
+
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='append',
+        on_schema_change='fail',
+        pre_hook="{{ delete_changed_shipments() }}",
+    )
+}}
 
 with
 
@@ -18,6 +29,7 @@ events as (
         *,
         {{ is_in_code_list('event_type', freight_event_types()) }} as is_known_type
     from {{ ref('stg_shipment_events') }}
+    where {{ changed_shipments_filter() }}
 
 ),
 

@@ -1,11 +1,23 @@
 -- One row per shipment: its attributes, main-carriage lane and carrier, and goods/container
 -- aggregates.
+-- Incremental: rebuilds only the shipments changed since the last complete build
+-- (macros/changed_shipments.sql); a full refresh rebuilds all.
+
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='append',
+        on_schema_change='fail',
+        pre_hook="{{ delete_changed_shipments() }}",
+    )
+}}
 
 with
 
 shipments as (
 
     select * from {{ ref('stg_shipments') }}
+    where {{ changed_shipments_filter() }}
 
 ),
 

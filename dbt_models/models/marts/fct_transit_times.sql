@@ -1,18 +1,31 @@
 -- One row per shipment with an actual departure from the port of loading (POL_DEPARTURE, ACTUAL)
 -- and an actual arrival at the port of discharge (POD_ARRIVAL, ACTUAL): the transit time in hours,
 -- with the planned transit time where both estimates exist.
+-- Incremental: rebuilds only the shipments changed since the last complete build
+-- (macros/changed_shipments.sql); a full refresh rebuilds all.
+
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='append',
+        on_schema_change='fail',
+        pre_hook="{{ delete_changed_shipments() }}",
+    )
+}}
 
 with
 
 milestones as (
 
     select * from {{ ref('fct_shipment_milestones') }}
+    where {{ changed_shipments_filter() }}
 
 ),
 
 shipments as (
 
     select * from {{ ref('fct_shipments') }}
+    where {{ changed_shipments_filter() }}
 
 ),
 

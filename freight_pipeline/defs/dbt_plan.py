@@ -1,0 +1,94 @@
+"""Which dbt build a run needs: none, incremental, or a full refresh. Plain Python, no Dagster.
+
+The incremental marts (``fct_shipments``, ``fct_shipment_milestones``, ``fct_transit_times``)
+rebuild only the shipments recorded in ``freight_meta.changed_shipments`` since the last complete
+build (``dbt_models/macros/changed_shipments.sql``). A full refresh rebuilds everything: when the
+dbt project changed since the marts were built (its models, macros, ``dbt_project.yml`` or the vars
+the run passes: one fingerprint), when they were never built by this version, or when asked
+(``FREIGHT_DBT_FULL_REFRESH=1``, ``freight-pipeline sync --full-refresh``). When nothing changed at
+all (no shipment, no code conversion, the same project) and the last build succeeded, no build runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from freight_pipeline.warehouse import Warehouse
+
+MARTS_STATE = "dbt_marts"
+"""``sync_state`` entry: the fingerprint of the dbt project the marts were built with, and when."""
+FULL_REFRESH_ENV = "FREIGHT_DBT_FULL_REFRESH"
+"""``1``: the next dbt build rebuilds every mart from scratch."""
+FINGERPRINTED = ("dbt_project.yml", "models", "macros")
+CODE_CONVERSIONS_STREAM = "code_conversions"
+
+
+def project_fingerprint(project_dir: Path, build_args: Sequence[str]) -> str:
+    """A hash of what decides the marts' content: the models, macros, project file and build args."""
+    digest = hashlib.sha256(json.dumps(list(build_args)).encode())
+    for name in FINGERPRINTED:
+        root = project_dir / name
+        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+        for path in files:
+            if path.is_file():
+                digest.update(str(path.relative_to(project_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    run: bool
+    full_refresh: bool
+    reason: str
+
+    @property
+    def args(self) -> list[str]:
+        return ["--full-refresh"] if self.full_refresh else []
+
+
+def full_refresh_asked() -> bool:
+    return os.environ.get(FULL_REFRESH_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool) -> BuildPlan:
+    """What the build of this run must do (``whole``: every model is selected, not a subset)."""
+    state = _state(warehouse)
+    if full_refresh_asked():
+        return BuildPlan(True, True, f"a full refresh was asked for ({FULL_REFRESH_ENV})")
+    if state is None:
+        return BuildPlan(True, True, "the marts were never built by this version")
+    if state.get("fingerprint") != fingerprint:
+        return BuildPlan(True, True, "the dbt project changed since the marts were built")
+    changes = warehouse.pending_changes()
+    if not whole:
+        return BuildPlan(True, False, f"a selection of models; {changes} shipments changed")
+    built_at = dt.datetime.fromisoformat(state["built_at"])
+    conversions = warehouse.cursor_updated_at(CODE_CONVERSIONS_STREAM)
+    conversions_changed = conversions is not None and conversions > built_at
+    if changes == 0 and not conversions_changed and warehouse.last_run_status("dbt_build") == "success":
+        return BuildPlan(False, False, f"nothing changed since the marts were built ({built_at:%Y-%m-%d %H:%M:%S} UTC)")
+    what = f"{changes} shipments" + (" and the code conversions" if conversions_changed else "") + " changed"
+    return BuildPlan(True, False, what)
+
+
+def record_build(warehouse: Warehouse, fingerprint: str, began: dt.datetime, run_id: str) -> int:
+    """After a complete, successful build that began at ``began``: remember it, forget what it covered."""
+    warehouse.set_cursor(MARTS_STATE, json.dumps({"fingerprint": fingerprint, "built_at": began.isoformat()}), run_id)
+    return warehouse.forget_changes(began)
+
+
+def _state(warehouse: Warehouse) -> dict[str, str] | None:
+    stored = warehouse.get_cursor(MARTS_STATE)
+    try:
+        state = json.loads(stored) if stored else None
+        if state is not None:
+            dt.datetime.fromisoformat(state["built_at"])
+        return state
+    except (ValueError, KeyError, TypeError):
+        return None

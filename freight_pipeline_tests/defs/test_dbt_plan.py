@@ -1,0 +1,75 @@
+"""Which dbt build a run needs: a full refresh, an incremental build, or none."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from freight_pipeline.defs.dbt_plan import FULL_REFRESH_ENV, plan_build, project_fingerprint, record_build
+from freight_pipeline.sync.runner import open_warehouse
+from freight_pipeline.warehouse import BatchWrite, RunRecord, Warehouse
+
+
+@pytest.fixture
+def wh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Warehouse]:
+    monkeypatch.delenv(FULL_REFRESH_ENV, raising=False)
+    with open_warehouse(tmp_path) as warehouse:
+        yield warehouse
+
+
+def built(wh: Warehouse, fingerprint: str, status: str = "success") -> dt.datetime:
+    began = dt.datetime.now(dt.UTC)
+    wh.record_run(RunRecord("r", "dbt_build", began, began, status))
+    record_build(wh, fingerprint, began, "r")
+    return began
+
+
+def test_never_built_or_another_project_means_a_full_refresh(wh: Warehouse) -> None:
+    plan = plan_build(wh, "abc", whole=True)
+    assert (plan.run, plan.full_refresh, plan.args) == (True, True, ["--full-refresh"])
+    built(wh, "abc")
+    plan = plan_build(wh, "def", whole=True)
+    assert plan.full_refresh and "the dbt project changed" in plan.reason
+
+
+def test_nothing_changed_means_no_build_and_a_change_an_incremental_one(wh: Warehouse) -> None:
+    built(wh, "abc")
+    assert plan_build(wh, "abc", whole=True).run is False
+    wh.apply_batch("sync", BatchWrite(deleted_ids=[7]))  # a deletion is a change too
+    plan = plan_build(wh, "abc", whole=True)
+    assert (plan.run, plan.full_refresh, plan.reason) == (True, False, "1 shipments changed")
+    record_build(wh, "abc", dt.datetime.now(dt.UTC), "r2")  # the build covered it
+    assert wh.pending_changes() == 0 and plan_build(wh, "abc", whole=True).run is False
+
+
+def test_changed_code_conversions_a_failed_last_build_or_a_selection_build_again(wh: Warehouse) -> None:
+    built(wh, "abc")
+    wh.set_cursor("code_conversions", '{"rows": 3}', "sync")
+    assert plan_build(wh, "abc", whole=True).reason == "0 shipments and the code conversions changed"
+    built(wh, "abc", status="failed")
+    assert plan_build(wh, "abc", whole=True).run
+    assert plan_build(wh, "abc", whole=False).run
+
+
+def test_a_full_refresh_can_be_asked_for(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    built(wh, "abc")
+    monkeypatch.setenv(FULL_REFRESH_ENV, "1")
+    assert plan_build(wh, "abc", whole=True).full_refresh
+
+
+def test_the_fingerprint_follows_models_macros_project_file_and_arguments(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "macros").mkdir()
+    (tmp_path / "tests").mkdir()
+    model = tmp_path / "models" / "m.sql"
+    model.write_text("select 1")
+    (tmp_path / "dbt_project.yml").write_text("name: x")
+    first = project_fingerprint(tmp_path, ["build"])
+    (tmp_path / "tests" / "t.sql").write_text("select 1 where false")  # a test decides no mart's content
+    assert project_fingerprint(tmp_path, ["build"]) == first
+    assert project_fingerprint(tmp_path, ["build", "--vars", "{}"]) != first
+    model.write_text("select 2")
+    assert project_fingerprint(tmp_path, ["build"]) != first
