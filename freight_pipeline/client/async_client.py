@@ -50,7 +50,7 @@ from freight_pipeline.client.models import (
 from freight_pipeline.client.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page, PageWalk
 from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from freight_pipeline.client.stats import ClientStats
-from freight_pipeline.client.transport import ShardedTransport
+from freight_pipeline.client.transport import AiohttpTransport
 from freight_pipeline.config import ServiceSettings
 
 Criteria = Iterable[Criterion | Mapping[str, Any]]
@@ -98,7 +98,7 @@ class AsyncFreightClient:
         self._http = httpx.AsyncClient(
             timeout=timeout,
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
-            transport=transport or ShardedTransport(max_concurrency),
+            transport=transport or AiohttpTransport(max_concurrency),
             follow_redirects=False,
         )
         self._token_lock = asyncio.Lock()

@@ -1,66 +1,45 @@
-"""An httpx transport that spreads requests over several small connection pools.
+"""The async client's transport: httpx's API on aiohttp's connection pool and HTTP parser.
 
-httpcore 1.0's connection pool walks every connection of the pool, and polls each idle one's
-socket, whenever a request enters or leaves it (``_assign_requests_to_connections``; see
-encode/httpcore pull requests 924 and 928, not released). With 64 connections that walk was half of
-the sync's CPU. Several pools of a few connections each do the same work per request at a fraction
-of the cost: :class:`ShardedTransport` holds ``shards`` ordinary ``httpx.AsyncHTTPTransport`` s and
-sends each request through the one with the fewest requests in flight.
+httpx stays the client's interface (requests, responses, timeouts, the error types the retry policy
+reads), but the default ``AsyncHTTPTransport`` is costly per request: httpcore 1.0's pool walks
+every connection, polling each idle one's socket, whenever a request enters or leaves it (encode/
+httpcore pull requests 924 and 928, not released), and h11 parses in pure Python. ``httpx-aiohttp``
+(the transport openai-python offers for speed) sends through aiohttp instead: measured against the
+simulator, 0.4 ms of CPU per shipment document instead of 0.8 ms, 0.3 instead of 0.7 for events.
+
+:class:`AiohttpTransport` keeps one difference of ``httpx-aiohttp`` from httpx out of the client:
+a connection the server closed without answering is ``httpx.RemoteProtocolError`` (as httpx says),
+not a connect timeout, so a record whose request always breaks is that record's failure
+(``sync.isolation``), not taken for a service that is down.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import AsyncIterator, Callable
-
+import aiohttp
 import httpx
+import httpx_aiohttp
 
-CONNECTIONS_PER_SHARD = 8
-
-
-class _Counted(httpx.AsyncByteStream):
-    """A response body stream that reports when it is closed (the request has left its pool)."""
-
-    def __init__(self, inner: httpx.AsyncByteStream, done: Callable[[], None]) -> None:
-        self._inner, self._done, self._open = inner, done, True
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._inner:
-            yield chunk
-
-    async def aclose(self) -> None:
-        try:
-            await self._inner.aclose()
-        finally:
-            if self._open:
-                self._open = False
-                self._done()
+DISCONNECTED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+"""What aiohttp raises for a connection closed under a request; ``httpx-aiohttp`` maps it to a connect timeout."""
 
 
-class ShardedTransport(httpx.AsyncBaseTransport):
-    def __init__(self, max_connections: int, per_shard: int = CONNECTIONS_PER_SHARD) -> None:
-        count = max(1, math.ceil(max_connections / per_shard))
-        size = math.ceil(max_connections / count)
-        limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
-        self.shards = [httpx.AsyncHTTPTransport(limits=limits) for _ in range(count)]
-        self.in_flight = [0] * count
+class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
+    def __init__(self, max_connections: int) -> None:
+        super().__init__(limits=httpx.Limits(max_connections=max_connections,
+                                             max_keepalive_connections=max_connections))
+
+    def get_client(self) -> aiohttp.ClientSession:
+        session = super().get_client()
+        # aiohttp silently sends a GET again when a kept-alive connection turns out closed; the
+        # client's own retry policy decides that (and counts it), so the session must not
+        session._retry_connection = False
+        return session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        index = min(range(len(self.shards)), key=self.in_flight.__getitem__)
-        self.in_flight[index] += 1
-
-        def done() -> None:
-            self.in_flight[index] -= 1
-
         try:
-            response = await self.shards[index].handle_async_request(request)
-        except BaseException:
-            done()
+            return await super().handle_async_request(request)
+        except httpx.ConnectTimeout as exc:
+            cause = exc.__cause__
+            if isinstance(cause, DISCONNECTED) and not isinstance(cause, aiohttp.ClientConnectorError):
+                raise httpx.RemoteProtocolError(f"the server closed the connection: {cause}") from cause
             raise
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        response.stream = _Counted(response.stream, done)
-        return response
-
-    async def aclose(self) -> None:
-        for shard in self.shards:
-            await shard.aclose()

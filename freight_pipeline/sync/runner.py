@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from freight_pipeline.client import AsyncFreightClient
@@ -34,6 +36,25 @@ Progress = Callable[[str], None]
 
 class UnknownStream(ValueError):
     pass
+
+
+RUN_GC_THRESHOLDS = (50_000, 20, 100)
+"""Python's cyclic collector during a run: a run allocates millions of short-lived dicts (parsed
+JSON, rows), and with the default thresholds (700, 10, 10) collections took a fifth of its CPU."""
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """For the run: objects alive before it (imports, definitions) are left out of collections
+    (``gc.freeze``) and collections come less often; both restored afterwards."""
+    before = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*RUN_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
 
 
 def new_run_id() -> str:
@@ -117,7 +138,8 @@ def run_stream(
             with explained_out_of_memory(f"stream {name}"), open_warehouse(data_dir) as warehouse:
                 return await run_stream_async(name, ClientSource(client), warehouse, settings, run_id, progress)
 
-    return asyncio.run(go())
+    with fewer_collections():
+        return asyncio.run(go())
 
 
 def sync_all(
@@ -151,6 +173,7 @@ def sync_all(
                         results.append(await run_stream_async(name, source, warehouse, settings, run_id, progress))
         return results
 
-    results = asyncio.run(go())
+    with fewer_collections():
+        results = asyncio.run(go())
     published = publish(Path(data_dir)) if publish_after else None
     return results, published
