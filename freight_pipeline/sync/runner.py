@@ -38,7 +38,7 @@ class UnknownStream(ValueError):
     pass
 
 
-RUN_GC_THRESHOLDS = (50_000, 20, 100)
+RUN_GC_THRESHOLDS = (10_000, 20, 100)
 """Python's cyclic collector during a run: a run allocates millions of short-lived dicts (parsed
 JSON, rows), and with the default thresholds (700, 10, 10) collections took a fifth of its CPU."""
 

@@ -39,7 +39,7 @@ class SyncSettings:
     fetch_batch_size: int = 100
     """Shipments (document, events, legs, memos) normalized and written per transaction, with the
     cursor of the batch's last shipment. Fetching the next batches overlaps writing this one."""
-    fetch_window: int = 256
+    fetch_window: int = 64
     """The most shipments being fetched at once (each is one round of concurrent requests); with
     at most two written batches waiting for the writer, this bounds the memory of a run."""
     breaker_max_share: float = 0.05

@@ -11,7 +11,12 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.config import DEFAULT_DUCKDB_MEMORY_LIMIT, DUCKDB_MEMORY_LIMIT_ENV
+from freight_pipeline.config import (
+    DEFAULT_DUCKDB_MEMORY_LIMIT,
+    DEFAULT_PUBLISH_MEMORY_LIMIT,
+    DUCKDB_MEMORY_LIMIT_ENV,
+    PUBLISH_MEMORY_LIMIT_ENV,
+)
 from freight_pipeline.normalize.schema import TableSpec
 
 log = logging.getLogger(__name__)
@@ -24,12 +29,20 @@ class WarehouseOutOfMemory(RuntimeError):
     """DuckDB hit the pipeline's memory limit; the message names the setting to raise."""
 
 
-def memory_limit() -> str:
-    return os.environ.get(DUCKDB_MEMORY_LIMIT_ENV) or DEFAULT_DUCKDB_MEMORY_LIMIT
+LIMITS = {
+    "sync": (DUCKDB_MEMORY_LIMIT_ENV, DEFAULT_DUCKDB_MEMORY_LIMIT),
+    "publish": (PUBLISH_MEMORY_LIMIT_ENV, DEFAULT_PUBLISH_MEMORY_LIMIT),
+}
+"""What a connection is for -> the variable of its memory limit and the limit's default."""
+
+
+def memory_limit(purpose: str = "sync") -> str:
+    variable, default = LIMITS[purpose]
+    return os.environ.get(variable) or default
 
 
 @contextmanager
-def explained_out_of_memory(doing: str) -> Iterator[None]:
+def explained_out_of_memory(doing: str, purpose: str = "sync") -> Iterator[None]:
     """Turn DuckDB's out-of-memory error (whose advice is ``SET memory_limit``, which a pipeline user
     cannot do) into :class:`WarehouseOutOfMemory` naming the limit in force and its variable."""
     try:
@@ -37,12 +50,12 @@ def explained_out_of_memory(doing: str) -> Iterator[None]:
     except duckdb.OutOfMemoryException as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else "out of memory"
         raise WarehouseOutOfMemory(
-            f"{doing} ran out of DuckDB memory ({first_line}); the limit is {memory_limit()}: "
-            f"raise {DUCKDB_MEMORY_LIMIT_ENV} (e.g. 1GB)"
+            f"{doing} ran out of DuckDB memory ({first_line}); the limit is {memory_limit(purpose)}: "
+            f"raise {LIMITS[purpose][0]} (e.g. 1GB)"
         ) from exc
 
 
-def connect(path: Path) -> duckdb.DuckDBPyConnection:
+def connect(path: Path, purpose: str = "sync") -> duckdb.DuckDBPyConnection:
     """A read-write connection as the pipeline uses them: bounded memory, no insertion order.
 
     DuckDB's default memory limit is 80 % of the machine's RAM, and its buffer pool keeps what it
@@ -50,11 +63,11 @@ def connect(path: Path) -> duckdb.DuckDBPyConnection:
     evicts and spills (to a ``.tmp`` folder beside the file). Nothing reads rows in insertion
     order, and keeping it would hold whole Parquet row groups in memory at publish.
     """
-    limit = memory_limit()
+    limit = memory_limit(purpose)
     try:
         return duckdb.connect(str(path), config={"memory_limit": limit, "preserve_insertion_order": False})
     except (duckdb.InvalidInputException, duckdb.ParserException) as exc:
-        raise ValueError(f"{DUCKDB_MEMORY_LIMIT_ENV}={limit!r} is not a DuckDB memory limit: {exc}") from None
+        raise ValueError(f"{LIMITS[purpose][0]}={limit!r} is not a DuckDB memory limit: {exc}") from None
 
 
 def run(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[Any]:

@@ -119,7 +119,7 @@ def publish(
     work = working_db_path(data_dir)
     if not work.exists():
         raise FileNotFoundError(f"no working database at {work}")
-    with _publish_lock(data_dir), explained_out_of_memory("the publish"):
+    with _publish_lock(data_dir), explained_out_of_memory("the publish", "publish"):
         clean_leftovers(data_dir)
         version = dt.datetime.now(dt.UTC).strftime("v%Y%m%dT%H%M%S%fZ") + f"-{uuid.uuid4().hex[:6]}"
         tmp_db = data_dir / f"{TMP_DB_PREFIX}{version}.duckdb"
@@ -156,7 +156,7 @@ def publish(
 
 def _snapshot(work: Path, target: Path, connection: duckdb.DuckDBPyConnection | None) -> None:
     """Byte copy of the checkpointed working database, taken while holding a connection to it."""
-    con = connection if connection is not None else connect(work)
+    con = connection if connection is not None else connect(work, "publish")
     try:
         _require_settled(con)
         run(con, "CHECKPOINT")
@@ -208,7 +208,7 @@ def _build_version(
     reused: list[str] = []
     entries: dict[str, Any] = {}
     prev_dir, prev_manifest = previous if previous else (None, {"tables": {}})
-    con = connect(db)
+    con = connect(db, "publish")
     try:
         if schemas is not None:
             _drop_other_schemas(con, schemas)

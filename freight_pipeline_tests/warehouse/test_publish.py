@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
+from freight_pipeline.config import PUBLISH_MEMORY_LIMIT_ENV
 from freight_pipeline.warehouse import (
     RunRecord,
     UnsettledWarehouse,
@@ -217,9 +217,9 @@ def test_running_out_of_duckdb_memory_names_the_setting_to_raise(
     wh.publish()
     before = published_counts(tmp_path)
     apply(wh, [5000])
-    monkeypatch.setenv(DUCKDB_MEMORY_LIMIT_ENV, "1MB")  # the publish's own connection gets it
+    monkeypatch.setenv(PUBLISH_MEMORY_LIMIT_ENV, "1MB")  # the publish's own connections get it
     with pytest.raises(WarehouseOutOfMemory, match=rf"the publish ran out of DuckDB memory .*; the limit is 1MB: "
-                       rf"raise {DUCKDB_MEMORY_LIMIT_ENV}"):
+                       rf"raise {PUBLISH_MEMORY_LIMIT_ENV}"):
         wh.publish()
     assert published_counts(tmp_path) == before  # readers keep the last complete version
     assert clean_leftovers(tmp_path) == []  # and the failed attempt left nothing behind

@@ -21,6 +21,7 @@ from freight_pipeline.warehouse import (
     Warehouse,
     working_db_path,
 )
+from freight_pipeline.warehouse.ddl import connect
 from freight_pipeline_tests.warehouse.helpers import (
     CODES,
     LINES,
@@ -333,7 +334,10 @@ def test_connections_have_a_bounded_memory_limit(tmp_path: Path, monkeypatch: py
         limit, ordered = wh.con.execute(
             "SELECT current_setting('memory_limit'), current_setting('preserve_insertion_order')"
         ).fetchall()[0]
-    assert (limit, ordered) == ("488.2 MiB", False)  # DEFAULT_DUCKDB_MEMORY_LIMIT = 512MB, not 80 % of the RAM
+    assert (limit, ordered) == ("122.0 MiB", False)  # DEFAULT_DUCKDB_MEMORY_LIMIT = 128MB, not 80 % of the RAM
+    publishing = connect(tmp_path / "other.duckdb", "publish")
+    assert publishing.execute("SELECT current_setting('memory_limit')").fetchall() == [("488.2 MiB",)]  # 512MB
+    publishing.close()
     monkeypatch.setenv(DUCKDB_MEMORY_LIMIT_ENV, "64MB")
     with Warehouse(tmp_path, TABLES) as wh:
         assert wh.con.execute("SELECT current_setting('memory_limit')").fetchall() == [("61.0 MiB",)]
