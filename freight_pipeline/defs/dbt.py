@@ -14,7 +14,6 @@ import datetime as dt
 import fcntl
 import json
 import os
-import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -29,6 +28,7 @@ from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtC
 
 from freight_pipeline.config import ON_TIME_TOLERANCE_ENV, REPO_ROOT, environ, minutes_from_env
 from freight_pipeline.defs.dbt_plan import plan_build, project_fingerprint, record_build
+from freight_pipeline.defs.dbt_warmup import dbt_executable, start_parse, wait_for_parse
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.sync.runner import one_line_error, open_warehouse
 from freight_pipeline.warehouse import RunRecord
@@ -49,12 +49,6 @@ FIRST_LINE_LIMIT = 380
 """Longest first line of ``DbtBuildFailed`` (fewer names per group until it fits)."""
 DETAIL_LINES = 20
 """Failed nodes described one per line after the first line; the rest are counted."""
-
-
-def dbt_executable() -> str:
-    """The venv's ``dbt`` next to this interpreter (not whatever ``dbt``/``dbtf`` is first on PATH)."""
-    sibling = Path(sys.executable).with_name("dbt")
-    return str(sibling) if sibling.exists() else "dbt"
 
 
 dbt_project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
@@ -114,12 +108,27 @@ they run in the test suite (``freight_pipeline_tests/dbt``), not in every schedu
 keeps info and above (its default, debug, took a quarter of the build's time)."""
 
 
+def vars_args() -> list[str]:
+    """``--vars`` for what the environment sets (none: ``dbt_project.yml``'s defaults apply)."""
+    if not os.environ.get(ON_TIME_TOLERANCE_ENV, "").strip():
+        return []
+    tolerance = minutes_from_env(ON_TIME_TOLERANCE_ENV, default=0)  # set: the default is never used
+    return ["--vars", json.dumps({ON_TIME_TOLERANCE_VAR: tolerance})]
+
+
+def build_target(warehouse: WarehouseResource) -> Path:
+    """dbt's target and log directory for the builds of this data directory."""
+    return warehouse.working_db.parent / TARGET_DIR
+
+
+def warm_up(warehouse: WarehouseResource) -> bool:
+    """Start parsing the dbt project for this data directory in the background (``dbt_warmup``)."""
+    return start_parse(DBT_PROJECT_DIR, build_target(warehouse), warehouse.working_db, DATABASE_ENV, vars_args())
+
+
 def dbt_build_args() -> list[str]:
     """``dbt build``, with ``--vars`` for what the environment sets (else ``dbt_project.yml``'s defaults)."""
-    if not os.environ.get(ON_TIME_TOLERANCE_ENV, "").strip():
-        return list(BUILD)
-    tolerance = minutes_from_env(ON_TIME_TOLERANCE_ENV, default=0)  # set: the default is never used
-    return [*BUILD, "--vars", json.dumps({ON_TIME_TOLERANCE_VAR: tolerance})]
+    return [*BUILD, *vars_args()]
 
 
 # --- run results ---------------------------------------------------------------------------------
@@ -329,7 +338,7 @@ def freight_dbt_models(
     database = warehouse.working_db
     if not database.exists():
         raise FileNotFoundError(f"no working database at {database}: run the freight sync first")
-    target = database.parent / TARGET_DIR
+    target = build_target(warehouse)
     args = dbt_build_args()
     whole = not context.is_subset
     fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
@@ -343,6 +352,7 @@ def freight_dbt_models(
     args = [*args, *plan.args]
     context.log.info(f"{plan.reason}: dbt {' '.join(args)} into {database}")
     began = dt.datetime.now(dt.UTC)
+    wait_for_parse(target)  # started by the sync when this data directory was new to dbt
     with logged_build(warehouse.path, context.run_id, whole=whole), environ({DATABASE_ENV: str(database)}):
         (target / RUN_RESULTS).unlink(missing_ok=True)  # never read a previous build's results
         invocation = dbt.cli(args, context=context, target_path=target, raise_on_error=False)

@@ -12,6 +12,7 @@ from typing import Any
 import dagster as dg
 
 from freight_pipeline.defs import queries
+from freight_pipeline.defs.dbt import warm_up
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.normalize import STREAM_TABLES, TABLE_STREAM, TABLES_BY_NAME, TableSpec
 from freight_pipeline.sync.parts import PART_TABLES
@@ -169,6 +170,8 @@ def build_stream_asset(stream: str) -> dg.AssetsDefinition:
     ) -> Iterator[dg.MaterializeResult]:
         service = freight_service.service_settings()
         context.log.info(f"syncing {stream} from {service.base_url} as {service.username} into {warehouse.path}")
+        if stream == ROOT_STREAM and warm_up(warehouse):
+            context.log.info("parsing the dbt project for this data directory meanwhile (its first build)")
         result = run_stream(
             stream,
             service,
