@@ -6,7 +6,9 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
 * ``wan``: the same with ``--latency-ms`` (50) per request, a service across the internet;
 * ``incremental``: a full sync of ``--incremental-shipments`` (20,000), then ``--changed-share`` (1 %)
   of them changed, then the incremental run (ours only: the peer script has no incremental mode);
-* ``memory``: peak RSS of a full sync at ``--memory-sizes`` (2,000 and 20,000; add 100,000 by hand).
+* ``memory``: peak memory of a full sync at ``--memory-sizes`` (2,000 and 20,000; add 100,000 by
+  hand), of the whole job and of the sync engine alone (``bench/engine.py``: the streams, no
+  Dagster, dbt or publish; what the fetch window, batch size and DuckDB limit bound).
 
 Our side is the whole job as a user runs it (``freight-pipeline sync``: Dagster, every stream, the
 dbt build, the publish) in a child process; the peer is ``bench/peer_dlt.py --parallel`` (the dlt
@@ -126,12 +128,12 @@ def sync_figures(published: Path) -> dict[str, Any]:
     """What the last run of the shipments stream says of itself (in-flight limit, requests, ...)."""
     with duckdb.connect(str(published), read_only=True) as con:
         row = con.execute(
-            "SELECT details, rows_read FROM freight_meta.sync_runs WHERE stream = 'shipments' "
-            "ORDER BY started_at DESC LIMIT 1"
+            "SELECT details, rows_read, epoch(finished_at) - epoch(started_at) FROM freight_meta.sync_runs "
+            "WHERE stream = 'shipments' ORDER BY started_at DESC LIMIT 1"
         ).fetchone()
         shipments = con.execute("SELECT count(*) FROM freight.shipments").fetchone()
     details = json.loads(row[0]) if row and row[0] else {}
-    return {**details.get("extra", {}), "rows_read": row[1] if row else None,
+    return {**details.get("extra", {}), "rows_read": row[1] if row else None, "stream_seconds": row[2] if row else None,
             "shipments_held": shipments[0] if shipments else None}
 
 
@@ -160,11 +162,13 @@ def full_sync_side_by_side(name: str, shipments: int, seed: int, latency_ms: flo
          f"(inside pipe.run: {theirs.figures.get('seconds')} s)"),
         (f"{name}: ratio", f"{ours_rate / peer_rate:.2f}x dlt"),
     ]
-    limit = mine.figures.get("in_flight_limit_mean")
-    if latency_ms and limit:
+    limit, stream_s = mine.figures.get("in_flight_limit_mean"), mine.figures.get("stream_seconds")
+    if latency_ms and limit and stream_s:
         bound = limit / (latency_ms / 1000) / (mine.requests / shipments)
-        rows.append((f"{name}: share of the bound", f"{ours_rate / bound:.0%} of {bound:.0f} shipments/s "
-                     f"(mean in-flight limit {limit:.1f} / {latency_ms:g} ms / requests per shipment)"))
+        rate = shipments / stream_s
+        rows.append((f"{name}: shipments stream", f"{stream_s:.1f} s, {rate:.0f} shipments/s: {rate / bound:.0%} of "
+                     f"the bound {bound:.0f}/s (mean in-flight limit {limit:.1f} / {latency_ms:g} ms / requests "
+                     "per shipment)"))
     return rows
 
 
@@ -187,13 +191,22 @@ def incremental(shipments: int, seed: int, share: float) -> list[tuple[str, str]
     ]
 
 
+def engine(base_url: str, work: Path) -> Measured:
+    """The sync engine alone (``bench/engine.py``: every stream, no Dagster, dbt or publish)."""
+    cmd = [sys.executable, str(REPO / "bench" / "engine.py"), base_url, str(work / "engine")]
+    return measured(cmd, dict(os.environ), base_url)
+
+
 def memory(sizes: list[int], seed: int) -> list[tuple[str, str]]:
     rows = []
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, simulator(size, seed, 0) as url:
             run = ours(url, Path(tmp))
-        rows.append((f"memory: {size:,} shipments", f"peak memory {run.peak_rss_mb:.0f} MB, {run.seconds:.1f} s, "
-                     f"{size / run.seconds:.1f} shipments/s"))
+        with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, simulator(size, seed, 0) as url:
+            alone = engine(url, Path(tmp))
+        rows.append((f"memory: {size:,} shipments", f"whole job {run.peak_rss_mb:.0f} MB ({run.seconds:.1f} s, "
+                     f"{size / run.seconds:.1f} shipments/s); sync engine alone {alone.peak_rss_mb:.0f} MB "
+                     f"({alone.seconds:.1f} s)"))
     return rows
 
 

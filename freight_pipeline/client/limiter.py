@@ -8,10 +8,12 @@ well above its long-run level, so a rate-limited or overloaded service is never 
 service across the internet gets as many requests in flight as it answers without slowing down.
 It stays within ``[minimum, maximum]``. A fixed limit (``adaptive=False``) is a plain semaphore.
 
-Latency is judged on two moving averages of the time each request took: a short one (the last few
-dozen answers) against a long one (the last several hundred). ``short > long * tolerance + slack``
-means requests are queueing somewhere (the service, a proxy, the network): back off. Decreases
-happen at most once per ``cooldown_s``, so one burst of errors halves the limit once, not to 1.
+Latency is judged by a moving average of the last few dozen answers against the lowest latency
+seen (which drifts up slowly, so a service that became slower for good is learnt):
+``average > lowest * tolerance + slack`` means requests are queueing somewhere (the service, a
+proxy, the network, or this process's own event loop when its CPU is the bottleneck): back off.
+More requests in flight would then only wait longer, not finish sooner. Decreases happen at most
+once per ``cooldown_s``, so one burst of errors halves the limit once, not to 1.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from typing import Any
 import httpx
 
 OVERLOAD_STATUSES = frozenset({429, 502, 503, 504})
+WARM_UP = 20
+"""Answers before latency is judged (the first ones pay for new connections)."""
+DRIFT_EVERY, DRIFT = 500, 1.05
+"""The lowest latency seen rises by 5 % every 500 answers, so a lasting slowdown becomes the new normal."""
 OVERLOAD_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
 
 
@@ -93,7 +99,8 @@ class AdaptiveLimit:
         self.tolerance, self.slack_s, self.cooldown_s = tolerance, slack_s, cooldown_s
         self._clock = clock
         self._short: float | None = None
-        self._long: float | None = None
+        self._lowest: float | None = None
+        self._answers = 0
         self._last_decrease = float("-inf")
         self._slow_start = True
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
@@ -157,8 +164,12 @@ class AdaptiveLimit:
         if signal is not Signal.OK:
             return
         self._short = latency_s if self._short is None else self._short + 0.1 * (latency_s - self._short)
-        self._long = latency_s if self._long is None else self._long + 0.005 * (latency_s - self._long)
-        if self._short > self._long * self.tolerance + self.slack_s:
+        self._answers += 1
+        if self._lowest is None or latency_s < self._lowest:
+            self._lowest = latency_s
+        elif self._answers % DRIFT_EVERY == 0:
+            self._lowest *= DRIFT
+        if self._answers >= WARM_UP and self._short > self._lowest * self.tolerance + self.slack_s:
             self._decrease(self.latency_decrease_factor)
         elif (self._waiters or self.in_flight + 1 >= int(self.limit)) and self.limit < self.maximum:
             # grow only while the limit is what holds requests back: until the first push-back +1 per

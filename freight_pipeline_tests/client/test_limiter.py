@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Iterator
 
 import httpx
@@ -16,11 +17,22 @@ from freight_pipeline.simulator.server import RunningSimulator, running_simulato
 
 
 class Clock:
+    """Virtual time: every request (task) has its own, so each answer takes exactly the latency it
+    is given, however many others are in flight; ``now`` sets the time of the calling task."""
+
     def __init__(self) -> None:
-        self.now = 0.0
+        self._now: contextvars.ContextVar[float] = contextvars.ContextVar("now", default=0.0)
+
+    @property
+    def now(self) -> float:
+        return self._now.get()
+
+    @now.setter
+    def now(self, value: float) -> None:
+        self._now.set(value)
 
     def __call__(self) -> float:
-        return self.now
+        return self._now.get()
 
 
 async def answer(limit: AdaptiveLimit, clock: Clock, latency: float, signal: Signal = Signal.OK) -> None:
@@ -31,9 +43,9 @@ async def answer(limit: AdaptiveLimit, clock: Clock, latency: float, signal: Sig
 
 
 async def saturate(limit: AdaptiveLimit, clock: Clock, rounds: int, latency: float) -> None:
-    """``rounds`` rounds of answers, each round as many requests as the limit allows, all waiting for slots."""
+    """``rounds`` rounds of 64 requests at once, more than the limit lets in: they wait for slots."""
     for _ in range(rounds):
-        await asyncio.gather(*(answer(limit, clock, latency / max(int(limit.limit), 1)) for _ in range(64)))
+        await asyncio.gather(*(answer(limit, clock, latency) for _ in range(64)))
 
 
 def test_a_fixed_limit_never_lets_more_in_and_never_moves() -> None:

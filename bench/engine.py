@@ -1,0 +1,15 @@
+"""The sync engine alone (every stream, no Dagster, no dbt, no publish), for the memory figures of
+``bench/compare.py``: ``python bench/engine.py BASE_URL DATA_DIR``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from freight_pipeline.config import ServiceSettings
+from freight_pipeline.sync.runner import sync_all
+
+if __name__ == "__main__":
+    base_url, data_dir = sys.argv[1], Path(sys.argv[2])
+    results, _ = sync_all(ServiceSettings(base_url, "demo", "demo-password"), data_dir, publish_after=False)
+    print(" ".join(f"{r.stream}={r.rows_read}" for r in results))
