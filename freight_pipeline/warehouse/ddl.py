@@ -99,6 +99,28 @@ def existing_columns(con: duckdb.DuckDBPyConnection, spec: TableSpec) -> dict[st
     return {name: (type_, bool(nullable)) for name, type_, nullable in rows}
 
 
+def has_primary_key(con: duckdb.DuckDBPyConnection, spec: TableSpec) -> bool:
+    rows = run(con, "SELECT count(*) FROM duckdb_constraints() WHERE schema_name = ? AND table_name = ? "
+                    "AND constraint_type = 'PRIMARY KEY'", [spec.schema, spec.name])
+    return bool(rows and rows[0][0])
+
+
+def rebuild_without_key(con: duckdb.DuckDBPyConnection, spec: TableSpec, have: dict[str, tuple[str, bool]]) -> None:
+    """Copy a table written by an earlier version into one without the PRIMARY KEY (DuckDB cannot
+    drop a constraint): the spec's columns as declared, plus any it no longer declares (nullable)."""
+    temporary = f"{spec.name}__rebuild"
+    target = f"{quote(spec.schema)}.{quote(temporary)}"
+    run(con, f"DROP TABLE IF EXISTS {target}")
+    run(con, spec.ddl(temporary))
+    declared = {c.name for c in spec.all_columns}
+    for name, (type_, _) in have.items():
+        if name not in declared:
+            run(con, f"ALTER TABLE {target} ADD COLUMN {quote(name)} {type_}")
+    run(con, f"INSERT INTO {target} BY NAME SELECT * FROM {qualified(spec)}")
+    run(con, f"DROP TABLE {qualified(spec)}")
+    run(con, f"ALTER TABLE {target} RENAME TO {quote(spec.name)}")
+
+
 def ensure_tables(con: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec]) -> list[str]:
     """Create schemas and tables, add missing columns; returns the migration steps taken.
 
@@ -114,6 +136,10 @@ def ensure_tables(con: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec]) ->
         if not have:
             run(con, spec.ddl())
             continue
+        if not spec.key_constraint and has_primary_key(con, spec):
+            rebuild_without_key(con, spec, have)
+            have = existing_columns(con, spec)
+            steps.append(f"{spec.qualified_name}: rebuilt without its PRIMARY KEY index")
         declared = {c.name for c in spec.all_columns}
         for column in spec.all_columns:
             if column.name not in have:

@@ -14,7 +14,8 @@ META_SCHEMA = "freight_meta"
 
 
 def _meta(name: str, columns: tuple[Column, ...], primary_key: tuple[str, ...], description: str) -> TableSpec:
-    return TableSpec(META_SCHEMA, name, columns, primary_key, description, replace_key=None, audit=False)
+    return TableSpec(META_SCHEMA, name, columns, primary_key, description, replace_key=None, audit=False,
+                     key_constraint=True)
 
 
 def _key(name: str, type_: str, description: str) -> Column:

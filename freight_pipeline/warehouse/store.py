@@ -505,6 +505,7 @@ class Warehouse:
         does not contain the replace key (e.g. a memo that moved to another shipment)."""
         if table.num_rows == 0:
             return 0
+        _refuse_repeated_keys(spec, table)
         with self._registered(table) as view:
             if spec.replace_key not in spec.primary_key:
                 match = " AND ".join(f"t.{quote(k)} = i.{quote(k)}" for k in spec.primary_key)
@@ -631,6 +632,7 @@ class Warehouse:
         re-reads every record, so what is not failing now has loaded.
         """
         target = self.spec(spec) if isinstance(spec, str) else spec
+        _refuse_repeated_keys(target, table)
         cols = ", ".join(quote(c.name) for c in target.columns)
         typed = ", ".join(f"CAST({quote(c.name)} AS {c.type}) AS {quote(c.name)}" for c in target.columns)
         pk = ", ".join(quote(k) for k in target.primary_key)
@@ -901,6 +903,22 @@ class Warehouse:
             spec.qualified_name: _scalar(self.con, f"SELECT count(*) FROM {qualified(spec)}")
             for spec in (*self.tables, *self.meta_tables)
         }
+
+
+class RepeatedKey(ValueError):
+    """Rows to write that repeat a primary key: the whole transaction is refused."""
+
+
+def _refuse_repeated_keys(spec: TableSpec, table: pa.Table) -> None:
+    """What a PRIMARY KEY would refuse, for tables declared without one (``TableSpec.key_constraint``)."""
+    if spec.key_constraint or table.num_rows < 2:
+        return
+    counted = table.select(list(spec.primary_key)).group_by(list(spec.primary_key)).aggregate([([], "count_all")])
+    if counted.num_rows == table.num_rows:
+        return
+    repeated = counted.filter(pc.greater(counted.column("count_all"), 1)).slice(0, 3).to_pylist()
+    raise RepeatedKey(f"{spec.qualified_name}: rows repeat the key ({', '.join(spec.primary_key)}): "
+                      f"{[{k: row[k] for k in spec.primary_key} for row in repeated]}")
 
 
 def _without(table: pa.Table, key: str, ids: set[int]) -> pa.Table:

@@ -22,6 +22,7 @@ from freight_pipeline.warehouse import (
     working_db_path,
 )
 from freight_pipeline.warehouse.ddl import connect
+from freight_pipeline.warehouse.store import RepeatedKey
 from freight_pipeline_tests.warehouse.helpers import (
     CODES,
     LINES,
@@ -161,7 +162,7 @@ def test_a_failing_batch_changes_neither_data_nor_cursor(wh: Warehouse) -> None:
     before = snapshot(wh)
     tables, raw = shipment_batch([1, 3], version=5)
     duplicated = {**tables, "marks": pa.concat_tables([tables["marks"], tables["marks"]])}  # PK conflict
-    with pytest.raises(duckdb.ConstraintException):
+    with pytest.raises(RepeatedKey, match=r"freight.marks: rows repeat the key \(shipment_id, position\)"):
         wh.apply_shipment_batch(
             "run-2",
             duplicated,
@@ -257,7 +258,7 @@ def test_full_refresh_replaces_only_what_differs(wh: Warehouse) -> None:
 def test_full_refresh_with_duplicate_keys_fails_without_writing(wh: Warehouse) -> None:
     wh.replace_table("r1", CODES, codes(2))
     bad = CODES.to_arrow([*codes(2).to_pylist(), {"code_id": 1, "label": "dup", "payload": None}])
-    with pytest.raises(duckdb.ConstraintException):
+    with pytest.raises(RepeatedKey, match=r"freight.codes: rows repeat the key \(code_id\): \[\{'code_id': 1\}\]"):
         wh.replace_table("r2", CODES, bad, cursor=("codes", '"x"'))
     assert rows(wh, "SELECT code_id, label FROM freight.codes ORDER BY 1") == [(1, "x1"), (2, "x2")]
     assert wh.get_cursor("codes") is None
@@ -363,3 +364,21 @@ def test_a_shipment_read_again_with_the_same_content_is_not_written_again(wh: Wa
     write(1, "b", "r3")  # new content: rewritten, and a change for the marts
     assert rows(wh, "SELECT name, _run_id FROM freight.parents ORDER BY 1") == [("S1 v1", "r3"), ("S2 v1", "r3")]
     assert wh.pending_changes() == 2
+
+
+def test_a_table_an_earlier_version_made_with_a_primary_key_is_rebuilt_without_it(tmp_path: Path) -> None:
+    path = working_db_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    with duckdb.connect(str(path)) as con:  # as versions before the keys' indexes were dropped made them
+        con.execute("CREATE SCHEMA freight")
+        con.execute("CREATE TABLE freight.lines (shipment_id BIGINT NOT NULL, position INTEGER NOT NULL, qty DOUBLE, "
+                    "old_note VARCHAR, _synced_at TIMESTAMPTZ NOT NULL, _run_id VARCHAR NOT NULL, "
+                    "PRIMARY KEY (shipment_id, position))")
+        con.execute("INSERT INTO freight.lines VALUES (1, 1, 2.5, 'kept', now(), 'old')")
+    with Warehouse(tmp_path, TABLES) as wh:
+        assert rows(wh, "SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'lines' "
+                        "AND constraint_type = 'PRIMARY KEY'") == [(0,)]
+        assert rows(wh, "SELECT shipment_id, position, qty, old_note, _run_id FROM freight.lines") == [
+            (1, 1, 2.5, "kept", "old")]
+        apply(wh, [1])  # and it takes the next batch as usual
+        assert count(wh, "lines", "shipment_id = 1") == 2
