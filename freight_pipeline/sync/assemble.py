@@ -145,8 +145,9 @@ class _Builder:
             self.quarantine(DOCUMENT_PART, ref, failure, json_text(answer, PAYLOAD_CHARS))
             return False
         instant, key = last_modified(answer)
+        digest = content_hash(bundle, raw_text)
         self.write.raw_documents.append(
-            RawDocument(shipment_id, raw_text, self.fetched_at, instant, key, self.ceiling, content_hash(bundle))
+            RawDocument(shipment_id, raw_text, self.fetched_at, instant, key, self.ceiling, digest)
         )
         self.replace(DOCUMENT_PART, shipment_id, rows)
         self.problems(DOCUMENT_PART, shipment_id, found)
@@ -176,19 +177,20 @@ class _Builder:
         self.problems(part, shipment_id, found)
 
 
-def content_hash(bundle: Bundle) -> str | None:
-    """A hash of every part's answer, when the walk asked every part and none failed (else None).
-    The reconcile's fetches get none: they heal what is held, so they always write."""
+def content_hash(bundle: Bundle, document_text: str) -> str | None:
+    """A hash of every part's answer (the document as the JSON text kept for it), when the walk asked
+    every part and none failed (else None). The reconcile's fetches get none: they heal what is
+    held, so they always write."""
     answers = bundle.answers
     failed = any(isinstance(answer, RecordFailure) or answer is GONE for answer in answers.values())
     if bundle.work.key is None or set(answers) != ALL_PARTS or failed:
         return None
+    details = [[s, "n/a" if answers[s] is NOT_APPLICABLE else answers[s]] for s in sorted(answers) if s != DOCUMENT]
     try:
-        content = orjson.dumps([[s, "n/a" if answers[s] is NOT_APPLICABLE else answers[s]] for s in sorted(answers)],
-                               option=orjson.OPT_SORT_KEYS)
+        content = orjson.dumps(details, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # what orjson cannot write (lone surrogates, huge integers): counted as changed
         return None
-    return hashlib.blake2b(content, digest_size=16).hexdigest()
+    return hashlib.blake2b(document_text.encode() + b"\0" + content, digest_size=16).hexdigest()
 
 
 def assemble(bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None) -> Assembled:

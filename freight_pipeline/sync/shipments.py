@@ -31,7 +31,7 @@ from freight_pipeline.sync.bundle import Bundle, Work, fetch_bundle
 from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
 from freight_pipeline.sync.isolation import Breaker
-from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, PARTS, Ref
+from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, PARTS, Ref
 from freight_pipeline.sync.pipeline import read_ahead, stream_in_batches
 from freight_pipeline.sync.progress import loop_safe
 from freight_pipeline.sync.reconcile import compare_with_source
@@ -43,7 +43,6 @@ from freight_pipeline.warehouse import BatchWrite, Warehouse
 STREAM = DOCUMENT
 RECONCILE_STREAM = "shipments_reconcile"
 """``sync_state`` entry holding when the last full id reconciliation finished."""
-DETAIL_STREAMS: tuple[str, ...] = tuple(part.stream for part in DETAIL_PARTS)
 PART_STREAMS: tuple[str, ...] = tuple(part.stream for part in PARTS)
 FROM_SCRATCH = "done by the first walk from the beginning"
 """The first run of an empty warehouse, walking from the beginning, lists every shipment: it counts as
@@ -95,7 +94,7 @@ class _Run:
     async def run(self, works: AsyncIterator[Work]) -> None:
         await stream_in_batches(
             works, self.fetch, self.write, batch_size=self.settings.fetch_batch_size,
-            window=max(self.settings.fetch_window, self.settings.fetch_batch_size),
+            window=self.settings.fetch_window,
         )
 
 

@@ -327,19 +327,19 @@ class Warehouse:
                 replaced = {name: [i for i in ids if i not in unchanged] for name, ids in replaced.items()}
                 incoming = {name: _without(table, self.spec(name).replace_key or "", unchanged)
                             for name, table in incoming.items()}
+            views: dict[tuple[int, ...], str] = {}  # one view per id set: most tables replace the same ids
             for name, ids in replaced.items():
                 spec = self.spec(name)
-                stats.deleted[spec.name] = self._delete_ids(spec, spec.replace_key or "", ids)
+                stats.deleted[spec.name] = self._delete_ids(spec, spec.replace_key or "", ids, views)
             for stream, ids in batch.loaded.items():
                 if ids:
-                    with self._registered(pa.table({"id": pa.array(sorted(set(ids)), pa.int64())})) as loaded_view:
-                        self._clear_records(stream, loaded_view)
+                    self._clear_records(stream, self._ids_view(sorted(set(ids)), views))
             if gone:
                 for spec in self.unit_tables:
-                    removed = self._delete_ids(spec, spec.replace_key or "", gone)
+                    removed = self._delete_ids(spec, spec.replace_key or "", gone, views)
                     stats.deleted[spec.name] = stats.deleted.get(spec.name, 0) + removed
                 for spec in (meta.RAW_SHIPMENTS, meta.PENDING_DETAILS, meta.QUARANTINE, meta.DATA_PROBLEMS):
-                    self._delete_ids(spec, "shipment_id", gone)
+                    self._delete_ids(spec, "shipment_id", gone, views)
             for name in replaced:
                 table = incoming.get(name)
                 spec = self.spec(name)
@@ -359,12 +359,20 @@ class Warehouse:
                 self._set_cursor(con, batch.cursor[0], batch.cursor[1], run_id, synced_at)
         return stats
 
-    def _delete_ids(self, spec: TableSpec, key: str, ids: Sequence[int]) -> int:
+    def _ids_view(self, ids: Sequence[int], views: dict[tuple[int, ...], str]) -> str:
+        """A view of ``ids`` (column ``id``), registered once per transaction (``_registered`` keeps
+        what it registers inside a transaction until the transaction ends)."""
+        key = tuple(ids)
+        if key not in views:
+            with self._registered(pa.table({"id": pa.array(key, pa.int64())})) as view:
+                views[key] = view
+        return views[key]
+
+    def _delete_ids(self, spec: TableSpec, key: str, ids: Sequence[int], views: dict[tuple[int, ...], str]) -> int:
         """Delete the rows of ``spec`` whose ``key`` is one of ``ids``; how many went."""
         if not ids:
             return 0
-        with self._registered(pa.table({"id": pa.array(ids, pa.int64())})) as view:
-            return self._delete_keys(spec, key, view)
+        return self._delete_keys(spec, key, self._ids_view(ids, views))
 
     def _same_content(self, docs: Sequence[RawDocument]) -> set[int]:
         """Shipments written again with the content hash they hold: nothing changed for the marts."""
