@@ -29,6 +29,12 @@ PUBLISH_MEMORY_LIMIT_ENV = "FREIGHT_DUCKDB_PUBLISH_MEMORY_LIMIT"
 """DuckDB ``memory_limit`` of the publish's connections (its Parquet export needs more than a batch)."""
 DEFAULT_PUBLISH_MEMORY_LIMIT = "512MB"
 RECONCILE_ENV = "FREIGHT_RECONCILE_INTERVAL_MINUTES"
+DOCUMENTS_ENV = "FREIGHT_SYNC_DOCUMENTS"
+"""``0``: the documents stream reads nothing (default on)."""
+DOCUMENT_CONTENT_ENV = "FREIGHT_DOCUMENT_CONTENT"
+"""``1``: copy document bytes by content hash under ``<data dir>/documents/`` (default off)."""
+DOCUMENTS_RELIST_ENV = "FREIGHT_DOCUMENTS_RELIST_MINUTES"
+"""Minutes between full E-File listings of every held shipment (0: every run; default a day)."""
 """Minutes between full id reconciliations of the shipments stream (read by the Dagster resource)."""
 ON_TIME_TOLERANCE_ENV = "FREIGHT_ON_TIME_TOLERANCE_MINUTES"
 """Minutes an arrival may be late and still count as on time (dbt var ``on_time_tolerance_minutes``)."""
@@ -82,3 +88,17 @@ def environ(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def flag_from_env(name: str, default: bool) -> bool:
+    """``1/true/yes/on`` or ``0/false/no/off`` (any case) from ``name``; ``default`` when unset or empty.
+
+    Raises ValueError naming the variable for any other value."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be 1/true/yes/on or 0/false/no/off, got {raw!r}")

@@ -20,11 +20,15 @@ from freight_pipeline.config import (
     BASE_URL_ENV,
     DEFAULT_BASE_URL,
     DEFAULT_USERNAME,
+    DOCUMENT_CONTENT_ENV,
+    DOCUMENTS_ENV,
+    DOCUMENTS_RELIST_ENV,
     PASSWORD_ENV,
     RECONCILE_ENV,
     USERNAME_ENV,
     ServiceSettings,
     data_dir_from_env,
+    flag_from_env,
     minutes_from_env,
 )
 from freight_pipeline.sync.settings import SyncSettings
@@ -125,6 +129,10 @@ class FreightServiceResource(dg.ConfigurableResource):
             breaker_max_share=self.breaker_max_share,
             breaker_min_failures=self.breaker_min_failures,
             retry_after=dt.timedelta(minutes=self.retry_after_minutes),
+            documents=flag_from_env(DOCUMENTS_ENV, _DEFAULTS.documents),
+            document_content=flag_from_env(DOCUMENT_CONTENT_ENV, _DEFAULTS.document_content),
+            documents_relist_interval=dt.timedelta(minutes=minutes_from_env(
+                DOCUMENTS_RELIST_ENV, _minutes(_DEFAULTS.documents_relist_interval or dt.timedelta(0)))),
         )
 
     def reconcile_minutes(self) -> int | None:

@@ -31,6 +31,9 @@ DESCRIPTIONS: dict[str, str] = {
     "shipments": "Changed shipments since the cursor (lookup), each read in one pass: its document "
     "(flattened into every embedded table), events, air or sea main-carriage legs and memo lines, "
     "written together with the cursor.",
+    "documents": "The E-File documents of the shipments written since the last run (and of every shipment "
+    "once a day): E-File lookup by SHIPMENT_ID, references and roles of each file; rows replaced per "
+    "shipment when they changed.",
     "code_conversions": "The whole set of EDI code conversions, replaced each run.",
 }
 PART_DESCRIPTIONS: dict[str, str] = {

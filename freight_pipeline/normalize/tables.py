@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
 from freight_pipeline.normalize.fields import (
     BIGINT,
     BOOLEAN,
@@ -633,6 +634,7 @@ FREIGHT_TABLES: tuple[TableSpec, ...] = (
     SHIPMENT_MEMOS,
     SHIPMENT_AES,
     SHIPMENT_CUSTOM_FIELDS,
+    SHIPMENT_DOCUMENTS,
     CODE_CONVERSIONS,
 )
 TABLES_BY_NAME: Mapping[str, TableSpec] = {t.name: t for t in FREIGHT_TABLES}
@@ -663,6 +665,7 @@ STREAM_TABLES: Mapping[str, tuple[str, ...]] = {
     "air_main_carriage_legs": ("air_main_carriage_legs",),
     "sea_main_carriage_legs": ("sea_main_carriage_legs",),
     "shipment_memos": ("shipment_memos",),
+    "documents": ("shipment_documents",),
     "code_conversions": ("code_conversions",),
 }
 TABLE_STREAM: Mapping[str, str] = {

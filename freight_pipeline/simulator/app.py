@@ -478,22 +478,25 @@ class Endpoints:
     async def efile_lookup(self, request: Request) -> Response:
         self._user(request, "efile:read")
         criteria, paging = await self._lookup(request, lookup.EFILE_SPEC)
-        page = await in_thread(_run_lookup, self.store.efile_rows, criteria, paging, lookup.EFILE_SPEC)
+        shipment_ids = lookup.any_of_values(criteria, "SHIPMENT_ID")
+        page = await in_thread(_run_lookup, lambda: self.store.efile_rows(shipment_ids), criteria, paging,
+                               lookup.EFILE_SPEC)
         items = [_efile_summary(row) for row in page.rows]
         return paged_json(items, page)
 
     async def efile_retrieve(self, request: Request) -> Response:
-        self._user(request, "efile:read")
+        self._user(request, "efile:read")  # before the query is read: 401 comes before 400
         cascade = query_bool(request, "cascade")
-        return JSONResponse(await in_thread(self.store.get_efile, self._id(request), cascade))
+        return await self._record(
+            request, "efile:read", "efile", lambda efile_id: self.store.get_efile(efile_id, cascade)
+        )
 
     async def efile_delete(self, request: Request) -> Response:
         self._user(request, "efile:delete")
         return JSONResponse(await in_thread(self.store.delete_efile, self._id(request)))
 
     async def efile_references(self, request: Request) -> Response:
-        self._user(request, "efile:read")
-        return JSONResponse(await in_thread(self.store.get_efile_references, self._id(request)))
+        return await self._record(request, "efile:read", "efilereferences", self.store.get_efile_references)
 
     async def efile_reference_add(self, request: Request) -> Response:
         self._user(request, "efile:write")
@@ -510,8 +513,7 @@ class Endpoints:
         return Response(status_code=200)
 
     async def efile_roles(self, request: Request) -> Response:
-        self._user(request, "efile:read")
-        return JSONResponse(await in_thread(self.store.get_efile_roles, self._id(request)))
+        return await self._record(request, "efile:read", "efileroles", self.store.get_efile_roles)
 
     async def efile_role_add(self, request: Request) -> Response:
         self._user(request, "efile:write")

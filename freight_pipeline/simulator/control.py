@@ -142,6 +142,8 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
             "shipment": store.get_shipment, "events": store.get_events,
             "airmaincarriage": store.get_air_main_carriage, "seamaincarriage": store.get_sea_main_carriage,
             "codeconverter": store.get_code_conversion,
+            "efile": lambda efile_id: store.get_efile(efile_id, True),
+            "efilereferences": store.get_efile_references, "efileroles": store.get_efile_roles,
         }
         return lambda: readers[corruption.endpoint](record_id)
 

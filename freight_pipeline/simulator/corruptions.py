@@ -14,6 +14,9 @@ endpoint                  record id, and what is corrupted
 ``seamaincarriage``       shipment id: ``GET /service/shipment/{id}/seamaincarriage``
 ``memos``                 shipment id: the memo lookup of that shipment's client and number
 ``codeconverter``         conversion id: that record wherever it is answered (scroll, lookup, retrieve)
+``efile``                 E-File id: ``GET /service/efile/{id}`` (with or without cascade)
+``efilereferences``       E-File id: ``GET /service/efile/{id}/reference``
+``efileroles``            E-File id: ``GET /service/efile/{id}/role``
 ========================  ===================================================================
 
 Kinds: ``truncated`` (a 200 whose JSON body is cut short), ``status`` (an error status, A3 body),
@@ -32,7 +35,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-ENDPOINTS = ("shipment", "events", "airmaincarriage", "seamaincarriage", "memos", "codeconverter")
+ENDPOINTS = ("shipment", "events", "airmaincarriage", "seamaincarriage", "memos", "codeconverter", "efile",
+             "efilereferences", "efileroles")
 KINDS = ("truncated", "status", "set", "remove", "wrap", "single_object")
 ITEM_KINDS = ("set", "remove")
 """What can be done to a record answered as one item of a list."""

@@ -1,25 +1,135 @@
-"""In-memory E-File records (assumptions A18 and A19). Not locked: the store holds its lock."""
+"""In-memory E-File records (assumptions A18, A19, A38). Not locked: the store holds its lock.
+
+Two kinds of record: those stored through the interface (full dicts) and those the generator
+gives the shipments it makes (:class:`GeneratedFile`, a few small fields; rendered on demand, so a
+store of 100,000 shipments holds its E-Files in tens of MB). A generated record becomes a stored
+one the first time it is changed (a reference or role added or removed).
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import copy
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+import random
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from freight_pipeline.simulator.store_api import Invalid, NotFound
 
 REFERENCE_TYPES: tuple[str, ...] = ("SHIPMENT", "ADDRESS", "HBL", "MBL", "OTHER")
 
 
+@dataclass(frozen=True)
+class DocumentKind:
+    """A kind of document a forwarder files with a shipment, and how often one is there."""
+
+    description: str
+    file_stem: str
+    suffix: str
+    mime_type: str
+    roles: tuple[str, ...]
+    share: float
+    modes: tuple[str, ...] = ("SEA", "AIR", "RD", "RL")
+
+
+DOCUMENT_KINDS: tuple[DocumentKind, ...] = (
+    DocumentKind("Commercial invoice", "commercial_invoice", ".pdf", "application/pdf", ("ACCOUNTING", "CUSTOMS"),
+                 0.72),
+    DocumentKind("Packing list", "packing_list", ".pdf", "application/pdf", ("OPERATIONS",), 0.55),
+    DocumentKind("Bill of lading", "bill_of_lading", ".pdf", "application/pdf", ("OPERATIONS", "CUSTOMER"), 0.8,
+                 ("SEA",)),
+    DocumentKind("Air waybill", "air_waybill", ".pdf", "application/pdf", ("OPERATIONS", "CUSTOMER"), 0.8, ("AIR",)),
+    DocumentKind("CMR consignment note", "cmr", ".pdf", "application/pdf", ("OPERATIONS",), 0.7, ("RD",)),
+    DocumentKind("Rail consignment note (CIM)", "cim", ".pdf", "application/pdf", ("OPERATIONS",), 0.7, ("RL",)),
+    DocumentKind("Certificate of origin", "certificate_of_origin", ".pdf", "application/pdf", ("CUSTOMS",), 0.18),
+    DocumentKind("Export declaration", "export_declaration", ".xml", "application/xml", ("CUSTOMS",), 0.3),
+    DocumentKind("Photo of the cargo", "cargo_photo", ".jpg", "image/jpeg", ("OPERATIONS",), 0.04),
+)
+
+
+class GeneratedFile(NamedTuple):
+    """An E-File the generator gave a shipment: enough to render it whole, again and again."""
+
+    shipment_id: int
+    kind: int
+    """Index into DOCUMENT_KINDS."""
+    created: int
+    """POSIX seconds."""
+    shipment_number: str
+    house_reference: str | None
+    first_reference: int
+    """The id of its first reference (the next, if any, is one more)."""
+    first_role: int
+
+
+def documents_for(rng: random.Random, mode: str) -> list[int]:
+    """The kinds of document (indexes into DOCUMENT_KINDS) a new shipment of ``mode`` gets."""
+    return [i for i, kind in enumerate(DOCUMENT_KINDS) if mode in kind.modes and rng.random() < kind.share]
+
+
+def _content(kind: DocumentKind, file: GeneratedFile) -> bytes:
+    """Small, deterministic bytes that look like the kind of file (the start of a PDF, XML, JPEG)."""
+    text = f"{kind.description} for shipment {file.shipment_number} ({file.shipment_id})"
+    if kind.suffix == ".pdf":
+        return f"%PDF-1.4\n% {text}\n%%EOF\n".encode()
+    if kind.suffix == ".xml":
+        return f'<?xml version="1.0"?><declaration shipment="{file.shipment_id}">{text}</declaration>'.encode()
+    return b"\xff\xd8\xff\xe0" + text.encode() + b"\xff\xd9"
+
+
 class EFileStore:
-    def __init__(self, now_iso: Callable[[], str]) -> None:
+    def __init__(self, now_iso: Callable[[], str], iso: Callable[[int], str] | None = None) -> None:
         self._now_iso = now_iso
+        self._iso = iso or (lambda epoch: now_iso())
         self._files: dict[int, dict[str, Any]] = {}
+        self._generated: dict[int, GeneratedFile] = {}
+        self._by_shipment: dict[int, list[int]] = {}
+        """Shipment id -> E-File ids that referenced it at some point: a superset (the lookup still
+        applies its criteria), so a removed reference or a deleted file need not be taken out."""
         self._next_file = 1
         self._next_reference = 1
         self._next_role = 1
+
+    # --- generated records -------------------------------------------------------------------
+    def generate(self, shipment_id: int, kind: int, created: int, shipment_number: str,
+                 house_reference: str | None) -> int:
+        """Give a shipment a generated E-File (a SHIPMENT reference, an HBL one when it has a house
+        bill, the kind's roles); its id."""
+        roles = len(DOCUMENT_KINDS[kind].roles)
+        file = GeneratedFile(shipment_id, kind, created, shipment_number, house_reference or None,
+                             self._next_reference, self._next_role)
+        efile_id = self._next_file
+        self._next_file += 1
+        self._next_reference += 2 if file.house_reference else 1
+        self._next_role += roles
+        self._generated[efile_id] = file
+        self._index(efile_id, [shipment_id])
+        return efile_id
+
+    def _render(self, efile_id: int, file: GeneratedFile) -> dict[str, Any]:
+        kind = DOCUMENT_KINDS[file.kind]
+        references = [{"id": file.first_reference, "type": "SHIPMENT", "value": str(file.shipment_id)}]
+        if file.house_reference:
+            references.append({"id": file.first_reference + 1, "type": "HBL", "value": file.house_reference})
+        return {
+            "id": efile_id,
+            "file_name": f"{kind.file_stem}_{file.shipment_number}{kind.suffix}",
+            "mime_type": kind.mime_type,
+            "description": f"{kind.description} {file.shipment_number}",
+            "document": base64.b64encode(_content(kind, file)).decode("ascii"),
+            "created_date_time": self._iso(file.created),
+            "references": references,
+            "roles": [{"id": file.first_role + i, "role": role} for i, role in enumerate(kind.roles)],
+        }
+
+    def _index(self, efile_id: int, shipment_ids: Iterable[int]) -> None:
+        for shipment_id in shipment_ids:
+            self._by_shipment.setdefault(shipment_id, []).append(efile_id)
+
+    def count(self) -> int:
+        return len(self._files) + len(self._generated)
 
     # --- records -----------------------------------------------------------------------------
     def store(self, efile: Mapping[str, Any]) -> dict[str, Any]:
@@ -49,36 +159,47 @@ class EFileStore:
         }
         self._next_file += 1
         self._files[record["id"]] = record
+        self._index(record["id"], _shipment_ids(references))
         return copy.deepcopy(record)
 
     def get(self, efile_id: int, cascade: bool = False) -> dict[str, Any]:
-        record = copy.deepcopy(self._record(efile_id))
+        record = self._view(efile_id)
         if not cascade:
             record["references"] = None
             record["roles"] = None
         return record
 
     def delete(self, efile_id: int) -> dict[str, Any]:
-        record = self._record(efile_id)
-        del self._files[efile_id]
+        record = self._view(efile_id)
+        self._files.pop(efile_id, None)
+        self._generated.pop(efile_id, None)
         return record
 
-    def rows(self) -> Iterator[dict[str, Any]]:
+    def rows(self, shipment_ids: Iterable[int] | None = None) -> Iterator[dict[str, Any]]:
+        """Every E-File without its document (roles null), by id; with ``shipment_ids``, a superset
+        of those referencing one of them (from the index), for a lookup to narrow its scan."""
+        if shipment_ids is None:
+            ids: Iterable[int] = [*self._files, *self._generated]
+        else:
+            ids = {i for s in shipment_ids for i in self._by_shipment.get(s, ())}
         rows = []
-        for efile_id in sorted(self._files):
-            record = self._files[efile_id]
-            row = {k: copy.deepcopy(v) for k, v in record.items() if k != "document"}
-            row["roles"] = None
-            rows.append(row)
+        for efile_id in sorted(ids):
+            if efile_id in self._files or efile_id in self._generated:
+                row = self._view(efile_id)
+                del row["document"]
+                row["roles"] = None
+                rows.append(row)
         return iter(rows)
 
     # --- references and roles ----------------------------------------------------------------
     def references(self, efile_id: int) -> list[dict[str, Any]]:
-        return copy.deepcopy(self._record(efile_id)["references"])
+        return self._view(efile_id)["references"]
 
     def add_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None:
         record = self._record(efile_id)
-        record["references"].append(self._new_reference(reference))
+        added = self._new_reference(reference)
+        record["references"].append(added)
+        self._index(efile_id, _shipment_ids([added]))
 
     def delete_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None:
         record = self._record(efile_id)
@@ -90,7 +211,7 @@ class EFileStore:
         record["references"] = kept
 
     def roles(self, efile_id: int) -> list[dict[str, Any]]:
-        return copy.deepcopy(self._record(efile_id)["roles"])
+        return self._view(efile_id)["roles"]
 
     def add_role(self, efile_id: int, role: str) -> None:
         record = self._record(efile_id)
@@ -110,7 +231,21 @@ class EFileStore:
         record["roles"] = kept
 
     # --- helpers -----------------------------------------------------------------------------
+    def _view(self, efile_id: int) -> dict[str, Any]:
+        """A fresh copy of the record, to answer with."""
+        generated = self._generated.get(efile_id)
+        if generated is not None:
+            return self._render(efile_id, generated)
+        record = self._files.get(efile_id)
+        if record is None:
+            raise NotFound(f"E-File {efile_id} not found")
+        return copy.deepcopy(record)
+
     def _record(self, efile_id: int) -> dict[str, Any]:
+        """The stored record, to change in place (a generated one is stored from now on)."""
+        generated = self._generated.pop(efile_id, None)
+        if generated is not None:
+            self._files[efile_id] = self._render(efile_id, generated)
         record = self._files.get(efile_id)
         if record is None:
             raise NotFound(f"E-File {efile_id} not found")
@@ -145,6 +280,10 @@ def _list(value: Any, name: str) -> list[Any]:
     if not isinstance(value, list):
         raise Invalid(f"{name} must be a JSON array")
     return value
+
+
+def _shipment_ids(references: Iterable[Mapping[str, Any]]) -> list[int]:
+    return [int(r["value"]) for r in references if r["type"] == "SHIPMENT" and str(r["value"]).strip().isdigit()]
 
 
 def _role_name(role: Any) -> Any:

@@ -514,3 +514,12 @@ def equals_value(criteria: Sequence[Criterion], key: str) -> Any | None:
         if c.key == key and c.mode == "EQUALS" and len(c.values) == 1 and not c.children:
             return c.values[0]
     return None
+
+
+def any_of_values(criteria: Sequence[Criterion], key: str) -> tuple[Any, ...] | None:
+    """The values of a top-level ``key EQUALS value(s)`` criterion (no nesting), if any: the rows
+    holding one of them are a superset of the result (top-level criteria are AND-ed)."""
+    for c in criteria:
+        if c.key == key and c.mode in ("EQUALS", "IN", "OR") and c.values and not c.children:
+            return c.values
+    return None

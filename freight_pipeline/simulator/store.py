@@ -26,8 +26,8 @@ from freight_pipeline.simulator import data_catalog as cat
 from freight_pipeline.simulator.clock import SimClock
 from freight_pipeline.simulator.config import MAX_SHIPMENTS
 from freight_pipeline.simulator.data_codes import build_code_conversions
-from freight_pipeline.simulator.data_efile import EFileStore
-from freight_pipeline.simulator.data_format import TAG_MUTATION, TAG_STORE, rng_for
+from freight_pipeline.simulator.data_efile import DOCUMENT_KINDS, EFileStore, documents_for
+from freight_pipeline.simulator.data_format import TAG_DOCUMENTS, TAG_MUTATION, TAG_STORE, rng_for
 from freight_pipeline.simulator.data_goods import MAX_SHIPMENT_ID
 from freight_pipeline.simulator.data_identity import DAY, HOUR, derive_identity
 from freight_pipeline.simulator.data_transport import AIR_LEG_FIELDS, SEA_LEG_FIELDS, carriage_subset
@@ -56,6 +56,7 @@ BULK_IMPORT_MIN = 130  # shipments of the nightly bulk import in small stores (a
 BULK_IMPORT_SHARE = 0.26  # ... growing with the store: 520 at 2,000 shipments, more than a 500-row page
 BULK_IMPORT_MAX = 2600
 MASS_UPDATE_SIZE = 70
+DOCUMENT_ON_CHANGE_SHARE = 0.15  # a changed shipment gets a new E-File this often (filed with the change)
 LOCATION_CODE_TYPES = frozenset({"SERVICE", "UNLOC", "IATA", "FOREIGN", "POSTAL_CODE", "UN_COUNTRY"})
 LOCATION_FIELDS = frozenset({"codes", "name", "latitude", "longitude"})
 DATE_TIME_FIELDS = frozenset({"date", "time", "zone_offset", "until"})
@@ -90,6 +91,7 @@ class SimulatorStore:
         code_conversions: int = 400,
         cache_size: int = 1024,
         wall_clock: bool = False,
+        documents: bool = True,
     ) -> None:
         if not 0 <= shipments <= MAX_SHIPMENTS:
             raise ValueError(f"shipments must be between 0 and {MAX_SHIPMENTS:,}, got {shipments:,}")
@@ -110,7 +112,9 @@ class SimulatorStore:
         self._cache: OrderedDict[tuple[int, int], str] = OrderedDict()
         self._cache_size = cache_size
         self._webhooks: list[tuple[int, dict[str, Any]]] = []
-        self._efiles = EFileStore(lambda: self._clock.iso(self._clock.epoch()))
+        self._efiles = EFileStore(lambda: self._clock.iso(self._clock.epoch()), self._clock.iso)
+        self._documents = documents
+        self._document_rng = rng_for(seed, TAG_DOCUMENTS, 0)
         self._mutation_rng = rng_for(seed, TAG_MUTATION)
         self._build(shipments)
         self._last_stamp = max((state.modified for state in self._live.values()), default=0)
@@ -144,6 +148,7 @@ class SimulatorStore:
             if index in bulk:
                 bulk_ids.add(shipment_id)
             self._add_initial_memos(rng, state)
+            self._add_initial_documents(state)
             shipment_id += 1 if rng.random() < 0.96 else rng.randint(2, 4)
         self._next_id = shipment_id
         self._check_id_room(0)
@@ -191,6 +196,23 @@ class SimulatorStore:
         if rng.random() < self._memo_share:
             for _ in range(rng.randint(1, self._max_memos)):
                 self._add_memo(state.id, rng.choice(cat.MEMO_TEXTS))
+
+    def _add_initial_documents(self, state: ShipmentState) -> None:
+        """The E-Files a shipment has from the start (A38): its own random draw, so the shipments
+        themselves are the same with or without documents."""
+        if not self._documents:
+            return
+        rng = rng_for(self.seed, TAG_DOCUMENTS, state.id)
+        for kind in documents_for(rng, state.mode):
+            created = state.created + int(rng.uniform(0, 2 * DAY))
+            self._efiles.generate(state.id, kind, min(created, state.modified), state.shipment_number,
+                                  state.house_reference)
+
+    def _add_document(self, state: ShipmentState, at: int) -> None:
+        """A document filed with a shipment later on (one of the kinds its mode has)."""
+        kinds = [i for i, kind in enumerate(DOCUMENT_KINDS) if state.mode in kind.modes]
+        self._efiles.generate(state.id, self._document_rng.choice(kinds), at, state.shipment_number,
+                              state.house_reference)
 
     def _add_memo(self, shipment_id: int, text: str) -> int:
         memo_id = self._next_memo_id
@@ -339,10 +361,15 @@ class SimulatorStore:
         with self._lock:
             return self._efiles.delete(efile_id)
 
-    def efile_rows(self) -> Iterator[dict[str, Any]]:
-        """E-Files with ``references`` (for the lookup), without ``document``, ``roles`` null."""
+    def efile_rows(self, shipment_ids: Iterable[int] | None = None) -> Iterator[dict[str, Any]]:
+        """E-Files with ``references`` (for the lookup), without ``document``, ``roles`` null; with
+        ``shipment_ids``, only (a superset of) those referencing one of them."""
         with self._lock:
-            return self._efiles.rows()
+            return self._efiles.rows(shipment_ids)
+
+    def efile_count(self) -> int:
+        with self._lock:
+            return self._efiles.count()
 
     def get_efile_references(self, efile_id: int) -> list[dict[str, Any]]:
         with self._lock:
@@ -401,6 +428,8 @@ class SimulatorStore:
                 self._live[shipment_id] = mutated(state, identity_of(self.seed, state), stamp, rng)
                 if rng.random() < 0.25:
                     self._add_memo(shipment_id, rng.choice(cat.MEMO_TEXTS))
+                if self._documents and self._document_rng.random() < DOCUMENT_ON_CHANGE_SHARE:
+                    self._add_document(self._live[shipment_id], stamp)
             self._version += 1
             return chosen
 
@@ -421,6 +450,7 @@ class SimulatorStore:
                 self._add_state(state)
                 if rng.random() < self._memo_share / 2:
                     self._add_memo(shipment_id, rng.choice(cat.MEMO_TEXTS))
+                self._add_initial_documents(state)
                 created.append(shipment_id)
             self._version += 1
             return created

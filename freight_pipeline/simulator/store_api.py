@@ -9,7 +9,7 @@ HTTP layer may call them from a thread pool while a test mutates the store).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 # The 18 shipment identifier keys of the spec, in spec order.
@@ -117,8 +117,9 @@ class StoreAPI(Protocol):
 
     def delete_efile(self, efile_id: int) -> dict[str, Any]: ...
 
-    def efile_rows(self) -> Iterator[dict[str, Any]]:
-        """Every E-File with references (no document), for the lookup."""
+    def efile_rows(self, shipment_ids: Iterable[int] | None = None) -> Iterator[dict[str, Any]]:
+        """Every E-File with references (no document), for the lookup; with ``shipment_ids``, at
+        least those referencing one of them (a store may narrow its scan with an index)."""
 
     def get_efile_references(self, efile_id: int) -> list[dict[str, Any]]: ...
 

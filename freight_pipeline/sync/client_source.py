@@ -16,10 +16,11 @@ from typing import Any
 
 from freight_pipeline.client import AsyncFreightClient, NotFoundError
 from freight_pipeline.sync.changes import Criterion, LookupResult
-from freight_pipeline.sync.source import ShipmentGone
+from freight_pipeline.sync.source import DocumentGone, ShipmentGone
 
 MEMO_PAGE_SIZE = 500
 CODE_CONVERSION_PAGE_SIZE = 500
+EFILE_PAGE_SIZE = 500
 
 
 class ClientSource:
@@ -70,6 +71,32 @@ class ClientSource:
         )
         async for page in pages:
             yield LookupResult(page.raw, page.row_count)
+
+    async def efile_pages(self, shipment_ids: list[int]) -> AsyncIterator[LookupResult]:
+        criteria = [{"key": "SHIPMENT_ID", "match_mode": "EQUALS", "values": [str(i) for i in shipment_ids]}]
+        pages = self.client.iter_efile_lookup_pages(
+            criteria, page_size=EFILE_PAGE_SIZE, order_by=["SHIPMENT_ID"], order_mode=["ASC"]
+        )
+        async for page in pages:
+            yield LookupResult(page.raw, page.row_count)
+
+    async def get_efile_references(self, efile_id: int) -> list[dict[str, Any]]:
+        try:
+            return await self.client.get_efile_references_raw(efile_id)
+        except NotFoundError as exc:
+            raise DocumentGone(efile_id) from exc
+
+    async def get_efile_roles(self, efile_id: int) -> list[dict[str, Any]]:
+        try:
+            return await self.client.get_efile_roles_raw(efile_id)
+        except NotFoundError as exc:
+            raise DocumentGone(efile_id) from exc
+
+    async def get_efile(self, efile_id: int) -> dict[str, Any]:
+        try:
+            return await self.client.get_efile_raw(efile_id, cascade=True)
+        except NotFoundError as exc:
+            raise DocumentGone(efile_id) from exc
 
     async def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
         async for page in self.client.iter_code_conversion_pages(page_size=CODE_CONVERSION_PAGE_SIZE):

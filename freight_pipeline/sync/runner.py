@@ -20,6 +20,8 @@ from freight_pipeline.normalize import FREIGHT_TABLES
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
 from freight_pipeline.sync.code_conversions import sync_code_conversions
+from freight_pipeline.sync.documents import STREAM as DOCUMENTS
+from freight_pipeline.sync.documents import sync_documents
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
@@ -27,9 +29,10 @@ from freight_pipeline.sync.shipments import sync_shipments
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.warehouse import PublishResult, Warehouse, explained_out_of_memory, publish
 
-STREAM_ORDER: tuple[str, ...] = (SHIPMENTS, CODE_CONVERSIONS)
+STREAM_ORDER: tuple[str, ...] = (SHIPMENTS, DOCUMENTS, CODE_CONVERSIONS)
 """Every stream, in the order a run executes them. The shipments stream also writes each changed
-shipment's events, legs and memos (``sync.parts``)."""
+shipment's events, legs and memos (``sync.parts``); the documents stream follows it, because it
+lists the E-Files of the shipments it wrote."""
 
 Progress = Callable[[str], None]
 
@@ -80,6 +83,8 @@ async def _dispatch(
 ) -> StreamResult:
     if name == SHIPMENTS:
         return await sync_shipments(source, warehouse, settings, run_id, progress)
+    if name == DOCUMENTS:
+        return await sync_documents(source, warehouse, settings, run_id, progress)
     if name == CODE_CONVERSIONS:
         return await sync_code_conversions(
             source, warehouse, run_id, progress, attempts=settings.count_attempts, backoff=settings.backoff

@@ -51,6 +51,18 @@ class SyncSettings:
     """A quarantined record is retried by the first run after this long, then after twice as long
     after each further failure, up to ``retry_after_max``."""
     retry_after_max: dt.timedelta = dt.timedelta(hours=24)
+    documents: bool = True
+    """Run the documents stream (E-Files of the shipments); False: it reads and writes nothing."""
+    documents_chunk: int = 50
+    """Shipments per E-File lookup (``SHIPMENT_ID`` any of them) of the documents stream."""
+    documents_relist_interval: dt.timedelta | None = dt.timedelta(hours=24)
+    """How often the documents stream lists the E-Files of every held shipment, not only of those
+    written since its last run: whether storing or deleting an E-File moves a shipment's
+    last-modified instant is not documented (A38), so this bounds how long such a change goes
+    unseen. 0: every run; None: never (after the first)."""
+    document_content: bool = False
+    """Copy each document's bytes (read with ``cascade``) once by content hash under
+    ``<data dir>/documents/``; False: metadata only."""
 
     def in_flight_limit(self) -> AdaptiveLimit:
         """A fresh limit on requests in flight for one run, as these settings say."""
@@ -83,5 +95,9 @@ class SyncSettings:
             raise ValueError(f"breaker_max_share must be between 0 and 1, got {self.breaker_max_share}")
         if self.breaker_min_failures < 1:
             raise ValueError(f"breaker_min_failures must be at least 1, got {self.breaker_min_failures}")
+        if self.documents_chunk < 1:
+            raise ValueError(f"documents_chunk must be at least 1, got {self.documents_chunk}")
+        if self.documents_relist_interval is not None and self.documents_relist_interval < dt.timedelta(0):
+            raise ValueError("documents_relist_interval must not be negative")
         if self.retry_after < dt.timedelta(0) or self.retry_after_max < self.retry_after:
             raise ValueError("retry_after must not be negative nor above retry_after_max")

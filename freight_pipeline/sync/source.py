@@ -19,6 +19,10 @@ class ShipmentGone(LookupError):
     """The service answered 404 for a shipment (deleted between lookup and retrieve)."""
 
 
+class DocumentGone(LookupError):
+    """The service answered 404 for an E-File (deleted between lookup and read)."""
+
+
 class SourceAPI(Protocol):
     async def lookup_shipments(
         self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
@@ -36,6 +40,18 @@ class SourceAPI(Protocol):
 
     def memo_pages(self, client: str, shipment_number: str) -> AsyncIterator[LookupResult]:
         """Every page of the memo lookup of one shipment, from page 0."""
+
+    def efile_pages(self, shipment_ids: list[int]) -> AsyncIterator[LookupResult]:
+        """Every page of the E-File lookup of these shipments (SHIPMENT_ID any of them), from page 0."""
+
+    async def get_efile_references(self, efile_id: int) -> list[dict[str, Any]]:
+        """Raises DocumentGone on 404 (the E-File was deleted since it was listed)."""
+
+    async def get_efile_roles(self, efile_id: int) -> list[dict[str, Any]]:
+        """Raises DocumentGone on 404."""
+
+    async def get_efile(self, efile_id: int) -> dict[str, Any]:
+        """The E-File with its document, references and roles (cascade); raises DocumentGone on 404."""
 
     def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
         """Every page of the code-conversion scroll, from page 0."""

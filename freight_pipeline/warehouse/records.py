@@ -92,6 +92,9 @@ class BatchWrite:
     """Arrow tables by table name."""
     replaced: dict[str, list[int]] = field(default_factory=dict)
     loaded: dict[str, list[int]] = field(default_factory=dict)
+    settled: dict[str, list[int]] = field(default_factory=dict)
+    """Per stream, records read again with nothing new: they leave its retry queue (their old data
+    problems go) like ``loaded`` ones, but no row is written and no change is logged for the marts."""
     deleted_ids: list[int] = field(default_factory=list)
     raw_documents: list[RawDocument] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)

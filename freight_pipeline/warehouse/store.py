@@ -331,7 +331,7 @@ class Warehouse:
             for name, ids in replaced.items():
                 spec = self.spec(name)
                 stats.deleted[spec.name] = self._delete_ids(spec, spec.replace_key or "", ids, views)
-            for stream, ids in batch.loaded.items():
+            for stream, ids in [*batch.loaded.items(), *batch.settled.items()]:
                 if ids:
                     self._clear_records(stream, self._ids_view(sorted(set(ids)), views))
             if gone:

@@ -10,7 +10,7 @@ import copy
 import datetime as dt
 import itertools
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from freight_pipeline.simulator.store_api import (
@@ -283,7 +283,7 @@ class FakeStore:
             self._efile(efile_id)
             return self._efiles.pop(efile_id)
 
-    def efile_rows(self) -> Iterator[dict[str, Any]]:
+    def efile_rows(self, shipment_ids: Iterable[int] | None = None) -> Iterator[dict[str, Any]]:
         with self._lock:
             rows = [{k: v for k, v in copy.deepcopy(e).items() if k != "document"} for e in self._efiles.values()]
         return iter(rows)

@@ -1,0 +1,124 @@
+"""E-File documents linked to shipments: the table ``freight.shipment_documents`` and its rows.
+
+One row per (shipment, E-File) for each E-File whose references name the shipment (type
+``SHIPMENT``): what the E-File lookup lists, with the references and roles read for it. The content
+columns are filled only when the pipeline copies document bytes (``FREIGHT_DOCUMENT_CONTENT``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime, to_utc
+from freight_pipeline.normalize.errors import RecordShapeError
+from freight_pipeline.normalize.fields import BIGINT, JSON, TIMESTAMPTZ, VARCHAR
+from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.schema import Column, TableSpec
+
+SHIPMENT_DOCUMENTS = TableSpec(
+    "freight",
+    "shipment_documents",
+    (
+        Column("shipment_id", BIGINT, "the shipment an E-File reference (type SHIPMENT) names", nullable=False),
+        Column("efile_id", BIGINT, "id of the E-File", nullable=False),
+        Column("file_name", VARCHAR, "file name as stored in the service"),
+        Column("mime_type", VARCHAR, "MIME type as stored in the service"),
+        Column("description", VARCHAR, "description as stored in the service"),
+        Column("created_at", TIMESTAMPTZ, "when the E-File was stored (created_date_time, UTC)"),
+        Column("created_date_time", VARCHAR, "created_date_time as sent"),
+        Column("document_references", JSON, "every reference of the E-File: [{id, type, value}]"),
+        Column("roles", JSON, "the E-File's authorization roles: [role, ...] in the order sent"),
+        Column("content_sha256", VARCHAR, "SHA-256 of the decoded document (only when content is copied)"),
+        Column("content_size_bytes", BIGINT, "size of the decoded document (only when content is copied)"),
+        Column("content_path", VARCHAR, "where the copy lies, relative to the data directory "
+                                        "(documents/<sha256 prefix>/<sha256><suffix>)"),
+    ),
+    ("shipment_id", "efile_id"),
+    "E-File documents linked to shipments (E-File lookup by SHIPMENT_ID, references and roles per file); "
+    "replaced per shipment.",
+)
+
+_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_file_name(name: Any, limit: int = 120) -> str:
+    """A file name safe on any file system: the last path part, other characters than letters,
+    digits, ``.``, ``_`` and ``-`` as ``_``, no leading dots, at most ``limit`` characters."""
+    text = str(name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    text = _UNSAFE.sub("_", text).lstrip(".")[:limit]
+    return text or "document"
+
+
+def content_suffix(name: Any) -> str:
+    """The lower-case suffix (``.pdf``) of a sanitized file name, or empty."""
+    match = _SUFFIX.search(safe_file_name(name))
+    return match.group(0).lower() if match else ""
+
+
+def shipment_ids_of(references: Sequence[Any]) -> list[int]:
+    """Shipment ids named by references of type ``SHIPMENT`` (values that are not ids are skipped)."""
+    ids: list[int] = []
+    for reference in references:
+        if isinstance(reference, Mapping) and reference.get("type") == "SHIPMENT":
+            value = str(reference.get("value") or "").strip()
+            if value.isdigit() and int(value) not in ids:
+                ids.append(int(value))
+    return ids
+
+
+def document_row(
+    shipment_id: int,
+    efile: Mapping[str, Any],
+    references: Sequence[Any],
+    roles: Sequence[Any],
+    found: Problems,
+    content: tuple[str, int, str] | None = None,
+) -> dict[str, Any]:
+    """The row of one E-File under one shipment. ``content``: (sha256, size, path) of a copied document.
+
+    Raises RecordShapeError when the E-File has no usable id; a value that cannot be converted is
+    null and one problem in ``found``.
+    """
+    efile_id = efile.get("id")
+    if isinstance(efile_id, bool) or not isinstance(efile_id, int):
+        raise RecordShapeError(f"E-File without a usable id: {efile_id!r}")
+    created_raw = efile.get("created_date_time")
+    created_at: dt.datetime | None = None
+    try:
+        parsed = parse_iso_datetime(created_raw)
+        created_at = to_utc(parsed) if parsed is not None and parsed.tzinfo is not None else None
+        if parsed is not None and parsed.tzinfo is None:
+            found.add("created_date_time", created_raw, "date-time without a UTC offset: created_at left null")
+    except DateTimeParseError as exc:
+        found.add("created_date_time", created_raw, str(exc))
+    return {
+        "shipment_id": shipment_id,
+        "efile_id": efile_id,
+        "file_name": _text(efile, "file_name", found),
+        "mime_type": _text(efile, "mime_type", found),
+        "description": _text(efile, "description", found),
+        "created_at": created_at,
+        "created_date_time": created_raw if isinstance(created_raw, str) else None,
+        "document_references": json.dumps(
+            [{"id": r.get("id"), "type": r.get("type"), "value": r.get("value")}
+             for r in references if isinstance(r, Mapping)],
+            sort_keys=True,
+        ),
+        "roles": json.dumps([r.get("role") if isinstance(r, Mapping) else r for r in roles]),
+        "content_sha256": content[0] if content else None,
+        "content_size_bytes": content[1] if content else None,
+        "content_path": content[2] if content else None,
+    }
+
+
+def _text(record: Mapping[str, Any], name: str, found: Problems) -> str | None:
+    value = record.get(name)
+    if value is None or isinstance(value, str):
+        return value
+    found.add(name, value, f"{name} is not a string: left null")
+    return None

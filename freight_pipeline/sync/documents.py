@@ -1,0 +1,307 @@
+"""The documents stream: the E-Files linked to each shipment, in ``freight.shipment_documents``.
+
+Which shipments: those the shipments stream wrote since this stream's last run (their
+``_synced_at`` is past its watermark), plus those waiting in its retry queue; and every held
+shipment on the first run and then every ``documents_relist_interval`` (the full re-listing:
+whether storing or deleting an E-File moves a shipment's last-modified instant is not documented,
+A38, so a change that does not is found by the next re-listing at the latest).
+
+How: per chunk of ``documents_chunk`` shipments one E-File lookup (``SHIPMENT_ID`` any of them,
+ordered, every page, checked against ``X-Row-Count``), then each listed E-File's references and
+roles (two small GETs; with ``document_content`` one ``cascade`` GET that brings the document too).
+An E-File's rows go to the shipments its ``SHIPMENT`` references name. A shipment's rows are
+replaced only when they differ from those held (its change is then logged for the marts).
+
+One bad record never stops the stream: when anything of a chunk fails, its shipments are read again
+one by one (a lookup by one shipment id needs no references to place its files), and a shipment
+that still fails keeps its old rows and waits in the retry queue. A document whose bytes are not
+valid base64 is written without content and quarantined for another try.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import datetime as dt
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from freight_pipeline.normalize import Problems, RecordShapeError
+from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS, content_suffix, document_row, shipment_ids_of
+from freight_pipeline.sync.changes import read_complete
+from freight_pipeline.sync.isolation import RecordFailure, data_problems, record_failure
+from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.sync.source import DocumentGone, SourceAPI
+from freight_pipeline.warehouse import BatchWrite, DataProblem, Quarantined, Warehouse
+from freight_pipeline.warehouse.documents import (
+    held_documents,
+    newest_shipment_write,
+    row_key,
+    shipments_written_after,
+)
+
+STREAM = "documents"
+TABLE = SHIPMENT_DOCUMENTS.name
+CONTENT_DIR = "documents"
+"""Copied document bytes: ``<data dir>/documents/<first two hex digits>/<sha256><suffix>``."""
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class DocumentsCursor:
+    """How far the stream got: the last shipment write it covered, and its last full re-listing."""
+
+    synced_through: dt.datetime | None = None
+    relisted_at: dt.datetime | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> DocumentsCursor:
+        if not text:
+            return cls()
+        data = json.loads(text)
+        return cls(*(dt.datetime.fromisoformat(data[k]) if data.get(k) else None
+                     for k in ("synced_through", "relisted_at")))
+
+    def text(self) -> str:
+        return json.dumps({"synced_through": self.synced_through.isoformat() if self.synced_through else None,
+                           "relisted_at": self.relisted_at.isoformat() if self.relisted_at else None})
+
+    def relist_due(self, interval: dt.timedelta | None, now: dt.datetime) -> bool:
+        if self.relisted_at is None:
+            return True
+        return interval is not None and now - self.relisted_at >= interval
+
+
+@dataclass
+class Detail:
+    """What was read of one E-File besides the lookup: references, roles, maybe its content."""
+
+    references: list[Any]
+    roles: list[Any]
+    content: tuple[str, int, str] | None = None
+    content_failure: RecordFailure | None = None
+
+
+GONE = "gone"
+"""An E-File deleted between the lookup and its reads: it has no rows."""
+
+
+@dataclass
+class ShipmentDocuments:
+    """One shipment's outcome: its rows (and problems), or why it could not be read."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[DataProblem] = field(default_factory=list)
+    quarantined: list[Quarantined] = field(default_factory=list)
+    failure: RecordFailure | None = None
+
+
+class DocumentReader:
+    """Reads the E-Files of chunks of shipments; each E-File's details once per run."""
+
+    def __init__(self, source: SourceAPI, settings: SyncSettings, data_dir: Path) -> None:
+        self.source = source
+        self.settings = settings
+        self.content_root = data_dir / CONTENT_DIR
+        self.details: dict[int, Detail | RecordFailure | str] = {}
+        self.files_read = 0
+
+    async def read(self, ids: Sequence[int]) -> dict[int, ShipmentDocuments]:
+        """The documents of ``ids``; a chunk where anything failed is read again one shipment at a time."""
+        try:
+            files = await read_complete(lambda: self.source.efile_pages(list(ids)),
+                                        f"E-File lookup of shipments {_ids_text(ids)}",
+                                        self.settings.count_attempts, count_required=True)
+            listed = _by_id(files)
+        except Exception as exc:
+            failure = record_failure(exc)
+            if failure is None:
+                raise
+            return await self._one_by_one(ids, failure)
+        self.files_read += len(listed)
+        await asyncio.gather(*(self._detail(efile_id) for efile_id in listed if efile_id not in self.details))
+        failed = {i: d for i in listed if isinstance(d := self.details[i], RecordFailure)}
+        if failed:
+            return await self._one_by_one(ids, next(iter(failed.values())), failed)
+        return self._place(ids, listed)
+
+    async def _one_by_one(self, ids: Sequence[int], failure: RecordFailure,
+                          failed: Mapping[int, RecordFailure] | None = None) -> dict[int, ShipmentDocuments]:
+        if len(ids) > 1:
+            results: dict[int, ShipmentDocuments] = {}
+            for shipment_id in ids:
+                results.update(await self.read([shipment_id]))
+            return results
+        shipment_id = ids[0]
+        if failed:
+            efile_id, first = next(iter(failed.items()))
+            failure = RecordFailure(f"E-File {efile_id}: {first.reason}", first.request, first.status_code,
+                                    first.excerpt)
+        return {shipment_id: ShipmentDocuments(failure=failure)}
+
+    def _place(self, ids: Sequence[int], listed: Mapping[int, dict[str, Any]]) -> dict[int, ShipmentDocuments]:
+        """Each listed E-File's rows under the shipments of ``ids`` it is linked to."""
+        results = {i: ShipmentDocuments() for i in ids}
+        wanted = set(ids)
+        for efile_id, efile in listed.items():
+            detail = self.details[efile_id]
+            if not isinstance(detail, Detail):
+                continue  # gone since it was listed
+            # one shipment asked: the lookup itself says the file is linked to it
+            linked = list(ids) if len(ids) == 1 else [i for i in shipment_ids_of(detail.references) if i in wanted]
+            for shipment_id in linked:
+                found = Problems()
+                outcome = results[shipment_id]
+                outcome.rows.append(document_row(shipment_id, efile, detail.references, detail.roles, found,
+                                                 detail.content))
+                outcome.problems.extend(data_problems(STREAM, shipment_id, shipment_id, found))
+                if detail.content_failure is not None:
+                    outcome.quarantined.append(detail.content_failure.quarantined(STREAM, shipment_id, shipment_id))
+        return results
+
+    async def _detail(self, efile_id: int) -> None:
+        try:
+            if self.settings.document_content:
+                self.details[efile_id] = self._with_content(efile_id, await self.source.get_efile(efile_id))
+            else:
+                references, roles = await asyncio.gather(self.source.get_efile_references(efile_id),
+                                                         self.source.get_efile_roles(efile_id))
+                self.details[efile_id] = Detail(_list(references, "references", efile_id),
+                                                _list(roles, "roles", efile_id))
+        except DocumentGone:
+            self.details[efile_id] = GONE
+        except Exception as exc:
+            failure = record_failure(exc)
+            if failure is None:
+                raise
+            self.details[efile_id] = failure
+
+    def _with_content(self, efile_id: int, efile: Any) -> Detail:
+        if not isinstance(efile, Mapping):
+            raise RecordShapeError(f"E-File {efile_id} was answered with {type(efile).__name__}, not an object")
+        detail = Detail(_list(efile.get("references"), "references", efile_id),
+                        _list(efile.get("roles"), "roles", efile_id))
+        document = efile.get("document")
+        try:
+            if not isinstance(document, str):
+                raise ValueError(f"document is {type(document).__name__}, not a base64 string")
+            data = base64.b64decode(document, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            detail.content_failure = RecordFailure(
+                f"E-File {efile_id}: the document is not valid base64 ({exc}); its row is written without content",
+                f"GET /service/efile/{efile_id}?cascade=true", 200, str(document)[:200])
+            return detail
+        detail.content = self._store(data, efile.get("file_name"))
+        return detail
+
+    def _store(self, data: bytes, file_name: Any) -> tuple[str, int, str]:
+        """Write ``data`` once under its hash (an existing copy is kept); (sha256, size, relative path)."""
+        digest = hashlib.sha256(data).hexdigest()
+        relative = Path(CONTENT_DIR) / digest[:2] / f"{digest}{content_suffix(file_name)}"
+        target = self.content_root.parent / relative
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".part-", delete=False) as part:
+                part.write(data)
+            os.replace(part.name, target)
+        return digest, len(data), relative.as_posix()
+
+
+async def sync_documents(
+    source: SourceAPI, warehouse: Warehouse, settings: SyncSettings, run_id: str, progress: Progress | None = None
+) -> StreamResult:
+    say = progress or (lambda message: None)
+    result = StreamResult(STREAM, run_id, dt.datetime.now(dt.UTC))
+    requests_before, retries_before = source.request_counts()
+    result.cursor_before = warehouse.get_cursor(STREAM)
+    if not settings.documents:
+        result.extra["skipped"] = "the documents stream is off (FREIGHT_SYNC_DOCUMENTS=0)"
+        say(f"documents: {result.extra['skipped']}")
+        result.cursor_after = result.cursor_before
+        return result
+    now = dt.datetime.now(dt.UTC)
+    cursor = DocumentsCursor.parse(result.cursor_before)
+    relist = cursor.relist_due(settings.documents_relist_interval, now)
+    watermark = newest_shipment_write(warehouse.con)
+    targets = shipments_written_after(warehouse.con, None if relist else cursor.synced_through)
+    due = {int(q["shipment_id"]) for q in warehouse.due_quarantine(STREAM, run_id) if q["shipment_id"] is not None}
+    if due - set(targets):
+        held = set(shipments_written_after(warehouse.con, None))
+        targets = sorted(set(targets) | (due & held))
+    say(f"documents: {'re-listing the E-Files of every' if relist else 'listing the E-Files of'} "
+        f"{len(targets)} shipments" + (f" ({len(due)} from the retry queue)" if due else ""))
+    reader = DocumentReader(source, settings, warehouse.data_dir)
+    counts = {"changed": 0, "unchanged": 0, "failed": 0}
+    chunk = settings.documents_chunk
+    for start in range(0, len(targets), chunk):
+        ids = targets[start:start + chunk]
+        outcomes = await reader.read(ids)
+        _write(warehouse, run_id, settings, outcomes, counts, result)
+    result.rows_read = reader.files_read
+    warehouse.set_cursor(STREAM, DocumentsCursor(watermark, now if relist else cursor.relisted_at).text(), run_id)
+    result.extra.update(counts, relisted=relist, shipments=len(targets),
+                        files_per_shipment=round(reader.files_read / len(targets), 2) if targets else 0)
+    result.extra["retry_queue"] = warehouse.quarantine_count(STREAM)
+    say(f"documents: {len(targets)} shipments, {reader.files_read} E-Files; rows of {counts['changed']} shipments "
+        f"changed, {counts['unchanged']} unchanged, {counts['failed']} failed")
+    requests_after, retries_after = source.request_counts()
+    result.requests = requests_after - requests_before
+    result.retries = retries_after - retries_before
+    result.cursor_after = warehouse.get_cursor(STREAM)
+    return result
+
+
+def _write(warehouse: Warehouse, run_id: str, settings: SyncSettings, outcomes: Mapping[int, ShipmentDocuments],
+           counts: dict[str, int], result: StreamResult) -> None:
+    """One transaction for a chunk: changed shipments' rows replaced, the rest settled or quarantined."""
+    loaded = {i: o for i, o in outcomes.items() if o.failure is None}
+    held = held_documents(warehouse.con, list(loaded))
+    changed = [i for i, o in loaded.items() if {row_key(r) for r in o.rows} != held.get(i, set())]
+    unchanged = [i for i in loaded if i not in set(changed)]
+    rows = [r for i in changed for r in loaded[i].rows]
+    quarantined = [o.failure.quarantined(STREAM, i, i) for i, o in outcomes.items() if o.failure is not None]
+    quarantined += [q for o in loaded.values() for q in o.quarantined]
+    problems = [p for i in changed for p in loaded[i].problems]
+    stats = warehouse.apply_batch(
+        run_id,
+        BatchWrite(tables={TABLE: SHIPMENT_DOCUMENTS.to_arrow(rows)}, replaced={TABLE: changed},
+                   loaded={STREAM: changed}, settled={STREAM: unchanged}, quarantined=quarantined,
+                   problems=problems),
+        backoff=settings.backoff,
+    )
+    result.add_rows({TABLE: stats.get(TABLE, 0)})
+    result.quarantined += len(quarantined)
+    result.data_problems += len(problems)
+    counts["changed"] += len(changed)
+    counts["unchanged"] += len(unchanged)
+    counts["failed"] += len(outcomes) - len(loaded)
+
+
+def _by_id(files: Sequence[Any]) -> dict[int, dict[str, Any]]:
+    """The listed E-Files by id (one entry per file: a file linked to two shipments is listed twice)."""
+    listed: dict[int, dict[str, Any]] = {}
+    for position, efile in enumerate(files):
+        efile_id = efile.get("id") if isinstance(efile, Mapping) else None
+        if isinstance(efile_id, bool) or not isinstance(efile_id, int):
+            raise RecordShapeError(f"E-File lookup item {position} has no usable id: {str(efile)[:200]}")
+        listed[efile_id] = dict(efile)
+    return listed
+
+
+def _list(value: Any, what: str, efile_id: int) -> list[Any]:
+    if not isinstance(value, list):
+        raise RecordShapeError(f"the {what} of E-File {efile_id} came as {type(value).__name__}, not a list")
+    return value
+
+
+def _ids_text(ids: Sequence[int]) -> str:
+    return f"{ids[0]}" if len(ids) == 1 else f"{ids[0]}..{ids[-1]} ({len(ids)})"

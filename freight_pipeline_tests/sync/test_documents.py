@@ -1,0 +1,196 @@
+"""The documents stream against the simulator's E-Files, over HTTP: equal to the source after a full
+sync, an E-File stored or deleted without moving the shipment's last-modified found by the
+re-listing, one failing E-File isolated to its shipment, document bytes copied once by hash."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from freight_pipeline.normalize.documents import content_suffix, safe_file_name
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.sync.documents import STREAM
+from freight_pipeline_tests.sync.conftest import SMALL_SHIPMENTS, SyncFn, query, syncer, work_db
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
+from freight_pipeline_tests.sync.test_bad_data import corrupt, heal
+
+COLUMNS = "shipment_id, efile_id, file_name, mime_type, description, CAST(roles AS VARCHAR), " \
+          "CAST(document_references AS VARCHAR)"
+NO_RELIST = dataclasses.replace(TEST_SETTINGS, documents_relist_interval=None)
+RELIST = dataclasses.replace(TEST_SETTINGS, documents_relist_interval=dt.timedelta(0))
+
+
+def expected(sim: RunningSimulator) -> set[tuple[Any, ...]]:
+    """The simulator's E-Files as rows: one per live shipment a SHIPMENT reference names."""
+    store = sim.store
+    live = set(store.live_shipment_ids())  # type: ignore[attr-defined]
+    rows = set()
+    for efile in store.efile_rows():
+        roles = [r["role"] for r in store.get_efile_roles(efile["id"])]
+        references = sorted(({"id": r["id"], "type": r["type"], "value": r["value"]} for r in efile["references"]),
+                            key=lambda r: r["id"])
+        for reference in efile["references"]:
+            if reference["type"] == "SHIPMENT" and int(reference["value"]) in live:
+                rows.add((int(reference["value"]), efile["id"], efile["file_name"], efile["mime_type"],
+                          efile["description"], json.dumps(roles), json.dumps(references, sort_keys=True)))
+    return rows
+
+
+def held(data_dir: Path) -> set[tuple[Any, ...]]:
+    rows = query(work_db(data_dir), f"SELECT {COLUMNS} FROM freight.shipment_documents")
+    return {(*r[:6], json.dumps(sorted(json.loads(r[6]), key=lambda x: x["id"]), sort_keys=True)) for r in rows}
+
+
+def api(sim: RunningSimulator) -> httpx.Client:
+    token = httpx.post(f"{sim.base_url}/auth/token", json={"username": sim.username, "password": sim.password},
+                       timeout=10).json()["access_token"]
+    return httpx.Client(base_url=sim.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+
+
+def test_full_sync_holds_every_efile_of_every_shipment(small_sim: RunningSimulator, work_sync: SyncFn,
+                                                       tmp_path: Path) -> None:
+    results = work_sync(NO_RELIST)
+    want = expected(small_sim)
+    assert len(want) > 40, "the simulator gives most shipments documents"
+    assert held(tmp_path) == want
+    documents = results[STREAM]
+    assert documents.extra["relisted"] is True  # the first run lists every held shipment
+    assert documents.extra["failed"] == 0 and documents.quarantined == 0
+    files = len({r[1] for r in want})
+    lookups = -(-documents.extra["shipments"] // TEST_SETTINGS.documents_chunk)
+    assert documents.requests == lookups + 2 * files  # one lookup per chunk, references + roles per file
+
+    again = work_sync(NO_RELIST)[STREAM]
+    assert again.extra["shipments"] == 0 and again.requests == 0  # nothing written since: nothing to list
+
+
+def test_changes_without_a_last_modified_move_are_found_by_the_relisting(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync(NO_RELIST)
+    shipment_id = min(small_sim.store.live_shipment_ids())  # type: ignore[attr-defined]
+    with api(small_sim) as client:
+        before = client.get(f"/service/shipment/{shipment_id}").json()["last_modified_date_time"]
+        stored = client.post("/service/efile", json={
+            "file_name": "../../etc/Dangerous Goods Note.pdf", "mime_type": "application/pdf",
+            "description": "Dangerous goods note", "document": base64.b64encode(b"%PDF-1.4 DGN").decode(),
+            "references": [{"type": "SHIPMENT", "value": str(shipment_id)}], "roles": ["OPERATIONS"]}).json()
+        gone = next(r for r in expected(small_sim) if r[0] != shipment_id)
+        assert client.delete(f"/service/efile/{gone[1]}").status_code == 200
+        assert client.get(f"/service/shipment/{shipment_id}").json()["last_modified_date_time"] == before
+
+    incremental = work_sync(NO_RELIST)[STREAM]
+    assert incremental.extra["shipments"] == 0
+    assert stored["id"] not in {r[1] for r in held(tmp_path)}  # unseen until the re-listing
+
+    relisted = work_sync(RELIST)[STREAM]
+    assert relisted.extra["relisted"] is True
+    assert relisted.extra["changed"] == 2  # the shipment that got a file and the one that lost one
+    assert held(tmp_path) == expected(small_sim)
+    changed = {r[0] for r in query(work_db(tmp_path), "SELECT shipment_id FROM freight_meta.changed_shipments")}
+    assert {shipment_id, gone[0]} <= changed  # logged for the incremental marts
+
+
+def test_a_changed_shipment_lists_its_efiles_again(small_sim: RunningSimulator, work_sync: SyncFn,
+                                                   tmp_path: Path) -> None:
+    work_sync(NO_RELIST)
+    ids = small_sim.store.modify_shipments(5)  # type: ignore[attr-defined]
+    results = work_sync(NO_RELIST)[STREAM]
+    assert results.extra["shipments"] == len(ids)
+    assert held(tmp_path) == expected(small_sim)
+
+
+@pytest.fixture
+def control_sim() -> Iterator[RunningSimulator]:
+    """A small simulator whose ``/_control`` routes plant corruptions."""
+    with running_simulator(shipments=SMALL_SHIPMENTS, seed=7, control=True) as running:
+        yield running
+
+
+@pytest.fixture
+def control_sync(control_sim: RunningSimulator, tmp_path: Path) -> SyncFn:
+    return syncer(control_sim, tmp_path, publish_after=False)
+
+
+def test_one_failing_efile_quarantines_its_shipment_only(control_sim: RunningSimulator, control_sync: SyncFn,
+                                                         tmp_path: Path) -> None:
+    small_sim, work_sync = control_sim, control_sync
+    want = expected(small_sim)
+    bad_file = sorted(want)[5][1]
+    bad_shipment = next(r[0] for r in want if r[1] == bad_file)
+    corrupt(small_sim, "efileroles", bad_file, "status", status=500)
+    documents = work_sync(NO_RELIST)[STREAM]
+    assert documents.extra["failed"] == 1
+    assert held(tmp_path) == {r for r in want if r[0] != bad_shipment}
+    (reason,) = query(work_db(tmp_path), "SELECT reason FROM freight_meta.quarantine WHERE stream = ? "
+                      "AND shipment_id = ?", [STREAM, bad_shipment])[0]
+    assert f"E-File {bad_file}" in reason
+
+    heal(small_sim)
+    retried = work_sync(NO_RELIST)[STREAM]
+    assert retried.extra["shipments"] == 1  # only the shipment from the retry queue
+    assert held(tmp_path) == want
+    assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.quarantine WHERE stream = ?",
+                 [STREAM]) == [(0,)]
+
+
+def test_document_content_is_copied_once_by_hash_and_bad_base64_is_quarantined(
+    control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path
+) -> None:
+    small_sim, work_sync = control_sim, control_sync
+    settings = dataclasses.replace(NO_RELIST, document_content=True)
+    want = expected(small_sim)
+    bad_file = sorted(want)[3][1]
+    bad_shipment = next(r[0] for r in want if r[1] == bad_file)
+    corrupt(small_sim, "efile", bad_file, "set", path="document", value="not base64!!")
+    documents = work_sync(settings)[STREAM]
+    assert held(tmp_path) == want  # every row, the bad one without content
+    rows = query(work_db(tmp_path), "SELECT efile_id, content_sha256, content_size_bytes, content_path "
+                                    "FROM freight.shipment_documents")
+    for efile_id, sha, size, path in rows:
+        if efile_id == bad_file:
+            assert (sha, size, path) == (None, None, None)
+            continue
+        data = base64.b64decode(small_sim.store.get_efile(efile_id)["document"])  # type: ignore[attr-defined]
+        assert (sha, size) == (hashlib.sha256(data).hexdigest(), len(data))
+        assert (tmp_path / path).read_bytes() == data
+    stored = [p for p in (tmp_path / "documents").rglob("*") if p.is_file()]
+    assert len(stored) == len({r[1] for r in rows if r[1]})  # one file per distinct content
+    assert documents.quarantined == 1
+    assert query(work_db(tmp_path), "SELECT shipment_id FROM freight_meta.quarantine WHERE stream = ?",
+                 [STREAM]) == [(bad_shipment,)]
+
+    heal(small_sim)
+    work_sync(settings)
+    (sha,) = query(work_db(tmp_path), "SELECT content_sha256 FROM freight.shipment_documents WHERE efile_id = ?",
+                   [bad_file])[0]
+    assert sha is not None
+
+
+def test_the_stream_can_be_turned_off(small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path) -> None:
+    documents = work_sync(dataclasses.replace(NO_RELIST, documents=False))[STREAM]
+    assert documents.requests == 0 and "skipped" in documents.extra
+    assert held(tmp_path) == set()
+
+
+@pytest.mark.parametrize(("name", "safe", "suffix"), [
+    ("invoice.PDF", "invoice.PDF", ".pdf"),
+    ("../../etc/passwd", "passwd", ""),
+    ("C:\\Users\\x\\Bill of lading #7.pdf", "Bill_of_lading_7.pdf", ".pdf"),
+    ("...hidden", "hidden", ""),
+    ("", "document", ""),
+    (None, "document", ""),
+    ("name.with.a.very-long-suffix", "name.with.a.very-long-suffix", ""),
+])
+def test_file_names_are_sanitized(name: Any, safe: str, suffix: str) -> None:
+    assert safe_file_name(name) == safe
+    assert content_suffix(name) == suffix
