@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: setup test lint demo ui bench clean
+.PHONY: setup test lint demo ui dashboard bench clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python 3.11 is required; set PYTHON=...)"; exit 1; }
@@ -38,6 +38,13 @@ demo: setup
 ui: setup
 	@mkdir -p $(DAGSTER_HOME)
 	$(BIN)/freight-pipeline ui --data-dir $(DATA_DIR)
+
+# The BI dashboard (Streamlit) over the published $(DATA_DIR)/warehouse.duckdb, read-only:
+# http://127.0.0.1:$(DASHBOARD_PORT)
+DASHBOARD_PORT ?= 8501
+
+dashboard: setup
+	$(BIN)/freight-pipeline dashboard --data-dir $(DATA_DIR) --port $(DASHBOARD_PORT)
 
 # The dlt peer runs in a venv of its own (its dependencies are not the project's), pinned by
 # bench/peer-constraints.txt; .bench/ is ignored by git.

@@ -14,6 +14,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "status": ("freight_pipeline.commands.status", "cursors, last runs and row counts of the published warehouse"),
     "demo": ("freight_pipeline.commands.demo", "simulator, full sync, changes, incremental sync, summary"),
     "ui": ("freight_pipeline.commands.ui", "the simulator and the Dagster UI with the schedules running"),
+    "dashboard": ("freight_pipeline.commands.dashboard", "the BI dashboard (Streamlit) over the published warehouse"),
 }
 
 

@@ -45,8 +45,9 @@ CHROMIUM = "/usr/bin/chromium"
 EXPECTED = ("shipments", "shipment_events", "code_conversions", "fct_shipments", "fct_transit_times")
 """Asset names short enough to be shown whole on a graph node (longer ones are shortened with an ellipsis)."""
 GRAPH_PATH = "/asset-groups"
-DISMISS_COMMUNITY_DIALOG = "try { localStorage.setItem('communityNux', JSON.stringify('1')); } catch (e) {}"
-"""The first visit on localhost shows a newsletter dialog over the graph; this is how its Skip is remembered."""
+SHOULD_SHOW_NUX = "{ shouldShowNux }"
+"""The webserver's question whether to show the "community" (newsletter) dialog on a first visit: the
+shipped dagster.yaml (``nux: enabled: false``) makes it answer false."""
 EXPAND_ALL_GROUPS = "window.dispatchEvent(new KeyboardEvent('keydown', {altKey: true, code: 'KeyE', key: 'e'}))"
 """The graph's shortcut Alt+E (a window keydown listener) toggles between all groups collapsed and expanded."""
 CHROMIUM_FLAGS = (
@@ -88,6 +89,11 @@ def main() -> int:
     try:
         seconds = wait_http(f"{url}/server_info", ui, "freight-pipeline ui", args.timeout)
         print(f"check_ui: webserver up after {seconds:.1f} s: {httpx.get(f'{url}/server_info').json()}")
+        nux = httpx.post(f"{url}/graphql", json={"query": SHOULD_SHOW_NUX}, timeout=30).json()
+        if nux.get("data", {}).get("shouldShowNux") is not False:
+            print(f"check_ui: FAILED: the UI would show the community dialog (shouldShowNux: {nux})")
+            return 1
+        print("check_ui: no community dialog (shouldShowNux: false)")
         shot_dir = Path(tempfile.mkdtemp(prefix="freight-ui-screenshot-"))
         found, missing, screenshot = browse(chromium, url + GRAPH_PATH, shot_dir, args.timeout)
     except FAILURES as exc:
@@ -123,7 +129,6 @@ def browse(chromium: str, url: str, shot_dir: Path, timeout: float) -> tuple[lis
         with connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30) as ws:
             cdp = _Cdp(ws)
             cdp.call("Page.enable")
-            cdp.call("Page.addScriptToEvaluateOnNewDocument", source=DISMISS_COMMUNITY_DIALOG)
             cdp.call("Page.navigate", url=url)
             found = _wait_for_assets(cdp, timeout)
             time.sleep(2)  # let the graph finish its layout animation before the picture

@@ -1,22 +1,26 @@
-"""The Dagster instance directory of ``ui``: ``$DAGSTER_HOME``, with a ``dagster.yaml`` written once."""
+"""The Dagster instance directory: ``$DAGSTER_HOME`` with the project's ``dagster.yaml``.
+
+The file shipped next to this module (``dagster.yaml``: one queued run at a time, telemetry off,
+no "community" dialog in the UI) is copied when the instance has none. An existing file is the
+user's and stays as it is, except that a top-level ``telemetry`` or ``nux`` section it lacks is
+appended (switched off), so an instance written by an earlier version loses the dialog too.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-DAGSTER_YAML = """\
-# Written by `freight-pipeline ui` because none was here; edit freely, it is never overwritten.
-# One run at a time: every run of the freight jobs writes the same DuckDB working database, and
-# DuckDB allows one writer.
-run_coordinator:
-  module: dagster.core.run_coordinator
-  class: QueuedRunCoordinator
-  config:
-    max_concurrent_runs: 1
-telemetry:
-  enabled: false
-"""
+import yaml
+
+TEMPLATE = Path(__file__).with_name("dagster.yaml")
+DAGSTER_YAML = TEMPLATE.read_text()
+"""The shipped instance configuration (what a new ``$DAGSTER_HOME/dagster.yaml`` holds)."""
+SWITCHED_OFF = {
+    "telemetry": "# added by freight-pipeline: no usage data leaves the machine\ntelemetry:\n  enabled: false\n",
+    "nux": "# added by freight-pipeline: no \"community\" dialog over the Dagster UI\nnux:\n  enabled: false\n",
+}
+"""Sections appended to an existing ``dagster.yaml`` that lacks them."""
 
 
 def dagster_home(default: Path) -> Path:
@@ -27,9 +31,21 @@ def dagster_home(default: Path) -> Path:
 
 
 def ensure_dagster_yaml(home: Path) -> bool:
-    """Write ``home/dagster.yaml`` unless one exists; True when written."""
+    """Write ``home/dagster.yaml`` from the template unless one exists, or append the ``telemetry``
+    and ``nux`` sections an existing one lacks; True when the file was written or changed."""
     path = home / "dagster.yaml"
-    if path.exists():
+    if not path.exists():
+        path.write_text(DAGSTER_YAML)
+        return True
+    text = path.read_text()
+    try:
+        config = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return False  # not ours to repair: Dagster reports it
+    if not isinstance(config, dict):
         return False
-    path.write_text(DAGSTER_YAML)
+    missing = [section for key, section in SWITCHED_OFF.items() if key not in config]
+    if not missing:
+        return False
+    path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + "".join(missing))
     return True

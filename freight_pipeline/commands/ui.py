@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     home = dagster_home(REPO_ROOT / ".dagster_home")
     if ensure_dagster_yaml(home):
-        say(f"ui: wrote {home / 'dagster.yaml'} (queued runs, one at a time)")
+        say(f"ui: wrote {home / 'dagster.yaml'} (queued runs one at a time, telemetry and the community dialog off)")
     base_url = f"http://{LOCALHOST}:{args.simulator_port}"
     ui_url = f"http://{LOCALHOST}:{args.port}"
     env = {

@@ -1,0 +1,93 @@
+"""``freight-pipeline dashboard``: the BI dashboard (Streamlit) over the published warehouse, until Ctrl-C.
+
+Streamlit runs as a child process on 127.0.0.1 (``--port``, default 8501), headless, without
+usage statistics and without a file watcher; the page opens ``$FREIGHT_DATA_DIR/warehouse.duckdb``
+read-only on each load, so it never holds up a sync or a publish. Ctrl-C or SIGTERM stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import FrameType
+
+from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
+from freight_pipeline.commands.processes import LOCALHOST, ChildExited, port_in_use, start_child, stop_child, wait_http
+from freight_pipeline.config import DATA_DIR_ENV
+from freight_pipeline.warehouse.publish import published_db_path
+
+APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+DEFAULT_PORT = 8501
+HEALTH_PATH = "/_stcore/health"
+
+
+class _Stop(BaseException):  # like KeyboardInterrupt: no `except Exception` swallows it
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_data_dir_argument(parser)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"dashboard port (default {DEFAULT_PORT})")
+
+
+def streamlit_argv(port: int) -> list[str]:
+    """``streamlit run`` of the page on loopback: headless, no usage statistics, no file watcher."""
+    return [
+        sys.executable, "-m", "streamlit", "run", str(APP),
+        "--server.address", LOCALHOST,
+        "--server.port", str(port),
+        "--server.headless", "true",
+        "--browser.gatherUsageStats", "false",
+        "--server.fileWatcherType", "none",
+        "--server.runOnSave", "false",
+        "--global.developmentMode", "false",
+        "--client.toolbarMode", "viewer",
+        "--theme.base", "light",
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    if port_in_use(args.port):
+        say(f"dashboard: port {args.port} on {LOCALHOST} is in use: stop what listens there or pass --port")
+        return 2
+    data_dir = resolve_data_dir(args.data_dir)
+    database = published_db_path(data_dir)
+    if not database.is_file():
+        say(f"dashboard: no published warehouse at {database} yet; the page says so until one is (run `make demo`)")
+    url = f"http://{LOCALHOST}:{args.port}"
+    env = {**os.environ, DATA_DIR_ENV: str(data_dir), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    child: subprocess.Popen[bytes] | None = None
+    grace = 0.0
+    try:
+        child = start_child(streamlit_argv(args.port), env, mute_stdout=True)  # its banner repeats the URL
+        seconds = wait_http(url + HEALTH_PATH, child, "streamlit", 120)
+        say(f"dashboard: ready in {seconds:.1f} s at {url}  (reads {database} read-only). Ctrl-C stops it.")
+        child.wait()
+        say(f"dashboard: streamlit exited with status {child.returncode}")
+        return 1
+    except _Stop as stop:
+        grace = 5.0 if stop.signum == signal.SIGINT else 0.0  # Ctrl-C reached streamlit as well
+        say(f"dashboard: {stop}: stopping ...")
+        return 0
+    except (ChildExited, TimeoutError) as exc:
+        say(f"dashboard: {exc}")
+        return 1
+    finally:
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)
+        if child is not None:
+            stop_child(child, grace=grace)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        say("dashboard: stopped")
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop(signum)

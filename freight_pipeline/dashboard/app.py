@@ -1,0 +1,245 @@
+"""The dashboard page (Streamlit): ``freight-pipeline dashboard`` runs ``streamlit run`` on this file.
+
+Thin: it reads the filters from the sidebar (and the URL: ``?mode=SEA&client=ACME&from=2026-01&to=2026-06``
+opens a filtered page), loads everything in one short read-only connection
+(:func:`queries.load_page`), then lays it out: metric tiles, one Altair chart per view, and every
+chart's figures again as a small table (``st.table``). Each part sits in a container with a key
+(CSS class ``st-key-<key>``) so a browser test can find it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+import duckdb
+import streamlit as st
+
+from freight_pipeline.commands.common import one_line
+from freight_pipeline.config import data_dir_from_env
+from freight_pipeline.dashboard import charts, display, queries
+from freight_pipeline.dashboard.display import count, decimal, instant, label, month, share, whole
+from freight_pipeline.warehouse.publish import published_db_path
+
+TITLE = "Freight shipments"
+PERIOD_HELP = (
+    "On-time: month of the planned arrival. Transit times: month of the actual arrival. "
+    "Volumes and open shipments: month the shipment was created (UTC)."
+)
+
+
+def main() -> None:
+    st.set_page_config(page_title=TITLE, layout="wide", initial_sidebar_state="expanded")
+    st.title(TITLE)
+    data_dir = data_dir_from_env()
+    try:
+        with queries.open_warehouse(data_dir) as con:
+            options = queries.filter_options(con)
+            filters = sidebar(options)
+            page = queries.load_page(con, filters)
+    except (queries.NoWarehouse, queries.MissingMarts) as exc:
+        st.error(str(exc))
+        return
+    except duckdb.Error as exc:
+        st.error(f"cannot read the published warehouse at {published_db_path(data_dir)}: {one_line(str(exc))}")
+        return
+    st.caption(
+        f"Published warehouse {published_db_path(data_dir)} (read-only; each page load reads the latest "
+        f"publish). Page read at {instant(dt.datetime.now(dt.UTC))}."
+    )
+    tiles(page)
+    on_time_section(page)
+    transit_section(page)
+    volumes_section(page)
+    open_section(page)
+    freshness_section(page)
+    bad_data_section(page)
+
+
+# --- filters --------------------------------------------------------------------------------------
+
+
+def sidebar(options: queries.FilterOptions) -> queries.Filters:
+    """The filter widgets, started from the URL's query parameters; the URL follows the choice."""
+    params = st.query_params
+    st.sidebar.header("Filters")
+    modes = st.sidebar.multiselect(
+        "Mode of transport", options.modes, default=_known(params.get_all("mode"), options.modes),
+        placeholder="all modes", key="modes",
+    )
+    clients = st.sidebar.multiselect(
+        "Client", options.clients, default=_known(params.get_all("client"), options.clients),
+        placeholder="all clients", key="clients",
+    )
+    months = [month(m) for m in options.months]
+    month_from = month_to = None
+    if len(months) >= 2:
+        start = params.get("from") if params.get("from") in months else months[0]
+        end = params.get("to") if params.get("to") in months else months[-1]
+        start, end = st.sidebar.select_slider(
+            "Period (month)", months, value=(start, end), key="period", help=PERIOD_HELP
+        )
+        # the whole range means no period filter, so rows without a month (no creation instant) stay in
+        month_from = None if start == months[0] else options.months[months.index(start)]
+        month_to = None if end == months[-1] else options.months[months.index(end)]
+    elif months:
+        st.sidebar.caption(f"Period: {months[0]} (the only month with data)")
+    st.query_params.from_dict(
+        {k: v for k, v in {"mode": modes, "client": clients,
+                           "from": month(month_from) if month_from else None,
+                           "to": month(month_to) if month_to else None}.items() if v}
+    )
+    st.sidebar.caption(PERIOD_HELP)
+    return queries.Filters(tuple(modes), tuple(clients), month_from, month_to)
+
+
+def _known(values: Sequence[str], choices: Sequence[str]) -> list[str]:
+    return [v for v in values if v in choices]
+
+
+# --- sections -------------------------------------------------------------------------------------
+
+
+def tiles(page: queries.PageData) -> None:
+    now = dt.datetime.now(dt.UTC)
+    total = page.on_time_total.iloc[0]
+    volume = page.volume_total.iloc[0]
+    fresh = page.freshness
+    quarantined = int(page.bad_data["quarantined"].sum()) if len(page.bad_data) else 0
+    nulled = int(page.bad_data["values_nulled"].sum()) if len(page.bad_data) else 0
+    with st.container(key="tiles"):
+        columns = st.columns(6)
+        columns[0].metric("On-time share", share(total["on_time_share"]),
+                          help=f"of {count(total['shipments_arrived'])} arrived shipments with a planned arrival")
+        columns[1].metric("Shipments", count(volume["shipments"]), help="shipments created in the period")
+        columns[2].metric("Open shipments", count(volume["open_shipments"]), help="of those, not closed")
+        columns[3].metric("Last sync", instant(fresh.last_sync_at),
+                          delta=_ago(fresh.sync_age(now)), delta_color="off",
+                          help=f"newest successful run of the {queries.MAIN_STREAM} stream "
+                               f"(latest run: {fresh.last_run_status or 'none'})")
+        columns[4].metric("Source lag", display.duration(fresh.source_lag(now)),
+                          help=f"now minus the newest source change held ({instant(fresh.newest_source_change)})")
+        columns[5].metric("Quarantined records", count(quarantined), delta=f"{count(nulled)} values nulled",
+                          delta_color="off", help="records waiting in the retry queue (freight_meta.quarantine)")
+
+
+def _ago(age: dt.timedelta | None) -> str | None:
+    return None if age is None else f"{display.duration(age)} ago"
+
+
+def _table(key: str, frame: object) -> None:
+    with st.container(key=key):
+        st.table(frame, hide_index=True)
+
+
+ON_TIME_FIGURES: list[display.Column] = [
+    ("shipments_arrived", "arrived", count),
+    ("shipments_on_time", "on time", count),
+    ("on_time_share", "on-time share", share),
+]
+
+
+def on_time_section(page: queries.PageData) -> None:
+    with st.container(key="on-time"):
+        st.subheader("On-time arrivals")
+        st.caption("Arrived shipments whose actual arrival at the port of discharge was no later than planned "
+                   "plus the tolerance (analytics.fct_on_time_performance).")
+        st.altair_chart(charts.on_time_by_month(page.on_time_by_month_mode), width="stretch")
+        _table("table-on-time-month-mode", display.table(page.on_time_by_month_mode, [
+            ("arrival_month", "month", month), ("mode_of_transport", "mode", label), *ON_TIME_FIGURES]))
+        left, right = st.columns(2)
+        with left:
+            st.altair_chart(charts.ranked_share(page.on_time_by_lane, "lane", f"On-time share, top {queries.TOP} "
+                                                "lanes by arrivals"), width="stretch")
+            _table("table-on-time-lane", display.table(page.on_time_by_lane, [("lane", "lane", label),
+                                                                               *ON_TIME_FIGURES]))
+        with right:
+            st.altair_chart(charts.ranked_share(page.on_time_by_carrier, "carrier_name", f"On-time share, top "
+                                                f"{queries.TOP} carriers by arrivals"), width="stretch")
+            _table("table-on-time-carrier", display.table(page.on_time_by_carrier, [
+                ("carrier_name", "carrier", label), *ON_TIME_FIGURES]))
+
+
+def transit_section(page: queries.PageData) -> None:
+    with st.container(key="transit"):
+        st.subheader("Transit times")
+        st.caption(f"Hours from the actual departure at the port of loading to the actual arrival at the port "
+                   f"of discharge, top {queries.TOP} lanes by shipments (analytics.fct_transit_times).")
+        st.altair_chart(charts.transit_distribution(page.transit_by_lane), width="stretch")
+        hours = [(f"{stat}_hours", stat, decimal) for stat in ("min", "p25", "median", "p75", "max", "mean")]
+        _table("table-transit", display.table(page.transit_by_lane, [
+            ("lane", "lane", label), ("shipments", "shipments", count), *hours]))
+
+
+VOLUME_FIGURES: list[display.Column] = [
+    ("shipments", "shipments", count),
+    ("gross_weight", "gross weight", whole),
+    ("volume", "volume (m³)", decimal),
+]
+
+
+def volumes_section(page: queries.PageData) -> None:
+    with st.container(key="volumes"):
+        st.subheader("Volumes")
+        st.caption("Shipments, total gross weight and total volume by month created and lane "
+                   "(analytics.fct_shipments).")
+        st.altair_chart(charts.volumes_by_month(page.volume_by_month_lane), width="stretch")
+        left, right = st.columns(2)
+        with left:
+            _table("table-volume-month", display.table(page.volume_by_month, [
+                ("created_month", "month", month), *VOLUME_FIGURES]))
+        with right:
+            _table("table-volume-lane", display.table(page.volume_by_lane, [("lane", "lane", label),
+                                                                             *VOLUME_FIGURES]))
+
+
+def open_section(page: queries.PageData) -> None:
+    with st.container(key="open"):
+        st.subheader("Open shipments by next milestone")
+        st.caption("Shipments not closed, by their earliest planned milestone that has no actual yet "
+                   "(analytics.fct_shipment_milestones).")
+        left, right = st.columns([2, 1])
+        with left:
+            st.altair_chart(charts.open_by_milestone(page.open_by_milestone), width="stretch")
+        with right:
+            _table("table-open", display.table(page.open_by_milestone, [
+                ("next_milestone", "next milestone", label), ("open_shipments", "open shipments", count)]))
+
+
+def freshness_section(page: queries.PageData) -> None:
+    fresh = page.freshness
+    with st.container(key="freshness"):
+        st.subheader("Data freshness")
+        st.markdown(
+            f"Last successful sync of **{queries.MAIN_STREAM}**: **{instant(fresh.last_sync_at)}**; "
+            f"newest source change held: **{instant(fresh.newest_source_change)}**."
+        )
+        if len(fresh.streams):
+            _table("table-freshness", display.table(fresh.streams, [
+                ("stream", "stream", label), ("last_status", "last run", label),
+                ("last_started_at", "started", instant), ("last_finished_at", "finished", instant),
+                ("last_success_at", "last success", instant), ("error", "error", _error)]))
+        else:
+            st.info("No sync run is recorded in this warehouse (freight_meta.sync_runs).")
+
+
+def _error(value: object) -> str:
+    text = display.label(value)
+    return "" if text == display.NO_VALUE else one_line(text, 120)
+
+
+def bad_data_section(page: queries.PageData) -> None:
+    with st.container(key="bad-data"):
+        st.subheader("Quarantine and data problems")
+        if not len(page.bad_data):
+            st.success("No record waits in the retry queue and no value was nulled.")
+            return
+        st.caption("Records that failed and wait for a retry (freight_meta.quarantine) and values nulled because "
+                   "they could not be converted (freight_meta.data_problems), per stream.")
+        _table("table-bad-data", display.table(page.bad_data, [
+            ("stream", "stream", label), ("quarantined", "quarantined", count),
+            ("failing_since", "failing since", instant), ("values_nulled", "values nulled", count)]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""The dashboard's charts as Altair (Vega-Lite) specifications, built from the query DataFrames.
+
+Plain functions, no Streamlit: each takes a DataFrame of :mod:`freight_pipeline.dashboard.queries`
+and returns a chart. Months are shown as ``YYYY-MM`` text on an ordinal axis and null dimension
+values as ``(none)``, as in the tables beside the charts.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from freight_pipeline.dashboard import display
+
+OTHER_LANES = "other lanes"
+STACKED_LANES = 8
+"""Lanes drawn one by one in the volume chart (most shipments first); the rest are stacked as one."""
+HEIGHT = 280
+
+
+def _months(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    frame = frame.copy()
+    frame["month"] = [display.month(v) for v in frame[column]]
+    return frame
+
+
+def _labels(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    frame = frame.copy()
+    frame[column] = [display.label(v) for v in frame[column]]
+    return frame
+
+
+def on_time_by_month(frame: pd.DataFrame) -> alt.Chart:
+    """On-time share per month of planned arrival, one line per mode (``on_time(by=month, mode)``)."""
+    data = _months(frame, "arrival_month")
+    data = data[data["shipments_arrived"] > 0]
+    return (
+        alt.Chart(data[["month", "mode_of_transport", "on_time_share", "shipments_arrived", "shipments_on_time"]])
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("month:O", title="month of planned arrival"),
+            y=alt.Y("on_time_share:Q", title="on-time share", axis=alt.Axis(format="%"),
+                    scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("mode_of_transport:N", title="mode"),
+            tooltip=["month", "mode_of_transport", alt.Tooltip("on_time_share:Q", format=".1%"),
+                     "shipments_arrived", "shipments_on_time"],
+        )
+        .properties(height=HEIGHT, title="On-time share by month and mode")
+    )
+
+
+def ranked_share(frame: pd.DataFrame, dimension: str, title: str) -> alt.Chart:
+    """On-time share per lane or carrier (``on_time(by=dimension)``), in the frame's order."""
+    data = _labels(frame, dimension)
+    data = data[data["shipments_arrived"] > 0]
+    return (
+        alt.Chart(data[[dimension, "on_time_share", "shipments_arrived", "shipments_on_time"]])
+        .mark_bar()
+        .encode(
+            y=alt.Y(f"{dimension}:N", sort=list(data[dimension]), title=None),
+            x=alt.X("on_time_share:Q", title="on-time share", axis=alt.Axis(format="%"),
+                    scale=alt.Scale(domain=[0, 1])),
+            tooltip=[dimension, alt.Tooltip("on_time_share:Q", format=".1%"), "shipments_arrived",
+                     "shipments_on_time"],
+        )
+        .properties(height=HEIGHT, title=title)
+    )
+
+
+def transit_distribution(frame: pd.DataFrame) -> alt.LayerChart:
+    """Per lane a box from the 25th to the 75th percentile of transit hours, whiskers from min to
+    max, a tick at the median (``transit_time_by_lane``)."""
+    data = _labels(frame, "lane")
+    order = list(data["lane"])
+    base = alt.Chart(data).encode(y=alt.Y("lane:N", sort=order, title=None))
+    tooltip = ["lane", "shipments", "min_hours", "p25_hours", "median_hours", "p75_hours", "max_hours"]
+    whiskers = base.mark_rule().encode(x=alt.X("min_hours:Q", title="transit hours"), x2="max_hours:Q")
+    box = base.mark_bar(size=14).encode(x="p25_hours:Q", x2="p75_hours:Q", tooltip=tooltip)
+    median = base.mark_tick(color="white", size=14, thickness=2).encode(x="median_hours:Q")
+    return alt.layer(whiskers, box, median).properties(
+        height=HEIGHT, title="Transit hours per lane (min, quartiles, max)"
+    )
+
+
+def volumes_by_month(frame: pd.DataFrame) -> alt.Chart:
+    """Shipments per month created, stacked by lane (``volumes(by=month, lane)``); lanes beyond the
+    :data:`STACKED_LANES` busiest are stacked together as :data:`OTHER_LANES`."""
+    data = _labels(_months(frame, "created_month"), "lane")
+    busiest = data.groupby("lane")["shipments"].sum().sort_values(ascending=False, kind="stable")
+    kept = set(busiest.index[:STACKED_LANES])
+    data["lane"] = [lane if lane in kept else OTHER_LANES for lane in data["lane"]]
+    data = data.groupby(["month", "lane"], as_index=False)[["shipments", "gross_weight", "volume"]].sum()
+    return (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=alt.X("month:O", title="month created"),
+            y=alt.Y("shipments:Q", title="shipments", stack="zero"),
+            color=alt.Color("lane:N", title="lane"),
+            tooltip=["month", "lane", "shipments", alt.Tooltip("gross_weight:Q", format=",.0f"),
+                     alt.Tooltip("volume:Q", format=",.1f")],
+        )
+        .properties(height=HEIGHT, title="Shipments by month created and lane")
+    )
+
+
+def open_by_milestone(frame: pd.DataFrame) -> alt.Chart:
+    """Open shipments per next milestone (``open_by_next_milestone``)."""
+    return (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            y=alt.Y("next_milestone:N", sort=list(frame["next_milestone"]), title=None),
+            x=alt.X("open_shipments:Q", title="open shipments"),
+            tooltip=["next_milestone", "open_shipments"],
+        )
+        .properties(height=HEIGHT, title="Open shipments by next milestone")
+    )

@@ -1,0 +1,101 @@
+"""How the dashboard writes numbers, instants and durations (plain functions, no Streamlit).
+
+The page shows every figure of a chart in a table too, formatted here; the browser test reads
+those tables back and compares them with DuckDB, to the precision written here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+
+MISSING = "n/a"
+"""A figure that does not exist (no arrivals, no run yet)."""
+NO_VALUE = "(none)"
+"""A dimension value that is null (a shipment without a known lane or carrier)."""
+
+
+def _absent(value: Any) -> bool:
+    if value is None or value is pd.NaT:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def count(value: Any) -> str:
+    """``1,234``."""
+    return MISSING if _absent(value) else f"{int(value):,}"
+
+
+def share(value: Any) -> str:
+    """A fraction as a percentage with one decimal: ``0.8754`` -> ``87.5 %``."""
+    return MISSING if _absent(value) else f"{float(value) * 100:.1f} %"
+
+
+def decimal(value: Any, places: int = 1) -> str:
+    """``1,234.5`` (hours, cubic metres)."""
+    return MISSING if _absent(value) else f"{float(value):,.{places}f}"
+
+
+def whole(value: Any) -> str:
+    """A measure rounded to a whole number: ``12,346`` (kilograms)."""
+    return MISSING if _absent(value) else f"{round(float(value)):,}"
+
+
+def month(value: Any) -> str:
+    """``2026-03``."""
+    if _absent(value):
+        return NO_VALUE
+    if isinstance(value, pd.Timestamp):
+        value = value.date()
+    return f"{value.year:04d}-{value.month:02d}"
+
+
+def instant(value: Any) -> str:
+    """``2026-11-01 08:00 UTC`` (to the minute)."""
+    if _absent(value):
+        return MISSING
+    if isinstance(value, pd.Timestamp):
+        value = value.to_pydatetime()
+    value = value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+    return value.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def duration(value: dt.timedelta | None) -> str:
+    """``45 s``, ``12 min``, ``3 h 5 min``, ``2 d 4 h`` (a negative one, from clocks apart, as ``0 s``)."""
+    if value is None:
+        return MISSING
+    seconds = max(0, math.floor(value.total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def label(value: Any) -> str:
+    """A dimension value as text; null as :data:`NO_VALUE`."""
+    return NO_VALUE if _absent(value) else str(value)
+
+
+Column = tuple[str, str, Callable[[Any], str]]
+"""(source column, heading, formatter)."""
+
+
+def table(frame: pd.DataFrame, columns: Sequence[Column]) -> pd.DataFrame:
+    """``frame``'s ``columns`` formatted as text under their headings, for ``st.table``."""
+    return pd.DataFrame(
+        {heading: [fmt(v) for v in frame[source]] for source, heading, fmt in columns},
+        columns=[heading for _, heading, _ in columns],
+    )

@@ -1,0 +1,530 @@
+"""The dashboard: its queries against independent DuckDB queries of a published demo warehouse, then
+the real ``freight-pipeline dashboard`` on a free loopback port, loaded in headless Chromium (driven
+over the DevTools protocol like ``scripts/check_ui.py``, whose small client this test reuses), with
+every metric tile and table on the page compared with DuckDB and the Vega charts checked rendered.
+
+The warehouse: 200 simulator shipments normalized into the ``freight`` tables
+(``freight_pipeline_tests/dbt/freight_db.py``), ``dbt run`` of the project, a run log, retry queue,
+data problems and raw documents written into ``freight_meta``, then published as the pipeline does.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import duckdb
+import httpx
+import pandas as pd
+import pytest
+from websockets.sync.client import connect
+
+from freight_pipeline.commands.processes import LOCALHOST, free_port, start_child, stop_child, wait_http
+from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT
+from freight_pipeline.dashboard import display, queries
+from freight_pipeline.dashboard.queries import Filters
+from freight_pipeline.warehouse import META_TABLES, publish
+from freight_pipeline.warehouse.ddl import ensure_tables
+from freight_pipeline.warehouse.store import working_db_path
+from freight_pipeline_tests.dbt.dbt_cli import run_dbt
+from freight_pipeline_tests.dbt.freight_db import build_freight_database
+
+SHIPMENTS = 200
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOT_ENV = "FREIGHT_DASHBOARD_SCREENSHOT"
+"""Set to a path (e.g. docs/dashboard.png) to keep a copy of the page's screenshot there."""
+NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
+LAST_SYNC = NOW - dt.timedelta(minutes=20)
+NEWEST_CHANGE = NOW - dt.timedelta(hours=3, minutes=30)
+QUARANTINED = {"shipments": 3, "code_conversions": 1}
+NULLED = {"shipments": 2}
+
+
+# --- the published demo warehouse -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("dashboard")
+    data = root / "data"
+    work = working_db_path(data)
+    work.parent.mkdir(parents=True)
+    build_freight_database(work, shipments=SHIPMENTS)
+    result, _ = run_dbt(["run"], root / "dbt", work, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    _write_meta(work)
+    publish(data)
+    return data
+
+
+def _write_meta(path: Path) -> None:
+    """What the sync would have logged: an old failed and a newer successful run per stream, records
+    waiting for retry, values nulled, and the raw documents' last-modified instants."""
+    con = duckdb.connect(str(path))
+    try:
+        ensure_tables(con, META_TABLES)
+        for stream in ("shipments", "code_conversions"):
+            con.execute(
+                "INSERT INTO freight_meta.sync_runs (run_id, stream, started_at, finished_at, status, error) "
+                "VALUES (?, ?, ?, ?, 'failed', 'ServiceUnavailable: 503'), (?, ?, ?, ?, 'success', NULL)",
+                [f"old-{stream}", stream, NOW - dt.timedelta(hours=2), NOW - dt.timedelta(hours=2),
+                 f"new-{stream}", stream, LAST_SYNC - dt.timedelta(minutes=1), LAST_SYNC],
+            )
+        for stream, n in QUARANTINED.items():
+            for i in range(n):
+                con.execute(
+                    "INSERT INTO freight_meta.quarantine (stream, record_key, reason, first_failed_at, attempts) "
+                    "VALUES (?, ?, 'HTTP 500', ?, 1)",
+                    [stream, f"{stream}-{i}", NOW - dt.timedelta(hours=1 + i)],
+                )
+        for stream, n in NULLED.items():
+            for i in range(n):
+                con.execute(
+                    "INSERT INTO freight_meta.data_problems (stream, record_key, json_path, reason, detected_at) "
+                    "VALUES (?, ?, 'goods[0].weight', 'not a number', ?)",
+                    [stream, str(i), NOW],
+                )
+        # every shipment's raw document changed at least an hour before the newest one
+        con.execute(
+            "INSERT INTO freight_meta.raw_shipments (shipment_id, fetched_at, last_modified_at) "
+            "SELECT shipment_id, ?, ? - (row_number() OVER (ORDER BY shipment_id) - 1) * INTERVAL 1 HOUR "
+            "FROM freight.shipments",
+            [LAST_SYNC, NEWEST_CHANGE],
+        )
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def con(data_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    with queries.open_warehouse(data_dir) as connection:
+        yield connection
+
+
+def _one(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> tuple[Any, ...]:
+    row = con.execute(sql, params or []).fetchone()
+    assert row is not None
+    return row
+
+
+def _clients(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Clients by shipments, most first."""
+    rows = con.execute("SELECT client FROM analytics.fct_shipments GROUP BY client ORDER BY count(*) DESC, client")
+    return [r[0] for r in rows.fetchall()]
+
+
+# --- queries against DuckDB -----------------------------------------------------------------------
+
+
+def test_the_demo_warehouse_has_data_for_every_view(con: duckdb.DuckDBPyConnection) -> None:
+    for table in queries.MARTS:
+        assert _one(con, f"SELECT count(*) FROM {table}")[0] > 0, table
+    options = queries.filter_options(con)
+    assert set(options.modes) <= {"SEA", "AIR", "RD", "RL", "UNKNOWN"} and len(options.modes) >= 2
+    assert len(options.clients) >= 2
+    assert len(options.months) >= 2 and options.months == sorted(options.months)
+
+
+def test_on_time_is_the_marts_figures(con: duckdb.DuckDBPyConnection) -> None:
+    total = queries.on_time(con, Filters()).iloc[0]
+    planned, arrived, on_time = _one(
+        con, "SELECT sum(shipments_planned), sum(shipments_arrived), sum(shipments_on_time) "
+             "FROM analytics.fct_on_time_performance")
+    assert (total.shipments_planned, total.shipments_arrived, total.shipments_on_time) == (planned, arrived, on_time)
+    assert total.on_time_share == pytest.approx(on_time / arrived)
+
+    by_mode = queries.on_time(con, Filters(), ("mode_of_transport",))
+    expected = con.execute(
+        "SELECT mode_of_transport, sum(shipments_arrived), sum(shipments_on_time) "
+        "FROM analytics.fct_on_time_performance GROUP BY 1"
+    ).fetchall()
+    assert {(r.mode_of_transport, r.shipments_arrived, r.shipments_on_time) for r in by_mode.itertuples()} == set(
+        expected)
+
+    sea = queries.on_time(con, Filters(modes=("SEA",)), ("lane",), limit=3)
+    expected_lanes = con.execute(
+        "SELECT lane, sum(shipments_arrived) AS arrived, sum(shipments_on_time) FROM analytics.fct_on_time_performance "
+        "WHERE mode_of_transport = 'SEA' GROUP BY lane ORDER BY arrived DESC, lane NULLS LAST LIMIT 3"
+    ).fetchall()
+    assert [(r.lane, r.shipments_arrived, r.shipments_on_time) for r in sea.itertuples()] == expected_lanes
+
+
+def test_on_time_per_shipment_applies_the_marts_rule(con: duckdb.DuckDBPyConnection) -> None:
+    """A client filter reads shipments, not the mart (which has no client): with every client
+    selected it gives exactly the mart's figures, in every grouping."""
+    every_client = Filters(clients=tuple(_clients(con)))
+    for by in [(), ("arrival_month",), ("arrival_month", "mode_of_transport", "lane", "carrier_name")]:
+        from_mart = queries.on_time(con, Filters(), by)
+        per_shipment = queries.on_time(con, every_client, by)
+        pd.testing.assert_frame_equal(from_mart, per_shipment, check_dtype=False)
+
+
+def test_filters_narrow_every_view(con: duckdb.DuckDBPyConnection) -> None:
+    everything = Filters()
+    client = _clients(con)[0]
+    months = queries.filter_options(con).months
+    narrow = Filters(clients=(client,))
+    assert 0 < queries.volumes(con, narrow).iloc[0].shipments < queries.volumes(con, everything).iloc[0].shipments
+    assert queries.on_time(con, narrow).iloc[0].shipments_planned < queries.on_time(con, everything).iloc[
+        0].shipments_planned
+
+    period = Filters(month_from=months[1], month_to=months[-2] if len(months) > 2 else months[1])
+    (mart_arrived,) = _one(
+        con, "SELECT sum(shipments_arrived) FROM analytics.fct_on_time_performance WHERE arrival_month BETWEEN ? AND ?",
+        [period.month_from, period.month_to])
+    assert queries.on_time(con, period).iloc[0].shipments_arrived == mart_arrived
+    monthly = queries.volumes(con, period, ("created_month",))
+    expected_months = con.execute(
+        "SELECT DISTINCT m FROM (SELECT CAST(date_trunc('month', timezone('UTC', created_at)) AS DATE) AS m "
+        "FROM analytics.fct_shipments) WHERE m BETWEEN ? AND ? ORDER BY m", [period.month_from, period.month_to]
+    ).fetchall()
+    assert [pd.Timestamp(m).date() for m in monthly.created_month] == [m for (m,) in expected_months]
+
+    # values are parameters, never SQL text
+    hostile = Filters(modes=("SEA' OR '1'='1",), clients=("x'); DROP TABLE analytics.fct_shipments; --",))
+    assert queries.volumes(con, hostile).iloc[0].shipments == 0
+    assert queries.on_time(con, hostile).iloc[0].shipments_arrived == 0
+    assert _one(con, "SELECT count(*) FROM analytics.fct_shipments")[0] == SHIPMENTS
+
+
+def test_volumes_match_the_shipments_mart(con: duckdb.DuckDBPyConnection) -> None:
+    client = _clients(con)[0]
+    filters = Filters(modes=("SEA", "AIR"), clients=(client,))
+    where = ("WHERE is_known_mode_of_transport AND mode_of_transport IN ('SEA', 'AIR') AND client = ?", [client])
+    shipments, weight, volume = _one(
+        con, f"SELECT count(*), sum(total_gross_weight), sum(total_volume) FROM analytics.fct_shipments {where[0]}",
+        where[1])
+    total = queries.volumes(con, filters).iloc[0]
+    assert total.shipments == shipments
+    assert total.gross_weight == pytest.approx(float(weight))
+    assert total.volume == pytest.approx(float(volume))
+    by_lane = queries.volumes(con, Filters(), ("lane",), limit=queries.TOP)
+    expected = con.execute(
+        "SELECT lane, count(*) AS n, sum(total_gross_weight) FROM analytics.fct_shipments "
+        "GROUP BY lane ORDER BY n DESC, lane NULLS LAST LIMIT ?", [queries.TOP]).fetchall()
+    assert [(r.lane, r.shipments) for r in by_lane.itertuples()] == [(lane, n) for lane, n, _ in expected]
+    assert list(by_lane.gross_weight) == pytest.approx([float(w) for _, _, w in expected])
+    (open_shipments,) = _one(con, "SELECT count(*) FROM analytics.fct_shipments WHERE NOT is_closed")
+    assert queries.volumes(con, Filters()).iloc[0].open_shipments == open_shipments
+
+
+def test_transit_times_per_lane(con: duckdb.DuckDBPyConnection) -> None:
+    stats = queries.transit_time_by_lane(con, Filters())
+    assert stats.shipments.sum() == _one(con, "SELECT count(*) FROM analytics.fct_transit_times "
+                                              "WHERE transit_hours IS NOT NULL")[0]
+    lane = stats.iloc[0]
+    hours = sorted(float(h) for (h,) in con.execute(
+        "SELECT transit_hours FROM analytics.fct_transit_times WHERE lane IS NOT DISTINCT FROM ? "
+        "AND transit_hours IS NOT NULL", [lane.lane]).fetchall())
+    assert lane.shipments == len(hours)
+    assert (lane.min_hours, lane.max_hours) == (pytest.approx(hours[0]), pytest.approx(hours[-1]))
+    assert lane.median_hours == pytest.approx(float(pd.Series(hours).median()))
+    assert lane.p25_hours == pytest.approx(float(pd.Series(hours).quantile(0.25)))
+    assert lane.mean_hours == pytest.approx(sum(hours) / len(hours))
+    sea = queries.transit_time_by_lane(con, Filters(modes=("SEA",)))
+    assert sea.shipments.sum() == _one(con, "SELECT count(*) FROM analytics.fct_transit_times WHERE "
+                                            "mode_of_transport = 'SEA' AND transit_hours IS NOT NULL")[0]
+
+
+def test_open_shipments_by_next_milestone(con: duckdb.DuckDBPyConnection) -> None:
+    """Recomputed in Python: per open shipment, the earliest planned milestone without an actual."""
+    open_ids = {r[0] for r in con.execute("SELECT shipment_id FROM analytics.fct_shipments WHERE NOT is_closed")
+                .fetchall()}
+    pending: dict[int, list[tuple[dt.datetime, str]]] = {}
+    for shipment_id, code, planned_at, planned_date in con.execute(
+        "SELECT shipment_id, event_code, planned_at, planned_date FROM analytics.fct_shipment_milestones "
+        "WHERE has_planned AND NOT has_actual"
+    ).fetchall():
+        if shipment_id in open_ids:
+            when = planned_at or dt.datetime.combine(planned_date, dt.time(), dt.UTC)
+            pending.setdefault(shipment_id, []).append((when, code))
+    expected: dict[str, int] = {}
+    for shipment_id in open_ids:
+        code = min(pending[shipment_id])[1] if shipment_id in pending else queries.NO_PENDING_MILESTONE
+        expected[code] = expected.get(code, 0) + 1
+    result = queries.open_by_next_milestone(con, Filters())
+    assert dict(zip(result.next_milestone, result.open_shipments, strict=True)) == expected
+    assert list(result.open_shipments) == sorted(result.open_shipments, reverse=True)
+    assert len(expected) >= 2
+
+
+def test_freshness_and_bad_data(con: duckdb.DuckDBPyConnection) -> None:
+    fresh = queries.freshness(con)
+    assert fresh.last_sync_at == LAST_SYNC
+    assert fresh.last_run_status == "success"
+    assert fresh.newest_source_change == NEWEST_CHANGE
+    assert fresh.source_lag(NOW) == dt.timedelta(hours=3, minutes=30)
+    assert list(fresh.streams.stream) == ["shipments", "code_conversions"]
+    bad = queries.bad_data(con)
+    assert dict(zip(bad.stream, bad.quarantined, strict=True)) == {**dict.fromkeys(NULLED, 0), **QUARANTINED}
+    assert dict(zip(bad.stream, bad.values_nulled, strict=True)) == {"code_conversions": 0, **NULLED}
+
+
+def test_a_missing_warehouse_is_a_message_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    with pytest.raises(queries.NoWarehouse, match="run `make demo`"), queries.open_warehouse(tmp_path):
+        pass
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    page = AppTest.from_file(str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py"), default_timeout=60).run()
+    assert not page.exception
+    assert [e.value for e in page.error] == [
+        f"no published warehouse at {tmp_path / 'warehouse.duckdb'}; run `make demo` (or a sync) first"]
+
+
+def test_reading_never_holds_up_a_publish(data_dir: Path, tmp_path: Path) -> None:
+    """A page being read keeps its snapshot while a publish replaces the file; the next load sees the new one."""
+    data = tmp_path / "data"
+    shutil.copytree(data_dir, data, symlinks=True)
+    with duckdb.connect(str(working_db_path(data))) as work:
+        work.execute("DELETE FROM freight_meta.quarantine")
+    with queries.open_warehouse(data) as reading:
+        publish(data)
+        assert queries.bad_data(reading).quarantined.sum() == sum(QUARANTINED.values())
+    with queries.open_warehouse(data) as after:
+        assert queries.bad_data(after).quarantined.sum() == 0
+
+
+def test_the_dashboard_command_refuses_a_busy_port(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    from freight_pipeline.cli import main
+
+    with socket.socket() as busy:
+        busy.bind((LOCALHOST, 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["dashboard", "--data-dir", str(tmp_path), "--port", str(port)]) == 2
+    assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
+
+
+# --- the page in headless Chromium ----------------------------------------------------------------
+
+TABLES = (
+    "table-on-time-month-mode", "table-on-time-lane", "table-on-time-carrier", "table-transit",
+    "table-volume-month", "table-volume-lane", "table-open", "table-freshness", "table-bad-data",
+)
+CHART_SECTIONS = {"on-time": 3, "transit": 1, "volumes": 1, "open": 1}
+"""Vega charts each section draws."""
+READ_PAGE = """
+(() => {
+  const text = (el) => el ? el.innerText.trim() : null;
+  const tiles = {};
+  document.querySelectorAll('[data-testid="stMetric"]').forEach((m) => {
+    tiles[text(m.querySelector('[data-testid="stMetricLabel"]'))] =
+      text(m.querySelector('[data-testid="stMetricValue"]'));
+  });
+  const tables = {};
+  document.querySelectorAll('[class*="st-key-table-"]').forEach((box) => {
+    const key = [...box.classList].find((c) => c.startsWith('st-key-table-')).slice('st-key-'.length);
+    const table = box.querySelector('table');
+    if (!table) return;
+    tables[key] = [...table.querySelectorAll('tr')].map((tr) => [...tr.querySelectorAll('th, td')].map(text));
+  });
+  const charts = {};
+  for (const key of __SECTIONS__) {
+    const box = document.querySelector('.st-key-' + key);
+    const drawn = box ? [...box.querySelectorAll('.vega-embed')].filter((v) => {
+      const mark = v.querySelector('canvas, svg.marks');
+      const r = mark ? mark.getBoundingClientRect() : null;
+      return r && r.width > 50 && r.height > 50;
+    }) : [];
+    charts[key] = drawn.length;
+  }
+  const running = !!document.querySelector('[data-testid="stStatusWidget"]');
+  const exception = [...document.querySelectorAll('[data-testid="stException"], [data-testid="stAlert"]')]
+    .map(text);
+  return JSON.stringify({tiles, tables, charts, running, exception});
+})()
+""".replace("__SECTIONS__", json.dumps(list(CHART_SECTIONS)))
+
+
+def _check_ui() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("check_ui", REPO_ROOT / "scripts" / "check_ui.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def dashboard(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``freight-pipeline dashboard`` on a free loopback port; its URL. Stopped after the tests."""
+    if not CHROMIUM.is_file():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y chromium): the browser test needs it")
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("dashboard-log") / "dashboard.log"
+    argv = [sys.executable, "-m", "freight_pipeline.cli", "dashboard", "--data-dir", str(data_dir), "--port",
+            str(port)]
+    with open(log_path, "wb") as log:
+        child = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        url = f"http://{LOCALHOST}:{port}"
+        try:
+            wait_http(f"{url}/_stcore/health", child, "freight-pipeline dashboard", 120)
+        except (TimeoutError, RuntimeError) as exc:
+            pytest.fail(f"{exc}; its log:\n{log_path.read_text(errors='replace')[-3000:]}")
+        yield url
+    finally:
+        stop_child(child, timeout=30)
+        assert child.returncode is not None
+
+
+class _Browser:
+    def __init__(self, check_ui: ModuleType, cdp: Any) -> None:
+        self.check_ui = check_ui
+        self.cdp = cdp
+
+    def load(self, url: str, timeout: float = 90) -> dict[str, Any]:
+        """Open ``url``; wait until every table is there, every chart drawn and the script finished."""
+        self.cdp.call("Page.navigate", url=url)
+        deadline = time.monotonic() + timeout
+        page: dict[str, Any] = {}
+        previous = None
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            page = json.loads(self.cdp.evaluate(READ_PAGE) or "{}")
+            ready = (not page.get("running") and set(TABLES) <= set(page.get("tables", {}))
+                     and all(page["charts"].get(k, 0) >= n for k, n in CHART_SECTIONS.items())
+                     and len(page.get("tiles", {})) == 6)
+            if ready and page == previous:  # twice the same: the page settled
+                return page
+            previous = page if ready else None
+        raise AssertionError(f"the dashboard did not render within {timeout:.0f} s: {json.dumps(page)[:3000]}")
+
+    def screenshot(self, path: Path) -> Path:
+        """The whole page (the window made as tall as Streamlit's scrolling main area)."""
+        height = int(float(self.cdp.evaluate(
+            "String((document.querySelector('[data-testid=\"stMain\"]') || document.body).scrollHeight)") or 1200))
+        self.cdp.call("Emulation.setDeviceMetricsOverride", width=1400, height=min(height + 40, 6000),
+                      deviceScaleFactor=1, mobile=False)
+        time.sleep(2)  # charts re-layout to the new size
+        path.write_bytes(base64.b64decode(self.cdp.call("Page.captureScreenshot", format="png")["data"]))
+        return path
+
+
+@pytest.fixture(scope="module")
+def browser(dashboard: str) -> Iterator[_Browser]:
+    check_ui = _check_ui()
+    profile = Path(tempfile.mkdtemp(prefix="freight-dashboard-chromium-"))
+    flags = [f for f in check_ui.CHROMIUM_FLAGS if not f.startswith("--window-size=")]
+    process = start_child([str(CHROMIUM), *flags, "--window-size=1400,1000", f"--user-data-dir={profile}",
+                           "about:blank"], os.environ, quiet=True)
+    try:
+        port = check_ui._devtools_port(profile, process, 30)
+        targets = httpx.get(f"http://{LOCALHOST}:{port}/json/list").json()
+        page = next(t for t in targets if t.get("type") == "page")
+        with connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30) as ws:
+            cdp = check_ui._Cdp(ws)
+            cdp.call("Page.enable")
+            yield _Browser(check_ui, cdp)
+    finally:
+        stop_child(process, timeout=10)
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _rows(page: dict[str, Any], key: str) -> list[list[str]]:
+    return page["tables"][key]
+
+
+def _expected(frame: pd.DataFrame, columns: list[display.Column]) -> list[list[str]]:
+    shown = display.table(frame, columns)
+    return [list(shown.columns), *[list(map(str, row)) for row in shown.itertuples(index=False)]]
+
+
+ON_TIME: list[display.Column] = [("shipments_arrived", "arrived", display.count),
+                                 ("shipments_on_time", "on time", display.count),
+                                 ("on_time_share", "on-time share", display.share)]
+VOLUME: list[display.Column] = [("shipments", "shipments", display.count),
+                                ("gross_weight", "gross weight", display.whole),
+                                ("volume", "volume (m³)", display.decimal)]
+
+
+def _assert_page_matches(page: dict[str, Any], con: duckdb.DuckDBPyConnection, filters: Filters,
+                         before: dt.datetime, after: dt.datetime) -> None:
+    assert not page["exception"], page["exception"]
+    data = queries.load_page(con, filters)
+    tiles = page["tiles"]
+    assert tiles["On-time share"] == display.share(data.on_time_total.iloc[0].on_time_share)
+    assert tiles["Shipments"] == display.count(data.volume_total.iloc[0].shipments)
+    assert tiles["Open shipments"] == display.count(data.volume_total.iloc[0].open_shipments)
+    assert tiles["Last sync"] == display.instant(LAST_SYNC)
+    assert tiles["Source lag"] in {display.duration(t - NEWEST_CHANGE) for t in (before, after)}
+    assert tiles["Quarantined records"] == display.count(sum(QUARANTINED.values()))
+
+    label, month = display.label, display.month
+    assert _rows(page, "table-on-time-month-mode") == _expected(
+        data.on_time_by_month_mode, [("arrival_month", "month", month), ("mode_of_transport", "mode", label),
+                                     *ON_TIME])
+    assert _rows(page, "table-on-time-lane") == _expected(data.on_time_by_lane, [("lane", "lane", label), *ON_TIME])
+    assert _rows(page, "table-on-time-carrier") == _expected(
+        data.on_time_by_carrier, [("carrier_name", "carrier", label), *ON_TIME])
+    hours = [(f"{s}_hours", s, display.decimal) for s in ("min", "p25", "median", "p75", "max", "mean")]
+    assert _rows(page, "table-transit") == _expected(
+        data.transit_by_lane, [("lane", "lane", label), ("shipments", "shipments", display.count), *hours])
+    assert _rows(page, "table-volume-month") == _expected(data.volume_by_month,
+                                                          [("created_month", "month", month), *VOLUME])
+    assert _rows(page, "table-volume-lane") == _expected(data.volume_by_lane, [("lane", "lane", label), *VOLUME])
+    assert _rows(page, "table-open") == _expected(
+        data.open_by_milestone, [("next_milestone", "next milestone", label),
+                                 ("open_shipments", "open shipments", display.count)])
+    freshness = _rows(page, "table-freshness")
+    assert freshness[0][:5] == ["stream", "last run", "started", "finished", "last success"]
+    assert [row[:5] for row in freshness[1:]] == [
+        [stream, "success", display.instant(LAST_SYNC - dt.timedelta(minutes=1)), display.instant(LAST_SYNC),
+         display.instant(LAST_SYNC)] for stream in ("shipments", "code_conversions")]
+    assert _rows(page, "table-bad-data")[1:] == [
+        ["code_conversions", "1", display.instant(NOW - dt.timedelta(hours=1)), "0"],
+        ["shipments", "3", display.instant(NOW - dt.timedelta(hours=3)), "2"]]
+
+
+def test_the_page_shows_the_warehouses_numbers(
+    browser: _Browser, dashboard: str, con: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    # the headline figures straight from the marts, without the dashboard's queries
+    arrived, on_time = _one(con, "SELECT sum(shipments_arrived), sum(shipments_on_time) "
+                                 "FROM analytics.fct_on_time_performance")
+    shipments, open_shipments = _one(con, "SELECT count(*), count(*) FILTER (WHERE NOT is_closed) "
+                                          "FROM analytics.fct_shipments")
+    before = dt.datetime.now(dt.UTC)
+    page = browser.load(dashboard)
+    after = dt.datetime.now(dt.UTC)
+    assert page["tiles"]["On-time share"] == f"{on_time / arrived * 100:.1f} %"
+    assert page["tiles"]["Shipments"] == f"{shipments:,}"
+    assert page["tiles"]["Open shipments"] == f"{open_shipments:,}"
+    _assert_page_matches(page, con, Filters(), before, after)
+    assert all(page["charts"][k] == n for k, n in CHART_SECTIONS.items()), page["charts"]
+
+    shot = browser.screenshot(tmp_path / "dashboard.png")
+    assert shot.stat().st_size > 20_000
+    print(f"dashboard screenshot: {shot}")
+    if os.environ.get(SCREENSHOT_ENV):
+        shutil.copy(shot, Path(os.environ[SCREENSHOT_ENV]))
+
+
+def test_the_page_opens_filtered_from_its_url(browser: _Browser, dashboard: str,
+                                              con: duckdb.DuckDBPyConnection) -> None:
+    client = _clients(con)[0]
+    filters = Filters(modes=("SEA",), clients=(client,))
+    before = dt.datetime.now(dt.UTC)
+    page = browser.load(f"{dashboard}/?mode=SEA&client={client}")
+    after = dt.datetime.now(dt.UTC)
+    _assert_page_matches(page, con, filters, before, after)
+    (shipments,) = _one(con, "SELECT count(*) FROM analytics.fct_shipments WHERE client = ? AND "
+                             "mode_of_transport = 'SEA'", [client])
+    assert page["tiles"]["Shipments"] == f"{shipments:,}"
+    assert page["tiles"]["Shipments"] != display.count(queries.volumes(con, Filters()).iloc[0].shipments)
+    assert re.fullmatch(r"[0-9.]+ %|n/a", page["tiles"]["On-time share"])
