@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def streamlit_argv(port: int) -> list[str]:
-    """``streamlit run`` of the page on loopback: headless, no usage statistics, no file watcher."""
+    """``streamlit run`` of the page on loopback: headless, no usage statistics, no file watcher, no
+    "magic" (a bare string in the page's module would be printed on the page)."""
     return [
         sys.executable, "-m", "streamlit", "run", str(APP),
         "--server.address", LOCALHOST,
@@ -46,6 +47,7 @@ def streamlit_argv(port: int) -> list[str]:
         "--browser.gatherUsageStats", "false",
         "--server.fileWatcherType", "none",
         "--server.runOnSave", "false",
+        "--runner.magicEnabled", "false",
         "--global.developmentMode", "false",
         "--client.toolbarMode", "viewer",
         "--theme.base", "light",

@@ -100,6 +100,11 @@ def _known(values: Sequence[str], choices: Sequence[str]) -> list[str]:
 # --- sections -------------------------------------------------------------------------------------
 
 
+# Six tiles in a row: values a size smaller than Streamlit's, so "3 h 30 min" is not cut short.
+# (No bare strings at module level here: Streamlit's "magic" would print them on the page.)
+TILE_STYLE = "<style>.st-key-tiles [data-testid='stMetricValue'] { font-size: 1.6rem; }</style>"
+
+
 def tiles(page: queries.PageData) -> None:
     now = dt.datetime.now(dt.UTC)
     total = page.on_time_total.iloc[0]
@@ -108,23 +113,25 @@ def tiles(page: queries.PageData) -> None:
     quarantined = int(page.bad_data["quarantined"].sum()) if len(page.bad_data) else 0
     nulled = int(page.bad_data["values_nulled"].sum()) if len(page.bad_data) else 0
     with st.container(key="tiles"):
+        st.html(TILE_STYLE)
         columns = st.columns(6)
         columns[0].metric("On-time share", share(total["on_time_share"]),
                           help=f"of {count(total['shipments_arrived'])} arrived shipments with a planned arrival")
         columns[1].metric("Shipments", count(volume["shipments"]), help="shipments created in the period")
         columns[2].metric("Open shipments", count(volume["open_shipments"]), help="of those, not closed")
-        columns[3].metric("Last sync", instant(fresh.last_sync_at),
-                          delta=_ago(fresh.sync_age(now)), delta_color="off",
+        columns[3].metric("Last sync", _ago(fresh.sync_age(now)),
+                          delta=instant(fresh.last_sync_at), delta_color="off", delta_arrow="off",
                           help=f"newest successful run of the {queries.MAIN_STREAM} stream "
                                f"(latest run: {fresh.last_run_status or 'none'})")
         columns[4].metric("Source lag", display.duration(fresh.source_lag(now)),
                           help=f"now minus the newest source change held ({instant(fresh.newest_source_change)})")
         columns[5].metric("Quarantined records", count(quarantined), delta=f"{count(nulled)} values nulled",
-                          delta_color="off", help="records waiting in the retry queue (freight_meta.quarantine)")
+                          delta_color="off", delta_arrow="off",
+                          help="records waiting in the retry queue (freight_meta.quarantine)")
 
 
-def _ago(age: dt.timedelta | None) -> str | None:
-    return None if age is None else f"{display.duration(age)} ago"
+def _ago(age: dt.timedelta | None) -> str:
+    return "never" if age is None else f"{display.duration(age)} ago"
 
 
 def _table(key: str, frame: object) -> None:
@@ -145,8 +152,7 @@ def on_time_section(page: queries.PageData) -> None:
         st.caption("Arrived shipments whose actual arrival at the port of discharge was no later than planned "
                    "plus the tolerance (analytics.fct_on_time_performance).")
         st.altair_chart(charts.on_time_by_month(page.on_time_by_month_mode), width="stretch")
-        _table("table-on-time-month-mode", display.table(page.on_time_by_month_mode, [
-            ("arrival_month", "month", month), ("mode_of_transport", "mode", label), *ON_TIME_FIGURES]))
+        _table("table-on-time-month-mode", display.on_time_pivot(page.on_time_by_month_mode, page.on_time_by_month))
         left, right = st.columns(2)
         with left:
             st.altair_chart(charts.ranked_share(page.on_time_by_lane, "lane", f"On-time share, top {queries.TOP} "

@@ -38,7 +38,7 @@ def on_time_by_month(frame: pd.DataFrame) -> alt.Chart:
         alt.Chart(data[["month", "mode_of_transport", "on_time_share", "shipments_arrived", "shipments_on_time"]])
         .mark_line(point=True)
         .encode(
-            x=alt.X("month:O", title="month of planned arrival"),
+            x=alt.X("month:O", title="month of planned arrival", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("on_time_share:Q", title="on-time share", axis=alt.Axis(format="%"),
                     scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("mode_of_transport:N", title="mode"),
@@ -94,7 +94,7 @@ def volumes_by_month(frame: pd.DataFrame) -> alt.Chart:
         alt.Chart(data)
         .mark_bar()
         .encode(
-            x=alt.X("month:O", title="month created"),
+            x=alt.X("month:O", title="month created", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("shipments:Q", title="shipments", stack="zero"),
             color=alt.Color("lane:N", title="lane"),
             tooltip=["month", "lane", "shipments", alt.Tooltip("gross_weight:Q", format=",.0f"),

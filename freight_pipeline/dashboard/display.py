@@ -99,3 +99,28 @@ def table(frame: pd.DataFrame, columns: Sequence[Column]) -> pd.DataFrame:
         {heading: [fmt(v) for v in frame[source]] for source, heading, fmt in columns},
         columns=[heading for _, heading, _ in columns],
     )
+
+
+ALL_MODES = "all modes"
+
+
+def share_of(on_time: Any, arrived: Any) -> str:
+    """``33.3 % of 12``: the on-time share of the arrived shipments, and how many arrived; blank for none."""
+    if _absent(arrived) or int(arrived) == 0:
+        return ""
+    return f"{share(int(on_time) / int(arrived))} of {count(arrived)}"
+
+
+def on_time_pivot(by_month_mode: pd.DataFrame, by_month: pd.DataFrame) -> pd.DataFrame:
+    """One row per month: the on-time share of all modes, then of each mode (``share_of``)."""
+    modes = sorted({label(m) for m in by_month_mode["mode_of_transport"]})
+    cells = {
+        (month(r.arrival_month), label(r.mode_of_transport)): share_of(r.shipments_on_time, r.shipments_arrived)
+        for r in by_month_mode.itertuples()
+    }
+    rows = [
+        [month(r.arrival_month), share_of(r.shipments_on_time, r.shipments_arrived),
+         *(cells.get((month(r.arrival_month), m), "") for m in modes)]
+        for r in by_month.itertuples()
+    ]
+    return pd.DataFrame(rows, columns=["month", ALL_MODES, *modes])

@@ -162,6 +162,24 @@ def test_on_time_is_the_marts_figures(con: duckdb.DuckDBPyConnection) -> None:
     assert [(r.lane, r.shipments_arrived, r.shipments_on_time) for r in sea.itertuples()] == expected_lanes
 
 
+def test_the_on_time_table_has_a_row_per_month_and_a_column_per_mode(con: duckdb.DuckDBPyConnection) -> None:
+    by_month_mode = queries.on_time(con, Filters(), ("arrival_month", "mode_of_transport"))
+    pivot = display.on_time_pivot(by_month_mode, queries.on_time(con, Filters(), ("arrival_month",)))
+    modes = sorted(set(by_month_mode.mode_of_transport))
+    assert list(pivot.columns) == ["month", display.ALL_MODES, *modes]
+    months = [display.month(m) for m in sorted(set(by_month_mode.arrival_month))]
+    assert list(pivot.month) == months
+    for row in by_month_mode.itertuples():
+        cell = pivot.loc[pivot.month == display.month(row.arrival_month), row.mode_of_transport].item()
+        expected = (f"{row.shipments_on_time / row.shipments_arrived * 100:.1f} % of {row.shipments_arrived}"
+                    if row.shipments_arrived else "")
+        assert cell == expected
+    arrived, on_time = _one(
+        con, "SELECT sum(shipments_arrived), sum(shipments_on_time) FROM analytics.fct_on_time_performance "
+             "WHERE arrival_month = (SELECT min(arrival_month) FROM analytics.fct_on_time_performance)")
+    assert pivot.loc[pivot.month == months[0], display.ALL_MODES].item() == display.share_of(on_time, arrived)
+
+
 def test_on_time_per_shipment_applies_the_marts_rule(con: duckdb.DuckDBPyConnection) -> None:
     """A client filter reads shipments, not the mart (which has no client): with every client
     selected it gives exactly the mart's figures, in every grouping."""
@@ -281,6 +299,7 @@ def test_a_missing_warehouse_is_a_message_not_a_traceback(tmp_path: Path, monkey
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
     page = AppTest.from_file(str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py"), default_timeout=60).run()
     assert not page.exception
+    assert [m.value for m in page.markdown] == []  # nothing else on the page (no module string shown by "magic")
     assert [e.value for e in page.error] == [
         f"no published warehouse at {tmp_path / 'warehouse.duckdb'}; run `make demo` (or a sync) first"]
 
@@ -323,9 +342,11 @@ READ_PAGE = """
 (() => {
   const text = (el) => el ? el.innerText.trim() : null;
   const tiles = {};
+  const deltas = {};
   document.querySelectorAll('[data-testid="stMetric"]').forEach((m) => {
-    tiles[text(m.querySelector('[data-testid="stMetricLabel"]'))] =
-      text(m.querySelector('[data-testid="stMetricValue"]'));
+    const name = text(m.querySelector('[data-testid="stMetricLabel"]'));
+    tiles[name] = text(m.querySelector('[data-testid="stMetricValue"]'));
+    deltas[name] = text(m.querySelector('[data-testid="stMetricDelta"]'));
   });
   const tables = {};
   document.querySelectorAll('[class*="st-key-table-"]').forEach((box) => {
@@ -347,7 +368,7 @@ READ_PAGE = """
   const running = !!document.querySelector('[data-testid="stStatusWidget"]');
   const exception = [...document.querySelectorAll('[data-testid="stException"], [data-testid="stAlert"]')]
     .map(text);
-  return JSON.stringify({tiles, tables, charts, running, exception});
+  return JSON.stringify({tiles, deltas, tables, charts, running, exception});
 })()
 """.replace("__SECTIONS__", json.dumps(list(CHART_SECTIONS)))
 
@@ -461,14 +482,15 @@ def _assert_page_matches(page: dict[str, Any], con: duckdb.DuckDBPyConnection, f
     assert tiles["On-time share"] == display.share(data.on_time_total.iloc[0].on_time_share)
     assert tiles["Shipments"] == display.count(data.volume_total.iloc[0].shipments)
     assert tiles["Open shipments"] == display.count(data.volume_total.iloc[0].open_shipments)
-    assert tiles["Last sync"] == display.instant(LAST_SYNC)
+    assert tiles["Last sync"] in {f"{display.duration(t - LAST_SYNC)} ago" for t in (before, after)}
+    assert page["deltas"]["Last sync"] == display.instant(LAST_SYNC)
     assert tiles["Source lag"] in {display.duration(t - NEWEST_CHANGE) for t in (before, after)}
     assert tiles["Quarantined records"] == display.count(sum(QUARANTINED.values()))
+    assert page["deltas"]["Quarantined records"] == f"{sum(NULLED.values())} values nulled"
 
     label, month = display.label, display.month
-    assert _rows(page, "table-on-time-month-mode") == _expected(
-        data.on_time_by_month_mode, [("arrival_month", "month", month), ("mode_of_transport", "mode", label),
-                                     *ON_TIME])
+    pivot = display.on_time_pivot(data.on_time_by_month_mode, data.on_time_by_month)
+    assert _rows(page, "table-on-time-month-mode") == [list(pivot.columns), *map(list, pivot.itertuples(index=False))]
     assert _rows(page, "table-on-time-lane") == _expected(data.on_time_by_lane, [("lane", "lane", label), *ON_TIME])
     assert _rows(page, "table-on-time-carrier") == _expected(
         data.on_time_by_carrier, [("carrier_name", "carrier", label), *ON_TIME])
