@@ -67,6 +67,11 @@ def column_schema(spec: TableSpec) -> dg.TableSchema:
     )
 
 
+STREAM_DEPENDENCIES: dict[str, tuple[str, ...]] = {"documents": ("shipments",)}
+"""Tables a stream reads before it writes: the documents stream lists the E-Files of the shipments
+the shipments stream wrote, so it runs after it."""
+
+
 def table_spec(table: str) -> dg.AssetSpec:
     spec = TABLES_BY_NAME[table]
     part = TABLE_STREAM[table]
@@ -77,6 +82,7 @@ def table_spec(table: str) -> dg.AssetSpec:
         f"{'shipments' if part in PART_STREAMS else part} stream{origin}.",
         group_name=SYNC_GROUP,
         kinds={"duckdb", "python"},
+        deps=[table_key(t) for t in STREAM_DEPENDENCIES.get(part, ())],
         metadata={
             "dagster/table_name": spec.qualified_name,
             "dagster/column_schema": column_schema(spec),

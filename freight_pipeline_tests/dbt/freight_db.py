@@ -38,6 +38,7 @@ from freight_pipeline.normalize import (
     normalize_shipment,
     to_arrow_batch,
 )
+from freight_pipeline_tests.normalize import samples
 
 RUN_ID = "test-run"
 
@@ -244,6 +245,14 @@ def handmade_documents(shipments: int, seed: int = 7) -> Documents:
 
 # --- database ------------------------------------------------------------------------------------
 
+DOCUMENT_SETS: tuple[tuple[str, ...], ...] = (
+    ("Commercial invoice", "Bill of lading"),
+    ("Commercial invoice", "Packing list", "Packing list"),
+    ("Air waybill",),
+    (),
+)
+"""The E-File documents of the shipments in turn (descriptions): every fourth has none."""
+
 
 def documents(shipments: int, seed: int = 7) -> Documents:
     return simulator_documents(shipments, seed) or handmade_documents(shipments, seed)
@@ -260,6 +269,8 @@ def normalized_tables(docs: Documents) -> dict[str, pa.Table]:
     key_of = {(r["client"], r["shipment_number"]): r["shipment_id"] for r in merge_rows(parts)["shipments"]}
     parts.append(normalize_memos(docs.memos, key_of))
     parts.append(normalize_code_conversions(docs.conversions))
+    parts.append({"shipment_documents": [row for n, (doc, *_) in enumerate(docs.shipments)
+                                         for row in samples.document_rows(int(doc["id"]), DOCUMENT_SETS[n % 4])]})
     rows = merge_rows(parts)
     for spec in FREIGHT_TABLES:
         rows.setdefault(spec.name, [])

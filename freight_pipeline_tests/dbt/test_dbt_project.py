@@ -27,6 +27,7 @@ MARTS = (
     "fct_shipment_milestones",
     "fct_transit_times",
     "fct_on_time_performance",
+    "fct_shipment_documents",
     "dim_code_conversions",
 )
 
@@ -336,6 +337,8 @@ WARN_TESTS = {
     ("relationships", "stg_air_main_carriage_legs", "shipment_id"),
     ("relationships", "stg_sea_main_carriage_legs", "shipment_id"),
     ("relationships", "stg_shipment_memos", "shipment_id"),
+    ("relationships", "stg_shipment_documents", "shipment_id"),
+    ("relationships", "fct_shipment_documents", "shipment_id"),
     ("relationships", "int_main_carriage_legs", "shipment_id"),
     ("relationships", "fct_shipment_milestones", "shipment_id"),
     # the key after staging upper-cases event and type: case variants sent by the service collapse
@@ -441,3 +444,25 @@ def test_var_defaults_are_declared_once_in_dbt_project_yml() -> None:
         name, *default = [arg.strip() for arg in args.split(",")]
         assert not default, f"{path}: var({args}) repeats a default"
         assert name.strip("'\"") in declared, f"{path}: var {name} is not declared in dbt_project.yml"
+
+
+def test_documents_per_shipment_by_type(dbt_build: dict[str, Any], warehouse: dict[str, Any]) -> None:
+    """``fct_shipment_documents`` counts the documents of each shipment by type (freight_db.DOCUMENT_SETS)."""
+    from freight_pipeline_tests.dbt.freight_db import DOCUMENT_SETS
+
+    ids = [r[0] for r in _query(warehouse, "select shipment_id from freight.shipments order by shipment_id")]
+    names = {"Commercial invoice": "COMMERCIAL_INVOICE", "Bill of lading": "BILL_OF_LADING",
+             "Packing list": "PACKING_LIST", "Air waybill": "AIR_WAYBILL"}
+    want: dict[tuple[int, str], int] = {}
+    for n, shipment_id in enumerate(ids):
+        for kind in DOCUMENT_SETS[n % len(DOCUMENT_SETS)]:
+            want[(shipment_id, names[kind])] = want.get((shipment_id, names[kind]), 0) + 1
+    got = _query(warehouse, "select shipment_id, document_type, document_count, is_transport_document "
+                            "from analytics.fct_shipment_documents")
+    assert {(s, t): c for s, t, c, _ in got} == want
+    assert {t for _, t, _, transport in got if transport} == {"BILL_OF_LADING", "AIR_WAYBILL"}
+    # the README's question: shipments without a commercial invoice (every fourth has no document at all)
+    (missing,) = _query(warehouse, "select count(*) from analytics.fct_shipments s where not exists (select 1 from "
+                                   "analytics.fct_shipment_documents d where d.shipment_id = s.shipment_id "
+                                   "and d.document_type = 'COMMERCIAL_INVOICE')")[0]
+    assert missing == len([n for n in range(len(ids)) if "Commercial invoice" not in DOCUMENT_SETS[n % 4]]) > 0

@@ -297,3 +297,19 @@ def code_conversion(conversion_id: int) -> dict[str, Any]:
         "last_modified_date_time": "2026-10-01T08:00:00+01:00",
         "extra_field": "kept in payload",
     }
+
+
+def document_rows(shipment_id: int, kinds: tuple[str, ...] = ("Commercial invoice", "Bill of lading")) -> list[dict]:
+    """``shipment_documents`` rows of E-Files of ``kinds`` (descriptions) linked to ``shipment_id``."""
+    from freight_pipeline.normalize.documents import document_row
+    from freight_pipeline.normalize.problems import StrictProblems
+
+    rows = []
+    for n, kind in enumerate(kinds, start=1):
+        efile = {"id": shipment_id * 100 + n, "file_name": f"{kind.lower().replace(' ', '_')}_{shipment_id}.pdf",
+                 "mime_type": "application/pdf", "description": f"{kind} {shipment_id}",
+                 "created_date_time": "2026-10-01T08:00:00+01:00"}
+        references = [{"id": n, "type": "SHIPMENT", "value": str(shipment_id)}]
+        rows.append(document_row(shipment_id, efile, references, [{"id": n, "role": "OPERATIONS"}],
+                                 StrictProblems()))
+    return rows

@@ -56,6 +56,7 @@ def sample_batch() -> dict[str, pa.Table]:
         )
     )
     parts.append(normalize_code_conversions([samples.code_conversion(i) for i in (1, 2)]))
+    parts.append({"shipment_documents": samples.document_rows(1) + samples.document_rows(2, ("Packing list",))})
     return to_arrow_batch(merge_rows(parts))
 
 

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 
 import httpx
+import pytest
 
+from freight_pipeline.simulator.data_efile import DOCUMENT_KINDS
 from freight_pipeline.simulator.server import RunningSimulator
-from freight_pipeline_tests.simulator.conftest import lookup_all
+from freight_pipeline.simulator.store import SimulatorStore
+from freight_pipeline_tests.simulator.conftest import SMALL_SHIPMENTS, authed_client, lookup_all
+
+
+@pytest.fixture
+def sim(sim_factory: Callable[..., RunningSimulator]) -> RunningSimulator:
+    """A store without generated E-Files: the tests of the group see only what they store."""
+    return sim_factory(SimulatorStore(shipments=SMALL_SHIPMENTS, seed=7, documents=False))
 
 
 def _store(client: httpx.Client, shipment_id: int, name: str) -> dict:
@@ -99,3 +109,31 @@ def test_efile_bad_documents(client: httpx.Client) -> None:
     empty = client.post("/service/efile/lookup", json=[])
     assert empty.headers["X-Page-Count"] == "0"
     assert empty.headers["X-Row-Count"] == "0"
+
+
+def test_generated_efiles_are_linked_to_their_shipments_and_looked_up_by_many_ids(
+    sim_factory: Callable[..., RunningSimulator],
+) -> None:
+    store = SimulatorStore(shipments=300, seed=7)
+    assert store.efile_count() > 300  # most shipments have several documents
+    with authed_client(sim_factory(store)) as client:
+        ids = sorted(store.live_shipment_ids())[:60]
+        found = lookup_all(client, "/service/efile/lookup", [{"key": "SHIPMENT_ID", "values": [str(i) for i in ids]}])
+        everything = list(store.efile_rows())
+        linked = [e for e in everything if any(r["type"] == "SHIPMENT" and int(r["value"]) in ids
+                                               for r in e["references"])]
+        assert sorted(e["id"] for e in found) == sorted(e["id"] for e in linked) and linked
+        first = found[0]
+        whole = client.get(f"/service/efile/{first['id']}", params={"cascade": "true"}).json()
+        kind = next(k for k in DOCUMENT_KINDS if whole["description"].startswith(k.description))
+        assert whole["mime_type"] == kind.mime_type
+        assert [r["role"] for r in whole["roles"]] == list(kind.roles)
+        assert whole["references"] == client.get(f"/service/efile/{first['id']}/reference").json()
+        assert whole["roles"] == client.get(f"/service/efile/{first['id']}/role").json()
+        assert base64.b64decode(whole["document"], validate=True)
+        # a generated file changed through the interface keeps its ids and what it had
+        assert client.post(f"/service/efile/{first['id']}/role", content=b"AUDIT",
+                           headers={"Content-Type": "text/plain"}).status_code == 200
+        roles = client.get(f"/service/efile/{first['id']}/role").json()
+        assert roles[:-1] == whole["roles"] and roles[-1]["role"] == "AUDIT"
+    assert SimulatorStore(shipments=300, seed=7).efile_count() == store.efile_count()  # deterministic

@@ -381,8 +381,9 @@ def test_efile_operations(store: SimulatorStore) -> None:
     store.delete_efile_role(efile_id, {"role": "CUSTOMS"})
     assert store.get_efile_roles(efile_id) == []
 
-    rows = list(store.efile_rows())
+    rows = list(store.efile_rows([100001]))
     assert [r["id"] for r in rows] == [efile_id] and "document" not in rows[0]
+    assert efile_id in {r["id"] for r in store.efile_rows()}
     assert rows[0]["references"][0]["value"] == "100001"
     with pytest.raises(Invalid):
         store.store_efile({"document": "not base64!"})
