@@ -117,7 +117,9 @@ def measured(cmd: list[str], env: dict[str, str], base_url: str) -> Measured:
 
 def ours(base_url: str, work: Path) -> Measured:
     env = {**os.environ, "FREIGHT_BASE_URL": base_url, "FREIGHT_USERNAME": USER, "FREIGHT_PASSWORD": PASSWORD,
-           "FREIGHT_DATA_DIR": str(work / "data"), "DAGSTER_HOME": str(work / "dagster_home")}
+           "FREIGHT_DATA_DIR": str(work / "data"), "DAGSTER_HOME": str(work / "dagster_home"),
+           # like for like: the peer reads no E-Files, so ours does not either (documents stream off)
+           "FREIGHT_SYNC_DOCUMENTS": "0"}
     (work / "dagster_home").mkdir(parents=True, exist_ok=True)
     result = measured([str(REPO / ".venv" / "bin" / "freight-pipeline"), "sync"], env, base_url)
     result.figures = sync_figures(work / "data" / "warehouse.duckdb")
