@@ -13,6 +13,7 @@ import datetime as dt
 from collections.abc import Sequence
 
 import duckdb
+import pandas as pd
 import streamlit as st
 
 from freight_pipeline.commands.common import one_line
@@ -134,7 +135,7 @@ def _ago(age: dt.timedelta | None) -> str:
     return "never" if age is None else f"{display.duration(age)} ago"
 
 
-def _table(key: str, frame: object) -> None:
+def _table(key: str, frame: pd.DataFrame) -> None:
     with st.container(key=key):
         st.table(frame, hide_index=True)
 

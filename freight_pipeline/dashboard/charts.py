@@ -15,7 +15,15 @@ from freight_pipeline.dashboard import display
 OTHER_LANES = "other lanes"
 STACKED_LANES = 8
 """Lanes drawn one by one in the volume chart (most shipments first); the rest are stacked as one."""
-HEIGHT = 280
+HEIGHT = 320
+"""Pixels of a chart over months. Streamlit fits the whole chart (title and axes too) into the height."""
+ROW = 24
+"""Pixels per bar of the charts with one bar (or box) per lane, carrier or milestone, besides ``FRAME``."""
+FRAME = 100
+
+
+def _rows_height(rows: int) -> int:
+    return FRAME + ROW * max(rows, 3)
 
 
 def _months(frame: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -63,7 +71,7 @@ def ranked_share(frame: pd.DataFrame, dimension: str, title: str) -> alt.Chart:
             tooltip=[dimension, alt.Tooltip("on_time_share:Q", format=".1%"), "shipments_arrived",
                      "shipments_on_time"],
         )
-        .properties(height=HEIGHT, title=title)
+        .properties(height=_rows_height(len(data)), title=title)
     )
 
 
@@ -78,7 +86,7 @@ def transit_distribution(frame: pd.DataFrame) -> alt.LayerChart:
     box = base.mark_bar(size=14).encode(x="p25_hours:Q", x2="p75_hours:Q", tooltip=tooltip)
     median = base.mark_tick(color="white", size=14, thickness=2).encode(x="median_hours:Q")
     return alt.layer(whiskers, box, median).properties(
-        height=HEIGHT, title="Transit hours per lane (min, quartiles, max)"
+        height=_rows_height(len(data)), title="Transit hours per lane (min, quartiles, max)"
     )
 
 
@@ -114,5 +122,5 @@ def open_by_milestone(frame: pd.DataFrame) -> alt.Chart:
             x=alt.X("open_shipments:Q", title="open shipments"),
             tooltip=["next_milestone", "open_shipments"],
         )
-        .properties(height=HEIGHT, title="Open shipments by next milestone")
+        .properties(height=_rows_height(len(frame)), title="Open shipments by next milestone")
     )

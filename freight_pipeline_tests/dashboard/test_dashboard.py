@@ -303,6 +303,13 @@ def test_a_missing_warehouse_is_a_message_not_a_traceback(tmp_path: Path, monkey
     assert [e.value for e in page.error] == [
         f"no published warehouse at {tmp_path / 'warehouse.duckdb'}; run `make demo` (or a sync) first"]
 
+    duckdb.connect(str(tmp_path / "warehouse.duckdb")).close()  # published, but no dbt build in it
+    with pytest.raises(queries.MissingMarts, match=r"no analytics\.fct_shipments"), queries.open_warehouse(tmp_path):
+        pass
+    page = AppTest.from_file(str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py"), default_timeout=60).run()
+    assert not page.exception
+    assert "no dbt build has been published yet" in page.error[0].value
+
 
 def test_reading_never_holds_up_a_publish(data_dir: Path, tmp_path: Path) -> None:
     """A page being read keeps its snapshot while a publish replaces the file; the next load sees the new one."""
