@@ -182,6 +182,8 @@ def _explore(data_dir: Path) -> str:
             f"print(con.sql('{query}'))\"",
             f"  Parquet: {data_dir}/parquet/<schema>/<table>/  (e.g. {data_dir}/parquet/freight/shipments/*.parquet)",
             f"  freight-pipeline status --data-dir {data_dir}",
+            f"  freight-pipeline dashboard --data-dir {data_dir}   (the BI dashboard at http://127.0.0.1:8501; "
+            "`make dashboard` for ./data)",
             "  make ui   (Dagster UI at http://127.0.0.1:3000 with its own simulator and the schedules running)",
         ]
     )
