@@ -477,6 +477,17 @@ class FreightClient:
         call = self._core.lookup(ep.EFILE_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
         return self._page(EFile, call)
 
+    def iter_efile_lookup_pages(
+        self,
+        criteria: Criteria,
+        *,
+        page_size: int = MAX_PAGE_SIZE,
+        order_by: OrderBy = None,
+        order_mode: OrderBy = None,
+    ) -> Iterator[Page[EFile]]:
+        """Every page of an E-File lookup, from page 0 until the last (see ``paging.PageWalk``)."""
+        return self._lookup_pages(ep.EFILE_LOOKUP, EFile, criteria, page_size, order_by, order_mode)
+
     def iter_efiles(
         self,
         criteria: Criteria,

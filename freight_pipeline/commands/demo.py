@@ -13,9 +13,16 @@ from freight_pipeline.commands.common import (
     say,
 )
 from freight_pipeline.commands.demo_data import ForeignDataDir, prepare_demo_dir
-from freight_pipeline.commands.demo_summary import Changes, DemoFacts, DemoRun, render_summary
+from freight_pipeline.commands.demo_summary import (
+    Changes,
+    DemoFacts,
+    DemoRun,
+    DocumentCheck,
+    render_summary,
+    service_document_pairs,
+)
 from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job
-from freight_pipeline.commands.report import on_time_by_mode, read_report, shipments_present
+from freight_pipeline.commands.report import document_pairs, on_time_by_mode, read_report, shipments_present
 from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, RECONCILE_ENV, USERNAME_ENV, environ
 
 
@@ -59,9 +66,10 @@ def run(args: argparse.Namespace) -> int:
             say(f"demo: changed the service: {changes.describe()}")
             if not _sync("incremental sync", data_dir, args.verbose, runs):
                 return 1
+            documents = DocumentCheck(service_document_pairs(sim.store), document_pairs(data_dir))
     facts = DemoFacts(
         data_dir, args.shipments, args.seed, changes, shipments_present(data_dir, changes.deleted),
-        on_time_by_mode(data_dir),
+        on_time_by_mode(data_dir), documents,
     )
     print(render_summary(runs, facts))
     say(f"demo: done in {clock.seconds:.1f} s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,6 +21,29 @@ class ChangingService(Protocol):
     def modify_shipments(self, count: int) -> list[int]: ...
     def create_shipments(self, count: int) -> list[int]: ...
     def delete_shipments(self, count: int) -> list[int]: ...
+    def live_shipment_ids(self) -> list[int]: ...
+    def efile_rows(self) -> Iterator[dict[str, Any]]: ...
+
+
+def service_document_pairs(service: ChangingService) -> set[tuple[int, int]]:
+    """(shipment id, E-File id) for every E-File reference (type SHIPMENT) to a live shipment."""
+    live = set(service.live_shipment_ids())
+    return {(int(r["value"]), int(efile["id"])) for efile in service.efile_rows() for r in efile["references"] or ()
+            if r["type"] == "SHIPMENT" and str(r["value"]).isdigit() and int(r["value"]) in live}
+
+
+@dataclass(frozen=True)
+class DocumentCheck:
+    """The E-File documents of the service against those the warehouse holds."""
+
+    in_service: set[tuple[int, int]]
+    in_warehouse: set[tuple[int, int]]
+
+    def line(self) -> str:
+        same = "the same pairs" if self.in_service == self.in_warehouse else (
+            f"{len(self.in_service - self.in_warehouse)} missing, {len(self.in_warehouse - self.in_service)} extra")
+        return (f"  E-File documents of live shipments: {len(self.in_service):,} in the service, "
+                f"{len(self.in_warehouse):,} in freight.shipment_documents: {same}")
 
 
 @dataclass(frozen=True)
@@ -59,6 +83,7 @@ class DemoFacts:
     lingering: list[int]
     """Deleted shipments still in the warehouse after the incremental sync."""
     on_time: list[dict[str, Any]]
+    documents: DocumentCheck | None = None
 
 
 def render_summary(runs: list[DemoRun], facts: DemoFacts) -> str:
@@ -127,6 +152,8 @@ def _shipment_check(runs: list[DemoRun], facts: DemoFacts) -> str:
         lines.append(
             f"  deleted in the service: {len(facts.changes.deleted)}, still in the warehouse: {len(facts.lingering)}"
         )
+    if facts.documents is not None:
+        lines.append(facts.documents.line())
     if facts.lingering:
         every = SyncSettings().reconcile_interval
         when = "never by default" if every is None else f"every {format_interval(every)} by default"

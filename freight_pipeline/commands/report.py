@@ -101,6 +101,13 @@ def shipments_present(data_dir: Path, shipment_ids: list[int]) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+def document_pairs(data_dir: Path) -> set[tuple[int, int]]:
+    """(shipment id, E-File id) of every row of freight.shipment_documents."""
+    with open_published(data_dir) as con:
+        rows = con.execute("SELECT shipment_id, efile_id FROM freight.shipment_documents").fetchall()
+    return {(int(s), int(e)) for s, e in rows}
+
+
 def describe_cursor(text: str | None) -> str:
     """A cursor's JSON text as short ``key=value`` pairs (the run id left out)."""
     if not text:

@@ -310,10 +310,17 @@ def check_efiles(client: SyncView, sim: Any, shipment_id: int) -> None:
     assert [r["role"] for r in store.get_efile_roles(efile_id)] == ["FINANCE"]
 
     summary = {**{k: v for k, v in store.get_efile(efile_id).items() if k != "document"}}
-    by_shipment = client.lookup_efiles([Criterion(key="SHIPMENT_ID", value=shipment_id)])
-    assert by_shipment.row_count == 1 and same_json(by_shipment.raw, [summary])
+    linked = [e["id"] for e in store.efile_rows([shipment_id])]  # the generated files of the shipment too
+    by_shipment = client.lookup_efiles([Criterion(key="SHIPMENT_ID", value=shipment_id)], order_by=["SHIPMENT_ID"])
+    assert by_shipment.row_count == len(linked) and sorted(e.id for e in by_shipment.items) == sorted(linked)
+    assert same_json([r for r in by_shipment.raw if r["id"] == efile_id], [summary])
     by_reference = list(client.iter_efiles([Criterion(key="REFERENCE", value=str(shipment_id))]))
-    assert [e.id for e in by_reference] == [efile_id] and by_reference[0].document is None
+    assert sorted(e.id for e in by_reference) == sorted(linked)
+    assert all(e.document is None for e in by_reference)
+    pages = list(client.iter_efile_lookup_pages([Criterion(key="SHIPMENT_ID", values=[str(shipment_id)])],
+                                                page_size=1, order_by=["SHIPMENT_ID"]))
+    assert len(pages) == len(linked) and all(p.row_count == len(linked) for p in pages)
+    assert sorted(r["id"] for p in pages for r in p.raw) == sorted(linked)
 
     deleted = client.delete_efile(efile_id)
     assert deleted is not None and deleted.id == efile_id

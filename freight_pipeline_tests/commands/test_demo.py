@@ -31,6 +31,12 @@ def test_demo_syncs_changes_and_summarises(tmp_path: Path) -> None:
     assert _table_row(out, "analytics.fct_shipments")[:2] == ["120", "120"]
     assert "between the runs the service changed: 10 modified, 1 created, 1 deleted" in out
     assert "deleted in the service: 1, still in the warehouse: 0" in out
+    # every E-File linked to a live shipment is in freight.shipment_documents, and nothing else
+    documents = re.search(r"E-File documents of live shipments: ([\d,]+) in the service, ([\d,]+) in "
+                          r"freight.shipment_documents: (.+)", out)
+    assert documents, out
+    assert documents.group(1) == documents.group(2) and int(documents.group(1).replace(",", "")) > 120
+    assert documents.group(3) == "the same pairs"
     full, incremental = _table_row(out, "full"), _table_row(out, "incremental")
     assert full[0] == "sync" and int(full[2]) == 120  # the full sync read every shipment
     assert 11 <= int(incremental[2]) < 120  # the incremental one the changed ones (and its overlap)

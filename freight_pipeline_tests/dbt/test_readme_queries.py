@@ -48,6 +48,7 @@ def readme_sql() -> list[str]:
     statements = re.findall(r'\.sql\(\s*"""(.*?)"""', code, flags=re.DOTALL)
     statements += re.findall(r"\.sql\('([^']*)'\)", code)
     statements += re.findall(r'\.sql\("([^"]*)"\)', code)
+    statements += [body for lang, body in _code_blocks(section) if lang == "sql"]
     statements += [s for s in re.findall(r"`([^`]*)`", _prose(section)) if s.lower().startswith("select ")]
     return [" ".join(s.split()) for s in statements]
 
@@ -58,6 +59,7 @@ def test_the_readme_section_has_the_expected_snippets() -> None:
     assert len(statements) >= 3, statements
     assert any("fct_on_time_performance" in s for s in statements)
     assert any("read_parquet(" in s for s in statements)
+    assert any("fct_shipment_documents" in s for s in statements)
     languages = [lang for lang, _ in _code_blocks(_section(SECTION))]
     assert "python" in languages and "sh" in languages
 

@@ -22,6 +22,8 @@ from freight_pipeline.normalize import (
     normalize_shipment,
     to_arrow_batch,
 )
+from freight_pipeline.normalize.documents import document_row, shipment_ids_of
+from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.simulator.store import SimulatorStore
 
 Rows = dict[str, list[dict[str, Any]]]
@@ -34,8 +36,16 @@ def expected_rows(store: SimulatorStore) -> Rows:
         for table, table_rows in produced.items():
             rows[table].extend(table_rows)
 
+    efiles: dict[int, list[dict[str, Any]]] = {}
+    for efile in store.efile_rows():
+        for shipment_id in shipment_ids_of(efile["references"] or []):
+            efiles.setdefault(shipment_id, []).append(efile)
     for doc in store.expected_documents():
         shipment_id = doc["id"]
+        rows["shipment_documents"] += [
+            document_row(shipment_id, efile, efile["references"], store.get_efile_roles(efile["id"]), Problems())
+            for efile in efiles.get(shipment_id, [])
+        ]
         add(normalize_shipment(doc))
         add(normalize_events(shipment_id, store.get_events(shipment_id)))
         if doc.get("mode_of_transport") == "AIR":
