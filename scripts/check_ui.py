@@ -42,7 +42,8 @@ from freight_pipeline.commands.processes import (  # noqa: E402
 )
 
 CHROMIUM = "/usr/bin/chromium"
-EXPECTED = ("shipments", "shipment_events", "code_conversions", "fct_shipments", "fct_transit_times")
+EXPECTED = ("shipments", "shipment_events", "shipment_documents", "code_conversions", "fct_shipments",
+            "fct_transit_times")
 """Asset names short enough to be shown whole on a graph node (longer ones are shortened with an ellipsis)."""
 GRAPH_PATH = "/asset-groups"
 SHOULD_SHOW_NUX = "{ shouldShowNux }"
@@ -53,7 +54,7 @@ EXPAND_ALL_GROUPS = "window.dispatchEvent(new KeyboardEvent('keydown', {altKey: 
 CHROMIUM_FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--window-size=1920,2600", "--remote-debugging-port=0",
+    "--window-size=1920,3400", "--remote-debugging-port=0",
 )
 
 
