@@ -15,7 +15,9 @@ replaced only when they differ from those held (its change is then logged for th
 One bad record never stops the stream: when anything of a chunk fails, its shipments are read again
 one by one (a lookup by one shipment id needs no references to place its files), and a shipment
 that still fails keeps its old rows and waits in the retry queue. A document whose bytes are not
-valid base64 is written without content and quarantined for another try.
+valid base64 is written without content and quarantined for another try. When more shipments fail
+than ``breaker_max_share`` (and at least ``breaker_min_failures``), the run stops before writing
+the chunk that tipped it (``CircuitOpen``): an outage is not quarantined shipment by shipment.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 from freight_pipeline.normalize import Problems, RecordShapeError
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS, content_suffix, document_row, shipment_ids_of
 from freight_pipeline.sync.changes import read_complete
-from freight_pipeline.sync.isolation import RecordFailure, data_problems, record_failure
+from freight_pipeline.sync.isolation import Breaker, RecordFailure, data_problems, record_failure
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import DocumentGone, SourceAPI
@@ -240,11 +242,14 @@ async def sync_documents(
     say(f"documents: {'re-listing the E-Files of every' if relist else 'listing the E-Files of'} "
         f"{len(targets)} shipments" + (f" ({len(due)} from the retry queue)" if due else ""))
     reader = DocumentReader(source, settings, warehouse.data_dir)
+    breaker = Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures)
     counts = {"changed": 0, "unchanged": 0, "failed": 0}
     chunk = settings.documents_chunk
     for start in range(0, len(targets), chunk):
         ids = targets[start:start + chunk]
         outcomes = await reader.read(ids)
+        new = [i for i in outcomes if i not in due]  # a shipment already waiting does not count again
+        breaker.count(len(new), sum(1 for i in new if outcomes[i].failure is not None))
         _write(warehouse, run_id, settings, outcomes, counts, result)
     result.rows_read = reader.files_read
     warehouse.set_cursor(STREAM, DocumentsCursor(watermark, now if relist else cursor.relisted_at).text(), run_id)

@@ -19,6 +19,7 @@ import pytest
 from freight_pipeline.normalize.documents import content_suffix, safe_file_name
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.documents import STREAM
+from freight_pipeline.sync.isolation import CircuitOpen
 from freight_pipeline_tests.sync.conftest import SMALL_SHIPMENTS, SyncFn, query, syncer, work_db
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 from freight_pipeline_tests.sync.test_bad_data import corrupt, heal
@@ -141,6 +142,20 @@ def test_one_failing_efile_quarantines_its_shipment_only(control_sim: RunningSim
     assert held(tmp_path) == want
     assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.quarantine WHERE stream = ?",
                  [STREAM]) == [(0,)]
+
+
+def test_an_outage_of_one_endpoint_trips_the_breaker_instead_of_quarantining_every_shipment(
+    control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path
+) -> None:
+    files = sorted({(r[0], r[1]) for r in expected(control_sim)})
+    failing = {shipment: efile for shipment, efile in files}  # one file of every shipment that has one
+    for efile in list(failing.values())[:12]:
+        corrupt(control_sim, "efileroles", efile, "status", status=500)
+    with pytest.raises(CircuitOpen, match=r"documents: 12 of \d+ records failed"):
+        control_sync(NO_RELIST, streams=["shipments", STREAM])
+    assert held(tmp_path) == set()  # the chunk that tipped it is not written
+    assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.quarantine WHERE stream = ?", [STREAM]) == [(0,)]
+    assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.sync_state WHERE stream = ?", [STREAM]) == [(0,)]
 
 
 def test_document_content_is_copied_once_by_hash_and_bad_base64_is_quarantined(
