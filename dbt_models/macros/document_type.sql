@@ -1,16 +1,18 @@
 {#
   The kind of an E-File document, from its description and file name (the service has no document
-  type field, A38): the first rule that matches, else OTHER. Keep document_types() in step.
+  type field, A38): the first rule that matches (words as substrings of the lower-cased text, so
+  short ones carry their delimiters: 'cim_' not 'cim', which "specimen" holds), else OTHER.
 #}
 
 {% macro document_type_rules() -%}
     {{ return([
+        ('PROFORMA_INVOICE', ['proforma', 'pro forma', 'pro-forma']),
         ('COMMERCIAL_INVOICE', ['commercial invoice', 'commercial_invoice', 'invoice']),
         ('PACKING_LIST', ['packing list', 'packing_list']),
         ('BILL_OF_LADING', ['bill of lading', 'bill_of_lading', 'b/l']),
         ('AIR_WAYBILL', ['air waybill', 'air_waybill', 'awb']),
         ('CMR_NOTE', ['cmr']),
-        ('RAIL_CONSIGNMENT_NOTE', ['rail consignment', 'cim']),
+        ('RAIL_CONSIGNMENT_NOTE', ['rail consignment', '(cim)', 'cim_', 'cim ']),
         ('CERTIFICATE_OF_ORIGIN', ['certificate of origin', 'certificate_of_origin']),
         ('EXPORT_DECLARATION', ['export declaration', 'export_declaration', 'customs declaration']),
         ('PHOTO', ['photo']),

@@ -26,6 +26,8 @@ SHIPMENT_DOCUMENTS = TableSpec(
         Column("shipment_id", BIGINT, "the shipment an E-File reference (type SHIPMENT) names", nullable=False),
         Column("efile_id", BIGINT, "id of the E-File", nullable=False),
         Column("file_name", VARCHAR, "file name as stored in the service"),
+        Column("safe_file_name", VARCHAR, "the file name made safe to save a copy under: its last path part, "
+                                          "characters other than letters, digits, '.', '_', '-' as '_'"),
         Column("mime_type", VARCHAR, "MIME type as stored in the service"),
         Column("description", VARCHAR, "description as stored in the service"),
         Column("created_at", TIMESTAMPTZ, "when the E-File was stored (created_date_time, UTC)"),
@@ -35,14 +37,13 @@ SHIPMENT_DOCUMENTS = TableSpec(
         Column("content_sha256", VARCHAR, "SHA-256 of the decoded document (only when content is copied)"),
         Column("content_size_bytes", BIGINT, "size of the decoded document (only when content is copied)"),
         Column("content_path", VARCHAR, "where the copy lies, relative to the data directory "
-                                        "(documents/<sha256 prefix>/<sha256><suffix>)"),
+                                        "(documents/<first two hex digits>/<sha256>), once per content"),
     ),
     ("shipment_id", "efile_id"),
     "E-File documents linked to shipments (E-File lookup by SHIPMENT_ID, references and roles per file); "
     "replaced per shipment.",
 )
 
-_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -52,12 +53,6 @@ def safe_file_name(name: Any, limit: int = 120) -> str:
     text = str(name or "").replace("\\", "/").rsplit("/", 1)[-1]
     text = _UNSAFE.sub("_", text).lstrip(".")[:limit]
     return text or "document"
-
-
-def content_suffix(name: Any) -> str:
-    """The lower-case suffix (``.pdf``) of a sanitized file name, or empty."""
-    match = _SUFFIX.search(safe_file_name(name))
-    return match.group(0).lower() if match else ""
 
 
 def shipment_ids_of(references: Sequence[Any]) -> list[int]:
@@ -100,6 +95,7 @@ def document_row(
         "shipment_id": shipment_id,
         "efile_id": efile_id,
         "file_name": _text(efile, "file_name", found),
+        "safe_file_name": safe_file_name(efile.get("file_name")) if isinstance(efile.get("file_name"), str) else None,
         "mime_type": _text(efile, "mime_type", found),
         "description": _text(efile, "description", found),
         "created_at": created_at,

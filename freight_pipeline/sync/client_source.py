@@ -16,11 +16,10 @@ from typing import Any
 
 from freight_pipeline.client import AsyncFreightClient, NotFoundError
 from freight_pipeline.sync.changes import Criterion, LookupResult
-from freight_pipeline.sync.source import DocumentGone, ShipmentGone
+from freight_pipeline.sync.source import EFILE_PAGE_SIZE, DocumentGone, ShipmentGone
 
 MEMO_PAGE_SIZE = 500
 CODE_CONVERSION_PAGE_SIZE = 500
-EFILE_PAGE_SIZE = 500
 
 
 class ClientSource:

@@ -35,15 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from freight_pipeline.normalize import Problems, RecordShapeError
-from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS, content_suffix, document_row, shipment_ids_of
+from freight_pipeline.normalize import Problem, Problems, RecordShapeError
+from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS, document_row, shipment_ids_of
 from freight_pipeline.sync.changes import read_complete
 from freight_pipeline.sync.isolation import Breaker, RecordFailure, data_problems, record_failure
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.source import DocumentGone, SourceAPI
+from freight_pipeline.sync.source import EFILE_PAGE_SIZE, DocumentGone, SourceAPI
 from freight_pipeline.warehouse import BatchWrite, DataProblem, Quarantined, Warehouse
 from freight_pipeline.warehouse.documents import (
+    COMPARED,
     held_documents,
     newest_shipment_write,
     row_key,
@@ -53,7 +54,8 @@ from freight_pipeline.warehouse.documents import (
 STREAM = "documents"
 TABLE = SHIPMENT_DOCUMENTS.name
 CONTENT_DIR = "documents"
-"""Copied document bytes: ``<data dir>/documents/<first two hex digits>/<sha256><suffix>``."""
+"""Copied document bytes: ``<data dir>/documents/<first two hex digits>/<sha256>``, once per content."""
+ONE_PAGE = EFILE_PAGE_SIZE
 
 Progress = Callable[[str], None]
 
@@ -129,11 +131,22 @@ class DocumentReader:
             if failure is None:
                 raise
             return await self._one_by_one(ids, failure)
-        self.files_read += len(listed)
+        if len(files) > ONE_PAGE and len(ids) > 1:
+            # ordered by SHIPMENT_ID only (the lookup offers no file id to order by), a listing of
+            # several pages could shift a file between pages: halves until each fits one page
+            half = len(ids) // 2
+            return {**await self.read(ids[:half]), **await self.read(ids[half:])}
         await asyncio.gather(*(self._detail(efile_id) for efile_id in listed if efile_id not in self.details))
         failed = {i: d for i in listed if isinstance(d := self.details[i], RecordFailure)}
+        if len(ids) > 1:
+            unplaced = [i for i in listed if isinstance(d := self.details[i], Detail)
+                        and not set(shipment_ids_of(d.references)) & set(ids)]
+            if unplaced:  # listed for the chunk, yet its references name none of it: ask each shipment
+                failed.update({i: RecordFailure(f"its references name none of shipments {_ids_text(ids)}")
+                               for i in unplaced})
         if failed:
             return await self._one_by_one(ids, next(iter(failed.values())), failed)
+        self.files_read += len(listed)
         return self._place(ids, listed)
 
     async def _one_by_one(self, ids: Sequence[int], failure: RecordFailure,
@@ -165,7 +178,9 @@ class DocumentReader:
                 outcome = results[shipment_id]
                 outcome.rows.append(document_row(shipment_id, efile, detail.references, detail.roles, found,
                                                  detail.content))
-                outcome.problems.extend(data_problems(STREAM, shipment_id, shipment_id, found))
+                # one record per shipment: the path names the file, so two files' problems stay apart
+                named = Problems(Problem(f"efile[{efile_id}].{p.path}", p.value, p.reason) for p in found)
+                outcome.problems.extend(data_problems(STREAM, shipment_id, shipment_id, named))
                 if detail.content_failure is not None:
                     outcome.quarantined.append(detail.content_failure.quarantined(STREAM, shipment_id, shipment_id))
         return results
@@ -202,13 +217,13 @@ class DocumentReader:
                 f"E-File {efile_id}: the document is not valid base64 ({exc}); its row is written without content",
                 f"GET /service/efile/{efile_id}?cascade=true", 200, str(document)[:200])
             return detail
-        detail.content = self._store(data, efile.get("file_name"))
+        detail.content = self._store(data)
         return detail
 
-    def _store(self, data: bytes, file_name: Any) -> tuple[str, int, str]:
+    def _store(self, data: bytes) -> tuple[str, int, str]:
         """Write ``data`` once under its hash (an existing copy is kept); (sha256, size, relative path)."""
         digest = hashlib.sha256(data).hexdigest()
-        relative = Path(CONTENT_DIR) / digest[:2] / f"{digest}{content_suffix(file_name)}"
+        relative = Path(CONTENT_DIR) / digest[:2] / digest
         target = self.content_root.parent / relative
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -236,6 +251,7 @@ async def sync_documents(
     watermark = newest_shipment_write(warehouse.con)
     targets = shipments_written_after(warehouse.con, None if relist else cursor.synced_through)
     due = {int(q["shipment_id"]) for q in warehouse.due_quarantine(STREAM, run_id) if q["shipment_id"] is not None}
+    waiting = warehouse.quarantined_ids(STREAM)  # due or not: their failures do not count again
     if due - set(targets):
         held = set(shipments_written_after(warehouse.con, None))
         targets = sorted(set(targets) | (due & held))
@@ -248,7 +264,7 @@ async def sync_documents(
     for start in range(0, len(targets), chunk):
         ids = targets[start:start + chunk]
         outcomes = await reader.read(ids)
-        new = [i for i in outcomes if i not in due]  # a shipment already waiting does not count again
+        new = [i for i in outcomes if i not in waiting]
         breaker.count(len(new), sum(1 for i in new if outcomes[i].failure is not None))
         _write(warehouse, run_id, settings, outcomes, counts, result)
     result.rows_read = reader.files_read
@@ -270,12 +286,14 @@ def _write(warehouse: Warehouse, run_id: str, settings: SyncSettings, outcomes: 
     """One transaction for a chunk: changed shipments' rows replaced, the rest settled or quarantined."""
     loaded = {i: o for i, o in outcomes.items() if o.failure is None}
     held = held_documents(warehouse.con, list(loaded))
+    if settings.document_content:
+        _keep_held_content(loaded, held)
     changed = [i for i, o in loaded.items() if {row_key(r) for r in o.rows} != held.get(i, set())]
     unchanged = [i for i in loaded if i not in set(changed)]
     rows = [r for i in changed for r in loaded[i].rows]
     quarantined = [o.failure.quarantined(STREAM, i, i) for i, o in outcomes.items() if o.failure is not None]
     quarantined += [q for o in loaded.values() for q in o.quarantined]
-    problems = [p for i in changed for p in loaded[i].problems]
+    problems = [p for o in loaded.values() for p in o.problems]  # unchanged ones' too: they are replaced
     stats = warehouse.apply_batch(
         run_id,
         BatchWrite(tables={TABLE: SHIPMENT_DOCUMENTS.to_arrow(rows)}, replaced={TABLE: changed},
@@ -289,6 +307,22 @@ def _write(warehouse: Warehouse, run_id: str, settings: SyncSettings, outcomes: 
     counts["changed"] += len(changed)
     counts["unchanged"] += len(unchanged)
     counts["failed"] += len(outcomes) - len(loaded)
+
+
+CONTENT_COLUMNS = ("content_sha256", "content_size_bytes", "content_path")
+
+
+def _keep_held_content(loaded: Mapping[int, ShipmentDocuments], held: Mapping[int, set[tuple[Any, ...]]]) -> None:
+    """A file whose bytes could not be read this time keeps the copy it has (an E-File's document
+    does not change: a good copy stays good)."""
+    at = [COMPARED.index(c) for c in ("efile_id", *CONTENT_COLUMNS)]
+    copies = {(i, row[at[0]]): tuple(row[k] for k in at[1:]) for i, rows in held.items() for row in rows
+              if row[at[1]] is not None}
+    for shipment_id, outcome in loaded.items():
+        for row in outcome.rows:
+            copy = copies.get((shipment_id, row["efile_id"]))
+            if row["content_sha256"] is None and copy is not None:
+                row.update(zip(CONTENT_COLUMNS, copy, strict=True))
 
 
 def _by_id(files: Sequence[Any]) -> dict[int, dict[str, Any]]:

@@ -29,10 +29,11 @@ from freight_pipeline.sync.shipments import sync_shipments
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.warehouse import PublishResult, Warehouse, explained_out_of_memory, publish
 
-STREAM_ORDER: tuple[str, ...] = (SHIPMENTS, DOCUMENTS, CODE_CONVERSIONS)
+STREAM_ORDER: tuple[str, ...] = (SHIPMENTS, CODE_CONVERSIONS, DOCUMENTS)
 """Every stream, in the order a run executes them. The shipments stream also writes each changed
-shipment's events, legs and memos (``sync.parts``); the documents stream follows it, because it
-lists the E-Files of the shipments it wrote."""
+shipment's events, legs and memos (``sync.parts``); the documents stream comes after it, because it
+lists the E-Files of the shipments it wrote, and last, so that its failure (an account without
+E-File permissions, say) leaves the other streams' work done."""
 
 Progress = Callable[[str], None]
 

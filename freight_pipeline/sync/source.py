@@ -19,6 +19,10 @@ class ShipmentGone(LookupError):
     """The service answered 404 for a shipment (deleted between lookup and retrieve)."""
 
 
+EFILE_PAGE_SIZE = 500
+"""Rows per page of the E-File lookup (the service's largest page, A4)."""
+
+
 class DocumentGone(LookupError):
     """The service answered 404 for an E-File (deleted between lookup and read)."""
 

@@ -331,9 +331,13 @@ class Warehouse:
             for name, ids in replaced.items():
                 spec = self.spec(name)
                 stats.deleted[spec.name] = self._delete_ids(spec, spec.replace_key or "", ids, views)
+            requeued = {(q.stream, q.record_key) for q in batch.quarantined}
             for stream, ids in [*batch.loaded.items(), *batch.settled.items()]:
                 if ids:
-                    self._clear_records(stream, self._ids_view(sorted(set(ids)), views))
+                    # a record this batch quarantines again keeps its entry: its attempts count on
+                    leaving = sorted({i for i in ids if (stream, str(i)) not in requeued})
+                    self._clear_records(stream, self._ids_view(sorted(set(ids)), views),
+                                        self._ids_view(leaving, views) if leaving else None)
             if gone:
                 for spec in self.unit_tables:
                     removed = self._delete_ids(spec, spec.replace_key or "", gone, views)
@@ -411,13 +415,16 @@ class Warehouse:
             run(self.con, f"DELETE FROM {qualified(meta.PENDING_DETAILS)} p USING {view} k "
                 "WHERE p.stream = k.stream AND p.shipment_id = k.shipment_id")
 
-    def _clear_records(self, stream: str, ids_view: str) -> None:
-        """Loaded records of ``stream`` leave its retry queue; their old data problems go (new ones follow)."""
-        for spec in (meta.QUARANTINE, meta.DATA_PROBLEMS):
+    def _clear_records(self, stream: str, ids_view: str, leaving_view: str | None) -> None:
+        """Loaded records of ``stream`` (``ids_view``): their old data problems go (new ones follow),
+        and those of ``leaving_view`` (None: none) leave its retry queue."""
+        for spec, view in ((meta.QUARANTINE, leaving_view), (meta.DATA_PROBLEMS, ids_view)):
+            if view is None:
+                continue
             run(
                 self.con,
                 f"DELETE FROM {qualified(spec)} WHERE stream = ? "
-                f"AND record_key IN (SELECT CAST(id AS VARCHAR) FROM {ids_view})",
+                f"AND record_key IN (SELECT CAST(id AS VARCHAR) FROM {view})",
                 [stream],
             )
 

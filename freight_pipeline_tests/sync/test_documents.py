@@ -16,8 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from freight_pipeline.normalize.documents import content_suffix, safe_file_name
+from freight_pipeline.normalize.documents import safe_file_name
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.sync.changes import LookupResult
+from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.documents import STREAM
 from freight_pipeline.sync.isolation import CircuitOpen
 from freight_pipeline_tests.sync.conftest import SMALL_SHIPMENTS, SyncFn, query, syncer, work_db
@@ -189,6 +191,25 @@ def test_document_content_is_copied_once_by_hash_and_bad_base64_is_quarantined(
     (sha,) = query(work_db(tmp_path), "SELECT content_sha256 FROM freight.shipment_documents WHERE efile_id = ?",
                    [bad_file])[0]
     assert sha is not None
+    assert quarantine_of(tmp_path) == []  # loaded: it left the retry queue
+
+
+def test_bytes_that_go_bad_keep_the_held_copy_and_their_retries_back_off(
+    control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path
+) -> None:
+    settings = dataclasses.replace(RELIST, document_content=True)
+    control_sync(settings)
+    bad_shipment, bad_file = sorted(expected(control_sim))[3][:2]
+    sql = "SELECT content_sha256, content_path FROM freight.shipment_documents WHERE efile_id = ?"
+    good = query(work_db(tmp_path), sql, [bad_file])
+    assert good[0][0] is not None
+    corrupt(control_sim, "efile", bad_file, "set", path="document", value="not base64!!")
+    control_sync(settings)
+    assert query(work_db(tmp_path), sql, [bad_file]) == good  # the good copy stays
+    ((shipment, attempts, first),) = quarantine_of(tmp_path)
+    assert (shipment, attempts) == (bad_shipment, 1)
+    control_sync(settings)
+    assert quarantine_of(tmp_path) == [(bad_shipment, 2, first)]  # attempts count on, first failure kept
 
 
 def test_the_stream_can_be_turned_off(small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path) -> None:
@@ -197,15 +218,52 @@ def test_the_stream_can_be_turned_off(small_sim: RunningSimulator, work_sync: Sy
     assert held(tmp_path) == set()
 
 
-@pytest.mark.parametrize(("name", "safe", "suffix"), [
-    ("invoice.PDF", "invoice.PDF", ".pdf"),
-    ("../../etc/passwd", "passwd", ""),
-    ("C:\\Users\\x\\Bill of lading #7.pdf", "Bill_of_lading_7.pdf", ".pdf"),
-    ("...hidden", "hidden", ""),
-    ("", "document", ""),
-    (None, "document", ""),
-    ("name.with.a.very-long-suffix", "name.with.a.very-long-suffix", ""),
+@pytest.mark.parametrize(("name", "safe"), [
+    ("invoice.PDF", "invoice.PDF"),
+    ("../../etc/passwd", "passwd"),
+    ("C:\\Users\\x\\Bill of lading #7.pdf", "Bill_of_lading_7.pdf"),
+    ("...hidden", "hidden"),
+    ("", "document"),
+    (None, "document"),
+    ("x" * 300 + ".pdf", "x" * 120),
 ])
-def test_file_names_are_sanitized(name: Any, safe: str, suffix: str) -> None:
+def test_file_names_are_sanitized(name: Any, safe: str) -> None:
     assert safe_file_name(name) == safe
-    assert content_suffix(name) == suffix
+
+
+def quarantine_of(data_dir: Path) -> list[tuple[Any, ...]]:
+    return query(work_db(data_dir), "SELECT shipment_id, attempts, first_failed_at FROM freight_meta.quarantine "
+                                    "WHERE stream = ? ORDER BY shipment_id", [STREAM])
+
+
+def test_a_value_that_cannot_be_read_stays_reported_while_the_file_stays_the_same(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    bad = sorted(expected(small_sim))[2][1]
+
+    class BadInstant(ClientSource):  # the simulator always sends a good created_date_time
+        async def efile_pages(self, shipment_ids: list[int]) -> Any:
+            async for page in super().efile_pages(shipment_ids):
+                items = [{**i, "created_date_time": "yesterday"} if i.get("id") == bad else i for i in page.items]
+                yield LookupResult(items, page.row_count)
+
+    problems = ("SELECT json_path, raw_value FROM freight_meta.data_problems WHERE stream = ?", [STREAM])
+    work_sync(NO_RELIST, source_factory=BadInstant)
+    assert query(work_db(tmp_path), *problems) == [(f"efile[{bad}].created_date_time", '"yesterday"')]
+    again = work_sync(RELIST, source_factory=BadInstant)[STREAM]
+    assert again.extra["changed"] == 0  # read again, the same rows: nothing rewritten ...
+    assert query(work_db(tmp_path), *problems) == [(f"efile[{bad}].created_date_time", '"yesterday"')]  # ... still said
+    work_sync(RELIST)
+    assert query(work_db(tmp_path), *problems) == []  # healed at the source: the problem goes with it
+
+
+def test_a_file_listed_for_a_chunk_whose_references_name_none_of_it_is_placed_by_a_lookup_of_its_own(
+    control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path
+) -> None:
+    want = expected(control_sim)
+    shipment, efile = sorted(want)[4][:2]
+    corrupt(control_sim, "efilereferences", efile, "set", path="[0].type", value="OTHER")
+    documents = control_sync(NO_RELIST)[STREAM]
+    assert documents.extra["failed"] == 0 and documents.quarantined == 0
+    assert {(r[0], r[1]) for r in held(tmp_path)} == {(r[0], r[1]) for r in want}
+    assert (shipment, efile) in {(r[0], r[1]) for r in held(tmp_path)}

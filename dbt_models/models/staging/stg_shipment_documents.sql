@@ -17,6 +17,7 @@ renamed as (
         efile_id,
         ---------- attributes
         file_name,
+        safe_file_name,
         mime_type,
         description,
         created_at,
