@@ -5,11 +5,10 @@ from __future__ import annotations
 import datetime as dt
 
 import dagster as dg
-from dagster_dbt import DbtCliResource
 
 from freight_pipeline.config import MAX_SYNC_AGE_ENV, PASSWORD_ENV, minutes_from_env
 from freight_pipeline.defs.checks import DEFAULT_MAX_SYNC_AGE, build_sync_freshness, build_warehouse_checks
-from freight_pipeline.defs.dbt import dbt_executable, dbt_project, freight_dbt_models
+from freight_pipeline.defs.dbt import DbtCli, dbt_executable, dbt_project, freight_dbt_models
 from freight_pipeline.defs.jobs import code_conversions_job, default_sensor_status, freight_sync_job, schedules
 from freight_pipeline.defs.publish import published_warehouse
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
@@ -29,7 +28,7 @@ defs = dg.Definitions(
     resources={
         "freight_service": FreightServiceResource(password=dg.EnvVar(PASSWORD_ENV)),
         "warehouse": WarehouseResource(),
-        "dbt": DbtCliResource(project_dir=dbt_project, dbt_executable=dbt_executable()),
+        "dbt": DbtCli(project_dir=dbt_project, dbt_executable=dbt_executable()),
     },
     executor=dg.in_process_executor,
 )
