@@ -13,22 +13,25 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from types import FrameType
 
 from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
-from freight_pipeline.commands.processes import LOCALHOST, ChildExited, port_in_use, start_child, stop_child, wait_http
+from freight_pipeline.commands.processes import (
+    LOCALHOST,
+    ChildExited,
+    Stop,
+    port_in_use,
+    raise_stop_on_signals,
+    restore_signals,
+    start_child,
+    stop_child,
+    wait_http,
+)
 from freight_pipeline.config import DATA_DIR_ENV
 from freight_pipeline.warehouse.publish import published_db_path
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 DEFAULT_PORT = 8501
 HEALTH_PATH = "/_stcore/health"
-
-
-class _Stop(BaseException):  # like KeyboardInterrupt: no `except Exception` swallows it
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"dashboard: no published warehouse at {database} yet; the page says so until one is (run `make demo`)")
     url = f"http://{LOCALHOST}:{args.port}"
     env = {**os.environ, DATA_DIR_ENV: str(data_dir), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = raise_stop_on_signals()
     child: subprocess.Popen[bytes] | None = None
     grace = 0.0
     try:
@@ -74,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         child.wait()
         say(f"dashboard: streamlit exited with status {child.returncode}")
         return 1
-    except _Stop as stop:
+    except Stop as stop:
         grace = 5.0 if stop.signum == signal.SIGINT else 0.0  # Ctrl-C reached streamlit as well
         say(f"dashboard: {stop}: stopping ...")
         return 0
@@ -82,14 +85,9 @@ def run(args: argparse.Namespace) -> int:
         say(f"dashboard: {exc}")
         return 1
     finally:
-        for s in previous:
-            signal.signal(s, signal.SIG_IGN)
-        if child is not None:
-            stop_child(child, grace=grace)
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        def stop_streamlit() -> None:
+            if child is not None:
+                stop_child(child, grace=grace)
+
+        restore_signals(previous, stop_streamlit)
         say("dashboard: stopped")
-
-
-def _raise_stop(signum: int, frame: FrameType | None) -> None:
-    raise _Stop(signum)

@@ -8,13 +8,47 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import httpx
 import psutil
 
 LOCALHOST = "127.0.0.1"
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Stop(BaseException):  # like KeyboardInterrupt: no `except Exception` swallows it
+    """SIGINT or SIGTERM arrived while the command ran its children (``raise_stop_on_signals``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise Stop(signum)
+
+
+def raise_stop_on_signals() -> dict[int, Any]:
+    """From now on SIGINT and SIGTERM raise :class:`Stop`; the handlers they had, for ``restore_signals``."""
+    return {s: signal.signal(s, _raise_stop) for s in STOP_SIGNALS}
+
+
+def restore_signals(previous: Mapping[int, Any], cleanup: Callable[[], object]) -> None:
+    """Run ``cleanup`` (stopping the children) with SIGINT and SIGTERM ignored, so a second Ctrl-C
+    cannot cut it short, then put back the handlers of ``previous``."""
+    for s in previous:
+        signal.signal(s, signal.SIG_IGN)
+    try:
+        cleanup()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 class ChildExited(RuntimeError):

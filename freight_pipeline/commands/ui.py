@@ -15,13 +15,22 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from types import FrameType
 
 import httpx
 
 from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
 from freight_pipeline.commands.dagster_home import dagster_home, ensure_dagster_yaml
-from freight_pipeline.commands.processes import LOCALHOST, ChildExited, port_in_use, start_child, stop_child, wait_http
+from freight_pipeline.commands.processes import (
+    LOCALHOST,
+    ChildExited,
+    Stop,
+    port_in_use,
+    raise_stop_on_signals,
+    restore_signals,
+    start_child,
+    stop_child,
+    wait_http,
+)
 from freight_pipeline.config import (
     BASE_URL_ENV,
     DATA_DIR_ENV,
@@ -34,12 +43,6 @@ from freight_pipeline.config import (
 WORKSPACE = "workspace.yaml"
 QUIET_DEV_WARNING = "ignore:Function `dev_command` is superseded"
 """``dagster dev`` warns on every start that ``dg dev`` supersedes it; the project uses ``dagster dev``."""
-
-
-class _Stop(BaseException):  # like KeyboardInterrupt: no `except Exception` swallows it
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     children: list[subprocess.Popen[bytes]] = []
     stopping = threading.Event()
     grace = 0.0
-    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = raise_stop_on_signals()
     try:
         simulator = start_child(_simulator_argv(args), env, mute_stdout=True)  # its banner lists the passwords
         children.append(simulator)
@@ -98,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             stopping.wait(0.5)
         say("ui: a child process exited; stopping the other")
         return 1
-    except _Stop as stop:
+    except Stop as stop:
         grace = 10.0 if stop.signum == signal.SIGINT else 0.0  # Ctrl-C reached the children as well
         say(f"ui: {stop}: stopping the Dagster UI and the simulator ...")
         return 0
@@ -107,12 +110,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         stopping.set()
-        for s in previous:
-            signal.signal(s, signal.SIG_IGN)
-        for child in reversed(children):
-            stop_child(child, grace=grace)
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        def stop_children() -> None:
+            for child in reversed(children):
+                stop_child(child, grace=grace)
+
+        restore_signals(previous, stop_children)
         say("ui: stopped")
 
 
@@ -125,10 +127,6 @@ def _preflight(args: argparse.Namespace) -> str | None:
         if port_in_use(port):
             return f"port {port} on {LOCALHOST} is in use: stop what listens there or pass {flag}"
     return None
-
-
-def _raise_stop(signum: int, frame: FrameType | None) -> None:
-    raise _Stop(signum)
 
 
 def _simulator_argv(args: argparse.Namespace) -> list[str]:
