@@ -66,7 +66,7 @@ class TableSpec:
     key as an index in memory that grows with the table (a 20,000-shipment warehouse outgrew 128 MB),
     and their writes keep keys unique anyway (rows replaced by shipment, a batch refused when it
     repeats a key) as the ``primary_key_unique`` checks and dbt's tests verify. On for the small
-    ``freight_meta`` tables, whose writes rely on ``INSERT OR REPLACE``."""
+    ``freight_meta`` tables (not in a DuckLake, which has no keys: writes delete, then insert)."""
     column_index: Mapping[str, Column] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -94,14 +94,15 @@ class TableSpec:
         cols = self.all_columns if with_audit else self.columns
         return pa.schema([pa.field(c.name, c.arrow_type, nullable=c.nullable) for c in cols])
 
-    def ddl(self, name: str | None = None) -> str:
-        """``CREATE TABLE`` of this spec (under another ``name`` in the same schema, for a rebuild)."""
+    def ddl(self, name: str | None = None, *, key_constraint: bool = True) -> str:
+        """``CREATE TABLE`` of this spec (under another ``name`` in the same schema, for a rebuild);
+        ``key_constraint=False`` leaves out the PRIMARY KEY even when the spec declares one."""
         cols = [
             f'"{c.name}" {c.type}{"" if c.nullable and c.name not in self.primary_key else " NOT NULL"}'
             for c in self.all_columns
         ]
         pk = ", ".join(f'"{k}"' for k in self.primary_key)
-        body = ",\n  ".join([*cols, *([f"PRIMARY KEY ({pk})"] if self.key_constraint else [])])
+        body = ",\n  ".join([*cols, *([f"PRIMARY KEY ({pk})"] if self.key_constraint and key_constraint else [])])
         return f"CREATE TABLE IF NOT EXISTS {self.schema}.{name or self.name} (\n  {body}\n)"
 
     def to_arrow(self, rows: Iterable[Mapping[str, Any]]) -> pa.Table:

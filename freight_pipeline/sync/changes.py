@@ -147,13 +147,15 @@ async def walk_changes(
     page_size: int = 500,
     count_attempts: int = 3,
     stats: WalkStats | None = None,
+    only: Sequence[Criterion] = (),
 ) -> AsyncIterator[list[tuple[ShipmentKey, dict[str, Any]]]]:
-    """Yield pages of (key, base shipment) in key order, every key > ``after`` and <= ``ceiling``."""
+    """Yield pages of (key, base shipment) in key order, every key > ``after`` and <= ``ceiling``;
+    ``only``: criteria AND-ed to every lookup (a backfill partition's id range)."""
     stats = stats if stats is not None else WalkStats()
     pos = after
 
     async def fetch(criteria: list[Criterion], order_by: list[str]) -> list[tuple[ShipmentKey, dict[str, Any]]]:
-        items = await checked_lookup(lookup, criteria, order_by, page_size, stats, count_attempts)
+        items = await checked_lookup(lookup, [*criteria, *only], order_by, page_size, stats, count_attempts)
         return [(ShipmentKey.of_shipment(item), item) for item in items]
 
     def in_range(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]]) -> list[tuple[ShipmentKey, dict[str, Any]]]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from freight_pipeline.client import AsyncFreightClient
 from freight_pipeline.config import ServiceSettings
+from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.normalize import FREIGHT_TABLES
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
@@ -66,7 +67,8 @@ def new_run_id() -> str:
 
 
 def open_warehouse(data_dir: Path) -> Warehouse:
-    return Warehouse(Path(data_dir), FREIGHT_TABLES)
+    """The warehouse the sync writes: the lake when ``FREIGHT_LAKE_CATALOG_URI`` is set, else the working DuckDB."""
+    return Warehouse(Path(data_dir), FREIGHT_TABLES, lake=LakeSettings.from_env())
 
 
 def open_client(service: ServiceSettings, settings: SyncSettings) -> AsyncFreightClient:

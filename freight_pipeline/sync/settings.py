@@ -6,6 +6,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from freight_pipeline.client.limiter import AdaptiveLimit
+from freight_pipeline.sync.backfill import IdRange
 from freight_pipeline.warehouse import Backoff
 
 
@@ -60,6 +61,12 @@ class SyncSettings:
     written since its last run: whether storing or deleting an E-File moves a shipment's
     last-modified instant is not documented (A38), so this bounds how long such a change goes
     unseen. 0: every run; None: never (after the first)."""
+    id_range: IdRange | None = None
+    """A backfill partition (``sync.backfill``): the shipments stream walks only these ids, under a
+    cursor of its own, and leaves retries and the reconcile to the incremental runs."""
+    backfill_plan: tuple[IdRange, ...] = ()
+    """Every partition of the backfill ``id_range`` belongs to (stored when it completes, so that the
+    incremental stream knows which partitions it waits for)."""
     document_content: bool = False
     """Copy each document's bytes (read with ``cascade``) once by content hash under
     ``<data dir>/documents/``; False: metadata only."""
@@ -99,5 +106,7 @@ class SyncSettings:
             raise ValueError(f"documents_chunk must be at least 1, got {self.documents_chunk}")
         if self.documents_relist_interval is not None and self.documents_relist_interval < dt.timedelta(0):
             raise ValueError("documents_relist_interval must not be negative")
+        if self.id_range is not None and self.id_range not in self.backfill_plan:
+            raise ValueError(f"id_range {self.id_range.key} is not one of the backfill plan's partitions")
         if self.retry_after < dt.timedelta(0) or self.retry_after_max < self.retry_after:
             raise ValueError("retry_after must not be negative nor above retry_after_max")

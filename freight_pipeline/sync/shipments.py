@@ -27,6 +27,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from freight_pipeline.sync.assemble import PartCounts, assemble
+from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
+from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
 from freight_pipeline.sync.bundle import Bundle, Work, fetch_bundle
 from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
@@ -64,6 +66,8 @@ class _Run:
     ceiling_text: str | None
     breaker: Breaker
     counts: dict[str, PartCounts] = field(default_factory=dict)
+    cursor_stream: str = STREAM
+    """Where the cursor goes: ``shipments``, or a backfill partition's own ``shipments@<range>``."""
     cursor: ShipmentKey | None = None
     covered: dt.timedelta | None = None
 
@@ -79,7 +83,7 @@ class _Run:
         if keys and self.cursor is not None:
             batch_cursor = keys[-1].with_offset(cursor_offset(keys[-1], self.covered))
             if batch_cursor > self.cursor:
-                assembled.write.cursor = (STREAM, batch_cursor.to_json())
+                assembled.write.cursor = (self.cursor_stream, batch_cursor.to_json())
                 self.cursor = batch_cursor
                 moved = f", cursor at {batch_cursor.instant_text}"
             else:
@@ -114,11 +118,21 @@ async def sync_shipments(
     say = loop_safe(progress) if progress else (lambda message: None)
     result = StreamResult(STREAM, run_id, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
-    stored = warehouse.get_cursor(STREAM)
+    partition = settings.id_range
+    cursor_stream = partition.cursor_stream if partition else STREAM
+    stored = warehouse.get_cursor(cursor_stream)
+    if partition is None and not stored:  # after a backfill: from the lowest ceiling its partitions reached
+        takeover = takeover_cursor(warehouse.cursors_with_prefix(BACKFILL_PREFIX))
+        if takeover is not None:
+            stored = takeover.to_json()
+            result.extra["backfill_takeover"] = takeover.instant_text
+            say(f"shipments: taking over from the backfill partitions at {takeover.instant_text}")
     result.cursor_before = stored
     floor = parse_start_cursor(settings.start_cursor)
     ceiling = await ceiling_of(source.lookup_shipments)
     result.extra["ceiling"] = ceiling.instant_text if ceiling else None
+    if partition:
+        result.extra["partition"] = partition.key
     if stored:
         cursor = ShipmentKey.from_json(stored)
         # DST: when the service's offset stepped back since the cursor was set, its wall clock
@@ -135,23 +149,30 @@ async def sync_shipments(
         covered = None  # the first walk reads everything from the floor: no repeated hour lies below it
     say(f"shipments: reading changes after {after.instant_text} up to {ceiling.instant_text if ceiling else '-'}")
 
-    from_scratch = not stored and floor == BEGINNING and ceiling is not None and not warehouse.holds_shipments()
+    from_scratch = (not stored and floor == BEGINNING and ceiling is not None and partition is None
+                    and not warehouse.holds_shipments())
     walk = WalkStats()
     run = _Run(source, warehouse, settings, run_id, result, say, ceiling.instant_text if ceiling else None,
-               Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures), cursor=cursor,
-               covered=covered)
+               Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures),
+               cursor_stream=cursor_stream, cursor=cursor, covered=covered)
     if ceiling is not None and after.second() <= ceiling.second():
         overlap_end = cursor if stored else None
         await run.run(_walked(run, after, ceiling, walk, overlap_end))
 
-    await run.run(_listed(_due_retries(warehouse, run_id)))
-    if from_scratch:  # the walk listed every shipment there was: nothing held can have vanished
-        _reconciled(warehouse, result.started_at, run_id)
-        result.extra["reconcile"] = FROM_SCRATCH
-    elif _reconcile_due(warehouse, settings):
-        started = dt.datetime.now(dt.UTC)
-        await _reconcile(run, floor, walk)
-        _reconciled(warehouse, started, run_id)
+    if partition is not None:  # retries and the reconcile are the incremental runs' (they span every range)
+        # complete: everything of the range up to the ceiling is written (what changes during the run
+        # moves beyond it); an empty service completes at the beginning
+        done = max(run.cursor or BEGINNING, ceiling) if ceiling is not None else BEGINNING
+        warehouse.set_cursor(cursor_stream, completed_cursor(done, settings.backfill_plan), run_id)
+    else:
+        await run.run(_listed(_due_retries(warehouse, run_id)))
+        if from_scratch:  # the walk listed every shipment there was: nothing held can have vanished
+            _reconciled(warehouse, result.started_at, run_id)
+            result.extra["reconcile"] = FROM_SCRATCH
+        elif _reconcile_due(warehouse, settings):
+            started = dt.datetime.now(dt.UTC)
+            await _reconcile(run, floor, walk)
+            _reconciled(warehouse, started, run_id)
 
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
@@ -165,7 +186,7 @@ async def sync_shipments(
         lookups=walk.lookups, count_mismatches=walk.count_mismatches,
         retry_queue=sum(part["retry_queue"] for part in parts.values()), parts=parts, **source.in_flight_figures(),
     )
-    stored_after = warehouse.get_cursor(STREAM)
+    stored_after = warehouse.get_cursor(cursor_stream)
     result.cursor_after = stored_after
     if stored_after:
         result.extra["cursor_instant"] = ShipmentKey.from_json(stored_after).instant_text
@@ -183,6 +204,7 @@ async def _walked(
         async for page in read_ahead(walk_changes(
             run.source.lookup_shipments, after, ceiling, page_size=run.settings.page_size,
             count_attempts=run.settings.count_attempts, stats=walk,
+            only=run.settings.id_range.criteria() if run.settings.id_range else (),
         )):
             run.result.rows_read += len(page)
             overlapping = {k.id: k.instant_text for k, _ in page if overlap_end is not None and k <= overlap_end}

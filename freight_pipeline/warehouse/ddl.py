@@ -121,20 +121,23 @@ def rebuild_without_key(con: duckdb.DuckDBPyConnection, spec: TableSpec, have: d
     run(con, f"ALTER TABLE {target} RENAME TO {quote(spec.name)}")
 
 
-def ensure_tables(con: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec]) -> list[str]:
+def ensure_tables(
+    con: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec], *, key_constraints: bool = True
+) -> list[str]:
     """Create schemas and tables, add missing columns; returns the migration steps taken.
 
     Idempotent. Migration is additive only: a column the spec gained is added (nullable, since
     existing rows have no value); a column the spec no longer declares is kept but made nullable
     so inserts by name keep working; a changed type is logged, never altered automatically.
-    The caller runs this inside a transaction.
+    The caller runs this inside a transaction. ``key_constraints=False`` (a DuckLake, which has no
+    keys) creates every table without its PRIMARY KEY.
     """
     steps: list[str] = []
     for spec in specs:
         run(con, f"CREATE SCHEMA IF NOT EXISTS {quote(spec.schema)}")
         have = existing_columns(con, spec)
         if not have:
-            run(con, spec.ddl())
+            run(con, spec.ddl(key_constraint=key_constraints))
             continue
         if not spec.key_constraint and has_primary_key(con, spec):
             rebuild_without_key(con, spec, have)

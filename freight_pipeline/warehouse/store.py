@@ -27,9 +27,11 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from freight_pipeline.lake.connect import connect_lake
+from freight_pipeline.lake.settings import LAKE_ALIAS, LakeSettings
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.ddl import connect, ensure_tables, first, qualified, quote, run
+from freight_pipeline.warehouse.ddl import connect, ensure_tables, first, memory_limit, qualified, quote, run
 from freight_pipeline.warehouse.listing import LiveListing
 from freight_pipeline.warehouse.records import (
     Backoff,
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
 
 WORK_DIR = "work"
 DB_NAME = "warehouse.duckdb"
+LAKE_SCRATCH = "lake-spill"
+"""Beside the run log in lake mode: where DuckDB spills what does not fit its memory limit."""
 RUN_LOG = "latest_runs.json"
 """Each stream's latest ``sync_runs`` row, rewritten atomically by every :meth:`Warehouse.record_run`:
 what ``status`` reads without opening the working database (a reader's lock would stop a sync starting)."""
@@ -101,8 +105,16 @@ class Warehouse:
     between threads.
     """
 
-    def __init__(self, data_dir: Path, tables: Sequence[TableSpec], *, ensure_schema: bool = True) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        tables: Sequence[TableSpec],
+        *,
+        ensure_schema: bool = True,
+        lake: LakeSettings | None = None,
+    ) -> None:
         self.data_dir = Path(data_dir)
+        self.lake = lake
         self.path = working_db_path(self.data_dir)
         self.tables: tuple[TableSpec, ...] = tuple(tables)
         self.meta_tables: tuple[TableSpec, ...] = meta.META_TABLES
@@ -112,7 +124,9 @@ class Warehouse:
             self._by_name.setdefault(spec.name, spec)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._in_transaction: list[str] | None = None
-        self._con: duckdb.DuckDBPyConnection | None = connect(self.path)
+        self._con: duckdb.DuckDBPyConnection | None = (
+            connect(self.path) if lake is None else connect_lake(lake, self.path.parent / LAKE_SCRATCH, memory_limit())
+        )
         try:
             run(self._con, "SET TimeZone = 'UTC'")
             if ensure_schema:
@@ -142,12 +156,14 @@ class Warehouse:
         return self._con
 
     def checkpoint(self) -> None:
-        run(self.con, "CHECKPOINT")
+        """Fold the WAL into the file (embedded only: a lake commits every transaction to its catalog)."""
+        if self.lake is None:
+            run(self.con, "CHECKPOINT")
 
     def ensure_schema(self) -> list[str]:
         """Create schemas and tables, add columns specs gained; returns the migration steps taken."""
         with self._transaction() as con:
-            return ensure_tables(con, (*self.tables, *self.meta_tables))
+            return ensure_tables(con, (*self.tables, *self.meta_tables), key_constraints=self.lake is None)
 
     def spec(self, name: str) -> TableSpec:
         """The spec of ``name`` (``shipments`` or ``freight.shipments``)."""
@@ -613,9 +629,11 @@ class Warehouse:
     def _set_cursor(
         con: duckdb.DuckDBPyConnection, stream: str, value: str | None, run_id: str, at: dt.datetime
     ) -> None:
+        # delete, then insert: DuckLake has no keys for INSERT OR REPLACE; the same in one transaction
+        run(con, f"DELETE FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream])
         run(
             con,
-            f"INSERT OR REPLACE INTO {qualified(meta.SYNC_STATE)} (stream, cursor_value, updated_at, run_id) "
+            f"INSERT INTO {qualified(meta.SYNC_STATE)} (stream, cursor_value, updated_at, run_id) "
             "VALUES (?, ?, ?, ?)",
             [stream, value, at, run_id],
         )
@@ -694,6 +712,12 @@ class Warehouse:
         row = first(run(self.con, f"SELECT cursor_value FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream]))
         return None if row is None else row[0]
 
+    def cursors_with_prefix(self, prefix: str) -> dict[str, str]:
+        """Every stored cursor whose stream name starts with ``prefix`` (stream -> value)."""
+        rows = run(self.con, f"SELECT stream, cursor_value FROM {qualified(meta.SYNC_STATE)} "
+                             "WHERE starts_with(stream, ?) AND cursor_value IS NOT NULL", [prefix])
+        return {str(stream): str(value) for stream, value in rows}
+
     def cursor_updated_at(self, stream: str) -> dt.datetime | None:
         """When ``stream``'s cursor was last set (for a full refresh: when its table last changed)."""
         row = first(run(self.con, f"SELECT updated_at FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream]))
@@ -717,9 +741,10 @@ class Warehouse:
         }
         r = record
         with self._transaction() as con:
+            run(con, f"DELETE FROM {qualified(meta.SYNC_RUNS)} WHERE run_id = ? AND stream = ?", [r.run_id, r.stream])
             run(
                 con,
-                f"INSERT OR REPLACE INTO {qualified(meta.SYNC_RUNS)} (run_id, stream, started_at, finished_at, "
+                f"INSERT INTO {qualified(meta.SYNC_RUNS)} (run_id, stream, started_at, finished_at, "
                 "status, rows_read, rows_written, requests, retries, rejected, quarantined, data_problems, error, "
                 "cursor_before, cursor_after, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
@@ -773,7 +798,10 @@ class Warehouse:
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A second connection to this database, for reads from another thread while batches are written."""
-        return self.con.cursor()
+        reader = self.con.cursor()
+        if self.lake is not None:
+            run(reader, f"USE {LAKE_ALIAS}")
+        return reader
 
     @staticmethod
     def current_copies(reader: duckdb.DuckDBPyConnection, keys: Mapping[int, str]) -> set[int]:

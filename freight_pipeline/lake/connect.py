@@ -1,0 +1,122 @@
+"""DuckDB connections to the lake: extensions from their signed packages, the S3 secret, ``ATTACH``.
+
+The extensions are not downloaded: each comes from its PyPI package (``duckdb-extension-ducklake``
+and friends, built and signed for duckdb 1.5.5), loaded by path, with automatic installation off.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from pathlib import Path
+
+import duckdb
+
+from freight_pipeline.lake.settings import LAKE_ALIAS, LakeSettings
+
+_PACKAGES = {
+    "ducklake": "duckdb_extension_ducklake",
+    "postgres_scanner": "duckdb_extension_postgres_scanner",
+    "sqlite_scanner": "duckdb_extension_sqlite_scanner",
+    "httpfs": "duckdb_extension_httpfs",
+}
+COMMIT_RETRIES = 50
+"""DuckLake retries a commit that met a concurrent one (``ducklake_max_retry_count``, default 10): with
+several writers committing every batch, 10 was not always enough (seen with the SQLite catalog)."""
+
+
+class LakeUnavailable(RuntimeError):
+    """The lake's catalog or data path cannot be reached or its extension not loaded."""
+
+
+def extension_path(name: str) -> Path:
+    """The extension file shipped by its package, for this duckdb version."""
+    package = importlib.import_module(_PACKAGES[name])
+    folder = Path(package.__file__ or "").parent / "extensions" / f"v{duckdb.__version__}"
+    found = sorted(folder.glob(f"{name}.duckdb_extension"))
+    if not found:
+        raise LakeUnavailable(f"{_PACKAGES[name]} has no {name} extension for duckdb {duckdb.__version__} in {folder}")
+    return found[0]
+
+
+def needed_extensions(lake: LakeSettings) -> list[str]:
+    names = ["ducklake"]
+    if lake.kind == "postgres":
+        names.append("postgres_scanner")
+    elif lake.kind == "sqlite":
+        names.append("sqlite_scanner")
+    if lake.s3 is not None:
+        names.append("httpfs")
+    return names
+
+
+def literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def load_extensions(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
+    for name in names:
+        con.execute(f"LOAD {literal(str(extension_path(name)))}")
+
+
+def secret_sql(lake: LakeSettings) -> str | None:
+    """``CREATE SECRET`` for the S3 data path (None: local data). Holds the key: never log it."""
+    s3 = lake.s3
+    if s3 is None:
+        return None
+    options = [f"REGION {literal(s3.region)}", f"URL_STYLE {literal(s3.url_style)}",
+               f"USE_SSL {'true' if s3.use_ssl else 'false'}"]
+    if s3.endpoint:
+        options.append(f"ENDPOINT {literal(s3.endpoint)}")
+    if s3.key_id:
+        options.append(f"KEY_ID {literal(s3.key_id)}")
+    if s3.secret:
+        options.append(f"SECRET {literal(s3.secret)}")
+    if s3.session_token:
+        options.append(f"SESSION_TOKEN {literal(s3.session_token)}")
+    if not s3.key_id:
+        options.append("PROVIDER credential_chain")
+    return f"CREATE OR REPLACE TEMPORARY SECRET freight_lake_s3 (TYPE s3, {', '.join(options)})"
+
+
+def attach_sql(lake: LakeSettings, *, read_only: bool = False) -> str:
+    options = [f"DATA_PATH {literal(lake.data_uri)}"]
+    if read_only:
+        options.append("READ_ONLY")
+    return f"ATTACH IF NOT EXISTS {literal('ducklake:' + lake.attach_target)} AS {LAKE_ALIAS} ({', '.join(options)})"
+
+
+def prepare(con: duckdb.DuckDBPyConnection, lake: LakeSettings, *, read_only: bool = False) -> None:
+    """Load the extensions, create the S3 secret, attach the lake as ``lake`` and make it the default
+    catalog. Errors name the catalog and data path without secrets."""
+    try:
+        load_extensions(con, needed_extensions(lake))
+        secret = secret_sql(lake)
+        if secret is not None:
+            con.execute(secret)
+        con.execute(f"SET ducklake_max_retry_count = {COMMIT_RETRIES}")
+        con.execute(attach_sql(lake, read_only=read_only))
+        con.execute(f"USE {LAKE_ALIAS}")
+    except duckdb.Error as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        for hidden in (lake.s3.secret if lake.s3 else None, lake.target):
+            if hidden:
+                first_line = first_line.replace(hidden, "***")
+        raise LakeUnavailable(f"cannot open the {lake.describe()}: {first_line}") from None
+
+
+def connect_lake(
+    lake: LakeSettings, scratch: Path, memory_limit: str, *, read_only: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the lake attached as its default catalog; spills go to ``scratch``."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(config={
+        "memory_limit": memory_limit, "preserve_insertion_order": False,
+        "autoinstall_known_extensions": False, "temp_directory": str(scratch),
+    })
+    try:
+        prepare(con, lake, read_only=read_only)
+    except BaseException:
+        con.close()
+        raise
+    return con

@@ -1,0 +1,155 @@
+"""Lake mode's configuration: where the DuckLake catalog and its Parquet data live, from the environment.
+
+Unset ``FREIGHT_LAKE_CATALOG_URI``: no lake, the embedded DuckDB warehouse (the default).
+Secrets (the catalog's password, the S3 secret key) never appear in ``repr``, messages or logs:
+:meth:`LakeSettings.describe` is what may be shown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+CATALOG_URI_ENV = "FREIGHT_LAKE_CATALOG_URI"
+"""``postgresql://user[:password]@host:port/dbname`` (many writers, many machines),
+``sqlite:///path/catalog.sqlite`` (several processes of one machine, with retries) or
+``duckdb:///path/catalog.ducklake`` (one process)."""
+DATA_URI_ENV = "FREIGHT_LAKE_DATA_URI"
+"""Where the Parquet files go: a local path or ``s3://bucket/prefix``."""
+S3_ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+S3_KEY_ENV = "AWS_ACCESS_KEY_ID"
+S3_SECRET_ENV = "AWS_SECRET_ACCESS_KEY"
+S3_SESSION_TOKEN_ENV = "AWS_SESSION_TOKEN"
+S3_REGION_ENVS = ("AWS_REGION", "AWS_DEFAULT_REGION")
+S3_URL_STYLE_ENV = "FREIGHT_LAKE_S3_URL_STYLE"
+"""``path`` or ``vhost``; default ``path`` with a custom endpoint (MinIO, moto, Ceph), else ``vhost``."""
+LAKE_ALIAS = "lake"
+"""The name the lake is attached under in every DuckDB connection (the dbt ``lake`` target uses it too)."""
+
+_CATALOG_KINDS = {"postgresql": "postgres", "postgres": "postgres", "sqlite": "sqlite", "duckdb": "duckdb"}
+
+
+class LakeConfigError(ValueError):
+    """A lake variable that cannot be used; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """The S3 connection of the lake's data path (the usual AWS variables)."""
+
+    endpoint: str | None = None
+    key_id: str | None = None
+    secret: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    region: str = "us-east-1"
+    url_style: str = "vhost"
+    use_ssl: bool = True
+
+
+@dataclass(frozen=True)
+class LakeSettings:
+    """A DuckLake: catalog database ``kind`` (postgres, sqlite, duckdb) at ``target``, data under ``data_uri``."""
+
+    kind: str
+    target: str = field(repr=False)
+    data_uri: str
+    s3: S3Settings | None = None
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> LakeSettings | None:
+        env = os.environ if environ is None else environ
+        catalog = env.get(CATALOG_URI_ENV, "").strip()
+        data = env.get(DATA_URI_ENV, "").strip()
+        if not catalog and not data:
+            return None
+        if not catalog or not data:
+            missing = CATALOG_URI_ENV if not catalog else DATA_URI_ENV
+            raise LakeConfigError(f"lake mode needs both {CATALOG_URI_ENV} and {DATA_URI_ENV}; {missing} is not set")
+        kind, target = _parse_catalog(catalog)
+        data_uri = _data_uri(data)
+        return cls(kind, target, data_uri, _s3_from_env(env) if data_uri.startswith("s3://") else None)
+
+    @property
+    def attach_target(self) -> str:
+        """What follows ``ducklake:`` in ``ATTACH``."""
+        return self.target if self.kind == "duckdb" else f"{self.kind}:{self.target}"
+
+    def describe(self) -> str:
+        """Catalog and data location for messages, without any password."""
+        return f"DuckLake catalog {self.kind}:{_without_password(self.target)}, data {self.data_uri}"
+
+    @property
+    def multi_writer(self) -> bool:
+        """Several processes may write at once (a DuckDB catalog file has one writer)."""
+        return self.kind != "duckdb"
+
+
+def _parse_catalog(uri: str) -> tuple[str, str]:
+    scheme, _, rest = uri.partition(":")
+    kind = _CATALOG_KINDS.get(scheme.lower()) if rest else None
+    if kind is None:
+        if "://" in uri or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\\/]", uri):
+            raise LakeConfigError(
+                f"{CATALOG_URI_ENV} must start with postgresql://, sqlite:/// or duckdb:///, "
+                f"got {_without_password(uri)!r}"
+            )
+        return "duckdb", str(Path(uri).resolve())
+    if kind == "postgres":
+        if not rest.startswith("//"):
+            raise LakeConfigError(f"{CATALOG_URI_ENV} must be postgresql://user@host:port/dbname")
+        return kind, "postgresql:" + rest
+    path = rest[2:] if rest.startswith("//") else rest
+    if not path:
+        raise LakeConfigError(f"{CATALOG_URI_ENV} names no {kind} catalog file")
+    return kind, str(Path(path).resolve())
+
+
+def _data_uri(data: str) -> str:
+    if data.startswith("s3://"):
+        bucket = data[5:].split("/", 1)[0]
+        if not bucket:
+            raise LakeConfigError(f"{DATA_URI_ENV} {data!r} names no bucket")
+        return data.rstrip("/") + "/"
+    if "://" in data:
+        raise LakeConfigError(f"{DATA_URI_ENV} must be a local path or s3://bucket/prefix, got {data!r}")
+    return str(Path(data).resolve()) + "/"
+
+
+def _first(env: dict[str, str] | os._Environ[str], names: tuple[str, ...]) -> str | None:
+    return next((env[name].strip() for name in names if env.get(name, "").strip()), None)
+
+
+def _s3_from_env(env: dict[str, str] | os._Environ[str]) -> S3Settings:
+    endpoint = _first(env, S3_ENDPOINT_ENVS)
+    use_ssl = True
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        use_ssl = parts.scheme != "http"
+        endpoint = parts.netloc
+    style = env.get(S3_URL_STYLE_ENV, "").strip().lower() or ("path" if endpoint else "vhost")
+    if style not in ("path", "vhost"):
+        raise LakeConfigError(f"{S3_URL_STYLE_ENV} must be path or vhost, got {style!r}")
+    return S3Settings(
+        endpoint=endpoint,
+        key_id=env.get(S3_KEY_ENV) or None,
+        secret=env.get(S3_SECRET_ENV) or None,
+        session_token=env.get(S3_SESSION_TOKEN_ENV) or None,
+        region=_first(env, S3_REGION_ENVS) or "us-east-1",
+        url_style=style,
+        use_ssl=use_ssl,
+    )
+
+
+def _without_password(target: str) -> str:
+    """A catalog location with any password replaced by ``***`` (URI or libpq ``password=`` form)."""
+    target = re.sub(r"(password\s*=\s*)\S+", r"\1***", target, flags=re.IGNORECASE)
+    if "://" not in target:
+        return target
+    parts = urlsplit(target)
+    if parts.password is None:
+        return target
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
