@@ -69,8 +69,11 @@ def load_job(job_name: str) -> JobDefinition:
     return defs.resolve_job_def(job_name)
 
 
-def execute_job(job_name: str, data_dir: Path, *, verbose: bool = False, echo: Echo = say) -> JobOutcome:
-    """Execute ``job_name`` against ``data_dir``; never raises for a failed run (see the outcome)."""
+def execute_job(
+    job_name: str, data_dir: Path, *, verbose: bool = False, echo: Echo = say, partition_key: str | None = None
+) -> JobOutcome:
+    """Execute ``job_name`` (for ``partition_key`` of a partitioned job) against ``data_dir``; never
+    raises for a failed run (see the outcome)."""
     os.environ[DATA_DIR_ENV] = str(data_dir)
     outcome = JobOutcome(job_name, str(uuid.uuid4()))  # Dagster's run id format
     started = time.monotonic()
@@ -87,6 +90,7 @@ def execute_job(job_name: str, data_dir: Path, *, verbose: bool = False, echo: E
                 raise_on_error=False,
                 run_id=outcome.run_id,
                 tags={"freight/launched_by": "freight-pipeline cli"},
+                partition_key=partition_key,
             )
             outcome.success = result.success
             if not result.success:

@@ -16,6 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="also print the steps' log messages")
     parser.add_argument("--full-refresh", action="store_true",
                         help="rebuild every dbt mart from scratch (default: only the shipments that changed)")
+    parser.add_argument("--partition", metavar="KEY",
+                        help="run this partition of a partitioned job (e.g. --job freight_backfill_job "
+                        "--partition 0-99999 in lake mode: one backfill writer)")
     parser.epilog = (
         "The service comes from FREIGHT_BASE_URL, FREIGHT_USERNAME and FREIGHT_PASSWORD (required). "
         "With DAGSTER_HOME set the run is recorded in that instance (it shows in `make ui`)."
@@ -29,9 +32,10 @@ def run(args: argparse.Namespace) -> int:
     except MissingPassword as exc:
         say(f"sync: {exc}")
         return 2
-    say(f"sync: {args.job}: {service.base_url} as {service.username!r} -> {data_dir}")
+    partition = f" partition {args.partition}" if args.partition else ""
+    say(f"sync: {args.job}{partition}: {service.base_url} as {service.username!r} -> {data_dir}")
     with environ({FULL_REFRESH_ENV: "1"} if args.full_refresh else {}):
-        outcome = execute_job(args.job, data_dir, verbose=args.verbose)
+        outcome = execute_job(args.job, data_dir, verbose=args.verbose, partition_key=args.partition)
     if not outcome.success:
         say(outcome.failure_line("sync", service.password))
         return 1

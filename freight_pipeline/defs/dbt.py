@@ -35,6 +35,8 @@ from freight_pipeline.warehouse import RunRecord
 
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_models"
 DATABASE_ENV = "FREIGHT_DBT_DATABASE"
+LAKE_TARGET = "lake"
+"""The profile's target that builds the marts in the lake (``dbt_models/profiles.yml``)."""
 """The variable ``profiles.yml`` reads the DuckDB path from."""
 DBT_BUILD_STREAM = "dbt_build"
 """The ``sync_runs`` stream name under which each dbt build is logged."""
@@ -132,9 +134,19 @@ def build_target(warehouse: WarehouseResource) -> Path:
     return warehouse.working_db.parent / TARGET_DIR
 
 
+def target_env(warehouse: WarehouseResource) -> dict[str, str]:
+    """dbt's target by environment: ``lake`` in lake mode (one thread unless the catalog is PostgreSQL:
+    a SQLite or DuckDB catalog file takes one writer at a time), else the profile's default."""
+    lake = warehouse.lake
+    if lake is None:
+        return {}
+    return {"DBT_TARGET": LAKE_TARGET, "DBT_THREADS": "4" if lake.kind == "postgres" else "1"}
+
+
 def warm_up(warehouse: WarehouseResource) -> bool:
     """Start parsing the dbt project for this data directory in the background (``dbt_warmup``)."""
-    return start_parse(DBT_PROJECT_DIR, build_target(warehouse), warehouse.working_db, DATABASE_ENV, vars_args())
+    with environ(target_env(warehouse)):
+        return start_parse(DBT_PROJECT_DIR, build_target(warehouse), warehouse.working_db, DATABASE_ENV, vars_args())
 
 
 def dbt_build_args() -> list[str]:
@@ -347,7 +359,8 @@ def freight_dbt_models(
 ) -> Iterator[Any]:
     """``dbt build`` (models and data tests) into the working database, which no one else holds now."""
     database = warehouse.working_db
-    if not database.exists():
+    lake = warehouse.lake
+    if lake is None and not database.exists():
         raise FileNotFoundError(f"no working database at {database}: run the freight sync first")
     target = build_target(warehouse)
     args = dbt_build_args()
@@ -361,10 +374,11 @@ def freight_dbt_models(
             yield dg.MaterializeResult(asset_key=key, metadata={"dbt_build": f"not run: {plan.reason}"})
         return
     args = [*args, *plan.args]
-    context.log.info(f"{plan.reason}: dbt {' '.join(args)} into {database}")
+    context.log.info(f"{plan.reason}: dbt {' '.join(args)} into {lake.describe() if lake else database}")
     began = dt.datetime.now(dt.UTC)
     wait_for_parse(target)  # started by the sync when this data directory was new to dbt
-    with logged_build(warehouse.path, context.run_id, whole=whole), environ({DATABASE_ENV: str(database)}):
+    with logged_build(warehouse.path, context.run_id, whole=whole), \
+            environ({DATABASE_ENV: str(database), **target_env(warehouse)}):
         (target / RUN_RESULTS).unlink(missing_ok=True)  # never read a previous build's results
         invocation = dbt.cli(args, context=context, target_path=target, raise_on_error=False)
         yield from invocation.stream()

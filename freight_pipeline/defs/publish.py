@@ -13,6 +13,8 @@ import dagster as dg
 from freight_pipeline.defs.dbt import freight_dbt_models
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import SYNC_ASSETS
+from freight_pipeline.lake.snapshots import publish_snapshot
+from freight_pipeline.sync.runner import open_warehouse
 from freight_pipeline.warehouse import publish
 
 PUBLISH_KEY = dg.AssetKey(["freight", "published_warehouse"])
@@ -31,6 +33,8 @@ def build_publish_asset(upstream: Sequence[dg.AssetsDefinition]) -> dg.AssetsDef
         "(parquet/<schema>/<table>/), each swapped atomically. Analysts and BI read only this.",
     )
     def published_warehouse(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        if warehouse.lake is not None:
+            return publish_lake(context, warehouse)
         result = publish(warehouse.path)
         context.log.info(
             f"published {result.version}: {len(result.tables)} tables ({len(result.exported)} exported, "
@@ -51,6 +55,22 @@ def build_publish_asset(upstream: Sequence[dg.AssetsDefinition]) -> dg.AssetsDef
         )
 
     return published_warehouse
+
+
+def publish_lake(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Lake mode: record the snapshot this run's whole, successful build ended at (what readers open)."""
+    with open_warehouse(warehouse.path) as held:
+        snapshot = publish_snapshot(held.con, context.run_id)
+        counts = held.row_counts()
+    lake = warehouse.lake
+    context.log.info(f"published snapshot {snapshot.snapshot_id} of the {lake.describe() if lake else 'lake'}")
+    return dg.MaterializeResult(
+        metadata={
+            "snapshot_id": snapshot.snapshot_id,
+            "lake": lake.describe() if lake else "",
+            "row_counts": dg.MetadataValue.json(dict(sorted(counts.items()))),
+        }
+    )
 
 
 published_warehouse = build_publish_asset([*SYNC_ASSETS, freight_dbt_models])

@@ -31,8 +31,12 @@ from freight_pipeline.config import (
     flag_from_env,
     minutes_from_env,
 )
+from freight_pipeline.lake.connect import connect_lake
+from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse import parquet_root, published_db_path, working_db_path
+from freight_pipeline.warehouse.ddl import memory_limit
+from freight_pipeline.warehouse.store import LAKE_SCRATCH
 
 _DEFAULTS = SyncSettings()
 
@@ -166,9 +170,23 @@ class WarehouseResource(dg.ConfigurableResource):
     def parquet_dir(self) -> Path:
         return parquet_root(self.path)
 
+    @property
+    def lake(self) -> LakeSettings | None:
+        """The lake the sync writes (``FREIGHT_LAKE_*``), or None: the embedded working database."""
+        return LakeSettings.from_env()
+
     @contextmanager
     def read_working_db(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-only connection to the working database; only while no writer holds it (DuckDB's lock)."""
+        """A read-only connection to the working database; only while no writer holds it (DuckDB's lock).
+        In lake mode: to the lake's latest snapshot (readers never wait for writers there)."""
+        lake = self.lake
+        if lake is not None:
+            con = connect_lake(lake, self.working_db.parent / LAKE_SCRATCH, memory_limit(), read_only=True)
+            try:
+                yield con
+            finally:
+                con.close()
+            return
         if not self.working_db.exists():
             raise FileNotFoundError(f"no working database at {self.working_db}: run the sync first")
         con = duckdb.connect(str(self.working_db), read_only=True)

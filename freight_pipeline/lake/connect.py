@@ -7,6 +7,7 @@ and friends, built and signed for duckdb 1.5.5), loaded by path, with automatic 
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -23,6 +24,21 @@ _PACKAGES = {
 COMMIT_RETRIES = 50
 """DuckLake retries a commit that met a concurrent one (``ducklake_max_retry_count``, default 10): with
 several writers committing every batch, 10 was not always enough (seen with the SQLite catalog)."""
+
+
+CONFLICT_ATTEMPTS = 8
+"""How often a writing transaction that met a conflicting concurrent commit runs again (``Warehouse``)."""
+ATTACH_ATTEMPTS = 5
+"""How often ``ATTACH`` is tried: the first attach of a new catalog creates its tables, and several
+writers starting at once race to do it (the losers see "already exists")."""
+
+
+def is_commit_conflict(exc: BaseException) -> bool:
+    """A commit that failed because a concurrent transaction committed first."""
+    text = str(exc)
+    return isinstance(exc, duckdb.TransactionException) and (
+        "conflict" in text.lower() or "Failed to commit DuckLake transaction" in text
+    )
 
 
 class LakeUnavailable(RuntimeError):
@@ -79,14 +95,18 @@ def secret_sql(lake: LakeSettings) -> str | None:
     return f"CREATE OR REPLACE TEMPORARY SECRET freight_lake_s3 (TYPE s3, {', '.join(options)})"
 
 
-def attach_sql(lake: LakeSettings, *, read_only: bool = False) -> str:
+def attach_sql(lake: LakeSettings, *, read_only: bool = False, snapshot: int | None = None) -> str:
     options = [f"DATA_PATH {literal(lake.data_uri)}"]
     if read_only:
         options.append("READ_ONLY")
+    if snapshot is not None:
+        options.append(f"SNAPSHOT_VERSION {int(snapshot)}")
     return f"ATTACH IF NOT EXISTS {literal('ducklake:' + lake.attach_target)} AS {LAKE_ALIAS} ({', '.join(options)})"
 
 
-def prepare(con: duckdb.DuckDBPyConnection, lake: LakeSettings, *, read_only: bool = False) -> None:
+def prepare(
+    con: duckdb.DuckDBPyConnection, lake: LakeSettings, *, read_only: bool = False, snapshot: int | None = None
+) -> None:
     """Load the extensions, create the S3 secret, attach the lake as ``lake`` and make it the default
     catalog. Errors name the catalog and data path without secrets."""
     try:
@@ -95,7 +115,14 @@ def prepare(con: duckdb.DuckDBPyConnection, lake: LakeSettings, *, read_only: bo
         if secret is not None:
             con.execute(secret)
         con.execute(f"SET ducklake_max_retry_count = {COMMIT_RETRIES}")
-        con.execute(attach_sql(lake, read_only=read_only))
+        for attempt in range(1, ATTACH_ATTEMPTS + 1):
+            try:
+                con.execute(attach_sql(lake, read_only=read_only, snapshot=snapshot))
+                break
+            except duckdb.Error as exc:
+                if attempt == ATTACH_ATTEMPTS or "already exists" not in str(exc):
+                    raise
+                time.sleep(0.2 * attempt)
         con.execute(f"USE {LAKE_ALIAS}")
     except duckdb.Error as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -106,16 +133,17 @@ def prepare(con: duckdb.DuckDBPyConnection, lake: LakeSettings, *, read_only: bo
 
 
 def connect_lake(
-    lake: LakeSettings, scratch: Path, memory_limit: str, *, read_only: bool = False
+    lake: LakeSettings, scratch: Path, memory_limit: str, *, read_only: bool = False, snapshot: int | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with the lake attached as its default catalog; spills go to ``scratch``."""
+    """An in-memory DuckDB with the lake attached as its default catalog (as of ``snapshot``: time
+    travel, read-only); spills go to ``scratch``."""
     scratch.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(config={
         "memory_limit": memory_limit, "preserve_insertion_order": False,
         "autoinstall_known_extensions": False, "temp_directory": str(scratch),
     })
     try:
-        prepare(con, lake, read_only=read_only)
+        prepare(con, lake, read_only=read_only, snapshot=snapshot)
     except BaseException:
         con.close()
         raise

@@ -74,11 +74,12 @@ class IdRange:
         return self.low <= shipment_id and (self.high is None or shipment_id < self.high)
 
 
-def id_ranges(count: int, step: int) -> tuple[IdRange, ...]:
-    """``count`` ranges of ``step`` ids from 0; the last one open-ended."""
-    if count < 1 or step < 1:
-        raise ValueError(f"backfill needs at least one partition and one id per partition, got {count} x {step}")
-    return tuple(IdRange(i * step, None if i == count - 1 else (i + 1) * step) for i in range(count))
+def id_ranges_between(boundaries: list[int]) -> tuple[IdRange, ...]:
+    """The ranges that ``boundaries`` (increasing ids) cut the ids into: from 0, the last open-ended."""
+    if any(b <= a for a, b in zip([0, *boundaries], boundaries, strict=False)):
+        raise ValueError(f"boundaries must be increasing ids above 0, got {boundaries}")
+    edges = [0, *boundaries]
+    return tuple(IdRange(low, high) for low, high in zip(edges, [*boundaries, None], strict=True))
 
 
 def completed_cursor(ceiling: ShipmentKey, plan: tuple[IdRange, ...]) -> str:

@@ -15,19 +15,23 @@ key sets (unit ids, raw documents, rejects) are registered the same way, never i
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
+import logging
 import os
+import random
+import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freight_pipeline.lake.connect import connect_lake
+from freight_pipeline.lake.connect import CONFLICT_ATTEMPTS, connect_lake, is_commit_conflict
 from freight_pipeline.lake.settings import LAKE_ALIAS, LakeSettings
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
@@ -48,6 +52,9 @@ from freight_pipeline.warehouse.records import (
 
 if TYPE_CHECKING:
     from freight_pipeline.warehouse.publish import PublishResult
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 WORK_DIR = "work"
 DB_NAME = "warehouse.duckdb"
@@ -94,6 +101,29 @@ def _json_text(payload: str | None) -> str | None:
     except ValueError:
         return json.dumps(payload)
     return payload
+
+
+def retried_on_conflict(method: Callable[..., T]) -> Callable[..., T]:
+    """In lake mode, run a writing method again when its transaction met a concurrent writer's commit
+    that DuckLake could not merge (both created a table, say): the transaction rolled back, so
+    running it again is safe. Embedded: DuckDB's file lock admits one writer, nothing to retry."""
+
+    @functools.wraps(method)
+    def run_retrying(self: Warehouse, *args: Any, **kwargs: Any) -> T:
+        if self.lake is None:
+            return method(self, *args, **kwargs)
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                return method(self, *args, **kwargs)
+            except duckdb.TransactionException as exc:
+                if attempt == CONFLICT_ATTEMPTS or not is_commit_conflict(exc):
+                    raise
+                log.info("%s met a concurrent commit (attempt %d): %s", method.__name__, attempt,
+                         str(exc).strip().splitlines()[0])
+                time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")
+
+    return run_retrying
 
 
 class Warehouse:
@@ -160,6 +190,7 @@ class Warehouse:
         if self.lake is None:
             run(self.con, "CHECKPOINT")
 
+    @retried_on_conflict
     def ensure_schema(self) -> list[str]:
         """Create schemas and tables, add columns specs gained; returns the migration steps taken."""
         with self._transaction() as con:
@@ -310,6 +341,7 @@ class Warehouse:
             backoff=backoff,
         )
 
+    @retried_on_conflict
     def apply_batch(
         self,
         run_id: str,
@@ -419,6 +451,7 @@ class Warehouse:
         """Shipments written or deleted since the last complete dbt build."""
         return _scalar(self.con, f"SELECT count(*) FROM {qualified(meta.CHANGED_SHIPMENTS)}")
 
+    @retried_on_conflict
     def forget_changes(self, until: dt.datetime) -> int:
         """After a complete, successful dbt build that began at ``until``: the changes it covered go."""
         with self._transaction() as con:
@@ -640,6 +673,7 @@ class Warehouse:
 
     # --- full refresh ---------------------------------------------------------------------------
 
+    @retried_on_conflict
     def replace_table(
         self,
         run_id: str,
@@ -728,11 +762,13 @@ class Warehouse:
                                   "ORDER BY started_at DESC, run_id DESC LIMIT 1", [stream]))
         return None if row is None else str(row[0])
 
+    @retried_on_conflict
     def set_cursor(self, stream: str, value: str | None, run_id: str) -> None:
         """Set a cursor on its own (e.g. an operator's reset); data batches set it themselves."""
         with self._transaction() as con:
             self._set_cursor(con, stream, value, run_id, _now())
 
+    @retried_on_conflict
     def record_run(self, record: RunLike) -> None:
         """Insert or update the ``sync_runs`` row of ``(record.run_id, record.stream)``: call at start and finish."""
         details = {
@@ -868,6 +904,7 @@ class Warehouse:
         finally:
             cur.close()
 
+    @retried_on_conflict
     def enqueue(self, pending: Sequence[PendingDetail], run_id: str, *, replace: bool = True) -> None:
         """Queue detail work on its own; ``replace`` False leaves entries already queued as they are."""
         if not pending:

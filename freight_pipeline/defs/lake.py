@@ -1,0 +1,109 @@
+"""Lake mode's Dagster definitions: the partitioned backfill of the first full sync, and maintenance.
+
+Present only when ``FREIGHT_LAKE_CATALOG_URI`` is set (``definitions.py``). The backfill asset has one
+partition per shipment id range (``FREIGHT_BACKFILL_ID_BOUNDARIES``); each partition is its own run,
+so a Dagster backfill of all of them runs as many writers at once as the run coordinator allows
+(``max_concurrent_runs``), on one machine or, with a Kubernetes or Celery launcher, on many.
+"""
+
+import dataclasses
+import datetime as dt
+import os
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from freight_pipeline.config import minutes_from_env
+from freight_pipeline.defs.jobs import WRITER_TAG, default_schedule_status
+from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
+from freight_pipeline.defs.sync_assets import stream_metadata
+from freight_pipeline.lake.snapshots import DEFAULT_RETENTION, maintain
+from freight_pipeline.sync.backfill import IdRange, id_ranges_between
+from freight_pipeline.sync.progress import Throttled
+from freight_pipeline.sync.runner import open_warehouse, run_stream
+from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
+
+if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
+    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+
+BOUNDARIES_ENV = "FREIGHT_BACKFILL_ID_BOUNDARIES"
+"""Comma-separated shipment ids where one backfill partition ends and the next begins (``20000,40000``
+-> ``0-19999``, ``20000-39999``, ``40000-``); unset: one partition. Pick them from the service's id
+range so each partition holds about as many shipments."""
+RETENTION_ENV = "FREIGHT_LAKE_RETENTION_MINUTES"
+"""How long DuckLake snapshots stay readable (time travel) before the maintenance job expires them."""
+LAKE_GROUP = "lake"
+BACKFILL_JOB = "freight_backfill_job"
+MAINTENANCE_JOB = "lake_maintenance_job"
+
+
+def backfill_plan_from_env() -> tuple[IdRange, ...]:
+    text = os.environ.get(BOUNDARIES_ENV, "").strip()
+    try:
+        boundaries = [int(part) for part in text.split(",") if part.strip()] if text else []
+        return id_ranges_between(boundaries)
+    except ValueError as exc:
+        raise ValueError(f"{BOUNDARIES_ENV}={text!r}: {exc}") from None
+
+
+def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "UnresolvedAssetJobDefinition"]:
+    partitions = dg.StaticPartitionsDefinition([r.key for r in plan])
+
+    @dg.asset(
+        key=dg.AssetKey(["freight", "shipments_backfill"]),
+        partitions_def=partitions,
+        group_name=LAKE_GROUP,
+        kinds={"ducklake", "python"},
+        description="The first full sync of the shipments stream (with events, legs and memos), one "
+        "partition per shipment id range, each under its own cursor; the incremental sync takes over "
+        "once every partition has completed, from the lowest ceiling they reached.",
+    )
+    def shipments_backfill(
+        context: dg.AssetExecutionContext, freight_service: FreightServiceResource, warehouse: WarehouseResource
+    ) -> dg.MaterializeResult:
+        if warehouse.lake is None:
+            raise RuntimeError("the backfill writes a lake: set FREIGHT_LAKE_CATALOG_URI and FREIGHT_LAKE_DATA_URI")
+        id_range = IdRange.parse(context.partition_key)
+        settings = dataclasses.replace(freight_service.sync_settings(), id_range=id_range, backfill_plan=plan)
+        result = run_stream(SHIPMENTS, freight_service.service_settings(), warehouse.path, settings,
+                            run_id=context.run_id, progress=Throttled(context.log.info, 15.0))
+        context.log.info(f"partition {id_range.key}: read {result.rows_read}, wrote {result.rows_written} rows "
+                         f"in {result.requests} requests")
+        return dg.MaterializeResult(metadata=stream_metadata(result, None))
+
+    job = dg.define_asset_job(
+        BACKFILL_JOB,
+        selection=dg.AssetSelection.assets(shipments_backfill),
+        partitions_def=partitions,
+        tags=WRITER_TAG,
+        description="One partition of the first full sync into the lake; launch a backfill of all "
+        "partitions to run them side by side.",
+    )
+    return shipments_backfill, job
+
+
+@dg.op(description="DuckLake compaction and snapshot expiry (never the published snapshot).")
+def lake_maintenance(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> None:
+    retention = dt.timedelta(minutes=minutes_from_env(RETENTION_ENV, int(DEFAULT_RETENTION.total_seconds() // 60)))
+    with open_warehouse(warehouse.path) as held:
+        done = maintain(held.con, retention)
+    context.log.info(
+        f"flushed {done.flushed_inlined} inlined tables, merged {done.merged_files} files, expired "
+        f"{done.expired_snapshots} snapshots older than {done.kept_from:%Y-%m-%d %H:%M} UTC, deleted "
+        f"{done.removed_files} files"
+    )
+
+
+@dg.job(name=MAINTENANCE_JOB, description="Compaction of small files and expiry of old snapshots of the lake.")
+def lake_maintenance_job() -> None:
+    lake_maintenance()
+
+
+lake_maintenance_schedule = dg.ScheduleDefinition(
+    name="lake_maintenance_daily",
+    cron_schedule="30 2 * * *",
+    job=lake_maintenance_job,
+    execution_timezone="UTC",
+    default_status=default_schedule_status(),
+    description="Daily at 02:30 UTC: DuckLake compaction and snapshot expiry.",
+)

@@ -1,0 +1,140 @@
+"""Local stand-ins of the lake's services, for the demo and the tests: an S3-compatible server (moto,
+a dev dependency) and a throwaway PostgreSQL server (Debian's ``postgresql`` package), each on a free
+loopback port, each stopped when its block ends. Nothing is written outside the given folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from freight_pipeline.lake.settings import (
+    CATALOG_URI_ENV,
+    DATA_URI_ENV,
+    S3_ENDPOINT_ENVS,
+    S3_KEY_ENV,
+    S3_REGION_ENVS,
+    S3_SECRET_ENV,
+)
+
+POSTGRES_BIN_DIRS = ("/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin")
+LOCAL_S3_KEY = "freight-local"
+LOCAL_S3_SECRET = "freight-local-secret"  # a local test server's, not a real credential
+
+
+class PostgresUnavailable(RuntimeError):
+    """No PostgreSQL server binaries here (install Debian's ``postgresql`` package)."""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class LocalS3:
+    endpoint: str
+    bucket: str
+
+    def env(self, prefix: str = "lake") -> dict[str, str]:
+        """The S3 variables of this server, and the lake's data URI under ``prefix``."""
+        return {
+            DATA_URI_ENV: f"s3://{self.bucket}/{prefix}",
+            S3_ENDPOINT_ENVS[0]: self.endpoint,
+            S3_KEY_ENV: LOCAL_S3_KEY,
+            S3_SECRET_ENV: LOCAL_S3_SECRET,
+            S3_REGION_ENVS[0]: "us-east-1",
+        }
+
+    def keys(self, prefix: str = "") -> list[str]:
+        """Every object key under ``prefix`` (boto3, which moto brings)."""
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=LOCAL_S3_KEY,
+                              aws_secret_access_key=LOCAL_S3_SECRET, region_name="us-east-1")
+        found: list[str] = []
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            found.extend(item["Key"] for item in page.get("Contents", []))
+        return found
+
+
+@contextmanager
+def running_s3(bucket: str = "freight-lake") -> Iterator[LocalS3]:
+    """moto's S3 server on a free loopback port with ``bucket`` created; stopped afterwards."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=LOCAL_S3_KEY,
+                     aws_secret_access_key=LOCAL_S3_SECRET, region_name="us-east-1").create_bucket(Bucket=bucket)
+        yield LocalS3(endpoint, bucket)
+    finally:
+        server.stop()
+
+
+def postgres_bin() -> Path | None:
+    for folder in POSTGRES_BIN_DIRS:
+        if (Path(folder) / "pg_ctl").exists():
+            return Path(folder)
+    found = shutil.which("pg_ctl")
+    return Path(found).resolve().parent if found else None
+
+
+@dataclass(frozen=True)
+class LocalPostgres:
+    port: int
+    database: str
+    user: str = "freight"
+
+    @property
+    def uri(self) -> str:
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{self.database}"
+
+    def env(self) -> dict[str, str]:
+        return {CATALOG_URI_ENV: self.uri}
+
+
+@contextmanager
+def running_postgres(database: str = "freight_lake") -> Iterator[LocalPostgres]:
+    """A throwaway PostgreSQL cluster in a temporary folder on a free loopback port (trust auth, no
+    fsync); stopped and removed afterwards. As root it runs as the ``postgres`` user (PostgreSQL
+    refuses root)."""
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        raise PostgresUnavailable("no PostgreSQL server here: install Debian's postgresql package")
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    folder = Path(tempfile.mkdtemp(prefix="freight-pg-"))
+    folder.chmod(0o777)
+    data = folder / "data"
+    port = free_port()
+
+    def tool(name: str, *args: str) -> None:
+        subprocess.run([*as_user, str(bin_dir / name), *args], check=True, capture_output=True, timeout=120)
+
+    started = False
+    try:
+        tool("initdb", "-D", str(data), "-U", "freight", "--auth=trust", "-E", "UTF8", "--no-sync")
+        tool("pg_ctl", "-D", str(data), "-w", "-l", str(folder / "server.log"),
+             "-o", f"-h 127.0.0.1 -p {port} -k {folder} -F -c max_connections=200", "start")
+        started = True
+        tool("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "freight", database)
+        yield LocalPostgres(port, database)
+    finally:
+        if started:
+            subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                           capture_output=True, timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
