@@ -135,12 +135,8 @@ def build_target(warehouse: WarehouseResource) -> Path:
 
 
 def target_env(warehouse: WarehouseResource) -> dict[str, str]:
-    """dbt's target by environment: ``lake`` in lake mode (one thread unless the catalog is PostgreSQL:
-    a SQLite or DuckDB catalog file takes one writer at a time), else the profile's default."""
-    lake = warehouse.lake
-    if lake is None:
-        return {}
-    return {"DBT_TARGET": LAKE_TARGET, "DBT_THREADS": "4" if lake.kind == "postgres" else "1"}
+    """dbt's target by environment: ``lake`` in lake mode (one thread: see the profile), else the default."""
+    return {} if warehouse.lake is None else {"DBT_TARGET": LAKE_TARGET}
 
 
 def warm_up(warehouse: WarehouseResource) -> bool:

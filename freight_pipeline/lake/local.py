@@ -107,6 +107,15 @@ class LocalPostgres:
     def env(self) -> dict[str, str]:
         return {CATALOG_URI_ENV: self.uri}
 
+    def new_database(self, name: str) -> LocalPostgres:
+        """Another, empty database on this server (a fresh catalog)."""
+        bin_dir = postgres_bin()
+        if bin_dir is None:
+            raise PostgresUnavailable("no PostgreSQL client here: install Debian's postgresql package")
+        subprocess.run([str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, name],
+                       check=True, capture_output=True, timeout=60)
+        return LocalPostgres(self.port, name, self.user)
+
 
 @contextmanager
 def running_postgres(database: str = "freight_lake") -> Iterator[LocalPostgres]:

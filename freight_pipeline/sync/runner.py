@@ -161,7 +161,8 @@ def sync_all(
     publish_after: bool = True,
     source_factory: Callable[[AsyncFreightClient], SourceAPI] = ClientSource,
 ) -> tuple[list[StreamResult], PublishResult | None]:
-    """Run ``streams`` in order with one client; publish the warehouse when all succeeded.
+    """Run ``streams`` in order with one client; publish the warehouse when all succeeded (embedded
+    only: in lake mode the result's publish is None).
 
     ``source_factory`` wraps the client (tests use it to inject faults the simulator cannot make).
     """
@@ -183,5 +184,8 @@ def sync_all(
 
     with fewer_collections():
         results = asyncio.run(go())
-    published = publish(Path(data_dir)) if publish_after else None
+    # lake mode: nothing to copy (readers read the lake); its publish, a snapshot recorded after a
+    # whole dbt build, is the Dagster job's (``defs.publish``)
+    lake = LakeSettings.from_env() is not None
+    published = publish(Path(data_dir)) if publish_after and not lake else None
     return results, published

@@ -123,8 +123,9 @@ async def sync_shipments(
     stored = warehouse.get_cursor(cursor_stream)
     if partition is None and not stored:  # after a backfill: from the lowest ceiling its partitions reached
         takeover = takeover_cursor(warehouse.cursors_with_prefix(BACKFILL_PREFIX))
-        if takeover is not None:
+        if takeover is not None:  # stored as the stream's own cursor: valid for every range
             stored = takeover.to_json()
+            warehouse.set_cursor(STREAM, stored, run_id)
             result.extra["backfill_takeover"] = takeover.instant_text
             say(f"shipments: taking over from the backfill partitions at {takeover.instant_text}")
     result.cursor_before = stored

@@ -1,0 +1,55 @@
+"""One backfill writer for the kill trials.
+
+``python -m freight_pipeline_tests.lake.lake_writer KEY BOUNDARIES DATA_DIR``:
+
+Runs the shipments stream for partition ``KEY`` of the plan cut at ``BOUNDARIES`` (comma-separated ids)
+into the lake of ``FREIGHT_LAKE_*``, with small batches so a partition is many commits, printing
+``committing`` right before each transaction's COMMIT and ``done`` at the end. The parent SIGKILLs it
+a few milliseconds after a chosen ``committing``: inside the commit (Parquet to S3, then the catalog).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from freight_pipeline.config import ServiceSettings
+from freight_pipeline.lake.settings import LakeSettings
+from freight_pipeline.normalize import FREIGHT_TABLES
+from freight_pipeline.sync import runner
+from freight_pipeline.sync.backfill import IdRange, id_ranges_between
+from freight_pipeline.sync.shipments import STREAM
+from freight_pipeline.warehouse import Warehouse
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
+
+WRITER_SETTINGS = dataclasses.replace(TEST_SETTINGS, fetch_batch_size=5)
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+class AnnouncingWarehouse(Warehouse):
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with super()._transaction() as con:
+            yield con
+            say("committing")
+
+
+def main() -> None:
+    key, boundaries, data_dir = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    plan = id_ranges_between([int(b) for b in boundaries.split(",") if b])
+    settings = dataclasses.replace(WRITER_SETTINGS, id_range=IdRange.parse(key), backfill_plan=plan)
+    runner.open_warehouse = lambda path: AnnouncingWarehouse(Path(path), FREIGHT_TABLES, lake=LakeSettings.from_env())
+    runner.run_stream(STREAM, ServiceSettings.from_env(), data_dir, settings)
+    say("done")
+
+
+if __name__ == "__main__":
+    main()
