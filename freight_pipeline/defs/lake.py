@@ -17,11 +17,15 @@ from freight_pipeline.config import minutes_from_env
 from freight_pipeline.defs.jobs import WRITER_TAG, default_schedule_status
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_metadata
+from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.snapshots import DEFAULT_RETENTION, maintain
 from freight_pipeline.sync.backfill import IdRange, id_ranges_between
 from freight_pipeline.sync.progress import Throttled
-from freight_pipeline.sync.runner import open_warehouse, run_stream
+from freight_pipeline.sync.runner import run_stream
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
+from freight_pipeline.warehouse import explained_out_of_memory
+from freight_pipeline.warehouse.ddl import memory_limit
+from freight_pipeline.warehouse.store import LAKE_SCRATCH
 
 if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -85,8 +89,14 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
 @dg.op(description="DuckLake compaction and snapshot expiry (never the published snapshot).")
 def lake_maintenance(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> None:
     retention = dt.timedelta(minutes=minutes_from_env(RETENTION_ENV, int(DEFAULT_RETENTION.total_seconds() // 60)))
-    with open_warehouse(warehouse.path) as held:
-        done = maintain(held.con, retention)
+    lake = warehouse.lake
+    if lake is None:
+        raise RuntimeError("lake maintenance needs FREIGHT_LAKE_CATALOG_URI and FREIGHT_LAKE_DATA_URI")
+    # compaction reads and writes whole files: the publish's memory limit, not the sync's
+    scratch = warehouse.working_db.parent / LAKE_SCRATCH
+    with explained_out_of_memory("lake maintenance", "publish"), \
+            connect_lake(lake, scratch, memory_limit("publish")) as con:
+        done = maintain(con, retention)
     context.log.info(
         f"flushed {done.flushed_inlined} inlined tables, merged {done.merged_files} files, expired "
         f"{done.expired_snapshots} snapshots older than {done.kept_from:%Y-%m-%d %H:%M} UTC, deleted "

@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 CATALOG_URI_ENV = "FREIGHT_LAKE_CATALOG_URI"
 """``postgresql://user[:password]@host:port/dbname`` (many writers, many machines),
@@ -143,13 +143,13 @@ def _s3_from_env(env: dict[str, str] | os._Environ[str]) -> S3Settings:
     )
 
 
+_URI_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/]*:)[^@]*@")
+
+
 def _without_password(target: str) -> str:
-    """A catalog location with any password replaced by ``***`` (URI or libpq ``password=`` form)."""
+    """A catalog location with any password replaced by ``***`` (URI or libpq ``password=`` form).
+
+    Not ``urlsplit``: it ends the user part at a ``?`` or ``#``, which libpq accepts unencoded in a
+    password, and would show the rest."""
     target = re.sub(r"(password\s*=\s*)\S+", r"\1***", target, flags=re.IGNORECASE)
-    if "://" not in target:
-        return target
-    parts = urlsplit(target)
-    if parts.password is None:
-        return target
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return _URI_PASSWORD.sub(r"\1***@", target)

@@ -24,6 +24,12 @@ from freight_pipeline.warehouse.publish import UnsettledWarehouse, unsettled_run
 PUBLISHED_SNAPSHOTS = "freight_meta.published_snapshots"
 DEFAULT_RETENTION = dt.timedelta(days=7)
 """How long snapshots stay readable (time travel) before maintenance expires them."""
+REWRITE_DELETED_SHARE = 0.1
+"""A data file is rewritten without its deleted rows once this share of them is deleted: every changed
+shipment deletes its old rows, so files collect delete files (DuckLake's own default waits for 95 %)."""
+ORPHAN_AGE = dt.timedelta(hours=1)
+"""A file no snapshot references is deleted once this old: younger ones may be a running writer's,
+written before its commit."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +87,11 @@ class MaintenanceResult:
 
 
 def maintain(con: duckdb.DuckDBPyConnection, retention: dt.timedelta = DEFAULT_RETENTION) -> MaintenanceResult:
-    """Compaction and expiry: small inlined inserts flushed to Parquet, adjacent small files merged,
-    snapshots older than ``retention`` (but never the latest published one) expired, and the files only
-    they used deleted. Safe while writers run (each step is its own DuckLake transaction)."""
+    """Compaction and expiry: small inlined inserts flushed to Parquet, files with deleted rows rewritten
+    without them, adjacent small files merged,
+    snapshots older than ``retention`` (but never the latest published one) expired, the files only
+    they used deleted, and orphaned files (older than ``ORPHAN_AGE``) too. Safe while writers run
+    (each step is its own DuckLake transaction)."""
     cutoff = dt.datetime.now(dt.UTC) - retention
     published = latest_published(con)
     if published is not None:
@@ -92,7 +100,13 @@ def maintain(con: duckdb.DuckDBPyConnection, retention: dt.timedelta = DEFAULT_R
         if taken is not None and taken[0] is not None:
             cutoff = min(cutoff, taken[0].astimezone(dt.UTC))
     flushed = run(con, f"CALL ducklake_flush_inlined_data({literal(LAKE_ALIAS)})")
+    rewritten = run(con, f"CALL ducklake_rewrite_data_files({literal(LAKE_ALIAS)}, "
+                         f"delete_threshold => {REWRITE_DELETED_SHARE})")
     merged = run(con, f"CALL ducklake_merge_adjacent_files({literal(LAKE_ALIAS)})")
     expired = run(con, f"CALL ducklake_expire_snapshots({literal(LAKE_ALIAS)}, older_than => ?)", [cutoff])
     removed = run(con, f"CALL ducklake_cleanup_old_files({literal(LAKE_ALIAS)}, older_than => ?)", [cutoff])
-    return MaintenanceResult(len(flushed), len(merged), len(expired), len(removed), cutoff)
+    # files no snapshot references: left by a writer killed between writing its Parquet and committing
+    orphans = run(con, f"CALL ducklake_delete_orphaned_files({literal(LAKE_ALIAS)}, older_than => ?)",
+                  [min(cutoff, dt.datetime.now(dt.UTC) - ORPHAN_AGE)])
+    return MaintenanceResult(len(flushed), len(rewritten) + len(merged), len(expired), len(removed) + len(orphans),
+                             cutoff)

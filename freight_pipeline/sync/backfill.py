@@ -101,8 +101,10 @@ def takeover_cursor(cursors: dict[str, str]) -> ShipmentKey | None:
     for key, value in partitions.items():
         try:
             data = json.loads(value)
-        except ValueError as exc:
-            raise CursorError(f"stored cursor of backfill partition {key!r} is not valid") from exc
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise CursorError(f"stored cursor of backfill partition {key!r} is not valid: {value[:200]!r}")
         if data.get("complete"):
             complete[key] = ShipmentKey.from_json(value)
             planned.update(data.get("partitions") or ())

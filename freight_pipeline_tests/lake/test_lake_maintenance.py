@@ -1,0 +1,66 @@
+"""The lake's maintenance job (Dagster, in process): compaction and snapshot expiry keep every table
+equal to the source and the published snapshot readable."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import duckdb
+
+from freight_pipeline.config import ServiceSettings, environ
+from freight_pipeline.defs.lake import RETENTION_ENV, lake_maintenance_job
+from freight_pipeline.defs.resources import WarehouseResource
+from freight_pipeline.lake.connect import connect_lake
+from freight_pipeline.lake.settings import LakeSettings
+from freight_pipeline.lake.snapshots import connect_published, latest_published, publish_snapshot
+from freight_pipeline.simulator.server import running_simulator
+from freight_pipeline.sync.runner import open_warehouse, sync_all
+from freight_pipeline_tests.lake.conftest import read_lake, write_expected
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
+
+
+def live_files(con: duckdb.DuckDBPyConnection) -> int:
+    """Data and delete files the current snapshot reads."""
+    return int(con.execute("SELECT sum(file_count + delete_file_count) FROM ducklake_table_info('lake')").fetchone()[0])
+
+
+def test_maintenance_compacts_expires_and_keeps_the_data_and_the_published_snapshot(
+    lake_env: dict[str, str], tmp_path: Path
+) -> None:
+    lake = LakeSettings.from_env(lake_env)
+    assert lake is not None
+    data_dir = tmp_path / "data"
+    with running_simulator(shipments=60, seed=31) as sim, environ(lake_env):
+        service = ServiceSettings(sim.base_url, sim.username, sim.password)
+        sync_all(service, data_dir, TEST_SETTINGS)  # batches of 13: many small files and snapshots
+        with open_warehouse(data_dir) as held:
+            published = publish_snapshot(held.con, "test-run")
+        sim.store.modify_shipments(10)
+        sync_all(service, data_dir, TEST_SETTINGS)  # after the publish: the published snapshot is older
+        expected = write_expected(sim, tmp_path / "expected")
+        with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
+            snapshots_before = con.execute("SELECT count(*) FROM ducklake_snapshots('lake')").fetchone()[0]
+            published_rows = con.execute(
+                f"SELECT count(*) FROM freight.shipments AT (VERSION => {published.snapshot_id})").fetchone()[0]
+            files_before = live_files(con)
+
+        with environ({RETENTION_ENV: "0"}):
+            result = lake_maintenance_job.execute_in_process(
+                resources={"warehouse": WarehouseResource(data_dir=str(data_dir))})
+        assert result.success
+
+        with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
+            snapshots_after = con.execute("SELECT count(*) FROM ducklake_snapshots('lake')").fetchone()[0]
+            oldest = con.execute("SELECT min(snapshot_id) FROM ducklake_snapshots('lake')").fetchone()[0]
+            assert latest_published(con) == published
+            files_after = live_files(con)
+        # expired: everything older than the published snapshot; kept: it and what followed
+        assert oldest == published.snapshot_id
+        assert snapshots_after < snapshots_before
+        assert files_after < files_before  # merged
+        latest = read_lake(lake_env, expected)
+        assert latest["differences"] == {}, latest
+        with connect_published(lake, tmp_path / "scratch") as reader:
+            assert reader.execute("SELECT count(*) FROM freight.shipments").fetchone()[0] == published_rows
+    assert published.published_at <= dt.datetime.now(dt.UTC)
