@@ -68,7 +68,8 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
         if warehouse.lake is None:
             raise RuntimeError("the backfill writes a lake: set FREIGHT_LAKE_CATALOG_URI and FREIGHT_LAKE_DATA_URI")
         id_range = IdRange.parse(context.partition_key)
-        settings = dataclasses.replace(freight_service.sync_settings(), id_range=id_range, backfill_plan=plan)
+        settings = dataclasses.replace(freight_service.sync_settings(), id_range=id_range, backfill_plan=plan,
+                                       fetch_batch_size=freight_service.backfill_batch_size)
         result = run_stream(SHIPMENTS, freight_service.service_settings(), warehouse.path, settings,
                             run_id=context.run_id, progress=Throttled(context.log.info, 15.0))
         context.log.info(f"partition {id_range.key}: read {result.rows_read}, wrote {result.rows_written} rows "

@@ -26,7 +26,7 @@ COMMIT_RETRIES = 50
 several writers committing every batch, 10 was not always enough (seen with the SQLite catalog)."""
 
 
-CONFLICT_ATTEMPTS = 8
+CONFLICT_ATTEMPTS = 20
 """How often a writing transaction that met a conflicting concurrent commit runs again (``Warehouse``)."""
 ATTACH_ATTEMPTS = 5
 """How often ``ATTACH`` is tried: the first attach of a new catalog creates its tables, and several
@@ -39,6 +39,10 @@ def is_commit_conflict(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.TransactionException) and (
         "conflict" in text.lower() or "Failed to commit DuckLake transaction" in text
     )
+
+
+class LakeCommitConflict(RuntimeError):
+    """A write that kept meeting concurrent commits it could not be merged with; the message says why."""
 
 
 class LakeUnavailable(RuntimeError):

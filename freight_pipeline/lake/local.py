@@ -10,7 +10,9 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,22 +70,49 @@ class LocalS3:
 
 
 @contextmanager
-def running_s3(bucket: str = "freight-lake") -> Iterator[LocalS3]:
-    """moto's S3 server on a free loopback port with ``bucket`` created; stopped afterwards."""
+def running_s3(bucket: str = "freight-lake", *, own_process: bool = False) -> Iterator[LocalS3]:
+    """moto's S3 server on a free loopback port with ``bucket`` created; stopped afterwards. In a
+    thread of this process, or (``own_process``: benchmarks) a process of its own, off this GIL."""
     import boto3
     from moto.server import ThreadedMotoServer
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    with _moto_process(port) if own_process else _moto_thread(ThreadedMotoServer, port):
         boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=LOCAL_S3_KEY,
                      aws_secret_access_key=LOCAL_S3_SECRET, region_name="us-east-1").create_bucket(Bucket=bucket)
         yield LocalS3(endpoint, bucket)
+
+
+@contextmanager
+def _moto_thread(server_class: type, port: int) -> Iterator[None]:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = server_class(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield
     finally:
         server.stop()
+
+
+@contextmanager
+def _moto_process(port: int) -> Iterator[None]:
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("moto's S3 server did not start") from None
+                time.sleep(0.1)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def postgres_bin() -> Path | None:

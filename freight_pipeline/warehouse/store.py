@@ -31,7 +31,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freight_pipeline.lake.connect import CONFLICT_ATTEMPTS, connect_lake, is_commit_conflict
+from freight_pipeline.lake.connect import CONFLICT_ATTEMPTS, LakeCommitConflict, connect_lake, is_commit_conflict
 from freight_pipeline.lake.settings import LAKE_ALIAS, LakeSettings
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
@@ -116,11 +116,15 @@ def retried_on_conflict(method: Callable[..., T]) -> Callable[..., T]:
             try:
                 return method(self, *args, **kwargs)
             except duckdb.TransactionException as exc:
-                if attempt == CONFLICT_ATTEMPTS or not is_commit_conflict(exc):
+                if not is_commit_conflict(exc):
                     raise
-                log.info("%s met a concurrent commit (attempt %d): %s", method.__name__, attempt,
-                         str(exc).strip().splitlines()[0])
-                time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+                reason = " ".join(str(exc).split())[:600]
+                if attempt == CONFLICT_ATTEMPTS:
+                    raise LakeCommitConflict(
+                        f"{method.__name__} met a concurrent writer's commit {attempt} times: {reason}"
+                    ) from exc
+                log.warning("%s met a concurrent commit (attempt %d): %s", method.__name__, attempt, reason)
+                time.sleep(min(5.0, 0.05 * 2**attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")
 
     return run_retrying

@@ -1,9 +1,10 @@
 """One backfill writer for the kill trials.
 
-``python -m freight_pipeline_tests.lake.lake_writer KEY BOUNDARIES DATA_DIR``:
+``python -m freight_pipeline_tests.lake.lake_writer KEY BOUNDARIES DATA_DIR [BATCH]``:
 
 Runs the shipments stream for partition ``KEY`` of the plan cut at ``BOUNDARIES`` (comma-separated ids)
-into the lake of ``FREIGHT_LAKE_*``, with small batches so a partition is many commits, printing
+into the lake of ``FREIGHT_LAKE_*``, with small batches (5 shipments, or ``BATCH``) so a partition is
+many commits, printing
 ``committing`` right before each transaction's COMMIT and ``done`` at the end. The parent SIGKILLs it
 a few milliseconds after a chosen ``committing``: inside the commit (Parquet to S3, then the catalog).
 """
@@ -46,6 +47,8 @@ def main() -> None:
     key, boundaries, data_dir = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     plan = id_ranges_between([int(b) for b in boundaries.split(",") if b])
     settings = dataclasses.replace(WRITER_SETTINGS, id_range=IdRange.parse(key), backfill_plan=plan)
+    if len(sys.argv) > 4:  # the benchmark's trial: the production page and batch sizes
+        settings = dataclasses.replace(settings, page_size=500, fetch_batch_size=int(sys.argv[4]))
     runner.open_warehouse = lambda path: AnnouncingWarehouse(Path(path), FREIGHT_TABLES, lake=LakeSettings.from_env())
     runner.run_stream(STREAM, ServiceSettings.from_env(), data_dir, settings)
     say("done")

@@ -40,12 +40,12 @@ def sim() -> RunningSimulator:
         yield running
 
 
-def start_writer(env: dict[str, str], key: str, boundaries: list[int], data_dir: Path, log: Path | None = None
-                 ) -> subprocess.Popen[str]:
+def start_writer(env: dict[str, str], key: str, boundaries: list[int], data_dir: Path, log: Path | None = None,
+                 batch: int | None = None) -> subprocess.Popen[str]:
     output = subprocess.PIPE if log is None else log.open("w")
     return subprocess.Popen(
         [sys.executable, "-m", "freight_pipeline_tests.lake.lake_writer", key, ",".join(map(str, boundaries)),
-         str(data_dir)],
+         str(data_dir), *([str(batch)] if batch else [])],
         env={**os.environ, **env}, cwd=REPO, text=True, stdout=output, stderr=subprocess.STDOUT,
     )
 
