@@ -31,9 +31,14 @@ TEST_WORKERS ?= auto
 test: setup lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile
 
+# LAKE=1 (or local): into a DuckLake with a SQLite catalog and Parquet under $(DATA_DIR)/work/lake;
+# LAKE=s3: its Parquet on a local S3 server (moto) that lives as long as the demo (docs/lake.md)
+LAKE ?=
+LAKE_MODE := $(if $(filter 1,$(LAKE)),local,$(LAKE))
+
 demo: setup
 	@mkdir -p $(DAGSTER_HOME)
-	$(BIN)/freight-pipeline demo --data-dir $(DATA_DIR)
+	$(BIN)/freight-pipeline demo --data-dir $(DATA_DIR) $(if $(LAKE_MODE),--lake $(LAKE_MODE))
 
 ui: setup
 	@mkdir -p $(DAGSTER_HOME)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from freight_pipeline.commands.common import (
@@ -24,6 +26,8 @@ from freight_pipeline.commands.demo_summary import (
 from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job
 from freight_pipeline.commands.report import document_pairs, on_time_by_mode, read_report, shipments_present
 from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, RECONCILE_ENV, USERNAME_ENV, environ
+from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV
+from freight_pipeline.warehouse.store import WORK_DIR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=42, help="simulator data seed (default 42)")
     parser.add_argument("--changes", type=int, default=50, help="shipments modified between the runs (default 50)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every log message of the steps")
+    parser.add_argument("--lake", choices=("local", "s3"),
+                        help="write a DuckLake instead of the DuckDB file: SQLite catalog in the data directory, "
+                        "Parquet in it (local) or on a local S3 server that lives as long as the demo (s3)")
     parser.epilog = (
         "Every demo starts from an empty warehouse: a data directory filled by an earlier demo is emptied "
         "first (only what the pipeline wrote there); one holding a warehouse the demo did not make is refused."
@@ -57,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
             BASE_URL_ENV: sim.base_url, USERNAME_ENV: sim.username, DATA_DIR_ENV: str(data_dir),
             RECONCILE_ENV: "0",  # list every live id each run, so the demo's deletions leave the warehouse
         }
-        with environ({**service, PASSWORD_ENV: sim.password}):
+        with demo_lake(args.lake, data_dir) as lake, environ({**service, **lake, PASSWORD_ENV: sim.password}):
+            if lake:
+                say(f"demo: lake mode: catalog {lake[CATALOG_URI_ENV]}, data {lake[DATA_URI_ENV]}")
             runs: list[DemoRun] = []
             if not _sync("full sync", data_dir, args.verbose, runs):
                 return 1
@@ -67,13 +76,32 @@ def run(args: argparse.Namespace) -> int:
             if not _sync("incremental sync", data_dir, args.verbose, runs):
                 return 1
             documents = DocumentCheck(service_document_pairs(sim.store), document_pairs(data_dir))
-    facts = DemoFacts(
-        data_dir, args.shipments, args.seed, changes, shipments_present(data_dir, changes.deleted),
-        on_time_by_mode(data_dir), documents,
-    )
+            facts = DemoFacts(
+                data_dir, args.shipments, args.seed, changes, shipments_present(data_dir, changes.deleted),
+                on_time_by_mode(data_dir), documents, lake,
+            )
     print(render_summary(runs, facts))
     say(f"demo: done in {clock.seconds:.1f} s")
     return 0
+
+
+@contextmanager
+def demo_lake(kind: str | None, data_dir: Path) -> Iterator[dict[str, str]]:
+    """The lake variables of the demo (none without ``--lake``): a SQLite catalog under the data
+    directory's ``work/`` (emptied with it by the next demo), Parquet beside it or on moto's S3 server."""
+    if kind is None:
+        yield {}
+        return
+    folder = data_dir / WORK_DIR / "lake"
+    folder.mkdir(parents=True, exist_ok=True)
+    catalog = {CATALOG_URI_ENV: f"sqlite:///{folder / 'catalog.sqlite'}"}
+    if kind == "local":
+        yield {**catalog, DATA_URI_ENV: str(folder / "data")}
+        return
+    from freight_pipeline.lake.local import running_s3
+
+    with running_s3(own_process=True) as s3:
+        yield {**catalog, **s3.env(prefix="demo")}
 
 
 def _sync(label: str, data_dir: Path, verbose: bool, runs: list[DemoRun]) -> bool:

@@ -6,7 +6,7 @@ import datetime as dt
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -84,6 +84,8 @@ class DemoFacts:
     """Deleted shipments still in the warehouse after the incremental sync."""
     on_time: list[dict[str, Any]]
     documents: DocumentCheck | None = None
+    lake: dict[str, str] = field(default_factory=dict)
+    """The lake variables of a ``--lake`` demo (empty: the embedded DuckDB file)."""
 
 
 def render_summary(runs: list[DemoRun], facts: DemoFacts) -> str:
@@ -99,7 +101,7 @@ def render_summary(runs: list[DemoRun], facts: DemoFacts) -> str:
         "cursors\n" + format_table(("stream", "cursor"), [(s["stream"], describe_cursor(s["cursor"])) for s in
                                                           last["streams"]]),
         "on-time arrival by mode (analytics.fct_on_time_performance)\n" + _on_time(facts.on_time),
-        _explore(facts.data_dir),
+        _explore_lake(facts.data_dir, facts.lake) if facts.lake else _explore(facts.data_dir),
     ]
     return "\n\n".join(sections)
 
@@ -195,6 +197,26 @@ def _on_time(rows: list[dict[str, Any]]) -> str:
 
 def _pct(share: float | None) -> str:
     return "-" if share is None else f"{share * 100:.1f}%"
+
+
+def _explore_lake(data_dir: Path, lake: dict[str, str]) -> str:
+    variables = " ".join(f"{name}={value}" for name, value in lake.items() if name.startswith("FREIGHT_LAKE"))
+    on_s3 = any(value.startswith("s3://") for value in lake.values())
+    snippet = (
+        "from pathlib import Path; from freight_pipeline.lake.settings import LakeSettings; "
+        "from freight_pipeline.lake.snapshots import connect_published; "
+        "con = connect_published(LakeSettings.from_env(), Path('/tmp/lake-reader')); "
+        "print(con.sql('SELECT * FROM analytics.fct_on_time_performance LIMIT 10'))"
+    )
+    lines = ["explore the lake (DuckLake: SQLite catalog, Parquet data)"]
+    if on_s3:
+        lines.append("  its S3 server stopped with the demo; `make demo LAKE=local` keeps the Parquet in "
+                     f"{data_dir}/work/lake/data")
+    else:
+        lines += [f"  {variables} freight-pipeline status --data-dir {data_dir}",
+                  f"  {variables} .venv/bin/python -c \"{snippet}\""]
+    lines.append("  scaled out (PostgreSQL catalog, S3, partitioned backfill): docs/lake.md")
+    return "\n".join(lines)
 
 
 def _explore(data_dir: Path) -> str:

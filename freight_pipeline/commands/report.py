@@ -16,9 +16,12 @@ from typing import Any
 
 import duckdb
 
+from freight_pipeline.lake.settings import LakeSettings
+from freight_pipeline.lake.snapshots import connect_published, latest_published
 from freight_pipeline.sync.runner import STREAM_ORDER
 from freight_pipeline.warehouse import META_SCHEMA, parquet_root, published_db_path, read_run_log
 from freight_pipeline.warehouse.meta import LATEST_RUN_PER_STREAM
+from freight_pipeline.warehouse.store import LAKE_SCRATCH, WORK_DIR
 
 COUNTED_SCHEMAS = ("freight", "analytics")
 RUN_COLUMNS = ("run_id", "status", "started_at", "finished_at", "rows_read", "rows_written", "requests", "retries",
@@ -31,7 +34,13 @@ class NothingPublished(FileNotFoundError):
 
 @contextmanager
 def open_published(data_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only connection to ``<data_dir>/warehouse.duckdb``; NothingPublished when it is absent."""
+    """A read-only connection to ``<data_dir>/warehouse.duckdb``; NothingPublished when it is absent.
+    In lake mode: to the lake as of its published snapshot (its latest before the first publish)."""
+    lake = LakeSettings.from_env()
+    if lake is not None:
+        with connect_published(lake, Path(data_dir) / WORK_DIR / LAKE_SCRATCH) as con:
+            yield con
+        return
     path = published_db_path(data_dir)
     if not path.is_file():
         raise NothingPublished(
@@ -51,10 +60,11 @@ def read_report(data_dir: Path) -> dict[str, Any]:
     with open_published(data_dir) as con:
         tables = _tables(con)
         streams = _streams(con, tables)
+        lake = LakeSettings.from_env()
         return {
-            "database": str(published_db_path(data_dir)),
-            "parquet": str(parquet_root(data_dir)),
-            "published": _manifest_info(data_dir),
+            "database": lake.describe() if lake else str(published_db_path(data_dir)),
+            "parquet": lake.data_uri if lake else str(parquet_root(data_dir)),
+            "published": _snapshot_info(con) if lake else _manifest_info(data_dir),
             "streams": streams,
             "unpublished_runs": _unpublished_runs(data_dir, streams),
             "tables": {name: _count(con, name) for name in tables if name.split(".")[0] in COUNTED_SCHEMAS},
@@ -201,6 +211,13 @@ def _manifest_info(data_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return {"version": manifest.get("version"), "published_at": manifest.get("published_at")}
+
+
+def _snapshot_info(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    published = latest_published(con)
+    if published is None:
+        return {}
+    return {"version": f"snapshot {published.snapshot_id}", "published_at": _plain(published.published_at)}
 
 
 def _plain(value: Any) -> Any:

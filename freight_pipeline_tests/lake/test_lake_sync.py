@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from freight_pipeline.commands.execute import dagster_instance
+from freight_pipeline.commands.report import read_report
 from freight_pipeline.config import environ
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.local import LocalS3
@@ -94,6 +95,12 @@ def test_three_partition_writers_then_the_incremental_job_end_exact(
     assert marts == SHIPMENTS
     assert build == [("success",)]
     assert snapshots == 1
+    with environ(env):  # `freight-pipeline status` and the demo's summary read the lake's published snapshot
+        report = read_report(tmp_path / "data")
+    assert report["published"]["version"].startswith("snapshot ")
+    assert report["tables"]["freight.shipments"] == SHIPMENTS
+    assert report["tables"]["analytics.fct_shipments"] == SHIPMENTS
+    assert "***" not in report["database"] and "postgres:" in report["database"]
     prefix = lake.data_uri.removeprefix(f"s3://{s3.bucket}/")
     parquet = [key for key in s3.keys(prefix) if key.endswith(".parquet")]
     assert any("/freight/shipments/" in key for key in parquet), parquet[:5]
