@@ -8,7 +8,8 @@ SIGKILL trials, into a real PostgreSQL catalog and a real S3-compatible server (
   ``freight_backfill_job`` (``freight-pipeline sync --job freight_backfill_job --partition KEY``, the
   production settings) in a process of its own, all started at once. Printed: wall clock from the
   first start to the last exit, shipments/s, rows/s (every row of the tables the shipments stream
-  writes), and whether the lake then equals the source (compared by a reader in another process).
+  writes), the writers' CPU seconds (and how many cores that kept busy), and whether the lake then
+  equals the source (compared by a reader in another process).
 * Kill trials: three writers (the test's writer, production page and batch sizes, announcing each
   COMMIT); writer number ``i % 3`` of trial ``i`` is SIGKILLed a few ms after a randomly chosen
   COMMIT began; the others finish; a reader checks that no shipment is half written; the killed
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -53,6 +55,12 @@ CLI = str(Path(sys.executable).parent / "freight-pipeline")
 BATCH = 500  # FreightServiceResource.backfill_batch_size
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def fresh_lake(s3: LocalS3, pg: LocalPostgres) -> dict[str, str]:
     name = f"lake_{uuid.uuid4().hex[:8]}"
     return {**s3.env(prefix=name), **pg.new_database(name).env()}
@@ -72,18 +80,19 @@ def writers_run(sim: RunningSimulator, s3: LocalS3, pg: LocalPostgres, writers: 
            "DAGSTER_HOME": str(home), "FREIGHT_BACKFILL_ID_BOUNDARIES": ",".join(map(str, boundaries))}
     with environ({"DAGSTER_HOME": str(home)}), dagster_instance():
         pass  # the instance's storage exists before the runs race to create it
-    started = time.monotonic()
+    started, cpu_before = time.monotonic(), children_cpu()
     procs = [subprocess.Popen([CLI, "sync", "--job", "freight_backfill_job", "--partition", key],
                               env={**os.environ, **env}, cwd=REPO, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
              for key in partition_keys(boundaries)]
     outputs = [proc.communicate()[0] for proc in procs]
-    seconds = time.monotonic() - started
+    seconds, cpu = time.monotonic() - started, children_cpu() - cpu_before
     failed = [out[-800:] for proc, out in zip(procs, outputs, strict=True) if proc.returncode != 0]
     found = read_lake(env, expected, "--held-only")
     rows = sum(found["rows"][t] for t in PART_TABLES)
     print(f"{writers} writer{'s' if writers > 1 else ''}: {seconds:.1f} s, {shipments / seconds:.1f} shipments/s, "
-          f"{rows / seconds:,.0f} rows/s ({rows:,} rows); {summary(found, shipments)}"
+          f"{rows / seconds:,.0f} rows/s ({rows:,} rows), writers' CPU {cpu:.0f} s ({cpu / seconds:.2f} cores); "
+          f"{summary(found, shipments)}"
           + (f"; FAILED: {failed}" if failed else ""), flush=True)
 
 
@@ -98,7 +107,8 @@ def kill_trial(sim: RunningSimulator, s3: LocalS3, pg: LocalPostgres, trial: int
     others = [start_writer(env, key, boundaries, data_dir, tmp / f"trial-{trial}-{key}.log", batch=BATCH)
               for key in keys if key != victim]
     killed = start_writer(env, victim, boundaries, data_dir, batch=BATCH)
-    commit = rng.randint(5, 40)
+    batches = shipments // len(keys) // BATCH  # the victim's data commits, besides a few of its run log
+    commit = rng.randint(3, max(3, batches))
     begun = kill_inside_commit(killed, commit=commit, delay=rng.uniform(0.0, 0.05))
     others_ok = all(proc.wait() == 0 for proc in others)
     after_kill = read_lake(env, expected, "--held-only")

@@ -16,6 +16,7 @@ from typing import Any
 
 import duckdb
 
+from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.lake.snapshots import connect_published, latest_published
 from freight_pipeline.sync.runner import STREAM_ORDER
@@ -64,7 +65,7 @@ def read_report(data_dir: Path) -> dict[str, Any]:
         return {
             "database": lake.describe() if lake else str(published_db_path(data_dir)),
             "parquet": lake.data_uri if lake else str(parquet_root(data_dir)),
-            "published": _snapshot_info(con) if lake else _manifest_info(data_dir),
+            "published": _snapshot_info(lake, data_dir) if lake else _manifest_info(data_dir),
             "streams": streams,
             "unpublished_runs": _unpublished_runs(data_dir, streams),
             "tables": {name: _count(con, name) for name in tables if name.split(".")[0] in COUNTED_SCHEMAS},
@@ -213,8 +214,10 @@ def _manifest_info(data_dir: Path) -> dict[str, Any]:
     return {"version": manifest.get("version"), "published_at": manifest.get("published_at")}
 
 
-def _snapshot_info(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    published = latest_published(con)
+def _snapshot_info(lake: LakeSettings, data_dir: Path) -> dict[str, Any]:
+    """The lake's published snapshot (recorded in a later snapshot than itself: read at the latest)."""
+    with connect_lake(lake, Path(data_dir) / WORK_DIR / LAKE_SCRATCH, "256MB", read_only=True) as con:
+        published = latest_published(con)
     if published is None:
         return {}
     return {"version": f"snapshot {published.snapshot_id}", "published_at": _plain(published.published_at)}
