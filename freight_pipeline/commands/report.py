@@ -64,7 +64,7 @@ def read_report(data_dir: Path) -> dict[str, Any]:
         lake = LakeSettings.from_env()
         return {
             "database": lake.describe() if lake else str(published_db_path(data_dir)),
-            "parquet": lake.data_uri if lake else str(parquet_root(data_dir)),
+            "parquet": lake.data_uri.rstrip("/") if lake else str(parquet_root(data_dir)),
             "published": _snapshot_info(lake, data_dir) if lake else _manifest_info(data_dir),
             "streams": streams,
             "unpublished_runs": _unpublished_runs(data_dir, streams),
