@@ -21,7 +21,7 @@ from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.lake.snapshots import connect_published, latest_published
 from freight_pipeline.sync.runner import STREAM_ORDER
 from freight_pipeline.warehouse import META_SCHEMA, parquet_root, published_db_path, read_run_log
-from freight_pipeline.warehouse.meta import LATEST_RUN_PER_STREAM
+from freight_pipeline.warehouse.meta import LATEST_RUN_PER_STREAM, LATEST_STATE
 from freight_pipeline.warehouse.store import LAKE_SCRATCH, WORK_DIR
 
 COUNTED_SCHEMAS = ("freight", "analytics")
@@ -153,7 +153,7 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
     cursors: dict[str, tuple[Any, Any]] = {}
     if f"{META_SCHEMA}.sync_state" in tables:
         for stream, value, updated in con.execute(
-            f"SELECT stream, cursor_value, updated_at FROM {META_SCHEMA}.sync_state"
+            f"SELECT stream, cursor_value, updated_at FROM {META_SCHEMA}.sync_state {LATEST_STATE}"
         ).fetchall():
             cursors[stream] = (value, updated)
     runs: dict[str, dict[str, Any]] = {}

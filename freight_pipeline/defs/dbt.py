@@ -35,9 +35,9 @@ from freight_pipeline.warehouse import RunRecord
 
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_models"
 DATABASE_ENV = "FREIGHT_DBT_DATABASE"
+"""The variable ``profiles.yml`` reads the DuckDB path from."""
 LAKE_TARGET = "lake"
 """The profile's target that builds the marts in the lake (``dbt_models/profiles.yml``)."""
-"""The variable ``profiles.yml`` reads the DuckDB path from."""
 DBT_BUILD_STREAM = "dbt_build"
 """The ``sync_runs`` stream name under which each dbt build is logged."""
 ON_TIME_TOLERANCE_VAR = "on_time_tolerance_minutes"

@@ -68,6 +68,8 @@ RETIRED_STREAMS: dict[str, str] = {
 failed or cut off, holds back no publish once a later run of its successor succeeded (which also
 settles what it left in ``pending_details``)."""
 
+LATEST_STATE = "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY updated_at DESC NULLS LAST) = 1"
+"""Filter of ``sync_state`` reads: its latest row per stream (embedded: the only one; a lake appends)."""
 LATEST_RUN_PER_STREAM = "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY started_at DESC, run_id DESC) = 1"
 """The clause keeping each stream's latest ``sync_runs`` row."""
 

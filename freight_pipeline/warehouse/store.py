@@ -662,12 +662,15 @@ class Warehouse:
                 [stream],
             )
 
-    @staticmethod
     def _set_cursor(
-        con: duckdb.DuckDBPyConnection, stream: str, value: str | None, run_id: str, at: dt.datetime
+        self, con: duckdb.DuckDBPyConnection, stream: str, value: str | None, run_id: str, at: dt.datetime
     ) -> None:
-        # delete, then insert: DuckLake has no keys for INSERT OR REPLACE; the same in one transaction
-        run(con, f"DELETE FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream])
+        """Embedded: the stream's one row replaced (delete, then insert, in the transaction). Lake: a row
+        appended, the latest per stream counting (``meta.LATEST_STATE``): DuckLake refuses a commit that
+        deletes from a table another writer inserted into meanwhile, so replacing the row made every
+        writer's every batch collide with the others' (a third of the commits of three writers)."""
+        if self.lake is None:
+            run(con, f"DELETE FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream])
         run(
             con,
             f"INSERT INTO {qualified(meta.SYNC_STATE)} (stream, cursor_value, updated_at, run_id) "
@@ -747,18 +750,20 @@ class Warehouse:
     # --- cursors, run log -----------------------------------------------------------------------
 
     def get_cursor(self, stream: str) -> str | None:
-        row = first(run(self.con, f"SELECT cursor_value FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream]))
+        row = first(run(self.con, f"SELECT cursor_value FROM {qualified(meta.SYNC_STATE)} WHERE stream = ? "
+                                  f"{meta.LATEST_STATE}", [stream]))
         return None if row is None else row[0]
 
     def cursors_with_prefix(self, prefix: str) -> dict[str, str]:
         """Every stored cursor whose stream name starts with ``prefix`` (stream -> value)."""
         rows = run(self.con, f"SELECT stream, cursor_value FROM {qualified(meta.SYNC_STATE)} "
-                             "WHERE starts_with(stream, ?) AND cursor_value IS NOT NULL", [prefix])
-        return {str(stream): str(value) for stream, value in rows}
+                             f"WHERE starts_with(stream, ?) {meta.LATEST_STATE}", [prefix])
+        return {str(stream): str(value) for stream, value in rows if value is not None}
 
     def cursor_updated_at(self, stream: str) -> dt.datetime | None:
         """When ``stream``'s cursor was last set (for a full refresh: when its table last changed)."""
-        row = first(run(self.con, f"SELECT updated_at FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream]))
+        row = first(run(self.con, f"SELECT updated_at FROM {qualified(meta.SYNC_STATE)} WHERE stream = ? "
+                                  f"{meta.LATEST_STATE}", [stream]))
         return None if row is None or row[0] is None else row[0].astimezone(dt.UTC)
 
     def last_run_status(self, stream: str) -> str | None:
