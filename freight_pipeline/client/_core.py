@@ -465,7 +465,7 @@ class ClientCore:
             return BadRequestError(
                 f"POST /auth/token answered HTTP 400 for user {self.username!r}: {detail}. The client sends "
                 'a JSON body {"username": ..., "password": ...}; the spec does not show the token request\'s '
-                "fields (README assumption A1), so the service may expect another shape — check the "
+                "fields (assumption A1, docs/assumptions.md), so the service may expect another shape — check the "
                 "operator's documentation",
                 **kwargs,
             )

@@ -1,7 +1,7 @@
 """The simulator's HTTP service: a Starlette ASGI app over a :class:`StoreAPI`.
 
 ``create_app(store, config)`` returns a :class:`SimulatorApp` (an ASGI callable) that serves every
-endpoint of the spec with the choices of the README section "Assumptions about the service", wrapped in the fault and
+endpoint of the spec with the choices of docs/assumptions.md, wrapped in the fault and
 accounting edge (``faults.EdgeMiddleware``), plus the opt-in control surface (``control.py``).
 A wrong method on a fixed path is answered 405 before routing, so before authentication (A27).
 Store calls run in a worker thread so a large lookup never stalls the event loop.

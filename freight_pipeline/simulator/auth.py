@@ -1,6 +1,6 @@
 """Users, bearer tokens (JWT HS256 via pyjwt), endpoint permissions and webhook basic auth.
 
-Assumptions A1, A2, A16 and A17 of the README section "Assumptions about the service". Token expiry is judged on the
+Assumptions A1, A2, A16 and A17 of docs/assumptions.md. Token expiry is judged on the
 real wall clock (not the store's simulated clock), so a short ``token_lifetime_s`` makes tokens
 expire in tests. Passwords and tokens are never logged nor put into error messages.
 """

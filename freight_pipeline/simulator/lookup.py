@@ -3,7 +3,7 @@
 Generic over rows of mappings: a :class:`LookupSpec` names a group's identifier keys, how each is
 read from a row and whether it compares as integer or string. Used for shipments (rows of
 ``store.shipment_key_rows()``), memo lines, code conversions and E-Files. Semantics follow
-the README section "Assumptions about the service" A4-A7 (and A13, A14, A19 for the key sets).
+docs/assumptions.md A4-A7 (and A13, A14, A19 for the key sets).
 
 Every problem raises :class:`CriteriaError` with a message naming it (HTTP 400).
 """

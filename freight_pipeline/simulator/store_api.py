@@ -2,7 +2,7 @@
 
 ``store.SimulatorStore`` implements :class:`StoreAPI`; ``app.create_app`` consumes it. Documents are
 plain JSON-ready dicts shaped exactly as the spec (``../shared/freight-service-spec.md``) and
-the README section "Assumptions about the service" describe them. All methods are synchronous and thread-safe (the
+docs/assumptions.md describe them. All methods are synchronous and thread-safe (the
 HTTP layer may call them from a thread pool while a test mutates the store).
 """
 
