@@ -27,7 +27,7 @@ from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job
 from freight_pipeline.commands.report import document_pairs, on_time_by_mode, read_report, shipments_present
 from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, RECONCILE_ENV, USERNAME_ENV, environ
 from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV
-from freight_pipeline.warehouse.store import WORK_DIR
+from freight_pipeline.warehouse.paths import WORK_DIR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

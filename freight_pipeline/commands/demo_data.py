@@ -15,6 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
+from freight_pipeline.warehouse.paths import WORK_DIR
 from freight_pipeline.warehouse.publish import (
     LOCK_FILE,
     PARQUET_LINK,
@@ -23,7 +24,6 @@ from freight_pipeline.warehouse.publish import (
     TMP_VERSION_PREFIX,
     VERSIONS_DIR,
 )
-from freight_pipeline.warehouse.store import WORK_DIR
 
 MARKER = ".freight-demo"
 PIPELINE_ENTRIES = (PUBLISHED_DB, f"{PUBLISHED_DB}.wal", WORK_DIR, PARQUET_LINK, VERSIONS_DIR, LOCK_FILE)

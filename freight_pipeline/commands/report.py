@@ -22,7 +22,7 @@ from freight_pipeline.lake.snapshots import connect_published, latest_published
 from freight_pipeline.sync.runner import STREAM_ORDER
 from freight_pipeline.warehouse import META_SCHEMA, parquet_root, published_db_path, read_run_log
 from freight_pipeline.warehouse.meta import LATEST_RUN_PER_STREAM, LATEST_STATE
-from freight_pipeline.warehouse.store import LAKE_SCRATCH, WORK_DIR
+from freight_pipeline.warehouse.paths import LAKE_SCRATCH, WORK_DIR
 
 COUNTED_SCHEMAS = ("freight", "analytics")
 RUN_COLUMNS = ("run_id", "status", "started_at", "finished_at", "rows_read", "rows_written", "requests", "retries",

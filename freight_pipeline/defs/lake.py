@@ -25,7 +25,7 @@ from freight_pipeline.sync.runner import run_stream
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.warehouse import explained_out_of_memory
 from freight_pipeline.warehouse.ddl import memory_limit
-from freight_pipeline.warehouse.store import LAKE_SCRATCH
+from freight_pipeline.warehouse.paths import LAKE_SCRATCH
 
 if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition

@@ -36,7 +36,7 @@ from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse import parquet_root, published_db_path, working_db_path
 from freight_pipeline.warehouse.ddl import memory_limit
-from freight_pipeline.warehouse.store import LAKE_SCRATCH
+from freight_pipeline.warehouse.paths import LAKE_SCRATCH
 
 _DEFAULTS = SyncSettings()
 

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import http
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from starlette.applications import Starlette
@@ -28,37 +26,14 @@ from starlette.routing import BaseRoute, Match, Route
 from freight_pipeline.simulator import lookup
 from freight_pipeline.simulator.auth import Authenticator, AuthError
 from freight_pipeline.simulator.config import WEBHOOK_ROLE, SimulatorConfig, UserConfig
+from freight_pipeline.simulator.control import control_routes
 from freight_pipeline.simulator.corruptions import Answer, Corruptions
 from freight_pipeline.simulator.faults import UNMATCHED, ASGIApp, EdgeMiddleware, FaultInjector, RequestStats, Scope
+from freight_pipeline.simulator.http_base import ApiError, ServiceState, error_response, json_body, json_object
 from freight_pipeline.simulator.store_api import EVENT_CODES, EVENT_TYPES, Conflict, Invalid, NotFound, StoreAPI
 
 T = TypeVar("T")
 _INT_RE = re.compile(r"^[+-]?\d{1,19}$")
-
-
-class ApiError(Exception):
-    """An error answer with the A3 JSON body."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
-
-
-def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    body = {"status": status, "error": http.HTTPStatus(status).phrase, "message": message}
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
-@dataclass
-class ServiceState:
-    store: StoreAPI
-    config: SimulatorConfig
-    auth: Authenticator
-    faults: FaultInjector
-    stats: RequestStats
-    corruptions: Corruptions
 
 
 class SimulatorApp:
@@ -72,8 +47,6 @@ class SimulatorApp:
         endpoints = Endpoints(self.state)
         routes: list[BaseRoute] = endpoints.routes()
         if config.control:
-            from freight_pipeline.simulator.control import control_routes
-
             routes += control_routes(self.state)
         self.starlette = Starlette(routes=routes, exception_handlers=_exception_handlers())
         self._routes = [r for r in routes if isinstance(r, Route)]
@@ -178,25 +151,6 @@ def _exception_handlers() -> dict[Any, Callable[..., Any]]:
 
 
 # --- request helpers ---------------------------------------------------------------------------------
-
-
-async def json_body(request: Request, *, empty: Any = ...) -> Any:
-    raw = await request.body()
-    if not raw.strip():
-        if empty is ...:
-            raise ApiError(400, "request body is required (JSON)")
-        return empty
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"malformed JSON body: {exc}") from None
-
-
-async def json_object(request: Request, what: str) -> dict[str, Any]:
-    body = await json_body(request)
-    if not isinstance(body, dict):
-        raise ApiError(400, f"request body must be a JSON object ({what})")
-    return body
 
 
 def query_bool(request: Request, name: str, default: bool = False) -> bool:

@@ -21,7 +21,7 @@ never faulted nor counted. Bodies of the wrong JSON type are refused (400). Rout
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -29,14 +29,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from freight_pipeline.simulator.corruptions import Corruption, CorruptionError
-
-if TYPE_CHECKING:
-    from freight_pipeline.simulator.app import ServiceState
+from freight_pipeline.simulator.http_base import ApiError, ServiceState, json_body
 
 
 def control_routes(state: ServiceState) -> list[BaseRoute]:
-    from freight_pipeline.simulator.app import ApiError, json_body
-
     store = state.store
 
     async def body_object(request: Request) -> dict[str, Any]:

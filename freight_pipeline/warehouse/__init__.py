@@ -3,6 +3,7 @@ atomic publish of a read-only copy plus Parquet for readers (see ``store`` and `
 
 from freight_pipeline.warehouse.ddl import WarehouseOutOfMemory, explained_out_of_memory
 from freight_pipeline.warehouse.meta import META_SCHEMA, META_TABLES
+from freight_pipeline.warehouse.paths import read_run_log, run_log_path, working_db_path
 from freight_pipeline.warehouse.publish import (
     PublishResult,
     UnsettledWarehouse,
@@ -24,7 +25,7 @@ from freight_pipeline.warehouse.records import (
     RunRecord,
     WriteStats,
 )
-from freight_pipeline.warehouse.store import Warehouse, read_run_log, run_log_path, working_db_path
+from freight_pipeline.warehouse.store import Warehouse
 
 __all__ = [
     "META_SCHEMA",

@@ -56,7 +56,7 @@ import duckdb
 
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.ddl import connect, explained_out_of_memory, first, qualified, quote, run
-from freight_pipeline.warehouse.store import DB_NAME, working_db_path
+from freight_pipeline.warehouse.paths import DB_NAME, working_db_path
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -37,6 +37,16 @@ from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.ddl import connect, ensure_tables, first, memory_limit, qualified, quote, run
 from freight_pipeline.warehouse.listing import LiveListing
+from freight_pipeline.warehouse.paths import (  # noqa: F401 (re-exported: where they were)
+    DB_NAME,
+    LAKE_SCRATCH,
+    RUN_LOG,
+    WORK_DIR,
+    read_run_log,
+    run_log_path,
+    working_db_path,
+)
+from freight_pipeline.warehouse.publish import PublishResult, publish
 from freight_pipeline.warehouse.records import (
     Backoff,
     BatchWrite,
@@ -50,38 +60,11 @@ from freight_pipeline.warehouse.records import (
     WriteStats,
 )
 
-if TYPE_CHECKING:
-    from freight_pipeline.warehouse.publish import PublishResult
-
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-WORK_DIR = "work"
-DB_NAME = "warehouse.duckdb"
-LAKE_SCRATCH = "lake-spill"
-"""Beside the run log in lake mode: where DuckDB spills what does not fit its memory limit."""
-RUN_LOG = "latest_runs.json"
-"""Each stream's latest ``sync_runs`` row, rewritten atomically by every :meth:`Warehouse.record_run`:
-what ``status`` reads without opening the working database (a reader's lock would stop a sync starting)."""
-
 _TS = pa.timestamp("us", tz="UTC")
 DEFAULT_BACKOFF = Backoff(dt.timedelta(minutes=10), dt.timedelta(hours=24))
-
-
-def working_db_path(data_dir: Path) -> Path:
-    return Path(data_dir) / WORK_DIR / DB_NAME
-
-
-def run_log_path(data_dir: Path) -> Path:
-    return Path(data_dir) / WORK_DIR / RUN_LOG
-
-
-def read_run_log(data_dir: Path) -> list[dict[str, Any]]:
-    """The latest run of each stream in the working database (empty before the first run)."""
-    try:
-        return list(json.loads(run_log_path(data_dir).read_text()))
-    except FileNotFoundError:
-        return []
 
 
 def _iso(value: Any) -> str:
@@ -214,8 +197,6 @@ class Warehouse:
 
     def publish(self, schemas: Sequence[str] | None = None, **options: Any) -> PublishResult:
         """Publish this working database (see :func:`freight_pipeline.warehouse.publish.publish`)."""
-        from freight_pipeline.warehouse.publish import publish
-
         return publish(self.data_dir, schemas, connection=self.con, **options)
 
     # --- transactions ---------------------------------------------------------------------------
