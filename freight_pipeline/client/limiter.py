@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -188,3 +189,32 @@ class AdaptiveLimit:
         if lowered < self.limit:
             self.limit = lowered
             self.stats.decreases += 1
+
+
+class BlockingLimit:
+    """The blocking client's limit on requests in flight: a fixed number of slots that threads wait
+    for. The shape of :class:`AdaptiveLimit` (``fixed``, ``maximum``, ``slot()`` yielding a function
+    that takes the answer's signal), so both clients are one text (``scripts/unasync.py``)."""
+
+    def __init__(self, maximum: int) -> None:
+        if maximum < 1:
+            raise ValueError(f"a limit needs at least one slot, got {maximum}")
+        self.maximum = maximum
+        self._slots = threading.BoundedSemaphore(maximum)
+
+    @classmethod
+    def fixed(cls, limit: int) -> BlockingLimit:
+        return cls(limit)
+
+    def __repr__(self) -> str:
+        return f"BlockingLimit(fixed, limit={self.maximum})"
+
+    @contextmanager
+    def slot(self) -> Iterator[Callable[[Signal], None]]:
+        """Hold one of the slots for the block (what the answer said is not used: the limit is fixed)."""
+        with self._slots:
+            yield _ignore
+
+
+def _ignore(signal: Signal) -> None:
+    return None

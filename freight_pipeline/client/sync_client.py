@@ -1,4 +1,11 @@
-"""``FreightClient``: the blocking client. A thin driver of :class:`~freight_pipeline.client._core.ClientCore`."""
+"""``FreightClient``: the blocking client.
+
+A thin driver of :class:`~freight_pipeline.client._core.ClientCore`.
+
+GENERATED from ``async_client.py`` by ``scripts/unasync.py``: edit that file, then run the script.
+Same methods as :class:`~freight_pipeline.client.async_client.AsyncFreightClient`, blocking.
+Thread-safe: at most ``max_concurrency`` requests are in flight at once (default 8), in any threads.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ from freight_pipeline.client._core import (
 )
 from freight_pipeline.client.auth import DEFAULT_REFRESH_MARGIN_S
 from freight_pipeline.client.endpoints import Endpoint
+from freight_pipeline.client.limiter import BlockingLimit, load_signal
 from freight_pipeline.client.models import (
     CarriageLeg,
     CodeConversion,
@@ -52,12 +60,11 @@ M = TypeVar("M", bound=FreightModel)
 
 
 class FreightClient:
-    """Blocking client of the whole freight interface; use as a context manager (or call ``close``).
+    """Blocking client of the whole freight interface; use ``with`` (or ``close()``).
 
     ``*_raw`` methods return the JSON exactly as received (dicts/lists); the typed methods return
     models built from it (each model also keeps it at ``.raw``). Lookups and scrolls return
-    :class:`Page` objects that carry both. Thread-safe: one pooled ``httpx.Client`` and one token;
-    at most ``max_concurrency`` requests are in flight at once (default 8), as in the async client.
+    :class:`Page` objects that carry both. One pooled ``httpx.Client`` and one token per client.
     """
 
     def __init__(
@@ -73,9 +80,13 @@ class FreightClient:
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         token_refresh_margin: float = DEFAULT_REFRESH_MARGIN_S,
         transport: httpx.BaseTransport | None = None,
+        limit: BlockingLimit | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        self.limit = limit or BlockingLimit.fixed(max_concurrency)
+        """Requests in flight at once: ``max_concurrency`` fixed, or a ``BlockingLimit``."""
+        max_concurrency = self.limit.maximum
         self._core = ClientCore(
             base_url=base_url,
             username=username,
@@ -91,7 +102,6 @@ class FreightClient:
             transport=transport,
             follow_redirects=False,
         )
-        self._slots = threading.BoundedSemaphore(max_concurrency)
         self._token_lock = threading.Lock()
         self.max_concurrency = max_concurrency
 
@@ -141,8 +151,9 @@ class FreightClient:
             action = next(flow)
             while True:
                 if isinstance(action, Send):
-                    with self._slots:
+                    with self.limit.slot() as said:
                         result: Any = self._send(action.request)
+                        said(load_signal(result))
                 elif isinstance(action, Sleep):
                     time.sleep(action.seconds)
                     result = None
@@ -186,7 +197,7 @@ class FreightClient:
         return self._drive(self._core.execute(call))
 
     def _data(self, call: Call) -> Any:
-        return self._run(call).data
+        return (self._run(call)).data
 
     def _one(self, model: type[M], call: Call) -> M:
         return self._core.one(model, call, self._run(call))
@@ -267,8 +278,7 @@ class FreightClient:
         order_mode: OrderBy = None,
     ) -> Iterator[Shipment]:
         """Every base shipment of a lookup, all pages."""
-        pages = self.iter_shipment_pages(criteria, page_size=page_size, order_by=order_by, order_mode=order_mode)
-        return (item for page in pages for item in page.items)
+        return _items(self.iter_shipment_pages(criteria, page_size=page_size, order_by=order_by, order_mode=order_mode))
 
     def iter_shipments_raw(
         self,
@@ -280,7 +290,7 @@ class FreightClient:
     ) -> Iterator[dict[str, Any]]:
         """Every base shipment of a lookup as received (dicts), all pages."""
         pages = self.iter_shipment_pages(criteria, page_size=page_size, order_by=order_by, order_mode=order_mode)
-        return (item for page in pages for item in page.raw)
+        return _raw_items(pages)
 
     def get_shipment_raw(self, shipment_id: int) -> dict[str, Any]:
         """The full shipment document as received (``GET /service/shipment/{id}``)."""
@@ -299,13 +309,15 @@ class FreightClient:
         return self._data(self._core.by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
 
     def get_air_main_carriage(self, shipment_id: int) -> list[CarriageLeg]:
-        return self._many(CarriageLeg, self._core.by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
+        call = self._core.by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id)
+        return self._many(CarriageLeg, call)
 
     def get_sea_main_carriage_raw(self, shipment_id: int) -> list[dict[str, Any]]:
         return self._data(self._core.by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
 
     def get_sea_main_carriage(self, shipment_id: int) -> list[CarriageLeg]:
-        return self._many(CarriageLeg, self._core.by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
+        call = self._core.by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id)
+        return self._many(CarriageLeg, call)
 
     def create_shipment_event(
         self, shipment_id: int, event: ShipmentEvent | Mapping[str, Any], *, event_type: str | None = None
@@ -363,8 +375,7 @@ class FreightClient:
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> Iterator[MemoLine]:
-        pages = self._lookup_pages(ep.MEMO_LOOKUP, MemoLine, criteria, page_size, order_by, order_mode)
-        return (item for page in pages for item in page.items)
+        return _items(self._lookup_pages(ep.MEMO_LOOKUP, MemoLine, criteria, page_size, order_by, order_mode))
 
     def scroll_memos_page(self, *, page_no: int = 0, page_size: int = DEFAULT_PAGE_SIZE) -> Page[MemoLine]:
         """One page of all memo lines (``GET /service/shipment/memo``, assumption A15)."""
@@ -403,7 +414,7 @@ class FreightClient:
         order_mode: OrderBy = None,
     ) -> Iterator[CodeConversion]:
         pages = self._lookup_pages(ep.CODE_CONVERSION_LOOKUP, CodeConversion, criteria, page_size, order_by, order_mode)
-        return (item for page in pages for item in page.items)
+        return _items(pages)
 
     def scroll_code_conversions_page(
         self, *, page_no: int = 0, page_size: int = DEFAULT_PAGE_SIZE
@@ -419,7 +430,8 @@ class FreightClient:
         return self._data(self._core.by_id(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, conversion_id))
 
     def get_code_conversion(self, conversion_id: int) -> CodeConversion:
-        return self._one(CodeConversion, self._core.by_id(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, conversion_id))
+        call = self._core.by_id(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, conversion_id)
+        return self._one(CodeConversion, call)
 
     # --- E-File ------------------------------------------------------------------------------
 
@@ -496,11 +508,20 @@ class FreightClient:
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> Iterator[EFile]:
-        pages = self._lookup_pages(ep.EFILE_LOOKUP, EFile, criteria, page_size, order_by, order_mode)
-        return (item for page in pages for item in page.items)
+        return _items(self._lookup_pages(ep.EFILE_LOOKUP, EFile, criteria, page_size, order_by, order_mode))
 
     # --- webhook -----------------------------------------------------------------------------
 
     def send_webhook(self, payload: Mapping[str, Any]) -> WebhookReceipt | None:
         """``POST /external/webhook`` with basic auth (webhook credentials). Not retried blindly."""
         return self._optional(WebhookReceipt, self._core.webhook(payload))
+
+
+def _items(pages: Iterator[Page[M]]) -> Iterator[M]:
+    for page in pages:
+        yield from page.items
+
+
+def _raw_items(pages: Iterator[Page[Any]]) -> Iterator[dict[str, Any]]:
+    for page in pages:
+        yield from page.raw
