@@ -1,0 +1,260 @@
+"""The dashboard's access to the published warehouse and its filters: the read-only connection for
+one page load, what the page needs to be there, the filter values and the marts each view reads
+(with the SQL ``WHERE`` a filter makes for it). The views themselves: :mod:`.queries`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from freight_pipeline.warehouse.publish import published_db_path
+
+MARTS = (
+    "analytics.fct_shipments",
+    "analytics.fct_shipment_milestones",
+    "analytics.fct_transit_times",
+    "analytics.fct_on_time_performance",
+)
+"""The marts every page needs; a warehouse without one of them gets :class:`MissingMarts`."""
+
+MAIN_STREAM = "shipments"
+"""The stream whose last successful run is "the last sync" (the code conversions run daily)."""
+
+UNKNOWN_MODE = "UNKNOWN"
+
+
+def mode_bucket(alias: str = "") -> str:
+    """A mart row's mode as the on-time mart buckets it (``alias.``: the table alias, if any)."""
+    prefix = f"{alias}." if alias else ""
+    return (f"CASE WHEN {prefix}is_known_mode_of_transport THEN {prefix}mode_of_transport "
+            f"ELSE '{UNKNOWN_MODE}' END")
+
+
+class NoWarehouse(FileNotFoundError):
+    """Nothing is published at the expected path yet."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"no published warehouse at {path}; run `make demo` (or a sync) first")
+        self.path = path
+
+
+class MissingMarts(LookupError):
+    """The published warehouse lacks marts the dashboard reads (no dbt build was published yet)."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the page is narrowed to; an empty tuple or None means "all"."""
+
+    modes: tuple[str, ...] = ()
+    clients: tuple[str, ...] = ()
+    month_from: dt.date | None = None
+    """First month of the period (any day of it)."""
+    month_to: dt.date | None = None
+    """Last month of the period, included (any day of it)."""
+
+    def __post_init__(self) -> None:
+        for name in ("month_from", "month_to"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, first_of_month(value))
+
+
+@dataclass(frozen=True)
+class FilterOptions:
+    modes: list[str]
+    clients: list[str]
+    months: list[dt.date]
+    """Every month some view has data for, ascending (first day of the month)."""
+
+
+@dataclass(frozen=True)
+class Freshness:
+    last_sync_at: dt.datetime | None
+    """When the newest successful run of the shipments stream finished (UTC)."""
+    last_run_status: str | None
+    """Status of the newest run of the shipments stream (success, failed, running)."""
+    newest_source_change: dt.datetime | None
+    """Newest last-modified instant of a shipment the warehouse holds (UTC)."""
+    streams: pd.DataFrame = field(repr=False)
+    """Per stream: last run (status, started, finished, error) and last success."""
+
+    def source_lag(self, now: dt.datetime) -> dt.timedelta | None:
+        """``now`` minus the newest source change held (what Dagster reports as ``source_lag_seconds``)."""
+        return None if self.newest_source_change is None else now - self.newest_source_change
+
+    def sync_age(self, now: dt.datetime) -> dt.timedelta | None:
+        return None if self.last_sync_at is None else now - self.last_sync_at
+
+
+def first_of_month(day: dt.date) -> dt.date:
+    return dt.date(day.year, day.month, 1)
+
+
+# --- connection -----------------------------------------------------------------------------------
+
+
+@contextmanager
+def open_warehouse(data_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to ``<data_dir>/warehouse.duckdb`` for one page load, closed after it.
+
+    NoWarehouse when the file is absent, MissingMarts when it has no marts. The session time zone
+    is UTC, so instants come back in UTC and months are UTC months.
+    """
+    path = published_db_path(Path(data_dir))
+    if not path.is_file():
+        raise NoWarehouse(path)
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        missing = [name for name in MARTS if not has_table(con, name)]
+        if missing:
+            raise MissingMarts(
+                f"the published warehouse at {path} has no {', '.join(missing)}: "
+                "no dbt build has been published yet (run `make demo` or a sync)"
+            )
+        yield con
+    finally:
+        con.close()
+
+
+def has_table(con: duckdb.DuckDBPyConnection, qualified: str) -> bool:
+    schema, name = qualified.split(".", 1)
+    row = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND schema_name = ? AND table_name = ?",
+        [schema, name],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _df(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+    return con.execute(sql, list(params)).df()
+
+
+# --- sources and filters --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A subquery with the columns ``mode_of_transport``, ``client`` and a month column to filter."""
+
+    sql: str
+    month: str
+
+
+SHIPMENTS = _Source(
+    f"""
+    SELECT shipment_id, client, {mode_bucket()} AS mode_of_transport, lane, carrier_name,
+           total_gross_weight, total_volume, is_closed,
+           CAST(date_trunc('month', timezone('UTC', created_at)) AS DATE) AS created_month
+    FROM analytics.fct_shipments
+    """,
+    month="created_month",
+)
+"""One row per shipment; the period applies to the UTC month it was created in."""
+
+TRANSIT = _Source(
+    f"""
+    SELECT t.shipment_id, s.client, {mode_bucket("t")} AS mode_of_transport, t.lane, t.carrier_name, t.transit_hours,
+           CAST(date_trunc('month', timezone('UTC', t.arrived_at)) AS DATE) AS arrival_month
+    FROM analytics.fct_transit_times t
+    LEFT JOIN analytics.fct_shipments s ON s.shipment_id = t.shipment_id
+    """,
+    month="arrival_month",
+)
+"""One row per shipment with actual departure and arrival; the period applies to the month it arrived."""
+
+ON_TIME_MART = _Source(
+    """
+    SELECT arrival_month, mode_of_transport, lane, carrier_name, CAST(NULL AS VARCHAR) AS client,
+           shipments_planned AS planned, shipments_arrived AS arrived, shipments_on_time AS on_time
+    FROM analytics.fct_on_time_performance
+    """,
+    month="arrival_month",
+)
+"""The on-time mart as it is (no client column: used when no client filter is set)."""
+
+ON_TIME_PER_SHIPMENT = _Source(
+    f"""
+    WITH arrivals AS (
+        SELECT shipment_id, planned_at, planned_date, actual_at, actual_date
+        FROM analytics.fct_shipment_milestones
+        WHERE event_code = 'POD_ARRIVAL' AND (planned_at IS NOT NULL OR planned_date IS NOT NULL)
+    ),
+    tolerance AS (
+        SELECT coalesce(max(on_time_tolerance_minutes), 60) AS minutes FROM analytics.fct_on_time_performance
+    ),
+    judged AS (
+        SELECT
+            CASE WHEN a.planned_at IS NOT NULL
+                THEN CAST(date_trunc('month', timezone('UTC', a.planned_at)) AS DATE)
+                ELSE CAST(date_trunc('month', a.planned_date) AS DATE)
+            END AS arrival_month,
+            {mode_bucket("s")} AS mode_of_transport,
+            s.lane, s.carrier_name, s.client,
+            a.actual_at IS NOT NULL OR a.actual_date IS NOT NULL AS has_arrived,
+            CASE
+                WHEN a.planned_at IS NOT NULL AND a.actual_at IS NOT NULL
+                    THEN epoch(a.actual_at) - epoch(a.planned_at) <= tolerance.minutes * 60
+                WHEN a.planned_date IS NOT NULL AND a.actual_date IS NOT NULL
+                    THEN a.actual_date <= a.planned_date
+            END AS is_on_time
+        FROM arrivals a
+        JOIN analytics.fct_shipments s ON s.shipment_id = a.shipment_id
+        CROSS JOIN tolerance
+    )
+    SELECT arrival_month, mode_of_transport, lane, carrier_name, client,
+           1 AS planned, CAST(has_arrived AS INTEGER) AS arrived,
+           CAST(has_arrived AND coalesce(is_on_time, false) AS INTEGER) AS on_time
+    FROM judged
+    """,
+    month="arrival_month",
+)
+"""The mart's rule per shipment, with its client (used when a client filter is set)."""
+
+
+def _where(filters: Filters, source: _Source, *extra: str) -> tuple[str, list[Any]]:
+    """``WHERE ...`` over ``source``'s columns for ``filters`` (values as parameters), and the parameters."""
+    clauses = list(extra)
+    params: list[Any] = []
+    if filters.modes:
+        clauses.append("list_contains(?::VARCHAR[], mode_of_transport)")
+        params.append(list(filters.modes))
+    if filters.clients:
+        clauses.append("list_contains(?::VARCHAR[], client)")
+        params.append(list(filters.clients))
+    if filters.month_from is not None:
+        clauses.append(f"{source.month} >= ?")
+        params.append(filters.month_from)
+    if filters.month_to is not None:
+        clauses.append(f"{source.month} <= ?")
+        params.append(filters.month_to)
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+# --- filter choices -------------------------------------------------------------------------------
+
+
+def filter_options(con: duckdb.DuckDBPyConnection) -> FilterOptions:
+    modes = [r[0] for r in con.execute(f"SELECT DISTINCT mode_of_transport FROM ({SHIPMENTS.sql}) ORDER BY 1")
+             .fetchall()]
+    clients = [r[0] for r in con.execute(
+        "SELECT DISTINCT client FROM analytics.fct_shipments WHERE client IS NOT NULL ORDER BY 1"
+    ).fetchall()]
+    months = [r[0] for r in con.execute(
+        f"SELECT DISTINCT m FROM (SELECT created_month AS m FROM ({SHIPMENTS.sql}) "
+        f"UNION SELECT arrival_month FROM ({TRANSIT.sql}) "
+        "UNION SELECT arrival_month FROM analytics.fct_on_time_performance) WHERE m IS NOT NULL ORDER BY 1"
+    ).fetchall()]
+    return FilterOptions(modes, clients, months)
+
+
+# --- on-time performance --------------------------------------------------------------------------
