@@ -1,0 +1,387 @@
+"""The simulator's service endpoints: one method per route of the spec (``Endpoints.routes``), the
+store calls in a worker thread, the answers in the A3 shapes. ``app.py`` assembles them with the
+control surface, the method guard and the fault edge into the ASGI app."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from freight_pipeline.simulator import lookup
+from freight_pipeline.simulator.config import WEBHOOK_ROLE, UserConfig
+from freight_pipeline.simulator.corruptions import Answer
+from freight_pipeline.simulator.http_base import ApiError, ServiceState, json_body, json_object
+from freight_pipeline.simulator.store_api import EVENT_CODES, EVENT_TYPES, NotFound
+
+T = TypeVar("T")
+_INT_RE = re.compile(r"^[+-]?\d{1,19}$")
+
+
+def query_bool(request: Request, name: str, default: bool = False) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise ApiError(400, f"query parameter {name} must be true or false, got {raw!r}")
+
+
+def event_type(request: Request) -> str:
+    raw = request.query_params.get("type")
+    if not raw:
+        raise ApiError(400, f"query parameter type is required ({' or '.join(EVENT_TYPES)})")
+    if raw not in EVENT_TYPES:
+        raise ApiError(400, f"bad query parameter type {raw!r}; allowed: {', '.join(EVENT_TYPES)}")
+    return raw
+
+
+def page_request(request: Request, spec: lookup.LookupSpec | None) -> lookup.PageRequest:
+    q = request.query_params
+    return lookup.parse_page_request(
+        q.get("page_no"), q.get("page_size"), q.getlist("order_by"), q.getlist("order_mode"), spec
+    )
+
+
+def paged_json(items: list[Any], page: lookup.Page) -> JSONResponse:
+    return JSONResponse(items, headers=page.headers())
+
+
+def answer(payload: Any, headers: Mapping[str, str] | None = None) -> Response:
+    """``payload`` as JSON, or a corrupted :class:`Answer` as it is (``corruptions``)."""
+    if isinstance(payload, Answer):
+        return Response(payload.body, status_code=payload.status, media_type="application/json")
+    return JSONResponse(payload, headers=dict(headers or {}))
+
+
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    return await run_in_threadpool(fn, *args)
+
+
+# --- endpoints ---------------------------------------------------------------------------------------
+
+
+class Endpoints:
+    """Every business endpoint of the spec, plus the token endpoint and the webhook."""
+
+    def __init__(self, state: ServiceState) -> None:
+        self.state = state
+        self.store = state.store
+        self._cache = lookup.ResultCache()
+
+    def routes(self) -> list[BaseRoute]:
+        r = Route
+        return [
+            r("/auth/token", self.token, methods=["POST"]),
+            r("/external/webhook", self.webhook, methods=["POST"]),
+            r("/service/shipment/lookup", self.shipment_lookup, methods=["POST"]),
+            r("/service/shipment/memo/lookup", self.memo_lookup, methods=["POST"]),
+            r("/service/shipment/memo", self.memo_scroll, methods=["GET"]),
+            r("/service/shipment/memo/{id}", self.memo_retrieve, methods=["GET"]),
+            r("/service/shipment/{id}", self.shipment_retrieve, methods=["GET"]),
+            r("/service/shipment/{id}/events", self.events, methods=["GET"]),
+            r("/service/shipment/{id}/airmaincarriage", self.air_main_carriage, methods=["GET"]),
+            r("/service/shipment/{id}/seamaincarriage", self.sea_main_carriage, methods=["GET"]),
+            r("/service/shipment/{shipmentId}/event", self.event_create, methods=["POST"]),
+            r("/service/shipment/{shipmentId}/event/{id}", self.event_update, methods=["PUT"]),
+            r("/service/efile", self.efile_store, methods=["POST"]),
+            r("/service/efile/lookup", self.efile_lookup, methods=["POST"]),
+            r("/service/efile/{id}", self.efile_retrieve, methods=["GET"]),
+            r("/service/efile/{id}", self.efile_delete, methods=["DELETE"]),
+            r("/service/efile/{id}/reference", self.efile_references, methods=["GET"]),
+            r("/service/efile/{id}/reference", self.efile_reference_add, methods=["POST"]),
+            r("/service/efile/{id}/reference", self.efile_reference_delete, methods=["DELETE"]),
+            r("/service/efile/{id}/role", self.efile_roles, methods=["GET"]),
+            r("/service/efile/{id}/role", self.efile_role_add, methods=["POST"]),
+            r("/service/efile/{id}/role", self.efile_role_delete, methods=["DELETE"]),
+            r("/service/basicdata/codeconverter/lookup", self.codeconverter_lookup, methods=["POST"]),
+            r("/service/basicdata/codeconverter", self.codeconverter_scroll, methods=["GET"]),
+            r("/service/basicdata/codeconverter/{id}", self.codeconverter_retrieve, methods=["GET"]),
+        ]
+
+    # --- helpers ------------------------------------------------------------------------------------
+
+    def _user(self, request: Request, permission: str) -> UserConfig:
+        user = self.state.auth.bearer_user(request.headers.get("authorization"))
+        self.state.auth.require_permission(user, permission)
+        return user
+
+    def _id(self, request: Request, name: str = "id") -> int:
+        raw = request.path_params[name]
+        if not _INT_RE.match(raw):
+            raise ApiError(400, f"path parameter {name} must be an integer, got {raw!r}")
+        return int(raw)
+
+    async def _lookup(self, request: Request, spec: lookup.LookupSpec) -> tuple[list[Any], lookup.PageRequest]:
+        paging = page_request(request, spec)
+        criteria = lookup.parse_criteria(await json_body(request, empty=[]), spec)
+        return criteria, paging
+
+    # --- auth and webhook ------------------------------------------------------------------------------
+
+    async def token(self, request: Request) -> Response:
+        body = await json_body(request)
+        try:
+            answer = self.state.auth.issue_token(body)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+        return JSONResponse(answer, headers={"Cache-Control": "no-store"})
+
+    async def webhook(self, request: Request) -> Response:
+        self.state.auth.basic_user(request.headers.get("authorization"), WEBHOOK_ROLE)
+        body = await json_body(request)
+        if not isinstance(body, dict):
+            raise ApiError(400, "webhook body must be a JSON object")
+        received_id = await in_thread(self.store.record_webhook, body)
+        return JSONResponse({"received": True, "id": received_id})
+
+    # --- shipments -----------------------------------------------------------------------------------
+
+    async def shipment_lookup(self, request: Request) -> Response:
+        self._user(request, "shipment:lookup")
+        criteria, paging = await self._lookup(request, lookup.SHIPMENT_SPEC)
+        return await in_thread(self._shipment_page, criteria, paging)
+
+    def _shipment_page(self, criteria: list[lookup.Criterion], paging: lookup.PageRequest) -> Response:
+        if paging.page_no > 0:
+            count = self.state.faults.paging_modification()
+            if count:
+                self.store.modify_shipments(count)
+        version = self.store.version()  # before the rows: a cached result is never older than its version
+        page = lookup.cached_lookup(
+            self.store.shipment_key_rows, criteria, paging, lookup.SHIPMENT_SPEC, self._cache, version
+        )
+        items = []
+        for row in page.rows:
+            try:
+                items.append(self.store.get_base_shipment(int(row["ID"])))
+            except NotFound:  # deleted between the scan and now
+                continue
+        return paged_json(items, page)
+
+    async def _record(self, request: Request, permission: str, endpoint: str, read: Callable[[int], Any]) -> Response:
+        """One record's answer (a retrieve or a shipment's detail list), with its corruptions applied."""
+        self._user(request, permission)
+        record_id = self._id(request)
+        return answer(self.state.corruptions.apply(endpoint, record_id, await in_thread(read, record_id)))
+
+    async def shipment_retrieve(self, request: Request) -> Response:
+        return await self._record(request, "shipment:retrieve", "shipment", self.store.get_shipment)
+
+    async def events(self, request: Request) -> Response:
+        return await self._record(request, "shipment:events", "events", self.store.get_events)
+
+    async def air_main_carriage(self, request: Request) -> Response:
+        return await self._record(request, "shipment:carriage", "airmaincarriage", self.store.get_air_main_carriage)
+
+    async def sea_main_carriage(self, request: Request) -> Response:
+        return await self._record(request, "shipment:carriage", "seamaincarriage", self.store.get_sea_main_carriage)
+
+    async def event_create(self, request: Request) -> Response:
+        self._user(request, "shipment:event-write")
+        shipment_id = self._id(request, "shipmentId")
+        kind = event_type(request)
+        body = await json_object(request, "a ShipmentEvent")
+        code = body.get("event")
+        if code not in EVENT_CODES:
+            raise ApiError(400, f"bad or missing event code {code!r} in the body")
+        created = await in_thread(self.store.create_event, shipment_id, kind, body)
+        return JSONResponse(created, status_code=201)
+
+    async def event_update(self, request: Request) -> Response:
+        self._user(request, "shipment:event-write")
+        shipment_id = self._id(request, "shipmentId")
+        code = request.path_params["id"]
+        if code not in EVENT_CODES:
+            raise ApiError(400, f"unknown event code {code!r} in the path")
+        kind = event_type(request)
+        body = await json_body(request, empty={})
+        if not isinstance(body, dict):
+            raise ApiError(400, "request body must be a JSON object (a ShipmentEvent)")
+        if body.get("event") not in (None, code):
+            raise ApiError(400, f"event code {body.get('event')!r} in the body differs from {code!r} in the path")
+        updated = await in_thread(self.store.update_event, shipment_id, code, kind, body)
+        return JSONResponse(updated)
+
+    # --- memos and code conversions --------------------------------------------------------------------
+
+    async def memo_lookup(self, request: Request) -> Response:
+        self._user(request, "memo:read")
+        criteria, paging = await self._lookup(request, lookup.MEMO_SPEC)
+        page = await in_thread(self._memo_page, criteria, paging)
+        items: Any = list(page.rows)
+        if self.state.corruptions.record_ids("memos"):
+            shipment_id = await in_thread(self._memo_corrupted_shipment, criteria)
+            if shipment_id is not None:
+                items = self.state.corruptions.apply("memos", shipment_id, items)
+        return answer(items, page.headers())
+
+    def _memo_corrupted_shipment(self, criteria: list[lookup.Criterion]) -> int | None:
+        """The shipment whose memo lines this lookup of one client and number reads, when they are corrupted."""
+        client = lookup.equals_value(criteria, "CLIENT")
+        number = lookup.equals_value(criteria, "SHIPMENT_NUMBER")
+        if client is None or number is None:
+            return None
+        for shipment_id in self.state.corruptions.record_ids("memos"):
+            try:
+                base = self.store.get_base_shipment(shipment_id)
+            except NotFound:
+                continue
+            if (base.get("client"), base.get("shipment_number")) == (client, number):
+                return shipment_id
+        return None
+
+    def _memo_page(self, criteria: list[lookup.Criterion], paging: lookup.PageRequest) -> lookup.Page:
+        """The memo lookup; CLIENT + SHIPMENT_NUMBER EQUALS (the sync's query) reads one shipment's lines."""
+        client = lookup.equals_value(criteria, "CLIENT")
+        number = lookup.equals_value(criteria, "SHIPMENT_NUMBER")
+        rows: Iterable[Mapping[str, Any]] = (
+            self.store.memo_rows_of(client, number) if client is not None and number is not None
+            else self.store.memo_rows()
+        )
+        return lookup.run_lookup(rows, criteria, paging, lookup.MEMO_SPEC)
+
+    async def memo_scroll(self, request: Request) -> Response:
+        self._user(request, "memo:read")
+        return await self._scroll(request, self.store.memo_rows)
+
+    async def memo_retrieve(self, request: Request) -> Response:
+        self._user(request, "memo:read")
+        return JSONResponse(await in_thread(self.store.get_memo, self._id(request)))
+
+    async def codeconverter_lookup(self, request: Request) -> Response:
+        self._user(request, "codeconverter:read")
+        spec = lookup.CODE_CONVERSION_SPEC
+        criteria, paging = await self._lookup(request, spec)
+        page = await in_thread(_run_lookup, self.store.code_conversion_rows, criteria, paging, spec)
+        return paged_json(self.state.corruptions.apply_to_items("codeconverter", list(page.rows)), page)
+
+    async def codeconverter_scroll(self, request: Request) -> Response:
+        self._user(request, "codeconverter:read")
+        return await self._scroll(request, self.store.code_conversion_rows, "codeconverter")
+
+    async def codeconverter_retrieve(self, request: Request) -> Response:
+        return await self._record(request, "codeconverter:read", "codeconverter", self.store.get_code_conversion)
+
+    async def _scroll(self, request: Request, rows: Callable[[], Any], endpoint: str | None = None) -> Response:
+        paging = page_request(request, None)
+
+        def run() -> lookup.Page:
+            ordered = sorted(rows(), key=lambda row: row["id"])
+            return lookup.page_of(ordered, paging)
+
+        page = await in_thread(run)
+        items = list(page.rows)
+        if endpoint is not None:
+            items = self.state.corruptions.apply_to_items(endpoint, items)
+        return paged_json(items, page)
+
+    # --- E-File ------------------------------------------------------------------------------------------
+
+    async def efile_store(self, request: Request) -> Response:
+        self._user(request, "efile:write")
+        body = await json_object(request, "an EFile")
+        document = body.get("document")
+        if not isinstance(document, str) or not document:
+            raise ApiError(400, "document is required: the base64-encoded file content")
+        try:
+            base64.b64decode(document, validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(400, "document is not valid base64") from None
+        stored = await in_thread(self.store.store_efile, body)
+        return JSONResponse(stored, status_code=201)
+
+    async def efile_lookup(self, request: Request) -> Response:
+        self._user(request, "efile:read")
+        criteria, paging = await self._lookup(request, lookup.EFILE_SPEC)
+        shipment_ids = lookup.any_of_values(criteria, "SHIPMENT_ID")
+        page = await in_thread(_run_lookup, lambda: self.store.efile_rows(shipment_ids), criteria, paging,
+                               lookup.EFILE_SPEC)
+        items = [_efile_summary(row) for row in page.rows]
+        return paged_json(items, page)
+
+    async def efile_retrieve(self, request: Request) -> Response:
+        self._user(request, "efile:read")  # before the query is read: 401 comes before 400
+        cascade = query_bool(request, "cascade")
+        return await self._record(
+            request, "efile:read", "efile", lambda efile_id: self.store.get_efile(efile_id, cascade)
+        )
+
+    async def efile_delete(self, request: Request) -> Response:
+        self._user(request, "efile:delete")
+        return JSONResponse(await in_thread(self.store.delete_efile, self._id(request)))
+
+    async def efile_references(self, request: Request) -> Response:
+        return await self._record(request, "efile:read", "efilereferences", self.store.get_efile_references)
+
+    async def efile_reference_add(self, request: Request) -> Response:
+        self._user(request, "efile:write")
+        efile_id = self._id(request)
+        body = await json_object(request, "an EFileReference")
+        await in_thread(self.store.add_efile_reference, efile_id, body)
+        return Response(status_code=200)
+
+    async def efile_reference_delete(self, request: Request) -> Response:
+        self._user(request, "efile:write")
+        efile_id = self._id(request)
+        body = await json_object(request, "an EFileReference")
+        await in_thread(self.store.delete_efile_reference, efile_id, body)
+        return Response(status_code=200)
+
+    async def efile_roles(self, request: Request) -> Response:
+        return await self._record(request, "efile:read", "efileroles", self.store.get_efile_roles)
+
+    async def efile_role_add(self, request: Request) -> Response:
+        self._user(request, "efile:write")
+        efile_id = self._id(request)
+        role = await _text_body(request)
+        if not role:
+            raise ApiError(400, "request body must be the role as text/plain")
+        await in_thread(self.store.add_efile_role, efile_id, role)
+        return Response(status_code=200)
+
+    async def efile_role_delete(self, request: Request) -> Response:
+        self._user(request, "efile:write")
+        efile_id = self._id(request)
+        body = await json_object(request, "an EFileRole")
+        await in_thread(self.store.delete_efile_role, efile_id, body)
+        return Response(status_code=200)
+
+
+def _run_lookup(
+    rows: Callable[[], Any], criteria: list[lookup.Criterion], paging: lookup.PageRequest, spec: lookup.LookupSpec
+) -> lookup.Page:
+    """A lookup over ``rows()``, read in the calling (worker) thread."""
+    return lookup.run_lookup(rows(), criteria, paging, spec)
+
+
+def _efile_summary(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A19: lookup results are EFiles without document and without cascade."""
+    return {**{k: v for k, v in row.items() if k != "document"}, "references": None, "roles": None}
+
+
+async def _text_body(request: Request) -> str:
+    """The text/plain role; a JSON string (sent as application/json) is accepted too."""
+    raw = await request.body()
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ApiError(400, "role must be UTF-8 text") from None
+    if "json" in request.headers.get("content-type", "") and text.startswith('"'):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            raise ApiError(400, "malformed JSON string body") from None
+        text = value.strip() if isinstance(value, str) else ""
+    return text
