@@ -186,11 +186,8 @@ class WarehouseResource(dg.ConfigurableResource):
         In lake mode: to the lake's latest snapshot (readers never wait for writers there)."""
         lake = self.lake
         if lake is not None:
-            con = connect_lake(lake, self.working_db.parent / LAKE_SCRATCH, memory_limit(), read_only=True)
-            try:
+            with connect_lake(lake, self.working_db.parent / LAKE_SCRATCH, memory_limit(), read_only=True) as con:
                 yield con
-            finally:
-                con.close()
             return
         if not self.working_db.exists():
             raise FileNotFoundError(f"no working database at {self.working_db}: run the sync first")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 
-from freight_pipeline.lake.connect import connect_lake, literal
+from freight_pipeline.lake.connect import attach_sql, connect_lake, literal
 from freight_pipeline.lake.settings import LAKE_ALIAS, LakeSettings
 from freight_pipeline.warehouse.ddl import first, run
 from freight_pipeline.warehouse.publish import UnsettledWarehouse, unsettled_runs
@@ -71,10 +71,18 @@ def latest_published(con: duckdb.DuckDBPyConnection) -> PublishedSnapshot | None
 def connect_published(lake: LakeSettings, scratch: Path, memory_limit: str = "512MB") -> duckdb.DuckDBPyConnection:
     """A read-only connection to the lake as of its latest published snapshot (the latest snapshot when
     none was published yet), attached as ``lake`` and used as the default catalog."""
-    with connect_lake(lake, scratch, memory_limit, read_only=True) as latest:
-        published = latest_published(latest)
-    snapshot = published.snapshot_id if published is not None else None
-    return connect_lake(lake, scratch, memory_limit, read_only=True, snapshot=snapshot)
+    con = connect_lake(lake, scratch, memory_limit, read_only=True)
+    try:
+        published = latest_published(con)
+        if published is not None:  # the same connection, attached again as of that snapshot
+            run(con, "USE memory")
+            run(con, f"DETACH {LAKE_ALIAS}")
+            run(con, attach_sql(lake, read_only=True, snapshot=published.snapshot_id))
+            run(con, f"USE {LAKE_ALIAS}")
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 @dataclass(frozen=True)
