@@ -6,6 +6,11 @@ transport exception), :class:`Sleep` (wait before a retry), :class:`NeedToken` (
 bearer token) — and *returns* the decoded :class:`Reply`. ``FreightClient`` drives it with
 ``httpx.Client`` and ``time.sleep``, ``AsyncFreightClient`` with ``httpx.AsyncClient`` and
 ``asyncio.sleep``; neither contains any retry, auth or parsing logic of its own.
+
+This module keeps the decisions (tokens, attempts and retries, decoding, models); the values
+exchanged are in ``_calls``, the call factories (``lookup``, ``by_id``, ...) in ``_call_builders``
+(a mixin of :class:`ClientCore`), the error texts in ``_error_builder``, body reading in
+``_reading`` and URL redaction in ``_redaction``.
 """
 
 from __future__ import annotations
@@ -14,19 +19,37 @@ import base64
 import json
 import logging
 import random
-import re
 import time
-from collections.abc import Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
+from collections.abc import Generator
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
-import orjson
 from pydantic import ValidationError
 
 from freight_pipeline.client import endpoints as ep
+from freight_pipeline.client._call_builders import (
+    CallBuilders,
+    as_id,
+    as_payload,
+    criteria_payload,
+    event_type_param,
+    ordering_params,
+)
+from freight_pipeline.client._calls import (
+    Action,
+    Call,
+    Expect,
+    Failure,
+    NeedToken,
+    Outcome,
+    Reply,
+    Send,
+    Sleep,
+    UnreadableBody,
+)
+from freight_pipeline.client._error_builder import MAYBE_PROCESSED, ErrorBuilder
+from freight_pipeline.client._reading import int_header, loads, shape_problem
+from freight_pipeline.client._redaction import REDACTED, redact_url, url_passwords
 from freight_pipeline.client.auth import (
     DEFAULT_REFRESH_MARGIN_S,
     Token,
@@ -35,22 +58,10 @@ from freight_pipeline.client.auth import (
     extract_token,
     make_token,
 )
-from freight_pipeline.client.endpoints import AuthScheme, Endpoint
-from freight_pipeline.client.errors import (
-    BODY_EXCERPT_CHARS,
-    APIStatusError,
-    AuthenticationError,
-    BadRequestError,
-    FreightConnectionError,
-    FreightError,
-    FreightTimeoutError,
-    PermissionDeniedError,
-    ProtocolError,
-    RateLimitedError,
-    error_class_for_status,
-)
-from freight_pipeline.client.models import Criterion, FreightModel
-from freight_pipeline.client.paging import Page, validate_paging
+from freight_pipeline.client.endpoints import AuthScheme
+from freight_pipeline.client.errors import AuthenticationError
+from freight_pipeline.client.models import FreightModel
+from freight_pipeline.client.paging import Page
 from freight_pipeline.client.retry import (
     DEFAULT_RETRY_POLICY,
     RetryPolicy,
@@ -60,6 +71,34 @@ from freight_pipeline.client.retry import (
 )
 from freight_pipeline.client.stats import ClientStats
 
+# the names that moved to the modules above stay importable from here
+__all__ = [
+    "DEFAULT_MAX_CONCURRENCY",
+    "DEFAULT_TIMEOUT",
+    "MAYBE_PROCESSED",
+    "REDACTED",
+    "USER_AGENT",
+    "Action",
+    "Call",
+    "ClientCore",
+    "Expect",
+    "Failure",
+    "NeedToken",
+    "Outcome",
+    "Reply",
+    "Send",
+    "Sleep",
+    "UnreadableBody",
+    "as_id",
+    "as_payload",
+    "criteria_payload",
+    "event_type_param",
+    "loads",
+    "ordering_params",
+    "redact_url",
+    "url_passwords",
+]
+
 logger = logging.getLogger("freight_pipeline.client")
 
 M = TypeVar("M", bound=FreightModel)
@@ -67,95 +106,12 @@ M = TypeVar("M", bound=FreightModel)
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 DEFAULT_MAX_CONCURRENCY = 8  # requests in flight at once (pooled connections)
 USER_AGENT = "freight-pipeline-client/0.1"
-REDACTED = "***"
-MAYBE_PROCESSED = " — the request may or may not have been processed; check before repeating it"
-
-
-class Expect(Enum):
-    OBJECT = "a JSON object"
-    ARRAY = "a JSON array of objects"
-    OPTIONAL_JSON = "JSON or an empty body"
-    NOTHING = "no body"
-    TOKEN = "a token"
-
-
-# --- what the core asks its driver for ----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Send:
-    request: httpx.Request
-    endpoint: Endpoint
-
-
-@dataclass(frozen=True)
-class Sleep:
-    seconds: float
-
-
-@dataclass(frozen=True)
-class NeedToken:
-    force: bool = False
-    stale: str | None = field(default=None, repr=False)
-
-
-Action = Send | Sleep | NeedToken
-
-
-@dataclass(frozen=True)
-class UnreadableBody:
-    """A response whose body could not be decoded (``httpx.DecodingError``, e.g. a broken gzip stream)."""
-
-    response: httpx.Response
-    error: httpx.DecodingError
-
-
-Outcome = httpx.Response | UnreadableBody | httpx.TransportError
-
-
-@dataclass(frozen=True)
-class Call:
-    """One logical call: endpoint, path parameters, query, body and the expected response."""
-
-    endpoint: Endpoint
-    expect: Expect
-    path_params: Mapping[str, Any] = field(default_factory=dict)
-    params: Sequence[tuple[str, str]] = ()
-    json_body: Any = field(default=None, repr=False)  # the token request carries the password
-    has_json: bool = False
-    text_body: str | None = field(default=None, repr=False)
-
-    @property
-    def path(self) -> str:
-        return self.endpoint.format(**self.path_params)
-
-    @property
-    def where(self) -> str:
-        return f"{self.endpoint.method} {self.path}"
-
-
-@dataclass(frozen=True)
-class Reply:
-    status: int
-    data: Any
-    headers: httpx.Headers
-    content: bytes = field(default=b"", repr=False)
-
-
-@dataclass(frozen=True)
-class Failure:
-    """An attempt that failed: the error to raise, and whether another attempt may be made."""
-
-    error: FreightError
-    retryable: bool
-    reason: str
-    retry_after: float | None = None
 
 
 # --- the core -----------------------------------------------------------------------------------
 
 
-class ClientCore:
+class ClientCore(CallBuilders):
     """State and logic shared by the sync and async clients (one per client)."""
 
     def __init__(
@@ -193,6 +149,11 @@ class ClientCore:
         self._old_tokens: list[str] = []
 
     # --- secrets -------------------------------------------------------------------------------
+
+    @property
+    def _errors(self) -> ErrorBuilder:
+        """The texts of this client's errors (built when needed, so they redact the current secrets)."""
+        return ErrorBuilder(self.username, self.webhook_username, self.display_url, self.redact)
 
     def _secrets(self) -> list[str]:
         values = [self._password, self._webhook_password, self.token.value if self.token else None]
@@ -323,12 +284,12 @@ class ClientCore:
             status = outcome.response.status_code
             self.stats.record_status(status)
             problem = f"could not be decoded ({type(outcome.error).__name__}: {self.redact(str(outcome.error))})"
-            error = self._protocol_error(call, status, outcome.response.headers, b"", problem)
+            error = self._errors.protocol_error(call, status, outcome.response.headers, b"", problem)
             return Failure(error, call.endpoint.retry_safe, "undecodable body")
         if isinstance(outcome, httpx.TransportError):
             self.stats.record_transport_error(outcome)
             retryable = transport_error_is_retryable(outcome, call.endpoint.retry_safe)
-            return Failure(self._transport_error(call, outcome), retryable, type(outcome).__name__)
+            return Failure(self._errors.transport_error(call, outcome), retryable, type(outcome).__name__)
         raise TypeError(f"unexpected outcome {outcome!r}")  # pragma: no cover - drivers send only these
 
     def _retry_delay(self, call: Call, failure: Failure, attempt: int, started: float) -> float:
@@ -362,11 +323,11 @@ class ClientCore:
         try:
             data = loads(content)
         except ValueError:
-            error = self._protocol_error(call, status, headers, content, "is not valid JSON")
+            error = self._errors.protocol_error(call, status, headers, content, "is not valid JSON")
             return Failure(error, call.endpoint.retry_safe, "invalid JSON body")
-        problem = _shape_problem(expect, data)
+        problem = shape_problem(expect, data)
         if problem is not None:
-            return Failure(self._protocol_error(call, status, headers, content, problem), False, problem)
+            return Failure(self._errors.protocol_error(call, status, headers, content, problem), False, problem)
         return Reply(status, data, headers, content)
 
     def _token_reply(self, call: Call, status: int, headers: httpx.Headers, content: bytes) -> Reply | Failure:
@@ -375,135 +336,23 @@ class ClientCore:
         try:
             data = extract_token(content, headers.get("content-type"))
         except TokenMissing as exc:
-            error = ProtocolError(
-                f"{call.where} answered HTTP {status} for user {self.username!r} without a usable "
-                f"token: {self.redact(str(exc))}",
-                status_code=status,
-                method=call.endpoint.method,
-                path=call.path,
-            )
+            error = self._errors.token_missing(call, status, exc)
             broken = isinstance(exc, TokenBodyBroken)
             return Failure(error, broken and call.endpoint.retry_safe, "broken token body" if broken else "no token")
         return Reply(status, data, headers, content)
 
     def excerpt(self, content: bytes, content_type: str = "") -> str:
         """At most BODY_EXCERPT_CHARS of a body: tags stripped, whitespace collapsed, secrets redacted."""
-        text = content.decode("utf-8", errors="replace")
-        if "html" in content_type.lower() or text.lstrip().startswith("<"):
-            text = re.sub(r"<[^>]*>", " ", text)
-        return _shorten(self.redact(" ".join(text.split())))
-
-    def _detail(self, response: httpx.Response) -> str:
-        try:
-            data = json.loads(response.content)
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            for key in ("message", "detail", "error_description", "error", "title"):
-                value = data.get(key)
-                if isinstance(value, str) and value.strip():
-                    return _shorten(self.redact(" ".join(value.split())))
-        return self.excerpt(response.content, response.headers.get("content-type", "")) or "(empty body)"
-
-    def _protocol_error(
-        self, call: Call, status: int, headers: httpx.Headers, content: bytes, problem: str
-    ) -> ProtocolError:
-        excerpt = self.excerpt(content, headers.get("content-type", ""))
-        processed = (
-            f" — the service did process the request (HTTP {status}): do not repeat it blindly"
-            if not call.endpoint.retry_safe
-            else ""
-        )
-        return ProtocolError(
-            f"{call.where} answered HTTP {status} with a body that {problem} "
-            f"({call.expect.value} was expected); body: {excerpt!r}{processed}",
-            status_code=status,
-            method=call.endpoint.method,
-            path=call.path,
-            body_excerpt=excerpt,
-        )
+        return self._errors.excerpt(content, content_type)
 
     def _status_failure(self, call: Call, response: httpx.Response, reauthenticated: bool) -> Failure:
         status = response.status_code
         retry_after = parse_retry_after(response.headers.get("retry-after"))
-        error = self._status_error(call, response, retry_after, reauthenticated)
+        error = self._errors.status_error(call, response, retry_after, reauthenticated)
+        if call.endpoint is ep.AUTH_TOKEN and isinstance(error, AuthenticationError):
+            self.auth_failure = error  # the credentials were refused: they stay refused (valid_token)
         retryable = status_is_retryable(status, call.endpoint.retry_safe, retry_after)
         return Failure(error, retryable, f"HTTP {status}", retry_after)
-
-    def _status_error(
-        self, call: Call, response: httpx.Response, retry_after: float | None, reauthenticated: bool
-    ) -> APIStatusError:
-        status = response.status_code
-        endpoint = call.endpoint
-        detail = self._detail(response)
-        kwargs: dict[str, Any] = {"status_code": status, "method": endpoint.method, "path": call.path, "detail": detail}
-        if endpoint is ep.AUTH_TOKEN and status in (400, 401, 403):
-            return self._token_refused(status, detail, kwargs)
-        if status == 401:
-            return AuthenticationError(self._unauthorized_message(call, detail, reauthenticated), **kwargs)
-        if status == 403:
-            user = self.webhook_username if endpoint.auth is AuthScheme.BASIC else self.username
-            return PermissionDeniedError(
-                f"user {user!r} is not permitted to call {endpoint} "
-                f"(HTTP 403 for {call.path}: {detail}). Permissions are granted per endpoint by the "
-                "operator's support: ask them to grant this endpoint to the user.",
-                **kwargs,
-            )
-        if status == 429:
-            wait = f"; Retry-After {retry_after:g} s" if retry_after is not None else ""
-            return RateLimitedError(
-                f"{call.where} was rate limited (HTTP 429{wait}): {detail}", retry_after=retry_after, **kwargs
-            )
-        unknown_outcome = MAYBE_PROCESSED if not endpoint.retry_safe and status >= 500 and retry_after is None else ""
-        phrase = response.reason_phrase or ""
-        cls = error_class_for_status(status)
-        return cls(f"{call.where} failed with HTTP {status} {phrase}: {detail}{unknown_outcome}", **kwargs)
-
-    def _token_refused(self, status: int, detail: str, kwargs: dict[str, Any]) -> APIStatusError:
-        """401/403: the credentials were refused (remembered). 400: the request shape, not remembered."""
-        if status == 400:
-            return BadRequestError(
-                f"POST /auth/token answered HTTP 400 for user {self.username!r}: {detail}. The client sends "
-                'a JSON body {"username": ..., "password": ...}; the spec does not show the token request\'s '
-                "fields (assumption A1, docs/assumptions.md), so the service may expect another shape — check the "
-                "operator's documentation",
-                **kwargs,
-            )
-        failure = AuthenticationError(
-            f"the freight service refused the credentials of user {self.username!r} "
-            f"(HTTP {status} from POST /auth/token: {detail}); check the username and password "
-            "(accounts are issued by the operator's support)",
-            **kwargs,
-        )
-        self.auth_failure = failure
-        return failure
-
-    def _unauthorized_message(self, call: Call, detail: str, reauthenticated: bool) -> str:
-        if call.endpoint.auth is AuthScheme.BASIC:
-            return (
-                f"{call.where} refused the webhook credentials of user {self.webhook_username!r} (HTTP 401: {detail})"
-            )
-        again = " even after the token was renewed" if reauthenticated else ""
-        return f"{call.where} rejected the bearer token of user {self.username!r}{again} (HTTP 401: {detail})"
-
-    def _transport_error(self, call: Call, error: httpx.TransportError) -> FreightError:
-        text = self.redact(str(error)) or type(error).__name__
-        where = call.where
-        failure: FreightError
-        if isinstance(error, httpx.TimeoutException):
-            failure = FreightTimeoutError(
-                f"{where} timed out ({type(error).__name__}: {text})", method=call.endpoint.method, path=call.path
-            )
-        else:
-            sent = call.endpoint.retry_safe or isinstance(error, httpx.ConnectError)
-            maybe = "" if sent else MAYBE_PROCESSED
-            failure = FreightConnectionError(
-                f"{where} failed: {type(error).__name__}: {text} (service at {self.display_url}){maybe}",
-                method=call.endpoint.method,
-                path=call.path,
-            )
-        failure.__cause__ = error  # callers tell "cannot connect" from "one answer broke off"
-        return failure
 
     # --- models from replies -------------------------------------------------------------------
 
@@ -518,7 +367,7 @@ class ClientCore:
                 f"holds a {model.__name__} that cannot be read: {where}: {first.get('msg', 'invalid')} "
                 f"({exc.error_count()} problem(s))"
             )
-            raise self._protocol_error(call, reply.status, reply.headers, reply.content, problem) from None
+            raise self._errors.protocol_error(call, reply.status, reply.headers, reply.content, problem) from None
 
     def one(self, model: type[M], call: Call, reply: Reply) -> M:
         return self.parse(model, call, reply, reply.data)
@@ -537,177 +386,9 @@ class ClientCore:
             reply.data,
             page_no=int(params["page_no"]),
             page_size=int(params["page_size"]),
-            page_count=_int_header(reply.headers, "x-page-count"),
-            row_count=_int_header(reply.headers, "x-row-count"),
+            page_count=int_header(reply.headers, "x-page-count"),
+            row_count=int_header(reply.headers, "x-row-count"),
             parse=lambda item: self.parse(model, call, reply, item),
             method=call.endpoint.method,
             path=call.path,
         )
-
-    # --- call factories ------------------------------------------------------------------------
-
-    def by_id(self, endpoint: Endpoint, expect: Expect, record_id: Any, params: Sequence[tuple[str, str]] = ()) -> Call:
-        """A call without a body to ``endpoint`` with the path parameter ``{id}``."""
-        return Call(endpoint, expect, path_params={"id": as_id(record_id)}, params=params)
-
-    def send_json(
-        self, endpoint: Endpoint, expect: Expect, body: Any, params: Sequence[tuple[str, str]] = (), **path: Any
-    ) -> Call:
-        return Call(endpoint, expect, path_params=path, params=params, json_body=body, has_json=True)
-
-    def lookup(
-        self,
-        endpoint: Endpoint,
-        criteria: Iterable[Criterion | Mapping[str, Any]],
-        page_no: int,
-        page_size: int,
-        order_by: Sequence[str] | str | None,
-        order_mode: Sequence[str] | str | None,
-    ) -> Call:
-        validate_paging(page_no, page_size)
-        body = criteria_payload(criteria)
-        params = [("page_no", str(page_no)), ("page_size", str(page_size)), *ordering_params(order_by, order_mode)]
-        return Call(endpoint, Expect.ARRAY, params=params, json_body=body, has_json=True)
-
-    def scroll(self, endpoint: Endpoint, page_no: int, page_size: int) -> Call:
-        validate_paging(page_no, page_size)
-        return Call(endpoint, Expect.ARRAY, params=[("page_no", str(page_no)), ("page_size", str(page_size))])
-
-    def event_write(
-        self,
-        endpoint: Endpoint,
-        shipment_id: Any,
-        event: FreightModel | Mapping[str, Any],
-        event_type: str | None,
-        **path: Any,
-    ) -> Call:
-        """Create or update a shipment event: the event as body, its type as the ``type`` query parameter."""
-        body = as_payload(event)
-        params = event_type_param(event_type, body)
-        return self.send_json(
-            endpoint, Expect.OPTIONAL_JSON, body, params, shipmentId=as_id(shipment_id, "shipment_id"), **path
-        )
-
-    def efile_retrieve(self, efile_id: Any, cascade: bool) -> Call:
-        return self.by_id(ep.EFILE_RETRIEVE, Expect.OBJECT, efile_id, [("cascade", "true" if cascade else "false")])
-
-    def efile_reference(self, endpoint: Endpoint, efile_id: Any, reference: FreightModel | Mapping[str, Any]) -> Call:
-        """Add or delete a reference: the EFileReference is the body."""
-        return self.send_json(endpoint, Expect.NOTHING, as_payload(reference), id=as_id(efile_id))
-
-    def efile_role_add(self, efile_id: Any, role: str) -> Call:
-        """Link a role; the spec sends it as a ``text/plain`` body."""
-        if not isinstance(role, str) or not role.strip():
-            raise ValueError(f"role must be a non-empty string, got {role!r}")
-        return Call(ep.EFILE_ROLE_ADD, Expect.NOTHING, path_params={"id": as_id(efile_id)}, text_body=role)
-
-    def efile_role_delete(self, efile_id: Any, role: FreightModel | Mapping[str, Any] | str) -> Call:
-        """Unlink a role; the body is an EFileRole (a plain name is sent as ``{"role": name}``)."""
-        body = {"role": role} if isinstance(role, str) else as_payload(role)
-        return self.send_json(ep.EFILE_ROLE_DELETE, Expect.NOTHING, body, id=as_id(efile_id))
-
-    def webhook(self, payload: Mapping[str, Any]) -> Call:
-        if not isinstance(payload, Mapping):
-            raise TypeError("the webhook payload must be a JSON object (a mapping)")
-        return self.send_json(ep.WEBHOOK, Expect.OPTIONAL_JSON, dict(payload))
-
-
-# --- helpers ------------------------------------------------------------------------------------
-
-
-def _shorten(text: str) -> str:
-    return text if len(text) <= BODY_EXCERPT_CHARS else text[: BODY_EXCERPT_CHARS - 1] + "…"
-
-
-def loads(content: bytes) -> Any:
-    """JSON from a body: orjson (fast) first; what it refuses (NaN, integers beyond 64 bits, lone
-    surrogates) is read by the standard library, so a bad value reaches normalization (which reports
-    it) instead of failing the whole record. ValueError when it is not JSON at all."""
-    try:
-        return orjson.loads(content)
-    except orjson.JSONDecodeError:
-        return json.loads(content)
-
-
-def _shape_problem(expect: Expect, data: Any) -> str | None:
-    if expect is Expect.OBJECT and not isinstance(data, dict):
-        return f"is a JSON {type(data).__name__}, expected an object"
-    if expect is Expect.ARRAY and (not isinstance(data, list) or not all(isinstance(x, dict) for x in data)):
-        return "is not a JSON array of objects"
-    return None
-
-
-def _int_header(headers: httpx.Headers, name: str) -> int | None:
-    value = headers.get(name)
-    if value is None:
-        return None
-    try:
-        return int(value.strip())
-    except ValueError:
-        logger.debug("ignoring non-integer %s header %r", name, value)
-        return None
-
-
-def redact_url(url: str) -> str:
-    """``url`` with the password of a ``user:password@`` part replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:{REDACTED}@{host}"))
-
-
-def url_passwords(url: str) -> list[str]:
-    """The password of a ``user:password@`` URL as written and decoded (secrets to scrub from texts)."""
-    password = urlsplit(url).password
-    return [] if password is None else [password, unquote(password)]
-
-
-def criteria_payload(criteria: Iterable[Criterion | Mapping[str, Any]]) -> list[dict[str, Any]]:
-    if isinstance(criteria, Criterion | Mapping | str):
-        raise TypeError("criteria must be a list of Criterion (or dicts), not a single criterion")
-    out = []
-    for criterion in criteria:
-        model = criterion if isinstance(criterion, Criterion) else Criterion.model_validate(dict(criterion))
-        out.append(model.to_payload())
-    return out
-
-
-def ordering_params(
-    order_by: Sequence[str] | str | None, order_mode: Sequence[str] | str | None
-) -> list[tuple[str, str]]:
-    keys = [order_by] if isinstance(order_by, str) else list(order_by or [])
-    modes = [order_mode] if isinstance(order_mode, str) else list(order_mode or [])
-    if any(not isinstance(k, str) or not k.strip() for k in keys):
-        raise ValueError(f"order_by entries must be non-empty strings, got {keys!r}")
-    modes = [m.upper() if isinstance(m, str) else m for m in modes]
-    if any(m not in ("ASC", "DESC") for m in modes):
-        raise ValueError(f"order_mode entries must be 'ASC' or 'DESC', got {modes!r}")
-    if len(modes) > len(keys):
-        raise ValueError(f"{len(modes)} order_mode entries for {len(keys)} order_by keys")
-    return [("order_by", k) for k in keys] + [("order_mode", m) for m in modes]
-
-
-def event_type_param(event_type: str | None, event: Mapping[str, Any]) -> list[tuple[str, str]]:
-    value = event_type or event.get("type")
-    if not isinstance(value, str) or value.upper() not in ("ESTIMATED", "ACTUAL"):
-        raise ValueError(f"event_type must be 'ESTIMATED' or 'ACTUAL' (argument or the event's type), got {value!r}")
-    return [("type", value.upper())]
-
-
-def as_id(value: Any, name: str = "id") -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer id, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    raise TypeError(f"{name} must be an integer id, got {value!r}")
-
-
-def as_payload(value: FreightModel | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(value, FreightModel):
-        return value.to_payload()
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"expected a model or a dict, got {type(value).__name__}")

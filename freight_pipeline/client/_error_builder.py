@@ -1,0 +1,165 @@
+"""The client's errors for failed calls: what happened, to whom, and a body excerpt, secrets redacted."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from freight_pipeline.client import endpoints as ep
+from freight_pipeline.client._calls import Call
+from freight_pipeline.client.auth import TokenMissing
+from freight_pipeline.client.endpoints import AuthScheme
+from freight_pipeline.client.errors import (
+    BODY_EXCERPT_CHARS,
+    APIStatusError,
+    AuthenticationError,
+    BadRequestError,
+    FreightConnectionError,
+    FreightError,
+    FreightTimeoutError,
+    PermissionDeniedError,
+    ProtocolError,
+    RateLimitedError,
+    error_class_for_status,
+)
+
+MAYBE_PROCESSED = " — the request may or may not have been processed; check before repeating it"
+
+
+@dataclass(frozen=True)
+class ErrorBuilder:
+    """Builds the error of a failed call for one client's user; every text passes through ``redact``."""
+
+    username: str
+    webhook_username: str | None
+    display_url: str
+    redact: Callable[[str], str] = field(repr=False)
+
+    def excerpt(self, content: bytes, content_type: str = "") -> str:
+        """At most BODY_EXCERPT_CHARS of a body: tags stripped, whitespace collapsed, secrets redacted."""
+        text = content.decode("utf-8", errors="replace")
+        if "html" in content_type.lower() or text.lstrip().startswith("<"):
+            text = re.sub(r"<[^>]*>", " ", text)
+        return _shorten(self.redact(" ".join(text.split())))
+
+    def detail(self, response: httpx.Response) -> str:
+        try:
+            data = json.loads(response.content)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            for key in ("message", "detail", "error_description", "error", "title"):
+                value = data.get(key)
+                if isinstance(value, str) and value.strip():
+                    return _shorten(self.redact(" ".join(value.split())))
+        return self.excerpt(response.content, response.headers.get("content-type", "")) or "(empty body)"
+
+    def protocol_error(
+        self, call: Call, status: int, headers: httpx.Headers, content: bytes, problem: str
+    ) -> ProtocolError:
+        excerpt = self.excerpt(content, headers.get("content-type", ""))
+        processed = (
+            f" — the service did process the request (HTTP {status}): do not repeat it blindly"
+            if not call.endpoint.retry_safe
+            else ""
+        )
+        return ProtocolError(
+            f"{call.where} answered HTTP {status} with a body that {problem} "
+            f"({call.expect.value} was expected); body: {excerpt!r}{processed}",
+            status_code=status,
+            method=call.endpoint.method,
+            path=call.path,
+            body_excerpt=excerpt,
+        )
+
+    def status_error(
+        self, call: Call, response: httpx.Response, retry_after: float | None, reauthenticated: bool
+    ) -> APIStatusError:
+        status = response.status_code
+        endpoint = call.endpoint
+        detail = self.detail(response)
+        kwargs: dict[str, Any] = {"status_code": status, "method": endpoint.method, "path": call.path, "detail": detail}
+        if endpoint is ep.AUTH_TOKEN and status in (400, 401, 403):
+            return self._token_refused(status, detail, kwargs)
+        if status == 401:
+            return AuthenticationError(self._unauthorized_message(call, detail, reauthenticated), **kwargs)
+        if status == 403:
+            user = self.webhook_username if endpoint.auth is AuthScheme.BASIC else self.username
+            return PermissionDeniedError(
+                f"user {user!r} is not permitted to call {endpoint} "
+                f"(HTTP 403 for {call.path}: {detail}). Permissions are granted per endpoint by the "
+                "operator's support: ask them to grant this endpoint to the user.",
+                **kwargs,
+            )
+        if status == 429:
+            wait = f"; Retry-After {retry_after:g} s" if retry_after is not None else ""
+            return RateLimitedError(
+                f"{call.where} was rate limited (HTTP 429{wait}): {detail}", retry_after=retry_after, **kwargs
+            )
+        unknown_outcome = MAYBE_PROCESSED if not endpoint.retry_safe and status >= 500 and retry_after is None else ""
+        phrase = response.reason_phrase or ""
+        cls = error_class_for_status(status)
+        return cls(f"{call.where} failed with HTTP {status} {phrase}: {detail}{unknown_outcome}", **kwargs)
+
+    def _token_refused(self, status: int, detail: str, kwargs: dict[str, Any]) -> APIStatusError:
+        """401/403: the credentials were refused (the core remembers). 400: the request shape."""
+        if status == 400:
+            return BadRequestError(
+                f"POST /auth/token answered HTTP 400 for user {self.username!r}: {detail}. The client sends "
+                'a JSON body {"username": ..., "password": ...}; the spec does not show the token request\'s '
+                "fields (assumption A1, docs/assumptions.md), so the service may expect another shape — check the "
+                "operator's documentation",
+                **kwargs,
+            )
+        return AuthenticationError(
+            f"the freight service refused the credentials of user {self.username!r} "
+            f"(HTTP {status} from POST /auth/token: {detail}); check the username and password "
+            "(accounts are issued by the operator's support)",
+            **kwargs,
+        )
+
+    def _unauthorized_message(self, call: Call, detail: str, reauthenticated: bool) -> str:
+        if call.endpoint.auth is AuthScheme.BASIC:
+            return (
+                f"{call.where} refused the webhook credentials of user {self.webhook_username!r} (HTTP 401: {detail})"
+            )
+        again = " even after the token was renewed" if reauthenticated else ""
+        return f"{call.where} rejected the bearer token of user {self.username!r}{again} (HTTP 401: {detail})"
+
+    def transport_error(self, call: Call, error: httpx.TransportError) -> FreightError:
+        text = self.redact(str(error)) or type(error).__name__
+        where = call.where
+        failure: FreightError
+        if isinstance(error, httpx.TimeoutException):
+            failure = FreightTimeoutError(
+                f"{where} timed out ({type(error).__name__}: {text})", method=call.endpoint.method, path=call.path
+            )
+        else:
+            sent = call.endpoint.retry_safe or isinstance(error, httpx.ConnectError)
+            maybe = "" if sent else MAYBE_PROCESSED
+            failure = FreightConnectionError(
+                f"{where} failed: {type(error).__name__}: {text} (service at {self.display_url}){maybe}",
+                method=call.endpoint.method,
+                path=call.path,
+            )
+        failure.__cause__ = error  # callers tell "cannot connect" from "one answer broke off"
+        return failure
+
+    def token_missing(self, call: Call, status: int, exc: TokenMissing) -> ProtocolError:
+        """A token call's answer without a usable token; no excerpt (the body may hold a token)."""
+        return ProtocolError(
+            f"{call.where} answered HTTP {status} for user {self.username!r} without a usable "
+            f"token: {self.redact(str(exc))}",
+            status_code=status,
+            method=call.endpoint.method,
+            path=call.path,
+        )
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= BODY_EXCERPT_CHARS else text[: BODY_EXCERPT_CHARS - 1] + "…"

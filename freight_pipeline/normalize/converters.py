@@ -1,0 +1,222 @@
+"""Column types and value converters: a source value (never None) -> a column value.
+
+Converters are plain functions on the hot path (no per-row model objects); they are lenient where
+the meaning is unambiguous (``"12.5"`` for a number, ``"J"`` for true) and raise :class:`Invalid`
+otherwise. :func:`json_or_report` is the form of :func:`to_json` that never raises: an unstorable
+value becomes null and one entry in the record's :class:`Problems` sink.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+
+from freight_pipeline.datetimes import DateTimeParseError, parse_date, parse_iso_datetime, to_utc
+from freight_pipeline.normalize.errors import Invalid, join_path, show
+from freight_pipeline.normalize.problems import Problems
+
+VARCHAR = "VARCHAR"
+BIGINT = "BIGINT"
+INTEGER = "INTEGER"
+DOUBLE = "DOUBLE"
+BOOLEAN = "BOOLEAN"
+DATE = "DATE"
+TIMESTAMPTZ = "TIMESTAMPTZ"
+JSON = "JSON"
+
+Row = dict[str, Any]
+Rows = dict[str, list[Row]]
+Converter = Callable[[Any], Any]
+
+_INT64_MAX = 2**63 - 1
+_INT32_MAX = 2**31 - 1
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_TRUE = frozenset({"true", "t", "j", "y", "yes", "1"})
+_FALSE = frozenset({"false", "f", "n", "no", "0"})
+
+
+# --- converters: value (never None) -> column value; raise Invalid ---------------------------------
+
+
+def is_text(value: str) -> bool:
+    """Whether ``value`` can be stored as UTF-8 (a JSON ``\\ud800`` escape decodes to a lone surrogate)."""
+    return value.isascii() or _LONE_SURROGATE.search(value) is None
+
+
+def to_str(value: Any) -> str:
+    if type(value) is str:
+        if is_text(value):
+            return value
+        raise Invalid(f"{show(value)} is not valid Unicode text (lone surrogate)")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    raise Invalid(f"{show(value)} is not a string")
+
+
+def to_int(value: Any) -> int:
+    kind = type(value)
+    if kind is int:
+        result = value
+    elif kind is float and value.is_integer():
+        result = int(value)
+    elif kind is str:
+        text = value.strip()
+        if "_" in text:  # Python reads "1_000"; the service's numbers never have separators
+            raise Invalid(f"{show(value)} is not an integer")
+        try:
+            result = int(text)
+        except ValueError:
+            try:
+                number = float(text)
+            except ValueError:
+                raise Invalid(f"{show(value)} is not an integer") from None
+            if not number.is_integer():
+                raise Invalid(f"{show(value)} is not an integer") from None
+            result = int(number)
+    else:
+        raise Invalid(f"{show(value)} is not an integer")
+    if -_INT64_MAX - 1 <= result <= _INT64_MAX:
+        return result
+    raise Invalid(f"{show(value)} is out of the 64-bit integer range")
+
+
+def to_int32(value: Any) -> int:
+    result = to_int(value)
+    if -_INT32_MAX - 1 <= result <= _INT32_MAX:
+        return result
+    raise Invalid(f"{show(value)} is out of the 32-bit integer range")
+
+
+def to_float(value: Any) -> float:
+    kind = type(value)
+    if kind is float:
+        number = value
+    elif kind is int:
+        try:
+            return float(value)
+        except OverflowError:
+            raise Invalid(f"{show(value)} is out of the floating-point range") from None
+    elif kind is str:
+        try:
+            if "_" in value:
+                raise ValueError(value)
+            number = float(value.strip())
+        except ValueError:
+            raise Invalid(f"{show(value)} is not a number") from None
+    else:
+        raise Invalid(f"{show(value)} is not a number")
+    if math.isfinite(number):
+        return number
+    raise Invalid(f"{show(value)} is not a finite number")
+
+
+def to_bool(value: Any) -> bool:
+    if value is True or value is False:
+        return value
+    if type(value) is str:
+        text = value.strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+    elif type(value) is int and value in (0, 1):
+        return bool(value)
+    raise Invalid(f"{show(value)} is not a boolean")
+
+
+def to_date(value: Any) -> dt.date | None:
+    try:
+        return parse_date(value)
+    except DateTimeParseError as exc:
+        raise Invalid(str(exc)) from None
+
+
+def to_instant(value: Any) -> dt.datetime | None:
+    """An ISO 8601 date-time string to a UTC instant; a value without offset gives null (not a guess)."""
+    try:
+        parsed = parse_iso_datetime(value)
+        if parsed is None or parsed.tzinfo is None:
+            return None
+        return to_utc(parsed)
+    except DateTimeParseError as exc:
+        raise Invalid(str(exc)) from None
+
+
+def to_json(value: Any) -> str:
+    """Canonical JSON text: keys sorted, so the same content gives the same text whatever key order
+    the service sends (the code-conversions refresh compares rows, ``payload`` included).
+
+    Lone surrogates (which no UTF-8 store accepts) become U+FFFD; a value nested too deeply to
+    serialize raises :class:`Invalid`.
+    """
+    try:  # orjson: the fast path (it writes NaN and Infinity as null, as the fallback below does)
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError):  # lone surrogates, integers beyond 64 bits, deep nesting
+        pass
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    except ValueError:  # NaN or Infinity, which JSON cannot carry: written as null, like JSON.stringify
+        text = json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    except RecursionError:
+        raise Invalid("value is nested too deeply to store as JSON") from None
+    except TypeError as exc:  # keys of mixed types cannot be sorted (never from parsed JSON)
+        raise Invalid(f"value cannot be stored as JSON: {exc}") from None
+    return text if is_text(text) else _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+CONVERTERS: dict[str, Converter] = {
+    VARCHAR: to_str,
+    BIGINT: to_int,
+    INTEGER: to_int32,
+    DOUBLE: to_float,
+    BOOLEAN: to_bool,
+    DATE: to_date,
+    TIMESTAMPTZ: to_instant,
+    JSON: to_json,
+}
+
+
+# --- JSON with problems reported -------------------------------------------------------------------
+
+
+def json_or_report(value: Any, path: str, problems: Problems) -> str | None:
+    """``value`` as JSON text; unstorable: null and reported. NaN and Infinity inside it, which JSON
+    cannot carry, are written as null and each reported at its own path."""
+    try:
+        text = to_json(value)
+    except Invalid as exc:
+        problems.add(path, show(value), str(exc))
+        return None
+    if "null" in text:  # cheap pre-check: a non-finite number became null
+        for where, number in _non_finite(value, path):
+            problems.add(where, number, f"{number} is not a finite number: null in the JSON column")
+    return text
+
+
+def _non_finite(value: Any, path: str) -> Iterable[tuple[str, float]]:
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, join_path(path, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, f"{path}[{index}]")

@@ -1,0 +1,260 @@
+"""Column groups that repeat across tables: DateTime objects, locations, contacts.
+
+Each group is a small class with ``columns()`` for the table spec and ``put(row, value, path,
+problems)`` for the flattener; like the plain fields, ``put`` never raises for a value (an
+unreadable part is null and reported). ``read_datetime``, ``utc_instant`` and ``loose_datetime``
+are the DateTime helpers the flatteners use directly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+from typing import Any
+
+from freight_pipeline.datetimes import (
+    DateTimeParseError,
+    ParsedDateTime,
+    parse_time,
+    read_datetime_object,
+    to_utc,
+)
+from freight_pipeline.normalize.converters import (
+    DATE,
+    DOUBLE,
+    JSON,
+    TIMESTAMPTZ,
+    VARCHAR,
+    Row,
+    json_or_report,
+    to_float,
+    to_instant,
+    to_str,
+)
+from freight_pipeline.normalize.errors import Invalid, join_path
+from freight_pipeline.normalize.plain_fields import Field, as_items, as_object, compile_fields, copy_fields
+from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.schema import Column
+
+# --- DateTime objects ------------------------------------------------------------------------------
+
+
+def _time_text(value: dt.time | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+class DateTimeGroup:
+    """A DateTime object -> ``<stem>_at`` (UTC instant) + raw ``_date`` / ``_time`` / ``_offset``.
+
+    With ``until=True`` also ``<stem>_until`` (instant) and ``<stem>_until_time`` (raw time of day).
+    """
+
+    def __init__(self, stem: str, label: str, *, until: bool = False, source: str | None = None) -> None:
+        self.stem = stem
+        self.label = label
+        self.until = until
+        self.source = source
+        self.at = f"{stem}_at"
+        self.date = f"{stem}_date"
+        self.time = f"{stem}_time"
+        self.offset = f"{stem}_offset"
+        self.until_at = f"{stem}_until"
+        self.until_time = f"{stem}_until_time"
+
+    def columns(self) -> list[Column]:
+        cols = [
+            Column(
+                self.at,
+                TIMESTAMPTZ,
+                f"{self.label}: the instant (UTC); null unless date, time and offset are known",
+            ),
+            Column(self.date, DATE, f"{self.label}: date part as sent"),
+            Column(self.time, VARCHAR, f"{self.label}: time-of-day part as sent (HH:MM:SS[.ffffff])"),
+            Column(self.offset, VARCHAR, f"{self.label}: UTC offset part as sent (+HH:MM)"),
+        ]
+        if self.until:
+            cols += [
+                Column(
+                    self.until_at,
+                    TIMESTAMPTZ,
+                    f"{self.label}: end of the time range (UTC); next day if before start",
+                ),
+                Column(self.until_time, VARCHAR, f"{self.label}: end of the time range, time of day as sent"),
+            ]
+        return cols
+
+    def put(self, row: Row, value: Any, path: str, problems: Problems) -> ParsedDateTime | None:
+        """Flatten ``value`` into ``row`` (each unreadable part null and reported); returns the parsed
+        object (for a separate ``*_until``)."""
+        parsed = read_datetime(value, path, problems)
+        if parsed is None:
+            return None
+        row[self.at] = utc_instant(parsed, "instant", path, problems)
+        row[self.date] = parsed.date
+        row[self.time] = _time_text(parsed.time)
+        row[self.offset] = parsed.offset_text
+        if parsed.until_time is not None:
+            if self.until:
+                row[self.until_at] = utc_instant(parsed, "until", join_path(path, "until"), problems)
+                row[self.until_time] = _time_text(parsed.until_time)
+            else:  # nowhere to put it: said, not dropped unseen
+                reason = f"{self.label} has no end of a time range (until): not loaded, kept in the raw document"
+                problems.add(join_path(path, "until"), value.get("until") if isinstance(value, dict) else value, reason)
+        return parsed
+
+    def put_until(self, row: Row, start: ParsedDateTime | None, value: Any, path: str, problems: Problems) -> None:
+        """A separate ``*_until`` object: a time of day on the start's date and offset, or a full DateTime."""
+        if value is None:
+            return
+        if isinstance(value, dict) and "date" not in value and "time" not in value:
+            try:
+                until_time = parse_time(value)
+            except DateTimeParseError as exc:
+                problems.add(path, value, str(exc))
+                return
+            if until_time is None:
+                return
+            row[self.until_time] = _time_text(until_time)
+            if start is not None:
+                row[self.until_at] = utc_instant(replace(start, until_time=until_time), "until", path, problems)
+            return
+        parsed = read_datetime(value, path, problems)
+        if parsed is not None:
+            row[self.until_at] = utc_instant(parsed, "instant", path, problems)
+            row[self.until_time] = _time_text(parsed.time)
+
+
+def read_datetime(value: Any, path: str, problems: Problems) -> ParsedDateTime | None:
+    """A DateTime object part by part: unreadable parts are None and reported under their own path."""
+    parsed, part_problems = read_datetime_object(value)
+    for key, raw, reason in part_problems:
+        problems.add(join_path(path, key), raw, reason)
+    return parsed
+
+
+def utc_instant(parsed: ParsedDateTime, which: str, path: str, problems: Problems) -> dt.datetime | None:
+    """``parsed.instant`` or ``parsed.until`` in UTC; null and reported when it falls outside the calendar."""
+    try:
+        return to_utc(parsed.instant if which == "instant" else parsed.until)
+    except DateTimeParseError as exc:
+        problems.add(path, str(parsed.instant), str(exc))
+        return None
+
+
+def loose_datetime(value: Any, path: str, problems: Problems) -> tuple[str | None, dt.datetime | None]:
+    """A field typed only as "string" that should hold a date-time: (raw text, UTC instant or null).
+
+    The format is not specified, so an unreadable string is kept as text (its instant null) rather
+    than reported; a DateTime object is read part by part.
+    """
+    if value is None:
+        return None, None
+    if isinstance(value, dict):
+        parsed = read_datetime(value, path, problems)
+        instant = utc_instant(parsed, "instant", path, problems) if parsed else None
+        return json_or_report(value, path, problems), instant
+    try:
+        text = to_str(value)
+    except Invalid as exc:
+        problems.add(path, value, str(exc))
+        return None, None
+    try:
+        return text, to_instant(text)
+    except Invalid:
+        return text, None
+
+
+# --- Location --------------------------------------------------------------------------------------
+
+# Location code type -> column suffix (the first code of each type; all codes stay in *_location_codes).
+LOCATION_CODE_TYPES: dict[str, str] = {
+    "SERVICE": "service_code",
+    "UNLOC": "unloc",
+    "IATA": "iata",
+    "FOREIGN": "foreign_code",
+    "POSTAL_CODE": "postal_code",
+    "UN_COUNTRY": "un_country",
+}
+
+
+class LocationGroup:
+    """A Location -> ``<p>location_name``, one column per code type, lat/long, ``<p>location_codes`` JSON."""
+
+    def __init__(self, prefix: str, label: str) -> None:
+        p = f"{prefix}_" if prefix else ""
+        self.label = label
+        self.name = f"{p}location_name"
+        self.latitude = f"{p}latitude"
+        self.longitude = f"{p}longitude"
+        self.codes = f"{p}location_codes"
+        self.code_columns = {code_type: f"{p}{suffix}" for code_type, suffix in LOCATION_CODE_TYPES.items()}
+
+    def columns(self) -> list[Column]:
+        cols = [Column(self.name, VARCHAR, f"{self.label}: location name")]
+        cols += [
+            Column(col, VARCHAR, f"{self.label}: first location code of type {code_type}")
+            for code_type, col in self.code_columns.items()
+        ]
+        cols += [
+            Column(self.latitude, DOUBLE, f"{self.label}: latitude"),
+            Column(self.longitude, DOUBLE, f"{self.label}: longitude"),
+            Column(self.codes, JSON, f"{self.label}: all location codes as sent ([{{type, code}}])"),
+        ]
+        return cols
+
+    def put(self, row: Row, value: Any, path: str, problems: Problems) -> None:
+        location = as_object(value, path, problems)
+        if location is None:
+            return
+        for column, key, convert in (
+            (self.name, "name", to_str),
+            (self.latitude, "latitude", to_float),
+            (self.longitude, "longitude", to_float),
+        ):
+            raw = location.get(key)
+            if raw is not None:
+                try:
+                    row[column] = convert(raw)
+                except Invalid as exc:
+                    problems.add(join_path(path, key), raw, str(exc))
+        codes = location.get("codes")
+        if codes is None:
+            return
+        codes_path = join_path(path, "codes")
+        for _, code_path, item in as_items(codes, codes_path, problems):
+            code_type, code = item.get("type"), item.get("code")
+            column = self.code_columns.get(code_type) if isinstance(code_type, str) else None
+            if column is not None and code is not None and column not in row:
+                try:
+                    row[column] = to_str(code)
+                except Invalid as exc:
+                    problems.add(f"{code_path}.code", code, str(exc))
+        if isinstance(codes, list):
+            row[self.codes] = json_or_report(codes, codes_path, problems)
+
+
+# --- contact ---------------------------------------------------------------------------------------
+
+
+class ContactGroup:
+    """A contact object -> ``contact_name``, ``contact_phone_number``, ``contact_fax_number``,
+    ``contact_email`` and the whole object in ``contact_json`` (its fields are not fully specified)."""
+
+    KEYS = ("name", "phone_number", "fax_number", "email")
+
+    def __init__(self, prefix: str = "contact") -> None:
+        self.prefix = prefix
+        self.fields = compile_fields(Field(f"{prefix}_{key}", VARCHAR, source=key) for key in self.KEYS)
+        self.json = f"{prefix}_json"
+
+    def columns(self) -> list[Column]:
+        cols = [Column(f"{self.prefix}_{key}", VARCHAR, f"contact {key.replace('_', ' ')}") for key in self.KEYS]
+        cols.append(Column(self.json, JSON, "the whole contact object as sent (fields beyond these are not specified)"))
+        return cols
+
+    def put(self, row: Row, value: Any, path: str, problems: Problems) -> None:
+        contact = as_object(value, path, problems)
+        if contact is None:
+            return
+        copy_fields(row, contact, self.fields, path, problems)
+        row[self.json] = json_or_report(contact, path, problems)

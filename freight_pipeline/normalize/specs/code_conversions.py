@@ -1,0 +1,31 @@
+"""EDI code conversion records (partner code <-> internal code)."""
+
+from __future__ import annotations
+
+from freight_pipeline.normalize.fields import BIGINT, DATE, JSON, TIMESTAMPTZ, VARCHAR, Field, columns_of
+from freight_pipeline.normalize.schema import Column, TableSpec
+from freight_pipeline.normalize.specs.keys import SCHEMA, _key
+
+CODE_CONVERSION_FIELDS: tuple[Field, ...] = (
+    Field("partner", VARCHAR, "EDI partner"),
+    Field("direction", VARCHAR, "I inbound (partner code -> internal) or O outbound (internal -> partner)"),
+    Field("code_table", VARCHAR),
+    Field("code_type", VARCHAR),
+    Field("source_code", VARCHAR),
+    Field("target_code", VARCHAR),
+    Field("description", VARCHAR),
+    Field("valid_from", DATE),
+    Field("last_modified_at", TIMESTAMPTZ, "last modification instant (UTC)", "last_modified_date_time"),
+)
+CODE_CONVERSIONS = TableSpec(
+    SCHEMA,
+    "code_conversions",
+    columns_of(
+        [_key("conversion_id", BIGINT, "database id of the conversion record")],
+        CODE_CONVERSION_FIELDS,
+        [Column("payload", JSON, "the whole record as sent, including fields not known here")],
+    ),
+    ("conversion_id",),
+    "EDI code conversion records (partner code <-> internal code); the whole set, replaced each run.",
+    replace_key=None,
+)

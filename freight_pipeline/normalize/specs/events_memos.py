@@ -1,0 +1,78 @@
+"""Shipment events, memo lines, export-system (AES) proposals and custom fields."""
+
+from __future__ import annotations
+
+from freight_pipeline.normalize.fields import BIGINT, INTEGER, VARCHAR, DateTimeGroup, Field, LocationGroup, columns_of
+from freight_pipeline.normalize.schema import Column, TableSpec
+from freight_pipeline.normalize.specs.keys import POSITION, SCHEMA, SHIPMENT_ID, SHIPMENT_ID_NULLABLE, _key
+
+# --- events ----------------------------------------------------------------------------------------
+
+EVENT_DATETIME = DateTimeGroup("event", "event date_time", until=True, source="date_time")
+EVENT_LOCATION = LocationGroup("", "event location")
+SHIPMENT_EVENTS = TableSpec(
+    SCHEMA,
+    "shipment_events",
+    columns_of(
+        [
+            SHIPMENT_ID,
+            _key("event", VARCHAR, "event code (DISPATCH, PICKUP, ...; unknown codes kept as sent)"),
+            _key("type", VARCHAR, "ESTIMATED or ACTUAL"),
+        ],
+        EVENT_DATETIME.columns(),
+        EVENT_LOCATION.columns(),
+        [
+            Column(
+                "source_duplicates",
+                INTEGER,
+                "earlier entries with the same (event, type) in the response, dropped",
+            )
+        ],
+    ),
+    ("shipment_id", "event", "type"),
+    "Shipment events from GET /service/shipment/{id}/events, one per (event, type).",
+)
+
+# --- memos, AES, custom fields ---------------------------------------------------------------------
+
+MEMO_FIELDS: tuple[Field, ...] = (
+    Field("client", VARCHAR),
+    Field("shipment_number", VARCHAR),
+    Field("running_number", BIGINT, "line number of the memo within the shipment"),
+    Field("memo", VARCHAR, "the memo text"),
+)
+SHIPMENT_MEMOS = TableSpec(
+    SCHEMA,
+    "shipment_memos",
+    columns_of([_key("memo_id", BIGINT, "database id of the memo line"), SHIPMENT_ID_NULLABLE], MEMO_FIELDS),
+    ("memo_id",),
+    "Order memo lines; shipment_id resolved from (client, shipment_number) where the shipment is known.",
+)
+AES_FIELDS: tuple[Field, ...] = (
+    Field("aes_id", BIGINT, "database id of the export-system proposal", "id"),
+    Field("client", VARCHAR),
+    Field("mrn", VARCHAR, "movement reference number"),
+    Field("shipment_number", VARCHAR),
+    Field("running_number", BIGINT, "proposal counter"),
+)
+SHIPMENT_AES = TableSpec(
+    SCHEMA,
+    "shipment_aes",
+    columns_of([SHIPMENT_ID, POSITION], AES_FIELDS),
+    ("shipment_id", "position"),
+    "Export-system (AES) proposals of a shipment.",
+)
+CUSTOM_FIELD_FIELDS: tuple[Field, ...] = (
+    Field("custom_field_id", BIGINT, "database id of the custom field", "id"),
+    Field("client", VARCHAR),
+    Field("value", VARCHAR),
+    Field("shipment_number", VARCHAR),
+    Field("running_number", BIGINT),
+)
+SHIPMENT_CUSTOM_FIELDS = TableSpec(
+    SCHEMA,
+    "shipment_custom_fields",
+    columns_of([SHIPMENT_ID, POSITION], CUSTOM_FIELD_FIELDS),
+    ("shipment_id", "position"),
+    "Customer-defined custom fields of a shipment.",
+)

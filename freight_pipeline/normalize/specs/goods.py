@@ -1,0 +1,152 @@
+"""``shipment_goods`` (every goods line at every depth) and the tables per goods line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from freight_pipeline.normalize.fields import (
+    BIGINT,
+    BOOLEAN,
+    DOUBLE,
+    INTEGER,
+    JSON,
+    TIMESTAMPTZ,
+    VARCHAR,
+    ContactGroup,
+    Field,
+    columns_of,
+)
+from freight_pipeline.normalize.schema import Column, TableSpec
+from freight_pipeline.normalize.specs.keys import GOOD_PATH, POSITION, SCHEMA, SHIPMENT_ID
+
+GOOD_FIELDS: tuple[Field, ...] = (
+    Field("good_id", BIGINT, "database id of the goods line", "id"),
+    Field("client", VARCHAR),
+    Field("shipment_number", VARCHAR),
+    Field("identifier", VARCHAR),
+    Field("counter", BIGINT, "numbers the goods description lines"),
+    Field("level", BIGINT, "hierarchy level as sent by the service"),
+    Field("level_number", BIGINT, "internal ordering number"),
+    Field("quantity", BIGINT),
+    Field("packaging_matchcode", VARCHAR),
+    Field("commodity_matchcode", VARCHAR),
+    Field("weight", DOUBLE, "gross weight"),
+    Field("net_weight", DOUBLE),
+    Field("chargable_weight", DOUBLE, "chargeable weight; column keeps the source spelling chargable_weight"),
+    Field("weight_unit", VARCHAR),
+    Field("volume", DOUBLE),
+    Field("volume_unit", VARCHAR),
+    Field("colli", BOOLEAN, "whether the line is a colli line"),
+    Field("colli_number", BIGINT),
+    Field("additional_mark", BOOLEAN),
+    Field("container_number", VARCHAR),
+)
+SHIPMENT_GOODS = TableSpec(
+    SCHEMA,
+    "shipment_goods",
+    columns_of(
+        [
+            SHIPMENT_ID,
+            GOOD_PATH,
+            Column("parent_good_path", VARCHAR, "good_path of the parent line; null at top level"),
+            Column("depth", INTEGER, "1 for top-level goods, 2 for their subgoods, ..."),
+            Column("position", INTEGER, "1-based position among its siblings"),
+        ],
+        GOOD_FIELDS,
+    ),
+    ("shipment_id", "good_path"),
+    "Every goods line of a shipment at every depth of goods/subgoods.",
+)
+GOOD_KEY = (SHIPMENT_ID, GOOD_PATH, POSITION)
+GOOD_KEY_NAMES = ("shipment_id", "good_path", "position")
+
+HS_CODE_FIELDS: tuple[Field, ...] = (
+    Field("hs_code_id", BIGINT, "database id of the HS code record", "id"),
+    Field("good_id", BIGINT, "good id as sent (source goodId)", "goodId"),
+    Field("hs_code", VARCHAR, "harmonized system code (source hsCode)", "hsCode"),
+)
+MEASUREMENT_FIELDS: tuple[Field, ...] = (
+    Field("measurement_id", BIGINT, "database id of the measurement", "id"),
+    Field("goods_id", BIGINT, "good id as sent (source goods_id)"),
+    Field("client", VARCHAR),
+    Field("shipment_number", VARCHAR),
+    Field("quantity", BIGINT),
+    Field("length", BIGINT),
+    Field("width", BIGINT),
+    Field("height", BIGINT),
+    Field("measurement_unit", VARCHAR),
+    Field("weight", DOUBLE),
+    Field("weight_unit", VARCHAR),
+    Field("volume", DOUBLE),
+    Field("volume_unit", VARCHAR),
+)
+GOOD_CUSTOMS_FIELDS: tuple[Field, ...] = (
+    Field("customs_id", BIGINT, "database id of the customs record", "id"),
+    Field("invoice_number", VARCHAR),
+    Field("amount", DOUBLE),
+    Field("currency_matchcode", VARCHAR),
+    Field("delivery_note", VARCHAR),
+)
+GOOD_CUSTOMS_DATETIMES: tuple[Column, ...] = (
+    Column("invoice_date_time", VARCHAR, "invoice date-time as sent (format not specified)"),
+    Column("invoice_at", TIMESTAMPTZ, "invoice_date_time as UTC instant when it is ISO 8601 with offset"),
+    Column("delivery_date_time", VARCHAR, "delivery date-time as sent (format not specified)"),
+    Column("delivery_at", TIMESTAMPTZ, "delivery_date_time as UTC instant when it is ISO 8601 with offset"),
+)
+MRN_FIELDS: tuple[Field, ...] = (
+    Field("mrn_id", BIGINT, "database id of the MRN record", "id"),
+    Field("mrn", VARCHAR, "movement reference number"),
+)
+DANGEROUS_GOOD_FIELDS: tuple[Field, ...] = (
+    Field("dangerous_good_id", BIGINT, "database id of the dangerous goods record", "id"),
+    Field("dangerous_good_legislation", VARCHAR, "IMDG, ADR or RID"),
+    Field("classification_code", VARCHAR),
+    Field("un_number", VARCHAR),
+    Field("release", VARCHAR),
+    *(Field(f"label_{i}", VARCHAR) for i in range(1, 5)),
+    Field("site", VARCHAR),
+    Field("flashpoint", VARCHAR),
+    Field("flashpoint_unit", VARCHAR, "C or F"),
+    Field("ems_number_1", VARCHAR),
+    Field("ems_number_2", VARCHAR),
+    Field("mfag_number_1", VARCHAR),
+    Field("mfag_number_2", VARCHAR),
+    Field("remarks", JSON, "remark lines as a JSON array of strings"),
+    Field("authorisation_number", VARCHAR),
+    Field("packaging_group", VARCHAR),
+    Field("technical_name_1", VARCHAR),
+    Field("technical_name_2", VARCHAR),
+    Field("causing_substance_1", VARCHAR),
+    Field("causing_substance_2", VARCHAR),
+    Field("issuer", VARCHAR),
+    Field("net_weight", DOUBLE),
+    Field("gross_weight", DOUBLE),
+    Field("weight_unit", VARCHAR),
+)
+DANGEROUS_GOOD_CONTACT = ContactGroup("contact")
+
+
+def _good_child(name: str, description: str, *parts: Iterable[Column] | Iterable[Field]) -> TableSpec:
+    return TableSpec(SCHEMA, name, columns_of(GOOD_KEY, *parts), GOOD_KEY_NAMES, description)
+
+
+GOOD_HS_CODES = _good_child("good_hs_codes", "HS codes of a goods line (hs_codes).", HS_CODE_FIELDS)
+GOOD_MEASUREMENTS = _good_child("good_measurements", "Measurements of a goods line.", MEASUREMENT_FIELDS)
+GOOD_CUSTOMS = _good_child(
+    "good_customs", "Customs invoice records of a goods line.", GOOD_CUSTOMS_FIELDS, GOOD_CUSTOMS_DATETIMES
+)
+GOOD_MRNS = _good_child("good_mrns", "Movement reference numbers of a goods line.", MRN_FIELDS)
+GOOD_DANGEROUS_GOODS = _good_child(
+    "good_dangerous_goods",
+    "Dangerous goods records of a goods line (dangerousGoods), contact flattened.",
+    DANGEROUS_GOOD_FIELDS,
+    DANGEROUS_GOOD_CONTACT.columns(),
+)
+GOOD_MARKS = _good_child(
+    "good_marks", "Marks of a goods line, one row per line.", [Column("mark", VARCHAR, "one mark line")]
+)
+GOOD_DESCRIPTIONS = _good_child(
+    "good_descriptions",
+    "Description of a goods line, one row per line.",
+    [Column("description", VARCHAR, "one description line")],
+)

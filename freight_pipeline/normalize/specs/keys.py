@@ -1,0 +1,18 @@
+"""The schema name and the key columns shared by the ``freight`` tables."""
+
+from __future__ import annotations
+
+from freight_pipeline.normalize.fields import BIGINT, INTEGER, VARCHAR
+from freight_pipeline.normalize.schema import Column
+
+SCHEMA = "freight"
+
+
+def _key(name: str, type_: str, description: str) -> Column:
+    return Column(name, type_, description, nullable=False)
+
+
+SHIPMENT_ID = _key("shipment_id", BIGINT, "id of the shipment (the service's database id)")
+SHIPMENT_ID_NULLABLE = Column("shipment_id", BIGINT, "id of the shipment; null when it could not be resolved")
+POSITION = _key("position", INTEGER, "1-based position in the source array")
+GOOD_PATH = _key("good_path", VARCHAR, "position path of the goods line: '1', '1.2', '1.2.1'")

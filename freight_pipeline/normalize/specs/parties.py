@@ -1,0 +1,133 @@
+"""Addresses of a shipment (with their references) and its containers (with their addresses)."""
+
+from __future__ import annotations
+
+from freight_pipeline.normalize.fields import (
+    BIGINT,
+    BOOLEAN,
+    INTEGER,
+    JSON,
+    VARCHAR,
+    ContactGroup,
+    DateTimeGroup,
+    Field,
+    columns_of,
+)
+from freight_pipeline.normalize.schema import TableSpec
+from freight_pipeline.normalize.specs.keys import POSITION, SCHEMA, SHIPMENT_ID, _key
+
+# --- addresses -------------------------------------------------------------------------------------
+
+ADDRESS_FIELDS: tuple[Field, ...] = (
+    Field("qualifier", VARCHAR, "role of the address: AGT, CAR, CNE, CUS, SHP, ... (spelling as sent)"),
+    Field("address_type", VARCHAR),
+    Field("address_number", BIGINT),
+    Field("street", VARCHAR),
+    Field("postal_code", VARCHAR),
+    Field("city", VARCHAR),
+    Field("state", VARCHAR),
+    Field("country_matchcode", VARCHAR),
+    Field("un_location_code", VARCHAR),
+)
+PRINTED_ADDRESS_FIELDS: tuple[Field, ...] = tuple(
+    Field(
+        f"printed_line_{i}",
+        VARCHAR,
+        f"printed_address.line_{i}: the address as entered in the shipment",
+        f"line_{i}",
+    )
+    for i in range(1, 6)
+)
+ADDRESS_CONTACT = ContactGroup("contact")
+SHIPMENT_ADDRESSES = TableSpec(
+    SCHEMA,
+    "shipment_addresses",
+    columns_of([SHIPMENT_ID, POSITION], ADDRESS_FIELDS, PRINTED_ADDRESS_FIELDS, ADDRESS_CONTACT.columns()),
+    ("shipment_id", "position"),
+    "Addresses of a shipment (parties by qualifier), printed address lines and contact flattened.",
+)
+
+REFERENCE_FIELDS: tuple[Field, ...] = (
+    Field("reference_id", BIGINT, "database id of the reference", "id"),
+    Field("matchcode", VARCHAR, "kind of reference"),
+    Field("value", VARCHAR, "the reference value"),
+)
+REFERENCE_DATETIME = DateTimeGroup("reference", "reference date_and_time", source="date_and_time")
+ADDRESS_REFERENCES = TableSpec(
+    SCHEMA,
+    "address_references",
+    columns_of(
+        [
+            SHIPMENT_ID,
+            _key("address_position", INTEGER, "position of the address in shipment_addresses"),
+            POSITION,
+        ],
+        REFERENCE_FIELDS,
+        REFERENCE_DATETIME.columns(),
+    ),
+    ("shipment_id", "address_position", "position"),
+    "References attached to a shipment address.",
+)
+
+# --- containers ------------------------------------------------------------------------------------
+
+CONTAINER_FIELDS: tuple[Field, ...] = (
+    Field("container_id", BIGINT, "database id of the container", "id"),
+    Field("good_id", BIGINT, "associated goods line (its good_id)"),
+    Field("client", VARCHAR),
+    Field("shipment_number", VARCHAR),
+    Field("container_number", VARCHAR),
+    Field("seal_number1", VARCHAR),
+    Field("seal_number2", VARCHAR),
+    Field("seal_number3", VARCHAR),
+    Field("container_iso_code", VARCHAR, "container type and size (ISO code)"),
+    Field("shippers_own", BOOLEAN, "container owned by the shipper"),
+)
+SHIPMENT_CONTAINERS = TableSpec(
+    SCHEMA,
+    "shipment_containers",
+    columns_of([SHIPMENT_ID, POSITION], CONTAINER_FIELDS),
+    ("shipment_id", "position"),
+    "Containers of a shipment.",
+)
+
+CONTAINER_ADDRESS_FIELDS: tuple[Field, ...] = (
+    Field(
+        "address_id",
+        BIGINT,
+        "database id of a dynamic address; null for the fixed DELIVERER/PICKUP/REDILIVERY",
+        "id",
+    ),
+    Field("qualifier", VARCHAR, "DELIVERER, PICKUP, REDILIVERY (fixed, spelling as sent) or a free qualifier"),
+    Field("address_order", BIGINT, "sequence of the address (source field order)", "order"),
+    Field("address_type", VARCHAR),
+    Field("address_number", BIGINT),
+    Field("street", VARCHAR),
+    Field("postal_code", VARCHAR),
+    Field("city", VARCHAR),
+    Field("country_matchcode", VARCHAR),
+    Field("un_location_code", VARCHAR),
+    Field("references_json", JSON, "references of the container address as sent (JSON array)", "references"),
+)
+APPOINTMENT_FROM = DateTimeGroup(
+    "appointment_from", "appointment start (from_date_and_time)", source="from_date_and_time"
+)
+APPOINTMENT_TO = DateTimeGroup("appointment_to", "appointment end (to_date_and_time)", source="to_date_and_time")
+CONTAINER_CONTACT = ContactGroup("contact")
+CONTAINER_ADDRESSES = TableSpec(
+    SCHEMA,
+    "container_addresses",
+    columns_of(
+        [
+            SHIPMENT_ID,
+            _key("container_position", INTEGER, "position of the container in shipment_containers"),
+            POSITION,
+        ],
+        CONTAINER_ADDRESS_FIELDS,
+        APPOINTMENT_FROM.columns(),
+        APPOINTMENT_TO.columns(),
+        CONTAINER_CONTACT.columns(),
+    ),
+    ("shipment_id", "container_position", "position"),
+    "Addresses of a container (containerAddresses): fixed and dynamic, appointment, contact.",
+)
