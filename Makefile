@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: setup test lint demo ui dashboard bench clean
+.PHONY: setup setup-lake test lint demo ui dashboard bench clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python 3.11 is required; set PYTHON=...)"; exit 1; }
@@ -21,6 +21,25 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
+# Lake mode's environment: duckdb 1.5.5 with DuckLake's extension packages (which exist for 1.5.5
+# only), so the default environment keeps duckdb 2.0, faster for the embedded warehouse
+# (docs/performance.md). Its constraints: constraints.txt with constraints-lake.txt's duckdb lines.
+LAKE_VENV := .venv-lake
+LAKE_BIN := $(LAKE_VENV)/bin
+LAKE_STAMP := $(LAKE_VENV)/.installed
+
+$(LAKE_BIN)/python:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python 3.11 is required; set PYTHON=...)"; exit 1; }
+	$(PYTHON) -m venv $(LAKE_VENV)
+
+$(LAKE_STAMP): $(LAKE_BIN)/python pyproject.toml constraints.txt constraints-lake.txt
+	grep -v '^duckdb==' constraints.txt | cat - constraints-lake.txt > $(LAKE_VENV)/constraints.txt
+	$(LAKE_BIN)/python -m pip install --quiet --upgrade "pip>=24"
+	$(LAKE_BIN)/python -m pip install --quiet -c $(LAKE_VENV)/constraints.txt -e ".[dev,lake]"
+	@touch $(LAKE_STAMP)
+
+setup-lake: $(LAKE_STAMP)
+
 lint: setup
 	$(BIN)/ruff check .
 
@@ -28,17 +47,19 @@ lint: setup
 # shared); most tests wait on HTTP and subprocesses, so even 2 cores gain from it.
 TEST_WORKERS ?= auto
 
-test: setup lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile
+# The lake tests (freight_pipeline_tests/lake) run in the lake environment, the others in the default one.
+test: setup setup-lake lint
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --ignore=freight_pipeline_tests/lake
+	$(LAKE_BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile freight_pipeline_tests/lake
 
 # LAKE=1 (or local): into a DuckLake with a SQLite catalog and Parquet under $(DATA_DIR)/work/lake;
 # LAKE=s3: its Parquet on a local S3 server (moto) that lives as long as the demo (docs/lake.md)
 LAKE ?=
 LAKE_MODE := $(if $(filter 1,$(LAKE)),local,$(LAKE))
 
-demo: setup
+demo: $(if $(LAKE_MODE),setup-lake,setup)
 	@mkdir -p $(DAGSTER_HOME)
-	$(BIN)/freight-pipeline demo --data-dir $(DATA_DIR) $(if $(LAKE_MODE),--lake $(LAKE_MODE))
+	$(if $(LAKE_MODE),$(LAKE_BIN),$(BIN))/freight-pipeline demo --data-dir $(DATA_DIR) $(if $(LAKE_MODE),--lake $(LAKE_MODE))
 
 ui: setup
 	@mkdir -p $(DAGSTER_HOME)
@@ -65,4 +86,4 @@ bench: setup $(PEER_STAMP)
 	$(BIN)/python bench/compare.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) data .dagster_home .pytest_cache .ruff_cache dbt_models/target dbt_models/logs
+	rm -rf $(VENV) $(LAKE_VENV) data .dagster_home .pytest_cache .ruff_cache dbt_models/target dbt_models/logs

@@ -1,7 +1,7 @@
 """Lake mode on one machine: the first full sync with 1, 2 and 3 concurrent backfill writers, and
 SIGKILL trials, into a real PostgreSQL catalog and a real S3-compatible server (moto).
 
-``.venv/bin/python bench/lake.py [--shipments 20000] [--writers 1,2,3] [--kill-trials 3]``
+``.venv-lake/bin/python bench/lake.py [--shipments 20000] [--writers 1,2,3] [--kill-trials 3]``
 
 * Writers: for each count W, a fresh catalog database and bucket prefix; the simulator's shipments
   are cut into W id ranges of about equal size and each range is one Dagster run of

@@ -213,8 +213,8 @@ def _explore_lake(data_dir: Path, lake: dict[str, str]) -> str:
         lines.append("  its S3 server stopped with the demo; `make demo LAKE=local` keeps the Parquet in "
                      f"{data_dir}/work/lake/data")
     else:
-        lines += [f"  {variables} freight-pipeline status --data-dir {data_dir}",
-                  f"  {variables} .venv/bin/python -c \"{snippet}\""]
+        lines += [f"  {variables} .venv-lake/bin/freight-pipeline status --data-dir {data_dir}",
+                  f"  {variables} .venv-lake/bin/python -c \"{snippet}\""]
     lines.append("  scaled out (PostgreSQL catalog, S3, partitioned backfill): docs/lake.md")
     return "\n".join(lines)
 

@@ -51,7 +51,15 @@ class LakeUnavailable(RuntimeError):
 
 def extension_path(name: str) -> Path:
     """The extension file shipped by its package, for this duckdb version."""
-    package = importlib.import_module(_PACKAGES[name])
+    try:
+        package = importlib.import_module(_PACKAGES[name])
+    except ImportError:
+        raise LakeUnavailable(
+            f"lake mode needs DuckDB's {name} extension package ({_PACKAGES[name]}), which is not installed: "
+            f"it exists for duckdb 1.5.5 only, and this environment has duckdb {duckdb.__version__}. Use the lake "
+            "environment: `make setup-lake` (.venv-lake), or pip install -e '.[lake]' with constraints-lake.txt "
+            "(docs/lake.md, Configuration)"
+        ) from None
     folder = Path(package.__file__ or "").parent / "extensions" / f"v{duckdb.__version__}"
     found = sorted(folder.glob(f"{name}.duckdb_extension"))
     if not found:

@@ -1,0 +1,35 @@
+"""The default environment (duckdb 2.0, without DuckLake's extension packages) refuses lake mode
+with a message naming the environment to use, before it creates anything of the lake."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from freight_pipeline.lake.connect import LakeUnavailable
+from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV, LakeSettings
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.warehouse.store import Warehouse
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("duckdb_extension_ducklake") is not None,
+    reason="about the default environment; this one is the lake environment (make setup-lake)",
+)
+
+
+def test_the_default_environment_has_duckdb_2() -> None:
+    assert duckdb.__version__.split(".")[0] == "2"
+
+
+def test_lake_mode_names_the_lake_environment(tmp_path: Path) -> None:
+    catalog = tmp_path / "catalog.sqlite"
+    lake = LakeSettings.from_env({CATALOG_URI_ENV: f"sqlite:///{catalog}", DATA_URI_ENV: str(tmp_path / "lake")})
+    with pytest.raises(LakeUnavailable) as raised:
+        Warehouse(tmp_path / "data", FREIGHT_TABLES, lake=lake)
+    message = str(raised.value)
+    assert "make setup-lake" in message and "constraints-lake.txt" in message
+    assert f"duckdb {duckdb.__version__}" in message
+    assert not catalog.exists() and not (tmp_path / "lake").exists()
