@@ -10,34 +10,23 @@ from freight_pipeline.config import MAX_SYNC_AGE_ENV, PASSWORD_ENV, minutes_from
 from freight_pipeline.defs.checks import DEFAULT_MAX_SYNC_AGE, build_sync_freshness, build_warehouse_checks
 from freight_pipeline.defs.dbt import DbtCli, dbt_executable, dbt_project, freight_dbt_models
 from freight_pipeline.defs.jobs import code_conversions_job, default_sensor_status, freight_sync_job, schedules
-from freight_pipeline.defs.lake import (
-    backfill_plan_from_env,
-    build_backfill,
-    lake_maintenance_job,
-    lake_maintenance_schedule,
-)
+from freight_pipeline.defs.lake import lake_definitions_from_env
 from freight_pipeline.defs.publish import published_warehouse
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import SYNC_ASSETS
-from freight_pipeline.lake.settings import LakeSettings
 
 max_sync_age = dt.timedelta(
     minutes=minutes_from_env(MAX_SYNC_AGE_ENV, int(DEFAULT_MAX_SYNC_AGE.total_seconds() // 60))
 )
 freshness_checks, freshness_sensor = build_sync_freshness(max_sync_age, default_sensor_status())
 
-# lake mode (FREIGHT_LAKE_CATALOG_URI set): the partitioned backfill and the lake's maintenance
-lake_assets, lake_jobs, lake_schedules = [], [], []
-if LakeSettings.from_env() is not None:
-    backfill_asset, backfill_job = build_backfill(backfill_plan_from_env())
-    lake_assets, lake_jobs, lake_schedules = [backfill_asset], [backfill_job, lake_maintenance_job], [
-        lake_maintenance_schedule]
+lake = lake_definitions_from_env()  # the backfill and maintenance, when FREIGHT_LAKE_CATALOG_URI is set
 
 defs = dg.Definitions(
-    assets=[*SYNC_ASSETS, freight_dbt_models, published_warehouse, *lake_assets],
+    assets=[*SYNC_ASSETS, freight_dbt_models, published_warehouse, *lake.assets],
     asset_checks=[build_warehouse_checks(), *freshness_checks],
-    jobs=[freight_sync_job, code_conversions_job, *lake_jobs],
-    schedules=[*schedules, *lake_schedules],
+    jobs=[freight_sync_job, code_conversions_job, *lake.jobs],
+    schedules=[*schedules, *lake.schedules],
     sensors=[freshness_sensor],
     resources={
         "freight_service": FreightServiceResource(password=dg.EnvVar(PASSWORD_ENV)),

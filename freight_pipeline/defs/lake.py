@@ -18,6 +18,7 @@ from freight_pipeline.defs.jobs import WRITER_TAG, default_schedule_status
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_metadata
 from freight_pipeline.lake.connect import connect_lake
+from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.lake.snapshots import DEFAULT_RETENTION, maintain
 from freight_pipeline.sync.backfill import IdRange, id_ranges_between
 from freight_pipeline.sync.progress import Throttled
@@ -118,3 +119,20 @@ lake_maintenance_schedule = dg.ScheduleDefinition(
     default_status=default_schedule_status(),
     description="Daily at 02:30 UTC: DuckLake compaction and snapshot expiry.",
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class LakeDefinitions:
+    """What lake mode adds to the ``Definitions``; empty in the embedded default."""
+
+    assets: tuple[dg.AssetsDefinition, ...] = ()
+    jobs: "tuple[dg.JobDefinition | UnresolvedAssetJobDefinition, ...]" = ()
+    schedules: tuple[dg.ScheduleDefinition, ...] = ()
+
+
+def lake_definitions_from_env() -> LakeDefinitions:
+    """The backfill and maintenance when ``FREIGHT_LAKE_CATALOG_URI`` is set, nothing otherwise."""
+    if LakeSettings.from_env() is None:
+        return LakeDefinitions()
+    backfill_asset, backfill_job = build_backfill(backfill_plan_from_env())
+    return LakeDefinitions((backfill_asset,), (backfill_job, lake_maintenance_job), (lake_maintenance_schedule,))
