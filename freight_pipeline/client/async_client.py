@@ -4,243 +4,41 @@ Same methods as :class:`~freight_pipeline.client.sync_client.FreightClient`, as 
 async iterators. At most ``max_concurrency`` requests are in flight at once (default 8), or as many as
 an adaptive ``limit`` allows (``limiter.AdaptiveLimit``: AIMD within its maximum), so callers may
 ``asyncio.gather`` many detail requests; waits between retries do not hold a slot.
+
+This module holds the endpoint methods, each a line or two; the driver they run on (transport,
+limit, token, lifecycle, the shared helpers ``_one``, ``_many``, ``_page``, ...) is the base class,
+:class:`~freight_pipeline.client._async_driver.AsyncDriver`.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, TypeVar
-
-import httpx
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from freight_pipeline.client import endpoints as ep
-from freight_pipeline.client._core import (
-    DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_TIMEOUT,
-    Action,
-    Call,
-    ClientCore,
-    Expect,
-    NeedToken,
-    Outcome,
-    Reply,
-    Send,
-    Sleep,
-    UnreadableBody,
-    as_payload,
-)
-from freight_pipeline.client.auth import DEFAULT_REFRESH_MARGIN_S
-from freight_pipeline.client.endpoints import Endpoint
-from freight_pipeline.client.limiter import AdaptiveLimit, load_signal
+from freight_pipeline.client._async_driver import AsyncDriver, Criteria, M, OrderBy
+from freight_pipeline.client._core import Expect, as_payload
 from freight_pipeline.client.models import (
     CarriageLeg,
     CodeConversion,
-    Criterion,
     EFile,
     EFileReference,
     EFileRole,
-    FreightModel,
     MemoLine,
     Shipment,
     ShipmentEvent,
     WebhookReceipt,
 )
-from freight_pipeline.client.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page, PageWalk
-from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
-from freight_pipeline.client.stats import ClientStats
-from freight_pipeline.client.transport import AiohttpTransport
-from freight_pipeline.config import ServiceSettings
-
-Criteria = Iterable[Criterion | Mapping[str, Any]]
-OrderBy = Sequence[str] | str | None
-M = TypeVar("M", bound=FreightModel)
+from freight_pipeline.client.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page
 
 
-class AsyncFreightClient:
+class AsyncFreightClient(AsyncDriver):
     """Asyncio client of the whole freight interface; use ``async with`` (or ``await aclose()``).
 
     ``*_raw`` methods return the JSON exactly as received (dicts/lists); the typed methods return
     models built from it (each model also keeps it at ``.raw``). Lookups and scrolls return
     :class:`Page` objects that carry both. One pooled ``httpx.AsyncClient`` and one token per client.
     """
-
-    def __init__(
-        self,
-        base_url: str,
-        username: str,
-        password: str,
-        *,
-        webhook_username: str | None = None,
-        webhook_password: str | None = None,
-        retry: RetryPolicy = DEFAULT_RETRY_POLICY,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        token_refresh_margin: float = DEFAULT_REFRESH_MARGIN_S,
-        transport: httpx.AsyncBaseTransport | None = None,
-        limit: AdaptiveLimit | None = None,
-    ) -> None:
-        if max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1")
-        self.limit = limit or AdaptiveLimit.fixed(max_concurrency)
-        """Requests in flight at once: ``max_concurrency`` fixed, or an adaptive ``limit`` (AIMD)."""
-        max_concurrency = self.limit.maximum
-        self._core = ClientCore(
-            base_url=base_url,
-            username=username,
-            password=password,
-            webhook_username=webhook_username,
-            webhook_password=webhook_password,
-            retry=retry,
-            token_refresh_margin=token_refresh_margin,
-        )
-        self._http = httpx.AsyncClient(
-            timeout=timeout,
-            limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
-            transport=transport or AiohttpTransport(max_concurrency),
-            follow_redirects=False,
-        )
-        self._token_lock = asyncio.Lock()
-        self.max_concurrency = max_concurrency
-
-    @classmethod
-    def from_settings(cls, settings: ServiceSettings, **kwargs: Any) -> AsyncFreightClient:
-        return cls(settings.base_url, settings.username, settings.password, **kwargs)
-
-    # --- lifecycle and introspection ---------------------------------------------------------
-
-    async def __aenter__(self) -> AsyncFreightClient:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    def __repr__(self) -> str:
-        return (
-            f"AsyncFreightClient(base_url={self._core.display_url!r}, username={self._core.username!r}, "
-            f"max_concurrency={self.max_concurrency})"
-        )
-
-    @property
-    def stats(self) -> ClientStats:
-        return self._core.stats
-
-    @property
-    def base_url(self) -> str:
-        return self._core.base_url
-
-    @property
-    def username(self) -> str:
-        return self._core.username
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        return self._core.retry
-
-    # --- driver ------------------------------------------------------------------------------
-
-    async def _drive(self, flow: Generator[Action, Any, Reply]) -> Reply:
-        try:
-            action = next(flow)
-            while True:
-                if isinstance(action, Send):
-                    async with self.limit.slot() as said:
-                        result: Any = await self._send(action.request)
-                        said(load_signal(result))
-                elif isinstance(action, Sleep):
-                    await asyncio.sleep(action.seconds)
-                    result = None
-                elif isinstance(action, NeedToken):
-                    result = await self._token(action)
-                else:  # pragma: no cover
-                    raise TypeError(f"unknown action {action!r}")
-                action = flow.send(result)
-        except StopIteration as stop:
-            return stop.value
-        finally:
-            flow.close()
-
-    async def _send(self, request: httpx.Request) -> Outcome:
-        """The response with its body read, an UnreadableBody, or the transport error."""
-        try:
-            response = await self._http.send(request, stream=True)
-        except httpx.TransportError as exc:
-            return exc
-        try:
-            await response.aread()
-        except httpx.DecodingError as exc:
-            return UnreadableBody(response, exc)
-        except httpx.TransportError as exc:
-            return exc
-        finally:
-            await response.aclose()
-        return response
-
-    async def _token(self, need: NeedToken) -> str:
-        token = self._core.valid_token(need.force, need.stale)
-        if token is not None:
-            return token
-        async with self._token_lock:
-            token = self._core.valid_token(need.force, need.stale)
-            if token is not None:
-                return token
-            return self._core.accept_token(await self._drive(self._core.execute(self._core.token_call())))
-
-    async def _run(self, call: Call) -> Reply:
-        return await self._drive(self._core.execute(call))
-
-    async def _data(self, call: Call) -> Any:
-        return (await self._run(call)).data
-
-    async def _one(self, model: type[M], call: Call) -> M:
-        return self._core.one(model, call, await self._run(call))
-
-    async def _many(self, model: type[M], call: Call) -> list[M]:
-        return self._core.many(model, call, await self._run(call))
-
-    async def _optional(self, model: type[M], call: Call) -> M | None:
-        return self._core.optional(model, call, await self._run(call))
-
-    async def _page(self, model: type[M], call: Call) -> Page[M]:
-        return self._core.page(model, call, await self._run(call))
-
-    @staticmethod
-    async def _pages(fetch: Callable[[int, int], Awaitable[Page[M]]], page_size: int) -> AsyncIterator[Page[M]]:
-        """Every page from page 0, as :class:`PageWalk` directs; ``await fetch(page_no, page_size)``."""
-        walk = PageWalk(page_size)
-        more = True
-        while more:
-            page = await fetch(walk.page_no, walk.page_size)
-            more = walk.advance(page)
-            yield page
-
-    def _lookup_pages(
-        self,
-        endpoint: Endpoint,
-        model: type[M],
-        criteria: Criteria,
-        page_size: int,
-        order_by: OrderBy,
-        order_mode: OrderBy,
-    ) -> AsyncIterator[Page[M]]:
-        criteria = list(criteria)
-        return self._pages(
-            lambda no, size: self._page(model, self._core.lookup(endpoint, criteria, no, size, order_by, order_mode)),
-            page_size,
-        )
-
-    def _scroll_pages(self, endpoint: Endpoint, model: type[M], page_size: int) -> AsyncIterator[Page[M]]:
-        return self._pages(lambda no, size: self._page(model, self._core.scroll(endpoint, no, size)), page_size)
-
-    async def authenticate(self) -> None:
-        """Fetch a token now (otherwise the first call does); raises AuthenticationError early."""
-        await self._token(NeedToken())
 
     # --- shipments ---------------------------------------------------------------------------
 
