@@ -7,6 +7,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from freight_pipeline.lake.connect import LakeUnavailable
+
 # subcommand -> (module, one-line help). Each module offers add_arguments(parser) and run(args) -> int.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "simulator": ("freight_pipeline.simulator.cli", "serve the bundled freight-service simulator"),
@@ -31,7 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args._run(args) or 0)
+    try:
+        return int(args._run(args) or 0)
+    except LakeUnavailable as exc:  # a configuration to fix, not a bug: its message, no traceback
+        print(f"freight-pipeline {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from freight_pipeline.cli import main
 from freight_pipeline.lake.connect import LakeUnavailable
 from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV, LakeSettings
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
@@ -33,3 +34,14 @@ def test_lake_mode_names_the_lake_environment(tmp_path: Path) -> None:
     assert "make setup-lake" in message and "constraints-lake.txt" in message
     assert f"duckdb {duckdb.__version__}" in message
     assert not catalog.exists() and not (tmp_path / "lake").exists()
+
+
+def test_the_command_says_so_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(CATALOG_URI_ENV, f"sqlite:///{tmp_path / 'catalog.sqlite'}")
+    monkeypatch.setenv(DATA_URI_ENV, str(tmp_path / "lake"))
+    assert main(["status", "--data-dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("freight-pipeline status: lake mode needs") and "make setup-lake" in err
+    assert "Traceback" not in err
