@@ -10,9 +10,10 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
 .PHONY: setup setup-lake test lint demo ui dashboard bench clean
 
-$(BIN)/python:
+# .venv/bin/python, .venv-lake/bin/python: a virtual environment of $(PYTHON)
+%/bin/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python 3.11 is required; set PYTHON=...)"; exit 1; }
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $*
 
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
@@ -27,10 +28,6 @@ setup: $(STAMP)
 LAKE_VENV := .venv-lake
 LAKE_BIN := $(LAKE_VENV)/bin
 LAKE_STAMP := $(LAKE_VENV)/.installed
-
-$(LAKE_BIN)/python:
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python 3.11 is required; set PYTHON=...)"; exit 1; }
-	$(PYTHON) -m venv $(LAKE_VENV)
 
 $(LAKE_STAMP): $(LAKE_BIN)/python pyproject.toml constraints.txt constraints-lake.txt
 	grep -v '^duckdb==' constraints.txt | cat - constraints-lake.txt > $(LAKE_VENV)/constraints.txt
