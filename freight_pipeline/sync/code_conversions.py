@@ -42,7 +42,7 @@ async def sync_code_conversions(
     backoff: Backoff = SyncSettings().backoff,
 ) -> StreamResult:
     say = progress or (lambda message: None)
-    result = StreamResult(STREAM, run_id, dt.datetime.now(dt.UTC))
+    result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
     result.cursor_before = warehouse.get_cursor(STREAM)
     records = await read_complete(source.code_conversion_pages, "code-conversion scroll", attempts)

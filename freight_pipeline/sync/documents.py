@@ -237,7 +237,7 @@ async def sync_documents(
     source: SourceAPI, warehouse: Warehouse, settings: SyncSettings, run_id: str, progress: Progress | None = None
 ) -> StreamResult:
     say = progress or (lambda message: None)
-    result = StreamResult(STREAM, run_id, dt.datetime.now(dt.UTC))
+    result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
     result.cursor_before = warehouse.get_cursor(STREAM)
     if not settings.documents:

@@ -106,7 +106,7 @@ async def run_stream_async(
     """Run one stream, logging it in ``sync_runs`` as running, then success or failed (and re-raise)."""
     if name not in STREAM_ORDER:
         raise UnknownStream(f"unknown stream {name!r}; streams are {', '.join(STREAM_ORDER)}")
-    started = StreamResult(name, run_id, dt.datetime.now(dt.UTC), cursor_before=warehouse.get_cursor(name))
+    started = StreamResult(run_id, name, dt.datetime.now(dt.UTC), cursor_before=warehouse.get_cursor(name))
     requests_before, retries_before = source.request_counts()
     warehouse.record_run(started)
     try:

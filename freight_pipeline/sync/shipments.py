@@ -116,7 +116,7 @@ async def sync_shipments(
 ) -> StreamResult:
     """Bring ``freight.shipments``, every table embedded in it, its events, legs and memos up to the service."""
     say = loop_safe(progress) if progress else (lambda message: None)
-    result = StreamResult(STREAM, run_id, dt.datetime.now(dt.UTC))
+    result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
     partition = settings.id_range
     cursor_stream = partition.cursor_stream if partition else STREAM
