@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -52,7 +51,6 @@ from freight_pipeline.warehouse.records import (
     Quarantined,
     Reject,
     ReplaceOutcome,
-    RunLike,
     WriteStats,
 )
 from freight_pipeline.warehouse.row_writes import (  # noqa: F401 (RepeatedKey re-exported)
@@ -62,6 +60,7 @@ from freight_pipeline.warehouse.row_writes import (  # noqa: F401 (RepeatedKey r
     _scalar,
     _without,
 )
+from freight_pipeline.warehouse.run_log import RunLog
 from freight_pipeline.warehouse.shortcuts import DEFAULT_BACKOFF, BatchShortcuts
 
 log = logging.getLogger(__name__)
@@ -70,15 +69,11 @@ T = TypeVar("T")
 _TS = pa.timestamp("us", tz="UTC")
 
 
-def _iso(value: Any) -> str:
-    return value.isoformat() if isinstance(value, dt.datetime | dt.date) else str(value)
-
-
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-class Warehouse(RowWrites, WarehouseReads, BatchShortcuts):
+class Warehouse(RowWrites, WarehouseReads, BatchShortcuts, RunLog):
     """The working DuckDB database of one data directory, with the given ``freight`` tables.
 
     ``tables`` are the source tables (normally ``normalize.FREIGHT_TABLES``); the ``freight_meta``
@@ -353,60 +348,13 @@ class Warehouse(RowWrites, WarehouseReads, BatchShortcuts):
             total = _scalar(con, f"SELECT count(*) FROM {qualified(target)}")
         return ReplaceOutcome(target.qualified_name, changed, written, deleted, total)
 
-    # --- cursors, run log -----------------------------------------------------------------------
+    # --- cursors ------------------------------------------------------------------------------------
 
     @retried_on_conflict
     def set_cursor(self, stream: str, value: str | None, run_id: str) -> None:
         """Set a cursor on its own (e.g. an operator's reset); data batches set it themselves."""
         with self._transaction() as con:
             self._set_cursor(con, stream, value, run_id, _now())
-
-    @retried_on_conflict
-    def record_run(self, record: RunLike) -> None:
-        """Insert or update the ``sync_runs`` row of ``(record.run_id, record.stream)``: call at start and finish."""
-        details = {
-            "rows_by_table": getattr(record, "rows_by_table", {}),
-            "extra": getattr(record, "extra", {}),
-        }
-        r = record
-        with self._transaction() as con:
-            run(con, f"DELETE FROM {qualified(meta.SYNC_RUNS)} WHERE run_id = ? AND stream = ?", [r.run_id, r.stream])
-            run(
-                con,
-                f"INSERT INTO {qualified(meta.SYNC_RUNS)} (run_id, stream, started_at, finished_at, "
-                "status, rows_read, rows_written, requests, retries, rejected, quarantined, data_problems, error, "
-                "cursor_before, cursor_after, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    r.run_id,
-                    r.stream,
-                    r.started_at,
-                    r.finished_at,
-                    r.status,
-                    r.rows_read,
-                    r.rows_written,
-                    r.requests,
-                    r.retries,
-                    r.rejected,
-                    getattr(r, "quarantined", 0),
-                    getattr(r, "data_problems", 0),
-                    r.error,
-                    r.cursor_before,
-                    r.cursor_after,
-                    json.dumps(details, default=str, sort_keys=True),
-                ],
-            )
-        self._write_run_log()
-
-    def _write_run_log(self) -> None:
-        cur = self.con.execute(
-            f"SELECT * EXCLUDE (details) FROM {qualified(meta.SYNC_RUNS)} {meta.LATEST_RUN_PER_STREAM} ORDER BY stream"
-        )
-        names = [d[0] for d in cur.description]
-        latest = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-        path = run_log_path(self.data_dir)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(latest, default=_iso, indent=2))
-        os.replace(tmp, path)
 
     # --- what the sync asks ---------------------------------------------------------------------
 
