@@ -16,9 +16,8 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
-from freight_pipeline.lake.snapshots import connect_published, latest_published
+from freight_pipeline.lake.snapshots import open_published_snapshot
 from freight_pipeline.sync.runner import STREAM_ORDER
 from freight_pipeline.warehouse import META_SCHEMA, parquet_root, published_db_path, read_run_log
 from freight_pipeline.warehouse.meta import LATEST_RUN_PER_STREAM, LATEST_STATE
@@ -37,10 +36,21 @@ class NothingPublished(FileNotFoundError):
 def open_published(data_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-only connection to ``<data_dir>/warehouse.duckdb``; NothingPublished when it is absent.
     In lake mode: to the lake as of its published snapshot (its latest before the first publish)."""
+    with _published(data_dir) as (con, _where):
+        yield con
+
+
+@contextmanager
+def _published(data_dir: Path) -> Iterator[tuple[duckdb.DuckDBPyConnection, dict[str, Any]]]:
+    """:func:`open_published`'s connection, and where it reads: the database, the Parquet and which
+    published version (the manifest's, or the lake snapshot the connection was opened at)."""
     lake = LakeSettings.from_env()
     if lake is not None:
-        with connect_published(lake, Path(data_dir) / WORK_DIR / LAKE_SCRATCH) as con:
-            yield con
+        con, snapshot = open_published_snapshot(lake, Path(data_dir) / WORK_DIR / LAKE_SCRATCH)
+        published = {} if snapshot is None else {
+            "version": f"snapshot {snapshot.snapshot_id}", "published_at": _plain(snapshot.published_at)}
+        with con:
+            yield con, {"database": lake.describe(), "parquet": lake.data_uri.rstrip("/"), "published": published}
         return
     path = published_db_path(data_dir)
     if not path.is_file():
@@ -50,7 +60,8 @@ def open_published(data_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         )
     con = duckdb.connect(str(path), read_only=True)
     try:
-        yield con
+        yield con, {"database": str(path), "parquet": str(parquet_root(data_dir)),
+                    "published": _manifest_info(data_dir)}
     finally:
         con.close()
 
@@ -58,14 +69,11 @@ def open_published(data_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
 def read_report(data_dir: Path) -> dict[str, Any]:
     """Everything ``status`` shows, as plain JSON-able values."""
     data_dir = Path(data_dir)
-    with open_published(data_dir) as con:
+    with _published(data_dir) as (con, where):
         tables = _tables(con)
         streams = _streams(con, tables)
-        lake = LakeSettings.from_env()
         return {
-            "database": lake.describe() if lake else str(published_db_path(data_dir)),
-            "parquet": lake.data_uri.rstrip("/") if lake else str(parquet_root(data_dir)),
-            "published": _snapshot_info(lake, data_dir) if lake else _manifest_info(data_dir),
+            **where,
             "streams": streams,
             "unpublished_runs": _unpublished_runs(data_dir, streams),
             "tables": {name: _count(con, name) for name in tables if name.split(".")[0] in COUNTED_SCHEMAS},
@@ -212,15 +220,6 @@ def _manifest_info(data_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return {"version": manifest.get("version"), "published_at": manifest.get("published_at")}
-
-
-def _snapshot_info(lake: LakeSettings, data_dir: Path) -> dict[str, Any]:
-    """The lake's published snapshot (recorded in a later snapshot than itself: read at the latest)."""
-    with connect_lake(lake, Path(data_dir) / WORK_DIR / LAKE_SCRATCH, "256MB", read_only=True) as con:
-        published = latest_published(con)
-    if published is None:
-        return {}
-    return {"version": f"snapshot {published.snapshot_id}", "published_at": _plain(published.published_at)}
 
 
 def _plain(value: Any) -> Any:

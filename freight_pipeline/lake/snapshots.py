@@ -68,9 +68,11 @@ def latest_published(con: duckdb.DuckDBPyConnection) -> PublishedSnapshot | None
     return None if row is None else PublishedSnapshot(int(row[0]), row[1], str(row[2]))
 
 
-def connect_published(lake: LakeSettings, scratch: Path, memory_limit: str = "512MB") -> duckdb.DuckDBPyConnection:
-    """A read-only connection to the lake as of its latest published snapshot (the latest snapshot when
-    none was published yet), attached as ``lake`` and used as the default catalog."""
+def open_published_snapshot(
+    lake: LakeSettings, scratch: Path, memory_limit: str = "512MB"
+) -> tuple[duckdb.DuckDBPyConnection, PublishedSnapshot | None]:
+    """:func:`connect_published`'s connection and the published snapshot it reads (None: nothing
+    published yet, the connection reads the latest snapshot)."""
     con = connect_lake(lake, scratch, memory_limit, read_only=True)
     try:
         published = latest_published(con)
@@ -82,7 +84,13 @@ def connect_published(lake: LakeSettings, scratch: Path, memory_limit: str = "51
     except BaseException:
         con.close()
         raise
-    return con
+    return con, published
+
+
+def connect_published(lake: LakeSettings, scratch: Path, memory_limit: str = "512MB") -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the lake as of its latest published snapshot (the latest snapshot when
+    none was published yet), attached as ``lake`` and used as the default catalog."""
+    return open_published_snapshot(lake, scratch, memory_limit)[0]
 
 
 @dataclass(frozen=True)
