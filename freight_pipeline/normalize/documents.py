@@ -56,13 +56,24 @@ def safe_file_name(name: Any, limit: int = 120) -> str:
 
 
 def shipment_ids_of(references: Sequence[Any]) -> list[int]:
-    """Shipment ids named by references of type ``SHIPMENT`` (values that are not ids are skipped)."""
+    """Shipment ids named by the references, whatever their shape: a reference names a shipment when
+    one of its text fields says so (``type: SHIPMENT``, ``reference_key: SHIPMENT_ID``, ``key:
+    SHIPMENT_ID``, ...) and one of its other fields holds an id (an integer or a string of digits).
+    The spec shows no EFileReference fields, so services differ; a reference that names no shipment
+    this way leaves its file to be placed by a lookup of one shipment (``sync.documents``)."""
     ids: list[int] = []
     for reference in references:
-        if isinstance(reference, Mapping) and reference.get("type") == "SHIPMENT":
-            value = str(reference.get("value") or "").strip()
-            if value.isdigit() and int(value) not in ids:
-                ids.append(int(value))
+        if not isinstance(reference, Mapping):
+            continue
+        kinds = [k for k, v in reference.items() if isinstance(v, str) and "SHIPMENT" in v.upper()]
+        if not kinds:
+            continue
+        for name, value in reference.items():
+            if name in kinds or name == "id" or isinstance(value, bool):
+                continue
+            text = str(value).strip() if isinstance(value, int | str) else ""
+            if text.isdigit() and int(text) not in ids:
+                ids.append(int(text))
     return ids
 
 

@@ -71,8 +71,9 @@ def gone_reason(stream: str) -> str:
 
 
 def last_modified(doc: dict[str, Any]) -> tuple[dt.datetime | None, str | None]:
-    """The document's last-modified instant in UTC and its service wall-clock key (either None when
-    unreadable; its data problem says why). The key needs no UTC offset."""
+    """The document's last-modified instant in UTC and its stamp (the service's wall-clock second with
+    its offset when it sent one, ``ShipmentKey.stamp``); either None when unreadable (its data problem
+    says why)."""
     try:
         parsed = parse_iso_datetime(doc.get("last_modified_date_time"))
         instant = to_utc(parsed)
@@ -81,7 +82,7 @@ def last_modified(doc: dict[str, Any]) -> tuple[dt.datetime | None, str | None]:
     if parsed is None:
         return None, None
     try:
-        key = ShipmentKey.of_instant(0, parsed).instant_text
+        key = ShipmentKey.of_instant(0, parsed).stamp
     except CursorError:
         key = None
     return (instant if instant is not None and instant.tzinfo is not None else None), key

@@ -27,13 +27,24 @@ Criterion = dict[str, Any]
 
 @dataclass(frozen=True)
 class LookupResult:
-    """One page of a lookup or scroll: the raw records and the ``X-Row-Count`` header (None if absent).
+    """One page of a lookup or scroll: the raw records, ``X-Row-Count`` and ``X-Page-Count`` (None if absent).
 
-    ``X-Row-Count`` counts every record of the query (all pages), not just this page's.
+    ``X-Row-Count`` counts every record of the query (all pages), not just this page's;
+    ``X-Page-Count`` the pages of the page size the service actually served.
     """
 
     items: list[dict[str, Any]]
     row_count: int | None
+    page_count: int | None = None
+
+    def served_page_size(self, asked: int) -> int | None:
+        """The page size the service used when it answered fewer rows than ``asked`` because it caps
+        the page size: a full-looking short page whose ``X-Page-Count`` is what ``X-Row-Count`` makes
+        of that size. None when the shortfall is not explained by a cap (or there is none)."""
+        served, rows, pages = len(self.items), self.row_count, self.page_count
+        if rows is None or pages is None or not 0 < served < min(asked, rows):
+            return None
+        return served if pages == -(-rows // served) else None
 
 
 # lookup(criteria, order_by, order_mode, page_size) -> page 0 of that query
@@ -50,6 +61,12 @@ class WalkStats:
     count_mismatches: int = 0
     seen: int = 0
     queries: list[str] = field(default_factory=list)
+    served_page_size: int | None = None
+    """The page size the service capped lookups to, once it did (None: it served what was asked)."""
+
+    def page_size(self, asked: int) -> int:
+        """What to ask for next: ``asked``, or the smaller size the service was found to serve."""
+        return min(asked, self.served_page_size) if self.served_page_size else asked
 
 
 def _crit(key: str, mode: str, value: str | int) -> Criterion:
@@ -72,21 +89,31 @@ async def checked_lookup(
 
     The spec says every lookup answer carries ``X-Row-Count``; without it a page cut short (a
     dropped record, a capped page size) looks like the end of the query, so its absence fails too.
+    A page cut short by a cap on the page size (``X-Page-Count`` computed for the smaller size the
+    service served, :meth:`LookupResult.served_page_size`) is whole: the cap is kept in ``stats``,
+    and callers compare their pages with ``stats.page_size(page_size)`` and ask for that from then on.
     """
     for _ in range(attempts):
         stats.lookups += 1
-        result = await lookup(criteria, order_by, ["ASC"] * len(order_by), page_size)
+        asked = stats.page_size(page_size)
+        result = await lookup(criteria, order_by, ["ASC"] * len(order_by), asked)
         if result.row_count is None:
             raise RowCountMismatch(
                 f"lookup [{_described(criteria)}] was answered without X-Row-Count, so a short page cannot be "
                 "told from the end of the query"
             )
-        if len(result.items) == min(page_size, result.row_count):
+        if len(result.items) == min(asked, result.row_count):
+            return result.items
+        served = result.served_page_size(asked)
+        if served is not None:
+            stats.served_page_size = served
             return result.items
         stats.count_mismatches += 1
     raise RowCountMismatch(
         f"lookup [{_described(criteria)}] returned {len(result.items)} rows but X-Row-Count said "
-        f"{result.row_count} (page size {page_size}) on {attempts} attempts"
+        f"{result.row_count} (page size {asked}) on {attempts} attempts"
+        + ("" if result.page_count is None else
+           f"; its X-Page-Count {result.page_count} does not explain it as a smaller page size served")
     )
 
 
@@ -176,7 +203,7 @@ async def walk_changes(
                 stats.seen += len(kept)
                 yield kept
                 pos = kept[-1][0]
-            if len(rows) < page_size:
+            if len(rows) < stats.page_size(page_size):
                 break
             if not kept:  # a full page that did not move us on: the service ignored ID > id
                 raise _no_progress(pos)
@@ -190,7 +217,7 @@ async def walk_changes(
             stats.seen += len(kept)
             yield kept
             pos = kept[-1][0]
-        if len(rows) == page_size:
+        if len(rows) == stats.page_size(page_size):
             if not kept:
                 raise _no_progress(pos)
             continue  # more in this day: finish the last second (A), then the day (B)
@@ -207,7 +234,7 @@ async def walk_changes(
             stats.seen += len(kept)
             yield kept
             pos = kept[-1][0]
-        if len(rows) < page_size or beyond_ceiling:
+        if len(rows) < stats.page_size(page_size) or beyond_ceiling:
             return
         if not kept:
             raise _no_progress(pos)

@@ -15,7 +15,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from freight_pipeline.client import AsyncFreightClient, NotFoundError
-from freight_pipeline.sync.changes import Criterion, LookupResult
+from freight_pipeline.client.models import Criterion
+from freight_pipeline.sync.changes import Criterion as CriterionDict
+from freight_pipeline.sync.changes import LookupResult
 from freight_pipeline.sync.source import EFILE_PAGE_SIZE, DocumentGone, ShipmentGone
 
 MEMO_PAGE_SIZE = 500
@@ -29,12 +31,12 @@ class ClientSource:
         self.client = client
 
     async def lookup_shipments(
-        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+        self, criteria: list[CriterionDict], order_by: list[str], order_mode: list[str], page_size: int
     ) -> LookupResult:
         page = await self.client.lookup_shipments(
             criteria, page_no=0, page_size=page_size, order_by=order_by, order_mode=order_mode
         )
-        return LookupResult(page.raw, page.row_count)
+        return LookupResult(page.raw, page.row_count, page.page_count)
 
     async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
         try:
@@ -69,15 +71,15 @@ class ClientSource:
             criteria, page_size=MEMO_PAGE_SIZE, order_by=["ID"], order_mode=["ASC"]
         )
         async for page in pages:
-            yield LookupResult(page.raw, page.row_count)
+            yield LookupResult(page.raw, page.row_count, page.page_count)
 
     async def efile_pages(self, shipment_ids: list[int]) -> AsyncIterator[LookupResult]:
-        criteria = [{"key": "SHIPMENT_ID", "match_mode": "EQUALS", "values": [str(i) for i in shipment_ids]}]
+        criteria = [Criterion.one_of("SHIPMENT_ID", shipment_ids)]
         pages = self.client.iter_efile_lookup_pages(
             criteria, page_size=EFILE_PAGE_SIZE, order_by=["SHIPMENT_ID"], order_mode=["ASC"]
         )
         async for page in pages:
-            yield LookupResult(page.raw, page.row_count)
+            yield LookupResult(page.raw, page.row_count, page.page_count)
 
     async def get_efile_references(self, efile_id: int) -> list[dict[str, Any]]:
         try:
@@ -99,7 +101,7 @@ class ClientSource:
 
     async def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
         async for page in self.client.iter_code_conversion_pages(page_size=CODE_CONVERSION_PAGE_SIZE):
-            yield LookupResult(page.raw, page.row_count)
+            yield LookupResult(page.raw, page.row_count, page.page_count)
 
     def request_counts(self) -> tuple[int, int]:
         snapshot = self.client.stats.snapshot()

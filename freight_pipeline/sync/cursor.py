@@ -65,7 +65,15 @@ class ShipmentKey:
 
     @property
     def instant_text(self) -> str:
+        """The service's wall-clock second, ``YYYY-MM-DD HH:MM:SS`` (what the lookup's criteria compare)."""
         return f"{self.date} {self.time}"
+
+    @property
+    def stamp(self) -> str:
+        """The wall-clock second with its UTC offset when known (``2026-10-25 02:30:00+02:00``): one
+        instant, even in the hour a fall-back repeats. What is stored to tell versions apart
+        (``warehouse.stamps``); without an offset it is the wall-clock second alone."""
+        return self.instant_text if self.offset is None else f"{self.instant_text}{format_offset(self.offset)}"
 
     def second(self) -> tuple[str, str]:
         return (self.date, self.time)

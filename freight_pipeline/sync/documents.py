@@ -30,18 +30,18 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from freight_pipeline.normalize import Problem, Problems, RecordShapeError
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS, document_row, shipment_ids_of
-from freight_pipeline.sync.changes import read_complete
+from freight_pipeline.sync.changes import LookupResult, read_complete
 from freight_pipeline.sync.isolation import Breaker, RecordFailure, data_problems, record_failure
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.source import EFILE_PAGE_SIZE, DocumentGone, SourceAPI
+from freight_pipeline.sync.source import DocumentGone, SourceAPI
 from freight_pipeline.warehouse import BatchWrite, DataProblem, Quarantined, Warehouse
 from freight_pipeline.warehouse.documents import (
     COMPARED,
@@ -55,7 +55,6 @@ STREAM = "documents"
 TABLE = SHIPMENT_DOCUMENTS.name
 CONTENT_DIR = "documents"
 """Copied document bytes: ``<data dir>/documents/<first two hex digits>/<sha256>``, once per content."""
-ONE_PAGE = EFILE_PAGE_SIZE
 
 Progress = Callable[[str], None]
 
@@ -118,11 +117,16 @@ class DocumentReader:
         self.content_root = data_dir / CONTENT_DIR
         self.details: dict[int, Detail | RecordFailure | str] = {}
         self.files_read = 0
+        self.single_lookups = 0
+        """Lookups of one shipment made because something of its chunk failed or stayed unplaced."""
+        self.unplaced_files = 0
+        """Files a chunk's lookup listed whose references named none of the chunk's shipments."""
 
     async def read(self, ids: Sequence[int]) -> dict[int, ShipmentDocuments]:
         """The documents of ``ids``; a chunk where anything failed is read again one shipment at a time."""
+        pages: list[int] = []
         try:
-            files = await read_complete(lambda: self.source.efile_pages(list(ids)),
+            files = await read_complete(lambda: _counted(self.source.efile_pages(list(ids)), pages),
                                         f"E-File lookup of shipments {_ids_text(ids)}",
                                         self.settings.count_attempts, count_required=True)
             listed = _by_id(files)
@@ -131,9 +135,10 @@ class DocumentReader:
             if failure is None:
                 raise
             return await self._one_by_one(ids, failure)
-        if len(files) > ONE_PAGE and len(ids) > 1:
+        if pages[-1] > 1 and len(ids) > 1:
             # ordered by SHIPMENT_ID only (the lookup offers no file id to order by), a listing of
-            # several pages could shift a file between pages: halves until each fits one page
+            # several pages (of the size the service served) could shift a file between pages:
+            # halves until each fits one page
             half = len(ids) // 2
             return {**await self.read(ids[:half]), **await self.read(ids[half:])}
         await asyncio.gather(*(self._detail(efile_id) for efile_id in listed if efile_id not in self.details))
@@ -142,6 +147,7 @@ class DocumentReader:
             unplaced = [i for i in listed if isinstance(d := self.details[i], Detail)
                         and not set(shipment_ids_of(d.references)) & set(ids)]
             if unplaced:  # listed for the chunk, yet its references name none of it: ask each shipment
+                self.unplaced_files += len(unplaced)
                 failed.update({i: RecordFailure(f"its references name none of shipments {_ids_text(ids)}")
                                for i in unplaced})
         if failed:
@@ -152,6 +158,7 @@ class DocumentReader:
     async def _one_by_one(self, ids: Sequence[int], failure: RecordFailure,
                           failed: Mapping[int, RecordFailure] | None = None) -> dict[int, ShipmentDocuments]:
         if len(ids) > 1:
+            self.single_lookups += len(ids)
             results: dict[int, ShipmentDocuments] = {}
             for shipment_id in ids:
                 results.update(await self.read([shipment_id]))
@@ -270,7 +277,8 @@ async def sync_documents(
     result.rows_read = reader.files_read
     warehouse.set_cursor(STREAM, DocumentsCursor(watermark, now if relist else cursor.relisted_at).text(), run_id)
     result.extra.update(counts, relisted=relist, shipments=len(targets),
-                        files_per_shipment=round(reader.files_read / len(targets), 2) if targets else 0)
+                        files_per_shipment=round(reader.files_read / len(targets), 2) if targets else 0,
+                        single_shipment_lookups=reader.single_lookups, unplaced_files=reader.unplaced_files)
     result.extra["retry_queue"] = warehouse.quarantine_count(STREAM)
     say(f"documents: {len(targets)} shipments, {reader.files_read} E-Files; rows of {counts['changed']} shipments "
         f"changed, {counts['unchanged']} unchanged, {counts['failed']} failed")
@@ -323,6 +331,15 @@ def _keep_held_content(loaded: Mapping[int, ShipmentDocuments], held: Mapping[in
             copy = copies.get((shipment_id, row["efile_id"]))
             if row["content_sha256"] is None and copy is not None:
                 row.update(zip(CONTENT_COLUMNS, copy, strict=True))
+
+
+async def _counted(pages: AsyncIterator[LookupResult], counts: list[int]) -> AsyncIterator[LookupResult]:
+    """``pages`` passed on; how many there were is appended to ``counts`` once they are all read."""
+    read = 0
+    async for page in pages:
+        read += 1
+        yield page
+    counts.append(read)
 
 
 def _by_id(files: Sequence[Any]) -> dict[int, dict[str, Any]]:

@@ -1,15 +1,17 @@
 """Reconciliation: list every live shipment id, delete what vanished, find what is missing or stale.
 
 Deletions have no change feed, so every ``reconcile_interval`` the shipments stream lists every
-live id with its last-modified second (``ID GT`` keyset paging, each page checked against its
+live id with its last-modified stamp (``ID GT`` keyset paging, each page checked against its
 ``X-Row-Count``) and compares the listing with what the warehouse holds. The listing goes into a
 temporary DuckDB table page by page (memory stays flat however many shipments there are) and the
-comparison is one query. Last-modified values are compared as the service's own wall-clock second
-(``raw_shipments.last_modified_key``), never as UTC instants: a service whose instants carry no UTC
-offset would otherwise look stale on every comparison.
+comparison is one query. Last-modified stamps are compared as instants when both carry a UTC offset
+(so 02:30+01:00 after a fall-back differs from 02:30+02:00 before it), and as the service's
+wall-clock second when one does not (a service whose instants carry no offset, or a row stored
+before stamps kept it), never as text with and without an offset (``warehouse.stamps``).
 
 Nothing is deleted unless the whole listing was read and every page agreed with its row count
-(``RowCountMismatch`` otherwise): a dropped record or a page-size cap fails the stream instead.
+(``RowCountMismatch`` otherwise): a dropped record fails the stream instead. A page-size cap (a page
+shorter than asked whose ``X-Page-Count`` is computed for the size served) is adopted, not a failure.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ async def compare_with_source(
             )
             listing.add([int(item["id"]) for item in items], [_key_text(item) for item in items])
             listed += len(items)
-            if len(items) < page_size:
+            if len(items) < stats.page_size(page_size):  # the page size served, if the service caps it
                 break
             if int(items[-1]["id"]) <= last_id:
                 raise RowCountMismatch(f"id listing after id {last_id} returned a full page without progress")
@@ -67,9 +69,9 @@ async def compare_with_source(
 
 
 def _key_text(item: dict[str, object]) -> str | None:
-    """The listed last-modified second in the service's wall clock; None when unreadable (then the
-    shipment is fetched again, never trusted)."""
+    """The listed last-modified stamp (``ShipmentKey.stamp``); None when unreadable (then the shipment
+    is fetched again, never trusted)."""
     try:
-        return ShipmentKey.of_instant(0, parse_iso_datetime(item.get("last_modified_date_time"))).instant_text
+        return ShipmentKey.of_instant(0, parse_iso_datetime(item.get("last_modified_date_time"))).stamp
     except (CursorError, DateTimeParseError):
         return None

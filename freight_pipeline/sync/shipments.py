@@ -9,8 +9,10 @@ overlaps writing this one, with bounded queues (``pipeline``), and the requests 
 the service (``client.limiter``). A crash leaves the old cursor with the old rows or the new cursor
 with the new rows (DESIGN.md rules 6, 7).
 
-Overlap re-reads skip a shipment whose held copy is provably current (same last-modified second,
-fetched after it by the service's clock). After the walk: records waiting in the retry queue whose
+Overlap re-reads skip a shipment whose held copy is provably current (the same last-modified
+instant, fetched after it: compared as instants with their UTC offsets, so a change at 02:30 after a
+fall-back is not mistaken for the one at 02:30 before it; ``warehouse.stamps``).
+After the walk: records waiting in the retry queue whose
 next attempt is due are fetched again (a failed document brings its whole shipment, a failed
 detail part only that part), and entries left in the detail queue of earlier versions are settled;
 then, every ``reconcile_interval``, the reconcile pass (``reconcile``).
@@ -153,7 +155,7 @@ async def sync_shipments(
     from_scratch = (not stored and floor == BEGINNING and ceiling is not None and partition is None
                     and not warehouse.holds_shipments())
     walk = WalkStats()
-    run = _Run(source, warehouse, settings, run_id, result, say, ceiling.instant_text if ceiling else None,
+    run = _Run(source, warehouse, settings, run_id, result, say, ceiling.stamp if ceiling else None,
                Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures),
                cursor_stream=cursor_stream, cursor=cursor, covered=covered)
     if ceiling is not None and after.second() <= ceiling.second():
@@ -208,7 +210,7 @@ async def _walked(
             only=run.settings.id_range.criteria() if run.settings.id_range else (),
         )):
             run.result.rows_read += len(page)
-            overlapping = {k.id: k.instant_text for k, _ in page if overlap_end is not None and k <= overlap_end}
+            overlapping = {k.id: k.stamp for k, _ in page if overlap_end is not None and k <= overlap_end}
             current = run.warehouse.current_copies(reader, overlapping)
             skipped += len(current)
             for key, base in page:

@@ -15,12 +15,15 @@ import pyarrow as pa
 
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.ddl import qualified, run
+from freight_pipeline.warehouse.stamps import same_instant, wall_clock
 
 HELD_KEY = (
     "coalesce(r.last_modified_key, "
     "replace(substr(json_extract_string(r.document, '$.last_modified_date_time'), 1, 19), 'T', ' '))"
 )
-"""A held shipment's last-modified second: stored, or (rows written before it was stored) read from its document."""
+"""A held shipment's last-modified stamp: stored, or (rows written before it was stored) the wall-clock
+second read from its document."""
+LISTED_KEY = "l.last_modified_key"
 
 
 class LiveListing:
@@ -41,6 +44,7 @@ class LiveListing:
 
     def differences(self, floor: str | None, waiting_stream: str) -> tuple[list[int], list[int], int]:
         """(vanished ids, stale ids, missing ids before ``floor``); ``floor`` a wall-clock second or None.
+        Stale: missing, or held with another last-modified instant (``warehouse.stamps``).
         Shipments whose document waits in the retry queue under ``waiting_stream`` are never stale:
         the retry queue fetches them."""
         raw, quarantine = qualified(meta.RAW_SHIPMENTS), qualified(meta.QUARANTINE)
@@ -50,15 +54,16 @@ class LiveListing:
             f"UNION SELECT shipment_id FROM {quarantine} WHERE shipment_id IS NOT NULL "
             f"AND shipment_id NOT IN (SELECT shipment_id FROM {self.table}) ORDER BY 1",
         )
-        wanted = "TRUE" if floor is None else "(l.last_modified_key IS NOT NULL AND l.last_modified_key >= $floor)"
+        wanted = "TRUE" if floor is None else f"({LISTED_KEY} IS NOT NULL AND {wall_clock(LISTED_KEY)} >= $floor)"
         params: dict[str, str] = {"waiting": waiting_stream}
         if floor is not None:
             params["floor"] = floor
         stale = run(
             self.con,
             f"SELECT l.shipment_id FROM {self.table} l LEFT JOIN {raw} r USING (shipment_id) "
-            f"WHERE (r.shipment_id IS NULL OR l.last_modified_key IS NULL OR {HELD_KEY} IS DISTINCT FROM "
-            f"l.last_modified_key) AND {wanted} AND l.shipment_id NOT IN (SELECT shipment_id FROM {quarantine} "
+            f"WHERE (r.shipment_id IS NULL OR {LISTED_KEY} IS NULL OR {HELD_KEY} IS NULL "
+            f"OR NOT {same_instant(HELD_KEY, LISTED_KEY)}) "
+            f"AND {wanted} AND l.shipment_id NOT IN (SELECT shipment_id FROM {quarantine} "
             "WHERE stream = $waiting AND shipment_id IS NOT NULL) ORDER BY 1",
             params,
         )
@@ -66,7 +71,7 @@ class LiveListing:
             0 if floor is None else run(
                 self.con,
                 f"SELECT count(*) FROM {self.table} l WHERE l.shipment_id NOT IN (SELECT shipment_id FROM {raw}) "
-                "AND NOT (l.last_modified_key IS NOT NULL AND l.last_modified_key >= $floor)",
+                f"AND NOT ({LISTED_KEY} IS NOT NULL AND {wall_clock(LISTED_KEY)} >= $floor)",
                 {"floor": floor},
             )[0][0]
         )

@@ -96,10 +96,11 @@ RAW_SHIPMENTS = _meta(
         Column("last_modified_at", "TIMESTAMPTZ", "the document's last-modified instant (UTC)"),
         Column("run_id", "VARCHAR", "the run that fetched it"),
         Column("last_modified_key", "VARCHAR",
-               "last-modified second in the service's own wall clock (YYYY-MM-DD HH:MM:SS), as the cursor compares"),
+               "last-modified second in the service's own wall clock (YYYY-MM-DD HH:MM:SS), followed by its "
+               "UTC offset when the service sent one (+HH:MM): the version's instant, even in a repeated hour"),
         Column("fetched_ceiling", "VARCHAR",
-               "newest last-modified second the service held when the fetching run started: a copy whose "
-               "last_modified_key is earlier was fetched after its last change"),
+               "newest last-modified stamp the service held when the fetching run started (same form): a copy "
+               "whose last_modified_key is an earlier instant was fetched after its last change"),
         Column("content_hash", "VARCHAR",
                "hash of everything read for the shipment in one pass (null: not all of it loaded)"),
     ),

@@ -20,6 +20,7 @@ from freight_pipeline.warehouse.ddl import first, qualified, run
 from freight_pipeline.warehouse.listing import LiveListing
 from freight_pipeline.warehouse.records import PendingDetail, RawDocument
 from freight_pipeline.warehouse.row_writes import _scalar
+from freight_pipeline.warehouse.stamps import earlier, same_instant
 
 
 class WarehouseReads:
@@ -76,9 +77,10 @@ class WarehouseReads:
 
     @staticmethod
     def current_copies(reader: duckdb.DuckDBPyConnection, keys: Mapping[int, str]) -> set[int]:
-        """Of ``keys`` (shipment id -> last-modified second the source shows now), the shipments whose
-        held copy is provably current: same last-modified second, fetched after it by the service's
-        clock (``fetched_ceiling`` later than it), and nothing of them waiting in the retry queue."""
+        """Of ``keys`` (shipment id -> last-modified stamp the source shows now), the shipments whose
+        held copy is provably current: the same last-modified instant, fetched after it by the
+        service's clock (``fetched_ceiling`` later than it), and nothing of them waiting in the retry
+        queue. Stamps compare as instants (``warehouse.stamps``), never as wall-clock text."""
         if not keys:
             return set()
         asked = pa.table({"shipment_id": pa.array(list(keys), pa.int64()),
@@ -88,7 +90,8 @@ class WarehouseReads:
             rows = run(
                 reader,
                 f"SELECT r.shipment_id FROM {qualified(meta.RAW_SHIPMENTS)} r JOIN _asked_copies a USING (shipment_id) "
-                "WHERE r.last_modified_key = a.last_modified_key AND r.last_modified_key < r.fetched_ceiling "
+                f"WHERE {same_instant('r.last_modified_key', 'a.last_modified_key')} "
+                f"AND {earlier('r.last_modified_key', 'r.fetched_ceiling')} "
                 f"AND r.shipment_id NOT IN (SELECT shipment_id FROM {qualified(meta.QUARANTINE)} "
                 "WHERE shipment_id IS NOT NULL)",
             )

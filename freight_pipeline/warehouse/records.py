@@ -16,12 +16,12 @@ class RawDocument(NamedTuple):
     fetched_at: dt.datetime
     last_modified_at: dt.datetime | None
     last_modified_key: str | None = None
-    """The last-modified second in the service's own wall clock (``YYYY-MM-DD HH:MM:SS``): what the
-    cursor compares, known even when the service sends no UTC offset."""
+    """The last-modified stamp: the service's wall-clock second (``YYYY-MM-DD HH:MM:SS``) with its UTC
+    offset when sent (``sync.cursor.ShipmentKey.stamp``); compared as an instant (``warehouse.stamps``)."""
     fetched_ceiling: str | None = None
-    """The ceiling (newest last-modified second the service held) of the run that fetched it. A copy
-    whose ``last_modified_key`` is earlier was fetched after its last change: while the service
-    still shows that last-modified second, the copy is current."""
+    """The ceiling (newest last-modified stamp the service held) of the run that fetched it. A copy
+    whose ``last_modified_key`` is an earlier instant was fetched after its last change: while the
+    service still shows that last-modified instant, the copy is current."""
     content_hash: str | None = None
     """A hash of everything read for the shipment in one pass (document, events, legs, memos); None
     when not all of it loaded. Writing the same content again is no change for the marts."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import ConfigDict, field_validator
@@ -44,3 +45,14 @@ class Criterion(FreightModel):
         if not value.strip():
             raise ValueError("criterion key must not be empty")
         return value
+
+    @classmethod
+    def one_of(cls, key: str, values: Sequence[Any]) -> Criterion:
+        """``key`` equal to any of ``values``, in the least ambiguous form a service must accept:
+        ``IN`` with ``values`` for several, ``EQUALS`` with ``value`` for one (the spec names ``IN``
+        for membership and ``value`` for a single value; ``EQUALS`` with ``values`` it never names)."""
+        if not values:
+            raise ValueError(f"criterion {key!r} needs at least one value")
+        if len(values) == 1:
+            return cls(key=key, match_mode="EQUALS", value=values[0])
+        return cls(key=key, match_mode="IN", values=list(values))
