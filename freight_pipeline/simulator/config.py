@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,26 @@ def default_users() -> tuple[UserConfig, ...]:
     )
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list | tuple | set | frozenset) and all(isinstance(v, str) for v in value)
+
+
+# FaultConfig field annotation -> (what a JSON value must be, its test).
+_FIELD_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "int": ("an integer", _is_int),
+    "int | None": ("null or an integer", lambda v: v is None or _is_int(v)),
+    "float": ("a number", lambda v: isinstance(v, int | float) and not isinstance(v, bool)),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "frozenset[str] | None": ("null or an array of strings", lambda v: v is None or _is_strings(v)),
+}
+_FIELD_WANTED = {"paths": "null or an array of path templates (strings)"}
+
+
 @dataclass(frozen=True)
 class FaultConfig:
     """Fault injection; all rates are shares of requests in [0, 1] and are decided per request.
@@ -76,6 +97,10 @@ class FaultConfig:
     first modifies ``modify_during_paging_count`` shipments. ``paths`` limits faults to these path
     templates (e.g. ``"/service/shipment/lookup"``); ``None`` means every path. Decisions come from
     a ``random.Random(seed)``, so a given sequence of requests always meets the same faults.
+
+    Behaviours of real services, on every request (``paths`` does not limit them):
+    ``max_page_size`` caps the rows of every lookup and scroll page whatever ``page_size`` asks
+    (``X-Page-Count`` and ``page_no`` then count pages of the size served).
     """
 
     seed: int = 0
@@ -89,6 +114,7 @@ class FaultConfig:
     modify_during_paging_count: int = 1
     exempt_auth: bool = False
     paths: frozenset[str] | None = None
+    max_page_size: int | None = None
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -104,24 +130,16 @@ class FaultConfig:
             raise ValueError("latency_ms and latency_jitter_ms must not be negative")
         if self.retry_after_s < 0 or self.modify_during_paging_count < 0:
             raise ValueError("retry_after_s and modify_during_paging_count must not be negative")
+        if self.max_page_size is not None and self.max_page_size < 1:
+            raise ValueError(f"max_page_size must be at least 1 (or null), got {self.max_page_size}")
 
     def _check_types(self) -> None:
         """Refuse values of the wrong JSON type (the control surface passes request bodies through)."""
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name == "paths":
-                ok = value is None or (
-                    isinstance(value, list | tuple | set | frozenset) and all(isinstance(p, str) for p in value)
-                )
-                wanted = "null or an array of path templates (strings)"
-            elif f.name == "exempt_auth":
-                ok, wanted = isinstance(value, bool), "true or false"
-            elif f.type in ("int", int):
-                ok, wanted = isinstance(value, int) and not isinstance(value, bool), "an integer"
-            else:
-                ok, wanted = isinstance(value, int | float) and not isinstance(value, bool), "a number"
-            if not ok:
-                raise ValueError(f"{f.name} must be {wanted}, got {value!r}")
+            wanted, accepts = _FIELD_TYPES[str(f.type)]
+            if not accepts(value):
+                raise ValueError(f"{f.name} must be {_FIELD_WANTED.get(f.name, wanted)}, got {value!r}")
 
     def replace(self, **changes: Any) -> FaultConfig:
         known = {f.name for f in dataclasses.fields(self)}

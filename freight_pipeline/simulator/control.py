@@ -6,7 +6,7 @@ never faulted nor counted. Bodies of the wrong JSON type are refused (400). Rout
 * ``POST /_control/shipments/{modify|create|delete}?count=N`` -> ``{"ids": [...]}``
 * ``POST /_control/shipments/touch`` body ``{"ids": [...]}``
 * ``GET /_control/clock``; ``POST /_control/clock/advance?seconds=S`` -> ``{"now": iso}``
-* ``GET /_control/faults``; ``PUT /_control/faults`` body: FaultConfig fields to change;
+* ``GET /_control/faults``; ``PUT`` (or ``POST``) ``/_control/faults`` body: FaultConfig fields to change;
   ``POST /_control/faults/reset``; ``POST /_control/faults/script`` body
   ``{"kind": "drop"|"rate_limit"|"server_error"|"malformed", "count": 1, "path": null, "status": null}``
   (``status``: only for ``server_error``, else 400)
@@ -74,7 +74,7 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
         return JSONResponse({"now": now.isoformat()})
 
     async def faults(request: Request) -> Response:
-        if request.method == "PUT":
+        if request.method in ("PUT", "POST"):
             changes = await body_object(request)
             try:
                 state.faults.update(**changes)
@@ -158,7 +158,7 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
         Route("/_control/shipments/{action}", shipments, methods=["POST"]),
         Route("/_control/clock", clock, methods=["GET"]),
         Route("/_control/clock/advance", clock, methods=["POST"]),
-        Route("/_control/faults", faults, methods=["GET", "PUT"]),
+        Route("/_control/faults", faults, methods=["GET", "PUT", "POST"]),
         Route("/_control/faults/reset", faults_reset, methods=["POST"]),
         Route("/_control/faults/script", faults_script, methods=["POST"]),
         Route("/_control/stats", stats, methods=["GET", "DELETE"]),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -47,11 +48,17 @@ def event_type(request: Request) -> str:
     return raw
 
 
-def page_request(request: Request, spec: lookup.LookupSpec | None) -> lookup.PageRequest:
+def page_request(
+    request: Request, spec: lookup.LookupSpec | None, max_page_size: int | None = None
+) -> lookup.PageRequest:
+    """The paging of a lookup or scroll; with ``max_page_size``, pages of at most that many rows are served."""
     q = request.query_params
-    return lookup.parse_page_request(
+    paging = lookup.parse_page_request(
         q.get("page_no"), q.get("page_size"), q.getlist("order_by"), q.getlist("order_mode"), spec
     )
+    if max_page_size is not None and paging.page_size > max_page_size:
+        paging = dataclasses.replace(paging, page_size=max_page_size)
+    return paging
 
 
 def paged_json(items: list[Any], page: lookup.Page) -> JSONResponse:
@@ -124,7 +131,7 @@ class Endpoints:
         return int(raw)
 
     async def _lookup(self, request: Request, spec: lookup.LookupSpec) -> tuple[list[Any], lookup.PageRequest]:
-        paging = page_request(request, spec)
+        paging = page_request(request, spec, self.state.faults.config.max_page_size)
         criteria = lookup.parse_criteria(await json_body(request, empty=[]), spec)
         return criteria, paging
 
@@ -275,7 +282,7 @@ class Endpoints:
         return await self._record(request, "codeconverter:read", "codeconverter", self.store.get_code_conversion)
 
     async def _scroll(self, request: Request, rows: Callable[[], Any], endpoint: str | None = None) -> Response:
-        paging = page_request(request, None)
+        paging = page_request(request, None, self.state.faults.config.max_page_size)
 
         def run() -> lookup.Page:
             ordered = sorted(rows(), key=lambda row: row["id"])
