@@ -18,6 +18,7 @@ from pydantic import Field
 
 from freight_pipeline.config import (
     BASE_URL_ENV,
+    CODE_CONVERSIONS_ENV,
     DEFAULT_BASE_URL,
     DEFAULT_USERNAME,
     DOCUMENT_CONTENT_ENV,
@@ -139,6 +140,7 @@ class FreightServiceResource(dg.ConfigurableResource):
             breaker_min_failures=self.breaker_min_failures,
             retry_after=dt.timedelta(minutes=self.retry_after_minutes),
             documents=flag_from_env(DOCUMENTS_ENV, _DEFAULTS.documents),
+            code_conversions=flag_from_env(CODE_CONVERSIONS_ENV, _DEFAULTS.code_conversions),
             document_content=flag_from_env(DOCUMENT_CONTENT_ENV, _DEFAULTS.document_content),
             documents_relist_interval=dt.timedelta(minutes=minutes_from_env(
                 DOCUMENTS_RELIST_ENV, _minutes(_DEFAULTS.documents_relist_interval or dt.timedelta(0)))),

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from freight_pipeline.config import DOCUMENTS_ENV
 from freight_pipeline.normalize import Problem, Problems, RecordShapeError
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS, document_row, shipment_ids_of
 from freight_pipeline.sync.changes import LookupResult, read_complete
@@ -248,7 +249,7 @@ async def sync_documents(
     requests_before, retries_before = source.request_counts()
     result.cursor_before = warehouse.get_cursor(STREAM)
     if not settings.documents:
-        result.extra["skipped"] = "the documents stream is off (FREIGHT_SYNC_DOCUMENTS=0)"
+        result.extra["skipped"] = f"the documents stream is off ({DOCUMENTS_ENV}=0)"
         say(f"documents: {result.extra['skipped']}")
         result.cursor_after = result.cursor_before
         return result
@@ -265,14 +266,15 @@ async def sync_documents(
     say(f"documents: {'re-listing the E-Files of every' if relist else 'listing the E-Files of'} "
         f"{len(targets)} shipments" + (f" ({len(due)} from the retry queue)" if due else ""))
     reader = DocumentReader(source, settings, warehouse.data_dir)
-    breaker = Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures)
+    breaker = Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures, switch=DOCUMENTS_ENV)
     counts = {"changed": 0, "unchanged": 0, "failed": 0}
     chunk = settings.documents_chunk
     for start in range(0, len(targets), chunk):
         ids = targets[start:start + chunk]
         outcomes = await reader.read(ids)
         new = [i for i in outcomes if i not in waiting]
-        breaker.count(len(new), sum(1 for i in new if outcomes[i].failure is not None))
+        failures = [f for i in new if (f := outcomes[i].failure) is not None]
+        breaker.count(len(new), len(failures), failures)
         _write(warehouse, run_id, settings, outcomes, counts, result)
     result.rows_read = reader.files_read
     warehouse.set_cursor(STREAM, DocumentsCursor(watermark, now if relist else cursor.relisted_at).text(), run_id)

@@ -14,6 +14,7 @@ is raised before the batch that tipped it is written: a whole outage is never qu
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,25 @@ UNAVAILABLE = frozenset({502, 503, 504})
 
 class CircuitOpen(RuntimeError):
     """Too many records of one stream failed in one run: not a record's fault; nothing more is written."""
+
+
+UNREACHABLE_STATUSES = frozenset({403, 404})
+"""Answers that, on every call of a stream, mean the account cannot reach its endpoints."""
+
+
+class StreamUnreachable(RuntimeError):
+    """The account cannot reach a stream's endpoints (403 or 404 on every call): a permission the
+    operator did not grant, or an endpoint this service does not offer. The stream fails on its own."""
+
+    def __init__(self, stream: str, status: int | None, request: str | None, switch: str | None) -> None:
+        self.stream, self.status, self.request, self.switch = stream, status, request, switch
+        off = (f"or switch the stream off with {switch}=0" if switch
+               else "(this stream cannot be switched off: the others depend on it)")
+        answered = f"{status} on every call" if status else "refused on every call"
+        super().__init__(
+            f"the account cannot reach the {stream} stream's endpoints ({answered}"
+            f"{f', e.g. {request}' if request else ''}): ask the service's operator for the permission, {off}"
+        )
 
 
 @dataclass(frozen=True)
@@ -113,12 +133,28 @@ class Breaker:
     min_failures: int
     attempted: int = 0
     failed: int = 0
+    unreachable: RecordFailure | None = None
+    """While every record so far failed with a 403 or 404: the first such failure (else None)."""
+    switch: str | None = None
+    """The setting that switches the stream off (named when it cannot reach its endpoints)."""
 
-    def count(self, attempted: int, failed: int) -> None:
-        """Add a batch's figures, and raise CircuitOpen (before the batch is written) when tripped."""
+    def count(self, attempted: int, failed: int, failures: Sequence[RecordFailure] = ()) -> None:
+        """Add a batch's figures (``failures``: the batch's failed records, when known), and raise
+        CircuitOpen (before the batch is written) when tripped: StreamUnreachable when every record
+        of the run failed with a 403 or 404."""
+        first = self.attempted == 0
         self.attempted += attempted
         self.failed += failed
+        all_refused = failed == attempted and len(failures) == failed and all(
+            f.status_code in UNREACHABLE_STATUSES for f in failures)
+        if all_refused and (first or self.unreachable is not None) and failures:
+            self.unreachable = self.unreachable or failures[0]
+        elif attempted:
+            self.unreachable = None
         if self.failed >= self.min_failures and self.failed > self.max_share * self.attempted:
+            if self.unreachable is not None:
+                raise StreamUnreachable(self.stream, self.unreachable.status_code, self.unreachable.request,
+                                        self.switch)
             raise CircuitOpen(
                 f"{self.stream}: {self.failed} of {self.attempted} records failed in this run "
                 f"({self.failed / max(self.attempted, 1):.0%}, more than {self.max_share:.0%} and at least "

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from freight_pipeline.client import AsyncFreightClient
-from freight_pipeline.config import ServiceSettings
+from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
+from freight_pipeline.config import CODE_CONVERSIONS_ENV, DOCUMENTS_ENV, ServiceSettings
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.normalize import FREIGHT_TABLES
 from freight_pipeline.sync.client_source import ClientSource
@@ -23,6 +23,7 @@ from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
 from freight_pipeline.sync.code_conversions import sync_code_conversions
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.documents import sync_documents
+from freight_pipeline.sync.isolation import StreamUnreachable
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
@@ -89,6 +90,11 @@ async def _dispatch(
     if name == DOCUMENTS:
         return await sync_documents(source, warehouse, settings, run_id, progress)
     if name == CODE_CONVERSIONS:
+        if not settings.code_conversions:
+            skipped = StreamResult(run_id, name, dt.datetime.now(dt.UTC), cursor_before=warehouse.get_cursor(name))
+            skipped.cursor_after = skipped.cursor_before
+            skipped.extra["skipped"] = f"the code-conversions stream is off ({CODE_CONVERSIONS_ENV}=0)"
+            return skipped
         return await sync_code_conversions(
             source, warehouse, run_id, progress, attempts=settings.count_attempts, backoff=settings.backoff
         )
@@ -110,7 +116,7 @@ async def run_stream_async(
     requests_before, retries_before = source.request_counts()
     warehouse.record_run(started)
     try:
-        with explained_out_of_memory(f"stream {name}"):
+        with explained_out_of_memory(f"stream {name}"), _unreachable_named(name):
             result = await _dispatch(name, source, warehouse, settings, run_id, progress)
     except BaseException as exc:
         requests_after, retries_after = source.request_counts()
@@ -127,6 +133,24 @@ async def run_stream_async(
     result.finished_at = dt.datetime.now(dt.UTC)
     warehouse.record_run(result)
     return result
+
+
+STREAM_SWITCHES: dict[str, str] = {DOCUMENTS: DOCUMENTS_ENV, CODE_CONVERSIONS: CODE_CONVERSIONS_ENV}
+"""The setting that switches a stream off (the shipments stream has none: the others follow it)."""
+
+
+@contextmanager
+def _unreachable_named(name: str) -> Iterator[None]:
+    """A 403 (a permission the account lacks) ends the stream as StreamUnreachable, which names the
+    stream and the setting that switches it off."""
+    try:
+        yield
+    except PermissionDeniedError as exc:
+        request = f"{exc.method} {exc.path}" if exc.method and exc.path else None
+        raise StreamUnreachable(name, exc.status_code, request, STREAM_SWITCHES.get(name)) from exc
+    except StreamUnreachable as exc:
+        exc.switch = exc.switch or STREAM_SWITCHES.get(name)
+        raise
 
 
 def run_stream(

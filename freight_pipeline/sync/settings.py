@@ -54,6 +54,9 @@ class SyncSettings:
     retry_after_max: dt.timedelta = dt.timedelta(hours=24)
     documents: bool = True
     """Run the documents stream (E-Files of the shipments); False: it reads and writes nothing."""
+    code_conversions: bool = True
+    """Run the code-conversions stream; False: it reads and writes nothing (an account without the
+    basic-data permission)."""
     documents_chunk: int = 50
     """Shipments per E-File lookup (``SHIPMENT_ID`` any of them) of the documents stream."""
     documents_relist_interval: dt.timedelta | None = dt.timedelta(hours=24)

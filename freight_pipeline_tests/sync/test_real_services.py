@@ -1,0 +1,133 @@
+"""What a second, independent service did to the sync on first contact, each reproduced over HTTP by
+the simulator's fault modes: a page-size cap, a strict reading of the lookup criteria, E-File
+references in another shape, an account without the E-File permission, summer time ending.
+Every table is exact afterwards (or, where a stream cannot be read, every other table)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from freight_pipeline.simulator.config import FaultConfig
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.sync.client_source import ClientSource
+from freight_pipeline.sync.documents import STREAM as DOCUMENTS
+from freight_pipeline.sync.isolation import StreamUnreachable
+from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
+from freight_pipeline_tests.sync.conftest import SMALL_SHIPMENTS, assert_nothing_healed, query, syncer, work_db
+from freight_pipeline_tests.sync.expected import assert_converged, differences
+from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS, TEST_SETTINGS
+
+EFILE_LOOKUP = "/service/efile/lookup"
+SHIPMENT_LOOKUP = "/service/shipment/lookup"
+
+
+@pytest.fixture
+def capped_sim() -> Iterator[RunningSimulator]:
+    """A service that serves at most 10 rows a page, whatever ``page_size`` asks (the sync asks 25)."""
+    with running_simulator(shipments=SMALL_SHIPMENTS, seed=7, faults=FaultConfig(max_page_size=10)) as running:
+        yield running
+
+
+def files_of_shipments(sim: RunningSimulator) -> set[tuple[int, int]]:
+    """(shipment id, E-File id) of every file a SHIPMENT reference links to a live shipment."""
+    live = set(sim.store.live_shipment_ids())  # type: ignore[attr-defined]
+    pairs = {(int(r["value"]), efile["id"]) for efile in sim.store.efile_rows()
+             for r in efile["references"] if r["type"] == "SHIPMENT" and int(r["value"]) in live}
+    assert pairs, "the seed should give these shipments E-Files"
+    return pairs
+
+
+def placed(data_dir: Path) -> set[tuple[int, int]]:
+    return set(query(work_db(data_dir), "SELECT shipment_id, efile_id FROM freight.shipment_documents"))
+
+
+def test_a_page_size_cap_is_adopted_by_the_walk_the_reconcile_and_every_paged_read(
+    capped_sim: RunningSimulator, tmp_path: Path
+) -> None:
+    sync = syncer(capped_sim, tmp_path)
+    first = sync(RECONCILE_SETTINGS)[SHIPMENTS]
+    assert_converged(capped_sim.store, tmp_path / "warehouse.duckdb")
+    assert first.extra["count_mismatches"] == 0
+    changed = capped_sim.modify_shipments(23)  # more than a capped page: the window spans pages
+    capped_sim.advance_clock(1)
+    second = sync(RECONCILE_SETTINGS)[SHIPMENTS]
+    assert second.rows_read >= len(changed)
+    assert_nothing_healed(second)  # the reconcile listed every id through pages of 10
+    assert second.extra["reconcile_listed"] == SMALL_SHIPMENTS
+    assert_converged(capped_sim.store, tmp_path / "warehouse.duckdb")
+    # the listing asked 25 once, then 10 a page: never more lookups than pages of 10 plus the first
+    assert second.extra["lookups"] >= math.ceil(SMALL_SHIPMENTS / 10)
+
+
+@pytest.fixture
+def strict_sim() -> Iterator[RunningSimulator]:
+    """A service that answers 400 to criterion forms the spec does not name (EQUALS with values)."""
+    with running_simulator(shipments=SMALL_SHIPMENTS, seed=7, faults=FaultConfig(strict_criteria=True)) as running:
+        yield running
+
+
+def test_every_lookup_uses_criterion_forms_a_strict_service_accepts(strict_sim: RunningSimulator,
+                                                                   tmp_path: Path) -> None:
+    results = syncer(strict_sim, tmp_path)(RECONCILE_SETTINGS)
+    assert strict_sim.request_count(status=400) == 0
+    assert_converged(strict_sim.store, tmp_path / "warehouse.duckdb")
+    documents = results[DOCUMENTS]
+    chunks = math.ceil(SMALL_SHIPMENTS / TEST_SETTINGS.documents_chunk)
+    assert strict_sim.request_count(path=EFILE_LOOKUP) == chunks
+    assert documents.extra["single_shipment_lookups"] == 0
+
+
+def test_e_file_references_in_another_shape_are_placed_by_the_chunk_lookup(tmp_path: Path) -> None:
+    faults = FaultConfig(efile_reference_shape="key")
+    with running_simulator(shipments=SMALL_SHIPMENTS, seed=7, faults=faults) as sim:
+        results = syncer(sim, tmp_path)(TEST_SETTINGS)
+        documents = results[DOCUMENTS]
+        chunks = math.ceil(SMALL_SHIPMENTS / TEST_SETTINGS.documents_chunk)
+        assert sim.request_count(path=EFILE_LOOKUP) == chunks
+        assert documents.extra["unplaced_files"] == 0 and documents.extra["single_shipment_lookups"] == 0
+        assert placed(tmp_path) == files_of_shipments(sim)
+
+
+class OpaqueReferences(ClientSource):
+    """References in a shape naming no shipment in words (``{"kind": "S", "ref": "10023"}``)."""
+
+    async def get_efile_references(self, efile_id: int) -> list[dict[str, Any]]:
+        return [{"id": r["id"], "kind": r["type"][0], "ref": r["value"]}
+                for r in await super().get_efile_references(efile_id)]
+
+
+def test_references_naming_no_shipment_are_placed_by_one_lookup_per_shipment_and_counted(tmp_path: Path) -> None:
+    """A shape the sync cannot read at all still ends right: each shipment is asked on its own."""
+    with running_simulator(shipments=12, seed=7) as sim:
+        results = syncer(sim, tmp_path)(dataclasses.replace(TEST_SETTINGS, documents_chunk=12),
+                                        source_factory=OpaqueReferences)
+        documents = results[DOCUMENTS]
+        assert documents.extra["unplaced_files"] > 0
+        assert documents.extra["single_shipment_lookups"] == 12
+        assert sim.request_count(path=EFILE_LOOKUP) == 1 + 12
+        assert placed(tmp_path) == files_of_shipments(sim)
+        assert set(differences(sim.store, work_db(tmp_path))) <= {"shipment_documents"}  # its references' shape
+
+
+def test_an_account_without_the_e_file_permission_fails_the_documents_stream_alone(tmp_path: Path) -> None:
+    faults = FaultConfig(forbidden_prefixes=frozenset({"/service/efile"}))
+    with running_simulator(shipments=SMALL_SHIPMENTS, seed=7, faults=faults) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        with pytest.raises(StreamUnreachable, match="FREIGHT_SYNC_DOCUMENTS=0") as raised:
+            sync(TEST_SETTINGS)
+        assert raised.value.stream == DOCUMENTS and raised.value.status == 403
+        assert sim.request_count(path=EFILE_LOOKUP) == 1  # one refusal is enough: no per-shipment retries
+        diff = differences(sim.store, work_db(tmp_path))
+        assert set(diff) == {"shipment_documents"}, diff  # every other table exact
+        failed = query(work_db(tmp_path), "SELECT status, error FROM freight_meta.sync_runs WHERE stream = ?",
+                       [DOCUMENTS])
+        assert failed[0][0] == "failed" and "cannot reach" in failed[0][1]
+        # switched off, as the message says: the same account syncs cleanly
+        results = sync(dataclasses.replace(TEST_SETTINGS, documents=False))
+        assert "FREIGHT_SYNC_DOCUMENTS=0" in results[DOCUMENTS].extra["skipped"]
