@@ -100,7 +100,10 @@ class FaultConfig:
 
     Behaviours of real services, on every request (``paths`` does not limit them):
     ``max_page_size`` caps the rows of every lookup and scroll page whatever ``page_size`` asks
-    (``X-Page-Count`` and ``page_no`` then count pages of the size served).
+    (``X-Page-Count`` and ``page_no`` then count pages of the size served). ``max_in_flight``: a
+    request arriving while that many are being processed (latency included) is answered 429 at
+    once, with ``Retry-After: retry_after_s`` if ``in_flight_retry_after``; ``/auth/token`` counts
+    unless ``exempt_auth``.
     """
 
     seed: int = 0
@@ -115,6 +118,8 @@ class FaultConfig:
     exempt_auth: bool = False
     paths: frozenset[str] | None = None
     max_page_size: int | None = None
+    max_in_flight: int | None = None
+    in_flight_retry_after: bool = True
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -132,6 +137,8 @@ class FaultConfig:
             raise ValueError("retry_after_s and modify_during_paging_count must not be negative")
         if self.max_page_size is not None and self.max_page_size < 1:
             raise ValueError(f"max_page_size must be at least 1 (or null), got {self.max_page_size}")
+        if self.max_in_flight is not None and self.max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1 (or null), got {self.max_in_flight}")
 
     def _check_types(self) -> None:
         """Refuse values of the wrong JSON type (the control surface passes request bodies through)."""

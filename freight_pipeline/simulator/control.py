@@ -10,7 +10,8 @@ never faulted nor counted. Bodies of the wrong JSON type are refused (400). Rout
   ``POST /_control/faults/reset``; ``POST /_control/faults/script`` body
   ``{"kind": "drop"|"rate_limit"|"server_error"|"malformed", "count": 1, "path": null, "status": null}``
   (``status``: only for ``server_error``, else 400)
-* ``GET /_control/stats``; ``DELETE /_control/stats``
+* ``GET /_control/stats`` -> ``{"requests": [...], "total", "in_flight", "in_flight_peak",
+  "in_flight_refused"}``; ``DELETE /_control/stats`` clears them (the peak restarts from now)
 * ``POST /_control/tokens/revoke``; ``PUT /_control/auth`` body ``{"token_lifetime_s": S}``
 * ``GET /_control/corruptions``; ``POST /_control/corruptions`` body
   ``{"endpoint": .., "id": N, "kind": .., "path": .., "value": .., "status": .., "key": ..}``
@@ -101,7 +102,9 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
     async def stats(request: Request) -> Response:
         if request.method == "DELETE":
             state.stats.reset()
-        return JSONResponse({"requests": state.stats.snapshot(), "total": state.stats.count()})
+        return JSONResponse(
+            {"requests": state.stats.snapshot(), "total": state.stats.count(), **state.stats.in_flight()}
+        )
 
     async def corruptions(request: Request) -> Response:
         planted = state.corruptions

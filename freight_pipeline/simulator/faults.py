@@ -6,6 +6,11 @@ also be scripted (``enqueue``) for exact tests. :class:`EdgeMiddleware` is the o
 it counts requests per (method, path template, status) in :class:`RequestStats` and applies the
 decided fault. The control surface (``/_control``) is never faulted nor counted.
 
+With ``max_in_flight`` set, a request arriving while that many are inside the edge (their injected
+latency included) is refused at once with 429 (``Retry-After`` unless ``in_flight_retry_after`` is
+off), before any fault is decided for it; :class:`RequestStats` keeps the peak in flight and the
+count of such refusals.
+
 A ``malformed`` fault (scripted only: ``enqueue("malformed", ...)`` or ``POST /_control/faults/script``)
 lets the request be processed as usual and then cuts a success body short, so the client gets a
 2xx with ``content-type: application/json`` whose body is not valid JSON (a proxy or a service
@@ -163,11 +168,37 @@ class FaultInjector:
 
 
 class RequestStats:
-    """Counts of answered requests by (method, path template, status). Thread-safe."""
+    """Counts of answered requests by (method, path template, status), and requests in flight. Thread-safe."""
 
     def __init__(self) -> None:
         self._counts: collections.Counter[tuple[str, str, int]] = collections.Counter()
         self._lock = threading.Lock()
+        self._in_flight = 0
+        self._in_flight_peak = 0
+        self._in_flight_refused = 0
+
+    def enter(self, limit: int | None) -> bool:
+        """Admit a request unless ``limit`` requests are in flight (then it counts as refused)."""
+        with self._lock:
+            if limit is not None and self._in_flight >= limit:
+                self._in_flight_refused += 1
+                return False
+            self._in_flight += 1
+            self._in_flight_peak = max(self._in_flight_peak, self._in_flight)
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def in_flight(self) -> dict[str, int]:
+        """Requests in flight now, the most seen at once, and how many were refused for the limit."""
+        with self._lock:
+            return {
+                "in_flight": self._in_flight,
+                "in_flight_peak": self._in_flight_peak,
+                "in_flight_refused": self._in_flight_refused,
+            }
 
     def record(self, method: str, path: str, status: int) -> None:
         with self._lock:
@@ -187,8 +218,11 @@ class RequestStats:
         return [{"method": m, "path": p, "status": s, "count": n} for (m, p, s), n in items]
 
     def reset(self) -> None:
+        """Clear the counts; the peak starts again from the requests in flight now."""
         with self._lock:
             self._counts.clear()
+            self._in_flight_peak = self._in_flight
+            self._in_flight_refused = 0
 
 
 def html_error_body(status: int) -> bytes:
@@ -219,6 +253,20 @@ class EdgeMiddleware:
             await self.app(scope, receive, send)
             return
         method, template = scope["method"], self.template_of(scope)
+        config = self.injector.config
+        counted = not (config.exempt_auth and template == AUTH_PATH)
+        if counted and not self.stats.enter(config.max_in_flight):
+            self.stats.record(method, template, 429)
+            retry_after = config.retry_after_s if config.in_flight_retry_after else None
+            await _send_too_many(send, retry_after, f"too many requests in flight (at most {config.max_in_flight})")
+            return
+        try:
+            await self._answer(scope, receive, send, method, template)
+        finally:
+            if counted:
+                self.stats.leave()
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send, method: str, template: str) -> None:
         decision = self.injector.decide(template)
         if decision.latency_s > 0:
             await asyncio.sleep(decision.latency_s)
@@ -248,18 +296,22 @@ class EdgeMiddleware:
 async def _send_fault(send: Send, decision: FaultDecision) -> None:
     assert decision.status is not None
     if decision.kind == "rate_limit":
-        body = json.dumps(
-            {"status": 429, "error": "Too Many Requests", "message": "rate limit exceeded; retry after the delay"}
-        ).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"retry-after", str(decision.retry_after_s).encode()),
-        ]
-    else:
-        body = html_error_body(decision.status)
-        headers = [(b"content-type", b"text/html; charset=utf-8")]
-    headers.append((b"content-length", str(len(body)).encode()))
+        await _send_too_many(send, decision.retry_after_s, "rate limit exceeded; retry after the delay")
+        return
+    body = html_error_body(decision.status)
+    headers = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": decision.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_too_many(send: Send, retry_after_s: int | None, message: str) -> None:
+    """429 with the A3 JSON body, and ``Retry-After`` unless ``retry_after_s`` is None."""
+    body = json.dumps({"status": 429, "error": "Too Many Requests", "message": message}).encode()
+    headers = [(b"content-type", b"application/json")]
+    if retry_after_s is not None:
+        headers.append((b"retry-after", str(retry_after_s).encode()))
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
