@@ -31,14 +31,14 @@ from freight_pipeline.defs.dbt_plan import plan_build, project_fingerprint, reco
 from freight_pipeline.defs.dbt_warmup import dbt_executable, start_parse, wait_for_parse
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.sync.runner import one_line_error, open_warehouse
-from freight_pipeline.warehouse import RunRecord
+from freight_pipeline.warehouse import RunRecord, meta
 
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_models"
 DATABASE_ENV = "FREIGHT_DBT_DATABASE"
 """The variable ``profiles.yml`` reads the DuckDB path from."""
 LAKE_TARGET = "lake"
 """The profile's target that builds the marts in the lake (``dbt_models/profiles.yml``)."""
-DBT_BUILD_STREAM = "dbt_build"
+DBT_BUILD_STREAM = meta.BUILD_STREAM
 """The ``sync_runs`` stream name under which each dbt build is logged."""
 ON_TIME_TOLERANCE_VAR = "on_time_tolerance_minutes"
 """The dbt var the tolerance sets (its default is in ``dbt_project.yml``)."""

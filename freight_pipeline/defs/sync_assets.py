@@ -15,10 +15,9 @@ from freight_pipeline.defs import queries
 from freight_pipeline.defs.dbt import warm_up
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.normalize import STREAM_TABLES, TABLE_STREAM, TABLES_BY_NAME, TableSpec
-from freight_pipeline.sync.parts import PART_TABLES
 from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.result import StreamResult
-from freight_pipeline.sync.runner import STREAM_ORDER, run_stream
+from freight_pipeline.sync.runner import STREAM_ORDER, STREAM_WRITES, run_stream
 from freight_pipeline.sync.shipments import PART_STREAMS
 
 SYNC_GROUP = "freight"
@@ -46,7 +45,7 @@ PART_DESCRIPTIONS: dict[str, str] = {
 
 def stream_tables(stream: str) -> tuple[str, ...]:
     """The tables a stream's asset writes (the shipments stream: every part's)."""
-    return PART_TABLES if stream == ROOT_STREAM else STREAM_TABLES[stream]
+    return STREAM_WRITES[stream]
 
 
 def table_key(table: str) -> dg.AssetKey:

@@ -17,13 +17,14 @@ from pathlib import Path
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
 from freight_pipeline.config import CODE_CONVERSIONS_ENV, DOCUMENTS_ENV, ServiceSettings
 from freight_pipeline.lake.settings import LakeSettings
-from freight_pipeline.normalize import FREIGHT_TABLES
+from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
 from freight_pipeline.sync.code_conversions import sync_code_conversions
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.documents import sync_documents
 from freight_pipeline.sync.isolation import StreamUnreachable
+from freight_pipeline.sync.parts import PART_TABLES
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
@@ -36,6 +37,14 @@ STREAM_ORDER: tuple[str, ...] = (SHIPMENTS, CODE_CONVERSIONS, DOCUMENTS)
 shipment's events, legs and memos (``sync.parts``); the documents stream comes after it, because it
 lists the E-Files of the shipments it wrote, and last, so that its failure (an account without
 E-File permissions, say) leaves the other streams' work done."""
+
+STREAM_WRITES: dict[str, tuple[str, ...]] = {
+    SHIPMENTS: PART_TABLES,
+    CODE_CONVERSIONS: STREAM_TABLES[CODE_CONVERSIONS],
+    DOCUMENTS: STREAM_TABLES[DOCUMENTS],
+}
+"""The ``freight`` tables each stream writes (the shipments stream: every part's), whose
+``freight_meta.table_freshness`` rows its runs keep."""
 
 Progress = Callable[[str], None]
 
@@ -114,7 +123,8 @@ async def run_stream_async(
         raise UnknownStream(f"unknown stream {name!r}; streams are {', '.join(STREAM_ORDER)}")
     started = StreamResult(run_id, name, dt.datetime.now(dt.UTC), cursor_before=warehouse.get_cursor(name))
     requests_before, retries_before = source.request_counts()
-    warehouse.record_run(started)
+    tables = STREAM_WRITES[name]
+    warehouse.record_run(started, tables)
     try:
         with explained_out_of_memory(f"stream {name}"), _unreachable_named(name):
             result = await _dispatch(name, source, warehouse, settings, run_id, progress)
@@ -126,12 +136,12 @@ async def run_stream_async(
         started.requests = requests_after - requests_before
         started.retries = retries_after - retries_before
         started.cursor_after = warehouse.get_cursor(name)
-        warehouse.record_run(started)
+        warehouse.record_run(started, tables)
         raise
     result.started_at = started.started_at
     result.status = "success"
     result.finished_at = dt.datetime.now(dt.UTC)
-    warehouse.record_run(result)
+    warehouse.record_run(result, tables)
     return result
 
 

@@ -58,6 +58,27 @@ SYNC_RUNS = _meta(
     "One row per stream per run: started/finished, rows read and written, requests, retries, rejected.",
 )
 
+TABLE_FRESHNESS = _meta(
+    "table_freshness",
+    (
+        _key("table_name", "VARCHAR", "a table of schema freight"),
+        Column("stream", "VARCHAR", "the stream that writes it"),
+        Column("synced_through", "TIMESTAMPTZ",
+               "when the stream's latest successful run finished: the table holds the service's data as of "
+               "then (null: never synced successfully)"),
+        Column("last_run_id", "VARCHAR", "the stream's latest run"),
+        Column("last_status", "VARCHAR", "its status: running, success, failed or switched off"),
+        Column("last_attempt_at", "TIMESTAMPTZ", "when it started"),
+        Column("last_error", "VARCHAR", "why it failed (null unless it failed)"),
+    ),
+    ("table_name",),
+    "Per freight table: since when it is current, and whether its stream's latest run failed (then the "
+    "table keeps the rows of its last successful run while every other table moves on).",
+)
+
+BUILD_STREAM = "dbt_build"
+"""The ``sync_runs`` stream of the dbt build: its latest run must have succeeded for a publish."""
+
 RETIRED_STREAMS: dict[str, str] = {
     "shipment_events": "shipments",
     "air_main_carriage_legs": "shipments",
@@ -182,4 +203,5 @@ META_TABLES: tuple[TableSpec, ...] = (
     RAW_SHIPMENTS,
     PENDING_DETAILS,
     CHANGED_SHIPMENTS,
+    TABLE_FRESHNESS,
 )

@@ -26,10 +26,13 @@ versions are kept for ``keep_versions`` publishes and at least ``grace`` after t
 current, so a scan that resolved the old path just before the swap can still open its files (on
 Linux an already open file stays readable after deletion anyway).
 
-Only a settled working database is published: when the latest ``freight_meta.sync_runs`` row of
-any stream (the dbt build logs itself there too) is not a success, the database may hold part of a
-run (a stream that failed after some batches, marts half rebuilt), so :class:`UnsettledWarehouse`
-is raised and readers keep the previous publish until a run of each such stream succeeds.
+Only a settled working database is published: when the latest ``freight_meta.sync_runs`` row of the
+dbt build (``meta.BUILD_STREAM``) is not a success, or a stream's latest run is still ``running``
+(cut off), the database may hold marts half rebuilt or part of a run, so :class:`UnsettledWarehouse`
+is raised and readers keep the previous publish until a run of each such stream succeeds. A stream
+that *failed* holds back nothing: a stream is a failure domain of its own, each of its batches was
+written whole with its cursor, its tables stay as last written (``freight_meta.table_freshness``
+says since when), and the other streams' data is published.
 
 A crashed publish leaves at most ``.publish-tmp-*`` files and ``.parquet-versions/tmp-*``
 directories, removed by the next publish; the published file and the symlink are only ever
@@ -170,7 +173,8 @@ def _snapshot(work: Path, target: Path, connection: duckdb.DuckDBPyConnection | 
 
 
 def unsettled_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]:
-    """(stream, run_id, status) of every stream whose latest ``sync_runs`` row is not a success."""
+    """(stream, run_id, status) of every stream whose latest ``sync_runs`` row holds back a publish: the
+    dbt build's when not a success, another stream's when still running (a failed stream's does not)."""
     table = qualified(meta.SYNC_RUNS)
     exists = first(run(con, "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
                        [meta.SYNC_RUNS.schema, meta.SYNC_RUNS.name]))
@@ -185,6 +189,7 @@ def unsettled_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]
         (stream, run_id, status)
         for stream, run_id, status, started in latest
         if status != "success"
+        and (stream == meta.BUILD_STREAM or status != "failed")
         and not (stream in meta.RETIRED_STREAMS and started < settled_by.get(meta.RETIRED_STREAMS[stream], started))
     ]
 

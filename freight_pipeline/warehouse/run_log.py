@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -33,8 +33,9 @@ class RunLog:
     _transaction: Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
 
     @retried_on_conflict
-    def record_run(self, record: RunLike) -> None:
-        """Insert or update the ``sync_runs`` row of ``(record.run_id, record.stream)``: call at start and finish."""
+    def record_run(self, record: RunLike, tables: Sequence[str] = ()) -> None:
+        """Insert or update the ``sync_runs`` row of ``(record.run_id, record.stream)``: call at start and
+        finish; with ``tables`` (those the stream writes) also their ``table_freshness`` rows."""
         details = {
             "rows_by_table": getattr(record, "rows_by_table", {}),
             "extra": getattr(record, "extra", {}),
@@ -66,6 +67,8 @@ class RunLog:
                     json.dumps(details, default=str, sort_keys=True),
                 ],
             )
+            if tables:
+                _record_freshness(con, record, tables)
         self._write_run_log()
 
     def _write_run_log(self) -> None:
@@ -82,3 +85,26 @@ class RunLog:
 
 def _iso(value: Any) -> str:
     return value.isoformat() if isinstance(value, dt.datetime | dt.date) else str(value)
+
+
+def _record_freshness(con: duckdb.DuckDBPyConnection, record: RunLike, tables: Sequence[str]) -> None:
+    """The ``table_freshness`` rows of ``tables`` after ``record``: a success moves ``synced_through``
+    to its finish; a failure, a start or a stream switched off (``last_status`` says so) keeps the one before."""
+    table = qualified(meta.TABLE_FRESHNESS)
+    names = list(tables)
+    marks = ", ".join("?" for _ in names)
+    held = dict(run(con, f"SELECT table_name, synced_through FROM {table} WHERE table_name IN ({marks})", names))
+    run(con, f"DELETE FROM {table} WHERE table_name IN ({marks})", names)
+    success = record.status == "success"
+    switched_off = success and bool(getattr(record, "extra", {}).get("skipped"))
+    status = "switched off" if switched_off else record.status
+    rows = [
+        [name, record.stream, record.finished_at if success and not switched_off else held.get(name),
+         record.run_id, status, record.started_at, None if success else record.error]
+        for name in names
+    ]
+    con.executemany(
+        f"INSERT INTO {table} (table_name, stream, synced_through, last_run_id, last_status, last_attempt_at, "
+        "last_error) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )

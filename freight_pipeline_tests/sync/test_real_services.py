@@ -128,6 +128,19 @@ def test_an_account_without_the_e_file_permission_fails_the_documents_stream_alo
         failed = query(work_db(tmp_path), "SELECT status, error FROM freight_meta.sync_runs WHERE stream = ?",
                        [DOCUMENTS])
         assert failed[0][0] == "failed" and "cannot reach" in failed[0][1]
+        assert freshness(tmp_path, "shipment_documents")[:2] == (None, "failed")
+        synced, status, _ = freshness(tmp_path, "shipment_events")
+        assert synced is not None and status == "success"
         # switched off, as the message says: the same account syncs cleanly
         results = sync(dataclasses.replace(TEST_SETTINGS, documents=False))
         assert "FREIGHT_SYNC_DOCUMENTS=0" in results[DOCUMENTS].extra["skipped"]
+        assert freshness(tmp_path, "shipment_documents") == (None, "switched off", None)
+        assert freshness(tmp_path, "shipment_events")[0] > synced
+
+
+def freshness(data_dir: Path, table: str) -> tuple[object, ...]:
+    """(synced_through, last_status, last_error) of ``table`` in ``freight_meta.table_freshness``."""
+    rows = query(work_db(data_dir), "SELECT synced_through, last_status, last_error FROM "
+                 "freight_meta.table_freshness WHERE table_name = ?", [table])
+    assert len(rows) == 1, rows
+    return rows[0]
