@@ -84,7 +84,11 @@ _FIELD_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "str": ("a string", lambda v: isinstance(v, str)),
     "frozenset[str] | None": ("null or an array of strings", lambda v: v is None or _is_strings(v)),
 }
-_FIELD_WANTED = {"paths": "null or an array of path templates (strings)"}
+_FIELD_WANTED = {
+    "paths": "null or an array of path templates (strings)",
+    "forbidden_prefixes": "null or an array of path prefixes (strings)",
+}
+EFILE_REFERENCE_SHAPES: tuple[str, ...] = ("type", "key")
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,12 @@ class FaultConfig:
     (``X-Page-Count`` and ``page_no`` then count pages of the size served). ``max_in_flight``: a
     request arriving while that many are being processed (latency included) is answered 429 at
     once, with ``Retry-After: retry_after_s`` if ``in_flight_retry_after``; ``/auth/token`` counts
-    unless ``exempt_auth``.
+    unless ``exempt_auth``. ``forbidden_prefixes``: every user is refused (403, after authentication)
+    the endpoints whose path starts with one of them, as an account the operator did not grant
+    them. ``strict_criteria``: lookups refuse (400) criterion forms the spec does not name (``IN``
+    takes ``values``, ``OR`` ``identifiers``, every other mode ``value``). ``efile_reference_shape``
+    ``"key"`` answers E-File references as ``{"id", "reference_key": "SHIPMENT_ID", "reference": 10023}``
+    instead of ``{"id", "type": "SHIPMENT", "value": "10023"}``.
     """
 
     seed: int = 0
@@ -120,11 +129,24 @@ class FaultConfig:
     max_page_size: int | None = None
     max_in_flight: int | None = None
     in_flight_retry_after: bool = True
+    forbidden_prefixes: frozenset[str] | None = None
+    strict_criteria: bool = False
+    efile_reference_shape: str = "type"
 
     def __post_init__(self) -> None:
         self._check_types()
         if self.paths is not None:
             object.__setattr__(self, "paths", frozenset(self.paths))
+        if self.forbidden_prefixes is not None:
+            object.__setattr__(self, "forbidden_prefixes", frozenset(self.forbidden_prefixes))
+            bad = sorted(p for p in self.forbidden_prefixes if not p.startswith("/"))
+            if bad:
+                raise ValueError(f"forbidden_prefixes must be paths starting with '/', got {bad}")
+        if self.efile_reference_shape not in EFILE_REFERENCE_SHAPES:
+            raise ValueError(
+                f"efile_reference_shape must be one of {', '.join(EFILE_REFERENCE_SHAPES)}, "
+                f"got {self.efile_reference_shape!r}"
+            )
         for name in ("rate_limit_rate", "server_error_rate", "drop_rate", "modify_during_paging_rate"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -148,6 +170,10 @@ class FaultConfig:
             if not accepts(value):
                 raise ValueError(f"{f.name} must be {_FIELD_WANTED.get(f.name, wanted)}, got {value!r}")
 
+    def forbidden(self, path: str) -> str | None:
+        """The forbidden prefix ``path`` starts with, if any."""
+        return next((p for p in sorted(self.forbidden_prefixes or ()) if path.startswith(p)), None)
+
     def replace(self, **changes: Any) -> FaultConfig:
         known = {f.name for f in dataclasses.fields(self)}
         unknown = set(changes) - known
@@ -158,6 +184,8 @@ class FaultConfig:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["paths"] = sorted(self.paths) if self.paths is not None else None
+        if self.forbidden_prefixes is not None:
+            data["forbidden_prefixes"] = sorted(self.forbidden_prefixes)
         return data
 
 

@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from freight_pipeline.simulator.corruptions import Corruption, CorruptionError
+from freight_pipeline.simulator.data_efile import efile_in_shape, references_in_shape
 from freight_pipeline.simulator.http_base import ApiError, ServiceState, json_body
 
 
@@ -132,6 +133,7 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
     def _current_answer(corruption: Corruption) -> Callable[[], Any]:
         """What the record's endpoint answers now (the memo lines of a shipment: its lookup's rows)."""
         record_id = corruption.record_id
+        shape = state.faults.config.efile_reference_shape
         if corruption.endpoint == "memos":
             def memos() -> Any:
                 base = store.get_base_shipment(record_id)
@@ -141,8 +143,9 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
             "shipment": store.get_shipment, "events": store.get_events,
             "airmaincarriage": store.get_air_main_carriage, "seamaincarriage": store.get_sea_main_carriage,
             "codeconverter": store.get_code_conversion,
-            "efile": lambda efile_id: store.get_efile(efile_id, True),
-            "efilereferences": store.get_efile_references, "efileroles": store.get_efile_roles,
+            "efile": lambda efile_id: efile_in_shape(store.get_efile(efile_id, True), shape),
+            "efilereferences": lambda efile_id: references_in_shape(store.get_efile_references(efile_id), shape),
+            "efileroles": store.get_efile_roles,
         }
         return lambda: readers[corruption.endpoint](record_id)
 

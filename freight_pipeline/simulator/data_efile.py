@@ -4,6 +4,11 @@ Two kinds of record: those stored through the interface (full dicts) and those t
 gives the shipments it makes (:class:`GeneratedFile`, a few small fields; rendered on demand, so a
 store of 100,000 shipments holds its E-Files in tens of MB). A generated record becomes a stored
 one the first time it is changed (a reference or role added or removed).
+
+References are kept in the ``type`` shape (``{"id", "type": "SHIPMENT", "value": "10023"}``);
+:func:`efile_in_shape` and :func:`reference_in_shape` render them in the ``key`` shape
+(``{"id", "reference_key": "SHIPMENT_ID", "reference": 10023}``) of ``FaultConfig.efile_reference_shape``,
+and :func:`reference_from_shape` reads a reference body sent in that shape.
 """
 
 from __future__ import annotations
@@ -19,6 +24,41 @@ from typing import Any, NamedTuple
 from freight_pipeline.simulator.store_api import Invalid, NotFound
 
 REFERENCE_TYPES: tuple[str, ...] = ("SHIPMENT", "ADDRESS", "HBL", "MBL", "OTHER")
+SHIPMENT_REFERENCE_KEY = "SHIPMENT_ID"  # the ``key`` shape's name of a SHIPMENT reference
+
+
+def reference_in_shape(reference: Mapping[str, Any], shape: str) -> dict[str, Any]:
+    """An EFileReference as answered in ``shape``: ``type`` as kept, or ``key`` (a shipment id as an integer)."""
+    if shape == "type":
+        return dict(reference)
+    kind, value = reference.get("type"), reference.get("value")
+    if kind == "SHIPMENT":
+        kind = SHIPMENT_REFERENCE_KEY
+        text = str(value).strip()
+        value = int(text) if text.isdigit() else value
+    return {"id": reference.get("id"), "reference_key": kind, "reference": value}
+
+
+def references_in_shape(references: list[dict[str, Any]], shape: str) -> list[dict[str, Any]]:
+    return references if shape == "type" else [reference_in_shape(r, shape) for r in references]
+
+
+def efile_in_shape(record: dict[str, Any], shape: str) -> dict[str, Any]:
+    """An EFile with its references (if it carries them) answered in ``shape``."""
+    if shape == "type" or not isinstance(record.get("references"), list):
+        return record
+    return {**record, "references": references_in_shape(record["references"], shape)}
+
+
+def reference_from_shape(body: Any) -> Any:
+    """A reference body sent in the ``key`` shape, as the store takes it (``type`` shape); others unchanged."""
+    if not isinstance(body, Mapping) or "reference_key" not in body or "type" in body:
+        return body
+    item = {k: v for k, v in body.items() if k not in ("reference_key", "reference")}
+    key = body.get("reference_key")
+    item["type"] = "SHIPMENT" if key == SHIPMENT_REFERENCE_KEY else key
+    item["value"] = body.get("reference")
+    return item
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from freight_pipeline.simulator import lookup
+from freight_pipeline.simulator.auth import AuthError
 from freight_pipeline.simulator.config import WEBHOOK_ROLE, UserConfig
 from freight_pipeline.simulator.corruptions import Answer
+from freight_pipeline.simulator.data_efile import efile_in_shape, reference_from_shape, references_in_shape
 from freight_pipeline.simulator.http_base import ApiError, ServiceState, json_body, json_object
 from freight_pipeline.simulator.store_api import EVENT_CODES, EVENT_TYPES, NotFound
 
@@ -122,7 +124,17 @@ class Endpoints:
     def _user(self, request: Request, permission: str) -> UserConfig:
         user = self.state.auth.bearer_user(request.headers.get("authorization"))
         self.state.auth.require_permission(user, permission)
+        self._refuse_forbidden(request, user, permission)
         return user
+
+    def _refuse_forbidden(self, request: Request, user: UserConfig, permission: str) -> None:
+        """403 for every user on a path under ``forbidden_prefixes`` (a permission the operator did not grant)."""
+        prefix = self.state.faults.config.forbidden(request.url.path)
+        if prefix is not None:
+            raise AuthError(
+                403, f"user {user.username!r} lacks permission {permission!r} for this endpoint "
+                f"(not granted for {prefix})"
+            )
 
     def _id(self, request: Request, name: str = "id") -> int:
         raw = request.path_params[name]
@@ -132,7 +144,8 @@ class Endpoints:
 
     async def _lookup(self, request: Request, spec: lookup.LookupSpec) -> tuple[list[Any], lookup.PageRequest]:
         paging = page_request(request, spec, self.state.faults.config.max_page_size)
-        criteria = lookup.parse_criteria(await json_body(request, empty=[]), spec)
+        strict = self.state.faults.config.strict_criteria
+        criteria = lookup.parse_criteria(await json_body(request, empty=[]), spec, strict)
         return criteria, paging
 
     # --- auth and webhook ------------------------------------------------------------------------------
@@ -146,7 +159,8 @@ class Endpoints:
         return JSONResponse(answer, headers={"Cache-Control": "no-store"})
 
     async def webhook(self, request: Request) -> Response:
-        self.state.auth.basic_user(request.headers.get("authorization"), WEBHOOK_ROLE)
+        user = self.state.auth.basic_user(request.headers.get("authorization"), WEBHOOK_ROLE)
+        self._refuse_forbidden(request, user, WEBHOOK_ROLE)
         body = await json_body(request)
         if not isinstance(body, dict):
             raise ApiError(400, "webhook body must be a JSON object")
@@ -306,8 +320,11 @@ class Endpoints:
             base64.b64decode(document, validate=True)
         except (binascii.Error, ValueError):
             raise ApiError(400, "document is not valid base64") from None
+        shape = self._reference_shape()
+        if shape != "type" and isinstance(body.get("references"), list):
+            body = {**body, "references": [reference_from_shape(r) for r in body["references"]]}
         stored = await in_thread(self.store.store_efile, body)
-        return JSONResponse(stored, status_code=201)
+        return JSONResponse(efile_in_shape(stored, shape), status_code=201)
 
     async def efile_lookup(self, request: Request) -> Response:
         self._user(request, "efile:read")
@@ -321,30 +338,47 @@ class Endpoints:
     async def efile_retrieve(self, request: Request) -> Response:
         self._user(request, "efile:read")  # before the query is read: 401 comes before 400
         cascade = query_bool(request, "cascade")
-        return await self._record(
-            request, "efile:read", "efile", lambda efile_id: self.store.get_efile(efile_id, cascade)
-        )
+        shape = self._reference_shape()
+
+        def read(efile_id: int) -> dict[str, Any]:
+            return efile_in_shape(self.store.get_efile(efile_id, cascade), shape)
+
+        return await self._record(request, "efile:read", "efile", read)
 
     async def efile_delete(self, request: Request) -> Response:
         self._user(request, "efile:delete")
-        return JSONResponse(await in_thread(self.store.delete_efile, self._id(request)))
+        deleted = await in_thread(self.store.delete_efile, self._id(request))
+        return JSONResponse(efile_in_shape(deleted, self._reference_shape()))
 
     async def efile_references(self, request: Request) -> Response:
-        return await self._record(request, "efile:read", "efilereferences", self.store.get_efile_references)
+        shape = self._reference_shape()
+
+        def read(efile_id: int) -> list[dict[str, Any]]:
+            return references_in_shape(self.store.get_efile_references(efile_id), shape)
+
+        return await self._record(request, "efile:read", "efilereferences", read)
 
     async def efile_reference_add(self, request: Request) -> Response:
         self._user(request, "efile:write")
         efile_id = self._id(request)
-        body = await json_object(request, "an EFileReference")
+        body = await self._reference_body(request)
         await in_thread(self.store.add_efile_reference, efile_id, body)
         return Response(status_code=200)
 
     async def efile_reference_delete(self, request: Request) -> Response:
         self._user(request, "efile:write")
         efile_id = self._id(request)
-        body = await json_object(request, "an EFileReference")
+        body = await self._reference_body(request)
         await in_thread(self.store.delete_efile_reference, efile_id, body)
         return Response(status_code=200)
+
+    def _reference_shape(self) -> str:
+        return self.state.faults.config.efile_reference_shape
+
+    async def _reference_body(self, request: Request) -> Any:
+        """An EFileReference body; in the ``key`` shape one sent in that shape is read too."""
+        body = await json_object(request, "an EFileReference")
+        return body if self._reference_shape() == "type" else reference_from_shape(body)
 
     async def efile_roles(self, request: Request) -> Response:
         return await self._record(request, "efile:read", "efileroles", self.store.get_efile_roles)

@@ -23,13 +23,33 @@ from freight_pipeline.simulator.lookup.types import (
 # --- parsing -----------------------------------------------------------------------------------
 
 
-def parse_criteria(body: Any, spec: LookupSpec) -> list[Criterion]:
+# Under strict criteria, the one field each match mode takes (every other mode: "value").
+STRICT_FIELD: dict[str, str] = {"IN": "values", "OR": "identifiers"}
+
+
+def parse_criteria(body: Any, spec: LookupSpec, strict: bool = False) -> list[Criterion]:
+    """The criteria of a lookup body; ``strict`` refuses the forms the spec does not name (:func:`_check_strict`)."""
     if not isinstance(body, list):
         raise CriteriaError(f"lookup body must be a JSON array of criteria, got {_json_type(body)}")
-    return [_parse_criterion(item, spec, f"criterion[{i}]", 0) for i, item in enumerate(body)]
+    return [_parse_criterion(item, spec, f"criterion[{i}]", 0, strict) for i, item in enumerate(body)]
 
 
-def _parse_criterion(item: Any, spec: LookupSpec, where: str, depth: int) -> Criterion:
+def _check_strict(item: Mapping[str, Any], mode: str, where: str) -> None:
+    """The strict reading of the spec: ``IN`` takes ``values``, ``OR`` ``identifiers``, every other mode ``value``."""
+    wanted = STRICT_FIELD.get(mode, "value")
+    given = [name for name in ("value", "values", "identifiers") if item.get(name) is not None]
+    key = item.get("key")
+    named = f"{where} (key {key})" if isinstance(key, str) else where
+    extra = [name for name in given if name != wanted]
+    if extra:
+        raise CriteriaError(
+            f"{named}: match_mode {mode} takes {wanted!r}, not {' or '.join(repr(e) for e in extra)} (strict criteria)"
+        )
+    if wanted not in given:
+        raise CriteriaError(f"{named}: match_mode {mode} needs {wanted!r} (strict criteria)")
+
+
+def _parse_criterion(item: Any, spec: LookupSpec, where: str, depth: int, strict: bool) -> Criterion:
     if depth > MAX_NESTING:
         raise CriteriaError(f"{where}: identifiers nested deeper than {MAX_NESTING} levels")
     if not isinstance(item, dict):
@@ -41,6 +61,8 @@ def _parse_criterion(item: Any, spec: LookupSpec, where: str, depth: int) -> Cri
     mode = "EQUALS" if mode is None else mode
     if mode not in MATCH_MODES:
         raise CriteriaError(f"{where}: unknown match_mode {mode!r}; allowed: {', '.join(MATCH_MODES)}")
+    if strict:
+        _check_strict(item, mode, where)
     key = item.get("key")
     if key is not None and (not isinstance(key, str) or key not in spec.kinds):
         raise CriteriaError(f"{where}: unknown key {key!r} for the {spec.group} lookup; allowed: {spec.allowed}")
@@ -51,7 +73,8 @@ def _parse_criterion(item: Any, spec: LookupSpec, where: str, depth: int) -> Cri
         if not isinstance(identifiers, list) or not identifiers:
             raise CriteriaError(f"{where}: identifiers must be a non-empty JSON array of criteria")
         children = tuple(
-            _parse_criterion(sub, spec, f"{where}.identifiers[{i}]", depth + 1) for i, sub in enumerate(identifiers)
+            _parse_criterion(sub, spec, f"{where}.identifiers[{i}]", depth + 1, strict)
+            for i, sub in enumerate(identifiers)
         )
 
     raw = _raw_values(item, mode, where)
