@@ -9,9 +9,16 @@ import dagster as dg
 from freight_pipeline.config import MAX_SYNC_AGE_ENV, PASSWORD_ENV, minutes_from_env
 from freight_pipeline.defs.checks import DEFAULT_MAX_SYNC_AGE, build_sync_freshness, build_warehouse_checks
 from freight_pipeline.defs.dbt import DbtCli, dbt_executable, dbt_project, freight_dbt_models
-from freight_pipeline.defs.jobs import code_conversions_job, default_sensor_status, freight_sync_job, schedules
+from freight_pipeline.defs.jobs import (
+    code_conversions_job,
+    default_sensor_status,
+    freight_build_job,
+    freight_sync_job,
+    schedules,
+)
 from freight_pipeline.defs.lake import lake_definitions_from_env
 from freight_pipeline.defs.publish import published_warehouse
+from freight_pipeline.defs.recovery import build_after_failed_streams
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import SYNC_ASSETS
 
@@ -25,9 +32,9 @@ lake = lake_definitions_from_env()  # the backfill and maintenance, when FREIGHT
 defs = dg.Definitions(
     assets=[*SYNC_ASSETS, freight_dbt_models, published_warehouse, *lake.assets],
     asset_checks=[build_warehouse_checks(), *freshness_checks],
-    jobs=[freight_sync_job, code_conversions_job, *lake.jobs],
+    jobs=[freight_sync_job, code_conversions_job, freight_build_job, *lake.jobs],
     schedules=[*schedules, *lake.schedules],
-    sensors=[freshness_sensor],
+    sensors=[freshness_sensor, build_after_failed_streams],
     resources={
         "freight_service": FreightServiceResource(password=dg.EnvVar(PASSWORD_ENV)),
         "warehouse": WarehouseResource(),

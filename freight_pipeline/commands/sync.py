@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
-from freight_pipeline.commands.execute import DEFAULT_JOB, MissingPassword, execute_job, service_from_env
+from freight_pipeline.commands.execute import DEFAULT_JOB, MissingPassword, execute_with_build, service_from_env
 from freight_pipeline.config import environ
 from freight_pipeline.defs.dbt_plan import FULL_REFRESH_ENV
 
@@ -35,9 +35,18 @@ def run(args: argparse.Namespace) -> int:
     partition = f" partition {args.partition}" if args.partition else ""
     say(f"sync: {args.job}{partition}: {service.base_url} as {service.username!r} -> {data_dir}")
     with environ({FULL_REFRESH_ENV: "1"} if args.full_refresh else {}):
-        outcome = execute_job(args.job, data_dir, verbose=args.verbose, partition_key=args.partition)
-    if not outcome.success:
-        say(outcome.failure_line("sync", service.password))
-        return 1
-    say(f"sync succeeded in {outcome.seconds:.1f} s (run {outcome.run_id}); see `freight-pipeline status`")
-    return 0
+        synced = execute_with_build(args.job, data_dir, verbose=args.verbose, partition_key=args.partition)
+    outcome = synced.run
+    if outcome.success:
+        say(f"sync succeeded in {outcome.seconds:.1f} s (run {outcome.run_id}); see `freight-pipeline status`")
+        return 0
+    say(outcome.failure_line("sync", service.password))
+    if synced.build is not None:
+        build = synced.build
+        if build.success:
+            say(f"published anyway by run {build.run_id} ({build.seconds:.1f} s): every other stream's data and "
+                f"the marts built on it; the {', '.join(synced.failed_streams)} tables keep the rows of their last "
+                "successful sync (freight_meta.table_freshness); see `freight-pipeline status`")
+        else:
+            say(build.failure_line("the build after it", service.password) + "; nothing was published")
+    return 1

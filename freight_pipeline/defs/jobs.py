@@ -14,13 +14,16 @@ import dagster as dg
 from freight_pipeline.config import SCHEDULES_RUNNING_ENV
 from freight_pipeline.defs.dbt import freight_dbt_models
 from freight_pipeline.defs.publish import published_warehouse
-from freight_pipeline.defs.sync_assets import SYNC_ASSETS, table_key
+from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS, SYNC_ASSETS, table_key
 
 if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 FREIGHT_SYNC_JOB = "freight_sync_job"
 CODE_CONVERSIONS_JOB = "code_conversions_job"
+FREIGHT_BUILD_JOB = "freight_build_job"
+BUILD_AFTER_JOBS = frozenset({FREIGHT_SYNC_JOB, CODE_CONVERSIONS_JOB})
+"""Jobs after whose runs failed in their streams alone a ``freight_build_job`` run follows (``defs.recovery``)."""
 WRITER_TAG = {"freight/warehouse_writer": "true"}
 """Tag of every run that writes the working database (what the schedules look for)."""
 ACTIVE_STATUSES = [
@@ -49,6 +52,15 @@ code_conversions_job = _job(
     # the whole dbt build, not only the models on code conversions: a publish must only ever ship
     # marts of one complete, successful build (see ``dbt.logged_build``)
     "Full refresh of the code conversions, the whole dbt build, then publish.",
+)
+
+
+freight_build_job = _job(
+    FREIGHT_BUILD_JOB,
+    dg.AssetSelection.assets(freight_dbt_models, published_warehouse)
+    | dg.AssetSelection.checks_for_assets(*SYNC_ASSET_KEYS),
+    "The dbt build, the warehouse checks and the publish, without syncing: what follows a run whose only "
+    "failures were streams, so the other streams' data is published (defs.recovery).",
 )
 
 

@@ -164,11 +164,16 @@ def stream_results(stream: str, result: StreamResult, warehouse: WarehouseResour
         yield dg.MaterializeResult(asset_key=table_key(table), metadata=metadata)
 
 
+def stream_asset_name(stream: str) -> str:
+    """The name (and step key) of a stream's asset."""
+    return f"sync_{stream}"
+
+
 def build_stream_asset(stream: str) -> dg.AssetsDefinition:
     """The asset of one stream: all tables it writes, materialized together by one ``run_stream``."""
 
     @dg.multi_asset(
-        name=f"sync_{stream}",
+        name=stream_asset_name(stream),
         specs=[table_spec(t) for t in stream_tables(stream)],
         description=DESCRIPTIONS.get(stream, f"The {stream} stream."),
         can_subset=False,

@@ -8,7 +8,8 @@ import duckdb
 import pytest
 
 from freight_pipeline.cli import main
-from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 
 
@@ -67,3 +68,31 @@ def test_sync_runs_the_job_and_publishes(sim: RunningSimulator, tmp_path: Path) 
     again = run_cli(["sync", "--data-dir", str(data_dir), "--full-refresh", "--verbose"], env)
     assert again.returncode == 0, again.stderr
     assert "a full refresh was asked for" in again.stderr  # nothing changed, yet every mart was rebuilt
+
+
+def test_a_stream_the_account_cannot_reach_fails_the_sync_which_publishes_the_rest(tmp_path: Path) -> None:
+    without_efiles = frozenset(p for p in PERMISSIONS if not p.startswith("efile"))
+    config = SimulatorConfig(users=(UserConfig("no-documents-role", "pw-no-docs-4711", without_efiles),))
+    with running_simulator(config, shipments=40, seed=5) as sim:
+        env = cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME="no-documents-role",
+                      FREIGHT_PASSWORD="pw-no-docs-4711", DAGSTER_HOME=str(tmp_path / "dagster_home"))
+        done = run_cli(["sync", "--data-dir", str(tmp_path / "data")], env)
+    assert done.returncode == 1, done.stderr
+    failed, published = done.stderr.strip().splitlines()[-2:]
+    assert failed.startswith("sync failed in step sync_documents: StreamUnreachable: the account cannot reach the "
+                             "documents stream's endpoints (403"), failed
+    assert "FREIGHT_SYNC_DOCUMENTS=0" in failed
+    assert published.startswith("published anyway by run "), published
+    assert "pw-no-docs-4711" not in done.stderr + done.stdout
+    with duckdb.connect(str(tmp_path / "data" / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchone() == (40,)
+        assert con.execute("SELECT last_status FROM freight_meta.table_freshness "
+                           "WHERE table_name = 'shipment_documents'").fetchone() == ("failed",)
+
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        runs = instance.get_runs()
+        assert [(r.job_name, r.status.value) for r in runs] == [("freight_build_job", "SUCCESS"),
+                                                                ("freight_sync_job", "FAILURE")]
+        assert runs[0].tags["freight/after_failed_run"] == runs[1].run_id
