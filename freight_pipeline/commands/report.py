@@ -170,6 +170,10 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
             f"SELECT stream, {', '.join(RUN_COLUMNS)} FROM {META_SCHEMA}.sync_runs {LATEST_RUN_PER_STREAM}"
         ).fetchall()
         runs = {row[0]: dict(zip(RUN_COLUMNS, (_plain(v) for v in row[1:]), strict=True)) for row in rows}
+    synced: dict[str, Any] = {}
+    if f"{META_SCHEMA}.table_freshness" in tables:  # since when each stream's tables are current
+        synced = dict(con.execute(f"SELECT stream, min(synced_through) FROM {META_SCHEMA}.table_freshness "
+                                  "GROUP BY stream").fetchall())
     names = [s for s in STREAM_ORDER if s in cursors or s in runs]
     names += sorted((set(cursors) | set(runs)) - set(names))
     return [
@@ -177,6 +181,7 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
             "stream": name,
             "cursor": cursors.get(name, (None, None))[0],
             "cursor_updated_at": _plain(cursors.get(name, (None, None))[1]),
+            "synced_through": _plain(synced.get(name)),
             "last_run": runs.get(name),
         }
         for name in names

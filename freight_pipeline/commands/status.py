@@ -53,8 +53,8 @@ def render_status(report: dict[str, Any]) -> str:
 
 
 def render_streams(streams: list[dict[str, Any]]) -> str:
-    headers = ("stream", "cursor", "last run", "finished (UTC)", "read", "written", "requests", "retries", "rejected",
-               "error")
+    headers = ("stream", "cursor", "last run", "finished (UTC)", "tables as of (UTC)", "read", "written", "requests",
+               "retries", "rejected", "error")
     rows = []
     for s in streams:
         run = s.get("last_run") or {}
@@ -64,6 +64,7 @@ def render_streams(streams: list[dict[str, Any]]) -> str:
                 _short(describe_cursor(s.get("cursor")), 48),
                 run.get("status"),
                 _utc_text(run.get("finished_at")),
+                _utc_text(s.get("synced_through")),
                 run.get("rows_read"),
                 run.get("rows_written"),
                 run.get("requests"),

@@ -77,7 +77,10 @@ def test_a_stream_the_account_cannot_reach_fails_the_sync_which_publishes_the_re
         env = cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME="no-documents-role",
                       FREIGHT_PASSWORD="pw-no-docs-4711", DAGSTER_HOME=str(tmp_path / "dagster_home"))
         done = run_cli(["sync", "--data-dir", str(tmp_path / "data")], env)
+        status = run_cli(["status", "--data-dir", str(tmp_path / "data")], env)
     assert done.returncode == 1, done.stderr
+    documents = next(line for line in status.stdout.splitlines() if line.strip().startswith("documents "))
+    assert " failed " in documents and "StreamUnreachable" in documents, status.stdout
     failed, published = done.stderr.strip().splitlines()[-2:]
     assert failed.startswith("sync failed in step sync_documents: StreamUnreachable: the account cannot reach the "
                              "documents stream's endpoints (403"), failed
