@@ -1,22 +1,29 @@
 """The simulator's clock: simulated time in the service's UTC offset, whole seconds.
 
 It starts at a fixed instant (so a seed always yields the same initial data). A frozen clock (the
-default; tests, the demo) only moves when told to (:meth:`SimClock.advance`); a clock following
-wall time (``freight-pipeline simulator``) also moves with the real time elapsed since it was made.
-Fractions of a second accumulate but :meth:`SimClock.now` always returns whole seconds, matching
-the service's ``last_modified_date_time`` resolution (assumption A8).
+default; tests, the demo) only moves when told to (:meth:`SimClock.advance`, :meth:`SimClock.set_to`);
+a clock following wall time (``freight-pipeline simulator``) also moves with the real time elapsed
+since it was made. Fractions of a second accumulate but :meth:`SimClock.now` always returns whole
+seconds, matching the service's ``last_modified_date_time`` resolution (assumption A8).
+
+The offset may change at given instants (summer time ending or starting): ``offset_changes`` pairs
+an instant with the offset in force from then on, and :class:`OffsetSchedule` (a ``tzinfo``) picks
+the offset by instant, so every wall-clock value the service stamps uses the offset of its instant.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from freight_pipeline.datetimes import DateTimeParseError, format_offset, parse_offset
 
 DEFAULT_START_LOCAL = dt.datetime(2026, 11, 1, 8, 0, 0)
+_EPOCH = dt.datetime(1970, 1, 1)
+_SECOND = dt.timedelta(seconds=1)
 
 
 def offset_timezone(utc_offset: str) -> dt.timezone:
@@ -32,6 +39,80 @@ def offset_timezone(utc_offset: str) -> dt.timezone:
     return dt.timezone(delta)
 
 
+def parse_instant(text: str, what: str = "instant") -> dt.datetime:
+    """An ISO 8601 instant with its UTC offset (``2026-10-25T03:00:00+02:00``). Raises ValueError."""
+    try:
+        instant = dt.datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        instant = None
+    if instant is None or instant.tzinfo is None:
+        raise ValueError(f"{what} must be an ISO 8601 date-time with a UTC offset, got {text!r}")
+    return instant
+
+
+class OffsetSchedule(dt.tzinfo):
+    """A UTC offset that changes at given instants; ``fromutc`` sets ``fold`` on a repeated wall time."""
+
+    def __init__(self, first: dt.timedelta, changes: Sequence[tuple[int, dt.timedelta]]) -> None:
+        self._epochs = [epoch for epoch, _ in changes]
+        self._offsets = [first, *(offset for _, offset in changes)]
+
+    def offset_at(self, epoch: float) -> dt.timedelta:
+        """The offset in force at the POSIX instant ``epoch``."""
+        return self._offsets[bisect.bisect_right(self._epochs, epoch)]
+
+    def _period(self, utc_naive: dt.datetime) -> int:
+        return bisect.bisect_right(self._epochs, (utc_naive - _EPOCH) // _SECOND)
+
+    def utcoffset(self, when: dt.datetime | None) -> dt.timedelta:
+        if when is None:
+            return self._offsets[0]
+        local = when.replace(tzinfo=None, fold=0)
+        fitting = [off for i, off in enumerate(self._offsets) if self._period(local - off) == i]
+        if fitting:  # two on a repeated wall time: fold 0 is the first, fold 1 the second
+            return fitting[-1] if when.fold else fitting[0]
+        for i, epoch in enumerate(self._epochs):  # in a gap: fold 0 takes the offset before it
+            change = _EPOCH + epoch * _SECOND
+            if local - self._offsets[i + 1] < change <= local - self._offsets[i]:
+                return self._offsets[i + 1] if when.fold else self._offsets[i]
+        return self._offsets[0]
+
+    def dst(self, when: dt.datetime | None) -> dt.timedelta | None:
+        return None
+
+    def tzname(self, when: dt.datetime | None) -> str:
+        return format_offset(self.utcoffset(when))
+
+    def fromutc(self, when: dt.datetime) -> dt.datetime:
+        utc = when.replace(tzinfo=None)
+        period = self._period(utc)
+        local = utc + self._offsets[period]
+        repeated = any(self._period(local - self._offsets[i]) == i for i in range(period))
+        return local.replace(tzinfo=self, fold=1 if repeated else 0)
+
+
+def clock_timezone(utc_offset: str, offset_changes: Sequence[tuple[str, str]] = ()) -> dt.tzinfo:
+    """The service's zone: a fixed offset, or an :class:`OffsetSchedule` when the offset changes.
+
+    ``offset_changes``: ``(instant, offset)`` pairs in time order, e.g.
+    ``(("2026-10-25T03:00:00+02:00", "+01:00"),)``. Raises ValueError for a bad or unordered one.
+    """
+    first = offset_timezone(utc_offset)
+    if not offset_changes:
+        return first
+    changes: list[tuple[int, dt.timedelta]] = []
+    for pair in offset_changes:
+        if not (isinstance(pair, Sequence) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+            raise ValueError(f"an offset change must be (instant, offset), both strings, got {pair!r}")
+        instant = parse_instant(pair[0], "the instant of an offset change")
+        offset = offset_timezone(pair[1]).utcoffset(None)
+        epoch = math.floor(instant.timestamp())
+        if changes and epoch <= changes[-1][0]:
+            raise ValueError(f"offset changes must be in time order, one per instant: {pair[0]} is not after the last")
+        changes.append((epoch, offset))
+    return OffsetSchedule(first.utcoffset(None), changes)
+
+
 class SimClock:
     """Simulated wall clock. Not thread-safe by itself: the store guards it with its lock."""
 
@@ -41,12 +122,13 @@ class SimClock:
         utc_offset: str = "+01:00",
         wall_clock: bool = False,
         monotonic: Callable[[], float] = time.monotonic,
+        offset_changes: Sequence[tuple[str, str]] = (),
     ) -> None:
-        self.tz = offset_timezone(utc_offset)
+        self.tz = clock_timezone(utc_offset, offset_changes)
         self.wall_clock = wall_clock
         self._monotonic = monotonic
         self._made_at = monotonic()
-        self.offset_text = format_offset(self.tz.utcoffset(None))
+        self.offset_text = format_offset(self.tz.utcoffset(None))  # the first offset
         if start is None:
             start = DEFAULT_START_LOCAL.replace(tzinfo=self.tz)
         elif start.tzinfo is None:
@@ -72,8 +154,26 @@ class SimClock:
         self._elapsed += seconds
         return self.now()
 
+    def set_to(self, instant: dt.datetime) -> dt.datetime:
+        """Move the clock forward to ``instant`` (aware; whole seconds). Raises ValueError for an earlier one."""
+        if instant.tzinfo is None:
+            raise ValueError("the clock can only be set to an instant with a UTC offset")
+        gap = math.floor(instant.timestamp()) - self.epoch()
+        if gap < 0:
+            raise ValueError(f"the clock only moves forward; {instant.isoformat()} is before {self.now().isoformat()}")
+        self._elapsed += gap
+        return self.now()
+
+    def offset_at(self, epoch: int) -> dt.timezone:
+        """The fixed offset in force at ``epoch``."""
+        if isinstance(self.tz, OffsetSchedule):
+            return dt.timezone(self.tz.offset_at(epoch))
+        assert isinstance(self.tz, dt.timezone)
+        return self.tz
+
     def to_local(self, epoch: int) -> dt.datetime:
-        return dt.datetime.fromtimestamp(epoch, self.tz)
+        """``epoch`` in the offset in force then (a fixed-offset datetime, so it compares as an instant)."""
+        return dt.datetime.fromtimestamp(epoch, self.offset_at(epoch))
 
     def iso(self, epoch: int) -> str:
         """ISO 8601 with the service offset, seconds resolution: ``2026-11-01T10:15:30+01:00``."""

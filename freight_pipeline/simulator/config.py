@@ -7,10 +7,13 @@ Plain frozen dataclasses; change a running server's faults with ``FaultInjector.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from freight_pipeline.simulator.clock import clock_timezone
 
 # Permission names (assumption A16) and the webhook role (A17).
 PERMISSIONS: tuple[str, ...] = (
@@ -193,8 +196,11 @@ class FaultConfig:
 class SimulatorConfig:
     """Everything the HTTP service needs besides the store.
 
-    ``shipments``, ``seed``, ``utc_offset`` and ``wall_clock`` are only used when the server builds its
-    own store.
+    ``shipments``, ``seed``, ``start``, ``utc_offset``, ``offset_changes`` and ``wall_clock`` are only
+    used when the server builds its own store. ``start``: the clock's start, ISO 8601 (without an
+    offset: in the service's offset then); default 2026-11-01T08:00 local. ``offset_changes``:
+    ``(instant, offset)`` pairs, from each instant on the service's offset is that one, e.g.
+    ``(("2026-10-25T03:00:00+02:00", "+01:00"),)`` (summer time ending).
     """
 
     users: tuple[UserConfig, ...] = field(default_factory=default_users)
@@ -206,6 +212,8 @@ class SimulatorConfig:
     seed: int = 42
     utc_offset: str = "+01:00"
     wall_clock: bool = False  # the built store's clock also moves with real time (the CLI's default)
+    start: str | None = None
+    offset_changes: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "users", tuple(self.users))
@@ -216,6 +224,18 @@ class SimulatorConfig:
             raise ValueError("token_lifetime_s must be positive")
         if not 0 <= self.shipments <= MAX_SHIPMENTS:
             raise ValueError(f"shipments must be between 0 and {MAX_SHIPMENTS}, got {self.shipments}")
+        object.__setattr__(self, "offset_changes", tuple(tuple(pair) for pair in self.offset_changes))
+        clock_timezone(self.utc_offset, self.offset_changes)  # raises ValueError for a bad one
+        self.start_instant()
+
+    def start_instant(self) -> dt.datetime | None:
+        """``start`` read (naive when given without an offset); ValueError when unreadable."""
+        if self.start is None:
+            return None
+        try:
+            return dt.datetime.fromisoformat(self.start)
+        except (TypeError, ValueError):
+            raise ValueError(f"start must be an ISO 8601 date-time, got {self.start!r}") from None
 
     def user(self, username: str) -> UserConfig | None:
         return next((u for u in self.users if u.username == username), None)

@@ -4,8 +4,12 @@ No bearer auth (it is off unless enabled, and the CLI refuses it on a non-loopba
 never faulted nor counted. Bodies of the wrong JSON type are refused (400). Routes:
 
 * ``POST /_control/shipments/{modify|create|delete}?count=N`` -> ``{"ids": [...]}``
-* ``POST /_control/shipments/touch`` body ``{"ids": [...]}``
-* ``GET /_control/clock``; ``POST /_control/clock/advance?seconds=S`` -> ``{"now": iso}``
+* ``POST /_control/shipments/touch`` body ``{"ids": [...], "at": iso (optional)}``: a new version of
+  each, last modified now (A8); with ``at``, the clock is first set to that instant. ->
+  ``{"ids": [...], "last_modified_date_time": iso of their stamp (null for no ids)}``
+* ``GET /_control/clock``; ``POST /_control/clock/advance?seconds=S``; ``POST /_control/clock/set``
+  body ``{"now": "2026-10-25T02:30:00+02:00"}`` (ISO 8601 with offset; forward only, else 400)
+  -> ``{"now": iso}``
 * ``GET /_control/faults``; ``PUT`` (or ``POST``) ``/_control/faults`` body: FaultConfig fields to change;
   ``POST /_control/faults/reset``; ``POST /_control/faults/script`` body
   ``{"kind": "drop"|"rate_limit"|"server_error"|"malformed", "count": 1, "path": null, "status": null}``
@@ -21,6 +25,7 @@ never faulted nor counted. Bodies of the wrong JSON type are refused (400). Rout
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from freight_pipeline.simulator.clock import parse_instant
 from freight_pipeline.simulator.corruptions import Corruption, CorruptionError
 from freight_pipeline.simulator.data_efile import efile_in_shape, references_in_shape
 from freight_pipeline.simulator.http_base import ApiError, ServiceState, json_body
@@ -55,11 +61,17 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
     async def shipments(request: Request) -> Response:
         action = request.path_params["action"]
         if action == "touch":
-            ids = (await body_object(request)).get("ids")
-            if not isinstance(ids, list) or not all(_is_int(i) for i in ids):
-                raise ApiError(400, "body must be {'ids': [int, ...]}")
+            body = await body_object(request)
+            ids, at = body.get("ids"), body.get("at")
+            if not isinstance(ids, list) or not all(_is_int(i) for i in ids) or not isinstance(at, str | None):
+                raise ApiError(400, "body must be {'ids': [int, ...], 'at': ISO 8601 instant (optional)}")
+            if at is not None:
+                await run_in_threadpool(store.set_clock, instant(at, "at"))
             await run_in_threadpool(store.touch_shipments, ids)
-            return JSONResponse({"ids": ids})
+            stamped = None
+            if ids:  # one stamp for all of them (A8)
+                stamped = (await run_in_threadpool(store.get_base_shipment, ids[0]))["last_modified_date_time"]
+            return JSONResponse({"ids": ids, "last_modified_date_time": stamped})
         actions = {"modify": store.modify_shipments, "create": store.create_shipments, "delete": store.delete_shipments}
         if action not in actions:
             raise ApiError(404, f"unknown shipment action {action!r}")
@@ -68,8 +80,17 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
             raise ApiError(400, "count must not be negative")
         return JSONResponse({"ids": await run_in_threadpool(actions[action], count)})
 
+    def instant(text: Any, name: str) -> dt.datetime:
+        try:
+            return parse_instant(text, name)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+
     async def clock(request: Request) -> Response:
-        if request.method == "POST":
+        if request.url.path.endswith("/set"):
+            at = instant((await body_object(request)).get("now"), "now")
+            now = await run_in_threadpool(store.set_clock, at)
+        elif request.method == "POST":
             now = await run_in_threadpool(store.advance_clock, number(request, "seconds", float))
         else:
             now = await run_in_threadpool(store.now)
@@ -164,6 +185,7 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
         Route("/_control/shipments/{action}", shipments, methods=["POST"]),
         Route("/_control/clock", clock, methods=["GET"]),
         Route("/_control/clock/advance", clock, methods=["POST"]),
+        Route("/_control/clock/set", clock, methods=["POST"]),
         Route("/_control/faults", faults, methods=["GET", "PUT", "POST"]),
         Route("/_control/faults/reset", faults_reset, methods=["POST"]),
         Route("/_control/faults/script", faults_script, methods=["POST"]),

@@ -65,7 +65,7 @@ class ShipmentState(Mapping[str, Any]):
         "tz", "version",
     )
 
-    def __init__(self, *, id: int, version: int, created: int, modified: int, tz: dt.timezone, client: str,
+    def __init__(self, *, id: int, version: int, created: int, modified: int, tz: dt.tzinfo, client: str,
                  direction: str, mode: str, shipment_number: str, house_reference: str | None,
                  master_reference: str | None, foreign_id: str | None, month_of_service: str,
                  running_sequence_number: int, customer_address_type: str, customer_address_number: int,
@@ -137,7 +137,7 @@ def initial_references(seed: int, shipment_id: int) -> tuple[str, ...]:
 
 
 def new_state(seed: int, ident: Identity, created: int, modified: int, version: int, running_sequence_number: int,
-              tz: dt.timezone) -> ShipmentState:
+              tz: dt.tzinfo) -> ShipmentState:
     local_created = dt.datetime.fromtimestamp(created, tz)
     number = (f"{ident.office.code}{_MODE_LETTER[ident.mode]}{ident.direction}{local_created.year % 100:02d}"
               f"{running_sequence_number:06d}")
@@ -357,7 +357,7 @@ def _aes(rng: random.Random, state: ShipmentState, ident: Identity) -> list[dict
     return items
 
 
-def _credit(rng: random.Random, pickup: int, tz: dt.timezone) -> dict[str, Any] | None:
+def _credit(rng: random.Random, pickup: int, tz: dt.tzinfo) -> dict[str, Any] | None:
     roll = rng.random()
     if roll < 0.6:
         return None

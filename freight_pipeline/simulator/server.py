@@ -25,6 +25,7 @@ import uvicorn
 
 from freight_pipeline.simulator.app import SimulatorApp, create_app
 from freight_pipeline.simulator.auth import Authenticator
+from freight_pipeline.simulator.clock import parse_instant
 from freight_pipeline.simulator.config import (
     DEFAULT_PASSWORD,
     DEFAULT_USERNAME,
@@ -45,7 +46,12 @@ def make_store(config: SimulatorConfig) -> StoreAPI:
     from freight_pipeline.simulator.store import SimulatorStore
 
     return SimulatorStore(
-        shipments=config.shipments, seed=config.seed, utc_offset=config.utc_offset, wall_clock=config.wall_clock
+        shipments=config.shipments,
+        seed=config.seed,
+        start=config.start_instant(),
+        utc_offset=config.utc_offset,
+        offset_changes=config.offset_changes,
+        wall_clock=config.wall_clock,
     )
 
 
@@ -188,6 +194,10 @@ class RunningSimulator:
 
     def advance_clock(self, seconds: float) -> dt.datetime:
         return self.store.advance_clock(seconds)
+
+    def set_clock(self, instant: dt.datetime | str) -> dt.datetime:
+        """Move the simulated clock forward to ``instant`` (aware, or ISO 8601 text with its offset)."""
+        return self.store.set_clock(parse_instant(instant) if isinstance(instant, str) else instant)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 

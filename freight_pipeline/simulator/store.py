@@ -45,6 +45,8 @@ class SimulatorStore(SeedingMixin, ReadsMixin, EventsMixin, ChangesMixin, EFiles
         start: the simulated clock's start instant (naive = in ``utc_offset``); default
             2026-11-01T08:00:00 in the offset.
         utc_offset: the service's UTC offset for all ``*_date_time`` values and the lookup keys.
+        offset_changes: ``(instant, offset)`` pairs: from each instant on the offset is that one
+            (e.g. ``(("2026-10-25T03:00:00+02:00", "+01:00"),)``, summer time ending).
         wall_clock: the clock also moves with real time (else it only moves when advanced).
         memo_share: share of shipments with memo lines.
         max_memos_per_shipment: 1..this many memo lines for those shipments.
@@ -69,12 +71,13 @@ class SimulatorStore(SeedingMixin, ReadsMixin, EventsMixin, ChangesMixin, EFiles
         cache_size: int = 1024,
         wall_clock: bool = False,
         documents: bool = True,
+        offset_changes: tuple[tuple[str, str], ...] = (),
     ) -> None:
         if not 0 <= shipments <= MAX_SHIPMENTS:
             raise ValueError(f"shipments must be between 0 and {MAX_SHIPMENTS:,}, got {shipments:,}")
         self.seed = seed
         self._lock = threading.RLock()
-        self._clock = SimClock(start, utc_offset, wall_clock)
+        self._clock = SimClock(start, utc_offset, wall_clock, offset_changes=offset_changes)
         self._memo_share = memo_share
         self._max_memos = max(1, max_memos_per_shipment)
         self._version = 0

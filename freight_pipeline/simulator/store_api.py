@@ -62,6 +62,9 @@ class StoreAPI(Protocol):
 
     def advance_clock(self, seconds: float) -> dt.datetime: ...
 
+    def set_clock(self, instant: dt.datetime) -> dt.datetime:
+        """Move the clock forward to ``instant`` (aware). Raises Invalid for an earlier one."""
+
     def version(self) -> int:
         """A number that changes on every change of shipment data (lets lookups cache results)."""
 

@@ -44,6 +44,13 @@ class ReadsMixin(StoreState):
             except ValueError as exc:
                 raise Invalid(str(exc)) from None
 
+    def set_clock(self, instant: dt.datetime) -> dt.datetime:
+        with self._lock:
+            try:
+                return self._clock.set_to(instant)
+            except ValueError as exc:
+                raise Invalid(str(exc)) from None
+
     # ============================================================================================
     # shipments
     # ============================================================================================

@@ -142,6 +142,13 @@ class FakeStore:
             self._now += dt.timedelta(seconds=seconds)
             return self._now
 
+    def set_clock(self, instant: dt.datetime) -> dt.datetime:
+        with self._lock:
+            if instant < self._now:
+                raise Invalid("the clock only moves forward")
+            self._now = instant.astimezone(OFFSET)
+            return self._now
+
     def version(self) -> int:
         with self._lock:
             return self._version

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Callable
 from typing import Any
@@ -109,3 +110,18 @@ def test_a_frozen_clock_server_only_moves_when_advanced(control: RunningSimulato
     assert _wait_for_change(control, first, 1.2) == first
     advanced = httpx.post(f"{control.base_url}/_control/clock/advance", params={"seconds": 90}).json()["now"]
     assert advanced == "2026-11-01T08:01:30+01:00" == _clock(control)
+
+
+def test_touch_answers_the_stamp_and_can_set_the_clock_first(control: RunningSimulator) -> None:
+    base = f"{control.base_url}/_control"
+    shipment_id = control.store.live_shipment_ids()[5]
+    plain = httpx.post(f"{base}/shipments/touch", json={"ids": [shipment_id]}).json()
+    assert plain == {"ids": [shipment_id], "last_modified_date_time": "2026-11-01T08:00:00+01:00"}
+    at = httpx.post(f"{base}/shipments/touch", json={"ids": [shipment_id], "at": "2026-11-01T09:30:00+01:00"}).json()
+    assert at["last_modified_date_time"] == "2026-11-01T09:30:00+01:00" == _clock(control)
+    assert httpx.post(f"{base}/shipments/touch", json={"ids": []}).json()["last_modified_date_time"] is None
+    for body in ({"ids": [shipment_id], "at": "2026-11-01T09:00:00+01:00"}, {"ids": [shipment_id], "at": 3}):
+        assert httpx.post(f"{base}/shipments/touch", json=body).status_code == 400, body
+    assert httpx.post(f"{base}/shipments/touch", json={"ids": [999_999_999]}).status_code == 404
+    moved = httpx.post(f"{base}/clock/set", json={"now": "2026-11-01T10:00:00Z"}).json()["now"]
+    assert dt.datetime.fromisoformat(moved) == dt.datetime(2026, 11, 1, 10, tzinfo=dt.UTC)
