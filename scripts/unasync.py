@@ -31,9 +31,11 @@ DRIVER_DOCSTRING = '''"""``SyncDriver``: the driver half of the blocking client,
 GENERATED from ``_async_driver.py`` by ``scripts/unasync.py``: edit that file, then run the script.
 It carries out the actions of the sans-I/O :class:`~freight_pipeline.client._core.ClientCore` (send
 with ``httpx.Client``, ``time.sleep``, fetch a token under a lock) within a
-:class:`~freight_pipeline.client.limiter.BlockingLimit`, and holds the client's lifecycle,
-properties, ``authenticate`` and the shared helpers of the endpoint methods (``_one``, ``_many``,
-``_optional``, ``_page``, ``_pages``, ...). The endpoint methods are in ``sync_client.py``.
+:class:`~freight_pipeline.client.limiter.BlockingLimit` (the token is checked, and renewed if due,
+once a request holds its slot; the token call itself does not wait for a slot), and holds the
+client's lifecycle, properties, ``authenticate`` and the shared helpers of the endpoint methods
+(``_one``, ``_many``, ``_optional``, ``_page``, ``_pages``, ...). The endpoint methods are in
+``sync_client.py``.
 """'''
 
 CLIENT_DOCSTRING = '''"""``FreightClient``: the blocking client.

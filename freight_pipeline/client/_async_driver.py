@@ -3,9 +3,11 @@
 
 It carries out the actions of the sans-I/O :class:`~freight_pipeline.client._core.ClientCore` (send
 with ``httpx.AsyncClient`` on aiohttp's transport, ``asyncio.sleep``, fetch a token under a lock)
-within an :class:`~freight_pipeline.client.limiter.AdaptiveLimit`, and holds the client's lifecycle,
-properties, ``authenticate`` and the shared helpers of the endpoint methods (``_one``, ``_many``,
-``_optional``, ``_page``, ``_pages``, ...). The endpoint methods are in ``async_client.py``.
+within an :class:`~freight_pipeline.client.limiter.AdaptiveLimit` (the token is checked, and renewed
+if due, once a request holds its slot; the token call itself does not wait for a slot), and holds
+the client's lifecycle, properties, ``authenticate`` and the shared helpers of the endpoint methods
+(``_one``, ``_many``, ``_optional``, ``_page``, ``_pages``, ...). The endpoint methods are in
+``async_client.py``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from freight_pipeline.client._core import (
     Outcome,
     Reply,
     Send,
+    Sent,
     Sleep,
     UnreadableBody,
 )
@@ -133,9 +136,7 @@ class AsyncDriver:
             action = next(flow)
             while True:
                 if isinstance(action, Send):
-                    async with self.limit.slot() as said:
-                        result: Any = await self._send(action.request)
-                        said(load_signal(result))
+                    result: Any = await self._sent(action)
                 elif isinstance(action, Sleep):
                     await asyncio.sleep(action.seconds)
                     result = None
@@ -148,6 +149,20 @@ class AsyncDriver:
             return stop.value
         finally:
             flow.close()
+
+    async def _sent(self, send: Send) -> Sent:
+        """Send one request once it holds a slot of the limit (the token call at once: it is not a
+        business request, and a request holding a slot may be waiting for it)."""
+        if not send.limited:
+            return Sent(await self._send(send.request))
+        async with self.limit.slot(send.endpoint.name) as said:
+            token: str | None = None
+            if send.bearer:  # checked now: it may have expired, or come due, while the request waited
+                token = await self._token(NeedToken())
+                self._core.authorize(send.request, token)
+            outcome = await self._send(send.request)
+            said(load_signal(outcome))
+        return Sent(outcome, token)
 
     async def _send(self, request: httpx.Request) -> Outcome:
         """The response with its body read, an UnreadableBody, or the transport error."""

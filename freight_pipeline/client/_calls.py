@@ -26,8 +26,18 @@ class Expect(Enum):
 
 @dataclass(frozen=True)
 class Send:
+    """Send this request once a slot of the limit is free; answer with a :class:`Sent`.
+
+    ``bearer``: the request needs the bearer token, which the driver adds (``ClientCore.authorize``)
+    only once the request has its slot, just before it leaves, so that a token that expired (or came
+    due for renewal) while the request waited is renewed first. ``limited``: False for the token call,
+    which is not a business request and does not wait for (nor teach) the limit.
+    """
+
     request: httpx.Request
     endpoint: Endpoint
+    bearer: bool = False
+    limited: bool = True
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,14 @@ class UnreadableBody:
 
 
 Outcome = httpx.Response | UnreadableBody | httpx.TransportError
+
+
+@dataclass(frozen=True)
+class Sent:
+    """The driver's answer to a :class:`Send`: what came back, and the bearer token the request carried."""
+
+    outcome: Outcome
+    token: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -92,3 +110,5 @@ class Failure:
     retryable: bool
     reason: str
     retry_after: float | None = None
+    refused: bool = False
+    """Refused before processing with a ``Retry-After`` (429, 503): waiting it out is not an attempt."""

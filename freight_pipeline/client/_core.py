@@ -2,8 +2,11 @@
 
 Sans-I/O: :meth:`ClientCore.execute` is a generator that *yields* what it needs done —
 :class:`Send` (send this request, give me the response, an :class:`UnreadableBody` or the
-transport exception), :class:`Sleep` (wait before a retry), :class:`NeedToken` (give me a valid
-bearer token) — and *returns* the decoded :class:`Reply`. ``FreightClient`` drives it with
+transport exception, in a :class:`Sent`), :class:`Sleep` (wait before a retry), :class:`NeedToken`
+(renew the bearer token after a 401) — and *returns* the decoded :class:`Reply`. The driver adds
+the bearer token to a request (:meth:`ClientCore.authorize`) once the request holds its slot of the
+limit, just before it leaves, so a request that waited for a slot never carries a token that
+expired (or came due for renewal) meanwhile. ``FreightClient`` drives it with
 ``httpx.Client`` and ``time.sleep``, ``AsyncFreightClient`` with ``httpx.AsyncClient`` and
 ``asyncio.sleep``; neither contains any retry, auth or parsing logic of its own.
 
@@ -44,6 +47,7 @@ from freight_pipeline.client._calls import (
     Outcome,
     Reply,
     Send,
+    Sent,
     Sleep,
     UnreadableBody,
 )
@@ -66,6 +70,7 @@ from freight_pipeline.client.retry import (
     DEFAULT_RETRY_POLICY,
     RetryPolicy,
     parse_retry_after,
+    refused_before_processing,
     status_is_retryable,
     transport_error_is_retryable,
 )
@@ -87,6 +92,7 @@ __all__ = [
     "Outcome",
     "Reply",
     "Send",
+    "Sent",
     "Sleep",
     "UnreadableBody",
     "as_id",
@@ -215,11 +221,13 @@ class ClientCore(CallBuilders):
 
     # --- requests ------------------------------------------------------------------------------
 
-    def build_request(self, call: Call, token: str | None) -> httpx.Request:
+    def build_request(self, call: Call, token: str | None = None) -> httpx.Request:
+        """The request of ``call``; a bearer call carries ``token``, or none yet (see :meth:`authorize`)."""
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         endpoint = call.endpoint
         if endpoint.auth is AuthScheme.BEARER:
-            headers["Authorization"] = f"Bearer {token}"
+            if token is not None:
+                headers["Authorization"] = f"Bearer {token}"
         elif endpoint.auth is AuthScheme.BASIC:
             if self.webhook_username is None or self._webhook_password is None:
                 raise ValueError("the webhook needs webhook_username and webhook_password on the client")
@@ -239,29 +247,36 @@ class ClientCore(CallBuilders):
             content=content,
         )
 
+    @staticmethod
+    def authorize(request: httpx.Request, token: str) -> None:
+        """Give a bearer call's request its token (the driver does, once the request holds its slot)."""
+        request.headers["Authorization"] = f"Bearer {token}"
+
     def execute(self, call: Call) -> Generator[Action, Any, Reply]:
         """Run one call to completion: token, attempts, retries, decoding. See module docstring."""
         endpoint = call.endpoint
+        bearer = endpoint.auth is AuthScheme.BEARER
         started = time.monotonic()
-        attempt = 0
+        attempt = refusals = 0
         reauthenticated = False
         while True:
             attempt += 1
-            token: str | None = None
-            if endpoint.auth is AuthScheme.BEARER:
-                token = yield NeedToken()
-            request = self.build_request(call, token)
+            request = self.build_request(call)
+            sent: Sent = yield Send(request, endpoint, bearer=bearer, limited=endpoint is not ep.AUTH_TOKEN)
             self.stats.record_request(endpoint.name, endpoint is ep.AUTH_TOKEN)
-            outcome = yield Send(request, endpoint)
+            outcome = sent.outcome
             if self._renew_token_first(call, outcome, reauthenticated):
                 reauthenticated = True
                 attempt -= 1
-                yield NeedToken(force=True, stale=token)
+                yield NeedToken(force=True, stale=sent.token)
                 continue
             result = self._interpret(call, outcome, reauthenticated)
             if isinstance(result, Reply):
                 return result
-            yield Sleep(self._retry_delay(call, result, attempt, started))
+            if result.refused:  # waiting out a Retry-After is not a failed attempt (see retry)
+                attempt -= 1
+                refusals += 1
+            yield Sleep(self._retry_delay(call, result, attempt, refusals, started))
 
     def _renew_token_first(self, call: Call, outcome: Outcome, reauthenticated: bool) -> bool:
         """A first 401 on a bearer call: renew the token and repeat the call once (not an attempt)."""
@@ -292,23 +307,33 @@ class ClientCore(CallBuilders):
             return Failure(self._errors.transport_error(call, outcome), retryable, type(outcome).__name__)
         raise TypeError(f"unexpected outcome {outcome!r}")  # pragma: no cover - drivers send only these
 
-    def _retry_delay(self, call: Call, failure: Failure, attempt: int, started: float) -> float:
-        """The wait before the next attempt; raises the failure's error when no attempt is left."""
+    def _retry_delay(self, call: Call, failure: Failure, attempt: int, refusals: int, started: float) -> float:
+        """The wait before the next attempt; raises the failure's error when no attempt is left.
+
+        ``attempt`` counts the failed attempts, this one included unless it was a refusal (with
+        Retry-After), which ``refusals`` counts: those are bounded by the budget only.
+        """
         if not failure.retryable:
             raise failure.error
-        if attempt >= self.retry.max_attempts:
+        if failure.refused and failure.retry_after is not None:
+            delay = self.retry.refusal_delay(refusals, failure.retry_after, self.rng)
+        elif attempt >= self.retry.max_attempts:
             logger.warning("%s: giving up after %d attempts (%s)", call.where, attempt, failure.reason)
             raise failure.error
-        delay = self.retry.delay(attempt, failure.retry_after, self.rng)
+        else:
+            delay = self.retry.delay(attempt, failure.retry_after, self.rng)
         if time.monotonic() - started + delay > self.retry.total_budget:
             logger.warning(
                 "%s: giving up, retry budget of %.1f s spent (%s)", call.where, self.retry.total_budget, failure.reason
             )
             raise failure.error
         self.stats.record_retry()
-        logger.info(
-            "%s: %s, retry %d/%d in %.2f s", call.where, failure.reason, attempt, self.retry.max_attempts - 1, delay
-        )
+        if failure.refused:
+            logger.info("%s: %s, refused (%d), again in %.2f s", call.where, failure.reason, refusals, delay)
+        else:
+            logger.info(
+                "%s: %s, retry %d/%d in %.2f s", call.where, failure.reason, attempt, self.retry.max_attempts - 1, delay
+            )
         return delay
 
     # --- interpreting responses ----------------------------------------------------------------
@@ -352,7 +377,7 @@ class ClientCore(CallBuilders):
         if call.endpoint is ep.AUTH_TOKEN and isinstance(error, AuthenticationError):
             self.auth_failure = error  # the credentials were refused: they stay refused (valid_token)
         retryable = status_is_retryable(status, call.endpoint.retry_safe, retry_after)
-        return Failure(error, retryable, f"HTTP {status}", retry_after)
+        return Failure(error, retryable, f"HTTP {status}", retry_after, refused_before_processing(status, retry_after))
 
     # --- models from replies -------------------------------------------------------------------
 

@@ -4,9 +4,11 @@
 GENERATED from ``_async_driver.py`` by ``scripts/unasync.py``: edit that file, then run the script.
 It carries out the actions of the sans-I/O :class:`~freight_pipeline.client._core.ClientCore` (send
 with ``httpx.Client``, ``time.sleep``, fetch a token under a lock) within a
-:class:`~freight_pipeline.client.limiter.BlockingLimit`, and holds the client's lifecycle,
-properties, ``authenticate`` and the shared helpers of the endpoint methods (``_one``, ``_many``,
-``_optional``, ``_page``, ``_pages``, ...). The endpoint methods are in ``sync_client.py``.
+:class:`~freight_pipeline.client.limiter.BlockingLimit` (the token is checked, and renewed if due,
+once a request holds its slot; the token call itself does not wait for a slot), and holds the
+client's lifecycle, properties, ``authenticate`` and the shared helpers of the endpoint methods
+(``_one``, ``_many``, ``_optional``, ``_page``, ``_pages``, ...). The endpoint methods are in
+``sync_client.py``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from freight_pipeline.client._core import (
     Outcome,
     Reply,
     Send,
+    Sent,
     Sleep,
     UnreadableBody,
 )
@@ -134,9 +137,7 @@ class SyncDriver:
             action = next(flow)
             while True:
                 if isinstance(action, Send):
-                    with self.limit.slot() as said:
-                        result: Any = self._send(action.request)
-                        said(load_signal(result))
+                    result: Any = self._sent(action)
                 elif isinstance(action, Sleep):
                     time.sleep(action.seconds)
                     result = None
@@ -149,6 +150,20 @@ class SyncDriver:
             return stop.value
         finally:
             flow.close()
+
+    def _sent(self, send: Send) -> Sent:
+        """Send one request once it holds a slot of the limit (the token call at once: it is not a
+        business request, and a request holding a slot may be waiting for it)."""
+        if not send.limited:
+            return Sent(self._send(send.request))
+        with self.limit.slot(send.endpoint.name) as said:
+            token: str | None = None
+            if send.bearer:  # checked now: it may have expired, or come due, while the request waited
+                token = self._token(NeedToken())
+                self._core.authorize(send.request, token)
+            outcome = self._send(send.request)
+            said(load_signal(outcome))
+        return Sent(outcome, token)
 
     def _send(self, request: httpx.Request) -> Outcome:
         """The response with its body read, an UnreadableBody, or the transport error."""

@@ -2,18 +2,33 @@
 
 An adaptive limit grows while requests wait for it: by one request per answer until the service
 first pushes back (slow start: it doubles each round), then by one request per round of answers
-(additive increase) while latency holds. It shrinks by a factor (multiplicative decrease) when the
-service pushes back (429, 502, 503, 504, a timeout or refused connection) or when latency rises
-well above its long-run level, so a rate-limited or overloaded service is never hammered, and a
-service across the internet gets as many requests in flight as it answers without slowing down.
-It stays within ``[minimum, maximum]``. A fixed limit (``adaptive=False``) is a plain semaphore.
+(additive increase). It shrinks (multiplicative decrease) when the service pushes back (429, 502,
+503, 504, a timeout or refused connection) or when latency rises well above its usual level, so a
+rate-limited or overloaded service is never hammered, and a service across the internet gets as
+many requests in flight as it answers without slowing down. It stays within ``[minimum, maximum]``.
+A fixed limit (``adaptive=False``) is a plain semaphore.
 
-Latency is judged by a moving average of the last few dozen answers against the lowest latency
-seen (which drifts up slowly, so a service that became slower for good is learnt):
-``average > lowest * tolerance + slack`` means requests are queueing somewhere (the service, a
-proxy, the network, or this process's own event loop when its CPU is the bottleneck): back off.
-More requests in flight would then only wait longer, not finish sooner. Decreases happen at most
-once per ``cooldown_s``, so one burst of errors halves the limit once, not to 1.
+Push-back: each request remembers how many were in flight when it was sent (itself included) and
+which decrease was the last one then. A push-back of a request sent before the last decrease says
+nothing new (that decrease answered it) and is ignored; any other shrinks the limit at once to
+``decrease_factor`` times the number in flight when the refused request was sent (or times the
+limit, if lower). So the limit falls once per round of requests, as often as the service keeps
+refusing, and a burst of refusals of one round halves it once, not to 1; nor do the other answers
+of the requests sent before a decrease grow the limit again. That number in flight is
+remembered as the *ceiling*: the limit grows back by one per round up to one below it, then only by
+one per ``probe_rounds`` rounds while at or above it; a push-back at the same level again doubles
+``probe_rounds`` (up to ``MAX_PROBE_ROUNDS``), so the limit rests just below a service's own limit and
+asks for more rarely. Growing two above the ceiling without push-back forgets it (the service takes
+more now).
+
+Latency is judged per kind of request (``slot(kind)``; the clients pass the endpoint's name, and the
+token call does not go through the limit at all): a moving average of the last few dozen answers of
+that kind against the lowest latency seen for it (which drifts up slowly, so a service that became
+slower for good is learnt): ``average > lowest * tolerance + slack`` means requests are queueing
+somewhere (the service, a proxy, the network, or this process's own event loop when its CPU is the
+bottleneck): back off by ``latency_decrease_factor``, at most once per ``cooldown_s`` (the average
+trails the answers, so one rise would otherwise shrink it many times). A fast endpoint therefore
+never makes a slow one look congested.
 """
 
 from __future__ import annotations
@@ -32,10 +47,13 @@ import httpx
 
 OVERLOAD_STATUSES = frozenset({429, 502, 503, 504})
 WARM_UP = 20
-"""Answers before latency is judged (the first ones pay for new connections)."""
+"""Answers of a kind before its latency is judged (the first ones pay for new connections)."""
 DRIFT_EVERY, DRIFT = 500, 1.05
 """The lowest latency seen rises by 5 % every 500 answers, so a lasting slowdown becomes the new normal."""
 OVERLOAD_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)
+PROBE_ROUNDS, MAX_PROBE_ROUNDS = 4, 64
+"""Rounds per slot of growth at or above the ceiling: at first, and at most (doubled on each push-back
+at the same level)."""
 
 
 class Signal(Enum):
@@ -60,22 +78,54 @@ def load_signal(outcome: Any) -> Signal:
 
 @dataclass
 class LimitStats:
-    """What the limit did: its mean over all acquisitions, its range, and how often it moved."""
+    """What the limit did: its mean over all acquisitions, its range, how often it moved, and how
+    many requests were in flight (itself included) as each one was sent."""
 
     acquisitions: int = 0
     limit_sum: float = 0.0
+    in_flight_sum: int = 0
     lowest: float = float("inf")
     highest: float = 0.0
     increases: int = 0
     decreases: int = 0
+    overloads: int = 0
+    """Push-back signals received (429, 503, timeouts, ...), those ignored included."""
+    stale_overloads: int = 0
+    """Push-back of requests sent before the last decrease: ignored, that decrease answered them."""
 
     @property
     def mean(self) -> float:
+        """The mean limit in force when a request was sent."""
         return self.limit_sum / self.acquisitions if self.acquisitions else 0.0
+
+    @property
+    def mean_in_flight(self) -> float:
+        """The mean number of requests in flight (itself included) when a request was sent."""
+        return self.in_flight_sum / self.acquisitions if self.acquisitions else 0.0
+
+
+@dataclass
+class _Latency:
+    """The latency figures of one kind of request."""
+
+    average: float
+    lowest: float
+    answers: int = 0
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """What a request found when it took its slot."""
+
+    generation: int
+    """Decreases so far: a push-back of a request sent before a later decrease is not news."""
+    in_flight: int
+    """Requests in flight, itself included."""
+    at: float
 
 
 class AdaptiveLimit:
-    """An asyncio limit on requests in flight; ``async with limit.slot() as done: ...; done(signal)``."""
+    """An asyncio limit on requests in flight; ``async with limit.slot(kind) as done: ...; done(signal)``."""
 
     def __init__(
         self,
@@ -93,17 +143,21 @@ class AdaptiveLimit:
     ) -> None:
         if not 1 <= minimum <= initial <= maximum:
             raise ValueError(f"need 1 <= minimum <= initial <= maximum, got {minimum}, {initial}, {maximum}")
+        if not 0 < decrease_factor < 1 or not 0 < latency_decrease_factor < 1:
+            raise ValueError("decrease factors must be within (0, 1)")
         self.minimum, self.maximum, self.adaptive = minimum, maximum, adaptive
         self.limit = float(initial)
         self.in_flight = 0
         self.decrease_factor, self.latency_decrease_factor = decrease_factor, latency_decrease_factor
         self.tolerance, self.slack_s, self.cooldown_s = tolerance, slack_s, cooldown_s
         self._clock = clock
-        self._short: float | None = None
-        self._lowest: float | None = None
-        self._answers = 0
-        self._last_decrease = float("-inf")
+        self._latency: dict[str, _Latency] = {}
+        self._generation = 0
+        self._last_latency_decrease = float("-inf")
         self._slow_start = True
+        self.ceiling: int | None = None
+        """Requests in flight when the service last pushed back (None: not yet, or outgrown)."""
+        self.probe_rounds = PROBE_ROUNDS
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self.stats = LimitStats()
 
@@ -115,16 +169,24 @@ class AdaptiveLimit:
         kind = "adaptive" if self.adaptive else "fixed"
         return f"AdaptiveLimit({kind}, limit={self.limit:.1f}, range=[{self.minimum}, {self.maximum}])"
 
+    def baselines(self) -> dict[str, float]:
+        """The lowest latency seen (seconds, drifted) per kind of request: what each kind is judged against."""
+        return {kind: seen.lowest for kind, seen in self._latency.items()}
+
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[Callable[[Signal], None]]:
-        """Hold one of the slots for the block; call the yielded function with what the answer said."""
+    async def slot(self, kind: str = "") -> AsyncIterator[Callable[[Signal], None]]:
+        """Hold one of the slots for the block; call the yielded function with what the answer said.
+
+        ``kind`` names the kind of request (the clients pass the endpoint's name): latency is judged
+        against the usual latency of the same kind.
+        """
         await self._acquire()
-        started = self._clock()
+        sent = _Sent(self._generation, self.in_flight, self._clock())
         said: list[Signal] = []
         try:
             yield said.append
         finally:
-            self._release(said[-1] if said else Signal.NEUTRAL, self._clock() - started)
+            self._release(kind, said[-1] if said else Signal.NEUTRAL, sent)
 
     async def _acquire(self) -> None:
         while self.in_flight >= int(self.limit):
@@ -141,13 +203,14 @@ class AdaptiveLimit:
         stats = self.stats
         stats.acquisitions += 1
         stats.limit_sum += self.limit
+        stats.in_flight_sum += self.in_flight
         stats.lowest = min(stats.lowest, self.limit)
         stats.highest = max(stats.highest, self.limit)
 
-    def _release(self, signal: Signal, latency_s: float) -> None:
+    def _release(self, kind: str, signal: Signal, sent: _Sent) -> None:
         self.in_flight -= 1
         if self.adaptive:
-            self._adapt(signal, latency_s)
+            self._adapt(kind, signal, sent)
         self._wake()
 
     def _wake(self) -> None:
@@ -158,34 +221,68 @@ class AdaptiveLimit:
                 waiter.set_result(None)
                 free -= 1
 
-    def _adapt(self, signal: Signal, latency_s: float) -> None:
+    def _adapt(self, kind: str, signal: Signal, sent: _Sent) -> None:
         if signal is Signal.OVERLOAD:
-            self._decrease(self.decrease_factor)
+            self._push_back(sent)
             return
         if signal is not Signal.OK:
             return
-        self._short = latency_s if self._short is None else self._short + 0.1 * (latency_s - self._short)
-        self._answers += 1
-        if self._lowest is None or latency_s < self._lowest:
-            self._lowest = latency_s
-        elif self._answers % DRIFT_EVERY == 0:
-            self._lowest *= DRIFT
-        if self._answers >= WARM_UP and self._short > self._lowest * self.tolerance + self.slack_s:
-            self._decrease(self.latency_decrease_factor)
-        elif (self._waiters or self.in_flight + 1 >= int(self.limit)) and self.limit < self.maximum:
-            # grow only while the limit is what holds requests back: until the first push-back +1 per
-            # answer (slow start: doubling each round), then +1 per round of `limit` answers
-            step = 1.0 if self._slow_start else 1.0 / self.limit
-            self.limit = min(self.maximum, self.limit + step)
-            self.stats.increases += 1
-
-    def _decrease(self, factor: float) -> None:
         now = self._clock()
-        if now - self._last_decrease < self.cooldown_s:
+        if self._congested(kind, now - sent.at):
+            if now - self._last_latency_decrease >= self.cooldown_s:
+                self._last_latency_decrease = now
+                self._decrease(self.limit * self.latency_decrease_factor)
+        elif sent.generation == self._generation and self._binding():
+            self._grow()  # not on answers of requests sent before the last push-back: they tell of the old level
+
+    def _binding(self) -> bool:
+        """Whether the limit is what holds requests back (and may still grow)."""
+        return bool(self._waiters or self.in_flight + 1 >= int(self.limit)) and self.limit < self.maximum
+
+    def _congested(self, kind: str, latency_s: float) -> bool:
+        """Whether the answers of this kind take well longer than usual (after learning this one)."""
+        seen = self._latency.get(kind)
+        if seen is None:
+            self._latency[kind] = _Latency(latency_s, latency_s, 1)
+            return False
+        seen.average += 0.1 * (latency_s - seen.average)
+        seen.answers += 1
+        if latency_s < seen.lowest:
+            seen.lowest = latency_s
+        elif seen.answers % DRIFT_EVERY == 0:
+            seen.lowest *= DRIFT
+        return seen.answers >= WARM_UP and seen.average > seen.lowest * self.tolerance + self.slack_s
+
+    def _grow(self) -> None:
+        """Slow start: +1 per answer; then +1 per round of ``limit`` answers, and near the ceiling one
+        per ``probe_rounds`` rounds."""
+        if self._slow_start:
+            step = 1.0
+        else:
+            step = 1.0 / self.limit
+            if self.ceiling is not None and self.limit + 1.0 >= self.ceiling:
+                step /= self.probe_rounds
+        self.limit = min(float(self.maximum), self.limit + step)
+        self.stats.increases += 1
+        if self.ceiling is not None and self.limit >= self.ceiling + 2:
+            self.ceiling, self.probe_rounds = None, PROBE_ROUNDS  # the service takes more now
+
+    def _push_back(self, sent: _Sent) -> None:
+        self.stats.overloads += 1
+        if sent.generation != self._generation:
+            self.stats.stale_overloads += 1  # sent before the last decrease, which answered it
             return
-        self._last_decrease = now
+        level = sent.in_flight
+        if self.ceiling is not None and level <= self.ceiling + 1:
+            self.probe_rounds = min(MAX_PROBE_ROUNDS, self.probe_rounds * 2)  # the same level again: ask more rarely
+        self.ceiling = level
         self._slow_start = False
-        lowered = max(float(self.minimum), self.limit * factor)
+        self._generation += 1  # a new round: push-back of the requests sent until now is answered
+        self._decrease(min(self.limit, float(level)) * self.decrease_factor)
+
+    def _decrease(self, target: float) -> None:
+        """Lower the limit to ``target``, not below the minimum."""
+        lowered = max(float(self.minimum), target)
         if lowered < self.limit:
             self.limit = lowered
             self.stats.decreases += 1
@@ -193,7 +290,7 @@ class AdaptiveLimit:
 
 class BlockingLimit:
     """The blocking client's limit on requests in flight: a fixed number of slots that threads wait
-    for. The shape of :class:`AdaptiveLimit` (``fixed``, ``maximum``, ``slot()`` yielding a function
+    for. The shape of :class:`AdaptiveLimit` (``fixed``, ``maximum``, ``slot(kind)`` yielding a function
     that takes the answer's signal), so both clients are one text (``scripts/unasync.py``)."""
 
     def __init__(self, maximum: int) -> None:
@@ -210,8 +307,9 @@ class BlockingLimit:
         return f"BlockingLimit(fixed, limit={self.maximum})"
 
     @contextmanager
-    def slot(self) -> Iterator[Callable[[Signal], None]]:
-        """Hold one of the slots for the block (what the answer said is not used: the limit is fixed)."""
+    def slot(self, kind: str = "") -> Iterator[Callable[[Signal], None]]:
+        """Hold one of the slots for the block (the kind and what the answer said are not used: the
+        limit is fixed)."""
         with self._slots:
             yield _ignore
 

@@ -23,6 +23,16 @@ retrying once the next wait would end beyond ``total_budget`` seconds after the 
 401 on a business call renews the token and repeats the call once; that repeat does not count as an
 attempt.
 
+Refusals are not failed attempts: a request the service refused before processing it and told when
+to come back (429 with ``Retry-After``, or 503 with ``Retry-After``) waits that long and is sent
+again without using up one of ``max_attempts``; a service that only wants fewer requests at once
+(an in-flight limit) must not make a request fail that would have been answered a moment later.
+Refusals are bounded by ``total_budget`` only, so a service that always refuses still ends the call
+with ``RateLimitedError`` (or ``ServerError`` for the 503). From the ``max_attempts``-th refusal of one
+call on, the wait is at least the backoff of the refusals beyond that number, so a ``Retry-After: 0``
+that never ends does not make a tight loop. A 429 without ``Retry-After`` is an ordinary failed
+attempt. ``RetryPolicy.none()`` retries nothing, refusals included (its ``total_budget`` is 0).
+
 A 2xx whose body cannot be read (not valid JSON, or a content encoding that fails to decode) is
 retried like a transient failure for ``retry_safe`` requests (reads: the next answer may be whole);
 never for the others, which the service did process.
@@ -57,7 +67,8 @@ RETRY_TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
 class RetryPolicy:
     """How the client retries. The defaults are the documented behaviour of the client.
 
-    max_attempts:    attempts per call, the first included (1 disables retries).
+    max_attempts:    attempts per call, the first included (1 disables retries of failures;
+                     refusals with ``Retry-After`` are not attempts, see the module docstring).
     base_delay:      seconds; backoff of the first retry before jitter.
     max_delay:       seconds; cap of the exponential backoff.
     jitter:          full jitter (uniform in [0, backoff]) when True, else the exact backoff.
@@ -82,8 +93,8 @@ class RetryPolicy:
 
     @classmethod
     def none(cls) -> RetryPolicy:
-        """One attempt, no retries."""
-        return cls(max_attempts=1)
+        """One attempt, no retries (not even after a refusal with ``Retry-After``)."""
+        return cls(max_attempts=1, total_budget=0.0)
 
     def backoff(self, attempt: int, rng: random.Random | None = None) -> float:
         """Wait before attempt ``attempt + 1`` after failed attempt ``attempt`` (1-based)."""
@@ -100,6 +111,14 @@ class RetryPolicy:
         if not self.jitter:
             return wait
         return wait + (rng or random).uniform(0.0, wait * RETRY_AFTER_JITTER)
+
+    def refusal_delay(self, refusals: int, retry_after: float, rng: random.Random | None = None) -> float:
+        """The wait after the ``refusals``-th refusal (with ``Retry-After``) of one call: the Retry-After
+        (capped, plus jitter); from the ``max_attempts``-th refusal on at least the backoff of the
+        refusals beyond ``max_attempts - 1``."""
+        wait = self.delay(1, retry_after, rng)
+        beyond = refusals - self.max_attempts + 1
+        return max(wait, self.backoff(beyond, rng)) if beyond > 0 else wait
 
 
 DEFAULT_RETRY_POLICY = RetryPolicy()
@@ -140,6 +159,11 @@ def status_is_retryable(status: int, retry_safe: bool, retry_after: float | None
     if retry_safe:
         return True
     return status == 429 or (status in NOT_PROCESSED_STATUSES and retry_after is not None)
+
+
+def refused_before_processing(status: int, retry_after: float | None) -> bool:
+    """The service refused the request up front and said when to come back (429 or 503 with Retry-After)."""
+    return status in NOT_PROCESSED_STATUSES and retry_after is not None
 
 
 def transport_error_is_retryable(error: Exception, retry_safe: bool) -> bool:

@@ -167,12 +167,75 @@ def test_retry_after_http_date_is_honoured() -> None:
         assert client.stats.retries == 1 and client.stats.by_status[429] == 1
 
 
-def test_rate_limited_error_after_attempts_carries_retry_after() -> None:
-    recorder = Recorder(lambda r: httpx.Response(429, headers={"Retry-After": "0"}, json={"message": "busy"}))
+def test_a_429_without_retry_after_is_a_failed_attempt() -> None:
+    recorder = Recorder(lambda r: httpx.Response(429, json={"message": "busy"}))
     with client_for(recorder) as client, pytest.raises(RateLimitedError) as info:
         client.get_shipment(1)
-    assert info.value.retry_after == 0.0 and info.value.status_code == 429
+    assert info.value.retry_after is None and info.value.status_code == 429
     assert recorder.count("/service/shipment/1") == FAST.max_attempts
+
+
+def test_a_service_that_always_refuses_ends_with_rate_limited_error_when_the_budget_is_spent() -> None:
+    """Refusals with Retry-After are not attempts: only the budget ends them, and never in a tight loop."""
+    recorder = Recorder(lambda r: httpx.Response(429, headers={"Retry-After": "0"}, json={"message": "busy"}))
+    policy = RetryPolicy(max_attempts=3, base_delay=0.02, max_delay=0.1, total_budget=0.6, retry_after_cap=0.05)
+    with client_for(recorder, retry=policy) as client, pytest.raises(RateLimitedError) as info:
+        started = time.monotonic()
+        client.get_shipment(1)
+    assert info.value.retry_after == 0.0 and info.value.status_code == 429
+    assert time.monotonic() - started <= 0.7
+    # more than max_attempts, yet the backoff from the 3rd refusal on keeps it to a few dozen, not thousands
+    assert FAST.max_attempts < recorder.count("/service/shipment/1") < 60
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_refusals_with_retry_after_do_not_use_up_attempts(status: int) -> None:
+    calls = {"n": 0}
+
+    def business(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if calls["n"] <= 6:  # refused more often than max_attempts (4) allows failures
+            return httpx.Response(status, headers={"Retry-After": "0"}, json={"message": "too many in flight"})
+        if calls["n"] <= 9:  # then three failed attempts of its own: the fourth succeeds
+            return httpx.Response(502, json={"message": "bad gateway"})
+        return ok_shipment(request)
+
+    recorder = Recorder(business)
+    with client_for(recorder) as client:
+        assert client.get_shipment(1).id == 1
+        assert client.stats.by_status[status] == 6 and client.stats.retries == 9
+    assert recorder.count("/service/shipment/1") == 10
+
+
+def test_a_503_without_retry_after_is_a_failed_attempt() -> None:
+    recorder = Recorder(lambda r: httpx.Response(503, json={"message": "down"}))
+    with client_for(recorder) as client, pytest.raises(ServerError):
+        client.get_shipment(1)
+    assert recorder.count("/service/shipment/1") == FAST.max_attempts
+
+
+def test_retry_policy_none_does_not_wait_out_a_refusal() -> None:
+    recorder = Recorder(lambda r: httpx.Response(429, headers={"Retry-After": "0"}, json={"message": "busy"}))
+    with client_for(recorder, retry=RetryPolicy.none()) as client, pytest.raises(RateLimitedError):
+        client.get_shipment(1)
+    assert recorder.count("/service/shipment/1") == 1
+
+
+def test_a_refused_create_is_sent_again_past_max_attempts() -> None:
+    """A create refused up front (429 + Retry-After) was not processed: it may be sent again, and the
+    refusals do not count as its attempts."""
+    calls = {"n": 0}
+
+    def business(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if calls["n"] <= 5:
+            return httpx.Response(429, headers={"Retry-After": "0"}, json={})
+        return httpx.Response(201, json={"type": "ACTUAL", "code": "ARR"})
+
+    recorder = Recorder(business)
+    with client_for(recorder) as client:
+        client.create_shipment_event(1, {"type": "ACTUAL", "code": "ARR"})
+    assert recorder.count("/service/shipment/1/event") == 6
 
 
 def test_total_budget_stops_retrying() -> None:
