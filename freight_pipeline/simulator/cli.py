@@ -10,7 +10,15 @@ import sys
 import time
 from typing import Any
 
-from freight_pipeline.simulator.config import MAX_SHIPMENTS, FaultConfig, SimulatorConfig, UserConfig, default_users
+from freight_pipeline.simulator.clock import clock_timezone
+from freight_pipeline.simulator.config import (
+    EFILE_REFERENCE_SHAPES,
+    MAX_SHIPMENTS,
+    FaultConfig,
+    SimulatorConfig,
+    UserConfig,
+    default_users,
+)
 
 
 def _shipment_count(text: str) -> int:
@@ -37,6 +45,35 @@ def _port(text: str) -> int:
     return port
 
 
+def _at_least_one(text: str) -> int:
+    """argparse type of a positive count (``--max-page-size``, ``--max-in-flight``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _offset_change(text: str) -> tuple[str, str]:
+    """argparse type of ``--offset-change INSTANT=OFFSET``, e.g. ``2026-10-25T03:00:00+02:00=+01:00``."""
+    instant, sep, offset = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"must be INSTANT=OFFSET (2026-10-25T03:00:00+02:00=+01:00), got {text!r}")
+    try:
+        clock_timezone("+00:00", ((instant, offset),))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return instant, offset
+
+
+def _path_prefix(text: str) -> str:
+    if not text.startswith("/"):
+        raise argparse.ArgumentTypeError(f"must be a path starting with '/', got {text!r}")
+    return text
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -59,6 +96,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0 picks a free one)")
     parser.add_argument("--utc-offset", default="+01:00", help="the service's UTC offset (default +01:00)")
+    parser.add_argument(
+        "--offset-change",
+        type=_offset_change,
+        action="append",
+        default=[],
+        metavar="INSTANT=OFFSET",
+        help="from INSTANT on, the service's UTC offset is OFFSET (summer time: "
+        "2026-10-25T03:00:00+02:00=+01:00); repeatable, in time order",
+    )
+    parser.add_argument(
+        "--start",
+        default=None,
+        metavar="INSTANT",
+        help="the simulated clock's start, ISO 8601 (default 2026-11-01T08:00:00 in the service's offset)",
+    )
     parser.add_argument("--token-lifetime", type=float, default=86400, help="token lifetime in seconds (86400)")
     parser.add_argument(
         "--user",
@@ -82,7 +134,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="chance that a shipment lookup page with page_no > 0 first modifies shipments",
     )
     faults.add_argument("--modify-during-paging-count", type=int, default=1, help="shipments modified then")
-    faults.add_argument("--exempt-auth", action="store_true", help="never inject faults into /auth/token")
+    faults.add_argument(
+        "--exempt-auth", action="store_true", help="never inject faults into /auth/token (nor count it in flight)"
+    )
+    faults.add_argument(
+        "--fault-path",
+        action="append",
+        default=[],
+        metavar="TEMPLATE",
+        help="inject the faults above only into this path template (/service/shipment/lookup); repeatable",
+    )
+    modes = parser.add_argument_group("behaviours of real services")
+    modes.add_argument(
+        "--max-page-size", type=_at_least_one, default=None, metavar="N",
+        help="serve at most N rows per lookup or scroll page, whatever page_size asks",
+    )
+    modes.add_argument(
+        "--max-in-flight", type=_at_least_one, default=None, metavar="N",
+        help="answer 429 at once to a request arriving while N are being processed",
+    )
+    modes.add_argument(
+        "--no-in-flight-retry-after", action="store_true",
+        help="the 429 of --max-in-flight comes without Retry-After",
+    )
+    modes.add_argument(
+        "--forbid", type=_path_prefix, action="append", default=[], metavar="PREFIX",
+        help="answer 403 to every user on paths starting with PREFIX (/service/efile); repeatable",
+    )
+    modes.add_argument(
+        "--strict-criteria", action="store_true",
+        help="400 for criterion forms the spec does not name (IN takes values, OR identifiers, others value)",
+    )
+    modes.add_argument(
+        "--efile-reference-shape", choices=EFILE_REFERENCE_SHAPES, default="type",
+        help="E-File references as {type, value} (default) or {reference_key: SHIPMENT_ID, reference}",
+    )
     parser.add_argument(
         "--control",
         action="store_true",
@@ -121,6 +207,13 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         modify_during_paging_rate=args.modify_during_paging_rate,
         modify_during_paging_count=args.modify_during_paging_count,
         exempt_auth=args.exempt_auth,
+        paths=frozenset(args.fault_path) if args.fault_path else None,
+        max_page_size=args.max_page_size,
+        max_in_flight=args.max_in_flight,
+        in_flight_retry_after=not args.no_in_flight_retry_after,
+        forbidden_prefixes=frozenset(args.forbid) if args.forbid else None,
+        strict_criteria=args.strict_criteria,
+        efile_reference_shape=args.efile_reference_shape,
     )
     users = default_users() + tuple(_parse_user(u) for u in args.user)
     return SimulatorConfig(
@@ -132,6 +225,8 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         seed=args.seed,
         utc_offset=args.utc_offset,
         wall_clock=not args.frozen_clock,
+        start=args.start,
+        offset_changes=tuple(args.offset_change),
     )
 
 
@@ -164,6 +259,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def active_faults(faults: FaultConfig) -> dict[str, Any]:
+    """The fault settings that differ from the defaults (with the seed when there are any)."""
+    default = FaultConfig().to_dict()
+    active = {name: value for name, value in faults.to_dict().items() if value != default[name] and name != "seed"}
+    return {"seed": faults.seed, **active} if active else {}
+
+
 def _ignore(*_: Any) -> None:
     return None
 
@@ -175,8 +277,11 @@ def _announce(base_url: str, config: SimulatorConfig, seconds: float) -> None:
         lines.append(f"  user: {user.username}  password: {user.password}  [{what}]")
     if config.control:
         lines.append(f"  control surface: {base_url}/_control/stats (no auth)")
-    f = config.faults
-    if any((f.latency_ms, f.server_error_rate, f.rate_limit_rate, f.drop_rate, f.modify_during_paging_rate)):
-        lines.append(f"  faults: {f.to_dict()}")
+    if config.start is not None or config.offset_changes:
+        changes = "".join(f", {offset} from {instant}" for instant, offset in config.offset_changes)
+        lines.append(f"  clock: starts {config.start or 'at the default instant'}; offset {config.utc_offset}{changes}")
+    active = active_faults(config.faults)
+    if active:
+        lines.append("  faults: " + ", ".join(f"{name}={value}" for name, value in active.items()))
     lines.append("  stop with Ctrl-C")
     print("\n".join(lines), flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 import subprocess
@@ -92,6 +93,54 @@ def test_serves_until_stopped(store: str, stop_signal: signal.Signals) -> None:
         assert token.status_code == 200
         assert httpx.get(f"{base_url}/_control/stats").json()["total"] == 1
         process.send_signal(stop_signal)
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_a_served_process_announces_and_plays_the_service_modes() -> None:
+    flags = [
+        "--shipments", "30", "--port", "0", "--control", "--max-page-size", "3", "--forbid", "/service/efile",
+        "--strict-criteria", "--utc-offset", "+02:00", "--offset-change", "2026-10-25T03:00:00+02:00=+01:00",
+        "--start", "2026-10-25T02:00:00+02:00",
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-c", _WITH_FAKE_STORE, "simulator", *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        lines: list[str] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line or "stop with Ctrl-C" in line:
+                break
+            lines.append(line.rstrip())
+        announced = "\n".join(lines)
+        assert "  faults: seed=0, max_page_size=3, forbidden_prefixes=['/service/efile'], strict_criteria=True" in (
+            announced
+        ), announced
+        assert (
+            "  clock: starts 2026-10-25T02:00:00+02:00; offset +02:00, +01:00 from 2026-10-25T03:00:00+02:00"
+            in announced
+        )
+        found = re.search(r"base URL: (http://\S+)", announced)
+        assert found, announced
+        base_url = found.group(1)
+        token = httpx.post(f"{base_url}/auth/token", json={"username": "demo", "password": "demo-password"})
+        headers = {"Authorization": f"Bearer {token.json()['access_token']}"}
+        memos = httpx.get(f"{base_url}/service/shipment/memo", params={"page_size": 50}, headers=headers)
+        assert len(memos.json()) == 3
+        assert memos.headers["X-Page-Count"] == str(math.ceil(int(memos.headers["X-Row-Count"]) / 3))
+        assert httpx.get(f"{base_url}/service/efile/1", headers=headers).status_code == 403
+        strict = [{"key": "ID", "match_mode": "EQUALS", "values": [1, 2]}]
+        assert httpx.post(f"{base_url}/service/shipment/lookup", json=strict, headers=headers).status_code == 400
+        faults = httpx.get(f"{base_url}/_control/faults").json()
+        assert (faults["max_page_size"], faults["strict_criteria"]) == (3, True)
+        process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
     finally:
         if process.poll() is None:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
 import pytest
 
 from freight_pipeline.cli import build_parser
-from freight_pipeline.simulator.cli import config_from_args
-from freight_pipeline.simulator.config import MAX_SHIPMENTS
+from freight_pipeline.simulator.cli import active_faults, config_from_args
+from freight_pipeline.simulator.config import MAX_SHIPMENTS, FaultConfig
 
 
 @pytest.mark.parametrize(
@@ -63,3 +64,80 @@ def test_the_process_refuses_control_on_all_interfaces() -> None:
 def test_the_served_clock_follows_real_time_unless_frozen() -> None:
     assert config_from_args(build_parser().parse_args(["simulator"])).wall_clock
     assert not config_from_args(build_parser().parse_args(["simulator", "--frozen-clock"])).wall_clock
+
+
+# FaultConfig field -> the flag that sets it (every field has one).
+FAULT_FLAGS = {
+    "seed": "--fault-seed", "rate_limit_rate": "--rate-limit-rate", "retry_after_s": "--retry-after",
+    "server_error_rate": "--fault-rate", "drop_rate": "--drop-rate", "latency_ms": "--latency-ms",
+    "latency_jitter_ms": "--latency-jitter-ms", "modify_during_paging_rate": "--modify-during-paging-rate",
+    "modify_during_paging_count": "--modify-during-paging-count", "exempt_auth": "--exempt-auth",
+    "paths": "--fault-path", "max_page_size": "--max-page-size", "max_in_flight": "--max-in-flight",
+    "in_flight_retry_after": "--no-in-flight-retry-after", "forbidden_prefixes": "--forbid",
+    "strict_criteria": "--strict-criteria", "efile_reference_shape": "--efile-reference-shape",
+}
+
+
+def test_help_lists_a_flag_for_every_fault_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    assert set(FAULT_FLAGS) == {f.name for f in dataclasses.fields(FaultConfig)}
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(["simulator", "--help"])
+    assert stopped.value.code == 0
+    shown = capsys.readouterr().out
+    for flag in [*FAULT_FLAGS.values(), "--offset-change INSTANT=OFFSET", "--start INSTANT", "{type,key}"]:
+        assert flag in shown, flag
+
+
+def test_service_mode_flags_become_config() -> None:
+    args = build_parser().parse_args([
+        "simulator", "--max-page-size", "100", "--max-in-flight", "4", "--no-in-flight-retry-after",
+        "--forbid", "/service/efile", "--forbid", "/service/basicdata", "--strict-criteria",
+        "--efile-reference-shape", "key", "--fault-path", "/service/shipment/lookup",
+        "--utc-offset", "+02:00", "--offset-change", "2026-10-25T03:00:00+02:00=+01:00",
+        "--start", "2026-10-25T02:00:00+02:00",
+    ])
+    config = config_from_args(args)
+    assert config.faults == FaultConfig(
+        max_page_size=100, max_in_flight=4, in_flight_retry_after=False,
+        forbidden_prefixes=frozenset({"/service/efile", "/service/basicdata"}), strict_criteria=True,
+        efile_reference_shape="key", paths=frozenset({"/service/shipment/lookup"}),
+    )
+    assert config.offset_changes == (("2026-10-25T03:00:00+02:00", "+01:00"),)
+    assert (config.utc_offset, config.start) == ("+02:00", "2026-10-25T02:00:00+02:00")
+    assert active_faults(config.faults) == {
+        "seed": 0, "paths": ["/service/shipment/lookup"], "max_page_size": 100, "max_in_flight": 4,
+        "in_flight_retry_after": False, "forbidden_prefixes": ["/service/basicdata", "/service/efile"],
+        "strict_criteria": True, "efile_reference_shape": "key",
+    }
+    defaults = config_from_args(build_parser().parse_args(["simulator"]))
+    assert defaults.faults == FaultConfig() and active_faults(defaults.faults) == {}
+    assert (defaults.offset_changes, defaults.start) == ((), None)
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--max-page-size", "0"], "--max-page-size: must be at least 1"),
+        (["--max-in-flight", "x"], "--max-in-flight: must be an integer"),
+        (["--forbid", "service/efile"], "--forbid: must be a path starting with '/'"),
+        (["--efile-reference-shape", "value"], "invalid choice: 'value'"),
+        (["--offset-change", "2026-10-25T03:00:00+02:00"], "--offset-change: must be INSTANT=OFFSET"),
+        (["--offset-change", "2026-10-25T03:00:00=+01:00"], "with a UTC offset"),
+    ],
+)
+def test_bad_service_mode_values_end_with_a_usage_error(
+    capsys: pytest.CaptureFixture[str], flags: list[str], fragment: str
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(["simulator", *flags])
+    assert stopped.value.code == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_offset_changes_out_of_order_are_refused() -> None:
+    args = build_parser().parse_args([
+        "simulator", "--offset-change", "2026-10-25T03:00:00+02:00=+01:00",
+        "--offset-change", "2026-03-29T02:00:00+01:00=+02:00",
+    ])
+    with pytest.raises(ValueError, match="in time order"):
+        config_from_args(args)
