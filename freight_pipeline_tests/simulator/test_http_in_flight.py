@@ -14,7 +14,7 @@ from freight_pipeline.simulator.faults import DROPPED
 from freight_pipeline.simulator.server import RunningSimulator
 
 MEMOS = "/service/shipment/memo"
-LATENCY_MS = 800
+LATENCY_MS = 1000
 
 
 async def _concurrently(sim: RunningSimulator, count: int, path: str = MEMOS) -> list[tuple[httpx.Response, float]]:
