@@ -151,13 +151,16 @@ STREAM_SWITCHES: dict[str, str] = {DOCUMENTS: DOCUMENTS_ENV, CODE_CONVERSIONS: C
 
 @contextmanager
 def _unreachable_named(name: str) -> Iterator[None]:
-    """A 403 (a permission the account lacks) ends the stream as StreamUnreachable, which names the
-    stream and the setting that switches it off."""
+    """A 403 (a permission the account lacks) ends a stream that can be switched off as
+    StreamUnreachable, which names the stream and its switch; the shipments stream's 403 stays the
+    client's PermissionDeniedError (it names the endpoint and whom to ask)."""
     try:
         yield
     except PermissionDeniedError as exc:
+        if name not in STREAM_SWITCHES:
+            raise
         request = f"{exc.method} {exc.path}" if exc.method and exc.path else None
-        raise StreamUnreachable(name, exc.status_code, request, STREAM_SWITCHES.get(name)) from exc
+        raise StreamUnreachable(name, exc.status_code, request, STREAM_SWITCHES[name]) from exc
     except StreamUnreachable as exc:
         exc.switch = exc.switch or STREAM_SWITCHES.get(name)
         raise

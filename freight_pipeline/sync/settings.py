@@ -26,6 +26,13 @@ class SyncSettings:
     """False: exactly ``concurrency`` requests in flight, never adapted."""
     overlap: dt.timedelta = dt.timedelta(minutes=10)
     """How far before the cursor each run re-reads, to catch late commits and clock skew."""
+    offset_step_guard: dt.timedelta = dt.timedelta(hours=1)
+    """How much further back each run re-reads when the service stamps UTC offsets: when its offset
+    steps back (summer time ending), its wall clock repeats this much, and a change in the repeated
+    hour sorts below the cursor, which a pre-switch change later in that hour may hold, until the
+    clock passes it again. Cheap: the walk lists those shipments, and held copies that are current
+    (compared as instants) are skipped without fetching. 0: only a step back seen at the ceiling
+    widens the window (``cursor.dst_widening``)."""
     start_cursor: str | None = None
     """Sync shipments last modified at or after this ``YYYY-MM-DD[ HH:MM:SS]`` (service wall clock;
     None: all). The first run starts its walk here, and reconciliation never fetches a shipment

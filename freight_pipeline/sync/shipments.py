@@ -141,7 +141,10 @@ async def sync_shipments(
         # DST: when the service's offset stepped back since the cursor was set, its wall clock
         # repeated that much, so re-read that much further back (cursor.dst_widening).
         widening = dst_widening(cursor, ceiling.offset if ceiling else None)
-        after = cursor.minus(settings.overlap + widening)
+        # a step back not yet seen at the ceiling (the newest wall-clock time may still be a change
+        # from before the switch): the guard re-reads the hour that may repeat, whenever offsets are sent
+        guard = settings.offset_step_guard if cursor.offset is not None else dt.timedelta(0)
+        after = cursor.minus(settings.overlap + max(widening, guard))
         covered = ceiling.offset if widening and ceiling else cursor.offset
         if widening:
             result.extra["dst_widening_minutes"] = int(widening.total_seconds() // 60)

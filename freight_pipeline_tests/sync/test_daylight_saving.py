@@ -1,0 +1,127 @@
+"""Summer time over HTTP: a service that stamps last-modified in its local wall clock with its offset.
+
+When summer time ends the wall clock repeats an hour (``02:30:00+02:00``, an hour later
+``02:30:00+01:00``); when it starts, an hour is skipped. The walk stays in the service's own
+date/time parts, but every decision that a held copy is current (overlap re-reads, the reconcile)
+compares instants, so a second change at the same wall-clock second on the other side of the
+switch is never taken for the first. Every table is exact after every run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.simulator.store import SimulatorStore
+from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
+from freight_pipeline_tests.sync.conftest import SyncFn, query, syncer, work_db
+from freight_pipeline_tests.sync.expected import assert_converged
+from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS, TEST_SETTINGS
+
+FALL_BACK = "2026-10-25T03:00:00+02:00"
+"""Central European summer time ends: 03:00 CEST becomes 02:00 CET."""
+SPRING_FORWARD = "2027-03-28T02:00:00+01:00"
+"""It starts: 02:00 CET becomes 03:00 CEST."""
+
+
+def held_stamp(data_dir: Path, shipment_id: int) -> str:
+    rows = query(work_db(data_dir), "SELECT document->>'last_modified_date_time' FROM freight_meta.raw_shipments "
+                 "WHERE shipment_id = ?", [shipment_id])
+    return rows[0][0]
+
+
+def touch(sim: RunningSimulator, shipment_id: int, at: str) -> str:
+    """A new version of ``shipment_id`` last modified at ``at`` (the clock set there first); its stamp."""
+    sim.set_clock(at)
+    sim.touch_shipments([shipment_id])
+    stamp = sim.store.get_shipment(shipment_id)["last_modified_date_time"]  # type: ignore[attr-defined]
+    assert stamp == at, (stamp, at)
+    return stamp
+
+
+@pytest.fixture
+def fall_back_sim() -> Iterator[RunningSimulator]:
+    store = SimulatorStore(shipments=30, seed=3, start=dt.datetime.fromisoformat("2026-10-25T01:00:00+02:00"),
+                           utc_offset="+02:00", offset_changes=((FALL_BACK, "+01:00"),))
+    with running_simulator(store) as running:
+        yield running
+
+
+@pytest.mark.parametrize("settings", [TEST_SETTINGS, RECONCILE_SETTINGS], ids=["walk", "walk-and-reconcile"])
+def test_two_changes_at_one_wall_clock_second_across_the_fall_back_are_both_synced(
+    fall_back_sim: RunningSimulator, tmp_path: Path, settings: object
+) -> None:
+    sim = fall_back_sim
+    sync: SyncFn = syncer(sim, tmp_path, publish_after=False)
+    ids = sorted(sim.store.live_shipment_ids())  # type: ignore[attr-defined]
+    target, others = ids[0], ids[1:]
+    sync(settings)
+    touch(sim, target, "2026-10-25T02:30:00+02:00")
+    touch(sim, others[0], "2026-10-25T02:45:00+02:00")  # the cursor ends past the first change
+    sim.set_clock("2026-10-25T02:50:00+02:00")
+    sync(settings)
+    assert held_stamp(tmp_path, target) == "2026-10-25T02:30:00+02:00"
+    # the repeated hour: early in it, and the same wall-clock second as the first change, an hour later
+    early = touch(sim, others[1], "2026-10-25T02:05:00+01:00")
+    second = touch(sim, target, "2026-10-25T02:30:00+01:00")
+    sim.set_clock("2026-10-25T02:40:00+01:00")
+    result = sync(settings)[SHIPMENTS]
+    assert held_stamp(tmp_path, target) == second  # caught by the walk itself, not left to a reconcile
+    assert held_stamp(tmp_path, others[1]) == early
+    assert result.extra.get("reconcile_refetched", 0) == 0
+    assert_converged(sim.store, work_db(tmp_path))
+    # and later changes in and after the repeated hour, each run exact
+    for shipment_id, at in ((others[2], "2026-10-25T02:45:00+01:00"), (others[3], "2026-10-25T02:59:59+01:00"),
+                            (target, "2026-10-25T03:00:00+01:00"), (others[4], "2026-10-25T03:20:00+01:00")):
+        touch(sim, shipment_id, at)
+        sim.advance_clock(1)
+        sync(settings)
+        assert held_stamp(tmp_path, shipment_id) == at
+        assert_converged(sim.store, work_db(tmp_path))
+
+
+def test_a_change_the_walk_skipped_as_current_is_caught_by_the_reconcile(
+    fall_back_sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """The reconcile's own test of staleness: a held copy from before the switch, a listed version
+    after it at the same wall-clock second, which the walk does not re-read (no overlap, no guard,
+    and the newest wall-clock time still a change from before the switch)."""
+    sim = fall_back_sim
+    target, later = sorted(sim.store.live_shipment_ids())[:2]  # type: ignore[attr-defined]
+    touch(sim, target, "2026-10-25T02:30:00+02:00")
+    touch(sim, later, "2026-10-25T02:45:00+02:00")
+    sim.set_clock("2026-10-25T02:50:00+02:00")
+    sync: SyncFn = syncer(sim, tmp_path, publish_after=False)
+    sync(TEST_SETTINGS)
+    second = touch(sim, target, "2026-10-25T02:30:00+01:00")
+    sim.set_clock("2026-10-25T02:40:00+01:00")
+    no_rereading = dataclasses.replace(RECONCILE_SETTINGS, overlap=dt.timedelta(0), offset_step_guard=dt.timedelta(0))
+    result = sync(no_rereading, streams=[SHIPMENTS])[SHIPMENTS]
+    assert result.extra["reconcile_refetched"] == 1
+    assert held_stamp(tmp_path, target) == second
+    assert_converged(sim.store, work_db(tmp_path))
+
+
+def test_the_spring_forward_skips_an_hour_and_loses_nothing(tmp_path: Path) -> None:
+    store = SimulatorStore(shipments=30, seed=3, start=dt.datetime.fromisoformat("2027-03-28T01:00:00+01:00"),
+                           utc_offset="+01:00", offset_changes=((SPRING_FORWARD, "+02:00"),))
+    with running_simulator(store) as sim:
+        sync: SyncFn = syncer(sim, tmp_path, publish_after=False)
+        ids = sorted(store.live_shipment_ids())
+        sync(RECONCILE_SETTINGS)
+        touch(sim, ids[0], "2027-03-28T01:59:59+01:00")
+        sim.set_clock("2027-03-28T01:59:59+01:00")
+        sync(RECONCILE_SETTINGS)
+        touch(sim, ids[1], "2027-03-28T03:00:00+02:00")  # one second later
+        touch(sim, ids[0], "2027-03-28T03:00:01+02:00")
+        sim.set_clock("2027-03-28T03:05:00+02:00")
+        result = sync(RECONCILE_SETTINGS)[SHIPMENTS]
+        assert "dst_widening_minutes" not in result.extra  # nothing repeats when the clock jumps forward
+        assert held_stamp(tmp_path, ids[0]) == "2027-03-28T03:00:01+02:00"
+        assert held_stamp(tmp_path, ids[1]) == "2027-03-28T03:00:00+02:00"
+        assert_converged(store, work_db(tmp_path))
