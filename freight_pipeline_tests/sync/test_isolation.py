@@ -1,0 +1,34 @@
+"""The breaker between one record's fault and the service's: which error ends a stream, and when."""
+
+from __future__ import annotations
+
+import pytest
+
+from freight_pipeline.sync.isolation import Breaker, CircuitOpen, RecordFailure, StreamUnreachable
+
+
+def failures(count: int, status: int | None) -> list[RecordFailure]:
+    return [RecordFailure("refused", f"POST /service/efile/lookup#{i}", status) for i in range(count)]
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_a_stream_refused_on_every_record_is_unreachable_and_names_its_switch(status: int) -> None:
+    breaker = Breaker("documents", 0.05, 10, switch="FREIGHT_SYNC_DOCUMENTS")
+    breaker.count(6, 6, failures(6, status))  # below min_failures: nothing yet
+    with pytest.raises(StreamUnreachable, match=rf"\({status} on every call, e.g. POST /service/efile/lookup#0\)"
+                       r".*FREIGHT_SYNC_DOCUMENTS=0") as raised:
+        breaker.count(6, 6, failures(6, status))
+    assert raised.value.stream == "documents" and raised.value.status == status
+
+
+def test_a_stream_that_reached_its_endpoints_once_opens_the_circuit_instead() -> None:
+    breaker = Breaker("documents", 0.05, 10, switch="FREIGHT_SYNC_DOCUMENTS")
+    breaker.count(5, 0)  # read fine: the account can reach the stream
+    with pytest.raises(CircuitOpen, match="documents: 12 of 17 records failed"):
+        breaker.count(12, 12, failures(12, 403))
+
+
+def test_other_failures_open_the_circuit_as_before() -> None:
+    breaker = Breaker("shipments", 0.05, 10)
+    with pytest.raises(CircuitOpen, match="shipments: 12 of 12 records failed"):
+        breaker.count(12, 12, failures(12, 500))
