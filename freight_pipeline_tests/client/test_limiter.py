@@ -357,6 +357,8 @@ def test_a_cancelled_waiter_passes_its_turn_on() -> None:
         (httpx.Response(500), Signal.OK),
         (httpx.Response(429), Signal.OVERLOAD),
         (httpx.Response(503), Signal.OVERLOAD),
+        (httpx.Response(503, headers={"Retry-After": "1"}), Signal.OVERLOAD),
+        (httpx.Response(429, headers={"Retry-After": "1"}), Signal.OVERLOAD),
         (httpx.ConnectError("refused"), Signal.OVERLOAD),
         (httpx.ReadTimeout("slow"), Signal.OVERLOAD),
         (httpx.RemoteProtocolError("cut"), Signal.NEUTRAL),

@@ -21,7 +21,12 @@ from freight_pipeline.client.auth import (
     jwt_expiry,
     make_token,
 )
-from freight_pipeline.client.retry import parse_retry_after, status_is_retryable, transport_error_is_retryable
+from freight_pipeline.client.retry import (
+    parse_retry_after,
+    refused_before_processing,
+    status_is_retryable,
+    transport_error_is_retryable,
+)
 
 
 def test_defaults_are_documented_values() -> None:
@@ -64,6 +69,24 @@ def test_retry_after_gets_jitter_but_is_never_shortened() -> None:
     assert all(10.0 <= w <= 11.0 for w in capped) and len(set(capped)) > 1
     assert policy.delay(1, 0.0, rng) == 0.0
     assert 0.0 <= policy.delay(1, None, rng) <= 0.5
+
+
+def test_refused_before_processing_is_a_429_or_503_that_says_when_to_come_back() -> None:
+    assert refused_before_processing(429, 1.0) and refused_before_processing(503, 0.0)
+    assert not refused_before_processing(429, None)  # no Retry-After: an ordinary failed attempt
+    assert not refused_before_processing(503, None) and not refused_before_processing(502, 1.0)
+
+
+def test_refusals_wait_the_retry_after_then_at_least_the_backoff_beyond_max_attempts() -> None:
+    policy = RetryPolicy(max_attempts=3, base_delay=0.5, max_delay=4.0, jitter=False, retry_after_cap=10.0)
+    assert [policy.refusal_delay(n, 1.0) for n in range(1, 8)] == [1.0, 1.0, 1.0, 1.0, 2.0, 4.0, 4.0]
+    assert [policy.refusal_delay(n, 0.0) for n in range(1, 5)] == [0.0, 0.0, 0.5, 1.0]  # never a tight loop
+    assert policy.refusal_delay(1, 500.0) == 10.0  # capped like any Retry-After
+
+
+def test_retry_policy_none_retries_nothing_not_even_a_refusal() -> None:
+    policy = RetryPolicy.none()
+    assert policy.max_attempts == 1 and policy.total_budget == 0.0
 
 
 def test_parse_retry_after_seconds_and_http_date() -> None:
