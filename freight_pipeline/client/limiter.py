@@ -16,10 +16,10 @@ limit, if lower). So the limit falls once per round of requests, as often as the
 refusing, and a burst of refusals of one round halves it once, not to 1; nor do the other answers
 of the requests sent before a decrease grow the limit again. That number in flight is
 remembered as the *ceiling*: the limit grows back by one per round up to one below it, then only by
-one per ``probe_rounds`` rounds while at or above it; a push-back at the same level again doubles
-``probe_rounds`` (up to ``MAX_PROBE_ROUNDS``), so the limit rests just below a service's own limit and
-asks for more rarely. Growing two above the ceiling without push-back forgets it (the service takes
-more now).
+one per ``probe_rounds`` rounds while at or above it; a push-back again at (or below) one above the
+ceiling doubles ``probe_rounds`` (up to ``MAX_PROBE_ROUNDS``), so the limit rests just below a
+service's own limit and asks for more ever more rarely. Growing two above the ceiling without
+push-back forgets it (the service takes more now).
 
 Latency is judged per kind of request (``slot(kind)``; the clients pass the endpoint's name, and the
 token call does not go through the limit at all): a moving average of the last few dozen answers of
@@ -274,7 +274,7 @@ class AdaptiveLimit:
             return
         level = sent.in_flight
         if self.ceiling is not None and level <= self.ceiling + 1:
-            self.probe_rounds = min(MAX_PROBE_ROUNDS, self.probe_rounds * 2)  # the same level again: ask more rarely
+            self.probe_rounds = min(MAX_PROBE_ROUNDS, self.probe_rounds * 2)  # refused there again: ask more rarely
         self.ceiling = level
         self._slow_start = False
         self._generation += 1  # a new round: push-back of the requests sent until now is answered
