@@ -114,4 +114,4 @@ class ClientSource:
             return {}
         return {"in_flight_limit_mean": round(stats.mean, 2), "in_flight_limit_lowest": round(stats.lowest, 2),
                 "in_flight_limit_highest": round(stats.highest, 2), "in_flight_limit_last": round(limit.limit, 2),
-                "in_flight_limit_decreases": stats.decreases}
+                "in_flight_limit_decreases": stats.decreases, "in_flight_mean": round(stats.mean_in_flight, 2)}

@@ -17,8 +17,9 @@ class SyncSettings:
     concurrency: int = 64
     """The most requests in flight at once (over one pooled connection set). The limit in force
     adapts within it (AIMD, ``client.limiter``): it starts at ``initial_concurrency``, grows by one
-    per round of answers while latency holds, halves when the service pushes back (429, 502, 503,
-    504, timeouts) and shrinks when latency rises, so a rate-limited service is never hammered."""
+    per round of answers while latency holds, drops to half the number in flight when the service
+    pushes back (429, 502, 503, 504, timeouts; once per round), climbs back carefully to just below
+    where that happened, and shrinks when latency rises, so a rate-limited service is never hammered."""
     initial_concurrency: int = 16
     """Requests in flight at the start of a run (at most ``concurrency``): what a service across the
     internet needs."""

@@ -65,4 +65,4 @@ class SourceAPI(Protocol):
 
     def in_flight_figures(self) -> dict[str, float]:
         """How the limit on requests in flight moved so far (``in_flight_limit_mean``, ``_lowest``,
-        ``_highest``, ``_last``), for the run's figures."""
+        ``_highest``, ``_last``, ``_decreases``) and the mean in flight (``in_flight_mean``), for the run's figures."""
