@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,8 +15,10 @@ import duckdb
 from freight_pipeline.config import (
     DEFAULT_DUCKDB_MEMORY_LIMIT,
     DEFAULT_PUBLISH_MEMORY_LIMIT,
+    DEFAULT_PUBLISH_STORAGE_VERSION,
     DUCKDB_MEMORY_LIMIT_ENV,
     PUBLISH_MEMORY_LIMIT_ENV,
+    PUBLISH_STORAGE_VERSION_ENV,
 )
 from freight_pipeline.normalize.schema import TableSpec
 
@@ -41,6 +44,29 @@ def memory_limit(purpose: str = "sync") -> str:
     return os.environ.get(variable) or default
 
 
+def storage_version() -> str:
+    """The DuckDB storage version of the published file (``FREIGHT_PUBLISH_STORAGE_VERSION`` or its default),
+    checked against this DuckDB: ValueError naming the variable for one it cannot write."""
+    value = os.environ.get(PUBLISH_STORAGE_VERSION_ENV, "").strip() or DEFAULT_PUBLISH_STORAGE_VERSION
+    problem = None if re.fullmatch(r"latest|v\d+\.\d+\.\d+", value) else "not of the form v1.5.0 or latest"
+    if problem is None:
+        try:
+            with duckdb.connect() as probe:
+                probe.execute(f"ATTACH ':memory:' AS probe (STORAGE_VERSION '{value}')")
+        except duckdb.Error as exc:
+            problem = str(exc).strip().splitlines()[0][:200]
+    if problem is not None:
+        raise ValueError(f"{PUBLISH_STORAGE_VERSION_ENV}={value!r} is not a storage version duckdb "
+                         f"{duckdb.__version__} writes ({problem})")
+    return value
+
+
+def storage_tag(con: duckdb.DuckDBPyConnection, database: str) -> str:
+    """The storage version of an attached database file as DuckDB names it (``v1.5.0+``: read by 1.5.0 and later)."""
+    row = first(run(con, "SELECT tags['storage_version'] FROM duckdb_databases() WHERE database_name = ?", [database]))
+    return str(row[0]) if row and row[0] is not None else ""
+
+
 @contextmanager
 def explained_out_of_memory(doing: str, purpose: str = "sync") -> Iterator[None]:
     """Turn DuckDB's out-of-memory error (whose advice is ``SET memory_limit``, which a pipeline user
@@ -55,17 +81,21 @@ def explained_out_of_memory(doing: str, purpose: str = "sync") -> Iterator[None]
         ) from exc
 
 
-def connect(path: Path, purpose: str = "sync") -> duckdb.DuckDBPyConnection:
+def connect(path: Path, purpose: str = "sync", *, new_storage_version: str | None = None) -> duckdb.DuckDBPyConnection:
     """A read-write connection as the pipeline uses them: bounded memory, no insertion order.
 
     DuckDB's default memory limit is 80 % of the machine's RAM, and its buffer pool keeps what it
     read and wrote, so without a limit the pipeline's memory grows with the warehouse; with one it
     evicts and spills (to a ``.tmp`` folder beside the file). Nothing reads rows in insertion
     order, and keeping it would hold whole Parquet row groups in memory at publish.
+    ``new_storage_version``: the storage version of the file if this creates it (an existing file keeps its own).
     """
     limit = memory_limit(purpose)
+    config: dict[str, str | bool] = {"memory_limit": limit, "preserve_insertion_order": False}
+    if new_storage_version is not None and not Path(path).exists():
+        config["storage_compatibility_version"] = new_storage_version
     try:
-        return duckdb.connect(str(path), config={"memory_limit": limit, "preserve_insertion_order": False})
+        return duckdb.connect(str(path), config=config)
     except (duckdb.InvalidInputException, duckdb.ParserException) as exc:
         raise ValueError(f"{LIMITS[purpose][0]}={limit!r} is not a DuckDB memory limit: {exc}") from None
 

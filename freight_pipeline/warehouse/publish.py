@@ -9,13 +9,20 @@ Layout under ``data_dir``::
     .parquet-versions/<v>/_manifest.json   rows and content fingerprint of every table
 
 The DuckDB file: the working database is checkpointed (its WAL folded into the file) and copied
-byte for byte to ``.publish-tmp-<v>.duckdb`` while the pipeline holds it (nothing can write it
-meanwhile); the copy is opened once (which proves it readable, exports the Parquet and, when
-``schemas`` is given, drops the other schemas), fsynced, and renamed over ``warehouse.duckdb``.
+byte for byte to ``.publish-tmp-<v>/warehouse.duckdb`` while the pipeline holds it (nothing can
+write it meanwhile); the copy is opened once (which proves it readable, exports the Parquet and,
+when ``schemas`` is given, drops the other schemas). The published file must be in the storage
+version of ``FREIGHT_PUBLISH_STORAGE_VERSION`` (default ``v1.5.0``, which DuckDB 1.5 and later
+open, as the BI tools' drivers do; duckdb 2.0's own format only 2.0 does): a copy already in it is
+published as it is, another (a working database created before the setting, or under another one)
+is converted into ``.publish-tmp-<v>.duckdb`` by ``COPY FROM DATABASE`` (every schema, table,
+view, constraint and comment; the data compacted). The file is fsynced and renamed over
+``warehouse.duckdb``. A new working database is created in the published format (see
+:class:`~freight_pipeline.warehouse.store.Warehouse`), so a publish is normally a byte copy.
 A reader that has the old file open keeps its old snapshot (its inode lives until it closes; the
 DuckDB lock is per inode, so the rename never fails because of it); the next reader opens the new
-file whole. A byte copy keeps everything (views of dbt, constraints, comments); the catalog name
-stays ``warehouse`` because the file name does.
+file whole. The catalog name is ``warehouse`` in the copy as for readers (the file's name), so
+dbt's views, which name it, resolve in both.
 
 Parquet: every publish writes a complete new version directory, then replaces the ``parquet``
 symlink with one ``rename``: a reader resolving ``parquet/<schema>/<table>/`` sees either the old
@@ -34,7 +41,7 @@ that *failed* holds back nothing: a stream is a failure domain of its own, each 
 written whole with its cursor, its tables stay as last written (``freight_meta.table_freshness``
 says since when), and the other streams' data is published.
 
-A crashed publish leaves at most ``.publish-tmp-*`` files and ``.parquet-versions/tmp-*``
+A crashed publish leaves at most ``.publish-tmp-*`` files or folders and ``.parquet-versions/tmp-*``
 directories, removed by the next publish; the published file and the symlink are only ever
 replaced by complete ones. Publishes are serialized by an ``flock`` on ``.publish.lock``.
 """
@@ -58,7 +65,16 @@ from typing import Any
 import duckdb
 
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.ddl import connect, explained_out_of_memory, first, qualified, quote, run
+from freight_pipeline.warehouse.ddl import (
+    connect,
+    explained_out_of_memory,
+    first,
+    qualified,
+    quote,
+    run,
+    storage_tag,
+    storage_version,
+)
 from freight_pipeline.warehouse.paths import DB_NAME, working_db_path
 
 log = logging.getLogger(__name__)
@@ -71,6 +87,8 @@ TMP_DB_PREFIX = ".publish-tmp-"
 TMP_VERSION_PREFIX = "tmp-"
 LOCK_FILE = ".publish.lock"
 PARQUET_FILE = "data.parquet"
+CONVERTED = "publish_converted"
+"""The alias under which the copy's conversion to the published storage version is attached."""
 ROW_GROUP_BYTES = "32MB"
 """Parquet row groups by size, not by rows: a row group of raw JSON documents is held whole in memory."""
 
@@ -91,6 +109,10 @@ class PublishResult:
     reused: list[str] = field(default_factory=list)
     """Unchanged tables whose previous Parquet file was kept (hard link)."""
     seconds: float = 0.0
+    storage_version: str = ""
+    """The published file's storage version as DuckDB tags it (``v1.5.0+``: DuckDB 1.5.0 and later open it)."""
+    converted: bool = False
+    """The working database was in another storage version: the published file is its conversion."""
 
 
 def published_db_path(data_dir: Path) -> Path:
@@ -122,20 +144,31 @@ def publish(
     work = working_db_path(data_dir)
     if not work.exists():
         raise FileNotFoundError(f"no working database at {work}")
+    storage = storage_version()
     with _publish_lock(data_dir), explained_out_of_memory("the publish", "publish"):
         clean_leftovers(data_dir)
         version = dt.datetime.now(dt.UTC).strftime("v%Y%m%dT%H%M%S%fZ") + f"-{uuid.uuid4().hex[:6]}"
-        tmp_db = data_dir / f"{TMP_DB_PREFIX}{version}.duckdb"
+        copy = data_dir / f"{TMP_DB_PREFIX}{version}" / PUBLISHED_DB
+        converted = data_dir / f"{TMP_DB_PREFIX}{version}.duckdb"
         versions = data_dir / VERSIONS_DIR
         stage = versions / f"{TMP_VERSION_PREFIX}{version}"
         try:
-            _snapshot(work, tmp_db, connection)
+            _snapshot(work, copy, connection)
             previous = _current_manifest(data_dir)
-            manifest, exported, reused = _build_version(tmp_db, stage, schemas, previous)
+            stage.mkdir(parents=True)
+            con = connect(copy, "publish")
+            try:
+                if schemas is not None:
+                    _drop_other_schemas(con, schemas)
+                manifest, exported, reused = _export_parquet(con, stage, schemas, previous)
+                ready, tag = _in_storage_version(con, copy, converted, storage, narrowed=schemas is not None)
+            finally:
+                con.close()
             manifest["version"] = version
+            manifest["storage_version"] = tag
             _write_json(stage / MANIFEST, manifest)
             _fsync_tree(stage)
-            _fsync_path(tmp_db)
+            _fsync_path(ready)
         except BaseException:
             clean_leftovers(data_dir)  # a failed attempt leaves nothing behind (a killed one: the next publish)
             raise
@@ -145,13 +178,16 @@ def publish(
         _fsync_path(versions)
         published = published_db_path(data_dir)
         _remove_stale_wal(published)
-        os.replace(tmp_db, published)
+        os.replace(ready, published)
         _swap_link(parquet_root(data_dir), Path(VERSIONS_DIR) / version)
         _fsync_path(data_dir)
+        shutil.rmtree(copy.parent, ignore_errors=True)
         prune_versions(data_dir, keep=keep_versions, grace=grace)
     tables = {name: int(info["rows"]) for name, info in manifest["tables"].items()}
-    log.info("published %s: %d tables (%d exported, %d unchanged)", version, len(tables), len(exported), len(reused))
-    return PublishResult(published, version, final, tables, exported, reused, time.monotonic() - started)
+    log.info("published %s (%s%s): %d tables (%d exported, %d unchanged)", version, tag,
+             ", converted" if ready == converted else "", len(tables), len(exported), len(reused))
+    return PublishResult(published, version, final, tables, exported, reused, time.monotonic() - started,
+                         tag, ready == converted)
 
 
 # --- steps --------------------------------------------------------------------------------------
@@ -159,6 +195,7 @@ def publish(
 
 def _snapshot(work: Path, target: Path, connection: duckdb.DuckDBPyConnection | None) -> None:
     """Byte copy of the checkpointed working database, taken while holding a connection to it."""
+    target.parent.mkdir()
     con = connection if connection is not None else connect(work, "publish")
     try:
         _require_settled(con)
@@ -204,47 +241,64 @@ def _require_settled(con: duckdb.DuckDBPyConnection) -> None:
         )
 
 
-def _build_version(
-    db: Path, stage: Path, schemas: Sequence[str] | None, previous: tuple[Path, dict[str, Any]] | None
+def _export_parquet(
+    con: duckdb.DuckDBPyConnection, stage: Path, schemas: Sequence[str] | None,
+    previous: tuple[Path, dict[str, Any]] | None,
 ) -> tuple[dict[str, Any], list[str], list[str]]:
-    """Open the copy, narrow it to ``schemas``, write each table's Parquet (or link the unchanged)."""
-    stage.mkdir(parents=True)
+    """Write each table of the copy to Parquet under ``stage`` (or link its unchanged previous file)."""
     exported: list[str] = []
     reused: list[str] = []
     entries: dict[str, Any] = {}
     prev_dir, prev_manifest = previous if previous else (None, {"tables": {}})
-    con = connect(db, "publish")
-    try:
-        if schemas is not None:
-            _drop_other_schemas(con, schemas)
-        for schema, table in _base_tables(con, schemas):
-            name = f"{schema}.{table}"
-            rows, fingerprint = _fingerprint(con, schema, table)
-            target = stage / schema / table / PARQUET_FILE
-            target.parent.mkdir(parents=True, exist_ok=True)
-            before = prev_manifest["tables"].get(name)
-            if (
-                prev_dir is not None
-                and before
-                and before.get("fingerprint") == fingerprint
-                and _link(prev_dir / schema / table / PARQUET_FILE, target)
-            ):
-                reused.append(name)
-            else:
-                path = str(target).replace("'", "''")
-                run(
-                    con,
-                    f"COPY (SELECT * FROM {quote(schema)}.{quote(table)}) TO '{path}' "
-                    f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES '{ROW_GROUP_BYTES}')",
-                )
-                exported.append(name)
-            entries[name] = {"rows": rows, "fingerprint": fingerprint, "file": f"{schema}/{table}/{PARQUET_FILE}"}
-        if schemas is not None:
-            run(con, "CHECKPOINT")
-    finally:
-        con.close()
+    for schema, table in _base_tables(con, schemas):
+        name = f"{schema}.{table}"
+        rows, fingerprint = _fingerprint(con, schema, table)
+        target = stage / schema / table / PARQUET_FILE
+        target.parent.mkdir(parents=True, exist_ok=True)
+        before = prev_manifest["tables"].get(name)
+        if (
+            prev_dir is not None
+            and before
+            and before.get("fingerprint") == fingerprint
+            and _link(prev_dir / schema / table / PARQUET_FILE, target)
+        ):
+            reused.append(name)
+        else:
+            run(
+                con,
+                f"COPY (SELECT * FROM {quote(schema)}.{quote(table)}) TO '{_sql_path(target)}' "
+                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES '{ROW_GROUP_BYTES}')",
+            )
+            exported.append(name)
+        entries[name] = {"rows": rows, "fingerprint": fingerprint, "file": f"{schema}/{table}/{PARQUET_FILE}"}
     manifest = {"published_at": dt.datetime.now(dt.UTC).isoformat(), "tables": entries}
     return manifest, exported, reused
+
+
+def _in_storage_version(
+    con: duckdb.DuckDBPyConnection, copy: Path, converted: Path, storage: str, *, narrowed: bool
+) -> tuple[Path, str]:
+    """The file to publish and its storage tag: ``copy`` (open in ``con``) when it is in ``storage``'s
+    format, else ``converted``, a new file of that format holding everything of the copy."""
+    run(con, f"ATTACH '{_sql_path(converted)}' AS {CONVERTED} (STORAGE_VERSION '{storage}')")
+    wanted, have = storage_tag(con, CONVERTED), storage_tag(con, _current_database(con))
+    if wanted == have:
+        run(con, f"DETACH {CONVERTED}")
+        converted.unlink()
+        if narrowed:  # the dropped schemas' blocks are freed in the file
+            run(con, "CHECKPOINT")
+        return copy, have
+    run(con, f"COPY FROM DATABASE {quote(_current_database(con))} TO {CONVERTED}")
+    run(con, f"DETACH {CONVERTED}")
+    return converted, wanted
+
+
+def _current_database(con: duckdb.DuckDBPyConnection) -> str:
+    return str(first(run(con, "SELECT current_database()"))[0])
+
+
+def _sql_path(path: Path) -> str:
+    return str(path).replace("'", "''")
 
 
 def _base_tables(con: duckdb.DuckDBPyConnection, schemas: Sequence[str] | None) -> list[tuple[str, str]]:

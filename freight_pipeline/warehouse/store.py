@@ -31,7 +31,15 @@ from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.conflicts import retried_on_conflict
-from freight_pipeline.warehouse.ddl import connect, ensure_tables, memory_limit, qualified, quote, run
+from freight_pipeline.warehouse.ddl import (
+    connect,
+    ensure_tables,
+    memory_limit,
+    qualified,
+    quote,
+    run,
+    storage_version,
+)
 from freight_pipeline.warehouse.paths import (  # noqa: F401 (re-exported: where they were)
     DB_NAME,
     LAKE_SCRATCH,
@@ -102,7 +110,10 @@ class Warehouse(RowWrites, WarehouseReads, BatchShortcuts, RunLog):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._in_transaction: list[str] | None = None
         self._con: duckdb.DuckDBPyConnection | None = (
-            connect(self.path) if lake is None else connect_lake(lake, self.path.parent / LAKE_SCRATCH, memory_limit())
+            # a new working database in the published file's format, so that a publish is a byte copy
+            connect(self.path, new_storage_version=None if self.path.exists() else storage_version())
+            if lake is None
+            else connect_lake(lake, self.path.parent / LAKE_SCRATCH, memory_limit())
         )
         try:
             run(self._con, "SET TimeZone = 'UTC'")
