@@ -37,8 +37,9 @@ def build_publish_asset(upstream: Sequence[dg.AssetsDefinition]) -> dg.AssetsDef
             return publish_lake(context, warehouse)
         result = publish(warehouse.path)
         context.log.info(
-            f"published {result.version}: {len(result.tables)} tables ({len(result.exported)} exported, "
-            f"{len(result.reused)} unchanged) in {result.seconds:.1f} s"
+            f"published {result.version} (storage {result.storage_version}"
+            f"{', converted from the working database' if result.converted else ''}): {len(result.tables)} tables "
+            f"({len(result.exported)} exported, {len(result.reused)} unchanged) in {result.seconds:.1f} s"
         )
         return dg.MaterializeResult(
             metadata={
@@ -51,6 +52,8 @@ def build_publish_asset(upstream: Sequence[dg.AssetsDefinition]) -> dg.AssetsDef
                 "exported_tables": len(result.exported),
                 "unchanged_tables": len(result.reused),
                 "seconds": dg.MetadataValue.float(round(result.seconds, 3)),
+                "storage_version": result.storage_version,
+                "converted": result.converted,
             }
         )
 
