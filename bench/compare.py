@@ -58,11 +58,12 @@ class Measured:
 
 
 @contextlib.contextmanager
-def simulator(shipments: int, seed: int, latency_ms: float) -> Iterator[str]:
-    """A simulator in its own process (not sharing the measured process's GIL); yields its base URL."""
+def simulator(shipments: int, seed: int, latency_ms: float, *options: str) -> Iterator[str]:
+    """A simulator in its own process (not sharing the measured process's GIL), with more of its
+    command-line ``options`` (fault modes) if given; yields its base URL."""
     cmd = [sys.executable, "-m", "freight_pipeline.cli", "simulator", "--shipments", str(shipments),
-           "--seed", str(seed), "--port", "0", "--control", "--latency-ms", str(latency_ms)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+           "--seed", str(seed), "--port", "0", "--control", "--latency-ms", str(latency_ms), *options]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     try:
         for line in proc.stdout:
@@ -71,7 +72,7 @@ def simulator(shipments: int, seed: int, latency_ms: float) -> Iterator[str]:
                 threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep its pipe drained
                 yield match.group(1)
                 return
-        raise RuntimeError("the simulator did not start")
+        raise RuntimeError(f"the simulator did not start: {' '.join(cmd)}")
     finally:
         proc.terminate()
         proc.wait(timeout=60)

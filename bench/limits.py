@@ -15,46 +15,21 @@ second; and the ratio of the two. Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import re
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-from compare import PASSWORD, REPO, USER, requests_served  # bench/compare.py
+from compare import PASSWORD, USER, requests_served, simulator  # bench/compare.py
 
 from freight_pipeline.client import AsyncFreightClient
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.settings import SyncSettings
-
-
-@contextlib.contextmanager
-def simulator(shipments: int, seed: int, latency_ms: float, *options: str) -> Iterator[str]:
-    """A simulator in its own process with more options than ``compare.simulator``; yields its base URL."""
-    cmd = [sys.executable, "-m", "freight_pipeline.cli", "simulator", "--shipments", str(shipments),
-           "--seed", str(seed), "--port", "0", "--control", "--latency-ms", str(latency_ms), *options]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    try:
-        for line in proc.stdout:
-            match = re.search(r"base URL: (\S+)", line)
-            if match:
-                threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep its pipe drained
-                yield match.group(1)
-                return
-        raise RuntimeError(f"the simulator did not start: {' '.join(cmd)}")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 @dataclass
