@@ -2,7 +2,8 @@
 
 Streamlit runs as a child process on 127.0.0.1 (``--port``, default 8501), headless, without
 usage statistics and without a file watcher; the page opens ``$FREIGHT_DATA_DIR/warehouse.duckdb``
-read-only on each load, so it never holds up a sync or a publish. Ctrl-C or SIGTERM stops it.
+(in lake mode, ``FREIGHT_LAKE_*`` set: the lake's published snapshot) read-only on each load, so it
+never holds up a sync or a publish. Ctrl-C or SIGTERM stops it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from freight_pipeline.commands.processes import (
     wait_http,
 )
 from freight_pipeline.config import DATA_DIR_ENV
+from freight_pipeline.dashboard.sources import published_source
+from freight_pipeline.lake.settings import LakeConfigError, LakeSettings
 from freight_pipeline.warehouse.publish import published_db_path
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
@@ -62,9 +65,14 @@ def run(args: argparse.Namespace) -> int:
         say(f"dashboard: port {args.port} on {LOCALHOST} is in use: stop what listens there or pass --port")
         return 2
     data_dir = resolve_data_dir(args.data_dir)
-    database = published_db_path(data_dir)
-    if not database.is_file():
-        say(f"dashboard: no published warehouse at {database} yet; the page says so until one is (run `make demo`)")
+    try:
+        lake = LakeSettings.from_env()
+    except LakeConfigError as exc:
+        say(f"dashboard: {exc}")
+        return 2
+    source = published_source(data_dir, lake)
+    if lake is None and not published_db_path(data_dir).is_file():
+        say(f"dashboard: no published warehouse {source} yet; the page says so until one is (run `make demo`)")
     url = f"http://{LOCALHOST}:{args.port}"
     env = {**os.environ, DATA_DIR_ENV: str(data_dir), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
     previous = raise_stop_on_signals()
@@ -73,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         child = start_child(streamlit_argv(args.port), env, mute_stdout=True)  # its banner repeats the URL
         seconds = wait_http(url + HEALTH_PATH, child, "streamlit", 120)
-        say(f"dashboard: ready in {seconds:.1f} s at {url}  (reads {database} read-only). Ctrl-C stops it.")
+        say(f"dashboard: ready in {seconds:.1f} s at {url}  (reads the published warehouse {source}, read-only). "
+            "Ctrl-C stops it.")
         child.wait()
         say(f"dashboard: streamlit exited with status {child.returncode}")
         return 1

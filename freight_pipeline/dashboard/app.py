@@ -20,7 +20,9 @@ from freight_pipeline.commands.common import one_line
 from freight_pipeline.config import data_dir_from_env
 from freight_pipeline.dashboard import charts, display, queries
 from freight_pipeline.dashboard.display import count, decimal, instant, label, month, share, whole
-from freight_pipeline.warehouse.publish import published_db_path
+from freight_pipeline.dashboard.sources import published_source
+from freight_pipeline.lake.connect import LakeUnavailable
+from freight_pipeline.lake.settings import LakeConfigError, LakeSettings
 
 TITLE = "Freight shipments"
 PERIOD_HELP = (
@@ -34,19 +36,25 @@ def main() -> None:
     st.title(TITLE)
     data_dir = data_dir_from_env()
     try:
-        with queries.open_warehouse(data_dir) as con:
+        lake = LakeSettings.from_env()  # lake mode: the lake's published snapshot instead of the file
+    except LakeConfigError as exc:
+        st.error(str(exc))
+        return
+    try:
+        with queries.open_warehouse(data_dir, lake) as con:
             options = queries.filter_options(con)
             filters = sidebar(options)
             page = queries.load_page(con, filters)
-    except (queries.NoWarehouse, queries.MissingMarts) as exc:
+    except (queries.NoWarehouse, queries.MissingMarts, LakeUnavailable) as exc:
         st.error(str(exc))
         return
     except duckdb.Error as exc:
-        st.error(f"cannot read the published warehouse at {published_db_path(data_dir)}: {one_line(str(exc))}")
+        st.error(f"cannot read the published warehouse {published_source(data_dir, lake)}: "
+                 f"{one_line(str(exc))}")
         return
     st.caption(
-        f"Published warehouse {published_db_path(data_dir)} (read-only; each page load reads the latest "
-        f"publish). Page read at {instant(dt.datetime.now(dt.UTC))}."
+        f"Published warehouse {published_source(data_dir, lake)} (read-only; each page load reads the "
+        f"latest publish{'ed snapshot' if lake else ''}). Page read at {instant(dt.datetime.now(dt.UTC))}."
     )
     tiles(page)
     on_time_section(page)

@@ -1,6 +1,7 @@
 """The dashboard's access to the published warehouse and its filters: the read-only connection for
-one page load, what the page needs to be there, the filter values and the marts each view reads
-(with the SQL ``WHERE`` a filter makes for it). The views themselves: :mod:`.queries`."""
+one page load (the published file, or in lake mode the lake's published snapshot), what the page
+needs to be there, the filter values and the marts each view reads (with the SQL ``WHERE`` a filter
+makes for it). The views themselves: :mod:`.queries`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from freight_pipeline.lake.settings import LakeSettings
+from freight_pipeline.lake.snapshots import open_published_snapshot
+from freight_pipeline.warehouse.ddl import memory_limit
+from freight_pipeline.warehouse.paths import DASHBOARD_SCRATCH, WORK_DIR
 from freight_pipeline.warehouse.publish import published_db_path
 
 MARTS = (
@@ -38,11 +43,11 @@ def mode_bucket(alias: str = "") -> str:
 
 
 class NoWarehouse(FileNotFoundError):
-    """Nothing is published at the expected path yet."""
+    """Nothing is published where the page reads yet (the file, or the lake's published snapshot)."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(f"no published warehouse at {path}; run `make demo` (or a sync) first")
-        self.path = path
+    def __init__(self, where: str) -> None:
+        super().__init__(f"no published warehouse {where}; run `make demo` (or a sync) first")
+        self.where = where
 
 
 class MissingMarts(LookupError):
@@ -102,27 +107,46 @@ def first_of_month(day: dt.date) -> dt.date:
 
 
 @contextmanager
-def open_warehouse(data_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only connection to ``<data_dir>/warehouse.duckdb`` for one page load, closed after it.
+def open_warehouse(data_dir: Path, lake: LakeSettings | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection for one page load, closed after it: to ``<data_dir>/warehouse.duckdb``, or
+    with ``lake`` to the lake as of its published snapshot (the marts and source tables of one whole,
+    successful build, as the file holds them; never a build half committed).
 
-    NoWarehouse when the file is absent, MissingMarts when it has no marts. The session time zone
+    NoWarehouse when nothing is published, MissingMarts when it has no marts. The session time zone
     is UTC, so instants come back in UTC and months are UTC months.
     """
-    path = published_db_path(Path(data_dir))
-    if not path.is_file():
-        raise NoWarehouse(path)
-    con = duckdb.connect(str(path), read_only=True)
+    con, where = _connect_published(Path(data_dir), lake)
     try:
         con.execute("SET TimeZone = 'UTC'")
         missing = [name for name in MARTS if not has_table(con, name)]
         if missing:
             raise MissingMarts(
-                f"the published warehouse at {path} has no {', '.join(missing)}: "
+                f"the published warehouse {where} has no {', '.join(missing)}: "
                 "no dbt build has been published yet (run `make demo` or a sync)"
             )
         yield con
     finally:
         con.close()
+
+
+def published_source(data_dir: Path, lake: LakeSettings | None) -> str:
+    """Where the page reads, in words: ``at <file>`` or ``in the DuckLake catalog <catalog>, data <path>``."""
+    return f"at {published_db_path(Path(data_dir))}" if lake is None else f"in the {lake.describe()}"
+
+
+def _connect_published(data_dir: Path, lake: LakeSettings | None) -> tuple[duckdb.DuckDBPyConnection, str]:
+    where = published_source(data_dir, lake)
+    if lake is None:
+        path = published_db_path(data_dir)
+        if not path.is_file():
+            raise NoWarehouse(where)
+        return duckdb.connect(str(path), read_only=True), where
+    con, snapshot = open_published_snapshot(lake, data_dir / WORK_DIR / DASHBOARD_SCRATCH, memory_limit("publish"))
+    if snapshot is None:  # the connection reads the latest snapshot: maybe a build half committed
+        con.close()
+        raise NoWarehouse(f"{where} (no published snapshot)")
+    published = snapshot.published_at.astimezone(dt.UTC)
+    return con, f"{where} (snapshot {snapshot.snapshot_id}, published {published:%Y-%m-%d %H:%M} UTC)"
 
 
 def has_table(con: duckdb.DuckDBPyConnection, qualified: str) -> bool:

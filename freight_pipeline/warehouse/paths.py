@@ -11,6 +11,8 @@ WORK_DIR = "work"
 DB_NAME = "warehouse.duckdb"
 LAKE_SCRATCH = "lake-spill"
 """Beside the run log in lake mode: where DuckDB spills what does not fit its memory limit."""
+DASHBOARD_SCRATCH = "dashboard-spill"
+"""Beside it: where the dashboard's lake connections spill (a reader's own folder, not the writers')."""
 RUN_LOG = "latest_runs.json"
 """Each stream's latest ``sync_runs`` row, rewritten atomically by every :meth:`Warehouse.record_run`:
 what ``status`` reads without opening the working database (a reader's lock would stop a sync starting)."""

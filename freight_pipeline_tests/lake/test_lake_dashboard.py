@@ -1,0 +1,160 @@
+"""The dashboard in lake mode reads the lake's published snapshot, tested like the embedded one
+(``freight_pipeline_tests/dashboard/test_dashboard.py``, whose warehouse, page reader and assertions
+this module reuses): the same demo warehouse (200 simulator shipments, ``dbt run``, a run log, retry
+queue and data problems), here copied into a DuckLake (SQLite catalog, local Parquet) and published
+as the publish asset does; then the lake changes without a publish. The views and the real
+``freight-pipeline dashboard`` in headless Chromium must show the published figures, which equal the
+embedded file's, not the lake's latest state.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+from freight_pipeline.commands.processes import LOCALHOST, free_port, stop_child, wait_http
+from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.dashboard import queries
+from freight_pipeline.dashboard.queries import Filters
+from freight_pipeline.lake.connect import connect_lake
+from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV, LakeSettings
+from freight_pipeline.lake.snapshots import publish_snapshot
+from freight_pipeline.warehouse.store import working_db_path
+from freight_pipeline_tests.dashboard.test_dashboard import (  # noqa: F401 (browser: a fixture, on this module's dashboard)
+    CHART_SECTIONS,
+    CHROMIUM,
+    QUARANTINED,
+    SHIPMENTS,
+    _assert_page_matches,
+    _Browser,
+    _write_meta,
+    browser,
+)
+from freight_pipeline_tests.dbt.dbt_cli import run_dbt
+from freight_pipeline_tests.dbt.freight_db import build_freight_database
+
+UNPUBLISHED_DELETES = 10
+"""Shipments deleted from the lake's marts after the publish: the page must not see it."""
+
+
+def _lake_env(folder: Path) -> dict[str, str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    return {CATALOG_URI_ENV: f"sqlite:///{folder / 'catalog.sqlite'}", DATA_URI_ENV: str(folder / "data")}
+
+
+@pytest.fixture(scope="module")
+def lake_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], Path]:
+    """(data directory, lake variables, the embedded file holding what was published)."""
+    root = tmp_path_factory.mktemp("lake-dashboard")
+    data = root / "data"
+    work = working_db_path(data)
+    work.parent.mkdir(parents=True)
+    build_freight_database(work, shipments=SHIPMENTS)
+    result, _ = run_dbt(["run"], root / "dbt", work, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    _write_meta(work)
+    env = _lake_env(root / "lake")
+    lake = LakeSettings.from_env(env)
+    assert lake is not None
+    con = connect_lake(lake, root / "spill", "512MB")
+    try:
+        con.execute(f"ATTACH '{work}' AS src (READ_ONLY)")
+        tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'src'")
+        for schema, table in tables.fetchall():
+            con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            con.execute(f'CREATE TABLE "{schema}"."{table}" AS SELECT * FROM src."{schema}"."{table}"')
+        con.execute("DETACH src")
+        publish_snapshot(con, "run-published")
+        con.execute("DELETE FROM analytics.fct_shipments WHERE shipment_id IN "
+                    f"(SELECT shipment_id FROM analytics.fct_shipments ORDER BY 1 LIMIT {UNPUBLISHED_DELETES})")
+        con.execute("DELETE FROM freight_meta.quarantine")
+        assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchall() == [
+            (SHIPMENTS - UNPUBLISHED_DELETES,)]
+    finally:
+        con.close()
+    return data, env, work
+
+
+@pytest.fixture
+def embedded(lake_data: tuple[Path, dict[str, str], Path]) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The embedded file the lake was published from: what the page must show."""
+    with duckdb.connect(str(lake_data[2]), read_only=True) as con:
+        con.execute("SET TimeZone = 'UTC'")
+        yield con
+
+
+def test_the_views_read_the_published_snapshot_not_the_latest(
+    lake_data: tuple[Path, dict[str, str], Path], embedded: duckdb.DuckDBPyConnection
+) -> None:
+    data, env, _ = lake_data
+    lake = LakeSettings.from_env(env)
+    with queries.open_warehouse(data, lake) as con:
+        assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchall() == [(SHIPMENTS,)]
+        assert queries.bad_data(con).quarantined.sum() == sum(QUARANTINED.values())
+        for filters in (Filters(), Filters(modes=("SEA",))):
+            ours, theirs = queries.load_page(con, filters), queries.load_page(embedded, filters)
+            for name, value in vars(theirs).items():
+                if isinstance(value, pd.DataFrame):
+                    pd.testing.assert_frame_equal(getattr(ours, name), value, obj=name)
+                elif isinstance(value, queries.Freshness):
+                    pd.testing.assert_frame_equal(ours.freshness.streams, value.streams, obj=name)
+                    assert replace(ours.freshness, streams=None) == replace(value, streams=None)
+                else:
+                    assert getattr(ours, name) == value, name
+
+
+def test_a_lake_without_a_publish_is_a_message(tmp_path: Path) -> None:
+    lake = LakeSettings.from_env(_lake_env(tmp_path / "lake"))
+    assert lake is not None
+    connect_lake(lake, tmp_path / "spill", "512MB").close()  # the catalog exists, nothing published
+    nothing = r"no published warehouse in the DuckLake catalog sqlite:.* \(no published snapshot\); run `make demo`"
+    with pytest.raises(queries.NoWarehouse, match=nothing), queries.open_warehouse(tmp_path / "data", lake):
+        pass
+
+
+# --- the page in headless Chromium (the embedded test's browser, on this dashboard) ----------------
+
+
+@pytest.fixture(scope="module")
+def dashboard(lake_data: tuple[Path, dict[str, str], Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``freight-pipeline dashboard`` in lake mode (the lake variables set) on a free loopback port."""
+    if not CHROMIUM.is_file():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y chromium): the browser test needs it")
+    data, env, _ = lake_data
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("lake-dashboard-log") / "dashboard.log"
+    argv = [sys.executable, "-m", "freight_pipeline.cli", "dashboard", "--data-dir", str(data), "--port", str(port)]
+    with open(log_path, "wb") as log:
+        child = subprocess.Popen(argv, cwd=REPO_ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+    try:
+        url = f"http://{LOCALHOST}:{port}"
+        try:
+            wait_http(f"{url}/_stcore/health", child, "freight-pipeline dashboard", 120)
+        except (TimeoutError, RuntimeError) as exc:
+            pytest.fail(f"{exc}; its log:\n{log_path.read_text(errors='replace')[-3000:]}")
+        yield url
+    finally:
+        stop_child(child, timeout=30)
+    assert "reads the published warehouse in the DuckLake catalog sqlite:" in log_path.read_text(errors="replace")
+
+
+def test_the_page_shows_the_published_snapshot(
+    browser: _Browser, dashboard: str, embedded: duckdb.DuckDBPyConnection  # noqa: F811 (the imported fixture)
+) -> None:
+    for url, filters in ((dashboard, Filters()), (f"{dashboard}/?mode=SEA", Filters(modes=("SEA",)))):
+        before = dt.datetime.now(dt.UTC)
+        page = browser.load(url)
+        after = dt.datetime.now(dt.UTC)
+        _assert_page_matches(page, embedded, filters, before, after)
+        assert all(page["charts"][k] == n for k, n in CHART_SECTIONS.items()), page["charts"]
+    assert page["tiles"]["Shipments"] != f"{SHIPMENTS - UNPUBLISHED_DELETES:,}"
