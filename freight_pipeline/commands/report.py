@@ -77,7 +77,6 @@ def read_report(data_dir: Path) -> dict[str, Any]:
             "streams": streams,
             "unpublished_runs": _unpublished_runs(data_dir, streams),
             "tables": {name: _count(con, name) for name in tables if name.split(".")[0] in COUNTED_SCHEMAS},
-            "pending_details": _per_stream(con, tables, "pending_details"),
             "rejected_records": _per_stream(con, tables, "rejected_records"),
             "retry_queue": _retry_queue(con, tables),
             "data_problems": _per_stream(con, tables, "data_problems"),

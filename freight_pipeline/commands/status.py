@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render_status(report: dict[str, Any]) -> str:
-    """The report as plain aligned text: streams, tables, detail queue and rejects."""
+    """The report as plain aligned text: streams, tables, rejects and bad data."""
     published = report.get("published") or {}
     head = f"published warehouse: {report['database']}"
     if published.get("published_at"):
@@ -47,7 +47,7 @@ def render_status(report: dict[str, Any]) -> str:
             + render_runs(report["unpublished_runs"])
         )
     parts.append("tables\n" + render_tables(report["tables"]))
-    parts.append("detail queue and rejects\n" + render_queue(report))
+    parts.append("rejects\n" + render_rejects(report))
     parts.append("bad data (freight_meta.quarantine, freight_meta.data_problems)\n" + render_bad_data(report))
     return "\n\n".join(parts)
 
@@ -90,13 +90,11 @@ def render_tables(tables: dict[str, int]) -> str:
     return format_table(("table", "rows"), sorted(tables.items()))
 
 
-def render_queue(report: dict[str, Any]) -> str:
-    pending: dict[str, int] = report.get("pending_details") or {}
+def render_rejects(report: dict[str, Any]) -> str:
     rejected: dict[str, int] = report.get("rejected_records") or {}
-    names = [*STREAM_ORDER, *sorted((set(pending) | set(rejected)) - set(STREAM_ORDER))]
-    rows = [(name, pending.get(name, 0), rejected.get(name, 0)) for name in names]
-    total = (sum(pending.values()), sum(rejected.values()))
-    return format_table(("stream", "pending details", "rejected records"), [*rows, ("total", *total)])
+    names = [*STREAM_ORDER, *sorted(set(rejected) - set(STREAM_ORDER))]
+    rows = [(name, rejected.get(name, 0)) for name in names]
+    return format_table(("stream", "rejected records"), [*rows, ("total", sum(rejected.values()))])
 
 
 def render_bad_data(report: dict[str, Any]) -> str:

@@ -51,12 +51,6 @@ def newest_source_change(con: duckdb.DuckDBPyConnection, stream: str) -> dt.date
     return _utc(_scalar(con, f"SELECT max(last_modified_at) FROM {source}"))
 
 
-def pending_details(con: duckdb.DuckDBPyConnection, stream: str) -> int:
-    """Shipments still queued for a detail stream."""
-    sql = f"SELECT count(*) FROM {table_ref(meta.PENDING_DETAILS)} WHERE stream = ?"
-    return int(_scalar(con, sql, [stream]) or 0)
-
-
 def duplicate_keys(con: duckdb.DuckDBPyConnection, spec: TableSpec, sample: int = 5) -> tuple[int, list[str]]:
     """How many primary-key values occur more than once, and a few of them as text."""
     key = ", ".join(ident(c) for c in spec.primary_key)

@@ -210,8 +210,6 @@ def assemble(bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | 
             for part in DETAIL_PARTS:
                 if part.stream in answers:
                     builder.detail(part, bundle, answers[part.stream])
-        if answers.get(DOCUMENT) is not GONE:
-            builder.write.acknowledged.extend((stream, work.shipment_id) for stream in work.acknowledges)
         if not work.retry:
             attempted_new += 1
             failed_new += len(builder.write.quarantined) > quarantined_before

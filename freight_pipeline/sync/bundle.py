@@ -43,8 +43,6 @@ class Work:
     parts: frozenset[str] = ALL_PARTS
     key: ShipmentKey | None = None
     """Its position in the change walk (None: a retry or a reconcile fetch, which moves no cursor)."""
-    acknowledges: tuple[str, ...] = ()
-    """Entries of the legacy detail queue (their streams) that loading this work settles."""
     retry: bool = False
     """A record already waiting in the retry queue: its failure does not count towards the breaker."""
 

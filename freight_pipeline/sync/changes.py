@@ -2,7 +2,8 @@
 
 Page-number paging shifts when records change during a run, and one second can hold more records
 than a page. So this never asks for ``page_no > 0``: every request is page 0 of a query that starts
-strictly after the last key received (DESIGN.md rules 1, 4 and 5):
+strictly after the last key received, never beyond the run's ceiling (the newest last-modified
+second at its start):
 
 * A: the rest of the current second      ``DATE = d AND TIME = t AND ID > id``   order ID
 * B: the rest of the current day         ``DATE = d AND TIME > t [AND TIME <= ceiling]``  order TIME, ID

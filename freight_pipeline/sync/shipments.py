@@ -7,15 +7,14 @@ written in batches of ``fetch_batch_size``, each ONE warehouse transaction holdi
 rows of its shipments and the cursor of its last one (``assemble``). Fetching the next batches
 overlaps writing this one, with bounded queues (``pipeline``), and the requests in flight adapt to
 the service (``client.limiter``). A crash leaves the old cursor with the old rows or the new cursor
-with the new rows (DESIGN.md rules 6, 7).
+with the new rows: the cursor never runs ahead of the rows it covers, and no batch is half written.
 
 Overlap re-reads skip a shipment whose held copy is provably current (the same last-modified
 instant, fetched after it: compared as instants with their UTC offsets, so a change at 02:30 after a
 fall-back is not mistaken for the one at 02:30 before it; ``warehouse.stamps``).
 After the walk: records waiting in the retry queue whose
 next attempt is due are fetched again (a failed document brings its whole shipment, a failed
-detail part only that part), and entries left in the detail queue of earlier versions are settled;
-then, every ``reconcile_interval``, the reconcile pass (``reconcile``).
+detail part only that part); then, every ``reconcile_interval``, the reconcile pass (``reconcile``).
 
 One bad record never stops the stream (``isolation``); what is not a record's fault re-raises and
 writes nothing of the batch in hand; the breaker stops the stream when too many shipments fail.
@@ -225,8 +224,8 @@ async def _walked(
 
 
 def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:
-    """Work for what waits in the retry queue and is due (not what failed in this run), and for the
-    legacy detail queue; a waiting document brings its whole shipment."""
+    """Work for what waits in the retry queue and is due (not what failed in this run); a waiting
+    document brings its whole shipment."""
     wanted: dict[int, set[str]] = {}
     refs: dict[int, Ref] = {}
     for stream in PART_STREAMS:
@@ -235,17 +234,7 @@ def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:
             context = json.loads(entry["context"]) if entry.get("context") else None
             refs.setdefault(shipment_id, Ref.from_context(shipment_id, context))
             wanted.setdefault(shipment_id, set()).update(ALL_PARTS if stream == STREAM else {stream})
-    legacy: dict[int, set[str]] = {}
-    for entry in warehouse.legacy_pending():
-        shipment_id = entry.shipment_id
-        refs.setdefault(shipment_id, Ref(shipment_id, entry.client, entry.shipment_number, entry.mode_of_transport))
-        legacy.setdefault(shipment_id, set()).add(entry.stream)
-    works = []
-    for shipment_id in sorted(set(wanted) | set(legacy)):
-        parts = wanted.get(shipment_id, set()) | legacy.get(shipment_id, set())
-        works.append(Work(refs[shipment_id], frozenset(parts), None, tuple(sorted(legacy.get(shipment_id, ()))),
-                          retry=shipment_id in wanted))
-    return works
+    return [Work(refs[shipment_id], frozenset(wanted[shipment_id]), None, retry=True) for shipment_id in sorted(wanted)]
 
 
 def _reconciled(warehouse: Warehouse, listing_began: dt.datetime, run_id: str) -> None:

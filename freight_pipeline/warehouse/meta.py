@@ -1,5 +1,6 @@
 """The ``freight_meta`` tables: cursors, run log, rejected records, quarantine (the retry queue of
-records that failed), data problems, raw documents, detail queue.
+records that failed), data problems, raw documents, changed shipments (what the incremental marts
+rebuild), table freshness.
 
 Declared once as :class:`TableSpec` so the same declaration drives the DDL, the Parquet export and
 the docs. They carry no audit columns (their own timestamps and ``run_id`` say who wrote them) and
@@ -86,8 +87,7 @@ RETIRED_STREAMS: dict[str, str] = {
     "shipment_memos": "shipments",
 }
 """Streams of earlier versions -> the stream that does their work now. A retired stream's last run,
-failed or cut off, holds back no publish once a later run of its successor succeeded (which also
-settles what it left in ``pending_details``)."""
+failed or cut off, holds back no publish once a later run of its successor succeeded."""
 
 LATEST_STATE = "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY updated_at DESC NULLS LAST) = 1"
 """Filter of ``sync_state`` reads: its latest row per stream (embedded: the only one; a lake appends)."""
@@ -127,21 +127,6 @@ RAW_SHIPMENTS = _meta(
     ),
     ("shipment_id",),
     "The last raw JSON document of each shipment, for replay without re-fetching.",
-)
-
-PENDING_DETAILS = _meta(
-    "pending_details",
-    (
-        _key("stream", "VARCHAR", "detail stream (shipment_events, air_main_carriage_legs, ...)"),
-        _key("shipment_id", "BIGINT", "shipment whose details must be (re)fetched"),
-        Column("client", "VARCHAR"),
-        Column("shipment_number", "VARCHAR"),
-        Column("mode_of_transport", "VARCHAR"),
-        Column("enqueued_at", "TIMESTAMPTZ", "when the shipment was queued; a re-queue replaces the entry"),
-        Column("run_id", "VARCHAR", "the run that queued it"),
-    ),
-    ("stream", "shipment_id"),
-    "Work queue of the detail streams, filled in the same transaction as the changed shipments.",
 )
 
 CHANGED_SHIPMENTS = _meta(
@@ -201,7 +186,6 @@ META_TABLES: tuple[TableSpec, ...] = (
     QUARANTINE,
     DATA_PROBLEMS,
     RAW_SHIPMENTS,
-    PENDING_DETAILS,
     CHANGED_SHIPMENTS,
     TABLE_FRESHNESS,
 )

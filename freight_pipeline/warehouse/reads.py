@@ -18,7 +18,7 @@ from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.ddl import first, qualified, run
 from freight_pipeline.warehouse.listing import LiveListing
-from freight_pipeline.warehouse.records import PendingDetail, RawDocument
+from freight_pipeline.warehouse.records import RawDocument
 from freight_pipeline.warehouse.row_writes import _scalar
 from freight_pipeline.warehouse.stamps import earlier, same_instant
 
@@ -141,30 +141,6 @@ class WarehouseReads:
                     yield RawDocument(int(shipment_id), doc, fetched, modified)
         finally:
             cur.close()
-
-    def pending_count(self, stream: str) -> int:
-        return _scalar(self.con, f"SELECT count(*) FROM {qualified(meta.PENDING_DETAILS)} WHERE stream = ?", [stream])
-
-    def pending_details(self, stream: str, limit: int | None = None) -> list[PendingDetail]:
-        """Queued shipments of ``stream``, oldest first."""
-        rows = run(
-            self.con,
-            f"SELECT stream, shipment_id, client, shipment_number, mode_of_transport, enqueued_at "
-            f"FROM {qualified(meta.PENDING_DETAILS)} WHERE stream = ? ORDER BY enqueued_at, shipment_id "
-            f"{'LIMIT ?' if limit is not None else ''}",
-            [stream, limit] if limit is not None else [stream],
-        )
-        return [PendingDetail(s, int(i), c, n, m, at) for s, i, c, n, m, at in rows]
-
-    def legacy_pending(self) -> list[PendingDetail]:
-        """Entries left in the detail queue of earlier versions (which fetched details in separate
-        streams); the shipments stream settles them."""
-        rows = run(
-            self.con,
-            f"SELECT stream, shipment_id, client, shipment_number, mode_of_transport, enqueued_at "
-            f"FROM {qualified(meta.PENDING_DETAILS)} ORDER BY shipment_id, stream",
-        )
-        return [PendingDetail(s, int(i), c, n, m, at) for s, i, c, n, m, at in rows]
 
     def due_quarantine(self, stream: str, run_id: str, now: dt.datetime | None = None) -> list[dict[str, Any]]:
         """Entries of ``stream``'s retry queue whose next attempt is due, oldest failure first; entries

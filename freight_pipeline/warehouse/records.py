@@ -76,6 +76,10 @@ class Backoff:
         return min(self.base * 2 ** min(attempts - 1, 40), self.cap)
 
 
+DEFAULT_BACKOFF = Backoff(dt.timedelta(minutes=10), dt.timedelta(hours=24))
+"""The retry queue's wait after a failure when the caller gives none: 10 minutes, doubling, at most a day."""
+
+
 @dataclass
 class BatchWrite:
     """Everything one batch writes, in ONE transaction (``Warehouse.apply_batch``).
@@ -84,8 +88,7 @@ class BatchWrite:
     (a shipment with no rows there loses its old ones). ``loaded``: per stream, the records that
     loaded, which leave its retry queue and whose old data problems go (``problems`` brings the new
     ones). ``deleted_ids``: shipments gone from the source, removed from every per-shipment table
-    and every ``freight_meta`` table that holds shipments. ``acknowledged``: (stream, shipment id)
-    entries of the legacy detail queue done by this batch.
+    and every ``freight_meta`` table that holds shipments.
     """
 
     tables: dict[str, Any] = field(default_factory=dict)
@@ -100,22 +103,8 @@ class BatchWrite:
     rejects: list[Reject] = field(default_factory=list)
     quarantined: list[Quarantined] = field(default_factory=list)
     problems: list[DataProblem] = field(default_factory=list)
-    acknowledged: list[tuple[str, int]] = field(default_factory=list)
     cursor: tuple[str, str] | None = None
     """(stream, cursor JSON) set in the same transaction, so it never runs ahead of the rows."""
-
-
-@dataclass(frozen=True)
-class PendingDetail:
-    """One shipment queued for one detail stream (``freight_meta.pending_details``)."""
-
-    stream: str
-    shipment_id: int
-    client: str | None = None
-    shipment_number: str | None = None
-    mode_of_transport: str | None = None
-    enqueued_at: dt.datetime | None = None
-    """Set by the warehouse; acknowledging an entry requires the same value (a re-queue wins)."""
 
 
 class WriteStats(dict[str, int]):

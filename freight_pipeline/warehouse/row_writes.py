@@ -24,7 +24,6 @@ from freight_pipeline.warehouse.ddl import first, qualified, quote, run
 from freight_pipeline.warehouse.records import (
     Backoff,
     DataProblem,
-    PendingDetail,
     Quarantined,
     RawDocument,
     Reject,
@@ -76,13 +75,6 @@ class RowWrites:
             pa.table({"shipment_id": pa.array(unique, pa.int64()), "run_id": pa.array([run_id] * len(unique)),
                       "changed_at": pa.array([at] * len(unique), _TS)}),
         )
-
-    def _drop_pending(self, entries: Sequence[tuple[str, int]]) -> None:
-        keys = pa.table({"stream": pa.array([s for s, _ in entries], pa.string()),
-                         "shipment_id": pa.array([int(i) for _, i in entries], pa.int64())})
-        with self._registered(keys) as view:
-            run(self.con, f"DELETE FROM {qualified(meta.PENDING_DETAILS)} p USING {view} k "
-                "WHERE p.stream = k.stream AND p.shipment_id = k.shipment_id")
 
     def _clear_records(self, stream: str, ids_view: str, leaving_view: str | None) -> None:
         """Loaded records of ``stream`` (``ids_view``): their old data problems go (new ones follow),
@@ -237,40 +229,6 @@ class RowWrites:
                 }
             ),
         )
-
-    def _enqueue(self, pending: Sequence[PendingDetail], run_id: str, at: dt.datetime) -> None:
-        latest = {(p.stream, int(p.shipment_id)): p for p in pending}
-        rows = list(latest.values())
-        self._upsert(
-            meta.PENDING_DETAILS,
-            pa.table(
-                {
-                    "stream": pa.array([p.stream for p in rows], pa.string()),
-                    "shipment_id": pa.array([int(p.shipment_id) for p in rows], pa.int64()),
-                    "client": pa.array([p.client for p in rows], pa.string()),
-                    "shipment_number": pa.array([p.shipment_number for p in rows], pa.string()),
-                    "mode_of_transport": pa.array([p.mode_of_transport for p in rows], pa.string()),
-                    "enqueued_at": pa.array([at] * len(rows), _TS),
-                    "run_id": pa.array([run_id] * len(rows), pa.string()),
-                }
-            ),
-        )
-
-    def _acknowledge(self, stream: str, done: Sequence[tuple[int, dt.datetime | None]]) -> None:
-        acked = pa.table(
-            {
-                "shipment_id": pa.array([int(i) for i, _ in done], pa.int64()),
-                "enqueued_at": pa.array([at for _, at in done], _TS),
-            }
-        )
-        with self._registered(acked) as view:
-            run(
-                self.con,
-                f"DELETE FROM {qualified(meta.PENDING_DETAILS)} p USING {view} d "
-                "WHERE p.stream = ? AND p.shipment_id = d.shipment_id "
-                "AND p.enqueued_at IS NOT DISTINCT FROM d.enqueued_at",
-                [stream],
-            )
 
     def _set_cursor(
         self, con: duckdb.DuckDBPyConnection, stream: str, value: str | None, run_id: str, at: dt.datetime

@@ -3,10 +3,10 @@
 Only the pipeline opens ``{data_dir}/work/warehouse.duckdb``; readers open the published copy (see
 :mod:`freight_pipeline.warehouse.publish`). A batch of changed shipments is written as ONE
 transaction: their rows in every replaced table are deleted and the new rows inserted, the raw
-documents upserted, rejects and detail work recorded and the stream cursor advanced. DuckDB's WAL
-makes a commit durable and an interrupted transaction invisible, so after a crash at any instant
-the database holds either the old cursor with the old rows or the new cursor with the new rows
-(DESIGN.md rules 6 and 7).
+documents upserted, rejects, failed records and data problems recorded and the stream cursor
+advanced. DuckDB's WAL makes a commit durable and an interrupted transaction invisible, so after a
+crash at any instant the database holds either the old cursor with the old rows or the new cursor
+with the new rows: a cursor never runs ahead of the rows it covers, and no batch is half written.
 
 Arrow tables go in by registering them with the connection and ``INSERT ... BY NAME SELECT``;
 key sets (unit ids, raw documents, rejects) are registered the same way, never inlined in SQL.
@@ -52,10 +52,10 @@ from freight_pipeline.warehouse.paths import (  # noqa: F401 (re-exported: where
 from freight_pipeline.warehouse.publish import PublishResult, publish
 from freight_pipeline.warehouse.reads import WarehouseReads
 from freight_pipeline.warehouse.records import (
+    DEFAULT_BACKOFF,
     Backoff,
     BatchWrite,
     DataProblem,
-    PendingDetail,
     Quarantined,
     Reject,
     ReplaceOutcome,
@@ -69,7 +69,6 @@ from freight_pipeline.warehouse.row_writes import (  # noqa: F401 (RepeatedKey r
     _without,
 )
 from freight_pipeline.warehouse.run_log import RunLog
-from freight_pipeline.warehouse.shortcuts import DEFAULT_BACKOFF, BatchShortcuts
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,7 +80,7 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-class Warehouse(RowWrites, WarehouseReads, BatchShortcuts, RunLog):
+class Warehouse(RowWrites, WarehouseReads, RunLog):
     """The working DuckDB database of one data directory, with the given ``freight`` tables.
 
     ``tables`` are the source tables (normally ``normalize.FREIGHT_TABLES``); the ``freight_meta``
@@ -214,14 +213,9 @@ class Warehouse(RowWrites, WarehouseReads, BatchShortcuts, RunLog):
         run_id: str,
         batch: BatchWrite,
         *,
-        pending: Sequence[PendingDetail] = (),
-        done: tuple[str, Sequence[tuple[int, dt.datetime | None]]] | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
     ) -> WriteStats:
-        """Write ``batch`` in ONE transaction (all or nothing); see :class:`BatchWrite`.
-
-        ``pending`` and ``done`` feed the legacy detail queue (tests of its migration only).
-        """
+        """Write ``batch`` in ONE transaction (all or nothing); see :class:`BatchWrite`."""
         gone = sorted({int(i) for i in batch.deleted_ids})
         replaced = {self._unit_spec(name).qualified_name: sorted({int(i) for i in ids})
                     for name, ids in batch.replaced.items()}
@@ -257,7 +251,7 @@ class Warehouse(RowWrites, WarehouseReads, BatchShortcuts, RunLog):
                 for spec in self.unit_tables:
                     removed = self._delete_ids(spec, spec.replace_key or "", gone, views)
                     stats.deleted[spec.name] = stats.deleted.get(spec.name, 0) + removed
-                for spec in (meta.RAW_SHIPMENTS, meta.PENDING_DETAILS, meta.QUARANTINE, meta.DATA_PROBLEMS):
+                for spec in (meta.RAW_SHIPMENTS, meta.QUARANTINE, meta.DATA_PROBLEMS):
                     self._delete_ids(spec, "shipment_id", gone, views)
             for name in replaced:
                 table = incoming.get(name)
@@ -269,11 +263,6 @@ class Warehouse(RowWrites, WarehouseReads, BatchShortcuts, RunLog):
             self._upsert_rejects(batch.rejects, run_id, synced_at)
             self._insert_problems(batch.problems, run_id, synced_at)
             self._quarantine(batch.quarantined, run_id, synced_at, backoff)
-            self._enqueue(pending, run_id, synced_at)
-            if done is not None and done[1]:
-                self._acknowledge(done[0], done[1])
-            if batch.acknowledged:
-                self._drop_pending(batch.acknowledged)
             if batch.cursor is not None:
                 self._set_cursor(con, batch.cursor[0], batch.cursor[1], run_id, synced_at)
         return stats
@@ -366,18 +355,3 @@ class Warehouse(RowWrites, WarehouseReads, BatchShortcuts, RunLog):
         """Set a cursor on its own (e.g. an operator's reset); data batches set it themselves."""
         with self._transaction() as con:
             self._set_cursor(con, stream, value, run_id, _now())
-
-    # --- what the sync asks ---------------------------------------------------------------------
-
-    @retried_on_conflict
-    def enqueue(self, pending: Sequence[PendingDetail], run_id: str, *, replace: bool = True) -> None:
-        """Queue detail work on its own; ``replace`` False leaves entries already queued as they are."""
-        if not pending:
-            return
-        with self._transaction():
-            if not replace:
-                sql = f"SELECT stream, shipment_id FROM {qualified(meta.PENDING_DETAILS)} WHERE stream = ANY(?)"
-                held = {(s, int(i)) for s, i in run(self.con, sql, [sorted({p.stream for p in pending})])}
-                pending = [p for p in pending if (p.stream, int(p.shipment_id)) not in held]
-            self._enqueue(pending, run_id, _now())
-

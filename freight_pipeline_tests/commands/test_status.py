@@ -42,7 +42,7 @@ def test_status_prints_streams_runs_and_row_counts(published: Path, capsys: pyte
     assert counts["freight.shipments"] == 100
     for table, rows in counts.items():  # the tables section: one line per table with its exact count
         assert re.search(rf"^\s+{re.escape(table)}\s+{rows:,}$", out, re.MULTILINE), table
-    assert re.search(r"^\s+total\s+0\s+0$", out, re.MULTILINE)  # nothing pending, nothing rejected
+    assert re.search(r"^\s+total\s+0$", out, re.MULTILINE)  # nothing rejected
 
 
 def test_status_json(published: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,7 +54,7 @@ def test_status_json(published: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert streams["shipments"]["last_run"]["status"] == "success"
     assert streams["shipments"]["last_run"]["rows_read"] == 100
     assert json.loads(streams["shipments"]["cursor"])["date"].startswith("2026-")
-    assert report["pending_details"] == {} and report["rejected_records"] == {}
+    assert "pending_details" not in report and report["rejected_records"] == {}
 
 
 def test_status_without_a_published_warehouse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,9 +8,6 @@ from pathlib import Path
 
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.assemble import gone_reason
-from freight_pipeline.sync.parts import DETAIL_PARTS
-from freight_pipeline.sync.runner import open_warehouse
-from freight_pipeline.warehouse import PendingDetail
 from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import DeletedWhileRead, LookupSaysAnotherMode, factory
@@ -95,23 +92,4 @@ def test_an_overlap_shipment_whose_held_copy_is_provably_current_is_not_fetched_
     again = work_sync(settings)["shipments"]
     assert requests_to(small_sim, "/service/shipment/{id}") == again.rows_read - again.extra["overlap_current_skipped"]
     assert again.extra["parts"]["shipments"]["loaded"] >= 1
-    assert_converged(small_sim.store, work_db(tmp_path))
-
-
-def test_the_detail_queue_of_an_earlier_version_is_settled_by_the_next_run(
-    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
-) -> None:
-    work_sync()
-    victim = next(doc for doc in small_sim.store.expected_documents() if doc.get("mode_of_transport") == "SEA")
-    with open_warehouse(tmp_path) as warehouse:  # what an earlier version left: details queued, then crashed
-        warehouse.con.execute("DELETE FROM freight.shipment_events WHERE shipment_id = ?", [victim["id"]])
-        warehouse.enqueue([PendingDetail(part.stream, victim["id"], victim["client"], victim["shipment_number"],
-                                         victim["mode_of_transport"]) for part in DETAIL_PARTS], "old-version")
-    small_sim.stats.reset()
-    work_sync()
-    assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.pending_details") == [(0,)]
-    # its parts without its document, besides what the overlap re-read fetched whole
-    documents = requests_to(small_sim, "/service/shipment/{id}")
-    assert requests_to(small_sim, "/service/shipment/{id}/events") == documents + 1
-    assert requests_to(small_sim, "/service/shipment/{id}/seamaincarriage") >= 1
     assert_converged(small_sim.store, work_db(tmp_path))

@@ -31,6 +31,7 @@ from freight_pipeline_tests.sync.faulty_sources import (
     factory,
 )
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS, TEST_SETTINGS
+from freight_pipeline_tests.warehouse.helpers import apply_shipment_batch
 
 # Pages of 10 so the listing of SMALL_SHIPMENTS ids takes several pages.
 LISTING = dataclasses.replace(RECONCILE_SETTINGS, page_size=10)
@@ -68,7 +69,7 @@ def test_a_missing_and_a_stale_shipment_are_refetched(
     oldest = sorted(ShipmentKey.of_shipment(doc) for doc in small_sim.store.expected_documents())
     missing, stale = oldest[0].id, oldest[1].id  # far below the overlap window of the next run
     with open_warehouse(tmp_path) as warehouse:  # damage the working database behind the sync's back
-        warehouse.apply_shipment_batch(run_id="damage", tables={}, unit_ids=[], deleted_ids=[missing])
+        apply_shipment_batch(warehouse, run_id="damage", tables={}, unit_ids=[], deleted_ids=[missing])
         warehouse.con.execute(
             "UPDATE freight_meta.raw_shipments SET last_modified_at = last_modified_at - INTERVAL 1 DAY, "
             "last_modified_key = '2000-01-01 00:00:00' WHERE shipment_id = ?", [stale])

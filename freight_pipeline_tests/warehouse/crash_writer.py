@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from freight_pipeline.warehouse import Warehouse
-from freight_pipeline_tests.warehouse.helpers import TABLES, shipment_batch
+from freight_pipeline_tests.warehouse.helpers import TABLES, apply_shipment_batch, shipment_batch
 
 STREAM = "shipments"
 
@@ -32,7 +32,7 @@ def main() -> None:
                 ids.append(last - 5)  # an already written shipment changes again
             tables, raw = shipment_batch(ids, lines=3, marks=1, version=batch)
             cursor = (STREAM, json.dumps({"max_id": last + 3}))
-            wh.apply_shipment_batch("crash", tables, ids, raw_documents=raw, cursor=cursor)
+            apply_shipment_batch(wh, "crash", tables, ids, raw_documents=raw, cursor=cursor)
             batch += 1
             if batch % 4 == 0:
                 wh.publish(grace=dt.timedelta(0), keep_versions=1)

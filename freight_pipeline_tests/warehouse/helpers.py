@@ -1,16 +1,27 @@
-"""Small table specs (a parent, two children, a moving child, a full-refresh table) and batch builders."""
+"""Small table specs (a parent, two children, a moving child, a full-refresh table), batch builders and
+:func:`apply_shipment_batch`, the keyword form of ``Warehouse.apply_batch`` the tests write with."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from freight_pipeline.normalize.schema import Column, TableSpec
-from freight_pipeline.warehouse import RawDocument
+from freight_pipeline.warehouse import (
+    Backoff,
+    BatchWrite,
+    DataProblem,
+    Quarantined,
+    RawDocument,
+    Reject,
+    Warehouse,
+    WriteStats,
+)
+from freight_pipeline.warehouse.records import DEFAULT_BACKOFF
 
 SCHEMA = "freight"
 SID = Column("shipment_id", "BIGINT", nullable=False)
@@ -85,4 +96,47 @@ def shipment_batch(
 def codes(n: int, label: str = "x") -> pa.Table:
     return CODES.to_arrow(
         [{"code_id": i, "label": f"{label}{i}", "payload": json.dumps({"id": i})} for i in range(1, n + 1)]
+    )
+
+
+def apply_shipment_batch(
+    wh: Warehouse,
+    run_id: str,
+    tables: Mapping[str, pa.Table],
+    unit_ids: Sequence[int],
+    raw_documents: Sequence[RawDocument | tuple[int, str, dt.datetime, dt.datetime | None]] = (),
+    deleted_ids: Sequence[int] = (),
+    cursor: tuple[str, str] | None = None,
+    rejects: Sequence[Reject] = (),
+    replaced_tables: Sequence[str] | None = None,
+    *,
+    stream: str = "shipments",
+    quarantined: Sequence[Quarantined] = (),
+    problems: Sequence[DataProblem] = (),
+    backoff: Backoff = DEFAULT_BACKOFF,
+) -> WriteStats:
+    """Write one batch of ``stream`` in ONE transaction (``Warehouse.apply_batch``).
+
+    * ``unit_ids``: shipments whose rows are replaced: in each table of ``replaced_tables``
+      (default: every table given in ``tables``; an empty Arrow table means "no rows") their
+      old rows are deleted and the new rows of ``tables`` inserted; they loaded for ``stream``.
+    * ``deleted_ids``: shipments gone from the source.
+    * ``raw_documents``: ``(shipment_id, json_text, fetched_at, last_modified_at)``, upserted.
+    * ``cursor``: ``(stream, cursor_json)`` set in the same transaction.
+    """
+    units = [int(i) for i in unit_ids]
+    return wh.apply_batch(
+        run_id,
+        BatchWrite(
+            tables=dict(tables),
+            replaced={name: units for name in (replaced_tables if replaced_tables is not None else tables)},
+            loaded={stream: units},
+            deleted_ids=list(deleted_ids),
+            raw_documents=[doc if isinstance(doc, RawDocument) else RawDocument(*doc) for doc in raw_documents],
+            rejects=list(rejects),
+            quarantined=list(quarantined),
+            problems=list(problems),
+            cursor=cursor,
+        ),
+        backoff=backoff,
     )

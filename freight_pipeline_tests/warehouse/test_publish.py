@@ -25,14 +25,14 @@ from freight_pipeline.warehouse import (
     published_db_path,
 )
 from freight_pipeline.warehouse.publish import VERSIONS_DIR
-from freight_pipeline_tests.warehouse.helpers import CODES, TABLES, codes, shipment_batch
+from freight_pipeline_tests.warehouse.helpers import CODES, TABLES, apply_shipment_batch, codes, shipment_batch
 
 READER = Path(__file__).with_name("reader_process.py")
 
 
 def apply(wh: Warehouse, ids: list[int], version: int = 0) -> None:
     tables, raw = shipment_batch(ids, lines=2, marks=1, version=version)
-    wh.apply_shipment_batch("run", tables, ids, raw_documents=raw, cursor=("shipments", json.dumps(max(ids))))
+    apply_shipment_batch(wh, "run", tables, ids, raw_documents=raw, cursor=("shipments", json.dumps(max(ids))))
 
 
 def parquet_count(data_dir: Path, schema: str, table: str) -> int:

@@ -13,14 +13,14 @@ import pytest
 from freight_pipeline.config import DEFAULT_PUBLISH_STORAGE_VERSION, PUBLISH_STORAGE_VERSION_ENV
 from freight_pipeline.warehouse import Warehouse, parquet_root, publish, published_db_path
 from freight_pipeline.warehouse.paths import working_db_path
-from freight_pipeline_tests.warehouse.helpers import TABLES, shipment_batch
+from freight_pipeline_tests.warehouse.helpers import TABLES, apply_shipment_batch, shipment_batch
 from freight_pipeline_tests.warehouse.older import OLDEST_READER, read_once, rows_here, storage_tag_of, version_of
 
 
 def _filled(data_dir: Path) -> None:
     with Warehouse(data_dir, TABLES) as wh:
         tables, raw = shipment_batch([1, 2, 3], lines=2, marks=1)
-        wh.apply_shipment_batch("run", tables, [1, 2, 3], raw_documents=raw, cursor=("shipments", "3"))
+        apply_shipment_batch(wh, "run", tables, [1, 2, 3], raw_documents=raw, cursor=("shipments", "3"))
 
 
 def _catalog(db: Path) -> dict[str, list[Any]]:

@@ -14,7 +14,6 @@ from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.warehouse import (
     BatchWrite,
-    PendingDetail,
     RawDocument,
     Reject,
     RunRecord,
@@ -29,6 +28,7 @@ from freight_pipeline_tests.warehouse.helpers import (
     NOTES,
     PARENTS,
     TABLES,
+    apply_shipment_batch,
     codes,
     shipment_batch,
 )
@@ -52,8 +52,8 @@ def count(wh: Warehouse, table: str, where: str = "true") -> int:
 
 def apply(wh: Warehouse, ids: list[int], cursor: str | None = None, **kwargs) -> dict[str, int]:
     tables, raw = shipment_batch(ids, **{k: kwargs.pop(k) for k in ("lines", "marks", "version") if k in kwargs})
-    return wh.apply_shipment_batch(
-        "run-1", tables, ids, raw_documents=raw, cursor=(CURSOR, cursor) if cursor else None, **kwargs
+    return apply_shipment_batch(
+        wh, "run-1", tables, ids, raw_documents=raw, cursor=(CURSOR, cursor) if cursor else None, **kwargs
     )
 
 
@@ -120,40 +120,39 @@ def test_tables_not_given_are_not_replaced_unless_named(wh: Warehouse) -> None:
     apply(wh, [1], marks=2)
     tables, raw = shipment_batch([1], version=1)
     del tables["marks"]  # e.g. a table owned by another stream
-    wh.apply_shipment_batch("run-2", tables, [1], raw_documents=raw)
+    apply_shipment_batch(wh, "run-2", tables, [1], raw_documents=raw)
     assert count(wh, "marks", "shipment_id = 1") == 2
-    wh.apply_shipment_batch("run-3", tables, [1], replaced_tables=("parents", "lines", "marks"))
+    apply_shipment_batch(wh, "run-3", tables, [1], replaced_tables=("parents", "lines", "marks"))
     assert count(wh, "marks", "shipment_id = 1") == 0
 
 
 def test_deleted_shipments_vanish_from_every_table(wh: Warehouse) -> None:
-    apply(wh, [1, 2, 3], pending=[PendingDetail("events", 2), PendingDetail("events", 3)])
-    wh.apply_shipment_batch("run-1", {"notes": NOTES.to_arrow([{"note_id": 7, "shipment_id": 2, "text": "n"}])}, [2])
-    wh.apply_shipment_batch("run-2", {}, [], deleted_ids=[2, 42])
+    apply(wh, [1, 2, 3])
+    apply_shipment_batch(wh, "run-1", {"notes": NOTES.to_arrow([{"note_id": 7, "shipment_id": 2, "text": "n"}])}, [2])
+    apply_shipment_batch(wh, "run-2", {}, [], deleted_ids=[2, 42])
     for table in ("parents", "lines", "marks", "notes"):
         assert count(wh, table, "shipment_id = 2") == 0, table
     assert count(wh, "parents") == 2
     assert wh.shipment_ids() == {1, 3}
-    assert [p.shipment_id for p in wh.pending_details("events")] == [3]
 
 
 def test_a_row_keyed_by_its_own_id_moves_between_units(wh: Warehouse) -> None:
     note = {"note_id": 7, "shipment_id": None, "text": "unresolved"}
-    wh.apply_shipment_batch("r", {"notes": NOTES.to_arrow([note])}, [5])  # a null key belongs to no unit
+    apply_shipment_batch(wh, "r", {"notes": NOTES.to_arrow([note])}, [5])  # a null key belongs to no unit
     assert rows(wh, "SELECT note_id, shipment_id FROM freight.notes") == [(7, None)]
-    wh.apply_shipment_batch("r", {"notes": NOTES.to_arrow([{**note, "shipment_id": 5}])}, [5])
-    wh.apply_shipment_batch("r", {"notes": NOTES.to_arrow([{**note, "shipment_id": 6}])}, [6])
+    apply_shipment_batch(wh, "r", {"notes": NOTES.to_arrow([{**note, "shipment_id": 5}])}, [5])
+    apply_shipment_batch(wh, "r", {"notes": NOTES.to_arrow([{**note, "shipment_id": 6}])}, [6])
     assert rows(wh, "SELECT note_id, shipment_id FROM freight.notes") == [(7, 6)]
 
 
 def test_rows_outside_the_unit_ids_are_refused_before_writing(wh: Warehouse) -> None:
     tables, _ = shipment_batch([1, 2])
     with pytest.raises(ValueError, match="not among the unit ids"):
-        wh.apply_shipment_batch("r", tables, [1], cursor=(CURSOR, '"x"'))
+        apply_shipment_batch(wh, "r", tables, [1], cursor=(CURSOR, '"x"'))
     with pytest.raises(ValueError, match="not a per-shipment table"):
-        wh.apply_shipment_batch("r", {"codes": codes(1)}, [1])
+        apply_shipment_batch(wh, "r", {"codes": codes(1)}, [1])
     with pytest.raises(ValueError, match="both replaced and deleted"):
-        wh.apply_shipment_batch("r", tables, [1, 2], deleted_ids=[2])
+        apply_shipment_batch(wh, "r", tables, [1, 2], deleted_ids=[2])
     assert wh.get_cursor(CURSOR) is None and count(wh, "parents") == 0
 
 
@@ -163,7 +162,7 @@ def test_a_failing_batch_changes_neither_data_nor_cursor(wh: Warehouse) -> None:
     tables, raw = shipment_batch([1, 3], version=5)
     duplicated = {**tables, "marks": pa.concat_tables([tables["marks"], tables["marks"]])}  # PK conflict
     with pytest.raises(RepeatedKey, match=r"freight.marks: rows repeat the key \(shipment_id, position\)"):
-        wh.apply_shipment_batch(
+        apply_shipment_batch(wh,
             "run-2",
             duplicated,
             [1, 3],
@@ -171,7 +170,6 @@ def test_a_failing_batch_changes_neither_data_nor_cursor(wh: Warehouse) -> None:
             deleted_ids=[2],
             cursor=(CURSOR, '{"id": 3}'),
             rejects=[Reject("shipments", "10", "{}", "bad")],
-            pending=[PendingDetail("events", 3)],
         )
     assert snapshot(wh) == before
     assert wh.get_cursor(CURSOR) == '{"id": 2}'
@@ -188,7 +186,7 @@ def test_a_failure_in_the_last_step_rolls_back_everything(wh: Warehouse, monkeyp
 
     monkeypatch.setattr(Warehouse, "_set_cursor", staticmethod(boom))
     with pytest.raises(RuntimeError, match="disk on fire"):
-        apply(wh, [1, 2], cursor='{"id": 2}', version=3, deleted_ids=[], pending=[PendingDetail("events", 2)])
+        apply(wh, [1, 2], cursor='{"id": 2}', version=3)
     monkeypatch.undo()
     assert snapshot(wh) == before
     assert wh.get_cursor(CURSOR) == '{"id": 1}'
@@ -196,9 +194,9 @@ def test_a_failure_in_the_last_step_rolls_back_everything(wh: Warehouse, monkeyp
 
 def test_rejects_are_upserted_and_non_json_payloads_kept_as_strings(wh: Warehouse) -> None:
     rejects = [Reject("shipments", "5", "not json", "first"), Reject("shipments", "5", '{"a": 1}', "second")]
-    wh.apply_shipment_batch("r1", {}, [], rejects=rejects)
-    wh.apply_shipment_batch("r1", {}, [], rejects=[Reject("shipments", "6", None, "404")])
-    wh.apply_shipment_batch("r2", {}, [], rejects=[Reject("shipments", "5", "oops", "third")])
+    apply_shipment_batch(wh, "r1", {}, [], rejects=rejects)
+    apply_shipment_batch(wh, "r1", {}, [], rejects=[Reject("shipments", "6", None, "404")])
+    apply_shipment_batch(wh, "r2", {}, [], rejects=[Reject("shipments", "5", "oops", "third")])
     assert wh.rejected_count() == 3
     assert wh.rejected_count(stream="shipments", run_id="r1") == 2
     assert rows(wh, "SELECT reason, payload FROM freight_meta.rejected_records WHERE run_id = 'r2'") == [
@@ -206,25 +204,13 @@ def test_rejects_are_upserted_and_non_json_payloads_kept_as_strings(wh: Warehous
     ]
 
 
-def test_detail_queue_acknowledges_only_the_entry_it_read(wh: Warehouse) -> None:
-    apply(wh, [1, 2], pending=[PendingDetail("events", 1, mode_of_transport="SEA"), PendingDetail("events", 2)])
-    assert wh.pending_count("events") == 2
-    items = wh.pending_details("events", limit=10)
-    assert items[0].mode_of_transport == "SEA" and items[0].enqueued_at is not None
-    apply(wh, [2], version=1, pending=[PendingDetail("events", 2)])  # re-queued while the stream worked
+def test_a_detail_batch_replaces_only_its_own_tables_and_sets_its_cursor(wh: Warehouse) -> None:
+    apply(wh, [1, 2])
     lines = LINES.to_arrow([{"shipment_id": 1, "position": 1, "qty": 9.0}])
-    wh.apply_detail_batch(
-        "r",
-        "events",
-        {"lines": lines},
-        ("lines",),
-        [1, 2],
-        done=[(i.shipment_id, i.enqueued_at) for i in items],
-        cursor='{"queue_remaining": 1}',
-    )
-    assert [p.shipment_id for p in wh.pending_details("events")] == [2]
-    assert wh.get_cursor("events") == '{"queue_remaining": 1}'
+    apply_shipment_batch(wh, "r", {"lines": lines}, [1, 2], cursor=("events", '{"n": 1}'), stream="events")
     assert rows(wh, "SELECT shipment_id, qty FROM freight.lines ORDER BY 1") == [(1, 9.0)]
+    assert count(wh, "parents") == 2 and count(wh, "marks") == 2
+    assert wh.get_cursor("events") == '{"n": 1}' and wh.get_cursor(CURSOR) is None
 
 
 def test_full_refresh_writes_nothing_when_unchanged(wh: Warehouse) -> None:
@@ -274,7 +260,7 @@ def test_schema_migration_adds_a_column_the_spec_gained(tmp_path: Path) -> None:
         assert rows(wh, "SELECT qty, unit FROM freight.lines ORDER BY position") == [(1.0, None), (2.0, None)]
         assert wh.ensure_schema() == []
         new = grown.to_arrow([{"shipment_id": 1, "position": 1, "qty": 3.0, "unit": "KG"}])
-        wh.apply_shipment_batch("r", {"lines": new}, [1])
+        apply_shipment_batch(wh, "r", {"lines": new}, [1])
         assert rows(wh, "SELECT unit FROM freight.lines") == [("KG",)]
 
 
@@ -298,7 +284,7 @@ def test_large_unit_lists_are_handled(wh: Warehouse) -> None:
 
 def test_raw_document_types(wh: Warehouse) -> None:
     now = dt.datetime(2026, 5, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=2)))
-    wh.apply_shipment_batch("r", {}, [], raw_documents=[(8, '{"id": 8}', now, now)])
+    apply_shipment_batch(wh, "r", {}, [], raw_documents=[(8, '{"id": 8}', now, now)])
     assert wh.shipment_last_modified(None) == {8: dt.datetime(2026, 5, 1, 10, tzinfo=dt.UTC)}
     assert next(iter(wh.raw_documents())) == RawDocument(8, '{"id": 8}', now, now)
 
@@ -315,14 +301,14 @@ def test_real_freight_tables(tmp_path: Path) -> None:
                 rows_by_table.setdefault(table, []).extend(table_rows)
         tables = normalize.to_arrow_batch(rows_by_table)
         assert set(tables) == set(stream_tables)
-        first = wh.apply_shipment_batch("r", tables, [1, 2], cursor=("shipments", '"c"'))
+        first = apply_shipment_batch(wh, "r", tables, [1, 2], cursor=("shipments", '"c"'))
         assert first["shipments"] == 2 and first.rows_written > 2
-        again = wh.apply_shipment_batch("r", tables, [1, 2])
+        again = apply_shipment_batch(wh, "r", tables, [1, 2])
         assert dict(again) == dict(first)
         counts = wh.row_counts()
         assert counts["freight.shipments"] == 2
         assert all(counts[f"freight.{t}"] == n for t, n in first.items())
-        wh.apply_shipment_batch("r", {}, [], deleted_ids=[1])
+        apply_shipment_batch(wh, "r", {}, [], deleted_ids=[1])
         assert all(
             wh.con.execute(f"SELECT count(*) FROM {s.qualified_name} WHERE shipment_id = 1").fetchall() == [(0,)]
             for s in wh.unit_tables
