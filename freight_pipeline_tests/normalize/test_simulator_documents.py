@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ from freight_pipeline.normalize import (
     normalize_shipment,
     to_arrow_batch,
 )
+from freight_pipeline.simulator.store import SimulatorStore
 
 # Which source keys normalization reads, per object. A leaf is "x"; a nested object or array of
 # objects maps to its own schema; "*" = kept whole (JSON column) or deliberately not read.
@@ -314,17 +314,11 @@ def test_schema_walker_flags_unknown_fields() -> None:
 
 
 @pytest.fixture(scope="module")
-def store() -> Any:
-    try:
-        module = importlib.import_module("freight_pipeline.simulator.store")
-    except ModuleNotFoundError as exc:
-        if exc.name != "freight_pipeline.simulator.store":
-            raise
-        pytest.skip("the simulator store (freight_pipeline/simulator/store.py) does not exist yet")
-    return module.SimulatorStore(shipments=300, seed=7)
+def store() -> SimulatorStore:
+    return SimulatorStore(shipments=300, seed=7)
 
 
-def test_generated_documents_normalize_without_errors(store: Any) -> None:
+def test_generated_documents_normalize_without_errors(store: SimulatorStore) -> None:
     ids = [int(row["ID"]) for row in store.shipment_key_rows()]
     assert len(ids) >= 200
     errors: list[str] = []

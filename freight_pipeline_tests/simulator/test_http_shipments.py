@@ -22,7 +22,7 @@ def _first_id(sim: RunningSimulator, **match: Any) -> int:
     for row in sorted(sim.store.shipment_key_rows(), key=lambda r: r["ID"]):
         if all(row[k] == v for k, v in match.items()):
             return int(row["ID"])
-    pytest.skip(f"no shipment with {match}")
+    pytest.fail(f"the seeded simulator has no shipment with {match}")
 
 
 def test_retrieve_full_shipment(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:

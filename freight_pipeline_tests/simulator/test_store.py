@@ -29,11 +29,18 @@ def seconds(store: SimulatorStore) -> Counter[tuple[str, str]]:
     return Counter((r["LAST_MODIFIED_DATE"], r["LAST_MODIFIED_TIME"]) for r in store.shipment_key_rows())
 
 
-def test_implements_the_protocol(store: SimulatorStore) -> None:
-    api: StoreAPI = store
-    for name in StoreAPI.__dict__:
-        if not name.startswith("_"):
-            assert callable(getattr(api, name)), name
+def test_set_clock_moves_the_clock_forward_only(store: SimulatorStore) -> None:
+    api: StoreAPI = store  # what the server holds
+    start = api.now()
+    later = start + dt.timedelta(hours=1, seconds=15)
+    assert api.set_clock(later) == later and api.now() == later
+    assert api.set_clock(later) == later  # the same instant again is no move back
+    with pytest.raises(Invalid):
+        api.set_clock(later - dt.timedelta(seconds=1))
+    assert api.now() == later
+    version = api.version()
+    api.touch_shipments([int(next(iter(api.shipment_key_rows()))["ID"])])
+    assert api.version() != version
 
 
 def test_clock_starts_fixed_and_moves_forward(store: SimulatorStore) -> None:

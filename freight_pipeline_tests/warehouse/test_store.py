@@ -10,6 +10,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+from freight_pipeline import normalize
 from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.warehouse import (
@@ -22,6 +23,7 @@ from freight_pipeline.warehouse import (
 )
 from freight_pipeline.warehouse.ddl import connect
 from freight_pipeline.warehouse.store import RepeatedKey
+from freight_pipeline_tests.normalize import samples
 from freight_pipeline_tests.warehouse.helpers import (
     CODES,
     LINES,
@@ -290,8 +292,6 @@ def test_raw_document_types(wh: Warehouse) -> None:
 
 
 def test_real_freight_tables(tmp_path: Path) -> None:
-    normalize = pytest.importorskip("freight_pipeline.normalize")
-    samples = pytest.importorskip("freight_pipeline_tests.normalize.samples")
     stream_tables = normalize.STREAM_TABLES["shipments"]
     with Warehouse(tmp_path, normalize.FREIGHT_TABLES) as wh:
         docs = [samples.shipment(i) for i in (1, 2)]
