@@ -19,12 +19,12 @@ from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
 from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES, TABLES_BY_NAME
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse import meta
+from freight_pipeline_tests.dbt.marts import marts
 
 FREIGHT_KEYS = {dg.AssetKey(["freight", t.name]) for t in FREIGHT_TABLES}
 PUBLISH_KEY = dg.AssetKey(["freight", "published_warehouse"])
 SHIPMENTS_KEY = dg.AssetKey(["freight", "shipments"])
-MARTS = ("fct_shipments", "fct_shipment_milestones", "fct_transit_times", "fct_on_time_performance",
-         "dim_code_conversions")
+MARTS = marts()
 CORE_PACKAGES = ("client", "simulator", "sync", "normalize", "warehouse")
 
 

@@ -27,14 +27,14 @@ from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import STREAM_ORDER
 from freight_pipeline.sync.shipments import PART_STREAMS
 from freight_pipeline.warehouse import published_db_path, working_db_path
+from freight_pipeline_tests.dbt.marts import marts
 
 SHIPMENTS = 150
 MODIFIED = 5
 STREAM_FIGURES = ("rows_read", "rows_written", "requests", "retries", "rejected", "cursor_before", "cursor_after",
                   "quarantined", "data_problems", "retry_queue")
 PART_FIGURES = ("records_read", "shipments_loaded", "quarantined", "data_problems", "rejected", "retry_queue")
-MARTS = ("fct_shipments", "fct_shipment_milestones", "fct_transit_times", "fct_on_time_performance",
-         "dim_code_conversions")
+MARTS = marts()
 
 
 @dataclass
