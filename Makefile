@@ -44,10 +44,16 @@ lint: setup
 # shared); most tests wait on HTTP and subprocesses, so even 2 cores gain from it.
 TEST_WORKERS ?= auto
 
-# The lake tests (freight_pipeline_tests/lake) run in the lake environment, the others in the default one.
+# The lake tests (freight_pipeline_tests/lake) run in the lake environment, the others in the default one;
+# both at once (their tests mostly wait on servers and subprocesses), the lake's output shown after the other's.
 test: setup setup-lake lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --ignore=freight_pipeline_tests/lake
-	$(LAKE_BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile freight_pipeline_tests/lake
+	@lake_log=$$(mktemp); \
+	$(LAKE_BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile freight_pipeline_tests/lake \
+		> $$lake_log 2>&1 & lake=$$!; \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --ignore=freight_pipeline_tests/lake; \
+	main=$$?; wait $$lake; lake_rc=$$?; \
+	echo "--- lake environment: freight_pipeline_tests/lake"; cat $$lake_log; rm -f $$lake_log; \
+	[ $$main -eq 0 ] && [ $$lake_rc -eq 0 ]
 
 # LAKE=1 (or local): into a DuckLake with a SQLite catalog and Parquet under $(DATA_DIR)/work/lake;
 # LAKE=s3: its Parquet on a local S3 server (moto) that lives as long as the demo (docs/lake.md)
