@@ -11,6 +11,7 @@ data problems and raw documents written into ``freight_meta``, then published as
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import importlib.util
 import json
@@ -391,14 +392,22 @@ def _check_ui() -> ModuleType:
 @pytest.fixture(scope="module")
 def dashboard(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``freight-pipeline dashboard`` on a free loopback port; its URL. Stopped after the tests."""
+    with served_dashboard(data_dir, tmp_path_factory.mktemp("dashboard-log") / "dashboard.log") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def served_dashboard(data_dir: Path, log_path: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """``freight-pipeline dashboard`` over ``data_dir`` (with ``env`` added to the environment) on a free
+    loopback port, its output in ``log_path``; its URL, for the block. Skips without Chromium."""
     if not CHROMIUM.is_file():
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y chromium): the browser test needs it")
     port = free_port()
-    log_path = tmp_path_factory.mktemp("dashboard-log") / "dashboard.log"
     argv = [sys.executable, "-m", "freight_pipeline.cli", "dashboard", "--data-dir", str(data_dir), "--port",
             str(port)]
     with open(log_path, "wb") as log:
-        child = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        child = subprocess.Popen(argv, cwd=REPO_ROOT, env={**os.environ, **(env or {})}, stdout=log,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
     try:
         url = f"http://{LOCALHOST}:{port}"
         try:

@@ -10,9 +10,6 @@ embedded file's, not the lake's latest state.
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -21,8 +18,6 @@ import duckdb
 import pandas as pd
 import pytest
 
-from freight_pipeline.commands.processes import LOCALHOST, free_port, stop_child, wait_http
-from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.dashboard import queries
 from freight_pipeline.dashboard.queries import Filters
 from freight_pipeline.lake.connect import connect_lake
@@ -38,6 +33,7 @@ from freight_pipeline_tests.dashboard.test_dashboard import (  # noqa: F401 (bro
     _Browser,
     _write_meta,
     browser,
+    served_dashboard,
 )
 from freight_pipeline_tests.dbt.dbt_cli import run_dbt
 from freight_pipeline_tests.dbt.freight_db import build_freight_database
@@ -127,24 +123,10 @@ def test_a_lake_without_a_publish_is_a_message(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def dashboard(lake_data: tuple[Path, dict[str, str], Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``freight-pipeline dashboard`` in lake mode (the lake variables set) on a free loopback port."""
-    if not CHROMIUM.is_file():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y chromium): the browser test needs it")
     data, env, _ = lake_data
-    port = free_port()
     log_path = tmp_path_factory.mktemp("lake-dashboard-log") / "dashboard.log"
-    argv = [sys.executable, "-m", "freight_pipeline.cli", "dashboard", "--data-dir", str(data), "--port", str(port)]
-    with open(log_path, "wb") as log:
-        child = subprocess.Popen(argv, cwd=REPO_ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
-    try:
-        url = f"http://{LOCALHOST}:{port}"
-        try:
-            wait_http(f"{url}/_stcore/health", child, "freight-pipeline dashboard", 120)
-        except (TimeoutError, RuntimeError) as exc:
-            pytest.fail(f"{exc}; its log:\n{log_path.read_text(errors='replace')[-3000:]}")
+    with served_dashboard(data, log_path, env) as url:
         yield url
-    finally:
-        stop_child(child, timeout=30)
     assert "reads the published warehouse in the DuckLake catalog sqlite:" in log_path.read_text(errors="replace")
 
 
