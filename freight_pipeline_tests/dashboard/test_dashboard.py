@@ -59,7 +59,14 @@ NULLED = {"shipments": 2}
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("dashboard")
+    data, _ = built_working_database(tmp_path_factory.mktemp("dashboard"))
+    publish(data)
+    return data
+
+
+def built_working_database(root: Path) -> tuple[Path, Path]:
+    """(data directory, its working database) under ``root``: the demo freight tables, the marts
+    dbt built on them and the sync's meta rows (``_write_meta``); not yet published."""
     data = root / "data"
     work = working_db_path(data)
     work.parent.mkdir(parents=True)
@@ -67,8 +74,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result, _ = run_dbt(["run"], root / "dbt", work, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     _write_meta(work)
-    publish(data)
-    return data
+    return data, work
 
 
 def _write_meta(path: Path) -> None:

@@ -23,7 +23,6 @@ from freight_pipeline.dashboard.queries import Filters
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV, LakeSettings
 from freight_pipeline.lake.snapshots import publish_snapshot
-from freight_pipeline.warehouse.store import working_db_path
 from freight_pipeline_tests.dashboard.test_dashboard import (  # noqa: F401 (browser: a fixture, on this module's dashboard)
     CHART_SECTIONS,
     CHROMIUM,
@@ -31,12 +30,10 @@ from freight_pipeline_tests.dashboard.test_dashboard import (  # noqa: F401 (bro
     SHIPMENTS,
     _assert_page_matches,
     _Browser,
-    _write_meta,
     browser,
+    built_working_database,
     served_dashboard,
 )
-from freight_pipeline_tests.dbt.dbt_cli import run_dbt
-from freight_pipeline_tests.dbt.freight_db import build_freight_database
 
 UNPUBLISHED_DELETES = 10
 """Shipments deleted from the lake's marts after the publish: the page must not see it."""
@@ -51,13 +48,7 @@ def _lake_env(folder: Path) -> dict[str, str]:
 def lake_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], Path]:
     """(data directory, lake variables, the embedded file holding what was published)."""
     root = tmp_path_factory.mktemp("lake-dashboard")
-    data = root / "data"
-    work = working_db_path(data)
-    work.parent.mkdir(parents=True)
-    build_freight_database(work, shipments=SHIPMENTS)
-    result, _ = run_dbt(["run"], root / "dbt", work, timeout=300)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    _write_meta(work)
+    data, work = built_working_database(root)
     env = _lake_env(root / "lake")
     lake = LakeSettings.from_env(env)
     assert lake is not None
