@@ -29,35 +29,34 @@ from freight_pipeline.client.errors import (
     RateLimitedError,
     ServerError,
 )
-from freight_pipeline.client.models import (
+from freight_pipeline.client.models.base import FieldProblem, FreightModel
+from freight_pipeline.client.models.common import CarriageLeg, DateTime, Location, LocationDateTime, Transport
+from freight_pipeline.client.models.criterion import Criterion
+from freight_pipeline.client.models.keys import (
     CODE_CONVERSION_KEYS,
     EFILE_KEYS,
     EVENT_CODES,
     EVENT_TYPES,
     MEMO_KEYS,
     SHIPMENT_KEYS,
-    AddressReference,
-    CarriageLeg,
+)
+from freight_pipeline.client.models.other_groups import (
     CodeConversion,
-    Container,
-    ContainerAddress,
-    Criterion,
-    DangerousGood,
-    DateTime,
     EFile,
     EFileReference,
     EFileRole,
-    FieldProblem,
-    FreightModel,
+    WebhookReceipt,
+)
+from freight_pipeline.client.models.shipment import (
+    AddressReference,
+    Container,
+    ContainerAddress,
+    DangerousGood,
     Good,
-    Location,
-    LocationDateTime,
     MemoLine,
     Shipment,
     ShipmentAddress,
     ShipmentEvent,
-    Transport,
-    WebhookReceipt,
 )
 from freight_pipeline.client.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page
 from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy

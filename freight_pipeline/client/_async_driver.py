@@ -23,7 +23,6 @@ from freight_pipeline.client._core import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_TIMEOUT,
     Action,
-    Call,
     ClientCore,
     NeedToken,
     Outcome,
@@ -34,9 +33,11 @@ from freight_pipeline.client._core import (
     UnreadableBody,
 )
 from freight_pipeline.client.auth import DEFAULT_REFRESH_MARGIN_S
+from freight_pipeline.client.calls import Call, lookup, scroll
 from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.client.limiter import AdaptiveLimit, load_signal
-from freight_pipeline.client.models import Criterion, FreightModel
+from freight_pipeline.client.models.base import FreightModel
+from freight_pipeline.client.models.criterion import Criterion
 from freight_pipeline.client.paging import Page, PageWalk
 from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from freight_pipeline.client.stats import ClientStats
@@ -229,12 +230,12 @@ class AsyncDriver:
     ) -> AsyncIterator[Page[M]]:
         criteria = list(criteria)
         return self._pages(
-            lambda no, size: self._page(model, self._core.lookup(endpoint, criteria, no, size, order_by, order_mode)),
+            lambda no, size: self._page(model, lookup(endpoint, criteria, no, size, order_by, order_mode)),
             page_size,
         )
 
     def _scroll_pages(self, endpoint: Endpoint, model: type[M], page_size: int) -> AsyncIterator[Page[M]]:
-        return self._pages(lambda no, size: self._page(model, self._core.scroll(endpoint, no, size)), page_size)
+        return self._pages(lambda no, size: self._page(model, scroll(endpoint, no, size)), page_size)
 
     async def authenticate(self) -> None:
         """Fetch a token now (otherwise the first call does); raises AuthenticationError early."""

@@ -10,10 +10,10 @@ expired (or came due for renewal) meanwhile. ``FreightClient`` drives it with
 ``httpx.Client`` and ``time.sleep``, ``AsyncFreightClient`` with ``httpx.AsyncClient`` and
 ``asyncio.sleep``; neither contains any retry, auth or parsing logic of its own.
 
-This module keeps the decisions (tokens, attempts and retries, decoding, models); the values
-exchanged are in ``_calls``, the call factories (``lookup``, ``by_id``, ...) in ``_call_builders``
-(a mixin of :class:`ClientCore`), the error texts in ``_error_builder``, body reading in
-``_reading`` and URL redaction in ``_redaction``.
+This module holds what the core and its drivers exchange (the actions, :class:`Sent`,
+:class:`Reply`) and the decisions (tokens, attempts and retries, decoding, models). The calls it
+carries out are built in ``calls``; the texts of its errors come from ``error_builder``, secrets are
+kept out of texts with ``redaction``.
 """
 
 from __future__ import annotations
@@ -24,36 +24,14 @@ import logging
 import random
 import time
 from collections.abc import Generator
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
+import orjson
 from pydantic import ValidationError
 
 from freight_pipeline.client import endpoints as ep
-from freight_pipeline.client._call_builders import (
-    CallBuilders,
-    as_id,
-    as_payload,
-    criteria_payload,
-    event_type_param,
-    ordering_params,
-)
-from freight_pipeline.client._calls import (
-    Action,
-    Call,
-    Expect,
-    Failure,
-    NeedToken,
-    Outcome,
-    Reply,
-    Send,
-    Sent,
-    Sleep,
-    UnreadableBody,
-)
-from freight_pipeline.client._error_builder import MAYBE_PROCESSED, ErrorBuilder
-from freight_pipeline.client._reading import int_header, loads, shape_problem
-from freight_pipeline.client._redaction import REDACTED, redact_url, url_passwords
 from freight_pipeline.client.auth import (
     DEFAULT_REFRESH_MARGIN_S,
     Token,
@@ -62,10 +40,13 @@ from freight_pipeline.client.auth import (
     extract_token,
     make_token,
 )
-from freight_pipeline.client.endpoints import AuthScheme
-from freight_pipeline.client.errors import AuthenticationError
-from freight_pipeline.client.models import FreightModel
+from freight_pipeline.client.calls import Call, Expect
+from freight_pipeline.client.endpoints import AuthScheme, Endpoint
+from freight_pipeline.client.error_builder import ErrorBuilder
+from freight_pipeline.client.errors import AuthenticationError, FreightError
+from freight_pipeline.client.models.base import FreightModel
 from freight_pipeline.client.paging import Page
+from freight_pipeline.client.redaction import REDACTED, redact_url, url_passwords
 from freight_pipeline.client.retry import (
     DEFAULT_RETRY_POLICY,
     RetryPolicy,
@@ -76,35 +57,6 @@ from freight_pipeline.client.retry import (
 )
 from freight_pipeline.client.stats import ClientStats
 
-# the names that moved to the modules above stay importable from here
-__all__ = [
-    "DEFAULT_MAX_CONCURRENCY",
-    "DEFAULT_TIMEOUT",
-    "MAYBE_PROCESSED",
-    "REDACTED",
-    "USER_AGENT",
-    "Action",
-    "Call",
-    "ClientCore",
-    "Expect",
-    "Failure",
-    "NeedToken",
-    "Outcome",
-    "Reply",
-    "Send",
-    "Sent",
-    "Sleep",
-    "UnreadableBody",
-    "as_id",
-    "as_payload",
-    "criteria_payload",
-    "event_type_param",
-    "loads",
-    "ordering_params",
-    "redact_url",
-    "url_passwords",
-]
-
 logger = logging.getLogger("freight_pipeline.client")
 
 M = TypeVar("M", bound=FreightModel)
@@ -114,10 +66,82 @@ DEFAULT_MAX_CONCURRENCY = 8  # requests in flight at once (pooled connections)
 USER_AGENT = "freight-pipeline-client/0.1"
 
 
+# --- what the core and its drivers exchange ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Send:
+    """Send this request once a slot of the limit is free; answer with a :class:`Sent`.
+
+    ``bearer``: the request needs the bearer token, which the driver adds (``ClientCore.authorize``)
+    only once the request has its slot, just before it leaves, so that a token that expired (or came
+    due for renewal) while the request waited is renewed first. ``limited``: False for the token call,
+    which is not a business request and does not wait for (nor teach) the limit.
+    """
+
+    request: httpx.Request
+    endpoint: Endpoint
+    bearer: bool = False
+    limited: bool = True
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class NeedToken:
+    force: bool = False
+    stale: str | None = field(default=None, repr=False)
+
+
+Action = Send | Sleep | NeedToken
+
+
+@dataclass(frozen=True)
+class UnreadableBody:
+    """A response whose body could not be decoded (``httpx.DecodingError``, e.g. a broken gzip stream)."""
+
+    response: httpx.Response
+    error: httpx.DecodingError
+
+
+Outcome = httpx.Response | UnreadableBody | httpx.TransportError
+
+
+@dataclass(frozen=True)
+class Sent:
+    """The driver's answer to a :class:`Send`: what came back, and the bearer token the request carried."""
+
+    outcome: Outcome
+    token: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    data: Any
+    headers: httpx.Headers
+    content: bytes = field(default=b"", repr=False)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An attempt that failed: the error to raise, and whether another attempt may be made."""
+
+    error: FreightError
+    retryable: bool
+    reason: str
+    retry_after: float | None = None
+    refused: bool = False
+    """Refused before processing with a ``Retry-After`` (429, 503): waiting it out is not an attempt."""
+
+
 # --- the core -----------------------------------------------------------------------------------
 
 
-class ClientCore(CallBuilders):
+class ClientCore:
     """State and logic shared by the sync and async clients (one per client)."""
 
     def __init__(
@@ -153,13 +177,10 @@ class ClientCore(CallBuilders):
         self.token: Token | None = None
         self.auth_failure: AuthenticationError | None = None
         self._old_tokens: list[str] = []
+        self._errors = ErrorBuilder(self.username, self.webhook_username, self.display_url, self.redact)
+        """The texts of this client's errors; each passes through :meth:`redact` (the current secrets)."""
 
     # --- secrets -------------------------------------------------------------------------------
-
-    @property
-    def _errors(self) -> ErrorBuilder:
-        """The texts of this client's errors (built when needed, so they redact the current secrets)."""
-        return ErrorBuilder(self.username, self.webhook_username, self.display_url, self.redact)
 
     def _secrets(self) -> list[str]:
         values = [self._password, self._webhook_password, self.token.value if self.token else None]
@@ -366,10 +387,6 @@ class ClientCore(CallBuilders):
             return Failure(error, broken and call.endpoint.retry_safe, "broken token body" if broken else "no token")
         return Reply(status, data, headers, content)
 
-    def excerpt(self, content: bytes, content_type: str = "") -> str:
-        """At most BODY_EXCERPT_CHARS of a body: tags stripped, whitespace collapsed, secrets redacted."""
-        return self._errors.excerpt(content, content_type)
-
     def _status_failure(self, call: Call, response: httpx.Response, reauthenticated: bool) -> Failure:
         status = response.status_code
         retry_after = parse_retry_after(response.headers.get("retry-after"))
@@ -417,3 +434,37 @@ class ClientCore(CallBuilders):
             method=call.endpoint.method,
             path=call.path,
         )
+
+
+# --- reading an answer ---------------------------------------------------------------------------
+
+
+def loads(content: bytes) -> Any:
+    """JSON from a body: orjson (fast) first; what it refuses (NaN, integers beyond 64 bits, lone
+    surrogates) is read by the standard library, so a bad value reaches normalization (which reports
+    it) instead of failing the whole record. ValueError when it is not JSON at all."""
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return json.loads(content)
+
+
+def shape_problem(expect: Expect, data: Any) -> str | None:
+    """What makes ``data`` not the JSON ``expect`` asks for; None when it is."""
+    if expect is Expect.OBJECT and not isinstance(data, dict):
+        return f"is a JSON {type(data).__name__}, expected an object"
+    if expect is Expect.ARRAY and (not isinstance(data, list) or not all(isinstance(x, dict) for x in data)):
+        return "is not a JSON array of objects"
+    return None
+
+
+def int_header(headers: httpx.Headers, name: str) -> int | None:
+    """The header ``name`` as an integer; None when it is missing or not an integer."""
+    value = headers.get(name)
+    if value is None:
+        return None
+    try:
+        return int(value.strip())
+    except ValueError:
+        logger.debug("ignoring non-integer %s header %r", name, value)
+        return None

@@ -17,18 +17,23 @@ from typing import Any
 
 from freight_pipeline.client import endpoints as ep
 from freight_pipeline.client._async_driver import AsyncDriver, Criteria, M, OrderBy
-from freight_pipeline.client._core import Expect, as_payload
-from freight_pipeline.client.models import (
-    CarriageLeg,
-    CodeConversion,
-    EFile,
-    EFileReference,
-    EFileRole,
-    MemoLine,
-    Shipment,
-    ShipmentEvent,
-    WebhookReceipt,
+from freight_pipeline.client.calls import (
+    Expect,
+    as_payload,
+    by_id,
+    efile_reference,
+    efile_retrieve,
+    efile_role_add,
+    efile_role_delete,
+    event_write,
+    lookup,
+    scroll,
+    send_json,
+    webhook,
 )
+from freight_pipeline.client.models.common import CarriageLeg
+from freight_pipeline.client.models.other_groups import CodeConversion, EFile, EFileReference, EFileRole, WebhookReceipt
+from freight_pipeline.client.models.shipment import MemoLine, Shipment, ShipmentEvent
 from freight_pipeline.client.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Page
 
 
@@ -52,7 +57,7 @@ class AsyncFreightClient(AsyncDriver):
         order_mode: OrderBy = None,
     ) -> Page[Shipment]:
         """One page of base shipments (``POST /service/shipment/lookup``); ``page.raw`` holds the JSON."""
-        call = self._core.lookup(ep.SHIPMENT_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
+        call = lookup(ep.SHIPMENT_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
         return await self._page(Shipment, call)
 
     def iter_shipment_pages(
@@ -91,29 +96,29 @@ class AsyncFreightClient(AsyncDriver):
 
     async def get_shipment_raw(self, shipment_id: int) -> dict[str, Any]:
         """The full shipment document as received (``GET /service/shipment/{id}``)."""
-        return await self._data(self._core.by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, shipment_id))
+        return await self._data(by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, shipment_id))
 
     async def get_shipment(self, shipment_id: int) -> Shipment:
-        return await self._one(Shipment, self._core.by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, shipment_id))
+        return await self._one(Shipment, by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, shipment_id))
 
     async def get_shipment_events_raw(self, shipment_id: int) -> list[dict[str, Any]]:
-        return await self._data(self._core.by_id(ep.SHIPMENT_EVENTS, Expect.ARRAY, shipment_id))
+        return await self._data(by_id(ep.SHIPMENT_EVENTS, Expect.ARRAY, shipment_id))
 
     async def get_shipment_events(self, shipment_id: int) -> list[ShipmentEvent]:
-        return await self._many(ShipmentEvent, self._core.by_id(ep.SHIPMENT_EVENTS, Expect.ARRAY, shipment_id))
+        return await self._many(ShipmentEvent, by_id(ep.SHIPMENT_EVENTS, Expect.ARRAY, shipment_id))
 
     async def get_air_main_carriage_raw(self, shipment_id: int) -> list[dict[str, Any]]:
-        return await self._data(self._core.by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
+        return await self._data(by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
 
     async def get_air_main_carriage(self, shipment_id: int) -> list[CarriageLeg]:
-        call = self._core.by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id)
+        call = by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id)
         return await self._many(CarriageLeg, call)
 
     async def get_sea_main_carriage_raw(self, shipment_id: int) -> list[dict[str, Any]]:
-        return await self._data(self._core.by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
+        return await self._data(by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
 
     async def get_sea_main_carriage(self, shipment_id: int) -> list[CarriageLeg]:
-        call = self._core.by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id)
+        call = by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id)
         return await self._many(CarriageLeg, call)
 
     async def create_shipment_event(
@@ -124,7 +129,7 @@ class AsyncFreightClient(AsyncDriver):
         Not retried unless the service provably did not process it (see ``retry``). Returns the
         created event, or None when the service answers without a body.
         """
-        call = self._core.event_write(ep.SHIPMENT_EVENT_CREATE, shipment_id, event, event_type)
+        call = event_write(ep.SHIPMENT_EVENT_CREATE, shipment_id, event, event_type)
         return await self._optional(ShipmentEvent, call)
 
     async def update_shipment_event(
@@ -136,7 +141,7 @@ class AsyncFreightClient(AsyncDriver):
         event_type: str | None = None,
     ) -> ShipmentEvent | None:
         """Update the event ``event_code`` of that type (``PUT .../event/{code}?type=``)."""
-        call = self._core.event_write(ep.SHIPMENT_EVENT_UPDATE, shipment_id, event, event_type, id=event_code)
+        call = event_write(ep.SHIPMENT_EVENT_UPDATE, shipment_id, event, event_type, id=event_code)
         return await self._optional(ShipmentEvent, call)
 
     # --- memos -------------------------------------------------------------------------------
@@ -150,7 +155,7 @@ class AsyncFreightClient(AsyncDriver):
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> Page[MemoLine]:
-        call = self._core.lookup(ep.MEMO_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
+        call = lookup(ep.MEMO_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
         return await self._page(MemoLine, call)
 
     def iter_memo_lookup_pages(
@@ -176,17 +181,17 @@ class AsyncFreightClient(AsyncDriver):
 
     async def scroll_memos_page(self, *, page_no: int = 0, page_size: int = DEFAULT_PAGE_SIZE) -> Page[MemoLine]:
         """One page of all memo lines (``GET /service/shipment/memo``, assumption A15)."""
-        return await self._page(MemoLine, self._core.scroll(ep.MEMO_SCROLL, page_no, page_size))
+        return await self._page(MemoLine, scroll(ep.MEMO_SCROLL, page_no, page_size))
 
     def iter_memo_pages(self, *, page_size: int = MAX_PAGE_SIZE) -> AsyncIterator[Page[MemoLine]]:
         """Every page of all memo lines."""
         return self._scroll_pages(ep.MEMO_SCROLL, MemoLine, page_size)
 
     async def get_memo_raw(self, memo_id: int) -> dict[str, Any]:
-        return await self._data(self._core.by_id(ep.MEMO_RETRIEVE, Expect.OBJECT, memo_id))
+        return await self._data(by_id(ep.MEMO_RETRIEVE, Expect.OBJECT, memo_id))
 
     async def get_memo(self, memo_id: int) -> MemoLine:
-        return await self._one(MemoLine, self._core.by_id(ep.MEMO_RETRIEVE, Expect.OBJECT, memo_id))
+        return await self._one(MemoLine, by_id(ep.MEMO_RETRIEVE, Expect.OBJECT, memo_id))
 
     # --- code conversions --------------------------------------------------------------------
 
@@ -199,7 +204,7 @@ class AsyncFreightClient(AsyncDriver):
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> Page[CodeConversion]:
-        call = self._core.lookup(ep.CODE_CONVERSION_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
+        call = lookup(ep.CODE_CONVERSION_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
         return await self._page(CodeConversion, call)
 
     def iter_code_conversions(
@@ -217,61 +222,61 @@ class AsyncFreightClient(AsyncDriver):
         self, *, page_no: int = 0, page_size: int = DEFAULT_PAGE_SIZE
     ) -> Page[CodeConversion]:
         """One page of all code conversion records (``GET /service/basicdata/codeconverter``, A15)."""
-        return await self._page(CodeConversion, self._core.scroll(ep.CODE_CONVERSION_SCROLL, page_no, page_size))
+        return await self._page(CodeConversion, scroll(ep.CODE_CONVERSION_SCROLL, page_no, page_size))
 
     def iter_code_conversion_pages(self, *, page_size: int = MAX_PAGE_SIZE) -> AsyncIterator[Page[CodeConversion]]:
         """Every page of all code conversion records."""
         return self._scroll_pages(ep.CODE_CONVERSION_SCROLL, CodeConversion, page_size)
 
     async def get_code_conversion_raw(self, conversion_id: int) -> dict[str, Any]:
-        return await self._data(self._core.by_id(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, conversion_id))
+        return await self._data(by_id(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, conversion_id))
 
     async def get_code_conversion(self, conversion_id: int) -> CodeConversion:
-        call = self._core.by_id(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, conversion_id)
+        call = by_id(ep.CODE_CONVERSION_RETRIEVE, Expect.OBJECT, conversion_id)
         return await self._one(CodeConversion, call)
 
     # --- E-File ------------------------------------------------------------------------------
 
     async def store_efile(self, efile: EFile | Mapping[str, Any]) -> EFile:
         """Store a document (``POST /service/efile``); returns it with its id. Not retried blindly."""
-        return await self._one(EFile, self._core.send_json(ep.EFILE_STORE, Expect.OBJECT, as_payload(efile)))
+        return await self._one(EFile, send_json(ep.EFILE_STORE, Expect.OBJECT, as_payload(efile)))
 
     async def get_efile_raw(self, efile_id: int, *, cascade: bool = False) -> dict[str, Any]:
-        return await self._data(self._core.efile_retrieve(efile_id, cascade))
+        return await self._data(efile_retrieve(efile_id, cascade))
 
     async def get_efile(self, efile_id: int, *, cascade: bool = False) -> EFile:
         """An E-File; with ``cascade=True`` including its references and roles."""
-        return await self._one(EFile, self._core.efile_retrieve(efile_id, cascade))
+        return await self._one(EFile, efile_retrieve(efile_id, cascade))
 
     async def delete_efile(self, efile_id: int) -> EFile | None:
         """Delete an E-File; returns the deleted record (None if the service sends no body)."""
-        return await self._optional(EFile, self._core.by_id(ep.EFILE_DELETE, Expect.OPTIONAL_JSON, efile_id))
+        return await self._optional(EFile, by_id(ep.EFILE_DELETE, Expect.OPTIONAL_JSON, efile_id))
 
     async def get_efile_references_raw(self, efile_id: int) -> list[dict[str, Any]]:
-        return await self._data(self._core.by_id(ep.EFILE_REFERENCES, Expect.ARRAY, efile_id))
+        return await self._data(by_id(ep.EFILE_REFERENCES, Expect.ARRAY, efile_id))
 
     async def get_efile_references(self, efile_id: int) -> list[EFileReference]:
-        return await self._many(EFileReference, self._core.by_id(ep.EFILE_REFERENCES, Expect.ARRAY, efile_id))
+        return await self._many(EFileReference, by_id(ep.EFILE_REFERENCES, Expect.ARRAY, efile_id))
 
     async def add_efile_reference(self, efile_id: int, reference: EFileReference | Mapping[str, Any]) -> None:
-        await self._run(self._core.efile_reference(ep.EFILE_REFERENCE_ADD, efile_id, reference))
+        await self._run(efile_reference(ep.EFILE_REFERENCE_ADD, efile_id, reference))
 
     async def delete_efile_reference(self, efile_id: int, reference: EFileReference | Mapping[str, Any]) -> None:
-        await self._run(self._core.efile_reference(ep.EFILE_REFERENCE_DELETE, efile_id, reference))
+        await self._run(efile_reference(ep.EFILE_REFERENCE_DELETE, efile_id, reference))
 
     async def get_efile_roles_raw(self, efile_id: int) -> list[dict[str, Any]]:
-        return await self._data(self._core.by_id(ep.EFILE_ROLES, Expect.ARRAY, efile_id))
+        return await self._data(by_id(ep.EFILE_ROLES, Expect.ARRAY, efile_id))
 
     async def get_efile_roles(self, efile_id: int) -> list[EFileRole]:
-        return await self._many(EFileRole, self._core.by_id(ep.EFILE_ROLES, Expect.ARRAY, efile_id))
+        return await self._many(EFileRole, by_id(ep.EFILE_ROLES, Expect.ARRAY, efile_id))
 
     async def add_efile_role(self, efile_id: int, role: str) -> None:
         """Link a role; the spec sends it as a ``text/plain`` body."""
-        await self._run(self._core.efile_role_add(efile_id, role))
+        await self._run(efile_role_add(efile_id, role))
 
     async def delete_efile_role(self, efile_id: int, role: EFileRole | Mapping[str, Any] | str) -> None:
         """Unlink a role; the body is an EFileRole (a plain name is sent as ``{"role": name}``)."""
-        await self._run(self._core.efile_role_delete(efile_id, role))
+        await self._run(efile_role_delete(efile_id, role))
 
     async def lookup_efiles(
         self,
@@ -283,7 +288,7 @@ class AsyncFreightClient(AsyncDriver):
         order_mode: OrderBy = None,
     ) -> Page[EFile]:
         """E-Files by REFERENCE or SHIPMENT_ID (results carry no document, A19)."""
-        call = self._core.lookup(ep.EFILE_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
+        call = lookup(ep.EFILE_LOOKUP, criteria, page_no, page_size, order_by, order_mode)
         return await self._page(EFile, call)
 
     def iter_efile_lookup_pages(
@@ -311,7 +316,7 @@ class AsyncFreightClient(AsyncDriver):
 
     async def send_webhook(self, payload: Mapping[str, Any]) -> WebhookReceipt | None:
         """``POST /external/webhook`` with basic auth (webhook credentials). Not retried blindly."""
-        return await self._optional(WebhookReceipt, self._core.webhook(payload))
+        return await self._optional(WebhookReceipt, webhook(payload))
 
 
 async def _items(pages: AsyncIterator[Page[M]]) -> AsyncIterator[M]:

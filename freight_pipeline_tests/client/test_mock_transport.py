@@ -34,8 +34,9 @@ from freight_pipeline.client import (
     ServerError,
 )
 from freight_pipeline.client import endpoints as ep
-from freight_pipeline.client._core import Expect, Reply
+from freight_pipeline.client._core import Reply
 from freight_pipeline.client.auth import make_token
+from freight_pipeline.client.calls import Expect, by_id
 from freight_pipeline_tests.client.helpers import SyncView
 
 BASE = "http://freight.test"
@@ -476,7 +477,7 @@ def test_page_items_with_unreadable_fields_are_read_with_problems_and_raw_is_kep
 def test_a_record_no_model_can_read_is_a_protocol_error_with_status_and_excerpt() -> None:
     """The lenient models read every JSON object; a strict one (Criterion) shows the error path."""
     core = client_for(Recorder(ok_shipment))._core
-    call = core.by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, 7)
+    call = by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, 7)
     content = json.dumps({"key": "ID", "mode": "GE", "secret": PASSWORD}).encode()
     reply = Reply(200, json.loads(content), httpx.Headers({"content-type": "application/json"}), content)
     with pytest.raises(ProtocolError, match="Criterion that cannot be read: mode") as info:

@@ -20,13 +20,14 @@ from freight_pipeline.client import (
     WebhookReceipt,
 )
 from freight_pipeline.client import models as m
+from freight_pipeline.client.models.base import _reported
 from freight_pipeline.datetimes import parse_datetime_object, parse_time
 
 
 @pytest.fixture(autouse=True)
 def _forget_reported_drift() -> None:
     """Drift is logged once per process: each test starts as if nothing had been reported yet."""
-    m._reported.clear()
+    _reported.clear()
 
 
 STRING_FORM = {"date": "2026-11-01", "time": "10:15:30", "zone_offset": "+01:00"}

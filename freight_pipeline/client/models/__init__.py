@@ -20,13 +20,9 @@
 * :class:`Criterion` is outgoing only and strict: an unknown field (a typo) raises.
 """
 
-# The models live in the modules below; every name the single models.py had stays importable from here.
-from freight_pipeline.client.models.base import (
-    FieldProblem,
-    Flag,
-    FreightModel,
-    _reported,  # noqa: F401  (not public: the tests clear it; drift is reported once per process)
-)
+# The public models API (``from freight_pipeline.client.models import Shipment``); each model is defined in one
+# module below, and the package's own modules import it from there.
+from freight_pipeline.client.models.base import FieldProblem, Flag, FreightModel
 from freight_pipeline.client.models.common import (
     CarriageLeg,
     DateTime,

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 
 from freight_pipeline.client import endpoints as ep
-from freight_pipeline.client._calls import Call
 from freight_pipeline.client.auth import TokenMissing
+from freight_pipeline.client.calls import Call
 from freight_pipeline.client.endpoints import AuthScheme
 from freight_pipeline.client.errors import (
     BODY_EXCERPT_CHARS,
