@@ -77,7 +77,7 @@ from staging_sql import (
 from staging_yml import sources_yml, staging_yml
 
 from freight_pipeline.normalize.schema import Column, TableSpec
-from freight_pipeline.normalize.tables import FREIGHT_TABLES, LEG_ENDS, TABLE_STREAM
+from freight_pipeline.normalize.tables import FREIGHT_TABLES, LEG_ENDS
 
 __all__ = [
     "BOOLEAN_RENAMES",
@@ -96,7 +96,6 @@ __all__ = [
     "SOURCE_NAME",
     "STAGING",
     "STAGING_DIR",
-    "TABLE_STREAM",
     "UPPER_CODE",
     "Accepted",
     "CodeList",

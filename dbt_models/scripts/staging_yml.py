@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from staging_rules import FRESHNESS_TABLES, SOURCE_NAME, Staging, column_note, quote, staged_name, yaml_list
 
 from freight_pipeline.normalize.schema import TableSpec
-from freight_pipeline.normalize.tables import TABLE_STREAM
+from freight_pipeline.sync.parts import DOCUMENT_PART
+from freight_pipeline.sync.streams import TABLE_SOURCE
 
 
 def staging_yml(spec: TableSpec, staging: Staging) -> str:
@@ -67,7 +68,7 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
                 "                to: ref('stg_shipments')",
                 "                field: shipment_id",
             ]
-            if TABLE_STREAM.get(spec.name) != "shipments":
+            if TABLE_SOURCE.get(spec.name) != DOCUMENT_PART.stream:
                 # written by another stream than the shipment itself (events, legs, memos): an
                 # orphan is worth a warning, not a reason to stop building the marts
                 tests += [

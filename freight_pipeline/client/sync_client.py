@@ -32,6 +32,7 @@ from freight_pipeline.client.calls import (
     send_json,
     webhook,
 )
+from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.client.models.common import CarriageLeg
 from freight_pipeline.client.models.other_groups import CodeConversion, EFile, EFileReference, EFileRole, WebhookReceipt
 from freight_pipeline.client.models.shipment import MemoLine, Shipment, ShipmentEvent
@@ -101,6 +102,11 @@ class FreightClient(SyncDriver):
 
     def get_shipment(self, shipment_id: int) -> Shipment:
         return self._one(Shipment, by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, shipment_id))
+
+    def get_records_raw(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]]:
+        """The array a per-record endpoint answers with (``GET .../{id}/...``, e.g.
+        ``endpoints.SHIPMENT_EVENTS``), as received."""
+        return self._data(by_id(endpoint, Expect.ARRAY, shipment_id))
 
     def get_shipment_events_raw(self, shipment_id: int) -> list[dict[str, Any]]:
         return self._data(by_id(ep.SHIPMENT_EVENTS, Expect.ARRAY, shipment_id))

@@ -18,7 +18,7 @@ import duckdb
 
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.lake.snapshots import open_published_snapshot
-from freight_pipeline.sync.runner import STREAM_ORDER
+from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse import META_SCHEMA, parquet_root, published_db_path, read_run_log
 from freight_pipeline.warehouse.meta import LATEST_RUN_PER_STREAM, LATEST_STATE
 from freight_pipeline.warehouse.paths import LAKE_SCRATCH, WORK_DIR
@@ -173,7 +173,7 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
     if f"{META_SCHEMA}.table_freshness" in tables:  # since when each stream's tables are current
         synced = dict(con.execute(f"SELECT stream, min(synced_through) FROM {META_SCHEMA}.table_freshness "
                                   "GROUP BY stream").fetchall())
-    names = [s for s in STREAM_ORDER if s in cursors or s in runs]
+    names = [s for s in STREAM_NAMES if s in cursors or s in runs]
     names += sorted((set(cursors) | set(runs)) - set(names))
     return [
         {

@@ -11,7 +11,7 @@ import duckdb
 from freight_pipeline.commands.common import add_data_dir_argument, one_line, resolve_data_dir, say
 from freight_pipeline.commands.report import NothingPublished, describe_cursor, read_report
 from freight_pipeline.commands.text_table import format_table
-from freight_pipeline.sync.runner import STREAM_ORDER
+from freight_pipeline.sync.streams import STREAM_NAMES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,7 +92,7 @@ def render_tables(tables: dict[str, int]) -> str:
 
 def render_rejects(report: dict[str, Any]) -> str:
     rejected: dict[str, int] = report.get("rejected_records") or {}
-    names = [*STREAM_ORDER, *sorted(set(rejected) - set(STREAM_ORDER))]
+    names = [*STREAM_NAMES, *sorted(set(rejected) - set(STREAM_NAMES))]
     rows = [(name, rejected.get(name, 0)) for name in names]
     return format_table(("stream", "rejected records"), [*rows, ("total", sum(rejected.values()))])
 
@@ -103,7 +103,7 @@ def render_bad_data(report: dict[str, Any]) -> str:
     problems: dict[str, int] = report.get("data_problems") or {}
     if not queue and not problems:
         return "  none: no record waits in the retry queue, no value was nulled"
-    names = [s for s in (*STREAM_ORDER, *sorted((set(queue) | set(problems)) - set(STREAM_ORDER)))
+    names = [s for s in (*STREAM_NAMES, *sorted((set(queue) | set(problems)) - set(STREAM_NAMES)))
              if s in queue or s in problems]
     rows = [
         (

@@ -23,8 +23,10 @@ import duckdb
 
 from freight_pipeline.defs import queries
 from freight_pipeline.defs.resources import WarehouseResource
-from freight_pipeline.defs.sync_assets import ROOT_STREAM, table_key
-from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES, TABLE_STREAM, TableSpec
+from freight_pipeline.defs.sync_assets import table_key
+from freight_pipeline.normalize import FREIGHT_TABLES, TableSpec
+from freight_pipeline.sync.parts import DOCUMENT_PART
+from freight_pipeline.sync.streams import RECORD_SOURCES, SHIPMENTS, TABLE_SOURCE
 
 DEFAULT_MAX_SYNC_AGE = dt.timedelta(minutes=60)
 FRESHNESS_SENSOR = "shipments_freshness_sensor"
@@ -64,7 +66,7 @@ def primary_key_check(table: TableSpec) -> FreightCheck:
 
 def orphan_check(table: TableSpec) -> FreightCheck:
     parent = queries.PARENT
-    embedded = TABLE_STREAM.get(table.name) == ROOT_STREAM
+    embedded = TABLE_SOURCE.get(table.name) == DOCUMENT_PART.stream
     severity = dg.AssetCheckSeverity.ERROR if embedded else dg.AssetCheckSeverity.WARN
     spec = dg.AssetCheckSpec(
         "no_orphan_rows",
@@ -84,7 +86,7 @@ def orphan_check(table: TableSpec) -> FreightCheck:
 def rejected_check(stream: str) -> FreightCheck:
     spec = dg.AssetCheckSpec(
         "no_rejected_records",
-        asset=table_key(STREAM_TABLES[stream][0]),
+        asset=table_key(RECORD_SOURCES[stream][0]),
         description=f"The latest {stream} run rejected no records (freight_meta.rejected_records; WARN severity).",
     )
 
@@ -106,7 +108,7 @@ def rejected_check(stream: str) -> FreightCheck:
 def quarantine_check(stream: str) -> FreightCheck:
     spec = dg.AssetCheckSpec(
         "no_quarantined_records",
-        asset=table_key(STREAM_TABLES[stream][0]),
+        asset=table_key(RECORD_SOURCES[stream][0]),
         description=f"No {stream} record waits in the retry queue (freight_meta.quarantine; WARN severity): "
         "a quarantined record failed after the client's retries and is retried with backoff until it loads.",
     )
@@ -128,7 +130,7 @@ def quarantine_check(stream: str) -> FreightCheck:
 def data_problems_check(stream: str) -> FreightCheck:
     spec = dg.AssetCheckSpec(
         "no_data_problems",
-        asset=table_key(STREAM_TABLES[stream][0]),
+        asset=table_key(RECORD_SOURCES[stream][0]),
         description=f"No value of a loaded {stream} record failed to convert (freight_meta.data_problems; WARN "
         "severity): such a value is null in its column, the record and its children are loaded.",
     )
@@ -146,9 +148,9 @@ def freight_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[Freight
     return [
         *(primary_key_check(t) for t in tables),
         *(orphan_check(t) for t in queries.child_tables(tables)),
-        *(rejected_check(stream) for stream in STREAM_TABLES),
-        *(quarantine_check(stream) for stream in STREAM_TABLES),
-        *(data_problems_check(stream) for stream in STREAM_TABLES),
+        *(rejected_check(stream) for stream in RECORD_SOURCES),
+        *(quarantine_check(stream) for stream in RECORD_SOURCES),
+        *(data_problems_check(stream) for stream in RECORD_SOURCES),
     ]
 
 
@@ -163,7 +165,7 @@ def build_sync_freshness(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.SupersessionWarning)
         checks = dg.build_last_update_freshness_checks(
-            assets=[table_key(ROOT_STREAM)], lower_bound_delta=max_age, severity=dg.AssetCheckSeverity.WARN
+            assets=[table_key(SHIPMENTS.tables[0])], lower_bound_delta=max_age, severity=dg.AssetCheckSeverity.WARN
         )
         sensor = dg.build_sensor_for_freshness_checks(
             freshness_checks=checks,

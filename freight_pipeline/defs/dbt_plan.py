@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from freight_pipeline.sync.streams import CODE_CONVERSIONS
 from freight_pipeline.warehouse import Warehouse
 
 MARTS_STATE = "dbt_marts"
@@ -26,7 +27,6 @@ MARTS_STATE = "dbt_marts"
 FULL_REFRESH_ENV = "FREIGHT_DBT_FULL_REFRESH"
 """``1``: the next dbt build rebuilds every mart from scratch."""
 FINGERPRINTED = ("dbt_project.yml", "models", "macros")
-CODE_CONVERSIONS_STREAM = "code_conversions"
 
 
 def project_fingerprint(project_dir: Path, build_args: Sequence[str]) -> str:
@@ -69,7 +69,7 @@ def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool) -> BuildP
     if not whole:
         return BuildPlan(True, False, f"a selection of models; {changes} shipments changed")
     built_at = dt.datetime.fromisoformat(state["built_at"])
-    conversions = warehouse.cursor_updated_at(CODE_CONVERSIONS_STREAM)
+    conversions = warehouse.cursor_updated_at(CODE_CONVERSIONS.name)
     conversions_changed = conversions is not None and conversions > built_at
     if changes == 0 and not conversions_changed and warehouse.last_run_status("dbt_build") == "success":
         return BuildPlan(False, False, f"nothing changed since the marts were built ({built_at:%Y-%m-%d %H:%M:%S} UTC)")

@@ -15,6 +15,7 @@ from freight_pipeline.config import SCHEDULES_RUNNING_ENV
 from freight_pipeline.defs.dbt import freight_dbt_models
 from freight_pipeline.defs.publish import published_warehouse
 from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS, SYNC_ASSETS, table_key
+from freight_pipeline.sync.streams import CODE_CONVERSIONS
 
 if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -48,7 +49,7 @@ freight_sync_job = _job(
 )
 code_conversions_job = _job(
     CODE_CONVERSIONS_JOB,
-    dg.AssetSelection.assets(table_key("code_conversions"), freight_dbt_models, published_warehouse),
+    dg.AssetSelection.assets(table_key(CODE_CONVERSIONS.tables[0]), freight_dbt_models, published_warehouse),
     # the whole dbt build, not only the models on code conversions: a publish must only ever ship
     # marts of one complete, successful build (see ``dbt.logged_build``)
     "Full refresh of the code conversions, the whole dbt build, then publish.",

@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 
 from freight_pipeline.normalize import TABLES_BY_NAME, TableSpec
+from freight_pipeline.sync.streams import SHIPMENTS
 from freight_pipeline.warehouse import meta
 
 PARENT = TABLES_BY_NAME["shipments"]
@@ -42,7 +43,7 @@ def row_count(con: duckdb.DuckDBPyConnection, spec: TableSpec) -> int:
 
 def newest_source_change(con: duckdb.DuckDBPyConnection, stream: str) -> dt.datetime | None:
     """Newest source ``last_modified_at`` the warehouse holds for ``stream`` (None: unknown for it)."""
-    if stream == "shipments":
+    if stream == SHIPMENTS.name:
         source = table_ref(meta.RAW_SHIPMENTS)
     elif stream in TABLES_BY_NAME and "last_modified_at" in TABLES_BY_NAME[stream].column_index:
         source = table_ref(TABLES_BY_NAME[stream])

@@ -31,9 +31,9 @@ from freight_pipeline.defs.jobs import (
     writer_runs_in_progress,
 )
 from freight_pipeline.defs.sync_assets import stream_asset_name
-from freight_pipeline.sync.runner import STREAM_ORDER
+from freight_pipeline.sync.streams import STREAM_NAMES
 
-STREAM_STEPS: dict[str, str] = {stream_asset_name(stream): stream for stream in STREAM_ORDER}
+STREAM_STEPS: dict[str, str] = {stream_asset_name(stream): stream for stream in STREAM_NAMES}
 """Step key of each stream's asset -> the stream."""
 AFTER_FAILED_RUN_TAG = "freight/after_failed_run"
 FAILED_STREAMS_TAG = "freight/failed_streams"

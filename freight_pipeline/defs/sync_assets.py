@@ -14,38 +14,24 @@ import dagster as dg
 from freight_pipeline.defs import queries
 from freight_pipeline.defs.dbt import warm_up
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
-from freight_pipeline.normalize import STREAM_TABLES, TABLE_STREAM, TABLES_BY_NAME, TableSpec
+from freight_pipeline.normalize import TABLES_BY_NAME, TableSpec
+from freight_pipeline.sync.parts import PART_BY_STREAM
 from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.result import StreamResult
-from freight_pipeline.sync.runner import STREAM_ORDER, STREAM_WRITES, run_stream
-from freight_pipeline.sync.shipments import PART_STREAMS
+from freight_pipeline.sync.runner import run_stream
+from freight_pipeline.sync.streams import (
+    SHIPMENTS,
+    STREAM_BY_NAME,
+    STREAM_NAMES,
+    TABLE_SOURCE,
+    TABLE_WRITER,
+    stream_named,
+)
 
 SYNC_GROUP = "freight"
-ROOT_STREAM = "shipments"
-"""The stream that finds changed shipments; it writes their events, legs and memos in the same pass."""
 SOURCE_SCHEMA = "freight"
 PROGRESS_EVERY_S = 15.0
 """At most one progress line per this many seconds goes to Dagster's event log (each is a stored event)."""
-DESCRIPTIONS: dict[str, str] = {
-    "shipments": "Changed shipments since the cursor (lookup), each read in one pass: its document "
-    "(flattened into every embedded table), events, air or sea main-carriage legs and memo lines, "
-    "written together with the cursor.",
-    "documents": "The E-File documents of the shipments written since the last run (and of every shipment "
-    "once a day): E-File lookup by SHIPMENT_ID, references and roles of each file; rows replaced per "
-    "shipment when they changed.",
-    "code_conversions": "The whole set of EDI code conversions, replaced each run.",
-}
-PART_DESCRIPTIONS: dict[str, str] = {
-    "shipment_events": "from GET /service/shipment/{id}/events of each changed shipment",
-    "air_main_carriage_legs": "from GET /service/shipment/{id}/airmaincarriage of each changed AIR shipment",
-    "sea_main_carriage_legs": "from GET /service/shipment/{id}/seamaincarriage of each changed SEA shipment",
-    "shipment_memos": "from the memo lookup (CLIENT, SHIPMENT_NUMBER) of each changed shipment",
-}
-
-
-def stream_tables(stream: str) -> tuple[str, ...]:
-    """The tables a stream's asset writes (the shipments stream: every part's)."""
-    return STREAM_WRITES[stream]
 
 
 def table_key(table: str) -> dg.AssetKey:
@@ -66,22 +52,18 @@ def column_schema(spec: TableSpec) -> dg.TableSchema:
     )
 
 
-STREAM_DEPENDENCIES: dict[str, tuple[str, ...]] = {"documents": ("shipments",)}
-"""Tables a stream reads before it writes: the documents stream lists the E-Files of the shipments
-the shipments stream wrote, so it runs after it."""
-
-
 def table_spec(table: str) -> dg.AssetSpec:
     spec = TABLES_BY_NAME[table]
-    part = TABLE_STREAM[table]
-    origin = f" ({PART_DESCRIPTIONS[part]})" if part in PART_DESCRIPTIONS else ""
+    part = TABLE_SOURCE[table]
+    stream = TABLE_WRITER[table]
+    origin = f" ({PART_BY_STREAM[part].description()})" if part in PART_BY_STREAM and part != SHIPMENTS.name else ""
     return dg.AssetSpec(
         key=table_key(table),
         description=f"{spec.description} Primary key ({', '.join(spec.primary_key)}); written by the "
-        f"{'shipments' if part in PART_STREAMS else part} stream{origin}.",
+        f"{stream.name} stream{origin}.",
         group_name=SYNC_GROUP,
         kinds={"duckdb", "python"},
-        deps=[table_key(t) for t in STREAM_DEPENDENCIES.get(part, ())],
+        deps=[table_key(STREAM_BY_NAME[first].tables[0]) for first in stream.reads_first],
         metadata={
             "dagster/table_name": spec.qualified_name,
             "dagster/column_schema": column_schema(spec),
@@ -144,12 +126,12 @@ def stream_results(stream: str, result: StreamResult, warehouse: WarehouseResour
 
     Reads the working database read-only, after ``run_stream`` has closed its connection.
     """
-    tables = stream_tables(stream)
+    tables = stream_named(stream).tables
     with warehouse.read_working_db() as con:
         counts = {t: queries.row_count(con, TABLES_BY_NAME[t]) for t in tables}
         newest = queries.newest_source_change(con, stream)
     figures = stream_metadata(result, newest)
-    firsts = {STREAM_TABLES[part][0]: part for part in PART_STREAMS} if stream == ROOT_STREAM else {}
+    firsts = {part.tables[0]: part.stream for part in stream_named(stream).parts}
     for index, table in enumerate(tables):
         metadata: dict[str, Any] = {
             "dagster/row_count": counts[table],
@@ -174,8 +156,8 @@ def build_stream_asset(stream: str) -> dg.AssetsDefinition:
 
     @dg.multi_asset(
         name=stream_asset_name(stream),
-        specs=[table_spec(t) for t in stream_tables(stream)],
-        description=DESCRIPTIONS.get(stream, f"The {stream} stream."),
+        specs=[table_spec(t) for t in stream_named(stream).tables],
+        description=stream_named(stream).description,
         can_subset=False,
     )
     def sync_stream(
@@ -183,7 +165,7 @@ def build_stream_asset(stream: str) -> dg.AssetsDefinition:
     ) -> Iterator[dg.MaterializeResult]:
         service = freight_service.service_settings()
         context.log.info(f"syncing {stream} from {service.base_url} as {service.username} into {warehouse.path}")
-        if stream == ROOT_STREAM and warm_up(warehouse):
+        if stream == SHIPMENTS.name and warm_up(warehouse):
             context.log.info("parsing the dbt project for this data directory meanwhile (its first build)")
         result = run_stream(
             stream,
@@ -209,6 +191,6 @@ def build_stream_asset(stream: str) -> dg.AssetsDefinition:
     return sync_stream
 
 
-SYNC_ASSETS: tuple[dg.AssetsDefinition, ...] = tuple(build_stream_asset(s) for s in STREAM_ORDER)
+SYNC_ASSETS: tuple[dg.AssetsDefinition, ...] = tuple(build_stream_asset(s) for s in STREAM_NAMES)
 """Every stream's asset, in run order."""
 SYNC_ASSET_KEYS: tuple[dg.AssetKey, ...] = tuple(k for a in SYNC_ASSETS for k in a.keys)

@@ -31,9 +31,6 @@ _CUSTOMS = compile_fields(t.CUSTOMS_FIELDS)
 _AES = compile_fields(t.AES_FIELDS)
 _CUSTOM_FIELDS = compile_fields(t.CUSTOM_FIELD_FIELDS)
 
-SHIPMENT_TABLES: tuple[str, ...] = t.STREAM_TABLES["shipments"]
-
-
 def _put_object(
     row: Row, doc: Mapping[str, Any], key: str, fields: Any, problems: Problems
 ) -> Mapping[str, Any] | None:
@@ -74,7 +71,7 @@ def _add_simple_children(
 def normalize_shipment(doc: Mapping[str, Any], problems: Problems | None = None) -> Rows:
     """Rows of ``shipments`` and every table embedded in the shipment document.
 
-    The result has a key for every table the shipments stream fills (see ``STREAM_TABLES``), with an
+    The result has a key for every table the shipment document fills (``SHIPMENT_DOCUMENT_TABLES``), with an
     empty list where the document has no rows: the caller replaces all of them for this shipment.
     The document's ``events`` and ``memos`` arrays are not used (their tables come from their own
     endpoints). Raises :class:`NormalizationError` only for a document that is not an object or has
@@ -85,7 +82,7 @@ def normalize_shipment(doc: Mapping[str, Any], problems: Problems | None = None)
         raise NormalizationError(f"document: {show(doc)} is not an object")
     shipment_id = record_id(doc, "")
     problems = sink(problems)
-    out: Rows = {name: [] for name in SHIPMENT_TABLES}
+    out: Rows = {name: [] for name in t.SHIPMENT_DOCUMENT_TABLES}
     row: Row = {"shipment_id": shipment_id}
     copy_fields(row, doc, _SHIPMENT, "", problems)
     _put_local_clock(row, doc.get("last_modified_date_time"))

@@ -6,8 +6,8 @@ flatteners, so a column cannot be declared without its source or the other way r
 
 The declarations live in :mod:`freight_pipeline.normalize.specs`, one module per domain (keys,
 shipments, goods, parties, legs, events and memos, code conversions). This module lists the tables
-in declaration order (:data:`FREIGHT_TABLES`, which DDL, docs and tests follow), maps each sync
-stream to the tables it fills, and re-exports every declared name: import them from here.
+in declaration order (:data:`FREIGHT_TABLES`, which DDL, docs and tests follow), names the tables a
+shipment document fills (:data:`SHIPMENT_DOCUMENT_TABLES`), and re-exports every declared name: import them from here.
 
 Naming conventions:
 
@@ -145,33 +145,27 @@ FREIGHT_TABLES: tuple[TableSpec, ...] = (
 )
 TABLES_BY_NAME: Mapping[str, TableSpec] = {t.name: t for t in FREIGHT_TABLES}
 
-# Which tables each sync stream fills (and replaces per unit). The shipment document fills every
-# table embedded in it; events, legs and memos come from their own endpoints. The document's own
-# ``events`` and ``memos`` arrays are not normalized: each table has exactly one writing stream.
-STREAM_TABLES: Mapping[str, tuple[str, ...]] = {
-    "shipments": (
-        "shipments",
-        "shipment_goods",
-        "good_hs_codes",
-        "good_measurements",
-        "good_customs",
-        "good_mrns",
-        "good_dangerous_goods",
-        "good_marks",
-        "good_descriptions",
-        "shipment_addresses",
-        "address_references",
-        "shipment_containers",
-        "container_addresses",
-        "carriage_legs",
-        "shipment_aes",
-        "shipment_custom_fields",
-    ),
-    "shipment_events": ("shipment_events",),
-    "air_main_carriage_legs": ("air_main_carriage_legs",),
-    "sea_main_carriage_legs": ("sea_main_carriage_legs",),
-    "shipment_memos": ("shipment_memos",),
-    "documents": ("shipment_documents",),
-    "code_conversions": ("code_conversions",),
-}
-TABLE_STREAM: Mapping[str, str] = {table: stream for stream, tables in STREAM_TABLES.items() for table in tables}
+SHIPMENT_DOCUMENT_TABLES: tuple[str, ...] = tuple(
+    spec.name
+    for spec in (
+        SHIPMENTS,
+        SHIPMENT_GOODS,
+        GOOD_HS_CODES,
+        GOOD_MEASUREMENTS,
+        GOOD_CUSTOMS,
+        GOOD_MRNS,
+        GOOD_DANGEROUS_GOODS,
+        GOOD_MARKS,
+        GOOD_DESCRIPTIONS,
+        SHIPMENT_ADDRESSES,
+        ADDRESS_REFERENCES,
+        SHIPMENT_CONTAINERS,
+        CONTAINER_ADDRESSES,
+        CARRIAGE_LEGS,
+        SHIPMENT_AES,
+        SHIPMENT_CUSTOM_FIELDS,
+    )
+)
+"""The tables one shipment document fills: everything embedded in it. Its ``events`` and ``memos``
+arrays are not normalized (those tables come from their own endpoints), so each table has exactly one
+source (``sync.streams`` says which)."""

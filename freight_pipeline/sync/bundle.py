@@ -64,7 +64,7 @@ async def _answer(part: Part, source: SourceAPI, ref: Ref, settings: SyncSetting
     if not part.applies(ref):
         return NOT_APPLICABLE
     try:
-        return await part.fetch(source, ref, settings)
+        return await part.read(source, ref, settings)
     except ShipmentGone:
         return GONE
     except Exception as exc:

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from freight_pipeline.client import AsyncFreightClient, NotFoundError
+from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.client.models import Criterion
 from freight_pipeline.sync.changes import Criterion as CriterionDict
 from freight_pipeline.sync.changes import LookupResult
@@ -44,21 +45,9 @@ class ClientSource:
         except NotFoundError as exc:
             raise ShipmentGone(shipment_id) from exc
 
-    async def get_events(self, shipment_id: int) -> list[dict[str, Any]]:
+    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]]:
         try:
-            return await self.client.get_shipment_events_raw(shipment_id)
-        except NotFoundError as exc:
-            raise ShipmentGone(shipment_id) from exc
-
-    async def get_air_legs(self, shipment_id: int) -> list[dict[str, Any]]:
-        try:
-            return await self.client.get_air_main_carriage_raw(shipment_id)
-        except NotFoundError as exc:
-            raise ShipmentGone(shipment_id) from exc
-
-    async def get_sea_legs(self, shipment_id: int) -> list[dict[str, Any]]:
-        try:
-            return await self.client.get_sea_main_carriage_raw(shipment_id)
+            return await self.client.get_records_raw(endpoint, shipment_id)
         except NotFoundError as exc:
             raise ShipmentGone(shipment_id) from exc
 

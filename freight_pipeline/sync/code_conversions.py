@@ -18,34 +18,30 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+from freight_pipeline.client import endpoints as ep
 from freight_pipeline.normalize import NormalizationError, Problems, normalize_code_conversion, to_arrow_batch
+from freight_pipeline.normalize.tables import CODE_CONVERSIONS
 from freight_pipeline.sync.changes import read_complete
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
-from freight_pipeline.warehouse import Backoff, DataProblem, Quarantined, Reject, Warehouse
+from freight_pipeline.warehouse import DataProblem, Quarantined, Reject, Warehouse
 
 STREAM = "code_conversions"
-TABLE = "code_conversions"
+TABLE = CODE_CONVERSIONS.name
 
 Progress = Callable[[str], None]
 
 
 async def sync_code_conversions(
-    source: SourceAPI,
-    warehouse: Warehouse,
-    run_id: str,
-    progress: Progress | None = None,
-    *,
-    attempts: int = 3,
-    backoff: Backoff = SyncSettings().backoff,
+    source: SourceAPI, warehouse: Warehouse, settings: SyncSettings, run_id: str, progress: Progress | None = None
 ) -> StreamResult:
     say = progress or (lambda message: None)
     result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
     result.cursor_before = warehouse.get_cursor(STREAM)
-    records = await read_complete(source.code_conversion_pages, "code-conversion scroll", attempts)
+    records = await read_complete(source.code_conversion_pages, "code-conversion scroll", settings.count_attempts)
     result.rows_read = len(records)
     rows: dict[int, dict[str, Any]] = {}
     rejects: list[Reject] = []
@@ -57,7 +53,7 @@ async def sync_code_conversions(
             row = normalize_code_conversion(record, found)
         except NormalizationError as exc:
             key = _key_of(record, position)
-            failure = RecordFailure(str(exc), "GET /service/basicdata/codeconverter", None, json_text(record, 500))
+            failure = RecordFailure(str(exc), str(ep.CODE_CONVERSION_SCROLL), None, json_text(record, 500))
             quarantined.append(failure.quarantined(STREAM, key, None))
             rejects.append(Reject(STREAM, key, json_text(record, 100_000), str(exc)))
             continue
@@ -68,7 +64,7 @@ async def sync_code_conversions(
     table = to_arrow_batch({TABLE: list(rows.values())})[TABLE]
     outcome = warehouse.replace_table(
         run_id, TABLE, table, stream=STREAM, rejects=rejects, quarantined=quarantined, problems=problems,
-        backoff=backoff,
+        backoff=settings.backoff,
     )
     result.add_rows({TABLE: outcome.rows_written})
     result.rejected = len(rejects)

@@ -248,11 +248,6 @@ async def sync_documents(
     result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
     result.cursor_before = warehouse.get_cursor(STREAM)
-    if not settings.documents:
-        result.extra["skipped"] = f"the documents stream is off ({DOCUMENTS_ENV}=0)"
-        say(f"documents: {result.extra['skipped']}")
-        result.cursor_after = result.cursor_before
-        return result
     now = dt.datetime.now(dt.UTC)
     cursor = DocumentsCursor.parse(result.cursor_before)
     relist = cursor.relist_due(settings.documents_relist_interval, now)

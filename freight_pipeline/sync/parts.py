@@ -1,6 +1,7 @@
 """The parts of a shipment the sync reads, declared once: its document, events, air and sea
-main-carriage legs, and memo lines; each with its endpoint, the tables it fills and how it is
-normalized.
+main-carriage legs, and memo lines; each with its endpoint (``client.endpoints``), the tables it
+fills, how it is normalized and which shipments have it. The shipments stream (``sync.streams``)
+reads every part of each changed shipment and writes them together.
 
 Each part is also a *stream name*: the key under which a failed part waits in the retry queue
 (``freight_meta.quarantine``) and its unconvertible values are reported (``data_problems``), and
@@ -14,13 +15,21 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from freight_pipeline.client import endpoints as ep
+from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.normalize import (
-    STREAM_TABLES,
     Problems,
     normalize_events,
     normalize_main_carriage,
     normalize_memos,
     normalize_shipment,
+)
+from freight_pipeline.normalize.tables import (
+    AIR_MAIN_CARRIAGE_LEGS,
+    SEA_MAIN_CARRIAGE_LEGS,
+    SHIPMENT_DOCUMENT_TABLES,
+    SHIPMENT_EVENTS,
+    SHIPMENT_MEMOS,
 )
 from freight_pipeline.sync.changes import read_complete
 from freight_pipeline.sync.settings import SyncSettings
@@ -70,48 +79,67 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-Fetch = Callable[[SourceAPI, Ref, SyncSettings], Awaitable[Any]]
+Fetch = Callable[["Part", SourceAPI, Ref, SyncSettings], Awaitable[Any]]
 Normalize = Callable[[Ref, Any, Problems], Rows]
+
+
+async def by_id(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings) -> Any:
+    """The records the part's per-shipment endpoint answers with (``GET .../{id}/...``)."""
+    return await source.get_shipment_records(part.endpoint, ref.shipment_id)
 
 
 @dataclass(frozen=True)
 class Part:
+    """One part of a shipment: where it is read, what it fills, and which shipments have it."""
+
     stream: str
+    """Its name: the key of its quarantine entries and data problems, and its Dagster metadata."""
+    endpoint: Endpoint
     tables: tuple[str, ...]
-    fetch: Fetch
     normalize: Normalize
-    request: Callable[[Ref], str]
-    """The request behind the part's answer, as a quarantine entry shows it."""
-    applies: Callable[[Ref], bool] = lambda ref: True
-    """False: the shipment cannot have data here (sea legs of an AIR shipment): rows cleared, no request."""
+    fetch: Fetch = by_id
+    mode: str | None = None
+    """Only shipments of this mode of transport have the part (None: every shipment); elsewhere its
+    rows are cleared and nothing is requested."""
+    by_number: bool = False
+    """Read by a lookup of the shipment's CLIENT and SHIPMENT_NUMBER (memo lines), not by its id."""
+
+    async def read(self, source: SourceAPI, ref: Ref, settings: SyncSettings) -> Any:
+        """The part's answer for one shipment, as received."""
+        return await self.fetch(self, source, ref, settings)
+
+    def applies(self, ref: Ref) -> bool:
+        """False: the shipment cannot have data here (sea legs of an AIR shipment)."""
+        return self.mode is None or ref.mode_of_transport == self.mode
+
+    def request(self, ref: Ref) -> str:
+        """The request behind the part's answer, as a quarantine entry shows it."""
+        if self.by_number:
+            return (f"{self.endpoint.method} {self.endpoint.path} (CLIENT {ref.client}, SHIPMENT_NUMBER "
+                    f"{ref.shipment_number})")
+        return f"{self.endpoint.method} {self.endpoint.format(id=ref.shipment_id)}"
 
     def with_mode_change(self, before: Ref, after: Ref) -> bool:
         """Whether an answer fetched for ``before`` is not the answer for ``after`` (the document
         said another mode, client or number than the lookup did): fetch it again."""
-        if self.stream in (AIR_LEGS, SEA_LEGS):
+        if self.mode is not None:
             return self.applies(before) != self.applies(after)
-        if self.stream == MEMOS:
+        if self.by_number:
             return (before.client, before.shipment_number) != (after.client, after.shipment_number)
         return False
 
+    def description(self) -> str:
+        """Where its rows come from, for the asset catalog."""
+        which = f"each changed {self.mode} shipment" if self.mode else "each changed shipment"
+        how = " (CLIENT, SHIPMENT_NUMBER)" if self.by_number else ""
+        return f"from {self.endpoint}{how} of {which}"
 
-async def _document(source: SourceAPI, ref: Ref, settings: SyncSettings) -> Any:
+
+async def _document(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings) -> Any:
     return await source.get_shipment(ref.shipment_id)
 
 
-async def _events(source: SourceAPI, ref: Ref, settings: SyncSettings) -> Any:
-    return await source.get_events(ref.shipment_id)
-
-
-async def _air(source: SourceAPI, ref: Ref, settings: SyncSettings) -> Any:
-    return await source.get_air_legs(ref.shipment_id)
-
-
-async def _sea(source: SourceAPI, ref: Ref, settings: SyncSettings) -> Any:
-    return await source.get_sea_legs(ref.shipment_id)
-
-
-async def _memos(source: SourceAPI, ref: Ref, settings: SyncSettings) -> Any:
+async def _memos(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings) -> Any:
     if not ref.client or not ref.shipment_number:
         return []
     client, number = ref.client, ref.shipment_number
@@ -123,28 +151,23 @@ async def _memos(source: SourceAPI, ref: Ref, settings: SyncSettings) -> Any:
     )
 
 
-def _get(path: str) -> Callable[[Ref], str]:
-    return lambda ref: f"GET /service/shipment/{ref.shipment_id}{path}"
-
-
 DOCUMENT_PART = Part(
-    DOCUMENT, STREAM_TABLES[DOCUMENT], _document, lambda ref, doc, problems: normalize_shipment(doc, problems), _get("")
+    DOCUMENT, ep.SHIPMENT_RETRIEVE, SHIPMENT_DOCUMENT_TABLES,
+    lambda ref, doc, problems: normalize_shipment(doc, problems), fetch=_document,
 )
 DETAIL_PARTS: tuple[Part, ...] = (
-    Part(EVENTS, STREAM_TABLES[EVENTS], _events,
-         lambda ref, data, problems: normalize_events(ref.shipment_id, data, problems), _get("/events")),
-    Part(AIR_LEGS, STREAM_TABLES[AIR_LEGS], _air,
-         lambda ref, data, problems: normalize_main_carriage(ref.shipment_id, data, "air", problems),
-         _get("/airmaincarriage"), applies=lambda ref: ref.mode_of_transport == "AIR"),
-    Part(SEA_LEGS, STREAM_TABLES[SEA_LEGS], _sea,
-         lambda ref, data, problems: normalize_main_carriage(ref.shipment_id, data, "sea", problems),
-         _get("/seamaincarriage"), applies=lambda ref: ref.mode_of_transport == "SEA"),
-    Part(MEMOS, STREAM_TABLES[MEMOS], _memos,
-         lambda ref, data, problems: normalize_memos(
-             data, {(ref.client, ref.shipment_number): ref.shipment_id}, problems),
-         lambda ref: f"POST /service/shipment/memo/lookup (CLIENT {ref.client}, SHIPMENT_NUMBER "
-                     f"{ref.shipment_number})"),
+    Part(EVENTS, ep.SHIPMENT_EVENTS, (SHIPMENT_EVENTS.name,),
+         lambda ref, data, problems: normalize_events(ref.shipment_id, data, problems)),
+    Part(AIR_LEGS, ep.SHIPMENT_AIR_MAIN_CARRIAGE, (AIR_MAIN_CARRIAGE_LEGS.name,),
+         lambda ref, data, problems: normalize_main_carriage(ref.shipment_id, data, "air", problems), mode="AIR"),
+    Part(SEA_LEGS, ep.SHIPMENT_SEA_MAIN_CARRIAGE, (SEA_MAIN_CARRIAGE_LEGS.name,),
+         lambda ref, data, problems: normalize_main_carriage(ref.shipment_id, data, "sea", problems), mode="SEA"),
+    Part(MEMOS, ep.MEMO_LOOKUP, (SHIPMENT_MEMOS.name,),
+         lambda ref, data, problems: normalize_memos(data, {(ref.client, ref.shipment_number): ref.shipment_id},
+                                                     problems),
+         fetch=_memos, by_number=True),
 )
+"""Every part but the document, fetched once the document (or the lookup) told the shipment's ref."""
 PARTS: tuple[Part, ...] = (DOCUMENT_PART, *DETAIL_PARTS)
 PART_BY_STREAM: dict[str, Part] = {part.stream: part for part in PARTS}
 ALL_PARTS: frozenset[str] = frozenset(PART_BY_STREAM)

@@ -15,43 +15,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
-from freight_pipeline.config import CODE_CONVERSIONS_ENV, DOCUMENTS_ENV, ServiceSettings
+from freight_pipeline.config import ServiceSettings
 from freight_pipeline.lake.settings import LakeSettings
-from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES
+from freight_pipeline.normalize import FREIGHT_TABLES
 from freight_pipeline.sync.client_source import ClientSource
-from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
-from freight_pipeline.sync.code_conversions import sync_code_conversions
-from freight_pipeline.sync.documents import STREAM as DOCUMENTS
-from freight_pipeline.sync.documents import sync_documents
 from freight_pipeline.sync.isolation import StreamUnreachable
-from freight_pipeline.sync.parts import PART_TABLES
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
-from freight_pipeline.sync.shipments import sync_shipments
 from freight_pipeline.sync.source import SourceAPI
+from freight_pipeline.sync.streams import STREAM_NAMES, Progress, Stream, stream_named
 from freight_pipeline.warehouse import PublishResult, Warehouse, explained_out_of_memory, publish
-
-STREAM_ORDER: tuple[str, ...] = (SHIPMENTS, CODE_CONVERSIONS, DOCUMENTS)
-"""Every stream, in the order a run executes them. The shipments stream also writes each changed
-shipment's events, legs and memos (``sync.parts``); the documents stream comes after it, because it
-lists the E-Files of the shipments it wrote, and last, so that its failure (an account without
-E-File permissions, say) leaves the other streams' work done."""
-
-STREAM_WRITES: dict[str, tuple[str, ...]] = {
-    SHIPMENTS: PART_TABLES,
-    CODE_CONVERSIONS: STREAM_TABLES[CODE_CONVERSIONS],
-    DOCUMENTS: STREAM_TABLES[DOCUMENTS],
-}
-"""The ``freight`` tables each stream writes (the shipments stream: every part's), whose
-``freight_meta.table_freshness`` rows its runs keep."""
-
-Progress = Callable[[str], None]
-
-
-class UnknownStream(ValueError):
-    pass
-
 
 RUN_GC_THRESHOLDS = (10_000, 20, 100)
 """Python's cyclic collector during a run: a run allocates millions of short-lived dicts (parsed
@@ -91,23 +64,15 @@ def one_line_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:1000] if text else type(exc).__name__
 
 
-async def _dispatch(
-    name: str, source: SourceAPI, warehouse: Warehouse, settings: SyncSettings, run_id: str, progress: Progress | None
-) -> StreamResult:
-    if name == SHIPMENTS:
-        return await sync_shipments(source, warehouse, settings, run_id, progress)
-    if name == DOCUMENTS:
-        return await sync_documents(source, warehouse, settings, run_id, progress)
-    if name == CODE_CONVERSIONS:
-        if not settings.code_conversions:
-            skipped = StreamResult(run_id, name, dt.datetime.now(dt.UTC), cursor_before=warehouse.get_cursor(name))
-            skipped.cursor_after = skipped.cursor_before
-            skipped.extra["skipped"] = f"the code-conversions stream is off ({CODE_CONVERSIONS_ENV}=0)"
-            return skipped
-        return await sync_code_conversions(
-            source, warehouse, run_id, progress, attempts=settings.count_attempts, backoff=settings.backoff
-        )
-    raise UnknownStream(f"unknown stream {name!r}; streams are {', '.join(STREAM_ORDER)}")
+def _switched_off(stream: Stream, warehouse: Warehouse, run_id: str, progress: Progress | None) -> StreamResult:
+    """The run of a stream that is switched off: it reads and writes nothing."""
+    assert stream.switch is not None
+    cursor = warehouse.get_cursor(stream.name)
+    skipped = StreamResult(run_id, stream.name, dt.datetime.now(dt.UTC), cursor_before=cursor, cursor_after=cursor)
+    skipped.extra["skipped"] = f"the {stream.name} stream is off ({stream.switch.variable}=0)"
+    if progress is not None:
+        progress(f"{stream.name}: {skipped.extra['skipped']}")
+    return skipped
 
 
 async def run_stream_async(
@@ -119,15 +84,17 @@ async def run_stream_async(
     progress: Progress | None = None,
 ) -> StreamResult:
     """Run one stream, logging it in ``sync_runs`` as running, then success or failed (and re-raise)."""
-    if name not in STREAM_ORDER:
-        raise UnknownStream(f"unknown stream {name!r}; streams are {', '.join(STREAM_ORDER)}")
+    stream = stream_named(name)
     started = StreamResult(run_id, name, dt.datetime.now(dt.UTC), cursor_before=warehouse.get_cursor(name))
     requests_before, retries_before = source.request_counts()
-    tables = STREAM_WRITES[name]
+    tables = stream.tables
     warehouse.record_run(started, tables)
     try:
-        with explained_out_of_memory(f"stream {name}"), _unreachable_named(name):
-            result = await _dispatch(name, source, warehouse, settings, run_id, progress)
+        with explained_out_of_memory(f"stream {name}"), _unreachable_named(stream):
+            if stream.switch is not None and not stream.switch.is_on(settings):
+                result = _switched_off(stream, warehouse, run_id, progress)
+            else:
+                result = await stream.run(source, warehouse, settings, run_id, progress)
     except BaseException as exc:
         requests_after, retries_after = source.request_counts()
         started.status = "failed"
@@ -145,24 +112,20 @@ async def run_stream_async(
     return result
 
 
-STREAM_SWITCHES: dict[str, str] = {DOCUMENTS: DOCUMENTS_ENV, CODE_CONVERSIONS: CODE_CONVERSIONS_ENV}
-"""The setting that switches a stream off (the shipments stream has none: the others follow it)."""
-
-
 @contextmanager
-def _unreachable_named(name: str) -> Iterator[None]:
+def _unreachable_named(stream: Stream) -> Iterator[None]:
     """A 403 (a permission the account lacks) ends a stream that can be switched off as
     StreamUnreachable, which names the stream and its switch; the shipments stream's 403 stays the
     client's PermissionDeniedError (it names the endpoint and whom to ask)."""
     try:
         yield
     except PermissionDeniedError as exc:
-        if name not in STREAM_SWITCHES:
+        if stream.switch is None:
             raise
         request = f"{exc.method} {exc.path}" if exc.method and exc.path else None
-        raise StreamUnreachable(name, exc.status_code, request, STREAM_SWITCHES[name]) from exc
+        raise StreamUnreachable(stream.name, exc.status_code, request, stream.switch.variable) from exc
     except StreamUnreachable as exc:
-        exc.switch = exc.switch or STREAM_SWITCHES.get(name)
+        exc.switch = exc.switch or (stream.switch.variable if stream.switch else None)
         raise
 
 
@@ -192,7 +155,7 @@ def sync_all(
     data_dir: Path,
     settings: SyncSettings | None = None,
     *,
-    streams: Sequence[str] = STREAM_ORDER,
+    streams: Sequence[str] = STREAM_NAMES,
     run_id: str | None = None,
     progress: Progress | None = None,
     publish_after: bool = True,
@@ -205,16 +168,15 @@ def sync_all(
     """
     settings = settings or SyncSettings()
     run_id = run_id or new_run_id()
-    unknown = [s for s in streams if s not in STREAM_ORDER]
-    if unknown:
-        raise UnknownStream(f"unknown streams {unknown}; streams are {', '.join(STREAM_ORDER)}")
+    for name in streams:
+        stream_named(name)  # refuse an unknown name before anything runs
 
     async def go() -> list[StreamResult]:
         results: list[StreamResult] = []
         async with open_client(service, settings) as client:
             source = source_factory(client)
             with explained_out_of_memory("the sync"), open_warehouse(data_dir) as warehouse:
-                for name in STREAM_ORDER:
+                for name in STREAM_NAMES:
                     if name in streams:
                         results.append(await run_stream_async(name, source, warehouse, settings, run_id, progress))
         return results

@@ -14,7 +14,8 @@ from freight_pipeline.cli import main
 from freight_pipeline.client import AuthenticationError
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
-from freight_pipeline.sync.runner import STREAM_ORDER, sync_all
+from freight_pipeline.sync.runner import sync_all
+from freight_pipeline.sync.streams import STREAM_NAMES
 
 
 def _counts(data_dir: Path) -> dict[str, int]:
@@ -33,7 +34,7 @@ def test_status_prints_streams_runs_and_row_counts(published: Path, capsys: pyte
     out = capsys.readouterr().out
     assert f"published warehouse: {published / 'warehouse.duckdb'}" in out
     lines = out.splitlines()
-    for stream in STREAM_ORDER:  # every stream: a row with its cursor and a successful last run
+    for stream in STREAM_NAMES:  # every stream: a row with its cursor and a successful last run
         row = next(line for line in lines if line.split()[:1] == [stream])
         assert "success" in row, row
     shipments_row = next(line for line in lines if line.split()[:1] == ["shipments"])
@@ -50,7 +51,7 @@ def test_status_json(published: Path, capsys: pytest.CaptureFixture[str]) -> Non
     report = json.loads(capsys.readouterr().out)
     assert report["tables"] == _counts(published)
     streams = {s["stream"]: s for s in report["streams"]}
-    assert set(STREAM_ORDER) <= set(streams)
+    assert set(STREAM_NAMES) <= set(streams)
     assert streams["shipments"]["last_run"]["status"] == "success"
     assert streams["shipments"]["last_run"]["rows_read"] == 100
     assert json.loads(streams["shipments"]["cursor"])["date"].startswith("2026-")

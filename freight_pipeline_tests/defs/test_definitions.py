@@ -16,8 +16,9 @@ from freight_pipeline.definitions import defs
 from freight_pipeline.defs import checks, dbt, jobs, resources
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
-from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES, TABLES_BY_NAME
+from freight_pipeline.normalize import FREIGHT_TABLES, TABLES_BY_NAME
 from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.sync.streams import RECORD_SOURCES
 from freight_pipeline.warehouse import meta
 from freight_pipeline_tests.dbt.marts import marts
 
@@ -46,10 +47,16 @@ def test_every_freight_table_is_an_asset_in_the_freight_group(repo: dg.Repositor
     # events, legs and memos, each table an asset of its own
     shipments = repo.assets_defs_by_key[dg.AssetKey(["freight", "shipments"])]
     expected = [t for part in ("shipments", "shipment_events", "air_main_carriage_legs", "sea_main_carriage_legs",
-                               "shipment_memos") for t in STREAM_TABLES[part]]
+                               "shipment_memos") for t in RECORD_SOURCES[part]]
     assert set(shipments.keys) == {dg.AssetKey(["freight", t]) for t in expected}
     assert repo.assets_defs_by_key[dg.AssetKey(["freight", "shipment_events"])] is shipments
     assert graph.get(dg.AssetKey(["freight", "code_conversions"])).parent_keys == set()
+    # the documents stream lists the E-Files of the shipments written first: its tables wait for them
+    assert graph.get(dg.AssetKey(["freight", "shipment_documents"])).parent_keys == {SHIPMENTS_KEY}
+    events = graph.get(dg.AssetKey(["freight", "shipment_events"])).description
+    assert "written by the shipments stream (from GET /service/shipment/{id}/events of each changed" in events
+    air = graph.get(dg.AssetKey(["freight", "air_main_carriage_legs"])).description
+    assert "of each changed AIR shipment" in air
 
 
 def test_dbt_models_are_assets_downstream_of_the_freight_tables(repo: dg.RepositoryDefinition) -> None:
@@ -81,7 +88,7 @@ def test_checks_cover_keys_orphans_freshness_and_rejects(repo: dg.RepositoryDefi
     children = [t for t in FREIGHT_TABLES if "shipment_id" in t.column_index and t.name != "shipments"]
     assert children and all((dg.AssetKey(["freight", t.name]), "no_orphan_rows") in names for t in children)
     assert (dg.AssetKey(["freight", "shipments"]), "freshness_check") in names
-    for tables in STREAM_TABLES.values():
+    for tables in RECORD_SOURCES.values():
         assert (dg.AssetKey(["freight", tables[0]]), "no_rejected_records") in names
     # dbt's tests run in its build (a failure fails it, named; a warning is logged) but are no asset
     # checks: two stored events each per run (planned, evaluated) cost more than they showed

@@ -21,11 +21,11 @@ from freight_pipeline.defs.dbt import DBT_BUILD_STREAM, TARGET_DIR, read_run_res
 from freight_pipeline.defs.jobs import WRITER_TAG
 from freight_pipeline.defs.publish import PUBLISH_KEY
 from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
-from freight_pipeline.normalize import FREIGHT_TABLES, STREAM_TABLES
+from freight_pipeline.normalize import FREIGHT_TABLES
 from freight_pipeline.simulator.config import SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import running_simulator
-from freight_pipeline.sync.runner import STREAM_ORDER
 from freight_pipeline.sync.shipments import PART_STREAMS
+from freight_pipeline.sync.streams import RECORD_SOURCES, STREAM_BY_NAME, STREAM_NAMES
 from freight_pipeline.warehouse import published_db_path, working_db_path
 from freight_pipeline_tests.dbt.marts import marts
 
@@ -89,18 +89,18 @@ def test_both_runs_succeed(runs: Runs) -> None:
 
 
 def test_every_sync_asset_reports_its_figures(runs: Runs) -> None:
-    for stream in STREAM_ORDER:  # each stream's figures on its first table
-        figures = _metadata(runs.first, "freight", STREAM_TABLES[stream][0])
+    for stream in STREAM_NAMES:  # each stream's figures on its first table
+        figures = _metadata(runs.first, "freight", STREAM_BY_NAME[stream].tables[0])
         assert set(STREAM_FIGURES) <= set(figures), stream
         assert figures["rows_read"] > 0 and figures["requests"] > 0, stream
         assert figures["rejected"] == 0 and figures["cursor_before"] is None and figures["cursor_after"], stream
         assert figures["quarantined"] == figures["data_problems"] == figures["retry_queue"] == 0, stream
     for part in PART_STREAMS[1:]:  # each part of a shipment its own figures on its first table
-        figures = _metadata(runs.first, "freight", STREAM_TABLES[part][0])
+        figures = _metadata(runs.first, "freight", RECORD_SOURCES[part][0])
         assert set(PART_FIGURES) <= set(figures), part
         assert figures["shipments_loaded"] == SHIPMENTS and figures["records_read"] > 0, part
         assert figures["quarantined"] == figures["data_problems"] == figures["retry_queue"] == 0, part
-    for tables in STREAM_TABLES.values():
+    for tables in RECORD_SOURCES.values():
         for table in tables:
             assert _metadata(runs.first, "freight", table)["dagster/row_count"] > 0, table
     shipments = _metadata(runs.first, "freight", "shipments")
@@ -162,7 +162,7 @@ def test_published_warehouse_has_freight_tables_and_marts(runs: Runs) -> None:
 def test_sync_runs_are_logged_with_the_dagster_run_id(runs: Runs) -> None:
     with duckdb.connect(str(published_db_path(runs.data_dir)), read_only=True) as con:
         rows = con.execute("SELECT run_id, stream, status FROM freight_meta.sync_runs").fetchall()
-    streams = {(run.run_id, s) for run in (runs.first, runs.second) for s in STREAM_ORDER}
+    streams = {(run.run_id, s) for run in (runs.first, runs.second) for s in STREAM_NAMES}
     # the first run built dbt (logged as stream dbt_build), the second ran only the sync and publish
     assert {(r, s) for r, s, _ in rows} == streams | {(runs.first.run_id, DBT_BUILD_STREAM)}
     assert {status for _, _, status in rows} == {"success"}

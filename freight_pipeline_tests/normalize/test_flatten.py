@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from freight_pipeline.normalize import (
-    STREAM_TABLES,
     NormalizationError,
     Problems,
     RecordShapeError,
@@ -19,6 +18,7 @@ from freight_pipeline.normalize import (
     normalize_memos,
     normalize_shipment,
 )
+from freight_pipeline.normalize.tables import SHIPMENT_DOCUMENT_TABLES
 from freight_pipeline_tests.normalize import samples
 
 INSTANT = dt.datetime(2026, 11, 1, 9, 15, 30, tzinfo=dt.UTC)
@@ -34,9 +34,9 @@ def rows() -> dict[str, list[dict[str, Any]]]:
 
 
 def test_shipment_returns_every_table_of_its_stream(rows: dict[str, list[dict[str, Any]]]) -> None:
-    assert set(rows) == set(STREAM_TABLES["shipments"])
+    assert set(rows) == set(SHIPMENT_DOCUMENT_TABLES)
     minimal = normalize_shipment({"id": 5})
-    assert set(minimal) == set(STREAM_TABLES["shipments"])
+    assert set(minimal) == set(SHIPMENT_DOCUMENT_TABLES)
     assert minimal["shipments"] == [{"shipment_id": 5}]
     assert all(not v for k, v in minimal.items() if k != "shipments")
 

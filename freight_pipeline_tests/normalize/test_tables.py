@@ -12,7 +12,6 @@ import pytest
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.normalize import (
     FREIGHT_TABLES,
-    STREAM_TABLES,
     TABLES_BY_NAME,
     merge_rows,
     normalize_code_conversions,
@@ -113,8 +112,6 @@ def test_specs_are_consistent() -> None:
         assert spec.replace_key == expected, spec.name
         for key in spec.primary_key:
             assert not spec.column_index[key].nullable, (spec.name, key)
-    streamed = [t for tables in STREAM_TABLES.values() for t in tables]
-    assert sorted(streamed) == sorted(TABLES_BY_NAME), "every table is filled by exactly one stream"
 
 
 def test_arrow_output_matches_spec(batch: dict[str, pa.Table]) -> None:

@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from freight_pipeline.client import AsyncFreightClient
+from freight_pipeline.client import endpoints as ep
+from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import Criterion, LookupResult
 from freight_pipeline.sync.client_source import ClientSource
@@ -267,17 +269,9 @@ class DeletedWhileRead(ClientSource):
         if shipment_id == self.victim:
             await self.document_read.wait()
 
-    async def get_events(self, shipment_id: int) -> list[dict[str, Any]]:
+    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]]:
         await self._after_the_document(shipment_id)
-        return await super().get_events(shipment_id)
-
-    async def get_air_legs(self, shipment_id: int) -> list[dict[str, Any]]:
-        await self._after_the_document(shipment_id)
-        return await super().get_air_legs(shipment_id)
-
-    async def get_sea_legs(self, shipment_id: int) -> list[dict[str, Any]]:
-        await self._after_the_document(shipment_id)
-        return await super().get_sea_legs(shipment_id)
+        return await super().get_shipment_records(endpoint, shipment_id)
 
     async def memo_pages(self, client: str, shipment_number: str) -> AsyncIterator[LookupResult]:
         await self.document_read.wait()  # only the victim is read in the run this source is made for
@@ -302,15 +296,11 @@ class LookupSaysAnotherMode(ClientSource):
                  for item in result.items]
         return LookupResult(items, result.row_count)
 
-    async def get_air_legs(self, shipment_id: int) -> list[dict[str, Any]]:
-        if shipment_id == self.victim:
-            self.legs_asked.append("air")
-        return await super().get_air_legs(shipment_id)
-
-    async def get_sea_legs(self, shipment_id: int) -> list[dict[str, Any]]:
-        if shipment_id == self.victim:
-            self.legs_asked.append("sea")
-        return await super().get_sea_legs(shipment_id)
+    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]]:
+        legs = {ep.SHIPMENT_AIR_MAIN_CARRIAGE: "air", ep.SHIPMENT_SEA_MAIN_CARRIAGE: "sea"}
+        if shipment_id == self.victim and endpoint in legs:
+            self.legs_asked.append(legs[endpoint])
+        return await super().get_shipment_records(endpoint, shipment_id)
 
 
 class InstantsWithoutOffset(ClientSource):

@@ -31,8 +31,9 @@ from freight_pipeline.datetimes import parse_iso_datetime, to_utc
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.result import StreamResult
-from freight_pipeline.sync.runner import STREAM_ORDER, sync_all
+from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.shipments import FROM_SCRATCH
+from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 
@@ -110,14 +111,14 @@ def landed_in(work_db: Path, run_id: str, store: Any) -> str:
             "SELECT stream, status, cursor_before FROM freight_meta.sync_runs WHERE run_id = ?", [run_id]
         ).fetchall()}
         cursor = con.execute("SELECT cursor_value FROM freight_meta.sync_state WHERE stream = 'shipments'").fetchall()
-    started = [s for s in STREAM_ORDER if s in runs]
+    started = [s for s in STREAM_NAMES if s in runs]
     if not started:
         return "startup"
     last = started[-1]
     status, cursor_before = runs[last]
     if status == "success":
-        position = STREAM_ORDER.index(last) + 1
-        last = STREAM_ORDER[position] if position < len(STREAM_ORDER) else "publish"
+        position = STREAM_NAMES.index(last) + 1
+        last = STREAM_NAMES[position] if position < len(STREAM_NAMES) else "publish"
         if last == "publish":
             return "publish"
     if last == "shipments":

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.normalize import FREIGHT_TABLES
 from freight_pipeline.sync.changes import Criterion, LookupResult
 from freight_pipeline.sync.cursor import (
@@ -180,8 +181,8 @@ class InMemoryShipments:
         self.fetched.append(shipment_id)
         return dict(self.docs[shipment_id])
 
-    async def get_events(self, shipment_id: int) -> list[dict[str, Any]]:
-        return []  # these documents have no mode (no legs) and no client (no memo lookup)
+    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]]:
+        return []  # events only: these documents have no mode (no legs) and no client (no memo lookup)
 
     def request_counts(self) -> tuple[int, int]:
         return 0, 0

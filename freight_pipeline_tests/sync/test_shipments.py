@@ -23,7 +23,7 @@ from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import RowCountMismatch
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.cursor import ShipmentKey
-from freight_pipeline.sync.runner import STREAM_ORDER
+from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse import WarehouseOutOfMemory
 from freight_pipeline_tests.sync.conftest import (
     SHIPMENTS,
@@ -86,7 +86,7 @@ def test_full_then_incremental_sync_equals_the_source(sim: RunningSimulator, syn
         == fetched
     assert_converged(sim.store, published(tmp_path))
     runs = query(published(tmp_path), "SELECT stream, status, count(*) FROM freight_meta.sync_runs GROUP BY ALL")
-    assert sorted(runs) == sorted((stream, "success", 2) for stream in STREAM_ORDER)
+    assert sorted(runs) == sorted((stream, "success", 2) for stream in STREAM_NAMES)
 
 
 def test_records_modified_while_paging_converge_after_a_quiet_run(

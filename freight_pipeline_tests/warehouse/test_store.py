@@ -13,6 +13,7 @@ import pytest
 from freight_pipeline import normalize
 from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.normalize.schema import Column, TableSpec
+from freight_pipeline.normalize.tables import SHIPMENT_DOCUMENT_TABLES
 from freight_pipeline.warehouse import (
     BatchWrite,
     RawDocument,
@@ -292,7 +293,7 @@ def test_raw_document_types(wh: Warehouse) -> None:
 
 
 def test_real_freight_tables(tmp_path: Path) -> None:
-    stream_tables = normalize.STREAM_TABLES["shipments"]
+    stream_tables = SHIPMENT_DOCUMENT_TABLES
     with Warehouse(tmp_path, normalize.FREIGHT_TABLES) as wh:
         docs = [samples.shipment(i) for i in (1, 2)]
         rows_by_table: dict[str, list] = {}

@@ -1,0 +1,88 @@
+"""The stream registry: every table has exactly one stream and one source of records, the run order
+honours what each stream reads first, and a stream that is switched off reads and writes nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from freight_pipeline.client import endpoints as ep
+from freight_pipeline.normalize import FREIGHT_TABLES
+from freight_pipeline.simulator.server import running_simulator
+from freight_pipeline.sync.parts import DETAIL_PARTS, DOCUMENT_PART, PARTS, Ref
+from freight_pipeline.sync.streams import (
+    CODE_CONVERSIONS,
+    RECORD_SOURCES,
+    STREAM_NAMES,
+    STREAMS,
+    TABLE_SOURCE,
+    TABLE_WRITER,
+    UnknownStream,
+    stream_named,
+)
+from freight_pipeline_tests.sync.conftest import query, syncer, work_db
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
+
+
+def test_every_freight_table_is_written_by_exactly_one_stream_and_filled_by_one_source() -> None:
+    written = Counter(table for stream in STREAMS for table in stream.tables)
+    assert written == Counter(spec.name for spec in FREIGHT_TABLES)
+    filled = Counter(table for tables in RECORD_SOURCES.values() for table in tables)
+    assert filled == written
+    assert set(TABLE_WRITER) == set(TABLE_SOURCE) == set(written)
+    # the shipments stream writes every part's tables, the document's first
+    shipments = stream_named("shipments")
+    assert shipments.tables == tuple(t for part in PARTS for t in part.tables)
+    assert shipments.tables[0] == "shipments" and shipments.parts[0] is DOCUMENT_PART
+
+
+def test_each_stream_runs_after_the_streams_it_reads_first() -> None:
+    for position, stream in enumerate(STREAMS):
+        assert set(stream.reads_first) <= set(STREAM_NAMES[:position]), stream.name
+    assert stream_named("documents").reads_first == ("shipments",)
+    assert STREAM_NAMES[-1] == "documents"  # its failure (a missing permission) leaves the others' work done
+
+
+def test_streams_and_parts_name_declared_endpoints_only() -> None:
+    declared = set(ep.ALL_ENDPOINTS)
+    for stream in STREAMS:
+        assert stream.endpoints and set(stream.endpoints) <= declared, stream.name
+    assert {part.endpoint for part in PARTS} <= set(stream_named("shipments").endpoints)
+
+
+def test_a_part_names_the_request_behind_its_answer_and_which_shipments_have_it() -> None:
+    air = Ref(7, "C1", "S-7", "AIR")
+    events, air_legs, sea_legs, memos = DETAIL_PARTS
+    assert events.request(air) == "GET /service/shipment/7/events"
+    assert memos.request(air) == "POST /service/shipment/memo/lookup (CLIENT C1, SHIPMENT_NUMBER S-7)"
+    assert air_legs.applies(air) and not sea_legs.applies(air) and events.applies(air)
+    sea = dataclasses.replace(air, mode_of_transport="SEA")
+    assert air_legs.with_mode_change(air, sea) and sea_legs.with_mode_change(air, sea)
+    assert not events.with_mode_change(air, sea) and not memos.with_mode_change(air, sea)
+    assert memos.with_mode_change(air, dataclasses.replace(air, shipment_number="S-8"))
+    assert air_legs.description() == "from GET /service/shipment/{id}/airmaincarriage of each changed AIR shipment"
+
+
+def test_an_unknown_stream_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
+    with pytest.raises(UnknownStream, match="streams are shipments, code_conversions, documents"):
+        stream_named("shipment")
+    with running_simulator(shipments=3, seed=7) as sim, pytest.raises(UnknownStream, match="'shipment'"):
+        syncer(sim, tmp_path)(streams=["shipments", "shipment"])
+    assert sim.request_count() == 0  # refused before anything ran
+
+
+def test_a_stream_switched_off_reads_and_writes_nothing(tmp_path: Path) -> None:
+    with running_simulator(shipments=3, seed=7) as sim:
+        settings = dataclasses.replace(TEST_SETTINGS, code_conversions=False, documents=False)
+        by_name = syncer(sim, tmp_path, publish_after=False)(settings)
+        assert sim.request_count(path=CODE_CONVERSIONS.endpoints[0].path) == 0
+        assert by_name["code_conversions"].extra["skipped"] == (
+            "the code_conversions stream is off (FREIGHT_SYNC_CODE_CONVERSIONS=0)")
+        assert by_name["code_conversions"].requests == 0 and by_name["shipments"].rows_written > 0
+        assert query(work_db(tmp_path), "SELECT count(*) FROM freight.code_conversions") == [(0,)]
+        assert query(work_db(tmp_path), "SELECT table_name, last_status FROM freight_meta.table_freshness "
+                     "WHERE table_name IN ('code_conversions', 'shipment_documents') ORDER BY 1") == [
+            ("code_conversions", "switched off"), ("shipment_documents", "switched off")]
