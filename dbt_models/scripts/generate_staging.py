@@ -77,7 +77,8 @@ from staging_sql import (
 from staging_yml import sources_yml, staging_yml
 
 from freight_pipeline.normalize.schema import Column, TableSpec
-from freight_pipeline.normalize.tables import FREIGHT_TABLES, LEG_ENDS
+from freight_pipeline.normalize.specs.legs import LEG_ENDS
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 
 __all__ = [
     "BOOLEAN_RENAMES",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from staging_rules import SOURCE_NAME, CodeList, Staging, quote, select_expression
 
 from freight_pipeline.normalize.schema import Column, TableSpec
-from freight_pipeline.normalize.tables import LEG_ENDS
+from freight_pipeline.normalize.specs.legs import LEG_ENDS
 
 
 def leg_end_suffixes() -> list[str]:

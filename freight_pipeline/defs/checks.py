@@ -24,7 +24,8 @@ import duckdb
 from freight_pipeline.defs import queries
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import table_key
-from freight_pipeline.normalize import FREIGHT_TABLES, TableSpec
+from freight_pipeline.normalize.schema import TableSpec
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.parts import DOCUMENT_PART
 from freight_pipeline.sync.streams import RECORD_SOURCES, SHIPMENTS, TABLE_SOURCE
 

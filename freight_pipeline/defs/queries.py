@@ -12,7 +12,8 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.normalize import TABLES_BY_NAME, TableSpec
+from freight_pipeline.normalize.schema import TableSpec
+from freight_pipeline.normalize.tables import TABLES_BY_NAME
 from freight_pipeline.sync.streams import SHIPMENTS
 from freight_pipeline.warehouse import meta
 

@@ -14,7 +14,8 @@ import dagster as dg
 from freight_pipeline.defs import queries
 from freight_pipeline.defs.dbt import warm_up
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
-from freight_pipeline.normalize import TABLES_BY_NAME, TableSpec
+from freight_pipeline.normalize.schema import TableSpec
+from freight_pipeline.normalize.tables import TABLES_BY_NAME
 from freight_pipeline.sync.parts import PART_BY_STREAM
 from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.result import StreamResult

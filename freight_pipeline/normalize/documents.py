@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime, to_utc
+from freight_pipeline.normalize.converters import BIGINT, JSON, TIMESTAMPTZ, VARCHAR
 from freight_pipeline.normalize.errors import RecordShapeError
-from freight_pipeline.normalize.fields import BIGINT, JSON, TIMESTAMPTZ, VARCHAR
 from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.schema import Column, TableSpec
 

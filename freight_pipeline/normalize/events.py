@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from freight_pipeline.normalize import tables as t
+from freight_pipeline.normalize.converters import Row, Rows, is_text
 from freight_pipeline.normalize.errors import show
-from freight_pipeline.normalize.fields import Row, Rows, as_items, is_text
+from freight_pipeline.normalize.plain_fields import as_items
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.records import require_list, require_shipment_id
+from freight_pipeline.normalize.specs.events_memos import EVENT_DATETIME, EVENT_LOCATION, SHIPMENT_EVENTS
 
 
 def _code(value: Any) -> str | None:
@@ -37,8 +38,8 @@ def normalize_events(shipment_id: int, events: list[dict[str, Any]] | None, prob
             problems.add(path, event, reason)
             continue
         row: Row = {"shipment_id": shipment_id, "event": code, "type": kind, "source_duplicates": 0}
-        t.EVENT_DATETIME.put(row, event.get("date_time"), f"{path}.date_time", problems)
-        t.EVENT_LOCATION.put(row, event.get("location"), f"{path}.location", problems)
+        EVENT_DATETIME.put(row, event.get("date_time"), f"{path}.date_time", problems)
+        EVENT_LOCATION.put(row, event.get("location"), f"{path}.location", problems)
         previous = by_key.pop((code, kind), None)
         if previous is not None:
             earlier_path, earlier_event, earlier = previous
@@ -46,4 +47,4 @@ def normalize_events(shipment_id: int, events: list[dict[str, Any]] | None, prob
             reason = f"duplicate event ({code}, {kind}): the later one, {path}, is loaded"
             problems.add(earlier_path, earlier_event, reason)
         by_key[(code, kind)] = (path, event, row)
-    return {t.SHIPMENT_EVENTS.name: [row for _, _, row in by_key.values()]}
+    return {SHIPMENT_EVENTS.name: [row for _, _, row in by_key.values()]}

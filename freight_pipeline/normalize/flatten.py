@@ -13,23 +13,40 @@ from typing import Any
 import pyarrow as pa
 
 from freight_pipeline.datetimes import DateTimeParseError, format_offset, parse_iso_datetime
-from freight_pipeline.normalize import tables as t
 from freight_pipeline.normalize.addresses import add_addresses, add_containers
+from freight_pipeline.normalize.converters import Row, Rows
 from freight_pipeline.normalize.errors import NormalizationError, show
-from freight_pipeline.normalize.fields import Row, Rows, as_object, compile_fields, copy_fields, items_of
 from freight_pipeline.normalize.goods import add_goods
 from freight_pipeline.normalize.legs import add_carriage_legs
+from freight_pipeline.normalize.plain_fields import as_object, compile_fields, copy_fields, items_of
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.records import record_id
+from freight_pipeline.normalize.specs.events_memos import (
+    AES_FIELDS,
+    CUSTOM_FIELD_FIELDS,
+    SHIPMENT_AES,
+    SHIPMENT_CUSTOM_FIELDS,
+)
+from freight_pipeline.normalize.specs.shipments import (
+    CREDIT_FIELDS,
+    CUSTOMS_FIELDS,
+    EMPLOYEE_FIELDS,
+    INSURANCE_FIELDS,
+    INSURER_FIELDS,
+    SHIPMENT_FIELDS,
+    SHIPMENT_TIMESTAMP_FIELDS,
+    SHIPMENTS,
+)
+from freight_pipeline.normalize.tables import SHIPMENT_DOCUMENT_TABLES, TABLES_BY_NAME
 
-_SHIPMENT = compile_fields((*t.SHIPMENT_FIELDS, *t.SHIPMENT_TIMESTAMP_FIELDS))
-_EMPLOYEES = compile_fields(t.EMPLOYEE_FIELDS)
-_INSURANCE = compile_fields(t.INSURANCE_FIELDS)
-_INSURER = compile_fields(t.INSURER_FIELDS)
-_CREDIT = compile_fields(t.CREDIT_FIELDS)
-_CUSTOMS = compile_fields(t.CUSTOMS_FIELDS)
-_AES = compile_fields(t.AES_FIELDS)
-_CUSTOM_FIELDS = compile_fields(t.CUSTOM_FIELD_FIELDS)
+_SHIPMENT = compile_fields((*SHIPMENT_FIELDS, *SHIPMENT_TIMESTAMP_FIELDS))
+_EMPLOYEES = compile_fields(EMPLOYEE_FIELDS)
+_INSURANCE = compile_fields(INSURANCE_FIELDS)
+_INSURER = compile_fields(INSURER_FIELDS)
+_CREDIT = compile_fields(CREDIT_FIELDS)
+_CUSTOMS = compile_fields(CUSTOMS_FIELDS)
+_AES = compile_fields(AES_FIELDS)
+_CUSTOM_FIELDS = compile_fields(CUSTOM_FIELD_FIELDS)
 
 def _put_object(
     row: Row, doc: Mapping[str, Any], key: str, fields: Any, problems: Problems
@@ -82,7 +99,7 @@ def normalize_shipment(doc: Mapping[str, Any], problems: Problems | None = None)
         raise NormalizationError(f"document: {show(doc)} is not an object")
     shipment_id = record_id(doc, "")
     problems = sink(problems)
-    out: Rows = {name: [] for name in t.SHIPMENT_DOCUMENT_TABLES}
+    out: Rows = {name: [] for name in SHIPMENT_DOCUMENT_TABLES}
     row: Row = {"shipment_id": shipment_id}
     copy_fields(row, doc, _SHIPMENT, "", problems)
     _put_local_clock(row, doc.get("last_modified_date_time"))
@@ -94,14 +111,14 @@ def normalize_shipment(doc: Mapping[str, Any], problems: Problems | None = None)
             copy_fields(row, insurer, _INSURER, "insurance.insurer", problems)
     _put_object(row, doc, "credit_data", _CREDIT, problems)
     _put_object(row, doc, "customs_data", _CUSTOMS, problems)
-    out[t.SHIPMENTS.name].append(row)
+    out[SHIPMENTS.name].append(row)
 
     add_goods(out, shipment_id, doc, problems)
     add_addresses(out, shipment_id, doc, problems)
     add_containers(out, shipment_id, doc, problems)
     add_carriage_legs(out, shipment_id, doc, problems)
-    _add_simple_children(out, t.SHIPMENT_AES.name, shipment_id, doc, "aes", _AES, problems)
-    custom_fields = t.SHIPMENT_CUSTOM_FIELDS.name
+    _add_simple_children(out, SHIPMENT_AES.name, shipment_id, doc, "aes", _AES, problems)
+    custom_fields = SHIPMENT_CUSTOM_FIELDS.name
     _add_simple_children(out, custom_fields, shipment_id, doc, "custom_fields", _CUSTOM_FIELDS, problems)
     return out
 
@@ -122,7 +139,7 @@ def to_arrow_batch(rows_by_table: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
     """
     tables: dict[str, pa.Table] = {}
     for name, rows in rows_by_table.items():
-        spec = t.TABLES_BY_NAME.get(name)
+        spec = TABLES_BY_NAME.get(name)
         if spec is None:
             raise KeyError(f"unknown freight table {name!r}")
         tables[name] = spec.to_arrow(rows)

@@ -5,40 +5,50 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from freight_pipeline.normalize import tables as t
+from freight_pipeline.normalize.converters import Row, Rows
 from freight_pipeline.normalize.errors import show
-from freight_pipeline.normalize.fields import (
-    Row,
-    Rows,
-    compile_fields,
-    copy_fields,
-    items_of,
-    loose_datetime,
-    string_lines,
-)
+from freight_pipeline.normalize.groups import loose_datetime
+from freight_pipeline.normalize.plain_fields import compile_fields, copy_fields, items_of, string_lines
 from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.specs.goods import (
+    DANGEROUS_GOOD_CONTACT,
+    DANGEROUS_GOOD_FIELDS,
+    GOOD_CUSTOMS,
+    GOOD_CUSTOMS_FIELDS,
+    GOOD_DANGEROUS_GOODS,
+    GOOD_DESCRIPTIONS,
+    GOOD_FIELDS,
+    GOOD_HS_CODES,
+    GOOD_MARKS,
+    GOOD_MEASUREMENTS,
+    GOOD_MRNS,
+    HS_CODE_FIELDS,
+    MEASUREMENT_FIELDS,
+    MRN_FIELDS,
+    SHIPMENT_GOODS,
+)
 
 MAX_DEPTH = 32  # far beyond any real hierarchy; guards against pathological documents
 
-_GOOD = compile_fields(t.GOOD_FIELDS)
-_HS_CODE = compile_fields(t.HS_CODE_FIELDS)
-_MEASUREMENT = compile_fields(t.MEASUREMENT_FIELDS)
-_CUSTOMS = compile_fields(t.GOOD_CUSTOMS_FIELDS)
-_MRN = compile_fields(t.MRN_FIELDS)
-_DANGEROUS = compile_fields(t.DANGEROUS_GOOD_FIELDS)
+_GOOD = compile_fields(GOOD_FIELDS)
+_HS_CODE = compile_fields(HS_CODE_FIELDS)
+_MEASUREMENT = compile_fields(MEASUREMENT_FIELDS)
+_CUSTOMS = compile_fields(GOOD_CUSTOMS_FIELDS)
+_MRN = compile_fields(MRN_FIELDS)
+_DANGEROUS = compile_fields(DANGEROUS_GOOD_FIELDS)
 
 # (source key, table, compiled fields) of the object arrays of a goods line
 _OBJECT_CHILDREN = (
-    ("hs_codes", t.GOOD_HS_CODES.name, _HS_CODE),
-    ("measurements", t.GOOD_MEASUREMENTS.name, _MEASUREMENT),
-    ("customs", t.GOOD_CUSTOMS.name, _CUSTOMS),
-    ("mrns", t.GOOD_MRNS.name, _MRN),
-    ("dangerousGoods", t.GOOD_DANGEROUS_GOODS.name, _DANGEROUS),
+    ("hs_codes", GOOD_HS_CODES.name, _HS_CODE),
+    ("measurements", GOOD_MEASUREMENTS.name, _MEASUREMENT),
+    ("customs", GOOD_CUSTOMS.name, _CUSTOMS),
+    ("mrns", GOOD_MRNS.name, _MRN),
+    ("dangerousGoods", GOOD_DANGEROUS_GOODS.name, _DANGEROUS),
 )
 # (source key, table, column) of the string arrays of a goods line
 _LINE_CHILDREN = (
-    ("marks", t.GOOD_MARKS.name, "mark"),
-    ("description", t.GOOD_DESCRIPTIONS.name, "description"),
+    ("marks", GOOD_MARKS.name, "mark"),
+    ("description", GOOD_DESCRIPTIONS.name, "description"),
 )
 
 
@@ -50,15 +60,15 @@ def _add_child_objects(
         for position, item_path, item in items_of(good, key, f"{path}.{key}", problems):
             row: Row = {"shipment_id": shipment_id, "good_path": good_path, "position": position}
             copy_fields(row, item, fields, item_path, problems)
-            if table == t.GOOD_CUSTOMS.name:
+            if table == GOOD_CUSTOMS.name:
                 row["invoice_date_time"], row["invoice_at"] = loose_datetime(
                     item.get("invoice_date_time"), f"{item_path}.invoice_date_time", problems
                 )
                 row["delivery_date_time"], row["delivery_at"] = loose_datetime(
                     item.get("delivery_date_time"), f"{item_path}.delivery_date_time", problems
                 )
-            elif table == t.GOOD_DANGEROUS_GOODS.name:
-                t.DANGEROUS_GOOD_CONTACT.put(row, item.get("contact"), f"{item_path}.contact", problems)
+            elif table == GOOD_DANGEROUS_GOODS.name:
+                DANGEROUS_GOOD_CONTACT.put(row, item.get("contact"), f"{item_path}.contact", problems)
             target.append(row)
     for key, table, column in _LINE_CHILDREN:
         if key not in good:
@@ -87,7 +97,7 @@ def add_goods(
         reason = f"goods nested deeper than {MAX_DEPTH} levels: not read (kept in the raw document)"
         problems.add(path, show(source[key], 200), reason)
         return
-    target = out[t.SHIPMENT_GOODS.name]
+    target = out[SHIPMENT_GOODS.name]
     for position, good_src_path, good in items_of(source, key, path, problems):
         good_path = str(position) if parent_path is None else f"{parent_path}.{position}"
         row: Row = {

@@ -5,10 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from freight_pipeline.normalize import tables as t
-from freight_pipeline.normalize.fields import Row, Rows, as_items, as_object, compile_fields, copy_fields, items_of
+from freight_pipeline.normalize.converters import Row, Rows
+from freight_pipeline.normalize.plain_fields import as_items, as_object, compile_fields, copy_fields, items_of
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.records import require_list, require_shipment_id
+from freight_pipeline.normalize.specs.legs import (
+    AIR_LEG_FIELDS,
+    AIR_MAIN_CARRIAGE_LEGS,
+    CARRIAGE_LEGS,
+    HAULAGE_LEG_FIELDS,
+    LEG_COMMON_FIELDS,
+    LEG_ENDS,
+    SEA_LEG_FIELDS,
+    SEA_MAIN_CARRIAGE_LEGS,
+)
 
 CARRIAGES: tuple[tuple[str, str], ...] = (
     ("pre", "pre_carriage"),
@@ -17,14 +27,14 @@ CARRIAGES: tuple[tuple[str, str], ...] = (
 )
 
 _EMBEDDED = compile_fields(
-    (*t.LEG_COMMON_FIELDS, *t.AIR_LEG_FIELDS, *t.SEA_LEG_FIELDS, *t.HAULAGE_LEG_FIELDS)
+    (*LEG_COMMON_FIELDS, *AIR_LEG_FIELDS, *SEA_LEG_FIELDS, *HAULAGE_LEG_FIELDS)
 )
-_AIR = compile_fields((*t.LEG_COMMON_FIELDS, *t.AIR_LEG_FIELDS))
-_SEA = compile_fields((*t.LEG_COMMON_FIELDS, *t.SEA_LEG_FIELDS))
+_AIR = compile_fields((*LEG_COMMON_FIELDS, *AIR_LEG_FIELDS))
+_SEA = compile_fields((*LEG_COMMON_FIELDS, *SEA_LEG_FIELDS))
 
 
 def _put_leg_ends(row: Row, leg: Mapping[str, Any], path: str, problems: Problems) -> None:
-    for end in t.LEG_ENDS:
+    for end in LEG_ENDS:
         end_path = f"{path}.{end.end}"
         data = as_object(leg.get(end.end), end_path, problems)
         if not data:
@@ -39,7 +49,7 @@ def _put_leg_ends(row: Row, leg: Mapping[str, Any], path: str, problems: Problem
 
 
 def add_carriage_legs(out: Rows, shipment_id: int, doc: Mapping[str, Any], problems: Problems) -> None:
-    target = out[t.CARRIAGE_LEGS.name]
+    target = out[CARRIAGE_LEGS.name]
     for carriage, key in CARRIAGES:
         transport = as_object(doc.get(key), key, problems)
         if not transport:
@@ -63,9 +73,9 @@ def normalize_main_carriage(
     guessed at); problems inside it go to ``problems`` (None: the first one raises).
     """
     if kind == "air":
-        table, fields = t.AIR_MAIN_CARRIAGE_LEGS.name, _AIR
+        table, fields = AIR_MAIN_CARRIAGE_LEGS.name, _AIR
     elif kind == "sea":
-        table, fields = t.SEA_MAIN_CARRIAGE_LEGS.name, _SEA
+        table, fields = SEA_MAIN_CARRIAGE_LEGS.name, _SEA
     else:
         raise ValueError(f"kind must be 'air' or 'sea', not {kind!r}")
     require_shipment_id(shipment_id)

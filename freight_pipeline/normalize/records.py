@@ -6,21 +6,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from freight_pipeline.normalize import tables as t
+from freight_pipeline.normalize.converters import Row, Rows, json_or_report, to_int
 from freight_pipeline.normalize.errors import Invalid, NormalizationError, RecordShapeError, show
-from freight_pipeline.normalize.fields import (
-    Row,
-    Rows,
-    as_items,
-    compile_fields,
-    copy_fields,
-    json_or_report,
-    to_int,
-)
+from freight_pipeline.normalize.plain_fields import as_items, compile_fields, copy_fields
 from freight_pipeline.normalize.problems import Problems, sink
+from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSION_FIELDS, CODE_CONVERSIONS
+from freight_pipeline.normalize.specs.events_memos import MEMO_FIELDS, SHIPMENT_MEMOS
 
-_MEMO = compile_fields(t.MEMO_FIELDS)
-_CODE_CONVERSION = compile_fields(t.CODE_CONVERSION_FIELDS)
+_MEMO = compile_fields(MEMO_FIELDS)
+_CODE_CONVERSION = compile_fields(CODE_CONVERSION_FIELDS)
 
 MemoKey = tuple[str | None, str | None]
 
@@ -94,7 +88,7 @@ def normalize_memos(
         copy_fields(row, memo, _MEMO, path, problems)
         row["shipment_id"] = lookup.get((row.get("client"), row.get("shipment_number")))
         by_id[memo_id] = row
-    return {t.SHIPMENT_MEMOS.name: list(by_id.values())}
+    return {SHIPMENT_MEMOS.name: list(by_id.values())}
 
 
 def normalize_code_conversion(record: Any, problems: Problems | None = None) -> Row:
@@ -111,7 +105,7 @@ def normalize_code_conversions(records: Iterable[Mapping[str, Any]] | None, prob
     by_id: dict[int, Row] = {}
     for path, conversion_id, record in keyed_items(records, "code_conversions", problems):
         by_id[conversion_id] = _conversion_row(record, conversion_id, path, problems)
-    return {t.CODE_CONVERSIONS.name: list(by_id.values())}
+    return {CODE_CONVERSIONS.name: list(by_id.values())}
 
 
 def _conversion_row(record: Mapping[str, Any], conversion_id: int, path: str, problems: Problems) -> Row:

@@ -6,8 +6,9 @@ flatteners, so a column cannot be declared without its source or the other way r
 
 The declarations live in :mod:`freight_pipeline.normalize.specs`, one module per domain (keys,
 shipments, goods, parties, legs, events and memos, code conversions). This module lists the tables
-in declaration order (:data:`FREIGHT_TABLES`, which DDL, docs and tests follow), names the tables a
-shipment document fills (:data:`SHIPMENT_DOCUMENT_TABLES`), and re-exports every declared name: import them from here.
+in declaration order (:data:`FREIGHT_TABLES`, which DDL, docs and tests follow) and names the tables
+a shipment document fills (:data:`SHIPMENT_DOCUMENT_TABLES`). Import a declaration (a table spec, its
+fields and column groups) from the ``specs`` module that declares it.
 
 Naming conventions:
 
@@ -36,86 +37,31 @@ from collections.abc import Mapping
 
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
 from freight_pipeline.normalize.schema import TableSpec
-
-# Every declaration of normalize/specs, re-exported (the flatteners read them as ``tables.X``).
-from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSION_FIELDS, CODE_CONVERSIONS  # noqa: F401
-from freight_pipeline.normalize.specs.events_memos import (  # noqa: F401
-    AES_FIELDS,
-    CUSTOM_FIELD_FIELDS,
-    EVENT_DATETIME,
-    EVENT_LOCATION,
-    MEMO_FIELDS,
+from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS
+from freight_pipeline.normalize.specs.events_memos import (
     SHIPMENT_AES,
     SHIPMENT_CUSTOM_FIELDS,
     SHIPMENT_EVENTS,
     SHIPMENT_MEMOS,
 )
-from freight_pipeline.normalize.specs.goods import (  # noqa: F401
-    DANGEROUS_GOOD_CONTACT,
-    DANGEROUS_GOOD_FIELDS,
+from freight_pipeline.normalize.specs.goods import (
     GOOD_CUSTOMS,
-    GOOD_CUSTOMS_DATETIMES,
-    GOOD_CUSTOMS_FIELDS,
     GOOD_DANGEROUS_GOODS,
     GOOD_DESCRIPTIONS,
-    GOOD_FIELDS,
     GOOD_HS_CODES,
-    GOOD_KEY,
-    GOOD_KEY_NAMES,
     GOOD_MARKS,
     GOOD_MEASUREMENTS,
     GOOD_MRNS,
-    HS_CODE_FIELDS,
-    MEASUREMENT_FIELDS,
-    MRN_FIELDS,
     SHIPMENT_GOODS,
 )
-from freight_pipeline.normalize.specs.keys import (  # noqa: F401
-    GOOD_PATH,
-    POSITION,
-    SCHEMA,
-    SHIPMENT_ID,
-    SHIPMENT_ID_NULLABLE,
-)
-from freight_pipeline.normalize.specs.legs import (  # noqa: F401
-    AIR_LEG_FIELDS,
-    AIR_MAIN_CARRIAGE_LEGS,
-    CARRIAGE_LEGS,
-    HAULAGE_LEG_FIELDS,
-    LEG_COMMON_FIELDS,
-    LEG_END_COLUMNS,
-    LEG_ENDS,
-    SEA_LEG_FIELDS,
-    SEA_MAIN_CARRIAGE_LEGS,
-    LegEnd,
-)
-from freight_pipeline.normalize.specs.parties import (  # noqa: F401
-    ADDRESS_CONTACT,
-    ADDRESS_FIELDS,
+from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, CARRIAGE_LEGS, SEA_MAIN_CARRIAGE_LEGS
+from freight_pipeline.normalize.specs.parties import (
     ADDRESS_REFERENCES,
-    APPOINTMENT_FROM,
-    APPOINTMENT_TO,
-    CONTAINER_ADDRESS_FIELDS,
     CONTAINER_ADDRESSES,
-    CONTAINER_CONTACT,
-    CONTAINER_FIELDS,
-    PRINTED_ADDRESS_FIELDS,
-    REFERENCE_DATETIME,
-    REFERENCE_FIELDS,
     SHIPMENT_ADDRESSES,
     SHIPMENT_CONTAINERS,
 )
-from freight_pipeline.normalize.specs.shipments import (  # noqa: F401
-    CREDIT_FIELDS,
-    CUSTOMS_FIELDS,
-    EMPLOYEE_FIELDS,
-    INSURANCE_FIELDS,
-    INSURER_FIELDS,
-    SHIPMENT_FIELDS,
-    SHIPMENT_LOCAL_CLOCK,
-    SHIPMENT_TIMESTAMP_FIELDS,
-    SHIPMENTS,
-)
+from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 
 # --- registry: every table, in declaration order ---------------------------------------------------
 

@@ -24,9 +24,10 @@ from typing import Any
 import orjson
 
 from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime, to_utc
-from freight_pipeline.normalize import NormalizationError, Problems, to_arrow_batch
-from freight_pipeline.normalize.errors import Invalid
-from freight_pipeline.normalize.fields import to_json
+from freight_pipeline.normalize.converters import to_json
+from freight_pipeline.normalize.errors import Invalid, NormalizationError
+from freight_pipeline.normalize.flatten import to_arrow_batch
+from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.sync.bundle import GONE, NOT_APPLICABLE, Bundle
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text, record_failure

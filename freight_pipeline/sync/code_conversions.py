@@ -19,8 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 from freight_pipeline.client import endpoints as ep
-from freight_pipeline.normalize import NormalizationError, Problems, normalize_code_conversion, to_arrow_batch
-from freight_pipeline.normalize.tables import CODE_CONVERSIONS
+from freight_pipeline.normalize.errors import NormalizationError
+from freight_pipeline.normalize.flatten import to_arrow_batch
+from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.records import normalize_code_conversion
+from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS
 from freight_pipeline.sync.changes import read_complete
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text
 from freight_pipeline.sync.result import StreamResult

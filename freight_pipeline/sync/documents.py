@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from freight_pipeline.config import DOCUMENTS_ENV
-from freight_pipeline.normalize import Problem, Problems, RecordShapeError
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS, document_row, shipment_ids_of
+from freight_pipeline.normalize.errors import RecordShapeError
+from freight_pipeline.normalize.problems import Problem, Problems
 from freight_pipeline.sync.changes import LookupResult, read_complete
 from freight_pipeline.sync.isolation import Breaker, RecordFailure, data_problems, record_failure
 from freight_pipeline.sync.result import StreamResult

@@ -28,9 +28,9 @@ from freight_pipeline.client import (
     ProtocolError,
     RateLimitedError,
 )
-from freight_pipeline.normalize import NormalizationError, Problems
-from freight_pipeline.normalize.errors import Invalid, show
-from freight_pipeline.normalize.fields import to_json
+from freight_pipeline.normalize.converters import to_json
+from freight_pipeline.normalize.errors import Invalid, NormalizationError, show
+from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.sync.changes import RowCountMismatch
 from freight_pipeline.warehouse import DataProblem, Quarantined
 

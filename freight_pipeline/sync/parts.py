@@ -17,20 +17,14 @@ from typing import Any
 
 from freight_pipeline.client import endpoints as ep
 from freight_pipeline.client.endpoints import Endpoint
-from freight_pipeline.normalize import (
-    Problems,
-    normalize_events,
-    normalize_main_carriage,
-    normalize_memos,
-    normalize_shipment,
-)
-from freight_pipeline.normalize.tables import (
-    AIR_MAIN_CARRIAGE_LEGS,
-    SEA_MAIN_CARRIAGE_LEGS,
-    SHIPMENT_DOCUMENT_TABLES,
-    SHIPMENT_EVENTS,
-    SHIPMENT_MEMOS,
-)
+from freight_pipeline.normalize.events import normalize_events
+from freight_pipeline.normalize.flatten import normalize_shipment
+from freight_pipeline.normalize.legs import normalize_main_carriage
+from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.records import normalize_memos
+from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS, SHIPMENT_MEMOS
+from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, SEA_MAIN_CARRIAGE_LEGS
+from freight_pipeline.normalize.tables import SHIPMENT_DOCUMENT_TABLES
 from freight_pipeline.sync.changes import read_complete
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI

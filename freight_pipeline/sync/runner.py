@@ -17,7 +17,7 @@ from pathlib import Path
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.lake.settings import LakeSettings
-from freight_pipeline.normalize import FREIGHT_TABLES
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.isolation import StreamUnreachable
 from freight_pipeline.sync.result import StreamResult

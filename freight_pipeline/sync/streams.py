@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from freight_pipeline.client import endpoints as ep
 from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.config import CODE_CONVERSIONS_ENV, DOCUMENTS_ENV
-from freight_pipeline.normalize.tables import CODE_CONVERSIONS as CODE_CONVERSIONS_TABLE
-from freight_pipeline.normalize.tables import SHIPMENT_DOCUMENTS
+from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
+from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS as CODE_CONVERSIONS_TABLE
 from freight_pipeline.sync.code_conversions import sync_code_conversions
 from freight_pipeline.sync.documents import sync_documents
 from freight_pipeline.sync.parts import PART_TABLES, PARTS, Part

@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
-from freight_pipeline.normalize.tables import SHIPMENTS
+from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.warehouse.ddl import first, qualified, run
 
 COMPARED = tuple(c.name for c in SHIPMENT_DOCUMENTS.columns)

@@ -28,16 +28,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from freight_pipeline.normalize import (
-    FREIGHT_TABLES,
-    merge_rows,
-    normalize_code_conversions,
-    normalize_events,
-    normalize_main_carriage,
-    normalize_memos,
-    normalize_shipment,
-    to_arrow_batch,
-)
+from freight_pipeline.normalize.events import normalize_events
+from freight_pipeline.normalize.flatten import merge_rows, normalize_shipment, to_arrow_batch
+from freight_pipeline.normalize.legs import normalize_main_carriage
+from freight_pipeline.normalize.records import normalize_code_conversions, normalize_memos
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline_tests.normalize import samples
 
 RUN_ID = "test-run"

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from freight_pipeline.config import REPO_ROOT
-from freight_pipeline.normalize import FREIGHT_TABLES
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline_tests.dbt.dbt_cli import DBT_DIR, run_dbt
 
 MARTS = (

@@ -16,7 +16,7 @@ from freight_pipeline.definitions import defs
 from freight_pipeline.defs import checks, dbt, jobs, resources
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
-from freight_pipeline.normalize import FREIGHT_TABLES, TABLES_BY_NAME
+from freight_pipeline.normalize.tables import FREIGHT_TABLES, TABLES_BY_NAME
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import RECORD_SOURCES
 from freight_pipeline.warehouse import meta

@@ -21,7 +21,7 @@ from freight_pipeline.defs.dbt import DBT_BUILD_STREAM, TARGET_DIR, read_run_res
 from freight_pipeline.defs.jobs import WRITER_TAG
 from freight_pipeline.defs.publish import PUBLISH_KEY
 from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
-from freight_pipeline.normalize import FREIGHT_TABLES
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.config import SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.shipments import PART_STREAMS

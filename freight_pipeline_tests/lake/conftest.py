@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from freight_pipeline.lake.local import LocalPostgres, LocalS3, PostgresUnavailable, running_postgres, running_s3
-from freight_pipeline.normalize import to_arrow_batch
+from freight_pipeline.normalize.flatten import to_arrow_batch
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline_tests.sync.expected import expected_rows
 

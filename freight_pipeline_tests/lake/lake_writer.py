@@ -21,7 +21,7 @@ import duckdb
 
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.lake.settings import LakeSettings
-from freight_pipeline.normalize import FREIGHT_TABLES
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync import runner
 from freight_pipeline.sync.backfill import IdRange, id_ranges_between
 from freight_pipeline.sync.shipments import STREAM

@@ -8,16 +8,12 @@ from typing import Any
 
 import pytest
 
-from freight_pipeline.normalize import (
-    NormalizationError,
-    Problems,
-    RecordShapeError,
-    normalize_code_conversions,
-    normalize_events,
-    normalize_main_carriage,
-    normalize_memos,
-    normalize_shipment,
-)
+from freight_pipeline.normalize.errors import NormalizationError, RecordShapeError
+from freight_pipeline.normalize.events import normalize_events
+from freight_pipeline.normalize.flatten import normalize_shipment
+from freight_pipeline.normalize.legs import normalize_main_carriage
+from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.records import normalize_code_conversions, normalize_memos
 from freight_pipeline.normalize.tables import SHIPMENT_DOCUMENT_TABLES
 from freight_pipeline_tests.normalize import samples
 

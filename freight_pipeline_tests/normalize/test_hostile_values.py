@@ -26,19 +26,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from freight_pipeline import datetimes
-from freight_pipeline.normalize import (
-    NormalizationError,
-    Problems,
-    normalize_code_conversions,
-    normalize_events,
-    normalize_main_carriage,
-    normalize_memos,
-    normalize_shipment,
-    to_arrow_batch,
-)
-from freight_pipeline.normalize.errors import Invalid
-from freight_pipeline.normalize.fields import CONVERTERS
+from freight_pipeline.normalize.converters import CONVERTERS
+from freight_pipeline.normalize.errors import Invalid, NormalizationError
+from freight_pipeline.normalize.events import normalize_events
+from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batch
 from freight_pipeline.normalize.goods import MAX_DEPTH as MAX_GOODS_DEPTH
+from freight_pipeline.normalize.legs import normalize_main_carriage
+from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.records import normalize_code_conversions, normalize_memos
 from freight_pipeline.simulator.corruptions import Corruption
 from freight_pipeline.simulator.store import SimulatorStore
 

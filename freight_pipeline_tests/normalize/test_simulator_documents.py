@@ -7,16 +7,11 @@ from typing import Any
 
 import pytest
 
-from freight_pipeline.normalize import (
-    NormalizationError,
-    merge_rows,
-    normalize_code_conversions,
-    normalize_events,
-    normalize_main_carriage,
-    normalize_memos,
-    normalize_shipment,
-    to_arrow_batch,
-)
+from freight_pipeline.normalize.errors import NormalizationError
+from freight_pipeline.normalize.events import normalize_events
+from freight_pipeline.normalize.flatten import merge_rows, normalize_shipment, to_arrow_batch
+from freight_pipeline.normalize.legs import normalize_main_carriage
+from freight_pipeline.normalize.records import normalize_code_conversions, normalize_memos
 from freight_pipeline.simulator.store import SimulatorStore
 
 # Which source keys normalization reads, per object. A leaf is "x"; a nested object or array of

@@ -10,17 +10,11 @@ import pyarrow as pa
 import pytest
 
 from freight_pipeline.config import REPO_ROOT
-from freight_pipeline.normalize import (
-    FREIGHT_TABLES,
-    TABLES_BY_NAME,
-    merge_rows,
-    normalize_code_conversions,
-    normalize_events,
-    normalize_main_carriage,
-    normalize_memos,
-    normalize_shipment,
-    to_arrow_batch,
-)
+from freight_pipeline.normalize.events import normalize_events
+from freight_pipeline.normalize.flatten import merge_rows, normalize_shipment, to_arrow_batch
+from freight_pipeline.normalize.legs import normalize_main_carriage
+from freight_pipeline.normalize.records import normalize_code_conversions, normalize_memos
+from freight_pipeline.normalize.tables import FREIGHT_TABLES, TABLES_BY_NAME
 from freight_pipeline_tests.normalize import samples
 
 CONTRACT = REPO_ROOT / "docs" / "warehouse-contract.md"  # the copy this release implements

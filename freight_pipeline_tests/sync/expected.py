@@ -13,17 +13,13 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.normalize import (
-    FREIGHT_TABLES,
-    normalize_code_conversions,
-    normalize_events,
-    normalize_main_carriage,
-    normalize_memos,
-    normalize_shipment,
-    to_arrow_batch,
-)
 from freight_pipeline.normalize.documents import document_row, shipment_ids_of
+from freight_pipeline.normalize.events import normalize_events
+from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batch
+from freight_pipeline.normalize.legs import normalize_main_carriage
 from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.records import normalize_code_conversions, normalize_memos
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.store import SimulatorStore
 
 Rows = dict[str, list[dict[str, Any]]]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from freight_pipeline.client.endpoints import Endpoint
-from freight_pipeline.normalize import FREIGHT_TABLES
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.changes import Criterion, LookupResult
 from freight_pipeline.sync.cursor import (
     BEGINNING,

@@ -18,7 +18,7 @@ import pytest
 
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
 from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
-from freight_pipeline.normalize import FREIGHT_TABLES
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import RowCountMismatch
 from freight_pipeline.sync.client_source import ClientSource

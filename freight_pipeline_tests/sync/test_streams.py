@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from freight_pipeline.client import endpoints as ep
-from freight_pipeline.normalize import FREIGHT_TABLES
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.parts import DETAIL_PARTS, DOCUMENT_PART, PARTS, Ref
 from freight_pipeline.sync.streams import (

@@ -10,10 +10,10 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from freight_pipeline import normalize
 from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
+from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batch
 from freight_pipeline.normalize.schema import Column, TableSpec
-from freight_pipeline.normalize.tables import SHIPMENT_DOCUMENT_TABLES
+from freight_pipeline.normalize.tables import FREIGHT_TABLES, SHIPMENT_DOCUMENT_TABLES
 from freight_pipeline.warehouse import (
     BatchWrite,
     RawDocument,
@@ -294,13 +294,13 @@ def test_raw_document_types(wh: Warehouse) -> None:
 
 def test_real_freight_tables(tmp_path: Path) -> None:
     stream_tables = SHIPMENT_DOCUMENT_TABLES
-    with Warehouse(tmp_path, normalize.FREIGHT_TABLES) as wh:
+    with Warehouse(tmp_path, FREIGHT_TABLES) as wh:
         docs = [samples.shipment(i) for i in (1, 2)]
         rows_by_table: dict[str, list] = {}
         for doc in docs:
-            for table, table_rows in normalize.normalize_shipment(doc).items():
+            for table, table_rows in normalize_shipment(doc).items():
                 rows_by_table.setdefault(table, []).extend(table_rows)
-        tables = normalize.to_arrow_batch(rows_by_table)
+        tables = to_arrow_batch(rows_by_table)
         assert set(tables) == set(stream_tables)
         first = apply_shipment_batch(wh, "r", tables, [1, 2], cursor=("shipments", '"c"'))
         assert first["shipments"] == 2 and first.rows_written > 2

@@ -1,8 +1,8 @@
 """Declarations of the ``freight`` tables, one module per domain.
 
 :mod:`freight_pipeline.normalize.tables` is the table of contents: it lists every table in
-declaration order (``FREIGHT_TABLES``), maps sync streams to tables and re-exports every name
-declared here, so callers import from there. The naming conventions are in its docstring.
+declaration order (``FREIGHT_TABLES``) and names the tables a shipment document fills; every other
+name is imported from the module below that declares it. The naming conventions are in its docstring.
 
 * :mod:`.keys`: the schema name and the key columns shared by many tables;
 * :mod:`.shipments`: ``shipments`` and the field groups flattened into it;

@@ -4,18 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from freight_pipeline.normalize.fields import (
-    BIGINT,
-    BOOLEAN,
-    DOUBLE,
-    INTEGER,
-    JSON,
-    TIMESTAMPTZ,
-    VARCHAR,
-    ContactGroup,
-    Field,
-    columns_of,
-)
+from freight_pipeline.normalize.converters import BIGINT, BOOLEAN, DOUBLE, INTEGER, JSON, TIMESTAMPTZ, VARCHAR
+from freight_pipeline.normalize.groups import ContactGroup
+from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.specs.keys import GOOD_PATH, POSITION, SCHEMA, SHIPMENT_ID
 

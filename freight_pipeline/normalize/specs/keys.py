@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from freight_pipeline.normalize.fields import BIGINT, INTEGER, VARCHAR
+from freight_pipeline.normalize.converters import BIGINT, INTEGER, VARCHAR
 from freight_pipeline.normalize.schema import Column
 
 SCHEMA = "freight"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from freight_pipeline.normalize.fields import BIGINT, INTEGER, VARCHAR, DateTimeGroup, Field, LocationGroup, columns_of
+from freight_pipeline.normalize.converters import BIGINT, INTEGER, VARCHAR
+from freight_pipeline.normalize.groups import DateTimeGroup, LocationGroup
+from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.specs.keys import POSITION, SCHEMA, SHIPMENT_ID, _key
 

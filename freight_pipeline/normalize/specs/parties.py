@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from freight_pipeline.normalize.fields import (
-    BIGINT,
-    BOOLEAN,
-    INTEGER,
-    JSON,
-    VARCHAR,
-    ContactGroup,
-    DateTimeGroup,
-    Field,
-    columns_of,
-)
+from freight_pipeline.normalize.converters import BIGINT, BOOLEAN, INTEGER, JSON, VARCHAR
+from freight_pipeline.normalize.groups import ContactGroup, DateTimeGroup
+from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.specs.keys import POSITION, SCHEMA, SHIPMENT_ID, _key
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from freight_pipeline.normalize.fields import BIGINT, BOOLEAN, DATE, DOUBLE, TIMESTAMPTZ, VARCHAR, Field, columns_of
+from freight_pipeline.normalize.converters import BIGINT, BOOLEAN, DATE, DOUBLE, TIMESTAMPTZ, VARCHAR
+from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.specs.keys import SCHEMA, SHIPMENT_ID
 
