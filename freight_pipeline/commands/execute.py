@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from freight_pipeline.commands.common import one_line, say
+from freight_pipeline.commands.common import say
 from freight_pipeline.commands.dagster_home import dagster_home, ensure_dagster_yaml
 from freight_pipeline.commands.job_progress import Echo, JobOutcome, JobProgress
 from freight_pipeline.config import DATA_DIR_ENV, PASSWORD_ENV, ServiceSettings
+from freight_pipeline.text import one_line
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance, JobDefinition

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from freight_pipeline.commands.common import one_line, redact
+from freight_pipeline.commands.common import redact
+from freight_pipeline.text import one_line
 
 if TYPE_CHECKING:
     from dagster._core.events.log import EventLogEntry

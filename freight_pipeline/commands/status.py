@@ -8,10 +8,11 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.commands.common import add_data_dir_argument, one_line, resolve_data_dir, say
+from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
 from freight_pipeline.commands.report import NothingPublished, describe_cursor, read_report
 from freight_pipeline.commands.text_table import format_table
 from freight_pipeline.sync.streams import STREAM_NAMES
+from freight_pipeline.text import one_line
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -16,13 +16,13 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from freight_pipeline.commands.common import one_line
 from freight_pipeline.config import data_dir_from_env
-from freight_pipeline.dashboard import charts, display, queries
+from freight_pipeline.dashboard import charts, display, queries, sources
 from freight_pipeline.dashboard.display import count, decimal, instant, label, month, share, whole
 from freight_pipeline.dashboard.sources import published_source
 from freight_pipeline.lake.connect import LakeUnavailable
 from freight_pipeline.lake.settings import LakeConfigError, LakeSettings
+from freight_pipeline.text import one_line
 
 TITLE = "Freight shipments"
 PERIOD_HELP = (
@@ -41,11 +41,11 @@ def main() -> None:
         st.error(str(exc))
         return
     try:
-        with queries.open_warehouse(data_dir, lake) as con:
-            options = queries.filter_options(con)
+        with sources.open_warehouse(data_dir, lake) as con:
+            options = sources.filter_options(con)
             filters = sidebar(options)
             page = queries.load_page(con, filters)
-    except (queries.NoWarehouse, queries.MissingMarts, LakeUnavailable) as exc:
+    except (sources.NoWarehouse, sources.MissingMarts, LakeUnavailable) as exc:
         st.error(str(exc))
         return
     except duckdb.Error as exc:
@@ -68,7 +68,7 @@ def main() -> None:
 # --- filters --------------------------------------------------------------------------------------
 
 
-def sidebar(options: queries.FilterOptions) -> queries.Filters:
+def sidebar(options: sources.FilterOptions) -> sources.Filters:
     """The filter widgets, started from the URL's query parameters; the URL follows the choice."""
     params = st.query_params
     st.sidebar.header("Filters")
@@ -99,7 +99,7 @@ def sidebar(options: queries.FilterOptions) -> queries.Filters:
                            "to": month(month_to) if month_to else None}.items() if v}
     )
     st.sidebar.caption(PERIOD_HELP)
-    return queries.Filters(tuple(modes), tuple(clients), month_from, month_to)
+    return sources.Filters(tuple(modes), tuple(clients), month_from, month_to)
 
 
 def _known(values: Sequence[str], choices: Sequence[str]) -> list[str]:
@@ -130,7 +130,7 @@ def tiles(page: queries.PageData) -> None:
         columns[2].metric("Open shipments", count(volume["open_shipments"]), help="of those, not closed")
         columns[3].metric("Last sync", _ago(fresh.sync_age(now)),
                           delta=instant(fresh.last_sync_at), delta_color="off", delta_arrow="off",
-                          help=f"newest successful run of the {queries.MAIN_STREAM} stream "
+                          help=f"newest successful run of the {sources.MAIN_STREAM} stream "
                                f"(latest run: {fresh.last_run_status or 'none'})")
         columns[4].metric("Source lag", display.duration(fresh.source_lag(now)),
                           help=f"now minus the newest source change held ({instant(fresh.newest_source_change)})")
@@ -226,7 +226,7 @@ def freshness_section(page: queries.PageData) -> None:
     with st.container(key="freshness"):
         st.subheader("Data freshness")
         st.markdown(
-            f"Last successful sync of **{queries.MAIN_STREAM}**: **{instant(fresh.last_sync_at)}**; "
+            f"Last successful sync of **{sources.MAIN_STREAM}**: **{instant(fresh.last_sync_at)}**; "
             f"newest source change held: **{instant(fresh.newest_source_change)}**."
         )
         if len(fresh.streams):

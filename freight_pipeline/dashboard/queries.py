@@ -1,10 +1,10 @@
 """What the dashboard shows, as plain functions over a read-only connection to the PUBLISHED warehouse.
 
-Every function takes an open DuckDB connection (:func:`open_warehouse`) and returns a pandas
+Every function takes an open DuckDB connection (:func:`.sources.open_warehouse`) and returns a pandas
 DataFrame (or a small dataclass); the Streamlit page only lays them out. Filters (:class:`Filters`:
 modes, clients, a month range) go into the SQL as parameters, never as text.
 
-Reading never blocks the pipeline: :func:`open_warehouse` opens ``$FREIGHT_DATA_DIR/warehouse.duckdb``
+Reading never blocks the pipeline: :func:`.sources.open_warehouse` opens ``$FREIGHT_DATA_DIR/warehouse.duckdb``
 read-only for one page load and closes it. A publish renames a new file over that path; a page
 being read keeps the snapshot it opened (its inode), the next page load opens the new file.
 
@@ -38,26 +38,17 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from freight_pipeline.dashboard.sources import (  # noqa: F401 (the page and the tests use them from here)
+from freight_pipeline.dashboard.sources import (
     MAIN_STREAM,
-    MARTS,
     ON_TIME_MART,
     ON_TIME_PER_SHIPMENT,
     SHIPMENTS,
     TRANSIT,
-    UNKNOWN_MODE,
-    FilterOptions,
     Filters,
     Freshness,
-    MissingMarts,
-    NoWarehouse,
     _df,
     _where,
-    filter_options,
-    first_of_month,
     has_table,
-    mode_bucket,
-    open_warehouse,
 )
 from freight_pipeline.warehouse.meta import (
     DATA_PROBLEMS,

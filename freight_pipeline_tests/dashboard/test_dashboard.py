@@ -35,8 +35,8 @@ from websockets.sync.client import connect
 
 from freight_pipeline.commands.processes import LOCALHOST, free_port, start_child, stop_child, wait_http
 from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT
-from freight_pipeline.dashboard import display, queries
-from freight_pipeline.dashboard.queries import Filters
+from freight_pipeline.dashboard import display, queries, sources
+from freight_pipeline.dashboard.sources import Filters
 from freight_pipeline.warehouse import META_TABLES, publish
 from freight_pipeline.warehouse.ddl import ensure_tables
 from freight_pipeline.warehouse.store import working_db_path
@@ -117,7 +117,7 @@ def _write_meta(path: Path) -> None:
 
 @pytest.fixture
 def con(data_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    with queries.open_warehouse(data_dir) as connection:
+    with sources.open_warehouse(data_dir) as connection:
         yield connection
 
 
@@ -137,9 +137,9 @@ def _clients(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def test_the_demo_warehouse_has_data_for_every_view(con: duckdb.DuckDBPyConnection) -> None:
-    for table in queries.MARTS:
+    for table in sources.MARTS:
         assert _one(con, f"SELECT count(*) FROM {table}")[0] > 0, table
-    options = queries.filter_options(con)
+    options = sources.filter_options(con)
     assert set(options.modes) <= {"SEA", "AIR", "RD", "RL", "UNKNOWN"} and len(options.modes) >= 2
     assert len(options.clients) >= 2
     assert len(options.months) >= 2 and options.months == sorted(options.months)
@@ -200,7 +200,7 @@ def test_on_time_per_shipment_applies_the_marts_rule(con: duckdb.DuckDBPyConnect
 def test_filters_narrow_every_view(con: duckdb.DuckDBPyConnection) -> None:
     everything = Filters()
     client = _clients(con)[0]
-    months = queries.filter_options(con).months
+    months = sources.filter_options(con).months
     narrow = Filters(clients=(client,))
     assert 0 < queries.volumes(con, narrow).iloc[0].shipments < queries.volumes(con, everything).iloc[0].shipments
     assert queries.on_time(con, narrow).iloc[0].shipments_planned < queries.on_time(con, everything).iloc[
@@ -301,7 +301,7 @@ def test_freshness_and_bad_data(con: duckdb.DuckDBPyConnection) -> None:
 def test_a_missing_warehouse_is_a_message_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from streamlit.testing.v1 import AppTest
 
-    with pytest.raises(queries.NoWarehouse, match="run `make demo`"), queries.open_warehouse(tmp_path):
+    with pytest.raises(sources.NoWarehouse, match="run `make demo`"), sources.open_warehouse(tmp_path):
         pass
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
     page = AppTest.from_file(str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py"), default_timeout=60).run()
@@ -311,7 +311,7 @@ def test_a_missing_warehouse_is_a_message_not_a_traceback(tmp_path: Path, monkey
         f"no published warehouse at {tmp_path / 'warehouse.duckdb'}; run `make demo` (or a sync) first"]
 
     duckdb.connect(str(tmp_path / "warehouse.duckdb")).close()  # published, but no dbt build in it
-    with pytest.raises(queries.MissingMarts, match=r"no analytics\.fct_shipments"), queries.open_warehouse(tmp_path):
+    with pytest.raises(sources.MissingMarts, match=r"no analytics\.fct_shipments"), sources.open_warehouse(tmp_path):
         pass
     page = AppTest.from_file(str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py"), default_timeout=60).run()
     assert not page.exception
@@ -324,10 +324,10 @@ def test_reading_never_holds_up_a_publish(data_dir: Path, tmp_path: Path) -> Non
     shutil.copytree(data_dir, data, symlinks=True)
     with duckdb.connect(str(working_db_path(data))) as work:
         work.execute("DELETE FROM freight_meta.quarantine")
-    with queries.open_warehouse(data) as reading:
+    with sources.open_warehouse(data) as reading:
         publish(data)
         assert queries.bad_data(reading).quarantined.sum() == sum(QUARANTINED.values())
-    with queries.open_warehouse(data) as after:
+    with sources.open_warehouse(data) as after:
         assert queries.bad_data(after).quarantined.sum() == 0
 
 

@@ -18,8 +18,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from freight_pipeline.dashboard import queries
-from freight_pipeline.dashboard.queries import Filters
+from freight_pipeline.dashboard import queries, sources
+from freight_pipeline.dashboard.sources import Filters
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV, LakeSettings
 from freight_pipeline.lake.snapshots import publish_snapshot
@@ -84,7 +84,7 @@ def test_the_views_read_the_published_snapshot_not_the_latest(
 ) -> None:
     data, env, _ = lake_data
     lake = LakeSettings.from_env(env)
-    with queries.open_warehouse(data, lake) as con:
+    with sources.open_warehouse(data, lake) as con:
         assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchall() == [(SHIPMENTS,)]
         assert queries.bad_data(con).quarantined.sum() == sum(QUARANTINED.values())
         for filters in (Filters(), Filters(modes=("SEA",))):
@@ -92,7 +92,7 @@ def test_the_views_read_the_published_snapshot_not_the_latest(
             for name, value in vars(theirs).items():
                 if isinstance(value, pd.DataFrame):
                     pd.testing.assert_frame_equal(getattr(ours, name), value, obj=name)
-                elif isinstance(value, queries.Freshness):
+                elif isinstance(value, sources.Freshness):
                     pd.testing.assert_frame_equal(ours.freshness.streams, value.streams, obj=name)
                     assert replace(ours.freshness, streams=None) == replace(value, streams=None)
                 else:
@@ -104,7 +104,7 @@ def test_a_lake_without_a_publish_is_a_message(tmp_path: Path) -> None:
     assert lake is not None
     connect_lake(lake, tmp_path / "spill", "512MB").close()  # the catalog exists, nothing published
     nothing = r"no published warehouse in the DuckLake catalog sqlite:.* \(no published snapshot\); run `make demo`"
-    with pytest.raises(queries.NoWarehouse, match=nothing), queries.open_warehouse(tmp_path / "data", lake):
+    with pytest.raises(sources.NoWarehouse, match=nothing), sources.open_warehouse(tmp_path / "data", lake):
         pass
 
 
