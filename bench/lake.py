@@ -10,7 +10,7 @@ SIGKILL trials, into a real PostgreSQL catalog and a real S3-compatible server (
   first start to the last exit, shipments/s, rows/s (every row of the tables the shipments stream
   writes), the writers' CPU seconds (and how many cores that kept busy), and whether the lake then
   equals the source (compared by a reader in another process).
-* Kill trials: three writers (the test's writer, production page and batch sizes, announcing each
+* Kill trials: three writers (``bench/lake_writer.py``, production page and batch sizes, announcing each
   COMMIT); writer number ``i % 3`` of trial ``i`` is SIGKILLed a few ms after a randomly chosen
   COMMIT began; the others finish; a reader checks that no shipment is half written; the killed
   partition is run again; the lake must then equal the source.
@@ -37,19 +37,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.lake_harness import (  # noqa: E402
+    even_boundaries,
+    kill_inside_commit,
+    partition_keys,
+    read_lake,
+    service_env,
+    start_writer,
+    write_expected,
+)
 from freight_pipeline.commands.execute import dagster_instance  # noqa: E402
 from freight_pipeline.config import environ  # noqa: E402
 from freight_pipeline.lake.local import LocalPostgres, LocalS3, running_postgres, running_s3  # noqa: E402
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator  # noqa: E402
 from freight_pipeline.sync.parts import PART_TABLES  # noqa: E402
-from freight_pipeline_tests.lake.conftest import (  # noqa: E402
-    even_boundaries,
-    partition_keys,
-    read_lake,
-    service_env,
-    write_expected,
-)
-from freight_pipeline_tests.lake.test_lake_crash import kill_inside_commit, start_writer  # noqa: E402
 
 CLI = str(Path(sys.executable).parent / "freight-pipeline")
 BATCH = 500  # FreightServiceResource.backfill_batch_size

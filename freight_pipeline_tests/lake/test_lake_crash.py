@@ -5,30 +5,27 @@ equals the source."""
 
 from __future__ import annotations
 
-import os
 import random
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from bench.lake_harness import (
+    even_boundaries,
+    kill_inside_commit,
+    partition_keys,
+    read_lake,
+    service_env,
+    start_writer,
+    write_expected,
+)
 from freight_pipeline.config import ServiceSettings, environ
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.backfill import BackfillIncomplete
 from freight_pipeline.sync.runner import sync_all
-from freight_pipeline_tests.lake.conftest import (
-    REPO,
-    even_boundaries,
-    partition_keys,
-    read_lake,
-    service_env,
-    write_expected,
-)
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 SHIPMENTS = 180
@@ -38,31 +35,6 @@ SHIPMENTS = 180
 def sim() -> RunningSimulator:
     with running_simulator(shipments=SHIPMENTS, seed=29) as running:
         yield running
-
-
-def start_writer(env: dict[str, str], key: str, boundaries: list[int], data_dir: Path, log: Path | None = None,
-                 batch: int | None = None) -> subprocess.Popen[str]:
-    output = subprocess.PIPE if log is None else log.open("w")
-    return subprocess.Popen(
-        [sys.executable, "-m", "freight_pipeline_tests.lake.lake_writer", key, ",".join(map(str, boundaries)),
-         str(data_dir), *([str(batch)] if batch else [])],
-        env={**os.environ, **env}, cwd=REPO, text=True, stdout=output, stderr=subprocess.STDOUT,
-    )
-
-
-def kill_inside_commit(proc: subprocess.Popen[str], commit: int, delay: float) -> int:
-    """SIGKILL ``proc`` ``delay`` seconds after its ``commit``-th COMMIT began; how many it began."""
-    assert proc.stdout is not None
-    begun = 0
-    for line in proc.stdout:
-        if line.strip() == "committing":
-            begun += 1
-            if begun == commit:
-                time.sleep(delay)
-                proc.send_signal(signal.SIGKILL)
-                break
-    proc.wait(timeout=60)
-    return begun
 
 
 def test_a_writer_killed_inside_a_commit_then_rerun_ends_exact(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import duckdb
 
+from bench.lake_harness import read_lake, write_expected
 from freight_pipeline.config import ServiceSettings, environ
 from freight_pipeline.defs.lake import RETENTION_ENV, lake_maintenance_job
 from freight_pipeline.defs.resources import WarehouseResource
@@ -16,7 +17,6 @@ from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.lake.snapshots import connect_published, latest_published, publish_snapshot
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import open_warehouse, sync_all
-from freight_pipeline_tests.lake.conftest import read_lake, write_expected
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 

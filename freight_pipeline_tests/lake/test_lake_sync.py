@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.lake_harness import even_boundaries, partition_keys, read_lake, service_env, write_expected
 from freight_pipeline.commands.execute import dagster_instance
 from freight_pipeline.commands.report import read_report
 from freight_pipeline.config import environ
@@ -19,14 +20,7 @@ from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.local import LocalS3
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
-from freight_pipeline_tests.lake.conftest import (
-    REPO,
-    even_boundaries,
-    partition_keys,
-    read_lake,
-    service_env,
-    write_expected,
-)
+from freight_pipeline_tests.lake.conftest import REPO
 
 SHIPMENTS = 240
 WRITERS = 3

@@ -1,6 +1,6 @@
-"""One backfill writer for the kill trials.
+"""One backfill writer for the kill trials (the lake crash test's and ``bench/lake.py``'s).
 
-``python -m freight_pipeline_tests.lake.lake_writer KEY BOUNDARIES DATA_DIR [BATCH]``:
+``python -m bench.lake_writer KEY BOUNDARIES DATA_DIR [BATCH]`` (from the checkout):
 
 Runs the shipments stream for partition ``KEY`` of the plan cut at ``BOUNDARIES`` (comma-separated ids)
 into the lake of ``FREIGHT_LAKE_*``, with small batches (5 shipments, or ``BATCH``) so a partition is
@@ -12,6 +12,7 @@ a few milliseconds after a chosen ``committing``: inside the commit (Parquet to 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,11 +25,15 @@ from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync import runner
 from freight_pipeline.sync.backfill import IdRange, id_ranges_between
+from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import STREAM
 from freight_pipeline.warehouse import Warehouse
-from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
-WRITER_SETTINGS = dataclasses.replace(TEST_SETTINGS, fetch_batch_size=5)
+WRITER_SETTINGS = SyncSettings(
+    page_size=25, fetch_batch_size=5, concurrency=8, reconcile_interval=None, retry_after=dt.timedelta(0),
+)
+"""Small pages and batches of 5 shipments (a partition is many commits); no reconciliation, quarantined
+records retried by the next run: the sync tests' settings with smaller batches."""
 
 
 def say(line: str) -> None:

@@ -1,4 +1,4 @@
-"""A reader in a process of its own: ``python -m freight_pipeline_tests.lake.read_lake EXPECTED_DIR``.
+"""A reader in a process of its own: ``python -m bench.lake_reader EXPECTED_DIR`` (from the checkout).
 
 Opens the lake named by ``FREIGHT_LAKE_*`` read-only (``--published``: as of its published snapshot),
 compares every ``freight`` table with the expected rows in ``EXPECTED_DIR/<table>.parquet`` (``EXCEPT
