@@ -1,6 +1,7 @@
 """The import graph, read from the source (every import statement, those inside functions too):
-no cycle among the modules of ``freight_pipeline``, and neither the product nor ``bench/`` imports
-the tests.
+no cycle among the modules of ``freight_pipeline``, no package importing one of a higher layer
+(:data:`LAYERS`, the one statement of the layer order), and neither the product nor ``bench/``
+imports the tests.
 
 ``from package import name`` is an edge to ``package.name`` when that is a module, else to
 ``package`` (its ``__init__``): a module importing a sibling through its package is not a cycle,
@@ -16,6 +17,28 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT = "freight_pipeline"
 TESTS = "freight_pipeline_tests"
+
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"<package>", "config", "datetimes", "text"}),
+    frozenset({"client", "simulator", "normalize"}),
+    frozenset({"warehouse"}),
+    frozenset({"lake"}),
+    frozenset({"sync", "dashboard"}),
+    frozenset({"defs"}),
+    frozenset({"definitions"}),
+    frozenset({"commands"}),
+    frozenset({"cli"}),
+)
+"""The packages (and top-level modules) of ``freight_pipeline``, lowest layer first. A package imports
+only from its own and lower layers, never from another package of its own layer: the client, the
+simulator and normalization know nothing of each other; the warehouse (with the storage boundary it
+defines) stores rows; the lake is one of its backends; the sync and the dashboard use them; the
+Dagster definitions sit on top of the cores, and the commands and the CLI on top of everything."""
+
+LAYER_IMPORTS_ALLOWED_FOR_NOW: dict[tuple[str, str], str] = {
+    ("warehouse", "lake"): "issue 23: the storage boundary (the warehouse names the lake's backend)",
+}
+"""Package edges that still break the layer order. Shrinks only: an edge that is gone must leave."""
 
 TEST_IMPORTS_ALLOWED_FOR_NOW: dict[str, str] = {}
 """Files outside the tests that still import them. Shrinks only: a file that no longer does must leave."""
@@ -102,6 +125,40 @@ def test_the_graph_sees_the_product() -> None:
 
 def test_no_import_cycle_among_the_product_modules() -> None:
     assert cycles(product_graph()) == []
+
+
+def package_of(module: str) -> str:
+    """``freight_pipeline.sync.runner`` -> ``sync``; the package's own ``__init__`` -> ``<package>``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "<package>"
+
+
+def layer_breaks(graph: Mapping[str, Iterable[str]]) -> dict[tuple[str, str], list[str]]:
+    """(importer's package, imported package) -> the module edges that break the layer order."""
+    layer = {package: level for level, packages in enumerate(LAYERS) for package in packages}
+    breaks: dict[tuple[str, str], list[str]] = {}
+    for module, targets in graph.items():
+        for target in targets:
+            source, imported_package = package_of(module), package_of(target)
+            if source != imported_package and layer[imported_package] >= layer[source]:
+                breaks.setdefault((source, imported_package), []).append(f"{module} -> {target}")
+    return breaks
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {package_of(module) for module in product_graph()}
+    assert packages == set().union(*LAYERS)
+
+
+def test_the_layer_check_finds_upward_and_sideways_imports() -> None:
+    graph = {"freight_pipeline.warehouse.store": {"freight_pipeline.sync.runner", "freight_pipeline.normalize.schema"},
+             "freight_pipeline.client.calls": {"freight_pipeline.simulator.store"}}
+    assert set(layer_breaks(graph)) == {("warehouse", "sync"), ("client", "simulator")}
+
+
+def test_no_package_imports_a_higher_layer_or_a_sibling() -> None:
+    breaks = layer_breaks(product_graph())
+    assert set(breaks) == set(LAYER_IMPORTS_ALLOWED_FOR_NOW), {edge: breaks[edge][:3] for edge in breaks}
 
 
 def test_neither_the_product_nor_bench_imports_the_tests() -> None:
