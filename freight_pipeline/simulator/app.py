@@ -18,7 +18,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 
-from freight_pipeline.simulator import lookup
 from freight_pipeline.simulator.auth import Authenticator, AuthError
 from freight_pipeline.simulator.config import SimulatorConfig
 from freight_pipeline.simulator.control import control_routes
@@ -26,6 +25,7 @@ from freight_pipeline.simulator.corruptions import Corruptions
 from freight_pipeline.simulator.endpoints import Endpoints
 from freight_pipeline.simulator.faults import UNMATCHED, ASGIApp, EdgeMiddleware, FaultInjector, RequestStats, Scope
 from freight_pipeline.simulator.http_base import ApiError, ServiceState, error_response
+from freight_pipeline.simulator.lookup.types import CriteriaError
 from freight_pipeline.simulator.store_api import Conflict, Invalid, NotFound, StoreAPI
 
 
@@ -134,7 +134,7 @@ def _exception_handlers() -> dict[Any, Callable[..., Any]]:
     return {
         ApiError: api_error,
         AuthError: api_error,
-        lookup.CriteriaError: criteria_error,
+        CriteriaError: criteria_error,
         Invalid: criteria_error,
         NotFound: not_found,
         Conflict: conflict,

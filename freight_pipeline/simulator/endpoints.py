@@ -17,12 +17,24 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from freight_pipeline.simulator import lookup
 from freight_pipeline.simulator.auth import AuthError
 from freight_pipeline.simulator.config import WEBHOOK_ROLE, UserConfig
 from freight_pipeline.simulator.corruptions import Answer
 from freight_pipeline.simulator.data_efile import efile_in_shape, reference_from_shape, references_in_shape
 from freight_pipeline.simulator.http_base import ApiError, ServiceState, json_body, json_object
+from freight_pipeline.simulator.lookup.match import page_of, run_lookup
+from freight_pipeline.simulator.lookup.parse import parse_criteria, parse_page_request
+from freight_pipeline.simulator.lookup.specs import (
+    CODE_CONVERSION_SPEC,
+    EFILE_SPEC,
+    MEMO_SPEC,
+    SHIPMENT_SPEC,
+    ResultCache,
+    any_of_values,
+    cached_lookup,
+    equals_value,
+)
+from freight_pipeline.simulator.lookup.types import Criterion, LookupSpec, Page, PageRequest
 from freight_pipeline.simulator.store_api import EVENT_CODES, EVENT_TYPES, NotFound
 
 T = TypeVar("T")
@@ -51,11 +63,11 @@ def event_type(request: Request) -> str:
 
 
 def page_request(
-    request: Request, spec: lookup.LookupSpec | None, max_page_size: int | None = None
-) -> lookup.PageRequest:
+    request: Request, spec: LookupSpec | None, max_page_size: int | None = None
+) -> PageRequest:
     """The paging of a lookup or scroll; with ``max_page_size``, pages of at most that many rows are served."""
     q = request.query_params
-    paging = lookup.parse_page_request(
+    paging = parse_page_request(
         q.get("page_no"), q.get("page_size"), q.getlist("order_by"), q.getlist("order_mode"), spec
     )
     if max_page_size is not None and paging.page_size > max_page_size:
@@ -63,7 +75,7 @@ def page_request(
     return paging
 
 
-def paged_json(items: list[Any], page: lookup.Page) -> JSONResponse:
+def paged_json(items: list[Any], page: Page) -> JSONResponse:
     return JSONResponse(items, headers=page.headers())
 
 
@@ -87,7 +99,7 @@ class Endpoints:
     def __init__(self, state: ServiceState) -> None:
         self.state = state
         self.store = state.store
-        self._cache = lookup.ResultCache()
+        self._cache = ResultCache()
 
     def routes(self) -> list[BaseRoute]:
         r = Route
@@ -142,10 +154,10 @@ class Endpoints:
             raise ApiError(400, f"path parameter {name} must be an integer, got {raw!r}")
         return int(raw)
 
-    async def _lookup(self, request: Request, spec: lookup.LookupSpec) -> tuple[list[Any], lookup.PageRequest]:
+    async def _lookup(self, request: Request, spec: LookupSpec) -> tuple[list[Any], PageRequest]:
         paging = page_request(request, spec, self.state.faults.config.max_page_size)
         strict = self.state.faults.config.strict_criteria
-        criteria = lookup.parse_criteria(await json_body(request, empty=[]), spec, strict)
+        criteria = parse_criteria(await json_body(request, empty=[]), spec, strict)
         return criteria, paging
 
     # --- auth and webhook ------------------------------------------------------------------------------
@@ -171,17 +183,17 @@ class Endpoints:
 
     async def shipment_lookup(self, request: Request) -> Response:
         self._user(request, "shipment:lookup")
-        criteria, paging = await self._lookup(request, lookup.SHIPMENT_SPEC)
+        criteria, paging = await self._lookup(request, SHIPMENT_SPEC)
         return await in_thread(self._shipment_page, criteria, paging)
 
-    def _shipment_page(self, criteria: list[lookup.Criterion], paging: lookup.PageRequest) -> Response:
+    def _shipment_page(self, criteria: list[Criterion], paging: PageRequest) -> Response:
         if paging.page_no > 0:
             count = self.state.faults.paging_modification()
             if count:
                 self.store.modify_shipments(count)
         version = self.store.version()  # before the rows: a cached result is never older than its version
-        page = lookup.cached_lookup(
-            self.store.shipment_key_rows, criteria, paging, lookup.SHIPMENT_SPEC, self._cache, version
+        page = cached_lookup(
+            self.store.shipment_key_rows, criteria, paging, SHIPMENT_SPEC, self._cache, version
         )
         items = []
         for row in page.rows:
@@ -239,7 +251,7 @@ class Endpoints:
 
     async def memo_lookup(self, request: Request) -> Response:
         self._user(request, "memo:read")
-        criteria, paging = await self._lookup(request, lookup.MEMO_SPEC)
+        criteria, paging = await self._lookup(request, MEMO_SPEC)
         page = await in_thread(self._memo_page, criteria, paging)
         items: Any = list(page.rows)
         if self.state.corruptions.record_ids("memos"):
@@ -248,10 +260,10 @@ class Endpoints:
                 items = self.state.corruptions.apply("memos", shipment_id, items)
         return answer(items, page.headers())
 
-    def _memo_corrupted_shipment(self, criteria: list[lookup.Criterion]) -> int | None:
+    def _memo_corrupted_shipment(self, criteria: list[Criterion]) -> int | None:
         """The shipment whose memo lines this lookup of one client and number reads, when they are corrupted."""
-        client = lookup.equals_value(criteria, "CLIENT")
-        number = lookup.equals_value(criteria, "SHIPMENT_NUMBER")
+        client = equals_value(criteria, "CLIENT")
+        number = equals_value(criteria, "SHIPMENT_NUMBER")
         if client is None or number is None:
             return None
         for shipment_id in self.state.corruptions.record_ids("memos"):
@@ -263,15 +275,15 @@ class Endpoints:
                 return shipment_id
         return None
 
-    def _memo_page(self, criteria: list[lookup.Criterion], paging: lookup.PageRequest) -> lookup.Page:
+    def _memo_page(self, criteria: list[Criterion], paging: PageRequest) -> Page:
         """The memo lookup; CLIENT + SHIPMENT_NUMBER EQUALS (the sync's query) reads one shipment's lines."""
-        client = lookup.equals_value(criteria, "CLIENT")
-        number = lookup.equals_value(criteria, "SHIPMENT_NUMBER")
+        client = equals_value(criteria, "CLIENT")
+        number = equals_value(criteria, "SHIPMENT_NUMBER")
         rows: Iterable[Mapping[str, Any]] = (
             self.store.memo_rows_of(client, number) if client is not None and number is not None
             else self.store.memo_rows()
         )
-        return lookup.run_lookup(rows, criteria, paging, lookup.MEMO_SPEC)
+        return run_lookup(rows, criteria, paging, MEMO_SPEC)
 
     async def memo_scroll(self, request: Request) -> Response:
         self._user(request, "memo:read")
@@ -283,7 +295,7 @@ class Endpoints:
 
     async def codeconverter_lookup(self, request: Request) -> Response:
         self._user(request, "codeconverter:read")
-        spec = lookup.CODE_CONVERSION_SPEC
+        spec = CODE_CONVERSION_SPEC
         criteria, paging = await self._lookup(request, spec)
         page = await in_thread(_run_lookup, self.store.code_conversion_rows, criteria, paging, spec)
         return paged_json(self.state.corruptions.apply_to_items("codeconverter", list(page.rows)), page)
@@ -298,9 +310,9 @@ class Endpoints:
     async def _scroll(self, request: Request, rows: Callable[[], Any], endpoint: str | None = None) -> Response:
         paging = page_request(request, None, self.state.faults.config.max_page_size)
 
-        def run() -> lookup.Page:
+        def run() -> Page:
             ordered = sorted(rows(), key=lambda row: row["id"])
-            return lookup.page_of(ordered, paging)
+            return page_of(ordered, paging)
 
         page = await in_thread(run)
         items = list(page.rows)
@@ -328,10 +340,10 @@ class Endpoints:
 
     async def efile_lookup(self, request: Request) -> Response:
         self._user(request, "efile:read")
-        criteria, paging = await self._lookup(request, lookup.EFILE_SPEC)
-        shipment_ids = lookup.any_of_values(criteria, "SHIPMENT_ID")
+        criteria, paging = await self._lookup(request, EFILE_SPEC)
+        shipment_ids = any_of_values(criteria, "SHIPMENT_ID")
         page = await in_thread(_run_lookup, lambda: self.store.efile_rows(shipment_ids), criteria, paging,
-                               lookup.EFILE_SPEC)
+                               EFILE_SPEC)
         items = [_efile_summary(row) for row in page.rows]
         return paged_json(items, page)
 
@@ -401,10 +413,10 @@ class Endpoints:
 
 
 def _run_lookup(
-    rows: Callable[[], Any], criteria: list[lookup.Criterion], paging: lookup.PageRequest, spec: lookup.LookupSpec
-) -> lookup.Page:
+    rows: Callable[[], Any], criteria: list[Criterion], paging: PageRequest, spec: LookupSpec
+) -> Page:
     """A lookup over ``rows()``, read in the calling (worker) thread."""
-    return lookup.run_lookup(rows(), criteria, paging, spec)
+    return run_lookup(rows(), criteria, paging, spec)
 
 
 def _efile_summary(row: Mapping[str, Any]) -> dict[str, Any]:

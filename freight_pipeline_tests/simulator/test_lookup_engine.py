@@ -6,10 +6,13 @@ from typing import Any
 
 import pytest
 
-from freight_pipeline.simulator import lookup
+from freight_pipeline.simulator.lookup.match import run_lookup
+from freight_pipeline.simulator.lookup.parse import parse_criteria, parse_page_request
+from freight_pipeline.simulator.lookup.specs import SHIPMENT_SPEC, ResultCache, cached_lookup, equals_value
+from freight_pipeline.simulator.lookup.types import MAX_NESTING, CriteriaError, PageRequest
 from freight_pipeline.simulator.store_api import SHIPMENT_KEYS
 
-SPEC = lookup.SHIPMENT_SPEC
+SPEC = SHIPMENT_SPEC
 
 
 def _row(i: int) -> dict[str, Any]:
@@ -28,7 +31,7 @@ def _row(i: int) -> dict[str, Any]:
 
 
 def _ids(rows: list[dict[str, Any]], criteria: list[Any], order: tuple[tuple[str, bool], ...] = ()) -> list[int]:
-    page = lookup.run_lookup(rows, lookup.parse_criteria(criteria, SPEC), lookup.PageRequest(0, 500, order), SPEC)
+    page = run_lookup(rows, parse_criteria(criteria, SPEC), PageRequest(0, 500, order), SPEC)
     return [r["ID"] for r in page.rows]
 
 
@@ -69,22 +72,22 @@ def test_criterion_with_own_value_joins_its_or_group() -> None:
 
 def test_nesting_depth_is_limited() -> None:
     criterion: dict[str, Any] = {"key": "ID", "value": "1"}
-    for _ in range(lookup.MAX_NESTING + 2):
+    for _ in range(MAX_NESTING + 2):
         criterion = {"match_mode": "OR", "identifiers": [criterion]}
-    with pytest.raises(lookup.CriteriaError, match="nested deeper"):
-        lookup.parse_criteria([criterion], SPEC)
+    with pytest.raises(CriteriaError, match="nested deeper"):
+        parse_criteria([criterion], SPEC)
 
 
 def test_order_by_accepts_comma_separated_keys() -> None:
-    request = lookup.parse_page_request(None, None, ["CLIENT,ID"], ["DESC,ASC"], SPEC)
+    request = parse_page_request(None, None, ["CLIENT,ID"], ["DESC,ASC"], SPEC)
     assert request.order == (("CLIENT", True), ("ID", False))
 
 
 def test_100k_rows_page_of_a_full_scan_in_key_order() -> None:
     rows = [_row(i) for i in range(1, 100_001)]
-    criteria = lookup.parse_criteria([{"key": "LAST_MODIFIED_DATE", "match_mode": "GE", "value": "2026-07-01"}], SPEC)
+    criteria = parse_criteria([{"key": "LAST_MODIFIED_DATE", "match_mode": "GE", "value": "2026-07-01"}], SPEC)
     order = (("LAST_MODIFIED_DATE", False), ("LAST_MODIFIED_TIME", False), ("ID", False))
-    page = lookup.run_lookup(rows, criteria, lookup.PageRequest(10, 500, order), SPEC)
+    page = run_lookup(rows, criteria, PageRequest(10, 500, order), SPEC)
     def key(row: dict[str, Any]) -> tuple[str, str, int]:
         return row["LAST_MODIFIED_DATE"], row["LAST_MODIFIED_TIME"], row["ID"]
 
@@ -102,21 +105,21 @@ def test_result_cache_serves_pages_until_the_version_changes() -> None:
         calls.append(1)
         return rows
 
-    cache = lookup.ResultCache()
-    criteria = lookup.parse_criteria([{"key": "CLIENT", "value": "C1"}], SPEC)
+    cache = ResultCache()
+    criteria = parse_criteria([{"key": "CLIENT", "value": "C1"}], SPEC)
     order = (("ID", True),)
-    pages = [lookup.cached_lookup(source, criteria, lookup.PageRequest(n, 5, order), SPEC, cache, 1) for n in range(3)]
+    pages = [cached_lookup(source, criteria, PageRequest(n, 5, order), SPEC, cache, 1) for n in range(3)]
     assert len(calls) == 1  # one scan for three pages
     expected = sorted((r["ID"] for r in rows if r["CLIENT"] == "C1"), reverse=True)
     assert [r["ID"] for p in pages for r in p.rows] == expected[:15]
     rows.append({**_row(200), "CLIENT": "C1"})
-    again = lookup.cached_lookup(source, criteria, lookup.PageRequest(0, 5, order), SPEC, cache, 2)
+    again = cached_lookup(source, criteria, PageRequest(0, 5, order), SPEC, cache, 2)
     assert len(calls) == 2
     assert again.rows[0]["ID"] == 200
 
 
 def test_equals_value_finds_only_plain_top_level_equals() -> None:
-    parsed = lookup.parse_criteria(
+    parsed = parse_criteria(
         [
             {"key": "CLIENT", "match_mode": "IN", "values": ["001"]},
             {"key": "SHIPMENT_NUMBER", "value": "S1"},
@@ -124,6 +127,6 @@ def test_equals_value_finds_only_plain_top_level_equals() -> None:
         ],
         SPEC,
     )
-    assert lookup.equals_value(parsed, "SHIPMENT_NUMBER") == "S1"
-    assert lookup.equals_value(parsed, "CLIENT") is None
-    assert lookup.equals_value(parsed, "HBL") is None
+    assert equals_value(parsed, "SHIPMENT_NUMBER") == "S1"
+    assert equals_value(parsed, "CLIENT") is None
+    assert equals_value(parsed, "HBL") is None
