@@ -28,21 +28,21 @@ def expected_rows(store: SimulatorStore) -> Rows:
             rows[table].extend(table_rows)
 
     efiles: dict[int, list[dict[str, Any]]] = {}
-    for efile in store.efile_rows():
+    for efile in store.efiles.rows():
         for shipment_id in shipment_ids_of(efile["references"] or []):
             efiles.setdefault(shipment_id, []).append(efile)
-    for doc in store.expected_documents():
+    for doc in store.reader.expected_documents():
         shipment_id = doc["id"]
         rows["shipment_documents"] += [
-            document_row(shipment_id, efile, efile["references"], store.get_efile_roles(efile["id"]), Problems())
+            document_row(shipment_id, efile, efile["references"], store.efiles.roles(efile["id"]), Problems())
             for efile in efiles.get(shipment_id, [])
         ]
         add(normalize_shipment(doc))
-        add(normalize_events(shipment_id, store.get_events(shipment_id)))
+        add(normalize_events(shipment_id, store.reader.get_events(shipment_id)))
         if doc.get("mode_of_transport") == "AIR":
-            add(normalize_main_carriage(shipment_id, store.get_air_main_carriage(shipment_id), kind="air"))
+            add(normalize_main_carriage(shipment_id, store.reader.get_air_main_carriage(shipment_id), kind="air"))
         if doc.get("mode_of_transport") == "SEA":
-            add(normalize_main_carriage(shipment_id, store.get_sea_main_carriage(shipment_id), kind="sea"))
+            add(normalize_main_carriage(shipment_id, store.reader.get_sea_main_carriage(shipment_id), kind="sea"))
         add(normalize_memos(doc.get("memos") or [], {(doc.get("client"), doc.get("shipment_number")): shipment_id}))
-    add(normalize_code_conversions(list(store.code_conversion_rows())))
+    add(normalize_code_conversions(list(store.reader.code_conversion_rows())))
     return rows

@@ -52,7 +52,7 @@ def partition_keys(boundaries: list[int]) -> list[str]:
 
 def even_boundaries(sim: RunningSimulator, writers: int) -> list[int]:
     """Ids cutting the simulator's shipments into ``writers`` partitions of about equal size."""
-    ids = sorted(int(doc["id"]) for doc in sim.store.expected_documents())
+    ids = sorted(int(doc["id"]) for doc in sim.store.reader.expected_documents())
     return [ids[len(ids) * k // writers] for k in range(1, writers)]
 
 

@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
             say(f"demo: changed the service: {changes.describe()}")
             if not _sync("incremental sync", data_dir, args.verbose, runs):
                 return 1
-            documents = DocumentCheck(service_document_pairs(sim.store), document_pairs(data_dir))
+            in_service = service_document_pairs(sim.store.reader.live_shipment_ids(), sim.store.efiles.rows())
+            documents = DocumentCheck(in_service, document_pairs(data_dir))
             facts = DemoFacts(
                 data_dir, args.shipments, args.seed, changes, shipments_present(data_dir, changes.deleted),
                 on_time_by_mode(data_dir), documents, lake,

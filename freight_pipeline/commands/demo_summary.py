@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,14 +21,12 @@ class ChangingService(Protocol):
     def modify_shipments(self, count: int) -> list[int]: ...
     def create_shipments(self, count: int) -> list[int]: ...
     def delete_shipments(self, count: int) -> list[int]: ...
-    def live_shipment_ids(self) -> list[int]: ...
-    def efile_rows(self) -> Iterator[dict[str, Any]]: ...
 
 
-def service_document_pairs(service: ChangingService) -> set[tuple[int, int]]:
+def service_document_pairs(live_ids: Iterable[int], efiles: Iterable[Mapping[str, Any]]) -> set[tuple[int, int]]:
     """(shipment id, E-File id) for every E-File reference (type SHIPMENT) to a live shipment."""
-    live = set(service.live_shipment_ids())
-    return {(int(r["value"]), int(efile["id"])) for efile in service.efile_rows() for r in efile["references"] or ()
+    live = set(live_ids)
+    return {(int(r["value"]), int(efile["id"])) for efile in efiles for r in efile["references"] or ()
             if r["type"] == "SHIPMENT" and str(r["value"]).isdigit() and int(r["value"]) in live}
 
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 
 from freight_pipeline.datetimes import DateTimeParseError, format_offset, parse_offset
+from freight_pipeline.simulator.store_api import Invalid
 
 DEFAULT_START_LOCAL = dt.datetime(2026, 11, 1, 8, 0, 0)
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -114,7 +116,7 @@ def clock_timezone(utc_offset: str, offset_changes: Sequence[tuple[str, str]] = 
 
 
 class SimClock:
-    """Simulated wall clock. Not thread-safe by itself: the store guards it with its lock."""
+    """Simulated wall clock. Not thread-safe by itself: the store guards it with its lock (:class:`StoreClock`)."""
 
     def __init__(
         self,
@@ -178,3 +180,30 @@ class SimClock:
     def iso(self, epoch: int) -> str:
         """ISO 8601 with the service offset, seconds resolution: ``2026-11-01T10:15:30+01:00``."""
         return self.to_local(epoch).isoformat(timespec="seconds")
+
+
+class StoreClock:
+    """The store's clock as its callers read and move it: under the store's lock, a refused move
+    raised as :class:`~.store_api.Invalid` (HTTP 400)."""
+
+    def __init__(self, clock: SimClock, lock: threading.RLock) -> None:
+        self._clock = clock
+        self._lock = lock
+
+    def now(self) -> dt.datetime:
+        with self._lock:
+            return self._clock.now()
+
+    def advance(self, seconds: float) -> dt.datetime:
+        with self._lock:
+            try:
+                return self._clock.advance(seconds)
+            except ValueError as exc:
+                raise Invalid(str(exc)) from None
+
+    def set_to(self, instant: dt.datetime) -> dt.datetime:
+        with self._lock:
+            try:
+                return self._clock.set_to(instant)
+            except ValueError as exc:
+                raise Invalid(str(exc)) from None

@@ -66,13 +66,17 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
             if not isinstance(ids, list) or not all(_is_int(i) for i in ids) or not isinstance(at, str | None):
                 raise ApiError(400, "body must be {'ids': [int, ...], 'at': ISO 8601 instant (optional)}")
             if at is not None:
-                await run_in_threadpool(store.set_clock, instant(at, "at"))
-            await run_in_threadpool(store.touch_shipments, ids)
+                await run_in_threadpool(store.clock.set_to, instant(at, "at"))
+            await run_in_threadpool(store.changes.touch_shipments, ids)
             stamped = None
             if ids:  # one stamp for all of them (A8)
-                stamped = (await run_in_threadpool(store.get_base_shipment, ids[0]))["last_modified_date_time"]
+                stamped = (await run_in_threadpool(store.reader.get_base_shipment, ids[0]))["last_modified_date_time"]
             return JSONResponse({"ids": ids, "last_modified_date_time": stamped})
-        actions = {"modify": store.modify_shipments, "create": store.create_shipments, "delete": store.delete_shipments}
+        actions = {
+            "modify": store.changes.modify_shipments,
+            "create": store.changes.create_shipments,
+            "delete": store.changes.delete_shipments,
+        }
         if action not in actions:
             raise ApiError(404, f"unknown shipment action {action!r}")
         count = number(request, "count", int)
@@ -89,11 +93,11 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
     async def clock(request: Request) -> Response:
         if request.url.path.endswith("/set"):
             at = instant((await body_object(request)).get("now"), "now")
-            now = await run_in_threadpool(store.set_clock, at)
+            now = await run_in_threadpool(store.clock.set_to, at)
         elif request.method == "POST":
-            now = await run_in_threadpool(store.advance_clock, number(request, "seconds", float))
+            now = await run_in_threadpool(store.clock.advance, number(request, "seconds", float))
         else:
-            now = await run_in_threadpool(store.now)
+            now = await run_in_threadpool(store.clock.now)
         return JSONResponse({"now": now.isoformat()})
 
     async def faults(request: Request) -> Response:
@@ -157,16 +161,17 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
         shape = state.faults.config.efile_reference_shape
         if corruption.endpoint == "memos":
             def memos() -> Any:
-                base = store.get_base_shipment(record_id)
-                return store.memo_rows_of(base["client"], base["shipment_number"])
+                base = store.reader.get_base_shipment(record_id)
+                return store.reader.memo_rows_of(base["client"], base["shipment_number"])
             return memos
         readers: dict[str, Callable[[int], Any]] = {
-            "shipment": store.get_shipment, "events": store.get_events,
-            "airmaincarriage": store.get_air_main_carriage, "seamaincarriage": store.get_sea_main_carriage,
-            "codeconverter": store.get_code_conversion,
-            "efile": lambda efile_id: efile_in_shape(store.get_efile(efile_id, True), shape),
-            "efilereferences": lambda efile_id: references_in_shape(store.get_efile_references(efile_id), shape),
-            "efileroles": store.get_efile_roles,
+            "shipment": store.reader.get_shipment, "events": store.reader.get_events,
+            "airmaincarriage": store.reader.get_air_main_carriage,
+            "seamaincarriage": store.reader.get_sea_main_carriage,
+            "codeconverter": store.reader.get_code_conversion,
+            "efile": lambda efile_id: efile_in_shape(store.efiles.get(efile_id, True), shape),
+            "efilereferences": lambda efile_id: references_in_shape(store.efiles.references(efile_id), shape),
+            "efileroles": store.efiles.roles,
         }
         return lambda: readers[corruption.endpoint](record_id)
 

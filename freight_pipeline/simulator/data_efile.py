@@ -1,4 +1,5 @@
-"""In-memory E-File records (assumptions A18, A19, A38). Not locked: the store holds its lock.
+"""In-memory E-File records (assumptions A18, A19, A38), each call under the lock they are given
+(the store's, shared with the shipments the E-Files refer to).
 
 Two kinds of record: those stored through the interface (full dicts) and those the generator
 gives the shipments it makes (:class:`GeneratedFile`, a few small fields; rendered on demand, so a
@@ -17,6 +18,7 @@ import base64
 import binascii
 import copy
 import random
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -120,7 +122,19 @@ def _content(kind: DocumentKind, file: GeneratedFile) -> bytes:
 
 
 class EFileStore:
-    def __init__(self, now_iso: Callable[[], str], iso: Callable[[int], str] | None = None) -> None:
+    """The E-Files of a store, stored and generated; thread-safe through ``lock``.
+
+    Args:
+        lock: held by every call (the store's lock: re-entrant, so the store's parts may call in
+            while they hold it).
+        now_iso: the current instant as the service stamps it (``created_date_time`` of a stored file).
+        iso: an epoch second as the service stamps it (that of a generated file).
+    """
+
+    def __init__(
+        self, lock: threading.RLock, now_iso: Callable[[], str], iso: Callable[[int], str] | None = None
+    ) -> None:
+        self._lock = lock
         self._now_iso = now_iso
         self._iso = iso or (lambda epoch: now_iso())
         self._files: dict[int, dict[str, Any]] = {}
@@ -137,16 +151,17 @@ class EFileStore:
                  house_reference: str | None) -> int:
         """Give a shipment a generated E-File (a SHIPMENT reference, an HBL one when it has a house
         bill, the kind's roles); its id."""
-        roles = len(DOCUMENT_KINDS[kind].roles)
-        file = GeneratedFile(shipment_id, kind, created, shipment_number, house_reference or None,
-                             self._next_reference, self._next_role)
-        efile_id = self._next_file
-        self._next_file += 1
-        self._next_reference += 2 if file.house_reference else 1
-        self._next_role += roles
-        self._generated[efile_id] = file
-        self._index(efile_id, [shipment_id])
-        return efile_id
+        with self._lock:
+            roles = len(DOCUMENT_KINDS[kind].roles)
+            file = GeneratedFile(shipment_id, kind, created, shipment_number, house_reference or None,
+                                 self._next_reference, self._next_role)
+            efile_id = self._next_file
+            self._next_file += 1
+            self._next_reference += 2 if file.house_reference else 1
+            self._next_role += roles
+            self._generated[efile_id] = file
+            self._index(efile_id, [shipment_id])
+            return efile_id
 
     def _render(self, efile_id: int, file: GeneratedFile) -> dict[str, Any]:
         kind = DOCUMENT_KINDS[file.kind]
@@ -169,106 +184,117 @@ class EFileStore:
             self._by_shipment.setdefault(shipment_id, []).append(efile_id)
 
     def count(self) -> int:
-        return len(self._files) + len(self._generated)
+        with self._lock:
+            return len(self._files) + len(self._generated)
 
     # --- records -----------------------------------------------------------------------------
     def store(self, efile: Mapping[str, Any]) -> dict[str, Any]:
-        if not isinstance(efile, Mapping):
-            raise Invalid("an EFile must be a JSON object")
-        document = efile.get("document")
-        if not isinstance(document, str) or not document:
-            raise Invalid("document must be a non-empty base64 string")
-        try:
-            base64.b64decode(document, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise Invalid(f"document is not valid base64: {exc}") from None
-        for name in ("file_name", "mime_type", "description"):
-            if efile.get(name) is not None and not isinstance(efile.get(name), str):
-                raise Invalid(f"{name} must be a string")
-        references = [self._new_reference(r) for r in _list(efile.get("references"), "references")]
-        roles = [self._new_role(_role_name(r)) for r in _list(efile.get("roles"), "roles")]
-        record = {
-            "id": self._next_file,
-            "file_name": efile.get("file_name"),
-            "mime_type": efile.get("mime_type") or "application/octet-stream",
-            "description": efile.get("description"),
-            "document": document,
-            "created_date_time": self._now_iso(),
-            "references": references,
-            "roles": roles,
-        }
-        self._next_file += 1
-        self._files[record["id"]] = record
-        self._index(record["id"], _shipment_ids(references))
-        return copy.deepcopy(record)
+        with self._lock:
+            if not isinstance(efile, Mapping):
+                raise Invalid("an EFile must be a JSON object")
+            document = efile.get("document")
+            if not isinstance(document, str) or not document:
+                raise Invalid("document must be a non-empty base64 string")
+            try:
+                base64.b64decode(document, validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise Invalid(f"document is not valid base64: {exc}") from None
+            for name in ("file_name", "mime_type", "description"):
+                if efile.get(name) is not None and not isinstance(efile.get(name), str):
+                    raise Invalid(f"{name} must be a string")
+            references = [self._new_reference(r) for r in _list(efile.get("references"), "references")]
+            roles = [self._new_role(_role_name(r)) for r in _list(efile.get("roles"), "roles")]
+            record = {
+                "id": self._next_file,
+                "file_name": efile.get("file_name"),
+                "mime_type": efile.get("mime_type") or "application/octet-stream",
+                "description": efile.get("description"),
+                "document": document,
+                "created_date_time": self._now_iso(),
+                "references": references,
+                "roles": roles,
+            }
+            self._next_file += 1
+            self._files[record["id"]] = record
+            self._index(record["id"], _shipment_ids(references))
+            return copy.deepcopy(record)
 
     def get(self, efile_id: int, cascade: bool = False) -> dict[str, Any]:
-        record = self._view(efile_id)
-        if not cascade:
-            record["references"] = None
-            record["roles"] = None
-        return record
+        with self._lock:
+            record = self._view(efile_id)
+            if not cascade:
+                record["references"] = None
+                record["roles"] = None
+            return record
 
     def delete(self, efile_id: int) -> dict[str, Any]:
-        record = self._view(efile_id)
-        self._files.pop(efile_id, None)
-        self._generated.pop(efile_id, None)
-        return record
+        with self._lock:
+            record = self._view(efile_id)
+            self._files.pop(efile_id, None)
+            self._generated.pop(efile_id, None)
+            return record
 
     def rows(self, shipment_ids: Iterable[int] | None = None) -> Iterator[dict[str, Any]]:
         """Every E-File without its document (roles null), by id; with ``shipment_ids``, a superset
         of those referencing one of them (from the index), for a lookup to narrow its scan."""
-        if shipment_ids is None:
-            ids: Iterable[int] = [*self._files, *self._generated]
-        else:
-            ids = {i for s in shipment_ids for i in self._by_shipment.get(s, ())}
-        rows = []
-        for efile_id in sorted(ids):
-            if efile_id in self._files or efile_id in self._generated:
-                row = self._view(efile_id)
-                del row["document"]
-                row["roles"] = None
-                rows.append(row)
-        return iter(rows)
+        with self._lock:
+            if shipment_ids is None:
+                ids: Iterable[int] = [*self._files, *self._generated]
+            else:
+                ids = {i for s in shipment_ids for i in self._by_shipment.get(s, ())}
+            rows = []
+            for efile_id in sorted(ids):
+                if efile_id in self._files or efile_id in self._generated:
+                    row = self._view(efile_id)
+                    del row["document"]
+                    row["roles"] = None
+                    rows.append(row)
+            return iter(rows)
 
     # --- references and roles ----------------------------------------------------------------
     def references(self, efile_id: int) -> list[dict[str, Any]]:
-        return self._view(efile_id)["references"]
+        with self._lock:
+            return self._view(efile_id)["references"]
 
     def add_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None:
-        record = self._record(efile_id)
-        added = self._new_reference(reference)
-        record["references"].append(added)
-        self._index(efile_id, _shipment_ids([added]))
+        with self._lock:
+            record = self._record(efile_id)
+            added = self._new_reference(reference)
+            record["references"].append(added)
+            self._index(efile_id, _shipment_ids([added]))
 
     def delete_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None:
-        record = self._record(efile_id)
-        if not isinstance(reference, Mapping):
-            raise Invalid("an EFileReference must be a JSON object")
-        kept = [r for r in record["references"] if not _same_reference(r, reference)]
-        if len(kept) == len(record["references"]):
-            raise NotFound(f"E-File {efile_id} has no such reference")
-        record["references"] = kept
+        with self._lock:
+            record = self._record(efile_id)
+            if not isinstance(reference, Mapping):
+                raise Invalid("an EFileReference must be a JSON object")
+            kept = [r for r in record["references"] if not _same_reference(r, reference)]
+            if len(kept) == len(record["references"]):
+                raise NotFound(f"E-File {efile_id} has no such reference")
+            record["references"] = kept
 
     def roles(self, efile_id: int) -> list[dict[str, Any]]:
-        return self._view(efile_id)["roles"]
+        with self._lock:
+            return self._view(efile_id)["roles"]
 
     def add_role(self, efile_id: int, role: str) -> None:
-        record = self._record(efile_id)
-        record["roles"].append(self._new_role(role))
+        with self._lock:
+            record = self._record(efile_id)
+            record["roles"].append(self._new_role(role))
 
     def delete_role(self, efile_id: int, role: Mapping[str, Any]) -> None:
-        record = self._record(efile_id)
-        if not isinstance(role, Mapping):
-            raise Invalid("an EFileRole must be a JSON object")
-        if role.get("id") is None and not role.get("role"):
-            raise Invalid("an EFileRole needs id or role")
-        kept = [r for r in record["roles"] if not (
-            (role.get("id") is not None and r["id"] == role.get("id"))
-            or (role.get("id") is None and r["role"] == role.get("role")))]
-        if len(kept) == len(record["roles"]):
-            raise NotFound(f"E-File {efile_id} has no such role")
-        record["roles"] = kept
+        with self._lock:
+            record = self._record(efile_id)
+            if not isinstance(role, Mapping):
+                raise Invalid("an EFileRole must be a JSON object")
+            if role.get("id") is None and not role.get("role"):
+                raise Invalid("an EFileRole needs id or role")
+            kept = [r for r in record["roles"] if not (
+                (role.get("id") is not None and r["id"] == role.get("id"))
+                or (role.get("id") is None and r["role"] == role.get("role")))]
+            if len(kept) == len(record["roles"]):
+                raise NotFound(f"E-File {efile_id} has no such role")
+            record["roles"] = kept
 
     # --- helpers -----------------------------------------------------------------------------
     def _view(self, efile_id: int) -> dict[str, Any]:

@@ -176,7 +176,7 @@ class Endpoints:
         body = await json_body(request)
         if not isinstance(body, dict):
             raise ApiError(400, "webhook body must be a JSON object")
-        received_id = await in_thread(self.store.record_webhook, body)
+        received_id = await in_thread(self.store.webhooks.record, body)
         return JSONResponse({"received": True, "id": received_id})
 
     # --- shipments -----------------------------------------------------------------------------------
@@ -190,15 +190,15 @@ class Endpoints:
         if paging.page_no > 0:
             count = self.state.faults.paging_modification()
             if count:
-                self.store.modify_shipments(count)
-        version = self.store.version()  # before the rows: a cached result is never older than its version
+                self.store.changes.modify_shipments(count)
+        version = self.store.reader.version()  # before the rows: a cached result is never older than its version
         page = cached_lookup(
-            self.store.shipment_key_rows, criteria, paging, SHIPMENT_SPEC, self._cache, version
+            self.store.reader.shipment_key_rows, criteria, paging, SHIPMENT_SPEC, self._cache, version
         )
         items = []
         for row in page.rows:
             try:
-                items.append(self.store.get_base_shipment(int(row["ID"])))
+                items.append(self.store.reader.get_base_shipment(int(row["ID"])))
             except NotFound:  # deleted between the scan and now
                 continue
         return paged_json(items, page)
@@ -210,16 +210,18 @@ class Endpoints:
         return answer(self.state.corruptions.apply(endpoint, record_id, await in_thread(read, record_id)))
 
     async def shipment_retrieve(self, request: Request) -> Response:
-        return await self._record(request, "shipment:retrieve", "shipment", self.store.get_shipment)
+        return await self._record(request, "shipment:retrieve", "shipment", self.store.reader.get_shipment)
 
     async def events(self, request: Request) -> Response:
-        return await self._record(request, "shipment:events", "events", self.store.get_events)
+        return await self._record(request, "shipment:events", "events", self.store.reader.get_events)
 
     async def air_main_carriage(self, request: Request) -> Response:
-        return await self._record(request, "shipment:carriage", "airmaincarriage", self.store.get_air_main_carriage)
+        read = self.store.reader.get_air_main_carriage
+        return await self._record(request, "shipment:carriage", "airmaincarriage", read)
 
     async def sea_main_carriage(self, request: Request) -> Response:
-        return await self._record(request, "shipment:carriage", "seamaincarriage", self.store.get_sea_main_carriage)
+        read = self.store.reader.get_sea_main_carriage
+        return await self._record(request, "shipment:carriage", "seamaincarriage", read)
 
     async def event_create(self, request: Request) -> Response:
         self._user(request, "shipment:event-write")
@@ -229,7 +231,7 @@ class Endpoints:
         code = body.get("event")
         if code not in EVENT_CODES:
             raise ApiError(400, f"bad or missing event code {code!r} in the body")
-        created = await in_thread(self.store.create_event, shipment_id, kind, body)
+        created = await in_thread(self.store.events.create, shipment_id, kind, body)
         return JSONResponse(created, status_code=201)
 
     async def event_update(self, request: Request) -> Response:
@@ -244,7 +246,7 @@ class Endpoints:
             raise ApiError(400, "request body must be a JSON object (a ShipmentEvent)")
         if body.get("event") not in (None, code):
             raise ApiError(400, f"event code {body.get('event')!r} in the body differs from {code!r} in the path")
-        updated = await in_thread(self.store.update_event, shipment_id, code, kind, body)
+        updated = await in_thread(self.store.events.update, shipment_id, code, kind, body)
         return JSONResponse(updated)
 
     # --- memos and code conversions --------------------------------------------------------------------
@@ -268,7 +270,7 @@ class Endpoints:
             return None
         for shipment_id in self.state.corruptions.record_ids("memos"):
             try:
-                base = self.store.get_base_shipment(shipment_id)
+                base = self.store.reader.get_base_shipment(shipment_id)
             except NotFound:
                 continue
             if (base.get("client"), base.get("shipment_number")) == (client, number):
@@ -280,32 +282,32 @@ class Endpoints:
         client = equals_value(criteria, "CLIENT")
         number = equals_value(criteria, "SHIPMENT_NUMBER")
         rows: Iterable[Mapping[str, Any]] = (
-            self.store.memo_rows_of(client, number) if client is not None and number is not None
-            else self.store.memo_rows()
+            self.store.reader.memo_rows_of(client, number) if client is not None and number is not None
+            else self.store.reader.memo_rows()
         )
         return run_lookup(rows, criteria, paging, MEMO_SPEC)
 
     async def memo_scroll(self, request: Request) -> Response:
         self._user(request, "memo:read")
-        return await self._scroll(request, self.store.memo_rows)
+        return await self._scroll(request, self.store.reader.memo_rows)
 
     async def memo_retrieve(self, request: Request) -> Response:
         self._user(request, "memo:read")
-        return JSONResponse(await in_thread(self.store.get_memo, self._id(request)))
+        return JSONResponse(await in_thread(self.store.reader.get_memo, self._id(request)))
 
     async def codeconverter_lookup(self, request: Request) -> Response:
         self._user(request, "codeconverter:read")
         spec = CODE_CONVERSION_SPEC
         criteria, paging = await self._lookup(request, spec)
-        page = await in_thread(_run_lookup, self.store.code_conversion_rows, criteria, paging, spec)
+        page = await in_thread(_run_lookup, self.store.reader.code_conversion_rows, criteria, paging, spec)
         return paged_json(self.state.corruptions.apply_to_items("codeconverter", list(page.rows)), page)
 
     async def codeconverter_scroll(self, request: Request) -> Response:
         self._user(request, "codeconverter:read")
-        return await self._scroll(request, self.store.code_conversion_rows, "codeconverter")
+        return await self._scroll(request, self.store.reader.code_conversion_rows, "codeconverter")
 
     async def codeconverter_retrieve(self, request: Request) -> Response:
-        return await self._record(request, "codeconverter:read", "codeconverter", self.store.get_code_conversion)
+        return await self._record(request, "codeconverter:read", "codeconverter", self.store.reader.get_code_conversion)
 
     async def _scroll(self, request: Request, rows: Callable[[], Any], endpoint: str | None = None) -> Response:
         paging = page_request(request, None, self.state.faults.config.max_page_size)
@@ -335,14 +337,14 @@ class Endpoints:
         shape = self._reference_shape()
         if shape != "type" and isinstance(body.get("references"), list):
             body = {**body, "references": [reference_from_shape(r) for r in body["references"]]}
-        stored = await in_thread(self.store.store_efile, body)
+        stored = await in_thread(self.store.efiles.store, body)
         return JSONResponse(efile_in_shape(stored, shape), status_code=201)
 
     async def efile_lookup(self, request: Request) -> Response:
         self._user(request, "efile:read")
         criteria, paging = await self._lookup(request, EFILE_SPEC)
         shipment_ids = any_of_values(criteria, "SHIPMENT_ID")
-        page = await in_thread(_run_lookup, lambda: self.store.efile_rows(shipment_ids), criteria, paging,
+        page = await in_thread(_run_lookup, lambda: self.store.efiles.rows(shipment_ids), criteria, paging,
                                EFILE_SPEC)
         items = [_efile_summary(row) for row in page.rows]
         return paged_json(items, page)
@@ -353,20 +355,20 @@ class Endpoints:
         shape = self._reference_shape()
 
         def read(efile_id: int) -> dict[str, Any]:
-            return efile_in_shape(self.store.get_efile(efile_id, cascade), shape)
+            return efile_in_shape(self.store.efiles.get(efile_id, cascade), shape)
 
         return await self._record(request, "efile:read", "efile", read)
 
     async def efile_delete(self, request: Request) -> Response:
         self._user(request, "efile:delete")
-        deleted = await in_thread(self.store.delete_efile, self._id(request))
+        deleted = await in_thread(self.store.efiles.delete, self._id(request))
         return JSONResponse(efile_in_shape(deleted, self._reference_shape()))
 
     async def efile_references(self, request: Request) -> Response:
         shape = self._reference_shape()
 
         def read(efile_id: int) -> list[dict[str, Any]]:
-            return references_in_shape(self.store.get_efile_references(efile_id), shape)
+            return references_in_shape(self.store.efiles.references(efile_id), shape)
 
         return await self._record(request, "efile:read", "efilereferences", read)
 
@@ -374,14 +376,14 @@ class Endpoints:
         self._user(request, "efile:write")
         efile_id = self._id(request)
         body = await self._reference_body(request)
-        await in_thread(self.store.add_efile_reference, efile_id, body)
+        await in_thread(self.store.efiles.add_reference, efile_id, body)
         return Response(status_code=200)
 
     async def efile_reference_delete(self, request: Request) -> Response:
         self._user(request, "efile:write")
         efile_id = self._id(request)
         body = await self._reference_body(request)
-        await in_thread(self.store.delete_efile_reference, efile_id, body)
+        await in_thread(self.store.efiles.delete_reference, efile_id, body)
         return Response(status_code=200)
 
     def _reference_shape(self) -> str:
@@ -393,7 +395,7 @@ class Endpoints:
         return body if self._reference_shape() == "type" else reference_from_shape(body)
 
     async def efile_roles(self, request: Request) -> Response:
-        return await self._record(request, "efile:read", "efileroles", self.store.get_efile_roles)
+        return await self._record(request, "efile:read", "efileroles", self.store.efiles.roles)
 
     async def efile_role_add(self, request: Request) -> Response:
         self._user(request, "efile:write")
@@ -401,14 +403,14 @@ class Endpoints:
         role = await _text_body(request)
         if not role:
             raise ApiError(400, "request body must be the role as text/plain")
-        await in_thread(self.store.add_efile_role, efile_id, role)
+        await in_thread(self.store.efiles.add_role, efile_id, role)
         return Response(status_code=200)
 
     async def efile_role_delete(self, request: Request) -> Response:
         self._user(request, "efile:write")
         efile_id = self._id(request)
         body = await json_object(request, "an EFileRole")
-        await in_thread(self.store.delete_efile_role, efile_id, body)
+        await in_thread(self.store.efiles.delete_role, efile_id, body)
         return Response(status_code=200)
 
 

@@ -181,23 +181,23 @@ class RunningSimulator:
     # --- data changes --------------------------------------------------------------------------------------
 
     def modify_shipments(self, count: int) -> list[int]:
-        return self.store.modify_shipments(count)
+        return self.store.changes.modify_shipments(count)
 
     def create_shipments(self, count: int) -> list[int]:
-        return self.store.create_shipments(count)
+        return self.store.changes.create_shipments(count)
 
     def delete_shipments(self, count: int) -> list[int]:
-        return self.store.delete_shipments(count)
+        return self.store.changes.delete_shipments(count)
 
     def touch_shipments(self, shipment_ids: list[int]) -> None:
-        self.store.touch_shipments(shipment_ids)
+        self.store.changes.touch_shipments(shipment_ids)
 
     def advance_clock(self, seconds: float) -> dt.datetime:
-        return self.store.advance_clock(seconds)
+        return self.store.clock.advance(seconds)
 
     def set_clock(self, instant: dt.datetime | str) -> dt.datetime:
         """Move the simulated clock forward to ``instant`` (aware, or ISO 8601 text with its offset)."""
-        return self.store.set_clock(parse_instant(instant) if isinstance(instant, str) else instant)
+        return self.store.clock.set_to(parse_instant(instant) if isinstance(instant, str) else instant)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 

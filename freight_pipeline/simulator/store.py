@@ -8,36 +8,25 @@ Determinism: the same constructor arguments and the same sequence of calls give 
 documents (with the default frozen clock). The initial data contains last-modified seconds shared
 by more shipments than a page holds: a nightly bulk import (more than 500 shipments from 2,000
 shipments on) and a mass update shortly before the start instant.
-
-The class is put together from mixins, one job each (see :class:`SimulatorStore`); this module
-builds it and re-exports ``bulk_import_size``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import threading
-from collections import OrderedDict
-from typing import Any
 
-from freight_pipeline.simulator.clock import SimClock
+from freight_pipeline.simulator.clock import SimClock, StoreClock
 from freight_pipeline.simulator.config import MAX_SHIPMENTS
 from freight_pipeline.simulator.data_codes import build_code_conversions
-from freight_pipeline.simulator.data_efile import EFileStore
-from freight_pipeline.simulator.data_format import TAG_DOCUMENTS, TAG_MUTATION, rng_for
-from freight_pipeline.simulator.generator import ShipmentState
-from freight_pipeline.simulator.store_changes import ChangesMixin
-from freight_pipeline.simulator.store_efiles import EFilesMixin
-from freight_pipeline.simulator.store_events import EventsMixin
-from freight_pipeline.simulator.store_reads import ReadsMixin
-from freight_pipeline.simulator.store_seed import SeedingMixin, bulk_import_size
-from freight_pipeline.simulator.store_state import EventKey
-
-__all__ = ["SimulatorStore", "bulk_import_size"]
+from freight_pipeline.simulator.store_changes import StoreChanges
+from freight_pipeline.simulator.store_data import StoreData
+from freight_pipeline.simulator.store_events import EventWriter
+from freight_pipeline.simulator.store_reads import StoreReader
+from freight_pipeline.simulator.store_seed import seed_shipments
+from freight_pipeline.simulator.store_webhooks import WebhookRecorder
 
 
-class SimulatorStore(SeedingMixin, ReadsMixin, EventsMixin, ChangesMixin, EFilesMixin):
-    """In-memory freight service data.
+class SimulatorStore:
+    """In-memory freight service data, seeded with its initial shipments.
 
     Args:
         shipments: number of initial shipments, 0 to MAX_SHIPMENTS (100,000 build in about 18 s).
@@ -52,11 +41,14 @@ class SimulatorStore(SeedingMixin, ReadsMixin, EventsMixin, ChangesMixin, EFiles
         max_memos_per_shipment: 1..this many memo lines for those shipments.
         code_conversions: at most this many code conversion records (about 380 exist).
         cache_size: full documents kept (as JSON) in the LRU cache.
+        documents: shipments get E-Files of their own (generated, A38).
 
-    Its parts: :mod:`.store_state` (shared primitives), :mod:`.store_seed` (initial data),
-    :mod:`.store_reads` (clock, documents, memos, code conversions, test helpers),
-    :mod:`.store_events` (event writes), :mod:`.store_changes` (change over time),
-    :mod:`.store_efiles` (E-Files, webhooks).
+    Its parts, each given what it uses: ``data`` (:class:`~.store_data.StoreData`: the shared data
+    and its lock), ``clock`` (:class:`~.clock.StoreClock`), ``reader``
+    (:class:`~.store_reads.StoreReader`: documents, memo lines, code conversions, test helpers),
+    ``events`` (:class:`~.store_events.EventWriter`), ``changes``
+    (:class:`~.store_changes.StoreChanges`: change over time), ``efiles``
+    (:class:`~.data_efile.EFileStore`) and ``webhooks`` (:class:`~.store_webhooks.WebhookRecorder`).
     """
 
     def __init__(
@@ -76,28 +68,13 @@ class SimulatorStore(SeedingMixin, ReadsMixin, EventsMixin, ChangesMixin, EFiles
         if not 0 <= shipments <= MAX_SHIPMENTS:
             raise ValueError(f"shipments must be between 0 and {MAX_SHIPMENTS:,}, got {shipments:,}")
         self.seed = seed
-        self._lock = threading.RLock()
-        self._clock = SimClock(start, utc_offset, wall_clock, offset_changes=offset_changes)
-        self._memo_share = memo_share
-        self._max_memos = max(1, max_memos_per_shipment)
-        self._version = 0
-        self._live: dict[int, ShipmentState] = {}
-        self._by_number: dict[tuple[str, str], int] = {}  # (client, shipment number) -> live shipment id
-        self._deleted: set[int] = set()
-        self._overrides: dict[int, dict[EventKey, dict[str, Any]]] = {}
-        self._memos: dict[int, tuple[int, int, str]] = {}  # memo id -> (shipment id, running number, text)
-        self._memos_by_shipment: dict[int, list[int]] = {}
-        self._next_memo_id = 1
-        self._running: dict[str, int] = {}
-        self._cache: OrderedDict[tuple[int, int], str] = OrderedDict()
-        self._cache_size = cache_size
-        self._webhooks: list[tuple[int, dict[str, Any]]] = []
-        self._efiles = EFileStore(lambda: self._clock.iso(self._clock.epoch()), self._clock.iso)
-        self._documents = documents
-        self._document_rng = rng_for(seed, TAG_DOCUMENTS, 0)
-        self._mutation_rng = rng_for(seed, TAG_MUTATION)
-        self._build(shipments)
-        self._last_stamp = max((state.modified for state in self._live.values()), default=0)
-        self._code_conversions = build_code_conversions(seed, self._clock.start_epoch, self._clock.iso)[
-            : max(0, code_conversions)
-        ]
+        clock = SimClock(start, utc_offset, wall_clock, offset_changes=offset_changes)
+        self.data = StoreData(seed, clock, documents)
+        seed_shipments(self.data, shipments, memo_share, max(1, max_memos_per_shipment))
+        conversions = build_code_conversions(seed, clock.start_epoch, clock.iso)[: max(0, code_conversions)]
+        self.clock = StoreClock(clock, self.data.lock)
+        self.reader = StoreReader(self.data, conversions, cache_size)
+        self.events = EventWriter(self.data, self.reader)
+        self.changes = StoreChanges(self.data, memo_share)
+        self.efiles = self.data.efiles
+        self.webhooks = WebhookRecorder(self.data.lock)

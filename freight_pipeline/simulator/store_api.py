@@ -1,9 +1,11 @@
 """The contract between the simulator's data (store, generator, clock) and its HTTP layer.
 
-``store.SimulatorStore`` implements :class:`StoreAPI`; ``app.create_app`` consumes it. Documents are
-plain JSON-ready dicts shaped exactly as the spec (``../shared/freight-service-spec.md``) and
-docs/assumptions.md describe them. All methods are synchronous and thread-safe (the
-HTTP layer may call them from a thread pool while a test mutates the store).
+``store.SimulatorStore`` implements :class:`StoreAPI`; ``app.create_app`` consumes it. A store is
+made of parts, one protocol each: its clock, its reader, its event writes, its E-Files, its webhook
+recorder and its own changes over time. Documents are plain JSON-ready dicts shaped exactly as the
+spec (``../shared/freight-service-spec.md``) and docs/assumptions.md describe them. All methods are
+synchronous and thread-safe (the HTTP layer may call them from a thread pool while a test mutates
+the store).
 """
 
 from __future__ import annotations
@@ -55,16 +57,18 @@ class Invalid(ValueError):
     """The request content is wrong (HTTP 400); the message names what was wrong."""
 
 
-class StoreAPI(Protocol):
-    # --- clock -------------------------------------------------------------------------------
+class ClockAPI(Protocol):
     def now(self) -> dt.datetime:
         """The simulated clock: aware, in the service's UTC offset, whole seconds."""
 
-    def advance_clock(self, seconds: float) -> dt.datetime: ...
+    def advance(self, seconds: float) -> dt.datetime:
+        """Move the clock forward by ``seconds``. Raises Invalid for a negative or non-finite step."""
 
-    def set_clock(self, instant: dt.datetime) -> dt.datetime:
+    def set_to(self, instant: dt.datetime) -> dt.datetime:
         """Move the clock forward to ``instant`` (aware). Raises Invalid for an earlier one."""
 
+
+class ReaderAPI(Protocol):
     def version(self) -> int:
         """A number that changes on every change of shipment data (lets lookups cache results)."""
 
@@ -91,14 +95,6 @@ class StoreAPI(Protocol):
 
     def get_sea_main_carriage(self, shipment_id: int) -> list[dict[str, Any]]: ...
 
-    def create_event(self, shipment_id: int, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
-        """Raises NotFound, Conflict (event+type exists), Invalid (bad code/type). Moves last-modified."""
-
-    def update_event(
-        self, shipment_id: int, code: str, event_type: str, event: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """Raises NotFound (shipment or event+type), Invalid. Fields not sent keep their value. Moves last-modified."""
-
     # --- memos and code conversions ----------------------------------------------------------
     def memo_rows(self) -> Iterator[dict[str, Any]]:
         """Every memo line, ordered by id (fields of the spec's memo line)."""
@@ -113,33 +109,47 @@ class StoreAPI(Protocol):
 
     def get_code_conversion(self, conversion_id: int) -> dict[str, Any]: ...
 
-    # --- E-File ------------------------------------------------------------------------------
-    def store_efile(self, efile: Mapping[str, Any]) -> dict[str, Any]: ...
 
-    def get_efile(self, efile_id: int, cascade: bool = False) -> dict[str, Any]: ...
+class EventsAPI(Protocol):
+    def create(self, shipment_id: int, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Raises NotFound, Conflict (event+type exists), Invalid (bad code/type). Moves last-modified."""
 
-    def delete_efile(self, efile_id: int) -> dict[str, Any]: ...
+    def update(self, shipment_id: int, code: str, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Raises NotFound (shipment or event+type), Invalid. Fields not sent keep their value. Moves last-modified."""
 
-    def efile_rows(self, shipment_ids: Iterable[int] | None = None) -> Iterator[dict[str, Any]]:
+
+class EFilesAPI(Protocol):
+    def store(self, efile: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def get(self, efile_id: int, cascade: bool = False) -> dict[str, Any]: ...
+
+    def delete(self, efile_id: int) -> dict[str, Any]: ...
+
+    def rows(self, shipment_ids: Iterable[int] | None = None) -> Iterator[dict[str, Any]]:
         """Every E-File with references (no document), for the lookup; with ``shipment_ids``, at
         least those referencing one of them (a store may narrow its scan with an index)."""
 
-    def get_efile_references(self, efile_id: int) -> list[dict[str, Any]]: ...
+    def references(self, efile_id: int) -> list[dict[str, Any]]: ...
 
-    def add_efile_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None: ...
+    def add_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None: ...
 
-    def delete_efile_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None: ...
+    def delete_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None: ...
 
-    def get_efile_roles(self, efile_id: int) -> list[dict[str, Any]]: ...
+    def roles(self, efile_id: int) -> list[dict[str, Any]]: ...
 
-    def add_efile_role(self, efile_id: int, role: str) -> None: ...
+    def add_role(self, efile_id: int, role: str) -> None: ...
 
-    def delete_efile_role(self, efile_id: int, role: Mapping[str, Any]) -> None: ...
+    def delete_role(self, efile_id: int, role: Mapping[str, Any]) -> None: ...
 
-    # --- webhook -----------------------------------------------------------------------------
-    def record_webhook(self, payload: Mapping[str, Any]) -> int: ...
 
-    # --- change over time (Python API; also behind the opt-in HTTP control surface) -----------
+class WebhooksAPI(Protocol):
+    def record(self, payload: Mapping[str, Any]) -> int:
+        """Keep a received webhook payload (a JSON object, else Invalid); its id."""
+
+
+class ChangesAPI(Protocol):
+    """Change over time (Python API; also behind the opt-in HTTP control surface)."""
+
     def modify_shipments(self, count: int) -> list[int]:
         """Change `count` live shipments (fields, goods added/removed, new events) in one second; returns ids."""
 
@@ -149,3 +159,25 @@ class StoreAPI(Protocol):
 
     def touch_shipments(self, shipment_ids: list[int]) -> None:
         """Give these shipments a new version, all last modified in one second (A8; for targeted tests)."""
+
+
+class StoreAPI(Protocol):
+    """What the HTTP layer holds: the store's parts."""
+
+    @property
+    def clock(self) -> ClockAPI: ...
+
+    @property
+    def reader(self) -> ReaderAPI: ...
+
+    @property
+    def events(self) -> EventsAPI: ...
+
+    @property
+    def efiles(self) -> EFilesAPI: ...
+
+    @property
+    def webhooks(self) -> WebhooksAPI: ...
+
+    @property
+    def changes(self) -> ChangesAPI: ...

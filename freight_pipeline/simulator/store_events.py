@@ -1,5 +1,5 @@
-"""Event writes of the simulator store: create and update a shipment's events (overrides of the
-generated ones), with the validation of ShipmentEvent bodies."""
+"""Event writes of the simulator store (:class:`EventWriter`): create and update a shipment's
+events (overrides of the generated ones), with the validation of ShipmentEvent bodies."""
 
 from __future__ import annotations
 
@@ -10,34 +10,37 @@ from typing import Any
 from freight_pipeline.datetimes import DateTimeParseError, parse_datetime_object
 from freight_pipeline.simulator.generator import touched
 from freight_pipeline.simulator.store_api import EVENT_CODES, EVENT_FIELDS, EVENT_TYPES, Conflict, Invalid, NotFound
-from freight_pipeline.simulator.store_state import EventKey, StoreState
+from freight_pipeline.simulator.store_data import EventKey, StoreData
+from freight_pipeline.simulator.store_reads import StoreReader
 
 LOCATION_CODE_TYPES = frozenset({"SERVICE", "UNLOC", "IATA", "FOREIGN", "POSTAL_CODE", "UN_COUNTRY"})
 LOCATION_FIELDS = frozenset({"codes", "name", "latitude", "longitude"})
 DATE_TIME_FIELDS = frozenset({"date", "time", "zone_offset", "until"})
 
 
-class EventsMixin(StoreState):
-    """``create_event`` / ``update_event``; reads the current events with ``get_events`` (:mod:`.store_reads`)."""
+class EventWriter:
+    """``create`` / ``update`` of a shipment's events in ``data``; the current events are read
+    through ``reader`` (the generated ones with the overrides written before)."""
 
-    _version: int
-    _overrides: dict[int, dict[EventKey, dict[str, Any]]]
+    def __init__(self, data: StoreData, reader: StoreReader) -> None:
+        self._data = data
+        self._reader = reader
 
-    def create_event(self, shipment_id: int, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
+    def create(self, shipment_id: int, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
         _check_type(event_type)
         code = _checked_body(event).get("event")
         if code not in EVENT_CODES:
             raise Invalid(f"event {code!r} is not an event code; allowed: {', '.join(EVENT_CODES)}")
         stored = {"event": code, "type": event_type, "shipment_id": shipment_id, "date_time": None, "location": None}
         stored.update(_event_changes(shipment_id, event_type, event))
-        with self._lock:
-            self._require(shipment_id)
+        with self._data.lock:
+            self._data.require(shipment_id)
             if self._find_event(shipment_id, code, event_type) is not None:
                 raise Conflict(f"event {code} ({event_type}) already exists for shipment {shipment_id}")
             self._set_override(shipment_id, (code, event_type), stored)
         return copy.deepcopy(stored)
 
-    def update_event(self, shipment_id: int, code: str, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
+    def update(self, shipment_id: int, code: str, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
         """Fields not sent keep their value (A28); the path's code, the query's type and id win."""
         _check_type(event_type)
         if code not in EVENT_CODES:
@@ -45,8 +48,8 @@ class EventsMixin(StoreState):
         if _checked_body(event).get("event") not in (None, code):
             raise Invalid(f"body event {event.get('event')!r} differs from the path's {code}")
         changes = _event_changes(shipment_id, event_type, event)
-        with self._lock:
-            self._require(shipment_id)
+        with self._data.lock:
+            self._data.require(shipment_id)
             existing = self._find_event(shipment_id, code, event_type)
             if existing is None:
                 raise NotFound(f"event {code} ({event_type}) does not exist for shipment {shipment_id}")
@@ -55,13 +58,14 @@ class EventsMixin(StoreState):
         return copy.deepcopy(stored)
 
     def _find_event(self, shipment_id: int, code: str, event_type: str) -> dict[str, Any] | None:
-        return next((e for e in self.get_events(shipment_id) if (e["event"], e["type"]) == (code, event_type)), None)
+        events = self._reader.get_events(shipment_id)
+        return next((e for e in events if (e["event"], e["type"]) == (code, event_type)), None)
 
     def _set_override(self, shipment_id: int, key: EventKey, event: dict[str, Any]) -> None:
-        self._overrides.setdefault(shipment_id, {})[key] = event
-        state = self._live[shipment_id]
-        self._live[shipment_id] = touched(state, self._stamp([state.modified]))
-        self._version += 1
+        self._data.overrides.setdefault(shipment_id, {})[key] = event
+        state = self._data.live[shipment_id]
+        self._data.live[shipment_id] = touched(state, self._data.stamp([state.modified]))
+        self._data.version += 1
 
 
 def _check_type(event_type: str) -> None:

@@ -1,5 +1,5 @@
-"""Reads of the simulator store: the clock, shipment documents, memo lines, code conversions,
-and the helpers tests use to compare a warehouse with the source.
+"""Reads of the simulator store (:class:`StoreReader`): shipment documents, memo lines, code
+conversions, and the helpers tests use to compare a warehouse with the source.
 
 Full documents are generated on demand from compact state and kept in a small LRU cache as JSON
 text (so every caller gets its own copy); generation runs outside the lock on immutable snapshots.
@@ -8,7 +8,6 @@ text (so every caller gets its own copy); generation runs outside the lock on im
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import json
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -16,52 +15,36 @@ from typing import Any
 
 from freight_pipeline.simulator.data_transport import AIR_LEG_FIELDS, SEA_LEG_FIELDS, carriage_subset
 from freight_pipeline.simulator.generator import ShipmentState, base_shipment, build_document
-from freight_pipeline.simulator.store_api import Invalid, NotFound
-from freight_pipeline.simulator.store_state import EventKey, StoreState
+from freight_pipeline.simulator.store_api import NotFound
+from freight_pipeline.simulator.store_data import EventKey, StoreData
 
 
-class ReadsMixin(StoreState):
-    """The read side of :class:`~.store.SimulatorStore`."""
+class StoreReader:
+    """The read side of the store, over its ``data`` (read under its lock).
 
-    _version: int
-    _deleted: set[int]
-    _overrides: dict[int, dict[EventKey, dict[str, Any]]]
-    _cache: OrderedDict[tuple[int, int], str]
-    _cache_size: int
-    _code_conversions: list[dict[str, Any]]
+    Args:
+        data: the store's shared data.
+        code_conversions: the code conversion records (fixed for the store's life), ordered by id.
+        cache_size: full documents kept (as JSON) in the LRU cache.
+    """
 
-    # ============================================================================================
-    # clock
-    # ============================================================================================
-    def now(self) -> dt.datetime:
-        with self._lock:
-            return self._clock.now()
-
-    def advance_clock(self, seconds: float) -> dt.datetime:
-        with self._lock:
-            try:
-                return self._clock.advance(seconds)
-            except ValueError as exc:
-                raise Invalid(str(exc)) from None
-
-    def set_clock(self, instant: dt.datetime) -> dt.datetime:
-        with self._lock:
-            try:
-                return self._clock.set_to(instant)
-            except ValueError as exc:
-                raise Invalid(str(exc)) from None
+    def __init__(self, data: StoreData, code_conversions: list[dict[str, Any]], cache_size: int) -> None:
+        self._data = data
+        self._code_conversions = code_conversions
+        self._cache: OrderedDict[tuple[int, int], str] = OrderedDict()  # (id, version) -> document JSON
+        self._cache_size = cache_size
 
     # ============================================================================================
     # shipments
     # ============================================================================================
     def version(self) -> int:
-        with self._lock:
-            return self._version
+        with self._data.lock:
+            return self._data.version
 
     def shipment_key_rows(self) -> Iterator[Mapping[str, Any]]:
         """The states themselves (immutable Mappings over SHIPMENT_KEYS), snapshot at call time."""
-        with self._lock:
-            return iter(list(self._live.values()))
+        with self._data.lock:
+            return iter(list(self._data.live.values()))
 
     def get_shipment(self, shipment_id: int) -> dict[str, Any]:
         return json.loads(self._document_json(shipment_id))
@@ -88,24 +71,24 @@ class ReadsMixin(StoreState):
     # memos and code conversions
     # ============================================================================================
     def memo_rows(self) -> Iterator[dict[str, Any]]:
-        with self._lock:
-            return iter([self._memo_row(memo_id, entry) for memo_id, entry in self._memos.items()])
+        with self._data.lock:
+            return iter([self._memo_row(memo_id, entry) for memo_id, entry in self._data.memos.items()])
 
     def memo_rows_of(self, client: str, shipment_number: str) -> list[dict[str, Any]]:
-        with self._lock:
-            shipment_id = self._by_number.get((client, shipment_number))
-            memo_ids = self._memos_by_shipment.get(shipment_id, []) if shipment_id is not None else []
-            return [self._memo_row(memo_id, self._memos[memo_id]) for memo_id in memo_ids]
+        with self._data.lock:
+            shipment_id = self._data.by_number.get((client, shipment_number))
+            memo_ids = self._data.memos_by_shipment.get(shipment_id, []) if shipment_id is not None else []
+            return [self._memo_row(memo_id, self._data.memos[memo_id]) for memo_id in memo_ids]
 
     def get_memo(self, memo_id: int) -> dict[str, Any]:
-        with self._lock:
-            entry = self._memos.get(memo_id)
+        with self._data.lock:
+            entry = self._data.memos.get(memo_id)
             if entry is None:
                 raise NotFound(f"memo line {memo_id} not found")
             return self._memo_row(memo_id, entry)
 
     def _memo_row(self, memo_id: int, entry: tuple[int, int, str]) -> dict[str, Any]:
-        state = self._live[entry[0]]
+        state = self._data.live[entry[0]]
         return {
             "id": memo_id,
             "client": state.client,
@@ -127,49 +110,50 @@ class ReadsMixin(StoreState):
     # helpers for tests (compare a warehouse with the source)
     # ============================================================================================
     def live_shipment_ids(self) -> list[int]:
-        with self._lock:
-            return sorted(self._live)
+        with self._data.lock:
+            return sorted(self._data.live)
 
     def deleted_shipment_ids(self) -> list[int]:
-        with self._lock:
-            return sorted(self._deleted)
+        with self._data.lock:
+            return sorted(self._data.deleted)
 
     def snapshot_ids_and_versions(self) -> dict[int, tuple[int, str]]:
         """id -> (version, last_modified_date_time) of every live shipment."""
-        with self._lock:
-            return {i: (s.version, self._clock.iso(s.modified)) for i, s in sorted(self._live.items())}
+        with self._data.lock:
+            iso = self._data.clock.iso
+            return {i: (s.version, iso(s.modified)) for i, s in sorted(self._data.live.items())}
 
     def shipment_state(self, shipment_id: int) -> ShipmentState:
         """The compact state (also the lookup key row) of a live shipment."""
-        with self._lock:
-            return self._require(shipment_id)
+        with self._data.lock:
+            return self._data.require(shipment_id)
 
     def expected_documents(self) -> Iterator[dict[str, Any]]:
         """Full documents of every live shipment at call time, by id (generated lazily)."""
-        with self._lock:
-            ids = sorted(self._live)
+        with self._data.lock:
+            ids = sorted(self._data.live)
             snapshot = [self._snapshot(i) for i in ids]
         for state, memos, overrides in snapshot:
             yield json.loads(self._render(state, memos, overrides))
 
     def cache_info(self) -> dict[str, int]:
-        with self._lock:
+        with self._data.lock:
             return {"documents": len(self._cache), "max": self._cache_size}
 
     # ============================================================================================
     # document rendering
     # ============================================================================================
     def _snapshot(self, shipment_id: int) -> tuple[ShipmentState, list[dict[str, Any]], dict[EventKey, Any]]:
-        state = self._require(shipment_id)
-        memos = [self._memo_row(m, self._memos[m]) for m in self._memos_by_shipment.get(shipment_id, [])]
-        return state, memos, copy.deepcopy(self._overrides.get(shipment_id, {}))
+        state = self._data.require(shipment_id)
+        memos = [self._memo_row(m, self._data.memos[m]) for m in self._data.memos_by_shipment.get(shipment_id, [])]
+        return state, memos, copy.deepcopy(self._data.overrides.get(shipment_id, {}))
 
     def _render(self, state: ShipmentState, memos: list[dict[str, Any]], overrides: dict[EventKey, Any]) -> str:
-        doc = build_document(self.seed, state, memos, overrides, self._clock.iso)
+        doc = build_document(self._data.seed, state, memos, overrides, self._data.clock.iso)
         return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
 
     def _document_json(self, shipment_id: int) -> str:
-        with self._lock:
+        with self._data.lock:
             state, memos, overrides = self._snapshot(shipment_id)
             key = (shipment_id, state.version)
             cached = self._cache.get(key)
@@ -177,7 +161,7 @@ class ReadsMixin(StoreState):
                 self._cache.move_to_end(key)
                 return cached
         text = self._render(state, memos, overrides)
-        with self._lock:
+        with self._data.lock:
             self._cache[key] = text
             self._cache.move_to_end(key)
             while len(self._cache) > self._cache_size:

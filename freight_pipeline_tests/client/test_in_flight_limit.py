@@ -42,7 +42,7 @@ def test_calls_complete_under_a_service_in_flight_limit_with_few_429s(
     sim = limited
     sim.reset_faults(FaultConfig(max_in_flight=max_in_flight, latency_ms=latency_ms, retry_after_s=1))
     sim.reset_stats()
-    ids = sim.store.live_shipment_ids()
+    ids = sim.store.reader.live_shipment_ids()
     ids = (ids * (REQUESTS // len(ids) + 1))[:REQUESTS]
     limit = SyncSettings().in_flight_limit()  # what a sync run uses: adaptive, from 16 up to 64
 

@@ -382,7 +382,7 @@ def test_a_rate_limited_service_brings_the_limit_down(rate_limited: RunningSimul
     async def scenario() -> None:
         async with AsyncFreightClient(rate_limited.base_url, rate_limited.username, rate_limited.password,
                                       limit=limit, retry=retry) as client:
-            ids = rate_limited.store.live_shipment_ids()
+            ids = rate_limited.store.reader.live_shipment_ids()
             await asyncio.gather(*(client.get_shipment_raw(i) for i in ids * 10))
 
     asyncio.run(scenario())

@@ -44,7 +44,7 @@ ORDER = ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"]
 
 
 def live_ids(sim: Any) -> list[int]:
-    return sorted(int(row["ID"]) for row in sim.store.shipment_key_rows())
+    return sorted(int(row["ID"]) for row in sim.store.reader.shipment_key_rows())
 
 
 def same_json(a: Any, b: Any) -> bool:
@@ -53,7 +53,7 @@ def same_json(a: Any, b: Any) -> bool:
 
 def ids_in_lookup_order(sim: Any) -> list[int]:
     """Live ids ordered as ``ORDER`` (ascending, ``ID`` last) orders the shipment lookup."""
-    rows = sim.store.shipment_key_rows()
+    rows = sim.store.reader.shipment_key_rows()
     return [
         int(r["ID"]) for r in sorted(rows, key=lambda r: (r["LAST_MODIFIED_DATE"], r["LAST_MODIFIED_TIME"], r["ID"]))
     ]
@@ -61,7 +61,7 @@ def ids_in_lookup_order(sim: Any) -> list[int]:
 
 def new_event_code(sim: Any, shipment_id: int, event_type: str) -> str:
     """An event code the shipment has no event of that type for (creating it will not conflict)."""
-    existing = {(e["event"], e["type"]) for e in sim.store.get_events(shipment_id)}
+    existing = {(e["event"], e["type"]) for e in sim.store.reader.get_events(shipment_id)}
     return next(c for c in ("VGM_CLOSING", "DIFF_BL_DATE", "GATE_OUT", "AVAILABLE") if (c, event_type) not in existing)
 
 
@@ -87,7 +87,7 @@ def test_iterates_all_pages_of_a_multi_page_lookup(client: FreightClient, fresh_
 
 
 def test_lookup_criteria_and_typed_items(client: FreightClient, fresh_sim: Any) -> None:
-    rows = list(fresh_sim.store.shipment_key_rows())
+    rows = list(fresh_sim.store.reader.shipment_key_rows())
     pivot = sorted(r["LAST_MODIFIED_DATE"] for r in rows)[len(rows) // 2]
     expected = sorted(int(r["ID"]) for r in rows if r["LAST_MODIFIED_DATE"] >= pivot)
     crit = [Criterion(key="LAST_MODIFIED_DATE", match_mode="GE", value=pivot)]
@@ -104,12 +104,12 @@ def test_retrieve_events_and_carriages_match_the_store(client: FreightClient, fr
     store = fresh_sim.store
     for shipment_id in live_ids(fresh_sim)[:25]:
         raw = client.get_shipment_raw(shipment_id)
-        assert same_json(raw, store.get_shipment(shipment_id))
+        assert same_json(raw, store.reader.get_shipment(shipment_id))
         full = client.get_shipment(shipment_id)
         assert full.id == shipment_id and full.raw == raw
         assert full.extra_fields == {}, f"fields the spec does not name: {sorted(full.extra_fields)}"
         assert full.problems == [], f"fields the models cannot read: {full.problems}"
-        assert same_json(client.get_shipment_events_raw(shipment_id), store.get_events(shipment_id))
+        assert same_json(client.get_shipment_events_raw(shipment_id), store.reader.get_events(shipment_id))
         events = client.get_shipment_events(shipment_id)
         assert all(e.known for e in events)
         for e in events:  # every part may be null; an instant whenever date, time and offset are there
@@ -119,8 +119,8 @@ def test_retrieve_events_and_carriages_match_the_store(client: FreightClient, fr
             assert d is None or d.parse_error is None
         air = client.get_air_main_carriage(shipment_id)
         sea = client.get_sea_main_carriage(shipment_id)
-        assert same_json([leg.raw for leg in air], store.get_air_main_carriage(shipment_id))
-        assert same_json(client.get_sea_main_carriage_raw(shipment_id), store.get_sea_main_carriage(shipment_id))
+        assert same_json([leg.raw for leg in air], store.reader.get_air_main_carriage(shipment_id))
+        assert same_json(client.get_sea_main_carriage_raw(shipment_id), store.reader.get_sea_main_carriage(shipment_id))
         if full.mode_of_transport == "AIR":
             assert sea == []
         if full.mode_of_transport == "SEA":
@@ -135,7 +135,7 @@ def test_both_datetime_forms_parse_to_the_simulators_instants(any_client: SyncVi
     store = fresh_sim.store
     checked = {OBJECT_FORM: 0, STRING_FORM: 0}
     for shipment_id in live_ids(fresh_sim)[20:80]:
-        ident = identity_of(store.seed, store.shipment_state(shipment_id))
+        ident = identity_of(store.seed, store.reader.shipment_state(shipment_id))
         truth = milestone_truth(ident)
         for event in any_client.get_shipment_events(shipment_id):
             if (event.event, event.type) not in truth:  # revised estimates: drawn per version
@@ -193,21 +193,22 @@ def test_every_method_matches_the_store(any_client: SyncView, fresh_sim: Any) ->
 def check_shipment_reads(client: SyncView, sim: Any, shipment_id: int) -> None:
     store = sim.store
     page = client.lookup_shipments([Criterion(key="ID", value=shipment_id)])
-    assert (page.row_count, page.page_count) == (1, 1) and same_json(page.raw, [store.get_base_shipment(shipment_id)])
+    assert (page.row_count, page.page_count) == (1, 1)
+    assert same_json(page.raw, [store.reader.get_base_shipment(shipment_id)])
     assert page.items[0].id == shipment_id and page.is_last
     ordered = ids_in_lookup_order(sim)
     pages = list(client.iter_shipment_pages([], page_size=60, order_by=ORDER))
     assert [r["id"] for p in pages for r in p.raw] == ordered and len(pages) == math.ceil(len(ordered) / 60)
     assert [s.id for s in client.iter_shipments([], page_size=70, order_by=ORDER)] == ordered
     raw = list(client.iter_shipments_raw([], page_size=80, order_by=ORDER))
-    assert same_json(raw, [store.get_base_shipment(i) for i in ordered])
-    assert same_json(client.get_shipment_raw(shipment_id), store.get_shipment(shipment_id))
+    assert same_json(raw, [store.reader.get_base_shipment(i) for i in ordered])
+    assert same_json(client.get_shipment_raw(shipment_id), store.reader.get_shipment(shipment_id))
     full = client.get_shipment(shipment_id)
-    assert same_json(full.raw, store.get_shipment(shipment_id)) and full.problems == []
-    events = store.get_events(shipment_id)
+    assert same_json(full.raw, store.reader.get_shipment(shipment_id)) and full.problems == []
+    events = store.reader.get_events(shipment_id)
     assert same_json(client.get_shipment_events_raw(shipment_id), events)
     assert same_json([e.raw for e in client.get_shipment_events(shipment_id)], events)
-    air, sea = store.get_air_main_carriage(shipment_id), store.get_sea_main_carriage(shipment_id)
+    air, sea = store.reader.get_air_main_carriage(shipment_id), store.reader.get_sea_main_carriage(shipment_id)
     assert same_json(client.get_air_main_carriage_raw(shipment_id), air)
     assert same_json([leg.raw for leg in client.get_air_main_carriage(shipment_id)], air)
     assert same_json(client.get_sea_main_carriage_raw(shipment_id), sea)
@@ -220,7 +221,7 @@ def check_event_writes(client: SyncView, sim: Any, shipment_id: int) -> None:
     when = {"date": "2026-11-20", "time": "08:00:00", "zone_offset": "+01:00"}
     event = {"event": code, "type": "ESTIMATED", "shipment_id": shipment_id, "date_time": when}
     created = client.create_shipment_event(shipment_id, event)
-    stored = next(e for e in store.get_events(shipment_id) if (e["event"], e["type"]) == (code, "ESTIMATED"))
+    stored = next(e for e in store.reader.get_events(shipment_id) if (e["event"], e["type"]) == (code, "ESTIMATED"))
     assert created is not None and same_json(created.raw, stored) and stored["date_time"] == when
     before = sim.request_count("/service/shipment/{shipmentId}/event")
     with pytest.raises(ConflictError):
@@ -228,7 +229,7 @@ def check_event_writes(client: SyncView, sim: Any, shipment_id: int) -> None:
     assert sim.request_count("/service/shipment/{shipmentId}/event") == before + 1  # a 409 is not retried
     later = {"date": "2026-11-21", "time": "09:30:00", "zone_offset": "+01:00"}
     updated = client.update_shipment_event(shipment_id, code, {**event, "date_time": later})
-    stored = next(e for e in store.get_events(shipment_id) if (e["event"], e["type"]) == (code, "ESTIMATED"))
+    stored = next(e for e in store.reader.get_events(shipment_id) if (e["event"], e["type"]) == (code, "ESTIMATED"))
     assert updated is not None and same_json(updated.raw, stored) and stored["date_time"] == later
     missing = new_event_code(sim, shipment_id, "ACTUAL")
     with pytest.raises(NotFoundError):
@@ -236,7 +237,7 @@ def check_event_writes(client: SyncView, sim: Any, shipment_id: int) -> None:
 
 
 def check_memos(client: SyncView, sim: Any) -> None:
-    expected = list(sim.store.memo_rows())
+    expected = list(sim.store.reader.memo_rows())
     assert len(expected) > 60, "the simulator should generate memo lines"
     pages = list(client.iter_memo_pages(page_size=30))
     assert same_json([row for page in pages for row in page.raw], expected) and pages[0].row_count == len(expected)
@@ -255,12 +256,12 @@ def check_memos(client: SyncView, sim: Any) -> None:
     lookup_pages = list(client.iter_memo_lookup_pages(criteria, page_size=1))
     assert [p.page_no for p in lookup_pages] == list(range(len(same_shipment)))
     assert same_json([row for p in lookup_pages for row in p.raw], same_shipment)
-    assert same_json(client.get_memo_raw(first["id"]), sim.store.get_memo(first["id"]))
+    assert same_json(client.get_memo_raw(first["id"]), sim.store.reader.get_memo(first["id"]))
     assert client.get_memo(first["id"]).memo == first["memo"]
 
 
 def check_code_conversions(client: SyncView, sim: Any) -> None:
-    expected = list(sim.store.code_conversion_rows())
+    expected = list(sim.store.reader.code_conversion_rows())
     assert len(expected) > 21, "the simulator should generate code conversions"
     scrolled = [row for page in client.iter_code_conversion_pages(page_size=7) for row in page.raw]
     assert same_json(scrolled, expected)
@@ -271,7 +272,7 @@ def check_code_conversions(client: SyncView, sim: Any) -> None:
     assert page.row_count == len(of_partner) and same_json(page.raw, of_partner[:3])
     found = list(client.iter_code_conversions([Criterion(key="PARTNER", value=partner)], page_size=3))
     assert same_json([c.raw for c in found], of_partner)
-    record = sim.store.get_code_conversion(expected[0]["id"])
+    record = sim.store.reader.get_code_conversion(expected[0]["id"])
     assert same_json(client.get_code_conversion_raw(expected[0]["id"]), record)
     assert same_json(client.get_code_conversion(expected[0]["id"]).raw, record)
 
@@ -286,31 +287,31 @@ def check_efiles(client: SyncView, sim: Any, shipment_id: int) -> None:
         roles=["OPS"],
     )
     stored = client.store_efile(new)
-    assert stored.id is not None and same_json(stored.raw, store.get_efile(stored.id, cascade=True))
+    assert stored.id is not None and same_json(stored.raw, store.efiles.get(stored.id, cascade=True))
     efile_id = stored.id
     plain = client.get_efile(efile_id)
-    assert same_json(plain.raw, store.get_efile(efile_id)) and plain.references is None
+    assert same_json(plain.raw, store.efiles.get(efile_id)) and plain.references is None
     assert plain.content() == b"hello freight"
-    assert same_json(client.get_efile_raw(efile_id, cascade=True), store.get_efile(efile_id, cascade=True))
+    assert same_json(client.get_efile_raw(efile_id, cascade=True), store.efiles.get(efile_id, cascade=True))
 
     client.add_efile_reference(efile_id, {"type": "HBL", "value": "HBL-42"})
     refs = client.get_efile_references(efile_id)
     assert {(r.type, r.value) for r in refs} == {("SHIPMENT", str(shipment_id)), ("HBL", "HBL-42")}
-    assert same_json([r.raw for r in refs], store.get_efile_references(efile_id))
+    assert same_json([r.raw for r in refs], store.efiles.references(efile_id))
     client.delete_efile_reference(efile_id, next(r for r in refs if r.type == "HBL"))
-    assert same_json(client.get_efile_references_raw(efile_id), store.get_efile_references(efile_id))
-    assert [r["type"] for r in store.get_efile_references(efile_id)] == ["SHIPMENT"]
+    assert same_json(client.get_efile_references_raw(efile_id), store.efiles.references(efile_id))
+    assert [r["type"] for r in store.efiles.references(efile_id)] == ["SHIPMENT"]
 
     client.add_efile_role(efile_id, "FINANCE")
     roles = client.get_efile_roles(efile_id)
     assert sorted(r.role or "" for r in roles) == ["FINANCE", "OPS"]
-    assert same_json([r.raw for r in roles], store.get_efile_roles(efile_id))
+    assert same_json([r.raw for r in roles], store.efiles.roles(efile_id))
     client.delete_efile_role(efile_id, "OPS")
-    assert same_json(client.get_efile_roles_raw(efile_id), store.get_efile_roles(efile_id))
-    assert [r["role"] for r in store.get_efile_roles(efile_id)] == ["FINANCE"]
+    assert same_json(client.get_efile_roles_raw(efile_id), store.efiles.roles(efile_id))
+    assert [r["role"] for r in store.efiles.roles(efile_id)] == ["FINANCE"]
 
-    summary = {**{k: v for k, v in store.get_efile(efile_id).items() if k != "document"}}
-    linked = [e["id"] for e in store.efile_rows([shipment_id])]  # the generated files of the shipment too
+    summary = {**{k: v for k, v in store.efiles.get(efile_id).items() if k != "document"}}
+    linked = [e["id"] for e in store.efiles.rows([shipment_id])]  # the generated files of the shipment too
     by_shipment = client.lookup_efiles([Criterion(key="SHIPMENT_ID", value=shipment_id)], order_by=["SHIPMENT_ID"])
     assert by_shipment.row_count == len(linked) and sorted(e.id for e in by_shipment.items) == sorted(linked)
     assert same_json([r for r in by_shipment.raw if r["id"] == efile_id], [summary])
@@ -324,7 +325,7 @@ def check_efiles(client: SyncView, sim: Any, shipment_id: int) -> None:
 
     deleted = client.delete_efile(efile_id)
     assert deleted is not None and deleted.id == efile_id
-    assert efile_id not in {row["id"] for row in store.efile_rows()}
+    assert efile_id not in {row["id"] for row in store.efiles.rows()}
     with pytest.raises(NotFoundError):
         client.get_efile(efile_id)
 
@@ -333,7 +334,7 @@ def check_webhook(client: SyncView, sim: Any) -> None:
     payload = {"kind": "test", "n": 1, "nested": {"ok": True}}
     receipt = client.send_webhook(payload)
     assert receipt is not None and receipt.received is True
-    assert {"id": receipt.id, "payload": payload} in sim.store.webhook_payloads()
+    assert {"id": receipt.id, "payload": payload} in sim.store.webhooks.payloads()
 
 
 # --- E-File ---------------------------------------------------------------------------------------
@@ -524,7 +525,7 @@ def test_malformed_success_bodies_are_retried_for_reads_and_never_for_creates(
     shipment_id = one_shipment_per_client_kind(fresh_sim, any_client, 5)
     retrieve = "/service/shipment/{id}"
     fresh_sim.script_fault("malformed", 2, path=retrieve)
-    assert same_json(any_client.get_shipment_raw(shipment_id), store.get_shipment(shipment_id))
+    assert same_json(any_client.get_shipment_raw(shipment_id), store.reader.get_shipment(shipment_id))
     assert fresh_sim.request_count(retrieve, status=200) == 3  # two cut short, then the whole one
 
     fresh_sim.script_fault("malformed", FAST_RETRY.max_attempts, path=retrieve)
@@ -533,7 +534,7 @@ def test_malformed_success_bodies_are_retried_for_reads_and_never_for_creates(
     err = info.value
     assert (err.status_code, err.method, err.path) == (200, "GET", f"/service/shipment/{shipment_id}")
     assert f"GET /service/shipment/{shipment_id} answered HTTP 200" in str(err) and "not valid JSON" in str(err)
-    whole = json.dumps(store.get_shipment(shipment_id), ensure_ascii=False, separators=(",", ":"))
+    whole = json.dumps(store.reader.get_shipment(shipment_id), ensure_ascii=False, separators=(",", ":"))
     assert len(err.body_excerpt) <= 200 and err.body_excerpt.endswith("…")
     assert whole.startswith(err.body_excerpt[:-1])
     assert fresh_sim.faults.pending_script() == 0
@@ -544,7 +545,7 @@ def test_malformed_success_bodies_are_retried_for_reads_and_never_for_creates(
         any_client.create_shipment_event(shipment_id, {"event": code, "type": "ACTUAL"})
     assert created.value.status_code == 201 and created.value.method == "POST"
     assert fresh_sim.request_count("/service/shipment/{shipmentId}/event") == 1  # not repeated
-    assert (code, "ACTUAL") in {(e["event"], e["type"]) for e in store.get_events(shipment_id)}
+    assert (code, "ACTUAL") in {(e["event"], e["type"]) for e in store.reader.get_events(shipment_id)}
 
 
 def test_random_fault_mix_with_the_async_client(fresh_sim: Any) -> None:
@@ -563,7 +564,7 @@ def test_random_fault_mix_with_the_async_client(fresh_sim: Any) -> None:
     fresh_sim.reset_faults()
     assert sorted(listed) == ids
     assert [d["id"] for d in docs] == ids[:40]
-    assert all(same_json(d, fresh_sim.store.get_shipment(d["id"])) for d in docs)
+    assert all(same_json(d, fresh_sim.store.reader.get_shipment(d["id"])) for d in docs)
     assert stats.retries > 0 and stats.requests == fresh_sim.request_count()
 
 

@@ -43,7 +43,7 @@ def test_a_token_that_expired_while_the_request_waited_for_its_slot_is_renewed_b
 ) -> None:
     sim = short_tokens
     sim.reset_stats()
-    ids = sim.store.live_shipment_ids()[:REQUESTS]
+    ids = sim.store.reader.live_shipment_ids()[:REQUESTS]
     assert len(ids) == REQUESTS
     kwargs: dict[str, Any] = {"retry": FAST_RETRY, "token_refresh_margin": 60.0}
     started = time.monotonic()

@@ -89,8 +89,8 @@ def test_status_says_what_waits_in_the_retry_queue_and_what_was_nulled(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with running_simulator(shipments=40, seed=9, control=True) as bad:
-        docs = sorted(bad.store.expected_documents(), key=lambda d: d["id"])
-        cut, odd = docs[3]["id"], next(d["id"] for d in docs[4:] if bad.store.get_events(d["id"]))
+        docs = sorted(bad.store.reader.expected_documents(), key=lambda d: d["id"])
+        cut, odd = docs[3]["id"], next(d["id"] for d in docs[4:] if bad.store.reader.get_events(d["id"]))
         for body in (
             {"endpoint": "shipment", "id": cut, "kind": "truncated"},
             {"endpoint": "events", "id": odd, "kind": "set", "path": "[0].date_time.zone_offset", "value": "+99:00"},

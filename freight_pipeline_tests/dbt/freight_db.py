@@ -60,18 +60,18 @@ def simulator_documents(shipments: int, seed: int = 7) -> Documents | None:
         return None
     store = module.SimulatorStore(shipments=shipments, seed=seed)
     docs = Documents("simulator")
-    for row in store.shipment_key_rows():
+    for row in store.reader.shipment_key_rows():
         shipment_id = int(row["ID"])
         docs.shipments.append(
             (
-                store.get_shipment(shipment_id),
-                store.get_events(shipment_id),
-                store.get_air_main_carriage(shipment_id),
-                store.get_sea_main_carriage(shipment_id),
+                store.reader.get_shipment(shipment_id),
+                store.reader.get_events(shipment_id),
+                store.reader.get_air_main_carriage(shipment_id),
+                store.reader.get_sea_main_carriage(shipment_id),
             )
         )
-    docs.memos = list(store.memo_rows())
-    docs.conversions = list(store.code_conversion_rows())
+    docs.memos = list(store.reader.memo_rows())
+    docs.conversions = list(store.reader.code_conversion_rows())
     return docs
 
 

@@ -39,8 +39,8 @@ def bad_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BadRun]:
     password = "pw-" + secrets.token_hex(12)
     config = SimulatorConfig(users=(UserConfig("freight-user", password),))
     with running_simulator(config, shipments=60, seed=5, control=True) as sim, pytest.MonkeyPatch.context() as env:
-        with_events = [d["id"] for d in sorted(sim.store.expected_documents(), key=lambda d: d["id"])
-                       if sim.store.get_events(d["id"])]
+        with_events = [d["id"] for d in sorted(sim.store.reader.expected_documents(), key=lambda d: d["id"])
+                       if sim.store.reader.get_events(d["id"])]
         truncated, bad_offset, unknown_type = with_events[:3]
         _corrupt(sim.base_url, endpoint="shipment", id=truncated, kind="truncated")
         _corrupt(sim.base_url, endpoint="events", id=bad_offset, kind="set", path="[0].date_time.zone_offset",

@@ -36,7 +36,7 @@ def test_maintenance_compacts_expires_and_keeps_the_data_and_the_published_snaps
         sync_all(service, data_dir, TEST_SETTINGS)  # batches of 13: many small files and snapshots
         with open_warehouse(data_dir) as held:
             published = publish_snapshot(held.con, "test-run")
-        sim.store.modify_shipments(10)
+        sim.store.changes.modify_shipments(10)
         sync_all(service, data_dir, TEST_SETTINGS)  # after the publish: the published snapshot is older
         expected = write_expected(sim, tmp_path / "expected")
         with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:

@@ -101,8 +101,8 @@ def test_three_partition_writers_then_the_incremental_job_end_exact(
     assert any("/analytics/" in key for key in parquet), parquet[:5]
 
     # the service changes and deletes; the next incremental run follows, the marts too
-    changed = sim.store.modify_shipments(12)
-    deleted = sim.store.delete_shipments(5)
+    changed = sim.store.changes.modify_shipments(12)
+    deleted = sim.store.changes.delete_shipments(5)
     assert changed and deleted
     finished(run_cli(env))
     after = read_lake(env, write_expected(sim, tmp_path / "expected-after"))

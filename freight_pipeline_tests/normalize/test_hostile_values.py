@@ -188,7 +188,7 @@ def store() -> SimulatorStore:
 
 def _richest(store: SimulatorStore, mode: str) -> dict[str, Any]:
     """The document of ``mode`` with the most nodes (goods at depth, references, containers, legs)."""
-    docs = [d for d in store.expected_documents() if d["mode_of_transport"] == mode]
+    docs = [d for d in store.reader.expected_documents() if d["mode_of_transport"] == mode]
     return max(docs, key=lambda d: sum(1 for _ in nodes(d)))
 
 
@@ -231,18 +231,20 @@ def test_a_hostile_value_anywhere_in_a_shipment_never_raises_and_is_accounted_fo
 def test_the_record_answers_of_every_detail_endpoint_never_raise_and_account_for_their_values(
     store: SimulatorStore,
 ) -> None:
-    docs = list(store.expected_documents())
-    with_events = next(d for d in docs if len(store.get_events(d["id"])) >= 3)
-    air = next(d for d in docs if store.get_air_main_carriage(d["id"]))
-    sea = next(d for d in docs if store.get_sea_main_carriage(d["id"]))
+    docs = list(store.reader.expected_documents())
+    with_events = next(d for d in docs if len(store.reader.get_events(d["id"])) >= 3)
+    air = next(d for d in docs if store.reader.get_air_main_carriage(d["id"]))
+    sea = next(d for d in docs if store.reader.get_sea_main_carriage(d["id"]))
     with_memos = next(d for d in docs if len(d["memos"]) >= 2)
     key_of = {(with_memos["client"], with_memos["shipment_number"]): with_memos["id"]}
     answers: list[tuple[str, Normalize, Any]] = [
-        ("events", lambda a, p: normalize_events(with_events["id"], a, p), store.get_events(with_events["id"])),
-        ("air", lambda a, p: normalize_main_carriage(air["id"], a, "air", p), store.get_air_main_carriage(air["id"])),
-        ("sea", lambda a, p: normalize_main_carriage(sea["id"], a, "sea", p), store.get_sea_main_carriage(sea["id"])),
+        ("events", lambda a, p: normalize_events(with_events["id"], a, p), store.reader.get_events(with_events["id"])),
+        ("air", lambda a, p: normalize_main_carriage(air["id"], a, "air", p),
+         store.reader.get_air_main_carriage(air["id"])),
+        ("sea", lambda a, p: normalize_main_carriage(sea["id"], a, "sea", p),
+         store.reader.get_sea_main_carriage(sea["id"])),
         ("memos", lambda a, p: normalize_memos(a, key_of, p), with_memos["memos"]),
-        ("conversions", lambda a, p: normalize_code_conversions(a, p), list(store.code_conversion_rows())[:3]),
+        ("conversions", lambda a, p: normalize_code_conversions(a, p), list(store.reader.code_conversion_rows())[:3]),
     ]
     by_name = {name: (normalize, answer) for name, normalize, answer in answers}
     for name, (normalize, answer) in by_name.items():  # the templates themselves are clean

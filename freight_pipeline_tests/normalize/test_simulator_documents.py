@@ -314,18 +314,18 @@ def store() -> SimulatorStore:
 
 
 def test_generated_documents_normalize_without_errors(store: SimulatorStore) -> None:
-    ids = [int(row["ID"]) for row in store.shipment_key_rows()]
+    ids = [int(row["ID"]) for row in store.reader.shipment_key_rows()]
     assert len(ids) >= 200
     errors: list[str] = []
     unmapped: set[str] = set()
     parts = []
     for shipment_id in ids:
-        doc = store.get_shipment(shipment_id)
+        doc = store.reader.get_shipment(shipment_id)
         unmapped_keys(doc, SHIPMENT, "", unmapped)
-        events = store.get_events(shipment_id)
+        events = store.reader.get_events(shipment_id)
         unmapped_keys(events, EVENT, "events", unmapped)
-        air = store.get_air_main_carriage(shipment_id)
-        sea = store.get_sea_main_carriage(shipment_id)
+        air = store.reader.get_air_main_carriage(shipment_id)
+        sea = store.reader.get_sea_main_carriage(shipment_id)
         unmapped_keys(air, LEG, "airmaincarriage", unmapped)
         unmapped_keys(sea, LEG, "seamaincarriage", unmapped)
         try:
@@ -340,8 +340,8 @@ def test_generated_documents_normalize_without_errors(store: SimulatorStore) -> 
         f"fields of the generated documents that normalization does not read: {unmapped}"
     )
     key_of = {(d["client"], d["shipment_number"]): d["shipment_id"] for d in merge_rows(parts)["shipments"]}
-    parts.append(normalize_memos(list(store.memo_rows()), key_of))
-    parts.append(normalize_code_conversions(list(store.code_conversion_rows())))
+    parts.append(normalize_memos(list(store.reader.memo_rows()), key_of))
+    parts.append(normalize_code_conversions(list(store.reader.code_conversion_rows())))
     tables = to_arrow_batch(merge_rows(parts))
     assert tables["shipments"].num_rows == len(ids)
     assert tables["shipment_goods"].num_rows > 0

@@ -101,7 +101,7 @@ def reference_match(row: Mapping[str, Any], key: str, mode: str, values: list[An
 
 
 def reference_ids(store: StoreAPI, predicate: Callable[[Mapping[str, Any]], bool]) -> list[int]:
-    return sorted(int(row["ID"]) for row in store.shipment_key_rows() if predicate(row))
+    return sorted(int(row["ID"]) for row in store.reader.shipment_key_rows() if predicate(row))
 
 
 def lookup_all(client: httpx.Client, path: str, criteria: list[Any], **params: Any) -> list[dict[str, Any]]:

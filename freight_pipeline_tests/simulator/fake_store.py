@@ -1,7 +1,8 @@
 """A small, predictable in-memory StoreAPI, for tests that say they serve it (``FakeStore(n)``).
 
 Shipment ``i`` (1..n) has key values derived from ``i`` so tests can state expectations
-exactly; see :meth:`FakeStore._key_row`. It starts instantly, so process tests of the CLI use it.
+exactly; see :meth:`FakeData.key_row`. It starts instantly, so process tests of the CLI use it.
+Like the real store it is made of parts over one shared :class:`FakeData` and its lock.
 """
 
 from __future__ import annotations
@@ -27,20 +28,18 @@ START = dt.datetime(2026, 1, 1, 8, 0, 0, tzinfo=OFFSET)
 MODES = ("SEA", "AIR", "RD", "RL")
 
 
-class FakeStore:
-    def __init__(self, shipments: int = 40) -> None:
-        self._lock = threading.RLock()
-        self._version = 0  # bumped on every shipment change (lets the HTTP layer cache lookups)
-        self._now = START + dt.timedelta(days=30)
+class FakeData:
+    """The fake's shipments, events, E-Files, memo lines and code conversions, and its clock."""
+
+    def __init__(self, shipments: int) -> None:
+        self.lock = threading.RLock()
+        self.version = 0  # bumped on every shipment change (lets the HTTP layer cache lookups)
+        self.now = START + dt.timedelta(days=30)
         self._ids = itertools.count(1)
-        self._shipments: dict[int, dict[str, Any]] = {}
-        self._events: dict[int, list[dict[str, Any]]] = {}
-        self._efiles: dict[int, dict[str, Any]] = {}
-        self._efile_ids = itertools.count(1)
-        self._ref_ids = itertools.count(1)
-        self.webhooks: list[dict[str, Any]] = []
+        self.shipments: dict[int, dict[str, Any]] = {}
+        self.events: dict[int, list[dict[str, Any]]] = {}
         for _ in range(shipments):
-            self._new_shipment(modified=None)
+            self.new_shipment(modified=None)
         self.memos = [
             {
                 "id": i,
@@ -67,14 +66,12 @@ class FakeStore:
             for i in range(1, 13)
         ]
 
-    # --- helpers ------------------------------------------------------------------------------------
-
-    def _new_shipment(self, modified: dt.datetime | None) -> int:
+    def new_shipment(self, modified: dt.datetime | None) -> int:
         sid = next(self._ids)
-        self._version += 1
+        self.version += 1
         i = sid
         modified = modified or START + dt.timedelta(hours=i // 4, seconds=i % 4)
-        self._shipments[sid] = {
+        self.shipments[sid] = {
             "id": sid,
             "client": f"C{i % 3}",
             "direction": "I" if i % 2 else "E",
@@ -92,10 +89,10 @@ class FakeStore:
             "customer_address_number": 1000 + i % 10,
             "address_references": (f"REF-{i}", f"PO{i % 4}"),
         }
-        self._events[sid] = []
+        self.events[sid] = []
         return sid
 
-    def _key_row(self, s: dict[str, Any]) -> dict[str, Any]:
+    def key_row(self, s: dict[str, Any]) -> dict[str, Any]:
         modified: dt.datetime = s["modified"]
         row = {
             "ID": s["id"],
@@ -120,49 +117,57 @@ class FakeStore:
         assert tuple(row) == SHIPMENT_KEYS
         return row
 
-    def _get(self, shipment_id: int) -> dict[str, Any]:
+    def get(self, shipment_id: int) -> dict[str, Any]:
         try:
-            return self._shipments[shipment_id]
+            return self.shipments[shipment_id]
         except KeyError:
             raise NotFound(f"shipment {shipment_id} not found") from None
 
-    def _touch(self, shipment_id: int) -> None:
-        self._now += dt.timedelta(seconds=1)
-        self._shipments[shipment_id]["modified"] = self._now
-        self._version += 1
+    def touch(self, shipment_id: int) -> None:
+        self.now += dt.timedelta(seconds=1)
+        self.shipments[shipment_id]["modified"] = self.now
+        self.version += 1
 
-    # --- clock --------------------------------------------------------------------------------------
+
+class FakeClock:
+    def __init__(self, data: FakeData) -> None:
+        self._data = data
 
     def now(self) -> dt.datetime:
-        with self._lock:
-            return self._now
+        with self._data.lock:
+            return self._data.now
 
-    def advance_clock(self, seconds: float) -> dt.datetime:
-        with self._lock:
-            self._now += dt.timedelta(seconds=seconds)
-            return self._now
+    def advance(self, seconds: float) -> dt.datetime:
+        with self._data.lock:
+            self._data.now += dt.timedelta(seconds=seconds)
+            return self._data.now
 
-    def set_clock(self, instant: dt.datetime) -> dt.datetime:
-        with self._lock:
-            if instant < self._now:
+    def set_to(self, instant: dt.datetime) -> dt.datetime:
+        with self._data.lock:
+            if instant < self._data.now:
                 raise Invalid("the clock only moves forward")
-            self._now = instant.astimezone(OFFSET)
-            return self._now
+            self._data.now = instant.astimezone(OFFSET)
+            return self._data.now
+
+
+class FakeReader:
+    def __init__(self, data: FakeData) -> None:
+        self._data = data
 
     def version(self) -> int:
-        with self._lock:
-            return self._version
+        with self._data.lock:
+            return self._data.version
 
     # --- shipments -----------------------------------------------------------------------------------
 
     def shipment_key_rows(self) -> Iterator[Mapping[str, Any]]:
-        with self._lock:
-            rows = [self._key_row(s) for s in self._shipments.values()]
+        with self._data.lock:
+            rows = [self._data.key_row(s) for s in self._data.shipments.values()]
         return iter(rows)
 
     def get_base_shipment(self, shipment_id: int) -> dict[str, Any]:
-        with self._lock:
-            s = self._get(shipment_id)
+        with self._data.lock:
+            s = self._data.get(shipment_id)
             return {
                 "id": s["id"],
                 "client": s["client"],
@@ -178,21 +183,21 @@ class FakeStore:
             }
 
     def get_shipment(self, shipment_id: int) -> dict[str, Any]:
-        with self._lock:
+        with self._data.lock:
             doc = self.get_base_shipment(shipment_id)
             doc["goods"] = [{"id": shipment_id * 10, "description": ["box"], "subgoods": []}]
             doc["addresses"] = [{"qualifier": "CNE", "references": []}]
-            doc["events"] = copy.deepcopy(self._events[shipment_id])
+            doc["events"] = copy.deepcopy(self._data.events[shipment_id])
             return doc
 
     def get_events(self, shipment_id: int) -> list[dict[str, Any]]:
-        with self._lock:
-            self._get(shipment_id)
-            return copy.deepcopy(self._events[shipment_id])
+        with self._data.lock:
+            self._data.get(shipment_id)
+            return copy.deepcopy(self._data.events[shipment_id])
 
     def _legs(self, shipment_id: int, mode: str) -> list[dict[str, Any]]:
-        with self._lock:
-            s = self._get(shipment_id)
+        with self._data.lock:
+            s = self._data.get(shipment_id)
             if s["mode_of_transport"] != mode:
                 return []
             return [{"leg_no": 1, "mot": mode if mode == "SEA" else "ANY", "origin": None, "destination": None}]
@@ -203,54 +208,67 @@ class FakeStore:
     def get_sea_main_carriage(self, shipment_id: int) -> list[dict[str, Any]]:
         return self._legs(shipment_id, "SEA")
 
-    def create_event(self, shipment_id: int, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
-        with self._lock:
-            self._get(shipment_id)
-            code = event.get("event")
-            if code not in EVENT_CODES or event_type not in EVENT_TYPES:
-                raise Invalid(f"bad event code {code!r} or type {event_type!r}")
-            if any(e["event"] == code and e["type"] == event_type for e in self._events[shipment_id]):
-                raise Conflict(f"event {code} {event_type} exists for shipment {shipment_id}")
-            created = {**event, "event": code, "type": event_type, "shipment_id": shipment_id}
-            self._events[shipment_id].append(created)
-            self._touch(shipment_id)
-            return copy.deepcopy(created)
-
-    def update_event(self, shipment_id: int, code: str, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
-        with self._lock:
-            self._get(shipment_id)
-            for i, existing in enumerate(self._events[shipment_id]):
-                if existing["event"] == code and existing["type"] == event_type:
-                    updated = {**existing, **event, "event": code, "type": event_type, "shipment_id": shipment_id}
-                    self._events[shipment_id][i] = updated
-                    self._touch(shipment_id)
-                    return copy.deepcopy(updated)
-            raise NotFound(f"event {code} {event_type} not found for shipment {shipment_id}")
-
     # --- memos and code conversions -------------------------------------------------------------------
 
     def memo_rows(self) -> Iterator[dict[str, Any]]:
-        return iter([dict(m) for m in self.memos])
+        return iter([dict(m) for m in self._data.memos])
 
     def memo_rows_of(self, client: str, shipment_number: str) -> list[dict[str, Any]]:
-        return [dict(m) for m in self.memos if (m["client"], m["shipment_number"]) == (client, shipment_number)]
+        return [dict(m) for m in self._data.memos if (m["client"], m["shipment_number"]) == (client, shipment_number)]
 
     def get_memo(self, memo_id: int) -> dict[str, Any]:
-        for m in self.memos:
+        for m in self._data.memos:
             if m["id"] == memo_id:
                 return dict(m)
         raise NotFound(f"memo {memo_id} not found")
 
     def code_conversion_rows(self) -> Iterator[dict[str, Any]]:
-        return iter([dict(c) for c in self.conversions])
+        return iter([dict(c) for c in self._data.conversions])
 
     def get_code_conversion(self, conversion_id: int) -> dict[str, Any]:
-        for c in self.conversions:
+        for c in self._data.conversions:
             if c["id"] == conversion_id:
                 return dict(c)
         raise NotFound(f"code conversion {conversion_id} not found")
 
-    # --- E-File ----------------------------------------------------------------------------------------
+
+class FakeEvents:
+    def __init__(self, data: FakeData) -> None:
+        self._data = data
+
+    def create(self, shipment_id: int, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        with self._data.lock:
+            self._data.get(shipment_id)
+            code = event.get("event")
+            if code not in EVENT_CODES or event_type not in EVENT_TYPES:
+                raise Invalid(f"bad event code {code!r} or type {event_type!r}")
+            events = self._data.events[shipment_id]
+            if any(e["event"] == code and e["type"] == event_type for e in events):
+                raise Conflict(f"event {code} {event_type} exists for shipment {shipment_id}")
+            created = {**event, "event": code, "type": event_type, "shipment_id": shipment_id}
+            events.append(created)
+            self._data.touch(shipment_id)
+            return copy.deepcopy(created)
+
+    def update(self, shipment_id: int, code: str, event_type: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        with self._data.lock:
+            self._data.get(shipment_id)
+            events = self._data.events[shipment_id]
+            for i, existing in enumerate(events):
+                if existing["event"] == code and existing["type"] == event_type:
+                    updated = {**existing, **event, "event": code, "type": event_type, "shipment_id": shipment_id}
+                    events[i] = updated
+                    self._data.touch(shipment_id)
+                    return copy.deepcopy(updated)
+            raise NotFound(f"event {code} {event_type} not found for shipment {shipment_id}")
+
+
+class FakeEFiles:
+    def __init__(self, data: FakeData) -> None:
+        self._data = data
+        self._efiles: dict[int, dict[str, Any]] = {}
+        self._efile_ids = itertools.count(1)
+        self._ref_ids = itertools.count(1)
 
     def _efile(self, efile_id: int) -> dict[str, Any]:
         try:
@@ -261,8 +279,8 @@ class FakeStore:
     def _reference(self, ref: Mapping[str, Any]) -> dict[str, Any]:
         return {"id": next(self._ref_ids), "type": ref.get("type", "OTHER"), "value": str(ref.get("value"))}
 
-    def store_efile(self, efile: Mapping[str, Any]) -> dict[str, Any]:
-        with self._lock:
+    def store(self, efile: Mapping[str, Any]) -> dict[str, Any]:
+        with self._data.lock:
             eid = next(self._efile_ids)
             stored = {
                 "id": eid,
@@ -270,96 +288,116 @@ class FakeStore:
                 "mime_type": efile.get("mime_type"),
                 "description": efile.get("description"),
                 "document": efile["document"],
-                "created_date_time": self._now.isoformat(),
+                "created_date_time": self._data.now.isoformat(),
                 "references": [self._reference(r) for r in efile.get("references") or []],
                 "roles": [{"id": i + 1, "role": r.get("role")} for i, r in enumerate(efile.get("roles") or [])],
             }
             self._efiles[eid] = stored
             return copy.deepcopy(stored)
 
-    def get_efile(self, efile_id: int, cascade: bool = False) -> dict[str, Any]:
-        with self._lock:
+    def get(self, efile_id: int, cascade: bool = False) -> dict[str, Any]:
+        with self._data.lock:
             doc = copy.deepcopy(self._efile(efile_id))
             if not cascade:
                 doc["references"] = None
                 doc["roles"] = None
             return doc
 
-    def delete_efile(self, efile_id: int) -> dict[str, Any]:
-        with self._lock:
+    def delete(self, efile_id: int) -> dict[str, Any]:
+        with self._data.lock:
             self._efile(efile_id)
             return self._efiles.pop(efile_id)
 
-    def efile_rows(self, shipment_ids: Iterable[int] | None = None) -> Iterator[dict[str, Any]]:
-        with self._lock:
+    def rows(self, shipment_ids: Iterable[int] | None = None) -> Iterator[dict[str, Any]]:
+        with self._data.lock:
             rows = [{k: v for k, v in copy.deepcopy(e).items() if k != "document"} for e in self._efiles.values()]
         return iter(rows)
 
-    def get_efile_references(self, efile_id: int) -> list[dict[str, Any]]:
-        with self._lock:
+    def references(self, efile_id: int) -> list[dict[str, Any]]:
+        with self._data.lock:
             return copy.deepcopy(self._efile(efile_id)["references"])
 
-    def add_efile_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None:
-        with self._lock:
+    def add_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None:
+        with self._data.lock:
             self._efile(efile_id)["references"].append(self._reference(reference))
 
-    def delete_efile_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None:
-        with self._lock:
+    def delete_reference(self, efile_id: int, reference: Mapping[str, Any]) -> None:
+        with self._data.lock:
             refs = self._efile(efile_id)["references"]
             keep = [r for r in refs if not (r["id"] == reference.get("id") or r["value"] == reference.get("value"))]
             if len(keep) == len(refs):
                 raise NotFound("reference not found")
             refs[:] = keep
 
-    def get_efile_roles(self, efile_id: int) -> list[dict[str, Any]]:
-        with self._lock:
+    def roles(self, efile_id: int) -> list[dict[str, Any]]:
+        with self._data.lock:
             return copy.deepcopy(self._efile(efile_id)["roles"])
 
-    def add_efile_role(self, efile_id: int, role: str) -> None:
-        with self._lock:
+    def add_role(self, efile_id: int, role: str) -> None:
+        with self._data.lock:
             roles = self._efile(efile_id)["roles"]
             roles.append({"id": len(roles) + 1, "role": role})
 
-    def delete_efile_role(self, efile_id: int, role: Mapping[str, Any]) -> None:
-        with self._lock:
+    def delete_role(self, efile_id: int, role: Mapping[str, Any]) -> None:
+        with self._data.lock:
             roles = self._efile(efile_id)["roles"]
             keep = [r for r in roles if not (r["id"] == role.get("id") or r["role"] == role.get("role"))]
             if len(keep) == len(roles):
                 raise NotFound("role not found")
             roles[:] = keep
 
-    # --- webhook and change over time -------------------------------------------------------------------
 
-    def record_webhook(self, payload: Mapping[str, Any]) -> int:
-        with self._lock:
-            self.webhooks.append(dict(payload))
-            return len(self.webhooks)
+class FakeWebhooks:
+    def __init__(self, data: FakeData) -> None:
+        self._data = data
+        self.received: list[dict[str, Any]] = []
+
+    def record(self, payload: Mapping[str, Any]) -> int:
+        with self._data.lock:
+            self.received.append(dict(payload))
+            return len(self.received)
+
+
+class FakeChanges:
+    def __init__(self, data: FakeData) -> None:
+        self._data = data
 
     def modify_shipments(self, count: int) -> list[int]:
-        with self._lock:
-            ids = sorted(self._shipments)[:count]
+        with self._data.lock:
+            ids = sorted(self._data.shipments)[:count]
             for sid in ids:
-                self._touch(sid)
+                self._data.touch(sid)
             return ids
 
     def create_shipments(self, count: int) -> list[int]:
-        with self._lock:
+        with self._data.lock:
             ids = []
             for _ in range(count):
-                self._now += dt.timedelta(seconds=1)
-                ids.append(self._new_shipment(self._now))
+                self._data.now += dt.timedelta(seconds=1)
+                ids.append(self._data.new_shipment(self._data.now))
             return ids
 
     def delete_shipments(self, count: int) -> list[int]:
-        with self._lock:
-            ids = sorted(self._shipments)[-count:] if count else []
+        with self._data.lock:
+            ids = sorted(self._data.shipments)[-count:] if count else []
             for sid in ids:
-                del self._shipments[sid]
-            self._version += 1
+                del self._data.shipments[sid]
+            self._data.version += 1
             return ids
 
     def touch_shipments(self, shipment_ids: list[int]) -> None:
-        with self._lock:
+        with self._data.lock:
             for sid in shipment_ids:
-                self._get(sid)
-                self._touch(sid)
+                self._data.get(sid)
+                self._data.touch(sid)
+
+
+class FakeStore:
+    def __init__(self, shipments: int = 40) -> None:
+        data = FakeData(shipments)
+        self.clock = FakeClock(data)
+        self.reader = FakeReader(data)
+        self.events = FakeEvents(data)
+        self.efiles = FakeEFiles(data)
+        self.webhooks = FakeWebhooks(data)
+        self.changes = FakeChanges(data)

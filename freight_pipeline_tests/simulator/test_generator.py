@@ -56,7 +56,7 @@ def store() -> SimulatorStore:
 
 @pytest.fixture(scope="module")
 def docs(store: SimulatorStore) -> list[dict[str, Any]]:
-    return list(store.expected_documents())
+    return list(store.reader.expected_documents())
 
 
 def walk_goods(goods: list[dict[str, Any]], depth: int = 1) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -83,24 +83,25 @@ def datetime_objects(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def test_same_seed_gives_byte_identical_documents() -> None:
     a, b = SimulatorStore(shipments=150, seed=3), SimulatorStore(shipments=150, seed=3)
-    assert [dict(r) for r in a.shipment_key_rows()] == [dict(r) for r in b.shipment_key_rows()]
-    texts_a = [json.dumps(d, sort_keys=True) for d in a.expected_documents()]
-    texts_b = [json.dumps(d, sort_keys=True) for d in b.expected_documents()]
+    assert [dict(r) for r in a.reader.shipment_key_rows()] == [dict(r) for r in b.reader.shipment_key_rows()]
+    texts_a = [json.dumps(d, sort_keys=True) for d in a.reader.expected_documents()]
+    texts_b = [json.dumps(d, sort_keys=True) for d in b.reader.expected_documents()]
     assert texts_a == texts_b
-    assert list(a.memo_rows()) == list(b.memo_rows())
-    assert list(a.code_conversion_rows()) == list(b.code_conversion_rows())
+    assert list(a.reader.memo_rows()) == list(b.reader.memo_rows())
+    assert list(a.reader.code_conversion_rows()) == list(b.reader.code_conversion_rows())
     other = SimulatorStore(shipments=150, seed=4)
-    assert [json.dumps(d, sort_keys=True) for d in other.expected_documents()] != texts_a
+    assert [json.dumps(d, sort_keys=True) for d in other.reader.expected_documents()] != texts_a
 
 
 def test_same_seed_and_calls_give_identical_changes() -> None:
     a, b = SimulatorStore(shipments=120, seed=5), SimulatorStore(shipments=120, seed=5)
     for s in (a, b):
-        s.advance_clock(3600)
-        s.modify_shipments(10)
-        s.create_shipments(3)
-        s.delete_shipments(2)
-    assert [json.dumps(d) for d in a.expected_documents()] == [json.dumps(d) for d in b.expected_documents()]
+        s.clock.advance(3600)
+        s.changes.modify_shipments(10)
+        s.changes.create_shipments(3)
+        s.changes.delete_shipments(2)
+    assert ([json.dumps(d) for d in a.reader.expected_documents()]
+            == [json.dumps(d) for d in b.reader.expected_documents()])
 
 
 def test_top_level_fields_match_the_spec(docs: list[dict[str, Any]]) -> None:
@@ -179,7 +180,7 @@ def test_goods_tree_and_camel_case_names(docs: list[dict[str, Any]]) -> None:
 
 
 def test_addresses_and_references(store: SimulatorStore, docs: list[dict[str, Any]]) -> None:
-    rows = {r["ID"]: r for r in store.shipment_key_rows()}
+    rows = {r["ID"]: r for r in store.reader.shipment_key_rows()}
     for doc in docs:
         assert doc["addresses"]
         values = []
@@ -236,7 +237,7 @@ def test_events_follow_milestones(store: SimulatorStore, docs: list[dict[str, An
     late = 0
     for doc in docs:
         events = doc["events"]
-        assert events == store.get_events(doc["id"])
+        assert events == store.reader.get_events(doc["id"])
         keys = [(e["event"], e["type"]) for e in events]
         assert len(keys) == len(set(keys))
         last_modified = parse_iso_datetime(doc["last_modified_date_time"])
@@ -271,7 +272,7 @@ def test_events_follow_milestones(store: SimulatorStore, docs: list[dict[str, An
 
 def test_main_carriage_endpoints(store: SimulatorStore, docs: list[dict[str, Any]]) -> None:
     for doc in docs[:120]:
-        air, sea = store.get_air_main_carriage(doc["id"]), store.get_sea_main_carriage(doc["id"])
+        air, sea = store.reader.get_air_main_carriage(doc["id"]), store.reader.get_sea_main_carriage(doc["id"])
         legs = doc["main_carriage"]["carriage_legs"]
         if doc["mode_of_transport"] == "AIR":
             assert sea == [] and len(air) == len(legs)
@@ -287,7 +288,7 @@ def test_main_carriage_endpoints(store: SimulatorStore, docs: list[dict[str, Any
 
 
 def test_key_rows_agree_with_documents(store: SimulatorStore, docs: list[dict[str, Any]]) -> None:
-    rows = {r["ID"]: r for r in store.shipment_key_rows()}
+    rows = {r["ID"]: r for r in store.reader.shipment_key_rows()}
     assert set(rows) == {d["id"] for d in docs}
     for doc in docs:
         row = rows[doc["id"]]
@@ -308,7 +309,7 @@ def test_key_rows_agree_with_documents(store: SimulatorStore, docs: list[dict[st
 
 
 def test_base_shipment_is_scalars_plus_employees(store: SimulatorStore, docs: list[dict[str, Any]]) -> None:
-    base = store.get_base_shipment(docs[0]["id"])
+    base = store.reader.get_base_shipment(docs[0]["id"])
     excluded = {"goods", "addresses", "containers", "pre_carriage", "main_carriage", "post_carriage", "events",
                 "memos", "aes", "custom_fields", "insurance", "credit_data", "customs_data"}
     assert not excluded & set(base)
@@ -318,10 +319,10 @@ def test_base_shipment_is_scalars_plus_employees(store: SimulatorStore, docs: li
 
 def test_other_utc_offset() -> None:
     store = SimulatorStore(shipments=30, seed=1, utc_offset="-05:00")
-    assert store.now().isoformat() == "2026-11-01T08:00:00-05:00"
-    doc = next(store.expected_documents())
+    assert store.clock.now().isoformat() == "2026-11-01T08:00:00-05:00"
+    doc = next(store.reader.expected_documents())
     assert doc["last_modified_date_time"].endswith("-05:00")
-    row = store.shipment_state(doc["id"])
+    row = store.reader.shipment_state(doc["id"])
     assert row["LAST_MODIFIED_TIME"] == doc["last_modified_date_time"][11:19]
 
 

@@ -101,7 +101,7 @@ def test_a_wall_clock_server_moves_with_real_time() -> None:
         later = _wait_for_change(sim, first, 5.0)
         assert later > first
         created = sim.create_shipments(1)[0]
-        assert sim.store.get_shipment(created)["last_modified_date_time"] >= later
+        assert sim.store.reader.get_shipment(created)["last_modified_date_time"] >= later
 
 
 def test_a_frozen_clock_server_only_moves_when_advanced(control: RunningSimulator) -> None:
@@ -114,7 +114,7 @@ def test_a_frozen_clock_server_only_moves_when_advanced(control: RunningSimulato
 
 def test_touch_answers_the_stamp_and_can_set_the_clock_first(control: RunningSimulator) -> None:
     base = f"{control.base_url}/_control"
-    shipment_id = control.store.live_shipment_ids()[5]
+    shipment_id = control.store.reader.live_shipment_ids()[5]
     plain = httpx.post(f"{base}/shipments/touch", json={"ids": [shipment_id]}).json()
     assert plain == {"ids": [shipment_id], "last_modified_date_time": "2026-11-01T08:00:00+01:00"}
     at = httpx.post(f"{base}/shipments/touch", json={"ids": [shipment_id], "at": "2026-11-01T09:30:00+01:00"}).json()

@@ -30,7 +30,7 @@ def plant(sim: RunningSimulator, **body: Any) -> httpx.Response:
 
 
 def first_id(sim: RunningSimulator, wanted: Callable[[dict[str, Any]], bool] = lambda d: True) -> int:
-    return next(d["id"] for d in sorted(sim.store.expected_documents(), key=lambda d: d["id"]) if wanted(d))
+    return next(d["id"] for d in sorted(sim.store.reader.expected_documents(), key=lambda d: d["id"]) if wanted(d))
 
 
 def memo_lookup(api: httpx.Client, doc: dict[str, Any]) -> httpx.Response:
@@ -39,7 +39,7 @@ def memo_lookup(api: httpx.Client, doc: dict[str, Any]) -> httpx.Response:
 
 
 def test_each_kind_changes_the_answer_and_healing_restores_it(control: RunningSimulator, api: httpx.Client) -> None:
-    shipment = first_id(control, lambda d: bool(d["addresses"]) and bool(control.store.get_events(d["id"])))
+    shipment = first_id(control, lambda d: bool(d["addresses"]) and bool(control.store.reader.get_events(d["id"])))
     truth = api.get(f"/service/shipment/{shipment}").json()
     events = api.get(f"/service/shipment/{shipment}/events").json()
 
@@ -51,14 +51,14 @@ def test_each_kind_changes_the_answer_and_healing_restores_it(control: RunningSi
     assert {k: v for k, v in changed.items() if k not in ("addresses", "office")} == {
         k: v for k, v in truth.items() if k not in ("addresses", "office")
     }
-    assert control.store.get_shipment(shipment) == truth  # the store keeps the true data
+    assert control.store.reader.get_shipment(shipment) == truth  # the store keeps the true data
 
     plant(control, endpoint="events", id=shipment, kind="wrap", key="events")
     assert api.get(f"/service/shipment/{shipment}/events").json() == {"events": events}
 
-    other = first_id(control, lambda d: d["id"] != shipment and bool(control.store.get_events(d["id"])))
+    other = first_id(control, lambda d: d["id"] != shipment and bool(control.store.reader.get_events(d["id"])))
     plant(control, endpoint="events", id=other, kind="single_object")
-    assert api.get(f"/service/shipment/{other}/events").json() == control.store.get_events(other)[0]
+    assert api.get(f"/service/shipment/{other}/events").json() == control.store.reader.get_events(other)[0]
 
     plant(control, endpoint="shipment", id=other, kind="truncated")
     cut = api.get(f"/service/shipment/{other}")
@@ -70,7 +70,7 @@ def test_each_kind_changes_the_answer_and_healing_restores_it(control: RunningSi
     assert len(listed) == 5
     healed = httpx.delete(f"{control.base_url}/_control/corruptions", params={"endpoint": "events", "id": other})
     assert healed.json()["healed"] == 1
-    assert api.get(f"/service/shipment/{other}/events").json() == control.store.get_events(other)
+    assert api.get(f"/service/shipment/{other}/events").json() == control.store.reader.get_events(other)
     assert httpx.delete(f"{control.base_url}/_control/corruptions", timeout=10).json()["healed"] == 4
     assert api.get(f"/service/shipment/{shipment}").json() == truth
     assert api.get(f"/service/shipment/{shipment}/events").json() == events
@@ -86,8 +86,8 @@ def test_a_status_answers_every_attempt_with_that_status(control: RunningSimulat
 
 
 def test_memo_lines_are_corrupted_in_the_lookup_of_their_shipment(control: RunningSimulator, api: httpx.Client) -> None:
-    doc = next(d for d in control.store.expected_documents() if len(d["memos"]) >= 2)
-    other = next(d for d in control.store.expected_documents() if d["memos"] and d["id"] != doc["id"])
+    doc = next(d for d in control.store.reader.expected_documents() if len(d["memos"]) >= 2)
+    other = next(d for d in control.store.reader.expected_documents() if d["memos"] and d["id"] != doc["id"])
     plant(control, endpoint="memos", id=doc["id"], kind="set", path="[1].running_number", value="x")
     answer = memo_lookup(api, doc)
     assert [m["running_number"] for m in answer.json()][1] == "x"
@@ -96,7 +96,7 @@ def test_memo_lines_are_corrupted_in_the_lookup_of_their_shipment(control: Runni
 
 
 def test_a_code_conversion_is_corrupted_wherever_it_is_answered(control: RunningSimulator, api: httpx.Client) -> None:
-    conversion = min(int(r["id"]) for r in control.store.code_conversion_rows())
+    conversion = min(int(r["id"]) for r in control.store.reader.code_conversion_rows())
     plant(control, endpoint="codeconverter", id=conversion, kind="set", path="direction", value={"code": "I"})
     scrolled = api.get("/service/basicdata/codeconverter", params={"page_size": 500}).json()
     assert [r["direction"] for r in scrolled if r["id"] == conversion] == [{"code": "I"}]

@@ -115,11 +115,11 @@ def test_generated_efiles_are_linked_to_their_shipments_and_looked_up_by_many_id
     sim_factory: Callable[..., RunningSimulator],
 ) -> None:
     store = SimulatorStore(shipments=300, seed=7)
-    assert store.efile_count() > 300  # most shipments have several documents
+    assert store.efiles.count() > 300  # most shipments have several documents
     with authed_client(sim_factory(store)) as client:
-        ids = sorted(store.live_shipment_ids())[:60]
+        ids = sorted(store.reader.live_shipment_ids())[:60]
         found = lookup_all(client, "/service/efile/lookup", [{"key": "SHIPMENT_ID", "values": [str(i) for i in ids]}])
-        everything = list(store.efile_rows())
+        everything = list(store.efiles.rows())
         linked = [e for e in everything if any(r["type"] == "SHIPMENT" and int(r["value"]) in ids
                                                for r in e["references"])]
         assert sorted(e["id"] for e in found) == sorted(e["id"] for e in linked) and linked
@@ -136,4 +136,4 @@ def test_generated_efiles_are_linked_to_their_shipments_and_looked_up_by_many_id
                            headers={"Content-Type": "text/plain"}).status_code == 200
         roles = client.get(f"/service/efile/{first['id']}/role").json()
         assert roles[:-1] == whole["roles"] and roles[-1]["role"] == "AUDIT"
-    assert SimulatorStore(shipments=300, seed=7).efile_count() == store.efile_count()  # deterministic
+    assert SimulatorStore(shipments=300, seed=7).efiles.count() == store.efiles.count()  # deterministic

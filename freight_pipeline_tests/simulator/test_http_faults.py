@@ -124,8 +124,8 @@ def test_fault_config_validation() -> None:
         FaultConfig().replace(colour="red")
 
 
-class _SpyStore:
-    """Delegates to a real store and records modify_shipments calls."""
+class _SpyChanges:
+    """Delegates to a real store's changes and records modify_shipments calls."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -140,9 +140,10 @@ class _SpyStore:
 
 
 def test_records_modified_while_paging(sim_factory: Callable[..., RunningSimulator]) -> None:
-    spy = _SpyStore(make_test_store())
+    store = make_test_store()
+    spy = store.changes = _SpyChanges(store.changes)
     faults = FaultConfig(seed=3, modify_during_paging_rate=1.0, modify_during_paging_count=2)
-    sim = sim_factory(store=spy, faults=faults)
+    sim = sim_factory(store=store, faults=faults)
     with authed_client(sim) as client:
         params = {"order_by": ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME"], "page_size": 5}
         assert client.post(LOOKUP, json=[], params={**params, "page_no": 0}).status_code == 200

@@ -18,7 +18,7 @@ LOOKUP = "/service/shipment/lookup"
 
 
 def _rows(sim: RunningSimulator) -> list[Mapping[str, Any]]:
-    return sorted(sim.store.shipment_key_rows(), key=lambda r: r["ID"])
+    return sorted(sim.store.reader.shipment_key_rows(), key=lambda r: r["ID"])
 
 
 def _ids(client: httpx.Client, criteria: list[Any], **params: Any) -> list[int]:
@@ -192,7 +192,7 @@ def test_empty_result_headers(shared_client: httpx.Client) -> None:
 
 def test_lookup_returns_base_shipments(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
     first = shared_client.post(LOOKUP, json=[], params={"page_size": 1}).json()[0]
-    assert first == shared_sim.store.get_base_shipment(first["id"])
+    assert first == shared_sim.store.reader.get_base_shipment(first["id"])
     assert "goods" not in first
 
 
@@ -282,7 +282,7 @@ def test_page_size_500_is_allowed(shared_client: httpx.Client) -> None:
 
 
 def test_memo_lookup_scroll_and_retrieve(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
-    memos = list(shared_sim.store.memo_rows())
+    memos = list(shared_sim.store.reader.memo_rows())
     assert memos
     target = memos[len(memos) // 2]
     criteria = [
@@ -333,7 +333,7 @@ def test_memo_lookup_by_shipment_applies_every_criterion(sim: RunningSimulator, 
     sim.advance_clock(60)
     sim.modify_shipments(60)  # adds memo lines to some shipments
     created = sim.create_shipments(30)
-    memos = list(sim.store.memo_rows())
+    memos = list(sim.store.reader.memo_rows())
     per_shipment = Counter((m["client"], m["shipment_number"]) for m in memos)
     (client_code, number), lines = per_shipment.most_common(1)[0]
     assert lines >= 3
@@ -347,19 +347,19 @@ def test_memo_lookup_by_shipment_applies_every_criterion(sim: RunningSimulator, 
     assert found == sorted((m for m in expected if m["running_number"] >= 2), key=lambda m: -m["running_number"])
     assert len(found) == lines - 1
     new_lines = [m for m in memos if m["shipment_number"] in {
-        sim.store.get_shipment(i)["shipment_number"] for i in created}]
+        sim.store.reader.get_shipment(i)["shipment_number"] for i in created}]
     assert new_lines, "some created shipments have memo lines"
     first = new_lines[0]
     by_shipment = [{"key": "CLIENT", "value": first["client"]},
                    {"key": "SHIPMENT_NUMBER", "value": first["shipment_number"]}]
     assert first in lookup_all(client, MEMO_LOOKUP, by_shipment)
-    owner = next(i for i in created if sim.store.get_shipment(i)["shipment_number"] == first["shipment_number"])
-    sim.store.delete_shipment_ids([owner])
+    owner = next(i for i in created if sim.store.reader.get_shipment(i)["shipment_number"] == first["shipment_number"])
+    sim.store.changes.delete_shipment_ids([owner])
     assert lookup_all(client, MEMO_LOOKUP, by_shipment) == []
 
 
 def test_code_converter_lookup_scroll_and_retrieve(shared_sim: RunningSimulator, shared_client: httpx.Client) -> None:
-    records = list(shared_sim.store.code_conversion_rows())
+    records = list(shared_sim.store.reader.code_conversion_rows())
     assert records
     target = records[-1]
     criteria = [

@@ -63,7 +63,7 @@ def test_the_clock_falls_back(fall_back: RunningSimulator) -> None:
 
 
 def test_a_shipment_modified_at_0230_before_and_after_the_change(fall_back: RunningSimulator) -> None:
-    first, second, between = fall_back.store.live_shipment_ids()[10:13]
+    first, second, between = fall_back.store.reader.live_shipment_ids()[10:13]
     stamps = {}
     for shipment_id, at in (
         (first, "2026-10-25T02:30:00+02:00"),
@@ -104,7 +104,7 @@ def test_a_shipment_modified_at_0230_before_and_after_the_change(fall_back: Runn
 
 
 def test_everything_stamped_after_the_change_has_the_new_offset(fall_back: RunningSimulator) -> None:
-    shipment_id = fall_back.store.live_shipment_ids()[20]
+    shipment_id = fall_back.store.reader.live_shipment_ids()[20]
     with authed_client(fall_back) as client:
         before = client.get(f"/service/shipment/{shipment_id}").json()["last_modified_date_time"]
         assert before.endswith("+02:00")
@@ -138,16 +138,16 @@ def test_the_spring_forward_skips_an_hour_of_wall_clock() -> None:
         shipments=30, seed=5, start=dt.datetime(2026, 3, 29, 1, 59, 0), utc_offset="+01:00",
         offset_changes=SPRING_FORWARD,
     )
-    assert store.now().isoformat() == "2026-03-29T01:59:00+01:00"  # a naive start is read in the schedule
-    shipment_id = store.live_shipment_ids()[0]
-    store.advance_clock(30)
-    store.touch_shipments([shipment_id])
-    assert store.get_shipment(shipment_id)["last_modified_date_time"] == "2026-03-29T01:59:30+01:00"
-    assert store.advance_clock(60).isoformat() == "2026-03-29T03:00:30+02:00"
-    store.touch_shipments([shipment_id])
-    row = store.shipment_state(shipment_id)
+    assert store.clock.now().isoformat() == "2026-03-29T01:59:00+01:00"  # a naive start is read in the schedule
+    shipment_id = store.reader.live_shipment_ids()[0]
+    store.clock.advance(30)
+    store.changes.touch_shipments([shipment_id])
+    assert store.reader.get_shipment(shipment_id)["last_modified_date_time"] == "2026-03-29T01:59:30+01:00"
+    assert store.clock.advance(60).isoformat() == "2026-03-29T03:00:30+02:00"
+    store.changes.touch_shipments([shipment_id])
+    row = store.reader.shipment_state(shipment_id)
     assert (row["LAST_MODIFIED_DATE"], row["LAST_MODIFIED_TIME"]) == ("2026-03-29", "03:00:30")
-    assert store.get_shipment(shipment_id)["last_modified_date_time"] == "2026-03-29T03:00:30+02:00"
+    assert store.reader.get_shipment(shipment_id)["last_modified_date_time"] == "2026-03-29T03:00:30+02:00"
 
 
 def test_the_offset_schedule_reads_wall_times_both_ways() -> None:

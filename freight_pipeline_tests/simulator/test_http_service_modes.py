@@ -161,15 +161,15 @@ def test_forbidden_prefixes_are_validated(sim_factory: Callable[..., RunningSimu
 # --- strict_criteria --------------------------------------------------------------------------------------
 
 def _some_shipment_ids(sim: RunningSimulator) -> list[Any]:
-    return sim.store.live_shipment_ids()[3:6]
+    return sim.store.reader.live_shipment_ids()[3:6]
 
 
 def _some_memo_ids(sim: RunningSimulator) -> list[Any]:
-    return [m["id"] for m in sim.store.memo_rows()][3:6]
+    return [m["id"] for m in sim.store.reader.memo_rows()][3:6]
 
 
 def _some_conversion_ids(sim: RunningSimulator) -> list[Any]:
-    return [c["id"] for c in sim.store.code_conversion_rows()][3:6]
+    return [c["id"] for c in sim.store.reader.code_conversion_rows()][3:6]
 
 
 # (lookup path, a key of it, values of that key present in the test store)
@@ -266,7 +266,7 @@ def test_strict_criteria_over_the_control_surface(sim_factory: Callable[..., Run
 
 def _efile_with_hbl(sim: RunningSimulator) -> tuple[int, int, str]:
     """A generated E-File with a SHIPMENT and an HBL reference: (file id, shipment id, house bill)."""
-    for row in sim.store.efile_rows():
+    for row in sim.store.efiles.rows():
         kinds = {r["type"]: r["value"] for r in row["references"]}
         if "SHIPMENT" in kinds and "HBL" in kinds:
             return row["id"], int(kinds["SHIPMENT"]), kinds["HBL"]
@@ -297,7 +297,7 @@ def test_reference_shape_key_renders_every_reference(sim: RunningSimulator, clie
 
 def test_reference_shape_key_on_writes(sim: RunningSimulator, client: httpx.Client) -> None:
     sim.set_faults(efile_reference_shape="key")
-    shipment_id = sim.store.live_shipment_ids()[0]
+    shipment_id = sim.store.reader.live_shipment_ids()[0]
     body = {
         "file_name": "x.pdf",
         "document": base64.b64encode(b"%PDF-1.4 x").decode(),
@@ -338,7 +338,7 @@ def test_reference_shape_is_validated(sim_factory: Callable[..., RunningSimulato
     assert httpx.put(base, json={"efile_reference_shape": 1}).status_code == 400
     assert httpx.put(base, json={"efile_reference_shape": "value"}).status_code == 400
     assert httpx.post(base, json={"efile_reference_shape": "key"}).json()["efile_reference_shape"] == "key"
-    efile_id = next(iter(sim.store.efile_rows()))["id"]
+    efile_id = next(iter(sim.store.efiles.rows()))["id"]
     planted = httpx.post(
         f"{sim.base_url}/_control/corruptions",
         json={"endpoint": "efilereferences", "id": efile_id, "kind": "set", "path": "[0].reference", "value": "x"},

@@ -19,7 +19,7 @@ EVENT = {
 
 
 def _first_id(sim: RunningSimulator, **match: Any) -> int:
-    for row in sorted(sim.store.shipment_key_rows(), key=lambda r: r["ID"]):
+    for row in sorted(sim.store.reader.shipment_key_rows(), key=lambda r: r["ID"]):
         if all(row[k] == v for k, v in match.items()):
             return int(row["ID"])
     pytest.fail(f"the seeded simulator has no shipment with {match}")
@@ -29,7 +29,7 @@ def test_retrieve_full_shipment(shared_sim: RunningSimulator, shared_client: htt
     sid = _first_id(shared_sim)
     response = shared_client.get(f"/service/shipment/{sid}")
     assert response.status_code == 200
-    assert response.json() == shared_sim.store.get_shipment(sid)
+    assert response.json() == shared_sim.store.reader.get_shipment(sid)
     assert response.json()["id"] == sid
 
 
@@ -37,15 +37,15 @@ def test_events_and_carriage(shared_sim: RunningSimulator, shared_client: httpx.
     sid = _first_id(shared_sim)
     events = shared_client.get(f"/service/shipment/{sid}/events")
     assert events.status_code == 200
-    assert events.json() == shared_sim.store.get_events(sid)
+    assert events.json() == shared_sim.store.reader.get_events(sid)
     air_id = _first_id(shared_sim, MODE_OF_TRANSPORT="AIR")
     sea_id = _first_id(shared_sim, MODE_OF_TRANSPORT="SEA")
     air = shared_client.get(f"/service/shipment/{air_id}/airmaincarriage")
     assert air.status_code == 200
-    assert air.json() == shared_sim.store.get_air_main_carriage(air_id)
+    assert air.json() == shared_sim.store.reader.get_air_main_carriage(air_id)
     assert shared_client.get(f"/service/shipment/{air_id}/seamaincarriage").json() == []
     sea = shared_client.get(f"/service/shipment/{sea_id}/seamaincarriage")
-    assert sea.json() == shared_sim.store.get_sea_main_carriage(sea_id)
+    assert sea.json() == shared_sim.store.reader.get_sea_main_carriage(sea_id)
     assert shared_client.get(f"/service/shipment/{sea_id}/airmaincarriage").json() == []
 
 
@@ -113,15 +113,15 @@ def test_wrong_method_is_405_before_authentication(
 
 
 def _new_event_code(sim: RunningSimulator, sid: int, event_type: str = "ESTIMATED") -> str:
-    existing = {(e["event"], e["type"]) for e in sim.store.get_events(sid)}
+    existing = {(e["event"], e["type"]) for e in sim.store.reader.get_events(sid)}
     return next(c for c in ("VGM_CLOSING", "DIFF_BL_DATE", "GATE_OUT", "WAREHOUSE") if (c, event_type) not in existing)
 
 
 def test_create_and_update_event(sim: RunningSimulator, client: httpx.Client) -> None:
     sid = _first_id(sim)
-    existing = {(e["event"], e["type"]) for e in sim.store.get_events(sid)}
+    existing = {(e["event"], e["type"]) for e in sim.store.reader.get_events(sid)}
     code = _new_event_code(sim, sid)
-    before = sim.store.get_base_shipment(sid)["last_modified_date_time"]
+    before = sim.store.reader.get_base_shipment(sid)["last_modified_date_time"]
     sim.advance_clock(120)
     event = {"event": code, **EVENT}
     created = client.post(f"/service/shipment/{sid}/event", params={"type": "ESTIMATED"}, json=event)
@@ -130,7 +130,7 @@ def test_create_and_update_event(sim: RunningSimulator, client: httpx.Client) ->
     assert created.json()["type"] == "ESTIMATED"
     events = client.get(f"/service/shipment/{sid}/events").json()
     assert any(e["event"] == code and e["type"] == "ESTIMATED" for e in events)
-    after_create = sim.store.get_base_shipment(sid)["last_modified_date_time"]
+    after_create = sim.store.reader.get_base_shipment(sid)["last_modified_date_time"]
     assert after_create > before
     again = client.post(f"/service/shipment/{sid}/event", params={"type": "ESTIMATED"}, json=event)
     assert again.status_code == 409
@@ -139,7 +139,7 @@ def test_create_and_update_event(sim: RunningSimulator, client: httpx.Client) ->
     updated = client.put(f"/service/shipment/{sid}/event/{code}", params={"type": "ESTIMATED"}, json=changed)
     assert updated.status_code == 200, updated.text
     assert updated.json()["date_time"]["date"] == "2026-11-03"
-    assert sim.store.get_base_shipment(sid)["last_modified_date_time"] > after_create
+    assert sim.store.reader.get_base_shipment(sid)["last_modified_date_time"] > after_create
     missing = client.put(f"/service/shipment/{sid}/event/{code}", params={"type": "ACTUAL"}, json=changed)
     if (code, "ACTUAL") not in existing:
         assert missing.status_code == 404
@@ -171,7 +171,8 @@ def test_event_update_keeps_fields_not_sent(sim: RunningSimulator, client: httpx
 
 def test_event_update_of_a_generated_event_keeps_its_fields(sim: RunningSimulator, client: httpx.Client) -> None:
     sid = _first_id(sim)
-    generated = next(e for e in sim.store.get_events(sid) if e["date_time"] is not None and e["location"] is not None)
+    generated = next(e for e in sim.store.reader.get_events(sid)
+                     if e["date_time"] is not None and e["location"] is not None)
     url = f"/service/shipment/{sid}/event/{generated['event']}"
     hamburg = EVENT["location"]
     updated = client.put(url, params={"type": generated["type"]}, json={"location": hamburg})
@@ -193,15 +194,15 @@ def test_unknown_event_fields_are_400(
     sim: RunningSimulator, client: httpx.Client, method: str, path: str, body: dict[str, Any], fragment: str
 ) -> None:
     sid = next(
-        int(r["ID"]) for r in sorted(sim.store.shipment_key_rows(), key=lambda r: r["ID"])
-        if ("PICKUP", "ESTIMATED") in {(e["event"], e["type"]) for e in sim.store.get_events(int(r["ID"]))}
+        int(r["ID"]) for r in sorted(sim.store.reader.shipment_key_rows(), key=lambda r: r["ID"])
+        if ("PICKUP", "ESTIMATED") in {(e["event"], e["type"]) for e in sim.store.reader.get_events(int(r["ID"]))}
     )
     params = {"type": "ACTUAL" if method == "POST" else "ESTIMATED"}
-    before = sim.store.get_base_shipment(sid)
+    before = sim.store.reader.get_base_shipment(sid)
     response = client.request(method, path.format(sid=sid), params=params, json=body)
     assert response.status_code == 400, response.text
     assert fragment in response.json()["message"]
-    assert sim.store.get_base_shipment(sid) == before  # nothing changed
+    assert sim.store.reader.get_base_shipment(sid) == before  # nothing changed
 
 
 def _at(client: httpx.Client, instant: str) -> list[int]:
@@ -219,8 +220,8 @@ def test_event_writes_move_last_modified_while_the_clock_stands_still(
     sid = _first_id(sim)
     sim.advance_clock(600)
     sim.touch_shipments([sid])  # last modified now: a write in this second must still move it
-    now = sim.store.now()
-    stamp = sim.store.get_base_shipment(sid)["last_modified_date_time"]
+    now = sim.store.clock.now()
+    stamp = sim.store.reader.get_base_shipment(sid)["last_modified_date_time"]
     assert stamp == now.isoformat()
     latest_before = _latest(client)  # same criteria and order as asked again below
     assert latest_before[0]["id"] == sid
@@ -228,18 +229,18 @@ def test_event_writes_move_last_modified_while_the_clock_stands_still(
     code = _new_event_code(sim, sid)
     created = client.post(f"/service/shipment/{sid}/event", params={"type": "ESTIMATED"}, json={"event": code, **EVENT})
     assert created.status_code == 201, created.text
-    after_create = sim.store.get_base_shipment(sid)["last_modified_date_time"]
+    after_create = sim.store.reader.get_base_shipment(sid)["last_modified_date_time"]
     assert after_create == (now + dt.timedelta(seconds=1)).isoformat()
     assert _at(client, after_create) == [sid]
     assert sid not in _at(client, stamp)
 
     updated = client.put(f"/service/shipment/{sid}/event/{code}", params={"type": "ESTIMATED"}, json={})
     assert updated.status_code == 200, updated.text
-    after_update = sim.store.get_base_shipment(sid)["last_modified_date_time"]
+    after_update = sim.store.reader.get_base_shipment(sid)["last_modified_date_time"]
     assert after_update == (now + dt.timedelta(seconds=2)).isoformat()
     assert _at(client, after_update) == [sid]
     assert _at(client, after_create) == []
-    assert sim.store.now() == now  # the clock itself never moved
+    assert sim.store.clock.now() == now  # the clock itself never moved
     latest_after = _latest(client)
     assert latest_after[0]["id"] == sid
     assert latest_after[0]["last_modified_date_time"] == after_update != latest_before[0]["last_modified_date_time"]
@@ -303,12 +304,12 @@ def _ids_where(client: httpx.Client, date_mode: str, date: str, time_mode: str, 
 def test_mutations_move_last_modified_and_show_in_lookups(sim: RunningSimulator, client: httpx.Client) -> None:
     stale = _latest(client)  # a result the server may cache; changes below must invalidate it
     sim.advance_clock(3600)
-    now = sim.store.now()
+    now = sim.store.clock.now()
     modified = sorted(sim.modify_shipments(3))
     assert len(modified) == 3
     date, time = now.date().isoformat(), now.time().isoformat()
     earlier = (now - dt.timedelta(seconds=1)).time().isoformat()
-    rows = list(sim.store.shipment_key_rows())
+    rows = list(sim.store.reader.shipment_key_rows())
     same_day_before = sorted(
         r["ID"] for r in rows if r["LAST_MODIFIED_DATE"] == date and r["LAST_MODIFIED_TIME"] < time
     )
@@ -324,7 +325,7 @@ def test_mutations_move_last_modified_and_show_in_lookups(sim: RunningSimulator,
     assert _ids_where(client, "GT", date, "GE", "00:00:00") == []
     assert {s["id"] for s in _latest(client)[:3]} == set(modified) != {s["id"] for s in stale[:3]}
     for sid in modified:
-        assert sim.store.get_base_shipment(sid)["last_modified_date_time"] >= now.isoformat()
+        assert sim.store.reader.get_base_shipment(sid)["last_modified_date_time"] >= now.isoformat()
 
     sim.advance_clock(60)
     created = sim.create_shipments(2)
@@ -336,7 +337,7 @@ def test_mutations_move_last_modified_and_show_in_lookups(sim: RunningSimulator,
     assert int(client.post(LOOKUP, json=[]).headers["X-Row-Count"]) == total - 1
     assert client.get(f"/service/shipment/{deleted[0]}").status_code == 404
 
-    target = sorted(r["ID"] for r in sim.store.shipment_key_rows())[0]
+    target = sorted(r["ID"] for r in sim.store.reader.shipment_key_rows())[0]
     sim.advance_clock(60)
     sim.touch_shipments([target])
     assert _latest(client)[0]["id"] == target

@@ -45,7 +45,7 @@ class DeletesBeforeRetrieve(ClientSource):
     async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
         if shipment_id in self.victims:
             self.victims.discard(shipment_id)
-            self.sim.store.delete_shipment_ids([shipment_id])
+            self.sim.store.changes.delete_shipment_ids([shipment_id])
         return await super().get_shipment(shipment_id)
 
 
@@ -261,7 +261,7 @@ class DeletedWhileRead(ClientSource):
     async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
         doc = await super().get_shipment(shipment_id)
         if shipment_id == self.victim:
-            self.sim.store.delete_shipment_ids([shipment_id])
+            self.sim.store.changes.delete_shipment_ids([shipment_id])
             self.document_read.set()
         return doc
 

@@ -63,12 +63,12 @@ def heal(sim: RunningSimulator) -> None:
 
 def changed(sim: RunningSimulator, ids: list[int]) -> None:
     """Make ``ids`` look modified, so the next run's walk reads them again."""
-    sim.store.advance_clock(60)
-    sim.store.touch_shipments(ids)
+    sim.store.clock.advance(60)
+    sim.store.changes.touch_shipments(ids)
 
 
 def documents(sim: RunningSimulator) -> list[Doc]:
-    return sorted(sim.store.expected_documents(), key=lambda d: d["id"])
+    return sorted(sim.store.reader.expected_documents(), key=lambda d: d["id"])
 
 
 def quarantined(data_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -139,11 +139,11 @@ def test_a_shipment_that_fails_on_every_attempt_is_quarantined_and_loads_once_he
 
 
 def test_an_impossible_utc_offset_nulls_the_instant_and_reports_it(sim: RunningSimulator, tmp_path: Path) -> None:
-    victim = next(d["id"] for d in documents(sim) if sim.store.get_events(d["id"]))
+    victim = next(d["id"] for d in documents(sim) if sim.store.reader.get_events(d["id"]))
     corrupt(sim, "events", victim, "set", path="[0].date_time.zone_offset", value="+99:00")
     synced = sync(sim, tmp_path)
     assert_published(synced)
-    event = sim.store.get_events(victim)[0]
+    event = sim.store.reader.get_events(victim)[0]
     ((at, offset, date),) = query(
         work_db(tmp_path),
         "SELECT event_at, event_offset, event_date FROM freight.shipment_events WHERE shipment_id = ? AND event = ? "
@@ -161,7 +161,7 @@ def test_an_impossible_utc_offset_nulls_the_instant_and_reports_it(sim: RunningS
 def test_an_events_answer_wrapped_in_an_object_quarantines_that_shipments_events(
     sim: RunningSimulator, tmp_path: Path
 ) -> None:
-    victim = next(d["id"] for d in documents(sim) if sim.store.get_events(d["id"]))
+    victim = next(d["id"] for d in documents(sim) if sim.store.reader.get_events(d["id"]))
     corrupt(sim, "events", victim, "wrap", key="events")
     synced = sync(sim, tmp_path)
     assert_published(synced)
@@ -181,10 +181,10 @@ def test_an_events_answer_wrapped_in_an_object_quarantines_that_shipments_events
 
 
 def test_an_unknown_event_type_is_loaded_as_sent(sim: RunningSimulator, tmp_path: Path) -> None:
-    victim = next(d["id"] for d in documents(sim) if sim.store.get_events(d["id"]))
+    victim = next(d["id"] for d in documents(sim) if sim.store.reader.get_events(d["id"]))
     corrupt(sim, "events", victim, "set", path="[0].type", value="PLANNED")
     assert_published(sync(sim, tmp_path))
-    event = sim.store.get_events(victim)[0]["event"]
+    event = sim.store.reader.get_events(victim)[0]["event"]
     assert query(work_db(tmp_path), "SELECT type FROM freight.shipment_events WHERE shipment_id = ? AND event = ? "
                  "AND type = 'PLANNED'", [victim, event]) == [("PLANNED",)]
     assert quarantined(tmp_path) == {} and problems(tmp_path) == {}  # a new code is data, for dbt to flag
@@ -255,12 +255,12 @@ class Plant:
 
 
 def has_events(doc: Doc, sim: RunningSimulator) -> bool:
-    return len(sim.store.get_events(doc["id"])) >= 1
+    return len(sim.store.reader.get_events(doc["id"])) >= 1
 
 
 def mode(name: str) -> Callable[[Doc, RunningSimulator], bool]:
     return lambda doc, sim: doc.get("mode_of_transport") == name and bool(
-        (sim.store.get_air_main_carriage if name == "AIR" else sim.store.get_sea_main_carriage)(doc["id"])
+        (sim.store.reader.get_air_main_carriage if name == "AIR" else sim.store.reader.get_sea_main_carriage)(doc["id"])
     )
 
 
@@ -339,7 +339,7 @@ def test_thirty_kinds_of_bad_data_each_in_one_record_then_the_source_heals(
         doc = next(d for d in free if plant.wants(d, sim))
         free.remove(doc)
         planted.append((plant, doc["id"]))
-    conversions = sorted(int(r["id"]) for r in sim.store.code_conversion_rows())
+    conversions = sorted(int(r["id"]) for r in sim.store.reader.code_conversion_rows())
     planted += [(plant, conversions[i]) for i, plant in enumerate(CONVERSION_PLANTS)]
     for plant, record in planted:
         corrupt(sim, plant.endpoint, record, plant.kind, **plant.fields)

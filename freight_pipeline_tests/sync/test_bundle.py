@@ -21,7 +21,7 @@ def requests_to(sim: RunningSimulator, template: str) -> int:
 def test_each_changed_shipment_takes_one_request_per_part_and_no_other(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
-    docs = list(small_sim.store.expected_documents())
+    docs = list(small_sim.store.reader.expected_documents())
     work_sync()
     expected = {
         "/service/shipment/{id}": len(docs),
@@ -38,7 +38,7 @@ def test_a_shipment_deleted_while_its_parts_are_read_loses_them_and_leaves_with_
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
     work_sync()
-    victim = next(doc for doc in small_sim.store.expected_documents() if doc.get("mode_of_transport") == "AIR")
+    victim = next(doc for doc in small_sim.store.reader.expected_documents() if doc.get("mode_of_transport") == "AIR")
     small_sim.advance_clock(60)
     small_sim.touch_shipments([victim["id"]])
     make, _ = factory(DeletedWhileRead, small_sim, victim["id"])
@@ -60,13 +60,13 @@ def test_a_shipment_deleted_while_its_parts_are_read_loses_them_and_leaves_with_
 def test_when_the_document_tells_another_mode_than_the_lookup_its_legs_are_asked_again(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
-    victim = next(doc for doc in small_sim.store.expected_documents() if doc.get("mode_of_transport") == "AIR"
-                  and small_sim.store.get_air_main_carriage(doc["id"]))
+    victim = next(doc for doc in small_sim.store.reader.expected_documents() if doc.get("mode_of_transport") == "AIR"
+                  and small_sim.store.reader.get_air_main_carriage(doc["id"]))
     make, built = factory(LookupSaysAnotherMode, victim["id"], "SEA")
     work_sync(source_factory=make)
     assert built[0].legs_asked == ["sea", "air"]  # asked as the lookup said, then as the document says
     assert query(work_db(tmp_path), "SELECT count(*) FROM freight.air_main_carriage_legs WHERE shipment_id = ?",
-                 [victim["id"]]) == [(len(small_sim.store.get_air_main_carriage(victim["id"])),)]
+                 [victim["id"]]) == [(len(small_sim.store.reader.get_air_main_carriage(victim["id"])),)]
     assert_converged(small_sim.store, work_db(tmp_path))
 
 
@@ -75,17 +75,18 @@ def test_an_overlap_shipment_whose_held_copy_is_provably_current_is_not_fetched_
 ) -> None:
     settings = dataclasses.replace(TEST_SETTINGS, overlap=dt.timedelta(days=5000))  # every shipment overlaps
     work_sync(settings)
-    newest = max(doc["last_modified_date_time"] for doc in small_sim.store.expected_documents())
-    at_the_ceiling = sum(doc["last_modified_date_time"] == newest for doc in small_sim.store.expected_documents())
+    newest = max(doc["last_modified_date_time"] for doc in small_sim.store.reader.expected_documents())
+    at_the_ceiling = sum(doc["last_modified_date_time"] == newest
+                         for doc in small_sim.store.reader.expected_documents())
     small_sim.stats.reset()
 
     quiet = work_sync(settings)["shipments"]  # nothing changed; the overlap covers every shipment
-    assert quiet.rows_read == len(list(small_sim.store.expected_documents()))
+    assert quiet.rows_read == len(list(small_sim.store.reader.expected_documents()))
     # only the shipments stamped in the ceiling's own second could have changed unseen after their fetch
     assert quiet.extra["overlap_current_skipped"] == quiet.rows_read - at_the_ceiling
     assert requests_to(small_sim, "/service/shipment/{id}") == at_the_ceiling
 
-    changed = small_sim.store.live_shipment_ids()[3]
+    changed = small_sim.store.reader.live_shipment_ids()[3]
     small_sim.advance_clock(60)
     small_sim.touch_shipments([changed])
     small_sim.stats.reset()

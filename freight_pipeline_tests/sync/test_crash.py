@@ -99,7 +99,7 @@ def kill_in(proc: subprocess.Popen[str], target: str, rng: random.Random) -> boo
 
 
 def newest_key(store: Any) -> ShipmentKey:
-    return max(ShipmentKey.of_shipment(doc) for doc in store.expected_documents())
+    return max(ShipmentKey.of_shipment(doc) for doc in store.reader.expected_documents())
 
 
 def landed_in(work_db: Path, run_id: str, store: Any) -> str:
@@ -139,7 +139,7 @@ def cursor_overreach(store: Any, work_db: Path) -> list[int]:
         held = dict(con.execute("SELECT shipment_id, last_modified_at FROM freight_meta.raw_shipments").fetchall())
     cursor = ShipmentKey.from_json(stored[0][0])
     behind = []
-    for doc in store.expected_documents():
+    for doc in store.reader.expected_documents():
         if ShipmentKey.of_shipment(doc) <= cursor:
             current = to_utc(parse_iso_datetime(doc["last_modified_date_time"]))
             if held.get(doc["id"]) != current:
@@ -175,7 +175,7 @@ def test_sigkill_at_chosen_moments_never_corrupts_and_reruns_converge(tmp_path: 
             sim.create_shipments(rng.randint(0, 5))
             sim.delete_shipments(rng.randint(0, 3))
             if rng.random() < 0.3:
-                sim.touch_shipments(sim.store.live_shipment_ids()[:40])  # a burst in one second
+                sim.touch_shipments(sim.store.reader.live_shipment_ids()[:40])  # a burst in one second
             run_id = f"trial-{trial}"
             if kill_in(start_sync(env, data_dir, run_id, log), target, rng):
                 landed.append((target, landed_in(work_db, run_id, sim.store)))

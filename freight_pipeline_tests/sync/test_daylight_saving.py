@@ -39,7 +39,7 @@ def touch(sim: RunningSimulator, shipment_id: int, at: str) -> str:
     """A new version of ``shipment_id`` last modified at ``at`` (the clock set there first); its stamp."""
     sim.set_clock(at)
     sim.touch_shipments([shipment_id])
-    stamp = sim.store.get_shipment(shipment_id)["last_modified_date_time"]  # type: ignore[attr-defined]
+    stamp = sim.store.reader.get_shipment(shipment_id)["last_modified_date_time"]  # type: ignore[attr-defined]
     assert stamp == at, (stamp, at)
     return stamp
 
@@ -58,7 +58,7 @@ def test_two_changes_at_one_wall_clock_second_across_the_fall_back_are_both_sync
 ) -> None:
     sim = fall_back_sim
     sync: SyncFn = syncer(sim, tmp_path, publish_after=False)
-    ids = sorted(sim.store.live_shipment_ids())  # type: ignore[attr-defined]
+    ids = sorted(sim.store.reader.live_shipment_ids())  # type: ignore[attr-defined]
     target, others = ids[0], ids[1:]
     sync(settings)
     touch(sim, target, "2026-10-25T02:30:00+02:00")
@@ -92,7 +92,7 @@ def test_a_change_the_walk_skipped_as_current_is_caught_by_the_reconcile(
     after it at the same wall-clock second, which the walk does not re-read (no overlap, no guard,
     and the newest wall-clock time still a change from before the switch)."""
     sim = fall_back_sim
-    target, later = sorted(sim.store.live_shipment_ids())[:2]  # type: ignore[attr-defined]
+    target, later = sorted(sim.store.reader.live_shipment_ids())[:2]  # type: ignore[attr-defined]
     touch(sim, target, "2026-10-25T02:30:00+02:00")
     touch(sim, later, "2026-10-25T02:45:00+02:00")
     sim.set_clock("2026-10-25T02:50:00+02:00")
@@ -112,7 +112,7 @@ def test_the_spring_forward_skips_an_hour_and_loses_nothing(tmp_path: Path) -> N
                            utc_offset="+01:00", offset_changes=((SPRING_FORWARD, "+02:00"),))
     with running_simulator(store) as sim:
         sync: SyncFn = syncer(sim, tmp_path, publish_after=False)
-        ids = sorted(store.live_shipment_ids())
+        ids = sorted(store.reader.live_shipment_ids())
         sync(RECONCILE_SETTINGS)
         touch(sim, ids[0], "2027-03-28T01:59:59+01:00")
         sim.set_clock("2027-03-28T01:59:59+01:00")

@@ -35,10 +35,10 @@ RELIST = dataclasses.replace(TEST_SETTINGS, documents_relist_interval=dt.timedel
 def expected(sim: RunningSimulator) -> set[tuple[Any, ...]]:
     """The simulator's E-Files as rows: one per live shipment a SHIPMENT reference names."""
     store = sim.store
-    live = set(store.live_shipment_ids())  # type: ignore[attr-defined]
+    live = set(store.reader.live_shipment_ids())  # type: ignore[attr-defined]
     rows = set()
-    for efile in store.efile_rows():
-        roles = [r["role"] for r in store.get_efile_roles(efile["id"])]
+    for efile in store.efiles.rows():
+        roles = [r["role"] for r in store.efiles.roles(efile["id"])]
         references = sorted(({"id": r["id"], "type": r["type"], "value": r["value"]} for r in efile["references"]),
                             key=lambda r: r["id"])
         for reference in efile["references"]:
@@ -80,7 +80,7 @@ def test_changes_without_a_last_modified_move_are_found_by_the_relisting(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
     work_sync(NO_RELIST)
-    shipment_id = min(small_sim.store.live_shipment_ids())  # type: ignore[attr-defined]
+    shipment_id = min(small_sim.store.reader.live_shipment_ids())  # type: ignore[attr-defined]
     with api(small_sim) as client:
         before = client.get(f"/service/shipment/{shipment_id}").json()["last_modified_date_time"]
         stored = client.post("/service/efile", json={
@@ -106,7 +106,7 @@ def test_changes_without_a_last_modified_move_are_found_by_the_relisting(
 def test_a_changed_shipment_lists_its_efiles_again(small_sim: RunningSimulator, work_sync: SyncFn,
                                                    tmp_path: Path) -> None:
     work_sync(NO_RELIST)
-    ids = small_sim.store.modify_shipments(5)  # type: ignore[attr-defined]
+    ids = small_sim.store.changes.modify_shipments(5)  # type: ignore[attr-defined]
     results = work_sync(NO_RELIST)[STREAM]
     assert results.extra["shipments"] == len(ids)
     assert held(tmp_path) == expected(small_sim)
@@ -177,7 +177,7 @@ def test_document_content_is_copied_once_by_hash_and_bad_base64_is_quarantined(
         if efile_id == bad_file:
             assert (sha, size, path) == (None, None, None)
             continue
-        data = base64.b64decode(small_sim.store.get_efile(efile_id)["document"])  # type: ignore[attr-defined]
+        data = base64.b64decode(small_sim.store.efiles.get(efile_id)["document"])  # type: ignore[attr-defined]
         assert (sha, size) == (hashlib.sha256(data).hexdigest(), len(data))
         assert (tmp_path / path).read_bytes() == data
     stored = [p for p in (tmp_path / "documents").rglob("*") if p.is_file()]

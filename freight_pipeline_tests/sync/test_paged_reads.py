@@ -32,7 +32,7 @@ def test_a_scroll_missing_rows_fails_and_leaves_the_table_unchanged(
 ) -> None:
     work_sync(streams=CODE_CONVERSIONS)
     before = code_conversion_rows(tmp_path)
-    expected_total = len(list(small_sim.store.code_conversion_rows()))
+    expected_total = len(list(small_sim.store.reader.code_conversion_rows()))
     assert len(before) == expected_total
     make, built = factory(ShortCodeConversionScroll, times=None)
     with pytest.raises(RowCountMismatch, match=rf"code-conversion scroll returned {expected_total - 1} rows "
@@ -48,7 +48,7 @@ def test_a_scroll_missing_rows_once_is_read_again(
     make, built = factory(ShortCodeConversionScroll, times=1)
     result = work_sync(source_factory=make)["code_conversions"]
     assert built[0].reads == 2
-    assert result.rows_read == len(list(small_sim.store.code_conversion_rows()))
+    assert result.rows_read == len(list(small_sim.store.reader.code_conversion_rows()))
     assert_converged(small_sim.store, work_db(tmp_path))
 
 
@@ -77,7 +77,7 @@ def test_a_memo_lookup_missing_rows_quarantines_that_shipment_and_keeps_its_memo
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
     work_sync()
-    victim = next(doc for doc in small_sim.store.expected_documents() if len(doc.get("memos") or []) >= 2)
+    victim = next(doc for doc in small_sim.store.reader.expected_documents() if len(doc.get("memos") or []) >= 2)
     before = memo_rows(tmp_path, victim["id"])
     assert len(before) == len(victim["memos"])
     small_sim.advance_clock(60)
@@ -103,7 +103,7 @@ def test_a_memo_lookup_without_a_row_count_quarantines_and_keeps_the_memos(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
     work_sync()
-    victim = next(doc for doc in small_sim.store.expected_documents() if doc.get("memos"))
+    victim = next(doc for doc in small_sim.store.reader.expected_documents() if doc.get("memos"))
     before = memo_rows(tmp_path, victim["id"])
     small_sim.advance_clock(60)
     small_sim.touch_shipments([victim["id"]])
@@ -118,7 +118,7 @@ def test_a_memo_lookup_without_a_row_count_quarantines_and_keeps_the_memos(
 def test_a_memo_lookup_missing_rows_once_is_asked_again(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
-    victim = next(doc for doc in small_sim.store.expected_documents() if doc.get("memos"))
+    victim = next(doc for doc in small_sim.store.reader.expected_documents() if doc.get("memos"))
     make, built = factory(ShortMemoLookup, {(victim["client"], victim["shipment_number"])}, times=1)
     work_sync(source_factory=make)
     assert built[0].shortened == {(victim["client"], victim["shipment_number"]): 1}

@@ -36,8 +36,8 @@ def capped_sim() -> Iterator[RunningSimulator]:
 
 def files_of_shipments(sim: RunningSimulator) -> set[tuple[int, int]]:
     """(shipment id, E-File id) of every file a SHIPMENT reference links to a live shipment."""
-    live = set(sim.store.live_shipment_ids())  # type: ignore[attr-defined]
-    pairs = {(int(r["value"]), efile["id"]) for efile in sim.store.efile_rows()
+    live = set(sim.store.reader.live_shipment_ids())  # type: ignore[attr-defined]
+    pairs = {(int(r["value"]), efile["id"]) for efile in sim.store.efiles.rows()
              for r in efile["references"] if r["type"] == "SHIPMENT" and int(r["value"]) in live}
     assert pairs, "the seed should give these shipments E-Files"
     return pairs

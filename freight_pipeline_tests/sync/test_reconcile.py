@@ -66,7 +66,7 @@ def test_a_missing_and_a_stale_shipment_are_refetched(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
     work_sync(NO_RECONCILE)
-    oldest = sorted(ShipmentKey.of_shipment(doc) for doc in small_sim.store.expected_documents())
+    oldest = sorted(ShipmentKey.of_shipment(doc) for doc in small_sim.store.reader.expected_documents())
     missing, stale = oldest[0].id, oldest[1].id  # far below the overlap window of the next run
     with open_warehouse(tmp_path) as warehouse:  # damage the working database behind the sync's back
         apply_shipment_batch(warehouse, run_id="damage", tables={}, unit_ids=[], deleted_ids=[missing])
@@ -156,7 +156,7 @@ def test_an_unreadable_instant_in_the_listing_is_refetched_not_fatal(
 def test_start_cursor_bounds_what_is_fetched_on_the_first_run_and_when_reconcile_is_due(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
-    keys = sorted(ShipmentKey.of_shipment(doc) for doc in small_sim.store.expected_documents())
+    keys = sorted(ShipmentKey.of_shipment(doc) for doc in small_sim.store.reader.expected_documents())
     start = keys[len(keys) // 2]
     if start.second() == keys[0].second():
         pytest.fail("the simulator stamped half of its shipments with one second; pick another seed")
@@ -187,4 +187,4 @@ def test_instants_without_a_utc_offset_compare_as_the_services_wall_clock_and_no
     later = work_sync(LISTING, source_factory=make)["shipments"]
     assert later.extra["reconcile_listed"] == SMALL_SHIPMENTS
     assert later.extra["reconcile_refetched"] == 0  # the walk's copies are current, offset or not
-    assert held_ids(work_db(tmp_path)) == set(small_sim.store.live_shipment_ids())
+    assert held_ids(work_db(tmp_path)) == set(small_sim.store.reader.live_shipment_ids())

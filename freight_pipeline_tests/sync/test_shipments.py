@@ -106,7 +106,7 @@ def test_more_changes_in_one_second_than_a_page_holds(
     settings = dataclasses.replace(TEST_SETTINGS, page_size=10)
     small_sync(settings)
     small_sim.advance_clock(60)
-    burst = small_sim.store.live_shipment_ids()[: settings.page_size * 3 + 7]
+    burst = small_sim.store.reader.live_shipment_ids()[: settings.page_size * 3 + 7]
     small_sim.touch_shipments(burst)  # every one stamped with the same second
     result = small_sync(settings)["shipments"]
     assert result.rows_read >= len(burst)
@@ -119,7 +119,7 @@ def test_a_service_ignoring_the_id_criterion_stops_the_run_instead_of_looping(
 ) -> None:
     small_sync()
     small_sim.advance_clock(60)
-    small_sim.touch_shipments(small_sim.store.live_shipment_ids()[: TEST_SETTINGS.page_size + 5])
+    small_sim.touch_shipments(small_sim.store.reader.live_shipment_ids()[: TEST_SETTINGS.page_size + 5])
     make, _ = factory(IgnoresIdCriterion)
     with pytest.raises(RowCountMismatch, match="full page without progress"):
         small_sync(source_factory=make)
@@ -141,7 +141,7 @@ def test_overlap_rereads_leave_no_duplicate_rows(
 def test_shipment_deleted_between_lookup_and_retrieve_is_recorded(
     small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
 ) -> None:
-    victim = small_sim.store.live_shipment_ids()[17]
+    victim = small_sim.store.reader.live_shipment_ids()[17]
     make, _ = factory(DeletesBeforeRetrieve, small_sim, {victim})
     results = small_sync(source_factory=make)
     assert results["shipments"].rejected == 1
@@ -188,9 +188,9 @@ def test_sync_state_records_what_each_stream_covers(
 ) -> None:
     small_sync()
     state = dict(query(published(tmp_path), "SELECT stream, cursor_value FROM freight_meta.sync_state"))
-    newest = max(ShipmentKey.of_shipment(doc) for doc in small_sim.store.expected_documents())
+    newest = max(ShipmentKey.of_shipment(doc) for doc in small_sim.store.reader.expected_documents())
     assert ShipmentKey.from_json(state["shipments"]) == newest
-    assert json.loads(state["code_conversions"]) == {"rows": len(list(small_sim.store.code_conversion_rows()))}
+    assert json.loads(state["code_conversions"]) == {"rows": len(list(small_sim.store.reader.code_conversion_rows()))}
 
 
 def test_documents_are_fetched_and_committed_in_batches_and_never_a_whole_page_is_held(
@@ -223,7 +223,7 @@ def test_documents_are_fetched_and_committed_in_batches_and_never_a_whole_page_i
 def test_a_retrieve_failure_that_is_not_the_records_fault_surfaces_as_itself_and_writes_nothing_of_its_batch(
     small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
 ) -> None:
-    in_walk_order = sorted(small_sim.store.expected_documents(), key=ShipmentKey.of_shipment)
+    in_walk_order = sorted(small_sim.store.reader.expected_documents(), key=ShipmentKey.of_shipment)
     victim = in_walk_order[3]["id"]  # in the first fetch batch
     error = PermissionDeniedError(
         "injected: permission withdrawn", status_code=403, method="GET", path=f"/service/shipment/{victim}"
