@@ -35,6 +35,7 @@ from freight_pipeline.client import (
     ServerError,
     Shipment,
 )
+from freight_pipeline.client import endpoints as ep
 from freight_pipeline.simulator.data_format import OBJECT_FORM, STRING_FORM
 from freight_pipeline.simulator.data_identity import Identity
 from freight_pipeline.simulator.generator import identity_of
@@ -207,11 +208,13 @@ def check_shipment_reads(client: SyncView, sim: Any, shipment_id: int) -> None:
     assert same_json(full.raw, store.reader.get_shipment(shipment_id)) and full.problems == []
     events = store.reader.get_events(shipment_id)
     assert same_json(client.get_shipment_events_raw(shipment_id), events)
+    assert same_json(client.get_records_raw(ep.SHIPMENT_EVENTS, shipment_id), events)
     assert same_json([e.raw for e in client.get_shipment_events(shipment_id)], events)
     air, sea = store.reader.get_air_main_carriage(shipment_id), store.reader.get_sea_main_carriage(shipment_id)
     assert same_json(client.get_air_main_carriage_raw(shipment_id), air)
     assert same_json([leg.raw for leg in client.get_air_main_carriage(shipment_id)], air)
     assert same_json(client.get_sea_main_carriage_raw(shipment_id), sea)
+    assert same_json(client.get_records_raw(ep.SHIPMENT_SEA_MAIN_CARRIAGE, shipment_id), sea)
     assert same_json([leg.raw for leg in client.get_sea_main_carriage(shipment_id)], sea)
 
 
