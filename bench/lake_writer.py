@@ -21,13 +21,11 @@ from pathlib import Path
 import duckdb
 
 from freight_pipeline.config import ServiceSettings
-from freight_pipeline.lake.settings import LakeSettings
-from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync import runner
 from freight_pipeline.sync.backfill import IdRange, id_ranges_between
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import STREAM
-from freight_pipeline.warehouse import Warehouse
+from freight_pipeline.warehouse.database import Database
 
 WRITER_SETTINGS = SyncSettings(
     page_size=25, fetch_batch_size=5, concurrency=8, reconcile_interval=None, retry_after=dt.timedelta(0),
@@ -40,12 +38,17 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-class AnnouncingWarehouse(Warehouse):
+def announce_commits() -> None:
+    """From now on, every transaction of a warehouse prints ``committing`` right before its COMMIT."""
+    plain = Database.transaction
+
     @contextmanager
-    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with super()._transaction() as con:
+    def announcing(database: Database) -> Iterator[duckdb.DuckDBPyConnection]:
+        with plain(database) as con:
             yield con
             say("committing")
+
+    Database.transaction = announcing  # type: ignore[method-assign]
 
 
 def main() -> None:
@@ -54,7 +57,7 @@ def main() -> None:
     settings = dataclasses.replace(WRITER_SETTINGS, id_range=IdRange.parse(key), backfill_plan=plan)
     if len(sys.argv) > 4:  # the benchmark's trial: the production page and batch sizes
         settings = dataclasses.replace(settings, page_size=500, fetch_batch_size=int(sys.argv[4]))
-    runner.open_warehouse = lambda path: AnnouncingWarehouse(Path(path), FREIGHT_TABLES, lake=LakeSettings.from_env())
+    announce_commits()
     runner.run_stream(STREAM, ServiceSettings.from_env(), data_dir, settings)
     say("done")
 

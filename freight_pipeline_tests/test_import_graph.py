@@ -119,7 +119,7 @@ def test_the_cycle_finder_finds_cycles() -> None:
 def test_the_graph_sees_the_product() -> None:
     graph = product_graph()
     assert len(graph) > 100
-    assert "freight_pipeline.warehouse.meta" in graph["freight_pipeline.warehouse.store"]  # via its package
+    assert "freight_pipeline.warehouse.meta" in graph["freight_pipeline.warehouse.writes"]  # via its package
     assert "freight_pipeline.sync.runner" in graph["freight_pipeline.defs.sync_assets"]
 
 

@@ -19,9 +19,9 @@ import duckdb
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.lake.snapshots import open_published_snapshot
 from freight_pipeline.sync.streams import STREAM_NAMES
-from freight_pipeline.warehouse import META_SCHEMA, parquet_root, published_db_path, read_run_log
-from freight_pipeline.warehouse.meta import LATEST_RUN_PER_STREAM, LATEST_STATE
-from freight_pipeline.warehouse.paths import LAKE_SCRATCH, WORK_DIR
+from freight_pipeline.warehouse.meta import LATEST_RUN_PER_STREAM, LATEST_STATE, META_SCHEMA
+from freight_pipeline.warehouse.paths import LAKE_SCRATCH, WORK_DIR, read_run_log
+from freight_pipeline.warehouse.publish import parquet_root, published_db_path
 
 COUNTED_SCHEMAS = ("freight", "analytics")
 RUN_COLUMNS = ("run_id", "status", "started_at", "finished_at", "rows_read", "rows_written", "requests", "retries",

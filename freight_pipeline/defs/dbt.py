@@ -31,7 +31,8 @@ from freight_pipeline.defs.dbt_plan import plan_build, project_fingerprint, reco
 from freight_pipeline.defs.dbt_warmup import dbt_executable, start_parse, wait_for_parse
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.sync.runner import one_line_error, open_warehouse
-from freight_pipeline.warehouse import RunRecord, meta
+from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse.records import RunRecord
 
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_models"
 DATABASE_ENV = "FREIGHT_DBT_DATABASE"
@@ -324,7 +325,7 @@ def logged_build(data_dir: Path, run_id: str, *, whole: bool) -> Iterator[None]:
     """
     record = RunRecord(run_id, DBT_BUILD_STREAM, dt.datetime.now(dt.UTC))
     with open_warehouse(data_dir) as warehouse:
-        warehouse.record_run(record)
+        warehouse.run_log.record_run(record)
     try:
         yield
     except BaseException as exc:
@@ -335,7 +336,7 @@ def logged_build(data_dir: Path, run_id: str, *, whole: bool) -> Iterator[None]:
     finally:
         record.finished_at = dt.datetime.now(dt.UTC)
         with open_warehouse(data_dir) as warehouse:
-            warehouse.record_run(record)
+            warehouse.run_log.record_run(record)
 
 
 def _dependencies_first(assets_def: dg.AssetsDefinition, keys: AbstractSet[dg.AssetKey]) -> list[dg.AssetKey]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
-from freight_pipeline.warehouse import Warehouse
+from freight_pipeline.warehouse.store import Warehouse
 
 MARTS_STATE = "dbt_marts"
 """``sync_state`` entry: the fingerprint of the dbt project the marts were built with, and when."""
@@ -65,13 +65,13 @@ def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool) -> BuildP
         return BuildPlan(True, True, "the marts were never built by this version")
     if state.get("fingerprint") != fingerprint:
         return BuildPlan(True, True, "the dbt project changed since the marts were built")
-    changes = warehouse.pending_changes()
+    changes = warehouse.reads.pending_changes()
     if not whole:
         return BuildPlan(True, False, f"a selection of models; {changes} shipments changed")
     built_at = dt.datetime.fromisoformat(state["built_at"])
-    conversions = warehouse.cursor_updated_at(CODE_CONVERSIONS.name)
+    conversions = warehouse.reads.cursor_updated_at(CODE_CONVERSIONS.name)
     conversions_changed = conversions is not None and conversions > built_at
-    if changes == 0 and not conversions_changed and warehouse.last_run_status("dbt_build") == "success":
+    if changes == 0 and not conversions_changed and warehouse.reads.last_run_status("dbt_build") == "success":
         return BuildPlan(False, False, f"nothing changed since the marts were built ({built_at:%Y-%m-%d %H:%M:%S} UTC)")
     what = f"{changes} shipments" + (" and the code conversions" if conversions_changed else "") + " changed"
     return BuildPlan(True, False, what)
@@ -79,12 +79,13 @@ def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool) -> BuildP
 
 def record_build(warehouse: Warehouse, fingerprint: str, began: dt.datetime, run_id: str) -> int:
     """After a complete, successful build that began at ``began``: remember it, forget what it covered."""
-    warehouse.set_cursor(MARTS_STATE, json.dumps({"fingerprint": fingerprint, "built_at": began.isoformat()}), run_id)
-    return warehouse.forget_changes(began)
+    built = json.dumps({"fingerprint": fingerprint, "built_at": began.isoformat()})
+    warehouse.writes.set_cursor(MARTS_STATE, built, run_id)
+    return warehouse.writes.forget_changes(began)
 
 
 def _state(warehouse: Warehouse) -> dict[str, str] | None:
-    stored = warehouse.get_cursor(MARTS_STATE)
+    stored = warehouse.reads.get_cursor(MARTS_STATE)
     try:
         state = json.loads(stored) if stored else None
         if state is not None:

@@ -24,8 +24,7 @@ from freight_pipeline.sync.backfill import IdRange, id_ranges_between
 from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.runner import run_stream
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
-from freight_pipeline.warehouse import explained_out_of_memory
-from freight_pipeline.warehouse.ddl import memory_limit
+from freight_pipeline.warehouse.ddl import explained_out_of_memory, memory_limit
 from freight_pipeline.warehouse.paths import LAKE_SCRATCH
 
 if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster

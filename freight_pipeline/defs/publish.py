@@ -15,7 +15,7 @@ from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import SYNC_ASSETS
 from freight_pipeline.lake.snapshots import publish_snapshot
 from freight_pipeline.sync.runner import open_warehouse
-from freight_pipeline.warehouse import publish
+from freight_pipeline.warehouse.publish import publish
 
 PUBLISH_KEY = dg.AssetKey(["freight", "published_warehouse"])
 PUBLISH_GROUP = "publish"
@@ -64,7 +64,7 @@ def publish_lake(context: dg.AssetExecutionContext, warehouse: WarehouseResource
     """Lake mode: record the snapshot this run's whole, successful build ended at (what readers open)."""
     with open_warehouse(warehouse.path) as held:
         snapshot = publish_snapshot(held.con, context.run_id)
-        counts = held.row_counts()
+        counts = held.reads.row_counts()
     lake = warehouse.lake
     context.log.info(f"published snapshot {snapshot.snapshot_id} of the {lake.describe() if lake else 'lake'}")
     return dg.MaterializeResult(

@@ -35,9 +35,9 @@ from freight_pipeline.config import (
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.warehouse import parquet_root, published_db_path, working_db_path
 from freight_pipeline.warehouse.ddl import memory_limit
-from freight_pipeline.warehouse.paths import LAKE_SCRATCH
+from freight_pipeline.warehouse.paths import LAKE_SCRATCH, working_db_path
+from freight_pipeline.warehouse.publish import parquet_root, published_db_path
 
 _DEFAULTS = SyncSettings()
 

@@ -32,7 +32,7 @@ from freight_pipeline.sync.bundle import GONE, NOT_APPLICABLE, Bundle
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text, record_failure
 from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, DOCUMENT_PART, Part, Ref
-from freight_pipeline.warehouse import BatchWrite, RawDocument, Reject
+from freight_pipeline.warehouse.records import BatchWrite, RawDocument, Reject
 
 Rows = dict[str, list[dict[str, Any]]]
 PAYLOAD_CHARS = 100_000

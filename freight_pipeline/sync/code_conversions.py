@@ -29,7 +29,8 @@ from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_t
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
-from freight_pipeline.warehouse import DataProblem, Quarantined, Reject, Warehouse
+from freight_pipeline.warehouse.records import DataProblem, Quarantined, Reject
+from freight_pipeline.warehouse.store import Warehouse
 
 STREAM = "code_conversions"
 TABLE = CODE_CONVERSIONS.name
@@ -43,7 +44,7 @@ async def sync_code_conversions(
     say = progress or (lambda message: None)
     result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
-    result.cursor_before = warehouse.get_cursor(STREAM)
+    result.cursor_before = warehouse.reads.get_cursor(STREAM)
     records = await read_complete(source.code_conversion_pages, "code-conversion scroll", settings.count_attempts)
     result.rows_read = len(records)
     rows: dict[int, dict[str, Any]] = {}
@@ -65,7 +66,7 @@ async def sync_code_conversions(
         rows[row["conversion_id"]] = row
         problems.extend(data_problems(STREAM, row["conversion_id"], None, found))
     table = to_arrow_batch({TABLE: list(rows.values())})[TABLE]
-    outcome = warehouse.replace_table(
+    outcome = warehouse.writes.replace_table(
         run_id, TABLE, table, stream=STREAM, rejects=rejects, quarantined=quarantined, problems=problems,
         backoff=settings.backoff,
     )
@@ -78,7 +79,7 @@ async def sync_code_conversions(
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
     result.retries = retries_after - retries_before
-    result.cursor_after = warehouse.get_cursor(STREAM)
+    result.cursor_after = warehouse.reads.get_cursor(STREAM)
     result.extra["retry_queue"] = len(quarantined)
     return result
 

@@ -44,7 +44,6 @@ from freight_pipeline.sync.isolation import Breaker, RecordFailure, data_problem
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import DocumentGone, SourceAPI
-from freight_pipeline.warehouse import BatchWrite, DataProblem, Quarantined, Warehouse
 from freight_pipeline.warehouse.documents import (
     COMPARED,
     held_documents,
@@ -52,6 +51,8 @@ from freight_pipeline.warehouse.documents import (
     row_key,
     shipments_written_after,
 )
+from freight_pipeline.warehouse.records import BatchWrite, DataProblem, Quarantined
+from freight_pipeline.warehouse.store import Warehouse
 
 STREAM = "documents"
 TABLE = SHIPMENT_DOCUMENTS.name
@@ -248,14 +249,15 @@ async def sync_documents(
     say = progress or (lambda message: None)
     result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
-    result.cursor_before = warehouse.get_cursor(STREAM)
+    result.cursor_before = warehouse.reads.get_cursor(STREAM)
     now = dt.datetime.now(dt.UTC)
     cursor = DocumentsCursor.parse(result.cursor_before)
     relist = cursor.relist_due(settings.documents_relist_interval, now)
     watermark = newest_shipment_write(warehouse.con)
     targets = shipments_written_after(warehouse.con, None if relist else cursor.synced_through)
-    due = {int(q["shipment_id"]) for q in warehouse.due_quarantine(STREAM, run_id) if q["shipment_id"] is not None}
-    waiting = warehouse.quarantined_ids(STREAM)  # due or not: their failures do not count again
+    due = {int(q["shipment_id"]) for q in warehouse.reads.due_quarantine(STREAM, run_id)
+           if q["shipment_id"] is not None}
+    waiting = warehouse.reads.quarantined_ids(STREAM)  # due or not: their failures do not count again
     if due - set(targets):
         held = set(shipments_written_after(warehouse.con, None))
         targets = sorted(set(targets) | (due & held))
@@ -273,17 +275,18 @@ async def sync_documents(
         breaker.count(len(new), len(failures), failures)
         _write(warehouse, run_id, settings, outcomes, counts, result)
     result.rows_read = reader.files_read
-    warehouse.set_cursor(STREAM, DocumentsCursor(watermark, now if relist else cursor.relisted_at).text(), run_id)
+    warehouse.writes.set_cursor(STREAM, DocumentsCursor(watermark, now if relist else cursor.relisted_at).text(),
+                                run_id)
     result.extra.update(counts, relisted=relist, shipments=len(targets),
                         files_per_shipment=round(reader.files_read / len(targets), 2) if targets else 0,
                         single_shipment_lookups=reader.single_lookups, unplaced_files=reader.unplaced_files)
-    result.extra["retry_queue"] = warehouse.quarantine_count(STREAM)
+    result.extra["retry_queue"] = warehouse.reads.quarantine_count(STREAM)
     say(f"documents: {len(targets)} shipments, {reader.files_read} E-Files; rows of {counts['changed']} shipments "
         f"changed, {counts['unchanged']} unchanged, {counts['failed']} failed")
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
     result.retries = retries_after - retries_before
-    result.cursor_after = warehouse.get_cursor(STREAM)
+    result.cursor_after = warehouse.reads.get_cursor(STREAM)
     return result
 
 
@@ -300,7 +303,7 @@ def _write(warehouse: Warehouse, run_id: str, settings: SyncSettings, outcomes: 
     quarantined = [o.failure.quarantined(STREAM, i, i) for i, o in outcomes.items() if o.failure is not None]
     quarantined += [q for o in loaded.values() for q in o.quarantined]
     problems = [p for o in loaded.values() for p in o.problems]  # unchanged ones' too: they are replaced
-    stats = warehouse.apply_batch(
+    stats = warehouse.writes.apply_batch(
         run_id,
         BatchWrite(tables={TABLE: SHIPMENT_DOCUMENTS.to_arrow(rows)}, replaced={TABLE: changed},
                    loaded={STREAM: changed}, settled={STREAM: unchanged}, quarantined=quarantined,

@@ -32,7 +32,7 @@ from freight_pipeline.normalize.converters import to_json
 from freight_pipeline.normalize.errors import Invalid, NormalizationError, show
 from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.sync.changes import RowCountMismatch
-from freight_pipeline.warehouse import DataProblem, Quarantined
+from freight_pipeline.warehouse.records import DataProblem, Quarantined
 
 EXCERPT_CHARS = 500
 RAW_VALUE_CHARS = 2000

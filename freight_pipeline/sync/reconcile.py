@@ -22,7 +22,7 @@ from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime
 from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, checked_lookup
 from freight_pipeline.sync.cursor import BEGINNING, CursorError, ShipmentKey
 from freight_pipeline.sync.source import SourceAPI
-from freight_pipeline.warehouse import Warehouse
+from freight_pipeline.warehouse.store import Warehouse
 
 
 @dataclass
@@ -49,7 +49,7 @@ async def compare_with_source(
     """List every live id into the warehouse's temporary listing, then diff it with what is held."""
     listed = 0
     last_id = 0
-    with warehouse.live_listing() as listing:
+    with warehouse.reads.live_listing() as listing:
         while True:
             items = await checked_lookup(
                 source.lookup_shipments, [{"key": "ID", "match_mode": "GT", "value": str(last_id)}], ["ID"],

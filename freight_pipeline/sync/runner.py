@@ -24,7 +24,9 @@ from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.sync.streams import STREAM_NAMES, Progress, Stream, stream_named
-from freight_pipeline.warehouse import PublishResult, Warehouse, explained_out_of_memory, publish
+from freight_pipeline.warehouse.ddl import explained_out_of_memory
+from freight_pipeline.warehouse.publish import PublishResult, publish
+from freight_pipeline.warehouse.store import Warehouse
 
 RUN_GC_THRESHOLDS = (10_000, 20, 100)
 """Python's cyclic collector during a run: a run allocates millions of short-lived dicts (parsed
@@ -67,7 +69,7 @@ def one_line_error(exc: BaseException) -> str:
 def _switched_off(stream: Stream, warehouse: Warehouse, run_id: str, progress: Progress | None) -> StreamResult:
     """The run of a stream that is switched off: it reads and writes nothing."""
     assert stream.switch is not None
-    cursor = warehouse.get_cursor(stream.name)
+    cursor = warehouse.reads.get_cursor(stream.name)
     skipped = StreamResult(run_id, stream.name, dt.datetime.now(dt.UTC), cursor_before=cursor, cursor_after=cursor)
     skipped.extra["skipped"] = f"the {stream.name} stream is off ({stream.switch.variable}=0)"
     if progress is not None:
@@ -85,10 +87,10 @@ async def run_stream_async(
 ) -> StreamResult:
     """Run one stream, logging it in ``sync_runs`` as running, then success or failed (and re-raise)."""
     stream = stream_named(name)
-    started = StreamResult(run_id, name, dt.datetime.now(dt.UTC), cursor_before=warehouse.get_cursor(name))
+    started = StreamResult(run_id, name, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(name))
     requests_before, retries_before = source.request_counts()
     tables = stream.tables
-    warehouse.record_run(started, tables)
+    warehouse.run_log.record_run(started, tables)
     try:
         with explained_out_of_memory(f"stream {name}"), _unreachable_named(stream):
             if stream.switch is not None and not stream.switch.is_on(settings):
@@ -102,13 +104,13 @@ async def run_stream_async(
         started.error = one_line_error(exc)
         started.requests = requests_after - requests_before
         started.retries = retries_after - retries_before
-        started.cursor_after = warehouse.get_cursor(name)
-        warehouse.record_run(started, tables)
+        started.cursor_after = warehouse.reads.get_cursor(name)
+        warehouse.run_log.record_run(started, tables)
         raise
     result.started_at = started.started_at
     result.status = "success"
     result.finished_at = dt.datetime.now(dt.UTC)
-    warehouse.record_run(result, tables)
+    warehouse.run_log.record_run(result, tables)
     return result
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from freight_pipeline.client.limiter import AdaptiveLimit
 from freight_pipeline.sync.backfill import IdRange
-from freight_pipeline.warehouse import Backoff
+from freight_pipeline.warehouse.records import Backoff
 
 
 @dataclass(frozen=True)

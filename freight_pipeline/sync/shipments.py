@@ -41,7 +41,8 @@ from freight_pipeline.sync.reconcile import compare_with_source
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
-from freight_pipeline.warehouse import BatchWrite, Warehouse
+from freight_pipeline.warehouse.records import BatchWrite
+from freight_pipeline.warehouse.store import Warehouse
 
 STREAM = DOCUMENT
 RECONCILE_STREAM = "shipments_reconcile"
@@ -89,7 +90,7 @@ class _Run:
                 moved = f", cursor at {batch_cursor.instant_text}"
             else:
                 moved = ", cursor kept (overlap re-read)"
-        stats = self.warehouse.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff)
+        stats = self.warehouse.writes.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff)
         self.result.add_rows(stats)
         for stream, counted in assembled.counts.items():
             self.counts.setdefault(stream, PartCounts()).add(counted)
@@ -121,12 +122,12 @@ async def sync_shipments(
     requests_before, retries_before = source.request_counts()
     partition = settings.id_range
     cursor_stream = partition.cursor_stream if partition else STREAM
-    stored = warehouse.get_cursor(cursor_stream)
+    stored = warehouse.reads.get_cursor(cursor_stream)
     if partition is None and not stored:  # after a backfill: from the lowest ceiling its partitions reached
-        takeover = takeover_cursor(warehouse.cursors_with_prefix(BACKFILL_PREFIX))
+        takeover = takeover_cursor(warehouse.reads.cursors_with_prefix(BACKFILL_PREFIX))
         if takeover is not None:  # stored as the stream's own cursor: valid for every range
             stored = takeover.to_json()
-            warehouse.set_cursor(STREAM, stored, run_id)
+            warehouse.writes.set_cursor(STREAM, stored, run_id)
             result.extra["backfill_takeover"] = takeover.instant_text
             say(f"shipments: taking over from the backfill partitions at {takeover.instant_text}")
     result.cursor_before = stored
@@ -155,7 +156,7 @@ async def sync_shipments(
     say(f"shipments: reading changes after {after.instant_text} up to {ceiling.instant_text if ceiling else '-'}")
 
     from_scratch = (not stored and floor == BEGINNING and ceiling is not None and partition is None
-                    and not warehouse.holds_shipments())
+                    and not warehouse.reads.holds_shipments())
     walk = WalkStats()
     run = _Run(source, warehouse, settings, run_id, result, say, ceiling.stamp if ceiling else None,
                Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures),
@@ -168,7 +169,7 @@ async def sync_shipments(
         # complete: everything of the range up to the ceiling is written (what changes during the run
         # moves beyond it); an empty service completes at the beginning
         done = max(run.cursor or BEGINNING, ceiling) if ceiling is not None else BEGINNING
-        warehouse.set_cursor(cursor_stream, completed_cursor(done, settings.backfill_plan), run_id)
+        warehouse.writes.set_cursor(cursor_stream, completed_cursor(done, settings.backfill_plan), run_id)
     else:
         await run.run(_listed(_due_retries(warehouse, run_id)))
         if from_scratch:  # the walk listed every shipment there was: nothing held can have vanished
@@ -185,13 +186,14 @@ async def sync_shipments(
     result.rejected = sum(c.rejected for c in run.counts.values())
     result.quarantined = sum(c.quarantined for c in run.counts.values())
     result.data_problems = sum(c.data_problems for c in run.counts.values())
-    parts = {stream: {**vars(run.counts.get(stream, PartCounts())), "retry_queue": warehouse.quarantine_count(stream)}
+    parts = {stream: {**vars(run.counts.get(stream, PartCounts())),
+                      "retry_queue": warehouse.reads.quarantine_count(stream)}
              for stream in PART_STREAMS}
     result.extra.update(
         lookups=walk.lookups, count_mismatches=walk.count_mismatches,
         retry_queue=sum(part["retry_queue"] for part in parts.values()), parts=parts, **source.in_flight_figures(),
     )
-    stored_after = warehouse.get_cursor(cursor_stream)
+    stored_after = warehouse.reads.get_cursor(cursor_stream)
     result.cursor_after = stored_after
     if stored_after:
         result.extra["cursor_instant"] = ShipmentKey.from_json(stored_after).instant_text
@@ -203,7 +205,7 @@ async def _walked(
 ) -> AsyncIterator[Work]:
     """The walk's shipments as work, in key order; in the overlap window (keys up to the stored cursor),
     a shipment whose held copy is provably current is passed on with nothing to fetch."""
-    reader = run.warehouse.reader()
+    reader = run.warehouse.reads.reader()
     skipped = 0
     try:
         async for page in read_ahead(walk_changes(
@@ -213,7 +215,7 @@ async def _walked(
         )):
             run.result.rows_read += len(page)
             overlapping = {k.id: k.stamp for k, _ in page if overlap_end is not None and k <= overlap_end}
-            current = run.warehouse.current_copies(reader, overlapping)
+            current = run.warehouse.reads.current_copies(reader, overlapping)
             skipped += len(current)
             for key, base in page:
                 parts = frozenset() if key.id in current else ALL_PARTS
@@ -229,7 +231,7 @@ def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:
     wanted: dict[int, set[str]] = {}
     refs: dict[int, Ref] = {}
     for stream in PART_STREAMS:
-        for entry in warehouse.due_quarantine(stream, run_id):
+        for entry in warehouse.reads.due_quarantine(stream, run_id):
             shipment_id = int(entry["shipment_id"])
             context = json.loads(entry["context"]) if entry.get("context") else None
             refs.setdefault(shipment_id, Ref.from_context(shipment_id, context))
@@ -239,13 +241,13 @@ def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:
 
 def _reconciled(warehouse: Warehouse, listing_began: dt.datetime, run_id: str) -> None:
     """Record a complete id reconciliation as of ``listing_began`` (the next is due an interval later)."""
-    warehouse.set_cursor(RECONCILE_STREAM, json.dumps({"at": listing_began.isoformat()}), run_id)
+    warehouse.writes.set_cursor(RECONCILE_STREAM, json.dumps({"at": listing_began.isoformat()}), run_id)
 
 
 def _reconcile_due(warehouse: Warehouse, settings: SyncSettings) -> bool:
     if settings.reconcile_interval is None:
         return False
-    stored = warehouse.get_cursor(RECONCILE_STREAM)
+    stored = warehouse.reads.get_cursor(RECONCILE_STREAM)
     if not stored:
         return True
     try:
@@ -269,7 +271,8 @@ async def _reconcile(run: _Run, floor: ShipmentKey, walk: WalkStats) -> None:
     extra.update(reconcile_listed=found.listed, reconcile_deleted=len(found.vanished),
                  reconcile_refetched=len(found.stale), reconcile_before_start=found.before_start)
     for chunk in _chunks(found.vanished, run.settings.fetch_batch_size):
-        stats = run.warehouse.apply_batch(run.run_id, BatchWrite(deleted_ids=list(chunk)), backoff=run.settings.backoff)
+        stats = run.warehouse.writes.apply_batch(run.run_id, BatchWrite(deleted_ids=list(chunk)),
+                                                 backoff=run.settings.backoff)
         run.result.add_rows(stats)
     if found.vanished:
         run.say(f"shipments: deleted {len(found.vanished)} shipments no longer in the source")

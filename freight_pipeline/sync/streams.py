@@ -25,7 +25,7 @@ from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import sync_shipments
 from freight_pipeline.sync.source import SourceAPI
-from freight_pipeline.warehouse import Warehouse
+from freight_pipeline.warehouse.store import Warehouse
 
 Progress = Callable[[str], None]
 StreamRun = Callable[[SourceAPI, Warehouse, SyncSettings, str, Progress | None], Awaitable[StreamResult]]

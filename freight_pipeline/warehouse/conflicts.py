@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import duckdb
 
@@ -17,28 +16,22 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def retried_on_conflict(method: Callable[..., T]) -> Callable[..., T]:
-    """In lake mode, run a writing method again when its transaction met a concurrent writer's commit
-    that DuckLake could not merge (both created a table, say): the transaction rolled back, so
-    running it again is safe. Embedded: DuckDB's file lock admits one writer, nothing to retry."""
-
-    @functools.wraps(method)
-    def run_retrying(self: Any, *args: Any, **kwargs: Any) -> T:
-        if self.lake is None:
-            return method(self, *args, **kwargs)
-        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-            try:
-                return method(self, *args, **kwargs)
-            except duckdb.TransactionException as exc:
-                if not is_commit_conflict(exc):
-                    raise
-                reason = " ".join(str(exc).split())[:600]
-                if attempt == CONFLICT_ATTEMPTS:
-                    raise LakeCommitConflict(
-                        f"{method.__name__} met a concurrent writer's commit {attempt} times: {reason}"
-                    ) from exc
-                log.warning("%s met a concurrent commit (attempt %d): %s", method.__name__, attempt, reason)
-                time.sleep(min(5.0, 0.05 * 2**attempt) * (0.5 + random.random()))
-        raise AssertionError("unreachable")
-
-    return run_retrying
+def retried_on_conflict(what: str, attempt: Callable[[], T], *, retry: bool) -> T:
+    """``attempt()`` (one writing transaction, ``what`` in messages), with ``retry`` (lake mode) run again
+    when its transaction met a concurrent writer's commit that DuckLake could not merge (both created
+    a table, say): the transaction rolled back, so running it again is safe. Embedded: DuckDB's file
+    lock admits one writer, nothing to retry."""
+    if not retry:
+        return attempt()
+    for number in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            return attempt()
+        except duckdb.TransactionException as exc:
+            if not is_commit_conflict(exc):
+                raise
+            reason = " ".join(str(exc).split())[:600]
+            if number == CONFLICT_ATTEMPTS:
+                raise LakeCommitConflict(f"{what} met a concurrent writer's commit {number} times: {reason}") from exc
+            log.warning("%s met a concurrent commit (attempt %d): %s", what, number, reason)
+            time.sleep(min(5.0, 0.05 * 2**number) * (0.5 + random.random()))
+    raise AssertionError("unreachable")

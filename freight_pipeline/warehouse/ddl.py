@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,12 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[An
 def first(rows: list[Any]) -> Any:
     """The first row of a result, or None."""
     return rows[0] if rows else None
+
+
+def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
+    """The first column of the first row as an int (0 when there is none or it is NULL): counts."""
+    row = first(run(con, sql, params))
+    return int(row[0]) if row and row[0] is not None else 0
 
 
 def quote(identifier: str) -> str:

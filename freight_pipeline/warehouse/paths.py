@@ -14,7 +14,7 @@ LAKE_SCRATCH = "lake-spill"
 DASHBOARD_SCRATCH = "dashboard-spill"
 """Beside it: where the dashboard's lake connections spill (a reader's own folder, not the writers')."""
 RUN_LOG = "latest_runs.json"
-"""Each stream's latest ``sync_runs`` row, rewritten atomically by every :meth:`Warehouse.record_run`:
+"""Each stream's latest ``sync_runs`` row, rewritten atomically by every :meth:`RunLog.record_run`:
 what ``status`` reads without opening the working database (a reader's lock would stop a sync starting)."""
 
 

@@ -1,6 +1,6 @@
-"""What the sync and the Dagster layer ask the warehouse: cursors, runs, held shipments and their
-raw documents, the retry queue, counts. A mixin of :class:`~freight_pipeline.warehouse.store.Warehouse`;
-nothing here writes (but the reconcile's temporary listing table).
+"""What the sync and the Dagster layer ask the warehouse (:class:`Reads`): cursors, runs, held
+shipments and their raw documents, the retry queue, counts. Nothing here writes (but the reconcile's
+temporary listing table).
 """
 
 from __future__ import annotations
@@ -13,56 +13,54 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from freight_pipeline.lake.settings import LAKE_ALIAS, LakeSettings
-from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.ddl import first, qualified, run
+from freight_pipeline.warehouse.database import Database
+from freight_pipeline.warehouse.ddl import first, qualified, quote, run, scalar
 from freight_pipeline.warehouse.listing import LiveListing
 from freight_pipeline.warehouse.records import RawDocument
-from freight_pipeline.warehouse.row_writes import _scalar
 from freight_pipeline.warehouse.stamps import earlier, same_instant
 
 
-class WarehouseReads:
-    """Reads of the warehouse (mixin of ``Warehouse``)."""
+class Reads:
+    """Reading the working database (in the transaction of the moment, if any)."""
 
-    con: duckdb.DuckDBPyConnection
-    lake: LakeSettings | None
-    tables: tuple[TableSpec, ...]
-    meta_tables: tuple[TableSpec, ...]
+    def __init__(self, database: Database) -> None:
+        self.database = database
 
     def get_cursor(self, stream: str) -> str | None:
-        row = first(run(self.con, f"SELECT cursor_value FROM {qualified(meta.SYNC_STATE)} WHERE stream = ? "
+        row = first(run(self.database.con, f"SELECT cursor_value FROM {qualified(meta.SYNC_STATE)} WHERE stream = ? "
                                   f"{meta.LATEST_STATE}", [stream]))
         return None if row is None else row[0]
 
     def cursors_with_prefix(self, prefix: str) -> dict[str, str]:
         """Every stored cursor whose stream name starts with ``prefix`` (stream -> value)."""
-        rows = run(self.con, f"SELECT stream, cursor_value FROM {qualified(meta.SYNC_STATE)} "
+        rows = run(self.database.con, f"SELECT stream, cursor_value FROM {qualified(meta.SYNC_STATE)} "
                              f"WHERE starts_with(stream, ?) {meta.LATEST_STATE}", [prefix])
         return {str(stream): str(value) for stream, value in rows if value is not None}
 
     def cursor_updated_at(self, stream: str) -> dt.datetime | None:
         """When ``stream``'s cursor was last set (for a full refresh: when its table last changed)."""
-        row = first(run(self.con, f"SELECT updated_at FROM {qualified(meta.SYNC_STATE)} WHERE stream = ? "
+        row = first(run(self.database.con, f"SELECT updated_at FROM {qualified(meta.SYNC_STATE)} WHERE stream = ? "
                                   f"{meta.LATEST_STATE}", [stream]))
         return None if row is None or row[0] is None else row[0].astimezone(dt.UTC)
 
     def last_run_status(self, stream: str) -> str | None:
-        row = first(run(self.con, f"SELECT status FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? "
+        row = first(run(self.database.con, f"SELECT status FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? "
                                   "ORDER BY started_at DESC, run_id DESC LIMIT 1", [stream]))
         return None if row is None else str(row[0])
 
     def runs(self, run_id: str | None = None) -> list[dict[str, Any]]:
         where, params = ("WHERE run_id = ?", [run_id]) if run_id else ("", [])
-        cur = self.con.execute(f"SELECT * FROM {qualified(meta.SYNC_RUNS)} {where} ORDER BY started_at, stream", params)
+        cur = self.database.con.execute(
+            f"SELECT * FROM {qualified(meta.SYNC_RUNS)} {where} ORDER BY started_at, stream", params
+        )
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
     @contextmanager
     def live_listing(self) -> Iterator[LiveListing]:
         """A temporary table for the reconcile's listing of live shipments, dropped after the block."""
-        listing = LiveListing(self.con)
+        listing = LiveListing(self.database.con)
         try:
             yield listing
         finally:
@@ -70,9 +68,9 @@ class WarehouseReads:
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A second connection to this database, for reads from another thread while batches are written."""
-        reader = self.con.cursor()
-        if self.lake is not None:
-            run(reader, f"USE {LAKE_ALIAS}")
+        catalog = str(first(run(self.database.con, "SELECT current_database()"))[0])
+        reader = self.database.con.cursor()
+        run(reader, f"USE {quote(catalog)}")  # a cursor starts in the default catalog, not its connection's
         return reader
 
     @staticmethod
@@ -103,24 +101,24 @@ class WarehouseReads:
         """Last-modified instant (UTC) of the held raw documents of ``ids`` (None: of every shipment)."""
         table = qualified(meta.RAW_SHIPMENTS)
         if ids is None:
-            rows = run(self.con, f"SELECT shipment_id, last_modified_at FROM {table}")
+            rows = run(self.database.con, f"SELECT shipment_id, last_modified_at FROM {table}")
         else:
-            with self._registered(pa.table({"id": pa.array([int(i) for i in ids], pa.int64())})) as view:
+            with self.database.registered(pa.table({"id": pa.array([int(i) for i in ids], pa.int64())})) as view:
                 rows = run(
-                    self.con,
+                    self.database.con,
                     f"SELECT shipment_id, last_modified_at FROM {table} WHERE shipment_id IN (SELECT id FROM {view})",
                 )
         return {int(i): (lm.astimezone(dt.UTC) if lm is not None else None) for i, lm in rows}
 
     def holds_shipments(self) -> bool:
         """Whether any shipment (or a record of one waiting in the retry queue) is held."""
-        row = first(run(self.con, f"SELECT EXISTS (FROM {qualified(meta.RAW_SHIPMENTS)}) OR EXISTS "
+        row = first(run(self.database.con, f"SELECT EXISTS (FROM {qualified(meta.RAW_SHIPMENTS)}) OR EXISTS "
                                   f"(FROM {qualified(meta.QUARANTINE)} WHERE shipment_id IS NOT NULL)"))
         return bool(row and row[0])
 
     def shipment_ids(self) -> set[int]:
         """Ids of the shipments whose raw document is held."""
-        rows = run(self.con, f"SELECT shipment_id FROM {qualified(meta.RAW_SHIPMENTS)}")
+        rows = run(self.database.con, f"SELECT shipment_id FROM {qualified(meta.RAW_SHIPMENTS)}")
         return {int(r[0]) for r in rows}
 
     def raw_documents(self, ids: Sequence[int] | None = None) -> Iterator[RawDocument]:
@@ -129,7 +127,7 @@ class WarehouseReads:
         params: list[Any] = []
         if ids is not None:
             where, params = "WHERE shipment_id IN (SELECT unnest(?::BIGINT[]))", [[int(i) for i in ids]]
-        cur = self.con.cursor()
+        cur = self.database.con.cursor()
         cur.execute(
             f"SELECT shipment_id, CAST(document AS VARCHAR), fetched_at, last_modified_at "
             f"FROM {qualified(meta.RAW_SHIPMENTS)} {where} ORDER BY shipment_id",
@@ -145,7 +143,7 @@ class WarehouseReads:
     def due_quarantine(self, stream: str, run_id: str, now: dt.datetime | None = None) -> list[dict[str, Any]]:
         """Entries of ``stream``'s retry queue whose next attempt is due, oldest failure first; entries
         that failed in ``run_id`` itself wait for a later run."""
-        cur = self.con.execute(
+        cur = self.database.con.execute(
             f"SELECT * FROM {qualified(meta.QUARANTINE)} WHERE stream = ? AND next_attempt_at <= ? "
             "AND run_id IS DISTINCT FROM ? ORDER BY first_failed_at, record_key",
             [stream, now or dt.datetime.now(dt.UTC), run_id],
@@ -156,7 +154,7 @@ class WarehouseReads:
     def quarantined_ids(self, stream: str) -> set[int]:
         """Shipment ids in ``stream``'s retry queue."""
         rows = run(
-            self.con,
+            self.database.con,
             f"SELECT shipment_id FROM {qualified(meta.QUARANTINE)} WHERE stream = ? AND shipment_id IS NOT NULL",
             [stream],
         )
@@ -164,17 +162,17 @@ class WarehouseReads:
 
     def quarantine_count(self, stream: str | None = None) -> int:
         where, params = ("WHERE stream = ?", [stream]) if stream else ("", [])
-        return _scalar(self.con, f"SELECT count(*) FROM {qualified(meta.QUARANTINE)} {where}", params)
+        return scalar(self.database.con, f"SELECT count(*) FROM {qualified(meta.QUARANTINE)} {where}", params)
 
     def data_problem_count(self, stream: str | None = None) -> int:
         where, params = ("WHERE stream = ?", [stream]) if stream else ("", [])
-        return _scalar(self.con, f"SELECT count(*) FROM {qualified(meta.DATA_PROBLEMS)} {where}", params)
+        return scalar(self.database.con, f"SELECT count(*) FROM {qualified(meta.DATA_PROBLEMS)} {where}", params)
 
     def rejected_count(self, stream: str | None = None, run_id: str | None = None) -> int:
         conditions = [(c, v) for c, v in (("stream", stream), ("run_id", run_id)) if v is not None]
         where = " AND ".join(f"{c} = ?" for c, _ in conditions)
-        return _scalar(
-            self.con,
+        return scalar(
+            self.database.con,
             f"SELECT count(*) FROM {qualified(meta.REJECTED_RECORDS)}{' WHERE ' + where if where else ''}",
             [v for _, v in conditions],
         )
@@ -182,10 +180,10 @@ class WarehouseReads:
     def row_counts(self) -> dict[str, int]:
         """Rows per table, keyed by qualified name (``freight.shipments``), source tables then meta."""
         return {
-            spec.qualified_name: _scalar(self.con, f"SELECT count(*) FROM {qualified(spec)}")
-            for spec in (*self.tables, *self.meta_tables)
+            spec.qualified_name: scalar(self.database.con, f"SELECT count(*) FROM {qualified(spec)}")
+            for spec in (*self.database.tables, *self.database.meta_tables)
         }
 
     def pending_changes(self) -> int:
         """Shipments written or deleted since the last complete dbt build."""
-        return _scalar(self.con, f"SELECT count(*) FROM {qualified(meta.CHANGED_SHIPMENTS)}")
+        return scalar(self.database.con, f"SELECT count(*) FROM {qualified(meta.CHANGED_SHIPMENTS)}")

@@ -82,7 +82,7 @@ DEFAULT_BACKOFF = Backoff(dt.timedelta(minutes=10), dt.timedelta(hours=24))
 
 @dataclass
 class BatchWrite:
-    """Everything one batch writes, in ONE transaction (``Warehouse.apply_batch``).
+    """Everything one batch writes, in ONE transaction (``Writes.apply_batch``).
 
     ``replaced``: per table, the shipments whose rows in it are replaced by the rows of ``tables``
     (a shipment with no rows there loses its old ones). ``loaded``: per stream, the records that
@@ -136,7 +136,7 @@ class ReplaceOutcome:
 
 
 class RunLike(Protocol):
-    """What ``Warehouse.record_run`` reads (``sync.result.StreamResult`` fits)."""
+    """What ``RunLog.record_run`` reads (``sync.result.StreamResult`` fits)."""
 
     run_id: str
     stream: str

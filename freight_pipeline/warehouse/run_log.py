@@ -1,7 +1,5 @@
 """The run log: one ``freight_meta.sync_runs`` row per stream and run, and ``work/latest_runs.json``
-(the latest run of each stream, ``paths.run_log_path``) for a look without DuckDB.
-
-A mixin of :class:`~freight_pipeline.warehouse.store.Warehouse`.
+(the latest run of each stream, ``paths.run_log_path``) for a look without DuckDB (:class:`RunLog`).
 """
 
 from __future__ import annotations
@@ -9,70 +7,34 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.conflicts import retried_on_conflict
+from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import qualified, run
 from freight_pipeline.warehouse.paths import run_log_path
 from freight_pipeline.warehouse.records import RunLike
 
 
 class RunLog:
-    """Recording runs (mixin of ``Warehouse``)."""
+    """Recording runs: in the working database, and in the run log file of ``data_dir``."""
 
-    con: duckdb.DuckDBPyConnection
-    lake: LakeSettings | None
-    data_dir: Path
-    _transaction: Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
+    def __init__(self, database: Database, data_dir: Path) -> None:
+        self.database = database
+        self.data_dir = data_dir
 
-    @retried_on_conflict
     def record_run(self, record: RunLike, tables: Sequence[str] = ()) -> None:
         """Insert or update the ``sync_runs`` row of ``(record.run_id, record.stream)``: call at start and
         finish; with ``tables`` (those the stream writes) also their ``table_freshness`` rows."""
-        details = {
-            "rows_by_table": getattr(record, "rows_by_table", {}),
-            "extra": getattr(record, "extra", {}),
-        }
-        r = record
-        with self._transaction() as con:
-            run(con, f"DELETE FROM {qualified(meta.SYNC_RUNS)} WHERE run_id = ? AND stream = ?", [r.run_id, r.stream])
-            run(
-                con,
-                f"INSERT INTO {qualified(meta.SYNC_RUNS)} (run_id, stream, started_at, finished_at, "
-                "status, rows_read, rows_written, requests, retries, rejected, quarantined, data_problems, error, "
-                "cursor_before, cursor_after, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    r.run_id,
-                    r.stream,
-                    r.started_at,
-                    r.finished_at,
-                    r.status,
-                    r.rows_read,
-                    r.rows_written,
-                    r.requests,
-                    r.retries,
-                    r.rejected,
-                    getattr(r, "quarantined", 0),
-                    getattr(r, "data_problems", 0),
-                    r.error,
-                    r.cursor_before,
-                    r.cursor_after,
-                    json.dumps(details, default=str, sort_keys=True),
-                ],
-            )
-            if tables:
-                _record_freshness(con, record, tables)
+        self.database.write("record_run", lambda con: _insert_run(con, record, tables))
         self._write_run_log()
 
     def _write_run_log(self) -> None:
-        cur = self.con.execute(
+        cur = self.database.con.execute(
             f"SELECT * EXCLUDE (details) FROM {qualified(meta.SYNC_RUNS)} {meta.LATEST_RUN_PER_STREAM} ORDER BY stream"
         )
         names = [d[0] for d in cur.description]
@@ -81,6 +43,42 @@ class RunLog:
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(json.dumps(latest, default=_iso, indent=2))
         os.replace(tmp, path)
+
+
+def _insert_run(con: duckdb.DuckDBPyConnection, record: RunLike, tables: Sequence[str]) -> None:
+    """The ``sync_runs`` row of ``record`` (replacing its earlier one) and the freshness of ``tables``."""
+    details = {
+        "rows_by_table": getattr(record, "rows_by_table", {}),
+        "extra": getattr(record, "extra", {}),
+    }
+    r = record
+    run(con, f"DELETE FROM {qualified(meta.SYNC_RUNS)} WHERE run_id = ? AND stream = ?", [r.run_id, r.stream])
+    run(
+        con,
+        f"INSERT INTO {qualified(meta.SYNC_RUNS)} (run_id, stream, started_at, finished_at, "
+        "status, rows_read, rows_written, requests, retries, rejected, quarantined, data_problems, error, "
+        "cursor_before, cursor_after, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            r.run_id,
+            r.stream,
+            r.started_at,
+            r.finished_at,
+            r.status,
+            r.rows_read,
+            r.rows_written,
+            r.requests,
+            r.retries,
+            r.rejected,
+            getattr(r, "quarantined", 0),
+            getattr(r, "data_problems", 0),
+            r.error,
+            r.cursor_before,
+            r.cursor_after,
+            json.dumps(details, default=str, sort_keys=True),
+        ],
+    )
+    if tables:
+        _record_freshness(con, record, tables)
 
 
 def _iso(value: Any) -> str:

@@ -10,7 +10,7 @@ import yaml
 
 from freight_pipeline.commands.report import on_time_by_mode
 from freight_pipeline.config import REPO_ROOT
-from freight_pipeline.warehouse import published_db_path
+from freight_pipeline.warehouse.publish import published_db_path
 
 MART_YML = REPO_ROOT / "dbt_models" / "models" / "marts" / "fct_on_time_performance.yml"
 COLUMNS = {

@@ -37,8 +37,9 @@ from freight_pipeline.commands.processes import LOCALHOST, free_port, start_chil
 from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT
 from freight_pipeline.dashboard import display, queries, sources
 from freight_pipeline.dashboard.sources import Filters
-from freight_pipeline.warehouse import META_TABLES, publish
 from freight_pipeline.warehouse.ddl import ensure_tables
+from freight_pipeline.warehouse.meta import META_TABLES
+from freight_pipeline.warehouse.publish import publish
 from freight_pipeline.warehouse.store import working_db_path
 from freight_pipeline_tests.dbt.dbt_cli import run_dbt
 from freight_pipeline_tests.dbt.freight_db import build_freight_database

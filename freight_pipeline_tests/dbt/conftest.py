@@ -52,8 +52,8 @@ def dbt_build(warehouse: dict[str, Any], tmp_path_factory: pytest.TempPathFactor
 def published(dbt_build: dict[str, Any], warehouse: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory holding ``data/`` as the pipeline publishes it (``data/warehouse.duckdb`` and
     ``data/parquet/<schema>/<table>/``) from the built warehouse; README paths resolve from it."""
+    from freight_pipeline.warehouse.paths import working_db_path
     from freight_pipeline.warehouse.publish import publish
-    from freight_pipeline.warehouse.store import working_db_path
 
     root = tmp_path_factory.mktemp("published")
     data_dir = root / "data"

@@ -16,7 +16,7 @@ import pytest
 from freight_pipeline.definitions import defs
 from freight_pipeline.simulator.config import SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import running_simulator
-from freight_pipeline.warehouse import published_db_path
+from freight_pipeline.warehouse.publish import published_db_path
 
 
 @dataclass

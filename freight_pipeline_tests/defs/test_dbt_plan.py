@@ -10,7 +10,8 @@ import pytest
 
 from freight_pipeline.defs.dbt_plan import FULL_REFRESH_ENV, plan_build, project_fingerprint, record_build
 from freight_pipeline.sync.runner import open_warehouse
-from freight_pipeline.warehouse import BatchWrite, RunRecord, Warehouse
+from freight_pipeline.warehouse.records import BatchWrite, RunRecord
+from freight_pipeline.warehouse.store import Warehouse
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def wh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Warehouse]:
 
 def built(wh: Warehouse, fingerprint: str, status: str = "success") -> dt.datetime:
     began = dt.datetime.now(dt.UTC)
-    wh.record_run(RunRecord("r", "dbt_build", began, began, status))
+    wh.run_log.record_run(RunRecord("r", "dbt_build", began, began, status))
     record_build(wh, fingerprint, began, "r")
     return began
 
@@ -38,16 +39,16 @@ def test_never_built_or_another_project_means_a_full_refresh(wh: Warehouse) -> N
 def test_nothing_changed_means_no_build_and_a_change_an_incremental_one(wh: Warehouse) -> None:
     built(wh, "abc")
     assert plan_build(wh, "abc", whole=True).run is False
-    wh.apply_batch("sync", BatchWrite(deleted_ids=[7]))  # a deletion is a change too
+    wh.writes.apply_batch("sync", BatchWrite(deleted_ids=[7]))  # a deletion is a change too
     plan = plan_build(wh, "abc", whole=True)
     assert (plan.run, plan.full_refresh, plan.reason) == (True, False, "1 shipments changed")
     record_build(wh, "abc", dt.datetime.now(dt.UTC), "r2")  # the build covered it
-    assert wh.pending_changes() == 0 and plan_build(wh, "abc", whole=True).run is False
+    assert wh.reads.pending_changes() == 0 and plan_build(wh, "abc", whole=True).run is False
 
 
 def test_changed_code_conversions_a_failed_last_build_or_a_selection_build_again(wh: Warehouse) -> None:
     built(wh, "abc")
-    wh.set_cursor("code_conversions", '{"rows": 3}', "sync")
+    wh.writes.set_cursor("code_conversions", '{"rows": 3}', "sync")
     assert plan_build(wh, "abc", whole=True).reason == "0 shipments and the code conversions changed"
     built(wh, "abc", status="failed")
     assert plan_build(wh, "abc", whole=True).run

@@ -16,7 +16,8 @@ import pytest
 from freight_pipeline.config import RECONCILE_ENV
 from freight_pipeline.definitions import defs
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
-from freight_pipeline.warehouse import published_db_path, working_db_path
+from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.publish import published_db_path
 from freight_pipeline_tests.dbt import marts as dbt_marts
 from freight_pipeline_tests.dbt.dbt_cli import run_dbt
 

@@ -26,7 +26,8 @@ from freight_pipeline.simulator.config import SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.shipments import PART_STREAMS
 from freight_pipeline.sync.streams import RECORD_SOURCES, STREAM_BY_NAME, STREAM_NAMES
-from freight_pipeline.warehouse import published_db_path, working_db_path
+from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.publish import published_db_path
 from freight_pipeline_tests.dbt.marts import marts
 
 SHIPMENTS = 150

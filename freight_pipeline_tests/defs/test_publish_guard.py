@@ -23,7 +23,8 @@ from freight_pipeline.defs.publish import PUBLISH_KEY
 from freight_pipeline.defs.sync_assets import table_key
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import sync_all
-from freight_pipeline.warehouse import parquet_root, published_db_path, working_db_path
+from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.publish import parquet_root, published_db_path
 from freight_pipeline_tests.dbt.freight_db import ORPHAN_SHIPMENT_ID, add_orphan_goods_line, record_change
 
 NEW_TYPE = "PLANNED"

@@ -28,7 +28,7 @@ from freight_pipeline.defs.recovery import (
 from freight_pipeline.defs.sync_assets import table_key
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import running_simulator
-from freight_pipeline.warehouse import published_db_path
+from freight_pipeline.warehouse.publish import published_db_path
 
 SHIPMENTS = 60
 

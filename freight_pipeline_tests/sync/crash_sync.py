@@ -16,7 +16,7 @@ from pathlib import Path
 
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.sync.runner import sync_all
-from freight_pipeline.warehouse import publish
+from freight_pipeline.warehouse.publish import publish
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 
 CRASH_SETTINGS = dataclasses.replace(RECONCILE_SETTINGS, page_size=10, fetch_batch_size=5)

@@ -23,7 +23,7 @@ from freight_pipeline.simulator.server import RunningSimulator, running_simulato
 from freight_pipeline.sync.isolation import CircuitOpen
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import sync_all
-from freight_pipeline.warehouse import PublishResult
+from freight_pipeline.warehouse.publish import PublishResult
 from freight_pipeline_tests.sync.conftest import query, service_of, work_db
 from freight_pipeline_tests.sync.expected import assert_converged, differences
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS

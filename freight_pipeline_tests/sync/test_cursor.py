@@ -26,7 +26,7 @@ from freight_pipeline.sync.cursor import (
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import sync_shipments
-from freight_pipeline.warehouse import Warehouse
+from freight_pipeline.warehouse.store import Warehouse
 
 
 def test_keys_order_by_date_then_time_then_id() -> None:
@@ -232,7 +232,7 @@ def test_without_the_offset_an_old_cursor_cannot_see_the_step_back(tmp_path: Pat
     fall_back_scenario(source)
     run_shipments(source, tmp_path)
     with Warehouse(tmp_path, FREIGHT_TABLES) as warehouse:
-        warehouse.set_cursor("shipments", '{"date": "2026-10-25", "id": 2, "time": "02:50:00"}', "old-cursor")
+        warehouse.writes.set_cursor("shipments", '{"date": "2026-10-25", "id": 2, "time": "02:50:00"}', "old-cursor")
     after_the_step(source)
     source.fetched.clear()
     run_shipments(source, tmp_path)

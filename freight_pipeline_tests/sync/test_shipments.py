@@ -24,7 +24,7 @@ from freight_pipeline.sync.changes import RowCountMismatch
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.streams import STREAM_NAMES
-from freight_pipeline.warehouse import WarehouseOutOfMemory
+from freight_pipeline.warehouse.ddl import WarehouseOutOfMemory
 from freight_pipeline_tests.sync.conftest import (
     SHIPMENTS,
     SMALL_SHIPMENTS,

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from freight_pipeline.warehouse import Warehouse
+from freight_pipeline.warehouse.store import Warehouse
 from freight_pipeline_tests.warehouse.helpers import TABLES, apply_shipment_batch, shipment_batch
 
 STREAM = "shipments"
@@ -25,7 +25,7 @@ def main() -> None:
             wh.con.execute(f"SET wal_autocheckpoint = '{sys.argv[2]}'")
         batch = 0
         while True:
-            stored = wh.get_cursor(STREAM)
+            stored = wh.reads.get_cursor(STREAM)
             last = json.loads(stored)["max_id"] if stored else 0
             ids = [last + 1, last + 2, last + 3]
             if last > 5:

@@ -1,5 +1,5 @@
 """Small table specs (a parent, two children, a moving child, a full-refresh table), batch builders and
-:func:`apply_shipment_batch`, the keyword form of ``Warehouse.apply_batch`` the tests write with."""
+:func:`apply_shipment_batch`, the keyword form of ``Writes.apply_batch`` the tests write with."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ from typing import Any
 import pyarrow as pa
 
 from freight_pipeline.normalize.schema import Column, TableSpec
-from freight_pipeline.warehouse import (
+from freight_pipeline.warehouse.records import (
+    DEFAULT_BACKOFF,
     Backoff,
     BatchWrite,
     DataProblem,
     Quarantined,
     RawDocument,
     Reject,
-    Warehouse,
     WriteStats,
 )
-from freight_pipeline.warehouse.records import DEFAULT_BACKOFF
+from freight_pipeline.warehouse.store import Warehouse
 
 SCHEMA = "freight"
 SID = Column("shipment_id", "BIGINT", nullable=False)
@@ -115,7 +115,7 @@ def apply_shipment_batch(
     problems: Sequence[DataProblem] = (),
     backoff: Backoff = DEFAULT_BACKOFF,
 ) -> WriteStats:
-    """Write one batch of ``stream`` in ONE transaction (``Warehouse.apply_batch``).
+    """Write one batch of ``stream`` in ONE transaction (``Writes.apply_batch``).
 
     * ``unit_ids``: shipments whose rows are replaced: in each table of ``replaced_tables``
       (default: every table given in ``tables``; an empty Arrow table means "no rows") their
@@ -125,7 +125,7 @@ def apply_shipment_batch(
     * ``cursor``: ``(stream, cursor_json)`` set in the same transaction.
     """
     units = [int(i) for i in unit_ids]
-    return wh.apply_batch(
+    return wh.writes.apply_batch(
         run_id,
         BatchWrite(
             tables=dict(tables),

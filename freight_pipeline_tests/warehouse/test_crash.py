@@ -14,7 +14,8 @@ from pathlib import Path
 import duckdb
 
 from freight_pipeline.config import REPO_ROOT
-from freight_pipeline.warehouse import Warehouse, clean_leftovers, published_db_path
+from freight_pipeline.warehouse.publish import clean_leftovers, published_db_path
+from freight_pipeline.warehouse.store import Warehouse
 from freight_pipeline_tests.warehouse.helpers import TABLES
 
 WRITER = Path(__file__).with_name("crash_writer.py")

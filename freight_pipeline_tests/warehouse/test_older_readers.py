@@ -16,7 +16,7 @@ from typing import Any
 
 from freight_pipeline.config import PUBLISH_STORAGE_VERSION_ENV, REPO_ROOT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
-from freight_pipeline.warehouse import published_db_path
+from freight_pipeline.warehouse.publish import published_db_path
 from freight_pipeline_tests.warehouse.older import (
     OLDEST_READER,
     older_python,

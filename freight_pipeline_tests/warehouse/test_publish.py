@@ -14,17 +14,17 @@ import duckdb
 import pytest
 
 from freight_pipeline.config import PUBLISH_MEMORY_LIMIT_ENV
-from freight_pipeline.warehouse import (
-    RunRecord,
+from freight_pipeline.warehouse.ddl import WarehouseOutOfMemory
+from freight_pipeline.warehouse.publish import (
+    VERSIONS_DIR,
     UnsettledWarehouse,
-    Warehouse,
-    WarehouseOutOfMemory,
     clean_leftovers,
     parquet_root,
     publish,
     published_db_path,
 )
-from freight_pipeline.warehouse.publish import VERSIONS_DIR
+from freight_pipeline.warehouse.records import RunRecord
+from freight_pipeline.warehouse.store import Warehouse
 from freight_pipeline_tests.warehouse.helpers import CODES, TABLES, apply_shipment_batch, codes, shipment_batch
 
 READER = Path(__file__).with_name("reader_process.py")
@@ -54,9 +54,9 @@ def wh(tmp_path: Path) -> Warehouse:
 
 def test_publish_produces_a_readable_database_and_parquet_with_the_same_counts(wh: Warehouse, tmp_path: Path) -> None:
     apply(wh, [1, 2, 3])
-    wh.replace_table("run", CODES, codes(4))
+    wh.writes.replace_table("run", CODES, codes(4))
     result = wh.publish()
-    counts = wh.row_counts()
+    counts = wh.reads.row_counts()
     assert published_counts(tmp_path) == counts == result.tables
     for name, n in counts.items():
         schema, table = name.split(".")
@@ -69,7 +69,7 @@ def test_publish_produces_a_readable_database_and_parquet_with_the_same_counts(w
 
 def test_publish_without_a_warehouse_object_and_unchanged_tables_keep_their_file(wh: Warehouse, tmp_path: Path) -> None:
     apply(wh, [1, 2])
-    wh.replace_table("run", CODES, codes(2))
+    wh.writes.replace_table("run", CODES, codes(2))
     wh.close()
     first = publish(tmp_path)
     assert len(first.exported) == len(first.tables) and not first.reused
@@ -79,7 +79,7 @@ def test_publish_without_a_warehouse_object_and_unchanged_tables_keep_their_file
     assert not second.exported and sorted(second.reused) == sorted(second.tables)
     assert lines.stat().st_ino == inode and second.version != first.version
     with Warehouse(tmp_path, TABLES) as again:
-        again.replace_table("run2", CODES, codes(3))
+        again.writes.replace_table("run2", CODES, codes(3))
         third = again.publish()
     assert "freight.codes" in third.exported and "freight.lines" in third.reused
     assert parquet_count(tmp_path, "freight", "codes") == 3
@@ -97,7 +97,7 @@ def test_schemas_select_what_is_published_and_views_survive(wh: Warehouse, tmp_p
     assert result.tables["analytics.mart"] == 2 and parquet_count(tmp_path, "analytics", "mart") == 2
     with duckdb.connect(str(published_db_path(tmp_path)), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM analytics.stg").fetchall() == [(2,)]
-    assert wh.row_counts()["freight.parents"] == 2  # the working database kept everything
+    assert wh.reads.row_counts()["freight.parents"] == 2  # the working database kept everything
 
 
 def test_leftovers_of_a_crashed_publish_are_removed_and_old_versions_pruned(wh: Warehouse, tmp_path: Path) -> None:
@@ -172,7 +172,7 @@ def test_readers_in_other_processes_during_publishes(wh: Warehouse, tmp_path: Pa
 
 def _run(wh: Warehouse, run_id: str, stream: str, status: str, minute: int) -> None:
     at = dt.datetime(2026, 11, 1, 8, minute, tzinfo=dt.UTC)
-    wh.record_run(RunRecord(run_id, stream, at, finished_at=None if status == "running" else at, status=status))
+    wh.run_log.record_run(RunRecord(run_id, stream, at, finished_at=None if status == "running" else at, status=status))
 
 
 def test_a_run_that_did_not_succeed_is_never_published(wh: Warehouse, tmp_path: Path) -> None:

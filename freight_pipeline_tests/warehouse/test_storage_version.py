@@ -11,8 +11,9 @@ import duckdb
 import pytest
 
 from freight_pipeline.config import DEFAULT_PUBLISH_STORAGE_VERSION, PUBLISH_STORAGE_VERSION_ENV
-from freight_pipeline.warehouse import Warehouse, parquet_root, publish, published_db_path
 from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.publish import parquet_root, publish, published_db_path
+from freight_pipeline.warehouse.store import Warehouse
 from freight_pipeline_tests.warehouse.helpers import TABLES, apply_shipment_batch, shipment_batch
 from freight_pipeline_tests.warehouse.older import OLDEST_READER, read_once, rows_here, storage_tag_of, version_of
 

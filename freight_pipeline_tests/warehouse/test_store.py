@@ -14,16 +14,11 @@ from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batch
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, SHIPMENT_DOCUMENT_TABLES
-from freight_pipeline.warehouse import (
-    BatchWrite,
-    RawDocument,
-    Reject,
-    RunRecord,
-    Warehouse,
-    working_db_path,
-)
 from freight_pipeline.warehouse.ddl import connect
-from freight_pipeline.warehouse.store import RepeatedKey
+from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.records import BatchWrite, RawDocument, Reject, RunRecord
+from freight_pipeline.warehouse.store import Warehouse
+from freight_pipeline.warehouse.writes import RepeatedKey, Writes
 from freight_pipeline_tests.normalize import samples
 from freight_pipeline_tests.warehouse.helpers import (
     CODES,
@@ -62,7 +57,7 @@ def apply(wh: Warehouse, ids: list[int], cursor: str | None = None, **kwargs) ->
 
 def snapshot(wh: Warehouse, *, business_only: bool = False) -> dict[str, list[str]]:
     """Every row of every table (all columns, or the business columns of the freight tables), sorted."""
-    specs = wh.tables if business_only else (*wh.tables, *wh.meta_tables)
+    specs = wh.database.tables if business_only else (*wh.database.tables, *wh.database.meta_tables)
     out = {}
     for spec in specs:
         columns = ", ".join(spec.column_names if business_only else [c.name for c in spec.all_columns])
@@ -84,7 +79,7 @@ def test_creates_schema_idempotently_in_a_private_file(tmp_path: Path) -> None:
         "freight_meta.raw_shipments",
     } <= names
     with Warehouse(tmp_path, TABLES) as wh:  # reopening changes nothing
-        assert wh.row_counts()["freight.parents"] == 0
+        assert wh.reads.row_counts()["freight.parents"] == 0
     assert not (tmp_path / "warehouse.duckdb").exists()
 
 
@@ -92,14 +87,14 @@ def test_apply_writes_rows_raw_documents_audit_columns_and_cursor(wh: Warehouse)
     stats = apply(wh, [1, 2, 3], cursor='{"id": 3}')
     assert dict(stats) == {"parents": 3, "lines": 6, "marks": 3}
     assert stats.rows_written == 12
-    assert wh.get_cursor(CURSOR) == '{"id": 3}'
-    assert wh.shipment_ids() == {1, 2, 3}
+    assert wh.reads.get_cursor(CURSOR) == '{"id": 3}'
+    assert wh.reads.shipment_ids() == {1, 2, 3}
     assert rows(wh, "SELECT DISTINCT _run_id FROM freight.lines") == [("run-1",)]
     assert rows(wh, "SELECT count(*) FROM freight.lines WHERE _synced_at IS NULL") == [(0,)]
-    modified = wh.shipment_last_modified([2, 99])
+    modified = wh.reads.shipment_last_modified([2, 99])
     assert list(modified) == [2] and modified[2] == dt.datetime(2026, 1, 1, 0, 0, 2, tzinfo=dt.UTC)
-    assert [d.shipment_id for d in wh.raw_documents([3, 1])] == [1, 3]
-    assert json.loads(next(iter(wh.raw_documents([1]))).document)["id"] == 1
+    assert [d.shipment_id for d in wh.reads.raw_documents([3, 1])] == [1, 3]
+    assert json.loads(next(iter(wh.reads.raw_documents([1]))).document)["id"] == 1
 
 
 def test_reapplying_the_same_batch_leaves_no_duplicates(wh: Warehouse) -> None:
@@ -107,7 +102,7 @@ def test_reapplying_the_same_batch_leaves_no_duplicates(wh: Warehouse) -> None:
     before = snapshot(wh, business_only=True)
     apply(wh, [1, 2])
     assert snapshot(wh, business_only=True) == before
-    assert wh.row_counts()["freight.lines"] == 4
+    assert wh.reads.row_counts()["freight.lines"] == 4
 
 
 def test_a_removed_child_row_disappears_and_other_units_stay(wh: Warehouse) -> None:
@@ -136,7 +131,7 @@ def test_deleted_shipments_vanish_from_every_table(wh: Warehouse) -> None:
     for table in ("parents", "lines", "marks", "notes"):
         assert count(wh, table, "shipment_id = 2") == 0, table
     assert count(wh, "parents") == 2
-    assert wh.shipment_ids() == {1, 3}
+    assert wh.reads.shipment_ids() == {1, 3}
 
 
 def test_a_row_keyed_by_its_own_id_moves_between_units(wh: Warehouse) -> None:
@@ -156,7 +151,7 @@ def test_rows_outside_the_unit_ids_are_refused_before_writing(wh: Warehouse) -> 
         apply_shipment_batch(wh, "r", {"codes": codes(1)}, [1])
     with pytest.raises(ValueError, match="both replaced and deleted"):
         apply_shipment_batch(wh, "r", tables, [1, 2], deleted_ids=[2])
-    assert wh.get_cursor(CURSOR) is None and count(wh, "parents") == 0
+    assert wh.reads.get_cursor(CURSOR) is None and count(wh, "parents") == 0
 
 
 def test_a_failing_batch_changes_neither_data_nor_cursor(wh: Warehouse) -> None:
@@ -175,9 +170,9 @@ def test_a_failing_batch_changes_neither_data_nor_cursor(wh: Warehouse) -> None:
             rejects=[Reject("shipments", "10", "{}", "bad")],
         )
     assert snapshot(wh) == before
-    assert wh.get_cursor(CURSOR) == '{"id": 2}'
+    assert wh.reads.get_cursor(CURSOR) == '{"id": 2}'
     apply(wh, [3], cursor='{"id": 3}')  # the connection is usable afterwards
-    assert wh.get_cursor(CURSOR) == '{"id": 3}'
+    assert wh.reads.get_cursor(CURSOR) == '{"id": 3}'
 
 
 def test_a_failure_in_the_last_step_rolls_back_everything(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,12 +182,12 @@ def test_a_failure_in_the_last_step_rolls_back_everything(wh: Warehouse, monkeyp
     def boom(*args: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(Warehouse, "_set_cursor", staticmethod(boom))
+    monkeypatch.setattr(Writes, "_set_cursor", staticmethod(boom))
     with pytest.raises(RuntimeError, match="disk on fire"):
         apply(wh, [1, 2], cursor='{"id": 2}', version=3)
     monkeypatch.undo()
     assert snapshot(wh) == before
-    assert wh.get_cursor(CURSOR) == '{"id": 1}'
+    assert wh.reads.get_cursor(CURSOR) == '{"id": 1}'
 
 
 def test_rejects_are_upserted_and_non_json_payloads_kept_as_strings(wh: Warehouse) -> None:
@@ -200,8 +195,8 @@ def test_rejects_are_upserted_and_non_json_payloads_kept_as_strings(wh: Warehous
     apply_shipment_batch(wh, "r1", {}, [], rejects=rejects)
     apply_shipment_batch(wh, "r1", {}, [], rejects=[Reject("shipments", "6", None, "404")])
     apply_shipment_batch(wh, "r2", {}, [], rejects=[Reject("shipments", "5", "oops", "third")])
-    assert wh.rejected_count() == 3
-    assert wh.rejected_count(stream="shipments", run_id="r1") == 2
+    assert wh.reads.rejected_count() == 3
+    assert wh.reads.rejected_count(stream="shipments", run_id="r1") == 2
     assert rows(wh, "SELECT reason, payload FROM freight_meta.rejected_records WHERE run_id = 'r2'") == [
         ("third", '"oops"')
     ]
@@ -213,44 +208,44 @@ def test_a_detail_batch_replaces_only_its_own_tables_and_sets_its_cursor(wh: War
     apply_shipment_batch(wh, "r", {"lines": lines}, [1, 2], cursor=("events", '{"n": 1}'), stream="events")
     assert rows(wh, "SELECT shipment_id, qty FROM freight.lines ORDER BY 1") == [(1, 9.0)]
     assert count(wh, "parents") == 2 and count(wh, "marks") == 2
-    assert wh.get_cursor("events") == '{"n": 1}' and wh.get_cursor(CURSOR) is None
+    assert wh.reads.get_cursor("events") == '{"n": 1}' and wh.reads.get_cursor(CURSOR) is None
 
 
 def test_full_refresh_writes_nothing_when_unchanged(wh: Warehouse) -> None:
-    first = wh.replace_table("r1", CODES, codes(3), stream="codes")
+    first = wh.writes.replace_table("r1", CODES, codes(3), stream="codes")
     assert (first.changed, first.rows_written, first.rows_total) == (True, 3, 3)
     cursor = rows(wh, "SELECT cursor_value, updated_at FROM freight_meta.sync_state WHERE stream = 'codes'")
     before = rows(wh, "SELECT *, _synced_at, _run_id FROM freight.codes ORDER BY code_id")
-    again = wh.replace_table("r2", "codes", codes(3), stream="codes")
+    again = wh.writes.replace_table("r2", "codes", codes(3), stream="codes")
     assert (again.changed, again.rows_written, again.rows_deleted) == (False, 0, 0)
     assert rows(wh, "SELECT *, _synced_at, _run_id FROM freight.codes ORDER BY code_id") == before
     assert rows(wh, "SELECT cursor_value, updated_at FROM freight_meta.sync_state WHERE stream = 'codes'") == cursor
 
 
 def test_full_refresh_replaces_only_what_differs(wh: Warehouse) -> None:
-    wh.replace_table("r1", CODES, codes(3))
+    wh.writes.replace_table("r1", CODES, codes(3))
     new = codes(4).to_pylist()
     new[0]["label"] = "changed"
     del new[1]  # code 2 removed; code 4 added
-    outcome = wh.replace_table("r2", CODES, CODES.to_arrow(new), cursor=("codes", '{"n": 3}'))
+    outcome = wh.writes.replace_table("r2", CODES, CODES.to_arrow(new), cursor=("codes", '{"n": 3}'))
     assert (outcome.changed, outcome.rows_written, outcome.rows_deleted, outcome.rows_total) == (True, 2, 2, 3)
     assert rows(wh, "SELECT code_id, label, _run_id FROM freight.codes ORDER BY 1") == [
         (1, "changed", "r2"),
         (3, "x3", "r1"),
         (4, "x4", "r2"),
     ]
-    assert wh.get_cursor("codes") == '{"n": 3}'
-    empty = wh.replace_table("r3", CODES, codes(0))
+    assert wh.reads.get_cursor("codes") == '{"n": 3}'
+    empty = wh.writes.replace_table("r3", CODES, codes(0))
     assert (empty.changed, empty.rows_total) == (True, 0)
 
 
 def test_full_refresh_with_duplicate_keys_fails_without_writing(wh: Warehouse) -> None:
-    wh.replace_table("r1", CODES, codes(2))
+    wh.writes.replace_table("r1", CODES, codes(2))
     bad = CODES.to_arrow([*codes(2).to_pylist(), {"code_id": 1, "label": "dup", "payload": None}])
     with pytest.raises(RepeatedKey, match=r"freight.codes: rows repeat the key \(code_id\): \[\{'code_id': 1\}\]"):
-        wh.replace_table("r2", CODES, bad, cursor=("codes", '"x"'))
+        wh.writes.replace_table("r2", CODES, bad, cursor=("codes", '"x"'))
     assert rows(wh, "SELECT code_id, label FROM freight.codes ORDER BY 1") == [(1, "x1"), (2, "x2")]
-    assert wh.get_cursor("codes") is None
+    assert wh.reads.get_cursor("codes") is None
 
 
 def test_schema_migration_adds_a_column_the_spec_gained(tmp_path: Path) -> None:
@@ -269,10 +264,10 @@ def test_schema_migration_adds_a_column_the_spec_gained(tmp_path: Path) -> None:
 
 def test_record_run_inserts_then_updates(wh: Warehouse) -> None:
     run = RunRecord("run-9", "shipments", dt.datetime.now(dt.UTC), cursor_before=None)
-    wh.record_run(run)
+    wh.run_log.record_run(run)
     run.status, run.finished_at, run.rows_written, run.extra = "success", dt.datetime.now(dt.UTC), 12, {"a": 1}
-    wh.record_run(run)
-    (saved,) = wh.runs("run-9")
+    wh.run_log.record_run(run)
+    (saved,) = wh.reads.runs("run-9")
     assert saved["status"] == "success" and saved["rows_written"] == 12
     assert json.loads(saved["details"])["extra"] == {"a": 1}
 
@@ -288,8 +283,8 @@ def test_large_unit_lists_are_handled(wh: Warehouse) -> None:
 def test_raw_document_types(wh: Warehouse) -> None:
     now = dt.datetime(2026, 5, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=2)))
     apply_shipment_batch(wh, "r", {}, [], raw_documents=[(8, '{"id": 8}', now, now)])
-    assert wh.shipment_last_modified(None) == {8: dt.datetime(2026, 5, 1, 10, tzinfo=dt.UTC)}
-    assert next(iter(wh.raw_documents())) == RawDocument(8, '{"id": 8}', now, now)
+    assert wh.reads.shipment_last_modified(None) == {8: dt.datetime(2026, 5, 1, 10, tzinfo=dt.UTC)}
+    assert next(iter(wh.reads.raw_documents())) == RawDocument(8, '{"id": 8}', now, now)
 
 
 def test_real_freight_tables(tmp_path: Path) -> None:
@@ -306,13 +301,13 @@ def test_real_freight_tables(tmp_path: Path) -> None:
         assert first["shipments"] == 2 and first.rows_written > 2
         again = apply_shipment_batch(wh, "r", tables, [1, 2])
         assert dict(again) == dict(first)
-        counts = wh.row_counts()
+        counts = wh.reads.row_counts()
         assert counts["freight.shipments"] == 2
         assert all(counts[f"freight.{t}"] == n for t, n in first.items())
         apply_shipment_batch(wh, "r", {}, [], deleted_ids=[1])
         assert all(
             wh.con.execute(f"SELECT count(*) FROM {s.qualified_name} WHERE shipment_id = 1").fetchall() == [(0,)]
-            for s in wh.unit_tables
+            for s in wh.database.unit_tables
         )
 
 
@@ -338,7 +333,7 @@ def test_a_shipment_read_again_with_the_same_content_is_not_written_again(wh: Wa
     def write(version: int, content: str, run_id: str) -> None:
         tables, raw = shipment_batch([1, 2], version=version)
         hashed = [doc._replace(content_hash=f"{content}{doc.shipment_id}", fetched_ceiling=run_id) for doc in raw]
-        wh.apply_batch(run_id, BatchWrite(tables=tables, replaced={t: [1, 2] for t in tables},
+        wh.writes.apply_batch(run_id, BatchWrite(tables=tables, replaced={t: [1, 2] for t in tables},
                                           loaded={"shipments": [1, 2]}, raw_documents=hashed))
 
     write(0, "a", "r1")
@@ -346,11 +341,11 @@ def test_a_shipment_read_again_with_the_same_content_is_not_written_again(wh: Wa
     written = rows(wh, "SELECT shipment_id, name, _synced_at, _run_id FROM freight.parents ORDER BY 1")
     write(0, "a", "r2")  # the same content again: the rows stay as written, the marts have nothing to do
     assert rows(wh, "SELECT shipment_id, name, _synced_at, _run_id FROM freight.parents ORDER BY 1") == written
-    assert wh.pending_changes() == 0
+    assert wh.reads.pending_changes() == 0
     assert rows(wh, "SELECT fetched_ceiling FROM freight_meta.raw_shipments") == [("r2",), ("r2",)]  # what was read
     write(1, "b", "r3")  # new content: rewritten, and a change for the marts
     assert rows(wh, "SELECT name, _run_id FROM freight.parents ORDER BY 1") == [("S1 v1", "r3"), ("S2 v1", "r3")]
-    assert wh.pending_changes() == 2
+    assert wh.reads.pending_changes() == 2
 
 
 def test_a_table_an_earlier_version_made_with_a_primary_key_is_rebuilt_without_it(tmp_path: Path) -> None:

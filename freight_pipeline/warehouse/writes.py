@@ -1,51 +1,233 @@
-"""The statements a write transaction of the warehouse is made of: rows deleted and inserted by
-shipment, raw documents, rejects, data problems, the retry queue, the change log and the cursor.
-
-A mixin of :class:`~freight_pipeline.warehouse.store.Warehouse`, which runs these inside its one
-transaction per batch (``Warehouse.apply_batch``, ``replace_table``); nothing here commits.
+"""The warehouse's writes (:class:`Writes`), each ONE transaction: a batch of shipments (their rows
+deleted and inserted in every replaced table, raw documents, rejects, data problems, the retry queue,
+the change log and the cursor), a full refresh of a table, a cursor on its own, and forgetting the
+changes a dbt build covered. Nothing here commits but :meth:`Database.write`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Any
+from collections.abc import Sequence
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.ddl import first, qualified, quote, run
+from freight_pipeline.warehouse.database import Database
+from freight_pipeline.warehouse.ddl import qualified, quote, run, scalar
 from freight_pipeline.warehouse.records import (
+    DEFAULT_BACKOFF,
     Backoff,
+    BatchWrite,
     DataProblem,
     Quarantined,
     RawDocument,
     Reject,
+    ReplaceOutcome,
+    WriteStats,
 )
 
 _TS = pa.timestamp("us", tz="UTC")
 
 
-class RowWrites:
-    """The row-level statements of a write transaction (mixin of ``Warehouse``)."""
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
 
-    con: duckdb.DuckDBPyConnection
-    lake: LakeSettings | None
-    spec: Callable[[str], TableSpec]
-    _registered: Callable[[pa.Table], AbstractContextManager[str]]
+
+class Writes:
+    """Writing the working database: every public method is one transaction, all or nothing."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    # --- batches of shipments -------------------------------------------------------------------
+
+    def apply_batch(self, run_id: str, batch: BatchWrite, *, backoff: Backoff = DEFAULT_BACKOFF) -> WriteStats:
+        """Write ``batch`` in ONE transaction (all or nothing); see :class:`BatchWrite`."""
+        gone = sorted({int(i) for i in batch.deleted_ids})
+        replaced = {self._unit_spec(name).qualified_name: sorted({int(i) for i in ids})
+                    for name, ids in batch.replaced.items()}
+        both = set(gone) & {i for ids in replaced.values() for i in ids}
+        if both:
+            raise ValueError(f"ids both replaced and deleted: {sorted(both)[:10]}")
+        incoming = {self._unit_spec(name).qualified_name: table for name, table in batch.tables.items()}
+        for name, table in incoming.items():
+            if name not in replaced:
+                raise ValueError(f"rows given for {name}, which is not among the replaced tables")
+            self._check_units(self.database.spec(name), table, replaced[name])
+        return self.database.write(
+            "apply_batch", lambda con: self._write_batch(con, run_id, batch, gone, replaced, incoming, backoff)
+        )
+
+    def _write_batch(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        run_id: str,
+        batch: BatchWrite,
+        gone: list[int],
+        replaced: dict[str, list[int]],
+        incoming: dict[str, pa.Table],
+        backoff: Backoff,
+    ) -> WriteStats:
+        """:meth:`apply_batch`'s transaction, ``batch`` checked: ``replaced`` and ``incoming`` by qualified name."""
+        spec = self.database.spec
+        synced_at = _now()
+        stats = WriteStats()
+        unchanged = self._same_content(batch.raw_documents)
+        if unchanged:  # read again exactly as held: their rows stay as they are (audit columns too)
+            replaced = {name: [i for i in ids if i not in unchanged] for name, ids in replaced.items()}
+            incoming = {name: _without(table, spec(name).replace_key or "", unchanged)
+                        for name, table in incoming.items()}
+        views: dict[tuple[int, ...], str] = {}  # one view per id set: most tables replace the same ids
+        for name, ids in replaced.items():
+            target = spec(name)
+            stats.deleted[target.name] = self._delete_ids(target, target.replace_key or "", ids, views)
+        requeued = {(q.stream, q.record_key) for q in batch.quarantined}
+        for stream, ids in [*batch.loaded.items(), *batch.settled.items()]:
+            if ids:
+                # a record this batch quarantines again keeps its entry: its attempts count on
+                leaving = sorted({i for i in ids if (stream, str(i)) not in requeued})
+                self._clear_records(stream, self._ids_view(sorted(set(ids)), views),
+                                    self._ids_view(leaving, views) if leaving else None)
+        if gone:
+            for target in self.database.unit_tables:
+                removed = self._delete_ids(target, target.replace_key or "", gone, views)
+                stats.deleted[target.name] = stats.deleted.get(target.name, 0) + removed
+            for target in (meta.RAW_SHIPMENTS, meta.QUARANTINE, meta.DATA_PROBLEMS):
+                self._delete_ids(target, "shipment_id", gone, views)
+        for name in replaced:
+            table = incoming.get(name)
+            target = spec(name)
+            stats[target.name] = self._insert_rows(target, table, synced_at, run_id) if table is not None else 0
+        written = {i for ids in batch.loaded.values() for i in ids} - unchanged
+        self._record_changes([*written, *gone], run_id, synced_at)
+        self._upsert_raw(batch.raw_documents, run_id)
+        self._upsert_rejects(batch.rejects, run_id, synced_at)
+        self._insert_problems(batch.problems, run_id, synced_at)
+        self._quarantine(batch.quarantined, run_id, synced_at, backoff)
+        if batch.cursor is not None:
+            self._set_cursor(con, batch.cursor[0], batch.cursor[1], run_id, synced_at)
+        return stats
+
+    def forget_changes(self, until: dt.datetime) -> int:
+        """After a complete, successful dbt build that began at ``until``: the changes it covered go."""
+        return self.database.write(
+            "forget_changes",
+            lambda con: scalar(con, f"DELETE FROM {qualified(meta.CHANGED_SHIPMENTS)} WHERE changed_at <= ?", [until]),
+        )
+
+    def _unit_spec(self, name: str) -> TableSpec:
+        spec = self.database.spec(name)
+        if spec.replace_key is None or spec not in self.database.tables:
+            raise ValueError(f"{spec.qualified_name} is not a per-shipment table; use replace_table()")
+        return spec
+
+    # --- full refresh ---------------------------------------------------------------------------
+
+    def replace_table(
+        self,
+        run_id: str,
+        spec: TableSpec | str,
+        table: pa.Table,
+        *,
+        stream: str | None = None,
+        cursor: tuple[str, str] | None = None,
+        rejects: Sequence[Reject] = (),
+        quarantined: Sequence[Quarantined] | None = None,
+        problems: Sequence[DataProblem] | None = None,
+        backoff: Backoff = DEFAULT_BACKOFF,
+    ) -> ReplaceOutcome:
+        """Make ``spec``'s table hold exactly ``table`` (a full refresh), writing only differences.
+
+        Rows are compared on the business columns (audit columns excluded). When nothing differs,
+        the table is not written at all: its rows keep their ``_synced_at`` and the publish keeps
+        its Parquet file. Otherwise, in ONE transaction, rows that are no longer present (or
+        changed) are deleted and new or changed rows inserted, so unchanged rows keep their audit
+        columns. ``rejects`` are recorded either way; ``cursor`` (or, when only ``stream`` is given,
+        ``{"rows": n}``) is set only when the table changed. ``quarantined`` and ``problems`` (given
+        with ``stream``) replace that stream's whole retry queue and data problems: a full refresh
+        re-reads every record, so what is not failing now has loaded.
+        """
+        target = self.database.spec(spec) if isinstance(spec, str) else spec
+        _refuse_repeated_keys(target, table)
+
+        def replace(con: duckdb.DuckDBPyConnection) -> ReplaceOutcome:
+            return self._replace_rows(con, run_id, target, table, stream, cursor, rejects, quarantined, problems,
+                                      backoff)
+
+        return self.database.write("replace_table", replace)
+
+    def _replace_rows(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        run_id: str,
+        target: TableSpec,
+        table: pa.Table,
+        stream: str | None,
+        cursor: tuple[str, str] | None,
+        rejects: Sequence[Reject],
+        quarantined: Sequence[Quarantined] | None,
+        problems: Sequence[DataProblem] | None,
+        backoff: Backoff,
+    ) -> ReplaceOutcome:
+        """:meth:`replace_table`'s transaction."""
+        cols = ", ".join(quote(c.name) for c in target.columns)
+        typed = ", ".join(f"CAST({quote(c.name)} AS {c.type}) AS {quote(c.name)}" for c in target.columns)
+        pk = ", ".join(quote(k) for k in target.primary_key)
+        match = " AND ".join(f"t.{quote(k)} = g.{quote(k)}" for k in target.primary_key)
+        synced_at = _now()
+        with self.database.registered(table) as view:
+            new_rows = f"SELECT {typed} FROM {view} EXCEPT SELECT {cols} FROM {qualified(target)}"
+            gone_rows = f"SELECT {cols} FROM {qualified(target)} EXCEPT SELECT {typed} FROM {view}"
+            total_before = scalar(con, f"SELECT count(*) FROM {qualified(target)}")
+            n_new = scalar(con, f"SELECT count(*) FROM ({new_rows})")
+            n_gone = scalar(con, f"SELECT count(*) FROM ({gone_rows})")
+            changed = n_new > 0 or n_gone > 0 or total_before != table.num_rows
+            deleted = written = 0
+            if changed:
+                deleted = scalar(
+                    con,
+                    f"DELETE FROM {qualified(target)} t USING (SELECT {pk} FROM ({gone_rows})) g WHERE {match}",
+                )
+                audit = ", $synced_at AS _synced_at, $run_id AS _run_id" if target.audit else ""
+                params = {"synced_at": synced_at, "run_id": run_id} if target.audit else {}
+                written = scalar(
+                    con,
+                    f"INSERT INTO {qualified(target)} BY NAME SELECT *{audit} FROM ({new_rows})",
+                    params,
+                )
+                if cursor is None and stream is not None:
+                    cursor = (stream, json.dumps({"rows": table.num_rows}))
+                if cursor is not None:
+                    self._set_cursor(con, cursor[0], cursor[1], run_id, synced_at)
+            self._upsert_rejects(rejects, run_id, synced_at)
+            if stream is not None and quarantined is not None:
+                run(con, f"DELETE FROM {qualified(meta.QUARANTINE)} WHERE stream = ? AND record_key NOT IN "
+                    f"(SELECT unnest(?::VARCHAR[]))", [stream, [q.record_key for q in quarantined]])
+                self._quarantine(quarantined, run_id, synced_at, backoff)
+            if stream is not None and problems is not None:
+                run(con, f"DELETE FROM {qualified(meta.DATA_PROBLEMS)} WHERE stream = ?", [stream])
+                self._insert_problems(problems, run_id, synced_at)
+            total = scalar(con, f"SELECT count(*) FROM {qualified(target)}")
+        return ReplaceOutcome(target.qualified_name, changed, written, deleted, total)
+
+    # --- cursors --------------------------------------------------------------------------------
+
+    def set_cursor(self, stream: str, value: str | None, run_id: str) -> None:
+        """Set a cursor on its own (e.g. an operator's reset); data batches set it themselves."""
+        self.database.write("set_cursor", lambda con: self._set_cursor(con, stream, value, run_id, _now()))
+
+    # --- the statements of a transaction --------------------------------------------------------
 
     def _ids_view(self, ids: Sequence[int], views: dict[tuple[int, ...], str]) -> str:
-        """A view of ``ids`` (column ``id``), registered once per transaction (``_registered`` keeps
+        """A view of ``ids`` (column ``id``), registered once per transaction (``Database.registered`` keeps
         what it registers inside a transaction until the transaction ends)."""
         key = tuple(ids)
         if key not in views:
-            with self._registered(pa.table({"id": pa.array(key, pa.int64())})) as view:
+            with self.database.registered(pa.table({"id": pa.array(key, pa.int64())})) as view:
                 views[key] = view
         return views[key]
 
@@ -62,8 +244,8 @@ class RowWrites:
             return set()
         new = pa.table({"shipment_id": pa.array([int(d.shipment_id) for d in hashed], pa.int64()),
                         "content_hash": pa.array([d.content_hash for d in hashed], pa.string())})
-        with self._registered(new) as view:
-            rows = run(self.con, f"SELECT r.shipment_id FROM {qualified(meta.RAW_SHIPMENTS)} r JOIN {view} n "
+        with self.database.registered(new) as view:
+            rows = run(self.database.con, f"SELECT r.shipment_id FROM {qualified(meta.RAW_SHIPMENTS)} r JOIN {view} n "
                                  "USING (shipment_id) WHERE r.content_hash = n.content_hash")
         return {int(r[0]) for r in rows}
 
@@ -83,7 +265,7 @@ class RowWrites:
             if view is None:
                 continue
             run(
-                self.con,
+                self.database.con,
                 f"DELETE FROM {qualified(spec)} WHERE stream = ? "
                 f"AND record_key IN (SELECT CAST(id AS VARCHAR) FROM {view})",
                 [stream],
@@ -119,11 +301,11 @@ class RowWrites:
                 "record_key": pa.array([q.record_key for q in latest], pa.string()),
             }
         )
-        with self._registered(keys) as view:
+        with self.database.registered(keys) as view:
             held = {
                 (stream, key): (attempts, first_failed)
                 for stream, key, attempts, first_failed in run(
-                    self.con,
+                    self.database.con,
                     f"SELECT q.stream, q.record_key, q.attempts, q.first_failed_at FROM {qualified(meta.QUARANTINE)} q "
                     f"JOIN {view} k ON q.stream = k.stream AND q.record_key = k.record_key",
                 )
@@ -167,8 +349,8 @@ class RowWrites:
             raise ValueError(f"{spec.qualified_name}: rows whose {key} is not among the unit ids")
 
     def _delete_keys(self, spec: TableSpec, key: str, ids_view: str) -> int:
-        row = first(run(self.con, f"DELETE FROM {qualified(spec)} WHERE {quote(key)} IN (SELECT id FROM {ids_view})"))
-        return int(row[0]) if row else 0
+        return scalar(self.database.con,
+                      f"DELETE FROM {qualified(spec)} WHERE {quote(key)} IN (SELECT id FROM {ids_view})")
 
     def _insert_rows(self, spec: TableSpec, table: pa.Table, synced_at: dt.datetime, run_id: str) -> int:
         """Batched insert by name; rows with the same primary key are replaced first when the key
@@ -176,23 +358,23 @@ class RowWrites:
         if table.num_rows == 0:
             return 0
         _refuse_repeated_keys(spec, table)
-        with self._registered(table) as view:
+        with self.database.registered(table) as view:
             if spec.replace_key not in spec.primary_key:
                 match = " AND ".join(f"t.{quote(k)} = i.{quote(k)}" for k in spec.primary_key)
-                run(self.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match}")
+                run(self.database.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match}")
             audit = ", $synced_at AS _synced_at, $run_id AS _run_id" if spec.audit else ""
             params = {"synced_at": synced_at, "run_id": run_id} if spec.audit else {}
-            run(self.con, f"INSERT INTO {qualified(spec)} BY NAME SELECT *{audit} FROM {view}", params)
+            run(self.database.con, f"INSERT INTO {qualified(spec)} BY NAME SELECT *{audit} FROM {view}", params)
         return table.num_rows
 
     def _upsert(self, spec: TableSpec, table: pa.Table) -> None:
         """Delete rows with the primary keys of ``table``, insert ``table`` (deduplicated by the caller)."""
         if table.num_rows == 0:
             return
-        with self._registered(table) as view:
+        with self.database.registered(table) as view:
             match = " AND ".join(f"t.{quote(k)} = i.{quote(k)}" for k in spec.primary_key)
-            run(self.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match}")
-            run(self.con, f"INSERT INTO {qualified(spec)} BY NAME SELECT * FROM {view}")
+            run(self.database.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match}")
+            run(self.database.con, f"INSERT INTO {qualified(spec)} BY NAME SELECT * FROM {view}")
 
     def _upsert_raw(self, docs: Sequence[RawDocument], run_id: str) -> None:
         latest = {int(d.shipment_id): d for d in docs}
@@ -237,7 +419,7 @@ class RowWrites:
         appended, the latest per stream counting (``meta.LATEST_STATE``): DuckLake refuses a commit that
         deletes from a table another writer inserted into meanwhile, so replacing the row made every
         writer's every batch collide with the others' (a third of the commits of three writers)."""
-        if self.lake is None:
+        if not self.database.concurrent_writers:
             run(con, f"DELETE FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream])
         run(
             con,
@@ -281,7 +463,3 @@ def _without(table: pa.Table, key: str, ids: set[int]) -> pa.Table:
     drop = pc.is_in(table.column(key), value_set=pa.array(sorted(ids), table.column(key).type))
     return table.filter(pc.invert(pc.fill_null(drop, False)))
 
-
-def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
-    row = first(run(con, sql, params))
-    return int(row[0]) if row and row[0] is not None else 0

@@ -1,0 +1,114 @@
+"""The open working database the warehouse's parts share (:class:`Database`): one connection, the
+specs of its tables, one transaction at a time with the Arrow tables registered for SQL inside it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import TypeVar
+
+import duckdb
+import pyarrow as pa
+
+from freight_pipeline.lake.settings import LakeSettings
+from freight_pipeline.normalize.schema import TableSpec
+from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse.conflicts import retried_on_conflict
+
+T = TypeVar("T")
+
+
+class Database:
+    """The connection to the working database, the specs of its tables (``tables``, the source tables,
+    and ``meta_tables``, always the ``freight_meta`` ones) and its writing transactions.
+
+    ``lake``: the lake the connection is attached to (None: the embedded DuckDB file); a lake's writes
+    are run again when they met a concurrent writer's commit (:meth:`write`).
+    """
+
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, tables: Sequence[TableSpec], lake: LakeSettings | None
+    ) -> None:
+        self._con: duckdb.DuckDBPyConnection | None = con
+        self.lake = lake
+        self.tables: tuple[TableSpec, ...] = tuple(tables)
+        self.meta_tables: tuple[TableSpec, ...] = meta.META_TABLES
+        self._by_name: dict[str, TableSpec] = {}
+        for spec in (*self.tables, *self.meta_tables):
+            self._by_name[spec.qualified_name] = spec
+            self._by_name.setdefault(spec.name, spec)
+        self._in_transaction: list[str] | None = None
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise RuntimeError("the warehouse is closed")
+        return self._con
+
+    def close(self) -> None:
+        """Close the connection (DuckDB checkpoints the WAL into the file on close)."""
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    @property
+    def concurrent_writers(self) -> bool:
+        """Whether other processes may commit to the same tables meanwhile (a lake)."""
+        return self.lake is not None
+
+    def spec(self, name: str) -> TableSpec:
+        """The spec of ``name`` (``shipments`` or ``freight.shipments``)."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"unknown warehouse table {name!r}") from None
+
+    @property
+    def unit_tables(self) -> tuple[TableSpec, ...]:
+        """The per-shipment tables (those with a replace key)."""
+        return tuple(spec for spec in self.tables if spec.replace_key is not None)
+
+    def write(self, what: str, body: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+        """``body`` in ONE transaction (:meth:`transaction`), run again from the start when its commit met
+        a concurrent writer's that could not be merged (lake mode; ``what`` names it in messages)."""
+
+        def attempt() -> T:
+            with self.transaction() as con:
+                return body(con)
+
+        return retried_on_conflict(what, attempt, retry=self.lake is not None)
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """BEGIN ... COMMIT, ROLLBACK on any error; Arrow views registered inside are dropped after."""
+        con = self.con
+        self._in_transaction = []
+        con.begin()
+        try:
+            yield con
+        except BaseException:
+            con.rollback()
+            raise
+        else:
+            con.commit()
+        finally:
+            names, self._in_transaction = self._in_transaction, None
+            for name in names:
+                with suppress(duckdb.Error):
+                    con.unregister(name)
+
+    @contextmanager
+    def registered(self, table: pa.Table) -> Iterator[str]:
+        """Expose an Arrow table to SQL under a unique view name for the duration of the block
+        (inside a transaction: until it ends, since an aborted transaction refuses ``unregister``)."""
+        name = f"_wh_{uuid.uuid4().hex[:12]}"
+        self.con.register(name, table)
+        if self._in_transaction is not None:
+            self._in_transaction.append(name)
+            yield name
+            return
+        try:
+            yield name
+        finally:
+            self.con.unregister(name)
