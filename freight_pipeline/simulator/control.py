@@ -7,6 +7,11 @@ never faulted nor counted. Bodies of the wrong JSON type are refused (400). Rout
 * ``POST /_control/shipments/touch`` body ``{"ids": [...], "at": iso (optional)}``: a new version of
   each, last modified now (A8); with ``at``, the clock is first set to that instant. ->
   ``{"ids": [...], "last_modified_date_time": iso of their stamp (null for no ids)}``
+* ``POST /_control/shipments/{id}/milestone`` body ``{"event": "POD_ARRIVAL", "type": "ESTIMATED" | "ACTUAL",
+  "at": iso}``: moves that milestone's estimate, or its actual instant (shown once the shipment's
+  last-modified instant reaches it), in a new version of the shipment (A8; an event of that code and
+  type written through the interface gives way) -> ``{"id", "event", "type", "at": iso,
+  "last_modified_date_time": iso}``; 404 for an unknown shipment, 400 for a code its timeline lacks
 * ``GET /_control/clock``; ``POST /_control/clock/advance?seconds=S``; ``POST /_control/clock/set``
   body ``{"now": "2026-10-25T02:30:00+02:00"}`` (ISO 8601 with offset; forward only, else 400)
   -> ``{"now": iso}``
@@ -83,6 +88,21 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
         if count < 0:
             raise ApiError(400, "count must not be negative")
         return JSONResponse({"ids": await run_in_threadpool(actions[action], count)})
+
+    async def milestone(request: Request) -> Response:
+        shipment_id = request.path_params["shipment_id"]
+        body = await body_object(request)
+        code, event_type, at = body.get("event"), body.get("type"), body.get("at")
+        unknown = set(body) - {"event", "type", "at"}
+        if unknown or not isinstance(code, str) or not isinstance(event_type, str) or not isinstance(at, str):
+            raise ApiError(400, "body must be {'event': code, 'type': 'ESTIMATED' or 'ACTUAL', 'at': ISO 8601 "
+                           f"instant}}; unknown: {sorted(unknown)}")
+        moved = instant(at, "at")
+        stamped = await run_in_threadpool(
+            store.changes.move_milestone, shipment_id, code, event_type, int(moved.timestamp())
+        )
+        return JSONResponse({"id": shipment_id, "event": code, "type": event_type, "at": moved.isoformat(),
+                             "last_modified_date_time": stamped})
 
     def instant(text: Any, name: str) -> dt.datetime:
         try:
@@ -188,6 +208,7 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
 
     return [
         Route("/_control/shipments/{action}", shipments, methods=["POST"]),
+        Route("/_control/shipments/{shipment_id:int}/milestone", milestone, methods=["POST"]),
         Route("/_control/clock", clock, methods=["GET"]),
         Route("/_control/clock/advance", clock, methods=["POST"]),
         Route("/_control/clock/set", clock, methods=["POST"]),

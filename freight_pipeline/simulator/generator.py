@@ -6,7 +6,9 @@ reference values. The full document is a pure function of ``(seed, state, memos,
 overrides)``: stable parts (route, parties, timeline) come from an RNG seeded with (seed, id),
 version-dependent parts from one seeded with (seed, id, version), and each goods line from one
 seeded with (seed, id, line number). Events are rendered as of the state's last-modified instant,
-so a document never changes without a new version and a new last-modified instant.
+so a document never changes without a new version and a new last-modified instant. A state whose
+estimates were revised (:mod:`.data_estimates`) carries its own milestone timeline, which then
+replaces the identity's.
 
 ``ShipmentState`` is itself the lookup key row (a read-only ``Mapping`` over ``SHIPMENT_KEYS``).
 States are never mutated in place: a change makes a new state (:meth:`ShipmentState.evolve`), so
@@ -15,6 +17,7 @@ key rows handed out earlier stay consistent.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import random
 from collections.abc import Iterable, Iterator, Mapping
@@ -27,9 +30,10 @@ from freight_pipeline.simulator.data_addresses import (
     render_addresses,
     render_containers,
 )
-from freight_pipeline.simulator.data_format import TAG_VERSION, local_datetime, rng_for, round2
+from freight_pipeline.simulator.data_estimates import revised_milestones
+from freight_pipeline.simulator.data_format import TAG_ESTIMATES, TAG_VERSION, local_datetime, rng_for, round2
 from freight_pipeline.simulator.data_goods import MAX_LINE_NUMBER, GoodsContext, render_goods
-from freight_pipeline.simulator.data_identity import DAY, HOUR, Identity, derive_identity
+from freight_pipeline.simulator.data_identity import DAY, HOUR, Identity, Milestone, derive_identity
 from freight_pipeline.simulator.data_transport import main_legs, post_legs, pre_legs, render_events
 from freight_pipeline.simulator.store_api import SHIPMENT_KEYS
 
@@ -62,14 +66,15 @@ class ShipmentState(Mapping[str, Any]):
         "address_refs", "client", "closed", "created", "creation_date", "customer_address_number",
         "customer_address_type", "direction", "foreign_id", "goods", "house_reference", "id", "lm_date", "lm_time",
         "master_reference", "mode", "modified", "month_of_service", "running_sequence_number", "shipment_number",
-        "tz", "version",
+        "timeline", "tz", "version",
     )
 
     def __init__(self, *, id: int, version: int, created: int, modified: int, tz: dt.tzinfo, client: str,
                  direction: str, mode: str, shipment_number: str, house_reference: str | None,
                  master_reference: str | None, foreign_id: str | None, month_of_service: str,
                  running_sequence_number: int, customer_address_type: str, customer_address_number: int,
-                 closed: bool, address_refs: tuple[str, ...], goods: tuple[int, ...] | None) -> None:
+                 closed: bool, address_refs: tuple[str, ...], goods: tuple[int, ...] | None,
+                 timeline: tuple[Milestone, ...] | None = None) -> None:
         self.id = id
         self.version = version
         self.created = created
@@ -89,6 +94,7 @@ class ShipmentState(Mapping[str, Any]):
         self.closed = closed
         self.address_refs = address_refs
         self.goods = goods  # None: the initial goods lines of the identity
+        self.timeline = timeline  # None: the identity's milestones (no estimate revised yet)
         self.creation_date = _intern(dt.datetime.fromtimestamp(created, tz).date().isoformat())
         local = dt.datetime.fromtimestamp(modified, tz)
         self.lm_date = _intern(local.date().isoformat())
@@ -123,7 +129,7 @@ class ShipmentState(Mapping[str, Any]):
 _INIT_FIELDS = (
     "id", "version", "created", "modified", "tz", "client", "direction", "mode", "shipment_number",
     "house_reference", "master_reference", "foreign_id", "month_of_service", "running_sequence_number",
-    "customer_address_type", "customer_address_number", "closed", "address_refs", "goods",
+    "customer_address_type", "customer_address_number", "closed", "address_refs", "goods", "timeline",
 )
 
 
@@ -172,6 +178,17 @@ def touched(state: ShipmentState, modified: int) -> ShipmentState:
     return state.evolve(version=state.version + 1, modified=modified)
 
 
+def with_revised_estimates(seed: int, state: ShipmentState, ident: Identity) -> ShipmentState:
+    """``state`` (just changed, at ``state.modified``) with the estimates of its milestones still to
+    come revised (:func:`~.data_estimates.revised_milestones`, drawn from (seed, id, version)).
+
+    ``ident``: the shipment's identity as of the state before the change (:func:`progressed_identity`).
+    """
+    rng = rng_for(seed, state.id, TAG_ESTIMATES, state.version)
+    timeline = revised_milestones(ident.milestones, ident.mode, state.modified, rng)
+    return state if timeline is None else state.evolve(timeline=timeline)
+
+
 def mutated(state: ShipmentState, ident: Identity, modified: int, rng: random.Random) -> ShipmentState:
     """A new version last modified at ``modified``: goods lines and references changed, closed when done."""
     lines = list(state.line_numbers(ident))
@@ -205,6 +222,12 @@ def identity_of(seed: int, state: ShipmentState) -> Identity:
     return derive_identity(seed, state.id, state.created)
 
 
+def progressed_identity(seed: int, state: ShipmentState) -> Identity:
+    """The identity with the state's own milestone timeline (its revised estimates), if it has one."""
+    ident = identity_of(seed, state)
+    return ident if state.timeline is None else dataclasses.replace(ident, milestones=state.timeline)
+
+
 def revised_dates(seed: int, state: ShipmentState, ident: Identity) -> dict[str, int]:
     rng = rng_for(seed, state.id, TAG_VERSION, state.version, 1)
     revised: dict[str, int] = {}
@@ -236,7 +259,7 @@ def build_document(
     iso: Any,
 ) -> dict[str, Any]:
     """The full shipment document. ``iso(epoch)`` formats an instant in the service offset."""
-    ident = identity_of(seed, state)
+    ident = progressed_identity(seed, state)
     vrng = rng_for(seed, state.id, TAG_VERSION, state.version)
     stable = rng_for(seed, state.id, TAG_FINANCE)
     as_of = state.modified

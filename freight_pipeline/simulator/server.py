@@ -192,6 +192,14 @@ class RunningSimulator:
     def touch_shipments(self, shipment_ids: list[int]) -> None:
         self.store.changes.touch_shipments(shipment_ids)
 
+    def move_milestone(self, shipment_id: int, code: str, event_type: str, at: dt.datetime | str) -> str:
+        """Move a shipment's milestone estimate (``ESTIMATED``) or actual (``ACTUAL``) to ``at`` (aware, or
+        ISO 8601 text with its offset) in a new version; its ``last_modified_date_time``."""
+        instant = parse_instant(at) if isinstance(at, str) else at
+        if instant.tzinfo is None:
+            raise ValueError(f"at must be aware (carry its UTC offset), got {instant!r}")
+        return self.store.changes.move_milestone(shipment_id, code, event_type, int(instant.timestamp()))
+
     def advance_clock(self, seconds: float) -> dt.datetime:
         return self.store.clock.advance(seconds)
 

@@ -151,7 +151,8 @@ class ChangesAPI(Protocol):
     """Change over time (Python API; also behind the opt-in HTTP control surface)."""
 
     def modify_shipments(self, count: int) -> list[int]:
-        """Change `count` live shipments (fields, goods added/removed, new events) in one second; returns ids."""
+        """Change `count` live shipments (fields, goods added/removed, estimates revised, new events) in one
+        second; returns ids."""
 
     def create_shipments(self, count: int) -> list[int]: ...
 
@@ -159,6 +160,10 @@ class ChangesAPI(Protocol):
 
     def touch_shipments(self, shipment_ids: list[int]) -> None:
         """Give these shipments a new version, all last modified in one second (A8; for targeted tests)."""
+
+    def move_milestone(self, shipment_id: int, code: str, event_type: str, at: int) -> str:
+        """Move one milestone's estimate (ESTIMATED) or actual (ACTUAL) to ``at`` (epoch seconds) in a
+        new version (A8; for targeted tests); its ``last_modified_date_time``. Raises NotFound, Invalid."""
 
 
 class StoreAPI(Protocol):

@@ -1,5 +1,5 @@
-"""Change over time in the simulator store (:class:`StoreChanges`): shipments modified, created,
-deleted and touched.
+"""Change over time in the simulator store (:class:`StoreChanges`): shipments modified (their
+estimates revised as they progress), created, deleted and touched, and one milestone moved on demand.
 
 Every change draws from the store's mutation (and document) random streams in a fixed order, so
 the same sequence of calls gives the same changes.
@@ -9,10 +9,18 @@ from __future__ import annotations
 
 from freight_pipeline.simulator import data_catalog as cat
 from freight_pipeline.simulator.data_efile import DOCUMENT_KINDS
+from freight_pipeline.simulator.data_estimates import moved_milestone
 from freight_pipeline.simulator.data_format import TAG_DOCUMENTS, TAG_MUTATION, rng_for
 from freight_pipeline.simulator.data_identity import derive_identity
-from freight_pipeline.simulator.generator import ShipmentState, identity_of, mutated, new_state, touched
-from freight_pipeline.simulator.store_api import Invalid
+from freight_pipeline.simulator.generator import (
+    ShipmentState,
+    mutated,
+    new_state,
+    progressed_identity,
+    touched,
+    with_revised_estimates,
+)
+from freight_pipeline.simulator.store_api import EVENT_TYPES, Invalid
 from freight_pipeline.simulator.store_data import StoreData
 
 DOCUMENT_ON_CHANGE_SHARE = 0.15  # a changed shipment gets a new E-File this often (filed with the change)
@@ -33,7 +41,12 @@ class StoreChanges:
         self._document_rng = rng_for(data.seed, TAG_DOCUMENTS, 0)
 
     def modify_shipments(self, count: int) -> list[int]:
-        """Change ``count`` live shipments (open ones first), all stamped with one second (A8)."""
+        """Change ``count`` live shipments (open ones first), all stamped with one second (A8).
+
+        Besides goods lines, references and memo lines, a change revises the estimates of the
+        shipment's milestones still to come (:func:`~.generator.with_revised_estimates`) and brings in
+        the actuals the stamp has reached.
+        """
         _check_count(count)
         data = self._data
         with data.lock:
@@ -44,7 +57,8 @@ class StoreChanges:
             stamp = data.stamp([data.live[i].modified for i in chosen])
             for shipment_id in chosen:
                 state = data.live[shipment_id]
-                data.live[shipment_id] = mutated(state, identity_of(data.seed, state), stamp, rng)
+                ident = progressed_identity(data.seed, state)
+                data.live[shipment_id] = with_revised_estimates(data.seed, mutated(state, ident, stamp, rng), ident)
                 if rng.random() < 0.25:
                     data.add_memo(shipment_id, rng.choice(cat.MEMO_TEXTS))
                 if data.documents and self._document_rng.random() < DOCUMENT_ON_CHANGE_SHARE:
@@ -109,6 +123,30 @@ class StoreChanges:
             for state in states:
                 data.live[state.id] = touched(state, stamp)
             data.version += 1
+
+    def move_milestone(self, shipment_id: int, code: str, event_type: str, at: int) -> str:
+        """Move milestone ``code`` of a shipment to ``at`` (epoch seconds): its estimate (``ESTIMATED``)
+        or its actual instant (``ACTUAL``: its event shows once the shipment's last-modified instant
+        has reached it). A new version, stamped like every change (A8); an event of that code and type
+        written through the interface gives way. Returns the version's ``last_modified_date_time``.
+
+        Raises NotFound (unknown shipment), Invalid (a type other than ESTIMATED / ACTUAL, a code
+        the shipment's timeline lacks).
+        """
+        if event_type not in EVENT_TYPES:
+            raise Invalid(f"type {event_type!r} must be ESTIMATED or ACTUAL")
+        data = self._data
+        with data.lock:
+            state = data.require(shipment_id)
+            try:
+                timeline = moved_milestone(progressed_identity(data.seed, state).milestones, code, event_type, at)
+            except ValueError as exc:
+                raise Invalid(f"shipment {shipment_id}: {exc}") from None
+            stamp = data.stamp([state.modified])
+            data.live[shipment_id] = state.evolve(version=state.version + 1, modified=stamp, timeline=timeline)
+            data.overrides.get(shipment_id, {}).pop((code, event_type), None)
+            data.version += 1
+            return data.clock.iso(stamp)
 
     def _add_document(self, state: ShipmentState, at: int) -> None:
         """A document filed with a shipment later on (one of the kinds its mode has)."""

@@ -392,6 +392,22 @@ class FakeChanges:
                 self._data.touch(sid)
 
 
+    def move_milestone(self, shipment_id: int, code: str, event_type: str, at: int) -> str:
+        """The fake has no timelines: the event (code, type) is set to ``at`` (created if missing)."""
+        with self._data.lock:
+            self._data.get(shipment_id)
+            if code not in EVENT_CODES or event_type not in EVENT_TYPES:
+                raise Invalid(f"bad event code {code!r} or type {event_type!r}")
+            local = dt.datetime.fromtimestamp(at, OFFSET)
+            moved = {"event": code, "type": event_type, "shipment_id": shipment_id, "location": None,
+                     "date_time": {"date": local.date().isoformat(), "time": local.strftime("%H:%M:%S"),
+                                   "zone_offset": "+01:00"}}
+            events = self._data.events[shipment_id]
+            events[:] = [e for e in events if (e["event"], e["type"]) != (code, event_type)] + [moved]
+            self._data.touch(shipment_id)
+            return self._data.now.isoformat()
+
+
 class FakeStore:
     def __init__(self, shipments: int = 40) -> None:
         data = FakeData(shipments)

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from freight_pipeline.datetimes import parse_datetime_object, parse_iso_datetime
+from freight_pipeline.simulator.data_estimates import REVISED_CODES
+from freight_pipeline.simulator.data_identity import derive_identity
 from freight_pipeline.simulator.store import SimulatorStore
 from freight_pipeline.simulator.store_api import EVENT_CODES, SHIPMENT_KEYS
 
@@ -340,3 +342,18 @@ def test_integers_fit_int32(docs: list[dict[str, Any]]) -> None:
                 yield from ints(item)
 
     assert max(max(ints(doc)) for doc in docs) < 2**31
+
+
+def test_only_changes_revise_estimates() -> None:
+    """The initial data keeps every identity's timeline; a modification revises the estimates of
+    some shipments still on their way (and only in what their milestones say)."""
+    store = SimulatorStore(shipments=150, seed=3)
+    assert all(state.timeline is None for state in store.data.live.values())
+    store.clock.advance(3600)
+    modified = store.changes.modify_shipments(40)
+    revised = [store.data.live[i] for i in modified if store.data.live[i].timeline is not None]
+    assert 10 <= len(revised) < 40
+    for state in revised:
+        before = derive_identity(3, state.id, state.created).milestones
+        assert [(m.code, m.actual) for m in state.timeline] == [(m.code, m.actual) for m in before]
+        assert {m.code for m, b in zip(state.timeline, before, strict=True) if m != b} <= REVISED_CODES
