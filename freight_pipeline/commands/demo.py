@@ -29,6 +29,9 @@ from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, RE
 from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV
 from freight_pipeline.warehouse.paths import WORK_DIR
 
+DAYS_BETWEEN_RUNS = 3
+"""The simulator's clock moves on this far between the runs: arrivals come due, estimates are revised."""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_dir_argument(parser)
@@ -70,9 +73,9 @@ def run(args: argparse.Namespace) -> int:
             runs: list[DemoRun] = []
             if not _sync("full sync", data_dir, args.verbose, runs):
                 return 1
-            sim.advance_clock(60)
+            sim.advance_clock(DAYS_BETWEEN_RUNS * 86400)
             changes = Changes.make(sim, args.changes)
-            say(f"demo: changed the service: {changes.describe()}")
+            say(f"demo: {DAYS_BETWEEN_RUNS} days later, changed the service: {changes.describe()}")
             if not _sync("incremental sync", data_dir, args.verbose, runs):
                 return 1
             in_service = service_document_pairs(sim.store.reader.live_shipment_ids(), sim.store.efiles.rows())

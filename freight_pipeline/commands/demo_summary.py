@@ -18,6 +18,7 @@ from freight_pipeline.sync.settings import SyncSettings
 
 
 class ChangingService(Protocol):
+    def progress_shipments(self) -> list[int]: ...
     def modify_shipments(self, count: int) -> list[int]: ...
     def create_shipments(self, count: int) -> list[int]: ...
     def delete_shipments(self, count: int) -> list[int]: ...
@@ -49,17 +50,24 @@ class Changes:
     modified: list[int]
     created: list[int]
     deleted: list[int]
+    progressed: list[int] = field(default_factory=list)
+    """Shipments brought up to the service's clock (events come due, estimates revised)."""
 
     @classmethod
     def make(cls, service: ChangingService, count: int) -> Changes:
-        """Modify ``count`` shipments, create about a tenth as many and delete about a twenty-fifth."""
+        """Bring the shipments up to the clock, then modify ``count`` of them, create about a tenth as
+        many and delete about a twenty-fifth."""
         created = max(1, count // 10) if count else 0
         deleted = max(1, count // 25) if count else 0
+        progressed = service.progress_shipments()
         modified = service.modify_shipments(count)
-        return cls(modified, service.create_shipments(created), service.delete_shipments(deleted))
+        return cls(modified, service.create_shipments(created), service.delete_shipments(deleted), progressed)
 
     def describe(self) -> str:
-        return f"{len(self.modified)} modified, {len(self.created)} created, {len(self.deleted)} deleted"
+        text = f"{len(self.modified)} modified, {len(self.created)} created, {len(self.deleted)} deleted"
+        if self.progressed:
+            text += f"; {len(self.progressed)} progressed (events come due, estimates revised)"
+        return text
 
 
 @dataclass(frozen=True)

@@ -146,13 +146,15 @@ def _dagster_argv(port: int) -> list[str]:
 
 
 def _start_changer(base_url: str, per_minute: int, stopping: threading.Event) -> None:
-    """Every minute: modify ``per_minute`` shipments (the served simulator's clock follows real time)."""
+    """Every minute: bring the shipments up to the clock (events come due, estimates revised) and modify
+    ``per_minute`` of them (the served simulator's clock follows real time)."""
     if per_minute <= 0:
         return
 
     def loop() -> None:
         while not stopping.wait(60):
             try:
+                httpx.post(f"{base_url}/_control/shipments/progress", timeout=30)
                 httpx.post(f"{base_url}/_control/shipments/modify", params={"count": per_minute}, timeout=30)
             except httpx.HTTPError:
                 continue

@@ -4,6 +4,9 @@ No bearer auth (it is off unless enabled, and the CLI refuses it on a non-loopba
 never faulted nor counted. Bodies of the wrong JSON type are refused (400). Routes:
 
 * ``POST /_control/shipments/{modify|create|delete}?count=N`` -> ``{"ids": [...]}``
+* ``POST /_control/shipments/progress``: a new version of every open shipment with an event come due
+  since its last one (due actuals in, estimates still to come revised, closed when finished) ->
+  ``{"ids": [...]}``
 * ``POST /_control/shipments/touch`` body ``{"ids": [...], "at": iso (optional)}``: a new version of
   each, last modified now (A8); with ``at``, the clock is first set to that instant. ->
   ``{"ids": [...], "last_modified_date_time": iso of their stamp (null for no ids)}``
@@ -77,6 +80,8 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
             if ids:  # one stamp for all of them (A8)
                 stamped = (await run_in_threadpool(store.reader.get_base_shipment, ids[0]))["last_modified_date_time"]
             return JSONResponse({"ids": ids, "last_modified_date_time": stamped})
+        if action == "progress":
+            return JSONResponse({"ids": await run_in_threadpool(store.changes.progress_shipments)})
         actions = {
             "modify": store.changes.modify_shipments,
             "create": store.changes.create_shipments,

@@ -183,6 +183,9 @@ class RunningSimulator:
     def modify_shipments(self, count: int) -> list[int]:
         return self.store.changes.modify_shipments(count)
 
+    def progress_shipments(self) -> list[int]:
+        return self.store.changes.progress_shipments()
+
     def create_shipments(self, count: int) -> list[int]:
         return self.store.changes.create_shipments(count)
 

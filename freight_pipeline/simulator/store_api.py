@@ -154,6 +154,10 @@ class ChangesAPI(Protocol):
         """Change `count` live shipments (fields, goods added/removed, estimates revised, new events) in one
         second; returns ids."""
 
+    def progress_shipments(self) -> list[int]:
+        """New versions of the open shipments with an event come due since their last one (due actuals in,
+        estimates revised), in one second; returns ids."""
+
     def create_shipments(self, count: int) -> list[int]: ...
 
     def delete_shipments(self, count: int) -> list[int]: ...

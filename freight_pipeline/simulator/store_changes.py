@@ -1,5 +1,6 @@
-"""Change over time in the simulator store (:class:`StoreChanges`): shipments modified (their
-estimates revised as they progress), created, deleted and touched, and one milestone moved on demand.
+"""Change over time in the simulator store (:class:`StoreChanges`): shipments modified, brought up
+to the clock (their due events in, their estimates revised as they progress), created, deleted and
+touched, and one milestone moved on demand.
 
 Every change draws from the store's mutation (and document) random streams in a fixed order, so
 the same sequence of calls gives the same changes.
@@ -14,6 +15,7 @@ from freight_pipeline.simulator.data_format import TAG_DOCUMENTS, TAG_MUTATION, 
 from freight_pipeline.simulator.data_identity import derive_identity
 from freight_pipeline.simulator.generator import (
     ShipmentState,
+    is_closed,
     mutated,
     new_state,
     progressed_identity,
@@ -65,6 +67,31 @@ class StoreChanges:
                     self._add_document(data.live[shipment_id], stamp)
             data.version += 1
             return chosen
+
+    def progress_shipments(self) -> list[int]:
+        """Bring the open shipments up to the clock, as the service records events when they happen:
+        each with a milestone whose actual instant came since its last version gets a new version,
+        all stamped with one second (A8): its actuals come in, the estimates still to come are revised
+        (:func:`~.generator.with_revised_estimates`), it closes when finished (A31). Returns their ids.
+        """
+        data = self._data
+        with data.lock:
+            now = data.clock.epoch()
+            due = []
+            for state in data.live.values():
+                if state.closed:
+                    continue
+                ident = progressed_identity(data.seed, state)
+                if any(state.modified < milestone.actual <= now for milestone in ident.milestones):
+                    due.append((state, ident))
+            if not due:
+                return []
+            stamp = data.stamp([state.modified for state, _ in due])
+            for state, ident in due:
+                changed = state.evolve(version=state.version + 1, modified=stamp, closed=is_closed(ident, stamp))
+                data.live[state.id] = with_revised_estimates(data.seed, changed, ident)
+            data.version += 1
+            return [state.id for state, _ in due]
 
     def create_shipments(self, count: int) -> list[int]:
         """New shipments with ids above every id issued so far, created now, modified at one new stamp (A8)."""

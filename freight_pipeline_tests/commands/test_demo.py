@@ -29,7 +29,10 @@ def test_demo_syncs_changes_and_summarises(tmp_path: Path) -> None:
     # and the demo reconciles ids every run, so the deleted shipment is gone from tables and marts
     assert _table_row(out, "freight.shipments") == ["120", "120", "0"]
     assert _table_row(out, "analytics.fct_shipments")[:2] == ["120", "120"]
-    assert "between the runs the service changed: 10 modified, 1 created, 1 deleted" in out
+    assert "between the runs the service changed: 10 modified, 1 created, 1 deleted; " in out
+    # three days passed in the service between the runs: shipments progressed (events came due)
+    progressed = re.search(r"; (\d+) progressed \(events come due, estimates revised\)", out)
+    assert progressed and 1 <= int(progressed.group(1)) < 120, out
     assert "deleted in the service: 1, still in the warehouse: 0" in out
     # every E-File linked to a live shipment is in freight.shipment_documents, and nothing else
     documents = re.search(r"E-File documents of live shipments: ([\d,]+) in the service, ([\d,]+) in "

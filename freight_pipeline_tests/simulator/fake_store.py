@@ -369,6 +369,9 @@ class FakeChanges:
                 self._data.touch(sid)
             return ids
 
+    def progress_shipments(self) -> list[int]:
+        return []  # the fake has no timelines: nothing ever comes due
+
     def create_shipments(self, count: int) -> list[int]:
         with self._data.lock:
             ids = []

@@ -13,6 +13,7 @@ import pytest
 
 from freight_pipeline.datetimes import parse_datetime_object
 from freight_pipeline.simulator.data_estimates import MIN_LEAD
+from freight_pipeline.simulator.data_identity import derive_identity
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.simulator.store import SimulatorStore
 from freight_pipeline_tests.simulator.conftest import authed_client
@@ -249,3 +250,48 @@ def test_a_revised_estimate_keeps_a_lead_on_the_clock(sim_factory: Callable[...,
     estimate, stamp = seen[0]
     assert estimate >= stamp + dt.timedelta(seconds=MIN_LEAD)
     assert estimate.timestamp() % 300 == 0
+
+
+def test_progress_brings_in_due_actuals_in_one_new_version_each(
+    sim_factory: Callable[..., RunningSimulator],
+) -> None:
+    sim = sim_factory(control=True)
+    store = sim.store
+    with authed_client(sim) as service:
+        def actuals(shipment_id: int) -> set[str]:
+            events = service.get(f"/service/shipment/{shipment_id}/events").json()
+            return {e["event"] for e in events if e["type"] == "ACTUAL"}
+
+        ids = sorted(int(row["ID"]) for row in store.reader.shipment_key_rows())
+        before = {i: actuals(i) for i in ids}
+        sim.advance_clock(3 * 86400)
+        now = int(store.clock.now().timestamp())
+        # due: open shipments with a milestone whose actual lies after their last version, up to now
+        expected = [state.id for state in store.data.live.values() if not state.closed and any(
+            state.modified < m.actual <= now for m in derive_identity(7, state.id, state.created).milestones)]
+        response = httpx.post(f"{sim.base_url}/_control/shipments/progress")
+        assert response.status_code == 200, response.text
+        progressed = response.json()["ids"]
+        assert progressed == expected and len(progressed) >= 10
+        stamps = {service.get(f"/service/shipment/{i}").json()["last_modified_date_time"] for i in progressed}
+        assert stamps == {store.clock.now().isoformat()}  # one second for all of them
+        for shipment_id in ids:
+            came = actuals(shipment_id) - before[shipment_id]
+            assert bool(came) == (shipment_id in progressed), shipment_id
+        assert httpx.post(f"{sim.base_url}/_control/shipments/progress").json() == {"ids": []}  # nothing due now
+
+
+def test_estimates_move_as_the_clock_and_progress_go(sim_factory: Callable[..., RunningSimulator]) -> None:
+    """Progress alone, half a day at a time, revises estimates in both directions before the actuals."""
+    sim = sim_factory(control=True)
+    sightings = []
+    with authed_client(sim) as service:
+        for _ in range(30):
+            sim.advance_clock(HALF_DAY)
+            for shipment_id in sim.progress_shipments():
+                sightings.append(sighting(service.get(f"/service/shipment/{shipment_id}").json()))
+    found = histories(sightings)
+    moves = [(after > before) for h in found.values()
+             for before, after in zip(h["estimates"], h["estimates"][1:], strict=False)]
+    assert sum(moves) >= 10 and len(moves) - sum(moves) >= 10, moves
+    assert any(len(h["estimates"]) >= 3 and h["actual"] is not None for h in found.values())
