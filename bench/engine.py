@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from freight_pipeline.config import ServiceSettings
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.settings import SyncSettings
 
@@ -14,5 +15,5 @@ if __name__ == "__main__":
     base_url, data_dir = sys.argv[1], Path(sys.argv[2])
     # like for like with the peer, which reads no E-Files: the documents stream off
     results, _ = sync_all(ServiceSettings(base_url, "demo", "demo-password"), data_dir, SyncSettings(documents=False),
-                          publish_after=False)
+                          backend=storage_from_env(), publish_after=False)
     print(" ".join(f"{r.stream}={r.rows_read}" for r in results))

@@ -15,9 +15,9 @@ import json
 import tempfile
 from pathlib import Path
 
+from freight_pipeline.lake.backend import connect_published, current_snapshot
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
-from freight_pipeline.lake.snapshots import connect_published, current_snapshot
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.parts import PART_TABLES
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import duckdb
 
 from freight_pipeline.config import ServiceSettings
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.sync import runner
 from freight_pipeline.sync.backfill import IdRange, id_ranges_between
 from freight_pipeline.sync.settings import SyncSettings
@@ -58,7 +59,7 @@ def main() -> None:
     if len(sys.argv) > 4:  # the benchmark's trial: the production page and batch sizes
         settings = dataclasses.replace(settings, page_size=500, fetch_batch_size=int(sys.argv[4]))
     announce_commits()
-    runner.run_stream(STREAM, ServiceSettings.from_env(), data_dir, settings)
+    runner.run_stream(STREAM, ServiceSettings.from_env(), data_dir, settings, backend=storage_from_env())
     say("done")
 
 

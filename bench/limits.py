@@ -27,6 +27,7 @@ from compare import PASSWORD, USER, requests_served, simulator  # bench/compare.
 
 from freight_pipeline.client import AsyncFreightClient
 from freight_pipeline.config import ServiceSettings
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.settings import SyncSettings
@@ -64,7 +65,7 @@ def run_engine(label: str, base_url: str, work: Path) -> Run:
     started = time.monotonic()
     try:
         results, _ = sync_all(ServiceSettings(base_url, USER, PASSWORD), work, SyncSettings(documents=False),
-                              publish_after=False, source_factory=source)
+                              backend=storage_from_env(), publish_after=False, source_factory=source)
     except Exception as exc:  # a bench reports what failed and goes on
         run.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         results = []

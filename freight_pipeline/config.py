@@ -64,6 +64,33 @@ class ServiceSettings:
         )
 
 
+MEMORY_LIMIT_VARIABLES = {"sync": DUCKDB_MEMORY_LIMIT_ENV, "publish": PUBLISH_MEMORY_LIMIT_ENV}
+"""What a DuckDB connection is for -> the variable of its memory limit (named in messages)."""
+
+
+@dataclass(frozen=True)
+class DuckDBSettings:
+    """How the pipeline's DuckDB connections are configured: memory limits by purpose (``sync``: the
+    working database's; ``publish``: the publish's, maintenance's and readers') and the storage version
+    of the published file (checked when used: ``warehouse.ddl.checked_storage_version``)."""
+
+    sync_memory_limit: str = DEFAULT_DUCKDB_MEMORY_LIMIT
+    publish_memory_limit: str = DEFAULT_PUBLISH_MEMORY_LIMIT
+    storage_version: str = DEFAULT_PUBLISH_STORAGE_VERSION
+
+    @classmethod
+    def from_env(cls) -> DuckDBSettings:
+        return cls(
+            sync_memory_limit=os.environ.get(DUCKDB_MEMORY_LIMIT_ENV) or DEFAULT_DUCKDB_MEMORY_LIMIT,
+            publish_memory_limit=os.environ.get(PUBLISH_MEMORY_LIMIT_ENV) or DEFAULT_PUBLISH_MEMORY_LIMIT,
+            storage_version=os.environ.get(PUBLISH_STORAGE_VERSION_ENV, "").strip() or DEFAULT_PUBLISH_STORAGE_VERSION,
+        )
+
+    def memory_limit(self, purpose: str = "sync") -> str:
+        """The memory limit of a connection for ``purpose`` (``sync`` or ``publish``)."""
+        return {"sync": self.sync_memory_limit, "publish": self.publish_memory_limit}[purpose]
+
+
 def data_dir_from_env() -> Path:
     return Path(os.environ.get(DATA_DIR_ENV, DEFAULT_DATA_DIR)).resolve()
 

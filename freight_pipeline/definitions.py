@@ -16,18 +16,19 @@ from freight_pipeline.defs.jobs import (
     freight_sync_job,
     schedules,
 )
-from freight_pipeline.defs.lake import lake_definitions_from_env
+from freight_pipeline.defs.lake import lake_definitions
 from freight_pipeline.defs.publish import published_warehouse
 from freight_pipeline.defs.recovery import build_after_failed_streams
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import SYNC_ASSETS
+from freight_pipeline.lake.backend import storage_from_env
 
 max_sync_age = dt.timedelta(
     minutes=minutes_from_env(MAX_SYNC_AGE_ENV, int(DEFAULT_MAX_SYNC_AGE.total_seconds() // 60))
 )
 freshness_checks, freshness_sensor = build_sync_freshness(max_sync_age, default_sensor_status())
 
-lake = lake_definitions_from_env()  # the backfill and maintenance, when FREIGHT_LAKE_CATALOG_URI is set
+lake = lake_definitions(storage_from_env())  # the backfill and maintenance, when FREIGHT_LAKE_* name a lake
 
 defs = dg.Definitions(
     assets=[*SYNC_ASSETS, freight_dbt_models, published_warehouse, *lake.assets],

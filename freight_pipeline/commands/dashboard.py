@@ -28,9 +28,8 @@ from freight_pipeline.commands.processes import (
     wait_http,
 )
 from freight_pipeline.config import DATA_DIR_ENV
-from freight_pipeline.dashboard.sources import published_source
-from freight_pipeline.lake.settings import LakeConfigError, LakeSettings
-from freight_pipeline.warehouse.publish import published_db_path
+from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.lake.settings import LakeConfigError
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 DEFAULT_PORT = 8501
@@ -66,12 +65,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     data_dir = resolve_data_dir(args.data_dir)
     try:
-        lake = LakeSettings.from_env()
+        backend = storage_from_env()
     except LakeConfigError as exc:
         say(f"dashboard: {exc}")
         return 2
-    source = published_source(data_dir, lake)
-    if lake is None and not published_db_path(data_dir).is_file():
+    source = backend.published_where(data_dir)
+    if backend.nothing_published(data_dir):
         say(f"dashboard: no published warehouse {source} yet; the page says so until one is (run `make demo`)")
     url = f"http://{LOCALHOST}:{args.port}"
     env = {**os.environ, DATA_DIR_ENV: str(data_dir), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}

@@ -26,7 +26,9 @@ from freight_pipeline.commands.demo_summary import (
 from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job
 from freight_pipeline.commands.report import document_pairs, on_time_by_mode, read_report, shipments_present
 from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, RECONCILE_ENV, USERNAME_ENV, environ
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV
+from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.paths import WORK_DIR
 
 DAYS_BETWEEN_RUNS = 3
@@ -70,19 +72,20 @@ def run(args: argparse.Namespace) -> int:
         with demo_lake(args.lake, data_dir) as lake, environ({**service, **lake, PASSWORD_ENV: sim.password}):
             if lake:
                 say(f"demo: lake mode: catalog {lake[CATALOG_URI_ENV]}, data {lake[DATA_URI_ENV]}")
+            backend = storage_from_env()
             runs: list[DemoRun] = []
-            if not _sync("full sync", data_dir, args.verbose, runs):
+            if not _sync("full sync", data_dir, backend, args.verbose, runs):
                 return 1
             sim.advance_clock(DAYS_BETWEEN_RUNS * 86400)
             changes = Changes.make(sim, args.changes)
             say(f"demo: {DAYS_BETWEEN_RUNS} days later, changed the service: {changes.describe()}")
-            if not _sync("incremental sync", data_dir, args.verbose, runs):
+            if not _sync("incremental sync", data_dir, backend, args.verbose, runs):
                 return 1
             in_service = service_document_pairs(sim.store.reader.live_shipment_ids(), sim.store.efiles.rows())
-            documents = DocumentCheck(in_service, document_pairs(data_dir))
+            documents = DocumentCheck(in_service, document_pairs(data_dir, backend))
             facts = DemoFacts(
-                data_dir, args.shipments, args.seed, changes, shipments_present(data_dir, changes.deleted),
-                on_time_by_mode(data_dir), documents, lake,
+                data_dir, args.shipments, args.seed, changes, shipments_present(data_dir, changes.deleted, backend),
+                on_time_by_mode(data_dir, backend), documents, lake,
             )
     print(render_summary(runs, facts))
     say(f"demo: done in {clock.seconds:.1f} s")
@@ -108,7 +111,7 @@ def demo_lake(kind: str | None, data_dir: Path) -> Iterator[dict[str, str]]:
         yield {**catalog, **s3.env(prefix="demo")}
 
 
-def _sync(label: str, data_dir: Path, verbose: bool, runs: list[DemoRun]) -> bool:
+def _sync(label: str, data_dir: Path, backend: StorageBackend, verbose: bool, runs: list[DemoRun]) -> bool:
     """Run the sync job once and record it in ``runs``; False (after one line on stderr) when it failed."""
     say(f"demo: {label} ({DEFAULT_JOB}) ...")
     outcome = execute_job(DEFAULT_JOB, data_dir, verbose=verbose)
@@ -116,5 +119,5 @@ def _sync(label: str, data_dir: Path, verbose: bool, runs: list[DemoRun]) -> boo
         say(outcome.failure_line(f"demo: the {label}", os.environ.get(PASSWORD_ENV)))
         return False
     say(f"demo: {label} done in {outcome.seconds:.1f} s")
-    runs.append(DemoRun(label, outcome, read_report(data_dir)))
+    runs.append(DemoRun(label, outcome, read_report(data_dir, backend)))
     return True

@@ -210,7 +210,7 @@ def _explore_lake(data_dir: Path, lake: dict[str, str]) -> str:
     on_s3 = any(value.startswith("s3://") for value in lake.values())
     snippet = (
         "from pathlib import Path; from freight_pipeline.lake.settings import LakeSettings; "
-        "from freight_pipeline.lake.snapshots import connect_published; "
+        "from freight_pipeline.lake.backend import connect_published; "
         "con = connect_published(LakeSettings.from_env(), Path('/tmp/lake-reader')); "
         "print(con.sql('SELECT * FROM analytics.fct_on_time_performance LIMIT 10'))"
     )

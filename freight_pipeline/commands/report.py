@@ -16,12 +16,10 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.lake.settings import LakeSettings
-from freight_pipeline.lake.snapshots import open_published_snapshot
 from freight_pipeline.sync.streams import STREAM_NAMES
+from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.meta import LATEST_RUN_PER_STREAM, LATEST_STATE, META_SCHEMA
-from freight_pipeline.warehouse.paths import LAKE_SCRATCH, WORK_DIR, read_run_log
-from freight_pipeline.warehouse.publish import parquet_root, published_db_path
+from freight_pipeline.warehouse.paths import LAKE_SCRATCH, read_run_log
 
 COUNTED_SCHEMAS = ("freight", "analytics")
 RUN_COLUMNS = ("run_id", "status", "started_at", "finished_at", "rows_read", "rows_written", "requests", "retries",
@@ -33,43 +31,35 @@ class NothingPublished(FileNotFoundError):
 
 
 @contextmanager
-def open_published(data_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only connection to ``<data_dir>/warehouse.duckdb``; NothingPublished when it is absent.
-    In lake mode: to the lake as of its published snapshot (its latest before the first publish)."""
-    with _published(data_dir) as (con, _where):
+def open_published(data_dir: Path, backend: StorageBackend) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to what ``backend`` published for ``data_dir`` (``<data_dir>/warehouse.duckdb``,
+    or a lake as of its published snapshot, its latest before the first publish); NothingPublished when
+    there is nothing to open."""
+    with _published(data_dir, backend) as (con, _where):
         yield con
 
 
 @contextmanager
-def _published(data_dir: Path) -> Iterator[tuple[duckdb.DuckDBPyConnection, dict[str, Any]]]:
+def _published(
+    data_dir: Path, backend: StorageBackend
+) -> Iterator[tuple[duckdb.DuckDBPyConnection, dict[str, Any]]]:
     """:func:`open_published`'s connection, and where it reads: the database, the Parquet and which
     published version (the manifest's, or the lake snapshot the connection was opened at)."""
-    lake = LakeSettings.from_env()
-    if lake is not None:
-        con, snapshot = open_published_snapshot(lake, Path(data_dir) / WORK_DIR / LAKE_SCRATCH)
-        published = {} if snapshot is None else {
-            "version": f"snapshot {snapshot.snapshot_id}", "published_at": _plain(snapshot.published_at)}
-        with con:
-            yield con, {"database": lake.describe(), "parquet": lake.data_uri.rstrip("/"), "published": published}
-        return
-    path = published_db_path(data_dir)
-    if not path.is_file():
+    state = backend.open_published(Path(data_dir), LAKE_SCRATCH)
+    if state is None:
         raise NothingPublished(
-            f"nothing published yet: {path} does not exist "
+            f"nothing published yet {backend.published_where(Path(data_dir))} "
             "(run `freight-pipeline sync` or `make demo` first, or pass --data-dir)"
         )
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        yield con, {"database": str(path), "parquet": str(parquet_root(data_dir)),
-                    "published": _manifest_info(data_dir)}
-    finally:
-        con.close()
+    published = {} if state.version is None else {"version": state.version, "published_at": state.published_at}
+    with state.con as con:
+        yield con, {"database": state.database, "parquet": state.parquet, "published": published}
 
 
-def read_report(data_dir: Path) -> dict[str, Any]:
+def read_report(data_dir: Path, backend: StorageBackend) -> dict[str, Any]:
     """Everything ``status`` shows, as plain JSON-able values."""
     data_dir = Path(data_dir)
-    with _published(data_dir) as (con, where):
+    with _published(data_dir, backend) as (con, where):
         tables = _tables(con)
         streams = _streams(con, tables)
         return {
@@ -88,13 +78,13 @@ def read_report(data_dir: Path) -> dict[str, Any]:
 TIMED_ARRIVALS = "(shipments_arrived - shipments_judged_by_date)"
 
 
-def on_time_by_mode(data_dir: Path) -> list[dict[str, Any]]:
+def on_time_by_mode(data_dir: Path, backend: StorageBackend) -> list[dict[str, Any]]:
     """On-time share of arrived shipments per mode of transport, from analytics.fct_on_time_performance.
 
     The average delay is over the arrivals with a delay in minutes, each group's average weighted by
     its count of them (null for a mode whose arrivals were all judged by date).
     """
-    with open_published(data_dir) as con:
+    with open_published(data_dir, backend) as con:
         if "analytics.fct_on_time_performance" not in _tables(con):
             return []
         rows = con.execute(
@@ -107,11 +97,11 @@ def on_time_by_mode(data_dir: Path) -> list[dict[str, Any]]:
     return [dict(zip(keys, (_plain(v) for v in row), strict=True)) for row in rows]
 
 
-def shipments_present(data_dir: Path, shipment_ids: list[int]) -> list[int]:
+def shipments_present(data_dir: Path, shipment_ids: list[int], backend: StorageBackend) -> list[int]:
     """Those of ``shipment_ids`` that freight.shipments holds."""
     if not shipment_ids:
         return []
-    with open_published(data_dir) as con:
+    with open_published(data_dir, backend) as con:
         rows = con.execute(
             "SELECT shipment_id FROM freight.shipments WHERE shipment_id IN (SELECT unnest(?::BIGINT[])) ORDER BY 1",
             [shipment_ids],
@@ -119,9 +109,9 @@ def shipments_present(data_dir: Path, shipment_ids: list[int]) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def document_pairs(data_dir: Path) -> set[tuple[int, int]]:
+def document_pairs(data_dir: Path, backend: StorageBackend) -> set[tuple[int, int]]:
     """(shipment id, E-File id) of every row of freight.shipment_documents."""
-    with open_published(data_dir) as con:
+    with open_published(data_dir, backend) as con:
         rows = con.execute("SELECT shipment_id, efile_id FROM freight.shipment_documents").fetchall()
     return {(int(s), int(e)) for s, e in rows}
 
@@ -216,14 +206,6 @@ def _retry_queue(con: duckdb.DuckDBPyConnection, tables: list[str]) -> dict[str,
         str(stream): {"records": int(n), "since": _plain(since), "next_attempt": _plain(nxt)}
         for stream, n, since, nxt in rows
     }
-
-
-def _manifest_info(data_dir: Path) -> dict[str, Any]:
-    try:
-        manifest = json.loads((parquet_root(data_dir) / "_manifest.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {"version": manifest.get("version"), "published_at": manifest.get("published_at")}
 
 
 def _plain(value: Any) -> Any:

@@ -11,6 +11,7 @@ import duckdb
 from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
 from freight_pipeline.commands.report import NothingPublished, describe_cursor, read_report
 from freight_pipeline.commands.text_table import format_table
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.text import one_line
 
@@ -23,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     try:
-        report = read_report(data_dir)
+        report = read_report(data_dir, storage_from_env())
     except NothingPublished as exc:
         say(f"status: {exc}")
         return 1

@@ -19,9 +19,9 @@ import streamlit as st
 from freight_pipeline.config import data_dir_from_env
 from freight_pipeline.dashboard import charts, display, queries, sources
 from freight_pipeline.dashboard.display import count, decimal, instant, label, month, share, whole
-from freight_pipeline.dashboard.sources import published_source
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.lake.connect import LakeUnavailable
-from freight_pipeline.lake.settings import LakeConfigError, LakeSettings
+from freight_pipeline.lake.settings import LakeConfigError
 from freight_pipeline.text import one_line
 
 TITLE = "Freight shipments"
@@ -36,12 +36,12 @@ def main() -> None:
     st.title(TITLE)
     data_dir = data_dir_from_env()
     try:
-        lake = LakeSettings.from_env()  # lake mode: the lake's published snapshot instead of the file
+        backend = storage_from_env()  # this page is a process of its own: it reads its configuration
     except LakeConfigError as exc:
         st.error(str(exc))
         return
     try:
-        with sources.open_warehouse(data_dir, lake) as con:
+        with sources.open_warehouse(data_dir, backend) as con:
             options = sources.filter_options(con)
             filters = sidebar(options)
             page = queries.load_page(con, filters)
@@ -49,12 +49,12 @@ def main() -> None:
         st.error(str(exc))
         return
     except duckdb.Error as exc:
-        st.error(f"cannot read the published warehouse {published_source(data_dir, lake)}: "
+        st.error(f"cannot read the published warehouse {backend.published_where(data_dir)}: "
                  f"{one_line(str(exc))}")
         return
     st.caption(
-        f"Published warehouse {published_source(data_dir, lake)} (read-only; each page load reads the "
-        f"latest publish{'ed snapshot' if lake else ''}). Page read at {instant(dt.datetime.now(dt.UTC))}."
+        f"Published warehouse {backend.published_where(data_dir)} (read-only; each page load reads the "
+        f"latest publish). Page read at {instant(dt.datetime.now(dt.UTC))}."
     )
     tiles(page)
     on_time_section(page)

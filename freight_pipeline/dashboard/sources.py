@@ -15,11 +15,9 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from freight_pipeline.lake.settings import LakeSettings
-from freight_pipeline.lake.snapshots import open_published_snapshot
-from freight_pipeline.warehouse.ddl import memory_limit
-from freight_pipeline.warehouse.paths import DASHBOARD_SCRATCH, WORK_DIR
-from freight_pipeline.warehouse.publish import published_db_path
+from freight_pipeline.warehouse.backend import StorageBackend
+from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
+from freight_pipeline.warehouse.paths import DASHBOARD_SCRATCH
 
 MARTS = (
     "analytics.fct_shipments",
@@ -107,15 +105,18 @@ def first_of_month(day: dt.date) -> dt.date:
 
 
 @contextmanager
-def open_warehouse(data_dir: Path, lake: LakeSettings | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only connection for one page load, closed after it: to ``<data_dir>/warehouse.duckdb``, or
-    with ``lake`` to the lake as of its published snapshot (the marts and source tables of one whole,
-    successful build, as the file holds them; never a build half committed).
+def open_warehouse(
+    data_dir: Path, backend: StorageBackend | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection for one page load, closed after it, to what ``backend`` (default: the
+    embedded file) published: ``<data_dir>/warehouse.duckdb``, or a lake as of its published snapshot
+    (the marts and source tables of one whole, successful build, as the file holds them; never a
+    build half committed).
 
     NoWarehouse when nothing is published, MissingMarts when it has no marts. The session time zone
     is UTC, so instants come back in UTC and months are UTC months.
     """
-    con, where = _connect_published(Path(data_dir), lake)
+    con, where = _connect_published(Path(data_dir), backend or EmbeddedDuckDB())
     try:
         con.execute("SET TimeZone = 'UTC'")
         missing = [name for name in MARTS if not has_table(con, name)]
@@ -129,24 +130,15 @@ def open_warehouse(data_dir: Path, lake: LakeSettings | None = None) -> Iterator
         con.close()
 
 
-def published_source(data_dir: Path, lake: LakeSettings | None) -> str:
-    """Where the page reads, in words: ``at <file>`` or ``in the DuckLake catalog <catalog>, data <path>``."""
-    return f"at {published_db_path(Path(data_dir))}" if lake is None else f"in the {lake.describe()}"
-
-
-def _connect_published(data_dir: Path, lake: LakeSettings | None) -> tuple[duckdb.DuckDBPyConnection, str]:
-    where = published_source(data_dir, lake)
-    if lake is None:
-        path = published_db_path(data_dir)
-        if not path.is_file():
-            raise NoWarehouse(where)
-        return duckdb.connect(str(path), read_only=True), where
-    con, snapshot = open_published_snapshot(lake, data_dir / WORK_DIR / DASHBOARD_SCRATCH, memory_limit("publish"))
-    if snapshot is None:  # the connection reads the latest snapshot: maybe a build half committed
-        con.close()
-        raise NoWarehouse(f"{where} (no published snapshot)")
-    published = snapshot.published_at.astimezone(dt.UTC)
-    return con, f"{where} (snapshot {snapshot.snapshot_id}, published {published:%Y-%m-%d %H:%M} UTC)"
+def _connect_published(data_dir: Path, backend: StorageBackend) -> tuple[duckdb.DuckDBPyConnection, str]:
+    """The published state's connection and where it is in words; NoWarehouse when nothing is published."""
+    state = backend.open_published(data_dir, DASHBOARD_SCRATCH)
+    if state is None:
+        raise NoWarehouse(backend.published_where(data_dir))
+    if not state.is_published:  # the connection reads the latest snapshot: maybe a build half committed
+        state.con.close()
+        raise NoWarehouse(f"{state.where} (no published snapshot)")
+    return state.con, state.where
 
 
 def has_table(con: duckdb.DuckDBPyConnection, qualified: str) -> bool:

@@ -30,15 +30,15 @@ from freight_pipeline.config import ON_TIME_TOLERANCE_ENV, REPO_ROOT, environ, m
 from freight_pipeline.defs.dbt_plan import plan_build, project_fingerprint, record_build
 from freight_pipeline.defs.dbt_warmup import dbt_executable, start_parse, wait_for_parse
 from freight_pipeline.defs.resources import WarehouseResource
-from freight_pipeline.sync.runner import one_line_error, open_warehouse
+from freight_pipeline.sync.runner import one_line_error
 from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.records import RunRecord
+from freight_pipeline.warehouse.store import open_warehouse
 
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_models"
 DATABASE_ENV = "FREIGHT_DBT_DATABASE"
 """The variable ``profiles.yml`` reads the DuckDB path from."""
-LAKE_TARGET = "lake"
-"""The profile's target that builds the marts in the lake (``dbt_models/profiles.yml``)."""
 DBT_BUILD_STREAM = meta.BUILD_STREAM
 """The ``sync_runs`` stream name under which each dbt build is logged."""
 ON_TIME_TOLERANCE_VAR = "on_time_tolerance_minutes"
@@ -135,14 +135,15 @@ def build_target(warehouse: WarehouseResource) -> Path:
     return warehouse.working_db.parent / TARGET_DIR
 
 
-def target_env(warehouse: WarehouseResource) -> dict[str, str]:
-    """dbt's target by environment: ``lake`` in lake mode (one thread: see the profile), else the default."""
-    return {} if warehouse.lake is None else {"DBT_TARGET": LAKE_TARGET}
+def target_env(backend: StorageBackend) -> dict[str, str]:
+    """dbt's target by environment: the storage's (``lake`` in lake mode, one thread: see the profile),
+    else the profile's default."""
+    return {} if backend.dbt_target is None else {"DBT_TARGET": backend.dbt_target}
 
 
 def warm_up(warehouse: WarehouseResource) -> bool:
     """Start parsing the dbt project for this data directory in the background (``dbt_warmup``)."""
-    with environ(target_env(warehouse)):
+    with environ(target_env(warehouse.backend)):
         return start_parse(DBT_PROJECT_DIR, build_target(warehouse), warehouse.working_db, DATABASE_ENV, vars_args())
 
 
@@ -316,7 +317,7 @@ def read_run_results(target: Path) -> dict[str, Any] | None:
 
 
 @contextmanager
-def logged_build(data_dir: Path, run_id: str, *, whole: bool) -> Iterator[None]:
+def logged_build(data_dir: Path, backend: StorageBackend, run_id: str, *, whole: bool) -> Iterator[None]:
     """Log the build in ``freight_meta.sync_runs`` (stream ``dbt_build``): running, then success or failed.
 
     The publish refuses a working database whose latest build did not succeed (marts half rebuilt).
@@ -324,7 +325,7 @@ def logged_build(data_dir: Path, run_id: str, *, whole: bool) -> Iterator[None]:
     ``success``: it does not vouch for the marts it skipped, so only a whole build settles them.
     """
     record = RunRecord(run_id, DBT_BUILD_STREAM, dt.datetime.now(dt.UTC))
-    with open_warehouse(data_dir) as warehouse:
+    with open_warehouse(data_dir, backend) as warehouse:
         warehouse.run_log.record_run(record)
     try:
         yield
@@ -335,7 +336,7 @@ def logged_build(data_dir: Path, run_id: str, *, whole: bool) -> Iterator[None]:
         record.status = "success" if whole else "partial"
     finally:
         record.finished_at = dt.datetime.now(dt.UTC)
-        with open_warehouse(data_dir) as warehouse:
+        with open_warehouse(data_dir, backend) as warehouse:
             warehouse.run_log.record_run(record)
 
 
@@ -356,14 +357,14 @@ def freight_dbt_models(
 ) -> Iterator[Any]:
     """``dbt build`` (models and data tests) into the working database, which no one else holds now."""
     database = warehouse.working_db
-    lake = warehouse.lake
-    if lake is None and not database.exists():
+    backend = warehouse.backend
+    if backend.working_database_missing(warehouse.path):
         raise FileNotFoundError(f"no working database at {database}: run the freight sync first")
     target = build_target(warehouse)
     args = dbt_build_args()
     whole = not context.is_subset
     fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
-    with open_warehouse(warehouse.path) as held:
+    with open_warehouse(warehouse.path, backend) as held:
         plan = plan_build(held, fingerprint, whole=whole)
     if not plan.run:
         context.log.info(f"dbt build not run: {plan.reason}; the marts are current")
@@ -371,11 +372,11 @@ def freight_dbt_models(
             yield dg.MaterializeResult(asset_key=key, metadata={"dbt_build": f"not run: {plan.reason}"})
         return
     args = [*args, *plan.args]
-    context.log.info(f"{plan.reason}: dbt {' '.join(args)} into {lake.describe() if lake else database}")
+    context.log.info(f"{plan.reason}: dbt {' '.join(args)} into {backend.describe(warehouse.path)}")
     began = dt.datetime.now(dt.UTC)
     wait_for_parse(target)  # started by the sync when this data directory was new to dbt
-    with logged_build(warehouse.path, context.run_id, whole=whole), \
-            environ({DATABASE_ENV: str(database), **target_env(warehouse)}):
+    with logged_build(warehouse.path, backend, context.run_id, whole=whole), \
+            environ({DATABASE_ENV: str(database), **target_env(backend)}):
         (target / RUN_RESULTS).unlink(missing_ok=True)  # never read a previous build's results
         invocation = dbt.cli(args, context=context, target_path=target, raise_on_error=False)
         yield from invocation.stream()
@@ -387,6 +388,6 @@ def freight_dbt_models(
             error = invocation.get_error()
             raise DbtBuildFailed.from_target(target, invocation.process.returncode, str(error or ""))
     if whole:
-        with open_warehouse(warehouse.path) as held:
+        with open_warehouse(warehouse.path, backend) as held:
             covered = record_build(held, fingerprint, began, context.run_id)
         context.log.info(f"the marts now cover every change: {covered} changed shipments rebuilt")

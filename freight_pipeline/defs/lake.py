@@ -17,15 +17,12 @@ from freight_pipeline.config import minutes_from_env
 from freight_pipeline.defs.jobs import WRITER_TAG, default_schedule_status
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_metadata
-from freight_pipeline.lake.connect import connect_lake
-from freight_pipeline.lake.settings import LakeSettings
-from freight_pipeline.lake.snapshots import DEFAULT_RETENTION, maintain
+from freight_pipeline.lake.backend import DEFAULT_RETENTION, LakeBackend
 from freight_pipeline.sync.backfill import IdRange, id_ranges_between
 from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.runner import run_stream
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
-from freight_pipeline.warehouse.ddl import explained_out_of_memory, memory_limit
-from freight_pipeline.warehouse.paths import LAKE_SCRATCH
+from freight_pipeline.warehouse.backend import StorageBackend
 
 if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -65,13 +62,12 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
     def shipments_backfill(
         context: dg.AssetExecutionContext, freight_service: FreightServiceResource, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:
-        if warehouse.lake is None:
-            raise RuntimeError("the backfill writes a lake: set FREIGHT_LAKE_CATALOG_URI and FREIGHT_LAKE_DATA_URI")
+        backend = lake_backend(warehouse, "the backfill writes a lake")
         id_range = IdRange.parse(context.partition_key)
         settings = dataclasses.replace(freight_service.sync_settings(), id_range=id_range, backfill_plan=plan,
                                        fetch_batch_size=freight_service.backfill_batch_size)
         result = run_stream(SHIPMENTS, freight_service.service_settings(), warehouse.path, settings,
-                            run_id=context.run_id, progress=Throttled(context.log.info, 15.0))
+                            run_id=context.run_id, progress=Throttled(context.log.info, 15.0), backend=backend)
         context.log.info(f"partition {id_range.key}: read {result.rows_read}, wrote {result.rows_written} rows "
                          f"in {result.requests} requests")
         return dg.MaterializeResult(metadata=stream_metadata(result, None))
@@ -90,14 +86,7 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
 @dg.op(description="DuckLake compaction and snapshot expiry (never the published snapshot).")
 def lake_maintenance(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> None:
     retention = dt.timedelta(minutes=minutes_from_env(RETENTION_ENV, int(DEFAULT_RETENTION.total_seconds() // 60)))
-    lake = warehouse.lake
-    if lake is None:
-        raise RuntimeError("lake maintenance needs FREIGHT_LAKE_CATALOG_URI and FREIGHT_LAKE_DATA_URI")
-    # compaction reads and writes whole files: the publish's memory limit, not the sync's
-    scratch = warehouse.working_db.parent / LAKE_SCRATCH
-    with explained_out_of_memory("lake maintenance", "publish"), \
-            connect_lake(lake, scratch, memory_limit("publish")) as con:
-        done = maintain(con, retention)
+    done = lake_backend(warehouse, "lake maintenance needs a lake").maintain(warehouse.path, retention)
     context.log.info(
         f"flushed {done.flushed_inlined} inlined tables, merged {done.merged_files} files, expired "
         f"{done.expired_snapshots} snapshots older than {done.kept_from:%Y-%m-%d %H:%M} UTC, deleted "
@@ -129,9 +118,17 @@ class LakeDefinitions:
     schedules: tuple[dg.ScheduleDefinition, ...] = ()
 
 
-def lake_definitions_from_env() -> LakeDefinitions:
-    """The backfill and maintenance when ``FREIGHT_LAKE_CATALOG_URI`` is set, nothing otherwise."""
-    if LakeSettings.from_env() is None:
+def lake_backend(warehouse: WarehouseResource, needs: str) -> LakeBackend:
+    """The resource's storage, which must be a lake (RuntimeError saying what ``needs`` one otherwise)."""
+    backend = warehouse.backend
+    if not isinstance(backend, LakeBackend):
+        raise RuntimeError(f"{needs}: set FREIGHT_LAKE_CATALOG_URI and FREIGHT_LAKE_DATA_URI")
+    return backend
+
+
+def lake_definitions(backend: StorageBackend) -> LakeDefinitions:
+    """The backfill and maintenance when ``backend`` is a lake, nothing otherwise."""
+    if not isinstance(backend, LakeBackend):
         return LakeDefinitions()
     backfill_asset, backfill_job = build_backfill(backfill_plan_from_env())
     return LakeDefinitions((backfill_asset,), (backfill_job, lake_maintenance_job), (lake_maintenance_schedule,))

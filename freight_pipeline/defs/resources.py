@@ -32,11 +32,10 @@ from freight_pipeline.config import (
     flag_from_env,
     minutes_from_env,
 )
-from freight_pipeline.lake.connect import connect_lake
-from freight_pipeline.lake.settings import LakeSettings
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.warehouse.ddl import memory_limit
-from freight_pipeline.warehouse.paths import LAKE_SCRATCH, working_db_path
+from freight_pipeline.warehouse.backend import StorageBackend
+from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import parquet_root, published_db_path
 
 _DEFAULTS = SyncSettings()
@@ -178,22 +177,16 @@ class WarehouseResource(dg.ConfigurableResource):
         return parquet_root(self.path)
 
     @property
-    def lake(self) -> LakeSettings | None:
-        """The lake the sync writes (``FREIGHT_LAKE_*``), or None: the embedded working database."""
-        return LakeSettings.from_env()
+    def backend(self) -> StorageBackend:
+        """The storage the configuration names (``lake.backend.storage_from_env``): the lake of
+        ``FREIGHT_LAKE_*`` when set, else the embedded working database."""
+        return storage_from_env()
 
     @contextmanager
     def read_working_db(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-only connection to the working database; only while no writer holds it (DuckDB's lock).
         In lake mode: to the lake's latest snapshot (readers never wait for writers there)."""
-        lake = self.lake
-        if lake is not None:
-            with connect_lake(lake, self.working_db.parent / LAKE_SCRATCH, memory_limit(), read_only=True) as con:
-                yield con
-            return
-        if not self.working_db.exists():
-            raise FileNotFoundError(f"no working database at {self.working_db}: run the sync first")
-        con = duckdb.connect(str(self.working_db), read_only=True)
+        con = self.backend.connect_read_only(self.path)
         try:
             yield con
         finally:

@@ -175,6 +175,7 @@ def build_stream_asset(stream: str) -> dg.AssetsDefinition:
             freight_service.sync_settings(),
             run_id=context.run_id,
             progress=Throttled(context.log.info, PROGRESS_EVERY_S),
+            backend=warehouse.backend,
         )
         context.log.info(
             f"{stream}: read {result.rows_read}, wrote {result.rows_written} rows in {result.requests} requests "

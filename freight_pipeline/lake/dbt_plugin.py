@@ -3,6 +3,10 @@ creates the S3 secret and attaches the lake (``FREIGHT_LAKE_*``) before dbt runs
 
 Named in ``dbt_models/profiles.yml``; it replaces dbt-duckdb's ``extensions`` and ``attach`` entries,
 which would download the extensions and could not read the catalog URI's forms from one variable.
+
+It runs in the dbt process the pipeline starts, not in the pipeline: there the environment the
+pipeline passed on is the configuration, so this plugin reads ``FREIGHT_LAKE_*`` itself (the only
+place below the Dagster definitions that does, as the top of its own process).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 ``run_stream`` runs one stream (what one Dagster asset does); ``sync_all`` runs every stream in
 order with one client and publishes at the end (what tests, the crash trials and the benchmark use).
+Both write the warehouse in the storage they are given (``warehouse.backend.StorageBackend``).
 """
 
 from __future__ import annotations
@@ -16,17 +17,15 @@ from pathlib import Path
 
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
 from freight_pipeline.config import ServiceSettings
-from freight_pipeline.lake.settings import LakeSettings
-from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.isolation import StreamUnreachable
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.sync.streams import STREAM_NAMES, Progress, Stream, stream_named
+from freight_pipeline.warehouse.backend import Publication, StorageBackend
 from freight_pipeline.warehouse.ddl import explained_out_of_memory
-from freight_pipeline.warehouse.publish import PublishResult, publish
-from freight_pipeline.warehouse.store import Warehouse
+from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 
 RUN_GC_THRESHOLDS = (10_000, 20, 100)
 """Python's cyclic collector during a run: a run allocates millions of short-lived dicts (parsed
@@ -49,11 +48,6 @@ def fewer_collections() -> Iterator[None]:
 
 def new_run_id() -> str:
     return dt.datetime.now(dt.UTC).strftime("cli-%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:8]
-
-
-def open_warehouse(data_dir: Path) -> Warehouse:
-    """The warehouse the sync writes: the lake when ``FREIGHT_LAKE_CATALOG_URI`` is set, else the working DuckDB."""
-    return Warehouse(Path(data_dir), FREIGHT_TABLES, lake=LakeSettings.from_env())
 
 
 def open_client(service: ServiceSettings, settings: SyncSettings) -> AsyncFreightClient:
@@ -92,7 +86,7 @@ async def run_stream_async(
     tables = stream.tables
     warehouse.run_log.record_run(started, tables)
     try:
-        with explained_out_of_memory(f"stream {name}"), _unreachable_named(stream):
+        with explained_out_of_memory(f"stream {name}", warehouse.backend.duckdb_settings), _unreachable_named(stream):
             if stream.switch is not None and not stream.switch.is_on(settings):
                 result = _switched_off(stream, warehouse, run_id, progress)
             else:
@@ -138,14 +132,17 @@ def run_stream(
     settings: SyncSettings | None = None,
     run_id: str | None = None,
     progress: Progress | None = None,
+    *,
+    backend: StorageBackend,
 ) -> StreamResult:
-    """Run one stream against the service, in its own client and warehouse connection."""
+    """Run one stream against the service, in its own client and warehouse connection (in ``backend``)."""
     settings = settings or SyncSettings()
     run_id = run_id or new_run_id()
 
     async def go() -> StreamResult:
         async with open_client(service, settings) as client:
-            with explained_out_of_memory(f"stream {name}"), open_warehouse(data_dir) as warehouse:
+            with explained_out_of_memory(f"stream {name}", backend.duckdb_settings), \
+                    open_warehouse(data_dir, backend) as warehouse:
                 return await run_stream_async(name, ClientSource(client), warehouse, settings, run_id, progress)
 
     with fewer_collections():
@@ -157,14 +154,16 @@ def sync_all(
     data_dir: Path,
     settings: SyncSettings | None = None,
     *,
+    backend: StorageBackend,
     streams: Sequence[str] = STREAM_NAMES,
     run_id: str | None = None,
     progress: Progress | None = None,
     publish_after: bool = True,
     source_factory: Callable[[AsyncFreightClient], SourceAPI] = ClientSource,
-) -> tuple[list[StreamResult], PublishResult | None]:
-    """Run ``streams`` in order with one client; publish the warehouse when all succeeded (embedded
-    only: in lake mode the result's publish is None).
+) -> tuple[list[StreamResult], Publication | None]:
+    """Run ``streams`` in order with one client into ``backend``; publish the warehouse when all
+    succeeded, unless readers see every commit anyway (a lake: the publish is then None; its publish,
+    a snapshot recorded after a whole dbt build, is the Dagster job's, ``defs.publish``).
 
     ``source_factory`` wraps the client (tests use it to inject faults the simulator cannot make).
     """
@@ -177,7 +176,8 @@ def sync_all(
         results: list[StreamResult] = []
         async with open_client(service, settings) as client:
             source = source_factory(client)
-            with explained_out_of_memory("the sync"), open_warehouse(data_dir) as warehouse:
+            with explained_out_of_memory("the sync", backend.duckdb_settings), \
+                    open_warehouse(data_dir, backend) as warehouse:
                 for name in STREAM_NAMES:
                     if name in streams:
                         results.append(await run_stream_async(name, source, warehouse, settings, run_id, progress))
@@ -185,8 +185,5 @@ def sync_all(
 
     with fewer_collections():
         results = asyncio.run(go())
-    # lake mode: nothing to copy (readers read the lake); its publish, a snapshot recorded after a
-    # whole dbt build, is the Dagster job's (``defs.publish``)
-    lake = LakeSettings.from_env() is not None
-    published = publish(Path(data_dir)) if publish_after and not lake else None
-    return results, published
+    publishes = publish_after and not backend.readers_see_commits
+    return results, backend.publish(Path(data_dir), run_id) if publishes else None

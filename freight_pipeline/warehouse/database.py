@@ -11,10 +11,9 @@ from typing import TypeVar
 import duckdb
 import pyarrow as pa
 
-from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.conflicts import retried_on_conflict
+from freight_pipeline.warehouse.backend import StorageBackend
 
 T = TypeVar("T")
 
@@ -23,15 +22,15 @@ class Database:
     """The connection to the working database, the specs of its tables (``tables``, the source tables,
     and ``meta_tables``, always the ``freight_meta`` ones) and its writing transactions.
 
-    ``lake``: the lake the connection is attached to (None: the embedded DuckDB file); a lake's writes
-    are run again when they met a concurrent writer's commit (:meth:`write`).
+    ``backend``: where the connection leads (it decides whether a write that met a concurrent
+    writer's commit runs again, :meth:`write`).
     """
 
     def __init__(
-        self, con: duckdb.DuckDBPyConnection, tables: Sequence[TableSpec], lake: LakeSettings | None
+        self, con: duckdb.DuckDBPyConnection, tables: Sequence[TableSpec], backend: StorageBackend
     ) -> None:
         self._con: duckdb.DuckDBPyConnection | None = con
-        self.lake = lake
+        self.backend = backend
         self.tables: tuple[TableSpec, ...] = tuple(tables)
         self.meta_tables: tuple[TableSpec, ...] = meta.META_TABLES
         self._by_name: dict[str, TableSpec] = {}
@@ -52,11 +51,6 @@ class Database:
             self._con.close()
             self._con = None
 
-    @property
-    def concurrent_writers(self) -> bool:
-        """Whether other processes may commit to the same tables meanwhile (a lake)."""
-        return self.lake is not None
-
     def spec(self, name: str) -> TableSpec:
         """The spec of ``name`` (``shipments`` or ``freight.shipments``)."""
         try:
@@ -71,13 +65,13 @@ class Database:
 
     def write(self, what: str, body: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
         """``body`` in ONE transaction (:meth:`transaction`), run again from the start when its commit met
-        a concurrent writer's that could not be merged (lake mode; ``what`` names it in messages)."""
+        a concurrent writer's that could not be merged (``StorageBackend.retried``; ``what`` names it)."""
 
         def attempt() -> T:
             with self.transaction() as con:
                 return body(con)
 
-        return retried_on_conflict(what, attempt, retry=self.lake is not None)
+        return self.backend.retried(what, attempt)
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:

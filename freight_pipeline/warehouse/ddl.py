@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -12,14 +11,7 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.config import (
-    DEFAULT_DUCKDB_MEMORY_LIMIT,
-    DEFAULT_PUBLISH_MEMORY_LIMIT,
-    DEFAULT_PUBLISH_STORAGE_VERSION,
-    DUCKDB_MEMORY_LIMIT_ENV,
-    PUBLISH_MEMORY_LIMIT_ENV,
-    PUBLISH_STORAGE_VERSION_ENV,
-)
+from freight_pipeline.config import MEMORY_LIMIT_VARIABLES, PUBLISH_STORAGE_VERSION_ENV, DuckDBSettings
 from freight_pipeline.normalize.schema import TableSpec
 
 log = logging.getLogger(__name__)
@@ -32,22 +24,9 @@ class WarehouseOutOfMemory(RuntimeError):
     """DuckDB hit the pipeline's memory limit; the message names the setting to raise."""
 
 
-LIMITS = {
-    "sync": (DUCKDB_MEMORY_LIMIT_ENV, DEFAULT_DUCKDB_MEMORY_LIMIT),
-    "publish": (PUBLISH_MEMORY_LIMIT_ENV, DEFAULT_PUBLISH_MEMORY_LIMIT),
-}
-"""What a connection is for -> the variable of its memory limit and the limit's default."""
-
-
-def memory_limit(purpose: str = "sync") -> str:
-    variable, default = LIMITS[purpose]
-    return os.environ.get(variable) or default
-
-
-def storage_version() -> str:
-    """The DuckDB storage version of the published file (``FREIGHT_PUBLISH_STORAGE_VERSION`` or its default),
-    checked against this DuckDB: ValueError naming the variable for one it cannot write."""
-    value = os.environ.get(PUBLISH_STORAGE_VERSION_ENV, "").strip() or DEFAULT_PUBLISH_STORAGE_VERSION
+def checked_storage_version(value: str) -> str:
+    """``value`` (the configured storage version of the published file) when this DuckDB writes it,
+    else ValueError naming ``FREIGHT_PUBLISH_STORAGE_VERSION``."""
     problem = None if re.fullmatch(r"latest|v\d+\.\d+\.\d+", value) else "not of the form v1.5.0 or latest"
     if problem is None:
         try:
@@ -68,21 +47,25 @@ def storage_tag(con: duckdb.DuckDBPyConnection, database: str) -> str:
 
 
 @contextmanager
-def explained_out_of_memory(doing: str, purpose: str = "sync") -> Iterator[None]:
+def explained_out_of_memory(doing: str, settings: DuckDBSettings, purpose: str = "sync") -> Iterator[None]:
     """Turn DuckDB's out-of-memory error (whose advice is ``SET memory_limit``, which a pipeline user
-    cannot do) into :class:`WarehouseOutOfMemory` naming the limit in force and its variable."""
+    cannot do) into :class:`WarehouseOutOfMemory` naming the limit in force (``settings``' for
+    ``purpose``) and its variable."""
     try:
         yield
     except duckdb.OutOfMemoryException as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else "out of memory"
         raise WarehouseOutOfMemory(
-            f"{doing} ran out of DuckDB memory ({first_line}); the limit is {memory_limit(purpose)}: "
-            f"raise {LIMITS[purpose][0]} (e.g. 1GB)"
+            f"{doing} ran out of DuckDB memory ({first_line}); the limit is {settings.memory_limit(purpose)}: "
+            f"raise {MEMORY_LIMIT_VARIABLES[purpose]} (e.g. 1GB)"
         ) from exc
 
 
-def connect(path: Path, purpose: str = "sync", *, new_storage_version: str | None = None) -> duckdb.DuckDBPyConnection:
-    """A read-write connection as the pipeline uses them: bounded memory, no insertion order.
+def connect(
+    path: Path, settings: DuckDBSettings, purpose: str = "sync", *, new_storage_version: str | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A read-write connection as the pipeline uses them: bounded memory (``settings``' limit for
+    ``purpose``), no insertion order.
 
     DuckDB's default memory limit is 80 % of the machine's RAM, and its buffer pool keeps what it
     read and wrote, so without a limit the pipeline's memory grows with the warehouse; with one it
@@ -90,14 +73,14 @@ def connect(path: Path, purpose: str = "sync", *, new_storage_version: str | Non
     order, and keeping it would hold whole Parquet row groups in memory at publish.
     ``new_storage_version``: the storage version of the file if this creates it (an existing file keeps its own).
     """
-    limit = memory_limit(purpose)
+    limit = settings.memory_limit(purpose)
     config: dict[str, str | bool] = {"memory_limit": limit, "preserve_insertion_order": False}
     if new_storage_version is not None and not Path(path).exists():
         config["storage_compatibility_version"] = new_storage_version
     try:
         return duckdb.connect(str(path), config=config)
     except (duckdb.InvalidInputException, duckdb.ParserException) as exc:
-        raise ValueError(f"{LIMITS[purpose][0]}={limit!r} is not a DuckDB memory limit: {exc}") from None
+        raise ValueError(f"{MEMORY_LIMIT_VARIABLES[purpose]}={limit!r} is not a DuckDB memory limit: {exc}") from None
 
 
 def run(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[Any]:

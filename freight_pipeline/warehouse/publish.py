@@ -11,14 +11,15 @@ Layout under ``data_dir``::
 The DuckDB file: the working database is checkpointed (its WAL folded into the file) and copied
 byte for byte to ``.publish-tmp-<v>/warehouse.duckdb`` while the pipeline holds it (nothing can
 write it meanwhile); the copy is opened once (which proves it readable, exports the Parquet and,
-when ``schemas`` is given, drops the other schemas). The published file must be in the storage
-version of ``FREIGHT_PUBLISH_STORAGE_VERSION`` (default ``v1.5.0``, which DuckDB 1.5 and later
-open, as the BI tools' drivers do; duckdb 2.0's own format only 2.0 does): a copy already in it is
+when ``schemas`` is given, drops the other schemas). The published file must be in the configured
+storage version (``DuckDBSettings.storage_version``: ``FREIGHT_PUBLISH_STORAGE_VERSION``, default
+``v1.5.0``, which DuckDB 1.5 and later open, as the BI tools' drivers do; duckdb 2.0's own format
+only 2.0 does): a copy already in it is
 published as it is, another (a working database created before the setting, or under another one)
 is converted into ``.publish-tmp-<v>.duckdb`` by ``COPY FROM DATABASE`` (every schema, table,
 view, constraint and comment; the data compacted). The file is fsynced and renamed over
 ``warehouse.duckdb``. A new working database is created in the published format (see
-:class:`~freight_pipeline.warehouse.store.Warehouse`), so a publish is normally a byte copy.
+:class:`~freight_pipeline.warehouse.embedded.EmbeddedDuckDB`), so a publish is normally a byte copy.
 A reader that has the old file open keeps its old snapshot (its inode lives until it closes; the
 DuckDB lock is per inode, so the rename never fails because of it); the next reader opens the new
 file whole. The catalog name is ``warehouse`` in the copy as for readers (the file's name), so
@@ -35,11 +36,12 @@ Linux an already open file stays readable after deletion anyway).
 
 Only a settled working database is published: when the latest ``freight_meta.sync_runs`` row of the
 dbt build (``meta.BUILD_STREAM``) is not a success, or a stream's latest run is still ``running``
-(cut off), the database may hold marts half rebuilt or part of a run, so :class:`UnsettledWarehouse`
-is raised and readers keep the previous publish until a run of each such stream succeeds. A stream
-that *failed* holds back nothing: a stream is a failure domain of its own, each of its batches was
-written whole with its cursor, its tables stay as last written (``freight_meta.table_freshness``
-says since when), and the other streams' data is published.
+(cut off), the database may hold marts half rebuilt or part of a run, so
+:class:`~freight_pipeline.warehouse.backend.UnsettledWarehouse` is raised and readers keep the
+previous publish until a run of each such stream succeeds. A stream that *failed* holds back
+nothing: a stream is a failure domain of its own, each of its batches was written whole with its
+cursor, its tables stay as last written (``freight_meta.table_freshness`` says since when), and the
+other streams' data is published.
 
 A crashed publish leaves at most ``.publish-tmp-*`` files or folders and ``.parquet-versions/tmp-*``
 directories, removed by the next publish; the published file and the symlink are only ever
@@ -64,16 +66,16 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.warehouse import meta
+from freight_pipeline.config import DuckDBSettings
+from freight_pipeline.warehouse.backend import UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.ddl import (
+    checked_storage_version,
     connect,
     explained_out_of_memory,
     first,
-    qualified,
     quote,
     run,
     storage_tag,
-    storage_version,
 )
 from freight_pipeline.warehouse.paths import DB_NAME, working_db_path
 
@@ -93,10 +95,6 @@ ROW_GROUP_BYTES = "32MB"
 """Parquet row groups by size, not by rows: a row group of raw JSON documents is held whole in memory."""
 
 
-class UnsettledWarehouse(RuntimeError):
-    """The working database holds a run that did not succeed: publishing it could show part of a run."""
-
-
 @dataclass(frozen=True)
 class PublishResult:
     database: Path
@@ -114,6 +112,30 @@ class PublishResult:
     converted: bool = False
     """The working database was in another storage version: the published file is its conversion."""
 
+    def summary(self) -> str:
+        """One line for the log."""
+        return (
+            f"published {self.version} (storage {self.storage_version}"
+            f"{', converted from the working database' if self.converted else ''}): {len(self.tables)} tables "
+            f"({len(self.exported)} exported, {len(self.reused)} unchanged) in {self.seconds:.1f} s"
+        )
+
+    def metadata(self) -> dict[str, Any]:
+        """What the publish asset shows."""
+        return {
+            "version": self.version,
+            "published_path": self.database,
+            "parquet_dir": parquet_root(self.database.parent),
+            "parquet_version_dir": self.parquet_dir,
+            "tables": len(self.tables),
+            "row_counts": dict(sorted(self.tables.items())),
+            "exported_tables": len(self.exported),
+            "unchanged_tables": len(self.reused),
+            "seconds": round(self.seconds, 3),
+            "storage_version": self.storage_version,
+            "converted": self.converted,
+        }
+
 
 def published_db_path(data_dir: Path) -> Path:
     return Path(data_dir) / PUBLISHED_DB
@@ -128,6 +150,7 @@ def publish(
     data_dir: Path,
     schemas: Sequence[str] | None = None,
     *,
+    settings: DuckDBSettings,
     connection: duckdb.DuckDBPyConnection | None = None,
     keep_versions: int = 2,
     grace: dt.timedelta = dt.timedelta(minutes=10),
@@ -135,17 +158,18 @@ def publish(
     """Publish the working database of ``data_dir`` (see the module doc).
 
     ``schemas``: the schemas to publish (e.g. ``("freight", "freight_meta", "analytics")``);
-    None publishes every schema that has tables. ``connection``: an open connection to the
-    working database (e.g. ``Warehouse.con``) with no transaction in progress; without one the
-    file is opened here (it must not be open in another process, e.g. dbt).
+    None publishes every schema that has tables. ``settings``: the publish's memory limit and the
+    published file's storage version. ``connection``: an open connection to the working database
+    (e.g. ``Warehouse.con``) with no transaction in progress; without one the file is opened here
+    (it must not be open in another process, e.g. dbt).
     """
     started = time.monotonic()
     data_dir = Path(data_dir)
     work = working_db_path(data_dir)
     if not work.exists():
         raise FileNotFoundError(f"no working database at {work}")
-    storage = storage_version()
-    with _publish_lock(data_dir), explained_out_of_memory("the publish", "publish"):
+    storage = checked_storage_version(settings.storage_version)
+    with _publish_lock(data_dir), explained_out_of_memory("the publish", settings, "publish"):
         clean_leftovers(data_dir)
         version = dt.datetime.now(dt.UTC).strftime("v%Y%m%dT%H%M%S%fZ") + f"-{uuid.uuid4().hex[:6]}"
         copy = data_dir / f"{TMP_DB_PREFIX}{version}" / PUBLISHED_DB
@@ -153,10 +177,10 @@ def publish(
         versions = data_dir / VERSIONS_DIR
         stage = versions / f"{TMP_VERSION_PREFIX}{version}"
         try:
-            _snapshot(work, copy, connection)
+            _snapshot(work, copy, connection, settings)
             previous = _current_manifest(data_dir)
             stage.mkdir(parents=True)
-            con = connect(copy, "publish")
+            con = connect(copy, settings, "publish")
             try:
                 if schemas is not None:
                     _drop_other_schemas(con, schemas)
@@ -193,10 +217,12 @@ def publish(
 # --- steps --------------------------------------------------------------------------------------
 
 
-def _snapshot(work: Path, target: Path, connection: duckdb.DuckDBPyConnection | None) -> None:
+def _snapshot(
+    work: Path, target: Path, connection: duckdb.DuckDBPyConnection | None, settings: DuckDBSettings
+) -> None:
     """Byte copy of the checkpointed working database, taken while holding a connection to it."""
     target.parent.mkdir()
-    con = connection if connection is not None else connect(work, "publish")
+    con = connection if connection is not None else connect(work, settings, "publish")
     try:
         _require_settled(con)
         run(con, "CHECKPOINT")
@@ -207,28 +233,6 @@ def _snapshot(work: Path, target: Path, connection: duckdb.DuckDBPyConnection | 
     finally:
         if connection is None:
             con.close()
-
-
-def unsettled_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]:
-    """(stream, run_id, status) of every stream whose latest ``sync_runs`` row holds back a publish: the
-    dbt build's when not a success, another stream's when still running (a failed stream's does not)."""
-    table = qualified(meta.SYNC_RUNS)
-    exists = first(run(con, "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
-                       [meta.SYNC_RUNS.schema, meta.SYNC_RUNS.name]))
-    if not exists or not exists[0]:
-        return []
-    latest = run(
-        con, f"SELECT stream, run_id, status, started_at FROM {table} {meta.LATEST_RUN_PER_STREAM} ORDER BY stream"
-    )
-    successors = set(meta.RETIRED_STREAMS.values())
-    settled_by = {s: started for s, _, status, started in latest if status == "success" and s in successors}
-    return [
-        (stream, run_id, status)
-        for stream, run_id, status, started in latest
-        if status != "success"
-        and (stream == meta.BUILD_STREAM or status != "failed")
-        and not (stream in meta.RETIRED_STREAMS and started < settled_by.get(meta.RETIRED_STREAMS[stream], started))
-    ]
 
 
 def _require_settled(con: duckdb.DuckDBPyConnection) -> None:

@@ -419,7 +419,7 @@ class Writes:
         appended, the latest per stream counting (``meta.LATEST_STATE``): DuckLake refuses a commit that
         deletes from a table another writer inserted into meanwhile, so replacing the row made every
         writer's every batch collide with the others' (a third of the commits of three writers)."""
-        if not self.database.concurrent_writers:
+        if not self.database.backend.concurrent_writers:
             run(con, f"DELETE FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream])
         run(
             con,

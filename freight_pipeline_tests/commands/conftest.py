@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from freight_pipeline.config import REPO_ROOT, ServiceSettings
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.runner import sync_all
 
@@ -27,7 +28,7 @@ def sim() -> Iterator[RunningSimulator]:
 def published(sim: RunningSimulator, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data directory with a published warehouse of ``sim`` (plain ``sync_all``, no Dagster, no dbt)."""
     data_dir = tmp_path_factory.mktemp("published")
-    sync_all(ServiceSettings(sim.base_url, sim.username, sim.password), data_dir)
+    sync_all(ServiceSettings(sim.base_url, sim.username, sim.password), data_dir, backend=storage_from_env())
     return data_dir
 
 

@@ -10,6 +10,7 @@ import yaml
 
 from freight_pipeline.commands.report import on_time_by_mode
 from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.publish import published_db_path
 
 MART_YML = REPO_ROOT / "dbt_models" / "models" / "marts" / "fct_on_time_performance.yml"
@@ -54,7 +55,7 @@ def test_average_delay_is_weighted_by_the_arrivals_with_a_delay_in_minutes(tmp_p
         ("2026-03-01", "AIR", "HKHKG-DEFRA", 2, 2, 1, 2, None),
     ])
 
-    by_mode = {row["mode_of_transport"]: row for row in on_time_by_mode(tmp_path)}
+    by_mode = {row["mode_of_transport"]: row for row in on_time_by_mode(tmp_path, EmbeddedDuckDB())}
 
     assert by_mode["SEA"]["planned"] == 16 and by_mode["SEA"]["arrived"] == 13 and by_mode["SEA"]["on_time"] == 10
     assert by_mode["SEA"]["on_time_share"] == pytest.approx(10 / 13)

@@ -13,6 +13,7 @@ import pytest
 from freight_pipeline.cli import main
 from freight_pipeline.client import AuthenticationError
 from freight_pipeline.config import ServiceSettings
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.streams import STREAM_NAMES
@@ -67,11 +68,13 @@ def test_status_without_a_published_warehouse(tmp_path: Path, capsys: pytest.Cap
 def test_status_shows_a_failed_run_that_was_never_published(
     sim: RunningSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sync_all(ServiceSettings(sim.base_url, sim.username, sim.password), tmp_path, streams=["code_conversions"])
+    sync_all(ServiceSettings(sim.base_url, sim.username, sim.password), tmp_path, streams=["code_conversions"],
+             backend=storage_from_env())
     assert main(["status", "--data-dir", str(tmp_path)]) == 0
     assert "runs after the last publish" not in capsys.readouterr().out  # all published
     with pytest.raises(AuthenticationError):
-        sync_all(ServiceSettings(sim.base_url, sim.username, "wrong-password"), tmp_path, run_id="run-refused")
+        sync_all(ServiceSettings(sim.base_url, sim.username, "wrong-password"), tmp_path, run_id="run-refused",
+                 backend=storage_from_env())
     assert main(["status", "--data-dir", str(tmp_path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     (failed,) = report["unpublished_runs"]
@@ -96,7 +99,7 @@ def test_status_says_what_waits_in_the_retry_queue_and_what_was_nulled(
             {"endpoint": "events", "id": odd, "kind": "set", "path": "[0].date_time.zone_offset", "value": "+99:00"},
         ):
             assert httpx.post(f"{bad.base_url}/_control/corruptions", json=body, timeout=10).status_code == 200
-        sync_all(ServiceSettings(bad.base_url, bad.username, bad.password), tmp_path)
+        sync_all(ServiceSettings(bad.base_url, bad.username, bad.password), tmp_path, backend=storage_from_env())
     assert main(["status", "--data-dir", str(tmp_path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["retry_queue"]["shipments"]["records"] == 1 and report["data_problems"] == {"shipment_events": 1}

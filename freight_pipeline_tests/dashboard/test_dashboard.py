@@ -34,7 +34,7 @@ import pytest
 from websockets.sync.client import connect
 
 from freight_pipeline.commands.processes import LOCALHOST, free_port, start_child, stop_child, wait_http
-from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT
+from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT, DuckDBSettings
 from freight_pipeline.dashboard import display, queries, sources
 from freight_pipeline.dashboard.sources import Filters
 from freight_pipeline.warehouse.ddl import ensure_tables
@@ -61,7 +61,7 @@ NULLED = {"shipments": 2}
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data, _ = built_working_database(tmp_path_factory.mktemp("dashboard"))
-    publish(data)
+    publish(data, settings=DuckDBSettings())
     return data
 
 
@@ -326,7 +326,7 @@ def test_reading_never_holds_up_a_publish(data_dir: Path, tmp_path: Path) -> Non
     with duckdb.connect(str(working_db_path(data))) as work:
         work.execute("DELETE FROM freight_meta.quarantine")
     with sources.open_warehouse(data) as reading:
-        publish(data)
+        publish(data, settings=DuckDBSettings())
         assert queries.bad_data(reading).quarantined.sum() == sum(QUARANTINED.values())
     with sources.open_warehouse(data) as after:
         assert queries.bad_data(after).quarantined.sum() == 0

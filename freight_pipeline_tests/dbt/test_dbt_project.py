@@ -409,6 +409,7 @@ def test_report_average_delay_by_mode_matches_the_milestones(published: Path) ->
     delay is the mean delay_minutes of the planned and arrived POD_ARRIVAL milestones that have one,
     date-only arrivals left out (the mart's per-group averages are rounded to 2 decimals)."""
     from freight_pipeline.commands.report import on_time_by_mode
+    from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 
     data_dir = published / "data"
     with duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True) as con:
@@ -422,7 +423,7 @@ def test_report_average_delay_by_mode_matches_the_milestones(published: Path) ->
     # the data covers the case: some mode has arrivals without a delay in minutes (judged by date)
     assert any(untimed for _, _, untimed in rows), rows
 
-    report = {row["mode_of_transport"]: row["avg_delay_minutes"] for row in on_time_by_mode(data_dir)}
+    report = {row["mode_of_transport"]: row["avg_delay_minutes"] for row in on_time_by_mode(data_dir, EmbeddedDuckDB())}
 
     assert report.keys() == expected.keys()
     for mode, avg in expected.items():

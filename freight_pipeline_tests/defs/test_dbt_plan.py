@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from freight_pipeline.defs.dbt_plan import FULL_REFRESH_ENV, plan_build, project_fingerprint, record_build
-from freight_pipeline.sync.runner import open_warehouse
+from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.records import BatchWrite, RunRecord
-from freight_pipeline.warehouse.store import Warehouse
+from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 
 
 @pytest.fixture
 def wh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Warehouse]:
     monkeypatch.delenv(FULL_REFRESH_ENV, raising=False)
-    with open_warehouse(tmp_path) as warehouse:
+    with open_warehouse(tmp_path, EmbeddedDuckDB()) as warehouse:
         yield warehouse
 
 

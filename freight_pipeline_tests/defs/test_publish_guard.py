@@ -21,6 +21,7 @@ from freight_pipeline.defs.dbt import DBT_BUILD_STREAM
 from freight_pipeline.defs.jobs import CODE_CONVERSIONS_JOB
 from freight_pipeline.defs.publish import PUBLISH_KEY
 from freight_pipeline.defs.sync_assets import table_key
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.paths import working_db_path
@@ -72,7 +73,7 @@ def synced(tmp_path: Path) -> Iterator[Path]:
     data_dir = tmp_path / "data"
     with running_simulator(shipments=40, seed=11) as sim, pytest.MonkeyPatch.context() as env:
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
-        sync_all(service, data_dir)
+        sync_all(service, data_dir, backend=storage_from_env())
         env.setenv("FREIGHT_BASE_URL", sim.base_url)
         env.setenv("FREIGHT_USERNAME", sim.username)
         env.setenv("FREIGHT_PASSWORD", sim.password)

@@ -21,6 +21,7 @@ from bench.lake_harness import (
     write_expected,
 )
 from freight_pipeline.config import ServiceSettings, environ
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
@@ -68,13 +69,14 @@ def test_a_writer_killed_inside_a_commit_then_rerun_ends_exact(
 
     service = ServiceSettings(sim.base_url, sim.username, sim.password)
     with environ(lake_env), pytest.raises(BackfillIncomplete, match=victim):
-        sync_all(service, data_dir, TEST_SETTINGS, publish_after=False)
+        sync_all(service, data_dir, TEST_SETTINGS, publish_after=False, backend=storage_from_env())
 
     rerun = start_writer(env, victim, boundaries, data_dir)
     output, _ = rerun.communicate(timeout=600)
     assert rerun.returncode == 0 and output.strip().endswith("done"), output[-3000:]
     with environ(lake_env):
-        results, published = sync_all(service, data_dir, TEST_SETTINGS, publish_after=False)
+        results, published = sync_all(service, data_dir, TEST_SETTINGS, backend=storage_from_env(),
+                                      publish_after=False)
     assert [r.status for r in results] == ["success"] * len(results)
     assert published is None
     final = read_lake(env, expected)

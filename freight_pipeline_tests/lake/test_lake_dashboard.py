@@ -20,9 +20,9 @@ import pytest
 
 from freight_pipeline.dashboard import queries, sources
 from freight_pipeline.dashboard.sources import Filters
+from freight_pipeline.lake.backend import LakeBackend, publish_snapshot
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV, LakeSettings
-from freight_pipeline.lake.snapshots import publish_snapshot
 from freight_pipeline_tests.dashboard.test_dashboard import (  # noqa: F401 (browser: a fixture, on this module's dashboard)
     CHART_SECTIONS,
     CHROMIUM,
@@ -84,7 +84,7 @@ def test_the_views_read_the_published_snapshot_not_the_latest(
 ) -> None:
     data, env, _ = lake_data
     lake = LakeSettings.from_env(env)
-    with sources.open_warehouse(data, lake) as con:
+    with sources.open_warehouse(data, LakeBackend(lake)) as con:
         assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchall() == [(SHIPMENTS,)]
         assert queries.bad_data(con).quarantined.sum() == sum(QUARANTINED.values())
         for filters in (Filters(), Filters(modes=("SEA",))):
@@ -104,7 +104,8 @@ def test_a_lake_without_a_publish_is_a_message(tmp_path: Path) -> None:
     assert lake is not None
     connect_lake(lake, tmp_path / "spill", "512MB").close()  # the catalog exists, nothing published
     nothing = r"no published warehouse in the DuckLake catalog sqlite:.* \(no published snapshot\); run `make demo`"
-    with pytest.raises(sources.NoWarehouse, match=nothing), sources.open_warehouse(tmp_path / "data", lake):
+    backend = LakeBackend(lake)
+    with pytest.raises(sources.NoWarehouse, match=nothing), sources.open_warehouse(tmp_path / "data", backend):
         pass
 
 

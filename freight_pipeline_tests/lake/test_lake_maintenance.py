@@ -12,11 +12,12 @@ from bench.lake_harness import read_lake, write_expected
 from freight_pipeline.config import ServiceSettings, environ
 from freight_pipeline.defs.lake import RETENTION_ENV, lake_maintenance_job
 from freight_pipeline.defs.resources import WarehouseResource
+from freight_pipeline.lake.backend import connect_published, latest_published, publish_snapshot, storage_from_env
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
-from freight_pipeline.lake.snapshots import connect_published, latest_published, publish_snapshot
 from freight_pipeline.simulator.server import running_simulator
-from freight_pipeline.sync.runner import open_warehouse, sync_all
+from freight_pipeline.sync.runner import sync_all
+from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 
@@ -33,11 +34,12 @@ def test_maintenance_compacts_expires_and_keeps_the_data_and_the_published_snaps
     data_dir = tmp_path / "data"
     with running_simulator(shipments=60, seed=31) as sim, environ(lake_env):
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
-        sync_all(service, data_dir, TEST_SETTINGS)  # batches of 13: many small files and snapshots
-        with open_warehouse(data_dir) as held:
+        backend = storage_from_env()
+        sync_all(service, data_dir, TEST_SETTINGS, backend=backend)  # batches of 13: many small files and snapshots
+        with open_warehouse(data_dir, backend) as held:
             published = publish_snapshot(held.con, "test-run")
         sim.store.changes.modify_shipments(10)
-        sync_all(service, data_dir, TEST_SETTINGS)  # after the publish: the published snapshot is older
+        sync_all(service, data_dir, TEST_SETTINGS, backend=backend)  # after the publish: the published one is older
         expected = write_expected(sim, tmp_path / "expected")
         with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
             snapshots_before = con.execute("SELECT count(*) FROM ducklake_snapshots('lake')").fetchone()[0]

@@ -16,6 +16,7 @@ from bench.lake_harness import even_boundaries, partition_keys, read_lake, servi
 from freight_pipeline.commands.execute import dagster_instance
 from freight_pipeline.commands.report import read_report
 from freight_pipeline.config import environ
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.local import LocalS3
 from freight_pipeline.lake.settings import LakeSettings
@@ -90,7 +91,7 @@ def test_three_partition_writers_then_the_incremental_job_end_exact(
     assert build == [("success",)]
     assert snapshots == 1
     with environ(env):  # `freight-pipeline status` and the demo's summary read the lake's published snapshot
-        report = read_report(tmp_path / "data")
+        report = read_report(tmp_path / "data", storage_from_env())
     assert report["published"]["version"].startswith("snapshot ")
     assert report["tables"]["freight.shipments"] == SHIPMENTS
     assert report["tables"]["analytics.fct_shipments"] == SHIPMENTS

@@ -9,6 +9,7 @@ import duckdb
 import pytest
 
 from freight_pipeline.config import ServiceSettings
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.result import StreamResult
@@ -48,7 +49,8 @@ def syncer(sim: RunningSimulator, data_dir: Path, publish_after: bool = True) ->
     def run(settings: SyncSettings = TEST_SETTINGS, source_factory: Callable[..., object] = ClientSource,
             **options: object) -> dict[str, StreamResult]:
         options.setdefault("publish_after", publish_after)
-        results, _ = sync_all(service_of(sim), data_dir, settings, source_factory=source_factory, **options)
+        results, _ = sync_all(service_of(sim), data_dir, settings, backend=storage_from_env(),
+                              source_factory=source_factory, **options)
         return {r.stream: r for r in results}
 
     return run

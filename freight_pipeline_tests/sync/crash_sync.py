@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from freight_pipeline.config import ServiceSettings
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.sync.runner import sync_all
-from freight_pipeline.warehouse.publish import publish
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 
 CRASH_SETTINGS = dataclasses.replace(RECONCILE_SETTINGS, page_size=10, fetch_batch_size=5)
@@ -28,9 +28,11 @@ def say(line: str) -> None:
 
 def main() -> None:
     data_dir, run_id = Path(sys.argv[1]), sys.argv[2]
-    sync_all(ServiceSettings.from_env(), data_dir, CRASH_SETTINGS, run_id=run_id, progress=say, publish_after=False)
+    backend = storage_from_env()
+    sync_all(ServiceSettings.from_env(), data_dir, CRASH_SETTINGS, backend=backend, run_id=run_id, progress=say,
+             publish_after=False)
     say("publishing")
-    publish(data_dir)
+    backend.publish(data_dir, run_id)
     say("done")
 
 

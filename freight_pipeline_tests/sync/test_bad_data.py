@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.isolation import CircuitOpen
 from freight_pipeline.sync.result import StreamResult
@@ -44,7 +45,7 @@ class Synced:
 
 
 def sync(sim: RunningSimulator, data_dir: Path) -> Synced:
-    results, published = sync_all(service_of(sim), data_dir, TEST_SETTINGS)
+    results, published = sync_all(service_of(sim), data_dir, TEST_SETTINGS, backend=storage_from_env())
     return Synced({r.stream: r for r in results}, published)
 
 
@@ -386,11 +387,12 @@ def test_the_breaker_counts_only_new_failures(sim: RunningSimulator, tmp_path: P
     victims = [d["id"] for d in documents(sim)[:2]]
     for victim in victims:
         corrupt(sim, "shipment", victim, "truncated")
-    sync_all(service_of(sim), tmp_path, settings)  # 2 of 60: quarantined
+    sync_all(service_of(sim), tmp_path, settings, backend=storage_from_env())  # 2 of 60: quarantined
     more = [d["id"] for d in documents(sim)[2:4]]
     for victim in more:
         corrupt(sim, "shipment", victim, "truncated")
     changed(sim, more)
-    _, published = sync_all(service_of(sim), tmp_path, settings)  # 2 new + 2 retried failures: 2 < 3
+    # 2 new + 2 retried failures: 2 < 3
+    _, published = sync_all(service_of(sim), tmp_path, settings, backend=storage_from_env())
     assert published is not None
     assert {k for s, k in quarantined(tmp_path) if s == "shipments"} == {str(i) for i in victims + more}

@@ -28,6 +28,7 @@ import duckdb
 
 from freight_pipeline.config import REPO_ROOT, ServiceSettings
 from freight_pipeline.datetimes import parse_iso_datetime, to_utc
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.result import StreamResult
@@ -52,7 +53,7 @@ def start_sync(env: dict[str, str], data_dir: Path, run_id: str, log: Path) -> s
 
 def run_to_completion(service: ServiceSettings, data_dir: Path, run_id: str) -> dict[str, StreamResult]:
     """A whole run and publish, in this process (only the runs that get killed need a process of their own)."""
-    results, published = sync_all(service, data_dir, RECONCILE_SETTINGS, run_id=run_id)
+    results, published = sync_all(service, data_dir, RECONCILE_SETTINGS, run_id=run_id, backend=storage_from_env())
     assert published is not None
     return {r.stream: r for r in results}
 

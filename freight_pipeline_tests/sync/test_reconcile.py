@@ -13,8 +13,9 @@ from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import RowCountMismatch
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.cursor import ShipmentKey
-from freight_pipeline.sync.runner import open_warehouse
 from freight_pipeline.sync.shipments import RECONCILE_STREAM
+from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
+from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.sync.conftest import (
     SMALL_SHIPMENTS,
     SyncFn,
@@ -68,7 +69,7 @@ def test_a_missing_and_a_stale_shipment_are_refetched(
     work_sync(NO_RECONCILE)
     oldest = sorted(ShipmentKey.of_shipment(doc) for doc in small_sim.store.reader.expected_documents())
     missing, stale = oldest[0].id, oldest[1].id  # far below the overlap window of the next run
-    with open_warehouse(tmp_path) as warehouse:  # damage the working database behind the sync's back
+    with open_warehouse(tmp_path, EmbeddedDuckDB()) as warehouse:  # damage the working database behind the sync's back
         apply_shipment_batch(warehouse, run_id="damage", tables={}, unit_ids=[], deleted_ids=[missing])
         warehouse.con.execute(
             "UPDATE freight_meta.raw_shipments SET last_modified_at = last_modified_at - INTERVAL 1 DAY, "

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from freight_pipeline.warehouse.store import Warehouse
-from freight_pipeline_tests.warehouse.helpers import TABLES, apply_shipment_batch, shipment_batch
+from freight_pipeline_tests.warehouse.helpers import TABLES, apply_shipment_batch, publish_held, shipment_batch
 
 STREAM = "shipments"
 
@@ -35,7 +35,7 @@ def main() -> None:
             apply_shipment_batch(wh, "crash", tables, ids, raw_documents=raw, cursor=cursor)
             batch += 1
             if batch % 4 == 0:
-                wh.publish(grace=dt.timedelta(0), keep_versions=1)
+                publish_held(wh, grace=dt.timedelta(0), keep_versions=1)
             print(last + 3, flush=True)
 
 

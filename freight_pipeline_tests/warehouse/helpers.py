@@ -1,5 +1,6 @@
-"""Small table specs (a parent, two children, a moving child, a full-refresh table), batch builders and
-:func:`apply_shipment_batch`, the keyword form of ``Writes.apply_batch`` the tests write with."""
+"""Small table specs (a parent, two children, a moving child, a full-refresh table), batch builders,
+:func:`apply_shipment_batch`, the keyword form of ``Writes.apply_batch`` the tests write with, and
+:func:`publish_held`, the publish of an open warehouse."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from freight_pipeline.config import DuckDBSettings
 from freight_pipeline.normalize.schema import Column, TableSpec
+from freight_pipeline.warehouse.publish import PublishResult, publish
 from freight_pipeline.warehouse.records import (
     DEFAULT_BACKOFF,
     Backoff,
@@ -140,3 +143,12 @@ def apply_shipment_batch(
         ),
         backoff=backoff,
     )
+
+
+def publish_held(
+    wh: Warehouse, schemas: Sequence[str] | None = None, *, settings: DuckDBSettings | None = None, **options: Any
+) -> PublishResult:
+    """The embedded publish of ``wh``'s working database through its open connection, with its backend's
+    DuckDB settings (or ``settings``)."""
+    return publish(wh.data_dir, schemas, settings=settings or wh.backend.duckdb_settings, connection=wh.con,
+                   **options)

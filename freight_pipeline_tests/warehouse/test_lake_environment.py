@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 from freight_pipeline.cli import main
+from freight_pipeline.lake.backend import LakeBackend
 from freight_pipeline.lake.connect import LakeUnavailable
 from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV, LakeSettings
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
@@ -29,7 +30,7 @@ def test_lake_mode_names_the_lake_environment(tmp_path: Path) -> None:
     catalog = tmp_path / "catalog.sqlite"
     lake = LakeSettings.from_env({CATALOG_URI_ENV: f"sqlite:///{catalog}", DATA_URI_ENV: str(tmp_path / "lake")})
     with pytest.raises(LakeUnavailable) as raised:
-        Warehouse(tmp_path / "data", FREIGHT_TABLES, lake=lake)
+        Warehouse(tmp_path / "data", FREIGHT_TABLES, backend=LakeBackend(lake))
     message = str(raised.value)
     assert "make setup-lake" in message and "constraints-lake.txt" in message
     assert f"duckdb {duckdb.__version__}" in message

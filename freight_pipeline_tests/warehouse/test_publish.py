@@ -13,11 +13,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from freight_pipeline.config import PUBLISH_MEMORY_LIMIT_ENV
+from freight_pipeline.config import PUBLISH_MEMORY_LIMIT_ENV, DuckDBSettings
+from freight_pipeline.warehouse.backend import UnsettledWarehouse
 from freight_pipeline.warehouse.ddl import WarehouseOutOfMemory
 from freight_pipeline.warehouse.publish import (
     VERSIONS_DIR,
-    UnsettledWarehouse,
     clean_leftovers,
     parquet_root,
     publish,
@@ -25,7 +25,14 @@ from freight_pipeline.warehouse.publish import (
 )
 from freight_pipeline.warehouse.records import RunRecord
 from freight_pipeline.warehouse.store import Warehouse
-from freight_pipeline_tests.warehouse.helpers import CODES, TABLES, apply_shipment_batch, codes, shipment_batch
+from freight_pipeline_tests.warehouse.helpers import (
+    CODES,
+    TABLES,
+    apply_shipment_batch,
+    codes,
+    publish_held,
+    shipment_batch,
+)
 
 READER = Path(__file__).with_name("reader_process.py")
 
@@ -55,7 +62,7 @@ def wh(tmp_path: Path) -> Warehouse:
 def test_publish_produces_a_readable_database_and_parquet_with_the_same_counts(wh: Warehouse, tmp_path: Path) -> None:
     apply(wh, [1, 2, 3])
     wh.writes.replace_table("run", CODES, codes(4))
-    result = wh.publish()
+    result = publish_held(wh)
     counts = wh.reads.row_counts()
     assert published_counts(tmp_path) == counts == result.tables
     for name, n in counts.items():
@@ -71,16 +78,16 @@ def test_publish_without_a_warehouse_object_and_unchanged_tables_keep_their_file
     apply(wh, [1, 2])
     wh.writes.replace_table("run", CODES, codes(2))
     wh.close()
-    first = publish(tmp_path)
+    first = publish(tmp_path, settings=DuckDBSettings())
     assert len(first.exported) == len(first.tables) and not first.reused
     lines = parquet_root(tmp_path) / "freight" / "lines" / "data.parquet"
     inode = lines.stat().st_ino
-    second = publish(tmp_path)
+    second = publish(tmp_path, settings=DuckDBSettings())
     assert not second.exported and sorted(second.reused) == sorted(second.tables)
     assert lines.stat().st_ino == inode and second.version != first.version
     with Warehouse(tmp_path, TABLES) as again:
         again.writes.replace_table("run2", CODES, codes(3))
-        third = again.publish()
+        third = publish_held(again)
     assert "freight.codes" in third.exported and "freight.lines" in third.reused
     assert parquet_count(tmp_path, "freight", "codes") == 3
 
@@ -90,10 +97,10 @@ def test_schemas_select_what_is_published_and_views_survive(wh: Warehouse, tmp_p
     wh.con.execute("CREATE SCHEMA analytics")
     wh.con.execute("CREATE TABLE analytics.mart AS SELECT shipment_id FROM freight.parents")
     wh.con.execute("CREATE VIEW analytics.stg AS SELECT * FROM warehouse.freight.parents")
-    wh.publish(schemas=("freight", "freight_meta"))
+    publish_held(wh, schemas=("freight", "freight_meta"))
     assert not any(name.startswith("analytics.") for name in published_counts(tmp_path))
     assert not (parquet_root(tmp_path) / "analytics").exists()
-    result = wh.publish(schemas=("freight", "freight_meta", "analytics"))
+    result = publish_held(wh, schemas=("freight", "freight_meta", "analytics"))
     assert result.tables["analytics.mart"] == 2 and parquet_count(tmp_path, "analytics", "mart") == 2
     with duckdb.connect(str(published_db_path(tmp_path)), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM analytics.stg").fetchall() == [(2,)]
@@ -102,7 +109,7 @@ def test_schemas_select_what_is_published_and_views_survive(wh: Warehouse, tmp_p
 
 def test_leftovers_of_a_crashed_publish_are_removed_and_old_versions_pruned(wh: Warehouse, tmp_path: Path) -> None:
     apply(wh, [1])
-    wh.publish()
+    publish_held(wh)
     (tmp_path / ".publish-tmp-v1.duckdb").write_bytes(b"half a file")
     (tmp_path / ".publish-tmp-v1.duckdb.tmp").mkdir()  # DuckDB's spill folder of that copy
     (tmp_path / ".publish-tmp-v1.duckdb.tmp" / "duckdb_temp_storage-0.tmp").write_bytes(b"spilled")
@@ -111,7 +118,7 @@ def test_leftovers_of_a_crashed_publish_are_removed_and_old_versions_pruned(wh: 
     (tmp_path / "warehouse.duckdb.wal").write_bytes(b"stale wal of the old file")
     for i in range(4):
         apply(wh, [10 + i])
-        wh.publish(keep_versions=1, grace=dt.timedelta(0))
+        publish_held(wh, keep_versions=1, grace=dt.timedelta(0))
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".publish-tmp", "parquet."))) == []
     assert not (tmp_path / "warehouse.duckdb.wal").exists()
     versions = sorted(p.name for p in (tmp_path / VERSIONS_DIR).iterdir())
@@ -123,7 +130,7 @@ def test_leftovers_of_a_crashed_publish_are_removed_and_old_versions_pruned(wh: 
 def test_a_legacy_parquet_directory_is_moved_aside(wh: Warehouse, tmp_path: Path) -> None:
     (tmp_path / "parquet" / "freight").mkdir(parents=True)
     apply(wh, [1])
-    wh.publish()
+    publish_held(wh)
     assert parquet_root(tmp_path).is_symlink() and parquet_count(tmp_path, "freight", "parents") == 1
 
 
@@ -143,7 +150,7 @@ def _results(proc: subprocess.Popen[str]) -> list[dict[str, int | str]]:
 
 def test_readers_in_other_processes_during_publishes(wh: Warehouse, tmp_path: Path) -> None:
     apply(wh, [1, 2, 3])
-    wh.publish()
+    publish_held(wh)
     db, stop = published_db_path(tmp_path), tmp_path / "stop"
     holder = _start_reader(db, stop, "hold")
     refresher = _start_reader(db, stop, "reopen")
@@ -151,7 +158,7 @@ def test_readers_in_other_processes_during_publishes(wh: Warehouse, tmp_path: Pa
         for i in range(5):
             apply(wh, [10 + i], version=i)
             started = time.monotonic()
-            result = wh.publish(grace=dt.timedelta(0), keep_versions=1)
+            result = publish_held(wh, grace=dt.timedelta(0), keep_versions=1)
             assert time.monotonic() - started < 10
             assert result.tables["freight.parents"] == 4 + i
             with duckdb.connect(str(db), read_only=True) as fresh:  # a new reader sees the new state
@@ -179,25 +186,25 @@ def test_a_run_that_did_not_succeed_is_never_published(wh: Warehouse, tmp_path: 
     apply(wh, [1, 2])
     _run(wh, "r1", "shipments", "success", 0)
     _run(wh, "r1", "dbt_build", "success", 1)
-    first = wh.publish()
+    first = publish_held(wh)
     apply(wh, [3])  # a later run wrote a batch, then one of its streams failed and its build was cut off
     _run(wh, "r2", "shipments", "success", 10)
     _run(wh, "r2", "code_conversions", "failed", 11)
     _run(wh, "r2", "dbt_build", "running", 12)
     with pytest.raises(UnsettledWarehouse, match=r"\(dbt_build running in run r2\)"):  # the failed stream is not named
-        wh.publish()
+        publish_held(wh)
     assert published_counts(tmp_path)["freight.parents"] == 2  # readers keep the last publish
     assert (parquet_root(tmp_path)).resolve() == first.parquet_dir
     assert not list(tmp_path.glob(".publish-tmp-*"))  # refused before anything was copied
     _run(wh, "r3", "shipments", "running", 20)  # a stream cut off (a crash) holds back too
     with pytest.raises(UnsettledWarehouse, match=r"shipments running in run r3"):
-        wh.publish()
+        publish_held(wh)
     _run(wh, "r3", "shipments", "success", 20)
     _run(wh, "r3", "dbt_build", "partial", 21)  # a build of some models does not vouch for the others
     with pytest.raises(UnsettledWarehouse, match=r"dbt_build partial in run r3"):
-        wh.publish()
+        publish_held(wh)
     _run(wh, "r4", "dbt_build", "success", 30)
-    assert wh.publish().tables["freight.parents"] == 3
+    assert publish_held(wh).tables["freight.parents"] == 3
 
 
 def test_a_failed_stream_holds_back_no_publish_once_the_build_after_it_succeeded(wh: Warehouse) -> None:
@@ -207,9 +214,9 @@ def test_a_failed_stream_holds_back_no_publish_once_the_build_after_it_succeeded
     _run(wh, "r1", "documents", "failed", 1)
     _run(wh, "r1", "dbt_build", "running", 2)  # skipped after the failed stream: cut off
     with pytest.raises(UnsettledWarehouse, match=r"\(dbt_build running in run r1\)"):
-        wh.publish()
+        publish_held(wh)
     _run(wh, "b1", "dbt_build", "success", 3)  # the build run that follows a failed stream
-    assert wh.publish().tables["freight.parents"] == 2
+    assert publish_held(wh).tables["freight.parents"] == 2
 
 
 def test_a_retired_streams_failed_run_holds_back_only_until_its_successor_succeeds(wh: Warehouse) -> None:
@@ -218,21 +225,21 @@ def test_a_retired_streams_failed_run_holds_back_only_until_its_successor_succee
     _run(wh, "old", "shipment_events", "running", 1)  # an earlier version's detail stream, cut off
     _run(wh, "old", "dbt_build", "success", 2)
     with pytest.raises(UnsettledWarehouse, match=r"shipment_events running in run old"):
-        wh.publish()
+        publish_held(wh)
     _run(wh, "new", "shipments", "success", 10)  # the one-pass shipments stream does its work now
-    assert wh.publish().tables["freight.parents"] == 1
+    assert publish_held(wh).tables["freight.parents"] == 1
 
 
 def test_running_out_of_duckdb_memory_names_the_setting_to_raise(
     wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     apply(wh, list(range(1, 2001)))
-    wh.publish()
+    publish_held(wh)
     before = published_counts(tmp_path)
     apply(wh, [5000])
     monkeypatch.setenv(PUBLISH_MEMORY_LIMIT_ENV, "1MB")  # the publish's own connections get it
     with pytest.raises(WarehouseOutOfMemory, match=rf"the publish ran out of DuckDB memory .*; the limit is 1MB: "
                        rf"raise {PUBLISH_MEMORY_LIMIT_ENV}"):
-        wh.publish()
+        publish_held(wh, settings=DuckDBSettings.from_env())
     assert published_counts(tmp_path) == before  # readers keep the last complete version
     assert clean_leftovers(tmp_path) == []  # and the failed attempt left nothing behind

@@ -10,7 +10,8 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
+from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV, DuckDBSettings
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batch
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, SHIPMENT_DOCUMENT_TABLES
@@ -313,20 +314,20 @@ def test_real_freight_tables(tmp_path: Path) -> None:
 
 def test_connections_have_a_bounded_memory_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(DUCKDB_MEMORY_LIMIT_ENV, raising=False)
-    with Warehouse(tmp_path, TABLES) as wh:
+    with Warehouse(tmp_path, TABLES, backend=storage_from_env()) as wh:
         limit, ordered = wh.con.execute(
             "SELECT current_setting('memory_limit'), current_setting('preserve_insertion_order')"
         ).fetchall()[0]
     assert (limit, ordered) == ("122.0 MiB", False)  # DEFAULT_DUCKDB_MEMORY_LIMIT = 128MB, not 80 % of the RAM
-    publishing = connect(tmp_path / "other.duckdb", "publish")
+    publishing = connect(tmp_path / "other.duckdb", DuckDBSettings.from_env(), "publish")
     assert publishing.execute("SELECT current_setting('memory_limit')").fetchall() == [("488.2 MiB",)]  # 512MB
     publishing.close()
     monkeypatch.setenv(DUCKDB_MEMORY_LIMIT_ENV, "64MB")
-    with Warehouse(tmp_path, TABLES) as wh:
+    with Warehouse(tmp_path, TABLES, backend=storage_from_env()) as wh:
         assert wh.con.execute("SELECT current_setting('memory_limit')").fetchall() == [("61.0 MiB",)]
     monkeypatch.setenv(DUCKDB_MEMORY_LIMIT_ENV, "lots")
     with pytest.raises(ValueError, match=f"{DUCKDB_MEMORY_LIMIT_ENV}='lots' is not a DuckDB memory limit"):
-        Warehouse(tmp_path, TABLES)
+        Warehouse(tmp_path, TABLES, backend=storage_from_env())
 
 
 def test_a_shipment_read_again_with_the_same_content_is_not_written_again(wh: Warehouse) -> None:

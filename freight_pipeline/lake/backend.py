@@ -1,0 +1,269 @@
+"""Lake mode's storage (:class:`LakeBackend`): the warehouse as a DuckLake written by several
+processes at once, its publish, readers and maintenance on DuckLake snapshots; and the one choice of
+the storage from the configuration (:func:`storage_from_env`).
+
+Concurrent writers: a write whose transaction met another writer's commit that DuckLake could not
+merge (both created a table, say) rolled back, so it is run again (:meth:`LakeBackend.retried`).
+
+Every commit of the sync (one batch: its rows in every table plus the cursor) is one DuckLake
+snapshot, so a reader of the latest snapshot already sees committed, consistent source tables. The
+dbt build, though, commits mart by mart; so the publish records the snapshot a whole successful
+build ended at in ``freight_meta.published_snapshots``, and readers who want marts and source
+tables of one run (dashboards) open THAT snapshot (:func:`connect_published`), as embedded readers
+open the published copy. Maintenance (:func:`maintain`) never expires it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import duckdb
+
+from freight_pipeline.config import DuckDBSettings
+from freight_pipeline.lake.connect import (
+    CONFLICT_ATTEMPTS,
+    LakeCommitConflict,
+    attach_sql,
+    connect_lake,
+    is_commit_conflict,
+    literal,
+)
+from freight_pipeline.lake.settings import LAKE_ALIAS, LakeSettings
+from freight_pipeline.warehouse.backend import PublishedState, StorageBackend, UnsettledWarehouse, unsettled_runs
+from freight_pipeline.warehouse.ddl import explained_out_of_memory, first, run
+from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
+from freight_pipeline.warehouse.paths import LAKE_SCRATCH, WORK_DIR
+from freight_pipeline.warehouse.store import open_warehouse
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DBT_TARGET = "lake"
+"""The dbt profile's target that builds the marts in the lake (``dbt_models/profiles.yml``)."""
+
+PUBLISHED_SNAPSHOTS = "freight_meta.published_snapshots"
+DEFAULT_RETENTION = dt.timedelta(days=7)
+"""How long snapshots stay readable (time travel) before maintenance expires them."""
+REWRITE_DELETED_SHARE = 0.1
+"""A data file is rewritten without its deleted rows once this share of them is deleted: every changed
+shipment deletes its old rows, so files collect delete files (DuckLake's own default waits for 95 %)."""
+ORPHAN_AGE = dt.timedelta(hours=1)
+"""A file no snapshot references is deleted once this old: younger ones may be a running writer's,
+written before its commit."""
+
+
+@dataclass(frozen=True)
+class PublishedSnapshot:
+    snapshot_id: int
+    published_at: dt.datetime
+    run_id: str
+
+
+def current_snapshot(con: duckdb.DuckDBPyConnection) -> int:
+    return int(first(run(con, f"SELECT id FROM {LAKE_ALIAS}.current_snapshot()"))[0])
+
+
+def publish_snapshot(con: duckdb.DuckDBPyConnection, run_id: str) -> PublishedSnapshot:
+    """Record the lake's current snapshot as the published one; UnsettledWarehouse (nothing recorded)
+    when a stream or the dbt build of the latest run failed, as the embedded publish refuses."""
+    unsettled = unsettled_runs(con)
+    if unsettled:
+        described = "; ".join(f"{stream} {status} (run {run})" for stream, status, run in unsettled)
+        raise UnsettledWarehouse(f"not published: the latest run of some streams did not succeed: {described}")
+    run(con, f"CREATE TABLE IF NOT EXISTS {PUBLISHED_SNAPSHOTS} "
+             "(snapshot_id BIGINT NOT NULL, published_at TIMESTAMPTZ NOT NULL, run_id VARCHAR NOT NULL)")
+    snapshot = PublishedSnapshot(current_snapshot(con), dt.datetime.now(dt.UTC), run_id)
+    run(con, f"INSERT INTO {PUBLISHED_SNAPSHOTS} VALUES (?, ?, ?)",
+        [snapshot.snapshot_id, snapshot.published_at, snapshot.run_id])
+    return snapshot
+
+
+def latest_published(con: duckdb.DuckDBPyConnection) -> PublishedSnapshot | None:
+    exists = first(run(con, "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                            "AND schema_name = 'freight_meta' AND table_name = 'published_snapshots'"))
+    if not exists or not exists[0]:
+        return None
+    row = first(run(con, f"SELECT snapshot_id, published_at, run_id FROM {PUBLISHED_SNAPSHOTS} "
+                         "ORDER BY snapshot_id DESC LIMIT 1"))
+    return None if row is None else PublishedSnapshot(int(row[0]), row[1], str(row[2]))
+
+
+def open_published_snapshot(
+    lake: LakeSettings, scratch: Path, memory_limit: str = "512MB"
+) -> tuple[duckdb.DuckDBPyConnection, PublishedSnapshot | None]:
+    """:func:`connect_published`'s connection and the published snapshot it reads (None: nothing
+    published yet, the connection reads the latest snapshot)."""
+    con = connect_lake(lake, scratch, memory_limit, read_only=True)
+    try:
+        published = latest_published(con)
+        if published is not None:  # the same connection, attached again as of that snapshot
+            run(con, "USE memory")
+            run(con, f"DETACH {LAKE_ALIAS}")
+            run(con, attach_sql(lake, read_only=True, snapshot=published.snapshot_id))
+            run(con, f"USE {LAKE_ALIAS}")
+    except BaseException:
+        con.close()
+        raise
+    return con, published
+
+
+def connect_published(lake: LakeSettings, scratch: Path, memory_limit: str = "512MB") -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the lake as of its latest published snapshot (the latest snapshot when
+    none was published yet), attached as ``lake`` and used as the default catalog."""
+    return open_published_snapshot(lake, scratch, memory_limit)[0]
+
+
+@dataclass(frozen=True)
+class MaintenanceResult:
+    flushed_inlined: int
+    merged_files: int
+    expired_snapshots: int
+    removed_files: int
+    kept_from: dt.datetime
+
+
+def maintain(con: duckdb.DuckDBPyConnection, retention: dt.timedelta = DEFAULT_RETENTION) -> MaintenanceResult:
+    """Compaction and expiry: small inlined inserts flushed to Parquet, files with deleted rows rewritten
+    without them, adjacent small files merged,
+    snapshots older than ``retention`` (but never the latest published one) expired, the files only
+    they used deleted, and orphaned files (older than ``ORPHAN_AGE``) too. Safe while writers run
+    (each step is its own DuckLake transaction)."""
+    cutoff = dt.datetime.now(dt.UTC) - retention
+    published = latest_published(con)
+    if published is not None:
+        taken = first(run(con, f"SELECT snapshot_time FROM ducklake_snapshots({literal(LAKE_ALIAS)}) "
+                               "WHERE snapshot_id = ?", [published.snapshot_id]))
+        if taken is not None and taken[0] is not None:
+            cutoff = min(cutoff, taken[0].astimezone(dt.UTC))
+    flushed = run(con, f"CALL ducklake_flush_inlined_data({literal(LAKE_ALIAS)})")
+    rewritten = run(con, f"CALL ducklake_rewrite_data_files({literal(LAKE_ALIAS)}, "
+                         f"delete_threshold => {REWRITE_DELETED_SHARE})")
+    merged = run(con, f"CALL ducklake_merge_adjacent_files({literal(LAKE_ALIAS)})")
+    expired = run(con, f"CALL ducklake_expire_snapshots({literal(LAKE_ALIAS)}, older_than => ?)", [cutoff])
+    removed = run(con, f"CALL ducklake_cleanup_old_files({literal(LAKE_ALIAS)}, older_than => ?)", [cutoff])
+    # files no snapshot references: left by a writer killed between writing its Parquet and committing
+    orphans = run(con, f"CALL ducklake_delete_orphaned_files({literal(LAKE_ALIAS)}, older_than => ?)",
+                  [min(cutoff, dt.datetime.now(dt.UTC) - ORPHAN_AGE)])
+    return MaintenanceResult(len(flushed), len(rewritten) + len(merged), len(expired), len(removed) + len(orphans),
+                             cutoff)
+
+
+@dataclass(frozen=True)
+class LakePublication:
+    """A lake's publish: the snapshot recorded as published, and the rows the warehouse's tables hold."""
+
+    snapshot: PublishedSnapshot
+    lake: str
+    """The lake's description (no secrets)."""
+    row_counts: dict[str, int]
+
+    def summary(self) -> str:
+        return f"published snapshot {self.snapshot.snapshot_id} of the {self.lake}"
+
+    def metadata(self) -> dict[str, Any]:
+        return {"snapshot_id": self.snapshot.snapshot_id, "lake": self.lake,
+                "row_counts": dict(sorted(self.row_counts.items()))}
+
+
+class LakeBackend:
+    """The working warehouse in a DuckLake (``lake``): several writers at once, each commit a snapshot
+    readers of the latest see; the publish records the snapshot a whole successful build ended at."""
+
+    key_constraints = False
+    concurrent_writers = True
+    readers_see_commits = True
+    dbt_target: str | None = DBT_TARGET
+
+    def __init__(self, lake: LakeSettings, duckdb_settings: DuckDBSettings | None = None) -> None:
+        self.lake = lake
+        self.duckdb_settings = duckdb_settings or DuckDBSettings()
+
+    def describe(self, data_dir: Path) -> str:
+        return self.lake.describe()
+
+    def published_where(self, data_dir: Path) -> str:
+        return f"in the {self.lake.describe()}"
+
+    def working_database_missing(self, data_dir: Path) -> bool:
+        return False  # the catalog is created by the first connection
+
+    def nothing_published(self, data_dir: Path) -> bool:
+        return False  # only a connection to the catalog tells
+
+    def connect(self, data_dir: Path) -> duckdb.DuckDBPyConnection:
+        return connect_lake(self.lake, _spill(data_dir, LAKE_SCRATCH), self.duckdb_settings.sync_memory_limit)
+
+    def connect_read_only(self, data_dir: Path) -> duckdb.DuckDBPyConnection:
+        """The lake's latest snapshot (readers never wait for writers here)."""
+        return connect_lake(self.lake, _spill(data_dir, LAKE_SCRATCH), self.duckdb_settings.sync_memory_limit,
+                            read_only=True)
+
+    def retried(self, what: str, attempt: Callable[[], T]) -> T:
+        """``attempt()`` run again (after a growing, jittered wait) while its transaction met a concurrent
+        writer's commit DuckLake could not merge: it rolled back, so running it again is safe.
+        LakeCommitConflict after ``CONFLICT_ATTEMPTS``."""
+        for number in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                return attempt()
+            except duckdb.TransactionException as exc:
+                if not is_commit_conflict(exc):
+                    raise
+                reason = " ".join(str(exc).split())[:600]
+                if number == CONFLICT_ATTEMPTS:
+                    raise LakeCommitConflict(
+                        f"{what} met a concurrent writer's commit {number} times: {reason}"
+                    ) from exc
+                log.warning("%s met a concurrent commit (attempt %d): %s", what, number, reason)
+                time.sleep(min(5.0, 0.05 * 2**number) * (0.5 + random.random()))
+        raise AssertionError("unreachable")
+
+    def publish(self, data_dir: Path, run_id: str) -> LakePublication:
+        """Record the snapshot this run's whole, successful build ended at (what readers open)."""
+        with open_warehouse(data_dir, self) as held:
+            snapshot = publish_snapshot(held.con, run_id)
+            counts = held.reads.row_counts()
+        return LakePublication(snapshot, self.lake.describe(), counts)
+
+    def open_published(self, data_dir: Path, spill: str) -> PublishedState:
+        """The lake as of its published snapshot (before the first publish: as of its latest, not published)."""
+        con, snapshot = open_published_snapshot(self.lake, _spill(data_dir, spill),
+                                                self.duckdb_settings.publish_memory_limit)
+        where = self.published_where(data_dir)
+        database, parquet = self.lake.describe(), self.lake.data_uri.rstrip("/")
+        if snapshot is None:
+            return PublishedState(con, where, database, parquet, None, None, is_published=False)
+        published = snapshot.published_at.astimezone(dt.UTC)
+        return PublishedState(
+            con, f"{where} (snapshot {snapshot.snapshot_id}, published {published:%Y-%m-%d %H:%M} UTC)", database,
+            parquet, f"snapshot {snapshot.snapshot_id}", published.isoformat(timespec="seconds"),
+        )
+
+    def maintain(self, data_dir: Path, retention: dt.timedelta = DEFAULT_RETENTION) -> MaintenanceResult:
+        """:func:`maintain` in a connection of its own, under the publish's memory limit (compaction
+        reads and writes whole files)."""
+        settings = self.duckdb_settings
+        with explained_out_of_memory("lake maintenance", settings, "publish"), \
+                connect_lake(self.lake, _spill(data_dir, LAKE_SCRATCH), settings.publish_memory_limit) as con:
+            return maintain(con, retention)
+
+
+def _spill(data_dir: Path, name: str) -> Path:
+    """Where a lake connection of ``data_dir`` spills what does not fit its memory limit."""
+    return Path(data_dir) / WORK_DIR / name
+
+
+def storage_from_env() -> StorageBackend:
+    """The storage the configuration names, chosen once at the top (the Dagster resources, the
+    commands, the dashboard's page): the lake of ``FREIGHT_LAKE_*`` when set, else the embedded DuckDB
+    file; either with the DuckDB settings of the environment (``config.DuckDBSettings``).
+    LakeConfigError for lake variables that cannot be used."""
+    lake = LakeSettings.from_env()
+    settings = DuckDBSettings.from_env()
+    return EmbeddedDuckDB(settings) if lake is None else LakeBackend(lake, settings)
