@@ -75,7 +75,7 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, run_id: str) -> PublishedSn
     when a stream or the dbt build of the latest run failed, as the embedded publish refuses."""
     unsettled = unsettled_runs(con)
     if unsettled:
-        described = "; ".join(f"{stream} {status} (run {run})" for stream, status, run in unsettled)
+        described = "; ".join(f"{stream} {status} in run {run_id}" for stream, run_id, status in unsettled)
         raise UnsettledWarehouse(f"not published: the latest run of some streams did not succeed: {described}")
     run(con, f"CREATE TABLE IF NOT EXISTS {PUBLISHED_SNAPSHOTS} "
              "(snapshot_id BIGINT NOT NULL, published_at TIMESTAMPTZ NOT NULL, run_id VARCHAR NOT NULL)")

@@ -14,6 +14,7 @@ import duckdb
 import pytest
 
 from freight_pipeline.config import PUBLISH_MEMORY_LIMIT_ENV, DuckDBSettings
+from freight_pipeline.lake.backend import publish_snapshot
 from freight_pipeline.warehouse.backend import UnsettledWarehouse
 from freight_pipeline.warehouse.ddl import WarehouseOutOfMemory
 from freight_pipeline.warehouse.publish import (
@@ -205,6 +206,14 @@ def test_a_run_that_did_not_succeed_is_never_published(wh: Warehouse, tmp_path: 
         publish_held(wh)
     _run(wh, "r4", "dbt_build", "success", 30)
     assert publish_held(wh).tables["freight.parents"] == 3
+
+
+def test_the_lake_refuses_a_run_that_did_not_succeed_in_the_same_words(wh: Warehouse) -> None:
+    """The lake's publish (a snapshot id recorded) applies the same rule to the same ``sync_runs``."""
+    _run(wh, "r1", "shipments", "success", 0)
+    _run(wh, "r1", "dbt_build", "failed", 1)
+    with pytest.raises(UnsettledWarehouse, match=r"did not succeed: dbt_build failed in run r1$"):
+        publish_snapshot(wh.con, "r1")
 
 
 def test_a_failed_stream_holds_back_no_publish_once_the_build_after_it_succeeded(wh: Warehouse) -> None:
