@@ -127,7 +127,7 @@ class Reads:
         params: list[Any] = []
         if ids is not None:
             where, params = "WHERE shipment_id IN (SELECT unnest(?::BIGINT[]))", [[int(i) for i in ids]]
-        cur = self.database.con.cursor()
+        cur = self.reader()  # in the connection's catalog (the lake's, in lake mode)
         cur.execute(
             f"SELECT shipment_id, CAST(document AS VARCHAR), fetched_at, last_modified_at "
             f"FROM {qualified(meta.RAW_SHIPMENTS)} {where} ORDER BY shipment_id",
