@@ -93,25 +93,10 @@ TABLES_BY_NAME: Mapping[str, TableSpec] = {t.name: t for t in FREIGHT_TABLES}
 
 SHIPMENT_DOCUMENT_TABLES: tuple[str, ...] = tuple(
     spec.name
-    for spec in (
-        SHIPMENTS,
-        SHIPMENT_GOODS,
-        GOOD_HS_CODES,
-        GOOD_MEASUREMENTS,
-        GOOD_CUSTOMS,
-        GOOD_MRNS,
-        GOOD_DANGEROUS_GOODS,
-        GOOD_MARKS,
-        GOOD_DESCRIPTIONS,
-        SHIPMENT_ADDRESSES,
-        ADDRESS_REFERENCES,
-        SHIPMENT_CONTAINERS,
-        CONTAINER_ADDRESSES,
-        CARRIAGE_LEGS,
-        SHIPMENT_AES,
-        SHIPMENT_CUSTOM_FIELDS,
-    )
+    for spec in FREIGHT_TABLES
+    if spec not in (AIR_MAIN_CARRIAGE_LEGS, SEA_MAIN_CARRIAGE_LEGS, SHIPMENT_EVENTS, SHIPMENT_MEMOS,
+                    SHIPMENT_DOCUMENTS, CODE_CONVERSIONS)
 )
-"""The tables one shipment document fills: everything embedded in it. Its ``events`` and ``memos``
-arrays are not normalized (those tables come from their own endpoints), so each table has exactly one
+"""The tables one shipment document fills: every table but those read from endpoints of their own.
+The document's ``events`` and ``memos`` arrays are not normalized, so each table has exactly one
 source (``sync.streams`` says which)."""
