@@ -21,3 +21,9 @@ class StreamResult(RunRecord):
         for table, count in counts.items():
             self.rows_by_table[table] = self.rows_by_table.get(table, 0) + count
             self.rows_written += count
+
+    def add_versions(self, versions: dict[str, int]) -> None:
+        """Versions added to ``freight_history`` tables, counted in ``extra["versions"]`` per table."""
+        counted = self.extra.setdefault("versions", {})
+        for table, count in versions.items():
+            counted[table] = counted.get(table, 0) + count

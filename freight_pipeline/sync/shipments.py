@@ -92,6 +92,7 @@ class _Run:
                 moved = ", cursor kept (overlap re-read)"
         stats = self.warehouse.writes.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff)
         self.result.add_rows(stats)
+        self.result.add_versions(stats.versions)
         for stream, counted in assembled.counts.items():
             self.counts.setdefault(stream, PartCounts()).add(counted)
         written = len(assembled.write.loaded.get(STREAM, ()))
@@ -274,6 +275,7 @@ async def _reconcile(run: _Run, floor: ShipmentKey, walk: WalkStats) -> None:
         stats = run.warehouse.writes.apply_batch(run.run_id, BatchWrite(deleted_ids=list(chunk)),
                                                  backoff=run.settings.backoff)
         run.result.add_rows(stats)
+        run.result.add_versions(stats.versions)
     if found.vanished:
         run.say(f"shipments: deleted {len(found.vanished)} shipments no longer in the source")
     await run.run(_listed(Work(Ref(i)) for i in found.stale))

@@ -14,13 +14,15 @@ import pyarrow as pa
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.backend import StorageBackend
+from freight_pipeline.warehouse.history import HISTORY_TABLES
 
 T = TypeVar("T")
 
 
 class Database:
     """The connection to the working database, the specs of its tables (``tables``, the source tables,
-    and ``meta_tables``, always the ``freight_meta`` ones) and its writing transactions.
+    ``meta_tables``, always the ``freight_meta`` ones, and ``history_tables``, always the
+    ``freight_history`` ones) and its writing transactions.
 
     ``backend``: where the connection leads (it decides whether a write that met a concurrent
     writer's commit runs again, :meth:`write`).
@@ -33,6 +35,7 @@ class Database:
         self.backend = backend
         self.tables: tuple[TableSpec, ...] = tuple(tables)
         self.meta_tables: tuple[TableSpec, ...] = meta.META_TABLES
+        self.history_tables: tuple[TableSpec, ...] = HISTORY_TABLES
         self._by_name: dict[str, TableSpec] = {}
         for spec in (*self.tables, *self.meta_tables):
             self._by_name[spec.qualified_name] = spec

@@ -178,10 +178,10 @@ class Reads:
         )
 
     def row_counts(self) -> dict[str, int]:
-        """Rows per table, keyed by qualified name (``freight.shipments``), source tables then meta."""
+        """Rows per table, keyed by qualified name (``freight.shipments``): source tables, meta, history."""
         return {
             spec.qualified_name: scalar(self.database.con, f"SELECT count(*) FROM {qualified(spec)}")
-            for spec in (*self.database.tables, *self.database.meta_tables)
+            for spec in (*self.database.tables, *self.database.meta_tables, *self.database.history_tables)
         }
 
     def pending_changes(self) -> int:

@@ -109,11 +109,14 @@ class BatchWrite:
 
 class WriteStats(dict[str, int]):
     """Rows inserted per table (by short name, as in the ``tables`` argument) in one transaction: a
-    plain ``dict``; every replaced table appears, with 0 when it got no rows. ``deleted``: rows deleted."""
+    plain ``dict``; every replaced table appears, with 0 when it got no rows. ``deleted``: rows deleted;
+    ``versions``: versions recorded in ``freight_history``."""
 
     def __init__(self, inserted: dict[str, int] | None = None, deleted: dict[str, int] | None = None) -> None:
         super().__init__(inserted or {})
         self.deleted: dict[str, int] = dict(deleted or {})
+        self.versions: dict[str, int] = {}
+        """Versions added to each ``freight_history`` table (by short name)."""
 
     @property
     def rows_written(self) -> int:

@@ -31,6 +31,7 @@ from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import ensure_tables, run
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
+from freight_pipeline.warehouse.history import ensure_history
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.reads import Reads
 from freight_pipeline.warehouse.run_log import RunLog
@@ -89,10 +90,13 @@ class Warehouse:
         return self.database.con
 
     def ensure_schema(self) -> list[str]:
-        """Create schemas and tables, add columns specs gained; returns the migration steps taken."""
+        """Create schemas and tables (the history's with its macros), add columns specs gained; returns the
+        migration steps taken."""
         specs = (*self.database.tables, *self.database.meta_tables)
+        keys = self.backend.key_constraints
         return self.database.write(
-            "ensure_schema", lambda con: ensure_tables(con, specs, key_constraints=self.backend.key_constraints)
+            "ensure_schema",
+            lambda con: ensure_tables(con, specs, key_constraints=keys) + ensure_history(con, key_constraints=keys),
         )
 
 

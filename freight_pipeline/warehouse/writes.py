@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
-from freight_pipeline.warehouse.ddl import qualified, quote, run, scalar
+from freight_pipeline.warehouse.ddl import first, qualified, quote, run, scalar
+from freight_pipeline.warehouse.history import SOURCE_TABLES, VersionBatch, VersionCounts, record_versions
 from freight_pipeline.warehouse.records import (
     DEFAULT_BACKOFF,
     Backoff,
@@ -105,12 +106,33 @@ class Writes:
         written = {i for ids in batch.loaded.values() for i in ids} - unchanged
         self._record_changes([*written, *gone], run_id, synced_at)
         self._upsert_raw(batch.raw_documents, run_id)
+        stats.versions = self._record_versions(con, run_id, batch, incoming, replaced, gone, synced_at).added
         self._upsert_rejects(batch.rejects, run_id, synced_at)
         self._insert_problems(batch.problems, run_id, synced_at)
         self._quarantine(batch.quarantined, run_id, synced_at, backoff)
         if batch.cursor is not None:
             self._set_cursor(con, batch.cursor[0], batch.cursor[1], run_id, synced_at)
         return stats
+
+    def _record_versions(
+        self, con: duckdb.DuckDBPyConnection, run_id: str, batch: BatchWrite, incoming: dict[str, pa.Table],
+        replaced: dict[str, list[int]], gone: list[int], synced_at: dt.datetime,
+    ) -> VersionCounts:
+        """The batch's versions in ``freight_history``, dated by the last-modified instants of the documents
+        read (a part read again alone: of the document held) and, for deletions, by the run's start."""
+        stamped = sorted({i for name, ids in replaced.items() if name in SOURCE_TABLES for i in ids})
+        instants = {int(d.shipment_id): d.last_modified_at for d in batch.raw_documents}
+        missing = [i for i in stamped if i not in instants]
+        if missing:
+            with self.database.registered(pa.table({"id": pa.array(missing, pa.int64())})) as view:
+                instants.update(run(con, f"SELECT shipment_id, last_modified_at FROM {qualified(meta.RAW_SHIPMENTS)} "
+                                         f"WHERE shipment_id IN (SELECT id FROM {view})"))
+        stamps = pa.table({"shipment_id": pa.array(stamped, pa.int64()),
+                           "valid_from": pa.array([instants.get(i) for i in stamped], _TS)})
+        started = first(run(con, f"SELECT min(started_at) FROM {qualified(meta.SYNC_RUNS)} WHERE run_id = ?",
+                            [run_id])) if gone else None
+        versions = VersionBatch(incoming, replaced, stamps, gone, started[0] if started else None)
+        return record_versions(con, versions, run_id, synced_at, register=self.database.registered)
 
     def forget_changes(self, until: dt.datetime) -> int:
         """After a complete, successful dbt build that began at ``until``: the changes it covered go."""

@@ -1,0 +1,537 @@
+"""Versioned history: every version of a shipment's header, events and main-carriage legs the sync saw.
+
+Schema ``freight_history``, written by the batch write in the same transaction as the batch's rows and
+its cursor (so a crash, a rerun or an overlap re-read never duplicates or drops a version), independent
+of dbt. One table per subject, one row per version: the subject's key, its content columns, then
+
+* ``valid_from``: the service's last-modified instant (UTC) of the shipment version that carried the
+  content; for a shipment deleted at the service, the start of the run that noticed (never at or before
+  the shipment's last recorded version: a service clock ahead of the pipeline's puts it just after);
+* ``valid_to``: the next version's ``valid_from`` (NULL while current);
+* ``deleted``: from ``valid_from`` on the subject does not exist (content NULL);
+* ``run_id``, ``recorded_at``: the run that saw it and when its batch was written.
+
+A version is a change of content: a row is added only when a subject's ``deleted`` flag or content
+columns differ (IS DISTINCT FROM) from its current version, or it has none. Append-only but for
+closing ``valid_to``. The lake has no keys, so every rule is in the SQL: rerunning a batch adds
+nothing (its content equals the current versions), and a copy of a shipment older than a version
+already recorded for it (any of its subjects) adds nothing. Two things are left out and counted,
+never guessed: a shipment whose last-modified instant could not be read (its data problem says why),
+and content that differs from the current version under the same ``valid_from`` (a service that
+changed a shipment without moving its last-modified instant).
+
+The point-in-time table macros ``freight_history.<subject>_as_of(at)`` give the non-deleted versions
+in force at an instant (their content columns and ``valid_from``). Their bodies name the tables
+without a catalog: call them with the warehouse as the default catalog (the file opened, or ``USE``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from freight_pipeline.normalize.schema import Column, TableSpec
+from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS
+from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, SEA_MAIN_CARRIAGE_LEGS
+from freight_pipeline.normalize.specs.shipments import SHIPMENTS
+from freight_pipeline.warehouse.ddl import ensure_tables, existing_columns, first, qualified, quote, run
+
+log = logging.getLogger(__name__)
+
+HISTORY_SCHEMA = "freight_history"
+SHIPMENT_ID = "shipment_id"
+_TS = pa.timestamp("us", tz="UTC")
+
+VERSION_COLUMNS: tuple[Column, ...] = (
+    Column("valid_from", "TIMESTAMPTZ",
+           "the service's last-modified instant (UTC) of the shipment version that carried this content; for "
+           "a shipment deleted at the service, the start of the run that noticed", nullable=False),
+    Column("valid_to", "TIMESTAMPTZ", "the next version's valid_from; NULL while current"),
+    Column("deleted", "BOOLEAN",
+           "true: from valid_from on the subject does not exist (vanished from its shipment, or the shipment "
+           "was deleted); its content columns are NULL", nullable=False),
+    Column("run_id", "VARCHAR", "the sync run that saw this version", nullable=False),
+    Column("recorded_at", "TIMESTAMPTZ", "when that run wrote it (its batch's commit time)", nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A ``freight`` table feeding a subject: which of its columns fill which history column, and the
+    constants it adds (a leg's ``mode``)."""
+
+    table: TableSpec
+    columns: Mapping[str, str]
+    """history column -> the source table's column (only where the names differ)."""
+    constants: Mapping[str, str] = field(default_factory=dict)
+    """history column -> its value for every row of this source; part of what a replace covers."""
+
+    def column_of(self, history_column: str) -> str:
+        return self.columns.get(history_column, history_column)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One history table (its subject's key, content and version columns) and the tables feeding it."""
+
+    spec: TableSpec
+    sources: tuple[Source, ...]
+    macro: str
+    """Name of its point-in-time table macro (in schema ``freight_history``)."""
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The subject's key: the table's primary key without ``valid_from``."""
+        return self.spec.primary_key[:-1]
+
+    @property
+    def content(self) -> tuple[str, ...]:
+        """The columns whose change makes a version: every column between the key and the version columns."""
+        return tuple(c.name for c in self.spec.columns[len(self.key):-len(VERSION_COLUMNS)])
+
+    @property
+    def scope(self) -> tuple[str, ...]:
+        """What one replace covers: the shipment, and the constants of the source (a leg's mode)."""
+        return (SHIPMENT_ID, *[c for c in self.key if c in self.sources[0].constants])
+
+    def type_of(self, column: str) -> str:
+        return self.spec.column_index[column].type
+
+
+def _history_table(name: str, key: Sequence[Column], content: Sequence[Column], description: str) -> TableSpec:
+    return TableSpec(
+        HISTORY_SCHEMA, name, (*key, *content, *VERSION_COLUMNS),
+        (*(c.name for c in key), "valid_from"), description,
+        replace_key=None, audit=False, key_constraint=False,
+    )
+
+
+def _like(spec: TableSpec, name: str) -> Column:
+    """Column ``name`` of ``spec`` as a content column (nullable: a deleted version has none)."""
+    column = spec.column_index[name]
+    return Column(name, column.type, column.description)
+
+
+def _key(name: str, type_: str, description: str) -> Column:
+    return Column(name, type_, description, nullable=False)
+
+
+SHIPMENT_NOT_VERSIONED = frozenset({
+    "_synced_at", "_run_id", "last_modified_at", "last_modified_date", "last_modified_time",
+    "last_modified_offset", "last_modified_employee_matchcode",
+})
+"""Columns of ``freight.shipments`` that are no content of a header version (``last_modified_at`` is its
+``valid_from``; the audit columns say who wrote the row)."""
+
+_SHIPMENT_KEY = (_key(SHIPMENT_ID, "BIGINT", "id of the shipment"),)
+_SHIPMENT_CONTENT = tuple(_like(SHIPMENTS, c.name) for c in SHIPMENTS.columns
+                          if c.name != SHIPMENT_ID and c.name not in SHIPMENT_NOT_VERSIONED)
+SHIPMENT_VERSIONS = _history_table(
+    "shipment_versions", _SHIPMENT_KEY, _SHIPMENT_CONTENT,
+    "Every version of each shipment's header (the scalar fields of freight.shipments) the sync saw.",
+)
+
+_EVENT_KEY = (
+    _key(SHIPMENT_ID, "BIGINT", "id of the shipment"),
+    _key("event", "VARCHAR", "event code"),
+    _key("type", "VARCHAR", "ESTIMATED or ACTUAL"),
+)
+_EVENT_CONTENT = tuple(_like(SHIPMENT_EVENTS, name) for name in
+                       ("event_at", "event_until", "location_name", "unloc", "iata", "un_country"))
+EVENT_VERSIONS = _history_table(
+    "event_versions", _EVENT_KEY, _EVENT_CONTENT,
+    "Every version of each shipment event (freight.shipment_events, one per event and type) the sync saw.",
+)
+
+_LEG_KEY = (
+    _key(SHIPMENT_ID, "BIGINT", "id of the shipment"),
+    _key("mode", "VARCHAR", "AIR (freight.air_main_carriage_legs) or SEA (freight.sea_main_carriage_legs)"),
+    _key("position", "BIGINT", "1-based position of the leg in its main carriage"),
+)
+_LEG_ENDS = ("origin", "destination")
+_LEG_TIMES = tuple(f"{end}_{kind}_at" for end in _LEG_ENDS for kind in ("estimated", "actual", "revised"))
+_LEG_CONTENT = (
+    _like(AIR_MAIN_CARRIAGE_LEGS, "leg_no"),
+    Column("carrier_code", "VARCHAR", "air: airline_awb_code; sea: imo_code"),
+    Column("carrier_name", "VARCHAR", "air: airline_name; sea: vessel_name"),
+    Column("voyage", "VARCHAR", "air: flight_no; sea: voyage_no"),
+    *(_like(AIR_MAIN_CARRIAGE_LEGS, f"{end}_{code}") for end in _LEG_ENDS for code in ("unloc", "iata")),
+    *(_like(AIR_MAIN_CARRIAGE_LEGS, name) for name in _LEG_TIMES),
+)
+LEG_VERSIONS = _history_table(
+    "leg_versions", _LEG_KEY, _LEG_CONTENT,
+    "Every version of each main-carriage leg (air and sea, their own columns mapped to shared ones) the sync saw.",
+)
+
+SUBJECTS: tuple[Subject, ...] = (
+    Subject(SHIPMENT_VERSIONS, (Source(SHIPMENTS, {}),), "shipments_as_of"),
+    Subject(EVENT_VERSIONS, (Source(SHIPMENT_EVENTS, {}),), "events_as_of"),
+    Subject(
+        LEG_VERSIONS,
+        (
+            Source(AIR_MAIN_CARRIAGE_LEGS,
+                   {"carrier_code": "airline_awb_code", "carrier_name": "airline_name", "voyage": "flight_no"},
+                   {"mode": "AIR"}),
+            Source(SEA_MAIN_CARRIAGE_LEGS,
+                   {"carrier_code": "imo_code", "carrier_name": "vessel_name", "voyage": "voyage_no"},
+                   {"mode": "SEA"}),
+        ),
+        "legs_as_of",
+    ),
+)
+HISTORY_TABLES: tuple[TableSpec, ...] = tuple(subject.spec for subject in SUBJECTS)
+SOURCE_TABLES: frozenset[str] = frozenset(s.table.qualified_name for subject in SUBJECTS for s in subject.sources)
+"""The ``freight`` tables whose rows the history versions (qualified names)."""
+
+DELETION_AFTER_LAST = "INTERVAL 1 MICROSECOND"
+"""How far after a shipment's last recorded version its deletion is placed when the run's start is
+not later (a service clock ahead of the pipeline's)."""
+
+
+# --- schema ----------------------------------------------------------------------------------------
+
+
+def macro_sql(subject: Subject, *, name: str | None = None, temporary: bool = False) -> str:
+    """``CREATE OR REPLACE MACRO`` of ``subject``'s point-in-time table macro (``temporary``: in the
+    temp catalog under ``name``, to compare definitions)."""
+    at = 'CAST("at" AS TIMESTAMPTZ)'
+    columns = ", ".join(quote(c) for c in (*subject.key, *subject.content, "valid_from"))
+    target = f"TEMP MACRO {quote(name or subject.macro)}" if temporary else (
+        f"MACRO {quote(HISTORY_SCHEMA)}.{quote(name or subject.macro)}")
+    return (f'CREATE OR REPLACE {target}("at") AS TABLE SELECT {columns} FROM {qualified(subject.spec)} '
+            f"WHERE NOT deleted AND valid_from <= {at} AND (valid_to IS NULL OR valid_to > {at})")
+
+
+def _macro_definition(con: duckdb.DuckDBPyConnection, database: str, schema: str, name: str) -> str | None:
+    row = first(run(con, "SELECT macro_definition FROM duckdb_functions() WHERE database_name = ? AND schema_name = ? "
+                         "AND function_name = ? AND function_type = 'table_macro'", [database, schema, name]))
+    return None if row is None else str(row[0])
+
+
+def ensure_macros(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Create (or bring up to date) the point-in-time macros; writes nothing when they are as declared
+    (so that writers opening the lake at once do not collide on the catalog)."""
+    database = str(first(run(con, "SELECT current_database()"))[0])
+    steps = []
+    for subject in SUBJECTS:
+        probe = f"_{subject.macro}_probe"
+        run(con, macro_sql(subject, name=probe, temporary=True))
+        wanted = _macro_definition(con, "temp", "main", probe)
+        run(con, f"DROP MACRO TABLE temp.main.{quote(probe)}")
+        if _macro_definition(con, database, HISTORY_SCHEMA, subject.macro) != wanted:
+            run(con, macro_sql(subject))
+            steps.append(f"{HISTORY_SCHEMA}.{subject.macro}: created")
+    return steps
+
+
+def ensure_history(con: duckdb.DuckDBPyConnection, *, key_constraints: bool = True) -> list[str]:
+    """Create the history tables and macros where missing (inside the caller's transaction); returns the
+    steps taken. Tables created beside ``freight`` tables that already hold rows (a warehouse from before
+    the history) start with their current rows as first versions (:func:`seed_from_current`)."""
+    created = not existing_columns(con, SHIPMENT_VERSIONS)
+    steps = ensure_tables(con, HISTORY_TABLES, key_constraints=key_constraints)
+    steps += ensure_macros(con)
+    if created:
+        seeded = seed_from_current(con)
+        if seeded:
+            steps.append(f"{HISTORY_SCHEMA}: first versions from the rows held ({seeded} rows)")
+    return steps
+
+
+def seed_from_current(con: duckdb.DuckDBPyConnection) -> int:
+    """First versions from the ``freight`` rows held: each shipment's rows as of its ``last_modified_at``
+    (shipments without one are left out), with the run and time that wrote them. Returns rows added."""
+    present = {f"{s}.{t}" for s, t in run(con, "SELECT schema_name, table_name FROM duckdb_tables() "
+                                               "WHERE database_name = current_database()")}
+    if SHIPMENTS.qualified_name not in present:
+        return 0
+    added = 0
+    for subject in SUBJECTS:
+        for source in subject.sources:
+            if source.table.qualified_name not in present:
+                continue
+            mapped = _mapped_columns(subject, source, "r")
+            added += _count(run(con, f"""
+                INSERT INTO {qualified(subject.spec)} BY NAME
+                SELECT {mapped}, false AS deleted, s.last_modified_at AS valid_from,
+                       CAST(NULL AS TIMESTAMPTZ) AS valid_to, r._run_id AS run_id, r._synced_at AS recorded_at
+                FROM {qualified(source.table)} r JOIN {qualified(SHIPMENTS)} s ON s.shipment_id = r.shipment_id
+                WHERE s.last_modified_at IS NOT NULL"""))
+    return added
+
+
+# --- writing versions ------------------------------------------------------------------------------
+
+
+@dataclass
+class VersionBatch:
+    """What one batch write tells the history.
+
+    ``rows``: per ``freight`` table (qualified name), the rows replacing those of ``replaced[table]``'s
+    shipments (a shipment there without rows lost every row of that table). ``stamps``: table of
+    ``shipment_id`` and ``valid_from`` (the last-modified instant of the version read; null when
+    unreadable) for every replaced shipment. ``deleted_ids``: shipments deleted at the service,
+    ``deleted_at`` when the run that noticed began (None: ``recorded_at``).
+    """
+
+    rows: Mapping[str, pa.Table]
+    replaced: Mapping[str, Sequence[int]]
+    stamps: pa.Table
+    deleted_ids: Sequence[int] = ()
+    deleted_at: dt.datetime | None = None
+
+
+@dataclass
+class VersionCounts:
+    """What :func:`record_versions` did."""
+
+    added: dict[str, int] = field(default_factory=dict)
+    """History table (short name) -> versions added (a version it follows was closed for each that had one)."""
+    stale: list[int] = field(default_factory=list)
+    """Shipments whose copy was older than a version already recorded for them: nothing added."""
+    unstamped: list[int] = field(default_factory=list)
+    """Replaced shipments without a readable last-modified instant: not versioned."""
+    same_instant: int = 0
+    """Subjects whose content differed from their current version under the same ``valid_from``: kept as
+    first recorded (the service changed them without moving the shipment's last-modified instant)."""
+
+    @property
+    def rows_added(self) -> int:
+        return sum(self.added.values())
+
+
+Register = Callable[[pa.Table], AbstractContextManager[str]]
+
+
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, table: pa.Table) -> Iterator[str]:
+    """``table`` as a view for the block (a caller inside a transaction that may abort passes its own
+    ``register``, which unregisters when the transaction has ended)."""
+    name = f"_hist_{uuid.uuid4().hex[:12]}"
+    con.register(name, table)
+    try:
+        yield name
+    finally:
+        with suppress(duckdb.Error):
+            con.unregister(name)
+
+
+def record_versions(
+    con: duckdb.DuckDBPyConnection,
+    batch: VersionBatch,
+    run_id: str,
+    recorded_at: dt.datetime,
+    *,
+    register: Register | None = None,
+) -> VersionCounts:
+    """Record the versions of one batch, inside the caller's open transaction (see the module doc for the
+    rules). Set-based, in few statements whatever the batch's size, since each is planned anew: one for
+    the instants of the batch's shipments; per history table, for shipments with no version yet, one
+    insert; for the others (and deleted ones), one finding the new versions and, when there are any, one
+    closing the versions they follow and one inserting them."""
+    replaced = {name: sorted({int(i) for i in ids}) for name, ids in batch.replaced.items()
+                if name in SOURCE_TABLES and ids}
+    gone = sorted({int(i) for i in batch.deleted_ids})
+    counts = VersionCounts()
+    if not replaced and not gone:
+        return counts
+    register = register or (lambda table: registered(con, table))
+    replaced_ids = sorted({i for ids in replaced.values() for i in ids})
+    with ExitStack() as stack:
+        def view(table: pa.Table) -> str:
+            return stack.enter_context(register(table))
+
+        latest = _latest_versions(view(pa.table({SHIPMENT_ID: pa.array(sorted({*replaced_ids, *gone}), pa.int64())})))
+        first_seen, followed = _usable_stamps(con, batch.stamps, replaced_ids, latest, view, counts)
+        gone_at = _fetch(con, (
+            f"SELECT g.shipment_id, greatest($deleted_at, coalesce(l.latest + {DELETION_AFTER_LAST}, $deleted_at)) "
+            f"AS valid_from FROM {view(pa.table({SHIPMENT_ID: pa.array(gone, pa.int64())}))} g "
+            f"LEFT JOIN ({latest}) l USING (shipment_id)"
+        ), {"deleted_at": batch.deleted_at or recorded_at}) if gone else NO_STAMPS
+        first_view = view(first_seen) if first_seen.num_rows else ""
+        compared: dict[str, str] = {}
+        if followed.num_rows or gone_at.num_rows:
+            ids = pa.concat_arrays([followed[SHIPMENT_ID].combine_chunks(), gone_at[SHIPMENT_ID].combine_chunks()])
+            compared = {"followed": view(followed), "gone_at": view(gone_at),
+                        "compared": view(pa.table({SHIPMENT_ID: ids}))}
+        for subject in SUBJECTS:
+            sources = [s for s in subject.sources if s.table.qualified_name in replaced]
+            if not sources and not gone:
+                continue
+            incoming = [(source, view(_rows_of(batch, source))) for source in sources]
+            added = 0
+            if incoming and first_view:
+                added += _insert_first_versions(con, subject, incoming, first_view, run_id, recorded_at)
+            if compared and ((incoming and followed.num_rows) or gone_at.num_rows):
+                scope = view(_scope(subject, sources, replaced))
+                found = _fetch(con, _new_versions_sql(subject, incoming, scope, compared))
+                added += _write_versions(con, subject, found, view, run_id, recorded_at, counts)
+            counts.added[subject.spec.name] = added
+    if counts.stale or counts.unstamped or counts.same_instant:
+        log.warning("history: %d stale copies (%s), %d shipments without a last-modified instant (%s), %d contents "
+                    "changed under the same last-modified instant: not versioned", len(counts.stale),
+                    counts.stale[:10], len(counts.unstamped), counts.unstamped[:10], counts.same_instant)
+    return counts
+
+
+NO_STAMPS = pa.table({SHIPMENT_ID: pa.array([], pa.int64()), "valid_from": pa.array([], _TS)})
+"""No shipments, no instants: the ``stamps`` of a batch that only deletes."""
+
+
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, object] | None = None) -> pa.Table:
+    return con.sql(sql, params=dict(params) if params else None).to_arrow_table()
+
+
+def _rows_of(batch: VersionBatch, source: Source) -> pa.Table:
+    """The batch's rows of ``source`` (an empty table when it brought none)."""
+    table = batch.rows.get(source.table.qualified_name)
+    return table if table is not None else source.table.arrow_schema().empty_table()
+
+
+def _scope(subject: Subject, sources: Sequence[Source], replaced: Mapping[str, Sequence[int]]) -> pa.Table:
+    """(shipment id, constants) of what this batch replaces of ``subject``: its subjects not among the
+    new rows vanished."""
+    columns: dict[str, list[object]] = {c: [] for c in subject.scope}
+    for source in sources:
+        ids = replaced[source.table.qualified_name]
+        columns[SHIPMENT_ID].extend(ids)
+        for name in subject.scope[1:]:
+            columns[name].extend([source.constants[name]] * len(ids))
+    return pa.table({name: pa.array(values, pa.int64() if name == SHIPMENT_ID else pa.string())
+                     for name, values in columns.items()})
+
+
+def _latest_versions(ids: str) -> str:
+    """SQL: (shipment_id, latest) of ``ids``: the newest version recorded of any of each one's subjects."""
+    current = " UNION ALL ".join(
+        f"SELECT shipment_id, valid_from FROM {qualified(s.spec)} WHERE valid_to IS NULL "
+        f"AND shipment_id IN (SELECT shipment_id FROM {ids})" for s in SUBJECTS)
+    return f"SELECT shipment_id, max(valid_from) AS latest FROM ({current}) GROUP BY shipment_id"
+
+
+def _usable_stamps(
+    con: duckdb.DuckDBPyConnection, stamps: pa.Table, replaced_ids: Sequence[int], latest: str,
+    view: Callable[[pa.Table], str], counts: VersionCounts,
+) -> tuple[pa.Table, pa.Table]:
+    """(shipment_id, valid_from) of the replaced shipments to version, those with no version recorded yet
+    and those with one; left out (and counted): those without an instant, and those older than a version
+    already recorded for them."""
+    given = view(stamps.select([SHIPMENT_ID, "valid_from"]).cast(
+        pa.schema([(SHIPMENT_ID, pa.int64()), ("valid_from", _TS)])))
+    held = _fetch(con, f"SELECT DISTINCT s.shipment_id, s.valid_from, l.latest IS NULL AS first_seen, "
+                       f"s.valid_from < l.latest AS stale FROM {given} s LEFT JOIN ({latest}) l USING (shipment_id)")
+    stamped = pc.is_valid(held["valid_from"])
+    stale = pc.fill_null(held["stale"], False)
+    counts.unstamped = sorted(set(replaced_ids) - set(held.filter(stamped)[SHIPMENT_ID].to_pylist()))
+    counts.stale = sorted(held.filter(stale)[SHIPMENT_ID].to_pylist())
+    usable = held.filter(pc.and_(stamped, pc.invert(stale)))
+    columns = [SHIPMENT_ID, "valid_from"]
+    return (usable.filter(usable["first_seen"]).select(columns),
+            usable.filter(pc.invert(usable["first_seen"])).select(columns))
+
+
+def _insert_first_versions(
+    con: duckdb.DuckDBPyConnection, subject: Subject, incoming: Sequence[tuple[Source, str]], first_seen: str,
+    run_id: str, recorded_at: dt.datetime,
+) -> int:
+    """The rows of shipments with no version recorded yet: first versions, nothing to compare."""
+    rows = " UNION ALL ".join(
+        f"SELECT {_mapped_columns(subject, source, 'r')}, false AS deleted, s.valid_from "
+        f"FROM {view} r JOIN {first_seen} s ON s.shipment_id = r.shipment_id" for source, view in incoming)
+    return _count(run(con, f"INSERT INTO {qualified(subject.spec)} BY NAME SELECT *, "
+                           "CAST(NULL AS TIMESTAMPTZ) AS valid_to, $run_id AS run_id, $recorded_at AS recorded_at "
+                           f"FROM ({rows})", {"run_id": run_id, "recorded_at": recorded_at}))
+
+
+def _mapped_columns(subject: Subject, source: Source, alias: str) -> str:
+    """The subject's key and content columns selected from a row of ``source`` (aliased ``alias``), cast
+    only where the types differ (fewer expressions: the statement is planned for every batch)."""
+    parts = []
+    for name in (*subject.key, *subject.content):
+        want = subject.type_of(name)
+        if name in source.constants:
+            value = source.constants[name].replace("'", "''")
+            parts.append(f"CAST('{value}' AS {want}) AS {quote(name)}")
+            continue
+        column = source.column_of(name)
+        value = f"{alias}.{quote(column)}"
+        cast = value if source.table.column_index[column].type == want else f"CAST({value} AS {want})"
+        parts.append(cast if column == name and cast == value else f"{cast} AS {quote(name)}")
+    return ", ".join(parts)
+
+
+def _new_versions_sql(
+    subject: Subject, incoming: Sequence[tuple[Source, str]], scope: str, views: Mapping[str, str],
+) -> str:
+    """SQL of the subject's new versions for the shipments that have versions (``views['followed']``) and
+    those deleted (``views['gone_at']``): key, content, ``deleted``, ``valid_from``, ``closes`` (it follows
+    a current version), ``same_instant`` (it differs from one under the same instant). They are the changed
+    or new rows, the vanished subjects of replaced shipments and every subject of deleted shipments."""
+    stamps, gone_at, ids = views["followed"], views["gone_at"], views["compared"]
+    table = qualified(subject.spec)
+    key = [quote(k) for k in subject.key]
+    content = [quote(c) for c in subject.content]
+    columns = ", ".join([*key, *content, "deleted", "valid_from"])
+    same_key = lambda a, b: " AND ".join(f"{a}.{k} = {b}.{k}" for k in key)  # noqa: E731
+    nothing = ", ".join("NULL" for _ in content)  # typed by the first branch of the union
+    kept = ", ".join(f"c.{k}" for k in key)
+    row = lambda a: f"({a}.deleted, {', '.join(f'{a}.{c}' for c in content)})"  # noqa: E731
+    arriving = " UNION ALL ".join(
+        f"SELECT {_mapped_columns(subject, source, 'r')}, false AS deleted, s.valid_from "
+        f"FROM {view} r JOIN {stamps} s ON s.shipment_id = r.shipment_id" for source, view in incoming
+    ) or f"SELECT {columns} FROM {table} WHERE false"  # deletions only
+    in_scope = " AND ".join(f"p.{quote(c)} = c.{quote(c)}" for c in subject.scope)
+    return f"""
+        WITH cur AS (
+            SELECT {columns} FROM {table} WHERE valid_to IS NULL AND shipment_id IN (SELECT shipment_id FROM {ids})
+        ),
+        arriving AS ({arriving}),
+        proposed AS (
+            SELECT * FROM arriving
+            UNION ALL
+            SELECT {kept}, {nothing}, true AS deleted, s.valid_from
+            FROM cur c JOIN {scope} p ON {in_scope} JOIN {stamps} s ON s.shipment_id = c.shipment_id
+            WHERE NOT c.deleted AND NOT EXISTS (SELECT 1 FROM arriving i WHERE {same_key('i', 'c')})
+            UNION ALL
+            SELECT {kept}, {nothing}, true AS deleted, g.valid_from
+            FROM cur c JOIN {gone_at} g ON g.shipment_id = c.shipment_id WHERE NOT c.deleted
+        )
+        SELECT p.*, c.valid_from IS NOT NULL AS closes, c.valid_from IS NOT NULL AND p.valid_from <= c.valid_from
+               AS same_instant
+        FROM proposed p LEFT JOIN cur c ON {same_key('p', 'c')}
+        WHERE c.valid_from IS NULL OR {row('p')} IS DISTINCT FROM {row('c')}"""
+
+
+def _write_versions(
+    con: duckdb.DuckDBPyConnection, subject: Subject, found: pa.Table, view: Callable[[pa.Table], str],
+    run_id: str, recorded_at: dt.datetime, counts: VersionCounts,
+) -> int:
+    """Close the versions the new ones follow, insert the new ones; returns how many."""
+    same_instant = found["same_instant"]
+    counts.same_instant += pc.sum(same_instant).as_py() or 0
+    new = found.filter(pc.invert(same_instant))
+    if new.num_rows == 0:
+        return 0
+    table = qualified(subject.spec)
+    rows = view(new)
+    if pc.any(new["closes"]).as_py():
+        on = " AND ".join(f"h.{quote(k)} = n.{quote(k)}" for k in subject.key)
+        run(con, f"UPDATE {table} AS h SET valid_to = n.valid_from FROM {rows} n "
+                 f"WHERE n.closes AND h.valid_to IS NULL AND {on}")
+    columns = ", ".join(quote(c) for c in (*subject.key, *subject.content, "deleted", "valid_from"))
+    run(con, f"INSERT INTO {table} BY NAME SELECT {columns}, CAST(NULL AS TIMESTAMPTZ) AS valid_to, "
+             "$run_id AS run_id, $recorded_at AS recorded_at FROM " + rows,
+        {"run_id": run_id, "recorded_at": recorded_at})
+    return new.num_rows
+
+
+def _count(rows: list[tuple[object, ...]]) -> int:
+    return int(rows[0][0]) if rows and rows[0][0] is not None else 0

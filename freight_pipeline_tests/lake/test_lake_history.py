@@ -1,0 +1,66 @@
+"""``freight_history`` in lake mode: the sync writes the versions into the DuckLake (which has no keys, so
+a rerun adding nothing is the SQL's doing), and the point-in-time macros live in its catalog, read by
+another connection."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from freight_pipeline.config import ServiceSettings
+from freight_pipeline.datetimes import parse_iso_datetime, to_utc
+from freight_pipeline.lake.backend import LakeBackend
+from freight_pipeline.lake.connect import connect_lake
+from freight_pipeline.lake.settings import LakeSettings
+from freight_pipeline.simulator.server import running_simulator
+from freight_pipeline.sync.runner import sync_all
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
+from freight_pipeline_tests.warehouse.history_checks import assert_contiguous
+
+ARRIVAL = "POD_ARRIVAL"
+MOVED = {"date": "2026-12-09", "time": "18:00:00", "zone_offset": "+01:00"}
+
+
+def test_the_sync_writes_versions_into_the_lake_and_its_macros_read_them(tmp_path: Path) -> None:
+    env = {"FREIGHT_LAKE_CATALOG_URI": f"sqlite:///{tmp_path}/catalog.sqlite",
+           "FREIGHT_LAKE_DATA_URI": str(tmp_path / "lake-data")}
+    lake = LakeSettings.from_env(env)
+    assert lake is not None
+    backend = LakeBackend(lake)
+    with running_simulator(shipments=12, seed=23) as sim:
+        service = ServiceSettings(sim.base_url, sim.username, sim.password)
+        shipment = next(i for i in sorted(sim.store.reader.live_shipment_ids())
+                        if (ARRIVAL, "ESTIMATED") in {(e["event"], e["type"]) for e in sim.store.reader.get_events(i)})
+        sync_all(service, tmp_path / "data", TEST_SETTINGS, backend=backend, run_id="first")
+        before = to_utc(parse_iso_datetime(sim.store.reader.get_base_shipment(shipment)["last_modified_date_time"]))
+        sim.advance_clock(60)
+        sim.store.events.update(shipment, ARRIVAL, "ESTIMATED", {"date_time": MOVED})
+        moved_at = to_utc(parse_iso_datetime(sim.store.reader.get_base_shipment(shipment)["last_modified_date_time"]))
+        sync_all(service, tmp_path / "data", TEST_SETTINGS, backend=backend, run_id="second")
+        counts = "SELECT " + ", ".join(f"(SELECT count(*) FROM freight_history.{table})"
+                                       for table in ("shipment_versions", "event_versions", "leg_versions"))
+        with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
+            held = con.execute(counts).fetchall()
+        # nothing changed: nothing added
+        sync_all(service, tmp_path / "data", TEST_SETTINGS, backend=backend, run_id="third")
+
+    with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
+        con.execute("SET TimeZone = 'UTC'")
+        assert con.execute(counts).fetchall() == held
+        estimates = con.execute(
+            "SELECT valid_from, valid_to, run_id FROM freight_history.event_versions "
+            "WHERE shipment_id = ? AND event = ? AND type = 'ESTIMATED' ORDER BY valid_from", [shipment, ARRIVAL]
+        ).fetchall()
+        assert [(row[1], row[2]) for row in estimates] == [(moved_at, "first"), (None, "second")]
+        assert estimates[0][0] <= before < moved_at
+        assert_contiguous(con)
+        arrival = ("SELECT event_at FROM freight_history.events_as_of(CAST(? AS TIMESTAMPTZ)) "
+                   "WHERE shipment_id = ? AND event = ? AND type = 'ESTIMATED'")
+        assert con.execute(arrival, [moved_at, shipment, ARRIVAL]).fetchall() == [
+            (dt.datetime(2026, 12, 9, 17, tzinfo=dt.UTC),)]
+        assert con.execute(arrival, [moved_at - dt.timedelta(seconds=1), shipment, ARRIVAL]).fetchall() != [
+            (dt.datetime(2026, 12, 9, 17, tzinfo=dt.UTC),)]
+        now = "SELECT shipment_id, event, type, event_at, event_until, location_name, unloc, iata, un_country "
+        assert con.execute(f"{now} FROM freight_history.events_as_of(CAST(? AS TIMESTAMPTZ)) ORDER BY ALL",
+                           [moved_at]).fetchall() == con.execute(f"{now} FROM freight.shipment_events ORDER BY ALL"
+                                                                 ).fetchall()
