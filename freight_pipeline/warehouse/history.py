@@ -210,23 +210,23 @@ def macro_sql(subject: Subject, *, name: str | None = None, temporary: bool = Fa
             f"WHERE NOT deleted AND valid_from <= {at} AND (valid_to IS NULL OR valid_to > {at})")
 
 
-def _macro_definition(con: duckdb.DuckDBPyConnection, database: str, schema: str, name: str) -> str | None:
-    row = first(run(con, "SELECT macro_definition FROM duckdb_functions() WHERE database_name = ? AND schema_name = ? "
-                         "AND function_name = ? AND function_type = 'table_macro'", [database, schema, name]))
-    return None if row is None else str(row[0])
-
-
 def ensure_macros(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Create (or bring up to date) the point-in-time macros; writes nothing when they are as declared
-    (so that writers opening the lake at once do not collide on the catalog)."""
+    (so that writers opening the lake at once do not collide on the catalog). The declared definitions
+    are read back from temporary copies: DuckDB keeps a macro's body in its own normalized form."""
     database = str(first(run(con, "SELECT current_database()"))[0])
+    probes = {subject.macro: f"_{subject.macro}_probe" for subject in SUBJECTS}
+    for subject in SUBJECTS:
+        run(con, macro_sql(subject, name=probes[subject.macro], temporary=True))
+    held = {(catalog, name): definition for catalog, name, definition in run(
+        con, "SELECT database_name, function_name, macro_definition FROM duckdb_functions() "
+             "WHERE function_type = 'table_macro' AND (database_name = 'temp' AND schema_name = 'main' "
+             "OR database_name = ? AND schema_name = ?)", [database, HISTORY_SCHEMA])}
+    for probe in probes.values():
+        run(con, f"DROP MACRO TABLE temp.main.{quote(probe)}")
     steps = []
     for subject in SUBJECTS:
-        probe = f"_{subject.macro}_probe"
-        run(con, macro_sql(subject, name=probe, temporary=True))
-        wanted = _macro_definition(con, "temp", "main", probe)
-        run(con, f"DROP MACRO TABLE temp.main.{quote(probe)}")
-        if _macro_definition(con, database, HISTORY_SCHEMA, subject.macro) != wanted:
+        if held.get((database, subject.macro)) != held[("temp", probes[subject.macro])]:
             run(con, macro_sql(subject))
             steps.append(f"{HISTORY_SCHEMA}.{subject.macro}: created")
     return steps
