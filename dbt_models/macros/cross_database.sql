@@ -43,6 +43,27 @@
 
 
 {#
+    Aggregate: `value` of the row with the largest `order_key` among the rows where `value` is
+    not null (null when there is none). E.g. the last estimate of a milestone.
+#}
+{% macro last_by(value, order_key) -%}
+    {{ return(adapter.dispatch('last_by', 'freight_marts')(value, order_key)) }}
+{%- endmacro %}
+
+{% macro duckdb__last_by(value, order_key) -%}
+    arg_max({{ value }}, {{ order_key }}) filter (where {{ value }} is not null)
+{%- endmacro %}
+
+{% macro default__last_by(value, order_key) -%}
+    max_by({{ value }}, case when {{ value }} is not null then {{ order_key }} end)
+{%- endmacro %}
+
+{% macro postgres__last_by(value, order_key) -%}
+    (array_agg({{ value }} order by {{ order_key }} desc) filter (where {{ value }} is not null))[1]
+{%- endmacro %}
+
+
+{#
     Calendar month (first day, DATE) of an instant, in UTC: independent of the session TimeZone
     setting, so every reader buckets the same instant into the same month.
 #}

@@ -47,6 +47,7 @@ from staging_rules import (
     EVENT_CODES,
     EVENT_LOCATION_RENAMES,
     EVENT_TYPES,
+    FREIGHT_SOURCE,
     FRESHNESS_TABLES,
     GOOD_PARENT,
     LOWER_CODE,
@@ -86,6 +87,7 @@ __all__ = [
     "EVENT_CODES",
     "EVENT_LOCATION_RENAMES",
     "EVENT_TYPES",
+    "FREIGHT_SOURCE",
     "FREIGHT_TABLES",
     "FRESHNESS_TABLES",
     "GOOD_PARENT",
@@ -126,7 +128,7 @@ def render() -> dict[Path, str]:
     files: dict[Path, str] = {
         MACROS_DIR / "code_lists.sql": code_lists_sql(CODE_LISTS),
         MACROS_DIR / "leg_columns.sql": leg_columns_sql(),
-        STAGING_DIR / "_sources.yml": sources_yml(FREIGHT_TABLES),
+        STAGING_DIR / FREIGHT_SOURCE.file: sources_yml(FREIGHT_SOURCE, FREIGHT_TABLES),
     }
     for spec in FREIGHT_TABLES:
         staging = STAGING.get(spec.name, Staging())

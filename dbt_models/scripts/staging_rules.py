@@ -17,6 +17,38 @@ from freight_pipeline.normalize.schema import Column  # noqa: E402
 STAGING_DIR = ROOT / "dbt_models" / "models" / "staging"
 SOURCE_NAME = "freight"
 
+
+@dataclass(frozen=True)
+class Source:
+    """A dbt source: one warehouse schema whose tables the staging views read."""
+
+    name: str  # the schema, and the source's name
+    description: str
+    file: str  # the YAML file under models/staging
+    freshness_field: str | None = None
+    """The column ``dbt source freshness`` reads (on the tables of FRESHNESS_TABLES); None: none checked."""
+
+    def asset_key(self, table: str) -> list[str]:
+        """The Dagster asset key of a table of the source (``meta.dagster.asset_key``)."""
+        return [self.name, table]
+
+
+FREIGHT_SOURCE = Source(
+    SOURCE_NAME,
+    "Normalized tables of the freight service, written by the sync "
+    "(freight_pipeline/normalize/tables.py declares them). Every row carries _synced_at and _run_id.",
+    "_sources.yml",
+    freshness_field="_synced_at",
+)
+HISTORY_SOURCE = Source(
+    "freight_history",
+    "Versioned history, written by the sync in the same transaction as each batch "
+    "(freight_pipeline/warehouse/history.py declares it): one row per version of a shipment header, event or "
+    "main-carriage leg, valid from valid_from until valid_to (null while current); a deleted version marks a subject "
+    "that vanished. Append-only, except closing valid_to.",
+    "_freight_history_sources.yml",
+)
+
 MACROS_DIR = ROOT / "dbt_models" / "macros"
 
 # The modes of the spec (shipment.mode_of_transport); the client declares no list of them.
@@ -96,6 +128,9 @@ class Staging:
     # why the key's uniqueness is the service's, not the pipeline's (the test then warns); empty:
     # the key is the table's primary key as stored, unique by construction (error)
     source_controlled_key: str = ""
+    # rows of a shipment that exists: a relationships test on shipment_id to stg_shipments (False for
+    # history versions, which outlive a shipment deleted at the service)
+    shipment_parent: bool = True
 
 
 BOOLEAN_RENAMES = {
@@ -103,6 +138,7 @@ BOOLEAN_RENAMES = {
     "colli": Rename("is_colli", note="source column colli"),
     "additional_mark": Rename("has_additional_mark", note="source column additional_mark"),
     "shippers_own": Rename("is_shippers_own", note="source column shippers_own"),
+    "deleted": Rename("is_deleted", note="source column deleted"),
 }
 EVENT_LOCATION_RENAMES = {
     col: Rename(f"location_{col}", note=f"source column {col}")
@@ -117,6 +153,15 @@ EVENT_LOCATION_RENAMES = {
         "longitude",
     )
 }
+EVENT_RENAMES = {
+    "event": Rename("event_code", UPPER_CODE, "source column event, trimmed, upper case"),
+    "type": Rename("event_type", UPPER_CODE, "source column type, trimmed, upper case"),
+    **EVENT_LOCATION_RENAMES,
+}
+EVENT_KEY_CASE = (
+    "unique as stored, but staging upper-cases event and type: case variants sent by the service (ACTUAL, Actual) "
+    "collapse"
+)
 GOOD_PARENT = ("stg_shipment_goods", ("shipment_id", "good_path"), ("shipment_id", "good_path"))
 
 STAGING: dict[str, Staging] = {
@@ -162,11 +207,7 @@ STAGING: dict[str, Staging] = {
     "air_main_carriage_legs": Staging(renames={"mot": Rename(expression=UPPER_CODE, note="trimmed, upper case")}),
     "sea_main_carriage_legs": Staging(renames={"mot": Rename(expression=UPPER_CODE, note="trimmed, upper case")}),
     "shipment_events": Staging(
-        renames={
-            "event": Rename("event_code", UPPER_CODE, "source column event, trimmed, upper case"),
-            "type": Rename("event_type", UPPER_CODE, "source column type, trimmed, upper case"),
-            **EVENT_LOCATION_RENAMES,
-        },
+        renames=EVENT_RENAMES,
         accepted={
             "event_code": Accepted(
                 "freight_event_codes",
@@ -177,13 +218,23 @@ STAGING: dict[str, Staging] = {
                 note="the service may send another type; the milestones count it in unknown_type_events",
             ),
         },
-        source_controlled_key="unique as stored, but staging upper-cases event and type: "
-        "case variants sent by the service (ACTUAL, Actual) collapse",
+        source_controlled_key=EVENT_KEY_CASE,
     ),
     "code_conversions": Staging(
         renames={"direction": Rename(expression=UPPER_CODE, note="trimmed, upper case")},
         accepted={"direction": Accepted("freight_conversion_directions")},
     ),
+    # freight_history: cleaned like the current tables they version; codes are tested there (the
+    # current rows), not again on every version; versions outlive a shipment deleted at the service
+    "shipment_versions": Staging(
+        renames={
+            "mode_of_transport": Rename(expression=UPPER_CODE, note="trimmed, upper case"),
+            "direction": Rename(expression=UPPER_CODE, note="trimmed, upper case"),
+        },
+        shipment_parent=False,
+    ),
+    "event_versions": Staging(renames=EVENT_RENAMES, source_controlled_key=EVENT_KEY_CASE, shipment_parent=False),
+    "leg_versions": Staging(shipment_parent=False),
 }
 
 
