@@ -330,11 +330,9 @@ EXPECTED_REVISIONS: dict[tuple[int, str, int | None], tuple[Any, ...]] = {
     (103, "leg_arrival", 1): (3, 1, "2026-04-10 08:00", "2026-04-10 12:00", 4.0, "2026-04-05 00:00",
                               "2026-04-10 09:30"),
     (103, "leg_arrival", 2): (2, 0, "2026-04-12 00:00", "2026-04-12 00:00", 0.0, None, "2026-04-12 03:00"),
-    # deleted at the service: its estimate is kept, its actual is gone
-    (104, "arrival", None): (1, 0, "2026-03-05 00:00", "2026-03-05 00:00", 0.0, None, None),
     # the version without an instant is no estimate: one estimate, no move
     (105, "arrival", None): (1, 0, "2026-04-02 00:00", "2026-04-02 00:00", 0.0, None, "2026-04-02 11:00"),
-    # 103's arrival was never estimated: no row
+    # 103's arrival was never estimated: no row; 104 was deleted at the service: no row (as in every mart)
 }
 
 
@@ -352,11 +350,14 @@ def test_estimate_revisions_count_the_moves_and_the_slip(built: Built) -> None:
         key: (versions, revisions, utc(first), utc(last), slip, instant(revised), instant(arrived))
         for key, (versions, revisions, first, last, slip, revised, arrived) in EXPECTED_REVISIONS.items()
     }
-    # the shipment deleted at the service has no mode, lane or carrier any more; the others theirs
     assert built.query(
-        "SELECT shipment_id, mode_of_transport, lane FROM analytics.fct_estimate_revisions "
+        "SELECT shipment_id, mode_of_transport, lane, carrier_name FROM analytics.fct_estimate_revisions "
         "WHERE milestone = 'arrival' ORDER BY shipment_id"
-    ) == [(101, "SEA", "CNSHA-NLRTM"), (102, "SEA", "CNSHA-NLRTM"), (104, None, None), (105, "SHIP", None)]
+    ) == [
+        (101, "SEA", "CNSHA-NLRTM", "EVER GIVEN"), (102, "SEA", "CNSHA-NLRTM", "EVER GIVEN"), (105, "SHIP", None, None)
+    ]
+    # 104's versions are still in the history
+    assert built.query("SELECT count(*) FROM freight_history.event_versions WHERE shipment_id = 104") == [(4,)]
 
 
 # --- incremental ---------------------------------------------------------------------------------

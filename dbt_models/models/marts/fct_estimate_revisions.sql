@@ -8,6 +8,8 @@
 -- with a different estimate than the previous, minus the first). A version that changed something
 -- else (the location, the leg's actual) is no revision; A -> B -> A is two.
 -- total_slip_hours = last - first estimate in hours: positive when the milestone slipped later.
+-- Shipments of fct_shipments only: a shipment deleted at the service leaves the mart, as it leaves the
+-- other marts (its versions stay in freight_history).
 -- Incremental: rebuilds only the shipments changed since the last complete build
 -- (macros/changed_shipments.sql).
 
@@ -111,10 +113,10 @@ final as (
         shipments.carrier_name
 
     from summary
+    inner join shipments
+        on summary.shipment_id = shipments.shipment_id
     left join actuals
         on summary.milestone_key = actuals.milestone_key
-    left join shipments
-        on summary.shipment_id = shipments.shipment_id
 
 )
 
