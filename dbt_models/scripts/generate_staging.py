@@ -1,11 +1,14 @@
-"""Generate the dbt sources and staging models from the ``freight`` table specs.
+"""Generate the dbt sources and staging models from the ``freight`` and ``freight_history`` table specs.
 
 The table specs in ``freight_pipeline/normalize/tables.py`` are the one declaration of the
-``freight`` schema (column names, types, descriptions). This script writes, from them:
+``freight`` schema (column names, types, descriptions), those in
+``freight_pipeline/warehouse/history.py`` of the ``freight_history`` schema. This script writes, from them:
 
 * ``models/staging/_sources.yml``: the ``freight`` source with every table and column documented,
   the Dagster asset key of each table (``freight/<table>``) and ``_synced_at`` freshness;
-* ``models/staging/stg_<table>.sql``: a view per table, CTEs ``source -> renamed -> final``,
+* ``models/staging/_freight_history_sources.yml``: the ``freight_history`` source likewise (asset key
+  ``freight_history/<table>``, no freshness: the history grows only when something changes);
+* ``models/staging/stg_<table>.sql``: a view per table of both, CTEs ``source -> renamed -> final``,
   light cleaning (code columns trimmed and upper-cased, a few boolean and key renames);
 * ``models/staging/stg_<table>.yml``: docs of every column and the data tests of the table
   (keys, relationships to parents, accepted values);
@@ -50,6 +53,7 @@ from staging_rules import (
     FREIGHT_SOURCE,
     FRESHNESS_TABLES,
     GOOD_PARENT,
+    HISTORY_SOURCE,
     LOWER_CODE,
     MACROS_DIR,
     MODES_OF_TRANSPORT,
@@ -80,6 +84,7 @@ from staging_yml import sources_yml, staging_yml
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.specs.legs import LEG_ENDS
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.warehouse.history import HISTORY_TABLES
 
 __all__ = [
     "BOOLEAN_RENAMES",
@@ -91,6 +96,8 @@ __all__ = [
     "FREIGHT_TABLES",
     "FRESHNESS_TABLES",
     "GOOD_PARENT",
+    "HISTORY_SOURCE",
+    "HISTORY_TABLES",
     "LEG_ENDS",
     "LOWER_CODE",
     "MACROS_DIR",
@@ -129,8 +136,9 @@ def render() -> dict[Path, str]:
         MACROS_DIR / "code_lists.sql": code_lists_sql(CODE_LISTS),
         MACROS_DIR / "leg_columns.sql": leg_columns_sql(),
         STAGING_DIR / FREIGHT_SOURCE.file: sources_yml(FREIGHT_SOURCE, FREIGHT_TABLES),
+        STAGING_DIR / HISTORY_SOURCE.file: sources_yml(HISTORY_SOURCE, HISTORY_TABLES),
     }
-    for spec in FREIGHT_TABLES:
+    for spec in (*FREIGHT_TABLES, *HISTORY_TABLES):
         staging = STAGING.get(spec.name, Staging())
         files[STAGING_DIR / f"stg_{spec.name}.sql"] = staging_sql(spec, staging)
         files[STAGING_DIR / f"stg_{spec.name}.yml"] = staging_yml(spec, staging)

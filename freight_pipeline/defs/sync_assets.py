@@ -1,4 +1,6 @@
 """One asset per sync stream; each normalized table it writes is an ``AssetSpec`` keyed ``freight/<table>``.
+The shipments stream also writes the ``freight_history`` tables (with each batch, in its transaction):
+``AssetSpec``s keyed ``freight_history/<table>`` of its asset, upstream of the dbt models on them.
 
 The computation is :func:`freight_pipeline.sync.runner.run_stream`; this module only turns its
 :class:`StreamResult` (plus a read-only look at the working database) into asset metadata.
@@ -28,6 +30,7 @@ from freight_pipeline.sync.streams import (
     TABLE_WRITER,
     stream_named,
 )
+from freight_pipeline.warehouse.history import HISTORY_TABLES
 
 SYNC_GROUP = "freight"
 SOURCE_SCHEMA = "freight"
@@ -72,6 +75,30 @@ def table_spec(table: str) -> dg.AssetSpec:
             "primary_key": ", ".join(spec.primary_key),
         },
     )
+
+
+def history_key(spec: TableSpec) -> dg.AssetKey:
+    return dg.AssetKey([spec.schema, spec.name])
+
+
+def history_spec(spec: TableSpec) -> dg.AssetSpec:
+    return dg.AssetSpec(
+        key=history_key(spec),
+        description=f"{spec.description} Key ({', '.join(spec.primary_key)}); written by the {SHIPMENTS.name} "
+        "stream with each batch, in the same transaction.",
+        group_name=SYNC_GROUP,
+        kinds={"duckdb", "python"},
+        metadata={
+            "dagster/table_name": spec.qualified_name,
+            "dagster/column_schema": column_schema(spec),
+            "primary_key": ", ".join(spec.primary_key),
+        },
+    )
+
+
+def history_tables(stream: str) -> tuple[TableSpec, ...]:
+    """The ``freight_history`` tables ``stream`` writes (the shipments stream: all of them)."""
+    return HISTORY_TABLES if stream == SHIPMENTS.name else ()
 
 
 def _text_or_json(value: str | None) -> dg.MetadataValue:
@@ -130,6 +157,7 @@ def stream_results(stream: str, result: StreamResult, warehouse: WarehouseResour
     tables = stream_named(stream).tables
     with warehouse.read_working_db() as con:
         counts = {t: queries.row_count(con, TABLES_BY_NAME[t]) for t in tables}
+        versions = {spec: queries.row_count(con, spec) for spec in history_tables(stream)}
         newest = queries.newest_source_change(con, stream)
     figures = stream_metadata(result, newest)
     firsts = {part.tables[0]: part.stream for part in stream_named(stream).parts}
@@ -145,6 +173,8 @@ def stream_results(stream: str, result: StreamResult, warehouse: WarehouseResour
         if table in firsts and index > 0:
             metadata.update(part_metadata(result, firsts[table]))
         yield dg.MaterializeResult(asset_key=table_key(table), metadata=metadata)
+    for spec, rows in versions.items():
+        yield dg.MaterializeResult(asset_key=history_key(spec), metadata={"dagster/row_count": rows})
 
 
 def stream_asset_name(stream: str) -> str:
@@ -157,7 +187,7 @@ def build_stream_asset(stream: str) -> dg.AssetsDefinition:
 
     @dg.multi_asset(
         name=stream_asset_name(stream),
-        specs=[table_spec(t) for t in stream_named(stream).tables],
+        specs=[*(table_spec(t) for t in stream_named(stream).tables), *map(history_spec, history_tables(stream))],
         description=stream_named(stream).description,
         can_subset=False,
     )

@@ -3,7 +3,9 @@
 Documents come from the bundled simulator (``freight_pipeline.simulator.store.SimulatorStore``)
 when it exists, else from a small handmade generator below shaped as the spec describes; either
 way they go through the project's normalizer and the tables are created from the table specs'
-DDL, so the dbt project is tested against the real column names and types.
+DDL, so the dbt project is tested against the real column names and types. The ``freight_history``
+tables are created as the warehouse creates them, holding the rows as first versions (what a first
+sync records).
 
 Usable from the command line to get a database for a manual ``dbt build``::
 
@@ -33,6 +35,7 @@ from freight_pipeline.normalize.flatten import merge_rows, normalize_shipment, t
 from freight_pipeline.normalize.legs import normalize_main_carriage
 from freight_pipeline.normalize.records import normalize_code_conversions, normalize_memos
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.warehouse.history import ensure_history
 from freight_pipeline_tests.normalize import samples
 
 RUN_ID = "test-run"
@@ -279,7 +282,8 @@ def _with_audit(table: pa.Table, synced_at: dt.datetime) -> pa.Table:
 
 
 def build_freight_database(path: str | Path, shipments: int = 200, seed: int = 7) -> dict[str, Any]:
-    """Create ``path`` with every ``freight`` table filled; returns the source and row counts."""
+    """Create ``path`` with every ``freight`` table filled and the ``freight_history`` tables holding
+    them as first versions; returns the source and row counts (of the ``freight`` tables)."""
     docs = documents(shipments, seed)
     tables = normalized_tables(docs)
     synced_at = dt.datetime.now(dt.UTC)
@@ -294,6 +298,7 @@ def build_freight_database(path: str | Path, shipments: int = 200, seed: int = 7
             con.execute(f"insert into {spec.qualified_name} by name select * from batch")
             con.unregister("batch")
             counts[spec.name] = data.num_rows
+        ensure_history(con)
     finally:
         con.close()
     return {"source": docs.source, "counts": counts}

@@ -20,6 +20,7 @@ import yaml
 
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.warehouse.history import HISTORY_TABLES
 from freight_pipeline_tests.dbt.dbt_cli import DBT_DIR, run_dbt
 
 MARTS = (
@@ -29,7 +30,13 @@ MARTS = (
     "fct_on_time_performance",
     "fct_shipment_documents",
     "dim_code_conversions",
+    "fct_eta_accuracy",
+    "fct_eta_accuracy_monthly",
+    "fct_estimate_revisions",
 )
+INTERMEDIATE = ("int_main_carriage_legs", "int_milestone_estimate_versions", "int_milestone_actuals")
+SOURCE_TABLES = (*FREIGHT_TABLES, *HISTORY_TABLES)
+"""Every table a staging view sits on: ``freight`` and ``freight_history``."""
 
 
 def _results(run_results: dict[str, Any]) -> dict[str, str]:
@@ -54,7 +61,7 @@ def test_dbt_build_succeeds(dbt_build: dict[str, Any]) -> None:
     # every model and test ran; warnings would point at data the spec does not allow
     warned = sorted(uid for uid, status in statuses.items() if status == "warn")
     assert warned == []
-    assert sum(uid.startswith("model.") for uid in statuses) == len(FREIGHT_TABLES) + 1 + len(MARTS)
+    assert sum(uid.startswith("model.") for uid in statuses) == len(SOURCE_TABLES) + len(INTERMEDIATE) + len(MARTS)
     # the build logged into its temporary target, not into dbt_models/logs
     assert (Path(dbt_build["target"]) / "dbt.log").is_file()
 
@@ -74,6 +81,8 @@ def test_unit_tests_ran_and_passed(dbt_build: dict[str, Any]) -> None:
         "test_on_time_share_with_tolerance": "pass",
         "test_on_time_tolerance_is_a_var": "pass",
         "test_on_time_by_day_when_an_instant_is_missing": "pass",
+        "test_eta_horizons_are_a_var_and_the_version_in_force_starts_at_the_horizon": "pass",
+        "test_revisions_count_moves_between_consecutive_estimates": "pass",
     }
 
 
@@ -87,7 +96,8 @@ def test_marts_land_in_analytics_and_staging_in_staging(dbt_build: dict[str, Any
     for schema, name, kind in rows:
         by_schema.setdefault(schema, {})[name] = kind
     assert by_schema["analytics"] == dict.fromkeys(MARTS, "BASE TABLE")
-    assert by_schema["staging"] == {f"stg_{spec.name}": "VIEW" for spec in FREIGHT_TABLES}
+    assert by_schema["staging"] == {f"stg_{spec.name}": "VIEW" for spec in SOURCE_TABLES}
+    assert by_schema["intermediate"] == dict.fromkeys(INTERMEDIATE, "VIEW")
 
 
 def test_mart_grain(dbt_build: dict[str, Any], warehouse: dict[str, Any]) -> None:
@@ -260,7 +270,7 @@ def test_dbt_parse_needs_no_database(tmp_path: Path) -> None:
     assert not (tmp_path / "missing").exists()
     manifest = json.loads((target / "manifest.json").read_text())
     keys = {source["name"]: source["config"]["meta"]["dagster"]["asset_key"] for source in manifest["sources"].values()}
-    assert keys == {spec.name: ["freight", spec.name] for spec in FREIGHT_TABLES}
+    assert keys == {spec.name: [spec.schema, spec.name] for spec in SOURCE_TABLES}
     # dbt_project.yml flags: no usage events sent (no network; no .user.yml next to profiles.yml)
     assert manifest["metadata"]["send_anonymous_usage_stats"] is False
 
@@ -343,6 +353,7 @@ WARN_TESTS = {
     ("relationships", "fct_shipment_milestones", "shipment_id"),
     # the key after staging upper-cases event and type: case variants sent by the service collapse
     ("unique_combination_of_columns", "stg_shipment_events", None),
+    ("unique_combination_of_columns", "stg_event_versions", None),
     # instants sent by the service
     ("value_between", "fct_transit_times", "transit_hours"),
 }

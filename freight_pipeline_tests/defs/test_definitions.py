@@ -20,6 +20,7 @@ from freight_pipeline.normalize.tables import FREIGHT_TABLES, TABLES_BY_NAME
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import RECORD_SOURCES
 from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse.history import HISTORY_TABLES
 from freight_pipeline_tests.dbt.marts import marts
 
 FREIGHT_KEYS = {dg.AssetKey(["freight", t.name]) for t in FREIGHT_TABLES}
@@ -48,7 +49,12 @@ def test_every_freight_table_is_an_asset_in_the_freight_group(repo: dg.Repositor
     shipments = repo.assets_defs_by_key[dg.AssetKey(["freight", "shipments"])]
     expected = [t for part in ("shipments", "shipment_events", "air_main_carriage_legs", "sea_main_carriage_legs",
                                "shipment_memos") for t in RECORD_SOURCES[part]]
-    assert set(shipments.keys) == {dg.AssetKey(["freight", t]) for t in expected}
+    history = {dg.AssetKey(["freight_history", spec.name]) for spec in HISTORY_TABLES}
+    assert set(shipments.keys) == {dg.AssetKey(["freight", t]) for t in expected} | history
+    for key in history:  # written with the shipments' batches, upstream of the ETA marts' staging
+        node = graph.get(key)
+        assert node.group_name == "freight" and "written by the shipments stream" in (node.description or "")
+        assert key in graph.get(dg.AssetKey(["staging", f"stg_{key.path[1]}"])).parent_keys
     assert repo.assets_defs_by_key[dg.AssetKey(["freight", "shipment_events"])] is shipments
     assert graph.get(dg.AssetKey(["freight", "code_conversions"])).parent_keys == set()
     # the documents stream lists the E-Files of the shipments written first: its tables wait for them

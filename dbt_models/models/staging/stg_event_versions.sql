@@ -24,6 +24,7 @@ renamed as (
         unloc as location_unloc,
         iata as location_iata,
         un_country as location_un_country,
+        ---------- version
         valid_to,
         deleted as is_deleted,
         run_id,

@@ -32,6 +32,7 @@ renamed as (
         destination_estimated_at,
         destination_actual_at,
         destination_revised_at,
+        ---------- version
         valid_to,
         deleted as is_deleted,
         run_id,

@@ -61,6 +61,7 @@ renamed as (
         customs_clearance_date,
         customs_clearance,
         customs_book,
+        ---------- version
         valid_to,
         deleted as is_deleted,
         run_id,
