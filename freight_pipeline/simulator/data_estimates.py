@@ -8,6 +8,12 @@ as the actual draws near, so estimates move several times, later (slips) and ear
 actual lands close to the last one (hours to a few days off at sea and by rail, hours by air and
 road). :func:`moved_milestone` sets one milestone's estimate or actual on demand (a test hook).
 
+The service also reports a revised date of the main-carriage departure and arrival (REVISED_DATE_CODES:
+a ``<code>_REVISED`` event, and the leg's ``revised_datetime``). It belongs to the shipment, not to a
+version: a shipment starts with the dates :func:`first_revised_dates` draws (when it is generated), and
+they move only when an estimate does (:func:`revised_dates_after`: the revised date of a milestone whose
+estimate moved is its new estimate); a change that revises nothing leaves them as they were.
+
 All draws come from the ``rng`` the caller seeds, so the same shipment, version and instant give
 the same revision.
 """
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 
 from freight_pipeline.simulator.data_identity import HOUR, Milestone
 
@@ -35,6 +42,14 @@ ESTIMATE_STEP = 300
 """Estimates are whole five minutes, like the planned instants."""
 MIN_LEAD = 15 * 60
 """A revised estimate lies at least this long after the revision."""
+
+REVISED_DATE_CODES = ("POL_DEPARTURE", "POD_ARRIVAL")
+"""Milestones with a revised date: a ``<code>_REVISED`` event (ESTIMATED) and the leg end's ``revised_datetime``."""
+FIRST_REVISED_SHARE = 0.3
+"""Chance that a generated shipment has a revised date for one such milestone still to come."""
+
+RevisedDates = tuple[tuple[str, int], ...]
+"""A shipment's revised dates: (``<code>_REVISED``, epoch seconds), in REVISED_DATE_CODES order."""
 
 
 def revised_milestones(
@@ -87,3 +102,36 @@ def _with_estimate(milestone: Milestone, estimate: int) -> Milestone:
     """The milestone estimated at ``estimate`` (its window, if any, moved along); its time is known."""
     until = None if milestone.until is None else milestone.until + estimate - milestone.planned
     return dataclasses.replace(milestone, planned=estimate, until=until, time_known=True)
+
+
+def first_revised_dates(
+    milestones: tuple[Milestone, ...], as_of: int, rng: Callable[[], random.Random]
+) -> RevisedDates:
+    """The revised dates of a shipment generated with ``milestones`` as of ``as_of``: for each milestone of
+    REVISED_DATE_CODES whose actual lies after ``as_of``, with chance FIRST_REVISED_SHARE, its estimate
+    plus 6 to 96 hours (whole five minutes). ``rng`` makes the random stream, only when there is a draw."""
+    dates: list[tuple[str, int]] = []
+    draws: random.Random | None = None
+    for code in REVISED_DATE_CODES:
+        milestone = next((m for m in milestones if m.code == code), None)
+        if milestone is None or milestone.actual <= as_of:
+            continue
+        draws = draws or rng()
+        if draws.random() < FIRST_REVISED_SHARE:
+            dates.append((f"{code}_REVISED", milestone.planned + draws.randint(6, 96) * HOUR // 300 * 300))
+    return tuple(dates)
+
+
+def revised_dates_after(
+    before: tuple[Milestone, ...], after: tuple[Milestone, ...], dates: RevisedDates
+) -> RevisedDates:
+    """``dates`` once the timeline went from ``before`` to ``after``: a milestone of REVISED_DATE_CODES
+    whose estimate moved has its revised date at the new estimate; the others keep theirs (or none)."""
+    was = {m.code: m.planned for m in before}
+    now = {m.code: m.planned for m in after}
+    held = dict(dates)
+    for code in REVISED_DATE_CODES:
+        if code in now and now[code] != was.get(code):
+            held[f"{code}_REVISED"] = now[code]
+    return tuple((f"{code}_REVISED", held[f"{code}_REVISED"]) for code in REVISED_DATE_CODES
+                 if f"{code}_REVISED" in held)

@@ -2,7 +2,8 @@
 
 A milestone's ESTIMATED event is always present; its ACTUAL event appears once the document's
 as-of instant (its last-modified instant) has reached the actual time. Revised departure and
-arrival dates (``revised``) are per version.
+arrival dates (``revised``: ``<code>_REVISED`` events, the main legs' ``revised_datetime``) are the
+shipment's (:mod:`.data_estimates`): they change only when that estimate is revised.
 """
 
 from __future__ import annotations

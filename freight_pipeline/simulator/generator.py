@@ -8,7 +8,8 @@ version-dependent parts from one seeded with (seed, id, version), and each goods
 seeded with (seed, id, line number). Events are rendered as of the state's last-modified instant,
 so a document never changes without a new version and a new last-modified instant. A state whose
 estimates were revised (:mod:`.data_estimates`) carries its own milestone timeline, which then
-replaces the identity's.
+replaces the identity's. A state also carries its revised departure / arrival dates (drawn when the
+shipment is generated, moved only with its estimates), so versions that revise nothing agree on them.
 
 ``ShipmentState`` is itself the lookup key row (a read-only ``Mapping`` over ``SHIPMENT_KEYS``).
 States are never mutated in place: a change makes a new state (:meth:`ShipmentState.evolve`), so
@@ -30,10 +31,15 @@ from freight_pipeline.simulator.data_addresses import (
     render_addresses,
     render_containers,
 )
-from freight_pipeline.simulator.data_estimates import revised_milestones
+from freight_pipeline.simulator.data_estimates import (
+    RevisedDates,
+    first_revised_dates,
+    revised_dates_after,
+    revised_milestones,
+)
 from freight_pipeline.simulator.data_format import TAG_ESTIMATES, TAG_VERSION, local_datetime, rng_for, round2
 from freight_pipeline.simulator.data_goods import MAX_LINE_NUMBER, GoodsContext, render_goods
-from freight_pipeline.simulator.data_identity import DAY, HOUR, Identity, Milestone, derive_identity
+from freight_pipeline.simulator.data_identity import DAY, Identity, Milestone, derive_identity
 from freight_pipeline.simulator.data_transport import main_legs, post_legs, pre_legs, render_events
 from freight_pipeline.simulator.store_api import SHIPMENT_KEYS
 
@@ -65,8 +71,8 @@ class ShipmentState(Mapping[str, Any]):
     __slots__ = (
         "address_refs", "client", "closed", "created", "creation_date", "customer_address_number",
         "customer_address_type", "direction", "foreign_id", "goods", "house_reference", "id", "lm_date", "lm_time",
-        "master_reference", "mode", "modified", "month_of_service", "running_sequence_number", "shipment_number",
-        "timeline", "tz", "version",
+        "master_reference", "mode", "modified", "month_of_service", "revised", "running_sequence_number",
+        "shipment_number", "timeline", "tz", "version",
     )
 
     def __init__(self, *, id: int, version: int, created: int, modified: int, tz: dt.tzinfo, client: str,
@@ -74,7 +80,7 @@ class ShipmentState(Mapping[str, Any]):
                  master_reference: str | None, foreign_id: str | None, month_of_service: str,
                  running_sequence_number: int, customer_address_type: str, customer_address_number: int,
                  closed: bool, address_refs: tuple[str, ...], goods: tuple[int, ...] | None,
-                 timeline: tuple[Milestone, ...] | None = None) -> None:
+                 timeline: tuple[Milestone, ...] | None = None, revised: RevisedDates = ()) -> None:
         self.id = id
         self.version = version
         self.created = created
@@ -95,6 +101,7 @@ class ShipmentState(Mapping[str, Any]):
         self.address_refs = address_refs
         self.goods = goods  # None: the initial goods lines of the identity
         self.timeline = timeline  # None: the identity's milestones (no estimate revised yet)
+        self.revised = revised  # the revised dates of the events and legs (data_estimates.RevisedDates)
         self.creation_date = _intern(dt.datetime.fromtimestamp(created, tz).date().isoformat())
         local = dt.datetime.fromtimestamp(modified, tz)
         self.lm_date = _intern(local.date().isoformat())
@@ -129,7 +136,7 @@ class ShipmentState(Mapping[str, Any]):
 _INIT_FIELDS = (
     "id", "version", "created", "modified", "tz", "client", "direction", "mode", "shipment_number",
     "house_reference", "master_reference", "foreign_id", "month_of_service", "running_sequence_number",
-    "customer_address_type", "customer_address_number", "closed", "address_refs", "goods", "timeline",
+    "customer_address_type", "customer_address_number", "closed", "address_refs", "goods", "timeline", "revised",
 )
 
 
@@ -156,7 +163,14 @@ def new_state(seed: int, ident: Identity, created: int, modified: int, version: 
         running_sequence_number=running_sequence_number, customer_address_type=ident.customer.address_type,
         customer_address_number=ident.customer.address_number, closed=is_closed(ident, modified),
         address_refs=initial_references(seed, ident.id), goods=None,
+        revised=drawn_revised_dates(seed, ident, version, modified),
     )
+
+
+def drawn_revised_dates(seed: int, ident: Identity, version: int, as_of: int) -> RevisedDates:
+    """The revised dates a shipment is generated with (:func:`~.data_estimates.first_revised_dates`), drawn
+    from (seed, id, version): ``version`` and ``as_of`` are those it has when generated."""
+    return first_revised_dates(ident.milestones, as_of, lambda: rng_for(seed, ident.id, TAG_VERSION, version, 1))
 
 
 def is_closed(ident: Identity, as_of: int) -> bool:
@@ -186,7 +200,13 @@ def with_revised_estimates(seed: int, state: ShipmentState, ident: Identity) -> 
     """
     rng = rng_for(seed, state.id, TAG_ESTIMATES, state.version)
     timeline = revised_milestones(ident.milestones, ident.mode, state.modified, rng)
-    return state if timeline is None else state.evolve(timeline=timeline)
+    return state if timeline is None else with_timeline(state, ident, timeline)
+
+
+def with_timeline(state: ShipmentState, ident: Identity, timeline: tuple[Milestone, ...]) -> ShipmentState:
+    """``state`` with its milestones at ``timeline`` (they were ``ident``'s): the revised dates of the
+    estimates that moved move with them (:func:`~.data_estimates.revised_dates_after`), the others stay."""
+    return state.evolve(timeline=timeline, revised=revised_dates_after(ident.milestones, timeline, state.revised))
 
 
 def mutated(state: ShipmentState, ident: Identity, modified: int, rng: random.Random) -> ShipmentState:
@@ -228,16 +248,6 @@ def progressed_identity(seed: int, state: ShipmentState) -> Identity:
     return ident if state.timeline is None else dataclasses.replace(ident, milestones=state.timeline)
 
 
-def revised_dates(seed: int, state: ShipmentState, ident: Identity) -> dict[str, int]:
-    rng = rng_for(seed, state.id, TAG_VERSION, state.version, 1)
-    revised: dict[str, int] = {}
-    for code in ("POL_DEPARTURE", "POD_ARRIVAL"):
-        milestone = ident.milestone(code)
-        if milestone is not None and milestone.actual > state.modified and rng.random() < 0.3:
-            revised[f"{code}_REVISED"] = milestone.planned + rng.randint(6, 96) * HOUR // 300 * 300
-    return revised
-
-
 def apply_overrides(events: list[dict[str, Any]], overrides: Mapping[tuple[str, str], dict[str, Any]]
                     ) -> list[dict[str, Any]]:
     if not overrides:
@@ -270,7 +280,7 @@ def build_document(
     goods = render_goods(ctx, state.line_numbers(ident))
     totals = ctx.totals
     volumetric = {"AIR": 167.0, "SEA": 1000.0, "RD": 333.0, "RL": 500.0}[ident.mode]
-    revised = revised_dates(seed, state, ident)
+    revised = dict(state.revised)
     events = apply_overrides(render_events(ident, as_of, revised), overrides)
     pickup = ident.milestones[0]
     clearance = ident.milestone("CUSTOMS_CLEARANCE") or ident.milestone("CLEARANCE_END")

@@ -21,6 +21,7 @@ from freight_pipeline.simulator.generator import (
     progressed_identity,
     touched,
     with_revised_estimates,
+    with_timeline,
 )
 from freight_pipeline.simulator.store_api import EVENT_TYPES, Invalid
 from freight_pipeline.simulator.store_data import StoreData
@@ -165,12 +166,13 @@ class StoreChanges:
         data = self._data
         with data.lock:
             state = data.require(shipment_id)
+            ident = progressed_identity(data.seed, state)
             try:
-                timeline = moved_milestone(progressed_identity(data.seed, state).milestones, code, event_type, at)
+                timeline = moved_milestone(ident.milestones, code, event_type, at)
             except ValueError as exc:
                 raise Invalid(f"shipment {shipment_id}: {exc}") from None
             stamp = data.stamp([state.modified])
-            data.live[shipment_id] = state.evolve(version=state.version + 1, modified=stamp, timeline=timeline)
+            data.live[shipment_id] = with_timeline(touched(state, stamp), ident, timeline)
             data.overrides.get(shipment_id, {}).pop((code, event_type), None)
             data.version += 1
             return data.clock.iso(stamp)

@@ -15,7 +15,7 @@ from freight_pipeline.simulator import data_catalog as cat
 from freight_pipeline.simulator.clock import SimClock
 from freight_pipeline.simulator.data_format import TAG_STORE, rng_for
 from freight_pipeline.simulator.data_identity import DAY, HOUR, derive_identity
-from freight_pipeline.simulator.generator import ShipmentState, new_state, touched
+from freight_pipeline.simulator.generator import ShipmentState, drawn_revised_dates, identity_of, new_state, touched
 from freight_pipeline.simulator.store_data import StoreData
 
 HISTORY_DAYS = 150
@@ -90,14 +90,20 @@ def _initial_modified(rng: Any, ident: Any, created: int, start: int) -> int:
 
 
 def _mass_update(data: StoreData, rng: Any, at: int, excluded: set[int]) -> None:
-    """A mass status update: many open shipments modified in one second."""
+    """A mass status update: many open shipments modified in one second.
+
+    It happened before the start, so its shipments are generated as of their new version: their revised
+    dates are drawn for it (:func:`~.generator.drawn_revised_dates`, as for every shipment's version at
+    the start; the same seed keeps giving the same initial data)."""
     candidates = [
         s.id
         for s in data.live.values()
         if s.id not in excluded and not s.closed and s.modified < at and s.created < at
     ]
     for shipment_id in rng.sample(candidates, min(MASS_UPDATE_SIZE, len(candidates) // 4)):
-        data.live[shipment_id] = touched(data.live[shipment_id], at)
+        state = touched(data.live[shipment_id], at)
+        revised = drawn_revised_dates(data.seed, identity_of(data.seed, state), state.version, at)
+        data.live[shipment_id] = state.evolve(revised=revised)
 
 
 def _add_initial_memos(data: StoreData, rng: Any, state: ShipmentState, memo_share: float, max_memos: int) -> None:

@@ -1,4 +1,5 @@
-"""Estimate revisions of a milestone timeline, against hand-computed values (a stub RNG fixes the draws)."""
+"""Estimate revisions of a milestone timeline and the revised dates that follow them, against
+hand-computed values (a stub RNG fixes the draws)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,12 @@ import random
 
 import pytest
 
-from freight_pipeline.simulator.data_estimates import moved_milestone, revised_milestones
+from freight_pipeline.simulator.data_estimates import (
+    first_revised_dates,
+    moved_milestone,
+    revised_dates_after,
+    revised_milestones,
+)
 from freight_pipeline.simulator.data_identity import HOUR, Milestone
 
 NOW = 1_800_000_000  # a multiple of 300 s
@@ -25,6 +31,18 @@ class FixedDraws(random.Random):
 
     def gauss(self, mu: float = 0.0, sigma: float = 1.0) -> float:
         return mu + self.z * sigma
+
+
+class FixedInts(FixedDraws):
+    """:class:`FixedDraws` whose ``randint(a, b)`` is always ``value``."""
+
+    def __init__(self, roll: float, value: int) -> None:
+        super().__init__(roll, 0.0)
+        self.value = value
+
+    def randint(self, a: int, b: int) -> int:
+        assert a <= self.value <= b
+        return self.value
 
 
 def pod(planned: int, actual: int, code: str = "POD_ARRIVAL", until: int | None = None) -> Milestone:
@@ -84,3 +102,43 @@ def test_moved_milestone_sets_an_estimate_with_its_window_or_an_actual() -> None
         moved_milestone((pickup, arrival), "GATE_OUT", "ESTIMATED", NOW)
     with pytest.raises(ValueError, match="must be ESTIMATED or ACTUAL"):
         moved_milestone((pickup, arrival), "PICKUP", "PLANNED", NOW)
+
+
+def pol(planned: int, actual: int) -> Milestone:
+    return Milestone(code="POL_DEPARTURE", role="pol", planned=planned, actual=actual, until=None, time_known=True)
+
+
+def test_first_revised_dates_are_drawn_for_the_departure_and_arrival_still_to_come() -> None:
+    departure, arrival = pol(NOW + DAY, NOW + DAY + HOUR), pod(NOW + 5 * DAY, NOW + 5 * DAY - HOUR)
+    delivery = pod(NOW + 6 * DAY, NOW + 6 * DAY, code="DELIVERY_DATE")  # no revised date
+    # drawn (roll 0.0 < 0.3): the estimate plus randint(6, 96) = 10 hours
+    assert first_revised_dates((departure, arrival, delivery), NOW, lambda: FixedInts(0.0, 10)) == (
+        ("POL_DEPARTURE_REVISED", NOW + DAY + 10 * HOUR), ("POD_ARRIVAL_REVISED", NOW + 5 * DAY + 10 * HOUR))
+    assert first_revised_dates((departure, arrival), NOW, lambda: FixedInts(0.3, 10)) == ()  # not drawn
+
+    def no_draws() -> random.Random:
+        raise AssertionError("nothing to draw: no random stream wanted")
+
+    # both actuals passed (or no such milestone): no revised date, and no draw
+    assert first_revised_dates((departure, arrival, delivery), NOW + 5 * DAY, no_draws) == ()
+    assert first_revised_dates((delivery,), NOW, no_draws) == ()
+
+
+def test_revised_dates_move_only_with_their_estimate() -> None:
+    departure, arrival = pol(NOW + DAY, NOW + DAY + HOUR), pod(NOW + 5 * DAY, NOW + 5 * DAY - HOUR)
+    delivery = pod(NOW + 6 * DAY, NOW + 6 * DAY, code="DELIVERY_DATE")
+    before = (departure, arrival, delivery)
+    held = (("POL_DEPARTURE_REVISED", NOW + DAY + 10 * HOUR),)
+    # nothing moved, or only the delivery estimate, or an actual: the dates stay as they were
+    assert revised_dates_after(before, before, held) == held
+    assert revised_dates_after(before, moved_milestone(before, "DELIVERY_DATE", "ESTIMATED", NOW + 7 * DAY),
+                               held) == held
+    assert revised_dates_after(before, moved_milestone(before, "POL_DEPARTURE", "ACTUAL", NOW + 2 * DAY),
+                               held) == held
+    # the arrival's estimate moved: its revised date appears at the new estimate, the departure's stays
+    later = moved_milestone(before, "POD_ARRIVAL", "ESTIMATED", NOW + 5 * DAY + 3 * HOUR)
+    assert revised_dates_after(before, later, held) == (
+        ("POL_DEPARTURE_REVISED", NOW + DAY + 10 * HOUR), ("POD_ARRIVAL_REVISED", NOW + 5 * DAY + 3 * HOUR))
+    # the departure's estimate moved: its revised date follows it
+    earlier = moved_milestone(before, "POL_DEPARTURE", "ESTIMATED", NOW + DAY - 2 * HOUR)
+    assert revised_dates_after(before, earlier, held) == (("POL_DEPARTURE_REVISED", NOW + DAY - 2 * HOUR),)
