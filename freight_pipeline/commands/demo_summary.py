@@ -1,4 +1,5 @@
-"""The demo's closing summary: runs, changes, tables, cursors, one analytic answer, where to look next."""
+"""The demo's closing summary: runs, changes, tables, cursors, the history and one ETA accuracy figure,
+one analytic answer, where to look next."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from freight_pipeline.commands.history_report import ETA_ACCURACY, WITHIN_HOURS, EtaAccuracy, HistoryFacts
 from freight_pipeline.commands.job_progress import JobOutcome
 from freight_pipeline.commands.report import describe_cursor
 from freight_pipeline.commands.text_table import format_table
@@ -92,6 +94,8 @@ class DemoFacts:
     documents: DocumentCheck | None = None
     lake: dict[str, str] = field(default_factory=dict)
     """The lake variables of a ``--lake`` demo (empty: the embedded DuckDB file)."""
+    history: HistoryFacts | None = None
+    """What freight_history kept and how good the ETAs were (None: not read)."""
 
 
 def render_summary(runs: list[DemoRun], facts: DemoFacts) -> str:
@@ -106,6 +110,7 @@ def render_summary(runs: list[DemoRun], facts: DemoFacts) -> str:
         "tables (published warehouse)\n" + _tables_table(runs),
         "cursors\n" + format_table(("stream", "cursor"), [(s["stream"], describe_cursor(s["cursor"])) for s in
                                                           last["streams"]]),
+        *([_history(facts.history)] if facts.history is not None else []),
         "on-time arrival by mode (analytics.fct_on_time_performance)\n" + _on_time(facts.on_time),
         _explore_lake(facts.data_dir, facts.lake) if facts.lake else _explore(facts.data_dir),
     ]
@@ -199,6 +204,38 @@ def _on_time(rows: list[dict[str, Any]]) -> str:
     ranked = sorted((r for r in rows if r["on_time_share"] is not None), key=lambda r: -r["on_time_share"])
     answer = ", ".join(f"{r['mode_of_transport'] or 'unknown'} {_pct(r['on_time_share'])}" for r in ranked)
     return f"  on-time share of arrived shipments by mode: {answer or 'no arrivals yet'}\n{table}"
+
+
+def _history(history: HistoryFacts) -> str:
+    lines = [f"history (freight_history: the versions the syncs saw) and ETA accuracy ({ETA_ACCURACY})"]
+    if history.tables:
+        lines.append(format_table(("table", "versions", "superseded", "shipments"),
+                                  [(t.table, t.versions, t.superseded, t.shipments) for t in history.tables]))
+    else:
+        lines.append("  (no freight_history tables)")
+    if history.moves is not None:
+        lines.append(f"  estimates moved: {history.moves.moves:,} times, on {history.moves.milestones:,} milestones "
+                     "(arrival, delivery, leg arrival: analytics.fct_estimate_revisions)")
+    lines.append(eta_line(history.accuracy))
+    return "\n".join(lines)
+
+
+def eta_line(accuracy: EtaAccuracy | None, milestone: str = "arrival") -> str:
+    """One accuracy figure of ``fct_eta_accuracy`` (its ETAs ``horizon_days`` out), or why there is none."""
+    if accuracy is None:
+        return f"  {milestone} ETAs: {ETA_ACCURACY} is missing"
+    days = accuracy.horizon_days
+    out = f"{accuracy.milestone} ETAs {days} day{'' if days == 1 else 's'} out"
+    before = "a day" if days == 1 else f"{days} days"
+    if accuracy.happened == 0:
+        return f"  {out}: none scored ({ETA_ACCURACY} has no {accuracy.milestone} at that horizon)"
+    if accuracy.scored == 0 or accuracy.mean_abs_error_hours is None:
+        return (f"  {out}: none scored: none of the {accuracy.happened:,} {accuracy.milestone}s had an estimate on "
+                f"record {before} before it happened (the history begins with the first sync)")
+    return (f"  {out}: mean absolute error {accuracy.mean_abs_error_hours:.1f} h over {accuracy.shipments:,} "
+            f"shipments, {_pct(accuracy.within_share)} within ±{WITHIN_HOURS} h\n"
+            f"    ({accuracy.scored:,} of {accuracy.happened:,} {accuracy.milestone}s scored: the others had no "
+            f"estimate on record {before} before they happened; the history begins with the first sync)")
 
 
 def _pct(share: float | None) -> str:

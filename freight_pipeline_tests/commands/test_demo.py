@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
+import duckdb
 import pytest
 
 from freight_pipeline.commands.demo_data import MARKER, ForeignDataDir, prepare_demo_dir
+from freight_pipeline.commands.demo_summary import eta_line
+from freight_pipeline.commands.history_report import EtaAccuracy
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
+
+HISTORY_TABLES = ("freight_history.shipment_versions", "freight_history.event_versions",
+                  "freight_history.leg_versions")
 
 
 def _table_row(out: str, table: str) -> list[str]:
@@ -47,6 +54,62 @@ def test_demo_syncs_changes_and_summarises(tmp_path: Path) -> None:
     assert f"{data_dir}/parquet/<schema>/<table>/" in out and "make ui" in out
     assert "demo: incremental sync done" in done.stderr
     assert (data_dir / MARKER).is_file()
+    _assert_history_lines(out, data_dir / "warehouse.duckdb")
+
+
+def _assert_history_lines(out: str, database: Path) -> None:
+    """The history section says what DuckDB says of the same published file."""
+    with duckdb.connect(str(database), read_only=True) as con:
+        def one(sql: str) -> tuple[Any, ...]:
+            row = con.execute(sql).fetchone()
+            assert row is not None
+            return row
+
+        for table in HISTORY_TABLES:
+            versions, superseded, shipments = one(
+                f"SELECT count(*), count(valid_to), count(DISTINCT shipment_id) FROM {table}")
+            assert _table_row(out, table) == [f"{versions:,}", f"{superseded:,}", f"{shipments:,}"], out
+            assert superseded > 0  # the incremental sync saw new versions of some of them
+        # one current header version per shipment ever seen: the 120, and the one created
+        versions, superseded, shipments = one(
+            "SELECT count(*), count(valid_to), count(DISTINCT shipment_id) FROM freight_history.shipment_versions")
+        assert shipments == 121 and versions == shipments + superseded
+        milestones, moves = one("SELECT count(*) FILTER (WHERE revisions > 0), sum(revisions) "
+                                "FROM analytics.fct_estimate_revisions")
+        assert 0 < milestones <= moves
+        assert f"  estimates moved: {moves:,} times, on {milestones:,} milestones " in out, out
+        # the accuracy figure 1 day out, against fct_eta_accuracy_monthly's counts (its within-24 h rule)
+        # and fct_eta_accuracy's errors
+        happened, scored, shipments, within = one(
+            "SELECT sum(milestones_happened), sum(milestones_scored), sum(shipments_scored), "
+            "sum(milestones_within_24h) FROM analytics.fct_eta_accuracy_monthly "
+            "WHERE milestone = 'arrival' AND horizon_days = 1")
+        (mean,) = one("SELECT avg(abs_error_hours) FROM analytics.fct_eta_accuracy "
+                      "WHERE milestone = 'arrival' AND horizon_days = 1 AND is_scored")
+    # arrivals between the two syncs had their estimate recorded by the first: some are scored, not all
+    assert 0 < scored < happened
+    figure = re.search(r"\n  arrival ETAs 1 day out: mean absolute error ([\d.]+) h over ([\d,]+) shipments, "
+                       r"([\d.]+)% within ±24 h\n    \(([\d,]+) of ([\d,]+) arrivals scored: ", out)
+    assert figure, out
+    assert figure.groups() == (f"{mean:.1f}", f"{shipments:,}", f"{within / scored * 100:.1f}", f"{scored:,}",
+                               f"{happened:,}")
+
+
+def test_the_eta_line_says_plainly_when_nothing_was_scored() -> None:
+    unscored = EtaAccuracy("arrival", 1, happened=76, scored=0, shipments=0, mean_abs_error_hours=None, within=0)
+    assert eta_line(unscored) == (
+        "  arrival ETAs 1 day out: none scored: none of the 76 arrivals had an estimate on record a day before it "
+        "happened (the history begins with the first sync)")
+    no_horizon = EtaAccuracy("arrival", 2, happened=0, scored=0, shipments=0, mean_abs_error_hours=None, within=0)
+    assert eta_line(no_horizon) == (
+        "  arrival ETAs 2 days out: none scored (analytics.fct_eta_accuracy has no arrival at that horizon)")
+    assert eta_line(None) == "  arrival ETAs: analytics.fct_eta_accuracy is missing"
+    scored = EtaAccuracy("arrival", 3, happened=40, scored=8, shipments=8, mean_abs_error_hours=5.25, within=6)
+    assert eta_line(scored).splitlines() == [
+        "  arrival ETAs 3 days out: mean absolute error 5.2 h over 8 shipments, 75.0% within ±24 h",
+        "    (8 of 40 arrivals scored: the others had no estimate on record 3 days before they happened; the "
+        "history begins with the first sync)",
+    ]
 
 
 def test_a_previous_demo_is_emptied_and_a_foreign_warehouse_refused(tmp_path: Path) -> None:
