@@ -27,8 +27,12 @@ from freight_pipeline.text import one_line
 TITLE = "Freight shipments"
 PERIOD_HELP = (
     "On-time: month of the planned arrival. Transit times: month of the actual arrival. "
-    "Volumes and open shipments: month the shipment was created (UTC)."
+    "Volumes and open shipments: month the shipment was created (UTC). "
+    "ETA accuracy and revisions: month of the actual arrival."
 )
+# Keys of the ETA section's choosers (their values live in st.session_state).
+ETA_HORIZON = "eta-horizon"
+ETA_SHIPMENT = "eta-shipment"
 
 
 def main() -> None:
@@ -44,7 +48,8 @@ def main() -> None:
         with sources.open_warehouse(data_dir, backend) as con:
             options = sources.filter_options(con)
             filters = sidebar(options)
-            page = queries.load_page(con, filters)
+            choice = queries.EtaChoice(_chosen(ETA_HORIZON), _chosen(ETA_SHIPMENT))
+            page = queries.load_page(con, filters, choice)
     except (sources.NoWarehouse, sources.MissingMarts, LakeUnavailable) as exc:
         st.error(str(exc))
         return
@@ -61,6 +66,7 @@ def main() -> None:
     transit_section(page)
     volumes_section(page)
     open_section(page)
+    eta_section(page)
     freshness_section(page)
     bad_data_section(page)
 
@@ -219,6 +225,121 @@ def open_section(page: queries.PageData) -> None:
         with right:
             _table("table-open", display.table(page.open_by_milestone, [
                 ("next_milestone", "next milestone", label), ("open_shipments", "open shipments", count)]))
+
+
+def _chosen(key: str) -> int | None:
+    """The value a chooser of the page holds from the last run (None before the first)."""
+    value = st.session_state.get(key)
+    return value if isinstance(value, int) else None
+
+
+def _forget_stale(key: str, options: Sequence[int]) -> None:
+    """Drop a chooser's value that is no longer among its options (another filter, a new publish)."""
+    if key in st.session_state and st.session_state[key] not in options:
+        del st.session_state[key]
+
+
+ETA_HORIZON_TABLE: list[display.Column] = [
+    ("mode_of_transport", "mode", label),
+    ("horizon_days", "horizon", display.days_before),
+    ("arrivals", "arrivals", count),
+    ("scored", "scored", count),
+    ("mean_abs_error_hours", "mean abs. error (h)", decimal),
+    ("mean_error_hours", "mean error (h)", display.signed),
+    ("within_share", f"within ±{sources.WITHIN_HOURS} h", share),
+]
+ETA_RANKED_FIGURES: list[display.Column] = [
+    ("shipments_scored", "scored", count),
+    ("mean_abs_error_hours", "mean abs. error (h)", decimal),
+    ("mean_error_hours", "mean error (h)", display.signed),
+    ("within_share", f"within ±{sources.WITHIN_HOURS} h", share),
+]
+ETA_SHIPMENT_TABLE: list[display.Column] = [
+    ("shipment_id", "shipment", label),
+    ("mode_of_transport", "mode", label),
+    ("lane", "lane", label),
+    ("carrier_name", "carrier", label),
+    ("estimate_versions", "estimates seen", count),
+    ("revisions", "revisions", count),
+    ("total_slip_hours", "total slip (h)", display.signed),
+    ("actual_at", "actual arrival", instant),
+]
+ETA_VERSIONS_TABLE: list[display.Column] = [
+    ("version", "version", count),
+    ("valid_from", "known from", instant),
+    ("estimated_at", "estimated arrival", instant),
+    ("moved_hours", "moved (h)", display.change),
+    ("error_hours", "error (h)", display.signed),
+]
+
+
+def eta_section(page: queries.PageData) -> None:
+    with st.container(key="eta"):
+        st.subheader("ETA accuracy")
+        st.caption(
+            "How far the estimated arrival at the port of discharge was from the actual arrival, h days "
+            "before it: the estimate the pipeline had seen at that instant, scored against what happened "
+            "(analytics.fct_eta_accuracy; the horizons are the dbt var eta_horizons_days). Error = estimate "
+            "minus actual: positive when the shipment came early."
+        )
+        if page.eta_missing:
+            st.info(page.eta_missing)
+            return
+        note = display.eta_note(page.eta_by_horizon)
+        if note:
+            st.info(note)
+        else:
+            st.altair_chart(charts.eta_error_by_horizon(page.eta_by_horizon), width="stretch")
+            _table("table-eta-horizon", display.table(page.eta_by_horizon, ETA_HORIZON_TABLE))
+            _eta_rankings(page)
+        _eta_revisions(page)
+
+
+def _eta_rankings(page: queries.PageData) -> None:
+    horizons = queries.scored_horizons(page.eta_by_horizon)
+    _forget_stale(ETA_HORIZON, horizons)
+    st.selectbox(
+        "Rank lanes and carriers by the estimate in force", horizons, index=horizons.index(page.eta_horizon),
+        format_func=display.days_before, key=ETA_HORIZON,
+        help=f"Most accurate first (smallest mean absolute error), top {queries.TOP}; only lanes and carriers "
+             f"with at least {queries.RANK_MIN_SCORED} scored arrivals at that horizon.",
+    )
+    left, right = st.columns(2)
+    for column, frame, dimension, heading, what in (
+        (left, page.eta_by_lane, "lane", "lane", "lanes"),
+        (right, page.eta_by_carrier, "carrier_name", "carrier", "carriers"),
+    ):
+        with column:
+            if not len(frame):
+                st.caption(f"No {heading} has {queries.RANK_MIN_SCORED} or more scored arrivals at this horizon.")
+                continue
+            title = f"Most accurate {what}, {display.days_before(page.eta_horizon)}"
+            st.altair_chart(charts.ranked_error(frame, dimension, title), width="stretch")
+            _table(f"table-eta-{heading}", display.table(frame, [(dimension, heading, label), *ETA_RANKED_FIGURES]))
+
+
+def _eta_revisions(page: queries.PageData) -> None:
+    st.markdown("**Revisions of one shipment's arrival estimate**")
+    if page.eta_shipment_id is None:
+        st.info("No arrival estimate here has moved yet (analytics.fct_estimate_revisions).")
+        return
+    rows = {int(r.shipment_id): r for r in page.eta_shipments.itertuples()}
+    ids = list(rows)
+    _forget_stale(ETA_SHIPMENT, ids)
+    st.selectbox(
+        "Shipment", ids, index=ids.index(page.eta_shipment_id), format_func=lambda i: display.shipment_choice(rows[i]),
+        key=ETA_SHIPMENT, help="Shipments whose arrival estimate moved, the most revisions first.",
+    )
+    st.caption("Every arrival estimate of the shipment the pipeline saw, from when it became known "
+               "(freight_history.event_versions); a revision is an estimate that differs from the one before "
+               "(analytics.fct_estimate_revisions).")
+    _table("table-eta-shipment", display.table(
+        page.eta_shipments[page.eta_shipments["shipment_id"] == page.eta_shipment_id], ETA_SHIPMENT_TABLE))
+    left, right = st.columns([3, 2])
+    with left:
+        st.altair_chart(charts.estimate_versions(page.eta_versions), width="stretch")
+    with right:
+        _table("table-eta-versions", display.table(page.eta_versions, ETA_VERSIONS_TABLE))
 
 
 def freshness_section(page: queries.PageData) -> None:

@@ -124,3 +124,72 @@ def open_by_milestone(frame: pd.DataFrame) -> alt.Chart:
         )
         .properties(height=_rows_height(len(frame)), title="Open shipments by next milestone")
     )
+
+
+def eta_error_by_horizon(frame: pd.DataFrame) -> alt.Chart:
+    """Mean absolute error of the arrival estimate per horizon, one line per mode, the longest horizon
+    on the left (``eta_by_horizon``; horizons nothing was scored at are left out)."""
+    data = frame[frame["scored"] > 0]
+    order = sorted({int(h) for h in data["horizon_days"]}, reverse=True)
+    return (
+        alt.Chart(data[["mode_of_transport", "horizon_days", "scored", "mean_abs_error_hours", "mean_error_hours",
+                        "within_share"]])
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("horizon_days:O", sort=order, title="days before the actual arrival",
+                    axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("mean_abs_error_hours:Q", title="mean absolute error (hours)"),
+            color=alt.Color("mode_of_transport:N", title="mode"),
+            tooltip=["mode_of_transport", "horizon_days", "scored",
+                     alt.Tooltip("mean_abs_error_hours:Q", format=".1f"),
+                     alt.Tooltip("mean_error_hours:Q", format="+.1f"),
+                     alt.Tooltip("within_share:Q", format=".1%")],
+        )
+        .properties(height=HEIGHT, title="Arrival estimate error by horizon and mode")
+    )
+
+
+def ranked_error(frame: pd.DataFrame, dimension: str, title: str) -> alt.Chart:
+    """Mean absolute error per lane or carrier (``eta_ranked``), in the frame's order (most accurate first)."""
+    data = _labels(frame, dimension)
+    return (
+        alt.Chart(data[[dimension, "shipments_scored", "mean_abs_error_hours", "within_share"]])
+        .mark_bar()
+        .encode(
+            y=alt.Y(f"{dimension}:N", sort=list(data[dimension]), title=None),
+            x=alt.X("mean_abs_error_hours:Q", title="mean absolute error (hours)"),
+            tooltip=[dimension, "shipments_scored", alt.Tooltip("mean_abs_error_hours:Q", format=".1f"),
+                     alt.Tooltip("within_share:Q", format=".1%")],
+        )
+        .properties(height=_rows_height(len(data)), title=title)
+    )
+
+
+def estimate_versions(versions: pd.DataFrame) -> alt.LayerChart:
+    """One shipment's arrival estimates as a step line over the instants they became known
+    (``estimate_versions``), and its actual arrival as a dashed rule once it happened. Times in UTC."""
+    utc = alt.Scale(type="utc")
+    data = versions[["version", "valid_from", "estimated_at", "moved_hours"]]
+    base = alt.Chart(data).encode(
+        x=alt.X("valid_from:T", scale=utc, title="estimate known from (UTC)"),
+        y=alt.Y("estimated_at:T", scale=utc, title="estimated arrival (UTC)"),
+    )
+    line = base.mark_line(interpolate="step-after")
+    points = base.mark_point(filled=True, size=60).encode(
+        tooltip=["version", _utc_tooltip("valid_from", "known from"), _utc_tooltip("estimated_at", "estimate"),
+                 alt.Tooltip("moved_hours:Q", format="+.1f", title="moved (h)")],
+    )
+    layers: list[alt.Chart] = [line, points]
+    actual = versions["actual_at"].dropna()
+    if len(actual):
+        rule = pd.DataFrame({"actual_at": [actual.iloc[0]], "what": ["actual arrival"]})
+        layers.append(
+            alt.Chart(rule).mark_rule(strokeDash=[6, 4], color="firebrick").encode(
+                y=alt.Y("actual_at:T", scale=utc), tooltip=["what", _utc_tooltip("actual_at", "when")]
+            )
+        )
+    return alt.layer(*layers).properties(height=HEIGHT, title="Arrival estimate by when it became known")
+
+
+def _utc_tooltip(field: str, title: str) -> alt.Tooltip:
+    return alt.Tooltip(f"{field}:T", format="%Y-%m-%d %H:%M UTC", formatType="utc", title=title)

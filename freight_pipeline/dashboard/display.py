@@ -124,3 +124,41 @@ def on_time_pivot(by_month_mode: pd.DataFrame, by_month: pd.DataFrame) -> pd.Dat
         for r in by_month.itertuples()
     ]
     return pd.DataFrame(rows, columns=["month", ALL_MODES, *modes])
+
+
+def signed(value: Any) -> str:
+    """Hours with their sign: ``+10.0``, ``-2.5`` (an error: estimate minus actual)."""
+    return MISSING if _absent(value) else f"{float(value):+,.1f}"
+
+
+def change(value: Any) -> str:
+    """A move in hours with its sign, blank for none (the first estimate, or one that did not move)."""
+    return "" if _absent(value) else signed(value)
+
+
+def days_before(horizon: Any) -> str:
+    """``7 days before``; ``1 day before``."""
+    days = int(horizon)
+    return f"{days} day{'' if days == 1 else 's'} before"
+
+
+def shipment_choice(row: Any) -> str:
+    """One shipment of the revisions chooser: ``10158 · SEA NLRTM-USLAX · 3 revisions``."""
+    revisions = int(row.revisions)
+    return (f"{row.shipment_id} · {label(row.mode_of_transport)} {label(row.lane)} · "
+            f"{revisions} revision{'' if revisions == 1 else 's'}")
+
+
+def eta_note(by_horizon: pd.DataFrame) -> str | None:
+    """What the ETA section says instead of figures (of ``queries.eta_by_horizon``): no arrival yet,
+    or arrivals none of which had an estimate in force at a horizon; None when some were scored."""
+    if not len(by_horizon):
+        return ("No shipment here has arrived yet: the arrival estimates are scored against the actual "
+                "arrival, so there is nothing to score.")
+    if int(by_horizon["scored"].sum()) == 0:
+        arrived = int(by_horizon.groupby("mode_of_transport")["arrivals"].max().sum())
+        horizons = ", ".join(str(h) for h in sorted({int(h) for h in by_horizon["horizon_days"]}, reverse=True))
+        shipments = "1 shipment" if arrived == 1 else f"{count(arrived)} shipments"
+        return (f"{shipments} arrived, but none had an arrival estimate in force {horizons} days before it: the "
+                "estimate history starts with the warehouse's first sync.")
+    return None

@@ -22,7 +22,12 @@ The views and where they come from (schema ``analytics`` unless said otherwise):
   source change held (``freight_meta.raw_shipments.last_modified_at``, as the Dagster asset metadata
   computes its ``source_lag_seconds``);
 * bad data: ``freight_meta.quarantine`` (records waiting for retry) and ``freight_meta.data_problems``
-  (values nulled) per stream.
+  (values nulled) per stream;
+* ETA accuracy of the arrival (``POD_ARRIVAL``): the mean absolute error of the estimate in force h
+  days before the actual arrival, per horizon and mode, and lanes and carriers ranked by it at one
+  horizon (``fct_eta_accuracy``, joined to ``fct_shipments`` for the client); the shipments whose
+  arrival estimate moved (``fct_estimate_revisions``) and, for one of them, every estimate the
+  pipeline saw (``freight_history.event_versions``, the rows that mart counts).
 
 Modes are the on-time mart's buckets everywhere: SEA, AIR, RD, RL, and UNKNOWN for any other mode
 (or none) the service sent, so one mode filter means the same on every view.
@@ -39,9 +44,14 @@ import duckdb
 import pandas as pd
 
 from freight_pipeline.dashboard.sources import (
+    ETA,
+    ETA_EVENT,
+    ETA_MARTS,
+    ETA_MILESTONE,
     MAIN_STREAM,
     ON_TIME_MART,
     ON_TIME_PER_SHIPMENT,
+    REVISIONS,
     SHIPMENTS,
     TRANSIT,
     Filters,
@@ -50,6 +60,7 @@ from freight_pipeline.dashboard.sources import (
     _where,
     has_table,
 )
+from freight_pipeline.warehouse.history import EVENT_VERSIONS
 from freight_pipeline.warehouse.meta import (
     DATA_PROBLEMS,
     LATEST_RUN_PER_STREAM,
@@ -225,6 +236,140 @@ def bad_data(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     )
 
 
+# --- ETA accuracy ---------------------------------------------------------------------------------
+
+ETA_FIGURES = (
+    "count(*) FILTER (WHERE is_scored) AS scored, "
+    "avg(abs_error_hours) FILTER (WHERE is_scored) AS mean_abs_error_hours, "
+    "avg(error_hours) FILTER (WHERE is_scored) AS mean_error_hours, "
+    "count(*) FILTER (WHERE is_within) / nullif(count(*) FILTER (WHERE is_scored), 0) AS within_share"
+)
+"""Over arrivals at a horizon: how many were scored (an estimate was in force), their mean absolute
+and mean signed error in hours, and the share of the scored ones within ``WITHIN_HOURS``."""
+RANK_DIMENSIONS = ("lane", "carrier_name")
+RANK_MIN_SCORED = 2
+"""Lanes and carriers ranked need this many scored arrivals at the horizon (one estimate ranks nothing)."""
+
+
+def eta_by_horizon(con: duckdb.DuckDBPyConnection, filters: Filters) -> pd.DataFrame:
+    """Per mode and horizon (longest first): arrivals, those scored, mean absolute and mean signed
+    error in hours, share within ``WITHIN_HOURS``."""
+    where, params = _where(filters, ETA)
+    return _df(
+        con,
+        f"SELECT mode_of_transport, horizon_days, count(*) AS arrivals, {ETA_FIGURES} FROM ({ETA.sql}) {where} "
+        "GROUP BY mode_of_transport, horizon_days ORDER BY mode_of_transport, horizon_days DESC",
+        params,
+    )
+
+
+def eta_ranked(con: duckdb.DuckDBPyConnection, filters: Filters, dimension: str, horizon: int,
+               limit: int | None = None, min_scored: int = RANK_MIN_SCORED) -> pd.DataFrame:
+    """Lanes or carriers (``dimension``) with at least ``min_scored`` scored arrivals at ``horizon``
+    days, the most accurate first (smallest mean absolute error; ties: more arrivals scored, then by
+    name). Shipments without a known lane or carrier are left out."""
+    if dimension not in RANK_DIMENSIONS:
+        raise ValueError(f"eta_ranked cannot rank {dimension!r}; choose from {RANK_DIMENSIONS}")
+    where, params = _where(filters, ETA, "horizon_days = ?", f"{dimension} IS NOT NULL")
+    params.insert(0, int(horizon))
+    sql = (
+        f"SELECT {dimension}, count(DISTINCT shipment_id) FILTER (WHERE is_scored) AS shipments_scored, "
+        f"{ETA_FIGURES} FROM ({ETA.sql}) {where} GROUP BY {dimension} HAVING scored >= ? "
+        f"ORDER BY mean_abs_error_hours, shipments_scored DESC, {dimension}"
+    )
+    params.append(int(min_scored))
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(int(limit))
+    return _df(con, sql, params)
+
+
+def scored_horizons(by_horizon: pd.DataFrame) -> list[int]:
+    """The horizons with a scored arrival (of :func:`eta_by_horizon`), longest first."""
+    scored = by_horizon[by_horizon["scored"] > 0]
+    return sorted({int(h) for h in scored["horizon_days"]}, reverse=True)
+
+
+def default_horizon(by_horizon: pd.DataFrame) -> int | None:
+    """The horizon the rankings open at: the one with the most scored arrivals (ties: the longest);
+    None when nothing was scored."""
+    totals = by_horizon.groupby("horizon_days")["scored"].sum()
+    totals = totals[totals > 0]
+    if totals.empty:
+        return None
+    return int(max(totals.index, key=lambda h: (totals[h], h)))
+
+
+def revised_shipments(con: duckdb.DuckDBPyConnection, filters: Filters) -> pd.DataFrame:
+    """Shipments whose arrival estimate moved at least once, the most revisions first (ties: arrived
+    ones first, so the default shows an actual; then more estimates seen, then the lower id): the mart's
+    figures of each (``fct_estimate_revisions``)."""
+    where, params = _where(filters, REVISIONS, "revisions > 0")
+    return _df(
+        con,
+        "SELECT shipment_id, mode_of_transport, lane, carrier_name, estimate_versions, revisions, "
+        "first_estimated_at, last_estimated_at, total_slip_hours, last_revised_at, actual_at "
+        f"FROM ({REVISIONS.sql}) {where} "
+        "ORDER BY revisions DESC, actual_at IS NULL, estimate_versions DESC, shipment_id",
+        params,
+    )
+
+
+def estimate_versions(con: duckdb.DuckDBPyConnection, shipment_id: int) -> pd.DataFrame:
+    """Every arrival estimate of ``shipment_id`` the pipeline saw, in the order they became known: the
+    ``ESTIMATED`` ``POD_ARRIVAL`` versions of ``freight_history.event_versions`` that carry an instant
+    (as ``fct_estimate_revisions`` counts them: event and type compared upper-cased, deleted versions
+    are no estimate). Per version: since when and until when it stood, the estimate, whether it moved
+    from the one before (a revision) and by how many hours, and its error against the actual arrival
+    (null before the shipment arrived)."""
+    sql = f"""
+        WITH versions AS (
+            SELECT valid_from, valid_to, event_at AS estimated_at
+            FROM {EVENT_VERSIONS.qualified_name}
+            WHERE shipment_id = ? AND upper(trim(event)) = ? AND upper(trim(type)) = 'ESTIMATED'
+                AND NOT deleted AND event_at IS NOT NULL
+        ),
+        actual AS (
+            SELECT max(actual_at) AS actual_at FROM analytics.fct_estimate_revisions
+            WHERE shipment_id = ? AND milestone = ?
+        ),
+        sequenced AS (
+            SELECT *, lag(estimated_at) OVER (ORDER BY valid_from, estimated_at) AS previous_estimated_at
+            FROM versions
+        )
+        SELECT row_number() OVER (ORDER BY valid_from, estimated_at) AS version, valid_from, valid_to,
+               estimated_at,
+               previous_estimated_at IS NOT NULL AND estimated_at <> previous_estimated_at AS is_revision,
+               CASE WHEN estimated_at <> previous_estimated_at
+                   THEN round((epoch(estimated_at) - epoch(previous_estimated_at)) / 3600.0, 2) END AS moved_hours,
+               round((epoch(estimated_at) - epoch(actual.actual_at)) / 3600.0, 2) AS error_hours,
+               actual.actual_at
+        FROM sequenced CROSS JOIN actual
+        ORDER BY valid_from, estimated_at
+    """
+    return _df(con, sql, [int(shipment_id), ETA_EVENT, int(shipment_id), ETA_MILESTONE])
+
+
+@dataclass(frozen=True)
+class EtaChoice:
+    """What the ETA section's own choosers ask for (None: the default; a value the data no longer has
+    falls back to it too)."""
+
+    horizon: int | None = None
+    """The horizon (days) of the lane and carrier rankings."""
+    shipment_id: int | None = None
+    """The shipment whose estimate versions are drawn."""
+
+
+def missing_eta_marts(con: duckdb.DuckDBPyConnection) -> str | None:
+    """Why the ETA section cannot be shown (its marts are not in the published warehouse), or None."""
+    missing = [name for name in (*ETA_MARTS, EVENT_VERSIONS.qualified_name) if not has_table(con, name)]
+    if not missing:
+        return None
+    return (f"The published warehouse has no {', '.join(missing)}: it was built before the ETA marts. "
+            "The next sync's dbt build adds them.")
+
+
 def _utc(value: Any) -> dt.datetime | None:
     if value is None or value is pd.NaT or (isinstance(value, float) and pd.isna(value)):
         return None
@@ -259,9 +404,38 @@ class PageData:
     open_by_milestone: pd.DataFrame
     freshness: Freshness
     bad_data: pd.DataFrame
+    eta_missing: str | None
+    """Why the ETA section cannot be shown (:func:`missing_eta_marts`); None when it can."""
+    eta_by_horizon: pd.DataFrame
+    eta_horizon: int | None
+    """The horizon of the rankings (the choice, or :func:`default_horizon`); None when nothing was scored."""
+    eta_by_lane: pd.DataFrame
+    eta_by_carrier: pd.DataFrame
+    eta_shipments: pd.DataFrame
+    """:func:`revised_shipments`: the shipments to choose from."""
+    eta_shipment_id: int | None
+    """The shipment drawn (the choice, or the one with the most revisions); None when none was revised."""
+    eta_versions: pd.DataFrame
 
 
-def load_page(con: duckdb.DuckDBPyConnection, filters: Filters) -> PageData:
+def load_page(con: duckdb.DuckDBPyConnection, filters: Filters, eta_choice: EtaChoice | None = None) -> PageData:
+    eta_choice = eta_choice or EtaChoice()
+    eta_missing = missing_eta_marts(con)
+    empty = pd.DataFrame()
+    by_horizon, horizon, by_lane, by_carrier, shipments, shipment_id, versions = (
+        empty, None, empty, empty, empty, None, empty)
+    if eta_missing is None:
+        by_horizon = eta_by_horizon(con, filters)
+        horizon = (eta_choice.horizon if eta_choice.horizon in scored_horizons(by_horizon)
+                   else default_horizon(by_horizon))
+        if horizon is not None:
+            by_lane = eta_ranked(con, filters, "lane", horizon, limit=TOP)
+            by_carrier = eta_ranked(con, filters, "carrier_name", horizon, limit=TOP)
+        shipments = revised_shipments(con, filters)
+        ids = [int(i) for i in shipments["shipment_id"]]
+        shipment_id = eta_choice.shipment_id if eta_choice.shipment_id in ids else (ids[0] if ids else None)
+        if shipment_id is not None:
+            versions = estimate_versions(con, shipment_id)
     return PageData(
         filters=filters,
         on_time_total=on_time(con, filters),
@@ -277,4 +451,12 @@ def load_page(con: duckdb.DuckDBPyConnection, filters: Filters) -> PageData:
         open_by_milestone=open_by_next_milestone(con, filters),
         freshness=freshness(con),
         bad_data=bad_data(con),
+        eta_missing=eta_missing,
+        eta_by_horizon=by_horizon,
+        eta_horizon=horizon,
+        eta_by_lane=by_lane,
+        eta_by_carrier=by_carrier,
+        eta_shipments=shipments,
+        eta_shipment_id=shipment_id,
+        eta_versions=versions,
     )

@@ -27,6 +27,18 @@ MARTS = (
 )
 """The marts every page needs; a warehouse without one of them gets :class:`MissingMarts`."""
 
+ETA_MARTS = ("analytics.fct_eta_accuracy", "analytics.fct_estimate_revisions")
+"""The marts of the ETA accuracy section (with ``freight_history.event_versions``). Optional: a warehouse
+published before them shows the rest of the page and says so in that section."""
+
+ETA_MILESTONE = "arrival"
+"""The milestone the ETA section scores: the arrival at the port of discharge (``POD_ARRIVAL``)."""
+ETA_EVENT = "POD_ARRIVAL"
+"""Its event code in ``freight_history.event_versions`` (whose ``ESTIMATED`` versions are the estimates)."""
+WITHIN_HOURS = 24
+"""An estimate within this many hours of the actual, either side, counts as accurate (as in
+``fct_eta_accuracy_monthly.within_24h_share``)."""
+
 MAIN_STREAM = "shipments"
 """The stream whose last successful run is "the last sync" (the code conversions run daily)."""
 
@@ -235,6 +247,38 @@ ON_TIME_PER_SHIPMENT = _Source(
     month="arrival_month",
 )
 """The mart's rule per shipment, with its client (used when a client filter is set)."""
+
+
+ETA = _Source(
+    f"""
+    SELECT a.shipment_id, s.client, {mode_bucket("a")} AS mode_of_transport, a.lane, a.carrier_name,
+           a.horizon_days, a.is_scored, a.error_hours, a.abs_error_hours,
+           a.is_scored AND abs(epoch(a.estimated_at) - epoch(a.actual_at)) <= {WITHIN_HOURS * 3600} AS is_within,
+           CAST(date_trunc('month', timezone('UTC', a.actual_at)) AS DATE) AS actual_month
+    FROM analytics.fct_eta_accuracy a
+    LEFT JOIN analytics.fct_shipments s ON s.shipment_id = a.shipment_id
+    WHERE a.milestone = '{ETA_MILESTONE}'
+    """,
+    month="actual_month",
+)
+"""One row per arrived shipment and horizon: the arrival estimate in force that long before, scored
+against the actual (``fct_eta_accuracy``); the period applies to the UTC month of the actual arrival.
+Mode bucketed as in ``fct_eta_accuracy_monthly``; "within" compares the unrounded instants, as it does."""
+
+REVISIONS = _Source(
+    f"""
+    SELECT r.shipment_id, s.client, {mode_bucket("s")} AS mode_of_transport, r.lane, r.carrier_name,
+           r.estimate_versions, r.revisions, r.first_estimated_at, r.last_estimated_at, r.total_slip_hours,
+           r.last_revised_at, r.actual_at,
+           CAST(date_trunc('month', timezone('UTC', r.actual_at)) AS DATE) AS actual_month
+    FROM analytics.fct_estimate_revisions r
+    JOIN analytics.fct_shipments s ON s.shipment_id = r.shipment_id
+    WHERE r.milestone = '{ETA_MILESTONE}'
+    """,
+    month="actual_month",
+)
+"""One row per shipment with an arrival estimate (``fct_estimate_revisions``); the period applies to
+the UTC month of the actual arrival (a shipment not arrived yet has none: it shows without a period only)."""
 
 
 def _where(filters: Filters, source: _Source, *extra: str) -> tuple[str, list[Any]]:

@@ -3,9 +3,11 @@ the real ``freight-pipeline dashboard`` on a free loopback port, loaded in headl
 over the DevTools protocol like ``scripts/check_ui.py``, whose small client this test reuses), with
 every metric tile and table on the page compared with DuckDB and the Vega charts checked rendered.
 
-The warehouse: 200 simulator shipments normalized into the ``freight`` tables
-(``freight_pipeline_tests/dbt/freight_db.py``), ``dbt run`` of the project, a run log, retry queue,
-data problems and raw documents written into ``freight_meta``, then published as the pipeline does.
+The warehouse: 200 shipments of the bundled simulator synced over HTTP, then its clock moved on
+four days and its shipments brought up to it (arrivals happen, the estimates still to come are revised)
+before each of six more syncs, so ``freight_history`` holds every estimate the syncs saw and the ETA
+marts score real arrivals; ``dbt run`` of the project; the run log, retry queue, data problems and
+raw documents' instants of ``freight_meta`` replaced by known ones; published as the pipeline does.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import base64
 import contextlib
 import datetime as dt
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -34,17 +37,32 @@ import pytest
 from websockets.sync.client import connect
 
 from freight_pipeline.commands.processes import LOCALHOST, free_port, start_child, stop_child, wait_http
-from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT, DuckDBSettings
+from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT, DuckDBSettings, ServiceSettings
 from freight_pipeline.dashboard import display, queries, sources
+from freight_pipeline.dashboard.app import (
+    ETA_HORIZON_TABLE,
+    ETA_RANKED_FIGURES,
+    ETA_SHIPMENT_TABLE,
+    ETA_VERSIONS_TABLE,
+)
+from freight_pipeline.dashboard.queries import EtaChoice
 from freight_pipeline.dashboard.sources import Filters
+from freight_pipeline.simulator.server import running_simulator
+from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.ddl import ensure_tables
+from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.meta import META_TABLES
 from freight_pipeline.warehouse.publish import publish
 from freight_pipeline.warehouse.store import working_db_path
 from freight_pipeline_tests.dbt.dbt_cli import run_dbt
-from freight_pipeline_tests.dbt.freight_db import build_freight_database
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 SHIPMENTS = 200
+SEED = 7
+LATER_SYNCS = 6
+DAYS_BETWEEN_SYNCS = 4
+"""Six syncs four days apart after the first: 24 days of estimate history, so arrivals late in it had
+an estimate 14 days before (sea arrivals are scored at every horizon, air ones at the short ones)."""
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT_ENV = "FREIGHT_DASHBOARD_SCREENSHOT"
 """Set to a path (e.g. docs/dashboard.png) to keep a copy of the page's screenshot there."""
@@ -66,24 +84,42 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def built_working_database(root: Path) -> tuple[Path, Path]:
-    """(data directory, its working database) under ``root``: the demo freight tables, the marts
-    dbt built on them and the sync's meta rows (``_write_meta``); not yet published."""
+    """(data directory, its working database) under ``root``: the freight tables and their history
+    from syncs of the simulator as it moved on (:func:`_synced_with_history`), the marts dbt built on
+    them and known meta rows (``_write_meta``); not yet published."""
     data = root / "data"
+    _synced_with_history(data)
     work = working_db_path(data)
-    work.parent.mkdir(parents=True)
-    build_freight_database(work, shipments=SHIPMENTS)
     result, _ = run_dbt(["run"], root / "dbt", work, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     _write_meta(work)
     return data, work
 
 
+def _synced_with_history(data: Path) -> None:
+    """A full sync of the simulator's shipments, then :data:`LATER_SYNCS` times: its clock moved on
+    :data:`DAYS_BETWEEN_SYNCS` days, every open shipment brought up to it (``POST
+    /_control/shipments/progress``: the actuals that came due are recorded, the estimates still to come
+    are revised), and a sync. Nothing is published."""
+    with running_simulator(shipments=SHIPMENTS, seed=SEED) as sim:
+        service = ServiceSettings(sim.base_url, sim.username, sim.password)
+        for number in range(LATER_SYNCS + 1):
+            if number:
+                sim.advance_clock(DAYS_BETWEEN_SYNCS * 86400)
+                sim.progress_shipments()
+            sync_all(service, data, TEST_SETTINGS, backend=EmbeddedDuckDB(), run_id=f"sync-{number}",
+                     publish_after=False)
+
+
 def _write_meta(path: Path) -> None:
-    """What the sync would have logged: an old failed and a newer successful run per stream, records
-    waiting for retry, values nulled, and the raw documents' last-modified instants."""
+    """The run log, retry queue and data problems the syncs left replaced by known ones: an old failed
+    and a newer successful run per stream, records waiting for retry, values nulled; and the raw
+    documents' last-modified instants set an hour apart up to :data:`NEWEST_CHANGE`."""
     con = duckdb.connect(str(path))
     try:
         ensure_tables(con, META_TABLES)
+        for table in ("sync_runs", "quarantine", "data_problems"):
+            con.execute(f"DELETE FROM freight_meta.{table}")
         for stream in ("shipments", "code_conversions"):
             con.execute(
                 "INSERT INTO freight_meta.sync_runs (run_id, stream, started_at, finished_at, status, error) "
@@ -107,11 +143,13 @@ def _write_meta(path: Path) -> None:
                 )
         # every shipment's raw document changed at least an hour before the newest one
         con.execute(
-            "INSERT INTO freight_meta.raw_shipments (shipment_id, fetched_at, last_modified_at) "
-            "SELECT shipment_id, ?, ? - (row_number() OVER (ORDER BY shipment_id) - 1) * INTERVAL 1 HOUR "
-            "FROM freight.shipments",
+            "UPDATE freight_meta.raw_shipments r "
+            "SET fetched_at = ?, last_modified_at = ? - (o.n - 1) * INTERVAL 1 HOUR "
+            "FROM (SELECT shipment_id, row_number() OVER (ORDER BY shipment_id) AS n FROM freight.shipments) o "
+            "WHERE r.shipment_id = o.shipment_id",
             [LAST_SYNC, NEWEST_CHANGE],
         )
+        assert con.execute("SELECT count(*) FROM freight_meta.raw_shipments").fetchone() == (SHIPMENTS,)
     finally:
         con.close()
 
@@ -287,6 +325,190 @@ def test_open_shipments_by_next_milestone(con: duckdb.DuckDBPyConnection) -> Non
     assert len(expected) >= 2
 
 
+# --- ETA accuracy ---------------------------------------------------------------------------------
+
+ARRIVAL_ROWS = "FROM analytics.fct_eta_accuracy WHERE milestone = 'arrival'"
+MODE = "CASE WHEN is_known_mode_of_transport THEN mode_of_transport ELSE 'UNKNOWN' END"
+
+
+def _history_revisions(con: duckdb.DuckDBPyConnection, shipment_id: int) -> tuple[int, int]:
+    """(estimates seen, revisions) of a shipment's arrival, counted in Python from the raw history rows."""
+    rows = con.execute(
+        "SELECT valid_from, event, type, event_at, deleted FROM freight_history.event_versions WHERE shipment_id = ?",
+        [shipment_id]).fetchall()
+    estimates = [at for _, event, kind, at, deleted in sorted(rows, key=lambda r: (r[0], r[3] or NOW))
+                 if event.strip().upper() == "POD_ARRIVAL" and kind.strip().upper() == "ESTIMATED"
+                 and not deleted and at is not None]
+    return len(estimates), sum(1 for before, after in itertools.pairwise(estimates) if after != before)
+
+
+def _default_horizon(con: duckdb.DuckDBPyConnection) -> int:
+    """The horizon with the most scored arrivals (ties: the longest), from the monthly mart."""
+    rows = con.execute("SELECT horizon_days, sum(milestones_scored) AS n FROM analytics.fct_eta_accuracy_monthly "
+                       "WHERE milestone = 'arrival' GROUP BY 1 HAVING n > 0").fetchall()
+    return max(rows, key=lambda r: (r[1], r[0]))[0]
+
+
+def test_the_history_scores_sea_and_air_arrivals(con: duckdb.DuckDBPyConnection) -> None:
+    """The syncs left estimate history: arrivals of both modes scored at several horizons, estimates revised."""
+    scored = dict(con.execute(f"SELECT {MODE}, count(DISTINCT horizon_days) {ARRIVAL_ROWS} AND is_scored "
+                              "GROUP BY 1").fetchall())
+    assert scored.get("SEA", 0) >= 2 and scored.get("AIR", 0) >= 2, scored
+    (revised,) = _one(con, "SELECT count(*) FROM analytics.fct_estimate_revisions WHERE milestone = 'arrival' "
+                           "AND revisions >= 2")
+    assert revised >= 3
+
+
+def test_eta_by_horizon_is_the_marts_figures(con: duckdb.DuckDBPyConnection) -> None:
+    by_horizon = queries.eta_by_horizon(con, Filters())
+    rows = con.execute(
+        f"SELECT {MODE}, horizon_days, count(*), count(*) FILTER (WHERE is_scored), avg(abs_error_hours), "
+        f"avg(error_hours) {ARRIVAL_ROWS} GROUP BY ALL ORDER BY 1, 2 DESC").fetchall()
+    assert [(r.mode_of_transport, r.horizon_days, r.arrivals, r.scored) for r in by_horizon.itertuples()] == [
+        r[:4] for r in rows]
+    assert list(by_horizon.mean_abs_error_hours.fillna(-1)) == pytest.approx([-1 if r[4] is None else r[4]
+                                                                                for r in rows])
+    assert list(by_horizon.mean_error_hours.fillna(-1)) == pytest.approx([-1 if r[5] is None else r[5] for r in rows])
+    # the monthly mart: the same counts, the same errors to its two decimals, the same share within 24 h
+    monthly = {(m, h): (happened, n, within, mae) for m, h, happened, n, within, mae in con.execute(
+        "SELECT mode_of_transport, horizon_days, sum(milestones_happened), sum(milestones_scored), "
+        "sum(milestones_within_24h), sum(mean_abs_error_hours * milestones_scored) / nullif(sum(milestones_scored), 0) "
+        "FROM analytics.fct_eta_accuracy_monthly WHERE milestone = 'arrival' GROUP BY 1, 2").fetchall()}
+    assert len(monthly) == len(by_horizon)
+    for r in by_horizon.itertuples():
+        happened, n, within, mae = monthly[(r.mode_of_transport, r.horizon_days)]
+        assert (r.arrivals, r.scored) == (happened, n)
+        if n:
+            assert r.within_share == pytest.approx(within / n)
+            assert r.mean_abs_error_hours == pytest.approx(float(mae), abs=0.005)
+        else:
+            assert pd.isna(r.within_share) and pd.isna(r.mean_abs_error_hours)
+    sea = queries.eta_by_horizon(con, Filters(modes=("SEA",)))
+    assert set(sea.mode_of_transport) == {"SEA"}
+    assert list(sea.scored) == list(by_horizon[by_horizon.mode_of_transport == "SEA"].scored)
+
+
+def test_lanes_and_carriers_ranked_by_accuracy(con: duckdb.DuckDBPyConnection) -> None:
+    horizon = _default_horizon(con)
+    data = queries.load_page(con, Filters())
+    assert data.eta_horizon == horizon
+    assert queries.scored_horizons(data.eta_by_horizon) == [h for (h,) in con.execute(
+        f"SELECT DISTINCT horizon_days {ARRIVAL_ROWS} AND is_scored ORDER BY 1 DESC").fetchall()]
+    for dimension, frame in (("lane", data.eta_by_lane), ("carrier_name", data.eta_by_carrier)):
+        expected = con.execute(
+            f"SELECT {dimension}, count(*) AS n, avg(abs_error_hours) AS mae {ARRIVAL_ROWS} AND is_scored "
+            f"AND horizon_days = ? AND {dimension} IS NOT NULL GROUP BY 1 HAVING n >= ? "
+            f"ORDER BY mae, n DESC, 1 LIMIT ?", [horizon, queries.RANK_MIN_SCORED, queries.TOP]).fetchall()
+        assert expected, dimension
+        assert [(getattr(r, dimension), r.shipments_scored) for r in frame.itertuples()] == [e[:2] for e in expected]
+        assert list(frame.mean_abs_error_hours) == pytest.approx([e[2] for e in expected])
+    # another horizon ranks what was scored there; a filter narrows it
+    longest = queries.scored_horizons(data.eta_by_horizon)[0]
+    chosen = queries.load_page(con, Filters(), EtaChoice(horizon=longest))
+    assert chosen.eta_horizon == longest
+    assert queries.load_page(con, Filters(), EtaChoice(horizon=999)).eta_horizon == horizon
+    air = queries.eta_ranked(con, Filters(modes=("AIR",)), "carrier_name", horizon, min_scored=1)
+    (air_carriers,) = _one(con, f"SELECT count(DISTINCT carrier_name) {ARRIVAL_ROWS} AND is_scored "
+                                "AND horizon_days = ? AND mode_of_transport = 'AIR'", [horizon])
+    assert len(air) == air_carriers
+
+
+def test_the_revisions_of_one_shipment_are_its_history(con: duckdb.DuckDBPyConnection) -> None:
+    data = queries.load_page(con, Filters())
+    shipments = data.eta_shipments
+    (most,) = _one(con, "SELECT max(revisions) FROM analytics.fct_estimate_revisions WHERE milestone = 'arrival'")
+    assert shipments.iloc[0].revisions == most and data.eta_shipment_id == shipments.iloc[0].shipment_id
+    assert list(shipments.revisions) == sorted(shipments.revisions, reverse=True) and min(shipments.revisions) >= 1
+    arrived = shipments[shipments.actual_at.notna()].iloc[0]
+    for row in (shipments.iloc[0], arrived, shipments.iloc[-1]):
+        versions = queries.estimate_versions(con, int(row.shipment_id))
+        assert _history_revisions(con, int(row.shipment_id)) == (row.estimate_versions, row.revisions)
+        assert (len(versions), int(versions.is_revision.sum())) == (row.estimate_versions, row.revisions)
+        assert list(versions.valid_from) == sorted(versions.valid_from)
+        assert versions.estimated_at.iloc[-1] == row.last_estimated_at
+        assert versions.moved_hours.notna().sum() == row.revisions
+    versions = queries.estimate_versions(con, int(arrived.shipment_id))
+    last = versions.iloc[-1]
+    assert last.error_hours == pytest.approx((last.estimated_at - arrived.actual_at).total_seconds() / 3600, abs=0.005)
+    other = int(shipments.iloc[1].shipment_id)
+    assert queries.load_page(con, Filters(), EtaChoice(shipment_id=other)).eta_shipment_id == other
+
+
+def test_an_eta_section_without_scores_says_why(data_dir: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """No arrival yet (the marts empty) and a warehouse published before the ETA marts: the section says
+    so in a line, the rest of the page is there."""
+    from streamlit.testing.v1 import AppTest
+
+    data = tmp_path / "data"
+    shutil.copytree(data_dir, data, symlinks=True)
+    monkeypatch.setenv(DATA_DIR_ENV, str(data))
+    app = str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py")
+    with duckdb.connect(str(working_db_path(data))) as work:
+        work.execute("DELETE FROM analytics.fct_eta_accuracy")
+        work.execute("DELETE FROM analytics.fct_estimate_revisions")
+    publish(data, settings=DuckDBSettings())
+    with sources.open_warehouse(data) as con:
+        empty = queries.load_page(con, Filters())
+    assert empty.eta_missing is None and empty.eta_horizon is None and empty.eta_shipment_id is None
+    page = AppTest.from_file(app, default_timeout=60).run()
+    assert not page.exception and not page.error
+    assert [i.value for i in page.info] == [display.eta_note(empty.eta_by_horizon), NOT_REVISED]
+    assert "No shipment here has arrived yet" in page.info[0].value
+    assert [s.key for s in page.selectbox] == []
+
+    with duckdb.connect(str(working_db_path(data))) as work:
+        work.execute("DROP TABLE analytics.fct_eta_accuracy_monthly")
+        work.execute("DROP TABLE analytics.fct_eta_accuracy")
+    publish(data, settings=DuckDBSettings())
+    page = AppTest.from_file(app, default_timeout=60).run()
+    assert not page.exception and not page.error
+    assert [i.value for i in page.info] == [
+        "The published warehouse has no analytics.fct_eta_accuracy: it was built before the ETA marts. "
+        "The next sync's dbt build adds them."]
+    assert len(page.table) == len(TABLES)
+
+
+def _table_headed(page: Any, first_columns: list[str]) -> pd.DataFrame:
+    """The AppTest table whose headings start with ``first_columns``."""
+    found = [t.value for t in page.table if list(t.value.columns[:len(first_columns)]) == first_columns]
+    assert len(found) == 1, [list(t.value.columns) for t in page.table]
+    return found[0]
+
+
+def test_the_eta_choosers_pick_the_horizon_and_the_shipment(
+    data_dir: Path, con: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
+    page = AppTest.from_file(str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py"), default_timeout=60).run()
+    assert not page.exception
+    default = queries.load_page(con, Filters())
+    assert page.selectbox(key="eta-horizon").value == default.eta_horizon
+    assert page.selectbox(key="eta-shipment").value == default.eta_shipment_id
+
+    horizon = queries.scored_horizons(default.eta_by_horizon)[0]
+    shipment = int(default.eta_shipments[default.eta_shipments.actual_at.notna()].iloc[0].shipment_id)
+    assert (horizon, shipment) != (default.eta_horizon, default.eta_shipment_id)
+    page.selectbox(key="eta-horizon").set_value(horizon).run()
+    page.selectbox(key="eta-shipment").set_value(shipment).run()
+    assert not page.exception
+    chosen = queries.load_page(con, Filters(), EtaChoice(horizon, shipment))
+    assert (chosen.eta_horizon, chosen.eta_shipment_id) == (horizon, shipment)
+    if len(chosen.eta_by_carrier):
+        expected = display.table(chosen.eta_by_carrier, [("carrier_name", "carrier", display.label),
+                                                         *ETA_RANKED_FIGURES])
+        pd.testing.assert_frame_equal(_table_headed(page, ["carrier", "scored"]), expected)
+    one = chosen.eta_shipments[chosen.eta_shipments.shipment_id == shipment]
+    shown = _table_headed(page, ["shipment", "mode", "lane", "carrier", "estimates seen"])
+    pd.testing.assert_frame_equal(shown, display.table(one, ETA_SHIPMENT_TABLE))
+    assert shown.iloc[0]["revisions"] == str(_history_revisions(con, shipment)[1])
+    assert shown.iloc[0]["actual arrival"] != display.MISSING
+    pd.testing.assert_frame_equal(_table_headed(page, ["version", "known from"]),
+                                  display.table(chosen.eta_versions, ETA_VERSIONS_TABLE))
+
+
 def test_freshness_and_bad_data(con: duckdb.DuckDBPyConnection) -> None:
     fresh = queries.freshness(con)
     assert fresh.last_sync_at == LAST_SYNC
@@ -352,7 +574,10 @@ TABLES = (
     "table-volume-month", "table-volume-lane", "table-open", "table-freshness", "table-bad-data",
 )
 CHART_SECTIONS = {"on-time": 3, "transit": 1, "volumes": 1, "open": 1}
-"""Vega charts each section draws."""
+"""Vega charts each section draws whatever the data."""
+ETA_SECTION = "eta"
+"""The ETA accuracy section: its tables and charts depend on the data (:func:`_layout`)."""
+CHOOSERS = ("eta-horizon", "eta-shipment")
 READ_PAGE = """
 (() => {
   const text = (el) => el ? el.innerText.trim() : null;
@@ -380,12 +605,38 @@ READ_PAGE = """
     }) : [];
     charts[key] = drawn.length;
   }
+  const notes = {};
+  for (const key of __SECTIONS__) {
+    const box = document.querySelector('.st-key-' + key);
+    notes[key] = box ? [...box.querySelectorAll('[data-testid="stAlertContentInfo"]')].map(text) : [];
+  }
+  const choosers = {};
+  for (const key of __CHOOSERS__) {
+    const input = document.querySelector('.st-key-' + key + ' [data-testid="stSelectbox"] input[role="combobox"]');
+    if (input) choosers[key] = input.value;
+  }
   const running = !!document.querySelector('[data-testid="stStatusWidget"]');
-  const exception = [...document.querySelectorAll('[data-testid="stException"], [data-testid="stAlert"]')]
-    .map(text);
-  return JSON.stringify({tiles, deltas, tables, charts, running, exception});
+  const exception = [...document.querySelectorAll('[data-testid="stException"], '
+    + '[data-testid="stAlertContentError"], [data-testid="stAlertContentWarning"]')].map(text);
+  return JSON.stringify({tiles, deltas, tables, charts, notes, choosers, running, exception});
 })()
-""".replace("__SECTIONS__", json.dumps(list(CHART_SECTIONS)))
+""".replace("__SECTIONS__", json.dumps([*CHART_SECTIONS, ETA_SECTION])).replace("__CHOOSERS__", json.dumps(CHOOSERS))
+
+
+def _layout(data: queries.PageData) -> tuple[set[str], dict[str, int]]:
+    """The tables (keys) and the Vega charts per section the page draws for ``data``."""
+    tables, charts = set(TABLES), {**CHART_SECTIONS, ETA_SECTION: 0}
+    if data.eta_missing is None and display.eta_note(data.eta_by_horizon) is None:
+        tables.add("table-eta-horizon")
+        charts[ETA_SECTION] += 1
+        for key, frame in (("table-eta-lane", data.eta_by_lane), ("table-eta-carrier", data.eta_by_carrier)):
+            if len(frame):
+                tables.add(key)
+                charts[ETA_SECTION] += 1
+    if data.eta_shipment_id is not None:
+        tables |= {"table-eta-shipment", "table-eta-versions"}
+        charts[ETA_SECTION] += 1
+    return tables, charts
 
 
 def _check_ui() -> ModuleType:
@@ -432,8 +683,10 @@ class _Browser:
         self.check_ui = check_ui
         self.cdp = cdp
 
-    def load(self, url: str, timeout: float = 90) -> dict[str, Any]:
-        """Open ``url``; wait until every table is there, every chart drawn and the script finished."""
+    def load(self, url: str, data: queries.PageData, timeout: float = 90) -> dict[str, Any]:
+        """Open ``url``; wait until every table ``data`` gives is there, every chart drawn and the script
+        finished."""
+        tables, charts = _layout(data)
         self.cdp.call("Page.navigate", url=url)
         deadline = time.monotonic() + timeout
         page: dict[str, Any] = {}
@@ -441,8 +694,8 @@ class _Browser:
         while time.monotonic() < deadline:
             time.sleep(0.5)
             page = json.loads(self.cdp.evaluate(READ_PAGE) or "{}")
-            ready = (not page.get("running") and set(TABLES) <= set(page.get("tables", {}))
-                     and all(page["charts"].get(k, 0) >= n for k, n in CHART_SECTIONS.items())
+            ready = (not page.get("running") and tables <= set(page.get("tables", {}))
+                     and all(page["charts"].get(k, 0) >= n for k, n in charts.items())
                      and len(page.get("tiles", {})) == 6)
             if ready and page == previous:  # twice the same: the page settled
                 return page
@@ -534,6 +787,39 @@ def _assert_page_matches(page: dict[str, Any], con: duckdb.DuckDBPyConnection, f
     assert _rows(page, "table-bad-data")[1:] == [
         ["code_conversions", "1", display.instant(NOW - dt.timedelta(hours=1)), "0"],
         ["shipments", "3", display.instant(NOW - dt.timedelta(hours=3)), "2"]]
+    _assert_eta_matches(page, data)
+
+
+NOT_REVISED = "No arrival estimate here has moved yet (analytics.fct_estimate_revisions)."
+
+
+def _assert_eta_matches(page: dict[str, Any], data: queries.PageData) -> None:
+    """The ETA section shows ``data``'s figures, or says why it has none."""
+    assert page["charts"][ETA_SECTION] == _layout(data)[1][ETA_SECTION]
+    notes: list[str] = []
+    if data.eta_missing is not None:
+        assert page["notes"][ETA_SECTION] == [data.eta_missing]
+        return
+    note = display.eta_note(data.eta_by_horizon)
+    if note is not None:
+        notes.append(note)
+    else:
+        assert _rows(page, "table-eta-horizon") == _expected(data.eta_by_horizon, ETA_HORIZON_TABLE)
+        assert page["choosers"]["eta-horizon"] == display.days_before(data.eta_horizon)
+        for key, frame, dimension, heading in (("table-eta-lane", data.eta_by_lane, "lane", "lane"),
+                                               ("table-eta-carrier", data.eta_by_carrier, "carrier_name", "carrier")):
+            if len(frame):
+                assert _rows(page, key) == _expected(frame, [(dimension, heading, display.label), *ETA_RANKED_FIGURES])
+            else:
+                assert key not in page["tables"]
+    if data.eta_shipment_id is None:
+        notes.append(NOT_REVISED)
+    else:
+        one = data.eta_shipments[data.eta_shipments.shipment_id == data.eta_shipment_id]
+        assert _rows(page, "table-eta-shipment") == _expected(one, ETA_SHIPMENT_TABLE)
+        assert _rows(page, "table-eta-versions") == _expected(data.eta_versions, ETA_VERSIONS_TABLE)
+        assert page["choosers"]["eta-shipment"] == display.shipment_choice(next(one.itertuples()))
+    assert page["notes"][ETA_SECTION] == notes
 
 
 def test_the_page_shows_the_warehouses_numbers(
@@ -545,13 +831,44 @@ def test_the_page_shows_the_warehouses_numbers(
     shipments, open_shipments = _one(con, "SELECT count(*), count(*) FILTER (WHERE NOT is_closed) "
                                           "FROM analytics.fct_shipments")
     before = dt.datetime.now(dt.UTC)
-    page = browser.load(dashboard)
+    page = browser.load(dashboard, queries.load_page(con, Filters()))
     after = dt.datetime.now(dt.UTC)
     assert page["tiles"]["On-time share"] == f"{on_time / arrived * 100:.1f} %"
     assert page["tiles"]["Shipments"] == f"{shipments:,}"
     assert page["tiles"]["Open shipments"] == f"{open_shipments:,}"
     _assert_page_matches(page, con, Filters(), before, after)
     assert all(page["charts"][k] == n for k, n in CHART_SECTIONS.items()), page["charts"]
+    assert page["charts"][ETA_SECTION] == 4 and page["notes"][ETA_SECTION] == []
+
+    # the ETA section's figures straight from the marts and the history, without the dashboard's queries
+    horizons = _rows(page, "table-eta-horizon")
+    heading = horizons[0]
+    shown = {(row[0], row[1]): row for row in horizons[1:]}
+    for mode, horizon, scored, mae in con.execute(
+            f"SELECT {MODE}, horizon_days, count(*), avg(abs_error_hours) {ARRIVAL_ROWS} AND is_scored GROUP BY ALL"
+    ).fetchall():
+        row = shown[(mode, display.days_before(horizon))]
+        assert row[heading.index("scored")] == f"{scored:,}"
+        assert float(row[heading.index("mean abs. error (h)")].replace(",", "")) == pytest.approx(mae, abs=0.05)
+    assert {"SEA", "AIR"} <= {mode for mode, _ in shown}
+    horizon = _default_horizon(con)
+    assert page["choosers"]["eta-horizon"] == display.days_before(horizon)
+    for key, dimension in (("table-eta-lane", "lane"), ("table-eta-carrier", "carrier_name")):
+        top, scored, mae = _one(
+            con, f"SELECT {dimension}, count(*) AS n, avg(abs_error_hours) AS mae {ARRIVAL_ROWS} AND is_scored "
+                 f"AND horizon_days = ? AND {dimension} IS NOT NULL GROUP BY 1 HAVING n >= ? ORDER BY mae, n DESC, 1 "
+                 "LIMIT 1", [horizon, queries.RANK_MIN_SCORED])
+        first = _rows(page, key)[1]
+        assert first[:2] == [top, f"{scored:,}"]
+        assert float(first[2].replace(",", "")) == pytest.approx(mae, abs=0.05)
+    (most,) = _one(con, "SELECT max(revisions) FROM analytics.fct_estimate_revisions WHERE milestone = 'arrival'")
+    heading, chosen = _rows(page, "table-eta-shipment")
+    estimates, revisions = _history_revisions(con, int(chosen[heading.index("shipment")]))
+    assert chosen[heading.index("revisions")] == str(most) == str(revisions) and most >= 2
+    heading, *versions = _rows(page, "table-eta-versions")
+    assert len(versions) == estimates
+    moved = heading.index("moved (h)")
+    assert sum(1 for row in versions if row[moved]) == revisions  # blank unless the estimate moved
 
     shot = browser.screenshot(tmp_path / "dashboard.png")
     assert shot.stat().st_size > 20_000
@@ -565,7 +882,7 @@ def test_the_page_opens_filtered_from_its_url(browser: _Browser, dashboard: str,
     client = _clients(con)[0]
     filters = Filters(modes=("SEA",), clients=(client,))
     before = dt.datetime.now(dt.UTC)
-    page = browser.load(f"{dashboard}/?mode=SEA&client={client}")
+    page = browser.load(f"{dashboard}/?mode=SEA&client={client}", queries.load_page(con, filters))
     after = dt.datetime.now(dt.UTC)
     _assert_page_matches(page, con, filters, before, after)
     (shipments,) = _one(con, "SELECT count(*) FROM analytics.fct_shipments WHERE client = ? AND "

@@ -1,7 +1,8 @@
 """The dashboard in lake mode reads the lake's published snapshot, tested like the embedded one
 (``freight_pipeline_tests/dashboard/test_dashboard.py``, whose warehouse, page reader and assertions
-this module reuses): the same demo warehouse (200 simulator shipments, ``dbt run``, a run log, retry
-queue and data problems), here copied into a DuckLake (SQLite catalog, local Parquet) and published
+this module reuses): the same demo warehouse (200 simulator shipments synced seven times as the
+simulator moved on, so with estimate history; ``dbt run``, a run log, retry queue and data problems),
+here copied into a DuckLake (SQLite catalog, local Parquet) and published
 as the publish asset does; then the lake changes without a publish. The views and the real
 ``freight-pipeline dashboard`` in headless Chromium must show the published figures, which equal the
 embedded file's, not the lake's latest state.
@@ -127,7 +128,7 @@ def test_the_page_shows_the_published_snapshot(
 ) -> None:
     for url, filters in ((dashboard, Filters()), (f"{dashboard}/?mode=SEA", Filters(modes=("SEA",)))):
         before = dt.datetime.now(dt.UTC)
-        page = browser.load(url)
+        page = browser.load(url, queries.load_page(embedded, filters))
         after = dt.datetime.now(dt.UTC)
         _assert_page_matches(page, embedded, filters, before, after)
         assert all(page["charts"][k] == n for k, n in CHART_SECTIONS.items()), page["charts"]
