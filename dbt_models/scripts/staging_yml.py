@@ -5,9 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # staging_rules puts the repository root on sys.path: imported before freight_pipeline
-from staging_rules import FRESHNESS_TABLES, Source, Staging, column_note, quote, staged_name, yaml_list
+from staging_rules import (
+    FRESHNESS_TABLES,
+    Source,
+    Staging,
+    column_note,
+    quote,
+    select_expression,
+    staged_name,
+    yaml_list,
+)
 
-from freight_pipeline.normalize.schema import TableSpec
+from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.sync.parts import DOCUMENT_PART
 from freight_pipeline.sync.streams import TABLE_SOURCE
 
@@ -57,7 +66,7 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
             f"        data_type: {column.type.lower()}",
         ]
         tests: list[str] = []
-        if name in staged_keys:
+        if name in staged_keys and not _null_refused_by_the_table(column, staging):
             tests.append("          - not_null")
         if name == single_key:
             tests.append("          - unique")
@@ -93,6 +102,13 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
         if tests:
             out += ["        data_tests:", *tests]
     return "\n".join(out) + "\n"
+
+
+def _null_refused_by_the_table(column: Column, staging: Staging) -> bool:
+    """A key column the view passes through as stored: the table declares it NOT NULL (every key
+    column is, ``TableSpec.ddl``), so the database refuses a null at write time and a dbt
+    ``not_null`` test of it could never fail (each invariant is checked once)."""
+    return select_expression(column, staging) in (column.name, f"{column.name} as {staged_name(column, staging)}")
 
 
 def sources_yml(source: Source, specs: Iterable[TableSpec]) -> str:
