@@ -12,6 +12,7 @@ and do not fail the build (dbt_models/README.md, "Test severity").
 
 import datetime as dt
 import fcntl
+import functools
 import json
 import os
 from collections import Counter
@@ -340,6 +341,21 @@ def logged_build(data_dir: Path, backend: StorageBackend, run_id: str, *, whole:
             warehouse.run_log.record_run(record)
 
 
+@functools.cache
+def view_keys() -> frozenset[dg.AssetKey]:
+    """The asset keys of the dbt models materialized as views (read from the manifest once, when needed)."""
+    manifest = json.loads(dbt_project.manifest_path.read_text())
+    translator = FreightDbtTranslator()
+    return frozenset(
+        translator.get_asset_key(node)
+        for node in manifest["nodes"].values()
+        if node["resource_type"] == "model" and node["config"].get("materialized") == "view"
+    )
+
+
+VIEW_NOT_REBUILT = "view not re-created: its SQL is the last whole build's (incremental build); its tests ran"
+
+
 def passed_test_observation(event: object) -> bool:
     """dagster-dbt's observation of a data test that passed (one per test and tested model: 264
     stored Dagster events in a build, a quarter of the step's time in an incremental run). The
@@ -383,10 +399,14 @@ def freight_dbt_models(
         return
     args = [*args, *plan.args]
     context.log.info(f"{plan.reason}: dbt {' '.join(args)} into {backend.describe(warehouse.path)}")
+    if plan.views_current:
+        views = [key for key in context.selected_asset_keys if key in view_keys()]
+        for key in _dependencies_first(context.assets_def, set(views)):
+            yield dg.MaterializeResult(asset_key=key, metadata={"dbt_build": VIEW_NOT_REBUILT})
     began = dt.datetime.now(dt.UTC)
     wait_for_parse(target)  # started by the sync when this data directory was new to dbt
     with logged_build(warehouse.path, backend, context.run_id, whole=whole), \
-            environ({DATABASE_ENV: str(database), **target_env(backend)}):
+            environ({DATABASE_ENV: str(database), **target_env(backend), **plan.env}):
         (target / RUN_RESULTS).unlink(missing_ok=True)  # never read a previous build's results
         invocation = dbt.cli(args, context=context, target_path=target, raise_on_error=False)
         yield from (event for event in invocation.stream() if not passed_test_observation(event))

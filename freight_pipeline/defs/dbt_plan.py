@@ -7,6 +7,8 @@ dbt project changed since the marts were built (its models, macros, ``dbt_projec
 the run passes: one fingerprint), when they were never built by this version, or when asked
 (``FREIGHT_DBT_FULL_REFRESH=1``, ``freight-pipeline sync --full-refresh``). When nothing changed at
 all (no shipment, no code conversion, the same project) and the last build succeeded, no build runs.
+An incremental build of every model leaves the views out (they hold only SQL, unchanged since the
+last whole build of the same project) and runs every data test.
 """
 
 from __future__ import annotations
@@ -41,15 +43,32 @@ def project_fingerprint(project_dir: Path, build_args: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
+VIEWS = "config.materialized:view"
+"""dbt's selector of the views (staging and intermediate models)."""
+INDIRECT_SELECTION_ENV = "DBT_INDIRECT_SELECTION"
+
+
 @dataclass(frozen=True)
 class BuildPlan:
     run: bool
     full_refresh: bool
     reason: str
+    views_current: bool = False
+    """The views stand as the last whole build of this same project created them (a view holds no
+    rows, only its SQL, which the fingerprint covers): the build leaves them out and still runs
+    their data tests."""
 
     @property
     def args(self) -> list[str]:
-        return ["--full-refresh"] if self.full_refresh else []
+        if self.full_refresh:
+            return ["--full-refresh"]
+        return ["--exclude", VIEWS] if self.views_current else []
+
+    @property
+    def env(self) -> dict[str, str]:
+        """dbt's environment for the plan: with the views left out, their tests stay in (dbt's
+        default, eager indirect selection, leaves out the tests of every node left out)."""
+        return {INDIRECT_SELECTION_ENV: "empty"} if self.views_current else {}
 
 
 def full_refresh_asked() -> bool:
@@ -74,7 +93,7 @@ def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool) -> BuildP
     if changes == 0 and not conversions_changed and warehouse.reads.last_run_status("dbt_build") == "success":
         return BuildPlan(False, False, f"nothing changed since the marts were built ({built_at:%Y-%m-%d %H:%M:%S} UTC)")
     what = f"{changes} shipments" + (" and the code conversions" if conversions_changed else "") + " changed"
-    return BuildPlan(True, False, what)
+    return BuildPlan(True, False, what, views_current=True)
 
 
 def record_build(warehouse: Warehouse, fingerprint: str, began: dt.datetime, run_id: str) -> int:
