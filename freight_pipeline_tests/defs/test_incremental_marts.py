@@ -15,6 +15,7 @@ import pytest
 
 from freight_pipeline.config import RECONCILE_ENV
 from freight_pipeline.definitions import defs
+from freight_pipeline.defs.dbt import TARGET_DIR, VIEW_NOT_REBUILT, read_run_results
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import published_db_path
@@ -55,6 +56,17 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
             yield Job(instance, root / "data", sim)
 
 
+SENTINEL = "not re-created by the incremental build"
+ORPHAN_TEST = "relationships_stg_shipment_goods_shipment_id__shipment_id__ref_stg_shipments_"
+
+
+def view_comment(database: Path, view: str) -> str | None:
+    with duckdb.connect(str(database), read_only=True) as con:
+        row = con.execute("SELECT comment FROM duckdb_views() WHERE schema_name = 'staging' AND view_name = ?",
+                          [view]).fetchone()
+    return row[0] if row else None
+
+
 def marts(database: Path) -> dict[str, list[tuple[Any, ...]]]:
     with duckdb.connect(str(database), read_only=True) as con:
         return {mart: sorted(con.execute(f"SELECT * FROM analytics.{mart}").fetchall(), key=repr) for mart in ALL_MARTS}
@@ -84,11 +96,23 @@ def test_first_build_full_then_none_when_nothing_changed_then_incremental_equal_
     changed = job.sim.modify_shipments(5) + job.sim.create_shipments(2)
     deleted = job.sim.delete_shipments(2)
     before = marts(published_db_path(job.data_dir))
+    with duckdb.connect(str(working_db_path(job.data_dir))) as con:  # gone if dbt re-creates the view
+        con.execute(f"COMMENT ON VIEW staging.stg_shipment_goods IS '{SENTINEL}'")
     incremental = job.run()
     logs = job.dbt_logs(incremental)
     build = next(m for m in logs if ": dbt build " in m)
     assert build.startswith(f"{len(changed) + len(deleted)} shipments changed: dbt build")
     assert "--full-refresh" not in build
+    # the views were left out of the build, and every data test ran, the views' too
+    assert view_comment(working_db_path(job.data_dir), "stg_shipment_goods") == SENTINEL
+    materialized = {e.asset_key: e.materialization.metadata for e in incremental.get_asset_materialization_events()}
+    assert materialized[dg.AssetKey(["staging", "stg_shipment_goods"])]["dbt_build"].value == VIEW_NOT_REBUILT
+    assert "dbt_build" not in materialized[dg.AssetKey(["analytics", "fct_shipments"])]
+    results = read_run_results(job.data_dir / "work" / TARGET_DIR)
+    assert results is not None
+    ran = {r["unique_id"].split(".")[2]: r["status"] for r in results["results"]}
+    assert ran[ORPHAN_TEST] == "pass" and not any(name.startswith("stg_") for name in ran)
+    assert sum(name.startswith("not_null_fct_shipments") for name in ran) > 0
     assert pending_changes(working_db_path(job.data_dir)) == 0
     after = marts(published_db_path(job.data_dir))
     assert after != before
