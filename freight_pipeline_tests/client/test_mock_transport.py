@@ -108,6 +108,27 @@ def test_token_field_variants_end_to_end(token_body: Callable[[str], Any]) -> No
     assert recorder.count("/auth/token") == 1  # cached
 
 
+def test_cookies_a_service_sets_are_never_sent_back() -> None:
+    """Requests are built by the core, not by httpx's ``build_request``: a cookie is never sent (the async
+    client does not even store them, ``transport.CookielessAsyncClient``)."""
+
+    def business(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"id": 1, "client": "001"}, headers={"set-cookie": "session=abc; Path=/"})
+
+    recorder = Recorder(business)
+    with client_for(recorder) as client:
+        assert [client.get_shipment_raw(1) for _ in range(2)] == [{"id": 1, "client": "001"}] * 2
+
+    async def twice() -> list[Any]:
+        async with AsyncFreightClient(BASE, "demo", PASSWORD, transport=httpx.MockTransport(recorder),
+                                      retry=FAST) as client:
+            return [await client.get_shipment_raw(1) for _ in range(2)]
+
+    assert asyncio.run(twice()) == [{"id": 1, "client": "001"}] * 2
+    business_requests = [r for r in recorder.requests if r.url.path != "/auth/token"]
+    assert len(business_requests) == 4 and not any("cookie" in r.headers for r in business_requests)
+
+
 def test_token_without_usable_field_is_a_protocol_error_naming_fields() -> None:
     recorder = Recorder(ok_shipment, token_body=lambda t: {"bearer": t})
     with client_for(recorder) as client, pytest.raises(ProtocolError) as info:
