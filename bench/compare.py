@@ -5,7 +5,8 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
 * ``loopback``: full sync of ``--shipments`` (2,000) shipments, no added latency;
 * ``wan``: the same with ``--latency-ms`` (50) per request, a service across the internet;
 * ``incremental``: a full sync of ``--incremental-shipments`` (20,000), then ``--changed-share`` (1 %)
-  of them changed, then the incremental run (ours only: the peer script has no incremental mode);
+  of them changed, then the incremental run, then a run with nothing changed (ours only: the peer
+  script has no incremental mode);
 * ``memory``: peak memory of a full sync at ``--memory-sizes`` (2,000 and 20,000; add 100,000 by
   hand), of the whole job and of the sync engine alone (``bench/engine.py``: the streams, no
   Dagster, dbt or publish; what the fetch window, batch size and DuckDB limit bound).
@@ -183,6 +184,7 @@ def incremental(shipments: int, seed: int, share: float) -> list[tuple[str, str]
         httpx.post(f"{url}/_control/clock/advance", params={"seconds": 300}, timeout=30).raise_for_status()
         httpx.post(f"{url}/_control/shipments/modify", params={"count": changed}, timeout=300).raise_for_status()
         again = ours(url, work)
+        unchanged = ours(url, work)
     return [
         ("incremental: shipments", f"{shipments:,}, {changed:,} changed ({share:.0%})"),
         ("incremental: full run",
@@ -190,6 +192,8 @@ def incremental(shipments: int, seed: int, share: float) -> list[tuple[str, str]
         ("incremental: incremental run", f"{again.seconds:.1f} s, {again.requests:,} requests "
          f"({again.figures.get('rows_read')} read by the walk)"),
         ("incremental: requests per changed shipment", f"{again.requests / changed:.2f}"),
+        ("incremental: run with nothing changed", f"{unchanged.seconds:.1f} s, {unchanged.requests:,} requests, "
+         f"peak memory {unchanged.peak_rss_mb:.0f} MB"),
         ("incremental: incremental / full time", f"{again.seconds / full.seconds:.1%}"),
     ]
 
