@@ -24,6 +24,7 @@ from freight_pipeline.config import (
     DOCUMENT_CONTENT_ENV,
     DOCUMENTS_ENV,
     DOCUMENTS_RELIST_ENV,
+    HISTORY_ENV,
     PASSWORD_ENV,
     RECONCILE_ENV,
     USERNAME_ENV,
@@ -141,6 +142,7 @@ class FreightServiceResource(dg.ConfigurableResource):
             documents=flag_from_env(DOCUMENTS_ENV, _DEFAULTS.documents),
             code_conversions=flag_from_env(CODE_CONVERSIONS_ENV, _DEFAULTS.code_conversions),
             document_content=flag_from_env(DOCUMENT_CONTENT_ENV, _DEFAULTS.document_content),
+            history=flag_from_env(HISTORY_ENV, _DEFAULTS.history),
             documents_relist_interval=dt.timedelta(minutes=minutes_from_env(
                 DOCUMENTS_RELIST_ENV, _minutes(_DEFAULTS.documents_relist_interval or dt.timedelta(0)))),
         )

@@ -308,7 +308,7 @@ def _write(warehouse: Warehouse, run_id: str, settings: SyncSettings, outcomes: 
         BatchWrite(tables={TABLE: SHIPMENT_DOCUMENTS.to_arrow(rows)}, replaced={TABLE: changed},
                    loaded={STREAM: changed}, settled={STREAM: unchanged}, quarantined=quarantined,
                    problems=problems),
-        backoff=settings.backoff,
+        backoff=settings.backoff, history=settings.history,
     )
     result.add_rows({TABLE: stats.get(TABLE, 0)})
     result.quarantined += len(quarantined)

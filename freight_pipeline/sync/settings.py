@@ -65,6 +65,11 @@ class SyncSettings:
     code_conversions: bool = True
     """Run the code-conversions stream; False: it reads and writes nothing (an account without the
     basic-data permission)."""
+    history: bool = True
+    """Record each batch's versions in ``freight_history`` (``warehouse.history``); False: nothing is
+    recorded there (the tables stay as they are, the marts on them build on what they hold), and the
+    first run with it on again brings the history up to the rows held first
+    (``Writes.catch_up_history``)."""
     documents_chunk: int = 50
     """Shipments per E-File lookup (``SHIPMENT_ID`` any of them) of the documents stream."""
     documents_relist_interval: dt.timedelta | None = dt.timedelta(hours=24)

@@ -41,6 +41,7 @@ from freight_pipeline.sync.reconcile import compare_with_source
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
+from freight_pipeline.warehouse.history import BEHIND_STATE
 from freight_pipeline.warehouse.records import BatchWrite
 from freight_pipeline.warehouse.store import Warehouse
 
@@ -90,7 +91,8 @@ class _Run:
                 moved = f", cursor at {batch_cursor.instant_text}"
             else:
                 moved = ", cursor kept (overlap re-read)"
-        stats = self.warehouse.writes.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff)
+        stats = self.warehouse.writes.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff,
+                                                  history=self.settings.history)
         self.result.add_rows(stats)
         self.result.add_versions(stats.versions)
         for stream, counted in assembled.counts.items():
@@ -156,6 +158,7 @@ async def sync_shipments(
         covered = None  # the first walk reads everything from the floor: no repeated hour lies below it
     say(f"shipments: reading changes after {after.instant_text} up to {ceiling.instant_text if ceiling else '-'}")
 
+    _keep_history_in_step(warehouse, settings, run_id, result, say)
     from_scratch = (not stored and floor == BEGINNING and ceiling is not None and partition is None
                     and not warehouse.reads.holds_shipments())
     walk = WalkStats()
@@ -240,6 +243,25 @@ def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:
     return [Work(refs[shipment_id], frozenset(wanted[shipment_id]), None, retry=True) for shipment_id in sorted(wanted)]
 
 
+def _keep_history_in_step(
+    warehouse: Warehouse, settings: SyncSettings, run_id: str, result: StreamResult, say: Progress
+) -> None:
+    """History off: the history falls behind the rows held, so say so in ``sync_state`` before anything is
+    written (once). On, and behind: bring it up to the rows held before this run's batches (the incremental
+    run does; a backfill partition leaves it to that)."""
+    behind = warehouse.reads.get_cursor(BEHIND_STATE) is not None
+    if not settings.history:
+        result.extra["history"] = "off"
+        if not behind:
+            warehouse.writes.set_cursor(BEHIND_STATE, json.dumps({"since": result.started_at.isoformat()}), run_id)
+        return
+    if behind and settings.id_range is None:
+        say("shipments: the history is behind the rows held (runs without it): catching up")
+        counts = warehouse.writes.catch_up_history(run_id)
+        result.add_versions(counts.added)
+        result.extra["history_caught_up"] = counts.added
+
+
 def _reconciled(warehouse: Warehouse, listing_began: dt.datetime, run_id: str) -> None:
     """Record a complete id reconciliation as of ``listing_began`` (the next is due an interval later)."""
     warehouse.writes.set_cursor(RECONCILE_STREAM, json.dumps({"at": listing_began.isoformat()}), run_id)
@@ -273,7 +295,7 @@ async def _reconcile(run: _Run, floor: ShipmentKey, walk: WalkStats) -> None:
                  reconcile_refetched=len(found.stale), reconcile_before_start=found.before_start)
     for chunk in _chunks(found.vanished, run.settings.fetch_batch_size):
         stats = run.warehouse.writes.apply_batch(run.run_id, BatchWrite(deleted_ids=list(chunk)),
-                                                 backoff=run.settings.backoff)
+                                                 backoff=run.settings.backoff, history=run.settings.history)
         run.result.add_rows(stats)
         run.result.add_versions(stats.versions)
     if found.vanished:

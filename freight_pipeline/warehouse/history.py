@@ -268,6 +268,45 @@ def seed_from_current(con: duckdb.DuckDBPyConnection) -> int:
     return added
 
 
+# --- catching up after runs that recorded none -----------------------------------------------------
+
+BEHIND_STATE = "freight_history_behind"
+"""``sync_state`` entry (JSON ``{"since": instant}``) set by the first run that records no versions
+(``SyncSettings.history`` off) and cleared by the catch-up that brings the history up to the rows held
+(``Writes.catch_up_history``, with :func:`held_shipment_ids`, :func:`vanished_shipment_ids`, :func:`held_batch`)."""
+
+
+def held_shipment_ids(con: duckdb.DuckDBPyConnection) -> list[int]:
+    """Every shipment ``freight.shipments`` holds, in id order."""
+    return [int(row[0]) for row in run(con, f"SELECT shipment_id FROM {qualified(SHIPMENTS)} ORDER BY 1")]
+
+
+def vanished_shipment_ids(con: duckdb.DuckDBPyConnection) -> list[int]:
+    """Shipments with a current version that is not ``deleted`` but no row in ``freight.shipments``:
+    deleted while no versions were recorded."""
+    current = " UNION ".join(f"SELECT shipment_id FROM {qualified(s.spec)} WHERE valid_to IS NULL AND NOT deleted"
+                             for s in SUBJECTS)
+    return [int(row[0]) for row in run(con, f"SELECT shipment_id FROM ({current}) WHERE shipment_id NOT IN "
+                                           f"(SELECT shipment_id FROM {qualified(SHIPMENTS)}) ORDER BY 1")]
+
+
+def held_batch(
+    con: duckdb.DuckDBPyConnection, ids: Sequence[int], ids_view: str, gone: Sequence[int], deleted_at: dt.datetime,
+) -> VersionBatch:
+    """The rows held of ``ids`` (registered as ``ids_view``, column ``id``) as a batch replacing them, each
+    shipment dated by its ``last_modified_at``, and ``gone`` deleted at ``deleted_at``: what a catch-up
+    compares with the current versions (the rules of :func:`record_versions` apply unchanged)."""
+    rows = {}
+    for subject in SUBJECTS:
+        for source in subject.sources:
+            key = quote(source.table.replace_key or SHIPMENT_ID)
+            rows[source.table.qualified_name] = _fetch(
+                con, f"SELECT * FROM {qualified(source.table)} WHERE {key} IN (SELECT id FROM {ids_view})")
+    stamps = _fetch(con, f"SELECT shipment_id, last_modified_at AS valid_from FROM {qualified(SHIPMENTS)} "
+                         f"WHERE shipment_id IN (SELECT id FROM {ids_view})")
+    return VersionBatch(rows, {name: list(ids) for name in rows}, stamps, list(gone), deleted_at)
+
+
 # --- writing versions ------------------------------------------------------------------------------
 
 
@@ -306,6 +345,14 @@ class VersionCounts:
     @property
     def rows_added(self) -> int:
         return sum(self.added.values())
+
+    def add(self, other: VersionCounts) -> None:
+        """Count ``other``'s figures in too (a catch-up's transactions, one after the other)."""
+        for table, count in other.added.items():
+            self.added[table] = self.added.get(table, 0) + count
+        self.stale += other.stale
+        self.unstamped += other.unstamped
+        self.same_instant += other.same_instant
 
 
 Register = Callable[[pa.Table], AbstractContextManager[str]]

@@ -18,7 +18,16 @@ from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import first, qualified, quote, run, scalar
-from freight_pipeline.warehouse.history import SOURCE_TABLES, VersionBatch, VersionCounts, record_versions
+from freight_pipeline.warehouse.history import (
+    BEHIND_STATE,
+    SOURCE_TABLES,
+    VersionBatch,
+    VersionCounts,
+    held_batch,
+    held_shipment_ids,
+    record_versions,
+    vanished_shipment_ids,
+)
 from freight_pipeline.warehouse.records import (
     DEFAULT_BACKOFF,
     Backoff,
@@ -46,8 +55,11 @@ class Writes:
 
     # --- batches of shipments -------------------------------------------------------------------
 
-    def apply_batch(self, run_id: str, batch: BatchWrite, *, backoff: Backoff = DEFAULT_BACKOFF) -> WriteStats:
-        """Write ``batch`` in ONE transaction (all or nothing); see :class:`BatchWrite`."""
+    def apply_batch(
+        self, run_id: str, batch: BatchWrite, *, backoff: Backoff = DEFAULT_BACKOFF, history: bool = True,
+    ) -> WriteStats:
+        """Write ``batch`` in ONE transaction (all or nothing); see :class:`BatchWrite`. ``history``: record
+        its versions in ``freight_history`` (False: nothing is written there)."""
         gone = sorted({int(i) for i in batch.deleted_ids})
         replaced = {self._unit_spec(name).qualified_name: sorted({int(i) for i in ids})
                     for name, ids in batch.replaced.items()}
@@ -60,7 +72,8 @@ class Writes:
                 raise ValueError(f"rows given for {name}, which is not among the replaced tables")
             self._check_units(self.database.spec(name), table, replaced[name])
         return self.database.write(
-            "apply_batch", lambda con: self._write_batch(con, run_id, batch, gone, replaced, incoming, backoff)
+            "apply_batch",
+            lambda con: self._write_batch(con, run_id, batch, gone, replaced, incoming, backoff, history),
         )
 
     def _write_batch(
@@ -72,6 +85,7 @@ class Writes:
         replaced: dict[str, list[int]],
         incoming: dict[str, pa.Table],
         backoff: Backoff,
+        history: bool,
     ) -> WriteStats:
         """:meth:`apply_batch`'s transaction, ``batch`` checked: ``replaced`` and ``incoming`` by qualified name."""
         spec = self.database.spec
@@ -106,7 +120,8 @@ class Writes:
         written = {i for ids in batch.loaded.values() for i in ids} - unchanged
         self._record_changes([*written, *gone], run_id, synced_at)
         self._upsert_raw(batch.raw_documents, run_id)
-        stats.versions = self._record_versions(con, run_id, batch, incoming, replaced, gone, synced_at).added
+        if history:
+            stats.versions = self._record_versions(con, run_id, batch, incoming, replaced, gone, synced_at).added
         self._upsert_rejects(batch.rejects, run_id, synced_at)
         self._insert_problems(batch.problems, run_id, synced_at)
         self._quarantine(batch.quarantined, run_id, synced_at, backoff)
@@ -133,6 +148,36 @@ class Writes:
                             [run_id])) if gone else None
         versions = VersionBatch(incoming, replaced, stamps, gone, started[0] if started else None)
         return record_versions(con, versions, run_id, synced_at, register=self.database.registered)
+
+    def catch_up_history(self, run_id: str, *, chunk: int = 1000) -> VersionCounts:
+        """Bring ``freight_history`` up to the rows held after runs that recorded no versions: every held
+        shipment's rows compared with its current versions as a batch replacing them would be (a version
+        where they differ or there is none, dated by the shipment's ``last_modified_at``), and a ``deleted``
+        version for each shipment no longer held, at the start of run ``run_id``; then the
+        ``history.BEHIND_STATE`` entry is cleared. One transaction per ``chunk`` shipments, the entry cleared
+        in the last: after a crash the next catch-up starts again and adds nothing twice."""
+        con = self.database.con
+        held, vanished = held_shipment_ids(con), vanished_shipment_ids(con)
+        started = first(run(con, f"SELECT min(started_at) FROM {qualified(meta.SYNC_RUNS)} WHERE run_id = ?",
+                            [run_id]))
+        deleted_at = (started[0] if started and started[0] else None) or _now()
+        pieces = [(held[at:at + chunk], []) for at in range(0, len(held), chunk)]
+        pieces += [([], vanished[at:at + chunk]) for at in range(0, len(vanished), chunk)]
+        counts = VersionCounts()
+
+        def catch_up(con: duckdb.DuckDBPyConnection, ids: list[int], gone: list[int], last: bool) -> VersionCounts:
+            with self.database.registered(pa.table({"id": pa.array(ids, pa.int64())})) as view:
+                batch = held_batch(con, ids, view, gone, deleted_at)
+            found = record_versions(con, batch, run_id, _now(), register=self.database.registered)
+            if last:
+                self._set_cursor(con, BEHIND_STATE, None, run_id, _now())
+            return found
+
+        for number, (ids, gone) in enumerate(pieces or [([], [])], start=1):
+            last = number == max(len(pieces), 1)
+            counts.add(self.database.write("catch_up_history",
+                                           lambda con, ids=ids, gone=gone, last=last: catch_up(con, ids, gone, last)))
+        return counts
 
     def forget_changes(self, until: dt.datetime) -> int:
         """After a complete, successful dbt build that began at ``until``: the changes it covered go."""

@@ -11,7 +11,14 @@ import duckdb
 import pytest
 from dagster_dbt import DbtProject
 
-from freight_pipeline.config import DEFAULT_BASE_URL, DEFAULT_USERNAME, ON_TIME_TOLERANCE_ENV, RECONCILE_ENV, environ
+from freight_pipeline.config import (
+    DEFAULT_BASE_URL,
+    DEFAULT_USERNAME,
+    HISTORY_ENV,
+    ON_TIME_TOLERANCE_ENV,
+    RECONCILE_ENV,
+    environ,
+)
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs import checks, dbt, jobs, resources
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
@@ -324,7 +331,11 @@ def test_freshness_sensor_follows_the_automation_switch(monkeypatch: pytest.Monk
 
 def test_resource_defaults_are_the_sync_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(RECONCILE_ENV, raising=False)
+    monkeypatch.delenv(HISTORY_ENV, raising=False)
     assert FreightServiceResource(password="x").sync_settings() == SyncSettings()
+    monkeypatch.setenv(HISTORY_ENV, "0")
+    assert FreightServiceResource(password="x").sync_settings() == SyncSettings(history=False)
+    monkeypatch.delenv(HISTORY_ENV)
     tuned = FreightServiceResource(password="x", fetch_batch_size=7, fetch_window=9, initial_concurrency=3,
                                    adaptive_concurrency=False).sync_settings()
     assert (tuned.fetch_batch_size, tuned.fetch_window, tuned.initial_concurrency) == (7, 9, 3)
