@@ -9,7 +9,16 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
   script has no incremental mode);
 * ``memory``: peak memory of a full sync at ``--memory-sizes`` (2,000 and 20,000; add 100,000 by
   hand), of the whole job and of the sync engine alone (``bench/engine.py``: the streams, no
-  Dagster, dbt or publish; what the fetch window, batch size and DuckDB limit bound).
+  Dagster, dbt or publish; what the fetch window, batch size and DuckDB limit bound);
+* ``history`` (not run by default: about 20 minutes on 2 cores): what the ``freight_history`` costs.
+  The sync engine alone with the history on and off (``FREIGHT_HISTORY=0``), each against its own
+  simulator (same seed, so the same changes), interleaved and in alternating order: a full sync of
+  ``--history-shipments`` (20,000), then ``--history-runs`` (50) incremental runs, each after
+  ``--changed-share`` (1 %) of the shipments changed (``modify``: fields, goods, estimates revised)
+  and 15 service minutes; each run a process of its own. Printed per side: the incremental runs'
+  median and longest sync, their peak RSS (first five against last five), the history's rows and
+  bytes, the working file, and the publish's time after the runs (first publish, then again after
+  one more run).
 
 Our side is the whole job as a user runs it (``freight-pipeline sync``: Dagster, every stream, the
 dbt build, the publish) in a child process; the peer is ``bench/peer_dlt.py --parallel`` (the dlt
@@ -27,12 +36,13 @@ import datetime as dt
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +50,11 @@ from typing import Any
 import duckdb
 import httpx
 import psutil
+
+from freight_pipeline.config import HISTORY_ENV
+from freight_pipeline.warehouse.history import HISTORY_TABLES
+from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.publish import parquet_root
 
 REPO = Path(__file__).resolve().parents[1]
 PEER_PYTHON = REPO / ".bench" / "peer-venv" / "bin" / "python"
@@ -198,10 +213,14 @@ def incremental(shipments: int, seed: int, share: float) -> list[tuple[str, str]
     ]
 
 
-def engine(base_url: str, work: Path) -> Measured:
-    """The sync engine alone (``bench/engine.py``: every stream, no Dagster, dbt or publish)."""
-    cmd = [sys.executable, str(REPO / "bench" / "engine.py"), base_url, str(work / "engine")]
-    return measured(cmd, dict(os.environ), base_url)
+def engine(base_url: str, data_dir: Path, env: Mapping[str, str] | None = None, *, publish: bool = False) -> Measured:
+    """The sync engine alone (``bench/engine.py``: every stream, no Dagster or dbt; ``publish``: then the
+    publish) into ``data_dir``, with ``env`` added to its environment; its ``figures``: what it printed
+    last (its exact peak RSS, the seconds of the sync, the publish's figures)."""
+    cmd = [sys.executable, str(REPO / "bench" / "engine.py"), base_url, str(data_dir), *(["--publish"] * publish)]
+    result = measured(cmd, {**os.environ, **(env or {})}, base_url)
+    result.figures = json.loads(result.output.strip().splitlines()[-1])
+    return result
 
 
 def memory(sizes: list[int], seed: int) -> list[tuple[str, str]]:
@@ -210,10 +229,119 @@ def memory(sizes: list[int], seed: int) -> list[tuple[str, str]]:
         with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, simulator(size, seed, 0) as url:
             run = ours(url, Path(tmp))
         with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, simulator(size, seed, 0) as url:
-            alone = engine(url, Path(tmp))
+            alone = engine(url, Path(tmp) / "engine")
         rows.append((f"memory: {size:,} shipments", f"whole job {run.peak_rss_mb:.0f} MB ({run.seconds:.1f} s, "
                      f"{size / run.seconds:.1f} shipments/s); sync engine alone {alone.peak_rss_mb:.0f} MB "
                      f"({alone.seconds:.1f} s)"))
+    return rows
+
+
+HISTORY_ROUND_S = 900
+"""Service time between two runs of the ``history`` scenario: the schedule's 15 minutes, so each walk
+re-reads what changed in the last 70 minutes (overlap and offset guard), as in production."""
+HISTORY_VARIANTS: dict[str, dict[str, str]] = {"with history": {}, "without history": {HISTORY_ENV: "0"}}
+"""The sides of the ``history`` scenario and what each adds to the engine's environment."""
+EDGE_RUNS = 5
+"""Runs at either end of the ``history`` scenario whose peak memory is compared."""
+
+
+def history_storage(database: Path) -> dict[str, tuple[int, int]]:
+    """Per ``freight_history`` table of a DuckDB file: (rows, bytes of the blocks its columns occupy).
+    Bytes from ``pragma_storage_info``: the distinct blocks of its checkpointed segments times the block
+    size (a block shared with other tables counts whole: an upper bound, close for large tables)."""
+    found = {}
+    with duckdb.connect(str(database), read_only=True) as con:
+        block = int(con.execute("SELECT block_size FROM pragma_database_size()").fetchall()[0][0])
+        for spec in HISTORY_TABLES:
+            info = f"pragma_storage_info('{spec.qualified_name}')"
+            rows = con.execute(f"SELECT count(*) FROM {spec.qualified_name}").fetchall()[0][0]
+            blocks = con.execute(
+                f"SELECT count(DISTINCT id) FROM (SELECT block_id AS id FROM {info} WHERE block_id >= 0 "
+                f"UNION ALL SELECT unnest(additional_block_ids) FROM {info})").fetchall()[0][0]
+            found[spec.name] = (int(rows), int(blocks) * block)
+    return found
+
+
+def published_history_bytes(data_dir: Path) -> int:
+    """Bytes of the ``freight_history`` tables' Parquet in the current publish."""
+    return sum(path.stat().st_size for spec in HISTORY_TABLES
+               for path in (parquet_root(data_dir) / spec.schema / spec.name).glob("*.parquet"))
+
+
+def runs_summary(runs: Sequence[Measured], edge: int = EDGE_RUNS) -> str:
+    """Median and longest sync (the engine's own seconds; the process's wall time in brackets) and the
+    peak RSS of the first and the last ``edge`` runs."""
+    syncs = [float(r.figures["seconds"]) for r in runs]
+    rss = [float(r.figures["max_rss_mb"]) for r in runs]
+
+    def span(values: Sequence[float]) -> str:
+        return f"{min(values):.0f}-{max(values):.0f} MB"
+
+    return (f"sync median {statistics.median(syncs):.2f} s, max {max(syncs):.2f} s "
+            f"(process median {statistics.median(r.seconds for r in runs):.2f} s); peak RSS first {edge} runs "
+            f"{span(rss[:edge])}, last {edge} {span(rss[-edge:])}")
+
+
+def history_cost(shipments: int, runs: int, seed: int, share: float) -> list[tuple[str, str]]:
+    """The ``history`` scenario (see the module doc)."""
+    changed = max(1, round(shipments * share))
+    names = list(HISTORY_VARIANTS)
+    with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, contextlib.ExitStack() as stack:
+        urls = {name: stack.enter_context(simulator(shipments, seed, 0)) for name in names}
+        dirs = {name: Path(tmp) / name.replace(" ", "-") for name in names}
+
+        def change() -> None:
+            for url in urls.values():
+                httpx.post(f"{url}/_control/clock/advance", params={"seconds": HISTORY_ROUND_S},
+                           timeout=30).raise_for_status()
+                httpx.post(f"{url}/_control/shipments/modify", params={"count": changed},
+                           timeout=300).raise_for_status()
+
+        def run_all(round_: int, label: str, publish: bool = False) -> dict[str, Measured]:
+            done = {}
+            for name in names if round_ % 2 == 0 else reversed(names):  # alternating: neither always first
+                done[name] = engine(urls[name], dirs[name], HISTORY_VARIANTS[name], publish=publish)
+            print(f"bench: history, {label}: " + ", ".join(
+                f"{name} {m.figures['seconds']:.1f} s" for name, m in done.items()), file=sys.stderr, flush=True)
+            return done
+
+        full = run_all(0, "full sync")
+        after_full = {name: history_storage(working_db_path(dirs[name])) for name in names}
+        measured_runs: dict[str, list[Measured]] = {name: [] for name in names}
+        for round_ in range(1, runs + 1):
+            change()
+            for name, result in run_all(round_, f"run {round_}/{runs}").items():
+                measured_runs[name].append(result)
+        storage = {name: history_storage(working_db_path(dirs[name])) for name in names}
+        files = {name: working_db_path(dirs[name]).stat().st_size for name in names}
+        first_publish = run_all(runs + 1, "a run and the first publish", publish=True)  # nothing changed
+        change()
+        next_publish = run_all(runs + 2, "one more run and publish", publish=True)  # a publish before it
+        parquet = {name: published_history_bytes(dirs[name]) for name in names}
+
+    mb = 2**20
+    rows = [("history: shipments", f"{shipments:,}; {runs} incremental runs, each after {changed:,} changed "
+             f"({share:.0%}, modify) and {HISTORY_ROUND_S // 60} service minutes")]
+    for name in names:
+        grown = {table: storage[name][table][0] - after_full[name][table][0] for table in storage[name]}
+        rows += [
+            (f"history: {name}: full sync", f"{full[name].figures['seconds']:.1f} s, peak RSS "
+             f"{full[name].figures['max_rss_mb']:.0f} MB"),
+            (f"history: {name}: incremental runs", runs_summary(measured_runs[name])),
+            (f"history: {name}: versions", ", ".join(
+                f"{table} {count:,} rows (+{grown[table]:,} in the runs), {size / mb:.1f} MB"
+                for table, (count, size) in storage[name].items())
+             + f"; {sum(grown.values()) / runs:,.0f} versions a run (bytes: pragma_storage_info blocks)"),
+            (f"history: {name}: working file", f"{files[name] / mb:.1f} MB; history's Parquet in the publish "
+             f"{parquet[name] / mb:.1f} MB"),
+            (f"history: {name}: publish", f"{first_publish[name].figures['publish']['seconds']:.2f} s after the "
+             f"runs (first publish), {next_publish[name].figures['publish']['seconds']:.2f} s after one more "
+             f"({next_publish[name].figures['publish']['exported_tables']} tables exported)"),
+        ]
+    on, off = (statistics.median(float(r.figures["seconds"]) for r in measured_runs[name]) for name in names)
+    full_on, full_off = (float(full[name].figures["seconds"]) for name in names)
+    rows.append(("history: with / without", f"incremental sync {on / off:.2f}x (medians), full sync "
+                 f"{full_on / full_off:.2f}x"))
     return rows
 
 
@@ -225,6 +353,8 @@ def main() -> int:
     parser.add_argument("--incremental-shipments", type=int, default=20_000)
     parser.add_argument("--changed-share", type=float, default=0.01)
     parser.add_argument("--memory-sizes", default="2000,20000")
+    parser.add_argument("--history-shipments", type=int, default=20_000)
+    parser.add_argument("--history-runs", type=int, default=50)
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
     chosen = args.scenarios.split(",")
@@ -239,6 +369,8 @@ def main() -> int:
             rows += incremental(args.incremental_shipments, args.seed, args.changed_share)
         elif scenario == "memory":
             rows += memory([int(s) for s in args.memory_sizes.split(",")], args.seed)
+        elif scenario == "history":
+            rows += history_cost(args.history_shipments, args.history_runs, args.seed, args.changed_share)
         else:
             parser.error(f"unknown scenario {scenario!r}")
     print(f"\nfreight_pipeline against dlt, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores")
