@@ -160,7 +160,7 @@ class Writes:
         held, vanished = held_shipment_ids(con), vanished_shipment_ids(con)
         started = first(run(con, f"SELECT min(started_at) FROM {qualified(meta.SYNC_RUNS)} WHERE run_id = ?",
                             [run_id]))
-        deleted_at = (started[0] if started and started[0] else None) or _now()
+        deleted_at = started[0] if started and started[0] else _now()
         pieces = [(held[at:at + chunk], []) for at in range(0, len(held), chunk)]
         pieces += [([], vanished[at:at + chunk]) for at in range(0, len(vanished), chunk)]
         counts = VersionCounts()
