@@ -42,6 +42,10 @@ def test_nothing_changed_means_no_build_and_a_change_an_incremental_one(wh: Ware
     wh.writes.apply_batch("sync", BatchWrite(deleted_ids=[7]))  # a deletion is a change too
     plan = plan_build(wh, "abc", whole=True)
     assert (plan.run, plan.full_refresh, plan.reason) == (True, False, "1 shipments changed")
+    # the views stand as the last whole build made them: left out, their tests kept (indirect selection empty)
+    assert (plan.args, plan.env) == (["--exclude", "config.materialized:view"], {"DBT_INDIRECT_SELECTION": "empty"})
+    partial = plan_build(wh, "abc", whole=False)  # a selection made in the UI is built as selected
+    assert (partial.args, partial.env) == ([], {})
     record_build(wh, "abc", dt.datetime.now(dt.UTC), "r2")  # the build covered it
     assert wh.reads.pending_changes() == 0 and plan_build(wh, "abc", whole=True).run is False
 
