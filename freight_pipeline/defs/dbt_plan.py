@@ -28,11 +28,13 @@ MARTS_STATE = "dbt_marts"
 """``sync_state`` entry: the fingerprint of the dbt project the marts were built with, and when."""
 FULL_REFRESH_ENV = "FREIGHT_DBT_FULL_REFRESH"
 """``1``: the next dbt build rebuilds every mart from scratch."""
-FINGERPRINTED = ("dbt_project.yml", "models", "macros")
+FINGERPRINTED = ("dbt_project.yml", "profiles.yml", "models", "macros")
+"""What decides the marts' content and where the views stand (the profile names the schema they are
+built in: an incremental build, which leaves the views out, must find them there)."""
 
 
 def project_fingerprint(project_dir: Path, build_args: Sequence[str]) -> str:
-    """A hash of what decides the marts' content: the models, macros, project file and build args."""
+    """A hash of what decides the marts' content: the models, macros, project and profile files and build args."""
     digest = hashlib.sha256(json.dumps(list(build_args)).encode())
     for name in FINGERPRINTED:
         root = project_dir / name

@@ -77,4 +77,7 @@ def test_the_fingerprint_follows_models_macros_project_file_and_arguments(tmp_pa
     assert project_fingerprint(tmp_path, ["build"]) == first
     assert project_fingerprint(tmp_path, ["build", "--vars", "{}"]) != first
     model.write_text("select 2")
-    assert project_fingerprint(tmp_path, ["build"]) != first
+    second = project_fingerprint(tmp_path, ["build"])
+    assert second != first
+    (tmp_path / "profiles.yml").write_text("schema: other")  # where the views stand
+    assert project_fingerprint(tmp_path, ["build"]) != second
