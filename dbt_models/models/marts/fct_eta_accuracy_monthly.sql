@@ -9,6 +9,9 @@
 -- Rebuilt whole on every build (small: one row per group).
 
 {% set within_seconds = 24 * 3600 %}
+{#- the grain: one row per combination of these, declared once -#}
+{% set grain = ['actual_month', 'milestone', 'horizon_days', 'mode_of_transport', 'lane', 'origin_unloc',
+                'destination_unloc', 'carrier_name'] %}
 
 with
 
@@ -47,14 +50,7 @@ classified as (
 aggregated as (
 
     select
-        actual_month,
-        milestone,
-        horizon_days,
-        mode_of_transport,
-        lane,
-        origin_unloc,
-        destination_unloc,
-        carrier_name,
+        {{ grain | join(',\n        ') }},
         count(*) as milestones_happened,
         count(*) filter (where is_scored) as milestones_scored,
         count(distinct shipment_id) filter (where is_scored) as shipments_scored,
@@ -64,24 +60,15 @@ aggregated as (
         string_agg(distinct mode_of_transport_as_sent, ', ' order by mode_of_transport_as_sent)
             filter (where mode_of_transport = 'UNKNOWN') as unknown_modes_of_transport
     from classified
-    group by actual_month, milestone, horizon_days, mode_of_transport, lane, origin_unloc, destination_unloc,
-        carrier_name
+    group by {{ grain | join(', ') }}
 
 ),
 
 final as (
 
     select
-        {{ surrogate_key(['actual_month', 'milestone', 'horizon_days', 'mode_of_transport', 'lane',
-                          'origin_unloc', 'destination_unloc', 'carrier_name']) }} as accuracy_key,
-        actual_month,
-        milestone,
-        horizon_days,
-        mode_of_transport,
-        lane,
-        origin_unloc,
-        destination_unloc,
-        carrier_name,
+        {{ surrogate_key(grain) }} as accuracy_key,
+        {{ grain | join(',\n        ') }},
         milestones_happened,
         milestones_scored,
         shipments_scored,
