@@ -11,6 +11,7 @@ import duckdb
 
 from freight_pipeline.commands.report import open_published
 from freight_pipeline.warehouse.backend import StorageBackend
+from freight_pipeline.warehouse.ddl import table_names
 from freight_pipeline.warehouse.history import HISTORY_TABLES
 
 ESTIMATE_REVISIONS = "analytics.fct_estimate_revisions"
@@ -75,17 +76,11 @@ def read_history_facts(
     """The history's versions, the estimate moves and the accuracy of ``milestone``'s ETAs
     ``horizon_days`` out, from what ``backend`` published for ``data_dir``."""
     with open_published(data_dir, backend) as con:
-        present = _tables(con)
+        present = set(table_names(con))
         tables = [_versions(con, spec.qualified_name) for spec in HISTORY_TABLES if spec.qualified_name in present]
         moves = _moves(con) if ESTIMATE_REVISIONS in present else None
         accuracy = _accuracy(con, milestone, horizon_days) if ETA_ACCURACY in present else None
     return HistoryFacts(tables, moves, accuracy)
-
-
-def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
-    rows = con.execute("SELECT schema_name, table_name FROM duckdb_tables() "
-                       "WHERE database_name = current_database()").fetchall()
-    return {f"{schema}.{table}" for schema, table in rows}
 
 
 def _versions(con: duckdb.DuckDBPyConnection, table: str) -> TableVersions:

@@ -18,6 +18,7 @@ import duckdb
 
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.backend import StorageBackend
+from freight_pipeline.warehouse.ddl import table_names
 from freight_pipeline.warehouse.meta import LATEST_RUN_PER_STREAM, LATEST_STATE, META_SCHEMA
 from freight_pipeline.warehouse.paths import LAKE_SCRATCH, read_run_log
 
@@ -60,7 +61,7 @@ def read_report(data_dir: Path, backend: StorageBackend) -> dict[str, Any]:
     """Everything ``status`` shows, as plain JSON-able values."""
     data_dir = Path(data_dir)
     with _published(data_dir, backend) as (con, where):
-        tables = _tables(con)
+        tables = table_names(con)
         streams = _streams(con, tables)
         return {
             **where,
@@ -85,7 +86,7 @@ def on_time_by_mode(data_dir: Path, backend: StorageBackend) -> list[dict[str, A
     its count of them (null for a mode whose arrivals were all judged by date).
     """
     with open_published(data_dir, backend) as con:
-        if "analytics.fct_on_time_performance" not in _tables(con):
+        if "analytics.fct_on_time_performance" not in table_names(con):
             return []
         rows = con.execute(
             "SELECT mode_of_transport, sum(shipments_planned), sum(shipments_arrived), sum(shipments_on_time), "
@@ -130,14 +131,6 @@ def describe_cursor(text: str | None) -> str:
         key = f" (id {value['id']})" if "id" in value else ""
         return f"{value['date']} {value['time']}{key}"
     return " ".join(f"{k}={v}" for k, v in value.items() if k != "run_id") or "-"
-
-
-def _tables(con: duckdb.DuckDBPyConnection) -> list[str]:
-    rows = con.execute(
-        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = current_database() "
-        "ORDER BY schema_name, table_name"
-    ).fetchall()
-    return [f"{s}.{t}" for s, t in rows]
 
 
 def _count(con: duckdb.DuckDBPyConnection, name: str) -> int:

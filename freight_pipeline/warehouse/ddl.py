@@ -108,6 +108,13 @@ def qualified(spec: TableSpec) -> str:
     return f"{quote(spec.schema)}.{quote(spec.name)}"
 
 
+def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """``schema.table`` of every table of the current database, in order."""
+    rows = run(con, "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = current_database() "
+                    "ORDER BY schema_name, table_name")
+    return [f"{schema}.{table}" for schema, table in rows]
+
+
 def existing_columns(con: duckdb.DuckDBPyConnection, spec: TableSpec) -> dict[str, tuple[str, bool]]:
     """Column name -> (catalog type, nullable) of the table as it exists (empty: no table)."""
     rows = run(

@@ -42,7 +42,15 @@ from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS
 from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, SEA_MAIN_CARRIAGE_LEGS
 from freight_pipeline.normalize.specs.shipments import SHIPMENTS
-from freight_pipeline.warehouse.ddl import ensure_tables, existing_columns, first, qualified, quote, run
+from freight_pipeline.warehouse.ddl import (
+    ensure_tables,
+    existing_columns,
+    first,
+    qualified,
+    quote,
+    run,
+    table_names,
+)
 
 log = logging.getLogger(__name__)
 
@@ -249,8 +257,7 @@ def ensure_history(con: duckdb.DuckDBPyConnection, *, key_constraints: bool = Tr
 def seed_from_current(con: duckdb.DuckDBPyConnection) -> int:
     """First versions from the ``freight`` rows held: each shipment's rows as of its ``last_modified_at``
     (shipments without one are left out), with the run and time that wrote them. Returns rows added."""
-    present = {f"{s}.{t}" for s, t in run(con, "SELECT schema_name, table_name FROM duckdb_tables() "
-                                               "WHERE database_name = current_database()")}
+    present = set(table_names(con))
     if SHIPMENTS.qualified_name not in present:
         return 0
     added = 0
