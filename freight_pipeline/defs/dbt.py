@@ -12,7 +12,6 @@ and do not fail the build (dbt_models/README.md, "Test severity").
 
 import datetime as dt
 import fcntl
-import functools
 import json
 import os
 from collections import Counter
@@ -26,6 +25,7 @@ from typing import Any, Self
 
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject, dbt_assets
+from dagster_dbt.metadata_set import DbtMetadataSet
 
 from freight_pipeline.config import ON_TIME_TOLERANCE_ENV, REPO_ROOT, environ, minutes_from_env
 from freight_pipeline.defs.dbt_plan import plan_build, project_fingerprint, record_build
@@ -341,16 +341,9 @@ def logged_build(data_dir: Path, backend: StorageBackend, run_id: str, *, whole:
             warehouse.run_log.record_run(record)
 
 
-@functools.cache
-def view_keys() -> frozenset[dg.AssetKey]:
-    """The asset keys of the dbt models materialized as views (read from the manifest once, when needed)."""
-    manifest = json.loads(dbt_project.manifest_path.read_text())
-    translator = FreightDbtTranslator()
-    return frozenset(
-        translator.get_asset_key(node)
-        for node in manifest["nodes"].values()
-        if node["resource_type"] == "model" and node["config"].get("materialized") == "view"
-    )
+def is_view(spec: dg.AssetSpec) -> bool:
+    """A dbt model materialized as a view (dagster-dbt puts the materialization in each spec's metadata)."""
+    return DbtMetadataSet.extract(spec.metadata).materialization_type == "view"
 
 
 VIEW_NOT_REBUILT = "view not re-created: its SQL is the last whole build's (incremental build); its tests ran"
@@ -400,8 +393,9 @@ def freight_dbt_models(
     args = [*args, *plan.args]
     context.log.info(f"{plan.reason}: dbt {' '.join(args)} into {backend.describe(warehouse.path)}")
     if plan.views_current:
-        views = [key for key in context.selected_asset_keys if key in view_keys()]
-        for key in _dependencies_first(context.assets_def, set(views)):
+        selected = context.selected_asset_keys
+        views = {spec.key for spec in context.assets_def.specs if spec.key in selected and is_view(spec)}
+        for key in _dependencies_first(context.assets_def, views):
             yield dg.MaterializeResult(asset_key=key, metadata={"dbt_build": VIEW_NOT_REBUILT})
     began = dt.datetime.now(dt.UTC)
     wait_for_parse(target)  # started by the sync when this data directory was new to dbt
