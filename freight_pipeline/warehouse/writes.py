@@ -163,6 +163,7 @@ class Writes:
         deleted_at = started[0] if started and started[0] else _now()
         pieces = [(held[at:at + chunk], []) for at in range(0, len(held), chunk)]
         pieces += [([], vanished[at:at + chunk]) for at in range(0, len(vanished), chunk)]
+        pieces = pieces or [([], [])]  # nothing held or vanished: one empty piece still clears the entry
         counts = VersionCounts()
 
         def catch_up(con: duckdb.DuckDBPyConnection, ids: list[int], gone: list[int], last: bool) -> VersionCounts:
@@ -173,8 +174,8 @@ class Writes:
                 self._set_cursor(con, BEHIND_STATE, None, run_id, _now())
             return found
 
-        for number, (ids, gone) in enumerate(pieces or [([], [])], start=1):
-            last = number == max(len(pieces), 1)
+        for number, (ids, gone) in enumerate(pieces, start=1):
+            last = number == len(pieces)
             counts.add(self.database.write("catch_up_history",
                                            lambda con, ids=ids, gone=gone, last=last: catch_up(con, ids, gone, last)))
         return counts
