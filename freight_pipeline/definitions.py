@@ -8,7 +8,7 @@ import dagster as dg
 
 from freight_pipeline.config import MAX_SYNC_AGE_ENV, PASSWORD_ENV, minutes_from_env
 from freight_pipeline.defs.checks import DEFAULT_MAX_SYNC_AGE, build_sync_freshness, build_warehouse_checks
-from freight_pipeline.defs.dbt import DbtCli, dbt_executable, dbt_project, freight_dbt_models
+from freight_pipeline.defs.dbt import DbtCli, dbt_project, freight_dbt_models
 from freight_pipeline.defs.jobs import (
     code_conversions_job,
     default_sensor_status,
@@ -22,6 +22,7 @@ from freight_pipeline.defs.recovery import build_after_failed_streams
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import SYNC_ASSETS
 from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.marts.project import dbt_executable
 
 max_sync_age = dt.timedelta(
     minutes=minutes_from_env(MAX_SYNC_AGE_ENV, int(DEFAULT_MAX_SYNC_AGE.total_seconds() // 60))

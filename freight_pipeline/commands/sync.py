@@ -1,41 +1,71 @@
-"""``freight-pipeline sync``: materialize the sync job once, headless, against the configured service."""
+"""``freight-pipeline sync``: run the sync job once, headless, against the configured service.
+
+Two ways to run the same job: as the Dagster job ``freight_sync_job`` in the instance of
+``$DAGSTER_HOME``, so that the run shows in the Dagster UI (the default when ``DAGSTER_HOME`` is set, and
+with ``--job`` or ``--partition``); or without Dagster (``freight_pipeline.job.run``: the same streams,
+checks, build and publish, without Dagster's run machinery, which was most of a small run's time; the
+default otherwise, and with ``--no-dagster``). Either way the run is logged in ``freight_meta.sync_runs``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
-from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
+from freight_pipeline.commands.common import add_data_dir_argument, redact, resolve_data_dir, say
 from freight_pipeline.commands.execute import DEFAULT_JOB, MissingPassword, execute_with_build, service_from_env
-from freight_pipeline.config import environ
-from freight_pipeline.defs.dbt_plan import FULL_REFRESH_ENV
+from freight_pipeline.config import ServiceSettings, environ
+from freight_pipeline.marts.plan import FULL_REFRESH_ENV
+
+STEP_WIDTH = 22
+"""Width of the step names in the run's lines (``sync_code_conversions`` fits)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_dir_argument(parser)
-    parser.add_argument("--job", default=DEFAULT_JOB, help=f"the Dagster job to run (default {DEFAULT_JOB})")
+    parser.add_argument("--job", default=None,
+                        help=f"the Dagster job to run (default {DEFAULT_JOB}; implies --dagster)")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print the steps' log messages")
     parser.add_argument("--full-refresh", action="store_true",
                         help="rebuild every dbt mart from scratch (default: only the shipments that changed)")
     parser.add_argument("--partition", metavar="KEY",
                         help="run this partition of a partitioned job (e.g. --job freight_backfill_job "
-                        "--partition 0-99999 in lake mode: one backfill writer)")
+                        "--partition 0-99999 in lake mode: one backfill writer; implies --dagster)")
+    parser.add_argument("--dagster", action=argparse.BooleanOptionalAction, default=None,
+                        help="run the Dagster job, recorded in the instance of $DAGSTER_HOME (it shows in "
+                        "`make ui`); --no-dagster: the same job without Dagster, a few seconds faster. "
+                        "Default: --dagster when DAGSTER_HOME is set, else --no-dagster")
     parser.epilog = (
         "The service comes from FREIGHT_BASE_URL, FREIGHT_USERNAME and FREIGHT_PASSWORD (required). "
-        "With DAGSTER_HOME set the run is recorded in that instance (it shows in `make ui`)."
+        "Either way the run is logged in freight_meta.sync_runs (`freight-pipeline status`)."
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    dagster = args.dagster
+    if dagster is None:
+        dagster = bool(os.environ.get("DAGSTER_HOME")) or args.job is not None or args.partition is not None
+    if not dagster and (args.job is not None or args.partition is not None):
+        say("sync: --job and --partition name a Dagster job's run: drop --no-dagster")
+        return 2
     data_dir = resolve_data_dir(args.data_dir)
     try:
         service = service_from_env()
     except MissingPassword as exc:
         say(f"sync: {exc}")
         return 2
-    partition = f" partition {args.partition}" if args.partition else ""
-    say(f"sync: {args.job}{partition}: {service.base_url} as {service.username!r} -> {data_dir}")
     with environ({FULL_REFRESH_ENV: "1"} if args.full_refresh else {}):
-        synced = execute_with_build(args.job, data_dir, verbose=args.verbose, partition_key=args.partition)
+        if dagster:
+            return run_in_dagster(args, service, data_dir)
+        return run_without_dagster(args, service, data_dir)
+
+
+def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir: Path) -> int:
+    job = args.job or DEFAULT_JOB
+    partition = f" partition {args.partition}" if args.partition else ""
+    say(f"sync: {job}{partition}: {service.base_url} as {service.username!r} -> {data_dir}")
+    synced = execute_with_build(job, data_dir, verbose=args.verbose, partition_key=args.partition)
     outcome = synced.run
     if outcome.success:
         say(f"sync succeeded in {outcome.seconds:.1f} s (run {outcome.run_id}); see `freight-pipeline status`")
@@ -49,4 +79,42 @@ def run(args: argparse.Namespace) -> int:
                 "successful sync (freight_meta.table_freshness); see `freight-pipeline status`")
         else:
             say(build.failure_line("the build after it", service.password) + "; nothing was published")
+    return 1
+
+
+def run_without_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir: Path) -> int:
+    # imported here: the Dagster path above needs none of it, this one none of Dagster
+    from freight_pipeline.commands.common import Stopwatch
+    from freight_pipeline.job.run import Step, run_job
+    from freight_pipeline.lake.backend import storage_from_env
+    from freight_pipeline.sync.settings import SyncSettings
+
+    say(f"sync: {service.base_url} as {service.username!r} -> {data_dir} (without Dagster)")
+    watch = Stopwatch()
+
+    def ended(step: Step) -> None:
+        seconds = "" if step.status == "skipped" else f"{step.seconds:6.2f} s"
+        # a failure's reason is said once, at the end
+        line = {"success": step.line, "skipped": step.line, "failed": "failed (see below)"}[step.status]
+        say(redact(f"  {step.name:<{STEP_WIDTH}} {seconds:>8}  {line}", service.password))
+        for note in step.notes:
+            say(redact(f"  {'':<{STEP_WIDTH}} {'':>8}  {note}", service.password))
+
+    report = run_job(service, data_dir, SyncSettings().with_env(), storage_from_env(),
+                     progress=(lambda line: say(redact(f"    {line}", service.password))) if args.verbose else None,
+                     on_step=ended)
+    if report.success:
+        say(f"sync succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")
+        return 0
+    said: set[str] = set()
+    for step in report.failed:
+        if step.line not in said:  # a reason shared by several steps (refused credentials) is said once
+            said.add(step.line)
+            say(redact(f"sync failed in step {step.name}: {step.line}", service.password))
+    if report.publication is not None:
+        streams = report.failed_streams
+        kept = (f"; the {', '.join(streams)} tables keep the rows of their last successful sync "
+                "(freight_meta.table_freshness)") if streams else ""
+        say(f"published anyway by run {report.run_id} ({watch.seconds:.1f} s): every other stream's data and the "
+            f"marts built on it{kept}; see `freight-pipeline status`")
     return 1

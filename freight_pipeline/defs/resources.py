@@ -6,6 +6,7 @@ Unset connection fields fall back to the environment when a run starts (``FREIGH
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 from collections.abc import Iterator
@@ -18,20 +19,13 @@ from pydantic import Field
 
 from freight_pipeline.config import (
     BASE_URL_ENV,
-    CODE_CONVERSIONS_ENV,
     DEFAULT_BASE_URL,
     DEFAULT_USERNAME,
-    DOCUMENT_CONTENT_ENV,
-    DOCUMENTS_ENV,
-    DOCUMENTS_RELIST_ENV,
-    HISTORY_ENV,
     PASSWORD_ENV,
     RECONCILE_ENV,
     USERNAME_ENV,
     ServiceSettings,
     data_dir_from_env,
-    flag_from_env,
-    minutes_from_env,
 )
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.sync.settings import SyncSettings
@@ -125,8 +119,9 @@ class FreightServiceResource(dg.ConfigurableResource):
         )
 
     def sync_settings(self) -> SyncSettings:
-        reconcile = self.reconcile_minutes()
-        return SyncSettings(
+        """The configured fields, with what the environment sets (``SyncSettings.with_env``); a configured
+        reconcile interval wins over ``FREIGHT_RECONCILE_INTERVAL_MINUTES``."""
+        settings = SyncSettings(
             page_size=self.page_size,
             concurrency=self.concurrency,
             initial_concurrency=self.initial_concurrency,
@@ -135,26 +130,13 @@ class FreightServiceResource(dg.ConfigurableResource):
             fetch_window=self.fetch_window,
             overlap=dt.timedelta(minutes=self.overlap_minutes),
             start_cursor=self.start_cursor,
-            reconcile_interval=None if reconcile is None else dt.timedelta(minutes=reconcile),
             breaker_max_share=self.breaker_max_share,
             breaker_min_failures=self.breaker_min_failures,
             retry_after=dt.timedelta(minutes=self.retry_after_minutes),
-            documents=flag_from_env(DOCUMENTS_ENV, _DEFAULTS.documents),
-            code_conversions=flag_from_env(CODE_CONVERSIONS_ENV, _DEFAULTS.code_conversions),
-            document_content=flag_from_env(DOCUMENT_CONTENT_ENV, _DEFAULTS.document_content),
-            history=flag_from_env(HISTORY_ENV, _DEFAULTS.history),
-            documents_relist_interval=dt.timedelta(minutes=minutes_from_env(
-                DOCUMENTS_RELIST_ENV, _minutes(_DEFAULTS.documents_relist_interval or dt.timedelta(0)))),
-        )
-
-    def reconcile_minutes(self) -> int | None:
-        """The configured minutes, else env ``FREIGHT_RECONCILE_INTERVAL_MINUTES``, else ``SyncSettings``'
-        default (None: never)."""
-        if self.reconcile_interval_minutes is not None:
-            return self.reconcile_interval_minutes
-        if os.environ.get(RECONCILE_ENV, "").strip():
-            return minutes_from_env(RECONCILE_ENV, default=0)  # set: the default is never used
-        return DEFAULT_RECONCILE_MINUTES
+        ).with_env()
+        if self.reconcile_interval_minutes is None:
+            return settings
+        return dataclasses.replace(settings, reconcile_interval=dt.timedelta(minutes=self.reconcile_interval_minutes))
 
 
 class WarehouseResource(dg.ConfigurableResource):

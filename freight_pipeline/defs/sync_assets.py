@@ -13,7 +13,7 @@ from typing import Any
 
 import dagster as dg
 
-from freight_pipeline.defs import queries
+from freight_pipeline.checks import queries
 from freight_pipeline.defs.dbt import warm_up
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.normalize.schema import TableSpec
@@ -207,17 +207,9 @@ def build_stream_asset(stream: str) -> dg.AssetsDefinition:
             progress=Throttled(context.log.info, PROGRESS_EVERY_S),
             backend=warehouse.backend,
         )
-        context.log.info(
-            f"{stream}: read {result.rows_read}, wrote {result.rows_written} rows in {result.requests} requests "
-            f"({result.retries} retries, {result.rejected} rejected)"
-        )
-        if result.quarantined or result.data_problems or result.extra.get("retry_queue"):
-            context.log.warning(
-                f"{stream}: {result.quarantined} records quarantined in this run, "
-                f"{result.extra.get('retry_queue', 0)} waiting in the retry queue, "
-                f"{result.data_problems} unconvertible values nulled (freight_meta.quarantine, "
-                "freight_meta.data_problems)"
-            )
+        context.log.info(f"{stream}: {result.summary()}")
+        if (bad := result.bad_records()) is not None:
+            context.log.warning(f"{stream}: {bad}")
         yield from stream_results(stream, result, warehouse)
 
     return sync_stream

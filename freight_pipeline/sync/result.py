@@ -22,6 +22,22 @@ class StreamResult(RunRecord):
             self.rows_by_table[table] = self.rows_by_table.get(table, 0) + count
             self.rows_written += count
 
+    def summary(self) -> str:
+        """``read 107, wrote 5,230 rows in 401 requests (0 retries, 0 rejected)``, or why it did not run."""
+        if "skipped" in self.extra:
+            return str(self.extra["skipped"])
+        return (f"read {self.rows_read:,}, wrote {self.rows_written:,} rows in {self.requests:,} requests "
+                f"({self.retries} retries, {self.rejected} rejected)")
+
+    def bad_records(self) -> str | None:
+        """What is wrong with records of the stream, in one line; None when nothing is."""
+        waiting = self.extra.get("retry_queue", 0)
+        if not (self.quarantined or self.data_problems or waiting):
+            return None
+        return (f"{self.quarantined} records quarantined in this run, {waiting} waiting in the retry queue, "
+                f"{self.data_problems} unconvertible values nulled (freight_meta.quarantine, "
+                "freight_meta.data_problems)")
+
     def add_versions(self, versions: dict[str, int]) -> None:
         """Versions added to ``freight_history`` tables, counted in ``extra["versions"]`` per table."""
         counted = self.extra.setdefault("versions", {})

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import os
 from dataclasses import dataclass
 
 from freight_pipeline.client.limiter import AdaptiveLimit
+from freight_pipeline.config import (
+    CODE_CONVERSIONS_ENV,
+    DOCUMENT_CONTENT_ENV,
+    DOCUMENTS_ENV,
+    DOCUMENTS_RELIST_ENV,
+    HISTORY_ENV,
+    RECONCILE_ENV,
+    flag_from_env,
+    minutes_from_env,
+)
 from freight_pipeline.sync.backfill import IdRange
 from freight_pipeline.warehouse.records import Backoff
 
@@ -86,6 +98,25 @@ class SyncSettings:
     document_content: bool = False
     """Copy each document's bytes (read with ``cascade``) once by content hash under
     ``<data dir>/documents/``; False: metadata only."""
+
+    def with_env(self) -> SyncSettings:
+        """These settings with what the environment sets: the streams' and the history's switches
+        (``FREIGHT_SYNC_DOCUMENTS``, ``FREIGHT_SYNC_CODE_CONVERSIONS``, ``FREIGHT_HISTORY``), the document
+        copies, the E-File relist interval and, when set, the reconcile interval (in minutes)."""
+        relist = self.documents_relist_interval or dt.timedelta(0)
+        reconcile = self.reconcile_interval
+        if os.environ.get(RECONCILE_ENV, "").strip():
+            reconcile = dt.timedelta(minutes=minutes_from_env(RECONCILE_ENV, default=0))  # set: no default used
+        return dataclasses.replace(
+            self,
+            documents=flag_from_env(DOCUMENTS_ENV, self.documents),
+            code_conversions=flag_from_env(CODE_CONVERSIONS_ENV, self.code_conversions),
+            document_content=flag_from_env(DOCUMENT_CONTENT_ENV, self.document_content),
+            history=flag_from_env(HISTORY_ENV, self.history),
+            documents_relist_interval=dt.timedelta(
+                minutes=minutes_from_env(DOCUMENTS_RELIST_ENV, int(relist.total_seconds() // 60))),
+            reconcile_interval=reconcile,
+        )
 
     def in_flight_limit(self) -> AdaptiveLimit:
         """A fresh limit on requests in flight for one run, as these settings say."""

@@ -22,7 +22,7 @@ import pytest
 from dagster._utils.error import SerializableErrorInfo, serializable_error_info_from_exc_info
 
 from freight_pipeline.commands.execute import describe_error
-from freight_pipeline.defs.dbt import DbtBuildFailed, build_warnings, read_run_results
+from freight_pipeline.marts.results import DbtBuildFailed, build_warnings, read_run_results
 from freight_pipeline_tests.dbt.dbt_cli import run_dbt
 from freight_pipeline_tests.dbt.freight_db import (
     UNKNOWN_CODE,

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from dagster_dbt import DbtCliResource
 
-from freight_pipeline.defs.dbt import DbtCli, dbt_executable, dbt_project
+from freight_pipeline.defs.dbt import DbtCli, dbt_project
+from freight_pipeline.marts.project import dbt_executable
 
 
 @pytest.mark.parametrize(("resource", "builds_adapter"), [(DbtCli, False), (DbtCliResource, True)])

@@ -15,7 +15,9 @@ import pytest
 
 from freight_pipeline.config import RECONCILE_ENV
 from freight_pipeline.definitions import defs
-from freight_pipeline.defs.dbt import TARGET_DIR, VIEW_NOT_REBUILT, read_run_results
+from freight_pipeline.defs.dbt import VIEW_NOT_REBUILT
+from freight_pipeline.marts.project import TARGET_DIR
+from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import published_db_path

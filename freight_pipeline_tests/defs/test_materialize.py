@@ -17,15 +17,17 @@ import duckdb
 import pytest
 
 from freight_pipeline.definitions import defs
-from freight_pipeline.defs.dbt import DBT_BUILD_STREAM, TARGET_DIR, read_run_results
 from freight_pipeline.defs.jobs import WRITER_TAG
 from freight_pipeline.defs.publish import PUBLISH_KEY
 from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
+from freight_pipeline.marts.project import TARGET_DIR
+from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.config import SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.shipments import PART_STREAMS
 from freight_pipeline.sync.streams import RECORD_SOURCES, STREAM_BY_NAME, STREAM_NAMES
+from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import published_db_path
 from freight_pipeline_tests.dbt.marts import marts
@@ -165,7 +167,7 @@ def test_sync_runs_are_logged_with_the_dagster_run_id(runs: Runs) -> None:
         rows = con.execute("SELECT run_id, stream, status FROM freight_meta.sync_runs").fetchall()
     streams = {(run.run_id, s) for run in (runs.first, runs.second) for s in STREAM_NAMES}
     # the first run built dbt (logged as stream dbt_build), the second ran only the sync and publish
-    assert {(r, s) for r, s, _ in rows} == streams | {(runs.first.run_id, DBT_BUILD_STREAM)}
+    assert {(r, s) for r, s, _ in rows} == streams | {(runs.first.run_id, BUILD_STREAM)}
     assert {status for _, _, status in rows} == {"success"}
 
 

@@ -17,13 +17,13 @@ import pytest
 from freight_pipeline.commands.execute import describe_error
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.definitions import defs
-from freight_pipeline.defs.dbt import DBT_BUILD_STREAM
 from freight_pipeline.defs.jobs import CODE_CONVERSIONS_JOB
 from freight_pipeline.defs.publish import PUBLISH_KEY
 from freight_pipeline.defs.sync_assets import table_key
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import sync_all
+from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import parquet_root, published_db_path
 from freight_pipeline_tests.dbt.freight_db import ORPHAN_SHIPMENT_ID, add_orphan_goods_line, record_change
@@ -42,7 +42,7 @@ def _dbt_build_run(data_dir: Path, run_id: str) -> tuple[str, str | None]:
     with duckdb.connect(str(working_db_path(data_dir)), read_only=True) as con:
         row = con.execute(
             "SELECT status, error FROM freight_meta.sync_runs WHERE run_id = ? AND stream = ?",
-            [run_id, DBT_BUILD_STREAM],
+            [run_id, BUILD_STREAM],
         ).fetchone()
     assert row is not None
     return str(row[0]), row[1]
@@ -139,6 +139,6 @@ def test_a_failed_dbt_build_is_not_published_until_a_whole_build_succeeds(synced
     with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchone() == (40,)
         statuses = con.execute(
-            "SELECT status FROM freight_meta.sync_runs WHERE stream = ? ORDER BY started_at", [DBT_BUILD_STREAM]
+            "SELECT status FROM freight_meta.sync_runs WHERE stream = ? ORDER BY started_at", [BUILD_STREAM]
         ).fetchall()
     assert [s for (s,) in statuses] == ["success", "success", "failed", "success"]

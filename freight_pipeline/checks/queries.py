@@ -1,4 +1,4 @@
-"""Read-only questions to the working database, asked by asset metadata and asset checks.
+"""Read-only questions to the working database, asked by the warehouse checks and asset metadata.
 
 Every SQL statement is derived from the table specs (``TableSpec.qualified_name``, ``primary_key``)
 and the ``freight_meta`` specs; no table is listed by hand.

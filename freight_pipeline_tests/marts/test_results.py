@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from freight_pipeline.defs.dbt import (
+from freight_pipeline.marts.results import (
     FIRST_LINE_LIMIT,
     DbtBuildFailed,
     build_failure_message,

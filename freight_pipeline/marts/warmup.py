@@ -13,18 +13,13 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-LOCK = ".freight-parse.lock"
+from freight_pipeline.marts.project import dbt_executable, project_args
+from freight_pipeline.marts.worker import LOCK
+
 PARTIAL_PARSE = "partial_parse.msgpack"
-
-
-def dbt_executable() -> str:
-    """The venv's ``dbt`` next to this interpreter (not whatever ``dbt``/``dbtf`` is first on PATH)."""
-    sibling = Path(sys.executable).with_name("dbt")
-    return str(sibling) if sibling.exists() else "dbt"
 
 
 def start_parse(project_dir: Path, target: Path, database: Path, env_name: str, args: Sequence[str]) -> bool:
@@ -40,8 +35,7 @@ def start_parse(project_dir: Path, target: Path, database: Path, env_name: str, 
         except BlockingIOError:
             return False
         env = {**os.environ, env_name: str(database), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-        command = [dbt_executable(), "parse", "--quiet", "--project-dir", str(project_dir), "--profiles-dir",
-                   str(project_dir), "--target-path", str(target), "--log-path", str(target), *args]
+        command = [dbt_executable(), "parse", "--quiet", *project_args(project_dir, target), *args]
         # the child inherits the locked descriptor: the lock is released when the parse ends
         subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, pass_fds=(lock.fileno(),), start_new_session=True)

@@ -6,8 +6,9 @@ import fcntl
 import time
 from pathlib import Path
 
-from freight_pipeline.defs.dbt import DATABASE_ENV, DBT_PROJECT_DIR
-from freight_pipeline.defs.dbt_warmup import LOCK, PARTIAL_PARSE, start_parse, wait_for_parse
+from freight_pipeline.marts.project import DATABASE_ENV, DBT_PROJECT_DIR
+from freight_pipeline.marts.warmup import PARTIAL_PARSE, start_parse, wait_for_parse
+from freight_pipeline.marts.worker import LOCK
 
 
 def test_a_new_data_directory_is_parsed_once_in_the_background(tmp_path: Path) -> None:

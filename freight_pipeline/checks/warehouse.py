@@ -1,0 +1,167 @@
+"""The checks of the working warehouse, all evaluated with one read-only DuckDB connection.
+
+* ``primary_key_unique`` on every ``freight`` table;
+* ``no_orphan_rows`` on every table that points at ``freight.shipments`` (ERROR for tables written
+  with the shipment, WARN for the separately fetched detail tables, as in the dbt project);
+* ``no_rejected_records`` on each stream's first table (WARN when its latest run rejected records);
+* ``no_quarantined_records`` on each stream's first table (WARN while records of the stream wait in
+  the retry queue: how many, since when, examples with reason and request);
+* ``no_data_problems`` on each stream's first table (WARN while loaded records of the stream hold
+  values that could not be converted: how many, examples with path, raw value and reason).
+
+A result's figures are plain values (numbers, text, lists and dicts of them, instants); the Dagster
+asset checks (``defs.checks``) show them as asset check metadata, ``freight-pipeline sync`` prints
+the checks that did not pass.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+from freight_pipeline.checks import queries
+from freight_pipeline.normalize.schema import TableSpec
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.sync.parts import DOCUMENT_PART
+from freight_pipeline.sync.streams import RECORD_SOURCES, TABLE_SOURCE
+
+
+class Severity(enum.StrEnum):
+    """How bad a failed check is: ERROR breaks a guarantee of the pipeline, WARN asks for a look."""
+
+    ERROR = "ERROR"
+    WARN = "WARN"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    passed: bool
+    figures: Mapping[str, Any] = field(default_factory=dict)
+    """What was found, as plain values (``datetime`` for instants, lists and dicts for samples)."""
+
+
+@dataclass(frozen=True)
+class WarehouseCheck:
+    name: str
+    table: str
+    """The ``freight`` table the check is about."""
+    severity: Severity
+    description: str
+    evaluate: Callable[[duckdb.DuckDBPyConnection], CheckResult]
+    also_reads: tuple[str, ...] = ()
+    """Other ``freight`` tables the check reads (an orphan check's parent)."""
+
+    @property
+    def label(self) -> str:
+        """``shipment_goods.no_orphan_rows``: the check's name in messages."""
+        return f"{self.table}.{self.name}"
+
+
+def primary_key_check(table: TableSpec) -> WarehouseCheck:
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        count, sample = queries.duplicate_keys(con, table)
+        return CheckResult(count == 0, {"duplicate_keys": count, "sample": sample})
+
+    return WarehouseCheck(
+        "primary_key_unique",
+        table.name,
+        Severity.ERROR,
+        f"No two rows of {table.qualified_name} share ({', '.join(table.primary_key)}).",
+        evaluate,
+    )
+
+
+def orphan_check(table: TableSpec) -> WarehouseCheck:
+    parent = queries.PARENT
+    embedded = TABLE_SOURCE.get(table.name) == DOCUMENT_PART.stream
+    severity = Severity.ERROR if embedded else Severity.WARN
+
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        count = queries.orphan_rows(con, table, parent)
+        return CheckResult(count == 0, {"orphan_rows": count})
+
+    return WarehouseCheck(
+        "no_orphan_rows",
+        table.name,
+        severity,
+        f"Every non-null {parent.primary_key[0]} of {table.qualified_name} is in {parent.qualified_name} "
+        f"({severity.value} severity).",
+        evaluate,
+        also_reads=(parent.name,),
+    )
+
+
+def rejected_check(stream: str) -> WarehouseCheck:
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        run_id = queries.latest_run_id(con, stream)
+        count, sample = queries.rejected_records(con, stream, run_id) if run_id else (0, [])
+        return CheckResult(count == 0, {"run_id": run_id or "", "rejected_records": count, "sample": sample})
+
+    return WarehouseCheck(
+        "no_rejected_records",
+        RECORD_SOURCES[stream][0],
+        Severity.WARN,
+        f"The latest {stream} run rejected no records (freight_meta.rejected_records; WARN severity).",
+        evaluate,
+    )
+
+
+def quarantine_check(stream: str) -> WarehouseCheck:
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        count, oldest, examples = queries.quarantined_records(con, stream)
+        return CheckResult(count == 0, {"quarantined_records": count, "oldest_failure": oldest, "examples": examples})
+
+    return WarehouseCheck(
+        "no_quarantined_records",
+        RECORD_SOURCES[stream][0],
+        Severity.WARN,
+        f"No {stream} record waits in the retry queue (freight_meta.quarantine; WARN severity): "
+        "a quarantined record failed after the client's retries and is retried with backoff until it loads.",
+        evaluate,
+    )
+
+
+def data_problems_check(stream: str) -> WarehouseCheck:
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        count, examples = queries.data_problems(con, stream)
+        return CheckResult(count == 0, {"data_problems": count, "examples": examples})
+
+    return WarehouseCheck(
+        "no_data_problems",
+        RECORD_SOURCES[stream][0],
+        Severity.WARN,
+        f"No value of a loaded {stream} record failed to convert (freight_meta.data_problems; WARN "
+        "severity): such a value is null in its column, the record and its children are loaded.",
+        evaluate,
+    )
+
+
+def warehouse_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[WarehouseCheck]:
+    """Every check of the warehouse of ``tables``."""
+    return [
+        *(primary_key_check(t) for t in tables),
+        *(orphan_check(t) for t in queries.child_tables(tables)),
+        *(rejected_check(stream) for stream in RECORD_SOURCES),
+        *(quarantine_check(stream) for stream in RECORD_SOURCES),
+        *(data_problems_check(stream) for stream in RECORD_SOURCES),
+    ]
+
+
+def evaluate_checks(
+    con: duckdb.DuckDBPyConnection, checks: Sequence[WarehouseCheck]
+) -> Iterator[tuple[WarehouseCheck, CheckResult]]:
+    """Each check with its result, one after the other on ``con``."""
+    for check in checks:
+        yield check, check.evaluate(con)
+
+
+def describe_failure(check: WarehouseCheck, result: CheckResult) -> str:
+    """``ERROR shipment_goods.no_orphan_rows: orphan_rows=3``: a failed check in one line."""
+    counts = ", ".join(f"{name}={value}" for name, value in result.figures.items()
+                       if isinstance(value, int | str | dt.datetime) and value not in ("", None))
+    return f"{check.severity.value} {check.label}" + (f": {counts}" if counts else "")

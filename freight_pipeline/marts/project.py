@@ -1,0 +1,74 @@
+"""The dbt project of the marts and how the pipeline invokes it: where it is, where a data directory's
+build writes its artifacts, the build's arguments and environment. Plain Python, no dbt import."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from freight_pipeline.config import ON_TIME_TOLERANCE_ENV, REPO_ROOT, minutes_from_env
+from freight_pipeline.warehouse.paths import working_db_path
+
+if TYPE_CHECKING:  # not imported at run time: the dbt worker imports this module, and nothing heavy
+    from freight_pipeline.warehouse.backend import StorageBackend
+
+DBT_PROJECT_DIR = REPO_ROOT / "dbt_models"
+DATABASE_ENV = "FREIGHT_DBT_DATABASE"
+"""The variable ``profiles.yml`` reads the DuckDB path from."""
+TARGET_ENV = "DBT_TARGET"
+"""dbt's own variable naming the profile's target."""
+ON_TIME_TOLERANCE_VAR = "on_time_tolerance_minutes"
+"""The dbt var the tolerance sets (its default is in ``dbt_project.yml``)."""
+TARGET_DIR = "dbt-target"
+"""dbt's target/log directory of a build, under ``<data_dir>/work/`` (one per data dir, reused: partial parse)."""
+RUN_RESULTS = "run_results.json"
+
+LOG_FILE_LEVEL = ["--log-level-file", "info"]
+"""dbt's log file keeps info and above (its default, debug, took a quarter of a build's time)."""
+BUILD = ["build", "--exclude-resource-type", "unit_test", *LOG_FILE_LEVEL]
+"""The pipeline's build: models and data tests. dbt unit tests check the SQL's logic, not the data, so
+they run in the test suite (``freight_pipeline_tests/dbt``), not in every scheduled run."""
+
+
+def dbt_executable() -> str:
+    """The venv's ``dbt`` next to this interpreter (not whatever ``dbt``/``dbtf`` is first on PATH)."""
+    sibling = Path(sys.executable).with_name("dbt")
+    return str(sibling) if sibling.exists() else "dbt"
+
+
+def project_args(project_dir: Path, target: Path) -> list[str]:
+    """Where the project is (its profile beside it), and where a command's artifacts and log go."""
+    return ["--project-dir", str(project_dir), "--profiles-dir", str(project_dir),
+            "--target-path", str(target), "--log-path", str(target)]
+
+
+def vars_args() -> list[str]:
+    """``--vars`` for what the environment sets (none: ``dbt_project.yml``'s defaults apply)."""
+    if not os.environ.get(ON_TIME_TOLERANCE_ENV, "").strip():
+        return []
+    tolerance = minutes_from_env(ON_TIME_TOLERANCE_ENV, default=0)  # set: the default is never used
+    return ["--vars", json.dumps({ON_TIME_TOLERANCE_VAR: tolerance})]
+
+
+def dbt_build_args() -> list[str]:
+    """``dbt build``, with ``--vars`` for what the environment sets (else ``dbt_project.yml``'s defaults)."""
+    return [*BUILD, *vars_args()]
+
+
+def build_target(data_dir: Path) -> Path:
+    """dbt's target and log directory for the builds of ``data_dir``."""
+    return working_db_path(data_dir).parent / TARGET_DIR
+
+
+def target_env(backend: StorageBackend) -> dict[str, str]:
+    """dbt's target by environment: the storage's (``lake`` in lake mode, one thread: see the profile),
+    else the profile's default."""
+    return {} if backend.dbt_target is None else {TARGET_ENV: backend.dbt_target}
+
+
+def database_env(data_dir: Path, backend: StorageBackend) -> dict[str, str]:
+    """The environment every dbt command on ``data_dir`` needs: its database and the storage's target."""
+    return {DATABASE_ENV: str(working_db_path(data_dir)), **target_env(backend)}
