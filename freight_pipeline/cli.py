@@ -20,19 +20,29 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand; given ``command``, only that one's module is imported (the
+    others are listed by name and help): a run of ``sync`` does not pay for importing the dashboard."""
     parser = argparse.ArgumentParser(prog="freight-pipeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        module = importlib.import_module(module_name)
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(sub_parser)
-        sub_parser.set_defaults(_run=module.run)
+        if command is None or name == command:
+            module = importlib.import_module(module_name)
+            module.add_arguments(sub_parser)
+            sub_parser.set_defaults(_run=module.run)
     return parser
 
 
+def command_named(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is not an option), if it is one."""
+    word = next((arg for arg in argv if not arg.startswith("-")), None)
+    return word if word in SUBCOMMANDS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(command_named(argv)).parse_args(argv)
     try:
         return int(args._run(args) or 0)
     except LakeUnavailable as exc:  # a configuration to fix, not a bug: its message, no traceback

@@ -13,10 +13,10 @@ import argparse
 import os
 from pathlib import Path
 
-from freight_pipeline.commands.common import add_data_dir_argument, redact, resolve_data_dir, say
+from freight_pipeline.commands.common import Stopwatch, add_data_dir_argument, redact, resolve_data_dir, say
 from freight_pipeline.commands.execute import DEFAULT_JOB, MissingPassword, execute_with_build, service_from_env
 from freight_pipeline.config import ServiceSettings, environ
-from freight_pipeline.marts.plan import FULL_REFRESH_ENV
+from freight_pipeline.marts.project import FULL_REFRESH_ENV
 
 STEP_WIDTH = 22
 """Width of the step names in the run's lines (``sync_code_conversions`` fits)."""
@@ -83,26 +83,33 @@ def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir:
 
 
 def run_without_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir: Path) -> int:
-    # imported here: the Dagster path above needs none of it, this one none of Dagster
-    from freight_pipeline.commands.common import Stopwatch
-    from freight_pipeline.job.run import Step, run_job
-    from freight_pipeline.lake.backend import storage_from_env
-    from freight_pipeline.sync.settings import SyncSettings
+    from freight_pipeline.lake.settings import dbt_target_from_env
+    from freight_pipeline.marts.worker import DbtWorker
 
-    say(f"sync: {service.base_url} as {service.username!r} -> {data_dir} (without Dagster)")
     watch = Stopwatch()
+    # the dbt worker first: it imports dbt on the other core while this process imports the rest
+    with DbtWorker.start(data_dir, dbt_target_from_env()) as worker:
+        from freight_pipeline.job.run import Step, run_job
+        from freight_pipeline.lake.backend import storage_from_env
+        from freight_pipeline.sync.settings import SyncSettings
 
-    def ended(step: Step) -> None:
-        seconds = "" if step.status == "skipped" else f"{step.seconds:6.2f} s"
-        # a failure's reason is said once, at the end
-        line = {"success": step.line, "skipped": step.line, "failed": "failed (see below)"}[step.status]
-        say(redact(f"  {step.name:<{STEP_WIDTH}} {seconds:>8}  {line}", service.password))
-        for note in step.notes:
-            say(redact(f"  {'':<{STEP_WIDTH}} {'':>8}  {note}", service.password))
+        try:
+            settings = SyncSettings().with_env()
+        except ValueError as exc:  # a setting of the environment that means nothing: named, before anything runs
+            say(f"sync: {exc}")
+            return 2
+        say(f"sync: {service.base_url} as {service.username!r} -> {data_dir} (without Dagster)")
 
-    report = run_job(service, data_dir, SyncSettings().with_env(), storage_from_env(),
-                     progress=(lambda line: say(redact(f"    {line}", service.password))) if args.verbose else None,
-                     on_step=ended)
+        def ended(step: Step) -> None:
+            seconds = "" if step.status == "skipped" else f"{step.seconds:6.2f} s"
+            # a failure's reason is said once, at the end
+            line = {"success": step.line, "skipped": step.line, "failed": "failed (see below)"}[step.status]
+            say(redact(f"  {step.name:<{STEP_WIDTH}} {seconds:>8}  {line}", service.password))
+            for note in step.notes:
+                say(redact(f"  {'':<{STEP_WIDTH}} {'':>8}  {note}", service.password))
+
+        progress = (lambda line: say(redact(f"    {line}", service.password))) if args.verbose else None
+        report = run_job(service, data_dir, settings, storage_from_env(), worker, progress=progress, on_step=ended)
     if report.success:
         say(f"sync succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")
         return 0

@@ -109,7 +109,7 @@ class DbtCli(DbtCliResource):
 
 def warm_up(warehouse: WarehouseResource) -> bool:
     """Start parsing the dbt project for this data directory in the background (``marts.warmup``)."""
-    with environ(target_env(warehouse.backend)):
+    with environ(target_env(warehouse.backend.dbt_target)):
         return start_parse(DBT_PROJECT_DIR, build_target(warehouse.path), warehouse.working_db, DATABASE_ENV,
                            vars_args())
 
@@ -173,7 +173,7 @@ def freight_dbt_models(
     began = dt.datetime.now(dt.UTC)
     wait_for_parse(target)  # started by the sync when this data directory was new to dbt
     with logged_build(warehouse.path, backend, context.run_id, whole=whole), \
-            environ({**database_env(warehouse.path, backend), **plan.env}):
+            environ({**database_env(warehouse.path, backend.dbt_target), **plan.env}):
         (target / RUN_RESULTS).unlink(missing_ok=True)  # never read a previous build's results
         invocation = dbt.cli(args, context=context, target_path=target, raise_on_error=False)
         yield from (event for event in invocation.stream() if not passed_test_observation(event))

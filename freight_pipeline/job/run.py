@@ -6,7 +6,7 @@ What it leaves out is Dagster's run machinery: importing Dagster and the definit
 log entry for each asset, check and step (about 400 stored events a run). With little to do, that
 was most of a run's time (docs/performance.md). And two things are done differently:
 
-* dbt is made ready in a worker process (:class:`~freight_pipeline.marts.build.DbtWorker`) on the
+* dbt is made ready in a worker process (:class:`~freight_pipeline.marts.worker.DbtWorker`) on the
   other core while the streams run, so that the build, when one is needed, starts with dbt loaded;
 * a stream is a failure domain within the run: one that fails is logged and reported, the streams
   that do not read it go on, and the checks, the build and the publish follow with what the others
@@ -27,8 +27,9 @@ from pathlib import Path
 
 from freight_pipeline.checks.warehouse import Severity, describe_failure, warehouse_checks
 from freight_pipeline.config import ServiceSettings
-from freight_pipeline.marts.build import DbtWorker, MartsBuild, PendingBuild, begin_build
+from freight_pipeline.marts.build import MartsBuild, PendingBuild, begin_build
 from freight_pipeline.marts.results import DbtBuildFailed
+from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.runner import fewer_collections, new_run_id, one_line_error, open_client, run_stream_async
 from freight_pipeline.sync.settings import SyncSettings
@@ -102,13 +103,15 @@ def run_job(
     data_dir: Path,
     settings: SyncSettings,
     backend: StorageBackend,
+    worker: DbtWorker,
     *,
     run_id: str | None = None,
     progress: Progress | None = None,
     on_step: StepListener | None = None,
 ) -> JobReport:
-    """Run the whole job on ``data_dir`` in ``backend``; never raises for a failure of its own (see
-    the report), only for an interruption. ``on_step`` hears of each step as it ends."""
+    """Run the whole job on ``data_dir`` in ``backend``, the build in ``worker`` (started for this run and
+    data directory, as early as possible; ended here); never raises for a failure of its own (see the
+    report), only for an interruption. ``on_step`` hears of each step as it ends."""
     report = JobReport(run_id or new_run_id())
 
     def ended(step: Step) -> None:
@@ -116,7 +119,7 @@ def run_job(
         if on_step is not None:
             on_step(step)
 
-    with DbtWorker.start(data_dir, backend) as worker:
+    with worker:
         clock = _Clock()
         try:
             with fewer_collections():

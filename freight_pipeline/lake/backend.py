@@ -35,7 +35,7 @@ from freight_pipeline.lake.connect import (
     is_commit_conflict,
     literal,
 )
-from freight_pipeline.lake.settings import LAKE_ALIAS, LakeSettings
+from freight_pipeline.lake.settings import LAKE_ALIAS, LAKE_DBT_TARGET, LakeSettings
 from freight_pipeline.warehouse.backend import PublishedState, StorageBackend, UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.ddl import explained_out_of_memory, first, run
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
@@ -45,8 +45,6 @@ from freight_pipeline.warehouse.store import open_warehouse
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-DBT_TARGET = "lake"
-"""The dbt profile's target that builds the marts in the lake (``dbt_models/profiles.yml``)."""
 
 PUBLISHED_SNAPSHOTS = "freight_meta.published_snapshots"
 DEFAULT_RETENTION = dt.timedelta(days=7)
@@ -179,7 +177,7 @@ class LakeBackend:
     key_constraints = False
     concurrent_writers = True
     readers_see_commits = True
-    dbt_target: str | None = DBT_TARGET
+    dbt_target: str | None = LAKE_DBT_TARGET
 
     def __init__(self, lake: LakeSettings, duckdb_settings: DuckDBSettings | None = None) -> None:
         self.lake = lake

@@ -32,6 +32,10 @@ LAKE_ALIAS = "lake"
 _CATALOG_KINDS = {"postgresql": "postgres", "postgres": "postgres", "sqlite": "sqlite", "duckdb": "duckdb"}
 
 
+LAKE_DBT_TARGET = "lake"
+"""The dbt profile's target that builds the marts in the lake (``dbt_models/profiles.yml``)."""
+
+
 class LakeConfigError(ValueError):
     """A lake variable that cannot be used; the message names the variable."""
 
@@ -153,3 +157,10 @@ def _without_password(target: str) -> str:
     password, and would show the rest."""
     target = re.sub(r"(password\s*=\s*)\S+", r"\1***", target, flags=re.IGNORECASE)
     return _URI_PASSWORD.sub(r"\1***@", target)
+
+
+def dbt_target_from_env() -> str | None:
+    """The dbt target of the storage the configuration names (``lake.backend.storage_from_env``'s
+    choice, known without building it: a dbt worker starts before the storage's modules are imported):
+    ``lake`` when ``FREIGHT_LAKE_*`` name a lake, else None (the profile's default)."""
+    return None if LakeSettings.from_env() is None else LAKE_DBT_TARGET

@@ -21,13 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from freight_pipeline.marts.project import FULL_REFRESH_ENV
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
 from freight_pipeline.warehouse.store import Warehouse
 
 MARTS_STATE = "dbt_marts"
 """``sync_state`` entry: the fingerprint of the dbt project the marts were built with, and when."""
-FULL_REFRESH_ENV = "FREIGHT_DBT_FULL_REFRESH"
-"""``1``: the next dbt build rebuilds every mart from scratch."""
 FINGERPRINTED = ("dbt_project.yml", "profiles.yml", "models", "macros")
 """What decides the marts' content and where the views stand (the profile names the schema they are
 built in: an incremental build, which leaves the views out, must find them there)."""

@@ -7,19 +7,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from freight_pipeline.config import ON_TIME_TOLERANCE_ENV, REPO_ROOT, minutes_from_env
 from freight_pipeline.warehouse.paths import working_db_path
-
-if TYPE_CHECKING:  # not imported at run time: the dbt worker imports this module, and nothing heavy
-    from freight_pipeline.warehouse.backend import StorageBackend
 
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_models"
 DATABASE_ENV = "FREIGHT_DBT_DATABASE"
 """The variable ``profiles.yml`` reads the DuckDB path from."""
 TARGET_ENV = "DBT_TARGET"
 """dbt's own variable naming the profile's target."""
+FULL_REFRESH_ENV = "FREIGHT_DBT_FULL_REFRESH"
+"""``1``: the next dbt build rebuilds every mart from scratch."""
 ON_TIME_TOLERANCE_VAR = "on_time_tolerance_minutes"
 """The dbt var the tolerance sets (its default is in ``dbt_project.yml``)."""
 TARGET_DIR = "dbt-target"
@@ -63,12 +61,12 @@ def build_target(data_dir: Path) -> Path:
     return working_db_path(data_dir).parent / TARGET_DIR
 
 
-def target_env(backend: StorageBackend) -> dict[str, str]:
-    """dbt's target by environment: the storage's (``lake`` in lake mode, one thread: see the profile),
-    else the profile's default."""
-    return {} if backend.dbt_target is None else {TARGET_ENV: backend.dbt_target}
+def target_env(dbt_target: str | None) -> dict[str, str]:
+    """dbt's target by environment: the storage's (``StorageBackend.dbt_target``: ``lake`` in lake
+    mode, one thread, see the profile), else (None) the profile's default."""
+    return {} if dbt_target is None else {TARGET_ENV: dbt_target}
 
 
-def database_env(data_dir: Path, backend: StorageBackend) -> dict[str, str]:
+def database_env(data_dir: Path, dbt_target: str | None) -> dict[str, str]:
     """The environment every dbt command on ``data_dir`` needs: its database and the storage's target."""
-    return {DATABASE_ENV: str(working_db_path(data_dir)), **target_env(backend)}
+    return {DATABASE_ENV: str(working_db_path(data_dir)), **target_env(dbt_target)}

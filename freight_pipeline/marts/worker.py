@@ -1,52 +1,150 @@
 """The dbt worker: a process that gets dbt ready while the sync runs, then runs at most one command.
 
-``python -m freight_pipeline.marts.worker --target DIR [--vars JSON]``, started by
-:class:`freight_pipeline.marts.build.DbtWorker` when a run begins. dbt's fixed cost (importing it and
-loading the project: about 3 s of CPU, more than a whole incremental build's models and tests) is paid
-here, on the machine's other core, while the sync waits on the service or writes on this one:
+Both sides of it are here: :class:`DbtWorker`, the run's handle, and :func:`main`, the process
+(``python -m freight_pipeline.marts.worker --project-dir P --target DIR [--vars JSON]``). A run
+starts it first thing (``freight-pipeline sync``), so that dbt's fixed cost (importing it and
+loading the project: about 3 s of CPU, more than an incremental build's models and tests) is paid on
+the machine's other core while the run imports and syncs on this one:
 
 1. it imports dbt and parses the project into ``DIR`` (partial parse: the manifest is read, not made;
-   serialized with any other parse of ``DIR`` by :data:`LOCK`); the
-   parse opens no database, so the sync keeps its write lock on the working file;
+   serialized with any other parse of ``DIR`` by :data:`LOCK`); the parse opens no database, so the
+   sync keeps its write lock on the working file;
 2. it waits for one request on stdin, a JSON line ``{"args": [...], "env": {...}}``: ``dbt <args>``,
    with ``env`` added to its environment;
-3. it runs the command in this process (``dbtRunner``) and writes :data:`REPLY` into ``DIR``:
-   ``{"success": bool, "exit_code": int, "error": str | null}`` (dbt's exit codes: 1 for failed nodes,
-   2 for an error before or around them); the nodes' results are dbt's ``run_results.json`` there.
+3. it runs the command in this process (``dbtRunner``), writes the nodes' results (dbt's
+   ``run_results.json``) and :data:`REPLY` into ``DIR``: ``{"success": bool, "exit_code": int,
+   "error": str | null}`` (dbt's exit codes: 1 for failed nodes, 2 for an error before or around them).
 
 The end of its input ends it at once, wherever it is: before a request, the run needs no build (a
 parse cut short is redone by the next one: dbt parses again when its partial-parse file does not
 load); during the command, the run that asked for it is gone (killed), and the worker does not
 write the working database behind the back of the next run (DuckDB rolls the unfinished
-transaction back). Its own output (dbt prints only errors with ``--quiet``)
-goes where the parent sends it: :data:`LOG` in ``DIR``.
+transaction back). Its own output (dbt prints only errors with ``--quiet``) goes to :data:`LOG` in
+``DIR``.
 
 Nothing of the pipeline's is imported here but :mod:`freight_pipeline.marts.project` (no heavy
-imports): the worker pays for dbt alone (dbt-duckdb imports the lake's plugin itself when the
-profile's target names it).
+imports): the run can start the worker before it imports the rest, and the worker pays for dbt
+alone (dbt-duckdb imports the lake's plugin itself when the profile's target names it).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import json
 import os
 import queue
+import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
-from freight_pipeline.marts.project import LOG_FILE_LEVEL, project_args
+from freight_pipeline.marts.project import (
+    DBT_PROJECT_DIR,
+    LOG_FILE_LEVEL,
+    RUN_RESULTS,
+    build_target,
+    database_env,
+    project_args,
+    vars_args,
+)
 
 LOCK = ".freight-parse.lock"
 """The lock of every parse into a target directory (this worker's and ``marts.warmup``'s)."""
+WORKER_EXIT_WAIT_S = 10.0
+"""How long a worker that was told no command is needed may take to end before it is killed."""
 REPLY = "worker-reply.json"
 LOG = "worker.log"
-QUIET = ["--quiet", "--no-use-colors"]
-"""Flags of every command the worker runs: dbt logs to its file, the terminal gets errors only."""
+QUIET = ["--quiet", "--no-use-colors", "--no-write-json"]
+"""Flags of every command the worker runs: dbt logs to its file, the terminal gets errors only, and no
+JSON artifact is written but the command's results, by the worker (dbt's other one, ``manifest.json``,
+took a tenth of an incremental build's time to write, and no one reads it)."""
+
+
+@dataclass(frozen=True)
+class WorkerReply:
+    """What the worker said of the command it ran."""
+
+    success: bool
+    exit_code: int
+    error: str | None
+
+
+class DbtWorker:
+    """The dbt worker process of one run on one data directory: started when the run begins, so that
+    dbt is imported and the project loaded by the time the run knows whether it needs a build; then
+    asked for at most one command, or told none is needed.
+
+    A context manager: leaving it ends the worker (told no command is needed, killed if it does not go).
+    """
+
+    def __init__(self, process: subprocess.Popen[str], target: Path) -> None:
+        self.process = process
+        self.target = target
+
+    @classmethod
+    def start(cls, data_dir: Path, dbt_target: str | None) -> Self:
+        """Start the worker for ``data_dir``'s working database, built with the profile's ``dbt_target``
+        (the storage's: ``StorageBackend.dbt_target``); the parse uses the ``--vars`` the build will
+        pass, so that the build finds it valid."""
+        target = build_target(data_dir)
+        target.mkdir(parents=True, exist_ok=True)
+        chosen_vars = vars_args()
+        command = [sys.executable, "-m", "freight_pipeline.marts.worker", "--project-dir", str(DBT_PROJECT_DIR),
+                   "--target", str(target), *(["--vars", chosen_vars[1]] if chosen_vars else [])]
+        env = {**os.environ, **database_env(data_dir, dbt_target), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+        with open(target / LOG, "w") as log:
+            # its own session: a Ctrl-C of the run reaches the run, which ends the worker by closing its input
+            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                       env=env, text=True, start_new_session=True)
+        return cls(process, target)
+
+    def run(self, args: Sequence[str], env: Mapping[str, str]) -> WorkerReply:
+        """Have the worker run ``dbt <args>`` with ``env`` added to its environment; wait for its reply."""
+        assert self.process.stdin is not None
+        (self.target / REPLY).unlink(missing_ok=True)
+        try:
+            self.process.stdin.write(json.dumps({"args": list(args), "env": dict(env)}) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # it ended already: said below
+        exit_code = self.process.wait()  # its input stays open meanwhile: closing it would end the worker
+        try:
+            reply = json.loads((self.target / REPLY).read_text())
+            return WorkerReply(bool(reply["success"]), int(reply["exit_code"]), reply.get("error"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return WorkerReply(False, exit_code, f"the dbt worker ended without a reply (exit code {exit_code})"
+                               + self._log_tail())
+
+    def _log_tail(self, lines: int = 5) -> str:
+        try:
+            tail = (self.target / LOG).read_text(errors="replace").strip().splitlines()[-lines:]
+        except OSError:
+            return ""
+        return f"; its log ({self.target / LOG}) ends: " + " | ".join(tail) if tail else ""
+
+    def close(self) -> None:
+        """End the worker: close its input (it ends at once), kill it if it does not."""
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=WORKER_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
 
 
 def _read_requests(requests: queue.Queue[str]) -> None:
@@ -93,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = [*request["args"], *QUIET, *project_args(options.project_dir, options.target)]
     try:
         result = runner.invoke(args)
+        if hasattr(result.result, "write"):  # the results of the nodes: dbt's own run_results.json
+            result.result.write(str(options.target / RUN_RESULTS))
         error = result.exception
         answer = {"success": bool(result.success), "exit_code": 0 if result.success else 2 if error else 1,
                   "error": None if error is None else f"{type(error).__name__}: {error}"}

@@ -99,3 +99,29 @@ def test_a_stream_the_account_cannot_reach_fails_the_sync_which_publishes_the_re
         assert [(r.job_name, r.status.value) for r in runs] == [("freight_build_job", "SUCCESS"),
                                                                 ("freight_sync_job", "FAILURE")]
         assert runs[0].tags["freight/after_failed_run"] == runs[1].run_id
+
+
+def test_sync_without_dagster_says_each_step_and_publishes(sim: RunningSimulator, tmp_path: Path) -> None:
+    """No DAGSTER_HOME: the job runs without Dagster (no instance is made), a line per step as it ends."""
+    env = cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password)
+    data_dir = tmp_path / "data"
+    done = run_cli(["sync", "--data-dir", str(data_dir)], env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].endswith("(without Dagster)") and lines[-1].startswith("sync succeeded in ")
+    said = [line.split()[0] for line in lines[1:-1]]
+    assert said == ["sync_shipments", "sync_code_conversions", "sync_documents", "checks", "marts", "publish"]
+    assert lines[4].endswith(" passed") and "the marts were never built by this version: " in lines[5]
+    assert done.stdout == "" and sim.password not in done.stderr
+    with duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchone() == (100,)
+
+
+def test_sync_refuses_settings_that_mean_nothing_before_anything_runs(tmp_path: Path) -> None:
+    env = cli_env(FREIGHT_BASE_URL="http://127.0.0.1:9", FREIGHT_PASSWORD="x", FREIGHT_SYNC_DOCUMENTS="maybe")
+    done = run_cli(["sync", "--data-dir", str(tmp_path / "data")], env)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "sync: FREIGHT_SYNC_DOCUMENTS must be 1/true/yes/on or 0/false/no/off, got 'maybe'"
+    both = run_cli(["sync", "--data-dir", str(tmp_path / "data"), "--no-dagster", "--job", "freight_build_job"], env)
+    assert both.returncode == 2 and "--job and --partition name a Dagster job's run" in both.stderr
+    assert not (tmp_path / "data" / "warehouse.duckdb").exists()

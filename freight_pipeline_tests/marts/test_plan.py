@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from freight_pipeline.marts.plan import FULL_REFRESH_ENV, plan_build, project_fingerprint, record_build
+from freight_pipeline.marts.plan import plan_build, project_fingerprint, record_build
+from freight_pipeline.marts.project import FULL_REFRESH_ENV
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.records import BatchWrite, RunRecord
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse

@@ -1,0 +1,121 @@
+"""The sync job without Dagster, over HTTP against the simulator, with real DuckDB and real dbt: every
+step in order, an incremental build of what changed, a stream's failure that withholds nothing else,
+and a broken guarantee that stops the publish."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from freight_pipeline.config import ServiceSettings
+from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, JobReport, Step, run_job, stream_step
+from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.marts.worker import DbtWorker
+from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.sync.streams import STREAM_NAMES
+from freight_pipeline.warehouse.meta import BUILD_STREAM
+from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.publish import parquet_root, published_db_path
+from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line
+
+SHIPMENTS = 40
+ORPHAN_TEST = "relationships_stg_shipment_goods_shipment_id__shipment_id__ref_stg_shipments_"
+SETTINGS = SyncSettings(reconcile_interval=None)
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[RunningSimulator]:
+    with running_simulator(shipments=SHIPMENTS, seed=3) as running:
+        yield running
+
+
+def run(sim: RunningSimulator, data_dir: Path, username: str | None = None, password: str | None = None) -> JobReport:
+    """One run of the job, as ``freight-pipeline sync`` makes it: the worker started first."""
+    service = ServiceSettings(sim.base_url, username or sim.username, password or sim.password)
+    backend = storage_from_env()
+    heard: list[Step] = []
+    with DbtWorker.start(data_dir, backend.dbt_target) as worker:
+        report = run_job(service, data_dir, SETTINGS, backend, worker, on_step=heard.append)
+    assert heard == report.steps  # each step was told as it ended
+    assert worker.process.returncode is not None  # the worker never outlives the run
+    return report
+
+
+def steps(report: JobReport) -> dict[str, str]:
+    return {step.name: step.status for step in report.steps}
+
+
+def published(data_dir: Path, sql: str) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def test_a_run_syncs_checks_builds_and_publishes_then_builds_only_what_changed(
+    sim: RunningSimulator, tmp_path: Path
+) -> None:
+    first = run(sim, tmp_path)
+    assert first.success, first.steps
+    assert list(steps(first)) == [*map(stream_step, STREAM_NAMES), CHECKS_STEP, MARTS_STEP, PUBLISH_STEP]
+    assert set(steps(first).values()) == {"success"}
+    assert first.marts is not None and first.marts.plan.full_refresh
+    assert published(tmp_path, "SELECT count(*) FROM analytics.fct_shipments") == [(SHIPMENTS,)]
+    logged = published(tmp_path, f"SELECT stream, status FROM freight_meta.sync_runs WHERE run_id = '{first.run_id}'")
+    assert sorted(logged) == sorted([(s, "success") for s in STREAM_NAMES] + [(BUILD_STREAM, "success")])
+
+    version = parquet_root(tmp_path).resolve()
+    unchanged = run(sim, tmp_path)
+    assert unchanged.success and unchanged.marts is not None
+    assert not unchanged.marts.plan.run and unchanged.marts.line().startswith("not run: nothing changed")
+    assert parquet_root(tmp_path).resolve() != version  # published all the same: the run log moved on
+
+    changed = sim.modify_shipments(3)
+    sim.advance_clock(60)
+    again = run(sim, tmp_path)
+    assert again.success and again.marts is not None
+    assert (again.marts.plan.full_refresh, again.marts.plan.views_current) == (False, True)
+    assert again.marts.covered == len(changed) and again.marts.line().startswith("3 shipments changed: ")
+    with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM freight_meta.changed_shipments").fetchone() == (0,)
+        held = con.execute("SELECT shipment_id, last_modified_at FROM freight.shipments ORDER BY 1").fetchall()
+    assert published(tmp_path, "SELECT shipment_id, last_modified_at FROM analytics.fct_shipments ORDER BY 1") == held
+
+
+def test_a_stream_that_fails_withholds_nothing_of_the_others(tmp_path: Path) -> None:
+    """An account without the E-File permission: the documents stream fails, red; the rest is published."""
+    without_efiles = frozenset(p for p in PERMISSIONS if not p.startswith("efile"))
+    config = SimulatorConfig(users=(UserConfig("no-documents", "pw-no-docs-1234", without_efiles),))
+    with running_simulator(config, shipments=10, seed=5) as sim:
+        report = run(sim, tmp_path, "no-documents", "pw-no-docs-1234")
+    assert not report.success and report.failed_streams == ["documents"]
+    (failed,) = report.failed
+    assert failed.name == stream_step("documents") and failed.line.startswith("StreamUnreachable: ")
+    assert steps(report)[PUBLISH_STEP] == "success" and report.publication is not None
+    assert published(tmp_path, "SELECT count(*) FROM analytics.fct_shipments") == [(10,)]
+    assert published(tmp_path, "SELECT last_status FROM freight_meta.table_freshness "
+                               "WHERE table_name = 'shipment_documents'") == [("failed",)]
+
+
+def test_a_broken_guarantee_fails_the_checks_and_the_build_and_is_not_published(
+    sim: RunningSimulator, tmp_path: Path
+) -> None:
+    assert run(sim, tmp_path).success
+    version = parquet_root(tmp_path).resolve()
+    add_orphan_goods_line(working_db_path(tmp_path))
+    report = run(sim, tmp_path)
+    assert not report.success
+    assert [(step.name, step.status) for step in report.failed] == [(CHECKS_STEP, "failed"), (MARTS_STEP, "failed")]
+    checks = next(step for step in report.steps if step.name == CHECKS_STEP)
+    assert "ERROR shipment_goods.no_orphan_rows: orphan_rows=1" in checks.notes
+    marts = report.failed[1]
+    assert marts.line.startswith(f"dbt build failed: 1 test failed ({ORPHAN_TEST}), ")
+    assert any(note.strip().startswith("dbt log: ") for note in marts.notes)
+    assert PUBLISH_STEP not in steps(report) and report.publication is None
+    assert parquet_root(tmp_path).resolve() == version  # readers keep the last good publish
+    with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
+        assert con.execute("SELECT status FROM freight_meta.sync_runs WHERE run_id = ? AND stream = ?",
+                           [report.run_id, BUILD_STREAM]).fetchone() == ("failed",)

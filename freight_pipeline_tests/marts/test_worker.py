@@ -1,0 +1,121 @@
+"""The dbt worker process: made ready, then one command or none; it never outlives the run that started it.
+
+Real dbt on a small ``freight`` database (``freight_db``) in the data directory's working-database place.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from freight_pipeline.marts.project import RUN_RESULTS, build_target
+from freight_pipeline.marts.results import read_run_results
+from freight_pipeline.marts.worker import LOG, REPLY, DbtWorker
+from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_freight_database
+
+ONE_MART = ["build", "--exclude-resource-type", "unit_test", "--select", "+dim_code_conversions"]
+"""One mart and the staging view it reads."""
+WHOLE_BUILD = ["build", "--exclude-resource-type", "unit_test"]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("worker")
+    database = working_db_path(root)
+    database.parent.mkdir(parents=True)
+    build_freight_database(database, shipments=10)
+    return root
+
+
+@pytest.fixture
+def worker(data_dir: Path) -> Iterator[DbtWorker]:
+    with DbtWorker.start(data_dir, None) as started:
+        yield started
+
+
+def test_a_command_runs_with_its_environment_and_leaves_dbts_results(worker: DbtWorker, data_dir: Path) -> None:
+    reply = worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
+    assert (reply.success, reply.exit_code, reply.error) == (True, 0, None)
+    target = build_target(data_dir)
+    assert worker.target == target and json.loads((target / REPLY).read_text())["success"] is True
+    results = read_run_results(target)
+    assert results is not None
+    # indirect selection "empty" (from the request's environment): the models alone, not their tests
+    assert sorted(r["unique_id"] for r in results["results"]) == [
+        "model.freight_marts.dim_code_conversions", "model.freight_marts.stg_code_conversions"]
+    assert not (target / "manifest.json").exists()  # --no-write-json: only the results are written
+    with duckdb.connect(str(working_db_path(data_dir)), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM analytics.dim_code_conversions").fetchone() != (0,)
+    assert worker.process.poll() == 0
+
+
+def test_a_failed_node_is_exit_code_1_with_its_results(tmp_path: Path) -> None:
+    """A broken pipeline guarantee (a goods line of no shipment): the relationships test fails."""
+    database = working_db_path(tmp_path)
+    database.parent.mkdir(parents=True)
+    build_freight_database(database, shipments=5)
+    add_orphan_goods_line(database)
+    with DbtWorker.start(tmp_path, None) as worker:
+        reply = worker.run(["build", "--exclude-resource-type", "unit_test", "--select", "stg_shipments",
+                            "stg_shipment_goods"], {"DBT_INDIRECT_SELECTION": "cautious"})
+    assert (reply.success, reply.exit_code, reply.error) == (False, 1, None)
+    results = read_run_results(build_target(tmp_path))
+    assert results is not None
+    failed = [r["unique_id"].split(".")[2] for r in results["results"] if r["status"] == "fail"]
+    assert failed == ["relationships_stg_shipment_goods_shipment_id__shipment_id__ref_stg_shipments_"]
+
+
+def test_a_command_that_fails_before_its_nodes_is_exit_code_2_with_dbts_error(data_dir: Path) -> None:
+    """A var out of range (dbt_models/macros/eta.sql) stops the build while it compiles; so does a target
+    the profile lacks."""
+    with DbtWorker.start(data_dir, None) as worker:
+        reply = worker.run(["build", "--select", "fct_eta_accuracy", "--vars", '{"eta_horizons_days": [-1]}'], {})
+    assert (reply.success, reply.exit_code) == (False, 2)
+    assert reply.error is not None and "-1 is not a whole number of days" in reply.error
+    with DbtWorker.start(data_dir, "no_such_target") as worker:
+        reply = worker.run(ONE_MART, {})
+    assert (reply.success, reply.exit_code) == (False, 2)
+    assert reply.error is not None and "no_such_target" in reply.error
+
+
+def test_no_command_ends_the_worker_at_once_even_while_it_loads_dbt(data_dir: Path) -> None:
+    worker = DbtWorker.start(data_dir, None)
+    worker.close()  # straight away: it is still importing dbt
+    assert worker.process.returncode == 0  # it ended by itself (killed after the wait, it would be -9)
+
+
+def test_the_worker_ends_when_its_run_is_gone_mid_command(data_dir: Path) -> None:
+    """The run was killed while its build ran: the worker's input ends, and so does the worker, at once,
+    without a reply and before dbt finished the build."""
+    target = build_target(data_dir)
+    for leftover in (REPLY, RUN_RESULTS, "dbt.log"):
+        (target / leftover).unlink(missing_ok=True)
+    worker = DbtWorker.start(data_dir, None)
+    assert worker.process.stdin is not None
+    worker.process.stdin.write(json.dumps({"args": WHOLE_BUILD, "env": {}}) + "\n")
+    worker.process.stdin.flush()
+    log = target / "dbt.log"
+    while " START " not in (log.read_text() if log.exists() else "") and worker.process.poll() is None:
+        time.sleep(0.05)  # until the build runs its first node
+    worker.process.stdin.close()  # what the kernel does when the run's process dies
+    assert worker.process.wait(timeout=30) == 0
+    assert not (target / REPLY).exists() and read_run_results(target) is None
+    assert " of 123 " not in log.read_text().split(" START ", 1)[0]  # it stopped before the build's end
+    assert "Finished running" not in log.read_text()
+
+
+def test_a_worker_that_dies_is_reported_with_its_log(data_dir: Path) -> None:
+    worker = DbtWorker.start(data_dir, None)
+    worker.process.kill()
+    worker.process.wait()
+    (build_target(data_dir) / LOG).write_text("something dbt said\n")
+    reply = worker.run(ONE_MART, {})
+    assert not reply.success and reply.exit_code == -9
+    assert reply.error is not None and "ended without a reply" in reply.error and "something dbt said" in reply.error
+    worker.close()
