@@ -5,8 +5,8 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
 * ``loopback``: full sync of ``--shipments`` (2,000) shipments, no added latency;
 * ``wan``: the same with ``--latency-ms`` (50) per request, a service across the internet;
 * ``incremental``: a full sync of ``--incremental-shipments`` (20,000), then ``--changed-share`` (1 %)
-  of them changed, then the incremental run, then a run with nothing changed (ours only: the peer
-  script has no incremental mode);
+  of them changed, then the incremental run, then a run with nothing changed; both again as Dagster
+  runs (ours only: the peer script has no incremental mode);
 * ``memory``: peak memory of a full sync at ``--memory-sizes`` (2,000 and 20,000; add 100,000 by
   hand), of the whole job and of the sync engine alone (``bench/engine.py``: the streams, no
   Dagster, dbt or publish; what the fetch window, batch size and DuckDB limit bound);
@@ -20,8 +20,10 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
   bytes, the working file, and the publish's time after the runs (first publish, then again after
   one more run).
 
-Our side is the whole job as a user runs it (``freight-pipeline sync``: Dagster, every stream, the
-dbt build, the publish) in a child process; the peer is ``bench/peer_dlt.py --parallel`` (the dlt
+Our side is the whole job as a user runs it (``freight-pipeline sync``: every stream, the warehouse
+checks, the dbt build, the publish) in a child process, by default without Dagster (no ``DAGSTER_HOME``);
+``loopback`` and ``incremental`` also time it as a Dagster run recorded in an instance (``DAGSTER_HOME``
+set: what ``make ui`` shows), the way the schedules run it; the peer is ``bench/peer_dlt.py --parallel`` (the dlt
 script of the issue, unchanged) in its own venv (``.bench/peer-venv``, made by ``make bench``).
 Both are timed by wall clock from process start to exit; peak memory is the largest sum of PSS
 (resident memory, shared pages split between the processes sharing them) over the child's process
@@ -132,12 +134,17 @@ def measured(cmd: list[str], env: dict[str, str], base_url: str) -> Measured:
     return Measured(seconds, peak / 2**20, requests_served(base_url) - before, text)
 
 
-def ours(base_url: str, work: Path) -> Measured:
-    env = {**os.environ, "FREIGHT_BASE_URL": base_url, "FREIGHT_USERNAME": USER, "FREIGHT_PASSWORD": PASSWORD,
-           "FREIGHT_DATA_DIR": str(work / "data"), "DAGSTER_HOME": str(work / "dagster_home"),
-           # like for like: the peer reads no E-Files, so ours does not either (documents stream off)
-           "FREIGHT_SYNC_DOCUMENTS": "0"}
-    (work / "dagster_home").mkdir(parents=True, exist_ok=True)
+def ours(base_url: str, work: Path, *, dagster: bool = False) -> Measured:
+    """``freight-pipeline sync`` into ``work/data``: without Dagster, or (``dagster``) as a Dagster run
+    recorded in the instance of ``work/dagster_home``."""
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+    env.update({"FREIGHT_BASE_URL": base_url, "FREIGHT_USERNAME": USER, "FREIGHT_PASSWORD": PASSWORD,
+                "FREIGHT_DATA_DIR": str(work / "data"),
+                # like for like: the peer reads no E-Files, so ours does not either (documents stream off)
+                "FREIGHT_SYNC_DOCUMENTS": "0"})
+    if dagster:
+        env["DAGSTER_HOME"] = str(work / "dagster_home")
+        (work / "dagster_home").mkdir(parents=True, exist_ok=True)
     result = measured([str(REPO / ".venv" / "bin" / "freight-pipeline"), "sync"], env, base_url)
     result.figures = sync_figures(work / "data" / "warehouse.duckdb")
     return result
@@ -165,12 +172,18 @@ def peer(base_url: str, work: Path) -> Measured:
     return result
 
 
-def full_sync_side_by_side(name: str, shipments: int, seed: int, latency_ms: float) -> list[tuple[str, str]]:
+def full_sync_side_by_side(
+    name: str, shipments: int, seed: int, latency_ms: float, *, dagster_too: bool = False
+) -> list[tuple[str, str]]:
     with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp:
         with simulator(shipments, seed, latency_ms) as url:
             mine = ours(url, Path(tmp) / "ours")
         with simulator(shipments, seed, latency_ms) as url:
             theirs = peer(url, Path(tmp) / "peer")
+        recorded = None
+        if dagster_too:
+            with simulator(shipments, seed, latency_ms) as url:
+                recorded = ours(url, Path(tmp) / "dagster", dagster=True)
     ours_rate, peer_rate = shipments / mine.seconds, shipments / theirs.seconds
     rows = [
         (f"{name}: shipments", f"{shipments:,}, {latency_ms:g} ms per request"),
@@ -181,6 +194,10 @@ def full_sync_side_by_side(name: str, shipments: int, seed: int, latency_ms: flo
          f"(inside pipe.run: {theirs.figures.get('seconds')} s)"),
         (f"{name}: ratio", f"{ours_rate / peer_rate:.2f}x dlt"),
     ]
+    if recorded is not None:
+        rows.append((f"{name}: freight_pipeline in Dagster", f"{recorded.seconds:.1f} s, "
+                     f"{shipments / recorded.seconds:.1f} shipments/s, peak memory {recorded.peak_rss_mb:.0f} MB "
+                     f"({shipments / recorded.seconds / peer_rate:.2f}x dlt; a run recorded in DAGSTER_HOME)"))
     limit, stream_s = mine.figures.get("in_flight_limit_mean"), mine.figures.get("stream_seconds")
     if latency_ms and limit and stream_s:
         bound = limit / (latency_ms / 1000) / (mine.requests / shipments)
@@ -192,25 +209,29 @@ def full_sync_side_by_side(name: str, shipments: int, seed: int, latency_ms: flo
 
 
 def incremental(shipments: int, seed: int, share: float) -> list[tuple[str, str]]:
+    """A full sync, then per way of running it (without Dagster, then in Dagster) an incremental run
+    after ``share`` of the shipments changed and a run with nothing changed."""
+    rows = []
     with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, simulator(shipments, seed, 0) as url:
         work = Path(tmp)
         full = ours(url, work)
         changed = max(1, round(shipments * share))
-        httpx.post(f"{url}/_control/clock/advance", params={"seconds": 300}, timeout=30).raise_for_status()
-        httpx.post(f"{url}/_control/shipments/modify", params={"count": changed}, timeout=300).raise_for_status()
-        again = ours(url, work)
-        unchanged = ours(url, work)
-    return [
-        ("incremental: shipments", f"{shipments:,}, {changed:,} changed ({share:.0%})"),
-        ("incremental: full run",
-         f"{full.seconds:.1f} s, {full.requests:,} requests, peak memory {full.peak_rss_mb:.0f} MB"),
-        ("incremental: incremental run", f"{again.seconds:.1f} s, {again.requests:,} requests "
-         f"({again.figures.get('rows_read')} read by the walk)"),
-        ("incremental: requests per changed shipment", f"{again.requests / changed:.2f}"),
-        ("incremental: run with nothing changed", f"{unchanged.seconds:.1f} s, {unchanged.requests:,} requests, "
-         f"peak memory {unchanged.peak_rss_mb:.0f} MB"),
-        ("incremental: incremental / full time", f"{again.seconds / full.seconds:.1%}"),
-    ]
+        rows += [("incremental: shipments", f"{shipments:,}, {changed:,} changed ({share:.0%})"),
+                 ("incremental: full run",
+                  f"{full.seconds:.1f} s, {full.requests:,} requests, peak memory {full.peak_rss_mb:.0f} MB")]
+        for way, dagster in (("without Dagster", False), ("in Dagster", True)):
+            httpx.post(f"{url}/_control/clock/advance", params={"seconds": 300}, timeout=30).raise_for_status()
+            httpx.post(f"{url}/_control/shipments/modify", params={"count": changed}, timeout=300).raise_for_status()
+            again = ours(url, work, dagster=dagster)
+            unchanged = ours(url, work, dagster=dagster)
+            rows += [
+                (f"incremental: incremental run, {way}", f"{again.seconds:.1f} s, {again.requests:,} requests "
+                 f"({again.figures.get('rows_read')} read by the walk; "
+                 f"{again.requests / changed:.2f} requests per changed shipment)"),
+                (f"incremental: nothing changed, {way}", f"{unchanged.seconds:.1f} s, {unchanged.requests:,} "
+                 f"requests, peak memory {unchanged.peak_rss_mb:.0f} MB"),
+            ]
+    return rows
 
 
 def engine(base_url: str, data_dir: Path, env: Mapping[str, str] | None = None, *, publish: bool = False) -> Measured:
@@ -362,7 +383,7 @@ def main() -> int:
     for scenario in chosen:
         print(f"bench: {scenario} ...", file=sys.stderr, flush=True)
         if scenario == "loopback":
-            rows += full_sync_side_by_side("loopback", args.shipments, args.seed, 0)
+            rows += full_sync_side_by_side("loopback", args.shipments, args.seed, 0, dagster_too=True)
         elif scenario == "wan":
             rows += full_sync_side_by_side("wan", args.shipments, args.seed, args.latency_ms)
         elif scenario == "incremental":
