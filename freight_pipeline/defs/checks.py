@@ -7,14 +7,18 @@ evaluated by a sensor, outside the sync runs, so it also warns when runs fail or
 
 import datetime as dt
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+import duckdb
 
 from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck, warehouse_checks
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import table_key
+from freight_pipeline.normalize.schema import TableSpec
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.streams import SHIPMENTS
 
 DEFAULT_MAX_SYNC_AGE = dt.timedelta(minutes=60)
@@ -54,6 +58,22 @@ def check_result(check: WarehouseCheck, result: CheckResult) -> dg.AssetCheckRes
     )
 
 
+@dataclass(frozen=True)
+class FreightCheck:
+    """A warehouse check as Dagster sees it: its spec, and its evaluation as an asset check result."""
+
+    spec: dg.AssetCheckSpec
+    evaluate: Callable[[duckdb.DuckDBPyConnection], dg.AssetCheckResult]
+
+
+def freight_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[FreightCheck]:
+    """The warehouse checks of ``tables`` (``checks.warehouse``) as asset checks."""
+    return [
+        FreightCheck(check_spec(check), lambda con, check=check: check_result(check, check.evaluate(con)))
+        for check in warehouse_checks(tables)
+    ]
+
+
 def build_sync_freshness(
     max_age: dt.timedelta, sensor_status: dg.DefaultSensorStatus
 ) -> tuple[Sequence[dg.AssetChecksDefinition], dg.SensorDefinition]:
@@ -78,11 +98,11 @@ def build_sync_freshness(
 
 def build_warehouse_checks() -> dg.AssetChecksDefinition:
     """One subsettable multi-asset check: the selected checks share one read-only connection."""
-    checks = {check_spec(c).key: c for c in warehouse_checks()}
+    checks = {c.spec.key: c for c in freight_checks()}
 
     @dg.multi_asset_check(
         name="freight_warehouse_checks",
-        specs=[check_spec(c) for c in checks.values()],
+        specs=[c.spec for c in checks.values()],
         can_subset=True,
         description="Keys, orphans and rejects of the freight tables in the working database.",
     )
@@ -92,6 +112,6 @@ def build_warehouse_checks() -> dg.AssetChecksDefinition:
         selected = [check for key, check in checks.items() if key in context.selected_asset_check_keys]
         with warehouse.read_working_db() as con:
             for check in selected:
-                yield check_result(check, check.evaluate(con))
+                yield check.evaluate(con)
 
     return freight_warehouse_checks

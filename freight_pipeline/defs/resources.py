@@ -133,6 +133,8 @@ class FreightServiceResource(dg.ConfigurableResource):
             breaker_max_share=self.breaker_max_share,
             breaker_min_failures=self.breaker_min_failures,
             retry_after=dt.timedelta(minutes=self.retry_after_minutes),
+            reconcile_interval=None if DEFAULT_RECONCILE_MINUTES is None else dt.timedelta(
+                minutes=DEFAULT_RECONCILE_MINUTES),
         ).with_env()
         if self.reconcile_interval_minutes is None:
             return settings

@@ -15,7 +15,6 @@ from freight_pipeline.config import (
     DEFAULT_BASE_URL,
     DEFAULT_USERNAME,
     HISTORY_ENV,
-    ON_TIME_TOLERANCE_ENV,
     RECONCILE_ENV,
     environ,
 )
@@ -356,13 +355,3 @@ def test_resource_keeps_a_reconcile_default_of_never_apart_from_every_run(
     assert FreightServiceResource(password="x").sync_settings().reconcile_interval == dt.timedelta(0)
     configured = FreightServiceResource(password="x", reconcile_interval_minutes=45).sync_settings()
     assert configured.reconcile_interval == dt.timedelta(minutes=45)
-
-
-def test_dbt_build_passes_the_tolerance_only_when_it_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(ON_TIME_TOLERANCE_ENV, raising=False)
-    assert dbt.dbt_build_args() == dbt.BUILD  # dbt_project.yml's default applies
-    monkeypatch.setenv(ON_TIME_TOLERANCE_ENV, "30")
-    assert dbt.dbt_build_args() == [*dbt.BUILD, "--vars", '{"on_time_tolerance_minutes": 30}']
-    monkeypatch.setenv(ON_TIME_TOLERANCE_ENV, "half an hour")
-    with pytest.raises(ValueError, match=f"{ON_TIME_TOLERANCE_ENV} must be whole minutes, got 'half an hour'"):
-        dbt.dbt_build_args()
