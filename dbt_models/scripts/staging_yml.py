@@ -16,9 +16,23 @@ from staging_rules import (
     yaml_list,
 )
 
+from freight_pipeline.checks.warehouse import Severity, warehouse_checks
+from freight_pipeline.marts.project import WAREHOUSE_CHECKED_TAG
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.sync.parts import DOCUMENT_PART
 from freight_pipeline.sync.streams import TABLE_SOURCE
+
+WAREHOUSE_CHECKS = {(check.table, check.name): check.severity for check in warehouse_checks()}
+"""(table, check) -> severity of every warehouse check: a staging test of the same invariant with the
+same severity is tagged ``WAREHOUSE_CHECKED_TAG`` (the job without Dagster checks it once, there)."""
+
+
+def _also_checked(table: str, check: str, severity: Severity) -> list[str]:
+    """The test's tag lines (indented for a test's ``config``) when a warehouse check of ``table`` checks
+    the same invariant with the same ``severity``; else none."""
+    if WAREHOUSE_CHECKS.get((table, check)) != severity:
+        return []
+    return [f"tags: [{WAREHOUSE_CHECKED_TAG}]"]
 
 
 def staging_yml(spec: TableSpec, staging: Staging) -> str:
@@ -34,6 +48,8 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
         f"    description: {quote(spec.description + ' Staging view of ' + spec.qualified_name + '.')}",
     ]
     model_tests: list[str] = []
+    key_severity = Severity.WARN if staging.source_controlled_key else Severity.ERROR
+    key_tags = _also_checked(spec.name, "primary_key_unique", key_severity)
     if single_key is None:
         model_tests += [
             "      - unique_combination_of_columns:",
@@ -46,6 +62,8 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
                 "          config:",
                 "            severity: warn",
             ]
+        elif key_tags:
+            model_tests += ["          config:", *(f"            {line}" for line in key_tags)]
     for parent, child_cols, parent_cols in staging.parents:
         model_tests += [
             "      - composite_relationships:",
@@ -69,7 +87,8 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
         if name in staged_keys and not _null_refused_by_the_table(column, staging):
             tests.append("          - not_null")
         if name == single_key:
-            tests.append("          - unique")
+            tests += (["          - unique:", "              config:", *(f"                {t}" for t in key_tags)]
+                      if key_tags else ["          - unique"])
         if column.name == "shipment_id" and spec.name != "shipments" and staging.shipment_parent:
             tests += [
                 "          - relationships:",
@@ -77,14 +96,19 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
                 "                to: ref('stg_shipments')",
                 "                field: shipment_id",
             ]
-            if TABLE_SOURCE.get(spec.name) != DOCUMENT_PART.stream:
+            embedded = TABLE_SOURCE.get(spec.name) == DOCUMENT_PART.stream
+            orphan_tags = _also_checked(spec.name, "no_orphan_rows", Severity.ERROR if embedded else Severity.WARN)
+            if not embedded:
                 # written by another stream than the shipment itself (events, legs, memos): an
                 # orphan is worth a warning, not a reason to stop building the marts
                 tests += [
                     "              # warn: fetched apart from its shipment, so the service decides whether it has one",
                     "              config:",
                     "                severity: warn",
+                    *(f"                {line}" for line in orphan_tags),
                 ]
+            elif orphan_tags:
+                tests += ["              config:", *(f"                {line}" for line in orphan_tags)]
         accepted = staging.accepted.get(name)
         if accepted:
             tests += [

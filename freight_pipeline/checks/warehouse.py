@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,14 +150,6 @@ def warehouse_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[Wareh
         *(quarantine_check(stream) for stream in RECORD_SOURCES),
         *(data_problems_check(stream) for stream in RECORD_SOURCES),
     ]
-
-
-def evaluate_checks(
-    con: duckdb.DuckDBPyConnection, checks: Sequence[WarehouseCheck]
-) -> Iterator[tuple[WarehouseCheck, CheckResult]]:
-    """Each check with its result, one after the other on ``con``."""
-    for check in checks:
-        yield check, check.evaluate(con)
 
 
 def describe_failure(check: WarehouseCheck, result: CheckResult) -> str:

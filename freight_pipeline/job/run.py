@@ -13,8 +13,12 @@ was most of a run's time (docs/performance.md). And two things are done differen
   wrote (in Dagster, where a failed step stops what depends on it, that takes a second run:
   ``defs.recovery``). The run then reports failure all the same.
 
-The steps are reported as they end (:class:`Step`); a check of ERROR severity that does not pass
-fails the run too, after the publish (as in Dagster, checks do not hold back a publish).
+Each invariant is checked once a run: the warehouse checks (keys, orphans: ``freight_pipeline.checks``)
+run before the build, and one of ERROR severity that does not pass holds back the build and the
+publish (readers keep the last publish), as a failed dbt test does; so the build leaves out the staging
+tests of the same invariants (tagged ``warehouse_checked``: ``marts.project.WAREHOUSE_CHECKED_TAG``).
+The Dagster job runs them (its asset checks report, its dbt tests hold back). The steps are reported
+as they end (:class:`Step`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pathlib import Path
 from freight_pipeline.checks.warehouse import Severity, describe_failure, warehouse_checks
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.marts.build import MartsBuild, PendingBuild, begin_build
+from freight_pipeline.marts.project import WAREHOUSE_CHECKED_TAG
 from freight_pipeline.marts.results import DbtBuildFailed
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.client_source import ClientSource
@@ -128,8 +133,12 @@ def run_job(
         except Exception as exc:  # the client or the working database could not be opened
             ended(Step("sync", "failed", clock.lap(), one_line_error(exc)))
             return report
-        if pending is None:
-            return report  # no stream wrote anything: nothing new to build or publish
+        if pending is None:  # no stream wrote anything, or a check of ERROR severity failed
+            if any(step.name == CHECKS_STEP for step in report.failed):
+                for step in (MARTS_STEP, PUBLISH_STEP):
+                    ended(Step(step, "skipped", 0.0, "not run: a check of ERROR severity did not pass; readers keep "
+                               "the last publish"))
+            return report
         clock.lap()
         try:
             report.marts = pending.run(worker, data_dir, backend)
@@ -157,7 +166,8 @@ async def _sync_and_check(
     ended: StepListener,
 ) -> PendingBuild | None:
     """Every stream in order, then, when one of them wrote, the checks and the build's plan (on the
-    same connection). None when none wrote: nothing new to build or publish."""
+    same connection). None when none wrote (nothing new to build or publish), or when a check of ERROR
+    severity did not pass (nothing is built on a broken guarantee, nor published)."""
     async with open_client(service, settings) as client:
         source = ClientSource(client)
         with explained_out_of_memory("the sync", backend.duckdb_settings), \
@@ -178,8 +188,11 @@ async def _sync_and_check(
                 wrote = wrote or step.status == "success"
             if not wrote:
                 return None
-            ended(_checks(warehouse))
-            return begin_build(warehouse, run_id)
+            checks = _checks(warehouse)
+            ended(checks)
+            if checks.status == "failed":
+                return None  # a broken guarantee: nothing is built on it, nor published
+            return begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"])
 
 
 async def _run_stream(
@@ -209,7 +222,7 @@ def _checks(warehouse: Warehouse) -> Step:
     found = [(check, check.evaluate(warehouse.con)) for check in checks]
     failed = [(check, result) for check, result in found if not result.passed]
     errors = sum(check.severity is Severity.ERROR for check, _ in failed)
-    line = (f"{len(checks)} passed" if not failed else
-            f"{len(failed)} of {len(checks)} did not pass ({errors} of ERROR severity); the publish goes ahead")
+    line = (f"{len(checks)} passed" if not failed
+            else f"{len(failed)} of {len(checks)} did not pass ({errors} of ERROR severity)")
     return Step(CHECKS_STEP, "failed" if errors else "success", clock.lap(), line,
                 [describe_failure(check, result) for check, result in failed])

@@ -9,7 +9,7 @@ record what it covered with the same fingerprint, so one data directory can be b
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,11 +131,14 @@ class PendingBuild:
                                                             self.record.run_id)
 
 
-def begin_build(warehouse: Warehouse, run_id: str) -> PendingBuild:
-    """Plan the whole build of run ``run_id`` on ``warehouse`` and, when it must run, log it as running."""
+def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = ()) -> PendingBuild:
+    """Plan the whole build of run ``run_id`` on ``warehouse`` and, when it must run, log it as running.
+    ``leave_out``: dbt selectors of data tests the build does not run, as the run checks their
+    invariants otherwise (tests do not decide the marts' content: the project's fingerprint is the same)."""
     started = dt.datetime.now(dt.UTC)
     args = dbt_build_args()
     fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
     plan = plan_build(warehouse, fingerprint, whole=True)
     record = build_started(warehouse, run_id) if plan.run else None
-    return PendingBuild(plan, fingerprint, [*args, *plan.args], started, record)
+    left_out = [arg for selector in leave_out for arg in ("--exclude", selector)]
+    return PendingBuild(plan, fingerprint, [*args, *plan.args, *left_out], started, record)

@@ -29,6 +29,11 @@ LOG_FILE_LEVEL = ["--log-level-file", "info"]
 BUILD = ["build", "--exclude-resource-type", "unit_test", *LOG_FILE_LEVEL]
 """The pipeline's build: models and data tests. dbt unit tests check the SQL's logic, not the data, so
 they run in the test suite (``freight_pipeline_tests/dbt``), not in every scheduled run."""
+WAREHOUSE_CHECKED_TAG = "warehouse_checked"
+"""The tag of a staging test that checks what a warehouse check (``freight_pipeline.checks``) checks,
+with the same severity: a key, an orphan (``dbt_models/scripts/staging_yml.py`` derives the tags from
+the checks). The job without Dagster, whose checks of ERROR severity hold back its build and publish,
+leaves those tests out of its builds: each invariant is checked once a run."""
 
 
 def dbt_executable() -> str:

@@ -13,6 +13,8 @@ import pytest
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, JobReport, Step, run_job, stream_step
 from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.marts.project import build_target
+from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
@@ -100,22 +102,27 @@ def test_a_stream_that_fails_withholds_nothing_of_the_others(tmp_path: Path) -> 
                                "WHERE table_name = 'shipment_documents'") == [("failed",)]
 
 
-def test_a_broken_guarantee_fails_the_checks_and_the_build_and_is_not_published(
-    sim: RunningSimulator, tmp_path: Path
-) -> None:
-    assert run(sim, tmp_path).success
+def test_a_broken_guarantee_holds_back_the_build_and_the_publish(sim: RunningSimulator, tmp_path: Path) -> None:
+    """A goods line of no shipment: the warehouse check (ERROR) fails, nothing is built or published; the
+    dbt test of the same invariant is left out of the builds (checked once a run)."""
+    first = run(sim, tmp_path)
+    assert first.success and first.marts is not None and first.marts.summary is not None
+    results = read_run_results(build_target(tmp_path))
+    assert results is not None
+    ran = {r["unique_id"].split(".")[2] for r in results["results"]}
+    assert ORPHAN_TEST not in ran and any(name.startswith("composite_relationships_") for name in ran)
     version = parquet_root(tmp_path).resolve()
+
     add_orphan_goods_line(working_db_path(tmp_path))
     report = run(sim, tmp_path)
     assert not report.success
-    assert [(step.name, step.status) for step in report.failed] == [(CHECKS_STEP, "failed"), (MARTS_STEP, "failed")]
-    checks = next(step for step in report.steps if step.name == CHECKS_STEP)
-    assert "ERROR shipment_goods.no_orphan_rows: orphan_rows=1" in checks.notes
-    marts = report.failed[1]
-    assert marts.line.startswith(f"dbt build failed: 1 test failed ({ORPHAN_TEST}), ")
-    assert any(note.strip().startswith("dbt log: ") for note in marts.notes)
-    assert PUBLISH_STEP not in steps(report) and report.publication is None
-    assert parquet_root(tmp_path).resolve() == version  # readers keep the last good publish
+    assert [(step.name, step.status) for step in report.steps[-3:]] == [
+        (CHECKS_STEP, "failed"), (MARTS_STEP, "skipped"), (PUBLISH_STEP, "skipped")]
+    checks = report.steps[-3]
+    assert checks.line.endswith("did not pass (1 of ERROR severity)")
+    assert checks.notes == ["ERROR shipment_goods.no_orphan_rows: orphan_rows=1"]
+    assert report.publication is None and parquet_root(tmp_path).resolve() == version  # readers keep the last
     with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
-        assert con.execute("SELECT status FROM freight_meta.sync_runs WHERE run_id = ? AND stream = ?",
-                           [report.run_id, BUILD_STREAM]).fetchone() == ("failed",)
+        assert con.execute("SELECT count(*) FROM freight_meta.sync_runs WHERE run_id = ? AND stream = ?",
+                           [report.run_id, BUILD_STREAM]).fetchone() == (0,)  # no build was started
+        assert con.execute("SELECT count(*) FROM freight_meta.changed_shipments").fetchone() != (0,)  # still due
