@@ -146,7 +146,6 @@ class DbtWorker:
         self.close()
 
 
-
 def _read_requests(requests: queue.Queue[str]) -> None:
     """Hand the first line of stdin to the main thread, then read to the end of input and end the
     process there: the parent no longer wants a build (no request came), or is gone (one is running)."""
