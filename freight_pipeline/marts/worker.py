@@ -7,8 +7,8 @@ loading the project: about 3 s of CPU, more than an incremental build's models a
 the machine's other core while the run imports and syncs on this one:
 
 1. it imports dbt and parses the project into ``DIR`` (partial parse: the manifest is read, not made;
-   serialized with any other parse of ``DIR`` by :data:`LOCK`); the parse opens no database, so the
-   sync keeps its write lock on the working file;
+   serialized with any other parse of ``DIR`` by :data:`LOCK`), and keeps the manifest for the command;
+   the parse opens no database, so the sync keeps its write lock on the working file;
 2. it waits for one request on stdin, a JSON line ``{"args": [...], "env": {...}}``: ``dbt <args>``,
    with ``env`` added to its environment;
 3. it runs the command in this process (``dbtRunner``), writes the nodes' results (dbt's
@@ -154,15 +154,22 @@ def _read_requests(requests: queue.Queue[str]) -> None:
     os._exit(0)
 
 
-def _warm_up(runner: Any, project_dir: Path, target: Path, vars_args: Sequence[str]) -> None:
-    """Parse the project into ``target`` (a partial parse: fast when nothing changed), under the parse lock."""
+def _parsed_manifest(runner: Any, project_dir: Path, target: Path, vars_args: Sequence[str]) -> Any:
+    """The project's manifest, parsed into ``target`` (a partial parse: fast when nothing changed) under
+    the parse lock; None when the parse failed (the command parses again, and says why)."""
     target.mkdir(parents=True, exist_ok=True)
     with open(target / LOCK, "a+") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            runner.invoke(["parse", *LOG_FILE_LEVEL, *QUIET, *project_args(project_dir, target), *vars_args])
+            parsed = runner.invoke(["parse", *LOG_FILE_LEVEL, *QUIET, *project_args(project_dir, target), *vars_args])
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    return parsed.result if parsed.success else None
+
+
+def _vars_of(args: Sequence[str]) -> str | None:
+    """The value of ``--vars`` in ``args``, if any."""
+    return next((args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--vars"), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -178,8 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from dbt.cli.main import dbtRunner
 
-    runner = dbtRunner()
-    _warm_up(runner, options.project_dir, options.target, vars_args)
+    manifest = _parsed_manifest(dbtRunner(), options.project_dir, options.target, vars_args)
     line = requests.get()
     if not line.strip():
         return 0  # no build asked for (the reader ends the process meanwhile)
@@ -188,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     reply = options.target / REPLY
     reply.unlink(missing_ok=True)
     args = [*request["args"], *QUIET, *project_args(options.project_dir, options.target)]
+    # the command starts from the parsed manifest, unless it passes other vars (they may change the project)
+    runner = dbtRunner(manifest=manifest if _vars_of(request["args"]) == _vars_of(vars_args) else None)
     try:
         result = runner.invoke(args)
         if hasattr(result.result, "write"):  # the results of the nodes: dbt's own run_results.json
