@@ -62,11 +62,21 @@ def explained_out_of_memory(doing: str, settings: DuckDBSettings, purpose: str =
         ) from exc
 
 
+SYNC_CONFIG: Mapping[str, str | int] = {"checkpoint_threshold": "256MB", "threads": 1}
+"""DuckDB settings of the sync's connection to the working database, beside its memory limit. The sync writes
+many small transactions (one per batch of 100 shipments: a few dozen statements of a few hundred rows each):
+with the default 16 MB, a checkpoint every few batches rewrote each table's last, growing row group (at 20,000
+shipments: 89 s of the batch writes' 118 s of CPU; with 256 MB: 57 s, the few checkpoints left at the end). A
+checkpoint threshold is no durability setting: every commit is in the WAL, fsynced. One thread: a batch's
+statements are too small to share, and scheduling them on DuckDB's pool cost a tenth of the writes' CPU, on a
+machine whose other core runs the event loop (docs/performance.md)."""
+
+
 def connect(
     path: Path, settings: DuckDBSettings, purpose: str = "sync", *, new_storage_version: str | None = None
 ) -> duckdb.DuckDBPyConnection:
     """A read-write connection as the pipeline uses them: bounded memory (``settings``' limit for
-    ``purpose``), no insertion order.
+    ``purpose``), no insertion order; the sync's with :data:`SYNC_CONFIG`.
 
     DuckDB's default memory limit is 80 % of the machine's RAM, and its buffer pool keeps what it
     read and wrote, so without a limit the pipeline's memory grows with the warehouse; with one it
@@ -75,7 +85,9 @@ def connect(
     ``new_storage_version``: the storage version of the file if this creates it (an existing file keeps its own).
     """
     limit = settings.memory_limit(purpose)
-    config: dict[str, str | bool] = {"memory_limit": limit, "preserve_insertion_order": False}
+    config: dict[str, str | bool | int] = {"memory_limit": limit, "preserve_insertion_order": False}
+    if purpose == "sync":
+        config.update(SYNC_CONFIG)
     if new_storage_version is not None and not Path(path).exists():
         config["storage_compatibility_version"] = new_storage_version
     try:

@@ -516,7 +516,9 @@ def _refuse_repeated_keys(spec: TableSpec, table: pa.Table) -> None:
     """What a PRIMARY KEY would refuse, for tables declared without one (``TableSpec.key_constraint``)."""
     if spec.key_constraint or table.num_rows < 2:
         return
-    counted = table.select(list(spec.primary_key)).group_by(list(spec.primary_key)).aggregate([([], "count_all")])
+    # on the calling thread: Arrow's thread pool cost more than the grouping of a batch's few hundred rows
+    counted = (table.select(list(spec.primary_key)).group_by(list(spec.primary_key), use_threads=False)
+               .aggregate([([], "count_all")]))
     if counted.num_rows == table.num_rows:
         return
     repeated = counted.filter(pc.greater(counted.column("count_all"), 1)).slice(0, 3).to_pylist()
