@@ -8,11 +8,18 @@ the next batches are fetched. At most ``depth`` finished batches wait for the wr
 behind, fetching pauses, so memory is bounded by ``window`` and ``depth * batch_size`` items, never
 by the number of items.
 
-The first error (a fetch failing for a reason that is not one record's, a write failing) cancels
-the fetches in flight and stops the pipeline; batches written before it stay written (each is one
-transaction with the cursor that covers it), the batch in hand is not written. A write already
-running in the worker thread is waited for before the error propagates, so the warehouse
-connection is never used by two threads at once.
+With ``prepare``, each batch is first turned by ``prepare`` (in a thread of its own: normalizing)
+into what ``write`` takes (writing its transaction), and a batch is prepared while the one before it
+is written: DuckDB's work, which releases the GIL, overlaps the normalization's Python. Batches are
+prepared in order and written in order, one write at a time; one batch fewer waits (``depth - 1``,
+at least one), so as many batches are held as without it.
+
+The first error (a fetch failing for a reason that is not one record's, a prepare or a write
+failing) cancels the fetches in flight and stops the pipeline; batches written before it stay
+written (each is one transaction with the cursor that covers it), the batch in hand is not written.
+A write already running in the worker thread is waited for before the error propagates, so the
+warehouse connection is never used by two threads at once; when that write fails too, its error
+(an earlier batch's) is the one that surfaces.
 """
 
 from __future__ import annotations
@@ -20,12 +27,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 from freight_pipeline.sync.tasks import first_failure
 
 W = TypeVar("W")
 B = TypeVar("B")
+P = TypeVar("P")
 T = TypeVar("T")
 
 _DONE = object()
@@ -45,6 +53,7 @@ async def read_ahead(items: AsyncIterator[T]) -> AsyncIterator[T]:
             await asyncio.wait([pending])
 
 
+@overload
 async def stream_in_batches(
     items: AsyncIterable[W],
     fetch: Callable[[W], Awaitable[B]],
@@ -53,14 +62,42 @@ async def stream_in_batches(
     batch_size: int,
     window: int,
     depth: int = 2,
+) -> int: ...
+
+
+@overload
+async def stream_in_batches(
+    items: AsyncIterable[W],
+    fetch: Callable[[W], Awaitable[B]],
+    write: Callable[[P], None],
+    *,
+    batch_size: int,
+    window: int,
+    depth: int = 2,
+    prepare: Callable[[list[B]], P],
+) -> int: ...
+
+
+async def stream_in_batches(
+    items: AsyncIterable[W],
+    fetch: Callable[[W], Awaitable[B]],
+    write: Callable[[Any], None],
+    *,
+    batch_size: int,
+    window: int,
+    depth: int = 2,
+    prepare: Callable[[list[B]], Any] | None = None,
 ) -> int:
-    """Fetch every item, write them in batches in order; returns how many batches were written."""
+    """Fetch every item, write them in batches in order (each first through ``prepare``, when given,
+    overlapping the previous batch's write); returns how many batches were written."""
     if batch_size < 1 or window < 1 or depth < 1:
         raise ValueError("batch_size, window and depth must be at least 1")
-    ready: asyncio.Queue[list[asyncio.Task[B]] | object] = asyncio.Queue(maxsize=depth)
+    waiting = depth if prepare is None else max(depth - 1, 1)
+    ready: asyncio.Queue[list[asyncio.Task[B]] | object] = asyncio.Queue(maxsize=waiting)
     slots = asyncio.Semaphore(window)
     written = 0
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="freight-writer") as writer:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="freight-writer") as writer, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="freight-preparer") as preparer:
 
         async def fetch_one(item: W) -> B:
             try:
@@ -89,19 +126,48 @@ async def stream_in_batches(
                 await _to_the_end(loop.run_in_executor(writer, write, results))
                 written += 1
 
+        async def prepare_and_consume(prepare: Callable[[list[B]], Any]) -> None:
+            nonlocal written
+            loop = asyncio.get_running_loop()
+            writing: asyncio.Future[None] | None = None
+            try:
+                while (batch := await ready.get()) is not _DONE:
+                    assert isinstance(batch, list)
+                    results = [await task for task in batch]
+                    try:
+                        prepared = await _to_the_end(loop.run_in_executor(preparer, prepare, results))
+                    except BaseException:
+                        if writing is not None:  # the write in flight ends first; its failure comes first
+                            done, writing = writing, None
+                            await _to_the_end(done)
+                        raise
+                    del batch, results  # the fetched items: only what was prepared from them is held
+                    if writing is not None:
+                        await _to_the_end(writing)
+                        written += 1
+                    writing = loop.run_in_executor(writer, write, prepared)
+                    del prepared
+                if writing is not None:
+                    await _to_the_end(writing)
+                    written += 1
+                    writing = None
+            finally:
+                if writing is not None:  # stopped meanwhile (a fetch failed): the write in flight ends first
+                    await asyncio.wait([writing])
+
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(produce(group))
-                group.create_task(consume())
+                group.create_task(consume() if prepare is None else prepare_and_consume(prepare))
         except BaseExceptionGroup as failed:
             raise first_failure(failed) from None
     return written
 
 
-async def _to_the_end(future: asyncio.Future[None]) -> None:
-    """Await a write running in the worker thread; if cancelled meanwhile, still wait for it to end."""
+async def _to_the_end(future: asyncio.Future[T]) -> T:
+    """Await work running in a worker thread; if cancelled meanwhile, still wait for it to end."""
     try:
-        await asyncio.shield(future)
+        return await asyncio.shield(future)
     except asyncio.CancelledError:
         await asyncio.wait([future])
         raise

@@ -5,9 +5,10 @@ run's ceiling (``changes``). For each, its document, events, the legs of its mod
 lines are fetched together (``bundle``, one round of concurrent requests), normalized together and
 written in batches of ``fetch_batch_size``, each ONE warehouse transaction holding every table's
 rows of its shipments and the cursor of its last one (``assemble``). Fetching the next batches
-overlaps writing this one, with bounded queues (``pipeline``), and the requests in flight adapt to
-the service (``client.limiter``). A crash leaves the old cursor with the old rows or the new cursor
-with the new rows: the cursor never runs ahead of the rows it covers, and no batch is half written.
+overlaps normalizing one and writing the one before it, with bounded queues (``pipeline``), and the
+requests in flight adapt to the service (``client.limiter``). A crash leaves the old cursor with the
+old rows or the new cursor with the new rows: the cursor never runs ahead of the rows it covers, and
+no batch is half written.
 
 Overlap re-reads skip a shipment whose held copy is provably current (the same last-modified
 instant, fetched after it: compared as instants with their UTC offsets, so a change at 02:30 after a
@@ -27,7 +28,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from freight_pipeline.sync.assemble import PartCounts, assemble
+from freight_pipeline.sync.assemble import Assembled, PartCounts, assemble
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
 from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
 from freight_pipeline.sync.bundle import Bundle, Work, fetch_bundle
@@ -77,8 +78,10 @@ class _Run:
     async def fetch(self, work: Work) -> Bundle:
         return await fetch_bundle(self.source, work, self.settings)
 
-    def write(self, bundles: list[Bundle]) -> None:
-        """Normalize and write one batch (in the writer thread), with the cursor of its last walked shipment."""
+    def prepare(self, bundles: list[Bundle]) -> tuple[Assembled, str]:
+        """Normalize one batch (in the preparing thread, while the batch before it is written), count it
+        towards the breaker, give it the cursor of its last walked shipment; with what its progress line
+        says of the cursor."""
         assembled = assemble(bundles, dt.datetime.now(dt.UTC), self.ceiling_text)
         self.breaker.count(assembled.attempted_new, assembled.failed_new)
         moved = ""
@@ -91,6 +94,11 @@ class _Run:
                 moved = f", cursor at {batch_cursor.instant_text}"
             else:
                 moved = ", cursor kept (overlap re-read)"
+        return assembled, moved
+
+    def write(self, prepared: tuple[Assembled, str]) -> None:
+        """Write one prepared batch as ONE transaction (in the writer thread)."""
+        assembled, moved = prepared
         stats = self.warehouse.writes.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff,
                                                   history=self.settings.history)
         self.result.add_rows(stats)
@@ -103,7 +111,7 @@ class _Run:
     async def run(self, works: AsyncIterator[Work]) -> None:
         await stream_in_batches(
             works, self.fetch, self.write, batch_size=self.settings.fetch_batch_size,
-            window=self.settings.fetch_window,
+            window=self.settings.fetch_window, prepare=self.prepare,
         )
 
 

@@ -109,3 +109,60 @@ def test_a_failed_write_stops_the_fetching() -> None:
     with pytest.raises(ValueError, match="the breaker tripped"):
         asyncio.run(stream_in_batches(numbers(10_000), fetch, write, batch_size=5, window=5))
     assert len(fetched) < 100
+
+
+def test_with_prepare_each_batch_is_prepared_while_the_one_before_it_is_written_and_both_in_order() -> None:
+    prepared: list[list[int]] = []
+    written: list[list[int]] = []
+    overlapped = threading.Event()
+    writing = threading.Event()
+
+    async def fetch(n: int) -> int:
+        await asyncio.sleep(random.Random(n).uniform(0, 0.002))
+        return n
+
+    def prepare(batch: list[int]) -> list[int]:
+        if writing.is_set():
+            overlapped.set()
+        prepared.append(batch)
+        return [n * 10 for n in batch]
+
+    def write(batch: list[int]) -> None:
+        writing.set()
+        time.sleep(0.02)
+        written.append(batch)
+        writing.clear()
+
+    count = asyncio.run(stream_in_batches(numbers(23), fetch, write, batch_size=5, window=8, prepare=prepare))
+    assert count == 5
+    assert prepared == [list(range(start, min(start + 5, 23))) for start in range(0, 23, 5)]
+    assert written == [[n * 10 for n in batch] for batch in prepared]
+    assert overlapped.is_set()
+
+
+def test_a_failed_prepare_waits_for_the_write_in_flight_whose_own_failure_surfaces_first() -> None:
+    finished: list[int] = []
+
+    def prepare(batch: list[int]) -> list[int]:
+        if batch[0] == 5:
+            time.sleep(0.01)  # while batch 0 is being written
+            raise RuntimeError("the breaker tripped")
+        return batch
+
+    def write_ok(batch: list[int]) -> None:
+        time.sleep(0.1)
+        finished.append(batch[0])
+
+    async def fetch(n: int) -> int:
+        return n
+
+    with pytest.raises(RuntimeError, match="the breaker tripped"):
+        asyncio.run(stream_in_batches(numbers(20), fetch, write_ok, batch_size=5, window=10, prepare=prepare))
+    assert finished == [0]  # the batch before the failed one is written whole, none after it
+
+    def write_failing(batch: list[int]) -> None:
+        time.sleep(0.1)
+        raise ValueError("the warehouse refused batch 0")
+
+    with pytest.raises(ValueError, match="refused batch 0"):
+        asyncio.run(stream_in_batches(numbers(20), fetch, write_failing, batch_size=5, window=10, prepare=prepare))
