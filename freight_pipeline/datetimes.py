@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 _OFFSET_RE = re.compile(r"^(?P<sign>[+-])(?P<h>\d{2}):?(?P<m>\d{2})(?::?(?P<s>\d{2}))?$")
@@ -68,6 +69,7 @@ class ParsedDateTime:
         return format_offset(self.offset) if self.offset is not None else None
 
 
+@lru_cache(maxsize=1024)
 def format_offset(offset: dt.timedelta) -> str:
     total = int(offset.total_seconds())
     sign = "+" if total >= 0 else "-"
@@ -83,11 +85,16 @@ def parse_date(value: Any) -> dt.date | None:
     if isinstance(value, dt.date):
         return value
     if isinstance(value, str):
-        try:
-            return dt.date.fromisoformat(value[:10])
-        except ValueError as exc:
-            raise DateTimeParseError(f"date {_short(value)} is not an ISO 8601 date") from exc
+        return _date_of_text(value)
     raise DateTimeParseError(f"date {_short(value)} is neither a string nor null")
+
+
+@lru_cache(maxsize=8192)
+def _date_of_text(value: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value[:10])
+    except ValueError as exc:
+        raise DateTimeParseError(f"date {_short(value)} is not an ISO 8601 date") from exc
 
 
 def parse_time(value: Any) -> dt.time | None:
@@ -101,13 +108,18 @@ def parse_time(value: Any) -> dt.time | None:
     if isinstance(value, dt.time):
         return value
     if isinstance(value, str):
-        try:
-            return dt.time.fromisoformat(value)
-        except ValueError as exc:
-            raise DateTimeParseError(f"time {_short(value)} is not HH:MM:SS") from exc
+        return _time_of_text(value)
     if isinstance(value, dict):
         return _time_from_parts(value)
     raise DateTimeParseError(f"time {_short(value)} is neither a string nor an object")
+
+
+@lru_cache(maxsize=8192)
+def _time_of_text(value: str) -> dt.time:
+    try:
+        return dt.time.fromisoformat(value)
+    except ValueError as exc:
+        raise DateTimeParseError(f"time {_short(value)} is not HH:MM:SS") from exc
 
 
 def _time_from_parts(value: dict[str, Any]) -> dt.time | None:
@@ -154,13 +166,7 @@ def parse_offset(value: Any) -> dt.timedelta | None:
     if isinstance(value, dt.timedelta):
         return _in_range(value, value)
     if isinstance(value, str):
-        if value in ("Z", "z", "UTC"):
-            return dt.timedelta(0)
-        match = _OFFSET_RE.match(value)
-        if not match or int(match["m"]) > 59 or int(match["s"] or 0) > 59:
-            raise DateTimeParseError(f"zone_offset {_short(value)} is not of the form +HH:MM")
-        seconds = int(match["h"]) * 3600 + int(match["m"]) * 60 + int(match["s"] or 0)
-        return _in_range(dt.timedelta(seconds=-seconds if match["sign"] == "-" else seconds), value)
+        return _offset_of_text(value)
     if isinstance(value, dict):
         total = value.get("totalSeconds", value.get("total_seconds"))
         if total is not None:
@@ -172,6 +178,17 @@ def parse_offset(value: Any) -> dt.timedelta | None:
             return parse_offset(value["id"])
         return None
     raise DateTimeParseError(f"zone_offset {_short(value)} is neither a string nor an object")
+
+
+@lru_cache(maxsize=1024)
+def _offset_of_text(value: str) -> dt.timedelta:
+    if value in ("Z", "z", "UTC"):
+        return dt.timedelta(0)
+    match = _OFFSET_RE.match(value)
+    if not match or int(match["m"]) > 59 or int(match["s"] or 0) > 59:
+        raise DateTimeParseError(f"zone_offset {_short(value)} is not of the form +HH:MM")
+    seconds = int(match["h"]) * 3600 + int(match["m"]) * 60 + int(match["s"] or 0)
+    return _in_range(dt.timedelta(seconds=-seconds if match["sign"] == "-" else seconds), value)
 
 
 def _in_range(offset: dt.timedelta, raw: Any) -> dt.timedelta:
