@@ -35,6 +35,16 @@ def _also_checked(table: str, check: str, severity: Severity) -> list[str]:
     return [f"tags: [{WAREHOUSE_CHECKED_TAG}]"]
 
 
+def _test_config(indent: str, tags: list[str], severity: str = "error", why: str = "") -> list[str]:
+    """A test's ``config`` lines at ``indent``: its severity when it is not error (after a comment saying
+    ``why``), then ``tags``; none when it has neither."""
+    settings = ([f"severity: {severity}"] if severity != "error" else []) + tags
+    if not settings:
+        return []
+    comment = [f"{indent}# {severity}: {why}"] if severity != "error" else []
+    return [*comment, f"{indent}config:", *(f"{indent}  {line}" for line in settings)]
+
+
 def staging_yml(spec: TableSpec, staging: Staging) -> str:
     model = f"stg_{spec.name}"
     single_key = spec.primary_key[0] if len(spec.primary_key) == 1 else None
@@ -56,14 +66,8 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
             "          arguments:",
             f"            combination_of_columns: {yaml_list(staged_keys)}",
         ]
-        if staging.source_controlled_key:
-            model_tests += [
-                f"          # warn: {staging.source_controlled_key}",
-                "          config:",
-                "            severity: warn",
-            ]
-        elif key_tags:
-            model_tests += ["          config:", *(f"            {line}" for line in key_tags)]
+        model_tests += _test_config("          ", key_tags, "warn" if staging.source_controlled_key else "error",
+                                    staging.source_controlled_key)
     for parent, child_cols, parent_cols in staging.parents:
         model_tests += [
             "      - composite_relationships:",
@@ -87,8 +91,8 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
         if name in staged_keys and not _null_refused_by_the_table(column, staging):
             tests.append("          - not_null")
         if name == single_key:
-            tests += (["          - unique:", "              config:", *(f"                {t}" for t in key_tags)]
-                      if key_tags else ["          - unique"])
+            config = _test_config("              ", key_tags)
+            tests += ["          - unique:", *config] if config else ["          - unique"]
         if column.name == "shipment_id" and spec.name != "shipments" and staging.shipment_parent:
             tests += [
                 "          - relationships:",
@@ -98,17 +102,10 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
             ]
             embedded = TABLE_SOURCE.get(spec.name) == DOCUMENT_PART.stream
             orphan_tags = _also_checked(spec.name, "no_orphan_rows", Severity.ERROR if embedded else Severity.WARN)
-            if not embedded:
-                # written by another stream than the shipment itself (events, legs, memos): an
-                # orphan is worth a warning, not a reason to stop building the marts
-                tests += [
-                    "              # warn: fetched apart from its shipment, so the service decides whether it has one",
-                    "              config:",
-                    "                severity: warn",
-                    *(f"                {line}" for line in orphan_tags),
-                ]
-            elif orphan_tags:
-                tests += ["              config:", *(f"                {line}" for line in orphan_tags)]
+            # a table written by another stream than the shipment itself (events, legs, memos): an orphan
+            # there is worth a warning, not a reason to stop building the marts
+            tests += _test_config("              ", orphan_tags, "error" if embedded else "warn",
+                                  "fetched apart from its shipment, so the service decides whether it has one")
         accepted = staging.accepted.get(name)
         if accepted:
             tests += [
@@ -116,13 +113,8 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
                 "              arguments:",
                 f"                values: {quote('{{ ' + accepted.code_list + '() }}')}",
             ]
-            if accepted.severity != "error":
-                why = "values sent by the service" + (f"; {accepted.note}" if accepted.note else "")
-                tests += [
-                    f"              # {accepted.severity}: {why}",
-                    "              config:",
-                    f"                severity: {accepted.severity}",
-                ]
+            why = "values sent by the service" + (f"; {accepted.note}" if accepted.note else "")
+            tests += _test_config("              ", [], accepted.severity, why)
         if tests:
             out += ["        data_tests:", *tests]
     return "\n".join(out) + "\n"
