@@ -45,6 +45,9 @@ DOCUMENT_CONTENT_ENV = "FREIGHT_DOCUMENT_CONTENT"
 DOCUMENTS_RELIST_ENV = "FREIGHT_DOCUMENTS_RELIST_MINUTES"
 """Minutes between full E-File listings of every held shipment (0: every run; default a day)."""
 """Minutes between full id reconciliations of the shipments stream (read by the Dagster resource)."""
+SERVICE_TIMEZONE_ENV = "FREIGHT_SERVICE_TIMEZONE"
+"""IANA time zone (``Europe/Berlin``) in which date-times the service sends without a UTC offset are read
+(default ``UTC``)."""
 ON_TIME_TOLERANCE_ENV = "FREIGHT_ON_TIME_TOLERANCE_MINUTES"
 """Minutes an arrival may be late and still count as on time (dbt var ``on_time_tolerance_minutes``)."""
 

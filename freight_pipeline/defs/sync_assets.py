@@ -128,6 +128,7 @@ def stream_metadata(result: StreamResult, newest_change: dt.datetime | None) -> 
         "cursor_after": _text_or_json(result.cursor_after),
         "duration_seconds": dg.MetadataValue.float(round(seconds, 3)) if seconds is not None else None,
         "details": dg.MetadataValue.json(json.loads(json.dumps(result.extra, default=str))),
+        "notices": dg.MetadataValue.md("\n".join(f"- {n}" for n in result.notices)) if result.notices else None,
     }
     if newest_change is not None:
         metadata["newest_source_change"] = dg.MetadataValue.timestamp(newest_change)
@@ -210,6 +211,8 @@ def build_stream_asset(stream: str) -> dg.AssetsDefinition:
         context.log.info(f"{stream}: {result.summary()}")
         if (bad := result.bad_records()) is not None:
             context.log.warning(f"{stream}: {bad}")
+        for notice in result.notices:
+            context.log.warning(f"{stream}: {notice}")
         yield from stream_results(stream, result, warehouse)
 
     return sync_stream

@@ -64,7 +64,8 @@ class Step:
     line: str
     """What it did, or why it failed or did not run."""
     notes: list[str] = field(default_factory=list)
-    """More to say, a line each: bad records, checks that did not pass, dbt's warnings."""
+    """More to say, a line each: bad records, checks that did not pass, dbt's warnings, and what the run
+    met of the service's behaviour (``StreamResult.notices``, each said once a run)."""
 
 
 @dataclass
@@ -173,6 +174,7 @@ async def _sync_and_check(
         with explained_out_of_memory("the sync", backend.duckdb_settings), \
                 open_warehouse(data_dir, backend) as warehouse:
             not_run: set[str] = set()
+            said: set[str] = set()
             wrote = False
             for stream in STREAMS:
                 waits_for = [name for name in stream.reads_first if name in not_run]
@@ -181,7 +183,7 @@ async def _sync_and_check(
                                f"not run: it reads the {', '.join(waits_for)} stream first, which did not run"))
                     not_run.add(stream.name)
                     continue
-                step = await _run_stream(stream, source, warehouse, settings, run_id, progress)
+                step = await _run_stream(stream, source, warehouse, settings, run_id, progress, said)
                 ended(step)
                 if step.status == "failed":
                     not_run.add(stream.name)
@@ -202,9 +204,10 @@ async def _run_stream(
     settings: SyncSettings,
     run_id: str,
     progress: Progress | None,
+    said: set[str],
 ) -> Step:
     """The step of one stream: ``skipped`` when it is switched off, ``failed`` when it raised (logged in
-    ``sync_runs`` as failed; the other streams go on)."""
+    ``sync_runs`` as failed; the other streams go on). Its notices not yet in ``said`` are its notes too."""
     clock = _Clock()
     try:
         result = await run_stream_async(stream.name, source, warehouse, settings, run_id, progress)
@@ -212,7 +215,9 @@ async def _run_stream(
         return Step(stream_step(stream.name), "failed", clock.lap(), one_line_error(exc))
     bad = result.bad_records()
     status = "skipped" if "skipped" in result.extra else "success"
-    return Step(stream_step(stream.name), status, clock.lap(), result.summary(), [bad] if bad else [])
+    notices = [notice for notice in result.notices if notice not in said]
+    said.update(notices)
+    return Step(stream_step(stream.name), status, clock.lap(), result.summary(), [*([bad] if bad else []), *notices])
 
 
 def _checks(warehouse: Warehouse) -> Step:

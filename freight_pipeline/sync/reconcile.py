@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime
+from freight_pipeline.datetimes import DateTimeParseError, parse_service_datetime
 from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, checked_lookup
 from freight_pipeline.sync.cursor import BEGINNING, CursorError, ShipmentKey
 from freight_pipeline.sync.source import SourceAPI
@@ -72,6 +72,6 @@ def _key_text(item: dict[str, object]) -> str | None:
     """The listed last-modified stamp (``ShipmentKey.stamp``); None when unreadable (then the shipment
     is fetched again, never trusted)."""
     try:
-        return ShipmentKey.of_instant(0, parse_iso_datetime(item.get("last_modified_date_time"))).stamp
+        return ShipmentKey.of_instant(0, parse_service_datetime(item.get("last_modified_date_time"))).stamp
     except (CursorError, DateTimeParseError):
         return None

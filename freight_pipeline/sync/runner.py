@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
-from freight_pipeline.config import ServiceSettings
+from freight_pipeline.config import SERVICE_TIMEZONE_ENV, ServiceSettings
+from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, naive_values_read, set_service_zone
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.isolation import StreamUnreachable
 from freight_pipeline.sync.result import StreamResult
@@ -83,6 +84,8 @@ async def run_stream_async(
     stream = stream_named(name)
     started = StreamResult(run_id, name, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(name))
     requests_before, retries_before = source.request_counts()
+    set_service_zone(settings.service_timezone)
+    naive_before = naive_values_read()
     tables = stream.tables
     warehouse.run_log.record_run(started, tables)
     try:
@@ -101,11 +104,28 @@ async def run_stream_async(
         started.cursor_after = warehouse.reads.get_cursor(name)
         warehouse.run_log.record_run(started, tables)
         raise
+    _note_naive_datetimes(result, naive_values_read() - naive_before, settings.service_timezone)
     result.started_at = started.started_at
     result.status = "success"
     result.finished_at = dt.datetime.now(dt.UTC)
     warehouse.run_log.record_run(result, tables)
     return result
+
+
+def naive_clock_notice(zone: str) -> str:
+    """What a run says, once, when the service sent date-times without a UTC offset."""
+    if zone == DEFAULT_SERVICE_TIMEZONE:
+        return (f"the service sends date-times without a UTC offset; read as {zone}; set {SERVICE_TIMEZONE_ENV} to "
+                "its zone")
+    return f"the service sends date-times without a UTC offset; read in {zone} ({SERVICE_TIMEZONE_ENV})"
+
+
+def _note_naive_datetimes(result: StreamResult, count: int, zone: str) -> None:
+    """Date-times read without an offset: counted in the run log, and said once (``StreamResult.notices``)."""
+    if count <= 0:
+        return
+    result.extra["naive_datetimes"] = {"read": count, "service_timezone": zone}
+    result.add_notice(naive_clock_notice(zone))
 
 
 @contextmanager

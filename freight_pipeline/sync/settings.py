@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 
 from freight_pipeline.client.limiter import AdaptiveLimit
+from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, service_zone
 from freight_pipeline.config import (
     CODE_CONVERSIONS_ENV,
     DOCUMENT_CONTENT_ENV,
@@ -15,6 +16,7 @@ from freight_pipeline.config import (
     DOCUMENTS_RELIST_ENV,
     HISTORY_ENV,
     RECONCILE_ENV,
+    SERVICE_TIMEZONE_ENV,
     flag_from_env,
     minutes_from_env,
 )
@@ -98,6 +100,16 @@ class SyncSettings:
     document_content: bool = False
     """Copy each document's bytes (read with ``cascade``) once by content hash under
     ``<data dir>/documents/``; False: metadata only."""
+    service_timezone: str = DEFAULT_SERVICE_TIMEZONE
+    """IANA time zone in which a date-time the service sends without a UTC offset is read (its
+    ``last_modified_date_time``, ``created_date_time``, E-File dates, DateTime objects whose
+    ``zone_offset`` is null): summer time follows the zone's rules; in the hour a fall-back repeats,
+    the first of the two instants (``datetimes.in_service_zone``). A run that meets such values says so."""
+    restore_probe: int = 50
+    """How many of the most recently changed shipments held each run looks up again by id (one lookup,
+    at most ``page_size`` of them):
+    one that vanished, or that the service now stamps earlier than the copy held, means the service's
+    data went back (a restore, the test server's nightly reset), and the run reconciles at once. 0: off."""
 
     def with_env(self) -> SyncSettings:
         """These settings with what the environment sets: the streams' and the history's switches
@@ -116,6 +128,7 @@ class SyncSettings:
             documents_relist_interval=dt.timedelta(
                 minutes=minutes_from_env(DOCUMENTS_RELIST_ENV, int(relist.total_seconds() // 60))),
             reconcile_interval=reconcile,
+            service_timezone=os.environ.get(SERVICE_TIMEZONE_ENV, "").strip() or self.service_timezone,
         )
 
     def in_flight_limit(self) -> AdaptiveLimit:
@@ -155,5 +168,11 @@ class SyncSettings:
             raise ValueError("documents_relist_interval must not be negative")
         if self.id_range is not None and self.id_range not in self.backfill_plan:
             raise ValueError(f"id_range {self.id_range.key} is not one of the backfill plan's partitions")
+        try:
+            service_zone(self.service_timezone)
+        except ValueError as exc:
+            raise ValueError(f"{SERVICE_TIMEZONE_ENV}: {exc}") from None
+        if self.restore_probe < 0:
+            raise ValueError(f"restore_probe must not be negative, got {self.restore_probe}")
         if self.retry_after < dt.timedelta(0) or self.retry_after_max < self.retry_after:
             raise ValueError("retry_after must not be negative nor above retry_after_max")
