@@ -8,7 +8,6 @@ import os
 from dataclasses import dataclass
 
 from freight_pipeline.client.limiter import AdaptiveLimit
-from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, service_zone
 from freight_pipeline.config import (
     CODE_CONVERSIONS_ENV,
     DOCUMENT_CONTENT_ENV,
@@ -20,6 +19,7 @@ from freight_pipeline.config import (
     flag_from_env,
     minutes_from_env,
 )
+from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, service_zone
 from freight_pipeline.sync.backfill import IdRange
 from freight_pipeline.warehouse.records import Backoff
 

@@ -235,7 +235,8 @@ def test_an_older_copy_is_a_revert_dated_when_noticed(con: duckdb.DuckDBPyConnec
         (7, "POD_ARRIVAL", "ESTIMATED", at(21), at(4, 8), at(5, 8, 30), False, "r1"),
     ]
     assert con.execute("SELECT office, valid_from, valid_to FROM freight_history.shipment_versions "
-                       "ORDER BY valid_from").fetchall() == [("BRE", at(4, 8), at(5, 8, 30)), ("HAM", at(5, 8, 30), None)]
+                       "ORDER BY valid_from").fetchall() == [
+        ("BRE", at(4, 8), at(5, 8, 30)), ("HAM", at(5, 8, 30), None)]
     # a service clock ahead of ours: the revert is placed just after the version it replaces
     ahead = write(con, "r3", at(5, 10), {7: at(1, 8)}, shipments=[header(7, office="KIE")], deleted_at=at(3))
     assert ahead.stale == [7]
