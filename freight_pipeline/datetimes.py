@@ -103,11 +103,13 @@ class ParsedDateTime:
     time: dt.time | None
     offset: dt.timedelta | None
     until_time: dt.time | None
+    offset_unreadable: bool = False
+    """An offset was sent but could not be read (its problem is reported): no instant, rather than a guess."""
 
     @property
     def instant(self) -> dt.datetime | None:
         """Date and time at the offset sent; without one, in the service's zone (:func:`in_service_zone`)."""
-        if self.date is None or self.time is None:
+        if self.date is None or self.time is None or self.offset_unreadable:
             return None
         if self.offset is None:
             return in_service_zone(dt.datetime.combine(self.date, self.time))
@@ -307,13 +309,11 @@ def read_datetime_object(value: Any) -> tuple[ParsedDateTime | None, list[PartPr
             problems.append((key, raw, str(exc)))
             return None
 
-    parsed = ParsedDateTime(
-        date=part("date", parse_date),
-        time=part("time", parse_time),
-        offset=part(_offset_key(value), parse_offset),
-        until_time=part("until", parse_time),
-    )
-    return parsed, problems
+    date, time = part("date", parse_date), part("time", parse_time)
+    offset_problems = len(problems)
+    offset = part(_offset_key(value), parse_offset)
+    return ParsedDateTime(date, time, offset, part("until", parse_time),
+                          offset_unreadable=len(problems) > offset_problems), problems
 
 
 def parse_iso_datetime(value: Any) -> dt.datetime | None:

@@ -15,7 +15,9 @@ instant, fetched after it: compared as instants with their UTC offsets, so a cha
 fall-back is not mistaken for the one at 02:30 before it; ``warehouse.stamps``).
 After the walk: records waiting in the retry queue whose
 next attempt is due are fetched again (a failed document brings its whole shipment, a failed
-detail part only that part); then, every ``reconcile_interval``, the reconcile pass (``reconcile``).
+detail part only that part); then, every ``reconcile_interval``, the reconcile pass (``reconcile``),
+at once when the probe before the walk found that the service's data went back (a restore:
+``reconcile.probe_for_restore``).
 
 One bad record never stops the stream (``isolation``); what is not a record's fault re-raises and
 writes nothing of the batch in hand; the breaker stops the stream when too many shipments fail.
@@ -38,7 +40,7 @@ from freight_pipeline.sync.isolation import Breaker
 from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, PARTS, Ref
 from freight_pipeline.sync.pipeline import read_ahead, stream_in_batches
 from freight_pipeline.sync.progress import loop_safe
-from freight_pipeline.sync.reconcile import compare_with_source
+from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_for_restore
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
@@ -167,9 +169,17 @@ async def sync_shipments(
     say(f"shipments: reading changes after {after.instant_text} up to {ceiling.instant_text if ceiling else '-'}")
 
     _keep_history_in_step(warehouse, settings, run_id, result, say)
+    walk = WalkStats()
+    probe = Probe()
+    if stored and partition is None and settings.restore_probe:
+        probe = await probe_for_restore(source, warehouse, settings.restore_probe, settings.page_size,
+                                        settings.count_attempts, walk)
+        result.extra["restore_probe"] = probe.figures()
+        if probe.restored:
+            say(f"shipments: the service's data went back ({len(probe.went_back)} of the {probe.probed} newest held "
+                f"are stamped earlier now, {len(probe.vanished)} vanished): reconciling in this run")
     from_scratch = (not stored and floor == BEGINNING and ceiling is not None and partition is None
                     and not warehouse.reads.holds_shipments())
-    walk = WalkStats()
     run = _Run(source, warehouse, settings, run_id, result, say, ceiling.stamp if ceiling else None,
                Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures),
                cursor_stream=cursor_stream, cursor=cursor, covered=covered)
@@ -187,10 +197,12 @@ async def sync_shipments(
         if from_scratch:  # the walk listed every shipment there was: nothing held can have vanished
             _reconciled(warehouse, result.started_at, run_id)
             result.extra["reconcile"] = FROM_SCRATCH
-        elif _reconcile_due(warehouse, settings):
+        elif probe.restored or _reconcile_due(warehouse, settings):
             started = dt.datetime.now(dt.UTC)
             await _reconcile(run, floor, walk)
             _reconciled(warehouse, started, run_id)
+            if probe.restored:
+                result.add_notice(restore_notice(result.extra))
 
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
@@ -268,6 +280,12 @@ def _keep_history_in_step(
         counts = warehouse.writes.catch_up_history(run_id)
         result.add_versions(counts.added)
         result.extra["history_caught_up"] = counts.added
+
+
+def restore_notice(extra: dict[str, object]) -> str:
+    """What a run says when its probe found that the service's data went back, after reconciling."""
+    return (f"the service's data went back: {extra.get('reconcile_refetched', 0)} shipments returned to older "
+            f"versions (or came back), {extra.get('reconcile_deleted', 0)} vanished; reconciled")
 
 
 def _reconciled(warehouse: Warehouse, listing_began: dt.datetime, run_id: str) -> None:

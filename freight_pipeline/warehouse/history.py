@@ -286,6 +286,18 @@ BEHIND_STATE = "freight_history_behind"
 (``Writes.catch_up_history``, with :func:`held_shipment_ids`, :func:`vanished_shipment_ids`, :func:`held_batch`)."""
 
 
+def disagreeing_sql(subject: Subject) -> str:
+    """SQL: ``shipment_id`` of each row where the subject's current versions (neither closed nor deleted)
+    and the rows held in its ``freight`` tables differ, once per differing row of either side. Empty after
+    every write while the history is recorded: it follows the service, also backwards."""
+    columns = ", ".join(quote(c) for c in (*subject.key, *subject.content))
+    current = f"SELECT {columns} FROM {qualified(subject.spec)} WHERE valid_to IS NULL AND NOT deleted"
+    held = " UNION ALL ".join(f"SELECT {_mapped_columns(subject, source, 'r')} FROM {qualified(source.table)} r"
+                              for source in subject.sources)
+    return (f"WITH cur AS ({current}), held AS ({held}) SELECT shipment_id FROM "
+            "((FROM cur EXCEPT ALL FROM held) UNION ALL (FROM held EXCEPT ALL FROM cur))")
+
+
 def held_shipment_ids(con: duckdb.DuckDBPyConnection) -> list[int]:
     """Every shipment ``freight.shipments`` holds, in id order."""
     return [int(row[0]) for row in run(con, f"SELECT shipment_id FROM {qualified(SHIPMENTS)} ORDER BY 1")]
