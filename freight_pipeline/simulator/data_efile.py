@@ -112,7 +112,7 @@ class EFileState:
 
     files: dict[int, dict[str, Any]]
     generated: dict[int, GeneratedFile]
-    by_shipment: dict[int, list[int]]
+    by_shipment: dict[int, tuple[int, ...]]
     next_file: int
     next_reference: int
     next_role: int
@@ -151,9 +151,10 @@ class EFileStore:
         self._iso = iso or (lambda epoch: now_iso())
         self._files: dict[int, dict[str, Any]] = {}
         self._generated: dict[int, GeneratedFile] = {}
-        self._by_shipment: dict[int, list[int]] = {}
+        self._by_shipment: dict[int, tuple[int, ...]] = {}
         """Shipment id -> E-File ids that referenced it at some point: a superset (the lookup still
-        applies its criteria), so a removed reference or a deleted file need not be taken out."""
+        applies its criteria), so a removed reference or a deleted file need not be taken out.
+        Its tuples are replaced, never changed (so a snapshot copies the dict alone)."""
         self._next_file = 1
         self._next_reference = 1
         self._next_role = 1
@@ -193,7 +194,7 @@ class EFileStore:
 
     def _index(self, efile_id: int, shipment_ids: Iterable[int]) -> None:
         for shipment_id in shipment_ids:
-            self._by_shipment.setdefault(shipment_id, []).append(efile_id)
+            self._by_shipment[shipment_id] = (*self._by_shipment.get(shipment_id, ()), efile_id)
 
     def count(self) -> int:
         with self._lock:
@@ -201,12 +202,12 @@ class EFileStore:
 
     # --- back to an earlier state (a reset of the service's data) -----------------------------
     def state(self) -> EFileState:
-        """A copy of everything held now, the id counters included (generated records are immutable,
-        stored ones are copied with their lists)."""
+        """A copy of everything held now, the id counters included (generated records and the index's
+        tuples are immutable, stored records are copied with their lists)."""
         with self._lock:
             return EFileState(
                 {i: _record_copy(r) for i, r in self._files.items()}, dict(self._generated),
-                {i: list(ids) for i, ids in self._by_shipment.items()},
+                dict(self._by_shipment),
                 self._next_file, self._next_reference, self._next_role,
             )
 
@@ -216,7 +217,7 @@ class EFileStore:
         with self._lock:
             self._files = {i: _record_copy(r) for i, r in state.files.items()}
             self._generated = dict(state.generated)
-            self._by_shipment = {i: list(ids) for i, ids in state.by_shipment.items()}
+            self._by_shipment = dict(state.by_shipment)
             self._next_file, self._next_reference, self._next_role = (
                 state.next_file, state.next_reference, state.next_role
             )

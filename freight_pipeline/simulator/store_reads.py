@@ -79,7 +79,7 @@ class StoreReader:
     def memo_rows_of(self, client: str, shipment_number: str) -> list[dict[str, Any]]:
         with self._data.lock:
             shipment_id = self._data.by_number.get((client, shipment_number))
-            memo_ids = self._data.memos_by_shipment.get(shipment_id, []) if shipment_id is not None else []
+            memo_ids = self._data.memos_by_shipment.get(shipment_id, ()) if shipment_id is not None else ()
             return [self._memo_row(memo_id, self._data.memos[memo_id]) for memo_id in memo_ids]
 
     def get_memo(self, memo_id: int) -> dict[str, Any]:
@@ -152,7 +152,7 @@ class StoreReader:
     # ============================================================================================
     def _snapshot(self, shipment_id: int) -> tuple[ShipmentState, list[dict[str, Any]], dict[EventKey, Any]]:
         state = self._data.require(shipment_id)
-        memos = [self._memo_row(m, self._data.memos[m]) for m in self._data.memos_by_shipment.get(shipment_id, [])]
+        memos = [self._memo_row(m, self._data.memos[m]) for m in self._data.memos_by_shipment.get(shipment_id, ())]
         return state, memos, copy.deepcopy(self._data.overrides.get(shipment_id, {}))
 
     def _render(self, state: ShipmentState, memos: list[dict[str, Any]], overrides: dict[EventKey, Any]) -> str:

@@ -33,7 +33,7 @@ class Snapshot:
     deleted: set[int]
     overrides: dict[int, dict[EventKey, dict[str, Any]]]
     memos: dict[int, tuple[int, int, str]]
-    memos_by_shipment: dict[int, list[int]]
+    memos_by_shipment: dict[int, tuple[int, ...]]
     next_memo_id: int
     running: dict[str, int]
     next_id: int
@@ -76,7 +76,7 @@ class StoreSnapshots:
             data.deleted = set(snap.deleted)
             data.overrides = {i: dict(events) for i, events in snap.overrides.items()}
             data.memos = dict(snap.memos)
-            data.memos_by_shipment = {i: list(ids) for i, ids in snap.memos_by_shipment.items()}
+            data.memos_by_shipment = dict(snap.memos_by_shipment)
             data.next_memo_id = snap.next_memo_id
             data.running = dict(snap.running)
             data.next_id = snap.next_id
@@ -98,7 +98,7 @@ class StoreSnapshots:
                 deleted=set(data.deleted),
                 overrides={i: dict(events) for i, events in data.overrides.items()},
                 memos=dict(data.memos),
-                memos_by_shipment={i: list(ids) for i, ids in data.memos_by_shipment.items()},
+                memos_by_shipment=dict(data.memos_by_shipment),
                 next_memo_id=data.next_memo_id,
                 running=dict(data.running),
                 next_id=data.next_id,
