@@ -189,7 +189,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--control",
         action="store_true",
-        help="enable the unauthenticated HTTP control surface under /_control (loopback --host only)",
+        help="enable the unauthenticated HTTP control surface under /_control (loopback --host only); "
+        "POST /_control/reset plays a nightly reset: the data back to the snapshot taken at the start "
+        "(or by POST /_control/snapshot), id counters included, the clock going on",
     )
     parser.add_argument(
         "--frozen-clock",
