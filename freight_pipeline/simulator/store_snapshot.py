@@ -65,11 +65,12 @@ class StoreSnapshots:
         data = self._data
         with data.lock:
             snap = self._snapshot
+            # states are replaced on every change, never changed: only a replaced one can differ
+            replaced = [i for i, state in data.live.items() if snap.live.get(i) is not state]
             reverted = sorted(
-                i for i, state in data.live.items()
-                if i in snap.live and _version(snap.live[i]) != _version(state)
+                i for i in replaced if i in snap.live and _version(snap.live[i]) != _version(data.live[i])
             )
-            vanished = sorted(i for i in data.live if i not in snap.live)
+            vanished = sorted(i for i in replaced if i not in snap.live)
             restored = sorted(i for i in snap.live if i not in data.live)
             data.live = dict(snap.live)
             data.by_number = dict(snap.by_number)
