@@ -8,8 +8,10 @@ latest change stamp issued (a change after the reset is stamped after everything
 the data version moves forward (lookup results are cached by it) and the cached documents are
 dropped (a reused id must not meet the document of the shipment that had it).
 
-Cheap: shipment states are immutable and replaced, never changed in place, so a copy of the
-dictionaries that hold them is a snapshot (about 0.1 s at 100,000 shipments).
+Cheap: shipment states, memo lines and the index tuples are immutable and replaced, never changed
+in place, so a copy of the dictionaries that hold them is a snapshot. Measured (best of 3) on a
+2-core machine at load 12: 0.5 ms to take and 1 ms to reset at 2,000 shipments; 0.22 s and 0.26 s
+at 100,000 (255,341 E-Files), whose build took 170 s there (about 18 s on an idle machine).
 """
 
 from __future__ import annotations
