@@ -10,8 +10,9 @@ import sys
 import time
 from typing import Any
 
-from freight_pipeline.simulator.clock import clock_timezone
+from freight_pipeline.simulator.clock import clock_timezone, zone_info
 from freight_pipeline.simulator.config import (
+    DEFAULT_UTC_OFFSET,
     EFILE_REFERENCE_SHAPES,
     MAX_SHIPMENTS,
     FaultConfig,
@@ -68,6 +69,15 @@ def _offset_change(text: str) -> tuple[str, str]:
     return instant, offset
 
 
+def _zone_name(text: str) -> str:
+    """argparse type of ``--naive-clock ZONE``: an IANA time zone name (``Europe/Berlin``)."""
+    try:
+        zone_info(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _path_prefix(text: str) -> str:
     if not text.startswith("/"):
         raise argparse.ArgumentTypeError(f"must be a path starting with '/', got {text!r}")
@@ -95,7 +105,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; only loopback with --control)"
     )
     parser.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0 picks a free one)")
-    parser.add_argument("--utc-offset", default="+01:00", help="the service's UTC offset (default +01:00)")
+    parser.add_argument(
+        "--utc-offset", default=None, help=f"the service's UTC offset (default {DEFAULT_UTC_OFFSET})"
+    )
     parser.add_argument(
         "--offset-change",
         type=_offset_change,
@@ -166,13 +178,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="400 for criterion forms the spec does not name (IN takes values, OR identifiers, others value)",
     )
     modes.add_argument(
+        "--naive-clock", type=_zone_name, default=None, metavar="ZONE",
+        help="send every date-time without a UTC offset, as the wall clock of ZONE (an IANA name: "
+        "Europe/Berlin), whose summer time the clock follows (instead of --utc-offset, --offset-change)",
+    )
+    modes.add_argument(
         "--efile-reference-shape", choices=EFILE_REFERENCE_SHAPES, default="type",
         help="E-File references as {type, value} (default) or {reference_key: SHIPMENT_ID, reference}",
     )
     parser.add_argument(
         "--control",
         action="store_true",
-        help="enable the unauthenticated HTTP control surface under /_control (loopback --host only)",
+        help="enable the unauthenticated HTTP control surface under /_control (loopback --host only); "
+        "POST /_control/reset plays a nightly reset: the data back to the snapshot taken at the start "
+        "(or by POST /_control/snapshot), id counters included, the clock going on",
     )
     parser.add_argument(
         "--frozen-clock",
@@ -215,6 +234,8 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         strict_criteria=args.strict_criteria,
         efile_reference_shape=args.efile_reference_shape,
     )
+    if args.naive_clock is not None and (args.utc_offset is not None or args.offset_change):
+        raise ValueError("--naive-clock follows its zone's own rules: give no --utc-offset or --offset-change with it")
     users = default_users() + tuple(_parse_user(u) for u in args.user)
     return SimulatorConfig(
         users=users,
@@ -223,10 +244,11 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         control=args.control,
         shipments=args.shipments,
         seed=args.seed,
-        utc_offset=args.utc_offset,
+        utc_offset=args.utc_offset or DEFAULT_UTC_OFFSET,
         wall_clock=not args.frozen_clock,
         start=args.start,
         offset_changes=tuple(args.offset_change),
+        naive_clock=args.naive_clock,
     )
 
 
@@ -277,7 +299,10 @@ def _announce(base_url: str, config: SimulatorConfig, seconds: float) -> None:
         lines.append(f"  user: {user.username}  password: {user.password}  [{what}]")
     if config.control:
         lines.append(f"  control surface: {base_url}/_control/stats (no auth)")
-    if config.start is not None or config.offset_changes:
+    if config.naive_clock is not None:
+        lines.append(f"  clock: naive (date-times without a UTC offset), the wall clock of {config.naive_clock}"
+                     + (f"; starts {config.start}" if config.start is not None else ""))
+    elif config.start is not None or config.offset_changes:
         changes = "".join(f", {offset} from {instant}" for instant, offset in config.offset_changes)
         lines.append(f"  clock: starts {config.start or 'at the default instant'}; offset {config.utc_offset}{changes}")
     active = active_faults(config.faults)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from freight_pipeline.simulator.clock import clock_timezone
+from freight_pipeline.simulator.clock import clock_timezone, zone_info
 
 # Permission names (assumption A16) and the webhook role (A17).
 PERMISSIONS: tuple[str, ...] = (
@@ -36,6 +36,7 @@ DEFAULT_PASSWORD = "demo-password"
 DEFAULT_WEBHOOK_USERNAME = "webhook"
 DEFAULT_WEBHOOK_PASSWORD = "webhook-password"
 TOKEN_LIFETIME_S = 24 * 3600
+DEFAULT_UTC_OFFSET = "+01:00"
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 50
 # Initial shipments of a generated store: their ids (about 1.08 per shipment, from 10001) stay below
@@ -196,11 +197,13 @@ class FaultConfig:
 class SimulatorConfig:
     """Everything the HTTP service needs besides the store.
 
-    ``shipments``, ``seed``, ``start``, ``utc_offset``, ``offset_changes`` and ``wall_clock`` are only
-    used when the server builds its own store. ``start``: the clock's start, ISO 8601 (without an
-    offset: in the service's offset then); default 2026-11-01T08:00 local. ``offset_changes``:
+    ``shipments``, ``seed``, ``start``, ``utc_offset``, ``offset_changes``, ``naive_clock`` and
+    ``wall_clock`` are only used when the server builds its own store. ``start``: the clock's start,
+    ISO 8601 (without an offset: in the service's offset then); default 2026-11-01T08:00 local. ``offset_changes``:
     ``(instant, offset)`` pairs, from each instant on the service's offset is that one, e.g.
-    ``(("2026-10-25T03:00:00+02:00", "+01:00"),)`` (summer time ending).
+    ``(("2026-10-25T03:00:00+02:00", "+01:00"),)`` (summer time ending). ``naive_clock``: an IANA
+    zone name (``Europe/Berlin``): the clock follows that zone's rules (``utc_offset`` is not used,
+    ``offset_changes`` are refused) and every date-time is sent without a UTC offset, in its wall clock.
     """
 
     users: tuple[UserConfig, ...] = field(default_factory=default_users)
@@ -210,10 +213,11 @@ class SimulatorConfig:
     control: bool = False
     shipments: int = 2000
     seed: int = 42
-    utc_offset: str = "+01:00"
+    utc_offset: str = DEFAULT_UTC_OFFSET
     wall_clock: bool = False  # the built store's clock also moves with real time (the CLI's default)
     start: str | None = None
     offset_changes: tuple[tuple[str, str], ...] = ()
+    naive_clock: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "users", tuple(self.users))
@@ -226,6 +230,10 @@ class SimulatorConfig:
             raise ValueError(f"shipments must be between 0 and {MAX_SHIPMENTS}, got {self.shipments}")
         object.__setattr__(self, "offset_changes", tuple(tuple(pair) for pair in self.offset_changes))
         clock_timezone(self.utc_offset, self.offset_changes)  # raises ValueError for a bad one
+        if self.naive_clock is not None:
+            zone_info(self.naive_clock)
+            if self.offset_changes:
+                raise ValueError("a naive clock follows its zone's own rules: give no offset changes with it")
         self.start_instant()
 
     def start_instant(self) -> dt.datetime | None:

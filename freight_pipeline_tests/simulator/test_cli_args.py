@@ -84,7 +84,8 @@ def test_help_lists_a_flag_for_every_fault_setting(capsys: pytest.CaptureFixture
         build_parser().parse_args(["simulator", "--help"])
     assert stopped.value.code == 0
     shown = capsys.readouterr().out
-    for flag in [*FAULT_FLAGS.values(), "--offset-change INSTANT=OFFSET", "--start INSTANT", "{type,key}"]:
+    for flag in [*FAULT_FLAGS.values(), "--offset-change INSTANT=OFFSET", "--start INSTANT", "{type,key}",
+                 "--naive-clock ZONE"]:
         assert flag in shown, flag
 
 
@@ -123,6 +124,8 @@ def test_service_mode_flags_become_config() -> None:
         (["--efile-reference-shape", "value"], "invalid choice: 'value'"),
         (["--offset-change", "2026-10-25T03:00:00+02:00"], "--offset-change: must be INSTANT=OFFSET"),
         (["--offset-change", "2026-10-25T03:00:00=+01:00"], "with a UTC offset"),
+        (["--naive-clock", "Mars/Olympus_Mons"], "--naive-clock: 'Mars/Olympus_Mons' is not an IANA time zone"),
+        (["--naive-clock", "+01:00"], "--naive-clock: '+01:00' is not an IANA time zone"),
     ],
 )
 def test_bad_service_mode_values_end_with_a_usage_error(
@@ -141,3 +144,16 @@ def test_offset_changes_out_of_order_are_refused() -> None:
     ])
     with pytest.raises(ValueError, match="in time order"):
         config_from_args(args)
+
+
+def test_a_naive_clock_becomes_config_and_takes_no_offset() -> None:
+    config = config_from_args(build_parser().parse_args(
+        ["simulator", "--naive-clock", "Europe/Berlin", "--start", "2026-10-25T01:30:00"]
+    ))
+    assert (config.naive_clock, config.offset_changes, config.start) == ("Europe/Berlin", (), "2026-10-25T01:30:00")
+    assert config_from_args(build_parser().parse_args(["simulator"])).naive_clock is None
+    assert config_from_args(build_parser().parse_args(["simulator"])).utc_offset == "+01:00"
+    for flags in (["--utc-offset", "+02:00"], ["--offset-change", "2026-10-25T03:00:00+02:00=+01:00"]):
+        args = build_parser().parse_args(["simulator", "--naive-clock", "Europe/Berlin", *flags])
+        with pytest.raises(ValueError, match="--naive-clock follows its zone's own rules"):
+            config_from_args(args)
