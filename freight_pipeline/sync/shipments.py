@@ -202,7 +202,7 @@ async def sync_shipments(
             await _reconcile(run, floor, walk)
             _reconciled(warehouse, started, run_id)
             if probe.restored:
-                result.add_notice(restore_notice(result.extra))
+                result.add_notice(restore_notice(probe, result.extra))
 
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
@@ -282,10 +282,16 @@ def _keep_history_in_step(
         result.extra["history_caught_up"] = counts.added
 
 
-def restore_notice(extra: dict[str, object]) -> str:
-    """What a run says when its probe found that the service's data went back, after reconciling."""
-    return (f"the service's data went back: {extra.get('reconcile_refetched', 0)} shipments returned to older "
-            f"versions (or came back), {extra.get('reconcile_deleted', 0)} vanished; reconciled")
+def restore_notice(probe: Probe, extra: dict[str, object]) -> str:
+    """What a run says after the reconcile its probe started: the service's data went back (some of the newest
+    shipments held are stamped earlier now), or some of them vanished (deleted, or a restore that only
+    dropped what was created since)."""
+    found = f"{extra.get('reconcile_refetched', 0)} shipments read again, {extra.get('reconcile_deleted', 0)} deleted"
+    if probe.went_back:
+        return (f"the service's data went back: {extra.get('reconcile_refetched', 0)} shipments returned to older "
+                f"versions (or came back), {extra.get('reconcile_deleted', 0)} vanished; reconciled")
+    return (f"{len(probe.vanished)} of the {probe.probed} newest shipments held vanished from the service (deleted, "
+            f"or its data went back): reconciled in this run ({found})")
 
 
 def _reconciled(warehouse: Warehouse, listing_began: dt.datetime, run_id: str) -> None:
