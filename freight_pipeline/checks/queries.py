@@ -7,6 +7,7 @@ and the ``freight_meta`` specs; no table is listed by hand.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -87,6 +88,13 @@ def orphan_rows(con: duckdb.DuckDBPyConnection, child: TableSpec, parent: TableS
 def latest_run_id(con: duckdb.DuckDBPyConnection, stream: str) -> str | None:
     sql = f"SELECT run_id FROM {table_ref(meta.SYNC_RUNS)} WHERE stream = ? ORDER BY started_at DESC LIMIT 1"
     return _scalar(con, sql, [stream])
+
+
+def run_notices(con: duckdb.DuckDBPyConnection, stream: str, run_id: str) -> list[str]:
+    """What run ``run_id`` of ``stream`` said of the service's behaviour (``StreamResult.notices``)."""
+    text = _scalar(con, f"SELECT CAST(json_extract(details, '$.extra.notices') AS VARCHAR) FROM "
+                        f"{table_ref(meta.SYNC_RUNS)} WHERE stream = ? AND run_id = ?", [stream, run_id])
+    return [str(n) for n in json.loads(text)] if text else []
 
 
 def rejected_records(

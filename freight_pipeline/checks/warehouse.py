@@ -8,6 +8,9 @@
   the retry queue: how many, since when, examples with reason and request);
 * ``no_data_problems`` on each stream's first table (WARN while loaded records of the stream hold
   values that could not be converted: how many, examples with path, raw value and reason);
+* ``no_service_notices`` on each stream's first table (WARN when its latest run met something of the
+  service's behaviour its users should know: a clock without a UTC offset, data gone back (a restore);
+  ``StreamResult.notices``, the lines the run said);
 * ``history_matches_current`` on each table the history versions (ERROR: the current versions of
   ``freight_history`` equal the rows held, row for row, unless the history is switched off and behind).
 
@@ -144,6 +147,23 @@ def data_problems_check(stream: str) -> WarehouseCheck:
     )
 
 
+def notices_check(stream: str) -> WarehouseCheck:
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        run_id = queries.latest_run_id(con, stream)
+        notices = queries.run_notices(con, stream, run_id) if run_id else []
+        return CheckResult(not notices, {"run_id": run_id or "", "notices": notices})
+
+    return WarehouseCheck(
+        "no_service_notices",
+        RECORD_SOURCES[stream][0],
+        Severity.WARN,
+        f"The latest {stream} run met nothing of the service's behaviour its users should know of (WARN "
+        "severity; the run publishes): a clock without a UTC offset (FREIGHT_SERVICE_TIMEZONE), the service's "
+        "data gone back (a restore, reconciled in that run).",
+        evaluate,
+    )
+
+
 def history_check(subject: Subject) -> WarehouseCheck:
     tables = [source.table.name for source in subject.sources]
 
@@ -175,6 +195,7 @@ def warehouse_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[Wareh
         *(rejected_check(stream) for stream in RECORD_SOURCES),
         *(quarantine_check(stream) for stream in RECORD_SOURCES),
         *(data_problems_check(stream) for stream in RECORD_SOURCES),
+        *(notices_check(stream) for stream in RECORD_SOURCES),
         *(history_check(s) for s in SUBJECTS if all(source.table.name in names for source in s.sources)),
     ]
 

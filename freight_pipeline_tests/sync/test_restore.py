@@ -46,11 +46,11 @@ def history_disagreements(database: Path) -> dict[str, int]:
     return {name: count for name, count in found.items() if count}
 
 
-def failed_checks(database: Path) -> dict[str, dict[str, object]]:
+def failed_checks(database: Path, severity: Severity = Severity.ERROR) -> dict[str, dict[str, object]]:
     with duckdb.connect(str(database), read_only=True) as con:
         results = {check.label: (check, check.evaluate(con)) for check in warehouse_checks()}
     return {label: dict(result.figures) for label, (check, result) in results.items()
-            if not result.passed and check.severity is Severity.ERROR}
+            if not result.passed and check.severity is severity}
 
 
 def test_the_first_sync_after_a_reset_leaves_the_warehouse_and_its_history_equal_to_the_service(
@@ -85,6 +85,8 @@ def test_the_first_sync_after_a_reset_leaves_the_warehouse_and_its_history_equal
         assert_converged(sim.store, database)  # every table, the documents (E-File links) included
         assert history_disagreements(database) == {}
         assert failed_checks(database) == {}
+        warned = failed_checks(database, Severity.WARN)["shipments.no_service_notices"]
+        assert warned["notices"] == shipments.notices and warned["run_id"] == shipments.run_id
         reverted = sorted(set(changed) - set(remodified))
         with duckdb.connect(str(database), read_only=True) as con:
             assert_contiguous(con)
@@ -98,6 +100,7 @@ def test_the_first_sync_after_a_reset_leaves_the_warehouse_and_its_history_equal
 
         quiet = sync(DEFAULTS)["shipments"]  # an ordinary run after it: the probe finds nothing
         assert "reconcile_listed" not in quiet.extra and not quiet.notices
+        assert "shipments.no_service_notices" not in failed_checks(database, Severity.WARN)
         assert quiet.extra["restore_probe"]["probed"] == min(DEFAULTS.restore_probe, DEFAULTS.page_size)
 
 
