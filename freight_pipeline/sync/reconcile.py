@@ -23,6 +23,7 @@ means a restore, and the run reconciles at once instead of when the interval is 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from freight_pipeline.datetimes import DateTimeParseError, parse_service_datetime
@@ -50,6 +51,8 @@ class Probe:
     """What the restore probe found among the shipments held with the newest last-modified instants."""
 
     probed: int = 0
+    seconds: float = 0.0
+    """The probe's wall time (its one lookup and the read of the stamps held)."""
     vanished: list[int] = field(default_factory=list)
     """Held, but the service no longer has them."""
     went_back: list[int] = field(default_factory=list)
@@ -61,7 +64,8 @@ class Probe:
         return bool(self.vanished or self.went_back)
 
     def figures(self) -> dict[str, object]:
-        return {"probed": self.probed, "vanished": self.vanished[:20], "went_back": self.went_back[:20]}
+        return {"probed": self.probed, "seconds": round(self.seconds, 4), "vanished": self.vanished[:20],
+                "went_back": self.went_back[:20]}
 
 
 async def probe_for_restore(
@@ -69,6 +73,7 @@ async def probe_for_restore(
 ) -> Probe:
     """Look the ``sample`` shipments held with the newest last-modified instants up again by id (one
     ``ID IN`` lookup): which vanished, and which the service now stamps earlier than the copy held."""
+    started = time.perf_counter()
     held = warehouse.reads.latest_stamps(min(sample, stats.page_size(page_size)))
     if not held:
         return Probe()
@@ -82,6 +87,7 @@ async def probe_for_restore(
         ids = [i for i in ids if i <= max(listed, default=0)]
     return Probe(
         probed=len(ids),
+        seconds=time.perf_counter() - started,
         vanished=[i for i in ids if i not in listed],
         went_back=[i for i in ids if (stamp := listed.get(i)) is not None and stamp_earlier(stamp, held[i])],
     )
