@@ -25,6 +25,7 @@ from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
 from freight_pipeline_tests.sync.conftest import SyncFn, query, syncer, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
+from freight_pipeline_tests.sync.test_history_sync import as_of_against_copy, saved_copy
 from freight_pipeline_tests.warehouse.history_checks import assert_contiguous
 
 # The defaults a new user runs with (reconcile every 6 hours, the probe on), in small pages and batches.
@@ -127,18 +128,24 @@ def naive_sync(sim: RunningSimulator, data_dir: Path, zone: str | None) -> SyncF
 
 
 def test_a_clock_without_offsets_read_in_the_service_zone_fills_every_instant(tmp_path: Path) -> None:
+    """The history of issue 24 without offsets: after a full sync and three rounds of changes, the
+    point-in-time read at each sync's instant equals the tables that sync left, row for row."""
+    copies = tmp_path / "copies"
+    copies.mkdir()
     with running_simulator(shipments=30, seed=9, naive_clock=BERLIN, control=True) as sim:
         sync = naive_sync(sim, tmp_path, BERLIN)
         first = sync()
+        saved = [saved_copy(tmp_path, copies, sim, "after-1")]
         notice = naive_clock_notice(BERLIN)
         assert notice in first["shipments"].notices and "read in Europe/Berlin" in notice
         database = work_db(tmp_path)
         assert query(database, "SELECT count(*) FROM freight.shipments WHERE last_modified_at IS NULL") == [(0,)]
         assert query(database, "SELECT count(*) FROM freight.shipment_documents WHERE created_at IS NULL") == [(0,)]
-        for _ in range(3):  # three rounds of changes: each a version, as with offsets
+        for number in range(2, 5):  # three rounds of changes: each a version, as with offsets
             sim.advance_clock(3600)
             sim.modify_shipments(5)
             sync()
+            saved.append(saved_copy(tmp_path, copies, sim, f"after-{number}"))
         assert_converged(sim.store, database)  # the oracle reads the documents in the same zone
         assert history_disagreements(database) == {}
         with duckdb.connect(str(database), read_only=True) as con:
@@ -148,6 +155,9 @@ def test_a_clock_without_offsets_read_in_the_service_zone_fills_every_instant(tm
                                ).fetchall() == con.execute("SELECT count(*) FROM freight.shipments").fetchall()
             versions = con.execute("SELECT count(*) FROM freight_history.shipment_versions").fetchall()[0][0]
         assert versions > 30
+        for copy, instant in saved:
+            found = as_of_against_copy(database, copy, instant)
+            assert all(rows > 0 and extra == missing == 0 for rows, extra, missing in found.values()), (copy, found)
         assert query(database, "SELECT count(*) FROM freight_meta.data_problems") == [(0,)]
 
 
