@@ -192,7 +192,7 @@ class InMemoryShipments:
 
 
 def run_shipments(source: InMemoryShipments, data_dir: Path) -> StreamResult:
-    settings = SyncSettings(page_size=2, fetch_batch_size=1, reconcile_interval=None)
+    settings = SyncSettings(page_size=2, fetch_batch_size=1, reconcile_interval=None, restore_probe=0)
     with Warehouse(data_dir, FREIGHT_TABLES) as warehouse:
         return asyncio.run(sync_shipments(source, warehouse, settings, "dst-test"))  # type: ignore[arg-type]
 
