@@ -45,6 +45,9 @@ DOCUMENT_CONTENT_ENV = "FREIGHT_DOCUMENT_CONTENT"
 DOCUMENTS_RELIST_ENV = "FREIGHT_DOCUMENTS_RELIST_MINUTES"
 """Minutes between full E-File listings of every held shipment (0: every run; default a day)."""
 """Minutes between full id reconciliations of the shipments stream (read by the Dagster resource)."""
+HEDGE_ENV = "FREIGHT_HEDGE"
+"""The most reads hedged (a copy sent when one is slow, ``client.hedge``), as a share of the reads
+(default 0.05); ``0``: no hedged reads."""
 ON_TIME_TOLERANCE_ENV = "FREIGHT_ON_TIME_TOLERANCE_MINUTES"
 """Minutes an arrival may be late and still count as on time (dbt var ``on_time_tolerance_minutes``)."""
 
@@ -109,6 +112,20 @@ def minutes_from_env(name: str, default: int) -> int:
     if minutes < 0:
         raise ValueError(f"{name} must not be negative, got {minutes}")
     return minutes
+
+
+def share_from_env(name: str, default: float) -> float:
+    """A share within [0, 1] from environment variable ``name``; ``default`` when unset or empty."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        share = float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a share between 0 and 1 (0.05), got {text!r}") from None
+    if not 0 <= share <= 1:
+        raise ValueError(f"{name} must be a share between 0 and 1 (0.05), got {text!r}")
+    return share
 
 
 @contextmanager

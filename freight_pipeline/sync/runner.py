@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
+from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.isolation import StreamUnreachable
@@ -51,7 +52,7 @@ def new_run_id() -> str:
 
 
 def open_client(service: ServiceSettings, settings: SyncSettings) -> AsyncFreightClient:
-    return AsyncFreightClient.from_settings(service, limit=settings.in_flight_limit())
+    return AsyncFreightClient.from_settings(service, limit=settings.in_flight_limit(), hedge=settings.hedge_policy())
 
 
 def one_line_error(exc: BaseException) -> str:
@@ -83,6 +84,7 @@ async def run_stream_async(
     stream = stream_named(name)
     started = StreamResult(run_id, name, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(name))
     requests_before, retries_before = source.request_counts()
+    client_before = source.client_stats()
     tables = stream.tables
     warehouse.run_log.record_run(started, tables)
     try:
@@ -99,13 +101,22 @@ async def run_stream_async(
         started.requests = requests_after - requests_before
         started.retries = retries_after - retries_before
         started.cursor_after = warehouse.reads.get_cursor(name)
+        _record_hedges(started, source.client_stats() - client_before)
         warehouse.run_log.record_run(started, tables)
         raise
     result.started_at = started.started_at
     result.status = "success"
     result.finished_at = dt.datetime.now(dt.UTC)
+    _record_hedges(result, source.client_stats() - client_before)
     warehouse.run_log.record_run(result, tables)
     return result
+
+
+def _record_hedges(result: StreamResult, made: StatsSnapshot) -> None:
+    """The stream's hedged reads and latency percentiles per kind of call, in ``extra``
+    (``sync_runs.extra``): ``hedges_sent``, ``hedges_won``, ``hedges_by_kind``, ``latency_ms``."""
+    if made.latency or made.hedges:
+        result.extra.update(made.hedge_figures())
 
 
 @contextmanager
