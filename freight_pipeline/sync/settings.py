@@ -41,8 +41,8 @@ class SyncSettings:
     adaptive_concurrency: bool = True
     """False: exactly ``concurrency`` requests in flight, never adapted."""
     hedge_share: float = DEFAULT_SHARE
-    """Hedged reads (``client.hedge``): a read (GET or lookup) still unanswered after the p95 latency
-    of its kind (at least 50 ms) is sent once more, the first answer wins; at most this share of the
+    """Hedged reads (``client.hedge``): a read (GET or lookup) still unanswered after 3 x the p95 latency
+    of its kind (at least 100 ms) is sent once more, the first answer wins; at most this share of the
     reads are such copies, none while the service pushes back (429, 503, ...), each within the
     in-flight limit. 0: no hedged reads (``FREIGHT_HEDGE=0``)."""
     overlap: dt.timedelta = dt.timedelta(minutes=10)

@@ -116,7 +116,8 @@ def test_a_copy_takes_a_slot_of_the_limit(
 def test_the_deadline_is_a_percentile_with_a_floor_and_the_budget_a_share() -> None:
     now = [100.0]
     pushed = [float("-inf")]
-    hedger = Hedger(HedgePolicy(share=0.1, warm_up=20, floor_s=0.05, quiet_s=2.0), lambda: pushed[0], lambda: now[0])
+    policy = HedgePolicy(share=0.1, warm_up=20, floor_s=0.05, factor=1.0, quiet_s=2.0)
+    hedger = Hedger(policy, lambda: pushed[0], lambda: now[0])
     for _ in range(19):
         hedger.learn("k", 0.010)
     assert hedger.deadline("k") is None  # still warming up
@@ -125,6 +126,10 @@ def test_the_deadline_is_a_percentile_with_a_floor_and_the_budget_a_share() -> N
     for i in range(100):
         hedger.learn("k", 0.2 if i % 10 == 0 else 0.1)
     assert hedger.deadline("k") == pytest.approx(0.2)  # p95 of answers of which 10 % took 200 ms
+    tripled = Hedger(HedgePolicy(), lambda: pushed[0], lambda: now[0])
+    for i in range(100):
+        tripled.learn("k", 0.2 if i % 10 == 0 else 0.1)
+    assert tripled.deadline("k") == pytest.approx(0.6)  # the default: 3 x p95
     hedger.reads = 100
     assert hedger.may_hedge()
     hedger.sent = 10
