@@ -12,6 +12,7 @@ from typing import Any
 
 from freight_pipeline.simulator.clock import clock_timezone, zone_info
 from freight_pipeline.simulator.config import (
+    CALL_KINDS,
     DEFAULT_UTC_OFFSET,
     EFILE_REFERENCE_SHAPES,
     MAX_SHIPMENTS,
@@ -76,6 +77,18 @@ def _zone_name(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def _tail(text: str) -> tuple[float, float]:
+    """argparse type of ``--tail RATE:MS``, e.g. ``0.02:5000`` (2 % of requests answered 5 s later)."""
+    rate, sep, ms = text.partition(":")
+    try:
+        share, delay = float(rate), float(ms)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be RATE:MS (0.02:5000), got {text!r}") from None
+    if not sep or not 0 <= share <= 1 or delay < 0:
+        raise argparse.ArgumentTypeError(f"must be RATE:MS with RATE in [0, 1] and MS >= 0, got {text!r}")
+    return share, delay
 
 
 def _path_prefix(text: str) -> str:
@@ -156,6 +169,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TEMPLATE",
         help="inject the faults above only into this path template (/service/shipment/lookup); repeatable",
     )
+    faults.add_argument(
+        "--tail", type=_tail, default=(0.0, 0.0), metavar="RATE:MS",
+        help="a latency tail: RATE of the requests answered MS later, correctly (0.02:5000); "
+        "its own random sequence of --fault-seed",
+    )
+    faults.add_argument(
+        "--tail-kind", action="append", default=[], choices=tuple(CALL_KINDS), metavar="KIND",
+        help=f"limit the tail to this kind of call, one of {', '.join(CALL_KINDS)} (default every kind); repeatable",
+    )
     modes = parser.add_argument_group("behaviours of real services")
     modes.add_argument(
         "--max-page-size", type=_at_least_one, default=None, metavar="N",
@@ -233,6 +255,9 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         forbidden_prefixes=frozenset(args.forbid) if args.forbid else None,
         strict_criteria=args.strict_criteria,
         efile_reference_shape=args.efile_reference_shape,
+        tail_rate=args.tail[0],
+        tail_ms=args.tail[1],
+        tail_kinds=frozenset(args.tail_kind) if args.tail_kind else None,
     )
     if args.naive_clock is not None and (args.utc_offset is not None or args.offset_change):
         raise ValueError("--naive-clock follows its zone's own rules: give no --utc-offset or --offset-change with it")

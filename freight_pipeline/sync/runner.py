@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
+from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV, ServiceSettings
 from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, naive_values_read, set_service_zone
 from freight_pipeline.sync.client_source import ClientSource
@@ -52,7 +53,7 @@ def new_run_id() -> str:
 
 
 def open_client(service: ServiceSettings, settings: SyncSettings) -> AsyncFreightClient:
-    return AsyncFreightClient.from_settings(service, limit=settings.in_flight_limit())
+    return AsyncFreightClient.from_settings(service, limit=settings.in_flight_limit(), hedge=settings.hedge_policy())
 
 
 def one_line_error(exc: BaseException) -> str:
@@ -86,6 +87,7 @@ async def run_stream_async(
     requests_before, retries_before = source.request_counts()
     set_service_zone(settings.service_timezone)
     naive_before = naive_values_read()
+    client_before = source.client_stats()
     tables = stream.tables
     warehouse.run_log.record_run(started, tables)
     try:
@@ -102,12 +104,14 @@ async def run_stream_async(
         started.requests = requests_after - requests_before
         started.retries = retries_after - retries_before
         started.cursor_after = warehouse.reads.get_cursor(name)
+        _record_hedges(started, source.client_stats() - client_before)
         warehouse.run_log.record_run(started, tables)
         raise
     _note_naive_datetimes(result, naive_values_read() - naive_before, settings.service_timezone)
     result.started_at = started.started_at
     result.status = "success"
     result.finished_at = dt.datetime.now(dt.UTC)
+    _record_hedges(result, source.client_stats() - client_before)
     warehouse.run_log.record_run(result, tables)
     return result
 
@@ -126,6 +130,11 @@ def _note_naive_datetimes(result: StreamResult, count: int, zone: str) -> None:
         return
     result.extra["naive_datetimes"] = {"read": count, "service_timezone": zone}
     result.add_notice(naive_clock_notice(zone))
+def _record_hedges(result: StreamResult, made: StatsSnapshot) -> None:
+    """The stream's hedged reads and latency percentiles per kind of call, in ``extra``
+    (``sync_runs.extra``): ``hedges_sent``, ``hedges_won``, ``hedges_by_kind``, ``latency_ms``."""
+    if made.latency or made.hedges:
+        result.extra.update(made.hedge_figures())
 
 
 @contextmanager

@@ -3,8 +3,10 @@
 The walk finds changed shipments by keyset paging over (last-modified date, time, id) up to the
 run's ceiling (``changes``). For each, its document, events, the legs of its mode and its memo
 lines are fetched together (``bundle``, one round of concurrent requests), normalized together and
-written in batches of ``fetch_batch_size``, each ONE warehouse transaction holding every table's
-rows of its shipments and the cursor of its last one (``assemble``). Fetching the next batches
+written in batches of ``fetch_batch_size`` shipments whose reads have finished (one still being read
+never holds back the others: ``pipeline.stream_as_finished``), each ONE warehouse transaction
+holding every table's rows of its shipments and the cursor of the last shipment of the walk's prefix
+written whole (``assemble``): never past a shipment not yet written. Fetching the next batches
 overlaps normalizing one and writing the one before it, with bounded queues (``pipeline``), and the
 requests in flight adapt to the service (``client.limiter``). A crash leaves the old cursor with the
 old rows or the new cursor with the new rows: the cursor never runs ahead of the rows it covers, and
@@ -38,7 +40,7 @@ from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
 from freight_pipeline.sync.isolation import Breaker
 from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, PARTS, Ref
-from freight_pipeline.sync.pipeline import read_ahead, stream_in_batches
+from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
 from freight_pipeline.sync.progress import loop_safe
 from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_for_restore
 from freight_pipeline.sync.result import StreamResult
@@ -80,16 +82,18 @@ class _Run:
     async def fetch(self, work: Work) -> Bundle:
         return await fetch_bundle(self.source, work, self.settings)
 
-    def prepare(self, bundles: list[Bundle]) -> tuple[Assembled, str]:
-        """Normalize one batch (in the preparing thread, while the batch before it is written), count it
-        towards the breaker, give it the cursor of its last walked shipment; with what its progress line
-        says of the cursor."""
+    def prepare(self, finished: Finished[Work, Bundle]) -> tuple[Assembled, str]:
+        """Normalize one batch of finished shipments (in the preparing thread, while the batch before it
+        is written), count it towards the breaker, give it the cursor of the last shipment of the walk's
+        prefix written whole with it (``pipeline.stream_as_finished``: never past a shipment still
+        being fetched); with what its progress line says of the cursor."""
+        bundles = finished.results
         assembled = assemble(bundles, dt.datetime.now(dt.UTC), self.ceiling_text)
         self.breaker.count(assembled.attempted_new, assembled.failed_new)
         moved = ""
-        keys = [b.work.key for b in bundles if b.work.key is not None]
-        if keys and self.cursor is not None:
-            batch_cursor = keys[-1].with_offset(cursor_offset(keys[-1], self.covered))
+        key = finished.covered.key if finished.covered is not None else None
+        if key is not None and self.cursor is not None:
+            batch_cursor = key.with_offset(cursor_offset(key, self.covered))
             if batch_cursor > self.cursor:
                 assembled.write.cursor = (self.cursor_stream, batch_cursor.to_json())
                 self.cursor = batch_cursor
@@ -111,7 +115,7 @@ class _Run:
         self.say(f"shipments: {self.result.rows_read} changed read, {written} written in this batch{moved}")
 
     async def run(self, works: AsyncIterator[Work]) -> None:
-        await stream_in_batches(
+        await stream_as_finished(
             works, self.fetch, self.write, batch_size=self.settings.fetch_batch_size,
             window=self.settings.fetch_window, prepare=self.prepare,
         )

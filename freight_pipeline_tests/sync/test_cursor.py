@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from freight_pipeline.client.endpoints import Endpoint
+from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.changes import Criterion, LookupResult
 from freight_pipeline.sync.cursor import (
@@ -186,6 +187,9 @@ class InMemoryShipments:
 
     def request_counts(self) -> tuple[int, int]:
         return 0, 0
+
+    def client_stats(self) -> StatsSnapshot:
+        return StatsSnapshot()
 
     def in_flight_figures(self) -> dict[str, float]:
         return {}
