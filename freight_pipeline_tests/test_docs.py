@@ -1,9 +1,9 @@
 """The docs state the code's present: every variable the code reads is documented with its real default,
 and every documented one is read; the README's table count and the contract's table list are the
-registry's (``normalize.tables.FREIGHT_TABLES``). (The marts: ``dbt/test_marts_listed.py``.)
+registry's (``normalize.tables.FREIGHT_TABLES``). (The marts: ``test_marts_listed.py``.)
 
 The variables are found in the code, not listed here: a module-level ``<NAME>_ENV = "FREIGHT_..."``
-constant, or ``env_var('FREIGHT_...')`` in the dbt project's YAML. A new variable needs its line in
+constant, or ``env_var('FREIGHT_...')`` in the YAML of ``dbt_models``. A new variable needs its line in
 ``docs/operations.md`` (or, for lake mode's, ``docs/lake.md``); its default is compared with the
 code's when :func:`code_defaults` knows where the code declares it.
 """
