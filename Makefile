@@ -61,7 +61,7 @@ test: setup setup-lake lint
 # The inner loop: the unit tests only (not marked slow: no whole job, sync, dbt, Dagster or child
 # process; freight_pipeline_tests/conftest.py), in the default environment, under a minute.
 test-fast: setup
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile -m "not slow" \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --fast \
 		--ignore=freight_pipeline_tests/lake
 
 # LAKE=1 (or local): into a DuckLake with a SQLite catalog and Parquet under $(DATA_DIR)/work/lake;
