@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.lake.local import free_port
 
 UNREACHABLE = "http://127.0.0.1:9"
 """Nothing listens there: a case that got past the checks would fail on the service, not exit 2."""
@@ -85,6 +86,8 @@ CASES = [
          says="FREIGHT_BACKFILL_ID_BOUNDARIES='500,200': boundaries must be increasing ids above 0"),
     Case("demo: data dir is a file", args=("demo", "--shipments", "10"), data=A_FILE,
          says="FREIGHT_DATA_DIR={tmp}/a-file is a file, not a directory"),
+    Case("ui: data dir is a file", args=("ui", "--port", str(free_port()), "--simulator-port", str(free_port())),
+         data=A_FILE, says="FREIGHT_DATA_DIR={tmp}/a-file is a file, not a directory"),
     Case("demo: disk too full", args=("demo", "--shipments", "10"), env={"FREIGHT_MIN_FREE_MB": "999999999999"},
          says="(FREIGHT_MIN_FREE_MB)"),
 ]
