@@ -22,6 +22,7 @@ SCHEDULES_RUNNING_ENV = "FREIGHT_SCHEDULES_RUNNING"
 """``1``: the schedules and the freshness sensor start switched on (``make ui`` sets it)."""
 MAX_SYNC_AGE_ENV = "FREIGHT_MAX_SYNC_AGE_MINUTES"
 """Minutes after which the freshness check of ``freight/shipments`` warns (run by ``freight_sync_job`` and a sensor)."""
+DEFAULT_MAX_SYNC_AGE_MINUTES = 60
 DUCKDB_MEMORY_LIMIT_ENV = "FREIGHT_DUCKDB_MEMORY_LIMIT"
 """DuckDB ``memory_limit`` of the sync's connections to the working database."""
 DEFAULT_DUCKDB_MEMORY_LIMIT = "128MB"
