@@ -82,6 +82,8 @@ def code_defaults() -> dict[str, str]:
         "FREIGHT_HISTORY": flag(sync.history),
         "FREIGHT_DOCUMENTS_RELIST_MINUTES": minutes(sync.documents_relist_interval),
         "FREIGHT_DOCUMENT_CONTENT": flag(sync.document_content),
+        "FREIGHT_SERVICE_TIMEZONE": sync.service_timezone,
+        "FREIGHT_HEDGE": str(sync.hedge_share),
         "FREIGHT_MAX_SYNC_AGE_MINUTES": str(DEFAULT_MAX_SYNC_AGE_MINUTES),
         "FREIGHT_ON_TIME_TOLERANCE_MINUTES": str(dbt_vars["on_time_tolerance_minutes"]),
         "FREIGHT_DUCKDB_MEMORY_LIMIT": DEFAULT_DUCKDB_MEMORY_LIMIT,

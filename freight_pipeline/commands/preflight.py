@@ -41,6 +41,7 @@ from freight_pipeline.config import (
 from freight_pipeline.lake.settings import RETENTION_ENV, LakeSettings
 from freight_pipeline.marts.project import DBT_MEMORY_LIMIT_ENV, FULL_REFRESH_ENV
 from freight_pipeline.sync.backfill import backfill_plan_from_env
+from freight_pipeline.sync.settings import SyncSettings
 
 FLAGS = (DOCUMENTS_ENV, CODE_CONVERSIONS_ENV, HISTORY_ENV, DOCUMENT_CONTENT_ENV, SCHEDULES_RUNNING_ENV,
          FULL_REFRESH_ENV)
@@ -83,6 +84,7 @@ def check_environment(*, service: bool = True) -> None:
             minutes_from_env(minutes, default=0)
         LakeSettings.from_env()
         backfill_plan_from_env()
+        SyncSettings().with_env()  # the service's time zone, the hedge share: as the run reads them
         if os.environ.get(PUBLISH_STORAGE_VERSION_ENV, "").strip():  # unset: the default, which works
             from freight_pipeline.config import DuckDBSettings
             from freight_pipeline.warehouse.ddl import checked_storage_version
