@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from freight_pipeline.client.errors import BadRequestError
 from freight_pipeline.datetimes import DateTimeParseError, parse_service_datetime
 from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, checked_lookup
 from freight_pipeline.sync.cursor import BEGINNING, CursorError, ShipmentKey
@@ -57,6 +58,9 @@ class Probe:
     """Held, but the service no longer has them."""
     went_back: list[int] = field(default_factory=list)
     """The service stamps them earlier than the copy held: an older version came back."""
+    refused: str | None = None
+    """Why the service would not answer the probe (it refused the ``ID IN`` lookup, or its page disagreed
+    with its row count): then nothing is known, and restores wait for the reconcile interval."""
 
     @property
     def restored(self) -> bool:
@@ -64,8 +68,11 @@ class Probe:
         return bool(self.vanished or self.went_back)
 
     def figures(self) -> dict[str, object]:
-        return {"probed": self.probed, "seconds": round(self.seconds, 4), "vanished": self.vanished[:20],
-                "went_back": self.went_back[:20]}
+        figures: dict[str, object] = {"probed": self.probed, "seconds": round(self.seconds, 4),
+                                      "vanished": self.vanished[:20], "went_back": self.went_back[:20]}
+        if self.refused:
+            figures["refused"] = self.refused
+        return figures
 
 
 async def probe_for_restore(
@@ -78,10 +85,13 @@ async def probe_for_restore(
     if not held:
         return Probe()
     ids = sorted(held)
-    items = await checked_lookup(
-        source.lookup_shipments, [{"key": "ID", "match_mode": "IN", "values": [str(i) for i in ids]}], ["ID"],
-        len(ids), stats, attempts,
-    )
+    try:
+        items = await checked_lookup(
+            source.lookup_shipments, [{"key": "ID", "match_mode": "IN", "values": [str(i) for i in ids]}], ["ID"],
+            len(ids), stats, attempts,
+        )
+    except (BadRequestError, RowCountMismatch) as exc:  # a service that cannot answer it: the stream goes on
+        return Probe(seconds=time.perf_counter() - started, refused=f"{type(exc).__name__}: {exc}"[:300])
     listed = {int(item["id"]): listed_stamp(item) for item in items}
     if len(items) < len(ids) and len(items) == stats.page_size(len(ids)):  # a capped page: judge what it covers
         ids = [i for i in ids if i <= max(listed, default=0)]

@@ -179,6 +179,9 @@ async def sync_shipments(
         probe = await probe_for_restore(source, warehouse, settings.restore_probe, settings.page_size,
                                         settings.count_attempts, walk)
         result.extra["restore_probe"] = probe.figures()
+        if probe.refused:
+            result.add_notice(f"the service refused the restore probe's ID IN lookup ({probe.refused}): a restore "
+                              "is noticed by the reconcile interval only")
         if probe.restored:
             say(f"shipments: the service's data went back ({len(probe.went_back)} of the {probe.probed} newest held "
                 f"are stamped earlier now, {len(probe.vanished)} vanished): reconciling in this run")
