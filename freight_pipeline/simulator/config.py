@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from freight_pipeline.simulator.clock import clock_timezone
+from freight_pipeline.simulator.releases import CURRENT, check_release
 
 # Permission names (assumption A16) and the webhook role (A17).
 PERMISSIONS: tuple[str, ...] = (
@@ -200,7 +201,8 @@ class SimulatorConfig:
     used when the server builds its own store. ``start``: the clock's start, ISO 8601 (without an
     offset: in the service's offset then); default 2026-11-01T08:00 local. ``offset_changes``:
     ``(instant, offset)`` pairs, from each instant on the service's offset is that one, e.g.
-    ``(("2026-10-25T03:00:00+02:00", "+01:00"),)`` (summer time ending).
+    ``(("2026-10-25T03:00:00+02:00", "+01:00"),)`` (summer time ending). ``release``: the release of the
+    interface it answers in (``releases.py``; switched while running with ``POST /_control/release``).
     """
 
     users: tuple[UserConfig, ...] = field(default_factory=default_users)
@@ -214,9 +216,11 @@ class SimulatorConfig:
     wall_clock: bool = False  # the built store's clock also moves with real time (the CLI's default)
     start: str | None = None
     offset_changes: tuple[tuple[str, str], ...] = ()
+    release: str = CURRENT
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "users", tuple(self.users))
+        check_release(self.release)
         names = [u.username for u in self.users]
         if len(names) != len(set(names)):
             raise ValueError("usernames must be unique")
