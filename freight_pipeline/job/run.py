@@ -212,7 +212,8 @@ async def _run_stream(
         return Step(stream_step(stream.name), "failed", clock.lap(), one_line_error(exc))
     bad = result.bad_records()
     status = "skipped" if "skipped" in result.extra else "success"
-    return Step(stream_step(stream.name), status, clock.lap(), result.summary(), [bad] if bad else [])
+    notes = ([bad] if bad else []) + result.shape_changes()
+    return Step(stream_step(stream.name), status, clock.lap(), result.summary(), notes)
 
 
 def _checks(warehouse: Warehouse) -> Step:

@@ -28,6 +28,7 @@ from freight_pipeline.normalize.converters import to_json
 from freight_pipeline.normalize.errors import Invalid, NormalizationError
 from freight_pipeline.normalize.flatten import to_arrow_batch
 from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.sync.bundle import GONE, NOT_APPLICABLE, Bundle
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text, record_failure
@@ -60,6 +61,8 @@ class PartCounts:
 class Assembled:
     write: BatchWrite
     counts: dict[str, PartCounts] = field(default_factory=dict)
+    tallies: dict[str, FieldTally] = field(default_factory=dict)
+    """The fields of the records read, per part."""
     failed_new: int = 0
     """Shipments of the batch with a failure that were not already waiting in the retry queue."""
     attempted_new: int = 0
@@ -94,10 +97,14 @@ class _Builder:
         self.rows: Rows = {}
         self.write = BatchWrite()
         self.counts: dict[str, PartCounts] = {}
+        self.tallies: dict[str, FieldTally] = {}
         self.fetched_at, self.ceiling = fetched_at, ceiling
 
     def count(self, stream: str) -> PartCounts:
         return self.counts.setdefault(stream, PartCounts())
+
+    def tally(self, stream: str) -> FieldTally:
+        return self.tallies.setdefault(stream, FieldTally())
 
     def replace(self, part: Part, shipment_id: int, rows: Rows | None = None) -> None:
         for table in part.tables:
@@ -133,6 +140,7 @@ class _Builder:
             self.quarantine(DOCUMENT_PART, ref, answer, None)
             return False
         self.count(DOCUMENT).read += 1
+        self.tally(DOCUMENT).see(answer, shipment_id)
         found = Problems()
         try:
             raw_text = to_json(answer)
@@ -168,6 +176,7 @@ class _Builder:
             self.quarantine(part, ref, answer, None)
             return
         self.count(part.stream).read += len(answer) if isinstance(answer, list) else 1
+        self.tally(part.stream).see_all(answer, shipment_id)
         found = Problems()
         try:
             rows = part.normalize(ref, answer, found)
@@ -215,4 +224,4 @@ def assemble(bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | 
             attempted_new += 1
             failed_new += len(builder.write.quarantined) > quarantined_before
     builder.write.tables = to_arrow_batch(builder.rows)
-    return Assembled(builder.write, builder.counts, failed_new, attempted_new)
+    return Assembled(builder.write, builder.counts, builder.tallies, failed_new, attempted_new)

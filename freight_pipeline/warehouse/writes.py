@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -287,6 +288,14 @@ class Writes:
     def set_cursor(self, stream: str, value: str | None, run_id: str) -> None:
         """Set a cursor on its own (e.g. an operator's reset); data batches set it themselves."""
         self.database.write("set_cursor", lambda con: self._set_cursor(con, stream, value, run_id, _now()))
+
+    # --- the shape of the records -----------------------------------------------------------------
+
+    def record_source_fields(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Upsert ``freight_meta.source_fields`` rows (by stream and field), in one transaction."""
+        if rows:
+            table = meta.SOURCE_FIELDS.to_arrow(rows)
+            self.database.write("record_source_fields", lambda con: self._upsert(meta.SOURCE_FIELDS, table))
 
     # --- the statements of a transaction --------------------------------------------------------
 
