@@ -7,7 +7,10 @@
 * ``no_quarantined_records`` on each stream's first table (WARN while records of the stream wait in
   the retry queue: how many, since when, examples with reason and request);
 * ``no_data_problems`` on each stream's first table (WARN while loaded records of the stream hold
-  values that could not be converted: how many, examples with path, raw value and reason).
+  values that could not be converted: how many, examples with path, raw value and reason);
+* ``no_shape_changes`` on the first table of each source whose shape is watched (WARN while a field of its
+  records is new, no spec declaring it, or vanished, declared and received before but absent from every
+  record of the latest run: ``freight_meta.source_fields``, ``sync.drift``).
 
 A result's figures are plain values (numbers, text, lists and dicts of them, instants); the Dagster
 asset checks (``defs.checks``) show them as asset check metadata, ``freight-pipeline sync`` prints
@@ -27,6 +30,7 @@ import duckdb
 from freight_pipeline.checks import queries
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.sync.drift import SOURCE_SHAPES
 from freight_pipeline.sync.parts import DOCUMENT_PART
 from freight_pipeline.sync.streams import RECORD_SOURCES, TABLE_SOURCE
 
@@ -141,6 +145,22 @@ def data_problems_check(stream: str) -> WarehouseCheck:
     )
 
 
+def shape_check(stream: str) -> WarehouseCheck:
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        new, vanished, fields = queries.shape_changes(con, stream)
+        return CheckResult(not fields, {"new_fields": new, "vanished_fields": vanished, "fields": fields})
+
+    return WarehouseCheck(
+        "no_shape_changes",
+        RECORD_SOURCES[stream][0],
+        Severity.WARN,
+        f"Every field of the {stream} records is declared by a table spec, and no declared field that earlier "
+        "runs received is absent from every record of the latest run (freight_meta.source_fields; WARN "
+        "severity: the run publishes; a renamed field takes its new name in its Field's source).",
+        evaluate,
+    )
+
+
 def warehouse_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[WarehouseCheck]:
     """Every check of the warehouse of ``tables``."""
     return [
@@ -149,6 +169,7 @@ def warehouse_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[Wareh
         *(rejected_check(stream) for stream in RECORD_SOURCES),
         *(quarantine_check(stream) for stream in RECORD_SOURCES),
         *(data_problems_check(stream) for stream in RECORD_SOURCES),
+        *(shape_check(stream) for stream in RECORD_SOURCES if stream in SOURCE_SHAPES),
     ]
 
 
