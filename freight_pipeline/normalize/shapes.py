@@ -9,8 +9,9 @@ runs received (:class:`KnownField`) into the run's :class:`FieldChange` list and
 
 * **new**: a field no spec declares (its value is kept in the raw document only);
 * **vanished**: a declared field that earlier runs received, absent from every record of this run,
-  when that absence is no accident of a small run: the chance that ``n`` records lack a field that
-  earlier runs found in a share ``p`` of theirs, ``(1 - p) ** n``, is below :data:`CHANCE`. A field
+  when that absence is no accident of a small run: the chance that the ``n`` records read since it last
+  came (this run's, and those of the runs just before without it) all lack a field that the runs that
+  received it found in a share ``p`` of their records, ``(1 - p) ** n``, is below :data:`CHANCE`. A field
   sent as null is present (a null is not drift); a field whose alias came instead (a rename the spec
   already names) has not vanished.
 """
@@ -124,10 +125,14 @@ class KnownField:
     example_record_key: str | None
     """A record of that run with the field (for ``vanished``: one without it)."""
     records_read_total: int
+    """Records of the source read by the runs that received the field."""
     records_with_total: int
+    """Of those, the records that had it."""
+    records_since_seen: int = 0
+    """Records of the source read since a run last received it (this run's included)."""
 
     def share(self) -> float:
-        """The share of the records read while the field was known that had it."""
+        """The share of the records that had the field, in the runs that received it."""
         return self.records_with_total / self.records_read_total if self.records_read_total else 1.0
 
 
@@ -173,7 +178,7 @@ def compare(
             state = RECEIVED  # an undeclared field that stopped coming: nothing is kept in raw only any more
         elif any(other in seen for other in shape.names_of(name)):
             state = RECEIVED  # its column's other name came instead
-        elif (1.0 - before.share()) ** tally.records < CHANCE:
+        elif (1.0 - before.share()) ** (before.records_since_seen + tally.records) < CHANCE:
             state = VANISHED
             example = tally.example_without(shape.names_of(name))
         else:  # too few records to tell: a vanished field stays vanished
@@ -188,8 +193,9 @@ def compare(
             run_id if count else before.last_run_id if before else None,
             at if count else before.last_seen_at if before else None,
             tally.records, count, example,
-            (before.records_read_total if before else 0) + tally.records,
+            (before.records_read_total if before else 0) + (tally.records if count else 0),
             (before.records_with_total if before else 0) + count,
+            0 if count else (before.records_since_seen if before else 0) + tally.records,
         )
         states.append(after)
         if changed and state in (NEW, VANISHED):

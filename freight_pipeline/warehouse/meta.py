@@ -199,8 +199,9 @@ SOURCE_FIELDS = _meta(
         Column("records_with", "BIGINT", "of those, the records that had the field (a null value counts: it is there)"),
         Column("example_record_key", "VARCHAR", "a record of that run with the field (vanished: one without it), "
                                                 "e.g. the shipment id"),
-        Column("records_read_total", "BIGINT", "records of the source read since the field was first received"),
-        Column("records_with_total", "BIGINT", "of those, the records that had it"),
+        Column("records_read_total", "BIGINT", "records of the source read by the runs that received the field"),
+        Column("records_with_total", "BIGINT", "of those, the records that had it (their share: how often it comes)"),
+        Column("records_since_seen", "BIGINT", "records of the source read since a run last received it"),
     ),
     ("stream", "field"),
     "The shape of the records each source sent: every top-level field received, whether a spec declares it, "
