@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,10 +34,12 @@ from freight_pipeline.sync.bundle import GONE, NOT_APPLICABLE, Bundle
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text, record_failure
 from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, DOCUMENT_PART, Part, Ref
-from freight_pipeline.warehouse.records import BatchWrite, RawDocument, Reject
+from freight_pipeline.warehouse.records import BatchWrite, RawDocument, RawPart, Reject
 
 Rows = dict[str, list[dict[str, Any]]]
 PAYLOAD_CHARS = 100_000
+RAW_LEVEL = 6
+"""zlib level of the raw parts (``freight_meta.raw_parts``)."""
 
 
 @dataclass
@@ -163,14 +166,29 @@ class _Builder:
         self.problems(DOCUMENT_PART, shipment_id, found)
         return True
 
+    def raw_part(self, part: Part, shipment_id: int, answer: Any) -> None:
+        """Keep the part's answer as received (compressed); None: it has no rows."""
+        text = None
+        if answer is not None:
+            try:
+                text = to_json(answer).encode()
+            except Invalid:  # what JSON cannot hold (a lone surrogate): its rows are written, no raw copy
+                return
+        packed = zlib.compress(text, RAW_LEVEL) if text is not None else None
+        self.write.raw_parts.append(
+            RawPart(part.stream, shipment_id, packed, len(text) if text is not None else None, self.fetched_at)
+        )
+
     def detail(self, part: Part, bundle: Bundle, answer: Any) -> None:
         shipment_id, ref = bundle.work.shipment_id, bundle.ref
         if answer is NOT_APPLICABLE:
             self.replace(part, shipment_id)
+            self.raw_part(part, shipment_id, None)
             return
         if answer is GONE:
             self.gone(part, shipment_id)
             self.replace(part, shipment_id)
+            self.raw_part(part, shipment_id, None)
             return
         if isinstance(answer, RecordFailure):
             self.quarantine(part, ref, answer, None)
@@ -185,6 +203,7 @@ class _Builder:
             self.quarantine(part, ref, RecordFailure(failure.reason, None, None, json_text(answer, 500)), None)
             return
         self.replace(part, shipment_id, rows)
+        self.raw_part(part, shipment_id, answer)
         self.problems(part, shipment_id, found)
 
 

@@ -129,6 +129,23 @@ RAW_SHIPMENTS = _meta(
     "The last raw JSON document of each shipment, for replay without re-fetching.",
 )
 
+RAW_PARTS = _meta(
+    "raw_parts",
+    (
+        _key("stream", "VARCHAR", "the part of the shipment: shipment_events, air_main_carriage_legs, "
+             "sea_main_carriage_legs, shipment_memos"),
+        _key("shipment_id", "BIGINT", "id of the shipment"),
+        Column("answer", "BLOB", "the part's last answer as received: its JSON text, zlib-compressed (null: the "
+                                 "part did not apply to the shipment, or was gone, so its rows are none)"),
+        Column("answer_bytes", "BIGINT", "the size of the JSON text before compression"),
+        Column("fetched_at", "TIMESTAMPTZ", "when the batch that read it was assembled"),
+        Column("run_id", "VARCHAR", "the run that read it"),
+    ),
+    ("stream", "shipment_id"),
+    "The last raw answer of each part of each shipment (events, legs, memo lines), compressed, written in the "
+    "same transaction as its rows: with raw_shipments, what re-deriving the tables needs without a request.",
+)
+
 CHANGED_SHIPMENTS = _meta(
     "changed_shipments",
     (
@@ -215,6 +232,7 @@ META_TABLES: tuple[TableSpec, ...] = (
     QUARANTINE,
     DATA_PROBLEMS,
     RAW_SHIPMENTS,
+    RAW_PARTS,
     CHANGED_SHIPMENTS,
     TABLE_FRESHNESS,
     SOURCE_FIELDS,
