@@ -84,7 +84,8 @@ def test_help_lists_a_flag_for_every_fault_setting(capsys: pytest.CaptureFixture
         build_parser().parse_args(["simulator", "--help"])
     assert stopped.value.code == 0
     shown = capsys.readouterr().out
-    for flag in [*FAULT_FLAGS.values(), "--offset-change INSTANT=OFFSET", "--start INSTANT", "{type,key}"]:
+    for flag in [*FAULT_FLAGS.values(), "--offset-change INSTANT=OFFSET", "--start INSTANT", "{type,key}",
+                 "--release {2026.1,2026.2}"]:
         assert flag in shown, flag
 
 
