@@ -12,7 +12,10 @@
   service's behaviour its users should know: a clock without a UTC offset, data gone back (a restore);
   ``StreamResult.notices``, the lines the run said);
 * ``history_matches_current`` on each table the history versions (ERROR: the current versions of
-  ``freight_history`` equal the rows held, row for row, unless the history is switched off and behind).
+  ``freight_history`` equal the rows held, row for row, unless the history is switched off and behind);
+* ``no_shape_changes`` on the first table of each source whose shape is watched (WARN while a field of its
+  records is new, no spec declaring it, or vanished, declared and received before but absent from every
+  record of the latest run: ``freight_meta.source_fields``, ``sync.drift``).
 
 A result's figures are plain values (numbers, text, lists and dicts of them, instants); the Dagster
 asset checks (``defs.checks``) show them as asset check metadata, ``freight-pipeline sync`` prints
@@ -32,6 +35,7 @@ import duckdb
 from freight_pipeline.checks import queries
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.sync.drift import SOURCE_SHAPES
 from freight_pipeline.sync.parts import DOCUMENT_PART
 from freight_pipeline.sync.streams import RECORD_SOURCES, TABLE_SOURCE
 from freight_pipeline.warehouse.history import SUBJECTS, Subject
@@ -164,6 +168,22 @@ def notices_check(stream: str) -> WarehouseCheck:
     )
 
 
+def shape_check(stream: str) -> WarehouseCheck:
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        new, vanished, fields = queries.shape_changes(con, stream)
+        return CheckResult(not fields, {"new_fields": new, "vanished_fields": vanished, "fields": fields})
+
+    return WarehouseCheck(
+        "no_shape_changes",
+        RECORD_SOURCES[stream][0],
+        Severity.WARN,
+        f"Every field of the {stream} records is declared by a table spec, and no declared field that earlier "
+        "runs received is absent from every record of the latest run (freight_meta.source_fields; WARN "
+        "severity: the run publishes; a renamed field takes its new name in its Field's source).",
+        evaluate,
+    )
+
+
 def history_check(subject: Subject) -> WarehouseCheck:
     tables = [source.table.name for source in subject.sources]
 
@@ -197,6 +217,7 @@ def warehouse_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[Wareh
         *(data_problems_check(stream) for stream in RECORD_SOURCES),
         *(notices_check(stream) for stream in RECORD_SOURCES),
         *(history_check(s) for s in SUBJECTS if all(source.table.name in names for source in s.sources)),
+        *(shape_check(stream) for stream in RECORD_SOURCES if stream in SOURCE_SHAPES),
     ]
 
 

@@ -71,6 +71,7 @@ def read_report(data_dir: Path, backend: StorageBackend) -> dict[str, Any]:
             "rejected_records": _per_stream(con, tables, "rejected_records"),
             "retry_queue": _retry_queue(con, tables),
             "data_problems": _per_stream(con, tables, "data_problems"),
+            "shape_changes": _shape_changes(con, tables),
         }
 
 
@@ -190,6 +191,19 @@ def _per_stream(con: duckdb.DuckDBPyConnection, tables: list[str], table: str) -
         return {}
     rows = con.execute(f"SELECT stream, count(*) FROM {META_SCHEMA}.{table} GROUP BY stream ORDER BY stream")
     return {str(stream): int(n) for stream, n in rows.fetchall()}
+
+
+def _shape_changes(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str, Any]]:
+    """The fields new or vanished now (``freight_meta.source_fields``), by stream and field."""
+    if f"{META_SCHEMA}.source_fields" not in tables:
+        return []
+    cur = con.execute(
+        "SELECT stream, field, state, records_read, records_with, changed_run_id, changed_at, first_run_id, "
+        f"example_record_key FROM {META_SCHEMA}.source_fields WHERE state IN ('new', 'vanished') "
+        "ORDER BY stream, state DESC, field"
+    )
+    names = [d[0] for d in cur.description]
+    return [{name: _plain(value) for name, value in zip(names, row, strict=True)} for row in cur.fetchall()]
 
 
 def _retry_queue(con: duckdb.DuckDBPyConnection, tables: list[str]) -> dict[str, dict[str, Any]]:

@@ -53,6 +53,7 @@ def render_status(report: dict[str, Any]) -> str:
     parts.append("tables\n" + render_tables(report["tables"]))
     parts.append("rejects\n" + render_rejects(report))
     parts.append("bad data (freight_meta.quarantine, freight_meta.data_problems)\n" + render_bad_data(report))
+    parts.append("shape of the records (freight_meta.source_fields)\n" + render_shape_changes(report))
     return "\n\n".join(parts)
 
 
@@ -130,6 +131,22 @@ def render_bad_data(report: dict[str, Any]) -> str:
     ]
     headers = ("stream", "waiting for retry", "failing since (UTC)", "next retry (UTC)", "values nulled")
     return format_table(headers, rows)
+
+
+def render_shape_changes(report: dict[str, Any]) -> str:
+    """The fields that are new (no spec declares them: kept in the raw record only) or vanished now."""
+    changes: list[dict[str, Any]] = report.get("shape_changes") or []
+    if not changes:
+        return "  no change: every field received is declared, and no declared field stopped coming"
+    rows = [
+        (c["stream"], c["field"], c["state"], f"{c.get('records_with') or 0:,} of {c.get('records_read') or 0:,}",
+         c.get("changed_run_id"), _utc_text(c.get("changed_at")), c.get("example_record_key"))
+        for c in changes
+    ]
+    headers = ("stream", "field", "state", "records with it", "since run", "since (UTC)", "example record")
+    return format_table(headers, rows) + (
+        "\n  a renamed field: name its new key in the column's Field(source=(old, new)) "
+        "(docs/real-services.md, \"When the service changes shape\")")
 
 
 def _utc_text(iso: str | None) -> str | None:

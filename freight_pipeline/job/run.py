@@ -217,7 +217,8 @@ async def _run_stream(
     status = "skipped" if "skipped" in result.extra else "success"
     notices = [notice for notice in result.notices if notice not in said]
     said.update(notices)
-    return Step(stream_step(stream.name), status, clock.lap(), result.summary(), [*([bad] if bad else []), *notices])
+    notes = [*([bad] if bad else []), *result.shape_changes(), *notices]
+    return Step(stream_step(stream.name), status, clock.lap(), result.summary(), notes)
 
 
 def _checks(warehouse: Warehouse) -> Step:

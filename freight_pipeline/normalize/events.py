@@ -9,7 +9,12 @@ from freight_pipeline.normalize.errors import show
 from freight_pipeline.normalize.plain_fields import as_items
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.records import require_list, require_shipment_id
+from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.specs.events_memos import EVENT_DATETIME, EVENT_LOCATION, SHIPMENT_EVENTS
+
+EVENT_SHAPE = Shape.of("shipment events", (), "event", "type", "date_time", "location",
+                       "shipment_id")  # the shipment's id: the request's is used
+"""The fields of an event that ``normalize_events`` reads (or knows)."""
 
 
 def _code(value: Any) -> str | None:

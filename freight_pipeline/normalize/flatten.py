@@ -17,10 +17,11 @@ from freight_pipeline.normalize.addresses import add_addresses, add_containers
 from freight_pipeline.normalize.converters import Row, Rows
 from freight_pipeline.normalize.errors import NormalizationError, show
 from freight_pipeline.normalize.goods import add_goods
-from freight_pipeline.normalize.legs import add_carriage_legs
+from freight_pipeline.normalize.legs import CARRIAGES, add_carriage_legs
 from freight_pipeline.normalize.plain_fields import as_object, compile_fields, copy_fields, items_of
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.records import record_id
+from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.specs.events_memos import (
     AES_FIELDS,
     CUSTOM_FIELD_FIELDS,
@@ -47,6 +48,15 @@ _CREDIT = compile_fields(CREDIT_FIELDS)
 _CUSTOMS = compile_fields(CUSTOMS_FIELDS)
 _AES = compile_fields(AES_FIELDS)
 _CUSTOM_FIELDS = compile_fields(CUSTOM_FIELD_FIELDS)
+
+DOCUMENT_SHAPE = Shape.of(
+    "shipment documents",
+    (*SHIPMENT_FIELDS, *SHIPMENT_TIMESTAMP_FIELDS),
+    "id", "employees", "insurance", "credit_data", "customs_data", "goods", "addresses", "containers",
+    *(key for _, key in CARRIAGES), "aes", "custom_fields",
+    "events", "memos",  # named by the spec; their tables come from their own endpoints
+)
+"""The top-level fields of a shipment document that ``normalize_shipment`` reads (or knows)."""
 
 def _put_object(
     row: Row, doc: Mapping[str, Any], key: str, fields: Any, problems: Problems

@@ -9,6 +9,7 @@ from freight_pipeline.normalize.converters import Row, Rows
 from freight_pipeline.normalize.plain_fields import as_items, as_object, compile_fields, copy_fields, items_of
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.records import require_list, require_shipment_id
+from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.specs.legs import (
     AIR_LEG_FIELDS,
     AIR_MAIN_CARRIAGE_LEGS,
@@ -31,6 +32,11 @@ _EMBEDDED = compile_fields(
 )
 _AIR = compile_fields((*LEG_COMMON_FIELDS, *AIR_LEG_FIELDS))
 _SEA = compile_fields((*LEG_COMMON_FIELDS, *SEA_LEG_FIELDS))
+
+_ENDS = tuple(end.end for end in LEG_ENDS)
+AIR_LEG_SHAPE = Shape.of("air main-carriage legs", (*LEG_COMMON_FIELDS, *AIR_LEG_FIELDS), *_ENDS)
+SEA_LEG_SHAPE = Shape.of("sea main-carriage legs", (*LEG_COMMON_FIELDS, *SEA_LEG_FIELDS), *_ENDS)
+"""The fields of a main-carriage leg that ``normalize_main_carriage`` reads."""
 
 
 def _put_leg_ends(row: Row, leg: Mapping[str, Any], path: str, problems: Problems) -> None:

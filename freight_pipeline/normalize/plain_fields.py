@@ -72,16 +72,29 @@ def items_of(
 
 @dataclass(frozen=True)
 class Field:
-    """One source key -> one column. ``source`` defaults to the column name."""
+    """One source key -> one column. ``source`` defaults to the column name.
+
+    A renamed field takes one line: ``source`` names the keys the value may come from, in order, and
+    the first that holds a value wins, e.g. ``Field("house_reference", VARCHAR, source=("house_reference",
+    "house_bill_number"))`` reads a service before and after a release that renamed the field.
+    """
 
     column: str
     type: str
     description: str = ""
-    source: str | None = None
+    source: str | tuple[str, ...] | None = None
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every source key the column may come from, in order."""
+        if self.source is None:
+            return (self.column,)
+        return (self.source,) if isinstance(self.source, str) else tuple(self.source)
 
     @property
     def key(self) -> str:
-        return self.source or self.column
+        """The first source key."""
+        return self.keys[0]
 
     def as_column(self) -> Column:
         return Column(self.column, self.type, self.description)
@@ -91,21 +104,36 @@ class Field:
 # text and booleans; numbers always go through their converter for the range and finiteness checks).
 _NATIVE_TYPES: dict[str, type] = {VARCHAR: str, BOOLEAN: bool}
 
-CompiledFields = tuple[tuple[str, str, Converter, type | None], ...]
+CompiledFields = tuple[tuple[str, str, Converter, type | None, tuple[str, ...]], ...]
 
 
 def compile_fields(fields: Iterable[Field]) -> CompiledFields:
-    return tuple((f.column, f.key, CONVERTERS[f.type], _NATIVE_TYPES.get(f.type)) for f in fields)
+    return tuple((f.column, f.key, CONVERTERS[f.type], _NATIVE_TYPES.get(f.type), f.keys[1:]) for f in fields)
+
+
+def source_keys(fields: Iterable[Field]) -> frozenset[str]:
+    """Every source key of ``fields`` (aliases included): what a record's keys are compared with."""
+    return frozenset(key for f in fields for key in f.keys)
+
+
+def alias_groups(fields: Iterable[Field]) -> tuple[tuple[str, ...], ...]:
+    """The source keys of each field that has more than one (a renamed field's old and new names)."""
+    return tuple(f.keys for f in fields if len(f.keys) > 1)
 
 
 def copy_fields(row: Row, source: Mapping[str, Any], fields: CompiledFields, path: str, problems: Problems) -> Row:
     """Convert each declared field of ``source`` into ``row``; absent and null stay absent (null);
-    a value that cannot be converted stays null and is reported."""
+    a value that cannot be converted stays null and is reported. A field with aliases takes the first
+    of its keys that holds a value."""
     get = source.get
-    for column, key, convert, native in fields:
+    for column, key, convert, native, aliases in fields:
         value = get(key)
         if value is None:
-            continue
+            if not aliases:
+                continue
+            key, value = next(((alias, get(alias)) for alias in aliases if get(alias) is not None), (key, None))
+            if value is None:
+                continue
         if native is not None and type(value) is native and (native is bool or (native is str and value.isascii())):
             row[column] = value  # the common case, without a converter call
             continue

@@ -10,11 +10,17 @@ from freight_pipeline.normalize.converters import Row, Rows, json_or_report, to_
 from freight_pipeline.normalize.errors import Invalid, NormalizationError, RecordShapeError, show
 from freight_pipeline.normalize.plain_fields import as_items, compile_fields, copy_fields
 from freight_pipeline.normalize.problems import Problems, sink
+from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSION_FIELDS, CODE_CONVERSIONS
 from freight_pipeline.normalize.specs.events_memos import MEMO_FIELDS, SHIPMENT_MEMOS
 
 _MEMO = compile_fields(MEMO_FIELDS)
 _CODE_CONVERSION = compile_fields(CODE_CONVERSION_FIELDS)
+
+MEMO_SHAPE = Shape.of("memo lines", MEMO_FIELDS, "id")
+CODE_CONVERSION_SHAPE = Shape.of("code conversions", CODE_CONVERSION_FIELDS, "id")
+"""The fields of a memo line and of a code conversion that their normalizers read (a code conversion's
+other fields are kept whole in ``payload`` too)."""
 
 MemoKey = tuple[str | None, str | None]
 

@@ -19,6 +19,7 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "TIME": pa.time64("us"),
     "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
     "JSON": pa.string(),  # stored as DuckDB JSON, carried as text in Arrow
+    "BLOB": pa.binary(),
 }
 
 

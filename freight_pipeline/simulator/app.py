@@ -35,7 +35,8 @@ class SimulatorApp:
     def __init__(self, store: StoreAPI, config: SimulatorConfig | None = None) -> None:
         config = config or SimulatorConfig()
         self.state = ServiceState(
-            store, config, Authenticator(config), FaultInjector(config.faults), RequestStats(), Corruptions()
+            store, config, Authenticator(config), FaultInjector(config.faults), RequestStats(), Corruptions(),
+            config.release,
         )
         endpoints = Endpoints(self.state)
         routes: list[BaseRoute] = endpoints.routes()

@@ -21,6 +21,7 @@ from freight_pipeline.simulator.config import (
     UserConfig,
     default_users,
 )
+from freight_pipeline.simulator.releases import CURRENT, NEXT, RELEASES
 
 
 def _shipment_count(text: str) -> int:
@@ -209,6 +210,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="E-File references as {type, value} (default) or {reference_key: SHIPMENT_ID, reference}",
     )
     parser.add_argument(
+        "--release", choices=RELEASES, default=CURRENT,
+        help=f"the release of the interface it answers in (default {CURRENT}, the spec's current one; {NEXT} "
+        "renames, drops and adds fields of documents, events and air legs: docs/real-services.md); "
+        "switched while running with POST /_control/release",
+    )
+    parser.add_argument(
         "--control",
         action="store_true",
         help="enable the unauthenticated HTTP control surface under /_control (loopback --host only); "
@@ -274,6 +281,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         start=args.start,
         offset_changes=tuple(args.offset_change),
         naive_clock=args.naive_clock,
+        release=args.release,
     )
 
 
@@ -322,6 +330,8 @@ def _announce(base_url: str, config: SimulatorConfig, seconds: float) -> None:
     for user in config.users:
         what = "webhook (basic auth)" if "WEBHOOK" in user.roles else ", ".join(sorted(user.permissions))
         lines.append(f"  user: {user.username}  password: {user.password}  [{what}]")
+    if config.release != CURRENT:
+        lines.append(f"  release: {config.release} (not the spec's current {CURRENT})")
     if config.control:
         lines.append(f"  control surface: {base_url}/_control/stats (no auth)")
     if config.naive_clock is not None:

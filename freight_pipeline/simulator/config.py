@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from freight_pipeline.simulator.clock import clock_timezone, zone_info
+from freight_pipeline.simulator.releases import CURRENT, check_release
 
 # Permission names (assumption A16) and the webhook role (A17).
 PERMISSIONS: tuple[str, ...] = (
@@ -256,6 +257,8 @@ class SimulatorConfig:
     ``(("2026-10-25T03:00:00+02:00", "+01:00"),)`` (summer time ending). ``naive_clock``: an IANA
     zone name (``Europe/Berlin``): the clock follows that zone's rules (``utc_offset`` is not used,
     ``offset_changes`` are refused) and every date-time is sent without a UTC offset, in its wall clock.
+    ``release``: the release of the
+    interface it answers in (``releases.py``; switched while running with ``POST /_control/release``).
     """
 
     users: tuple[UserConfig, ...] = field(default_factory=default_users)
@@ -270,9 +273,11 @@ class SimulatorConfig:
     start: str | None = None
     offset_changes: tuple[tuple[str, str], ...] = ()
     naive_clock: str | None = None
+    release: str = CURRENT
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "users", tuple(self.users))
+        check_release(self.release)
         names = [u.username for u in self.users]
         if len(names) != len(set(names)):
             raise ValueError("usernames must be unique")

@@ -39,6 +39,9 @@ it echoes (``last_modified_date_time``) are as the service writes them. Routes:
   ``{"endpoint": .., "id": N, "kind": .., "path": .., "value": .., "status": .., "key": ..}``
   (``corruptions.py``; refused with 400 when the record lacks the path, 404 when it does not exist);
   ``DELETE /_control/corruptions[?endpoint=E&id=N]`` heals them
+* ``GET /_control/release``; ``POST /_control/release`` body ``{"release": "2026.2"}``: every answer from
+  now on is in that release's shape (``releases.py``; 400 for a release it does not play) ->
+  ``{"release": .., "releases": [...]}``
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from freight_pipeline.simulator.clock import parse_instant
 from freight_pipeline.simulator.corruptions import Corruption, CorruptionError
 from freight_pipeline.simulator.data_efile import efile_in_shape, references_in_shape
 from freight_pipeline.simulator.http_base import ApiError, ServiceState, json_body
+from freight_pipeline.simulator.releases import RELEASES, check_release
 
 
 def control_routes(state: ServiceState) -> list[BaseRoute]:
@@ -216,6 +220,14 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
         }
         return lambda: readers[corruption.endpoint](record_id)
 
+    async def release(request: Request) -> Response:
+        if request.method == "POST":
+            try:
+                state.release = check_release((await body_object(request)).get("release"))
+            except ValueError as exc:
+                raise ApiError(400, str(exc)) from None
+        return JSONResponse({"release": state.release, "releases": list(RELEASES)})
+
     async def revoke(_: Request) -> Response:
         state.auth.revoke_all_tokens()
         return JSONResponse({"revoked": True})
@@ -242,6 +254,7 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
         Route("/_control/tokens/revoke", revoke, methods=["POST"]),
         Route("/_control/auth", auth_settings, methods=["PUT"]),
         Route("/_control/corruptions", corruptions, methods=["GET", "POST", "DELETE"]),
+        Route("/_control/release", release, methods=["GET", "POST"]),
     ]
 
 

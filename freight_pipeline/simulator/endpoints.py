@@ -35,6 +35,7 @@ from freight_pipeline.simulator.lookup.specs import (
     equals_value,
 )
 from freight_pipeline.simulator.lookup.types import Criterion, LookupSpec, Page, PageRequest
+from freight_pipeline.simulator.releases import base_in_release, in_release
 from freight_pipeline.simulator.store_api import EVENT_CODES, EVENT_TYPES, NotFound
 
 T = TypeVar("T")
@@ -198,7 +199,7 @@ class Endpoints:
         items = []
         for row in page.rows:
             try:
-                items.append(self.store.reader.get_base_shipment(int(row["ID"])))
+                items.append(base_in_release(self.state.release, self.store.reader.get_base_shipment(int(row["ID"]))))
             except NotFound:  # deleted between the scan and now
                 continue
         return paged_json(items, page)
@@ -207,7 +208,9 @@ class Endpoints:
         """One record's answer (a retrieve or a shipment's detail list), with its corruptions applied."""
         self._user(request, permission)
         record_id = self._id(request)
-        return answer(self.state.corruptions.apply(endpoint, record_id, await in_thread(read, record_id)))
+        release = self.state.release
+        shaped = in_release(release, endpoint, await in_thread(read, record_id))
+        return answer(self.state.corruptions.apply(endpoint, record_id, shaped))
 
     async def shipment_retrieve(self, request: Request) -> Response:
         return await self._record(request, "shipment:retrieve", "shipment", self.store.reader.get_shipment)

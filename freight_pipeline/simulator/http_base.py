@@ -15,6 +15,7 @@ from freight_pipeline.simulator.auth import Authenticator
 from freight_pipeline.simulator.config import SimulatorConfig
 from freight_pipeline.simulator.corruptions import Corruptions
 from freight_pipeline.simulator.faults import FaultInjector, RequestStats
+from freight_pipeline.simulator.releases import CURRENT
 from freight_pipeline.simulator.store_api import StoreAPI
 
 
@@ -41,6 +42,8 @@ class ServiceState:
     faults: FaultInjector
     stats: RequestStats
     corruptions: Corruptions
+    release: str = CURRENT
+    """The release of the interface answered now (``releases.py``)."""
 
 
 async def json_body(request: Request, *, empty: Any = ...) -> Any:

@@ -36,6 +36,7 @@ from freight_pipeline.simulator.config import (
     SimulatorConfig,
 )
 from freight_pipeline.simulator.faults import FaultInjector, RequestStats
+from freight_pipeline.simulator.releases import check_release
 from freight_pipeline.simulator.store_api import StoreAPI
 
 LOCALHOST = "127.0.0.1"
@@ -168,6 +169,15 @@ class RunningSimulator:
         """Make the next ``count`` requests (to ``path``) fail: ``drop``, ``rate_limit``, ``server_error``
         (``status``: only for this kind) or ``malformed`` (see :meth:`FaultInjector.enqueue`)."""
         self.faults.enqueue(kind, count, path, status)
+
+    @property
+    def release(self) -> str:
+        """The release of the interface answered now (``releases.py``)."""
+        return self.app.state.release
+
+    def set_release(self, release: str) -> None:
+        """Answer in ``release`` from now on (ValueError for one the simulator does not play)."""
+        self.app.state.release = check_release(release)
 
     def set_token_lifetime(self, seconds: float) -> None:
         self.auth.token_lifetime_s = float(seconds)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,14 +29,17 @@ from freight_pipeline.normalize.converters import to_json
 from freight_pipeline.normalize.errors import Invalid, NormalizationError
 from freight_pipeline.normalize.flatten import to_arrow_batch
 from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.sync.bundle import GONE, NOT_APPLICABLE, Bundle
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text, record_failure
 from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, DOCUMENT_PART, Part, Ref
-from freight_pipeline.warehouse.records import BatchWrite, RawDocument, Reject
+from freight_pipeline.warehouse.records import BatchWrite, RawDocument, RawPart, Reject
 
 Rows = dict[str, list[dict[str, Any]]]
 PAYLOAD_CHARS = 100_000
+RAW_LEVEL = 6
+"""zlib level of the raw parts (``freight_meta.raw_parts``)."""
 
 
 @dataclass
@@ -60,6 +64,8 @@ class PartCounts:
 class Assembled:
     write: BatchWrite
     counts: dict[str, PartCounts] = field(default_factory=dict)
+    tallies: dict[str, FieldTally] = field(default_factory=dict)
+    """The fields of the records read, per part."""
     failed_new: int = 0
     """Shipments of the batch with a failure that were not already waiting in the retry queue."""
     attempted_new: int = 0
@@ -94,10 +100,14 @@ class _Builder:
         self.rows: Rows = {}
         self.write = BatchWrite()
         self.counts: dict[str, PartCounts] = {}
+        self.tallies: dict[str, FieldTally] = {}
         self.fetched_at, self.ceiling = fetched_at, ceiling
 
     def count(self, stream: str) -> PartCounts:
         return self.counts.setdefault(stream, PartCounts())
+
+    def tally(self, stream: str) -> FieldTally:
+        return self.tallies.setdefault(stream, FieldTally())
 
     def replace(self, part: Part, shipment_id: int, rows: Rows | None = None) -> None:
         for table in part.tables:
@@ -133,6 +143,7 @@ class _Builder:
             self.quarantine(DOCUMENT_PART, ref, answer, None)
             return False
         self.count(DOCUMENT).read += 1
+        self.tally(DOCUMENT).see(answer, shipment_id)
         found = Problems()
         try:
             raw_text = to_json(answer)
@@ -155,19 +166,35 @@ class _Builder:
         self.problems(DOCUMENT_PART, shipment_id, found)
         return True
 
+    def raw_part(self, part: Part, shipment_id: int, answer: Any) -> None:
+        """Keep the part's answer as received (compressed); None: it has no rows."""
+        text = None
+        if answer is not None:
+            try:
+                text = to_json(answer).encode()
+            except Invalid:  # what JSON cannot hold (a lone surrogate): its rows are written, no raw copy
+                return
+        packed = zlib.compress(text, RAW_LEVEL) if text is not None else None
+        self.write.raw_parts.append(
+            RawPart(part.stream, shipment_id, packed, len(text) if text is not None else None, self.fetched_at)
+        )
+
     def detail(self, part: Part, bundle: Bundle, answer: Any) -> None:
         shipment_id, ref = bundle.work.shipment_id, bundle.ref
         if answer is NOT_APPLICABLE:
             self.replace(part, shipment_id)
+            self.raw_part(part, shipment_id, None)
             return
         if answer is GONE:
             self.gone(part, shipment_id)
             self.replace(part, shipment_id)
+            self.raw_part(part, shipment_id, None)
             return
         if isinstance(answer, RecordFailure):
             self.quarantine(part, ref, answer, None)
             return
         self.count(part.stream).read += len(answer) if isinstance(answer, list) else 1
+        self.tally(part.stream).see_all(answer, shipment_id)
         found = Problems()
         try:
             rows = part.normalize(ref, answer, found)
@@ -176,6 +203,7 @@ class _Builder:
             self.quarantine(part, ref, RecordFailure(failure.reason, None, None, json_text(answer, 500)), None)
             return
         self.replace(part, shipment_id, rows)
+        self.raw_part(part, shipment_id, answer)
         self.problems(part, shipment_id, found)
 
 
@@ -215,4 +243,4 @@ def assemble(bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | 
             attempted_new += 1
             failed_new += len(builder.write.quarantined) > quarantined_before
     builder.write.tables = to_arrow_batch(builder.rows)
-    return Assembled(builder.write, builder.counts, failed_new, attempted_new)
+    return Assembled(builder.write, builder.counts, builder.tallies, failed_new, attempted_new)

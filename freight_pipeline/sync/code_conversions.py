@@ -23,6 +23,7 @@ from freight_pipeline.normalize.errors import NormalizationError
 from freight_pipeline.normalize.flatten import to_arrow_batch
 from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.records import normalize_code_conversion
+from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS
 from freight_pipeline.sync.changes import read_complete
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text
@@ -51,7 +52,9 @@ async def sync_code_conversions(
     rejects: list[Reject] = []
     quarantined: list[Quarantined] = []
     problems: list[DataProblem] = []
+    tally = result.tallies.setdefault(STREAM, FieldTally())
     for position, record in enumerate(records):
+        tally.see(record, record.get("id") if isinstance(record, dict) else position)
         found = Problems()
         try:
             row = normalize_code_conversion(record, found)

@@ -17,11 +17,12 @@ from typing import Any
 
 from freight_pipeline.client import endpoints as ep
 from freight_pipeline.client.endpoints import Endpoint
-from freight_pipeline.normalize.events import normalize_events
-from freight_pipeline.normalize.flatten import normalize_shipment
-from freight_pipeline.normalize.legs import normalize_main_carriage
+from freight_pipeline.normalize.events import EVENT_SHAPE, normalize_events
+from freight_pipeline.normalize.flatten import DOCUMENT_SHAPE, normalize_shipment
+from freight_pipeline.normalize.legs import AIR_LEG_SHAPE, SEA_LEG_SHAPE, normalize_main_carriage
 from freight_pipeline.normalize.problems import Problems
-from freight_pipeline.normalize.records import normalize_memos
+from freight_pipeline.normalize.records import MEMO_SHAPE, normalize_memos
+from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS, SHIPMENT_MEMOS
 from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, SEA_MAIN_CARRIAGE_LEGS
 from freight_pipeline.normalize.tables import SHIPMENT_DOCUMENT_TABLES
@@ -91,6 +92,8 @@ class Part:
     endpoint: Endpoint
     tables: tuple[str, ...]
     normalize: Normalize
+    shape: Shape
+    """The fields its records declare (each run compares the fields received with them: ``sync.drift``)."""
     fetch: Fetch = by_id
     mode: str | None = None
     """Only shipments of this mode of transport have the part (None: every shipment); elsewhere its
@@ -147,19 +150,21 @@ async def _memos(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings
 
 DOCUMENT_PART = Part(
     DOCUMENT, ep.SHIPMENT_RETRIEVE, SHIPMENT_DOCUMENT_TABLES,
-    lambda ref, doc, problems: normalize_shipment(doc, problems), fetch=_document,
+    lambda ref, doc, problems: normalize_shipment(doc, problems), DOCUMENT_SHAPE, fetch=_document,
 )
 DETAIL_PARTS: tuple[Part, ...] = (
     Part(EVENTS, ep.SHIPMENT_EVENTS, (SHIPMENT_EVENTS.name,),
-         lambda ref, data, problems: normalize_events(ref.shipment_id, data, problems)),
+         lambda ref, data, problems: normalize_events(ref.shipment_id, data, problems), EVENT_SHAPE),
     Part(AIR_LEGS, ep.SHIPMENT_AIR_MAIN_CARRIAGE, (AIR_MAIN_CARRIAGE_LEGS.name,),
-         lambda ref, data, problems: normalize_main_carriage(ref.shipment_id, data, "air", problems), mode="AIR"),
+         lambda ref, data, problems: normalize_main_carriage(ref.shipment_id, data, "air", problems), AIR_LEG_SHAPE,
+         mode="AIR"),
     Part(SEA_LEGS, ep.SHIPMENT_SEA_MAIN_CARRIAGE, (SEA_MAIN_CARRIAGE_LEGS.name,),
-         lambda ref, data, problems: normalize_main_carriage(ref.shipment_id, data, "sea", problems), mode="SEA"),
+         lambda ref, data, problems: normalize_main_carriage(ref.shipment_id, data, "sea", problems), SEA_LEG_SHAPE,
+         mode="SEA"),
     Part(MEMOS, ep.MEMO_LOOKUP, (SHIPMENT_MEMOS.name,),
          lambda ref, data, problems: normalize_memos(data, {(ref.client, ref.shipment_number): ref.shipment_id},
                                                      problems),
-         fetch=_memos, by_number=True),
+         MEMO_SHAPE, fetch=_memos, by_number=True),
 )
 """Every part but the document, fetched once the document (or the lookup) told the shipment's ref."""
 PARTS: tuple[Part, ...] = (DOCUMENT_PART, *DETAIL_PARTS)

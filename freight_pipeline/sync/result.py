@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.warehouse.records import RunRecord
 
 
@@ -16,6 +17,9 @@ class StreamResult(RunRecord):
     """Records that failed in this run and wait in the retry queue (``freight_meta.quarantine``)."""
     data_problems: int = 0
     """Values of loaded records that could not be converted (``freight_meta.data_problems``)."""
+    tallies: dict[str, FieldTally] = field(default_factory=dict)
+    """The fields of the records read, per source (a part of a shipment, or the stream): compared with the
+    table specs and earlier runs once the stream succeeded (``sync.drift``)."""
 
     def add_rows(self, counts: dict[str, int]) -> None:
         for table, count in counts.items():
@@ -48,6 +52,14 @@ class StreamResult(RunRecord):
         notices = self.extra.setdefault("notices", [])
         if line not in notices:
             notices.append(line)
+
+    def shape_changes(self) -> list[str]:
+        """``shipment documents changed shape: house_reference absent from all 40 read (present before),
+        house_bill_number new (in 40 of 40)``: one line per source whose records changed shape in this run."""
+        by_label: dict[str, list[str]] = {}
+        for change in self.extra.get("shape_changes", ()):
+            by_label.setdefault(change["label"], []).append(change["phrase"])
+        return [f"{label} changed shape: {', '.join(phrases)}" for label, phrases in by_label.items()]
 
     def add_versions(self, versions: dict[str, int]) -> None:
         """Versions added to ``freight_history`` tables, counted in ``extra["versions"]`` per table."""

@@ -20,6 +20,7 @@ from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV, ServiceSettings
 from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, naive_values_read, set_service_zone
 from freight_pipeline.sync.client_source import ClientSource
+from freight_pipeline.sync.drift import change_record, note_shape
 from freight_pipeline.sync.isolation import StreamUnreachable
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
@@ -96,6 +97,9 @@ async def run_stream_async(
                 result = _switched_off(stream, warehouse, run_id, progress)
             else:
                 result = await stream.run(source, warehouse, settings, run_id, progress)
+            if result.tallies:  # schema drift: reported by the run that meets it
+                changes = note_shape(warehouse, run_id, result.tallies)
+                result.extra["shape_changes"] = [change_record(change) for change in changes]
     except BaseException as exc:
         requests_after, retries_after = source.request_counts()
         started.status = "failed"

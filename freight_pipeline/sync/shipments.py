@@ -32,6 +32,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.sync.assemble import Assembled, PartCounts, assemble
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
 from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
@@ -111,6 +112,8 @@ class _Run:
         self.result.add_versions(stats.versions)
         for stream, counted in assembled.counts.items():
             self.counts.setdefault(stream, PartCounts()).add(counted)
+        for stream, tally in assembled.tallies.items():
+            self.result.tallies.setdefault(stream, FieldTally()).add(tally)
         written = len(assembled.write.loaded.get(STREAM, ()))
         self.say(f"shipments: {self.result.rows_read} changed read, {written} written in this batch{moved}")
 

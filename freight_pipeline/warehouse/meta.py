@@ -1,6 +1,6 @@
 """The ``freight_meta`` tables: cursors, run log, rejected records, quarantine (the retry queue of
 records that failed), data problems, raw documents, changed shipments (what the incremental marts
-rebuild), table freshness.
+rebuild), table freshness, the fields each source sent (schema drift).
 
 Declared once as :class:`TableSpec` so the same declaration drives the DDL, the Parquet export and
 the docs. They carry no audit columns (their own timestamps and ``run_id`` say who wrote them) and
@@ -129,6 +129,23 @@ RAW_SHIPMENTS = _meta(
     "The last raw JSON document of each shipment, for replay without re-fetching.",
 )
 
+RAW_PARTS = _meta(
+    "raw_parts",
+    (
+        _key("stream", "VARCHAR", "the part of the shipment: shipment_events, air_main_carriage_legs, "
+             "sea_main_carriage_legs, shipment_memos"),
+        _key("shipment_id", "BIGINT", "id of the shipment"),
+        Column("answer", "BLOB", "the part's last answer as received: its JSON text, zlib-compressed (null: the "
+                                 "part did not apply to the shipment, or was gone, so its rows are none)"),
+        Column("answer_bytes", "BIGINT", "the size of the JSON text before compression"),
+        Column("fetched_at", "TIMESTAMPTZ", "when the batch that read it was assembled"),
+        Column("run_id", "VARCHAR", "the run that read it"),
+    ),
+    ("stream", "shipment_id"),
+    "The last raw answer of each part of each shipment (events, legs, memo lines), compressed, written in the "
+    "same transaction as its rows: with raw_shipments, what re-deriving the tables needs without a request.",
+)
+
 CHANGED_SHIPMENTS = _meta(
     "changed_shipments",
     (
@@ -179,6 +196,35 @@ DATA_PROBLEMS = _meta(
     "Values of loaded records that could not be converted (their column is null); replaced with the record.",
 )
 
+SOURCE_FIELDS = _meta(
+    "source_fields",
+    (
+        _key("stream", "VARCHAR", "the source of the records: a part of a shipment (shipments, shipment_events, "
+             "...) or a stream (code_conversions), as in data_problems"),
+        _key("field", "VARCHAR", "a top-level field (key) of its records"),
+        Column("declared", "BOOLEAN", "whether a table spec declares it (false: its value is kept in the raw "
+                                      "record only)"),
+        Column("state", "VARCHAR", "received; new (no spec declares it); vanished (declared, received by earlier "
+                                   "runs, absent from every record of the latest run that read the source)"),
+        Column("changed_run_id", "VARCHAR", "the run that met the current state first (reported then)"),
+        Column("changed_at", "TIMESTAMPTZ", "when"),
+        Column("first_run_id", "VARCHAR", "the first run that received the field"),
+        Column("first_seen_at", "TIMESTAMPTZ", "when"),
+        Column("last_run_id", "VARCHAR", "the latest run that received it"),
+        Column("last_seen_at", "TIMESTAMPTZ", "when"),
+        Column("records_read", "BIGINT", "records of the source read by the latest run that read any"),
+        Column("records_with", "BIGINT", "of those, the records that had the field (a null value counts: it is there)"),
+        Column("example_record_key", "VARCHAR", "a record of that run with the field (vanished: one without it), "
+                                                "e.g. the shipment id"),
+        Column("records_read_total", "BIGINT", "records of the source read by the runs that received the field"),
+        Column("records_with_total", "BIGINT", "of those, the records that had it (their share: how often it comes)"),
+        Column("records_since_seen", "BIGINT", "records of the source read since a run last received it"),
+    ),
+    ("stream", "field"),
+    "The shape of the records each source sent: every top-level field received, whether a spec declares it, "
+    "and which fields are new or vanished (schema drift, reported by the run that meets it).",
+)
+
 META_TABLES: tuple[TableSpec, ...] = (
     SYNC_STATE,
     SYNC_RUNS,
@@ -186,6 +232,8 @@ META_TABLES: tuple[TableSpec, ...] = (
     QUARANTINE,
     DATA_PROBLEMS,
     RAW_SHIPMENTS,
+    RAW_PARTS,
     CHANGED_SHIPMENTS,
     TABLE_FRESHNESS,
+    SOURCE_FIELDS,
 )

@@ -192,6 +192,18 @@ class Reads:
             for spec in (*self.database.tables, *self.database.meta_tables, *self.database.history_tables)
         }
 
+    def source_fields(self, streams: Sequence[str] | None = None, states: Sequence[str] | None = None,
+                      ) -> list[dict[str, Any]]:
+        """``freight_meta.source_fields`` rows (of ``streams``, in ``states``; None: all), by stream and field."""
+        conditions = [(f"{column} IN (SELECT unnest(?))", list(values))
+                      for column, values in (("stream", streams), ("state", states)) if values is not None]
+        where = " WHERE " + " AND ".join(c for c, _ in conditions) if conditions else ""
+        cur = self.database.con.execute(
+            f"SELECT * FROM {qualified(meta.SOURCE_FIELDS)}{where} ORDER BY stream, field", [v for _, v in conditions]
+        )
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
     def pending_changes(self) -> int:
         """Shipments written or deleted since the last complete dbt build."""
         return scalar(self.database.con, f"SELECT count(*) FROM {qualified(meta.CHANGED_SHIPMENTS)}")

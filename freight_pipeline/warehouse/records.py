@@ -27,6 +27,17 @@ class RawDocument(NamedTuple):
     when not all of it loaded. Writing the same content again is no change for the marts."""
 
 
+class RawPart(NamedTuple):
+    """A part of a shipment as received (events, legs, memo lines), kept in ``freight_meta.raw_parts``."""
+
+    stream: str
+    shipment_id: int
+    answer: bytes | None
+    """The answer's JSON text, zlib-compressed; None: the part does not apply (or is gone): no rows."""
+    answer_bytes: int | None
+    fetched_at: dt.datetime
+
+
 class Reject(NamedTuple):
     """A record that could not be normalized, kept in ``freight_meta.rejected_records``."""
 
@@ -100,6 +111,7 @@ class BatchWrite:
     problems go) like ``loaded`` ones, but no row is written and no change is logged for the marts."""
     deleted_ids: list[int] = field(default_factory=list)
     raw_documents: list[RawDocument] = field(default_factory=list)
+    raw_parts: list[RawPart] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
     quarantined: list[Quarantined] = field(default_factory=list)
     problems: list[DataProblem] = field(default_factory=list)

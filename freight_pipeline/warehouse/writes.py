@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -35,6 +36,7 @@ from freight_pipeline.warehouse.records import (
     DataProblem,
     Quarantined,
     RawDocument,
+    RawPart,
     Reject,
     ReplaceOutcome,
     WriteStats,
@@ -111,7 +113,7 @@ class Writes:
             for target in self.database.unit_tables:
                 removed = self._delete_ids(target, target.replace_key or "", gone, views)
                 stats.deleted[target.name] = stats.deleted.get(target.name, 0) + removed
-            for target in (meta.RAW_SHIPMENTS, meta.QUARANTINE, meta.DATA_PROBLEMS):
+            for target in (meta.RAW_SHIPMENTS, meta.RAW_PARTS, meta.QUARANTINE, meta.DATA_PROBLEMS):
                 self._delete_ids(target, "shipment_id", gone, views)
         for name in replaced:
             table = incoming.get(name)
@@ -120,6 +122,7 @@ class Writes:
         written = {i for ids in batch.loaded.values() for i in ids} - unchanged
         self._record_changes([*written, *gone], run_id, synced_at)
         self._upsert_raw(batch.raw_documents, run_id)
+        self._upsert_raw_parts(batch.raw_parts, run_id)
         if history:
             stats.versions = self._record_versions(con, run_id, batch, incoming, replaced, gone, synced_at).added
         self._upsert_rejects(batch.rejects, run_id, synced_at)
@@ -287,6 +290,14 @@ class Writes:
     def set_cursor(self, stream: str, value: str | None, run_id: str) -> None:
         """Set a cursor on its own (e.g. an operator's reset); data batches set it themselves."""
         self.database.write("set_cursor", lambda con: self._set_cursor(con, stream, value, run_id, _now()))
+
+    # --- the shape of the records -----------------------------------------------------------------
+
+    def record_source_fields(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Upsert ``freight_meta.source_fields`` rows (by stream and field), in one transaction."""
+        if rows:
+            table = meta.SOURCE_FIELDS.to_arrow(rows)
+            self.database.write("record_source_fields", lambda con: self._upsert(meta.SOURCE_FIELDS, table))
 
     # --- the statements of a transaction --------------------------------------------------------
 
@@ -459,6 +470,22 @@ class Writes:
                     "last_modified_key": pa.array([d.last_modified_key for d in rows], pa.string()),
                     "fetched_ceiling": pa.array([d.fetched_ceiling for d in rows], pa.string()),
                     "content_hash": pa.array([d.content_hash for d in rows], pa.string()),
+                }
+            ),
+        )
+
+    def _upsert_raw_parts(self, parts: Sequence[RawPart], run_id: str) -> None:
+        rows = list({(p.stream, int(p.shipment_id)): p for p in parts}.values())
+        self._upsert(
+            meta.RAW_PARTS,
+            pa.table(
+                {
+                    "stream": pa.array([p.stream for p in rows], pa.string()),
+                    "shipment_id": pa.array([int(p.shipment_id) for p in rows], pa.int64()),
+                    "answer": pa.array([p.answer for p in rows], pa.binary()),
+                    "answer_bytes": pa.array([p.answer_bytes for p in rows], pa.int64()),
+                    "fetched_at": pa.array([p.fetched_at for p in rows], _TS),
+                    "run_id": pa.array([run_id] * len(rows), pa.string()),
                 }
             ),
         )

@@ -238,6 +238,13 @@ def test_checks_find_what_is_wrong() -> None:
     """)
     con.execute(meta.QUARANTINE.ddl())
     con.execute(meta.DATA_PROBLEMS.ddl())
+    con.execute(meta.SOURCE_FIELDS.ddl())
+    con.execute("""
+        INSERT INTO freight_meta.source_fields (stream, field, declared, state, records_read, records_with,
+            changed_run_id, example_record_key)
+        VALUES ('shipments', 'house_reference', true, 'vanished', 40, 0, 'r2', '10007'),
+            ('shipments', 'house_bill_number', false, 'new', 40, 40, 'r2', '10007'),
+            ('shipments', 'client', true, 'received', 40, 40, 'r1', '10001');""")
     con.execute("""
         INSERT INTO freight_meta.quarantine (stream, record_key, shipment_id, reason, request, attempts,
             first_failed_at, next_attempt_at)
@@ -261,6 +268,12 @@ def test_checks_find_what_is_wrong() -> None:
     assert problems.metadata["data_problems"].value == 1
     assert problems.metadata["examples"].value[0]["json_path"] == "total_packages"
     assert results[("shipment_events", "no_data_problems")].passed
+    shape = results[("shipments", "no_shape_changes")]  # a warning: the run publishes
+    assert not shape.passed and shape.severity == dg.AssetCheckSeverity.WARN
+    assert (shape.metadata["new_fields"].value, shape.metadata["vanished_fields"].value) == (1, 1)
+    assert [(f["field"], f["state"], f["records_read"]) for f in shape.metadata["fields"].value] == [
+        ("house_reference", "vanished", 40), ("house_bill_number", "new", 40)]
+    assert results[("shipment_events", "no_shape_changes")].passed
     assert results[("shipments", "primary_key_unique")].passed
     goods_keys = results[("shipment_goods", "primary_key_unique")]
     assert not goods_keys.passed and goods_keys.metadata["duplicate_keys"].value == 1

@@ -307,6 +307,24 @@ def test_a_bad_value_leaves_its_column_null_and_the_rest_of_the_row() -> None:
     ]
 
 
+def test_a_renamed_field_is_read_under_either_name_in_the_order_declared() -> None:
+    """The shipments spec names house/master reference's new names (release 2026.2) as aliases."""
+    doc = samples.shipment()
+    renamed = {("house_bill_number" if k == "house_reference" else "master_bill_number" if k == "master_reference"
+                else k): v for k, v in doc.items()}
+    (before,) = normalize_shipment(doc)["shipments"]
+    (after,) = normalize_shipment(renamed)["shipments"]
+    assert after["house_reference"] == before["house_reference"] == doc["house_reference"]
+    assert after["master_reference"] == before["master_reference"] == doc["master_reference"]
+    assert after == before
+    both = {**doc, "house_bill_number": "NEW-1"}  # the first name that holds a value wins
+    assert normalize_shipment(both)["shipments"][0]["house_reference"] == doc["house_reference"]
+    assert normalize_shipment({**both, "house_reference": None})["shipments"][0]["house_reference"] == "NEW-1"
+    problems = Problems()  # a bad value under the alias is reported under the alias's path
+    normalize_shipment({**renamed, "house_bill_number": {"x": 1}}, problems)
+    assert [p.path for p in problems] == ["house_bill_number"]
+
+
 def test_events() -> None:
     rows = normalize_events(1001, samples.events())["shipment_events"]
     events = by(rows, "event", "type")

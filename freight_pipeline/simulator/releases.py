@@ -1,0 +1,104 @@
+"""Releases of the interface the simulator plays: the spec's current one, and a next one that changes shape.
+
+The spec publishes the interface in numbered releases (2026.1 is current; "the test server runs the last
+released version"), with no promise that a new one keeps the objects' structure. ``2026.1`` answers as
+the spec shows. ``2026.2`` is the kind of release a real service ships under a pipeline that has run for
+months (no such release is published; it is this simulator's rehearsal of one):
+
+* shipment documents: ``house_reference`` -> ``house_bill_number`` and ``master_reference`` ->
+  ``master_bill_number`` (renamed), ``aes`` dropped, ``emissions`` (an object) added;
+* shipment events: ``reported_by`` added (who reported the event);
+* air main-carriage legs: ``flight_no`` -> ``flight_number`` (renamed).
+
+A release only changes how the store's true data is answered (the store keeps one shape), so a test's
+oracle still knows every value; it is switched with ``--release`` or ``POST /_control/release``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+CURRENT = "2026.1"
+NEXT = "2026.2"
+RELEASES: tuple[str, ...] = (CURRENT, NEXT)
+
+DOCUMENT_RENAMES: dict[str, str] = {"house_reference": "house_bill_number", "master_reference": "master_bill_number"}
+DOCUMENT_DROPPED: tuple[str, ...] = ("aes",)
+AIR_LEG_RENAMES: dict[str, str] = {"flight_no": "flight_number"}
+EVENT_REPORTERS: tuple[str, ...] = ("CARRIER", "AGENT", "CUSTOMS", "WAREHOUSE")
+
+
+def check_release(release: Any) -> str:
+    """``release`` when it is one the simulator plays (ValueError otherwise)."""
+    if release not in RELEASES:
+        raise ValueError(f"release must be one of {', '.join(RELEASES)}, got {release!r}")
+    return str(release)
+
+
+def _renamed(record: dict[str, Any], renames: dict[str, str]) -> dict[str, Any]:
+    """``record`` with its keys renamed, in place and in their order."""
+    if not any(old in record for old in renames):
+        return record
+    items = [(renames.get(key, key), value) for key, value in record.items()]
+    record.clear()
+    record.update(items)
+    return record
+
+
+def _base(document: Any) -> Any:
+    """The renames and drops, in a full document or the base shipment of a lookup page."""
+    if isinstance(document, dict):
+        _renamed(document, DOCUMENT_RENAMES)
+        for key in DOCUMENT_DROPPED:
+            document.pop(key, None)
+    return document
+
+
+def _document(document: Any) -> Any:
+    if not isinstance(document, dict):
+        return document
+    _base(document)
+    weight = document.get("total_gross_weight")
+    kilograms = weight if isinstance(weight, int | float) and not isinstance(weight, bool) else 0.0
+    factor = {"AIR": 0.602, "SEA": 0.016, "RD": 0.062, "RL": 0.022}.get(str(document.get("mode_of_transport")), 0.05)
+    document["emissions"] = {
+        "co2e_kg": round(kilograms * factor * 10, 3),
+        "method": "GLEC v3",
+        "scope": "well-to-wheel",
+    }
+    return document
+
+
+def _events(events: Any) -> Any:
+    if isinstance(events, list):
+        for index, event in enumerate(events):
+            if isinstance(event, dict):
+                event["reported_by"] = EVENT_REPORTERS[index % len(EVENT_REPORTERS)]
+    return events
+
+
+def _air_legs(legs: Any) -> Any:
+    if isinstance(legs, list):
+        for leg in legs:
+            if isinstance(leg, dict):
+                _renamed(leg, AIR_LEG_RENAMES)
+    return legs
+
+
+_CHANGES: dict[str, dict[str, Callable[[Any], Any]]] = {
+    CURRENT: {},
+    NEXT: {"shipment": _document, "events": _events, "airmaincarriage": _air_legs},
+}
+
+
+def in_release(release: str, endpoint: str, answer: Any) -> Any:
+    """``answer`` of ``endpoint`` (a corruptions endpoint name: ``shipment``, ``events``, ...) as
+    ``release`` shapes it; changed in place (every store read is the caller's own copy)."""
+    change = _CHANGES[release].get(endpoint)
+    return change(answer) if change is not None else answer
+
+
+def base_in_release(release: str, shipment: dict[str, Any]) -> dict[str, Any]:
+    """A base shipment of a lookup page as ``release`` shapes it (its renames and drops; in place)."""
+    return _base(shipment) if release != CURRENT else shipment
