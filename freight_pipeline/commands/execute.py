@@ -17,6 +17,7 @@ from freight_pipeline.commands.common import say
 from freight_pipeline.commands.dagster_home import dagster_home, ensure_dagster_yaml
 from freight_pipeline.commands.job_progress import Echo, JobOutcome, JobProgress
 from freight_pipeline.config import DATA_DIR_ENV, PASSWORD_ENV, ServiceSettings
+from freight_pipeline.job.run import FAILED_STEP
 from freight_pipeline.text import one_line
 
 if TYPE_CHECKING:
@@ -24,8 +25,7 @@ if TYPE_CHECKING:
     from dagster._utils.error import SerializableErrorInfo
 
 DEFAULT_JOB = "freight_sync_job"
-FAILED_STEP = "failed_step"
-"""The metadata of the engine's ``Failure`` naming its failed step (``defs.freight_job.FAILED_STEP``)."""
+
 
 
 class MissingPassword(RuntimeError):

@@ -31,7 +31,16 @@ from freight_pipeline.defs.checks import check_result, check_spec
 from freight_pipeline.defs.dbt import dbt_assets_of, model_results
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_keys, stream_results, stream_specs, table_key
-from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, JobReport, Step, run_job, stream_step
+from freight_pipeline.job.run import (
+    CHECKS_STEP,
+    FAILED_STEP,
+    MARTS_STEP,
+    PUBLISH_STEP,
+    JobReport,
+    Step,
+    run_job,
+    stream_step,
+)
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.streams import STREAM_NAMES, stream_named
@@ -42,9 +51,6 @@ PUBLISH_KEY = dg.AssetKey(["freight", "published_warehouse"])
 PUBLISH_GROUP = "publish"
 STREAM_CHECK = "stream_synced"
 """The check of each stream, on its first table: red when the stream failed or did not run."""
-FAILED_STEP = "failed_step"
-"""The metadata of a failed run's ``Failure`` naming the engine's first failed step (its reason is the
-description)."""
 PROGRESS_EVERY_S = 15.0
 """At most one progress line per this many seconds goes to Dagster's event log (each is a stored event)."""
 

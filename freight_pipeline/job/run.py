@@ -49,6 +49,9 @@ from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 CHECKS_STEP = "checks"
 MARTS_STEP = "marts"
 PUBLISH_STEP = "publish"
+FAILED_STEP = "failed_step"
+"""In Dagster, the metadata of a failed run's ``Failure`` naming the first failed step (whose line is
+the failure's description): what ``freight-pipeline sync --dagster`` says failed."""
 
 
 def stream_step(stream: str) -> str:
