@@ -4,7 +4,7 @@ succeeds, whichever way the job is started (it is one engine; until issue 33 thi
 Real simulator, real sync, real dbt; the job's daily selection (the code conversions, the build, the
 publish) runs on a working database given, in turn, a value the service controls (an event type
 outside ESTIMATED/ACTUAL: the build only warns, and publishes) and a table the marts cannot read (a
-column renamed: the build fails, named; a publish alone is refused).
+column of a type the marts cannot read: the build fails, named; a publish alone is refused).
 """
 
 from __future__ import annotations
@@ -51,10 +51,12 @@ def _change_one_event(data_dir: Path, sql: str, *args: object) -> None:
         record_change(con, shipment_id)
 
 
-def _rename_events_type(data_dir: Path, old: str, new: str) -> None:
+def _retype_direction(data_dir: Path, sql_type: str, value: str) -> None:
+    """Give ``freight.shipments.direction`` (which the staging view trims, no check reads, and the sync
+    does not retype) another type; one shipment changed, so the incremental marts read it."""
     with duckdb.connect(str(working_db_path(data_dir))) as con:
-        con.execute(f"ALTER TABLE freight.shipment_events RENAME COLUMN {old} TO {new}")
-        (shipment_id,) = con.execute("SELECT min(shipment_id) FROM freight.shipment_events").fetchone() or (None,)
+        con.execute(f"ALTER TABLE freight.shipments ALTER direction TYPE {sql_type} USING {value}")
+        (shipment_id,) = con.execute("SELECT min(shipment_id) FROM freight.shipments").fetchone() or (None,)
         record_change(con, shipment_id)
 
 
@@ -100,7 +102,7 @@ def test_a_failed_dbt_build_is_not_published_until_a_whole_build_succeeds(
                            "WHERE unknown_type_events > 0").fetchall() == [(NEW_TYPE,)]
 
     # a table the marts cannot read: the build fails, named; the publish does not run
-    _rename_events_type(data_dir, "type", "type_renamed")
+    _retype_direction(data_dir, "INTEGER", "1")
     failed = daily(sim, data_dir)
     assert not failed.success and [step.name for step in failed.failed] == [MARTS_STEP]
     (step,) = failed.failed
@@ -117,7 +119,7 @@ def test_a_failed_dbt_build_is_not_published_until_a_whole_build_succeeds(
     assert f"dbt_build failed in run {failed.run_id}" in no_dbt.failed[0].line
     assert _published_version(data_dir) == published
 
-    _rename_events_type(data_dir, "type_renamed", "type")
+    _retype_direction(data_dir, "VARCHAR", "'E'")
     healed = daily(sim, data_dir)
     assert healed.success, healed.steps
     assert _published_version(data_dir) != published
