@@ -187,7 +187,8 @@ def build_freight_job() -> dg.AssetsDefinition:
                         (context.log.error if told.status == "failed" else context.log.info)(line)
                     for result in step_results(told):
                         if isinstance(result, dg.AssetCheckResult):
-                            if dg.AssetCheckKey(result.asset_key, result.check_name) in checks:  # type: ignore[arg-type]
+                            key = result.asset_key and dg.AssetCheckKey(result.asset_key, result.check_name or "")
+                            if key in checks:
                                 yield result
                         elif result.asset_key in selected:
                             yield result
