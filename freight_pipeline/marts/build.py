@@ -6,8 +6,7 @@ The one dbt build flow: the job runs it however it is started (``job.run``; in D
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,27 +49,6 @@ def build_finished(warehouse: Warehouse, record: RunRecord, error: BaseException
         record.status = "success" if whole else "partial"
     record.finished_at = dt.datetime.now(dt.UTC)
     warehouse.run_log.record_run(record)
-
-
-@contextmanager
-def logged_build(data_dir: Path, backend: StorageBackend, run_id: str, *, whole: bool) -> Iterator[None]:
-    """Log the build in ``freight_meta.sync_runs`` (stream ``dbt_build``): running, then success or failed.
-
-    The publish refuses a working database whose latest build did not succeed (marts half rebuilt).
-    A build of a selection (``whole`` False: some models picked in the UI) ends as ``partial``, not
-    ``success``: it does not vouch for the marts it skipped, so only a whole build settles them.
-    """
-    with open_warehouse(data_dir, backend) as warehouse:
-        record = build_started(warehouse, run_id)
-    error: BaseException | None = None
-    try:
-        yield
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        with open_warehouse(data_dir, backend) as warehouse:
-            build_finished(warehouse, record, error, whole=whole)
 
 
 @dataclass
