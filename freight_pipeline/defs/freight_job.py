@@ -175,7 +175,8 @@ def build_freight_job() -> dg.AssetsDefinition:
 
             def run(progress: Callable[[str], None], on_step: Callable[[Step], None]) -> JobReport:
                 return run_job(service, warehouse.path, settings, backend, worker, run_id=context.run_id,
-                               progress=progress, on_step=on_step, streams=streams, marts=marts, publish=publish)
+                               progress=progress, on_step=on_step, streams=streams, marts=marts, publish=publish,
+                               count_rows=True)
 
             progress = Throttled(context.log.debug, PROGRESS_EVERY_S)
             report: JobReport | None = None

@@ -91,12 +91,13 @@ class Step:
 
 @dataclass
 class StreamFigures:
-    """What a stream's step did, with its tables' rows after it (read on the run's connection)."""
+    """What a stream's step did, with its tables' rows after it (read on the run's connection, when
+    the run was asked to count them)."""
 
     result: StreamResult
-    rows: dict[str, int]
+    rows: dict[str, int] = field(default_factory=dict)
     """Rows of each table the stream writes (``freight`` and ``freight_history`` names qualified)."""
-    newest_change: dt.datetime | None
+    newest_change: dt.datetime | None = None
 
 
 @dataclass
@@ -150,6 +151,7 @@ def run_job(
     streams: Collection[str] | None = None,
     marts: bool = True,
     publish: bool = True,
+    count_rows: bool = False,
 ) -> JobReport:
     """Run the job on ``data_dir`` in ``backend``, the build in ``worker`` (started for this run and
     data directory, as early as possible; ended here); never raises for a failure of its own (see the
@@ -157,7 +159,8 @@ def run_job(
 
     Part of the job: only ``streams`` (None: every stream; empty: none, and the checks, build and
     publish run on what the working database holds), without the build (``marts`` False) or the
-    publish (``publish`` False). The checks always run before a build or a publish."""
+    publish (``publish`` False). The checks always run before a build or a publish. ``count_rows``: each
+    stream's step also counts the rows of its tables (``StreamFigures.rows``; Dagster shows them)."""
     report = JobReport(run_id or new_run_id(), publish=publish)
 
     def ended(step: Step) -> None:
@@ -171,7 +174,7 @@ def run_job(
             with fewer_collections():
                 go_on, pending = asyncio.run(_sync_and_check(
                     service, data_dir, settings, backend, report.run_id, progress, ended,
-                    None if streams is None else set(streams), marts))
+                    None if streams is None else set(streams), marts, count_rows))
         except Exception as exc:  # the client or the working database could not be opened
             ended(Step("sync", "failed", clock.lap(), one_line_error(exc)))
             return report
@@ -215,6 +218,7 @@ async def _sync_and_check(
     ended: StepListener,
     selected: set[str] | None,
     marts: bool,
+    count_rows: bool,
 ) -> tuple[bool, PendingBuild | None]:
     """Every stream in order (of ``selected``, when given), then, when one of them wrote or none was
     selected, the checks and the build's plan (on the same connection; no plan when no ``marts``).
@@ -236,7 +240,7 @@ async def _sync_and_check(
                     not_run.add(stream.name)
                     continue
                 step = await _run_stream(stream, source, warehouse, settings, run_id, progress)
-                if step.status != "failed" and step.stream is not None:
+                if count_rows and step.stream is not None:
                     step.stream.rows, step.stream.newest_change = _rows(warehouse, stream)
                 ended(step)
                 if step.status == "failed":
@@ -281,7 +285,7 @@ async def _run_stream(
     bad = result.bad_records()
     status = "skipped" if "skipped" in result.extra else "success"
     return Step(stream_step(stream.name), status, clock.lap(), result.summary(), [bad] if bad else [],
-                stream=StreamFigures(result, {}, None))
+                stream=StreamFigures(result))
 
 
 def _checks(warehouse: Warehouse) -> Step:
