@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh machine with Python 3.11 and make:
 #   make demo   set up, start the bundled simulator, sync, change, sync again, build dbt, summarise
-#   make test   set up, lint, run the test suite
+#   make test   set up, lint, run the test suite (and print its 25 slowest tests)
+#   make test-fast  the unit tests only, under a minute (the inner loop)
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,7 +9,7 @@ STAMP := $(VENV)/.installed
 DATA_DIR ?= $(CURDIR)/data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: setup setup-lake test lint demo ui dashboard bench clean
+.PHONY: setup setup-lake test test-fast lint demo ui dashboard bench clean
 
 # .venv/bin/python, .venv-lake/bin/python: a virtual environment of $(PYTHON)
 %/bin/python:
@@ -48,12 +49,20 @@ TEST_WORKERS ?= auto
 # both at once (their tests mostly wait on servers and subprocesses), the lake's output shown after the other's.
 test: setup setup-lake lint
 	@lake_log=$$(mktemp); \
-	$(LAKE_BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile freight_pipeline_tests/lake \
+	$(LAKE_BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --durations=25 \
+		freight_pipeline_tests/lake \
 		> $$lake_log 2>&1 & lake=$$!; \
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --ignore=freight_pipeline_tests/lake; \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --durations=25 \
+		--ignore=freight_pipeline_tests/lake; \
 	main=$$?; wait $$lake; lake_rc=$$?; \
 	echo "--- lake environment: freight_pipeline_tests/lake"; cat $$lake_log; rm -f $$lake_log; \
 	[ $$main -eq 0 ] && [ $$lake_rc -eq 0 ]
+
+# The inner loop: the unit tests only (not marked slow: no whole job, sync, dbt, Dagster or child
+# process; freight_pipeline_tests/conftest.py), in the default environment, under a minute.
+test-fast: setup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --fast \
+		--ignore=freight_pipeline_tests/lake
 
 # LAKE=1 (or local): into a DuckLake with a SQLite catalog and Parquet under $(DATA_DIR)/work/lake;
 # LAKE=s3: its Parquet on a local S3 server (moto) that lives as long as the demo (docs/lake.md)

@@ -4,6 +4,10 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
 
 * ``loopback``: full sync of ``--shipments`` (2,000) shipments, no added latency;
 * ``wan``: the same with ``--latency-ms`` (50) per request, a service across the internet;
+* ``tail``: the ``loopback`` full sync with and without a latency tail (``--tail-share`` (2 %) of the
+  requests answered ``--tail-ms`` (5,000) ms late, the simulator's ``--tail``), each side against
+  the same tail; per side its time with the tail against its clean time, and our hedged reads
+  (sent, won) and the shipments stream's p99 latency of a shipment document;
 * ``incremental``: a full sync of ``--incremental-shipments`` (20,000), then ``--changed-share`` (1 %)
   of them changed, then the incremental run, then a run with nothing changed; both again as Dagster
   runs (ours only: the peer script has no incremental mode);
@@ -173,16 +177,21 @@ def peer(base_url: str, work: Path) -> Measured:
 
 
 def full_sync_side_by_side(
-    name: str, shipments: int, seed: int, latency_ms: float, *, dagster_too: bool = False
+    name: str, shipments: int, seed: int, latency_ms: float, *, dagster_too: bool = False,
+    options: Sequence[str] = (), measured_sides: list[Measured] | None = None,
 ) -> list[tuple[str, str]]:
+    """A full sync by each side against its own simulator (``options``: more of its flags); the
+    measurements (ours, the peer's) are appended to ``measured_sides`` when given."""
     with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp:
-        with simulator(shipments, seed, latency_ms) as url:
+        with simulator(shipments, seed, latency_ms, *options) as url:
             mine = ours(url, Path(tmp) / "ours")
-        with simulator(shipments, seed, latency_ms) as url:
+        with simulator(shipments, seed, latency_ms, *options) as url:
             theirs = peer(url, Path(tmp) / "peer")
+        if measured_sides is not None:
+            measured_sides += [mine, theirs]
         recorded = None
         if dagster_too:
-            with simulator(shipments, seed, latency_ms) as url:
+            with simulator(shipments, seed, latency_ms, *options) as url:
                 recorded = ours(url, Path(tmp) / "dagster", dagster=True)
     ours_rate, peer_rate = shipments / mine.seconds, shipments / theirs.seconds
     rows = [
@@ -206,6 +215,34 @@ def full_sync_side_by_side(
                      f"the bound {bound:.0f}/s (mean in-flight limit {limit:.1f} / {latency_ms:g} ms / requests "
                      "per shipment)"))
     return rows
+
+
+def tail(shipments: int, seed: int, share: float, tail_ms: float) -> list[tuple[str, str]]:
+    """The ``tail`` scenario (see the module doc): clean, then with the tail, each side by side."""
+    clean: list[Measured] = []
+    tailed: list[Measured] = []
+    rows = full_sync_side_by_side("tail: clean", shipments, seed, 0, measured_sides=clean)
+    rows += full_sync_side_by_side(f"tail: {share:.0%} at {tail_ms / 1000:g} s", shipments, seed, 0,
+                                   options=("--tail", f"{share}:{tail_ms}"), measured_sides=tailed)
+    (mine_clean, peer_clean), (mine, theirs) = clean, tailed
+    rows.append(("tail: with the tail / clean",
+                 f"freight_pipeline {mine.seconds / mine_clean.seconds:.2f}x ({mine_clean.seconds:.1f} s -> "
+                 f"{mine.seconds:.1f} s), dlt {theirs.seconds / peer_clean.seconds:.2f}x ({peer_clean.seconds:.1f} s "
+                 f"-> {theirs.seconds:.1f} s)"))
+    for label, side in (("clean", mine_clean), ("tail", mine)):
+        rows.append((f"tail: hedged reads ({label})", hedge_line(side.figures)))
+    return rows
+
+
+def hedge_line(figures: dict[str, Any]) -> str:
+    """The shipments stream's hedged reads and the latency of its shipment documents, in one line."""
+    kinds = figures.get("latency_ms", {})
+    answers = sum(kind.get("calls", 0) for kind in kinds.values())
+    document = kinds.get("shipment.retrieve", {})
+    sent = figures.get("hedges_sent", 0)
+    return (f"{sent} sent ({sent / max(answers, 1):.2%} of {answers} requests), {figures.get('hedges_won', 0)} won; "
+            f"shipment document p50 {document.get('p50_ms')} ms, p99 {document.get('p99_ms')} ms, max "
+            f"{document.get('max_ms')} ms; shipments stream {figures.get('stream_seconds') or 0:.1f} s")
 
 
 def incremental(shipments: int, seed: int, share: float) -> list[tuple[str, str]]:
@@ -368,7 +405,9 @@ def history_cost(shipments: int, runs: int, seed: int, share: float) -> list[tup
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenarios", default="loopback,wan,incremental,memory")
+    parser.add_argument("--scenarios", default="loopback,wan,tail,incremental,memory")
+    parser.add_argument("--tail-share", type=float, default=0.02)
+    parser.add_argument("--tail-ms", type=float, default=5000.0)
     parser.add_argument("--shipments", type=int, default=2_000)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--incremental-shipments", type=int, default=20_000)
@@ -386,6 +425,8 @@ def main() -> int:
             rows += full_sync_side_by_side("loopback", args.shipments, args.seed, 0, dagster_too=True)
         elif scenario == "wan":
             rows += full_sync_side_by_side("wan", args.shipments, args.seed, args.latency_ms)
+        elif scenario == "tail":
+            rows += tail(args.shipments, args.seed, args.tail_share, args.tail_ms)
         elif scenario == "incremental":
             rows += incremental(args.incremental_shipments, args.seed, args.changed_share)
         elif scenario == "memory":

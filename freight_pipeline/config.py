@@ -22,6 +22,7 @@ SCHEDULES_RUNNING_ENV = "FREIGHT_SCHEDULES_RUNNING"
 """``1``: the schedules and the freshness sensor start switched on (``make ui`` sets it)."""
 MAX_SYNC_AGE_ENV = "FREIGHT_MAX_SYNC_AGE_MINUTES"
 """Minutes after which the freshness check of ``freight/shipments`` warns (run by ``freight_sync_job`` and a sensor)."""
+DEFAULT_MAX_SYNC_AGE_MINUTES = 60
 DUCKDB_MEMORY_LIMIT_ENV = "FREIGHT_DUCKDB_MEMORY_LIMIT"
 """DuckDB ``memory_limit`` of the sync's connections to the working database."""
 DEFAULT_DUCKDB_MEMORY_LIMIT = "128MB"
@@ -45,6 +46,12 @@ DOCUMENT_CONTENT_ENV = "FREIGHT_DOCUMENT_CONTENT"
 DOCUMENTS_RELIST_ENV = "FREIGHT_DOCUMENTS_RELIST_MINUTES"
 """Minutes between full E-File listings of every held shipment (0: every run; default a day)."""
 """Minutes between full id reconciliations of the shipments stream (read by the Dagster resource)."""
+SERVICE_TIMEZONE_ENV = "FREIGHT_SERVICE_TIMEZONE"
+"""IANA time zone (``Europe/Berlin``) in which date-times the service sends without a UTC offset are read
+(default ``UTC``)."""
+HEDGE_ENV = "FREIGHT_HEDGE"
+"""The most reads hedged (a copy sent when one is slow, ``client.hedge``), as a share of the reads
+(default 0.05); ``0``: no hedged reads."""
 ON_TIME_TOLERANCE_ENV = "FREIGHT_ON_TIME_TOLERANCE_MINUTES"
 """Minutes an arrival may be late and still count as on time (dbt var ``on_time_tolerance_minutes``)."""
 
@@ -109,6 +116,20 @@ def minutes_from_env(name: str, default: int) -> int:
     if minutes < 0:
         raise ValueError(f"{name} must not be negative, got {minutes}")
     return minutes
+
+
+def share_from_env(name: str, default: float) -> float:
+    """A share within [0, 1] from environment variable ``name``; ``default`` when unset or empty."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        share = float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a share between 0 and 1 (0.05), got {text!r}") from None
+    if not 0 <= share <= 1:
+        raise ValueError(f"{name} must be a share between 0 and 1 (0.05), got {text!r}")
+    return share
 
 
 @contextmanager

@@ -8,8 +8,9 @@ The spec describes one DateTime object with two shapes for its parts:
 
 ``until`` (only on PICKUP and FINAL_DESTINATION events) is a time of day in either shape, on the
 same date and offset; an ``until`` earlier than ``time`` is taken to fall on the next day.
-Every part may be null. An instant is only produced when date, time and offset are all known;
-otherwise the raw parts are still returned so nothing is lost.
+Every part may be null. An instant is produced when date and time are known: with the offset sent, or
+without one in the service's time zone (:func:`in_service_zone`, ``FREIGHT_SERVICE_TIMEZONE``, UTC by
+default: services built on local date-times send none); the raw parts are returned too, so nothing is lost.
 
 No function here raises anything but :class:`DateTimeParseError` for any input value (impossible
 dates, times or offsets, wrong types, instants outside the representable range):
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import zoneinfo
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -36,6 +38,63 @@ class DateTimeParseError(ValueError):
     """A DateTime part that is present but cannot be read."""
 
 
+# --- the service's time zone: what a date-time without a UTC offset is read in ----------------------
+
+DEFAULT_SERVICE_TIMEZONE = "UTC"
+
+
+@dataclass
+class _ServiceZone:
+    name: str = DEFAULT_SERVICE_TIMEZONE
+    zone: dt.tzinfo = dt.UTC
+    naive_read: int = 0
+    """Date-times read without an offset since the process started (only ever grows: a run takes the
+    difference, so a count lost to a race between threads only makes it smaller, never wrong in sign)."""
+
+
+_SERVICE_ZONE = _ServiceZone()
+
+
+def service_zone(name: str) -> dt.tzinfo:
+    """The IANA zone ``name`` (``Europe/Berlin``, ``UTC``); ValueError naming it when there is none."""
+    try:
+        return dt.UTC if name == "UTC" else zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError):
+        raise ValueError(f"{name!r} is not an IANA time zone (such as Europe/Berlin or UTC)") from None
+
+
+def set_service_zone(name: str) -> None:
+    """Read date-times that come without a UTC offset in zone ``name`` from now on (set by each run from
+    its settings: ``SyncSettings.service_timezone``). ValueError for an unknown zone."""
+    _SERVICE_ZONE.zone = service_zone(name)
+    _SERVICE_ZONE.name = name
+
+
+def service_zone_name() -> str:
+    return _SERVICE_ZONE.name
+
+
+def naive_values_read() -> int:
+    """How many date-times without a UTC offset were read in the service's zone so far (a run compares
+    the figure before and after it)."""
+    return _SERVICE_ZONE.naive_read
+
+
+def in_service_zone(local: dt.datetime) -> dt.datetime:
+    """A wall-clock date-time sent without a UTC offset, as the instant it names in the service's zone.
+
+    The zone's rules apply (summer time included). The one ambiguity, the hour a fall-back repeats, is
+    resolved as Python's ``fold=0`` does: the first of the two instants (the offset before the step),
+    which for the sync cursor errs towards re-reading; a wall-clock time that a spring-forward skips is
+    read with the offset before the gap. Counted (:func:`naive_values_read`)."""
+    _SERVICE_ZONE.naive_read += 1
+    zone = _SERVICE_ZONE.zone
+    if zone is dt.UTC:
+        return local.replace(tzinfo=dt.UTC)
+    offset = local.replace(tzinfo=zone, fold=0).utcoffset()
+    return local.replace(tzinfo=dt.timezone(offset) if offset is not None else dt.UTC)
+
+
 @dataclass(frozen=True)
 class ParsedDateTime:
     """A DateTime object read into typed parts and, where complete, an aware instant."""
@@ -44,11 +103,16 @@ class ParsedDateTime:
     time: dt.time | None
     offset: dt.timedelta | None
     until_time: dt.time | None
+    offset_unreadable: bool = False
+    """An offset was sent but could not be read (its problem is reported): no instant, rather than a guess."""
 
     @property
     def instant(self) -> dt.datetime | None:
-        if self.date is None or self.time is None or self.offset is None:
+        """Date and time at the offset sent; without one, in the service's zone (:func:`in_service_zone`)."""
+        if self.date is None or self.time is None or self.offset_unreadable:
             return None
+        if self.offset is None:
+            return in_service_zone(dt.datetime.combine(self.date, self.time))
         return dt.datetime.combine(self.date, self.time, tzinfo=dt.timezone(self.offset))
 
     @property
@@ -245,13 +309,11 @@ def read_datetime_object(value: Any) -> tuple[ParsedDateTime | None, list[PartPr
             problems.append((key, raw, str(exc)))
             return None
 
-    parsed = ParsedDateTime(
-        date=part("date", parse_date),
-        time=part("time", parse_time),
-        offset=part(_offset_key(value), parse_offset),
-        until_time=part("until", parse_time),
-    )
-    return parsed, problems
+    date, time = part("date", parse_date), part("time", parse_time)
+    offset_problems = len(problems)
+    offset = part(_offset_key(value), parse_offset)
+    return ParsedDateTime(date, time, offset, part("until", parse_time),
+                          offset_unreadable=len(problems) > offset_problems), problems
 
 
 def parse_iso_datetime(value: Any) -> dt.datetime | None:
@@ -270,6 +332,15 @@ def parse_iso_datetime(value: Any) -> dt.datetime | None:
     if offset is not None:
         _in_range(offset, value)
     return parsed
+
+
+def parse_service_datetime(value: Any) -> dt.datetime | None:
+    """An ISO 8601 date-time string as an aware instant: its own offset when it has one, else read in the
+    service's zone (:func:`in_service_zone`). DateTimeParseError when unreadable."""
+    parsed = parse_iso_datetime(value)
+    if parsed is None or parsed.tzinfo is not None:
+        return parsed
+    return in_service_zone(parsed)
 
 
 def to_utc(value: dt.datetime | None) -> dt.datetime | None:

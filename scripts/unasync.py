@@ -67,6 +67,7 @@ PAIRS = (
 )
 
 RULES: list[tuple[str, str]] = [
+    (r"(?s)\n[ \t]*# asyncio only \{\n.*?# \}\n", "\n"),  # hedged reads (client.hedge): asyncio only
     (r"^import asyncio$", "import threading\nimport time"),
     (r"^from freight_pipeline\.client\.transport import AiohttpTransport, CookielessAsyncClient\n", ""),
     (r"\bCookielessAsyncClient\(", "httpx.Client("),  # the blocking client is not the sync's hot path

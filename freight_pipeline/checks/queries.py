@@ -7,6 +7,7 @@ and the ``freight_meta`` specs; no table is listed by hand.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,8 @@ from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import TABLES_BY_NAME
 from freight_pipeline.sync.streams import SHIPMENTS
 from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse.ddl import existing_columns
+from freight_pipeline.warehouse.history import BEHIND_STATE, Subject, disagreeing_sql
 
 PARENT = TABLES_BY_NAME["shipments"]
 """The table every child row points at through the parent's key column (``shipment_id``)."""
@@ -87,6 +90,13 @@ def latest_run_id(con: duckdb.DuckDBPyConnection, stream: str) -> str | None:
     return _scalar(con, sql, [stream])
 
 
+def run_notices(con: duckdb.DuckDBPyConnection, stream: str, run_id: str) -> list[str]:
+    """What run ``run_id`` of ``stream`` said of the service's behaviour (``StreamResult.notices``)."""
+    text = _scalar(con, f"SELECT CAST(json_extract(details, '$.extra.notices') AS VARCHAR) FROM "
+                        f"{table_ref(meta.SYNC_RUNS)} WHERE stream = ? AND run_id = ?", [stream, run_id])
+    return [str(n) for n in json.loads(text)] if text else []
+
+
 def rejected_records(
     con: duckdb.DuckDBPyConnection, stream: str, run_id: str, sample: int = 5
 ) -> tuple[int, list[dict[str, str]]]:
@@ -131,3 +141,24 @@ def data_problems(con: duckdb.DuckDBPyConnection, stream: str, sample: int = 5) 
     ).fetchall()
     examples = [{"record_key": k, "json_path": p, "raw_value": v, "reason": r} for k, p, v, r in rows]
     return count, examples
+
+
+def history_behind(con: duckdb.DuckDBPyConnection, subject: Subject) -> str | None:
+    """Why the history of ``subject`` cannot be compared with the rows held (None: it can): not created
+    yet, or switched off and behind (``sync_state`` entry ``freight_history_behind``)."""
+    if not existing_columns(con, subject.spec):
+        return f"{subject.spec.qualified_name} does not exist yet"
+    if existing_columns(con, meta.SYNC_STATE):
+        since = _scalar(con, f"SELECT cursor_value FROM {table_ref(meta.SYNC_STATE)} WHERE stream = ? "
+                             f"{meta.LATEST_STATE}", [BEHIND_STATE])
+        if since:
+            return f"the history is switched off and behind the rows held since {since}"
+    return None
+
+
+def history_disagreements(con: duckdb.DuckDBPyConnection, subject: Subject, sample: int = 10) -> tuple[int, list[int]]:
+    """How many rows differ between the subject's current versions and the rows held, and a few shipments."""
+    row = con.execute(f"SELECT count(*), list(DISTINCT shipment_id ORDER BY shipment_id) "
+                      f"FROM ({disagreeing_sql(subject)})").fetchone()
+    count, ids = (row or (0, []))
+    return int(count or 0), [int(i) for i in (ids or [])[:sample]]

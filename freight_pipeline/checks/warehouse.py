@@ -7,7 +7,12 @@
 * ``no_quarantined_records`` on each stream's first table (WARN while records of the stream wait in
   the retry queue: how many, since when, examples with reason and request);
 * ``no_data_problems`` on each stream's first table (WARN while loaded records of the stream hold
-  values that could not be converted: how many, examples with path, raw value and reason).
+  values that could not be converted: how many, examples with path, raw value and reason);
+* ``no_service_notices`` on each stream's first table (WARN when its latest run met something of the
+  service's behaviour its users should know: a clock without a UTC offset, data gone back (a restore);
+  ``StreamResult.notices``, the lines the run said);
+* ``history_matches_current`` on each table the history versions (ERROR: the current versions of
+  ``freight_history`` equal the rows held, row for row, unless the history is switched off and behind).
 
 A result's figures are plain values (numbers, text, lists and dicts of them, instants); the Dagster
 asset checks (``defs.checks``) show them as asset check metadata, ``freight-pipeline sync`` prints
@@ -29,6 +34,7 @@ from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.parts import DOCUMENT_PART
 from freight_pipeline.sync.streams import RECORD_SOURCES, TABLE_SOURCE
+from freight_pipeline.warehouse.history import SUBJECTS, Subject
 
 
 class Severity(enum.StrEnum):
@@ -141,14 +147,56 @@ def data_problems_check(stream: str) -> WarehouseCheck:
     )
 
 
+def notices_check(stream: str) -> WarehouseCheck:
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        run_id = queries.latest_run_id(con, stream)
+        notices = queries.run_notices(con, stream, run_id) if run_id else []
+        return CheckResult(not notices, {"run_id": run_id or "", "notices": notices})
+
+    return WarehouseCheck(
+        "no_service_notices",
+        RECORD_SOURCES[stream][0],
+        Severity.WARN,
+        f"The latest {stream} run met nothing of the service's behaviour its users should know of (WARN "
+        "severity; the run publishes): a clock without a UTC offset (FREIGHT_SERVICE_TIMEZONE), the service's "
+        "data gone back (a restore, reconciled in that run).",
+        evaluate,
+    )
+
+
+def history_check(subject: Subject) -> WarehouseCheck:
+    tables = [source.table.name for source in subject.sources]
+
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        behind = queries.history_behind(con, subject)
+        if behind is not None:
+            return CheckResult(True, {"not_compared": behind})
+        count, sample = queries.history_disagreements(con, subject)
+        return CheckResult(count == 0, {"rows_disagreeing": count, "shipments": sample})
+
+    return WarehouseCheck(
+        "history_matches_current",
+        tables[0],
+        Severity.ERROR,
+        f"The current versions of {subject.spec.qualified_name} equal the rows of "
+        f"{' and '.join(f'freight.{t}' for t in tables)}, row for row: the history follows the service, also "
+        "when its data goes back (not compared while the history is switched off and behind).",
+        evaluate,
+        also_reads=tuple(tables[1:]),
+    )
+
+
 def warehouse_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[WarehouseCheck]:
     """Every check of the warehouse of ``tables``."""
+    names = {t.name for t in tables}
     return [
         *(primary_key_check(t) for t in tables),
         *(orphan_check(t) for t in queries.child_tables(tables)),
         *(rejected_check(stream) for stream in RECORD_SOURCES),
         *(quarantine_check(stream) for stream in RECORD_SOURCES),
         *(data_problems_check(stream) for stream in RECORD_SOURCES),
+        *(notices_check(stream) for stream in RECORD_SOURCES),
+        *(history_check(s) for s in SUBJECTS if all(source.table.name in names for source in s.sources)),
     ]
 
 

@@ -13,6 +13,7 @@ the client's lifecycle, properties, ``authenticate`` and the shared helpers of t
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -35,6 +36,7 @@ from freight_pipeline.client._core import (
 from freight_pipeline.client.auth import DEFAULT_REFRESH_MARGIN_S
 from freight_pipeline.client.calls import Call, lookup, scroll
 from freight_pipeline.client.endpoints import Endpoint
+from freight_pipeline.client.hedge import HedgePolicy, Hedger, hedgeable, race
 from freight_pipeline.client.limiter import AdaptiveLimit, load_signal
 from freight_pipeline.client.models.base import FreightModel
 from freight_pipeline.client.models.criterion import Criterion
@@ -67,6 +69,9 @@ class AsyncDriver:
         token_refresh_margin: float = DEFAULT_REFRESH_MARGIN_S,
         transport: httpx.AsyncBaseTransport | None = None,
         limit: AdaptiveLimit | None = None,
+        # asyncio only {
+        hedge: HedgePolicy | None = None,
+        # }
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -90,6 +95,10 @@ class AsyncDriver:
         )
         self._token_lock = asyncio.Lock()
         self.max_concurrency = max_concurrency
+        # asyncio only {
+        self.hedger = Hedger(hedge, lambda: self.limit.last_push_back) if hedge is not None and hedge.on else None
+        """Hedged reads (``client.hedge``): None without a ``hedge`` policy, or with its share 0."""
+        # }
 
     @classmethod
     def from_settings(cls, settings: ServiceSettings, **kwargs: Any) -> Self:
@@ -156,14 +165,31 @@ class AsyncDriver:
         business request, and a request holding a slot may be waiting for it)."""
         if not send.limited:
             return Sent(await self._send(send.request))
-        async with self.limit.slot(send.endpoint.name) as said:
+        # asyncio only {
+        if self.hedger is not None and hedgeable(send.endpoint):  # a read: a copy if it is slow
+            sent, latency = await race(self.hedger, send, self._attempt, self._core.stats)
+            self._core.stats.record_latency(send.endpoint.name, latency)
+            return sent
+        # }
+        sent, latency = await self._attempt(send, send.request, False, _nothing)
+        self._core.stats.record_latency(send.endpoint.name, latency)
+        return sent
+
+    async def _attempt(
+        self, send: Send, request: httpx.Request, urgent: bool, on_slot: Callable[[], object]
+    ) -> tuple[Sent, float]:
+        """Send ``request`` (``send``'s, or a hedged copy of it) once it holds a slot (``urgent``:
+        ahead of the queue), calling ``on_slot`` then; what came back, and the seconds it took."""
+        async with self.limit.slot(send.endpoint.name, urgent) as said:
+            on_slot()
             token: str | None = None
             if send.bearer:  # checked now: it may have expired, or come due, while the request waited
                 token = await self._token(NeedToken())
-                self._core.authorize(send.request, token)
-            outcome = await self._send(send.request)
+                self._core.authorize(request, token)
+            began = time.monotonic()
+            outcome = await self._send(request)
             said(load_signal(outcome))
-        return Sent(outcome, token)
+        return Sent(outcome, token), time.monotonic() - began
 
     async def _send(self, request: httpx.Request) -> Outcome:
         """The response with its body read, an UnreadableBody, or the transport error."""
@@ -240,3 +266,7 @@ class AsyncDriver:
     async def authenticate(self) -> None:
         """Fetch a token now (otherwise the first call does); raises AuthenticationError early."""
         await self._token(NeedToken())
+
+
+def _nothing() -> None:
+    return None

@@ -157,14 +157,25 @@ class SyncDriver:
         business request, and a request holding a slot may be waiting for it)."""
         if not send.limited:
             return Sent(self._send(send.request))
-        with self.limit.slot(send.endpoint.name) as said:
+        sent, latency = self._attempt(send, send.request, False, _nothing)
+        self._core.stats.record_latency(send.endpoint.name, latency)
+        return sent
+
+    def _attempt(
+        self, send: Send, request: httpx.Request, urgent: bool, on_slot: Callable[[], object]
+    ) -> tuple[Sent, float]:
+        """Send ``request`` (``send``'s, or a hedged copy of it) once it holds a slot (``urgent``:
+        ahead of the queue), calling ``on_slot`` then; what came back, and the seconds it took."""
+        with self.limit.slot(send.endpoint.name, urgent) as said:
+            on_slot()
             token: str | None = None
             if send.bearer:  # checked now: it may have expired, or come due, while the request waited
                 token = self._token(NeedToken())
-                self._core.authorize(send.request, token)
-            outcome = self._send(send.request)
+                self._core.authorize(request, token)
+            began = time.monotonic()
+            outcome = self._send(request)
             said(load_signal(outcome))
-        return Sent(outcome, token)
+        return Sent(outcome, token), time.monotonic() - began
 
     def _send(self, request: httpx.Request) -> Outcome:
         """The response with its body read, an UnreadableBody, or the transport error."""
@@ -241,3 +252,7 @@ class SyncDriver:
     def authenticate(self) -> None:
         """Fetch a token now (otherwise the first call does); raises AuthenticationError early."""
         self._token(NeedToken())
+
+
+def _nothing() -> None:
+    return None

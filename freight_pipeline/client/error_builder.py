@@ -139,6 +139,13 @@ class ErrorBuilder:
             failure = FreightTimeoutError(
                 f"{where} timed out ({type(error).__name__}: {text})", method=call.endpoint.method, path=call.path
             )
+        elif isinstance(error, httpx.ConnectError) and refused(error):
+            failure = FreightConnectionError(
+                f"{where}: connection refused by {self.display_url} (nothing listens there: is the service "
+                "up, and is the base URL right?)",
+                method=call.endpoint.method,
+                path=call.path,
+            )
         else:
             sent = call.endpoint.retry_safe or isinstance(error, httpx.ConnectError)
             maybe = "" if sent else MAYBE_PROCESSED
@@ -159,6 +166,24 @@ class ErrorBuilder:
             method=call.endpoint.method,
             path=call.path,
         )
+
+
+def refused(error: BaseException) -> bool:
+    """Whether the host refused the connection (``ConnectionRefusedError`` somewhere under ``error``:
+    its causes, or aiohttp's ``os_error``)."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        seen.add(id(current))
+        os_error = getattr(current, "os_error", None)
+        pending.extend([current.__cause__, current.__context__,
+                        os_error if isinstance(os_error, BaseException) else None])
+    return False
 
 
 def _shorten(text: str) -> str:

@@ -158,6 +158,8 @@ class AdaptiveLimit:
         self.ceiling: int | None = None
         """Requests in flight when the service last pushed back (None: not yet, or outgrown)."""
         self.probe_rounds = PROBE_ROUNDS
+        self.last_push_back = float("-inf")
+        """When (``clock``) the service last pushed back (any push-back signal, stale ones included)."""
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self.stats = LimitStats()
 
@@ -174,13 +176,14 @@ class AdaptiveLimit:
         return {kind: seen.lowest for kind, seen in self._latency.items()}
 
     @asynccontextmanager
-    async def slot(self, kind: str = "") -> AsyncIterator[Callable[[Signal], None]]:
+    async def slot(self, kind: str = "", urgent: bool = False) -> AsyncIterator[Callable[[Signal], None]]:
         """Hold one of the slots for the block; call the yielded function with what the answer said.
 
         ``kind`` names the kind of request (the clients pass the endpoint's name): latency is judged
-        against the usual latency of the same kind.
+        against the usual latency of the same kind. ``urgent``: wait ahead of the queue (a hedged
+        read's copy, ``client.hedge``), still within the limit.
         """
-        await self._acquire()
+        await self._acquire(urgent)
         sent = _Sent(self._generation, self.in_flight, self._clock())
         said: list[Signal] = []
         try:
@@ -188,10 +191,13 @@ class AdaptiveLimit:
         finally:
             self._release(kind, said[-1] if said else Signal.NEUTRAL, sent)
 
-    async def _acquire(self) -> None:
+    async def _acquire(self, urgent: bool = False) -> None:
         while self.in_flight >= int(self.limit):
             waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
+            if urgent:
+                self._waiters.appendleft(waiter)
+            else:
+                self._waiters.append(waiter)
             try:
                 await waiter
             except asyncio.CancelledError:
@@ -209,6 +215,8 @@ class AdaptiveLimit:
 
     def _release(self, kind: str, signal: Signal, sent: _Sent) -> None:
         self.in_flight -= 1
+        if signal is Signal.OVERLOAD:
+            self.last_push_back = self._clock()
         if self.adaptive:
             self._adapt(kind, signal, sent)
         self._wake()
@@ -307,9 +315,9 @@ class BlockingLimit:
         return f"BlockingLimit(fixed, limit={self.maximum})"
 
     @contextmanager
-    def slot(self, kind: str = "") -> Iterator[Callable[[Signal], None]]:
-        """Hold one of the slots for the block (the kind and what the answer said are not used: the
-        limit is fixed)."""
+    def slot(self, kind: str = "", urgent: bool = False) -> Iterator[Callable[[Signal], None]]:
+        """Hold one of the slots for the block (the kind, urgency and what the answer said are not
+        used: the limit is fixed, its threads wait in no order)."""
         with self._slots:
             yield _ignore
 

@@ -10,7 +10,11 @@ simulator, 0.4 ms of CPU per shipment document instead of 0.8 ms, 0.3 instead of
 :class:`AiohttpTransport` keeps one difference of ``httpx-aiohttp`` from httpx out of the client:
 a connection the server closed without answering is ``httpx.RemoteProtocolError`` (as httpx says),
 not a connect timeout, so a record whose request always breaks is that record's failure
-(``sync.isolation``), not taken for a service that is down.
+(``sync.isolation``), not taken for a service that is down; and a connection the host refused (or
+could not be opened: no route, unknown name) is ``httpx.ConnectError``, as httpx says, where
+``httpx-aiohttp``'s table gives a connect timeout (its ``ClientConnectionError`` entry wins over the
+more specific ``ClientConnectorError`` one), so an unreachable service is reported as refused, not
+as timed out.
 
 :class:`CookielessAsyncClient` is the ``httpx.AsyncClient`` the async client sends with, without a
 cookie store: its requests are built by ``ClientCore`` (``httpx.Request``), not by the client's
@@ -47,7 +51,9 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
             return await super().handle_async_request(request)
         except httpx.ConnectTimeout as exc:
             cause = exc.__cause__
-            if isinstance(cause, DISCONNECTED) and not isinstance(cause, aiohttp.ClientConnectorError):
+            if isinstance(cause, aiohttp.ClientConnectorError) and not isinstance(cause, TimeoutError):
+                raise httpx.ConnectError(str(cause)) from cause
+            if isinstance(cause, DISCONNECTED):
                 raise httpx.RemoteProtocolError(f"the server closed the connection: {cause}") from cause
             raise
 

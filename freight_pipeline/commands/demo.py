@@ -25,6 +25,7 @@ from freight_pipeline.commands.demo_summary import (
 )
 from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job
 from freight_pipeline.commands.history_report import read_history_facts
+from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.commands.report import document_pairs, on_time_by_mode, read_report, shipments_present
 from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, RECONCILE_ENV, USERNAME_ENV, environ
 from freight_pipeline.lake.backend import storage_from_env
@@ -61,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
 
     data_dir = resolve_data_dir(args.data_dir)
     try:
+        check_setup(data_dir, data_dir_setting(args.data_dir), service=False)  # the demo brings its service
         removed = prepare_demo_dir(data_dir, {"shipments": args.shipments, "seed": args.seed})
-    except ForeignDataDir as exc:
+    except (BadSetup, ForeignDataDir) as exc:
         say(f"demo: {exc}")
         return 2
     if removed:

@@ -152,6 +152,11 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
             f"SELECT stream, {', '.join(RUN_COLUMNS)} FROM {META_SCHEMA}.sync_runs {LATEST_RUN_PER_STREAM}"
         ).fetchall()
         runs = {row[0]: dict(zip(RUN_COLUMNS, (_plain(v) for v in row[1:]), strict=True)) for row in rows}
+        for stream, notices in con.execute(
+            f"SELECT stream, CAST(json_extract(details, '$.extra.notices') AS VARCHAR) FROM {META_SCHEMA}.sync_runs "
+            f"{LATEST_RUN_PER_STREAM}"
+        ).fetchall():
+            runs[stream]["notices"] = json.loads(notices) if notices else []
     synced: dict[str, Any] = {}
     if f"{META_SCHEMA}.table_freshness" in tables:  # since when each stream's tables are current
         synced = dict(con.execute(f"SELECT stream, min(synced_through) FROM {META_SCHEMA}.table_freshness "

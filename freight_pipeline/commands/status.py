@@ -43,6 +43,8 @@ def render_status(report: dict[str, Any]) -> str:
         head += f"\n  published at {published['published_at']} (version {published.get('version')})"
     head += f"\n  parquet: {report['parquet']}/<schema>/<table>/"
     parts = [head, "streams (cursor and last run)\n" + render_streams(report["streams"])]
+    if notices := render_notices(report["streams"]):
+        parts.append("notices: what the last runs met of the service\n" + notices)
     if report.get("unpublished_runs"):
         parts.append(
             "runs after the last publish (working database; readers see none of them yet)\n"
@@ -76,6 +78,15 @@ def render_streams(streams: list[dict[str, Any]]) -> str:
             )
         )
     return format_table(headers, rows) if rows else "  (no stream has run yet)"
+
+
+def render_notices(streams: list[dict[str, Any]]) -> str:
+    """Each notice of the streams' last runs once, with the streams that met it; empty when none did."""
+    met: dict[str, list[str]] = {}
+    for s in streams:
+        for notice in (s.get("last_run") or {}).get("notices") or []:
+            met.setdefault(notice, []).append(s["stream"])
+    return "\n".join(f"  {', '.join(names)}: {notice}" for notice, names in met.items())
 
 
 def render_runs(runs: list[dict[str, Any]]) -> str:

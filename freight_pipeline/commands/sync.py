@@ -15,6 +15,7 @@ from pathlib import Path
 
 from freight_pipeline.commands.common import Stopwatch, add_data_dir_argument, redact, resolve_data_dir, say
 from freight_pipeline.commands.execute import DEFAULT_JOB, MissingPassword, execute_job, service_from_env
+from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.config import ServiceSettings, environ
 from freight_pipeline.marts.project import FULL_REFRESH_ENV
 
@@ -55,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
     except MissingPassword as exc:
         say(f"sync: {exc}")
         return 2
+    try:
+        check_setup(data_dir, data_dir_setting(args.data_dir))
+    except BadSetup as exc:
+        say(f"sync: {exc}")
+        return 2
     with environ({FULL_REFRESH_ENV: "1"} if args.full_refresh else {}):
         if dagster:
             return run_in_dagster(args, service, data_dir)
@@ -89,11 +95,7 @@ def run_without_dagster(args: argparse.Namespace, service: ServiceSettings, data
         from freight_pipeline.lake.backend import storage_from_env
         from freight_pipeline.sync.settings import SyncSettings
 
-        try:
-            settings = SyncSettings().with_env()
-        except ValueError as exc:  # a setting of the environment that means nothing: named, before anything runs
-            say(f"sync: {exc}")
-            return 2
+        settings = SyncSettings().with_env()  # checked before anything ran (commands.preflight)
         say(f"sync: {service.base_url} as {service.username!r} -> {data_dir} (without Dagster)")
 
         def ended(step: Step) -> None:

@@ -20,6 +20,7 @@ import httpx
 
 from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
 from freight_pipeline.commands.dagster_home import dagster_home, ensure_dagster_yaml
+from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.commands.processes import (
     LOCALHOST,
     ChildExited,
@@ -126,6 +127,10 @@ def _preflight(args: argparse.Namespace) -> str | None:
     for flag, port in (("--port", args.port), ("--simulator-port", args.simulator_port)):
         if port_in_use(port):
             return f"port {port} on {LOCALHOST} is in use: stop what listens there or pass {flag}"
+    try:  # the UI brings its own simulator: the service's settings are its
+        check_setup(resolve_data_dir(args.data_dir), data_dir_setting(args.data_dir), service=False)
+    except BadSetup as exc:
+        return str(exc)
     return None
 
 

@@ -7,12 +7,11 @@ working database, and an overlapping run would only fail on DuckDB's file lock.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from freight_pipeline.config import SCHEDULES_RUNNING_ENV
+from freight_pipeline.config import SCHEDULES_RUNNING_ENV, flag_from_env
 from freight_pipeline.defs.freight_job import DBT, PUBLISH_KEY, freight_job
 from freight_pipeline.defs.sync_assets import stream_keys
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
@@ -55,7 +54,7 @@ code_conversions_job = _job(
 
 def automation_running() -> bool:
     """Schedules and sensors start switched on when ``FREIGHT_SCHEDULES_RUNNING=1`` (``make ui``)."""
-    return os.environ.get(SCHEDULES_RUNNING_ENV) == "1"
+    return flag_from_env(SCHEDULES_RUNNING_ENV, default=False)
 
 
 def default_schedule_status() -> dg.DefaultScheduleStatus:

@@ -8,7 +8,6 @@ so a Dagster backfill of all of them runs as many writers at once as the run coo
 
 import dataclasses
 import datetime as dt
-import os
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -18,7 +17,8 @@ from freight_pipeline.defs.jobs import WRITER_TAG, default_schedule_status
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_metadata
 from freight_pipeline.lake.backend import DEFAULT_RETENTION, LakeBackend
-from freight_pipeline.sync.backfill import IdRange, id_ranges_between
+from freight_pipeline.lake.settings import RETENTION_ENV
+from freight_pipeline.sync.backfill import IdRange, backfill_plan_from_env
 from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.runner import run_stream
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
@@ -27,24 +27,9 @@ from freight_pipeline.warehouse.backend import StorageBackend
 if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-BOUNDARIES_ENV = "FREIGHT_BACKFILL_ID_BOUNDARIES"
-"""Comma-separated shipment ids where one backfill partition ends and the next begins (``20000,40000``
--> ``0-19999``, ``20000-39999``, ``40000-``); unset: one partition. Pick them from the service's id
-range so each partition holds about as many shipments."""
-RETENTION_ENV = "FREIGHT_LAKE_RETENTION_MINUTES"
-"""How long DuckLake snapshots stay readable (time travel) before the maintenance job expires them."""
 LAKE_GROUP = "lake"
 BACKFILL_JOB = "freight_backfill_job"
 MAINTENANCE_JOB = "lake_maintenance_job"
-
-
-def backfill_plan_from_env() -> tuple[IdRange, ...]:
-    text = os.environ.get(BOUNDARIES_ENV, "").strip()
-    try:
-        boundaries = [int(part) for part in text.split(",") if part.strip()] if text else []
-        return id_ranges_between(boundaries)
-    except ValueError as exc:
-        raise ValueError(f"{BOUNDARIES_ENV}={text!r}: {exc}") from None
 
 
 def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "UnresolvedAssetJobDefinition"]:

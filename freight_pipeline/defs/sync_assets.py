@@ -122,6 +122,7 @@ def stream_metadata(result: StreamResult, newest_change: dt.datetime | None) -> 
         "cursor_after": _text_or_json(result.cursor_after),
         "duration_seconds": dg.MetadataValue.float(round(seconds, 3)) if seconds is not None else None,
         "details": dg.MetadataValue.json(json.loads(json.dumps(result.extra, default=str))),
+        "notices": dg.MetadataValue.md("\n".join(f"- {n}" for n in result.notices)) if result.notices else None,
     }
     if newest_change is not None:
         metadata["newest_source_change"] = dg.MetadataValue.timestamp(newest_change)

@@ -70,7 +70,8 @@ class Step:
     line: str
     """What it did, or why it failed or did not run."""
     notes: list[str] = field(default_factory=list)
-    """More to say, a line each: bad records, checks that did not pass, dbt's warnings."""
+    """More to say, a line each: bad records, checks that did not pass, dbt's warnings, and what the run
+    met of the service's behaviour (``StreamResult.notices``, each said once a run)."""
     stream: StreamFigures | None = None
     """A stream's step that ran: what it did, and its tables' rows after it."""
     checks: list[tuple[WarehouseCheck, CheckResult]] = field(default_factory=list)
@@ -229,6 +230,7 @@ async def _sync_and_check(
         with explained_out_of_memory("the sync", backend.duckdb_settings), \
                 open_warehouse(data_dir, backend) as warehouse:
             not_run: set[str] = set()
+            said: set[str] = set()
             wrote = not selected and selected is not None  # no stream to run: what the database holds
             for stream in STREAMS:
                 if selected is not None and stream.name not in selected:
@@ -239,7 +241,7 @@ async def _sync_and_check(
                                f"not run: it reads the {', '.join(waits_for)} stream first, which did not run"))
                     not_run.add(stream.name)
                     continue
-                step = await _run_stream(stream, source, warehouse, settings, run_id, progress)
+                step = await _run_stream(stream, source, warehouse, settings, run_id, progress, said)
                 if count_rows and step.stream is not None:
                     step.stream.rows, step.stream.newest_change = _rows(warehouse, stream)
                 ended(step)
@@ -274,9 +276,10 @@ async def _run_stream(
     settings: SyncSettings,
     run_id: str,
     progress: Progress | None,
+    said: set[str],
 ) -> Step:
     """The step of one stream: ``skipped`` when it is switched off, ``failed`` when it raised (logged in
-    ``sync_runs`` as failed; the other streams go on)."""
+    ``sync_runs`` as failed; the other streams go on). Its notices not yet in ``said`` are its notes too."""
     clock = _Clock()
     try:
         result = await run_stream_async(stream.name, source, warehouse, settings, run_id, progress)
@@ -284,7 +287,9 @@ async def _run_stream(
         return Step(stream_step(stream.name), "failed", clock.lap(), one_line_error(exc))
     bad = result.bad_records()
     status = "skipped" if "skipped" in result.extra else "success"
-    return Step(stream_step(stream.name), status, clock.lap(), result.summary(), [bad] if bad else [],
+    notices = [notice for notice in result.notices if notice not in said]
+    said.update(notices)
+    return Step(stream_step(stream.name), status, clock.lap(), result.summary(), [*([bad] if bad else []), *notices],
                 stream=StreamFigures(result))
 
 

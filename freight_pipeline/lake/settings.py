@@ -26,6 +26,8 @@ S3_SESSION_TOKEN_ENV = "AWS_SESSION_TOKEN"
 S3_REGION_ENVS = ("AWS_REGION", "AWS_DEFAULT_REGION")
 S3_URL_STYLE_ENV = "FREIGHT_LAKE_S3_URL_STYLE"
 """``path`` or ``vhost``; default ``path`` with a custom endpoint (MinIO, moto, Ceph), else ``vhost``."""
+RETENTION_ENV = "FREIGHT_LAKE_RETENTION_MINUTES"
+"""How long DuckLake snapshots stay readable (time travel) before the maintenance job expires them."""
 LAKE_ALIAS = "lake"
 """The name the lake is attached under in every DuckDB connection (the dbt ``lake`` target uses it too)."""
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from freight_pipeline.config import flag_from_env
 from freight_pipeline.marts.project import FULL_REFRESH_ENV
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
 from freight_pipeline.warehouse.store import Warehouse
@@ -73,7 +73,7 @@ class BuildPlan:
 
 
 def full_refresh_asked() -> bool:
-    return os.environ.get(FULL_REFRESH_ENV, "").strip().lower() in ("1", "true", "yes")
+    return flag_from_env(FULL_REFRESH_ENV, default=False)
 
 
 def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool) -> BuildPlan:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from freight_pipeline.datetimes import DateTimeParseError, parse_date, parse_iso_datetime, to_utc
+from freight_pipeline.datetimes import DateTimeParseError, parse_date, parse_service_datetime, to_utc
 from freight_pipeline.normalize.errors import Invalid, join_path, show
 from freight_pipeline.normalize.problems import Problems
 
@@ -140,12 +140,10 @@ def to_date(value: Any) -> dt.date | None:
 
 
 def to_instant(value: Any) -> dt.datetime | None:
-    """An ISO 8601 date-time string to a UTC instant; a value without offset gives null (not a guess)."""
+    """An ISO 8601 date-time string to a UTC instant; a value without an offset is read in the service's
+    time zone (``datetimes.in_service_zone``)."""
     try:
-        parsed = parse_iso_datetime(value)
-        if parsed is None or parsed.tzinfo is None:
-            return None
-        return to_utc(parsed)
+        return to_utc(parse_service_datetime(value))
     except DateTimeParseError as exc:
         raise Invalid(str(exc)) from None
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime, to_utc
+from freight_pipeline.datetimes import DateTimeParseError, parse_service_datetime, to_utc
 from freight_pipeline.normalize.converters import BIGINT, JSON, TIMESTAMPTZ, VARCHAR
 from freight_pipeline.normalize.errors import RecordShapeError
 from freight_pipeline.normalize.problems import Problems
@@ -96,10 +96,7 @@ def document_row(
     created_raw = efile.get("created_date_time")
     created_at: dt.datetime | None = None
     try:
-        parsed = parse_iso_datetime(created_raw)
-        created_at = to_utc(parsed) if parsed is not None and parsed.tzinfo is not None else None
-        if parsed is not None and parsed.tzinfo is None:
-            found.add("created_date_time", created_raw, "date-time without a UTC offset: created_at left null")
+        created_at = to_utc(parse_service_datetime(created_raw))
     except DateTimeParseError as exc:
         found.add("created_date_time", created_raw, str(exc))
     return {

@@ -10,8 +10,10 @@ import sys
 import time
 from typing import Any
 
-from freight_pipeline.simulator.clock import clock_timezone
+from freight_pipeline.simulator.clock import clock_timezone, zone_info
 from freight_pipeline.simulator.config import (
+    CALL_KINDS,
+    DEFAULT_UTC_OFFSET,
     EFILE_REFERENCE_SHAPES,
     MAX_SHIPMENTS,
     FaultConfig,
@@ -68,6 +70,27 @@ def _offset_change(text: str) -> tuple[str, str]:
     return instant, offset
 
 
+def _zone_name(text: str) -> str:
+    """argparse type of ``--naive-clock ZONE``: an IANA time zone name (``Europe/Berlin``)."""
+    try:
+        zone_info(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _tail(text: str) -> tuple[float, float]:
+    """argparse type of ``--tail RATE:MS``, e.g. ``0.02:5000`` (2 % of requests answered 5 s later)."""
+    rate, sep, ms = text.partition(":")
+    try:
+        share, delay = float(rate), float(ms)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be RATE:MS (0.02:5000), got {text!r}") from None
+    if not sep or not 0 <= share <= 1 or delay < 0:
+        raise argparse.ArgumentTypeError(f"must be RATE:MS with RATE in [0, 1] and MS >= 0, got {text!r}")
+    return share, delay
+
+
 def _path_prefix(text: str) -> str:
     if not text.startswith("/"):
         raise argparse.ArgumentTypeError(f"must be a path starting with '/', got {text!r}")
@@ -95,7 +118,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; only loopback with --control)"
     )
     parser.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0 picks a free one)")
-    parser.add_argument("--utc-offset", default="+01:00", help="the service's UTC offset (default +01:00)")
+    parser.add_argument(
+        "--utc-offset", default=None, help=f"the service's UTC offset (default {DEFAULT_UTC_OFFSET})"
+    )
     parser.add_argument(
         "--offset-change",
         type=_offset_change,
@@ -144,6 +169,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TEMPLATE",
         help="inject the faults above only into this path template (/service/shipment/lookup); repeatable",
     )
+    faults.add_argument(
+        "--tail", type=_tail, default=(0.0, 0.0), metavar="RATE:MS",
+        help="a latency tail: RATE of the requests answered MS later, correctly (0.02:5000); "
+        "its own random sequence of --fault-seed",
+    )
+    faults.add_argument(
+        "--tail-kind", action="append", default=[], choices=tuple(CALL_KINDS), metavar="KIND",
+        help=f"limit the tail to this kind of call, one of {', '.join(CALL_KINDS)} (default every kind); repeatable",
+    )
     modes = parser.add_argument_group("behaviours of real services")
     modes.add_argument(
         "--max-page-size", type=_at_least_one, default=None, metavar="N",
@@ -166,13 +200,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="400 for criterion forms the spec does not name (IN takes values, OR identifiers, others value)",
     )
     modes.add_argument(
+        "--naive-clock", type=_zone_name, default=None, metavar="ZONE",
+        help="send every date-time without a UTC offset, as the wall clock of ZONE (an IANA name: "
+        "Europe/Berlin), whose summer time the clock follows (instead of --utc-offset, --offset-change)",
+    )
+    modes.add_argument(
         "--efile-reference-shape", choices=EFILE_REFERENCE_SHAPES, default="type",
         help="E-File references as {type, value} (default) or {reference_key: SHIPMENT_ID, reference}",
     )
     parser.add_argument(
         "--control",
         action="store_true",
-        help="enable the unauthenticated HTTP control surface under /_control (loopback --host only)",
+        help="enable the unauthenticated HTTP control surface under /_control (loopback --host only); "
+        "POST /_control/reset plays a nightly reset: the data back to the snapshot taken at the start "
+        "(or by POST /_control/snapshot), id counters included, the clock going on",
     )
     parser.add_argument(
         "--frozen-clock",
@@ -214,7 +255,12 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         forbidden_prefixes=frozenset(args.forbid) if args.forbid else None,
         strict_criteria=args.strict_criteria,
         efile_reference_shape=args.efile_reference_shape,
+        tail_rate=args.tail[0],
+        tail_ms=args.tail[1],
+        tail_kinds=frozenset(args.tail_kind) if args.tail_kind else None,
     )
+    if args.naive_clock is not None and (args.utc_offset is not None or args.offset_change):
+        raise ValueError("--naive-clock follows its zone's own rules: give no --utc-offset or --offset-change with it")
     users = default_users() + tuple(_parse_user(u) for u in args.user)
     return SimulatorConfig(
         users=users,
@@ -223,10 +269,11 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         control=args.control,
         shipments=args.shipments,
         seed=args.seed,
-        utc_offset=args.utc_offset,
+        utc_offset=args.utc_offset or DEFAULT_UTC_OFFSET,
         wall_clock=not args.frozen_clock,
         start=args.start,
         offset_changes=tuple(args.offset_change),
+        naive_clock=args.naive_clock,
     )
 
 
@@ -277,7 +324,10 @@ def _announce(base_url: str, config: SimulatorConfig, seconds: float) -> None:
         lines.append(f"  user: {user.username}  password: {user.password}  [{what}]")
     if config.control:
         lines.append(f"  control surface: {base_url}/_control/stats (no auth)")
-    if config.start is not None or config.offset_changes:
+    if config.naive_clock is not None:
+        lines.append(f"  clock: naive (date-times without a UTC offset), the wall clock of {config.naive_clock}"
+                     + (f"; starts {config.start}" if config.start is not None else ""))
+    elif config.start is not None or config.offset_changes:
         changes = "".join(f", {offset} from {instant}" for instant, offset in config.offset_changes)
         lines.append(f"  clock: starts {config.start or 'at the default instant'}; offset {config.utc_offset}{changes}")
     active = active_faults(config.faults)

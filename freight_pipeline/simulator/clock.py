@@ -9,6 +9,11 @@ seconds, matching the service's ``last_modified_date_time`` resolution (assumpti
 The offset may change at given instants (summer time ending or starting): ``offset_changes`` pairs
 an instant with the offset in force from then on, and :class:`OffsetSchedule` (a ``tzinfo``) picks
 the offset by instant, so every wall-clock value the service stamps uses the offset of its instant.
+
+A naive clock (``naive_zone``, an IANA name such as ``Europe/Berlin``) follows that zone's rules
+instead and writes every instant as the zone's wall clock without a UTC offset
+(``2026-11-01T10:15:30``): a repeated hour (summer time ending) is then written twice alike, as a
+service built on local date-times writes it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from freight_pipeline.datetimes import DateTimeParseError, format_offset, parse_offset
 from freight_pipeline.simulator.store_api import Invalid
@@ -50,6 +56,16 @@ def parse_instant(text: str, what: str = "instant") -> dt.datetime:
     if instant is None or instant.tzinfo is None:
         raise ValueError(f"{what} must be an ISO 8601 date-time with a UTC offset, got {text!r}")
     return instant
+
+
+def zone_info(name: str) -> ZoneInfo:
+    """An IANA time zone by name (``Europe/Berlin``). Raises ValueError for an unknown or malformed one."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"a time zone must be an IANA name such as Europe/Berlin, got {name!r}")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"{name!r} is not an IANA time zone name (such as Europe/Berlin or UTC)") from None
 
 
 class OffsetSchedule(dt.tzinfo):
@@ -125,12 +141,16 @@ class SimClock:
         wall_clock: bool = False,
         monotonic: Callable[[], float] = time.monotonic,
         offset_changes: Sequence[tuple[str, str]] = (),
+        naive_zone: str | None = None,
     ) -> None:
-        self.tz = clock_timezone(utc_offset, offset_changes)
+        if naive_zone is not None and offset_changes:
+            raise ValueError("a naive clock follows its zone's own rules: it takes no offset changes")
+        self.naive_zone: ZoneInfo | None = zone_info(naive_zone) if naive_zone is not None else None
+        """The zone of a naive clock (its wall clock written without an offset); None: with offsets."""
+        self.tz: dt.tzinfo = self.naive_zone or clock_timezone(utc_offset, offset_changes)
         self.wall_clock = wall_clock
         self._monotonic = monotonic
         self._made_at = monotonic()
-        self.offset_text = format_offset(self.tz.utcoffset(None))  # the first offset
         if start is None:
             start = DEFAULT_START_LOCAL.replace(tzinfo=self.tz)
         elif start.tzinfo is None:
@@ -170,6 +190,10 @@ class SimClock:
         """The fixed offset in force at ``epoch``."""
         if isinstance(self.tz, OffsetSchedule):
             return dt.timezone(self.tz.offset_at(epoch))
+        if self.naive_zone is not None:
+            offset = dt.datetime.fromtimestamp(epoch, self.naive_zone).utcoffset()
+            assert offset is not None
+            return dt.timezone(offset)
         assert isinstance(self.tz, dt.timezone)
         return self.tz
 
@@ -178,7 +202,10 @@ class SimClock:
         return dt.datetime.fromtimestamp(epoch, self.offset_at(epoch))
 
     def iso(self, epoch: int) -> str:
-        """ISO 8601 with the service offset, seconds resolution: ``2026-11-01T10:15:30+01:00``."""
+        """ISO 8601 with the service offset, seconds resolution: ``2026-11-01T10:15:30+01:00``; from a
+        naive clock the zone's wall clock without an offset: ``2026-11-01T10:15:30``."""
+        if self.naive_zone is not None:
+            return dt.datetime.fromtimestamp(epoch, self.naive_zone).replace(tzinfo=None).isoformat(timespec="seconds")
         return self.to_local(epoch).isoformat(timespec="seconds")
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from freight_pipeline.simulator.clock import clock_timezone
+from freight_pipeline.simulator.clock import clock_timezone, zone_info
 
 # Permission names (assumption A16) and the webhook role (A17).
 PERMISSIONS: tuple[str, ...] = (
@@ -36,6 +36,7 @@ DEFAULT_PASSWORD = "demo-password"
 DEFAULT_WEBHOOK_USERNAME = "webhook"
 DEFAULT_WEBHOOK_PASSWORD = "webhook-password"
 TOKEN_LIFETIME_S = 24 * 3600
+DEFAULT_UTC_OFFSET = "+01:00"
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 50
 # Initial shipments of a generated store: their ids (about 1.08 per shipment, from 10001) stay below
@@ -90,8 +91,42 @@ _FIELD_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
 _FIELD_WANTED = {
     "paths": "null or an array of path templates (strings)",
     "forbidden_prefixes": "null or an array of path prefixes (strings)",
+    "tail_kinds": "null or an array of kinds of call (strings)",
 }
 EFILE_REFERENCE_SHAPES: tuple[str, ...] = ("type", "key")
+
+# Kinds of call a latency tail can be limited to (``tail_kinds``), each a set of path templates.
+CALL_KINDS: dict[str, tuple[str, ...]] = {
+    "auth": ("/auth/token",),
+    "lookup": ("/service/shipment/lookup",),
+    "shipment": ("/service/shipment/{id}",),
+    "events": (
+        "/service/shipment/{id}/events",
+        "/service/shipment/{shipmentId}/event",
+        "/service/shipment/{shipmentId}/event/{id}",
+    ),
+    "legs": ("/service/shipment/{id}/airmaincarriage", "/service/shipment/{id}/seamaincarriage"),
+    "memos": ("/service/shipment/memo/lookup", "/service/shipment/memo", "/service/shipment/memo/{id}"),
+    "efile": (
+        "/service/efile",
+        "/service/efile/lookup",
+        "/service/efile/{id}",
+        "/service/efile/{id}/reference",
+        "/service/efile/{id}/role",
+    ),
+    "codes": (
+        "/service/basicdata/codeconverter/lookup",
+        "/service/basicdata/codeconverter",
+        "/service/basicdata/codeconverter/{id}",
+    ),
+    "webhook": ("/external/webhook",),
+}
+_KIND_OF_PATH = {path: kind for kind, paths in CALL_KINDS.items() for path in paths}
+
+
+def call_kind(path_template: str) -> str | None:
+    """The kind of call (a key of ``CALL_KINDS``) a path template belongs to; None for none."""
+    return _KIND_OF_PATH.get(path_template)
 
 
 @dataclass(frozen=True)
@@ -116,6 +151,13 @@ class FaultConfig:
     takes ``values``, ``OR`` ``identifiers``, every other mode ``value``). ``efile_reference_shape``
     ``"key"`` answers E-File references as ``{"id", "reference_key": "SHIPMENT_ID", "reference": 10023}``
     instead of ``{"id", "type": "SHIPMENT", "value": "10023"}``.
+
+    A latency tail: ``tail_rate`` of the requests are answered ``tail_ms`` later (on top of
+    ``latency_ms``), a correct answer after a stall; ``tail_kinds`` limits it to these kinds of call
+    (keys of ``CALL_KINDS``: ``lookup``, ``shipment``, ``events``, ``legs``, ``memos``, ``efile``,
+    ``codes``, ``auth``, ``webhook``); ``None`` means every kind. It is decided per request from a
+    ``random.Random`` of its own (``seed + 2``), so it does not shift the other faults' sequence,
+    and it respects ``paths`` and ``exempt_auth`` like them.
     """
 
     seed: int = 0
@@ -135,6 +177,9 @@ class FaultConfig:
     forbidden_prefixes: frozenset[str] | None = None
     strict_criteria: bool = False
     efile_reference_shape: str = "type"
+    tail_rate: float = 0.0
+    tail_ms: float = 0.0
+    tail_kinds: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -145,19 +190,25 @@ class FaultConfig:
             bad = sorted(p for p in self.forbidden_prefixes if not p.startswith("/"))
             if bad:
                 raise ValueError(f"forbidden_prefixes must be paths starting with '/', got {bad}")
+        if self.tail_kinds is not None:
+            object.__setattr__(self, "tail_kinds", frozenset(self.tail_kinds))
+            unknown = sorted(set(self.tail_kinds) - set(CALL_KINDS))
+            if unknown:
+                raise ValueError(f"unknown tail_kinds {unknown}; known: {', '.join(CALL_KINDS)}")
         if self.efile_reference_shape not in EFILE_REFERENCE_SHAPES:
             raise ValueError(
                 f"efile_reference_shape must be one of {', '.join(EFILE_REFERENCE_SHAPES)}, "
                 f"got {self.efile_reference_shape!r}"
             )
-        for name in ("rate_limit_rate", "server_error_rate", "drop_rate", "modify_during_paging_rate"):
+        for name in ("rate_limit_rate", "server_error_rate", "drop_rate", "modify_during_paging_rate",
+                     "tail_rate"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be within [0, 1], got {value}")
         if self.rate_limit_rate + self.server_error_rate + self.drop_rate > 1.0 + 1e-9:
             raise ValueError("drop_rate + rate_limit_rate + server_error_rate must not exceed 1")
-        if self.latency_ms < 0 or self.latency_jitter_ms < 0:
-            raise ValueError("latency_ms and latency_jitter_ms must not be negative")
+        if self.latency_ms < 0 or self.latency_jitter_ms < 0 or self.tail_ms < 0:
+            raise ValueError("latency_ms, latency_jitter_ms and tail_ms must not be negative")
         if self.retry_after_s < 0 or self.modify_during_paging_count < 0:
             raise ValueError("retry_after_s and modify_during_paging_count must not be negative")
         if self.max_page_size is not None and self.max_page_size < 1:
@@ -189,6 +240,8 @@ class FaultConfig:
         data["paths"] = sorted(self.paths) if self.paths is not None else None
         if self.forbidden_prefixes is not None:
             data["forbidden_prefixes"] = sorted(self.forbidden_prefixes)
+        if self.tail_kinds is not None:
+            data["tail_kinds"] = sorted(self.tail_kinds)
         return data
 
 
@@ -196,11 +249,13 @@ class FaultConfig:
 class SimulatorConfig:
     """Everything the HTTP service needs besides the store.
 
-    ``shipments``, ``seed``, ``start``, ``utc_offset``, ``offset_changes`` and ``wall_clock`` are only
-    used when the server builds its own store. ``start``: the clock's start, ISO 8601 (without an
-    offset: in the service's offset then); default 2026-11-01T08:00 local. ``offset_changes``:
+    ``shipments``, ``seed``, ``start``, ``utc_offset``, ``offset_changes``, ``naive_clock`` and
+    ``wall_clock`` are only used when the server builds its own store. ``start``: the clock's start,
+    ISO 8601 (without an offset: in the service's offset then); default 2026-11-01T08:00 local. ``offset_changes``:
     ``(instant, offset)`` pairs, from each instant on the service's offset is that one, e.g.
-    ``(("2026-10-25T03:00:00+02:00", "+01:00"),)`` (summer time ending).
+    ``(("2026-10-25T03:00:00+02:00", "+01:00"),)`` (summer time ending). ``naive_clock``: an IANA
+    zone name (``Europe/Berlin``): the clock follows that zone's rules (``utc_offset`` is not used,
+    ``offset_changes`` are refused) and every date-time is sent without a UTC offset, in its wall clock.
     """
 
     users: tuple[UserConfig, ...] = field(default_factory=default_users)
@@ -210,10 +265,11 @@ class SimulatorConfig:
     control: bool = False
     shipments: int = 2000
     seed: int = 42
-    utc_offset: str = "+01:00"
+    utc_offset: str = DEFAULT_UTC_OFFSET
     wall_clock: bool = False  # the built store's clock also moves with real time (the CLI's default)
     start: str | None = None
     offset_changes: tuple[tuple[str, str], ...] = ()
+    naive_clock: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "users", tuple(self.users))
@@ -226,6 +282,10 @@ class SimulatorConfig:
             raise ValueError(f"shipments must be between 0 and {MAX_SHIPMENTS}, got {self.shipments}")
         object.__setattr__(self, "offset_changes", tuple(tuple(pair) for pair in self.offset_changes))
         clock_timezone(self.utc_offset, self.offset_changes)  # raises ValueError for a bad one
+        if self.naive_clock is not None:
+            zone_info(self.naive_clock)
+            if self.offset_changes:
+                raise ValueError("a naive clock follows its zone's own rules: give no offset changes with it")
         self.start_instant()
 
     def start_instant(self) -> dt.datetime | None:

@@ -1,7 +1,9 @@
 """The opt-in HTTP control surface under ``/_control`` (only mounted when ``config.control``).
 
 No bearer auth (it is off unless enabled, and the CLI refuses it on a non-loopback ``--host``);
-never faulted nor counted. Bodies of the wrong JSON type are refused (400). Routes:
+never faulted nor counted. Bodies of the wrong JSON type are refused (400). Its own instants
+(``now``, ``at``, ``snapshot_at``) carry their UTC offset also with a naive clock; the service stamps
+it echoes (``last_modified_date_time``) are as the service writes them. Routes:
 
 * ``POST /_control/shipments/{modify|create|delete}?count=N`` -> ``{"ids": [...]}``
 * ``POST /_control/shipments/progress``: a new version of every open shipment with an event come due
@@ -15,6 +17,14 @@ never faulted nor counted. Bodies of the wrong JSON type are refused (400). Rout
   last-modified instant reaches it), in a new version of the shipment (A8; an event of that code and
   type written through the interface gives way) -> ``{"id", "event", "type", "at": iso,
   "last_modified_date_time": iso}``; 404 for an unknown shipment, 400 for a code its timeline lacks
+* ``POST /_control/snapshot``: a snapshot of the data now (one is taken at the start) ->
+  ``{"snapshot_at": iso, "shipments": n, "efiles": n}``
+* ``POST /_control/reset``: the data back to the snapshot, as a test server reset every night:
+  shipments, memo lines, event overrides, E-Files and every id counter (new shipments and E-Files
+  reuse the ids of vanished ones); the clock goes on and new changes are stamped after every stamp
+  issued -> ``{"snapshot_at", "shipments": live after, "reverted": n (back to another version),
+  "vanished": n (made since), "restored": n (deleted since), "efiles": n, "ids": {"reverted": [...],
+  "vanished": [...], "restored": [...]}}``
 * ``GET /_control/clock``; ``POST /_control/clock/advance?seconds=S``; ``POST /_control/clock/set``
   body ``{"now": "2026-10-25T02:30:00+02:00"}`` (ISO 8601 with offset; forward only, else 400)
   -> ``{"now": iso}``
@@ -125,6 +135,12 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
             now = await run_in_threadpool(store.clock.now)
         return JSONResponse({"now": now.isoformat()})
 
+    async def snapshot(_: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(store.snapshots.take))
+
+    async def reset(_: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(store.snapshots.reset))
+
     async def faults(request: Request) -> Response:
         if request.method in ("PUT", "POST"):
             changes = await body_object(request)
@@ -214,6 +230,8 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
     return [
         Route("/_control/shipments/{action}", shipments, methods=["POST"]),
         Route("/_control/shipments/{shipment_id:int}/milestone", milestone, methods=["POST"]),
+        Route("/_control/snapshot", snapshot, methods=["POST"]),
+        Route("/_control/reset", reset, methods=["POST"]),
         Route("/_control/clock", clock, methods=["GET"]),
         Route("/_control/clock/advance", clock, methods=["POST"]),
         Route("/_control/clock/set", clock, methods=["POST"]),

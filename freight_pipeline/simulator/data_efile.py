@@ -106,6 +106,18 @@ class GeneratedFile(NamedTuple):
     first_role: int
 
 
+@dataclass(frozen=True)
+class EFileState:
+    """What an :class:`EFileStore` holds at one moment (:meth:`EFileStore.state`), to go back to."""
+
+    files: dict[int, dict[str, Any]]
+    generated: dict[int, GeneratedFile]
+    by_shipment: dict[int, tuple[int, ...]]
+    next_file: int
+    next_reference: int
+    next_role: int
+
+
 def documents_for(rng: random.Random, mode: str) -> list[int]:
     """The kinds of document (indexes into DOCUMENT_KINDS) a new shipment of ``mode`` gets."""
     return [i for i, kind in enumerate(DOCUMENT_KINDS) if mode in kind.modes and rng.random() < kind.share]
@@ -139,9 +151,10 @@ class EFileStore:
         self._iso = iso or (lambda epoch: now_iso())
         self._files: dict[int, dict[str, Any]] = {}
         self._generated: dict[int, GeneratedFile] = {}
-        self._by_shipment: dict[int, list[int]] = {}
+        self._by_shipment: dict[int, tuple[int, ...]] = {}
         """Shipment id -> E-File ids that referenced it at some point: a superset (the lookup still
-        applies its criteria), so a removed reference or a deleted file need not be taken out."""
+        applies its criteria), so a removed reference or a deleted file need not be taken out.
+        Its tuples are replaced, never changed (so a snapshot copies the dict alone)."""
         self._next_file = 1
         self._next_reference = 1
         self._next_role = 1
@@ -181,11 +194,33 @@ class EFileStore:
 
     def _index(self, efile_id: int, shipment_ids: Iterable[int]) -> None:
         for shipment_id in shipment_ids:
-            self._by_shipment.setdefault(shipment_id, []).append(efile_id)
+            self._by_shipment[shipment_id] = (*self._by_shipment.get(shipment_id, ()), efile_id)
 
     def count(self) -> int:
         with self._lock:
             return len(self._files) + len(self._generated)
+
+    # --- back to an earlier state (a reset of the service's data) -----------------------------
+    def state(self) -> EFileState:
+        """A copy of everything held now, the id counters included (generated records and the index's
+        tuples are immutable, stored records are copied with their lists)."""
+        with self._lock:
+            return EFileState(
+                {i: _record_copy(r) for i, r in self._files.items()}, dict(self._generated),
+                dict(self._by_shipment),
+                self._next_file, self._next_reference, self._next_role,
+            )
+
+    def restore(self, state: EFileState) -> None:
+        """Hold exactly what ``state`` held (it stays usable for another restore); ids issued after it
+        are issued again."""
+        with self._lock:
+            self._files = {i: _record_copy(r) for i, r in state.files.items()}
+            self._generated = dict(state.generated)
+            self._by_shipment = dict(state.by_shipment)
+            self._next_file, self._next_reference, self._next_role = (
+                state.next_file, state.next_reference, state.next_role
+            )
 
     # --- records -----------------------------------------------------------------------------
     def store(self, efile: Mapping[str, Any]) -> dict[str, Any]:
@@ -338,6 +373,12 @@ class EFileStore:
         item = {"id": self._next_role, "role": role.strip()}
         self._next_role += 1
         return item
+
+
+def _record_copy(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored record's copy that its changes (references and roles added, removed) do not reach:
+    they replace or append to its lists, never change an item."""
+    return {**record, "references": list(record["references"]), "roles": list(record["roles"])}
 
 
 def _list(value: Any, name: str) -> list[Any]:

@@ -1,7 +1,8 @@
 """Fault injection and request accounting at the ASGI edge of the simulator.
 
 :class:`FaultInjector` decides per request, from a seeded ``random.Random``: dropped connection,
-429 with ``Retry-After``, 5xx (502/503/504) with an HTML body, and latency with jitter. Faults can
+429 with ``Retry-After``, 5xx (502/503/504) with an HTML body, latency with jitter, and a latency
+tail (a share of requests, of some kinds of call, answered seconds later). Faults can
 also be scripted (``enqueue``) for exact tests. :class:`EdgeMiddleware` is the outermost ASGI layer:
 it counts requests per (method, path template, status) in :class:`RequestStats` and applies the
 decided fault. The control surface (``/_control``) is never faulted nor counted.
@@ -29,7 +30,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from freight_pipeline.simulator.config import FaultConfig
+from freight_pipeline.simulator.config import FaultConfig, call_kind
 
 CONTROL_PREFIX = "/_control"
 AUTH_PATH = "/auth/token"
@@ -69,6 +70,7 @@ class FaultInjector:
         self._config = config or FaultConfig()
         self._rng = random.Random(self._config.seed)
         self._paging_rng = random.Random(self._config.seed + 1)
+        self._tail_rng = random.Random(self._config.seed + 2)
         self._script: list[_Scripted] = []
         self._lock = threading.Lock()
 
@@ -83,6 +85,7 @@ class FaultInjector:
             if "seed" in changes:
                 self._rng = random.Random(self._config.seed)
                 self._paging_rng = random.Random(self._config.seed + 1)
+                self._tail_rng = random.Random(self._config.seed + 2)
             return self._config
 
     def reset(self, config: FaultConfig | None = None) -> FaultConfig:
@@ -91,6 +94,7 @@ class FaultInjector:
             self._config = config or FaultConfig()
             self._rng = random.Random(self._config.seed)
             self._paging_rng = random.Random(self._config.seed + 1)
+            self._tail_rng = random.Random(self._config.seed + 2)
             self._script.clear()
             return self._config
 
@@ -135,10 +139,13 @@ class FaultInjector:
                 return FaultDecision()
             # Always draw the same three numbers, so settings do not shift the sequence.
             u_fault, u_status, u_latency = self._rng.random(), self._rng.random(), self._rng.random()
+            tailed = self._in_tail(cfg, path_template)
         latency = 0.0
         if cfg.latency_ms or cfg.latency_jitter_ms:
             jitter = (2.0 * u_latency - 1.0) * cfg.latency_jitter_ms
             latency = max(0.0, cfg.latency_ms + jitter) / 1000.0
+        if tailed:
+            latency += cfg.tail_ms / 1000.0
         if u_fault < cfg.drop_rate:
             return FaultDecision("drop", None, latency, cfg.retry_after_s)
         if u_fault < cfg.drop_rate + cfg.rate_limit_rate:
@@ -147,6 +154,15 @@ class FaultInjector:
             status = SERVER_ERROR_STATUSES[min(int(u_status * 3), 2)]
             return FaultDecision("server_error", status, latency, cfg.retry_after_s)
         return FaultDecision(None, None, latency, cfg.retry_after_s)
+
+    def _in_tail(self, cfg: FaultConfig, path_template: str) -> bool:
+        """Whether this request is one of the tail's (its own random sequence: one draw per request
+        of a kind the tail covers, so the other faults' decisions stay as they were)."""
+        if cfg.tail_rate <= 0 or cfg.tail_ms <= 0:
+            return False
+        if cfg.tail_kinds is not None and call_kind(path_template) not in cfg.tail_kinds:
+            return False
+        return self._tail_rng.random() < cfg.tail_rate
 
     def _take_scripted(self, path_template: str) -> _Scripted | None:
         for item in self._script:

@@ -52,6 +52,7 @@ def make_store(config: SimulatorConfig) -> StoreAPI:
         utc_offset=config.utc_offset,
         offset_changes=config.offset_changes,
         wall_clock=config.wall_clock,
+        naive_clock=config.naive_clock,
     )
 
 
@@ -203,6 +204,15 @@ class RunningSimulator:
             raise ValueError(f"at must be aware (carry its UTC offset), got {instant!r}")
         return self.store.changes.move_milestone(shipment_id, code, event_type, int(instant.timestamp()))
 
+    def take_snapshot(self) -> dict[str, Any]:
+        """A snapshot of the data now, for :meth:`reset_to_snapshot` (one is taken at the start)."""
+        return self.store.snapshots.take()
+
+    def reset_to_snapshot(self) -> dict[str, Any]:
+        """The data and its id counters back to the snapshot, the clock going on (a nightly reset);
+        what changed (``store_snapshot.StoreSnapshots.reset``)."""
+        return self.store.snapshots.reset()
+
     def advance_clock(self, seconds: float) -> dt.datetime:
         return self.store.clock.advance(seconds)
 
@@ -239,6 +249,8 @@ def _resolve(
         store, config = None, store if config is None else config
     config = config or SimulatorConfig()
     changes = {k: v for k, v in overrides.items() if v is not None}
+    if store is not None and changes.get("naive_clock") is not None:
+        raise ValueError("naive_clock shapes the store it builds: pass SimulatorStore(naive_clock=...) instead")
     if changes:
         config = config.replace(**changes)
     return (store if store is not None else make_store(config)), config
@@ -253,17 +265,20 @@ def start_simulator(
     faults: FaultConfig | None = None,
     control: bool | None = None,
     token_lifetime_s: float | None = None,
+    naive_clock: str | None = None,
     host: str = LOCALHOST,
     port: int = 0,
     startup_timeout: float = 10.0,
 ) -> RunningSimulator:
-    """Start serving in a background thread; ``store`` defaults to a generated one."""
+    """Start serving in a background thread; ``store`` defaults to a generated one (``naive_clock``:
+    an IANA zone; that store's date-times then come without a UTC offset, see ``SimulatorConfig``)."""
     overrides = {
         "shipments": shipments,
         "seed": seed,
         "faults": faults,
         "control": control,
         "token_lifetime_s": token_lifetime_s,
+        "naive_clock": naive_clock,
     }
     resolved_store, resolved_config = _resolve(store, config, overrides)
     sock = bind_socket(host, port)
@@ -284,6 +299,7 @@ def running_simulator(
     faults: FaultConfig | None = None,
     control: bool | None = None,
     token_lifetime_s: float | None = None,
+    naive_clock: str | None = None,
     host: str = LOCALHOST,
     port: int = 0,
     startup_timeout: float = 10.0,
@@ -297,6 +313,7 @@ def running_simulator(
         faults=faults,
         control=control,
         token_lifetime_s=token_lifetime_s,
+        naive_clock=naive_clock,
         host=host,
         port=port,
         startup_timeout=startup_timeout,

@@ -22,6 +22,7 @@ from freight_pipeline.simulator.store_data import StoreData
 from freight_pipeline.simulator.store_events import EventWriter
 from freight_pipeline.simulator.store_reads import StoreReader
 from freight_pipeline.simulator.store_seed import seed_shipments
+from freight_pipeline.simulator.store_snapshot import StoreSnapshots
 from freight_pipeline.simulator.store_webhooks import WebhookRecorder
 
 
@@ -36,6 +37,9 @@ class SimulatorStore:
         utc_offset: the service's UTC offset for all ``*_date_time`` values and the lookup keys.
         offset_changes: ``(instant, offset)`` pairs: from each instant on the offset is that one
             (e.g. ``(("2026-10-25T03:00:00+02:00", "+01:00"),)``, summer time ending).
+        naive_clock: an IANA zone name (``Europe/Berlin``): the clock follows that zone's rules instead
+            of ``utc_offset`` and every date-time is written as its wall clock without a UTC offset
+            (:mod:`.data_naive`); the lookup keys are its wall-clock parts. None: with offsets.
         wall_clock: the clock also moves with real time (else it only moves when advanced).
         memo_share: share of shipments with memo lines.
         max_memos_per_shipment: 1..this many memo lines for those shipments.
@@ -48,7 +52,9 @@ class SimulatorStore:
     (:class:`~.store_reads.StoreReader`: documents, memo lines, code conversions, test helpers),
     ``events`` (:class:`~.store_events.EventWriter`), ``changes``
     (:class:`~.store_changes.StoreChanges`: change over time), ``efiles``
-    (:class:`~.data_efile.EFileStore`) and ``webhooks`` (:class:`~.store_webhooks.WebhookRecorder`).
+    (:class:`~.data_efile.EFileStore`), ``webhooks`` (:class:`~.store_webhooks.WebhookRecorder`)
+    and ``snapshots`` (:class:`~.store_snapshot.StoreSnapshots`: one taken at the start; a reset goes
+    back to it).
     """
 
     def __init__(
@@ -64,11 +70,12 @@ class SimulatorStore:
         wall_clock: bool = False,
         documents: bool = True,
         offset_changes: tuple[tuple[str, str], ...] = (),
+        naive_clock: str | None = None,
     ) -> None:
         if not 0 <= shipments <= MAX_SHIPMENTS:
             raise ValueError(f"shipments must be between 0 and {MAX_SHIPMENTS:,}, got {shipments:,}")
         self.seed = seed
-        clock = SimClock(start, utc_offset, wall_clock, offset_changes=offset_changes)
+        clock = SimClock(start, utc_offset, wall_clock, offset_changes=offset_changes, naive_zone=naive_clock)
         self.data = StoreData(seed, clock, documents)
         seed_shipments(self.data, shipments, memo_share, max(1, max_memos_per_shipment))
         conversions = build_code_conversions(seed, clock.start_epoch, clock.iso)[: max(0, code_conversions)]
@@ -78,3 +85,4 @@ class SimulatorStore:
         self.changes = StoreChanges(self.data, memo_share)
         self.efiles = self.data.efiles
         self.webhooks = WebhookRecorder(self.data.lock)
+        self.snapshots = StoreSnapshots(self.data, self.reader)

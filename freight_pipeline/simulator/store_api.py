@@ -170,6 +170,17 @@ class ChangesAPI(Protocol):
         new version (A8; for targeted tests); its ``last_modified_date_time``. Raises NotFound, Invalid."""
 
 
+class SnapshotsAPI(Protocol):
+    """The service's data going back in time, as a test server reset every night does."""
+
+    def take(self) -> dict[str, Any]:
+        """Take a snapshot now (one is taken at the start) -> ``{"snapshot_at", "shipments", "efiles"}``."""
+
+    def reset(self) -> dict[str, Any]:
+        """The data (and its id counters) back to the snapshot, the clock going on ->
+        ``{"snapshot_at", "shipments", "reverted", "vanished", "restored", "ids": {...}}``."""
+
+
 class StoreAPI(Protocol):
     """What the HTTP layer holds: the store's parts."""
 
@@ -190,3 +201,6 @@ class StoreAPI(Protocol):
 
     @property
     def changes(self) -> ChangesAPI: ...
+
+    @property
+    def snapshots(self) -> SnapshotsAPI: ...

@@ -136,7 +136,7 @@ class StoreChanges:
                 del data.by_number[(state.client, state.shipment_number)]
                 data.deleted.add(shipment_id)
                 data.overrides.pop(shipment_id, None)
-                for memo_id in data.memos_by_shipment.pop(shipment_id, []):
+                for memo_id in data.memos_by_shipment.pop(shipment_id, ()):
                     del data.memos[memo_id]
             data.version += 1
             return ids

@@ -46,7 +46,7 @@ class StoreData:
         self.deleted: set[int] = set()
         self.overrides: dict[int, dict[EventKey, dict[str, Any]]] = {}  # events written through the interface
         self.memos: dict[int, tuple[int, int, str]] = {}  # memo id -> (shipment id, running number, text)
-        self.memos_by_shipment: dict[int, list[int]] = {}
+        self.memos_by_shipment: dict[int, tuple[int, ...]] = {}  # replaced, never changed (cheap snapshots)
         self.next_memo_id = 1
         self.running: dict[str, int] = {}  # client -> last running sequence number issued
         self.next_id = FIRST_SHIPMENT_ID
@@ -85,10 +85,10 @@ class StoreData:
     def add_memo(self, shipment_id: int, text: str) -> int:
         memo_id = self.next_memo_id
         self.next_memo_id += 1 if memo_id % 17 else 2  # a few gaps, like a real sequence
-        ids = self.memos_by_shipment.setdefault(shipment_id, [])
+        ids = self.memos_by_shipment.get(shipment_id, ())
         running = (self.memos[ids[-1]][1] + 1) if ids else 1
         self.memos[memo_id] = (shipment_id, running, text)
-        ids.append(memo_id)
+        self.memos_by_shipment[shipment_id] = (*ids, memo_id)
         return memo_id
 
     def require(self, shipment_id: int) -> ShipmentState:

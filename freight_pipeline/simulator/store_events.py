@@ -1,5 +1,6 @@
 """Event writes of the simulator store (:class:`EventWriter`): create and update a shipment's
-events (overrides of the generated ones), with the validation of ShipmentEvent bodies."""
+events (overrides of the generated ones), with the validation of ShipmentEvent bodies. A naive
+clock's store keeps a written ``date_time`` as its zone's wall clock, without an offset."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from freight_pipeline.datetimes import DateTimeParseError, parse_datetime_object
+from freight_pipeline.simulator.data_naive import naive_datetime_object
 from freight_pipeline.simulator.generator import touched
 from freight_pipeline.simulator.store_api import EVENT_CODES, EVENT_FIELDS, EVENT_TYPES, Conflict, Invalid, NotFound
 from freight_pipeline.simulator.store_data import EventKey, StoreData
@@ -32,7 +34,7 @@ class EventWriter:
         if code not in EVENT_CODES:
             raise Invalid(f"event {code!r} is not an event code; allowed: {', '.join(EVENT_CODES)}")
         stored = {"event": code, "type": event_type, "shipment_id": shipment_id, "date_time": None, "location": None}
-        stored.update(_event_changes(shipment_id, event_type, event))
+        stored.update(self._kept(_event_changes(shipment_id, event_type, event)))
         with self._data.lock:
             self._data.require(shipment_id)
             if self._find_event(shipment_id, code, event_type) is not None:
@@ -47,7 +49,7 @@ class EventWriter:
             raise Invalid(f"event {code!r} is not an event code; allowed: {', '.join(EVENT_CODES)}")
         if _checked_body(event).get("event") not in (None, code):
             raise Invalid(f"body event {event.get('event')!r} differs from the path's {code}")
-        changes = _event_changes(shipment_id, event_type, event)
+        changes = self._kept(_event_changes(shipment_id, event_type, event))
         with self._data.lock:
             self._data.require(shipment_id)
             existing = self._find_event(shipment_id, code, event_type)
@@ -56,6 +58,13 @@ class EventWriter:
             stored = {**existing, **changes, "event": code, "type": event_type, "shipment_id": shipment_id}
             self._set_override(shipment_id, (code, event_type), stored)
         return copy.deepcopy(stored)
+
+    def _kept(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """The changes as the service keeps them: a naive clock's ``date_time`` in its zone's wall clock."""
+        zone = self._data.clock.naive_zone
+        if zone is not None and isinstance(changes.get("date_time"), Mapping):
+            changes["date_time"] = naive_datetime_object(changes["date_time"], zone)
+        return changes
 
     def _find_event(self, shipment_id: int, code: str, event_type: str) -> dict[str, Any] | None:
         events = self._reader.get_events(shipment_id)

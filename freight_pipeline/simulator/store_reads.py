@@ -3,6 +3,7 @@ conversions, and the helpers tests use to compare a warehouse with the source.
 
 Full documents are generated on demand from compact state and kept in a small LRU cache as JSON
 text (so every caller gets its own copy); generation runs outside the lock on immutable snapshots.
+A naive clock's documents have their DateTime objects in its zone's wall clock (:mod:`.data_naive`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from freight_pipeline.simulator.data_naive import without_offsets
 from freight_pipeline.simulator.data_transport import AIR_LEG_FIELDS, SEA_LEG_FIELDS, carriage_subset
 from freight_pipeline.simulator.generator import ShipmentState, base_shipment, build_document
 from freight_pipeline.simulator.store_api import NotFound
@@ -77,7 +79,7 @@ class StoreReader:
     def memo_rows_of(self, client: str, shipment_number: str) -> list[dict[str, Any]]:
         with self._data.lock:
             shipment_id = self._data.by_number.get((client, shipment_number))
-            memo_ids = self._data.memos_by_shipment.get(shipment_id, []) if shipment_id is not None else []
+            memo_ids = self._data.memos_by_shipment.get(shipment_id, ()) if shipment_id is not None else ()
             return [self._memo_row(memo_id, self._data.memos[memo_id]) for memo_id in memo_ids]
 
     def get_memo(self, memo_id: int) -> dict[str, Any]:
@@ -140,16 +142,24 @@ class StoreReader:
         with self._data.lock:
             return {"documents": len(self._cache), "max": self._cache_size}
 
+    def clear_cache(self) -> None:
+        """Forget every cached document (after a reset an id may come back with another shipment)."""
+        with self._data.lock:
+            self._cache.clear()
+
     # ============================================================================================
     # document rendering
     # ============================================================================================
     def _snapshot(self, shipment_id: int) -> tuple[ShipmentState, list[dict[str, Any]], dict[EventKey, Any]]:
         state = self._data.require(shipment_id)
-        memos = [self._memo_row(m, self._data.memos[m]) for m in self._data.memos_by_shipment.get(shipment_id, [])]
+        memos = [self._memo_row(m, self._data.memos[m]) for m in self._data.memos_by_shipment.get(shipment_id, ())]
         return state, memos, copy.deepcopy(self._data.overrides.get(shipment_id, {}))
 
     def _render(self, state: ShipmentState, memos: list[dict[str, Any]], overrides: dict[EventKey, Any]) -> str:
         doc = build_document(self._data.seed, state, memos, overrides, self._data.clock.iso)
+        zone = self._data.clock.naive_zone
+        if zone is not None:
+            doc = without_offsets(doc, zone)
         return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
 
     def _document_json(self, shipment_id: int) -> str:
@@ -162,6 +172,8 @@ class StoreReader:
                 return cached
         text = self._render(state, memos, overrides)
         with self._data.lock:
+            if self._data.live.get(shipment_id) is not state:
+                return text  # changed (or reset) meanwhile: not kept under a key another state may take
             self._cache[key] = text
             self._cache.move_to_end(key)
             while len(self._cache) > self._cache_size:

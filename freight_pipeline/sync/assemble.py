@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime, to_utc
+from freight_pipeline.datetimes import DateTimeParseError, parse_service_datetime, to_utc
 from freight_pipeline.normalize.converters import to_json
 from freight_pipeline.normalize.errors import Invalid, NormalizationError
 from freight_pipeline.normalize.flatten import to_arrow_batch
@@ -76,7 +76,7 @@ def last_modified(doc: dict[str, Any]) -> tuple[dt.datetime | None, str | None]:
     its offset when it sent one, ``ShipmentKey.stamp``); either None when unreadable (its data problem
     says why)."""
     try:
-        parsed = parse_iso_datetime(doc.get("last_modified_date_time"))
+        parsed = parse_service_datetime(doc.get("last_modified_date_time"))
         instant = to_utc(parsed)
     except DateTimeParseError:
         return None, None
@@ -86,7 +86,7 @@ def last_modified(doc: dict[str, Any]) -> tuple[dt.datetime | None, str | None]:
         key = ShipmentKey.of_instant(0, parsed).stamp
     except CursorError:
         key = None
-    return (instant if instant is not None and instant.tzinfo is not None else None), key
+    return instant, key
 
 
 class _Builder:

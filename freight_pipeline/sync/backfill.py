@@ -20,6 +20,7 @@ shipment created during the backfill is never outside every partition.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 
@@ -27,6 +28,10 @@ from freight_pipeline.sync.changes import Criterion
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 
 CURSOR_PREFIX = "shipments@"
+BOUNDARIES_ENV = "FREIGHT_BACKFILL_ID_BOUNDARIES"
+"""Comma-separated shipment ids where one backfill partition ends and the next begins (``20000,40000``
+-> ``0-19999``, ``20000-39999``, ``40000-``); unset: one partition. Pick them from the service's id
+range so each partition holds about as many shipments."""
 _KEY = re.compile(r"^(\d+)-(\d*)$")
 
 
@@ -80,6 +85,16 @@ def id_ranges_between(boundaries: list[int]) -> tuple[IdRange, ...]:
         raise ValueError(f"boundaries must be increasing ids above 0, got {boundaries}")
     edges = [0, *boundaries]
     return tuple(IdRange(low, high) for low, high in zip(edges, [*boundaries, None], strict=True))
+
+
+def backfill_plan_from_env() -> tuple[IdRange, ...]:
+    """The partitions ``FREIGHT_BACKFILL_ID_BOUNDARIES`` cuts the ids into; ValueError naming it."""
+    text = os.environ.get(BOUNDARIES_ENV, "").strip()
+    try:
+        boundaries = [int(part) for part in text.split(",") if part.strip()] if text else []
+        return id_ranges_between(boundaries)
+    except ValueError as exc:
+        raise ValueError(f"{BOUNDARIES_ENV}={text!r}: {exc}") from None
 
 
 def completed_cursor(ceiling: ShipmentKey, plan: tuple[IdRange, ...]) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from freight_pipeline.client import AsyncFreightClient, NotFoundError
 from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.client.models import Criterion
+from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.sync.changes import Criterion as CriterionDict
 from freight_pipeline.sync.changes import LookupResult
 from freight_pipeline.sync.source import EFILE_PAGE_SIZE, DocumentGone, ShipmentGone
@@ -95,6 +96,9 @@ class ClientSource:
     def request_counts(self) -> tuple[int, int]:
         snapshot = self.client.stats.snapshot()
         return snapshot.requests, snapshot.retries
+
+    def client_stats(self) -> StatsSnapshot:
+        return self.client.stats.snapshot()
 
     def in_flight_figures(self) -> dict[str, float]:
         limit = self.client.limit

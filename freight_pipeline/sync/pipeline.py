@@ -14,6 +14,17 @@ is written: DuckDB's work, which releases the GIL, overlaps the normalization's 
 prepared in order and written in order, one write at a time; one batch fewer waits (``depth - 1``,
 at least one), so as many batches are held as without it.
 
+``stream_as_finished`` is the same pipeline without head-of-line blocking: a batch is made of
+the items whose fetches have *finished*, in the order they finished (each batch sorted in walk
+order), so one slow fetch (a request in a latency tail) never holds back the finished items after
+it. What it gives ``prepare`` is a :class:`Finished`: the results, and ``covered``: the last item
+of the longest prefix of the walk that this batch and the batches before it hold whole (None when
+that prefix did not grow). Batches are written in order, one at a time, so once a batch is written
+every item up to ``covered`` is: a cursor written with the batch, never past ``covered``, never
+skips an item still being fetched (a crash re-reads it), and the straggler is written, in a later
+batch, when it lands. A batch also goes to the writer, short, when nothing finished for
+``idle_s`` while some did (the walk waits for a lookup page, or only stragglers are left).
+
 The first error (a fetch failing for a reason that is not one record's, a prepare or a write
 failing) cancels the fetches in flight and stops the pipeline; batches written before it stay
 written (each is one transaction with the cursor that covers it), the batch in hand is not written.
@@ -27,7 +38,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar, overload
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
 
 from freight_pipeline.sync.tasks import first_failure
 
@@ -37,6 +49,17 @@ P = TypeVar("P")
 T = TypeVar("T")
 
 _DONE = object()
+IDLE_S = 0.5
+"""``stream_as_finished``: finished items wait at most this long for more before they are written."""
+
+
+@dataclass
+class Finished(Generic[W, B]):
+    """A batch of ``stream_as_finished``: results of finished fetches (in walk order), and the last
+    item of the walk's prefix written whole once this batch is (None: that prefix did not grow)."""
+
+    results: list[B]
+    covered: W | None
 
 
 async def read_ahead(items: AsyncIterator[T]) -> AsyncIterator[T]:
@@ -95,45 +118,137 @@ async def stream_in_batches(
     waiting = depth if prepare is None else max(depth - 1, 1)
     ready: asyncio.Queue[list[asyncio.Task[B]] | object] = asyncio.Queue(maxsize=waiting)
     slots = asyncio.Semaphore(window)
+
+    async def fetch_one(item: W) -> B:
+        try:
+            return await fetch(item)
+        finally:
+            slots.release()
+
+    async def produce(group: asyncio.TaskGroup) -> None:
+        batch: list[asyncio.Task[B]] = []
+        async for item in items:
+            await slots.acquire()
+            batch.append(group.create_task(fetch_one(item)))
+            if len(batch) >= batch_size:
+                await ready.put(batch)
+                batch = []
+        if batch:
+            await ready.put(batch)
+        await ready.put(_DONE)
+
+    async def results_of(batch: Any) -> list[B]:
+        return [await task for task in batch]
+
+    return await _run(produce, ready, results_of, write, prepare)
+
+
+async def stream_as_finished(
+    items: AsyncIterable[W],
+    fetch: Callable[[W], Awaitable[B]],
+    write: Callable[[Any], None],
+    *,
+    batch_size: int,
+    window: int,
+    depth: int = 2,
+    prepare: Callable[[Finished[W, B]], Any],
+    idle_s: float = IDLE_S,
+) -> int:
+    """Fetch every item, write them in batches of finished ones (see the module doc), each through
+    ``prepare`` (overlapping the previous batch's write); returns how many batches were written.
+
+    At most ``window`` items are fetched or finished and not yet in a batch at once."""
+    if batch_size < 1 or window < 1 or depth < 1:
+        raise ValueError("batch_size, window and depth must be at least 1")
+    ready: asyncio.Queue[Finished[W, B] | object] = asyncio.Queue(maxsize=max(depth - 1, 1))
+    slots = asyncio.Semaphore(window)
+    landed: asyncio.Queue[tuple[int, B] | object] = asyncio.Queue()
+
+    async def fetch_one(seq: int, item: W) -> None:
+        landed.put_nowait((seq, await fetch(item)))  # its slot is freed once it is in a batch
+
+    async def feed(group: asyncio.TaskGroup) -> None:
+        seq = 0
+        async for item in items:
+            await slots.acquire()
+            walked[seq] = item
+            group.create_task(fetch_one(seq, item))
+            seq += 1
+        landed.put_nowait(_DONE)
+
+    walked: dict[int, W] = {}
+    """Items started and not yet passed by the written prefix, by their place in the walk."""
+
+    async def produce(group: asyncio.TaskGroup) -> None:
+        group.create_task(feed(group))
+        batch: list[tuple[int, B]] = []
+        placed: set[int] = set()
+        frontier = 0  # the first place of the walk not yet in a batch
+        fed_all = False
+
+        async def hand_over() -> None:
+            nonlocal batch, frontier
+            batch.sort(key=lambda pair: pair[0])
+            placed.update(seq for seq, _ in batch)
+            covered: W | None = None
+            while frontier in placed:
+                placed.discard(frontier)
+                covered = walked.pop(frontier)
+                frontier += 1
+            finished = Finished([result for _, result in batch], covered)
+            batch = []
+            await ready.put(finished)
+
+        while not (fed_all and not walked):
+            try:
+                got = await asyncio.wait_for(landed.get(), idle_s) if batch else await landed.get()
+            except TimeoutError:
+                await hand_over()  # nothing more finished for a while: write what did
+                continue
+            if got is _DONE:
+                fed_all = True
+            else:
+                assert isinstance(got, tuple)
+                batch.append(got)
+                slots.release()
+            if len(batch) >= batch_size or (batch and fed_all and len(batch) + len(placed) >= len(walked)):
+                await hand_over()
+        await ready.put(_DONE)
+
+    async def results_of(finished: Any) -> Finished[W, B]:
+        return finished  # type: ignore[no-any-return]
+
+    return await _run(produce, ready, results_of, write, prepare)
+
+
+async def _run(
+    produce: Callable[[asyncio.TaskGroup], Awaitable[None]],
+    ready: asyncio.Queue[Any],
+    results_of: Callable[[Any], Awaitable[Any]],
+    write: Callable[[Any], None],
+    prepare: Callable[[Any], Any] | None,
+) -> int:
+    """Run ``produce`` (which puts batches on ``ready``, then ``_DONE``) and the writer taking them:
+    each batch's results (``results_of``), prepared (when ``prepare``) and written, in order."""
     written = 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="freight-writer") as writer, \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="freight-preparer") as preparer:
-
-        async def fetch_one(item: W) -> B:
-            try:
-                return await fetch(item)
-            finally:
-                slots.release()
-
-        async def produce(group: asyncio.TaskGroup) -> None:
-            batch: list[asyncio.Task[B]] = []
-            async for item in items:
-                await slots.acquire()
-                batch.append(group.create_task(fetch_one(item)))
-                if len(batch) >= batch_size:
-                    await ready.put(batch)
-                    batch = []
-            if batch:
-                await ready.put(batch)
-            await ready.put(_DONE)
 
         async def consume() -> None:
             nonlocal written
             loop = asyncio.get_running_loop()
             while (batch := await ready.get()) is not _DONE:
-                assert isinstance(batch, list)
-                results = [await task for task in batch]
+                results = await results_of(batch)
                 await _to_the_end(loop.run_in_executor(writer, write, results))
                 written += 1
 
-        async def prepare_and_consume(prepare: Callable[[list[B]], Any]) -> None:
+        async def prepare_and_consume(prepare: Callable[[Any], Any]) -> None:
             nonlocal written
             loop = asyncio.get_running_loop()
             writing: asyncio.Future[None] | None = None
             try:
                 while (batch := await ready.get()) is not _DONE:
-                    assert isinstance(batch, list)
-                    results = [await task for task in batch]
+                    results = await results_of(batch)
                     try:
                         prepared = await _to_the_end(loop.run_in_executor(preparer, prepare, results))
                     except BaseException:

@@ -12,16 +12,26 @@ before stamps kept it), never as text with and without an offset (``warehouse.st
 Nothing is deleted unless the whole listing was read and every page agreed with its row count
 (``RowCountMismatch`` otherwise): a dropped record fails the stream instead. A page-size cap (a page
 shorter than asked whose ``X-Page-Count`` is computed for the size served) is adopted, not a failure.
+
+A service can also go back in time: data restored from a backup (the operator's test server is reset
+every night) brings back older versions, below the cursor, and drops what was created since, whose ids
+it may hand out again. No change feed shows that, so each run first probes
+(:func:`probe_for_restore`): the shipments held with the newest last-modified instants, looked up again
+by id in one lookup; one that vanished, or that the service now stamps earlier than the copy held,
+means a restore, and the run reconciles at once instead of when the interval is due.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
-from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime
+from freight_pipeline.client.errors import BadRequestError
+from freight_pipeline.datetimes import DateTimeParseError, parse_service_datetime
 from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, checked_lookup
 from freight_pipeline.sync.cursor import BEGINNING, CursorError, ShipmentKey
 from freight_pipeline.sync.source import SourceAPI
+from freight_pipeline.warehouse.stamps import stamp_earlier
 from freight_pipeline.warehouse.store import Warehouse
 
 
@@ -35,6 +45,62 @@ class Differences:
     fetch (shipments waiting in the retry queue are left to it)."""
     before_start: int
     """Missing ones last modified before the configured start cursor: not fetched."""
+
+
+@dataclass
+class Probe:
+    """What the restore probe found among the shipments held with the newest last-modified instants."""
+
+    probed: int = 0
+    seconds: float = 0.0
+    """The probe's wall time (its one lookup and the read of the stamps held)."""
+    vanished: list[int] = field(default_factory=list)
+    """Held, but the service no longer has them."""
+    went_back: list[int] = field(default_factory=list)
+    """The service stamps them earlier than the copy held: an older version came back."""
+    refused: str | None = None
+    """Why the service would not answer the probe (it refused the ``ID IN`` lookup, or its page disagreed
+    with its row count): then nothing is known, and restores wait for the reconcile interval."""
+
+    @property
+    def restored(self) -> bool:
+        """Whether the service's data went back in time (a restore)."""
+        return bool(self.vanished or self.went_back)
+
+    def figures(self) -> dict[str, object]:
+        figures: dict[str, object] = {"probed": self.probed, "seconds": round(self.seconds, 4),
+                                      "vanished": self.vanished[:20], "went_back": self.went_back[:20]}
+        if self.refused:
+            figures["refused"] = self.refused
+        return figures
+
+
+async def probe_for_restore(
+    source: SourceAPI, warehouse: Warehouse, sample: int, page_size: int, attempts: int, stats: WalkStats,
+) -> Probe:
+    """Look the ``sample`` shipments held with the newest last-modified instants up again by id (one
+    ``ID IN`` lookup): which vanished, and which the service now stamps earlier than the copy held."""
+    started = time.perf_counter()
+    held = warehouse.reads.latest_stamps(min(sample, stats.page_size(page_size)))
+    if not held:
+        return Probe()
+    ids = sorted(held)
+    try:
+        items = await checked_lookup(
+            source.lookup_shipments, [{"key": "ID", "match_mode": "IN", "values": [str(i) for i in ids]}], ["ID"],
+            len(ids), stats, attempts,
+        )
+    except (BadRequestError, RowCountMismatch) as exc:  # a service that cannot answer it: the stream goes on
+        return Probe(seconds=time.perf_counter() - started, refused=f"{type(exc).__name__}: {exc}"[:300])
+    listed = {int(item["id"]): listed_stamp(item) for item in items}
+    if len(items) < len(ids) and len(items) == stats.page_size(len(ids)):  # a capped page: judge what it covers
+        ids = [i for i in ids if i <= max(listed, default=0)]
+    return Probe(
+        probed=len(ids),
+        seconds=time.perf_counter() - started,
+        vanished=[i for i in ids if i not in listed],
+        went_back=[i for i in ids if (stamp := listed.get(i)) is not None and stamp_earlier(stamp, held[i])],
+    )
 
 
 async def compare_with_source(
@@ -55,7 +121,7 @@ async def compare_with_source(
                 source.lookup_shipments, [{"key": "ID", "match_mode": "GT", "value": str(last_id)}], ["ID"],
                 page_size, stats, attempts,
             )
-            listing.add([int(item["id"]) for item in items], [_key_text(item) for item in items])
+            listing.add([int(item["id"]) for item in items], [listed_stamp(item) for item in items])
             listed += len(items)
             if len(items) < stats.page_size(page_size):  # the page size served, if the service caps it
                 break
@@ -68,10 +134,10 @@ async def compare_with_source(
     return Differences(listed, vanished, stale, before_start)
 
 
-def _key_text(item: dict[str, object]) -> str | None:
+def listed_stamp(item: dict[str, object]) -> str | None:
     """The listed last-modified stamp (``ShipmentKey.stamp``); None when unreadable (then the shipment
     is fetched again, never trusted)."""
     try:
-        return ShipmentKey.of_instant(0, parse_iso_datetime(item.get("last_modified_date_time"))).stamp
+        return ShipmentKey.of_instant(0, parse_service_datetime(item.get("last_modified_date_time"))).stamp
     except (CursorError, DateTimeParseError):
         return None

@@ -38,6 +38,17 @@ class StreamResult(RunRecord):
                 f"{self.data_problems} unconvertible values nulled (freight_meta.quarantine, "
                 "freight_meta.data_problems)")
 
+    @property
+    def notices(self) -> list[str]:
+        """What the run met that its users should know of, a line each, said once a run: the service's
+        behaviour (a clock without an offset, a restore), not a record's fault."""
+        return list(self.extra.get("notices", []))
+
+    def add_notice(self, line: str) -> None:
+        notices = self.extra.setdefault("notices", [])
+        if line not in notices:
+            notices.append(line)
+
     def add_versions(self, versions: dict[str, int]) -> None:
         """Versions added to ``freight_history`` tables, counted in ``extra["versions"]`` per table."""
         counted = self.extra.setdefault("versions", {})

@@ -16,7 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
-from freight_pipeline.config import ServiceSettings
+from freight_pipeline.client.stats import StatsSnapshot
+from freight_pipeline.config import SERVICE_TIMEZONE_ENV, ServiceSettings
+from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, naive_values_read, set_service_zone
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.isolation import StreamUnreachable
 from freight_pipeline.sync.result import StreamResult
@@ -51,7 +53,7 @@ def new_run_id() -> str:
 
 
 def open_client(service: ServiceSettings, settings: SyncSettings) -> AsyncFreightClient:
-    return AsyncFreightClient.from_settings(service, limit=settings.in_flight_limit())
+    return AsyncFreightClient.from_settings(service, limit=settings.in_flight_limit(), hedge=settings.hedge_policy())
 
 
 def one_line_error(exc: BaseException) -> str:
@@ -83,6 +85,9 @@ async def run_stream_async(
     stream = stream_named(name)
     started = StreamResult(run_id, name, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(name))
     requests_before, retries_before = source.request_counts()
+    set_service_zone(settings.service_timezone)
+    naive_before = naive_values_read()
+    client_before = source.client_stats()
     tables = stream.tables
     warehouse.run_log.record_run(started, tables)
     try:
@@ -99,13 +104,37 @@ async def run_stream_async(
         started.requests = requests_after - requests_before
         started.retries = retries_after - retries_before
         started.cursor_after = warehouse.reads.get_cursor(name)
+        _record_hedges(started, source.client_stats() - client_before)
         warehouse.run_log.record_run(started, tables)
         raise
+    _note_naive_datetimes(result, naive_values_read() - naive_before, settings.service_timezone)
     result.started_at = started.started_at
     result.status = "success"
     result.finished_at = dt.datetime.now(dt.UTC)
+    _record_hedges(result, source.client_stats() - client_before)
     warehouse.run_log.record_run(result, tables)
     return result
+
+
+def naive_clock_notice(zone: str) -> str:
+    """What a run says, once, when the service sent date-times without a UTC offset."""
+    if zone == DEFAULT_SERVICE_TIMEZONE:
+        return (f"the service sends date-times without a UTC offset; read as {zone}; set {SERVICE_TIMEZONE_ENV} to "
+                "its zone")
+    return f"the service sends date-times without a UTC offset; read in {zone} ({SERVICE_TIMEZONE_ENV})"
+
+
+def _note_naive_datetimes(result: StreamResult, count: int, zone: str) -> None:
+    """Date-times read without an offset: counted in the run log, and said once (``StreamResult.notices``)."""
+    if count <= 0:
+        return
+    result.extra["naive_datetimes"] = {"read": count, "service_timezone": zone}
+    result.add_notice(naive_clock_notice(zone))
+def _record_hedges(result: StreamResult, made: StatsSnapshot) -> None:
+    """The stream's hedged reads and latency percentiles per kind of call, in ``extra``
+    (``sync_runs.extra``): ``hedges_sent``, ``hedges_won``, ``hedges_by_kind``, ``latency_ms``."""
+    if made.latency or made.hedges:
+        result.extra.update(made.hedge_figures())
 
 
 @contextmanager
@@ -163,7 +192,7 @@ def sync_all(
 ) -> tuple[list[StreamResult], Publication | None]:
     """Run ``streams`` in order with one client into ``backend``; publish the warehouse when all
     succeeded, unless readers see every commit anyway (a lake: the publish is then None; its publish,
-    a snapshot recorded after a whole dbt build, is the Dagster job's, ``defs.publish``).
+    a snapshot recorded after a whole dbt build, is the job's, ``job.run``).
 
     ``source_factory`` wraps the client (tests use it to inject faults the simulator cannot make).
     """

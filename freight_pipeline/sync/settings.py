@@ -7,17 +7,22 @@ import datetime as dt
 import os
 from dataclasses import dataclass
 
+from freight_pipeline.client.hedge import DEFAULT_SHARE, HedgePolicy
 from freight_pipeline.client.limiter import AdaptiveLimit
 from freight_pipeline.config import (
     CODE_CONVERSIONS_ENV,
     DOCUMENT_CONTENT_ENV,
     DOCUMENTS_ENV,
     DOCUMENTS_RELIST_ENV,
+    HEDGE_ENV,
     HISTORY_ENV,
     RECONCILE_ENV,
+    SERVICE_TIMEZONE_ENV,
     flag_from_env,
     minutes_from_env,
+    share_from_env,
 )
+from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, service_zone
 from freight_pipeline.sync.backfill import IdRange
 from freight_pipeline.warehouse.records import Backoff
 
@@ -37,6 +42,11 @@ class SyncSettings:
     internet needs."""
     adaptive_concurrency: bool = True
     """False: exactly ``concurrency`` requests in flight, never adapted."""
+    hedge_share: float = DEFAULT_SHARE
+    """Hedged reads (``client.hedge``): a read (GET or lookup) still unanswered after 3 x the p95 latency
+    of its kind (at least 100 ms) is sent once more, the first answer wins; at most this share of the
+    reads are such copies, none while the service pushes back (429, 503, ...), each within the
+    in-flight limit. 0: no hedged reads (``FREIGHT_HEDGE=0``)."""
     overlap: dt.timedelta = dt.timedelta(minutes=10)
     """How far before the cursor each run re-reads, to catch late commits and clock skew."""
     offset_step_guard: dt.timedelta = dt.timedelta(hours=1)
@@ -98,11 +108,22 @@ class SyncSettings:
     document_content: bool = False
     """Copy each document's bytes (read with ``cascade``) once by content hash under
     ``<data dir>/documents/``; False: metadata only."""
+    service_timezone: str = DEFAULT_SERVICE_TIMEZONE
+    """IANA time zone in which a date-time the service sends without a UTC offset is read (its
+    ``last_modified_date_time``, ``created_date_time``, E-File dates, DateTime objects whose
+    ``zone_offset`` is null): summer time follows the zone's rules; in the hour a fall-back repeats,
+    the first of the two instants (``datetimes.in_service_zone``). A run that meets such values says so."""
+    restore_probe: int = 50
+    """How many of the most recently changed shipments held each run looks up again by id (one lookup,
+    at most ``page_size`` of them):
+    one that vanished, or that the service now stamps earlier than the copy held, means the service's
+    data went back (a restore, the test server's nightly reset), and the run reconciles at once. 0: off."""
 
     def with_env(self) -> SyncSettings:
         """These settings with what the environment sets: the streams' and the history's switches
         (``FREIGHT_SYNC_DOCUMENTS``, ``FREIGHT_SYNC_CODE_CONVERSIONS``, ``FREIGHT_HISTORY``), the document
-        copies, the E-File relist interval and, when set, the reconcile interval (in minutes)."""
+        copies, the E-File relist interval, the share of hedged reads (``FREIGHT_HEDGE``) and, when set,
+        the reconcile interval (in minutes)."""
         relist = self.documents_relist_interval or dt.timedelta(0)
         reconcile = self.reconcile_interval
         if os.environ.get(RECONCILE_ENV, "").strip():
@@ -116,7 +137,13 @@ class SyncSettings:
             documents_relist_interval=dt.timedelta(
                 minutes=minutes_from_env(DOCUMENTS_RELIST_ENV, int(relist.total_seconds() // 60))),
             reconcile_interval=reconcile,
+            service_timezone=os.environ.get(SERVICE_TIMEZONE_ENV, "").strip() or self.service_timezone,
+            hedge_share=share_from_env(HEDGE_ENV, self.hedge_share),
         )
+
+    def hedge_policy(self) -> HedgePolicy:
+        """How reads are hedged in one run, as these settings say (``share`` 0: not at all)."""
+        return HedgePolicy(share=self.hedge_share)
 
     def in_flight_limit(self) -> AdaptiveLimit:
         """A fresh limit on requests in flight for one run, as these settings say."""
@@ -135,6 +162,8 @@ class SyncSettings:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.initial_concurrency < 1:
             raise ValueError(f"initial_concurrency must be at least 1, got {self.initial_concurrency}")
+        if not 0 <= self.hedge_share <= 1:
+            raise ValueError(f"hedge_share must be between 0 and 1, got {self.hedge_share}")
         if self.overlap < dt.timedelta(0):
             raise ValueError("overlap must not be negative")
         if self.reconcile_interval is not None and self.reconcile_interval < dt.timedelta(0):
@@ -155,5 +184,11 @@ class SyncSettings:
             raise ValueError("documents_relist_interval must not be negative")
         if self.id_range is not None and self.id_range not in self.backfill_plan:
             raise ValueError(f"id_range {self.id_range.key} is not one of the backfill plan's partitions")
+        try:
+            service_zone(self.service_timezone)
+        except ValueError as exc:
+            raise ValueError(f"{SERVICE_TIMEZONE_ENV}: {exc}") from None
+        if self.restore_probe < 0:
+            raise ValueError(f"restore_probe must not be negative, got {self.restore_probe}")
         if self.retry_after < dt.timedelta(0) or self.retry_after_max < self.retry_after:
             raise ValueError("retry_after must not be negative nor above retry_after_max")

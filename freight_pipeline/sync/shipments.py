@@ -3,8 +3,10 @@
 The walk finds changed shipments by keyset paging over (last-modified date, time, id) up to the
 run's ceiling (``changes``). For each, its document, events, the legs of its mode and its memo
 lines are fetched together (``bundle``, one round of concurrent requests), normalized together and
-written in batches of ``fetch_batch_size``, each ONE warehouse transaction holding every table's
-rows of its shipments and the cursor of its last one (``assemble``). Fetching the next batches
+written in batches of ``fetch_batch_size`` shipments whose reads have finished (one still being read
+never holds back the others: ``pipeline.stream_as_finished``), each ONE warehouse transaction
+holding every table's rows of its shipments and the cursor of the last shipment of the walk's prefix
+written whole (``assemble``): never past a shipment not yet written. Fetching the next batches
 overlaps normalizing one and writing the one before it, with bounded queues (``pipeline``), and the
 requests in flight adapt to the service (``client.limiter``). A crash leaves the old cursor with the
 old rows or the new cursor with the new rows: the cursor never runs ahead of the rows it covers, and
@@ -15,7 +17,9 @@ instant, fetched after it: compared as instants with their UTC offsets, so a cha
 fall-back is not mistaken for the one at 02:30 before it; ``warehouse.stamps``).
 After the walk: records waiting in the retry queue whose
 next attempt is due are fetched again (a failed document brings its whole shipment, a failed
-detail part only that part); then, every ``reconcile_interval``, the reconcile pass (``reconcile``).
+detail part only that part); then, every ``reconcile_interval``, the reconcile pass (``reconcile``),
+at once when the probe before the walk found that the service's data went back (a restore:
+``reconcile.probe_for_restore``).
 
 One bad record never stops the stream (``isolation``); what is not a record's fault re-raises and
 writes nothing of the batch in hand; the breaker stops the stream when too many shipments fail.
@@ -36,9 +40,9 @@ from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
 from freight_pipeline.sync.isolation import Breaker
 from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, PARTS, Ref
-from freight_pipeline.sync.pipeline import read_ahead, stream_in_batches
+from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
 from freight_pipeline.sync.progress import loop_safe
-from freight_pipeline.sync.reconcile import compare_with_source
+from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_for_restore
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
@@ -78,16 +82,18 @@ class _Run:
     async def fetch(self, work: Work) -> Bundle:
         return await fetch_bundle(self.source, work, self.settings)
 
-    def prepare(self, bundles: list[Bundle]) -> tuple[Assembled, str]:
-        """Normalize one batch (in the preparing thread, while the batch before it is written), count it
-        towards the breaker, give it the cursor of its last walked shipment; with what its progress line
-        says of the cursor."""
+    def prepare(self, finished: Finished[Work, Bundle]) -> tuple[Assembled, str]:
+        """Normalize one batch of finished shipments (in the preparing thread, while the batch before it
+        is written), count it towards the breaker, give it the cursor of the last shipment of the walk's
+        prefix written whole with it (``pipeline.stream_as_finished``: never past a shipment still
+        being fetched); with what its progress line says of the cursor."""
+        bundles = finished.results
         assembled = assemble(bundles, dt.datetime.now(dt.UTC), self.ceiling_text)
         self.breaker.count(assembled.attempted_new, assembled.failed_new)
         moved = ""
-        keys = [b.work.key for b in bundles if b.work.key is not None]
-        if keys and self.cursor is not None:
-            batch_cursor = keys[-1].with_offset(cursor_offset(keys[-1], self.covered))
+        key = finished.covered.key if finished.covered is not None else None
+        if key is not None and self.cursor is not None:
+            batch_cursor = key.with_offset(cursor_offset(key, self.covered))
             if batch_cursor > self.cursor:
                 assembled.write.cursor = (self.cursor_stream, batch_cursor.to_json())
                 self.cursor = batch_cursor
@@ -109,7 +115,7 @@ class _Run:
         self.say(f"shipments: {self.result.rows_read} changed read, {written} written in this batch{moved}")
 
     async def run(self, works: AsyncIterator[Work]) -> None:
-        await stream_in_batches(
+        await stream_as_finished(
             works, self.fetch, self.write, batch_size=self.settings.fetch_batch_size,
             window=self.settings.fetch_window, prepare=self.prepare,
         )
@@ -167,9 +173,20 @@ async def sync_shipments(
     say(f"shipments: reading changes after {after.instant_text} up to {ceiling.instant_text if ceiling else '-'}")
 
     _keep_history_in_step(warehouse, settings, run_id, result, say)
+    walk = WalkStats()
+    probe = Probe()
+    if stored and partition is None and settings.restore_probe:
+        probe = await probe_for_restore(source, warehouse, settings.restore_probe, settings.page_size,
+                                        settings.count_attempts, walk)
+        result.extra["restore_probe"] = probe.figures()
+        if probe.refused:
+            result.add_notice(f"the service refused the restore probe's ID IN lookup ({probe.refused}): a restore "
+                              "is noticed by the reconcile interval only")
+        if probe.restored:
+            say(f"shipments: the service's data went back ({len(probe.went_back)} of the {probe.probed} newest held "
+                f"are stamped earlier now, {len(probe.vanished)} vanished): reconciling in this run")
     from_scratch = (not stored and floor == BEGINNING and ceiling is not None and partition is None
                     and not warehouse.reads.holds_shipments())
-    walk = WalkStats()
     run = _Run(source, warehouse, settings, run_id, result, say, ceiling.stamp if ceiling else None,
                Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures),
                cursor_stream=cursor_stream, cursor=cursor, covered=covered)
@@ -187,10 +204,12 @@ async def sync_shipments(
         if from_scratch:  # the walk listed every shipment there was: nothing held can have vanished
             _reconciled(warehouse, result.started_at, run_id)
             result.extra["reconcile"] = FROM_SCRATCH
-        elif _reconcile_due(warehouse, settings):
+        elif probe.restored or _reconcile_due(warehouse, settings):
             started = dt.datetime.now(dt.UTC)
             await _reconcile(run, floor, walk)
             _reconciled(warehouse, started, run_id)
+            if probe.restored:
+                result.add_notice(restore_notice(probe, result.extra))
 
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
@@ -268,6 +287,18 @@ def _keep_history_in_step(
         counts = warehouse.writes.catch_up_history(run_id)
         result.add_versions(counts.added)
         result.extra["history_caught_up"] = counts.added
+
+
+def restore_notice(probe: Probe, extra: dict[str, object]) -> str:
+    """What a run says after the reconcile its probe started: the service's data went back (some of the newest
+    shipments held are stamped earlier now), or some of them vanished (deleted, or a restore that only
+    dropped what was created since)."""
+    found = f"{extra.get('reconcile_refetched', 0)} shipments read again, {extra.get('reconcile_deleted', 0)} deleted"
+    if probe.went_back:
+        return (f"the service's data went back: {extra.get('reconcile_refetched', 0)} shipments returned to older "
+                f"versions (or came back), {extra.get('reconcile_deleted', 0)} vanished; reconciled")
+    return (f"{len(probe.vanished)} of the {probe.probed} newest shipments held vanished from the service (deleted, "
+            f"or its data went back): reconciled in this run ({found})")
 
 
 def _reconciled(warehouse: Warehouse, listing_began: dt.datetime, run_id: str) -> None:

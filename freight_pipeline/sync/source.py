@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from freight_pipeline.client.endpoints import Endpoint
+from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.sync.changes import Criterion, LookupResult
 
 
@@ -61,6 +62,10 @@ class SourceAPI(Protocol):
 
     def request_counts(self) -> tuple[int, int]:
         """(requests, retries) made so far by this source."""
+
+    def client_stats(self) -> StatsSnapshot:
+        """The client's counters so far (a stream's are the difference of two): requests, hedged
+        reads, latencies per kind of call."""
 
     def in_flight_figures(self) -> dict[str, float]:
         """How the limit on requests in flight moved so far (``in_flight_limit_mean``, ``_lowest``,

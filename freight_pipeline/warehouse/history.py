@@ -5,8 +5,9 @@ its cursor (so a crash, a rerun or an overlap re-read never duplicates or drops 
 of dbt. One table per subject, one row per version: the subject's key, its content columns, then
 
 * ``valid_from``: the service's last-modified instant (UTC) of the shipment version that carried the
-  content; for a shipment deleted at the service, the start of the run that noticed (never at or before
-  the shipment's last recorded version: a service clock ahead of the pipeline's puts it just after);
+  content; for a shipment deleted at the service, and for content that cannot be dated by its instant
+  (below), the start of the run that noticed (never at or before the shipment's last recorded version: a
+  service clock ahead of the pipeline's puts it just after);
 * ``valid_to``: the next version's ``valid_from`` (NULL while current);
 * ``deleted``: from ``valid_from`` on the subject does not exist (content NULL);
 * ``run_id``, ``recorded_at``: the run that saw it and when its batch was written.
@@ -14,11 +15,13 @@ of dbt. One table per subject, one row per version: the subject's key, its conte
 A version is a change of content: a row is added only when a subject's ``deleted`` flag or content
 columns differ (IS DISTINCT FROM) from its current version, or it has none. Append-only but for
 closing ``valid_to``. The lake has no keys, so every rule is in the SQL: rerunning a batch adds
-nothing (its content equals the current versions), and a copy of a shipment older than a version
-already recorded for it (any of its subjects) adds nothing. Two things are left out and counted,
-never guessed: a shipment whose last-modified instant could not be read (its data problem says why),
-and content that differs from the current version under the same ``valid_from`` (a service that
-changed a shipment without moving its last-modified instant).
+nothing (its content equals the current versions). The history follows the service, also backwards,
+so that after every write its current versions equal the rows held (a warehouse check,
+``checks.warehouse.history_check``): a copy older than a version already recorded (the service's
+data went back: a restore, the test server's nightly reset), a shipment whose last-modified instant
+could not be read (its data problem says why) and content that changed under the same
+``valid_from`` (a service that changed a shipment without moving its last-modified instant) are
+versions dated when the run noticed them, and counted (:class:`VersionCounts`).
 
 The point-in-time table macros ``freight_history.<subject>_as_of(at)`` give the non-deleted versions
 in force at an instant (their content columns and ``valid_from``). Their bodies name the tables
@@ -283,6 +286,18 @@ BEHIND_STATE = "freight_history_behind"
 (``Writes.catch_up_history``, with :func:`held_shipment_ids`, :func:`vanished_shipment_ids`, :func:`held_batch`)."""
 
 
+def disagreeing_sql(subject: Subject) -> str:
+    """SQL: ``shipment_id`` of each row where the subject's current versions (neither closed nor deleted)
+    and the rows held in its ``freight`` tables differ, once per differing row of either side. Empty after
+    every write while the history is recorded: it follows the service, also backwards."""
+    columns = ", ".join(quote(c) for c in (*subject.key, *subject.content))
+    current = f"SELECT {columns} FROM {qualified(subject.spec)} WHERE valid_to IS NULL AND NOT deleted"
+    held = " UNION ALL ".join(f"SELECT {_mapped_columns(subject, source, 'r')} FROM {qualified(source.table)} r"
+                              for source in subject.sources)
+    return (f"WITH cur AS ({current}), held AS ({held}) SELECT shipment_id FROM "
+            "((FROM cur EXCEPT ALL FROM held) UNION ALL (FROM held EXCEPT ALL FROM cur))")
+
+
 def held_shipment_ids(con: duckdb.DuckDBPyConnection) -> list[int]:
     """Every shipment ``freight.shipments`` holds, in id order."""
     return [int(row[0]) for row in run(con, f"SELECT shipment_id FROM {qualified(SHIPMENTS)} ORDER BY 1")]
@@ -342,12 +357,14 @@ class VersionCounts:
     added: dict[str, int] = field(default_factory=dict)
     """History table (short name) -> versions added (a version it follows was closed for each that had one)."""
     stale: list[int] = field(default_factory=list)
-    """Shipments whose copy was older than a version already recorded for them: nothing added."""
+    """Shipments whose copy was older than a version already recorded for them (the service went back):
+    versioned as of when the run noticed."""
     unstamped: list[int] = field(default_factory=list)
-    """Replaced shipments without a readable last-modified instant: not versioned."""
+    """Replaced shipments without a readable last-modified instant: versioned as of when the run noticed."""
     same_instant: int = 0
-    """Subjects whose content differed from their current version under the same ``valid_from``: kept as
-    first recorded (the service changed them without moving the shipment's last-modified instant)."""
+    """Subjects whose content differed from their current version under the same ``valid_from`` (the
+    service changed them without moving the shipment's last-modified instant): versioned as of when the
+    run noticed."""
 
     @property
     def rows_added(self) -> int:
@@ -404,7 +421,8 @@ def record_versions(
             return stack.enter_context(register(table))
 
         latest = _latest_versions(view(pa.table({SHIPMENT_ID: pa.array(sorted({*replaced_ids, *gone}), pa.int64())})))
-        first_seen, followed = _usable_stamps(con, batch.stamps, replaced_ids, latest, view, counts)
+        noticed = batch.deleted_at or recorded_at
+        first_seen, followed = _usable_stamps(con, batch.stamps, replaced_ids, latest, view, counts, noticed)
         gone_at = _fetch(con, (
             f"SELECT g.shipment_id, greatest($deleted_at, coalesce(l.latest + {DELETION_AFTER_LAST}, $deleted_at)) "
             f"AS valid_from FROM {view(pa.table({SHIPMENT_ID: pa.array(gone, pa.int64())}))} g "
@@ -427,12 +445,13 @@ def record_versions(
             if compared and ((incoming and followed.num_rows) or gone_at.num_rows):
                 scope = view(_scope(subject, sources, replaced))
                 found = _fetch(con, _new_versions_sql(subject, incoming, scope, compared))
-                added += _write_versions(con, subject, found, view, run_id, recorded_at, counts)
+                added += _write_versions(con, subject, found, view, run_id, recorded_at, counts, noticed)
             counts.added[subject.spec.name] = added
     if counts.stale or counts.unstamped or counts.same_instant:
-        log.warning("history: %d stale copies (%s), %d shipments without a last-modified instant (%s), %d contents "
-                    "changed under the same last-modified instant: not versioned", len(counts.stale),
-                    counts.stale[:10], len(counts.unstamped), counts.unstamped[:10], counts.same_instant)
+        log.warning("history: %d copies older than the version recorded (the service went back: %s), %d shipments "
+                    "without a last-modified instant (%s), %d contents changed under the same last-modified instant: "
+                    "versioned as of when the run noticed", len(counts.stale), counts.stale[:10],
+                    len(counts.unstamped), counts.unstamped[:10], counts.same_instant)
     return counts
 
 
@@ -473,23 +492,27 @@ def _latest_versions(ids: str) -> str:
 
 def _usable_stamps(
     con: duckdb.DuckDBPyConnection, stamps: pa.Table, replaced_ids: Sequence[int], latest: str,
-    view: Callable[[pa.Table], str], counts: VersionCounts,
+    view: Callable[[pa.Table], str], counts: VersionCounts, noticed: dt.datetime,
 ) -> tuple[pa.Table, pa.Table]:
     """(shipment_id, valid_from) of the replaced shipments to version, those with no version recorded yet
-    and those with one; left out (and counted): those without an instant, and those older than a version
-    already recorded for them."""
+    and those with one. The history follows the service, also backwards: a copy older than a version
+    already recorded (the service went back: a restore) and one without a readable instant are dated when
+    the run noticed them, as a deletion is (never at or before the latest version); both are counted."""
     given = view(stamps.select([SHIPMENT_ID, "valid_from"]).cast(
         pa.schema([(SHIPMENT_ID, pa.int64()), ("valid_from", _TS)])))
-    held = _fetch(con, f"SELECT DISTINCT s.shipment_id, s.valid_from, l.latest IS NULL AS first_seen, "
-                       f"s.valid_from < l.latest AS stale FROM {given} s LEFT JOIN ({latest}) l USING (shipment_id)")
-    stamped = pc.is_valid(held["valid_from"])
-    stale = pc.fill_null(held["stale"], False)
-    counts.unstamped = sorted(set(replaced_ids) - set(held.filter(stamped)[SHIPMENT_ID].to_pylist()))
-    counts.stale = sorted(held.filter(stale)[SHIPMENT_ID].to_pylist())
-    usable = held.filter(pc.and_(stamped, pc.invert(stale)))
+    ids = view(pa.table({SHIPMENT_ID: pa.array(replaced_ids, pa.int64())}))
+    held = _fetch(con, (
+        f"SELECT DISTINCT i.shipment_id, CASE WHEN s.valid_from IS NULL OR s.valid_from < l.latest "
+        f"THEN greatest($noticed, coalesce(l.latest + {DELETION_AFTER_LAST}, $noticed)) ELSE s.valid_from END "
+        f"AS valid_from, l.latest IS NULL AS first_seen, s.valid_from IS NULL AS unstamped, "
+        f"coalesce(s.valid_from < l.latest, false) AS stale "
+        f"FROM {ids} i LEFT JOIN {given} s USING (shipment_id) LEFT JOIN ({latest}) l USING (shipment_id)"
+    ), {"noticed": noticed})
+    counts.unstamped = sorted(held.filter(held["unstamped"])[SHIPMENT_ID].to_pylist())
+    counts.stale = sorted(held.filter(held["stale"])[SHIPMENT_ID].to_pylist())
     columns = [SHIPMENT_ID, "valid_from"]
-    return (usable.filter(usable["first_seen"]).select(columns),
-            usable.filter(pc.invert(usable["first_seen"])).select(columns))
+    return (held.filter(held["first_seen"]).select(columns),
+            held.filter(pc.invert(held["first_seen"])).select(columns))
 
 
 def _insert_first_versions(
@@ -559,24 +582,28 @@ def _new_versions_sql(
             FROM cur c JOIN {gone_at} g ON g.shipment_id = c.shipment_id WHERE NOT c.deleted
         )
         SELECT p.*, c.valid_from IS NOT NULL AS closes, c.valid_from IS NOT NULL AND p.valid_from <= c.valid_from
-               AS same_instant
+               AS same_instant, c.valid_from AS current_from
         FROM proposed p LEFT JOIN cur c ON {same_key('p', 'c')}
         WHERE c.valid_from IS NULL OR {row('p')} IS DISTINCT FROM {row('c')}"""
 
 
 def _write_versions(
     con: duckdb.DuckDBPyConnection, subject: Subject, found: pa.Table, view: Callable[[pa.Table], str],
-    run_id: str, recorded_at: dt.datetime, counts: VersionCounts,
+    run_id: str, recorded_at: dt.datetime, counts: VersionCounts, noticed: dt.datetime,
 ) -> int:
-    """Close the versions the new ones follow, insert the new ones; returns how many."""
-    same_instant = found["same_instant"]
-    counts.same_instant += pc.sum(same_instant).as_py() or 0
-    new = found.filter(pc.invert(same_instant))
-    if new.num_rows == 0:
+    """Close the versions the new ones follow, insert the new ones; returns how many. Content that changed
+    under the same last-modified instant is a version too, dated when the run noticed it."""
+    if found.num_rows == 0:
         return 0
+    same_instant = pc.sum(found["same_instant"]).as_py() or 0
+    counts.same_instant += same_instant
     table = qualified(subject.spec)
-    rows = view(new)
-    if pc.any(new["closes"]).as_py():
+    rows = view(found)
+    if same_instant:
+        rows = view(_fetch(con, f"SELECT * REPLACE (CASE WHEN same_instant THEN greatest($noticed, current_from + "
+                                f"{DELETION_AFTER_LAST}) ELSE valid_from END AS valid_from) FROM {rows}",
+                           {"noticed": noticed}))
+    if pc.any(found["closes"]).as_py():
         on = " AND ".join(f"h.{quote(k)} = n.{quote(k)}" for k in subject.key)
         run(con, f"UPDATE {table} AS h SET valid_to = n.valid_from FROM {rows} n "
                  f"WHERE n.closes AND h.valid_to IS NULL AND {on}")
@@ -584,7 +611,7 @@ def _write_versions(
     run(con, f"INSERT INTO {table} BY NAME SELECT {columns}, CAST(NULL AS TIMESTAMPTZ) AS valid_to, "
              "$run_id AS run_id, $recorded_at AS recorded_at FROM " + rows,
         {"run_id": run_id, "recorded_at": recorded_at})
-    return new.num_rows
+    return found.num_rows
 
 
 def _count(rows: list[tuple[object, ...]]) -> int:

@@ -116,6 +116,14 @@ class Reads:
                                   f"(FROM {qualified(meta.QUARANTINE)} WHERE shipment_id IS NOT NULL)"))
         return bool(row and row[0])
 
+    def latest_stamps(self, limit: int) -> dict[int, str]:
+        """The ``limit`` shipments held with the newest last-modified instants: id -> stamp
+        (``last_modified_key``), newest first (the restore probe's sample)."""
+        rows = run(self.database.con, f"SELECT shipment_id, last_modified_key FROM {qualified(meta.RAW_SHIPMENTS)} "
+                                      "WHERE last_modified_key IS NOT NULL ORDER BY last_modified_at DESC NULLS LAST, "
+                                      f"left(last_modified_key, 19) DESC, shipment_id DESC LIMIT {int(limit)}")
+        return {int(shipment_id): str(stamp) for shipment_id, stamp in rows}
+
     def shipment_ids(self) -> set[int]:
         """Ids of the shipments whose raw document is held."""
         rows = run(self.database.con, f"SELECT shipment_id FROM {qualified(meta.RAW_SHIPMENTS)}")

@@ -11,6 +11,8 @@ best that can be known of it.
 
 from __future__ import annotations
 
+import datetime as dt
+
 WALL_CLOCK_CHARS = 19
 """Length of ``YYYY-MM-DD HH:MM:SS``; a longer stamp carries its UTC offset."""
 
@@ -34,3 +36,10 @@ def earlier(a: str, b: str) -> str:
 def wall_clock(a: str) -> str:
     """SQL: the wall-clock second of stamp ``a`` (to compare with a configured wall-clock floor)."""
     return f"left({a}, {WALL_CLOCK_CHARS})"
+
+
+def stamp_earlier(a: str, b: str) -> bool:
+    """Stamp ``a`` is before stamp ``b``, compared as :func:`earlier` compares them in SQL."""
+    if len(a) > WALL_CLOCK_CHARS and len(b) > WALL_CLOCK_CHARS:
+        return dt.datetime.fromisoformat(a) < dt.datetime.fromisoformat(b)
+    return a[:WALL_CLOCK_CHARS] < b[:WALL_CLOCK_CHARS]

@@ -67,10 +67,6 @@ def test_sync_runs_the_job_and_publishes(sim: RunningSimulator, tmp_path: Path) 
         runs = instance.get_runs()
         assert [(r.job_name, r.status.value) for r in runs] == [("freight_sync_job", "SUCCESS")]
 
-    again = run_cli(["sync", "--data-dir", str(data_dir), "--full-refresh", "--verbose"], env)
-    assert again.returncode == 0, again.stderr
-    assert "a full refresh was asked for" in again.stderr  # nothing changed, yet every mart was rebuilt
-
 
 def test_a_stream_the_account_cannot_reach_fails_the_sync_which_publishes_the_rest(tmp_path: Path) -> None:
     without_efiles = frozenset(p for p in PERMISSIONS if not p.startswith("efile"))
@@ -117,6 +113,10 @@ def test_sync_without_dagster_says_each_step_and_publishes(sim: RunningSimulator
     assert done.stdout == "" and sim.password not in done.stderr
     with duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchone() == (100,)
+    # --full-refresh (the same switch in either way of running: commands.sync sets it before choosing)
+    again = run_cli(["sync", "--data-dir", str(data_dir), "--full-refresh", "--verbose"], env)
+    assert again.returncode == 0, again.stderr
+    assert "a full refresh was asked for" in again.stderr  # nothing changed, yet every mart was rebuilt
 
 
 def test_sync_refuses_settings_that_mean_nothing_before_anything_runs(tmp_path: Path) -> None:
@@ -124,6 +124,6 @@ def test_sync_refuses_settings_that_mean_nothing_before_anything_runs(tmp_path: 
     done = run_cli(["sync", "--data-dir", str(tmp_path / "data")], env)
     assert done.returncode == 2
     assert done.stderr.strip() == "sync: FREIGHT_SYNC_DOCUMENTS must be 1/true/yes/on or 0/false/no/off, got 'maybe'"
-    both = run_cli(["sync", "--data-dir", str(tmp_path / "data"), "--no-dagster", "--job", "freight_build_job"], env)
+    both = run_cli(["sync", "--data-dir", str(tmp_path / "data"), "--no-dagster", "--job", "code_conversions_job"], env)
     assert both.returncode == 2 and "--job and --partition name a Dagster job's run" in both.stderr
     assert not (tmp_path / "data" / "warehouse.duckdb").exists()

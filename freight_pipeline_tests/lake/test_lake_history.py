@@ -4,8 +4,10 @@ another connection."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.datetimes import parse_iso_datetime, to_utc
@@ -14,6 +16,7 @@ from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import sync_all
+from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 from freight_pipeline_tests.warehouse.history_checks import assert_contiguous
 
@@ -64,3 +67,41 @@ def test_the_sync_writes_versions_into_the_lake_and_its_macros_read_them(tmp_pat
         assert con.execute(f"{now} FROM freight_history.events_as_of(CAST(? AS TIMESTAMPTZ)) ORDER BY ALL",
                            [moved_at]).fetchall() == con.execute(f"{now} FROM freight.shipment_events ORDER BY ALL"
                                                                  ).fetchall()
+
+
+def test_a_reset_service_without_offsets_ends_exact_in_the_lake(tmp_path: Path) -> None:
+    """Issue 32 in lake mode: a clock without offsets read in the service's zone, and the first sync after a
+    reset (changes reverted, creations gone, ids reused) leaving the lake and its history equal to the service."""
+    lake = LakeSettings.from_env({"FREIGHT_LAKE_CATALOG_URI": f"sqlite:///{tmp_path}/catalog.sqlite",
+                                  "FREIGHT_LAKE_DATA_URI": str(tmp_path / "lake-data")})
+    assert lake is not None
+    backend = LakeBackend(lake)
+    settings = dataclasses.replace(TEST_SETTINGS, restore_probe=50, service_timezone="Europe/Berlin")
+    with running_simulator(shipments=30, seed=5, control=True, naive_clock="Europe/Berlin") as sim:
+        service = ServiceSettings(sim.base_url, sim.username, sim.password)
+        sync_all(service, tmp_path / "data", settings, backend=backend)
+        sim.advance_clock(60)
+        sim.modify_shipments(8)
+        created = sim.create_shipments(4)
+        sim.advance_clock(60)
+        sync_all(service, tmp_path / "data", settings, backend=backend)
+        sim.reset_to_snapshot()
+        sim.advance_clock(60)
+        reused = sim.create_shipments(2)
+        assert set(reused) <= set(created)
+        results, _ = sync_all(service, tmp_path / "data", settings, backend=backend)
+        live = sorted(sim.store.reader.live_shipment_ids())
+        stamps = {i: sim.store.reader.get_base_shipment(i)["last_modified_date_time"] for i in live}
+    shipments = next(r for r in results if r.stream == "shipments")
+    assert any(n.startswith("the service's data went back") for n in shipments.notices)
+    assert any("read in Europe/Berlin" in n for n in shipments.notices)
+    with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
+        con.execute("SET TimeZone = 'UTC'")
+        held = dict(con.execute("SELECT shipment_id, last_modified_at FROM freight.shipments").fetchall())
+        assert sorted(held) == live
+        berlin = ZoneInfo("Europe/Berlin")
+        assert held == {i: dt.datetime.fromisoformat(text).replace(tzinfo=berlin).astimezone(dt.UTC)
+                        for i, text in stamps.items()}
+        assert {s.spec.name: con.execute(f"SELECT count(*) FROM ({disagreeing_sql(s)})").fetchall()[0][0]
+                for s in SUBJECTS} == {s.spec.name: 0 for s in SUBJECTS}
+        assert_contiguous(con)

@@ -10,11 +10,11 @@ import duckdb
 
 from bench.lake_harness import read_lake, write_expected
 from freight_pipeline.config import ServiceSettings, environ
-from freight_pipeline.defs.lake import RETENTION_ENV, lake_maintenance_job
+from freight_pipeline.defs.lake import lake_maintenance_job
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.lake.backend import connect_published, latest_published, publish_snapshot, storage_from_env
 from freight_pipeline.lake.connect import connect_lake
-from freight_pipeline.lake.settings import LakeSettings
+from freight_pipeline.lake.settings import RETENTION_ENV, LakeSettings
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.store import open_warehouse

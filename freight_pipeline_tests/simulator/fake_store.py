@@ -411,6 +411,16 @@ class FakeChanges:
             return self._data.now.isoformat()
 
 
+class FakeSnapshots:
+    """The fake keeps no snapshots: a snapshot or reset is refused (400)."""
+
+    def take(self) -> dict[str, Any]:
+        raise Invalid("the fake store keeps no snapshots")
+
+    def reset(self) -> dict[str, Any]:
+        raise Invalid("the fake store keeps no snapshots")
+
+
 class FakeStore:
     def __init__(self, shipments: int = 40) -> None:
         data = FakeData(shipments)
@@ -420,3 +430,4 @@ class FakeStore:
         self.efiles = FakeEFiles(data)
         self.webhooks = FakeWebhooks(data)
         self.changes = FakeChanges(data)
+        self.snapshots = FakeSnapshots()

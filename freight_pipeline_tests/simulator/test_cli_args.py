@@ -75,6 +75,7 @@ FAULT_FLAGS = {
     "paths": "--fault-path", "max_page_size": "--max-page-size", "max_in_flight": "--max-in-flight",
     "in_flight_retry_after": "--no-in-flight-retry-after", "forbidden_prefixes": "--forbid",
     "strict_criteria": "--strict-criteria", "efile_reference_shape": "--efile-reference-shape",
+    "tail_rate": "--tail RATE:MS", "tail_ms": "--tail RATE:MS", "tail_kinds": "--tail-kind KIND",
 }
 
 
@@ -84,7 +85,8 @@ def test_help_lists_a_flag_for_every_fault_setting(capsys: pytest.CaptureFixture
         build_parser().parse_args(["simulator", "--help"])
     assert stopped.value.code == 0
     shown = capsys.readouterr().out
-    for flag in [*FAULT_FLAGS.values(), "--offset-change INSTANT=OFFSET", "--start INSTANT", "{type,key}"]:
+    for flag in [*FAULT_FLAGS.values(), "--offset-change INSTANT=OFFSET", "--start INSTANT", "{type,key}",
+                 "--naive-clock ZONE"]:
         assert flag in shown, flag
 
 
@@ -109,6 +111,11 @@ def test_service_mode_flags_become_config() -> None:
         "in_flight_retry_after": False, "forbidden_prefixes": ["/service/basicdata", "/service/efile"],
         "strict_criteria": True, "efile_reference_shape": "key",
     }
+    tailed = config_from_args(build_parser().parse_args(
+        ["simulator", "--tail", "0.02:5000", "--tail-kind", "shipment", "--tail-kind", "legs"]))
+    assert tailed.faults == FaultConfig(tail_rate=0.02, tail_ms=5000.0, tail_kinds=frozenset({"shipment", "legs"}))
+    assert active_faults(tailed.faults) == {
+        "seed": 0, "tail_rate": 0.02, "tail_ms": 5000.0, "tail_kinds": ["legs", "shipment"]}
     defaults = config_from_args(build_parser().parse_args(["simulator"]))
     assert defaults.faults == FaultConfig() and active_faults(defaults.faults) == {}
     assert (defaults.offset_changes, defaults.start) == ((), None)
@@ -123,6 +130,11 @@ def test_service_mode_flags_become_config() -> None:
         (["--efile-reference-shape", "value"], "invalid choice: 'value'"),
         (["--offset-change", "2026-10-25T03:00:00+02:00"], "--offset-change: must be INSTANT=OFFSET"),
         (["--offset-change", "2026-10-25T03:00:00=+01:00"], "with a UTC offset"),
+        (["--naive-clock", "Mars/Olympus_Mons"], "--naive-clock: 'Mars/Olympus_Mons' is not an IANA time zone"),
+        (["--naive-clock", "+01:00"], "--naive-clock: '+01:00' is not an IANA time zone"),
+        (["--tail", "0.02"], "--tail: must be RATE:MS"),
+        (["--tail", "2:5000"], "--tail: must be RATE:MS with RATE in [0, 1]"),
+        (["--tail-kind", "documents"], "invalid choice: 'documents'"),
     ],
 )
 def test_bad_service_mode_values_end_with_a_usage_error(
@@ -141,3 +153,16 @@ def test_offset_changes_out_of_order_are_refused() -> None:
     ])
     with pytest.raises(ValueError, match="in time order"):
         config_from_args(args)
+
+
+def test_a_naive_clock_becomes_config_and_takes_no_offset() -> None:
+    config = config_from_args(build_parser().parse_args(
+        ["simulator", "--naive-clock", "Europe/Berlin", "--start", "2026-10-25T01:30:00"]
+    ))
+    assert (config.naive_clock, config.offset_changes, config.start) == ("Europe/Berlin", (), "2026-10-25T01:30:00")
+    assert config_from_args(build_parser().parse_args(["simulator"])).naive_clock is None
+    assert config_from_args(build_parser().parse_args(["simulator"])).utc_offset == "+01:00"
+    for flags in (["--utc-offset", "+02:00"], ["--offset-change", "2026-10-25T03:00:00+02:00=+01:00"]):
+        args = build_parser().parse_args(["simulator", "--naive-clock", "Europe/Berlin", *flags])
+        with pytest.raises(ValueError, match="--naive-clock follows its zone's own rules"):
+            config_from_args(args)

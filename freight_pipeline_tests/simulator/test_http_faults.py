@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from freight_pipeline.simulator.config import FaultConfig
+from freight_pipeline.simulator.config import FaultConfig, call_kind
 from freight_pipeline.simulator.faults import DROPPED, FaultInjector
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline_tests.simulator.conftest import authed_client, make_test_store
@@ -210,3 +210,38 @@ def test_control_surface(sim_factory: Callable[..., RunningSimulator]) -> None:
 
     assert httpx.delete(f"{base}/stats").json()["total"] == 0
     assert sim.request_count() == 0
+
+
+def test_every_route_has_a_kind_of_call_for_the_tail(sim: RunningSimulator) -> None:
+    templates = {route.path for route in sim.app._routes}
+    assert len(templates) > 15
+    assert not sorted(t for t in templates if call_kind(t) is None)
+
+
+def test_the_tail_answers_a_share_of_one_kind_late_and_correctly(sim: RunningSimulator, client: httpx.Client) -> None:
+    sim.set_faults(tail_rate=0.25, tail_ms=400, tail_kinds=["shipment"], seed=3)
+    ids = [row["id"] for row in client.post(LOOKUP, json=[], params={"page_size": 40}).json()]
+    assert len(ids) == 40
+    slow = []
+    for shipment_id in ids:
+        began = time.monotonic()
+        response = client.get(f"/service/shipment/{shipment_id}")
+        assert response.status_code == 200 and response.json()["id"] == shipment_id
+        slow.append(time.monotonic() - began >= 0.4)
+    assert 3 <= sum(slow) <= 20  # about a quarter of 40
+    began = time.monotonic()
+    for _ in range(10):
+        assert client.get(MEMOS).status_code == 200  # another kind: never in the tail
+    assert time.monotonic() - began < 0.4 * 3
+    # the same seed and requests meet the same tail
+    again = FaultInjector(FaultConfig(tail_rate=0.25, tail_ms=400, tail_kinds=frozenset({"shipment"}), seed=3))
+    first = FaultInjector(FaultConfig(tail_rate=0.25, tail_ms=400, tail_kinds=frozenset({"shipment"}), seed=3))
+    decided = [first.decide("/service/shipment/{id}").latency_s for _ in range(200)]
+    assert decided == [again.decide("/service/shipment/{id}").latency_s for _ in range(200)]
+    assert 20 <= sum(1 for s in decided if s == 0.4) <= 80
+    # the tail has a random sequence of its own: the other faults' decisions do not move
+    plain = FaultInjector(FaultConfig(server_error_rate=0.3, seed=5))
+    tailed = FaultInjector(FaultConfig(server_error_rate=0.3, seed=5, tail_rate=0.5, tail_ms=1))
+    assert [plain.decide(LOOKUP).kind for _ in range(100)] == [tailed.decide(LOOKUP).kind for _ in range(100)]
+    with pytest.raises(ValueError, match="unknown tail_kinds"):
+        FaultConfig(tail_kinds=frozenset({"documents"}))

@@ -4,6 +4,8 @@ Service from FREIGHT_BASE_URL / FREIGHT_USERNAME / FREIGHT_PASSWORD; reconciliat
 (deletions happen between trials). Tiny lookup pages, fetch batches and detail batches, so the run
 the parent kills is many transactions. Prints one line per progress message (``progress`` is called
 right after each batch's transaction commits), ``publishing`` before the publish, then ``done``.
+``FREIGHT_HEDGE`` sets its hedged reads (``0``: none, so
+a read in the simulator's latency tail stays a straggler).
 The parent kills it after a chosen line; its reruns run in the test's own process with
 ``RECONCILE_SETTINGS`` (the test suite's sizes, to finish quickly).
 """
@@ -14,7 +16,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from freight_pipeline.config import ServiceSettings
+from freight_pipeline.config import HEDGE_ENV, ServiceSettings, share_from_env
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
@@ -29,7 +31,8 @@ def say(line: str) -> None:
 def main() -> None:
     data_dir, run_id = Path(sys.argv[1]), sys.argv[2]
     backend = storage_from_env()
-    sync_all(ServiceSettings.from_env(), data_dir, CRASH_SETTINGS, backend=backend, run_id=run_id, progress=say,
+    settings = dataclasses.replace(CRASH_SETTINGS, hedge_share=share_from_env(HEDGE_ENV, CRASH_SETTINGS.hedge_share))
+    sync_all(ServiceSettings.from_env(), data_dir, settings, backend=backend, run_id=run_id, progress=say,
              publish_after=False)
     say("publishing")
     backend.publish(data_dir, run_id)

@@ -9,6 +9,7 @@ from typing import Any
 from freight_pipeline.client import AsyncFreightClient
 from freight_pipeline.client import endpoints as ep
 from freight_pipeline.client.endpoints import Endpoint
+from freight_pipeline.client.errors import BadRequestError
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import Criterion, LookupResult
 from freight_pipeline.sync.client_source import ClientSource
@@ -93,6 +94,18 @@ class IgnoresIdCriterion(ClientSource):
 def is_id_listing(criteria: list[Criterion], order_by: list[str]) -> bool:
     """The reconcile pass's listing of every live id (``ID GT n`` ordered by ID)."""
     return [c["key"] for c in criteria] == ["ID"] and order_by == ["ID"]
+
+
+class RefusesIdIn(ClientSource):
+    """Answers 400 to a shipment lookup by ``ID IN``, as a service that reads the spec's IN otherwise would."""
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        if any(c["key"] == "ID" and c.get("match_mode") == "IN" for c in criteria):
+            raise BadRequestError("400 Bad Request: match mode IN is not supported for ID", status_code=400,
+                                  method="POST", path="/service/shipment/lookup")
+        return await super().lookup_shipments(criteria, order_by, order_mode, page_size)
 
 
 class NoRowCount(ClientSource):

@@ -9,13 +9,15 @@ import datetime as dt
 from freight_pipeline.sync.settings import SyncSettings
 
 # Small pages and batches so a few hundred shipments take many lookups and transactions.
-# Reconciliation is OFF: it relists every id and refetches whatever is missing or stale, so it
-# would hide a walk that loses records. The rules are proven by the walk alone; reconciliation has
-# its own tests (test_reconcile.py) with RECONCILE_SETTINGS. Quarantined records are retried by
-# the very next run (no backoff wait).
+# Reconciliation is OFF, and so is the restore probe that starts one: it relists every id and
+# refetches whatever is missing or stale, so it would hide a walk that loses records. The rules are
+# proven by the walk alone; reconciliation has its own tests (test_reconcile.py) with
+# RECONCILE_SETTINGS, the probe its own (test_restore.py). Quarantined records are retried by the
+# very next run (no backoff wait). No hedged reads: tests count requests exactly, and on a busy
+# machine a copy may be sent now and then (hedged reads have their own tests, client/test_hedge.py).
 TEST_SETTINGS = SyncSettings(
     page_size=25, fetch_batch_size=13, concurrency=8, reconcile_interval=None,
-    retry_after=dt.timedelta(0),
+    retry_after=dt.timedelta(0), restore_probe=0, hedge_share=0.0,
 )
 RECONCILE_SETTINGS = dataclasses.replace(TEST_SETTINGS, reconcile_interval=dt.timedelta(0))
 """Reconcile on every run."""

@@ -195,3 +195,58 @@ def test_sigkill_at_chosen_moments_never_corrupts_and_reruns_converge(tmp_path: 
     assert set(unkilled) <= {"publish"}, f"runs finished before they were killed: {landed}"
     after_the_walk = phases["walk done, reconciling"] + phases["code conversions"]
     assert phases["mid-walk"] >= 1 and after_the_walk >= 1, f"kills missed a phase: {landed}"
+
+
+def ahead_of_cursor(store: Any, work_db: Path) -> int:
+    """Source shipments beyond the stored cursor that the warehouse already holds as they are: written
+    while a shipment before them was still being read (no head-of-line blocking)."""
+    with duckdb.connect(str(work_db), read_only=True) as con:
+        con.execute("SET TimeZone = 'UTC'")
+        stored = con.execute("SELECT cursor_value FROM freight_meta.sync_state WHERE stream = 'shipments'").fetchall()
+        held = dict(con.execute("SELECT shipment_id, last_modified_at FROM freight_meta.raw_shipments").fetchall())
+    if not stored:
+        return 0
+    cursor = ShipmentKey.from_json(stored[0][0])
+    return sum(
+        1 for doc in store.reader.expected_documents()
+        if ShipmentKey.of_shipment(doc) > cursor
+        and held.get(doc["id"]) == to_utc(parse_iso_datetime(doc["last_modified_date_time"]))
+    )
+
+
+def test_sigkill_with_stragglers_in_flight_never_skips_one(tmp_path: Path) -> None:
+    """With a latency tail on events and no hedged reads, shipments after a straggler are written
+    before it (their batches commit while it is read) but the cursor stays before it: a kill then
+    leaves no source shipment at or before the cursor unwritten, and a rerun ends exact."""
+    rng = random.Random(36)
+    data_dir = tmp_path / "data"
+    work_db = data_dir / "work" / "warehouse.duckdb"
+    log = tmp_path / "children.log"
+    ahead: list[int] = []
+    with running_simulator(shipments=60, seed=8) as sim:
+        env = {**os.environ, "FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username,
+               "FREIGHT_PASSWORD": sim.password, "PYTHONPATH": str(REPO_ROOT), "FREIGHT_HEDGE": "0"}
+        service = ServiceSettings(sim.base_url, sim.username, sim.password)
+        run_to_completion(service, data_dir, "first")
+        for trial in range(3):
+            sim.advance_clock(rng.randint(60, 900))
+            sim.modify_shipments(40)
+            sim.set_faults(tail_rate=0.15, tail_ms=1500, tail_kinds=["events"], seed=trial)
+            run_id = f"straggling-{trial}"
+            proc = start_sync(env, data_dir, run_id, log)
+            assert proc.stdout is not None
+            wanted, seen = rng.randint(2, 4), 0
+            for line in proc.stdout:
+                seen += line.startswith("shipments:") and "written in this batch" in line
+                if seen >= wanted:
+                    break
+            assert proc.poll() is None, "the run ended before the kill"
+            proc.kill()
+            proc.wait(timeout=60)
+            assert cursor_overreach(sim.store, work_db) == [], f"{run_id}: the cursor passed a shipment not written"
+            ahead.append(ahead_of_cursor(sim.store, work_db))
+            sim.reset_faults()
+            run_to_completion(service, data_dir, f"rerun-{trial}")
+            assert_converged(sim.store, data_dir / "warehouse.duckdb")
+    print(f"\nshipments written ahead of the cursor at each kill: {ahead}")
+    assert max(ahead) > 0, "no batch was written past a straggler: head-of-line blocking"

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from freight_pipeline.client.endpoints import Endpoint
+from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.changes import Criterion, LookupResult
 from freight_pipeline.sync.cursor import (
@@ -187,12 +188,15 @@ class InMemoryShipments:
     def request_counts(self) -> tuple[int, int]:
         return 0, 0
 
+    def client_stats(self) -> StatsSnapshot:
+        return StatsSnapshot()
+
     def in_flight_figures(self) -> dict[str, float]:
         return {}
 
 
 def run_shipments(source: InMemoryShipments, data_dir: Path) -> StreamResult:
-    settings = SyncSettings(page_size=2, fetch_batch_size=1, reconcile_interval=None)
+    settings = SyncSettings(page_size=2, fetch_batch_size=1, reconcile_interval=None, restore_probe=0)
     with Warehouse(data_dir, FREIGHT_TABLES) as warehouse:
         return asyncio.run(sync_shipments(source, warehouse, settings, "dst-test"))  # type: ignore[arg-type]
 

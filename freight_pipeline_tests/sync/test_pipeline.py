@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from freight_pipeline.sync.pipeline import stream_in_batches
+from freight_pipeline.sync.pipeline import Finished, stream_as_finished, stream_in_batches
 
 
 async def numbers(count: int, seen: list[int] | None = None) -> AsyncIterator[int]:
@@ -166,3 +166,56 @@ def test_a_failed_prepare_waits_for_the_write_in_flight_whose_own_failure_surfac
 
     with pytest.raises(ValueError, match="refused batch 0"):
         asyncio.run(stream_in_batches(numbers(20), fetch, write_failing, batch_size=5, window=10, prepare=prepare))
+
+
+def test_as_finished_a_straggler_holds_back_neither_the_batches_nor_its_own_write() -> None:
+    """Item 3 takes long: the items after it are written before it lands, each batch's ``covered``
+    is the end of the walk's prefix written whole (never past 3 before 3 is written), and every item
+    is written exactly once."""
+    batches: list[tuple[list[int], int | None]] = []
+    straggler_landed = threading.Event()
+
+    async def fetch(n: int) -> int:
+        await asyncio.sleep(0.6 if n == 3 else 0.001)
+        if n == 3:
+            straggler_landed.set()
+        return n
+
+    def prepare(finished: Finished[int, int]) -> tuple[list[int], int | None, bool]:
+        return finished.results, finished.covered, straggler_landed.is_set()
+
+    def write(prepared: tuple[list[int], int | None, bool]) -> None:
+        results, covered, landed = prepared
+        batches.append((results, covered))
+        if not landed:
+            assert 3 not in results and (covered is None or covered < 3)
+
+    count = asyncio.run(stream_as_finished(numbers(40), fetch, write, batch_size=5, window=8, prepare=prepare,
+                                           idle_s=0.05))
+    assert count == len(batches)
+    written = [n for results, _ in batches for n in results]
+    assert sorted(written) == list(range(40))
+    assert written.index(3) > written.index(10)  # later items went first
+    for results, _ in batches:
+        assert results == sorted(results)  # walk order within a batch
+    covered = [c for _, c in batches if c is not None]
+    assert covered == sorted(covered) and covered[-1] == 39
+    done: set[int] = set()
+    for results, cover in batches:  # covered never passes an item not written by then
+        done.update(results)
+        if cover is not None:
+            assert set(range(cover + 1)) <= done
+
+
+def test_as_finished_a_failing_fetch_stops_everything() -> None:
+    async def fetch(n: int) -> int:
+        if n == 7:
+            raise RuntimeError("not a record's fault")
+        await asyncio.sleep(0.001)
+        return n
+
+    written: list[int] = []
+    with pytest.raises(RuntimeError, match="not a record's fault"):
+        asyncio.run(stream_as_finished(numbers(50), fetch, lambda f: written.extend(f.results), batch_size=5,
+                                       window=4, prepare=lambda f: f))
+    assert 7 not in written

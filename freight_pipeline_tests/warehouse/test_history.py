@@ -219,18 +219,35 @@ def test_a_deletion_noticed_by_a_clock_behind_the_service_follows_the_last_versi
     ]
 
 
-def test_an_older_copy_arriving_late_adds_nothing(con: duckdb.DuckDBPyConnection) -> None:
+def test_an_older_copy_is_a_revert_dated_when_noticed(con: duckdb.DuckDBPyConnection) -> None:
+    """The service went back (a restore): its older copy becomes the current version, dated at the start of the
+    run that noticed, so the history's current view follows the rows held."""
     write(con, "r1", at(4, 9), {7: at(4, 8)}, shipments=[header(7, office="BRE")],
           events=[event(7, "POD_ARRIVAL", "ESTIMATED", at(21))])
-    before = all_rows(con)
-    # the version of the 2nd, read after the one of the 4th: not its header, nor an event it still had
+    # the version of the 2nd, read after the one of the 4th by a run that began on the 5th at 8:30
     counts = write(con, "r2", at(5, 9), {7: at(2, 8)}, shipments=[header(7, office="HAM")],
-                   events=[event(7, "POD_ARRIVAL", "ESTIMATED", at(20)), event(7, "PICKUP", "ACTUAL", at(1))])
-    assert counts.rows_added == 0 and counts.stale == [7]
-    assert all_rows(con) == before
+                   events=[event(7, "POD_ARRIVAL", "ESTIMATED", at(20)), event(7, "PICKUP", "ACTUAL", at(1))],
+                   deleted_at=at(5, 8, 30))
+    assert counts.stale == [7] and counts.added == {"shipment_versions": 1, "event_versions": 2}
+    assert events_held(con) == [
+        (7, "PICKUP", "ACTUAL", at(1), at(5, 8, 30), None, False, "r2"),
+        (7, "POD_ARRIVAL", "ESTIMATED", at(20), at(5, 8, 30), None, False, "r2"),
+        (7, "POD_ARRIVAL", "ESTIMATED", at(21), at(4, 8), at(5, 8, 30), False, "r1"),
+    ]
+    assert con.execute("SELECT office, valid_from, valid_to FROM freight_history.shipment_versions "
+                       "ORDER BY valid_from").fetchall() == [
+        ("BRE", at(4, 8), at(5, 8, 30)), ("HAM", at(5, 8, 30), None)]
+    # a service clock ahead of ours: the revert is placed just after the version it replaces
+    ahead = write(con, "r3", at(5, 10), {7: at(1, 8)}, shipments=[header(7, office="KIE")], deleted_at=at(3))
+    assert ahead.stale == [7]
+    assert con.execute("SELECT office, valid_from FROM freight_history.shipment_versions WHERE valid_to IS NULL"
+                       ).fetchall() == [("KIE", at(5, 8, 30) + dt.timedelta(microseconds=1))]
+    assert_contiguous(con)
 
 
 def test_a_rerun_of_every_batch_adds_nothing(con: duckdb.DuckDBPyConnection) -> None:
+    """A batch written again (a crash's rerun, a lake writer's retry) or the current copy read again (an
+    overlap re-read, which fetches what the service holds now) adds nothing."""
     batches = [
         ({7: at(1, 8)}, [event(7, "POD_ARRIVAL", "ESTIMATED", at(20)), event(7, "CUSTOMS", "ACTUAL", at(1))]),
         ({7: at(3, 8)}, [event(7, "POD_ARRIVAL", "ESTIMATED", at(21))]),
@@ -238,22 +255,39 @@ def test_a_rerun_of_every_batch_adds_nothing(con: duckdb.DuckDBPyConnection) -> 
     ]
     for stamps, events in batches:
         write(con, "first", at(6), stamps, shipments=[header(7)], events=events)
+        before = all_rows(con)
+        assert write(con, "rerun", at(7), stamps, shipments=[header(7)], events=events).rows_added == 0
+        assert all_rows(con) == before
     write(con, "first", at(6), {}, deleted=[8])  # a shipment never seen: nothing to end
     once = all_rows(con)
-    for stamps, events in batches:  # the same reads again (a crash's rerun, an overlap): nothing new
-        assert write(con, "rerun", at(7), stamps, shipments=[header(7)], events=events).rows_added == 0
+    stamps, events = batches[-1]  # the current copy, read again by the next run's overlap
+    assert write(con, "overlap", at(8), stamps, shipments=[header(7)], events=events).rows_added == 0
     assert all_rows(con) == once
     assert len(once["event_versions"]) == 6 and len(once["shipment_versions"]) == 1
     assert_contiguous(con)
 
 
-def test_unreadable_stamps_and_same_instant_changes_are_counted_not_versioned(con: duckdb.DuckDBPyConnection) -> None:
+def test_unreadable_stamps_and_same_instant_changes_are_counted_and_dated_when_noticed(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
     write(con, "r1", at(1, 9), {7: at(1, 8)}, events=[event(7, "PICKUP", "ACTUAL", at(1))])
-    unstamped = write(con, "r2", at(2, 9), {7: None, 9: None}, events=[event(7, "PICKUP", "ACTUAL", at(2))])
-    assert unstamped.unstamped == [7, 9] and unstamped.rows_added == 0
-    changed = write(con, "r3", at(3, 9), {7: at(1, 8)}, events=[event(7, "PICKUP", "ACTUAL", at(3))])
-    assert changed.same_instant == 1 and changed.rows_added == 0
-    assert events_held(con) == [(7, "PICKUP", "ACTUAL", at(1), at(1, 8), None, False, "r1")]
+    unstamped = write(con, "r2", at(2, 9), {7: None, 9: None}, events=[event(7, "PICKUP", "ACTUAL", at(2))],
+                      deleted_at=at(2, 8, 30))
+    assert unstamped.unstamped == [7, 9] and unstamped.rows_added == 1
+    changed = write(con, "r3", at(3, 9), {7: at(1, 8)}, events=[event(7, "PICKUP", "ACTUAL", at(3))],
+                    deleted_at=at(3, 8, 30))
+    # at(1, 8) is older than the version of the 2nd: a revert's rule (dated when noticed) applies
+    assert changed.stale == [7] and changed.rows_added == 1
+    same = write(con, "r4", at(4, 9), {7: at(3, 8, 30)}, events=[event(7, "PICKUP", "ACTUAL", at(4))],
+                 deleted_at=at(4, 8, 30))
+    assert same.same_instant == 1 and same.rows_added == 1
+    assert events_held(con) == [
+        (7, "PICKUP", "ACTUAL", at(1), at(1, 8), at(2, 8, 30), False, "r1"),
+        (7, "PICKUP", "ACTUAL", at(2), at(2, 8, 30), at(3, 8, 30), False, "r2"),
+        (7, "PICKUP", "ACTUAL", at(3), at(3, 8, 30), at(4, 8, 30), False, "r3"),
+        (7, "PICKUP", "ACTUAL", at(4), at(4, 8, 30), None, False, "r4"),
+    ]
+    assert_contiguous(con)
 
 
 # --- legs ------------------------------------------------------------------------------------------

@@ -1,0 +1,139 @@
+"""Every bad setup refused before anything runs: through the real CLI, exit 2 and one line on stderr
+naming the setting and what is wrong, no traceback, nothing written to the data directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.lake.local import free_port
+
+UNREACHABLE = "http://127.0.0.1:9"
+"""Nothing listens there: a case that got past the checks would fail on the service, not exit 2."""
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    env: dict[str, str] = field(default_factory=dict)
+    says: str = ""
+    """What the one line holds (``{data}``: the data directory, ``{file}``: a plain file)."""
+    args: tuple[str, ...] = ("sync",)
+    data: str = "{tmp}/data"
+    """The data directory (``FREIGHT_DATA_DIR``, or ``--data-dir`` when ``args`` has it)."""
+
+
+A_FILE = "{tmp}/a-file"
+READ_ONLY = "/sys/freight-data" if os.geteuid() == 0 else "{tmp}/read-only/data"
+"""A directory this process cannot create: sysfs refuses new files even to root; otherwise mode 0o500."""
+
+CASES = [
+    Case("data dir is a file", data=A_FILE, says="FREIGHT_DATA_DIR={tmp}/a-file is a file, not a directory"),
+    Case("data dir under a file", data=A_FILE + "/data",
+         says="FREIGHT_DATA_DIR={tmp}/a-file/data is under {tmp}/a-file, which is a file, not a directory"),
+    Case("--data-dir is a file", args=("sync", "--data-dir", A_FILE), data="",
+         says="--data-dir={tmp}/a-file is a file, not a directory"),
+    Case("data dir not writable", data=READ_ONLY, says=f"FREIGHT_DATA_DIR={READ_ONLY} is not writable"),
+    Case("disk too full", env={"FREIGHT_MIN_FREE_MB": "999999999999"},
+         says="MB free on its disk, less than the 999999999999 MB a run needs at least (FREIGHT_MIN_FREE_MB)"),
+    Case("free-space floor not a number", env={"FREIGHT_MIN_FREE_MB": "lots"},
+         says="FREIGHT_MIN_FREE_MB must be whole megabytes, got 'lots'"),
+    Case("base URL not a URL", env={"FREIGHT_BASE_URL": "not-a-url"},
+         says="FREIGHT_BASE_URL='not-a-url' is not an http(s) URL"),
+    Case("base URL without host", env={"FREIGHT_BASE_URL": "https://"},
+         says="FREIGHT_BASE_URL='https://' names no host"),
+    Case("base URL bad port", env={"FREIGHT_BASE_URL": "http://tms:port"},
+         says="FREIGHT_BASE_URL='http://tms:port' has a port that is not a number"),
+    Case("empty user", env={"FREIGHT_USERNAME": ""}, says="FREIGHT_USERNAME is set but empty"),
+    Case("no password", env={"FREIGHT_PASSWORD": ""}, says="FREIGHT_PASSWORD is not set"),
+    Case("reconcile not minutes", env={"FREIGHT_RECONCILE_INTERVAL_MINUTES": "soon"},
+         says="FREIGHT_RECONCILE_INTERVAL_MINUTES must be whole minutes, got 'soon'"),
+    Case("reconcile negative", env={"FREIGHT_RECONCILE_INTERVAL_MINUTES": "-5"},
+         says="FREIGHT_RECONCILE_INTERVAL_MINUTES must not be negative, got -5"),
+    Case("relist not minutes", env={"FREIGHT_DOCUMENTS_RELIST_MINUTES": "daily"},
+         says="FREIGHT_DOCUMENTS_RELIST_MINUTES must be whole minutes, got 'daily'"),
+    Case("max sync age not minutes", env={"FREIGHT_MAX_SYNC_AGE_MINUTES": "1h"},
+         says="FREIGHT_MAX_SYNC_AGE_MINUTES must be whole minutes, got '1h'"),
+    Case("on-time tolerance not minutes", env={"FREIGHT_ON_TIME_TOLERANCE_MINUTES": "an hour"},
+         says="FREIGHT_ON_TIME_TOLERANCE_MINUTES must be whole minutes, got 'an hour'"),
+    Case("service time zone unknown", env={"FREIGHT_SERVICE_TIMEZONE": "Mars/Olympus_Mons"},
+         says="FREIGHT_SERVICE_TIMEZONE: 'Mars/Olympus_Mons' is not an IANA time zone (such as Europe/Berlin or UTC)"),
+    Case("hedge share not a share", env={"FREIGHT_HEDGE": "lots"},
+         says="FREIGHT_HEDGE must be a share between 0 and 1 (0.05), got 'lots'"),
+    Case("lake retention not minutes", env={"FREIGHT_LAKE_RETENTION_MINUTES": "7d"},
+         says="FREIGHT_LAKE_RETENTION_MINUTES must be whole minutes, got '7d'"),
+    *(Case(f"{name} not a flag", env={name: "maybe"},
+           says=f"{name} must be 1/true/yes/on or 0/false/no/off, got 'maybe'")
+      for name in ("FREIGHT_SYNC_DOCUMENTS", "FREIGHT_SYNC_CODE_CONVERSIONS", "FREIGHT_HISTORY",
+                   "FREIGHT_DOCUMENT_CONTENT", "FREIGHT_SCHEDULES_RUNNING", "FREIGHT_DBT_FULL_REFRESH")),
+    *(Case(f"{name} not a size", env={name: "lots"}, says=f"{name}='lots' is not a memory size DuckDB reads")
+      for name in ("FREIGHT_DUCKDB_MEMORY_LIMIT", "FREIGHT_DUCKDB_PUBLISH_MEMORY_LIMIT", "FREIGHT_DBT_MEMORY_LIMIT")),
+    Case("storage version unknown", env={"FREIGHT_PUBLISH_STORAGE_VERSION": "v1.5"},
+         says="FREIGHT_PUBLISH_STORAGE_VERSION='v1.5' is not a storage version duckdb"),
+    Case("lake catalog without data", env={"FREIGHT_LAKE_CATALOG_URI": "sqlite:///{tmp}/c.sqlite"},
+         says="lake mode needs both FREIGHT_LAKE_CATALOG_URI and FREIGHT_LAKE_DATA_URI; "
+         "FREIGHT_LAKE_DATA_URI is not set"),
+    Case("lake catalog scheme", env={"FREIGHT_LAKE_CATALOG_URI": "mysql://h/db", "FREIGHT_LAKE_DATA_URI": "{tmp}/lake"},
+         says="FREIGHT_LAKE_CATALOG_URI must start with postgresql://, sqlite:/// or duckdb:///"),
+    Case("lake S3 URL style", env={"FREIGHT_LAKE_CATALOG_URI": "sqlite:///{tmp}/c.sqlite",
+                                   "FREIGHT_LAKE_DATA_URI": "s3://bucket/x", "FREIGHT_LAKE_S3_URL_STYLE": "sideways"},
+         says="FREIGHT_LAKE_S3_URL_STYLE must be path or vhost, got 'sideways'"),
+    Case("backfill boundaries", env={"FREIGHT_BACKFILL_ID_BOUNDARIES": "500,200"},
+         says="FREIGHT_BACKFILL_ID_BOUNDARIES='500,200': boundaries must be increasing ids above 0"),
+    Case("demo: data dir is a file", args=("demo", "--shipments", "10"), data=A_FILE,
+         says="FREIGHT_DATA_DIR={tmp}/a-file is a file, not a directory"),
+    Case("ui: data dir is a file", args=("ui", "--port", str(free_port()), "--simulator-port", str(free_port())),
+         data=A_FILE, says="FREIGHT_DATA_DIR={tmp}/a-file is a file, not a directory"),
+    Case("demo: disk too full", args=("demo", "--shipments", "10"), env={"FREIGHT_MIN_FREE_MB": "999999999999"},
+         says="(FREIGHT_MIN_FREE_MB)"),
+]
+
+
+def clean_env(tmp: Path, case: Case) -> dict[str, str]:
+    """This process's environment without any pipeline setting, then the case's (``{tmp}`` filled in)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FREIGHT_", "AWS_")) and k != "DAGSTER_HOME"}
+    env.update(FREIGHT_BASE_URL=UNREACHABLE, FREIGHT_PASSWORD="x")
+    if case.data:
+        env["FREIGHT_DATA_DIR"] = case.data.format(tmp=tmp)
+    env.update({name: value.format(tmp=tmp) for name, value in case.env.items()})
+    return env
+
+
+Refusals = dict[str, tuple[Path, subprocess.CompletedProcess[str]]]
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Refusals]:
+    """Every case run through ``freight-pipeline``, four at a time (each in a temporary directory of its own)."""
+    tmps = [tmp_path_factory.mktemp("bad_setup") for _ in CASES]
+
+    def run(case: Case, tmp: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+        (tmp / "a-file").write_text("not a directory\n")
+        if READ_ONLY.startswith("{tmp}"):
+            (tmp / "read-only").mkdir(mode=0o500)
+        args = [arg.format(tmp=tmp) for arg in case.args]
+        done = subprocess.run([sys.executable, "-m", "freight_pipeline.cli", *args], env=clean_env(tmp, case),
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+        return tmp, done
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        yield dict(zip((c.id for c in CASES), pool.map(run, CASES, tmps), strict=True))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_a_bad_setup_is_refused_in_one_line_with_exit_2(case: Case, refusals: Refusals) -> None:
+    tmp, done = refusals[case.id]
+    command = case.args[0]
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"{command}: ") and case.says.format(tmp=tmp) in done.stderr, done.stderr
+    assert not (tmp / "data").exists(), "nothing may be written before the setup is checked"

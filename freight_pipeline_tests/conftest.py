@@ -1,0 +1,73 @@
+"""The suite's one marker: ``slow``, for a test file that runs a whole job, a sync, dbt, Dagster or a
+child process. ``make test-fast`` runs the rest (``--fast``: the slow files are not even imported, so
+Dagster and dbt are not either; ``-m "not slow"`` selects the same tests after importing everything),
+the unit tests, under a minute; ``make test`` and CI run everything.
+
+A file is marked by what its source uses (:data:`SLOW_SIGNS`), so a new test file is classified
+without anyone remembering to; a file slow for another reason (large generated data, property-based
+examples, a speed measurement) is named in :data:`SLOW_FILES`.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+SLOW_SIGNS = re.compile(
+    r"dagster|materialize|execute_in_process|\bdbt\b|DbtWorker|subprocess|run_cli|sys\.executable|run_job|Popen"
+    r"|start_child|lake_harness|sync_all|syncer|SyncFn|run_stream|sync_stream"
+)
+"""What in a test file's source makes it slow: Dagster, dbt, a child process, a sync into a warehouse."""
+SLOW_FILES = frozenset({
+    "normalize/test_hostile_values.py",  # hypothesis examples over whole shipment documents
+    "normalize/test_tables.py",  # normalizes many shipments and times it
+    "normalize/test_simulator_documents.py",  # generates and normalizes a simulator's documents
+    "simulator/test_http_estimates.py",  # estimate revisions over many simulated days
+    "simulator/test_revised_dates.py",
+    "simulator/test_generator.py",  # byte-identical generation of whole data sets
+    "simulator/test_http_lookup.py",  # every criterion over memo and shipment lookups
+    "simulator/test_lookup_engine.py",  # a 100,000-row scan
+    "simulator/test_http_corruptions.py",
+    "simulator/test_store.py",  # a store of 2,000 shipments modified again and again
+    "simulator/test_http_service_modes.py",
+    "simulator/test_http_control.py",
+    "simulator/test_http_faults.py",
+    "client/test_simulator_http.py",  # every endpoint against the store, compared field by field
+    "simulator/test_http_in_flight.py",  # waits on the in-flight limit
+    "client/test_in_flight_limit.py",  # hundreds of requests at a service's limit
+    "sync/test_cursor.py",  # simulated summer-time steps over whole walks
+})
+"""Test files (under ``freight_pipeline_tests/``) slow for what their source does not show: several
+seconds a test on a quiet machine."""
+
+
+@cache
+def runs_slow_things(path: Path) -> bool:
+    if path.relative_to(Path(__file__).parent).as_posix() in SLOW_FILES:
+        return True
+    return path.name != "conftest.py" and bool(SLOW_SIGNS.search(path.read_text()))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fast", action="store_true", help="only the tests not marked slow (make test-fast)")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if (config.getoption("fast") and collection_path.suffix == ".py" and collection_path.name.startswith("test_")
+            and runs_slow_things(collection_path)):
+        return True
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: runs a whole job, a sync, dbt, Dagster or a child process "
+                            "(left out by make test-fast)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if runs_slow_things(Path(str(item.path))):
+            item.add_marker(pytest.mark.slow)
