@@ -232,14 +232,14 @@ def test_checks_find_what_is_wrong() -> None:
         CREATE TABLE freight.shipment_goods (shipment_id BIGINT, good_path VARCHAR);
         CREATE TABLE freight.shipment_memos (memo_id BIGINT, shipment_id BIGINT);
         CREATE TABLE freight_meta.sync_runs (run_id VARCHAR, stream VARCHAR, started_at TIMESTAMPTZ,
-            finished_at TIMESTAMPTZ, status VARCHAR);
+            finished_at TIMESTAMPTZ, status VARCHAR, details JSON);
         CREATE TABLE freight_meta.rejected_records (stream VARCHAR, source_key VARCHAR, run_id VARCHAR, reason VARCHAR);
         INSERT INTO freight.shipments VALUES (1), (2);
         INSERT INTO freight.shipment_goods VALUES (1, '1'), (1, '1'), (3, '1');
         INSERT INTO freight.shipment_memos VALUES (10, 1), (11, NULL), (12, 4);
         INSERT INTO freight_meta.sync_runs VALUES
-            ('r1', 'shipments', now() - INTERVAL 3 HOUR, now() - INTERVAL 3 HOUR, 'success'),
-            ('r2', 'shipments', now() - INTERVAL 1 HOUR, now() - INTERVAL 1 HOUR, 'failed');
+            ('r1', 'shipments', now() - INTERVAL 3 HOUR, now() - INTERVAL 3 HOUR, 'success', NULL),
+            ('r2', 'shipments', now() - INTERVAL 1 HOUR, now() - INTERVAL 1 HOUR, 'failed', NULL);
         INSERT INTO freight_meta.rejected_records VALUES ('shipments', '7', 'r2', 'bad date'),
             ('shipments', '8', 'r1', 'older run');
     """)
