@@ -44,18 +44,25 @@ def _dbt_build_run(data_dir: Path, run_id: str) -> tuple[str, str | None]:
     return str(row[0]), row[1]
 
 
-def _change_one_event(data_dir: Path, sql: str, *args: object) -> None:
-    """Run ``sql`` (``RETURNING shipment_id``) on the working database and record the shipment as changed."""
+def _set_one_event_type(data_dir: Path, old: str, new: str) -> None:
+    """As if the sync had written an event of type ``new``: the row and its versions (the history check
+    compares them), and its shipment among the changes."""
     with duckdb.connect(str(working_db_path(data_dir))) as con:
-        (shipment_id,) = con.execute(sql, list(args)).fetchone() or (None,)
+        shipment_id, event = con.execute(
+            "UPDATE freight.shipment_events SET type = ? WHERE rowid = (SELECT min(rowid) FROM "
+            "freight.shipment_events WHERE type = ?) RETURNING shipment_id, event", [new, old]).fetchone() or (0, "")
+        con.execute("UPDATE freight_history.event_versions SET type = ? "
+                    "WHERE shipment_id = ? AND event = ? AND type = ?", [new, shipment_id, event, old])
         record_change(con, shipment_id)
 
 
 def _retype_direction(data_dir: Path, sql_type: str, value: str) -> None:
-    """Give ``freight.shipments.direction`` (which the staging view trims, no check reads, and the sync
-    does not retype) another type; one shipment changed, so the incremental marts read it."""
+    """Give ``direction`` of ``freight.shipments`` and of its versions (which the staging views trim, the
+    history check compares, and the sync does not retype) another type; one shipment changed, so the
+    incremental marts read it."""
     with duckdb.connect(str(working_db_path(data_dir))) as con:
-        con.execute(f"ALTER TABLE freight.shipments ALTER direction TYPE {sql_type} USING {value}")
+        for table in ("freight.shipments", "freight_history.shipment_versions"):
+            con.execute(f"ALTER TABLE {table} ALTER direction TYPE {sql_type} USING {value}")
         (shipment_id,) = con.execute("SELECT min(shipment_id) FROM freight.shipments").fetchone() or (None,)
         record_change(con, shipment_id)
 
@@ -87,8 +94,7 @@ def test_a_failed_dbt_build_is_not_published_until_a_whole_build_succeeds(
     published = _published_version(data_dir)
 
     # a value the service controls: the build warns, names the test in the step's notes, publishes
-    _change_one_event(data_dir, "UPDATE freight.shipment_events SET type = ? WHERE rowid = (SELECT min(rowid) FROM "
-                      "freight.shipment_events WHERE type = 'ACTUAL') RETURNING shipment_id", NEW_TYPE)
+    _set_one_event_type(data_dir, "ACTUAL", NEW_TYPE)
     warned = daily(sim, data_dir)
     assert warned.success, warned.steps
     assert _dbt_build_run(data_dir, warned.run_id) == ("success", None)
