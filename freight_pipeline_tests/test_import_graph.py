@@ -122,7 +122,7 @@ def test_the_graph_sees_the_product() -> None:
     graph = product_graph()
     assert len(graph) > 100
     assert "freight_pipeline.warehouse.meta" in graph["freight_pipeline.warehouse.writes"]  # via its package
-    assert "freight_pipeline.sync.runner" in graph["freight_pipeline.defs.sync_assets"]
+    assert "freight_pipeline.job.run" in graph["freight_pipeline.defs.freight_job"]
 
 
 def test_no_import_cycle_among_the_product_modules() -> None:

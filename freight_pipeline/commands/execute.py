@@ -10,7 +10,6 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ from freight_pipeline.commands.common import say
 from freight_pipeline.commands.dagster_home import dagster_home, ensure_dagster_yaml
 from freight_pipeline.commands.job_progress import Echo, JobOutcome, JobProgress
 from freight_pipeline.config import DATA_DIR_ENV, PASSWORD_ENV, ServiceSettings
+from freight_pipeline.job.run import FAILED_STEP
 from freight_pipeline.text import one_line
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from dagster._utils.error import SerializableErrorInfo
 
 DEFAULT_JOB = "freight_sync_job"
+
 
 
 class MissingPassword(RuntimeError):
@@ -86,8 +87,6 @@ def execute_job(
     outcome = JobOutcome(job_name, str(uuid.uuid4()))  # Dagster's run id format
     started = time.monotonic()
     try:
-        from freight_pipeline.defs.recovery import CLI_LAUNCHER, LAUNCHED_BY_TAG
-
         job = load_job(job_name)
         # dagster-dbt echoes dbt's log on stdout: to stderr when verbose, else nowhere (stdout stays clean)
         sink = sys.stderr if verbose else io.StringIO()
@@ -99,7 +98,7 @@ def execute_job(
                 instance=instance,
                 raise_on_error=False,
                 run_id=outcome.run_id,
-                tags={LAUNCHED_BY_TAG: CLI_LAUNCHER, **(tags or {})},
+                tags=dict(tags or {}),
                 partition_key=partition_key,
             )
             outcome.success = result.success
@@ -109,41 +108,6 @@ def execute_job(
         outcome.success = False
         outcome.reason = f"{type(exc).__name__}: {one_line(str(exc))}".rstrip(": ")
     outcome.seconds = time.monotonic() - started
-    return outcome
-
-
-@dataclass
-class SyncOutcome:
-    """A sync job's run, and the build run that followed it when only streams failed (``defs.recovery``)."""
-
-    run: JobOutcome
-    failed_streams: list[str] = field(default_factory=list)
-    build: JobOutcome | None = None
-
-    @property
-    def published_anyway(self) -> bool:
-        """Streams failed, and the build run after them published every other stream's data."""
-        return self.build is not None and self.build.success
-
-
-def execute_with_build(
-    job_name: str, data_dir: Path, *, verbose: bool = False, echo: Echo = say, partition_key: str | None = None
-) -> SyncOutcome:
-    """Execute ``job_name``; when its only failures were streams (``recovery.streams_to_build_after``),
-    execute ``freight_build_job`` after it, so the other streams' data is built and published."""
-    from freight_pipeline.defs.jobs import BUILD_AFTER_JOBS, FREIGHT_BUILD_JOB
-    from freight_pipeline.defs.recovery import build_tags, streams_to_build_after
-
-    run = execute_job(job_name, data_dir, verbose=verbose, echo=echo, partition_key=partition_key)
-    outcome = SyncOutcome(run)
-    if run.success or job_name not in BUILD_AFTER_JOBS:
-        return outcome
-    outcome.failed_streams = streams_to_build_after({key: step.status for key, step in run.steps.items()})
-    if outcome.failed_streams:
-        echo(f"{job_name}: the {', '.join(outcome.failed_streams)} stream failed; building and publishing what "
-             f"the other streams wrote ({FREIGHT_BUILD_JOB})")
-        outcome.build = execute_job(FREIGHT_BUILD_JOB, data_dir, verbose=verbose, echo=echo,
-                                    tags=build_tags(run.run_id, outcome.failed_streams))
     return outcome
 
 
@@ -158,6 +122,11 @@ def _quiet_run_config(job: JobDefinition) -> Mapping[str, Any]:
 def _explain_failure(outcome: JobOutcome, events: Sequence[Any]) -> None:
     for event in events:
         if event.is_step_failure and event.step_failure_data is not None:
+            failure = event.step_failure_data.user_failure_data
+            step = failure.metadata.get(FAILED_STEP) if failure is not None else None
+            if failure is not None and step is not None:  # the engine's failure: its step and reason
+                outcome.failed_step, outcome.reason = str(step.value), one_line(failure.description or "")
+                return
             outcome.failed_step = event.step_key
             outcome.reason = describe_error(event.step_failure_data.error)
             return

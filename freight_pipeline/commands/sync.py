@@ -1,10 +1,10 @@
 """``freight-pipeline sync``: run the sync job once, headless, against the configured service.
 
-Two ways to run the same job: as the Dagster job ``freight_sync_job`` in the instance of
-``$DAGSTER_HOME``, so that the run shows in the Dagster UI (the default when ``DAGSTER_HOME`` is set, and
-with ``--job`` or ``--partition``); or without Dagster (``freight_pipeline.job.run``: the same streams,
-checks, build and publish, without Dagster's run machinery, which was most of a small run's time; the
-default otherwise, and with ``--no-dagster``). Either way the run is logged in ``freight_meta.sync_runs``.
+One engine (``freight_pipeline.job.run``), started two ways: in the Dagster job ``freight_sync_job`` (its
+one op runs the engine) in the instance of ``$DAGSTER_HOME``, so that the run shows in the Dagster UI (the
+default when ``DAGSTER_HOME`` is set, and with ``--job`` or ``--partition``); or without Dagster (no
+Dagster import nor event log: the default otherwise, and with ``--no-dagster``). Either way the same
+steps print the same lines, and the run is logged in ``freight_meta.sync_runs``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import os
 from pathlib import Path
 
 from freight_pipeline.commands.common import Stopwatch, add_data_dir_argument, redact, resolve_data_dir, say
-from freight_pipeline.commands.execute import DEFAULT_JOB, MissingPassword, execute_with_build, service_from_env
+from freight_pipeline.commands.execute import DEFAULT_JOB, MissingPassword, execute_job, service_from_env
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.config import ServiceSettings, environ
 from freight_pipeline.marts.project import FULL_REFRESH_ENV
 
-STEP_WIDTH = 22
-"""Width of the step names in the run's lines (``sync_code_conversions`` fits)."""
+PUBLISHED = "freight/published_warehouse"
+"""The published warehouse's asset (``defs.freight_job.PUBLISH_KEY``, without importing Dagster)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,20 +71,16 @@ def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir:
     job = args.job or DEFAULT_JOB
     partition = f" partition {args.partition}" if args.partition else ""
     say(f"sync: {job}{partition}: {service.base_url} as {service.username!r} -> {data_dir}")
-    synced = execute_with_build(job, data_dir, verbose=args.verbose, partition_key=args.partition)
-    outcome = synced.run
+    outcome = execute_job(job, data_dir, verbose=args.verbose, partition_key=args.partition,
+                          echo=lambda line: say(redact(line, service.password)))
     if outcome.success:
         say(f"sync succeeded in {outcome.seconds:.1f} s (run {outcome.run_id}); see `freight-pipeline status`")
         return 0
     say(outcome.failure_line("sync", service.password))
-    if synced.build is not None:
-        build = synced.build
-        if build.success:
-            say(f"published anyway by run {build.run_id} ({build.seconds:.1f} s): every other stream's data and "
-                f"the marts built on it; the {', '.join(synced.failed_streams)} tables keep the rows of their last "
-                "successful sync (freight_meta.table_freshness); see `freight-pipeline status`")
-        else:
-            say(build.failure_line("the build after it", service.password) + "; nothing was published")
+    if PUBLISHED in outcome.materialized:
+        say(f"published anyway by run {outcome.run_id} ({outcome.seconds:.1f} s): every other stream's data and "
+            "the marts built on it; a failed stream's tables keep the rows of their last successful sync "
+            "(freight_meta.table_freshness); see `freight-pipeline status`")
     return 1
 
 
@@ -103,12 +99,8 @@ def run_without_dagster(args: argparse.Namespace, service: ServiceSettings, data
         say(f"sync: {service.base_url} as {service.username!r} -> {data_dir} (without Dagster)")
 
         def ended(step: Step) -> None:
-            seconds = "" if step.status == "skipped" else f"{step.seconds:6.2f} s"
-            # a failure's reason is said once, at the end
-            line = {"success": step.line, "skipped": step.line, "failed": "failed (see below)"}[step.status]
-            say(redact(f"  {step.name:<{STEP_WIDTH}} {seconds:>8}  {line}", service.password))
-            for note in step.notes:
-                say(redact(f"  {'':<{STEP_WIDTH}} {'':>8}  {note}", service.password))
+            for line in step.lines():
+                say(redact(line, service.password))
 
         progress = (lambda line: say(redact(f"    {line}", service.password))) if args.verbose else None
         report = run_job(service, data_dir, settings, storage_from_env(), worker, progress=progress, on_step=ended)

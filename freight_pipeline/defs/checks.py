@@ -1,5 +1,6 @@
 """Asset checks: the warehouse checks (``checks.warehouse``: keys, orphans, rejects, the retry queue,
-data problems) as one multi-asset check on the ``freight`` tables, and freshness.
+data problems) as check specs and results of the ``freight`` tables (the job evaluates them:
+``defs.freight_job``), and freshness.
 
 Freshness is Dagster's own check on ``freight/shipments`` (:func:`build_sync_freshness`): it is
 evaluated by a sensor, outside the sync runs, so it also warns when runs fail or stop altogether.
@@ -7,19 +8,14 @@ evaluated by a sensor, outside the sync runs, so it also warns when runs fail or
 
 import datetime as dt
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
-import duckdb
 
-from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck, warehouse_checks
+from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck
 from freight_pipeline.config import DEFAULT_MAX_SYNC_AGE_MINUTES
-from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import table_key
-from freight_pipeline.normalize.schema import TableSpec
-from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.streams import SHIPMENTS
 
 DEFAULT_MAX_SYNC_AGE = dt.timedelta(minutes=DEFAULT_MAX_SYNC_AGE_MINUTES)
@@ -59,22 +55,6 @@ def check_result(check: WarehouseCheck, result: CheckResult) -> dg.AssetCheckRes
     )
 
 
-@dataclass(frozen=True)
-class FreightCheck:
-    """A warehouse check as Dagster sees it: its spec, and its evaluation as an asset check result."""
-
-    spec: dg.AssetCheckSpec
-    evaluate: Callable[[duckdb.DuckDBPyConnection], dg.AssetCheckResult]
-
-
-def freight_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[FreightCheck]:
-    """The warehouse checks of ``tables`` (``checks.warehouse``) as asset checks."""
-    return [
-        FreightCheck(check_spec(check), lambda con, check=check: check_result(check, check.evaluate(con)))
-        for check in warehouse_checks(tables)
-    ]
-
-
 def build_sync_freshness(
     max_age: dt.timedelta, sensor_status: dg.DefaultSensorStatus
 ) -> tuple[Sequence[dg.AssetChecksDefinition], dg.SensorDefinition]:
@@ -95,24 +75,3 @@ def build_sync_freshness(
             default_status=sensor_status,
         )
     return checks, sensor
-
-
-def build_warehouse_checks() -> dg.AssetChecksDefinition:
-    """One subsettable multi-asset check: the selected checks share one read-only connection."""
-    checks = {c.spec.key: c for c in freight_checks()}
-
-    @dg.multi_asset_check(
-        name="freight_warehouse_checks",
-        specs=[c.spec for c in checks.values()],
-        can_subset=True,
-        description="Keys, orphans and rejects of the freight tables in the working database.",
-    )
-    def freight_warehouse_checks(
-        context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
-    ) -> Iterator[dg.AssetCheckResult]:
-        selected = [check for key, check in checks.items() if key in context.selected_asset_check_keys]
-        with warehouse.read_working_db() as con:
-            for check in selected:
-                yield check.evaluate(con)
-
-    return freight_warehouse_checks

@@ -1,45 +1,26 @@
-"""The dbt project as Dagster assets: ``dbt build`` into the private working database.
+"""The dbt project as Dagster sees it: its models as asset specs, and the build's results as their
+materializations. The build itself is the job's (``marts.build``, in ``job.run``).
 
 dbt sources carry ``meta.dagster.asset_key: [freight, <table>]`` (``_sources.yml``), so the staging
-models depend on the sync assets: one lineage graph. dbt tests attached to models become asset
-checks (dagster-dbt's default). The manifest is made at load time when it is missing or older than
-a project file (``dbt parse``: no database needed, a few seconds); otherwise loading just reads it.
-
-A failed build raises ``DbtBuildFailed``, whose first line names the failed and skipped nodes (read
-from ``run_results.json``); tests of severity warn that found rows are logged as Dagster warnings
-and do not fail the build (dbt_models/README.md, "Test severity").
+models depend on the sync assets: one lineage graph. The manifest is made at load time when it is
+missing or older than a project file (``dbt parse``: no database needed, a few seconds); otherwise
+loading just reads it.
 """
 
-import datetime as dt
 import fcntl
+import json
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
-from graphlib import TopologicalSorter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject, dbt_assets
-from dagster_dbt.metadata_set import DbtMetadataSet
+from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject
+from dagster_dbt.asset_utils import build_dbt_specs
 
-from freight_pipeline.config import environ
-from freight_pipeline.defs.resources import WarehouseResource
-from freight_pipeline.marts.build import logged_build
-from freight_pipeline.marts.plan import plan_build, project_fingerprint, record_build
-from freight_pipeline.marts.project import (
-    DATABASE_ENV,
-    DBT_PROJECT_DIR,
-    RUN_RESULTS,
-    build_target,
-    database_env,
-    dbt_build_args,
-    dbt_executable,
-    target_env,
-    vars_args,
-)
-from freight_pipeline.marts.results import DbtBuildFailed, build_summary, build_warnings, read_run_results
-from freight_pipeline.marts.warmup import start_parse, wait_for_parse
-from freight_pipeline.warehouse.store import open_warehouse
+from freight_pipeline.marts.project import DBT_PROJECT_DIR, dbt_executable
+from freight_pipeline.marts.results import NodeResult
 
 PROJECT_FILES = ("dbt_project.yml", "profiles.yml", "packages.yml", "dependencies.yml", "selectors.yml")
 PROJECT_DIRS = ("models", "macros", "tests", "seeds", "snapshots", "analyses")
@@ -97,94 +78,64 @@ class FreightDbtTranslator(DagsterDbtTranslator):
 
 
 class DbtCli(DbtCliResource):
-    """``DbtCliResource`` without the dbt adapter that dagster-dbt otherwise builds in this process
-    for every dbt command (1.6 s and about 30 MB per build, measured): it serves only
-    ``fetch_row_counts()`` and ``fetch_column_metadata()``, which this project does not call (row
-    counts come from the warehouse). dagster-dbt runs without one when the hook gives none, as it
-    does for dbt Fusion; ``test_dbt_cli_builds_no_adapter`` fails if the hook ever changes."""
+    """``DbtCliResource`` (what parses the project at load time) without the dbt adapter that
+    dagster-dbt otherwise builds in this process for every dbt command (1.6 s and about 30 MB): it
+    serves only ``fetch_row_counts()`` and ``fetch_column_metadata()``, which this project does not
+    call. ``test_dbt_cli_builds_no_adapter`` fails if the hook ever changes."""
 
     def _initialize_dbt_core_adapter(self, args: Sequence[str]) -> Any:  # dagster-dbt's own hook
         return None
 
 
-def warm_up(warehouse: WarehouseResource) -> bool:
-    """Start parsing the dbt project for this data directory in the background (``marts.warmup``)."""
-    with environ(target_env(warehouse.backend.dbt_target)):
-        return start_parse(DBT_PROJECT_DIR, build_target(warehouse.path), warehouse.working_db, DATABASE_ENV,
-                           vars_args())
+UNIQUE_ID = "dagster_dbt/unique_id"
+"""Where dagster-dbt's spec of a model names its dbt node."""
+DBT_TRANSLATOR = FreightDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=False))
+"""dbt's tests run in the build (a failure fails it, named; a warning is logged) but are no asset
+checks: each would cost stored events per run; the models' materializations count them instead."""
 
 
-def is_view(spec: dg.AssetSpec) -> bool:
-    """A dbt model materialized as a view (dagster-dbt puts the materialization in each spec's metadata)."""
-    return DbtMetadataSet.extract(spec.metadata).materialization_type == "view"
+@dataclass(frozen=True)
+class DbtAssets:
+    """The dbt project's models as Dagster specs (keys, lineage, descriptions, groups, code from the
+    manifest, as dagster-dbt's ``@dbt_assets`` makes them), and what the build's results are to them."""
+
+    specs: tuple[dg.AssetSpec, ...]
+    keys: dict[str, dg.AssetKey]
+    """Unique id of each model (seed, snapshot) -> its asset key."""
+    tests: dict[str, str]
+    """Unique id of each data test -> the unique id of the model it tests."""
 
 
-VIEW_NOT_REBUILT = "view not re-created: its SQL is the last whole build's (incremental build); its tests ran"
+def dbt_assets_of(project: DbtProject = dbt_project) -> DbtAssets:
+    manifest = json.loads(ensure_manifest(project).read_text())
+    specs, _ = build_dbt_specs(translator=DBT_TRANSLATOR, manifest=manifest, select="fqn:*", exclude="",
+                               selector="", io_manager_key=None, project=project)
+    keys = {str(spec.metadata[UNIQUE_ID]): spec.key for spec in specs}
+    tests = {unique_id: node["attached_node"] for unique_id, node in manifest.get("nodes", {}).items()
+             if node.get("resource_type") == "test" and node.get("attached_node") in keys}
+    return DbtAssets(tuple(specs), keys, tests)
 
 
-def passed_test_observation(event: object) -> bool:
-    """dagster-dbt's observation of a data test that passed (one per test and tested model: 264
-    stored Dagster events in a build, a quarter of the step's time in an incremental run). The
-    build's summary line counts them; tests that warn, fail or error are still observed."""
-    if not isinstance(event, dg.AssetObservation):
-        return False
-    status = event.metadata.get("status")
-    return getattr(status, "value", status) == "pass"
-
-
-def _dependencies_first(assets_def: dg.AssetsDefinition, keys: AbstractSet[dg.AssetKey]) -> list[dg.AssetKey]:
-    """``keys`` in an order that yields every asset after those of ``assets_def`` it depends on."""
-    graph = {key: {dep for dep in assets_def.asset_deps.get(key, ()) if dep in keys} for key in keys}
-    return list(TopologicalSorter(graph).static_order())
-
-
-@dbt_assets(
-    manifest=ensure_manifest(dbt_project),
-    project=dbt_project,
-    dagster_dbt_translator=FreightDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=False)),
-    name="freight_dbt_models",
-)
-def freight_dbt_models(
-    context: dg.AssetExecutionContext, dbt: DbtCli, warehouse: WarehouseResource
-) -> Iterator[Any]:
-    """``dbt build`` (models and data tests) into the working database, which no one else holds now."""
-    database = warehouse.working_db
-    backend = warehouse.backend
-    if backend.working_database_missing(warehouse.path):
-        raise FileNotFoundError(f"no working database at {database}: run the freight sync first")
-    target = build_target(warehouse.path)
-    args = dbt_build_args()
-    whole = not context.is_subset
-    fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
-    with open_warehouse(warehouse.path, backend) as held:
-        plan = plan_build(held, fingerprint, whole=whole)
-    if not plan.run:
-        context.log.info(f"dbt build not run: {plan.reason}; the marts are current")
-        for key in _dependencies_first(context.assets_def, context.selected_asset_keys):
-            yield dg.MaterializeResult(asset_key=key, metadata={"dbt_build": f"not run: {plan.reason}"})
-        return
-    args = [*args, *plan.args]
-    context.log.info(f"{plan.reason}: dbt {' '.join(args)} into {backend.describe(warehouse.path)}")
-    if plan.views_current:
-        selected = context.selected_asset_keys
-        views = {spec.key for spec in context.assets_def.specs if spec.key in selected and is_view(spec)}
-        for key in _dependencies_first(context.assets_def, views):
-            yield dg.MaterializeResult(asset_key=key, metadata={"dbt_build": VIEW_NOT_REBUILT})
-    began = dt.datetime.now(dt.UTC)
-    wait_for_parse(target)  # started by the sync when this data directory was new to dbt
-    with logged_build(warehouse.path, backend, context.run_id, whole=whole), \
-            environ({**database_env(warehouse.path, backend.dbt_target), **plan.env}):
-        (target / RUN_RESULTS).unlink(missing_ok=True)  # never read a previous build's results
-        invocation = dbt.cli(args, context=context, target_path=target, raise_on_error=False)
-        yield from (event for event in invocation.stream() if not passed_test_observation(event))
-        results = read_run_results(target)
-        context.log.info(f"dbt build: {build_summary(results)}")
-        for warning in build_warnings(results):
-            context.log.warning(warning)
-        if not invocation.is_successful():
-            error = invocation.get_error()
-            raise DbtBuildFailed.from_target(target, invocation.process.returncode, str(error or ""))
-    if whole:
-        with open_warehouse(warehouse.path, backend) as held:
-            covered = record_build(held, fingerprint, began, context.run_id)
-        context.log.info(f"the marts now cover every change: {covered} changed shipments rebuilt")
+def model_results(dbt: DbtAssets, nodes: Sequence[NodeResult]) -> Iterator[dg.MaterializeResult]:
+    """A materialization of each model the build ran without error, with dbt's figures and its tests'
+    results (every test of it that ran: passed, warned, failed)."""
+    tests: dict[str, dict[str, str]] = {}
+    for node in nodes:
+        if node.unique_id in dbt.tests:
+            tests.setdefault(dbt.tests[node.unique_id], {})[node.name] = node.status
+    for node in nodes:
+        key = dbt.keys.get(node.unique_id)
+        if key is None or node.status != "success":
+            continue
+        metadata: dict[str, Any] = {"unique_id": node.unique_id, "dbt_status": node.status}
+        if node.seconds is not None:
+            metadata["execution_duration"] = dg.MetadataValue.float(round(node.seconds, 3))
+        if node.rows is not None:
+            metadata["rows_affected"] = node.rows
+        if node.message:
+            metadata["dbt_message"] = node.message
+        if node.unique_id in tests:
+            counts = Counter(tests[node.unique_id].values())
+            metadata["tests"] = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            metadata["test_results"] = dg.MetadataValue.json(dict(sorted(tests[node.unique_id].items())))
+        yield dg.MaterializeResult(asset_key=key, metadata=metadata)

@@ -1,4 +1,5 @@
-"""Jobs and schedules. Every job runs its steps one after another in one process (DuckDB: one writer).
+"""Jobs and schedules: selections of the one multi-asset ``freight_job`` (``defs.freight_job``), run in
+one process (DuckDB: one writer).
 
 A schedule skips its tick while a run of either job is queued or running: both write the same
 working database, and an overlapping run would only fail on DuckDB's file lock.
@@ -11,9 +12,8 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from freight_pipeline.config import SCHEDULES_RUNNING_ENV, flag_from_env
-from freight_pipeline.defs.dbt import freight_dbt_models
-from freight_pipeline.defs.publish import published_warehouse
-from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS, SYNC_ASSETS, table_key
+from freight_pipeline.defs.freight_job import DBT, PUBLISH_KEY, freight_job
+from freight_pipeline.defs.sync_assets import stream_keys
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
 
 if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
@@ -21,9 +21,6 @@ if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
 
 FREIGHT_SYNC_JOB = "freight_sync_job"
 CODE_CONVERSIONS_JOB = "code_conversions_job"
-FREIGHT_BUILD_JOB = "freight_build_job"
-BUILD_AFTER_JOBS = frozenset({FREIGHT_SYNC_JOB, CODE_CONVERSIONS_JOB})
-"""Jobs after whose runs failed in their streams alone a ``freight_build_job`` run follows (``defs.recovery``)."""
 WRITER_TAG = {"freight/warehouse_writer": "true"}
 """Tag of every run that writes the working database (what the schedules look for)."""
 ACTIVE_STATUSES = [
@@ -43,24 +40,15 @@ def _job(name: str, selection: dg.AssetSelection, description: str) -> Unresolve
 
 freight_sync_job = _job(
     FREIGHT_SYNC_JOB,
-    dg.AssetSelection.assets(*SYNC_ASSETS, freight_dbt_models, published_warehouse),
-    "Incremental sync of every stream, dbt build (models and tests), then publish.",
+    dg.AssetSelection.assets(freight_job),
+    "Incremental sync of every stream, the warehouse checks, the dbt build, then publish.",
 )
 code_conversions_job = _job(
     CODE_CONVERSIONS_JOB,
-    dg.AssetSelection.assets(table_key(CODE_CONVERSIONS.tables[0]), freight_dbt_models, published_warehouse),
+    dg.AssetSelection.assets(*stream_keys(CODE_CONVERSIONS.name), *DBT.keys.values(), PUBLISH_KEY),
     # the whole dbt build, not only the models on code conversions: a publish must only ever ship
-    # marts of one complete, successful build (see ``dbt.logged_build``)
-    "Full refresh of the code conversions, the whole dbt build, then publish.",
-)
-
-
-freight_build_job = _job(
-    FREIGHT_BUILD_JOB,
-    dg.AssetSelection.assets(freight_dbt_models, published_warehouse)
-    | dg.AssetSelection.checks_for_assets(*SYNC_ASSET_KEYS),
-    "The dbt build, the warehouse checks and the publish, without syncing: what follows a run whose only "
-    "failures were streams, so the other streams' data is published (defs.recovery).",
+    # marts of one complete, successful build
+    "Full refresh of the code conversions, the warehouse checks, the whole dbt build, then publish.",
 )
 
 

@@ -1,9 +1,10 @@
-"""One asset per sync stream; each normalized table it writes is an ``AssetSpec`` keyed ``freight/<table>``.
-The shipments stream also writes the ``freight_history`` tables (with each batch, in its transaction):
-``AssetSpec``s keyed ``freight_history/<table>`` of its asset, upstream of the dbt models on them.
+"""The sync streams' tables as Dagster sees them: each normalized table is an ``AssetSpec`` keyed
+``freight/<table>``, in the ``freight`` group, with the stream that writes it. The shipments stream
+also writes the ``freight_history`` tables (with each batch, in its transaction): ``AssetSpec``s keyed
+``freight_history/<table>``, upstream of the dbt models on them.
 
-The computation is :func:`freight_pipeline.sync.runner.run_stream`; this module only turns its
-:class:`StreamResult` (plus a read-only look at the working database) into asset metadata.
+The computation is the job's (``job.run``); this module only turns what a stream's step reports
+(:class:`~freight_pipeline.job.run.StreamFigures`) into asset metadata.
 """
 
 import datetime as dt
@@ -13,19 +14,14 @@ from typing import Any
 
 import dagster as dg
 
-from freight_pipeline.checks import queries
-from freight_pipeline.defs.dbt import warm_up
-from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
+from freight_pipeline.job.run import StreamFigures
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import TABLES_BY_NAME
 from freight_pipeline.sync.parts import PART_BY_STREAM
-from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.result import StreamResult
-from freight_pipeline.sync.runner import run_stream
 from freight_pipeline.sync.streams import (
     SHIPMENTS,
     STREAM_BY_NAME,
-    STREAM_NAMES,
     TABLE_SOURCE,
     TABLE_WRITER,
     stream_named,
@@ -34,8 +30,6 @@ from freight_pipeline.warehouse.history import HISTORY_TABLES
 
 SYNC_GROUP = "freight"
 SOURCE_SCHEMA = "freight"
-PROGRESS_EVERY_S = 15.0
-"""At most one progress line per this many seconds goes to Dagster's event log (each is a stored event)."""
 
 
 def table_key(table: str) -> dg.AssetKey:
@@ -149,75 +143,35 @@ def part_metadata(result: StreamResult, part: str) -> dict[str, Any]:
     }
 
 
-def stream_results(stream: str, result: StreamResult, warehouse: WarehouseResource) -> Iterator[dg.MaterializeResult]:
+def stream_results(stream: str, figures: StreamFigures) -> Iterator[dg.MaterializeResult]:
     """One ``MaterializeResult`` per table of ``stream``: its rows, the stream's figures on its first
-    table, each part's own figures on the first table of that part.
-
-    Reads the working database read-only, after ``run_stream`` has closed its connection.
-    """
+    table, each part's own figures on the first table of that part."""
+    result = figures.result
     tables = stream_named(stream).tables
-    with warehouse.read_working_db() as con:
-        counts = {t: queries.row_count(con, TABLES_BY_NAME[t]) for t in tables}
-        versions = {spec: queries.row_count(con, spec) for spec in history_tables(stream)}
-        newest = queries.newest_source_change(con, stream)
-    figures = stream_metadata(result, newest)
+    metadata_of = stream_metadata(result, figures.newest_change)
     firsts = {part.tables[0]: part.stream for part in stream_named(stream).parts}
     for index, table in enumerate(tables):
         metadata: dict[str, Any] = {
-            "dagster/row_count": counts[table],
+            "dagster/row_count": figures.rows.get(TABLES_BY_NAME[table].qualified_name, 0),
             "table_rows_written": result.rows_by_table.get(table, 0),
         }
         if index == 0:
-            metadata.update(figures)
+            metadata.update(metadata_of)
         else:
             metadata.update(stream=stream, stream_rows_read=result.rows_read)
         if table in firsts and index > 0:
             metadata.update(part_metadata(result, firsts[table]))
         yield dg.MaterializeResult(asset_key=table_key(table), metadata=metadata)
-    for spec, rows in versions.items():
-        yield dg.MaterializeResult(asset_key=history_key(spec), metadata={"dagster/row_count": rows})
+    for spec in history_tables(stream):
+        yield dg.MaterializeResult(asset_key=history_key(spec),
+                                   metadata={"dagster/row_count": figures.rows.get(spec.qualified_name, 0)})
 
 
-def stream_asset_name(stream: str) -> str:
-    """The name (and step key) of a stream's asset."""
-    return f"sync_{stream}"
+def stream_keys(stream: str) -> list[dg.AssetKey]:
+    """The keys of the tables ``stream`` writes."""
+    return [*(table_key(t) for t in stream_named(stream).tables), *map(history_key, history_tables(stream))]
 
 
-def build_stream_asset(stream: str) -> dg.AssetsDefinition:
-    """The asset of one stream: all tables it writes, materialized together by one ``run_stream``."""
-
-    @dg.multi_asset(
-        name=stream_asset_name(stream),
-        specs=[*(table_spec(t) for t in stream_named(stream).tables), *map(history_spec, history_tables(stream))],
-        description=stream_named(stream).description,
-        can_subset=False,
-    )
-    def sync_stream(
-        context: dg.AssetExecutionContext, freight_service: FreightServiceResource, warehouse: WarehouseResource
-    ) -> Iterator[dg.MaterializeResult]:
-        service = freight_service.service_settings()
-        context.log.info(f"syncing {stream} from {service.base_url} as {service.username} into {warehouse.path}")
-        if stream == SHIPMENTS.name and warm_up(warehouse):
-            context.log.info("parsing the dbt project for this data directory meanwhile (its first build)")
-        result = run_stream(
-            stream,
-            service,
-            warehouse.path,
-            freight_service.sync_settings(),
-            run_id=context.run_id,
-            progress=Throttled(context.log.info, PROGRESS_EVERY_S),
-            backend=warehouse.backend,
-        )
-        context.log.info(f"{stream}: {result.summary()}")
-        if (bad := result.bad_records()) is not None:
-            context.log.warning(f"{stream}: {bad}")
-        for notice in result.notices:
-            context.log.warning(f"{stream}: {notice}")
-        yield from stream_results(stream, result, warehouse)
-
-    return sync_stream
-
-
-SYNC_ASSETS: tuple[dg.AssetsDefinition, ...] = tuple(build_stream_asset(s) for s in STREAM_NAMES)
-"""Every stream's asset, in run order."""
-SYNC_ASSET_KEYS: tuple[dg.AssetKey, ...] = tuple(k for a in SYNC_ASSETS for k in a.keys)
+def stream_specs(stream: str) -> list[dg.AssetSpec]:
+    """The specs of the tables ``stream`` writes."""
+    return [*(table_spec(t) for t in stream_named(stream).tables), *map(history_spec, history_tables(stream))]

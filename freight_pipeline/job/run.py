@@ -1,51 +1,57 @@
-"""The sync job without Dagster: every stream, the warehouse checks, the marts and the publish.
+"""The job, the one engine: every stream, the warehouse checks, the marts and the publish.
 
-The same work as the Dagster job ``freight_sync_job``, by the same cores in the same order, with the
-same run log, cursors, build plan, checks and publish rule: a data directory can be run by either.
-What it leaves out is Dagster's run machinery: importing Dagster and the definitions, and an event
-log entry for each asset, check and step (about 400 stored events a run). With little to do, that
-was most of a run's time (docs/performance.md). And two things are done differently:
+``freight-pipeline sync`` runs it as it is; the Dagster job runs it inside one op
+(``defs.freight_job``), which turns each step it reports (:class:`Step`, with its figures) into
+materializations and check results. So both ways share one order, run log, build and publish rule.
 
 * dbt is made ready in a worker process (:class:`~freight_pipeline.marts.worker.DbtWorker`) on the
   other core while the streams run, so that the build, when one is needed, starts with dbt loaded;
 * a stream is a failure domain within the run: one that fails is logged and reported, the streams
   that do not read it go on, and the checks, the build and the publish follow with what the others
-  wrote (in Dagster, where a failed step stops what depends on it, that takes a second run:
-  ``defs.recovery``). The run then reports failure all the same.
+  wrote. The run then reports failure all the same.
+* a run can do part of the job (what a Dagster selection picks): some streams (``streams``), with or
+  without the build (``marts``) and the publish (``publish``).
 
 Each invariant is checked once a run: the warehouse checks (keys, orphans: ``freight_pipeline.checks``)
 run before the build, and one of ERROR severity that does not pass holds back the build and the
 publish (readers keep the last publish), as a failed dbt test does; so the build leaves out the staging
 tests of the same invariants (tagged ``warehouse_checked``: ``marts.project.WAREHOUSE_CHECKED_TAG``).
-The Dagster job runs them (its asset checks report, its dbt tests hold back). The steps are reported
-as they end (:class:`Step`).
+The steps are reported as they end (:class:`Step`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from freight_pipeline.checks.warehouse import Severity, describe_failure, warehouse_checks
+from freight_pipeline.checks import queries
+from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck, describe_failure, warehouse_checks
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.marts.build import MartsBuild, PendingBuild, begin_build
 from freight_pipeline.marts.project import WAREHOUSE_CHECKED_TAG
 from freight_pipeline.marts.results import DbtBuildFailed
 from freight_pipeline.marts.worker import DbtWorker
+from freight_pipeline.normalize.tables import TABLES_BY_NAME
 from freight_pipeline.sync.client_source import ClientSource
+from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import fewer_collections, new_run_id, one_line_error, open_client, run_stream_async
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.streams import STREAMS, Progress, Stream
+from freight_pipeline.sync.streams import SHIPMENTS, STREAMS, Progress, Stream
 from freight_pipeline.warehouse.backend import Publication, StorageBackend
 from freight_pipeline.warehouse.ddl import explained_out_of_memory
+from freight_pipeline.warehouse.history import HISTORY_TABLES
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 
 CHECKS_STEP = "checks"
 MARTS_STEP = "marts"
 PUBLISH_STEP = "publish"
+FAILED_STEP = "failed_step"
+"""In Dagster, the metadata of a failed run's ``Failure`` naming the first failed step (whose line is
+the failure's description): what ``freight-pipeline sync --dagster`` says failed."""
 
 
 def stream_step(stream: str) -> str:
@@ -66,6 +72,33 @@ class Step:
     notes: list[str] = field(default_factory=list)
     """More to say, a line each: bad records, checks that did not pass, dbt's warnings, and what the run
     met of the service's behaviour (``StreamResult.notices``, each said once a run)."""
+    stream: StreamFigures | None = None
+    """A stream's step that ran: what it did, and its tables' rows after it."""
+    checks: list[tuple[WarehouseCheck, CheckResult]] = field(default_factory=list)
+    """The checks' step: every check and its result."""
+    marts: MartsBuild | None = None
+    """The build's step that succeeded: what it did (dbt's results of each node)."""
+    publication: Publication | None = None
+    """The publish's step that succeeded."""
+
+    def lines(self, width: int = 22) -> list[str]:
+        """The step as the run's output shows it: a line (name, seconds, what it did), then its notes. A
+        failure's reason is said once, at the end of the run (``failed (see below)``)."""
+        seconds = "" if self.status == "skipped" else f"{self.seconds:6.2f} s"
+        line = "failed (see below)" if self.status == "failed" else self.line
+        return [f"  {self.name:<{width}} {seconds:>8}  {line}",
+                *(f"  {'':<{width}} {'':>8}  {note}" for note in self.notes)]
+
+
+@dataclass
+class StreamFigures:
+    """What a stream's step did, with its tables' rows after it (read on the run's connection, when
+    the run was asked to count them)."""
+
+    result: StreamResult
+    rows: dict[str, int] = field(default_factory=dict)
+    """Rows of each table the stream writes (``freight`` and ``freight_history`` names qualified)."""
+    newest_change: dt.datetime | None = None
 
 
 @dataclass
@@ -74,6 +107,8 @@ class JobReport:
     steps: list[Step] = field(default_factory=list)
     marts: MartsBuild | None = None
     publication: Publication | None = None
+    publish: bool = True
+    """Whether the run was to publish (a run of part of the job may not be)."""
 
     @property
     def failed(self) -> list[Step]:
@@ -86,7 +121,7 @@ class JobReport:
 
     @property
     def success(self) -> bool:
-        return not self.failed and self.publication is not None
+        return not self.failed and (self.publication is not None or not self.publish)
 
 
 StepListener = Callable[[Step], None]
@@ -114,11 +149,20 @@ def run_job(
     run_id: str | None = None,
     progress: Progress | None = None,
     on_step: StepListener | None = None,
+    streams: Collection[str] | None = None,
+    marts: bool = True,
+    publish: bool = True,
+    count_rows: bool = False,
 ) -> JobReport:
-    """Run the whole job on ``data_dir`` in ``backend``, the build in ``worker`` (started for this run and
+    """Run the job on ``data_dir`` in ``backend``, the build in ``worker`` (started for this run and
     data directory, as early as possible; ended here); never raises for a failure of its own (see the
-    report), only for an interruption. ``on_step`` hears of each step as it ends."""
-    report = JobReport(run_id or new_run_id())
+    report), only for an interruption. ``on_step`` hears of each step as it ends.
+
+    Part of the job: only ``streams`` (None: every stream; empty: none, and the checks, build and
+    publish run on what the working database holds), without the build (``marts`` False) or the
+    publish (``publish`` False). The checks always run before a build or a publish. ``count_rows``: each
+    stream's step also counts the rows of its tables (``StreamFigures.rows``; Dagster shows them)."""
+    report = JobReport(run_id or new_run_id(), publish=publish)
 
     def ended(step: Step) -> None:
         report.steps.append(step)
@@ -129,31 +173,39 @@ def run_job(
         clock = _Clock()
         try:
             with fewer_collections():
-                pending = asyncio.run(_sync_and_check(service, data_dir, settings, backend, report.run_id,
-                                                      progress, ended))
+                go_on, pending = asyncio.run(_sync_and_check(
+                    service, data_dir, settings, backend, report.run_id, progress, ended,
+                    None if streams is None else set(streams), marts, count_rows))
         except Exception as exc:  # the client or the working database could not be opened
             ended(Step("sync", "failed", clock.lap(), one_line_error(exc)))
             return report
-        if pending is None:  # no stream wrote anything, or a check of ERROR severity failed
+        if not go_on:  # no stream wrote anything, or a check of ERROR severity failed
             if any(step.name == CHECKS_STEP for step in report.failed):
-                for step in (MARTS_STEP, PUBLISH_STEP):
+                held_back = [name for name, asked in ((MARTS_STEP, marts), (PUBLISH_STEP, publish)) if asked]
+                for step in held_back:
                     ended(Step(step, "skipped", 0.0, "not run: a check of ERROR severity did not pass; readers keep "
                                "the last publish"))
             return report
         clock.lap()
-        try:
-            report.marts = pending.run(worker, data_dir, backend)
-        except Exception as exc:
-            first, *details = (str(exc) if isinstance(exc, DbtBuildFailed) else one_line_error(exc)).splitlines()
-            ended(Step(MARTS_STEP, "failed", clock.lap(), first, details))
-            return report
-        ended(Step(MARTS_STEP, "success", clock.lap(), report.marts.line(), list(report.marts.warnings)))
+        if pending is None:  # no build asked for
+            worker.close()
+        else:
+            try:
+                report.marts = pending.run(worker, data_dir, backend)
+            except Exception as exc:
+                first, *details = (str(exc) if isinstance(exc, DbtBuildFailed) else one_line_error(exc)).splitlines()
+                ended(Step(MARTS_STEP, "failed", clock.lap(), first, details))
+                return report
+            ended(Step(MARTS_STEP, "success", clock.lap(), report.marts.line(), list(report.marts.warnings),
+                       marts=report.marts))
+    if not publish:
+        return report
     try:
         report.publication = backend.publish(Path(data_dir), report.run_id)
     except Exception as exc:
         ended(Step(PUBLISH_STEP, "failed", clock.lap(), one_line_error(exc)))
         return report
-    ended(Step(PUBLISH_STEP, "success", clock.lap(), report.publication.summary()))
+    ended(Step(PUBLISH_STEP, "success", clock.lap(), report.publication.summary(), publication=report.publication))
     return report
 
 
@@ -165,18 +217,24 @@ async def _sync_and_check(
     run_id: str,
     progress: Progress | None,
     ended: StepListener,
-) -> PendingBuild | None:
-    """Every stream in order, then, when one of them wrote, the checks and the build's plan (on the
-    same connection). None when none wrote (nothing new to build or publish), or when a check of ERROR
-    severity did not pass (nothing is built on a broken guarantee, nor published)."""
+    selected: set[str] | None,
+    marts: bool,
+    count_rows: bool,
+) -> tuple[bool, PendingBuild | None]:
+    """Every stream in order (of ``selected``, when given), then, when one of them wrote or none was
+    selected, the checks and the build's plan (on the same connection; no plan when no ``marts``).
+    Whether the run goes on: not when none wrote (nothing new to build or publish), nor when a check
+    of ERROR severity did not pass (nothing is built on a broken guarantee, nor published)."""
     async with open_client(service, settings) as client:
         source = ClientSource(client)
         with explained_out_of_memory("the sync", backend.duckdb_settings), \
                 open_warehouse(data_dir, backend) as warehouse:
             not_run: set[str] = set()
             said: set[str] = set()
-            wrote = False
+            wrote = not selected and selected is not None  # no stream to run: what the database holds
             for stream in STREAMS:
+                if selected is not None and stream.name not in selected:
+                    continue
                 waits_for = [name for name in stream.reads_first if name in not_run]
                 if waits_for:
                     ended(Step(stream_step(stream.name), "skipped", 0.0,
@@ -184,17 +242,31 @@ async def _sync_and_check(
                     not_run.add(stream.name)
                     continue
                 step = await _run_stream(stream, source, warehouse, settings, run_id, progress, said)
+                if count_rows and step.stream is not None:
+                    step.stream.rows, step.stream.newest_change = _rows(warehouse, stream)
                 ended(step)
                 if step.status == "failed":
                     not_run.add(stream.name)
                 wrote = wrote or step.status == "success"
             if not wrote:
-                return None
+                return False, None
             checks = _checks(warehouse)
             ended(checks)
             if checks.status == "failed":
-                return None  # a broken guarantee: nothing is built on it, nor published
-            return begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"])
+                return False, None  # a broken guarantee: nothing is built on it, nor published
+            if not marts:
+                return True, None
+            return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"])
+
+
+def _rows(warehouse: Warehouse, stream: Stream) -> tuple[dict[str, int], dt.datetime | None]:
+    """Rows of each table ``stream`` writes (the shipments stream: the history tables too), and the
+    newest source change the warehouse holds for it."""
+    specs = [TABLES_BY_NAME[table] for table in stream.tables]
+    if stream.name == SHIPMENTS.name:
+        specs.extend(HISTORY_TABLES)
+    rows = {spec.qualified_name: queries.row_count(warehouse.con, spec) for spec in specs}
+    return rows, queries.newest_source_change(warehouse.con, stream.name)
 
 
 async def _run_stream(
@@ -218,7 +290,7 @@ async def _run_stream(
     notices = [notice for notice in result.notices if notice not in said]
     said.update(notices)
     notes = [*([bad] if bad else []), *result.shape_changes(), *notices]
-    return Step(stream_step(stream.name), status, clock.lap(), result.summary(), notes)
+    return Step(stream_step(stream.name), status, clock.lap(), result.summary(), notes, stream=StreamFigures(result))
 
 
 def _checks(warehouse: Warehouse) -> Step:
@@ -231,4 +303,4 @@ def _checks(warehouse: Warehouse) -> Step:
     line = (f"{len(checks)} passed" if not failed
             else f"{len(failed)} of {len(checks)} did not pass ({errors} of ERROR severity)")
     return Step(CHECKS_STEP, "failed" if errors else "success", clock.lap(), line,
-                [describe_failure(check, result) for check, result in failed])
+                [describe_failure(check, result) for check, result in failed], checks=found)

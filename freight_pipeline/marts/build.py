@@ -1,16 +1,12 @@
-"""Building the marts of a data directory: the build's entry in the run log, and a build without
-Dagster, in the dbt worker process made ready while the sync ran (:class:`~freight_pipeline.marts.worker.DbtWorker`).
-
-The Dagster job builds through dagster-dbt (``defs.dbt``); both follow the same plan
-(:func:`freight_pipeline.marts.plan.plan_build`), log the build the same way (:func:`logged_build`) and
-record what it covered with the same fingerprint, so one data directory can be built by either.
+"""Building the marts of a data directory: the build's entry in the run log, and the build, in the
+dbt worker process made ready while the sync ran (:class:`~freight_pipeline.marts.worker.DbtWorker`).
+The one dbt build flow: the job runs it however it is started (``job.run``; in Dagster, ``defs.freight_job``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +16,14 @@ from freight_pipeline.marts.project import (
     RUN_RESULTS,
     dbt_build_args,
 )
-from freight_pipeline.marts.results import DbtBuildFailed, build_summary, build_warnings, read_run_results
+from freight_pipeline.marts.results import (
+    DbtBuildFailed,
+    NodeResult,
+    build_summary,
+    build_warnings,
+    node_results,
+    read_run_results,
+)
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.runner import one_line_error
 from freight_pipeline.text import one_line
@@ -48,27 +51,6 @@ def build_finished(warehouse: Warehouse, record: RunRecord, error: BaseException
     warehouse.run_log.record_run(record)
 
 
-@contextmanager
-def logged_build(data_dir: Path, backend: StorageBackend, run_id: str, *, whole: bool) -> Iterator[None]:
-    """Log the build in ``freight_meta.sync_runs`` (stream ``dbt_build``): running, then success or failed.
-
-    The publish refuses a working database whose latest build did not succeed (marts half rebuilt).
-    A build of a selection (``whole`` False: some models picked in the UI) ends as ``partial``, not
-    ``success``: it does not vouch for the marts it skipped, so only a whole build settles them.
-    """
-    with open_warehouse(data_dir, backend) as warehouse:
-        record = build_started(warehouse, run_id)
-    error: BaseException | None = None
-    try:
-        yield
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        with open_warehouse(data_dir, backend) as warehouse:
-            build_finished(warehouse, record, error, whole=whole)
-
-
 @dataclass
 class MartsBuild:
     """What the marts' build of a run did."""
@@ -80,6 +62,8 @@ class MartsBuild:
     covered: int = 0
     """Changed shipments the build covered (they are no longer pending)."""
     seconds: float = 0.0
+    nodes: list[NodeResult] = field(default_factory=list)
+    """dbt's result of each node the build ran (empty when none ran)."""
 
     def line(self) -> str:
         """One line for the run's output."""
@@ -120,7 +104,8 @@ class PendingBuild:
         if error is not None:
             raise error
         seconds = (dt.datetime.now(dt.UTC) - self.started).total_seconds()
-        return MartsBuild(self.plan, build_summary(results), build_warnings(results), covered, seconds)
+        return MartsBuild(self.plan, build_summary(results), build_warnings(results), covered, seconds,
+                          node_results(results or {}))
 
     def _finish(self, data_dir: Path, backend: StorageBackend, error: BaseException | None) -> int:
         """Log how the build ended; after a success, record what it covered (how many changed shipments)."""

@@ -30,6 +30,10 @@ class NodeResult:
     status: str
     message: str
     failures: int | None
+    seconds: float | None = None
+    """dbt's execution time of the node."""
+    rows: int | None = None
+    """Rows the node's statement affected, when the adapter says (``adapter_response.rows_affected``)."""
 
     @property
     def kind(self) -> str:
@@ -63,6 +67,8 @@ def node_results(run_results: Mapping[str, Any]) -> list[NodeResult]:
             str(result.get("status", "?")),
             " ".join(str(result.get("message") or "").split()),
             result.get("failures"),
+            result.get("execution_time"),
+            (result.get("adapter_response") or {}).get("rows_affected"),
         )
         for result in run_results.get("results", [])
     ]

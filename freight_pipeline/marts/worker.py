@@ -55,7 +55,7 @@ from freight_pipeline.marts.project import (
 )
 
 LOCK = ".freight-parse.lock"
-"""The lock of every parse into a target directory (this worker's and ``marts.warmup``'s)."""
+"""The lock of every parse into a target directory."""
 WORKER_EXIT_WAIT_S = 10.0
 """How long a worker that was told no command is needed may take to end before it is killed."""
 REPLY = "worker-reply.json"

@@ -196,7 +196,7 @@ def sync_all(
 ) -> tuple[list[StreamResult], Publication | None]:
     """Run ``streams`` in order with one client into ``backend``; publish the warehouse when all
     succeeded, unless readers see every commit anyway (a lake: the publish is then None; its publish,
-    a snapshot recorded after a whole dbt build, is the Dagster job's, ``defs.publish``).
+    a snapshot recorded after a whole dbt build, is the job's, ``job.run``).
 
     ``source_factory`` wraps the client (tests use it to inject faults the simulator cannot make).
     """

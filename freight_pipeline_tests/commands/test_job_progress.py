@@ -32,33 +32,35 @@ def _run(job: dg.JobDefinition, progress: JobProgress) -> dg.ExecuteInProcessRes
 
 def _progress(verbose: bool, clock: Clock) -> tuple[JobProgress, list[str]]:
     lines: list[str] = []
-    return JobProgress(JobOutcome("j", str(uuid.uuid4())), lines.append, verbose, every=5.0, clock=clock), lines
+    return JobProgress(JobOutcome("j", str(uuid.uuid4())), lines.append, verbose, clock=clock), lines
 
 
-def test_done_so_far_lines_are_throttled_per_step() -> None:
-    """Materializations at t = 1, 2, 6, 7, 12 s after the step started: a "done so far" line at 6
-    (5 s after the start) and at 12 (5 s after the last line), none in between."""
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_engines_lines_are_said_as_they_are_its_progress_only_when_verbose(verbose: bool) -> None:
+    """The op logs the engine's step lines at INFO (ERROR for a failed step) and its progress at DEBUG:
+    the lines are said as the op logged them, the progress only when verbose; the step is timed and
+    what it materialized is kept."""
     clock = Clock()
 
     @dg.op
-    def count(context: dg.OpExecutionContext) -> None:
-        for t in (1, 2, 6, 7, 12):
-            clock.now = t
-            context.log_event(dg.AssetMaterialization(f"table_{t}"))
+    def freight_job(context: dg.OpExecutionContext) -> None:
+        clock.now = 3
+        context.log.debug("shipments: 40 of 100 read")
+        context.log.info("  sync_shipments             2.00 s  read 100 rows")
+        context.log.error("  sync_documents             1.00 s  failed (see below)")
+        context.log_event(dg.AssetMaterialization(dg.AssetKey(["freight", "published_warehouse"])))
+        clock.now = 12
 
-    progress, lines = _progress(verbose=False, clock=clock)
-    result = _run(dg.GraphDefinition(name="j", node_defs=[count]).to_job(), progress)
+    progress, lines = _progress(verbose=verbose, clock=clock)
+    result = _run(dg.GraphDefinition(name="j", node_defs=[freight_job]).to_job(), progress)
 
     assert result.success
-    assert lines == [
-        "  started   count",
-        "    count: 3 assets done so far",
-        "    count: 5 assets done so far",
-        f"  finished  {'count':<30} {12.0:7.2f} s  (5 assets)",
-    ]
-    assert progress.outcome.steps["count"].seconds == 12.0
-
-
+    said = ["  sync_shipments             2.00 s  read 100 rows",
+            "  sync_documents             1.00 s  failed (see below)"]
+    assert lines == (["    shipments: 40 of 100 read", *said] if verbose else said)
+    step = progress.outcome.steps["freight_job"]
+    assert (step.status, step.seconds) == ("success", 12.0)
+    assert progress.outcome.materialized == {"freight/published_warehouse"}
 @pytest.mark.parametrize("verbose", [False, True])
 def test_run_level_messages_only_when_verbose(verbose: bool) -> None:
     """The run's failure message has no step: printed as ``run: ...`` when verbose, else left out
@@ -72,32 +74,9 @@ def test_run_level_messages_only_when_verbose(verbose: bool) -> None:
     result = _run(dg.GraphDefinition(name="j", node_defs=[broken]).to_job(), progress)
 
     assert not result.success
-    assert any(line.startswith("  FAILED    broken") for line in lines), lines
+    assert progress.outcome.steps["broken"].status == "failed"
     run_lines = [line for line in lines if line.startswith("    run: ")]
     if verbose:
         assert any('Execution of run for "j" failed' in line for line in run_lines), lines
     else:
         assert run_lines == [], lines
-
-
-def test_a_steps_warnings_are_always_shown() -> None:
-    """A WARNING of a step (a dbt test that warned) is shown at once, not throttled like its INFO
-    messages, also when not verbose."""
-    clock = Clock()
-
-    @dg.op
-    def build(context: dg.OpExecutionContext) -> None:
-        clock.now = 1
-        context.log.info("progress")  # throttled: 1 s after the start
-        context.log.warning("dbt test accepted_values_x warned (severity warn, the build goes on)")
-        context.log.warning("dbt test accepted_values_y warned (severity warn, the build goes on)")
-
-    progress, lines = _progress(verbose=False, clock=clock)
-    result = _run(dg.GraphDefinition(name="j", node_defs=[build]).to_job(), progress)
-
-    assert result.success
-    assert lines[1:3] == [
-        "    build: dbt test accepted_values_x warned (severity warn, the build goes on)",
-        "    build: dbt test accepted_values_y warned (severity warn, the build goes on)",
-    ]
-    assert not any("progress" in line for line in lines)

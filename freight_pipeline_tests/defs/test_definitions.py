@@ -11,6 +11,7 @@ import duckdb
 import pytest
 from dagster_dbt import DbtProject
 
+from freight_pipeline.checks.warehouse import warehouse_checks
 from freight_pipeline.config import (
     DEFAULT_BASE_URL,
     DEFAULT_USERNAME,
@@ -20,11 +21,13 @@ from freight_pipeline.config import (
 )
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs import checks, dbt, jobs, resources
+from freight_pipeline.defs.freight_job import FREIGHT_JOB, STREAM_CHECK
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
-from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
+from freight_pipeline.defs.sync_assets import stream_keys
+from freight_pipeline.marts.project import DATABASE_ENV
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, TABLES_BY_NAME
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.streams import RECORD_SOURCES
+from freight_pipeline.sync.streams import RECORD_SOURCES, STREAM_NAMES, STREAMS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.history import HISTORY_TABLES
 from freight_pipeline_tests.dbt.marts import marts
@@ -33,7 +36,7 @@ FREIGHT_KEYS = {dg.AssetKey(["freight", t.name]) for t in FREIGHT_TABLES}
 PUBLISH_KEY = dg.AssetKey(["freight", "published_warehouse"])
 SHIPMENTS_KEY = dg.AssetKey(["freight", "shipments"])
 MARTS = marts()
-CORE_PACKAGES = ("client", "simulator", "sync", "normalize", "warehouse")
+CORE_PACKAGES = ("client", "simulator", "sync", "normalize", "warehouse", "checks", "marts", "job")
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +53,15 @@ def test_every_freight_table_is_an_asset_in_the_freight_group(repo: dg.Repositor
         node = graph.get(key)
         assert node.group_name == "freight"
         assert node.description
-    # one pass per shipment: the shipments stream is one step writing its tables and those of its
-    # events, legs and memos, each table an asset of its own
-    shipments = repo.assets_defs_by_key[dg.AssetKey(["freight", "shipments"])]
+    # one pass per shipment: the shipments stream writes its tables and those of its events, legs and
+    # memos, each table an asset of its own; every asset of the job is of its one op
     expected = [t for part in ("shipments", "shipment_events", "air_main_carriage_legs", "sea_main_carriage_legs",
                                "shipment_memos") for t in RECORD_SOURCES[part]]
     history = {dg.AssetKey(["freight_history", spec.name]) for spec in HISTORY_TABLES}
-    assert set(shipments.keys) == {dg.AssetKey(["freight", t]) for t in expected} | history
+    assert set(stream_keys("shipments")) == {dg.AssetKey(["freight", t]) for t in expected} | history
+    shipments = repo.assets_defs_by_key[dg.AssetKey(["freight", "shipments"])]
+    assert shipments.op.name == FREIGHT_JOB and shipments.can_subset
+    assert set(shipments.keys) == set(graph.get_all_asset_keys())
     for key in history:  # written with the shipments' batches, upstream of the ETA marts' staging
         node = graph.get(key)
         assert node.group_name == "freight" and "written by the shipments stream" in (node.description or "")
@@ -102,6 +107,8 @@ def test_checks_cover_keys_orphans_freshness_and_rejects(repo: dg.RepositoryDefi
     assert (dg.AssetKey(["freight", "shipments"]), "freshness_check") in names
     for tables in RECORD_SOURCES.values():
         assert (dg.AssetKey(["freight", tables[0]]), "no_rejected_records") in names
+    for stream in STREAMS:  # red when the stream failed in a run
+        assert (dg.AssetKey(["freight", stream.tables[0]]), STREAM_CHECK) in names
     # dbt's tests run in its build (a failure fails it, named; a warning is logged) but are no asset
     # checks: two stored events each per run (planned, evaluated) cost more than they showed
     dbt_checks = [k for k in check_keys if k.asset_key.path[0] in ("staging", "intermediate", "analytics")]
@@ -114,7 +121,7 @@ def test_jobs_select_what_they_should() -> None:
     assert selected == set(defs.get_repository_def().asset_graph.get_all_asset_keys())
     code_job = defs.resolve_job_def("code_conversions_job")
     # code conversions, then the WHOLE dbt build (a publish ships marts of one complete build), publish
-    other_streams = set(SYNC_ASSET_KEYS) - {dg.AssetKey(["freight", "code_conversions"])}
+    other_streams = {key for stream in STREAM_NAMES if stream != "code_conversions" for key in stream_keys(stream)}
     code_keys = set(code_job.asset_layer.executable_asset_keys)
     assert code_keys == selected - other_streams
     assert {dg.AssetKey(["analytics", "fct_shipments"]), dg.AssetKey(["analytics", "dim_code_conversions"]),
@@ -199,21 +206,21 @@ def test_manifest_is_reparsed_only_when_missing_or_stale(tmp_path: Path) -> None
 
 
 def test_environment_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(dbt.DATABASE_ENV, raising=False)
+    monkeypatch.delenv(DATABASE_ENV, raising=False)
     monkeypatch.setenv("FREIGHT_TEST_KEPT", "before")
-    with environ({dbt.DATABASE_ENV: "/x/warehouse.duckdb", "FREIGHT_TEST_KEPT": "during"}):
-        assert os.environ[dbt.DATABASE_ENV] == "/x/warehouse.duckdb"
+    with environ({DATABASE_ENV: "/x/warehouse.duckdb", "FREIGHT_TEST_KEPT": "during"}):
+        assert os.environ[DATABASE_ENV] == "/x/warehouse.duckdb"
         assert os.environ["FREIGHT_TEST_KEPT"] == "during"
-    assert dbt.DATABASE_ENV not in os.environ
+    assert DATABASE_ENV not in os.environ
     assert os.environ["FREIGHT_TEST_KEPT"] == "before"
 
 
 def _check_results(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dg.AssetCheckResult]:
     tables = [TABLES_BY_NAME["shipments"], TABLES_BY_NAME["shipment_goods"], TABLES_BY_NAME["shipment_memos"]]
     results = {}
-    for check in checks.freight_checks(tables):
-        result = check.evaluate(con)
-        results[(result.asset_key.path[-1], result.check_name)] = result
+    for check in warehouse_checks(tables):
+        result = checks.check_result(check, check.evaluate(con))
+        results[(check.table, result.check_name)] = result
     return results
 
 
@@ -225,14 +232,14 @@ def test_checks_find_what_is_wrong() -> None:
         CREATE TABLE freight.shipment_goods (shipment_id BIGINT, good_path VARCHAR);
         CREATE TABLE freight.shipment_memos (memo_id BIGINT, shipment_id BIGINT);
         CREATE TABLE freight_meta.sync_runs (run_id VARCHAR, stream VARCHAR, started_at TIMESTAMPTZ,
-            finished_at TIMESTAMPTZ, status VARCHAR);
+            finished_at TIMESTAMPTZ, status VARCHAR, details JSON);
         CREATE TABLE freight_meta.rejected_records (stream VARCHAR, source_key VARCHAR, run_id VARCHAR, reason VARCHAR);
         INSERT INTO freight.shipments VALUES (1), (2);
         INSERT INTO freight.shipment_goods VALUES (1, '1'), (1, '1'), (3, '1');
         INSERT INTO freight.shipment_memos VALUES (10, 1), (11, NULL), (12, 4);
         INSERT INTO freight_meta.sync_runs VALUES
-            ('r1', 'shipments', now() - INTERVAL 3 HOUR, now() - INTERVAL 3 HOUR, 'success'),
-            ('r2', 'shipments', now() - INTERVAL 1 HOUR, now() - INTERVAL 1 HOUR, 'failed');
+            ('r1', 'shipments', now() - INTERVAL 3 HOUR, now() - INTERVAL 3 HOUR, 'success', NULL),
+            ('r2', 'shipments', now() - INTERVAL 1 HOUR, now() - INTERVAL 1 HOUR, 'failed', NULL);
         INSERT INTO freight_meta.rejected_records VALUES ('shipments', '7', 'r2', 'bad date'),
             ('shipments', '8', 'r1', 'older run');
     """)

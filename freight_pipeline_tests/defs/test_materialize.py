@@ -1,8 +1,9 @@
-"""``freight_sync_job`` end to end: the real simulator over HTTP, the real sync, real dbt, a real publish.
+"""``freight_sync_job`` end to end: the real simulator over HTTP, the real sync, real dbt, a real publish;
+what the one op reports of the engine's steps (the assets' figures, the models, the checks).
 
-One module-scoped fixture runs the whole job, changes the source, then runs the job's sync and
-publish assets again (dbt build is the slow part; it ran in the first run), and every test reads
-the results.
+One module-scoped fixture runs the whole job, changes the source, then runs a subset: the streams'
+tables and the publish, without the marts (the engine then runs no build), and every test reads the
+results.
 """
 
 import json
@@ -17,9 +18,9 @@ import duckdb
 import pytest
 
 from freight_pipeline.definitions import defs
+from freight_pipeline.defs.freight_job import FREIGHT_JOB, PUBLISH_KEY
 from freight_pipeline.defs.jobs import WRITER_TAG
-from freight_pipeline.defs.publish import PUBLISH_KEY
-from freight_pipeline.defs.sync_assets import SYNC_ASSET_KEYS
+from freight_pipeline.defs.sync_assets import stream_keys
 from freight_pipeline.marts.project import TARGET_DIR
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
@@ -75,8 +76,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             first = job.execute_in_process(instance=instance, raise_on_error=False)
             versions.append(_metadata(first, "freight", "published_warehouse")["version"] if first.success else "")
             sim.modify_shipments(MODIFIED)
+            tables = [key for stream in STREAM_NAMES for key in stream_keys(stream)]
             second = job.execute_in_process(
-                instance=instance, raise_on_error=False, asset_selection=[*SYNC_ASSET_KEYS, PUBLISH_KEY]
+                instance=instance, raise_on_error=False, asset_selection=[*tables, PUBLISH_KEY]
             )
             versions.append(_metadata(second, "freight", "published_warehouse")["version"] if second.success else "")
             yield Runs(first, second, instance, data_dir, password, versions)
@@ -134,15 +136,21 @@ def test_dbt_models_were_built_and_tested(runs: Runs) -> None:
     assert results is not None
     tests = [r for r in results["results"] if r["unique_id"].startswith("test.")]
     assert len(tests) > 50 and {r["status"] for r in tests} == {"pass"}
-    logged = [e.user_message for e in runs.instance.all_logs(runs.first.run_id) if e.step_key == "freight_dbt_models"]
+    logged = [e.user_message for e in runs.instance.all_logs(runs.first.run_id) if e.step_key == FREIGHT_JOB]
     assert any(f"{len(tests)} data tests: {len(tests)} passed" in message for message in logged)
+    # each model with dbt's figures and its tests' results, as the engine's build reported them
+    fct = _metadata(runs.first, "analytics", "fct_shipments")
+    assert fct["dbt_status"] == "success" and fct["execution_duration"] > 0 and "pass" in fct["tests"]
+    # the second run selected no model: no build ran, and none was materialized
+    assert not [e for e in runs.second.get_asset_materialization_events() if e.asset_key.path[0] == "analytics"]
 
 
 def test_all_asset_checks_pass(runs: Runs) -> None:
     for result in (runs.first, runs.second):
         evaluations = result.get_asset_check_evaluations()
         names = {c.check_name for c in evaluations}
-        assert {"primary_key_unique", "no_orphan_rows", "freshness_check", "no_rejected_records"} <= names
+        assert {"primary_key_unique", "no_orphan_rows", "freshness_check", "no_rejected_records",
+                "stream_synced"} <= names
         failed = [(c.asset_key.to_user_string(), c.check_name) for c in evaluations if not c.passed]
         assert failed == []
 
@@ -205,5 +213,6 @@ def test_a_rejected_login_fails_the_step_without_showing_the_password(tmp_path: 
             )
             texts = [repr(entry) for entry in instance.all_logs(result.run_id)]
     assert not result.success
-    assert any("sync_code_conversions" in t and "STEP_FAILURE" in t for t in texts)
+    assert any(FREIGHT_JOB in t and "STEP_FAILURE" in t for t in texts)
+    assert any("sync_code_conversions" in t and "401" in t for t in texts), texts
     assert not [t for t in texts if wrong in t]

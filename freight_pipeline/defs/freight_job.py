@@ -1,0 +1,211 @@
+"""The job in Dagster: one op that runs the job's one engine (``job.run.run_job``) and reports what it
+did, the way ``dagster-dlt`` wraps a dlt pipeline.
+
+One multi-asset (``freight_job``) holds every asset of the job: each stream's tables (grouped
+``freight``, ``sync_assets``), the dbt models (their specs from the manifest, through dagster-dbt:
+``defs.dbt``) and the published warehouse; and its checks: the warehouse checks (``defs.checks``) and
+one per stream, red with the engine's message when the stream failed. It can be subset: a selection
+runs the streams of its tables, and the build and the publish only when a dbt model or the publish is
+selected (the build is always the whole plan's: a publish only ever ships marts of one complete build).
+
+As the engine ends each step, the op yields its results: the tables of a stream that wrote, with the
+figures of the run log; the warehouse checks as check results; each model the build ran; the publish.
+The engine runs in a thread of the op, so that what it reports can be yielded while it goes on.
+
+One set of rules however the job is started (docs/operations.md, "One engine"): a failed stream's
+tables are not materialized and its check is red, every other stream is checked, built and
+published in the same run, and the run then fails; a warehouse check of ERROR severity holds back the
+build and the publish.
+"""
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from freight_pipeline.checks.warehouse import warehouse_checks
+from freight_pipeline.defs.checks import check_result, check_spec
+from freight_pipeline.defs.dbt import dbt_assets_of, model_results
+from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
+from freight_pipeline.defs.sync_assets import stream_keys, stream_results, stream_specs, table_key
+from freight_pipeline.job.run import (
+    CHECKS_STEP,
+    FAILED_STEP,
+    MARTS_STEP,
+    PUBLISH_STEP,
+    JobReport,
+    Step,
+    run_job,
+    stream_step,
+)
+from freight_pipeline.marts.worker import DbtWorker
+from freight_pipeline.sync.progress import Throttled
+from freight_pipeline.sync.streams import STREAM_NAMES, stream_named
+
+FREIGHT_JOB = "freight_job"
+"""The op's name (its step key in every run)."""
+PUBLISH_KEY = dg.AssetKey(["freight", "published_warehouse"])
+PUBLISH_GROUP = "publish"
+STREAM_CHECK = "stream_synced"
+"""The check of each stream, on its first table: red when the stream failed or did not run."""
+PROGRESS_EVERY_S = 15.0
+"""At most one progress line per this many seconds goes to Dagster's event log (each is a stored event)."""
+
+DBT = dbt_assets_of()
+STREAM_OF_STEP = {stream_step(stream): stream for stream in STREAM_NAMES}
+
+
+def stream_check_key(stream: str) -> dg.AssetCheckKey:
+    return dg.AssetCheckKey(table_key(stream_named(stream).tables[0]), STREAM_CHECK)
+
+
+def publish_spec(upstream: list[dg.AssetSpec]) -> dg.AssetSpec:
+    return dg.AssetSpec(
+        key=PUBLISH_KEY,
+        group_name=PUBLISH_GROUP,
+        deps=[spec.key for spec in upstream],
+        kinds={"duckdb", "parquet"},
+        description="The published warehouse: a read-only DuckDB copy (warehouse.duckdb) and Parquet "
+        "(parquet/<schema>/<table>/), each swapped atomically. Analysts and BI read only this.",
+    )
+
+
+def metadata_value(value: Any) -> Any:
+    """A publication's plain value as Dagster shows it: paths, tables of figures (JSON) and seconds."""
+    if isinstance(value, Path):
+        return dg.MetadataValue.path(str(value))
+    if isinstance(value, dict):
+        return dg.MetadataValue.json(value)
+    if isinstance(value, float):
+        return dg.MetadataValue.float(value)
+    return value
+
+
+def step_results(step: Step) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+    """What one step of the engine did, as Dagster results (of every asset and check it concerns; the
+    op keeps those selected)."""
+    stream = STREAM_OF_STEP.get(step.name)
+    if stream is not None:
+        if step.stream is not None:
+            yield from stream_results(stream, step.stream)
+        key = stream_check_key(stream)
+        yield dg.AssetCheckResult(
+            asset_key=key.asset_key, check_name=key.name, passed=step.status != "failed",
+            severity=dg.AssetCheckSeverity.ERROR, description=step.line,
+            metadata={"status": step.status, "seconds": dg.MetadataValue.float(round(step.seconds, 3))})
+    elif step.name == "sync" and step.status == "failed":  # nothing could be opened: no stream ran
+        for name in STREAM_NAMES:
+            key = stream_check_key(name)
+            yield dg.AssetCheckResult(asset_key=key.asset_key, check_name=key.name, passed=False,
+                                      severity=dg.AssetCheckSeverity.ERROR, description=step.line)
+    elif step.name == CHECKS_STEP:
+        for check, result in step.checks:
+            yield check_result(check, result)
+    elif step.name == MARTS_STEP and step.marts is not None:
+        yield from model_results(DBT, step.marts.nodes)
+    elif step.name == PUBLISH_STEP and step.publication is not None:
+        yield dg.MaterializeResult(asset_key=PUBLISH_KEY, metadata={
+            name: metadata_value(value) for name, value in step.publication.metadata().items()})
+
+
+def _run_in_thread(run: Callable[[Callable[[str], None], Callable[[Step], None]], JobReport]) -> Iterator[
+        str | Step | JobReport]:
+    """Run ``run(progress, on_step)`` in a thread; yield its progress lines and steps as they come, then
+    its report (or raise what it raised)."""
+    told: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def work() -> None:
+        try:
+            told.put(("report", run(lambda line: told.put(("line", line)), lambda step: told.put(("step", step)))))
+        except BaseException as exc:
+            told.put(("error", exc))
+
+    thread = threading.Thread(target=work, name="freight-job", daemon=True)
+    thread.start()
+    while True:
+        kind, item = told.get()
+        if kind == "error":
+            thread.join()
+            raise item
+        yield item
+        if kind == "report":
+            thread.join()
+            return
+
+
+def build_freight_job() -> dg.AssetsDefinition:
+    """The job's one multi-asset."""
+    table_specs = [spec for stream in STREAM_NAMES for spec in stream_specs(stream)]
+    upstream = [*table_specs, *DBT.specs]
+    specs = [spec.replace_attributes(skippable=True) for spec in [*upstream, publish_spec(upstream)]]
+    stream_checks = [dg.AssetCheckSpec(STREAM_CHECK, asset=stream_check_key(stream).asset_key,
+                                       description=f"The {stream} stream synced in the run (red: it failed or did "
+                                       "not run; its tables keep the rows of its last successful sync).")
+                     for stream in STREAM_NAMES]
+    check_specs = [*stream_checks, *map(check_spec, warehouse_checks())]
+    keys_of_stream = {stream: set(stream_keys(stream)) for stream in STREAM_NAMES}
+    dbt_keys = set(DBT.keys.values())
+
+    @dg.multi_asset(
+        name=FREIGHT_JOB,
+        specs=specs,
+        check_specs=check_specs,
+        can_subset=True,
+        description="The freight job (job.run): the selected streams, the warehouse checks, the dbt build "
+        "and the publish, in one step.",
+    )
+    def freight_job(
+        context: dg.AssetExecutionContext, freight_service: FreightServiceResource, warehouse: WarehouseResource
+    ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+        selected = context.selected_asset_keys
+        checks = context.selected_asset_check_keys
+        streams = [stream for stream in STREAM_NAMES if keys_of_stream[stream] & selected]
+        marts = bool(dbt_keys & selected)
+        publish = PUBLISH_KEY in selected
+        service = freight_service.service_settings()
+        backend = warehouse.backend
+        context.log.info(f"{', '.join(streams) or 'no stream'}{', the build' if marts else ''}"
+                         f"{', the publish' if publish else ''}: {service.base_url} as {service.username} into "
+                         f"{backend.describe(warehouse.path)}")
+        with DbtWorker.start(warehouse.path, backend.dbt_target) as worker:
+            settings = freight_service.sync_settings()
+
+            def run(progress: Callable[[str], None], on_step: Callable[[Step], None]) -> JobReport:
+                return run_job(service, warehouse.path, settings, backend, worker, run_id=context.run_id,
+                               progress=progress, on_step=on_step, streams=streams, marts=marts, publish=publish,
+                               count_rows=True)
+
+            progress = Throttled(context.log.debug, PROGRESS_EVERY_S)
+            report: JobReport | None = None
+            for told in _run_in_thread(run):
+                if isinstance(told, str):
+                    progress(told)
+                elif isinstance(told, Step):
+                    for line in told.lines():
+                        (context.log.error if told.status == "failed" else context.log.info)(line)
+                    for result in step_results(told):
+                        if isinstance(result, dg.AssetCheckResult):
+                            key = result.asset_key and dg.AssetCheckKey(result.asset_key, result.check_name or "")
+                            if key in checks:
+                                yield result
+                        elif result.asset_key in selected:
+                            yield result
+                else:
+                    report = told
+        assert report is not None
+        if report.failed:
+            first = report.failed[0]
+            raise dg.Failure(  # the engine's reason, not a traceback: what failed is said above
+                description=first.line,
+                metadata={FAILED_STEP: first.name, "failed_steps": [step.name for step in report.failed],
+                          "published": report.publication is not None},
+                allow_retries=False,
+            )
+
+    return freight_job
+
+
+freight_job = build_freight_job()
