@@ -153,11 +153,14 @@ async def stream_as_finished(
     depth: int = 2,
     prepare: Callable[[Finished[W, B]], Any],
     idle_s: float = IDLE_S,
+    hold: Callable[[B], bool] | None = None,
 ) -> int:
     """Fetch every item, write them in batches of finished ones (see the module doc), each through
     ``prepare`` (overlapping the previous batch's write); returns how many batches were written.
 
-    At most ``window`` items are fetched or finished and not yet in a batch at once."""
+    At most ``window`` items are fetched or finished and not yet in a batch at once, but those ``hold``
+    says to keep back (a failed record, before the breaker has seen every failure of the run): they go
+    in the last batch, so nothing after them in the walk is covered by the cursor before it."""
     if batch_size < 1 or window < 1 or depth < 1:
         raise ValueError("batch_size, window and depth must be at least 1")
     ready: asyncio.Queue[Finished[W, B] | object] = asyncio.Queue(maxsize=max(depth - 1, 1))
@@ -182,6 +185,7 @@ async def stream_as_finished(
     async def produce(group: asyncio.TaskGroup) -> None:
         group.create_task(feed(group))
         batch: list[tuple[int, B]] = []
+        held: list[tuple[int, B]] = []
         placed: set[int] = set()
         frontier = 0  # the first place of the walk not yet in a batch
         fed_all = False
@@ -209,9 +213,13 @@ async def stream_as_finished(
                 fed_all = True
             else:
                 assert isinstance(got, tuple)
-                batch.append(got)
+                (held if hold is not None and hold(got[1]) else batch).append(got)
                 slots.release()
-            if len(batch) >= batch_size or (batch and fed_all and len(batch) + len(placed) >= len(walked)):
+            if fed_all and (batch or held) and len(batch) + len(held) + len(placed) >= len(walked):
+                batch.extend(held)  # the last batch: everything else has landed
+                held.clear()
+                await hand_over()
+            elif len(batch) >= batch_size:
                 await hand_over()
         await ready.put(_DONE)
 

@@ -39,7 +39,7 @@ from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
 from freight_pipeline.sync.bundle import Bundle, Work, fetch_bundle
 from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
-from freight_pipeline.sync.isolation import Breaker
+from freight_pipeline.sync.isolation import Breaker, RecordFailure
 from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, PARTS, Ref
 from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
 from freight_pipeline.sync.progress import loop_safe
@@ -120,8 +120,15 @@ class _Run:
     async def run(self, works: AsyncIterator[Work]) -> None:
         await stream_as_finished(
             works, self.fetch, self.write, batch_size=self.settings.fetch_batch_size,
-            window=self.settings.fetch_window, prepare=self.prepare,
+            window=self.settings.fetch_window, prepare=self.prepare, hold=_failed_new,
         )
+
+
+def _failed_new(bundle: Bundle) -> bool:
+    """A shipment with a part that failed, not already waiting in the retry queue: kept for the run's last
+    batch, so the breaker has seen every failure of the run before one is quarantined (an outage that
+    fails many is not quarantined, and the cursor does not pass it)."""
+    return not bundle.work.retry and any(isinstance(answer, RecordFailure) for answer in bundle.answers.values())
 
 
 async def _listed(works: Iterable[Work]) -> AsyncIterator[Work]:

@@ -219,3 +219,22 @@ def test_as_finished_a_failing_fetch_stops_everything() -> None:
         asyncio.run(stream_as_finished(numbers(50), fetch, lambda f: written.extend(f.results), batch_size=5,
                                        window=4, prepare=lambda f: f))
     assert 7 not in written
+
+
+def test_as_finished_held_results_go_in_the_last_batch_and_the_cursor_waits_for_them() -> None:
+    batches: list[tuple[list[int], int | None]] = []
+
+    async def fetch(n: int) -> int:
+        await asyncio.sleep(0.001)
+        return n
+
+    count = asyncio.run(stream_as_finished(
+        numbers(30), fetch, batches.append, batch_size=5, window=8,
+        prepare=lambda f: (f.results, f.covered), hold=lambda n: n in (4, 17),
+    ))
+    assert count == len(batches)
+    *before, last = batches
+    assert all(4 not in results and 17 not in results for results, _ in before)
+    assert {4, 17} <= set(last[0]) and last[1] == 29
+    assert all(cover is None or cover < 4 for _, cover in before)  # never past a held one before it is written
+    assert sorted(n for results, _ in batches for n in results) == list(range(30))
