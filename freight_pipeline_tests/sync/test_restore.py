@@ -18,6 +18,7 @@ from freight_pipeline.checks.warehouse import Severity, warehouse_checks
 from freight_pipeline.commands.report import read_report
 from freight_pipeline.commands.status import render_status
 from freight_pipeline.datetimes import set_service_zone
+from freight_pipeline.simulator.config import FaultConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.runner import naive_clock_notice
 from freight_pipeline.sync.settings import SyncSettings
@@ -116,6 +117,21 @@ def test_a_service_that_refuses_the_probe_syncs_on_and_says_so(tmp_path: Path) -
         assert_converged(sim.store, work_db(tmp_path))
     assert shipments.extra["restore_probe"]["refused"].startswith("BadRequestError: 400 Bad Request")
     assert any(n.startswith("the service refused the restore probe's ID IN lookup") for n in shipments.notices)
+
+
+def test_under_a_page_cap_the_probe_judges_only_what_the_page_served(tmp_path: Path) -> None:
+    """A service serving at most 10 rows a page: the probe asks for 25 ids, gets 10, and judges those 10
+    (the others are not taken for vanished)."""
+    with running_simulator(shipments=40, seed=7, faults=FaultConfig(max_page_size=10)) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        sync(DEFAULTS)
+        sim.advance_clock(60)
+        sim.modify_shipments(3)
+        shipments = sync(DEFAULTS)["shipments"]
+        assert_converged(sim.store, work_db(tmp_path))
+    probe = shipments.extra["restore_probe"]
+    assert (probe["probed"], probe["vanished"], probe["went_back"]) == (10, [], [])
+    assert "reconcile_listed" not in shipments.extra and not shipments.notices
 
 
 def test_the_history_check_fails_on_a_history_made_to_disagree(tmp_path: Path) -> None:
