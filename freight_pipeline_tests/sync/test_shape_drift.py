@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 
 from bench.expected_rows import expected_rows
@@ -17,11 +16,9 @@ from freight_pipeline.commands.report import read_report
 from freight_pipeline.commands.status import render_status
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize import flatten
-from freight_pipeline.normalize.flatten import to_arrow_batch
 from freight_pipeline.normalize.plain_fields import Field, compile_fields
 from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.specs.shipments import SHIPMENT_FIELDS, SHIPMENT_TIMESTAMP_FIELDS
-from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.releases import NEXT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import drift
@@ -29,6 +26,7 @@ from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
 from freight_pipeline.sync.parts import AIR_LEGS, DOCUMENT, EVENTS
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline_tests.sync.conftest import SMALL_SHIPMENTS, query, syncer, work_db
+from freight_pipeline_tests.sync.expected import rows_differences
 
 CHANGED = 12
 
@@ -100,7 +98,7 @@ def test_a_release_change_is_reported_once_and_everything_else_is_exact(
     for leg in expected["air_main_carriage_legs"]:
         if leg["shipment_id"] in changed:
             leg.pop("flight_no", None)
-    assert _differences(expected, work_db(tmp_path)) == {}
+    assert rows_differences(expected, work_db(tmp_path)) == {}
     filled = query(work_db(tmp_path), "SELECT count(*) FROM freight.shipments WHERE shipment_id IN "
                    f"({', '.join(map(str, changed))}) AND house_reference IS NOT NULL AND master_reference IS NOT NULL")
     truth = [release_sim.store.reader.get_shipment(i) for i in changed]
@@ -156,21 +154,3 @@ def _read_by(data_dir: Path, run_id: str) -> list[int]:
     """The shipments whose documents ``run_id`` read (and kept raw)."""
     rows = query(work_db(data_dir), "SELECT shipment_id FROM freight_meta.raw_shipments WHERE run_id = ?", [run_id])
     return sorted(int(r[0]) for r in rows)
-
-
-def _differences(expected: dict[str, list[dict[str, Any]]], database: Path) -> dict[str, tuple[int, int]]:
-    """Per table with differences: (rows missing from the warehouse, rows it has in excess)."""
-    arrow = to_arrow_batch(expected)
-    found: dict[str, tuple[int, int]] = {}
-    with duckdb.connect(str(database), read_only=True) as con:
-        for spec in FREIGHT_TABLES:
-            cols = ", ".join(f'"{c.name}"' for c in spec.columns)
-            con.register("expected_rows", arrow[spec.name])
-            actual = f"SELECT {cols} FROM {spec.schema}.{spec.name}"
-            expected_sql = f"SELECT {cols} FROM expected_rows"
-            missing = con.execute(f"SELECT count(*) FROM ({expected_sql} EXCEPT ALL {actual})").fetchall()[0][0]
-            extra = con.execute(f"SELECT count(*) FROM ({actual} EXCEPT ALL {expected_sql})").fetchall()[0][0]
-            con.unregister("expected_rows")
-            if missing or extra:
-                found[spec.name] = (missing, extra)
-    return found
