@@ -1,9 +1,11 @@
 """The Dagster instance directory: ``$DAGSTER_HOME`` with the project's ``dagster.yaml``.
 
 The file shipped next to this module (``dagster.yaml``: one queued run at a time, telemetry off,
-no "community" dialog in the UI) is copied when the instance has none. An existing file is the
-user's and stays as it is, except that a top-level ``telemetry`` or ``nux`` section it lacks is
-appended (switched off), so an instance written by an earlier version loses the dialog too.
+no "community" dialog in the UI, the event log kept open while a run writes it) is copied when the
+instance has none. An existing file is the user's and stays as it is, except that a top-level
+``telemetry`` or ``nux`` section it lacks is appended (switched off), so an instance written by an
+earlier version loses the dialog too, and so is the event log storage when it names no storage
+(Dagster's default SQLite files, which the storage keeps: ``dagster_storage``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ SWITCHED_OFF = {
     "nux": "# added by freight-pipeline: no \"community\" dialog over the Dagster UI\nnux:\n  enabled: false\n",
 }
 """Sections appended to an existing ``dagster.yaml`` that lacks them."""
+STORAGE_SECTIONS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
+EVENT_LOG_STORAGE = (
+    "# added by freight-pipeline: Dagster's SQLite event log, kept open while a run writes it\n"
+    "event_log_storage:\n  module: freight_pipeline.commands.dagster_storage\n  class: KeptOpenSqliteEventLogStorage\n"
+)
+"""Appended to an existing ``dagster.yaml`` that names no storage (so Dagster's default SQLite one)."""
 
 
 def dagster_home(default: Path) -> Path:
@@ -31,8 +39,8 @@ def dagster_home(default: Path) -> Path:
 
 
 def ensure_dagster_yaml(home: Path) -> bool:
-    """Write ``home/dagster.yaml`` from the template unless one exists, or append the ``telemetry``
-    and ``nux`` sections an existing one lacks; True when the file was written or changed."""
+    """Write ``home/dagster.yaml`` from the template unless one exists, or append the ``telemetry``,
+    ``nux`` and event log storage sections an existing one lacks; True when the file was written or changed."""
     path = home / "dagster.yaml"
     if not path.exists():
         path.write_text(DAGSTER_YAML)
@@ -45,6 +53,8 @@ def ensure_dagster_yaml(home: Path) -> bool:
     if not isinstance(config, dict):
         return False
     missing = [section for key, section in SWITCHED_OFF.items() if key not in config]
+    if not any(key in config for key in STORAGE_SECTIONS):
+        missing.append(EVENT_LOG_STORAGE)
     if not missing:
         return False
     path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + "".join(missing))

@@ -4,29 +4,39 @@ materializations. The build itself is the job's (``marts.build``, in ``job.run``
 dbt sources carry ``meta.dagster.asset_key: [freight, <table>]`` (``_sources.yml``), so the staging
 models depend on the sync assets: one lineage graph. The manifest is made at load time when it is
 missing or older than a project file (``dbt parse``: no database needed, a few seconds); otherwise
-loading just reads it.
+loading just reads it, and the specs dagster-dbt made from it (cached beside it).
 """
 
 import fcntl
+import hashlib
 import json
+import os
+import tempfile
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject
-from dagster_dbt.asset_utils import build_dbt_specs
+from dagster._serdes import deserialize_value, serialize_value
 
-from freight_pipeline.marts.project import DBT_PROJECT_DIR, dbt_executable
+from freight_pipeline.marts.project import DBT_PROJECT_DIR
 from freight_pipeline.marts.results import NodeResult
 
 PROJECT_FILES = ("dbt_project.yml", "profiles.yml", "packages.yml", "dependencies.yml", "selectors.yml")
 PROJECT_DIRS = ("models", "macros", "tests", "seeds", "snapshots", "analyses")
+TARGET = "target"
+"""dbt's target directory of the parse (``<project>/target``), where the specs' cache lives too."""
+SPECS_CACHE = "dagster_asset_specs.json"
+TRANSLATION = Path(__file__).with_name("dbt_translation.py")
+UNIQUE_ID = "dagster_dbt/unique_id"
+"""Where dagster-dbt's spec of a model names its dbt node."""
 
 
-dbt_project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
+def manifest_path(project_dir: Path = DBT_PROJECT_DIR) -> Path:
+    return project_dir / TARGET / "manifest.json"
 
 
 def _newest_source_mtime(project_dir: Path) -> float:
@@ -37,61 +47,33 @@ def _newest_source_mtime(project_dir: Path) -> float:
     return max((p.stat().st_mtime for p in paths if p.exists()), default=0.0)
 
 
-def manifest_is_current(project: DbtProject) -> bool:
-    manifest = project.manifest_path
+def manifest_is_current(project_dir: Path = DBT_PROJECT_DIR) -> bool:
+    manifest = manifest_path(project_dir)
     return (
         manifest.is_file()
         and manifest.stat().st_size > 0
-        and manifest.stat().st_mtime >= _newest_source_mtime(project.project_dir)
+        and manifest.stat().st_mtime >= _newest_source_mtime(project_dir)
     )
 
 
-def ensure_manifest(project: DbtProject = dbt_project) -> Path:
-    """``target/manifest.json`` of ``project``, parsed first when missing or stale (serialized by a file lock)."""
-    if manifest_is_current(project):
-        return project.manifest_path
-    target = project.project_dir / project.target_path
+def ensure_manifest(project_dir: Path = DBT_PROJECT_DIR) -> Path:
+    """``target/manifest.json`` of the project, parsed first when missing or stale (serialized by a file lock)."""
+    if manifest_is_current(project_dir):
+        return manifest_path(project_dir)
+    target = project_dir / TARGET
     target.mkdir(parents=True, exist_ok=True)
     with open(target / ".parse.lock", "a+") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            if not manifest_is_current(project):  # another process may have parsed meanwhile
-                dbt = DbtCli(project_dir=project, dbt_executable=dbt_executable())
-                dbt.cli(["parse", "--quiet"], target_path=project.target_path).wait()
+            if not manifest_is_current(project_dir):  # another process may have parsed meanwhile
+                from freight_pipeline.defs.dbt_translation import parse_project
+
+                parse_project(project_dir, TARGET)
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-    if not project.manifest_path.is_file():
-        raise FileNotFoundError(f"dbt parse did not write {project.manifest_path}")
-    return project.manifest_path
-
-
-class FreightDbtTranslator(DagsterDbtTranslator):
-    """Groups dbt models by their schema (``dbt_staging``, ``dbt_intermediate``, ``dbt_analytics``).
-
-    Asset keys stay dagster-dbt's defaults: ``[<schema>, <model>]`` for models, the configured
-    ``meta.dagster.asset_key`` (``[freight, <table>]``) for sources.
-    """
-
-    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
-        schema = dbt_resource_props.get("config", {}).get("schema")
-        return f"dbt_{schema}" if schema else "dbt"
-
-
-class DbtCli(DbtCliResource):
-    """``DbtCliResource`` (what parses the project at load time) without the dbt adapter that
-    dagster-dbt otherwise builds in this process for every dbt command (1.6 s and about 30 MB): it
-    serves only ``fetch_row_counts()`` and ``fetch_column_metadata()``, which this project does not
-    call. ``test_dbt_cli_builds_no_adapter`` fails if the hook ever changes."""
-
-    def _initialize_dbt_core_adapter(self, args: Sequence[str]) -> Any:  # dagster-dbt's own hook
-        return None
-
-
-UNIQUE_ID = "dagster_dbt/unique_id"
-"""Where dagster-dbt's spec of a model names its dbt node."""
-DBT_TRANSLATOR = FreightDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=False))
-"""dbt's tests run in the build (a failure fails it, named; a warning is logged) but are no asset
-checks: each would cost stored events per run; the models' materializations count them instead."""
+    if not manifest_path(project_dir).is_file():
+        raise FileNotFoundError(f"dbt parse did not write {manifest_path(project_dir)}")
+    return manifest_path(project_dir)
 
 
 @dataclass(frozen=True)
@@ -106,14 +88,32 @@ class DbtAssets:
     """Unique id of each data test -> the unique id of the model it tests."""
 
 
-def dbt_assets_of(project: DbtProject = dbt_project) -> DbtAssets:
-    manifest = json.loads(ensure_manifest(project).read_text())
-    specs, _ = build_dbt_specs(translator=DBT_TRANSLATOR, manifest=manifest, select="fqn:*", exclude="",
-                               selector="", io_manager_key=None, project=project)
-    keys = {str(spec.metadata[UNIQUE_ID]): spec.key for spec in specs}
-    tests = {unique_id: node["attached_node"] for unique_id, node in manifest.get("nodes", {}).items()
-             if node.get("resource_type") == "test" and node.get("attached_node") in keys}
-    return DbtAssets(tuple(specs), keys, tests)
+def dbt_assets_of(project_dir: Path = DBT_PROJECT_DIR) -> DbtAssets:
+    """The project's models as specs, as dagster-dbt makes them from the manifest (``dbt_translation``),
+    cached beside the manifest: loading the definitions then imports neither dagster-dbt nor dbt (3 s
+    of every Dagster run), and a new manifest, dagster-dbt or translation makes the cache again."""
+    manifest = ensure_manifest(project_dir)
+    cache = manifest.with_name(SPECS_CACHE)
+    made_from = _made_from(manifest)
+    cached = json.loads(cache.read_text()) if cache.is_file() else {}
+    if cached.get("made_from") != made_from:
+        from freight_pipeline.defs.dbt_translation import translate
+
+        specs, tests = translate(json.loads(manifest.read_text()), project_dir)
+        cached = {"made_from": made_from, "specs": serialize_value(specs), "tests": tests}
+        with tempfile.NamedTemporaryFile("w", dir=cache.parent, prefix=".specs-", delete=False) as out:
+            json.dump(cached, out)
+        os.replace(out.name, cache)  # whole, whoever writes last
+    specs = tuple(dg.AssetSpec(**{**fields, "deps": [dg.AssetDep(**dep) for dep in fields["deps"]]}, skippable=True)
+                  for fields in deserialize_value(cached["specs"], list))
+    return DbtAssets(specs, {str(spec.metadata[UNIQUE_ID]): spec.key for spec in specs}, cached["tests"])
+
+
+def _made_from(manifest: Path) -> dict[str, Any]:
+    """What the cached specs depend on: the manifest's version, dagster-dbt's and the translation's."""
+    stat = manifest.stat()
+    return {"manifest": [stat.st_mtime_ns, stat.st_size], "dagster_dbt": version("dagster-dbt"),
+            "translation": hashlib.sha256(TRANSLATION.read_bytes()).hexdigest()}
 
 
 def model_results(dbt: DbtAssets, nodes: Sequence[NodeResult]) -> Iterator[dg.MaterializeResult]:

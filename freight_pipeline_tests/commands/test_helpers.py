@@ -49,9 +49,11 @@ def test_redact_and_format_table() -> None:
     assert table.splitlines() == ["  name        rows", "  a          1,234", "  long_name      -"]
 
 
-def test_dagster_yaml_is_written_once_and_configures_one_queued_run(tmp_path: Path) -> None:
+def test_dagster_yaml_is_written_once_and_configures_one_queued_run(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from dagster import DagsterInstance, QueuedRunCoordinator
 
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     assert ensure_dagster_yaml(tmp_path) is True
     assert ensure_dagster_yaml(tmp_path) is False
     with DagsterInstance.from_config(str(tmp_path)) as instance:

@@ -9,7 +9,6 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 import pytest
-from dagster_dbt import DbtProject
 
 from freight_pipeline.checks.warehouse import warehouse_checks
 from freight_pipeline.config import (
@@ -194,15 +193,15 @@ def test_manifest_is_reparsed_only_when_missing_or_stale(tmp_path: Path) -> None
     (tmp_path / "profiles.yml").write_text("p: {}\n")
     model = tmp_path / "models" / "m.sql"
     model.write_text("select 1")
-    project = DbtProject(project_dir=tmp_path)
-    assert not dbt.manifest_is_current(project)
-    project.manifest_path.parent.mkdir()
-    project.manifest_path.write_text("{}")
-    assert dbt.manifest_is_current(project)
-    later = project.manifest_path.stat().st_mtime + 10
+    manifest = dbt.manifest_path(tmp_path)
+    assert not dbt.manifest_is_current(tmp_path)
+    manifest.parent.mkdir()
+    manifest.write_text("{}")
+    assert dbt.manifest_is_current(tmp_path)
+    later = manifest.stat().st_mtime + 10
     os.utime(model, (later, later))
-    assert not dbt.manifest_is_current(project)
-    assert dbt.manifest_is_current(dbt.dbt_project)  # loading the definitions made it
+    assert not dbt.manifest_is_current(tmp_path)
+    assert dbt.manifest_is_current()  # loading the definitions made it
 
 
 def test_environment_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
