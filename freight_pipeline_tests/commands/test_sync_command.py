@@ -8,6 +8,7 @@ import duckdb
 import pytest
 
 from freight_pipeline.cli import main
+from freight_pipeline.config import environ
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
@@ -63,7 +64,7 @@ def test_sync_runs_the_job_and_publishes(sim: RunningSimulator, tmp_path: Path) 
 
     from dagster import DagsterInstance
 
-    with DagsterInstance.from_config(str(home)) as instance:
+    with environ({"DAGSTER_HOME": str(home)}), DagsterInstance.from_config(str(home)) as instance:
         runs = instance.get_runs()
         assert [(r.job_name, r.status.value) for r in runs] == [("freight_sync_job", "SUCCESS")]
 
@@ -92,7 +93,8 @@ def test_a_stream_the_account_cannot_reach_fails_the_sync_which_publishes_the_re
 
     from dagster import DagsterInstance
 
-    with DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+    home = tmp_path / "dagster_home"
+    with environ({"DAGSTER_HOME": str(home)}), DagsterInstance.from_config(str(home)) as instance:
         runs = instance.get_runs()
         # one run: it failed, and published every other stream
         assert [(r.job_name, r.status.value) for r in runs] == [("freight_sync_job", "FAILURE")]
