@@ -11,6 +11,9 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
 * ``incremental``: a full sync of ``--incremental-shipments`` (20,000), then ``--changed-share`` (1 %)
   of them changed, then the incremental run, then a run with nothing changed; both again as Dagster
   runs (ours only: the peer script has no incremental mode);
+* ``dagster``: what Dagster adds to a run of the job: a full sync of ``--shipments`` (2,000), then
+  ``--dagster-changed`` (40) of them changed, then nothing changed, each run once alone (no ``DAGSTER_HOME``)
+  and once as a Dagster run recorded in an instance, against a simulator of its own;
 * ``memory``: peak memory of a full sync at ``--memory-sizes`` (2,000 and 20,000; add 100,000 by
   hand), of the whole job and of the sync engine alone (``bench/engine.py``: the streams, no
   Dagster, dbt or publish; what the fetch window, batch size and DuckDB limit bound);
@@ -271,6 +274,29 @@ def incremental(shipments: int, seed: int, share: float) -> list[tuple[str, str]
     return rows
 
 
+def dagster_overhead(shipments: int, seed: int, changed: int) -> list[tuple[str, str]]:
+    """The ``dagster`` scenario (see the module doc): each run of the job alone, then the same run in
+    Dagster against a simulator of its own (same seed, same changes)."""
+    rows = [("dagster: shipments", f"{shipments:,}, then {changed:,} changed; documents off")]
+    with (tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, simulator(shipments, seed, 0) as alone,
+          simulator(shipments, seed, 0) as recorded):
+        ways = {"alone": (alone, False), "in Dagster": (recorded, True)}
+
+        def both(label: str) -> None:
+            took = {way: ours(url, Path(tmp) / way.replace(" ", "_"), dagster=dagster).seconds
+                    for way, (url, dagster) in ways.items()}
+            job, run = took["alone"], took["in Dagster"]
+            rows.append((f"dagster: {label}", f"{job:.1f} s alone, {run:.1f} s in Dagster ({run - job:+.1f} s)"))
+
+        both("full run")
+        for url, _ in ways.values():
+            httpx.post(f"{url}/_control/clock/advance", params={"seconds": 300}, timeout=30).raise_for_status()
+            httpx.post(f"{url}/_control/shipments/modify", params={"count": changed}, timeout=300).raise_for_status()
+        both(f"{changed:,} changed")
+        both("nothing changed")
+    return rows
+
+
 def engine(base_url: str, data_dir: Path, env: Mapping[str, str] | None = None, *, publish: bool = False) -> Measured:
     """The sync engine alone (``bench/engine.py``: every stream, no Dagster or dbt; ``publish``: then the
     publish) into ``data_dir``, with ``env`` added to its environment; its ``figures``: what it printed
@@ -405,13 +431,14 @@ def history_cost(shipments: int, runs: int, seed: int, share: float) -> list[tup
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenarios", default="loopback,wan,tail,incremental,memory")
+    parser.add_argument("--scenarios", default="loopback,wan,tail,incremental,dagster,memory")
     parser.add_argument("--tail-share", type=float, default=0.02)
     parser.add_argument("--tail-ms", type=float, default=5000.0)
     parser.add_argument("--shipments", type=int, default=2_000)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--incremental-shipments", type=int, default=20_000)
     parser.add_argument("--changed-share", type=float, default=0.01)
+    parser.add_argument("--dagster-changed", type=int, default=40)
     parser.add_argument("--memory-sizes", default="2000,20000")
     parser.add_argument("--history-shipments", type=int, default=20_000)
     parser.add_argument("--history-runs", type=int, default=50)
@@ -429,6 +456,8 @@ def main() -> int:
             rows += tail(args.shipments, args.seed, args.tail_share, args.tail_ms)
         elif scenario == "incremental":
             rows += incremental(args.incremental_shipments, args.seed, args.changed_share)
+        elif scenario == "dagster":
+            rows += dagster_overhead(args.shipments, args.seed, args.dagster_changed)
         elif scenario == "memory":
             rows += memory([int(s) for s in args.memory_sizes.split(",")], args.seed)
         elif scenario == "history":
