@@ -148,6 +148,23 @@ class Reads:
         finally:
             cur.close()
 
+    def raw_records(self, after: int | None, limit: int) -> list[tuple[int, str, dict[str, bytes | None]]]:
+        """The next ``limit`` shipments held raw after id ``after`` (None: from the first), in id order: each
+        one's id, raw document (JSON text) and its raw parts (stream -> the compressed answer, None where
+        the part had no rows); what a rebuild re-derives them from."""
+        con = self.database.con
+        docs = run(con, f"SELECT shipment_id, CAST(document AS VARCHAR) FROM {qualified(meta.RAW_SHIPMENTS)} "
+                        "WHERE shipment_id > ? ORDER BY shipment_id LIMIT ?", [-(2**63) if after is None else after,
+                                                                                 limit])
+        if not docs:
+            return []
+        parts: dict[int, dict[str, bytes | None]] = {}
+        held = run(con, f"SELECT stream, shipment_id, answer FROM {qualified(meta.RAW_PARTS)} "
+                        "WHERE shipment_id BETWEEN ? AND ?", [docs[0][0], docs[-1][0]])
+        for stream, shipment_id, answer in held:
+            parts.setdefault(int(shipment_id), {})[str(stream)] = answer
+        return [(int(i), str(doc), parts.get(int(i), {})) for i, doc in docs]
+
     def due_quarantine(self, stream: str, run_id: str, now: dt.datetime | None = None) -> list[dict[str, Any]]:
         """Entries of ``stream``'s retry queue whose next attempt is due, oldest failure first; entries
         that failed in ``run_id`` itself wait for a later run."""

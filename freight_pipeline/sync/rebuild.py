@@ -1,0 +1,156 @@
+"""Rebuilding the ``freight`` tables from the raw records held, without a request to the service.
+
+When the service changed shape and the mapping was fixed (a source alias on a column, ``normalize.specs``),
+the shipments read in the new shape hold nulls where the renamed field used to land. A rebuild re-derives
+every held shipment from what the sync kept of it (``freight_meta.raw_shipments``: its document;
+``freight_meta.raw_parts``: its events, legs and memo lines) through the very code the sync runs:
+each shipment becomes the :class:`~freight_pipeline.sync.bundle.Bundle` the sync would have fetched, and
+:func:`~freight_pipeline.sync.assemble.assemble` normalizes a batch of them into one
+:class:`~freight_pipeline.warehouse.records.BatchWrite`, written as ONE transaction
+(``Writes.apply_batch(rebuild=True)``: written even when the raw is the one held, the retry queue kept,
+the history's current versions taking the new content).
+
+Progress is kept in ``freight_meta.sync_state`` under :data:`REBUILD_STATE` (the last shipment id
+rebuilt), set in each batch's transaction: after a crash the next rebuild goes on from there (``restart``:
+from the first shipment again); the entry is cleared when the rebuild is complete. The sync's cursors are
+not touched, and a sync between two rebuilds is harmless (it writes with the same code).
+
+What a rebuild cannot restore: a part never kept raw (none held for a shipment last read before the raw
+parts were kept, or whose first read failed) keeps its rows; the code conversions and E-File records are
+not kept raw (their streams read them whole again: every run, and at each full re-listing).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from freight_pipeline.datetimes import set_service_zone
+from freight_pipeline.sync.assemble import assemble
+from freight_pipeline.sync.bundle import NOT_APPLICABLE, Answer, Bundle, Work
+from freight_pipeline.sync.parts import DOCUMENT, PART_BY_STREAM, Ref
+from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.warehouse.history import BEHIND_STATE
+from freight_pipeline.warehouse.store import Warehouse
+
+REBUILD_STATE = "rebuild"
+"""``sync_state`` entry of a rebuild under way (JSON ``{"after": last shipment id rebuilt, "run_id": ...}``);
+cleared (null) when it is complete. Also the rebuild's stream name in ``freight_meta.sync_runs``."""
+DEFAULT_BATCH = 500
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class RebuildResult:
+    """What a rebuild did."""
+
+    shipments: int = 0
+    batches: int = 0
+    rows_written: int = 0
+    quarantined: int = 0
+    """Records the current mapping cannot normalize (their rows stay as they were; in the retry queue)."""
+    data_problems: int = 0
+    resumed_after: int | None = None
+    """The shipment id a rebuild interrupted earlier had reached (None: it started from the first)."""
+    seconds: float = 0.0
+    versions: dict[str, int] = field(default_factory=dict)
+    """Versions added to the history (subjects the new mapping adds or drops)."""
+
+    def line(self) -> str:
+        resumed = f", resumed after shipment {self.resumed_after}" if self.resumed_after is not None else ""
+        return (f"rebuilt {self.shipments:,} shipments from their raw records in {self.batches:,} batches: "
+                f"{self.rows_written:,} rows, 0 requests ({self.quarantined} quarantined, "
+                f"{self.data_problems} unconvertible values nulled{resumed})")
+
+
+def _after(warehouse: Warehouse) -> int | None:
+    held = warehouse.reads.get_cursor(REBUILD_STATE)
+    if not held:
+        return None
+    try:
+        return int(json.loads(held)["after"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _answer(packed: bytes | None) -> Answer:
+    """A raw part as the sync's fetch answered it: its records, or NOT_APPLICABLE where it had no rows."""
+    if packed is None:
+        return NOT_APPLICABLE
+    return orjson.loads(zlib.decompress(packed))
+
+
+def raw_bundle(shipment_id: int, document_text: str, parts: dict[str, bytes | None]) -> Bundle:
+    """The bundle the sync would have fetched for a shipment whose raw records are these: its document
+    and every part kept raw (a part not kept is not in the bundle, so its rows stay)."""
+    document: Any = orjson.loads(document_text)
+    ref = Ref.of(document, shipment_id) if isinstance(document, dict) else Ref(shipment_id)
+    answers: dict[str, Answer] = {DOCUMENT: document}
+    answers.update({stream: _answer(packed) for stream, packed in parts.items() if stream in PART_BY_STREAM})
+    return Bundle(Work(ref, frozenset(answers), None, retry=True), ref, answers)
+
+
+def rebuild(
+    warehouse: Warehouse,
+    run_id: str,
+    settings: SyncSettings,
+    *,
+    batch_size: int = DEFAULT_BATCH,
+    restart: bool = False,
+    progress: Progress | None = None,
+) -> RebuildResult:
+    """Re-derive every held shipment's rows from its raw records, ``batch_size`` shipments per transaction,
+    logged in ``sync_runs`` (stream :data:`REBUILD_STATE`). Resumes an interrupted rebuild unless ``restart``."""
+    say = progress or (lambda line: None)
+    clock = time.monotonic()
+    set_service_zone(settings.service_timezone)
+    found = RebuildResult(resumed_after=None if restart else _after(warehouse))
+    log = StreamResult(run_id, REBUILD_STATE, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(
+        REBUILD_STATE))
+    warehouse.run_log.record_run(log)
+    history = warehouse.reads.get_cursor(BEHIND_STATE) is None  # behind: the next sync's catch-up versions
+    after = found.resumed_after
+    try:
+        while records := warehouse.reads.raw_records(after, batch_size):
+            assembled = assemble([raw_bundle(*record) for record in records], dt.datetime.now(dt.UTC), None)
+            write = assembled.write
+            write.raw_documents, write.raw_parts = [], []  # the raw is what it was: only the rows change
+            after = records[-1][0]
+            write.cursor = (REBUILD_STATE, json.dumps({"after": after, "run_id": run_id}))
+            stats = warehouse.writes.apply_batch(run_id, write, backoff=settings.backoff, history=history,
+                                                 rebuild=True)
+            found.shipments += len(records)
+            found.batches += 1
+            found.rows_written += stats.rows_written
+            found.quarantined += len(write.quarantined)
+            found.data_problems += len(write.problems)
+            for table, count in stats.versions.items():
+                found.versions[table] = found.versions.get(table, 0) + count
+            say(f"rebuild: {found.shipments:,} shipments rebuilt, through shipment {after}")
+        warehouse.writes.set_cursor(REBUILD_STATE, None, run_id)
+    except BaseException as exc:
+        log.status, log.error = "failed", f"{type(exc).__name__}: {exc}"[:1000]
+        _finish(warehouse, log, found)
+        raise
+    found.seconds = time.monotonic() - clock
+    log.status = "success"
+    _finish(warehouse, log, found)
+    return found
+
+
+def _finish(warehouse: Warehouse, log: StreamResult, found: RebuildResult) -> None:
+    log.finished_at = dt.datetime.now(dt.UTC)
+    log.rows_read, log.rows_written = found.shipments, found.rows_written
+    log.quarantined, log.data_problems = found.quarantined, found.data_problems
+    log.cursor_after = warehouse.reads.get_cursor(REBUILD_STATE)
+    log.extra.update(batches=found.batches, resumed_after=found.resumed_after, versions=found.versions)
+    warehouse.run_log.record_run(log)
