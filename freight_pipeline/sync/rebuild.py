@@ -27,6 +27,7 @@ import json
 import time
 import zlib
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ from freight_pipeline.sync.parts import DOCUMENT, PART_BY_STREAM, Ref
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse.history import BEHIND_STATE
+from freight_pipeline.warehouse.records import BatchWrite, WriteStats
 from freight_pipeline.warehouse.store import Warehouse
 
 REBUILD_STATE = "rebuild"
@@ -119,32 +121,54 @@ def rebuild(
     warehouse.run_log.record_run(log)
     history = warehouse.reads.get_cursor(BEHIND_STATE) is None  # behind: the next sync's catch-up versions
     after = found.resumed_after
+
+    def write(batch: BatchWrite) -> WriteStats:
+        return warehouse.writes.apply_batch(run_id, batch, backoff=settings.backoff, history=history, rebuild=True)
+
+    def written(batch: BatchWrite, size: int, through: int, stats: WriteStats) -> None:
+        found.shipments += size
+        found.batches += 1
+        found.rows_written += stats.rows_written
+        found.quarantined += len(batch.quarantined)
+        found.data_problems += len(batch.problems)
+        for table, count in stats.versions.items():
+            found.versions[table] = found.versions.get(table, 0) + count
+        say(f"rebuild: {found.shipments:,} shipments rebuilt, through shipment {through}")
+
+    reader = warehouse.reads.reader()
     try:
-        while records := warehouse.reads.raw_records(after, batch_size):
-            assembled = assemble([raw_bundle(*record) for record in records], dt.datetime.now(dt.UTC), None)
-            write = assembled.write
-            write.raw_documents, write.raw_parts = [], []  # the raw is what it was: only the rows change
-            after = records[-1][0]
-            write.cursor = (REBUILD_STATE, json.dumps({"after": after, "run_id": run_id}))
-            stats = warehouse.writes.apply_batch(run_id, write, backoff=settings.backoff, history=history,
-                                                 rebuild=True)
-            found.shipments += len(records)
-            found.batches += 1
-            found.rows_written += stats.rows_written
-            found.quarantined += len(write.quarantined)
-            found.data_problems += len(write.problems)
-            for table, count in stats.versions.items():
-                found.versions[table] = found.versions.get(table, 0) + count
-            say(f"rebuild: {found.shipments:,} shipments rebuilt, through shipment {after}")
+        # the next batch is read and normalized here while the writer thread writes the one before (the
+        # writes release the GIL): one batch in flight, each its own transaction, committed in id order
+        with ThreadPoolExecutor(1, thread_name_prefix="rebuild-writer") as writer:
+            pending: tuple[Future[WriteStats], BatchWrite, int, int] | None = None
+            while records := warehouse.reads.raw_records(after, batch_size, reader):
+                batch = _batch_of(records, run_id)
+                after = records[-1][0]
+                if pending is not None:
+                    written(pending[1], pending[2], pending[3], pending[0].result())
+                pending = (writer.submit(write, batch), batch, len(records), after)
+            if pending is not None:
+                written(pending[1], pending[2], pending[3], pending[0].result())
         warehouse.writes.set_cursor(REBUILD_STATE, None, run_id)
     except BaseException as exc:
         log.status, log.error = "failed", f"{type(exc).__name__}: {exc}"[:1000]
         _finish(warehouse, log, found)
         raise
+    finally:
+        reader.close()
     found.seconds = time.monotonic() - clock
     log.status = "success"
     _finish(warehouse, log, found)
     return found
+
+
+def _batch_of(records: list[tuple[int, str, dict[str, bytes | None]]], run_id: str) -> BatchWrite:
+    """The batch write re-deriving ``records`` (the sync's ``assemble``), with the rebuild's progress as its
+    cursor: the last shipment id it covers."""
+    write = assemble([raw_bundle(*record) for record in records], dt.datetime.now(dt.UTC), None).write
+    write.raw_documents, write.raw_parts = [], []  # the raw is what it was: only the rows change
+    write.cursor = (REBUILD_STATE, json.dumps({"after": records[-1][0], "run_id": run_id}))
+    return write
 
 
 def _finish(warehouse: Warehouse, log: StreamResult, found: RebuildResult) -> None:

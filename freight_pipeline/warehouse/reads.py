@@ -148,11 +148,14 @@ class Reads:
         finally:
             cur.close()
 
-    def raw_records(self, after: int | None, limit: int) -> list[tuple[int, str, dict[str, bytes | None]]]:
+    def raw_records(
+        self, after: int | None, limit: int, con: duckdb.DuckDBPyConnection | None = None,
+    ) -> list[tuple[int, str, dict[str, bytes | None]]]:
         """The next ``limit`` shipments held raw after id ``after`` (None: from the first), in id order: each
         one's id, raw document (JSON text) and its raw parts (stream -> the compressed answer, None where
-        the part had no rows); what a rebuild re-derives them from."""
-        con = self.database.con
+        the part had no rows); what a rebuild re-derives them from. ``con``: read there (a :meth:`reader`,
+        while batches are written on the warehouse's connection)."""
+        con = con or self.database.con
         docs = run(con, f"SELECT shipment_id, CAST(document AS VARCHAR) FROM {qualified(meta.RAW_SHIPMENTS)} "
                         "WHERE shipment_id > ? ORDER BY shipment_id LIMIT ?", [-(2**63) if after is None else after,
                                                                                  limit])

@@ -38,9 +38,11 @@ from freight_pipeline_tests.sync.conftest import query, syncer, work_db
 from freight_pipeline_tests.sync.expected import rows_differences
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
-SHIPMENTS_HELD = 120
-CHANGED = 15
-BATCH = 10
+SHIPMENTS_HELD = 60
+CHANGED = 10
+BATCH = 6
+ONLY_SHIPMENTS = (SHIPMENTS,)
+"""The streams whose tables a rebuild re-derives (the code conversions and E-Files are not kept raw)."""
 
 
 @pytest.fixture
@@ -99,11 +101,11 @@ def _read_in_new_release(sim: RunningSimulator, sync: Any, monkeypatch: pytest.M
     """Sync at 2026.1, switch the release, change some shipments, sync: without the alias. Returns the
     shipments the second sync read (in the new shape)."""
     _without_the_alias(monkeypatch)
-    sync()
+    sync(streams=ONLY_SHIPMENTS)
     sim.set_release(NEXT)
     sim.modify_shipments(CHANGED)
     sim.advance_clock(1)
-    second = sync()[SHIPMENTS]
+    second = sync(streams=ONLY_SHIPMENTS)[SHIPMENTS]
     changes = {(c["source"], c["field"]): c["change"] for c in second.extra.get("shape_changes", [])}
     assert changes[(DOCUMENT, "house_reference")] == "vanished"
     assert changes[(DOCUMENT, "house_bill_number")] == "new"
@@ -125,7 +127,7 @@ def test_a_rebuild_equals_a_fresh_sync_with_no_request(
 
     _with_the_aliases(monkeypatch, fixed, shapes)
     fresh = tmp_path / "fresh"
-    syncer(release_sim, fresh)()  # the same service, the same code, everything read again
+    syncer(release_sim, fresh)(streams=ONLY_SHIPMENTS)  # the same service, the same code, everything read again
     before = _tables_differences(work_db(held), work_db(fresh), except_aes=True)
     assert "shipments" in before and "air_main_carriage_legs" in before, before
 
@@ -165,6 +167,7 @@ def test_a_rebuild_killed_after_a_batch_is_completed_by_the_next(
     monkeypatch.setattr(flatten, "_SHIPMENT", fixed)  # the code as it is: the child's too
     monkeypatch.setattr(drift, "SOURCE_SHAPES", shapes)
     expected = expected_rows(release_sim.store)  # what the new release took away is not in the raw
+    expected["code_conversions"], expected["shipment_documents"] = [], []  # their streams did not run
     expected["shipment_aes"] = [r for r in expected["shipment_aes"] if r["shipment_id"] not in read]
     for leg in expected["air_main_carriage_legs"]:
         if leg["shipment_id"] in read:
