@@ -13,7 +13,9 @@ the history's current versions taking the new content).
 Progress is kept in ``freight_meta.sync_state`` under :data:`REBUILD_STATE` (the last shipment id
 rebuilt), set in each batch's transaction: after a crash the next rebuild goes on from there (``restart``:
 from the first shipment again); the entry is cleared when the rebuild is complete. The sync's cursors are
-not touched, and a sync between two rebuilds is harmless (it writes with the same code).
+not touched, but for one: when the documents stream had listed the E-Files of every shipment written before
+the rebuild began, its watermark is moved past the rebuild's writes at the end (they change no E-File; else
+the next sync would list the E-Files of every shipment again). A sync between two rebuilds is harmless.
 
 What a rebuild cannot restore: a part never kept raw (none held for a shipment last read before the raw
 parts were kept, or whose first read failed) keeps its rows; the code conversions and E-File records are
@@ -36,15 +38,18 @@ import orjson
 from freight_pipeline.datetimes import set_service_zone
 from freight_pipeline.sync.assemble import assemble
 from freight_pipeline.sync.bundle import NOT_APPLICABLE, Answer, Bundle, Work
+from freight_pipeline.sync.documents import STREAM as DOCUMENTS
+from freight_pipeline.sync.documents import DocumentsCursor
 from freight_pipeline.sync.parts import DOCUMENT, PART_BY_STREAM, Ref
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.warehouse.documents import newest_shipment_write
 from freight_pipeline.warehouse.history import BEHIND_STATE
 from freight_pipeline.warehouse.records import BatchWrite, WriteStats
 from freight_pipeline.warehouse.store import Warehouse
 
 REBUILD_STATE = "rebuild"
-"""``sync_state`` entry of a rebuild under way (JSON ``{"after": last shipment id rebuilt, "run_id": ...}``);
+"""``sync_state`` entry of a rebuild under way (JSON :class:`RebuildState`, with the run's id);
 cleared (null) when it is complete. Also the rebuild's stream name in ``freight_meta.sync_runs``."""
 DEFAULT_BATCH = 500
 
@@ -74,14 +79,45 @@ class RebuildResult:
                 f"{self.data_problems} unconvertible values nulled{resumed})")
 
 
-def _after(warehouse: Warehouse) -> int | None:
-    held = warehouse.reads.get_cursor(REBUILD_STATE)
-    if not held:
-        return None
-    try:
-        return int(json.loads(held)["after"])
-    except (ValueError, KeyError, TypeError):
-        return None
+@dataclass(frozen=True)
+class RebuildState:
+    """An unfinished rebuild: the last shipment id committed, and whether the documents stream had listed
+    the E-Files of every shipment written before the rebuild began (its watermark is then carried past
+    the rebuild's writes, which change no E-File)."""
+
+    after: int | None = None
+    documents_caught_up: bool = False
+
+    @classmethod
+    def held(cls, warehouse: Warehouse) -> RebuildState | None:
+        text = warehouse.reads.get_cursor(REBUILD_STATE)
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return cls(int(data["after"]) if data.get("after") is not None else None,
+                       bool(data.get("documents_caught_up")))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def text(self, run_id: str) -> str:
+        return json.dumps({"after": self.after, "documents_caught_up": self.documents_caught_up, "run_id": run_id})
+
+
+def _documents_caught_up(warehouse: Warehouse) -> bool:
+    """Whether the documents stream's watermark covers every shipment write so far."""
+    synced = DocumentsCursor.parse(warehouse.reads.get_cursor(DOCUMENTS)).synced_through
+    newest = newest_shipment_write(warehouse.con)
+    return synced is not None and (newest is None or newest <= synced)
+
+
+def _carry_documents_watermark(warehouse: Warehouse, run_id: str) -> None:
+    """After a rebuild that began with the documents stream caught up: its watermark moved past the
+    rebuild's writes (they changed no E-File), so the next sync does not list every shipment's E-Files."""
+    cursor = DocumentsCursor.parse(warehouse.reads.get_cursor(DOCUMENTS))
+    newest = newest_shipment_write(warehouse.con)
+    if newest is not None and cursor.synced_through is not None and newest > cursor.synced_through:
+        warehouse.writes.set_cursor(DOCUMENTS, DocumentsCursor(newest, cursor.relisted_at).text(), run_id)
 
 
 def _answer(packed: bytes | None) -> Answer:
@@ -115,7 +151,9 @@ def rebuild(
     say = progress or (lambda line: None)
     clock = time.monotonic()
     set_service_zone(settings.service_timezone)
-    found = RebuildResult(resumed_after=None if restart else _after(warehouse))
+    held = None if restart else RebuildState.held(warehouse)
+    state = held or RebuildState(None, _documents_caught_up(warehouse))
+    found = RebuildResult(resumed_after=state.after)
     log = StreamResult(run_id, REBUILD_STATE, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(
         REBUILD_STATE))
     warehouse.run_log.record_run(log)
@@ -142,13 +180,15 @@ def rebuild(
         with ThreadPoolExecutor(1, thread_name_prefix="rebuild-writer") as writer:
             pending: tuple[Future[WriteStats], BatchWrite, int, int] | None = None
             while records := warehouse.reads.raw_records(after, batch_size, reader):
-                batch = _batch_of(records, run_id)
                 after = records[-1][0]
+                batch = _batch_of(records, RebuildState(after, state.documents_caught_up).text(run_id))
                 if pending is not None:
                     written(pending[1], pending[2], pending[3], pending[0].result())
                 pending = (writer.submit(write, batch), batch, len(records), after)
             if pending is not None:
                 written(pending[1], pending[2], pending[3], pending[0].result())
+        if state.documents_caught_up:
+            _carry_documents_watermark(warehouse, run_id)
         warehouse.writes.set_cursor(REBUILD_STATE, None, run_id)
     except BaseException as exc:
         log.status, log.error = "failed", f"{type(exc).__name__}: {exc}"[:1000]
@@ -162,12 +202,12 @@ def rebuild(
     return found
 
 
-def _batch_of(records: list[tuple[int, str, dict[str, bytes | None]]], run_id: str) -> BatchWrite:
-    """The batch write re-deriving ``records`` (the sync's ``assemble``), with the rebuild's progress as its
-    cursor: the last shipment id it covers."""
+def _batch_of(records: list[tuple[int, str, dict[str, bytes | None]]], progress: str) -> BatchWrite:
+    """The batch write re-deriving ``records`` (the sync's ``assemble``), with the rebuild's ``progress``
+    (:meth:`RebuildState.text`: the last shipment id it covers) as its cursor."""
     write = assemble([raw_bundle(*record) for record in records], dt.datetime.now(dt.UTC), None).write
     write.raw_documents, write.raw_parts = [], []  # the raw is what it was: only the rows change
-    write.cursor = (REBUILD_STATE, json.dumps({"after": records[-1][0], "run_id": run_id}))
+    write.cursor = (REBUILD_STATE, progress)
     return write
 
 

@@ -29,6 +29,7 @@ from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.releases import NEXT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import drift
+from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.parts import DOCUMENT
 from freight_pipeline.sync.rebuild import REBUILD_STATE, rebuild
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
@@ -195,3 +196,17 @@ def test_a_rebuild_killed_after_a_batch_is_completed_by_the_next(
     assert found.resumed_after is not None and found.shipments < SHIPMENTS_HELD
     assert rows_differences(expected, work_db(tmp_path)) == {}
     assert _history_disagrees(work_db(tmp_path)) == 0
+
+
+def test_after_a_rebuild_the_next_sync_lists_no_e_file_again(small_sim: RunningSimulator, tmp_path: Path) -> None:
+    """The documents stream had listed every shipment's E-Files: the rebuild's writes (which change no E-File)
+    do not make the next sync list them all again; a shipment changed meanwhile is listed."""
+    sync = syncer(small_sim, tmp_path, publish_after=False)
+    sync()
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+        rebuild(warehouse, "rebuild-docs", TEST_SETTINGS, batch_size=BATCH)
+    changed = small_sim.modify_shipments(2)
+    small_sim.advance_clock(1)
+    after = sync()[DOCUMENTS]
+    assert after.extra["relisted"] is False
+    assert after.extra["shipments"] == len(changed), "only the changed shipments (not the rebuilt ones)"
