@@ -1,4 +1,4 @@
-"""``freight-pipeline rebuild``: re-derive every ``freight`` table from the raw records held, with no
+"""``freight-pipeline rebuild``: re-derive the ``freight`` tables (but the E-Files) from the raw records held, with no
 request to the service, then build the marts in full and publish.
 
 For after a change of the mapping (a source alias added to a column when the service renamed a field:

@@ -1,5 +1,5 @@
 """The rebuild in Dagster: ``freight_rebuild_job``, one op that runs the engine's rebuild
-(``job.run.run_rebuild``: every ``freight`` table re-derived from the raw records held, no request to the
+(``job.run.run_rebuild``: the ``freight`` tables but the E-Files re-derived from the raw records held, no request to the
 service; the checks, a full build of the marts, the publish), as ``freight-pipeline rebuild`` does.
 
 Started by hand (no schedule), after a source alias was added (docs/real-services.md, "When the service
@@ -43,7 +43,7 @@ def freight_rebuild(context: dg.OpExecutionContext, warehouse: WarehouseResource
 
 
 @dg.job(name=REBUILD_JOB, tags=WRITER_TAG, executor_def=dg.in_process_executor,
-        description="Rebuild every freight table from the raw records held (after a mapping fix), build the "
+        description="Rebuild the freight tables from the raw records held (after a mapping fix), build the "
                     "marts in full, publish: no request to the service.")
 def freight_rebuild_job() -> None:
     freight_rebuild()

@@ -200,9 +200,10 @@ def run_rebuild(
     marts: bool = True,
     publish: bool = True,
 ) -> JobReport:
-    """The job with a rebuild in place of the streams (``sync.rebuild``: every ``freight`` table re-derived
-    from the raw records held, no request to the service), then the same checks, a full build of the marts
-    (``--full-refresh``) and the publish as :func:`run_job`'s; never raises for a failure of its own."""
+    """The job with a rebuild in place of the streams (``sync.rebuild``: the ``freight`` tables but the
+    E-Files re-derived from the raw records held, no request to the service), then the same checks, a full
+    build of the marts (``--full-refresh``) and the publish as :func:`run_job`'s; never raises for a failure
+    of its own."""
     report = JobReport(run_id or new_run_id(), publish=publish)
 
     def ended(step: Step) -> None:

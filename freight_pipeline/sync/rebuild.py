@@ -17,9 +17,12 @@ not touched, but for one: when the documents stream had listed the E-Files of ev
 the rebuild began, its watermark is moved past the rebuild's writes at the end (they change no E-File; else
 the next sync would list the E-Files of every shipment again). A sync between two rebuilds is harmless.
 
+The code conversions are re-derived too, from the whole record each row keeps (``payload``), through their
+stream's ``convert`` and full refresh (only rows that differ are written).
+
 What a rebuild cannot restore: a part never kept raw (none held for a shipment last read before the raw
-parts were kept, or whose first read failed) keeps its rows; the code conversions and E-File records are
-not kept raw (their streams read them whole again: every run, and at each full re-listing).
+parts were kept, or whose first read failed) keeps its rows; the E-File records are not kept raw (their
+stream reads them again at each full re-listing).
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ import orjson
 from freight_pipeline.datetimes import set_service_zone
 from freight_pipeline.sync.assemble import assemble
 from freight_pipeline.sync.bundle import NOT_APPLICABLE, Answer, Bundle, Work
+from freight_pipeline.sync.code_conversions import STREAM as CONVERSIONS
+from freight_pipeline.sync.code_conversions import TABLE as CONVERSIONS_TABLE
+from freight_pipeline.sync.code_conversions import convert
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.documents import DocumentsCursor
 from freight_pipeline.sync.parts import DOCUMENT, PART_BY_STREAM, Ref
@@ -71,11 +77,14 @@ class RebuildResult:
     seconds: float = 0.0
     versions: dict[str, int] = field(default_factory=dict)
     """Versions added to the history (subjects the new mapping adds or drops)."""
+    code_conversions: int = 0
+    """Rows of ``code_conversions`` written (re-derived from their ``payload``: only those that differ)."""
 
     def line(self) -> str:
         resumed = f", resumed after shipment {self.resumed_after}" if self.resumed_after is not None else ""
         return (f"rebuilt {self.shipments:,} shipments from their raw records in {self.batches:,} batches: "
-                f"{self.rows_written:,} rows, 0 requests ({self.quarantined} quarantined, "
+                f"{self.rows_written:,} rows, {self.code_conversions:,} code conversions changed, 0 requests "
+                f"({self.quarantined} quarantined, "
                 f"{self.data_problems} unconvertible values nulled{resumed})")
 
 
@@ -187,6 +196,7 @@ def rebuild(
                 pending = (writer.submit(write, batch), batch, len(records), after)
             if pending is not None:
                 written(pending[1], pending[2], pending[3], pending[0].result())
+        found.code_conversions = _rebuild_code_conversions(warehouse, run_id, settings)
         if state.documents_caught_up:
             _carry_documents_watermark(warehouse, run_id)
         warehouse.writes.set_cursor(REBUILD_STATE, None, run_id)
@@ -200,6 +210,21 @@ def rebuild(
     log.status = "success"
     _finish(warehouse, log, found)
     return found
+
+
+def _rebuild_code_conversions(warehouse: Warehouse, run_id: str, settings: SyncSettings) -> int:
+    """The code conversions re-derived from the whole record each row keeps (``payload``), by the code
+    their stream runs, written as its full refresh is (only what differs); how many rows were written. A
+    record the new mapping cannot normalize is rejected (``rejected_records``); the retry queue is the
+    stream's own (its next run reads every record again)."""
+    payloads = warehouse.reads.code_conversion_payloads()
+    if not payloads:
+        return 0
+    converted = convert([orjson.loads(payload) for payload in payloads])
+    outcome = warehouse.writes.replace_table(run_id, CONVERSIONS_TABLE, converted.table, stream=CONVERSIONS,
+                                             rejects=converted.rejects, problems=converted.problems,
+                                             backoff=settings.backoff)
+    return outcome.rows_written
 
 
 def _batch_of(records: list[tuple[int, str, dict[str, bytes | None]]], progress: str) -> BatchWrite:

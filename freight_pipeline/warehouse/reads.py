@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import first, qualified, quote, run, scalar
@@ -167,6 +168,12 @@ class Reads:
         for stream, shipment_id, answer in held:
             parts.setdefault(int(shipment_id), {})[str(stream)] = answer
         return [(int(i), str(doc), parts.get(int(i), {})) for i, doc in docs]
+
+    def code_conversion_payloads(self) -> list[str]:
+        """The whole record kept with each code conversion held (its ``payload``, JSON text), in id order."""
+        return [str(row[0]) for row in run(
+            self.database.con, f"SELECT CAST(payload AS VARCHAR) FROM {qualified(CODE_CONVERSIONS)} "
+                               "WHERE payload IS NOT NULL ORDER BY conversion_id")]
 
     def due_quarantine(self, stream: str, run_id: str, now: dt.datetime | None = None) -> list[dict[str, Any]]:
         """Entries of ``stream``'s retry queue whose next attempt is due, oldest failure first; entries

@@ -198,13 +198,24 @@ def test_a_rebuild_killed_after_a_batch_is_completed_by_the_next(
     assert _history_disagrees(work_db(tmp_path)) == 0
 
 
-def test_after_a_rebuild_the_next_sync_lists_no_e_file_again(small_sim: RunningSimulator, tmp_path: Path) -> None:
-    """The documents stream had listed every shipment's E-Files: the rebuild's writes (which change no E-File)
-    do not make the next sync list them all again; a shipment changed meanwhile is listed."""
+def test_code_conversions_are_rederived_and_the_next_sync_lists_no_e_file_again(
+    small_sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """The code conversions are re-derived from the record each row keeps (``payload``). The documents
+    stream had listed every shipment's E-Files: the rebuild's writes (which change no E-File) do not make
+    the next sync list them all again; a shipment changed meanwhile is listed."""
     sync = syncer(small_sim, tmp_path, publish_after=False)
     sync()
+    with duckdb.connect(str(work_db(tmp_path))) as con:  # what an older mapping might have made of them
+        con.execute("UPDATE freight.code_conversions SET target_code = NULL, description = 'old mapping'")
+    assert "code_conversions" in rows_differences(expected_rows(small_sim.store), work_db(tmp_path))
+    served = small_sim.request_count()
     with open_warehouse(tmp_path, storage_from_env()) as warehouse:
-        rebuild(warehouse, "rebuild-docs", TEST_SETTINGS, batch_size=BATCH)
+        found = rebuild(warehouse, "rebuild-docs", TEST_SETTINGS, batch_size=BATCH)
+    assert small_sim.request_count() == served
+    held = query(work_db(tmp_path), "SELECT count(*) FROM freight.code_conversions")[0][0]
+    assert found.code_conversions == held > 0
+    assert rows_differences(expected_rows(small_sim.store), work_db(tmp_path)) == {}
     changed = small_sim.modify_shipments(2)
     small_sim.advance_clock(1)
     after = sync()[DOCUMENTS]
