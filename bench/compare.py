@@ -17,6 +17,9 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
 * ``memory``: peak memory of a full sync at ``--memory-sizes`` (2,000 and 20,000; add 100,000 by
   hand), of the whole job and of the sync engine alone (``bench/engine.py``: the streams, no
   Dagster, dbt or publish; what the fetch window, batch size and DuckDB limit bound);
+* ``rebuild``: a full sync of ``--rebuild-shipments`` (20,000) at ``--latency-ms`` (50) per request, then
+  ``freight-pipeline rebuild`` of the same data directory (no request to the service: counted), both as
+  whole jobs (with the dbt build and the publish), side by side, and the raw store's size per 1,000 shipments;
 * ``history`` (not run by default: about 20 minutes on 2 cores): what the ``freight_history`` costs.
   The sync engine alone with the history on and off (``FREIGHT_HISTORY=0``), each against its own
   simulator (same seed, so the same changes), interleaved and in alternating order: a full sync of
@@ -329,21 +332,79 @@ EDGE_RUNS = 5
 """Runs at either end of the ``history`` scenario whose peak memory is compared."""
 
 
+def table_bytes(con: duckdb.DuckDBPyConnection, table: str, block: int) -> int:
+    """Bytes of the blocks the columns of ``table`` (qualified) occupy: from ``pragma_storage_info``, the
+    distinct blocks of its checkpointed segments times the block size (a block shared with other tables
+    counts whole: an upper bound, close for large tables)."""
+    info = f"pragma_storage_info('{table}')"
+    blocks = con.execute(f"SELECT count(DISTINCT id) FROM (SELECT block_id AS id FROM {info} WHERE block_id >= 0 "
+                         f"UNION ALL SELECT unnest(additional_block_ids) FROM {info})").fetchall()[0][0]
+    return int(blocks) * block
+
+
 def history_storage(database: Path) -> dict[str, tuple[int, int]]:
-    """Per ``freight_history`` table of a DuckDB file: (rows, bytes of the blocks its columns occupy).
-    Bytes from ``pragma_storage_info``: the distinct blocks of its checkpointed segments times the block
-    size (a block shared with other tables counts whole: an upper bound, close for large tables)."""
+    """Per ``freight_history`` table of a DuckDB file: (rows, bytes of the blocks its columns occupy)."""
     found = {}
     with duckdb.connect(str(database), read_only=True) as con:
         block = int(con.execute("SELECT block_size FROM pragma_database_size()").fetchall()[0][0])
         for spec in HISTORY_TABLES:
-            info = f"pragma_storage_info('{spec.qualified_name}')"
             rows = con.execute(f"SELECT count(*) FROM {spec.qualified_name}").fetchall()[0][0]
-            blocks = con.execute(
-                f"SELECT count(DISTINCT id) FROM (SELECT block_id AS id FROM {info} WHERE block_id >= 0 "
-                f"UNION ALL SELECT unnest(additional_block_ids) FROM {info})").fetchall()[0][0]
-            found[spec.name] = (int(rows), int(blocks) * block)
+            found[spec.name] = (int(rows), table_bytes(con, spec.qualified_name, block))
     return found
+
+
+RAW_TABLES = ("freight_meta.raw_shipments", "freight_meta.raw_parts")
+
+
+def raw_storage(database: Path) -> dict[str, int]:
+    """The raw store of a working DuckDB file (checkpointed first: it is opened for writing): ``shipments``
+    held, ``stored`` bytes of the blocks of its tables, ``documents`` (the documents' JSON text), ``parts``
+    (the parts' compressed answers) and ``parts_plain`` (their JSON text before compression)."""
+    with duckdb.connect(str(database)) as con:
+        con.execute("CHECKPOINT")
+        block = int(con.execute("SELECT block_size FROM pragma_database_size()").fetchall()[0][0])
+        stored = sum(table_bytes(con, table, block) for table in RAW_TABLES)
+        shipments, documents = con.execute("SELECT count(*), coalesce(sum(strlen(CAST(document AS VARCHAR))), 0) "
+                                           "FROM freight_meta.raw_shipments").fetchall()[0]
+        parts, plain = con.execute("SELECT coalesce(sum(octet_length(answer)), 0), coalesce(sum(answer_bytes), 0) "
+                                   "FROM freight_meta.raw_parts").fetchall()[0]
+    return {"shipments": int(shipments), "stored": stored, "documents": int(documents), "parts": int(parts),
+            "parts_plain": int(plain)}
+
+
+def step_seconds(output: str, step: str) -> float | None:
+    """The seconds a run's output gives for ``step`` (its line ``  <step>   12.34 s  ...``)."""
+    match = re.search(rf"^\s+{re.escape(step)}\s+([\d.]+) s\b", output, re.MULTILINE)
+    return float(match.group(1)) if match else None
+
+
+def rebuild(shipments: int, seed: int, latency_ms: float) -> list[tuple[str, str]]:
+    """A full sync of ``shipments`` at ``latency_ms`` per request, then ``freight-pipeline rebuild`` of the same
+    data directory (every table re-derived from the raw records, a full marts build, the publish), with the
+    requests the service answered meanwhile (0), and the raw store's size per 1,000 shipments."""
+    with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, \
+            simulator(shipments, seed, latency_ms) as url:
+        work = Path(tmp) / "ours"
+        synced = ours(url, work)
+        env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+        env["FREIGHT_DATA_DIR"] = str(work / "data")
+        rebuilt = measured([str(REPO / ".venv" / "bin" / "freight-pipeline"), "rebuild"], env, url)
+        raw = raw_storage(working_db_path(work / "data"))
+    stream, step = synced.figures.get("stream_seconds"), step_seconds(rebuilt.output, "rebuild")
+    per = 1000 / max(raw["shipments"], 1)
+    rows = [
+        ("rebuild: shipments", f"{shipments:,}; the sync at {latency_ms:g} ms per request"),
+        ("rebuild: full sync", f"{synced.seconds:.1f} s (the shipments stream {stream or 0:.1f} s), "
+         f"{synced.requests:,} requests"),
+        ("rebuild: rebuild", f"{rebuilt.seconds:.1f} s (re-deriving the tables {step or 0:.1f} s), "
+         f"{rebuilt.requests:,} requests, peak memory {rebuilt.peak_rss_mb:.0f} MB"),
+        ("rebuild: ratio", f"{synced.seconds / rebuilt.seconds:.1f}x faster as a whole job (sync, build, publish), "
+         + (f"{stream / step:.1f}x re-deriving against reading the shipments" if stream and step else "")),
+        ("rebuild: raw store", f"{raw['stored'] * per / 2**20:.2f} MB per 1,000 shipments in the working file "
+         f"(documents {raw['documents'] * per / 2**20:.2f} MB of JSON text; parts {raw['parts'] * per / 2**20:.2f} MB "
+         f"zlib-compressed from {raw['parts_plain'] * per / 2**20:.2f} MB)"),
+    ]
+    return rows
 
 
 def published_history_bytes(data_dir: Path) -> int:
@@ -431,7 +492,7 @@ def history_cost(shipments: int, runs: int, seed: int, share: float) -> list[tup
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenarios", default="loopback,wan,tail,incremental,dagster,memory")
+    parser.add_argument("--scenarios", default="loopback,wan,tail,incremental,dagster,memory,rebuild")
     parser.add_argument("--tail-share", type=float, default=0.02)
     parser.add_argument("--tail-ms", type=float, default=5000.0)
     parser.add_argument("--shipments", type=int, default=2_000)
@@ -442,6 +503,7 @@ def main() -> int:
     parser.add_argument("--memory-sizes", default="2000,20000")
     parser.add_argument("--history-shipments", type=int, default=20_000)
     parser.add_argument("--history-runs", type=int, default=50)
+    parser.add_argument("--rebuild-shipments", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
     chosen = args.scenarios.split(",")
@@ -460,6 +522,8 @@ def main() -> int:
             rows += dagster_overhead(args.shipments, args.seed, args.dagster_changed)
         elif scenario == "memory":
             rows += memory([int(s) for s in args.memory_sizes.split(",")], args.seed)
+        elif scenario == "rebuild":
+            rows += rebuild(args.rebuild_shipments, args.seed, args.latency_ms)
         elif scenario == "history":
             rows += history_cost(args.history_shipments, args.history_runs, args.seed, args.changed_share)
         else:

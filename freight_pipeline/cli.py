@@ -13,6 +13,8 @@ from freight_pipeline.lake.connect import LakeUnavailable
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "simulator": ("freight_pipeline.simulator.cli", "serve the bundled freight-service simulator"),
     "sync": ("freight_pipeline.commands.sync", "run the sync job once, headless, against the configured service"),
+    "rebuild": ("freight_pipeline.commands.rebuild",
+                "re-derive every table from the raw records held (no request to the service), build, publish"),
     "status": ("freight_pipeline.commands.status", "cursors, last runs and row counts of the published warehouse"),
     "demo": ("freight_pipeline.commands.demo", "simulator, full sync, changes, incremental sync, summary"),
     "ui": ("freight_pipeline.commands.ui", "the simulator and the Dagster UI with the schedules running"),

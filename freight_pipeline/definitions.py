@@ -11,6 +11,7 @@ from freight_pipeline.defs.checks import DEFAULT_MAX_SYNC_AGE, build_sync_freshn
 from freight_pipeline.defs.freight_job import freight_job
 from freight_pipeline.defs.jobs import code_conversions_job, default_sensor_status, freight_sync_job, schedules
 from freight_pipeline.defs.lake import lake_definitions
+from freight_pipeline.defs.rebuild import freight_rebuild_job
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.lake.backend import storage_from_env
 
@@ -24,7 +25,7 @@ lake = lake_definitions(storage_from_env())  # the backfill and maintenance, whe
 defs = dg.Definitions(
     assets=[freight_job, *lake.assets],
     asset_checks=[*freshness_checks],
-    jobs=[freight_sync_job, code_conversions_job, *lake.jobs],
+    jobs=[freight_sync_job, code_conversions_job, freight_rebuild_job, *lake.jobs],
     schedules=[*schedules, *lake.schedules],
     sensors=[freshness_sensor],
     resources={

@@ -37,6 +37,7 @@ from freight_pipeline.marts.results import DbtBuildFailed
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.normalize.tables import TABLES_BY_NAME
 from freight_pipeline.sync.client_source import ClientSource
+from freight_pipeline.sync.rebuild import DEFAULT_BATCH, rebuild
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import fewer_collections, new_run_id, one_line_error, open_client, run_stream_async
 from freight_pipeline.sync.settings import SyncSettings
@@ -49,6 +50,7 @@ from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 CHECKS_STEP = "checks"
 MARTS_STEP = "marts"
 PUBLISH_STEP = "publish"
+REBUILD_STEP = "rebuild"
 FAILED_STEP = "failed_step"
 """In Dagster, the metadata of a failed run's ``Failure`` naming the first failed step (whose line is
 the failure's description): what ``freight-pipeline sync --dagster`` says failed."""
@@ -179,26 +181,103 @@ def run_job(
         except Exception as exc:  # the client or the working database could not be opened
             ended(Step("sync", "failed", clock.lap(), one_line_error(exc)))
             return report
-        if not go_on:  # no stream wrote anything, or a check of ERROR severity failed
-            if any(step.name == CHECKS_STEP for step in report.failed):
-                held_back = [name for name, asked in ((MARTS_STEP, marts), (PUBLISH_STEP, publish)) if asked]
-                for step in held_back:
-                    ended(Step(step, "skipped", 0.0, "not run: a check of ERROR severity did not pass; readers keep "
-                               "the last publish"))
+        if not _build(report, go_on, pending, worker, data_dir, backend, clock, ended, marts=marts):
             return report
-        clock.lap()
-        if pending is None:  # no build asked for
-            worker.close()
-        else:
-            try:
-                report.marts = pending.run(worker, data_dir, backend)
-            except Exception as exc:
-                first, *details = (str(exc) if isinstance(exc, DbtBuildFailed) else one_line_error(exc)).splitlines()
-                ended(Step(MARTS_STEP, "failed", clock.lap(), first, details))
-                return report
-            ended(Step(MARTS_STEP, "success", clock.lap(), report.marts.line(), list(report.marts.warnings),
-                       marts=report.marts))
-    if not publish:
+    return _publish(report, data_dir, backend, clock, ended)
+
+
+def run_rebuild(
+    data_dir: Path,
+    settings: SyncSettings,
+    backend: StorageBackend,
+    worker: DbtWorker,
+    *,
+    run_id: str | None = None,
+    batch_size: int = DEFAULT_BATCH,
+    restart: bool = False,
+    progress: Progress | None = None,
+    on_step: StepListener | None = None,
+    marts: bool = True,
+    publish: bool = True,
+) -> JobReport:
+    """The job with a rebuild in place of the streams (``sync.rebuild``: the ``freight`` tables but the
+    E-Files re-derived from the raw records held, no request to the service), then the same checks, a full
+    build of the marts (``--full-refresh``) and the publish as :func:`run_job`'s; never raises for a failure
+    of its own."""
+    report = JobReport(run_id or new_run_id(), publish=publish)
+
+    def ended(step: Step) -> None:
+        report.steps.append(step)
+        if on_step is not None:
+            on_step(step)
+
+    with worker:
+        clock = _Clock()
+        try:
+            with fewer_collections(), explained_out_of_memory("the rebuild", backend.duckdb_settings), \
+                    open_warehouse(data_dir, backend) as warehouse:
+                go_on, pending = _rebuild_and_check(warehouse, settings, report.run_id, batch_size, restart,
+                                                    progress, ended, marts)
+        except Exception as exc:  # the working database could not be opened
+            ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
+            return report
+        if not _build(report, go_on, pending, worker, data_dir, backend, clock, ended, marts=marts):
+            return report
+    return _publish(report, data_dir, backend, clock, ended)
+
+
+def _rebuild_and_check(
+    warehouse: Warehouse, settings: SyncSettings, run_id: str, batch_size: int, restart: bool,
+    progress: Progress | None, ended: StepListener, marts: bool,
+) -> tuple[bool, PendingBuild | None]:
+    """The rebuild's step, then (when it succeeded) the checks and a full build's plan, as for a sync."""
+    clock = _Clock()
+    try:
+        found = rebuild(warehouse, run_id, settings, batch_size=batch_size, restart=restart, progress=progress)
+    except Exception as exc:
+        ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
+        return False, None
+    ended(Step(REBUILD_STEP, "success", clock.lap(), found.line()))
+    checks = _checks(warehouse)
+    ended(checks)
+    if checks.status == "failed":
+        return False, None
+    if not marts:
+        return True, None
+    return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"], full_refresh=True)
+
+
+def _build(
+    report: JobReport, go_on: bool, pending: PendingBuild | None, worker: DbtWorker, data_dir: Path,
+    backend: StorageBackend, clock: _Clock, ended: StepListener, *, marts: bool,
+) -> bool:
+    """The build (when one is pending) after the streams and checks; whether the run goes on to the publish."""
+    if not go_on:  # no stream wrote anything, or a check of ERROR severity failed
+        if any(step.name == CHECKS_STEP for step in report.failed):
+            held_back = [name for name, asked in ((MARTS_STEP, marts), (PUBLISH_STEP, report.publish)) if asked]
+            for step in held_back:
+                ended(Step(step, "skipped", 0.0, "not run: a check of ERROR severity did not pass; readers keep "
+                           "the last publish"))
+        return False
+    clock.lap()
+    if pending is None:  # no build asked for
+        worker.close()
+        return True
+    try:
+        report.marts = pending.run(worker, data_dir, backend)
+    except Exception as exc:
+        first, *details = (str(exc) if isinstance(exc, DbtBuildFailed) else one_line_error(exc)).splitlines()
+        ended(Step(MARTS_STEP, "failed", clock.lap(), first, details))
+        return False
+    ended(Step(MARTS_STEP, "success", clock.lap(), report.marts.line(), list(report.marts.warnings),
+               marts=report.marts))
+    return True
+
+
+def _publish(report: JobReport, data_dir: Path, backend: StorageBackend, clock: _Clock,
+             ended: StepListener) -> JobReport:
+    """The publish, when the run is to publish."""
+    if not report.publish:
         return report
     try:
         report.publication = backend.publish(Path(data_dir), report.run_id)

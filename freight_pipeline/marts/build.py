@@ -116,14 +116,17 @@ class PendingBuild:
                                                             self.record.run_id)
 
 
-def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = ()) -> PendingBuild:
+def begin_build(
+    warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = (), *, full_refresh: bool = False,
+) -> PendingBuild:
     """Plan the whole build of run ``run_id`` on ``warehouse`` and, when it must run, log it as running.
     ``leave_out``: dbt selectors of data tests the build does not run, as the run checks their
-    invariants otherwise (tests do not decide the marts' content: the project's fingerprint is the same)."""
+    invariants otherwise (tests do not decide the marts' content: the project's fingerprint is the same).
+    ``full_refresh``: every mart from scratch (a rebuild), whatever the plan would otherwise choose."""
     started = dt.datetime.now(dt.UTC)
     args = dbt_build_args()
     fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
-    plan = plan_build(warehouse, fingerprint, whole=True)
+    plan = plan_build(warehouse, fingerprint, whole=True, full_refresh=full_refresh)
     record = build_started(warehouse, run_id) if plan.run else None
     left_out = [arg for selector in leave_out for arg in ("--exclude", selector)]
     return PendingBuild(plan, fingerprint, [*args, *plan.args, *left_out], started, record)

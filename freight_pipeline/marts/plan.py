@@ -76,9 +76,12 @@ def full_refresh_asked() -> bool:
     return flag_from_env(FULL_REFRESH_ENV, default=False)
 
 
-def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool) -> BuildPlan:
-    """What the build of this run must do (``whole``: every model is selected, not a subset)."""
+def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool, full_refresh: bool = False) -> BuildPlan:
+    """What the build of this run must do (``whole``: every model is selected, not a subset;
+    ``full_refresh``: the run asks for a full refresh, as a rebuild does)."""
     state = _state(warehouse)
+    if full_refresh:
+        return BuildPlan(True, True, "the run asks for a full refresh (a rebuild)")
     if full_refresh_asked():
         return BuildPlan(True, True, f"a full refresh was asked for ({FULL_REFRESH_ENV})")
     if state is None:

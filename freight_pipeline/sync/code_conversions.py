@@ -15,8 +15,11 @@ a value that cannot be converted is null and one ``data_problems`` row.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import pyarrow as pa
 
 from freight_pipeline.client import endpoints as ep
 from freight_pipeline.normalize.errors import NormalizationError
@@ -48,13 +51,46 @@ async def sync_code_conversions(
     result.cursor_before = warehouse.reads.get_cursor(STREAM)
     records = await read_complete(source.code_conversion_pages, "code-conversion scroll", settings.count_attempts)
     result.rows_read = len(records)
+    converted = convert(records, result.tallies.setdefault(STREAM, FieldTally()))
+    outcome = warehouse.writes.replace_table(
+        run_id, TABLE, converted.table, stream=STREAM, rejects=converted.rejects, quarantined=converted.quarantined,
+        problems=converted.problems, backoff=settings.backoff,
+    )
+    result.add_rows({TABLE: outcome.rows_written})
+    result.rejected = len(converted.rejects)
+    result.quarantined = len(converted.quarantined)
+    result.data_problems = len(converted.problems)
+    result.extra["changed"] = outcome.changed
+    say(f"code conversions: {len(records)} read, {'changed' if outcome.changed else 'unchanged'}")
+    requests_after, retries_after = source.request_counts()
+    result.requests = requests_after - requests_before
+    result.retries = retries_after - retries_before
+    result.cursor_after = warehouse.reads.get_cursor(STREAM)
+    result.extra["retry_queue"] = len(converted.quarantined)
+    return result
+
+
+@dataclass
+class Converted:
+    """The code conversions' table of a set of records, and what became of the bad ones."""
+
+    table: pa.Table
+    rejects: list[Reject] = field(default_factory=list)
+    quarantined: list[Quarantined] = field(default_factory=list)
+    problems: list[DataProblem] = field(default_factory=list)
+
+
+def convert(records: Sequence[Any], tally: FieldTally | None = None) -> Converted:
+    """The table of ``records`` (the scroll's, or the ``payload`` of each row held, for a rebuild): a record
+    that is not an object or has no usable id is quarantined and rejected, a value that cannot be
+    converted is null and one data problem, a repeated id keeps the later record."""
     rows: dict[int, dict[str, Any]] = {}
     rejects: list[Reject] = []
     quarantined: list[Quarantined] = []
     problems: list[DataProblem] = []
-    tally = result.tallies.setdefault(STREAM, FieldTally())
     for position, record in enumerate(records):
-        tally.see(record, record.get("id") if isinstance(record, dict) else position)
+        if tally is not None:
+            tally.see(record, record.get("id") if isinstance(record, dict) else position)
         found = Problems()
         try:
             row = normalize_code_conversion(record, found)
@@ -68,23 +104,7 @@ async def sync_code_conversions(
             found.add("", None, f"id {row['conversion_id']} repeated in the scroll: the later record is loaded")
         rows[row["conversion_id"]] = row
         problems.extend(data_problems(STREAM, row["conversion_id"], None, found))
-    table = to_arrow_batch({TABLE: list(rows.values())})[TABLE]
-    outcome = warehouse.writes.replace_table(
-        run_id, TABLE, table, stream=STREAM, rejects=rejects, quarantined=quarantined, problems=problems,
-        backoff=settings.backoff,
-    )
-    result.add_rows({TABLE: outcome.rows_written})
-    result.rejected = len(rejects)
-    result.quarantined = len(quarantined)
-    result.data_problems = len(problems)
-    result.extra["changed"] = outcome.changed
-    say(f"code conversions: {len(records)} read, {'changed' if outcome.changed else 'unchanged'}")
-    requests_after, retries_after = source.request_counts()
-    result.requests = requests_after - requests_before
-    result.retries = retries_after - retries_before
-    result.cursor_after = warehouse.reads.get_cursor(STREAM)
-    result.extra["retry_queue"] = len(quarantined)
-    return result
+    return Converted(to_arrow_batch({TABLE: list(rows.values())})[TABLE], rejects, quarantined, problems)
 
 
 def _key_of(record: Any, position: int) -> str:

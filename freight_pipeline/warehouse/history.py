@@ -455,6 +455,34 @@ def record_versions(
     return counts
 
 
+def retake_current(
+    con: duckdb.DuckDBPyConnection, rows: Mapping[str, pa.Table], *, register: Register | None = None,
+) -> int:
+    """A rebuild's rows (per ``freight`` table, qualified name) as the content of the current versions they
+    continue, in place, inside the caller's transaction; returns the versions changed. A rebuild re-derives
+    what was read with a changed mapping: the versions recorded earlier keep what they said, but the current
+    one of each subject still held takes the re-derived content (its ``valid_from``, run and ``recorded_at``
+    stay), so the current versions equal the rows held without a version the source never made. Subjects the
+    new mapping adds or drops are left to :func:`record_versions`, which the same batch runs next."""
+    register = register or (lambda table: registered(con, table))
+    changed = 0
+    for subject in SUBJECTS:
+        for source in subject.sources:
+            table = rows.get(source.table.qualified_name)
+            if table is None or table.num_rows == 0:
+                continue
+            with register(table) as view:
+                mapped = f"SELECT {_mapped_columns(subject, source, 'r')} FROM {view} r"
+                on = " AND ".join(f"h.{quote(k)} = n.{quote(k)}" for k in subject.key)
+                content = [quote(c) for c in subject.content]
+                assign = ", ".join(f"{c} = n.{c}" for c in content)
+                differ = (f"({', '.join(f'h.{c}' for c in content)}) IS DISTINCT FROM "
+                          f"({', '.join(f'n.{c}' for c in content)})")
+                changed += _count(run(con, f"UPDATE {qualified(subject.spec)} AS h SET {assign} FROM ({mapped}) n "
+                                           f"WHERE {on} AND h.valid_to IS NULL AND NOT h.deleted AND {differ}"))
+    return changed
+
+
 NO_STAMPS = pa.table({SHIPMENT_ID: pa.array([], pa.int64()), "valid_from": pa.array([], _TS)})
 """No shipments, no instants: the ``stamps`` of a batch that only deletes."""
 

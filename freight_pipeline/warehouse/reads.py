@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import first, qualified, quote, run, scalar
@@ -147,6 +148,32 @@ class Reads:
                     yield RawDocument(int(shipment_id), doc, fetched, modified)
         finally:
             cur.close()
+
+    def raw_records(
+        self, after: int | None, limit: int, con: duckdb.DuckDBPyConnection | None = None,
+    ) -> list[tuple[int, str, dict[str, bytes | None]]]:
+        """The next ``limit`` shipments held raw after id ``after`` (None: from the first), in id order: each
+        one's id, raw document (JSON text) and its raw parts (stream -> the compressed answer, None where
+        the part had no rows); what a rebuild re-derives them from. ``con``: read there (a :meth:`reader`,
+        while batches are written on the warehouse's connection)."""
+        con = con or self.database.con
+        docs = run(con, f"SELECT shipment_id, CAST(document AS VARCHAR) FROM {qualified(meta.RAW_SHIPMENTS)} "
+                        "WHERE shipment_id > ? ORDER BY shipment_id LIMIT ?", [-(2**63) if after is None else after,
+                                                                                 limit])
+        if not docs:
+            return []
+        parts: dict[int, dict[str, bytes | None]] = {}
+        held = run(con, f"SELECT stream, shipment_id, answer FROM {qualified(meta.RAW_PARTS)} "
+                        "WHERE shipment_id BETWEEN ? AND ?", [docs[0][0], docs[-1][0]])
+        for stream, shipment_id, answer in held:
+            parts.setdefault(int(shipment_id), {})[str(stream)] = answer
+        return [(int(i), str(doc), parts.get(int(i), {})) for i, doc in docs]
+
+    def code_conversion_payloads(self) -> list[str]:
+        """The whole record kept with each code conversion held (its ``payload``, JSON text), in id order."""
+        return [str(row[0]) for row in run(
+            self.database.con, f"SELECT CAST(payload AS VARCHAR) FROM {qualified(CODE_CONVERSIONS)} "
+                               "WHERE payload IS NOT NULL ORDER BY conversion_id")]
 
     def due_quarantine(self, stream: str, run_id: str, now: dt.datetime | None = None) -> list[dict[str, Any]]:
         """Entries of ``stream``'s retry queue whose next attempt is due, oldest failure first; entries

@@ -27,6 +27,7 @@ from freight_pipeline.warehouse.history import (
     held_batch,
     held_shipment_ids,
     record_versions,
+    retake_current,
     vanished_shipment_ids,
 )
 from freight_pipeline.warehouse.records import (
@@ -59,9 +60,16 @@ class Writes:
 
     def apply_batch(
         self, run_id: str, batch: BatchWrite, *, backoff: Backoff = DEFAULT_BACKOFF, history: bool = True,
+        rebuild: bool = False,
     ) -> WriteStats:
         """Write ``batch`` in ONE transaction (all or nothing); see :class:`BatchWrite`. ``history``: record
-        its versions in ``freight_history`` (False: nothing is written there)."""
+        its versions in ``freight_history`` (False: nothing is written there).
+
+        ``rebuild``: the batch re-derives held shipments from their raw records (``sync.rebuild``): every
+        replaced shipment is written even when its raw content is the one held (the mapping changed, not
+        the source); the retry queue keeps its entries (a part waiting there was not read again); and the
+        current versions of the history take the re-derived content in place (``history.retake_current``),
+        so versions are added only for subjects that appear or vanish under the new mapping."""
         gone = sorted({int(i) for i in batch.deleted_ids})
         replaced = {self._unit_spec(name).qualified_name: sorted({int(i) for i in ids})
                     for name, ids in batch.replaced.items()}
@@ -75,7 +83,7 @@ class Writes:
             self._check_units(self.database.spec(name), table, replaced[name])
         return self.database.write(
             "apply_batch",
-            lambda con: self._write_batch(con, run_id, batch, gone, replaced, incoming, backoff, history),
+            lambda con: self._write_batch(con, run_id, batch, gone, replaced, incoming, backoff, history, rebuild),
         )
 
     def _write_batch(
@@ -88,12 +96,13 @@ class Writes:
         incoming: dict[str, pa.Table],
         backoff: Backoff,
         history: bool,
+        rebuild: bool = False,
     ) -> WriteStats:
         """:meth:`apply_batch`'s transaction, ``batch`` checked: ``replaced`` and ``incoming`` by qualified name."""
         spec = self.database.spec
         synced_at = _now()
         stats = WriteStats()
-        unchanged = self._same_content(batch.raw_documents)
+        unchanged = set() if rebuild else self._same_content(batch.raw_documents)
         if unchanged:  # read again exactly as held: their rows stay as they are (audit columns too)
             replaced = {name: [i for i in ids if i not in unchanged] for name, ids in replaced.items()}
             incoming = {name: _without(table, spec(name).replace_key or "", unchanged)
@@ -106,7 +115,7 @@ class Writes:
         for stream, ids in [*batch.loaded.items(), *batch.settled.items()]:
             if ids:
                 # a record this batch quarantines again keeps its entry: its attempts count on
-                leaving = sorted({i for i in ids if (stream, str(i)) not in requeued})
+                leaving = [] if rebuild else sorted({i for i in ids if (stream, str(i)) not in requeued})
                 self._clear_records(stream, self._ids_view(sorted(set(ids)), views),
                                     self._ids_view(leaving, views) if leaving else None)
         if gone:
@@ -124,6 +133,8 @@ class Writes:
         self._upsert_raw(batch.raw_documents, run_id)
         self._upsert_raw_parts(batch.raw_parts, run_id)
         if history:
+            if rebuild:
+                self._retake_current(con, incoming, replaced)
             stats.versions = self._record_versions(con, run_id, batch, incoming, replaced, gone, synced_at).added
         self._upsert_rejects(batch.rejects, run_id, synced_at)
         self._insert_problems(batch.problems, run_id, synced_at)
@@ -151,6 +162,13 @@ class Writes:
                             [run_id])) if gone else None
         versions = VersionBatch(incoming, replaced, stamps, gone, started[0] if started else None)
         return record_versions(con, versions, run_id, synced_at, register=self.database.registered)
+
+    def _retake_current(
+        self, con: duckdb.DuckDBPyConnection, incoming: dict[str, pa.Table], replaced: dict[str, list[int]],
+    ) -> int:
+        """A rebuild's rows as the content of the current versions they continue (``history.retake_current``)."""
+        rows = {name: incoming[name] for name in replaced if name in SOURCE_TABLES and name in incoming}
+        return retake_current(con, rows, register=self.database.registered)
 
     def catch_up_history(self, run_id: str, *, chunk: int = 1000) -> VersionCounts:
         """Bring ``freight_history`` up to the rows held after runs that recorded no versions: every held

@@ -17,7 +17,7 @@ from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, SHIPMENT_DOCUMENT_TABLES
 from freight_pipeline.warehouse.ddl import connect
 from freight_pipeline.warehouse.paths import working_db_path
-from freight_pipeline.warehouse.records import BatchWrite, RawDocument, Reject, RunRecord
+from freight_pipeline.warehouse.records import BatchWrite, Quarantined, RawDocument, Reject, RunRecord
 from freight_pipeline.warehouse.store import Warehouse
 from freight_pipeline.warehouse.writes import RepeatedKey, Writes
 from freight_pipeline_tests.normalize import samples
@@ -347,6 +347,25 @@ def test_a_shipment_read_again_with_the_same_content_is_not_written_again(wh: Wa
     write(1, "b", "r3")  # new content: rewritten, and a change for the marts
     assert rows(wh, "SELECT name, _run_id FROM freight.parents ORDER BY 1") == [("S1 v1", "r3"), ("S2 v1", "r3")]
     assert wh.reads.pending_changes() == 2
+
+
+def test_a_rebuild_batch_is_written_with_the_content_held_and_keeps_the_retry_queue(wh: Warehouse) -> None:
+    """A rebuild re-derives what was read with a changed mapping: the same raw (the same content hash) is no
+    reason to keep the old rows, and a record waiting in the retry queue was not read again."""
+    tables, raw = shipment_batch([1, 2])
+    hashed = [doc._replace(content_hash=f"a{doc.shipment_id}") for doc in raw]
+    wh.writes.apply_batch("r1", BatchWrite(tables=tables, replaced={t: [1, 2] for t in tables},
+                                           loaded={"shipments": [1, 2]}, raw_documents=hashed))
+    wh.writes.apply_batch("r2", BatchWrite(quarantined=[Quarantined("shipments", "1", 1, "refused")]))
+    mapped, _ = shipment_batch([1, 2], version=1)  # the same raw, mapped anew
+    wh.writes.apply_batch("rebuild", BatchWrite(tables=mapped, replaced={t: [1, 2] for t in mapped},
+                                                loaded={"shipments": [1, 2]}, raw_documents=hashed), rebuild=True)
+    assert rows(wh, "SELECT name, _run_id FROM freight.parents ORDER BY 1") == [("S1 v1", "rebuild"),
+                                                                                ("S2 v1", "rebuild")]
+    assert rows(wh, "SELECT stream, record_key FROM freight_meta.quarantine") == [("shipments", "1")]
+    wh.writes.apply_batch("r3", BatchWrite(tables=mapped, replaced={t: [1, 2] for t in mapped},
+                                           loaded={"shipments": [1, 2]}))
+    assert rows(wh, "SELECT count(*) FROM freight_meta.quarantine") == [(0,)]  # a sync's load clears it
 
 
 def test_a_table_an_earlier_version_made_with_a_primary_key_is_rebuilt_without_it(tmp_path: Path) -> None:

@@ -1,0 +1,64 @@
+"""``freight-pipeline rebuild``: re-derive the ``freight`` tables (but the E-Files) from the raw records held, with no
+request to the service, then build the marts in full and publish.
+
+For after a change of the mapping (a source alias added to a column when the service renamed a field:
+docs/real-services.md, "When the service changes shape"). The job's engine (``job.run.run_rebuild``) with
+the rebuild in place of the streams: the same checks, build and publish as a sync's, without Dagster.
+An interrupted rebuild is resumed by the next one (``--restart``: from the first shipment again).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from freight_pipeline.commands.common import Stopwatch, add_data_dir_argument, resolve_data_dir, say
+from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_data_dir_argument(parser)
+    parser.add_argument("--batch-size", type=int, default=None, metavar="N",
+                        help="shipments per transaction (default 500)")
+    parser.add_argument("--restart", action="store_true",
+                        help="start from the first shipment even when an interrupted rebuild left off later")
+    parser.add_argument("-v", "--verbose", action="store_true", help="also print a line per batch")
+    parser.epilog = ("Reads only the working database's raw records (freight_meta.raw_shipments, raw_parts): "
+                     "no FREIGHT_* service setting is needed. Logged in freight_meta.sync_runs as stream 'rebuild'.")
+
+
+def run(args: argparse.Namespace) -> int:
+    data_dir = resolve_data_dir(args.data_dir)
+    if args.batch_size is not None and args.batch_size < 1:
+        say("rebuild: --batch-size must be at least 1")
+        return 2
+    try:
+        check_setup(data_dir, data_dir_setting(args.data_dir), service=False)
+    except BadSetup as exc:
+        say(f"rebuild: {exc}")
+        return 2
+    from freight_pipeline.lake.settings import dbt_target_from_env
+    from freight_pipeline.marts.worker import DbtWorker
+
+    watch = Stopwatch()
+    with DbtWorker.start(data_dir, dbt_target_from_env()) as worker:
+        from freight_pipeline.job.run import Step, run_rebuild
+        from freight_pipeline.lake.backend import storage_from_env
+        from freight_pipeline.sync.rebuild import DEFAULT_BATCH
+        from freight_pipeline.sync.settings import SyncSettings
+
+        say(f"rebuild: {data_dir} from its raw records (no request to the service)")
+
+        def ended(step: Step) -> None:
+            for line in step.lines():
+                say(line)
+
+        progress = (lambda line: say(f"    {line}")) if args.verbose else None
+        report = run_rebuild(data_dir, SyncSettings().with_env(), storage_from_env(), worker,
+                             batch_size=args.batch_size or DEFAULT_BATCH, restart=args.restart,
+                             progress=progress, on_step=ended)
+    if report.success:
+        say(f"rebuild succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")
+        return 0
+    for step in report.failed:
+        say(f"rebuild failed in step {step.name}: {step.line}")
+    return 1

@@ -1,0 +1,49 @@
+"""The rebuild in Dagster: ``freight_rebuild_job``, one op that runs the engine's rebuild
+(``job.run.run_rebuild``: the ``freight`` tables but the E-Files re-derived from the raw records held, no request to the
+service; the checks, a full build of the marts, the publish), as ``freight-pipeline rebuild`` does.
+
+Started by hand (no schedule), after a source alias was added (docs/real-services.md, "When the service
+changes shape"). Tagged as a writer of the warehouse, so the schedules skip their ticks while it runs.
+Each step is logged as it ends; the publish is recorded as a materialization of the published warehouse.
+"""
+
+from collections.abc import Iterator
+
+import dagster as dg
+
+from freight_pipeline.defs.freight_job import PUBLISH_KEY, metadata_value
+from freight_pipeline.defs.jobs import WRITER_TAG
+from freight_pipeline.defs.resources import WarehouseResource
+from freight_pipeline.job.run import FAILED_STEP, Step, run_rebuild
+from freight_pipeline.marts.worker import DbtWorker
+from freight_pipeline.sync.settings import SyncSettings
+
+REBUILD_JOB = "freight_rebuild_job"
+
+
+@dg.op(out={}, description="Every freight table re-derived from the raw records held (no request to the service), "
+                   "the warehouse checks, a full build of the marts, the publish.")
+def freight_rebuild(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> Iterator[dg.AssetMaterialization]:
+    backend = warehouse.backend
+
+    def ended(step: Step) -> None:
+        for line in step.lines():
+            (context.log.error if step.status == "failed" else context.log.info)(line)
+
+    context.log.info(f"rebuild of {backend.describe(warehouse.path)} from its raw records")
+    with DbtWorker.start(warehouse.path, backend.dbt_target) as worker:
+        report = run_rebuild(warehouse.path, SyncSettings().with_env(), backend, worker,
+                             run_id=context.run_id, progress=context.log.debug, on_step=ended)
+    if report.publication is not None:
+        yield dg.AssetMaterialization(asset_key=PUBLISH_KEY, metadata={
+            name: metadata_value(value) for name, value in report.publication.metadata().items()})
+    if report.failed:
+        first = report.failed[0]
+        raise dg.Failure(description=first.line, metadata={FAILED_STEP: first.name}, allow_retries=False)
+
+
+@dg.job(name=REBUILD_JOB, tags=WRITER_TAG, executor_def=dg.in_process_executor,
+        description="Rebuild the freight tables from the raw records held (after a mapping fix), build the "
+                    "marts in full, publish: no request to the service.")
+def freight_rebuild_job() -> None:
+    freight_rebuild()

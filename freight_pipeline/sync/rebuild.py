@@ -1,0 +1,245 @@
+"""Rebuilding the ``freight`` tables from the raw records held, without a request to the service.
+
+When the service changed shape and the mapping was fixed (a source alias on a column, ``normalize.specs``),
+the shipments read in the new shape hold nulls where the renamed field used to land. A rebuild re-derives
+every held shipment from what the sync kept of it (``freight_meta.raw_shipments``: its document;
+``freight_meta.raw_parts``: its events, legs and memo lines) through the very code the sync runs:
+each shipment becomes the :class:`~freight_pipeline.sync.bundle.Bundle` the sync would have fetched, and
+:func:`~freight_pipeline.sync.assemble.assemble` normalizes a batch of them into one
+:class:`~freight_pipeline.warehouse.records.BatchWrite`, written as ONE transaction
+(``Writes.apply_batch(rebuild=True)``: written even when the raw is the one held, the retry queue kept,
+the history's current versions taking the new content).
+
+Progress is kept in ``freight_meta.sync_state`` under :data:`REBUILD_STATE` (the last shipment id
+rebuilt), set in each batch's transaction: after a crash the next rebuild goes on from there (``restart``:
+from the first shipment again); the entry is cleared when the rebuild is complete. The sync's cursors are
+not touched, but for one: when the documents stream had listed the E-Files of every shipment written before
+the rebuild began, its watermark is moved past the rebuild's writes at the end (they change no E-File; else
+the next sync would list the E-Files of every shipment again). A sync between two rebuilds is harmless.
+
+The code conversions are re-derived too, from the whole record each row keeps (``payload``), through their
+stream's ``convert`` and full refresh (only rows that differ are written).
+
+What a rebuild cannot restore: a part never kept raw (none held for a shipment last read before the raw
+parts were kept, or whose first read failed) keeps its rows; the E-File records are not kept raw (their
+stream reads them again at each full re-listing).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import zlib
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from freight_pipeline.datetimes import set_service_zone
+from freight_pipeline.sync.assemble import assemble
+from freight_pipeline.sync.bundle import NOT_APPLICABLE, Answer, Bundle, Work
+from freight_pipeline.sync.code_conversions import STREAM as CONVERSIONS
+from freight_pipeline.sync.code_conversions import TABLE as CONVERSIONS_TABLE
+from freight_pipeline.sync.code_conversions import convert
+from freight_pipeline.sync.documents import STREAM as DOCUMENTS
+from freight_pipeline.sync.documents import DocumentsCursor
+from freight_pipeline.sync.parts import DOCUMENT, PART_BY_STREAM, Ref
+from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.warehouse.documents import newest_shipment_write
+from freight_pipeline.warehouse.history import BEHIND_STATE
+from freight_pipeline.warehouse.records import BatchWrite, WriteStats
+from freight_pipeline.warehouse.store import Warehouse
+
+REBUILD_STATE = "rebuild"
+"""``sync_state`` entry of a rebuild under way (JSON :class:`RebuildState`, with the run's id);
+cleared (null) when it is complete. Also the rebuild's stream name in ``freight_meta.sync_runs``."""
+DEFAULT_BATCH = 500
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class RebuildResult:
+    """What a rebuild did."""
+
+    shipments: int = 0
+    batches: int = 0
+    rows_written: int = 0
+    quarantined: int = 0
+    """Records the current mapping cannot normalize (their rows stay as they were; in the retry queue)."""
+    data_problems: int = 0
+    resumed_after: int | None = None
+    """The shipment id a rebuild interrupted earlier had reached (None: it started from the first)."""
+    seconds: float = 0.0
+    versions: dict[str, int] = field(default_factory=dict)
+    """Versions added to the history (subjects the new mapping adds or drops)."""
+    code_conversions: int = 0
+    """Rows of ``code_conversions`` written (re-derived from their ``payload``: only those that differ)."""
+
+    def line(self) -> str:
+        resumed = f", resumed after shipment {self.resumed_after}" if self.resumed_after is not None else ""
+        return (f"rebuilt {self.shipments:,} shipments from their raw records in {self.batches:,} batches: "
+                f"{self.rows_written:,} rows, {self.code_conversions:,} code conversions changed, 0 requests "
+                f"({self.quarantined} quarantined, "
+                f"{self.data_problems} unconvertible values nulled{resumed})")
+
+
+@dataclass(frozen=True)
+class RebuildState:
+    """An unfinished rebuild: the last shipment id committed, and whether the documents stream had listed
+    the E-Files of every shipment written before the rebuild began (its watermark is then carried past
+    the rebuild's writes, which change no E-File)."""
+
+    after: int | None = None
+    documents_caught_up: bool = False
+
+    @classmethod
+    def held(cls, warehouse: Warehouse) -> RebuildState | None:
+        text = warehouse.reads.get_cursor(REBUILD_STATE)
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return cls(int(data["after"]) if data.get("after") is not None else None,
+                       bool(data.get("documents_caught_up")))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def text(self, run_id: str) -> str:
+        return json.dumps({"after": self.after, "documents_caught_up": self.documents_caught_up, "run_id": run_id})
+
+
+def _documents_caught_up(warehouse: Warehouse) -> bool:
+    """Whether the documents stream's watermark covers every shipment write so far."""
+    synced = DocumentsCursor.parse(warehouse.reads.get_cursor(DOCUMENTS)).synced_through
+    newest = newest_shipment_write(warehouse.con)
+    return synced is not None and (newest is None or newest <= synced)
+
+
+def _carry_documents_watermark(warehouse: Warehouse, run_id: str) -> None:
+    """After a rebuild that began with the documents stream caught up: its watermark moved past the
+    rebuild's writes (they changed no E-File), so the next sync does not list every shipment's E-Files."""
+    cursor = DocumentsCursor.parse(warehouse.reads.get_cursor(DOCUMENTS))
+    newest = newest_shipment_write(warehouse.con)
+    if newest is not None and cursor.synced_through is not None and newest > cursor.synced_through:
+        warehouse.writes.set_cursor(DOCUMENTS, DocumentsCursor(newest, cursor.relisted_at).text(), run_id)
+
+
+def _answer(packed: bytes | None) -> Answer:
+    """A raw part as the sync's fetch answered it: its records, or NOT_APPLICABLE where it had no rows."""
+    if packed is None:
+        return NOT_APPLICABLE
+    return orjson.loads(zlib.decompress(packed))
+
+
+def raw_bundle(shipment_id: int, document_text: str, parts: dict[str, bytes | None]) -> Bundle:
+    """The bundle the sync would have fetched for a shipment whose raw records are these: its document
+    and every part kept raw (a part not kept is not in the bundle, so its rows stay)."""
+    document: Any = orjson.loads(document_text)
+    ref = Ref.of(document, shipment_id) if isinstance(document, dict) else Ref(shipment_id)
+    answers: dict[str, Answer] = {DOCUMENT: document}
+    answers.update({stream: _answer(packed) for stream, packed in parts.items() if stream in PART_BY_STREAM})
+    return Bundle(Work(ref, frozenset(answers), None, retry=True), ref, answers)
+
+
+def rebuild(
+    warehouse: Warehouse,
+    run_id: str,
+    settings: SyncSettings,
+    *,
+    batch_size: int = DEFAULT_BATCH,
+    restart: bool = False,
+    progress: Progress | None = None,
+) -> RebuildResult:
+    """Re-derive every held shipment's rows from its raw records, ``batch_size`` shipments per transaction,
+    logged in ``sync_runs`` (stream :data:`REBUILD_STATE`). Resumes an interrupted rebuild unless ``restart``."""
+    say = progress or (lambda line: None)
+    clock = time.monotonic()
+    set_service_zone(settings.service_timezone)
+    held = None if restart else RebuildState.held(warehouse)
+    state = held or RebuildState(None, _documents_caught_up(warehouse))
+    found = RebuildResult(resumed_after=state.after)
+    log = StreamResult(run_id, REBUILD_STATE, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(
+        REBUILD_STATE))
+    warehouse.run_log.record_run(log)
+    history = warehouse.reads.get_cursor(BEHIND_STATE) is None  # behind: the next sync's catch-up versions
+    after = found.resumed_after
+
+    def write(batch: BatchWrite) -> WriteStats:
+        return warehouse.writes.apply_batch(run_id, batch, backoff=settings.backoff, history=history, rebuild=True)
+
+    def written(batch: BatchWrite, size: int, through: int, stats: WriteStats) -> None:
+        found.shipments += size
+        found.batches += 1
+        found.rows_written += stats.rows_written
+        found.quarantined += len(batch.quarantined)
+        found.data_problems += len(batch.problems)
+        for table, count in stats.versions.items():
+            found.versions[table] = found.versions.get(table, 0) + count
+        say(f"rebuild: {found.shipments:,} shipments rebuilt, through shipment {through}")
+
+    reader = warehouse.reads.reader()
+    try:
+        # the next batch is read and normalized here while the writer thread writes the one before (the
+        # writes release the GIL): one batch in flight, each its own transaction, committed in id order
+        with ThreadPoolExecutor(1, thread_name_prefix="rebuild-writer") as writer:
+            pending: tuple[Future[WriteStats], BatchWrite, int, int] | None = None
+            while records := warehouse.reads.raw_records(after, batch_size, reader):
+                after = records[-1][0]
+                batch = _batch_of(records, RebuildState(after, state.documents_caught_up).text(run_id))
+                if pending is not None:
+                    written(pending[1], pending[2], pending[3], pending[0].result())
+                pending = (writer.submit(write, batch), batch, len(records), after)
+            if pending is not None:
+                written(pending[1], pending[2], pending[3], pending[0].result())
+        found.code_conversions = _rebuild_code_conversions(warehouse, run_id, settings)
+        if state.documents_caught_up:
+            _carry_documents_watermark(warehouse, run_id)
+        warehouse.writes.set_cursor(REBUILD_STATE, None, run_id)
+    except BaseException as exc:
+        log.status, log.error = "failed", f"{type(exc).__name__}: {exc}"[:1000]
+        _finish(warehouse, log, found)
+        raise
+    finally:
+        reader.close()
+    found.seconds = time.monotonic() - clock
+    log.status = "success"
+    _finish(warehouse, log, found)
+    return found
+
+
+def _rebuild_code_conversions(warehouse: Warehouse, run_id: str, settings: SyncSettings) -> int:
+    """The code conversions re-derived from the whole record each row keeps (``payload``), by the code
+    their stream runs, written as its full refresh is (only what differs); how many rows were written. A
+    record the new mapping cannot normalize is rejected (``rejected_records``); the retry queue is the
+    stream's own (its next run reads every record again)."""
+    payloads = warehouse.reads.code_conversion_payloads()
+    if not payloads:
+        return 0
+    converted = convert([orjson.loads(payload) for payload in payloads])
+    outcome = warehouse.writes.replace_table(run_id, CONVERSIONS_TABLE, converted.table, stream=CONVERSIONS,
+                                             rejects=converted.rejects, problems=converted.problems,
+                                             backoff=settings.backoff)
+    return outcome.rows_written
+
+
+def _batch_of(records: list[tuple[int, str, dict[str, bytes | None]]], progress: str) -> BatchWrite:
+    """The batch write re-deriving ``records`` (the sync's ``assemble``), with the rebuild's ``progress``
+    (:meth:`RebuildState.text`: the last shipment id it covers) as its cursor."""
+    write = assemble([raw_bundle(*record) for record in records], dt.datetime.now(dt.UTC), None).write
+    write.raw_documents, write.raw_parts = [], []  # the raw is what it was: only the rows change
+    write.cursor = (REBUILD_STATE, progress)
+    return write
+
+
+def _finish(warehouse: Warehouse, log: StreamResult, found: RebuildResult) -> None:
+    log.finished_at = dt.datetime.now(dt.UTC)
+    log.rows_read, log.rows_written = found.shipments, found.rows_written
+    log.quarantined, log.data_problems = found.quarantined, found.data_problems
+    log.cursor_after = warehouse.reads.get_cursor(REBUILD_STATE)
+    log.extra.update(batches=found.batches, resumed_after=found.resumed_after, versions=found.versions)
+    warehouse.run_log.record_run(log)

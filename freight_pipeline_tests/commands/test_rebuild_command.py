@@ -1,0 +1,43 @@
+"""``freight-pipeline rebuild``: the job with the rebuild in place of the streams, in a child process: no
+service setting needed and no request made; a line per step; a full build of the marts; the publish."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from freight_pipeline.config import ServiceSettings
+from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.simulator.server import running_simulator
+from freight_pipeline.sync.runner import sync_all
+from freight_pipeline.sync.streams import SHIPMENTS
+from freight_pipeline_tests.commands.conftest import cli_env, run_cli
+
+
+def test_rebuild_rederives_builds_in_full_and_publishes_without_the_service(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with running_simulator(shipments=15, seed=3) as sim:
+        sync_all(ServiceSettings(sim.base_url, sim.username, sim.password), data_dir, backend=storage_from_env(),
+                 streams=(SHIPMENTS.name,))
+        served = sim.request_count()
+        done = run_cli(["rebuild", "--data-dir", str(data_dir), "--batch-size", "4", "-v"], cli_env())
+        assert sim.request_count() == served
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].endswith("from its raw records (no request to the service)")
+    assert lines[-1].startswith("rebuild succeeded in ")
+    assert [line.split()[1] for line in lines if line.startswith("    rebuild:")] == ["4", "8", "12", "15"]
+    steps = [line.split()[0] for line in lines[1:-1] if not line.startswith("    ")]
+    assert steps == ["rebuild", "checks", "marts", "publish"]
+    assert "rebuilt 15 shipments from their raw records in 4 batches" in done.stderr
+    assert "the run asks for a full refresh (a rebuild)" in done.stderr
+    with duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchone() == (15,)
+        assert con.execute("SELECT status, rows_read FROM freight_meta.sync_runs WHERE stream = 'rebuild'"
+                           ).fetchall() == [("success", 15)]
+
+
+def test_rebuild_refuses_a_batch_size_below_one(tmp_path: Path) -> None:
+    done = run_cli(["rebuild", "--data-dir", str(tmp_path), "--batch-size", "0"], cli_env())
+    assert done.returncode == 2 and "--batch-size must be at least 1" in done.stderr

@@ -1,0 +1,223 @@
+"""``rebuild`` over HTTP: the service changes release, a sync without the alias reads some shipments in the
+new shape (house_reference null, drift reported); with the alias (and one for the air legs' renamed
+``flight_no``) a rebuild from the raw records, with no request to the service, gives the tables a fresh full
+sync with the same code gives, row for row; the history's current versions take the rebuilt content. A
+rebuild killed with SIGKILL after its first batch commit, then a rebuild, ends exact."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from bench.expected_rows import expected_rows
+from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.normalize import flatten, legs
+from freight_pipeline.normalize.plain_fields import Field, compile_fields
+from freight_pipeline.normalize.shapes import Shape
+from freight_pipeline.normalize.specs.legs import AIR_LEG_FIELDS, LEG_COMMON_FIELDS
+from freight_pipeline.normalize.specs.shipments import SHIPMENT_FIELDS, SHIPMENT_TIMESTAMP_FIELDS
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.simulator.releases import NEXT
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.sync import drift
+from freight_pipeline.sync.documents import STREAM as DOCUMENTS
+from freight_pipeline.sync.parts import DOCUMENT
+from freight_pipeline.sync.rebuild import REBUILD_STATE, rebuild
+from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
+from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
+from freight_pipeline.warehouse.store import open_warehouse
+from freight_pipeline_tests.sync.conftest import query, syncer, work_db
+from freight_pipeline_tests.sync.expected import rows_differences
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
+
+SHIPMENTS_HELD = 60
+CHANGED = 10
+BATCH = 6
+ONLY_SHIPMENTS = (SHIPMENTS,)
+"""The streams whose tables a rebuild re-derives (the code conversions and E-Files are not kept raw)."""
+
+
+@pytest.fixture
+def release_sim() -> Iterator[RunningSimulator]:
+    with running_simulator(shipments=SHIPMENTS_HELD, seed=5) as running:
+        yield running
+
+
+def _without_the_alias(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mapping before its one-line fix: house and master references read from their old names only."""
+    plain = tuple(Field(f.column, f.type, f.description) if len(f.keys) > 1 else f for f in SHIPMENT_FIELDS)
+    monkeypatch.setattr(flatten, "_SHIPMENT", compile_fields((*plain, *SHIPMENT_TIMESTAMP_FIELDS)))
+    old_shape = flatten.DOCUMENT_SHAPE
+    monkeypatch.setitem(drift.SOURCE_SHAPES, DOCUMENT,
+                        Shape(old_shape.label, old_shape.declared - {"house_bill_number", "master_bill_number"}))
+
+
+def _with_the_aliases(monkeypatch: pytest.MonkeyPatch, shipment_fields: Any, shapes: dict[str, Shape]) -> None:
+    """The fixed mapping: the shipments spec as declared (its alias), and the air legs' flight number read
+    from ``flight_no``, then ``flight_number`` (one more line, in-process)."""
+    monkeypatch.setattr(flatten, "_SHIPMENT", shipment_fields)
+    monkeypatch.setattr(drift, "SOURCE_SHAPES", shapes)
+    air = tuple(Field(f.column, f.type, f.description, ("flight_no", "flight_number")) if f.column == "flight_no"
+                else f for f in AIR_LEG_FIELDS)
+    monkeypatch.setattr(legs, "_AIR", compile_fields((*LEG_COMMON_FIELDS, *air)))
+
+
+def _tables_differences(ours: Path, theirs: Path, *, except_aes: bool) -> dict[str, tuple[int, int]]:
+    """Per ``freight`` table with differences: (rows only in ``ours``, rows only in ``theirs``), audit columns
+    left out; ``except_aes``: the AES rows of shipments last read in the old release are left out of ours."""
+    found: dict[str, tuple[int, int]] = {}
+    with duckdb.connect(":memory:") as con:
+        con.execute(f"ATTACH '{ours}' AS ours (READ_ONLY)")
+        con.execute(f"ATTACH '{theirs}' AS theirs (READ_ONLY)")
+        for spec in FREIGHT_TABLES:
+            cols = ", ".join(f'"{c.name}"' for c in spec.columns)
+            mine = f"SELECT {cols} FROM ours.{spec.schema}.{spec.name}"
+            if except_aes and spec.name == "shipment_aes":
+                mine += (" WHERE shipment_id IN (SELECT shipment_id FROM ours.freight_meta.raw_shipments "
+                         "WHERE NOT json_exists(document, '$.aes'))")
+            other = f"SELECT {cols} FROM theirs.{spec.schema}.{spec.name}"
+            only_ours = con.execute(f"SELECT count(*) FROM ({mine} EXCEPT ALL {other})").fetchone()
+            only_theirs = con.execute(f"SELECT count(*) FROM ({other} EXCEPT ALL {mine})").fetchone()
+            assert only_ours is not None and only_theirs is not None
+            if only_ours[0] or only_theirs[0]:
+                found[spec.name] = (only_ours[0], only_theirs[0])
+    return found
+
+
+def _history_disagrees(database: Path) -> int:
+    with duckdb.connect(str(database), read_only=True) as con:
+        return sum(len(con.execute(disagreeing_sql(subject)).fetchall()) for subject in SUBJECTS)
+
+
+def _read_in_new_release(sim: RunningSimulator, sync: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Sync at 2026.1, switch the release, change some shipments, sync: without the alias. Returns the
+    shipments the second sync read (in the new shape)."""
+    _without_the_alias(monkeypatch)
+    sync(streams=ONLY_SHIPMENTS)
+    sim.set_release(NEXT)
+    sim.modify_shipments(CHANGED)
+    sim.advance_clock(1)
+    second = sync(streams=ONLY_SHIPMENTS)[SHIPMENTS]
+    changes = {(c["source"], c["field"]): c["change"] for c in second.extra.get("shape_changes", [])}
+    assert changes[(DOCUMENT, "house_reference")] == "vanished"
+    assert changes[(DOCUMENT, "house_bill_number")] == "new"
+    return second.run_id
+
+
+def test_a_rebuild_equals_a_fresh_sync_with_no_request(
+    release_sim: RunningSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fixed, shapes = flatten._SHIPMENT, dict(drift.SOURCE_SHAPES)
+    held = tmp_path / "held"
+    run_id = _read_in_new_release(release_sim, syncer(release_sim, held), monkeypatch)
+    read = [r[0] for r in query(work_db(held), "SELECT shipment_id FROM freight_meta.raw_shipments WHERE run_id = ?",
+                                [run_id])]
+    assert len(read) >= CHANGED
+    nulls = query(work_db(held), f"SELECT count(*) FROM freight.shipments WHERE shipment_id IN "
+                                 f"({', '.join(map(str, read))}) AND house_reference IS NULL")[0][0]
+    assert nulls == len(read)
+
+    _with_the_aliases(monkeypatch, fixed, shapes)
+    fresh = tmp_path / "fresh"
+    syncer(release_sim, fresh)(streams=ONLY_SHIPMENTS)  # the same service, the same code, everything read again
+    before = _tables_differences(work_db(held), work_db(fresh), except_aes=True)
+    assert "shipments" in before and "air_main_carriage_legs" in before, before
+
+    versions_before = query(work_db(held), "SELECT count(*) FROM freight_history.shipment_versions")[0][0]
+    served = release_sim.request_count()
+    with open_warehouse(held, storage_from_env()) as warehouse:
+        found = rebuild(warehouse, "rebuild-1", TEST_SETTINGS, batch_size=BATCH)
+    assert release_sim.request_count() == served, "the rebuild asked the service"
+    held_ids = query(work_db(held), "SELECT count(*) FROM freight.shipments")[0][0]
+    assert (found.shipments, found.batches) == (held_ids, -(-held_ids // BATCH))
+    assert found.quarantined == 0 and found.resumed_after is None
+
+    assert _tables_differences(work_db(held), work_db(fresh), except_aes=True) == {}
+    kept_aes = query(work_db(held), "SELECT count(*) FROM freight.shipment_aes")[0][0]
+    assert kept_aes > 0, "what the old release sent and the new one dropped stays as it was read"
+    assert query(work_db(fresh), "SELECT count(*) FROM freight.shipment_aes") == [(0,)]
+    # the history: the current versions took the rebuilt content in place, no version was added for it
+    assert _history_disagrees(work_db(held)) == 0
+    assert found.versions.get("shipment_versions", 0) == 0
+    assert query(work_db(held), "SELECT count(*) FROM freight_history.shipment_versions")[0][0] == versions_before
+    filled = query(work_db(held), "SELECT count(*) FROM freight_history.shipment_versions WHERE valid_to IS NULL "
+                                  f"AND shipment_id IN ({', '.join(map(str, read))}) AND house_reference IS NOT NULL")
+    assert filled[0][0] > 0
+    assert query(work_db(held), "SELECT cursor_value FROM freight_meta.sync_state WHERE stream = ?",
+                 [REBUILD_STATE]) == [(None,)]
+    logged = query(work_db(held), "SELECT status, rows_read FROM freight_meta.sync_runs WHERE run_id = 'rebuild-1'")
+    assert logged == [("success", held_ids)]
+
+
+def test_a_rebuild_killed_after_a_batch_is_completed_by_the_next(
+    release_sim: RunningSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fixed, shapes = flatten._SHIPMENT, dict(drift.SOURCE_SHAPES)
+    run_id = _read_in_new_release(release_sim, syncer(release_sim, tmp_path), monkeypatch)
+    read = {r[0] for r in query(work_db(tmp_path), "SELECT shipment_id FROM freight_meta.raw_shipments "
+                                                   "WHERE run_id = ?", [run_id])}
+    monkeypatch.setattr(flatten, "_SHIPMENT", fixed)  # the code as it is: the child's too
+    monkeypatch.setattr(drift, "SOURCE_SHAPES", shapes)
+    expected = expected_rows(release_sim.store)  # what the new release took away is not in the raw
+    expected["code_conversions"], expected["shipment_documents"] = [], []  # their streams did not run
+    expected["shipment_aes"] = [r for r in expected["shipment_aes"] if r["shipment_id"] not in read]
+    for leg in expected["air_main_carriage_legs"]:
+        if leg["shipment_id"] in read:
+            leg.pop("flight_no", None)
+    assert "shipments" in rows_differences(expected, work_db(tmp_path))
+
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    child = subprocess.Popen([sys.executable, "-m", "freight_pipeline_tests.sync.crash_rebuild", str(tmp_path),
+                              "killed-rebuild", str(BATCH)], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    first = child.stdout.readline()
+    assert first.startswith("rebuild:"), first
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    assert child.returncode == -signal.SIGKILL, "the rebuild ended before the kill"
+    state = query(work_db(tmp_path), "SELECT cursor_value FROM freight_meta.sync_state WHERE stream = ?",
+                  [REBUILD_STATE])
+    assert state and state[0][0] is not None, "killed before its first commit"
+
+    served = release_sim.request_count()
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+        found = rebuild(warehouse, "rebuild-2", TEST_SETTINGS, batch_size=BATCH)
+    assert release_sim.request_count() == served
+    assert found.resumed_after is not None and found.shipments < SHIPMENTS_HELD
+    assert rows_differences(expected, work_db(tmp_path)) == {}
+    assert _history_disagrees(work_db(tmp_path)) == 0
+
+
+def test_code_conversions_are_rederived_and_the_next_sync_lists_no_e_file_again(
+    small_sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """The code conversions are re-derived from the record each row keeps (``payload``). The documents
+    stream had listed every shipment's E-Files: the rebuild's writes (which change no E-File) do not make
+    the next sync list them all again; a shipment changed meanwhile is listed."""
+    sync = syncer(small_sim, tmp_path, publish_after=False)
+    sync()
+    with duckdb.connect(str(work_db(tmp_path))) as con:  # what an older mapping might have made of them
+        con.execute("UPDATE freight.code_conversions SET target_code = NULL, description = 'old mapping'")
+    assert "code_conversions" in rows_differences(expected_rows(small_sim.store), work_db(tmp_path))
+    served = small_sim.request_count()
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+        found = rebuild(warehouse, "rebuild-docs", TEST_SETTINGS, batch_size=BATCH)
+    assert small_sim.request_count() == served
+    held = query(work_db(tmp_path), "SELECT count(*) FROM freight.code_conversions")[0][0]
+    assert found.code_conversions == held > 0
+    assert rows_differences(expected_rows(small_sim.store), work_db(tmp_path)) == {}
+    changed = small_sim.modify_shipments(2)
+    small_sim.advance_clock(1)
+    after = sync()[DOCUMENTS]
+    assert after.extra["relisted"] is False
+    assert after.extra["shipments"] == len(changed), "only the changed shipments (not the rebuilt ones)"
