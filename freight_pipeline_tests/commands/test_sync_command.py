@@ -202,11 +202,19 @@ def test_a_data_directory_publishes_the_same_either_way(in_dagster: Synced, with
     assert {name: rows for name, rows in first.items() if rows != second[name]} == {}
 
 
-def test_sync_refuses_settings_that_mean_nothing_before_anything_runs(tmp_path: Path) -> None:
-    env = cli_env(FREIGHT_BASE_URL="http://127.0.0.1:9", FREIGHT_PASSWORD="x", FREIGHT_SYNC_DOCUMENTS="maybe")
-    done = run_cli(["sync", "--data-dir", str(tmp_path / "data")], env)
-    assert done.returncode == 2
-    assert done.stderr.strip() == "sync: FREIGHT_SYNC_DOCUMENTS must be 1/true/yes/on or 0/false/no/off, got 'maybe'"
-    both = run_cli(["sync", "--data-dir", str(tmp_path / "data"), "--no-dagster", "--job", "code_conversions_job"], env)
-    assert both.returncode == 2 and "--job and --partition name a Dagster job's run" in both.stderr
+def test_sync_refuses_settings_that_mean_nothing_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through ``main`` in this process, as the missing password above (commands/test_bad_setup.py runs
+    such refusals in a child process too)."""
+    for name, value in cli_env(FREIGHT_BASE_URL="http://127.0.0.1:9", FREIGHT_PASSWORD="x",
+                               FREIGHT_SYNC_DOCUMENTS="maybe").items():
+        monkeypatch.setenv(name, value)
+    for name in ("FREIGHT_USERNAME", "FREIGHT_DATA_DIR", "DAGSTER_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["sync", "--data-dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "sync: FREIGHT_SYNC_DOCUMENTS must be 1/true/yes/on or 0/false/no/off, got 'maybe'"
+    assert main(["sync", "--data-dir", str(tmp_path / "data"), "--no-dagster", "--job", "code_conversions_job"]) == 2
+    assert "--job and --partition name a Dagster job's run" in capsys.readouterr().err
     assert not (tmp_path / "data" / "warehouse.duckdb").exists()
