@@ -1,18 +1,26 @@
 """Every bad setup refused before anything runs: through the real CLI, exit 2 and one line on stderr
-naming the setting and what is wrong, no traceback, nothing written to the data directory."""
+naming the setting and what is wrong, no traceback, nothing written to the data directory.
+
+A case per command runs ``freight-pipeline`` in a process of its own (:data:`IN_A_PROCESS`: the exit
+status and stderr a user sees); the rest call the same entry point, :func:`freight_pipeline.cli.main`,
+in this process with the same environment (a child process costs seconds of imports, ~40 of them a
+minute of the suite)."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from freight_pipeline.cli import main
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.lake.local import free_port
 
@@ -95,6 +103,10 @@ CASES = [
     Case("demo: disk too full", args=("demo", "--shipments", "10"), env={"FREIGHT_MIN_FREE_MB": "999999999999"},
          says="(FREIGHT_MIN_FREE_MB)"),
 ]
+IN_A_PROCESS = frozenset({"data dir is a file", "base URL not a URL", "demo: data dir is a file",
+                          "ui: data dir is a file"})
+"""The cases run as a user runs them, ``python -m freight_pipeline.cli`` in a child process: one per command
+and kind of check; the others call ``main`` in this process."""
 
 
 def clean_env(tmp: Path, case: Case) -> dict[str, str]:
@@ -110,22 +122,46 @@ def clean_env(tmp: Path, case: Case) -> dict[str, str]:
 Refusals = dict[str, tuple[Path, subprocess.CompletedProcess[str]]]
 
 
+def prepare(case: Case, tmp: Path) -> list[str]:
+    """The case's files under ``tmp`` and its command line."""
+    (tmp / "a-file").write_text("not a directory\n")
+    if READ_ONLY.startswith("{tmp}"):
+        (tmp / "read-only").mkdir(mode=0o500)
+    return [arg.format(tmp=tmp) for arg in case.args]
+
+
+def in_this_process(case: Case, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """``main`` called with the case's environment (and nothing else of the pipeline's) in ``os.environ``."""
+    args = prepare(case, tmp)
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            patch.delenv(name)
+        for name, value in clean_env(tmp, case).items():
+            patch.setenv(name, value)
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main(args)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture(scope="module")
 def refusals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Refusals]:
-    """Every case run through ``freight-pipeline``, four at a time (each in a temporary directory of its own)."""
-    tmps = [tmp_path_factory.mktemp("bad_setup") for _ in CASES]
+    """Every case run through the CLI (each in a temporary directory of its own): those of
+    :data:`IN_A_PROCESS` through ``freight-pipeline`` in child processes, four at a time, the rest
+    through ``main`` here meanwhile."""
+    tmps = {c.id: tmp_path_factory.mktemp("bad_setup") for c in CASES}
 
-    def run(case: Case, tmp: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
-        (tmp / "a-file").write_text("not a directory\n")
-        if READ_ONLY.startswith("{tmp}"):
-            (tmp / "read-only").mkdir(mode=0o500)
-        args = [arg.format(tmp=tmp) for arg in case.args]
-        done = subprocess.run([sys.executable, "-m", "freight_pipeline.cli", *args], env=clean_env(tmp, case),
-                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+    def run(case: Case) -> tuple[Path, subprocess.CompletedProcess[str]]:
+        tmp = tmps[case.id]
+        done = subprocess.run([sys.executable, "-m", "freight_pipeline.cli", *prepare(case, tmp)],
+                              env=clean_env(tmp, case), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                              check=False)
         return tmp, done
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        yield dict(zip((c.id for c in CASES), pool.map(run, CASES, tmps), strict=True))
+        children = {c.id: pool.submit(run, c) for c in CASES if c.id in IN_A_PROCESS}
+        here = {c.id: (tmps[c.id], in_this_process(c, tmps[c.id])) for c in CASES if c.id not in IN_A_PROCESS}
+        yield {**here, **{name: child.result() for name, child in children.items()}}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -1,7 +1,12 @@
-"""``freight-pipeline sync``: settings checked first, one-line failures without secrets, a real run."""
+"""``freight-pipeline sync``: settings checked first, one-line failures without secrets, real runs: one
+with Dagster and one without into two data directories (a module fixture), which publish the same tables;
+a stream the account cannot reach, whose one Dagster run fails and says why in its events."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -11,7 +16,36 @@ from freight_pipeline.cli import main
 from freight_pipeline.config import environ
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.warehouse.publish import published_db_path
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
+
+
+@dataclass(frozen=True)
+class Synced:
+    """``freight-pipeline sync`` of the module's simulator into an empty data directory."""
+
+    done: subprocess.CompletedProcess[str]
+    data_dir: Path
+
+
+@pytest.fixture(scope="module")
+def in_dagster(sim: RunningSimulator, tmp_path_factory: pytest.TempPathFactory) -> Synced:
+    """The sync as a Dagster run (``DAGSTER_HOME`` set), into ``--data-dir`` while ``FREIGHT_DATA_DIR``
+    names another directory."""
+    root = tmp_path_factory.mktemp("in_dagster")
+    env = cli_env(
+        FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password,
+        FREIGHT_DATA_DIR=str(root / "ignored"), DAGSTER_HOME=str(root / "dagster_home"),
+    )
+    return Synced(run_cli(["sync", "--data-dir", str(root / "data")], env), root / "data")
+
+
+@pytest.fixture(scope="module")
+def without_dagster(sim: RunningSimulator, tmp_path_factory: pytest.TempPathFactory) -> Synced:
+    """The sync without Dagster (no ``DAGSTER_HOME``)."""
+    data_dir = tmp_path_factory.mktemp("without_dagster") / "data"
+    env = cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password)
+    return Synced(run_cli(["sync", "--data-dir", str(data_dir)], env), data_dir)
 
 
 def test_missing_password_exits_2_before_anything_runs(
@@ -38,14 +72,8 @@ def test_wrong_password_fails_with_one_line_naming_the_user(sim: RunningSimulato
     assert secret not in done.stderr + done.stdout
 
 
-def test_sync_runs_the_job_and_publishes(sim: RunningSimulator, tmp_path: Path) -> None:
-    home = tmp_path / "dagster_home"
-    env = cli_env(
-        FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password,
-        FREIGHT_DATA_DIR=str(tmp_path / "ignored"), DAGSTER_HOME=str(home),
-    )
-    data_dir = tmp_path / "data"
-    done = run_cli(["sync", "--data-dir", str(data_dir)], env)
+def test_sync_runs_the_job_and_publishes(sim: RunningSimulator, in_dagster: Synced) -> None:
+    done, data_dir, home = in_dagster.done, in_dagster.data_dir, in_dagster.data_dir.parent / "dagster_home"
     assert done.returncode == 0, done.stderr
     assert "sync succeeded" in done.stderr.splitlines()[-1]
     # the engine's own lines, as a run without Dagster says them
@@ -53,7 +81,7 @@ def test_sync_runs_the_job_and_publishes(sim: RunningSimulator, tmp_path: Path) 
     assert said == ["sync_shipments", "sync_code_conversions", "sync_documents", "checks", "marts", "publish"]
     assert done.stdout == ""  # dbt's log does not leak to stdout
     assert sim.password not in done.stderr
-    assert not (tmp_path / "ignored").exists()  # --data-dir wins over FREIGHT_DATA_DIR
+    assert not (data_dir.parent / "ignored").exists()  # --data-dir wins over FREIGHT_DATA_DIR
     con = duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True)
     try:
         assert con.execute("SELECT count(*) FROM freight.shipments").fetchone() == (100,)
@@ -91,21 +119,42 @@ def test_a_stream_the_account_cannot_reach_fails_the_sync_which_publishes_the_re
         assert con.execute("SELECT last_status FROM freight_meta.table_freshness "
                            "WHERE table_name = 'shipment_documents'").fetchone() == ("failed",)
 
-    from dagster import DagsterInstance
+    import dagster as dg
+
+    from freight_pipeline.defs.freight_job import PUBLISH_KEY, stream_check_key
+    from freight_pipeline.defs.sync_assets import stream_keys
+    from freight_pipeline.job.run import FAILED_STEP
 
     home = tmp_path / "dagster_home"
-    with environ({"DAGSTER_HOME": str(home)}), DagsterInstance.from_config(str(home)) as instance:
+    with environ({"DAGSTER_HOME": str(home)}), dg.DagsterInstance.from_config(str(home)) as instance:
         runs = instance.get_runs()
         # one run: it failed, and published every other stream
         assert [(r.job_name, r.status.value) for r in runs] == [("freight_sync_job", "FAILURE")]
+        events = [entry.dagster_event for entry in instance.all_logs(runs[0].run_id) if entry.dagster_event]
     assert published.startswith(f"published anyway by run {runs[0].run_id} "), published
+    # what only Dagster says (moved from defs/test_freight_job.py, which ran the same scenario once more):
+    # the documents stream's tables not materialized, its check red with the engine's reason, the rest
+    # materialized and checked, the op's failure naming the failed step
+    done_keys = {e.asset_key for e in events if e.is_step_materialization}
+    assert not done_keys & set(stream_keys("documents"))
+    assert set(stream_keys("shipments")) | {dg.AssetKey(["analytics", "fct_shipments"]), PUBLISH_KEY} <= done_keys
+    checks = {dg.AssetCheckKey(e.event_specific_data.asset_key, e.event_specific_data.check_name):
+              e.event_specific_data for e in events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    red = checks[stream_check_key("documents")]
+    assert not red.passed and (red.description or "").startswith("StreamUnreachable: ")
+    assert checks[stream_check_key("shipments")].passed
+    assert checks[dg.AssetCheckKey(dg.AssetKey(["freight", "shipment_documents"]), "primary_key_unique")].passed
+    (failure,) = [e for e in events if e.is_step_failure]
+    assert failure.step_failure_data is not None and failure.step_failure_data.user_failure_data is not None
+    assert failure.step_failure_data.user_failure_data.metadata[FAILED_STEP].value == "sync_documents"
 
 
-def test_sync_without_dagster_says_each_step_and_publishes(sim: RunningSimulator, tmp_path: Path) -> None:
+def test_sync_without_dagster_says_each_step_and_publishes(
+    sim: RunningSimulator, without_dagster: Synced, tmp_path: Path
+) -> None:
     """No DAGSTER_HOME: the job runs without Dagster (no instance is made), a line per step as it ends."""
     env = cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password)
-    data_dir = tmp_path / "data"
-    done = run_cli(["sync", "--data-dir", str(data_dir)], env)
+    done = without_dagster.done
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[0].endswith("(without Dagster)") and lines[-1].startswith("sync succeeded in ")
@@ -113,19 +162,61 @@ def test_sync_without_dagster_says_each_step_and_publishes(sim: RunningSimulator
     assert said == ["sync_shipments", "sync_code_conversions", "sync_documents", "checks", "marts", "publish"]
     assert lines[4].endswith(" passed") and "the marts were never built by this version: " in lines[5]
     assert done.stdout == "" and sim.password not in done.stderr
-    with duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True) as con:
+    with duckdb.connect(str(without_dagster.data_dir / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchone() == (100,)
-    # --full-refresh (the same switch in either way of running: commands.sync sets it before choosing)
+    # --full-refresh (the same switch in either way of running: commands.sync sets it before choosing),
+    # on a copy (the fixture's directory stays as the first sync left it)
+    data_dir = tmp_path / "data"
+    shutil.copytree(without_dagster.data_dir, data_dir, symlinks=True)
     again = run_cli(["sync", "--data-dir", str(data_dir), "--full-refresh", "--verbose"], env)
     assert again.returncode == 0, again.stderr
     assert "a full refresh was asked for" in again.stderr  # nothing changed, yet every mart was rebuilt
 
 
-def test_sync_refuses_settings_that_mean_nothing_before_anything_runs(tmp_path: Path) -> None:
-    env = cli_env(FREIGHT_BASE_URL="http://127.0.0.1:9", FREIGHT_PASSWORD="x", FREIGHT_SYNC_DOCUMENTS="maybe")
-    done = run_cli(["sync", "--data-dir", str(tmp_path / "data")], env)
-    assert done.returncode == 2
-    assert done.stderr.strip() == "sync: FREIGHT_SYNC_DOCUMENTS must be 1/true/yes/on or 0/false/no/off, got 'maybe'"
-    both = run_cli(["sync", "--data-dir", str(tmp_path / "data"), "--no-dagster", "--job", "code_conversions_job"], env)
-    assert both.returncode == 2 and "--job and --partition name a Dagster job's run" in both.stderr
+PIPELINE_COLUMNS = ("_run_id", "_synced_at", "run_id", "recorded_at")
+"""Columns that name the run or when it wrote (a history version's ``recorded_at``)."""
+
+
+def published_tables(data_dir: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every published table of the freight and dbt schemas, sorted, without the columns that name the
+    run or its time."""
+    tables: dict[str, list[tuple[object, ...]]] = {}
+    with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
+        names = con.execute("SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema IN "
+                            "('freight', 'freight_history', 'staging', 'intermediate', 'analytics')").fetchall()
+        for schema, table in names:
+            columns = [c for (c,) in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ? "
+                "ORDER BY ordinal_position", [schema, table]).fetchall()
+                if c not in PIPELINE_COLUMNS and not c.endswith("_synced_at")]
+            selected = ", ".join(f'"{column}"' for column in columns)
+            rows = con.execute(f'SELECT {selected} FROM "{schema}"."{table}"').fetchall()
+            tables[f"{schema}.{table}"] = sorted(rows, key=repr)
+    return tables
+
+
+def test_a_data_directory_publishes_the_same_either_way(in_dagster: Synced, without_dagster: Synced) -> None:
+    """The same service synced into two data directories, as a Dagster run and without Dagster: the same
+    published tables, row for row (moved from defs/test_freight_job.py, which ran both once more)."""
+    assert in_dagster.done.returncode == 0 and without_dagster.done.returncode == 0
+    first, second = published_tables(without_dagster.data_dir), published_tables(in_dagster.data_dir)
+    assert first.keys() == second.keys() and len(first) > 40
+    assert {name: rows for name, rows in first.items() if rows != second[name]} == {}
+
+
+def test_sync_refuses_settings_that_mean_nothing_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through ``main`` in this process, as the missing password above (commands/test_bad_setup.py runs
+    such refusals in a child process too)."""
+    for name, value in cli_env(FREIGHT_BASE_URL="http://127.0.0.1:9", FREIGHT_PASSWORD="x",
+                               FREIGHT_SYNC_DOCUMENTS="maybe").items():
+        monkeypatch.setenv(name, value)
+    for name in ("FREIGHT_USERNAME", "FREIGHT_DATA_DIR", "DAGSTER_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["sync", "--data-dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "sync: FREIGHT_SYNC_DOCUMENTS must be 1/true/yes/on or 0/false/no/off, got 'maybe'"
+    assert main(["sync", "--data-dir", str(tmp_path / "data"), "--no-dagster", "--job", "code_conversions_job"]) == 2
+    assert "--job and --partition name a Dagster job's run" in capsys.readouterr().err
     assert not (tmp_path / "data" / "warehouse.duckdb").exists()

@@ -1,8 +1,10 @@
 """Fixtures of the dbt tests: one ``freight`` database built from the simulator, one ``dbt build``
-on it, and one publish of the result (as the pipeline publishes it), shared by the session."""
+on it (both once a session, for every xdist worker), and one publish of the result (as the pipeline
+publishes it); each worker reads a copy of the built warehouse."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -11,36 +13,63 @@ from typing import Any
 
 import pytest
 
+from freight_pipeline_tests.built_once import built_once
 from freight_pipeline_tests.dbt.dbt_cli import DBT, DBT_DIR
 from freight_pipeline_tests.dbt.freight_db import build_freight_database
 
 SHIPMENTS = 200
 
 
-@pytest.fixture(scope="session")
-def warehouse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    # the file name matters: a DuckDB file named like a schema ("freight.duckdb") makes
-    # "freight.<table>" ambiguous
-    path = tmp_path_factory.mktemp("dbt") / "warehouse.duckdb"
-    info = build_freight_database(path, shipments=SHIPMENTS)
-    return {"path": path, "shipments": SHIPMENTS, **info}
-
-
-@pytest.fixture(scope="session")
-def dbt_build(warehouse: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """``dbt build`` through ``dagster_dbt.DbtCliResource``, as the Dagster assets run it."""
+def _build(folder: Path) -> None:
+    """``warehouse.duckdb`` from the simulator, then ``dbt build`` on it through
+    ``dagster_dbt.DbtCliResource``, as the Dagster assets run it (``target/``); what they returned in
+    ``built.json``."""
     from dagster_dbt import DbtCliResource
 
-    target = tmp_path_factory.mktemp("dbt_target")
-    previous = os.environ.get("FREIGHT_DBT_DATABASE")
-    os.environ["FREIGHT_DBT_DATABASE"] = str(warehouse["path"])
-    try:
+    # the file name matters: a DuckDB file named like a schema ("freight.duckdb") makes
+    # "freight.<table>" ambiguous
+    path = folder / "warehouse.duckdb"
+    info = build_freight_database(path, shipments=SHIPMENTS)
+    target = folder / "target"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("FREIGHT_DBT_DATABASE", str(path))
         dbt = DbtCliResource(project_dir=str(DBT_DIR), profiles_dir=str(DBT_DIR), dbt_executable=DBT)
         # DbtCliResource points DBT_LOG_PATH at the target path too; said explicitly here so the
         # log cannot land in dbt_models/logs whatever the resource does
         invocation = dbt.cli(["build", "--log-path", str(target)], raise_on_error=False, target_path=target).wait()
-        run_results = invocation.get_artifact("run_results.json")
-        yield {"successful": invocation.is_successful(), "run_results": run_results, "target": target}
+        built = {"info": info, "successful": invocation.is_successful(),
+                 "run_results": invocation.get_artifact("run_results.json")}
+    (folder / "built.json").write_text(json.dumps(built, default=str))
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built folder (:func:`_build`), once a session for every worker (``built_once``): read, never written."""
+    return built_once(tmp_path_factory, "dbt", _build)
+
+
+@pytest.fixture(scope="session")
+def warehouse(built: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """This worker's copy of the built warehouse (its marts built by ``dbt build``)."""
+    path = tmp_path_factory.mktemp("dbt") / "warehouse.duckdb"
+    shutil.copy(built / "warehouse.duckdb", path)
+    info = json.loads((built / "built.json").read_text())["info"]
+    return {"path": path, "shipments": SHIPMENTS, **info}
+
+
+@pytest.fixture(scope="session")
+def dbt_build(
+    built: Path, warehouse: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """``dbt build`` through ``dagster_dbt.DbtCliResource``, as the Dagster assets run it: its outcome,
+    run results and target folder (a copy); ``FREIGHT_DBT_DATABASE`` names this worker's warehouse meanwhile."""
+    target = tmp_path_factory.mktemp("dbt_target")
+    shutil.copytree(built / "target", target, dirs_exist_ok=True)
+    done = json.loads((built / "built.json").read_text())
+    previous = os.environ.get("FREIGHT_DBT_DATABASE")
+    os.environ["FREIGHT_DBT_DATABASE"] = str(warehouse["path"])
+    try:
+        yield {"successful": done["successful"], "run_results": done["run_results"], "target": target}
     finally:
         if previous is None:
             os.environ.pop("FREIGHT_DBT_DATABASE", None)

@@ -29,7 +29,7 @@ from freight_pipeline.sync.backfill import BackfillIncomplete
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
-SHIPMENTS = 180
+SHIPMENTS = 90
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline_tests.lake.conftest import REPO
 
-SHIPMENTS = 240
+SHIPMENTS = 90
 WRITERS = 3
 CLI = str(Path(sys.executable).parent / "freight-pipeline")
 
