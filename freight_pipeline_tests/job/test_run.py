@@ -81,7 +81,8 @@ def test_a_run_syncs_checks_builds_and_publishes_then_builds_only_what_changed(
     again = run(sim, tmp_path)
     assert again.success and again.marts is not None
     assert (again.marts.plan.full_refresh, again.marts.plan.views_current) == (False, True)
-    assert again.marts.covered == len(changed) and again.marts.line().startswith("3 shipments changed; tests on the changed rows: ")
+    assert again.marts.covered == len(changed)
+    assert again.marts.line().startswith("3 shipments changed; tests on the changed rows: ")
     with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM freight_meta.changed_shipments").fetchone() == (0,)
         held = con.execute("SELECT shipment_id, last_modified_at FROM freight.shipments ORDER BY 1").fetchall()
