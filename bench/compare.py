@@ -8,9 +8,13 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
   requests answered ``--tail-ms`` (5,000) ms late, the simulator's ``--tail``), each side against
   the same tail; per side its time with the tail against its clean time, and our hedged reads
   (sent, won) and the shipments stream's p99 latency of a shipment document;
-* ``incremental``: a full sync of ``--incremental-shipments`` (20,000), then ``--changed-share`` (1 %)
-  of them changed, then the incremental run, then a run with nothing changed; both again as Dagster
-  runs (ours only: the peer script has no incremental mode);
+* ``incremental``: a full sync of ``--incremental-shipments`` (20,000), documents on, then per round
+  ``--changed-share`` (1 %) of them changed and the incremental run: with the documents stream (as a
+  user runs it), without it (like for like with the other scenarios), and as a full check (every row
+  tested, ``FREIGHT_FULL_CHECK_INTERVAL_MINUTES=0``); then a run with nothing changed; the incremental
+  and unchanged runs again as Dagster runs (ours only: the peer script has no incremental mode). With
+  ``--baseline REV``, the same runs without Dagster of commit ``REV`` (a ``git worktree`` of it, the
+  same venv, its own simulator of the same seed) are printed beside each figure;
 * ``dagster``: what Dagster adds to a run of the job: a full sync of ``--shipments`` (2,000), then
   ``--dagster-changed`` (40) of them changed, then nothing changed, each run once alone (no ``DAGSTER_HOME``)
   and once as a Dagster run recorded in an instance, against a simulator of its own;
@@ -54,7 +58,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,14 +148,18 @@ def measured(cmd: list[str], env: dict[str, str], base_url: str) -> Measured:
     return Measured(seconds, peak / 2**20, requests_served(base_url) - before, text)
 
 
-def ours(base_url: str, work: Path, *, dagster: bool = False) -> Measured:
+def ours(base_url: str, work: Path, *, dagster: bool = False, documents: bool = False,
+         code: Path | None = None, env_more: Mapping[str, str] | None = None) -> Measured:
     """``freight-pipeline sync`` into ``work/data``: without Dagster, or (``dagster``) as a Dagster run
-    recorded in the instance of ``work/dagster_home``."""
+    recorded in the instance of ``work/dagster_home``; ``code``: a checkout whose package runs instead
+    of this one (put first on the path; the same venv); ``env_more``: more of its environment."""
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     env.update({"FREIGHT_BASE_URL": base_url, "FREIGHT_USERNAME": USER, "FREIGHT_PASSWORD": PASSWORD,
                 "FREIGHT_DATA_DIR": str(work / "data"),
-                # like for like: the peer reads no E-Files, so ours does not either (documents stream off)
-                "FREIGHT_SYNC_DOCUMENTS": "0"})
+                # like for like: the peer reads no E-Files, so ours does not either (unless ``documents``)
+                "FREIGHT_SYNC_DOCUMENTS": "1" if documents else "0", **(env_more or {})})
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     if dagster:
         env["DAGSTER_HOME"] = str(work / "dagster_home")
         (work / "dagster_home").mkdir(parents=True, exist_ok=True)
@@ -251,29 +259,73 @@ def hedge_line(figures: dict[str, Any]) -> str:
             f"{document.get('max_ms')} ms; shipments stream {figures.get('stream_seconds') or 0:.1f} s")
 
 
-def incremental(shipments: int, seed: int, share: float) -> list[tuple[str, str]]:
-    """A full sync, then per way of running it (without Dagster, then in Dagster) an incremental run
-    after ``share`` of the shipments changed and a run with nothing changed."""
-    rows = []
+FULL_CHECK_EVERY_RUN = {"FREIGHT_FULL_CHECK_INTERVAL_MINUTES": "0"}
+INCREMENTAL_ROUNDS: list[tuple[str, bool, dict[str, str]]] = [
+    ("documents on", True, {}), ("documents off", False, {}),
+    ("documents on, a full check", True, FULL_CHECK_EVERY_RUN)]
+"""Each incremental round: its name, whether the documents stream runs, more of the environment."""
+
+
+def incremental_runs(url: str, work: Path, changed: int, *, code: Path | None = None,
+                     rounds: Sequence[tuple[str, bool, dict[str, str]]] = INCREMENTAL_ROUNDS,
+                     dagster: bool = False) -> tuple[dict[str, Measured], Measured]:
+    """Each of ``rounds`` after ``changed`` shipments changed, then a run with nothing changed
+    (documents on), on the full sync in ``work``."""
+    measured_rounds = {}
+    for name, documents, env_more in rounds:
+        httpx.post(f"{url}/_control/clock/advance", params={"seconds": 300}, timeout=30).raise_for_status()
+        httpx.post(f"{url}/_control/shipments/modify", params={"count": changed}, timeout=300).raise_for_status()
+        measured_rounds[name] = ours(url, work, dagster=dagster, documents=documents, code=code, env_more=env_more)
+    return measured_rounds, ours(url, work, dagster=dagster, documents=True, code=code)
+
+
+@contextlib.contextmanager
+def checkout(rev: str) -> Iterator[Path]:
+    """A ``git worktree`` of commit ``rev`` of this repository, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="freight-bench-rev-") as tmp:
+        path = Path(tmp) / "checkout"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), rev], check=True,
+                       capture_output=True)
+        try:
+            yield path
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(path)], check=False,
+                           capture_output=True)
+
+
+def incremental(shipments: int, seed: int, share: float, baseline: str | None = None) -> list[tuple[str, str]]:
+    """The ``incremental`` scenario (see the module doc); ``baseline``: a commit whose figures are printed
+    beside this one's."""
+    changed = max(1, round(shipments * share))
+    theirs: tuple[Measured, dict[str, Measured], Measured] | None = None
+    if baseline is not None:
+        with checkout(baseline) as code, tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, \
+                simulator(shipments, seed, 0) as url:
+            first = ours(url, Path(tmp), documents=True, code=code)
+            theirs = (first, *incremental_runs(url, Path(tmp), changed, code=code))
     with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, simulator(shipments, seed, 0) as url:
-        work = Path(tmp)
-        full = ours(url, work)
-        changed = max(1, round(shipments * share))
-        rows += [("incremental: shipments", f"{shipments:,}, {changed:,} changed ({share:.0%})"),
-                 ("incremental: full run",
-                  f"{full.seconds:.1f} s, {full.requests:,} requests, peak memory {full.peak_rss_mb:.0f} MB")]
-        for way, dagster in (("without Dagster", False), ("in Dagster", True)):
-            httpx.post(f"{url}/_control/clock/advance", params={"seconds": 300}, timeout=30).raise_for_status()
-            httpx.post(f"{url}/_control/shipments/modify", params={"count": changed}, timeout=300).raise_for_status()
-            again = ours(url, work, dagster=dagster)
-            unchanged = ours(url, work, dagster=dagster)
-            rows += [
-                (f"incremental: incremental run, {way}", f"{again.seconds:.1f} s, {again.requests:,} requests "
-                 f"({again.figures.get('rows_read')} read by the walk; "
-                 f"{again.requests / changed:.2f} requests per changed shipment)"),
-                (f"incremental: nothing changed, {way}", f"{unchanged.seconds:.1f} s, {unchanged.requests:,} "
-                 f"requests, peak memory {unchanged.peak_rss_mb:.0f} MB"),
-            ]
+        full = ours(url, Path(tmp), documents=True)
+        rounds, unchanged = incremental_runs(url, Path(tmp), changed)
+        in_dagster, unchanged_in_dagster = incremental_runs(url, Path(tmp), changed, rounds=INCREMENTAL_ROUNDS[:1],
+                                                            dagster=True)
+
+    def beside(pick: Callable[[tuple[Measured, dict[str, Measured], Measured]], Measured]) -> str:
+        return "" if theirs is None else f" (at {baseline}: {pick(theirs).seconds:.1f} s)"
+
+    rows = [("incremental: shipments", f"{shipments:,}, {changed:,} changed ({share:.0%}) per incremental run"),
+            ("incremental: full run, documents on",
+             f"{full.seconds:.1f} s{beside(lambda side: side[0])}, {full.requests:,} requests, peak memory "
+             f"{full.peak_rss_mb:.0f} MB")]
+    for name, _, _ in INCREMENTAL_ROUNDS:
+        again = rounds[name]
+        rows.append((f"incremental: incremental run, {name}",
+                     f"{again.seconds:.1f} s{beside(lambda side, n=name: side[1][n])}, {again.requests:,} "
+                     f"requests ({again.figures.get('rows_read')} read by the walk)"))
+    rows += [("incremental: nothing changed, documents on",
+              f"{unchanged.seconds:.1f} s{beside(lambda side: side[2])}, {unchanged.requests:,} requests, peak "
+              f"memory {unchanged.peak_rss_mb:.0f} MB"),
+             ("incremental: in Dagster, documents on", f"incremental run {in_dagster['documents on'].seconds:.1f} s, "
+              f"nothing changed {unchanged_in_dagster.seconds:.1f} s")]
     return rows
 
 
@@ -500,6 +552,8 @@ def main() -> int:
     parser.add_argument("--incremental-shipments", type=int, default=20_000)
     parser.add_argument("--changed-share", type=float, default=0.01)
     parser.add_argument("--dagster-changed", type=int, default=40)
+    parser.add_argument("--baseline", default=None, metavar="REV",
+                        help="incremental: also run a git worktree of commit REV, its figures beside")
     parser.add_argument("--memory-sizes", default="2000,20000")
     parser.add_argument("--history-shipments", type=int, default=20_000)
     parser.add_argument("--history-runs", type=int, default=50)
@@ -517,7 +571,7 @@ def main() -> int:
         elif scenario == "tail":
             rows += tail(args.shipments, args.seed, args.tail_share, args.tail_ms)
         elif scenario == "incremental":
-            rows += incremental(args.incremental_shipments, args.seed, args.changed_share)
+            rows += incremental(args.incremental_shipments, args.seed, args.changed_share, args.baseline)
         elif scenario == "dagster":
             rows += dagster_overhead(args.shipments, args.seed, args.dagster_changed)
         elif scenario == "memory":

@@ -156,10 +156,13 @@ def history_behind(con: duckdb.DuckDBPyConnection, subject: Subject) -> str | No
     return None
 
 
-def history_disagreements(con: duckdb.DuckDBPyConnection, subject: Subject, sample: int = 10) -> tuple[int, list[int]]:
-    """How many rows differ between the subject's current versions and the rows held, and a few shipments."""
+def history_disagreements(con: duckdb.DuckDBPyConnection, subject: Subject, sample: int = 10, *,
+                          changed_only: bool = False) -> tuple[int, list[int]]:
+    """How many rows differ between the subject's current versions and the rows held, and a few shipments
+    (``changed_only``: of the shipments changed since the last complete build)."""
+    shipments = f"SELECT shipment_id FROM {table_ref(meta.CHANGED_SHIPMENTS)}" if changed_only else None
     row = con.execute(f"SELECT count(*), list(DISTINCT shipment_id ORDER BY shipment_id) "
-                      f"FROM ({disagreeing_sql(subject)})").fetchone()
+                      f"FROM ({disagreeing_sql(subject, shipments)})").fetchone()
     count, ids = (row or (0, []))
     return int(count or 0), [int(i) for i in (ids or [])[:sample]]
 def shape_changes(con: duckdb.DuckDBPyConnection, stream: str) -> tuple[int, int, list[dict[str, Any]]]:

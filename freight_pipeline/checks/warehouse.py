@@ -12,7 +12,9 @@
   service's behaviour its users should know: a clock without a UTC offset, data gone back (a restore);
   ``StreamResult.notices``, the lines the run said);
 * ``history_matches_current`` on each table the history versions (ERROR: the current versions of
-  ``freight_history`` equal the rows held, row for row, unless the history is switched off and behind);
+  ``freight_history`` equal the rows held, row for row, unless the history is switched off and behind;
+  between two full checks, of the shipments changed since the last complete build only:
+  ``marts.plan.full_check_due``);
 * ``no_shape_changes`` on the first table of each source whose shape is watched (WARN while a field of its
   records is new, no spec declaring it, or vanished, declared and received before but absent from every
   record of the latest run: ``freight_meta.source_fields``, ``sync.drift``).
@@ -184,15 +186,17 @@ def shape_check(stream: str) -> WarehouseCheck:
     )
 
 
-def history_check(subject: Subject) -> WarehouseCheck:
+def history_check(subject: Subject, *, changed_only: bool = False) -> WarehouseCheck:
+    """``changed_only``: compare the shipments changed since the last complete build, not every one."""
     tables = [source.table.name for source in subject.sources]
 
     def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
         behind = queries.history_behind(con, subject)
         if behind is not None:
             return CheckResult(True, {"not_compared": behind})
-        count, sample = queries.history_disagreements(con, subject)
-        return CheckResult(count == 0, {"rows_disagreeing": count, "shipments": sample})
+        count, sample = queries.history_disagreements(con, subject, changed_only=changed_only)
+        return CheckResult(count == 0, {"rows_disagreeing": count, "shipments": sample,
+                                        "compared": "changed shipments" if changed_only else "every shipment"})
 
     return WarehouseCheck(
         "history_matches_current",
@@ -200,14 +204,18 @@ def history_check(subject: Subject) -> WarehouseCheck:
         Severity.ERROR,
         f"The current versions of {subject.spec.qualified_name} equal the rows of "
         f"{' and '.join(f'freight.{t}' for t in tables)}, row for row: the history follows the service, also "
-        "when its data goes back (not compared while the history is switched off and behind).",
+        "when its data goes back (not compared while the history is switched off and behind; between two full "
+        "checks, the shipments changed since the last complete build).",
         evaluate,
         also_reads=tuple(tables[1:]),
     )
 
 
-def warehouse_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[WarehouseCheck]:
-    """Every check of the warehouse of ``tables``."""
+def warehouse_checks(
+    tables: Sequence[TableSpec] = FREIGHT_TABLES, *, changed_only: bool = False,
+) -> list[WarehouseCheck]:
+    """Every check of the warehouse of ``tables`` (``changed_only``: no full check is due; the history is
+    compared on the changed shipments)."""
     names = {t.name for t in tables}
     return [
         *(primary_key_check(t) for t in tables),
@@ -216,7 +224,8 @@ def warehouse_checks(tables: Sequence[TableSpec] = FREIGHT_TABLES) -> list[Wareh
         *(quarantine_check(stream) for stream in RECORD_SOURCES),
         *(data_problems_check(stream) for stream in RECORD_SOURCES),
         *(notices_check(stream) for stream in RECORD_SOURCES),
-        *(history_check(s) for s in SUBJECTS if all(source.table.name in names for source in s.sources)),
+        *(history_check(s, changed_only=changed_only) for s in SUBJECTS
+          if all(source.table.name in names for source in s.sources)),
         *(shape_check(stream) for stream in RECORD_SOURCES if stream in SOURCE_SHAPES),
     ]
 

@@ -32,6 +32,7 @@ from freight_pipeline.checks import queries
 from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck, describe_failure, warehouse_checks
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.marts.build import MartsBuild, PendingBuild, begin_build
+from freight_pipeline.marts.plan import full_check_due
 from freight_pipeline.marts.project import WAREHOUSE_CHECKED_TAG
 from freight_pipeline.marts.results import DbtBuildFailed
 from freight_pipeline.marts.worker import DbtWorker
@@ -238,7 +239,7 @@ def _rebuild_and_check(
         ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
         return False, None
     ended(Step(REBUILD_STEP, "success", clock.lap(), found.line()))
-    checks = _checks(warehouse)
+    checks = _checks(warehouse, changed_only=False)  # a rebuild rewrote every shipment: compare them all
     ended(checks)
     if checks.status == "failed":
         return False, None
@@ -329,13 +330,15 @@ async def _sync_and_check(
                 wrote = wrote or step.status == "success"
             if not wrote:
                 return False, None
-            checks = _checks(warehouse)
+            full_check = full_check_due(warehouse)
+            checks = _checks(warehouse, changed_only=not full_check)
             ended(checks)
             if checks.status == "failed":
                 return False, None  # a broken guarantee: nothing is built on it, nor published
             if not marts:
                 return True, None
-            return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"])
+            return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"],
+                                     full_check=full_check)
 
 
 def _rows(warehouse: Warehouse, stream: Stream) -> tuple[dict[str, int], dt.datetime | None]:
@@ -372,10 +375,11 @@ async def _run_stream(
     return Step(stream_step(stream.name), status, clock.lap(), result.summary(), notes, stream=StreamFigures(result))
 
 
-def _checks(warehouse: Warehouse) -> Step:
-    """Every warehouse check on the working database: failed when one of ERROR severity does not pass."""
+def _checks(warehouse: Warehouse, *, changed_only: bool) -> Step:
+    """Every warehouse check on the working database: failed when one of ERROR severity does not pass
+    (``changed_only``: no full check is due, so the history is compared on the changed shipments)."""
     clock = _Clock()
-    checks = warehouse_checks()
+    checks = warehouse_checks(changed_only=changed_only)
     found = [(check, check.evaluate(warehouse.con)) for check in checks]
     failed = [(check, result) for check, result in found if not result.passed]
     errors = sum(check.severity is Severity.ERROR for check, _ in failed)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from freight_pipeline.marts.plan import BuildPlan, plan_build, project_fingerprint, record_build
+from freight_pipeline.marts.plan import BuildPlan, full_check_due, plan_build, project_fingerprint, record_build
 from freight_pipeline.marts.project import (
     DBT_PROJECT_DIR,
     RUN_RESULTS,
@@ -81,6 +81,8 @@ class PendingBuild:
     args: list[str]
     started: dt.datetime
     record: RunRecord | None
+    full_check: bool = True
+    """The run is a full check: the build tests every row, and its success records the full check."""
 
     def run(self, worker: DbtWorker, data_dir: Path, backend: StorageBackend) -> MartsBuild:
         """Run the build in ``worker`` (told no command is needed when the plan asks for none); log how
@@ -113,20 +115,21 @@ class PendingBuild:
         with open_warehouse(data_dir, backend) as warehouse:
             build_finished(warehouse, self.record, error, whole=True)
             return 0 if error is not None else record_build(warehouse, self.fingerprint, self.started,
-                                                            self.record.run_id)
+                                                            self.record.run_id, full_check=self.full_check)
 
 
-def begin_build(
-    warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = (), *, full_refresh: bool = False,
-) -> PendingBuild:
+def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = (), *, full_refresh: bool = False,
+                full_check: bool | None = None) -> PendingBuild:
     """Plan the whole build of run ``run_id`` on ``warehouse`` and, when it must run, log it as running.
     ``leave_out``: dbt selectors of data tests the build does not run, as the run checks their
     invariants otherwise (tests do not decide the marts' content: the project's fingerprint is the same).
-    ``full_refresh``: every mart from scratch (a rebuild), whatever the plan would otherwise choose."""
+    ``full_refresh``: every mart from scratch (a rebuild), whatever the plan would otherwise choose, and
+    every row tested. ``full_check``: the run tests every row (None: when one is due, ``full_check_due``)."""
     started = dt.datetime.now(dt.UTC)
     args = dbt_build_args()
     fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
-    plan = plan_build(warehouse, fingerprint, whole=True, full_refresh=full_refresh)
+    full = full_refresh or (full_check_due(warehouse, started) if full_check is None else full_check)
+    plan = plan_build(warehouse, fingerprint, whole=True, full_refresh=full_refresh, full_check=full)
     record = build_started(warehouse, run_id) if plan.run else None
     left_out = [arg for selector in leave_out for arg in ("--exclude", selector)]
-    return PendingBuild(plan, fingerprint, [*args, *plan.args, *left_out], started, record)
+    return PendingBuild(plan, fingerprint, [*args, *plan.args, *left_out], started, record, full)

@@ -8,7 +8,12 @@ the run passes: one fingerprint), when they were never built by this version, or
 (``FREIGHT_DBT_FULL_REFRESH=1``, ``freight-pipeline sync --full-refresh``). When nothing changed at
 all (no shipment, no code conversion, the same project) and the last build succeeded, no build runs.
 An incremental build of every model leaves the views out (they hold only SQL, unchanged since the
-last whole build of the same project) and runs every data test.
+last whole build of the same project) and runs every data test: on the changed shipments' rows only
+where the test's model declares its rows change only with their shipment (``changed_rows_column``,
+``dbt_models/macros/test_rows.sql``), unless a full check is due. A full check tests every row (and
+the warehouse check ``history_matches_current`` compares every shipment): the first run, then the
+first after ``FREIGHT_FULL_CHECK_INTERVAL_MINUTES`` (a day) since the last one that completed; a full
+refresh tests every row too. So over a day nothing is tested less than by testing everything every run.
 """
 
 from __future__ import annotations
@@ -20,13 +25,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from freight_pipeline.config import flag_from_env
-from freight_pipeline.marts.project import FULL_REFRESH_ENV
+from freight_pipeline.config import flag_from_env, minutes_from_env
+from freight_pipeline.marts.project import FULL_REFRESH_ENV, TEST_ROWS_ENV
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
 from freight_pipeline.warehouse.store import Warehouse
 
 MARTS_STATE = "dbt_marts"
-"""``sync_state`` entry: the fingerprint of the dbt project the marts were built with, and when."""
+"""``sync_state`` entry: the fingerprint of the dbt project the marts were built with, when, and when the
+last full check (every row tested) began."""
+FULL_CHECK_ENV = "FREIGHT_FULL_CHECK_INTERVAL_MINUTES"
+"""Minutes between two full checks (``0``: every run is one)."""
+DEFAULT_FULL_CHECK_MINUTES = 24 * 60
 FINGERPRINTED = ("dbt_project.yml", "profiles.yml", "models", "macros")
 """What decides the marts' content and where the views stand (the profile names the schema they are
 built in: an incremental build, which leaves the views out, must find them there)."""
@@ -59,6 +68,10 @@ class BuildPlan:
     rows, only its SQL, which the fingerprint covers): the build leaves them out and still runs
     their data tests."""
 
+    changed_rows: bool = False
+    """The data tests of models whose rows change only with their shipment read the changed shipments'
+    rows only (no full check is due)."""
+
     @property
     def args(self) -> list[str]:
         if self.full_refresh:
@@ -69,16 +82,39 @@ class BuildPlan:
     def env(self) -> dict[str, str]:
         """dbt's environment for the plan: with the views left out, their tests stay in (dbt's
         default, eager indirect selection, leaves out the tests of every node left out)."""
-        return {INDIRECT_SELECTION_ENV: "empty"} if self.views_current else {}
+        env = {INDIRECT_SELECTION_ENV: "empty"} if self.views_current else {}
+        return {**env, TEST_ROWS_ENV: "changed"} if self.changed_rows else env
 
 
 def full_refresh_asked() -> bool:
     return flag_from_env(FULL_REFRESH_ENV, default=False)
 
 
-def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool, full_refresh: bool = False) -> BuildPlan:
+def full_check_interval() -> dt.timedelta:
+    return dt.timedelta(minutes=minutes_from_env(FULL_CHECK_ENV, DEFAULT_FULL_CHECK_MINUTES))
+
+
+def full_check_due(warehouse: Warehouse, now: dt.datetime | None = None) -> bool:
+    """Whether this run checks every row: no full check completed yet, or the last one began at least
+    the interval (``FREIGHT_FULL_CHECK_INTERVAL_MINUTES``) before ``now``."""
+    last = last_full_check(warehouse)
+    return last is None or (now or dt.datetime.now(dt.UTC)) - last >= full_check_interval()
+
+
+def last_full_check(warehouse: Warehouse) -> dt.datetime | None:
+    """When the last complete full check began (None: never)."""
+    state = _state(warehouse)
+    try:
+        return dt.datetime.fromisoformat(state["full_check_at"]) if state and state.get("full_check_at") else None
+    except (ValueError, TypeError):
+        return None
+
+
+def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool, full_refresh: bool = False,
+               full_check: bool = True) -> BuildPlan:
     """What the build of this run must do (``whole``: every model is selected, not a subset;
-    ``full_refresh``: the run asks for a full refresh, as a rebuild does)."""
+    ``full_refresh``: the run asks for a full refresh, as a rebuild does; ``full_check``: every row is
+    tested, else an incremental build tests the changed rows)."""
     state = _state(warehouse)
     if full_refresh:
         return BuildPlan(True, True, "the run asks for a full refresh (a rebuild)")
@@ -97,12 +133,17 @@ def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool, full_refr
     if changes == 0 and not conversions_changed and warehouse.reads.last_run_status("dbt_build") == "success":
         return BuildPlan(False, False, f"nothing changed since the marts were built ({built_at:%Y-%m-%d %H:%M:%S} UTC)")
     what = f"{changes} shipments" + (" and the code conversions" if conversions_changed else "") + " changed"
-    return BuildPlan(True, False, what, views_current=True)
+    what += "; a full check" if full_check else "; tests on the changed rows"
+    return BuildPlan(True, False, what, views_current=True, changed_rows=not full_check)
 
 
-def record_build(warehouse: Warehouse, fingerprint: str, began: dt.datetime, run_id: str) -> int:
-    """After a complete, successful build that began at ``began``: remember it, forget what it covered."""
-    built = json.dumps({"fingerprint": fingerprint, "built_at": began.isoformat()})
+def record_build(warehouse: Warehouse, fingerprint: str, began: dt.datetime, run_id: str, *,
+                 full_check: bool) -> int:
+    """After a complete, successful build that began at ``began``: remember it (and, when it was the
+    run's ``full_check``, that the last full check began then), forget what it covered."""
+    last = began if full_check else last_full_check(warehouse)
+    built = json.dumps({"fingerprint": fingerprint, "built_at": began.isoformat(),
+                        **({"full_check_at": last.isoformat()} if last is not None else {})})
     warehouse.writes.set_cursor(MARTS_STATE, built, run_id)
     return warehouse.writes.forget_changes(began)
 

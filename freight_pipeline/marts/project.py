@@ -20,6 +20,10 @@ DBT_MEMORY_LIMIT_ENV = "FREIGHT_DBT_MEMORY_LIMIT"
 """DuckDB ``memory_limit`` of the dbt build, read by ``dbt_models/profiles.yml`` (default there: 512MB)."""
 FULL_REFRESH_ENV = "FREIGHT_DBT_FULL_REFRESH"
 """``1``: the next dbt build rebuilds every mart from scratch."""
+TEST_ROWS_ENV = "FREIGHT_DBT_TEST_ROWS"
+"""``changed``: the build's data tests on models whose rows change only with their shipment read the
+changed shipments' rows only (``dbt_models/macros/test_rows.sql``; set by the pipeline per build,
+read at run time, never at parse time); else every row."""
 ON_TIME_TOLERANCE_VAR = "on_time_tolerance_minutes"
 """The dbt var the tolerance sets (its default is in ``dbt_project.yml``)."""
 TARGET_DIR = "dbt-target"

@@ -286,14 +286,18 @@ BEHIND_STATE = "freight_history_behind"
 (``Writes.catch_up_history``, with :func:`held_shipment_ids`, :func:`vanished_shipment_ids`, :func:`held_batch`)."""
 
 
-def disagreeing_sql(subject: Subject) -> str:
+def disagreeing_sql(subject: Subject, shipments: str | None = None) -> str:
     """SQL: ``shipment_id`` of each row where the subject's current versions (neither closed nor deleted)
-    and the rows held in its ``freight`` tables differ, once per differing row of either side. Empty after
+    and the rows held in its ``freight`` tables differ, once per differing row of either side; of the
+    shipments the query ``shipments`` selects (one column of ids), or every one (None). Empty after
     every write while the history is recorded: it follows the service, also backwards."""
     columns = ", ".join(quote(c) for c in (*subject.key, *subject.content))
-    current = f"SELECT {columns} FROM {qualified(subject.spec)} WHERE valid_to IS NULL AND NOT deleted"
-    held = " UNION ALL ".join(f"SELECT {_mapped_columns(subject, source, 'r')} FROM {qualified(source.table)} r"
-                              for source in subject.sources)
+    among = f" AND shipment_id IN ({shipments})" if shipments else ""
+    current = f"SELECT {columns} FROM {qualified(subject.spec)} WHERE valid_to IS NULL AND NOT deleted{among}"
+    held = " UNION ALL ".join(
+        f"SELECT {_mapped_columns(subject, source, 'r')} FROM {qualified(source.table)} r"
+        + (f" WHERE r.{quote(source.column_of(SHIPMENT_ID))} IN ({shipments})" if shipments else "")
+        for source in subject.sources)
     return (f"WITH cur AS ({current}), held AS ({held}) SELECT shipment_id FROM "
             "((FROM cur EXCEPT ALL FROM held) UNION ALL (FROM held EXCEPT ALL FROM cur))")
 

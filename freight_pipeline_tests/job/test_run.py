@@ -14,6 +14,7 @@ import pytest
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, JobReport, Step, run_job, stream_step
 from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.marts.plan import FULL_CHECK_ENV
 from freight_pipeline.marts.project import build_target
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.marts.worker import DbtWorker
@@ -95,7 +96,8 @@ def test_a_run_syncs_checks_builds_and_publishes_then_builds_only_what_changed(
     again = run(sim, tmp_path)
     assert again.success and again.marts is not None
     assert (again.marts.plan.full_refresh, again.marts.plan.views_current) == (False, True)
-    assert again.marts.covered == len(changed) and again.marts.line().startswith("3 shipments changed: ")
+    assert again.marts.covered == len(changed)
+    assert again.marts.line().startswith("3 shipments changed; tests on the changed rows: ")
     with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM freight_meta.changed_shipments").fetchone() == (0,)
         held = con.execute("SELECT shipment_id, last_modified_at FROM freight.shipments ORDER BY 1").fetchall()
@@ -143,3 +145,74 @@ def test_a_broken_guarantee_holds_back_the_build_and_the_publish(
         assert con.execute("SELECT count(*) FROM freight_meta.sync_runs WHERE run_id = ? AND stream = ?",
                            [report.run_id, BUILD_STREAM]).fetchone() == (0,)  # no build was started
         assert con.execute("SELECT count(*) FROM freight_meta.changed_shipments").fetchone() != (0,)  # still due
+
+
+GOODS_TEST = ("composite_relationships_stg_good_customs_shipment_id__good_path__ref_stg_shipment_goods___"
+              "shipment_id__good_pa")
+"""The test a customs record of a goods line the shipment does not hold fails (no warehouse check sees it)."""
+
+
+def add_customs_of_no_goods_line(data_dir: Path, shipment: int, *, changed: bool) -> None:
+    """A customs record of ``shipment`` for a goods line it does not hold; ``changed``: the shipment counts
+    as changed since the last build (as when the sync wrote it)."""
+    with duckdb.connect(str(working_db_path(data_dir))) as con:
+        con.execute("INSERT INTO freight.good_customs SELECT * REPLACE (? AS shipment_id, '99.9' AS good_path) "
+                    "FROM freight.good_customs LIMIT 1", [shipment])
+        if changed:
+            con.execute("INSERT INTO freight_meta.changed_shipments BY NAME SELECT ? AS shipment_id, "
+                        "'test' AS run_id, now() AS changed_at", [shipment])
+
+
+def goods_test_status(report: JobReport, data_dir: Path) -> tuple[str, int | None]:
+    """The goods test's status in the run's build, and how many rows it found."""
+    results = read_run_results(build_target(data_dir))
+    assert results is not None
+    (found,) = [r for r in results["results"] if r["unique_id"].split(".")[2].startswith(GOODS_TEST)]
+    return found["status"], found["failures"]
+
+
+def test_between_full_checks_the_tests_read_the_changed_rows_and_a_full_check_reads_every_row(
+    sim: RunningSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broken row of an unchanged shipment is not seen by an incremental build, but is by the full
+    check when it is due; one of a changed shipment fails the incremental build."""
+    monkeypatch.delenv(FULL_CHECK_ENV, raising=False)
+    first = run(sim, tmp_path)
+    assert first.success and first.marts is not None and first.marts.plan.full_refresh
+    assert goods_test_status(first, tmp_path) == ("pass", 0)
+
+    changed = sim.modify_shipments(2)
+    sim.advance_clock(60)
+    with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
+        unchanged, other = (row[0] for row in con.execute(
+            "SELECT shipment_id FROM freight.shipments WHERE NOT list_contains(?, shipment_id) ORDER BY 1 LIMIT 2",
+            [changed]).fetchall())
+    add_customs_of_no_goods_line(tmp_path, unchanged, changed=False)
+    quiet = run(sim, tmp_path)
+    assert quiet.success and quiet.marts is not None and quiet.marts.plan.changed_rows
+    assert quiet.marts.line().startswith("2 shipments changed; tests on the changed rows: ")
+    assert goods_test_status(quiet, tmp_path) == ("pass", 0)  # ran, on the changed rows only
+
+    monkeypatch.setenv(FULL_CHECK_ENV, "0")  # a full check is due
+    with duckdb.connect(str(working_db_path(tmp_path))) as con:  # a change, so that a build runs
+        con.execute("INSERT INTO freight_meta.changed_shipments BY NAME SELECT ? AS shipment_id, "
+                    "'test' AS run_id, now() AS changed_at", [other])
+    full = run(sim, tmp_path)
+    assert not full.success and [step.name for step in full.failed] == [MARTS_STEP]
+    assert goods_test_status(full, tmp_path) == ("fail", 1)
+
+    with duckdb.connect(str(working_db_path(tmp_path))) as con:  # mended: the full check, still due, passes
+        con.execute("DELETE FROM freight.good_customs WHERE good_path = '99.9'")
+    mended = run(sim, tmp_path)
+    assert mended.success and mended.marts is not None and not mended.marts.plan.changed_rows
+    assert mended.marts.line().startswith("1 shipments changed; a full check: ")
+
+    monkeypatch.delenv(FULL_CHECK_ENV)  # the next full check a day away
+    add_customs_of_no_goods_line(tmp_path, other, changed=True)
+    broken = run(sim, tmp_path)
+    assert broken.marts is None and [step.name for step in broken.failed] == [MARTS_STEP]
+    assert goods_test_status(broken, tmp_path) == ("fail", 1)
+    with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
+        state = con.execute("SELECT count(*) FROM freight_meta.changed_shipments WHERE shipment_id = ?",
+                            [other]).fetchone()
+    assert state == (1,)  # still due for the next build

@@ -25,12 +25,18 @@ def test_the_job_builds_and_publishes_a_lake(tmp_path: Path) -> None:
     with running_simulator(shipments=15, seed=4) as sim, environ(lake):
         backend = storage_from_env()
         assert backend.dbt_target == LAKE_DBT_TARGET
+        service = ServiceSettings(sim.base_url, sim.username, sim.password)
         with DbtWorker.start(tmp_path / "data", backend.dbt_target) as worker:
-            service = ServiceSettings(sim.base_url, sim.username, sim.password)
             report = run_job(service, tmp_path / "data", SyncSettings(reconcile_interval=None), backend, worker)
+        sim.modify_shipments(2)
+        sim.advance_clock(60)
+        with DbtWorker.start(tmp_path / "data", backend.dbt_target) as worker:  # its tests on the changed rows
+            again = run_job(service, tmp_path / "data", SyncSettings(reconcile_interval=None), backend, worker)
         settings = LakeSettings.from_env()
     assert report.success, report.steps
     assert report.marts is not None and report.marts.summary is not None and report.marts.plan.full_refresh
+    assert again.success, again.steps
+    assert again.marts is not None and again.marts.plan.changed_rows and again.marts.summary is not None
     publish = next(step for step in report.steps if step.name == PUBLISH_STEP)
     assert publish.line.startswith("published snapshot ")
     assert settings is not None

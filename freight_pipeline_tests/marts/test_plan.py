@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from freight_pipeline.marts.plan import plan_build, project_fingerprint, record_build
-from freight_pipeline.marts.project import FULL_REFRESH_ENV
+from freight_pipeline.marts.plan import (
+    FULL_CHECK_ENV,
+    full_check_due,
+    last_full_check,
+    plan_build,
+    project_fingerprint,
+    record_build,
+)
+from freight_pipeline.marts.project import FULL_REFRESH_ENV, TEST_ROWS_ENV
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.records import BatchWrite, RunRecord
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse
@@ -18,6 +25,7 @@ from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 @pytest.fixture
 def wh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Warehouse]:
     monkeypatch.delenv(FULL_REFRESH_ENV, raising=False)
+    monkeypatch.delenv(FULL_CHECK_ENV, raising=False)
     with open_warehouse(tmp_path, EmbeddedDuckDB()) as warehouse:
         yield warehouse
 
@@ -25,7 +33,7 @@ def wh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Warehouse]:
 def built(wh: Warehouse, fingerprint: str, status: str = "success") -> dt.datetime:
     began = dt.datetime.now(dt.UTC)
     wh.run_log.record_run(RunRecord("r", "dbt_build", began, began, status))
-    record_build(wh, fingerprint, began, "r")
+    record_build(wh, fingerprint, began, "r", full_check=True)
     return began
 
 
@@ -42,22 +50,51 @@ def test_nothing_changed_means_no_build_and_a_change_an_incremental_one(wh: Ware
     assert plan_build(wh, "abc", whole=True).run is False
     wh.writes.apply_batch("sync", BatchWrite(deleted_ids=[7]))  # a deletion is a change too
     plan = plan_build(wh, "abc", whole=True)
-    assert (plan.run, plan.full_refresh, plan.reason) == (True, False, "1 shipments changed")
+    assert (plan.run, plan.full_refresh, plan.reason) == (True, False, "1 shipments changed; a full check")
     # the views stand as the last whole build made them: left out, their tests kept (indirect selection empty)
     assert (plan.args, plan.env) == (["--exclude", "config.materialized:view"], {"DBT_INDIRECT_SELECTION": "empty"})
     partial = plan_build(wh, "abc", whole=False)  # a selection made in the UI is built as selected
     assert (partial.args, partial.env) == ([], {})
-    record_build(wh, "abc", dt.datetime.now(dt.UTC), "r2")  # the build covered it
+    record_build(wh, "abc", dt.datetime.now(dt.UTC), "r2", full_check=False)  # the build covered it
     assert wh.reads.pending_changes() == 0 and plan_build(wh, "abc", whole=True).run is False
 
 
 def test_changed_code_conversions_a_failed_last_build_or_a_selection_build_again(wh: Warehouse) -> None:
     built(wh, "abc")
     wh.writes.set_cursor("code_conversions", '{"rows": 3}', "sync")
-    assert plan_build(wh, "abc", whole=True).reason == "0 shipments and the code conversions changed"
+    assert plan_build(wh, "abc", whole=True).reason == "0 shipments and the code conversions changed; a full check"
     built(wh, "abc", status="failed")
     assert plan_build(wh, "abc", whole=True).run
     assert plan_build(wh, "abc", whole=False).run
+
+
+def test_between_full_checks_an_incremental_build_tests_the_changed_rows(wh: Warehouse) -> None:
+    built(wh, "abc")
+    wh.writes.apply_batch("sync", BatchWrite(deleted_ids=[7]))
+    plan = plan_build(wh, "abc", whole=True, full_check=False)
+    assert (plan.run, plan.full_refresh, plan.changed_rows) == (True, False, True)
+    assert plan.reason == "1 shipments changed; tests on the changed rows"
+    assert plan.env == {"DBT_INDIRECT_SELECTION": "empty", TEST_ROWS_ENV: "changed"}
+    assert not plan_build(wh, "abc", whole=True, full_check=True).changed_rows
+    assert not plan_build(wh, "abc", whole=False, full_check=False).changed_rows  # a selection: every row
+    assert TEST_ROWS_ENV not in plan_build(wh, "other", whole=True, full_check=False).env  # a full refresh
+
+
+def test_a_full_check_is_due_first_then_once_an_interval(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert full_check_due(wh) and last_full_check(wh) is None  # never checked: the first run is one
+    began = built(wh, "abc")  # a full check's build
+    assert last_full_check(wh) == began
+    assert not full_check_due(wh, began + dt.timedelta(hours=23, minutes=59))
+    assert full_check_due(wh, began + dt.timedelta(hours=24))  # the default: a day
+    later = began + dt.timedelta(hours=2)
+    record_build(wh, "abc", later, "r3", full_check=False)  # an incremental build keeps the last full check
+    assert last_full_check(wh) == began
+    monkeypatch.setenv(FULL_CHECK_ENV, "60")
+    assert not full_check_due(wh, began + dt.timedelta(minutes=59)) and full_check_due(wh, later)
+    monkeypatch.setenv(FULL_CHECK_ENV, "0")  # every run a full check
+    assert full_check_due(wh, began)
+    record_build(wh, "abc", later, "r4", full_check=True)
+    assert last_full_check(wh) == later
 
 
 def test_a_full_refresh_can_be_asked_for(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -49,9 +49,11 @@ def history_disagreements(database: Path) -> dict[str, int]:
     return {name: count for name, count in found.items() if count}
 
 
-def failed_checks(database: Path, severity: Severity = Severity.ERROR) -> dict[str, dict[str, object]]:
+def failed_checks(
+    database: Path, severity: Severity = Severity.ERROR, *, changed_only: bool = False,
+) -> dict[str, dict[str, object]]:
     with duckdb.connect(str(database), read_only=True) as con:
-        results = {check.label: (check, check.evaluate(con)) for check in warehouse_checks()}
+        results = {check.label: (check, check.evaluate(con)) for check in warehouse_checks(changed_only=changed_only)}
     return {label: dict(result.figures) for label, (check, result) in results.items()
             if not result.passed and check.severity is severity}
 
@@ -146,8 +148,20 @@ def test_the_history_check_fails_on_a_history_made_to_disagree(tmp_path: Path) -
         con.execute("DELETE FROM freight_history.shipment_versions WHERE shipment_id = ?", [shipment])
     failed = failed_checks(database)
     assert set(failed) == {"shipments.history_matches_current", "shipment_events.history_matches_current"}
-    assert failed["shipments.history_matches_current"] == {"rows_disagreeing": 1, "shipments": [shipment]}
+    assert failed["shipments.history_matches_current"] == {"rows_disagreeing": 1, "shipments": [shipment],
+                                                           "compared": "every shipment"}
     assert failed["shipment_events.history_matches_current"]["shipments"] == [shipment]
+    # between two full checks it compares the shipments changed since the last build: this one once it changed
+    with duckdb.connect(str(database)) as con:
+        con.execute("DELETE FROM freight_meta.changed_shipments WHERE shipment_id = ?", [shipment])
+    assert failed_checks(database, changed_only=True) == {}
+    assert set(failed_checks(database)) == set(failed)  # the full check still finds it
+    with duckdb.connect(str(database)) as con:
+        con.execute("INSERT INTO freight_meta.changed_shipments BY NAME SELECT ? AS shipment_id, 'r' AS run_id, "
+                    "now() AS changed_at", [shipment])
+    scoped = failed_checks(database, changed_only=True)
+    assert scoped["shipments.history_matches_current"] == {"rows_disagreeing": 1, "shipments": [shipment],
+                                                           "compared": "changed shipments"}
 
 
 def naive_sync(sim: RunningSimulator, data_dir: Path, zone: str | None) -> SyncFn:

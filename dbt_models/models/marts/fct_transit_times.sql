@@ -10,6 +10,7 @@
         incremental_strategy='append',
         on_schema_change='fail',
         pre_hook="{{ delete_changed_shipments() }}",
+        meta={'changed_rows_column': 'shipment_id'},
     )
 }}
 

@@ -5,7 +5,7 @@
 {% test composite_relationships(model, to, from_columns, to_columns) %}
 
 select child.*
-from {{ model }} as child
+from (select * from {{ model }}) as child  -- a relation, or a where subquery (macros/test_rows.sql)
 where
     {% for column in from_columns %}
     child.{{ column }} is not null and
