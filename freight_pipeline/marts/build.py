@@ -40,13 +40,12 @@ def build_started(warehouse: Warehouse, run_id: str) -> RunRecord:
     return record
 
 
-def build_finished(warehouse: Warehouse, record: RunRecord, error: BaseException | None, *, whole: bool) -> None:
-    """Log the build ``record`` as ended: failed with ``error``, else a success (``partial`` when it was
-    not ``whole``)."""
+def build_finished(warehouse: Warehouse, record: RunRecord, error: BaseException | None) -> None:
+    """Log the build ``record`` as ended: failed with ``error``, else a success."""
     if error is not None:
         record.status, record.error = "failed", one_line_error(error)
     else:
-        record.status = "success" if whole else "partial"
+        record.status = "success"
     record.finished_at = dt.datetime.now(dt.UTC)
     warehouse.run_log.record_run(record)
 
@@ -113,7 +112,7 @@ class PendingBuild:
         """Log how the build ended; after a success, record what it covered (how many changed shipments)."""
         assert self.record is not None
         with open_warehouse(data_dir, backend) as warehouse:
-            build_finished(warehouse, self.record, error, whole=True)
+            build_finished(warehouse, self.record, error)
             return 0 if error is not None else record_build(warehouse, self.fingerprint, self.started,
                                                             self.record.run_id, full_check=self.full_check)
 
@@ -129,7 +128,7 @@ def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = ()
     args = dbt_build_args()
     fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
     full = full_refresh or (full_check_due(warehouse, started) if full_check is None else full_check)
-    plan = plan_build(warehouse, fingerprint, whole=True, full_refresh=full_refresh, full_check=full)
+    plan = plan_build(warehouse, fingerprint, full_refresh=full_refresh, full_check=full)
     record = build_started(warehouse, run_id) if plan.run else None
     left_out = [arg for selector in leave_out for arg in ("--exclude", selector)]
     return PendingBuild(plan, fingerprint, [*args, *plan.args, *left_out], started, record, full)

@@ -110,11 +110,11 @@ def last_full_check(warehouse: Warehouse) -> dt.datetime | None:
         return None
 
 
-def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool, full_refresh: bool = False,
+def plan_build(warehouse: Warehouse, fingerprint: str, *, full_refresh: bool = False,
                full_check: bool = True) -> BuildPlan:
-    """What the build of this run must do (``whole``: every model is selected, not a subset;
-    ``full_refresh``: the run asks for a full refresh, as a rebuild does; ``full_check``: every row is
-    tested, else an incremental build tests the changed rows)."""
+    """What the build of this run must do, always of every model (``full_refresh``: the run asks for a
+    full refresh, as a rebuild does; ``full_check``: every row is tested, else an incremental build
+    tests the changed rows)."""
     state = _state(warehouse)
     if full_refresh:
         return BuildPlan(True, True, "the run asks for a full refresh (a rebuild)")
@@ -125,8 +125,6 @@ def plan_build(warehouse: Warehouse, fingerprint: str, *, whole: bool, full_refr
     if state.get("fingerprint") != fingerprint:
         return BuildPlan(True, True, "the dbt project changed since the marts were built")
     changes = warehouse.reads.pending_changes()
-    if not whole:
-        return BuildPlan(True, False, f"a selection of models; {changes} shipments changed")
     built_at = dt.datetime.fromisoformat(state["built_at"])
     conversions = warehouse.reads.cursor_updated_at(CODE_CONVERSIONS.name)
     conversions_changed = conversions is not None and conversions > built_at

@@ -38,46 +38,42 @@ def built(wh: Warehouse, fingerprint: str, status: str = "success") -> dt.dateti
 
 
 def test_never_built_or_another_project_means_a_full_refresh(wh: Warehouse) -> None:
-    plan = plan_build(wh, "abc", whole=True)
+    plan = plan_build(wh, "abc")
     assert (plan.run, plan.full_refresh, plan.args) == (True, True, ["--full-refresh"])
     built(wh, "abc")
-    plan = plan_build(wh, "def", whole=True)
+    plan = plan_build(wh, "def")
     assert plan.full_refresh and "the dbt project changed" in plan.reason
 
 
 def test_nothing_changed_means_no_build_and_a_change_an_incremental_one(wh: Warehouse) -> None:
     built(wh, "abc")
-    assert plan_build(wh, "abc", whole=True).run is False
+    assert plan_build(wh, "abc").run is False
     wh.writes.apply_batch("sync", BatchWrite(deleted_ids=[7]))  # a deletion is a change too
-    plan = plan_build(wh, "abc", whole=True)
+    plan = plan_build(wh, "abc")
     assert (plan.run, plan.full_refresh, plan.reason) == (True, False, "1 shipments changed; a full check")
     # the views stand as the last whole build made them: left out, their tests kept (indirect selection empty)
     assert (plan.args, plan.env) == (["--exclude", "config.materialized:view"], {"DBT_INDIRECT_SELECTION": "empty"})
-    partial = plan_build(wh, "abc", whole=False)  # a selection made in the UI is built as selected
-    assert (partial.args, partial.env) == ([], {})
     record_build(wh, "abc", dt.datetime.now(dt.UTC), "r2", full_check=False)  # the build covered it
-    assert wh.reads.pending_changes() == 0 and plan_build(wh, "abc", whole=True).run is False
+    assert wh.reads.pending_changes() == 0 and plan_build(wh, "abc").run is False
 
 
-def test_changed_code_conversions_a_failed_last_build_or_a_selection_build_again(wh: Warehouse) -> None:
+def test_changed_code_conversions_or_a_failed_last_build_build_again(wh: Warehouse) -> None:
     built(wh, "abc")
     wh.writes.set_cursor("code_conversions", '{"rows": 3}', "sync")
-    assert plan_build(wh, "abc", whole=True).reason == "0 shipments and the code conversions changed; a full check"
+    assert plan_build(wh, "abc").reason == "0 shipments and the code conversions changed; a full check"
     built(wh, "abc", status="failed")
-    assert plan_build(wh, "abc", whole=True).run
-    assert plan_build(wh, "abc", whole=False).run
+    assert plan_build(wh, "abc").run
 
 
 def test_between_full_checks_an_incremental_build_tests_the_changed_rows(wh: Warehouse) -> None:
     built(wh, "abc")
     wh.writes.apply_batch("sync", BatchWrite(deleted_ids=[7]))
-    plan = plan_build(wh, "abc", whole=True, full_check=False)
+    plan = plan_build(wh, "abc", full_check=False)
     assert (plan.run, plan.full_refresh, plan.changed_rows) == (True, False, True)
     assert plan.reason == "1 shipments changed; tests on the changed rows"
     assert plan.env == {"DBT_INDIRECT_SELECTION": "empty", TEST_ROWS_ENV: "changed"}
-    assert not plan_build(wh, "abc", whole=True, full_check=True).changed_rows
-    assert not plan_build(wh, "abc", whole=False, full_check=False).changed_rows  # a selection: every row
-    assert TEST_ROWS_ENV not in plan_build(wh, "other", whole=True, full_check=False).env  # a full refresh
+    assert not plan_build(wh, "abc", full_check=True).changed_rows
+    assert TEST_ROWS_ENV not in plan_build(wh, "other", full_check=False).env  # a full refresh
 
 
 def test_a_full_check_is_due_first_then_once_an_interval(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,7 +96,7 @@ def test_a_full_check_is_due_first_then_once_an_interval(wh: Warehouse, monkeypa
 def test_a_full_refresh_can_be_asked_for(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
     built(wh, "abc")
     monkeypatch.setenv(FULL_REFRESH_ENV, "1")
-    assert plan_build(wh, "abc", whole=True).full_refresh
+    assert plan_build(wh, "abc").full_refresh
 
 
 def test_the_fingerprint_follows_models_macros_project_file_and_arguments(tmp_path: Path) -> None:
