@@ -16,8 +16,8 @@ from freight_pipeline.cli import main
 from freight_pipeline.config import environ
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
-from freight_pipeline.warehouse.publish import published_db_path
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
+from freight_pipeline_tests.published import published_tables
 
 
 @dataclass(frozen=True)
@@ -171,28 +171,6 @@ def test_sync_without_dagster_says_each_step_and_publishes(
     again = run_cli(["sync", "--data-dir", str(data_dir), "--full-refresh", "--verbose"], env)
     assert again.returncode == 0, again.stderr
     assert "a full refresh was asked for" in again.stderr  # nothing changed, yet every mart was rebuilt
-
-
-PIPELINE_COLUMNS = ("_run_id", "_synced_at", "run_id", "recorded_at")
-"""Columns that name the run or when it wrote (a history version's ``recorded_at``)."""
-
-
-def published_tables(data_dir: Path) -> dict[str, list[tuple[object, ...]]]:
-    """Every published table of the freight and dbt schemas, sorted, without the columns that name the
-    run or its time."""
-    tables: dict[str, list[tuple[object, ...]]] = {}
-    with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
-        names = con.execute("SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema IN "
-                            "('freight', 'freight_history', 'staging', 'intermediate', 'analytics')").fetchall()
-        for schema, table in names:
-            columns = [c for (c,) in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ? "
-                "ORDER BY ordinal_position", [schema, table]).fetchall()
-                if c not in PIPELINE_COLUMNS and not c.endswith("_synced_at")]
-            selected = ", ".join(f'"{column}"' for column in columns)
-            rows = con.execute(f'SELECT {selected} FROM "{schema}"."{table}"').fetchall()
-            tables[f"{schema}.{table}"] = sorted(rows, key=repr)
-    return tables
 
 
 def test_a_data_directory_publishes_the_same_either_way(in_dagster: Synced, without_dagster: Synced) -> None:

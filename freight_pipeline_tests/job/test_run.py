@@ -11,11 +11,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from freight_pipeline.config import ServiceSettings
+from freight_pipeline.config import ServiceSettings, environ
 from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, JobReport, Step, run_job, stream_step
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.marts.plan import FULL_CHECK_ENV
-from freight_pipeline.marts.project import build_target
+from freight_pipeline.marts.project import FULL_REFRESH_ENV, build_target
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
@@ -26,6 +26,7 @@ from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import parquet_root, published_db_path
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line
+from freight_pipeline_tests.published import published_tables
 
 SHIPMENTS = 40
 ORPHAN_TEST = "relationships_stg_shipment_goods_shipment_id__shipment_id__ref_stg_shipments_"
@@ -102,6 +103,15 @@ def test_a_run_syncs_checks_builds_and_publishes_then_builds_only_what_changed(
         assert con.execute("SELECT count(*) FROM freight_meta.changed_shipments").fetchone() == (0,)
         held = con.execute("SELECT shipment_id, last_modified_at FROM freight.shipments ORDER BY 1").fetchall()
     assert published(tmp_path, "SELECT shipment_id, last_modified_at FROM analytics.fct_shipments ORDER BY 1") == held
+    # the incremental build's marts are what a full rebuild of the same data makes, row for row
+    rebuilt = copied(tmp_path, tmp_path.parent / "rebuilt")
+    with environ({FULL_REFRESH_ENV: "1"}):
+        full = run(sim, rebuilt)
+    assert full.success and full.marts is not None and full.marts.plan.full_refresh
+    incremental, whole = published_tables(tmp_path), published_tables(rebuilt)
+    marts = [name for name in incremental if name.startswith("analytics.")]
+    assert len(marts) > 5
+    assert [name for name in marts if incremental[name] != whole[name]] == []
 
 
 def test_a_stream_that_fails_withholds_nothing_of_the_others(tmp_path: Path) -> None:
