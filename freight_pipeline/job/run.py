@@ -38,11 +38,12 @@ from freight_pipeline.marts.results import DbtBuildFailed
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.normalize.tables import TABLES_BY_NAME
 from freight_pipeline.sync.client_source import ClientSource
+from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.rebuild import DEFAULT_BATCH, rebuild
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import fewer_collections, new_run_id, one_line_error, open_client, run_stream_async
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.streams import SHIPMENTS, STREAMS, Progress, Stream
+from freight_pipeline.sync.streams import SHIPMENTS, STREAMS, Stream
 from freight_pipeline.warehouse.backend import Publication, StorageBackend
 from freight_pipeline.warehouse.ddl import explained_out_of_memory
 from freight_pipeline.warehouse.history import HISTORY_TABLES
@@ -166,12 +167,7 @@ def run_job(
     publish (``publish`` False). The checks always run before a build or a publish. ``count_rows``: each
     stream's step also counts the rows of its tables (``StreamFigures.rows``; Dagster shows them)."""
     report = JobReport(run_id or new_run_id(), publish=publish)
-
-    def ended(step: Step) -> None:
-        report.steps.append(step)
-        if on_step is not None:
-            on_step(step)
-
+    ended = _recorded(report, on_step)
     with worker:
         clock = _Clock()
         try:
@@ -206,12 +202,7 @@ def run_rebuild(
     build of the marts (``--full-refresh``) and the publish as :func:`run_job`'s; never raises for a failure
     of its own."""
     report = JobReport(run_id or new_run_id(), publish=publish)
-
-    def ended(step: Step) -> None:
-        report.steps.append(step)
-        if on_step is not None:
-            on_step(step)
-
+    ended = _recorded(report, on_step)
     with worker:
         clock = _Clock()
         try:
@@ -225,6 +216,17 @@ def run_rebuild(
         if not _build(report, go_on, pending, worker, data_dir, backend, clock, ended, marts=marts):
             return report
     return _publish(report, data_dir, backend, clock, ended)
+
+
+def _recorded(report: JobReport, on_step: StepListener | None) -> StepListener:
+    """What hears each step as it ends: the ``report`` keeps it, then ``on_step`` is told."""
+
+    def ended(step: Step) -> None:
+        report.steps.append(step)
+        if on_step is not None:
+            on_step(step)
+
+    return ended
 
 
 def _rebuild_and_check(

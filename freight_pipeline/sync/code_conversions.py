@@ -15,7 +15,7 @@ a value that cannot be converted is null and one ``data_problems`` row.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS
 from freight_pipeline.sync.changes import read_complete
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text
+from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
@@ -39,7 +40,6 @@ from freight_pipeline.warehouse.store import Warehouse
 STREAM = "code_conversions"
 TABLE = CODE_CONVERSIONS.name
 
-Progress = Callable[[str], None]
 
 
 async def sync_code_conversions(

@@ -30,7 +30,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from freight_pipeline.normalize.errors import RecordShapeError
 from freight_pipeline.normalize.problems import Problem, Problems
 from freight_pipeline.sync.changes import LookupResult, read_complete
 from freight_pipeline.sync.isolation import Breaker, RecordFailure, data_problems, record_failure
+from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import DocumentGone, SourceAPI
@@ -59,7 +60,6 @@ TABLE = SHIPMENT_DOCUMENTS.name
 CONTENT_DIR = "documents"
 """Copied document bytes: ``<data dir>/documents/<first two hex digits>/<sha256>``, once per content."""
 
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,6 @@ import datetime as dt
 import json
 import time
 import zlib
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +46,7 @@ from freight_pipeline.sync.code_conversions import convert
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.documents import DocumentsCursor
 from freight_pipeline.sync.parts import DOCUMENT, PART_BY_STREAM, Ref
+from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse.documents import newest_shipment_write
@@ -59,7 +59,6 @@ REBUILD_STATE = "rebuild"
 cleared (null) when it is complete. Also the rebuild's stream name in ``freight_meta.sync_runs``."""
 DEFAULT_BATCH = 500
 
-Progress = Callable[[str], None]
 
 
 @dataclass

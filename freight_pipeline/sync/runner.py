@@ -22,10 +22,11 @@ from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, naive_values_re
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.drift import change_record, note_shape
 from freight_pipeline.sync.isolation import StreamUnreachable
+from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
-from freight_pipeline.sync.streams import STREAM_NAMES, Progress, Stream, stream_named
+from freight_pipeline.sync.streams import STREAM_NAMES, Stream, stream_named
 from freight_pipeline.warehouse.backend import Publication, StorageBackend
 from freight_pipeline.warehouse.ddl import explained_out_of_memory
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse

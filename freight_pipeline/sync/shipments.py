@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from freight_pipeline.normalize.shapes import FieldTally
@@ -42,7 +42,7 @@ from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, 
 from freight_pipeline.sync.isolation import Breaker, RecordFailure
 from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, PARTS, Ref
 from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
-from freight_pipeline.sync.progress import loop_safe
+from freight_pipeline.sync.progress import Progress, loop_safe
 from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_for_restore
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
@@ -59,7 +59,6 @@ FROM_SCRATCH = "done by the first walk from the beginning"
 """The first run of an empty warehouse, walking from the beginning, lists every shipment: it counts as
 a reconciliation (there is nothing held that could have vanished, nothing it could have missed)."""
 
-Progress = Callable[[str], None]
 
 
 @dataclass

@@ -21,13 +21,13 @@ from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS a
 from freight_pipeline.sync.code_conversions import sync_code_conversions
 from freight_pipeline.sync.documents import sync_documents
 from freight_pipeline.sync.parts import PART_TABLES, PARTS, Part
+from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import sync_shipments
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.warehouse.store import Warehouse
 
-Progress = Callable[[str], None]
 StreamRun = Callable[[SourceAPI, Warehouse, SyncSettings, str, Progress | None], Awaitable[StreamResult]]
 
 
