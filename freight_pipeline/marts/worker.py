@@ -6,8 +6,9 @@ starts it first thing (``freight-pipeline sync``), so that dbt's fixed cost (imp
 loading the project: about 3 s of CPU, more than an incremental build's models and tests) is paid on
 the machine's other core while the run imports and syncs on this one:
 
-1. it imports dbt and parses the project into ``DIR`` (partial parse: the manifest is read, not made;
-   serialized with any other parse of ``DIR`` by :data:`LOCK`), and keeps the manifest for the command;
+1. it imports dbt and parses the project into a folder that every data directory shares
+   (:func:`parse_dir`; partial parse: the manifest is read, not made; serialized with any other parse
+   there by :data:`LOCK`), and keeps the manifest for the command, whose artifacts go to ``DIR``;
    the parse opens no database, so the sync keeps its write lock on the working file;
 2. it waits for one request on stdin, a JSON line ``{"args": [...], "env": {...}}``: ``dbt <args>``,
    with ``env`` added to its environment;
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import queue
@@ -45,9 +47,11 @@ from types import TracebackType
 from typing import Any, Self
 
 from freight_pipeline.marts.project import (
+    DATABASE_ENV,
     DBT_PROJECT_DIR,
     LOG_FILE_LEVEL,
     RUN_RESULTS,
+    TARGET_ENV,
     build_target,
     database_env,
     project_args,
@@ -56,6 +60,8 @@ from freight_pipeline.marts.project import (
 
 LOCK = ".freight-parse.lock"
 """The lock of every parse into a target directory."""
+PARSE_DIRS = Path("target") / "worker-parse"
+"""The workers' shared parse folders, under the dbt project (:func:`parse_dir`)."""
 WORKER_EXIT_WAIT_S = 10.0
 """How long a worker that was told no command is needed may take to end before it is killed."""
 REPLY = "worker-reply.json"
@@ -154,15 +160,41 @@ def _read_requests(requests: queue.Queue[str]) -> None:
     os._exit(0)
 
 
+def parse_dir(project_dir: Path, build_target: Path, vars_args: Sequence[str]) -> Path:
+    """Where the worker parses: one folder per profile target, database file name and ``--vars`` in
+    the project's ``target/`` (:data:`PARSE_DIRS`), shared by every data directory, so that a data
+    directory's first build finds dbt's partial-parse file valid (a full parse costs about 8 s of CPU
+    more); the build's own target when the project's cannot be written (an installed, read-only copy)."""
+    database = Path(os.environ.get(DATABASE_ENV, "warehouse.duckdb")).name
+    key = json.dumps([os.environ.get(TARGET_ENV, ""), database, list(vars_args)])
+    folder = project_dir / PARSE_DIRS / hashlib.sha256(key.encode()).hexdigest()[:16]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / LOCK).touch()
+    except OSError:
+        return build_target
+    return folder
+
+
 def _parsed_manifest(runner: Any, project_dir: Path, target: Path, vars_args: Sequence[str]) -> Any:
     """The project's manifest, parsed into ``target`` (a partial parse: fast when nothing changed) under
-    the parse lock; None when the parse failed (the command parses again, and says why)."""
+    the parse lock; None when the parse failed (the command parses again, and says why).
+
+    The parse reads the working database's file name, not its folder (``DATABASE_ENV`` holds the name
+    alone meanwhile): dbt makes a full parse whenever the profile's path changes, and the manifest
+    depends on the name only (dbt-duckdb names the database by the file's stem); the command that
+    follows connects to the real path."""
     target.mkdir(parents=True, exist_ok=True)
+    real_path = os.environ.get(DATABASE_ENV)
     with open(target / LOCK, "a+") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
+            if real_path is not None:
+                os.environ[DATABASE_ENV] = Path(real_path).name
             parsed = runner.invoke(["parse", *LOG_FILE_LEVEL, *QUIET, *project_args(project_dir, target), *vars_args])
         finally:
+            if real_path is not None:
+                os.environ[DATABASE_ENV] = real_path
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
     return parsed.result if parsed.success else None
 
@@ -185,7 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from dbt.cli.main import dbtRunner
 
-    manifest = _parsed_manifest(dbtRunner(), options.project_dir, options.target, vars_args)
+    manifest = _parsed_manifest(dbtRunner(), options.project_dir,
+                                parse_dir(options.project_dir, options.target, vars_args), vars_args)
     line = requests.get()
     if not line.strip():
         return 0  # no build asked for (the reader ends the process meanwhile)

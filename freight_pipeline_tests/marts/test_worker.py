@@ -13,9 +13,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from freight_pipeline.marts.project import RUN_RESULTS, build_target
+from freight_pipeline.marts.project import DBT_PROJECT_DIR, RUN_RESULTS, build_target
 from freight_pipeline.marts.results import read_run_results
-from freight_pipeline.marts.worker import LOG, REPLY, DbtWorker
+from freight_pipeline.marts.worker import LOG, REPLY, DbtWorker, parse_dir
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_freight_database
 
@@ -53,6 +53,28 @@ def test_a_command_runs_with_its_environment_and_leaves_dbts_results(worker: Dbt
     with duckdb.connect(str(working_db_path(data_dir)), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM analytics.dim_code_conversions").fetchone() != (0,)
     assert worker.process.poll() == 0
+
+
+def test_a_new_data_directory_s_first_build_reads_the_shared_parse(data_dir: Path, tmp_path: Path) -> None:
+    """Every data directory's worker parses into the same folder of the project (``parse_dir``), with the
+    database's file name, not its path: a second data directory's first build is a partial parse."""
+    with DbtWorker.start(data_dir, None) as warm:  # this session's parse folder exists and is current
+        assert warm.run(ONE_MART, {}).success
+    other = working_db_path(tmp_path / "other")
+    other.parent.mkdir(parents=True)
+    build_freight_database(other, shipments=10)
+    folder = parse_dir(DBT_PROJECT_DIR, build_target(tmp_path / "other"), [])
+    log = folder / "dbt.log"
+    before = log.stat().st_size
+    with DbtWorker.start(tmp_path / "other", None) as worker:
+        reply = worker.run(ONE_MART, {})
+    assert reply.success, reply.error
+    with log.open(errors="replace") as text:
+        text.seek(before)
+        appended = text.read()
+    assert "Running with dbt" in appended and "Unable to do partial parsing" not in appended, appended[-2000:]
+    with duckdb.connect(str(other), read_only=True) as con:  # the build wrote the data directory's database
+        assert con.execute("SELECT count(*) FROM analytics.dim_code_conversions").fetchone() != (0,)
 
 
 def test_a_failed_node_is_exit_code_1_with_its_results(tmp_path: Path) -> None:
