@@ -55,7 +55,7 @@ from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.meta import META_TABLES
 from freight_pipeline.warehouse.publish import publish
 from freight_pipeline.warehouse.store import working_db_path
-from freight_pipeline_tests.dbt.dbt_cli import run_dbt
+from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 SHIPMENTS = 200
@@ -94,7 +94,7 @@ def built_working_database(root: Path) -> tuple[Path, Path]:
     data = root / "data"
     _synced_with_history(data)
     work = working_db_path(data)
-    result, _ = run_dbt(["run"], root / "dbt", work, timeout=300)
+    result, _ = run_dbt_in_worker(["run"], root / "dbt", work, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     _write_meta(work)
     return data, work

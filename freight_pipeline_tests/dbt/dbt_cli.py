@@ -7,12 +7,14 @@ Every dbt run of the tests writes its target (manifest, run results, partial par
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.marts.worker import REPLY
 
 DBT_DIR = REPO_ROOT / "dbt_models"
 DBT = str(Path(sys.executable).with_name("dbt"))
@@ -21,7 +23,8 @@ DBT = str(Path(sys.executable).with_name("dbt"))
 def run_dbt(
     args: list[str], tmp: Path, database: Path, *, timeout: float = 180
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """Run ``dbt <args>`` on the project with target and log paths under ``tmp``.
+    """Run ``dbt <args>`` on the project with target and log paths under ``tmp``, as the ``dbt`` command (for
+    the commands whose JSON artifacts a test reads: the worker writes none but the results).
 
     Returns the finished process and the target path. Asserts that dbt logged into ``tmp``, so a
     run that wrote its log elsewhere (into the repository) fails the calling test.
@@ -48,4 +51,39 @@ def run_dbt(
         check=False,
     )
     assert (logs / "dbt.log").is_file(), f"dbt did not log into {logs}"
+    return result, target
+
+
+def run_dbt_in_worker(
+    args: list[str], tmp: Path, database: Path, *, timeout: float = 180
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run ``dbt <args>`` (a build or a run) on the project with its target and log under
+    ``tmp / "target"``, through the pipeline's dbt worker (``freight_pipeline.marts.worker``: dbt's own
+    runner, on the parse every data directory shares, so a test's first command is not a full parse of
+    about 8 s of CPU).
+
+    Returns the finished command (its exit code, dbt's; its stdout, the worker's output and dbt's error)
+    and the target path. Asserts that dbt logged into the target, so a run that wrote its log elsewhere
+    (into the repository) fails the calling test.
+    """
+    target = tmp / "target"
+    target.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "FREIGHT_DBT_DATABASE": str(database), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    output = target / "worker-output.log"
+    with output.open("w") as out:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "freight_pipeline.marts.worker", "--project-dir", str(DBT_DIR), "--target",
+             str(target)], stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, env=env, text=True,
+        )
+    assert worker.stdin is not None
+    try:
+        worker.stdin.write(json.dumps({"args": args, "env": {}}) + "\n")
+        worker.stdin.flush()  # its input stays open until it is done: the end of its input ends it at once
+        worker.wait(timeout=timeout)
+    finally:
+        worker.kill()
+        worker.stdin.close()
+    reply = json.loads((target / REPLY).read_text())
+    result = subprocess.CompletedProcess(args, reply["exit_code"], output.read_text() + (reply["error"] or ""), "")
+    assert (target / "dbt.log").is_file(), f"dbt did not log into {target}"
     return result, target

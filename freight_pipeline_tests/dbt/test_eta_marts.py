@@ -23,7 +23,7 @@ import pytest
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.history import HISTORY_TABLES
-from freight_pipeline_tests.dbt.dbt_cli import run_dbt
+from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
 
 RUN = "test-run"
 HORIZONS = (14, 7, 3, 1)  # dbt_project.yml's default of eta_horizons_days
@@ -169,7 +169,7 @@ class Built:
 
 
 def _build(tmp: Path, database: Path, *args: str) -> Built:
-    result, target = run_dbt(["build", "--exclude-resource-type", "unit_test", *args], tmp, database)
+    result, target = run_dbt_in_worker(["build", "--exclude-resource-type", "unit_test", *args], tmp, database)
     assert result.returncode == 0, result.stdout[-3000:]
     return Built(database, target)
 

@@ -15,7 +15,7 @@ from freight_pipeline.simulator.server import RunningSimulator, running_simulato
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import working_db_path
-from freight_pipeline_tests.dbt.dbt_cli import run_dbt
+from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 
 ARRIVAL = "POD_ARRIVAL"
@@ -61,7 +61,7 @@ def test_the_arrival_estimates_of_four_syncs_are_scored(tmp_path: Path) -> None:
                                "AND event = ? ORDER BY type DESC, valid_from", [shipment, ARRIVAL]).fetchall()
     assert versions == [*(("ESTIMATED", e) for e in estimates), ("ACTUAL", arrived)]
 
-    result, _ = run_dbt(["build", "--exclude-resource-type", "unit_test"], tmp_path, database)
+    result, _ = run_dbt_in_worker(["build", "--exclude-resource-type", "unit_test"], tmp_path, database)
     assert result.returncode == 0, result.stdout[-3000:]
     with duckdb.connect(str(database), read_only=True) as con:
         con.execute("SET TimeZone = 'UTC'")

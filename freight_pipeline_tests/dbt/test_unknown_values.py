@@ -23,7 +23,7 @@ from dagster._utils.error import SerializableErrorInfo, serializable_error_info_
 
 from freight_pipeline.commands.execute import describe_error
 from freight_pipeline.marts.results import DbtBuildFailed, build_warnings, read_run_results
-from freight_pipeline_tests.dbt.dbt_cli import run_dbt
+from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
 from freight_pipeline_tests.dbt.freight_db import (
     UNKNOWN_CODE,
     UNKNOWN_CONVERSION_DIRECTION,
@@ -76,7 +76,7 @@ class Build:
 
 
 def _build(tmp: Path, database: Path) -> Build:
-    result, target = run_dbt(["build"], tmp, database)
+    result, target = run_dbt_in_worker(["build"], tmp, database)
     run_results = json.loads((target / "run_results.json").read_text())
     return Build(database, target, result.returncode, result.stdout + result.stderr, run_results)
 
@@ -203,8 +203,9 @@ def test_the_failure_names_the_failed_test_and_the_skipped_models(broken: Build)
     assert len(named) == 3 and set(named) <= set(SKIPPED_MARTS), first
     assert "fct_shipment_milestones" not in first and "warn" not in first
     assert first.endswith(" tests skipped") and "unit tests skipped" in first
-    # one line per failed node; warnings are not failures (dbt logged elsewhere: no log line)
-    assert details == [f"  test {ORPHAN_TEST} failed: Got 1 result, configured to fail if != 0"]
+    # one line per failed node, then where dbt logged; warnings are not failures
+    assert details == [f"  test {ORPHAN_TEST} failed: Got 1 result, configured to fail if != 0",
+                       f"  dbt log: {broken.target / 'dbt.log'}"]
 
 
 def test_the_cli_reason_is_the_first_line(broken: Build) -> None:
