@@ -1,6 +1,6 @@
 """Fixtures of the dbt tests: one ``freight`` database built from the simulator, one ``dbt build``
-on it (both once a session, for every xdist worker), and one publish of the result (as the pipeline
-publishes it); each worker reads a copy of the built warehouse."""
+on it as the pipeline builds (both once a session, for every xdist worker), and one publish of the
+result (as the pipeline publishes it); each worker reads a copy of the built warehouse."""
 
 from __future__ import annotations
 
@@ -13,32 +13,28 @@ from typing import Any
 
 import pytest
 
+from freight_pipeline.marts.project import RUN_RESULTS
 from freight_pipeline_tests.built_once import built_once
-from freight_pipeline_tests.dbt.dbt_cli import DBT, DBT_DIR
+from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
 from freight_pipeline_tests.dbt.freight_db import build_freight_database
 
 SHIPMENTS = 200
 
 
 def _build(folder: Path) -> None:
-    """``warehouse.duckdb`` from the simulator, then ``dbt build`` on it through
-    ``dagster_dbt.DbtCliResource``, as the Dagster assets run it (``target/``); what they returned in
-    ``built.json``."""
-    from dagster_dbt import DbtCliResource
+    """``warehouse.duckdb`` from the simulator, then ``dbt build`` (unit tests included) on it through
+    the pipeline's dbt worker (``target/``, with the project's ``manifest.json`` beside its results);
+    what it returned in ``built.json``."""
+    from freight_pipeline.defs.dbt import ensure_manifest
 
     # the file name matters: a DuckDB file named like a schema ("freight.duckdb") makes
     # "freight.<table>" ambiguous
     path = folder / "warehouse.duckdb"
     info = build_freight_database(path, shipments=SHIPMENTS)
-    target = folder / "target"
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("FREIGHT_DBT_DATABASE", str(path))
-        dbt = DbtCliResource(project_dir=str(DBT_DIR), profiles_dir=str(DBT_DIR), dbt_executable=DBT)
-        # DbtCliResource points DBT_LOG_PATH at the target path too; said explicitly here so the
-        # log cannot land in dbt_models/logs whatever the resource does
-        invocation = dbt.cli(["build", "--log-path", str(target)], raise_on_error=False, target_path=target).wait()
-        built = {"info": info, "successful": invocation.is_successful(),
-                 "run_results": invocation.get_artifact("run_results.json")}
+    result, target = run_dbt_in_worker(["build"], folder, path)
+    shutil.copy(ensure_manifest(), target / "manifest.json")
+    built = {"info": info, "successful": result.returncode == 0,
+             "run_results": json.loads((target / RUN_RESULTS).read_text())}
     (folder / "built.json").write_text(json.dumps(built, default=str))
 
 
@@ -61,7 +57,7 @@ def warehouse(built: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
 def dbt_build(
     built: Path, warehouse: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Any]]:
-    """``dbt build`` through ``dagster_dbt.DbtCliResource``, as the Dagster assets run it: its outcome,
+    """``dbt build`` in the pipeline's dbt worker, as the job runs it: its outcome,
     run results and target folder (a copy); ``FREIGHT_DBT_DATABASE`` names this worker's warehouse meanwhile."""
     target = tmp_path_factory.mktemp("dbt_target")
     shutil.copytree(built / "target", target, dirs_exist_ok=True)
