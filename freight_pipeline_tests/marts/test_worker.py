@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -15,7 +14,7 @@ import pytest
 
 from freight_pipeline.marts.project import DBT_PROJECT_DIR, RUN_RESULTS, build_target
 from freight_pipeline.marts.results import read_run_results
-from freight_pipeline.marts.worker import LOG, REPLY, DbtWorker, parse_dir
+from freight_pipeline.marts.worker import LOG, REPLY, DbtWorker, WorkerReply, parse_dir
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_freight_database
 
@@ -33,14 +32,17 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture
-def worker(data_dir: Path) -> Iterator[DbtWorker]:
-    with DbtWorker.start(data_dir, None) as started:
-        yield started
+@pytest.fixture(scope="module")
+def first_command(data_dir: Path) -> tuple[DbtWorker, WorkerReply]:
+    """A worker of ``data_dir`` and its reply to :data:`ONE_MART` (so this session's shared parse exists)."""
+    with DbtWorker.start(data_dir, None) as worker:
+        return worker, worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
 
 
-def test_a_command_runs_with_its_environment_and_leaves_dbts_results(worker: DbtWorker, data_dir: Path) -> None:
-    reply = worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
+def test_a_command_runs_with_its_environment_and_leaves_dbts_results(
+    first_command: tuple[DbtWorker, WorkerReply], data_dir: Path
+) -> None:
+    worker, reply = first_command
     assert (reply.success, reply.exit_code, reply.error) == (True, 0, None)
     target = build_target(data_dir)
     assert worker.target == target and json.loads((target / REPLY).read_text())["success"] is True
@@ -52,41 +54,30 @@ def test_a_command_runs_with_its_environment_and_leaves_dbts_results(worker: Dbt
     assert not (target / "manifest.json").exists()  # --no-write-json: only the results are written
     with duckdb.connect(str(working_db_path(data_dir)), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM analytics.dim_code_conversions").fetchone() != (0,)
-    assert worker.process.poll() == 0
+    assert worker.process.returncode == 0
 
 
-def test_a_new_data_directory_s_first_build_reads_the_shared_parse(data_dir: Path, tmp_path: Path) -> None:
-    """Every data directory's worker parses into the same folder of the project (``parse_dir``), with the
-    database's file name, not its path: a second data directory's first build is a partial parse."""
-    with DbtWorker.start(data_dir, None) as warm:  # this session's parse folder exists and is current
-        assert warm.run(ONE_MART, {}).success
-    other = working_db_path(tmp_path / "other")
-    other.parent.mkdir(parents=True)
-    build_freight_database(other, shipments=10)
-    folder = parse_dir(DBT_PROJECT_DIR, build_target(tmp_path / "other"), [])
-    log = folder / "dbt.log"
-    before = log.stat().st_size
-    with DbtWorker.start(tmp_path / "other", None) as worker:
-        reply = worker.run(ONE_MART, {})
-    assert reply.success, reply.error
-    with log.open(errors="replace") as text:
-        text.seek(before)
-        appended = text.read()
-    assert "Running with dbt" in appended and "Unable to do partial parsing" not in appended, appended[-2000:]
-    with duckdb.connect(str(other), read_only=True) as con:  # the build wrote the data directory's database
-        assert con.execute("SELECT count(*) FROM analytics.dim_code_conversions").fetchone() != (0,)
-
-
-def test_a_failed_node_is_exit_code_1_with_its_results(tmp_path: Path) -> None:
-    """A broken pipeline guarantee (a goods line of no shipment): the relationships test fails."""
+def test_a_failed_node_is_exit_code_1_with_its_results(
+    first_command: tuple[DbtWorker, WorkerReply], tmp_path: Path
+) -> None:
+    """A broken pipeline guarantee (a goods line of no shipment): the relationships test fails. The
+    worker of this new data directory parsed into the folder the first command's worker parsed into
+    (``parse_dir``: by the database's file name, not its path), a partial parse."""
+    assert first_command[1].success
     database = working_db_path(tmp_path)
     database.parent.mkdir(parents=True)
     build_freight_database(database, shipments=5)
     add_orphan_goods_line(database)
+    log = parse_dir(DBT_PROJECT_DIR, build_target(tmp_path), []) / "dbt.log"
+    before = log.stat().st_size
     with DbtWorker.start(tmp_path, None) as worker:
         reply = worker.run(["build", "--exclude-resource-type", "unit_test", "--select", "stg_shipments",
                             "stg_shipment_goods"], {"DBT_INDIRECT_SELECTION": "cautious"})
     assert (reply.success, reply.exit_code, reply.error) == (False, 1, None)
+    with log.open(errors="replace") as text:
+        text.seek(before)
+        parsed = text.read()
+    assert "Running with dbt" in parsed and "Unable to do partial parsing" not in parsed, parsed[-2000:]
     results = read_run_results(build_target(tmp_path))
     assert results is not None
     failed = [r["unique_id"].split(".")[2] for r in results["results"] if r["status"] == "fail"]
