@@ -1,8 +1,8 @@
-"""A sync process for the crash trials: ``python -m freight_pipeline_tests.sync.crash_sync DATA_DIR RUN_ID``.
+"""A sync process for the crash trials: :class:`CrashSync`.
 
 Service from FREIGHT_BASE_URL / FREIGHT_USERNAME / FREIGHT_PASSWORD; reconciliation on every run
 (deletions happen between trials). Tiny lookup pages, fetch batches and detail batches, so the run
-the parent kills is many transactions. Prints one line per progress message (``progress`` is called
+the parent kills is many transactions. Says one line per progress message (``progress`` is called
 right after each batch's transaction commits), ``publishing`` before the publish, then ``done``.
 ``FREIGHT_HEDGE`` sets its hedged reads (``0``: none, so
 a read in the simulator's latency tail stays a straggler).
@@ -13,7 +13,10 @@ The parent kills it after a chosen line; its reruns run in the test's own proces
 from __future__ import annotations
 
 import dataclasses
-import sys
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Mapping
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from freight_pipeline.config import HEDGE_ENV, ServiceSettings, share_from_env
@@ -24,12 +27,7 @@ from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 CRASH_SETTINGS = dataclasses.replace(RECONCILE_SETTINGS, page_size=10, fetch_batch_size=5)
 
 
-def say(line: str) -> None:
-    print(line, flush=True)
-
-
-def main() -> None:
-    data_dir, run_id = Path(sys.argv[1]), sys.argv[2]
+def run(data_dir: Path, run_id: str, say: Callable[[str], None]) -> None:
     backend = storage_from_env()
     settings = dataclasses.replace(CRASH_SETTINGS, hedge_share=share_from_env(HEDGE_ENV, CRASH_SETTINGS.hedge_share))
     sync_all(ServiceSettings.from_env(), data_dir, settings, backend=backend, run_id=run_id, progress=say,
@@ -39,5 +37,49 @@ def main() -> None:
     say("done")
 
 
-if __name__ == "__main__":
-    main()
+def _forked(env: Mapping[str, str], data_dir: str, run_id: str, log: str, lines: Connection) -> None:
+    """The child's body: ``env`` as its environment, its stderr appended to ``log``, its lines sent."""
+    os.environ.clear()
+    os.environ.update(env)
+    stderr = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.dup2(stderr, 2)
+    try:
+        run(Path(data_dir), run_id, lambda line: lines.send(line + "\n"))
+    finally:
+        lines.send(None)
+
+
+class CrashSync:
+    """:func:`run` in a child process forked from a fork server that imported this module once (a child
+    of its own would spend about 2 s of CPU importing the sync): ``stdout`` yields its lines, as a
+    ``subprocess.Popen``'s would; ``kill`` is a SIGKILL."""
+
+    def __init__(self, env: Mapping[str, str], data_dir: Path, run_id: str, log: Path) -> None:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([__name__])  # once the server runs, it has them imported
+        reader, writer = context.Pipe(duplex=False)
+        self.process = context.Process(target=_forked, args=(dict(env), str(data_dir), run_id, str(log), writer))
+        self.process.start()
+        writer.close()
+        self.stdout = self._lines(reader)
+
+    @staticmethod
+    def _lines(reader: Connection) -> Iterator[str]:
+        while True:
+            try:
+                line = reader.recv()
+            except EOFError:  # killed: its end of the pipe closed
+                return
+            if line is None:
+                return
+            yield line
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        self.process.join(timeout)
+        return self.process.exitcode

@@ -1,6 +1,7 @@
 """Crash consistency: the sync process is killed with SIGKILL at chosen moments of its run.
 
-The child (``crash_sync``) prints a line right after each batch's transaction commits. Each trial
+The child (``crash_sync.CrashSync``, forked from a fork server that imported the sync once) says a line
+right after each batch's transaction commits. Each trial
 aims at one phase (before the first commit, between batch commits of the walk, after the walk
 (the reconcile's deletions, the code conversions), during or after the publish): the parent kills
 after a random number of that phase's lines plus a small random delay, then reads from the working
@@ -18,15 +19,13 @@ from __future__ import annotations
 import collections
 import os
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from freight_pipeline.config import REPO_ROOT, ServiceSettings
+from freight_pipeline.config import ServiceSettings
 from freight_pipeline.datetimes import parse_iso_datetime, to_utc
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import running_simulator
@@ -35,6 +34,7 @@ from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.shipments import FROM_SCRATCH
 from freight_pipeline.sync.streams import STREAM_NAMES
+from freight_pipeline_tests.sync.crash_sync import CrashSync
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 
@@ -43,12 +43,8 @@ TARGETS = ("startup", "walk", "after the walk", "publish")
 LATE_LINES = ("shipments: deleted", "shipments: reconcile fetched", "code conversions:")
 
 
-def start_sync(env: dict[str, str], data_dir: Path, run_id: str, log: Path) -> subprocess.Popen[str]:
-    with log.open("a") as stderr:
-        return subprocess.Popen(
-            [sys.executable, "-m", "freight_pipeline_tests.sync.crash_sync", str(data_dir), run_id],
-            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1,
-        )
+def start_sync(env: dict[str, str], data_dir: Path, run_id: str, log: Path) -> CrashSync:
+    return CrashSync(env, data_dir, run_id, log)
 
 
 def run_to_completion(service: ServiceSettings, data_dir: Path, run_id: str) -> dict[str, StreamResult]:
@@ -75,12 +71,12 @@ def phase_rank(line: str) -> int:
     return 3
 
 
-def kill_in(proc: subprocess.Popen[str], target: str, rng: random.Random) -> bool:
+def kill_in(proc: CrashSync, target: str, rng: random.Random) -> bool:
     """Kill ``proc`` after a random number of ``target``'s commit lines plus a small random delay
     (or at the first line of a later phase, when ``target``'s lines ran out); False if it finished first."""
     assert proc.stdout is not None
     if target == "startup":
-        time.sleep(rng.uniform(0.05, 0.5))  # still importing, or opening the warehouse
+        time.sleep(rng.uniform(0.01, 0.25))  # opening the warehouse, or the walk's first requests
     else:
         wanted = {"walk": rng.randint(1, 2), "after the walk": 1, "publish": 1}[target]
         seen = 0
@@ -166,7 +162,7 @@ def test_sigkill_at_chosen_moments_never_corrupts_and_reruns_converge(tmp_path: 
     landed: list[tuple[str, str]] = []
     with running_simulator(shipments=80, seed=5) as sim:
         env = {**os.environ, "FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username,
-               "FREIGHT_PASSWORD": sim.password, "PYTHONPATH": str(REPO_ROOT)}
+               "FREIGHT_PASSWORD": sim.password}
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
         assert_walk_alone_caught_up(run_to_completion(service, data_dir, "first"), "first")
         assert_converged(sim.store, data_dir / "warehouse.duckdb")
@@ -225,7 +221,7 @@ def test_sigkill_with_stragglers_in_flight_never_skips_one(tmp_path: Path) -> No
     ahead: list[int] = []
     with running_simulator(shipments=60, seed=8) as sim:
         env = {**os.environ, "FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username,
-               "FREIGHT_PASSWORD": sim.password, "PYTHONPATH": str(REPO_ROOT), "FREIGHT_HEDGE": "0"}
+               "FREIGHT_PASSWORD": sim.password, "FREIGHT_HEDGE": "0"}
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
         run_to_completion(service, data_dir, "first")
         for trial in range(3):

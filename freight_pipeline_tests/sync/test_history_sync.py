@@ -7,20 +7,19 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from freight_pipeline.config import REPO_ROOT, ServiceSettings
+from freight_pipeline.config import ServiceSettings
 from freight_pipeline.datetimes import parse_iso_datetime, to_utc
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.history import EVENT_VERSIONS, LEG_VERSIONS, SHIPMENT_VERSIONS
 from freight_pipeline_tests.sync.conftest import work_db
+from freight_pipeline_tests.sync.crash_sync import CrashSync
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 from freight_pipeline_tests.warehouse.history_checks import assert_contiguous
 
@@ -58,11 +57,8 @@ def arrival_shipment(sim: RunningSimulator) -> int:
 def killed_mid_walk(sim: RunningSimulator, data_dir: Path, run_id: str, log: Path) -> None:
     """A sync in a process of its own (tiny batches), killed right after its first walk batch committed."""
     env = {**os.environ, "FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username,
-           "FREIGHT_PASSWORD": sim.password, "PYTHONPATH": str(REPO_ROOT)}
-    with log.open("a") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "freight_pipeline_tests.sync.crash_sync", str(data_dir), run_id],
-                                cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1)
-    assert proc.stdout is not None
+           "FREIGHT_PASSWORD": sim.password}
+    proc = CrashSync(env, data_dir, run_id, log)
     for line in proc.stdout:
         if KILL_AFTER in line:
             break
