@@ -10,7 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from freight_pipeline.marts.plan import BuildPlan, full_check_due, plan_build, project_fingerprint, record_build
+from freight_pipeline.marts.plan import (
+    BuildPlan,
+    batch_key,
+    full_check_due,
+    plan_build,
+    project_fingerprint,
+    record_build,
+)
 from freight_pipeline.marts.project import (
     DBT_PROJECT_DIR,
     RUN_RESULTS,
@@ -82,6 +89,9 @@ class PendingBuild:
     record: RunRecord | None
     full_check: bool = True
     """The run is a full check: the build tests every row, and its success records the full check."""
+    batch_key: str | None = None
+    """The key of the build's data tests when they may run batched, after its models (an incremental
+    build that tests the changed rows: ``marts.worker``, "Batched tests"); None: dbt runs them."""
 
     def run(self, worker: DbtWorker, data_dir: Path, backend: StorageBackend) -> MartsBuild:
         """Run the build in ``worker`` (told no command is needed when the plan asks for none); log how
@@ -92,7 +102,8 @@ class PendingBuild:
             return MartsBuild(self.plan)
         (worker.target / RUN_RESULTS).unlink(missing_ok=True)  # never read a previous build's results
         try:
-            reply = worker.run(self.args, self.plan.env)
+            # batched tests in the embedded warehouse only (the lake's target builds one node at a time)
+            reply = worker.run(self.args, self.plan.env, self.batch_key if backend.dbt_target is None else None)
         except BaseException as exc:  # interrupted: logged as failed, then on its way
             self._finish(data_dir, backend, exc)
             raise
@@ -131,4 +142,6 @@ def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = ()
     plan = plan_build(warehouse, fingerprint, full_refresh=full_refresh, full_check=full)
     record = build_started(warehouse, run_id) if plan.run else None
     left_out = [arg for selector in leave_out for arg in ("--exclude", selector)]
-    return PendingBuild(plan, fingerprint, [*args, *plan.args, *left_out], started, record, full)
+    build_args = [*args, *plan.args, *left_out]
+    key = batch_key(DBT_PROJECT_DIR, fingerprint, build_args, plan.env) if plan.changed_rows else None
+    return PendingBuild(plan, fingerprint, build_args, started, record, full, key)

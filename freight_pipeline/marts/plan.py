@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +50,21 @@ def project_fingerprint(project_dir: Path, build_args: Sequence[str]) -> str:
         for path in files:
             if path.is_file():
                 digest.update(str(path.relative_to(project_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+TESTS_DIR = "tests"
+"""The project's singular and generic tests: not in the fingerprint (they do not decide the marts'
+content), in the batch key (they decide the tests a build runs)."""
+
+
+def batch_key(project_dir: Path, fingerprint: str, args: Sequence[str], env: Mapping[str, str]) -> str:
+    """The key of an incremental build's batched data tests (``marts.worker``): the project's fingerprint,
+    its tests, the build's arguments and environment; the same key, the same tests compiled the same way."""
+    digest = hashlib.sha256(json.dumps([fingerprint, list(args), sorted(env.items())]).encode())
+    root = project_dir / TESTS_DIR
+    for path in sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []:
+        digest.update(str(path.relative_to(project_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
