@@ -69,6 +69,8 @@ def batch_key(project_dir: Path, fingerprint: str, args: Sequence[str], env: Map
 
 
 VIEWS = "config.materialized:view"
+SOURCE = "freight"
+"""The dbt source of the sync's tables (``dbt_models/models/staging/_sources.yml``)."""
 """dbt's selector of the views (staging and intermediate models)."""
 INDIRECT_SELECTION_ENV = "DBT_INDIRECT_SELECTION"
 
@@ -87,11 +89,17 @@ class BuildPlan:
     """The data tests of models whose rows change only with their shipment read the changed shipments'
     rows only (no full check is due)."""
 
+    unchanged_models: tuple[str, ...] = ()
+    """dbt selectors of the models an incremental build leaves out as current: those built only from
+    tables that did not change since the last complete build (the code conversions' when they did not
+    change). Their data tests still run."""
+
     @property
     def args(self) -> list[str]:
         if self.full_refresh:
             return ["--full-refresh"]
-        return ["--exclude", VIEWS] if self.views_current else []
+        views = ["--exclude", VIEWS] if self.views_current else []
+        return [*views, *(arg for selector in self.unchanged_models for arg in ("--exclude", selector))]
 
     @property
     def env(self) -> dict[str, str]:
@@ -147,7 +155,16 @@ def plan_build(warehouse: Warehouse, fingerprint: str, *, full_refresh: bool = F
         return BuildPlan(False, False, f"nothing changed since the marts were built ({built_at:%Y-%m-%d %H:%M:%S} UTC)")
     what = f"{changes} shipments" + (" and the code conversions" if conversions_changed else "") + " changed"
     what += "; a full check" if full_check else "; tests on the changed rows"
-    return BuildPlan(True, False, what, views_current=True, changed_rows=not full_check)
+    unchanged = () if conversions_changed else models_only_of(CODE_CONVERSIONS.tables)
+    return BuildPlan(True, False, what, views_current=True, changed_rows=not full_check, unchanged_models=unchanged)
+
+
+def models_only_of(tables: Sequence[str]) -> tuple[str, ...]:
+    """dbt selectors of the models built from ``tables`` of the ``freight`` source: the source's descendants
+    that are models (``source:freight.t+,resource_type:model``, an intersection). Left out when those tables
+    did not change, which is sound only while no such model reads another table too (``test_plan`` reads
+    dbt's manifest to hold that for the code conversions)."""
+    return tuple(f"source:{SOURCE}.{table}+,resource_type:model" for table in tables)
 
 
 def record_build(warehouse: Warehouse, fingerprint: str, began: dt.datetime, run_id: str, *,
