@@ -10,7 +10,9 @@ all (no shipment, no code conversion, the same project) and the last build succe
 An incremental build of every model leaves the views out (they hold only SQL, unchanged since the
 last whole build of the same project) and runs every data test: on the changed shipments' rows only
 where the test's model declares its rows change only with their shipment (``changed_rows_column``,
-``dbt_models/macros/test_rows.sql``), unless a full check is due. A full check tests every row (and
+``dbt_models/macros/test_rows.sql``), unless a full check is due; those tests run batched after the
+models (``marts.worker``, "Batched tests", under :func:`batch_key`). It leaves out the code conversions'
+model too when they did not change (:func:`models_only_of`). A full check tests every row (and
 the warehouse check ``history_matches_current`` compares every shipment): the first run, then the
 first after ``FREIGHT_FULL_CHECK_INTERVAL_MINUTES`` (a day) since the last one that completed; a full
 refresh tests every row too. So over a day nothing is tested less than by testing everything every run.

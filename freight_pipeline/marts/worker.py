@@ -43,6 +43,7 @@ import argparse
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import queue
 import subprocess
@@ -322,8 +323,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "error": None if error is None else f"{type(error).__name__}: {error}"}
     except Exception as exc:  # dbt raised instead of reporting: said in the reply all the same
         answer = {"success": False, "exit_code": 2, "error": f"{type(exc).__name__}: {exc}"}
+    _release_database()
     reply.write_text(json.dumps(answer))
-    return 0
+    # what is left is tearing down the interpreter with dbt loaded (a few tenths of a second the run would
+    # wait for): the database is closed, the reply written, the log flushed
+    logging.shutdown()
+    os._exit(0)
+
+
+def _release_database() -> None:
+    """Close dbt's DuckDB database, if it holds it open still (the run opens the file next)."""
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+    with contextlib.suppress(Exception):
+        if DuckDBConnectionManager._ENV is not None:
+            DuckDBConnectionManager._ENV.close()
 
 
 if __name__ == "__main__":

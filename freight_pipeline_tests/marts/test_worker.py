@@ -15,7 +15,7 @@ import pytest
 
 from freight_pipeline.marts.project import RUN_RESULTS, build_target
 from freight_pipeline.marts.results import read_run_results
-from freight_pipeline.marts.worker import LOG, REPLY, DbtWorker
+from freight_pipeline.marts.worker import BATCHED_TESTS, LOG, REPLY, DbtWorker
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_freight_database
 
@@ -119,3 +119,41 @@ def test_a_worker_that_dies_is_reported_with_its_log(data_dir: Path) -> None:
     assert not reply.success and reply.exit_code == -9
     assert reply.error is not None and "ended without a reply" in reply.error and "something dbt said" in reply.error
     worker.close()
+
+
+def test_batched_tests_are_dbts_own_tests_run_after_the_models_and_judged_as_dbt_judges_them(tmp_path: Path) -> None:
+    """The first build of a batch key runs its tests through dbt and keeps them; the next builds of the key
+    run the models through dbt and the same tests batched: the same tests, the same verdicts (a pass, then
+    a failure once a goods line of no shipment is added), in dbt's results."""
+    database = working_db_path(tmp_path)
+    database.parent.mkdir(parents=True)
+    build_freight_database(database, shipments=5)
+    build = ["build", "--exclude-resource-type", "unit_test", "--select", "stg_shipments", "stg_shipment_goods"]
+    env = {"DBT_INDIRECT_SELECTION": "cautious"}
+
+    def built() -> tuple[bool, dict[str, str]]:
+        with DbtWorker.start(tmp_path, None) as worker:
+            reply = worker.run(build, env, batch_tests="key-1")
+        results = read_run_results(build_target(tmp_path))
+        assert results is not None
+        return reply.success, {r["unique_id"]: (r["status"], r["thread_id"] == "batched-tests")
+                               for r in results["results"]}
+
+    success, by_dbt = built()
+    assert success and (build_target(tmp_path) / BATCHED_TESTS).is_file()
+    tests = {uid for uid in by_dbt if uid.startswith("test.")}
+    assert tests and not any(batched for _, batched in by_dbt.values())
+    success, again = built()
+    assert success and again.keys() == by_dbt.keys()
+    assert {uid for uid, (status, batched) in again.items() if batched} == tests  # the same tests, batched
+    assert all(status == "pass" for status, _ in again.values())
+
+    add_orphan_goods_line(database)
+    with DbtWorker.start(tmp_path, None) as worker:
+        reply = worker.run(build, env, batch_tests="key-1")
+    assert (reply.success, reply.exit_code, reply.error) == (False, 1, None)
+    results = read_run_results(build_target(tmp_path))
+    assert results is not None
+    failed = [(r["unique_id"].split(".")[2], r["message"]) for r in results["results"] if r["status"] == "fail"]
+    assert failed == [("relationships_stg_shipment_goods_shipment_id__shipment_id__ref_stg_shipments_",
+                       "Got 1 result, configured to fail if != 0")]
