@@ -161,6 +161,13 @@ def plan_build(warehouse: Warehouse, fingerprint: str, *, full_refresh: bool = F
     return BuildPlan(True, False, what, views_current=True, changed_rows=not full_check, unchanged_models=unchanged)
 
 
+def next_incremental() -> BuildPlan:
+    """The plan of the usual next build after this one: an incremental build of changed shipments alone,
+    testing the changed rows (its tests are prepared by a build of another kind: ``marts.build``)."""
+    return BuildPlan(True, False, "the next incremental build", views_current=True, changed_rows=True,
+                     unchanged_models=models_only_of(CODE_CONVERSIONS.tables))
+
+
 def models_only_of(tables: Sequence[str]) -> tuple[str, ...]:
     """dbt selectors of the models built from ``tables`` of the ``freight`` source: the source's descendants
     that are models (``source:freight.t+,resource_type:model``, an intersection). Left out when those tables

@@ -24,6 +24,10 @@ the other on one connection, each judged as dbt judges a test (pass, warn, fail,
 added to ``run_results.json`` as dbt's would be. The statements read ``freight_meta.changed_shipments`` by
 name, so they hold for every build of the same project, arguments and environment (the KEY) on the same
 database with the same dbt: the same tests on the same rows, without dbt's cost of a node per test.
+A build of another kind (a full refresh, a full check) may carry ``"prepare_tests": {"key", "args", "env"}``:
+after its success the worker compiles, with ``dbt compile`` selecting ``resource_type:test`` less the
+incremental build's exclusions, the tests of the usual next build (``marts.plan.next_incremental``) and
+keeps them under that build's key, so that the first incremental build after a full one batches its tests too.
 
 The end of its input ends it at once, wherever it is: before a request, the run needs no build (a
 parse cut short is redone by the next one: dbt parses again when its partial-parse file does not
@@ -54,7 +58,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from freight_pipeline.marts.project import (
     DATABASE_ENV,
@@ -82,6 +86,18 @@ BATCHED_TESTS = "batched-tests.json"
 BATCH_KEYS_KEPT = 4
 MODELS_ONLY = ["--resource-type", "model"]
 """What a build with batched tests asks of dbt: its models (its data tests run after, batched)."""
+
+
+class Prepare(Protocol):
+    """Tests to compile ahead (``marts.build.PreparedTests``): their key, the ``dbt compile`` and its
+    environment."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def args(self) -> Sequence[str]: ...
+    @property
+    def env(self) -> Mapping[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -122,12 +138,18 @@ class DbtWorker:
                                        env=env, text=True, start_new_session=True)
         return cls(process, target)
 
-    def run(self, args: Sequence[str], env: Mapping[str, str], batch_tests: str | None = None) -> WorkerReply:
+    def run(self, args: Sequence[str], env: Mapping[str, str], batch_tests: str | None = None,
+            prepare: Prepare | None = None) -> WorkerReply:
         """Have the worker run ``dbt <args>`` with ``env`` added to its environment; wait for its reply.
-        ``batch_tests``: the build's batch key, when its data tests may run batched (see the module doc)."""
+        ``batch_tests``: the build's batch key, when its data tests may run batched; ``prepare``: tests to
+        compile and keep after the command's success, under their key (see the module doc)."""
         assert self.process.stdin is not None
         (self.target / REPLY).unlink(missing_ok=True)
-        request = {"args": list(args), "env": dict(env), **({"batch_tests": batch_tests} if batch_tests else {})}
+        request: dict[str, Any] = {"args": list(args), "env": dict(env)}
+        if batch_tests:
+            request["batch_tests"] = batch_tests
+        if prepare is not None:
+            request["prepare_tests"] = {"key": prepare.key, "args": list(prepare.args), "env": dict(prepare.env)}
         try:
             self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
@@ -231,6 +253,23 @@ def _keep_tests(target: Path, key: str, dbt_version: str, results: Sequence[Any]
     (target / (BATCHED_TESTS + ".tmp")).replace(target / BATCHED_TESTS)
 
 
+def _prepare_tests(manifest: Any, options: argparse.Namespace, vars_args: Sequence[str],
+                   prepare: dict[str, Any], dbt_version: str) -> None:
+    """Compile the tests of ``prepare`` (a later build's: its key, ``dbt compile`` and environment) and keep
+    them under its key, unless kept already; a failure leaves them to that build (dbt runs them then)."""
+    from dbt.cli.main import dbtRunner
+
+    key, args = prepare["key"], list(prepare["args"])
+    if _batched_tests(options.target, key, dbt_version) is not None:
+        return
+    os.environ.update(prepare.get("env") or {})
+    runner = dbtRunner(manifest=manifest if _vars_of(args) == _vars_of(vars_args) else None)
+    with contextlib.suppress(Exception):
+        compiled = runner.invoke([*args, *QUIET, *project_args(options.project_dir, options.target)])
+        if compiled.success and hasattr(compiled.result, "results"):
+            _keep_tests(options.target, key, dbt_version, compiled.result.results)
+
+
 def _run_tests(tests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run the kept ``tests`` on the build's database, one after the other on a connection of dbt's
     (the adapter's, with the profile's settings); each result as dbt's ``run_results.json`` has it,
@@ -317,6 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 failed_tests = any(test["status"] in ("fail", "error") for test in tests)
             elif success and key:
                 _keep_tests(options.target, key, dbt_version, result.result.results)
+        if result.success and request.get("prepare_tests"):
+            _prepare_tests(manifest, options, vars_args, request["prepare_tests"], dbt_version)
         error = result.exception
         success = success and not failed_tests
         answer = {"success": success, "exit_code": 0 if success else 2 if error else 1,

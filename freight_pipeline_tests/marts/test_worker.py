@@ -13,7 +13,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from freight_pipeline.marts.project import RUN_RESULTS, build_target
+from freight_pipeline.marts.build import PreparedTests
+from freight_pipeline.marts.plan import next_incremental, project_fingerprint
+from freight_pipeline.marts.project import DBT_PROJECT_DIR, RUN_RESULTS, build_target, dbt_build_args
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.marts.worker import BATCHED_TESTS, LOG, REPLY, DbtWorker
 from freight_pipeline.warehouse.paths import working_db_path
@@ -146,7 +148,7 @@ def test_batched_tests_are_dbts_own_tests_run_after_the_models_and_judged_as_dbt
     success, again = built()
     assert success and again.keys() == by_dbt.keys()
     assert {uid for uid, (status, batched) in again.items() if batched} == tests  # the same tests, batched
-    assert all(status == "pass" for status, _ in again.values())
+    assert all(again[uid][0] == by_dbt[uid][0] == "pass" for uid in tests)
 
     add_orphan_goods_line(database)
     with DbtWorker.start(tmp_path, None) as worker:
@@ -157,3 +159,29 @@ def test_batched_tests_are_dbts_own_tests_run_after_the_models_and_judged_as_dbt
     failed = [(r["unique_id"].split(".")[2], r["message"]) for r in results["results"] if r["status"] == "fail"]
     assert failed == [("relationships_stg_shipment_goods_shipment_id__shipment_id__ref_stg_shipments_",
                        "Got 1 result, configured to fail if != 0")]
+
+
+def test_tests_prepared_by_a_full_build_are_those_dbt_runs_in_the_incremental_build(tmp_path: Path) -> None:
+    """The tests a full build compiles ahead for the next incremental build (``PreparedTests``) are the same
+    tests, the same statements, as those the incremental build keeps when dbt runs them itself."""
+    database = working_db_path(tmp_path)
+    database.parent.mkdir(parents=True)
+    build_freight_database(database, shipments=5)
+    args = dbt_build_args()
+    fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
+    left_out = ["--exclude", "tag:warehouse_checked"]
+    prepared = PreparedTests.of(fingerprint, args, left_out)
+    with DbtWorker.start(tmp_path, None) as worker:
+        assert worker.run([*args, "--full-refresh", *left_out], {}, prepare=prepared).success
+    kept = json.loads((build_target(tmp_path) / BATCHED_TESTS).read_text())
+    assert list(kept) == [prepared.key]
+    with duckdb.connect(str(database)) as con:  # the sync's log of changed shipments (none here)
+        con.execute("CREATE SCHEMA freight_meta; CREATE TABLE freight_meta.changed_shipments (shipment_id BIGINT)")
+    plan = next_incremental()
+    with DbtWorker.start(tmp_path, None) as worker:  # the same build under a key not kept: dbt runs its tests
+        assert worker.run([*args, *plan.args, *left_out], plan.env, batch_tests="by-dbt").success
+    kept = json.loads((build_target(tmp_path) / BATCHED_TESTS).read_text())
+    by_dbt = {test["unique_id"]: test for test in kept["by-dbt"]["tests"]}
+    ahead = {test["unique_id"]: test for test in kept[prepared.key]["tests"]}
+    assert len(by_dbt) > 50 and ahead == by_dbt
+    assert all("freight_meta" in test["sql"] for uid, test in by_dbt.items() if "stg_shipment_goods" in uid)
