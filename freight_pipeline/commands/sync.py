@@ -56,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
         say("sync: --job and --partition name a Dagster job's run: drop --no-dagster")
         return 2
     data_dir = resolve_data_dir(args.data_dir)
-    # without Dagster the dbt worker starts first, once the data directory is known to be usable: it
-    # imports dbt on the other core while this process imports the rest (the client, DuckDB, the job)
+    # without Dagster the dbt worker starts first in a data directory that holds a working database (a
+    # run after the first: nothing is written in a new one before the setup is checked): it imports dbt
+    # on the other core while this process imports the rest (the client, DuckDB, the job)
     worker = None if dagster else _early_worker(data_dir, data_dir_setting(args.data_dir))
     with worker if worker is not None else contextlib.nullcontext():
         try:
@@ -77,11 +78,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _early_worker(data_dir: Path, named_by: str) -> DbtWorker | None:
-    """The dbt worker of a run without Dagster, started before the rest is imported; None when the data
-    directory or a setting the worker reads is not right (``check_setup`` then says what is wrong)."""
+    """The dbt worker of a run without Dagster, started before the rest is imported when ``data_dir`` holds
+    a working database already; None when it holds none (the worker starts after the setup's check), or
+    the data directory or a setting the worker reads is not right (``check_setup`` then says what)."""
     from freight_pipeline.lake.settings import dbt_target_from_env
     from freight_pipeline.marts.worker import DbtWorker
+    from freight_pipeline.warehouse.paths import working_db_path
 
+    if not working_db_path(data_dir).is_file():
+        return None
     try:
         check_data_dir(data_dir, named_by)
         return DbtWorker.start(data_dir, dbt_target_from_env())
