@@ -17,7 +17,6 @@ from freight_pipeline.commands.common import say
 from freight_pipeline.commands.dagster_home import dagster_home, ensure_dagster_yaml
 from freight_pipeline.commands.job_progress import Echo, JobOutcome, JobProgress
 from freight_pipeline.config import DATA_DIR_ENV, PASSWORD_ENV, ServiceSettings
-from freight_pipeline.job.run import FAILED_STEP
 from freight_pipeline.text import one_line
 
 if TYPE_CHECKING:
@@ -123,6 +122,8 @@ def _explain_failure(outcome: JobOutcome, events: Sequence[Any]) -> None:
     for event in events:
         if event.is_step_failure and event.step_failure_data is not None:
             failure = event.step_failure_data.user_failure_data
+            from freight_pipeline.job.run import FAILED_STEP  # the job's modules: only when a run failed
+
             step = failure.metadata.get(FAILED_STEP) if failure is not None else None
             if failure is not None and step is not None:  # the engine's failure: its step and reason
                 outcome.failed_step, outcome.reason = str(step.value), one_line(failure.description or "")

@@ -40,8 +40,6 @@ from freight_pipeline.config import (
 )
 from freight_pipeline.lake.settings import RETENTION_ENV, LakeSettings
 from freight_pipeline.marts.project import DBT_MEMORY_LIMIT_ENV, FULL_REFRESH_ENV
-from freight_pipeline.sync.backfill import backfill_plan_from_env
-from freight_pipeline.sync.settings import SyncSettings
 
 FLAGS = (DOCUMENTS_ENV, CODE_CONVERSIONS_ENV, HISTORY_ENV, DOCUMENT_CONTENT_ENV, SCHEDULES_RUNNING_ENV,
          FULL_REFRESH_ENV)
@@ -77,6 +75,11 @@ def check_environment(*, service: bool = True) -> None:
         check_base_url(os.environ.get(BASE_URL_ENV, DEFAULT_BASE_URL))
         if USERNAME_ENV in os.environ and not os.environ[USERNAME_ENV].strip():
             raise BadSetup(f"{USERNAME_ENV} is set but empty: the user the operator issued (or unset: demo)")
+    # imported here: the sync's settings bring the HTTP client, and ``sync`` checks the data directory
+    # (:func:`check_data_dir`) and starts the dbt worker before it pays for them
+    from freight_pipeline.sync.backfill import backfill_plan_from_env
+    from freight_pipeline.sync.settings import SyncSettings
+
     try:
         for flag in FLAGS:
             flag_from_env(flag, default=False)

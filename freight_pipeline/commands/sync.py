@@ -10,14 +10,19 @@ steps print the same lines, and the run is logged in ``freight_meta.sync_runs``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from freight_pipeline.commands.common import Stopwatch, add_data_dir_argument, redact, resolve_data_dir, say
 from freight_pipeline.commands.execute import DEFAULT_JOB, MissingPassword, execute_job, service_from_env
-from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
+from freight_pipeline.commands.preflight import BadSetup, check_data_dir, check_setup, data_dir_setting
 from freight_pipeline.config import ServiceSettings, environ
 from freight_pipeline.marts.project import FULL_REFRESH_ENV
+
+if TYPE_CHECKING:
+    from freight_pipeline.marts.worker import DbtWorker
 
 PUBLISHED = "freight/published_warehouse"
 """The published warehouse's asset (``defs.freight_job.PUBLISH_KEY``, without importing Dagster)."""
@@ -51,20 +56,42 @@ def run(args: argparse.Namespace) -> int:
         say("sync: --job and --partition name a Dagster job's run: drop --no-dagster")
         return 2
     data_dir = resolve_data_dir(args.data_dir)
+    # without Dagster the dbt worker starts first in a data directory that holds a working database (a
+    # run after the first: nothing is written in a new one before the setup is checked): it imports dbt
+    # on the other core while this process imports the rest (the client, DuckDB, the job)
+    worker = None if dagster else _early_worker(data_dir, data_dir_setting(args.data_dir))
+    with worker if worker is not None else contextlib.nullcontext():
+        try:
+            service = service_from_env()
+        except MissingPassword as exc:
+            say(f"sync: {exc}")
+            return 2
+        try:
+            check_setup(data_dir, data_dir_setting(args.data_dir))
+        except BadSetup as exc:
+            say(f"sync: {exc}")
+            return 2
+        with environ({FULL_REFRESH_ENV: "1"} if args.full_refresh else {}):
+            if dagster:
+                return run_in_dagster(args, service, data_dir)
+            return run_without_dagster(args, service, data_dir, worker)
+
+
+def _early_worker(data_dir: Path, named_by: str) -> DbtWorker | None:
+    """The dbt worker of a run without Dagster, started before the rest is imported when ``data_dir`` holds
+    a working database already; None when it holds none (the worker starts after the setup's check), or
+    the data directory or a setting the worker reads is not right (``check_setup`` then says what)."""
+    from freight_pipeline.lake.settings import dbt_target_from_env
+    from freight_pipeline.marts.worker import DbtWorker
+    from freight_pipeline.warehouse.paths import working_db_path
+
+    if not working_db_path(data_dir).is_file():
+        return None
     try:
-        service = service_from_env()
-    except MissingPassword as exc:
-        say(f"sync: {exc}")
-        return 2
-    try:
-        check_setup(data_dir, data_dir_setting(args.data_dir))
-    except BadSetup as exc:
-        say(f"sync: {exc}")
-        return 2
-    with environ({FULL_REFRESH_ENV: "1"} if args.full_refresh else {}):
-        if dagster:
-            return run_in_dagster(args, service, data_dir)
-        return run_without_dagster(args, service, data_dir)
+        check_data_dir(data_dir, named_by)
+        return DbtWorker.start(data_dir, dbt_target_from_env())
+    except (BadSetup, OSError, ValueError):
+        return None
 
 
 def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir: Path) -> int:
@@ -84,13 +111,14 @@ def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir:
     return 1
 
 
-def run_without_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir: Path) -> int:
+def run_without_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir: Path,
+                        started: DbtWorker | None = None) -> int:
+    """The job without Dagster, its build in the worker ``started`` for it (None: started here)."""
     from freight_pipeline.lake.settings import dbt_target_from_env
     from freight_pipeline.marts.worker import DbtWorker
 
     watch = Stopwatch()
-    # the dbt worker first: it imports dbt on the other core while this process imports the rest
-    with DbtWorker.start(data_dir, dbt_target_from_env()) as worker:
+    with started if started is not None else DbtWorker.start(data_dir, dbt_target_from_env()) as worker:
         from freight_pipeline.job.run import Step, run_job
         from freight_pipeline.lake.backend import storage_from_env
         from freight_pipeline.sync.settings import SyncSettings

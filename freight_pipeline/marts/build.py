@@ -9,12 +9,23 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
-from freight_pipeline.marts.plan import BuildPlan, full_check_due, plan_build, project_fingerprint, record_build
+from freight_pipeline.marts.plan import (
+    BuildPlan,
+    batch_key,
+    full_check_due,
+    next_incremental,
+    plan_build,
+    project_fingerprint,
+    record_build,
+)
 from freight_pipeline.marts.project import (
     DBT_PROJECT_DIR,
+    LOG_FILE_LEVEL,
     RUN_RESULTS,
     dbt_build_args,
+    vars_args,
 )
 from freight_pipeline.marts.results import (
     DbtBuildFailed,
@@ -71,6 +82,25 @@ class MartsBuild:
         return f"{self.plan.reason}: {self.summary} ({self.covered:,} changed shipments now covered)"
 
 
+@dataclass(frozen=True)
+class PreparedTests:
+    """The data tests of an incremental build to compile ahead: its batch key, the ``dbt compile`` that
+    selects the same tests (``resource_type:test`` less the build's exclusions) and its environment."""
+
+    key: str
+    args: list[str]
+    env: dict[str, str]
+
+    @classmethod
+    def of(cls, fingerprint: str, base_args: Sequence[str], left_out: Sequence[str]) -> Self:
+        plan = next_incremental()
+        build_args = [*base_args, *plan.args, *left_out]
+        excluded = [arg for i, arg in enumerate(build_args) if build_args[i - 1:i] == ["--exclude"]]
+        args = ["compile", "--select", "resource_type:test", *LOG_FILE_LEVEL, *vars_args(),
+                *(arg for selector in excluded for arg in ("--exclude", selector))]
+        return cls(batch_key(DBT_PROJECT_DIR, fingerprint, build_args, plan.env), args, plan.env)
+
+
 @dataclass
 class PendingBuild:
     """The build a run's plan asks for, logged as running (``record``) when it runs."""
@@ -82,6 +112,12 @@ class PendingBuild:
     record: RunRecord | None
     full_check: bool = True
     """The run is a full check: the build tests every row, and its success records the full check."""
+    batch_key: str | None = None
+    """The key of the build's data tests when they may run batched, after its models (an incremental
+    build that tests the changed rows: ``marts.worker``, "Batched tests"); None: dbt runs them."""
+    prepare: PreparedTests | None = None
+    """For a build of another kind: the tests of the usual next build, for the worker to compile and
+    keep after this build's success, so that the first incremental build batches them too."""
 
     def run(self, worker: DbtWorker, data_dir: Path, backend: StorageBackend) -> MartsBuild:
         """Run the build in ``worker`` (told no command is needed when the plan asks for none); log how
@@ -92,7 +128,10 @@ class PendingBuild:
             return MartsBuild(self.plan)
         (worker.target / RUN_RESULTS).unlink(missing_ok=True)  # never read a previous build's results
         try:
-            reply = worker.run(self.args, self.plan.env)
+            # batched tests in the embedded warehouse only (the lake's target builds one node at a time)
+            embedded = backend.dbt_target is None
+            reply = worker.run(self.args, self.plan.env, self.batch_key if embedded else None,
+                               self.prepare if embedded else None)
         except BaseException as exc:  # interrupted: logged as failed, then on its way
             self._finish(data_dir, backend, exc)
             raise
@@ -131,4 +170,7 @@ def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = ()
     plan = plan_build(warehouse, fingerprint, full_refresh=full_refresh, full_check=full)
     record = build_started(warehouse, run_id) if plan.run else None
     left_out = [arg for selector in leave_out for arg in ("--exclude", selector)]
-    return PendingBuild(plan, fingerprint, [*args, *plan.args, *left_out], started, record, full)
+    build_args = [*args, *plan.args, *left_out]
+    key = batch_key(DBT_PROJECT_DIR, fingerprint, build_args, plan.env) if plan.changed_rows else None
+    prepare = PreparedTests.of(fingerprint, args, left_out) if plan.run and not plan.changed_rows else None
+    return PendingBuild(plan, fingerprint, build_args, started, record, full, key, prepare)

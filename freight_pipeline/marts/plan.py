@@ -10,7 +10,9 @@ all (no shipment, no code conversion, the same project) and the last build succe
 An incremental build of every model leaves the views out (they hold only SQL, unchanged since the
 last whole build of the same project) and runs every data test: on the changed shipments' rows only
 where the test's model declares its rows change only with their shipment (``changed_rows_column``,
-``dbt_models/macros/test_rows.sql``), unless a full check is due. A full check tests every row (and
+``dbt_models/macros/test_rows.sql``), unless a full check is due; those tests run batched after the
+models (``marts.worker``, "Batched tests", under :func:`batch_key`). It leaves out the code conversions'
+model too when they did not change (:func:`models_only_of`). A full check tests every row (and
 the warehouse check ``history_matches_current`` compares every shipment): the first run, then the
 first after ``FREIGHT_FULL_CHECK_INTERVAL_MINUTES`` (a day) since the last one that completed; a full
 refresh tests every row too. So over a day nothing is tested less than by testing everything every run.
@@ -21,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +55,24 @@ def project_fingerprint(project_dir: Path, build_args: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
+TESTS_DIR = "tests"
+"""The project's singular and generic tests: not in the fingerprint (they do not decide the marts'
+content), in the batch key (they decide the tests a build runs)."""
+
+
+def batch_key(project_dir: Path, fingerprint: str, args: Sequence[str], env: Mapping[str, str]) -> str:
+    """The key of an incremental build's batched data tests (``marts.worker``): the project's fingerprint,
+    its tests, the build's arguments and environment; the same key, the same tests compiled the same way."""
+    digest = hashlib.sha256(json.dumps([fingerprint, list(args), sorted(env.items())]).encode())
+    root = project_dir / TESTS_DIR
+    for path in sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []:
+        digest.update(str(path.relative_to(project_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 VIEWS = "config.materialized:view"
+SOURCE = "freight"
+"""The dbt source of the sync's tables (``dbt_models/models/staging/_sources.yml``)."""
 """dbt's selector of the views (staging and intermediate models)."""
 INDIRECT_SELECTION_ENV = "DBT_INDIRECT_SELECTION"
 
@@ -72,11 +91,17 @@ class BuildPlan:
     """The data tests of models whose rows change only with their shipment read the changed shipments'
     rows only (no full check is due)."""
 
+    unchanged_models: tuple[str, ...] = ()
+    """dbt selectors of the models an incremental build leaves out as current: those built only from
+    tables that did not change since the last complete build (the code conversions' when they did not
+    change). Their data tests still run."""
+
     @property
     def args(self) -> list[str]:
         if self.full_refresh:
             return ["--full-refresh"]
-        return ["--exclude", VIEWS] if self.views_current else []
+        views = ["--exclude", VIEWS] if self.views_current else []
+        return [*views, *(arg for selector in self.unchanged_models for arg in ("--exclude", selector))]
 
     @property
     def env(self) -> dict[str, str]:
@@ -132,7 +157,23 @@ def plan_build(warehouse: Warehouse, fingerprint: str, *, full_refresh: bool = F
         return BuildPlan(False, False, f"nothing changed since the marts were built ({built_at:%Y-%m-%d %H:%M:%S} UTC)")
     what = f"{changes} shipments" + (" and the code conversions" if conversions_changed else "") + " changed"
     what += "; a full check" if full_check else "; tests on the changed rows"
-    return BuildPlan(True, False, what, views_current=True, changed_rows=not full_check)
+    unchanged = () if conversions_changed else models_only_of(CODE_CONVERSIONS.tables)
+    return BuildPlan(True, False, what, views_current=True, changed_rows=not full_check, unchanged_models=unchanged)
+
+
+def next_incremental() -> BuildPlan:
+    """The plan of the usual next build after this one: an incremental build of changed shipments alone,
+    testing the changed rows (its tests are prepared by a build of another kind: ``marts.build``)."""
+    return BuildPlan(True, False, "the next incremental build", views_current=True, changed_rows=True,
+                     unchanged_models=models_only_of(CODE_CONVERSIONS.tables))
+
+
+def models_only_of(tables: Sequence[str]) -> tuple[str, ...]:
+    """dbt selectors of the models built from ``tables`` of the ``freight`` source: the source's descendants
+    that are models (``source:freight.t+,resource_type:model``, an intersection). Left out when those tables
+    did not change, which is sound only while no such model reads another table too (``test_plan`` reads
+    dbt's manifest to hold that for the code conversions)."""
+    return tuple(f"source:{SOURCE}.{table}+,resource_type:model" for table in tables)
 
 
 def record_build(warehouse: Warehouse, fingerprint: str, began: dt.datetime, run_id: str, *,

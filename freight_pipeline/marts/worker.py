@@ -16,6 +16,20 @@ the machine's other core while the run imports and syncs on this one:
    ``run_results.json``) and :data:`REPLY` into ``DIR``: ``{"success": bool, "exit_code": int,
    "error": str | null}`` (dbt's exit codes: 1 for failed nodes, 2 for an error before or around them).
 
+**Batched tests.** A request may carry ``"batch_tests": KEY`` (an incremental build whose data tests read
+the changed rows: ``marts.plan.batch_key``). The first such build of a KEY runs as asked, and after its
+success the worker keeps its data tests as dbt compiled and ran them (:data:`BATCHED_TESTS`: each test's
+statement as dbt's test materialization runs it, its severity and thresholds). The next builds of the same
+KEY run only the models through dbt (``--resource-type model``) and then those same statements, one after
+the other on one connection, each judged as dbt judges a test (pass, warn, fail, error); their results are
+added to ``run_results.json`` as dbt's would be. The statements read ``freight_meta.changed_shipments`` by
+name, so they hold for every build of the same project, arguments and environment (the KEY) on the same
+database with the same dbt: the same tests on the same rows, without dbt's cost of a node per test.
+A build of another kind (a full refresh, a full check) may carry ``"prepare_tests": {"key", "args", "env"}``:
+after its success the worker compiles, with ``dbt compile`` selecting ``resource_type:test`` less the
+incremental build's exclusions, the tests of the usual next build (``marts.plan.next_incremental``) and
+keeps them under that build's key, so that the first incremental build after a full one batches its tests too.
+
 The end of its input ends it at once, wherever it is: before a request, the run needs no build (a
 parse cut short is redone by the next one: dbt parses again when its partial-parse file does not
 load); during the command, the run that asked for it is gone (killed), and the worker does not
@@ -35,16 +49,18 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from freight_pipeline.marts.project import (
     DATABASE_ENV,
@@ -70,6 +86,23 @@ QUIET = ["--quiet", "--no-use-colors", "--no-write-json"]
 """Flags of every command the worker runs: dbt logs to its file, the terminal gets errors only, and no
 JSON artifact is written but the command's results, by the worker (dbt's other one, ``manifest.json``,
 took a tenth of an incremental build's time to write, and no one reads it)."""
+BATCHED_TESTS = "batched-tests.json"
+"""The data tests of the last incremental build of each batch key, as dbt ran them (see the module doc)."""
+BATCH_KEYS_KEPT = 4
+MODELS_ONLY = ["--resource-type", "model"]
+"""What a build with batched tests asks of dbt: its models (its data tests run after, batched)."""
+
+
+class Prepare(Protocol):
+    """Tests to compile ahead (``marts.build.PreparedTests``): their key, the ``dbt compile`` and its
+    environment."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def args(self) -> Sequence[str]: ...
+    @property
+    def env(self) -> Mapping[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -110,12 +143,20 @@ class DbtWorker:
                                        env=env, text=True, start_new_session=True)
         return cls(process, target)
 
-    def run(self, args: Sequence[str], env: Mapping[str, str]) -> WorkerReply:
-        """Have the worker run ``dbt <args>`` with ``env`` added to its environment; wait for its reply."""
+    def run(self, args: Sequence[str], env: Mapping[str, str], batch_tests: str | None = None,
+            prepare: Prepare | None = None) -> WorkerReply:
+        """Have the worker run ``dbt <args>`` with ``env`` added to its environment; wait for its reply.
+        ``batch_tests``: the build's batch key, when its data tests may run batched; ``prepare``: tests to
+        compile and keep after the command's success, under their key (see the module doc)."""
         assert self.process.stdin is not None
         (self.target / REPLY).unlink(missing_ok=True)
+        request: dict[str, Any] = {"args": list(args), "env": dict(env)}
+        if batch_tests:
+            request["batch_tests"] = batch_tests
+        if prepare is not None:
+            request["prepare_tests"] = {"key": prepare.key, "args": list(prepare.args), "env": dict(prepare.env)}
         try:
-            self.process.stdin.write(json.dumps({"args": list(args), "env": dict(env)}) + "\n")
+            self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
         except BrokenPipeError:
             pass  # it ended already: said below
@@ -204,6 +245,107 @@ def _vars_of(args: Sequence[str]) -> str | None:
     return next((args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--vars"), None)
 
 
+def _batched_tests(target: Path, key: str, dbt_version: str) -> list[dict[str, Any]] | None:
+    """The tests kept for ``key`` on this database with this dbt, or None (none kept: dbt runs them)."""
+    try:
+        kept = json.loads((target / BATCHED_TESTS).read_text())
+        entry = kept[key]
+        if entry["database"] == os.environ.get(DATABASE_ENV) and entry["dbt"] == dbt_version:
+            return list(entry["tests"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def _keep_tests(target: Path, key: str, dbt_version: str, results: Sequence[Any]) -> None:
+    """Keep the data tests of a successful build (dbt's results of its nodes) for ``key``: each test's
+    statement as dbt's test materialization runs it (``default__get_test_sql``), and how it is judged."""
+    tests = []
+    for result in results:
+        node = result.node
+        if node.resource_type != "test":
+            continue
+        config = node.config
+        limit = f"\n      limit {config.limit}" if config.limit is not None else ""
+        sql = (f"select\n      {config.fail_calc} as failures,\n      {config.fail_calc} {config.warn_if} as "
+               f"should_warn,\n      {config.fail_calc} {config.error_if} as should_error\n    from (\n"
+               f"{node.compiled_code}{limit}\n    ) dbt_internal_test")
+        tests.append({"unique_id": node.unique_id, "sql": sql, "severity": str(config.severity).upper(),
+                      "warn_if": config.warn_if, "error_if": config.error_if})
+    try:
+        kept = json.loads((target / BATCHED_TESTS).read_text())
+        kept = kept if isinstance(kept, dict) else {}
+    except (OSError, ValueError):
+        kept = {}
+    kept.pop(key, None)
+    kept[key] = {"database": os.environ.get(DATABASE_ENV), "dbt": dbt_version, "tests": tests}
+    kept = dict(list(kept.items())[-BATCH_KEYS_KEPT:])
+    (target / (BATCHED_TESTS + ".tmp")).write_text(json.dumps(kept))
+    (target / (BATCHED_TESTS + ".tmp")).replace(target / BATCHED_TESTS)
+
+
+def _prepare_tests(manifest: Any, options: argparse.Namespace, vars_args: Sequence[str],
+                   prepare: dict[str, Any], dbt_version: str) -> None:
+    """Compile the tests of ``prepare`` (a later build's: its key, ``dbt compile`` and environment) and keep
+    them under its key, unless kept already; a failure leaves them to that build (dbt runs them then)."""
+    from dbt.cli.main import dbtRunner
+
+    key, args = prepare["key"], list(prepare["args"])
+    if _batched_tests(options.target, key, dbt_version) is not None:
+        return
+    os.environ.update(prepare.get("env") or {})
+    runner = dbtRunner(manifest=manifest if _vars_of(args) == _vars_of(vars_args) else None)
+    with contextlib.suppress(Exception):
+        compiled = runner.invoke([*args, *QUIET, *project_args(options.project_dir, options.target)])
+        if compiled.success and hasattr(compiled.result, "results"):
+            _keep_tests(options.target, key, dbt_version, compiled.result.results)
+
+
+def _run_tests(tests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run the kept ``tests`` on the build's database, one after the other on a connection of dbt's
+    (the adapter's, with the profile's settings); each result as dbt's ``run_results.json`` has it,
+    judged as dbt judges a test (``TestRunner.build_test_run_result``)."""
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+    results = []
+    handle = DuckDBConnectionManager.env().handle()
+    try:
+        cursor = handle.cursor()
+        for test in tests:
+            started = time.monotonic()
+            try:
+                row = cursor.execute(test["sql"]).fetchone()
+            except Exception as exc:  # the database's error, as dbt would report it: this test errored
+                results.append(_test_result(test, "error", " ".join(str(exc).split()), None, started))
+                continue
+            failures, should_warn, should_error = row if row is not None else (0, False, False)
+            said = f"Got {failures} result{'' if failures == 1 else 's'}, configured to"
+            if test["severity"] == "ERROR" and should_error:
+                results.append(_test_result(test, "fail", f"{said} fail if {test['error_if']}", failures, started))
+            elif should_warn:
+                results.append(_test_result(test, "warn", f"{said} warn if {test['warn_if']}", failures, started))
+            else:
+                results.append(_test_result(test, "pass", None, 0, started))
+    finally:
+        handle.close()
+    return results
+
+
+def _test_result(test: dict[str, Any], status: str, message: str | None, failures: int | None,
+                 started: float) -> dict[str, Any]:
+    return {"unique_id": test["unique_id"], "status": status, "message": message, "failures": failures,
+            "execution_time": time.monotonic() - started, "timing": [], "thread_id": "batched-tests",
+            "adapter_response": {}, "compiled": True, "relation_name": None, "batch_results": None}
+
+
+def _with_tests(path: Path, tests: Sequence[dict[str, Any]], seconds: float) -> None:
+    """Add the batched ``tests``' results to the build's ``run_results.json`` at ``path``."""
+    results = json.loads(path.read_text())
+    results["results"].extend(tests)
+    results["elapsed_time"] = float(results.get("elapsed_time") or 0) + seconds
+    path.write_text(json.dumps(results))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--project-dir", type=Path, required=True)
@@ -226,20 +368,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.update(request.get("env") or {})
     reply = options.target / REPLY
     reply.unlink(missing_ok=True)
-    args = [*request["args"], *QUIET, *project_args(options.project_dir, options.target)]
+    from dbt.version import __version__ as dbt_version
+
+    key = request.get("batch_tests")
+    batched = _batched_tests(options.target, key, dbt_version) if key else None
+    args = [*request["args"], *(MODELS_ONLY if batched is not None else []), *QUIET,
+            *project_args(options.project_dir, options.target)]
     # the command starts from the parsed manifest, unless it passes other vars (they may change the project)
     runner = dbtRunner(manifest=manifest if _vars_of(request["args"]) == _vars_of(vars_args) else None)
     try:
         result = runner.invoke(args)
+        success, failed_tests = bool(result.success), False
         if hasattr(result.result, "write"):  # the results of the nodes: dbt's own run_results.json
             result.result.write(str(options.target / RUN_RESULTS))
+            if success and batched is not None:
+                started = time.monotonic()
+                tests = _run_tests(batched)
+                _with_tests(options.target / RUN_RESULTS, tests, time.monotonic() - started)
+                failed_tests = any(test["status"] in ("fail", "error") for test in tests)
+            elif success and key:
+                _keep_tests(options.target, key, dbt_version, result.result.results)
+        if result.success and request.get("prepare_tests"):
+            _prepare_tests(manifest, options, vars_args, request["prepare_tests"], dbt_version)
         error = result.exception
-        answer = {"success": bool(result.success), "exit_code": 0 if result.success else 2 if error else 1,
+        success = success and not failed_tests
+        answer = {"success": success, "exit_code": 0 if success else 2 if error else 1,
                   "error": None if error is None else f"{type(error).__name__}: {error}"}
     except Exception as exc:  # dbt raised instead of reporting: said in the reply all the same
         answer = {"success": False, "exit_code": 2, "error": f"{type(exc).__name__}: {exc}"}
+    _release_database()
     reply.write_text(json.dumps(answer))
-    return 0
+    # what is left is tearing down the interpreter with dbt loaded (a few tenths of a second the run would
+    # wait for): the database is closed, the reply written, the log flushed
+    logging.shutdown()
+    os._exit(0)
+
+
+def _release_database() -> None:
+    """Close dbt's DuckDB database, if it holds it open still (the run opens the file next)."""
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+    with contextlib.suppress(Exception):
+        if DuckDBConnectionManager._ENV is not None:
+            DuckDBConnectionManager._ENV.close()
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,37 +246,42 @@ def _require_settled(con: duckdb.DuckDBPyConnection) -> None:
         )
 
 
+EXPORT_THREADS = 2
+"""Tables fingerprinted and exported at once (a small table's scan and COPY run on one core each)."""
+
+
 def _export_parquet(
     con: duckdb.DuckDBPyConnection, stage: Path, schemas: Sequence[str] | None,
     previous: tuple[Path, dict[str, Any]] | None,
 ) -> tuple[dict[str, Any], list[str], list[str]]:
-    """Write each table of the copy to Parquet under ``stage`` (or link its unchanged previous file)."""
-    exported: list[str] = []
-    reused: list[str] = []
-    entries: dict[str, Any] = {}
+    """Write each table of the copy to Parquet under ``stage`` (or link its unchanged previous file),
+    :data:`EXPORT_THREADS` tables at a time, each on a cursor of its own."""
     prev_dir, prev_manifest = previous if previous else (None, {"tables": {}})
     columns = _columns(con)
-    for schema, table in _base_tables(con, schemas):
-        name = f"{schema}.{table}"
-        rows, fingerprint = _fingerprint(con, schema, table, columns[(schema, table)])
-        target = stage / schema / table / PARQUET_FILE
-        target.parent.mkdir(parents=True, exist_ok=True)
-        before = prev_manifest["tables"].get(name)
-        if (
-            prev_dir is not None
-            and before
-            and before.get("fingerprint") == fingerprint
-            and _link(prev_dir / schema / table / PARQUET_FILE, target)
-        ):
-            reused.append(name)
-        else:
-            run(
-                con,
-                f"COPY (SELECT * FROM {quote(schema)}.{quote(table)}) TO '{_sql_path(target)}' "
-                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES '{ROW_GROUP_BYTES}')",
-            )
-            exported.append(name)
-        entries[name] = {"rows": rows, "fingerprint": fingerprint, "file": f"{schema}/{table}/{PARQUET_FILE}"}
+
+    def export(schema: str, table: str) -> tuple[dict[str, Any], bool]:
+        cursor = con.cursor()
+        try:
+            rows, fingerprint = _fingerprint(cursor, schema, table, columns[(schema, table)])
+            target = stage / schema / table / PARQUET_FILE
+            target.parent.mkdir(parents=True, exist_ok=True)
+            before = prev_manifest["tables"].get(f"{schema}.{table}")
+            reused = (prev_dir is not None and bool(before) and before.get("fingerprint") == fingerprint
+                      and _link(prev_dir / schema / table / PARQUET_FILE, target))
+            if not reused:
+                run(cursor,
+                    f"COPY (SELECT * FROM {quote(schema)}.{quote(table)}) TO '{_sql_path(target)}' "
+                    f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES '{ROW_GROUP_BYTES}')")
+        finally:
+            cursor.close()
+        return {"rows": rows, "fingerprint": fingerprint, "file": f"{schema}/{table}/{PARQUET_FILE}"}, reused
+
+    tables = _base_tables(con, schemas)
+    with ThreadPoolExecutor(EXPORT_THREADS, thread_name_prefix="publish") as pool:
+        done = list(pool.map(lambda found: export(*found), tables))
+    entries = {f"{schema}.{table}": entry for (schema, table), (entry, _) in zip(tables, done, strict=True)}
+    exported = [f"{schema}.{table}" for (schema, table), (_, reused) in zip(tables, done, strict=True) if not reused]
+    reused = [f"{schema}.{table}" for (schema, table), (_, was) in zip(tables, done, strict=True) if was]
     manifest = {"published_at": dt.datetime.now(dt.UTC).isoformat(), "tables": entries}
     return manifest, exported, reused
 

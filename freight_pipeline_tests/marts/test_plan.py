@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from freight_pipeline.defs.dbt import ensure_manifest
 from freight_pipeline.marts.plan import (
     FULL_CHECK_ENV,
+    SOURCE,
+    batch_key,
     full_check_due,
     last_full_check,
+    models_only_of,
     plan_build,
     project_fingerprint,
     record_build,
 )
 from freight_pipeline.marts.project import FULL_REFRESH_ENV, TEST_ROWS_ENV
+from freight_pipeline.sync.streams import CODE_CONVERSIONS
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.records import BatchWrite, RunRecord
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse
@@ -51,8 +57,11 @@ def test_nothing_changed_means_no_build_and_a_change_an_incremental_one(wh: Ware
     wh.writes.apply_batch("sync", BatchWrite(deleted_ids=[7]))  # a deletion is a change too
     plan = plan_build(wh, "abc")
     assert (plan.run, plan.full_refresh, plan.reason) == (True, False, "1 shipments changed; a full check")
-    # the views stand as the last whole build made them: left out, their tests kept (indirect selection empty)
-    assert (plan.args, plan.env) == (["--exclude", "config.materialized:view"], {"DBT_INDIRECT_SELECTION": "empty"})
+    # the views stand as the last whole build made them, and the code conversions' model as the last build
+    # made it (they did not change): left out, their tests kept (indirect selection empty)
+    assert (plan.args, plan.env) == (["--exclude", "config.materialized:view", "--exclude",
+                                      "source:freight.code_conversions+,resource_type:model"],
+                                     {"DBT_INDIRECT_SELECTION": "empty"})
     record_build(wh, "abc", dt.datetime.now(dt.UTC), "r2", full_check=False)  # the build covered it
     assert wh.reads.pending_changes() == 0 and plan_build(wh, "abc").run is False
 
@@ -60,7 +69,9 @@ def test_nothing_changed_means_no_build_and_a_change_an_incremental_one(wh: Ware
 def test_changed_code_conversions_or_a_failed_last_build_build_again(wh: Warehouse) -> None:
     built(wh, "abc")
     wh.writes.set_cursor("code_conversions", '{"rows": 3}', "sync")
-    assert plan_build(wh, "abc").reason == "0 shipments and the code conversions changed; a full check"
+    plan = plan_build(wh, "abc")
+    assert plan.reason == "0 shipments and the code conversions changed; a full check"
+    assert plan.args == ["--exclude", "config.materialized:view"]  # the code conversions' model built again
     built(wh, "abc", status="failed")
     assert plan_build(wh, "abc").run
 
@@ -115,3 +126,36 @@ def test_the_fingerprint_follows_models_macros_project_file_and_arguments(tmp_pa
     assert second != first
     (tmp_path / "profiles.yml").write_text("schema: other")  # where the views stand
     assert project_fingerprint(tmp_path, ["build"]) != second
+
+
+def test_the_models_left_out_with_the_code_conversions_read_nothing_else() -> None:
+    """An incremental build leaves out the models descending from the code conversions when they did not
+    change: sound only while none of those models reads another table (it would miss that table's changes)."""
+    nodes = json.loads(ensure_manifest().read_text())
+    graph = {**nodes["nodes"], **nodes["sources"]}
+
+    def sources_of(unique_id: str) -> set[str]:
+        node = graph[unique_id]
+        if node["resource_type"] == "source":
+            return {unique_id}
+        return set().union(*(sources_of(parent) for parent in node["depends_on"]["nodes"]))
+
+    table = f"source.freight_marts.{SOURCE}.{CODE_CONVERSIONS.tables[0]}"
+    (selector,) = models_only_of(CODE_CONVERSIONS.tables)
+    assert selector == f"source:{SOURCE}.{CODE_CONVERSIONS.tables[0]}+,resource_type:model"
+    descendants = [uid for uid, node in nodes["nodes"].items()
+                   if node["resource_type"] == "model" and table in sources_of(uid)]
+    assert sorted(nodes["nodes"][uid]["name"] for uid in descendants) == ["dim_code_conversions",
+                                                                        "stg_code_conversions"]
+    assert all(sources_of(uid) == {table} for uid in descendants)
+
+
+def test_a_batch_key_changes_with_the_projects_tests_the_arguments_and_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    key = batch_key(tmp_path, "abc", ["build"], {"A": "1"})
+    assert key == batch_key(tmp_path, "abc", ["build"], {"A": "1"})
+    assert len({key, batch_key(tmp_path, "abd", ["build"], {"A": "1"}),
+                batch_key(tmp_path, "abc", ["build", "--exclude", "x"], {"A": "1"}),
+                batch_key(tmp_path, "abc", ["build"], {"A": "2"})}) == 4
+    (tmp_path / "tests" / "singular.sql").write_text("select 1 where false")
+    assert batch_key(tmp_path, "abc", ["build"], {"A": "1"}) != key

@@ -12,9 +12,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from freight_pipeline.marts.project import DBT_PROJECT_DIR, RUN_RESULTS, build_target
+from freight_pipeline.marts.build import PreparedTests
+from freight_pipeline.marts.plan import next_incremental, project_fingerprint
+from freight_pipeline.marts.project import DBT_PROJECT_DIR, RUN_RESULTS, build_target, dbt_build_args
 from freight_pipeline.marts.results import read_run_results
-from freight_pipeline.marts.worker import LOG, REPLY, DbtWorker, WorkerReply, parse_dir
+from freight_pipeline.marts.worker import BATCHED_TESTS, LOG, REPLY, DbtWorker, WorkerReply, parse_dir
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_freight_database
 
@@ -132,3 +134,67 @@ def test_a_worker_that_dies_is_reported_with_its_log(data_dir: Path) -> None:
     assert not reply.success and reply.exit_code == -9
     assert reply.error is not None and "ended without a reply" in reply.error and "something dbt said" in reply.error
     worker.close()
+
+
+def test_batched_tests_are_dbts_own_tests_run_after_the_models_and_judged_as_dbt_judges_them(tmp_path: Path) -> None:
+    """The first build of a batch key runs its tests through dbt and keeps them; the next builds of the key
+    run the models through dbt and the same tests batched: the same tests, the same verdicts (a pass, then
+    a failure once a goods line of no shipment is added), in dbt's results."""
+    database = working_db_path(tmp_path)
+    database.parent.mkdir(parents=True)
+    build_freight_database(database, shipments=5)
+    build = ["build", "--exclude-resource-type", "unit_test", "--select", "stg_shipments", "stg_shipment_goods"]
+    env = {"DBT_INDIRECT_SELECTION": "cautious"}
+
+    def built() -> tuple[bool, dict[str, str]]:
+        with DbtWorker.start(tmp_path, None) as worker:
+            reply = worker.run(build, env, batch_tests="key-1")
+        results = read_run_results(build_target(tmp_path))
+        assert results is not None
+        return reply.success, {r["unique_id"]: (r["status"], r["thread_id"] == "batched-tests")
+                               for r in results["results"]}
+
+    success, by_dbt = built()
+    assert success and (build_target(tmp_path) / BATCHED_TESTS).is_file()
+    tests = {uid for uid in by_dbt if uid.startswith("test.")}
+    assert tests and not any(batched for _, batched in by_dbt.values())
+    success, again = built()
+    assert success and again.keys() == by_dbt.keys()
+    assert {uid for uid, (status, batched) in again.items() if batched} == tests  # the same tests, batched
+    assert all(again[uid][0] == by_dbt[uid][0] == "pass" for uid in tests)
+
+    add_orphan_goods_line(database)
+    with DbtWorker.start(tmp_path, None) as worker:
+        reply = worker.run(build, env, batch_tests="key-1")
+    assert (reply.success, reply.exit_code, reply.error) == (False, 1, None)
+    results = read_run_results(build_target(tmp_path))
+    assert results is not None
+    failed = [(r["unique_id"].split(".")[2], r["message"]) for r in results["results"] if r["status"] == "fail"]
+    assert failed == [("relationships_stg_shipment_goods_shipment_id__shipment_id__ref_stg_shipments_",
+                       "Got 1 result, configured to fail if != 0")]
+
+
+def test_tests_prepared_by_a_full_build_are_those_dbt_runs_in_the_incremental_build(tmp_path: Path) -> None:
+    """The tests a full build compiles ahead for the next incremental build (``PreparedTests``) are the same
+    tests, the same statements, as those the incremental build keeps when dbt runs them itself."""
+    database = working_db_path(tmp_path)
+    database.parent.mkdir(parents=True)
+    build_freight_database(database, shipments=5)
+    args = dbt_build_args()
+    fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
+    left_out = ["--exclude", "tag:warehouse_checked"]
+    prepared = PreparedTests.of(fingerprint, args, left_out)
+    with DbtWorker.start(tmp_path, None) as worker:
+        assert worker.run([*args, "--full-refresh", *left_out], {}, prepare=prepared).success
+    kept = json.loads((build_target(tmp_path) / BATCHED_TESTS).read_text())
+    assert list(kept) == [prepared.key]
+    with duckdb.connect(str(database)) as con:  # the sync's log of changed shipments (none here)
+        con.execute("CREATE SCHEMA freight_meta; CREATE TABLE freight_meta.changed_shipments (shipment_id BIGINT)")
+    plan = next_incremental()
+    with DbtWorker.start(tmp_path, None) as worker:  # the same build under a key not kept: dbt runs its tests
+        assert worker.run([*args, *plan.args, *left_out], plan.env, batch_tests="by-dbt").success
+    kept = json.loads((build_target(tmp_path) / BATCHED_TESTS).read_text())
+    by_dbt = {test["unique_id"]: test for test in kept["by-dbt"]["tests"]}
+    ahead = {test["unique_id"]: test for test in kept[prepared.key]["tests"]}
+    assert len(by_dbt) > 50 and ahead == by_dbt
+    assert all("freight_meta" in test["sql"] for uid, test in by_dbt.items() if "stg_shipment_goods" in uid)
