@@ -53,9 +53,13 @@ from freight_pipeline_tests.lake.conftest import REPO
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 SHIPMENTS = 90
-"""Three partitions of 30: a writer (``bench.lake_writer``, batches of 5) makes 11 commits, so the kill
-(commit 6) lands in a batch of the walk with batches after it."""
+"""Three partitions of 30: the killed writer (``bench.lake_writer``, batches of 5) would make 11 commits (the
+schema's, the run log's, six batches', the cursor's, ...), so the kill lands in a batch with batches after it."""
 WRITERS = 3
+KILLED_AT_COMMIT = 4
+"""The killed writer's fourth COMMIT: its second batch."""
+OTHERS_BATCH = 10
+"""The two other writers' batches: three a partition, committed while the killed one writes its first two."""
 CLI = str(Path(sys.executable).parent / "freight-pipeline")
 
 
@@ -95,10 +99,10 @@ def test_writers_one_killed_then_the_jobs_end_exact(
 
     # 1. three backfill writers at once; one SIGKILLed inside a commit while the two others write
     victim = keys[rng.randrange(len(keys))]
-    others = {key: start_writer(env, key, boundaries, data_dir, tmp_path / f"{key}.log")
+    others = {key: start_writer(env, key, boundaries, data_dir, tmp_path / f"{key}.log", batch=OTHERS_BATCH)
               for key in keys if key != victim}
     killed = start_writer(env, victim, boundaries, data_dir)
-    begun = kill_inside_commit(killed, commit=rng.randint(4, 9), delay=rng.uniform(0.0, 0.03))
+    begun = kill_inside_commit(killed, commit=KILLED_AT_COMMIT, delay=rng.uniform(0.0, 0.03))
     for key, proc in others.items():
         assert proc.wait(timeout=600) == 0, (tmp_path / f"{key}.log").read_text()[-3000:]
     assert killed.returncode == -signal.SIGKILL, f"the writer ended before the kill ({begun} commits)"
@@ -130,10 +134,10 @@ def test_writers_one_killed_then_the_jobs_end_exact(
     # 3. the incremental job through Dagster, by the command: take-over, a full dbt build in the lake, publish
     output = finished(run_cli(cli_env))
     assert "the marts were never built by this version" in output, output[-4000:]  # a full build
-    latest = read_lake(env, expected)
+    latest = read_lake(env, expected, "--and-published")  # one reader process: the latest state, then the published
+    published = latest.pop("published")
     assert latest["differences"] == {}, latest
     assert latest["rows"]["shipments"] == SHIPMENTS
-    published = read_lake(env, expected, "--published")
     assert published["differences"] == {}, published
     with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
         cursor = con.execute("SELECT cursor_value FROM freight_meta.sync_state WHERE stream = 'shipments'").fetchone()
