@@ -5,7 +5,8 @@ compares every ``freight`` table with the expected rows in ``EXPECTED_DIR/<table
 ALL`` both ways: missing, extra and duplicate rows all count) and prints one JSON object:
 ``{"differences": {table: [missing, extra]}, "rows": {table: n}, "snapshot": id}``. ``--held-only``
 compares only the shipments the lake holds, in the tables the shipments stream writes (after a killed
-backfill writer: nothing half written).
+backfill writer: nothing half written). ``--and-published``: the latest state, then in the same process
+the published snapshot, whose object is the first one's ``"published"``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import argparse
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
+
+import duckdb
 
 from freight_pipeline.lake.backend import connect_published, current_snapshot
 from freight_pipeline.lake.connect import connect_lake
@@ -22,25 +26,16 @@ from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.parts import PART_TABLES
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("expected", type=Path)
-    parser.add_argument("--published", action="store_true")
-    parser.add_argument("--held-only", action="store_true")
-    args = parser.parse_args()
-    lake = LakeSettings.from_env()
-    assert lake is not None, "FREIGHT_LAKE_* not set"
-    scratch = Path(tempfile.mkdtemp(prefix="lake-reader-"))
-    con = (connect_published(lake, scratch) if args.published
-           else connect_lake(lake, scratch, "512MB", read_only=True))
+def compare(con: duckdb.DuckDBPyConnection, expected_dir: Path, held_only: bool) -> dict[str, Any]:
+    """What the reader prints for the lake ``con`` reads."""
     differences, rows = {}, {}
     for spec in FREIGHT_TABLES:
         cols = ", ".join(f'"{c.name}"' for c in spec.columns)
-        expected = f"read_parquet('{args.expected / (spec.name + '.parquet')}')"
+        expected = f"read_parquet('{expected_dir / (spec.name + '.parquet')}')"
         where = ""
-        if args.held_only and spec.name not in PART_TABLES:
+        if held_only and spec.name not in PART_TABLES:
             continue  # code conversions and documents: their streams run after the backfill
-        if args.held_only:
+        if held_only:
             where = " WHERE shipment_id IN (SELECT shipment_id FROM freight.shipments)"
         actual = f"SELECT {cols} FROM {spec.schema}.{spec.name}{where}"
         wanted = f"SELECT {cols} FROM {expected}{where}"
@@ -49,7 +44,26 @@ def main() -> None:
         rows[spec.name] = con.execute(f"SELECT count(*) FROM {spec.schema}.{spec.name}").fetchone()[0]
         if missing or extra:
             differences[spec.name] = [missing, extra]
-    print(json.dumps({"differences": differences, "rows": rows, "snapshot": current_snapshot(con)}))
+    return {"differences": differences, "rows": rows, "snapshot": current_snapshot(con)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("expected", type=Path)
+    parser.add_argument("--published", action="store_true")
+    parser.add_argument("--and-published", action="store_true")
+    parser.add_argument("--held-only", action="store_true")
+    args = parser.parse_args()
+    lake = LakeSettings.from_env()
+    assert lake is not None, "FREIGHT_LAKE_* not set"
+    scratch = Path(tempfile.mkdtemp(prefix="lake-reader-"))
+    with (connect_published(lake, scratch) if args.published
+          else connect_lake(lake, scratch, "512MB", read_only=True)) as con:
+        found = compare(con, args.expected, args.held_only)
+    if args.and_published:
+        with connect_published(lake, scratch) as con:
+            found["published"] = compare(con, args.expected, args.held_only)
+    print(json.dumps(found))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Fixtures of the lake tests: a real S3-compatible server (moto) and a real PostgreSQL catalog server,
-each on a free loopback port, one per test module; a fresh bucket prefix and database per test."""
+each on a free loopback port, one per test session (per xdist worker: started once, not once a module);
+a fresh bucket prefix and database per test."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from freight_pipeline.lake.local import LocalPostgres, LocalS3, PostgresUnavaila
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def s3() -> Iterator[LocalS3]:
     with running_s3() as server:
         yield server
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def postgres() -> Iterator[LocalPostgres]:
     try:
         with running_postgres() as server:

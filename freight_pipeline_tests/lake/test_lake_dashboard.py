@@ -56,10 +56,13 @@ def lake_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     con = connect_lake(lake, root / "spill", "512MB")
     try:
         con.execute(f"ATTACH '{work}' AS src (READ_ONLY)")
-        tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'src'")
-        for schema, table in tables.fetchall():
+        tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'src'"
+                             ).fetchall()
+        con.execute("BEGIN TRANSACTION")  # one DuckLake commit, not one a table
+        for schema, table in tables:
             con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
             con.execute(f'CREATE TABLE "{schema}"."{table}" AS SELECT * FROM src."{schema}"."{table}"')
+        con.execute("COMMIT")
         con.execute("DETACH src")
         publish_snapshot(con, "run-published")
         con.execute("DELETE FROM analytics.fct_shipments WHERE shipment_id IN "

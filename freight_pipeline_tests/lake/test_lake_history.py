@@ -1,6 +1,7 @@
 """``freight_history`` in lake mode: the sync writes the versions into the DuckLake (which has no keys, so
 a rerun adding nothing is the SQL's doing), and the point-in-time macros live in its catalog, read by
-another connection."""
+another connection. The syncs run the shipments stream alone: it writes every table the history follows
+(the other streams' own lake runs are in ``test_lake_sync.py``)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import sync_all
+from freight_pipeline.sync.streams import SHIPMENTS
 from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 from freight_pipeline_tests.warehouse.history_checks import assert_contiguous
 
 ARRIVAL = "POD_ARRIVAL"
 MOVED = {"date": "2026-12-09", "time": "18:00:00", "zone_offset": "+01:00"}
+STREAMS = (SHIPMENTS.name,)
 
 
 def test_the_sync_writes_versions_into_the_lake_and_its_macros_read_them(tmp_path: Path) -> None:
@@ -34,18 +37,18 @@ def test_the_sync_writes_versions_into_the_lake_and_its_macros_read_them(tmp_pat
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
         shipment = next(i for i in sorted(sim.store.reader.live_shipment_ids())
                         if (ARRIVAL, "ESTIMATED") in {(e["event"], e["type"]) for e in sim.store.reader.get_events(i)})
-        sync_all(service, tmp_path / "data", TEST_SETTINGS, backend=backend, run_id="first")
+        sync_all(service, tmp_path / "data", TEST_SETTINGS, backend=backend, streams=STREAMS, run_id="first")
         before = to_utc(parse_iso_datetime(sim.store.reader.get_base_shipment(shipment)["last_modified_date_time"]))
         sim.advance_clock(60)
         sim.store.events.update(shipment, ARRIVAL, "ESTIMATED", {"date_time": MOVED})
         moved_at = to_utc(parse_iso_datetime(sim.store.reader.get_base_shipment(shipment)["last_modified_date_time"]))
-        sync_all(service, tmp_path / "data", TEST_SETTINGS, backend=backend, run_id="second")
+        sync_all(service, tmp_path / "data", TEST_SETTINGS, backend=backend, streams=STREAMS, run_id="second")
         counts = "SELECT " + ", ".join(f"(SELECT count(*) FROM freight_history.{table})"
                                        for table in ("shipment_versions", "event_versions", "leg_versions"))
         with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
             held = con.execute(counts).fetchall()
         # nothing changed: nothing added
-        sync_all(service, tmp_path / "data", TEST_SETTINGS, backend=backend, run_id="third")
+        sync_all(service, tmp_path / "data", TEST_SETTINGS, backend=backend, streams=STREAMS, run_id="third")
 
     with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
         con.execute("SET TimeZone = 'UTC'")
@@ -77,19 +80,19 @@ def test_a_reset_service_without_offsets_ends_exact_in_the_lake(tmp_path: Path) 
     assert lake is not None
     backend = LakeBackend(lake)
     settings = dataclasses.replace(TEST_SETTINGS, restore_probe=50, service_timezone="Europe/Berlin")
-    with running_simulator(shipments=30, seed=5, control=True, naive_clock="Europe/Berlin") as sim:
+    with running_simulator(shipments=20, seed=5, control=True, naive_clock="Europe/Berlin") as sim:
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
-        sync_all(service, tmp_path / "data", settings, backend=backend)
+        sync_all(service, tmp_path / "data", settings, backend=backend, streams=STREAMS)
         sim.advance_clock(60)
         sim.modify_shipments(8)
         created = sim.create_shipments(4)
         sim.advance_clock(60)
-        sync_all(service, tmp_path / "data", settings, backend=backend)
+        sync_all(service, tmp_path / "data", settings, backend=backend, streams=STREAMS)
         sim.reset_to_snapshot()
         sim.advance_clock(60)
         reused = sim.create_shipments(2)
         assert set(reused) <= set(created)
-        results, _ = sync_all(service, tmp_path / "data", settings, backend=backend)
+        results, _ = sync_all(service, tmp_path / "data", settings, backend=backend, streams=STREAMS)
         live = sorted(sim.store.reader.live_shipment_ids())
         stamps = {i: sim.store.reader.get_base_shipment(i)["last_modified_date_time"] for i in live}
     shipments = next(r for r in results if r.stream == "shipments")

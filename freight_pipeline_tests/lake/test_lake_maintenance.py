@@ -20,6 +20,9 @@ from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
+SHIPMENTS = 26
+"""Two batches of 13 in the first sync, one more in the sync after the publish: every table in small files."""
+
 
 def live_files(con: duckdb.DuckDBPyConnection) -> int:
     """Data and delete files the current snapshot reads."""
@@ -32,13 +35,13 @@ def test_maintenance_compacts_expires_and_keeps_the_data_and_the_published_snaps
     lake = LakeSettings.from_env(lake_env)
     assert lake is not None
     data_dir = tmp_path / "data"
-    with running_simulator(shipments=60, seed=31) as sim, environ(lake_env):
+    with running_simulator(shipments=SHIPMENTS, seed=31) as sim, environ(lake_env):
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
         backend = storage_from_env()
-        sync_all(service, data_dir, TEST_SETTINGS, backend=backend)  # batches of 13: many small files and snapshots
+        sync_all(service, data_dir, TEST_SETTINGS, backend=backend)  # batches of 13: small files and snapshots
         with open_warehouse(data_dir, backend) as held:
             published = publish_snapshot(held.con, "test-run")
-        sim.store.changes.modify_shipments(10)
+        sim.store.changes.modify_shipments(6)
         sync_all(service, data_dir, TEST_SETTINGS, backend=backend)  # after the publish: the published one is older
         expected = write_expected(sim, tmp_path / "expected")
         with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:

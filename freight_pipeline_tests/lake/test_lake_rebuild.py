@@ -18,7 +18,8 @@ from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
 from freight_pipeline.warehouse.store import open_warehouse
 
-SHIPMENTS = 30
+SHIPMENTS = 16
+BATCH = 8
 
 
 def test_a_rebuild_in_the_lake_rederives_every_table_without_a_request(
@@ -31,10 +32,10 @@ def test_a_rebuild_in_the_lake_rederives_every_table_without_a_request(
         sync_all(ServiceSettings(sim.base_url, sim.username, sim.password), data_dir, backend=backend)
         served = sim.request_count()
         with open_warehouse(data_dir, backend) as warehouse:
-            found = rebuild(warehouse, "lake-rebuild", SyncSettings().with_env(), batch_size=8)
+            found = rebuild(warehouse, "lake-rebuild", SyncSettings().with_env(), batch_size=BATCH)
         assert sim.request_count() == served
         expected = write_expected(sim, tmp_path / "expected")
-    assert (found.shipments, found.batches, found.quarantined) == (SHIPMENTS, 4, 0)
+    assert (found.shipments, found.batches, found.quarantined) == (SHIPMENTS, SHIPMENTS // BATCH, 0)
     assert read_lake(lake_env, expected)["differences"] == {}
     lake = LakeSettings.from_env(lake_env)
     assert lake is not None
