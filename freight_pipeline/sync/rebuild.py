@@ -3,12 +3,19 @@
 When the service changed shape and the mapping was fixed (a source alias on a column, ``normalize.specs``),
 the shipments read in the new shape hold nulls where the renamed field used to land. A rebuild re-derives
 every held shipment from what the sync kept of it (``freight_meta.raw_shipments``: its document;
-``freight_meta.raw_parts``: its events, legs and memo lines) through the very code the sync runs:
+``freight_meta.raw_parts``: its events, legs, memo lines and E-Files) through the very code the sync runs:
 each shipment becomes the :class:`~freight_pipeline.sync.bundle.Bundle` the sync would have fetched, and
-:func:`~freight_pipeline.sync.assemble.assemble` normalizes a batch of them into one
+:func:`~freight_pipeline.sync.assemble.assemble` normalizes a batch of them (its E-Files: the documents
+stream's :func:`~freight_pipeline.sync.documents.file_rows`) into one
 :class:`~freight_pipeline.warehouse.records.BatchWrite`, written as ONE transaction
 (``Writes.apply_batch(rebuild=True)``: written even when the raw is the one held, the retry queue kept,
 the history's current versions taking the new content).
+
+Speed: the normalization (JSON decoding included) is the cost, about 3 ms of CPU a shipment; it runs in
+worker processes forked at the start (:class:`Derivers`, one per core: they run the mapping as it is in
+this process), each batch split into a chunk per worker, the next batch normalized while this process
+writes the one before. Large batches (:data:`DEFAULT_BATCH`): each transaction's statements (a delete and an
+insert per table, the history's) cost about 0.3 s whatever its size.
 
 Progress is kept in ``freight_meta.sync_state`` under :data:`REBUILD_STATE` (the last shipment id
 rebuilt), set in each batch's transaction: after a crash the next rebuild goes on from there (``restart``:
@@ -21,8 +28,9 @@ The code conversions are re-derived too, from the whole record each row keeps (`
 stream's ``convert`` and full refresh (only rows that differ are written).
 
 What a rebuild cannot restore: a part never kept raw (none held for a shipment last read before the raw
-parts were kept, or whose first read failed) keeps its rows; the E-File records are not kept raw (their
-stream reads them again at each full re-listing).
+parts were kept, or whose first read failed; the E-Files of a shipment last listed before they were kept
+raw, until the documents stream's next full re-listing) keeps its rows; a field the service no longer sends
+is not in the raw either (the raw is the latest answer).
 """
 
 from __future__ import annotations
