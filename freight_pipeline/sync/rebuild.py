@@ -13,7 +13,7 @@ the history's current versions taking the new content).
 
 Speed: the normalization (JSON decoding included) is the cost, about 3 ms of CPU a shipment; it runs in
 worker processes forked at the start (:class:`Derivers`, one per core: they run the mapping as it is in
-this process), each batch split into a chunk per worker, the next batch normalized while this process
+this process), each batch split into chunks among them, the next batch normalized while this process
 writes the one before. Large batches (:data:`DEFAULT_BATCH`): each transaction's statements (a delete and an
 insert per table, the history's) cost about 0.3 s whatever its size.
 
@@ -75,6 +75,8 @@ REBUILD_STATE = "rebuild"
 """``sync_state`` entry of a rebuild under way (JSON :class:`RebuildState`, with the run's id);
 cleared (null) when it is complete. Also the rebuild's stream name in ``freight_meta.sync_runs``."""
 DEFAULT_BATCH = 2000
+CHUNK = 250
+"""Shipments a worker normalizes at a time (at most): what it holds decoded is that many shipments' records."""
 RawRecord = tuple[int, str, dict[str, bytes | None]]
 """A shipment held raw: its id, raw document (JSON text) and raw parts (stream -> compressed answer)."""
 
@@ -324,8 +326,9 @@ def default_workers() -> int:
 
 class Derivers:
     """The normalization of a rebuild's batches (:func:`derive`), in ``workers`` forked processes (each batch
-    split into a chunk per worker; forked, they run the mapping as it is in this process), or here when
-    ``workers`` is 0. The process that writes then only reads the raw and writes the rows."""
+    split into chunks of at most :data:`CHUNK` shipments, at least one per worker; forked, they run the
+    mapping as it is in this process), or here when ``workers`` is 0. The process that writes then only
+    reads the raw and writes the rows."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
@@ -348,7 +351,7 @@ class Derivers:
             write = derive(records)
             write.cursor = (REBUILD_STATE, cursor)
             return lambda: write
-        size = -(-len(records) // self.workers)
+        size = min(-(-len(records) // self.workers), CHUNK)
         futures = [self.pool.submit(derive, records[at:at + size]) for at in range(0, len(records), size)]
 
         def result() -> BatchWrite:
