@@ -1,5 +1,5 @@
-"""``freight-pipeline rebuild``: re-derive the ``freight`` tables (but the E-Files) from the raw records held, with no
-request to the service, then build the marts in full and publish.
+"""``freight-pipeline rebuild``: re-derive the ``freight`` tables from the raw records held, with no request to the
+service, then build the marts in full and publish.
 
 For after a change of the mapping (a source alias added to a column when the service renamed a field:
 docs/real-services.md, "When the service changes shape"). The job's engine (``job.run.run_rebuild``) with
@@ -13,12 +13,15 @@ import argparse
 
 from freight_pipeline.commands.common import Stopwatch, add_data_dir_argument, resolve_data_dir, say
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
+from freight_pipeline.sync.rebuild import DEFAULT_BATCH
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_dir_argument(parser)
     parser.add_argument("--batch-size", type=int, default=None, metavar="N",
-                        help="shipments per transaction (default 500)")
+                        help=f"shipments per transaction (default {DEFAULT_BATCH:,})")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="processes normalizing the raw records (default: one per core; 0: this process)")
     parser.add_argument("--restart", action="store_true",
                         help="start from the first shipment even when an interrupted rebuild left off later")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print a line per batch")
@@ -30,6 +33,9 @@ def run(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     if args.batch_size is not None and args.batch_size < 1:
         say("rebuild: --batch-size must be at least 1")
+        return 2
+    if args.workers is not None and args.workers < 0:
+        say("rebuild: --workers must be at least 0")
         return 2
     try:
         check_setup(data_dir, data_dir_setting(args.data_dir), service=False)
@@ -43,7 +49,6 @@ def run(args: argparse.Namespace) -> int:
     with DbtWorker.start(data_dir, dbt_target_from_env()) as worker:
         from freight_pipeline.job.run import Step, run_rebuild
         from freight_pipeline.lake.backend import storage_from_env
-        from freight_pipeline.sync.rebuild import DEFAULT_BATCH
         from freight_pipeline.sync.settings import SyncSettings
 
         say(f"rebuild: {data_dir} from its raw records (no request to the service)")
@@ -54,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
         progress = (lambda line: say(f"    {line}")) if args.verbose else None
         report = run_rebuild(data_dir, SyncSettings().with_env(), storage_from_env(), worker,
-                             batch_size=args.batch_size or DEFAULT_BATCH, restart=args.restart,
+                             batch_size=args.batch_size or DEFAULT_BATCH, restart=args.restart, workers=args.workers,
                              progress=progress, on_step=ended)
     if report.success:
         say(f"rebuild succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")

@@ -196,9 +196,10 @@ def run_rebuild(
     on_step: StepListener | None = None,
     marts: bool = True,
     publish: bool = True,
+    workers: int | None = None,
 ) -> JobReport:
-    """The job with a rebuild in place of the streams (``sync.rebuild``: the ``freight`` tables but the
-    E-Files re-derived from the raw records held, no request to the service), then the same checks, a full
+    """The job with a rebuild in place of the streams (``sync.rebuild``: the ``freight`` tables re-derived from
+    the raw records held by ``workers`` processes, no request to the service), then the same checks, a full
     build of the marts (``--full-refresh``) and the publish as :func:`run_job`'s; never raises for a failure
     of its own."""
     report = JobReport(run_id or new_run_id(), publish=publish)
@@ -209,7 +210,7 @@ def run_rebuild(
             with fewer_collections(), explained_out_of_memory("the rebuild", backend.duckdb_settings), \
                     open_warehouse(data_dir, backend) as warehouse:
                 go_on, pending = _rebuild_and_check(warehouse, settings, report.run_id, batch_size, restart,
-                                                    progress, ended, marts)
+                                                    progress, ended, marts, workers)
         except Exception as exc:  # the working database could not be opened
             ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
             return report
@@ -231,12 +232,13 @@ def _recorded(report: JobReport, on_step: StepListener | None) -> StepListener:
 
 def _rebuild_and_check(
     warehouse: Warehouse, settings: SyncSettings, run_id: str, batch_size: int, restart: bool,
-    progress: Progress | None, ended: StepListener, marts: bool,
+    progress: Progress | None, ended: StepListener, marts: bool, workers: int | None = None,
 ) -> tuple[bool, PendingBuild | None]:
     """The rebuild's step, then (when it succeeded) the checks and a full build's plan, as for a sync."""
     clock = _Clock()
     try:
-        found = rebuild(warehouse, run_id, settings, batch_size=batch_size, restart=restart, progress=progress)
+        found = rebuild(warehouse, run_id, settings, batch_size=batch_size, restart=restart, progress=progress,
+                        workers=workers)
     except Exception as exc:
         ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
         return False, None

@@ -96,8 +96,9 @@ def last_modified(doc: dict[str, Any]) -> tuple[dt.datetime | None, str | None]:
 
 
 class _Builder:
-    def __init__(self, fetched_at: dt.datetime, ceiling: str | None) -> None:
+    def __init__(self, fetched_at: dt.datetime, ceiling: str | None, keep_raw: bool = True) -> None:
         self.rows: Rows = {}
+        self.keep_raw = keep_raw
         self.write = BatchWrite()
         self.counts: dict[str, PartCounts] = {}
         self.tallies: dict[str, FieldTally] = {}
@@ -146,7 +147,7 @@ class _Builder:
         self.tally(DOCUMENT).see(answer, shipment_id)
         found = Problems()
         try:
-            raw_text = to_json(answer)
+            raw_text = to_json(answer) if self.keep_raw else ""
             rows = DOCUMENT_PART.normalize(ref, answer, found)
             if answer.get("id") != shipment_id:
                 raise NormalizationError(f"id: document id {answer.get('id')!r} does not match requested {shipment_id}")
@@ -157,27 +158,20 @@ class _Builder:
             failure = record_failure(exc) or RecordFailure(f"{type(exc).__name__}: {exc}")
             self.quarantine(DOCUMENT_PART, ref, failure, json_text(answer, PAYLOAD_CHARS))
             return False
-        instant, key = last_modified(answer)
-        digest = content_hash(bundle, raw_text)
-        self.write.raw_documents.append(
-            RawDocument(shipment_id, raw_text, self.fetched_at, instant, key, self.ceiling, digest)
-        )
+        if self.keep_raw:
+            instant, key = last_modified(answer)
+            digest = content_hash(bundle, raw_text)
+            self.write.raw_documents.append(
+                RawDocument(shipment_id, raw_text, self.fetched_at, instant, key, self.ceiling, digest)
+            )
         self.replace(DOCUMENT_PART, shipment_id, rows)
         self.problems(DOCUMENT_PART, shipment_id, found)
         return True
 
     def raw_part(self, part: Part, shipment_id: int, answer: Any) -> None:
         """Keep the part's answer as received (compressed); None: it has no rows."""
-        text = None
-        if answer is not None:
-            try:
-                text = to_json(answer).encode()
-            except Invalid:  # what JSON cannot hold (a lone surrogate): its rows are written, no raw copy
-                return
-        packed = zlib.compress(text, RAW_LEVEL) if text is not None else None
-        self.write.raw_parts.append(
-            RawPart(part.stream, shipment_id, packed, len(text) if text is not None else None, self.fetched_at)
-        )
+        if self.keep_raw and (raw := raw_part(part.stream, shipment_id, answer, self.fetched_at)) is not None:
+            self.write.raw_parts.append(raw)
 
     def detail(self, part: Part, bundle: Bundle, answer: Any) -> None:
         shipment_id, ref = bundle.work.shipment_id, bundle.ref
@@ -207,6 +201,20 @@ class _Builder:
         self.problems(part, shipment_id, found)
 
 
+def raw_part(stream: str, shipment_id: int, answer: Any, fetched_at: dt.datetime) -> RawPart | None:
+    """The answer of a part (``stream``) of a shipment as kept in ``raw_parts``: its JSON text zlib-compressed
+    (None: the part has no rows); None where JSON cannot hold it (a lone surrogate: its rows are written, no
+    raw copy)."""
+    text = None
+    if answer is not None:
+        try:
+            text = to_json(answer).encode()
+        except Invalid:
+            return None
+    packed = zlib.compress(text, RAW_LEVEL) if text is not None else None
+    return RawPart(stream, shipment_id, packed, len(text) if text is not None else None, fetched_at)
+
+
 def content_hash(bundle: Bundle, document_text: str) -> str | None:
     """A hash of every part's answer (the document as the JSON text kept for it), when the walk asked
     every part and none failed (else None). The reconcile's fetches get none: they heal what is
@@ -223,9 +231,13 @@ def content_hash(bundle: Bundle, document_text: str) -> str | None:
     return hashlib.blake2b(document_text.encode() + b"\0" + content, digest_size=16).hexdigest()
 
 
-def assemble(bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None) -> Assembled:
-    """The batch write of ``bundles`` (their rows as Arrow tables) and what each part did."""
-    builder = _Builder(fetched_at, ceiling)
+def assemble(
+    bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None, *, keep_raw: bool = True,
+) -> Assembled:
+    """The batch write of ``bundles`` (their rows as Arrow tables) and what each part did. ``keep_raw=False``
+    (a rebuild, re-deriving rows from the raw held): no raw document or part is written again (nor
+    serialized, compressed or hashed for it)."""
+    builder = _Builder(fetched_at, ceiling, keep_raw)
     failed_new = attempted_new = 0
     for bundle in bundles:
         answers, work = bundle.answers, bundle.work

@@ -39,6 +39,7 @@ from freight_pipeline.config import DOCUMENTS_ENV
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS, document_row, shipment_ids_of
 from freight_pipeline.normalize.errors import RecordShapeError
 from freight_pipeline.normalize.problems import Problem, Problems
+from freight_pipeline.sync.assemble import raw_part
 from freight_pipeline.sync.changes import LookupResult, read_complete
 from freight_pipeline.sync.isolation import Breaker, RecordFailure, data_problems, record_failure
 from freight_pipeline.sync.progress import Progress
@@ -109,6 +110,30 @@ class ShipmentDocuments:
     problems: list[DataProblem] = field(default_factory=list)
     quarantined: list[Quarantined] = field(default_factory=list)
     failure: RecordFailure | None = None
+    files: list[dict[str, Any]] = field(default_factory=list)
+    """Each row's E-File as read (:func:`file_rows`), the content copy taken from the row when written."""
+
+
+def file_rows(shipment_id: int, files: Sequence[Mapping[str, Any]]) -> ShipmentDocuments:
+    """The rows of a shipment's E-Files and their data problems, each file as kept raw (``raw_parts``, stream
+    :data:`STREAM`): ``efile`` (its record in the lookup), ``references``, ``roles`` and ``content`` (the copy
+    of its document: sha256, size, path; null: none). The stream and a rebuild both place them so."""
+    outcome = ShipmentDocuments(files=list(files))
+    for file in files:
+        found = Problems()
+        content = file.get("content")
+        outcome.rows.append(document_row(shipment_id, file["efile"], file["references"], file["roles"], found,
+                                         (content[0], content[1], content[2]) if content else None))
+        # one record per shipment: the path names the file, so two files' problems stay apart
+        named = Problems(Problem(f"efile[{file['efile'].get('id')}].{p.path}", p.value, p.reason) for p in found)
+        outcome.problems.extend(data_problems(STREAM, shipment_id, shipment_id, named))
+    return outcome
+
+
+def raw_files(outcome: ShipmentDocuments) -> list[dict[str, Any]]:
+    """A shipment's E-Files as kept raw: as read, each with the content copy its row was written with."""
+    return [{**file, "content": [row[c] for c in CONTENT_COLUMNS] if row["content_sha256"] is not None else None}
+            for file, row in zip(outcome.files, outcome.rows, strict=True)]
 
 
 class DocumentReader:
@@ -175,7 +200,8 @@ class DocumentReader:
 
     def _place(self, ids: Sequence[int], listed: Mapping[int, dict[str, Any]]) -> dict[int, ShipmentDocuments]:
         """Each listed E-File's rows under the shipments of ``ids`` it is linked to."""
-        results = {i: ShipmentDocuments() for i in ids}
+        files: dict[int, list[dict[str, Any]]] = {i: [] for i in ids}
+        contents: dict[int, list[RecordFailure]] = {i: [] for i in ids}
         wanted = set(ids)
         for efile_id, efile in listed.items():
             detail = self.details[efile_id]
@@ -184,15 +210,13 @@ class DocumentReader:
             # one shipment asked: the lookup itself says the file is linked to it
             linked = list(ids) if len(ids) == 1 else [i for i in shipment_ids_of(detail.references) if i in wanted]
             for shipment_id in linked:
-                found = Problems()
-                outcome = results[shipment_id]
-                outcome.rows.append(document_row(shipment_id, efile, detail.references, detail.roles, found,
-                                                 detail.content))
-                # one record per shipment: the path names the file, so two files' problems stay apart
-                named = Problems(Problem(f"efile[{efile_id}].{p.path}", p.value, p.reason) for p in found)
-                outcome.problems.extend(data_problems(STREAM, shipment_id, shipment_id, named))
+                files[shipment_id].append({"efile": efile, "references": detail.references, "roles": detail.roles,
+                                           "content": list(detail.content) if detail.content else None})
                 if detail.content_failure is not None:
-                    outcome.quarantined.append(detail.content_failure.quarantined(STREAM, shipment_id, shipment_id))
+                    contents[shipment_id].append(detail.content_failure)
+        results = {i: file_rows(i, files[i]) for i in ids}
+        for shipment_id, failures in contents.items():
+            results[shipment_id].quarantined.extend(f.quarantined(STREAM, shipment_id, shipment_id) for f in failures)
         return results
 
     async def _detail(self, efile_id: int) -> None:
@@ -303,11 +327,13 @@ def _write(warehouse: Warehouse, run_id: str, settings: SyncSettings, outcomes: 
     quarantined = [o.failure.quarantined(STREAM, i, i) for i, o in outcomes.items() if o.failure is not None]
     quarantined += [q for o in loaded.values() for q in o.quarantined]
     problems = [p for o in loaded.values() for p in o.problems]  # unchanged ones' too: they are replaced
+    read_at = dt.datetime.now(dt.UTC)  # every file as read (unchanged rows too: a field no row holds may have changed)
+    raw = [raw_part(STREAM, i, raw_files(o), read_at) for i, o in loaded.items()]
     stats = warehouse.writes.apply_batch(
         run_id,
         BatchWrite(tables={TABLE: SHIPMENT_DOCUMENTS.to_arrow(rows)}, replaced={TABLE: changed},
                    loaded={STREAM: changed}, settled={STREAM: unchanged}, quarantined=quarantined,
-                   problems=problems),
+                   problems=problems, raw_parts=[r for r in raw if r is not None]),
         backoff=settings.backoff, history=settings.history,
     )
     result.add_rows({TABLE: stats.get(TABLE, 0)})

@@ -133,7 +133,8 @@ RAW_PARTS = _meta(
     "raw_parts",
     (
         _key("stream", "VARCHAR", "the part of the shipment: shipment_events, air_main_carriage_legs, "
-             "sea_main_carriage_legs, shipment_memos"),
+             "sea_main_carriage_legs, shipment_memos; documents: its E-Files (a list of each file's lookup record "
+             "efile, references, roles and content: sha256, size, path of its copy, or null)"),
         _key("shipment_id", "BIGINT", "id of the shipment"),
         Column("answer", "BLOB", "the part's last answer as received: its JSON text, zlib-compressed (null: the "
                                  "part did not apply to the shipment, or was gone, so its rows are none)"),
@@ -142,8 +143,8 @@ RAW_PARTS = _meta(
         Column("run_id", "VARCHAR", "the run that read it"),
     ),
     ("stream", "shipment_id"),
-    "The last raw answer of each part of each shipment (events, legs, memo lines), compressed, written in the "
-    "same transaction as its rows: with raw_shipments, what re-deriving the tables needs without a request.",
+    "The last raw answer of each part of each shipment (events, legs, memo lines, E-Files), compressed, written in "
+    "the same transaction as its rows: with raw_shipments, what re-deriving the tables needs without a request.",
 )
 
 CHANGED_SHIPMENTS = _meta(

@@ -1,5 +1,5 @@
 """``freight-pipeline rebuild``: the job with the rebuild in place of the streams, in a child process: no
-service setting needed and no request made; a line per step; a full build of the marts; the publish."""
+service setting needed and no request made; a line per step; a full build of the marts; the publish; ``--restart``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import duckdb
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import running_simulator
+from freight_pipeline.sync.rebuild import REBUILD_STATE, RebuildState
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.streams import SHIPMENTS
+from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 
 
@@ -41,3 +43,25 @@ def test_rebuild_rederives_builds_in_full_and_publishes_without_the_service(tmp_
 def test_rebuild_refuses_a_batch_size_below_one(tmp_path: Path) -> None:
     done = run_cli(["rebuild", "--data-dir", str(tmp_path), "--batch-size", "0"], cli_env())
     assert done.returncode == 2 and "--batch-size must be at least 1" in done.stderr
+
+
+def test_restart_rebuilds_from_the_first_shipment_what_an_interrupted_rebuild_left_half_done(tmp_path: Path) -> None:
+    """``--restart``: the progress an interrupted rebuild left (what a SIGKILL after a batch leaves:
+    sync/test_rebuild.py) is ignored; every shipment is rebuilt and the entry cleared."""
+    data_dir = tmp_path / "data"
+    with running_simulator(shipments=9, seed=4) as sim:
+        sync_all(ServiceSettings(sim.base_url, sim.username, sim.password), data_dir, backend=storage_from_env(),
+                 streams=(SHIPMENTS.name,))
+    with open_warehouse(data_dir, storage_from_env()) as warehouse:
+        ids = sorted(r[0] for r in warehouse.reads.raw_records(None, 100))
+        warehouse.writes.set_cursor(REBUILD_STATE, RebuildState(ids[5]).text("killed-run"), "killed-run")
+    done = run_cli(["rebuild", "--data-dir", str(data_dir), "--batch-size", "4", "--restart", "--workers", "1"],
+                   cli_env())
+    assert done.returncode == 0, done.stderr
+    assert "rebuilt 9 shipments from their raw records in 3 batches" in done.stderr
+    assert "resumed after" not in done.stderr
+    with duckdb.connect(str(data_dir / "work" / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT cursor_value FROM freight_meta.sync_state WHERE stream = ?",
+                           [REBUILD_STATE]).fetchall() == [(None,)]
+        assert con.execute("SELECT rows_read, details->>'$.extra.resumed_after' FROM freight_meta.sync_runs "
+                           "WHERE stream = 'rebuild'").fetchall() == [(9, None)]

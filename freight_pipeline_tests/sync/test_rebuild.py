@@ -43,7 +43,8 @@ SHIPMENTS_HELD = 60
 CHANGED = 10
 BATCH = 6
 ONLY_SHIPMENTS = (SHIPMENTS,)
-"""The streams whose tables a rebuild re-derives (the code conversions and E-Files are not kept raw)."""
+"""The streams the tests of the release change run (the rebuild re-derives the E-Files and code conversions too:
+``test_code_conversions_and_e_files_are_rederived_...``)."""
 
 
 @pytest.fixture
@@ -198,17 +199,19 @@ def test_a_rebuild_killed_after_a_batch_is_completed_by_the_next(
     assert _history_disagrees(work_db(tmp_path)) == 0
 
 
-def test_code_conversions_are_rederived_and_the_next_sync_lists_no_e_file_again(
+def test_code_conversions_and_e_files_are_rederived_and_the_next_sync_lists_no_e_file_again(
     small_sim: RunningSimulator, tmp_path: Path
 ) -> None:
-    """The code conversions are re-derived from the record each row keeps (``payload``). The documents
-    stream had listed every shipment's E-Files: the rebuild's writes (which change no E-File) do not make
-    the next sync list them all again; a shipment changed meanwhile is listed."""
+    """The code conversions are re-derived from the record each row keeps (``payload``), the E-File rows from
+    the files kept raw. The documents stream had listed every shipment's E-Files: the rebuild's writes (which
+    change no E-File) do not make the next sync list them all again; a shipment changed meanwhile is listed."""
     sync = syncer(small_sim, tmp_path, publish_after=False)
     sync()
     with duckdb.connect(str(work_db(tmp_path))) as con:  # what an older mapping might have made of them
         con.execute("UPDATE freight.code_conversions SET target_code = NULL, description = 'old mapping'")
-    assert "code_conversions" in rows_differences(expected_rows(small_sim.store), work_db(tmp_path))
+        con.execute("UPDATE freight.shipment_documents SET description = 'old mapping', roles = '[]'")
+    before = rows_differences(expected_rows(small_sim.store), work_db(tmp_path))
+    assert "code_conversions" in before and "shipment_documents" in before
     served = small_sim.request_count()
     with open_warehouse(tmp_path, storage_from_env()) as warehouse:
         found = rebuild(warehouse, "rebuild-docs", TEST_SETTINGS, batch_size=BATCH)
