@@ -71,9 +71,9 @@ def batch_key(project_dir: Path, fingerprint: str, args: Sequence[str], env: Map
 
 
 VIEWS = "config.materialized:view"
+"""dbt's selector of the views (staging and intermediate models)."""
 SOURCE = "freight"
 """The dbt source of the sync's tables (``dbt_models/models/staging/_sources.yml``)."""
-"""dbt's selector of the views (staging and intermediate models)."""
 INDIRECT_SELECTION_ENV = "DBT_INDIRECT_SELECTION"
 
 
