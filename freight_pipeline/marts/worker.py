@@ -14,7 +14,8 @@ the machine's other core while the run imports and syncs on this one:
    with ``env`` added to its environment;
 3. it runs the command in this process (``dbtRunner``), writes the nodes' results (dbt's
    ``run_results.json``) and :data:`REPLY` into ``DIR``: ``{"success": bool, "exit_code": int,
-   "error": str | null}`` (dbt's exit codes: 1 for failed nodes, 2 for an error before or around them).
+   "error": str | null, "templates": {"from_cache": int, "compiled": int}}`` (dbt's exit codes: 1 for
+   failed nodes, 2 for an error before or around them; ``templates``: Jinja's, see below).
 
 **Batched tests.** A request may carry ``"batch_tests": KEY`` (an incremental build whose data tests read
 the changed rows: ``marts.plan.batch_key``). The first such build of a KEY runs as asked, and after its
@@ -37,9 +38,13 @@ write the working database behind the back of the next run (DuckDB rolls the unf
 transaction back). Its own output (dbt prints only errors with ``--quiet``) goes to :data:`LOG` in
 ``DIR``.
 
-Nothing of the pipeline's is imported here but :mod:`freight_pipeline.marts.project` (no heavy
-imports): the run can start the worker before it imports the rest, and the worker pays for dbt
-alone (dbt-duckdb imports the lake's plugin itself when the profile's target names it).
+Jinja's compiled templates are kept for the next worker in the shared parse folder
+(:mod:`freight_pipeline.marts.jinja_cache`): a new process no longer compiles every macro again.
+
+Nothing of the pipeline's is imported here but :mod:`freight_pipeline.marts.project` and
+:mod:`~freight_pipeline.marts.jinja_cache` (no heavy imports): the run can start the worker before it
+imports the rest, and the worker pays for dbt alone (dbt-duckdb imports the lake's plugin itself when the
+profile's target names it).
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
+from freight_pipeline.marts.jinja_cache import CompiledTemplates
 from freight_pipeline.marts.project import (
     DATABASE_ENV,
     DBT_PROJECT_DIR,
@@ -357,10 +363,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     requests: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_read_requests, args=(requests,), daemon=True).start()
 
+    shared = parse_dir(options.project_dir, options.target, vars_args)
+    templates = CompiledTemplates(shared)
+    templates.install()
     from dbt.cli.main import dbtRunner
 
-    manifest = _parsed_manifest(dbtRunner(), options.project_dir,
-                                parse_dir(options.project_dir, options.target, vars_args), vars_args)
+    manifest = _parsed_manifest(dbtRunner(), options.project_dir, shared, vars_args)
     line = requests.get()
     if not line.strip():
         return 0  # no build asked for (the reader ends the process meanwhile)
@@ -397,6 +405,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # dbt raised instead of reporting: said in the reply all the same
         answer = {"success": False, "exit_code": 2, "error": f"{type(exc).__name__}: {exc}"}
     _release_database()
+    answer["templates"] = {"from_cache": templates.hits, "compiled": len(templates.new)}
+    templates.save(shared / LOCK)
     reply.write_text(json.dumps(answer))
     # what is left is tearing down the interpreter with dbt loaded (a few tenths of a second the run would
     # wait for): the database is closed, the reply written, the log flushed

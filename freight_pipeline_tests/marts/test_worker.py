@@ -59,6 +59,20 @@ def test_a_command_runs_with_its_environment_and_leaves_dbts_results(
     assert worker.process.returncode == 0
 
 
+def test_the_next_worker_renders_from_the_templates_the_first_compiled(
+    first_command: tuple[DbtWorker, WorkerReply], data_dir: Path
+) -> None:
+    """Jinja's code of the templates the first command's worker compiled was kept (``jinja_cache``): the
+    next worker, the same command, takes them from there (it compiles only the few macros the first build
+    did not render: this one finds the tables made)."""
+    assert first_command[1].success
+    with DbtWorker.start(data_dir, None) as worker:
+        reply = worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
+    assert reply.success
+    templates = json.loads((build_target(data_dir) / REPLY).read_text())["templates"]
+    assert templates["from_cache"] > 20 and templates["compiled"] * 10 < templates["from_cache"], templates
+
+
 def test_a_failed_node_is_exit_code_1_with_its_results(
     first_command: tuple[DbtWorker, WorkerReply], tmp_path: Path
 ) -> None:
