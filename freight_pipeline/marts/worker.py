@@ -62,6 +62,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -95,6 +96,9 @@ took a tenth of an incremental build's time to write, and no one reads it)."""
 BATCHED_TESTS = "batched-tests.json"
 """The data tests of the last incremental build of each batch key, as dbt ran them (see the module doc)."""
 BATCH_KEYS_KEPT = 4
+BATCH_THREADS = 4
+"""How many batched tests run at once (the ``dev`` profile's threads: dbt would run them on as many; lake
+mode, one thread, batches none)."""
 MODELS_ONLY = ["--resource-type", "model"]
 """What a build with batched tests asks of dbt: its models (its data tests run after, batched)."""
 
@@ -308,33 +312,47 @@ def _prepare_tests(manifest: Any, options: argparse.Namespace, vars_args: Sequen
 
 
 def _run_tests(tests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Run the kept ``tests`` on the build's database, one after the other on a connection of dbt's
-    (the adapter's, with the profile's settings); each result as dbt's ``run_results.json`` has it,
-    judged as dbt judges a test (``TestRunner.build_test_run_result``)."""
+    """Run the kept ``tests`` on the build's database, :data:`BATCH_THREADS` at a time, each thread on a
+    handle of dbt's connection (the adapter's, with the profile's settings); each result, in the order of
+    ``tests``, as dbt's ``run_results.json`` has it, judged as dbt judges a test
+    (``TestRunner.build_test_run_result``)."""
     from dbt.adapters.duckdb.connections import DuckDBConnectionManager
 
-    results = []
-    handle = DuckDBConnectionManager.env().handle()
+    environment = DuckDBConnectionManager.env()
+    opened: list[Any] = []
+    held = threading.local()
+    lock = threading.Lock()
+
+    def judged(test: dict[str, Any]) -> dict[str, Any]:
+        if not hasattr(held, "handle"):
+            with lock:
+                held.handle = environment.handle()
+                opened.append(held.handle)
+        return _judged(held.handle.cursor(), test)
+
     try:
-        cursor = handle.cursor()
-        for test in tests:
-            started = time.monotonic()
-            try:
-                row = cursor.execute(test["sql"]).fetchone()
-            except Exception as exc:  # the database's error, as dbt would report it: this test errored
-                results.append(_test_result(test, "error", " ".join(str(exc).split()), None, started))
-                continue
-            failures, should_warn, should_error = row if row is not None else (0, False, False)
-            said = f"Got {failures} result{'' if failures == 1 else 's'}, configured to"
-            if test["severity"] == "ERROR" and should_error:
-                results.append(_test_result(test, "fail", f"{said} fail if {test['error_if']}", failures, started))
-            elif should_warn:
-                results.append(_test_result(test, "warn", f"{said} warn if {test['warn_if']}", failures, started))
-            else:
-                results.append(_test_result(test, "pass", None, 0, started))
+        with ThreadPoolExecutor(BATCH_THREADS, thread_name_prefix="batched-tests") as pool:
+            return list(pool.map(judged, tests))
     finally:
-        handle.close()
-    return results
+        for handle in opened:
+            with contextlib.suppress(Exception):
+                handle.close()
+
+
+def _judged(cursor: Any, test: dict[str, Any]) -> dict[str, Any]:
+    """One kept test's result on ``cursor``."""
+    started = time.monotonic()
+    try:
+        row = cursor.execute(test["sql"]).fetchone()
+    except Exception as exc:  # the database's error, as dbt would report it: this test errored
+        return _test_result(test, "error", " ".join(str(exc).split()), None, started)
+    failures, should_warn, should_error = row if row is not None else (0, False, False)
+    said = f"Got {failures} result{'' if failures == 1 else 's'}, configured to"
+    if test["severity"] == "ERROR" and should_error:
+        return _test_result(test, "fail", f"{said} fail if {test['error_if']}", failures, started)
+    if should_warn:
+        return _test_result(test, "warn", f"{said} warn if {test['warn_if']}", failures, started)
+    return _test_result(test, "pass", None, 0, started)
 
 
 def _test_result(test: dict[str, Any], status: str, message: str | None, failures: int | None,
