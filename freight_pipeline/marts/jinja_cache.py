@@ -55,8 +55,10 @@ def template_key(env: Any, source: str, name: str | None, filename: str | None, 
     """The digest of everything Jinja's code for ``source`` depends on in ``env``."""
     import jinja2
 
+    finalize = None if env.finalize is None else repr(getattr(env.finalize, "jinja_pass_arg", None))
     settings = [MAGIC, jinja2.__version__, _named(type(env)), _named(env.code_generator_class),
-                sorted(env.extensions), _named(env.autoescape), _named(env.finalize is not None),
+                sorted(env.extensions), _named(env.autoescape), finalize, env.sandboxed,
+                sorted(getattr(env, "intercepted_binops", ())), sorted(getattr(env, "intercepted_unops", ())),
                 [repr(getattr(env, setting)) for setting in _LEXER_SETTINGS],
                 _arguments(env.filters), _arguments(env.tests), name, filename, defer_init]
     digest = hashlib.sha256(repr(settings).encode())

@@ -36,6 +36,11 @@ def test_the_key_follows_what_shapes_the_code() -> None:
     passed_context = jinja2.sandbox.SandboxedEnvironment(extensions=["jinja2.ext.do"])
     passed_context.filters["upper"] = jinja2.pass_context(lambda context, value: value)
     assert plain != _key(passed_context)  # the call the code makes depends on what the filter is passed
+    finalized = jinja2.sandbox.SandboxedEnvironment(extensions=["jinja2.ext.do"], finalize=str)
+    assert plain != _key(finalized)  # every output goes through finalize
+    intercepting = jinja2.sandbox.SandboxedEnvironment(extensions=["jinja2.ext.do"])
+    intercepting.intercepted_binops = frozenset(["**"])
+    assert plain != _key(intercepting)  # the sandbox's calls for these operators are generated
 
 
 def test_a_new_process_renders_from_the_kept_code_without_compiling(tmp_path: Path, restore_jinja: None) -> None:
