@@ -11,7 +11,8 @@ Only the worker process installs it (:meth:`CompiledTemplates.install`), and sav
 the end of its command (:meth:`CompiledTemplates.save`, under the parse folder's lock, merged with what
 other workers saved meanwhile). A file that cannot be read is started over; one of the wrong Python
 (marshal's format) is keyed out by :data:`MAGIC`. ``DBT_MACRO_DEBUGGING`` (dbt writes each template's code
-to a file of its own) turns it off.
+to a file of its own) turns it off. The file is trusted as the project's ``__pycache__`` is: code, in the
+project's own ``target/`` folder (or the data directory's, for a project that cannot be written).
 """
 
 from __future__ import annotations
