@@ -19,8 +19,8 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 # Installs go through uv (pinned in constraints.txt, bootstrapped with the venv's pip): the same pins,
 # resolved and installed in about 20 s where pip took minutes. Its cache stays in the repository.
 # --compile-bytecode: pip writes .pyc files at install, uv does not, and where PYTHONDONTWRITEBYTECODE is
-# set (it is on these machines) every process then compiles each module it imports: about 8 s of a
-# 21 s-CPU incremental run, and the same again in every subprocess of the tests.
+# set (it is on these machines) every process then compiles each module it imports: an incremental run
+# took 21.4 s of CPU without them, 14.6 s with them, and every subprocess of the tests paid the same.
 export UV_CACHE_DIR ?= $(CURDIR)/.uv-cache
 UV_INSTALL = $(1)/python -m pip install --quiet -c constraints.txt uv && \
 	$(1)/uv pip install --quiet --compile-bytecode --python $(1)/python -c $(2) -e "$(3)"
