@@ -49,7 +49,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import pyarrow as pa
 
 from freight_pipeline.datetimes import set_service_zone
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
@@ -286,26 +285,6 @@ def _add_files(write: BatchWrite, filed: Sequence[tuple[int, bytes | None]]) -> 
         write.tables[DOCUMENTS_TABLE] = SHIPMENT_DOCUMENTS.to_arrow(rows)
 
 
-def joined(writes: Sequence[BatchWrite]) -> BatchWrite:
-    """One batch write of the writes of consecutive chunks of shipments (disjoint), in their order."""
-    whole = BatchWrite()
-    for part in writes:
-        for name, table in part.tables.items():
-            held = whole.tables.get(name)
-            whole.tables[name] = table if held is None else pa.concat_tables([held, table])
-        for mine, theirs in ((whole.replaced, part.replaced), (whole.loaded, part.loaded),
-                             (whole.settled, part.settled)):
-            for key, ids in theirs.items():
-                mine.setdefault(key, []).extend(ids)
-        whole.deleted_ids += part.deleted_ids
-        whole.raw_documents += part.raw_documents
-        whole.raw_parts += part.raw_parts
-        whole.rejects += part.rejects
-        whole.quarantined += part.quarantined
-        whole.problems += part.problems
-    return whole
-
-
 def _watch_parent(parent: int) -> None:
     """In a worker: leave when the rebuild's process is gone (a SIGKILL ends it with no word to its workers,
     which would wait for work forever); a Ctrl-C is the rebuild's to handle."""
@@ -355,7 +334,7 @@ class Derivers:
         futures = [self.pool.submit(derive, records[at:at + size]) for at in range(0, len(records), size)]
 
         def result() -> BatchWrite:
-            write = joined([future.result() for future in futures])
+            write = BatchWrite.joined([future.result() for future in futures])
             write.cursor = (REBUILD_STATE, cursor)
             return write
 

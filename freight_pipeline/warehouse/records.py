@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple, Protocol
 
 
@@ -117,6 +118,30 @@ class BatchWrite:
     problems: list[DataProblem] = field(default_factory=list)
     cursor: tuple[str, str] | None = None
     """(stream, cursor JSON) set in the same transaction, so it never runs ahead of the rows."""
+
+    @classmethod
+    def joined(cls, parts: Sequence[BatchWrite]) -> BatchWrite:
+        """One batch write of ``parts`` (disjoint shipments, in their order): every field of each, so a field
+        added here is never dropped; each table's rows concatenated, the last cursor set."""
+        import pyarrow as pa
+
+        whole = cls()
+        for part in parts:
+            for name, table in part.tables.items():
+                held = whole.tables.get(name)
+                whole.tables[name] = table if held is None else pa.concat_tables([held, table])
+            for each in fields(cls):
+                if each.name == "tables":
+                    continue
+                mine, theirs = getattr(whole, each.name), getattr(part, each.name)
+                if isinstance(mine, dict):
+                    for key, ids in theirs.items():
+                        mine.setdefault(key, []).extend(ids)
+                elif isinstance(mine, list):
+                    mine.extend(theirs)
+                elif theirs is not None:
+                    setattr(whole, each.name, theirs)
+        return whole
 
 
 class WriteStats(dict[str, int]):
