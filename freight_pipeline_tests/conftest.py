@@ -6,15 +6,27 @@ the unit tests, under a minute; ``make test`` and CI run everything.
 A file is marked by what its source uses (:data:`SLOW_SIGNS`), so a new test file is classified
 without anyone remembering to; a file slow for another reason (large generated data, property-based
 examples, a speed measurement) is named in :data:`SLOW_FILES`.
+
+A session that runs slow tests starts a fork server of dbt workers (``marts.worker_server``,
+:func:`dbt_worker_server`): every dbt worker of the session, in its process or a command's, is forked
+with dbt imported already, not a new process that spends about 3 s of CPU importing it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
 import pytest
+
+from freight_pipeline.marts.worker_server import SERVER_ENV
 
 SLOW_SIGNS = re.compile(
     r"dagster|materialize|execute_in_process|\bdbt\b|DbtWorker|subprocess|run_cli|sys\.executable|run_job|Popen"
@@ -71,3 +83,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if runs_slow_things(Path(str(item.path))):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dbt_worker_server(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A fork server of dbt workers for the session (not for ``--fast``: it runs no dbt), named in the
+    environment of the session and of its commands; stopped at the end (its input ends). Until it listens
+    (its imports take a few seconds), a worker is a process of its own, as without it."""
+    if request.config.getoption("fast"):
+        yield
+        return
+    folder = Path(tempfile.mkdtemp(prefix="dbt-workers-"))  # short: a socket's path has at most 107 bytes
+    socket_path = folder / "socket"
+    with (folder / "server.log").open("w") as log:
+        server = subprocess.Popen([sys.executable, "-m", "freight_pipeline.marts.worker_server", "--socket",
+                                   str(socket_path)], stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with pytest.MonkeyPatch.context() as environment:
+            environment.setenv(SERVER_ENV, str(socket_path))
+            yield
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        with contextlib.suppress(OSError):
+            shutil.rmtree(folder)

@@ -41,10 +41,10 @@ transaction back). Its own output (dbt prints only errors with ``--quiet``) goes
 Jinja's compiled templates are kept for the next worker in the shared parse folder
 (:mod:`freight_pipeline.marts.jinja_cache`): a new process no longer compiles every macro again.
 
-Nothing of the pipeline's is imported here but :mod:`freight_pipeline.marts.project` and
-:mod:`~freight_pipeline.marts.jinja_cache` (no heavy imports): the run can start the worker before it
-imports the rest, and the worker pays for dbt alone (dbt-duckdb imports the lake's plugin itself when the
-profile's target names it).
+Nothing of the pipeline's is imported here but :mod:`freight_pipeline.marts.project`,
+:mod:`~freight_pipeline.marts.jinja_cache` and :mod:`~freight_pipeline.marts.worker_server` (no heavy
+imports): the run can start the worker before it imports the rest, and the worker pays for dbt alone
+(dbt-duckdb imports the lake's plugin itself when the profile's target names it).
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ from freight_pipeline.marts.project import (
     project_args,
     vars_args,
 )
+from freight_pipeline.marts.worker_server import ForkedWorker, forked_worker
 
 LOCK = ".freight-parse.lock"
 """The lock of every parse into a target directory."""
@@ -132,7 +133,7 @@ class DbtWorker:
     A context manager: leaving it ends the worker (told no command is needed, killed if it does not go).
     """
 
-    def __init__(self, process: subprocess.Popen[str], target: Path) -> None:
+    def __init__(self, process: subprocess.Popen[str] | ForkedWorker, target: Path) -> None:
         self.process = process
         self.target = target
 
@@ -140,14 +141,20 @@ class DbtWorker:
     def start(cls, data_dir: Path, dbt_target: str | None) -> Self:
         """Start the worker for ``data_dir``'s working database, built with the profile's ``dbt_target``
         (the storage's: ``StorageBackend.dbt_target``); the parse uses the ``--vars`` the build will
-        pass, so that the build finds it valid."""
+        pass, so that the build finds it valid. Forked by the fork server of dbt workers when
+        ``FREIGHT_DBT_WORKER_SERVER`` names one (:mod:`~freight_pipeline.marts.worker_server`), else a new
+        process."""
         target = build_target(data_dir)
         target.mkdir(parents=True, exist_ok=True)
         chosen_vars = vars_args()
-        command = [sys.executable, "-m", "freight_pipeline.marts.worker", "--project-dir", str(DBT_PROJECT_DIR),
-                   "--target", str(target), *(["--vars", chosen_vars[1]] if chosen_vars else [])]
+        argv = ["--project-dir", str(DBT_PROJECT_DIR), "--target", str(target),
+                *(["--vars", chosen_vars[1]] if chosen_vars else [])]
         env = {**os.environ, **database_env(data_dir, dbt_target), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
         with open(target / LOG, "w") as log:
+            forked = forked_worker(argv, env, log)
+            if forked is not None:
+                return cls(forked, target)
+            command = [sys.executable, "-m", "freight_pipeline.marts.worker", *argv]
             # its own session: a Ctrl-C of the run reaches the run, which ends the worker by closing its input
             process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                                        env=env, text=True, start_new_session=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.marts.worker import REPLY
+from freight_pipeline.marts.worker_server import forked_worker
 
 DBT_DIR = REPO_ROOT / "dbt_models"
 DBT = str(Path(sys.executable).with_name("dbt"))
@@ -60,7 +61,7 @@ def run_dbt_in_worker(
     """Run ``dbt <args>`` (a build or a run) on the project with its target and log under
     ``tmp / "target"``, through the pipeline's dbt worker (``freight_pipeline.marts.worker``: dbt's own
     runner, on the parse every data directory shares, so a test's first command is not a full parse of
-    about 8 s of CPU).
+    about 8 s of CPU; forked by the suite's fork server of dbt workers when it runs, as the pipeline's are).
 
     Returns the finished command (its exit code, dbt's; its stdout, the worker's output and dbt's error)
     and the target path. Asserts that dbt logged into the target, so a run that wrote its log elsewhere
@@ -70,10 +71,11 @@ def run_dbt_in_worker(
     target.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "FREIGHT_DBT_DATABASE": str(database), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
     output = target / "worker-output.log"
+    argv = ["--project-dir", str(DBT_DIR), "--target", str(target)]
     with output.open("w") as out:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "freight_pipeline.marts.worker", "--project-dir", str(DBT_DIR), "--target",
-             str(target)], stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, env=env, text=True,
+        worker = forked_worker(argv, env, out) or subprocess.Popen(
+            [sys.executable, "-m", "freight_pipeline.marts.worker", *argv], stdin=subprocess.PIPE, stdout=out,
+            stderr=subprocess.STDOUT, env=env, text=True,
         )
     assert worker.stdin is not None
     try:

@@ -6,6 +6,7 @@ Real dbt on a small ``freight`` database (``freight_db``) in the data directory'
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from freight_pipeline.marts.plan import next_incremental, project_fingerprint
 from freight_pipeline.marts.project import DBT_PROJECT_DIR, RUN_RESULTS, build_target, dbt_build_args
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.marts.worker import BATCHED_TESTS, LOG, REPLY, DbtWorker, WorkerReply, parse_dir
+from freight_pipeline.marts.worker_server import SERVER_ENV
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_freight_database
 
@@ -36,9 +38,13 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def first_command(data_dir: Path) -> tuple[DbtWorker, WorkerReply]:
-    """A worker of ``data_dir`` and its reply to :data:`ONE_MART` (so this session's shared parse exists)."""
-    with DbtWorker.start(data_dir, None) as worker:
-        return worker, worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
+    """A worker of ``data_dir`` and its reply to :data:`ONE_MART` (so this session's shared parse exists),
+    in a process of its own as the pipeline starts it by default (the suite's other workers are forked by
+    its fork server: ``marts/test_worker_server.py``)."""
+    with pytest.MonkeyPatch.context() as environment:
+        environment.delenv(SERVER_ENV, raising=False)
+        with DbtWorker.start(data_dir, None) as worker:
+            return worker, worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
 
 
 def test_a_command_runs_with_its_environment_and_leaves_dbts_results(
@@ -56,7 +62,7 @@ def test_a_command_runs_with_its_environment_and_leaves_dbts_results(
     assert not (target / "manifest.json").exists()  # --no-write-json: only the results are written
     with duckdb.connect(str(working_db_path(data_dir)), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM analytics.dim_code_conversions").fetchone() != (0,)
-    assert worker.process.returncode == 0
+    assert isinstance(worker.process, subprocess.Popen) and worker.process.returncode == 0
 
 
 def test_the_next_worker_renders_from_the_templates_the_first_compiled(
@@ -113,8 +119,11 @@ def test_a_command_that_fails_before_its_nodes_is_exit_code_2_with_dbts_error(da
     assert reply.error is not None and "no_such_target" in reply.error
 
 
-def test_no_command_ends_the_worker_at_once_even_while_it_loads_dbt(data_dir: Path) -> None:
+def test_no_command_ends_the_worker_at_once_even_while_it_loads_dbt(data_dir: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SERVER_ENV, raising=False)  # a process of its own, which imports dbt
     worker = DbtWorker.start(data_dir, None)
+    assert isinstance(worker.process, subprocess.Popen)
     worker.close()  # straight away: it is still importing dbt
     assert worker.process.returncode == 0  # it ended by itself (killed after the wait, it would be -9)
 

@@ -1,0 +1,206 @@
+"""A fork server of dbt workers: a process that has dbt imported once and forks each worker from itself.
+
+A worker started as a new process (:meth:`~freight_pipeline.marts.worker.DbtWorker.start`) first spends
+about 3 s of CPU importing dbt. Where many workers start on one machine (the test suite starts one per
+job run, some hundreds), a server started once (``python -m freight_pipeline.marts.worker_server
+--socket PATH``, until its input ends) saves that: with :data:`SERVER_ENV` naming its socket,
+``DbtWorker.start`` asks it for the worker instead (:func:`forked_worker`), and gets a
+:class:`ForkedWorker`, which the worker's handle uses as it would use a ``subprocess.Popen``.
+
+The worker is the same :func:`freight_pipeline.marts.worker.main` with the same arguments, environment,
+working folder, input (a pipe whose end ends it) and log; only the imports are already done. For each
+request the server forks a waiter, which forks the worker, tells the client the worker's pid, waits for
+it and tells its exit code (a worker is not the client's child, so the client could not wait for it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import select
+import signal
+import socket
+import subprocess
+import sys
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, Self
+
+SERVER_ENV = "FREIGHT_DBT_WORKER_SERVER"
+"""The socket of a running fork server of dbt workers; unset (the default): each worker is a new process."""
+PRELOAD = ("freight_pipeline.marts.worker", "dbt.cli.main", "dbt.adapters.duckdb", "dbt.adapters.duckdb.connections",
+           "dbt.adapters.duckdb.environments.local", "dbt.task.build", "dbt.parser.manifest", "dbt.version",
+           "dbt_common.clients.agate_helper", "multiprocessing.dummy")
+"""What the server imports before it forks anything: what every worker imports first."""
+
+
+class ForkedWorker:
+    """A worker forked by the server, as much of a ``subprocess.Popen`` as the worker's handle uses:
+    ``stdin`` (text; closing it ends the worker), ``wait``, ``kill``."""
+
+    def __init__(self, stdin: IO[str], answers: socket.socket, pid: int) -> None:
+        self.stdin = stdin
+        self.pid = pid
+        self.returncode: int | None = None
+        self._answers = answers
+
+    @classmethod
+    def start(cls, server: str, argv: Sequence[str], env: Mapping[str, str], log: IO[str]) -> Self:
+        """Have the server at socket ``server`` fork ``freight_pipeline.marts.worker.main(argv)`` with ``env``
+        and this process's working folder, its output to ``log``. OSError when the server cannot be reached."""
+        reading, writing = os.pipe()
+        answers = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            answers.connect(server)
+            socket.send_fds(answers, [b"W"], [reading, log.fileno()])
+            request = {"argv": list(argv), "env": dict(env), "cwd": os.getcwd()}
+            answers.sendall(json.dumps(request).encode() + b"\n")
+            pid = int(_line(answers))
+        except BaseException:
+            answers.close()
+            os.close(writing)
+            raise
+        finally:
+            os.close(reading)
+        return cls(os.fdopen(writing, "w"), answers, pid)
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The worker's exit code (negative: the signal that ended it), once it ended.
+        ``subprocess.TimeoutExpired`` when it has not within ``timeout`` seconds."""
+        if self.returncode is None:
+            self._answers.settimeout(timeout)
+            try:
+                said = _line(self._answers)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(f"dbt worker {self.pid}", timeout or 0.0) from None
+            self.returncode = int(said) if said else -signal.SIGKILL  # no word: its waiter was killed too
+            self._answers.close()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        """The worker's exit code if it ended, else None."""
+        if self.returncode is None and select.select([self._answers], [], [], 0)[0]:
+            return self.wait()
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the worker, unless it ended (its pid may be another process's by now)."""
+        if self.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def forked_worker(argv: Sequence[str], env: Mapping[str, str], log: IO[str]) -> ForkedWorker | None:
+    """The worker ``argv`` forked by the server :data:`SERVER_ENV` names; None when it names none, or names
+    one that cannot be reached (the caller starts a process of its own)."""
+    server = os.environ.get(SERVER_ENV)
+    if not server:
+        return None
+    try:
+        return ForkedWorker.start(server, argv, env, log)
+    except (OSError, ValueError):
+        return None
+
+
+def _line(connection: socket.socket) -> str:
+    """One line from ``connection`` (without its end); empty when the other side closed first."""
+    said = bytearray()
+    while not said.endswith(b"\n"):
+        chunk = connection.recv(1)
+        if not chunk:
+            break
+        said += chunk
+    return said.decode().strip()
+
+
+def serve(path: Path) -> None:
+    """Fork a worker for each request on the socket at ``path`` until this process's input ends."""
+    for module in PRELOAD:
+        __import__(module)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the waiters are reaped as they end
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(64)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:
+        ready, _, _ = select.select([listener, sys.stdin], [], [])
+        if sys.stdin in ready and not os.read(sys.stdin.fileno(), 4096):
+            return
+        if listener in ready:
+            connection, _ = listener.accept()
+            if os.fork() == 0:
+                listener.close()
+                _wait_on_worker(connection)
+            connection.close()
+
+
+def _wait_on_worker(connection: socket.socket) -> None:
+    """The waiter: read the request, fork the worker, say its pid, wait for it, say its exit code."""
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _, fds, _, _ = socket.recv_fds(connection, 1, 2)
+        request = json.loads(_line(connection))
+        pid = os.fork()
+        if pid == 0:
+            connection.close()
+            _run_worker(request, fds)
+        for fd in fds:
+            os.close(fd)
+        connection.sendall(f"{pid}\n".encode())
+        _, status = os.waitpid(pid, 0)
+        connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def _run_worker(request: dict[str, Any], fds: list[int]) -> None:
+    """The worker: its own session, the request's input, log, folder and environment, then its main."""
+    code = 1
+    try:
+        os.setsid()
+        stdin, log = fds
+        os.dup2(stdin, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(stdin)
+        os.close(log)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own streams, open until it ends)
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        random.seed()
+        from freight_pipeline.marts.worker import main
+
+        code = main(request["argv"])
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--socket", type=Path, required=True, help="where to listen (a path for a Unix socket)")
+    serve(parser.parse_args(argv).socket)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

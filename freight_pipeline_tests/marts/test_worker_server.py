@@ -1,0 +1,83 @@
+"""The fork server of dbt workers: a worker it forks is the worker a new process would be, and says how it ended.
+
+A server of this module's own (not the session's: these tests end it), on a small ``freight`` database.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from freight_pipeline.marts.worker import DbtWorker
+from freight_pipeline.marts.worker_server import SERVER_ENV, ForkedWorker
+from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline_tests.dbt.freight_db import build_freight_database
+
+ONE_MART = ["build", "--exclude-resource-type", "unit_test", "--select", "+dim_code_conversions"]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("forked")
+    database = working_db_path(root)
+    database.parent.mkdir(parents=True)
+    build_freight_database(database, shipments=5)
+    return root
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.Popen[str]]:
+    """A server, listening (its first line said so), named by :data:`SERVER_ENV`; stopped after the test."""
+    socket_path = tmp_path / "s"
+    process = subprocess.Popen([sys.executable, "-m", "freight_pipeline.marts.worker_server", "--socket",
+                                str(socket_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stdout.readline() == "ready\n"
+    monkeypatch.setenv(SERVER_ENV, str(socket_path))
+    yield process
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+
+
+def _parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_forked_worker_runs_the_command_and_says_how_it_ended(server: subprocess.Popen[str],
+                                                                 data_dir: Path) -> None:
+    with DbtWorker.start(data_dir, None) as worker:
+        assert isinstance(worker.process, ForkedWorker) and worker.process.poll() is None
+        assert _parent_of(worker.process.pid) not in (0, 1, server.pid)  # forked by a waiter the server forked
+        reply = worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
+    assert (reply.success, reply.exit_code, reply.error) == (True, 0, None)
+    assert worker.process.returncode == 0
+
+    killed = DbtWorker.start(data_dir, None)
+    killed.process.kill()
+    assert killed.process.wait(timeout=10) == -9
+    killed.close()
+
+
+def test_the_server_ends_with_its_input_and_its_workers_go_on(server: subprocess.Popen[str], data_dir: Path) -> None:
+    worker = DbtWorker.start(data_dir, None)
+    assert server.stdin is not None
+    server.stdin.close()
+    assert server.wait(timeout=10) == 0
+    reply = worker.run(ONE_MART, {})
+    assert reply.success, reply.error
+    worker.close()
+    with pytest.raises(OSError):  # nothing listens there any more: the next worker is a process of its own
+        ForkedWorker.start(str(Path(server.args[-1])), [], {}, sys.stderr)
+
+
+def test_a_server_that_cannot_be_reached_leaves_each_worker_a_process_of_its_own(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SERVER_ENV, str(tmp_path / "nothing-listens-here"))
+    with DbtWorker.start(data_dir, None) as worker:
+        assert isinstance(worker.process, subprocess.Popen)
+    assert worker.process.returncode == 0
