@@ -7,8 +7,9 @@ job run, some hundreds), a server started once (``python -m freight_pipeline.mar
 ``DbtWorker.start`` asks it for the worker instead (:func:`forked_worker`), and gets a
 :class:`ForkedWorker`, which the worker's handle uses as it would use a ``subprocess.Popen``.
 
-The worker is the same :func:`freight_pipeline.marts.worker.main` with the same arguments, environment,
-working folder, input (a pipe whose end ends it) and log; only the imports are already done. For each
+The worker is the same ``main`` (of the module the request names: :data:`WORKER_MODULE`) with the same
+arguments, environment, working folder, input (a pipe whose end ends it) and log; only the imports are
+already done. For each
 request the server forks a waiter, which forks the worker, tells the client the worker's pid, waits for
 it and tells its exit code (a worker is not the client's child, so the client could not wait for it).
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import random
@@ -32,7 +34,9 @@ from typing import IO, Any, Self
 
 SERVER_ENV = "FREIGHT_DBT_WORKER_SERVER"
 """The socket of a running fork server of dbt workers; unset (the default): each worker is a new process."""
-PRELOAD = ("freight_pipeline.marts.worker", "dbt.cli.main", "dbt.adapters.duckdb", "dbt.adapters.duckdb.connections",
+WORKER_MODULE = "freight_pipeline.marts.worker"
+"""The module whose ``main(argv)`` a forked worker runs (named, not imported: it imports this one)."""
+PRELOAD = (WORKER_MODULE, "dbt.cli.main", "dbt.adapters.duckdb", "dbt.adapters.duckdb.connections",
            "dbt.adapters.duckdb.environments.local", "dbt.task.build", "dbt.parser.manifest", "dbt.version",
            "dbt_common.clients.agate_helper", "multiprocessing.dummy")
 """What the server imports before it forks anything: what every worker imports first."""
@@ -57,7 +61,7 @@ class ForkedWorker:
         try:
             answers.connect(server)
             socket.send_fds(answers, [b"W"], [reading, log.fileno()])
-            request = {"argv": list(argv), "env": dict(env), "cwd": os.getcwd()}
+            request = {"module": WORKER_MODULE, "argv": list(argv), "env": dict(env), "cwd": os.getcwd()}
             answers.sendall(json.dumps(request).encode() + b"\n")
             pid = int(_line(answers))
         except BaseException:
@@ -181,9 +185,7 @@ def _run_worker(request: dict[str, Any], fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         random.seed()
-        from freight_pipeline.marts.worker import main
-
-        code = main(request["argv"])
+        code = importlib.import_module(request["module"]).main(request["argv"])
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1
     except BaseException:
