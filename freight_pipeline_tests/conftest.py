@@ -15,6 +15,7 @@ with dbt imported already, not a new process that spends about 3 s of CPU import
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import subprocess
@@ -89,8 +90,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def dbt_worker_server(request: pytest.FixtureRequest) -> Iterator[None]:
     """A fork server of dbt workers for the session (not for ``--fast``: it runs no dbt), named in the
     environment of the session and of its commands; stopped at the end (its input ends). Until it listens
-    (its imports take a few seconds), a worker is a process of its own, as without it."""
-    if request.config.getoption("fast"):
+    (its imports take a few seconds), a worker is a process of its own, as without it. None when the
+    variable is set already (``FREIGHT_DBT_WORKER_SERVER= make test``: every worker a process of its own,
+    to compare)."""
+    if request.config.getoption("fast") or SERVER_ENV in os.environ:
         yield
         return
     folder = Path(tempfile.mkdtemp(prefix="dbt-workers-"))  # short: a socket's path has at most 107 bytes
