@@ -52,12 +52,24 @@ def rows_differences(
             where = _leaving_out(spec.column_names, except_shipments, except_conversions)
             actual = f"SELECT {cols} FROM {spec.schema}.{spec.name}{where}"
             expected_sql = f"SELECT {cols} FROM expected_rows{where}"
-            missing = con.execute(f"SELECT count(*) FROM ({expected_sql} EXCEPT ALL {actual})").fetchall()[0][0]
-            extra = con.execute(f"SELECT count(*) FROM ({actual} EXCEPT ALL {expected_sql})").fetchall()[0][0]
+            if not _same_row_hashes(con, cols, expected_sql, actual):
+                missing = con.execute(f"SELECT count(*) FROM ({expected_sql} EXCEPT ALL {actual})").fetchall()[0][0]
+                extra = con.execute(f"SELECT count(*) FROM ({actual} EXCEPT ALL {expected_sql})").fetchall()[0][0]
+                if missing or extra:
+                    found[spec.name] = (missing, extra)
             con.unregister("expected_rows")
-            if missing or extra:
-                found[spec.name] = (missing, extra)
     return found
+
+
+def _same_row_hashes(con: duckdb.DuckDBPyConnection, cols: str, expected_sql: str, actual_sql: str) -> bool:
+    """Whether both sides hold the same multiset of row hashes: then they hold the same rows (but for a 64-bit
+    hash collision), and the ``EXCEPT ALL`` counts, about 1 ms per column of a table, need not run (a table
+    of 63 columns: 60 ms, its hashes 5 ms). Different hashes (a difference, or the same values in another
+    type) leave the counting to ``EXCEPT ALL``."""
+    hashes = "SELECT list_sort(list(hash({cols}))) FROM ({rows})"
+    same = con.execute(f"SELECT ({hashes.format(cols=cols, rows=expected_sql)}) IS NOT DISTINCT FROM "
+                       f"({hashes.format(cols=cols, rows=actual_sql)})").fetchall()
+    return bool(same[0][0])
 
 
 def assert_converged(store: SimulatorStore, database: Path) -> None:
