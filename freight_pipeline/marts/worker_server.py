@@ -2,16 +2,16 @@
 
 A worker started as a new process (:meth:`~freight_pipeline.marts.worker.DbtWorker.start`) first spends
 about 3 s of CPU importing dbt. Where many workers start on one machine (the test suite starts one per
-job run, some hundreds), a server started once (``python -m freight_pipeline.marts.worker_server
+job run), a server started once (``python -m freight_pipeline.marts.worker_server
 --socket PATH``, until its input ends) saves that: with :data:`SERVER_ENV` naming its socket,
 ``DbtWorker.start`` asks it for the worker instead (:func:`forked_worker`), and gets a
 :class:`ForkedWorker`, which the worker's handle uses as it would use a ``subprocess.Popen``.
 
 The worker is the same ``main`` (of the module the request names: :data:`WORKER_MODULE`) with the same
 arguments, environment, working folder, input (a pipe whose end ends it) and log; only the imports are
-already done. For each
-request the server forks a waiter, which forks the worker, tells the client the worker's pid, waits for
-it and tells its exit code (a worker is not the client's child, so the client could not wait for it).
+already done. For each request the server forks a waiter, which forks the worker, tells the client the
+worker's pid, waits for it and tells its exit code (a worker is not the client's child, so the client
+could not wait for it; a client gone meanwhile is not told).
 """
 
 from __future__ import annotations
@@ -159,7 +159,8 @@ def _wait_on_worker(connection: socket.socket) -> None:
             os.close(fd)
         connection.sendall(f"{pid}\n".encode())
         _, status = os.waitpid(pid, 0)
-        connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+        with contextlib.suppress(OSError):  # the client is gone (killed with its run): no one to tell
+            connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
         code = 0
     except BaseException:
         traceback.print_exc()
