@@ -36,6 +36,7 @@ from freight_pipeline.normalize.legs import normalize_main_carriage
 from freight_pipeline.normalize.records import normalize_code_conversions, normalize_memos
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.warehouse.history import ensure_history
+from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.normalize import samples
 
 RUN_ID = "test-run"
@@ -303,6 +304,15 @@ def build_freight_database(path: str | Path, shipments: int = 200, seed: int = 7
         con.close()
     return {"source": docs.source, "counts": counts}
 
+
+
+def build_working_database(data_dir: Path, shipments: int, seed: int = 7) -> Path:
+    """The working database of the data directory ``data_dir`` (where a run's dbt worker builds), made by
+    :func:`build_freight_database`; its path."""
+    database = working_db_path(data_dir)
+    database.parent.mkdir(parents=True)
+    build_freight_database(database, shipments, seed)
+    return database
 
 # --- values the source controls, and a broken pipeline guarantee ---------------------------------
 

@@ -20,7 +20,7 @@ from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.marts.worker import BATCHED_TESTS, LOG, REPLY, DbtWorker, WorkerReply, parse_dir
 from freight_pipeline.marts.worker_server import SERVER_ENV
 from freight_pipeline.warehouse.paths import working_db_path
-from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_freight_database
+from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_working_database
 
 ONE_MART = ["build", "--exclude-resource-type", "unit_test", "--select", "+dim_code_conversions"]
 """One mart and the staging view it reads."""
@@ -30,9 +30,7 @@ WHOLE_BUILD = ["build", "--exclude-resource-type", "unit_test"]
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("worker")
-    database = working_db_path(root)
-    database.parent.mkdir(parents=True)
-    build_freight_database(database, shipments=10)
+    build_working_database(root, shipments=10)
     return root
 
 
@@ -86,9 +84,7 @@ def test_a_failed_node_is_exit_code_1_with_its_results(
     worker of this new data directory parsed into the folder the first command's worker parsed into
     (``parse_dir``: by the database's file name, not its path), a partial parse."""
     assert first_command[1].success
-    database = working_db_path(tmp_path)
-    database.parent.mkdir(parents=True)
-    build_freight_database(database, shipments=5)
+    database = build_working_database(tmp_path, shipments=5)
     add_orphan_goods_line(database)
     log = parse_dir(DBT_PROJECT_DIR, build_target(tmp_path), []) / "dbt.log"
     before = log.stat().st_size
@@ -163,9 +159,7 @@ def test_batched_tests_are_dbts_own_tests_run_after_the_models_and_judged_as_dbt
     """The first build of a batch key runs its tests through dbt and keeps them; the next builds of the key
     run the models through dbt and the same tests batched: the same tests, the same verdicts (a pass, then
     a failure once a goods line of no shipment is added), in dbt's results."""
-    database = working_db_path(tmp_path)
-    database.parent.mkdir(parents=True)
-    build_freight_database(database, shipments=5)
+    database = build_working_database(tmp_path, shipments=5)
     build = ["build", "--exclude-resource-type", "unit_test", "--select", "stg_shipments", "stg_shipment_goods"]
     env = {"DBT_INDIRECT_SELECTION": "cautious"}
 
@@ -200,9 +194,7 @@ def test_batched_tests_are_dbts_own_tests_run_after_the_models_and_judged_as_dbt
 def test_tests_prepared_by_a_full_build_are_those_dbt_runs_in_the_incremental_build(tmp_path: Path) -> None:
     """The tests a full build compiles ahead for the next incremental build (``PreparedTests``) are the same
     tests, the same statements, as those the incremental build keeps when dbt runs them itself."""
-    database = working_db_path(tmp_path)
-    database.parent.mkdir(parents=True)
-    build_freight_database(database, shipments=5)
+    database = build_working_database(tmp_path, shipments=5)
     args = dbt_build_args()
     fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
     left_out = ["--exclude", "tag:warehouse_checked"]

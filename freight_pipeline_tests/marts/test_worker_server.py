@@ -14,8 +14,7 @@ import pytest
 
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.marts.worker_server import SERVER_ENV, ForkedWorker
-from freight_pipeline.warehouse.paths import working_db_path
-from freight_pipeline_tests.dbt.freight_db import build_freight_database
+from freight_pipeline_tests.dbt.freight_db import build_working_database
 
 ONE_MART = ["build", "--exclude-resource-type", "unit_test", "--select", "+dim_code_conversions"]
 
@@ -23,9 +22,7 @@ ONE_MART = ["build", "--exclude-resource-type", "unit_test", "--select", "+dim_c
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("forked")
-    database = working_db_path(root)
-    database.parent.mkdir(parents=True)
-    build_freight_database(database, shipments=5)
+    build_working_database(root, shipments=5)
     return root
 
 
