@@ -1,7 +1,8 @@
 """Over HTTP against a service that refuses requests beyond an in-flight limit (the simulator's
 ``max_in_flight``: 429 at once, with ``Retry-After: 1``): the adaptive limit the sync uses settles at
-the service's limit (give or take its probing), every call completes, and the 429s stay few. Run with ``-s`` to see the
-figures of each case (429 count, mean in flight, seconds)."""
+the service's limit, every call completes, and the 429s stay few (the service's measure of where
+the limit settled). Run with ``-s`` to see the figures of each case (429 count, mean in flight,
+seconds)."""
 
 from __future__ import annotations
 
@@ -67,8 +68,7 @@ def test_calls_complete_under_a_service_in_flight_limit_with_few_429s(
     assert refused <= slow_start_overshoot(max_in_flight) + REQUESTS // 10  # then a few probes at most
     if refused:  # the first refusal is never stale: the limit came down
         assert limit.stats.decreases >= 1 and limit.stats.lowest < limit.stats.highest
-    if refused:  # settled: halved at each refusal, then probing up by a fraction of a request per answer
-        assert limit.limit <= max_in_flight + 2
-    # Not asserted: the mean in flight as counted here. On a loaded machine requests wait in transit
-    # (sent here, not yet admitted there), so this side counts more than the service sees: a CI run
-    # counted 41.4 against a service limit of 40 with two refusals.
+    # Where the limit settles is judged by the service, by the refusals above: a limit that stayed over
+    # the service's would be refused on every probe. Not by the count on this side: on a loaded machine
+    # requests wait in transit (sent here, not yet admitted there), and a CI run counted a mean of 41.4
+    # in flight against a service limit of 40 with two refusals.
