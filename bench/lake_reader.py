@@ -56,13 +56,14 @@ def main() -> None:
     args = parser.parse_args()
     lake = LakeSettings.from_env()
     assert lake is not None, "FREIGHT_LAKE_* not set"
-    scratch = Path(tempfile.mkdtemp(prefix="lake-reader-"))
-    with (connect_published(lake, scratch) if args.published
-          else connect_lake(lake, scratch, "512MB", read_only=True)) as con:
-        found = compare(con, args.expected, args.held_only)
-    if args.and_published:
-        with connect_published(lake, scratch) as con:
-            found["published"] = compare(con, args.expected, args.held_only)
+    with tempfile.TemporaryDirectory(prefix="lake-reader-") as folder:
+        scratch = Path(folder)
+        with (connect_published(lake, scratch) if args.published
+              else connect_lake(lake, scratch, "512MB", read_only=True)) as con:
+            found = compare(con, args.expected, args.held_only)
+        if args.and_published:
+            with connect_published(lake, scratch) as con:
+                found["published"] = compare(con, args.expected, args.held_only)
     print(json.dumps(found))
 
 
