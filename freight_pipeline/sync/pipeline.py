@@ -1,29 +1,24 @@
-"""A streaming pipeline with back-pressure: work items -> concurrent fetches -> ordered batches -> one writer.
+"""A streaming pipeline with back-pressure: work items -> concurrent fetches -> batches of finished ones ->
+one writer.
 
-``stream_in_batches`` takes work items in order from an async iterator (the change walk), starts a
-fetch for each as soon as fewer than ``window`` are being fetched, groups consecutive items into
-batches of ``batch_size`` and hands each batch, in order and once all its fetches are done, to
-``write``, which runs in a worker thread (normalizing and writing one DuckDB transaction) while
-the next batches are fetched. At most ``depth`` finished batches wait for the writer; when it falls
-behind, fetching pauses, so memory is bounded by ``window`` and ``depth * batch_size`` items, never
-by the number of items.
+``stream_as_finished`` takes work items in order from an async iterator (the change walk), starts a
+fetch for each as soon as fewer than ``window`` are being fetched or finished and not yet in a batch,
+and makes batches of the items whose fetches have *finished*, in the order they finished (each batch
+sorted in walk order), so one slow fetch (a request in a latency tail) never holds back the finished
+items after it. Each batch is turned by ``prepare`` (in a thread of its own: normalizing) into what
+``write`` takes (writing one DuckDB transaction, in a thread of its own), and a batch is prepared
+while the one before it is written: DuckDB's work, which releases the GIL, overlaps the
+normalization's Python. Batches are prepared and written in order, one write at a time; at most
+``depth - 1`` finished batches (at least one) wait for the preparer, and when the writer falls behind,
+fetching pauses, so memory is bounded by ``window`` and a few batches, never by the number of items.
 
-With ``prepare``, each batch is first turned by ``prepare`` (in a thread of its own: normalizing)
-into what ``write`` takes (writing its transaction), and a batch is prepared while the one before it
-is written: DuckDB's work, which releases the GIL, overlaps the normalization's Python. Batches are
-prepared in order and written in order, one write at a time; one batch fewer waits (``depth - 1``,
-at least one), so as many batches are held as without it.
-
-``stream_as_finished`` is the same pipeline without head-of-line blocking: a batch is made of
-the items whose fetches have *finished*, in the order they finished (each batch sorted in walk
-order), so one slow fetch (a request in a latency tail) never holds back the finished items after
-it. What it gives ``prepare`` is a :class:`Finished`: the results, and ``covered``: the last item
-of the longest prefix of the walk that this batch and the batches before it hold whole (None when
-that prefix did not grow). Batches are written in order, one at a time, so once a batch is written
-every item up to ``covered`` is: a cursor written with the batch, never past ``covered``, never
-skips an item still being fetched (a crash re-reads it), and the straggler is written, in a later
-batch, when it lands. A batch also goes to the writer, short, when nothing finished for
-``idle_s`` while some did (the walk waits for a lookup page, or only stragglers are left).
+What it gives ``prepare`` is a :class:`Finished`: the results, and ``covered``: the last item of the
+longest prefix of the walk that this batch and the batches before it hold whole (None when that prefix
+did not grow). Once a batch is written every item up to ``covered`` is: a cursor written with the
+batch, never past ``covered``, never skips an item still being fetched (a crash re-reads it), and the
+straggler is written, in a later batch, when it lands. A batch also goes to the writer, short, when
+nothing finished for ``idle_s`` while some did (the walk waits for a lookup page, or only stragglers
+are left).
 
 The first error (a fetch failing for a reason that is not one record's, a prepare or a write
 failing) cancels the fetches in flight and stops the pipeline; batches written before it stay
@@ -39,13 +34,12 @@ import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar
 
 from freight_pipeline.sync.tasks import first_failure
 
 W = TypeVar("W")
 B = TypeVar("B")
-P = TypeVar("P")
 T = TypeVar("T")
 
 _DONE = object()
@@ -74,73 +68,6 @@ async def read_ahead(items: AsyncIterator[T]) -> AsyncIterator[T]:
         if not pending.done():
             pending.cancel()
             await asyncio.wait([pending])
-
-
-@overload
-async def stream_in_batches(
-    items: AsyncIterable[W],
-    fetch: Callable[[W], Awaitable[B]],
-    write: Callable[[list[B]], None],
-    *,
-    batch_size: int,
-    window: int,
-    depth: int = 2,
-) -> int: ...
-
-
-@overload
-async def stream_in_batches(
-    items: AsyncIterable[W],
-    fetch: Callable[[W], Awaitable[B]],
-    write: Callable[[P], None],
-    *,
-    batch_size: int,
-    window: int,
-    depth: int = 2,
-    prepare: Callable[[list[B]], P],
-) -> int: ...
-
-
-async def stream_in_batches(
-    items: AsyncIterable[W],
-    fetch: Callable[[W], Awaitable[B]],
-    write: Callable[[Any], None],
-    *,
-    batch_size: int,
-    window: int,
-    depth: int = 2,
-    prepare: Callable[[list[B]], Any] | None = None,
-) -> int:
-    """Fetch every item, write them in batches in order (each first through ``prepare``, when given,
-    overlapping the previous batch's write); returns how many batches were written."""
-    if batch_size < 1 or window < 1 or depth < 1:
-        raise ValueError("batch_size, window and depth must be at least 1")
-    waiting = depth if prepare is None else max(depth - 1, 1)
-    ready: asyncio.Queue[list[asyncio.Task[B]] | object] = asyncio.Queue(maxsize=waiting)
-    slots = asyncio.Semaphore(window)
-
-    async def fetch_one(item: W) -> B:
-        try:
-            return await fetch(item)
-        finally:
-            slots.release()
-
-    async def produce(group: asyncio.TaskGroup) -> None:
-        batch: list[asyncio.Task[B]] = []
-        async for item in items:
-            await slots.acquire()
-            batch.append(group.create_task(fetch_one(item)))
-            if len(batch) >= batch_size:
-                await ready.put(batch)
-                batch = []
-        if batch:
-            await ready.put(batch)
-        await ready.put(_DONE)
-
-    async def results_of(batch: Any) -> list[B]:
-        return [await task for task in batch]
-
-    return await _run(produce, ready, results_of, write, prepare)
 
 
 async def stream_as_finished(
@@ -223,48 +150,35 @@ async def stream_as_finished(
                 await hand_over()
         await ready.put(_DONE)
 
-    async def results_of(finished: Any) -> Finished[W, B]:
-        return finished  # type: ignore[no-any-return]
-
-    return await _run(produce, ready, results_of, write, prepare)
+    return await _run(produce, ready, write, prepare)
 
 
 async def _run(
     produce: Callable[[asyncio.TaskGroup], Awaitable[None]],
     ready: asyncio.Queue[Any],
-    results_of: Callable[[Any], Awaitable[Any]],
     write: Callable[[Any], None],
-    prepare: Callable[[Any], Any] | None,
+    prepare: Callable[[Any], Any],
 ) -> int:
     """Run ``produce`` (which puts batches on ``ready``, then ``_DONE``) and the writer taking them:
-    each batch's results (``results_of``), prepared (when ``prepare``) and written, in order."""
+    each batch prepared (``prepare``, overlapping the write of the one before) and written, in order."""
     written = 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="freight-writer") as writer, \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="freight-preparer") as preparer:
 
-        async def consume() -> None:
-            nonlocal written
-            loop = asyncio.get_running_loop()
-            while (batch := await ready.get()) is not _DONE:
-                results = await results_of(batch)
-                await _to_the_end(loop.run_in_executor(writer, write, results))
-                written += 1
-
-        async def prepare_and_consume(prepare: Callable[[Any], Any]) -> None:
+        async def prepare_and_consume() -> None:
             nonlocal written
             loop = asyncio.get_running_loop()
             writing: asyncio.Future[None] | None = None
             try:
                 while (batch := await ready.get()) is not _DONE:
-                    results = await results_of(batch)
                     try:
-                        prepared = await _to_the_end(loop.run_in_executor(preparer, prepare, results))
+                        prepared = await _to_the_end(loop.run_in_executor(preparer, prepare, batch))
                     except BaseException:
                         if writing is not None:  # the write in flight ends first; its failure comes first
                             done, writing = writing, None
                             await _to_the_end(done)
                         raise
-                    del batch, results  # the fetched items: only what was prepared from them is held
+                    del batch  # the fetched items: only what was prepared from them is held
                     if writing is not None:
                         await _to_the_end(writing)
                         written += 1
@@ -281,7 +195,7 @@ async def _run(
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(produce(group))
-                group.create_task(consume() if prepare is None else prepare_and_consume(prepare))
+                group.create_task(prepare_and_consume())
         except BaseExceptionGroup as failed:
             raise first_failure(failed) from None
     return written

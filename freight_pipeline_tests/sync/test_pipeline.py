@@ -1,4 +1,5 @@
-"""The streaming pipeline: batches in order, fetching overlapping writing, bounded, stopping whole on an error."""
+"""The streaming pipeline: batches of finished fetches, fetching overlapping writing, bounded, stopping whole on an
+error."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import asyncio
 import random
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from freight_pipeline.sync.pipeline import Finished, stream_as_finished, stream_in_batches
+from freight_pipeline.sync.pipeline import Finished, stream_as_finished
 
 
 async def numbers(count: int, seen: list[int] | None = None) -> AsyncIterator[int]:
@@ -20,16 +21,9 @@ async def numbers(count: int, seen: list[int] | None = None) -> AsyncIterator[in
         yield n
 
 
-def test_batches_are_written_in_order_whatever_order_the_fetches_end() -> None:
-    written: list[list[int]] = []
-
-    async def fetch(n: int) -> int:
-        await asyncio.sleep(random.Random(n).uniform(0, 0.01))
-        return n * 10
-
-    count = asyncio.run(stream_in_batches(numbers(23), fetch, written.append, batch_size=5, window=8))
-    assert count == 5
-    assert written == [[n * 10 for n in range(start, min(start + 5, 23))] for start in range(0, 23, 5)]
+def results(finished: Finished[int, int]) -> list[int]:
+    """A ``prepare`` that hands the writer the batch's results."""
+    return finished.results
 
 
 def test_fetching_overlaps_writing_and_a_slow_writer_holds_the_fetching_back() -> None:
@@ -52,27 +46,11 @@ def test_fetching_overlaps_writing_and_a_slow_writer_holds_the_fetching_back() -
         written[0] += len(batch)
         in_write.clear()
 
-    asyncio.run(stream_in_batches(numbers(200), fetch, write, batch_size=10, window=5, depth=2))
+    asyncio.run(stream_as_finished(numbers(200), fetch, write, batch_size=10, window=5, depth=2, prepare=results))
     assert written[0] == 200
     assert writing_while_fetching.is_set()
-    # in fetch (window) + waiting (depth batches) + the batch being filled + the one being written
-    assert held_most[0] <= 5 + 2 * 10 + 10 + 10
-
-
-def test_a_failed_fetch_stops_everything_and_writes_nothing_after_it() -> None:
-    written: list[list[int]] = []
-    seen: list[int] = []
-
-    async def fetch(n: int) -> int:
-        if n == 12:
-            raise LookupError("not a record's fault")
-        await asyncio.sleep(0.001)
-        return n
-
-    with pytest.raises(LookupError, match="not a record's fault"):
-        asyncio.run(stream_in_batches(numbers(1000, seen), fetch, written.append, batch_size=5, window=4))
-    assert all(max(batch) < 12 for batch in written)  # the batch holding 12, and all after it, unwritten
-    assert len(seen) < 100  # the source was not drained
+    # in fetch (window) + the batch being filled + one waiting (depth - 1) + the one prepared + the one written
+    assert held_most[0] <= 5 + 10 + 10 + 10 + 10
 
 
 def test_a_write_in_progress_ends_before_the_error_surfaces() -> None:
@@ -80,7 +58,7 @@ def test_a_write_in_progress_ends_before_the_error_surfaces() -> None:
 
     async def fetch(n: int) -> int:
         if n == 7:
-            await asyncio.sleep(0.01)  # fails while batch 0 is being written
+            await asyncio.sleep(0.01)  # fails while the first batch is being written
             raise RuntimeError("boom")
         return n
 
@@ -91,7 +69,7 @@ def test_a_write_in_progress_ends_before_the_error_surfaces() -> None:
         state["finished_writes"] += 1
 
     with pytest.raises(RuntimeError, match="boom"):
-        asyncio.run(stream_in_batches(numbers(20), fetch, write, batch_size=5, window=10))
+        asyncio.run(stream_as_finished(numbers(20), fetch, write, batch_size=5, window=10, prepare=results))
     assert state == {"writing": False, "finished_writes": 1}
 
 
@@ -107,11 +85,11 @@ def test_a_failed_write_stops_the_fetching() -> None:
         raise ValueError("the breaker tripped")
 
     with pytest.raises(ValueError, match="the breaker tripped"):
-        asyncio.run(stream_in_batches(numbers(10_000), fetch, write, batch_size=5, window=5))
+        asyncio.run(stream_as_finished(numbers(10_000), fetch, write, batch_size=5, window=5, prepare=results))
     assert len(fetched) < 100
 
 
-def test_with_prepare_each_batch_is_prepared_while_the_one_before_it_is_written_and_both_in_order() -> None:
+def test_each_batch_is_prepared_while_the_one_before_it_is_written_and_both_in_order() -> None:
     prepared: list[list[int]] = []
     written: list[list[int]] = []
     overlapped = threading.Event()
@@ -121,11 +99,11 @@ def test_with_prepare_each_batch_is_prepared_while_the_one_before_it_is_written_
         await asyncio.sleep(random.Random(n).uniform(0, 0.002))
         return n
 
-    def prepare(batch: list[int]) -> list[int]:
+    def prepare(finished: Finished[int, int]) -> list[int]:
         if writing.is_set():
             overlapped.set()
-        prepared.append(batch)
-        return [n * 10 for n in batch]
+        prepared.append(finished.results)
+        return [n * 10 for n in finished.results]
 
     def write(batch: list[int]) -> None:
         writing.set()
@@ -133,39 +111,48 @@ def test_with_prepare_each_batch_is_prepared_while_the_one_before_it_is_written_
         written.append(batch)
         writing.clear()
 
-    count = asyncio.run(stream_in_batches(numbers(23), fetch, write, batch_size=5, window=8, prepare=prepare))
-    assert count == 5
-    assert prepared == [list(range(start, min(start + 5, 23))) for start in range(0, 23, 5)]
+    count = asyncio.run(stream_as_finished(numbers(23), fetch, write, batch_size=5, window=8, prepare=prepare))
+    assert count == len(prepared) >= 5
+    assert sorted(n for batch in prepared for n in batch) == list(range(23))
     assert written == [[n * 10 for n in batch] for batch in prepared]
     assert overlapped.is_set()
 
 
 def test_a_failed_prepare_waits_for_the_write_in_flight_whose_own_failure_surfaces_first() -> None:
-    finished: list[int] = []
+    def failing_second() -> Callable[[Finished[int, int]], list[int]]:
+        """A ``prepare`` that fails on the second batch, while the first is being written."""
+        calls: list[Finished[int, int]] = []
 
-    def prepare(batch: list[int]) -> list[int]:
-        if batch[0] == 5:
-            time.sleep(0.01)  # while batch 0 is being written
-            raise RuntimeError("the breaker tripped")
-        return batch
+        def prepare(finished: Finished[int, int]) -> list[int]:
+            calls.append(finished)
+            if len(calls) == 2:
+                time.sleep(0.01)
+                raise RuntimeError("the breaker tripped")
+            return finished.results
+
+        return prepare
+
+    finished: list[list[int]] = []
 
     def write_ok(batch: list[int]) -> None:
         time.sleep(0.1)
-        finished.append(batch[0])
+        finished.append(batch)
 
     async def fetch(n: int) -> int:
         return n
 
     with pytest.raises(RuntimeError, match="the breaker tripped"):
-        asyncio.run(stream_in_batches(numbers(20), fetch, write_ok, batch_size=5, window=10, prepare=prepare))
-    assert finished == [0]  # the batch before the failed one is written whole, none after it
+        asyncio.run(stream_as_finished(numbers(20), fetch, write_ok, batch_size=5, window=10,
+                                       prepare=failing_second()))
+    assert len(finished) == 1 and len(finished[0]) == 5  # the batch before the failed one is written whole
 
     def write_failing(batch: list[int]) -> None:
         time.sleep(0.1)
-        raise ValueError("the warehouse refused batch 0")
+        raise ValueError("the warehouse refused the first batch")
 
-    with pytest.raises(ValueError, match="refused batch 0"):
-        asyncio.run(stream_in_batches(numbers(20), fetch, write_failing, batch_size=5, window=10, prepare=prepare))
+    with pytest.raises(ValueError, match="refused the first batch"):
+        asyncio.run(stream_as_finished(numbers(20), fetch, write_failing, batch_size=5, window=10,
+                                       prepare=failing_second()))
 
 
 def test_as_finished_a_straggler_holds_back_neither_the_batches_nor_its_own_write() -> None:
@@ -215,10 +202,12 @@ def test_as_finished_a_failing_fetch_stops_everything() -> None:
         return n
 
     written: list[int] = []
+    seen: list[int] = []
     with pytest.raises(RuntimeError, match="not a record's fault"):
-        asyncio.run(stream_as_finished(numbers(50), fetch, lambda f: written.extend(f.results), batch_size=5,
-                                       window=4, prepare=lambda f: f))
+        asyncio.run(stream_as_finished(numbers(1000, seen), fetch, written.extend, batch_size=5, window=4,
+                                       prepare=results))
     assert 7 not in written
+    assert len(seen) < 100  # the source was not drained
 
 
 def test_as_finished_held_results_go_in_the_last_batch_and_the_cursor_waits_for_them() -> None:
