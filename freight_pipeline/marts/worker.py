@@ -59,6 +59,7 @@ import os
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -255,6 +256,21 @@ def _parsed_manifest(runner: Any, project_dir: Path, target: Path, vars_args: Se
                 os.environ[DATABASE_ENV] = real_path
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
     return parsed.result if parsed.success else None
+
+
+def warm_up(project_dir: Path = DBT_PROJECT_DIR) -> bool:
+    """What every worker does first, done once in a process that workers are forked from
+    (:mod:`~freight_pipeline.marts.worker_server`): the project parsed, so that what dbt builds lazily on
+    first use (its classes' serializers and JSON schemas, the adapter's plugin) is built once for all the
+    forked workers. A full parse into a folder of its own, which it removes (the shared parse folders are
+    left to the workers), without dbt's static parser: its native thread pool would not survive a fork
+    (a worker that parses a model with it after the fork waits forever). Whether the parse succeeded."""
+    from dbt.cli.main import dbtRunner
+
+    with tempfile.TemporaryDirectory(prefix="dbt-warm-up-") as folder:
+        parsed = dbtRunner().invoke(["parse", "--no-partial-parse", "--no-static-parser", *LOG_FILE_LEVEL, *QUIET,
+                                     *project_args(project_dir, Path(folder)), *vars_args()])
+    return bool(parsed.success)
 
 
 def _vars_of(args: Sequence[str]) -> str | None:

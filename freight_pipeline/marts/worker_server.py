@@ -27,6 +27,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -126,11 +128,12 @@ def serve(path: Path) -> None:
     """Fork a worker for each request on the socket at ``path`` until this process's input ends."""
     for module in PRELOAD:
         __import__(module)
+    warmed = _warm_up()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the waiters are reaped as they end
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     listener.listen(64)
-    sys.stdout.write("ready\n")
+    sys.stdout.write(f"ready ({warmed})\n")
     sys.stdout.flush()
     while True:
         ready, _, _ = select.select([listener, sys.stdin], [], [])
@@ -142,6 +145,33 @@ def serve(path: Path) -> None:
                 listener.close()
                 _wait_on_worker(connection)
             connection.close()
+
+
+def _warm_up() -> str:
+    """The workers' first step, done here once (``marts.worker.warm_up``: the project parsed); what it did.
+    RuntimeError when it left a thread running (of Python's or a library's own): a fork copies only the
+    thread that forks, so a lock another one holds would stay held in every worker (the server then ends,
+    and each worker is a process of its own)."""
+    from freight_pipeline.marts.worker import warm_up
+
+    started = time.monotonic()
+    try:
+        parsed = warm_up()
+    except Exception as exc:  # the project does not parse: each worker parses, and its build says why
+        return f"no warm-up: {type(exc).__name__}: {exc}"
+    threads = _threads()
+    if threads > 1:
+        raise RuntimeError(f"{threads - 1} threads left running by the warm-up: forking would copy them stopped, "
+                           "with any lock they hold; not serving")
+    return f"project parsed in {time.monotonic() - started:.1f} s" if parsed else "the warm-up parse failed"
+
+
+def _threads() -> int:
+    """This process's threads, those of native libraries included (Linux counts them in ``/proc``)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
 
 
 def _wait_on_worker(connection: socket.socket) -> None:

@@ -5,15 +5,19 @@ A server of this module's own (not the session's: these tests end it), on a smal
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.marts.worker_server import SERVER_ENV, ForkedWorker
+from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import build_working_database
 
 ONE_MART = ["build", "--exclude-resource-type", "unit_test", "--select", "+dim_code_conversions"]
@@ -32,12 +36,17 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[subproce
     socket_path = tmp_path / "s"
     process = subprocess.Popen([sys.executable, "-m", "freight_pipeline.marts.worker_server", "--socket",
                                 str(socket_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None and process.stdout.readline() == "ready\n"
-    monkeypatch.setenv(SERVER_ENV, str(socket_path))
-    yield process
-    if process.poll() is None:
-        process.kill()
-    process.wait()
+    try:
+        assert process.stdout is not None
+        said = process.stdout.readline()
+        assert re.fullmatch(r"ready \(project parsed in [0-9.]+ s\)\n", said), said  # what every worker parses first
+        assert len(os.listdir(f"/proc/{process.pid}/task")) == 1  # nothing but the thread that forks
+        monkeypatch.setenv(SERVER_ENV, str(socket_path))
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
 
 
 def _parent_of(pid: int) -> int:
@@ -52,6 +61,9 @@ def test_a_forked_worker_runs_the_command_and_says_how_it_ended(server: subproce
         reply = worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
     assert (reply.success, reply.exit_code, reply.error) == (True, 0, None)
     assert worker.process.returncode == 0
+    # built into this data directory's database, not the one the server's warm-up parse was configured with
+    with duckdb.connect(str(working_db_path(data_dir)), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM analytics.dim_code_conversions").fetchone()[0] > 0
 
     killed = DbtWorker.start(data_dir, None)
     killed.process.kill()
