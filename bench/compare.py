@@ -11,10 +11,12 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
 * ``incremental``: a full sync of ``--incremental-shipments`` (20,000), documents on, then per round
   ``--changed-share`` (1 %) of them changed and the incremental run: with the documents stream (as a
   user runs it), without it (like for like with the other scenarios), and as a full check (every row
-  tested, ``FREIGHT_FULL_CHECK_INTERVAL_MINUTES=0``); then a run with nothing changed; the incremental
-  and unchanged runs again as Dagster runs (ours only: the peer script has no incremental mode). With
-  ``--baseline REV``, the same runs without Dagster of commit ``REV`` (a ``git worktree`` of it, the
-  same venv, its own simulator of the same seed) are printed beside each figure;
+  tested, ``FREIGHT_FULL_CHECK_INTERVAL_MINUTES=0``), and with the documents stream again with its dbt
+  worker forked from a fork server of dbt workers (``FREIGHT_DBT_WORKER_SERVER``: dbt imported and the
+  project parsed before the run, as where a long-lived process keeps one); then a run with nothing
+  changed; the incremental and unchanged runs again as Dagster runs (ours only: the peer script has no
+  incremental mode). With ``--baseline REV``, the same runs without Dagster of commit ``REV`` (a ``git
+  worktree`` of it, the same venv, its own simulator of the same seed) are printed beside each figure;
 * ``dagster``: what Dagster adds to a run of the job: a full sync of ``--shipments`` (2,000), then
   ``--dagster-changed`` (40) of them changed, then nothing changed, each run once alone (no ``DAGSTER_HOME``)
   and once as a Dagster run recorded in an instance, against a simulator of its own;
@@ -264,6 +266,29 @@ INCREMENTAL_ROUNDS: list[tuple[str, bool, dict[str, str]]] = [
     ("documents on", True, {}), ("documents off", False, {}),
     ("documents on, a full check", True, FULL_CHECK_EVERY_RUN)]
 """Each incremental round: its name, whether the documents stream runs, more of the environment."""
+FORK_SERVER_ROUND = "documents on, the dbt worker forked from a server"
+"""The round after :data:`INCREMENTAL_ROUNDS`: the run's dbt worker forked from a fork server of dbt workers
+(``marts.worker_server``, ``FREIGHT_DBT_WORKER_SERVER``), as where a long-lived process keeps one."""
+
+
+@contextlib.contextmanager
+def fork_server(code: Path | None = None) -> Iterator[dict[str, str]]:
+    """A fork server of dbt workers of ``code`` (a checkout; None: this one), ready; yields the environment
+    that names it."""
+    with tempfile.TemporaryDirectory(prefix="freight-bench-dbt-") as tmp:
+        socket_path = str(Path(tmp) / "socket")
+        env = {**os.environ, **({"PYTHONPATH": str(code)} if code is not None else {})}
+        proc = subprocess.Popen([sys.executable, "-m", "freight_pipeline.marts.worker_server", "--socket", socket_path],
+                                cwd=code or REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            said = proc.stdout.readline()
+            if not said.startswith("ready"):
+                raise RuntimeError(f"the fork server of dbt workers did not start: {said!r}")
+            yield {"FREIGHT_DBT_WORKER_SERVER": socket_path}
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=60)
 
 
 def incremental_runs(url: str, work: Path, changed: int, *, code: Path | None = None,
@@ -300,12 +325,15 @@ def incremental(shipments: int, seed: int, share: float, baseline: str | None = 
     theirs: tuple[Measured, dict[str, Measured], Measured] | None = None
     if baseline is not None:
         with checkout(baseline) as code, tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, \
-                simulator(shipments, seed, 0) as url:
+                simulator(shipments, seed, 0) as url, fork_server(code) as served:
             first = ours(url, Path(tmp), documents=True, code=code)
-            theirs = (first, *incremental_runs(url, Path(tmp), changed, code=code))
-    with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, simulator(shipments, seed, 0) as url:
+            theirs = (first, *incremental_runs(url, Path(tmp), changed, code=code,
+                                               rounds=[*INCREMENTAL_ROUNDS, (FORK_SERVER_ROUND, True, served)]))
+    with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, simulator(shipments, seed, 0) as url, \
+            fork_server() as served:
         full = ours(url, Path(tmp), documents=True)
-        rounds, unchanged = incremental_runs(url, Path(tmp), changed)
+        rounds, unchanged = incremental_runs(url, Path(tmp), changed,
+                                             rounds=[*INCREMENTAL_ROUNDS, (FORK_SERVER_ROUND, True, served)])
         in_dagster, unchanged_in_dagster = incremental_runs(url, Path(tmp), changed, rounds=INCREMENTAL_ROUNDS[:1],
                                                             dagster=True)
 
@@ -316,8 +344,7 @@ def incremental(shipments: int, seed: int, share: float, baseline: str | None = 
             ("incremental: full run, documents on",
              f"{full.seconds:.1f} s{beside(lambda side: side[0])}, {full.requests:,} requests, peak memory "
              f"{full.peak_rss_mb:.0f} MB")]
-    for name, _, _ in INCREMENTAL_ROUNDS:
-        again = rounds[name]
+    for name, again in rounds.items():
         rows.append((f"incremental: incremental run, {name}",
                      f"{again.seconds:.1f} s{beside(lambda side, n=name: side[1][n])}, {again.requests:,} "
                      f"requests ({again.figures.get('rows_read')} read by the walk)"))

@@ -82,6 +82,7 @@ from freight_pipeline.marts.project import (
     vars_args,
 )
 from freight_pipeline.marts.worker_server import ForkedWorker, forked_worker
+from freight_pipeline.warehouse.paths import DB_NAME
 
 LOCK = ".freight-parse.lock"
 """The lock of every parse into a target directory."""
@@ -224,7 +225,7 @@ def parse_dir(project_dir: Path, build_target: Path, vars_args: Sequence[str]) -
     the project's ``target/`` (:data:`PARSE_DIRS`), shared by every data directory, so that a data
     directory's first build finds dbt's partial-parse file valid (a full parse costs about 8 s of CPU
     more); the build's own target when the project's cannot be written (an installed, read-only copy)."""
-    database = Path(os.environ.get(DATABASE_ENV, "warehouse.duckdb")).name
+    database = Path(os.environ.get(DATABASE_ENV, DB_NAME)).name
     key = json.dumps([os.environ.get(TARGET_ENV, ""), database, list(vars_args)])
     folder = project_dir / PARSE_DIRS / hashlib.sha256(key.encode()).hexdigest()[:16]
     try:
@@ -235,9 +236,11 @@ def parse_dir(project_dir: Path, build_target: Path, vars_args: Sequence[str]) -
     return folder
 
 
-def _parsed_manifest(runner: Any, project_dir: Path, target: Path, vars_args: Sequence[str]) -> Any:
+def _parsed_manifest(runner: Any, project_dir: Path, target: Path, vars_args: Sequence[str],
+                     flags: Sequence[str] = ()) -> Any:
     """The project's manifest, parsed into ``target`` (a partial parse: fast when nothing changed) under
-    the parse lock; None when the parse failed (the command parses again, and says why).
+    the parse lock, with more of dbt's ``flags``; None when the parse failed (the command parses again, and
+    says why).
 
     The parse reads the working database's file name, not its folder (``DATABASE_ENV`` holds the name
     alone meanwhile): dbt makes a full parse whenever the profile's path changes, and the manifest
@@ -250,7 +253,8 @@ def _parsed_manifest(runner: Any, project_dir: Path, target: Path, vars_args: Se
         try:
             if real_path is not None:
                 os.environ[DATABASE_ENV] = Path(real_path).name
-            parsed = runner.invoke(["parse", *LOG_FILE_LEVEL, *QUIET, *project_args(project_dir, target), *vars_args])
+            parsed = runner.invoke(["parse", *LOG_FILE_LEVEL, *QUIET, *flags, *project_args(project_dir, target),
+                                    *vars_args])
         finally:
             if real_path is not None:
                 os.environ[DATABASE_ENV] = real_path
@@ -260,17 +264,25 @@ def _parsed_manifest(runner: Any, project_dir: Path, target: Path, vars_args: Se
 
 def warm_up(project_dir: Path = DBT_PROJECT_DIR) -> bool:
     """What every worker does first, done once in a process that workers are forked from
-    (:mod:`~freight_pipeline.marts.worker_server`): the project parsed, so that what dbt builds lazily on
-    first use (its classes' serializers and JSON schemas, the adapter's plugin) is built once for all the
-    forked workers. A full parse into a folder of its own, which it removes (the shared parse folders are
-    left to the workers), without dbt's static parser: its native thread pool would not survive a fork
-    (a worker that parses a model with it after the fork waits forever). Whether the parse succeeded."""
+    (:mod:`~freight_pipeline.marts.worker_server`): the project parsed into its shared parse folder
+    (:func:`parse_dir`, for this environment's target, database name and ``--vars``; a partial parse
+    when a worker parsed there before), so that what dbt builds lazily on first use (its classes'
+    serializers and JSON schemas, the adapter's plugin) is built once for all the forked workers. Without
+    dbt's static parser: its native thread pool would not survive a fork (a worker that parses a changed
+    model with it after the fork waits forever). Whether the parse succeeded."""
     from dbt.cli.main import dbtRunner
 
-    with tempfile.TemporaryDirectory(prefix="dbt-warm-up-") as folder:
-        parsed = dbtRunner().invoke(["parse", "--no-partial-parse", "--no-static-parser", *LOG_FILE_LEVEL, *QUIET,
-                                     *project_args(project_dir, Path(folder)), *vars_args()])
-    return bool(parsed.success)
+    named = DATABASE_ENV in os.environ
+    if not named:  # as a worker parses: the profile names the working database's file (by name: the folder is not read)
+        os.environ[DATABASE_ENV] = DB_NAME
+    try:
+        with tempfile.TemporaryDirectory(prefix="dbt-warm-up-") as unwritable_project:
+            shared = parse_dir(project_dir, Path(unwritable_project), vars_args())
+            parsed = _parsed_manifest(dbtRunner(), project_dir, shared, vars_args(), ["--no-static-parser"])
+    finally:
+        if not named:
+            del os.environ[DATABASE_ENV]
+    return parsed is not None
 
 
 def _vars_of(args: Sequence[str]) -> str | None:

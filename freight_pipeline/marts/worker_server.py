@@ -1,17 +1,22 @@
-"""A fork server of dbt workers: a process that has dbt imported once and forks each worker from itself.
+"""A fork server of dbt workers: a process that has dbt imported and warmed up once and forks each worker
+from itself.
 
 A worker started as a new process (:meth:`~freight_pipeline.marts.worker.DbtWorker.start`) first spends
-about 3 s of CPU importing dbt. Where many workers start on one machine (the test suite starts one per
-job run), a server started once (``python -m freight_pipeline.marts.worker_server
---socket PATH``, until its input ends) saves that: with :data:`SERVER_ENV` naming its socket,
+about 3 s of CPU importing dbt, then 1.6 s parsing the project (a partial parse), most of it dbt building
+what it builds lazily on first use (its classes' serializers and JSON schemas). Where many workers start
+on one machine (the test suite starts one per job run; a scheduler's runs), a server started once
+(``python -m freight_pipeline.marts.worker_server --socket PATH``, until its input ends) saves that: it
+imports dbt and parses the project once (``marts.worker.warm_up``; a forked worker's own parse then
+takes about 0.5 s), and with :data:`SERVER_ENV` naming its socket,
 ``DbtWorker.start`` asks it for the worker instead (:func:`forked_worker`), and gets a
 :class:`ForkedWorker`, which the worker's handle uses as it would use a ``subprocess.Popen``.
 
 The worker is the same ``main`` (of the module the request names: :data:`WORKER_MODULE`) with the same
-arguments, environment, working folder, input (a pipe whose end ends it) and log; only the imports are
-already done. For each request the server forks a waiter, which forks the worker, tells the client the
-worker's pid, waits for it and tells its exit code (a worker is not the client's child, so the client
-could not wait for it; a client gone meanwhile is not told).
+arguments, environment, working folder, input (a pipe whose end ends it) and log; only the imports and
+the warm-up are already done. The server forks with no other thread alive (it refuses to serve
+otherwise). For each request it forks a waiter, which forks the worker, tells the client the worker's
+pid, waits for it and tells its exit code (a worker is not the client's child, so the client could not
+wait for it; a client gone meanwhile is not told).
 """
 
 from __future__ import annotations
