@@ -70,6 +70,7 @@ import httpx
 import psutil
 
 from freight_pipeline.config import HISTORY_ENV
+from freight_pipeline.marts.worker_server import SERVER_ENV, start_server
 from freight_pipeline.warehouse.history import HISTORY_TABLES
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import parquet_root
@@ -276,16 +277,12 @@ def fork_server(code: Path | None = None) -> Iterator[dict[str, str]]:
     """A fork server of dbt workers of ``code`` (a checkout; None: this one), ready; yields the environment
     that names it."""
     with tempfile.TemporaryDirectory(prefix="freight-bench-dbt-") as tmp:
-        socket_path = str(Path(tmp) / "socket")
+        socket_path = Path(tmp) / "socket"
         env = {**os.environ, **({"PYTHONPATH": str(code)} if code is not None else {})}
-        proc = subprocess.Popen([sys.executable, "-m", "freight_pipeline.marts.worker_server", "--socket", socket_path],
-                                cwd=code or REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert proc.stdin is not None and proc.stdout is not None
+        proc, _ = start_server(socket_path, env, cwd=code or REPO)  # the checkout's code, as the runs use
+        assert proc.stdin is not None
         try:
-            said = proc.stdout.readline()
-            if not said.startswith("ready"):
-                raise RuntimeError(f"the fork server of dbt workers did not start: {said!r}")
-            yield {"FREIGHT_DBT_WORKER_SERVER": socket_path}
+            yield {SERVER_ENV: str(socket_path)}
         finally:
             proc.stdin.close()
             proc.wait(timeout=60)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from freight_pipeline.marts.worker_server import SERVER_ENV
+from freight_pipeline.marts.worker_server import SERVER_ENV, SERVER_MODULE
 
 SLOW_SIGNS = re.compile(
     r"dagster|materialize|execute_in_process|\bdbt\b|DbtWorker|subprocess|run_cli|sys\.executable|run_job|Popen"
@@ -115,8 +115,8 @@ def dbt_worker_server(request: pytest.FixtureRequest) -> Iterator[None]:
     folder = Path(tempfile.mkdtemp(prefix="dbt-workers-"))  # short: a socket's path has at most 107 bytes
     socket_path = folder / "socket"
     with (folder / "server.log").open("w") as log:
-        server = subprocess.Popen([sys.executable, "-m", "freight_pipeline.marts.worker_server", "--socket",
-                                   str(socket_path)], stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "--socket", str(socket_path)],
+                                  stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
     try:
         with pytest.MonkeyPatch.context() as environment:
             environment.setenv(SERVER_ENV, str(socket_path))

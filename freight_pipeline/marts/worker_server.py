@@ -41,6 +41,8 @@ from typing import IO, Any, Self
 
 SERVER_ENV = "FREIGHT_DBT_WORKER_SERVER"
 """The socket of a running fork server of dbt workers; unset (the default): each worker is a new process."""
+SERVER_MODULE = "freight_pipeline.marts.worker_server"
+"""This module, as ``python -m`` runs it."""
 WORKER_MODULE = "freight_pipeline.marts.worker"
 """The module whose ``main(argv)`` a forked worker runs (named, not imported: it imports this one)."""
 PRELOAD = (WORKER_MODULE, "dbt.cli.main", "dbt.adapters.duckdb", "dbt.adapters.duckdb.connections",
@@ -116,6 +118,22 @@ def forked_worker(argv: Sequence[str], env: Mapping[str, str], log: IO[str]) -> 
         return ForkedWorker.start(server, argv, env, log)
     except (OSError, ValueError):
         return None
+
+
+def start_server(socket_path: Path, env: Mapping[str, str] | None = None,
+                 cwd: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+    """A server in a process of its own, listening at ``socket_path`` once this returns, and its first line
+    (``ready (...)``: what its warm-up did); its input is the returned process's ``stdin`` (closing it ends
+    the server). RuntimeError when it ended before it said it was ready."""
+    process = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "--socket", str(socket_path)], env=env, cwd=cwd,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    said = process.stdout.readline()
+    if not said.startswith("ready"):
+        process.kill()
+        process.wait()
+        raise RuntimeError(f"the fork server of dbt workers did not start (it said {said!r})")
+    return process, said.strip()
 
 
 def _line(connection: socket.socket) -> str:

@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 from freight_pipeline.marts.worker import DbtWorker
-from freight_pipeline.marts.worker_server import SERVER_ENV, ForkedWorker
+from freight_pipeline.marts.worker_server import SERVER_ENV, ForkedWorker, start_server
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import build_working_database
 
@@ -34,12 +34,9 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.Popen[str]]:
     """A server, listening (its first line said so), named by :data:`SERVER_ENV`; stopped after the test."""
     socket_path = tmp_path / "s"
-    process = subprocess.Popen([sys.executable, "-m", "freight_pipeline.marts.worker_server", "--socket",
-                                str(socket_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    process, said = start_server(socket_path)
     try:
-        assert process.stdout is not None
-        said = process.stdout.readline()
-        assert re.fullmatch(r"ready \(project parsed in [0-9.]+ s\)\n", said), said  # what every worker parses first
+        assert re.fullmatch(r"ready \(project parsed in [0-9.]+ s\)", said), said  # what every worker parses first
         assert len(os.listdir(f"/proc/{process.pid}/task")) == 1  # nothing but the thread that forks
         monkeypatch.setenv(SERVER_ENV, str(socket_path))
         yield process
