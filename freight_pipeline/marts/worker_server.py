@@ -171,15 +171,14 @@ def serve(path: Path) -> None:
 
 
 def _warm_up() -> str:
-    """The workers' first step, done here once (``marts.worker.warm_up``: the project parsed); what it did.
-    RuntimeError when it left a thread running (of Python's or a library's own): a fork copies only the
-    thread that forks, so a lock another one holds would stay held in every worker (the server then ends,
-    and each worker is a process of its own)."""
-    from freight_pipeline.marts.worker import warm_up
-
+    """The workers' first step, done here once (``warm_up`` of :data:`WORKER_MODULE`, named like its ``main``:
+    the project parsed); what it did. RuntimeError when it left a thread running (of Python's or a library's
+    own): a fork copies only the thread that forks, so a lock another one holds would stay held in every
+    worker (the server then ends, and each worker is a process of its own)."""
     started = time.monotonic()
     try:
-        done = f"project parsed in {time.monotonic() - started:.1f} s" if warm_up() else "the warm-up parse failed"
+        parsed = importlib.import_module(WORKER_MODULE).warm_up()
+        done = f"project parsed in {time.monotonic() - started:.1f} s" if parsed else "the warm-up parse failed"
     except Exception as exc:  # the project does not parse: each worker parses, and its build says why
         done = f"no warm-up: {type(exc).__name__}: {exc}"
     threads = _threads()
