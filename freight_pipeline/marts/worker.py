@@ -244,20 +244,21 @@ def _parsed_manifest(runner: Any, project_dir: Path, target: Path, vars_args: Se
     says why).
 
     The parse reads the working database's file name, not its folder (``DATABASE_ENV`` holds the name
-    alone meanwhile): dbt makes a full parse whenever the profile's path changes, and the manifest
-    depends on the name only (dbt-duckdb names the database by the file's stem); the command that
-    follows connects to the real path."""
+    alone meanwhile; :data:`DB_NAME` when the environment names no database, as :func:`parse_dir` keys it):
+    dbt makes a full parse whenever the profile's path changes, and the manifest depends on the name only
+    (dbt-duckdb names the database by the file's stem); the command that follows connects to the real path."""
     target.mkdir(parents=True, exist_ok=True)
     real_path = os.environ.get(DATABASE_ENV)
     with open(target / LOCK, "a+") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            if real_path is not None:
-                os.environ[DATABASE_ENV] = Path(real_path).name
+            os.environ[DATABASE_ENV] = Path(real_path or DB_NAME).name
             parsed = runner.invoke(["parse", *LOG_FILE_LEVEL, *QUIET, *flags, *project_args(project_dir, target),
                                     *vars_args])
         finally:
-            if real_path is not None:
+            if real_path is None:
+                del os.environ[DATABASE_ENV]
+            else:
                 os.environ[DATABASE_ENV] = real_path
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
     return parsed.result if parsed.success else None
@@ -273,17 +274,9 @@ def warm_up(project_dir: Path = DBT_PROJECT_DIR) -> bool:
     model with it after the fork waits forever). Whether the parse succeeded."""
     from dbt.cli.main import dbtRunner
 
-    named = DATABASE_ENV in os.environ
-    if not named:  # as a worker parses: the profile names the working database's file (by name: the folder is not read)
-        os.environ[DATABASE_ENV] = DB_NAME
-    try:
-        with tempfile.TemporaryDirectory(prefix="dbt-warm-up-") as unwritable_project:
-            shared = parse_dir(project_dir, Path(unwritable_project), vars_args())
-            parsed = _parsed_manifest(dbtRunner(), project_dir, shared, vars_args(), ["--no-static-parser"])
-    finally:
-        if not named:
-            del os.environ[DATABASE_ENV]
-    return parsed is not None
+    with tempfile.TemporaryDirectory(prefix="dbt-warm-up-") as unwritable_project:
+        shared = parse_dir(project_dir, Path(unwritable_project), vars_args())
+        return _parsed_manifest(dbtRunner(), project_dir, shared, vars_args(), ["--no-static-parser"]) is not None
 
 
 def _vars_of(args: Sequence[str]) -> str | None:

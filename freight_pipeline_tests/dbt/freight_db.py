@@ -305,7 +305,6 @@ def build_freight_database(path: str | Path, shipments: int = 200, seed: int = 7
     return {"source": docs.source, "counts": counts}
 
 
-
 def build_working_database(data_dir: Path, shipments: int, seed: int = 7) -> Path:
     """The working database of the data directory ``data_dir`` (where a run's dbt worker builds), made by
     :func:`build_freight_database`; its path."""
@@ -313,6 +312,7 @@ def build_working_database(data_dir: Path, shipments: int, seed: int = 7) -> Pat
     database.parent.mkdir(parents=True)
     build_freight_database(database, shipments, seed)
     return database
+
 
 # --- values the source controls, and a broken pipeline guarantee ---------------------------------
 
