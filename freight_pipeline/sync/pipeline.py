@@ -132,7 +132,10 @@ async def stream_as_finished(
 
         while not (fed_all and not walked):
             try:
-                got = await asyncio.wait_for(landed.get(), idle_s) if batch else await landed.get()
+                # Not asyncio.wait_for: on 3.11 it returns a result that landed as the task was cancelled
+                # and drops the cancellation, and this loop then waited forever for fetches cancelled too.
+                async with asyncio.timeout(idle_s if batch else None):
+                    got = await landed.get()
             except TimeoutError:
                 await hand_over()  # nothing more finished for a while: write what did
                 continue

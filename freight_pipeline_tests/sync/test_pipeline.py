@@ -73,20 +73,35 @@ def test_a_write_in_progress_ends_before_the_error_surfaces() -> None:
     assert state == {"writing": False, "finished_writes": 1}
 
 
-def test_a_failed_write_stops_the_fetching() -> None:
-    fetched: list[int] = []
-
-    async def fetch(n: int) -> int:
-        fetched.append(n)
-        await asyncio.sleep(0.001)
-        return n
+def test_a_failed_write_stops_the_fetching_every_time() -> None:
+    """Repeated: a fetch landing just as the failed write cancelled the batcher once made the run wait forever
+    (CI hung on it; 200 runs met it every time, after 0 to 64)."""
+    fetched_per_run: list[int] = []
 
     def write(batch: list[int]) -> None:
         raise ValueError("the breaker tripped")
 
-    with pytest.raises(ValueError, match="the breaker tripped"):
-        asyncio.run(stream_as_finished(numbers(10_000), fetch, write, batch_size=5, window=5, prepare=results))
-    assert len(fetched) < 100
+    def one_run() -> int:
+        fetched: list[int] = []
+
+        async def fetch(n: int) -> int:
+            fetched.append(n)
+            await asyncio.sleep(0.001)
+            return n
+
+        with pytest.raises(ValueError, match="the breaker tripped"):
+            asyncio.run(stream_as_finished(numbers(10_000), fetch, write, batch_size=5, window=5, prepare=results))
+        return len(fetched)
+
+    def runs() -> None:
+        for _ in range(200):
+            fetched_per_run.append(one_run())
+
+    running = threading.Thread(target=runs, daemon=True)  # a hung run must not hold the test process
+    running.start()
+    running.join(timeout=60)
+    assert not running.is_alive(), f"a run never ended after {len(fetched_per_run)} ended"
+    assert len(fetched_per_run) == 200 and max(fetched_per_run) < 100
 
 
 def test_each_batch_is_prepared_while_the_one_before_it_is_written_and_both_in_order() -> None:
