@@ -113,8 +113,8 @@ class PendingBuild:
     full_check: bool = True
     """The run is a full check: the build tests every row, and its success records the full check."""
     batch_key: str | None = None
-    """The key of the build's data tests when they may run batched, after its models (an incremental
-    build that tests the changed rows: ``marts.worker``, "Batched tests"); None: dbt runs them."""
+    """The key of the build's data tests, which run batched after its models once a build of the key kept
+    them (``marts.worker``, "Batched tests"); None: no build runs."""
     prepare: PreparedTests | None = None
     """For a build of another kind: the tests of the usual next build, for the worker to compile and
     keep after this build's success, so that the first incremental build batches them too."""
@@ -171,6 +171,6 @@ def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = ()
     record = build_started(warehouse, run_id) if plan.run else None
     left_out = [arg for selector in leave_out for arg in ("--exclude", selector)]
     build_args = [*args, *plan.args, *left_out]
-    key = batch_key(DBT_PROJECT_DIR, fingerprint, build_args, plan.env) if plan.changed_rows else None
+    key = batch_key(DBT_PROJECT_DIR, fingerprint, build_args, plan.env) if plan.run else None
     prepare = PreparedTests.of(fingerprint, args, left_out) if plan.run and not plan.changed_rows else None
     return PendingBuild(plan, fingerprint, build_args, started, record, full, key, prepare)

@@ -10,7 +10,7 @@ all (no shipment, no code conversion, the same project) and the last build succe
 An incremental build of every model leaves the views out (they hold only SQL, unchanged since the
 last whole build of the same project) and runs every data test: on the changed shipments' rows only
 where the test's model declares its rows change only with their shipment (``changed_rows_column``,
-``dbt_models/macros/test_rows.sql``), unless a full check is due; those tests run batched after the
+``dbt_models/macros/test_rows.sql``), unless a full check is due. A build's tests run batched after its
 models (``marts.worker``, "Batched tests", under :func:`batch_key`). It leaves out the code conversions'
 model too when they did not change (:func:`models_only_of`). A full check tests every row (and
 the warehouse check ``history_matches_current`` compares every shipment): the first run, then the
@@ -61,7 +61,7 @@ content), in the batch key (they decide the tests a build runs)."""
 
 
 def batch_key(project_dir: Path, fingerprint: str, args: Sequence[str], env: Mapping[str, str]) -> str:
-    """The key of an incremental build's batched data tests (``marts.worker``): the project's fingerprint,
+    """The key of a build's batched data tests (``marts.worker``): the project's fingerprint,
     its tests, the build's arguments and environment; the same key, the same tests compiled the same way."""
     digest = hashlib.sha256(json.dumps([fingerprint, list(args), sorted(env.items())]).encode())
     root = project_dir / TESTS_DIR

@@ -17,18 +17,20 @@ the machine's other core while the run imports and syncs on this one:
    "error": str | null, "templates": {"from_cache": int, "compiled": int}}`` (dbt's exit codes: 1 for
    failed nodes, 2 for an error before or around them; ``templates``: Jinja's, see below).
 
-**Batched tests.** A request may carry ``"batch_tests": KEY`` (an incremental build whose data tests read
-the changed rows: ``marts.plan.batch_key``). The first such build of a KEY runs as asked, and after its
-success the worker keeps its data tests as dbt compiled and ran them (:data:`BATCHED_TESTS`: each test's
-statement as dbt's test materialization runs it, its severity and thresholds). The next builds of the same
-KEY run only the models through dbt (``--resource-type model``) and then those same statements, one after
-the other on one connection, each judged as dbt judges a test (pass, warn, fail, error); their results are
-added to ``run_results.json`` as dbt's would be. The statements read ``freight_meta.changed_shipments`` by
-name, so they hold for every build of the same project, arguments and environment (the KEY) on the same
-database with the same dbt: the same tests on the same rows, without dbt's cost of a node per test.
-A build of another kind (a full refresh, a full check) may carry ``"prepare_tests": {"key", "args", "env"}``:
-after its success the worker compiles, with ``dbt compile`` selecting ``resource_type:test`` less the
-incremental build's exclusions, the tests of the usual next build (``marts.plan.next_incremental``) and
+**Batched tests.** A request may carry ``"batch_tests": KEY`` (a build of the embedded warehouse:
+``marts.plan.batch_key``). The first such build of a KEY runs as asked, and after its success the worker
+keeps its data tests as dbt compiled and ran them (:data:`BATCHED_TESTS`: each test's statement as dbt's
+test materialization runs it, its severity and thresholds). The next builds of the same KEY run only the
+models through dbt (``--resource-type model``) and then those same statements, each judged as dbt judges a
+test (pass, warn, fail, error); their results are added to ``run_results.json`` as dbt's would be. The
+statements name relations, never rows (an incremental build's read ``freight_meta.changed_shipments``), so
+they hold for every build of the same project, arguments and environment (the KEY) on a database of the
+same file name with the same dbt: the same tests on the same rows, without dbt's cost of a node per test.
+They are kept in the shared parse folder (:func:`parse_dir`, one per profile target, database file name and
+``--vars``), so a new data directory's first full build batches the tests another one kept.
+A build that tests every row (a full refresh, a full check) may carry ``"prepare_tests": {"key", "args",
+"env"}``: after its success the worker compiles, with ``dbt compile`` selecting ``resource_type:test`` less
+the incremental build's exclusions, the tests of the usual next build (``marts.plan.next_incremental``) and
 keeps them under that build's key, so that the first incremental build after a full one batches its tests too.
 
 The end of its input ends it at once, wherever it is: before a request, the run needs no build (a
@@ -98,8 +100,12 @@ QUIET = ["--quiet", "--no-use-colors", "--no-write-json"]
 JSON artifact is written but the command's results, by the worker (dbt's other one, ``manifest.json``,
 took a tenth of an incremental build's time to write, and no one reads it)."""
 BATCHED_TESTS = "batched-tests.json"
-"""The data tests of the last incremental build of each batch key, as dbt ran them (see the module doc)."""
-BATCH_KEYS_KEPT = 4
+"""The data tests of the last builds' batch keys, as dbt ran them, in the shared parse folder (see the module
+doc)."""
+BATCH_KEYS_KEPT = 16
+"""Batch keys kept, the last used: every data directory of the parse folder's, each kind of build's."""
+KEPT_FORMAT = 1
+"""The form of a kept test (its statement, severity, thresholds): a change of it makes every kept one stale."""
 BATCH_THREADS = 4
 """How many batched tests run at once (the ``dev`` profile's threads: dbt would run them on as many; lake
 mode, one thread, batches none)."""
@@ -221,13 +227,18 @@ def _read_requests(requests: queue.Queue[str]) -> None:
     os._exit(0)
 
 
+def _database_name() -> str:
+    """The working database's file name: what the compiled statements name it by (dbt-duckdb's catalog is
+    the file's stem)."""
+    return Path(os.environ.get(DATABASE_ENV, DB_NAME)).name
+
+
 def parse_dir(project_dir: Path, build_target: Path, vars_args: Sequence[str]) -> Path:
     """Where the worker parses: one folder per profile target, database file name and ``--vars`` in
     the project's ``target/`` (:data:`PARSE_DIRS`), shared by every data directory, so that a data
     directory's first build finds dbt's partial-parse file valid (a full parse costs about 8 s of CPU
     more); the build's own target when the project's cannot be written (an installed, read-only copy)."""
-    database = Path(os.environ.get(DATABASE_ENV, DB_NAME)).name
-    key = json.dumps([os.environ.get(TARGET_ENV, ""), database, list(vars_args)])
+    key = json.dumps([os.environ.get(TARGET_ENV, ""), _database_name(), list(vars_args)])
     folder = project_dir / PARSE_DIRS / hashlib.sha256(key.encode()).hexdigest()[:16]
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -284,19 +295,19 @@ def _vars_of(args: Sequence[str]) -> str | None:
     return next((args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--vars"), None)
 
 
-def _batched_tests(target: Path, key: str, dbt_version: str) -> list[dict[str, Any]] | None:
-    """The tests kept for ``key`` on this database with this dbt, or None (none kept: dbt runs them)."""
+def _batched_tests(shared: Path, key: str, dbt_version: str) -> list[dict[str, Any]] | None:
+    """The tests kept for ``key`` on a database of this file name with this dbt, or None (none kept: dbt
+    runs them)."""
     try:
-        kept = json.loads((target / BATCHED_TESTS).read_text())
-        entry = kept[key]
-        if entry["database"] == os.environ.get(DATABASE_ENV) and entry["dbt"] == dbt_version:
+        entry = json.loads((shared / BATCHED_TESTS).read_text())[key]
+        if (entry["database"], entry["dbt"], entry["format"]) == (_database_name(), dbt_version, KEPT_FORMAT):
             return list(entry["tests"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
     return None
 
 
-def _keep_tests(target: Path, key: str, dbt_version: str, results: Sequence[Any]) -> None:
+def _keep_tests(shared: Path, key: str, dbt_version: str, results: Sequence[Any]) -> None:
     """Keep the data tests of a successful build (dbt's results of its nodes) for ``key``: each test's
     statement as dbt's test materialization runs it (``default__get_test_sql``), and how it is judged."""
     tests = []
@@ -311,33 +322,36 @@ def _keep_tests(target: Path, key: str, dbt_version: str, results: Sequence[Any]
                f"{node.compiled_code}{limit}\n    ) dbt_internal_test")
         tests.append({"unique_id": node.unique_id, "sql": sql, "severity": str(config.severity).upper(),
                       "warn_if": config.warn_if, "error_if": config.error_if})
-    try:
-        kept = json.loads((target / BATCHED_TESTS).read_text())
-        kept = kept if isinstance(kept, dict) else {}
-    except (OSError, ValueError):
-        kept = {}
-    kept.pop(key, None)
-    kept[key] = {"database": os.environ.get(DATABASE_ENV), "dbt": dbt_version, "tests": tests}
-    kept = dict(list(kept.items())[-BATCH_KEYS_KEPT:])
-    (target / (BATCHED_TESTS + ".tmp")).write_text(json.dumps(kept))
-    (target / (BATCHED_TESTS + ".tmp")).replace(target / BATCHED_TESTS)
+    with open(shared / (BATCHED_TESTS + ".lock"), "a+") as lock:  # other data directories' workers keep theirs
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            kept = json.loads((shared / BATCHED_TESTS).read_text())
+            kept = kept if isinstance(kept, dict) else {}
+        except (OSError, ValueError):
+            kept = {}
+        kept.pop(key, None)
+        kept[key] = {"database": _database_name(), "dbt": dbt_version, "format": KEPT_FORMAT, "tests": tests}
+        kept = dict(list(kept.items())[-BATCH_KEYS_KEPT:])
+        written = shared / f"{BATCHED_TESTS}.{os.getpid()}.tmp"
+        written.write_text(json.dumps(kept))
+        written.replace(shared / BATCHED_TESTS)
 
 
-def _prepare_tests(manifest: Any, options: argparse.Namespace, vars_args: Sequence[str],
+def _prepare_tests(manifest: Any, options: argparse.Namespace, shared: Path, vars_args: Sequence[str],
                    prepare: dict[str, Any], dbt_version: str) -> None:
     """Compile the tests of ``prepare`` (a later build's: its key, ``dbt compile`` and environment) and keep
     them under its key, unless kept already; a failure leaves them to that build (dbt runs them then)."""
     from dbt.cli.main import dbtRunner
 
     key, args = prepare["key"], list(prepare["args"])
-    if _batched_tests(options.target, key, dbt_version) is not None:
+    if _batched_tests(shared, key, dbt_version) is not None:
         return
     os.environ.update(prepare.get("env") or {})
     runner = dbtRunner(manifest=manifest if _vars_of(args) == _vars_of(vars_args) else None)
     with contextlib.suppress(Exception):
         compiled = runner.invoke([*args, *QUIET, *project_args(options.project_dir, options.target)])
         if compiled.success and hasattr(compiled.result, "results"):
-            _keep_tests(options.target, key, dbt_version, compiled.result.results)
+            _keep_tests(shared, key, dbt_version, compiled.result.results)
 
 
 def _run_tests(tests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -426,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from dbt.version import __version__ as dbt_version
 
     key = request.get("batch_tests")
-    batched = _batched_tests(options.target, key, dbt_version) if key else None
+    batched = _batched_tests(shared, key, dbt_version) if key else None
     args = [*request["args"], *(MODELS_ONLY if batched is not None else []), *QUIET,
             *project_args(options.project_dir, options.target)]
     # the command starts from the parsed manifest, unless it passes other vars (they may change the project)
@@ -442,9 +456,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _with_tests(options.target / RUN_RESULTS, tests, time.monotonic() - started)
                 failed_tests = any(test["status"] in ("fail", "error") for test in tests)
             elif success and key:
-                _keep_tests(options.target, key, dbt_version, result.result.results)
+                _keep_tests(shared, key, dbt_version, result.result.results)
         if result.success and request.get("prepare_tests"):
-            _prepare_tests(manifest, options, vars_args, request["prepare_tests"], dbt_version)
+            _prepare_tests(manifest, options, shared, vars_args, request["prepare_tests"], dbt_version)
         error = result.exception
         success = success and not failed_tests
         answer = {"success": success, "exit_code": 0 if success else 2 if error else 1,

@@ -8,14 +8,16 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 
 from freight_pipeline.marts.build import PreparedTests
 from freight_pipeline.marts.plan import next_incremental, project_fingerprint
-from freight_pipeline.marts.project import DBT_PROJECT_DIR, RUN_RESULTS, build_target, dbt_build_args
+from freight_pipeline.marts.project import DBT_PROJECT_DIR, RUN_RESULTS, build_target, dbt_build_args, vars_args
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.marts.worker import BATCHED_TESTS, LOG, REPLY, DbtWorker, WorkerReply, parse_dir
 from freight_pipeline.marts.worker_server import SERVER_ENV
@@ -25,6 +27,12 @@ from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_w
 ONE_MART = ["build", "--exclude-resource-type", "unit_test", "--select", "+dim_code_conversions"]
 """One mart and the staging view it reads."""
 WHOLE_BUILD = ["build", "--exclude-resource-type", "unit_test"]
+
+
+def kept_tests(data_dir: Path) -> dict[str, Any]:
+    """The batched tests kept where ``data_dir``'s workers keep them: the shared parse folder (which every
+    data directory of the session, and of earlier sessions, shares: a test's own keys are its own)."""
+    return json.loads((parse_dir(DBT_PROJECT_DIR, build_target(data_dir), vars_args()) / BATCHED_TESTS).read_text())
 
 
 @pytest.fixture(scope="module")
@@ -156,35 +164,39 @@ def test_a_worker_that_dies_is_reported_with_its_log(data_dir: Path) -> None:
 
 
 def test_batched_tests_are_dbts_own_tests_run_after_the_models_and_judged_as_dbt_judges_them(tmp_path: Path) -> None:
-    """The first build of a batch key runs its tests through dbt and keeps them; the next builds of the key
-    run the models through dbt and the same tests batched: the same tests, the same verdicts (a pass, then
-    a failure once a goods line of no shipment is added), in dbt's results."""
-    database = build_working_database(tmp_path, shipments=5)
+    """The first build of a batch key runs its tests through dbt and keeps them; the next builds of the key,
+    those of another data directory too, run the models through dbt and the same tests batched: the same
+    tests, the same verdicts (a pass, then a failure once a goods line of no shipment is added), in dbt's
+    results."""
+    first, other = tmp_path / "first", tmp_path / "other"
+    build_working_database(first, shipments=5)
+    database = build_working_database(other, shipments=5)
     build = ["build", "--exclude-resource-type", "unit_test", "--select", "stg_shipments", "stg_shipment_goods"]
     env = {"DBT_INDIRECT_SELECTION": "cautious"}
+    key = f"key-{uuid.uuid4().hex}"
 
-    def built() -> tuple[bool, dict[str, str]]:
-        with DbtWorker.start(tmp_path, None) as worker:
-            reply = worker.run(build, env, batch_tests="key-1")
-        results = read_run_results(build_target(tmp_path))
+    def built(data_dir: Path) -> tuple[bool, dict[str, str]]:
+        with DbtWorker.start(data_dir, None) as worker:
+            reply = worker.run(build, env, batch_tests=key)
+        results = read_run_results(build_target(data_dir))
         assert results is not None
         return reply.success, {r["unique_id"]: (r["status"], r["thread_id"] == "batched-tests")
                                for r in results["results"]}
 
-    success, by_dbt = built()
-    assert success and (build_target(tmp_path) / BATCHED_TESTS).is_file()
+    success, by_dbt = built(first)
+    assert success and key in kept_tests(first) and not (build_target(first) / BATCHED_TESTS).exists()
     tests = {uid for uid in by_dbt if uid.startswith("test.")}
     assert tests and not any(batched for _, batched in by_dbt.values())
-    success, again = built()
+    success, again = built(other)
     assert success and again.keys() == by_dbt.keys()
     assert {uid for uid, (status, batched) in again.items() if batched} == tests  # the same tests, batched
     assert all(again[uid][0] == by_dbt[uid][0] == "pass" for uid in tests)
 
     add_orphan_goods_line(database)
-    with DbtWorker.start(tmp_path, None) as worker:
-        reply = worker.run(build, env, batch_tests="key-1")
+    with DbtWorker.start(other, None) as worker:
+        reply = worker.run(build, env, batch_tests=key)
     assert (reply.success, reply.exit_code, reply.error) == (False, 1, None)
-    results = read_run_results(build_target(tmp_path))
+    results = read_run_results(build_target(other))
     assert results is not None
     failed = [(r["unique_id"].split(".")[2], r["message"]) for r in results["results"] if r["status"] == "fail"]
     assert failed == [("relationships_stg_shipment_goods_shipment_id__shipment_id__ref_stg_shipments_",
@@ -201,15 +213,15 @@ def test_tests_prepared_by_a_full_build_are_those_dbt_runs_in_the_incremental_bu
     prepared = PreparedTests.of(fingerprint, args, left_out)
     with DbtWorker.start(tmp_path, None) as worker:
         assert worker.run([*args, "--full-refresh", *left_out], {}, prepare=prepared).success
-    kept = json.loads((build_target(tmp_path) / BATCHED_TESTS).read_text())
-    assert list(kept) == [prepared.key]
+    assert prepared.key in kept_tests(tmp_path)  # kept by this build, or an earlier one of the same tests
     with duckdb.connect(str(database)) as con:  # the sync's log of changed shipments (none here)
         con.execute("CREATE SCHEMA freight_meta; CREATE TABLE freight_meta.changed_shipments (shipment_id BIGINT)")
     plan = next_incremental()
+    by_dbt_key = f"by-dbt-{uuid.uuid4().hex}"
     with DbtWorker.start(tmp_path, None) as worker:  # the same build under a key not kept: dbt runs its tests
-        assert worker.run([*args, *plan.args, *left_out], plan.env, batch_tests="by-dbt").success
-    kept = json.loads((build_target(tmp_path) / BATCHED_TESTS).read_text())
-    by_dbt = {test["unique_id"]: test for test in kept["by-dbt"]["tests"]}
+        assert worker.run([*args, *plan.args, *left_out], plan.env, batch_tests=by_dbt_key).success
+    kept = kept_tests(tmp_path)
+    by_dbt = {test["unique_id"]: test for test in kept[by_dbt_key]["tests"]}
     ahead = {test["unique_id"]: test for test in kept[prepared.key]["tests"]}
     assert len(by_dbt) > 50 and ahead == by_dbt
     assert all("freight_meta" in test["sql"] for uid, test in by_dbt.items() if "stg_shipment_goods" in uid)
