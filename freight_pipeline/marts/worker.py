@@ -103,7 +103,7 @@ BATCHED_TESTS = "batched-tests.json"
 """The data tests of the last builds' batch keys, as dbt ran them, in the shared parse folder (see the module
 doc)."""
 BATCH_KEYS_KEPT = 16
-"""Batch keys kept, the last used: every data directory of the parse folder's, each kind of build's."""
+"""Batch keys kept, the last kept (every data directory's of the parse folder, each kind of build's)."""
 KEPT_FORMAT = 1
 """The form of a kept test (its statement, severity, thresholds): a change of it makes every kept one stale."""
 BATCH_THREADS = 4
