@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -197,13 +196,27 @@ async def _race(hedger: Hedger, send: Send, attempt: Attempt, stats: ClientStats
                     return answer, time.monotonic() - left_at
         return first.result()  # both failed: the original's failure goes to the retry policy
     finally:
+        await _cancelled_to_the_end([task for task in tasks if not task.done()])
+
+
+async def _cancelled_to_the_end(tasks: list[asyncio.Future[tuple[Sent, float]]]) -> None:
+    """Cancel ``tasks`` and wait until they ended, even when this task is cancelled meanwhile (a copy never
+    outlives its read), whose cancellation then goes on: not ``await task`` under a suppressed
+    CancelledError, which could not tell the loser's cancellation from this task's and returned the winner's
+    answer to a run that was stopping."""
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    try:
+        await asyncio.wait(tasks)
+    except asyncio.CancelledError:
+        await asyncio.wait(tasks)
+        raise
+    finally:
         for task in tasks:
-            if not task.done():
-                task.cancel()
-        for task in tasks:
-            if not task.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            if task.done() and not task.cancelled():
+                task.exception()  # a loser's failure while winding down is no one's: retrieved, not logged
 
 
 def _nothing() -> None:

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from freight_pipeline.client import AsyncFreightClient
 from freight_pipeline.client import endpoints as ep
-from freight_pipeline.client.hedge import HedgePolicy, Hedger, hedgeable
+from freight_pipeline.client._core import Send, Sent
+from freight_pipeline.client.hedge import HedgePolicy, Hedger, hedgeable, race
 from freight_pipeline.client.limiter import AdaptiveLimit
-from freight_pipeline.client.stats import StatsSnapshot
+from freight_pipeline.client.stats import ClientStats, StatsSnapshot
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline_tests.client.conftest import client_kwargs
 
@@ -142,3 +145,39 @@ def test_the_deadline_is_a_percentile_with_a_floor_and_the_budget_a_share() -> N
     assert hedgeable(ep.SHIPMENT_RETRIEVE) and hedgeable(ep.MEMO_LOOKUP) and hedgeable(ep.SHIPMENT_LOOKUP)
     assert not hedgeable(ep.SHIPMENT_EVENT_CREATE) and not hedgeable(ep.EFILE_DELETE)
     assert not hedgeable(ep.SHIPMENT_EVENT_UPDATE)  # a PUT: repeatable, but not a read
+
+
+def test_a_read_cancelled_while_its_beaten_original_winds_down_ends_cancelled() -> None:
+    """A read whose copy won and whose run is stopping meanwhile (cancelled while the beaten original
+    still winds down) ends cancelled once the original ended: it does not hand the copy's answer on as if
+    nothing happened, and leaves no request running behind it."""
+    hedger = Hedger(HedgePolicy(share=1.0, warm_up=1, floor_s=0.01, factor=1.0), lambda: float("-inf"))
+    hedger.learn(ep.SHIPMENT_RETRIEVE.name, 0.01)
+    hedger.reads = 10
+    send = Send(httpx.Request("GET", "http://127.0.0.1/service/shipment/1"), ep.SHIPMENT_RETRIEVE)
+    ended: list[str] = []
+
+    async def main() -> None:
+        winding_down = asyncio.Event()
+
+        async def attempt(send: Send, request: httpx.Request, urgent: bool,
+                          left: Callable[[], object]) -> tuple[Sent, float]:
+            left()
+            if not urgent:  # the original: slow to answer, and slow to wind down once cancelled
+                try:
+                    await asyncio.sleep(10)
+                except asyncio.CancelledError:
+                    winding_down.set()
+                    await asyncio.sleep(0.1)
+                    ended.append("original")
+                    raise
+            return Sent(httpx.Response(200, json={"id": 1})), 0.0
+
+        racing = asyncio.ensure_future(race(hedger, send, attempt, ClientStats()))
+        await winding_down.wait()
+        racing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await racing
+
+    asyncio.run(main())
+    assert ended == ["original"] and hedger.sent == 1
