@@ -263,7 +263,7 @@ def _parsed_manifest(runner: Any, project_dir: Path, target: Path, vars_args: Se
     with open(target / LOCK, "a+") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            os.environ[DATABASE_ENV] = Path(real_path or DB_NAME).name
+            os.environ[DATABASE_ENV] = _database_name()
             parsed = runner.invoke(["parse", *LOG_FILE_LEVEL, *QUIET, *flags, *project_args(project_dir, target),
                                     *vars_args])
         finally:
@@ -332,7 +332,7 @@ def _keep_tests(shared: Path, key: str, dbt_version: str, results: Sequence[Any]
         kept.pop(key, None)
         kept[key] = {"database": _database_name(), "dbt": dbt_version, "format": KEPT_FORMAT, "tests": tests}
         kept = dict(list(kept.items())[-BATCH_KEYS_KEPT:])
-        written = shared / f"{BATCHED_TESTS}.{os.getpid()}.tmp"
+        written = shared / (BATCHED_TESTS + ".tmp")  # one writer at a time: the lock
         written.write_text(json.dumps(kept))
         written.replace(shared / BATCHED_TESTS)
 
