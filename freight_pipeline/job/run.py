@@ -171,14 +171,17 @@ def run_job(
     with worker:
         clock = _Clock()
         try:
-            with fewer_collections():
+            with fewer_collections(), explained_out_of_memory("the sync", backend.duckdb_settings), \
+                    open_warehouse(data_dir, backend) as warehouse:
                 go_on, pending = asyncio.run(_sync_and_check(
-                    service, data_dir, settings, backend, report.run_id, progress, ended,
+                    service, warehouse, settings, report.run_id, progress, ended,
                     None if streams is None else set(streams), marts, count_rows))
+                built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
+                               marts=marts)
         except Exception as exc:  # the client or the working database could not be opened
             ended(Step("sync", "failed", clock.lap(), one_line_error(exc)))
             return report
-        if not _build(report, go_on, pending, worker, data_dir, backend, clock, ended, marts=marts):
+        if not built:
             return report
     return _publish(report, data_dir, backend, clock, ended)
 
@@ -211,10 +214,12 @@ def run_rebuild(
                     open_warehouse(data_dir, backend) as warehouse:
                 go_on, pending = _rebuild_and_check(warehouse, settings, report.run_id, batch_size, restart,
                                                     progress, ended, marts, workers)
+                built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
+                               marts=marts)
         except Exception as exc:  # the working database could not be opened
             ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
             return report
-        if not _build(report, go_on, pending, worker, data_dir, backend, clock, ended, marts=marts):
+        if not built:
             return report
     return _publish(report, data_dir, backend, clock, ended)
 
@@ -253,10 +258,11 @@ def _rebuild_and_check(
 
 
 def _build(
-    report: JobReport, go_on: bool, pending: PendingBuild | None, worker: DbtWorker, data_dir: Path,
-    backend: StorageBackend, clock: _Clock, ended: StepListener, *, marts: bool,
+    report: JobReport, go_on: bool, pending: PendingBuild | None, worker: DbtWorker, warehouse: Warehouse,
+    data_dir: Path, backend: StorageBackend, clock: _Clock, ended: StepListener, *, marts: bool,
 ) -> bool:
-    """The build (when one is pending) after the streams and checks; whether the run goes on to the publish."""
+    """The build (when one is pending) after the streams and checks, on the open ``warehouse`` (closed when
+    dbt builds); whether the run goes on to the publish."""
     if not go_on:  # no stream wrote anything, or a check of ERROR severity failed
         if any(step.name == CHECKS_STEP for step in report.failed):
             held_back = [name for name, asked in ((MARTS_STEP, marts), (PUBLISH_STEP, report.publish)) if asked]
@@ -269,7 +275,7 @@ def _build(
         worker.close()
         return True
     try:
-        report.marts = pending.run(worker, data_dir, backend)
+        report.marts = pending.run(worker, warehouse, data_dir, backend)
     except Exception as exc:
         first, *details = (str(exc) if isinstance(exc, DbtBuildFailed) else one_line_error(exc)).splitlines()
         ended(Step(MARTS_STEP, "failed", clock.lap(), first, details))
@@ -295,9 +301,8 @@ def _publish(report: JobReport, data_dir: Path, backend: StorageBackend, clock: 
 
 async def _sync_and_check(
     service: ServiceSettings,
-    data_dir: Path,
+    warehouse: Warehouse,
     settings: SyncSettings,
-    backend: StorageBackend,
     run_id: str,
     progress: Progress | None,
     ended: StepListener,
@@ -311,38 +316,36 @@ async def _sync_and_check(
     of ERROR severity did not pass (nothing is built on a broken guarantee, nor published)."""
     async with open_client(service, settings) as client:
         source = ClientSource(client)
-        with explained_out_of_memory("the sync", backend.duckdb_settings), \
-                open_warehouse(data_dir, backend) as warehouse:
-            not_run: set[str] = set()
-            said: set[str] = set()
-            wrote = not selected and selected is not None  # no stream to run: what the database holds
-            for stream in STREAMS:
-                if selected is not None and stream.name not in selected:
-                    continue
-                waits_for = [name for name in stream.reads_first if name in not_run]
-                if waits_for:
-                    ended(Step(stream_step(stream.name), "skipped", 0.0,
-                               f"not run: it reads the {', '.join(waits_for)} stream first, which did not run"))
-                    not_run.add(stream.name)
-                    continue
-                step = await _run_stream(stream, source, warehouse, settings, run_id, progress, said)
-                if count_rows and step.stream is not None:
-                    step.stream.rows, step.stream.newest_change = _rows(warehouse, stream)
-                ended(step)
-                if step.status == "failed":
-                    not_run.add(stream.name)
-                wrote = wrote or step.status == "success"
-            if not wrote:
-                return False, None
-            full_check = full_check_due(warehouse)
-            checks = _checks(warehouse, changed_only=not full_check)
-            ended(checks)
-            if checks.status == "failed":
-                return False, None  # a broken guarantee: nothing is built on it, nor published
-            if not marts:
-                return True, None
-            return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"],
-                                     full_check=full_check)
+        not_run: set[str] = set()
+        said: set[str] = set()
+        wrote = not selected and selected is not None  # no stream to run: what the database holds
+        for stream in STREAMS:
+            if selected is not None and stream.name not in selected:
+                continue
+            waits_for = [name for name in stream.reads_first if name in not_run]
+            if waits_for:
+                ended(Step(stream_step(stream.name), "skipped", 0.0,
+                           f"not run: it reads the {', '.join(waits_for)} stream first, which did not run"))
+                not_run.add(stream.name)
+                continue
+            step = await _run_stream(stream, source, warehouse, settings, run_id, progress, said)
+            if count_rows and step.stream is not None:
+                step.stream.rows, step.stream.newest_change = _rows(warehouse, stream)
+            ended(step)
+            if step.status == "failed":
+                not_run.add(stream.name)
+            wrote = wrote or step.status == "success"
+        if not wrote:
+            return False, None
+        full_check = full_check_due(warehouse)
+        checks = _checks(warehouse, changed_only=not full_check)
+        ended(checks)
+        if checks.status == "failed":
+            return False, None  # a broken guarantee: nothing is built on it, nor published
+        if not marts:
+            return True, None
+        return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"],
+                                 full_check=full_check)
 
 
 def _rows(warehouse: Warehouse, stream: Stream) -> tuple[dict[str, int], dt.datetime | None]:

@@ -6,15 +6,26 @@ The one dbt build flow: the job runs it however it is started (``job.run``; in D
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
+from freight_pipeline.marts.kept_builds import (
+    KeptBuild,
+    catalog_digest,
+    kept_build,
+    replay_models,
+    run_tests,
+    write_results,
+)
 from freight_pipeline.marts.plan import (
     BuildPlan,
     batch_key,
     full_check_due,
+    full_check_interval,
+    last_full_check,
     next_incremental,
     plan_build,
     project_fingerprint,
@@ -35,7 +46,7 @@ from freight_pipeline.marts.results import (
     node_results,
     read_run_results,
 )
-from freight_pipeline.marts.worker import DbtWorker
+from freight_pipeline.marts.worker import DbtWorker, WorkerReply
 from freight_pipeline.sync.runner import one_line_error
 from freight_pipeline.text import one_line
 from freight_pipeline.warehouse import meta
@@ -118,42 +129,90 @@ class PendingBuild:
     prepare: PreparedTests | None = None
     """For a build of another kind: the tests of the usual next build, for the worker to compile and
     keep after this build's success, so that the first incremental build batches them too."""
+    catalog: str | None = None
+    """The working database's catalog as the build begins (``kept_builds.catalog_digest``): a build of the
+    key kept for this catalog replays, else dbt's statements are kept with it."""
 
-    def run(self, worker: DbtWorker, data_dir: Path, backend: StorageBackend) -> MartsBuild:
-        """Run the build in ``worker`` (told no command is needed when the plan asks for none); log how
-        it ended and, after a success, what it covered. DbtBuildFailed when it fails: the run log says
-        so, and the publish refuses until a build succeeds."""
+    @property
+    def next_key(self) -> str | None:
+        """The batch key of the usual next build (an incremental one's is its own)."""
+        return self.batch_key if self.plan.changed_rows else self.prepare.key if self.prepare else None
+
+    def run(self, worker: DbtWorker, warehouse: Warehouse, data_dir: Path, backend: StorageBackend) -> MartsBuild:
+        """Run the build: the statements kept for its key on this catalog, replayed on the open ``warehouse``
+        (``marts.kept_builds``), else dbt in ``worker`` (told no command is needed when the plan asks for
+        none), the warehouse closed meanwhile (dbt opens the file); log how it ended and, after a success,
+        what it covered. DbtBuildFailed when it fails: the run log says so, and the publish refuses until a
+        build succeeds."""
         if self.record is None:
             worker.close()
             return MartsBuild(self.plan)
         (worker.target / RUN_RESULTS).unlink(missing_ok=True)  # never read a previous build's results
+        worker.expect(False, None)  # until this build succeeds
+        # batched tests and replays in the embedded warehouse only (the lake's target builds one node at a time)
+        embedded = backend.dbt_target is None
+        kept = kept_build(worker.shared, self.batch_key, worker.database) if embedded and self.batch_key else None
         try:
-            # batched tests in the embedded warehouse only (the lake's target builds one node at a time)
-            embedded = backend.dbt_target is None
+            if kept is not None and kept.replayable_on(self.catalog):
+                reply = self._replayed(worker, warehouse, kept)
+                if reply is not None:
+                    return self._ended(worker, warehouse, reply)
+            warehouse.close()
             reply = worker.run(self.args, self.plan.env, self.batch_key if embedded else None,
-                               self.prepare if embedded else None)
+                               self.prepare if embedded else None, self.catalog if embedded else None)
         except BaseException as exc:  # interrupted: logged as failed, then on its way
-            self._finish(data_dir, backend, exc)
+            warehouse.close()
+            with open_warehouse(data_dir, backend) as reopened:
+                self._finish(reopened, exc)
             raise
+        with open_warehouse(data_dir, backend) as reopened:
+            return self._ended(worker, reopened, reply, expect=embedded)
+
+    def _replayed(self, worker: DbtWorker, warehouse: Warehouse, kept: KeptBuild) -> WorkerReply | None:
+        """The build without dbt (``kept`` for its key and catalog): the models' statements replayed in one
+        transaction, the tests batched, dbt's results written; None when a statement failed (rolled back:
+        dbt runs the build)."""
+        assert kept.models is not None and kept.tests is not None
+        started = time.monotonic()
+        models = replay_models(warehouse.con, kept.models)
+        if models is None:
+            return None
+
+        def cursor() -> tuple[Any, Callable[[], None]]:
+            handle = warehouse.con.cursor()
+            return handle, handle.close
+
+        tests = run_tests(cursor, kept.tests)
+        write_results(worker.target / RUN_RESULTS, [*models, *tests], time.monotonic() - started)
+        failed = any(test["status"] in ("fail", "error") for test in tests)
+        return WorkerReply(not failed, 1 if failed else 0, None)
+
+    def _ended(self, worker: DbtWorker, warehouse: Warehouse, reply: WorkerReply, *, expect: bool = True) -> MartsBuild:
+        """How the build that gave ``reply`` ended, logged; after a success, the word for the next run's worker
+        (``expect``: whether the next build may replay)."""
         results = read_run_results(worker.target)
         error = None
         if not reply.success:
             first = one_line(reply.error) if reply.error else None
             error = DbtBuildFailed.from_target(worker.target, reply.exit_code, reply.error or "", first_error=first)
-        covered = self._finish(data_dir, backend, error)
+        covered = self._finish(warehouse, error)
         if error is not None:
             raise error
+        if expect and self.next_key is not None:
+            kept = kept_build(worker.shared, self.next_key, worker.database)
+            due = last_full_check(warehouse)
+            worker.expect(kept is not None and kept.models is not None and kept.tests is not None,
+                          None if due is None else due + full_check_interval())
         seconds = (dt.datetime.now(dt.UTC) - self.started).total_seconds()
         return MartsBuild(self.plan, build_summary(results), build_warnings(results), covered, seconds,
                           node_results(results or {}))
 
-    def _finish(self, data_dir: Path, backend: StorageBackend, error: BaseException | None) -> int:
+    def _finish(self, warehouse: Warehouse, error: BaseException | None) -> int:
         """Log how the build ended; after a success, record what it covered (how many changed shipments)."""
         assert self.record is not None
-        with open_warehouse(data_dir, backend) as warehouse:
-            build_finished(warehouse, self.record, error)
-            return 0 if error is not None else record_build(warehouse, self.fingerprint, self.started,
-                                                            self.record.run_id, full_check=self.full_check)
+        build_finished(warehouse, self.record, error)
+        return 0 if error is not None else record_build(warehouse, self.fingerprint, self.started,
+                                                        self.record.run_id, full_check=self.full_check)
 
 
 def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = (), *, full_refresh: bool = False,
@@ -173,4 +232,5 @@ def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = ()
     build_args = [*args, *plan.args, *left_out]
     key = batch_key(DBT_PROJECT_DIR, fingerprint, build_args, plan.env) if plan.run else None
     prepare = PreparedTests.of(fingerprint, args, left_out) if plan.run and not plan.changed_rows else None
-    return PendingBuild(plan, fingerprint, build_args, started, record, full, key, prepare)
+    catalog = catalog_digest(warehouse.con) if plan.run else None
+    return PendingBuild(plan, fingerprint, build_args, started, record, full, key, prepare, catalog)

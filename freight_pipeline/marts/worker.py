@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import fcntl
 import hashlib
 import json
@@ -65,14 +66,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
 from freight_pipeline.marts.jinja_cache import CompiledTemplates
+from freight_pipeline.marts.kept_builds import add_results, keep, kept_build, run_tests
 from freight_pipeline.marts.project import (
     DATABASE_ENV,
     DBT_PROJECT_DIR,
@@ -99,16 +100,9 @@ QUIET = ["--quiet", "--no-use-colors", "--no-write-json"]
 """Flags of every command the worker runs: dbt logs to its file, the terminal gets errors only, and no
 JSON artifact is written but the command's results, by the worker (dbt's other one, ``manifest.json``,
 took a tenth of an incremental build's time to write, and no one reads it)."""
-BATCHED_TESTS = "batched-tests.json"
-"""The data tests of the last builds' batch keys, as dbt ran them, in the shared parse folder (see the module
-doc)."""
-BATCH_KEYS_KEPT = 16
-"""Batch keys kept, the last kept (every data directory's of the parse folder, each kind of build's)."""
-KEPT_FORMAT = 1
-"""The form of a kept test (its statement, severity, thresholds): a change of it makes every kept one stale."""
-BATCH_THREADS = 4
-"""How many batched tests run at once (the ``dev`` profile's threads: dbt would run them on as many; lake
-mode, one thread, batches none)."""
+NEXT_BUILD = "next-build.json"
+"""In a data directory's build target: what its last build expects of the next (:meth:`DbtWorker.expect`):
+``{"replayable": bool, "until": ISO instant | null}``."""
 MODELS_ONLY = ["--resource-type", "model"]
 """What a build with batched tests asks of dbt: its models (its data tests run after, batched)."""
 
@@ -139,46 +133,73 @@ class DbtWorker:
     dbt is imported and the project loaded by the time the run knows whether it needs a build; then
     asked for at most one command, or told none is needed.
 
+    Deferred instead when the last build of the data directory left word that the next one will likely
+    replay its kept statements without dbt (:data:`NEXT_BUILD`, :meth:`expect`): then the process starts
+    only if the run asks for a command after all.
+
     A context manager: leaving it ends the worker (told no command is needed, killed if it does not go).
     """
 
-    def __init__(self, process: subprocess.Popen[str] | ForkedWorker, target: Path) -> None:
-        self.process = process
+    def __init__(self, launch: Callable[[], subprocess.Popen[str] | ForkedWorker], target: Path, shared: Path,
+                 database: str, *, deferred: bool = False) -> None:
+        self._launch = launch
         self.target = target
+        self.shared = shared
+        """The shared parse folder of its builds (:func:`parse_dir`), where the kept builds are."""
+        self.database = database
+        """The working database's file name (what the kept builds are checked for)."""
+        self.process: subprocess.Popen[str] | ForkedWorker | None = None if deferred else launch()
 
     @classmethod
     def start(cls, data_dir: Path, dbt_target: str | None) -> Self:
         """Start the worker for ``data_dir``'s working database, built with the profile's ``dbt_target``
-        (the storage's: ``StorageBackend.dbt_target``); the parse uses the ``--vars`` the build will
-        pass, so that the build finds it valid. Forked by the fork server of dbt workers when
-        ``FREIGHT_DBT_WORKER_SERVER`` names one (:mod:`~freight_pipeline.marts.worker_server`), else a new
-        process."""
+        (the storage's: ``StorageBackend.dbt_target``), unless :data:`NEXT_BUILD` says the build will likely
+        need no dbt (deferred until asked); the parse uses the ``--vars`` the build will pass, so that the
+        build finds it valid. Forked by the fork server of dbt workers when ``FREIGHT_DBT_WORKER_SERVER``
+        names one (:mod:`~freight_pipeline.marts.worker_server`), else a new process."""
         target = build_target(data_dir)
         target.mkdir(parents=True, exist_ok=True)
         chosen_vars = vars_args()
         argv = ["--project-dir", str(DBT_PROJECT_DIR), "--target", str(target),
                 *(["--vars", chosen_vars[1]] if chosen_vars else [])]
-        env = {**os.environ, **database_env(data_dir, dbt_target), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-        with open(target / LOG, "w") as log:
-            forked = forked_worker(argv, env, log)
-            if forked is not None:
-                return cls(forked, target)
-            command = [sys.executable, "-m", "freight_pipeline.marts.worker", *argv]
-            # its own session: a Ctrl-C of the run reaches the run, which ends the worker by closing its input
-            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                                       env=env, text=True, start_new_session=True)
-        return cls(process, target)
+        dbt_env = database_env(data_dir, dbt_target)
+        env = {**os.environ, **dbt_env, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+
+        def launch() -> subprocess.Popen[str] | ForkedWorker:
+            with open(target / LOG, "w") as log:
+                forked = forked_worker(argv, env, log)
+                if forked is not None:
+                    return forked
+                command = [sys.executable, "-m", "freight_pipeline.marts.worker", *argv]
+                # its own session: a Ctrl-C of the run reaches the run, which ends the worker by closing its input
+                return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                        env=env, text=True, start_new_session=True)
+
+        shared = parse_dir(DBT_PROJECT_DIR, target, chosen_vars, dbt_env)
+        return cls(launch, target, shared, _database_name(dbt_env), deferred=_no_dbt_expected(target))
+
+    def expect(self, replayable: bool, until: dt.datetime | None) -> None:
+        """Leave word for the next run's worker (:data:`NEXT_BUILD`): whether the next build will likely replay
+        its kept statements (``replayable``), at the latest ``until`` (when a full check falls due)."""
+        word = {"replayable": replayable, "until": None if until is None else until.isoformat()}
+        with contextlib.suppress(OSError):
+            (self.target / NEXT_BUILD).write_text(json.dumps(word))
 
     def run(self, args: Sequence[str], env: Mapping[str, str], batch_tests: str | None = None,
-            prepare: Prepare | None = None) -> WorkerReply:
+            prepare: Prepare | None = None, catalog: str | None = None) -> WorkerReply:
         """Have the worker run ``dbt <args>`` with ``env`` added to its environment; wait for its reply.
         ``batch_tests``: the build's batch key, when its data tests may run batched; ``prepare``: tests to
-        compile and keep after the command's success, under their key (see the module doc)."""
+        compile and keep after the command's success, under their key; ``catalog``: the one the build begins
+        on, to keep its models' statements with under its key (see the module doc)."""
+        if self.process is None:
+            self.process = self._launch()
         assert self.process.stdin is not None
         (self.target / REPLY).unlink(missing_ok=True)
         request: dict[str, Any] = {"args": list(args), "env": dict(env)}
         if batch_tests:
             request["batch_tests"] = batch_tests
+        if batch_tests and catalog:
+            request["catalog"] = catalog
         if prepare is not None:
             request["prepare_tests"] = {"key": prepare.key, "args": list(prepare.args), "env": dict(prepare.env)}
         try:
@@ -203,6 +224,8 @@ class DbtWorker:
 
     def close(self) -> None:
         """End the worker: close its input (it ends at once), kill it if it does not."""
+        if self.process is None:
+            return
         if self.process.stdin is not None and not self.process.stdin.closed:
             with contextlib.suppress(BrokenPipeError):
                 self.process.stdin.close()
@@ -219,6 +242,17 @@ class DbtWorker:
         self.close()
 
 
+def _no_dbt_expected(target: Path) -> bool:
+    """Whether the last build in ``target`` expects the next to replay its kept statements, and no full check
+    falls due before then (:data:`NEXT_BUILD`)."""
+    try:
+        word = json.loads((target / NEXT_BUILD).read_text())
+        until = dt.datetime.fromisoformat(word["until"]) if word.get("until") else None
+        return word["replayable"] is True and (until is None or dt.datetime.now(dt.UTC) < until)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
 def _read_requests(requests: queue.Queue[str]) -> None:
     """Hand the first line of stdin to the main thread, then read to the end of input and end the
     process there: the parent no longer wants a build (no request came), or is gone (one is running)."""
@@ -227,18 +261,21 @@ def _read_requests(requests: queue.Queue[str]) -> None:
     os._exit(0)
 
 
-def _database_name() -> str:
-    """The working database's file name: what the compiled statements name it by (dbt-duckdb's catalog is
-    the file's stem)."""
-    return Path(os.environ.get(DATABASE_ENV, DB_NAME)).name
+def _database_name(env: Mapping[str, str] | None = None) -> str:
+    """The working database's file name in the worker's environment (``env`` added to this process's): what
+    the compiled statements name it by (dbt-duckdb's catalog is the file's stem)."""
+    return Path({**os.environ, **(env or {})}.get(DATABASE_ENV, DB_NAME)).name
 
 
-def parse_dir(project_dir: Path, build_target: Path, vars_args: Sequence[str]) -> Path:
-    """Where the worker parses: one folder per profile target, database file name and ``--vars`` in
-    the project's ``target/`` (:data:`PARSE_DIRS`), shared by every data directory, so that a data
-    directory's first build finds dbt's partial-parse file valid (a full parse costs about 8 s of CPU
-    more); the build's own target when the project's cannot be written (an installed, read-only copy)."""
-    key = json.dumps([os.environ.get(TARGET_ENV, ""), _database_name(), list(vars_args)])
+def parse_dir(project_dir: Path, build_target: Path, vars_args: Sequence[str],
+              env: Mapping[str, str] | None = None) -> Path:
+    """Where the worker parses: one folder per profile target, database file name and ``--vars`` (of the
+    worker's environment: ``env`` added to this process's) in the project's ``target/`` (:data:`PARSE_DIRS`),
+    shared by every data directory, so that a data directory's first build finds dbt's partial-parse file
+    valid (a full parse costs about 8 s of CPU more); the build's own target when the project's cannot be
+    written (an installed, read-only copy)."""
+    target_name = {**os.environ, **(env or {})}.get(TARGET_ENV, "")
+    key = json.dumps([target_name, _database_name(env), list(vars_args)])
     folder = project_dir / PARSE_DIRS / hashlib.sha256(key.encode()).hexdigest()[:16]
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -295,21 +332,9 @@ def _vars_of(args: Sequence[str]) -> str | None:
     return next((args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--vars"), None)
 
 
-def _batched_tests(shared: Path, key: str, dbt_version: str) -> list[dict[str, Any]] | None:
-    """The tests kept for ``key`` on a database of this file name with this dbt, or None (none kept: dbt
-    runs them)."""
-    try:
-        entry = json.loads((shared / BATCHED_TESTS).read_text())[key]
-        if (entry["database"], entry["dbt"], entry["format"]) == (_database_name(), dbt_version, KEPT_FORMAT):
-            return list(entry["tests"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return None
-
-
-def _keep_tests(shared: Path, key: str, dbt_version: str, results: Sequence[Any]) -> None:
-    """Keep the data tests of a successful build (dbt's results of its nodes) for ``key``: each test's
-    statement as dbt's test materialization runs it (``default__get_test_sql``), and how it is judged."""
+def _tests_of(results: Sequence[Any]) -> list[dict[str, Any]]:
+    """The data tests of a build (dbt's results of its nodes) as kept: each test's statement as dbt's test
+    materialization runs it (``default__get_test_sql``), and how it is judged."""
     tests = []
     for result in results:
         node = result.node
@@ -322,95 +347,89 @@ def _keep_tests(shared: Path, key: str, dbt_version: str, results: Sequence[Any]
                f"{node.compiled_code}{limit}\n    ) dbt_internal_test")
         tests.append({"unique_id": node.unique_id, "sql": sql, "severity": str(config.severity).upper(),
                       "warn_if": config.warn_if, "error_if": config.error_if})
-    with open(shared / (BATCHED_TESTS + ".lock"), "a+") as lock:  # other data directories' workers keep theirs
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            kept = json.loads((shared / BATCHED_TESTS).read_text())
-            kept = kept if isinstance(kept, dict) else {}
-        except (OSError, ValueError):
-            kept = {}
-        kept.pop(key, None)
-        kept[key] = {"database": _database_name(), "dbt": dbt_version, "format": KEPT_FORMAT, "tests": tests}
-        kept = dict(list(kept.items())[-BATCH_KEYS_KEPT:])
-        written = shared / (BATCHED_TESTS + ".tmp")  # one writer at a time: the lock
-        written.write_text(json.dumps(kept))
-        written.replace(shared / BATCHED_TESTS)
+    return tests
+
+
+class _Statements:
+    """Every statement dbt sends on each model's connection (named by the model's id) while installed, in the
+    order sent; None for one sent with bindings (its text alone would not replay it)."""
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, list[str | None]] = {}
+        self._lock = threading.Lock()
+
+    def install(self) -> Self:
+        from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+        original = DuckDBConnectionManager.add_query
+        statements = self
+
+        def add_query(manager: Any, sql: str, auto_begin: bool = True, bindings: Any = None, *args: Any,
+                      **kwargs: Any) -> Any:
+            answer = original(manager, sql, auto_begin, bindings, *args, **kwargs)  # its BEGIN is recorded first
+            name = getattr(manager.get_if_exists(), "name", None)
+            if isinstance(name, str) and name.startswith("model."):
+                with statements._lock:
+                    statements.by_node.setdefault(name, []).append(sql if bindings is None else None)
+            return answer
+
+        DuckDBConnectionManager.add_query = add_query  # type: ignore[method-assign]
+        return self
+
+    def models(self, results: Sequence[Any], said: Sequence[str]) -> list[dict[str, Any]] | None:
+        """The models of a build whose every model succeeded (dbt's ``results``), each with its statements,
+        in the order they began (a model begins after every model it reads ended); None when a model did not
+        succeed, or a statement was sent with bindings or holds one of ``said`` (the invocation's id or start
+        time: a statement that depends on the time of the build is not the next build's)."""
+        order = {name: at for at, name in enumerate(self.by_node)}
+        models = []
+        for result in results:
+            node = result.node
+            if node.resource_type != "model":
+                continue
+            statements = self.by_node.get(node.unique_id, [])
+            if str(result.status) != "success" or any(
+                    statement is None or any(text in statement for text in said) for statement in statements):
+                return None
+            models.append({"unique_id": node.unique_id, "relation_name": getattr(node, "relation_name", None),
+                           "statements": statements})
+        return sorted(models, key=lambda model: order.get(model["unique_id"], len(order)))
+
+
+def _invocation_marks(run_results: Path) -> list[str]:
+    """What of the build's invocation a statement could hold: its id, its start time as dbt renders it."""
+    try:
+        metadata = json.loads(run_results.read_text())["metadata"]
+        started = str(metadata["invocation_started_at"])[:19]
+        return [str(metadata["invocation_id"]), started, started.replace("T", " ")]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def _prepare_tests(manifest: Any, options: argparse.Namespace, shared: Path, vars_args: Sequence[str],
-                   prepare: dict[str, Any], dbt_version: str) -> None:
+                   prepare: dict[str, Any]) -> None:
     """Compile the tests of ``prepare`` (a later build's: its key, ``dbt compile`` and environment) and keep
     them under its key, unless kept already; a failure leaves them to that build (dbt runs them then)."""
     from dbt.cli.main import dbtRunner
 
     key, args = prepare["key"], list(prepare["args"])
-    if _batched_tests(shared, key, dbt_version) is not None:
+    held = kept_build(shared, key, _database_name())
+    if held is not None and held.tests is not None:
         return
     os.environ.update(prepare.get("env") or {})
     runner = dbtRunner(manifest=manifest if _vars_of(args) == _vars_of(vars_args) else None)
     with contextlib.suppress(Exception):
         compiled = runner.invoke([*args, *QUIET, *project_args(options.project_dir, options.target)])
         if compiled.success and hasattr(compiled.result, "results"):
-            _keep_tests(shared, key, dbt_version, compiled.result.results)
+            keep(shared, key, _database_name(), tests=_tests_of(compiled.result.results))
 
 
-def _run_tests(tests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Run the kept ``tests`` on the build's database, :data:`BATCH_THREADS` at a time, each thread on a
-    handle of dbt's connection (the adapter's, with the profile's settings); each result, in the order of
-    ``tests``, as dbt's ``run_results.json`` has it, judged as dbt judges a test
-    (``TestRunner.build_test_run_result``)."""
+def _dbt_cursor() -> tuple[Any, Callable[[], None]]:
+    """A cursor on dbt's connection to the build's database (the adapter's, with the profile's settings)."""
     from dbt.adapters.duckdb.connections import DuckDBConnectionManager
 
-    environment = DuckDBConnectionManager.env()
-    opened: list[Any] = []
-    held = threading.local()
-    lock = threading.Lock()
-
-    def judged(test: dict[str, Any]) -> dict[str, Any]:
-        if not hasattr(held, "handle"):
-            with lock:
-                held.handle = environment.handle()
-                opened.append(held.handle)
-        return _judged(held.handle.cursor(), test)
-
-    try:
-        with ThreadPoolExecutor(BATCH_THREADS, thread_name_prefix="batched-tests") as pool:
-            return list(pool.map(judged, tests))
-    finally:
-        for handle in opened:
-            with contextlib.suppress(Exception):
-                handle.close()
-
-
-def _judged(cursor: Any, test: dict[str, Any]) -> dict[str, Any]:
-    """One kept test's result on ``cursor``."""
-    started = time.monotonic()
-    try:
-        row = cursor.execute(test["sql"]).fetchone()
-    except Exception as exc:  # the database's error, as dbt would report it: this test errored
-        return _test_result(test, "error", " ".join(str(exc).split()), None, started)
-    failures, should_warn, should_error = row if row is not None else (0, False, False)
-    said = f"Got {failures} result{'' if failures == 1 else 's'}, configured to"
-    if test["severity"] == "ERROR" and should_error:
-        return _test_result(test, "fail", f"{said} fail if {test['error_if']}", failures, started)
-    if should_warn:
-        return _test_result(test, "warn", f"{said} warn if {test['warn_if']}", failures, started)
-    return _test_result(test, "pass", None, 0, started)
-
-
-def _test_result(test: dict[str, Any], status: str, message: str | None, failures: int | None,
-                 started: float) -> dict[str, Any]:
-    return {"unique_id": test["unique_id"], "status": status, "message": message, "failures": failures,
-            "execution_time": time.monotonic() - started, "timing": [], "thread_id": "batched-tests",
-            "adapter_response": {}, "compiled": True, "relation_name": None, "batch_results": None}
-
-
-def _with_tests(path: Path, tests: Sequence[dict[str, Any]], seconds: float) -> None:
-    """Add the batched ``tests``' results to the build's ``run_results.json`` at ``path``."""
-    results = json.loads(path.read_text())
-    results["results"].extend(tests)
-    results["elapsed_time"] = float(results.get("elapsed_time") or 0) + seconds
-    path.write_text(json.dumps(results))
+    handle = DuckDBConnectionManager.env().handle()
+    return handle.cursor(), handle.close
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -437,10 +456,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.update(request.get("env") or {})
     reply = options.target / REPLY
     reply.unlink(missing_ok=True)
-    from dbt.version import __version__ as dbt_version
-
     key = request.get("batch_tests")
-    batched = _batched_tests(shared, key, dbt_version) if key else None
+    held = kept_build(shared, key, _database_name()) if key else None
+    batched = held.tests if held is not None else None
+    # the models' statements are kept for a build that tells the catalog it begins on
+    statements = _Statements().install() if key and request.get("catalog") else None
     args = [*request["args"], *(MODELS_ONLY if batched is not None else []), *QUIET,
             *project_args(options.project_dir, options.target)]
     # the command starts from the parsed manifest, unless it passes other vars (they may change the project)
@@ -449,16 +469,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = runner.invoke(args)
         success, failed_tests = bool(result.success), False
         if hasattr(result.result, "write"):  # the results of the nodes: dbt's own run_results.json
-            result.result.write(str(options.target / RUN_RESULTS))
+            run_results = options.target / RUN_RESULTS
+            result.result.write(str(run_results))
+            tests = None
             if success and batched is not None:
                 started = time.monotonic()
-                tests = _run_tests(batched)
-                _with_tests(options.target / RUN_RESULTS, tests, time.monotonic() - started)
-                failed_tests = any(test["status"] in ("fail", "error") for test in tests)
+                verdicts = run_tests(_dbt_cursor, batched)
+                add_results(run_results, verdicts, time.monotonic() - started)
+                failed_tests = any(test["status"] in ("fail", "error") for test in verdicts)
             elif success and key:
-                _keep_tests(shared, key, dbt_version, result.result.results)
+                tests = _tests_of(result.result.results)
+            models = statements.models(result.result.results, _invocation_marks(run_results)) if statements else None
+            if key and (tests is not None or models is not None):
+                keep(shared, key, _database_name(), tests=tests, models=models, catalog=request.get("catalog"))
         if result.success and request.get("prepare_tests"):
-            _prepare_tests(manifest, options, shared, vars_args, request["prepare_tests"], dbt_version)
+            _prepare_tests(manifest, options, shared, vars_args, request["prepare_tests"])
         error = result.exception
         success = success and not failed_tests
         answer = {"success": success, "exit_code": 0 if success else 2 if error else 1,

@@ -4,6 +4,7 @@ and a broken guarantee that stops the publish."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +15,11 @@ import pytest
 from freight_pipeline.config import ServiceSettings, environ
 from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, JobReport, Step, run_job, stream_step
 from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.marts.kept_builds import KEPT_BUILDS
 from freight_pipeline.marts.plan import FULL_CHECK_ENV
-from freight_pipeline.marts.project import FULL_REFRESH_ENV, build_target
+from freight_pipeline.marts.project import DBT_PROJECT_DIR, FULL_REFRESH_ENV, build_target, vars_args
 from freight_pipeline.marts.results import read_run_results
-from freight_pipeline.marts.worker import DbtWorker
+from freight_pipeline.marts.worker import DbtWorker, parse_dir
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.settings import SyncSettings
@@ -47,7 +49,7 @@ def run(sim: RunningSimulator, data_dir: Path, username: str | None = None, pass
     with DbtWorker.start(data_dir, backend.dbt_target) as worker:
         report = run_job(service, data_dir, SETTINGS, backend, worker, on_step=heard.append)
     assert heard == report.steps  # each step was told as it ended
-    assert worker.process.returncode is not None  # the worker never outlives the run
+    assert worker.process is None or worker.process.returncode is not None  # it never outlives the run
     return report
 
 
@@ -103,7 +105,13 @@ def test_a_run_syncs_checks_builds_and_publishes_then_builds_only_what_changed(
         assert con.execute("SELECT count(*) FROM freight_meta.changed_shipments").fetchone() == (0,)
         held = con.execute("SELECT shipment_id, last_modified_at FROM freight.shipments ORDER BY 1").fetchall()
     assert published(tmp_path, "SELECT shipment_id, last_modified_at FROM analytics.fct_shipments ORDER BY 1") == held
-    # the incremental build's marts are what a full rebuild of the same data makes, row for row
+
+    sim.modify_shipments(4)
+    sim.advance_clock(60)
+    replayed = run(sim, tmp_path)  # the statements dbt sent for this build's key, on this catalog: no dbt
+    assert replayed.success and replayed.marts is not None and replayed.marts.covered == 4
+    assert built_by(tmp_path) == "replayed"
+    # the incremental builds' marts are what a full rebuild of the same data makes, row for row
     rebuilt = copied(tmp_path, tmp_path.parent / "rebuilt")
     with environ({FULL_REFRESH_ENV: "1"}):
         full = run(sim, rebuilt)
@@ -112,6 +120,68 @@ def test_a_run_syncs_checks_builds_and_publishes_then_builds_only_what_changed(
     marts = [name for name in incremental if name.startswith("analytics.")]
     assert len(marts) > 5
     assert [name for name in marts if incremental[name] != whole[name]] == []
+
+
+def built_by(data_dir: Path) -> str:
+    """Who built the models of the last build: ``dbt``, or ``replayed`` (``marts.kept_builds``)."""
+    results = read_run_results(build_target(data_dir))
+    assert results is not None
+    (by,) = {"replayed" if r["thread_id"] == "replayed" else "dbt" for r in results["results"]
+             if r["unique_id"].startswith("model.")}
+    return by
+
+
+def kept_for(data_dir: Path) -> Path:
+    """The file of the kept builds of ``data_dir``'s builds."""
+    return parse_dir(DBT_PROJECT_DIR, build_target(data_dir), vars_args()) / KEPT_BUILDS
+
+
+NO_SUCH = "select * from no_such_relation"
+
+
+def broken(data_dir: Path, breaking: bool) -> int:
+    """Break (``breaking``) or mend the last model's statements of every kept build, whichever key is this
+    data directory's (they are shared: a build of another test meeting one broken has dbt build); how many
+    entries were still whole before."""
+    kept = json.loads(kept_for(data_dir).read_text())
+    whole = 0
+    for entry in kept.values():
+        if entry.get("models"):
+            statements = entry["models"][-1]["statements"]
+            whole += NO_SUCH not in statements
+            statements[:] = [*(s for s in statements if s != NO_SUCH), *([NO_SUCH] if breaking else [])]
+    kept_for(data_dir).write_text(json.dumps(kept))
+    return whole
+
+
+def test_dbt_builds_when_a_kept_statement_fails_or_the_catalog_changed(
+    sim: RunningSimulator, first_run: tuple[JobReport, Path], tmp_path: Path
+) -> None:
+    """A statement that fails rolls the replay back and dbt builds (and its statements are kept anew); a
+    relation added to the working database changes the catalog, and dbt builds too."""
+    data_dir = copied(first_run[1], tmp_path / "data")
+    for _ in range(2):  # the first incremental build keeps its statements, if no test of this session did
+        sim.modify_shipments(2)
+        sim.advance_clock(60)
+        assert run(sim, data_dir).success
+    assert built_by(data_dir) == "replayed"
+    broken(data_dir, True)
+
+    sim.modify_shipments(2)
+    sim.advance_clock(60)
+    report = run(sim, data_dir)
+    assert report.success and report.marts is not None and report.marts.covered == 2
+    assert built_by(data_dir) == "dbt"
+    assert broken(data_dir, False)  # this build's key was kept anew; the others are mended
+
+    with duckdb.connect(str(working_db_path(data_dir))) as con:
+        con.execute("CREATE TABLE freight_meta.added_by_hand (x INTEGER)")
+    sim.modify_shipments(2)
+    sim.advance_clock(60)
+    assert run(sim, data_dir).success and built_by(data_dir) == "dbt"
+    sim.modify_shipments(2)
+    sim.advance_clock(60)
+    assert run(sim, data_dir).success and built_by(data_dir) == "replayed"  # kept with the new catalog
 
 
 def test_a_stream_that_fails_withholds_nothing_of_the_others(tmp_path: Path) -> None:

@@ -5,21 +5,24 @@ Real dbt on a small ``freight`` database (``freight_db``) in the data directory'
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import duckdb
 import pytest
 
 from freight_pipeline.marts.build import PreparedTests
+from freight_pipeline.marts.kept_builds import KEPT_BUILDS
 from freight_pipeline.marts.plan import next_incremental, project_fingerprint
 from freight_pipeline.marts.project import DBT_PROJECT_DIR, RUN_RESULTS, build_target, dbt_build_args, vars_args
 from freight_pipeline.marts.results import read_run_results
-from freight_pipeline.marts.worker import BATCHED_TESTS, LOG, REPLY, DbtWorker, WorkerReply, parse_dir
+from freight_pipeline.marts.worker import LOG, NEXT_BUILD, REPLY, DbtWorker, WorkerReply, _Statements, parse_dir
 from freight_pipeline.marts.worker_server import SERVER_ENV
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_working_database
@@ -32,7 +35,7 @@ WHOLE_BUILD = ["build", "--exclude-resource-type", "unit_test"]
 def kept_tests(data_dir: Path) -> dict[str, Any]:
     """The batched tests kept where ``data_dir``'s workers keep them: the shared parse folder (which every
     data directory of the session, and of earlier sessions, shares: a test's own keys are its own)."""
-    return json.loads((parse_dir(DBT_PROJECT_DIR, build_target(data_dir), vars_args()) / BATCHED_TESTS).read_text())
+    return json.loads((parse_dir(DBT_PROJECT_DIR, build_target(data_dir), vars_args()) / KEPT_BUILDS).read_text())
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +187,7 @@ def test_batched_tests_are_dbts_own_tests_run_after_the_models_and_judged_as_dbt
                                for r in results["results"]}
 
     success, by_dbt = built(first)
-    assert success and key in kept_tests(first) and not (build_target(first) / BATCHED_TESTS).exists()
+    assert success and key in kept_tests(first) and not (build_target(first) / KEPT_BUILDS).exists()
     tests = {uid for uid in by_dbt if uid.startswith("test.")}
     assert tests and not any(batched for _, batched in by_dbt.values())
     success, again = built(other)
@@ -225,3 +228,48 @@ def test_tests_prepared_by_a_full_build_are_those_dbt_runs_in_the_incremental_bu
     ahead = {test["unique_id"]: test for test in kept[prepared.key]["tests"]}
     assert len(by_dbt) > 50 and ahead == by_dbt
     assert all("freight_meta" in test["sql"] for uid, test in by_dbt.items() if "stg_shipment_goods" in uid)
+
+
+def test_a_worker_is_deferred_while_the_last_build_expects_the_next_to_need_no_dbt(data_dir: Path) -> None:
+    """The last build's word (``DbtWorker.expect``): the next build will likely replay its kept statements
+    (``marts.kept_builds``), so no process starts, unless the run asks for a command after all; not when
+    the word says otherwise, nor once a full check falls due."""
+    target = build_target(data_dir)
+    with DbtWorker.start(data_dir, None) as worker:
+        worker.expect(True, dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
+    assert json.loads((target / NEXT_BUILD).read_text())["replayable"] is True
+    with DbtWorker.start(data_dir, None) as deferred:
+        assert deferred.process is None
+    with DbtWorker.start(data_dir, None) as deferred:
+        assert deferred.process is None
+        reply = deferred.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})  # started now
+        assert reply.success and deferred.process is not None
+    for replayable, until in ((False, None), (True, dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1))):
+        deferred.expect(replayable, until)
+        with DbtWorker.start(data_dir, None) as worker:
+            assert worker.process is not None
+    (target / NEXT_BUILD).write_text("{not json")
+    with DbtWorker.start(data_dir, None) as worker:
+        assert worker.process is not None
+
+
+def _result(unique_id: str, status: str = "success") -> SimpleNamespace:
+    """dbt's result of a node, as much of it as the statements' keeping reads."""
+    node = SimpleNamespace(unique_id=unique_id, resource_type=unique_id.split(".")[0], relation_name=f'"{unique_id}"')
+    return SimpleNamespace(node=node, status=status)
+
+
+def test_a_models_statements_are_kept_only_when_every_model_succeeded_and_none_depends_on_the_invocation() -> None:
+    """In the order the models began (a model begins after those it reads ended); none kept when a model did
+    not succeed, a statement had bindings, or a statement holds the invocation's id or start time."""
+    statements = _Statements()
+    statements.by_node = {"model.p.b": ["BEGIN", "insert into b select 1", "COMMIT"], "model.p.a": ["create a"]}
+    results = [_result("model.p.a"), _result("test.p.t.1", "pass"), _result("model.p.b")]
+    assert statements.models(results, ["run-id"]) == [
+        {"unique_id": "model.p.b", "relation_name": '"model.p.b"', "statements": ["BEGIN", "insert into b select 1",
+                                                                                  "COMMIT"]},
+        {"unique_id": "model.p.a", "relation_name": '"model.p.a"', "statements": ["create a"]}]
+    assert statements.models([_result("model.p.a", "error"), _result("model.p.b")], []) is None
+    assert statements.models(results, ["into b"]) is None
+    statements.by_node["model.p.a"].append(None)  # sent with bindings
+    assert statements.models(results, []) is None

@@ -1,0 +1,215 @@
+"""What a dbt build of a batch key ran, kept for the next builds of the key, and how they run it without dbt.
+
+A build of the embedded warehouse has a key (``marts.plan.batch_key``: the project's fingerprint, its tests,
+the build's arguments and environment). Two things of a successful build are kept under it, in the shared
+parse folder of its profile target, database file name and ``--vars`` (``marts.worker.parse_dir``), in
+:data:`KEPT_BUILDS`:
+
+* its **data tests** as dbt compiled and ran them (each test's statement as dbt's test materialization runs
+  it, its severity and thresholds): the next builds of the key run them batched after their models, each
+  judged as dbt judges a test (:func:`run_tests`; ``marts.worker``, "Batched tests");
+* its **models' statements**: every statement dbt sent to DuckDB on each model's connection (its
+  materialization: pre-hooks, the temporary relation, the insert or the swap), in the order the models
+  ran, with the **catalog** the build began on (:func:`catalog_digest`: every relation's columns and types).
+  The next build of the key whose database has that same catalog replays them on the run's own connection,
+  in one transaction (:func:`replay_models`), without starting dbt at all. The statements name relations,
+  never rows (an incremental build reads ``freight_meta.changed_shipments``), and nothing in them depends
+  on the time of the build (the worker keeps none that holds its invocation's id or start time): the same
+  key on the same catalog gives the same statements, which is what dbt would have sent. A statement that
+  fails rolls the replay back, and dbt runs the build (it reports what failed, and keeps the statements
+  again).
+
+Each entry is checked for the database's file name (the statements name the database by it), dbt's version
+and :data:`KEPT_FORMAT`. The last :data:`BATCH_KEYS_KEPT` keys are kept. Nothing here imports dbt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+KEPT_BUILDS = "kept-builds.json"
+"""The kept builds of the last batch keys, in the shared parse folder (see the module doc)."""
+BATCH_KEYS_KEPT = 16
+"""Batch keys kept, the last kept (every data directory's of the parse folder, each kind of build's)."""
+KEPT_FORMAT = 2
+"""The form of a kept entry (tests: statement, severity, thresholds; models: statements, relation): a change
+of it makes every kept one stale."""
+BATCH_THREADS = 4
+"""How many batched tests run at once (the ``dev`` profile's threads: dbt would run them on as many; lake
+mode, one thread, batches none)."""
+TRANSACTION_STATEMENTS = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
+"""dbt's own transaction statements, left out of a replay (which is one transaction)."""
+CATALOG_QUERY = """
+    select schema_name, table_name, column_index, column_name, data_type
+    from duckdb_columns()
+    where database_name = current_database()
+    order by all
+"""
+
+
+def dbt_version() -> str:
+    """The installed dbt's version (what a kept entry was made with), read without importing dbt."""
+    return version("dbt-core")
+
+
+@dataclass(frozen=True)
+class KeptBuild:
+    """What is kept for a key: its data tests and its models' statements, each None when not kept."""
+
+    tests: list[dict[str, Any]] | None
+    models: list[dict[str, Any]] | None
+    catalog: str | None
+    """The catalog the models' statements were sent on (:func:`catalog_digest`)."""
+
+    def replayable_on(self, catalog: str | None) -> bool:
+        """Whether the whole build can run without dbt on a database of this ``catalog``."""
+        return self.tests is not None and self.models is not None and catalog is not None and catalog == self.catalog
+
+
+def kept_build(shared: Path, key: str, database: str) -> KeptBuild | None:
+    """What is kept for ``key`` in the parse folder ``shared`` for a database of file name ``database`` with
+    this dbt, or None."""
+    try:
+        entry = json.loads((shared / KEPT_BUILDS).read_text())[key]
+        if (entry["database"], entry["dbt"], entry["format"]) != (database, dbt_version(), KEPT_FORMAT):
+            return None
+        tests, models = entry.get("tests"), entry.get("models")
+        return KeptBuild(None if tests is None else list(tests), None if models is None else list(models),
+                         entry.get("catalog"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def keep(shared: Path, key: str, database: str, *, tests: Sequence[dict[str, Any]] | None = None,
+         models: Sequence[dict[str, Any]] | None = None, catalog: str | None = None) -> None:
+    """Keep ``tests`` and/or ``models`` (with the ``catalog`` they were sent on) for ``key``, beside what the
+    key's entry holds already, as its newest; the oldest keys beyond :data:`BATCH_KEYS_KEPT` go."""
+    with open(shared / (KEPT_BUILDS + ".lock"), "a+") as lock:  # other data directories' workers keep theirs
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            kept = json.loads((shared / KEPT_BUILDS).read_text())
+            kept = kept if isinstance(kept, dict) else {}
+        except (OSError, ValueError):
+            kept = {}
+        held = kept.pop(key, None)
+        entry: dict[str, Any] = {"database": database, "dbt": dbt_version(), "format": KEPT_FORMAT}
+        if isinstance(held, dict) and all(held.get(name) == entry[name] for name in entry):
+            entry = held
+        if tests is not None:
+            entry["tests"] = list(tests)
+        if models is not None:
+            entry["models"], entry["catalog"] = list(models), catalog
+        kept[key] = entry
+        kept = dict(list(kept.items())[-BATCH_KEYS_KEPT:])
+        written = shared / (KEPT_BUILDS + ".tmp")  # one writer at a time: the lock
+        written.write_text(json.dumps(kept))
+        written.replace(shared / KEPT_BUILDS)
+
+
+def catalog_digest(con: Any) -> str:
+    """A digest of every relation of the connection's database: its schema, name, columns and their types."""
+    rows = con.execute(CATALOG_QUERY).fetchall()
+    return hashlib.sha256(json.dumps(rows, default=str).encode()).hexdigest()[:16]
+
+
+def replay_models(con: Any, models: Sequence[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Send the kept ``models``' statements on ``con`` in one transaction; each model's result as dbt's
+    ``run_results.json`` has it, or None when a statement failed (the transaction is rolled back: nothing of
+    the replay stays)."""
+    results = []
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for model in models:
+            started = time.monotonic()
+            for statement in model["statements"]:
+                if statement.strip().upper() not in TRANSACTION_STATEMENTS:
+                    con.execute(statement)
+            results.append(_node_result(model["unique_id"], "success", "OK", None, started,
+                                        thread="replayed", adapter_response={"_message": "OK"},
+                                        relation=model.get("relation_name")))
+        con.execute("COMMIT")
+    except Exception:  # the database's error: dbt runs the build instead, and says it
+        with contextlib.suppress(Exception):
+            con.execute("ROLLBACK")
+        return None
+    return results
+
+
+Connect = Callable[[], tuple[Any, Callable[[], None]]]
+"""What gives a thread of :func:`run_tests` its cursor, and what closes it."""
+
+
+def run_tests(connect: Connect, tests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run the kept ``tests``, :data:`BATCH_THREADS` at a time, each thread on the cursor ``connect`` gives it
+    (with what closes it, called at the end); each result, in the order of ``tests``, as dbt's
+    ``run_results.json`` has it."""
+    closers: list[Callable[[], None]] = []
+    held = threading.local()
+    lock = threading.Lock()
+
+    def judged_here(test: dict[str, Any]) -> dict[str, Any]:
+        if not hasattr(held, "cursor"):
+            with lock:
+                held.cursor, close = connect()
+                closers.append(close)
+        return judged(held.cursor, test)
+
+    try:
+        with ThreadPoolExecutor(BATCH_THREADS, thread_name_prefix="batched-tests") as pool:
+            return list(pool.map(judged_here, tests))
+    finally:
+        for close in closers:
+            with contextlib.suppress(Exception):
+                close()
+
+
+def judged(cursor: Any, test: dict[str, Any]) -> dict[str, Any]:
+    """One kept test's result on ``cursor``, judged as dbt judges a test (``TestRunner.build_test_run_result``)."""
+    started = time.monotonic()
+    try:
+        row = cursor.execute(test["sql"]).fetchone()
+    except Exception as exc:  # the database's error, as dbt would report it: this test errored
+        return _node_result(test["unique_id"], "error", " ".join(str(exc).split()), None, started)
+    failures, should_warn, should_error = row if row is not None else (0, False, False)
+    said = f"Got {failures} result{'' if failures == 1 else 's'}, configured to"
+    if test["severity"] == "ERROR" and should_error:
+        return _node_result(test["unique_id"], "fail", f"{said} fail if {test['error_if']}", failures, started)
+    if should_warn:
+        return _node_result(test["unique_id"], "warn", f"{said} warn if {test['warn_if']}", failures, started)
+    return _node_result(test["unique_id"], "pass", None, 0, started)
+
+
+def _node_result(unique_id: str, status: str, message: str | None, failures: int | None, started: float, *,
+                 thread: str = "batched-tests", adapter_response: dict[str, Any] | None = None,
+                 relation: str | None = None) -> dict[str, Any]:
+    return {"unique_id": unique_id, "status": status, "message": message, "failures": failures,
+            "execution_time": time.monotonic() - started, "timing": [], "thread_id": thread,
+            "adapter_response": adapter_response or {}, "compiled": True, "relation_name": relation,
+            "batch_results": None}
+
+
+def add_results(path: Path, results: Sequence[dict[str, Any]], seconds: float) -> None:
+    """Add ``results`` to the build's ``run_results.json`` at ``path``."""
+    written = json.loads(path.read_text())
+    written["results"].extend(results)
+    written["elapsed_time"] = float(written.get("elapsed_time") or 0) + seconds
+    path.write_text(json.dumps(written))
+
+
+def write_results(path: Path, results: Sequence[dict[str, Any]], seconds: float) -> None:
+    """A replayed build's ``run_results.json`` at ``path``: dbt's form, its nodes' ``results``."""
+    metadata = {"dbt_version": dbt_version(), "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "invocation_id": None, "replayed": True}
+    path.write_text(json.dumps({"metadata": metadata, "results": list(results), "elapsed_time": seconds,
+                                "args": {}}))

@@ -1,0 +1,96 @@
+"""What a build kept for its key, and running it again without dbt: on DuckDB, no dbt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from freight_pipeline.marts.kept_builds import (
+    BATCH_KEYS_KEPT,
+    KEPT_BUILDS,
+    catalog_digest,
+    keep,
+    kept_build,
+    replay_models,
+    run_tests,
+)
+
+MODELS = [
+    {"unique_id": "model.p.a", "relation_name": '"a"',
+     "statements": ["BEGIN", "create table a as select 1 as x", "COMMIT"]},
+    {"unique_id": "model.p.b", "relation_name": '"b"',
+     "statements": ["create temporary table b_tmp as select x + 1 as x from a", "create table b as from b_tmp"]},
+]
+
+
+def test_a_replay_sends_every_models_statements_in_one_transaction_and_rolls_back_when_one_fails() -> None:
+    with duckdb.connect() as con:
+        results = replay_models(con, MODELS)
+        assert results is not None
+        assert [(r["unique_id"], r["status"], r["thread_id"], r["relation_name"]) for r in results] == [
+            ("model.p.a", "success", "replayed", '"a"'), ("model.p.b", "success", "replayed", '"b"')]
+        assert con.execute("from b").fetchall() == [(2,)]
+    failing = [*MODELS, {"unique_id": "model.p.c", "statements": ["insert into a values (7)", "from no_such"]}]
+    with duckdb.connect() as con:
+        assert replay_models(con, failing) is None
+        assert con.execute("select count(*) from duckdb_tables() where not temporary").fetchone() == (0,)
+        con.execute("create table after as select 1")  # the connection is usable: no transaction left open
+
+
+def test_the_catalog_is_every_relations_columns_and_types() -> None:
+    with duckdb.connect() as con:
+        con.execute("create schema s; create table s.t (a integer, b varchar); create view s.v as from s.t")
+        before = catalog_digest(con)
+        con.execute("insert into s.t values (1, 'x')")
+        assert catalog_digest(con) == before  # rows are not the catalog
+        con.execute("alter table s.t add column c date")
+        assert catalog_digest(con) != before
+
+
+def test_a_kept_entry_holds_tests_and_models_for_its_database_and_dbt_and_the_last_keys(tmp_path: Path) -> None:
+    keep(tmp_path, "k", "warehouse.duckdb", tests=[{"unique_id": "test.p.t"}])
+    held = kept_build(tmp_path, "k", "warehouse.duckdb")
+    assert held is not None and held.tests == [{"unique_id": "test.p.t"}] and held.models is None
+    assert not held.replayable_on("c1")
+    keep(tmp_path, "k", "warehouse.duckdb", models=MODELS, catalog="c1")  # beside the tests kept
+    held = kept_build(tmp_path, "k", "warehouse.duckdb")
+    assert held is not None and held.tests == [{"unique_id": "test.p.t"}] and held.models == MODELS
+    assert held.replayable_on("c1") and not held.replayable_on("c2") and not held.replayable_on(None)
+    assert kept_build(tmp_path, "k", "other.duckdb") is None  # the statements name the database by its file
+    kept = json.loads((tmp_path / KEPT_BUILDS).read_text())
+    kept["k"]["dbt"] = "0.0.1"
+    (tmp_path / KEPT_BUILDS).write_text(json.dumps(kept))
+    assert kept_build(tmp_path, "k", "warehouse.duckdb") is None
+    keep(tmp_path, "k", "warehouse.duckdb", models=MODELS, catalog="c1")  # a stale entry is made anew
+    held = kept_build(tmp_path, "k", "warehouse.duckdb")
+    assert held is not None and held.tests is None and held.models == MODELS
+    for n in range(BATCH_KEYS_KEPT):
+        keep(tmp_path, f"k{n}", "warehouse.duckdb", tests=[])
+    assert kept_build(tmp_path, "k", "warehouse.duckdb") is None
+    assert kept_build(tmp_path, "k0", "warehouse.duckdb") is not None
+
+
+@pytest.mark.parametrize(("found", "severity", "status", "message"), [
+    (0, "ERROR", "pass", None),
+    (2, "ERROR", "fail", "Got 2 results, configured to fail if != 0"),
+    (1, "WARN", "warn", "Got 1 result, configured to warn if != 0"),
+])
+def test_a_batched_test_is_judged_as_dbt_judges_it(found: int, severity: str, status: str,
+                                                     message: str | None) -> None:
+    with duckdb.connect() as con:
+        con.execute(f"create table t as select range as x from range({found})")
+        test = {"unique_id": "test.p.t.1", "severity": severity, "warn_if": "!= 0", "error_if": "!= 0",
+                "sql": "select count(*) as failures, count(*) != 0 as should_warn, count(*) != 0 as should_error "
+                       "from t"}
+        broken = {**test, "unique_id": "test.p.u.2", "sql": "select * from no_such"}
+
+        def cursor() -> tuple[duckdb.DuckDBPyConnection, object]:
+            handle = con.cursor()
+            return handle, handle.close
+
+        judged, errored = run_tests(cursor, [test, broken])
+    assert (judged["status"], judged["message"], judged["failures"]) == (status, message, found if found else 0)
+    assert errored["status"] == "error" and "no_such" in errored["message"]
