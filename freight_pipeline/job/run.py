@@ -6,6 +6,9 @@ materializations and check results. So both ways share one order, run log, build
 
 * dbt is made ready in a worker process (:class:`~freight_pipeline.marts.worker.DbtWorker`) on the
   other core while the streams run, so that the build, when one is needed, starts with dbt loaded;
+  a build whose key's statements are kept for this catalog replays them on the run's own connection,
+  which stays open from the first stream to the build (``marts.kept_builds``; the worker is then not
+  even started when the last build expected it);
 * a stream is a failure domain within the run: one that fails is logged and reported, the streams
   that do not read it go on, and the checks, the build and the publish follow with what the others
   wrote. The run then reports failure all the same.

@@ -1,5 +1,7 @@
-"""Building the marts of a data directory: the build's entry in the run log, and the build, in the
-dbt worker process made ready while the sync ran (:class:`~freight_pipeline.marts.worker.DbtWorker`).
+"""Building the marts of a data directory: the build's entry in the run log, and the build: the statements
+dbt sent for a build of the same key on the same catalog, replayed on the run's own connection
+(:mod:`~freight_pipeline.marts.kept_builds`), else dbt in the worker process made ready while the sync ran
+(:class:`~freight_pipeline.marts.worker.DbtWorker`).
 The one dbt build flow: the job runs it however it is started (``job.run``; in Dagster, ``defs.freight_job``).
 """
 

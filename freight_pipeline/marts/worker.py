@@ -19,8 +19,8 @@ the machine's other core while the run imports and syncs on this one:
 
 **Batched tests.** A request may carry ``"batch_tests": KEY`` (a build of the embedded warehouse:
 ``marts.plan.batch_key``). The first such build of a KEY runs as asked, and after its success the worker
-keeps its data tests as dbt compiled and ran them (:data:`BATCHED_TESTS`: each test's statement as dbt's
-test materialization runs it, its severity and thresholds). The next builds of the same KEY run only the
+keeps its data tests as dbt compiled and ran them (:mod:`~freight_pipeline.marts.kept_builds`: each test's
+statement as dbt's test materialization runs it, its severity and thresholds). The next builds of the same KEY run only the
 models through dbt (``--resource-type model``) and then those same statements, each judged as dbt judges a
 test (pass, warn, fail, error); their results are added to ``run_results.json`` as dbt's would be. The
 statements name relations, never rows (an incremental build's read ``freight_meta.changed_shipments``), so
@@ -33,6 +33,13 @@ A build that tests every row (a full refresh, a full check) may carry ``"prepare
 the incremental build's exclusions, the tests of the usual next build (``marts.plan.next_incremental``) and
 keeps them under that build's key, so that the first incremental build after a full one batches its tests too.
 
+**Recorded statements.** A request with a KEY may also carry ``"catalog"``: the working database's catalog as
+the build begins (``kept_builds.catalog_digest``). The worker then records every statement dbt sends on each
+model's connection and, when every model succeeded, keeps them under the KEY with that catalog: the next
+build of the KEY on that catalog replays them in the run's own process, without this worker
+(``marts.build.PendingBuild``). A run whose last build expects that (:data:`NEXT_BUILD`) starts no worker
+until it asks for a command (:meth:`DbtWorker.start`, deferred).
+
 The end of its input ends it at once, wherever it is: before a request, the run needs no build (a
 parse cut short is redone by the next one: dbt parses again when its partial-parse file does not
 load); during the command, the run that asked for it is gone (killed), and the worker does not
@@ -44,7 +51,8 @@ Jinja's compiled templates are kept for the next worker in the shared parse fold
 (:mod:`freight_pipeline.marts.jinja_cache`): a new process no longer compiles every macro again.
 
 Nothing of the pipeline's is imported here but :mod:`freight_pipeline.marts.project`,
-:mod:`~freight_pipeline.marts.jinja_cache`, :mod:`~freight_pipeline.marts.worker_server` and
+:mod:`~freight_pipeline.marts.jinja_cache`, :mod:`~freight_pipeline.marts.kept_builds`,
+:mod:`~freight_pipeline.marts.worker_server` and
 :mod:`~freight_pipeline.warehouse.paths` (no heavy imports): the run can start the worker before it
 imports the rest, and the worker pays for dbt alone (dbt-duckdb imports the lake's plugin itself when the
 profile's target names it).
