@@ -29,6 +29,7 @@ from freight_pipeline.config import (
     DEFAULT_USERNAME,
 )
 from freight_pipeline.marts.plan import DEFAULT_FULL_CHECK_MINUTES
+from freight_pipeline.marts.project import REPLAY_DEFAULT
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.settings import SyncSettings
 
@@ -93,6 +94,7 @@ def code_defaults() -> dict[str, str]:
         "FREIGHT_DBT_MEMORY_LIMIT": profile_default("FREIGHT_DBT_MEMORY_LIMIT"),
         "FREIGHT_MIN_FREE_MB": str(DEFAULT_MIN_FREE_MB),
         "FREIGHT_DBT_FULL_REFRESH": UNSET,
+        "FREIGHT_DBT_REPLAY": flag(REPLAY_DEFAULT),
         "FREIGHT_FULL_CHECK_INTERVAL_MINUTES": str(DEFAULT_FULL_CHECK_MINUTES),
         "FREIGHT_DBT_TEST_ROWS": UNSET,
         "FREIGHT_SCHEDULES_RUNNING": UNSET,

@@ -39,10 +39,10 @@ from freight_pipeline.config import (
     minutes_from_env,
 )
 from freight_pipeline.lake.settings import RETENTION_ENV, LakeSettings
-from freight_pipeline.marts.project import DBT_MEMORY_LIMIT_ENV, FULL_REFRESH_ENV
+from freight_pipeline.marts.project import DBT_MEMORY_LIMIT_ENV, FULL_REFRESH_ENV, REPLAY_ENV
 
 FLAGS = (DOCUMENTS_ENV, CODE_CONVERSIONS_ENV, HISTORY_ENV, DOCUMENT_CONTENT_ENV, SCHEDULES_RUNNING_ENV,
-         FULL_REFRESH_ENV)
+         FULL_REFRESH_ENV, REPLAY_ENV)
 """The switches, read by ``config.flag_from_env`` wherever they are used."""
 MINUTES = (RECONCILE_ENV, DOCUMENTS_RELIST_ENV, MAX_SYNC_AGE_ENV, ON_TIME_TOLERANCE_ENV, RETENTION_ENV)
 """The intervals, read by ``config.minutes_from_env`` wherever they are used."""

@@ -38,6 +38,7 @@ from freight_pipeline.marts.project import (
     LOG_FILE_LEVEL,
     RUN_RESULTS,
     dbt_build_args,
+    replay_on,
     vars_args,
 )
 from freight_pipeline.marts.results import (
@@ -153,7 +154,8 @@ class PendingBuild:
         worker.expect(False, None)  # until this build succeeds
         # batched tests and replays in the embedded warehouse only (the lake's target builds one node at a time)
         embedded = backend.dbt_target is None
-        kept = kept_build(worker.shared, self.batch_key, worker.database) if embedded and self.batch_key else None
+        replay = embedded and self.batch_key is not None and replay_on()
+        kept = kept_build(worker.shared, self.batch_key, worker.database) if replay and self.batch_key else None
         try:
             if kept is not None and kept.replayable_on(self.catalog):
                 reply = self._replayed(worker, warehouse, kept)
@@ -176,7 +178,7 @@ class PendingBuild:
         dbt runs the build)."""
         assert kept.models is not None and kept.tests is not None
         started = time.monotonic()
-        models = replay_models(warehouse.con, kept.models)
+        models = replay_models(warehouse.con, kept.models, kept.setup)
         if models is None:
             return None
 

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -42,9 +42,9 @@ KEPT_BUILDS = "kept-builds.json"
 """The kept builds of the last batch keys, in the shared parse folder (see the module doc)."""
 BATCH_KEYS_KEPT = 16
 """Batch keys kept, the last kept (every data directory's of the parse folder, each kind of build's)."""
-KEPT_FORMAT = 2
-"""The form of a kept entry (tests: statement, severity, thresholds; models: statements, relation): a change
-of it makes every kept one stale."""
+KEPT_FORMAT = 3
+"""The form of a kept entry (tests: statement, severity, thresholds; setup: statements; models: statements,
+relation): a change of it makes every kept one stale."""
 BATCH_THREADS = 4
 """How many batched tests run at once (the ``dev`` profile's threads: dbt would run them on as many; lake
 mode, one thread, batches none)."""
@@ -71,6 +71,8 @@ class KeptBuild:
     models: list[dict[str, Any]] | None
     catalog: str | None
     """The catalog the models' statements were sent on (:func:`catalog_digest`)."""
+    setup: list[str] = field(default_factory=list)
+    """What dbt sent before the models: the schemas' creation."""
 
     def replayable_on(self, catalog: str | None) -> bool:
         """Whether the whole build can run without dbt on a database of this ``catalog``."""
@@ -86,15 +88,17 @@ def kept_build(shared: Path, key: str, database: str) -> KeptBuild | None:
             return None
         tests, models = entry.get("tests"), entry.get("models")
         return KeptBuild(None if tests is None else list(tests), None if models is None else list(models),
-                         entry.get("catalog"))
+                         entry.get("catalog"), list(entry.get("setup") or []))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def keep(shared: Path, key: str, database: str, *, tests: Sequence[dict[str, Any]] | None = None,
-         models: Sequence[dict[str, Any]] | None = None, catalog: str | None = None) -> None:
-    """Keep ``tests`` and/or ``models`` (with the ``catalog`` they were sent on) for ``key``, beside what the
-    key's entry holds already, as its newest; the oldest keys beyond :data:`BATCH_KEYS_KEPT` go."""
+         setup: Sequence[str] | None = None, models: Sequence[dict[str, Any]] | None = None,
+         catalog: str | None = None) -> None:
+    """Keep ``tests`` and/or ``models`` (after ``setup``, with the ``catalog`` they were sent on) for ``key``,
+    beside what the key's entry holds already, as its newest; the oldest keys beyond :data:`BATCH_KEYS_KEPT`
+    go."""
     with open(shared / (KEPT_BUILDS + ".lock"), "a+") as lock:  # other data directories' workers keep theirs
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
@@ -109,7 +113,7 @@ def keep(shared: Path, key: str, database: str, *, tests: Sequence[dict[str, Any
         if tests is not None:
             entry["tests"] = list(tests)
         if models is not None:
-            entry["models"], entry["catalog"] = list(models), catalog
+            entry["setup"], entry["models"], entry["catalog"] = list(setup or []), list(models), catalog
         kept[key] = entry
         kept = dict(list(kept.items())[-BATCH_KEYS_KEPT:])
         written = shared / (KEPT_BUILDS + ".tmp")  # one writer at a time: the lock
@@ -123,13 +127,17 @@ def catalog_digest(con: Any) -> str:
     return hashlib.sha256(json.dumps(rows, default=str).encode()).hexdigest()[:16]
 
 
-def replay_models(con: Any, models: Sequence[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Send the kept ``models``' statements on ``con`` in one transaction; each model's result as dbt's
-    ``run_results.json`` has it, or None when a statement failed (the transaction is rolled back: nothing of
-    the replay stays)."""
+def replay_models(con: Any, models: Sequence[dict[str, Any]],
+                  setup: Sequence[str] = ()) -> list[dict[str, Any]] | None:
+    """Send the kept ``setup`` then ``models``' statements on ``con`` in one transaction; each model's result
+    as dbt's ``run_results.json`` has it, or None when a statement failed (the transaction is rolled back:
+    nothing of the replay stays)."""
     results = []
     con.execute("BEGIN TRANSACTION")
     try:
+        for statement in setup:
+            if statement.strip().upper() not in TRANSACTION_STATEMENTS:
+                con.execute(statement)
         for model in models:
             started = time.monotonic()
             for statement in model["statements"]:

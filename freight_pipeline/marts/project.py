@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from freight_pipeline.config import ON_TIME_TOLERANCE_ENV, REPO_ROOT, minutes_from_env
+from freight_pipeline.config import ON_TIME_TOLERANCE_ENV, REPO_ROOT, flag_from_env, minutes_from_env
 from freight_pipeline.warehouse.paths import working_db_path
 
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_models"
@@ -20,6 +20,9 @@ DBT_MEMORY_LIMIT_ENV = "FREIGHT_DBT_MEMORY_LIMIT"
 """DuckDB ``memory_limit`` of the dbt build, read by ``dbt_models/profiles.yml`` (default there: 512MB)."""
 FULL_REFRESH_ENV = "FREIGHT_DBT_FULL_REFRESH"
 """``1``: the next dbt build rebuilds every mart from scratch."""
+REPLAY_ENV = "FREIGHT_DBT_REPLAY"
+"""``0``: every build runs through dbt, none replays the statements kept for its key (``marts.kept_builds``)."""
+REPLAY_DEFAULT = True
 TEST_ROWS_ENV = "FREIGHT_DBT_TEST_ROWS"
 """``changed``: the build's data tests on models whose rows change only with their shipment read the
 changed shipments' rows only (``dbt_models/macros/test_rows.sql``; set by the pipeline per build,
@@ -40,6 +43,11 @@ WAREHOUSE_CHECKED_TAG = "warehouse_checked"
 with the same severity: a key, an orphan (``dbt_models/scripts/staging_yml.py`` derives the tags from
 the checks). The job without Dagster, whose checks of ERROR severity hold back its build and publish,
 leaves those tests out of its builds: each invariant is checked once a run."""
+
+
+def replay_on() -> bool:
+    """Whether a build may replay the statements kept for its key (:data:`REPLAY_ENV`, on by default)."""
+    return flag_from_env(REPLAY_ENV, default=REPLAY_DEFAULT)
 
 
 def dbt_executable() -> str:

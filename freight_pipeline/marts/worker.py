@@ -20,9 +20,9 @@ the machine's other core while the run imports and syncs on this one:
 **Batched tests.** A request may carry ``"batch_tests": KEY`` (a build of the embedded warehouse:
 ``marts.plan.batch_key``). The first such build of a KEY runs as asked, and after its success the worker
 keeps its data tests as dbt compiled and ran them (:mod:`~freight_pipeline.marts.kept_builds`: each test's
-statement as dbt's test materialization runs it, its severity and thresholds). The next builds of the same KEY run only the
-models through dbt (``--resource-type model``) and then those same statements, each judged as dbt judges a
-test (pass, warn, fail, error); their results are added to ``run_results.json`` as dbt's would be. The
+statement as dbt's test materialization runs it, its severity and thresholds). The next builds of the same
+KEY run only the models through dbt (``--resource-type model``) and then those same statements, each judged
+as dbt judges a test (pass, warn, fail, error); their results are added to ``run_results.json`` as dbt's would be. The
 statements name relations, never rows (an incremental build's read ``freight_meta.changed_shipments``), so
 they hold for every build of the same project, arguments and environment (the KEY) on a database of the
 same file name with the same dbt: the same tests on the same rows, without dbt's cost of a node per test.
@@ -91,6 +91,7 @@ from freight_pipeline.marts.project import (
     build_target,
     database_env,
     project_args,
+    replay_on,
     vars_args,
 )
 from freight_pipeline.marts.worker_server import ForkedWorker, forked_worker
@@ -254,6 +255,8 @@ def _no_dbt_expected(target: Path) -> bool:
     """Whether the last build in ``target`` expects the next to replay its kept statements, and no full check
     falls due before then (:data:`NEXT_BUILD`)."""
     try:
+        if not replay_on():
+            return False
         word = json.loads((target / NEXT_BUILD).read_text())
         until = dt.datetime.fromisoformat(word["until"]) if word.get("until") else None
         return word["replayable"] is True and (until is None or dt.datetime.now(dt.UTC) < until)
@@ -358,12 +361,21 @@ def _tests_of(results: Sequence[Any]) -> list[dict[str, Any]]:
     return tests
 
 
+READS = ("select", "with", "begin", "commit", "rollback")
+"""How a statement that changes nothing begins (past dbt's query comment)."""
+
+
 class _Statements:
-    """Every statement dbt sends on each model's connection (named by the model's id) while installed, in the
-    order sent; None for one sent with bindings (its text alone would not replay it)."""
+    """What dbt sends to the database while installed: on each model's connection (named by the model's id)
+    every statement, in the order sent (None for one sent with bindings: its text alone would not replay
+    it); on the connections that create the schemas (``create_<database>_<schema>``, before any model
+    runs), every statement; and elsewhere (dbt's ``master`` and ``list_`` connections), each statement that
+    is not a read (a project hook's): a build that sent one is not kept."""
 
     def __init__(self) -> None:
         self.by_node: dict[str, list[str | None]] = {}
+        self.setup: list[str | None] = []
+        self.elsewhere: list[str] = []
         self._lock = threading.Lock()
 
     def install(self) -> Self:
@@ -375,33 +387,56 @@ class _Statements:
         def add_query(manager: Any, sql: str, auto_begin: bool = True, bindings: Any = None, *args: Any,
                       **kwargs: Any) -> Any:
             answer = original(manager, sql, auto_begin, bindings, *args, **kwargs)  # its BEGIN is recorded first
-            name = getattr(manager.get_if_exists(), "name", None)
-            if isinstance(name, str) and name.startswith("model."):
-                with statements._lock:
-                    statements.by_node.setdefault(name, []).append(sql if bindings is None else None)
+            statements.sent(str(getattr(manager.get_if_exists(), "name", "")), sql if bindings is None else None)
             return answer
 
         DuckDBConnectionManager.add_query = add_query  # type: ignore[method-assign]
         return self
 
-    def models(self, results: Sequence[Any], said: Sequence[str]) -> list[dict[str, Any]] | None:
-        """The models of a build whose every model succeeded (dbt's ``results``), each with its statements,
-        in the order they began (a model begins after every model it reads ended); None when a model did not
-        succeed, or a statement was sent with bindings or holds one of ``said`` (the invocation's id or start
-        time: a statement that depends on the time of the build is not the next build's)."""
+    def sent(self, connection: str, sql: str | None) -> None:
+        """Record ``sql`` (None: sent with bindings) as sent on ``connection``."""
+        with self._lock:
+            if connection.startswith("model."):
+                self.by_node.setdefault(connection, []).append(sql)
+            elif connection.startswith("create_"):
+                self.setup.append(sql)
+            elif not connection.startswith("test.") and (sql is None or not _reads(sql)):
+                self.elsewhere.append(sql or "(with bindings)")
+
+    def kept(self, results: Sequence[Any], said: Sequence[str]) -> tuple[list[str], list[dict[str, Any]]] | None:
+        """What to keep of a build whose every model succeeded (dbt's ``results``): the schemas' statements, and
+        the models, each with its statements, in the order they began (a model begins after every model it
+        reads ended); None when a model did not succeed, a statement was sent elsewhere that is not a read, or
+        one was sent with bindings or holds one of ``said`` (the invocation's id or start time: a statement
+        that depends on the time of the build is not the next build's)."""
         order = {name: at for at, name in enumerate(self.by_node)}
+
+        def replayable(statements: Sequence[str | None]) -> bool:
+            return all(statement is not None and not any(text in statement for text in said)
+                       for statement in statements)
+
+        if self.elsewhere or not replayable(self.setup):
+            return None
         models = []
         for result in results:
             node = result.node
             if node.resource_type != "model":
                 continue
             statements = self.by_node.get(node.unique_id, [])
-            if str(result.status) != "success" or any(
-                    statement is None or any(text in statement for text in said) for statement in statements):
+            if str(result.status) != "success" or not replayable(statements):
                 return None
             models.append({"unique_id": node.unique_id, "relation_name": getattr(node, "relation_name", None),
                            "statements": statements})
-        return sorted(models, key=lambda model: order.get(model["unique_id"], len(order)))
+        return ([statement for statement in self.setup if statement is not None],
+                sorted(models, key=lambda model: order.get(model["unique_id"], len(order))))
+
+
+def _reads(sql: str) -> bool:
+    """Whether ``sql`` changes nothing: a query, or a transaction's start or end."""
+    text = sql.strip()
+    while text.startswith("/*") and "*/" in text:
+        text = text[text.index("*/") + 2:].strip()
+    return text.lower().startswith(READS)
 
 
 def _invocation_marks(run_results: Path) -> list[str]:
@@ -487,9 +522,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 failed_tests = any(test["status"] in ("fail", "error") for test in verdicts)
             elif success and key:
                 tests = _tests_of(result.result.results)
-            models = statements.models(result.result.results, _invocation_marks(run_results)) if statements else None
-            if key and (tests is not None or models is not None):
-                keep(shared, key, _database_name(), tests=tests, models=models, catalog=request.get("catalog"))
+            kept = statements.kept(result.result.results, _invocation_marks(run_results)) if statements else None
+            if key and (tests is not None or kept is not None):
+                setup, models = kept if kept is not None else (None, None)
+                keep(shared, key, _database_name(), tests=tests, setup=setup, models=models,
+                     catalog=request.get("catalog"))
         if result.success and request.get("prepare_tests"):
             _prepare_tests(manifest, options, shared, vars_args, request["prepare_tests"])
         error = result.exception

@@ -17,7 +17,7 @@ from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, JobR
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.marts.kept_builds import KEPT_BUILDS
 from freight_pipeline.marts.plan import FULL_CHECK_ENV
-from freight_pipeline.marts.project import DBT_PROJECT_DIR, FULL_REFRESH_ENV, build_target, vars_args
+from freight_pipeline.marts.project import DBT_PROJECT_DIR, FULL_REFRESH_ENV, REPLAY_ENV, build_target, vars_args
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.marts.worker import DbtWorker, parse_dir
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
@@ -113,9 +113,10 @@ def test_a_run_syncs_checks_builds_and_publishes_then_builds_only_what_changed(
     assert built_by(tmp_path) == "replayed"
     # the incremental builds' marts are what a full rebuild of the same data makes, row for row
     rebuilt = copied(tmp_path, tmp_path.parent / "rebuilt")
-    with environ({FULL_REFRESH_ENV: "1"}):
+    with environ({FULL_REFRESH_ENV: "1", REPLAY_ENV: "0"}):
         full = run(sim, rebuilt)
     assert full.success and full.marts is not None and full.marts.plan.full_refresh
+    assert built_by(rebuilt) == "dbt"
     incremental, whole = published_tables(tmp_path), published_tables(rebuilt)
     marts = [name for name in incremental if name.startswith("analytics.")]
     assert len(marts) > 5
@@ -182,6 +183,25 @@ def test_dbt_builds_when_a_kept_statement_fails_or_the_catalog_changed(
     sim.modify_shipments(2)
     sim.advance_clock(60)
     assert run(sim, data_dir).success and built_by(data_dir) == "replayed"  # kept with the new catalog
+
+
+def test_a_first_build_replays_the_one_another_data_directory_kept_and_makes_what_dbt_makes(
+    sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """Two data directories synced from scratch from the same service: the first built by dbt, the second
+    replaying the statements the first's dbt sent (the same key, the same catalog of a new database), with
+    no dbt process; every published table equal."""
+    by_dbt, replayed = tmp_path / "dbt", tmp_path / "replayed"
+    with environ({REPLAY_ENV: "0"}):
+        assert run(sim, by_dbt).success
+    assert built_by(by_dbt) == "dbt"
+    report = run(sim, replayed)
+    assert report.success and report.marts is not None and report.marts.plan.full_refresh
+    assert built_by(replayed) == "replayed"
+    mine, theirs = published_tables(replayed), published_tables(by_dbt)
+    assert len([name for name in mine if name.startswith("analytics.")]) > 5
+    assert mine.keys() == theirs.keys()
+    assert [name for name in mine if mine[name] != theirs[name]] == []
 
 
 def test_a_stream_that_fails_withholds_nothing_of_the_others(tmp_path: Path) -> None:

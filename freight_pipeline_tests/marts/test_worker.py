@@ -259,17 +259,25 @@ def _result(unique_id: str, status: str = "success") -> SimpleNamespace:
     return SimpleNamespace(node=node, status=status)
 
 
-def test_a_models_statements_are_kept_only_when_every_model_succeeded_and_none_depends_on_the_invocation() -> None:
-    """In the order the models began (a model begins after those it reads ended); none kept when a model did
-    not succeed, a statement had bindings, or a statement holds the invocation's id or start time."""
+def test_a_builds_statements_are_kept_only_when_every_model_succeeded_and_none_depends_on_the_invocation() -> None:
+    """The schemas' creation, then the models in the order they began (a model begins after those it reads
+    ended); nothing kept when a model did not succeed, a statement had bindings or holds the invocation's id
+    or start time, or one that is not a read was sent outside the models (a project's hook)."""
     statements = _Statements()
-    statements.by_node = {"model.p.b": ["BEGIN", "insert into b select 1", "COMMIT"], "model.p.a": ["create a"]}
+    for connection, sql in [("list_warehouse", "select 1"), ("create_warehouse_analytics", "create schema a"),
+                            ("model.p.b", "BEGIN"), ("model.p.b", "insert into b select 1"), ("model.p.a", "create a"),
+                            ("test.p.t.1", "select 0"), ("model.p.b", "COMMIT"),
+                            ("master", "/* {\"app\": \"dbt\"} */ select * from information_schema.tables")]:
+        statements.sent(connection, sql)
     results = [_result("model.p.a"), _result("test.p.t.1", "pass"), _result("model.p.b")]
-    assert statements.models(results, ["run-id"]) == [
+    assert statements.kept(results, ["run-id"]) == (["create schema a"], [
         {"unique_id": "model.p.b", "relation_name": '"model.p.b"', "statements": ["BEGIN", "insert into b select 1",
                                                                                   "COMMIT"]},
-        {"unique_id": "model.p.a", "relation_name": '"model.p.a"', "statements": ["create a"]}]
-    assert statements.models([_result("model.p.a", "error"), _result("model.p.b")], []) is None
-    assert statements.models(results, ["into b"]) is None
-    statements.by_node["model.p.a"].append(None)  # sent with bindings
-    assert statements.models(results, []) is None
+        {"unique_id": "model.p.a", "relation_name": '"model.p.a"', "statements": ["create a"]}])
+    assert statements.kept([_result("model.p.a", "error"), _result("model.p.b")], []) is None
+    assert statements.kept(results, ["into b"]) is None
+    statements.sent("master", "/* a comment */ insert into audit values (1)")  # an on-run-end hook's
+    assert statements.kept(results, []) is None
+    statements.elsewhere.clear()
+    statements.sent("model.p.a", None)  # sent with bindings
+    assert statements.kept(results, []) is None
