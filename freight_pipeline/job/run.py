@@ -32,7 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from freight_pipeline.checks import queries
-from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck, describe_failure, warehouse_checks
+from freight_pipeline.checks.warehouse import (
+    CheckResult,
+    Severity,
+    WarehouseCheck,
+    describe_failure,
+    evaluate_checks,
+    warehouse_checks,
+)
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.marts.build import MartsBuild, PendingBuild, begin_build
 from freight_pipeline.marts.plan import full_check_due
@@ -390,7 +397,7 @@ def _checks(warehouse: Warehouse, *, changed_only: bool) -> Step:
     (``changed_only``: no full check is due, so the history is compared on the changed shipments)."""
     clock = _Clock()
     checks = warehouse_checks(changed_only=changed_only)
-    found = [(check, check.evaluate(warehouse.con)) for check in checks]
+    found = evaluate_checks(warehouse.con, checks)
     failed = [(check, result) for check, result in found if not result.passed]
     errors = sum(check.severity is Severity.ERROR for check, _ in failed)
     line = (f"{len(checks)} passed" if not failed

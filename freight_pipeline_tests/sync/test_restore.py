@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from freight_pipeline.checks.warehouse import Severity, warehouse_checks
+from freight_pipeline.checks.warehouse import Severity, evaluate_checks, warehouse_checks
 from freight_pipeline.commands.report import read_report
 from freight_pipeline.commands.status import render_status
 from freight_pipeline.datetimes import set_service_zone
@@ -53,7 +53,8 @@ def failed_checks(
     database: Path, severity: Severity = Severity.ERROR, *, changed_only: bool = False,
 ) -> dict[str, dict[str, object]]:
     with duckdb.connect(str(database), read_only=True) as con:
-        results = {check.label: (check, check.evaluate(con)) for check in warehouse_checks(changed_only=changed_only)}
+        results = {check.label: (check, result)
+                   for check, result in evaluate_checks(con, warehouse_checks(changed_only=changed_only))}
     return {label: dict(result.figures) for label, (check, result) in results.items()
             if not result.passed and check.severity is severity}
 
