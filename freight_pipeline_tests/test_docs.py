@@ -29,7 +29,7 @@ from freight_pipeline.config import (
     DEFAULT_USERNAME,
 )
 from freight_pipeline.marts.plan import DEFAULT_FULL_CHECK_MINUTES
-from freight_pipeline.marts.project import REPLAY_DEFAULT
+from freight_pipeline.marts.project import DEFAULT_DBT_MEMORY_LIMIT, REPLAY_DEFAULT
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.settings import SyncSettings
 
@@ -91,7 +91,7 @@ def code_defaults() -> dict[str, str]:
         "FREIGHT_DUCKDB_MEMORY_LIMIT": DEFAULT_DUCKDB_MEMORY_LIMIT,
         "FREIGHT_DUCKDB_PUBLISH_MEMORY_LIMIT": DEFAULT_PUBLISH_MEMORY_LIMIT,
         "FREIGHT_PUBLISH_STORAGE_VERSION": DEFAULT_PUBLISH_STORAGE_VERSION,
-        "FREIGHT_DBT_MEMORY_LIMIT": profile_default("FREIGHT_DBT_MEMORY_LIMIT"),
+        "FREIGHT_DBT_MEMORY_LIMIT": DEFAULT_DBT_MEMORY_LIMIT,
         "FREIGHT_MIN_FREE_MB": str(DEFAULT_MIN_FREE_MB),
         "FREIGHT_DBT_FULL_REFRESH": UNSET,
         "FREIGHT_DBT_REPLAY": flag(REPLAY_DEFAULT),
@@ -123,6 +123,11 @@ def documented() -> dict[str, str | None]:
         for name in re.findall(r"`(FREIGHT_[A-Z0-9_]+)`", cells[0]):
             found[name] = None
     return found
+
+
+def test_the_dbt_memory_limit_default_is_the_profiles() -> None:
+    """A replayed build sets the limit the profile gives dbt (``marts.project.dbt_memory_limit``)."""
+    assert profile_default("FREIGHT_DBT_MEMORY_LIMIT") == DEFAULT_DBT_MEMORY_LIMIT
 
 
 def test_no_variable_has_two_rows() -> None:

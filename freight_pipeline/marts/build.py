@@ -38,6 +38,7 @@ from freight_pipeline.marts.project import (
     LOG_FILE_LEVEL,
     RUN_RESULTS,
     dbt_build_args,
+    dbt_memory_limit,
     replay_on,
     vars_args,
 )
@@ -178,7 +179,13 @@ class PendingBuild:
         dbt runs the build)."""
         assert kept.models is not None and kept.tests is not None
         started = time.monotonic()
-        models = replay_models(warehouse.con, kept.models, kept.setup)
+        # under the memory limit dbt builds with (the sync's is smaller), for the replay only
+        (limit,) = warehouse.con.execute("SELECT current_setting('memory_limit')").fetchone() or ("",)
+        warehouse.con.execute(f"SET memory_limit = '{dbt_memory_limit()}'")
+        try:
+            models = replay_models(warehouse.con, kept.models, kept.setup)
+        finally:
+            warehouse.con.execute(f"SET memory_limit = '{limit}'")
         if models is None:
             return None
 

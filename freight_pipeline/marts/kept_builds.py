@@ -59,8 +59,9 @@ CATALOG_QUERY = """
 
 
 def dbt_version() -> str:
-    """The installed dbt's version (what a kept entry was made with), read without importing dbt."""
-    return version("dbt-core")
+    """The installed dbt's and its DuckDB adapter's versions (what a kept entry was made with: the adapter
+    writes the materializations' statements), read without importing dbt."""
+    return f"{version('dbt-core')}+duckdb{version('dbt-duckdb')}"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,10 @@ DATABASE_ENV = "FREIGHT_DBT_DATABASE"
 TARGET_ENV = "DBT_TARGET"
 """dbt's own variable naming the profile's target."""
 DBT_MEMORY_LIMIT_ENV = "FREIGHT_DBT_MEMORY_LIMIT"
-"""DuckDB ``memory_limit`` of the dbt build, read by ``dbt_models/profiles.yml`` (default there: 512MB)."""
+"""DuckDB ``memory_limit`` of the dbt build, read by ``dbt_models/profiles.yml`` (default there: 512MB), and
+of a replayed build (``marts.kept_builds``) while it runs."""
+DEFAULT_DBT_MEMORY_LIMIT = "512MB"
+"""The profile's default (``test_docs`` holds them equal)."""
 FULL_REFRESH_ENV = "FREIGHT_DBT_FULL_REFRESH"
 """``1``: the next dbt build rebuilds every mart from scratch."""
 REPLAY_ENV = "FREIGHT_DBT_REPLAY"
@@ -43,6 +46,11 @@ WAREHOUSE_CHECKED_TAG = "warehouse_checked"
 with the same severity: a key, an orphan (``dbt_models/scripts/staging_yml.py`` derives the tags from
 the checks). The job without Dagster, whose checks of ERROR severity hold back its build and publish,
 leaves those tests out of its builds: each invariant is checked once a run."""
+
+
+def dbt_memory_limit() -> str:
+    """The build's DuckDB ``memory_limit`` (:data:`DBT_MEMORY_LIMIT_ENV`, checked before the run)."""
+    return os.environ.get(DBT_MEMORY_LIMIT_ENV, "").strip() or DEFAULT_DBT_MEMORY_LIMIT
 
 
 def replay_on() -> bool:
