@@ -240,7 +240,9 @@ another, 79 of them took 0.47-0.69 s on 2,000 shipments, four at a time 0.22 s).
 def evaluate_checks(con: duckdb.DuckDBPyConnection,
                     checks: Sequence[WarehouseCheck]) -> list[tuple[WarehouseCheck, CheckResult]]:
     """Each of ``checks`` with its result on the database of ``con`` (which has no transaction open), in
-    order, :data:`CHECK_THREADS` at a time."""
+    order, :data:`CHECK_THREADS` at a time; each cursor uses the catalog ``con`` uses (a lake's, which a new
+    cursor does not inherit)."""
+    (catalog,) = con.execute("SELECT current_database()").fetchone() or ("",)
     held = threading.local()
     cursors: list[duckdb.DuckDBPyConnection] = []
     lock = threading.Lock()
@@ -250,6 +252,7 @@ def evaluate_checks(con: duckdb.DuckDBPyConnection,
             with lock:
                 held.cursor = con.cursor()
                 cursors.append(held.cursor)
+                held.cursor.execute(f'USE "{catalog}"')
         return check.evaluate(held.cursor)
 
     try:

@@ -188,8 +188,8 @@ def run_job(
                     None if streams is None else set(streams), marts, count_rows))
                 built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
                                marts=marts)
-        except Exception as exc:  # the client or the working database could not be opened
-            ended(Step("sync", "failed", clock.lap(), one_line_error(exc)))
+        except Exception as exc:  # the client or the working database could not be opened, or the checks raised
+            ended(Step(_failed_step(report), "failed", clock.lap(), one_line_error(exc)))
             return report
         if not built:
             return report
@@ -232,6 +232,15 @@ def run_rebuild(
         if not built:
             return report
     return _publish(report, data_dir, backend, clock, ended)
+
+
+def _failed_step(report: JobReport) -> str:
+    """The step an exception of the sync's block ended: ``sync`` before any stream's step (nothing could be
+    opened), else the first of the checks and the marts not reported yet."""
+    said = {step.name for step in report.steps}
+    if not said:
+        return "sync"
+    return next((name for name in (CHECKS_STEP, MARTS_STEP) if name not in said), "sync")
 
 
 def _recorded(report: JobReport, on_step: StepListener | None) -> StepListener:

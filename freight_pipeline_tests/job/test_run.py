@@ -316,3 +316,22 @@ def test_between_full_checks_the_tests_read_the_changed_rows_and_a_full_check_re
         state = con.execute("SELECT count(*) FROM freight_meta.changed_shipments WHERE shipment_id = ?",
                             [other]).fetchone()
     assert state == (1,)  # still due for the next build
+
+
+def test_a_check_that_raises_fails_the_checks_step_after_the_streams_steps(
+    sim: RunningSimulator, first_run: tuple[JobReport, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a ``sync`` step (which says nothing could be opened, and which Dagster reads as every stream's
+    failure): each stream's step is reported once, then the checks' failure; nothing is built or published."""
+    data_dir = copied(first_run[1], tmp_path / "data")
+
+    def raising(*args: object) -> None:
+        raise RuntimeError("a check's query failed")
+
+    monkeypatch.setattr("freight_pipeline.job.run.evaluate_checks", raising)
+    sim.modify_shipments(1)
+    sim.advance_clock(60)
+    report = run(sim, data_dir)
+    assert [step.name for step in report.steps] == [*map(stream_step, STREAM_NAMES), CHECKS_STEP]
+    assert report.failed[-1].name == CHECKS_STEP and "a check's query failed" in report.failed[-1].line
+    assert report.publication is None
