@@ -158,18 +158,18 @@ class PendingBuild:
         replay = embedded and self.batch_key is not None and replay_on()
         kept = kept_build(worker.shared, self.batch_key, worker.database) if replay and self.batch_key else None
         try:
-            if kept is not None and kept.replayable_on(self.catalog):
-                reply = self._replayed(worker, warehouse, kept)
-                if reply is not None:
-                    return self._ended(worker, warehouse, reply)
-            warehouse.close()
-            reply = worker.run(self.args, self.plan.env, self.batch_key if embedded else None,
-                               self.prepare if embedded else None, self.catalog if embedded else None)
+            replayed = self._replayed(worker, warehouse, kept) if kept and kept.replayable_on(self.catalog) else None
+            if replayed is None:
+                warehouse.close()
+                reply = worker.run(self.args, self.plan.env, self.batch_key if embedded else None,
+                                   self.prepare if embedded else None, self.catalog if embedded else None)
         except BaseException as exc:  # interrupted: logged as failed, then on its way
             warehouse.close()
             with open_warehouse(data_dir, backend) as reopened:
                 self._finish(reopened, exc)
             raise
+        if replayed is not None:
+            return self._ended(worker, warehouse, replayed)
         with open_warehouse(data_dir, backend) as reopened:
             return self._ended(worker, reopened, reply, expect=embedded)
 
