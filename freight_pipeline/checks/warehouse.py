@@ -28,15 +28,14 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 
 from freight_pipeline.checks import queries
+from freight_pipeline.cursors import on_cursors
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.drift import SOURCE_SHAPES
@@ -243,24 +242,14 @@ def evaluate_checks(con: duckdb.DuckDBPyConnection,
     order, :data:`CHECK_THREADS` at a time; each cursor uses the catalog ``con`` uses (a lake's, which a new
     cursor does not inherit)."""
     (catalog,) = con.execute("SELECT current_database()").fetchone() or ("",)
-    held = threading.local()
-    cursors: list[duckdb.DuckDBPyConnection] = []
-    lock = threading.Lock()
 
-    def evaluated(check: WarehouseCheck) -> CheckResult:
-        if not hasattr(held, "cursor"):
-            with lock:
-                held.cursor = con.cursor()
-                cursors.append(held.cursor)
-                held.cursor.execute(f'USE "{catalog}"')
-        return check.evaluate(held.cursor)
+    def connect() -> tuple[duckdb.DuckDBPyConnection, Callable[[], None]]:
+        cursor = con.cursor()
+        cursor.execute(f'USE "{catalog}"')
+        return cursor, cursor.close
 
-    try:
-        with ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="checks") as pool:
-            return list(zip(checks, pool.map(evaluated, checks), strict=True))
-    finally:
-        for cursor in cursors:
-            cursor.close()
+    results = on_cursors(connect, lambda cursor, check: check.evaluate(cursor), checks, CHECK_THREADS, "checks")
+    return list(zip(checks, results, strict=True))
 
 
 def describe_failure(check: WarehouseCheck, result: CheckResult) -> str:

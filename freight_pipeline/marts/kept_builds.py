@@ -29,14 +29,14 @@ import contextlib
 import fcntl
 import hashlib
 import json
-import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+from freight_pipeline.cursors import Connect, on_cursors
 
 KEPT_BUILDS = "kept-builds.json"
 """The kept builds of the last batch keys, in the shared parse folder (see the module doc)."""
@@ -133,17 +133,18 @@ def replay_models(con: Any, models: Sequence[dict[str, Any]],
     """Send the kept ``setup`` then ``models``' statements on ``con`` in one transaction; each model's result
     as dbt's ``run_results.json`` has it, or None when a statement failed (the transaction is rolled back:
     nothing of the replay stays)."""
+    def send(statements: Sequence[str]) -> None:
+        for statement in statements:
+            if statement.strip().upper() not in TRANSACTION_STATEMENTS:
+                con.execute(statement)
+
     results = []
     con.execute("BEGIN TRANSACTION")
     try:
-        for statement in setup:
-            if statement.strip().upper() not in TRANSACTION_STATEMENTS:
-                con.execute(statement)
+        send(setup)
         for model in models:
             started = time.monotonic()
-            for statement in model["statements"]:
-                if statement.strip().upper() not in TRANSACTION_STATEMENTS:
-                    con.execute(statement)
+            send(model["statements"])
             results.append(_node_result(model["unique_id"], "success", "OK", None, started,
                                         thread="replayed", adapter_response={"_message": "OK"},
                                         relation=model.get("relation_name")))
@@ -155,32 +156,10 @@ def replay_models(con: Any, models: Sequence[dict[str, Any]],
     return results
 
 
-Connect = Callable[[], tuple[Any, Callable[[], None]]]
-"""What gives a thread of :func:`run_tests` its cursor, and what closes it."""
-
-
 def run_tests(connect: Connect, tests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Run the kept ``tests``, :data:`BATCH_THREADS` at a time, each thread on the cursor ``connect`` gives it
-    (with what closes it, called at the end); each result, in the order of ``tests``, as dbt's
-    ``run_results.json`` has it."""
-    closers: list[Callable[[], None]] = []
-    held = threading.local()
-    lock = threading.Lock()
-
-    def judged_here(test: dict[str, Any]) -> dict[str, Any]:
-        if not hasattr(held, "cursor"):
-            with lock:
-                held.cursor, close = connect()
-                closers.append(close)
-        return judged(held.cursor, test)
-
-    try:
-        with ThreadPoolExecutor(BATCH_THREADS, thread_name_prefix="batched-tests") as pool:
-            return list(pool.map(judged_here, tests))
-    finally:
-        for close in closers:
-            with contextlib.suppress(Exception):
-                close()
+    """Run the kept ``tests``, :data:`BATCH_THREADS` at a time, each thread on the cursor ``connect`` gives it;
+    each result, in the order of ``tests``, as dbt's ``run_results.json`` has it."""
+    return on_cursors(connect, judged, tests, BATCH_THREADS, "batched-tests")
 
 
 def judged(cursor: Any, test: dict[str, Any]) -> dict[str, Any]:

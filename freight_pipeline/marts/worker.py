@@ -51,8 +51,8 @@ Jinja's compiled templates are kept for the next worker in the shared parse fold
 (:mod:`freight_pipeline.marts.jinja_cache`): a new process no longer compiles every macro again.
 
 Nothing of the pipeline's is imported here but :mod:`freight_pipeline.marts.project`,
-:mod:`~freight_pipeline.marts.jinja_cache`, :mod:`~freight_pipeline.marts.kept_builds`,
-:mod:`~freight_pipeline.marts.worker_server` and
+:mod:`~freight_pipeline.marts.jinja_cache`, :mod:`~freight_pipeline.marts.kept_builds` (with
+:mod:`freight_pipeline.cursors`), :mod:`~freight_pipeline.marts.worker_server` and
 :mod:`~freight_pipeline.warehouse.paths` (no heavy imports): the run can start the worker before it
 imports the rest, and the worker pays for dbt alone (dbt-duckdb imports the lake's plugin itself when the
 profile's target names it).
