@@ -155,8 +155,8 @@ class PendingBuild:
         worker.expect(False, None)  # until this build succeeds
         # batched tests and replays in the embedded warehouse only (the lake's target builds one node at a time)
         embedded = backend.dbt_target is None
-        replay = embedded and self.batch_key is not None and replay_on()
-        kept = kept_build(worker.shared, self.batch_key, worker.database) if replay and self.batch_key else None
+        kept = (kept_build(worker.shared, self.batch_key, worker.database)
+                if embedded and self.batch_key and replay_on() else None)
         try:
             replayed = self._replayed(worker, warehouse, kept) if kept and kept.replayable_on(self.catalog) else None
             if replayed is None:
@@ -212,7 +212,7 @@ class PendingBuild:
         if expect and self.next_key is not None:
             kept = kept_build(worker.shared, self.next_key, worker.database)
             due = last_full_check(warehouse)
-            worker.expect(kept is not None and kept.models is not None and kept.tests is not None,
+            worker.expect(kept is not None and kept.whole,
                           None if due is None else due + full_check_interval())
         seconds = (dt.datetime.now(dt.UTC) - self.started).total_seconds()
         return MartsBuild(self.plan, build_summary(results), build_warnings(results), covered, seconds,

@@ -75,9 +75,14 @@ class KeptBuild:
     setup: list[str] = field(default_factory=list)
     """What dbt sent before the models: the schemas' creation."""
 
+    @property
+    def whole(self) -> bool:
+        """Both its tests and its models' statements are kept."""
+        return self.tests is not None and self.models is not None
+
     def replayable_on(self, catalog: str | None) -> bool:
         """Whether the whole build can run without dbt on a database of this ``catalog``."""
-        return self.tests is not None and self.models is not None and catalog is not None and catalog == self.catalog
+        return self.whole and catalog is not None and catalog == self.catalog
 
 
 def kept_build(shared: Path, key: str, database: str) -> KeptBuild | None:
