@@ -16,6 +16,7 @@ from typing import Any, Self
 
 from freight_pipeline.marts.kept_builds import (
     KeptBuild,
+    any_failed,
     catalog_digest,
     kept_build,
     replay_models,
@@ -195,7 +196,7 @@ class PendingBuild:
 
         tests = run_tests(cursor, kept.tests)
         write_results(worker.target / RUN_RESULTS, [*models, *tests], time.monotonic() - started)
-        failed = any(test["status"] in ("fail", "error") for test in tests)
+        failed = any_failed(tests)
         return WorkerReply(not failed, 1 if failed else 0, None)
 
     def _ended(self, worker: DbtWorker, warehouse: Warehouse, reply: WorkerReply, *, expect: bool = True) -> MartsBuild:

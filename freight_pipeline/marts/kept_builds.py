@@ -167,6 +167,11 @@ def run_tests(connect: Connect, tests: Sequence[dict[str, Any]]) -> list[dict[st
     return on_cursors(connect, judged, tests, BATCH_THREADS, "batched-tests")
 
 
+def any_failed(results: Sequence[dict[str, Any]]) -> bool:
+    """Whether a test of ``results`` (:func:`run_tests`') failed or errored: what fails the build, as in dbt."""
+    return any(result["status"] in ("fail", "error") for result in results)
+
+
 def judged(cursor: Any, test: dict[str, Any]) -> dict[str, Any]:
     """One kept test's result on ``cursor``, judged as dbt judges a test (``TestRunner.build_test_run_result``)."""
     started = time.monotonic()

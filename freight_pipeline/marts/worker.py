@@ -81,7 +81,7 @@ from types import TracebackType
 from typing import Any, Protocol, Self
 
 from freight_pipeline.marts.jinja_cache import CompiledTemplates
-from freight_pipeline.marts.kept_builds import add_results, keep, kept_build, run_tests
+from freight_pipeline.marts.kept_builds import add_results, any_failed, keep, kept_build, run_tests
 from freight_pipeline.marts.project import (
     DATABASE_ENV,
     DBT_PROJECT_DIR,
@@ -519,7 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 started = time.monotonic()
                 verdicts = run_tests(_dbt_cursor, batched)
                 add_results(run_results, verdicts, time.monotonic() - started)
-                failed_tests = any(test["status"] in ("fail", "error") for test in verdicts)
+                failed_tests = any_failed(verdicts)
             elif success and key:
                 tests = _tests_of(result.result.results)
             kept = statements.kept(result.result.results, _invocation_marks(run_results)) if statements else None
