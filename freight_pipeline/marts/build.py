@@ -156,7 +156,7 @@ class PendingBuild:
         worker.expect(False, None)  # until this build succeeds
         # batched tests and replays in the embedded warehouse only (the lake's target builds one node at a time)
         embedded = backend.dbt_target is None
-        kept = (kept_build(worker.shared, self.batch_key, worker.database)
+        kept = (kept_build(worker.shared, self.batch_key, worker.database, self.catalog)
                 if embedded and self.batch_key and replay_on() else None)
         try:
             replayed = self._replayed(worker, warehouse, kept) if kept and kept.replayable_on(self.catalog) else None
@@ -211,7 +211,7 @@ class PendingBuild:
         if error is not None:
             raise error
         if expect and self.next_key is not None:
-            kept = kept_build(worker.shared, self.next_key, worker.database)
+            kept = kept_build(worker.shared, self.next_key, worker.database, catalog_digest(warehouse.con))
             due = last_full_check(warehouse)
             worker.expect(kept is not None and kept.whole,
                           None if due is None else due + full_check_interval())

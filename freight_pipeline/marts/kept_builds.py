@@ -2,16 +2,18 @@
 
 A build of the embedded warehouse has a key (``marts.plan.batch_key``: the project's fingerprint, its tests,
 the build's arguments and environment). Two things of a successful build are kept under it, in the shared
-parse folder of its profile target, database file name and ``--vars`` (``marts.worker.parse_dir``), in
-:data:`KEPT_BUILDS`:
+parse folder of its profile target, database file name and ``--vars`` (``marts.worker.parse_dir``), in the
+folder :data:`KEPT_BUILDS`, one file each:
 
 * its **data tests** as dbt compiled and ran them (each test's statement as dbt's test materialization runs
   it, its severity and thresholds): the next builds of the key run them batched after their models, each
   judged as dbt judges a test (:func:`run_tests`; ``marts.worker``, "Batched tests");
 * its **models' statements**: every statement dbt sent to DuckDB on each model's connection (its
   materialization: pre-hooks, the temporary relation, the insert or the swap), in the order the models
-  ran, with the **catalog** the build began on (:func:`catalog_digest`: every relation's columns and types).
-  The next build of the key whose database has that same catalog replays them on the run's own connection,
+  ran, with the **catalog** the build began on (:func:`catalog_digest`: every relation's columns and types),
+  a file per key and catalog (data directories of other settings, or a database migrated, build the same key
+  on another catalog: each keeps its own). The next build of the key whose database has that same catalog
+  replays them on the run's own connection,
   in one transaction (:func:`replay_models`), without starting dbt at all. The statements name relations,
   never rows (an incremental build reads ``freight_meta.changed_shipments``), and nothing in them depends
   on the time of the build (the worker keeps none that holds its invocation's id or start time): the same
@@ -19,8 +21,9 @@ parse folder of its profile target, database file name and ``--vars`` (``marts.w
   fails rolls the replay back, and dbt runs the build (it reports what failed, and keeps the statements
   again).
 
-Each entry is checked for the database's file name (the statements name the database by it), dbt's version
-and :data:`KEPT_FORMAT`. The last :data:`BATCH_KEYS_KEPT` keys are kept. Nothing here imports dbt.
+Each file is checked for the database's file name (the statements name the database by it), dbt's version
+and :data:`KEPT_FORMAT`. The :data:`FILES_KEPT` last used files are kept (a build reads only its own two).
+Nothing here imports dbt.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,11 +42,12 @@ from typing import Any
 
 from freight_pipeline.cursors import Connect, on_cursors
 
-KEPT_BUILDS = "kept-builds.json"
-"""The kept builds of the last batch keys, in the shared parse folder (see the module doc)."""
-BATCH_KEYS_KEPT = 16
-"""Batch keys kept, the last kept (every data directory's of the parse folder, each kind of build's)."""
-KEPT_FORMAT = 3
+KEPT_BUILDS = "kept-builds"
+"""The folder of the kept builds, in the shared parse folder (see the module doc)."""
+FILES_KEPT = 64
+"""Files kept (a key's tests, a key's statements on one catalog), the last used (every data directory's of the
+parse folder, each kind of build's)."""
+KEPT_FORMAT = 4
 """The form of a kept entry (tests: statement, severity, thresholds; setup: statements; models: statements,
 relation): a change of it makes every kept one stale."""
 BATCH_THREADS = 4
@@ -85,46 +90,80 @@ class KeptBuild:
         return self.whole and catalog is not None and catalog == self.catalog
 
 
-def kept_build(shared: Path, key: str, database: str) -> KeptBuild | None:
+def kept_build(shared: Path, key: str, database: str, catalog: str | None = None) -> KeptBuild | None:
     """What is kept for ``key`` in the parse folder ``shared`` for a database of file name ``database`` with
-    this dbt, or None."""
-    try:
-        entry = json.loads((shared / KEPT_BUILDS).read_text())[key]
-        if (entry["database"], entry["dbt"], entry["format"]) != (database, dbt_version(), KEPT_FORMAT):
-            return None
-        tests, models = entry.get("tests"), entry.get("models")
-        return KeptBuild(None if tests is None else list(tests), None if models is None else list(models),
-                         entry.get("catalog"), list(entry.get("setup") or []))
-    except (OSError, ValueError, KeyError, TypeError):
+    this dbt: its tests, and its models' statements sent on ``catalog`` (None: not looked for); None when
+    neither is kept."""
+    tests = _read(_tests_file(shared, key), database, "tests")
+    models = _read(_models_file(shared, key, catalog), database, "models") if catalog is not None else None
+    if tests is None and models is None:
         return None
+    return KeptBuild(None if tests is None else list(tests["tests"]),
+                     None if models is None else list(models["models"]),
+                     None if models is None else catalog, list(models["setup"]) if models else [])
 
 
 def keep(shared: Path, key: str, database: str, *, tests: Sequence[dict[str, Any]] | None = None,
          setup: Sequence[str] | None = None, models: Sequence[dict[str, Any]] | None = None,
          catalog: str | None = None) -> None:
-    """Keep ``tests`` and/or ``models`` (after ``setup``, with the ``catalog`` they were sent on) for ``key``,
-    beside what the key's entry holds already, as its newest; the oldest keys beyond :data:`BATCH_KEYS_KEPT`
-    go."""
-    with open(shared / (KEPT_BUILDS + ".lock"), "a+") as lock:  # other data directories' workers keep theirs
+    """Keep ``tests`` and/or ``models`` (after ``setup``, sent on ``catalog``) for ``key``, each in a file of its
+    own; the files beyond the :data:`FILES_KEPT` last used go."""
+    folder = shared / KEPT_BUILDS
+    folder.mkdir(exist_ok=True)
+    header = {"database": database, "dbt": dbt_version(), "format": KEPT_FORMAT}
+    with open(folder / ".lock", "a+") as lock:  # other data directories' workers keep theirs
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            kept = json.loads((shared / KEPT_BUILDS).read_text())
-            kept = kept if isinstance(kept, dict) else {}
-        except (OSError, ValueError):
-            kept = {}
-        held = kept.pop(key, None)
-        entry: dict[str, Any] = {"database": database, "dbt": dbt_version(), "format": KEPT_FORMAT}
-        if isinstance(held, dict) and all(held.get(name) == entry[name] for name in entry):
-            entry = held
         if tests is not None:
-            entry["tests"] = list(tests)
-        if models is not None:
-            entry["setup"], entry["models"], entry["catalog"] = list(setup or []), list(models), catalog
-        kept[key] = entry
-        kept = dict(list(kept.items())[-BATCH_KEYS_KEPT:])
-        written = shared / (KEPT_BUILDS + ".tmp")  # one writer at a time: the lock
-        written.write_text(json.dumps(kept))
-        written.replace(shared / KEPT_BUILDS)
+            _write(_tests_file(shared, key), {**header, "tests": list(tests)})
+        if models is not None and catalog is not None:
+            _write(_models_file(shared, key, catalog), {**header, "setup": list(setup or []), "models": list(models)})
+        files = sorted(folder.glob("*.json"), key=_used_at, reverse=True)
+        for stale in files[FILES_KEPT:]:
+            stale.unlink(missing_ok=True)
+
+
+def _tests_file(shared: Path, key: str) -> Path:
+    return shared / KEPT_BUILDS / f"{_name(key)}.tests.json"
+
+
+def _models_file(shared: Path, key: str, catalog: str) -> Path:
+    return shared / KEPT_BUILDS / f"{_name(key)}.{_name(catalog)}.models.json"
+
+
+def _name(text: str) -> str:
+    """A file name's part for ``text`` (a key or a catalog digest): the text itself when it is one already."""
+    if text.replace("-", "").replace("_", "").isalnum() and len(text) <= 64:
+        return text
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _read(path: Path, database: str, part: str) -> dict[str, Any] | None:
+    """The kept file at ``path`` when it was made for ``database`` with this dbt in this format (its use
+    noted: the last used are kept), else None."""
+    try:
+        entry = json.loads(path.read_text())
+        if (entry["database"], entry["dbt"], entry["format"]) != (database, dbt_version(), KEPT_FORMAT):
+            return None
+        if not isinstance(entry[part], list):
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)
+        return dict(entry)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write(path: Path, entry: dict[str, Any]) -> None:
+    written = path.with_name(path.name + ".tmp")  # one writer at a time: the lock
+    written.write_text(json.dumps(entry))
+    written.replace(path)
+
+
+def _used_at(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def catalog_digest(con: Any) -> str:

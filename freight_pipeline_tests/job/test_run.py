@@ -133,7 +133,7 @@ def built_by(data_dir: Path) -> str:
 
 
 def kept_for(data_dir: Path) -> Path:
-    """The file of the kept builds of ``data_dir``'s builds."""
+    """The folder of the kept builds of ``data_dir``'s builds."""
     return parse_dir(DBT_PROJECT_DIR, build_target(data_dir), vars_args()) / KEPT_BUILDS
 
 
@@ -144,14 +144,13 @@ def broken(data_dir: Path, breaking: bool) -> int:
     """Break (``breaking``) or mend the last model's statements of every kept build, whichever key is this
     data directory's (they are shared: a build of another test meeting one broken has dbt build); how many
     entries were still whole before."""
-    kept = json.loads(kept_for(data_dir).read_text())
     whole = 0
-    for entry in kept.values():
-        if entry.get("models"):
-            statements = entry["models"][-1]["statements"]
-            whole += NO_SUCH not in statements
-            statements[:] = [*(s for s in statements if s != NO_SUCH), *([NO_SUCH] if breaking else [])]
-    kept_for(data_dir).write_text(json.dumps(kept))
+    for path in kept_for(data_dir).glob("*.models.json"):
+        entry = json.loads(path.read_text())
+        statements = entry["models"][-1]["statements"]
+        whole += NO_SUCH not in statements
+        statements[:] = [*(s for s in statements if s != NO_SUCH), *([NO_SUCH] if breaking else [])]
+        path.write_text(json.dumps(entry))
     return whole
 
 

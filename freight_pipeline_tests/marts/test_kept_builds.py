@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from freight_pipeline.marts.kept_builds import (
-    BATCH_KEYS_KEPT,
+    FILES_KEPT,
     KEPT_BUILDS,
     catalog_digest,
     keep,
@@ -50,27 +51,49 @@ def test_the_catalog_is_every_relations_columns_and_types() -> None:
         assert catalog_digest(con) != before
 
 
-def test_a_kept_entry_holds_tests_and_models_for_its_database_and_dbt_and_the_last_keys(tmp_path: Path) -> None:
+def test_a_key_keeps_its_tests_and_its_statements_per_catalog_for_its_database_and_dbt(tmp_path: Path) -> None:
     keep(tmp_path, "k", "warehouse.duckdb", tests=[{"unique_id": "test.p.t"}])
-    held = kept_build(tmp_path, "k", "warehouse.duckdb")
+    held = kept_build(tmp_path, "k", "warehouse.duckdb", "c1")
     assert held is not None and held.tests == [{"unique_id": "test.p.t"}] and held.models is None
     assert not held.replayable_on("c1")
-    keep(tmp_path, "k", "warehouse.duckdb", models=MODELS, catalog="c1")  # beside the tests kept
-    held = kept_build(tmp_path, "k", "warehouse.duckdb")
+    keep(tmp_path, "k", "warehouse.duckdb", setup=["create schema s"], models=MODELS, catalog="c1")
+    keep(tmp_path, "k", "warehouse.duckdb", models=MODELS[:1], catalog="c2")  # another catalog's beside it
+    held = kept_build(tmp_path, "k", "warehouse.duckdb", "c1")
     assert held is not None and held.tests == [{"unique_id": "test.p.t"}] and held.models == MODELS
+    assert held.setup == ["create schema s"]
     assert held.replayable_on("c1") and not held.replayable_on("c2") and not held.replayable_on(None)
-    assert kept_build(tmp_path, "k", "other.duckdb") is None  # the statements name the database by its file
-    kept = json.loads((tmp_path / KEPT_BUILDS).read_text())
-    kept["k"]["dbt"] = "0.0.1"
-    (tmp_path / KEPT_BUILDS).write_text(json.dumps(kept))
-    assert kept_build(tmp_path, "k", "warehouse.duckdb") is None
-    keep(tmp_path, "k", "warehouse.duckdb", models=MODELS, catalog="c1")  # a stale entry is made anew
-    held = kept_build(tmp_path, "k", "warehouse.duckdb")
-    assert held is not None and held.tests is None and held.models == MODELS
-    for n in range(BATCH_KEYS_KEPT):
+    other = kept_build(tmp_path, "k", "warehouse.duckdb", "c2")
+    assert other is not None and other.models == MODELS[:1] and other.replayable_on("c2")
+    only_tests = kept_build(tmp_path, "k", "warehouse.duckdb")  # no catalog asked: the tests alone
+    assert only_tests is not None and only_tests.models is None
+    assert kept_build(tmp_path, "k", "other.duckdb", "c1") is None  # the statements name the database by its file
+    assert kept_build(tmp_path, "unknown", "warehouse.duckdb", "c1") is None
+
+    tests = next((tmp_path / KEPT_BUILDS).glob("*.tests.json"))
+    entry = json.loads(tests.read_text())
+    tests.write_text(json.dumps({**entry, "dbt": "0.0.1"}))  # made by another dbt: stale
+    held = kept_build(tmp_path, "k", "warehouse.duckdb", "c1")
+    assert held is not None and held.tests is None and held.models == MODELS and not held.whole
+    keep(tmp_path, "k", "warehouse.duckdb", tests=[])  # a stale file is made anew
+    held = kept_build(tmp_path, "k", "warehouse.duckdb", "c1")
+    assert held is not None and held.tests == [] and held.whole
+
+
+def test_the_last_used_files_are_kept(tmp_path: Path) -> None:
+    keep(tmp_path, "first", "warehouse.duckdb", tests=[])
+    keep(tmp_path, "used", "warehouse.duckdb", tests=[])
+    for n in range(FILES_KEPT - 2):
         keep(tmp_path, f"k{n}", "warehouse.duckdb", tests=[])
-    assert kept_build(tmp_path, "k", "warehouse.duckdb") is None
-    assert kept_build(tmp_path, "k0", "warehouse.duckdb") is not None
+        if n == 0:
+            time.sleep(0.01)
+            assert kept_build(tmp_path, "used", "warehouse.duckdb") is not None  # a use counts as new
+            time.sleep(0.01)
+    assert len(list((tmp_path / KEPT_BUILDS).glob("*.json"))) == FILES_KEPT
+    keep(tmp_path, "last", "warehouse.duckdb", tests=[])
+    assert len(list((tmp_path / KEPT_BUILDS).glob("*.json"))) == FILES_KEPT
+    assert kept_build(tmp_path, "first", "warehouse.duckdb") is None  # the least recently used went
+    assert kept_build(tmp_path, "used", "warehouse.duckdb") is not None
+    assert kept_build(tmp_path, "last", "warehouse.duckdb") is not None
 
 
 @pytest.mark.parametrize(("found", "severity", "status", "message"), [

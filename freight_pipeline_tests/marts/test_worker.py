@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from freight_pipeline.marts.build import PreparedTests
-from freight_pipeline.marts.kept_builds import KEPT_BUILDS
+from freight_pipeline.marts.kept_builds import KEPT_BUILDS, kept_build
 from freight_pipeline.marts.plan import next_incremental, project_fingerprint
 from freight_pipeline.marts.project import DBT_PROJECT_DIR, RUN_RESULTS, build_target, dbt_build_args, vars_args
 from freight_pipeline.marts.results import read_run_results
@@ -32,10 +32,12 @@ ONE_MART = ["build", "--exclude-resource-type", "unit_test", "--select", "+dim_c
 WHOLE_BUILD = ["build", "--exclude-resource-type", "unit_test"]
 
 
-def kept_tests(data_dir: Path) -> dict[str, Any]:
-    """The batched tests kept where ``data_dir``'s workers keep them: the shared parse folder (which every
-    data directory of the session, and of earlier sessions, shares: a test's own keys are its own)."""
-    return json.loads((parse_dir(DBT_PROJECT_DIR, build_target(data_dir), vars_args()) / KEPT_BUILDS).read_text())
+def kept_tests(data_dir: Path, key: str) -> list[dict[str, Any]] | None:
+    """The batched tests kept for ``key`` where ``data_dir``'s workers keep them: the shared parse folder (which
+    every data directory of the session, and of earlier sessions, shares: a test's own keys are its own)."""
+    shared = parse_dir(DBT_PROJECT_DIR, build_target(data_dir), vars_args())
+    held = kept_build(shared, key, working_db_path(data_dir).name)
+    return None if held is None else held.tests
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +189,7 @@ def test_batched_tests_are_dbts_own_tests_run_after_the_models_and_judged_as_dbt
                                for r in results["results"]}
 
     success, by_dbt = built(first)
-    assert success and key in kept_tests(first) and not (build_target(first) / KEPT_BUILDS).exists()
+    assert success and kept_tests(first, key) and not (build_target(first) / KEPT_BUILDS).exists()
     tests = {uid for uid in by_dbt if uid.startswith("test.")}
     assert tests and not any(batched for _, batched in by_dbt.values())
     success, again = built(other)
@@ -216,16 +218,15 @@ def test_tests_prepared_by_a_full_build_are_those_dbt_runs_in_the_incremental_bu
     prepared = PreparedTests.of(fingerprint, args, left_out)
     with DbtWorker.start(tmp_path, None) as worker:
         assert worker.run([*args, "--full-refresh", *left_out], {}, prepare=prepared).success
-    assert prepared.key in kept_tests(tmp_path)  # kept by this build, or an earlier one of the same tests
+    assert kept_tests(tmp_path, prepared.key)  # kept by this build, or an earlier one of the same tests
     with duckdb.connect(str(database)) as con:  # the sync's log of changed shipments (none here)
         con.execute("CREATE SCHEMA freight_meta; CREATE TABLE freight_meta.changed_shipments (shipment_id BIGINT)")
     plan = next_incremental()
     by_dbt_key = f"by-dbt-{uuid.uuid4().hex}"
     with DbtWorker.start(tmp_path, None) as worker:  # the same build under a key not kept: dbt runs its tests
         assert worker.run([*args, *plan.args, *left_out], plan.env, batch_tests=by_dbt_key).success
-    kept = kept_tests(tmp_path)
-    by_dbt = {test["unique_id"]: test for test in kept[by_dbt_key]["tests"]}
-    ahead = {test["unique_id"]: test for test in kept[prepared.key]["tests"]}
+    by_dbt = {test["unique_id"]: test for test in kept_tests(tmp_path, by_dbt_key) or []}
+    ahead = {test["unique_id"]: test for test in kept_tests(tmp_path, prepared.key) or []}
     assert len(by_dbt) > 50 and ahead == by_dbt
     assert all("freight_meta" in test["sql"] for uid, test in by_dbt.items() if "stg_shipment_goods" in uid)
 
