@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import importlib.abc
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 from freight_pipeline.config import DATA_DIR_ENV, DEFAULT_DATA_DIR
 
@@ -48,3 +51,22 @@ class Stopwatch:
     @property
     def seconds(self) -> float:
         return time.monotonic() - self.started
+
+
+
+class _PandasLeftOut(importlib.abc.MetaPathFinder):
+    """Refuses to import pandas, as if it were not installed (:func:`without_pandas`)."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> None:
+        if fullname.partition(".")[0] == "pandas":
+            raise ModuleNotFoundError(f"no module named {fullname!r}: pandas is left out of the sync without Dagster "
+                                      "(freight_pipeline.commands.common.without_pandas)", name=fullname)
+
+
+def without_pandas() -> None:
+    """Make pandas unimportable in this process, as if it were not installed, unless it is imported already.
+    pyarrow imports it (0.3-0.5 s) at its first conversion of a Python list, only to tell whether it was handed
+    a pandas object, which the sync never does; pyarrow and DuckDB work without it, and code that does need
+    pandas fails naming it. For a command that runs the job without Dagster (Dagster imports pandas itself)."""
+    if "pandas" not in sys.modules and not any(isinstance(f, _PandasLeftOut) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PandasLeftOut())

@@ -15,7 +15,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from freight_pipeline.commands.common import Stopwatch, add_data_dir_argument, redact, resolve_data_dir, say
+from freight_pipeline.commands.common import (
+    Stopwatch,
+    add_data_dir_argument,
+    redact,
+    resolve_data_dir,
+    say,
+    without_pandas,
+)
 from freight_pipeline.commands.execute import DEFAULT_JOB, MissingPassword, execute_job, service_from_env
 from freight_pipeline.commands.preflight import BadSetup, check_data_dir, check_setup, data_dir_setting
 from freight_pipeline.config import ServiceSettings, environ
@@ -55,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     if not dagster and (args.job is not None or args.partition is not None):
         say("sync: --job and --partition name a Dagster job's run: drop --no-dagster")
         return 2
+    if not dagster:
+        without_pandas()
     data_dir = resolve_data_dir(args.data_dir)
     # without Dagster the dbt worker starts first in a data directory that holds a working database (a
     # run after the first: nothing is written in a new one before the setup is checked): it imports dbt

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,20 @@ def test_the_demo_shows_the_reconcile_interval_in_hours_and_minutes() -> None:
     assert every is not None
     assert f"when next due, every {format_interval(every)} by default," in text, text
     assert str(every) not in text  # not the raw timedelta ("6:00:00")
+
+
+def test_without_pandas_pyarrow_converts_lists_and_pandas_is_refused_by_name() -> None:
+    """The sync without Dagster marks pandas absent (``commands.common.without_pandas``): pyarrow converts
+    lists without importing it, and code that wanted pandas would fail naming it (the CLI syncs in child
+    processes, ``test_sync_command.py``, run whole jobs so)."""
+    script = (
+        "import sys\n"
+        "from freight_pipeline.commands.common import without_pandas\n"
+        "without_pandas()\n"
+        "import pyarrow as pa\n"
+        "assert pa.array([1, None]).to_pylist() == [1, None] and pa.table({'a': ['x']}).num_rows == 1\n"
+        "try:\n    import pandas\nexcept ImportError as exc:\n    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "'pandas': pandas is left out of the sync without Dagster" in done.stdout
