@@ -43,6 +43,7 @@ from freight_pipeline.client.models.criterion import Criterion
 from freight_pipeline.client.paging import Page, PageWalk
 from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from freight_pipeline.client.stats import ClientStats
+from freight_pipeline.client.tls import default_ssl_context
 from freight_pipeline.config import ServiceSettings
 
 Criteria = Iterable[Criterion | Mapping[str, Any]]
@@ -87,6 +88,7 @@ class SyncDriver:
             timeout=timeout,
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
             transport=transport,
+            verify=default_ssl_context(),
             follow_redirects=False,
         )
         self._token_lock = threading.Lock()

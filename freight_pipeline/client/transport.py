@@ -30,13 +30,16 @@ import aiohttp
 import httpx
 import httpx_aiohttp
 
+from freight_pipeline.client.tls import default_ssl_context
+
 DISCONNECTED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 """What aiohttp raises for a connection closed under a request; ``httpx-aiohttp`` maps it to a connect timeout."""
 
 
 class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
     def __init__(self, max_connections: int) -> None:
-        super().__init__(limits=httpx.Limits(max_connections=max_connections,
+        super().__init__(verify=default_ssl_context(),
+                         limits=httpx.Limits(max_connections=max_connections,
                                              max_keepalive_connections=max_connections))
 
     def get_client(self) -> aiohttp.ClientSession:
