@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import psutil
 
+from freight_pipeline.client.tls import default_ssl_context
+
 LOCALHOST = "127.0.0.1"
 
 
@@ -89,7 +91,7 @@ def wait_http(url: str, child: subprocess.Popen[bytes], name: str, timeout: floa
         if child.poll() is not None:
             raise ChildExited(f"{name} exited with status {child.returncode} before {url} answered")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=2.0).status_code == 200:
+            if httpx.get(url, timeout=2.0, verify=default_ssl_context()).status_code == 200:
                 return time.monotonic() - started
         if time.monotonic() - started > timeout:
             raise TimeoutError(f"{name} did not answer {url} within {timeout:.0f} s")

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from freight_pipeline.client.tls import default_ssl_context
 from freight_pipeline.simulator.config import SimulatorConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.simulator.store import SimulatorStore
@@ -30,6 +31,7 @@ def token_for(sim: RunningSimulator, username: str | None = None, password: str 
     response = httpx.post(
         f"{sim.base_url}/auth/token",
         json={"username": username or sim.username, "password": password or sim.password},
+        verify=default_ssl_context(),
     )
     assert response.status_code == 200, response.text
     return str(response.json()["access_token"])

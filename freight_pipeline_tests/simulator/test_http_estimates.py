@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from freight_pipeline.client.tls import default_ssl_context
 from freight_pipeline.datetimes import parse_datetime_object
 from freight_pipeline.simulator.data_estimates import MIN_LEAD
 from freight_pipeline.simulator.data_identity import derive_identity
@@ -56,8 +57,10 @@ def progress(sim: RunningSimulator, steps: int, count: int) -> list[Sighting]:
     sightings = []
     with authed_client(sim) as service:
         for _ in range(steps):
-            assert httpx.post(f"{sim.base_url}/_control/clock/advance", params={"seconds": HALF_DAY}).status_code == 200
-            modified = httpx.post(f"{sim.base_url}/_control/shipments/modify", params={"count": count})
+            assert httpx.post(f"{sim.base_url}/_control/clock/advance", params={"seconds": HALF_DAY},
+                              verify=default_ssl_context()).status_code == 200
+            modified = httpx.post(f"{sim.base_url}/_control/shipments/modify", params={"count": count},
+                                  verify=default_ssl_context())
             assert modified.status_code == 200, modified.text
             for shipment_id in modified.json()["ids"]:
                 response = service.get(f"/service/shipment/{shipment_id}")

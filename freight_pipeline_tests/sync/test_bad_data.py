@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from freight_pipeline.client.tls import default_ssl_context
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.isolation import CircuitOpen
@@ -54,6 +55,7 @@ def corrupt(sim: RunningSimulator, endpoint: str, record_id: int, kind: str, **f
         f"{sim.base_url}/_control/corruptions",
         json={"endpoint": endpoint, "id": record_id, "kind": kind, **fields},
         timeout=10,
+        verify=default_ssl_context(),
     )
     assert answer.status_code == 200, answer.text
 
