@@ -175,6 +175,7 @@ class LakeBackend:
     readers of the latest see; the publish records the snapshot a whole successful build ended at."""
 
     key_constraints = False
+    storage_hints = False
     concurrent_writers = True
     readers_see_commits = True
     dbt_target: str | None = LAKE_DBT_TARGET

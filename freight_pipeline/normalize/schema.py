@@ -29,6 +29,9 @@ class Column:
     type: str
     description: str = ""
     nullable: bool = True
+    compression: str | None = None
+    """DuckDB's storage compression of the column (``USING COMPRESSION``) where its own choice is wasted, e.g.
+    ``uncompressed`` for bytes compressed already; None: DuckDB's choice."""
 
     def __post_init__(self) -> None:
         if self.type not in _ARROW_TYPES:
@@ -95,11 +98,13 @@ class TableSpec:
         cols = self.all_columns if with_audit else self.columns
         return pa.schema([pa.field(c.name, c.arrow_type, nullable=c.nullable) for c in cols])
 
-    def ddl(self, name: str | None = None, *, key_constraint: bool = True) -> str:
+    def ddl(self, name: str | None = None, *, key_constraint: bool = True, storage_hints: bool = True) -> str:
         """``CREATE TABLE`` of this spec (under another ``name`` in the same schema, for a rebuild);
-        ``key_constraint=False`` leaves out the PRIMARY KEY even when the spec declares one."""
+        ``key_constraint=False`` leaves out the PRIMARY KEY even when the spec declares one, ``storage_hints=False``
+        the columns' ``compression``."""
         cols = [
             f'"{c.name}" {c.type}{"" if c.nullable and c.name not in self.primary_key else " NOT NULL"}'
+            f'{f" USING COMPRESSION {c.compression}" if storage_hints and c.compression else ""}'
             for c in self.all_columns
         ]
         pk = ", ".join(f'"{k}"' for k in self.primary_key)

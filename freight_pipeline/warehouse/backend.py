@@ -91,6 +91,9 @@ class StorageBackend(Protocol):
     """The configuration of its DuckDB connections (memory limits, the published file's storage version)."""
     key_constraints: bool
     """Whether tables are created with their PRIMARY KEY (DuckDB enforces it; a DuckLake has no keys)."""
+    storage_hints: bool
+    """Whether tables are created with their columns' DuckDB storage compression (``Column.compression``: a
+    DuckDB file; a DuckLake stores Parquet)."""
     concurrent_writers: bool
     """Whether several processes may commit at once: then a stream's cursor row is appended, never
     replaced (a lake refuses a commit deleting from a table another writer inserted into meanwhile)."""

@@ -180,7 +180,8 @@ def rebuild_without_key(con: duckdb.DuckDBPyConnection, spec: TableSpec, have: d
 
 
 def ensure_tables(
-    con: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec], *, key_constraints: bool = True
+    con: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec], *, key_constraints: bool = True,
+    storage_hints: bool = True,
 ) -> list[str]:
     """Create schemas and tables, add missing columns; returns the migration steps taken.
 
@@ -188,7 +189,8 @@ def ensure_tables(
     existing rows have no value); a column the spec no longer declares is kept but made nullable
     so inserts by name keep working; a changed type is logged, never altered automatically.
     The caller runs this inside a transaction. ``key_constraints=False`` (a DuckLake, which has no
-    keys) creates every table without its PRIMARY KEY.
+    keys) creates every table without its PRIMARY KEY, ``storage_hints=False`` (a DuckLake, which stores
+    Parquet) without its columns' ``compression``; an existing table keeps the storage it was created with.
     """
     steps: list[str] = []
     catalog = Catalog.read(con)
@@ -198,7 +200,7 @@ def ensure_tables(
             catalog.schemas.add(spec.schema)
         have = catalog.columns.get((spec.schema, spec.name), {})
         if not have:
-            run(con, spec.ddl(key_constraint=key_constraints))
+            run(con, spec.ddl(key_constraint=key_constraints, storage_hints=storage_hints))
             continue
         if not spec.key_constraint and (spec.schema, spec.name) in catalog.keyed:
             rebuild_without_key(con, spec, have)

@@ -24,6 +24,7 @@ class EmbeddedDuckDB:
     """The working warehouse in a DuckDB file; published as a read-only copy plus Parquet."""
 
     key_constraints = True
+    storage_hints = True
     concurrent_writers = False
     readers_see_commits = False
     dbt_target: str | None = None

@@ -93,10 +93,11 @@ class Warehouse:
         """Create schemas and tables (the history's with its macros), add columns specs gained; returns the
         migration steps taken."""
         specs = (*self.database.tables, *self.database.meta_tables)
-        keys = self.backend.key_constraints
+        keys, hints = self.backend.key_constraints, self.backend.storage_hints
         return self.database.write(
             "ensure_schema",
-            lambda con: ensure_tables(con, specs, key_constraints=keys) + ensure_history(con, key_constraints=keys),
+            lambda con: (ensure_tables(con, specs, key_constraints=keys, storage_hints=hints)
+                         + ensure_history(con, key_constraints=keys)),
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import zlib
 from pathlib import Path
 
 import duckdb
@@ -16,6 +17,7 @@ from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batc
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, SHIPMENT_DOCUMENT_TABLES
 from freight_pipeline.warehouse.ddl import connect
+from freight_pipeline.warehouse.meta import RAW_PARTS
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.records import BatchWrite, Quarantined, RawDocument, Reject, RunRecord
 from freight_pipeline.warehouse.store import Warehouse
@@ -261,6 +263,26 @@ def test_schema_migration_adds_a_column_the_spec_gained(tmp_path: Path) -> None:
         new = grown.to_arrow([{"shipment_id": 1, "position": 1, "qty": 3.0, "unit": "KG"}])
         apply_shipment_batch(wh, "r", {"lines": new}, [1])
         assert rows(wh, "SELECT unit FROM freight.lines") == [("KG",)]
+
+
+def test_a_column_keeps_the_storage_compression_its_spec_names_in_a_duckdb_file(tmp_path: Path) -> None:
+    """``Column.compression`` (``freight_meta.raw_parts.answer``: zlib's bytes, stored as they are); a DuckLake's
+    tables are made without it (``storage_hints=False``)."""
+    blobs = TableSpec("freight", "blobs", (Column("shipment_id", "BIGINT"), Column("answer", "BLOB", "zlib",
+                                           compression="uncompressed")), ("shipment_id",), "blobs")
+    assert "USING COMPRESSION" not in blobs.ddl(storage_hints=False)
+    with Warehouse(tmp_path, (blobs,)) as wh:
+        rows_in = [{"shipment_id": n, "answer": zlib.compress(b"x" * 200 + bytes([n % 251]))} for n in range(3000)]
+        wh.con.register("new_rows", blobs.to_arrow(rows_in))
+        wh.con.execute("INSERT INTO freight.blobs BY NAME SELECT *, now() AS _synced_at, 'r' AS _run_id FROM new_rows")
+        wh.con.execute("CHECKPOINT")
+        stored = {compression for column, compression in wh.con.execute(
+            "SELECT column_name, compression FROM pragma_storage_info('freight.blobs') WHERE segment_type = 'BLOB'"
+        ).fetchall() if column == "answer"}
+        (parts,) = wh.con.execute("SELECT sql FROM duckdb_tables() WHERE schema_name = 'freight_meta' "
+                                  f"AND table_name = '{RAW_PARTS.name}'").fetchone() or ("",)
+    assert stored == {"Uncompressed"}
+    assert "answer BLOB USING COMPRESSION Uncompressed" in parts
 
 
 def test_record_run_inserts_then_updates(wh: Warehouse) -> None:
