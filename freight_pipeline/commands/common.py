@@ -53,7 +53,6 @@ class Stopwatch:
         return time.monotonic() - self.started
 
 
-
 class _PandasLeftOut(importlib.abc.MetaPathFinder):
     """Refuses to import pandas, as if it were not installed (:func:`without_pandas`)."""
 

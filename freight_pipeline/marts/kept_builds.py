@@ -148,7 +148,7 @@ def _read(path: Path, database: str, part: str) -> dict[str, Any] | None:
             return None
         with contextlib.suppress(OSError):
             os.utime(path)
-        return dict(entry)
+        return entry  # a dict: indexing anything else by name raised above
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
