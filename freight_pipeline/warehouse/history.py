@@ -243,12 +243,13 @@ def ensure_macros(con: duckdb.DuckDBPyConnection) -> list[str]:
     return steps
 
 
-def ensure_history(con: duckdb.DuckDBPyConnection, *, key_constraints: bool = True) -> list[str]:
+def ensure_history(con: duckdb.DuckDBPyConnection, *, key_constraints: bool = True,
+                   storage_hints: bool = True) -> list[str]:
     """Create the history tables and macros where missing (inside the caller's transaction); returns the
     steps taken. Tables created beside ``freight`` tables that already hold rows (a warehouse from before
     the history) start with their current rows as first versions (:func:`seed_from_current`)."""
     created = not existing_columns(con, SHIPMENT_VERSIONS)
-    steps = ensure_tables(con, HISTORY_TABLES, key_constraints=key_constraints)
+    steps = ensure_tables(con, HISTORY_TABLES, key_constraints=key_constraints, storage_hints=storage_hints)
     steps += ensure_macros(con)
     if created:
         seeded = seed_from_current(con)

@@ -97,7 +97,7 @@ class Warehouse:
         return self.database.write(
             "ensure_schema",
             lambda con: (ensure_tables(con, specs, key_constraints=keys, storage_hints=hints)
-                         + ensure_history(con, key_constraints=keys)),
+                         + ensure_history(con, key_constraints=keys, storage_hints=hints)),
         )
 
 
