@@ -14,14 +14,14 @@ from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from freight_pipeline.simulator.auth import AuthError
 from freight_pipeline.simulator.config import WEBHOOK_ROLE, UserConfig
 from freight_pipeline.simulator.corruptions import Answer
 from freight_pipeline.simulator.data_efile import efile_in_shape, reference_from_shape, references_in_shape
-from freight_pipeline.simulator.http_base import ApiError, ServiceState, json_body, json_object
+from freight_pipeline.simulator.http_base import ApiError, JsonAnswer, ServiceState, json_body, json_object
 from freight_pipeline.simulator.lookup.match import page_of, run_lookup
 from freight_pipeline.simulator.lookup.parse import parse_criteria, parse_page_request
 from freight_pipeline.simulator.lookup.specs import (
@@ -76,15 +76,15 @@ def page_request(
     return paging
 
 
-def paged_json(items: list[Any], page: Page) -> JSONResponse:
-    return JSONResponse(items, headers=page.headers())
+def paged_json(items: list[Any], page: Page) -> JsonAnswer:
+    return JsonAnswer(items, headers=page.headers())
 
 
 def answer(payload: Any, headers: Mapping[str, str] | None = None) -> Response:
     """``payload`` as JSON, or a corrupted :class:`Answer` as it is (``corruptions``)."""
     if isinstance(payload, Answer):
         return Response(payload.body, status_code=payload.status, media_type="application/json")
-    return JSONResponse(payload, headers=dict(headers or {}))
+    return JsonAnswer(payload, headers=dict(headers or {}))
 
 
 async def in_thread(fn: Callable[..., T], *args: Any) -> T:
@@ -169,7 +169,7 @@ class Endpoints:
             answer = self.state.auth.issue_token(body)
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
-        return JSONResponse(answer, headers={"Cache-Control": "no-store"})
+        return JsonAnswer(answer, headers={"Cache-Control": "no-store"})
 
     async def webhook(self, request: Request) -> Response:
         user = self.state.auth.basic_user(request.headers.get("authorization"), WEBHOOK_ROLE)
@@ -178,7 +178,7 @@ class Endpoints:
         if not isinstance(body, dict):
             raise ApiError(400, "webhook body must be a JSON object")
         received_id = await in_thread(self.store.webhooks.record, body)
-        return JSONResponse({"received": True, "id": received_id})
+        return JsonAnswer({"received": True, "id": received_id})
 
     # --- shipments -----------------------------------------------------------------------------------
 
@@ -235,7 +235,7 @@ class Endpoints:
         if code not in EVENT_CODES:
             raise ApiError(400, f"bad or missing event code {code!r} in the body")
         created = await in_thread(self.store.events.create, shipment_id, kind, body)
-        return JSONResponse(created, status_code=201)
+        return JsonAnswer(created, status_code=201)
 
     async def event_update(self, request: Request) -> Response:
         self._user(request, "shipment:event-write")
@@ -250,7 +250,7 @@ class Endpoints:
         if body.get("event") not in (None, code):
             raise ApiError(400, f"event code {body.get('event')!r} in the body differs from {code!r} in the path")
         updated = await in_thread(self.store.events.update, shipment_id, code, kind, body)
-        return JSONResponse(updated)
+        return JsonAnswer(updated)
 
     # --- memos and code conversions --------------------------------------------------------------------
 
@@ -296,7 +296,7 @@ class Endpoints:
 
     async def memo_retrieve(self, request: Request) -> Response:
         self._user(request, "memo:read")
-        return JSONResponse(await in_thread(self.store.reader.get_memo, self._id(request)))
+        return JsonAnswer(await in_thread(self.store.reader.get_memo, self._id(request)))
 
     async def codeconverter_lookup(self, request: Request) -> Response:
         self._user(request, "codeconverter:read")
@@ -341,7 +341,7 @@ class Endpoints:
         if shape != "type" and isinstance(body.get("references"), list):
             body = {**body, "references": [reference_from_shape(r) for r in body["references"]]}
         stored = await in_thread(self.store.efiles.store, body)
-        return JSONResponse(efile_in_shape(stored, shape), status_code=201)
+        return JsonAnswer(efile_in_shape(stored, shape), status_code=201)
 
     async def efile_lookup(self, request: Request) -> Response:
         self._user(request, "efile:read")
@@ -365,7 +365,7 @@ class Endpoints:
     async def efile_delete(self, request: Request) -> Response:
         self._user(request, "efile:delete")
         deleted = await in_thread(self.store.efiles.delete, self._id(request))
-        return JSONResponse(efile_in_shape(deleted, self._reference_shape()))
+        return JsonAnswer(efile_in_shape(deleted, self._reference_shape()))
 
     async def efile_references(self, request: Request) -> Response:
         shape = self._reference_shape()

@@ -9,7 +9,6 @@ A naive clock's documents have their DateTime objects in its zone's wall clock (
 from __future__ import annotations
 
 import copy
-import json
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from freight_pipeline.simulator.data_naive import without_offsets
 from freight_pipeline.simulator.data_transport import AIR_LEG_FIELDS, SEA_LEG_FIELDS, carriage_subset
 from freight_pipeline.simulator.generator import ShipmentState, base_shipment, build_document
+from freight_pipeline.simulator.json_text import dumps, loads
 from freight_pipeline.simulator.store_api import NotFound
 from freight_pipeline.simulator.store_data import EventKey, StoreData
 
@@ -49,7 +49,7 @@ class StoreReader:
             return iter(list(self._data.live.values()))
 
     def get_shipment(self, shipment_id: int) -> dict[str, Any]:
-        return json.loads(self._document_json(shipment_id))
+        return loads(self._document_json(shipment_id))
 
     def get_base_shipment(self, shipment_id: int) -> dict[str, Any]:
         return base_shipment(self.get_shipment(shipment_id))
@@ -136,7 +136,7 @@ class StoreReader:
             ids = sorted(self._data.live)
             snapshot = [self._snapshot(i) for i in ids]
         for state, memos, overrides in snapshot:
-            yield json.loads(self._render(state, memos, overrides))
+            yield loads(self._render(state, memos, overrides))
 
     def cache_info(self) -> dict[str, int]:
         with self._data.lock:
@@ -160,7 +160,7 @@ class StoreReader:
         zone = self._data.clock.naive_zone
         if zone is not None:
             doc = without_offsets(doc, zone)
-        return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+        return dumps(doc).decode()
 
     def _document_json(self, shipment_id: int) -> str:
         with self._data.lock:
