@@ -276,12 +276,15 @@ def _export_parquet(
             cursor.close()
         return {"rows": rows, "fingerprint": fingerprint, "file": f"{schema}/{table}/{PARQUET_FILE}"}, reused
 
-    tables = _base_tables(con, schemas)
+    sizes = _base_tables(con, schemas)
+    # the largest first, so that the last to end is a small one (not the raw store alone on one core)
+    largest_first = sorted(sizes, key=sizes.__getitem__, reverse=True)
     with ThreadPoolExecutor(EXPORT_THREADS, thread_name_prefix="publish") as pool:
-        done = list(pool.map(lambda found: export(*found), tables))
-    entries = {f"{schema}.{table}": entry for (schema, table), (entry, _) in zip(tables, done, strict=True)}
-    exported = [f"{schema}.{table}" for (schema, table), (_, reused) in zip(tables, done, strict=True) if not reused]
-    reused = [f"{schema}.{table}" for (schema, table), (_, was) in zip(tables, done, strict=True) if was]
+        done = dict(zip(largest_first, pool.map(lambda found: export(*found), largest_first), strict=True))
+    by_name = {f"{schema}.{table}": done[(schema, table)] for schema, table in sizes}
+    entries = {name: entry for name, (entry, _) in by_name.items()}
+    exported = [name for name, (_, reused) in by_name.items() if not reused]
+    reused = [name for name, (_, was) in by_name.items() if was]
     manifest = {"published_at": dt.datetime.now(dt.UTC).isoformat(), "tables": entries}
     return manifest, exported, reused
 
@@ -312,13 +315,14 @@ def _sql_path(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _base_tables(con: duckdb.DuckDBPyConnection, schemas: Sequence[str] | None) -> list[tuple[str, str]]:
+def _base_tables(con: duckdb.DuckDBPyConnection, schemas: Sequence[str] | None) -> dict[tuple[str, str], int]:
+    """(schema, table) -> its estimated size, of every table of ``schemas`` (None: all), by name."""
     rows = run(
         con,
-        "SELECT schema_name, table_name FROM duckdb_tables() "
+        "SELECT schema_name, table_name, estimated_size FROM duckdb_tables() "
         "WHERE database_name = current_database() AND NOT temporary ORDER BY schema_name, table_name",
     )
-    return [(s, t) for s, t in rows if schemas is None or s in schemas]
+    return {(s, t): int(size or 0) for s, t, size in rows if schemas is None or s in schemas}
 
 
 def _drop_other_schemas(con: duckdb.DuckDBPyConnection, schemas: Sequence[str]) -> None:
