@@ -9,7 +9,8 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
   the same tail; per side its time with the tail against its clean time, and our hedged reads
   (sent, won) and the shipments stream's p99 latency of a shipment document;
 * ``incremental``: a full sync of ``--incremental-shipments`` (20,000), documents on, then per round
-  ``--changed-share`` (1 %) of them changed and the incremental run: with the documents stream (as a
+  ``--changed-share`` (1 %) of them changed and the incremental run: the first after the full run (dbt
+  builds its models once per catalog, then their statements replay), with the documents stream (as a
   user runs it), without it (like for like with the other scenarios), and as a full check (every row
   tested, ``FREIGHT_FULL_CHECK_INTERVAL_MINUTES=0``), and with the documents stream again with its dbt
   worker forked from a fork server of dbt workers (``FREIGHT_DBT_WORKER_SERVER``: dbt imported and the
@@ -263,10 +264,13 @@ def hedge_line(figures: dict[str, Any]) -> str:
 
 
 FULL_CHECK_EVERY_RUN = {"FREIGHT_FULL_CHECK_INTERVAL_MINUTES": "0"}
+FIRST_ROUND = "the first after the full run, documents on"
 INCREMENTAL_ROUNDS: list[tuple[str, bool, dict[str, str]]] = [
-    ("documents on", True, {}), ("documents off", False, {}),
+    (FIRST_ROUND, True, {}), ("documents on", True, {}), ("documents off", False, {}),
     ("documents on, a full check", True, FULL_CHECK_EVERY_RUN)]
-"""Each incremental round: its name, whether the documents stream runs, more of the environment."""
+"""Each incremental round: its name, whether the documents stream runs, more of the environment. The first
+incremental build of a data directory (after its full build) is one of its own: its models' statements are
+not kept for the catalog yet, so dbt runs them (once); the round after it is the run a schedule makes."""
 FORK_SERVER_ROUND = "documents on, the dbt worker forked from a server"
 """The round after :data:`INCREMENTAL_ROUNDS`: the run's dbt worker forked from a fork server of dbt workers
 (``marts.worker_server``, ``FREIGHT_DBT_WORKER_SERVER``), as where a long-lived process keeps one."""
@@ -331,7 +335,7 @@ def incremental(shipments: int, seed: int, share: float, baseline: str | None = 
         full = ours(url, Path(tmp), documents=True)
         rounds, unchanged = incremental_runs(url, Path(tmp), changed,
                                              rounds=[*INCREMENTAL_ROUNDS, (FORK_SERVER_ROUND, True, served)])
-        in_dagster, unchanged_in_dagster = incremental_runs(url, Path(tmp), changed, rounds=INCREMENTAL_ROUNDS[:1],
+        in_dagster, unchanged_in_dagster = incremental_runs(url, Path(tmp), changed, rounds=INCREMENTAL_ROUNDS[1:2],
                                                             dagster=True)
 
     def beside(pick: Callable[[tuple[Measured, dict[str, Measured], Measured]], Measured]) -> str:
