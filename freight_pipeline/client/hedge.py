@@ -13,7 +13,10 @@ p95) of the latencies of its last ``window`` answers, never below ``floor_s`` (1
 free of copies (the p95 alone is passed by one read in twenty by definition, and a busy event loop
 stretches the body of the distribution, not only its tail), while a tail of seconds is still cut
 to a fraction of a second. The deadline counts from the moment the request left (it held its
-slot of the in-flight limit), so a request that waited for a slot is not hedged for that wait.
+slot of the in-flight limit), so a request that waited for a slot is not hedged for that wait; and
+when its timer fires late (the event loop itself was stalled: this process busy, or its core taken),
+the read waits one deadline more before its copy, as every read in flight passed its deadline at
+once for the client's own stall, their answers most likely waiting in the socket.
 
 Hedges are bounded three ways, so that they never add load a service refuses:
 
@@ -151,6 +154,18 @@ def _good(sent: Sent) -> bool:
     return isinstance(sent.outcome, httpx.Response) and sent.outcome.is_success
 
 
+STALL_SHARE = 0.5
+"""A deadline's timer that fires later than this share of the deadline past its time found the event loop
+stalled (this process busy: a batch being written, another process on the core), not the service slow."""
+
+
+def _loop_stalled(left_at: float, deadline: float) -> bool:
+    """Whether the timer of ``deadline`` from ``left_at`` fired late by more than :data:`STALL_SHARE` of it:
+    then every read in flight passed its deadline at once, their answers most likely waiting in the socket
+    for the loop, and copies of them would double the load for the client's own stall."""
+    return time.monotonic() - left_at > deadline * (1 + STALL_SHARE)
+
+
 async def race(hedger: Hedger, send: Send, attempt: Attempt, stats: ClientStats) -> tuple[Sent, float]:
     """Send ``send``'s request; past the deadline of its kind, a copy (if allowed); the first good
     answer wins, the other is cancelled. Returns what came back and the seconds from the first
@@ -179,6 +194,8 @@ async def _race(hedger: Hedger, send: Send, attempt: Attempt, stats: ClientStats
             return await first
         left_at = time.monotonic()
         done, _ = await asyncio.wait([first], timeout=deadline)
+        if not done and _loop_stalled(left_at, deadline):  # the wait was ours: the read gets its deadline again
+            done, _ = await asyncio.wait([first], timeout=deadline)
         if done or not hedger.may_hedge():
             return await first
         hedger.sent += 1

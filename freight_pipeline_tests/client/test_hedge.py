@@ -181,3 +181,29 @@ def test_a_read_cancelled_while_its_beaten_original_winds_down_ends_cancelled() 
 
     asyncio.run(main())
     assert ended == ["original"] and hedger.sent == 1
+
+
+@pytest.mark.parametrize("stalled", [False, True])
+def test_a_read_past_its_deadline_for_a_stalled_event_loop_gets_no_copy(stalled: bool) -> None:
+    """A deadline's timer that fires late (this process held the event loop) gives the read one deadline more
+    before a copy; on time, the slow read gets its copy."""
+    hedger = Hedger(HedgePolicy(share=1.0, warm_up=1, floor_s=0.01, factor=1.0), lambda: float("-inf"))
+    hedger.learn(ep.SHIPMENT_RETRIEVE.name, 0.1)  # a deadline of 0.1 s
+    hedger.reads = 10
+    send = Send(httpx.Request("GET", "http://127.0.0.1/service/shipment/1"), ep.SHIPMENT_RETRIEVE)
+
+    async def attempt(send: Send, request: httpx.Request, urgent: bool,
+                      left: Callable[[], object]) -> tuple[Sent, float]:
+        left()
+        await asyncio.sleep(0.0 if urgent else 0.45)
+        return Sent(httpx.Response(200, json={"id": 1})), 0.0
+
+    async def main() -> None:
+        racing = asyncio.ensure_future(race(hedger, send, attempt, ClientStats()))
+        await asyncio.sleep(0.02)  # the request left; its deadline's timer is set
+        if stalled:
+            time.sleep(0.4)  # the event loop held past the deadline, as by a long synchronous step
+        await racing
+
+    asyncio.run(main())
+    assert hedger.sent == (0 if stalled else 1)
