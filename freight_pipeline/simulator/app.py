@@ -28,6 +28,9 @@ from freight_pipeline.simulator.http_base import ApiError, ServiceState, error_r
 from freight_pipeline.simulator.lookup.types import CriteriaError
 from freight_pipeline.simulator.store_api import Conflict, Invalid, NotFound, StoreAPI
 
+TEMPLATES_KEPT = 16384
+"""Request paths whose route template is kept (all forgotten when there are more)."""
+
 
 class SimulatorApp:
     """The ASGI application plus handles on its parts (store, auth, faults, stats)."""
@@ -45,6 +48,7 @@ class SimulatorApp:
         self.starlette = Starlette(routes=routes, exception_handlers=_exception_handlers())
         self._routes = [r for r in routes if isinstance(r, Route)]
         self._literal_methods = literal_methods(self._routes)
+        self._templates: dict[tuple[str, object], str] = {}
         guarded = MethodGuard(self.starlette, self._literal_methods)
         self._edge = EdgeMiddleware(guarded, self.state.faults, self.state.stats, self.path_template)
 
@@ -53,8 +57,20 @@ class SimulatorApp:
         return self.state.store
 
     def path_template(self, scope: Scope) -> str:
-        if scope["path"] in self._literal_methods:
-            return str(scope["path"])
+        """The route's path template of the request (``/service/shipment/{id}``), which the fault edge counts
+        and decides by; each path's matched once (the routes are fixed, and a client reads a path again)."""
+        path = str(scope["path"])
+        if path in self._literal_methods:
+            return path
+        key = (path, scope.get("method"))
+        template = self._templates.get(key)
+        if template is None:
+            if len(self._templates) >= TEMPLATES_KEPT:
+                self._templates.clear()
+            template = self._templates[key] = self._matched_template(scope)
+        return template
+
+    def _matched_template(self, scope: Scope) -> str:
         partial: str | None = None
         for route in self._routes:
             match, _ = route.matches(scope)
