@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ipaddress
-import signal
 import sys
 import time
 from typing import Any
@@ -303,13 +301,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"simulator: cannot bind {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     host, port = sock.getsockname()[:2]
-    _announce(f"http://{host}:{port}", config, time.monotonic() - started)
-
-    # uvicorn handles SIGINT/SIGTERM, shuts down, then re-raises the signal to the previous
-    # handler: make SIGTERM's a no-op so the process ends with status 0, like Ctrl-C.
-    signal.signal(signal.SIGTERM, _ignore)
-    with contextlib.suppress(KeyboardInterrupt):
-        serve_forever(create_app(store, config), sock)
+    serve_forever(create_app(store, config), sock,
+                  lambda: _announce(f"http://{host}:{port}", config, time.monotonic() - started))
     print("simulator stopped", file=sys.stderr, flush=True)
     return 0
 
@@ -319,10 +312,6 @@ def active_faults(faults: FaultConfig) -> dict[str, Any]:
     default = FaultConfig().to_dict()
     active = {name: value for name, value in faults.to_dict().items() if value != default[name] and name != "seed"}
     return {"seed": faults.seed, **active} if active else {}
-
-
-def _ignore(*_: Any) -> None:
-    return None
 
 
 def _announce(base_url: str, config: SimulatorConfig, seconds: float) -> None:

@@ -14,10 +14,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -334,6 +335,17 @@ def running_simulator(
         sim.stop()
 
 
-def serve_forever(app: SimulatorApp, sock: socket.socket) -> None:
-    """Serve in the foreground until SIGINT/SIGTERM (uvicorn handles both and exits cleanly)."""
-    uvicorn.Server(uvicorn_config(app)).run(sockets=[sock])
+def serve_forever(app: SimulatorApp, sock: socket.socket, ready: Callable[[], None]) -> None:
+    """Serve in the foreground until SIGINT or SIGTERM, then exit cleanly. ``ready`` (which says where it
+    serves) is called once either signal stops the server: one sent right after it, while uvicorn starts and
+    before it handles them itself, stops the server as it starts (the handler was a no-op then: a
+    simulator stopped that soon served on for ever)."""
+    server = uvicorn.Server(uvicorn_config(app))
+
+    def stop(*_: Any) -> None:
+        server.should_exit = True
+
+    for stopping in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stopping, stop)  # also what uvicorn re-raises the signal to once it shut down
+    ready()
+    server.run(sockets=[sock])
