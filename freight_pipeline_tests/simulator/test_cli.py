@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -65,9 +67,10 @@ _WITH_FAKE_STORE = (
 )
 
 
-def _started(store: str) -> tuple[subprocess.Popen[str], str]:
+@contextlib.contextmanager
+def _started(store: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``freight-pipeline simulator`` of 30 shipments (on a ``fake`` or the ``real`` store) in a process of its
-    own, and its base URL once it announced it."""
+    own, and its base URL once it announced it; killed after the block if it still runs."""
     if store == "real":
         command = [sys.executable, "-m", "freight_pipeline.cli"]
     else:
@@ -78,48 +81,41 @@ def _started(store: str) -> tuple[subprocess.Popen[str], str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert process.stdout is not None
-    base_url = None
-    deadline = time.monotonic() + 60
-    while base_url is None and time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        match = re.search(r"base URL: (http://\S+)", line)
-        base_url = match.group(1) if match else None
-    if base_url is None:
-        process.kill()
-        pytest.fail(process.communicate()[1])
-    return process, base_url
+    try:
+        assert process.stdout is not None
+        base_url = None
+        deadline = time.monotonic() + 60
+        while base_url is None and time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line:
+                break
+            match = re.search(r"base URL: (http://\S+)", line)
+            base_url = match.group(1) if match else None
+        assert base_url, process.stderr.read() if process.stderr else ""
+        yield process, base_url
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 @pytest.mark.parametrize("store", ["fake", "real"])
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_serves_until_stopped(store: str, stop_signal: signal.Signals) -> None:
-    process, base_url = _started(store)
-    try:
+    with _started(store) as (process, base_url):
         token = httpx.post(f"{base_url}/auth/token", json={"username": "demo", "password": "demo-password"})
         assert token.status_code == 200
         assert httpx.get(f"{base_url}/_control/stats").json()["total"] == 1
         process.send_signal(stop_signal)
         assert process.wait(timeout=10) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 def test_a_signal_right_after_the_announcement_stops_it() -> None:
     """SIGTERM the moment the base URL is said (uvicorn still starting, its own handlers not yet set) stops the
     simulator as it starts, not never (it was ignored then: a bench that stopped a simulator early hung)."""
-    process, _ = _started("fake")
-    try:
+    with _started("fake") as (process, _):
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 def test_a_served_process_announces_and_plays_the_service_modes() -> None:
