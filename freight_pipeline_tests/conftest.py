@@ -37,7 +37,6 @@ SLOW_SIGNS = re.compile(
 """What in a test file's source makes it slow: Dagster, dbt, a child process, a sync into a warehouse."""
 SLOW_FILES = frozenset({
     "normalize/test_hostile_values.py",  # hypothesis examples over whole shipment documents
-    "normalize/test_tables.py",  # normalizes many shipments and times it
     "normalize/test_simulator_documents.py",  # generates and normalizes a simulator's documents
     "simulator/test_http_estimates.py",  # estimate revisions over many simulated days
     "simulator/test_revised_dates.py",

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +31,23 @@ def fresh_sim(sim: RunningSimulator) -> RunningSimulator:
     sim.set_token_lifetime(24 * 3600)
     sim.reset_stats()
     return sim
+
+
+@pytest.fixture
+def client_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The seconds a sync client asked ``time.sleep`` to wait in the test's thread (the simulator serves on
+    threads of its own), recorded and then waited: a test asserts the waits, not the wall time of a call,
+    which a busy machine stretches."""
+    waits: list[float] = []
+    sleep = time.sleep
+
+    def recorded(seconds: float) -> None:
+        if threading.current_thread() is threading.main_thread():
+            waits.append(seconds)
+        sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", recorded)
+    return waits
 
 
 def client_kwargs(sim: RunningSimulator) -> dict[str, Any]:

@@ -89,8 +89,10 @@ def test_latency_with_jitter(sim: RunningSimulator, client: httpx.Client) -> Non
     sim.set_faults(latency_ms=150, latency_jitter_ms=20)
     started = time.perf_counter()
     assert client.get(MEMOS).status_code == 200
-    elapsed = time.perf_counter() - started
-    assert 0.125 <= elapsed < 1.0
+    assert time.perf_counter() - started >= 0.13  # waited (an upper bound would time the machine, not the fault)
+    decided = [FaultInjector(FaultConfig(latency_ms=150, latency_jitter_ms=20, seed=seed)).decide(MEMOS).latency_s
+               for seed in range(50)]
+    assert all(0.13 <= latency <= 0.17 for latency in decided) and len(set(decided)) > 1  # 150 ms, jitter 20 ms
 
 
 def test_fault_paths_limit_faults(sim: RunningSimulator, client: httpx.Client) -> None:
@@ -229,13 +231,10 @@ def test_the_tail_answers_a_share_of_one_kind_late_and_correctly(sim: RunningSim
         assert response.status_code == 200 and response.json()["id"] == shipment_id
         slow.append(time.monotonic() - began >= 0.4)
     assert 3 <= sum(slow) <= 20  # about a quarter of 40
-    began = time.monotonic()
-    for _ in range(10):
-        assert client.get(MEMOS).status_code == 200  # another kind: never in the tail
-    assert time.monotonic() - began < 0.4 * 3
     # the same seed and requests meet the same tail
     again = FaultInjector(FaultConfig(tail_rate=0.25, tail_ms=400, tail_kinds=frozenset({"shipment"}), seed=3))
     first = FaultInjector(FaultConfig(tail_rate=0.25, tail_ms=400, tail_kinds=frozenset({"shipment"}), seed=3))
+    assert {first.decide(MEMOS).latency_s for _ in range(200)} == {0.0}  # another kind: never in the tail
     decided = [first.decide("/service/shipment/{id}").latency_s for _ in range(200)]
     assert decided == [again.decide("/service/shipment/{id}").latency_s for _ in range(200)]
     assert 20 <= sum(1 for s in decided if s == 0.4) <= 80
