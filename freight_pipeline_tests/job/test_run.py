@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -174,8 +175,9 @@ def test_dbt_builds_when_a_kept_statement_fails_or_the_catalog_changed(
     assert built_by(data_dir) == "dbt"
     assert broken(data_dir, False)  # this build's key was kept anew; the others are mended
 
-    with duckdb.connect(str(working_db_path(data_dir))) as con:
-        con.execute("CREATE TABLE freight_meta.added_by_hand (x INTEGER)")
+    with duckdb.connect(str(working_db_path(data_dir))) as con:  # a catalog no build has met: named anew each
+        # time, as the kept builds outlive the session (in the project's target/: a second `make test` has them)
+        con.execute(f"CREATE TABLE freight_meta.added_by_hand_{uuid.uuid4().hex[:12]} (x INTEGER)")
     sim.modify_shipments(2)
     sim.advance_clock(60)
     assert run(sim, data_dir).success and built_by(data_dir) == "dbt"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import subprocess
 import time
 import uuid
@@ -153,8 +154,11 @@ def test_the_worker_ends_when_its_run_is_gone_mid_command(data_dir: Path) -> Non
     worker.process.stdin.close()  # what the kernel does when the run's process dies
     assert worker.process.wait(timeout=30) == 0
     assert not (target / REPLY).exists() and read_run_results(target) is None
-    assert " of 123 " not in log.read_text().split(" START ", 1)[0]  # it stopped before the build's end
-    assert "Finished running" not in log.read_text()
+    text = log.read_text()
+    started = re.search(r" \d+ of (\d+) START ", text)
+    assert started is not None, text[-3000:]
+    nodes, finished = int(started.group(1)), text.count("Finished running node")
+    assert finished < nodes, (finished, nodes)  # it stopped before the build's end (a node or two may finish)
 
 
 def test_a_worker_that_dies_is_reported_with_its_log(data_dir: Path) -> None:
