@@ -51,6 +51,7 @@ from typing import Any
 import orjson
 
 from freight_pipeline.datetimes import set_service_zone
+from freight_pipeline.gc_pause import gc_paused
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
 from freight_pipeline.sync.assemble import assemble
 from freight_pipeline.sync.bundle import NOT_APPLICABLE, Answer, Bundle, Work
@@ -253,12 +254,14 @@ def _rebuild_code_conversions(warehouse: Warehouse, run_id: str, settings: SyncS
 def derive(records: Sequence[RawRecord]) -> BatchWrite:
     """The batch write re-deriving ``records`` (:meth:`Reads.raw_records`) by the sync's ``assemble`` and, for
     the shipments whose E-Files are kept raw, the documents stream's :func:`file_rows`, without writing their
-    raw again (it is what it was: only the rows change). Runs in a worker process."""
-    write = assemble([raw_bundle(*record) for record in records], dt.datetime.now(dt.UTC), None,
-                     keep_raw=False).write
-    filed = [(shipment_id, parts[DOCUMENTS]) for shipment_id, _, parts in records if DOCUMENTS in parts]
-    if filed:
-        _add_files(write, filed)
+    raw again (it is what it was: only the rows change). Runs in a worker process, the garbage collector
+    paused (:func:`gc_paused`: the decoded records stay alive until the batch's tables are made)."""
+    with gc_paused():
+        write = assemble([raw_bundle(*record) for record in records], dt.datetime.now(dt.UTC), None,
+                         keep_raw=False).write
+        filed = [(shipment_id, parts[DOCUMENTS]) for shipment_id, _, parts in records if DOCUMENTS in parts]
+        if filed:
+            _add_files(write, filed)
     return write
 
 
