@@ -19,8 +19,9 @@ def gc_paused() -> Iterator[None]:
 
     A batch's decoding and normalization allocate hundreds of thousands of dicts, lists and strings that
     all stay alive until its Arrow tables are made, and every collection the allocations trigger on the way
-    walks all of them again, with nothing to free: a third of a rebuild's CPU (docs/performance.md). The
-    other threads of the process go without collections meanwhile too, for as long as one batch takes."""
+    walks all of them again, with nothing to free: about a third of a rebuild's normalization (``sync.rebuild
+    .derive``; docs/performance.md). The other threads of the process go without collections meanwhile
+    too, for as long as one batch takes."""
     global _depth, _enabled_before
     with _lock:
         if _depth == 0:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import gc
 import threading
 from collections.abc import Iterator
@@ -10,8 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from freight_pipeline.gc_pause import gc_paused
-from freight_pipeline.sync import assemble as assemble_module
-from freight_pipeline.sync.assemble import assemble
+from freight_pipeline.sync import rebuild
 
 
 @pytest.fixture(autouse=True)
@@ -60,10 +58,11 @@ def test_back_on_when_the_last_thread_leaves() -> None:
     assert gc.isenabled()
 
 
-def test_assemble_makes_its_tables_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rebuild_derives_its_rows_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[bool] = []
-    make = assemble_module.to_arrow_batch
-    monkeypatch.setattr(assemble_module, "to_arrow_batch", lambda rows: seen.append(gc.isenabled()) or make(rows))
+    assemble = rebuild.assemble
+    monkeypatch.setattr(rebuild, "assemble", lambda *args, **options: seen.append(gc.isenabled())
+                        or assemble(*args, **options))
     gc.enable()
-    assemble([], dt.datetime.now(dt.UTC), None)
+    rebuild.derive([])
     assert seen == [False] and gc.isenabled()

@@ -25,7 +25,6 @@ from typing import Any
 import orjson
 
 from freight_pipeline.datetimes import DateTimeParseError, parse_service_datetime, to_utc
-from freight_pipeline.gc_pause import gc_paused
 from freight_pipeline.normalize.converters import to_json
 from freight_pipeline.normalize.errors import Invalid, NormalizationError
 from freight_pipeline.normalize.flatten import to_arrow_batch
@@ -237,24 +236,23 @@ def assemble(
 ) -> Assembled:
     """The batch write of ``bundles`` (their rows as Arrow tables) and what each part did. ``keep_raw=False``
     (a rebuild, re-deriving rows from the raw held): no raw document or part is written again (nor
-    serialized, compressed or hashed for it). The garbage collector is paused meanwhile (:func:`gc_paused`)."""
+    serialized, compressed or hashed for it)."""
     builder = _Builder(fetched_at, ceiling, keep_raw)
     failed_new = attempted_new = 0
-    with gc_paused():
-        for bundle in bundles:
-            answers, work = bundle.answers, bundle.work
-            if not answers:
-                continue
-            quarantined_before = len(builder.write.quarantined)
-            details_wanted = True
-            if DOCUMENT in answers:
-                details_wanted = builder.document(bundle, answers[DOCUMENT])
-            if details_wanted:
-                for part in DETAIL_PARTS:
-                    if part.stream in answers:
-                        builder.detail(part, bundle, answers[part.stream])
-            if not work.retry:
-                attempted_new += 1
-                failed_new += len(builder.write.quarantined) > quarantined_before
-        builder.write.tables = to_arrow_batch(builder.rows)
+    for bundle in bundles:
+        answers, work = bundle.answers, bundle.work
+        if not answers:
+            continue
+        quarantined_before = len(builder.write.quarantined)
+        details_wanted = True
+        if DOCUMENT in answers:
+            details_wanted = builder.document(bundle, answers[DOCUMENT])
+        if details_wanted:
+            for part in DETAIL_PARTS:
+                if part.stream in answers:
+                    builder.detail(part, bundle, answers[part.stream])
+        if not work.retry:
+            attempted_new += 1
+            failed_new += len(builder.write.quarantined) > quarantined_before
+    builder.write.tables = to_arrow_batch(builder.rows)
     return Assembled(builder.write, builder.counts, builder.tallies, failed_new, attempted_new)
