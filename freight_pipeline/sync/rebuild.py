@@ -14,8 +14,9 @@ the history's current versions taking the new content).
 Speed: the normalization (JSON decoding included) is the cost, about 1.2-1.5 ms of CPU a shipment with the
 garbage collector paused (:func:`gc_paused`; 1.7-1.8 ms without); it runs in worker processes forked at the
 start (:class:`Derivers`, one per core: they run the mapping as it is in this process), each batch split into
-chunks among them, the next batch normalized while this process writes the one before. Large batches (:data:`DEFAULT_BATCH`): each transaction's statements (a delete and an
-insert per table, the history's) cost about 0.3 s whatever its size.
+chunks among them, the next batch normalized while this process writes the one before. Large batches
+(:data:`DEFAULT_BATCH`): each transaction's statements (a delete and an insert per table, the history's) cost
+about 0.3 s whatever its size.
 
 Progress is kept in ``freight_meta.sync_state`` under :data:`REBUILD_STATE` (the last shipment id
 rebuilt), set in each batch's transaction: after a crash the next rebuild goes on from there (``restart``:
