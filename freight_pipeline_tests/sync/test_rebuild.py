@@ -30,10 +30,10 @@ from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.releases import NEXT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import drift
-from freight_pipeline.sync import rebuild as rebuild_module
+from freight_pipeline.sync.assemble import assemble
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.parts import DOCUMENT
-from freight_pipeline.sync.rebuild import REBUILD_STATE, gc_paused, rebuild
+from freight_pipeline.sync.rebuild import REBUILD_STATE, derive, gc_paused, rebuild
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
 from freight_pipeline.warehouse.store import open_warehouse
@@ -231,12 +231,11 @@ def test_code_conversions_and_e_files_are_rederived_and_the_next_sync_lists_no_e
 def test_a_chunk_is_derived_with_the_collector_paused_then_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
     enabled = gc.isenabled()
     seen: list[bool] = []
-    assemble = rebuild_module.assemble
-    monkeypatch.setattr(rebuild_module, "assemble", lambda *args, **options: seen.append(gc.isenabled())
+    monkeypatch.setattr("freight_pipeline.sync.rebuild.assemble", lambda *args, **options: seen.append(gc.isenabled())
                         or assemble(*args, **options))
     try:
         gc.enable()
-        rebuild_module.derive([])
+        derive([])
         assert seen == [False] and gc.isenabled()
         with pytest.raises(ValueError), gc_paused():
             raise ValueError("a record the mapping refuses")
