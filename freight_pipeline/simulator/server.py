@@ -337,9 +337,9 @@ def running_simulator(
 
 def serve_forever(app: SimulatorApp, sock: socket.socket, ready: Callable[[], None]) -> None:
     """Serve in the foreground until SIGINT or SIGTERM, then exit cleanly. ``ready`` (which says where it
-    serves) is called once either signal stops the server: one sent right after it, while uvicorn starts and
-    before it handles them itself, stops the server as it starts (the handler was a no-op then: a
-    simulator stopped that soon served on for ever)."""
+    serves) is called only after both signals are set to stop the server: one sent right after it, while
+    uvicorn starts and before it handles them itself, stops the server as it starts (the handler was a no-op
+    then: a simulator stopped that soon served on for ever)."""
     server = uvicorn.Server(uvicorn_config(app))
 
     def stop(*_: Any) -> None:
