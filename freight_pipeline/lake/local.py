@@ -12,11 +12,13 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from freight_pipeline.lake.settings import (
     CATALOG_URI_ENV,
@@ -26,6 +28,9 @@ from freight_pipeline.lake.settings import (
     S3_REGION_ENVS,
     S3_SECRET_ENV,
 )
+
+if TYPE_CHECKING:
+    from werkzeug.serving import BaseWSGIServer
 
 POSTGRES_BIN_DIRS = ("/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin")
 LOCAL_S3_KEY = "freight-local"
@@ -74,30 +79,42 @@ def running_s3(bucket: str = "freight-lake", *, own_process: bool = False) -> It
     """moto's S3 server on a free loopback port with ``bucket`` created; stopped afterwards. In a
     thread of this process, or (``own_process``: benchmarks) a process of its own, off this GIL."""
     import boto3
-    from moto.server import ThreadedMotoServer
 
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    with _moto_process(port) if own_process else _moto_thread(ThreadedMotoServer, port):
+    with _s3_process(port) if own_process else _s3_thread(port):
         boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=LOCAL_S3_KEY,
                      aws_secret_access_key=LOCAL_S3_SECRET, region_name="us-east-1").create_bucket(Bucket=bucket)
         yield LocalS3(endpoint, bucket)
 
 
-@contextmanager
-def _moto_thread(server_class: type, port: int) -> Iterator[None]:
+def s3_only_server(port: int) -> BaseWSGIServer:
+    """moto's S3 application alone behind a threaded loopback server. moto's own server (``moto.server``,
+    ``ThreadedMotoServer``) dispatches each request among its services under one lock, listing its
+    package's folders every time: a third of the S3 server's CPU in a lake test."""
+    from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    server = server_class(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    return make_server("127.0.0.1", port, create_backend_app("s3"), threaded=True, request_handler=MotoRequestHandler)
+
+
+@contextmanager
+def _s3_thread(port: int) -> Iterator[None]:
+    server = s3_only_server(port)
+    thread = threading.Thread(target=server.serve_forever, name="local-s3", daemon=True)
+    thread.start()
     try:
         yield
     finally:
-        server.stop()
+        server.shutdown()
+        thread.join()
+        server.server_close()
 
 
 @contextmanager
-def _moto_process(port: int) -> Iterator[None]:
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+def _s3_process(port: int) -> Iterator[None]:
+    proc = subprocess.Popen([sys.executable, "-m", __name__, str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
@@ -107,7 +124,7 @@ def _moto_process(port: int) -> Iterator[None]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("moto's S3 server did not start") from None
+                    raise RuntimeError("the local S3 server did not start") from None
                 time.sleep(0.1)
         yield
     finally:
@@ -176,3 +193,7 @@ def running_postgres(database: str = "freight_lake") -> Iterator[LocalPostgres]:
             subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
                            capture_output=True, timeout=60)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":  # the S3 server of running_s3(own_process=True), until terminated
+    s3_only_server(int(sys.argv[1])).serve_forever()
