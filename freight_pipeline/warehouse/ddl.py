@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,11 @@ class WarehouseOutOfMemory(RuntimeError):
     """DuckDB hit the pipeline's memory limit; the message names the setting to raise."""
 
 
+@cache
 def checked_storage_version(value: str) -> str:
     """``value`` (the configured storage version of the published file) when this DuckDB writes it,
-    else ValueError naming ``FREIGHT_PUBLISH_STORAGE_VERSION``."""
+    else ValueError naming ``FREIGHT_PUBLISH_STORAGE_VERSION``. Asked once a process for each value
+    (an in-memory database attaching one: tens of milliseconds, each publish otherwise); a refusal is asked again."""
     problem = None if re.fullmatch(r"latest|v\d+\.\d+\.\d+", value) else "not of the form v1.5.0 or latest"
     if problem is None:
         try:
