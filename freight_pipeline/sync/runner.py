@@ -55,7 +55,8 @@ def new_run_id() -> str:
 
 
 def open_client(service: ServiceSettings, settings: SyncSettings) -> AsyncFreightClient:
-    return AsyncFreightClient.from_settings(service, limit=settings.in_flight_limit(), hedge=settings.hedge_policy())
+    return AsyncFreightClient.from_settings(service, limit=settings.in_flight_limit(), hedge=settings.hedge_policy(),
+                                            retry=settings.request_retry)
 
 
 def one_line_error(exc: BaseException) -> str:

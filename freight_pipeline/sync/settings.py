@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from freight_pipeline.client.hedge import DEFAULT_SHARE, HedgePolicy
 from freight_pipeline.client.limiter import AdaptiveLimit
+from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from freight_pipeline.config import (
     CODE_CONVERSIONS_ENV,
     DOCUMENT_CONTENT_ENV,
@@ -42,6 +43,9 @@ class SyncSettings:
     internet needs."""
     adaptive_concurrency: bool = True
     """False: exactly ``concurrency`` requests in flight, never adapted."""
+    request_retry: RetryPolicy = DEFAULT_RETRY_POLICY
+    """How the client retries one request that failed (attempts, backoff, ``Retry-After``: ``client.retry``,
+    whose defaults are documented there)."""
     hedge_share: float = DEFAULT_SHARE
     """Hedged reads (``client.hedge``): a read (GET or lookup) still unanswered after 3 x the p95 latency
     of its kind (at least 100 ms) is sent once more, the first answer wins; at most this share of the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
+from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY
 from freight_pipeline.sync.settings import SyncSettings
 
 # Small pages and batches so a few hundred shipments take many lookups and transactions.
@@ -15,9 +16,13 @@ from freight_pipeline.sync.settings import SyncSettings
 # RECONCILE_SETTINGS, the probe its own (test_restore.py). Quarantined records are retried by the
 # very next run (no backoff wait). No hedged reads: tests count requests exactly, and on a busy
 # machine a copy may be sent now and then (hedged reads have their own tests, client/test_hedge.py).
+# The client's backoff a tenth of its default, with as many attempts: a record failing on every attempt
+# fails as often, without seconds of sleep in each test (the backoff has its own tests, in client/).
 TEST_SETTINGS = SyncSettings(
     page_size=25, fetch_batch_size=13, concurrency=8, reconcile_interval=None,
     retry_after=dt.timedelta(0), restore_probe=0, hedge_share=0.0,
+    request_retry=dataclasses.replace(DEFAULT_RETRY_POLICY, base_delay=DEFAULT_RETRY_POLICY.base_delay / 10,
+                                      max_delay=DEFAULT_RETRY_POLICY.max_delay / 10),
 )
 RECONCILE_SETTINGS = dataclasses.replace(TEST_SETTINGS, reconcile_interval=dt.timedelta(0))
 """Reconcile on every run."""
