@@ -1,5 +1,5 @@
-"""Local stand-ins of the lake's services, for the demo and the tests: an S3-compatible server (moto,
-a dev dependency) and a throwaway PostgreSQL server (Debian's ``postgresql`` package), each on a free
+"""Local stand-ins of the lake's services, for the demo and the tests: an S3-compatible server (moto's S3,
+of the ``lake`` extra) and a throwaway PostgreSQL server (Debian's ``postgresql`` package), each on a free
 loopback port, each stopped when its block ends. Nothing is written outside the given folder.
 """
 
