@@ -6,8 +6,9 @@ the parent kills is many transactions. Says one line per progress message (``pro
 right after each batch's transaction commits), ``publishing`` before the publish, then ``done``.
 ``FREIGHT_HEDGE`` sets its hedged reads (``0``: none, so
 a read in the simulator's latency tail stays a straggler).
-The parent kills it after a chosen line; its reruns run in the test's own process with
-``RECONCILE_SETTINGS`` (the test suite's sizes, to finish quickly).
+The parent kills it after a chosen line (``hold``: the child stops at the first line holding that text,
+committing nothing more, so the kill lands right there however fast the machine); its reruns run in the
+test's own process with ``RECONCILE_SETTINGS`` (the test suite's sizes, to finish quickly).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -37,14 +39,21 @@ def run(data_dir: Path, run_id: str, say: Callable[[str], None]) -> None:
     say("done")
 
 
-def _forked(env: Mapping[str, str], data_dir: str, run_id: str, log: str, lines: Connection) -> None:
-    """The child's body: ``env`` as its environment, its stderr appended to ``log``, its lines sent."""
+def _forked(env: Mapping[str, str], data_dir: str, run_id: str, log: str, lines: Connection, hold: str | None) -> None:
+    """The child's body: ``env`` as its environment, its stderr appended to ``log``, its lines sent; at the
+    first line holding ``hold``, it waits for its kill."""
     os.environ.clear()
     os.environ.update(env)
     stderr = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     os.dup2(stderr, 2)
+
+    def say(line: str) -> None:
+        lines.send(line + "\n")
+        if hold is not None and hold in line:
+            threading.Event().wait()
+
     try:
-        run(Path(data_dir), run_id, lambda line: lines.send(line + "\n"))
+        run(Path(data_dir), run_id, say)
     finally:
         lines.send(None)
 
@@ -54,11 +63,12 @@ class CrashSync:
     of its own would spend about 2 s of CPU importing the sync): ``stdout`` yields its lines, as a
     ``subprocess.Popen``'s would; ``kill`` is a SIGKILL."""
 
-    def __init__(self, env: Mapping[str, str], data_dir: Path, run_id: str, log: Path) -> None:
+    def __init__(self, env: Mapping[str, str], data_dir: Path, run_id: str, log: Path, *, hold: str | None = None
+                 ) -> None:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([__name__])  # once the server runs, it has them imported
         reader, writer = context.Pipe(duplex=False)
-        self.process = context.Process(target=_forked, args=(dict(env), str(data_dir), run_id, str(log), writer))
+        self.process = context.Process(target=_forked, args=(dict(env), str(data_dir), run_id, str(log), writer, hold))
         self.process.start()
         writer.close()
         self.stdout = self._lines(reader)

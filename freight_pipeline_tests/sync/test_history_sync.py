@@ -55,10 +55,11 @@ def arrival_shipment(sim: RunningSimulator) -> int:
 
 
 def killed_mid_walk(sim: RunningSimulator, data_dir: Path, run_id: str, log: Path) -> None:
-    """A sync in a process of its own (tiny batches), killed right after its first walk batch committed."""
+    """A sync in a process of its own (tiny batches), killed right after its first walk batch committed (held
+    there: on a fast machine it had committed every batch before the kill landed)."""
     env = {**os.environ, "FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username,
            "FREIGHT_PASSWORD": sim.password}
-    proc = CrashSync(env, data_dir, run_id, log)
+    proc = CrashSync(env, data_dir, run_id, log, hold=KILL_AFTER)
     for line in proc.stdout:
         if KILL_AFTER in line:
             break
