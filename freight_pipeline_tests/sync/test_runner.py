@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 
 from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from freight_pipeline.config import ServiceSettings
@@ -16,7 +15,7 @@ def test_the_run_s_client_retries_as_its_settings_say() -> None:
 
     async def policies() -> list[RetryPolicy]:
         found = []
-        for settings in (SyncSettings(), dataclasses.replace(SyncSettings(), request_retry=quick)):
+        for settings in (SyncSettings(), SyncSettings(request_retry=quick)):
             async with open_client(ServiceSettings("http://127.0.0.1:9", "user", "secret"), settings) as client:
                 found.append(client.retry_policy)
         return found
