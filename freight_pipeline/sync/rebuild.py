@@ -91,6 +91,8 @@ class RebuildResult:
     shipments: int = 0
     batches: int = 0
     rows_written: int = 0
+    shipments_written: int = 0
+    """Shipments whose re-derived rows differ from those held in some table (only those rows are written)."""
     quarantined: int = 0
     """Records the current mapping cannot normalize (their rows stay as they were; in the retry queue)."""
     data_problems: int = 0
@@ -105,7 +107,8 @@ class RebuildResult:
     def line(self) -> str:
         resumed = f", resumed after shipment {self.resumed_after}" if self.resumed_after is not None else ""
         return (f"rebuilt {self.shipments:,} shipments from their raw records in {self.batches:,} batches: "
-                f"{self.rows_written:,} rows, {self.code_conversions:,} code conversions changed, 0 requests "
+                f"{self.rows_written:,} rows written for the {self.shipments_written:,} whose rows changed, "
+                f"{self.code_conversions:,} code conversions changed, 0 requests "
                 f"({self.quarantined} quarantined, "
                 f"{self.data_problems} unconvertible values nulled{resumed})")
 
@@ -201,6 +204,7 @@ def rebuild(
         found.shipments += size
         found.batches += 1
         found.rows_written += stats.rows_written
+        found.shipments_written += stats.shipments_written
         found.quarantined += len(batch.quarantined)
         found.data_problems += len(batch.problems)
         for table, count in stats.versions.items():
@@ -366,5 +370,6 @@ def _finish(warehouse: Warehouse, log: StreamResult, found: RebuildResult) -> No
     log.rows_read, log.rows_written = found.shipments, found.rows_written
     log.quarantined, log.data_problems = found.quarantined, found.data_problems
     log.cursor_after = warehouse.reads.get_cursor(REBUILD_STATE)
-    log.extra.update(batches=found.batches, resumed_after=found.resumed_after, versions=found.versions)
+    log.extra.update(batches=found.batches, resumed_after=found.resumed_after, versions=found.versions,
+                     shipments_written=found.shipments_written)
     warehouse.run_log.record_run(log)

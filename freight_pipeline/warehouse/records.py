@@ -154,6 +154,8 @@ class WriteStats(dict[str, int]):
         self.deleted: dict[str, int] = dict(deleted or {})
         self.versions: dict[str, int] = {}
         """Versions added to each ``freight_history`` table (by short name)."""
+        self.shipments_written = 0
+        """Shipments whose rows were written (a rebuild's whose re-derived rows are those held are not)."""
 
     @property
     def rows_written(self) -> int:

@@ -143,6 +143,10 @@ def test_a_rebuild_equals_a_fresh_sync_with_no_request(
     held_ids = query(work_db(held), "SELECT count(*) FROM freight.shipments")[0][0]
     assert (found.shipments, found.batches) == (held_ids, -(-held_ids // BATCH))
     assert found.quarantined == 0 and found.resumed_after is None
+    # only the shipments read in the new shape came out different: nothing else was written again
+    assert found.shipments_written == len(read)
+    rewritten = query(work_db(held), "SELECT DISTINCT shipment_id FROM freight.shipments WHERE _run_id = 'rebuild-1'")
+    assert sorted(r[0] for r in rewritten) == sorted(read)
 
     assert _tables_differences(work_db(held), work_db(fresh), except_aes=True) == {}
     kept_aes = query(work_db(held), "SELECT count(*) FROM freight.shipment_aes")[0][0]
