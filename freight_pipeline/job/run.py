@@ -267,13 +267,17 @@ def _rebuild_and_check(
         ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
         return False, None
     ended(Step(REBUILD_STEP, "success", clock.lap(), found.line()))
-    checks = _checks(warehouse, changed_only=False)  # a rebuild rewrote every shipment: compare them all
+    # as after a sync: the history compared on the shipments whose rows the rebuild wrote, on every one when
+    # a full check is due
+    full_check = full_check_due(warehouse)
+    checks = _checks(warehouse, changed_only=not full_check)
     ended(checks)
     if checks.status == "failed":
         return False, None
     if not marts:
         return True, None
-    return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"], full_refresh=True)
+    return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"], full_refresh=True,
+                             full_check=full_check)
 
 
 def _build(

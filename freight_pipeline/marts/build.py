@@ -233,11 +233,13 @@ def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = ()
     ``leave_out``: dbt selectors of data tests the build does not run, as the run checks their
     invariants otherwise (tests do not decide the marts' content: the project's fingerprint is the same).
     ``full_refresh``: every mart from scratch (a rebuild), whatever the plan would otherwise choose, and
-    every row tested. ``full_check``: the run tests every row (None: when one is due, ``full_check_due``)."""
+    every row tested. ``full_check``: the run checks every row, and the build is recorded as the last full
+    check (None: a full refresh, or when one is due, ``full_check_due``; a rebuild's full refresh tests every
+    row but checked the history of the shipments it wrote alone unless a full check was due)."""
     started = dt.datetime.now(dt.UTC)
     args = dbt_build_args()
     fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
-    full = full_refresh or (full_check_due(warehouse, started) if full_check is None else full_check)
+    full = (full_refresh or full_check_due(warehouse, started)) if full_check is None else full_check
     plan = plan_build(warehouse, fingerprint, full_refresh=full_refresh, full_check=full)
     record = build_started(warehouse, run_id) if plan.run else None
     left_out = [arg for selector in leave_out for arg in ("--exclude", selector)]

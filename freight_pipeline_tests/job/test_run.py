@@ -4,6 +4,7 @@ and a broken guarantee that stops the publish."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 import uuid
@@ -14,10 +15,19 @@ import duckdb
 import pytest
 
 from freight_pipeline.config import ServiceSettings, environ
-from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, JobReport, Step, run_job, stream_step
+from freight_pipeline.job.run import (
+    CHECKS_STEP,
+    MARTS_STEP,
+    PUBLISH_STEP,
+    JobReport,
+    Step,
+    run_job,
+    run_rebuild,
+    stream_step,
+)
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.marts.kept_builds import KEPT_BUILDS
-from freight_pipeline.marts.plan import FULL_CHECK_ENV
+from freight_pipeline.marts.plan import FULL_CHECK_ENV, last_full_check
 from freight_pipeline.marts.project import DBT_PROJECT_DIR, FULL_REFRESH_ENV, REPLAY_ENV, build_target, vars_args
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.marts.worker import DbtWorker, parse_dir
@@ -28,6 +38,7 @@ from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import parquet_root, published_db_path
+from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line
 from freight_pipeline_tests.published import published_tables
 
@@ -122,6 +133,44 @@ def test_a_run_syncs_checks_builds_and_publishes_then_builds_only_what_changed(
     marts = [name for name in incremental if name.startswith("analytics.")]
     assert len(marts) > 5
     assert [name for name in marts if incremental[name] != whole[name]] == []
+
+
+def rebuilt(data_dir: Path) -> JobReport:
+    """One run of the rebuild job, as ``freight-pipeline rebuild`` makes it."""
+    backend = storage_from_env()
+    with DbtWorker.start(data_dir, backend.dbt_target) as worker:
+        return run_rebuild(data_dir, SETTINGS, backend, worker)
+
+
+def history_compared(report: JobReport) -> set[object]:
+    """What the run's history checks compared (``changed shipments`` or ``every shipment``)."""
+    (checks,) = [step for step in report.steps if step.name == CHECKS_STEP]
+    return {result.figures["compared"] for _, result in checks.checks if "compared" in result.figures}
+
+
+def full_check_began(data_dir: Path) -> dt.datetime | None:
+    with open_warehouse(data_dir, storage_from_env()) as warehouse:
+        return last_full_check(warehouse)
+
+
+def test_a_rebuild_checks_the_history_of_what_it_wrote_and_of_every_shipment_when_a_full_check_is_due(
+    first_run: tuple[JobReport, Path], tmp_path: Path
+) -> None:
+    """A rebuild writes only the rows that came out different (none here: the mapping is the one that wrote
+    them), so its checks are a sync's: the history of the shipments written, of every one when a full check
+    is due; its full build is recorded as a full check only then."""
+    data_dir = copied(first_run[1], tmp_path / "data")
+    began = full_check_began(data_dir)
+    assert began is not None
+    quiet = rebuilt(data_dir)
+    assert quiet.success and quiet.marts is not None and quiet.marts.plan.full_refresh
+    assert history_compared(quiet) == {"changed shipments"}
+    assert full_check_began(data_dir) == began
+    with environ({FULL_CHECK_ENV: "0"}):
+        due = rebuilt(data_dir)
+    assert due.success and history_compared(due) == {"every shipment"}
+    later = full_check_began(data_dir)
+    assert later is not None and later > began
 
 
 def built_by(data_dir: Path) -> str:
