@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -94,6 +95,11 @@ class TableSpec:
     def column_names(self) -> list[str]:
         return [c.name for c in self.columns]
 
+    @cached_property
+    def row_type(self) -> pa.StructType:
+        """A row of the table (audit columns aside) as an Arrow struct."""
+        return pa.struct(list(self.arrow_schema()))
+
     def arrow_schema(self, *, with_audit: bool = False) -> pa.Schema:
         cols = self.all_columns if with_audit else self.columns
         return pa.schema([pa.field(c.name, c.arrow_type, nullable=c.nullable) for c in cols])
@@ -114,8 +120,10 @@ class TableSpec:
     def to_arrow(self, rows: Iterable[Mapping[str, Any]]) -> pa.Table:
         """Rows (dicts keyed by column name; missing keys are null) to an Arrow table of this schema."""
         rows = rows if isinstance(rows, list) else list(rows)
-        if all(type(r) is dict for r in rows):  # fast path: Arrow reads the dicts column-wise in C++
-            return pa.Table.from_pylist(rows, schema=self.arrow_schema())
+        if all(type(r) is dict for r in rows):
+            # fast path: the dicts as one struct array, converted in C++ (``Table.from_pylist`` picks each
+            # column's values out of the dicts in Python first: more than half of its time)
+            return pa.Table.from_struct_array(pa.array(rows, type=self.row_type))
         arrays = [
             pa.array([r.get(c.name) for r in rows], type=c.arrow_type) for c in self.columns
         ]
