@@ -15,8 +15,11 @@ Speed: the normalization (JSON decoding included) is the cost, about 1.2-1.5 ms 
 garbage collector paused (:func:`gc_paused`; 1.7-1.8 ms without); it runs in worker processes forked at the
 start (:class:`Derivers`, one per core: they run the mapping as it is in this process), each batch split into
 chunks among them, the next batch normalized while this process writes the one before. Large batches
-(:data:`DEFAULT_BATCH`): each transaction's statements (a delete and an insert per table, the history's) cost
-about 0.3 s whatever its size.
+(:data:`DEFAULT_BATCH`): each transaction's statements cost about 0.3 s whatever its size. A shipment's
+rows of a table are written only where they differ from those held (``Writes.apply_batch``: counts and
+summed row hashes, compared in DuckDB): a mapping fix changes a few shipments, and a rebuild of 20,000 that
+changed none wrote nothing (no delete, insert or history update; the publish exports no table again). A
+table none of whose rows came out as held is written whole for a while (:class:`Comparison`).
 
 Progress is kept in ``freight_meta.sync_state`` under :data:`REBUILD_STATE` (the last shipment id
 rebuilt), set in each batch's transaction: after a crash the next rebuild goes on from there (``restart``:
@@ -78,6 +81,9 @@ REBUILD_STATE = "rebuild"
 cleared (null) when it is complete. Also the rebuild's stream name in ``freight_meta.sync_runs``."""
 DEFAULT_BATCH = 2000
 CHUNK = 250
+PROBE_EVERY = 4
+"""A table none of whose compared rows came out as held in a batch is written whole in the next batches, but
+every ``PROBE_EVERY``-th, compared again (:class:`Comparison`)."""
 """Shipments a worker normalizes at a time (at most): what it holds decoded is that many shipments' records."""
 RawRecord = tuple[int, str, dict[str, bytes | None]]
 """A shipment held raw: its id, raw document (JSON text) and raw parts (stream -> compressed answer)."""
@@ -197,8 +203,13 @@ def rebuild(
     history = warehouse.reads.get_cursor(BEHIND_STATE) is None  # behind: the next sync's catch-up versions
     after = found.resumed_after
 
+    comparison = Comparison()
+
     def write(batch: BatchWrite) -> WriteStats:
-        return warehouse.writes.apply_batch(run_id, batch, backoff=settings.backoff, history=history, rebuild=True)
+        stats = warehouse.writes.apply_batch(run_id, batch, backoff=settings.backoff, history=history, rebuild=True,
+                                             write_whole=comparison.skipped())
+        comparison.learn(stats)
+        return stats
 
     def written(batch: BatchWrite, size: int, through: int, stats: WriteStats) -> None:
         found.shipments += size
@@ -240,6 +251,28 @@ def rebuild(
     log.status = "success"
     _finish(warehouse, log, found)
     return found
+
+
+@dataclass
+class Comparison:
+    """Which tables a rebuild writes whole rather than compare with the rows held: comparing a shipment's
+    rows saves writing them when they came out as held (the usual rebuild: a mapping fix changes a few), and
+    is wasted when none do (a mapping that changes every row of a table). A table whose compared rows all
+    differed in a batch is written whole in the next ones, and compared again every :data:`PROBE_EVERY`."""
+
+    waiting: dict[str, int] = field(default_factory=dict)
+    """Table (short name) -> batches it is still written whole."""
+
+    def skipped(self) -> frozenset[str]:
+        return frozenset(table for table, left in self.waiting.items() if left > 0)
+
+    def learn(self, stats: WriteStats) -> None:
+        """After a batch: a table written whole counts down; one compared with none as held waits."""
+        for table in self.skipped():
+            self.waiting[table] -= 1
+        for table, ids in stats.compared.items():
+            if ids and not stats.unchanged.get(table):
+                self.waiting[table] = PROBE_EVERY - 1
 
 
 def _rebuild_code_conversions(warehouse: Warehouse, run_id: str, settings: SyncSettings) -> int:

@@ -156,6 +156,10 @@ class WriteStats(dict[str, int]):
         """Versions added to each ``freight_history`` table (by short name)."""
         self.shipments_written = 0
         """Shipments whose rows were written (a rebuild's whose re-derived rows are those held are not)."""
+        self.compared: dict[str, int] = {}
+        """A rebuild's: ids of each table whose re-derived rows were compared with those held."""
+        self.unchanged: dict[str, int] = {}
+        """A rebuild's: of those, the ids whose rows were the ones held (not written)."""
 
     @property
     def rows_written(self) -> int:

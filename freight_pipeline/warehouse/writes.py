@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -61,7 +61,7 @@ class Writes:
 
     def apply_batch(
         self, run_id: str, batch: BatchWrite, *, backoff: Backoff = DEFAULT_BACKOFF, history: bool = True,
-        rebuild: bool = False,
+        rebuild: bool = False, write_whole: Collection[str] = (),
     ) -> WriteStats:
         """Write ``batch`` in ONE transaction (all or nothing); see :class:`BatchWrite`. ``history``: record
         its versions in ``freight_history`` (False: nothing is written there).
@@ -70,7 +70,10 @@ class Writes:
         replaced shipment is written even when its raw content is the one held (the mapping changed, not
         the source); the retry queue keeps its entries (a part waiting there was not read again); and the
         current versions of the history take the re-derived content in place (``history.retake_current``),
-        so versions are added only for subjects that appear or vanish under the new mapping."""
+        so versions are added only for subjects that appear or vanish under the new mapping. A shipment's
+        re-derived rows of a table are written only where they differ from those held (:meth:`_same_rows`),
+        but in the tables ``write_whole`` names (short names), written whole (``WriteStats.compared`` and
+        ``unchanged`` say what the comparison found)."""
         gone = sorted({int(i) for i in batch.deleted_ids})
         replaced = {self._unit_spec(name).qualified_name: sorted({int(i) for i in ids})
                     for name, ids in batch.replaced.items()}
@@ -84,7 +87,8 @@ class Writes:
             self._check_units(self.database.spec(name), table, replaced[name])
         return self.database.write(
             "apply_batch",
-            lambda con: self._write_batch(con, run_id, batch, gone, replaced, incoming, backoff, history, rebuild),
+            lambda con: self._write_batch(con, run_id, batch, gone, replaced, incoming, backoff, history, rebuild,
+                                          write_whole),
         )
 
     def _write_batch(
@@ -98,6 +102,7 @@ class Writes:
         backoff: Backoff,
         history: bool,
         rebuild: bool = False,
+        write_whole: Collection[str] = (),
     ) -> WriteStats:
         """:meth:`apply_batch`'s transaction, ``batch`` checked: ``replaced`` and ``incoming`` by qualified name."""
         spec = self.database.spec
@@ -109,9 +114,12 @@ class Writes:
             incoming = {name: _without(table, spec(name).replace_key or "", unchanged)
                         for name, table in incoming.items()}
         if rebuild:  # re-derived: a table's rows of a shipment are written again only where they differ
-            same = {name: self._same_rows(spec(name), incoming.get(name), ids) for name, ids in replaced.items()}
-            replaced = {name: [i for i in ids if i not in same[name]] for name, ids in replaced.items()}
-            incoming = {name: _without(table, spec(name).replace_key or "", same[name])
+            compared = {name: ids for name, ids in replaced.items() if spec(name).name not in write_whole}
+            same = {name: self._same_rows(spec(name), incoming.get(name), ids) for name, ids in compared.items()}
+            stats.compared = {spec(name).name: len(ids) for name, ids in compared.items()}
+            stats.unchanged = {spec(name).name: len(ids) for name, ids in same.items()}
+            replaced = {name: [i for i in ids if i not in same.get(name, ())] for name, ids in replaced.items()}
+            incoming = {name: _without(table, spec(name).replace_key or "", same[name]) if name in same else table
                         for name, table in incoming.items()}
         views: dict[tuple[int, ...], str] = {}  # one view per id set: most tables replace the same ids
         for name, ids in replaced.items():

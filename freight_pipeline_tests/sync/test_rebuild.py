@@ -33,9 +33,10 @@ from freight_pipeline.sync import drift
 from freight_pipeline.sync.assemble import assemble
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.parts import DOCUMENT
-from freight_pipeline.sync.rebuild import REBUILD_STATE, derive, gc_paused, rebuild
+from freight_pipeline.sync.rebuild import PROBE_EVERY, REBUILD_STATE, Comparison, derive, gc_paused, rebuild
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
+from freight_pipeline.warehouse.records import WriteStats
 from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.sync.conftest import query, syncer, work_db
 from freight_pipeline_tests.sync.expected import rows_differences
@@ -250,3 +251,22 @@ def test_a_chunk_is_derived_with_the_collector_paused_then_as_it_was(monkeypatch
         assert not gc.isenabled()  # off before: left off
     finally:
         (gc.enable if enabled else gc.disable)()
+
+
+def _compared(compared: dict[str, int], unchanged: dict[str, int]) -> WriteStats:
+    stats = WriteStats()
+    stats.compared, stats.unchanged = compared, unchanged
+    return stats
+
+
+def test_a_table_whose_rows_all_differ_is_written_whole_and_compared_again_every_few_batches() -> None:
+    comparison = Comparison()
+    comparison.learn(_compared({"shipments": 5, "shipment_events": 5}, {"shipments": 5}))
+    assert comparison.skipped() == {"shipment_events"}  # none of its rows as held: comparing them was wasted
+    for _ in range(PROBE_EVERY - 2):
+        comparison.learn(_compared({"shipments": 5}, {"shipments": 1}))
+        assert comparison.skipped() == {"shipment_events"}
+    comparison.learn(_compared({"shipments": 5}, {"shipments": 0}))
+    assert comparison.skipped() == {"shipments"}  # compared again: shipment_events; waits now: shipments
+    comparison.learn(_compared({"shipment_events": 5}, {"shipment_events": 3}))
+    assert comparison.skipped() == {"shipments"}
