@@ -1,5 +1,6 @@
-"""The pure parts of ``bench/compare.py``'s ``history`` scenario: the history's rows and bytes read from a
-DuckDB file, the Parquet bytes of a publish, the summary of the incremental runs."""
+"""The pure parts of ``bench/compare.py``'s ``history`` and ``rebuild`` scenarios: the history's rows and bytes
+read from a DuckDB file, the Parquet bytes of a publish, the summary of the incremental runs, the rebuild's
+worst case (the shipments' tables emptied) and what its line says it wrote."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from pathlib import Path
 
 import duckdb
 
-from bench.compare import Measured, history_storage, published_history_bytes, runs_summary
+from bench.compare import (
+    Measured,
+    empty_shipment_tables,
+    history_storage,
+    published_history_bytes,
+    runs_summary,
+    written_line,
+)
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.warehouse.history import EVENT_VERSIONS, HISTORY_TABLES
 from freight_pipeline.warehouse.paths import working_db_path
@@ -47,3 +55,20 @@ def test_runs_summary_gives_median_and_longest_sync_and_the_memory_of_the_first_
             for seconds, rss in zip(syncs, peaks, strict=True)]
     assert runs_summary(runs, edge=3) == ("sync median 2.50 s, max 9.00 s (process median 4.00 s); "
                                           "peak RSS first 3 runs 300-310 MB, last 3 320-322 MB")
+
+
+def test_the_rebuild_s_worst_case_empties_the_shipments_tables_alone_and_its_line_says_what_was_written(
+    tmp_path: Path,
+) -> None:
+    with Warehouse(tmp_path, FREIGHT_TABLES) as warehouse:
+        audit = "now(), 'r'"
+        warehouse.con.execute(f"INSERT INTO freight.shipments (shipment_id, _synced_at, _run_id) SELECT i, {audit} "
+                              "FROM range(5) t(i)")
+        warehouse.con.execute(f"INSERT INTO freight.code_conversions (conversion_id, _synced_at, _run_id) "
+                              f"VALUES (1, {audit})")
+    assert empty_shipment_tables(working_db_path(tmp_path)) == 5
+    with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM freight.shipments").fetchall() == [(0,)]
+        assert con.execute("SELECT count(*) FROM freight.code_conversions").fetchall() == [(1,)]
+    line = "  rebuild  9.1 s  rebuilt 2,000 shipments in 1 batches: 70 rows written for the 3 whose rows changed, 0"
+    assert written_line(line) == "70 rows written for the 3 whose rows changed"
