@@ -8,7 +8,7 @@ each shipment becomes the :class:`~freight_pipeline.sync.bundle.Bundle` the sync
 :func:`~freight_pipeline.sync.assemble.assemble` normalizes a batch of them (its E-Files: the documents
 stream's :func:`~freight_pipeline.sync.documents.file_rows`) into one
 :class:`~freight_pipeline.warehouse.records.BatchWrite`, written as ONE transaction
-(``Writes.apply_batch(rebuild=True)``: written even when the raw is the one held, the retry queue kept,
+(``Writes.apply_batch(rebuild=True)``: compared even when the raw is the one held, the retry queue kept,
 the history's current versions taking the new content).
 
 Speed: the normalization (JSON decoding included) is the cost, about 1.2-1.5 ms of CPU a shipment with the

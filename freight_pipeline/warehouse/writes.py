@@ -67,8 +67,8 @@ class Writes:
         its versions in ``freight_history`` (False: nothing is written there).
 
         ``rebuild``: the batch re-derives held shipments from their raw records (``sync.rebuild``): every
-        replaced shipment is written even when its raw content is the one held (the mapping changed, not
-        the source); the retry queue keeps its entries (a part waiting there was not read again); and the
+        replaced shipment is compared with its rows held even when its raw content is the one held (the
+        mapping changed, not the source); the retry queue keeps its entries (a part waiting there was not read again); and the
         current versions of the history take the re-derived content in place (``history.retake_current``),
         so versions are added only for subjects that appear or vanish under the new mapping. A shipment's
         re-derived rows of a table are written only where they differ from those held (:meth:`_same_rows`),

@@ -51,7 +51,10 @@ def test_slow_reads_get_a_copy_that_wins_with_the_exact_answer(
 ) -> None:
     ids, truth = ids_and_truth
     fresh_sim.set_faults(tail_rate=0.1, tail_ms=3000, tail_kinds=["shipment"], seed=11)
-    policy = HedgePolicy(share=0.3, warm_up=5)
+    # the deadline from the median: a tail of 10 % is above the default p95, which the reads sent before the
+    # warm-up (hedged by no one) reach once they answer before about 20 times as many fast ones did, as on a
+    # busy machine (1 copy sent where 5 are asserted: the CI of f8b6af9)
+    policy = HedgePolicy(share=0.3, warm_up=5, percentile=0.5)
     docs, made, seconds = asyncio.run(read_all(fresh_sim, ids + ids, policy))
     assert docs == truth + truth  # exact, whichever copy answered
     assert made.hedges.get("shipment.retrieve", 0) >= 5
