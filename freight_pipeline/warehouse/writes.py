@@ -68,9 +68,10 @@ class Writes:
 
         ``rebuild``: the batch re-derives held shipments from their raw records (``sync.rebuild``): every
         replaced shipment is compared with its rows held even when its raw content is the one held (the
-        mapping changed, not the source); the retry queue keeps its entries (a part waiting there was not read again); and the
-        current versions of the history take the re-derived content in place (``history.retake_current``),
-        so versions are added only for subjects that appear or vanish under the new mapping. A shipment's
+        mapping changed, not the source); the retry queue keeps its entries (a part waiting there was not
+        read again); and the current versions of the history take the re-derived content in place
+        (``history.retake_current``), so versions are added only for subjects that appear or vanish under the
+        new mapping. A shipment's
         re-derived rows of a table are written only where they differ from those held (:meth:`_same_rows`),
         but in the tables ``write_whole`` names (short names), written whole (``WriteStats.compared`` and
         ``unchanged`` say what the comparison found)."""
