@@ -81,10 +81,10 @@ REBUILD_STATE = "rebuild"
 cleared (null) when it is complete. Also the rebuild's stream name in ``freight_meta.sync_runs``."""
 DEFAULT_BATCH = 2000
 CHUNK = 250
+"""Shipments a worker normalizes at a time (at most): what it holds decoded is that many shipments' records."""
 PROBE_EVERY = 4
 """A table none of whose compared rows came out as held in a batch is written whole in the next batches, but
 every ``PROBE_EVERY``-th, compared again (:class:`Comparison`)."""
-"""Shipments a worker normalizes at a time (at most): what it holds decoded is that many shipments' records."""
 RawRecord = tuple[int, str, dict[str, bytes | None]]
 """A shipment held raw: its id, raw document (JSON text) and raw parts (stream -> compressed answer)."""
 

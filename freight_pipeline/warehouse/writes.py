@@ -71,10 +71,9 @@ class Writes:
         mapping changed, not the source); the retry queue keeps its entries (a part waiting there was not
         read again); and the current versions of the history take the re-derived content in place
         (``history.retake_current``), so versions are added only for subjects that appear or vanish under the
-        new mapping. A shipment's
-        re-derived rows of a table are written only where they differ from those held (:meth:`_same_rows`),
-        but in the tables ``write_whole`` names (short names), written whole (``WriteStats.compared`` and
-        ``unchanged`` say what the comparison found)."""
+        new mapping. A shipment's re-derived rows of a table are written only where they differ from those
+        held (:meth:`_same_rows`), but in the tables ``write_whole`` names (short names), written whole
+        (``WriteStats.compared`` and ``unchanged`` say what the comparison found)."""
         gone = sorted({int(i) for i in batch.deleted_ids})
         replaced = {self._unit_spec(name).qualified_name: sorted({int(i) for i in ids})
                     for name, ids in batch.replaced.items()}
@@ -111,17 +110,13 @@ class Writes:
         stats = WriteStats()
         unchanged = set() if rebuild else self._same_content(batch.raw_documents)
         if unchanged:  # read again exactly as held: their rows stay as they are (audit columns too)
-            replaced = {name: [i for i in ids if i not in unchanged] for name, ids in replaced.items()}
-            incoming = {name: _without(table, spec(name).replace_key or "", unchanged)
-                        for name, table in incoming.items()}
+            replaced, incoming = self._leaving_out(replaced, incoming, dict.fromkeys(replaced, unchanged))
         if rebuild:  # re-derived: a table's rows of a shipment are written again only where they differ
             compared = {name: ids for name, ids in replaced.items() if spec(name).name not in write_whole}
             same = {name: self._same_rows(spec(name), incoming.get(name), ids) for name, ids in compared.items()}
             stats.compared = {spec(name).name: len(ids) for name, ids in compared.items()}
             stats.unchanged = {spec(name).name: len(ids) for name, ids in same.items()}
-            replaced = {name: [i for i in ids if i not in same.get(name, ())] for name, ids in replaced.items()}
-            incoming = {name: _without(table, spec(name).replace_key or "", same[name]) if name in same else table
-                        for name, table in incoming.items()}
+            replaced, incoming = self._leaving_out(replaced, incoming, same)
         views: dict[tuple[int, ...], str] = {}  # one view per id set: most tables replace the same ids
         for name, ids in replaced.items():
             target = spec(name)
@@ -363,6 +358,15 @@ class Writes:
             rows = run(self.database.con, f"SELECT r.shipment_id FROM {qualified(meta.RAW_SHIPMENTS)} r JOIN {view} n "
                                  "USING (shipment_id) WHERE r.content_hash = n.content_hash")
         return {int(r[0]) for r in rows}
+
+    def _leaving_out(self, replaced: dict[str, list[int]], incoming: dict[str, pa.Table],
+                     kept: Mapping[str, set[int]]) -> tuple[dict[str, list[int]], dict[str, pa.Table]]:
+        """``replaced`` and ``incoming`` (by qualified name) without the ids ``kept`` names for each table:
+        their rows stay as they are held."""
+        spec = self.database.spec
+        return ({name: [i for i in ids if i not in kept.get(name, ())] for name, ids in replaced.items()},
+                {name: _without(table, spec(name).replace_key or "", kept[name]) if kept.get(name) else table
+                 for name, table in incoming.items()})
 
     def _same_rows(self, target: TableSpec, table: pa.Table | None, ids: Sequence[int]) -> set[int]:
         """Of ``ids`` (values of ``target``'s replace key), those whose rows in ``table`` (None: no rows) are
