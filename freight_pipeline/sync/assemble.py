@@ -99,6 +99,8 @@ class _Builder:
     def __init__(self, fetched_at: dt.datetime, ceiling: str | None, keep_raw: bool = True) -> None:
         self.rows: Rows = {}
         self.keep_raw = keep_raw
+        """False: a rebuild, re-deriving the raw held (none is written again, and the fields of its records,
+        tallied by the sync that read them, are not tallied again)."""
         self.write = BatchWrite()
         self.counts: dict[str, PartCounts] = {}
         self.tallies: dict[str, FieldTally] = {}
@@ -144,7 +146,8 @@ class _Builder:
             self.quarantine(DOCUMENT_PART, ref, answer, None)
             return False
         self.count(DOCUMENT).read += 1
-        self.tally(DOCUMENT).see(answer, shipment_id)
+        if self.keep_raw:
+            self.tally(DOCUMENT).see(answer, shipment_id)
         found = Problems()
         try:
             raw_text = to_json(answer) if self.keep_raw else ""
@@ -188,7 +191,8 @@ class _Builder:
             self.quarantine(part, ref, answer, None)
             return
         self.count(part.stream).read += len(answer) if isinstance(answer, list) else 1
-        self.tally(part.stream).see_all(answer, shipment_id)
+        if self.keep_raw:
+            self.tally(part.stream).see_all(answer, shipment_id)
         found = Problems()
         try:
             rows = part.normalize(ref, answer, found)
@@ -236,7 +240,7 @@ def assemble(
 ) -> Assembled:
     """The batch write of ``bundles`` (their rows as Arrow tables) and what each part did. ``keep_raw=False``
     (a rebuild, re-deriving rows from the raw held): no raw document or part is written again (nor
-    serialized, compressed or hashed for it)."""
+    serialized, compressed or hashed for it), and no field tallied (the sync that read them did)."""
     builder = _Builder(fetched_at, ceiling, keep_raw)
     failed_new = attempted_new = 0
     for bundle in bundles:

@@ -6,6 +6,7 @@ rebuild killed with SIGKILL after its first batch commit, then a rebuild, ends e
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import os
 import signal
@@ -33,7 +34,15 @@ from freight_pipeline.sync import drift
 from freight_pipeline.sync.assemble import assemble
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.parts import DOCUMENT
-from freight_pipeline.sync.rebuild import PROBE_EVERY, REBUILD_STATE, Comparison, derive, gc_paused, rebuild
+from freight_pipeline.sync.rebuild import (
+    PROBE_EVERY,
+    REBUILD_STATE,
+    Comparison,
+    derive,
+    gc_paused,
+    raw_bundle,
+    rebuild,
+)
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
 from freight_pipeline.warehouse.records import WriteStats
@@ -251,6 +260,14 @@ def test_a_chunk_is_derived_with_the_collector_paused_then_as_it_was(monkeypatch
         assert not gc.isenabled()  # off before: left off
     finally:
         (gc.enable if enabled else gc.disable)()
+
+
+def test_a_rebuild_tallies_no_field_of_the_raw_it_rederives() -> None:
+    """The sync that read the records tallied their fields (its drift report); a rebuild reads nothing new."""
+    bundle = raw_bundle(7, '{"id": 7, "a_field_no_spec_declares": 1}', {})
+    now = dt.datetime.now(dt.UTC)
+    assert assemble([bundle], now, None).tallies[DOCUMENT].records == 1
+    assert assemble([bundle], now, None, keep_raw=False).tallies == {}
 
 
 def _compared(compared: dict[str, int], unchanged: dict[str, int]) -> WriteStats:
