@@ -21,12 +21,15 @@ summed row hashes, compared in DuckDB): a mapping fix changes a few shipments, a
 changed none wrote nothing (no delete, insert or history update; the publish exports no table again). A
 table none of whose rows came out as held is written whole for a while (:class:`Comparison`).
 
-Progress is kept in ``freight_meta.sync_state`` under :data:`REBUILD_STATE` (the last shipment id
-rebuilt), set in each batch's transaction: after a crash the next rebuild goes on from there (``restart``:
-from the first shipment again); the entry is cleared when the rebuild is complete. The sync's cursors are
-not touched, but for one: when the documents stream had listed the E-Files of every shipment written before
-the rebuild began, its watermark is moved past the rebuild's writes at the end (they change no E-File; else
-the next sync would list the E-Files of every shipment again). A sync between two rebuilds is harmless.
+The shipments are read in the order their raw documents were fetched (``Reads.raw_records``: the order the
+sync wrote them in, so a batch's documents lie together). Progress is kept in ``freight_meta.sync_state``
+under :data:`REBUILD_STATE` (the position of the last shipment rebuilt), set in each batch's transaction:
+after a crash the next rebuild goes on from there (``restart``: from the first shipment again; a shipment a
+sync wrote in between has moved past it, and is rebuilt again); the entry is cleared when the rebuild is
+complete. The sync's cursors are not touched, but for one: when the documents stream had listed the E-Files of
+every shipment written before the rebuild began, its watermark is moved past the rebuild's writes at the end
+(they change no E-File; else the next sync would list the E-Files of every shipment again). A sync between two
+rebuilds is harmless.
 
 The code conversions are re-derived too, from the whole record each row keeps (``payload``), through their
 stream's ``convert`` and full refresh (only rows that differ are written).
@@ -73,7 +76,7 @@ from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse.documents import newest_shipment_write
 from freight_pipeline.warehouse.history import BEHIND_STATE
-from freight_pipeline.warehouse.records import BatchWrite, Reject, WriteStats
+from freight_pipeline.warehouse.records import BatchWrite, RawPosition, RawRecord, Reject, WriteStats
 from freight_pipeline.warehouse.store import Warehouse
 
 REBUILD_STATE = "rebuild"
@@ -85,9 +88,6 @@ CHUNK = 250
 PROBE_EVERY = 4
 """A table none of whose compared rows came out as held in a batch is written whole in the next batches, but
 every ``PROBE_EVERY``-th, compared again (:class:`Comparison`)."""
-RawRecord = tuple[int, str, dict[str, bytes | None]]
-"""A shipment held raw: its id, raw document (JSON text) and raw parts (stream -> compressed answer)."""
-
 
 
 @dataclass
@@ -103,7 +103,7 @@ class RebuildResult:
     """Records the current mapping cannot normalize (their rows stay as they were; in the retry queue)."""
     data_problems: int = 0
     resumed_after: int | None = None
-    """The shipment id a rebuild interrupted earlier had reached (None: it started from the first)."""
+    """The last shipment an interrupted rebuild had committed (None: this one started from the first)."""
     seconds: float = 0.0
     versions: dict[str, int] = field(default_factory=dict)
     """Versions added to the history (subjects the new mapping adds or drops)."""
@@ -121,27 +121,34 @@ class RebuildResult:
 
 @dataclass(frozen=True)
 class RebuildState:
-    """An unfinished rebuild: the last shipment id committed, and whether the documents stream had listed
-    the E-Files of every shipment written before the rebuild began (its watermark is then carried past
-    the rebuild's writes, which change no E-File)."""
+    """An unfinished rebuild: the position of the last shipment committed (:meth:`Reads.raw_records`), and
+    whether the documents stream had listed the E-Files of every shipment written before the rebuild began
+    (its watermark is then carried past the rebuild's writes, which change no E-File)."""
 
-    after: int | None = None
+    after: RawPosition | None = None
     documents_caught_up: bool = False
 
     @classmethod
     def held(cls, warehouse: Warehouse) -> RebuildState | None:
+        """The state held; one without a position's instant (left by a version that went in id order)
+        goes on from the first shipment."""
         text = warehouse.reads.get_cursor(REBUILD_STATE)
         if not text:
             return None
         try:
             data = json.loads(text)
-            return cls(int(data["after"]) if data.get("after") is not None else None,
-                       bool(data.get("documents_caught_up")))
+            at, after = data.get("after_fetched_at"), data.get("after")
+            position = (RawPosition(dt.datetime.fromisoformat(at), int(after))
+                        if at is not None and after is not None else None)
+            return cls(position, bool(data.get("documents_caught_up")))
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
     def text(self, run_id: str) -> str:
-        return json.dumps({"after": self.after, "documents_caught_up": self.documents_caught_up, "run_id": run_id})
+        after = self.after
+        return json.dumps({"after": after.shipment_id if after else None,
+                           "after_fetched_at": after.fetched_at.isoformat() if after else None,
+                           "documents_caught_up": self.documents_caught_up, "run_id": run_id})
 
 
 def _documents_caught_up(warehouse: Warehouse) -> bool:
@@ -196,12 +203,12 @@ def rebuild(
     set_service_zone(settings.service_timezone)
     held = None if restart else RebuildState.held(warehouse)
     state = held or RebuildState(None, _documents_caught_up(warehouse))
-    found = RebuildResult(resumed_after=state.after)
+    found = RebuildResult(resumed_after=state.after.shipment_id if state.after else None)
     log = StreamResult(run_id, REBUILD_STATE, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(
         REBUILD_STATE))
     warehouse.run_log.record_run(log)
     history = warehouse.reads.get_cursor(BEHIND_STATE) is None  # behind: the next sync's catch-up versions
-    after = found.resumed_after
+    after = state.after
 
     comparison = Comparison()
 
@@ -228,17 +235,17 @@ def rebuild(
         with Derivers(workers) as derivers:
             ahead: tuple[Callable[[], BatchWrite], int, int] | None = None
             while True:
-                records = warehouse.reads.raw_records(after, batch_size)
-                if records:
-                    after = records[-1][0]
+                records, last = warehouse.reads.raw_records(after, batch_size)
+                if last is not None:
+                    after = last
                     cursor = RebuildState(after, state.documents_caught_up).text(run_id)
                     submitted = derivers.submit(records, cursor)
                 if ahead is not None:
                     batch = ahead[0]()
                     written(batch, ahead[1], ahead[2], write(batch))
-                if not records:
+                if last is None:
                     break
-                ahead = (submitted, len(records), after)
+                ahead = (submitted, len(records), after.shipment_id)
         found.code_conversions = _rebuild_code_conversions(warehouse, run_id, settings)
         if state.documents_caught_up:
             _carry_documents_watermark(warehouse, run_id)

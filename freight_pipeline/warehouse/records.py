@@ -28,6 +28,30 @@ class RawDocument(NamedTuple):
     when not all of it loaded. Writing the same content again is no change for the marts."""
 
 
+RawRecord = tuple[int, str, dict[str, bytes | None]]
+"""A shipment held raw: its id, raw document (JSON text) and raw parts (stream -> compressed answer)."""
+
+
+class RawPosition(NamedTuple):
+    """Where a shipment stands in the order a rebuild reads the raw in (:meth:`Reads.raw_records`)."""
+
+    fetched_at: dt.datetime
+    """Its raw document's ``fetched_at`` (:data:`EARLIEST_FETCH` where none is recorded)."""
+    shipment_id: int
+
+
+EARLIEST_FETCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+"""The ``fetched_at`` a raw document without one is ordered by (before every other; a year every time zone can
+show)."""
+
+
+class RawBatch(NamedTuple):
+    """The raw records of a batch of shipments, and the position of its last (None: no record)."""
+
+    records: list[RawRecord]
+    last: RawPosition | None
+
+
 class RawPart(NamedTuple):
     """A part of a shipment as received (events, legs, memo lines), kept in ``freight_meta.raw_parts``."""
 

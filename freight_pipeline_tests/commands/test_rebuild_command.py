@@ -53,8 +53,8 @@ def test_restart_rebuilds_from_the_first_shipment_what_an_interrupted_rebuild_le
         sync_all(ServiceSettings(sim.base_url, sim.username, sim.password), data_dir, backend=storage_from_env(),
                  streams=(SHIPMENTS.name,))
     with open_warehouse(data_dir, storage_from_env()) as warehouse:
-        ids = sorted(r[0] for r in warehouse.reads.raw_records(None, 100))
-        warehouse.writes.set_cursor(REBUILD_STATE, RebuildState(ids[5]).text("killed-run"), "killed-run")
+        half = warehouse.reads.raw_records(None, 6).last
+        warehouse.writes.set_cursor(REBUILD_STATE, RebuildState(half).text("killed-run"), "killed-run")
     done = run_cli(["rebuild", "--data-dir", str(data_dir), "--batch-size", "4", "--restart", "--workers", "1"],
                    cli_env())
     assert done.returncode == 0, done.stderr

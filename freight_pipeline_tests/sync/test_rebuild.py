@@ -38,6 +38,7 @@ from freight_pipeline.sync.rebuild import (
     PROBE_EVERY,
     REBUILD_STATE,
     Comparison,
+    RebuildState,
     derive,
     gc_paused,
     raw_bundle,
@@ -45,7 +46,7 @@ from freight_pipeline.sync.rebuild import (
 )
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
-from freight_pipeline.warehouse.records import WriteStats
+from freight_pipeline.warehouse.records import RawPosition, WriteStats
 from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.sync.conftest import query, syncer, work_db
 from freight_pipeline_tests.sync.expected import rows_differences
@@ -268,6 +269,20 @@ def test_a_rebuild_tallies_no_field_of_the_raw_it_rederives() -> None:
     now = dt.datetime.now(dt.UTC)
     assert assemble([bundle], now, None).tallies[DOCUMENT].records == 1
     assert assemble([bundle], now, None, keep_raw=False).tallies == {}
+
+
+def test_a_rebuild_goes_on_from_the_position_held_and_from_the_first_shipment_after_an_id_alone(
+    tmp_path: Path,
+) -> None:
+    """The progress a batch commits is a position in the raw's order of fetching; an entry with only a shipment
+    id (left by a version that read in id order) cannot say where it stood in that order: from the first."""
+    position = RawPosition(dt.datetime(2026, 11, 28, 10, 30, 0, 123456, tzinfo=dt.UTC), 42)
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+        warehouse.writes.set_cursor(REBUILD_STATE, RebuildState(position, True).text("killed"), "killed")
+        assert RebuildState.held(warehouse) == RebuildState(position, True)
+        warehouse.writes.set_cursor(REBUILD_STATE, '{"after": 42, "documents_caught_up": true, "run_id": "old"}',
+                                    "old")
+        assert RebuildState.held(warehouse) == RebuildState(None, True)
 
 
 def _compared(compared: dict[str, int], unchanged: dict[str, int]) -> WriteStats:

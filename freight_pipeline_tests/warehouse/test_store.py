@@ -19,7 +19,15 @@ from freight_pipeline.normalize.tables import FREIGHT_TABLES, SHIPMENT_DOCUMENT_
 from freight_pipeline.warehouse.ddl import connect
 from freight_pipeline.warehouse.meta import RAW_PARTS
 from freight_pipeline.warehouse.paths import working_db_path
-from freight_pipeline.warehouse.records import BatchWrite, Quarantined, RawDocument, Reject, RunRecord
+from freight_pipeline.warehouse.records import (
+    BatchWrite,
+    Quarantined,
+    RawBatch,
+    RawDocument,
+    RawPosition,
+    Reject,
+    RunRecord,
+)
 from freight_pipeline.warehouse.store import Warehouse
 from freight_pipeline.warehouse.writes import RepeatedKey, Writes
 from freight_pipeline_tests.normalize import samples
@@ -28,6 +36,7 @@ from freight_pipeline_tests.warehouse.helpers import (
     LINES,
     NOTES,
     PARENTS,
+    T0,
     TABLES,
     apply_shipment_batch,
     codes,
@@ -98,6 +107,29 @@ def test_apply_writes_rows_raw_documents_audit_columns_and_cursor(wh: Warehouse)
     assert list(modified) == [2] and modified[2] == dt.datetime(2026, 1, 1, 0, 0, 2, tzinfo=dt.UTC)
     assert [d.shipment_id for d in wh.reads.raw_documents([3, 1])] == [1, 3]
     assert json.loads(next(iter(wh.reads.raw_documents([1]))).document)["id"] == 1
+
+
+def test_raw_records_come_in_the_order_they_were_fetched_and_go_on_after_a_position(wh: Warehouse) -> None:
+    """A rebuild's reading order: by ``fetched_at`` (none recorded: first), then by id; the next page goes on
+    after the last one's position, past which a shipment written again has moved."""
+
+    def fetched(ids: list[int], minute: int | None) -> None:
+        tables, raw = shipment_batch(ids)
+        at = None if minute is None else T0 + dt.timedelta(minutes=minute)
+        apply_shipment_batch(wh, "run-1", tables, ids, raw_documents=[d._replace(fetched_at=at) for d in raw])
+
+    fetched([5, 9], 1)
+    fetched([2, 7], 2)
+    fetched([4], 3)
+    fetched([8], None)
+    first = wh.reads.raw_records(None, 4)
+    assert [r[0] for r in first.records] == [8, 5, 9, 2]
+    assert first.last == RawPosition(T0 + dt.timedelta(minutes=2), 2)
+    assert json.loads(first.records[1][1])["id"] == 5 and first.records[1][2] == {}
+    fetched([9], 4)
+    rest = wh.reads.raw_records(first.last, 10)
+    assert [r[0] for r in rest.records] == [7, 4, 9]
+    assert wh.reads.raw_records(rest.last, 10) == RawBatch([], None)
 
 
 def test_reapplying_the_same_batch_leaves_no_duplicates(wh: Warehouse) -> None:
