@@ -156,9 +156,9 @@ class Reads:
         the compressed answer, None where the part had no rows); what a rebuild re-derives them from. ``con``:
         read there (a :meth:`reader`, while batches are written on the warehouse's connection).
 
-        The order of fetching is the order the sync wrote in, the documents and the rows of each batch side by
-        side: a batch of them is read from a few of the documents' blocks (0.12 s for 2,000 of 20,000), where
-        2,000 consecutive ids are spread over the whole table (0.25 s). A shipment written again after
+        The order of fetching is the order the syncs wrote the documents in, each batch's side by side: 2,000 of
+        20,000 are read from a few of the file's blocks in that order (0.12 s), where 2,000 consecutive ids are
+        spread over all of them (0.25 s). A shipment written again after
         ``after`` moves past it (a sync between a rebuild and its resumption: read again, harmlessly)."""
         con = con or self.database.con
         # the ids first, then their documents by a join: DuckDB 2.0 ran out of the sync's 128 MB sorting the
@@ -171,8 +171,7 @@ class Reads:
             params = [after.fetched_at, after.fetched_at, after.shipment_id]
         order = [(int(row[0]), row[1]) for row in run(
             con, f"SELECT shipment_id, {at} AS fetched FROM {qualified(meta.RAW_SHIPMENTS)} {where} "
-                 "ORDER BY fetched, shipment_id "
-                 "LIMIT ?", [*params, limit])]
+                 "ORDER BY fetched, shipment_id LIMIT ?", [*params, limit])]
         if not order:
             return RawBatch([], None)
         ids = [i for i, _ in order]
