@@ -243,6 +243,31 @@ def test_code_conversions_and_e_files_are_rederived_and_the_next_sync_lists_no_e
     assert after.extra["shipments"] == len(changed), "only the changed shipments (not the rebuilt ones)"
 
 
+def test_a_sync_between_an_interrupted_rebuild_and_its_resumption_moves_what_it_wrote_past_the_position(
+    small_sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """A rebuild reads the raw in the order it was fetched: a shipment a sync writes again while a rebuild is
+    interrupted is fetched after the position held, and the resumed rebuild re-derives it with what it had left."""
+    sync = syncer(small_sim, tmp_path, publish_after=False)
+    sync()
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+        first = warehouse.reads.raw_records(None, 4)  # what a rebuild killed after its first batch committed
+        assert first.last is not None
+        warehouse.writes.set_cursor(REBUILD_STATE, RebuildState(first.last).text("killed"), "killed")
+    done = [shipment_id for shipment_id, _, _ in first.records]
+    small_sim.touch_shipments(done[:2])
+    small_sim.advance_clock(60)
+    sync()
+    fetched = dict(query(work_db(tmp_path), "SELECT shipment_id, fetched_at FROM freight_meta.raw_shipments"))
+    moved = [i for i in done if fetched[i] > first.last.fetched_at]
+    assert set(done[:2]) <= set(moved)
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+        found = rebuild(warehouse, "rebuild-resumed", TEST_SETTINGS, batch_size=BATCH)
+    assert found.resumed_after == first.last.shipment_id
+    assert found.shipments == len(fetched) - len(done) + len(moved)
+    assert rows_differences(expected_rows(small_sim.store), work_db(tmp_path)) == {}
+
+
 def test_a_chunk_is_derived_with_the_collector_paused_then_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
     enabled = gc.isenabled()
     seen: list[bool] = []
