@@ -227,7 +227,7 @@ def rebuild(
         found.data_problems += len(batch.problems)
         for table, count in stats.versions.items():
             found.versions[table] = found.versions.get(table, 0) + count
-        say(f"rebuild: {found.shipments:,} shipments rebuilt, through shipment {through}")
+        say(f"rebuild: {found.shipments:,} shipments rebuilt, the last shipment {through} (in the order fetched)")
 
     try:
         # the parts of the next batch are normalized in the worker processes while this one writes the batch

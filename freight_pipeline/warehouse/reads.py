@@ -158,8 +158,8 @@ class Reads:
 
         The order of fetching is the order the syncs wrote the documents in, each batch's side by side: 2,000 of
         20,000 are read from a few of the file's blocks in that order (0.12 s), where 2,000 consecutive ids are
-        spread over all of them (0.25 s). A shipment written again after
-        ``after`` moves past it (a sync between a rebuild and its resumption: read again, harmlessly)."""
+        spread over all of them (0.25 s). A shipment written again after ``after`` moves past it (a sync between
+        a rebuild and its resumption: read again, harmlessly)."""
         con = con or self.database.con
         # the ids first, then their documents by a join: DuckDB 2.0 ran out of the sync's 128 MB sorting the
         # documents for ``ORDER BY ... LIMIT`` (20,000 held), and took 20 s to read 2,000 of 20,000 through
