@@ -96,18 +96,21 @@ LONGEST_FIRST = (
     # the lake environment's (freight_pipeline_tests/lake)
     "lake/test_lake_sync.py", "lake/test_lake_dashboard.py", "lake/test_lake_history.py",
     "lake/test_lake_maintenance.py", "lake/test_lake_rebuild.py",
-    # the default environment's; the two that mostly wait (for a fake browser, for latency tails) early, while
-    # the lake's tests keep both cores busy
+    # the default environment's: the longest two, then the files that mostly sleep (a fake browser, latency
+    # tails, limits, backoff: 4-24 s each) while the lake's tests keep both cores busy, then the long ones
     "sync/test_crash.py", "job/test_run.py", "commands/test_check_ui.py", "client/test_hedge.py",
+    "client/test_in_flight_limit.py", "simulator/test_http_in_flight.py", "simulator/test_http_faults.py",
+    "client/test_simulator_http.py", "client/test_slots_and_tokens.py", "commands/test_status.py",
     "sync/test_bad_data.py", "sync/test_shipments.py", "commands/test_sync_command.py", "dashboard/test_dashboard.py",
     "warehouse/test_older_readers.py", "dbt/test_dbt_project.py", "sync/test_rebuild.py", "sync/test_reconcile.py",
-    "sync/test_restore.py", "client/test_in_flight_limit.py", "sync/test_documents.py", "marts/test_worker.py",
-    "warehouse/test_crash.py", "sync/test_daylight_saving.py", "dbt/test_eta_marts.py", "dbt/test_unknown_values.py",
+    "sync/test_restore.py", "sync/test_documents.py", "marts/test_worker.py", "warehouse/test_crash.py",
+    "sync/test_daylight_saving.py", "dbt/test_eta_marts.py", "dbt/test_unknown_values.py",
 )
-"""The test files that take longest (each over 14 s of a run of its suite alone with ``-n 2``, longest first):
-they run first, the others after in their usual order (a stable sort), so that pytest-xdist's workers (a whole
-file each, ``--dist loadfile``, in this order: :func:`pytest_configure`) do not end with one of them running
-alone while the others have nothing left. Out of date, it only balances the workers less well."""
+"""The test files that take longest (each over 14 s of a run of its suite alone with ``-n 2``, longest first),
+and those that mostly sleep: they run first, the others after in their usual order (a stable sort), so that
+pytest-xdist's workers (a whole file each, ``--dist loadfile``, in this order: :func:`pytest_configure`) do not
+end with one of them running alone, or waiting, while the other cores have nothing left. Out of date, it only
+balances the workers less well."""
 
 
 @pytest.fixture(scope="session", autouse=True)
