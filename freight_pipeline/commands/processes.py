@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -17,6 +18,8 @@ import httpx
 import psutil
 
 from freight_pipeline.client.tls import default_ssl_context
+
+log = logging.getLogger(__name__)
 
 LOCALHOST = "127.0.0.1"
 
@@ -109,11 +112,18 @@ def stop_child(child: subprocess.Popen[bytes], *, grace: float = 0.0, timeout: f
         try:
             child.wait(timeout)
         except subprocess.TimeoutExpired:
+            log.warning("%s (pid %d) outlived its SIGTERM by %g s: killed", _program(child), child.pid, timeout)
             child.kill()
             child.wait(5)
     descendants += _descendants(child.pid)
     _stop_processes(descendants)
     return child.returncode
+
+
+def _program(child: subprocess.Popen[bytes]) -> str:
+    """The file name of what ``child`` runs (its arguments may name secrets)."""
+    argv = child.args if isinstance(child.args, (list, tuple)) else [child.args]
+    return Path(str(argv[0])).name
 
 
 def _descendants(pid: int) -> list[psutil.Process]:

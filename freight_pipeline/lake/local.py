@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from freight_pipeline.commands.processes import stop_child
 from freight_pipeline.lake.settings import (
     CATALOG_URI_ENV,
     DATA_URI_ENV,
@@ -32,10 +33,9 @@ from freight_pipeline.lake.settings import (
 if TYPE_CHECKING:
     from werkzeug.serving import BaseWSGIServer
 
-log = logging.getLogger(__name__)
-
 S3_STOP_GRACE_S = 10.0
-"""How long the local S3 server of its own process has to end after SIGTERM before it is killed."""
+"""How long the local S3 server of its own process has to end after SIGTERM before it is killed (in one CI
+on a loaded machine it still served 30 s after it)."""
 
 POSTGRES_BIN_DIRS = ("/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin")
 LOCAL_S3_KEY = "freight-local"
@@ -133,14 +133,7 @@ def _s3_process(port: int) -> Iterator[None]:
                 time.sleep(0.1)
         yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=S3_STOP_GRACE_S)
-        except subprocess.TimeoutExpired:  # once in a CI on a loaded machine, still serving 30 s after it
-            log.warning("the local S3 server (pid %d) outlived its SIGTERM by %g s: killed", proc.pid,
-                        S3_STOP_GRACE_S)
-            proc.kill()
-            proc.wait(timeout=30)
+        stop_child(proc, timeout=S3_STOP_GRACE_S)
 
 
 def postgres_bin() -> Path | None:
