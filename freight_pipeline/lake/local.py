@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from freight_pipeline.commands.processes import stop_child
 from freight_pipeline.lake.settings import (
     CATALOG_URI_ENV,
     DATA_URI_ENV,
@@ -33,9 +32,12 @@ from freight_pipeline.lake.settings import (
 if TYPE_CHECKING:
     from werkzeug.serving import BaseWSGIServer
 
+log = logging.getLogger(__name__)
+
 S3_STOP_GRACE_S = 10.0
 """How long the local S3 server of its own process has to end after SIGTERM before it is killed (in one CI
-on a loaded machine it still served 30 s after it)."""
+on a loaded machine it still served 30 s after it). ``commands.processes.stop_child`` does the same for the
+commands' children, a layer this package may not import (``test_import_graph.py``)."""
 
 POSTGRES_BIN_DIRS = ("/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin")
 LOCAL_S3_KEY = "freight-local"
@@ -133,7 +135,14 @@ def _s3_process(port: int) -> Iterator[None]:
                 time.sleep(0.1)
         yield
     finally:
-        stop_child(proc, timeout=S3_STOP_GRACE_S)
+        proc.terminate()
+        try:
+            proc.wait(timeout=S3_STOP_GRACE_S)
+        except subprocess.TimeoutExpired:  # once in a CI on a loaded machine, still serving 30 s after it
+            log.warning("the local S3 server (pid %d) outlived its SIGTERM by %g s: killed", proc.pid,
+                        S3_STOP_GRACE_S)
+            proc.kill()
+            proc.wait(timeout=30)
 
 
 def postgres_bin() -> Path | None:

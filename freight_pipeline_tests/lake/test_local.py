@@ -36,10 +36,10 @@ def test_a_server_process_that_outlives_its_sigterm_is_killed(
     monkeypatch.setattr(local, "S3_STOP_GRACE_S", 0.5)
     previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # what the child inherits: SIGTERM ignored
     try:
-        with caplog.at_level(logging.WARNING), running_s3("a-bucket", own_process=True) as s3:
+        with caplog.at_level(logging.WARNING, logger=local.__name__), running_s3("a-bucket", own_process=True) as s3:
             port = int(s3.endpoint.rsplit(":", 1)[1])
     finally:
         signal.signal(signal.SIGTERM, previous)
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    assert "python (pid " in caplog.text and "outlived its SIGTERM by 0.5 s: killed" in caplog.text
+    assert "outlived its SIGTERM by 0.5 s: killed" in caplog.text
