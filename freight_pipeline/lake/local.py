@@ -138,7 +138,7 @@ def _s3_process(port: int) -> Iterator[None]:
         proc.terminate()
         try:
             proc.wait(timeout=S3_STOP_GRACE_S)
-        except subprocess.TimeoutExpired:  # once in a CI on a loaded machine, still serving 30 s after it
+        except subprocess.TimeoutExpired:
             log.warning("the local S3 server (pid %d) outlived its SIGTERM by %g s: killed", proc.pid,
                         S3_STOP_GRACE_S)
             proc.kill()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from freight_pipeline.commands.dagster_home import ensure_dagster_yaml
 from freight_pipeline.commands.demo_summary import Changes, DemoFacts, DemoRun, _shipment_check, format_interval
 from freight_pipeline.commands.execute import describe_error
 from freight_pipeline.commands.job_progress import JobOutcome
+from freight_pipeline.commands.processes import stop_child
 from freight_pipeline.commands.text_table import format_table
 from freight_pipeline.sync.settings import SyncSettings
 
@@ -102,3 +104,18 @@ def test_without_pandas_pyarrow_converts_lists_and_pandas_is_refused_by_name() -
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "'pandas': pandas is left out of the sync without Dagster" in done.stdout
+
+
+def test_a_child_that_outlives_its_sigterm_is_killed_and_named_without_its_arguments(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    script = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+              "time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", script, "--password=s3cr3t-arg"], stdout=subprocess.PIPE)
+    assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+    with caplog.at_level(logging.WARNING):
+        returncode = stop_child(child, timeout=0.5)
+    child.stdout.close()
+    assert returncode == -9
+    assert f"{Path(sys.executable).name} (pid {child.pid}) outlived its SIGTERM by 0.5 s: killed" in caplog.text
+    assert "s3cr3t" not in caplog.text
