@@ -24,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="processes normalizing the raw records (default: one per core; 0: this process)")
     parser.add_argument("--restart", action="store_true",
                         help="start from the first shipment even when an interrupted rebuild left off later")
+    parser.add_argument("--all", dest="everything", action="store_true",
+                        help="re-derive every shipment, not only those whose raw names a source key the mapping's "
+                             "change touched (freight_meta.sync_state 'derived_by')")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print a line per batch")
     parser.epilog = ("Reads only the working database's raw records (freight_meta.raw_shipments, raw_parts): "
                      "no FREIGHT_* service setting is needed. Logged in freight_meta.sync_runs as stream 'rebuild'.")
@@ -60,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         progress = (lambda line: say(f"    {line}")) if args.verbose else None
         report = run_rebuild(data_dir, SyncSettings().with_env(), storage_from_env(), worker,
                              batch_size=args.batch_size or DEFAULT_BATCH, restart=args.restart, workers=args.workers,
+                             everything=args.everything,
                              progress=progress, on_step=ended)
     if report.success:
         say(f"rebuild succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")

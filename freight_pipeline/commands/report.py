@@ -16,6 +16,7 @@ from typing import Any
 
 import duckdb
 
+from freight_pipeline.sync.derived_by import DERIVED_BY, DerivedBy
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.ddl import table_names
@@ -146,7 +147,7 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
         for stream, value, updated in con.execute(
             f"SELECT stream, cursor_value, updated_at FROM {META_SCHEMA}.sync_state {LATEST_STATE}"
         ).fetchall():
-            cursors[stream] = (value, updated)
+            cursors[stream] = (DerivedBy.parse(value).brief() if stream == DERIVED_BY and value else value, updated)
     runs: dict[str, dict[str, Any]] = {}
     if f"{META_SCHEMA}.sync_runs" in tables:
         rows = con.execute(

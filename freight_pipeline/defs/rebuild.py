@@ -21,9 +21,19 @@ from freight_pipeline.sync.settings import SyncSettings
 REBUILD_JOB = "freight_rebuild_job"
 
 
-@dg.op(out={}, description="Every freight table re-derived from the raw records held (no request to the service), "
-                   "the warehouse checks, a full build of the marts, the publish.")
-def freight_rebuild(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> Iterator[dg.AssetMaterialization]:
+class RebuildConfig(dg.Config):
+    """What the launchpad may ask of a rebuild."""
+
+    everything: bool = False
+    """Re-derive every shipment, not only those whose raw names a source key the mapping's change touched
+    (``freight-pipeline rebuild --all``)."""
+
+
+@dg.op(out={}, description="The freight tables re-derived from the raw records held (no request to the service): "
+                   "the shipments the mapping's change since they were derived can touch, or every one "
+                   "(config everything); the warehouse checks, a full build of the marts, the publish.")
+def freight_rebuild(context: dg.OpExecutionContext, config: RebuildConfig,
+                    warehouse: WarehouseResource) -> Iterator[dg.AssetMaterialization]:
     backend = warehouse.backend
 
     def ended(step: Step) -> None:
@@ -33,7 +43,8 @@ def freight_rebuild(context: dg.OpExecutionContext, warehouse: WarehouseResource
     context.log.info(f"rebuild of {backend.describe(warehouse.path)} from its raw records")
     with DbtWorker.start(warehouse.path, backend.dbt_target) as worker:
         report = run_rebuild(warehouse.path, SyncSettings().with_env(), backend, worker,
-                             run_id=context.run_id, progress=context.log.debug, on_step=ended)
+                             run_id=context.run_id, progress=context.log.debug, on_step=ended,
+                             everything=config.everything)
     if report.publication is not None:
         yield dg.AssetMaterialization(asset_key=PUBLISH_KEY, metadata={
             name: metadata_value(value) for name, value in report.publication.metadata().items()})

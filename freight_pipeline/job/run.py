@@ -210,9 +210,11 @@ def run_rebuild(
     marts: bool = True,
     publish: bool = True,
     workers: int | None = None,
+    everything: bool = False,
 ) -> JobReport:
     """The job with a rebuild in place of the streams (``sync.rebuild``: the ``freight`` tables re-derived from
-    the raw records held by ``workers`` processes, no request to the service), then the same checks, a full
+    the raw records held by ``workers`` processes, no request to the service; what the mapping's change since
+    the rows were derived can touch, or ``everything``), then the same checks, a full
     build of the marts (``--full-refresh``) and the publish as :func:`run_job`'s; never raises for a failure
     of its own."""
     report = JobReport(run_id or new_run_id(), publish=publish)
@@ -223,7 +225,7 @@ def run_rebuild(
             with fewer_collections(), explained_out_of_memory("the rebuild", backend.duckdb_settings), \
                     open_warehouse(data_dir, backend) as warehouse:
                 go_on, pending = _rebuild_and_check(warehouse, settings, report.run_id, batch_size, restart,
-                                                    progress, ended, marts, workers)
+                                                    progress, ended, marts, workers, everything)
                 built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
                                marts=marts)
         except Exception as exc:  # the working database could not be opened
@@ -256,13 +258,13 @@ def _recorded(report: JobReport, on_step: StepListener | None) -> StepListener:
 
 def _rebuild_and_check(
     warehouse: Warehouse, settings: SyncSettings, run_id: str, batch_size: int, restart: bool,
-    progress: Progress | None, ended: StepListener, marts: bool, workers: int | None = None,
+    progress: Progress | None, ended: StepListener, marts: bool, workers: int | None = None, everything: bool = False,
 ) -> tuple[bool, PendingBuild | None]:
     """The rebuild's step, then (when it succeeded) the checks and a full build's plan, as for a sync."""
     clock = _Clock()
     try:
         found = rebuild(warehouse, run_id, settings, batch_size=batch_size, restart=restart, progress=progress,
-                        workers=workers)
+                        workers=workers, everything=everything)
     except Exception as exc:
         ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
         return False, None

@@ -61,11 +61,13 @@ import orjson
 
 from freight_pipeline.datetimes import set_service_zone
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
+from freight_pipeline.normalize.signature import current_signature
 from freight_pipeline.sync.assemble import assemble
 from freight_pipeline.sync.bundle import NOT_APPLICABLE, Answer, Bundle, Work
 from freight_pipeline.sync.code_conversions import STREAM as CONVERSIONS
 from freight_pipeline.sync.code_conversions import TABLE as CONVERSIONS_TABLE
 from freight_pipeline.sync.code_conversions import convert
+from freight_pipeline.sync.derived_by import note_mapping, settle_mapping
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.documents import TABLE as DOCUMENTS_TABLE
 from freight_pipeline.sync.documents import DocumentsCursor, file_rows
@@ -95,6 +97,13 @@ class RebuildResult:
     """What a rebuild did."""
 
     shipments: int = 0
+    """Shipments re-derived (those whose raw names a key the mapping's change touched; every one read when
+    ``touched`` is None)."""
+    read: int = 0
+    """Shipments whose raw records were read (those after the position an interrupted rebuild left)."""
+    touched: tuple[str, ...] | None = None
+    """The source keys the mapping's change since the rows were derived touched (None: every record may change:
+    the code, a column or a type changed, ``--all``, or rows of a mapping not recorded are held)."""
     batches: int = 0
     rows_written: int = 0
     shipments_written: int = 0
@@ -112,8 +121,16 @@ class RebuildResult:
 
     def line(self) -> str:
         resumed = f", resumed after shipment {self.resumed_after}" if self.resumed_after is not None else ""
-        return (f"rebuilt {self.shipments:,} shipments from their raw records in {self.batches:,} batches: "
-                f"{self.rows_written:,} rows written for the {self.shipments_written:,} whose rows changed, "
+        if self.touched is None:
+            which = (f"rebuilt {self.shipments:,} shipments from their raw records in {self.batches:,} batches "
+                     "(every one: the mapping's change may touch any)")
+        elif not self.touched:
+            which = "rebuilt 0 shipments: every row held is the current mapping's (--all re-derives them anyway)"
+        else:
+            which = (f"rebuilt {self.shipments:,} of the {self.read:,} shipments read from their raw records in "
+                     f"{self.batches:,} batches (those whose raw names {', '.join(self.touched)}: the keys the "
+                     "mapping's change touched; the others' rows are what it derives)")
+        return (f"{which}: {self.rows_written:,} rows written for the {self.shipments_written:,} whose rows changed, "
                 f"{self.code_conversions:,} code conversions changed, 0 requests "
                 f"({self.quarantined} quarantined, "
                 f"{self.data_problems} unconvertible values nulled{resumed})")
@@ -121,12 +138,14 @@ class RebuildResult:
 
 @dataclass(frozen=True)
 class RebuildState:
-    """An unfinished rebuild: the position of the last shipment committed (:meth:`Reads.raw_records`), and
-    whether the documents stream had listed the E-Files of every shipment written before the rebuild began
-    (its watermark is then carried past the rebuild's writes, which change no E-File)."""
+    """An unfinished rebuild: the position of the last shipment committed (:meth:`Reads.raw_records`), whether
+    the documents stream had listed the E-Files of every shipment written before the rebuild began (its
+    watermark is then carried past the rebuild's writes, which change no E-File), and the id of the mapping
+    it derived with (a rebuild with another starts from the first shipment)."""
 
     after: RawPosition | None = None
     documents_caught_up: bool = False
+    mapping: str | None = None
 
     @classmethod
     def held(cls, warehouse: Warehouse) -> RebuildState | None:
@@ -140,7 +159,7 @@ class RebuildState:
             at, after = data.get("after_fetched_at"), data.get("after")
             position = (RawPosition(dt.datetime.fromisoformat(at), int(after))
                         if at is not None and after is not None else None)
-            return cls(position, bool(data.get("documents_caught_up")))
+            return cls(position, bool(data.get("documents_caught_up")), data.get("mapping"))
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -148,7 +167,8 @@ class RebuildState:
         after = self.after
         return json.dumps({"after": after.shipment_id if after else None,
                            "after_fetched_at": after.fetched_at.isoformat() if after else None,
-                           "documents_caught_up": self.documents_caught_up, "run_id": run_id})
+                           "documents_caught_up": self.documents_caught_up, "mapping": self.mapping,
+                           "run_id": run_id})
 
 
 def _documents_caught_up(warehouse: Warehouse) -> bool:
@@ -174,6 +194,23 @@ def _answer(packed: bytes | None) -> Answer:
     return orjson.loads(zlib.decompress(packed))
 
 
+def names_any(record: RawRecord, keys: frozenset[str]) -> bool:
+    """Whether a shipment's raw records name one of ``keys`` (``"key"`` in their JSON text), or hold a ``\\u``
+    escape (which could spell one): a record that names none derives under a mapping that differs only in
+    those keys' places the rows it derived before (``normalize.signature.touched_keys``)."""
+    _, document, parts = record
+    texts = [f'"{key}"' for key in keys] + ["\\u"]
+    if any(text in document for text in texts):
+        return True
+    blobs = [text.encode() for text in texts]
+    for packed in parts.values():
+        if packed is not None:
+            plain = zlib.decompress(packed)
+            if any(blob in plain for blob in blobs):
+                return True
+    return False
+
+
 def raw_bundle(shipment_id: int, document_text: str, parts: dict[str, bytes | None]) -> Bundle:
     """The bundle the sync would have fetched for a shipment whose raw records are these: its document
     and every part kept raw (a part not kept is not in the bundle, so its rows stay)."""
@@ -193,20 +230,29 @@ def rebuild(
     restart: bool = False,
     progress: Progress | None = None,
     workers: int | None = None,
+    everything: bool = False,
 ) -> RebuildResult:
-    """Re-derive every held shipment's rows from its raw records, ``batch_size`` shipments per transaction,
-    logged in ``sync_runs`` (stream :data:`REBUILD_STATE`). Resumes an interrupted rebuild unless ``restart``.
-    ``workers``: processes normalizing (:class:`Derivers`; None: :func:`default_workers`)."""
+    """Re-derive the rows of every held shipment the mapping's change since they were derived can touch
+    (:class:`~freight_pipeline.sync.derived_by.DerivedBy`; ``everything``: every one) from its raw records,
+    ``batch_size`` shipments read per transaction, logged in ``sync_runs`` (stream :data:`REBUILD_STATE`).
+    Resumes an interrupted rebuild of the same mapping unless ``restart``. ``workers``: processes normalizing
+    (:class:`Derivers`; None: :func:`default_workers`)."""
     say = progress or (lambda line: None)
     workers = default_workers() if workers is None else workers
     clock = time.monotonic()
     set_service_zone(settings.service_timezone)
+    target = current_signature(settings.service_timezone)
     held = None if restart else RebuildState.held(warehouse)
-    state = held or RebuildState(None, _documents_caught_up(warehouse))
+    if held is not None and held.mapping != target.id:  # begun with another mapping: its rows are not target's
+        held = None
+    state = held or RebuildState(None, _documents_caught_up(warehouse), target.id)
     found = RebuildResult(resumed_after=state.after.shipment_id if state.after else None)
     log = StreamResult(run_id, REBUILD_STATE, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(
         REBUILD_STATE))
     warehouse.run_log.record_run(log)
+    derived_by = note_mapping(warehouse, target, run_id)  # before any row: the rows it writes are target's
+    touched = None if everything else derived_by.touched_keys(target)
+    found.touched = None if touched is None else tuple(sorted(touched))
     history = warehouse.reads.get_cursor(BEHIND_STATE) is None  # behind: the next sync's catch-up versions
     after = state.after
 
@@ -232,13 +278,16 @@ def rebuild(
     try:
         # the parts of the next batch are normalized in the worker processes while this one writes the batch
         # before (each its own transaction, committed in id order): one batch ahead, so they never wait
-        with Derivers(workers) as derivers:
+        with Derivers(workers if touched != frozenset() else 0) as derivers:
             ahead: tuple[Callable[[], BatchWrite], int, int] | None = None
-            while True:
+            while touched != frozenset():  # else every row held is the current mapping's: nothing to read
                 records, last = warehouse.reads.raw_records(after, batch_size)
                 if last is not None:
                     after = last
-                    cursor = RebuildState(after, state.documents_caught_up).text(run_id)
+                    found.read += len(records)
+                    cursor = RebuildState(after, state.documents_caught_up, target.id).text(run_id)
+                    if touched is not None:
+                        records = [record for record in records if names_any(record, touched)]
                     submitted = derivers.submit(records, cursor)
                 if ahead is not None:
                     batch = ahead[0]()
@@ -249,6 +298,7 @@ def rebuild(
         found.code_conversions = _rebuild_code_conversions(warehouse, run_id, settings)
         if state.documents_caught_up:
             _carry_documents_watermark(warehouse, run_id)
+        settle_mapping(warehouse, target, derived_by, run_id)
         warehouse.writes.set_cursor(REBUILD_STATE, None, run_id)
     except BaseException as exc:
         log.status, log.error = "failed", f"{type(exc).__name__}: {exc}"[:1000]
@@ -390,8 +440,8 @@ class Derivers:
     def submit(self, records: Sequence[RawRecord], cursor: str) -> Callable[[], BatchWrite]:
         """Start deriving ``records``; what gives their batch write (with ``cursor``: the rebuild's progress)
         when it is done."""
-        if self.pool is None:
-            write = derive(records)
+        if self.pool is None or not records:
+            write = derive(records) if records else BatchWrite()
             write.cursor = (REBUILD_STATE, cursor)
             return lambda: write
         size = min(-(-len(records) // self.workers), CHUNK)
@@ -407,9 +457,10 @@ class Derivers:
 
 def _finish(warehouse: Warehouse, log: StreamResult, found: RebuildResult) -> None:
     log.finished_at = dt.datetime.now(dt.UTC)
-    log.rows_read, log.rows_written = found.shipments, found.rows_written
+    log.rows_read, log.rows_written = found.read, found.rows_written
     log.quarantined, log.data_problems = found.quarantined, found.data_problems
     log.cursor_after = warehouse.reads.get_cursor(REBUILD_STATE)
     log.extra.update(batches=found.batches, resumed_after=found.resumed_after, versions=found.versions,
-                     shipments_written=found.shipments_written)
+                     shipments_written=found.shipments_written, shipments_rederived=found.shipments,
+                     touched_keys=None if found.touched is None else list(found.touched))
     warehouse.run_log.record_run(log)

@@ -19,7 +19,9 @@ from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
 from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV, ServiceSettings
 from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, naive_values_read, set_service_zone
+from freight_pipeline.normalize.signature import current_signature
 from freight_pipeline.sync.client_source import ClientSource
+from freight_pipeline.sync.derived_by import note_mapping
 from freight_pipeline.sync.drift import change_record, note_shape
 from freight_pipeline.sync.isolation import StreamUnreachable
 from freight_pipeline.sync.progress import Progress
@@ -98,6 +100,7 @@ async def run_stream_async(
             if stream.switch is not None and not stream.switch.is_on(settings):
                 result = _switched_off(stream, warehouse, run_id, progress)
             else:
+                note_mapping(warehouse, current_signature(settings.service_timezone), run_id)  # before any row
                 result = await stream.run(source, warehouse, settings, run_id, progress)
             if result.tallies:  # schema drift: reported by the run that meets it
                 changes = note_shape(warehouse, run_id, result.tallies)

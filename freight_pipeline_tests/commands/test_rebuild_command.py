@@ -1,5 +1,6 @@
 """``freight-pipeline rebuild``: the job with the rebuild in place of the streams, in a child process: no
-service setting needed and no request made; a line per step; a full build of the marts; the publish; ``--restart``."""
+service setting needed and no request made; a line per step; a full build of the marts; the publish;
+``--restart``; ``--all`` (every shipment re-derived, though the mapping that derived them is the current one)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def test_rebuild_rederives_builds_in_full_and_publishes_without_the_service(tmp_
         sync_all(ServiceSettings(sim.base_url, sim.username, sim.password), data_dir, backend=storage_from_env(),
                  streams=(SHIPMENTS.name,))
         served = sim.request_count()
-        done = run_cli(["rebuild", "--data-dir", str(data_dir), "--batch-size", "4", "-v"], cli_env())
+        done = run_cli(["rebuild", "--data-dir", str(data_dir), "--batch-size", "4", "--all", "-v"], cli_env())
         assert sim.request_count() == served
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
@@ -55,8 +56,8 @@ def test_restart_rebuilds_from_the_first_shipment_what_an_interrupted_rebuild_le
     with open_warehouse(data_dir, storage_from_env()) as warehouse:
         half = warehouse.reads.raw_records(None, 6).last
         warehouse.writes.set_cursor(REBUILD_STATE, RebuildState(half).text("killed-run"), "killed-run")
-    done = run_cli(["rebuild", "--data-dir", str(data_dir), "--batch-size", "4", "--restart", "--workers", "1"],
-                   cli_env())
+    done = run_cli(["rebuild", "--data-dir", str(data_dir), "--batch-size", "4", "--restart", "--all",
+                    "--workers", "1"], cli_env())
     assert done.returncode == 0, done.stderr
     assert "rebuilt 9 shipments from their raw records in 3 batches" in done.stderr
     assert "resumed after" not in done.stderr

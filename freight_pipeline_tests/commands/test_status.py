@@ -13,8 +13,11 @@ import pytest
 from freight_pipeline.cli import main
 from freight_pipeline.client import AuthenticationError
 from freight_pipeline.config import ServiceSettings
+from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE
 from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.normalize.signature import current_signature
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.sync.derived_by import DERIVED_BY
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.streams import STREAM_NAMES
 
@@ -57,6 +60,9 @@ def test_status_json(published: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert streams["shipments"]["last_run"]["rows_read"] == 100
     assert json.loads(streams["shipments"]["cursor"])["date"].startswith("2026-")
     assert "pending_details" not in report and report["rejected_records"] == {}
+    # the mapping that derived the rows: its id, not its declarations
+    derived = json.loads(streams[DERIVED_BY]["cursor"])
+    assert derived == {"mappings": [current_signature(DEFAULT_SERVICE_TIMEZONE).id], "unknown": False}
 
 
 def test_status_without_a_published_warehouse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

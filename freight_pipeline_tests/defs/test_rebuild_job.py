@@ -1,5 +1,6 @@
 """``freight_rebuild_job``: the rebuild as a Dagster run (the engine's ``run_rebuild`` in one op), with no
-service resource: the tables re-derived, the marts built in full, the publish recorded as a materialization."""
+service resource: the tables re-derived (every shipment, asked in the run's config), the marts built in full, the
+publish recorded as a materialization."""
 
 from pathlib import Path
 
@@ -27,7 +28,9 @@ def test_the_rebuild_job_rebuilds_builds_and_publishes(tmp_path: Path, monkeypat
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("FREIGHT_DATA_DIR", str(tmp_path))
         with dg.DagsterInstance.ephemeral() as instance:
-            result = defs.resolve_job_def(REBUILD_JOB).execute_in_process(instance=instance, raise_on_error=False)
+            result = defs.resolve_job_def(REBUILD_JOB).execute_in_process(
+                instance=instance, raise_on_error=False,
+                run_config={"ops": {"freight_rebuild": {"config": {"everything": True}}}})
         assert sim.request_count() == served
     assert result.success
     assert {event.asset_key for event in result.get_asset_materialization_events()} == {PUBLISH_KEY}

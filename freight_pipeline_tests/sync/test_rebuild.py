@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize import flatten, legs
 from freight_pipeline.normalize.plain_fields import Field, compile_fields
 from freight_pipeline.normalize.shapes import Shape
+from freight_pipeline.normalize.signature import current_signature
 from freight_pipeline.normalize.specs.legs import AIR_LEG_FIELDS, LEG_COMMON_FIELDS
 from freight_pipeline.normalize.specs.shipments import SHIPMENT_FIELDS, SHIPMENT_TIMESTAMP_FIELDS
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
@@ -32,6 +34,7 @@ from freight_pipeline.simulator.releases import NEXT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import drift
 from freight_pipeline.sync.assemble import assemble
+from freight_pipeline.sync.derived_by import DERIVED_BY
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.parts import DOCUMENT
 from freight_pipeline.sync.rebuild import (
@@ -41,6 +44,7 @@ from freight_pipeline.sync.rebuild import (
     RebuildState,
     derive,
     gc_paused,
+    names_any,
     raw_bundle,
     rebuild,
 )
@@ -152,7 +156,11 @@ def test_a_rebuild_equals_a_fresh_sync_with_no_request(
         found = rebuild(warehouse, "rebuild-1", TEST_SETTINGS, batch_size=BATCH)
     assert release_sim.request_count() == served, "the rebuild asked the service"
     held_ids = query(work_db(held), "SELECT count(*) FROM freight.shipments")[0][0]
-    assert (found.shipments, found.batches) == (held_ids, -(-held_ids // BATCH))
+    assert (found.read, found.batches) == (held_ids, -(-held_ids // BATCH))
+    # the fix touched the aliases' keys: only the shipments read in the new shape name one, and only they
+    # were re-derived
+    assert found.touched == ("flight_number", "house_bill_number", "master_bill_number")
+    assert found.shipments == len(read)
     assert found.quarantined == 0 and found.resumed_after is None
     # only the shipments read in the new shape came out different: nothing else was written again
     assert found.shipments_written == len(read)
@@ -174,6 +182,16 @@ def test_a_rebuild_equals_a_fresh_sync_with_no_request(
                  [REBUILD_STATE]) == [(None,)]
     logged = query(work_db(held), "SELECT status, rows_read FROM freight_meta.sync_runs WHERE run_id = 'rebuild-1'")
     assert logged == [("success", held_ids)]
+
+    # every row is now the fixed mapping's: the next rebuild reads nothing; one of everything writes nothing
+    with open_warehouse(held, storage_from_env()) as warehouse:
+        again = rebuild(warehouse, "rebuild-2", TEST_SETTINGS, batch_size=BATCH)
+        every = rebuild(warehouse, "rebuild-3", TEST_SETTINGS, batch_size=BATCH, everything=True)
+    assert (again.touched, again.read, again.shipments, again.batches) == ((), 0, 0, 0)
+    assert again.line().startswith("rebuilt 0 shipments: every row held is the current mapping's")
+    assert (every.touched, every.read, every.shipments, every.shipments_written) == (None, held_ids, held_ids, 0)
+    assert _tables_differences(work_db(held), work_db(fresh), except_aes=True) == {}
+    assert release_sim.request_count() == served
 
 
 def test_a_rebuild_killed_after_a_batch_is_completed_by_the_next(
@@ -227,6 +245,8 @@ def test_code_conversions_and_e_files_are_rederived_and_the_next_sync_lists_no_e
     with duckdb.connect(str(work_db(tmp_path))) as con:  # what an older mapping might have made of them
         con.execute("UPDATE freight.code_conversions SET target_code = NULL, description = 'old mapping'")
         con.execute("UPDATE freight.shipment_documents SET description = 'old mapping', roles = '[]'")
+        # and a warehouse synced before the mappings that derived its rows were recorded: every one re-derived
+        con.execute("DELETE FROM freight_meta.sync_state WHERE stream = ?", [DERIVED_BY])
     before = rows_differences(expected_rows(small_sim.store), work_db(tmp_path))
     assert "code_conversions" in before and "shipment_documents" in before
     served = small_sim.request_count()
@@ -235,6 +255,7 @@ def test_code_conversions_and_e_files_are_rederived_and_the_next_sync_lists_no_e
     assert small_sim.request_count() == served
     held = query(work_db(tmp_path), "SELECT count(*) FROM freight.code_conversions")[0][0]
     assert found.code_conversions == held > 0
+    assert found.touched is None and found.shipments == found.read > 0
     assert rows_differences(expected_rows(small_sim.store), work_db(tmp_path)) == {}
     changed = small_sim.modify_shipments(2)
     small_sim.advance_clock(1)
@@ -253,7 +274,8 @@ def test_a_sync_between_an_interrupted_rebuild_and_its_resumption_moves_what_it_
     with open_warehouse(tmp_path, storage_from_env()) as warehouse:
         first = warehouse.reads.raw_records(None, 4)  # what a rebuild killed after its first batch committed
         assert first.last is not None
-        warehouse.writes.set_cursor(REBUILD_STATE, RebuildState(first.last).text("killed"), "killed")
+        mapping = current_signature(TEST_SETTINGS.service_timezone).id  # a rebuild of everything (--all), killed
+        warehouse.writes.set_cursor(REBUILD_STATE, RebuildState(first.last, mapping=mapping).text("killed"), "killed")
     done = [shipment_id for shipment_id, _, _ in first.records]
     small_sim.touch_shipments(done[:2])
     small_sim.advance_clock(60)
@@ -262,7 +284,7 @@ def test_a_sync_between_an_interrupted_rebuild_and_its_resumption_moves_what_it_
     moved = [i for i in done if fetched[i] > first.last.fetched_at]
     assert set(done[:2]) <= set(moved)
     with open_warehouse(tmp_path, storage_from_env()) as warehouse:
-        found = rebuild(warehouse, "rebuild-resumed", TEST_SETTINGS, batch_size=BATCH)
+        found = rebuild(warehouse, "rebuild-resumed", TEST_SETTINGS, batch_size=BATCH, everything=True)
     assert found.resumed_after == first.last.shipment_id
     assert found.shipments == len(fetched) - len(done) + len(moved)
     assert rows_differences(expected_rows(small_sim.store), work_db(tmp_path)) == {}
@@ -288,6 +310,16 @@ def test_a_chunk_is_derived_with_the_collector_paused_then_as_it_was(monkeypatch
         (gc.enable if enabled else gc.disable)()
 
 
+def test_a_shipment_is_rederived_when_its_document_or_a_part_names_a_touched_key_or_holds_an_escape() -> None:
+    keys = frozenset({"house_bill_number"})
+    legs = zlib.compress(b'[{"id": 1, "house_bill_number": "X"}]')
+    assert names_any((1, '{"id": 1, "house_bill_number": "HB1"}', {}), keys)
+    assert names_any((1, '{"id": 1}', {"shipment_events": None, "air_main_carriage_legs": legs}), keys)
+    assert names_any((1, '{"id": 1, "\\u0068ouse_bill_number": "HB1"}', {}), keys)  # could spell the key
+    assert not names_any((1, '{"id": 1, "house_reference": "house_bill_number_old"}', {"shipment_events": None}),
+                         keys)
+
+
 def test_a_rebuild_tallies_no_field_of_the_raw_it_rederives() -> None:
     """The sync that read the records tallied their fields (its drift report); a rebuild reads nothing new."""
     bundle = raw_bundle(7, '{"id": 7, "a_field_no_spec_declares": 1}', {})
@@ -308,6 +340,19 @@ def test_a_rebuild_goes_on_from_the_position_held_and_from_the_first_shipment_af
         warehouse.writes.set_cursor(REBUILD_STATE, '{"after": 42, "documents_caught_up": true, "run_id": "old"}',
                                     "old")
         assert RebuildState.held(warehouse) == RebuildState(None, True)
+
+
+def test_a_rebuild_begun_with_another_mapping_starts_from_the_first_shipment(small_sim: RunningSimulator,
+                                                                              tmp_path: Path) -> None:
+    """The shipments an interrupted rebuild committed hold its mapping's rows: when the mapping changed before
+    the next rebuild, that one goes from the first shipment, not from the position."""
+    syncer(small_sim, tmp_path, publish_after=False)()
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+        half = warehouse.reads.raw_records(None, 4).last
+        warehouse.writes.set_cursor(REBUILD_STATE, RebuildState(half, mapping="another").text("killed"), "killed")
+        found = rebuild(warehouse, "rebuild-anew", TEST_SETTINGS, batch_size=BATCH, everything=True)
+    held = query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.raw_shipments")[0][0]
+    assert (found.resumed_after, found.read, found.shipments) == (None, held, held)
 
 
 def _compared(compared: dict[str, int], unchanged: dict[str, int]) -> WriteStats:

@@ -1,0 +1,84 @@
+"""The mapping's signature: the same in every process, every declaration written as data, and what a change
+touches: the keys of a field whose sources changed, every record for anything else."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+
+from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.normalize import flatten
+from freight_pipeline.normalize.converters import BIGINT, VARCHAR
+from freight_pipeline.normalize.plain_fields import Field, compile_fields
+from freight_pipeline.normalize.signature import MappingSignature, current_signature, touched_keys
+from freight_pipeline.normalize.specs import shipments
+from freight_pipeline.normalize.specs.shipments import SHIPMENT_FIELDS, SHIPMENT_TIMESTAMP_FIELDS
+
+ZONE = "Europe/Berlin"
+
+
+def _with_shipment_fields(monkeypatch: pytest.MonkeyPatch, change: dict[str, Field]) -> MappingSignature:
+    """The signature once the shipments' fields named in ``change`` are declared (and compiled) as given."""
+    fields = tuple(change.get(f.column, f) for f in SHIPMENT_FIELDS)
+    monkeypatch.setattr(shipments, "SHIPMENT_FIELDS", fields)
+    monkeypatch.setattr(flatten, "_SHIPMENT", compile_fields((*fields, *SHIPMENT_TIMESTAMP_FIELDS)))
+    return current_signature(ZONE)
+
+
+def test_the_signature_is_the_same_in_another_process_and_every_declaration_is_data() -> None:
+    """No address, no order of a set or a hash seed: another process (another ``PYTHONHASHSEED``) signs the same
+    mapping alike. A declaration the signature cannot write as data would make every rebuild re-derive every
+    record: none is left."""
+    here = current_signature(ZONE)
+    assert here.declared is not None
+    code = f"from freight_pipeline.normalize.signature import current_signature; print(current_signature({ZONE!r}).id)"
+    there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=True,
+                           env={"PYTHONHASHSEED": "12345", "PATH": ""})
+    assert there.stdout.strip() == here.id
+
+
+def test_an_alias_added_or_removed_touches_only_its_new_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    fixed = current_signature(ZONE)
+    before = _with_shipment_fields(monkeypatch, {"house_reference": Field("house_reference", VARCHAR)})
+    assert touched_keys(fixed, before) == {"house_bill_number"}
+    assert touched_keys(before, fixed) == {"house_bill_number"}
+    assert touched_keys(fixed, fixed) == frozenset()
+
+
+def test_keys_kept_in_another_order_touch_all_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    fixed = current_signature(ZONE)
+    swapped = _with_shipment_fields(monkeypatch, {"house_reference": Field(
+        "house_reference", VARCHAR, source=("house_bill_number", "house_reference"))})
+    assert touched_keys(swapped, fixed) == {"house_reference", "house_bill_number"}
+
+
+def test_a_description_touches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    fixed = current_signature(ZONE)
+    table = shipments.SHIPMENTS
+    monkeypatch.setattr(shipments, "SHIPMENTS", dataclasses.replace(table, description="another", columns=tuple(
+        dataclasses.replace(column, description="another") for column in table.columns)))
+    described = _with_shipment_fields(monkeypatch, {"office": Field("office", VARCHAR, "where the shipment is run")})
+    assert described.id == fixed.id
+    assert touched_keys(described, fixed) == frozenset()
+
+
+@pytest.mark.parametrize("change", ["a type", "a column", "the zone"])
+def test_any_other_change_touches_every_record(monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    fixed = current_signature(ZONE)
+    if change == "a type":
+        other = _with_shipment_fields(monkeypatch, {"office": Field("office", BIGINT)})
+    elif change == "a column":
+        other = _with_shipment_fields(monkeypatch, {"office": Field("office_name", VARCHAR, source="office")})
+    else:
+        other = current_signature("America/New_York")
+    assert touched_keys(other, fixed) is None
+
+
+def test_code_that_differs_or_a_declaration_not_written_as_data_touches_every_record() -> None:
+    fixed = current_signature(ZONE)
+    assert touched_keys(dataclasses.replace(fixed, code="another release"), fixed) is None
+    assert touched_keys(dataclasses.replace(fixed, declared=None), fixed) is None
+    assert touched_keys(MappingSignature.from_json(fixed.as_json()), fixed) == frozenset()
