@@ -25,10 +25,13 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
   hand), of the whole job and of the sync engine alone (``bench/engine.py``: the streams, no
   Dagster, dbt or publish; what the fetch window, batch size and DuckDB limit bound);
 * ``rebuild``: a full sync of ``--rebuild-shipments`` (20,000) at ``--latency-ms`` (50) per request, then
-  ``freight-pipeline rebuild`` of the same data directory (no request to the service: counted), both as
-  whole jobs (with the dbt build and the publish), side by side, and the raw store's size per 1,000 shipments;
-  the rebuild finds every row as held (the same mapping: what a fix that changes a few shipments is close
-  to), so the worst case follows: the per-shipment tables emptied, then a rebuild that writes every row;
+  ``freight-pipeline rebuild`` of the same data directory (no request to the service: counted), each as a
+  whole job (with the dbt build and the publish), side by side: with the mapping that derived every row
+  (nothing to re-derive); after the service's release change, ``--changed-share`` of the shipments read in
+  the new shape by the mapping before its one-line fix (``bench/before_the_fix.py``), with the fix (the
+  issue's case: the shipments whose raw names the renamed fields re-derived); with ``--all`` (every
+  shipment: what a change of the code costs); ``--all`` after the per-shipment tables were emptied (every
+  row written); and the raw store's size per 1,000 shipments;
 * ``history`` (not run by default: about 20 minutes on 2 cores): what the ``freight_history`` costs.
   The sync engine alone with the history on and off (``FREIGHT_HISTORY=0``), each against its own
   simulator (same seed, so the same changes), interleaved and in alternating order: a full sync of
@@ -75,6 +78,7 @@ import psutil
 from freight_pipeline.config import HISTORY_ENV
 from freight_pipeline.marts.worker_server import SERVER_ENV, start_server
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.simulator.releases import NEXT
 from freight_pipeline.warehouse.history import HISTORY_TABLES
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import parquet_root
@@ -156,10 +160,12 @@ def measured(cmd: list[str], env: dict[str, str], base_url: str) -> Measured:
 
 
 def ours(base_url: str, work: Path, *, dagster: bool = False, documents: bool = False,
-         code: Path | None = None, env_more: Mapping[str, str] | None = None) -> Measured:
+         code: Path | None = None, env_more: Mapping[str, str] | None = None,
+         program: Sequence[str] | None = None) -> Measured:
     """``freight-pipeline sync`` into ``work/data``: without Dagster, or (``dagster``) as a Dagster run
     recorded in the instance of ``work/dagster_home``; ``code``: a checkout whose package runs instead
-    of this one (put first on the path; the same venv); ``env_more``: more of its environment."""
+    of this one (put first on the path; the same venv); ``env_more``: more of its environment; ``program``:
+    what runs instead of ``freight-pipeline`` (given ``sync``)."""
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     env.update({"FREIGHT_BASE_URL": base_url, "FREIGHT_USERNAME": USER, "FREIGHT_PASSWORD": PASSWORD,
                 "FREIGHT_DATA_DIR": str(work / "data"),
@@ -170,7 +176,7 @@ def ours(base_url: str, work: Path, *, dagster: bool = False, documents: bool = 
     if dagster:
         env["DAGSTER_HOME"] = str(work / "dagster_home")
         (work / "dagster_home").mkdir(parents=True, exist_ok=True)
-    result = measured([str(REPO / ".venv" / "bin" / "freight-pipeline"), "sync"], env, base_url)
+    result = measured([*(program or [str(REPO / ".venv" / "bin" / "freight-pipeline")]), "sync"], env, base_url)
     result.figures = sync_figures(work / "data" / "warehouse.duckdb")
     return result
 
@@ -475,10 +481,22 @@ def step_seconds(output: str, step: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def rebuild(shipments: int, seed: int, latency_ms: float) -> list[tuple[str, str]]:
-    """A full sync of ``shipments`` at ``latency_ms`` per request, then ``freight-pipeline rebuild`` of the same
-    data directory (every table re-derived from the raw records, a full marts build, the publish), with the
+def rederived_line(output: str) -> str:
+    """What a rebuild's line says it re-derived (``rebuilt N of the M shipments read ...``, or every one)."""
+    match = re.search(r"rebuilt ([\d,]+) of the ([\d,]+) shipments read", output)
+    if match:
+        return f"{match.group(1)} of the {match.group(2)} read re-derived"
+    match = re.search(r"rebuilt ([\d,]+) shipments from their raw records", output)
+    return f"every one re-derived ({match.group(1)})" if match else "none re-derived"
+
+
+def rebuild(shipments: int, seed: int, latency_ms: float, share: float) -> list[tuple[str, str]]:
+    """A full sync of ``shipments`` at ``latency_ms`` per request; ``freight-pipeline rebuild`` with the mapping
+    that derived every row; the service's release change, ``share`` of the shipments changed and read in the
+    new shape by the mapping before its fix (``bench.before_the_fix``), then the rebuild with the fix (the code
+    as it is), one of every shipment (``--all``), and one after the per-shipment tables were emptied; the
     requests the service answered meanwhile (0), and the raw store's size per 1,000 shipments."""
+    changed = max(1, round(shipments * share))
     with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, \
             simulator(shipments, seed, latency_ms) as url:
         work = Path(tmp) / "ours"
@@ -486,32 +504,42 @@ def rebuild(shipments: int, seed: int, latency_ms: float) -> list[tuple[str, str
         env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
         env["FREIGHT_DATA_DIR"] = str(work / "data")
         command = [str(REPO / ".venv" / "bin" / "freight-pipeline"), "rebuild"]
-        rebuilt = measured(command, env, url)
+        same = measured(command, env, url)
+        httpx.post(f"{url}/_control/release", json={"release": NEXT}, timeout=30).raise_for_status()
+        httpx.post(f"{url}/_control/clock/advance", params={"seconds": 300}, timeout=30).raise_for_status()
+        httpx.post(f"{url}/_control/shipments/modify", params={"count": changed}, timeout=300).raise_for_status()
+        before_fix = ours(url, work, program=[sys.executable, "-m", "bench.before_the_fix"])
+        fixed = measured(command, env, url)
+        everything = measured([*command, "--all"], env, url)
         raw = raw_storage(working_db_path(work / "data"))
         emptied = empty_shipment_tables(working_db_path(work / "data"))
-        rewritten = measured(command, env, url)
-    stream, step = synced.figures.get("stream_seconds"), step_seconds(rebuilt.output, "rebuild")
-    step_all = step_seconds(rewritten.output, "rebuild")
+        rewritten = measured([*command, "--all"], env, url)
+    stream = synced.figures.get("stream_seconds")
+
+    def ratio(rebuilt: Measured) -> str:
+        step = step_seconds(rebuilt.output, "rebuild")
+        return (f"{rebuilt.seconds:.1f} s (re-deriving the tables {step or 0:.1f} s; "
+                f"{rederived_line(rebuilt.output)}; {written_line(rebuilt.output)}), {rebuilt.requests:,} requests, "
+                f"peak memory {rebuilt.peak_rss_mb:.0f} MB: {synced.seconds / rebuilt.seconds:.1f}x faster than "
+                "the full sync as a whole job (sync, build, publish)"
+                + (f", {stream / step:.1f}x re-deriving against reading the shipments" if stream and step else ""))
+
     per = 1000 / max(raw["shipments"], 1)
-    rows = [
+    return [
         ("rebuild: shipments", f"{shipments:,}; the sync at {latency_ms:g} ms per request"),
         ("rebuild: full sync", f"{synced.seconds:.1f} s (the shipments stream {stream or 0:.1f} s), "
          f"{synced.requests:,} requests"),
-        ("rebuild: rebuild", f"{rebuilt.seconds:.1f} s (re-deriving the tables {step or 0:.1f} s), "
-         f"{rebuilt.requests:,} requests, peak memory {rebuilt.peak_rss_mb:.0f} MB"),
-        ("rebuild: ratio", f"{synced.seconds / rebuilt.seconds:.1f}x faster as a whole job (sync, build, publish), "
-         + (f"{stream / step:.1f}x re-deriving against reading the shipments" if stream and step else "")),
-        ("rebuild: rows written", written_line(rebuilt.output)),
-        ("rebuild: every row new", f"{rewritten.seconds:.1f} s (re-deriving the tables {step_all or 0:.1f} s) after "
-         f"{emptied:,} rows of the shipments' tables were deleted (the worst case: a mapping that changes every "
-         f"row), {rewritten.requests:,} requests, peak memory {rewritten.peak_rss_mb:.0f} MB; "
-         f"{synced.seconds / rewritten.seconds:.1f}x faster as a whole job"
-         + (f", {stream / step_all:.1f}x re-deriving" if stream and step_all else "")),
+        ("rebuild: same mapping", ratio(same)),
+        ("rebuild: release change", f"{changed:,} shipments changed and read in the new shape by the mapping "
+         f"before its fix: {before_fix.seconds:.1f} s, {before_fix.requests:,} requests"),
+        ("rebuild: after the fix", ratio(fixed)),
+        ("rebuild: every shipment", f"--all (what a change of the code costs): {ratio(everything)}"),
+        ("rebuild: every row new", f"--all after {emptied:,} rows of the shipments' tables were deleted (the worst "
+         f"case: a mapping that changes every row): {ratio(rewritten)}"),
         ("rebuild: raw store", f"{raw['stored'] * per / 2**20:.2f} MB per 1,000 shipments in the working file "
          f"(documents {raw['documents'] * per / 2**20:.2f} MB of JSON text; parts {raw['parts'] * per / 2**20:.2f} MB "
          f"zlib-compressed from {raw['parts_plain'] * per / 2**20:.2f} MB)"),
     ]
-    return rows
 
 
 def published_history_bytes(data_dir: Path) -> int:
@@ -632,7 +660,7 @@ def main() -> int:
         elif scenario == "memory":
             rows += memory([int(s) for s in args.memory_sizes.split(",")], args.seed)
         elif scenario == "rebuild":
-            rows += rebuild(args.rebuild_shipments, args.seed, args.latency_ms)
+            rows += rebuild(args.rebuild_shipments, args.seed, args.latency_ms, args.changed_share)
         elif scenario == "history":
             rows += history_cost(args.history_shipments, args.history_runs, args.seed, args.changed_share)
         else:

@@ -20,6 +20,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from bench.before_the_fix import mapping_before_the_fix
 from bench.expected_rows import expected_rows
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.lake.backend import storage_from_env
@@ -28,7 +29,6 @@ from freight_pipeline.normalize.plain_fields import Field, compile_fields
 from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.signature import current_signature
 from freight_pipeline.normalize.specs.legs import AIR_LEG_FIELDS, LEG_COMMON_FIELDS
-from freight_pipeline.normalize.specs.shipments import SHIPMENT_FIELDS, SHIPMENT_TIMESTAMP_FIELDS
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.releases import NEXT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
@@ -71,12 +71,10 @@ def release_sim() -> Iterator[RunningSimulator]:
 
 
 def _without_the_alias(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The mapping before its one-line fix: house and master references read from their old names only."""
-    plain = tuple(Field(f.column, f.type, f.description) if len(f.keys) > 1 else f for f in SHIPMENT_FIELDS)
-    monkeypatch.setattr(flatten, "_SHIPMENT", compile_fields((*plain, *SHIPMENT_TIMESTAMP_FIELDS)))
-    old_shape = flatten.DOCUMENT_SHAPE
-    monkeypatch.setitem(drift.SOURCE_SHAPES, DOCUMENT,
-                        Shape(old_shape.label, old_shape.declared - {"house_bill_number", "master_bill_number"}))
+    """The mapping before its one-line fix (``bench.before_the_fix``)."""
+    fields, shape = mapping_before_the_fix()
+    monkeypatch.setattr(flatten, "_SHIPMENT", fields)
+    monkeypatch.setitem(drift.SOURCE_SHAPES, DOCUMENT, shape)
 
 
 def _with_the_aliases(monkeypatch: pytest.MonkeyPatch, shipment_fields: Any, shapes: dict[str, Shape]) -> None:
