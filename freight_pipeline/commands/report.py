@@ -147,7 +147,11 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
         for stream, value, updated in con.execute(
             f"SELECT stream, cursor_value, updated_at FROM {META_SCHEMA}.sync_state {LATEST_STATE}"
         ).fetchall():
-            cursors[stream] = (DerivedBy.parse(value).brief() if stream == DERIVED_BY and value else value, updated)
+            cursors[stream] = (value, updated)
+    mappings = {name: cursors.pop(name) for name in list(cursors) if name.startswith(f"{DERIVED_BY}:")}
+    held = {name: value for name, (value, _) in mappings.items() if value is not None}
+    if held:  # the entries of the mappings that derived the rows: one line of their ids
+        cursors[DERIVED_BY] = (DerivedBy.of(held).brief(), max(updated for _, updated in mappings.values()))
     runs: dict[str, dict[str, Any]] = {}
     if f"{META_SCHEMA}.sync_runs" in tables:
         rows = con.execute(

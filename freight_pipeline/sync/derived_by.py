@@ -1,23 +1,28 @@
-"""The mappings that derived the rows held: kept in ``freight_meta.sync_state`` under :data:`DERIVED_BY`.
+"""The mappings that derived the rows held: ``freight_meta.sync_state`` entries ``derived_by:<id>``, one per mapping.
 
-Every run that may write rows adds its mapping's signature (``normalize.signature``) before it writes
+Every run that may write rows records its mapping's signature (``normalize.signature``) before it writes
 (:func:`note_mapping`); a rebuild that re-derived what the difference touches leaves only its own
 (:func:`settle_mapping`). So a rebuild knows what derived every row: what a mapping fix can have changed is the
 records that name the keys the fix touched, and no other (:meth:`DerivedBy.touched_keys`). A warehouse that
-held shipments before the signatures were kept has rows of an unknown mapping: its next rebuild re-derives
-every record.
+held shipments before the signatures were kept has rows of an unknown mapping (entry :data:`UNKNOWN`): its
+next rebuild re-derives every record. One entry per mapping, each written on its own: two writers of a lake
+that record theirs at once both stay recorded (no entry is read, changed and written back).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from freight_pipeline.normalize.signature import MappingSignature, touched_keys
 from freight_pipeline.warehouse.store import Warehouse
 
 DERIVED_BY = "derived_by"
-"""``sync_state`` entry: JSON ``{"signatures": {id: signature}, "unknown": bool}``."""
+"""What ``freight-pipeline status`` calls the entries, and the prefix of their names (``derived_by:<id>``: the
+signature's JSON; null once a rebuild replaced its rows)."""
+UNKNOWN = f"{DERIVED_BY}:unknown"
+"""Entry set (``true``) when the first mapping was recorded on a warehouse that held shipments already."""
 
 
 @dataclass(frozen=True)
@@ -26,29 +31,34 @@ class DerivedBy:
 
     signatures: dict[str, MappingSignature]
     unknown: bool = False
+    entries: frozenset[str] = frozenset()
+    """The names of the entries read (an unreadable one too: a settled rebuild clears them all)."""
 
     @classmethod
     def held(cls, warehouse: Warehouse) -> DerivedBy | None:
         """What the warehouse records (None: nothing yet)."""
-        text = warehouse.reads.get_cursor(DERIVED_BY)
-        return None if text is None else cls.parse(text)
+        entries = warehouse.reads.cursors_with_prefix(f"{DERIVED_BY}:")
+        return cls.of(entries) if entries else None
 
     @classmethod
-    def parse(cls, text: str) -> DerivedBy:
-        """The entry's JSON text; one that cannot be read counts as an unknown mapping."""
-        try:
-            data = json.loads(text)
-            signatures = {str(key): MappingSignature.from_json(value) for key, value in data["signatures"].items()}
-            return cls(signatures, bool(data.get("unknown")))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return cls({}, unknown=True)
-
-    def text(self) -> str:
-        return json.dumps({"signatures": {key: signature.as_json() for key, signature in self.signatures.items()},
-                           "unknown": self.unknown}, sort_keys=True, separators=(",", ":"))
+    def of(cls, entries: Mapping[str, str]) -> DerivedBy:
+        """From the entries (name -> JSON text) with a value; one that cannot be read counts as unknown."""
+        signatures: dict[str, MappingSignature] = {}
+        unknown = False
+        for name, text in entries.items():
+            if name == UNKNOWN:
+                unknown = True
+                continue
+            try:
+                signature = MappingSignature.from_json(json.loads(text))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                unknown = True
+                continue
+            signatures[name.removeprefix(f"{DERIVED_BY}:")] = signature
+        return cls(signatures, unknown, frozenset(entries))
 
     def brief(self) -> str:
-        """The entry as ``status`` shows it: the mappings' ids, not their declarations (about 140 KB each)."""
+        """The entries as ``status`` shows them: the mappings' ids, not their declarations (about 140 KB each)."""
         return json.dumps({"mappings": sorted(self.signatures), "unknown": self.unknown})
 
     def touched_keys(self, target: MappingSignature) -> frozenset[str] | None:
@@ -66,21 +76,23 @@ class DerivedBy:
 
 
 def note_mapping(warehouse: Warehouse, signature: MappingSignature, run_id: str) -> DerivedBy:
-    """Before a run writes rows derived by ``signature``: it is added to those held (on a warehouse that holds
+    """Before a run writes rows derived by ``signature``: recorded beside those held (on a warehouse that holds
     shipments and no record yet, beside an unknown mapping). What is held afterwards."""
     held = DerivedBy.held(warehouse)
     if held is not None and signature.id in held.signatures:
         return held
     if held is None:
         held = DerivedBy({}, unknown=warehouse.reads.holds_shipments())
-    noted = DerivedBy({**held.signatures, signature.id: signature}, held.unknown)
-    warehouse.writes.set_cursor(DERIVED_BY, noted.text(), run_id)
-    return noted
+        if held.unknown:
+            warehouse.writes.set_cursor(UNKNOWN, "true", run_id)
+    name = f"{DERIVED_BY}:{signature.id}"
+    warehouse.writes.set_cursor(name, json.dumps(signature.as_json()), run_id)
+    return DerivedBy({**held.signatures, signature.id: signature}, held.unknown,
+                     held.entries | {name} | ({UNKNOWN} if held.unknown else set()))
 
 
 def settle_mapping(warehouse: Warehouse, signature: MappingSignature, before: DerivedBy, run_id: str) -> None:
-    """After a rebuild that re-derived every record ``signature``'s difference from ``before`` touches: only
-    ``signature`` derived the rows, but for a mapping a run added meanwhile."""
-    now = DerivedBy.held(warehouse) or before
-    since = {key: value for key, value in now.signatures.items() if key not in before.signatures}
-    warehouse.writes.set_cursor(DERIVED_BY, DerivedBy({**since, signature.id: signature}).text(), run_id)
+    """After a rebuild that re-derived every record ``signature``'s difference from ``before`` touches: the
+    mappings of ``before`` derived no row any longer (one a run recorded meanwhile stays)."""
+    for name in sorted(before.entries - {f"{DERIVED_BY}:{signature.id}"}):
+        warehouse.writes.set_cursor(name, None, run_id)
