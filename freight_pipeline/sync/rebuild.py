@@ -2,8 +2,10 @@
 
 When the service changed shape and the mapping was fixed (a source alias on a column, ``normalize.specs``),
 the shipments read in the new shape hold nulls where the renamed field used to land. A rebuild re-derives
-every held shipment from what the sync kept of it (``freight_meta.raw_shipments``: its document;
-``freight_meta.raw_parts``: its events, legs, memo lines and E-Files) through the very code the sync runs:
+the held shipments the mapping's change can touch (:mod:`~freight_pipeline.sync.derived_by`: after a fix that
+only moved fields' source keys, those whose raw names one of those keys, :func:`names_any`; after any other
+change, or with ``everything``, every one) from what the sync kept of them (``freight_meta.raw_shipments``:
+the document; ``freight_meta.raw_parts``: events, legs, memo lines and E-Files) through the very code the sync runs:
 each shipment becomes the :class:`~freight_pipeline.sync.bundle.Bundle` the sync would have fetched, and
 :func:`~freight_pipeline.sync.assemble.assemble` normalizes a batch of them (its E-Files: the documents
 stream's :func:`~freight_pipeline.sync.documents.file_rows`) into one
