@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.sync.derived_by import DERIVED_BY, DerivedBy
+from freight_pipeline.sync.derived_by import DERIVED_BY
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.ddl import table_names
@@ -149,9 +149,9 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
         ).fetchall():
             cursors[stream] = (value, updated)
     mappings = {name: cursors.pop(name) for name in list(cursors) if name.startswith(f"{DERIVED_BY}:")}
-    held = {name: value for name, (value, _) in mappings.items() if value is not None}
-    if held:  # the entries of the mappings that derived the rows: one line of their ids
-        cursors[DERIVED_BY] = (DerivedBy.of(held).brief(), max(updated for _, updated in mappings.values()))
+    if mappings:  # the signatures of the mappings runs derived rows with: one line of their ids
+        ids = sorted(name.removeprefix(f"{DERIVED_BY}:") for name in mappings)
+        cursors[DERIVED_BY] = (json.dumps({"mappings": ids}), max(updated for _, updated in mappings.values()))
     runs: dict[str, dict[str, Any]] = {}
     if f"{META_SCHEMA}.sync_runs" in tables:
         rows = con.execute(

@@ -1,65 +1,91 @@
-"""The mappings that derived the rows held: ``freight_meta.sync_state`` entries ``derived_by:<id>``, one per mapping.
+"""Which mappings derived the rows held, from the run log: each writing run names its mapping.
 
-Every run that may write rows records its mapping's signature (``normalize.signature``) before it writes
-(:func:`note_mapping`); a rebuild that re-derived what the difference touches leaves only its own
-(:func:`settle_mapping`). So a rebuild knows what derived every row: what a mapping fix can have changed is the
-records that name the keys the fix touched, and no other (:meth:`DerivedBy.touched_keys`). A warehouse that
-held shipments before the signatures were kept has rows of an unknown mapping (entry :data:`UNKNOWN`): its
-next rebuild re-derives every record. One entry per mapping, each written on its own: two writers of a lake
-that record theirs at once both stay recorded (no entry is read, changed and written back).
+Every stream run (and every rebuild) names the id of its mapping's signature (``normalize.signature``) in its
+``freight_meta.sync_runs`` row from its start (``details.extra.mapping``), and stores the signature itself once
+(``freight_meta.sync_state`` entry ``derived_by:<id>``) before it writes a row (:func:`note_mapping`). The rows
+held are then derived by the mappings of: the last complete rebuild (it left every row as its mapping derives
+it), and every run that may have written since that rebuild began (in a lake also one still running, or that
+finished after its start less :data:`CLOCK_MARGIN`: a writer on another host). A run that names no mapping (a
+version from before the signatures, or a rollback to one), a mapping whose signature is not stored, or no
+complete rebuild at all with such runs before, is an unknown mapping: the next rebuild re-derives every record
+(:meth:`DerivedBy.touched_keys`). Nothing is read, changed and written back: two writers record theirs at once.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from freight_pipeline.normalize.signature import MappingSignature, touched_keys
+from freight_pipeline.warehouse.records import RunMapping
 from freight_pipeline.warehouse.store import Warehouse
 
 DERIVED_BY = "derived_by"
-"""What ``freight-pipeline status`` calls the entries, and the prefix of their names (``derived_by:<id>``: the
-signature's JSON; null once a rebuild replaced its rows)."""
-UNKNOWN = f"{DERIVED_BY}:unknown"
-"""Entry set (``true``) when the first mapping was recorded on a warehouse that held shipments already."""
+"""The prefix of the signatures' ``sync_state`` entries (``derived_by:<id>``: the signature's JSON)."""
+MAPPING = "mapping"
+"""The key of ``sync_runs.details.extra`` naming the run's mapping (its signature's id)."""
+CLOCK_MARGIN = dt.timedelta(minutes=10)
+"""How far another host's clock may be behind: a run that finished that long before a rebuild began counts as
+one that may have written after it."""
+LONGEST_RUN = dt.timedelta(days=1)
+"""A run that never finished (a writer still going, or one killed) counts as one that may have written after a
+rebuild began when it began at most this long before (a killed run of long ago does not make every rebuild
+re-derive every record)."""
 
 
 @dataclass(frozen=True)
 class DerivedBy:
-    """The mappings whose rows the warehouse holds; ``unknown``: also rows of a mapping never recorded."""
+    """The mappings whose rows the warehouse may hold; ``unknown``: also rows of a mapping not known."""
 
     signatures: dict[str, MappingSignature]
     unknown: bool = False
-    entries: frozenset[str] = frozenset()
-    """The names of the entries read (an unreadable one too: a settled rebuild clears them all)."""
 
     @classmethod
-    def held(cls, warehouse: Warehouse) -> DerivedBy | None:
-        """What the warehouse records (None: nothing yet)."""
-        entries = warehouse.reads.cursors_with_prefix(f"{DERIVED_BY}:")
-        return cls.of(entries) if entries else None
+    def held(cls, warehouse: Warehouse, rebuild_stream: str) -> DerivedBy:
+        """From the run log: the mappings of the last complete rebuild (a successful run of ``rebuild_stream``)
+        and of every run that may have written since it began (every run when there was none)."""
+        runs = warehouse.reads.run_mappings(MAPPING)
+        complete = [run for run in runs if run.stream == rebuild_stream and run.status == "success"
+                    and run.started_at is not None]
+        if not complete:
+            return cls.of(warehouse, {run.mapping for run in runs})
+        anchor = max(complete, key=lambda run: run.started_at or dt.datetime.min)
+        return cls.of(warehouse, {anchor.mapping} | cls._writing_since(warehouse, runs, anchor.started_at))
 
     @classmethod
-    def of(cls, entries: Mapping[str, str]) -> DerivedBy:
-        """From the entries (name -> JSON text) with a value; one that cannot be read counts as unknown."""
+    def since(cls, warehouse: Warehouse, instant: dt.datetime) -> DerivedBy:
+        """The mappings of every run that may have written after ``instant``."""
+        return cls.of(warehouse, cls._writing_since(warehouse, warehouse.reads.run_mappings(MAPPING), instant))
+
+    @staticmethod
+    def _writing_since(warehouse: Warehouse, runs: list[RunMapping], instant: dt.datetime | None) -> set[str | None]:
+        """The mappings of the runs that may have written after ``instant``. One writer at a time (this DuckDB
+        file): those that began then or later. Writers at once (a lake, hosts with their own clocks): also those
+        that finished after it less :data:`CLOCK_MARGIN`, and those that never finished (running, or killed)
+        and began at most :data:`LONGEST_RUN` before it."""
+        if instant is None:
+            return {run.mapping for run in runs}
+        if not warehouse.backend.concurrent_writers:
+            return {run.mapping for run in runs if run.started_at is None or run.started_at >= instant}
+        finished_after, began_after = instant - CLOCK_MARGIN, instant - LONGEST_RUN
+        return {run.mapping for run in runs
+                if (run.finished_at is not None and run.finished_at >= finished_after)
+                or (run.finished_at is None and (run.started_at is None or run.started_at >= began_after))}
+
+    @classmethod
+    def of(cls, warehouse: Warehouse, ids: set[str | None]) -> DerivedBy:
+        """The stored signatures of ``ids``; one that is None (a run that named none) or not stored is unknown."""
+        stored = {name.removeprefix(f"{DERIVED_BY}:"): text
+                  for name, text in warehouse.reads.cursors_with_prefix(f"{DERIVED_BY}:").items()}
         signatures: dict[str, MappingSignature] = {}
         unknown = False
-        for name, text in entries.items():
-            if name == UNKNOWN:
-                unknown = True
-                continue
+        for mapping in ids:
             try:
-                signature = MappingSignature.from_json(json.loads(text))
-            except (ValueError, KeyError, TypeError, AttributeError):
+                signatures[str(mapping)] = MappingSignature.from_json(json.loads(stored[str(mapping)]))
+            except (KeyError, ValueError, TypeError, AttributeError):
                 unknown = True
-                continue
-            signatures[name.removeprefix(f"{DERIVED_BY}:")] = signature
-        return cls(signatures, unknown, frozenset(entries))
-
-    def brief(self) -> str:
-        """The entries as ``status`` shows them: the mappings' ids, not their declarations (about 140 KB each)."""
-        return json.dumps({"mappings": sorted(self.signatures), "unknown": self.unknown})
+        return cls(signatures, unknown)
 
     def touched_keys(self, target: MappingSignature) -> frozenset[str] | None:
         """The source keys a record must name for ``target`` to derive other rows from it than those held
@@ -75,24 +101,9 @@ class DerivedBy:
         return frozenset(keys)
 
 
-def note_mapping(warehouse: Warehouse, signature: MappingSignature, run_id: str) -> DerivedBy:
-    """Before a run writes rows derived by ``signature``: recorded beside those held (on a warehouse that holds
-    shipments and no record yet, beside an unknown mapping). What is held afterwards."""
-    held = DerivedBy.held(warehouse)
-    if held is not None and signature.id in held.signatures:
-        return held
-    if held is None:
-        held = DerivedBy({}, unknown=warehouse.reads.holds_shipments())
-        if held.unknown:
-            warehouse.writes.set_cursor(UNKNOWN, "true", run_id)
+def note_mapping(warehouse: Warehouse, signature: MappingSignature, run_id: str) -> None:
+    """Before a run writes rows derived by ``signature`` (its ``sync_runs`` row names it already): the signature
+    stored, once."""
     name = f"{DERIVED_BY}:{signature.id}"
-    warehouse.writes.set_cursor(name, json.dumps(signature.as_json()), run_id)
-    return DerivedBy({**held.signatures, signature.id: signature}, held.unknown,
-                     held.entries | {name} | ({UNKNOWN} if held.unknown else set()))
-
-
-def settle_mapping(warehouse: Warehouse, signature: MappingSignature, before: DerivedBy, run_id: str) -> None:
-    """After a rebuild that re-derived every record ``signature``'s difference from ``before`` touches: the
-    mappings of ``before`` derived no row any longer (one a run recorded meanwhile stays)."""
-    for name in sorted(before.entries - {f"{DERIVED_BY}:{signature.id}"}):
-        warehouse.writes.set_cursor(name, None, run_id)
+    if warehouse.reads.get_cursor(name) is None:
+        warehouse.writes.set_cursor(name, json.dumps(signature.as_json()), run_id)

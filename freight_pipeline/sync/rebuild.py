@@ -63,13 +63,13 @@ import orjson
 
 from freight_pipeline.datetimes import set_service_zone
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
-from freight_pipeline.normalize.signature import current_signature
+from freight_pipeline.normalize.signature import MappingSignature, current_signature
 from freight_pipeline.sync.assemble import assemble
 from freight_pipeline.sync.bundle import NOT_APPLICABLE, Answer, Bundle, Work
 from freight_pipeline.sync.code_conversions import STREAM as CONVERSIONS
 from freight_pipeline.sync.code_conversions import TABLE as CONVERSIONS_TABLE
 from freight_pipeline.sync.code_conversions import convert
-from freight_pipeline.sync.derived_by import note_mapping, settle_mapping
+from freight_pipeline.sync.derived_by import MAPPING, DerivedBy, note_mapping
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.documents import TABLE as DOCUMENTS_TABLE
 from freight_pipeline.sync.documents import DocumentsCursor, file_rows
@@ -148,6 +148,8 @@ class RebuildState:
     after: RawPosition | None = None
     documents_caught_up: bool = False
     mapping: str | None = None
+    began: dt.datetime | None = None
+    """When the rebuild began (a run of another mapping since then: the next one starts from the first)."""
 
     @classmethod
     def held(cls, warehouse: Warehouse) -> RebuildState | None:
@@ -161,7 +163,9 @@ class RebuildState:
             at, after = data.get("after_fetched_at"), data.get("after")
             position = (RawPosition(dt.datetime.fromisoformat(at), int(after))
                         if at is not None and after is not None else None)
-            return cls(position, bool(data.get("documents_caught_up")), data.get("mapping"))
+            began = data.get("began")
+            return cls(position, bool(data.get("documents_caught_up")), data.get("mapping"),
+                       dt.datetime.fromisoformat(began) if began else None)
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -170,7 +174,16 @@ class RebuildState:
         return json.dumps({"after": after.shipment_id if after else None,
                            "after_fetched_at": after.fetched_at.isoformat() if after else None,
                            "documents_caught_up": self.documents_caught_up, "mapping": self.mapping,
-                           "run_id": run_id})
+                           "began": self.began.isoformat() if self.began else None, "run_id": run_id})
+
+
+def _resumable(warehouse: Warehouse, held: RebuildState, target: MappingSignature) -> bool:
+    """Whether an interrupted rebuild goes on from its position: begun with ``target``, and no run of another
+    mapping may have written since (it may have written a shipment before the position)."""
+    if held.mapping != target.id or held.began is None:
+        return False
+    since = DerivedBy.since(warehouse, held.began)
+    return not since.unknown and set(since.signatures) <= {target.id}
 
 
 def _documents_caught_up(warehouse: Warehouse) -> bool:
@@ -244,15 +257,17 @@ def rebuild(
     clock = time.monotonic()
     set_service_zone(settings.service_timezone)
     target = current_signature(settings.service_timezone)
-    held = None if restart else RebuildState.held(warehouse)
-    if held is not None and held.mapping != target.id:  # begun with another mapping: its rows are not target's
-        held = None
-    state = held or RebuildState(None, _documents_caught_up(warehouse), target.id)
-    found = RebuildResult(resumed_after=state.after.shipment_id if state.after else None)
     log = StreamResult(run_id, REBUILD_STATE, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(
         REBUILD_STATE))
+    log.extra[MAPPING] = target.id
     warehouse.run_log.record_run(log)
-    derived_by = note_mapping(warehouse, target, run_id)  # before any row: the rows it writes are target's
+    note_mapping(warehouse, target, run_id)  # before any row: the rows it writes are target's
+    held = None if restart else RebuildState.held(warehouse)
+    if held is not None and not _resumable(warehouse, held, target):
+        held = None
+    state = held or RebuildState(None, _documents_caught_up(warehouse), target.id, log.started_at)
+    found = RebuildResult(resumed_after=state.after.shipment_id if state.after else None)
+    derived_by = DerivedBy.held(warehouse, REBUILD_STATE)
     touched = None if everything else derived_by.touched_keys(target)
     found.touched = None if touched is None else tuple(sorted(touched))
     history = warehouse.reads.get_cursor(BEHIND_STATE) is None  # behind: the next sync's catch-up versions
@@ -287,7 +302,7 @@ def rebuild(
                 if last is not None:
                     after = last
                     found.read += len(records)
-                    cursor = RebuildState(after, state.documents_caught_up, target.id).text(run_id)
+                    cursor = RebuildState(after, state.documents_caught_up, target.id, state.began).text(run_id)
                     if touched is not None:
                         records = [record for record in records if names_any(record, touched)]
                     submitted = derivers.submit(records, cursor)
@@ -300,7 +315,6 @@ def rebuild(
         found.code_conversions = _rebuild_code_conversions(warehouse, run_id, settings)
         if state.documents_caught_up:
             _carry_documents_watermark(warehouse, run_id)
-        settle_mapping(warehouse, target, derived_by, run_id)
         warehouse.writes.set_cursor(REBUILD_STATE, None, run_id)
     except BaseException as exc:
         log.status, log.error = "failed", f"{type(exc).__name__}: {exc}"[:1000]

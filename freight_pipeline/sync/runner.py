@@ -21,7 +21,7 @@ from freight_pipeline.config import SERVICE_TIMEZONE_ENV, ServiceSettings
 from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, naive_values_read, set_service_zone
 from freight_pipeline.normalize.signature import current_signature
 from freight_pipeline.sync.client_source import ClientSource
-from freight_pipeline.sync.derived_by import note_mapping
+from freight_pipeline.sync.derived_by import MAPPING, note_mapping
 from freight_pipeline.sync.drift import change_record, note_shape
 from freight_pipeline.sync.isolation import StreamUnreachable
 from freight_pipeline.sync.progress import Progress
@@ -91,6 +91,8 @@ async def run_stream_async(
     started = StreamResult(run_id, name, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(name))
     requests_before, retries_before = source.request_counts()
     set_service_zone(settings.service_timezone)
+    mapping = current_signature(settings.service_timezone)
+    started.extra[MAPPING] = mapping.id  # the run log names the mapping of whatever the run writes
     naive_before = naive_values_read()
     client_before = source.client_stats()
     tables = stream.tables
@@ -100,7 +102,7 @@ async def run_stream_async(
             if stream.switch is not None and not stream.switch.is_on(settings):
                 result = _switched_off(stream, warehouse, run_id, progress)
             else:
-                note_mapping(warehouse, current_signature(settings.service_timezone), run_id)  # before any row
+                note_mapping(warehouse, mapping, run_id)  # its signature stored before any row
                 result = await stream.run(source, warehouse, settings, run_id, progress)
             if result.tallies:  # schema drift: reported by the run that meets it
                 changes = note_shape(warehouse, run_id, result.tallies)
@@ -117,6 +119,7 @@ async def run_stream_async(
         warehouse.run_log.record_run(started, tables)
         raise
     _note_naive_datetimes(result, naive_values_read() - naive_before, settings.service_timezone)
+    result.extra[MAPPING] = mapping.id
     result.started_at = started.started_at
     result.status = "success"
     result.finished_at = dt.datetime.now(dt.UTC)

@@ -18,7 +18,7 @@ from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import first, qualified, quote, run, scalar
 from freight_pipeline.warehouse.listing import LiveListing
-from freight_pipeline.warehouse.records import EARLIEST_FETCH, RawBatch, RawDocument, RawPosition
+from freight_pipeline.warehouse.records import EARLIEST_FETCH, RawBatch, RawDocument, RawPosition, RunMapping
 from freight_pipeline.warehouse.stamps import earlier, same_instant
 
 
@@ -57,6 +57,13 @@ class Reads:
         )
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def run_mappings(self, key: str) -> list[RunMapping]:
+        """Every run's stream, instants and status, and the text under ``key`` in its ``details.extra``."""
+        rows = run(self.database.con, f"SELECT stream, started_at, finished_at, status, "
+                                      f"json_extract_string(details, '$.extra.' || ?) FROM {qualified(meta.SYNC_RUNS)}",
+                   [key])
+        return [RunMapping(*row) for row in rows]
 
     @contextmanager
     def live_listing(self) -> Iterator[LiveListing]:

@@ -32,6 +32,16 @@ RawRecord = tuple[int, str, dict[str, bytes | None]]
 """A shipment held raw: its id, raw document (JSON text) and raw parts (stream -> compressed answer)."""
 
 
+class RunMapping(NamedTuple):
+    """A ``sync_runs`` row's stream, instants, status and the mapping it names (``Reads.run_mappings``)."""
+
+    stream: str
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    status: str | None
+    mapping: str | None
+
+
 class RawPosition(NamedTuple):
     """Where a shipment stands in the order a rebuild reads the raw in (:meth:`Reads.raw_records`)."""
 

@@ -1,17 +1,22 @@
-"""The record of the mappings that derived the rows: one entry per mapping (two writers both recorded), what
-a rebuild's mapping touches against all of them, and a settled rebuild clearing those it replaced."""
+"""Which mappings derived the rows held, from the run log: the last complete rebuild's and those of every run that
+may have written since it began; a run that names none (an older version) or whose signature is not stored
+is an unknown mapping."""
 
 from __future__ import annotations
 
-import json
+import datetime as dt
 from pathlib import Path
 
 import pytest
 
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize.signature import MappingSignature
-from freight_pipeline.sync.derived_by import DERIVED_BY, DerivedBy, note_mapping, settle_mapping
-from freight_pipeline.warehouse.store import open_warehouse
+from freight_pipeline.sync.derived_by import LONGEST_RUN, MAPPING, DerivedBy, note_mapping
+from freight_pipeline.sync.rebuild import REBUILD_STATE
+from freight_pipeline.warehouse.records import RunRecord
+from freight_pipeline.warehouse.store import Warehouse, open_warehouse
+
+T0 = dt.datetime(2026, 11, 29, 8, 0, tzinfo=dt.UTC)
 
 
 def _mapping(*sources: str, code: str = "release 1") -> MappingSignature:
@@ -20,35 +25,56 @@ def _mapping(*sources: str, code: str = "release 1") -> MappingSignature:
                                                  "__sources__": list(sources)}})
 
 
-def test_each_mapping_is_its_own_entry_and_a_rebuild_touches_what_differs_from_any(
+def _ran(warehouse: Warehouse, run_id: str, mapping: MappingSignature | None, began: dt.timedelta,
+         took: dt.timedelta | None, stream: str = "shipments") -> None:
+    """A run of ``stream`` that began ``began`` after T0 and took ``took`` (None: never finished), naming
+    ``mapping`` (None: a version that names none) and storing its signature, as a run does."""
+    extra = {} if mapping is None else {MAPPING: mapping.id}
+    finished = None if took is None else T0 + began + took
+    warehouse.run_log.record_run(RunRecord(run_id, stream, T0 + began, finished,
+                                           "running" if took is None else "success", extra=extra))
+    if mapping is not None:
+        note_mapping(warehouse, mapping, run_id)
+
+
+def test_the_mappings_held_are_the_last_complete_rebuild_s_and_those_of_the_runs_that_may_have_written_since(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    old, fixed, other = _mapping("house_reference"), _mapping("house_reference", "house_bill_number"), _mapping(
-        "house_reference", code="release 2")
+    old, fixed = _mapping("house_reference"), _mapping("house_reference", "house_bill_number")
+    other = _mapping("house_reference", code="release 2")
+    minute = dt.timedelta(minutes=1)
     with open_warehouse(tmp_path, storage_from_env()) as warehouse:
-        assert DerivedBy.held(warehouse) is None
-        note_mapping(warehouse, old, "sync-1")  # an empty warehouse: no unknown mapping
-        with monkeypatch.context() as stale:  # a second writer of a lake, which read before the first wrote
-            stale.setattr(DerivedBy, "held", classmethod(lambda cls, warehouse: None))
-            note_mapping(warehouse, fixed, "sync-2")
-        held = DerivedBy.held(warehouse)
-        assert held is not None and set(held.signatures) == {old.id, fixed.id} and not held.unknown
+        _ran(warehouse, "sync-1", old, 0 * minute, minute)
+        _ran(warehouse, "sync-2", fixed, 0 * minute, minute)  # a second writer of a lake, at the same time
+        held = DerivedBy.held(warehouse, REBUILD_STATE)
+        assert set(held.signatures) == {old.id, fixed.id} and not held.unknown
         assert held.touched_keys(fixed) == {"house_bill_number"}
         assert held.touched_keys(other) is None  # another release's code: every record
 
-        began = note_mapping(warehouse, fixed, "rebuild")
-        note_mapping(warehouse, other, "sync-3")  # a run of another mapping while the rebuild went on
-        settle_mapping(warehouse, fixed, began, "rebuild")
-        after = DerivedBy.held(warehouse)
-        assert after is not None and set(after.signatures) == {fixed.id, other.id}
-        assert json.loads(after.brief()) == {"mappings": sorted([fixed.id, other.id]), "unknown": False}
+        _ran(warehouse, "rebuild-1", fixed, 60 * minute, 5 * minute, stream=REBUILD_STATE)
+        _ran(warehouse, "killed", old, 59 * minute, None)  # one writer at a time: this one was killed before
+        assert DerivedBy.held(warehouse, REBUILD_STATE).touched_keys(fixed) == frozenset()
+
+        # writers at once (a lake): one still going when the rebuild began may have written after it
+        monkeypatch.setattr(warehouse.backend, "concurrent_writers", True)
+        assert DerivedBy.held(warehouse, REBUILD_STATE).touched_keys(fixed) == {"house_bill_number"}
 
 
-def test_an_entry_that_cannot_be_read_counts_as_an_unknown_mapping_until_a_rebuild_settles(tmp_path: Path) -> None:
+def test_a_run_that_names_no_mapping_or_one_not_stored_makes_every_record_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fixed = _mapping("house_reference", "house_bill_number")
+    minute = dt.timedelta(minutes=1)
     with open_warehouse(tmp_path, storage_from_env()) as warehouse:
-        warehouse.writes.set_cursor(f"{DERIVED_BY}:garbled", "{not json", "old")
-        began = note_mapping(warehouse, fixed, "rebuild")
-        assert began.unknown and began.touched_keys(fixed) is None
-        settle_mapping(warehouse, fixed, began, "rebuild")
-        assert DerivedBy.held(warehouse) == DerivedBy({fixed.id: fixed}, False, frozenset({f"{DERIVED_BY}:{fixed.id}"}))
+        monkeypatch.setattr(warehouse.backend, "concurrent_writers", True)  # the lake's rules: the wider ones
+        _ran(warehouse, "rebuild-1", fixed, 0 * minute, minute, stream=REBUILD_STATE)
+        # a run killed long before the rebuild never finished: it does not count for ever
+        _ran(warehouse, "killed", None, -(LONGEST_RUN + minute), None)
+        assert DerivedBy.held(warehouse, REBUILD_STATE).touched_keys(fixed) == frozenset()
+        _ran(warehouse, "rolled-back", None, 10 * minute, minute)  # the version before, after the rebuild
+        assert DerivedBy.held(warehouse, REBUILD_STATE).touched_keys(fixed) is None
+        assert DerivedBy.since(warehouse, T0 + 9 * minute).unknown
+        assert not DerivedBy.since(warehouse, T0 + 30 * minute).unknown
+        warehouse.run_log.record_run(RunRecord("unstored", "shipments", T0 + 40 * minute, T0 + 41 * minute,
+                                               "success", extra={MAPPING: "a mapping whose signature was lost"}))
+        assert DerivedBy.since(warehouse, T0 + 30 * minute).unknown

@@ -34,7 +34,7 @@ from freight_pipeline.simulator.releases import NEXT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import drift
 from freight_pipeline.sync.assemble import assemble
-from freight_pipeline.sync.derived_by import DERIVED_BY
+from freight_pipeline.sync.derived_by import MAPPING
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.parts import DOCUMENT
 from freight_pipeline.sync.rebuild import (
@@ -50,7 +50,7 @@ from freight_pipeline.sync.rebuild import (
 )
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
-from freight_pipeline.warehouse.records import RawPosition, WriteStats
+from freight_pipeline.warehouse.records import RawPosition, RunRecord, WriteStats
 from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.sync.conftest import query, syncer, work_db
 from freight_pipeline_tests.sync.expected import rows_differences
@@ -243,8 +243,9 @@ def test_code_conversions_and_e_files_are_rederived_and_the_next_sync_lists_no_e
     with duckdb.connect(str(work_db(tmp_path))) as con:  # what an older mapping might have made of them
         con.execute("UPDATE freight.code_conversions SET target_code = NULL, description = 'old mapping'")
         con.execute("UPDATE freight.shipment_documents SET description = 'old mapping', roles = '[]'")
-        # and a warehouse synced before the mappings that derived its rows were recorded: every one re-derived
-        con.execute("DELETE FROM freight_meta.sync_state WHERE starts_with(stream, ?)", [f"{DERIVED_BY}:"])
+        # and a warehouse synced by a version that named no mapping in its runs: every shipment re-derived
+        con.execute("UPDATE freight_meta.sync_runs SET details = "
+                    "CAST(json_merge_patch(details, json_object('extra', json_object(?, NULL))) AS JSON)", [MAPPING])
     before = rows_differences(expected_rows(small_sim.store), work_db(tmp_path))
     assert "code_conversions" in before and "shipment_documents" in before
     served = small_sim.request_count()
@@ -273,7 +274,8 @@ def test_a_sync_between_an_interrupted_rebuild_and_its_resumption_moves_what_it_
         first = warehouse.reads.raw_records(None, 4)  # what a rebuild killed after its first batch committed
         assert first.last is not None
         mapping = current_signature(TEST_SETTINGS.service_timezone).id  # a rebuild of everything (--all), killed
-        warehouse.writes.set_cursor(REBUILD_STATE, RebuildState(first.last, mapping=mapping).text("killed"), "killed")
+        killed = RebuildState(first.last, mapping=mapping, began=dt.datetime.now(dt.UTC))
+        warehouse.writes.set_cursor(REBUILD_STATE, killed.text("killed"), "killed")
     done = [shipment_id for shipment_id, _, _ in first.records]
     small_sim.touch_shipments(done[:2])
     small_sim.advance_clock(60)
@@ -340,17 +342,26 @@ def test_a_rebuild_goes_on_from_the_position_held_and_from_the_first_shipment_af
         assert RebuildState.held(warehouse) == RebuildState(None, True)
 
 
-def test_a_rebuild_begun_with_another_mapping_starts_from_the_first_shipment(small_sim: RunningSimulator,
-                                                                              tmp_path: Path) -> None:
+def test_a_rebuild_begun_with_another_mapping_or_after_a_run_of_another_starts_from_the_first_shipment(
+    small_sim: RunningSimulator, tmp_path: Path
+) -> None:
     """The shipments an interrupted rebuild committed hold its mapping's rows: when the mapping changed before
-    the next rebuild, that one goes from the first shipment, not from the position."""
+    the next rebuild, or a run of another mapping (a version rolled back to, or naming none) may have written
+    a shipment before the position since, the next one goes from the first shipment, not from the position."""
     syncer(small_sim, tmp_path, publish_after=False)()
+    held = query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.raw_shipments")[0][0]
+    mapping = current_signature(TEST_SETTINGS.service_timezone).id
+    began = dt.datetime.now(dt.UTC)
     with open_warehouse(tmp_path, storage_from_env()) as warehouse:
         half = warehouse.reads.raw_records(None, 4).last
-        warehouse.writes.set_cursor(REBUILD_STATE, RebuildState(half, mapping="another").text("killed"), "killed")
-        found = rebuild(warehouse, "rebuild-anew", TEST_SETTINGS, batch_size=BATCH, everything=True)
-    held = query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.raw_shipments")[0][0]
-    assert (found.resumed_after, found.read, found.shipments) == (None, held, held)
+        for killed, since in ((RebuildState(half, mapping="another", began=began), None),
+                              (RebuildState(half, mapping=mapping, began=began), "a version naming no mapping")):
+            warehouse.writes.set_cursor(REBUILD_STATE, killed.text("killed"), "killed")
+            if since is not None:
+                warehouse.run_log.record_run(RunRecord(since, "shipments", began + dt.timedelta(seconds=1),
+                                                       began + dt.timedelta(seconds=2), "success"))
+            found = rebuild(warehouse, "rebuild-anew", TEST_SETTINGS, batch_size=BATCH, everything=True)
+            assert (found.resumed_after, found.read, found.shipments) == (None, held, held), killed
 
 
 def _compared(compared: dict[str, int], unchanged: dict[str, int]) -> WriteStats:
