@@ -4,7 +4,7 @@ A :class:`MappingSignature` has two parts:
 
 * ``code``: a digest of every module of the package but the declarations (:mod:`.specs`), of the functions
   and classes those declare, of the versions of the libraries the rows pass through, and of the zone read
-  into date-times sent without a UTC offset;
+  into date-times sent without a UTC offset, with its rules as this process reads them;
 * ``declared``: the declarations as data (every value of :mod:`.specs` and every compiled field group of the
   normalizers, :class:`~freight_pipeline.normalize.plain_fields.CompiledFields`), descriptions left out (they
   derive no row).
@@ -24,11 +24,13 @@ import enum
 import functools
 import hashlib
 import importlib
+import importlib.resources
 import inspect
 import json
 import pkgutil
 import platform
 import types
+import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -38,11 +40,12 @@ from typing import Any
 import freight_pipeline
 from freight_pipeline.normalize import specs
 from freight_pipeline.normalize.plain_fields import CompiledFields, Field
+from freight_pipeline.normalize.schema import Column, TableSpec
 
 LIBRARIES = ("duckdb", "orjson", "pyarrow", "pydantic")
 """Libraries the rows pass through (parsing, Arrow, the database): their versions are part of ``code``."""
 _NOT_DERIVING = frozenset({"description"})
-"""Attributes of declarations that derive no row."""
+"""Attributes of columns and tables that derive no row."""
 _SOURCES = "__sources__"
 """The key under which a field's source keys appear in ``declared`` (the only part :func:`touched_keys` can
 narrow)."""
@@ -75,7 +78,7 @@ class MappingSignature:
 
 def current_signature(service_zone: str) -> MappingSignature:
     """The signature of the mapping this process runs, reading offset-less date-times in ``service_zone``."""
-    code = hashlib.sha256(f"{_code_digest()}\0{service_zone}".encode()).hexdigest()
+    code = hashlib.sha256(f"{_code_digest()}\0{service_zone}\0{_zone_rules(service_zone)}".encode()).hexdigest()
     try:
         declared = _declared()
     except Unsignable:
@@ -132,6 +135,21 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
+@functools.cache
+def _zone_rules(name: str) -> str:
+    """A digest of the rules of zone ``name`` where ``zoneinfo`` reads them (the system's zone files first, then
+    the ``tzdata`` package): an update of the zone's rules changes the instants of offset-less date-times."""
+    for root in zoneinfo.TZPATH:
+        path = Path(root) / name
+        if path.is_file():
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+    try:
+        rules = importlib.resources.files("tzdata.zoneinfo").joinpath(*name.split("/")).read_bytes()
+    except (ModuleNotFoundError, FileNotFoundError, OSError, ValueError):
+        return "unknown"
+    return hashlib.sha256(rules).hexdigest()
+
+
 def _declared_code() -> str:
     """The source of every function and class the declaration modules define (builders and groups)."""
     texts: list[str] = []
@@ -143,8 +161,9 @@ def _declared_code() -> str:
 
 
 def _declaration_modules() -> list[types.ModuleType]:
-    return [importlib.import_module(f"{specs.__name__}.{info.name}")
-            for info in sorted(pkgutil.iter_modules(specs.__path__), key=lambda info: info.name)]
+    """The declarations' package and every module under it."""
+    names = sorted(info.name for info in pkgutil.walk_packages(specs.__path__, f"{specs.__name__}."))
+    return [specs, *(importlib.import_module(name) for name in names)]
 
 
 def _normalizer_modules() -> list[types.ModuleType]:
@@ -179,14 +198,19 @@ def _as_data(value: Any, within: tuple[int, ...]) -> Any:
     if id(value) in within:
         raise Unsignable(f"a cycle through {type(value).__qualname__}")
     inner = (*within, id(value))
-    if isinstance(value, Field):
+    if isinstance(value, Field):  # its description derives no row
         return {"field": value.column, "type": value.type, _SOURCES: list(value.keys)}
     if isinstance(value, CompiledFields):
         return [{"field": column, "converter": _name(convert), "native": _name(native), _SOURCES: [key, *aliases]}
                 for column, key, convert, native, aliases in value]
     if isinstance(value, enum.Enum):
         return f"{type(value).__qualname__}.{value.name}"
-    if isinstance(value, types.FunctionType | types.BuiltinFunctionType | type | functools.partial):
+    if isinstance(value, functools.partial):
+        return {"partial": _as_data(value.func, inner), "args": _as_data(list(value.args), inner),
+                "keywords": _as_data(dict(value.keywords), inner)}
+    if isinstance(value, types.FunctionType | types.BuiltinFunctionType | type):
+        if "<" in value.__qualname__:  # a lambda or a nested function: its name does not say what it does
+            raise Unsignable(f"{value.__qualname__} is not a module's function")
         return _name(value)
     if isinstance(value, Mapping):
         return {str(key): _as_data(item, inner) for key, item in sorted(value.items(), key=lambda kv: str(kv[0]))}
@@ -195,14 +219,15 @@ def _as_data(value: Any, within: tuple[int, ...]) -> Any:
     if isinstance(value, set | frozenset):
         return sorted((_as_data(item, inner) for item in value), key=lambda item: json.dumps(item, sort_keys=True))
     if dataclasses.is_dataclass(value):
+        dropped = _NOT_DERIVING if isinstance(value, Column | TableSpec) else frozenset()
         return {"class": _name(type(value)), **{
             f.name: _as_data(getattr(value, f.name), inner) for f in dataclasses.fields(value)
-            if f.compare and f.name not in _NOT_DERIVING}}
+            if f.compare and f.name not in dropped}}
     if hasattr(value, "__dict__") and type(value).__module__.startswith(freight_pipeline.__name__):
         cls = type(value)
         return {"class": _name(cls), **{
             name: _as_data(item, inner) for name, item in sorted(vars(value).items())
-            if name not in _NOT_DERIVING and not isinstance(getattr(cls, name, None), functools.cached_property)}}
+            if not isinstance(getattr(cls, name, None), functools.cached_property)}}
     text = str(value)
     if " at 0x" in text:
         raise Unsignable(f"{type(value).__qualname__} has no stable text")
@@ -212,6 +237,4 @@ def _as_data(value: Any, within: tuple[int, ...]) -> Any:
 def _name(value: Any) -> str | None:
     if value is None:
         return None
-    if isinstance(value, functools.partial):
-        return f"partial({_name(value.func)}, {value.args!r}, {sorted(value.keywords.items())!r})"
     return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', repr(value))}"

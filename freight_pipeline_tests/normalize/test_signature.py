@@ -3,14 +3,16 @@ touches: the keys of a field whose sources changed, every record for anything el
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from freight_pipeline.config import REPO_ROOT
-from freight_pipeline.normalize import flatten
+from freight_pipeline.normalize import flatten, signature
 from freight_pipeline.normalize.converters import BIGINT, VARCHAR
 from freight_pipeline.normalize.plain_fields import Field, compile_fields
 from freight_pipeline.normalize.signature import MappingSignature, current_signature, touched_keys
@@ -65,16 +67,45 @@ def test_a_description_touches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert touched_keys(described, fixed) == frozenset()
 
 
-@pytest.mark.parametrize("change", ["a type", "a column", "the zone"])
+@pytest.mark.parametrize("change", ["a type", "a column", "the zone", "the zone's rules"])
 def test_any_other_change_touches_every_record(monkeypatch: pytest.MonkeyPatch, change: str) -> None:
     fixed = current_signature(ZONE)
     if change == "a type":
         other = _with_shipment_fields(monkeypatch, {"office": Field("office", BIGINT)})
     elif change == "a column":
         other = _with_shipment_fields(monkeypatch, {"office": Field("office_name", VARCHAR, source="office")})
-    else:
+    elif change == "the zone":
         other = current_signature("America/New_York")
+    else:  # an update of the zone database (the system's, or the tzdata package's)
+        monkeypatch.setattr(signature, "_zone_rules", lambda name: "the rules of another year")
+        other = current_signature(ZONE)
     assert touched_keys(other, fixed) is None
+
+
+def test_a_declaration_made_of_a_lambda_cannot_be_signed_so_every_record_is_touched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lambda (or a nested function) is known by its name only, which does not say what it does."""
+    fixed = current_signature(ZONE)
+    monkeypatch.setattr(shipments, "SHIPMENT_FIELDS", (*SHIPMENT_FIELDS, lambda record: record.get("office")))
+    unsigned = current_signature(ZONE)
+    assert unsigned.declared is None
+    assert touched_keys(fixed, unsigned) is None
+
+
+def test_the_declaration_modules_only_declare() -> None:
+    """What a declaration module does at its top level is all in the signature: imports, assignments to names,
+    functions and classes (their source is in ``code``). A statement that changes another module's state
+    (``CONVERTERS[...] = ...``, a call) would change rows without changing the signature."""
+    allowed = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)
+    for module in signature._declaration_modules():
+        tree = ast.parse(Path(module.__file__ or "").read_text())
+        for node in tree.body:
+            docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            named = (isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets)) or (
+                isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name))
+            assert docstring or named or isinstance(node, allowed), (
+                f"{module.__name__}:{node.lineno}: {ast.unparse(node)[:80]}")
 
 
 def test_code_that_differs_or_a_declaration_not_written_as_data_touches_every_record() -> None:
