@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass
 
 from freight_pipeline.normalize.signature import MappingSignature, touched_keys
+from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.records import RunMapping
 from freight_pipeline.warehouse.store import Warehouse
 
@@ -45,7 +46,7 @@ class DerivedBy:
     def held(cls, warehouse: Warehouse, rebuild_stream: str) -> DerivedBy:
         """From the run log: the mappings of the last complete rebuild (a successful run of ``rebuild_stream``)
         and of every run that may have written since it began (every run when there was none)."""
-        runs = warehouse.reads.run_mappings(MAPPING)
+        runs = _writing_runs(warehouse, rebuild_stream)
         complete = [run for run in runs if run.stream == rebuild_stream and run.status == "success"
                     and run.started_at is not None]
         if not complete:
@@ -54,9 +55,9 @@ class DerivedBy:
         return cls.of(warehouse, {anchor.mapping} | cls._writing_since(warehouse, runs, anchor.started_at))
 
     @classmethod
-    def since(cls, warehouse: Warehouse, instant: dt.datetime) -> DerivedBy:
+    def since(cls, warehouse: Warehouse, instant: dt.datetime, rebuild_stream: str) -> DerivedBy:
         """The mappings of every run that may have written after ``instant``."""
-        return cls.of(warehouse, cls._writing_since(warehouse, warehouse.reads.run_mappings(MAPPING), instant))
+        return cls.of(warehouse, cls._writing_since(warehouse, _writing_runs(warehouse, rebuild_stream), instant))
 
     @staticmethod
     def _writing_since(warehouse: Warehouse, runs: list[RunMapping], instant: dt.datetime | None) -> set[str | None]:
@@ -99,6 +100,12 @@ class DerivedBy:
                 return None
             keys |= touched
         return frozenset(keys)
+
+
+def _writing_runs(warehouse: Warehouse, rebuild_stream: str) -> list[RunMapping]:
+    """The runs of what writes derived rows: the streams and ``rebuild_stream`` (not the dbt build's)."""
+    writers = {*STREAM_NAMES, rebuild_stream}
+    return [run for run in warehouse.reads.run_mappings(MAPPING) if run.stream in writers]
 
 
 def note_mapping(warehouse: Warehouse, signature: MappingSignature, run_id: str) -> None:

@@ -182,7 +182,7 @@ def _resumable(warehouse: Warehouse, held: RebuildState, target: MappingSignatur
     mapping may have written since (it may have written a shipment before the position)."""
     if held.mapping != target.id or held.began is None:
         return False
-    since = DerivedBy.since(warehouse, held.began)
+    since = DerivedBy.since(warehouse, held.began, REBUILD_STATE)
     return not since.unknown and set(since.signatures) <= {target.id}
 
 

@@ -13,6 +13,7 @@ from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize.signature import MappingSignature
 from freight_pipeline.sync.derived_by import LONGEST_RUN, MAPPING, DerivedBy, note_mapping
 from freight_pipeline.sync.rebuild import REBUILD_STATE
+from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.records import RunRecord
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 
@@ -70,11 +71,13 @@ def test_a_run_that_names_no_mapping_or_one_not_stored_makes_every_record_touche
         _ran(warehouse, "rebuild-1", fixed, 0 * minute, minute, stream=REBUILD_STATE)
         # a run killed long before the rebuild never finished: it does not count for ever
         _ran(warehouse, "killed", None, -(LONGEST_RUN + minute), None)
+        # the dbt build's runs write no derived row: they name no mapping, and do not count
+        _ran(warehouse, "build", None, 5 * minute, minute, stream=BUILD_STREAM)
         assert DerivedBy.held(warehouse, REBUILD_STATE).touched_keys(fixed) == frozenset()
         _ran(warehouse, "rolled-back", None, 10 * minute, minute)  # the version before, after the rebuild
         assert DerivedBy.held(warehouse, REBUILD_STATE).touched_keys(fixed) is None
-        assert DerivedBy.since(warehouse, T0 + 9 * minute).unknown
-        assert not DerivedBy.since(warehouse, T0 + 30 * minute).unknown
+        assert DerivedBy.since(warehouse, T0 + 9 * minute, REBUILD_STATE).unknown
+        assert not DerivedBy.since(warehouse, T0 + 30 * minute, REBUILD_STATE).unknown
         warehouse.run_log.record_run(RunRecord("unstored", "shipments", T0 + 40 * minute, T0 + 41 * minute,
                                                "success", extra={MAPPING: "a mapping whose signature was lost"}))
-        assert DerivedBy.since(warehouse, T0 + 30 * minute).unknown
+        assert DerivedBy.since(warehouse, T0 + 30 * minute, REBUILD_STATE).unknown
