@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from freight_pipeline.client import RetryPolicy
+from freight_pipeline.simulator.server import RunningSimulator
 
 # Tiny delays: a test never waits long, yet every retry path runs.
 FAST_RETRY = RetryPolicy(max_attempts=10, base_delay=0.001, max_delay=0.01, total_budget=10.0, retry_after_cap=0.01)
@@ -73,3 +75,11 @@ class SyncView:
 
 async def _collect(items: AsyncIterator[Any]) -> list[Any]:
     return [item async for item in items]
+
+
+def drained(sim: RunningSimulator, within: float = 15.0) -> None:
+    """Wait until the simulator has no request in flight, at most ``within`` seconds: it counts a request once
+    it has answered it, which may be after the client has read the answer."""
+    deadline = time.monotonic() + within
+    while sim.stats.in_flight()["in_flight"] and time.monotonic() < deadline:
+        time.sleep(0.05)

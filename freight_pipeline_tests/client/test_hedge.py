@@ -20,6 +20,7 @@ from freight_pipeline.client.limiter import AdaptiveLimit
 from freight_pipeline.client.stats import ClientStats, StatsSnapshot
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline_tests.client.conftest import client_kwargs
+from freight_pipeline_tests.client.helpers import drained
 
 SHIPMENT = "/service/shipment/{id}"
 
@@ -36,14 +37,6 @@ async def listed_ids(sim: RunningSimulator, count: int) -> list[int]:
     async with AsyncFreightClient(**client_kwargs(sim)) as client:
         page = await client.lookup_shipments([], page_size=count, order_by=["ID"])
         return [int(row["id"]) for row in page.raw]
-
-
-def drained(sim: RunningSimulator, within: float = 15.0) -> None:
-    """Wait until the simulator has no request in flight (its requests are counted when answered), at most
-    ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while sim.stats.in_flight()["in_flight"] and time.monotonic() < deadline:
-        time.sleep(0.05)
 
 
 @pytest.fixture
