@@ -60,13 +60,11 @@ class DerivedBy:
         return cls.of(warehouse, cls._writing_since(warehouse, _writing_runs(warehouse, rebuild_stream), instant))
 
     @staticmethod
-    def _writing_since(warehouse: Warehouse, runs: list[RunMapping], instant: dt.datetime | None) -> set[str | None]:
+    def _writing_since(warehouse: Warehouse, runs: list[RunMapping], instant: dt.datetime) -> set[str | None]:
         """The mappings of the runs that may have written after ``instant``. One writer at a time (this DuckDB
         file): those that began then or later. Writers at once (a lake, hosts with their own clocks): also those
         that finished after it less :data:`CLOCK_MARGIN`, and those that never finished (running, or killed)
         and began at most :data:`LONGEST_RUN` before it."""
-        if instant is None:
-            return {run.mapping for run in runs}
         if not warehouse.backend.concurrent_writers:
             return {run.mapping for run in runs if run.started_at is None or run.started_at >= instant}
         finished_after, began_after = instant - CLOCK_MARGIN, instant - LONGEST_RUN
