@@ -5,7 +5,8 @@ Service from FREIGHT_BASE_URL / FREIGHT_USERNAME / FREIGHT_PASSWORD; reconciliat
 the parent kills is many transactions. Says one line per progress message (``progress`` is called
 right after each batch's transaction commits), ``publishing`` before the publish, then ``done``.
 ``FREIGHT_HEDGE`` sets its hedged reads (``0``: none, so
-a read in the simulator's latency tail stays a straggler).
+a read in the simulator's latency tail stays a straggler). ``in_order``: one shipment fetched at a time, so its
+batches commit in the walk's order (else a batch after the first may commit before it).
 The parent kills it after a chosen line (``hold``: the child stops at the first line holding that text,
 committing nothing more, so the kill lands right there however fast the machine); its reruns run in the
 test's own process with ``RECONCILE_SETTINGS`` (the test suite's sizes, to finish quickly).
@@ -29,9 +30,11 @@ from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 CRASH_SETTINGS = dataclasses.replace(RECONCILE_SETTINGS, page_size=10, fetch_batch_size=5)
 
 
-def run(data_dir: Path, run_id: str, say: Callable[[str], None]) -> None:
+def run(data_dir: Path, run_id: str, say: Callable[[str], None], in_order: bool = False) -> None:
     backend = storage_from_env()
     settings = dataclasses.replace(CRASH_SETTINGS, hedge_share=share_from_env(HEDGE_ENV, CRASH_SETTINGS.hedge_share))
+    if in_order:
+        settings = dataclasses.replace(settings, fetch_window=1)
     sync_all(ServiceSettings.from_env(), data_dir, settings, backend=backend, run_id=run_id, progress=say,
              publish_after=False)
     say("publishing")
@@ -39,7 +42,8 @@ def run(data_dir: Path, run_id: str, say: Callable[[str], None]) -> None:
     say("done")
 
 
-def _forked(env: Mapping[str, str], data_dir: str, run_id: str, log: str, lines: Connection, hold: str | None) -> None:
+def _forked(env: Mapping[str, str], data_dir: str, run_id: str, log: str, lines: Connection, hold: str | None,
+            in_order: bool) -> None:
     """The child's body: ``env`` as its environment, its stderr appended to ``log``, its lines sent; at the
     first line holding ``hold``, it waits for its kill."""
     os.environ.clear()
@@ -53,7 +57,7 @@ def _forked(env: Mapping[str, str], data_dir: str, run_id: str, log: str, lines:
             threading.Event().wait()
 
     try:
-        run(Path(data_dir), run_id, say)
+        run(Path(data_dir), run_id, say, in_order)
     finally:
         lines.send(None)
 
@@ -63,12 +67,13 @@ class CrashSync:
     of its own would spend about 2 s of CPU importing the sync): ``stdout`` yields its lines, as a
     ``subprocess.Popen``'s would; ``kill`` is a SIGKILL."""
 
-    def __init__(self, env: Mapping[str, str], data_dir: Path, run_id: str, log: Path, *, hold: str | None = None
-                 ) -> None:
+    def __init__(self, env: Mapping[str, str], data_dir: Path, run_id: str, log: Path, *, hold: str | None = None,
+                 in_order: bool = False) -> None:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([__name__])  # once the server runs, it has them imported
         reader, writer = context.Pipe(duplex=False)
-        self.process = context.Process(target=_forked, args=(dict(env), str(data_dir), run_id, str(log), writer, hold))
+        self.process = context.Process(target=_forked, args=(dict(env), str(data_dir), run_id, str(log), writer, hold,
+                                                                   in_order))
         self.process.start()
         writer.close()
         self.stdout = self._lines(reader)

@@ -56,10 +56,12 @@ def arrival_shipment(sim: RunningSimulator) -> int:
 
 def killed_mid_walk(sim: RunningSimulator, data_dir: Path, run_id: str, log: Path) -> None:
     """A sync in a process of its own (tiny batches), killed right after its first walk batch committed (held
-    there: on a fast machine it had committed every batch before the kill landed)."""
+    there: on a fast machine it had committed every batch before the kill landed). Its shipments fetched one at
+    a time: with several at once, the batches after the first could commit before it, and the one that moved
+    the cursor first be the last (then the kill left nothing to the rerun: a CI run of 331b080 met it)."""
     env = {**os.environ, "FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username,
            "FREIGHT_PASSWORD": sim.password}
-    proc = CrashSync(env, data_dir, run_id, log, hold=KILL_AFTER)
+    proc = CrashSync(env, data_dir, run_id, log, hold=KILL_AFTER, in_order=True)
     for line in proc.stdout:
         if KILL_AFTER in line:
             break
