@@ -184,7 +184,7 @@ def rebuild_without_key(con: duckdb.DuckDBPyConnection, spec: TableSpec, have: d
 
 def ensure_tables(
     con: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec], *, key_constraints: bool = True,
-    storage_hints: bool = True,
+    storage_hints: bool = True, catalog: Catalog | None = None,
 ) -> list[str]:
     """Create schemas and tables, add missing columns; returns the migration steps taken.
 
@@ -194,9 +194,11 @@ def ensure_tables(
     The caller runs this inside a transaction. ``key_constraints=False`` (a DuckLake, which has no
     keys) creates every table without its PRIMARY KEY, ``storage_hints=False`` (a DuckLake, which stores
     Parquet) without its columns' ``compression``; an existing table keeps the storage it was created with.
+    ``catalog``: the database's as read at the start of the caller's transaction (None: read here), for callers
+    that ensure several groups of tables (each group's tables its own).
     """
     steps: list[str] = []
-    catalog = Catalog.read(con)
+    catalog = catalog or Catalog.read(con)
     for spec in specs:
         if spec.schema not in catalog.schemas:
             run(con, f"CREATE SCHEMA IF NOT EXISTS {quote(spec.schema)}")

@@ -46,8 +46,8 @@ from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS
 from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, SEA_MAIN_CARRIAGE_LEGS
 from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.warehouse.ddl import (
+    Catalog,
     ensure_tables,
-    existing_columns,
     first,
     qualified,
     quote,
@@ -244,12 +244,15 @@ def ensure_macros(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def ensure_history(con: duckdb.DuckDBPyConnection, *, key_constraints: bool = True,
-                   storage_hints: bool = True) -> list[str]:
+                   storage_hints: bool = True, catalog: Catalog | None = None) -> list[str]:
     """Create the history tables and macros where missing (inside the caller's transaction); returns the
     steps taken. Tables created beside ``freight`` tables that already hold rows (a warehouse from before
-    the history) start with their current rows as first versions (:func:`seed_from_current`)."""
-    created = not existing_columns(con, SHIPMENT_VERSIONS)
-    steps = ensure_tables(con, HISTORY_TABLES, key_constraints=key_constraints, storage_hints=storage_hints)
+    the history) start with their current rows as first versions (:func:`seed_from_current`). ``catalog``:
+    as :func:`~freight_pipeline.warehouse.ddl.ensure_tables` takes it."""
+    catalog = catalog or Catalog.read(con)
+    created = (SHIPMENT_VERSIONS.schema, SHIPMENT_VERSIONS.name) not in catalog.columns
+    steps = ensure_tables(con, HISTORY_TABLES, key_constraints=key_constraints, storage_hints=storage_hints,
+                          catalog=catalog)
     steps += ensure_macros(con)
     if created:
         seeded = seed_from_current(con)

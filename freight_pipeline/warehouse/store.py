@@ -29,7 +29,7 @@ from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.database import Database
-from freight_pipeline.warehouse.ddl import ensure_tables, run
+from freight_pipeline.warehouse.ddl import Catalog, ensure_tables, run
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.history import ensure_history
 from freight_pipeline.warehouse.paths import working_db_path
@@ -94,11 +94,13 @@ class Warehouse:
         migration steps taken."""
         specs = (*self.database.tables, *self.database.meta_tables)
         keys, hints = self.backend.key_constraints, self.backend.storage_hints
-        return self.database.write(
-            "ensure_schema",
-            lambda con: (ensure_tables(con, specs, key_constraints=keys, storage_hints=hints)
-                         + ensure_history(con, key_constraints=keys, storage_hints=hints)),
-        )
+
+        def ensure(con: duckdb.DuckDBPyConnection) -> list[str]:
+            catalog = Catalog.read(con)  # once: each query of the catalog costs milliseconds at every opening
+            return (ensure_tables(con, specs, key_constraints=keys, storage_hints=hints, catalog=catalog)
+                    + ensure_history(con, key_constraints=keys, storage_hints=hints, catalog=catalog))
+
+        return self.database.write("ensure_schema", ensure)
 
 
 def open_warehouse(data_dir: Path, backend: StorageBackend) -> Warehouse:
