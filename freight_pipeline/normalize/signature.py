@@ -14,7 +14,7 @@ A :class:`MappingSignature` has two parts:
 that holds none of the keys added or removed (nor of the kept ones, when their order changed) gives the same
 rows under both: a field reads the first of its keys that holds a value. So a rebuild re-derives only the
 records whose raw text names one of those keys (``sync.rebuild``). Any other difference (code, a column,
-a type, a converter, a table) touches every record: None.
+a type, a converter, a table) touches every record: :class:`EveryRecord`, which says why.
 """
 
 from __future__ import annotations
@@ -86,13 +86,30 @@ def current_signature(service_zone: str) -> MappingSignature:
     return MappingSignature(code, declared)
 
 
-def touched_keys(new: MappingSignature, old: MappingSignature) -> frozenset[str] | None:
+@dataclass(frozen=True)
+class EveryRecord:
+    """Any record may derive other rows than those held: every one is re-derived, for the reason ``why``."""
+
+    why: str
+
+
+def touched_keys(new: MappingSignature, old: MappingSignature) -> frozenset[str] | EveryRecord:
     """The source keys a record must name for ``new`` to derive other rows from it than ``old`` did (empty:
-    none; the same mapping); None when any record may change (module docstring)."""
-    if new.code != old.code or new.declared is None or old.declared is None:
-        return None
+    none; the same mapping), or :class:`EveryRecord` when any record may change (module docstring)."""
+    if new.declared is None:
+        return EveryRecord("this version's declarations hold a function its signature cannot read "
+                           "(a lambda or a nested function)")
+    if old.declared is None:
+        return EveryRecord(f"mapping {old.id}, which derived rows held, declared a function its signature "
+                           "could not read")
+    if new.code != old.code:
+        return EveryRecord(f"the code changed since mapping {old.id} derived rows held (a module of the package, "
+                           "a library's version or the service's zone)")
     keys: set[str] = set()
-    return frozenset(keys) if _only_sources_differ(new.declared, old.declared, keys) else None
+    if not _only_sources_differ(new.declared, old.declared, keys):
+        return EveryRecord(f"the declarations changed in more than fields' source keys since mapping {old.id} "
+                           "derived rows held (a column, a type, a converter or a table)")
+    return frozenset(keys)
 
 
 def _only_sources_differ(new: Any, old: Any, keys: set[str]) -> bool:

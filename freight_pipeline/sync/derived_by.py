@@ -8,7 +8,8 @@ it), and every run that may have written since that rebuild began (in a lake als
 finished after its start less :data:`CLOCK_MARGIN`: a writer on another host). A run that names no mapping (a
 version from before the signatures, or a rollback to one), a mapping whose signature is not stored, or no
 complete rebuild at all with such runs before, is an unknown mapping: the next rebuild re-derives every record
-(:meth:`DerivedBy.touched_keys`). Nothing is read, changed and written back: two writers record theirs at once.
+(:meth:`DerivedBy.touched_keys`, which says why). Nothing is read, changed and written back: two writers record
+theirs at once.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 
-from freight_pipeline.normalize.signature import MappingSignature, touched_keys
+from freight_pipeline.normalize.signature import EveryRecord, MappingSignature, touched_keys
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.records import RunMapping
 from freight_pipeline.warehouse.store import Warehouse
@@ -86,16 +87,18 @@ class DerivedBy:
                 unknown = True
         return cls(signatures, unknown)
 
-    def touched_keys(self, target: MappingSignature) -> frozenset[str] | None:
+    def touched_keys(self, target: MappingSignature) -> frozenset[str] | EveryRecord:
         """The source keys a record must name for ``target`` to derive other rows from it than those held
-        (empty: every row is ``target``'s); None: any record may change."""
+        (empty: every row is ``target``'s), or :class:`EveryRecord`: any record may change, and why."""
         if self.unknown:
-            return None
+            return EveryRecord("rows held may come from a run that names no mapping, or one whose signature is not "
+                               "stored (a warehouse synced before runs recorded their mapping, or a version "
+                               "rolled back to)")
         keys: set[str] = set()
         for signature in self.signatures.values():
             touched = touched_keys(target, signature)
-            if touched is None:
-                return None
+            if isinstance(touched, EveryRecord):
+                return touched
             keys |= touched
         return frozenset(keys)
 

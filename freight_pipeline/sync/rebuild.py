@@ -63,7 +63,7 @@ import orjson
 
 from freight_pipeline.datetimes import set_service_zone
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
-from freight_pipeline.normalize.signature import MappingSignature, current_signature
+from freight_pipeline.normalize.signature import EveryRecord, MappingSignature, current_signature
 from freight_pipeline.sync.assemble import assemble
 from freight_pipeline.sync.bundle import NOT_APPLICABLE, Answer, Bundle, Work
 from freight_pipeline.sync.code_conversions import STREAM as CONVERSIONS
@@ -86,6 +86,8 @@ from freight_pipeline.warehouse.store import Warehouse
 REBUILD_STATE = "rebuild"
 """``sync_state`` entry of a rebuild under way (JSON :class:`RebuildState`, with the run's id);
 cleared (null) when it is complete. Also the rebuild's stream name in ``freight_meta.sync_runs``."""
+EVERY_ONE_ASKED = "every one was asked for (--all)"
+"""Why a rebuild with ``everything`` re-derives every record (the result line's words)."""
 DEFAULT_BATCH = 2000
 CHUNK = 250
 """Shipments a worker normalizes at a time (at most): what it holds decoded is that many shipments' records."""
@@ -104,8 +106,11 @@ class RebuildResult:
     read: int = 0
     """Shipments whose raw records were read (those after the position an interrupted rebuild left)."""
     touched: tuple[str, ...] | None = None
-    """The source keys the mapping's change since the rows were derived touched (None: every record may change:
-    the code, a column or a type changed, ``--all``, or rows of a mapping not recorded are held)."""
+    """The source keys the mapping's change since the rows were derived touched (None: every record may change,
+    for the reason :attr:`every_one_because` gives)."""
+    every_one_because: str | None = None
+    """Why every record read was re-derived (the code, a column or a type changed, ``--all``, rows of a mapping
+    not recorded are held); None when only those naming a :attr:`touched` key were."""
     batches: int = 0
     rows_written: int = 0
     shipments_written: int = 0
@@ -125,7 +130,7 @@ class RebuildResult:
         resumed = f", resumed after shipment {self.resumed_after}" if self.resumed_after is not None else ""
         if self.touched is None:
             which = (f"rebuilt {self.shipments:,} shipments from their raw records in {self.batches:,} batches "
-                     "(every one: the mapping's change may touch any)")
+                     f"(every one: {self.every_one_because})")
         elif not self.touched:
             which = "rebuilt 0 shipments: every row held is the current mapping's (--all re-derives them anyway)"
         else:
@@ -268,8 +273,10 @@ def rebuild(
     state = held or RebuildState(None, _documents_caught_up(warehouse), target.id, log.started_at)
     found = RebuildResult(resumed_after=state.after.shipment_id if state.after else None)
     derived_by = DerivedBy.held(warehouse, REBUILD_STATE)
-    touched = None if everything else derived_by.touched_keys(target)
-    found.touched = None if touched is None else tuple(sorted(touched))
+    decided = EveryRecord(EVERY_ONE_ASKED) if everything else derived_by.touched_keys(target)
+    touched = None if isinstance(decided, EveryRecord) else decided
+    found.touched, found.every_one_because = ((None, decided.why) if isinstance(decided, EveryRecord)
+                                              else (tuple(sorted(decided)), None))
     history = warehouse.reads.get_cursor(BEHIND_STATE) is None  # behind: the next sync's catch-up versions
     after = state.after
 
@@ -478,5 +485,6 @@ def _finish(warehouse: Warehouse, log: StreamResult, found: RebuildResult) -> No
     log.cursor_after = warehouse.reads.get_cursor(REBUILD_STATE)
     log.extra.update(batches=found.batches, resumed_after=found.resumed_after, versions=found.versions,
                      shipments_written=found.shipments_written, shipments_rederived=found.shipments,
-                     touched_keys=None if found.touched is None else list(found.touched))
+                     touched_keys=None if found.touched is None else list(found.touched),
+                     every_one_because=found.every_one_because)
     warehouse.run_log.record_run(log)

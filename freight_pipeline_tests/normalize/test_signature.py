@@ -15,7 +15,7 @@ from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.normalize import flatten, signature
 from freight_pipeline.normalize.converters import BIGINT, VARCHAR
 from freight_pipeline.normalize.plain_fields import Field, compile_fields
-from freight_pipeline.normalize.signature import MappingSignature, current_signature, touched_keys
+from freight_pipeline.normalize.signature import EveryRecord, MappingSignature, current_signature, touched_keys
 from freight_pipeline.normalize.specs import shipments
 from freight_pipeline.normalize.specs.shipments import SHIPMENT_FIELDS, SHIPMENT_TIMESTAMP_FIELDS
 
@@ -79,7 +79,10 @@ def test_any_other_change_touches_every_record(monkeypatch: pytest.MonkeyPatch, 
     else:  # an update of the zone database (the system's, or the tzdata package's)
         monkeypatch.setattr(signature, "_zone_rules", lambda name: "the rules of another year")
         other = current_signature(ZONE)
-    assert touched_keys(other, fixed) is None
+    touched = touched_keys(other, fixed)
+    assert isinstance(touched, EveryRecord)
+    because = "the code changed" if change.startswith("the zone") else "the declarations changed in more than"
+    assert touched.why.startswith(because) and fixed.id in touched.why, touched.why
 
 
 def test_a_declaration_made_of_a_lambda_cannot_be_signed_so_every_record_is_touched(
@@ -90,7 +93,10 @@ def test_a_declaration_made_of_a_lambda_cannot_be_signed_so_every_record_is_touc
     monkeypatch.setattr(shipments, "SHIPMENT_FIELDS", (*SHIPMENT_FIELDS, lambda record: record.get("office")))
     unsigned = current_signature(ZONE)
     assert unsigned.declared is None
-    assert touched_keys(fixed, unsigned) is None
+    assert touched_keys(fixed, unsigned) == EveryRecord(
+        f"mapping {unsigned.id}, which derived rows held, declared a function its signature could not read")
+    assert touched_keys(unsigned, fixed) == EveryRecord(
+        "this version's declarations hold a function its signature cannot read (a lambda or a nested function)")
 
 
 def test_the_declaration_modules_only_declare() -> None:
@@ -110,6 +116,9 @@ def test_the_declaration_modules_only_declare() -> None:
 
 def test_code_that_differs_or_a_declaration_not_written_as_data_touches_every_record() -> None:
     fixed = current_signature(ZONE)
-    assert touched_keys(dataclasses.replace(fixed, code="another release"), fixed) is None
-    assert touched_keys(dataclasses.replace(fixed, declared=None), fixed) is None
+    code_changed = touched_keys(dataclasses.replace(fixed, code="another release"), fixed)
+    assert isinstance(code_changed, EveryRecord)
+    assert code_changed.why.startswith(f"the code changed since mapping {fixed.id}")
+    not_data = touched_keys(dataclasses.replace(fixed, declared=None), fixed)
+    assert isinstance(not_data, EveryRecord) and not_data.why.startswith("this version's declarations hold a function")
     assert touched_keys(MappingSignature.from_json(fixed.as_json()), fixed) == frozenset()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from freight_pipeline.lake.backend import storage_from_env
-from freight_pipeline.normalize.signature import MappingSignature
+from freight_pipeline.normalize.signature import EveryRecord, MappingSignature
 from freight_pipeline.sync.derived_by import LONGEST_RUN, MAPPING, DerivedBy, note_mapping
 from freight_pipeline.sync.rebuild import REBUILD_STATE
 from freight_pipeline.warehouse.meta import BUILD_STREAM
@@ -50,7 +50,8 @@ def test_the_mappings_held_are_the_last_complete_rebuild_s_and_those_of_the_runs
         held = DerivedBy.held(warehouse, REBUILD_STATE)
         assert set(held.signatures) == {old.id, fixed.id} and not held.unknown
         assert held.touched_keys(fixed) == {"house_bill_number"}
-        assert held.touched_keys(other) is None  # another release's code: every record
+        every = held.touched_keys(other)  # another release's code: every record
+        assert isinstance(every, EveryRecord) and every.why.startswith("the code changed since mapping"), every
 
         _ran(warehouse, "rebuild-1", fixed, 60 * minute, 5 * minute, stream=REBUILD_STATE)
         _ran(warehouse, "killed", old, 59 * minute, None)  # one writer at a time: this one was killed before
@@ -75,7 +76,8 @@ def test_a_run_that_names_no_mapping_or_one_not_stored_makes_every_record_touche
         _ran(warehouse, "build", None, 5 * minute, minute, stream=BUILD_STREAM)
         assert DerivedBy.held(warehouse, REBUILD_STATE).touched_keys(fixed) == frozenset()
         _ran(warehouse, "rolled-back", None, 10 * minute, minute)  # the version before, after the rebuild
-        assert DerivedBy.held(warehouse, REBUILD_STATE).touched_keys(fixed) is None
+        every = DerivedBy.held(warehouse, REBUILD_STATE).touched_keys(fixed)
+        assert isinstance(every, EveryRecord) and "names no mapping" in every.why, every
         assert DerivedBy.since(warehouse, T0 + 9 * minute, REBUILD_STATE).unknown
         assert not DerivedBy.since(warehouse, T0 + 30 * minute, REBUILD_STATE).unknown
         warehouse.run_log.record_run(RunRecord("unstored", "shipments", T0 + 40 * minute, T0 + 41 * minute,

@@ -188,6 +188,7 @@ def test_a_rebuild_equals_a_fresh_sync_with_no_request(
     assert (again.touched, again.read, again.shipments, again.batches) == ((), 0, 0, 0)
     assert again.line().startswith("rebuilt 0 shipments: every row held is the current mapping's")
     assert (every.touched, every.read, every.shipments, every.shipments_written) == (None, held_ids, held_ids, 0)
+    assert "(every one: every one was asked for (--all))" in every.line(), every.line()
     assert _tables_differences(work_db(held), work_db(fresh), except_aes=True) == {}
     assert release_sim.request_count() == served
 
@@ -255,6 +256,10 @@ def test_code_conversions_and_e_files_are_rederived_and_the_next_sync_lists_no_e
     held = query(work_db(tmp_path), "SELECT count(*) FROM freight.code_conversions")[0][0]
     assert found.code_conversions == held > 0
     assert found.touched is None and found.shipments == found.read > 0
+    assert "(every one: rows held may come from a run that names no mapping" in found.line(), found.line()
+    logged = query(work_db(tmp_path), "SELECT details->>'$.extra.every_one_because' FROM freight_meta.sync_runs "
+                                      "WHERE run_id = 'rebuild-docs'")[0][0]
+    assert logged == found.every_one_because and "names no mapping" in logged
     assert rows_differences(expected_rows(small_sim.store), work_db(tmp_path)) == {}
     changed = small_sim.modify_shipments(2)
     small_sim.advance_clock(1)
