@@ -274,9 +274,11 @@ def rebuild(
     found = RebuildResult(resumed_after=state.after.shipment_id if state.after else None)
     derived_by = DerivedBy.held(warehouse, REBUILD_STATE)
     decided = EveryRecord(EVERY_ONE_ASKED) if everything else derived_by.touched_keys(target)
-    touched = None if isinstance(decided, EveryRecord) else decided
-    found.touched, found.every_one_because = ((None, decided.why) if isinstance(decided, EveryRecord)
-                                              else (tuple(sorted(decided)), None))
+    touched: frozenset[str] | None = None
+    if isinstance(decided, EveryRecord):
+        found.every_one_because = decided.why
+    else:
+        touched, found.touched = decided, tuple(sorted(decided))
     history = warehouse.reads.get_cursor(BEHIND_STATE) is None  # behind: the next sync's catch-up versions
     after = state.after
 
