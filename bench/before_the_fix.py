@@ -7,6 +7,7 @@ test and the bench sync with, so that a rebuild with the code as it is has a fix
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from freight_pipeline.normalize import flatten
@@ -14,16 +15,14 @@ from freight_pipeline.normalize.plain_fields import CompiledFields, Field, compi
 from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.specs.shipments import SHIPMENT_FIELDS, SHIPMENT_TIMESTAMP_FIELDS
 
-RENAMED = frozenset({"house_bill_number", "master_bill_number"})
-"""The new names the fix adds as aliases."""
-
 
 def mapping_before_the_fix() -> tuple[CompiledFields, Shape]:
     """The shipments' compiled fields (``flatten._SHIPMENT``) and the document's declared shape
     (``drift.SOURCE_SHAPES[DOCUMENT]``) without the aliases."""
-    plain = tuple(Field(f.column, f.type, f.description) if len(f.keys) > 1 else f for f in SHIPMENT_FIELDS)
+    plain = (*(Field(f.column, f.type, f.description) if len(f.keys) > 1 else f for f in SHIPMENT_FIELDS),
+             *SHIPMENT_TIMESTAMP_FIELDS)
     shape = flatten.DOCUMENT_SHAPE
-    return compile_fields((*plain, *SHIPMENT_TIMESTAMP_FIELDS)), Shape(shape.label, shape.declared - RENAMED)
+    return compile_fields(plain), Shape(shape.label, dataclasses.replace(shape.root, fields=plain))
 
 
 def main(argv: list[str]) -> int:

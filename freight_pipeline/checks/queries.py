@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 
 from freight_pipeline.normalize.schema import TableSpec
+from freight_pipeline.normalize.shapes import OPEN_STATES
 from freight_pipeline.normalize.tables import TABLES_BY_NAME
 from freight_pipeline.sync.streams import SHIPMENTS
 from freight_pipeline.warehouse import meta
@@ -165,15 +166,15 @@ def history_disagreements(con: duckdb.DuckDBPyConnection, subject: Subject, samp
                       f"FROM ({disagreeing_sql(subject, shipments)})").fetchone()
     count, ids = (row or (0, []))
     return int(count or 0), [int(i) for i in (ids or [])[:sample]]
-def shape_changes(con: duckdb.DuckDBPyConnection, stream: str) -> tuple[int, int, list[dict[str, Any]]]:
-    """Fields of ``stream``'s records that are new or vanished now: how many new, how many vanished, and
-    each of them (field, state, records with it of records read, since which run, an example record)."""
+def shape_changes(con: duckdb.DuckDBPyConnection, stream: str) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """Fields of ``stream``'s records that are new, vanished or retyped now: how many in each state, and each
+    of them (field, state, records with it of records read, since which run, an example record)."""
     rows = con.execute(
         "SELECT field, state, records_with, records_read, changed_run_id, example_record_key "
-        f"FROM {table_ref(meta.SOURCE_FIELDS)} WHERE stream = ? AND state IN ('new', 'vanished') "
+        f"FROM {table_ref(meta.SOURCE_FIELDS)} WHERE stream = ? AND state IN (SELECT unnest(?)) "
         "ORDER BY state DESC, field",
-        [stream],
+        [stream, list(OPEN_STATES)],
     ).fetchall()
     fields = [{"field": f, "state": s, "records_with": w, "records_read": r, "since_run": run, "example_record": e}
               for f, s, w, r, run, e in rows]
-    return (sum(f["state"] == "new" for f in fields), sum(f["state"] == "vanished" for f in fields), fields)
+    return {state: sum(f["state"] == state for f in fields) for state in OPEN_STATES}, fields

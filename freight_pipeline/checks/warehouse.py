@@ -173,16 +173,17 @@ def notices_check(stream: str) -> WarehouseCheck:
 
 def shape_check(stream: str) -> WarehouseCheck:
     def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
-        new, vanished, fields = queries.shape_changes(con, stream)
-        return CheckResult(not fields, {"new_fields": new, "vanished_fields": vanished, "fields": fields})
+        counts, fields = queries.shape_changes(con, stream)
+        return CheckResult(not fields, {**{f"{state}_fields": n for state, n in counts.items()}, "fields": fields})
 
     return WarehouseCheck(
         "no_shape_changes",
         RECORD_SOURCES[stream][0],
         Severity.WARN,
-        f"Every field of the {stream} records is declared by a table spec, and no declared field that earlier "
-        "runs received is absent from every record of the latest run (freight_meta.source_fields; WARN "
-        "severity: the run publishes; a renamed field takes its new name in its Field's source).",
+        f"Every field of the {stream} records, at every level a table spec reads, is declared, no declared field "
+        "that earlier runs received is absent from every object of its path in the latest run, and none came in "
+        "a JSON kind earlier runs never sent it in (freight_meta.source_fields; WARN severity: the run "
+        "publishes; a renamed field or key takes its new name in its Field's or Key's source).",
         evaluate,
     )
 

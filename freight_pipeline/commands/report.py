@@ -16,6 +16,7 @@ from typing import Any
 
 import duckdb
 
+from freight_pipeline.normalize.shapes import OPEN_STATES
 from freight_pipeline.sync.derived_by import DERIVED_BY
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.backend import StorageBackend
@@ -199,16 +200,18 @@ def _per_stream(con: duckdb.DuckDBPyConnection, tables: list[str], table: str) -
 
 
 def _shape_changes(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str, Any]]:
-    """The fields new or vanished now (``freight_meta.source_fields``), by stream and field."""
+    """The fields new, vanished or retyped now (``freight_meta.source_fields``), by stream and field."""
     if f"{META_SCHEMA}.source_fields" not in tables:
         return []
-    cur = con.execute(
-        "SELECT stream, field, state, records_read, records_with, changed_run_id, changed_at, first_run_id, "
-        f"example_record_key FROM {META_SCHEMA}.source_fields WHERE state IN ('new', 'vanished') "
-        "ORDER BY stream, state DESC, field"
+    cur = con.execute(  # every column: a warehouse written before a column was added lacks it
+        f"SELECT * FROM {META_SCHEMA}.source_fields WHERE state IN (SELECT unnest(?)) "
+        "ORDER BY stream, state DESC, field", [list(OPEN_STATES)],
     )
     names = [d[0] for d in cur.description]
-    return [{name: _plain(value) for name, value in zip(names, row, strict=True)} for row in cur.fetchall()]
+    shown = ("stream", "field", "state", "records_read", "records_with", "changed_run_id", "changed_at",
+             "first_run_id", "example_record_key", "kinds", "kinds_read", "unread")
+    return [{name: _plain(value) for name, value in zip(names, row, strict=True) if name in shown}
+            for row in cur.fetchall()]
 
 
 def _retry_queue(con: duckdb.DuckDBPyConnection, tables: list[str]) -> dict[str, dict[str, Any]]:

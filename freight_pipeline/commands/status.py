@@ -134,19 +134,35 @@ def render_bad_data(report: dict[str, Any]) -> str:
 
 
 def render_shape_changes(report: dict[str, Any]) -> str:
-    """The fields that are new (no spec declares them: kept in the raw record only) or vanished now."""
+    """The fields that are new (no spec declares them: kept in the raw record only), vanished or retyped now."""
     changes: list[dict[str, Any]] = report.get("shape_changes") or []
     if not changes:
-        return "  no change: every field received is declared, and no declared field stopped coming"
+        return ("  no change: every field received is declared, no declared field stopped coming, none changed "
+                "its JSON kind")
     rows = [
         (c["stream"], c["field"], c["state"], f"{c.get('records_with') or 0:,} of {c.get('records_read') or 0:,}",
-         c.get("changed_run_id"), _utc_text(c.get("changed_at")), c.get("example_record_key"))
+         _kinds_text(c), c.get("changed_run_id"), _utc_text(c.get("changed_at")), c.get("example_record_key"))
         for c in changes
     ]
-    headers = ("stream", "field", "state", "records with it", "since run", "since (UTC)", "example record")
+    headers = ("stream", "field", "state", "objects with it", "kinds", "since run", "since (UTC)", "example record")
     return format_table(headers, rows) + (
-        "\n  a renamed field: name its new key in the column's Field(source=(old, new)) "
-        "(docs/real-services.md, \"When the service changes shape\")")
+        "\n  a renamed field: name its new key in the column's Field(source=(old, new)), or the Key's of a nested "
+        "object (docs/real-services.md, \"When the service changes shape\")")
+
+
+def _kinds_text(change: dict[str, Any]) -> str | None:
+    """``number -> text: 194, 0 not read`` for a retyped field; its kinds otherwise."""
+    kinds, read = _json_value(change.get("kinds")), _json_value(change.get("kinds_read"))
+    before = "/".join(kinds or ())
+    if change["state"] != "retyped" or not isinstance(read, dict):
+        return before or None
+    other = {kind: n for kind, n in read.items() if kind not in (kinds or ())}
+    counted = ", ".join(f"{kind} {n:,}" for kind, n in sorted(other.items()))
+    return f"{before} -> {counted}, {change.get('unread') or 0:,} not read"
+
+
+def _json_value(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _utc_text(iso: str | None) -> str | None:

@@ -10,11 +10,17 @@ from freight_pipeline.normalize.plain_fields import as_items
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.records import require_list, require_shipment_id
 from freight_pipeline.normalize.shapes import Shape
-from freight_pipeline.normalize.specs.events_memos import EVENT_DATETIME, EVENT_LOCATION, SHIPMENT_EVENTS
+from freight_pipeline.normalize.specs.events_memos import (
+    EVENT_CODE_KEY,
+    EVENT_DATETIME,
+    EVENT_LOCATION,
+    EVENT_NODE,
+    EVENT_TYPE_KEY,
+    SHIPMENT_EVENTS,
+)
 
-EVENT_SHAPE = Shape.of("shipment events", (), "event", "type", "date_time", "location",
-                       "shipment_id")  # the shipment's id: the request's is used
-"""The fields of an event that ``normalize_events`` reads (or knows)."""
+EVENT_SHAPE = Shape("shipment events", EVENT_NODE)
+"""An event at every level, as ``normalize_events`` reads it."""
 
 
 def _code(value: Any) -> str | None:
@@ -36,15 +42,15 @@ def normalize_events(shipment_id: int, events: list[dict[str, Any]] | None, prob
     problems = sink(problems)
     by_key: dict[tuple[str, str], tuple[str, Any, Row]] = {}
     for _, path, event in as_items(require_list(events, "events"), "", problems):
-        code, kind = _code(event.get("event")), _code(event.get("type"))
+        code, kind = _code(EVENT_CODE_KEY.of(event)), _code(EVENT_TYPE_KEY.of(event))
         if code is None or kind is None:
-            which = "event" if code is None else "type"
-            reason = f"{which} {show(event.get(which))} is missing or not text: the event is not loaded"
+            which = EVENT_CODE_KEY if code is None else EVENT_TYPE_KEY
+            reason = f"{which.name} {show(which.of(event))} is missing or not text: the event is not loaded"
             problems.add(path, event, reason)
             continue
         row: Row = {"shipment_id": shipment_id, "event": code, "type": kind, "source_duplicates": 0}
-        EVENT_DATETIME.put(row, event.get("date_time"), f"{path}.date_time", problems)
-        EVENT_LOCATION.put(row, event.get("location"), f"{path}.location", problems)
+        EVENT_DATETIME.put_in(row, event, path, problems)
+        EVENT_LOCATION.put_in(row, event, path, problems)
         previous = by_key.pop((code, kind), None)
         if previous is not None:
             earlier_path, earlier_event, earlier = previous

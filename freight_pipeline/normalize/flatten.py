@@ -17,23 +17,32 @@ from freight_pipeline.normalize.addresses import add_addresses, add_containers
 from freight_pipeline.normalize.converters import Row, Rows
 from freight_pipeline.normalize.errors import NormalizationError, show
 from freight_pipeline.normalize.goods import add_goods
-from freight_pipeline.normalize.legs import CARRIAGES, add_carriage_legs
-from freight_pipeline.normalize.plain_fields import as_object, compile_fields, copy_fields, items_of
+from freight_pipeline.normalize.legs import add_carriage_legs
+from freight_pipeline.normalize.nodes import Key
+from freight_pipeline.normalize.plain_fields import as_object, compile_fields, copy_fields
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.records import record_id
 from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.specs.events_memos import (
     AES_FIELDS,
+    AES_KEY,
     CUSTOM_FIELD_FIELDS,
+    CUSTOM_FIELDS_KEY,
     SHIPMENT_AES,
     SHIPMENT_CUSTOM_FIELDS,
 )
 from freight_pipeline.normalize.specs.shipments import (
     CREDIT_FIELDS,
+    CREDIT_KEY,
     CUSTOMS_FIELDS,
+    CUSTOMS_KEY,
+    DOCUMENT_NODE,
     EMPLOYEE_FIELDS,
+    EMPLOYEES_KEY,
     INSURANCE_FIELDS,
+    INSURANCE_KEY,
     INSURER_FIELDS,
+    INSURER_KEY,
     SHIPMENT_FIELDS,
     SHIPMENT_TIMESTAMP_FIELDS,
     SHIPMENTS,
@@ -49,21 +58,16 @@ _CUSTOMS = compile_fields(CUSTOMS_FIELDS)
 _AES = compile_fields(AES_FIELDS)
 _CUSTOM_FIELDS = compile_fields(CUSTOM_FIELD_FIELDS)
 
-DOCUMENT_SHAPE = Shape.of(
-    "shipment documents",
-    (*SHIPMENT_FIELDS, *SHIPMENT_TIMESTAMP_FIELDS),
-    "id", "employees", "insurance", "credit_data", "customs_data", "goods", "addresses", "containers",
-    *(key for _, key in CARRIAGES), "aes", "custom_fields",
-    "events", "memos",  # named by the spec; their tables come from their own endpoints
-)
-"""The top-level fields of a shipment document that ``normalize_shipment`` reads (or knows)."""
+DOCUMENT_SHAPE = Shape("shipment documents", DOCUMENT_NODE)
+"""The shipment document at every level, as ``normalize_shipment`` reads it."""
+
 
 def _put_object(
-    row: Row, doc: Mapping[str, Any], key: str, fields: Any, problems: Problems
+    row: Row, doc: Mapping[str, Any], key: Key, fields: Any, path: str, problems: Problems
 ) -> Mapping[str, Any] | None:
-    obj = as_object(doc.get(key), key, problems)
+    obj = as_object(key.of(doc), path, problems)
     if obj:
-        copy_fields(row, obj, fields, key, problems)
+        copy_fields(row, obj, fields, path, problems)
     return obj
 
 
@@ -88,10 +92,10 @@ def _put_local_clock(row: Row, value: Any) -> None:
 
 
 def _add_simple_children(
-    out: Rows, table: str, shipment_id: int, doc: Mapping[str, Any], key: str, fields: Any, problems: Problems
+    out: Rows, table: str, shipment_id: int, doc: Mapping[str, Any], key: Key, fields: Any, problems: Problems
 ) -> None:
     target = out[table]
-    for position, path, item in items_of(doc, key, key, problems):
+    for position, path, item in key.items_in(doc, key.name, problems):
         target.append(copy_fields({"shipment_id": shipment_id, "position": position}, item, fields, path, problems))
 
 
@@ -113,23 +117,21 @@ def normalize_shipment(doc: Mapping[str, Any], problems: Problems | None = None)
     row: Row = {"shipment_id": shipment_id}
     copy_fields(row, doc, _SHIPMENT, "", problems)
     _put_local_clock(row, doc.get("last_modified_date_time"))
-    _put_object(row, doc, "employees", _EMPLOYEES, problems)
-    insurance = _put_object(row, doc, "insurance", _INSURANCE, problems)
+    _put_object(row, doc, EMPLOYEES_KEY, _EMPLOYEES, EMPLOYEES_KEY.name, problems)
+    insurance = _put_object(row, doc, INSURANCE_KEY, _INSURANCE, INSURANCE_KEY.name, problems)
     if insurance:
-        insurer = as_object(insurance.get("insurer"), "insurance.insurer", problems)
-        if insurer:
-            copy_fields(row, insurer, _INSURER, "insurance.insurer", problems)
-    _put_object(row, doc, "credit_data", _CREDIT, problems)
-    _put_object(row, doc, "customs_data", _CUSTOMS, problems)
+        _put_object(row, insurance, INSURER_KEY, _INSURER, f"{INSURANCE_KEY.name}.{INSURER_KEY.name}", problems)
+    _put_object(row, doc, CREDIT_KEY, _CREDIT, CREDIT_KEY.name, problems)
+    _put_object(row, doc, CUSTOMS_KEY, _CUSTOMS, CUSTOMS_KEY.name, problems)
     out[SHIPMENTS.name].append(row)
 
     add_goods(out, shipment_id, doc, problems)
     add_addresses(out, shipment_id, doc, problems)
     add_containers(out, shipment_id, doc, problems)
     add_carriage_legs(out, shipment_id, doc, problems)
-    _add_simple_children(out, SHIPMENT_AES.name, shipment_id, doc, "aes", _AES, problems)
+    _add_simple_children(out, SHIPMENT_AES.name, shipment_id, doc, AES_KEY, _AES, problems)
     custom_fields = SHIPMENT_CUSTOM_FIELDS.name
-    _add_simple_children(out, custom_fields, shipment_id, doc, "custom_fields", _CUSTOM_FIELDS, problems)
+    _add_simple_children(out, custom_fields, shipment_id, doc, CUSTOM_FIELDS_KEY, _CUSTOM_FIELDS, problems)
     return out
 
 

@@ -8,13 +8,18 @@ from typing import Any
 from freight_pipeline.normalize.converters import Row, Rows
 from freight_pipeline.normalize.errors import show
 from freight_pipeline.normalize.groups import loose_datetime
-from freight_pipeline.normalize.plain_fields import compile_fields, copy_fields, items_of, string_lines
+from freight_pipeline.normalize.nodes import Key
+from freight_pipeline.normalize.plain_fields import as_items, compile_fields, copy_fields, string_lines
 from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.specs.goods import (
     DANGEROUS_GOOD_CONTACT,
     DANGEROUS_GOOD_FIELDS,
+    DANGEROUS_GOODS_KEY,
+    DELIVERY_DATE_TIME_KEY,
+    DESCRIPTION_KEY,
     GOOD_CUSTOMS,
     GOOD_CUSTOMS_FIELDS,
+    GOOD_CUSTOMS_KEY,
     GOOD_DANGEROUS_GOODS,
     GOOD_DESCRIPTIONS,
     GOOD_FIELDS,
@@ -22,10 +27,17 @@ from freight_pipeline.normalize.specs.goods import (
     GOOD_MARKS,
     GOOD_MEASUREMENTS,
     GOOD_MRNS,
+    GOODS_KEY,
     HS_CODE_FIELDS,
+    HS_CODES_KEY,
+    INVOICE_DATE_TIME_KEY,
+    MARKS_KEY,
     MEASUREMENT_FIELDS,
+    MEASUREMENTS_KEY,
     MRN_FIELDS,
+    MRNS_KEY,
     SHIPMENT_GOODS,
+    SUBGOODS_KEY,
 )
 
 MAX_DEPTH = 32  # far beyond any real hierarchy; guards against pathological documents
@@ -37,18 +49,18 @@ _CUSTOMS = compile_fields(GOOD_CUSTOMS_FIELDS)
 _MRN = compile_fields(MRN_FIELDS)
 _DANGEROUS = compile_fields(DANGEROUS_GOOD_FIELDS)
 
-# (source key, table, compiled fields) of the object arrays of a goods line
-_OBJECT_CHILDREN = (
-    ("hs_codes", GOOD_HS_CODES.name, _HS_CODE),
-    ("measurements", GOOD_MEASUREMENTS.name, _MEASUREMENT),
-    ("customs", GOOD_CUSTOMS.name, _CUSTOMS),
-    ("mrns", GOOD_MRNS.name, _MRN),
-    ("dangerousGoods", GOOD_DANGEROUS_GOODS.name, _DANGEROUS),
+# (key, table, compiled fields) of the object arrays of a goods line
+_OBJECT_CHILDREN: tuple[tuple[Key, str, Any], ...] = (
+    (HS_CODES_KEY, GOOD_HS_CODES.name, _HS_CODE),
+    (MEASUREMENTS_KEY, GOOD_MEASUREMENTS.name, _MEASUREMENT),
+    (GOOD_CUSTOMS_KEY, GOOD_CUSTOMS.name, _CUSTOMS),
+    (MRNS_KEY, GOOD_MRNS.name, _MRN),
+    (DANGEROUS_GOODS_KEY, GOOD_DANGEROUS_GOODS.name, _DANGEROUS),
 )
-# (source key, table, column) of the string arrays of a goods line
-_LINE_CHILDREN = (
-    ("marks", GOOD_MARKS.name, "mark"),
-    ("description", GOOD_DESCRIPTIONS.name, "description"),
+# (key, table, column) of the string arrays of a goods line
+_LINE_CHILDREN: tuple[tuple[Key, str, str], ...] = (
+    (MARKS_KEY, GOOD_MARKS.name, "mark"),
+    (DESCRIPTION_KEY, GOOD_DESCRIPTIONS.name, "description"),
 )
 
 
@@ -57,24 +69,25 @@ def _add_child_objects(
 ) -> None:
     for key, table, fields in _OBJECT_CHILDREN:
         target = out[table]
-        for position, item_path, item in items_of(good, key, f"{path}.{key}", problems):
+        for position, item_path, item in key.items_in(good, f"{path}.{key.name}", problems):
             row: Row = {"shipment_id": shipment_id, "good_path": good_path, "position": position}
             copy_fields(row, item, fields, item_path, problems)
             if table == GOOD_CUSTOMS.name:
                 row["invoice_date_time"], row["invoice_at"] = loose_datetime(
-                    item.get("invoice_date_time"), f"{item_path}.invoice_date_time", problems
+                    INVOICE_DATE_TIME_KEY.of(item), f"{item_path}.{INVOICE_DATE_TIME_KEY.name}", problems
                 )
                 row["delivery_date_time"], row["delivery_at"] = loose_datetime(
-                    item.get("delivery_date_time"), f"{item_path}.delivery_date_time", problems
+                    DELIVERY_DATE_TIME_KEY.of(item), f"{item_path}.{DELIVERY_DATE_TIME_KEY.name}", problems
                 )
             elif table == GOOD_DANGEROUS_GOODS.name:
-                DANGEROUS_GOOD_CONTACT.put(row, item.get("contact"), f"{item_path}.contact", problems)
+                DANGEROUS_GOOD_CONTACT.put_in(row, item, item_path, problems)
             target.append(row)
     for key, table, column in _LINE_CHILDREN:
-        if key not in good:
+        lines = key.of(good)
+        if lines is None:
             continue
         target = out[table]
-        for position, text in string_lines(good[key], f"{path}.{key}", problems):
+        for position, text in string_lines(lines, f"{path}.{key.name}", problems):
             target.append(
                 {"shipment_id": shipment_id, "good_path": good_path, "position": position, column: text}
             )
@@ -85,20 +98,21 @@ def add_goods(
     shipment_id: int,
     source: Mapping[str, Any],
     problems: Problems,
-    key: str = "goods",
-    path: str = "goods",
+    key: Key = GOODS_KEY,
+    path: str = GOODS_KEY.name,
     parent_path: str | None = None,
     depth: int = 1,
 ) -> None:
-    """Append rows for ``source[key]`` (and, recursively, their ``subgoods``) to ``out``."""
-    if key not in source:
+    """Append rows for the goods of ``source`` (and, recursively, their ``subgoods``) to ``out``."""
+    goods = key.of(source)
+    if goods is None:
         return
     if depth > MAX_DEPTH:
         reason = f"goods nested deeper than {MAX_DEPTH} levels: not read (kept in the raw document)"
-        problems.add(path, show(source[key], 200), reason)
+        problems.add(path, show(goods, 200), reason)
         return
     target = out[SHIPMENT_GOODS.name]
-    for position, good_src_path, good in items_of(source, key, path, problems):
+    for position, good_src_path, good in as_items(goods, path, problems):
         good_path = str(position) if parent_path is None else f"{parent_path}.{position}"
         row: Row = {
             "shipment_id": shipment_id,
@@ -110,4 +124,5 @@ def add_goods(
         copy_fields(row, good, _GOOD, good_src_path, problems)
         target.append(row)
         _add_child_objects(out, shipment_id, good_path, good, good_src_path, problems)
-        add_goods(out, shipment_id, good, problems, "subgoods", f"{good_src_path}.subgoods", good_path, depth + 1)
+        add_goods(out, shipment_id, good, problems, SUBGOODS_KEY, f"{good_src_path}.{SUBGOODS_KEY.name}", good_path,
+                  depth + 1)

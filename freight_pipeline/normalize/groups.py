@@ -9,12 +9,16 @@ are the DateTime helpers the flatteners use directly.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from freight_pipeline.datetimes import (
     DateTimeParseError,
     ParsedDateTime,
+    parse_date,
+    parse_datetime_object,
+    parse_offset,
     parse_time,
     read_datetime_object,
     to_utc,
@@ -27,16 +31,44 @@ from freight_pipeline.normalize.converters import (
     VARCHAR,
     Row,
     json_or_report,
-    to_float,
     to_instant,
+    to_int,
     to_str,
 )
 from freight_pipeline.normalize.errors import Invalid, join_path
+from freight_pipeline.normalize.nodes import NUMBER, OBJECT, TEXT, Key, Node
 from freight_pipeline.normalize.plain_fields import Field, as_items, as_object, compile_fields, copy_fields
 from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.schema import Column
 
 # --- DateTime objects ------------------------------------------------------------------------------
+
+
+_TEXT_OR_OBJECT = frozenset({TEXT, OBJECT})
+TIME_PARTS = Node.of(
+    (), *(Key(part, kinds=frozenset({NUMBER}), reads=to_int) for part in ("hour", "minute", "second", "nano"))
+)
+"""A time of day sent as an object (the schema's form of ``time`` and ``until``)."""
+OFFSET_PARTS = Node.of(
+    (), Key(("totalSeconds", "total_seconds"), kinds=frozenset({NUMBER}), reads=to_int),
+    Key("id", kinds=frozenset({TEXT}), reads=parse_offset), known=("rules",),
+)
+"""A UTC offset sent as an object (the schema's form of ``zone_offset``; its ``rules`` are not read)."""
+DATETIME = Node.of(
+    (),
+    Key("date", kinds=frozenset({TEXT}), reads=parse_date),
+    Key("time", TIME_PARTS, kinds=_TEXT_OR_OBJECT, reads=parse_time),
+    Key(("zone_offset", "zoneOffset"), OFFSET_PARTS, kinds=_TEXT_OR_OBJECT, reads=parse_offset),
+    Key("until", TIME_PARTS, kinds=_TEXT_OR_OBJECT, reads=parse_time),
+)
+"""A DateTime object, in both of the spec's forms (``datetimes``: its parts are read under these names)."""
+TIME_OR_DATETIME = Node(keys=(*TIME_PARTS.keys, *DATETIME.keys))
+"""A separate end of a time range (``estimated_datetime_until``): a time of day's parts, or a whole DateTime."""
+
+
+def loose_datetime_key(source: str) -> Key:
+    """The key of a field typed only as "string" that should hold a date-time (:func:`loose_datetime`)."""
+    return Key(source, DATETIME, kinds=_TEXT_OR_OBJECT, reads=to_str)
 
 
 def _time_text(value: dt.time | None) -> str | None:
@@ -47,13 +79,15 @@ class DateTimeGroup:
     """A DateTime object -> ``<stem>_at`` (UTC instant) + raw ``_date`` / ``_time`` / ``_offset``.
 
     With ``until=True`` also ``<stem>_until`` (instant) and ``<stem>_until_time`` (raw time of day).
+    ``source``: the key it is read from (or every name it may come under).
     """
 
-    def __init__(self, stem: str, label: str, *, until: bool = False, source: str | None = None) -> None:
+    def __init__(self, stem: str, label: str, *, source: str | tuple[str, ...], until: bool = False) -> None:
         self.stem = stem
         self.label = label
         self.until = until
-        self.source = source
+        self.key = Key(source, DATETIME, reads=parse_datetime_object)
+        """The DateTime object's key (an ISO 8601 text in its place is read too)."""
         self.at = f"{stem}_at"
         self.date = f"{stem}_date"
         self.time = f"{stem}_time"
@@ -82,6 +116,10 @@ class DateTimeGroup:
                 Column(self.until_time, VARCHAR, f"{self.label}: end of the time range, time of day as sent"),
             ]
         return cols
+
+    def put_in(self, row: Row, record: Mapping[str, Any], path: str, problems: Problems) -> ParsedDateTime | None:
+        """:meth:`put` the value of its key in ``record`` (at ``path``)."""
+        return self.put(row, self.key.of(record), join_path(path, self.key.name), problems)
 
     def put(self, row: Row, value: Any, path: str, problems: Problems) -> ParsedDateTime | None:
         """Flatten ``value`` into ``row`` (each unreadable part null and reported); returns the parsed
@@ -177,10 +215,14 @@ LOCATION_CODE_TYPES: dict[str, str] = {
 }
 
 
+_CODE_TYPE = Key("type", kinds=frozenset({TEXT}), reads=to_str)
+_CODE = Key("code", kinds=frozenset({TEXT}), reads=to_str)
+
+
 class LocationGroup:
     """A Location -> ``<p>location_name``, one column per code type, lat/long, ``<p>location_codes`` JSON."""
 
-    def __init__(self, prefix: str, label: str) -> None:
+    def __init__(self, prefix: str, label: str, *, source: str | tuple[str, ...] = "location") -> None:
         p = f"{prefix}_" if prefix else ""
         self.label = label
         self.name = f"{p}location_name"
@@ -188,6 +230,11 @@ class LocationGroup:
         self.longitude = f"{p}longitude"
         self.codes = f"{p}location_codes"
         self.code_columns = {code_type: f"{p}{suffix}" for code_type, suffix in LOCATION_CODE_TYPES.items()}
+        fields = (Field(self.name, VARCHAR, source="name"), Field(self.latitude, DOUBLE, source="latitude"),
+                  Field(self.longitude, DOUBLE, source="longitude"))
+        self.fields = compile_fields(fields)
+        self.codes_key = Key("codes", Node.of((), _CODE_TYPE, _CODE), array=True)
+        self.key = Key(source, Node.of(fields, self.codes_key))
 
     def columns(self) -> list[Column]:
         cols = [Column(self.name, VARCHAR, f"{self.label}: location name")]
@@ -202,27 +249,21 @@ class LocationGroup:
         ]
         return cols
 
+    def put_in(self, row: Row, record: Mapping[str, Any], path: str, problems: Problems) -> None:
+        """:meth:`put` the value of its key in ``record`` (at ``path``)."""
+        self.put(row, self.key.of(record), join_path(path, self.key.name), problems)
+
     def put(self, row: Row, value: Any, path: str, problems: Problems) -> None:
         location = as_object(value, path, problems)
         if location is None:
             return
-        for column, key, convert in (
-            (self.name, "name", to_str),
-            (self.latitude, "latitude", to_float),
-            (self.longitude, "longitude", to_float),
-        ):
-            raw = location.get(key)
-            if raw is not None:
-                try:
-                    row[column] = convert(raw)
-                except Invalid as exc:
-                    problems.add(join_path(path, key), raw, str(exc))
-        codes = location.get("codes")
+        copy_fields(row, location, self.fields, path, problems)
+        codes = self.codes_key.of(location)
         if codes is None:
             return
-        codes_path = join_path(path, "codes")
+        codes_path = join_path(path, self.codes_key.name)
         for _, code_path, item in as_items(codes, codes_path, problems):
-            code_type, code = item.get("type"), item.get("code")
+            code_type, code = _CODE_TYPE.of(item), _CODE.of(item)
             column = self.code_columns.get(code_type) if isinstance(code_type, str) else None
             if column is not None and code is not None and column not in row:
                 try:
@@ -242,15 +283,21 @@ class ContactGroup:
 
     KEYS = ("name", "phone_number", "fax_number", "email")
 
-    def __init__(self, prefix: str = "contact") -> None:
+    def __init__(self, prefix: str = "contact", *, source: str | tuple[str, ...] = "contact") -> None:
         self.prefix = prefix
-        self.fields = compile_fields(Field(f"{prefix}_{key}", VARCHAR, source=key) for key in self.KEYS)
+        fields = tuple(Field(f"{prefix}_{key}", VARCHAR, source=key) for key in self.KEYS)
+        self.fields = compile_fields(fields)
         self.json = f"{prefix}_json"
+        self.key = Key(source, Node.of(fields))
 
     def columns(self) -> list[Column]:
         cols = [Column(f"{self.prefix}_{key}", VARCHAR, f"contact {key.replace('_', ' ')}") for key in self.KEYS]
         cols.append(Column(self.json, JSON, "the whole contact object as sent (fields beyond these are not specified)"))
         return cols
+
+    def put_in(self, row: Row, record: Mapping[str, Any], path: str, problems: Problems) -> None:
+        """:meth:`put` the value of its key in ``record`` (at ``path``)."""
+        self.put(row, self.key.of(record), join_path(path, self.key.name), problems)
 
     def put(self, row: Row, value: Any, path: str, problems: Problems) -> None:
         contact = as_object(value, path, problems)

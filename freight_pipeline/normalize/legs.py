@@ -6,25 +6,23 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from freight_pipeline.normalize.converters import Row, Rows
-from freight_pipeline.normalize.plain_fields import as_items, as_object, compile_fields, copy_fields, items_of
+from freight_pipeline.normalize.plain_fields import as_items, as_object, compile_fields, copy_fields
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.records import require_list, require_shipment_id
 from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.specs.legs import (
     AIR_LEG_FIELDS,
+    AIR_LEG_NODE,
     AIR_MAIN_CARRIAGE_LEGS,
     CARRIAGE_LEGS,
+    CARRIAGE_LEGS_KEY,
+    CARRIAGES,
     HAULAGE_LEG_FIELDS,
     LEG_COMMON_FIELDS,
     LEG_ENDS,
     SEA_LEG_FIELDS,
+    SEA_LEG_NODE,
     SEA_MAIN_CARRIAGE_LEGS,
-)
-
-CARRIAGES: tuple[tuple[str, str], ...] = (
-    ("pre", "pre_carriage"),
-    ("main", "main_carriage"),
-    ("post", "post_carriage"),
 )
 
 _EMBEDDED = compile_fields(
@@ -33,34 +31,33 @@ _EMBEDDED = compile_fields(
 _AIR = compile_fields((*LEG_COMMON_FIELDS, *AIR_LEG_FIELDS))
 _SEA = compile_fields((*LEG_COMMON_FIELDS, *SEA_LEG_FIELDS))
 
-_ENDS = tuple(end.end for end in LEG_ENDS)
-AIR_LEG_SHAPE = Shape.of("air main-carriage legs", (*LEG_COMMON_FIELDS, *AIR_LEG_FIELDS), *_ENDS)
-SEA_LEG_SHAPE = Shape.of("sea main-carriage legs", (*LEG_COMMON_FIELDS, *SEA_LEG_FIELDS), *_ENDS)
-"""The fields of a main-carriage leg that ``normalize_main_carriage`` reads."""
+AIR_LEG_SHAPE = Shape("air main-carriage legs", AIR_LEG_NODE)
+SEA_LEG_SHAPE = Shape("sea main-carriage legs", SEA_LEG_NODE)
+"""A main-carriage leg at every level, as ``normalize_main_carriage`` reads it."""
 
 
 def _put_leg_ends(row: Row, leg: Mapping[str, Any], path: str, problems: Problems) -> None:
     for end in LEG_ENDS:
-        end_path = f"{path}.{end.end}"
-        data = as_object(leg.get(end.end), end_path, problems)
+        end_path = f"{path}.{end.key.name}"
+        data = as_object(end.key.of(leg), end_path, problems)
         if not data:
             continue
-        end.location.put(row, data.get("location"), f"{end_path}.location", problems)
-        start = end.estimated.put(row, data.get("estimated_datetime"), f"{end_path}.estimated_datetime", problems)
-        end.estimated.put_until(
-            row, start, data.get("estimated_datetime_until"), f"{end_path}.estimated_datetime_until", problems
-        )
-        end.actual.put(row, data.get("actual_datetime"), f"{end_path}.actual_datetime", problems)
-        end.revised.put(row, data.get("revised_datetime"), f"{end_path}.revised_datetime", problems)
+        end.location.put_in(row, data, end_path, problems)
+        start = end.estimated.put_in(row, data, end_path, problems)
+        until = end.estimated_until
+        end.estimated.put_until(row, start, until.of(data), f"{end_path}.{until.name}", problems)
+        end.actual.put_in(row, data, end_path, problems)
+        end.revised.put_in(row, data, end_path, problems)
 
 
 def add_carriage_legs(out: Rows, shipment_id: int, doc: Mapping[str, Any], problems: Problems) -> None:
     target = out[CARRIAGE_LEGS.name]
     for carriage, key in CARRIAGES:
-        transport = as_object(doc.get(key), key, problems)
+        transport = as_object(key.of(doc), key.name, problems)
         if not transport:
             continue
-        for position, leg_path, leg in items_of(transport, "carriage_legs", f"{key}.carriage_legs", problems):
+        legs_path = f"{key.name}.{CARRIAGE_LEGS_KEY.name}"
+        for position, leg_path, leg in CARRIAGE_LEGS_KEY.items_in(transport, legs_path, problems):
             row: Row = {"shipment_id": shipment_id, "carriage": carriage, "leg_position": position}
             copy_fields(row, leg, _EMBEDDED, leg_path, problems)
             _put_leg_ends(row, leg, leg_path, problems)

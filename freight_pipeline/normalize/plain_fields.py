@@ -60,13 +60,6 @@ def as_items(value: Any, path: str, problems: Problems) -> Iterable[tuple[int, s
         yield index + 1, item_path, item
 
 
-def items_of(
-    source: Mapping[str, Any], key: str, path: str, problems: Problems
-) -> Iterable[tuple[int, str, Mapping[str, Any]]]:
-    """``as_items`` of ``source[key]``."""
-    return as_items(source.get(key), path, problems)
-
-
 # --- plain fields ----------------------------------------------------------------------------------
 
 

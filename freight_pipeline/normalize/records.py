@@ -11,14 +11,19 @@ from freight_pipeline.normalize.errors import Invalid, NormalizationError, Recor
 from freight_pipeline.normalize.plain_fields import as_items, compile_fields, copy_fields
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.shapes import Shape
-from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSION_FIELDS, CODE_CONVERSIONS
-from freight_pipeline.normalize.specs.events_memos import MEMO_FIELDS, SHIPMENT_MEMOS
+from freight_pipeline.normalize.specs.code_conversions import (
+    CODE_CONVERSION_FIELDS,
+    CODE_CONVERSION_NODE,
+    CODE_CONVERSIONS,
+)
+from freight_pipeline.normalize.specs.events_memos import MEMO_FIELDS, MEMO_NODE, SHIPMENT_MEMOS
+from freight_pipeline.normalize.specs.keys import RECORD_ID
 
 _MEMO = compile_fields(MEMO_FIELDS)
 _CODE_CONVERSION = compile_fields(CODE_CONVERSION_FIELDS)
 
-MEMO_SHAPE = Shape.of("memo lines", MEMO_FIELDS, "id")
-CODE_CONVERSION_SHAPE = Shape.of("code conversions", CODE_CONVERSION_FIELDS, "id")
+MEMO_SHAPE = Shape("memo lines", MEMO_NODE)
+CODE_CONVERSION_SHAPE = Shape("code conversions", CODE_CONVERSION_NODE)
 """The fields of a memo line and of a code conversion that their normalizers read (a code conversion's
 other fields are kept whole in ``payload`` too)."""
 
@@ -27,7 +32,7 @@ MemoKey = tuple[str | None, str | None]
 
 def record_id(record: Mapping[str, Any], path: str) -> int:
     """The required ``id`` of a record (NormalizationError when it is missing or not an integer)."""
-    value = record.get("id")
+    value = RECORD_ID.of(record)
     if value is None:
         raise NormalizationError(f"{path}.id: missing" if path else "id: missing")
     try:
@@ -66,7 +71,7 @@ def keyed_items(
         try:
             key = record_id(record, path)
         except NormalizationError:
-            value = record.get("id")
+            value = RECORD_ID.of(record)
             why = "id missing" if value is None else f"id {show(value)} is not an integer"
             problems.add(path, record, f"{why}: the record cannot be keyed and is not loaded")
             continue

@@ -1,19 +1,28 @@
-"""The shape of each kind of record: the fields its table specs declare, the fields a run received, and
-what changed (schema drift), as plain values.
+"""The shape of each kind of record, at every level: the keys its normalizer reads (:mod:`.nodes`), the
+keys and JSON kinds a run received, and what changed (schema drift), as plain values.
 
-A :class:`Shape` is declared beside the normalizer that reads the records (``flatten.DOCUMENT_SHAPE``,
-``events.EVENT_SHAPE``, ...), from the same :class:`Field` declarations, so a field is declared once.
-A run counts the top-level keys of every record it reads in a :class:`FieldTally` (one dict lookup per
-record: records of one shape share one entry), and :func:`compare` turns the tally and what earlier
-runs received (:class:`KnownField`) into the run's :class:`FieldChange` list and the fields' new state:
+A :class:`Shape` is a source's declared :class:`~freight_pipeline.normalize.nodes.Node`, compiled into one
+:class:`WatchedPath` per kind of object in it: ``""`` (the record itself), ``goods[]`` (every goods line,
+subgoods at any depth included: the same kind), ``goods[].hs_codes[]``, ``employees``,
+``main_carriage.carriage_legs[].origin.location``. A field is named by its path and key:
+``house_reference``, ``goods[].weight``, ``addresses[].references[].value``.
 
-* **new**: a field no spec declares (its value is kept in the raw document only);
-* **vanished**: a declared field that earlier runs received, absent from every record of this run,
-  when that absence is no accident of a small run: the chance that the ``n`` records read since it last
-  came (this run's, and those of the runs just before without it) all lack a field that the runs that
-  received it found in a share ``p`` of their records, ``(1 - p) ** n``, is below :data:`CHANCE`. A field
-  sent as null is present (a null is not drift); a field whose alias came instead (a rename the spec
-  already names) has not vanished.
+A run counts, in a :class:`FieldTally`, the keys of every object of every watched path and the JSON kind of
+each value (one dict lookup per object: objects of one shape share one entry), and probes a value of a kind
+its key is not declared to hold with what reads it (so a number sent as text is known to be read, or not).
+:func:`compare` turns the tally and what earlier runs received (:class:`KnownField`) into the run's
+:class:`FieldChange` list and the fields' new state:
+
+* **new**: a key no declaration names (its value is kept in the raw document only);
+* **vanished**: a declared key that earlier runs received, absent from every object of its path in this run,
+  when that absence is no accident of a small run: the chance that the ``n`` objects read since it last came
+  all lack a key that the runs that received it found in a share ``p`` of theirs, ``(1 - p) ** n``, is below
+  :data:`CHANCE`. A key sent as null is present (a null is not drift); a key whose alias came instead (a
+  rename the declaration already names) has not vanished; an empty array says nothing of its elements;
+* **retyped**: a declared key received in a JSON kind earlier runs never sent it in (a number as text, an
+  object as an array), with how many of those values could be read. Values that were all read are taken
+  into the key's kinds (the change is reported once, and resolved by the next run); values that could not
+  be read (null in their column, each a data problem) keep it open until they can.
 """
 
 from __future__ import annotations
@@ -23,84 +32,249 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from freight_pipeline.normalize.plain_fields import Field, alias_groups, source_keys
+from freight_pipeline.normalize.converters import CONVERTERS
+from freight_pipeline.normalize.nodes import KIND_OF_TYPE, KINDS_OF_COLUMN, SAME, Key, Node, ValueReader
+from freight_pipeline.normalize.plain_fields import Field
 
 CHANCE = 0.01
-"""Below this chance of being an accident, a declared field missing from every record of a run has vanished."""
+"""Below this chance of being an accident, a declared key missing from every object of a run has vanished."""
 
 NEW = "new"
 VANISHED = "vanished"
+RETYPED = "retyped"
 RECEIVED = "received"
+OPEN_STATES = (NEW, VANISHED, RETYPED)
 
 
-@dataclass(frozen=True)
-class Shape:
-    """The fields a kind of record declares: ``declared`` (top-level keys, aliases included), and
-    ``groups``, the alternative names of one column (any of them present: the column is fed)."""
+def field_name(path: str, key: str) -> str:
+    """``house_reference`` at the top, ``goods[].weight`` below."""
+    return f"{path}.{key}" if path else key
 
-    label: str
-    """What the records are, in a sentence: ``shipment documents``, ``shipment events``."""
-    declared: frozenset[str]
-    groups: tuple[tuple[str, ...], ...] = ()
 
-    @classmethod
-    def of(cls, label: str, fields: Iterable[Field], *other_keys: str) -> Shape:
-        """The shape of records whose plain fields are ``fields`` and whose other keys (objects and
-        arrays read by groups, keys the spec names that no column takes) are ``other_keys``."""
-        fields = tuple(fields)
-        return cls(label, source_keys(fields) | frozenset(other_keys), alias_groups(fields))
+Signature = tuple[tuple[str, ...], tuple[type, ...]]
+"""An object's keys in the order sent, and the Python type of each value."""
+Probe = tuple[int, str, ValueReader | None]
+"""(position in the signature, key, what reads it) of a value of a kind its key is not declared to hold."""
+
+
+class WatchedPath:
+    """One kind of object at one place in a source's records, as the tally walks it."""
+
+    __slots__ = ("children", "declared", "groups", "kinds", "path", "readers")
+
+    def __init__(self, path: str, node: Node) -> None:
+        self.path = path
+        self.declared = node.names()
+        self.groups = node.alias_groups()
+        self.kinds: dict[str, frozenset[str]] = {}
+        self.readers: dict[str, ValueReader | None] = {}
+        for item in node.fields:
+            self._declare(item.keys, KINDS_OF_COLUMN[item.type], CONVERTERS[item.type])
+        for key in node.keys:
+            self._declare(key.keys, key.declared_kinds(), key.reads)
+        self.children: tuple[tuple[str | tuple[str, ...], bool, WatchedPath], ...] = ()
+
+    def _declare(self, names: Iterable[str], kinds: frozenset[str], reads: ValueReader | None) -> None:
+        for name in names:
+            self.kinds[name], self.readers[name] = kinds, reads
+
+    def field(self, key: str) -> str:
+        return field_name(self.path, key)
 
     def names_of(self, key: str) -> tuple[str, ...]:
         """Every name the column of ``key`` may come under (``key`` alone when it has no alias)."""
         return next((group for group in self.groups if key in group), (key,))
 
+    def probes(self, signature: Signature) -> tuple[Probe, ...]:
+        """The values of an object of this signature to probe: declared keys holding a kind not declared."""
+        found = []
+        for index, (name, kind) in enumerate(zip(*signature, strict=True)):
+            declared = self.kinds.get(name)
+            value_kind = KIND_OF_TYPE.get(kind)
+            if declared is not None and value_kind is not None and value_kind not in declared:
+                found.append((index, name, self.readers[name]))
+        return tuple(found)
+
+    def __repr__(self) -> str:
+        return f"WatchedPath({self.path!r})"
+
+
+class Shape:
+    """The keys a source's records declare at every level (``root``), compiled into :attr:`paths`."""
+
+    def __init__(self, label: str, root: Node) -> None:
+        self.label = label
+        """What the records are, in a sentence: ``shipment documents``, ``shipment events``."""
+        self.root = root
+        self.paths: dict[str, WatchedPath] = {}
+        self.top = self._compile(root, "")
+
+    @classmethod
+    def of(cls, label: str, fields: Iterable[Field] = (), *keys: Key, known: Iterable[str] = ()) -> Shape:
+        """The shape of records whose plain fields are ``fields`` and whose other keys are ``keys``."""
+        return cls(label, Node.of(fields, *keys, known=known))
+
+    def _compile(self, node: Node, path: str) -> WatchedPath:
+        watched = self.paths[path] = WatchedPath(path, node)
+        children = []
+        for key in node.keys:
+            if key.node is None:
+                continue
+            if key.node == SAME:
+                children.append((_source(key), key.array, watched))
+                continue
+            assert isinstance(key.node, Node)
+            child = field_name(path, key.name) + ("[]" if key.array else "")
+            children.append((_source(key), key.array, self._compile(key.node, child)))
+        watched.children = tuple(children)
+        return watched
+
+    @property
+    def declared(self) -> frozenset[str]:
+        """The top-level keys the records declare (aliases and known keys included)."""
+        return self.top.declared
+
+    def names_of(self, key: str) -> tuple[str, ...]:
+        return self.top.names_of(key)
+
+
+def _source(key: Key) -> str | tuple[str, ...]:
+    """A key's one name, or its names when it has several (what the walk reads it by)."""
+    return key.keys[0] if len(key.keys) == 1 else key.keys
+
 
 @dataclass
-class FieldTally:
-    """The top-level keys of the records one run read of one kind, counted per distinct key set."""
+class FieldCount:
+    """One key at one path in one run: the objects that had it, one of them, the kinds of its values."""
 
     records: int = 0
-    shapes: dict[tuple[str, ...], list[Any]] = field(default_factory=dict)
-    """Keys in the order sent -> [records with exactly these keys, the key of the first of them]."""
+    example: str | None = None
+    kinds: dict[str, int] = field(default_factory=dict)
+    """JSON kind -> values of that kind (a null counts as none)."""
+    unread: dict[str, int] = field(default_factory=dict)
+    """JSON kind -> values of that kind, not declared for the key, that what reads it could not read."""
+
+
+_NOT_AN_OBJECT: Signature = ((), ())
+
+
+class FieldTally:
+    """The keys of the objects one run read of one source, at every watched path, counted per signature."""
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+        self.records = 0
+        """Records of the source (the objects at its top)."""
+        self.by_path: dict[str, dict[Signature, list[Any]]] = {}
+        """Path -> signature -> [objects with it, the record key of the first, its probes, unread per probe]."""
 
     def see(self, record: Any, record_key: Any) -> None:
-        """Count one record (anything but an object counts as a record without fields)."""
-        self.records += 1
-        keys = tuple(record) if isinstance(record, dict) else ()
-        entry = self.shapes.get(keys)
-        if entry is None:
-            self.shapes[keys] = [1, record_key]
-        else:
-            entry[0] += 1
+        """Count one record and every watched object in it (anything but an object counts as a record
+        without fields)."""
+        self.see_all([record], record_key)
 
     def see_all(self, records: Any, record_key: Any) -> None:
         """Count each item of an array answer (one shipment's events, legs or memo lines)."""
-        if isinstance(records, list):
-            for record in records:
-                self.see(record, record_key)
+        if not isinstance(records, list):
+            return
+        self.records += len(records)
+        objects = [record for record in records if type(record) is dict]
+        if len(objects) < len(records):
+            table = self.by_path.setdefault(self.shape.top.path, {})
+            entry = table.setdefault(_NOT_AN_OBJECT, [0, record_key, (), None])
+            entry[0] += len(records) - len(objects)
+        if objects:
+            self._count(self.shape.top, objects, record_key)
+
+    def _count(self, watched: WatchedPath, objects: list[dict[str, Any]], example: Any) -> None:
+        """Count ``objects`` (all at ``watched``, of one record), then the objects under them, a path at a time."""
+        table = self.by_path.get(watched.path)
+        if table is None:
+            table = self.by_path[watched.path] = {}
+        last: tuple[Any, Any, Any] = (None, None, None)  # objects of an array mostly share one signature
+        for obj in objects:
+            keys, types = tuple(obj), tuple(map(type, obj.values()))
+            if keys == last[0] and types == last[1]:
+                entry = last[2]
+            else:
+                signature = (keys, types)
+                entry = table.get(signature)
+                if entry is None:
+                    probes = watched.probes(signature)
+                    entry = table[signature] = [0, example, probes, [0] * len(probes)]
+                last = (keys, types, entry)
+            entry[0] += 1
+            if entry[2]:
+                _probe(obj, entry[2], entry[3])
+        for source, array, child in watched.children:
+            if type(source) is str:
+                values = [value for obj in objects if (value := obj.get(source)) is not None]
+            else:
+                values = [value for obj in objects
+                          if (value := next((v for name in source if (v := obj.get(name)) is not None), None))
+                          is not None]
+            if not values:
+                continue
+            if array:
+                found = [item for value in values if type(value) is list for item in value if type(item) is dict]
+            else:
+                found = [value for value in values if type(value) is dict]
+            if found:
+                self._count(child, found, example)
 
     def add(self, other: FieldTally) -> None:
         self.records += other.records
-        for keys, (count, example) in other.shapes.items():
-            entry = self.shapes.get(keys)
-            if entry is None:
-                self.shapes[keys] = [count, example]
-            else:
-                entry[0] += count
+        for path, table in other.by_path.items():
+            mine = self.by_path.setdefault(path, {})
+            for signature, (count, example, probes, unread) in table.items():
+                entry = mine.get(signature)
+                if entry is None:
+                    mine[signature] = [count, example, probes, list(unread) if unread is not None else None]
+                else:
+                    entry[0] += count
+                    if unread:
+                        entry[3] = [a + b for a, b in zip(entry[3], unread, strict=True)]
 
-    def fields(self) -> dict[str, tuple[int, str]]:
-        """Each key received -> (records that had it, the key of one of them)."""
-        found: dict[str, tuple[int, str]] = {}
-        for keys, (count, example) in self.shapes.items():
-            for key in keys:
-                had = found.get(key)
-                found[key] = (count, str(example)) if had is None else (had[0] + count, had[1])
+    def records_at(self, watched: WatchedPath) -> int:
+        """Objects read at ``watched``."""
+        return sum(entry[0] for entry in self.by_path.get(watched.path, {}).values())
+
+    def fields(self, watched: WatchedPath | None = None) -> dict[str, FieldCount]:
+        """Each key received at ``watched`` (default: the top) with its counts."""
+        found: dict[str, FieldCount] = {}
+        table = self.by_path.get((watched or self.shape.top).path, {})
+        for (keys, types), (count, example, probes, unread) in table.items():
+            for key, kind in zip(keys, types, strict=True):
+                counted = found.get(key)
+                if counted is None:
+                    counted = found[key] = FieldCount(example=str(example))
+                counted.records += count
+                value_kind = KIND_OF_TYPE.get(kind)
+                if value_kind is not None:
+                    counted.kinds[value_kind] = counted.kinds.get(value_kind, 0) + count
+            for (index, key, _), failed in zip(probes, unread or (), strict=False):
+                if failed:
+                    kind = KIND_OF_TYPE[types[index]]
+                    found[key].unread[kind] = found[key].unread.get(kind, 0) + failed
         return found
 
-    def example_without(self, names: tuple[str, ...]) -> str | None:
-        """The key of a record that has none of ``names``."""
-        return next((str(example) for keys, (_, example) in self.shapes.items()
+    def example_without(self, names: tuple[str, ...], watched: WatchedPath | None = None) -> str | None:
+        """The key of a record with an object at ``watched`` that has none of ``names``."""
+        table = self.by_path.get((watched or self.shape.top).path, {})
+        return next((str(entry[1]) for (keys, _), entry in table.items()
                      if not any(name in keys for name in names)), None)
+
+
+def _probe(obj: dict[str, Any], probes: tuple[Probe, ...], unread: list[int]) -> None:
+    values = list(obj.values())
+    for position, (index, _, reads) in enumerate(probes):
+        if reads is None:
+            unread[position] += 1
+            continue
+        try:
+            reads(values[index])
+        except Exception:  # whatever the reader raises for it: the value cannot be read
+            unread[position] += 1
 
 
 @dataclass(frozen=True)
@@ -109,9 +283,11 @@ class KnownField:
 
     source: str
     field: str
+    """Its path and key: ``house_reference``, ``goods[].weight``."""
     declared: bool
     state: str
-    """``received``, ``new`` (no spec declares it) or ``vanished`` (declared, received before, absent now)."""
+    """``received``, ``new`` (no declaration names it), ``vanished`` (declared, received before, absent now)
+    or ``retyped`` (declared, received in a kind earlier runs never sent it in)."""
     changed_run_id: str | None
     changed_at: dt.datetime | None
     first_run_id: str
@@ -119,26 +295,38 @@ class KnownField:
     last_run_id: str | None
     last_seen_at: dt.datetime | None
     records_read: int
-    """Records of the source in the latest run that read it."""
+    """Objects of its path in the latest run that read any."""
     records_with: int
-    """Of those, the records that had the field."""
+    """Of those, the objects that had the field."""
     example_record_key: str | None
     """A record of that run with the field (for ``vanished``: one without it)."""
     records_read_total: int
-    """Records of the source read by the runs that received the field."""
+    """Objects of its path read by the runs that received the field."""
     records_with_total: int
-    """Of those, the records that had it."""
+    """Of those, the objects that had it."""
     records_since_seen: int = 0
-    """Records of the source read since a run last received it (this run's included)."""
+    """Objects of its path read since a run last received it (this run's included)."""
+    path: str = ""
+    """The path of the objects it is a key of (``""``: the records themselves)."""
+    kinds: tuple[str, ...] | None = None
+    """The JSON kinds its values came in (None: no value yet but null)."""
+    kinds_read: Mapping[str, int] | None = None
+    """Its values in the latest run that received it, per kind."""
+    unread: int = 0
+    """Of those, values of a kind not in ``kinds`` that could not be read."""
 
     def share(self) -> float:
-        """The share of the records that had the field, in the runs that received it."""
+        """The share of the objects that had the field, in the runs that received it."""
         return self.records_with_total / self.records_read_total if self.records_read_total else 1.0
+
+    @property
+    def key(self) -> str:
+        return self.field[len(self.path) + 1:] if self.path else self.field
 
 
 @dataclass(frozen=True)
 class FieldChange:
-    """A field that changed shape in one run: ``new`` or ``vanished``."""
+    """A field that changed shape in one run: ``new``, ``vanished`` or ``retyped``."""
 
     source: str
     label: str
@@ -148,57 +336,128 @@ class FieldChange:
     records_with: int
     first_run_id: str
     example_record_key: str | None
+    kinds_before: tuple[str, ...] = ()
+    """``retyped``: the kinds earlier runs sent it in."""
+    kinds_new: Mapping[str, int] = field(default_factory=dict)
+    """``retyped``: values of the other kinds this run, per kind."""
+    unread: int = 0
+    """``retyped``: of those, the values that could not be read (null in their column, data problems)."""
 
     def phrase(self) -> str:
-        """``house_reference absent from all 40 read (present before)``, ``house_bill_number new (in 40 of 40)``."""
+        """``house_reference absent from all 40 read (present before)``, ``house_bill_number new (in 40 of
+        40)``, ``goods[].quantity number -> text in 194 of 194, all read``."""
         if self.change == VANISHED:
             return f"{self.field} absent from all {self.records_read:,} read (present before)"
+        if self.change == RETYPED:
+            values = sum(self.kinds_new.values())
+            read = "all read" if not self.unread else f"{self.unread:,} not read (null, freight_meta.data_problems)"
+            return (f"{self.field} {'/'.join(self.kinds_before)} -> {'/'.join(sorted(self.kinds_new))} in "
+                    f"{values:,} of {self.records_with:,}, {read}")
         return f"{self.field} new (in {self.records_with:,} of {self.records_read:,})"
 
 
 def compare(
     source: str, shape: Shape, tally: FieldTally, known: Mapping[str, KnownField], run_id: str, at: dt.datetime,
 ) -> tuple[list[FieldChange], list[KnownField]]:
-    """This run's changes of shape in ``source``, and the state of every field it knows after the run
-    (unchanged when the run read no record of the source)."""
+    """This run's changes of shape in ``source`` (every watched path), and the state of every field it knows
+    after the run (unchanged at a path the run read no object of)."""
     if tally.records == 0:
         return [], list(known.values())
-    seen = tally.fields()
+    by_path: dict[str, dict[str, KnownField]] = {}
+    for known_field in known.values():
+        by_path.setdefault(known_field.path, {})[known_field.key] = known_field
+    changes: list[FieldChange] = []
+    states: list[KnownField] = []
+    for watched in shape.paths.values():
+        here = by_path.pop(watched.path, {})
+        records = tally.records_at(watched)
+        if not records:
+            states += here.values()
+            continue
+        found, after = _compare_path(source, shape.label, watched, tally, records, here, run_id, at)
+        changes += found
+        states += after
+    for rest in by_path.values():  # a path no longer declared: kept as it was
+        states += rest.values()
+    return changes, states
+
+
+def _compare_path(
+    source: str, label: str, watched: WatchedPath, tally: FieldTally, records: int,
+    known: Mapping[str, KnownField], run_id: str, at: dt.datetime,
+) -> tuple[list[FieldChange], list[KnownField]]:
+    seen = tally.fields(watched)
     changes: list[FieldChange] = []
     states: list[KnownField] = []
     for name in sorted(set(seen) | set(known)):
         before = known.get(name)
-        declared = name in shape.declared
-        count, example = seen.get(name, (0, None))
+        declared = name in watched.declared
+        got = seen.get(name)
+        count = got.records if got else 0
+        example = got.example if got else None
+        kinds = baseline = _kinds_before(before)
+        retyped: tuple[dict[str, int], int] | None = None
         if count:
-            state = RECEIVED if declared else NEW
+            assert got is not None
+            kinds, retyped = _kinds_after(baseline, got, declared)
+            state = RETYPED if retyped else RECEIVED if declared else NEW
         elif before is None:
             continue
         elif not declared:
             state = RECEIVED  # an undeclared field that stopped coming: nothing is kept in raw only any more
-        elif any(other in seen for other in shape.names_of(name)):
+        elif any(other in seen for other in watched.names_of(name)):
             state = RECEIVED  # its column's other name came instead
-        elif (1.0 - before.share()) ** (before.records_since_seen + tally.records) < CHANCE:
+        elif (1.0 - before.share()) ** (before.records_since_seen + records) < CHANCE:
             state = VANISHED
-            example = tally.example_without(shape.names_of(name))
+            example = tally.example_without(watched.names_of(name), watched)
         else:  # too few records to tell: a vanished field stays vanished
             state = VANISHED if before.state == VANISHED else RECEIVED
         changed = before is None or before.state != state
         first_run, first_at = (run_id, at) if before is None else (before.first_run_id, before.first_seen_at)
         after = KnownField(
-            source, name, declared, state,
+            source, watched.field(name), declared, state,
             run_id if changed else before.changed_run_id if before else None,
             at if changed else before.changed_at if before else None,
             first_run, first_at,
             run_id if count else before.last_run_id if before else None,
             at if count else before.last_seen_at if before else None,
-            tally.records, count, example,
-            (before.records_read_total if before else 0) + (tally.records if count else 0),
+            records, count, example,
+            (before.records_read_total if before else 0) + (records if count else 0),
             (before.records_with_total if before else 0) + count,
-            0 if count else (before.records_since_seen if before else 0) + tally.records,
+            0 if count else (before.records_since_seen if before else 0) + records,
+            watched.path, kinds,
+            dict(got.kinds) if got else before.kinds_read if before else None,
+            retyped[1] if retyped else 0,
         )
         states.append(after)
-        if changed and state in (NEW, VANISHED):
-            changes.append(FieldChange(source, shape.label, name, state, tally.records, count, first_run, example))
+        if changed and state in OPEN_STATES:
+            new_kinds, unread = retyped if retyped else ({}, 0)
+            changes.append(FieldChange(source, label, after.field, state, records, count, first_run, example,
+                                       baseline or (), new_kinds, unread))
     return changes, states
 
+
+def _kinds_before(before: KnownField | None) -> tuple[str, ...] | None:
+    """The kinds a field came in before this run: those of earlier runs, and the new kinds of a run that
+    reported it retyped, once all its values of them were read (taken in: that change is resolved)."""
+    if before is None or before.kinds is None:
+        return None
+    if before.state == RETYPED and not before.unread and before.kinds_read:
+        return tuple(sorted({*before.kinds, *before.kinds_read}))
+    return before.kinds
+
+
+def _kinds_after(
+    kinds: tuple[str, ...] | None, got: FieldCount, declared: bool
+) -> tuple[tuple[str, ...] | None, tuple[dict[str, int], int] | None]:
+    """The field's kinds after this run, and (values of kinds it never came in, of those not read) when it
+    came in another kind (a declared field only). The first values but null set its kinds; a run's new
+    kinds are taken in by the next run when all their values were read (:func:`_kinds_before`)."""
+    if not got.kinds:
+        return kinds, None
+    if kinds is None or not declared:
+        return tuple(sorted({*(kinds or ()), *got.kinds})), None
+    other = {kind: count for kind, count in got.kinds.items() if kind not in kinds}
+    if not other:
+        return kinds, None
+    return kinds, (other, sum(got.unread.get(kind, 0) for kind in other))

@@ -10,7 +10,8 @@ A :class:`MappingSignature` has two parts:
   derive no row).
 
 :func:`touched_keys` compares two signatures. When the only difference is in the source keys of some fields
-(a renamed field's alias added, ``Field(..., source=("house_reference", "house_bill_number"))``), a record
+(a renamed field's alias added, ``Field(..., source=("house_reference", "house_bill_number"))``, or a renamed
+nested object's, ``Key(("location", "place"), ...)``), a record
 that holds none of the keys added or removed (nor of the kept ones, when their order changed) gives the same
 rows under both: a field reads the first of its keys that holds a value. So a rebuild re-derives only the
 records whose raw text names one of those keys (``sync.rebuild``). Any other difference (code, a column,
@@ -39,6 +40,7 @@ from typing import Any
 
 import freight_pipeline
 from freight_pipeline.normalize import specs
+from freight_pipeline.normalize.nodes import Key
 from freight_pipeline.normalize.plain_fields import CompiledFields, Field
 from freight_pipeline.normalize.schema import Column, TableSpec
 
@@ -217,6 +219,9 @@ def _as_data(value: Any, within: tuple[int, ...]) -> Any:
     inner = (*within, id(value))
     if isinstance(value, Field):  # its description derives no row
         return {"field": value.column, "type": value.type, _SOURCES: list(value.keys)}
+    if isinstance(value, Key):  # a nested object's, an array's or a group's value: its names, as a field's
+        return {"key": _as_data(value.node, inner), "array": value.array, "reads": _as_data(value.reads, inner),
+                "kinds": _as_data(value.kinds, inner), _SOURCES: list(value.keys)}
     if isinstance(value, CompiledFields):
         return [{"field": column, "converter": _name(convert), "native": _name(native), _SOURCES: [key, *aliases]}
                 for column, key, convert, native, aliases in value]

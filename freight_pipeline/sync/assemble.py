@@ -33,7 +33,7 @@ from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.sync.bundle import GONE, NOT_APPLICABLE, Bundle
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text, record_failure
-from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, DOCUMENT_PART, Part, Ref
+from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, DOCUMENT_PART, PART_BY_STREAM, Part, Ref
 from freight_pipeline.warehouse.records import BatchWrite, RawDocument, RawPart, Reject
 
 Rows = dict[str, list[dict[str, Any]]]
@@ -110,7 +110,10 @@ class _Builder:
         return self.counts.setdefault(stream, PartCounts())
 
     def tally(self, stream: str) -> FieldTally:
-        return self.tallies.setdefault(stream, FieldTally())
+        tally = self.tallies.get(stream)
+        if tally is None:
+            tally = self.tallies[stream] = FieldTally(PART_BY_STREAM[stream].shape)
+        return tally
 
     def replace(self, part: Part, shipment_id: int, rows: Rows | None = None) -> None:
         for table in part.tables:

@@ -25,7 +25,7 @@ from freight_pipeline.client import endpoints as ep
 from freight_pipeline.normalize.errors import NormalizationError
 from freight_pipeline.normalize.flatten import to_arrow_batch
 from freight_pipeline.normalize.problems import Problems
-from freight_pipeline.normalize.records import normalize_code_conversion
+from freight_pipeline.normalize.records import CODE_CONVERSION_SHAPE, normalize_code_conversion
 from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS
 from freight_pipeline.sync.changes import read_complete
@@ -51,7 +51,7 @@ async def sync_code_conversions(
     result.cursor_before = warehouse.reads.get_cursor(STREAM)
     records = await read_complete(source.code_conversion_pages, "code-conversion scroll", settings.count_attempts)
     result.rows_read = len(records)
-    converted = convert(records, result.tallies.setdefault(STREAM, FieldTally()))
+    converted = convert(records, result.tallies.setdefault(STREAM, FieldTally(CODE_CONVERSION_SHAPE)))
     outcome = warehouse.writes.replace_table(
         run_id, TABLE, converted.table, stream=STREAM, rejects=converted.rejects, quarantined=converted.quarantined,
         problems=converted.problems, backoff=settings.backoff,

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from freight_pipeline.normalize.records import CODE_CONVERSION_SHAPE
-from freight_pipeline.normalize.shapes import NEW, VANISHED, FieldChange, FieldTally, KnownField, Shape, compare
+from freight_pipeline.normalize.shapes import OPEN_STATES, FieldChange, FieldTally, KnownField, Shape, compare
 from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
 from freight_pipeline.sync.parts import PARTS
 from freight_pipeline.warehouse.store import Warehouse
@@ -23,7 +24,6 @@ from freight_pipeline.warehouse.store import Warehouse
 SOURCE_SHAPES: Mapping[str, Shape] = {**{part.stream: part.shape for part in PARTS},
                                       CODE_CONVERSIONS: CODE_CONVERSION_SHAPE}
 """Each source of records whose shape is watched, and the fields it declares."""
-OPEN_STATES = (NEW, VANISHED)
 
 
 def note_shape(warehouse: Warehouse, run_id: str, tallies: Mapping[str, FieldTally],
@@ -49,7 +49,7 @@ def note_shape(warehouse: Warehouse, run_id: str, tallies: Mapping[str, FieldTal
 
 def change_record(change: FieldChange) -> dict[str, Any]:
     """A change as kept in ``sync_runs.details`` (and shown by the run's result line)."""
-    return {**dataclasses.asdict(change), "phrase": change.phrase()}
+    return {**dataclasses.asdict(change), "kinds_new": dict(change.kinds_new), "phrase": change.phrase()}
 
 
 def open_changes(warehouse: Warehouse, streams: list[str] | None = None) -> list[dict[str, Any]]:
@@ -59,10 +59,20 @@ def open_changes(warehouse: Warehouse, streams: list[str] | None = None) -> list
 
 def _known(row: Mapping[str, Any]) -> KnownField:
     values = {f.name: row.get("stream" if f.name == "source" else f.name) for f in dataclasses.fields(KnownField)}
+    kinds, kinds_read = _json(values["kinds"]), _json(values["kinds_read"])
+    values.update(path=values["path"] or "", unread=values["unread"] or 0,
+                  kinds=tuple(kinds) if kinds is not None else None, kinds_read=kinds_read)
     return KnownField(**values)
 
 
 def _row(state: KnownField) -> dict[str, Any]:
     row = dataclasses.asdict(state)
     row["stream"] = row.pop("source")
+    row["kinds"] = json.dumps(list(state.kinds)) if state.kinds is not None else None
+    row["kinds_read"] = json.dumps(dict(state.kinds_read)) if state.kinds_read is not None else None
     return row
+
+
+def _json(value: Any) -> Any:
+    """A JSON column's value as data (DuckDB returns its text)."""
+    return json.loads(value) if isinstance(value, str) else value

@@ -112,7 +112,7 @@ class _Run:
         for stream, counted in assembled.counts.items():
             self.counts.setdefault(stream, PartCounts()).add(counted)
         for stream, tally in assembled.tallies.items():
-            self.result.tallies.setdefault(stream, FieldTally()).add(tally)
+            self.result.tallies.setdefault(stream, FieldTally(tally.shape)).add(tally)
         written = len(assembled.write.loaded.get(STREAM, ()))
         self.say(f"shipments: {self.result.rows_read} changed read, {written} written in this batch{moved}")
 

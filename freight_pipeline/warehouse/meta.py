@@ -203,11 +203,14 @@ SOURCE_FIELDS = _meta(
     (
         _key("stream", "VARCHAR", "the source of the records: a part of a shipment (shipments, shipment_events, "
              "...) or a stream (code_conversions), as in data_problems"),
-        _key("field", "VARCHAR", "a top-level field (key) of its records"),
+        _key("field", "VARCHAR", "a field (key) of its records, named by its path: house_reference at the top, "
+             "goods[].weight in every goods line (subgoods at any depth included), "
+             "main_carriage.carriage_legs[].origin.location"),
         Column("declared", "BOOLEAN", "whether a table spec declares it (false: its value is kept in the raw "
                                       "record only)"),
         Column("state", "VARCHAR", "received; new (no spec declares it); vanished (declared, received by earlier "
-                                   "runs, absent from every record of the latest run that read the source)"),
+                                   "runs, absent from every object of its path in the latest run that read any); "
+                                   "retyped (declared, received in a JSON kind earlier runs never sent it in)"),
         Column("changed_run_id", "VARCHAR", "the run that met the current state first (reported then)"),
         Column("changed_at", "TIMESTAMPTZ", "when"),
         Column("first_run_id", "VARCHAR", "the first run that received the field"),
@@ -221,10 +224,18 @@ SOURCE_FIELDS = _meta(
         Column("records_read_total", "BIGINT", "records of the source read by the runs that received the field"),
         Column("records_with_total", "BIGINT", "of those, the records that had it (their share: how often it comes)"),
         Column("records_since_seen", "BIGINT", "records of the source read since a run last received it"),
+        Column("path", "VARCHAR", "the path of the objects the field is a key of ('' for the records themselves, "
+                                  "goods[] for goods lines); records_* count the objects of that path"),
+        Column("kinds", "JSON", "the JSON kinds its values came in (number, text, boolean, object, array; a null "
+                                "is none): a kind outside them is a type change"),
+        Column("kinds_read", "JSON", "its values in the latest run that received it, per JSON kind"),
+        Column("unread", "BIGINT", "retyped: values of the latest run in a new kind that could not be read (null in "
+                                   "their column, each in data_problems)"),
     ),
     ("stream", "field"),
-    "The shape of the records each source sent: every top-level field received, whether a spec declares it, "
-    "and which fields are new or vanished (schema drift, reported by the run that meets it).",
+    "The shape of the records each source sent, at every level a spec reads: every field received, whether a "
+    "spec declares it, the JSON kinds of its values, and which fields are new, vanished or retyped (schema "
+    "drift, reported by the run that meets it).",
 )
 
 META_TABLES: tuple[TableSpec, ...] = (

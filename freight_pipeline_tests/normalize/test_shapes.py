@@ -11,11 +11,11 @@ from freight_pipeline_tests.normalize import samples
 
 AT = dt.datetime(2026, 11, 27, 9, 0, tzinfo=dt.UTC)
 SHAPE = Shape.of("things", (Field("name", "VARCHAR"), Field("ref", "VARCHAR", source=("ref", "reference")),
-                            Field("note", "VARCHAR")), "id")
+                            Field("note", "VARCHAR")), known=("id",))
 
 
 def tally(*records: dict[str, object]) -> FieldTally:
-    counted = FieldTally()
+    counted = FieldTally(SHAPE)
     for position, record in enumerate(records):
         counted.see(record, record.get("id", position))
     return counted
@@ -36,11 +36,13 @@ def test_every_field_of_a_sample_document_is_declared_but_its_future_one() -> No
 def test_a_tally_counts_records_per_key_set_and_keeps_an_example() -> None:
     counted = tally({"id": 1, "name": "a"}, {"id": 2, "name": None}, {"id": 3, "name": "c", "extra": 1})
     assert counted.records == 3
-    assert counted.fields() == {"id": (3, "1"), "name": (3, "1"), "extra": (1, "3")}
+    assert {key: (c.records, c.example) for key, c in counted.fields().items()} == {
+        "id": (3, "1"), "name": (3, "1"), "extra": (1, "3")}
     assert counted.example_without(("extra",)) == "1"
     more = tally({"id": 9, "extra": 2})
     counted.add(more)
-    assert counted.fields()["extra"] == (2, "3") and counted.records == 4
+    assert (counted.fields()["extra"].records, counted.fields()["extra"].example) == (2, "3")
+    assert counted.records == 4
 
 
 def test_new_vanished_and_what_is_not_drift() -> None:
@@ -80,5 +82,5 @@ def test_a_field_that_was_often_absent_vanishes_only_when_its_absence_is_no_acci
 
 def test_a_run_that_read_no_record_changes_nothing() -> None:
     _, known = run([{"id": 1, "name": "n"}], {}, "r1")
-    changes, states = compare("things", SHAPE, FieldTally(), known, "r2", AT)
+    changes, states = compare("things", SHAPE, FieldTally(SHAPE), known, "r2", AT)
     assert changes == [] and states == list(known.values())

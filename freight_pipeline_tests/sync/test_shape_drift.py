@@ -11,14 +11,12 @@ from typing import Any
 
 import pytest
 
+from bench.before_the_fix import mapping_before_the_fix
 from bench.expected_rows import expected_rows
 from freight_pipeline.commands.report import read_report
 from freight_pipeline.commands.status import render_status
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize import flatten
-from freight_pipeline.normalize.plain_fields import Field, compile_fields
-from freight_pipeline.normalize.shapes import Shape
-from freight_pipeline.normalize.specs.shipments import SHIPMENT_FIELDS, SHIPMENT_TIMESTAMP_FIELDS
 from freight_pipeline.simulator.releases import NEXT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import drift
@@ -125,10 +123,8 @@ def test_before_the_alias_a_rename_is_reported_as_vanished_and_new(
 ) -> None:
     """The shipments spec without its one-line alias: the issue's "house_reference absent from all 40 read
     (present before), house_bill_number new", and the column left null, as it was."""
-    plain = tuple(Field(f.column, f.type, f.description) if len(f.keys) > 1 else f for f in SHIPMENT_FIELDS)
-    monkeypatch.setattr(flatten, "_SHIPMENT", compile_fields((*plain, *SHIPMENT_TIMESTAMP_FIELDS)))
-    old_shape = flatten.DOCUMENT_SHAPE
-    shape = Shape(old_shape.label, old_shape.declared - {"house_bill_number", "master_bill_number"})
+    fields, shape = mapping_before_the_fix()
+    monkeypatch.setattr(flatten, "_SHIPMENT", fields)
     monkeypatch.setitem(drift.SOURCE_SHAPES, DOCUMENT, shape)
     sync = syncer(release_sim, tmp_path)
     sync()

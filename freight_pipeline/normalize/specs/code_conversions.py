@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from freight_pipeline.normalize.converters import BIGINT, DATE, JSON, TIMESTAMPTZ, VARCHAR
+from freight_pipeline.normalize.nodes import Node
 from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import Column, TableSpec
-from freight_pipeline.normalize.specs.keys import SCHEMA, _key
+from freight_pipeline.normalize.specs.keys import RECORD_ID, SCHEMA, _key
 
 CODE_CONVERSION_FIELDS: tuple[Field, ...] = (
     Field("partner", VARCHAR, "EDI partner"),
@@ -30,3 +31,5 @@ CODE_CONVERSIONS = TableSpec(
     "EDI code conversion records (partner code <-> internal code); the whole set, replaced each run.",
     replace_key=None,
 )
+CODE_CONVERSION_NODE = Node.of(CODE_CONVERSION_FIELDS, RECORD_ID)
+"""A code conversion record (its other keys are kept whole in ``payload`` too)."""

@@ -4,14 +4,29 @@ from __future__ import annotations
 
 from freight_pipeline.normalize.converters import BIGINT, INTEGER, VARCHAR
 from freight_pipeline.normalize.groups import DateTimeGroup, LocationGroup
+from freight_pipeline.normalize.nodes import TEXT, Key, Node
 from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import Column, TableSpec
-from freight_pipeline.normalize.specs.keys import POSITION, SCHEMA, SHIPMENT_ID, SHIPMENT_ID_NULLABLE, _key
+from freight_pipeline.normalize.specs.keys import (
+    POSITION,
+    RECORD_ID,
+    SCHEMA,
+    SHIPMENT_ID,
+    SHIPMENT_ID_NULLABLE,
+    _key,
+)
 
 # --- events ----------------------------------------------------------------------------------------
 
 EVENT_DATETIME = DateTimeGroup("event", "event date_time", until=True, source="date_time")
-EVENT_LOCATION = LocationGroup("", "event location")
+EVENT_LOCATION = LocationGroup("", "event location", source="location")
+EVENT_CODE_KEY = Key("event", kinds=frozenset({TEXT}))
+"""The event code (part of the key: an event without text here is not loaded)."""
+EVENT_TYPE_KEY = Key("type", kinds=frozenset({TEXT}))
+"""ESTIMATED or ACTUAL (part of the key, as the code)."""
+EVENT_NODE = Node.of((), EVENT_CODE_KEY, EVENT_TYPE_KEY, EVENT_DATETIME.key, EVENT_LOCATION.key,
+                     known=("shipment_id",))  # the shipment's id: the request's is used
+"""An event of ``GET /service/shipment/{id}/events``."""
 SHIPMENT_EVENTS = TableSpec(
     SCHEMA,
     "shipment_events",
@@ -78,3 +93,8 @@ SHIPMENT_CUSTOM_FIELDS = TableSpec(
     ("shipment_id", "position"),
     "Customer-defined custom fields of a shipment.",
 )
+
+MEMO_NODE = Node.of(MEMO_FIELDS, RECORD_ID)
+"""A memo line of the memo lookup."""
+AES_KEY = Key("aes", Node.of(AES_FIELDS), array=True)
+CUSTOM_FIELDS_KEY = Key("custom_fields", Node.of(CUSTOM_FIELD_FIELDS), array=True)

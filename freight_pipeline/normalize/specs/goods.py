@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from freight_pipeline.normalize.converters import BIGINT, BOOLEAN, DOUBLE, INTEGER, JSON, TIMESTAMPTZ, VARCHAR
-from freight_pipeline.normalize.groups import ContactGroup
+from freight_pipeline.normalize.groups import ContactGroup, loose_datetime_key
+from freight_pipeline.normalize.nodes import SAME, Key, Node
 from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.specs.keys import GOOD_PATH, POSITION, SCHEMA, SHIPMENT_ID
@@ -141,3 +142,26 @@ GOOD_DESCRIPTIONS = _good_child(
     "Description of a goods line, one row per line.",
     [Column("description", VARCHAR, "one description line")],
 )
+
+# --- the objects a goods line holds, as the normalizer reads them (``normalize.nodes``) --------------
+
+INVOICE_DATE_TIME_KEY = loose_datetime_key("invoice_date_time")
+DELIVERY_DATE_TIME_KEY = loose_datetime_key("delivery_date_time")
+HS_CODES_KEY = Key("hs_codes", Node.of(HS_CODE_FIELDS), array=True)
+MEASUREMENTS_KEY = Key("measurements", Node.of(MEASUREMENT_FIELDS), array=True)
+GOOD_CUSTOMS_KEY = Key(
+    "customs", Node.of(GOOD_CUSTOMS_FIELDS, INVOICE_DATE_TIME_KEY, DELIVERY_DATE_TIME_KEY), array=True
+)
+MRNS_KEY = Key("mrns", Node.of(MRN_FIELDS), array=True)
+DANGEROUS_GOODS_KEY = Key("dangerousGoods", Node.of(DANGEROUS_GOOD_FIELDS, DANGEROUS_GOOD_CONTACT.key), array=True)
+MARKS_KEY = Key("marks", array=True)
+"""Marks: an array of text lines."""
+DESCRIPTION_KEY = Key("description", array=True)
+"""The description: an array of text lines."""
+SUBGOODS_KEY = Key("subgoods", SAME, array=True)
+GOOD_NODE = Node.of(
+    GOOD_FIELDS, HS_CODES_KEY, MEASUREMENTS_KEY, GOOD_CUSTOMS_KEY, MRNS_KEY, DANGEROUS_GOODS_KEY, MARKS_KEY,
+    DESCRIPTION_KEY, SUBGOODS_KEY,
+)
+"""A goods line, at any depth."""
+GOODS_KEY = Key("goods", GOOD_NODE, array=True)

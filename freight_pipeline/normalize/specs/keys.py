@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from freight_pipeline.normalize.converters import BIGINT, INTEGER, VARCHAR
+from freight_pipeline.normalize.converters import BIGINT, INTEGER, VARCHAR, to_int
+from freight_pipeline.normalize.nodes import NUMBER, Key
 from freight_pipeline.normalize.schema import Column
 
 SCHEMA = "freight"
@@ -15,4 +16,6 @@ def _key(name: str, type_: str, description: str) -> Column:
 SHIPMENT_ID = _key("shipment_id", BIGINT, "id of the shipment (the service's database id)")
 SHIPMENT_ID_NULLABLE = Column("shipment_id", BIGINT, "id of the shipment; null when it could not be resolved")
 POSITION = _key("position", INTEGER, "1-based position in the source array")
+RECORD_ID = Key("id", kinds=frozenset({NUMBER}), reads=to_int)
+"""A record's own required ``id`` (read by ``records.record_id``)."""
 GOOD_PATH = _key("good_path", VARCHAR, "position path of the goods line: '1', '1.2', '1.2.1'")

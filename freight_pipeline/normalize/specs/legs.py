@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from freight_pipeline.normalize.converters import BIGINT, INTEGER, VARCHAR
-from freight_pipeline.normalize.groups import DateTimeGroup, LocationGroup
+from freight_pipeline.normalize.groups import TIME_OR_DATETIME, DateTimeGroup, LocationGroup
+from freight_pipeline.normalize.nodes import Key, Node
 from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.specs.keys import POSITION, SCHEMA, SHIPMENT_ID, _key
@@ -35,10 +36,16 @@ class LegEnd:
 
     def __init__(self, end: str) -> None:
         self.end = end
-        self.location = LocationGroup(end, end)
-        self.estimated = DateTimeGroup(f"{end}_estimated", f"{end} estimated", until=True)
-        self.actual = DateTimeGroup(f"{end}_actual", f"{end} actual")
-        self.revised = DateTimeGroup(f"{end}_revised", f"{end} revised")
+        self.location = LocationGroup(end, end, source="location")
+        self.estimated = DateTimeGroup(f"{end}_estimated", f"{end} estimated", source="estimated_datetime",
+                                       until=True)
+        self.estimated_until = Key("estimated_datetime_until", TIME_OR_DATETIME)
+        """A separate end of the estimated time range: a time of day's parts, or a whole DateTime."""
+        self.actual = DateTimeGroup(f"{end}_actual", f"{end} actual", source="actual_datetime")
+        self.revised = DateTimeGroup(f"{end}_revised", f"{end} revised", source="revised_datetime")
+        self.key = Key(end, Node.of((), self.location.key, self.estimated.key, self.estimated_until,
+                                    self.actual.key, self.revised.key))
+        """The end's object (a LocationDateTime)."""
 
     def columns(self) -> list[Column]:
         return [
@@ -84,3 +91,15 @@ SEA_MAIN_CARRIAGE_LEGS = TableSpec(
     ("shipment_id", "position"),
     "Sea main-carriage legs from GET /service/shipment/{id}/seamaincarriage.",
 )
+
+# --- legs as the normalizers read them (``normalize.nodes``) ------------------------------------------
+
+LEG_END_KEYS = tuple(end.key for end in LEG_ENDS)
+EMBEDDED_LEG_NODE = Node.of((*LEG_COMMON_FIELDS, *AIR_LEG_FIELDS, *SEA_LEG_FIELDS, *HAULAGE_LEG_FIELDS), *LEG_END_KEYS)
+AIR_LEG_NODE = Node.of((*LEG_COMMON_FIELDS, *AIR_LEG_FIELDS), *LEG_END_KEYS)
+SEA_LEG_NODE = Node.of((*LEG_COMMON_FIELDS, *SEA_LEG_FIELDS), *LEG_END_KEYS)
+CARRIAGE_LEGS_KEY = Key("carriage_legs", EMBEDDED_LEG_NODE, array=True)
+CARRIAGES: tuple[tuple[str, Key], ...] = tuple(
+    (carriage, Key(f"{carriage}_carriage", Node.of((), CARRIAGE_LEGS_KEY))) for carriage in ("pre", "main", "post")
+)
+"""(carriage, its key): the shipment's pre_carriage, main_carriage and post_carriage (Transport objects)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from freight_pipeline.normalize.converters import BIGINT, BOOLEAN, INTEGER, JSON, VARCHAR
 from freight_pipeline.normalize.groups import ContactGroup, DateTimeGroup
+from freight_pipeline.normalize.nodes import Key, Node
 from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.specs.keys import POSITION, SCHEMA, SHIPMENT_ID, _key
@@ -123,3 +124,17 @@ CONTAINER_ADDRESSES = TableSpec(
     ("shipment_id", "container_position", "position"),
     "Addresses of a container (containerAddresses): fixed and dynamic, appointment, contact.",
 )
+
+# --- the objects of addresses and containers, as the normalizer reads them (``normalize.nodes``) ---
+
+PRINTED_ADDRESS_KEY = Key("printed_address", Node.of(PRINTED_ADDRESS_FIELDS))
+REFERENCES_KEY = Key("references", Node.of(REFERENCE_FIELDS, REFERENCE_DATETIME.key), array=True)
+ADDRESS_NODE = Node.of(ADDRESS_FIELDS, PRINTED_ADDRESS_KEY, ADDRESS_CONTACT.key, REFERENCES_KEY)
+ADDRESSES_KEY = Key("addresses", ADDRESS_NODE, array=True)
+CONTAINER_ADDRESSES_KEY = Key(
+    "containerAddresses",
+    Node.of(CONTAINER_ADDRESS_FIELDS, APPOINTMENT_FROM.key, APPOINTMENT_TO.key, CONTAINER_CONTACT.key),
+    array=True,
+)
+CONTAINER_NODE = Node.of(CONTAINER_FIELDS, CONTAINER_ADDRESSES_KEY)
+CONTAINERS_KEY = Key("containers", CONTAINER_NODE, array=True)

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from freight_pipeline.normalize.converters import BIGINT, BOOLEAN, DATE, DOUBLE, TIMESTAMPTZ, VARCHAR
+from freight_pipeline.normalize.nodes import Key, Node
 from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import Column, TableSpec
-from freight_pipeline.normalize.specs.keys import SCHEMA, SHIPMENT_ID
+from freight_pipeline.normalize.specs.events_memos import AES_KEY, CUSTOM_FIELDS_KEY
+from freight_pipeline.normalize.specs.goods import GOODS_KEY
+from freight_pipeline.normalize.specs.keys import RECORD_ID, SCHEMA, SHIPMENT_ID
+from freight_pipeline.normalize.specs.legs import CARRIAGES
+from freight_pipeline.normalize.specs.parties import ADDRESSES_KEY, CONTAINERS_KEY
 
 SHIPMENT_FIELDS: tuple[Field, ...] = (
     Field("client", VARCHAR, "the client (tenant) of the shipment"),
@@ -126,3 +131,18 @@ SHIPMENTS = TableSpec(
     ("shipment_id",),
     "One row per shipment, latest version: scalars, flattened employees, insurance, credit, customs.",
 )
+
+# --- the shipment document as the normalizer reads it (``normalize.nodes``) -----------------------
+
+EMPLOYEES_KEY = Key("employees", Node.of(EMPLOYEE_FIELDS))
+INSURER_KEY = Key("insurer", Node.of(INSURER_FIELDS))
+INSURANCE_KEY = Key("insurance", Node.of(INSURANCE_FIELDS, INSURER_KEY))
+CREDIT_KEY = Key("credit_data", Node.of(CREDIT_FIELDS))
+CUSTOMS_KEY = Key("customs_data", Node.of(CUSTOMS_FIELDS))
+DOCUMENT_NODE = Node.of(
+    (*SHIPMENT_FIELDS, *SHIPMENT_TIMESTAMP_FIELDS),
+    RECORD_ID, EMPLOYEES_KEY, INSURANCE_KEY, CREDIT_KEY, CUSTOMS_KEY, GOODS_KEY, ADDRESSES_KEY, CONTAINERS_KEY,
+    *(key for _, key in CARRIAGES), AES_KEY, CUSTOM_FIELDS_KEY,
+    known=("events", "memos"),  # named by the spec; their tables come from their own endpoints
+)
+"""A shipment document (``GET /service/shipment/{id}``)."""
