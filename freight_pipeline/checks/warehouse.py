@@ -174,7 +174,7 @@ def notices_check(stream: str) -> WarehouseCheck:
 def shape_check(stream: str) -> WarehouseCheck:
     def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
         counts, fields = queries.shape_changes(con, stream)
-        return CheckResult(not fields, {**{f"{state}_fields": n for state, n in counts.items()}, "fields": fields})
+        return CheckResult(not fields, {**{f"{state}_fields": n for state, n in counts.items() if n}, "fields": fields})
 
     return WarehouseCheck(
         "no_shape_changes",

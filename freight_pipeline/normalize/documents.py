@@ -14,10 +14,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from freight_pipeline.datetimes import DateTimeParseError, parse_service_datetime, to_utc
-from freight_pipeline.normalize.converters import BIGINT, JSON, TIMESTAMPTZ, VARCHAR
+from freight_pipeline.normalize.converters import BIGINT, JSON, TIMESTAMPTZ, VARCHAR, to_str
 from freight_pipeline.normalize.errors import RecordShapeError
+from freight_pipeline.normalize.nodes import NUMBER, TEXT, Key, Node
 from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.schema import Column, TableSpec
+from freight_pipeline.normalize.shapes import Shape
+from freight_pipeline.normalize.specs.keys import RECORD_ID
 
 SHIPMENT_DOCUMENTS = TableSpec(
     "freight",
@@ -45,6 +48,24 @@ SHIPMENT_DOCUMENTS = TableSpec(
 )
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+_TEXT = frozenset({TEXT})
+FILE_NAME_KEY = Key("file_name", kinds=_TEXT)
+MIME_TYPE_KEY = Key("mime_type", kinds=_TEXT)
+DESCRIPTION_KEY = Key("description", kinds=_TEXT)
+CREATED_KEY = Key("created_date_time", kinds=_TEXT, reads=parse_service_datetime)
+REFERENCE_TYPE_KEY = Key(("type", "reference_key"), kinds=_TEXT, reads=to_str)
+"""What a reference names: ``SHIPMENT``, ``HBL`` (``reference_key``: the other shape services send)."""
+REFERENCE_VALUE_KEY = Key(("value", "reference"), kinds=frozenset({TEXT, NUMBER}), reads=to_str)
+ROLE_KEY = Key("role", kinds=_TEXT)
+EFILE_NODE = Node.of(
+    (), RECORD_ID, FILE_NAME_KEY, MIME_TYPE_KEY, DESCRIPTION_KEY, CREATED_KEY,
+    Key("references", Node.of((), RECORD_ID, REFERENCE_TYPE_KEY, REFERENCE_VALUE_KEY), array=True),
+    Key("roles", Node.of((), RECORD_ID, ROLE_KEY), array=True),
+    known=("document",),  # the document's bytes (copied when content is copied; never a column)
+)
+"""An E-File as the documents stream reads it: its lookup record, with the references and roles read for it."""
+EFILE_SHAPE = Shape("E-Files", EFILE_NODE)
 
 
 def safe_file_name(name: Any, limit: int = 120) -> str:
@@ -90,39 +111,40 @@ def document_row(
     Raises RecordShapeError when the E-File has no usable id; a value that cannot be converted is
     null and one problem in ``found``.
     """
-    efile_id = efile.get("id")
+    efile_id = RECORD_ID.of(efile)
     if isinstance(efile_id, bool) or not isinstance(efile_id, int):
         raise RecordShapeError(f"E-File without a usable id: {efile_id!r}")
-    created_raw = efile.get("created_date_time")
+    created_raw = CREATED_KEY.of(efile)
     created_at: dt.datetime | None = None
     try:
         created_at = to_utc(parse_service_datetime(created_raw))
     except DateTimeParseError as exc:
-        found.add("created_date_time", created_raw, str(exc))
+        found.add(CREATED_KEY.name, created_raw, str(exc))
+    file_name = FILE_NAME_KEY.of(efile)
     return {
         "shipment_id": shipment_id,
         "efile_id": efile_id,
-        "file_name": _text(efile, "file_name", found),
-        "safe_file_name": safe_file_name(efile.get("file_name")) if isinstance(efile.get("file_name"), str) else None,
-        "mime_type": _text(efile, "mime_type", found),
-        "description": _text(efile, "description", found),
+        "file_name": _text(efile, FILE_NAME_KEY, found),
+        "safe_file_name": safe_file_name(file_name) if isinstance(file_name, str) else None,
+        "mime_type": _text(efile, MIME_TYPE_KEY, found),
+        "description": _text(efile, DESCRIPTION_KEY, found),
         "created_at": created_at,
         "created_date_time": created_raw if isinstance(created_raw, str) else None,
         "document_references": json.dumps(
-            [{"id": r.get("id"), "type": r.get("type"), "value": r.get("value")}
+            [{"id": RECORD_ID.of(r), "type": REFERENCE_TYPE_KEY.of(r), "value": REFERENCE_VALUE_KEY.of(r)}
              for r in references if isinstance(r, Mapping)],
             sort_keys=True,
         ),
-        "roles": json.dumps([r.get("role") if isinstance(r, Mapping) else r for r in roles]),
+        "roles": json.dumps([ROLE_KEY.of(r) if isinstance(r, Mapping) else r for r in roles]),
         "content_sha256": content[0] if content else None,
         "content_size_bytes": content[1] if content else None,
         "content_path": content[2] if content else None,
     }
 
 
-def _text(record: Mapping[str, Any], name: str, found: Problems) -> str | None:
-    value = record.get(name)
+def _text(record: Mapping[str, Any], key: Key, found: Problems) -> str | None:
+    value = key.of(record)
     if value is None or isinstance(value, str):
         return value
-    found.add(name, value, f"{name} is not a string: left null")
+    found.add(key.name, value, f"{key.name} is not a string: left null")
     return None

@@ -399,7 +399,7 @@ def _compare_path(
         retyped: tuple[dict[str, int], int] | None = None
         if count:
             assert got is not None
-            kinds, retyped = _kinds_after(baseline, got, declared)
+            kinds, retyped = _kinds_after(baseline, got, watched.kinds.get(name) if declared else None)
             state = RETYPED if retyped else RECEIVED if declared else NEW
         elif before is None:
             continue
@@ -448,16 +448,17 @@ def _kinds_before(before: KnownField | None) -> tuple[str, ...] | None:
 
 
 def _kinds_after(
-    kinds: tuple[str, ...] | None, got: FieldCount, declared: bool
+    kinds: tuple[str, ...] | None, got: FieldCount, declared: frozenset[str] | None
 ) -> tuple[tuple[str, ...] | None, tuple[dict[str, int], int] | None]:
-    """The field's kinds after this run, and (values of kinds it never came in, of those not read) when it
-    came in another kind (a declared field only). The first values but null set its kinds; a run's new
-    kinds are taken in by the next run when all their values were read (:func:`_kinds_before`)."""
+    """The field's kinds after this run, and (values of kinds it never came in, of those not read) when a
+    declared field came in a kind neither earlier runs sent it in nor its declaration names (``declared``: a
+    DateTime's time as text or as an object is no change). The first values but null set its kinds; a run's
+    new kinds are taken in by the next run when all their values were read (:func:`_kinds_before`)."""
     if not got.kinds:
         return kinds, None
-    if kinds is None or not declared:
+    if kinds is None or declared is None:
         return tuple(sorted({*(kinds or ()), *got.kinds})), None
-    other = {kind: count for kind, count in got.kinds.items() if kind not in kinds}
+    other = {kind: count for kind, count in got.kinds.items() if kind not in kinds and kind not in declared}
     if not other:
         return kinds, None
     return kinds, (other, sum(got.unread.get(kind, 0) for kind in other))

@@ -19,7 +19,7 @@ from freight_pipeline.simulator.config import (
     UserConfig,
     default_users,
 )
-from freight_pipeline.simulator.releases import CURRENT, NEXT, RELEASES
+from freight_pipeline.simulator.releases import CURRENT, NESTED, NEXT, RELEASES
 
 
 def _shipment_count(text: str) -> int:
@@ -210,7 +210,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--release", choices=RELEASES, default=CURRENT,
         help=f"the release of the interface it answers in (default {CURRENT}, the spec's current one; {NEXT} "
-        "renames, drops and adds fields of documents, events and air legs: docs/real-services.md); "
+        f"renames, drops and adds top-level fields of documents, events and air legs; {NESTED} also renames and "
+        "retypes fields inside goods, addresses, containers, legs and events: docs/real-services.md); "
         "switched while running with POST /_control/release",
     )
     parser.add_argument(

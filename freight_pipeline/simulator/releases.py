@@ -10,6 +10,15 @@ months (no such release is published; it is this simulator's rehearsal of one):
 * shipment events: ``reported_by`` added (who reported the event);
 * air main-carriage legs: ``flight_no`` -> ``flight_number`` (renamed).
 
+``2026.3`` keeps those and changes the records inside, where most of a shipment lies:
+
+* every goods line, at every depth of subgoods: ``weight`` -> ``gross_weight`` (renamed), ``quantity`` sent
+  as text (``"21"``: still a number to read), and each measurement's ``length`` as text with its unit
+  (``"120 cm"``: no number any more);
+* every address: ``postal_code`` -> ``zip_code``; every container: ``container_iso_code`` -> ``iso_code``;
+* every end (origin, destination) of every carriage leg, embedded (pre-, main-, post-carriage) or from the
+  air and sea main-carriage endpoints, and every event: ``location`` -> ``place`` (a nested object renamed).
+
 A release only changes how the store's true data is answered (the store keeps one shape), so a test's
 oracle still knows every value; it is switched with ``--release`` or ``POST /_control/release``.
 """
@@ -21,12 +30,19 @@ from typing import Any
 
 CURRENT = "2026.1"
 NEXT = "2026.2"
-RELEASES: tuple[str, ...] = (CURRENT, NEXT)
+NESTED = "2026.3"
+RELEASES: tuple[str, ...] = (CURRENT, NEXT, NESTED)
 
 DOCUMENT_RENAMES: dict[str, str] = {"house_reference": "house_bill_number", "master_reference": "master_bill_number"}
 DOCUMENT_DROPPED: tuple[str, ...] = ("aes",)
 AIR_LEG_RENAMES: dict[str, str] = {"flight_no": "flight_number"}
 EVENT_REPORTERS: tuple[str, ...] = ("CARRIER", "AGENT", "CUSTOMS", "WAREHOUSE")
+GOOD_RENAMES: dict[str, str] = {"weight": "gross_weight"}
+ADDRESS_RENAMES: dict[str, str] = {"postal_code": "zip_code"}
+CONTAINER_RENAMES: dict[str, str] = {"container_iso_code": "iso_code"}
+LOCATION_RENAMES: dict[str, str] = {"location": "place"}
+LEG_ENDS: tuple[str, ...] = ("origin", "destination")
+CARRIAGES: tuple[str, ...] = ("pre_carriage", "main_carriage", "post_carriage")
 
 
 def check_release(release: Any) -> str:
@@ -86,9 +102,60 @@ def _air_legs(legs: Any) -> Any:
     return legs
 
 
+def _objects(items: Any) -> list[dict[str, Any]]:
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _goods(goods: Any) -> None:
+    """2026.3's goods lines, at every depth."""
+    for good in _objects(goods):
+        _renamed(good, GOOD_RENAMES)
+        if _number(good.get("quantity")):
+            good["quantity"] = str(good["quantity"])
+        for measurement in _objects(good.get("measurements")):
+            if _number(measurement.get("length")):
+                measurement["length"] = f"{measurement['length']} cm"
+        _goods(good.get("subgoods"))
+
+
+def _leg_ends(legs: Any) -> Any:
+    """2026.3's leg ends: each end's ``location`` as ``place``."""
+    for leg in _objects(legs):
+        for end in LEG_ENDS:
+            if isinstance(leg.get(end), dict):
+                _renamed(leg[end], LOCATION_RENAMES)
+    return legs
+
+
+def _nested_document(document: Any) -> Any:
+    document = _document(document)
+    if isinstance(document, dict):
+        _goods(document.get("goods"))
+        for address in _objects(document.get("addresses")):
+            _renamed(address, ADDRESS_RENAMES)
+        for container in _objects(document.get("containers")):
+            _renamed(container, CONTAINER_RENAMES)
+        for carriage in CARRIAGES:
+            if isinstance(document.get(carriage), dict):
+                _leg_ends(document[carriage].get("carriage_legs"))
+    return document
+
+
+def _nested_events(events: Any) -> Any:
+    for event in _objects(_events(events)):
+        _renamed(event, LOCATION_RENAMES)
+    return events
+
+
 _CHANGES: dict[str, dict[str, Callable[[Any], Any]]] = {
     CURRENT: {},
     NEXT: {"shipment": _document, "events": _events, "airmaincarriage": _air_legs},
+    NESTED: {"shipment": _nested_document, "events": _nested_events,
+             "airmaincarriage": lambda legs: _leg_ends(_air_legs(legs)), "seamaincarriage": _leg_ends},
 }
 
 

@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from freight_pipeline.config import DOCUMENTS_ENV
-from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS, document_row, shipment_ids_of
+from freight_pipeline.normalize.documents import EFILE_SHAPE, SHIPMENT_DOCUMENTS, document_row, shipment_ids_of
 from freight_pipeline.normalize.errors import RecordShapeError
 from freight_pipeline.normalize.problems import Problem, Problems
+from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.sync.assemble import raw_part
 from freight_pipeline.sync.changes import LookupResult, read_complete
 from freight_pipeline.sync.isolation import Breaker, RecordFailure, data_problems, record_failure
@@ -327,6 +328,10 @@ def _write(warehouse: Warehouse, run_id: str, settings: SyncSettings, outcomes: 
     quarantined = [o.failure.quarantined(STREAM, i, i) for i, o in outcomes.items() if o.failure is not None]
     quarantined += [q for o in loaded.values() for q in o.quarantined]
     problems = [p for o in loaded.values() for p in o.problems]  # unchanged ones' too: they are replaced
+    tally = result.tallies.setdefault(STREAM, FieldTally(EFILE_SHAPE))
+    for shipment_id, outcome in loaded.items():  # each file as its row was derived: its references and roles
+        for file in outcome.files:
+            tally.see({**file["efile"], "references": file["references"], "roles": file["roles"]}, shipment_id)
     read_at = dt.datetime.now(dt.UTC)  # every file as read (unchanged rows too: a field no row holds may have changed)
     raw = [raw_part(STREAM, i, raw_files(o), read_at) for i, o in loaded.items()]
     stats = warehouse.writes.apply_batch(

@@ -15,14 +15,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from freight_pipeline.normalize.documents import EFILE_SHAPE
 from freight_pipeline.normalize.records import CODE_CONVERSION_SHAPE
 from freight_pipeline.normalize.shapes import OPEN_STATES, FieldChange, FieldTally, KnownField, Shape, compare
 from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
+from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.parts import PARTS
 from freight_pipeline.warehouse.store import Warehouse
 
 SOURCE_SHAPES: Mapping[str, Shape] = {**{part.stream: part.shape for part in PARTS},
-                                      CODE_CONVERSIONS: CODE_CONVERSION_SHAPE}
+                                      CODE_CONVERSIONS: CODE_CONVERSION_SHAPE, DOCUMENTS: EFILE_SHAPE}
 """Each source of records whose shape is watched, and the fields it declares."""
 
 
