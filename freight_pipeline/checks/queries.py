@@ -166,6 +166,15 @@ def history_disagreements(con: duckdb.DuckDBPyConnection, subject: Subject, samp
                       f"FROM ({disagreeing_sql(subject, shipments)})").fetchone()
     count, ids = (row or (0, []))
     return int(count or 0), [int(i) for i in (ids or [])[:sample]]
+def null_jumps(con: duckdb.DuckDBPyConnection, stream: str) -> list[dict[str, Any]]:
+    """Columns of the tables ``stream``'s records fill whose share of nulls jumped and stays so."""
+    rows = con.execute(
+        "SELECT table_name, column_name, nulls_latest, rows_latest, changed_run_id "
+        f"FROM {table_ref(meta.COLUMN_NULLS)} WHERE stream = ? AND state = 'jumped' ORDER BY table_name, column_name", [stream],
+    ).fetchall()
+    return [{"column": f"{t}.{c}", "nulls": n, "rows": r, "since_run": run} for t, c, n, r, run in rows]
+
+
 def shape_changes(con: duckdb.DuckDBPyConnection, stream: str) -> tuple[dict[str, int], list[dict[str, Any]]]:
     """Fields of ``stream``'s records that are new, vanished or retyped now: how many in each state, and each
     of them (field, state, records with it of records read, since which run, an example record)."""

@@ -188,6 +188,22 @@ def shape_check(stream: str) -> WarehouseCheck:
     )
 
 
+def null_check(stream: str) -> WarehouseCheck:
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        jumped = queries.null_jumps(con, stream)
+        return CheckResult(not jumped, {"columns_jumped": len(jumped), "columns": jumped})
+
+    return WarehouseCheck(
+        "no_null_share_jumps",
+        RECORD_SOURCES[stream][0],
+        Severity.WARN,
+        f"No column of the tables the {stream} records fill is null in far more of the rows the latest run "
+        "wrote than in the runs before (freight_meta.column_nulls; WARN severity: the run publishes; a field "
+        "renamed where no declaration watches it, a mapping's fault, or the service sending null).",
+        evaluate,
+    )
+
+
 def history_check(subject: Subject, *, changed_only: bool = False) -> WarehouseCheck:
     """``changed_only``: compare the shipments changed since the last complete build, not every one."""
     tables = [source.table.name for source in subject.sources]
@@ -229,6 +245,7 @@ def warehouse_checks(
         *(history_check(s, changed_only=changed_only) for s in SUBJECTS
           if all(source.table.name in names for source in s.sources)),
         *(shape_check(stream) for stream in RECORD_SOURCES if stream in SOURCE_SHAPES),
+        *(null_check(stream) for stream in RECORD_SOURCES),
     ]
 
 

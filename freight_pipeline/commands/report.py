@@ -74,6 +74,7 @@ def read_report(data_dir: Path, backend: StorageBackend) -> dict[str, Any]:
             "retry_queue": _retry_queue(con, tables),
             "data_problems": _per_stream(con, tables, "data_problems"),
             "shape_changes": _shape_changes(con, tables),
+            "null_jumps": _null_jumps(con, tables),
         }
 
 
@@ -212,6 +213,18 @@ def _shape_changes(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[di
              "first_run_id", "example_record_key", "kinds", "kinds_read", "unread")
     return [{name: _plain(value) for name, value in zip(names, row, strict=True) if name in shown}
             for row in cur.fetchall()]
+
+
+def _null_jumps(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str, Any]]:
+    """The columns whose share of nulls jumped and stays so (``freight_meta.column_nulls``)."""
+    if f"{META_SCHEMA}.column_nulls" not in tables:
+        return []
+    cur = con.execute(
+        "SELECT stream, table_name, column_name, rows_latest, nulls_latest, recent_runs, changed_run_id, changed_at "
+        f"FROM {META_SCHEMA}.column_nulls WHERE state = 'jumped' ORDER BY table_name, column_name"
+    )
+    names = [d[0] for d in cur.description]
+    return [{name: _plain(value) for name, value in zip(names, row, strict=True)} for row in cur.fetchall()]
 
 
 def _retry_queue(con: duckdb.DuckDBPyConnection, tables: list[str]) -> dict[str, dict[str, Any]]:

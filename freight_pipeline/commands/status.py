@@ -54,6 +54,7 @@ def render_status(report: dict[str, Any]) -> str:
     parts.append("rejects\n" + render_rejects(report))
     parts.append("bad data (freight_meta.quarantine, freight_meta.data_problems)\n" + render_bad_data(report))
     parts.append("shape of the records (freight_meta.source_fields)\n" + render_shape_changes(report))
+    parts.append("columns null far more often than before (freight_meta.column_nulls)\n" + render_null_jumps(report))
     return "\n\n".join(parts)
 
 
@@ -148,6 +149,26 @@ def render_shape_changes(report: dict[str, Any]) -> str:
     return format_table(headers, rows) + (
         "\n  a renamed field: name its new key in the column's Field(source=(old, new)), or the Key's of a nested "
         "object (docs/real-services.md, \"When the service changes shape\")")
+
+
+def render_null_jumps(report: dict[str, Any]) -> str:
+    """The columns whose share of nulls jumped in a run and stays so."""
+    jumps: list[dict[str, Any]] = report.get("null_jumps") or []
+    if not jumps:
+        return "  none: no column's share of nulls jumped in the rows the runs wrote"
+    rows = []
+    for jump in jumps:
+        recent = _json_value(jump.get("recent_runs")) or []
+        rows_before, nulls_before = sum(r[1] for r in recent), sum(r[2] for r in recent)
+        before = f"{nulls_before / rows_before:.1%} of {rows_before:,}" if rows_before else None
+        latest = jump.get("rows_latest") or 0
+        now = f"{(jump.get('nulls_latest') or 0) / latest:.0%} of {latest:,}" if latest else None
+        rows.append((jump["stream"], f"{jump['table_name']}.{jump['column_name']}", now, before,
+                     jump.get("changed_run_id"), _utc_text(jump.get("changed_at"))))
+    headers = ("stream", "column", "null in the latest run", "in the runs before", "since run", "since (UTC)")
+    return format_table(headers, rows) + (
+        "\n  a field renamed or dropped where no declaration watches it, a mapping's fault, or the service sending "
+        "null (docs/real-services.md, \"When the service changes shape\")")
 
 
 def _kinds_text(change: dict[str, Any]) -> str | None:

@@ -403,7 +403,7 @@ async def _run_stream(
     status = "skipped" if "skipped" in result.extra else "success"
     notices = [notice for notice in result.notices if notice not in said]
     said.update(notices)
-    notes = [*([bad] if bad else []), *result.shape_changes(), *notices]
+    notes = [*([bad] if bad else []), *result.shape_changes(), *result.null_jumps(), *notices]
     return Step(stream_step(stream.name), status, clock.lap(), result.summary(), notes, stream=StreamFigures(result))
 
 

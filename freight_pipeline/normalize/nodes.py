@@ -38,10 +38,11 @@ KIND_OF_TYPE: dict[type, str] = {int: NUMBER, float: NUMBER, str: TEXT, bool: BO
 KINDS_OF_COLUMN: dict[str, frozenset[str]] = {
     BIGINT: frozenset({NUMBER}), INTEGER: frozenset({NUMBER}), DOUBLE: frozenset({NUMBER}),
     VARCHAR: frozenset({TEXT}), BOOLEAN: frozenset({BOOLEAN_KIND}),
-    DATE: frozenset({TEXT}), TIMESTAMPTZ: frozenset({TEXT}), JSON: ANY,
+    DATE: frozenset({TEXT}), TIMESTAMPTZ: frozenset({TEXT}), JSON: frozenset(),
 }
 """The kinds a column of each type is declared to read from (its converter may read others too: a number
-sent as text)."""
+sent as text). A JSON column keeps any value, so no kind is declared: the kinds earlier runs sent are
+the field's (an array of remarks sent as an object is a change, all read)."""
 
 SAME = "same kind"
 """A :class:`Key`'s node when its objects are of the kind it belongs to (goods' ``subgoods``)."""

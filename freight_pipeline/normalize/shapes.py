@@ -39,6 +39,9 @@ from freight_pipeline.normalize.plain_fields import Field
 CHANCE = 0.01
 """Below this chance of being an accident, a declared key missing from every object of a run has vanished."""
 
+MAX_SIGNATURES_KEPT = 4096
+"""Signatures whose probes a path keeps (a hostile service could send a new one with every object)."""
+
 NEW = "new"
 VANISHED = "vanished"
 RETYPED = "retyped"
@@ -60,7 +63,7 @@ Probe = tuple[int, str, ValueReader | None]
 class WatchedPath:
     """One kind of object at one place in a source's records, as the tally walks it."""
 
-    __slots__ = ("children", "declared", "groups", "kinds", "path", "readers")
+    __slots__ = ("_probes", "children", "declared", "groups", "kinds", "path", "readers")
 
     def __init__(self, path: str, node: Node) -> None:
         self.path = path
@@ -73,6 +76,7 @@ class WatchedPath:
         for key in node.keys:
             self._declare(key.keys, key.declared_kinds(), key.reads)
         self.children: tuple[tuple[str | tuple[str, ...], bool, WatchedPath], ...] = ()
+        self._probes: dict[Signature, tuple[Probe, ...]] = {}
 
     def _declare(self, names: Iterable[str], kinds: frozenset[str], reads: ValueReader | None) -> None:
         for name in names:
@@ -86,7 +90,16 @@ class WatchedPath:
         return next((group for group in self.groups if key in group), (key,))
 
     def probes(self, signature: Signature) -> tuple[Probe, ...]:
-        """The values of an object of this signature to probe: declared keys holding a kind not declared."""
+        """The values of an object of this signature to probe: declared keys holding a kind not declared
+        (kept for the signatures seen: every batch's tally meets the same few again)."""
+        probes = self._probes.get(signature)
+        if probes is None:
+            probes = self._find_probes(signature)
+            if len(self._probes) < MAX_SIGNATURES_KEPT:
+                self._probes[signature] = probes
+        return probes
+
+    def _find_probes(self, signature: Signature) -> tuple[Probe, ...]:
         found = []
         for index, (name, kind) in enumerate(zip(*signature, strict=True)):
             declared = self.kinds.get(name)
@@ -374,7 +387,7 @@ def compare(
         if not records:
             states += here.values()
             continue
-        found, after = _compare_path(source, shape.label, watched, tally, records, here, run_id, at)
+        found, after = compare_path(source, shape.label, watched, tally, here, run_id, at)
         changes += found
         states += after
     for rest in by_path.values():  # a path no longer declared: kept as it was
@@ -382,10 +395,12 @@ def compare(
     return changes, states
 
 
-def _compare_path(
-    source: str, label: str, watched: WatchedPath, tally: FieldTally, records: int,
-    known: Mapping[str, KnownField], run_id: str, at: dt.datetime,
+def compare_path(
+    source: str, label: str, watched: WatchedPath, tally: FieldTally, known: Mapping[str, KnownField], run_id: str,
+    at: dt.datetime,
 ) -> tuple[list[FieldChange], list[KnownField]]:
+    """:func:`compare` at one path that the run read objects of; ``known``: its fields, by key."""
+    records = tally.records_at(watched)
     seen = tally.fields(watched)
     changes: list[FieldChange] = []
     states: list[KnownField] = []

@@ -57,6 +57,8 @@ async def sync_code_conversions(
         problems=converted.problems, backoff=settings.backoff,
     )
     result.add_rows({TABLE: outcome.rows_written})
+    if outcome.changed:
+        result.count_nulls({TABLE: converted.table})
     result.rejected = len(converted.rejects)
     result.quarantined = len(converted.quarantined)
     result.data_problems = len(converted.problems)

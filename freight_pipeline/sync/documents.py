@@ -334,14 +334,16 @@ def _write(warehouse: Warehouse, run_id: str, settings: SyncSettings, outcomes: 
             tally.see({**file["efile"], "references": file["references"], "roles": file["roles"]}, shipment_id)
     read_at = dt.datetime.now(dt.UTC)  # every file as read (unchanged rows too: a field no row holds may have changed)
     raw = [raw_part(STREAM, i, raw_files(o), read_at) for i, o in loaded.items()]
+    tables = {TABLE: SHIPMENT_DOCUMENTS.to_arrow(rows)}
     stats = warehouse.writes.apply_batch(
         run_id,
-        BatchWrite(tables={TABLE: SHIPMENT_DOCUMENTS.to_arrow(rows)}, replaced={TABLE: changed},
+        BatchWrite(tables=tables, replaced={TABLE: changed},
                    loaded={STREAM: changed}, settled={STREAM: unchanged}, quarantined=quarantined,
                    problems=problems, raw_parts=[r for r in raw if r is not None]),
         backoff=settings.backoff, history=settings.history,
     )
     result.add_rows({TABLE: stats.get(TABLE, 0)})
+    result.count_nulls(tables)
     result.quarantined += len(quarantined)
     result.data_problems += len(problems)
     counts["changed"] += len(changed)

@@ -24,6 +24,7 @@ from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.derived_by import MAPPING, note_mapping
 from freight_pipeline.sync.drift import change_record, note_shape
 from freight_pipeline.sync.isolation import StreamUnreachable
+from freight_pipeline.sync.nulls import jump_record, note_nulls
 from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
@@ -107,6 +108,8 @@ async def run_stream_async(
             if result.tallies:  # schema drift: reported by the run that meets it
                 changes = note_shape(warehouse, run_id, result.tallies)
                 result.extra["shape_changes"] = [change_record(change) for change in changes]
+            if result.nulls:  # a column null far more often than before: the same
+                result.extra["null_jumps"] = [jump_record(jump) for jump in note_nulls(warehouse, run_id, result.nulls)]
     except BaseException as exc:
         requests_after, retries_after = source.request_counts()
         started.status = "failed"

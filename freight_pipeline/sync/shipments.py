@@ -113,6 +113,7 @@ class _Run:
             self.counts.setdefault(stream, PartCounts()).add(counted)
         for stream, tally in assembled.tallies.items():
             self.result.tallies.setdefault(stream, FieldTally(tally.shape)).add(tally)
+        self.result.count_nulls(assembled.write.tables)
         written = len(assembled.write.loaded.get(STREAM, ()))
         self.say(f"shipments: {self.result.rows_read} changed read, {written} written in this batch{moved}")
 

@@ -1,6 +1,6 @@
 """The ``freight_meta`` tables: cursors, run log, rejected records, quarantine (the retry queue of
 records that failed), data problems, raw documents, changed shipments (what the incremental marts
-rebuild), table freshness, the fields each source sent (schema drift).
+rebuild), table freshness, the fields each source sent (schema drift), the share of nulls per column.
 
 Declared once as :class:`TableSpec` so the same declaration drives the DDL, the Parquet export and
 the docs. They carry no audit columns (their own timestamps and ``run_id`` say who wrote them) and
@@ -238,6 +238,28 @@ SOURCE_FIELDS = _meta(
     "drift, reported by the run that meets it).",
 )
 
+COLUMN_NULLS = _meta(
+    "column_nulls",
+    (
+        _key("table_name", "VARCHAR", "a freight table"),
+        _key("column_name", "VARCHAR", "one of its columns"),
+        Column("stream", "VARCHAR", "the source of the records that fill the table (as in data_problems)"),
+        Column("state", "VARCHAR", "usual; jumped (its share of nulls in the rows a run wrote rose above the "
+                                   "bound from under the floor in the runs before it: open until a run's share "
+                                   "is back under the bound)"),
+        Column("recent_runs", "JSON", "the runs a run's share is compared with: [[run_id, rows, nulls], ...], "
+                                      "oldest first (a run while the column is jumped is not added)"),
+        Column("latest_run_id", "VARCHAR", "the latest run that wrote rows of the table"),
+        Column("rows_latest", "BIGINT", "rows of the table that run wrote"),
+        Column("nulls_latest", "BIGINT", "of those, the rows with the column null"),
+        Column("changed_run_id", "VARCHAR", "the run that met the current state first (reported then)"),
+        Column("changed_at", "TIMESTAMPTZ", "when"),
+    ),
+    ("table_name", "column_name"),
+    "The share of nulls of each column in the rows the recent runs wrote, and the columns whose share jumped "
+    "(a field renamed or dropped where no declaration watches it, a mapping's fault, a service sending null).",
+)
+
 META_TABLES: tuple[TableSpec, ...] = (
     SYNC_STATE,
     SYNC_RUNS,
@@ -249,4 +271,5 @@ META_TABLES: tuple[TableSpec, ...] = (
     CHANGED_SHIPMENTS,
     TABLE_FRESHNESS,
     SOURCE_FIELDS,
+    COLUMN_NULLS,
 )

@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
@@ -245,11 +246,21 @@ class Reads:
     def source_fields(self, streams: Sequence[str] | None = None, states: Sequence[str] | None = None,
                       ) -> list[dict[str, Any]]:
         """``freight_meta.source_fields`` rows (of ``streams``, in ``states``; None: all), by stream and field."""
+        return self._rows_in(meta.SOURCE_FIELDS, stream=streams, state=states)
+
+    def column_nulls(self, tables: Sequence[str] | None = None, states: Sequence[str] | None = None,
+                     ) -> list[dict[str, Any]]:
+        """``freight_meta.column_nulls`` rows (of ``tables``, in ``states``; None: all), by table and column."""
+        return self._rows_in(meta.COLUMN_NULLS, table_name=tables, state=states)
+
+    def _rows_in(self, spec: TableSpec, **within: Sequence[str] | None) -> list[dict[str, Any]]:
+        """The rows of ``spec`` whose each named column holds one of its values (None: any), by primary key."""
         conditions = [(f"{column} IN (SELECT unnest(?))", list(values))
-                      for column, values in (("stream", streams), ("state", states)) if values is not None]
+                      for column, values in within.items() if values is not None]
         where = " WHERE " + " AND ".join(c for c, _ in conditions) if conditions else ""
         cur = self.database.con.execute(
-            f"SELECT * FROM {qualified(meta.SOURCE_FIELDS)}{where} ORDER BY stream, field", [v for _, v in conditions]
+            f"SELECT * FROM {qualified(spec)}{where} ORDER BY {', '.join(spec.primary_key)}",
+            [v for _, v in conditions],
         )
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

@@ -330,6 +330,12 @@ class Writes:
             table = meta.SOURCE_FIELDS.to_arrow(rows)
             self.database.write("record_source_fields", lambda con: self._upsert(meta.SOURCE_FIELDS, table))
 
+    def record_column_nulls(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Upsert ``freight_meta.column_nulls`` rows (by table and column), in one transaction."""
+        if rows:
+            table = meta.COLUMN_NULLS.to_arrow(rows)
+            self.database.write("record_column_nulls", lambda con: self._upsert(meta.COLUMN_NULLS, table))
+
     # --- the statements of a transaction --------------------------------------------------------
 
     def _ids_view(self, ids: Sequence[int], views: dict[tuple[int, ...], str]) -> str:

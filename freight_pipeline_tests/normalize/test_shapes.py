@@ -5,8 +5,19 @@ from __future__ import annotations
 import datetime as dt
 
 from freight_pipeline.normalize.flatten import DOCUMENT_SHAPE, normalize_shipment
+from freight_pipeline.normalize.groups import DATETIME
+from freight_pipeline.normalize.nodes import SAME, Key, Node
 from freight_pipeline.normalize.plain_fields import Field
-from freight_pipeline.normalize.shapes import NEW, RECEIVED, VANISHED, FieldTally, KnownField, Shape, compare
+from freight_pipeline.normalize.shapes import (
+    NEW,
+    RECEIVED,
+    RETYPED,
+    VANISHED,
+    FieldTally,
+    KnownField,
+    Shape,
+    compare,
+)
 from freight_pipeline_tests.normalize import samples
 
 AT = dt.datetime(2026, 11, 27, 9, 0, tzinfo=dt.UTC)
@@ -84,3 +95,90 @@ def test_a_run_that_read_no_record_changes_nothing() -> None:
     _, known = run([{"id": 1, "name": "n"}], {}, "r1")
     changes, states = compare("things", SHAPE, FieldTally(SHAPE), known, "r2", AT)
     assert changes == [] and states == list(known.values())
+
+
+# --- every level: nested objects, arrays, kinds --------------------------------------------------------
+
+PLACE = Key(("location", "place"), Node.of((Field("place_name", "VARCHAR", source="name"),)))
+LINE = Node.of((Field("weight", "DOUBLE"), Field("quantity", "BIGINT"), Field("note", "VARCHAR")),
+               Key("sub", SAME, array=True))
+NESTED = Shape.of("orders", (Field("name", "VARCHAR"),), Key("lines", LINE, array=True), PLACE,
+                  Key("when", DATETIME), known=("id",))
+
+
+def nested_run(records: list[dict[str, object]], known: dict[str, KnownField], run_id: str) -> tuple[list, dict]:
+    counted = FieldTally(NESTED)
+    for record in records:
+        counted.see(record, record["id"])
+    changes, states = compare("orders", NESTED, counted, known, run_id, AT)
+    return changes, {state.field: state for state in states}
+
+
+def order(i: int, *, weight: str = "weight", quantity: object = 3, place: str = "location",
+          time: object = "10:00:00") -> dict[str, object]:
+    line = {weight: 1.5, "quantity": quantity, "note": None}
+    return {"id": i, "name": "n", "lines": [{**line, "sub": [dict(line), {**line, "sub": [dict(line)]}]}],
+            place: {"name": "Hamburg"}, "when": {"date": "2026-11-01", "time": time, "zone_offset": "+01:00"}}
+
+
+def test_every_level_is_a_path_and_subgoods_are_the_same_kind_as_their_goods() -> None:
+    assert set(NESTED.paths) == {"", "lines[]", "location", "when", "when.time", "when.zone_offset",
+                                 "when.until"}
+    counted = FieldTally(NESTED)
+    counted.see(order(1), 1)
+    assert counted.records == 1 and counted.records_at(NESTED.paths["lines[]"]) == 4  # a line and 3 sublines
+    fields = counted.fields(NESTED.paths["lines[]"])
+    assert fields["quantity"].kinds == {"number": 4} and fields["note"].kinds == {} and fields["note"].records == 4
+    _, known = nested_run([order(i) for i in range(3)], {}, "r1")
+    assert known["lines[].weight"].path == "lines[]" and known["lines[].weight"].key == "weight"
+    assert known["lines[].weight"].kinds == ("number",) and known["lines[].note"].kinds is None  # null: no kind
+    assert known["location.name"].records_read == 3 and known["when.date"].kinds == ("text",)
+
+
+def test_a_nested_rename_is_named_by_its_path_with_counts_and_a_nested_alias_is_no_drift() -> None:
+    _, known = nested_run([order(i) for i in range(3)], {}, "r1")
+    changes, after = nested_run([order(i, weight="gross_kg", place="place") for i in range(3)], known, "r2")
+    assert [c.phrase() for c in changes] == ["lines[].gross_kg new (in 12 of 12)",
+                                             "lines[].weight absent from all 12 read (present before)"]
+    assert after["location.name"].state == RECEIVED and after["location.name"].records_read == 3  # read via place
+    assert after["place"].declared and after["location"].state == RECEIVED  # its other name came
+
+
+def test_an_empty_array_or_a_null_object_says_nothing_of_the_keys_inside() -> None:
+    _, known = nested_run([order(i) for i in range(3)], {}, "r1")
+    empty = [{"id": i, "name": "n", "lines": [], "location": None, "when": None} for i in range(50)]
+    changes, after = nested_run(empty, known, "r2")
+    assert changes == [] and after["lines[].weight"].state == RECEIVED and after["lines[].weight"].records_read == 12
+
+
+def test_a_number_sent_as_text_is_named_once_and_resolved_when_it_is_read() -> None:
+    _, known = nested_run([order(i) for i in range(3)], {}, "r1")
+    changes, after = nested_run([order(i, quantity="7") for i in range(3)], known, "r2")
+    assert [c.phrase() for c in changes] == ["lines[].quantity number -> text in 12 of 12, all read"]
+    assert after["lines[].quantity"].state == RETYPED and after["lines[].quantity"].unread == 0
+    changes, later = nested_run([order(i, quantity="8") for i in range(3)], after, "r3")
+    assert changes == [] and later["lines[].quantity"].state == RECEIVED
+    assert later["lines[].quantity"].kinds == ("number", "text")  # taken in
+
+
+def test_a_value_that_can_no_longer_be_read_keeps_its_change_open_until_it_can() -> None:
+    _, known = nested_run([order(i) for i in range(3)], {}, "r1")
+    changes, after = nested_run([order(i, quantity="7 pcs") for i in range(3)], known, "r2")
+    assert [c.phrase() for c in changes] == [
+        "lines[].quantity number -> text in 12 of 12, 12 not read (null, freight_meta.data_problems)"]
+    changes, later = nested_run([order(i, quantity="7 pcs") for i in range(3)], after, "r3")
+    assert changes == [] and later["lines[].quantity"].state == RETYPED and later["lines[].quantity"].kinds == (
+        "number",)
+    changes, healed = nested_run([order(i) for i in range(3)], later, "r4")
+    assert changes == [] and healed["lines[].quantity"].state == RECEIVED
+
+
+def test_a_kind_its_declaration_names_is_no_change_and_an_object_for_an_array_is() -> None:
+    _, known = nested_run([order(i) for i in range(3)], {}, "r1")  # the time of day as text
+    parts = {"hour": 10, "minute": 0, "second": 0, "nano": 0}
+    changes, after = nested_run([order(i, time=parts) for i in range(3)], known, "r2")
+    assert changes == [] and after["when.time.hour"].records_read == 3  # the other form the spec shows
+    wrapped = [{**order(i), "lines": {"line": 1}} for i in range(3)]
+    changes, _ = nested_run(wrapped, after, "r3")
+    assert [c.phrase() for c in changes] == ["lines array -> object in 3 of 3, 3 not read (null, "
+                                             "freight_meta.data_problems)"]

@@ -1,0 +1,200 @@
+"""Every key the declarations read, at every level, mutated one at a time in documents the simulator generates
+(renamed, sent in another JSON kind, dropped from every object of its path): each mutation is either read as
+before (the rows are the same) or named by the shape watcher (the key vanished, a new key came, or it was
+retyped). The keys are enumerated from the sources' shapes (``sync.drift.SOURCE_SHAPES``), so a key or a
+spec added later is tried without editing this test; in-process, no sync per key."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+
+from freight_pipeline.normalize.documents import document_row
+from freight_pipeline.normalize.events import normalize_events
+from freight_pipeline.normalize.flatten import normalize_shipment
+from freight_pipeline.normalize.legs import normalize_main_carriage
+from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.records import normalize_code_conversions, normalize_memos
+from freight_pipeline.normalize.shapes import FieldTally, Shape, WatchedPath, compare_path, field_name
+from freight_pipeline.simulator.store import SimulatorStore
+from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
+from freight_pipeline.sync.documents import STREAM as DOCUMENTS
+from freight_pipeline.sync.drift import SOURCE_SHAPES
+from freight_pipeline.sync.parts import AIR_LEGS, DOCUMENT, EVENTS, MEMOS, SEA_LEGS
+
+AT = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
+SHIPMENTS = 60
+ENOUGH = 6
+"""Objects holding the key a case is tried on, at least (where the records hold so many): among ``n`` objects
+of its path, ``h`` holding it, the chance that all ``n`` lack it by accident, ``(1 - h/n) ** n``, is below
+``exp(-h)``, 0.0025: evidence enough for it to have vanished (``shapes.CHANCE``)."""
+RENAMED = "_renamed"
+
+
+@dataclass(frozen=True)
+class Source:
+    """A watched source's records as the sync reads them: each one tallied as the sync tallies it, and its rows."""
+
+    name: str
+    records: list[Any]
+    keys: list[Any]
+    rows: Callable[[Any, Any], Any]
+    each: bool = False
+    """The record is an array answer, its items tallied (``see_all``)."""
+
+    def tally(self, shape: Shape, records: list[tuple[Any, Any]]) -> FieldTally:
+        counted = FieldTally(shape)
+        for key, record in records:
+            (counted.see_all if self.each else counted.see)(record, key)
+        return counted
+
+
+def _rows_or_error(source: Source, key: Any, record: Any) -> Any:
+    try:
+        return source.rows(key, record)
+    except Exception as exc:  # a record the mutation made unreadable (no id): rows that differ
+        return f"{type(exc).__name__}: {exc}"
+
+
+@pytest.fixture(scope="module")
+def sources() -> dict[str, Source]:
+    store = SimulatorStore(shipments=SHIPMENTS, seed=11)
+    reader = store.reader
+    ids = reader.live_shipment_ids()
+    docs = [reader.get_shipment(i) for i in ids]
+    air = [d["id"] for d in docs if d["mode_of_transport"] == "AIR"]
+    sea = [d["id"] for d in docs if d["mode_of_transport"] == "SEA"]
+    memos = [reader.memo_rows_of(d["client"], d["shipment_number"]) for d in docs]
+    files = [{**row, "references": store.efiles.references(row["id"]), "roles": store.efiles.roles(row["id"])}
+             for row in store.efiles.rows()]
+    conversions = list(reader.code_conversion_rows())
+    return {
+        DOCUMENT: Source(DOCUMENT, docs, ids, lambda key, doc: normalize_shipment(doc, Problems())),
+        EVENTS: Source(EVENTS, [reader.get_events(i) for i in ids], ids,
+                       lambda key, events: normalize_events(key, events, Problems()), each=True),
+        AIR_LEGS: Source(AIR_LEGS, [reader.get_air_main_carriage(i) for i in air], air,
+                         lambda key, legs: normalize_main_carriage(key, legs, "air", Problems()), each=True),
+        SEA_LEGS: Source(SEA_LEGS, [reader.get_sea_main_carriage(i) for i in sea], sea,
+                         lambda key, legs: normalize_main_carriage(key, legs, "sea", Problems()), each=True),
+        MEMOS: Source(MEMOS, memos, ids, lambda key, lines: normalize_memos(lines, {}, Problems()), each=True),
+        CODE_CONVERSIONS: Source(CODE_CONVERSIONS, [[c] for c in conversions], [c["id"] for c in conversions],
+                                 lambda key, records: normalize_code_conversions(records, Problems()), each=True),
+        DOCUMENTS: Source(DOCUMENTS, files, [f["id"] for f in files],
+                          lambda key, f: document_row(0, f, f.get("references") or [], f.get("roles") or [],
+                                                      Problems())),
+    }
+
+
+def objects_by_path(shape: Shape, record: Any, each: bool) -> dict[str, list[dict[str, Any]]]:
+    """Every object of ``record`` at each path (subgoods at any depth under ``goods[]``), as the tally walks."""
+    found: dict[str, list[dict[str, Any]]] = {}
+
+    def walk(watched: WatchedPath, objects: list[Any]) -> None:
+        objects = [o for o in objects if isinstance(o, dict)]
+        if not objects:
+            return
+        found.setdefault(watched.path, []).extend(objects)
+        for source, array, child in watched.children:
+            names = (source,) if isinstance(source, str) else source
+            values = [v for o in objects if (v := next((o[n] for n in names if o.get(n) is not None), None))]
+            if array:
+                walk(child, [item for value in values if isinstance(value, list) for item in value])
+            else:
+                walk(child, [value for value in values if isinstance(value, dict)])
+
+    items = record if each else [record]
+    walk(shape.top, items if isinstance(items, list) else [])
+    return found
+
+
+def retyped(value: Any) -> Any:
+    """``value`` in another JSON kind: a number as text, text or a boolean as an array, an object as an
+    array, an array as an object."""
+    if isinstance(value, bool):
+        return [value]
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list):
+        return {"items": value}
+    return value
+
+
+MUTATIONS: dict[str, Callable[[dict[str, Any], str], None]] = {
+    "renamed": lambda obj, key: obj.__setitem__(key + RENAMED, obj.pop(key)),
+    "retyped": lambda obj, key: obj.__setitem__(key, retyped(obj[key])) if obj.get(key) is not None else None,
+    "dropped": lambda obj, key: obj.pop(key),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    source: str
+    path: str
+    key: str
+
+    @property
+    def field(self) -> str:
+        return field_name(self.path, self.key)
+
+
+def cases() -> Iterator[Case]:
+    for source, shape in SOURCE_SHAPES.items():
+        for watched in shape.paths.values():
+            for key in sorted(watched.declared):
+                yield Case(source, watched.path, key)
+
+
+def test_every_key_read_at_every_level_is_read_as_before_or_named(sources: dict[str, Source]) -> None:
+    tried: dict[str, int] = {}
+    absent: list[str] = []
+    silent: list[str] = []
+    all_cases = list(cases())
+    walked = {name: [objects_by_path(SOURCE_SHAPES[name], record, source.each) for record in source.records]
+              for name, source in sources.items()}
+    rows: dict[tuple[str, int], Any] = {}  # (source, record) -> its rows as generated
+    for case in all_cases:
+        source, shape = sources[case.source], SOURCE_SHAPES[case.source]
+        watched = shape.paths[case.path]
+        chosen, holding = [], 0  # the records holding the key at the path, until there is evidence enough
+        for index, objects in enumerate(walked[case.source]):
+            held = sum(case.key in o for o in objects.get(case.path, ()))
+            if held:
+                chosen.append(index)
+                holding += held
+            if holding >= ENOUGH:
+                break
+        if not chosen:
+            absent.append(f"{case.source}: {case.field}")
+            continue
+        records = [(source.keys[i], source.records[i]) for i in chosen]
+        _, known = compare_path(case.source, shape.label, watched, source.tally(shape, records), {}, "r1", AT)
+        for name, mutate in MUTATIONS.items():
+            after = [(key, orjson.loads(orjson.dumps(record))) for key, record in records]
+            for _, record in after:
+                for obj in objects_by_path(shape, record, source.each).get(case.path, ()):
+                    if case.key in obj:
+                        mutate(obj, case.key)
+            changes, _ = compare_path(case.source, shape.label, watched, source.tally(shape, after),
+                                      {k.key: k for k in known}, "r2", AT)
+            tried[name] = tried.get(name, 0) + 1
+            named = {change.field for change in changes}
+            if named & {case.field, case.field + RENAMED}:
+                continue
+            for i, (key, record) in zip(chosen, after, strict=True):  # not named: read as before?
+                if (case.source, i) not in rows:
+                    rows[(case.source, i)] = _rows_or_error(source, key, source.records[i])
+                if _rows_or_error(source, key, record) != rows[(case.source, i)]:
+                    silent.append(f"{case.source}: {case.field} {name} (named: {sorted(named)})")
+                    break
+    print(f"\n{len(all_cases)} keys declared; tried {tried}; {len(absent)} not in the generated documents")
+    assert silent == [], "a mutation changed rows and nothing named it:\n" + "\n".join(silent)
+    assert sum(tried.values()) >= 3 * 700, tried
