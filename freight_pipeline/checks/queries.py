@@ -170,7 +170,8 @@ def null_jumps(con: duckdb.DuckDBPyConnection, stream: str) -> list[dict[str, An
     """Columns of the tables ``stream``'s records fill whose share of nulls jumped and stays so."""
     rows = con.execute(
         "SELECT table_name, column_name, nulls_latest, rows_latest, changed_run_id "
-        f"FROM {table_ref(meta.COLUMN_NULLS)} WHERE stream = ? AND state = 'jumped' ORDER BY table_name, column_name", [stream],
+        f"FROM {table_ref(meta.COLUMN_NULLS)} WHERE stream = ? AND state = 'jumped' ORDER BY table_name, column_name",
+        [stream],
     ).fetchall()
     return [{"column": f"{t}.{c}", "nulls": n, "rows": r, "since_run": run} for t, c, n, r, run in rows]
 
