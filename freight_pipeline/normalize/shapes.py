@@ -14,11 +14,17 @@ its key is not declared to hold with what reads it (so a number sent as text is 
 :class:`FieldChange` list and the fields' new state:
 
 * **new**: a key no declaration names (its value is kept in the raw document only);
-* **vanished**: a declared key that earlier runs received, absent from every object of its path in this run,
-  when that absence is no accident of a small run: the chance that the ``n`` objects read since it last came
-  all lack a key that the runs that received it found in a share ``p`` of theirs, ``(1 - p) ** n``, is below
-  :data:`CHANCE`. A key sent as null is present (a null is not drift); a key whose alias came instead (a
-  rename the declaration already names) has not vanished; an empty array says nothing of its elements;
+* **vanished**: a declared key that came in every record (with objects of its path) so far, absent from every
+  object of its path in this run, when that absence is no accident of a small run: after ``N`` records that
+  all held it, the chance that the ``n`` records read since it last came all lack it, ``(1 / (N + 2)) ** n``
+  (Laplace's estimate of how often it is absent), is below :data:`CHANCE`. Records, not objects, are counted:
+  the objects of one record are alike (one form of DateTime in a document). A key absent from some record
+  before is optional, and its absence is no change (a column it feeds that turns null is the null-share
+  check's, ``sync.nulls``). A key sent as null is present (a null is not drift); a key whose alias came
+  instead (a rename the declaration already names) has not vanished; an empty array says nothing of its
+  elements. When a key no declaration names came in every object of the path in the run (a rename, most
+  likely), a key that came in every record before and is absent from all now has vanished, however few the
+  records (the run's 4 containers of one shipment with ``iso_code`` and no ``container_iso_code``);
 * **retyped**: a declared key received in a JSON kind earlier runs never sent it in (a number as text, an
   object as an array), with how many of those values could be read. Values that were all read are taken
   into the key's kinds (the change is reported once, and resolved by the next run); values that could not
@@ -180,6 +186,8 @@ class FieldTally:
         """Records of the source (the objects at its top)."""
         self.by_path: dict[str, dict[Signature, list[Any]]] = {}
         """Path -> signature -> [objects with it, the record key of the first, its probes, unread per probe]."""
+        self.holders: dict[str, dict[tuple[str, ...], int]] = {}
+        """Path -> the keys its objects in one record had between them -> records (the vanished rule's unit)."""
 
     def see(self, record: Any, record_key: Any) -> None:
         """Count one record and every watched object in it (anything but an object counts as a record
@@ -196,6 +204,9 @@ class FieldTally:
             table = self.by_path.setdefault(self.shape.top.path, {})
             entry = table.setdefault(_NOT_AN_OBJECT, [0, record_key, (), None])
             entry[0] += len(records) - len(objects)
+            if not objects:
+                holders = self.holders.setdefault(self.shape.top.path, {})
+                holders[()] = holders.get((), 0) + 1
         if objects:
             self._count(self.shape.top, objects, record_key)
 
@@ -204,21 +215,22 @@ class FieldTally:
         table = self.by_path.get(watched.path)
         if table is None:
             table = self.by_path[watched.path] = {}
-        last: tuple[Any, Any, Any] = (None, None, None)  # objects of an array mostly share one signature
+        held: set[tuple[str, ...]] = set()
         for obj in objects:
-            keys, types = tuple(obj), tuple(map(type, obj.values()))
-            if keys == last[0] and types == last[1]:
-                entry = last[2]
-            else:
-                signature = (keys, types)
-                entry = table.get(signature)
-                if entry is None:
-                    probes = watched.probes(signature)
-                    entry = table[signature] = [0, example, probes, [0] * len(probes)]
-                last = (keys, types, entry)
+            signature = (tuple(obj), tuple(map(type, obj.values())))
+            entry = table.get(signature)
+            if entry is None:
+                probes = watched.probes(signature)
+                entry = table[signature] = [0, example, probes, [0] * len(probes)]
             entry[0] += 1
             if entry[2]:
                 _probe(obj, entry[2], entry[3])
+            held.add(signature[0])
+        holders = self.holders.get(watched.path)
+        if holders is None:
+            holders = self.holders[watched.path] = {}
+        keys = held.pop() if len(held) == 1 else tuple(sorted({key for keys in held for key in keys}))
+        holders[keys] = holders.get(keys, 0) + 1
         for source, array, child in watched.children:
             if type(source) is str:
                 values = [value for obj in objects if (value := obj.get(source)) is not None]
@@ -237,6 +249,10 @@ class FieldTally:
 
     def add(self, other: FieldTally) -> None:
         self.records += other.records
+        for path, holders in other.holders.items():
+            mine_holders = self.holders.setdefault(path, {})
+            for keys, count in holders.items():
+                mine_holders[keys] = mine_holders.get(keys, 0) + count
         for path, table in other.by_path.items():
             mine = self.by_path.setdefault(path, {})
             for signature, (count, example, probes, unread) in table.items():
@@ -251,6 +267,15 @@ class FieldTally:
     def records_at(self, watched: WatchedPath) -> int:
         """Objects read at ``watched``."""
         return sum(entry[0] for entry in self.by_path.get(watched.path, {}).values())
+
+    def holding_at(self, watched: WatchedPath) -> tuple[int, dict[str, int]]:
+        """Records with objects at ``watched``, and per key, the records with an object that had it."""
+        records, per_key = 0, {}
+        for keys, count in self.holders.get(watched.path, {}).items():
+            records += count
+            for key in keys:
+                per_key[key] = per_key.get(key, 0) + count
+        return records, per_key
 
     def fields(self, watched: WatchedPath | None = None) -> dict[str, FieldCount]:
         """Each key received at ``watched`` (default: the top) with its counts."""
@@ -314,11 +339,11 @@ class KnownField:
     example_record_key: str | None
     """A record of that run with the field (for ``vanished``: one without it)."""
     records_read_total: int
-    """Objects of its path read by the runs that received the field."""
+    """Records with objects of its path read by the runs that received the field."""
     records_with_total: int
-    """Of those, the objects that had it."""
+    """Of those, the records with an object that had it."""
     records_since_seen: int = 0
-    """Objects of its path read since a run last received it (this run's included)."""
+    """Records with objects of its path read since a run last received it (this run's included)."""
     path: str = ""
     """The path of the objects it is a key of (``""``: the records themselves)."""
     kinds: tuple[str, ...] | None = None
@@ -329,8 +354,17 @@ class KnownField:
     """Of those, values of a kind not in ``kinds`` that could not be read."""
 
     def share(self) -> float:
-        """The share of the objects that had the field, in the runs that received it."""
+        """The share of the records (with objects of its path) that had the field, in the runs that received it."""
         return self.records_with_total / self.records_read_total if self.records_read_total else 1.0
+
+    def always_came(self) -> bool:
+        """Whether every record with objects of its path had it, in the runs that received it (else: optional)."""
+        return self.records_with_total >= self.records_read_total
+
+    def absent_by_accident(self, records: int) -> float:
+        """The chance that ``records`` more records (and those since it was last seen) lack a field that came in
+        every record so far, by accident: Laplace's estimate of its absence, to their number."""
+        return (1.0 / (self.records_read_total + 2)) ** (self.records_since_seen + records)
 
     @property
     def key(self) -> str:
@@ -401,7 +435,11 @@ def compare_path(
 ) -> tuple[list[FieldChange], list[KnownField]]:
     """:func:`compare` at one path that the run read objects of; ``known``: its fields, by key."""
     records = tally.records_at(watched)
+    holding, held = tally.holding_at(watched)
     seen = tally.fields(watched)
+    # a key no declaration names in every object of the path: its shape changed (a rename, most likely), so a
+    # key that came in every record before and in none now has vanished, however few records tell
+    replaced = any(name not in watched.declared and got.records == records for name, got in seen.items())
     changes: list[FieldChange] = []
     states: list[KnownField] = []
     for name in sorted(set(seen) | set(known)):
@@ -422,7 +460,7 @@ def compare_path(
             state = RECEIVED  # an undeclared field that stopped coming: nothing is kept in raw only any more
         elif any(other in seen for other in watched.names_of(name)):
             state = RECEIVED  # its column's other name came instead
-        elif (1.0 - before.share()) ** (before.records_since_seen + records) < CHANCE:
+        elif before.always_came() and (replaced or before.absent_by_accident(holding) < CHANCE):
             state = VANISHED
             example = tally.example_without(watched.names_of(name), watched)
         else:  # too few records to tell: a vanished field stays vanished
@@ -437,9 +475,9 @@ def compare_path(
             run_id if count else before.last_run_id if before else None,
             at if count else before.last_seen_at if before else None,
             records, count, example,
-            (before.records_read_total if before else 0) + (records if count else 0),
-            (before.records_with_total if before else 0) + count,
-            0 if count else (before.records_since_seen if before else 0) + records,
+            (before.records_read_total if before else 0) + (holding if count else 0),
+            (before.records_with_total if before else 0) + held.get(name, 0),
+            0 if count else (before.records_since_seen if before else 0) + holding,
             watched.path, kinds,
             dict(got.kinds) if got else before.kinds_read if before else None,
             retyped[1] if retyped else 0,

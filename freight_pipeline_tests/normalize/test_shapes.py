@@ -81,14 +81,30 @@ def test_new_vanished_and_what_is_not_drift() -> None:
     assert changes == [] and healed["note"].state == RECEIVED and healed["extra"].state == RECEIVED
 
 
-def test_a_field_that_was_often_absent_vanishes_only_when_its_absence_is_no_accident() -> None:
+def test_a_field_vanishes_only_when_it_came_in_every_record_and_its_absence_is_no_accident() -> None:
+    always = [{"id": i, "name": "n", "note": "x"} for i in range(3)]
+    _, known = run(always, {}, "r1")
+    changes, known = run([{"id": 1, "name": "n"}, {"id": 2, "name": "n"}], known, "r2")
+    assert changes == [], "after 3 records that all had it, two without it: chance (1/5)**2 = 1/25"
+    changes, known = run([{"id": 3, "name": "n"}], known, "r3")
+    assert [(c.field, c.change) for c in changes] == [("note", VANISHED)], "a third in a row: 1/125"
+    # a field absent from some record before is optional: no streak of records without it is a change
     half = [{"id": i, "name": "n", **({"note": "x"} if i % 2 else {})} for i in range(10)]
     _, known = run(half, {}, "r1")
     assert known["note"].share() == 0.5
-    changes, known = run([{"id": 1, "name": "n"}, {"id": 2, "name": "n"}], known, "r2")
-    assert changes == [], "two records without a field found in half of them: chance 1/4"
-    changes, _ = run([{"id": i, "name": "n"} for i in range(8)], known, "r3")
-    assert [(c.field, c.change) for c in changes] == [("note", VANISHED)], "ten in a row: chance 1/1024"
+    changes, known = run([{"id": i, "name": "n"} for i in range(50)], known, "r2")
+    assert changes == [] and known["note"].state == RECEIVED
+
+
+def test_objects_of_one_record_count_once_for_the_vanished_rule() -> None:
+    """The objects of one record are alike (the simulator's DateTime objects carry ``until: null`` in one form
+    and no ``until`` in the other, one form a document): 20 objects of one record are one record of evidence."""
+    with_until = {"id": 1, "name": "n", "lines": [{"weight": 1.0, "note": "a", "sub": []}] * 20}
+    _, known = nested_run([with_until], {}, "r1")
+    assert known["lines[].note"].records_read_total == 1 and known["lines[].note"].records_read == 20
+    without = [{"id": i, "name": "n", "lines": [{"weight": 1.0, "sub": []}] * 20} for i in (2, 3)]
+    changes, _ = nested_run(without, known, "r2")
+    assert changes == [], "after one record that had it, two records without it: (1/3)**2 = 1/9"
 
 
 def test_a_run_that_read_no_record_changes_nothing() -> None:
@@ -142,6 +158,18 @@ def test_a_nested_rename_is_named_by_its_path_with_counts_and_a_nested_alias_is_
                                              "lines[].weight absent from all 12 read (present before)"]
     assert after["location.name"].state == RECEIVED and after["location.name"].records_read == 3  # read via place
     assert after["place"].declared and after["location"].state == RECEIVED  # its other name came
+
+
+def test_a_key_gone_where_a_new_one_came_in_every_object_is_named_however_few_the_records() -> None:
+    _, known = nested_run([order(1)], {}, "r1")
+    changes, _ = nested_run([order(2)], known, "r2")
+    assert changes == []
+    changes, _ = nested_run([order(2, weight="gross_kg")], known, "r2")
+    assert [c.phrase() for c in changes] == ["lines[].gross_kg new (in 4 of 4)",
+                                             "lines[].weight absent from all 4 read (present before)"]
+    dropped = [{**order(2), "lines": [{"quantity": 3, "note": None, "sub": []}]}]
+    changes, _ = nested_run(dropped, known, "r2")
+    assert changes == [], "one record without it and nothing new in its place: (1/3) is no evidence"
 
 
 def test_an_empty_array_or_a_null_object_says_nothing_of_the_keys_inside() -> None:

@@ -86,7 +86,7 @@ def test_help_lists_a_flag_for_every_fault_setting(capsys: pytest.CaptureFixture
     assert stopped.value.code == 0
     shown = capsys.readouterr().out
     for flag in [*FAULT_FLAGS.values(), "--offset-change INSTANT=OFFSET", "--start INSTANT", "{type,key}",
-                 "--naive-clock ZONE", "--release {2026.1,2026.2}"]:
+                 "--naive-clock ZONE", "--release {2026.1,2026.2,2026.3}"]:
         assert flag in shown, flag
 
 

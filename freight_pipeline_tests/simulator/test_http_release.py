@@ -11,7 +11,7 @@ import pytest
 from freight_pipeline.cli import build_parser
 from freight_pipeline.simulator.cli import config_from_args
 from freight_pipeline.simulator.config import SimulatorConfig
-from freight_pipeline.simulator.releases import CURRENT, NEXT
+from freight_pipeline.simulator.releases import CURRENT, NEXT, RELEASES
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline_tests.simulator.conftest import authed_client
 
@@ -43,7 +43,7 @@ def test_the_control_route_switches_the_shape(sim_factory: Callable[..., Running
         assert {"house_reference", "master_reference", "aes"} <= set(before)
         assert "emissions" not in before and legs_before and "flight_no" in legs_before[0]
 
-        assert httpx.get(f"{sim.base_url}/_control/release").json() == {"release": CURRENT, "releases": [CURRENT, NEXT]}
+        assert httpx.get(f"{sim.base_url}/_control/release").json() == {"release": CURRENT, "releases": list(RELEASES)}
         refused = httpx.post(f"{sim.base_url}/_control/release", json={"release": "2030.1"})
         assert refused.status_code == 400 and "release must be one of" in refused.json()["message"]
         switched = httpx.post(f"{sim.base_url}/_control/release", json={"release": NEXT})

@@ -9,24 +9,29 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from bench.before_the_fix import mapping_before_the_fix
 from bench.expected_rows import expected_rows
+from freight_pipeline.checks.warehouse import evaluate_checks, shape_check
 from freight_pipeline.commands.report import read_report
 from freight_pipeline.commands.status import render_status
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize import flatten
-from freight_pipeline.simulator.releases import NEXT
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.simulator.releases import NESTED, NEXT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import drift
 from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
-from freight_pipeline.sync.parts import AIR_LEGS, DOCUMENT, EVENTS
+from freight_pipeline.sync.parts import AIR_LEGS, DOCUMENT, EVENTS, SEA_LEGS
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline_tests.sync.conftest import SMALL_SHIPMENTS, query, syncer, work_db
 from freight_pipeline_tests.sync.expected import rows_differences
 
 CHANGED = 12
+LOCATION_COLUMNS = ("location_name", "service_code", "unloc", "iata", "foreign_code", "postal_code", "un_country",
+                    "latitude", "longitude", "location_codes")
 
 
 @pytest.fixture
@@ -150,3 +155,152 @@ def _read_by(data_dir: Path, run_id: str) -> list[int]:
     """The shipments whose documents ``run_id`` read (and kept raw)."""
     rows = query(work_db(data_dir), "SELECT shipment_id FROM freight_meta.raw_shipments WHERE run_id = ?", [run_id])
     return sorted(int(r[0]) for r in rows)
+
+
+# --- 2026.3: renames and retypes inside goods (at every depth), addresses, containers, legs and events ----
+
+def _objects(items: Any) -> list[dict[str, Any]]:
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+
+def _goods(goods: Any) -> list[dict[str, Any]]:
+    """Every goods line at every depth."""
+    return [line for good in _objects(goods) for line in (good, *_goods(good.get("subgoods")))]
+
+
+def _nested_truth(sim: RunningSimulator, ids: list[int]) -> dict[str, int]:
+    """What the shipments ``ids`` hold, counted from the store's true documents (the release changes none)."""
+    reader = sim.store.reader
+    docs = [reader.get_shipment(i) for i in ids]
+    lines = [line for d in docs for line in _goods(d.get("goods"))]
+    counts = {
+        "goods": len(lines),
+        "quantities": sum(isinstance(line.get("quantity"), int) for line in lines),
+        "measurements": sum(len(_objects(line.get("measurements"))) for line in lines),
+        "lengths": sum(isinstance(m.get("length"), int) for line in lines for m in _objects(line.get("measurements"))),
+        "addresses": sum(len(_objects(d.get("addresses"))) for d in docs),
+        "containers": sum(len(_objects(d.get("containers"))) for d in docs),
+        "events": sum(len(reader.get_events(i)) for i in ids),
+        "air": sum(len(reader.get_air_main_carriage(d["id"])) for d in docs if d["mode_of_transport"] == "AIR"),
+        "sea": sum(len(reader.get_sea_main_carriage(d["id"])) for d in docs if d["mode_of_transport"] == "SEA"),
+    }
+    for carriage in ("pre", "main", "post"):
+        counts[carriage] = sum(len(_objects((d.get(f"{carriage}_carriage") or {}).get("carriage_legs"))) for d in docs)
+    return counts
+
+
+def _nested_changes(truth: dict[str, int], read: int) -> dict[tuple[str, str], tuple[str, int, int]]:
+    """Every change 2026.3 makes, as the first sync after it must name it: (change, objects read, with it)."""
+    expected = {
+        (DOCUMENT, "aes"): ("vanished", read, 0), (DOCUMENT, "emissions"): ("new", read, read),
+        (DOCUMENT, "goods[].weight"): ("vanished", truth["goods"], 0),
+        (DOCUMENT, "goods[].gross_weight"): ("new", truth["goods"], truth["goods"]),
+        (DOCUMENT, "goods[].quantity"): ("retyped", truth["goods"], truth["goods"]),
+        (DOCUMENT, "goods[].measurements[].length"): ("retyped", truth["measurements"], truth["measurements"]),
+        (DOCUMENT, "addresses[].postal_code"): ("vanished", truth["addresses"], 0),
+        (DOCUMENT, "addresses[].zip_code"): ("new", truth["addresses"], truth["addresses"]),
+        (EVENTS, "reported_by"): ("new", truth["events"], truth["events"]),
+        (EVENTS, "location"): ("vanished", truth["events"], 0),
+        (EVENTS, "place"): ("new", truth["events"], truth["events"]),
+        (AIR_LEGS, "flight_no"): ("vanished", truth["air"], 0),
+        (AIR_LEGS, "flight_number"): ("new", truth["air"], truth["air"]),
+    }
+    if truth["containers"]:  # however few: the new name came in every container
+        expected[(DOCUMENT, "containers[].container_iso_code")] = ("vanished", truth["containers"], 0)
+        expected[(DOCUMENT, "containers[].iso_code")] = ("new", truth["containers"], truth["containers"])
+    ends = [(DOCUMENT, f"{carriage}_carriage.carriage_legs[].", truth[carriage])
+            for carriage in ("pre", "main", "post")]
+    ends += [(AIR_LEGS, "", truth["air"]), (SEA_LEGS, "", truth["sea"])]
+    for source, legs, count in ends:
+        for end in ("origin", "destination"):
+            if count:
+                expected[(source, f"{legs}{end}.location")] = ("vanished", count, 0)
+                expected[(source, f"{legs}{end}.place")] = ("new", count, count)
+    return expected
+
+
+NULLED_BY_NAMED: dict[tuple[str, str], tuple[str, str]] = {
+    ("shipment_goods", "weight"): (DOCUMENT, "goods[].weight"),
+    ("good_measurements", "length"): (DOCUMENT, "goods[].measurements[].length"),
+    ("shipment_addresses", "postal_code"): (DOCUMENT, "addresses[].postal_code"),
+    ("shipment_containers", "container_iso_code"): (DOCUMENT, "containers[].container_iso_code"),
+    ("air_main_carriage_legs", "flight_no"): (AIR_LEGS, "flight_no"),
+    **{("shipment_events", column): (EVENTS, "location") for column in LOCATION_COLUMNS},
+    **{(table, f"{end}_{column}"): (source, f"{end}.location") for table, source in (
+        ("air_main_carriage_legs", AIR_LEGS), ("sea_main_carriage_legs", SEA_LEGS))
+       for end in ("origin", "destination") for column in LOCATION_COLUMNS},
+    **{("carriage_legs", f"{end}_{column}"): (DOCUMENT, f"main_carriage.carriage_legs[].{end}.location")
+       for end in ("origin", "destination") for column in LOCATION_COLUMNS},
+}
+"""Each column the 2026.3 release turns null, and the change the sync must name for it (the legs embedded in
+the document: the main carriage's is named, as every carriage's end is)."""
+
+
+def _nulled_columns(expected: dict[str, list[dict[str, Any]]], data_dir: Path, ids: list[int]) -> set[tuple[str, str]]:
+    """(table, column) of every value of the shipments ``ids`` the store holds and the warehouse holds null."""
+    found: set[tuple[str, str]] = set()
+    with duckdb.connect(str(work_db(data_dir)), read_only=True) as con:
+        for spec in FREIGHT_TABLES:
+            if "shipment_id" not in spec.column_names:
+                continue
+            key = [c for c in spec.primary_key]
+            held = {tuple(r[:len(key)]): r[len(key):] for r in con.execute(
+                f"SELECT {', '.join(key)}, {', '.join(spec.column_names)} FROM {spec.qualified_name} "
+                f"WHERE shipment_id IN ({', '.join(map(str, ids))})").fetchall()}
+            for row in expected[spec.name]:
+                if row["shipment_id"] not in ids:
+                    continue
+                values = held.get(tuple(row.get(k) for k in key))
+                if values is None:
+                    continue
+                found |= {(spec.name, name) for name, value in zip(spec.column_names, values, strict=True)
+                          if value is None and row.get(name) is not None}
+    return found
+
+
+def test_a_release_that_changes_the_records_inside_names_every_path_with_counts(
+    release_sim: RunningSimulator, tmp_path: Path
+) -> None:
+    sync = syncer(release_sim, tmp_path)
+    first = sync()
+    assert not _changes(first[SHIPMENTS])
+    assert not [c for r in first.values() for c in r.extra.get("null_jumps", [])]
+    release_sim.set_release(NESTED)
+    release_sim.modify_shipments(CHANGED)
+    release_sim.advance_clock(1)
+    second = sync()[SHIPMENTS]
+    changed = _read_by(tmp_path, second.run_id)
+    truth = _nested_truth(release_sim, changed)
+    assert truth["goods"] > truth["quantities"] * 0.9 > 0 and truth["lengths"] == truth["measurements"] > 0
+    expected = _nested_changes(truth, len(changed))
+    changes = _changes(second)
+    assert {key: (c["change"], c["records_read"], c["records_with"]) for key, c in changes.items()} == expected
+    quantity, length = changes[(DOCUMENT, "goods[].quantity")], changes[(DOCUMENT, "goods[].measurements[].length")]
+    assert (quantity["kinds_new"], quantity["unread"]) == ({"text": truth["quantities"]}, 0)
+    assert (length["kinds_new"], length["unread"]) == ({"text": truth["lengths"]}, truth["lengths"])
+    line = next(line for line in second.shape_changes() if line.startswith("shipment documents"))
+    assert f"goods[].weight absent from all {truth['goods']} read (present before)" in line
+    assert f"goods[].quantity number -> text in {truth['quantities']} of {truth['goods']}, all read" in line
+    assert (f"goods[].measurements[].length number -> text in {truth['lengths']} of {truth['measurements']}, "
+            f"{truth['lengths']} not read (null, freight_meta.data_problems)") in line
+
+    # published, and no column turned null but those whose path the run named
+    published = query(tmp_path / "warehouse.duckdb", "SELECT count(*) FROM freight.shipment_goods WHERE shipment_id "
+                      f"IN ({', '.join(map(str, changed))}) AND weight IS NULL")
+    assert published == [(truth["goods"],)]
+    nulled = _nulled_columns(expected_rows(release_sim.store), tmp_path, changed)
+    assert {("shipment_goods", "weight"), ("good_measurements", "length"), ("shipment_events", "location_name")} \
+        <= nulled
+    assert nulled <= set(NULLED_BY_NAMED), nulled - set(NULLED_BY_NAMED)
+    assert {NULLED_BY_NAMED[column] for column in nulled} <= set(changes)
+
+    # where its users look: status and the Dagster checks (WARN)
+    status = render_status(read_report(tmp_path, storage_from_env()))
+    for shown in ("goods[].weight", "goods[].gross_weight", "main_carriage.carriage_legs[].origin.place",
+                  f"number -> text {truth['quantities']}, 0 not read", "retyped"):
+        assert shown in status, shown
+    with duckdb.connect(str(work_db(tmp_path)), read_only=True) as con:
+        results = dict(evaluate_checks(con, [shape_check(DOCUMENT), shape_check(EVENTS)]))
+    failing = {check.label: result.figures for check, result in results.items() if not result.passed}
+    assert set(failing) == {"shipments.no_shape_changes", "shipment_events.no_shape_changes"}
+    assert failing["shipments.no_shape_changes"]["retyped_fields"] == 2
