@@ -40,7 +40,7 @@ from typing import Any
 
 import freight_pipeline
 from freight_pipeline.normalize import specs
-from freight_pipeline.normalize.nodes import Key
+from freight_pipeline.normalize.nodes import Key, Node
 from freight_pipeline.normalize.plain_fields import CompiledFields, Field
 from freight_pipeline.normalize.schema import Column, TableSpec
 
@@ -208,12 +208,27 @@ def _declared() -> dict[str, Any]:
     return declared
 
 
+_FROZEN = (Field, Key, Node, CompiledFields, Column, TableSpec)
+"""Declarations that cannot change once made: each written as data once a process (:data:`_WRITTEN`)."""
+_WRITTEN: dict[int, tuple[Any, Any]] = {}
+"""id -> (a frozen declaration, its data): a stream's run signs the mapping, and most of it is the same objects."""
+
+
 def _as_data(value: Any, within: tuple[int, ...]) -> Any:
     """``value`` as JSON data, the same in every process (no address, no order of a set)."""
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
         return repr(value)
+    if isinstance(value, _FROZEN):
+        written = _WRITTEN.get(id(value))
+        if written is None or written[0] is not value:
+            written = _WRITTEN[id(value)] = (value, _written_as_data(value, within))
+        return written[1]
+    return _written_as_data(value, within)
+
+
+def _written_as_data(value: Any, within: tuple[int, ...]) -> Any:
     if id(value) in within:
         raise Unsignable(f"a cycle through {type(value).__qualname__}")
     inner = (*within, id(value))
