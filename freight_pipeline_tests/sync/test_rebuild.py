@@ -24,13 +24,17 @@ from bench.before_the_fix import mapping_before_the_fix
 from bench.expected_rows import expected_rows
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.lake.backend import storage_from_env
-from freight_pipeline.normalize import flatten, legs
-from freight_pipeline.normalize.plain_fields import Field, compile_fields
+from freight_pipeline.normalize import addresses, flatten, goods, legs
+from freight_pipeline.normalize.nodes import Key
+from freight_pipeline.normalize.plain_fields import CompiledFields, Field, compile_fields
 from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.signature import current_signature
-from freight_pipeline.normalize.specs.legs import AIR_LEG_FIELDS, LEG_COMMON_FIELDS
+from freight_pipeline.normalize.specs.events_memos import EVENT_LOCATION
+from freight_pipeline.normalize.specs.goods import GOOD_FIELDS
+from freight_pipeline.normalize.specs.legs import AIR_LEG_FIELDS, LEG_COMMON_FIELDS, LEG_ENDS
+from freight_pipeline.normalize.specs.parties import ADDRESS_FIELDS, CONTAINER_FIELDS
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
-from freight_pipeline.simulator.releases import NEXT
+from freight_pipeline.simulator.releases import NESTED, NEXT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import drift
 from freight_pipeline.sync.assemble import assemble
@@ -87,15 +91,17 @@ def _with_the_aliases(monkeypatch: pytest.MonkeyPatch, shipment_fields: Any, sha
     monkeypatch.setattr(legs, "_AIR", compile_fields((*LEG_COMMON_FIELDS, *air)))
 
 
-def _tables_differences(ours: Path, theirs: Path, *, except_aes: bool) -> dict[str, tuple[int, int]]:
+def _tables_differences(ours: Path, theirs: Path, *, except_aes: bool,
+                        except_columns: tuple[tuple[str, str], ...] = ()) -> dict[str, tuple[int, int]]:
     """Per ``freight`` table with differences: (rows only in ``ours``, rows only in ``theirs``), audit columns
-    left out; ``except_aes``: the AES rows of shipments last read in the old release are left out of ours."""
+    left out; ``except_aes``: the AES rows of shipments last read in the old release are left out of ours;
+    ``except_columns``: (table, column) left out of both."""
     found: dict[str, tuple[int, int]] = {}
     with duckdb.connect(":memory:") as con:
         con.execute(f"ATTACH '{ours}' AS ours (READ_ONLY)")
         con.execute(f"ATTACH '{theirs}' AS theirs (READ_ONLY)")
         for spec in FREIGHT_TABLES:
-            cols = ", ".join(f'"{c.name}"' for c in spec.columns)
+            cols = ", ".join(f'"{c.name}"' for c in spec.columns if (spec.name, c.name) not in except_columns)
             mine = f"SELECT {cols} FROM ours.{spec.schema}.{spec.name}"
             if except_aes and spec.name == "shipment_aes":
                 mine += (" WHERE shipment_id IN (SELECT shipment_id FROM ours.freight_meta.raw_shipments "
@@ -386,3 +392,57 @@ def test_a_table_whose_rows_all_differ_is_written_whole_and_compared_again_every
     assert comparison.skipped() == {"shipments"}  # compared again: shipment_events; waits now: shipments
     comparison.learn(_compared({"shipment_events": 5}, {"shipment_events": 3}))
     assert comparison.skipped() == {"shipments"}
+
+
+def _aliased(fields: tuple[Field, ...], renames: dict[str, str]) -> CompiledFields:
+    return compile_fields(Field(f.column, f.type, f.description, (f.key, renames[f.key])) if f.key in renames else f
+                          for f in fields)
+
+
+def _with_the_nested_aliases(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fix of 2026.3's renames inside the records, an alias each (in-process): a goods line's weight also
+    under gross_weight, an address's postal_code under zip_code, a container's iso code under iso_code, the
+    location of every leg end and event under place (a nested object's Key, not a field's); with 2026.2's flight
+    number."""
+    monkeypatch.setattr(goods, "_GOOD", _aliased(GOOD_FIELDS, {"weight": "gross_weight"}))
+    monkeypatch.setattr(addresses, "_ADDRESS", _aliased(ADDRESS_FIELDS, {"postal_code": "zip_code"}))
+    monkeypatch.setattr(addresses, "_CONTAINER", _aliased(CONTAINER_FIELDS, {"container_iso_code": "iso_code"}))
+    monkeypatch.setattr(legs, "_AIR", _aliased((*LEG_COMMON_FIELDS, *AIR_LEG_FIELDS), {"flight_no": "flight_number"}))
+    for group in (*(end.location for end in LEG_ENDS), EVENT_LOCATION):
+        monkeypatch.setattr(group, "key", Key(("location", "place"), group.key.node))
+
+
+def test_aliases_at_every_level_and_a_rebuild_equal_a_fresh_sync_of_a_release_that_changed_the_records_inside(
+    release_sim: RunningSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held, fresh = tmp_path / "held", tmp_path / "fresh"
+    sync = syncer(release_sim, held)
+    sync(streams=ONLY_SHIPMENTS)
+    release_sim.set_release(NESTED)
+    release_sim.modify_shipments(CHANGED)
+    release_sim.advance_clock(1)
+    second = sync(streams=ONLY_SHIPMENTS)[SHIPMENTS]
+    read = sorted(r[0] for r in query(work_db(held), "SELECT shipment_id FROM freight_meta.raw_shipments "
+                                                     "WHERE run_id = ?", [second.run_id]))
+    named = {c["field"] for c in second.extra["shape_changes"]}
+    assert {"goods[].weight", "addresses[].postal_code", "location", "origin.location"} <= named
+
+    _with_the_nested_aliases(monkeypatch)
+    syncer(release_sim, fresh)(streams=ONLY_SHIPMENTS)  # everything read again, in 2026.3, with the aliases
+    lengths = ("good_measurements", "length")  # 2026.3 sends "120 cm": no number, in either
+    before = _tables_differences(work_db(held), work_db(fresh), except_aes=True, except_columns=(lengths,))
+    assert {"shipment_goods", "shipment_addresses", "shipment_events", "carriage_legs"} <= set(before), before
+
+    served = release_sim.request_count()
+    with open_warehouse(held, storage_from_env()) as warehouse:
+        found = rebuild(warehouse, "rebuild-nested", TEST_SETTINGS, batch_size=BATCH)
+    assert release_sim.request_count() == served, "the rebuild asked the service"
+    assert found.touched == ("flight_number", "gross_weight", "iso_code", "place", "zip_code")
+    # those that name a key the aliases added were re-derived (a value may spell one too); those read in 2026.3
+    # were written again, no other
+    assert found.shipments_written == len(read) <= found.shipments < found.read
+    assert _tables_differences(work_db(held), work_db(fresh), except_aes=True, except_columns=(lengths,)) == {}
+    nulled = query(work_db(held), "SELECT DISTINCT shipment_id FROM freight.good_measurements WHERE length IS NULL "
+                                  "ORDER BY 1")
+    assert {r[0] for r in nulled} <= set(read) and nulled, "only what was read in 2026.3 lost its lengths"
+    assert _history_disagrees(work_db(held)) == 0
