@@ -48,10 +48,26 @@ class NullJump:
     nulls_before: int
 
     def phrase(self) -> str:
-        """``shipment_goods.weight null in 194 of 194 rows (100 %), 0.0 % in the 3 runs before (1,204 rows)``."""
-        share, before = self.nulls / self.rows, self.nulls_before / self.rows_before
-        return (f"{self.table}.{self.column} null in {self.nulls:,} of {self.rows:,} rows ({share:.0%}), "
-                f"{before:.1%} in the {self.runs_before} runs before ({self.rows_before:,} rows)")
+        """``shipment_goods.weight null in 194 of 194 rows, 0.0% of 1,204 in the 3 runs before``."""
+        return f"{self.table}.{self.column} {self.counts_text()}"
+
+    def counts_text(self) -> str:
+        runs = "the run" if self.runs_before == 1 else f"the {self.runs_before} runs"
+        return (f"null in {self.nulls:,} of {self.rows:,} rows, {self.nulls_before / self.rows_before:.1%} of "
+                f"{self.rows_before:,} in {runs} before")
+
+
+def jump_phrases(jumps: list[NullJump]) -> list[str]:
+    """One phrase per table and counts: ``carriage_legs.origin_location_name, origin_unloc and 8 more null in 251
+    of 251 rows, 0.0% of 4,440 in the run before`` (a renamed object nulls its columns together)."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for jump in jumps:
+        grouped.setdefault((jump.table, jump.counts_text()), []).append(jump.column)
+    phrases = []
+    for (table, counts), columns in grouped.items():
+        named = ", ".join(columns[:3]) + (f" and {len(columns) - 3} more" if len(columns) > 3 else "")
+        phrases.append(f"{table}.{named} {counts}")
+    return phrases
 
 
 def note_nulls(warehouse: Warehouse, run_id: str, counts: Mapping[str, NullCounts],
@@ -108,5 +124,5 @@ def _recent(row: Mapping[str, Any] | None) -> list[list[Any]]:
 
 
 def jump_record(jump: NullJump) -> dict[str, Any]:
-    """A jump as kept in ``sync_runs.details`` (and shown by the run's result line)."""
+    """A jump as kept in ``sync_runs.details`` (the run's result line: :func:`jump_phrases`)."""
     return {**asdict(jump), "phrase": jump.phrase()}

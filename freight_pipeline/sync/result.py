@@ -90,8 +90,8 @@ class StreamResult(RunRecord):
     def null_jumps(self) -> list[str]:
         """``columns null far more often than before: shipment_goods.weight null in 194 of 194 rows (100 %), ...``:
         one line for the columns whose share of nulls jumped in this run (``sync.nulls``)."""
-        phrases = [jump["phrase"] for jump in self.extra.get("null_jumps", ())]
-        return [f"columns null far more often than before: {', '.join(phrases)}"] if phrases else []
+        phrases = self.extra.get("null_jump_lines", ())
+        return [f"columns null far more often than before: {'; '.join(phrases)}"] if phrases else []
 
     def add_versions(self, versions: dict[str, int]) -> None:
         """Versions added to ``freight_history`` tables, counted in ``extra["versions"]`` per table."""

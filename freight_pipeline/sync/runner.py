@@ -24,7 +24,7 @@ from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.derived_by import MAPPING, note_mapping
 from freight_pipeline.sync.drift import change_record, note_shape
 from freight_pipeline.sync.isolation import StreamUnreachable
-from freight_pipeline.sync.nulls import jump_record, note_nulls
+from freight_pipeline.sync.nulls import jump_phrases, jump_record, note_nulls
 from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
@@ -109,7 +109,9 @@ async def run_stream_async(
                 changes = note_shape(warehouse, run_id, result.tallies)
                 result.extra["shape_changes"] = [change_record(change) for change in changes]
             if result.nulls:  # a column null far more often than before: the same
-                result.extra["null_jumps"] = [jump_record(jump) for jump in note_nulls(warehouse, run_id, result.nulls)]
+                jumps = note_nulls(warehouse, run_id, result.nulls)
+                result.extra["null_jumps"] = [jump_record(jump) for jump in jumps]
+                result.extra["null_jump_lines"] = jump_phrases(jumps)
     except BaseException as exc:
         requests_after, retries_after = source.request_counts()
         started.status = "failed"
