@@ -32,6 +32,13 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
   issue's case: the shipments whose raw names the renamed fields re-derived); with ``--all`` (every
   shipment: what a change of the code costs); ``--all`` after the per-shipment tables were emptied (every
   row written); and the raw store's size per 1,000 shipments;
+* ``versus`` (not run by default; needs ``--baseline REV``): this checkout's sync engine alone against commit
+  ``REV``'s (a ``git worktree``, the same venv), each against its own simulator (same seed, so the same
+  changes), interleaved and in alternating order: a full sync of ``--shipments`` (2,000), then
+  ``--versus-runs`` (10) incremental runs, each after ``--changed-share`` of the shipments changed and 15
+  service minutes; each run a process of its own. Printed per side: the full sync, the incremental runs'
+  median and longest, their peak RSS; and the ratios (what a change costs, before and after, measured in
+  one run);
 * ``history`` (not run by default: about 20 minutes on 2 cores): what the ``freight_history`` costs.
   The sync engine alone with the history on and off (``FREIGHT_HISTORY=0``), each against its own
   simulator (same seed, so the same changes), interleaved and in alternating order: a full sync of
@@ -389,12 +396,15 @@ def dagster_overhead(shipments: int, seed: int, changed: int) -> list[tuple[str,
     return rows
 
 
-def engine(base_url: str, data_dir: Path, env: Mapping[str, str] | None = None, *, publish: bool = False) -> Measured:
+def engine(base_url: str, data_dir: Path, env: Mapping[str, str] | None = None, *, publish: bool = False,
+           code: Path | None = None) -> Measured:
     """The sync engine alone (``bench/engine.py``: every stream, no Dagster or dbt; ``publish``: then the
-    publish) into ``data_dir``, with ``env`` added to its environment; its ``figures``: what it printed
-    last (its exact peak RSS, the seconds of the sync, the publish's figures)."""
-    cmd = [sys.executable, str(REPO / "bench" / "engine.py"), base_url, str(data_dir), *(["--publish"] * publish)]
-    result = measured(cmd, {**os.environ, **(env or {})}, base_url)
+    publish) into ``data_dir``, with ``env`` added to its environment; ``code``: a checkout whose engine and
+    package run instead of this one's (the same venv); its ``figures``: what it printed last (its exact peak
+    RSS, the seconds of the sync, the publish's figures)."""
+    cmd = [sys.executable, str((code or REPO) / "bench" / "engine.py"), base_url, str(data_dir),
+           *(["--publish"] * publish)]
+    result = measured(cmd, {**os.environ, **({"PYTHONPATH": str(code)} if code else {}), **(env or {})}, base_url)
     result.figures = json.loads(result.output.strip().splitlines()[-1])
     return result
 
@@ -562,36 +572,91 @@ def runs_summary(runs: Sequence[Measured], edge: int = EDGE_RUNS) -> str:
             f"{span(rss[:edge])}, last {edge} {span(rss[-edge:])}")
 
 
+@dataclass(frozen=True)
+class Side:
+    """One side of an alternated comparison of the sync engine: more of its environment, and the checkout
+    whose code it runs (None: this one)."""
+
+    env: Mapping[str, str]
+    code: Path | None = None
+
+
+class Alternated:
+    """The sync engine's sides, each against a simulator of its own (same seed, so the same changes), run in
+    turn and in alternating order (neither always first), each run a process of its own."""
+
+    def __init__(self, stack: contextlib.ExitStack, sides: Mapping[str, Side], shipments: int, seed: int,
+                 changed: int, round_s: int, label: str) -> None:
+        self.sides, self.changed, self.round_s, self.label = sides, changed, round_s, label
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="freight-bench-")))
+        self.urls = {name: stack.enter_context(simulator(shipments, seed, 0)) for name in sides}
+        self.dirs = {name: tmp / name.replace(" ", "-") for name in sides}
+
+    def change(self) -> None:
+        """``changed`` shipments modified and ``round_s`` service seconds later, on every side's simulator."""
+        for url in self.urls.values():
+            httpx.post(f"{url}/_control/clock/advance", params={"seconds": self.round_s}, timeout=30).raise_for_status()
+            httpx.post(f"{url}/_control/shipments/modify", params={"count": self.changed},
+                       timeout=300).raise_for_status()
+
+    def run_all(self, round_: int, label: str, publish: bool = False) -> dict[str, Measured]:
+        done = {}
+        names = list(self.sides)
+        for name in names if round_ % 2 == 0 else reversed(names):
+            side = self.sides[name]
+            done[name] = engine(self.urls[name], self.dirs[name], side.env, publish=publish, code=side.code)
+        print(f"bench: {self.label}, {label}: " + ", ".join(
+            f"{name} {m.figures['seconds']:.1f} s" for name, m in done.items()), file=sys.stderr, flush=True)
+        return done
+
+    def full(self) -> dict[str, Measured]:
+        """A full sync of each side."""
+        return self.run_all(0, "full sync")
+
+    def incremental(self, count: int) -> dict[str, list[Measured]]:
+        """``count`` incremental runs of each side, each after :meth:`change`."""
+        measured_runs: dict[str, list[Measured]] = {name: [] for name in self.sides}
+        for round_ in range(1, count + 1):
+            self.change()
+            for name, result in self.run_all(round_, f"run {round_}/{count}").items():
+                measured_runs[name].append(result)
+        return measured_runs
+
+
+def versus(shipments: int, runs: int, seed: int, share: float, baseline: str) -> list[tuple[str, str]]:
+    """The ``versus`` scenario (see the module doc): this checkout's sync engine against commit ``baseline``'s."""
+    changed = max(1, round(shipments * share))
+    with contextlib.ExitStack() as stack:
+        sides = {"this checkout": Side({}), f"at {baseline}": Side({}, stack.enter_context(checkout(baseline)))}
+        alternated = Alternated(stack, sides, shipments, seed, changed, HISTORY_ROUND_S, "versus")
+        full = alternated.full()
+        measured_runs = alternated.incremental(runs)
+    names = list(sides)
+    rows = [("versus: shipments", f"{shipments:,}; {runs} incremental runs, each after {changed:,} changed "
+             f"({share:.0%}, modify); the sync engine alone, documents off, alternated")]
+    for name in names:
+        rows += [(f"versus: {name}: full sync", f"{full[name].figures['seconds']:.1f} s, peak RSS "
+                  f"{full[name].figures['max_rss_mb']:.0f} MB"),
+                 (f"versus: {name}: incremental runs", runs_summary(measured_runs[name]))]
+    ours_runs, theirs_runs = (statistics.median(float(r.figures["seconds"]) for r in measured_runs[name])
+                              for name in names)
+    ours_full, theirs_full = (float(full[name].figures["seconds"]) for name in names)
+    rows.append((f"versus: this checkout / {baseline}", f"full sync {ours_full / theirs_full:.2f}x, incremental sync "
+                 f"{ours_runs / theirs_runs:.2f}x (medians)"))
+    return rows
+
+
 def history_cost(shipments: int, runs: int, seed: int, share: float) -> list[tuple[str, str]]:
     """The ``history`` scenario (see the module doc)."""
     changed = max(1, round(shipments * share))
     names = list(HISTORY_VARIANTS)
-    with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, contextlib.ExitStack() as stack:
-        urls = {name: stack.enter_context(simulator(shipments, seed, 0)) for name in names}
-        dirs = {name: Path(tmp) / name.replace(" ", "-") for name in names}
-
-        def change() -> None:
-            for url in urls.values():
-                httpx.post(f"{url}/_control/clock/advance", params={"seconds": HISTORY_ROUND_S},
-                           timeout=30).raise_for_status()
-                httpx.post(f"{url}/_control/shipments/modify", params={"count": changed},
-                           timeout=300).raise_for_status()
-
-        def run_all(round_: int, label: str, publish: bool = False) -> dict[str, Measured]:
-            done = {}
-            for name in names if round_ % 2 == 0 else reversed(names):  # alternating: neither always first
-                done[name] = engine(urls[name], dirs[name], HISTORY_VARIANTS[name], publish=publish)
-            print(f"bench: history, {label}: " + ", ".join(
-                f"{name} {m.figures['seconds']:.1f} s" for name, m in done.items()), file=sys.stderr, flush=True)
-            return done
-
-        full = run_all(0, "full sync")
+    with contextlib.ExitStack() as stack:
+        sides = {name: Side(env) for name, env in HISTORY_VARIANTS.items()}
+        alternated = Alternated(stack, sides, shipments, seed, changed, HISTORY_ROUND_S, "history")
+        dirs, run_all, change = alternated.dirs, alternated.run_all, alternated.change
+        full = alternated.full()
         after_full = {name: history_storage(working_db_path(dirs[name])) for name in names}
-        measured_runs: dict[str, list[Measured]] = {name: [] for name in names}
-        for round_ in range(1, runs + 1):
-            change()
-            for name, result in run_all(round_, f"run {round_}/{runs}").items():
-                measured_runs[name].append(result)
+        measured_runs = alternated.incremental(runs)
         storage = {name: history_storage(working_db_path(dirs[name])) for name in names}
         files = {name: working_db_path(dirs[name]).stat().st_size for name in names}
         first_publish = run_all(runs + 1, "a run and the first publish", publish=True)  # nothing changed
@@ -636,7 +701,9 @@ def main() -> int:
     parser.add_argument("--changed-share", type=float, default=0.01)
     parser.add_argument("--dagster-changed", type=int, default=40)
     parser.add_argument("--baseline", default=None, metavar="REV",
-                        help="incremental: also run a git worktree of commit REV, its figures beside")
+                        help="incremental: also run a git worktree of commit REV, its figures beside; versus: the "
+                        "commit to compare with")
+    parser.add_argument("--versus-runs", type=int, default=10)
     parser.add_argument("--memory-sizes", default="2000,20000")
     parser.add_argument("--history-shipments", type=int, default=20_000)
     parser.add_argument("--history-runs", type=int, default=50)
@@ -663,6 +730,10 @@ def main() -> int:
             rows += rebuild(args.rebuild_shipments, args.seed, args.latency_ms, args.changed_share)
         elif scenario == "history":
             rows += history_cost(args.history_shipments, args.history_runs, args.seed, args.changed_share)
+        elif scenario == "versus":
+            if args.baseline is None:
+                parser.error("versus needs --baseline REV")
+            rows += versus(args.shipments, args.versus_runs, args.seed, args.changed_share, args.baseline)
         else:
             parser.error(f"unknown scenario {scenario!r}")
     print(f"\nfreight_pipeline against dlt, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores")

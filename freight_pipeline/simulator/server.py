@@ -195,6 +195,10 @@ class RunningSimulator:
     def modify_shipments(self, count: int) -> list[int]:
         return self.store.changes.modify_shipments(count)
 
+    def change_in_background(self, count: int) -> list[int]:
+        """Upcoming estimates of ``count`` open shipments moved without a new last-modified instant."""
+        return self.store.changes.change_in_background(count)
+
     def progress_shipments(self) -> list[int]:
         return self.store.changes.progress_shipments()
 

@@ -1,6 +1,8 @@
 """Change over time in the simulator store (:class:`StoreChanges`): shipments modified, brought up
 to the clock (their due events in, their estimates revised as they progress), created, deleted and
-touched, and one milestone moved on demand.
+touched, one milestone moved on demand, and estimates moved by a background process that leaves the
+shipment's last-modified instant alone (the spec: events "may be changed by hand or by background
+processes"; nothing says such a change moves the shipment's stamp).
 
 Every change draws from the store's mutation (and document) random streams in a fixed order, so
 the same sequence of calls gives the same changes.
@@ -8,6 +10,11 @@ the same sequence of calls gives the same changes.
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from freight_pipeline.datetimes import DateTimeParseError, parse_datetime_object
 from freight_pipeline.simulator import data_catalog as cat
 from freight_pipeline.simulator.data_efile import DOCUMENT_KINDS
 from freight_pipeline.simulator.data_estimates import moved_milestone
@@ -27,6 +34,10 @@ from freight_pipeline.simulator.store_api import EVENT_TYPES, Invalid
 from freight_pipeline.simulator.store_data import StoreData
 
 DOCUMENT_ON_CHANGE_SHARE = 0.15  # a changed shipment gets a new E-File this often (filed with the change)
+BACKGROUND_SHIFT_HOURS = (3, 48)
+"""A background change moves a shipment's upcoming estimates later by this many hours (a delay)."""
+BACKGROUND_MEMO_SHARE = 0.25
+"""A background change adds a memo line to the shipment this often."""
 
 
 class StoreChanges:
@@ -35,10 +46,13 @@ class StoreChanges:
     Args:
         data: the store's shared data.
         memo_share: share of shipments with memo lines (new shipments get one at half that rate).
+        events_of: a shipment's events as the service answers them (the store's reader).
     """
 
-    def __init__(self, data: StoreData, memo_share: float) -> None:
+    def __init__(self, data: StoreData, memo_share: float,
+                 events_of: Callable[[int], list[dict[str, Any]]]) -> None:
         self._data = data
+        self._events_of = events_of
         self._memo_share = memo_share
         self._mutation_rng = rng_for(data.seed, TAG_MUTATION)
         self._document_rng = rng_for(data.seed, TAG_DOCUMENTS, 0)
@@ -177,12 +191,81 @@ class StoreChanges:
             data.version += 1
             return data.clock.iso(stamp)
 
+    def change_in_background(self, count: int) -> list[int]:
+        """Move the upcoming estimates of ``count`` open shipments later (each by its own 3 to 48 hours), as a
+        carrier's status feed does, and add a memo line to some (BACKGROUND_MEMO_SHARE):
+        **without** a new last-modified instant. The events answer (and the document's ``events``) changes;
+        the lookup's stamp does not, so a walk by last-modified never sees it. Returns the shipments changed
+        (those with an upcoming estimate)."""
+        _check_count(count)
+        data = self._data
+        with data.lock:
+            rng = self._mutation_rng
+            now = data.clock.epoch()
+            open_ids = sorted(i for i, s in data.live.items() if not s.closed)
+            changed = []
+            for shipment_id in rng.sample(open_ids, len(open_ids)):
+                if len(changed) == count:
+                    break
+                hours = rng.randint(*BACKGROUND_SHIFT_HOURS)
+                moved = [_shifted(event, hours) for event in self._upcoming_estimates(shipment_id, now)]
+                if not moved:
+                    continue
+                for event in moved:
+                    data.overrides.setdefault(shipment_id, {})[(event["event"], event["type"])] = event
+                if rng.random() < BACKGROUND_MEMO_SHARE:
+                    data.add_memo(shipment_id, rng.choice(cat.MEMO_TEXTS))
+                state = data.live[shipment_id]  # a new version for the document cache, the stamp as it was
+                data.live[shipment_id] = state.evolve(version=state.version + 1)
+                changed.append(shipment_id)
+            data.version += 1
+            return sorted(changed)
+
+    def _upcoming_estimates(self, shipment_id: int, now: int) -> list[dict[str, Any]]:
+        """The shipment's ESTIMATED events dated after ``now`` (as the events endpoint answers them)."""
+        upcoming = []
+        for event in self._events_of(shipment_id):
+            if event.get("type") != "ESTIMATED":
+                continue
+            try:
+                parsed = parse_datetime_object(event.get("date_time"))
+            except DateTimeParseError:
+                continue
+            instant = parsed.instant if parsed is not None else None
+            if instant is not None and instant.tzinfo is not None and instant.timestamp() > now:
+                upcoming.append(event)
+        return upcoming
+
     def _add_document(self, state: ShipmentState, at: int) -> None:
         """A document filed with a shipment later on (one of the kinds its mode has)."""
         kinds = [i for i, kind in enumerate(DOCUMENT_KINDS) if state.mode in kind.modes]
         self._data.efiles.generate(
             state.id, self._document_rng.choice(kinds), at, state.shipment_number, state.house_reference
         )
+
+
+def _shifted(event: dict[str, Any], hours: int) -> dict[str, Any]:
+    """``event`` with its date and time of day moved by ``hours``, at its offset, in the form it came in (the
+    time as text or as an object; a window's end moved along)."""
+    moved = dict(event)
+    date_time = dict(event["date_time"])
+    parsed = parse_datetime_object(date_time)
+    assert parsed is not None and parsed.date is not None and parsed.time is not None
+    local = dt.datetime.combine(parsed.date, parsed.time) + dt.timedelta(hours=hours)
+    date_time["date"] = local.date().isoformat()
+    date_time["time"] = _time_like(date_time.get("time"), local.time())
+    if isinstance(date_time.get("until"), dict | str) and parsed.until_time is not None:
+        until = dt.datetime.combine(parsed.date, parsed.until_time) + dt.timedelta(hours=hours)
+        date_time["until"] = _time_like(date_time["until"], until.time())
+    moved["date_time"] = date_time
+    return moved
+
+
+def _time_like(sent: Any, time: dt.time) -> Any:
+    """``time`` in the form ``sent`` came in: ``HH:MM:SS`` text, or ``{hour, minute, second, nano}``."""
+    if isinstance(sent, dict):
+        return {"hour": time.hour, "minute": time.minute, "second": time.second, "nano": time.microsecond * 1000}
+    return time.strftime("%H:%M:%S")
 
 
 def _check_count(count: int) -> None:

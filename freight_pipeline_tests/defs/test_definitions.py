@@ -245,6 +245,12 @@ def test_checks_find_what_is_wrong() -> None:
     con.execute(meta.QUARANTINE.ddl())
     con.execute(meta.DATA_PROBLEMS.ddl())
     con.execute(meta.SOURCE_FIELDS.ddl())
+    con.execute(meta.COLUMN_NULLS.ddl())
+    con.execute("""
+        INSERT INTO freight_meta.column_nulls (table_name, column_name, stream, state, rows_latest, nulls_latest,
+            changed_run_id)
+        VALUES ('shipment_goods', 'weight', 'shipments', 'jumped', 40, 40, 'r2'),
+            ('shipments', 'client', 'shipments', 'usual', 40, 0, 'r1');""")
     con.execute("""
         INSERT INTO freight_meta.source_fields (stream, field, declared, state, records_read, records_with,
             changed_run_id, example_record_key)
@@ -280,6 +286,11 @@ def test_checks_find_what_is_wrong() -> None:
     assert [(f["field"], f["state"], f["records_read"]) for f in shape.metadata["fields"].value] == [
         ("house_reference", "vanished", 40), ("house_bill_number", "new", 40)]
     assert results[("shipment_events", "no_shape_changes")].passed
+    nulls = results[("shipments", "no_null_share_jumps")]
+    assert not nulls.passed and nulls.severity == dg.AssetCheckSeverity.WARN
+    assert nulls.metadata["columns"].value == [
+        {"column": "shipment_goods.weight", "nulls": 40, "rows": 40, "since_run": "r2"}]
+    assert results[("shipment_events", "no_null_share_jumps")].passed
     assert results[("shipments", "primary_key_unique")].passed
     goods_keys = results[("shipment_goods", "primary_key_unique")]
     assert not goods_keys.passed and goods_keys.metadata["duplicate_keys"].value == 1
