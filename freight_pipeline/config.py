@@ -52,6 +52,17 @@ SERVICE_TIMEZONE_ENV = "FREIGHT_SERVICE_TIMEZONE"
 HEDGE_ENV = "FREIGHT_HEDGE"
 """The most reads hedged (a copy sent when one is slow, ``client.hedge``), as a share of the reads
 (default 0.05); ``0``: no hedged reads."""
+FRESHNESS_SAMPLE_ENV = "FREIGHT_FRESHNESS_SAMPLE"
+"""Open shipments whose events and memo lines each run re-reads to find changes the service makes without
+moving their last-modified instant (default 20; 0: none)."""
+EVENTS_REFRESH_ENV = "FREIGHT_EVENTS_REFRESH"
+"""The rolling re-read of open shipments' events: ``auto`` (default: once a sample found such changes), ``on``,
+``off``."""
+EVENTS_MAX_AGE_ENV = "FREIGHT_EVENTS_MAX_AGE_MINUTES"
+"""With the rolling re-read on: the most an open shipment's events go unread (default 240)."""
+EVENTS_REFRESH_SHARE_ENV = "FREIGHT_EVENTS_REFRESH_SHARE"
+"""The rolling re-read's requests a run, as a share of the run's other requests (default 1.0; at least
+``sync.freshness.MIN_REFRESH_REQUESTS``)."""
 ON_TIME_TOLERANCE_ENV = "FREIGHT_ON_TIME_TOLERANCE_MINUTES"
 """Minutes an arrival may be late and still count as on time (dbt var ``on_time_tolerance_minutes``)."""
 
@@ -116,6 +127,20 @@ def minutes_from_env(name: str, default: int) -> int:
     if minutes < 0:
         raise ValueError(f"{name} must not be negative, got {minutes}")
     return minutes
+
+
+def count_from_env(name: str, default: int) -> int:
+    """A whole number (>= 0) from environment variable ``name``; ``default`` when unset or empty."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        count = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {text!r}") from None
+    if count < 0:
+        raise ValueError(f"{name} must not be negative, got {count}")
+    return count
 
 
 def share_from_env(name: str, default: float) -> float:

@@ -16,10 +16,13 @@ import duckdb
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.shapes import OPEN_STATES
 from freight_pipeline.normalize.tables import TABLES_BY_NAME
+from freight_pipeline.sync import freshness
+from freight_pipeline.sync.parts import EVENTS
 from freight_pipeline.sync.streams import SHIPMENTS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.ddl import existing_columns
 from freight_pipeline.warehouse.history import BEHIND_STATE, Subject, disagreeing_sql
+from freight_pipeline.warehouse.reads import oldest_part_read
 
 PARENT = TABLES_BY_NAME["shipments"]
 """The table every child row points at through the parent's key column (``shipment_id``)."""
@@ -166,6 +169,25 @@ def history_disagreements(con: duckdb.DuckDBPyConnection, subject: Subject, samp
                       f"FROM ({disagreeing_sql(subject, shipments)})").fetchone()
     count, ids = (row or (0, []))
     return int(count or 0), [int(i) for i in (ids or [])[:sample]]
+def events_freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
+    """What the runs know of events changed without a moved stamp (``sync.freshness``), and how long the
+    events of the open shipment read longest ago have gone unread; None before the first run said."""
+    if not existing_columns(con, meta.SYNC_STATE):
+        return None
+    text = _scalar(con, f"SELECT cursor_value FROM {table_ref(meta.SYNC_STATE)} WHERE stream = ? "
+                        f"{meta.LATEST_STATE}", [freshness.STATE])
+    if not text:
+        return None
+    state = json.loads(text)
+    open_held, oldest = oldest_part_read(con, EVENTS)
+    oldest = _utc(oldest)
+    age = dt.datetime.now(dt.UTC) - oldest if oldest is not None else None
+    return {"rolling_reread": bool(state.get("rolling")), "found_run_id": state.get("found_run_id"),
+            "found_at": state.get("found_at"), "parts_found": state.get("parts") or [],
+            "max_age_minutes": state.get("max_age_minutes"), "open_shipments": open_held,
+            "oldest_events_read_at": oldest, "oldest_age_minutes": round(age.total_seconds() / 60) if age else None}
+
+
 def null_jumps(con: duckdb.DuckDBPyConnection, stream: str) -> list[dict[str, Any]]:
     """Columns of the tables ``stream``'s records fill whose share of nulls jumped and stays so."""
     rows = con.execute(

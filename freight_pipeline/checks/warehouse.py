@@ -39,7 +39,7 @@ from freight_pipeline.cursors import on_cursors
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.drift import SOURCE_SHAPES
-from freight_pipeline.sync.parts import DOCUMENT_PART
+from freight_pipeline.sync.parts import DOCUMENT_PART, EVENTS
 from freight_pipeline.sync.streams import RECORD_SOURCES, TABLE_SOURCE
 from freight_pipeline.warehouse.history import SUBJECTS, Subject
 
@@ -204,6 +204,24 @@ def null_check(stream: str) -> WarehouseCheck:
     )
 
 
+def events_age_check() -> WarehouseCheck:
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        found = queries.events_freshness(con)
+        if found is None or not found["rolling_reread"] or found["oldest_age_minutes"] is None:
+            return CheckResult(True, {"rolling_reread": False, **(found or {})})
+        return CheckResult(found["oldest_age_minutes"] <= (found["max_age_minutes"] or 0), found)
+
+    return WarehouseCheck(
+        "events_within_max_age",
+        RECORD_SOURCES[EVENTS][0],
+        Severity.WARN,
+        "While the rolling re-read of open shipments' events is on (the service changes events without moving a "
+        "shipment's last-modified instant, or FREIGHT_EVENTS_REFRESH=on): no open shipment's events went unread "
+        "longer than FREIGHT_EVENTS_MAX_AGE_MINUTES (freight_meta.raw_parts.fetched_at; WARN severity).",
+        evaluate,
+    )
+
+
 def history_check(subject: Subject, *, changed_only: bool = False) -> WarehouseCheck:
     """``changed_only``: compare the shipments changed since the last complete build, not every one."""
     tables = [source.table.name for source in subject.sources]
@@ -246,6 +264,7 @@ def warehouse_checks(
           if all(source.table.name in names for source in s.sources)),
         *(shape_check(stream) for stream in RECORD_SOURCES if stream in SOURCE_SHAPES),
         *(null_check(stream) for stream in RECORD_SOURCES),
+        events_age_check(),
     ]
 
 

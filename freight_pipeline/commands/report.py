@@ -16,6 +16,7 @@ from typing import Any
 
 import duckdb
 
+from freight_pipeline.checks.queries import events_freshness
 from freight_pipeline.normalize.shapes import OPEN_STATES
 from freight_pipeline.sync.derived_by import DERIVED_BY
 from freight_pipeline.sync.streams import STREAM_NAMES
@@ -75,6 +76,7 @@ def read_report(data_dir: Path, backend: StorageBackend) -> dict[str, Any]:
             "data_problems": _per_stream(con, tables, "data_problems"),
             "shape_changes": _shape_changes(con, tables),
             "null_jumps": _null_jumps(con, tables),
+            "events_freshness": _plain_values(events_freshness(con)) if "freight.shipments" in tables else None,
         }
 
 
@@ -225,6 +227,10 @@ def _null_jumps(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[
     )
     names = [d[0] for d in cur.description]
     return [{name: _plain(value) for name, value in zip(names, row, strict=True)} for row in cur.fetchall()]
+
+
+def _plain_values(values: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if values is None else {name: _plain(value) for name, value in values.items()}
 
 
 def _retry_queue(con: duckdb.DuckDBPyConnection, tables: list[str]) -> dict[str, dict[str, Any]]:

@@ -50,6 +50,8 @@ def render_status(report: dict[str, Any]) -> str:
             "runs after the last publish (working database; readers see none of them yet)\n"
             + render_runs(report["unpublished_runs"])
         )
+    if report.get("events_freshness"):
+        parts.append("events of open shipments (freight_meta.raw_parts)\n" + render_events_freshness(report))
     parts.append("tables\n" + render_tables(report["tables"]))
     parts.append("rejects\n" + render_rejects(report))
     parts.append("bad data (freight_meta.quarantine, freight_meta.data_problems)\n" + render_bad_data(report))
@@ -149,6 +151,26 @@ def render_shape_changes(report: dict[str, Any]) -> str:
     return format_table(headers, rows) + (
         "\n  a renamed field: name its new key in the column's Field(source=(old, new)), or the Key's of a nested "
         "object (docs/real-services.md, \"When the service changes shape\")")
+
+
+def render_events_freshness(report: dict[str, Any]) -> str:
+    """How long the events of the open shipment read longest ago have gone unread, and why that matters."""
+    found = report["events_freshness"]
+    age = found.get("oldest_age_minutes")
+    line = (f"  {found.get('open_shipments') or 0:,} open shipments; the events of the one read longest ago: "
+            + (f"{age // 60} h {age % 60} min ago" if age is not None else "never read"))
+    if found.get("found_run_id"):
+        what = " and ".join({"shipment_events": "events", "shipment_memos": "memo lines"}.get(p, p)
+                            for p in found.get("parts_found") or [])
+        line += (f"\n  the service changes {what} without moving last-modified (found by run "
+                 f"{found['found_run_id']} at {_utc_text(found.get('found_at'))})")
+    if found.get("rolling_reread"):
+        bound = found.get("max_age_minutes") or 0
+        state = "within" if age is not None and age <= bound else "OVER"
+        line += f"\n  re-read on a rolling basis: {state} the bound of {bound // 60} h {bound % 60} min"
+    else:
+        line += "\n  no rolling re-read: each change the service stamps is read by the walk"
+    return line
 
 
 def render_null_jumps(report: dict[str, Any]) -> str:

@@ -348,7 +348,8 @@ def freshness_section(page: queries.PageData) -> None:
         st.subheader("Data freshness")
         st.markdown(
             f"Last successful sync of **{sources.MAIN_STREAM}**: **{instant(fresh.last_sync_at)}**; "
-            f"newest source change held: **{instant(fresh.newest_source_change)}**."
+            f"newest source change held: **{instant(fresh.newest_source_change)}**; the events of the open "
+            f"shipment read longest ago ({fresh.open_shipments:,} open): **{instant(fresh.oldest_open_events_read)}**."
         )
         if len(fresh.streams):
             _table("table-freshness", display.table(fresh.streams, [

@@ -60,14 +60,18 @@ from freight_pipeline.dashboard.sources import (
     _where,
     has_table,
 )
+from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS
+from freight_pipeline.normalize.specs.shipments import SHIPMENTS as SHIPMENT_TABLE
 from freight_pipeline.warehouse.history import EVENT_VERSIONS
 from freight_pipeline.warehouse.meta import (
     DATA_PROBLEMS,
     LATEST_RUN_PER_STREAM,
     QUARANTINE,
+    RAW_PARTS,
     RAW_SHIPMENTS,
     SYNC_RUNS,
 )
+from freight_pipeline.warehouse.reads import oldest_part_read
 
 ON_TIME_DIMENSIONS = ("arrival_month", "mode_of_transport", "lane", "carrier_name")
 
@@ -210,7 +214,10 @@ def freshness(con: duckdb.DuckDBPyConnection) -> Freshness:
     main = streams[streams["stream"] == MAIN_STREAM]
     last_sync = _utc(main["last_success_at"].iloc[0]) if len(main) else None
     status = str(main["last_status"].iloc[0]) if len(main) else None
-    return Freshness(last_sync, status, newest, streams)
+    open_held, oldest = 0, None
+    if has_table(con, RAW_PARTS.qualified_name) and has_table(con, SHIPMENT_TABLE.qualified_name):
+        open_held, oldest = oldest_part_read(con, SHIPMENT_EVENTS.name)
+    return Freshness(last_sync, status, newest, streams, open_held, _utc(oldest))
 
 
 def bad_data(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

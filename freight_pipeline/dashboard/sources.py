@@ -100,6 +100,9 @@ class Freshness:
     """Newest last-modified instant of a shipment the warehouse holds (UTC)."""
     streams: pd.DataFrame = field(repr=False)
     """Per stream: last run (status, started, finished, error) and last success."""
+    open_shipments: int = 0
+    oldest_open_events_read: dt.datetime | None = None
+    """When the events of the open shipment read longest ago were read (UTC; ``sync.freshness``)."""
 
     def source_lag(self, now: dt.datetime) -> dt.timedelta | None:
         """``now`` minus the newest source change held (what Dagster reports as ``source_lag_seconds``)."""

@@ -82,7 +82,7 @@ class SimulatorStore:
         self.clock = StoreClock(clock, self.data.lock)
         self.reader = StoreReader(self.data, conversions, cache_size)
         self.events = EventWriter(self.data, self.reader)
-        self.changes = StoreChanges(self.data, memo_share, self.reader.get_events)
+        self.changes = StoreChanges(self.data, memo_share, self.reader)
         self.efiles = self.data.efiles
         self.webhooks = WebhookRecorder(self.data.lock)
         self.snapshots = StoreSnapshots(self.data, self.reader)

@@ -11,7 +11,6 @@ the same sequence of calls gives the same changes.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from typing import Any
 
 from freight_pipeline.datetimes import DateTimeParseError, parse_datetime_object
@@ -32,6 +31,7 @@ from freight_pipeline.simulator.generator import (
 )
 from freight_pipeline.simulator.store_api import EVENT_TYPES, Invalid
 from freight_pipeline.simulator.store_data import StoreData
+from freight_pipeline.simulator.store_reads import StoreReader
 
 DOCUMENT_ON_CHANGE_SHARE = 0.15  # a changed shipment gets a new E-File this often (filed with the change)
 BACKGROUND_SHIFT_HOURS = (3, 48)
@@ -46,13 +46,12 @@ class StoreChanges:
     Args:
         data: the store's shared data.
         memo_share: share of shipments with memo lines (new shipments get one at half that rate).
-        events_of: a shipment's events as the service answers them (the store's reader).
+        reader: the store's reader (a shipment's events as the service answers them).
     """
 
-    def __init__(self, data: StoreData, memo_share: float,
-                 events_of: Callable[[int], list[dict[str, Any]]]) -> None:
+    def __init__(self, data: StoreData, memo_share: float, reader: StoreReader) -> None:
         self._data = data
-        self._events_of = events_of
+        self._reader = reader
         self._memo_share = memo_share
         self._mutation_rng = rng_for(data.seed, TAG_MUTATION)
         self._document_rng = rng_for(data.seed, TAG_DOCUMENTS, 0)
@@ -215,8 +214,7 @@ class StoreChanges:
                     data.overrides.setdefault(shipment_id, {})[(event["event"], event["type"])] = event
                 if rng.random() < BACKGROUND_MEMO_SHARE:
                     data.add_memo(shipment_id, rng.choice(cat.MEMO_TEXTS))
-                state = data.live[shipment_id]  # a new version for the document cache, the stamp as it was
-                data.live[shipment_id] = state.evolve(version=state.version + 1)
+                self._reader.forget(shipment_id)  # the same version (it seeds the document), another answer
                 changed.append(shipment_id)
             data.version += 1
             return sorted(changed)
@@ -224,7 +222,7 @@ class StoreChanges:
     def _upcoming_estimates(self, shipment_id: int, now: int) -> list[dict[str, Any]]:
         """The shipment's ESTIMATED events dated after ``now`` (as the events endpoint answers them)."""
         upcoming = []
-        for event in self._events_of(shipment_id):
+        for event in self._reader.get_events(shipment_id):
             if event.get("type") != "ESTIMATED":
                 continue
             try:

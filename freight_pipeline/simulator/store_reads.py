@@ -142,6 +142,12 @@ class StoreReader:
         with self._data.lock:
             return {"documents": len(self._cache), "max": self._cache_size}
 
+    def forget(self, shipment_id: int) -> None:
+        """Forget the cached documents of a shipment changed without a new version (a background change)."""
+        with self._data.lock:
+            for key in [key for key in self._cache if key[0] == shipment_id]:
+                del self._cache[key]
+
     def clear_cache(self) -> None:
         """Forget every cached document (after a reset an id may come back with another shipment)."""
         with self._data.lock:

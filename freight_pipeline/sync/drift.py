@@ -31,7 +31,8 @@ SOURCE_SHAPES: Mapping[str, Shape] = {**{part.stream: part.shape for part in PAR
 def note_shape(warehouse: Warehouse, run_id: str, tallies: Mapping[str, FieldTally],
                at: dt.datetime | None = None) -> list[FieldChange]:
     """Compare ``tallies`` (source -> the fields its records of this run carried) with the specs and the
-    fields earlier runs received; record every field's state in one transaction; this run's changes."""
+    fields earlier runs received; record the state of every field the run changed in one transaction; this
+    run's changes."""
     watched = {source: tally for source, tally in tallies.items() if source in SOURCE_SHAPES and tally.records}
     if not watched:
         return []
@@ -42,9 +43,10 @@ def note_shape(warehouse: Warehouse, run_id: str, tallies: Mapping[str, FieldTal
     changes: list[FieldChange] = []
     rows: list[dict[str, Any]] = []
     for source, tally in watched.items():
-        found, states = compare(source, SOURCE_SHAPES[source], tally, known.get(source, {}), run_id, at)
+        before = known.get(source, {})
+        found, states = compare(source, SOURCE_SHAPES[source], tally, before, run_id, at)
         changes += found
-        rows += [_row(state) for state in states]
+        rows += [_row(state) for state in states if before.get(state.field) != state]
     warehouse.writes.record_source_fields(rows)
     return changes
 

@@ -15,10 +15,15 @@ from freight_pipeline.config import (
     DOCUMENT_CONTENT_ENV,
     DOCUMENTS_ENV,
     DOCUMENTS_RELIST_ENV,
+    EVENTS_MAX_AGE_ENV,
+    EVENTS_REFRESH_ENV,
+    EVENTS_REFRESH_SHARE_ENV,
+    FRESHNESS_SAMPLE_ENV,
     HEDGE_ENV,
     HISTORY_ENV,
     RECONCILE_ENV,
     SERVICE_TIMEZONE_ENV,
+    count_from_env,
     flag_from_env,
     minutes_from_env,
     share_from_env,
@@ -26,6 +31,8 @@ from freight_pipeline.config import (
 from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, service_zone
 from freight_pipeline.sync.backfill import IdRange
 from freight_pipeline.warehouse.records import Backoff
+
+EVENTS_REFRESH_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,22 @@ class SyncSettings:
     at most ``page_size`` of them):
     one that vanished, or that the service now stamps earlier than the copy held, means the service's
     data went back (a restore, the test server's nightly reset), and the run reconciles at once. 0: off."""
+    freshness_sample: int = 20
+    """Each run re-reads the events and memo lines of this many open shipments held, those read longest ago
+    (a rotating sample), and writes what differs from the rows held: a difference shows that the service
+    changes them without moving the shipment's last-modified instant (the spec's "changed by background
+    processes"; ``sync.freshness``), said once, and the rolling re-read switches on (``events_refresh``
+    auto). 0: no sample."""
+    events_refresh: str = "auto"
+    """The rolling re-read of open shipments' events (and memo lines, once a sample found them changed
+    unstamped too), nearest upcoming estimate first, within ``events_max_age``: ``auto`` (on once a sample
+    found such changes), ``on``, ``off``."""
+    events_max_age: dt.timedelta = dt.timedelta(hours=4)
+    """With the rolling re-read on: the most an open shipment's events go unread. A run re-reads those read
+    three quarters of it ago or longer; a WARN check says when the oldest is older."""
+    events_refresh_share: float = 1.0
+    """The rolling re-read's requests in a run: at most this share of the run's other requests, and at least
+    ``sync.freshness.MIN_REFRESH_REQUESTS``."""
 
     def with_env(self) -> SyncSettings:
         """These settings with what the environment sets: the streams' and the history's switches
@@ -143,6 +166,11 @@ class SyncSettings:
             reconcile_interval=reconcile,
             service_timezone=os.environ.get(SERVICE_TIMEZONE_ENV, "").strip() or self.service_timezone,
             hedge_share=share_from_env(HEDGE_ENV, self.hedge_share),
+            freshness_sample=count_from_env(FRESHNESS_SAMPLE_ENV, self.freshness_sample),
+            events_refresh=os.environ.get(EVENTS_REFRESH_ENV, "").strip().lower() or self.events_refresh,
+            events_max_age=dt.timedelta(minutes=minutes_from_env(
+                EVENTS_MAX_AGE_ENV, int(self.events_max_age.total_seconds() // 60))),
+            events_refresh_share=share_from_env(EVENTS_REFRESH_SHARE_ENV, self.events_refresh_share),
         )
 
     def hedge_policy(self) -> HedgePolicy:
@@ -192,6 +220,15 @@ class SyncSettings:
             service_zone(self.service_timezone)
         except ValueError as exc:
             raise ValueError(f"{SERVICE_TIMEZONE_ENV}: {exc}") from None
+        if self.freshness_sample < 0:
+            raise ValueError(f"freshness_sample must not be negative, got {self.freshness_sample}")
+        if self.events_refresh not in EVENTS_REFRESH_MODES:
+            raise ValueError(f"{EVENTS_REFRESH_ENV} must be one of {', '.join(EVENTS_REFRESH_MODES)}, got "
+                             f"{self.events_refresh!r}")
+        if self.events_max_age <= dt.timedelta(0):
+            raise ValueError("events_max_age must be positive")
+        if not 0 <= self.events_refresh_share <= 1:
+            raise ValueError(f"events_refresh_share must be between 0 and 1, got {self.events_refresh_share}")
         if self.restore_probe < 0:
             raise ValueError(f"restore_probe must not be negative, got {self.restore_probe}")
         if self.retry_after < dt.timedelta(0) or self.retry_after_max < self.retry_after:

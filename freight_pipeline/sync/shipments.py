@@ -19,7 +19,9 @@ After the walk: records waiting in the retry queue whose
 next attempt is due are fetched again (a failed document brings its whole shipment, a failed
 detail part only that part); then, every ``reconcile_interval``, the reconcile pass (``reconcile``),
 at once when the probe before the walk found that the service's data went back (a restore:
-``reconcile.probe_for_restore``).
+``reconcile.probe_for_restore``); then the events and memo lines of open shipments re-read to find what
+the service changes without moving their stamp, and keep them within a bound once it does
+(``freshness``).
 
 One bad record never stops the stream (``isolation``); what is not a record's fault re-raises and
 writes nothing of the batch in hand; the breaker stops the stream when too many shipments fail.
@@ -32,15 +34,18 @@ import json
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from freight_pipeline.datetimes import DateTimeParseError, format_offset, parse_service_datetime, to_utc
 from freight_pipeline.normalize.shapes import FieldTally
+from freight_pipeline.sync import freshness
 from freight_pipeline.sync.assemble import Assembled, PartCounts, assemble
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
 from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
 from freight_pipeline.sync.bundle import Bundle, Work, fetch_bundle
 from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
+from freight_pipeline.sync.freshness import Unstamped
 from freight_pipeline.sync.isolation import Breaker, RecordFailure
-from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, PARTS, Ref
+from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, PARTS, Ref
 from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
 from freight_pipeline.sync.progress import Progress, loop_safe
 from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_for_restore
@@ -78,6 +83,12 @@ class _Run:
     """Where the cursor goes: ``shipments``, or a backfill partition's own ``shipments@<range>``."""
     cursor: ShipmentKey | None = None
     covered: dt.timedelta | None = None
+    compare: bool = False
+    """Write only the rows that differ from those held (a re-read of parts: ``freshness``)."""
+    differed: dict[str, int] = field(default_factory=dict)
+    """While ``compare``: per table, the shipments whose rows differed (and were written)."""
+    written: set[int] = field(default_factory=set)
+    """The shipments the run's batches wrote."""
 
     async def fetch(self, work: Work) -> Bundle:
         return await fetch_bundle(self.source, work, self.settings)
@@ -106,7 +117,10 @@ class _Run:
         """Write one prepared batch as ONE transaction (in the writer thread)."""
         assembled, moved = prepared
         stats = self.warehouse.writes.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff,
-                                                  history=self.settings.history)
+                                                  history=self.settings.history, compare=self.compare)
+        for table, compared in stats.compared.items():
+            self.differed[table] = self.differed.get(table, 0) + compared - stats.unchanged.get(table, 0)
+        self.written.update(i for ids in assembled.write.loaded.values() for i in ids)
         self.result.add_rows(stats)
         self.result.add_versions(stats.versions)
         for stream, counted in assembled.counts.items():
@@ -220,6 +234,7 @@ async def sync_shipments(
             _reconciled(warehouse, started, run_id)
             if probe.restored:
                 result.add_notice(restore_notice(probe, result.extra))
+        await _refresh(run, ceiling, requests_before)
 
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
@@ -278,6 +293,63 @@ def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:
             refs.setdefault(shipment_id, Ref.from_context(shipment_id, context))
             wanted.setdefault(shipment_id, set()).update(ALL_PARTS if stream == STREAM else {stream})
     return [Work(refs[shipment_id], frozenset(wanted[shipment_id]), None, retry=True) for shipment_id in sorted(wanted)]
+
+
+async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int) -> None:
+    """The sample of open shipments' events and memo lines, then the rolling re-read (``freshness``): only what
+    differs from the rows held is written; the first difference a sample finds is said once and recorded."""
+    settings, warehouse, result = run.settings, run.warehouse, run.result
+    known = Unstamped.parse(warehouse.reads.get_cursor(freshness.STATE))
+    before = run.source.request_counts()[0]
+    sampled = freshness.sample(warehouse, settings, exclude=run.written)
+    figures: dict[str, object] = {"sampled": len(sampled)}
+    if sampled:
+        differed = await _reread(run, sampled, freshness.SAMPLED_PARTS)
+        figures["sample_differed"] = differed
+        found = tuple(part for part in (EVENTS, MEMOS) if differed.get(part))
+        if found and not set(found) <= set(known.parts):
+            if not known.parts:
+                result.add_notice(freshness.found_notice(differed, len(sampled), settings))
+            known = Unstamped(known.found_run_id or run.run_id,
+                              known.found_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                              tuple(sorted({*known.parts, *found})))
+    rolling = freshness.due(warehouse, settings, known, now=dt.datetime.now(dt.UTC), service_now=_instant(ceiling),
+                            other_requests=before - requests_before, exclude=run.written)
+    figures["rolling"] = known.rolling(settings)
+    if rolling:
+        differed = await _reread(run, rolling, known.rolling_parts())
+        figures.update(refreshed=len(rolling), refreshed_differed=differed)
+    open_held, oldest = warehouse.reads.oldest_part_read(EVENTS)
+    figures.update(requests=run.source.request_counts()[0] - before, open_shipments=open_held,
+                   oldest_events_read_at=oldest.isoformat() if oldest else None,
+                   max_age_minutes=int(settings.events_max_age.total_seconds() // 60))
+    result.extra["freshness"] = figures
+    warehouse.writes.set_cursor(freshness.STATE, known.text(known.rolling(settings), settings.events_max_age),
+                                run.run_id)
+
+
+async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> dict[str, int]:
+    """Read ``parts`` of the shipments ``refs`` again, writing only what differs from the rows held; per part,
+    the shipments whose rows differed."""
+    run.compare, run.differed = True, {}
+    try:
+        await run.run(_listed(Work(ref, parts) for ref in refs))
+    finally:
+        run.compare = False
+    tables = {part.stream: part.tables for part in PARTS if part.stream in parts}
+    return {stream: max((run.differed.get(table, 0) for table in names), default=0)
+            for stream, names in tables.items()}
+
+
+def _instant(key: ShipmentKey | None) -> dt.datetime | None:
+    """A key's wall-clock second as an instant (in the service's zone when it came without an offset)."""
+    if key is None:
+        return None
+    offset = format_offset(key.offset) if key.offset is not None else ""
+    try:
+        return to_utc(parse_service_datetime(f"{key.date}T{key.time}{offset}"))
+    except DateTimeParseError:
+        return None
 
 
 def _keep_history_in_step(

@@ -15,12 +15,23 @@ import pyarrow as pa
 
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS
+from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS
+from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import first, qualified, quote, run, scalar
 from freight_pipeline.warehouse.listing import LiveListing
 from freight_pipeline.warehouse.records import EARLIEST_FETCH, RawBatch, RawDocument, RawPosition, RunMapping
 from freight_pipeline.warehouse.stamps import earlier, same_instant
+
+
+def oldest_part_read(con: duckdb.DuckDBPyConnection, part: str) -> tuple[int, dt.datetime | None]:
+    """Open shipments held (``shipment_closed`` not true), and the oldest instant ``part`` (a stream of
+    ``raw_parts``: ``shipment_events``) of one was last read (None: none held)."""
+    row = first(run(con, f"SELECT count(*), min(p.fetched_at) FROM {qualified(SHIPMENTS)} s LEFT JOIN "
+                         f"{qualified(meta.RAW_PARTS)} p ON p.stream = ? AND p.shipment_id = s.shipment_id "
+                         "WHERE s.shipment_closed IS NOT TRUE", [part]))
+    return (int(row[0]), row[1]) if row else (0, None)
 
 
 class Reads:
@@ -118,6 +129,38 @@ class Reads:
                     f"SELECT shipment_id, last_modified_at FROM {table} WHERE shipment_id IN (SELECT id FROM {view})",
                 )
         return {int(i): (lm.astimezone(dt.UTC) if lm is not None else None) for i, lm in rows}
+
+    def open_shipments_by_part_age(self, part: str, limit: int, *, read_before: dt.datetime | None = None,
+                                   upcoming_after: dt.datetime | None = None) -> list[dict[str, Any]]:
+        """Up to ``limit`` held shipments still open (``shipment_closed`` not true), with when ``part`` (a
+        stream of ``raw_parts``: ``shipment_events``) was last read (``read_at``; null: never kept raw):
+        those read at or before ``read_before`` (None: every one), longest unread first; with
+        ``upcoming_after``, ordered by their first ESTIMATED event after it (``next_estimate_at``, nearest
+        first, none last), then longest unread. Each: shipment_id, client, shipment_number,
+        mode_of_transport, read_at, next_estimate_at."""
+        shipments, events = qualified(SHIPMENTS), qualified(SHIPMENT_EVENTS)
+        upcoming = ("SELECT shipment_id, min(event_at) AS next_estimate_at FROM " + events +
+                    " WHERE type = 'ESTIMATED' AND event_at > ? GROUP BY shipment_id") if upcoming_after else None
+        sql = (
+            f"SELECT s.shipment_id, s.client, s.shipment_number, s.mode_of_transport, p.fetched_at AS read_at, "
+            f"{'u.next_estimate_at' if upcoming else 'NULL AS next_estimate_at'} "
+            f"FROM {shipments} s LEFT JOIN {qualified(meta.RAW_PARTS)} p ON p.stream = ? "
+            "AND p.shipment_id = s.shipment_id "
+            + (f"LEFT JOIN ({upcoming}) u ON u.shipment_id = s.shipment_id " if upcoming else "")
+            + "WHERE s.shipment_closed IS NOT TRUE"
+            + (" AND (p.fetched_at IS NULL OR p.fetched_at <= ?)" if read_before is not None else "")
+            + " ORDER BY " + ("u.next_estimate_at NULLS LAST, " if upcoming else "")
+            + "p.fetched_at NULLS FIRST, s.shipment_id LIMIT ?"
+        )
+        params: list[Any] = [part, *([upcoming_after] if upcoming else []),
+                             *([read_before] if read_before is not None else []), limit]
+        cur = self.database.con.execute(sql, params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def oldest_part_read(self, part: str) -> tuple[int, dt.datetime | None]:
+        """Open shipments held, and the oldest instant ``part`` of one was last read (:func:`oldest_part_read`)."""
+        return oldest_part_read(self.database.con, part)
 
     def holds_shipments(self) -> bool:
         """Whether any shipment (or a record of one waiting in the retry queue) is held."""

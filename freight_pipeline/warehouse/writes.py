@@ -61,7 +61,7 @@ class Writes:
 
     def apply_batch(
         self, run_id: str, batch: BatchWrite, *, backoff: Backoff = DEFAULT_BACKOFF, history: bool = True,
-        rebuild: bool = False, write_whole: Collection[str] = (),
+        rebuild: bool = False, write_whole: Collection[str] = (), compare: bool = False,
     ) -> WriteStats:
         """Write ``batch`` in ONE transaction (all or nothing); see :class:`BatchWrite`. ``history``: record
         its versions in ``freight_history`` (False: nothing is written there).
@@ -73,7 +73,11 @@ class Writes:
         (``history.retake_current``), so versions are added only for subjects that appear or vanish under the
         new mapping. A shipment's re-derived rows of a table are written only where they differ from those
         held (:meth:`_same_rows`), but in the tables ``write_whole`` names (short names), written whole
-        (``WriteStats.compared`` and ``unchanged`` say what the comparison found)."""
+        (``WriteStats.compared`` and ``unchanged`` say what the comparison found).
+
+        ``compare``: a sync's batch whose rows are written only where they differ from those held, as a
+        rebuild's are (the parts re-read to find what the service changed without moving a shipment's
+        last-modified instant, ``sync.freshness``); the rest is a sync's (the retry queue, the history)."""
         gone = sorted({int(i) for i in batch.deleted_ids})
         replaced = {self._unit_spec(name).qualified_name: sorted({int(i) for i in ids})
                     for name, ids in batch.replaced.items()}
@@ -88,7 +92,7 @@ class Writes:
         return self.database.write(
             "apply_batch",
             lambda con: self._write_batch(con, run_id, batch, gone, replaced, incoming, backoff, history, rebuild,
-                                          write_whole),
+                                          write_whole, compare),
         )
 
     def _write_batch(
@@ -103,15 +107,17 @@ class Writes:
         history: bool,
         rebuild: bool = False,
         write_whole: Collection[str] = (),
+        compare: bool = False,
     ) -> WriteStats:
         """:meth:`apply_batch`'s transaction, ``batch`` checked: ``replaced`` and ``incoming`` by qualified name."""
+        compare = compare or rebuild
         spec = self.database.spec
         synced_at = _now()
         stats = WriteStats()
         unchanged = set() if rebuild else self._same_content(batch.raw_documents)
         if unchanged:  # read again exactly as held: their rows stay as they are (audit columns too)
             replaced, incoming = self._leaving_out(replaced, incoming, dict.fromkeys(replaced, unchanged))
-        if rebuild:  # re-derived: a table's rows of a shipment are written again only where they differ
+        if compare:  # re-derived or re-read: a table's rows of a shipment are written again only where they differ
             compared = {name: ids for name, ids in replaced.items() if spec(name).name not in write_whole}
             same = {name: self._same_rows(spec(name), incoming.get(name), ids) for name, ids in compared.items()}
             stats.compared = {spec(name).name: len(ids) for name, ids in compared.items()}
@@ -139,7 +145,7 @@ class Writes:
             target = spec(name)
             stats[target.name] = self._insert_rows(target, table, synced_at, run_id) if table is not None else 0
         written = {i for ids in batch.loaded.values() for i in ids} - unchanged
-        if rebuild:
+        if compare:
             written &= {i for ids in replaced.values() for i in ids}
         stats.shipments_written = len(written)
         self._record_changes([*written, *gone], run_id, synced_at)

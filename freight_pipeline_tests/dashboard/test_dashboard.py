@@ -73,6 +73,7 @@ SCREENSHOT_ENV = "FREIGHT_DASHBOARD_SCREENSHOT"
 NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 LAST_SYNC = NOW - dt.timedelta(minutes=20)
 NEWEST_CHANGE = NOW - dt.timedelta(hours=3, minutes=30)
+OLDEST_EVENTS_READ = NOW - dt.timedelta(hours=5)
 QUARANTINED = {"shipments": 3, "code_conversions": 1}
 NULLED = {"shipments": 2}
 
@@ -154,6 +155,10 @@ def _write_meta(path: Path) -> None:
             [LAST_SYNC, NEWEST_CHANGE],
         )
         assert con.execute("SELECT count(*) FROM freight_meta.raw_shipments").fetchone() == (SHIPMENTS,)
+        # the events of every shipment read at the last sync, but those of the open one with the lowest id
+        con.execute("UPDATE freight_meta.raw_parts SET fetched_at = CASE WHEN shipment_id = (SELECT min(shipment_id) "
+                    "FROM freight.shipments WHERE shipment_closed IS NOT TRUE) THEN ? ELSE ? END "
+                    "WHERE stream = 'shipment_events'", [OLDEST_EVENTS_READ, LAST_SYNC])
     finally:
         con.close()
 
@@ -519,6 +524,9 @@ def test_freshness_and_bad_data(con: duckdb.DuckDBPyConnection) -> None:
     assert fresh.last_run_status == "success"
     assert fresh.newest_source_change == NEWEST_CHANGE
     assert fresh.source_lag(NOW) == dt.timedelta(hours=3, minutes=30)
+    assert fresh.oldest_open_events_read == OLDEST_EVENTS_READ
+    open_held = _one(con, "SELECT count(*) FROM freight.shipments WHERE shipment_closed IS NOT TRUE")[0]
+    assert fresh.open_shipments == open_held > 0
     assert list(fresh.streams.stream) == ["shipments", "code_conversions"]
     bad = queries.bad_data(con)
     assert dict(zip(bad.stream, bad.quarantined, strict=True)) == {**dict.fromkeys(NULLED, 0), **QUARANTINED}

@@ -18,9 +18,12 @@ from freight_pipeline.sync.settings import SyncSettings
 # machine a copy may be sent now and then (hedged reads have their own tests, client/test_hedge.py).
 # The client's backoff a tenth of its default, with as many attempts: a record failing on every attempt
 # fails as often, without seconds of sleep in each test (the backoff has its own tests, in client/).
+# No sample of open shipments' events after the walk either (``sync.freshness``): it reads what the walk
+# did not, so a test of the walk counting its requests would count those; it has its own tests
+# (test_freshness.py).
 TEST_SETTINGS = SyncSettings(
     page_size=25, fetch_batch_size=13, concurrency=8, reconcile_interval=None,
-    retry_after=dt.timedelta(0), restore_probe=0, hedge_share=0.0,
+    retry_after=dt.timedelta(0), restore_probe=0, hedge_share=0.0, freshness_sample=0,
     request_retry=dataclasses.replace(DEFAULT_RETRY_POLICY, base_delay=DEFAULT_RETRY_POLICY.base_delay / 10,
                                       max_delay=DEFAULT_RETRY_POLICY.max_delay / 10),
 )

@@ -1,0 +1,145 @@
+"""Events the service changes without moving the shipment's last-modified instant, over HTTP (the simulator's
+background changes: a carrier's feed moving upcoming estimates): the first run's sample finds them and says
+so once; the rolling re-read brings every one into ``freight.shipment_events`` within the bound, with a
+history version and the marts' changed shipments; a tight budget takes the nearest upcoming estimates first.
+Against the ordinary service the sample finds nothing, says nothing and costs its requests only."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from bench.expected_rows import expected_rows
+from freight_pipeline.checks.warehouse import evaluate_checks, events_age_check
+from freight_pipeline.commands.report import read_report
+from freight_pipeline.commands.status import render_status
+from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.sync import freshness
+from freight_pipeline.sync.parts import EVENTS, MEMOS
+from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
+from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
+from freight_pipeline_tests.sync.conftest import query, syncer, work_db
+from freight_pipeline_tests.sync.expected import rows_differences
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
+
+HELD = 120
+MOVED = 40
+SAMPLE = 20
+MAX_AGE = dt.timedelta(seconds=2)
+"""The bound, in the tests' seconds: a run re-reads what was read three quarters of it ago."""
+SETTINGS = dataclasses.replace(TEST_SETTINGS, freshness_sample=SAMPLE, events_max_age=MAX_AGE,
+                               documents=False, code_conversions=False)
+
+
+def _differences(sim: RunningSimulator, data_dir: Path, ids: list[int] | None = None) -> dict[str, tuple[int, int]]:
+    """The warehouse against the service (the streams the tests run), on the shipments ``ids`` (None: all)."""
+    expected = expected_rows(sim.store)
+    expected["code_conversions"], expected["shipment_documents"] = [], []  # their streams do not run
+    others = [i for i in sim.store.reader.live_shipment_ids() if ids is not None and i not in ids]
+    return rows_differences(expected, work_db(data_dir), except_shipments=others)
+
+
+def _wait_past_due() -> None:
+    """Let the events read so far become due (a run on a schedule comes that much later)."""
+    time.sleep(MAX_AGE.total_seconds() * freshness.DUE_SHARE + 0.1)
+
+
+def test_events_moved_without_the_stamp_are_found_said_once_and_read_within_the_bound(tmp_path: Path) -> None:
+    with running_simulator(shipments=HELD, seed=9) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        sync(SETTINGS)
+        moved = sim.change_in_background(MOVED)
+        assert len(moved) == MOVED
+        assert "shipment_events" in _differences(sim, tmp_path, moved), "held as before the change"
+        versions_before = query(work_db(tmp_path), "SELECT count(*) FROM freight_history.event_versions")[0][0]
+
+        # runs on a schedule: the rotating sample comes to a moved shipment within a turn of the open ones
+        open_held = query(work_db(tmp_path), "SELECT count(*) FROM freight.shipments WHERE shipment_closed "
+                                             "IS NOT TRUE")[0][0]
+        found = None
+        for _ in range(-(-open_held // SAMPLE)):
+            _wait_past_due()
+            sim.advance_clock(900)
+            result = sync(SETTINGS)[SHIPMENTS]
+            said = [n for n in result.notices if n.startswith("the service changes")]
+            if said:
+                found = (result, said)
+                break
+            assert not result.extra["freshness"]["rolling"] and "refreshed" not in result.extra["freshness"]
+        assert found is not None, "no sample came to a moved shipment in a turn of the open ones"
+        first, (notice,) = found
+        figures = first.extra["freshness"]
+        assert figures["sampled"] == SAMPLE and figures["sample_differed"][EVENTS] > 0 and figures["rolling"]
+        assert f"without moving last-modified ({max(figures['sample_differed'].values())} of {SAMPLE} sampled)" \
+            in notice and "re-reading open shipments'" in notice
+        # the rolling re-read took the rest at once: the bound is met in the first run that knows
+        assert figures["refreshed"] > 0 and figures["requests"] <= 2 * (SAMPLE + figures["refreshed"])
+        assert _differences(sim, tmp_path) == {}  # every event and memo line
+        added = query(work_db(tmp_path), "SELECT count(*) FROM freight_history.event_versions")[0][0]
+        assert added > versions_before
+        changed = {r[0] for r in query(work_db(tmp_path), "SELECT shipment_id FROM freight_meta.changed_shipments")}
+        assert set(moved) <= changed, "the marts rebuild what changed"
+
+        _wait_past_due()
+        sim.advance_clock(900)
+        second = sync(SETTINGS)[SHIPMENTS]
+        assert not [n for n in second.notices if n.startswith("the service changes")], "said once"
+        assert second.extra["freshness"]["refreshed"] > 0
+        assert sum(second.extra["freshness"]["refreshed_differed"].values()) == 0
+        with duckdb.connect(str(work_db(tmp_path)), read_only=True) as con:
+            ((_, fresh),) = evaluate_checks(con, [events_age_check()])
+        assert fresh.passed and fresh.figures["rolling_reread"] and fresh.figures["oldest_age_minutes"] == 0
+
+        # the ETA marts score the moved estimates: a shipment's revisions counted from the new versions
+        database = work_db(tmp_path)
+        result, _ = run_dbt_in_worker(["run", "--select", "+fct_estimate_revisions"], tmp_path, database)
+        assert result.returncode == 0, result.stdout[-3000:]
+        with duckdb.connect(str(database), read_only=True) as con:
+            revised = con.execute("SELECT count(DISTINCT shipment_id) FROM analytics.fct_estimate_revisions WHERE "
+                                  f"revisions > 0 AND shipment_id IN ({', '.join(map(str, moved))})").fetchone()
+        assert revised is not None and revised[0] > 0
+
+
+def test_a_tight_budget_reads_the_nearest_upcoming_estimates_first(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(freshness, "MIN_REFRESH_REQUESTS", 10)
+    settings = dataclasses.replace(SETTINGS, events_refresh="on", freshness_sample=0, events_refresh_share=0.0)
+    with running_simulator(shipments=HELD, seed=9) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        sync(settings)
+        _wait_past_due()
+        sim.advance_clock(900)
+        result = sync(settings)[SHIPMENTS]
+        assert result.extra["freshness"]["refreshed"] == 10 and result.extra["freshness"]["requests"] == 10
+        # the service's clock as the run saw it: its newest last-modified instant (the walk's ceiling); the
+        # shipments the walk read again (its overlap) are not due
+        walked = "SELECT shipment_id FROM freight_meta.raw_shipments WHERE run_id = ?"
+        due = query(work_db(tmp_path), "SELECT s.shipment_id, min(e.event_at) FROM freight.shipments s JOIN "
+                    "freight.shipment_events e USING (shipment_id) WHERE s.shipment_closed IS NOT TRUE AND e.type = "
+                    "'ESTIMATED' AND e.event_at > (SELECT max(last_modified_at) FROM freight.shipments) AND "
+                    f"s.shipment_id NOT IN ({walked}) GROUP BY 1 ORDER BY 2, 1 LIMIT 10", [result.run_id])
+        read = query(work_db(tmp_path), "SELECT shipment_id FROM freight_meta.raw_parts WHERE stream = ? AND "
+                     f"run_id = ? AND shipment_id NOT IN ({walked}) ORDER BY 1", [EVENTS, result.run_id, result.run_id])
+        assert [r[0] for r in read] == sorted(r[0] for r in due)
+
+
+def test_the_ordinary_service_gives_the_sample_nothing_to_find(tmp_path: Path) -> None:
+    with running_simulator(shipments=HELD, seed=9) as sim:
+        sync = syncer(sim, tmp_path)
+        sync(SETTINGS)
+        sim.modify_shipments(5)
+        sim.advance_clock(900)
+        result = sync(SETTINGS)[SHIPMENTS]
+        figures = result.extra["freshness"]
+        assert figures["sampled"] == SAMPLE and figures["sample_differed"] == {EVENTS: 0, MEMOS: 0}
+        assert not figures["rolling"] and "refreshed" not in figures
+        assert figures["requests"] == 2 * SAMPLE, "the sample's events and memo lines, nothing more"
+        assert not [n for n in result.notices if n.startswith("the service changes")]
+        status = render_status(read_report(tmp_path, storage_from_env()))
+        assert "no rolling re-read: each change the service stamps is read by the walk" in status
