@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from freight_pipeline.normalize.converters import CONVERTERS
+from freight_pipeline.normalize.converters import CONVERTERS, JSON
 from freight_pipeline.normalize.nodes import KIND_OF_TYPE, KINDS_OF_COLUMN, SAME, Key, Node, ValueReader
 from freight_pipeline.normalize.plain_fields import Field
 
@@ -77,8 +77,8 @@ class WatchedPath:
         self.groups = node.alias_groups()
         self.kinds: dict[str, frozenset[str]] = {}
         self.readers: dict[str, ValueReader | None] = {}
-        for item in node.fields:
-            self._declare(item.keys, KINDS_OF_COLUMN[item.type], CONVERTERS[item.type])
+        for item in node.fields:  # a JSON column keeps any value whole: nothing to probe
+            self._declare(item.keys, KINDS_OF_COLUMN[item.type], CONVERTERS[item.type] if item.type != JSON else None)
         for key in node.keys:
             self._declare(key.keys, key.declared_kinds(), key.reads)
         self.children: tuple[tuple[str | tuple[str, ...], bool, WatchedPath], ...] = ()
@@ -110,7 +110,8 @@ class WatchedPath:
         for index, (name, kind) in enumerate(zip(*signature, strict=True)):
             declared = self.kinds.get(name)
             value_kind = KIND_OF_TYPE.get(kind)
-            if declared is not None and value_kind is not None and value_kind not in declared:
+            if declared is not None and value_kind is not None and value_kind not in declared and (
+                    declared or self.readers[name] is not None):  # a JSON column's (no kind declared): read whole
                 found.append((index, name, self.readers[name]))
         return tuple(found)
 

@@ -1,8 +1,9 @@
 """Events the service changes without moving the shipment's last-modified instant, over HTTP (the simulator's
-background changes: a carrier's feed moving upcoming estimates): the first run's sample finds them and says
-so once; the rolling re-read brings every one into ``freight.shipment_events`` within the bound, with a
-history version and the marts' changed shipments; a tight budget takes the nearest upcoming estimates first.
-Against the ordinary service the sample finds nothing, says nothing and costs its requests only."""
+background changes: a carrier's feed moving upcoming estimates): against the ordinary service the sample
+finds nothing, says nothing and costs its requests only; after background changes the first run whose
+sample comes to one says so once, and the rolling re-read brings every one into ``freight.shipment_events``
+within the bound, with a history version, the marts' changed shipments and the ETA marts scoring them; a
+tight budget takes the nearest upcoming estimates first."""
 
 from __future__ import annotations
 
@@ -54,6 +55,18 @@ def test_events_moved_without_the_stamp_are_found_said_once_and_read_within_the_
     with running_simulator(shipments=HELD, seed=9) as sim:
         sync = syncer(sim, tmp_path, publish_after=False)
         sync(SETTINGS)
+        # the ordinary service first: every change stamped, so the sample finds nothing, says nothing, and
+        # costs its own requests only (an events read and a memo lookup per shipment sampled)
+        sim.modify_shipments(5)
+        sim.advance_clock(900)
+        ordinary = syncer(sim, tmp_path)(SETTINGS)[SHIPMENTS]  # published: for status
+        figures = ordinary.extra["freshness"]
+        assert figures["sampled"] == SAMPLE and figures["sample_differed"] == {EVENTS: 0, MEMOS: 0}
+        assert not figures["rolling"] and "refreshed" not in figures and figures["requests"] == 2 * SAMPLE
+        assert not [n for n in ordinary.notices if n.startswith("the service changes")]
+        status = render_status(read_report(tmp_path, storage_from_env()))
+        assert "no rolling re-read: each change the service stamps is read by the walk" in status
+
         moved = sim.change_in_background(MOVED)
         assert len(moved) == MOVED
         assert "shipment_events" in _differences(sim, tmp_path, moved), "held as before the change"
@@ -127,19 +140,3 @@ def test_a_tight_budget_reads_the_nearest_upcoming_estimates_first(tmp_path: Pat
         read = query(work_db(tmp_path), "SELECT shipment_id FROM freight_meta.raw_parts WHERE stream = ? AND "
                      f"run_id = ? AND shipment_id NOT IN ({walked}) ORDER BY 1", [EVENTS, result.run_id, result.run_id])
         assert [r[0] for r in read] == sorted(r[0] for r in due)
-
-
-def test_the_ordinary_service_gives_the_sample_nothing_to_find(tmp_path: Path) -> None:
-    with running_simulator(shipments=HELD, seed=9) as sim:
-        sync = syncer(sim, tmp_path)
-        sync(SETTINGS)
-        sim.modify_shipments(5)
-        sim.advance_clock(900)
-        result = sync(SETTINGS)[SHIPMENTS]
-        figures = result.extra["freshness"]
-        assert figures["sampled"] == SAMPLE and figures["sample_differed"] == {EVENTS: 0, MEMOS: 0}
-        assert not figures["rolling"] and "refreshed" not in figures
-        assert figures["requests"] == 2 * SAMPLE, "the sample's events and memo lines, nothing more"
-        assert not [n for n in result.notices if n.startswith("the service changes")]
-        status = render_status(read_report(tmp_path, storage_from_env()))
-        assert "no rolling re-read: each change the service stamps is read by the walk" in status
