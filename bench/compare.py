@@ -39,6 +39,11 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
   service minutes; each run a process of its own. Printed per side: the full sync, the incremental runs'
   median and longest, their peak RSS; and the ratios (what a change costs, before and after, measured in
   one run);
+* ``freshness`` (not run by default): what re-reading open shipments' events costs (``sync.freshness``): the
+  sync engine alone without the sample, with it (the default), and with the rolling re-read forced on at its
+  budget (every open shipment due), each against its own simulator, alternated: a full sync of
+  ``--shipments``, then ``--versus-runs`` incremental runs ``FRESHNESS_WAIT_S`` apart, each after
+  ``--changed-share`` changed. Printed per side: the median incremental sync and requests a run;
 * ``history`` (not run by default: about 20 minutes on 2 cores): what the ``freight_history`` costs.
   The sync engine alone with the history on and off (``FREIGHT_HISTORY=0``), each against its own
   simulator (same seed, so the same changes), interleaved and in alternating order: a full sync of
@@ -82,7 +87,7 @@ import duckdb
 import httpx
 import psutil
 
-from freight_pipeline.config import HISTORY_ENV
+from freight_pipeline.config import EVENTS_MAX_AGE_ENV, EVENTS_REFRESH_ENV, FRESHNESS_SAMPLE_ENV, HISTORY_ENV
 from freight_pipeline.marts.worker_server import SERVER_ENV, start_server
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.releases import NEXT
@@ -646,6 +651,43 @@ def versus(shipments: int, runs: int, seed: int, share: float, baseline: str) ->
     return rows
 
 
+FRESHNESS_SIDES: dict[str, dict[str, str]] = {
+    "no sample": {FRESHNESS_SAMPLE_ENV: "0", EVENTS_REFRESH_ENV: "off"},
+    "the sample (default)": {},
+    "the rolling re-read on": {EVENTS_REFRESH_ENV: "on", EVENTS_MAX_AGE_ENV: "1"},
+}
+"""The sides of the ``freshness`` scenario: what each adds to the engine's environment (the rolling side's bound
+one minute: with :data:`FRESHNESS_WAIT_S` between rounds, every open shipment is due, and the run re-reads as
+many as its budget allows: the most it ever spends)."""
+FRESHNESS_WAIT_S = 50
+"""Seconds between the ``freshness`` scenario's rounds: past three quarters of the rolling side's minute."""
+
+
+def freshness_cost(shipments: int, runs: int, seed: int, share: float) -> list[tuple[str, str]]:
+    """The ``freshness`` scenario (see the module doc)."""
+    changed = max(1, round(shipments * share))
+    with contextlib.ExitStack() as stack:
+        sides = {name: Side(env) for name, env in FRESHNESS_SIDES.items()}
+        alternated = Alternated(stack, sides, shipments, seed, changed, HISTORY_ROUND_S, "freshness")
+        alternated.full()
+        measured_runs: dict[str, list[Measured]] = {name: [] for name in sides}
+        for round_ in range(1, runs + 1):
+            time.sleep(FRESHNESS_WAIT_S)
+            alternated.change()
+            for name, result in alternated.run_all(round_, f"run {round_}/{runs}").items():
+                measured_runs[name].append(result)
+    rows = [("freshness: shipments", f"{shipments:,}; {runs} incremental runs, each after {changed:,} changed "
+             f"({share:.0%}) and {FRESHNESS_WAIT_S} s; the sync engine alone, documents off, alternated")]
+    base = statistics.median(float(r.figures["seconds"]) for r in measured_runs["no sample"])
+    base_requests = statistics.median(r.requests for r in measured_runs["no sample"])
+    for name, measured_side in measured_runs.items():
+        seconds = statistics.median(float(r.figures["seconds"]) for r in measured_side)
+        requests = statistics.median(r.requests for r in measured_side)
+        rows.append((f"freshness: {name}", f"incremental sync median {seconds:.2f} s ({seconds / base:.2f}x), "
+                     f"{requests:,.0f} requests a run ({requests - base_requests:+,.0f})"))
+    return rows
+
+
 def history_cost(shipments: int, runs: int, seed: int, share: float) -> list[tuple[str, str]]:
     """The ``history`` scenario (see the module doc)."""
     changed = max(1, round(shipments * share))
@@ -730,6 +772,8 @@ def main() -> int:
             rows += rebuild(args.rebuild_shipments, args.seed, args.latency_ms, args.changed_share)
         elif scenario == "history":
             rows += history_cost(args.history_shipments, args.history_runs, args.seed, args.changed_share)
+        elif scenario == "freshness":
+            rows += freshness_cost(args.shipments, args.versus_runs, args.seed, args.changed_share)
         elif scenario == "versus":
             if args.baseline is None:
                 parser.error("versus needs --baseline REV")
