@@ -59,6 +59,8 @@ async def sync_code_conversions(
     result.add_rows({TABLE: outcome.rows_written})
     if outcome.changed:
         result.count_nulls({TABLE: converted.table})
+    else:  # the records held, read again: their shape and nulls are those compared when they were written
+        result.tallies.pop(STREAM, None)
     result.rejected = len(converted.rejects)
     result.quarantined = len(converted.quarantined)
     result.data_problems = len(converted.problems)
