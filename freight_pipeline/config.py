@@ -117,30 +117,25 @@ def data_dir_from_env() -> Path:
 
 def minutes_from_env(name: str, default: int) -> int:
     """Whole minutes (>= 0) from environment variable ``name``; ``default`` when unset or empty."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        minutes = int(text)
-    except ValueError:
-        raise ValueError(f"{name} must be whole minutes, got {text!r}") from None
-    if minutes < 0:
-        raise ValueError(f"{name} must not be negative, got {minutes}")
-    return minutes
+    return _whole_from_env(name, default, "whole minutes")
 
 
 def count_from_env(name: str, default: int) -> int:
     """A whole number (>= 0) from environment variable ``name``; ``default`` when unset or empty."""
+    return _whole_from_env(name, default, "a whole number")
+
+
+def _whole_from_env(name: str, default: int, what: str) -> int:
     text = os.environ.get(name, "").strip()
     if not text:
         return default
     try:
-        count = int(text)
+        value = int(text)
     except ValueError:
-        raise ValueError(f"{name} must be a whole number, got {text!r}") from None
-    if count < 0:
-        raise ValueError(f"{name} must not be negative, got {count}")
-    return count
+        raise ValueError(f"{name} must be {what}, got {text!r}") from None
+    if value < 0:
+        raise ValueError(f"{name} must not be negative, got {value}")
+    return value
 
 
 def share_from_env(name: str, default: float) -> float:
