@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.abc
 import os
 import sys
@@ -27,6 +28,35 @@ def resolve_data_dir(arg: Path | None) -> Path:
     """``--data-dir`` if given, else ``$FREIGHT_DATA_DIR``, else ``./data``; made absolute."""
     raw = arg if arg is not None else Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR)
     return Path(raw).expanduser().resolve()
+
+
+SKIPPED = 75
+"""Exit code of a run skipped because another run writes the warehouse (``EX_TEMPFAIL``: try again later):
+neither a success nor a failure, for cron wrappers and alerts (``warehouse.writer_lock``)."""
+
+
+def add_wait_argument(parser: argparse.ArgumentParser) -> None:
+    from freight_pipeline.warehouse.writer_lock import wait_seconds
+
+    parser.add_argument("--wait", type=wait_seconds, default=0.0, metavar="SECONDS",
+                        help="when another run writes this warehouse, wait up to this long for it (default: skip "
+                             f"at once, exit {SKIPPED})")
+
+
+def holding_writer_lock(held: contextlib.ExitStack, command: str, data_dir: Path, run_id: str, wait: float) -> bool:
+    """``data_dir``'s writer lock taken for run ``run_id`` until ``held`` closes (the job's engine, run by this
+    process as that run, takes it again at once); False, when another run holds it (for longer than ``wait``
+    seconds), and one line said which: ``sync: skipped: another run writes /data: run ..., process 4242 on
+    host-a, since ...; --wait SECONDS waits for it (exit 75: not a failure)``."""
+    from freight_pipeline.warehouse.writer_lock import WarehouseBusy, writer_lock
+
+    try:
+        held.enter_context(writer_lock(data_dir, run_id, wait=wait))
+    except WarehouseBusy as busy:
+        hint = "" if wait else "; --wait SECONDS waits for it"
+        say(f"{command}: skipped: {busy}{hint} (exit {SKIPPED}: not a failure)")
+        return False
+    return True
 
 
 def say(message: str) -> None:

@@ -6,10 +6,16 @@ instance has none. An existing file is the user's and stays as it is, except tha
 ``telemetry`` or ``nux`` section it lacks is appended (switched off), so an instance written by an
 earlier version loses the dialog too, and so is the event log storage when it names no storage
 (Dagster's default SQLite files, which the storage keeps: ``dagster_storage``).
+
+Several ``freight-pipeline`` processes may start on one new instance at once (the backfill's partitions,
+each launched by a command of its own): :func:`prepare_instance` writes the file and creates the
+instance's storage (its SQLite databases, their tables and migration stamps) once, under a file lock in the
+directory, so that the others wait for it instead of racing to create the same tables.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -36,6 +42,27 @@ def dagster_home(default: Path) -> Path:
     home = Path(os.environ.get("DAGSTER_HOME") or default).expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True)
     return home
+
+
+LOCK_FILE = ".freight-instance.lock"
+
+
+def prepare_instance(home: Path) -> None:
+    """``home`` (``$DAGSTER_HOME``)'s ``dagster.yaml`` (:func:`ensure_dagster_yaml`) and its instance's run,
+    event log and schedule storage created, by one process at a time (an exclusive lock on
+    ``home/.freight-instance.lock``, held only while they are made; cheap once they exist)."""
+    from dagster import DagsterInstance
+
+    with open(home / LOCK_FILE, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            ensure_dagster_yaml(home)
+            with DagsterInstance.get() as instance:  # $DAGSTER_HOME: home
+                instance.get_runs_count()  # each storage makes its tables (and stamps their migration) on first use
+                instance.event_log_storage.get_maximum_record_id()
+                instance.all_instigator_state()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def ensure_dagster_yaml(home: Path) -> bool:

@@ -14,16 +14,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freight_pipeline.commands.common import say
-from freight_pipeline.commands.dagster_home import dagster_home, ensure_dagster_yaml
+from freight_pipeline.commands.dagster_home import dagster_home, prepare_instance
 from freight_pipeline.commands.job_progress import Echo, JobOutcome, JobProgress
 from freight_pipeline.config import DATA_DIR_ENV, PASSWORD_ENV, ServiceSettings
+from freight_pipeline.defs.names import FREIGHT_SYNC_JOB
 from freight_pipeline.text import one_line
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance, JobDefinition
     from dagster._utils.error import SerializableErrorInfo
 
-DEFAULT_JOB = "freight_sync_job"
+DEFAULT_JOB = FREIGHT_SYNC_JOB
 
 
 
@@ -48,12 +49,13 @@ def service_from_env() -> ServiceSettings:
 
 @contextmanager
 def dagster_instance() -> Iterator[DagsterInstance]:
-    """``$DAGSTER_HOME``'s instance (given ``ui``'s dagster.yaml when it has none) if set, else an ephemeral one."""
+    """``$DAGSTER_HOME``'s instance (given ``ui``'s dagster.yaml when it has none; its storage made by one
+    process at a time: ``prepare_instance``) if set, else an ephemeral one."""
     from dagster import DagsterInstance
 
     home = os.environ.get("DAGSTER_HOME")
     if home:
-        ensure_dagster_yaml(dagster_home(Path(home)))
+        prepare_instance(dagster_home(Path(home)))
         with DagsterInstance.get() as instance:
             yield instance
     else:
@@ -71,6 +73,11 @@ def load_job(job_name: str) -> JobDefinition:
     return defs.resolve_job_def(job_name)
 
 
+def new_dagster_run_id() -> str:
+    """A run id in Dagster's format (a UUID), known before the run starts (the writer lock names it)."""
+    return str(uuid.uuid4())
+
+
 def execute_job(
     job_name: str,
     data_dir: Path,
@@ -79,11 +86,12 @@ def execute_job(
     echo: Echo = say,
     partition_key: str | None = None,
     tags: Mapping[str, str] | None = None,
+    run_id: str | None = None,
 ) -> JobOutcome:
-    """Execute ``job_name`` (for ``partition_key`` of a partitioned job) against ``data_dir``; never
-    raises for a failed run (see the outcome)."""
+    """Execute ``job_name`` (for ``partition_key`` of a partitioned job) against ``data_dir`` as run ``run_id``
+    (default: a new one, :func:`new_dagster_run_id`); never raises for a failed run (see the outcome)."""
     os.environ[DATA_DIR_ENV] = str(data_dir)
-    outcome = JobOutcome(job_name, str(uuid.uuid4()))  # Dagster's run id format
+    outcome = JobOutcome(job_name, run_id or new_dagster_run_id())
     started = time.monotonic()
     try:
         job = load_job(job_name)

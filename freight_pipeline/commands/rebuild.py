@@ -10,8 +10,17 @@ An interrupted rebuild is resumed by the next one (``--restart``: from the first
 from __future__ import annotations
 
 import argparse
+import contextlib
 
-from freight_pipeline.commands.common import Stopwatch, add_data_dir_argument, resolve_data_dir, say
+from freight_pipeline.commands.common import (
+    SKIPPED,
+    Stopwatch,
+    add_data_dir_argument,
+    add_wait_argument,
+    holding_writer_lock,
+    resolve_data_dir,
+    say,
+)
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.sync.rebuild import DEFAULT_BATCH
 
@@ -28,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="re-derive every shipment, not only those whose raw names a source key the mapping's "
                              "change touched (freight_meta.sync_state 'derived_by')")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print a line per batch")
+    add_wait_argument(parser)
     parser.epilog = ("Reads only the working database's raw records (freight_meta.raw_shipments, raw_parts): "
                      "no FREIGHT_* service setting is needed. Logged in freight_meta.sync_runs as stream 'rebuild'.")
 
@@ -47,9 +57,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from freight_pipeline.lake.settings import dbt_target_from_env
     from freight_pipeline.marts.worker import DbtWorker
+    from freight_pipeline.sync.runner import new_run_id
 
-    watch = Stopwatch()
-    with DbtWorker.start(data_dir, dbt_target_from_env()) as worker:
+    run_id = new_run_id()
+    with contextlib.ExitStack() as held:
+        if not holding_writer_lock(held, "rebuild", data_dir, run_id, args.wait):
+            return SKIPPED
+        watch = Stopwatch()
+        worker = held.enter_context(DbtWorker.start(data_dir, dbt_target_from_env()))
         from freight_pipeline.job.run import Step, run_rebuild
         from freight_pipeline.lake.backend import storage_from_env
         from freight_pipeline.sync.settings import SyncSettings
@@ -63,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
         progress = (lambda line: say(f"    {line}")) if args.verbose else None
         report = run_rebuild(data_dir, SyncSettings().with_env(), storage_from_env(), worker,
                              batch_size=args.batch_size or DEFAULT_BATCH, restart=args.restart, workers=args.workers,
-                             everything=args.everything,
-                             progress=progress, on_step=ended)
+                             everything=args.everything, progress=progress, on_step=ended, run_id=run_id)
     if report.success:
         say(f"rebuild succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")
         return 0

@@ -16,16 +16,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from freight_pipeline.commands.common import (
+    SKIPPED,
     Stopwatch,
     add_data_dir_argument,
+    add_wait_argument,
+    holding_writer_lock,
     redact,
     resolve_data_dir,
     say,
     without_pandas,
 )
-from freight_pipeline.commands.execute import DEFAULT_JOB, MissingPassword, execute_job, service_from_env
+from freight_pipeline.commands.execute import (
+    DEFAULT_JOB,
+    MissingPassword,
+    execute_job,
+    new_dagster_run_id,
+    service_from_env,
+)
 from freight_pipeline.commands.preflight import BadSetup, check_data_dir, check_setup, data_dir_setting
 from freight_pipeline.config import ServiceSettings, environ
+from freight_pipeline.defs.names import BESIDE_WRITERS
 from freight_pipeline.marts.project import FULL_REFRESH_ENV
 
 if TYPE_CHECKING:
@@ -49,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the Dagster job, recorded in the instance of $DAGSTER_HOME (it shows in "
                         "`make ui`); --no-dagster: the same job without Dagster, a few seconds faster. "
                         "Default: --dagster when DAGSTER_HOME is set, else --no-dagster")
+    add_wait_argument(parser)
     parser.epilog = (
         "The service comes from FREIGHT_BASE_URL, FREIGHT_USERNAME and FREIGHT_PASSWORD (required). "
         "Either way the run is logged in freight_meta.sync_runs (`freight-pipeline status`)."
@@ -106,9 +117,13 @@ def _early_worker(data_dir: Path, named_by: str) -> DbtWorker | None:
 def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir: Path) -> int:
     job = args.job or DEFAULT_JOB
     partition = f" partition {args.partition}" if args.partition else ""
-    say(f"sync: {job}{partition}: {service.base_url} as {service.username!r} -> {data_dir}")
-    outcome = execute_job(job, data_dir, verbose=args.verbose, partition_key=args.partition,
-                          echo=lambda line: say(redact(line, service.password)))
+    run_id = new_dagster_run_id()
+    with contextlib.ExitStack() as held:
+        if job not in BESIDE_WRITERS and not holding_writer_lock(held, "sync", data_dir, run_id, args.wait):
+            return SKIPPED
+        say(f"sync: {job}{partition}: {service.base_url} as {service.username!r} -> {data_dir}")
+        outcome = execute_job(job, data_dir, verbose=args.verbose, partition_key=args.partition, run_id=run_id,
+                              echo=lambda line: say(redact(line, service.password)))
     if outcome.success:
         say(f"sync succeeded in {outcome.seconds:.1f} s (run {outcome.run_id}); see `freight-pipeline status`")
         return 0
@@ -122,12 +137,19 @@ def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir:
 
 def run_without_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir: Path,
                         started: DbtWorker | None = None) -> int:
-    """The job without Dagster, its build in the worker ``started`` for it (None: started here)."""
+    """The job without Dagster, its build in the worker ``started`` for it (None: started here), under the
+    data directory's writer lock (when another run holds it: skipped, or waited for, ``--wait``)."""
     from freight_pipeline.lake.settings import dbt_target_from_env
     from freight_pipeline.marts.worker import DbtWorker
+    from freight_pipeline.sync.runner import new_run_id
 
-    watch = Stopwatch()
-    with started if started is not None else DbtWorker.start(data_dir, dbt_target_from_env()) as worker:
+    run_id = new_run_id()
+    with contextlib.ExitStack() as held:
+        if not holding_writer_lock(held, "sync", data_dir, run_id, args.wait):
+            return SKIPPED
+        watch = Stopwatch()
+        worker = held.enter_context(started if started is not None else DbtWorker.start(data_dir,
+                                                                                        dbt_target_from_env()))
         from freight_pipeline.job.run import Step, run_job
         from freight_pipeline.lake.backend import storage_from_env
         from freight_pipeline.sync.settings import SyncSettings
@@ -140,7 +162,8 @@ def run_without_dagster(args: argparse.Namespace, service: ServiceSettings, data
                 say(redact(line, service.password))
 
         progress = (lambda line: say(redact(f"    {line}", service.password))) if args.verbose else None
-        report = run_job(service, data_dir, settings, storage_from_env(), worker, progress=progress, on_step=ended)
+        report = run_job(service, data_dir, settings, storage_from_env(), worker, run_id=run_id, progress=progress,
+                         on_step=ended)
     if report.success:
         say(f"sync succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")
         return 0

@@ -13,14 +13,13 @@ import dagster as dg
 
 from freight_pipeline.config import SCHEDULES_RUNNING_ENV, flag_from_env
 from freight_pipeline.defs.freight_job import DBT, PUBLISH_KEY, freight_job
+from freight_pipeline.defs.names import CODE_CONVERSIONS_JOB, FREIGHT_SYNC_JOB
 from freight_pipeline.defs.sync_assets import stream_keys
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
 
 if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
-FREIGHT_SYNC_JOB = "freight_sync_job"
-CODE_CONVERSIONS_JOB = "code_conversions_job"
 WRITER_TAG = {"freight/warehouse_writer": "true"}
 """Tag of every run that writes the working database (what the schedules look for)."""
 ACTIVE_STATUSES = [

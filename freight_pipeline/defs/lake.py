@@ -14,6 +14,7 @@ import dagster as dg
 
 from freight_pipeline.config import minutes_from_env
 from freight_pipeline.defs.jobs import WRITER_TAG, default_schedule_status
+from freight_pipeline.defs.names import BACKFILL_JOB, MAINTENANCE_JOB
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_metadata
 from freight_pipeline.lake.backend import DEFAULT_RETENTION, LakeBackend
@@ -28,8 +29,6 @@ if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 LAKE_GROUP = "lake"
-BACKFILL_JOB = "freight_backfill_job"
-MAINTENANCE_JOB = "lake_maintenance_job"
 
 
 def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "UnresolvedAssetJobDefinition"]:

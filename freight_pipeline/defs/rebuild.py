@@ -13,12 +13,11 @@ import dagster as dg
 
 from freight_pipeline.defs.freight_job import PUBLISH_KEY, metadata_value
 from freight_pipeline.defs.jobs import WRITER_TAG
+from freight_pipeline.defs.names import REBUILD_JOB
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.job.run import FAILED_STEP, Step, run_rebuild
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.settings import SyncSettings
-
-REBUILD_JOB = "freight_rebuild_job"
 
 
 class RebuildConfig(dg.Config):
@@ -48,6 +47,8 @@ def freight_rebuild(context: dg.OpExecutionContext, config: RebuildConfig,
     if report.publication is not None:
         yield dg.AssetMaterialization(asset_key=PUBLISH_KEY, metadata={
             name: metadata_value(value) for name, value in report.publication.metadata().items()})
+    if report.skipped:  # a run outside Dagster writes the warehouse (a headless sync from cron)
+        raise dg.Failure(description=f"skipped: {report.skipped}", allow_retries=False)
     if report.failed:
         first = report.failed[0]
         raise dg.Failure(description=first.line, metadata={FAILED_STEP: first.name}, allow_retries=False)

@@ -27,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +59,7 @@ from freight_pipeline.warehouse.backend import Publication, StorageBackend
 from freight_pipeline.warehouse.ddl import explained_out_of_memory
 from freight_pipeline.warehouse.history import HISTORY_TABLES
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse
+from freight_pipeline.warehouse.writer_lock import WarehouseBusy, writer_lock
 
 CHECKS_STEP = "checks"
 MARTS_STEP = "marts"
@@ -123,6 +125,8 @@ class JobReport:
     publication: Publication | None = None
     publish: bool = True
     """Whether the run was to publish (a run of part of the job may not be)."""
+    skipped: str | None = None
+    """Why the run did nothing: another run writes the warehouse (``warehouse.writer_lock``)."""
 
     @property
     def failed(self) -> list[Step]:
@@ -170,7 +174,8 @@ def run_job(
 ) -> JobReport:
     """Run the job on ``data_dir`` in ``backend``, the build in ``worker`` (started for this run and
     data directory, as early as possible; ended here); never raises for a failure of its own (see the
-    report), only for an interruption. ``on_step`` hears of each step as it ends.
+    report), only for an interruption. ``on_step`` hears of each step as it ends. While another run writes
+    the warehouse (holds its writer lock), nothing runs: ``report.skipped`` says which.
 
     Part of the job: only ``streams`` (None: every stream; empty: none, and the checks, build and
     publish run on what the working database holds), without the build (``marts`` False) or the
@@ -178,7 +183,9 @@ def run_job(
     stream's step also counts the rows of its tables (``StreamFigures.rows``; Dagster shows them)."""
     report = JobReport(run_id or new_run_id(), publish=publish)
     ended = _recorded(report, on_step)
-    with worker:
+    with worker, _writing(report, data_dir) as writing:
+        if not writing:
+            return report
         clock = _Clock()
         try:
             with fewer_collections(), explained_out_of_memory("the sync", backend.duckdb_settings), \
@@ -193,7 +200,7 @@ def run_job(
             return report
         if not built:
             return report
-    return _publish(report, data_dir, backend, clock, ended)
+        return _publish(report, data_dir, backend, clock, ended)
 
 
 def run_rebuild(
@@ -215,11 +222,13 @@ def run_rebuild(
     """The job with a rebuild in place of the streams (``sync.rebuild``: the ``freight`` tables re-derived from
     the raw records held by ``workers`` processes, no request to the service; what the mapping's change since
     the rows were derived can touch, or ``everything``), then the same checks, a full
-    build of the marts (``--full-refresh``) and the publish as :func:`run_job`'s; never raises for a failure
-    of its own."""
+    build of the marts (``--full-refresh``) and the publish as :func:`run_job`'s, under the same writer lock;
+    never raises for a failure of its own."""
     report = JobReport(run_id or new_run_id(), publish=publish)
     ended = _recorded(report, on_step)
-    with worker:
+    with worker, _writing(report, data_dir) as writing:
+        if not writing:
+            return report
         clock = _Clock()
         try:
             with fewer_collections(), explained_out_of_memory("the rebuild", backend.duckdb_settings), \
@@ -233,7 +242,21 @@ def run_rebuild(
             return report
         if not built:
             return report
-    return _publish(report, data_dir, backend, clock, ended)
+        return _publish(report, data_dir, backend, clock, ended)
+
+
+@contextmanager
+def _writing(report: JobReport, data_dir: Path) -> Iterator[bool]:
+    """The warehouse's writer lock held for the block by the report's run (yields True; a command that
+    waited for it holds it already), or ``report.skipped`` said which run holds it (False)."""
+    with ExitStack() as held:
+        try:
+            held.enter_context(writer_lock(data_dir, report.run_id))
+        except WarehouseBusy as busy:
+            report.skipped = str(busy)
+            yield False
+            return
+        yield True
 
 
 def _failed_step(report: JobReport) -> str:

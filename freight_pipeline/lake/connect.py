@@ -6,9 +6,12 @@ and friends, built and signed for duckdb 1.5.5), loaded by path, with automatic 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib
+import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -28,9 +31,39 @@ several writers committing every batch, 10 was not always enough (seen with the 
 
 CONFLICT_ATTEMPTS = 20
 """How often a writing transaction that met a conflicting concurrent commit runs again (``Warehouse``)."""
-ATTACH_ATTEMPTS = 5
+ATTACH_ATTEMPTS = 12
 """How often ``ATTACH`` is tried: the first attach of a new catalog creates its tables, and several
-writers starting at once race to do it (the losers see "already exists")."""
+writers starting at once race to do it. The losers see one of :data:`CREATION_RACES` (a SQLite catalog is
+also created under a file lock beside it: :func:`_creating`)."""
+CREATION_RACES = ("already exists", "database is locked", "unique constraint", "duplicate key",
+                  "could not serialize", "conflict", "deadlock")
+"""What a concurrent creation of one catalog makes the loser's ``ATTACH`` say (SQLite, PostgreSQL, DuckLake's own
+conflict check), lower case: it is tried again."""
+
+
+def is_creation_race(exc: BaseException) -> bool:
+    """An ``ATTACH`` that failed because another process was creating the same catalog."""
+    text = str(exc).lower()
+    return any(race in text for race in CREATION_RACES)
+
+
+@contextlib.contextmanager
+def _creating(lake: LakeSettings) -> Iterator[None]:
+    """One process at a time attaches (and may create) a SQLite catalog: an exclusive lock on
+    ``<catalog file>.attach.lock`` beside it (a PostgreSQL catalog relies on the retries alone; a DuckDB one
+    has a single writer)."""
+    if lake.kind != "sqlite":
+        yield
+        return
+    catalog = Path(lake.target)  # resolved by LakeSettings
+    path = catalog.with_name(catalog.name + ".attach.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def is_commit_conflict(exc: BaseException) -> bool:
@@ -129,12 +162,13 @@ def prepare(
         con.execute(f"SET ducklake_max_retry_count = {COMMIT_RETRIES}")
         for attempt in range(1, ATTACH_ATTEMPTS + 1):
             try:
-                con.execute(attach_sql(lake, read_only=read_only, snapshot=snapshot))
+                with _creating(lake):
+                    con.execute(attach_sql(lake, read_only=read_only, snapshot=snapshot))
                 break
             except duckdb.Error as exc:
-                if attempt == ATTACH_ATTEMPTS or "already exists" not in str(exc):
+                if attempt == ATTACH_ATTEMPTS or not is_creation_race(exc):
                     raise
-                time.sleep(0.2 * attempt)
+                time.sleep(random.uniform(0.1, 0.3) * attempt)
         con.execute(f"USE {LAKE_ALIAS}")
     except duckdb.Error as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -19,7 +19,7 @@ import pytest
 
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs.freight_job import DBT, stream_check_key
-from freight_pipeline.defs.jobs import FREIGHT_SYNC_JOB
+from freight_pipeline.defs.names import FREIGHT_SYNC_JOB
 from freight_pipeline.defs.sync_assets import stream_keys
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.warehouse.meta import BUILD_STREAM

@@ -11,7 +11,7 @@ import pytest
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs.freight_job import PUBLISH_KEY
-from freight_pipeline.defs.rebuild import REBUILD_JOB
+from freight_pipeline.defs.names import REBUILD_JOB
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import sync_all

@@ -1,0 +1,131 @@
+"""One run writing a warehouse at a time, across processes: the data directory's writer lock.
+
+A sync or a rebuild holds an exclusive ``flock`` on ``<data dir>/work/writer.lock`` from before it opens the
+working database until after its publish, and writes in the file which run holds it (its id, process, host,
+since when). A second run of the same warehouse (cron starting one while the last still runs) does not fail on
+DuckDB's own lock: it is told who holds the warehouse (:class:`WarehouseBusy`) and is skipped, or waits for it
+(``wait`` seconds). The kernel releases the lock of a process that dies, a SIGKILL included, so a lock left by
+a killed run is simply taken by the next; its file still names the dead run until then. A backfill partition
+of a lake does not take it: its writers run at once by design, each under a cursor of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LOCK_FILE = "writer.lock"
+POLL_SECONDS = 0.25
+"""How often a run that waits for the lock asks again."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The run that holds a warehouse's writer lock, as its lock file says."""
+
+    run_id: str | None = None
+    pid: int | None = None
+    host: str | None = None
+    since: str | None = None
+
+    @classmethod
+    def read(cls, path: Path) -> Holder:
+        try:
+            data: Any = json.loads(path.read_text() or "{}")
+        except (OSError, ValueError):
+            return cls()
+        if not isinstance(data, dict):
+            return cls()
+        return cls(data.get("run_id"), data.get("pid"), data.get("host"), data.get("since"))
+
+    def describe(self) -> str:
+        """``run cli-20261201T..., process 4242 on host-a, since 2026-12-01 18:00:03 UTC``."""
+        since = f", since {self.since.replace('T', ' ').removesuffix('+00:00')} UTC" if self.since else ""
+        where = f" on {self.host}" if self.host else ""
+        return f"run {self.run_id or '(unknown)'}, process {self.pid or '?'}{where}{since}"
+
+
+class WarehouseBusy(RuntimeError):
+    """Another run holds the warehouse's writer lock (and the wait, if any, ran out)."""
+
+    def __init__(self, data_dir: Path, holder: Holder, waited: float) -> None:
+        self.data_dir, self.holder, self.waited = data_dir, holder, waited
+        waiting = f" after waiting {waited:.0f} s" if waited else ""
+        super().__init__(f"another run writes {data_dir}{waiting}: {holder.describe()}")
+
+
+HOLDER_WRITTEN_SECONDS = 0.5
+"""How long a run refused the lock waits to read who holds it: the holder writes its file right after it takes
+the lock, and may not have yet when two runs start at the same moment."""
+
+
+def _holder(path: Path) -> Holder:
+    deadline = time.monotonic() + HOLDER_WRITTEN_SECONDS
+    holder = Holder.read(path)
+    while holder == Holder() and time.monotonic() < deadline:
+        time.sleep(0.01)
+        holder = Holder.read(path)
+    return holder
+
+
+def wait_seconds(text: str) -> float:
+    """How long to wait for the lock, from text: a number of seconds, 0 or more (a ValueError otherwise)."""
+    seconds = float(text)
+    if not seconds >= 0:  # NaN too
+        raise ValueError(f"{text!r} is not a number of seconds (0 or more)")
+    return seconds
+
+
+def lock_path(data_dir: Path) -> Path:
+    return Path(data_dir) / "work" / LOCK_FILE
+
+
+_HELD: dict[Path, str] = {}
+"""The writer locks this process holds: lock file -> the run holding it."""
+
+
+@contextlib.contextmanager
+def writer_lock(data_dir: Path, run_id: str, *, wait: float = 0.0) -> Iterator[None]:
+    """Hold ``data_dir``'s writer lock for the block, as run ``run_id``; :class:`WarehouseBusy` when another run
+    holds it for longer than ``wait`` seconds. Within a block that holds it for ``run_id``, this process takes
+    it again for the same run at once (a command takes it before it starts the job, whose engine takes it too);
+    for another run of this process it is busy, as for another process's."""
+    path = lock_path(data_dir).resolve()
+    if _HELD.get(path) == run_id:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        started = time.monotonic()
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                waited = time.monotonic() - started
+                if waited >= wait:
+                    raise WarehouseBusy(Path(data_dir), _holder(path), wait) from None
+                time.sleep(min(POLL_SECONDS, wait - waited))
+        holder = {"run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(),
+                  "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(holder).encode(), 0)
+        _HELD[path] = run_id
+        try:
+            yield
+        finally:
+            del _HELD[path]
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
