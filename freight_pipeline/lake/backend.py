@@ -20,6 +20,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +32,7 @@ from freight_pipeline.lake.connect import (
     CONFLICT_ATTEMPTS,
     LakeCommitConflict,
     attach_sql,
+    catalog_writes,
     connect_lake,
     is_commit_conflict,
     literal,
@@ -222,6 +224,10 @@ class LakeBackend:
                 log.warning("%s met a concurrent commit (attempt %d): %s", what, number, reason)
                 time.sleep(min(5.0, 0.05 * 2**number) * (0.5 + random.random()))
         raise AssertionError("unreachable")
+
+    def writing(self) -> AbstractContextManager[None]:
+        """:func:`catalog_writes`: a SQLite catalog's writers take turns."""
+        return catalog_writes(self.lake)
 
     def publish(self, data_dir: Path, run_id: str) -> LakePublication:
         """Record the snapshot this run's whole, successful build ended at (what readers open)."""

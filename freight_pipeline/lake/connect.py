@@ -10,6 +10,8 @@ import contextlib
 import fcntl
 import importlib
 import random
+import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -34,7 +36,7 @@ CONFLICT_ATTEMPTS = 20
 ATTACH_ATTEMPTS = 12
 """How often ``ATTACH`` is tried: the first attach of a new catalog creates its tables, and several
 writers starting at once race to do it. The losers see one of :data:`CREATION_RACES` (a SQLite catalog is
-also created under a file lock beside it: :func:`_creating`)."""
+also created under a file lock beside it: :func:`catalog_writes`)."""
 CREATION_RACES = ("already exists", "database is locked", "unique constraint", "duplicate key",
                   "could not serialize", "conflict", "deadlock")
 """What a concurrent creation of one catalog makes the loser's ``ATTACH`` say (SQLite, PostgreSQL, DuckLake's own
@@ -48,22 +50,41 @@ def is_creation_race(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def _creating(lake: LakeSettings) -> Iterator[None]:
-    """One process at a time attaches (and may create) a SQLite catalog: an exclusive lock on
-    ``<catalog file>.attach.lock`` beside it (a PostgreSQL catalog relies on the retries alone; a DuckDB one
-    has a single writer)."""
-    if lake.kind != "sqlite":
+def catalog_writes(lake: LakeSettings) -> Iterator[None]:
+    """One process at a time creates a SQLite catalog or writes to it, from BEGIN to COMMIT: an exclusive
+    lock on ``<catalog file>.lock`` beside it. DuckLake holds a SQLite transaction open for the whole of a
+    DuckDB one, so two writers' transactions that overlap fail (``database is locked``, after SQLite's 5 s
+    wait) and are redone whole. A SQLite catalog's writers share one machine (SQLite's own rule), so they
+    take turns here; a PostgreSQL catalog relies on the retries alone; a DuckDB one has a single writer."""
+    catalog = Path(lake.target)  # resolved by LakeSettings
+    path = catalog.with_name(catalog.name + ".lock")
+    held: set[Path] = _TURNS.__dict__.setdefault("held", set())
+    if lake.kind != "sqlite" or path in held:  # this thread's turn already (a connection opened inside it)
         yield
         return
-    catalog = Path(lake.target)  # resolved by LakeSettings
-    path = catalog.with_name(catalog.name + ".attach.lock")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        held.add(path)
         try:
             yield
         finally:
+            held.discard(path)
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+_TURNS = threading.local()
+"""The catalog locks this thread holds (:func:`catalog_writes` is reentrant per thread)."""
+
+
+def write_ahead_logged(catalog: Path) -> None:
+    """Put a SQLite catalog in WAL mode (kept in the file), once, under :func:`catalog_writes`: readers then
+    never hold up a writer's commit (in the default journal mode an open reading transaction does, for
+    SQLite's 5 s, then the commit fails). A catalog another process has open keeps its mode until later."""
+    with contextlib.closing(sqlite3.connect(catalog, timeout=1.0)) as db, \
+            contextlib.suppress(sqlite3.OperationalError):
+        if db.execute("PRAGMA journal_mode").fetchone() != ("wal",):
+            db.execute("PRAGMA journal_mode=WAL")
 
 
 def is_commit_conflict(exc: BaseException) -> bool:
@@ -162,8 +183,13 @@ def prepare(
         con.execute(f"SET ducklake_max_retry_count = {COMMIT_RETRIES}")
         for attempt in range(1, ATTACH_ATTEMPTS + 1):
             try:
-                with _creating(lake):
-                    con.execute(attach_sql(lake, read_only=read_only, snapshot=snapshot))
+                if read_only:  # a reader never waits for a writer's turn (nor creates a catalog)
+                    con.execute(attach_sql(lake, read_only=True, snapshot=snapshot))
+                else:
+                    with catalog_writes(lake):
+                        if lake.kind == "sqlite":
+                            write_ahead_logged(Path(lake.target))
+                        con.execute(attach_sql(lake, snapshot=snapshot))
                 break
             except duckdb.Error as exc:
                 if attempt == ATTACH_ATTEMPTS or not is_creation_race(exc):

@@ -13,6 +13,7 @@ dbt build succeeded and whose streams are not half run, becomes what readers rea
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -132,6 +133,11 @@ class StorageBackend(Protocol):
     def retried(self, what: str, attempt: Callable[[], T]) -> T:
         """``attempt()``, one writing transaction, run again while it meets a concurrent writer's commit
         it cannot be merged with (``what`` names it in messages); once where there is one writer."""
+        ...
+
+    def writing(self) -> AbstractContextManager[None]:
+        """What a writing transaction runs inside, from BEGIN to COMMIT: a lock that makes one machine's
+        writers take turns where the catalog admits one writer (a lake's SQLite catalog), else nothing."""
         ...
 
     def publish(self, data_dir: Path, run_id: str) -> Publication:

@@ -78,22 +78,24 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """BEGIN ... COMMIT, ROLLBACK on any error; Arrow views registered inside are dropped after."""
+        """BEGIN ... COMMIT inside ``backend.writing()``, ROLLBACK on any error; Arrow views registered inside
+        are dropped after."""
         con = self.con
         self._in_transaction = []
-        con.begin()
-        try:
-            yield con
-        except BaseException:
-            con.rollback()
-            raise
-        else:
-            con.commit()
-        finally:
-            names, self._in_transaction = self._in_transaction, None
-            for name in names:
-                with suppress(duckdb.Error):
-                    con.unregister(name)
+        with self.backend.writing():
+            con.begin()
+            try:
+                yield con
+            except BaseException:
+                con.rollback()
+                raise
+            else:
+                con.commit()
+            finally:
+                names, self._in_transaction = self._in_transaction, None
+                for name in names:
+                    with suppress(duckdb.Error):
+                        con.unregister(name)
 
     @contextmanager
     def registered(self, table: pa.Table) -> Iterator[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TypeVar
 
@@ -60,6 +61,10 @@ class EmbeddedDuckDB:
     def retried(self, what: str, attempt: Callable[[], T]) -> T:
         """``attempt()`` once: DuckDB's file lock admits one writer, so no commit meets another's."""
         return attempt()
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Nothing: DuckDB's file lock admits one writing process."""
+        return nullcontext()
 
     def publish(self, data_dir: Path, run_id: str) -> PublishResult:
         """The copy and the Parquet of :func:`freight_pipeline.warehouse.publish.publish` (``run_id``

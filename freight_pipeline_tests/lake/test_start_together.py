@@ -41,7 +41,7 @@ def test_a_new_catalog_attached_by_several_processes_at_once(
     """Each process imports first, then all attach at one instant: one creates the catalog, the others wait
     for it (SQLite: the file lock beside it) or try again (PostgreSQL: its ``duplicate key`` on the tables
     being created), and every one ends attached."""
-    for round_ in range(3):
+    for round_ in range(2):
         folder = tmp_path / f"round{round_}"
         if kind == "sqlite":
             env = sqlite_lake(folder)
