@@ -1,0 +1,118 @@
+"""Runs of one data directory that start while another writes it (cron's overlapping ticks): one syncs, the
+other is skipped with exit 75 and one line naming the run that writes; ``--wait`` runs after it; a SIGKILLed
+run's lock is taken over by the next; ``sync --dagster`` and ``rebuild`` are skipped the same way."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+from freight_pipeline.commands.common import SKIPPED
+from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.warehouse.publish import published_db_path
+from freight_pipeline.warehouse.writer_lock import lock_path, writer_lock
+from freight_pipeline_tests.commands.conftest import cli_env, run_cli
+
+SKIP_LINE = re.compile(
+    r"sync: skipped: another run writes (?P<dir>\S+): run (?P<run>\S+), process (?P<pid>\d+) on \S+, "
+    r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC; --wait SECONDS waits for it \(exit 75: not a failure\)\n"
+)
+
+
+def service(sim: RunningSimulator, **more: str) -> dict[str, str]:
+    return cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password,
+                   **more)
+
+
+def start_sync(env: dict[str, str], data_dir: Path, *more: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "freight_pipeline.cli", "sync", "--no-dagster", "--data-dir",
+                             str(data_dir), *more], env=env, cwd=REPO_ROOT, text=True, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def holder_pid(data_dir: Path, timeout: float = 120) -> int:
+    """The process the data directory's lock file names, once one names it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = lock_path(data_dir).read_text() if lock_path(data_dir).exists() else ""
+        if text:
+            return int(json.loads(text)["pid"])
+        time.sleep(0.05)
+    raise AssertionError(f"no run took the lock of {data_dir} in {timeout} s")
+
+
+def runs(data_dir: Path) -> list[tuple[str, object, object, str]]:
+    """Each run the published warehouse logged: its id, start, end and worst status, in order."""
+    with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
+        return con.execute(
+            "SELECT run_id, min(started_at), max(finished_at), max(status) FROM freight_meta.sync_runs "
+            "GROUP BY run_id ORDER BY 2").fetchall()
+
+
+def shipments(data_dir: Path) -> int:
+    with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
+        return con.execute("SELECT count(*) FROM freight.shipments").fetchone()[0]
+
+
+def test_two_syncs_started_together_one_syncs_the_other_is_skipped_and_a_third_waits(
+    sim: RunningSimulator, tmp_path: Path
+) -> None:
+    data_dir, env = tmp_path / "data", service(sim)
+    together = [start_sync(env, data_dir), start_sync(env, data_dir)]
+    writer_pid = holder_pid(data_dir)
+    waiting = start_sync(env, data_dir, "--wait", "300")
+    ended = [proc.communicate(timeout=300) for proc in together]
+    codes = sorted(proc.returncode for proc in together)
+    assert codes == [0, SKIPPED], ended
+    winner, skipped = (0, 1) if together[0].returncode == 0 else (1, 0)
+    assert together[winner].pid == writer_pid
+    said = ended[skipped][1]
+    line = SKIP_LINE.fullmatch(said)
+    assert line, said  # exactly one line on stderr, nothing on stdout
+    assert ended[skipped][0] == "" and Path(line["dir"]) == data_dir.resolve() and int(line["pid"]) == writer_pid
+    out, err = waiting.communicate(timeout=300)
+    assert waiting.returncode == 0, err[-3000:]
+
+    logged = runs(data_dir)
+    assert [run_id for run_id, *_ in logged][0] == line["run"]  # the skipped run names the one that synced
+    assert len(logged) == 2 and {status for *_, status in logged} == {"success"}  # the skipped run logged nothing
+    (_, _, first_end, _), (_, second_start, _, _) = logged
+    assert second_start >= first_end  # the waiting run started when the first had ended
+    assert shipments(data_dir) == len(sim.store.reader.live_shipment_ids())
+
+
+def test_the_lock_of_a_killed_sync_is_taken_over_by_the_next(sim: RunningSimulator, tmp_path: Path) -> None:
+    data_dir, env = tmp_path / "data", service(sim)
+    first = start_sync(env, data_dir)
+    assert holder_pid(data_dir) == first.pid
+    os.killpg(first.pid, signal.SIGKILL)  # the run and its dbt worker
+    first.communicate(timeout=60)
+    assert json.loads(lock_path(data_dir).read_text())["pid"] == first.pid  # the dead run's file stays
+
+    done = run_cli(["sync", "--no-dagster", "--data-dir", str(data_dir)], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert shipments(data_dir) == len(sim.store.reader.live_shipment_ids())
+
+
+def test_a_dagster_sync_and_a_rebuild_are_skipped_while_another_run_writes(
+    sim: RunningSimulator, published: Path, tmp_path: Path
+) -> None:
+    data_dir = published
+    env = service(sim, DAGSTER_HOME=str(tmp_path / "dagster"))
+    with writer_lock(data_dir, "the-run-that-writes"):
+        for command in (["sync", "--dagster"], ["rebuild"]):
+            done = run_cli([*command, "--data-dir", str(data_dir)], env)
+            assert done.returncode == SKIPPED, done.stderr
+            assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"{command[0]}: skipped: another run "), \
+                done.stderr
+            assert f"run the-run-that-writes, process {os.getpid()} on " in done.stderr
+    assert not (tmp_path / "dagster" / "history").exists()  # skipped before any Dagster run was launched
