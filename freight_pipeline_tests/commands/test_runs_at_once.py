@@ -79,11 +79,11 @@ def test_two_syncs_started_together_one_syncs_the_other_is_skipped_and_a_third_w
     line = SKIP_LINE.fullmatch(said)
     assert line, said  # exactly one line on stderr, nothing on stdout
     assert ended[skipped][0] == "" and Path(line["dir"]) == data_dir.resolve() and int(line["pid"]) == writer_pid
-    out, err = waiting.communicate(timeout=300)
+    err = waiting.communicate(timeout=300)[1]
     assert waiting.returncode == 0, err[-3000:]
 
     logged = runs(data_dir)
-    assert [run_id for run_id, *_ in logged][0] == line["run"]  # the skipped run names the one that synced
+    assert logged[0][0] == line["run"]  # the skipped run names the one that synced
     assert len(logged) == 2 and {status for *_, status in logged} == {"success"}  # the skipped run logged nothing
     (_, _, first_end, _), (_, second_start, _, _) = logged
     assert second_start >= first_end  # the waiting run started when the first had ended

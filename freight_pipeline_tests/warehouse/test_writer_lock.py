@@ -60,9 +60,10 @@ def test_a_wait_ends_when_the_holder_releases_it_and_runs_out_when_it_does_not(t
     thread.start()
     try:
         assert held.wait(30)
-        with pytest.raises(WarehouseBusy, match=r"after waiting 0 s: run run-a"):  # 0.3 s, said in whole seconds
-            with writer_lock(tmp_path, "run-b", wait=0.3):
-                pass
+        # 0.3 s, said in whole seconds
+        with pytest.raises(WarehouseBusy, match=r"after waiting 0 s: run run-a"), \
+                writer_lock(tmp_path, "run-b", wait=0.3):
+            pass
         threading.Timer(0.5, release.set).start()
         started = time.monotonic()
         with writer_lock(tmp_path, "run-b", wait=30):
@@ -78,9 +79,9 @@ def test_the_lock_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline() == "held\n"
-        with pytest.raises(WarehouseBusy, match=rf"run run-of-the-child, process {child.pid} "):
-            with writer_lock(tmp_path, "run-b"):
-                pass
+        with pytest.raises(WarehouseBusy, match=rf"run run-of-the-child, process {child.pid} "), \
+                writer_lock(tmp_path, "run-b"):
+            pass
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(30)
