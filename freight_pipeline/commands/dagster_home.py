@@ -21,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from freight_pipeline.config import environ
+
 TEMPLATE = Path(__file__).with_name("dagster.yaml")
 DAGSTER_YAML = TEMPLATE.read_text()
 """The shipped instance configuration (what a new ``$DAGSTER_HOME/dagster.yaml`` holds)."""
@@ -47,20 +49,22 @@ def dagster_home(default: Path) -> Path:
 LOCK_FILE = ".freight-instance.lock"
 
 
-def prepare_instance(home: Path) -> None:
-    """``home`` (``$DAGSTER_HOME``)'s ``dagster.yaml`` (:func:`ensure_dagster_yaml`) and its instance's run,
-    event log and schedule storage created, by one process at a time (an exclusive lock on
-    ``home/.freight-instance.lock``, held only while they are made; cheap once they exist)."""
+def prepare_instance(home: Path) -> bool:
+    """``home`` (``$DAGSTER_HOME``)'s ``dagster.yaml`` (:func:`ensure_dagster_yaml`: True when written) and
+    its instance's run, event log and schedule storage created, by one process at a time (an exclusive lock
+    on ``home/.freight-instance.lock``, held only while they are made; cheap once they exist)."""
     from dagster import DagsterInstance
 
+    home.mkdir(parents=True, exist_ok=True)
     with open(home / LOCK_FILE, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            ensure_dagster_yaml(home)
-            with DagsterInstance.get() as instance:  # $DAGSTER_HOME: home
+            written = ensure_dagster_yaml(home)
+            with environ({"DAGSTER_HOME": str(home)}), DagsterInstance.get() as instance:
                 instance.get_runs_count()  # each storage makes its tables (and stamps their migration) on first use
                 instance.event_log_storage.get_maximum_record_id()
                 instance.all_instigator_state()
+            return written
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
-from freight_pipeline.commands.dagster_home import dagster_home, ensure_dagster_yaml
+from freight_pipeline.commands.dagster_home import dagster_home, prepare_instance
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.commands.processes import (
     LOCALHOST,
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     data_dir = resolve_data_dir(args.data_dir)
     home = dagster_home(REPO_ROOT / ".dagster_home")
-    if ensure_dagster_yaml(home):
+    if prepare_instance(home):  # before the webserver and daemon start: a CLI run may be creating it too
         say(f"ui: wrote {home / 'dagster.yaml'} (queued runs one at a time, telemetry and the community dialog off)")
     base_url = f"http://{LOCALHOST}:{args.simulator_port}"
     ui_url = f"http://{LOCALHOST}:{args.port}"
