@@ -174,3 +174,51 @@ def test_the_warehouse_contract_lists_every_freight_table() -> None:
     rows = [line.split(" | ")[0] for line in section.splitlines() if line.startswith("| `")]
     listed = [name for row in rows for name in re.findall(r"`([a-z_]+)`", row)]
     assert sorted(listed) == sorted(spec.name for spec in FREIGHT_TABLES)
+
+
+DOCS = (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted(REPO.glob("*/README.md")),
+        *sorted(PRODUCT.glob("*/README.md")))
+"""The pages that describe the present (``bench/log.md`` is a dated log: it cites files as they were)."""
+TOP = ("freight_pipeline/", "freight_pipeline_tests/", "docs/", "bench/", "dbt_models/", "scripts/", ".ci/")
+"""The repository's top folders: a path cited from one of them is the repository's."""
+MADE = ("dbt_models/target/", "data/", "work/", "history/", "sources/", "documents/")
+"""Folders a run makes (not in a clone): dbt's target, a data directory's, ``$DAGSTER_HOME``'s, the Parquet
+export's."""
+ROOTS = (REPO, PRODUCT, REPO / "freight_pipeline_tests", REPO / "dbt_models")
+CITED = re.compile(r"`([A-Za-z0-9_.][A-Za-z0-9_./-]*\.(?:py|md|sql|yml|yaml|toml|txt|json|png|sh)|[A-Za-z0-9_./-]+/)`")
+LINKED = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def cited_paths(doc: Path) -> Iterator[tuple[str, list[Path]]]:
+    """Each repository path ``doc`` cites, with where it may be: a backquoted path (from the repository's
+    root, the doc's folder, the package, the tests, the dbt project or a subpackage; a bare file name of a
+    module or model anywhere in them) and a relative link (from the doc's folder)."""
+    text = doc.read_text()
+    for cited in CITED.findall(text):
+        if cited.startswith(("./", "../", "/")) or cited.startswith(MADE):
+            continue
+        if cited.startswith(TOP):
+            yield cited, [REPO / cited, doc.parent / cited]
+        elif "/" in cited.rstrip("/"):  # relative to a package (``client/limiter.py``, ``specs/goods.py``)
+            yield cited, [doc.parent / cited, *(root / cited for root in ROOTS),
+                          *REPO.glob(f"freight_pipeline/**/{cited.rstrip('/')}")]
+        elif cited.endswith((".py", ".sql")):  # a module or model named alone
+            yield cited, [*REPO.glob(f"freight_pipeline*/**/{cited}"), *REPO.glob(f"dbt_models/**/{cited}"),
+                          *REPO.glob(f"bench/**/{cited}"), *REPO.glob(f"scripts/**/{cited}")]
+    for linked in LINKED.findall(text):
+        if not linked.startswith(("http://", "https://", "mailto:")):
+            yield linked, [doc.parent / linked]
+
+
+def test_every_repository_path_a_doc_cites_exists() -> None:
+    missing = {f"{doc.relative_to(REPO)}: {cited}" for doc in DOCS for cited, where in cited_paths(doc)
+               if not any(path.exists() for path in where)}
+    assert missing == set()
+
+
+def test_a_path_that_does_not_exist_is_found(tmp_path: Path) -> None:
+    doc = tmp_path / "page.md"
+    doc.write_text("see `freight_pipeline_tests/defs/test_stream_failure.py`, `test_gone.py`, [there](gone.md), "
+                   "`freight_pipeline/job/run.py` and [here](page.md)")
+    found = {cited for cited, where in cited_paths(doc) if not any(path.exists() for path in where)}
+    assert found == {"freight_pipeline_tests/defs/test_stream_failure.py", "test_gone.py", "gone.md"}

@@ -1,7 +1,8 @@
 """The Dagster layer: thin wrappers around the plain-Python cores (sync, warehouse, dbt project).
 
-``resources`` (service, warehouse), ``sync_assets`` (one asset per stream, one spec per table),
-``dbt`` (the dbt project's models and tests), ``publish`` (the reader-facing copy), ``checks``
-(keys, orphans, freshness, rejects), ``jobs`` (jobs and schedules). ``freight_pipeline.definitions``
-puts them together.
+``resources`` (service, warehouse), ``sync_assets`` (the spec of each table a stream fills),
+``dbt`` and ``dbt_translation`` (the dbt models' specs), ``freight_job`` (the one multi-asset that runs the
+engine, ``job.run``: streams, checks, build and publish), ``checks`` (the asset checks it reports, and freshness),
+``rebuild`` (the rebuild job), ``lake`` (the lake's backfill and maintenance), ``jobs`` (jobs and schedules),
+``names`` (the jobs' names). ``freight_pipeline.definitions`` puts them together.
 """

@@ -4,6 +4,7 @@ a stream the account cannot reach, whose one Dagster run fails and says why in i
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ import duckdb
 import pytest
 
 from freight_pipeline.cli import main
-from freight_pipeline.config import environ
+from freight_pipeline.config import REPO_ROOT, environ
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
@@ -198,3 +199,39 @@ def test_sync_refuses_settings_that_mean_nothing_before_anything_runs(
     assert main(["sync", "--data-dir", str(tmp_path / "data"), "--no-dagster", "--job", "code_conversions_job"]) == 2
     assert "--job and --partition name a Dagster job's run" in capsys.readouterr().err
     assert not (tmp_path / "data" / "warehouse.duckdb").exists()
+
+
+VARYING = (
+    (re.compile(r"\b\d+(?:\.\d+)? s\b"), "# s"),  # timings
+    (re.compile(r"http://\S+"), "URL"),
+    (re.compile(r"-> \S+"), "-> DIR"),
+    (re.compile(r"\(run [^)]+\)"), "(run ID)"),
+    (re.compile(r"published v\S+"), "published VERSION"),
+    (re.compile(r" in [\d,]+ requests"), " in # requests"),  # hedged reads vary
+)
+"""What differs between two runs of one service: masked before the documented sample is compared."""
+
+
+def masked(text: str) -> list[str]:
+    lines = []
+    for line in text.strip().splitlines():
+        for pattern, mask in VARYING:
+            line = pattern.sub(mask, line)
+        lines.append(" ".join(line.split()))
+    return lines
+
+
+def documented_sample() -> str:
+    """The sample of a run without Dagster in docs/operations.md (the fenced block that starts ``sync: http``)."""
+    text = (REPO_ROOT / "docs" / "operations.md").read_text()
+    found = re.search(r"```\n(sync: http.*?)```", text, re.S)
+    assert found, "docs/operations.md has no sample of a run"
+    return found.group(1)
+
+
+def test_the_documented_sample_of_a_run_is_what_the_command_says(without_dagster: Synced) -> None:
+    """The sample in docs/operations.md is this module's run (the simulator's 100 shipments, seed 5, every
+    stream on), but for what differs between runs (:data:`VARYING`): step for step, the rows, the checks,
+    the models, the tests and the tables as the command says them."""
+    assert without_dagster.done.returncode == 0, without_dagster.done.stderr
+    assert masked(documented_sample()) == masked(without_dagster.done.stderr), without_dagster.done.stderr

@@ -15,6 +15,7 @@ import pytest
 from dagster_dbt import DbtCliResource
 from dagster_dbt.asset_utils import build_dbt_specs
 
+from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.defs.dbt import SPECS_CACHE, dbt_assets_of, ensure_manifest, manifest_path
 from freight_pipeline.defs.dbt_translation import DBT_TRANSLATOR, RUNTIME_METADATA, DbtCli, dbt_project
 from freight_pipeline.marts.project import DBT_PROJECT_DIR
@@ -66,3 +67,5 @@ def test_loading_the_definitions_imports_no_dbt() -> None:
             "print(sorted(m for m in ('dbt', 'dagster_dbt') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]", done.stderr[-2000:]
+    operations = " ".join((REPO_ROOT / "docs" / "operations.md").read_text().split())
+    assert "loading the definitions imports neither dagster-dbt nor dbt" in operations  # what the docs say of it

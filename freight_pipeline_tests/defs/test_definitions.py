@@ -385,3 +385,11 @@ def test_resource_keeps_a_reconcile_default_of_never_apart_from_every_run(
     assert FreightServiceResource(password="x").sync_settings().reconcile_interval == dt.timedelta(0)
     configured = FreightServiceResource(password="x", reconcile_interval_minutes=45).sync_settings()
     assert configured.reconcile_interval == dt.timedelta(minutes=45)
+
+
+def test_the_package_docstring_names_each_of_its_modules_and_no_other() -> None:
+    import freight_pipeline.defs as defs
+
+    named = {word for word in re.findall(r"``([A-Za-z_]+)``", defs.__doc__ or "")}
+    modules = {path.stem for path in Path(defs.__file__).parent.glob("*.py") if path.stem != "__init__"}
+    assert named == modules
