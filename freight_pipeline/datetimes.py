@@ -9,7 +9,7 @@ The spec describes one DateTime object with two shapes for its parts:
 ``until`` (only on PICKUP and FINAL_DESTINATION events) is a time of day in either shape, on the
 same date and offset; an ``until`` earlier than ``time`` is taken to fall on the next day.
 Every part may be null. An instant is produced when date and time are known: with the offset sent, or
-without one in the service's time zone (:func:`in_service_zone`, ``FREIGHT_SERVICE_TIMEZONE``, UTC by
+without one in the run's time zone (:class:`ServiceZone`, ``FREIGHT_SERVICE_TIMEZONE``, UTC by
 default: services built on local date-times send none); the raw parts are returned too, so nothing is lost.
 
 No function here raises anything but :class:`DateTimeParseError` for any input value (impossible
@@ -43,18 +43,6 @@ class DateTimeParseError(ValueError):
 DEFAULT_SERVICE_TIMEZONE = "UTC"
 
 
-@dataclass
-class _ServiceZone:
-    name: str = DEFAULT_SERVICE_TIMEZONE
-    zone: dt.tzinfo = dt.UTC
-    naive_read: int = 0
-    """Date-times read without an offset since the process started (only ever grows: a run takes the
-    difference, so a count lost to a race between threads only makes it smaller, never wrong in sign)."""
-
-
-_SERVICE_ZONE = _ServiceZone()
-
-
 def service_zone(name: str) -> dt.tzinfo:
     """The IANA zone ``name`` (``Europe/Berlin``, ``UTC``); ValueError naming it when there is none."""
     try:
@@ -63,36 +51,49 @@ def service_zone(name: str) -> dt.tzinfo:
         raise ValueError(f"{name!r} is not an IANA time zone (such as Europe/Berlin or UTC)") from None
 
 
-def set_service_zone(name: str) -> None:
-    """Read date-times that come without a UTC offset in zone ``name`` from now on (set by each run from
-    its settings: ``SyncSettings.service_timezone``). ValueError for an unknown zone."""
-    _SERVICE_ZONE.zone = service_zone(name)
-    _SERVICE_ZONE.name = name
+class ServiceZone:
+    """The time zone in which one run reads the date-times the service sends without a UTC offset
+    (``SyncSettings.service_timezone``), and how many it read. A value that travels with the run's settings
+    (``SyncSettings.zone``) into the code that reads date-times: each run has its own, so two runs in one
+    process never read each other's zone nor count each other's values. Equal when the zone is."""
 
+    __slots__ = ("naive_read", "name", "tz")
 
-def service_zone_name() -> str:
-    return _SERVICE_ZONE.name
+    def __init__(self, name: str = DEFAULT_SERVICE_TIMEZONE) -> None:
+        self.name = name
+        self.tz = service_zone(name)
+        self.naive_read = 0
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ServiceZone) and other.name == self.name
 
-def naive_values_read() -> int:
-    """How many date-times without a UTC offset were read in the service's zone so far (a run compares
-    the figure before and after it)."""
-    return _SERVICE_ZONE.naive_read
+    def __hash__(self) -> int:
+        return hash(self.name)
 
+    def __repr__(self) -> str:
+        return f"ServiceZone({self.name!r})"
 
-def in_service_zone(local: dt.datetime) -> dt.datetime:
-    """A wall-clock date-time sent without a UTC offset, as the instant it names in the service's zone.
+    def instant(self, local: dt.datetime) -> dt.datetime:
+        """A wall-clock date-time sent without a UTC offset, as the instant it names in this zone.
 
-    The zone's rules apply (summer time included). The one ambiguity, the hour a fall-back repeats, is
-    resolved as Python's ``fold=0`` does: the first of the two instants (the offset before the step),
-    which for the sync cursor errs towards re-reading; a wall-clock time that a spring-forward skips is
-    read with the offset before the gap. Counted (:func:`naive_values_read`)."""
-    _SERVICE_ZONE.naive_read += 1
-    zone = _SERVICE_ZONE.zone
-    if zone is dt.UTC:
-        return local.replace(tzinfo=dt.UTC)
-    offset = local.replace(tzinfo=zone, fold=0).utcoffset()
-    return local.replace(tzinfo=dt.timezone(offset) if offset is not None else dt.UTC)
+        The zone's rules apply (summer time included). The one ambiguity, the hour a fall-back repeats, is
+        resolved as Python's ``fold=0`` does: the first of the two instants (the offset before the step),
+        which for the sync cursor errs towards re-reading; a wall-clock time that a spring-forward skips is
+        read with the offset before the gap. Counted (``naive_read``)."""
+        self.naive_read += 1
+        zone = self.tz
+        if zone is dt.UTC:
+            return local.replace(tzinfo=dt.UTC)
+        offset = local.replace(tzinfo=zone, fold=0).utcoffset()
+        return local.replace(tzinfo=dt.timezone(offset) if offset is not None else dt.UTC)
+
+    def parse(self, value: Any) -> dt.datetime | None:
+        """An ISO 8601 date-time string as an aware instant: its own offset when it has one, else read in
+        this zone (:meth:`instant`). DateTimeParseError when unreadable."""
+        parsed = parse_iso_datetime(value)
+        if parsed is None or parsed.tzinfo is not None:
+            return parsed
+        return self.instant(parsed)
 
 
 @dataclass(frozen=True)
@@ -106,18 +107,17 @@ class ParsedDateTime:
     offset_unreadable: bool = False
     """An offset was sent but could not be read (its problem is reported): no instant, rather than a guess."""
 
-    @property
-    def instant(self) -> dt.datetime | None:
-        """Date and time at the offset sent; without one, in the service's zone (:func:`in_service_zone`)."""
+    def instant_in(self, zone: ServiceZone) -> dt.datetime | None:
+        """Date and time at the offset sent; without one, in the run's ``zone`` (:meth:`ServiceZone.instant`)."""
         if self.date is None or self.time is None or self.offset_unreadable:
             return None
         if self.offset is None:
-            return in_service_zone(dt.datetime.combine(self.date, self.time))
+            return zone.instant(dt.datetime.combine(self.date, self.time))
         return dt.datetime.combine(self.date, self.time, tzinfo=dt.timezone(self.offset))
 
-    @property
-    def until(self) -> dt.datetime | None:
-        start = self.instant
+    def until_in(self, zone: ServiceZone) -> dt.datetime | None:
+        """The end of the window (``until``) on the start's date and offset; earlier than the start: the next day."""
+        start = self.instant_in(zone)
         if start is None or self.until_time is None:
             return None
         end = dt.datetime.combine(start.date(), self.until_time, tzinfo=start.tzinfo)
@@ -127,6 +127,17 @@ class ParsedDateTime:
             return end + dt.timedelta(days=1)
         except OverflowError:
             raise DateTimeParseError(f"until {self.until_time} after {start} falls beyond year 9999") from None
+
+    @property
+    def instant(self) -> dt.datetime | None:
+        """:meth:`instant_in` UTC (a value without an offset read as UTC): for readers outside a run (the
+        simulator, the client models); a run reads them in its zone."""
+        return self.instant_in(ServiceZone())
+
+    @property
+    def until(self) -> dt.datetime | None:
+        """:meth:`until_in` UTC, as :attr:`instant`."""
+        return self.until_in(ServiceZone())
 
     @property
     def offset_text(self) -> str | None:
@@ -332,15 +343,6 @@ def parse_iso_datetime(value: Any) -> dt.datetime | None:
     if offset is not None:
         _in_range(offset, value)
     return parsed
-
-
-def parse_service_datetime(value: Any) -> dt.datetime | None:
-    """An ISO 8601 date-time string as an aware instant: its own offset when it has one, else read in the
-    service's zone (:func:`in_service_zone`). DateTimeParseError when unreadable."""
-    parsed = parse_iso_datetime(value)
-    if parsed is None or parsed.tzinfo is not None:
-        return parsed
-    return in_service_zone(parsed)
 
 
 def to_utc(value: dt.datetime | None) -> dt.datetime | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from freight_pipeline.datetimes import DateTimeParseError, parse_date, parse_service_datetime, to_utc
+from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, parse_date, to_utc
 from freight_pipeline.normalize.errors import Invalid, join_path, show
 from freight_pipeline.normalize.problems import Problems
 
@@ -139,11 +139,11 @@ def to_date(value: Any) -> dt.date | None:
         raise Invalid(str(exc)) from None
 
 
-def to_instant(value: Any) -> dt.datetime | None:
-    """An ISO 8601 date-time string to a UTC instant; a value without an offset is read in the service's
-    time zone (``datetimes.in_service_zone``)."""
+def to_instant(value: Any, zone: ServiceZone | None = None) -> dt.datetime | None:
+    """An ISO 8601 date-time string to a UTC instant; a value without an offset is read in the run's ``zone``
+    (``copy_fields`` passes the record's; alone, as in shape probing, UTC)."""
     try:
-        return to_utc(parse_service_datetime(value))
+        return to_utc((zone or ServiceZone()).parse(value))
     except DateTimeParseError as exc:
         raise Invalid(str(exc)) from None
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from freight_pipeline.datetimes import DateTimeParseError, parse_service_datetime, to_utc
+from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime, to_utc
 from freight_pipeline.normalize.converters import BIGINT, JSON, TIMESTAMPTZ, VARCHAR, to_str
 from freight_pipeline.normalize.errors import RecordShapeError
 from freight_pipeline.normalize.nodes import NUMBER, TEXT, Key, Node
@@ -53,7 +53,7 @@ _TEXT = frozenset({TEXT})
 FILE_NAME_KEY = Key("file_name", kinds=_TEXT)
 MIME_TYPE_KEY = Key("mime_type", kinds=_TEXT)
 DESCRIPTION_KEY = Key("description", kinds=_TEXT)
-CREATED_KEY = Key("created_date_time", kinds=_TEXT, reads=parse_service_datetime)
+CREATED_KEY = Key("created_date_time", kinds=_TEXT, reads=parse_iso_datetime)
 REFERENCE_TYPE_KEY = Key(("type", "reference_key"), kinds=_TEXT, reads=to_str)
 """What a reference names: ``SHIPMENT``, ``HBL`` (``reference_key``: the other shape services send)."""
 REFERENCE_VALUE_KEY = Key(("value", "reference"), kinds=frozenset({TEXT, NUMBER}), reads=to_str)
@@ -117,7 +117,7 @@ def document_row(
     created_raw = CREATED_KEY.of(efile)
     created_at: dt.datetime | None = None
     try:
-        created_at = to_utc(parse_service_datetime(created_raw))
+        created_at = to_utc(found.zone.parse(created_raw))
     except DateTimeParseError as exc:
         found.add(CREATED_KEY.name, created_raw, str(exc))
     file_name = FILE_NAME_KEY.of(efile)

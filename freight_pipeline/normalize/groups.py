@@ -171,11 +171,12 @@ def read_datetime(value: Any, path: str, problems: Problems) -> ParsedDateTime |
 
 
 def utc_instant(parsed: ParsedDateTime, which: str, path: str, problems: Problems) -> dt.datetime | None:
-    """``parsed.instant`` or ``parsed.until`` in UTC; null and reported when it falls outside the calendar."""
+    """``parsed``'s instant or its ``until`` in the record's zone (``problems.zone``), in UTC; null and reported
+    when it falls outside the calendar."""
     try:
-        return to_utc(parsed.instant if which == "instant" else parsed.until)
+        return to_utc(parsed.instant_in(problems.zone) if which == "instant" else parsed.until_in(problems.zone))
     except DateTimeParseError as exc:
-        problems.add(path, str(parsed.instant), str(exc))
+        problems.add(path, str(parsed.instant_in(problems.zone)), str(exc))
         return None
 
 
@@ -197,7 +198,7 @@ def loose_datetime(value: Any, path: str, problems: Problems) -> tuple[str | Non
         problems.add(path, value, str(exc))
         return None, None
     try:
-        return text, to_instant(text)
+        return text, to_instant(text, problems.zone)
     except Invalid:
         return text, None
 

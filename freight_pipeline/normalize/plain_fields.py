@@ -19,6 +19,7 @@ from freight_pipeline.normalize.converters import (
     Converter,
     Row,
     json_or_report,
+    to_instant,
     to_json,
     to_str,
 )
@@ -139,7 +140,7 @@ def copy_fields(row: Row, source: Mapping[str, Any], fields: CompiledFields, pat
             row[column] = json_or_report(value, join_path(path, key), problems)
             continue
         try:
-            row[column] = convert(value)
+            row[column] = to_instant(value, problems.zone) if convert is to_instant else convert(value)
         except Invalid as exc:
             problems.add(join_path(path, key), value, str(exc))
     return row

@@ -10,9 +10,11 @@ must not accept bad data quietly.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.errors import NormalizationError
 
 
@@ -28,7 +30,13 @@ class Problem:
 
 
 class Problems(list[Problem]):
-    """Collects the problems of one record (a plain list of :class:`Problem`)."""
+    """Collects the problems of one record (a plain list of :class:`Problem`), and carries the run's
+    ``zone``, in which the record's date-times without a UTC offset are read (default UTC): the one value
+    of the run a flattener needs besides the record, handed to each with the sink it already takes."""
+
+    def __init__(self, problems: Iterable[Problem] = (), zone: ServiceZone | None = None) -> None:
+        super().__init__(problems)
+        self.zone = zone if zone is not None else ServiceZone()
 
     def add(self, path: str, value: Any, reason: str) -> None:
         self.append(Problem(path, value, reason))

@@ -217,6 +217,12 @@ class StoreClock:
         self._clock = clock
         self._lock = lock
 
+    @property
+    def naive_zone(self) -> str | None:
+        """The IANA zone whose wall clock the service sends without an offset (None: it sends offsets)."""
+        zone = self._clock.naive_zone
+        return zone.key if zone is not None else None
+
     def now(self) -> dt.datetime:
         with self._lock:
             return self._clock.now()

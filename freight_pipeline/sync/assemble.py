@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from freight_pipeline.datetimes import DateTimeParseError, parse_service_datetime, to_utc
+from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, to_utc
 from freight_pipeline.normalize.converters import to_json
 from freight_pipeline.normalize.errors import Invalid, NormalizationError
 from freight_pipeline.normalize.flatten import to_arrow_batch
@@ -77,12 +77,12 @@ def gone_reason(stream: str) -> str:
     return f"not found (404) at {stream}: deleted in the source while it was read"
 
 
-def last_modified(doc: dict[str, Any]) -> tuple[dt.datetime | None, str | None]:
+def last_modified(doc: dict[str, Any], zone: ServiceZone) -> tuple[dt.datetime | None, str | None]:
     """The document's last-modified instant in UTC and its stamp (the service's wall-clock second with
     its offset when it sent one, ``ShipmentKey.stamp``); either None when unreadable (its data problem
     says why)."""
     try:
-        parsed = parse_service_datetime(doc.get("last_modified_date_time"))
+        parsed = zone.parse(doc.get("last_modified_date_time"))
         instant = to_utc(parsed)
     except DateTimeParseError:
         return None, None
@@ -96,8 +96,10 @@ def last_modified(doc: dict[str, Any]) -> tuple[dt.datetime | None, str | None]:
 
 
 class _Builder:
-    def __init__(self, fetched_at: dt.datetime, ceiling: str | None, keep_raw: bool = True) -> None:
+    def __init__(self, fetched_at: dt.datetime, ceiling: str | None, zone: ServiceZone, keep_raw: bool = True) -> None:
         self.rows: Rows = {}
+        self.zone = zone
+        """The run's: the records' date-times without a UTC offset are read in it."""
         self.keep_raw = keep_raw
         """False: a rebuild, re-deriving the raw held (none is written again, and the fields of its records,
         tallied by the sync that read them, are not tallied again)."""
@@ -151,7 +153,7 @@ class _Builder:
         self.count(DOCUMENT).read += 1
         if self.keep_raw:
             self.tally(DOCUMENT).see(answer, shipment_id)
-        found = Problems()
+        found = Problems(zone=self.zone)
         try:
             raw_text = to_json(answer) if self.keep_raw else ""
             rows = DOCUMENT_PART.normalize(ref, answer, found)
@@ -165,7 +167,7 @@ class _Builder:
             self.quarantine(DOCUMENT_PART, ref, failure, json_text(answer, PAYLOAD_CHARS))
             return False
         if self.keep_raw:
-            instant, key = last_modified(answer)
+            instant, key = last_modified(answer, self.zone)
             digest = content_hash(bundle, raw_text)
             self.write.raw_documents.append(
                 RawDocument(shipment_id, raw_text, self.fetched_at, instant, key, self.ceiling, digest)
@@ -196,7 +198,7 @@ class _Builder:
         self.count(part.stream).read += len(answer) if isinstance(answer, list) else 1
         if self.keep_raw:
             self.tally(part.stream).see_all(answer, shipment_id)
-        found = Problems()
+        found = Problems(zone=self.zone)
         try:
             rows = part.normalize(ref, answer, found)
         except Exception as exc:  # RecordShapeError, or a bug met on this record's data
@@ -239,12 +241,13 @@ def content_hash(bundle: Bundle, document_text: str) -> str | None:
 
 
 def assemble(
-    bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None, *, keep_raw: bool = True,
+    bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None, zone: ServiceZone, *,
+    keep_raw: bool = True,
 ) -> Assembled:
     """The batch write of ``bundles`` (their rows as Arrow tables) and what each part did. ``keep_raw=False``
     (a rebuild, re-deriving rows from the raw held): no raw document or part is written again (nor
     serialized, compressed or hashed for it), and no field tallied (the sync that read them did)."""
-    builder = _Builder(fetched_at, ceiling, keep_raw)
+    builder = _Builder(fetched_at, ceiling, zone, keep_raw)
     failed_new = attempted_new = 0
     for bundle in bundles:
         answers, work = bundle.answers, bundle.work

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.sync.cursor import ShipmentKey
 
 Criterion = dict[str, Any]
@@ -123,7 +124,7 @@ def _no_progress(pos: ShipmentKey) -> RowCountMismatch:
     return RowCountMismatch(f"lookup after {pos.instant_text} id {pos.id} returned a full page without progress")
 
 
-async def ceiling_of(lookup: LookupFn, page_size: int = 1) -> ShipmentKey | None:
+async def ceiling_of(lookup: LookupFn, zone: ServiceZone, page_size: int = 1) -> ShipmentKey | None:
     """The newest (date, time) the service holds right now; None when it holds no shipment.
 
     Its ``offset`` is that newest shipment's UTC offset: the service's current one (see
@@ -132,7 +133,7 @@ async def ceiling_of(lookup: LookupFn, page_size: int = 1) -> ShipmentKey | None
     result = await lookup([], ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"], ["DESC"] * 3, page_size)
     if not result.items:
         return None
-    newest = ShipmentKey.of_shipment(result.items[0])
+    newest = ShipmentKey.of_shipment(result.items[0], zone)
     return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset)
 
 
@@ -171,6 +172,7 @@ async def walk_changes(
     lookup: LookupFn,
     after: ShipmentKey,
     ceiling: ShipmentKey,
+    zone: ServiceZone,
     *,
     page_size: int = 500,
     count_attempts: int = 3,
@@ -184,7 +186,7 @@ async def walk_changes(
 
     async def fetch(criteria: list[Criterion], order_by: list[str]) -> list[tuple[ShipmentKey, dict[str, Any]]]:
         items = await checked_lookup(lookup, [*criteria, *only], order_by, page_size, stats, count_attempts)
-        return [(ShipmentKey.of_shipment(item), item) for item in items]
+        return [(ShipmentKey.of_shipment(item, zone), item) for item in items]
 
     def in_range(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]]) -> list[tuple[ShipmentKey, dict[str, Any]]]:
         # Defensive: a record modified between count and fetch may have moved; keep order and bounds.

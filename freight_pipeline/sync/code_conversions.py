@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from freight_pipeline.client import endpoints as ep
+from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.errors import NormalizationError
 from freight_pipeline.normalize.flatten import to_arrow_batch
 from freight_pipeline.normalize.problems import Problems
@@ -51,7 +52,7 @@ async def sync_code_conversions(
     result.cursor_before = warehouse.reads.get_cursor(STREAM)
     records = await read_complete(source.code_conversion_pages, "code-conversion scroll", settings.count_attempts)
     result.rows_read = len(records)
-    converted = convert(records, result.tallies.setdefault(STREAM, FieldTally(CODE_CONVERSION_SHAPE)))
+    converted = convert(records, settings.zone, result.tallies.setdefault(STREAM, FieldTally(CODE_CONVERSION_SHAPE)))
     outcome = warehouse.writes.replace_table(
         run_id, TABLE, converted.table, stream=STREAM, rejects=converted.rejects, quarantined=converted.quarantined,
         problems=converted.problems, backoff=settings.backoff,
@@ -84,7 +85,7 @@ class Converted:
     problems: list[DataProblem] = field(default_factory=list)
 
 
-def convert(records: Sequence[Any], tally: FieldTally | None = None) -> Converted:
+def convert(records: Sequence[Any], zone: ServiceZone, tally: FieldTally | None = None) -> Converted:
     """The table of ``records`` (the scroll's, or the ``payload`` of each row held, for a rebuild): a record
     that is not an object or has no usable id is quarantined and rejected, a value that cannot be
     converted is null and one data problem, a repeated id keeps the later record."""
@@ -95,7 +96,7 @@ def convert(records: Sequence[Any], tally: FieldTally | None = None) -> Converte
     for position, record in enumerate(records):
         if tally is not None:
             tally.see(record, record.get("id") if isinstance(record, dict) else position)
-        found = Problems()
+        found = Problems(zone=zone)
         try:
             row = normalize_code_conversion(record, found)
         except NormalizationError as exc:

@@ -10,7 +10,7 @@ the step. So a key also carries the UTC ``offset`` of the shipment it came from 
 order or equality) and the cursor stores it; :func:`dst_widening` tells a run how much further
 back to re-read when the service's current offset is smaller than the cursor's. Cursors stored
 before the offset was kept read as "offset unknown" (no widening). A service that sends no offset
-has its date-times read in its time zone (``FREIGHT_SERVICE_TIMEZONE``, ``datetimes.in_service_zone``):
+has its date-times read in its time zone (``FREIGHT_SERVICE_TIMEZONE``, ``datetimes.ServiceZone``):
 a key then carries the offset that zone has at its wall-clock time, and the same rules apply.
 """
 
@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from freight_pipeline.datetimes import DateTimeParseError, format_offset, parse_offset, parse_service_datetime
+from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, parse_offset
 
 
 class CursorError(ValueError):
@@ -52,9 +52,10 @@ class ShipmentKey:
         return cls(date, time[:8], int(id_), parsed_offset)
 
     @classmethod
-    def of_shipment(cls, shipment: dict[str, Any]) -> ShipmentKey:
-        """Key of a (base or full) shipment document from its ``last_modified_date_time``."""
-        return cls.of_instant(int(shipment["id"]), parse_service_datetime(shipment.get("last_modified_date_time")))
+    def of_shipment(cls, shipment: dict[str, Any], zone: ServiceZone) -> ShipmentKey:
+        """Key of a (base or full) shipment document from its ``last_modified_date_time`` (without an offset:
+        in the run's ``zone``)."""
+        return cls.of_instant(int(shipment["id"]), zone.parse(shipment.get("last_modified_date_time")))
 
     @classmethod
     def of_instant(cls, shipment_id: int, value: dt.datetime | None) -> ShipmentKey:

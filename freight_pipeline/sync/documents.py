@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from freight_pipeline.config import DOCUMENTS_ENV
+from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.documents import EFILE_SHAPE, SHIPMENT_DOCUMENTS, document_row, shipment_ids_of
 from freight_pipeline.normalize.errors import RecordShapeError
 from freight_pipeline.normalize.problems import Problem, Problems
@@ -115,13 +116,14 @@ class ShipmentDocuments:
     """Each row's E-File as read (:func:`file_rows`), the content copy taken from the row when written."""
 
 
-def file_rows(shipment_id: int, files: Sequence[Mapping[str, Any]]) -> ShipmentDocuments:
+def file_rows(shipment_id: int, files: Sequence[Mapping[str, Any]], zone: ServiceZone) -> ShipmentDocuments:
     """The rows of a shipment's E-Files and their data problems, each file as kept raw (``raw_parts``, stream
     :data:`STREAM`): ``efile`` (its record in the lookup), ``references``, ``roles`` and ``content`` (the copy
-    of its document: sha256, size, path; null: none). The stream and a rebuild both place them so."""
+    of its document: sha256, size, path; null: none). The stream and a rebuild both place them so; ``zone``:
+    the run's, for dates without a UTC offset."""
     outcome = ShipmentDocuments(files=list(files))
     for file in files:
-        found = Problems()
+        found = Problems(zone=zone)
         content = file.get("content")
         outcome.rows.append(document_row(shipment_id, file["efile"], file["references"], file["roles"], found,
                                          (content[0], content[1], content[2]) if content else None))
@@ -215,7 +217,7 @@ class DocumentReader:
                                            "content": list(detail.content) if detail.content else None})
                 if detail.content_failure is not None:
                     contents[shipment_id].append(detail.content_failure)
-        results = {i: file_rows(i, files[i]) for i in ids}
+        results = {i: file_rows(i, files[i], self.settings.zone) for i in ids}
         for shipment_id, failures in contents.items():
             results[shipment_id].quarantined.extend(f.quarantined(STREAM, shipment_id, shipment_id) for f in failures)
         return results

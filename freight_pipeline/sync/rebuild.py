@@ -61,7 +61,7 @@ from typing import Any
 
 import orjson
 
-from freight_pipeline.datetimes import set_service_zone
+from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
 from freight_pipeline.normalize.signature import EveryRecord, MappingSignature, current_signature
 from freight_pipeline.sync.assemble import assemble
@@ -260,7 +260,6 @@ def rebuild(
     say = progress or (lambda line: None)
     workers = default_workers() if workers is None else workers
     clock = time.monotonic()
-    set_service_zone(settings.service_timezone)
     target = current_signature(settings.service_timezone)
     log = StreamResult(run_id, REBUILD_STATE, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(
         REBUILD_STATE))
@@ -304,7 +303,7 @@ def rebuild(
     try:
         # the parts of the next batch are normalized in the worker processes while this one writes the batch
         # before (each its own transaction, committed in id order): one batch ahead, so they never wait
-        with Derivers(workers if touched != frozenset() else 0) as derivers:
+        with Derivers(workers if touched != frozenset() else 0, settings.zone) as derivers:
             ahead: tuple[Callable[[], BatchWrite], int, int] | None = None
             while touched != frozenset():  # else every row held is the current mapping's: nothing to read
                 records, last = warehouse.reads.raw_records(after, batch_size)
@@ -365,7 +364,7 @@ def _rebuild_code_conversions(warehouse: Warehouse, run_id: str, settings: SyncS
     payloads = warehouse.reads.code_conversion_payloads()
     if not payloads:
         return 0
-    converted = convert([orjson.loads(payload) for payload in payloads])
+    converted = convert([orjson.loads(payload) for payload in payloads], settings.zone)
     outcome = warehouse.writes.replace_table(run_id, CONVERSIONS_TABLE, converted.table, stream=CONVERSIONS,
                                              rejects=converted.rejects, problems=converted.problems,
                                              backoff=settings.backoff)
@@ -387,21 +386,21 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def derive(records: Sequence[RawRecord]) -> BatchWrite:
+def derive(records: Sequence[RawRecord], zone: ServiceZone) -> BatchWrite:
     """The batch write re-deriving ``records`` (:meth:`Reads.raw_records`) by the sync's ``assemble`` and, for
     the shipments whose E-Files are kept raw, the documents stream's :func:`file_rows`, without writing their
     raw again (it is what it was: only the rows change). Runs in a worker process, the garbage collector
     paused (:func:`gc_paused`: the decoded records stay alive until the batch's tables are made)."""
     with gc_paused():
-        write = assemble([raw_bundle(*record) for record in records], dt.datetime.now(dt.UTC), None,
+        write = assemble([raw_bundle(*record) for record in records], dt.datetime.now(dt.UTC), None, zone,
                          keep_raw=False).write
         filed = [(shipment_id, parts[DOCUMENTS]) for shipment_id, _, parts in records if DOCUMENTS in parts]
         if filed:
-            _add_files(write, filed)
+            _add_files(write, filed, zone)
     return write
 
 
-def _add_files(write: BatchWrite, filed: Sequence[tuple[int, bytes | None]]) -> None:
+def _add_files(write: BatchWrite, filed: Sequence[tuple[int, bytes | None]], zone: ServiceZone) -> None:
     """The E-File rows of shipments (their raw files: :func:`documents.raw_files`) added to ``write``; a shipment
     whose files the mapping cannot place keeps its rows and waits in the documents stream's retry queue."""
     rows: list[dict[str, Any]] = []
@@ -410,7 +409,7 @@ def _add_files(write: BatchWrite, filed: Sequence[tuple[int, bytes | None]]) -> 
         try:
             if not isinstance(files, list):
                 raise ValueError(f"its raw E-Files are {type(files).__name__}, not a list")
-            outcome = file_rows(shipment_id, files)
+            outcome = file_rows(shipment_id, files, zone)
         except Exception as exc:  # RecordShapeError, or a bug met on this record's data
             failure = record_failure(exc) or RecordFailure(f"{type(exc).__name__}: {exc}")
             write.quarantined.append(failure.quarantined(DOCUMENTS, shipment_id, shipment_id))
@@ -448,8 +447,10 @@ class Derivers:
     mapping as it is in this process), or here when ``workers`` is 0. The process that writes then only
     reads the raw and writes the rows."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, zone: ServiceZone) -> None:
         self.workers = workers
+        self.zone = zone
+        """The rebuild's, handed to each batch (a worker's count of what it read stays in the worker)."""
         self.pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> Derivers:
@@ -466,11 +467,12 @@ class Derivers:
         """Start deriving ``records``; what gives their batch write (with ``cursor``: the rebuild's progress)
         when it is done."""
         if self.pool is None or not records:
-            write = derive(records) if records else BatchWrite()
+            write = derive(records, self.zone) if records else BatchWrite()
             write.cursor = (REBUILD_STATE, cursor)
             return lambda: write
         size = min(-(-len(records) // self.workers), CHUNK)
-        futures = [self.pool.submit(derive, records[at:at + size]) for at in range(0, len(records), size)]
+        futures = [self.pool.submit(derive, records[at:at + size], self.zone)
+                   for at in range(0, len(records), size)]
 
         def result() -> BatchWrite:
             write = BatchWrite.joined([future.result() for future in futures])

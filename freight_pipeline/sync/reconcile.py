@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 
 from freight_pipeline.client.errors import BadRequestError
-from freight_pipeline.datetimes import DateTimeParseError, parse_service_datetime
+from freight_pipeline.datetimes import DateTimeParseError, ServiceZone
 from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, checked_lookup
 from freight_pipeline.sync.cursor import BEGINNING, CursorError, ShipmentKey
 from freight_pipeline.sync.source import SourceAPI
@@ -77,6 +77,7 @@ class Probe:
 
 async def probe_for_restore(
     source: SourceAPI, warehouse: Warehouse, sample: int, page_size: int, attempts: int, stats: WalkStats,
+    zone: ServiceZone,
 ) -> Probe:
     """Look the ``sample`` shipments held with the newest last-modified instants up again by id (one
     ``ID IN`` lookup): which vanished, and which the service now stamps earlier than the copy held."""
@@ -92,7 +93,7 @@ async def probe_for_restore(
         )
     except (BadRequestError, RowCountMismatch) as exc:  # a service that cannot answer it: the stream goes on
         return Probe(seconds=time.perf_counter() - started, refused=f"{type(exc).__name__}: {exc}"[:300])
-    listed = {int(item["id"]): listed_stamp(item) for item in items}
+    listed = {int(item["id"]): listed_stamp(item, zone) for item in items}
     if len(items) < len(ids) and len(items) == stats.page_size(len(ids)):  # a capped page: judge what it covers
         ids = [i for i in ids if i <= max(listed, default=0)]
     return Probe(
@@ -111,6 +112,7 @@ async def compare_with_source(
     stats: WalkStats,
     floor: ShipmentKey,
     waiting_stream: str,
+    zone: ServiceZone,
 ) -> Differences:
     """List every live id into the warehouse's temporary listing, then diff it with what is held."""
     listed = 0
@@ -121,7 +123,7 @@ async def compare_with_source(
                 source.lookup_shipments, [{"key": "ID", "match_mode": "GT", "value": str(last_id)}], ["ID"],
                 page_size, stats, attempts,
             )
-            listing.add([int(item["id"]) for item in items], [listed_stamp(item) for item in items])
+            listing.add([int(item["id"]) for item in items], [listed_stamp(item, zone) for item in items])
             listed += len(items)
             if len(items) < stats.page_size(page_size):  # the page size served, if the service caps it
                 break
@@ -134,10 +136,10 @@ async def compare_with_source(
     return Differences(listed, vanished, stale, before_start)
 
 
-def listed_stamp(item: dict[str, object]) -> str | None:
+def listed_stamp(item: dict[str, object], zone: ServiceZone) -> str | None:
     """The listed last-modified stamp (``ShipmentKey.stamp``); None when unreadable (then the shipment
     is fetched again, never trusted)."""
     try:
-        return ShipmentKey.of_instant(0, parse_service_datetime(item.get("last_modified_date_time"))).stamp
+        return ShipmentKey.of_instant(0, zone.parse(item.get("last_modified_date_time"))).stamp
     except (CursorError, DateTimeParseError):
         return None

@@ -18,7 +18,7 @@ from pathlib import Path
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
 from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV, ServiceSettings
-from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, naive_values_read, set_service_zone
+from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE
 from freight_pipeline.normalize.signature import current_signature
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.derived_by import MAPPING, note_mapping
@@ -91,10 +91,9 @@ async def run_stream_async(
     stream = stream_named(name)
     started = StreamResult(run_id, name, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(name))
     requests_before, retries_before = source.request_counts()
-    set_service_zone(settings.service_timezone)
+    settings = settings.with_own_zone()  # the stream's own zone value: it counts what this run reads
     mapping = current_signature(settings.service_timezone)
     started.extra[MAPPING] = mapping.id  # the run log names the mapping of whatever the run writes
-    naive_before = naive_values_read()
     client_before = source.client_stats()
     tables = stream.tables
     warehouse.run_log.record_run(started, tables)
@@ -123,7 +122,7 @@ async def run_stream_async(
         _record_hedges(started, source.client_stats() - client_before)
         warehouse.run_log.record_run(started, tables)
         raise
-    _note_naive_datetimes(result, naive_values_read() - naive_before, settings.service_timezone)
+    _note_naive_datetimes(result, settings.zone.naive_read, settings.service_timezone)
     result.extra[MAPPING] = mapping.id
     result.started_at = started.started_at
     result.status = "success"

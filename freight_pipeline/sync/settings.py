@@ -28,7 +28,7 @@ from freight_pipeline.config import (
     minutes_from_env,
     share_from_env,
 )
-from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, service_zone
+from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, ServiceZone
 from freight_pipeline.sync.backfill import IdRange
 from freight_pipeline.warehouse.records import Backoff
 
@@ -123,7 +123,10 @@ class SyncSettings:
     """IANA time zone in which a date-time the service sends without a UTC offset is read (its
     ``last_modified_date_time``, ``created_date_time``, E-File dates, DateTime objects whose
     ``zone_offset`` is null): summer time follows the zone's rules; in the hour a fall-back repeats,
-    the first of the two instants (``datetimes.in_service_zone``). A run that meets such values says so."""
+    the first of the two instants (``datetimes.ServiceZone.instant``). A run that meets such values says so."""
+    zone: ServiceZone = dataclasses.field(default_factory=ServiceZone, compare=False, repr=False)
+    """``service_timezone`` as the value the code that reads date-times is handed (made from it, never set
+    apart): each stream's run takes one of its own (:meth:`with_own_zone`), which counts what it read."""
     restore_probe: int = 50
     """How many of the most recently changed shipments held each run looks up again by id (one lookup,
     at most ``page_size`` of them):
@@ -173,6 +176,11 @@ class SyncSettings:
             events_refresh_share=share_from_env(EVENTS_REFRESH_SHARE_ENV, self.events_refresh_share),
         )
 
+    def with_own_zone(self) -> SyncSettings:
+        """These settings with a zone value of their own (its count of date-times read without an offset
+        starts at 0): one per stream's run, so that runs in one process never share it."""
+        return dataclasses.replace(self, zone=ServiceZone(self.service_timezone))
+
     def hedge_policy(self) -> HedgePolicy:
         """How reads are hedged in one run, as these settings say (``share`` 0: not at all)."""
         return HedgePolicy(share=self.hedge_share)
@@ -216,10 +224,11 @@ class SyncSettings:
             raise ValueError("documents_relist_interval must not be negative")
         if self.id_range is not None and self.id_range not in self.backfill_plan:
             raise ValueError(f"id_range {self.id_range.key} is not one of the backfill plan's partitions")
-        try:
-            service_zone(self.service_timezone)
-        except ValueError as exc:
-            raise ValueError(f"{SERVICE_TIMEZONE_ENV}: {exc}") from None
+        if self.zone.name != self.service_timezone:
+            try:
+                object.__setattr__(self, "zone", ServiceZone(self.service_timezone))
+            except ValueError as exc:
+                raise ValueError(f"{SERVICE_TIMEZONE_ENV}: {exc}") from None
         if self.freshness_sample < 0:
             raise ValueError(f"freshness_sample must not be negative, got {self.freshness_sample}")
         if self.events_refresh not in EVENTS_REFRESH_MODES:

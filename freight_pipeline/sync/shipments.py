@@ -34,7 +34,7 @@ import json
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from freight_pipeline.datetimes import DateTimeParseError, format_offset, parse_service_datetime, to_utc
+from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, to_utc
 from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.sync import freshness
 from freight_pipeline.sync.assemble import Assembled, PartCounts, assemble
@@ -99,7 +99,7 @@ class _Run:
         prefix written whole with it (``pipeline.stream_as_finished``: never past a shipment still
         being fetched); with what its progress line says of the cursor."""
         bundles = finished.results
-        assembled = assemble(bundles, dt.datetime.now(dt.UTC), self.ceiling_text)
+        assembled = assemble(bundles, dt.datetime.now(dt.UTC), self.ceiling_text, self.settings.zone)
         self.breaker.count(assembled.attempted_new, assembled.failed_new)
         moved = ""
         key = finished.covered.key if finished.covered is not None else None
@@ -173,7 +173,7 @@ async def sync_shipments(
             say(f"shipments: taking over from the backfill partitions at {takeover.instant_text}")
     result.cursor_before = stored
     floor = parse_start_cursor(settings.start_cursor)
-    ceiling = await ceiling_of(source.lookup_shipments)
+    ceiling = await ceiling_of(source.lookup_shipments, settings.zone)
     result.extra["ceiling"] = ceiling.instant_text if ceiling else None
     if partition:
         result.extra["partition"] = partition.key
@@ -201,7 +201,7 @@ async def sync_shipments(
     probe = Probe()
     if stored and partition is None and settings.restore_probe:
         probe = await probe_for_restore(source, warehouse, settings.restore_probe, settings.page_size,
-                                        settings.count_attempts, walk)
+                                        settings.count_attempts, walk, settings.zone)
         result.extra["restore_probe"] = probe.figures()
         if probe.refused:
             result.add_notice(f"the service refused the restore probe's ID IN lookup ({probe.refused}): a restore "
@@ -265,7 +265,7 @@ async def _walked(
     skipped = 0
     try:
         async for page in read_ahead(walk_changes(
-            run.source.lookup_shipments, after, ceiling, page_size=run.settings.page_size,
+            run.source.lookup_shipments, after, ceiling, run.settings.zone, page_size=run.settings.page_size,
             count_attempts=run.settings.count_attempts, stats=walk,
             only=run.settings.id_range.criteria() if run.settings.id_range else (),
         )):
@@ -313,8 +313,9 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
             known = Unstamped(known.found_run_id or run.run_id,
                               known.found_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                               tuple(sorted({*known.parts, *found})))
-    rolling = freshness.due(warehouse, settings, known, now=dt.datetime.now(dt.UTC), service_now=_instant(ceiling),
-                            other_requests=before - requests_before, exclude=run.written)
+    rolling = freshness.due(warehouse, settings, known, now=dt.datetime.now(dt.UTC),
+                            service_now=_instant(ceiling, settings.zone), other_requests=before - requests_before,
+                            exclude=run.written)
     figures["rolling"] = known.rolling(settings)
     if rolling:
         differed = await _reread(run, rolling, known.rolling_parts())
@@ -341,13 +342,13 @@ async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> dict[str
             for stream, names in tables.items()}
 
 
-def _instant(key: ShipmentKey | None) -> dt.datetime | None:
+def _instant(key: ShipmentKey | None, zone: ServiceZone) -> dt.datetime | None:
     """A key's wall-clock second as an instant (in the service's zone when it came without an offset)."""
     if key is None:
         return None
     offset = format_offset(key.offset) if key.offset is not None else ""
     try:
-        return to_utc(parse_service_datetime(f"{key.date}T{key.time}{offset}"))
+        return to_utc(zone.parse(f"{key.date}T{key.time}{offset}"))
     except DateTimeParseError:
         return None
 
@@ -409,7 +410,8 @@ async def _reconcile(run: _Run, floor: ShipmentKey, walk: WalkStats) -> None:
     """Delete what the source no longer has; fetch what the warehouse lacks or holds stale (only
     shipments last modified at or after the configured start cursor)."""
     found = await compare_with_source(
-        run.source, run.warehouse, run.settings.page_size, run.settings.count_attempts, walk, floor, STREAM
+        run.source, run.warehouse, run.settings.page_size, run.settings.count_attempts, walk, floor, STREAM,
+        run.settings.zone,
     )
     extra = run.result.extra
     extra.update(reconcile_listed=found.listed, reconcile_deleted=len(found.vanished),

@@ -26,7 +26,7 @@ from typing import Any
 import duckdb
 
 from freight_pipeline.config import ServiceSettings
-from freight_pipeline.datetimes import parse_iso_datetime, to_utc
+from freight_pipeline.datetimes import ServiceZone, parse_iso_datetime, to_utc
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.cursor import ShipmentKey
@@ -37,6 +37,9 @@ from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline_tests.sync.crash_sync import CrashSync
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
+
+UTC = ServiceZone()
+"""Date-times without an offset read as UTC (the simulator's default clock)."""
 
 TRIALS = 10
 TARGETS = ("startup", "walk", "after the walk", "publish")
@@ -96,7 +99,7 @@ def kill_in(proc: CrashSync, target: str, rng: random.Random) -> bool:
 
 
 def newest_key(store: Any) -> ShipmentKey:
-    return max(ShipmentKey.of_shipment(doc) for doc in store.reader.expected_documents())
+    return max(ShipmentKey.of_shipment(doc, UTC) for doc in store.reader.expected_documents())
 
 
 def landed_in(work_db: Path, run_id: str, store: Any) -> str:
@@ -137,7 +140,7 @@ def cursor_overreach(store: Any, work_db: Path) -> list[int]:
     cursor = ShipmentKey.from_json(stored[0][0])
     behind = []
     for doc in store.reader.expected_documents():
-        if ShipmentKey.of_shipment(doc) <= cursor:
+        if ShipmentKey.of_shipment(doc, UTC) <= cursor:
             current = to_utc(parse_iso_datetime(doc["last_modified_date_time"]))
             if held.get(doc["id"]) != current:
                 behind.append(doc["id"])
@@ -205,7 +208,7 @@ def ahead_of_cursor(store: Any, work_db: Path) -> int:
     cursor = ShipmentKey.from_json(stored[0][0])
     return sum(
         1 for doc in store.reader.expected_documents()
-        if ShipmentKey.of_shipment(doc) > cursor
+        if ShipmentKey.of_shipment(doc, UTC) > cursor
         and held.get(doc["id"]) == to_utc(parse_iso_datetime(doc["last_modified_date_time"]))
     )
 

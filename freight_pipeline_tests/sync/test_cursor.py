@@ -14,6 +14,7 @@ import pytest
 
 from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.client.stats import StatsSnapshot
+from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.changes import Criterion, LookupResult
 from freight_pipeline.sync.cursor import (
@@ -29,6 +30,9 @@ from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import sync_shipments
 from freight_pipeline.warehouse.store import Warehouse
 
+UTC = ServiceZone()
+"""Date-times without an offset read as UTC (the simulator's default clock)."""
+
 
 def test_keys_order_by_date_then_time_then_id() -> None:
     keys = [ShipmentKey("2026-11-02", "00:00:00", 1), ShipmentKey("2026-11-01", "23:59:59", 9),
@@ -37,13 +41,13 @@ def test_keys_order_by_date_then_time_then_id() -> None:
 
 
 def test_key_of_a_shipment_uses_the_service_wall_clock() -> None:
-    key = ShipmentKey.of_shipment({"id": 7, "last_modified_date_time": "2026-11-01T00:30:05+01:00"})
+    key = ShipmentKey.of_shipment({"id": 7, "last_modified_date_time": "2026-11-01T00:30:05+01:00"}, UTC)
     assert key == ShipmentKey("2026-11-01", "00:30:05", 7)  # not converted to UTC (A8)
 
 
 def test_key_of_a_shipment_without_last_modified_is_an_error() -> None:
     with pytest.raises(CursorError, match="shipment 7 has no last_modified_date_time"):
-        ShipmentKey.of_shipment({"id": 7})
+        ShipmentKey.of_shipment({"id": 7}, UTC)
 
 
 def test_overlap_crosses_midnight_and_starts_the_second_at_id_zero() -> None:
@@ -104,8 +108,8 @@ def test_settings_reject_bad_values(changes: dict[str, object], message: str) ->
 
 
 def test_a_key_keeps_the_offset_of_its_shipment_outside_its_order() -> None:
-    summer = ShipmentKey.of_shipment({"id": 7, "last_modified_date_time": "2026-10-25T02:50:00+02:00"})
-    winter = ShipmentKey.of_shipment({"id": 7, "last_modified_date_time": "2026-10-25T02:50:00+01:00"})
+    summer = ShipmentKey.of_shipment({"id": 7, "last_modified_date_time": "2026-10-25T02:50:00+02:00"}, UTC)
+    winter = ShipmentKey.of_shipment({"id": 7, "last_modified_date_time": "2026-10-25T02:50:00+01:00"}, UTC)
     assert summer.offset == dt.timedelta(hours=2) and winter.offset == dt.timedelta(hours=1)
     assert summer == winter  # same wall-clock key: the lookup compares wall-clock parts
 

@@ -23,6 +23,7 @@ import pytest
 from bench.before_the_fix import mapping_before_the_fix
 from bench.expected_rows import expected_rows
 from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize import addresses, flatten, goods, legs
 from freight_pipeline.normalize.nodes import Key
@@ -308,7 +309,7 @@ def test_a_chunk_is_derived_with_the_collector_paused_then_as_it_was(monkeypatch
                         or assemble(*args, **options))
     try:
         gc.enable()
-        derive([])
+        derive([], ServiceZone())
         assert seen == [False] and gc.isenabled()
         with pytest.raises(ValueError), gc_paused():
             raise ValueError("a record the mapping refuses")
@@ -335,8 +336,8 @@ def test_a_rebuild_tallies_no_field_of_the_raw_it_rederives() -> None:
     """The sync that read the records tallied their fields (its drift report); a rebuild reads nothing new."""
     bundle = raw_bundle(7, '{"id": 7, "a_field_no_spec_declares": 1}', {})
     now = dt.datetime.now(dt.UTC)
-    assert assemble([bundle], now, None).tallies[DOCUMENT].records == 1
-    assert assemble([bundle], now, None, keep_raw=False).tallies == {}
+    assert assemble([bundle], now, None, ServiceZone()).tallies[DOCUMENT].records == 1
+    assert assemble([bundle], now, None, ServiceZone(), keep_raw=False).tallies == {}
 
 
 def test_a_rebuild_goes_on_from_the_position_held_and_from_the_first_shipment_after_an_id_alone(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import RowCountMismatch
 from freight_pipeline.sync.client_source import ClientSource
@@ -33,6 +34,9 @@ from freight_pipeline_tests.sync.faulty_sources import (
 )
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS, TEST_SETTINGS
 from freight_pipeline_tests.warehouse.helpers import apply_shipment_batch
+
+UTC = ServiceZone()
+"""Date-times without an offset read as UTC (the simulator's default clock)."""
 
 # Pages of 10 so the listing of SMALL_SHIPMENTS ids takes several pages.
 LISTING = dataclasses.replace(RECONCILE_SETTINGS, page_size=10)
@@ -67,7 +71,7 @@ def test_a_missing_and_a_stale_shipment_are_refetched(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
     work_sync(NO_RECONCILE)
-    oldest = sorted(ShipmentKey.of_shipment(doc) for doc in small_sim.store.reader.expected_documents())
+    oldest = sorted(ShipmentKey.of_shipment(doc, UTC) for doc in small_sim.store.reader.expected_documents())
     missing, stale = oldest[0].id, oldest[1].id  # far below the overlap window of the next run
     with open_warehouse(tmp_path, EmbeddedDuckDB()) as warehouse:  # damage the working database behind the sync's back
         apply_shipment_batch(warehouse, run_id="damage", tables={}, unit_ids=[], deleted_ids=[missing])
@@ -157,7 +161,7 @@ def test_an_unreadable_instant_in_the_listing_is_refetched_not_fatal(
 def test_start_cursor_bounds_what_is_fetched_on_the_first_run_and_when_reconcile_is_due(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
-    keys = sorted(ShipmentKey.of_shipment(doc) for doc in small_sim.store.reader.expected_documents())
+    keys = sorted(ShipmentKey.of_shipment(doc, UTC) for doc in small_sim.store.reader.expected_documents())
     start = keys[len(keys) // 2]
     if start.second() == keys[0].second():
         pytest.fail("the simulator stamped half of its shipments with one second; pick another seed")

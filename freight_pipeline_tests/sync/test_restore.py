@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import duckdb
-import pytest
 
 from freight_pipeline.checks.warehouse import Severity, evaluate_checks, warehouse_checks
 from freight_pipeline.commands.report import read_report
 from freight_pipeline.commands.status import render_status
-from freight_pipeline.datetimes import set_service_zone
 from freight_pipeline.simulator.config import FaultConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.runner import naive_clock_notice
@@ -33,13 +32,6 @@ from freight_pipeline_tests.warehouse.history_checks import assert_contiguous
 # The defaults a new user runs with (reconcile every 6 hours, the probe on), in small pages and batches.
 DEFAULTS = SyncSettings(page_size=25, fetch_batch_size=13, concurrency=8, retry_after=dt.timedelta(0))
 BERLIN = "Europe/Berlin"
-
-
-@pytest.fixture(autouse=True)
-def utc_after() -> Iterator[None]:
-    """The process-wide service zone back to the default after each test."""
-    yield
-    set_service_zone("UTC")
 
 
 def history_disagreements(database: Path) -> dict[str, int]:
@@ -220,3 +212,23 @@ def test_a_clock_without_offsets_read_as_utc_by_default_is_said_once_in_the_run_
     assert held[0] == berlin
     status = render_status(read_report(tmp_path, EmbeddedDuckDB()))
     assert status.count(notice) == 1 and "shipments" in status.split(notice)[0].splitlines()[-1]
+
+
+def test_two_runs_in_one_process_with_different_zones_each_read_their_own(tmp_path: Path) -> None:
+    """The zone travels with each run's settings (``SyncSettings.zone``): two syncs of one service without
+    offsets, started together in two threads of this process, one reading Berlin's wall clock and one
+    Tokyo's, each hold every instant in its own zone and count only what it read."""
+    zones = {"berlin": BERLIN, "tokyo": "Asia/Tokyo"}
+    with running_simulator(shipments=12, seed=9, naive_clock=BERLIN) as sim, ThreadPoolExecutor(2) as pool:
+        runs = {name: pool.submit(naive_sync(sim, tmp_path / name, zone)) for name, zone in zones.items()}
+        results = {name: run.result() for name, run in runs.items()}
+        stamps = {doc["id"]: doc["last_modified_date_time"] for doc in sim.store.reader.expected_documents()}
+    for name, zone in zones.items():
+        held = dict(query(work_db(tmp_path / name), "SELECT shipment_id, last_modified_at FROM freight.shipments"))
+        expected = {shipment: dt.datetime.fromisoformat(stamp).replace(tzinfo=ZoneInfo(zone))
+                    for shipment, stamp in stamps.items()}
+        assert held == expected, name
+        assert naive_clock_notice(zone) in results[name]["shipments"].notices
+        assert results[name]["shipments"].extra["naive_datetimes"]["read"] >= len(stamps)
+    read = [results[name]["shipments"].extra["naive_datetimes"]["read"] for name in zones]
+    assert read[0] == read[1]  # the same service read the same way: neither counted the other's

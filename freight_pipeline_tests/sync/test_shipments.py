@@ -18,6 +18,7 @@ import pytest
 
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
 from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
+from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import RowCountMismatch
@@ -43,6 +44,9 @@ from freight_pipeline_tests.sync.faulty_sources import (
     factory,
 )
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS, TEST_SETTINGS
+
+UTC = ServiceZone()
+"""Date-times without an offset read as UTC (the simulator's default clock)."""
 
 
 def published(data_dir: Path) -> Path:
@@ -188,7 +192,7 @@ def test_sync_state_records_what_each_stream_covers(
 ) -> None:
     small_sync()
     state = dict(query(published(tmp_path), "SELECT stream, cursor_value FROM freight_meta.sync_state"))
-    newest = max(ShipmentKey.of_shipment(doc) for doc in small_sim.store.reader.expected_documents())
+    newest = max(ShipmentKey.of_shipment(doc, UTC) for doc in small_sim.store.reader.expected_documents())
     assert ShipmentKey.from_json(state["shipments"]) == newest
     assert json.loads(state["code_conversions"]) == {"rows": len(list(small_sim.store.reader.code_conversion_rows()))}
 
