@@ -228,7 +228,8 @@ def test_documents_are_fetched_and_committed_in_batches_and_never_a_whole_page_i
 def test_a_retrieve_failure_that_is_not_the_records_fault_surfaces_as_itself_and_writes_nothing_of_its_batch(
     small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
 ) -> None:
-    in_walk_order = sorted(small_sim.store.reader.expected_documents(), key=ShipmentKey.of_shipment)
+    in_walk_order = sorted(small_sim.store.reader.expected_documents(),
+                           key=lambda doc: ShipmentKey.of_shipment(doc, UTC))
     victim = in_walk_order[3]["id"]  # in the first fetch batch
     error = PermissionDeniedError(
         "injected: permission withdrawn", status_code=403, method="GET", path=f"/service/shipment/{victim}"
