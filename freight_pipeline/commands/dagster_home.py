@@ -16,6 +16,7 @@ directory, so that the others wait for it instead of racing to create the same t
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 from pathlib import Path
 
@@ -47,14 +48,30 @@ def dagster_home(default: Path) -> Path:
 
 
 LOCK_FILE = ".freight-instance.lock"
+READY_FILE = ".freight-instance-ready"
+"""Written once the instance is prepared: what it was prepared for (:func:`_prepared_for`)."""
+
+
+def _prepared_for(home: Path) -> str:
+    """The ``dagster.yaml`` and the Dagster version an instance's storage was made for."""
+    from dagster.version import __version__
+
+    config = home / "dagster.yaml"
+    text = config.read_text() if config.exists() else ""
+    return f"dagster {__version__}\n{hashlib.sha256(text.encode()).hexdigest()}\n"
 
 
 def prepare_instance(home: Path) -> bool:
     """``home`` (``$DAGSTER_HOME``)'s ``dagster.yaml`` (:func:`ensure_dagster_yaml`: True when written) and
     its instance's run, event log and schedule storage created, by one process at a time (an exclusive lock
-    on ``home/.freight-instance.lock``, held only while they are made; cheap once they exist)."""
+    on ``home/.freight-instance.lock``, held only while they are made). Then :data:`READY_FILE` says for
+    which file and version, so that the next command only reads it (a changed file or a new Dagster
+    prepares it again)."""
     from dagster import DagsterInstance
 
+    ready = home / READY_FILE
+    if ready.exists() and ready.read_text() == _prepared_for(home):
+        return False
     home.mkdir(parents=True, exist_ok=True)
     with open(home / LOCK_FILE, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -64,6 +81,7 @@ def prepare_instance(home: Path) -> bool:
                 instance.get_runs_count()  # each storage makes its tables (and stamps their migration) on first use
                 instance.event_log_storage.get_maximum_record_id()
                 instance.all_instigator_state()
+            ready.write_text(_prepared_for(home))
             return written
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)

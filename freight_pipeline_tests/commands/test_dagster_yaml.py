@@ -4,13 +4,25 @@ DAGSTER_HOME): Dagster loads it, one queued run at a time, no telemetry, no "com
 
 from __future__ import annotations
 
+import fcntl
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from freight_pipeline.commands.dagster_home import TEMPLATE, ensure_dagster_yaml
+from freight_pipeline.commands.dagster_home import (
+    LOCK_FILE,
+    READY_FILE,
+    TEMPLATE,
+    ensure_dagster_yaml,
+    prepare_instance,
+)
 from freight_pipeline.commands.dagster_storage import KeptOpenSqliteEventLogStorage
+from freight_pipeline.config import REPO_ROOT
 
 EARLIER_VERSION = """\
 # Written by `freight-pipeline ui` because none was here; edit freely, it is never overwritten.
@@ -68,3 +80,34 @@ def test_a_users_own_choice_is_kept(tmp_path: Path) -> None:
     with DagsterInstance.from_config(str(tmp_path)) as instance:
         assert instance.nux_enabled is True  # the setting is what decides: without it the dialog shows
         assert not isinstance(instance.event_log_storage, KeptOpenSqliteEventLogStorage)  # storage named: theirs
+
+
+PREPARE_AT = """
+import sys, time
+from pathlib import Path
+from freight_pipeline.commands.dagster_home import prepare_instance
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+prepare_instance(Path(sys.argv[1]))
+"""
+
+
+def test_an_instance_prepared_by_three_processes_at_once_is_made_once_then_only_read(tmp_path: Path) -> None:
+    """Three commands starting on one new ``DAGSTER_HOME`` at the same instant: one makes the file and the
+    storage, the others wait for it (each of them alone used to race to create the same tables); later
+    commands only compare the ready file, without the lock, until the file changes."""
+    home = tmp_path / "dagster"
+    at = time.time() + 4.0  # after every child's imports
+    children = [subprocess.Popen([sys.executable, "-c", PREPARE_AT, str(home), str(at)], cwd=REPO_ROOT, text=True,
+                                 stderr=subprocess.PIPE) for _ in range(3)]
+    said = [child.communicate(timeout=120)[1] for child in children]
+    assert [child.returncode for child in children] == [0, 0, 0], said
+    with sqlite3.connect(home / "history" / "runs.db") as db:
+        assert len(db.execute("SELECT version_num FROM alembic_version").fetchall()) == 1  # one head
+    ready = (home / READY_FILE).read_text()
+    with open(home / LOCK_FILE, "a") as lock:  # held: a prepared instance does not wait for it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert prepare_instance(home) is False
+    with (home / "dagster.yaml").open("a") as config:
+        config.write("# a setting of the user's\n")
+    assert prepare_instance(home) is False  # the file is the user's: prepared again, not rewritten
+    assert (home / READY_FILE).read_text() != ready
