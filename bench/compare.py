@@ -87,8 +87,14 @@ import duckdb
 import httpx
 import psutil
 
-from freight_pipeline.config import EVENTS_MAX_AGE_ENV, EVENTS_REFRESH_ENV, FRESHNESS_SAMPLE_ENV, HISTORY_ENV
-from freight_pipeline.marts.worker_server import SERVER_ENV, start_server
+from freight_pipeline.config import (
+    DBT_WORKER_SERVER_ENV,
+    EVENTS_MAX_AGE_ENV,
+    EVENTS_REFRESH_ENV,
+    FRESHNESS_SAMPLE_ENV,
+    HISTORY_ENV,
+)
+from freight_pipeline.marts.worker_server import start_server
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.releases import NEXT
 from freight_pipeline.warehouse.history import HISTORY_TABLES
@@ -307,7 +313,7 @@ def fork_server(code: Path | None = None) -> Iterator[dict[str, str]]:
         proc, _ = start_server(socket_path, env, cwd=code or REPO)  # the checkout's code, as the runs use
         assert proc.stdin is not None
         try:
-            yield {SERVER_ENV: str(socket_path)}
+            yield {DBT_WORKER_SERVER_ENV: str(socket_path)}
         finally:
             proc.stdin.close()
             proc.wait(timeout=60)

@@ -1,4 +1,5 @@
-"""Runtime configuration from the environment, declared once with its defaults."""
+"""Runtime configuration from the environment, declared once with its defaults: every ``FREIGHT_*`` variable's
+name is declared here (``*_ENV``), and read by the module its setting concerns."""
 
 from __future__ import annotations
 
@@ -65,6 +66,42 @@ EVENTS_REFRESH_SHARE_ENV = "FREIGHT_EVENTS_REFRESH_SHARE"
 ``sync.freshness.MIN_REFRESH_REQUESTS``)."""
 ON_TIME_TOLERANCE_ENV = "FREIGHT_ON_TIME_TOLERANCE_MINUTES"
 """Minutes an arrival may be late and still count as on time (dbt var ``on_time_tolerance_minutes``)."""
+
+LAKE_CATALOG_URI_ENV = "FREIGHT_LAKE_CATALOG_URI"
+"""``postgresql://user[:password]@host:port/dbname`` (many writers, many machines),
+``sqlite:///path/catalog.sqlite`` (several processes of one machine, taking turns) or
+``duckdb:///path/catalog.ducklake`` (one process)."""
+LAKE_DATA_URI_ENV = "FREIGHT_LAKE_DATA_URI"
+"""Where the Parquet files go: a local path or ``s3://bucket/prefix``."""
+LAKE_S3_URL_STYLE_ENV = "FREIGHT_LAKE_S3_URL_STYLE"
+"""``path`` or ``vhost``; default ``path`` with a custom endpoint (MinIO, moto, Ceph), else ``vhost``."""
+LAKE_RETENTION_ENV = "FREIGHT_LAKE_RETENTION_MINUTES"
+"""How long DuckLake snapshots stay readable (time travel) before the maintenance job expires them."""
+DBT_WORKER_SERVER_ENV = "FREIGHT_DBT_WORKER_SERVER"
+"""The socket of a running fork server of dbt workers; unset (the default): each worker is a new process."""
+DBT_DATABASE_ENV = "FREIGHT_DBT_DATABASE"
+"""The variable ``profiles.yml`` reads the DuckDB path from."""
+DBT_MEMORY_LIMIT_ENV = "FREIGHT_DBT_MEMORY_LIMIT"
+"""DuckDB ``memory_limit`` of the dbt build, read by ``dbt_models/profiles.yml`` (default there: 512MB), and
+of a replayed build (``marts.kept_builds``) while it runs."""
+DBT_FULL_REFRESH_ENV = "FREIGHT_DBT_FULL_REFRESH"
+"""``1``: the next dbt build rebuilds every mart from scratch."""
+DBT_REPLAY_ENV = "FREIGHT_DBT_REPLAY"
+"""``0``: every build runs through dbt, none replays the statements kept for its key (``marts.kept_builds``)."""
+DBT_TEST_ROWS_ENV = "FREIGHT_DBT_TEST_ROWS"
+"""``changed``: the build's data tests on models whose rows change only with their shipment read the
+changed shipments' rows only (``dbt_models/macros/test_rows.sql``; set by the pipeline per build,
+read at run time, never at parse time); else every row."""
+FULL_CHECK_ENV = "FREIGHT_FULL_CHECK_INTERVAL_MINUTES"
+"""Minutes between two full checks (``0``: every run is one)."""
+BACKFILL_BOUNDARIES_ENV = "FREIGHT_BACKFILL_ID_BOUNDARIES"
+"""Comma-separated shipment ids where one backfill partition ends and the next begins (``20000,40000``
+-> ``0-19999``, ``20000-39999``, ``40000-``); unset: one partition. Pick them from the service's id
+range so each partition holds about as many shipments."""
+LAKE_VARIABLES = (LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LAKE_S3_URL_STYLE_ENV, LAKE_RETENTION_ENV)
+"""The lake's own variables (the S3 credentials are AWS's: ``lake.settings``)."""
+MIN_FREE_MB_ENV = "FREIGHT_MIN_FREE_MB"
+"""Megabytes the data directory's disk must have free for a command that writes to start."""
 
 
 @dataclass(frozen=True)

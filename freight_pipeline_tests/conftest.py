@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from freight_pipeline.marts.worker_server import SERVER_ENV, SERVER_MODULE
+from freight_pipeline.config import DBT_WORKER_SERVER_ENV
+from freight_pipeline.marts.worker_server import SERVER_MODULE
 
 SLOW_SIGNS = re.compile(
     r"dagster|materialize|execute_in_process|\bdbt\b|DbtWorker|subprocess|run_cli|sys\.executable|run_job|Popen"
@@ -120,7 +121,7 @@ def dbt_worker_server(request: pytest.FixtureRequest) -> Iterator[None]:
     (its imports take a few seconds), a worker is a process of its own, as without it. None when the
     variable is set already (``FREIGHT_DBT_WORKER_SERVER= make test``: every worker a process of its own,
     to compare)."""
-    if request.config.getoption("fast") or SERVER_ENV in os.environ:
+    if request.config.getoption("fast") or DBT_WORKER_SERVER_ENV in os.environ:
         yield
         return
     folder = Path(tempfile.mkdtemp(prefix="dbt-workers-"))  # short: a socket's path has at most 107 bytes
@@ -130,7 +131,7 @@ def dbt_worker_server(request: pytest.FixtureRequest) -> Iterator[None]:
                                   stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
     try:
         with pytest.MonkeyPatch.context() as environment:
-            environment.setenv(SERVER_ENV, str(socket_path))
+            environment.setenv(DBT_WORKER_SERVER_ENV, str(socket_path))
             yield
     finally:
         assert server.stdin is not None

@@ -222,3 +222,17 @@ def test_a_path_that_does_not_exist_is_found(tmp_path: Path) -> None:
                    "`freight_pipeline/job/run.py` and [here](page.md)")
     found = {cited for cited, where in cited_paths(doc) if not any(path.exists() for path in where)}
     assert found == {"freight_pipeline_tests/defs/test_stream_failure.py", "test_gone.py", "gone.md"}
+
+
+def test_every_variable_name_is_declared_in_the_config_module_only() -> None:
+    """``grep`` finds a ``FREIGHT_*`` name declared in ``freight_pipeline/config.py`` and nowhere else in the
+    package: any other module imports it from there."""
+    elsewhere = set()
+    for path in PRODUCT.rglob("*.py"):
+        if path == PRODUCT / "config.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and re.fullmatch(r"FREIGHT_[A-Z0-9_]+", node.value)):
+                elsewhere.add(f"{path.relative_to(REPO)}: {node.value}")
+    assert elsewhere == set()

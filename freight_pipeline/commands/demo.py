@@ -27,9 +27,17 @@ from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job
 from freight_pipeline.commands.history_report import read_history_facts
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.commands.report import document_pairs, on_time_by_mode, read_report, shipments_present
-from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, RECONCILE_ENV, USERNAME_ENV, environ
+from freight_pipeline.config import (
+    BASE_URL_ENV,
+    DATA_DIR_ENV,
+    LAKE_CATALOG_URI_ENV,
+    LAKE_DATA_URI_ENV,
+    PASSWORD_ENV,
+    RECONCILE_ENV,
+    USERNAME_ENV,
+    environ,
+)
 from freight_pipeline.lake.backend import storage_from_env
-from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.paths import WORK_DIR
 
@@ -79,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         }
         with demo_lake(args.lake, data_dir) as lake, environ({**service, **lake, PASSWORD_ENV: sim.password}):
             if lake:
-                say(f"demo: lake mode: catalog {lake[CATALOG_URI_ENV]}, data {lake[DATA_URI_ENV]}")
+                say(f"demo: lake mode: catalog {lake[LAKE_CATALOG_URI_ENV]}, data {lake[LAKE_DATA_URI_ENV]}")
             backend = storage_from_env()
             runs: list[DemoRun] = []
             if not _sync("full sync", data_dir, backend, args.verbose, runs):
@@ -110,9 +118,9 @@ def demo_lake(kind: str | None, data_dir: Path) -> Iterator[dict[str, str]]:
         return
     folder = data_dir / WORK_DIR / "lake"
     folder.mkdir(parents=True, exist_ok=True)
-    catalog = {CATALOG_URI_ENV: f"sqlite:///{folder / 'catalog.sqlite'}"}
+    catalog = {LAKE_CATALOG_URI_ENV: f"sqlite:///{folder / 'catalog.sqlite'}"}
     if kind == "local":
-        yield {**catalog, DATA_URI_ENV: str(folder / "data")}
+        yield {**catalog, LAKE_DATA_URI_ENV: str(folder / "data")}
         return
     from freight_pipeline.lake.local import running_s3
 

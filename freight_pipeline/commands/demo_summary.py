@@ -15,7 +15,7 @@ from freight_pipeline.commands.history_report import ETA_ACCURACY, WITHIN_HOURS,
 from freight_pipeline.commands.job_progress import JobOutcome
 from freight_pipeline.commands.report import describe_cursor
 from freight_pipeline.commands.text_table import format_table
-from freight_pipeline.config import RECONCILE_ENV
+from freight_pipeline.config import LAKE_VARIABLES, RECONCILE_ENV
 from freight_pipeline.sync.settings import SyncSettings
 
 
@@ -243,7 +243,7 @@ def _pct(share: float | None) -> str:
 
 
 def _explore_lake(data_dir: Path, lake: dict[str, str]) -> str:
-    variables = " ".join(f"{name}={value}" for name, value in lake.items() if name.startswith("FREIGHT_LAKE"))
+    variables = " ".join(f"{name}={value}" for name, value in lake.items() if name in LAKE_VARIABLES)
     on_s3 = any(value.startswith("s3://") for value in lake.values())
     snippet = (
         "from pathlib import Path; from freight_pipeline.lake.settings import LakeSettings; "

@@ -22,13 +22,18 @@ from freight_pipeline.config import (
     BASE_URL_ENV,
     CODE_CONVERSIONS_ENV,
     DATA_DIR_ENV,
+    DBT_FULL_REFRESH_ENV,
+    DBT_MEMORY_LIMIT_ENV,
+    DBT_REPLAY_ENV,
     DEFAULT_BASE_URL,
     DOCUMENT_CONTENT_ENV,
     DOCUMENTS_ENV,
     DOCUMENTS_RELIST_ENV,
     DUCKDB_MEMORY_LIMIT_ENV,
     HISTORY_ENV,
+    LAKE_RETENTION_ENV,
     MAX_SYNC_AGE_ENV,
+    MIN_FREE_MB_ENV,
     ON_TIME_TOLERANCE_ENV,
     PUBLISH_MEMORY_LIMIT_ENV,
     PUBLISH_STORAGE_VERSION_ENV,
@@ -38,17 +43,14 @@ from freight_pipeline.config import (
     flag_from_env,
     minutes_from_env,
 )
-from freight_pipeline.lake.settings import RETENTION_ENV, LakeSettings
-from freight_pipeline.marts.project import DBT_MEMORY_LIMIT_ENV, FULL_REFRESH_ENV, REPLAY_ENV
+from freight_pipeline.lake.settings import LakeSettings
 
 FLAGS = (DOCUMENTS_ENV, CODE_CONVERSIONS_ENV, HISTORY_ENV, DOCUMENT_CONTENT_ENV, SCHEDULES_RUNNING_ENV,
-         FULL_REFRESH_ENV, REPLAY_ENV)
+         DBT_FULL_REFRESH_ENV, DBT_REPLAY_ENV)
 """The switches, read by ``config.flag_from_env`` wherever they are used."""
-MINUTES = (RECONCILE_ENV, DOCUMENTS_RELIST_ENV, MAX_SYNC_AGE_ENV, ON_TIME_TOLERANCE_ENV, RETENTION_ENV)
+MINUTES = (RECONCILE_ENV, DOCUMENTS_RELIST_ENV, MAX_SYNC_AGE_ENV, ON_TIME_TOLERANCE_ENV, LAKE_RETENTION_ENV)
 """The intervals, read by ``config.minutes_from_env`` wherever they are used."""
 MEMORY_LIMITS = (DUCKDB_MEMORY_LIMIT_ENV, PUBLISH_MEMORY_LIMIT_ENV, DBT_MEMORY_LIMIT_ENV)
-MIN_FREE_MB_ENV = "FREIGHT_MIN_FREE_MB"
-"""Megabytes the data directory's disk must have free for a command that writes to start."""
 DEFAULT_MIN_FREE_MB = 100
 
 

@@ -34,9 +34,8 @@ from freight_pipeline.commands.execute import (
     service_from_env,
 )
 from freight_pipeline.commands.preflight import BadSetup, check_data_dir, check_setup, data_dir_setting
-from freight_pipeline.config import ServiceSettings, environ
+from freight_pipeline.config import DBT_FULL_REFRESH_ENV, ServiceSettings, environ
 from freight_pipeline.defs.names import BESIDE_WRITERS
-from freight_pipeline.marts.project import FULL_REFRESH_ENV
 
 if TYPE_CHECKING:
     from freight_pipeline.marts.worker import DbtWorker
@@ -91,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         except BadSetup as exc:
             say(f"sync: {exc}")
             return 2
-        with environ({FULL_REFRESH_ENV: "1"} if args.full_refresh else {}):
+        with environ({DBT_FULL_REFRESH_ENV: "1"} if args.full_refresh else {}):
             if dagster:
                 return run_in_dagster(args, service, data_dir)
             return run_without_dagster(args, service, data_dir, worker)

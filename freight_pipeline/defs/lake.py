@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from freight_pipeline.config import minutes_from_env
+from freight_pipeline.config import LAKE_RETENTION_ENV, minutes_from_env
 from freight_pipeline.defs.jobs import WRITER_TAG, default_schedule_status
 from freight_pipeline.defs.names import BACKFILL_JOB, MAINTENANCE_JOB
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_metadata
 from freight_pipeline.lake.backend import DEFAULT_RETENTION, LakeBackend
-from freight_pipeline.lake.settings import RETENTION_ENV
 from freight_pipeline.sync.backfill import IdRange, backfill_plan_from_env
 from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.runner import run_stream
@@ -69,7 +68,7 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
 
 @dg.op(description="DuckLake compaction and snapshot expiry (never the published snapshot).")
 def lake_maintenance(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> None:
-    retention = dt.timedelta(minutes=minutes_from_env(RETENTION_ENV, int(DEFAULT_RETENTION.total_seconds() // 60)))
+    retention = dt.timedelta(minutes=minutes_from_env(LAKE_RETENTION_ENV, int(DEFAULT_RETENTION.total_seconds() // 60)))
     done = lake_backend(warehouse, "lake maintenance needs a lake").maintain(warehouse.path, retention)
     context.log.info(
         f"flushed {done.flushed_inlined} inlined tables, merged {done.merged_files} files, expired "

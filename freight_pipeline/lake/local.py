@@ -20,14 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from freight_pipeline.lake.settings import (
-    CATALOG_URI_ENV,
-    DATA_URI_ENV,
-    S3_ENDPOINT_ENVS,
-    S3_KEY_ENV,
-    S3_REGION_ENVS,
-    S3_SECRET_ENV,
-)
+from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV
+from freight_pipeline.lake.settings import S3_ENDPOINT_ENVS, S3_KEY_ENV, S3_REGION_ENVS, S3_SECRET_ENV
 
 if TYPE_CHECKING:
     from werkzeug.serving import BaseWSGIServer
@@ -62,7 +56,7 @@ class LocalS3:
     def env(self, prefix: str = "lake") -> dict[str, str]:
         """The S3 variables of this server, and the lake's data URI under ``prefix``."""
         return {
-            DATA_URI_ENV: f"s3://{self.bucket}/{prefix}",
+            LAKE_DATA_URI_ENV: f"s3://{self.bucket}/{prefix}",
             S3_ENDPOINT_ENVS[0]: self.endpoint,
             S3_KEY_ENV: LOCAL_S3_KEY,
             S3_SECRET_ENV: LOCAL_S3_SECRET,
@@ -164,7 +158,7 @@ class LocalPostgres:
         return f"postgresql://{self.user}@127.0.0.1:{self.port}/{self.database}"
 
     def env(self) -> dict[str, str]:
-        return {CATALOG_URI_ENV: self.uri}
+        return {LAKE_CATALOG_URI_ENV: self.uri}
 
     def new_database(self, name: str) -> LocalPostgres:
         """Another, empty database on this server (a fresh catalog)."""

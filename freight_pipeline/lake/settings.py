@@ -13,21 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-CATALOG_URI_ENV = "FREIGHT_LAKE_CATALOG_URI"
-"""``postgresql://user[:password]@host:port/dbname`` (many writers, many machines),
-``sqlite:///path/catalog.sqlite`` (several processes of one machine, with retries) or
-``duckdb:///path/catalog.ducklake`` (one process)."""
-DATA_URI_ENV = "FREIGHT_LAKE_DATA_URI"
-"""Where the Parquet files go: a local path or ``s3://bucket/prefix``."""
+from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LAKE_S3_URL_STYLE_ENV
+
 S3_ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 S3_KEY_ENV = "AWS_ACCESS_KEY_ID"
 S3_SECRET_ENV = "AWS_SECRET_ACCESS_KEY"
 S3_SESSION_TOKEN_ENV = "AWS_SESSION_TOKEN"
 S3_REGION_ENVS = ("AWS_REGION", "AWS_DEFAULT_REGION")
-S3_URL_STYLE_ENV = "FREIGHT_LAKE_S3_URL_STYLE"
-"""``path`` or ``vhost``; default ``path`` with a custom endpoint (MinIO, moto, Ceph), else ``vhost``."""
-RETENTION_ENV = "FREIGHT_LAKE_RETENTION_MINUTES"
-"""How long DuckLake snapshots stay readable (time travel) before the maintenance job expires them."""
 LAKE_ALIAS = "lake"
 """The name the lake is attached under in every DuckDB connection (the dbt ``lake`` target uses it too)."""
 
@@ -67,13 +59,14 @@ class LakeSettings:
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> LakeSettings | None:
         env = os.environ if environ is None else environ
-        catalog = env.get(CATALOG_URI_ENV, "").strip()
-        data = env.get(DATA_URI_ENV, "").strip()
+        catalog = env.get(LAKE_CATALOG_URI_ENV, "").strip()
+        data = env.get(LAKE_DATA_URI_ENV, "").strip()
         if not catalog and not data:
             return None
         if not catalog or not data:
-            missing = CATALOG_URI_ENV if not catalog else DATA_URI_ENV
-            raise LakeConfigError(f"lake mode needs both {CATALOG_URI_ENV} and {DATA_URI_ENV}; {missing} is not set")
+            missing = LAKE_CATALOG_URI_ENV if not catalog else LAKE_DATA_URI_ENV
+            raise LakeConfigError(
+                f"lake mode needs both {LAKE_CATALOG_URI_ENV} and {LAKE_DATA_URI_ENV}; {missing} is not set")
         kind, target = _parse_catalog(catalog)
         data_uri = _data_uri(data)
         return cls(kind, target, data_uri, _s3_from_env(env) if data_uri.startswith("s3://") else None)
@@ -99,17 +92,17 @@ def _parse_catalog(uri: str) -> tuple[str, str]:
     if kind is None:
         if "://" in uri or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\\/]", uri):
             raise LakeConfigError(
-                f"{CATALOG_URI_ENV} must start with postgresql://, sqlite:/// or duckdb:///, "
+                f"{LAKE_CATALOG_URI_ENV} must start with postgresql://, sqlite:/// or duckdb:///, "
                 f"got {_without_password(uri)!r}"
             )
         return "duckdb", str(Path(uri).resolve())
     if kind == "postgres":
         if not rest.startswith("//"):
-            raise LakeConfigError(f"{CATALOG_URI_ENV} must be postgresql://user@host:port/dbname")
+            raise LakeConfigError(f"{LAKE_CATALOG_URI_ENV} must be postgresql://user@host:port/dbname")
         return kind, "postgresql:" + rest
     path = rest[2:] if rest.startswith("//") else rest
     if not path:
-        raise LakeConfigError(f"{CATALOG_URI_ENV} names no {kind} catalog file")
+        raise LakeConfigError(f"{LAKE_CATALOG_URI_ENV} names no {kind} catalog file")
     return kind, str(Path(path).resolve())
 
 
@@ -117,10 +110,10 @@ def _data_uri(data: str) -> str:
     if data.startswith("s3://"):
         bucket = data[5:].split("/", 1)[0]
         if not bucket:
-            raise LakeConfigError(f"{DATA_URI_ENV} {data!r} names no bucket")
+            raise LakeConfigError(f"{LAKE_DATA_URI_ENV} {data!r} names no bucket")
         return data.rstrip("/") + "/"
     if "://" in data:
-        raise LakeConfigError(f"{DATA_URI_ENV} must be a local path or s3://bucket/prefix, got {data!r}")
+        raise LakeConfigError(f"{LAKE_DATA_URI_ENV} must be a local path or s3://bucket/prefix, got {data!r}")
     return str(Path(data).resolve()) + "/"
 
 
@@ -135,9 +128,9 @@ def _s3_from_env(env: dict[str, str] | os._Environ[str]) -> S3Settings:
         parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
         use_ssl = parts.scheme != "http"
         endpoint = parts.netloc
-    style = env.get(S3_URL_STYLE_ENV, "").strip().lower() or ("path" if endpoint else "vhost")
+    style = env.get(LAKE_S3_URL_STYLE_ENV, "").strip().lower() or ("path" if endpoint else "vhost")
     if style not in ("path", "vhost"):
-        raise LakeConfigError(f"{S3_URL_STYLE_ENV} must be path or vhost, got {style!r}")
+        raise LakeConfigError(f"{LAKE_S3_URL_STYLE_ENV} must be path or vhost, got {style!r}")
     return S3Settings(
         endpoint=endpoint,
         key_id=env.get(S3_KEY_ENV) or None,

@@ -27,16 +27,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from freight_pipeline.config import flag_from_env, minutes_from_env
-from freight_pipeline.marts.project import FULL_REFRESH_ENV, TEST_ROWS_ENV
+from freight_pipeline.config import (
+    DBT_FULL_REFRESH_ENV,
+    DBT_TEST_ROWS_ENV,
+    FULL_CHECK_ENV,
+    flag_from_env,
+    minutes_from_env,
+)
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
 from freight_pipeline.warehouse.store import Warehouse
 
 MARTS_STATE = "dbt_marts"
 """``sync_state`` entry: the fingerprint of the dbt project the marts were built with, when, and when the
 last full check (every row tested) began."""
-FULL_CHECK_ENV = "FREIGHT_FULL_CHECK_INTERVAL_MINUTES"
-"""Minutes between two full checks (``0``: every run is one)."""
 DEFAULT_FULL_CHECK_MINUTES = 24 * 60
 FINGERPRINTED = ("dbt_project.yml", "profiles.yml", "models", "macros")
 """What decides the marts' content and where the views stand (the profile names the schema they are
@@ -108,11 +111,11 @@ class BuildPlan:
         """dbt's environment for the plan: with the views left out, their tests stay in (dbt's
         default, eager indirect selection, leaves out the tests of every node left out)."""
         env = {INDIRECT_SELECTION_ENV: "empty"} if self.views_current else {}
-        return {**env, TEST_ROWS_ENV: "changed"} if self.changed_rows else env
+        return {**env, DBT_TEST_ROWS_ENV: "changed"} if self.changed_rows else env
 
 
 def full_refresh_asked() -> bool:
-    return flag_from_env(FULL_REFRESH_ENV, default=False)
+    return flag_from_env(DBT_FULL_REFRESH_ENV, default=False)
 
 
 def full_check_interval() -> dt.timedelta:
@@ -144,7 +147,7 @@ def plan_build(warehouse: Warehouse, fingerprint: str, *, full_refresh: bool = F
     if full_refresh:
         return BuildPlan(True, True, "the run asks for a full refresh (a rebuild)")
     if full_refresh_asked():
-        return BuildPlan(True, True, f"a full refresh was asked for ({FULL_REFRESH_ENV})")
+        return BuildPlan(True, True, f"a full refresh was asked for ({DBT_FULL_REFRESH_ENV})")
     if state is None:
         return BuildPlan(True, True, "the marts were never built by this version")
     if state.get("fingerprint") != fingerprint:

@@ -8,28 +8,23 @@ import os
 import sys
 from pathlib import Path
 
-from freight_pipeline.config import ON_TIME_TOLERANCE_ENV, REPO_ROOT, flag_from_env, minutes_from_env
+from freight_pipeline.config import (
+    DBT_DATABASE_ENV,
+    DBT_MEMORY_LIMIT_ENV,
+    DBT_REPLAY_ENV,
+    ON_TIME_TOLERANCE_ENV,
+    REPO_ROOT,
+    flag_from_env,
+    minutes_from_env,
+)
 from freight_pipeline.warehouse.paths import working_db_path
 
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_models"
-DATABASE_ENV = "FREIGHT_DBT_DATABASE"
-"""The variable ``profiles.yml`` reads the DuckDB path from."""
 TARGET_ENV = "DBT_TARGET"
 """dbt's own variable naming the profile's target."""
-DBT_MEMORY_LIMIT_ENV = "FREIGHT_DBT_MEMORY_LIMIT"
-"""DuckDB ``memory_limit`` of the dbt build, read by ``dbt_models/profiles.yml`` (default there: 512MB), and
-of a replayed build (``marts.kept_builds``) while it runs."""
 DEFAULT_DBT_MEMORY_LIMIT = "512MB"
 """The profile's default (``test_docs`` holds them equal)."""
-FULL_REFRESH_ENV = "FREIGHT_DBT_FULL_REFRESH"
-"""``1``: the next dbt build rebuilds every mart from scratch."""
-REPLAY_ENV = "FREIGHT_DBT_REPLAY"
-"""``0``: every build runs through dbt, none replays the statements kept for its key (``marts.kept_builds``)."""
 REPLAY_DEFAULT = True
-TEST_ROWS_ENV = "FREIGHT_DBT_TEST_ROWS"
-"""``changed``: the build's data tests on models whose rows change only with their shipment read the
-changed shipments' rows only (``dbt_models/macros/test_rows.sql``; set by the pipeline per build,
-read at run time, never at parse time); else every row."""
 ON_TIME_TOLERANCE_VAR = "on_time_tolerance_minutes"
 """The dbt var the tolerance sets (its default is in ``dbt_project.yml``)."""
 TARGET_DIR = "dbt-target"
@@ -54,8 +49,8 @@ def dbt_memory_limit() -> str:
 
 
 def replay_on() -> bool:
-    """Whether a build may replay the statements kept for its key (:data:`REPLAY_ENV`, on by default)."""
-    return flag_from_env(REPLAY_ENV, default=REPLAY_DEFAULT)
+    """Whether a build may replay the statements kept for its key (:data:`DBT_REPLAY_ENV`, on by default)."""
+    return flag_from_env(DBT_REPLAY_ENV, default=REPLAY_DEFAULT)
 
 
 def dbt_executable() -> str:
@@ -96,4 +91,4 @@ def target_env(dbt_target: str | None) -> dict[str, str]:
 
 def database_env(data_dir: Path, dbt_target: str | None) -> dict[str, str]:
     """The environment every dbt command on ``data_dir`` needs: its database and the storage's target."""
-    return {DATABASE_ENV: str(working_db_path(data_dir)), **target_env(dbt_target)}
+    return {DBT_DATABASE_ENV: str(working_db_path(data_dir)), **target_env(dbt_target)}

@@ -80,10 +80,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
+from freight_pipeline.config import DBT_DATABASE_ENV
 from freight_pipeline.marts.jinja_cache import CompiledTemplates
 from freight_pipeline.marts.kept_builds import add_results, any_failed, keep, kept_build, run_tests
 from freight_pipeline.marts.project import (
-    DATABASE_ENV,
     DBT_PROJECT_DIR,
     LOG_FILE_LEVEL,
     RUN_RESULTS,
@@ -275,7 +275,7 @@ def _read_requests(requests: queue.Queue[str]) -> None:
 def _database_name(env: Mapping[str, str] | None = None) -> str:
     """The working database's file name in the worker's environment (``env`` added to this process's): what
     the compiled statements name it by (dbt-duckdb's catalog is the file's stem)."""
-    return Path({**os.environ, **(env or {})}.get(DATABASE_ENV, DB_NAME)).name
+    return Path({**os.environ, **(env or {})}.get(DBT_DATABASE_ENV, DB_NAME)).name
 
 
 def parse_dir(project_dir: Path, build_target: Path, vars_args: Sequence[str],
@@ -302,23 +302,23 @@ def _parsed_manifest(runner: Any, project_dir: Path, target: Path, vars_args: Se
     the parse lock, with more of dbt's ``flags``; None when the parse failed (the command parses again, and
     says why).
 
-    The parse reads the working database's file name, not its folder (``DATABASE_ENV`` holds the name
+    The parse reads the working database's file name, not its folder (``DBT_DATABASE_ENV`` holds the name
     alone meanwhile; :data:`DB_NAME` when the environment names no database, as :func:`parse_dir` keys it):
     dbt makes a full parse whenever the profile's path changes, and the manifest depends on the name only
     (dbt-duckdb names the database by the file's stem); the command that follows connects to the real path."""
     target.mkdir(parents=True, exist_ok=True)
-    real_path = os.environ.get(DATABASE_ENV)
+    real_path = os.environ.get(DBT_DATABASE_ENV)
     with open(target / LOCK, "a+") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            os.environ[DATABASE_ENV] = _database_name()
+            os.environ[DBT_DATABASE_ENV] = _database_name()
             parsed = runner.invoke(["parse", *LOG_FILE_LEVEL, *QUIET, *flags, *project_args(project_dir, target),
                                     *vars_args])
         finally:
             if real_path is None:
-                del os.environ[DATABASE_ENV]
+                del os.environ[DBT_DATABASE_ENV]
             else:
-                os.environ[DATABASE_ENV] = real_path
+                os.environ[DBT_DATABASE_ENV] = real_path
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
     return parsed.result if parsed.success else None
 

@@ -7,7 +7,7 @@ what it builds lazily on first use (its classes' serializers and JSON schemas). 
 on one machine (the test suite starts one per job run; a scheduler's runs), a server started once
 (``python -m freight_pipeline.marts.worker_server --socket PATH``, until its input ends) saves that: it
 imports dbt and parses the project once (``marts.worker.warm_up``; a forked worker's own parse then
-took 0.25 s where it took 1.6-1.7 s), and with :data:`SERVER_ENV` naming its socket,
+took 0.25 s where it took 1.6-1.7 s), and with :data:`DBT_WORKER_SERVER_ENV` naming its socket,
 ``DbtWorker.start`` asks it for the worker instead (:func:`forked_worker`), and gets a
 :class:`ForkedWorker`, which the worker's handle uses as it would use a ``subprocess.Popen``.
 
@@ -39,8 +39,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Self
 
-SERVER_ENV = "FREIGHT_DBT_WORKER_SERVER"
-"""The socket of a running fork server of dbt workers; unset (the default): each worker is a new process."""
+from freight_pipeline.config import DBT_WORKER_SERVER_ENV
+
 SERVER_MODULE = "freight_pipeline.marts.worker_server"
 """This module, as ``python -m`` runs it."""
 WORKER_MODULE = "freight_pipeline.marts.worker"
@@ -109,9 +109,9 @@ class ForkedWorker:
 
 
 def forked_worker(argv: Sequence[str], env: Mapping[str, str], log: IO[str]) -> ForkedWorker | None:
-    """The worker ``argv`` forked by the server :data:`SERVER_ENV` names; None when it names none, or names
+    """The worker ``argv`` forked by the server :data:`DBT_WORKER_SERVER_ENV` names; None when it names none, or names
     one that cannot be reached (the caller starts a process of its own)."""
-    server = os.environ.get(SERVER_ENV)
+    server = os.environ.get(DBT_WORKER_SERVER_ENV)
     if not server:
         return None
     try:

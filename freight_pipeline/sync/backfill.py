@@ -24,14 +24,11 @@ import os
 import re
 from dataclasses import dataclass
 
+from freight_pipeline.config import BACKFILL_BOUNDARIES_ENV
 from freight_pipeline.sync.changes import Criterion
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 
 CURSOR_PREFIX = "shipments@"
-BOUNDARIES_ENV = "FREIGHT_BACKFILL_ID_BOUNDARIES"
-"""Comma-separated shipment ids where one backfill partition ends and the next begins (``20000,40000``
--> ``0-19999``, ``20000-39999``, ``40000-``); unset: one partition. Pick them from the service's id
-range so each partition holds about as many shipments."""
 _KEY = re.compile(r"^(\d+)-(\d*)$")
 
 
@@ -89,12 +86,12 @@ def id_ranges_between(boundaries: list[int]) -> tuple[IdRange, ...]:
 
 def backfill_plan_from_env() -> tuple[IdRange, ...]:
     """The partitions ``FREIGHT_BACKFILL_ID_BOUNDARIES`` cuts the ids into; ValueError naming it."""
-    text = os.environ.get(BOUNDARIES_ENV, "").strip()
+    text = os.environ.get(BACKFILL_BOUNDARIES_ENV, "").strip()
     try:
         boundaries = [int(part) for part in text.split(",") if part.strip()] if text else []
         return id_ranges_between(boundaries)
     except ValueError as exc:
-        raise ValueError(f"{BOUNDARIES_ENV}={text!r}: {exc}") from None
+        raise ValueError(f"{BACKFILL_BOUNDARIES_ENV}={text!r}: {exc}") from None
 
 
 def completed_cursor(ceiling: ShipmentKey, plan: tuple[IdRange, ...]) -> str:

@@ -12,6 +12,7 @@ import pytest
 
 from freight_pipeline.checks.warehouse import warehouse_checks
 from freight_pipeline.config import (
+    DBT_DATABASE_ENV,
     DEFAULT_BASE_URL,
     DEFAULT_USERNAME,
     HISTORY_ENV,
@@ -23,7 +24,6 @@ from freight_pipeline.defs import checks, dbt, jobs, resources
 from freight_pipeline.defs.freight_job import FREIGHT_JOB, STREAM_CHECK
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_keys
-from freight_pipeline.marts.project import DATABASE_ENV
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, TABLES_BY_NAME
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import RECORD_SOURCES, STREAM_NAMES, STREAMS
@@ -205,12 +205,12 @@ def test_manifest_is_reparsed_only_when_missing_or_stale(tmp_path: Path) -> None
 
 
 def test_environment_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(DATABASE_ENV, raising=False)
+    monkeypatch.delenv(DBT_DATABASE_ENV, raising=False)
     monkeypatch.setenv("FREIGHT_TEST_KEPT", "before")
-    with environ({DATABASE_ENV: "/x/warehouse.duckdb", "FREIGHT_TEST_KEPT": "during"}):
-        assert os.environ[DATABASE_ENV] == "/x/warehouse.duckdb"
+    with environ({DBT_DATABASE_ENV: "/x/warehouse.duckdb", "FREIGHT_TEST_KEPT": "during"}):
+        assert os.environ[DBT_DATABASE_ENV] == "/x/warehouse.duckdb"
         assert os.environ["FREIGHT_TEST_KEPT"] == "during"
-    assert DATABASE_ENV not in os.environ
+    assert DBT_DATABASE_ENV not in os.environ
     assert os.environ["FREIGHT_TEST_KEPT"] == "before"
 
 

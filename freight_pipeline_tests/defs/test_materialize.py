@@ -17,11 +17,12 @@ import dagster as dg
 import duckdb
 import pytest
 
+from freight_pipeline.config import DBT_REPLAY_ENV
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs.freight_job import FREIGHT_JOB, PUBLISH_KEY
 from freight_pipeline.defs.jobs import WRITER_TAG
 from freight_pipeline.defs.sync_assets import stream_keys
-from freight_pipeline.marts.project import REPLAY_ENV, TARGET_DIR
+from freight_pipeline.marts.project import TARGET_DIR
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.config import SimulatorConfig, UserConfig
@@ -70,7 +71,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
         env.setenv("FREIGHT_DATA_DIR", str(data_dir))
         env.setenv("DAGSTER_HOME", str(root / "dagster_home"))
         env.delenv("FREIGHT_DBT_DATABASE", raising=False)
-        env.setenv(REPLAY_ENV, "0")  # dbt builds (not a replay of another test's build): its log is scanned too
+        env.setenv(DBT_REPLAY_ENV, "0")  # dbt builds (not a replay of another test's build): its log is scanned too
         job = defs.resolve_job_def("freight_sync_job")
         with dg.DagsterInstance.ephemeral() as instance:
             versions = []

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from freight_pipeline.config import ServiceSettings, environ
+from freight_pipeline.config import DBT_FULL_REFRESH_ENV, DBT_REPLAY_ENV, FULL_CHECK_ENV, ServiceSettings, environ
 from freight_pipeline.job.run import (
     CHECKS_STEP,
     MARTS_STEP,
@@ -28,8 +28,8 @@ from freight_pipeline.job.run import (
 )
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.marts.kept_builds import KEPT_BUILDS
-from freight_pipeline.marts.plan import FULL_CHECK_ENV, last_full_check
-from freight_pipeline.marts.project import DBT_PROJECT_DIR, FULL_REFRESH_ENV, REPLAY_ENV, build_target, vars_args
+from freight_pipeline.marts.plan import last_full_check
+from freight_pipeline.marts.project import DBT_PROJECT_DIR, build_target, vars_args
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.marts.worker import DbtWorker, parse_dir
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
@@ -126,7 +126,7 @@ def test_a_run_syncs_checks_builds_and_publishes_then_builds_only_what_changed(
     assert built_by(tmp_path) == "replayed"
     # the incremental builds' marts are what a full rebuild of the same data makes, row for row
     rebuilt = copied(tmp_path, tmp_path.parent / "rebuilt")
-    with environ({FULL_REFRESH_ENV: "1", REPLAY_ENV: "0"}):
+    with environ({DBT_FULL_REFRESH_ENV: "1", DBT_REPLAY_ENV: "0"}):
         full = run(sim, rebuilt)
     assert full.success and full.marts is not None and full.marts.plan.full_refresh
     assert built_by(rebuilt) == "dbt"
@@ -247,7 +247,7 @@ def test_a_first_build_replays_the_one_another_data_directory_kept_and_makes_wha
     replaying the statements the first's dbt sent (the same key, the same catalog of a new database), with
     no dbt process; every published table equal."""
     by_dbt, replayed = tmp_path / "dbt", tmp_path / "replayed"
-    with environ({REPLAY_ENV: "0"}):
+    with environ({DBT_REPLAY_ENV: "0"}):
         assert run(sim, by_dbt).success
     assert built_by(by_dbt) == "dbt"
     report = run(sim, replayed)

@@ -19,11 +19,12 @@ import duckdb
 import pandas as pd
 import pytest
 
+from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV
 from freight_pipeline.dashboard import queries, sources
 from freight_pipeline.dashboard.sources import Filters
 from freight_pipeline.lake.backend import LakeBackend, publish_snapshot
 from freight_pipeline.lake.connect import connect_lake
-from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV, LakeSettings
+from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline_tests.dashboard.test_dashboard import (  # noqa: F401 (browser: a fixture, on this module's dashboard)
     CHART_SECTIONS,
     CHROMIUM,
@@ -42,7 +43,7 @@ UNPUBLISHED_DELETES = 10
 
 def _lake_env(folder: Path) -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
-    return {CATALOG_URI_ENV: f"sqlite:///{folder / 'catalog.sqlite'}", DATA_URI_ENV: str(folder / "data")}
+    return {LAKE_CATALOG_URI_ENV: f"sqlite:///{folder / 'catalog.sqlite'}", LAKE_DATA_URI_ENV: str(folder / "data")}
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,12 @@ from pathlib import Path
 import duckdb
 
 from bench.lake_harness import read_lake, write_expected
-from freight_pipeline.config import ServiceSettings, environ
+from freight_pipeline.config import LAKE_RETENTION_ENV, ServiceSettings, environ
 from freight_pipeline.defs.lake import lake_maintenance_job
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.lake.backend import connect_published, latest_published, publish_snapshot, storage_from_env
 from freight_pipeline.lake.connect import connect_lake
-from freight_pipeline.lake.settings import RETENTION_ENV, LakeSettings
+from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.store import open_warehouse
@@ -50,7 +50,7 @@ def test_maintenance_compacts_expires_and_keeps_the_data_and_the_published_snaps
                 f"SELECT count(*) FROM freight.shipments AT (VERSION => {published.snapshot_id})").fetchone()[0]
             files_before = live_files(con)
 
-        with environ({RETENTION_ENV: "0"}):
+        with environ({LAKE_RETENTION_ENV: "0"}):
             result = lake_maintenance_job.execute_in_process(
                 resources={"warehouse": WarehouseResource(data_dir=str(data_dir))})
         assert result.success

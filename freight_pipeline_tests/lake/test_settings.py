@@ -7,15 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV
 from freight_pipeline.lake.connect import LakeUnavailable, attach_sql, connect_lake, extension_path, secret_sql
-from freight_pipeline.lake.settings import (
-    CATALOG_URI_ENV,
-    DATA_URI_ENV,
-    S3_URL_STYLE_ENV,
-    LakeConfigError,
-    LakeSettings,
-    S3Settings,
-)
+from freight_pipeline.lake.settings import S3_URL_STYLE_ENV, LakeConfigError, LakeSettings, S3Settings
 
 SECRET_KEY = "s3-secret-key-xyz"
 S3_ENV = {
@@ -26,7 +20,7 @@ S3_ENV = {
 
 
 def lake(catalog: str, data: str, **extra: str) -> LakeSettings:
-    settings = LakeSettings.from_env({CATALOG_URI_ENV: catalog, DATA_URI_ENV: data, **extra})
+    settings = LakeSettings.from_env({LAKE_CATALOG_URI_ENV: catalog, LAKE_DATA_URI_ENV: data, **extra})
     assert settings is not None
     return settings
 
@@ -37,13 +31,14 @@ def s3_lake(**extra: str) -> LakeSettings:
 
 def test_no_lake_variables_means_no_lake():
     assert LakeSettings.from_env({}) is None
-    assert LakeSettings.from_env({CATALOG_URI_ENV: "  ", DATA_URI_ENV: "", "OTHER": "x"}) is None
+    assert LakeSettings.from_env({LAKE_CATALOG_URI_ENV: "  ", LAKE_DATA_URI_ENV: "", "OTHER": "x"}) is None
 
 
-@pytest.mark.parametrize(("given", "missing"), [(CATALOG_URI_ENV, DATA_URI_ENV), (DATA_URI_ENV, CATALOG_URI_ENV)])
+@pytest.mark.parametrize(("given", "missing"),
+                         [(LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV), (LAKE_DATA_URI_ENV, LAKE_CATALOG_URI_ENV)])
 def test_only_one_lake_variable_names_the_missing_one(given: str, missing: str):
     with pytest.raises(LakeConfigError, match=f"{missing} is not set"):
-        LakeSettings.from_env({given: "sqlite:///tmp/c.sqlite" if given == CATALOG_URI_ENV else "/tmp/data"})
+        LakeSettings.from_env({given: "sqlite:///tmp/c.sqlite" if given == LAKE_CATALOG_URI_ENV else "/tmp/data"})
 
 
 def test_postgres_catalog_uri():
@@ -77,7 +72,7 @@ def test_plain_catalog_path_is_a_duckdb_file(tmp_path: Path, monkeypatch: pytest
 def test_unknown_catalog_scheme_names_the_variable_without_the_password():
     with pytest.raises(LakeConfigError) as raised:
         lake("mysql://user:hunter2@host:3306/db", "/tmp/data")
-    assert CATALOG_URI_ENV in str(raised.value)
+    assert LAKE_CATALOG_URI_ENV in str(raised.value)
     assert "hunter2" not in str(raised.value)
 
 

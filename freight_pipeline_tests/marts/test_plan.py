@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from freight_pipeline.config import DBT_FULL_REFRESH_ENV, DBT_TEST_ROWS_ENV, FULL_CHECK_ENV
 from freight_pipeline.defs.dbt import ensure_manifest
 from freight_pipeline.marts.plan import (
-    FULL_CHECK_ENV,
     SOURCE,
     batch_key,
     full_check_due,
@@ -21,7 +21,6 @@ from freight_pipeline.marts.plan import (
     project_fingerprint,
     record_build,
 )
-from freight_pipeline.marts.project import FULL_REFRESH_ENV, TEST_ROWS_ENV
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.records import BatchWrite, RunRecord
@@ -30,7 +29,7 @@ from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 
 @pytest.fixture
 def wh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Warehouse]:
-    monkeypatch.delenv(FULL_REFRESH_ENV, raising=False)
+    monkeypatch.delenv(DBT_FULL_REFRESH_ENV, raising=False)
     monkeypatch.delenv(FULL_CHECK_ENV, raising=False)
     with open_warehouse(tmp_path, EmbeddedDuckDB()) as warehouse:
         yield warehouse
@@ -82,9 +81,9 @@ def test_between_full_checks_an_incremental_build_tests_the_changed_rows(wh: War
     plan = plan_build(wh, "abc", full_check=False)
     assert (plan.run, plan.full_refresh, plan.changed_rows) == (True, False, True)
     assert plan.reason == "1 shipments changed; tests on the changed rows"
-    assert plan.env == {"DBT_INDIRECT_SELECTION": "empty", TEST_ROWS_ENV: "changed"}
+    assert plan.env == {"DBT_INDIRECT_SELECTION": "empty", DBT_TEST_ROWS_ENV: "changed"}
     assert not plan_build(wh, "abc", full_check=True).changed_rows
-    assert TEST_ROWS_ENV not in plan_build(wh, "other", full_check=False).env  # a full refresh
+    assert DBT_TEST_ROWS_ENV not in plan_build(wh, "other", full_check=False).env  # a full refresh
 
 
 def test_a_full_check_is_due_first_then_once_an_interval(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,7 +105,7 @@ def test_a_full_check_is_due_first_then_once_an_interval(wh: Warehouse, monkeypa
 
 def test_a_full_refresh_can_be_asked_for(wh: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
     built(wh, "abc")
-    monkeypatch.setenv(FULL_REFRESH_ENV, "1")
+    monkeypatch.setenv(DBT_FULL_REFRESH_ENV, "1")
     assert plan_build(wh, "abc").full_refresh
 
 

@@ -18,13 +18,13 @@ from typing import Any
 import duckdb
 import pytest
 
+from freight_pipeline.config import DBT_WORKER_SERVER_ENV
 from freight_pipeline.marts.build import PreparedTests
 from freight_pipeline.marts.kept_builds import KEPT_BUILDS, kept_build
 from freight_pipeline.marts.plan import next_incremental, project_fingerprint
 from freight_pipeline.marts.project import DBT_PROJECT_DIR, RUN_RESULTS, build_target, dbt_build_args, vars_args
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.marts.worker import LOG, NEXT_BUILD, REPLY, DbtWorker, WorkerReply, _Statements, parse_dir
-from freight_pipeline.marts.worker_server import SERVER_ENV
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_working_database
 
@@ -54,7 +54,7 @@ def first_command(data_dir: Path) -> tuple[DbtWorker, WorkerReply]:
     in a process of its own as the pipeline starts it by default (the suite's other workers are forked by
     its fork server: ``marts/test_worker_server.py``)."""
     with pytest.MonkeyPatch.context() as environment:
-        environment.delenv(SERVER_ENV, raising=False)
+        environment.delenv(DBT_WORKER_SERVER_ENV, raising=False)
         with DbtWorker.start(data_dir, None) as worker:
             return worker, worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
 
@@ -131,7 +131,7 @@ def test_a_command_that_fails_before_its_nodes_is_exit_code_2_with_dbts_error(da
 
 def test_no_command_ends_the_worker_at_once_even_while_it_loads_dbt(data_dir: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(SERVER_ENV, raising=False)  # a process of its own, which imports dbt
+    monkeypatch.delenv(DBT_WORKER_SERVER_ENV, raising=False)  # a process of its own, which imports dbt
     worker = DbtWorker.start(data_dir, None)
     assert isinstance(worker.process, subprocess.Popen)
     worker.close()  # straight away: it is still importing dbt

@@ -15,8 +15,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from freight_pipeline.config import DBT_WORKER_SERVER_ENV
 from freight_pipeline.marts.worker import DbtWorker
-from freight_pipeline.marts.worker_server import SERVER_ENV, ForkedWorker, start_server
+from freight_pipeline.marts.worker_server import ForkedWorker, start_server
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import build_working_database
 
@@ -32,13 +33,13 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.Popen[str]]:
-    """A server, listening (its first line said so), named by :data:`SERVER_ENV`; stopped after the test."""
+    """A server, listening (its first line said so), named by :data:`DBT_WORKER_SERVER_ENV`; stopped after the test."""
     socket_path = tmp_path / "s"
     process, said = start_server(socket_path)
     try:
         assert re.fullmatch(r"ready \(project parsed in [0-9.]+ s\)", said), said  # what every worker parses first
         assert len(os.listdir(f"/proc/{process.pid}/task")) == 1  # nothing but the thread that forks
-        monkeypatch.setenv(SERVER_ENV, str(socket_path))
+        monkeypatch.setenv(DBT_WORKER_SERVER_ENV, str(socket_path))
         yield process
     finally:
         if process.poll() is None:
@@ -83,7 +84,7 @@ def test_the_server_ends_with_its_input_and_its_workers_go_on(server: subprocess
 def test_a_server_that_cannot_be_reached_leaves_each_worker_a_process_of_its_own(
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(SERVER_ENV, str(tmp_path / "nothing-listens-here"))
+    monkeypatch.setenv(DBT_WORKER_SERVER_ENV, str(tmp_path / "nothing-listens-here"))
     with DbtWorker.start(data_dir, None) as worker:
         assert isinstance(worker.process, subprocess.Popen)
     assert worker.process.returncode == 0

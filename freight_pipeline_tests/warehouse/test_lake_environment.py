@@ -10,9 +10,10 @@ import duckdb
 import pytest
 
 from freight_pipeline.cli import main
+from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV
 from freight_pipeline.lake.backend import LakeBackend
 from freight_pipeline.lake.connect import LakeUnavailable
-from freight_pipeline.lake.settings import CATALOG_URI_ENV, DATA_URI_ENV, LakeSettings
+from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.warehouse.store import Warehouse
 
@@ -28,7 +29,8 @@ def test_the_default_environment_has_duckdb_2() -> None:
 
 def test_lake_mode_names_the_lake_environment(tmp_path: Path) -> None:
     catalog = tmp_path / "catalog.sqlite"
-    lake = LakeSettings.from_env({CATALOG_URI_ENV: f"sqlite:///{catalog}", DATA_URI_ENV: str(tmp_path / "lake")})
+    lake = LakeSettings.from_env({LAKE_CATALOG_URI_ENV: f"sqlite:///{catalog}",
+                                  LAKE_DATA_URI_ENV: str(tmp_path / "lake")})
     with pytest.raises(LakeUnavailable) as raised:
         Warehouse(tmp_path / "data", FREIGHT_TABLES, backend=LakeBackend(lake))
     message = str(raised.value)
@@ -40,8 +42,8 @@ def test_lake_mode_names_the_lake_environment(tmp_path: Path) -> None:
 def test_the_command_says_so_without_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv(CATALOG_URI_ENV, f"sqlite:///{tmp_path / 'catalog.sqlite'}")
-    monkeypatch.setenv(DATA_URI_ENV, str(tmp_path / "lake"))
+    monkeypatch.setenv(LAKE_CATALOG_URI_ENV, f"sqlite:///{tmp_path / 'catalog.sqlite'}")
+    monkeypatch.setenv(LAKE_DATA_URI_ENV, str(tmp_path / "lake"))
     assert main(["status", "--data-dir", str(tmp_path / "data")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("freight-pipeline status: lake mode needs") and "make setup-lake" in err
