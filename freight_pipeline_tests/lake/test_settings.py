@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV
+from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LAKE_S3_URL_STYLE_ENV
 from freight_pipeline.lake.connect import LakeUnavailable, attach_sql, connect_lake, extension_path, secret_sql
-from freight_pipeline.lake.settings import S3_URL_STYLE_ENV, LakeConfigError, LakeSettings, S3Settings
+from freight_pipeline.lake.settings import LakeConfigError, LakeSettings, S3Settings
 
 SECRET_KEY = "s3-secret-key-xyz"
 S3_ENV = {
@@ -114,14 +114,14 @@ def test_s3_without_endpoint_uses_vhost_style_and_ssl():
 
 
 def test_s3_url_style_can_be_chosen():
-    settings = s3_lake(**{S3_URL_STYLE_ENV: "VHOST"})
+    settings = s3_lake(**{LAKE_S3_URL_STYLE_ENV: "VHOST"})
     assert settings.s3 is not None
     assert settings.s3.url_style == "vhost"
 
 
 def test_bogus_s3_url_style_is_refused():
-    with pytest.raises(LakeConfigError, match=S3_URL_STYLE_ENV):
-        s3_lake(**{S3_URL_STYLE_ENV: "bogus"})
+    with pytest.raises(LakeConfigError, match=LAKE_S3_URL_STYLE_ENV):
+        s3_lake(**{LAKE_S3_URL_STYLE_ENV: "bogus"})
 
 
 def test_s3_uri_without_bucket_is_refused():
