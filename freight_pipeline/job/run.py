@@ -139,7 +139,7 @@ class JobReport:
 
     @property
     def success(self) -> bool:
-        return not self.failed and (self.publication is not None or not self.publish)
+        return self.skipped is None and not self.failed and (self.publication is not None or not self.publish)
 
 
 StepListener = Callable[[Step], None]

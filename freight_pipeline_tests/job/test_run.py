@@ -40,6 +40,7 @@ from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import parquet_root, published_db_path
 from freight_pipeline.warehouse.store import open_warehouse
+from freight_pipeline.warehouse.writer_lock import writer_lock
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line
 from freight_pipeline_tests.published import published_tables
 
@@ -390,3 +391,19 @@ def test_a_check_that_raises_fails_the_checks_step_after_the_streams_steps(
     assert [step.name for step in report.steps] == [*map(stream_step, STREAM_NAMES), CHECKS_STEP]
     assert report.failed[-1].name == CHECKS_STEP and "a check's query failed" in report.failed[-1].line
     assert report.publication is None
+
+
+def test_while_another_run_writes_the_warehouse_a_run_or_a_rebuild_does_nothing_and_says_which(
+    sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """The engine takes the data directory's writer lock itself (a run Dagster launches while a headless one
+    writes): skipped, not a success, nothing opened."""
+    backend = storage_from_env()
+    with writer_lock(tmp_path, "the-run-that-writes"):
+        report = run(sim, tmp_path)
+        with DbtWorker.start(tmp_path, backend.dbt_target) as worker:
+            rebuilt = run_rebuild(tmp_path, SETTINGS, backend, worker)
+    for skipped in (report, rebuilt):
+        assert skipped.skipped is not None and "run the-run-that-writes, process " in skipped.skipped
+        assert skipped.steps == [] and not skipped.success
+    assert not working_db_path(tmp_path).exists()
