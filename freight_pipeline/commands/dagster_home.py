@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.metadata
 import os
 from pathlib import Path
 
@@ -53,12 +54,11 @@ READY_FILE = ".freight-instance-ready"
 
 
 def _prepared_for(home: Path) -> str:
-    """The ``dagster.yaml`` and the Dagster version an instance's storage was made for."""
-    from dagster.version import __version__
-
+    """The ``dagster.yaml`` and the Dagster version an instance's storage was made for (the version from the
+    package's metadata: a command that finds its instance prepared imports no Dagster for it)."""
     config = home / "dagster.yaml"
     text = config.read_text() if config.exists() else ""
-    return f"dagster {__version__}\n{hashlib.sha256(text.encode()).hexdigest()}\n"
+    return f"dagster {importlib.metadata.version('dagster')}\n{hashlib.sha256(text.encode()).hexdigest()}\n"
 
 
 def prepare_instance(home: Path) -> bool:
@@ -67,11 +67,11 @@ def prepare_instance(home: Path) -> bool:
     on ``home/.freight-instance.lock``, held only while they are made). Then :data:`READY_FILE` says for
     which file and version, so that the next command only reads it (a changed file or a new Dagster
     prepares it again)."""
-    from dagster import DagsterInstance
-
     ready = home / READY_FILE
     if ready.exists() and ready.read_text() == _prepared_for(home):
         return False
+    from dagster import DagsterInstance
+
     home.mkdir(parents=True, exist_ok=True)
     with open(home / LOCK_FILE, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -78,9 +78,10 @@ _TURNS = threading.local()
 
 
 def write_ahead_logged(catalog: Path) -> None:
-    """Put a SQLite catalog in WAL mode (kept in the file), once, under :func:`catalog_writes`: readers then
-    never hold up a writer's commit (in the default journal mode an open reading transaction does, for
-    SQLite's 5 s, then the commit fails). A catalog another process has open keeps its mode until later."""
+    """Put a SQLite catalog in WAL mode (kept in the file), under :func:`catalog_writes`: readers then never
+    hold up a writer's commit (in the default journal mode an open reading transaction does, for SQLite's
+    5 s, then the commit fails). Checked at each writing attach (one query once it is set); a catalog another
+    process has open keeps its mode until a later attach."""
     with contextlib.closing(sqlite3.connect(catalog, timeout=1.0)) as db, \
             contextlib.suppress(sqlite3.OperationalError):
         if db.execute("PRAGMA journal_mode").fetchone() != ("wal",):
