@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--and-published", action="store_true")
     parser.add_argument("--held-only", action="store_true")
     args = parser.parse_args()
-    lake = LakeSettings.from_env()
+    lake = LakeSettings.configured()
     assert lake is not None, "FREIGHT_LAKE_* not set"
     with tempfile.TemporaryDirectory(prefix="lake-reader-") as folder:
         scratch = Path(folder)

@@ -11,7 +11,6 @@ a few milliseconds after a chosen ``committing``: inside the commit (Parquet to 
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import sys
 from collections.abc import Iterator
@@ -55,9 +54,9 @@ def announce_commits() -> None:
 def main() -> None:
     key, boundaries, data_dir = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     plan = id_ranges_between([int(b) for b in boundaries.split(",") if b])
-    settings = dataclasses.replace(WRITER_SETTINGS, id_range=IdRange.parse(key), backfill_plan=plan)
+    settings = WRITER_SETTINGS.replaced(id_range=IdRange.parse(key), backfill_plan=plan)
     if len(sys.argv) > 4:  # the benchmark's trial: the production page and batch sizes
-        settings = dataclasses.replace(settings, page_size=500, fetch_batch_size=int(sys.argv[4]))
+        settings = settings.replaced(page_size=500, fetch_batch_size=int(sys.argv[4]))
     announce_commits()
     runner.run_stream(STREAM, ServiceSettings.from_env(), data_dir, settings, backend=storage_from_env())
     say("done")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import duckdb
 
-from freight_pipeline.config import PUBLISH_STORAGE_VERSION_ENV, DuckDBSettings
+from freight_pipeline.config import PUBLISH_STORAGE_VERSION_ENV, StorageSettings
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import publish, published_db_path
 
@@ -55,7 +55,7 @@ def whole_job(shipments: int, seed: int, version: str, data_dir: Path) -> dict[s
 
 def publish_once(data_dir: Path, version: str) -> tuple[float, float, bool]:
     started = time.monotonic()
-    result = publish(data_dir, settings=DuckDBSettings(storage_version=version))
+    result = publish(data_dir, settings=StorageSettings(storage_version=version))
     seconds = time.monotonic() - started
     return seconds, result.database.stat().st_size / 2**20, result.converted
 

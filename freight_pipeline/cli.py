@@ -15,6 +15,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sync": ("freight_pipeline.commands.sync", "run the sync job once, headless, against the configured service"),
     "rebuild": ("freight_pipeline.commands.rebuild",
                 "re-derive every table from the raw records held (no request to the service), build, publish"),
+    "settings": ("freight_pipeline.commands.settings",
+                 "every effective setting, its value (secrets masked) and where it came from"),
     "status": ("freight_pipeline.commands.status", "cursors, last runs and row counts of the published warehouse"),
     "demo": ("freight_pipeline.commands.demo", "simulator, full sync, changes, incremental sync, summary"),
     "ui": ("freight_pipeline.commands.ui", "the simulator and the Dagster UI with the schedules running"),

@@ -1,192 +1,736 @@
-"""Runtime configuration from the environment, declared once with its defaults: every ``FREIGHT_*`` variable's
-name is declared here (``*_ENV``), and read by the module its setting concerns."""
+"""Every setting, declared once: one typed model per concern, with its default and a one-line description,
+and where each value comes from.
+
+A setting's name is its field's (its alias where the field has one: a duration's name ends in ``_minutes``).
+It is set, the first that sets it winning:
+
+- by a flag of a command, or a field of a Dagster resource (``defs.resources``, whose fields are derived
+  from these models);
+- by the environment: ``FREIGHT_`` + the name in capitals (``page_size`` -> ``FREIGHT_PAGE_SIZE``); an empty
+  variable is unset; one older name is still read (:data:`FORMER_NAMES`);
+- by the settings file: ``freight.toml`` in the working directory, or the file ``FREIGHT_SETTINGS_FILE``
+  names, one table per concern (``[sync]`` ``page_size = 200``);
+- else its default.
+
+:func:`load_settings` reads them all and refuses bad values with one line each (:class:`BadSettings`);
+``freight-pipeline settings`` shows the result and where each value came from. The few ``FREIGHT_*``
+variables that are not settings (the pipeline sets them for dbt, or they name the settings file) are declared
+here too, as ``*_ENV`` constants.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
-from collections.abc import Iterator
+import tomllib
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 """The checkout the package runs from (editable install): dbt project, workspace.yaml, .dagster_home."""
 
-DEFAULT_BASE_URL = "http://127.0.0.1:8765"
-DEFAULT_USERNAME = "demo"
-DEFAULT_DATA_DIR = "./data"
-BASE_URL_ENV = "FREIGHT_BASE_URL"
-USERNAME_ENV = "FREIGHT_USERNAME"
-PASSWORD_ENV = "FREIGHT_PASSWORD"
-DATA_DIR_ENV = "FREIGHT_DATA_DIR"
-SCHEDULES_RUNNING_ENV = "FREIGHT_SCHEDULES_RUNNING"
-"""``1``: the schedules and the freshness sensor start switched on (``make ui`` sets it)."""
-MAX_SYNC_AGE_ENV = "FREIGHT_MAX_SYNC_AGE_MINUTES"
-"""Minutes after which the freshness check of ``freight/shipments`` warns (run by ``freight_sync_job`` and a sensor)."""
-DEFAULT_MAX_SYNC_AGE_MINUTES = 60
-DUCKDB_MEMORY_LIMIT_ENV = "FREIGHT_DUCKDB_MEMORY_LIMIT"
-"""DuckDB ``memory_limit`` of the sync's connections to the working database."""
-DEFAULT_DUCKDB_MEMORY_LIMIT = "128MB"
-PUBLISH_MEMORY_LIMIT_ENV = "FREIGHT_DUCKDB_PUBLISH_MEMORY_LIMIT"
-"""DuckDB ``memory_limit`` of the publish's connections (its Parquet export needs more than a batch)."""
-DEFAULT_PUBLISH_MEMORY_LIMIT = "512MB"
-PUBLISH_STORAGE_VERSION_ENV = "FREIGHT_PUBLISH_STORAGE_VERSION"
-"""DuckDB storage version the published ``warehouse.duckdb`` is written in (``v1.5.0``, ``latest``, ...); a new
-working database is created in it too, so that a publish stays a byte copy."""
-DEFAULT_PUBLISH_STORAGE_VERSION = "v1.5.0"
-"""The newest format DuckDB 1.5.x opens: the engine of today's BI tools (Metabase, DBeaver, Superset, Evidence)."""
-RECONCILE_ENV = "FREIGHT_RECONCILE_INTERVAL_MINUTES"
-DOCUMENTS_ENV = "FREIGHT_SYNC_DOCUMENTS"
-"""``0``: the documents stream reads nothing (default on)."""
-CODE_CONVERSIONS_ENV = "FREIGHT_SYNC_CODE_CONVERSIONS"
-"""``0``: the code-conversions stream reads nothing (default on)."""
-HISTORY_ENV = "FREIGHT_HISTORY"
-"""``0``: the sync records no versions in ``freight_history`` (default on; the tables stay as they are)."""
-DOCUMENT_CONTENT_ENV = "FREIGHT_DOCUMENT_CONTENT"
-"""``1``: copy document bytes by content hash under ``<data dir>/documents/`` (default off)."""
-DOCUMENTS_RELIST_ENV = "FREIGHT_DOCUMENTS_RELIST_MINUTES"
-"""Minutes between full E-File listings of every held shipment (0: every run; default a day)."""
-"""Minutes between full id reconciliations of the shipments stream (read by the Dagster resource)."""
-SERVICE_TIMEZONE_ENV = "FREIGHT_SERVICE_TIMEZONE"
-"""IANA time zone (``Europe/Berlin``) in which date-times the service sends without a UTC offset are read
-(default ``UTC``)."""
-HEDGE_ENV = "FREIGHT_HEDGE"
-"""The most reads hedged (a copy sent when one is slow, ``client.hedge``), as a share of the reads
-(default 0.05); ``0``: no hedged reads."""
-FRESHNESS_SAMPLE_ENV = "FREIGHT_FRESHNESS_SAMPLE"
-"""Open shipments whose events and memo lines each run re-reads to find changes the service makes without
-moving their last-modified instant (default 20; 0: none)."""
-EVENTS_REFRESH_ENV = "FREIGHT_EVENTS_REFRESH"
-"""The rolling re-read of open shipments' events: ``auto`` (default: once a sample found such changes), ``on``,
-``off``."""
-EVENTS_MAX_AGE_ENV = "FREIGHT_EVENTS_MAX_AGE_MINUTES"
-"""With the rolling re-read on: the most an open shipment's events go unread (default 240)."""
-EVENTS_REFRESH_SHARE_ENV = "FREIGHT_EVENTS_REFRESH_SHARE"
-"""The rolling re-read's requests a run, as a share of the run's other requests (default 1.0; at least
-``sync.freshness.MIN_REFRESH_REQUESTS``)."""
-ON_TIME_TOLERANCE_ENV = "FREIGHT_ON_TIME_TOLERANCE_MINUTES"
-"""Minutes an arrival may be late and still count as on time (dbt var ``on_time_tolerance_minutes``)."""
-
-LAKE_CATALOG_URI_ENV = "FREIGHT_LAKE_CATALOG_URI"
-"""``postgresql://user[:password]@host:port/dbname`` (many writers, many machines),
-``sqlite:///path/catalog.sqlite`` (several processes of one machine, taking turns) or
-``duckdb:///path/catalog.ducklake`` (one process)."""
-LAKE_DATA_URI_ENV = "FREIGHT_LAKE_DATA_URI"
-"""Where the Parquet files go: a local path or ``s3://bucket/prefix``."""
-LAKE_S3_URL_STYLE_ENV = "FREIGHT_LAKE_S3_URL_STYLE"
-"""``path`` or ``vhost``; default ``path`` with a custom endpoint (MinIO, moto, Ceph), else ``vhost``."""
-LAKE_RETENTION_ENV = "FREIGHT_LAKE_RETENTION_MINUTES"
-"""How long DuckLake snapshots stay readable (time travel) before the maintenance job expires them."""
-DBT_WORKER_SERVER_ENV = "FREIGHT_DBT_WORKER_SERVER"
-"""The socket of a running fork server of dbt workers; unset (the default): each worker is a new process."""
+PREFIX = "FREIGHT_"
+SETTINGS_FILE_ENV = "FREIGHT_SETTINGS_FILE"
+"""The settings file to read (else ``freight.toml`` in the working directory, when there is one)."""
+DEFAULT_SETTINGS_FILE = "freight.toml"
 DBT_DATABASE_ENV = "FREIGHT_DBT_DATABASE"
-"""The variable ``profiles.yml`` reads the DuckDB path from."""
-DBT_MEMORY_LIMIT_ENV = "FREIGHT_DBT_MEMORY_LIMIT"
-"""DuckDB ``memory_limit`` of the dbt build, read by ``dbt_models/profiles.yml`` (default there: 512MB), and
-of a replayed build (``marts.kept_builds``) while it runs."""
-DBT_FULL_REFRESH_ENV = "FREIGHT_DBT_FULL_REFRESH"
-"""``1``: the next dbt build rebuilds every mart from scratch."""
-DBT_REPLAY_ENV = "FREIGHT_DBT_REPLAY"
-"""``0``: every build runs through dbt, none replays the statements kept for its key (``marts.kept_builds``)."""
+"""Not a setting: the variable ``dbt_models/profiles.yml`` reads the DuckDB path from (set by the pipeline)."""
 DBT_TEST_ROWS_ENV = "FREIGHT_DBT_TEST_ROWS"
-"""``changed``: the build's data tests on models whose rows change only with their shipment read the
-changed shipments' rows only (``dbt_models/macros/test_rows.sql``; set by the pipeline per build,
+"""Not a setting: ``changed`` makes the build's data tests on models whose rows change only with their shipment
+read the changed shipments' rows only (``dbt_models/macros/test_rows.sql``; set by the pipeline per build,
 read at run time, never at parse time); else every row."""
-FULL_CHECK_ENV = "FREIGHT_FULL_CHECK_INTERVAL_MINUTES"
-"""Minutes between two full checks (``0``: every run is one)."""
-BACKFILL_BOUNDARIES_ENV = "FREIGHT_BACKFILL_ID_BOUNDARIES"
-"""Comma-separated shipment ids where one backfill partition ends and the next begins (``20000,40000``
--> ``0-19999``, ``20000-39999``, ``40000-``); unset: one partition. Pick them from the service's id
-range so each partition holds about as many shipments."""
-LAKE_VARIABLES = (LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LAKE_S3_URL_STYLE_ENV, LAKE_RETENTION_ENV)
-"""The lake's own variables (the S3 credentials are AWS's: ``lake.settings``)."""
-MIN_FREE_MB_ENV = "FREIGHT_MIN_FREE_MB"
-"""Megabytes the data directory's disk must have free for a command that writes to start."""
+INTERNAL_VARIABLES = (SETTINGS_FILE_ENV, DBT_DATABASE_ENV, DBT_TEST_ROWS_ENV)
+"""The ``FREIGHT_*`` variables that are not settings (never reported as unknown)."""
 
 
-@dataclass(frozen=True)
-class ServiceSettings:
-    """Where the freight service is and who we are there. The password never appears in repr."""
+def _minutes(value: Any) -> Any:
+    """A duration given in whole minutes (a number, or its text) as a timedelta."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.isdigit():
+            raise ValueError("must be whole minutes (0 or more)")
+        return dt.timedelta(minutes=int(text))
+    if isinstance(value, bool):
+        raise ValueError("must be whole minutes (0 or more)")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("must be whole minutes (0 or more)")
+        return dt.timedelta(minutes=value)
+    return value
 
-    base_url: str = DEFAULT_BASE_URL
-    username: str = DEFAULT_USERNAME
-    password: str = field(default="", repr=False)
+
+def _switch(value: Any) -> Any:
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ValueError("must be 1/true/yes/on or 0/false/no/off")
+    return value
+
+
+def _ids(value: Any) -> Any:
+    """Comma-separated whole numbers (``20000,40000``) as a tuple."""
+    if isinstance(value, str):
+        try:
+            return tuple(int(part) for part in value.split(",") if part.strip())
+        except ValueError:
+            raise ValueError("must be shipment ids, comma-separated (20000,40000)") from None
+    return value
+
+
+def _not_negative(value: dt.timedelta | None) -> dt.timedelta | None:
+    if value is not None and value < dt.timedelta(0):
+        raise ValueError("must not be negative")
+    return value
+
+
+def _minutes_or_never(value: Any) -> Any:
+    """As :func:`_minutes`, or ``never``: None."""
+    if isinstance(value, str) and value.strip().lower() == "never":
+        return None
+    try:
+        return _minutes(value)
+    except ValueError:
+        raise ValueError("must be whole minutes (0 or more), or never") from None
+
+
+Minutes = Annotated[dt.timedelta, BeforeValidator(_minutes), AfterValidator(_not_negative)]
+"""A duration set in whole minutes."""
+MinutesOrNever = Annotated[dt.timedelta | None, BeforeValidator(_minutes_or_never), AfterValidator(_not_negative)]
+"""A duration set in whole minutes, or ``never`` (None)."""
+OptionalMinutes = Annotated[dt.timedelta | None, BeforeValidator(_minutes), AfterValidator(_not_negative)]
+"""A duration set in whole minutes, or unset (None)."""
+Switch = Annotated[bool, BeforeValidator(_switch)]
+Share = Annotated[float, Field(ge=0, le=1)]
+Count = Annotated[int, Field(ge=0)]
+
+
+class SettingsModel(BaseModel):
+    """One concern's settings: a frozen value; its table in the settings file is :attr:`section`."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid", arbitrary_types_allowed=True)
+    section: ClassVar[str]
 
     @classmethod
-    def from_env(cls) -> ServiceSettings:
-        return cls(
-            base_url=os.environ.get(BASE_URL_ENV, DEFAULT_BASE_URL),
-            username=os.environ.get(USERNAME_ENV, DEFAULT_USERNAME),
-            password=os.environ.get(PASSWORD_ENV, ""),
-        )
-
-
-MEMORY_LIMIT_VARIABLES = {"sync": DUCKDB_MEMORY_LIMIT_ENV, "publish": PUBLISH_MEMORY_LIMIT_ENV}
-"""What a DuckDB connection is for -> the variable of its memory limit (named in messages)."""
-
-
-@dataclass(frozen=True)
-class DuckDBSettings:
-    """How the pipeline's DuckDB connections are configured: memory limits by purpose (``sync``: the
-    working database's; ``publish``: the publish's, maintenance's and readers') and the storage version
-    of the published file (checked when used: ``warehouse.ddl.checked_storage_version``)."""
-
-    sync_memory_limit: str = DEFAULT_DUCKDB_MEMORY_LIMIT
-    publish_memory_limit: str = DEFAULT_PUBLISH_MEMORY_LIMIT
-    storage_version: str = DEFAULT_PUBLISH_STORAGE_VERSION
+    def settings_fields(cls) -> dict[str, str]:
+        """Each setting's name -> its field's name (a model may add fields that are not settings)."""
+        return {
+            (info.alias or name): name
+            for name, info in cls.model_fields.items()
+            if not (info.json_schema_extra or {}).get("runtime")
+        }
 
     @classmethod
-    def from_env(cls) -> DuckDBSettings:
-        return cls(
-            sync_memory_limit=os.environ.get(DUCKDB_MEMORY_LIMIT_ENV) or DEFAULT_DUCKDB_MEMORY_LIMIT,
-            publish_memory_limit=os.environ.get(PUBLISH_MEMORY_LIMIT_ENV) or DEFAULT_PUBLISH_MEMORY_LIMIT,
-            storage_version=os.environ.get(PUBLISH_STORAGE_VERSION_ENV, "").strip() or DEFAULT_PUBLISH_STORAGE_VERSION,
-        )
+    def configured(cls, environ: Mapping[str, str] | None = None) -> Any:
+        """This concern's settings as the environment and the settings file say (:func:`load_settings`; only
+        this concern's values are checked)."""
+        return _load(None, "flag", environ, (cls,))[0][cls.section]
+
+
+class ServiceSettings(SettingsModel):
+    """Where the freight service is and who we are there (the password never shown)."""
+
+    section: ClassVar[str] = "service"
+    base_url: str = Field(
+        "http://127.0.0.1:8765", description="base URL of the freight service (the simulator's default port)"
+    )
+    username: str = Field("demo", min_length=1, description="user the operator issued")
+    password: SecretStr = Field(SecretStr(""), description="its password: required by a sync; never logged or shown")
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        username: str | None = None,
+        password: str | SecretStr | None = None,
+        **values: Any,
+    ) -> None:
+        given = {"base_url": base_url, "username": username, "password": password}
+        super().__init__(**{name: value for name, value in given.items() if value is not None}, **values)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ("http", "https"):
+            raise ValueError("is not an http(s) URL (e.g. https://tms.example.com)")
+        if not parts.hostname:
+            raise ValueError("names no host (e.g. https://tms.example.com)")
+        try:
+            parts.port  # noqa: B018 (a port that is not a number raises here)
+        except ValueError:
+            raise ValueError("has a port that is not a number") from None
+        return url.strip()
+
+    @property
+    def secret(self) -> str:
+        """The password itself, for the one place that sends it (the token request)."""
+        return self.password.get_secret_value()
+
+
+class SyncTuning(SettingsModel):
+    """How a sync run reads the service (``sync.settings.SyncSettings`` adds what each run is handed)."""
+
+    section: ClassVar[str] = "sync"
+    page_size: int = Field(500, ge=1, le=500, description="lookup page size (the service serves at most 500)")
+    concurrency: int = Field(
+        64,
+        ge=1,
+        description="the most requests in flight at once; the limit in force adapts "
+        "within it (AIMD, `client/limiter.py`)",
+    )
+    initial_concurrency: int = Field(
+        16, ge=1, description="requests in flight at the start of a run (at most `concurrency`)"
+    )
+    adaptive_concurrency: Switch = Field(
+        True, description="`0`: exactly `concurrency` requests in flight, never adapted"
+    )
+    hedge_share: Share = Field(
+        0.05,
+        description="hedged reads: a read still unanswered after 3 x the p95 latency of "
+        "its kind (at least 100 ms) is sent once more, the first answer wins; at most this share "
+        "of the reads are such copies, none near a 429/503 (`client/hedge.py`); `0`: none",
+    )
+    overlap: Minutes = Field(
+        dt.timedelta(minutes=10),
+        alias="overlap_minutes",
+        description="how far before the cursor each run re-reads (late commits, clock skew)",
+    )
+    offset_step_guard: Minutes = Field(
+        dt.timedelta(hours=1),
+        alias="offset_step_guard_minutes",
+        description="how much further back each run re-reads when the service stamps UTC "
+        "offsets (the hour a fall-back repeats; [sync.md](sync.md))",
+    )
+    start_cursor: str | None = Field(
+        None,
+        description="sync only shipments last modified at or after this "
+        "`YYYY-MM-DD[ HH:MM:SS]` (service wall clock); unset: all",
+    )
+    reconcile_interval: MinutesOrNever = Field(
+        dt.timedelta(hours=6),
+        alias="reconcile_interval_minutes",
+        description="how often a run lists every live shipment id to remove "
+        "deleted ones (`0`: every run, the demo's; `never`)",
+    )
+    count_attempts: int = Field(
+        3,
+        ge=1,
+        description="how often a lookup whose rows disagree with `X-Row-Count` is "
+        "asked again before its stream fails without writing it",
+    )
+    fetch_batch_size: int = Field(
+        100, ge=1, description="shipments written per transaction, with the cursor of the batch's last"
+    )
+    fetch_window: int = Field(64, ge=1, description="the most shipments being fetched at once (bounds a run's memory)")
+    breaker_max_share: Share = Field(
+        0.05,
+        description="a stream's run stops when more than this share of the records "
+        "it read failed (and at least `breaker_min_failures` did): not a record's fault",
+    )
+    breaker_min_failures: int = Field(10, ge=1, description="failures below this count never trip the breaker")
+    retry_after: Minutes = Field(
+        dt.timedelta(minutes=10),
+        alias="retry_after_minutes",
+        description="a quarantined record is retried by the first run after this long, then "
+        "after twice as long after each further failure",
+    )
+    retry_after_max: Minutes = Field(
+        dt.timedelta(hours=24),
+        alias="retry_after_max_minutes",
+        description="the longest wait before a quarantined record is retried",
+    )
+    documents: Switch = Field(
+        True,
+        alias="sync_documents",
+        description="`0`: the documents stream reads nothing (`freight.shipment_documents` stays as it is)",
+    )
+    code_conversions: Switch = Field(
+        True,
+        alias="sync_code_conversions",
+        description="`0`: the code-conversions stream reads nothing (an account without the basic-data permission)",
+    )
+    history: Switch = Field(
+        True,
+        description="`0`: the sync records no versions in `freight_history` (the tables stay as "
+        "they are); the first run with it on again brings the history up to the rows held",
+    )
+    documents_chunk: int = Field(50, ge=1, description="shipments per E-File lookup of the documents stream")
+    documents_relist_interval: MinutesOrNever = Field(
+        dt.timedelta(hours=24),
+        alias="documents_relist_minutes",
+        description="how often the documents stream lists the E-Files of every held shipment, not only of those "
+        "written since its last run (`0`: every run; `never`; A38)",
+    )
+    document_content: Switch = Field(
+        False,
+        description="`1`: also copy each document's bytes, once per content, to "
+        "`<data dir>/documents/<sha256[:2]>/<sha256>`",
+    )
+    service_timezone: str = Field(
+        "UTC",
+        min_length=1,
+        description="the IANA time zone (`Europe/Berlin`) in which "
+        "date-times the service sends without a UTC offset are read; a run that meets such "
+        "values says so once",
+    )
+    restore_probe: Count = Field(
+        50,
+        description="the most recently changed shipments each run looks up again by id, "
+        "to find a service whose data went back (a restore); `0`: off",
+    )
+    freshness_sample: Count = Field(
+        20,
+        description="open shipments whose events and memo lines each run re-reads "
+        "(those read longest ago) to find changes made without moving their stamp; `0`: none",
+    )
+    events_refresh: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="the rolling re-read of open shipments' events: `auto` (once a sample found such "
+        "changes), `on`, `off`",
+    )
+    events_max_age: Minutes = Field(
+        dt.timedelta(hours=4),
+        alias="events_max_age_minutes",
+        description="with the rolling re-read on, the most an open shipment's events go "
+        "unread (the WARN check `events_within_max_age` says when one is older)",
+    )
+    events_refresh_share: Share = Field(
+        1.0,
+        description="the rolling re-read's requests in a run: at most this share of "
+        "the run's other requests, and at least 200",
+    )
+
+    @field_validator("events_refresh", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("events_max_age")
+    @classmethod
+    def _positive(cls, value: dt.timedelta) -> dt.timedelta:
+        if value <= dt.timedelta(0):
+            raise ValueError("must be positive")
+        return value
+
+    @model_validator(mode="after")
+    def _retry_waits_in_order(self) -> SyncTuning:
+        if self.retry_after_max < self.retry_after:
+            raise ValueError("retry_after_minutes must not be above retry_after_max_minutes")
+        return self
+
+    @field_validator("service_timezone")
+    @classmethod
+    def _known_zone(cls, name: str) -> str:
+        from freight_pipeline.datetimes import service_zone
+
+        service_zone(name.strip())  # ValueError naming the zone when there is no such zone
+        return name.strip()
+
+
+@lru_cache(maxsize=32)
+def _duckdb_memory_size(value: str) -> str:
+    """``value`` when DuckDB reads it as a memory size (probed once per value), else ValueError saying why."""
+    import duckdb
+
+    try:
+        duckdb.connect(config={"memory_limit": value}).close()
+    except duckdb.Error as exc:
+        reason = str(exc).strip().splitlines()[0].removeprefix("Parser Error: ")
+        raise ValueError(f"is not a memory size DuckDB reads, e.g. 512MB or 2GB ({reason})") from None
+    return value
+
+
+MemorySize = Annotated[str, AfterValidator(lambda value: _duckdb_memory_size(value.strip()))]
+"""A DuckDB ``memory_limit`` (``512MB``, ``2GB``)."""
+
+
+class StorageSettings(SettingsModel):
+    """Where the warehouse lives and how its DuckDB connections are set up (``sync``: the working database's;
+    ``publish``: the publish's, maintenance's and readers'), and the published file's storage version
+    (checked when used: ``warehouse.ddl.checked_storage_version``)."""
+
+    section: ClassVar[str] = "storage"
+    data_dir: Path = Field(
+        Path("./data"),
+        description="everything the pipeline writes: `work/` (private working DB), `warehouse.duckdb`, `parquet/`",
+    )
+    sync_memory_limit: MemorySize = Field(
+        "128MB",
+        alias="duckdb_memory_limit",
+        min_length=1,
+        description="DuckDB `memory_limit` of the sync's connections to the working database",
+    )
+    publish_memory_limit: MemorySize = Field(
+        "512MB",
+        alias="duckdb_publish_memory_limit",
+        min_length=1,
+        description="the same for the publish's connections (its Parquet export needs more)",
+    )
+    storage_version: str = Field(
+        "v1.5.0",
+        alias="publish_storage_version",
+        min_length=1,
+        description="the DuckDB storage version of the published `warehouse.duckdb` (`v1.5.0` "
+        "opens in DuckDB 1.5.0 and later, the BI tools' engines; `latest`: 2.0's own)",
+    )
+    min_free_mb: Count = Field(
+        100, description="megabytes the data directory's disk must have free for `sync`, `demo` or `ui` to start"
+    )
 
     def memory_limit(self, purpose: str = "sync") -> str:
         """The memory limit of a connection for ``purpose`` (``sync`` or ``publish``)."""
         return {"sync": self.sync_memory_limit, "publish": self.publish_memory_limit}[purpose]
 
 
-def data_dir_from_env() -> Path:
-    return Path(os.environ.get(DATA_DIR_ENV, DEFAULT_DATA_DIR)).resolve()
+class ScheduleSettings(SettingsModel):
+    """The Dagster schedules and the freshness of the published data."""
+
+    section: ClassVar[str] = "schedules"
+    schedules_running: Switch = Field(
+        False, description="`1`: the schedules and the freshness sensor start switched on (`make ui` sets it)"
+    )
+    max_sync_age: Minutes = Field(
+        dt.timedelta(minutes=60),
+        alias="max_sync_age_minutes",
+        description="the freshness check of `freight/shipments` warns when its last successful "
+        "sync is older (a sensor evaluates it every 5 minutes)",
+    )
 
 
-def minutes_from_env(name: str, default: int) -> int:
-    """Whole minutes (>= 0) from environment variable ``name``; ``default`` when unset or empty."""
-    return _whole_from_env(name, default, "whole minutes")
+class MartsSettings(SettingsModel):
+    """How the dbt marts are built."""
+
+    section: ClassVar[str] = "marts"
+    dbt_memory_limit: MemorySize = Field(
+        "512MB",
+        min_length=1,
+        description="DuckDB `memory_limit` of the dbt build, and of a build replayed on the run's connection",
+    )
+    dbt_replay: Switch = Field(
+        True,
+        description="a build of a key whose statements dbt sent before replays them without a "
+        "dbt process; `0`: dbt runs every build",
+    )
+    dbt_full_refresh: Switch = Field(
+        False,
+        description="`1`: the next dbt build rebuilds every mart from scratch "
+        "(`sync --full-refresh` sets it for one run)",
+    )
+    full_check_interval: Minutes = Field(
+        dt.timedelta(hours=24),
+        alias="full_check_interval_minutes",
+        description="how often a run is a full check: dbt tests every row and the "
+        "history check compares every shipment (`0`: every run)",
+    )
+    on_time_tolerance: OptionalMinutes = Field(
+        None,
+        alias="on_time_tolerance_minutes",
+        description="how late an arrival may be and still count as on time (dbt "
+        "var `on_time_tolerance_minutes`); unset: the project's 60",
+    )
+    dbt_worker_server: str | None = Field(
+        None,
+        description="the socket of a fork server of dbt workers "
+        "(`python -m freight_pipeline.marts.worker_server --socket PATH`); unset: a "
+        "new process per run",
+    )
 
 
-def count_from_env(name: str, default: int) -> int:
-    """A whole number (>= 0) from environment variable ``name``; ``default`` when unset or empty."""
-    return _whole_from_env(name, default, "a whole number")
+class LakeConfig(SettingsModel):
+    """Lake mode (``lake.settings.LakeSettings`` parses it): unset catalog, the embedded DuckDB file."""
+
+    section: ClassVar[str] = "lake"
+    lake_catalog_uri: str | None = Field(
+        None,
+        description="the DuckLake catalog: `postgresql://user[:password]@host/db`, "
+        "`sqlite:///path`, `duckdb:///path`; unset: the embedded DuckDB file",
+    )
+    lake_data_uri: str | None = Field(
+        None,
+        description="where the lake's Parquet goes: a path or `s3://bucket/prefix` (with the usual `AWS_*` variables)",
+    )
+    lake_s3_url_style: Literal["path", "vhost"] | None = Field(
+        None, description="`path` or `vhost`; unset: `path` with a custom endpoint, else `vhost`"
+    )
+    lake_retention: Minutes = Field(
+        dt.timedelta(days=7),
+        alias="lake_retention_minutes",
+        description="how long snapshots stay readable (time travel) before maintenance expires them",
+    )
+    backfill_id_boundaries: Annotated[tuple[int, ...], BeforeValidator(_ids)] = Field(
+        (),
+        description="comma-separated shipment ids where one backfill partition ends and the next begins "
+        "(`20000,40000`: `0-19999`, `20000-39999`, `40000-`); unset: one partition",
+    )
+    backfill_batch_size: int = Field(500, ge=1, description="shipments per transaction of a backfill partition")
+
+    @field_validator("backfill_id_boundaries")
+    @classmethod
+    def _increasing(cls, ids: tuple[int, ...]) -> tuple[int, ...]:
+        if any(b <= a for a, b in zip((0, *ids), ids, strict=False)):
+            raise ValueError("must be increasing shipment ids above 0, comma-separated (20000,40000)")
+        return ids
+
+    @field_validator("lake_s3_url_style", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
 
-def _whole_from_env(name: str, default: int, what: str) -> int:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
+CONCERNS: tuple[type[SettingsModel], ...] = (
+    ServiceSettings,
+    SyncTuning,
+    StorageSettings,
+    ScheduleSettings,
+    MartsSettings,
+    LakeConfig,
+)
+FORMER_NAMES = {"FREIGHT_HEDGE": "hedge_share"}
+"""Variables of an earlier release, still read -> the setting they set (the new name wins when both are set)."""
+SECRET_SETTINGS = ("password", "lake_catalog_uri")
+"""Settings shown masked: the password whole, the catalog URI's password part."""
+
+
+def variable(name: str) -> str:
+    """The environment variable of setting ``name``."""
+    return PREFIX + name.upper()
+
+
+def setting_names() -> dict[str, type[SettingsModel]]:
+    """Every setting's name -> its concern."""
+    return {name: concern for concern in CONCERNS for name in concern.settings_fields()}
+
+
+# The variables other modules name (in messages, in the environment they give a process), derived by the rule
+BASE_URL_ENV = variable("base_url")
+USERNAME_ENV = variable("username")
+PASSWORD_ENV = variable("password")
+DATA_DIR_ENV = variable("data_dir")
+SERVICE_TIMEZONE_ENV = variable("service_timezone")
+RECONCILE_ENV = variable("reconcile_interval_minutes")
+DOCUMENTS_ENV = variable("sync_documents")
+CODE_CONVERSIONS_ENV = variable("sync_code_conversions")
+HISTORY_ENV = variable("history")
+DOCUMENT_CONTENT_ENV = variable("document_content")
+DOCUMENTS_RELIST_ENV = variable("documents_relist_minutes")
+HEDGE_ENV = variable("hedge_share")
+FRESHNESS_SAMPLE_ENV = variable("freshness_sample")
+EVENTS_REFRESH_ENV = variable("events_refresh")
+EVENTS_MAX_AGE_ENV = variable("events_max_age_minutes")
+DUCKDB_MEMORY_LIMIT_ENV = variable("duckdb_memory_limit")
+PUBLISH_MEMORY_LIMIT_ENV = variable("duckdb_publish_memory_limit")
+PUBLISH_STORAGE_VERSION_ENV = variable("publish_storage_version")
+MIN_FREE_MB_ENV = variable("min_free_mb")
+SCHEDULES_RUNNING_ENV = variable("schedules_running")
+MAX_SYNC_AGE_ENV = variable("max_sync_age_minutes")
+DBT_MEMORY_LIMIT_ENV = variable("dbt_memory_limit")
+DBT_REPLAY_ENV = variable("dbt_replay")
+DBT_FULL_REFRESH_ENV = variable("dbt_full_refresh")
+FULL_CHECK_ENV = variable("full_check_interval_minutes")
+ON_TIME_TOLERANCE_ENV = variable("on_time_tolerance_minutes")
+DBT_WORKER_SERVER_ENV = variable("dbt_worker_server")
+LAKE_CATALOG_URI_ENV = variable("lake_catalog_uri")
+LAKE_DATA_URI_ENV = variable("lake_data_uri")
+LAKE_RETENTION_ENV = variable("lake_retention_minutes")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every concern's settings, and where each value came from (setting name -> ``default``, ``file PATH``,
+    ``environment NAME`` or what the caller named, e.g. ``flag --data-dir``)."""
+
+    service: ServiceSettings
+    sync: SyncTuning
+    storage: StorageSettings
+    schedules: ScheduleSettings
+    marts: MartsSettings
+    lake: LakeConfig
+    sources: Mapping[str, str]
+    unknown_variables: tuple[str, ...] = ()
+    """``FREIGHT_*`` variables that set nothing (a typo, or a name no release had): shown, not refused."""
+
+
+class BadSettings(ValueError):
+    """Values that cannot be used: one line each, naming the setting, where it was set, the value and what is
+    allowed."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def settings_file(environ: Mapping[str, str]) -> Path | None:
+    """The settings file to read: ``FREIGHT_SETTINGS_FILE`` (which must exist), else ``./freight.toml`` if any."""
+    named = environ.get(SETTINGS_FILE_ENV, "").strip()
+    if named:
+        return Path(named).expanduser()
+    default = Path(DEFAULT_SETTINGS_FILE)
+    return default if default.is_file() else None
+
+
+def _file_values(path: Path | None, problems: list[str]) -> dict[str, Any]:
+    """The settings file's values by setting name (its tables checked against the concerns)."""
+    if path is None:
+        return {}
     try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{name} must be {what}, got {text!r}") from None
-    if value < 0:
-        raise ValueError(f"{name} must not be negative, got {value}")
-    return value
+        tables = tomllib.loads(path.read_text())
+    except OSError as exc:
+        problems.append(f"{SETTINGS_FILE_ENV}={str(path)!r} cannot be read: {exc.strerror or exc}")
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        problems.append(f"{path} is not TOML: {exc}")
+        return {}
+    sections = {concern.section: concern for concern in CONCERNS}
+    values: dict[str, Any] = {}
+    for section, table in tables.items():
+        concern = sections.get(section)
+        if concern is None or not isinstance(table, dict):
+            problems.append(f"{path}: [{section}] is not a table of settings (the tables: {', '.join(sections)})")
+            continue
+        for name, value in table.items():
+            if name not in concern.settings_fields():
+                problems.append(
+                    f"{path}: [{section}] {name} is not a setting of [{section}] "
+                    f"(they are: {', '.join(concern.settings_fields())})"
+                )
+            else:
+                values[name] = value
+    return values
 
 
-def share_from_env(name: str, default: float) -> float:
-    """A share within [0, 1] from environment variable ``name``; ``default`` when unset or empty."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        share = float(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a share between 0 and 1 (0.05), got {text!r}") from None
-    if not 0 <= share <= 1:
-        raise ValueError(f"{name} must be a share between 0 and 1 (0.05), got {text!r}")
-    return share
+def load_settings(
+    overrides: Mapping[str, Any] | None = None, *, origin: str = "flag", environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Every setting from ``overrides`` (setting name -> value; None: not given, said to come from ``origin``),
+    the environment (default: this process's), the settings file and the defaults, validated; BadSettings with
+    one line per bad value or file entry."""
+    built, sources, unknown_variables = _load(overrides, origin, environ, CONCERNS)
+    return Settings(**built, sources=sources, unknown_variables=unknown_variables)  # type: ignore[arg-type]
+
+
+def _load(
+    overrides: Mapping[str, Any] | None,
+    origin: str,
+    environ: Mapping[str, str] | None,
+    concerns: tuple[type[SettingsModel], ...],
+) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...]]:
+    """``concerns``' settings by section, where each value came from, and the unknown ``FREIGHT_*`` variables."""
+    env = os.environ if environ is None else environ
+    problems: list[str] = []
+    path = settings_file(env)
+    from_file = _file_values(path, problems)
+    names = setting_names()
+    from_env = {name: (variable(name), env[variable(name)]) for name in names if env.get(variable(name), "").strip()}
+    for former, name in FORMER_NAMES.items():
+        if name not in from_env and env.get(former, "").strip():
+            from_env[name] = (former, env[former])
+    known = {variable(name) for name in names} | set(FORMER_NAMES) | set(INTERNAL_VARIABLES)
+    unknown_variables = tuple(sorted(name for name in env if name.startswith(PREFIX) and name not in known))
+    given = {name: value for name, value in (overrides or {}).items() if value is not None}
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise ValueError(f"not settings: {', '.join(unknown)}")
+    sources: dict[str, str] = {}
+    values: dict[type[SettingsModel], dict[str, Any]] = {concern: {} for concern in CONCERNS}
+    shown_as: dict[str, str] = {}
+    for name, concern in names.items():
+        if concern not in concerns:
+            continue
+        if name in given:
+            values[concern][name], sources[name] = given[name], origin
+            shown_as[name] = f"{name} ({origin})"
+        elif name in from_env:
+            env_name, raw = from_env[name]
+            values[concern][name], sources[name] = raw.strip(), f"environment {env_name}"
+            shown_as[name] = env_name
+        elif name in from_file:
+            values[concern][name], sources[name] = from_file[name], f"file {path}"
+            shown_as[name] = f"{path} [{concern.section}] {name}"
+        else:
+            sources[name] = "default"
+            shown_as[name] = name
+    built: dict[str, SettingsModel] = {}
+    for concern in concerns:
+        try:
+            built[concern.section] = concern.model_validate(values[concern])
+        except ValidationError as exc:
+            problems += [_problem(error, concern, values[concern], shown_as) for error in exc.errors()]
+    if problems:
+        raise BadSettings(problems)
+    return built, sources, unknown_variables
+
+
+def _problem(error: Any, concern: type[SettingsModel], values: Mapping[str, Any], shown_as: Mapping[str, str]) -> str:
+    """One line: where the bad value was set, the value (masked when secret) and what is allowed."""
+    name = str(error["loc"][0]) if error["loc"] else ""
+    fields = concern.settings_fields()
+    if name not in fields:  # reported under the field's name
+        name = next((setting for setting, field in fields.items() if field == name), name)
+    where = shown_as.get(name, f"[{concern.section}]")
+    value = values.get(name, error.get("input"))
+    shown = "***" if name in SECRET_SETTINGS else repr(value)
+    reason = str(error["msg"]).removeprefix("Value error, ")
+    return f"{where}={shown}: {reason}"
+
+
+def shown_value(name: str, value: Any) -> str:
+    """A setting's value as ``settings`` prints it: secrets masked, durations in minutes, unset as ``-``."""
+    if value is None:
+        return "never" if name in ("reconcile_interval_minutes", "documents_relist_minutes") else "-"
+    if isinstance(value, SecretStr):
+        return "***" if value.get_secret_value() else "(not set)"
+    if name == "lake_catalog_uri":
+        from freight_pipeline.lake.settings import without_password
+
+        return without_password(str(value))
+    if isinstance(value, dt.timedelta):
+        return str(int(value.total_seconds() // 60))
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) or "-"
+    return str(value)
+
+
+def setting_value(settings: Settings, name: str) -> Any:
+    """The value of setting ``name`` in ``settings``."""
+    concern = setting_names()[name]
+    return getattr(getattr(settings, concern.section), concern.settings_fields()[name])
+
+
+def plain_type(concern: type[SettingsModel], name: str) -> type:
+    """The plain type a Dagster resource field of setting ``name`` takes (durations: whole minutes)."""
+    annotation = concern.model_fields[concern.settings_fields()[name]].annotation
+    args = [arg for arg in get_args(annotation) if arg is not type(None)] if get_origin(annotation) else []
+    core = args[0] if len(args) == 1 else annotation
+    if get_origin(core) is Annotated:
+        core = get_args(core)[0]
+    if get_origin(core) is Literal:
+        return str
+    if core is dt.timedelta:
+        return int
+    if core in (bool, int, float):
+        return core  # type: ignore[return-value]
+    return str
 
 
 @contextmanager
@@ -202,17 +746,3 @@ def environ(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-def flag_from_env(name: str, default: bool) -> bool:
-    """``1/true/yes/on`` or ``0/false/no/off`` (any case) from ``name``; ``default`` when unset or empty.
-
-    Raises ValueError naming the variable for any other value."""
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{name} must be 1/true/yes/on or 0/false/no/off, got {raw!r}")

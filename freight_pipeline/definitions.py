@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 import dagster as dg
 
-from freight_pipeline.config import MAX_SYNC_AGE_ENV, PASSWORD_ENV, minutes_from_env
-from freight_pipeline.defs.checks import DEFAULT_MAX_SYNC_AGE, build_sync_freshness
+from freight_pipeline.config import load_settings
+from freight_pipeline.defs.checks import build_sync_freshness
 from freight_pipeline.defs.freight_job import freight_job
 from freight_pipeline.defs.jobs import code_conversions_job, default_sensor_status, freight_sync_job, schedules
 from freight_pipeline.defs.lake import lake_definitions
 from freight_pipeline.defs.rebuild import freight_rebuild_job
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
-from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.lake.backend import storage_of
 
-max_sync_age = dt.timedelta(
-    minutes=minutes_from_env(MAX_SYNC_AGE_ENV, int(DEFAULT_MAX_SYNC_AGE.total_seconds() // 60))
-)
-freshness_checks, freshness_sensor = build_sync_freshness(max_sync_age, default_sensor_status())
+settings = load_settings()  # what the definitions are made of; a run reads its own (the resources')
+freshness_checks, freshness_sensor = build_sync_freshness(settings.schedules.max_sync_age, default_sensor_status())
 
-lake = lake_definitions(storage_from_env())  # the backfill and maintenance, when FREIGHT_LAKE_* name a lake
+lake = lake_definitions(storage_of(settings), settings.lake)  # the backfill and maintenance, when a lake is named
 
 defs = dg.Definitions(
     assets=[freight_job, *lake.assets],
@@ -29,7 +25,7 @@ defs = dg.Definitions(
     schedules=[*schedules, *lake.schedules],
     sensors=[freshness_sensor],
     resources={
-        "freight_service": FreightServiceResource(password=dg.EnvVar(PASSWORD_ENV)),
+        "freight_service": FreightServiceResource(),
         "warehouse": WarehouseResource(),
     },
     executor=dg.in_process_executor,

@@ -96,7 +96,7 @@ class SyncDriver:
 
     @classmethod
     def from_settings(cls, settings: ServiceSettings, **kwargs: Any) -> Self:
-        return cls(settings.base_url, settings.username, settings.password, **kwargs)
+        return cls(settings.base_url, settings.username, settings.secret, **kwargs)
 
     # --- lifecycle and introspection ---------------------------------------------------------
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.abc
-import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from freight_pipeline.config import DATA_DIR_ENV, DEFAULT_DATA_DIR
+from freight_pipeline.config import DATA_DIR_ENV, StorageSettings
 
 
 def add_data_dir_argument(parser: argparse.ArgumentParser) -> None:
@@ -20,14 +19,22 @@ def add_data_dir_argument(parser: argparse.ArgumentParser) -> None:
         "--data-dir",
         type=Path,
         default=None,
-        help=f"where the warehouse lives (default: ${DATA_DIR_ENV}, else {DEFAULT_DATA_DIR})",
+        help=f"where the warehouse lives (default: the setting data_dir: ${DATA_DIR_ENV}, the settings file, "
+             f"else {StorageSettings().data_dir})",
     )
 
 
 def resolve_data_dir(arg: Path | None) -> Path:
-    """``--data-dir`` if given, else ``$FREIGHT_DATA_DIR``, else ``./data``; made absolute."""
-    raw = arg if arg is not None else Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR)
+    """``--data-dir`` if given, else the setting ``data_dir`` (``$FREIGHT_DATA_DIR``, the settings file, else
+    ``./data``); made absolute."""
+    raw = arg if arg is not None else StorageSettings.configured().data_dir
     return Path(raw).expanduser().resolve()
+
+
+def say_bad(command: str, problems: Exception) -> None:
+    """Each line of ``problems`` (a bad setup: one line per bad setting) on stderr, after ``command:``."""
+    for line in str(problems).splitlines():
+        say(f"{command}: {line}")
 
 
 SKIPPED = 75

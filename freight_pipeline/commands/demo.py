@@ -13,6 +13,7 @@ from freight_pipeline.commands.common import (
     add_data_dir_argument,
     resolve_data_dir,
     say,
+    say_bad,
 )
 from freight_pipeline.commands.demo_data import ForeignDataDir, prepare_demo_dir
 from freight_pipeline.commands.demo_summary import (
@@ -35,6 +36,7 @@ from freight_pipeline.config import (
     PASSWORD_ENV,
     RECONCILE_ENV,
     USERNAME_ENV,
+    BadSettings,
     environ,
 )
 from freight_pipeline.lake.backend import storage_from_env
@@ -68,12 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from freight_pipeline.simulator.server import running_simulator
 
-    data_dir = resolve_data_dir(args.data_dir)
     try:
-        check_setup(data_dir, data_dir_setting(args.data_dir), service=False)  # the demo brings its service
+        data_dir = resolve_data_dir(args.data_dir)
+        check_setup(data_dir, data_dir_setting(args.data_dir))  # the demo brings its service
         removed = prepare_demo_dir(data_dir, {"shipments": args.shipments, "seed": args.seed})
-    except (BadSetup, ForeignDataDir) as exc:
-        say(f"demo: {exc}")
+    except (BadSetup, BadSettings, ForeignDataDir) as exc:
+        say_bad("demo", exc)
         return 2
     if removed:
         say(f"demo: emptied the previous demo's warehouse in {data_dir} (the demo always starts with a full sync)")

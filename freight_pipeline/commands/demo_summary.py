@@ -15,7 +15,7 @@ from freight_pipeline.commands.history_report import ETA_ACCURACY, WITHIN_HOURS,
 from freight_pipeline.commands.job_progress import JobOutcome
 from freight_pipeline.commands.report import describe_cursor
 from freight_pipeline.commands.text_table import format_table
-from freight_pipeline.config import LAKE_VARIABLES, RECONCILE_ENV
+from freight_pipeline.config import RECONCILE_ENV, LakeConfig, variable
 from freight_pipeline.sync.settings import SyncSettings
 
 
@@ -243,12 +243,13 @@ def _pct(share: float | None) -> str:
 
 
 def _explore_lake(data_dir: Path, lake: dict[str, str]) -> str:
-    variables = " ".join(f"{name}={value}" for name, value in lake.items() if name in LAKE_VARIABLES)
+    lake_variables = {variable(name) for name in LakeConfig.settings_fields()}
+    variables = " ".join(f"{name}={value}" for name, value in lake.items() if name in lake_variables)
     on_s3 = any(value.startswith("s3://") for value in lake.values())
     snippet = (
         "from pathlib import Path; from freight_pipeline.lake.settings import LakeSettings; "
         "from freight_pipeline.lake.backend import connect_published; "
-        "con = connect_published(LakeSettings.from_env(), Path('/tmp/lake-reader')); "
+        "con = connect_published(LakeSettings.configured(), Path('/tmp/lake-reader')); "
         "print(con.sql('SELECT * FROM analytics.fct_on_time_performance LIMIT 10'))"
     )
     lines = ["explore the lake (DuckLake: SQLite catalog, Parquet data)"]

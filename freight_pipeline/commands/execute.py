@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from freight_pipeline.commands.common import say
 from freight_pipeline.commands.dagster_home import dagster_home, prepare_instance
 from freight_pipeline.commands.job_progress import Echo, JobOutcome, JobProgress
-from freight_pipeline.config import DATA_DIR_ENV, PASSWORD_ENV, ServiceSettings
+from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, USERNAME_ENV
 from freight_pipeline.defs.names import FREIGHT_SYNC_JOB
 from freight_pipeline.text import one_line
 
@@ -27,24 +27,14 @@ if TYPE_CHECKING:
 DEFAULT_JOB = FREIGHT_SYNC_JOB
 
 
-
-class MissingPassword(RuntimeError):
-    pass
-
-
 class UnknownJob(LookupError):
     pass
 
 
-def service_from_env() -> ServiceSettings:
-    """The service settings from the environment (URL and user have defaults); MissingPassword without one."""
-    service = ServiceSettings.from_env()
-    if not service.password:
-        raise MissingPassword(
-            f"{PASSWORD_ENV} is not set: export the freight service password "
-            "(and FREIGHT_BASE_URL, FREIGHT_USERNAME) before running a sync"
-        )
-    return service
+def missing_password() -> str:
+    """What a sync without the service's password says."""
+    return (f"{PASSWORD_ENV} is not set: export the freight service password (and {BASE_URL_ENV}, {USERNAME_ENV}), "
+            "or set them in the settings file, before running a sync")
 
 
 @contextmanager

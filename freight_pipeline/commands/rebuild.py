@@ -20,8 +20,10 @@ from freight_pipeline.commands.common import (
     holding_writer_lock,
     resolve_data_dir,
     say,
+    say_bad,
 )
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
+from freight_pipeline.config import BadSettings
 from freight_pipeline.sync.rebuild import DEFAULT_BATCH
 
 
@@ -43,7 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    data_dir = resolve_data_dir(args.data_dir)
     if args.batch_size is not None and args.batch_size < 1:
         say("rebuild: --batch-size must be at least 1")
         return 2
@@ -51,11 +52,12 @@ def run(args: argparse.Namespace) -> int:
         say("rebuild: --workers must be at least 0")
         return 2
     try:
-        check_setup(data_dir, data_dir_setting(args.data_dir), service=False)
-    except BadSetup as exc:
-        say(f"rebuild: {exc}")
+        data_dir = resolve_data_dir(args.data_dir)
+        configured = check_setup(data_dir, data_dir_setting(args.data_dir), overrides={"data_dir": args.data_dir})
+    except (BadSetup, BadSettings) as exc:
+        say_bad("rebuild", exc)
         return 2
-    from freight_pipeline.lake.settings import dbt_target_from_env
+    from freight_pipeline.lake.backend import storage_of
     from freight_pipeline.marts.worker import DbtWorker
     from freight_pipeline.sync.runner import new_run_id
 
@@ -64,9 +66,9 @@ def run(args: argparse.Namespace) -> int:
         if not holding_writer_lock(held, "rebuild", data_dir, run_id, args.wait):
             return SKIPPED
         watch = Stopwatch()
-        worker = held.enter_context(DbtWorker.start(data_dir, dbt_target_from_env()))
+        backend = storage_of(configured)
+        worker = held.enter_context(DbtWorker.start(data_dir, backend.dbt_target, configured.marts))
         from freight_pipeline.job.run import Step, run_rebuild
-        from freight_pipeline.lake.backend import storage_from_env
         from freight_pipeline.sync.settings import SyncSettings
 
         say(f"rebuild: {data_dir} from its raw records (no request to the service)")
@@ -76,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 say(line)
 
         progress = (lambda line: say(f"    {line}")) if args.verbose else None
-        report = run_rebuild(data_dir, SyncSettings().with_env(), storage_from_env(), worker,
+        report = run_rebuild(data_dir, SyncSettings.of(configured.sync), backend, worker,
                              batch_size=args.batch_size or DEFAULT_BATCH, restart=args.restart, workers=args.workers,
                              everything=args.everything, progress=progress, on_step=ended, run_id=run_id)
     if report.success:

@@ -24,17 +24,12 @@ from freight_pipeline.commands.common import (
     redact,
     resolve_data_dir,
     say,
+    say_bad,
     without_pandas,
 )
-from freight_pipeline.commands.execute import (
-    DEFAULT_JOB,
-    MissingPassword,
-    execute_job,
-    new_dagster_run_id,
-    service_from_env,
-)
+from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job, missing_password, new_dagster_run_id
 from freight_pipeline.commands.preflight import BadSetup, check_data_dir, check_setup, data_dir_setting
-from freight_pipeline.config import DBT_FULL_REFRESH_ENV, ServiceSettings, environ
+from freight_pipeline.config import DBT_FULL_REFRESH_ENV, BadSettings, ServiceSettings, Settings, environ
 from freight_pipeline.defs.names import BESIDE_WRITERS
 
 if TYPE_CHECKING:
@@ -74,26 +69,30 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not dagster:
         without_pandas()
-    data_dir = resolve_data_dir(args.data_dir)
+    try:
+        data_dir = resolve_data_dir(args.data_dir)
+    except BadSettings as exc:
+        say_bad("sync", exc)
+        return 2
     # without Dagster the dbt worker starts first in a data directory that holds a working database (a
     # run after the first: nothing is written in a new one before the setup is checked): it imports dbt
     # on the other core while this process imports the rest (the client, DuckDB, the job)
     worker = None if dagster else _early_worker(data_dir, data_dir_setting(args.data_dir))
     with worker if worker is not None else contextlib.nullcontext():
+        flags = {"data_dir": args.data_dir, "dbt_full_refresh": True if args.full_refresh else None}
         try:
-            service = service_from_env()
-        except MissingPassword as exc:
-            say(f"sync: {exc}")
-            return 2
-        try:
-            check_setup(data_dir, data_dir_setting(args.data_dir))
+            settings = check_setup(data_dir, data_dir_setting(args.data_dir), overrides=flags)
         except BadSetup as exc:
-            say(f"sync: {exc}")
+            say_bad("sync", exc)
             return 2
-        with environ({DBT_FULL_REFRESH_ENV: "1"} if args.full_refresh else {}):
+        if not settings.service.secret:
+            say(f"sync: {missing_password()}")
+            return 2
+        # a Dagster run reads its settings itself (its resources): the flag reaches it through the environment
+        with environ({DBT_FULL_REFRESH_ENV: "1"} if args.full_refresh and dagster else {}):
             if dagster:
-                return run_in_dagster(args, service, data_dir)
-            return run_without_dagster(args, service, data_dir, worker)
+                return run_in_dagster(args, settings.service, data_dir)
+            return run_without_dagster(args, settings, data_dir, worker)
 
 
 def _early_worker(data_dir: Path, named_by: str) -> DbtWorker | None:
@@ -122,11 +121,11 @@ def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir:
             return SKIPPED
         say(f"sync: {job}{partition}: {service.base_url} as {service.username!r} -> {data_dir}")
         outcome = execute_job(job, data_dir, verbose=args.verbose, partition_key=args.partition, run_id=run_id,
-                              echo=lambda line: say(redact(line, service.password)))
+                              echo=lambda line: say(redact(line, service.secret)))
     if outcome.success:
         say(f"sync succeeded in {outcome.seconds:.1f} s (run {outcome.run_id}); see `freight-pipeline status`")
         return 0
-    say(outcome.failure_line("sync", service.password))
+    say(outcome.failure_line("sync", service.secret))
     if PUBLISHED in outcome.materialized:
         say(f"published anyway by run {outcome.run_id} ({outcome.seconds:.1f} s): every other stream's data and "
             "the marts built on it; a failed stream's tables keep the rows of their last successful sync "
@@ -134,34 +133,37 @@ def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir:
     return 1
 
 
-def run_without_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir: Path,
+def run_without_dagster(args: argparse.Namespace, configured: Settings, data_dir: Path,
                         started: DbtWorker | None = None) -> int:
-    """The job without Dagster, its build in the worker ``started`` for it (None: started here), under the
-    data directory's writer lock (when another run holds it: skipped, or waited for, ``--wait``)."""
-    from freight_pipeline.lake.settings import dbt_target_from_env
+    """The job without Dagster, with the ``configured`` settings, its build in the worker ``started`` for it
+    (None: started here), under the data directory's writer lock (when another run holds it: skipped, or waited
+    for, ``--wait``)."""
+    from freight_pipeline.lake.backend import storage_of
     from freight_pipeline.marts.worker import DbtWorker
     from freight_pipeline.sync.runner import new_run_id
 
+    service = configured.service
+    backend = storage_of(configured)
     run_id = new_run_id()
     with contextlib.ExitStack() as held:
         if not holding_writer_lock(held, "sync", data_dir, run_id, args.wait):
             return SKIPPED
         watch = Stopwatch()
-        worker = held.enter_context(started if started is not None else DbtWorker.start(data_dir,
-                                                                                        dbt_target_from_env()))
+        worker = held.enter_context(started if started is not None else
+                                    DbtWorker.start(data_dir, backend.dbt_target, configured.marts))
+        worker.marts = configured.marts  # an early worker's, with the flags (--full-refresh)
         from freight_pipeline.job.run import Step, run_job
-        from freight_pipeline.lake.backend import storage_from_env
         from freight_pipeline.sync.settings import SyncSettings
 
-        settings = SyncSettings().with_env()  # checked before anything ran (commands.preflight)
+        settings = SyncSettings.of(configured.sync)  # checked before anything ran (commands.preflight)
         say(f"sync: {service.base_url} as {service.username!r} -> {data_dir} (without Dagster)")
 
         def ended(step: Step) -> None:
             for line in step.lines():
-                say(redact(line, service.password))
+                say(redact(line, service.secret))
 
-        progress = (lambda line: say(redact(f"    {line}", service.password))) if args.verbose else None
-        report = run_job(service, data_dir, settings, storage_from_env(), worker, run_id=run_id, progress=progress,
+        progress = (lambda line: say(redact(f"    {line}", service.secret))) if args.verbose else None
+        report = run_job(service, data_dir, settings, backend, worker, run_id=run_id, progress=progress,
                          on_step=ended)
     if report.success:
         say(f"sync succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")
@@ -170,7 +172,7 @@ def run_without_dagster(args: argparse.Namespace, service: ServiceSettings, data
     for step in report.failed:
         if step.line not in said:  # a reason shared by several steps (refused credentials) is said once
             said.add(step.line)
-            say(redact(f"sync failed in step {step.name}: {step.line}", service.password))
+            say(redact(f"sync failed in step {step.name}: {step.line}", service.secret))
     if report.publication is not None:
         streams = report.failed_streams
         kept = (f"; the {', '.join(streams)} tables keep the rows of their last successful sync "

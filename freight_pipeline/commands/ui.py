@@ -39,6 +39,7 @@ from freight_pipeline.config import (
     REPO_ROOT,
     SCHEDULES_RUNNING_ENV,
     USERNAME_ENV,
+    BadSettings,
 )
 
 WORKSPACE = "workspace.yaml"
@@ -128,8 +129,8 @@ def _preflight(args: argparse.Namespace) -> str | None:
         if port_in_use(port):
             return f"port {port} on {LOCALHOST} is in use: stop what listens there or pass {flag}"
     try:  # the UI brings its own simulator: the service's settings are its
-        check_setup(resolve_data_dir(args.data_dir), data_dir_setting(args.data_dir), service=False)
-    except BadSetup as exc:
+        check_setup(resolve_data_dir(args.data_dir), data_dir_setting(args.data_dir))
+    except (BadSetup, BadSettings) as exc:
         return str(exc)
     return None
 

@@ -16,12 +16,11 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from freight_pipeline.config import data_dir_from_env
+from freight_pipeline.config import load_settings
 from freight_pipeline.dashboard import charts, display, queries, sources
 from freight_pipeline.dashboard.display import count, decimal, instant, label, month, share, whole
-from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.lake.backend import storage_of
 from freight_pipeline.lake.connect import LakeUnavailable
-from freight_pipeline.lake.settings import LakeConfigError
 from freight_pipeline.text import one_line
 
 TITLE = "Freight shipments"
@@ -38,10 +37,11 @@ ETA_SHIPMENT = "eta-shipment"
 def main() -> None:
     st.set_page_config(page_title=TITLE, layout="wide", initial_sidebar_state="expanded")
     st.title(TITLE)
-    data_dir = data_dir_from_env()
     try:
-        backend = storage_from_env()  # this page is a process of its own: it reads its configuration
-    except LakeConfigError as exc:
+        settings = load_settings()  # this page is a process of its own: it reads its configuration
+        data_dir = settings.storage.data_dir.resolve()
+        backend = storage_of(settings)
+    except ValueError as exc:  # BadSettings, LakeConfigError
         st.error(str(exc))
         return
     try:

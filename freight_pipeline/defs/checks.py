@@ -14,11 +14,9 @@ from typing import Any
 import dagster as dg
 
 from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck
-from freight_pipeline.config import DEFAULT_MAX_SYNC_AGE_MINUTES
 from freight_pipeline.defs.sync_assets import table_key
 from freight_pipeline.sync.streams import SHIPMENTS
 
-DEFAULT_MAX_SYNC_AGE = dt.timedelta(minutes=DEFAULT_MAX_SYNC_AGE_MINUTES)
 FRESHNESS_SENSOR = "shipments_freshness_sensor"
 FRESHNESS_SENSOR_INTERVAL_SECONDS = 300
 SEVERITY = {Severity.ERROR: dg.AssetCheckSeverity.ERROR, Severity.WARN: dg.AssetCheckSeverity.WARN}

@@ -27,9 +27,10 @@ from typing import Any
 import dagster as dg
 
 from freight_pipeline.checks.warehouse import warehouse_checks
+from freight_pipeline.config import PASSWORD_ENV
 from freight_pipeline.defs.checks import check_result, check_spec
 from freight_pipeline.defs.dbt import dbt_assets_of, model_results
-from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
+from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource, run_settings
 from freight_pipeline.defs.sync_assets import stream_keys, stream_results, stream_specs, table_key
 from freight_pipeline.job.run import (
     CHECKS_STEP,
@@ -41,8 +42,10 @@ from freight_pipeline.job.run import (
     run_job,
     stream_step,
 )
+from freight_pipeline.lake.backend import storage_of
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.progress import Throttled
+from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import STREAM_NAMES, stream_named
 
 FREIGHT_JOB = "freight_job"
@@ -165,16 +168,20 @@ def build_freight_job() -> dg.AssetsDefinition:
         streams = [stream for stream in STREAM_NAMES if keys_of_stream[stream] & selected]
         marts = bool(dbt_keys & selected)
         publish = PUBLISH_KEY in selected
-        service = freight_service.service_settings()
-        backend = warehouse.backend
+        configured = run_settings(freight_service, warehouse)
+        service, data_dir = configured.service, configured.storage.data_dir.resolve()
+        if streams and not service.secret:
+            raise dg.Failure(f"{PASSWORD_ENV} is not set: the freight service's password (the resource's "
+                             "`password`, the variable or the settings file)")
+        backend = storage_of(configured)
         context.log.info(f"{', '.join(streams) or 'no stream'}{', the build' if marts else ''}"
                          f"{', the publish' if publish else ''}: {service.base_url} as {service.username} into "
-                         f"{backend.describe(warehouse.path)}")
-        with DbtWorker.start(warehouse.path, backend.dbt_target) as worker:
-            settings = freight_service.sync_settings()
+                         f"{backend.describe(data_dir)}")
+        with DbtWorker.start(data_dir, backend.dbt_target, configured.marts) as worker:
+            settings = SyncSettings.of(configured.sync)
 
             def run(progress: Callable[[str], None], on_step: Callable[[Step], None]) -> JobReport:
-                return run_job(service, warehouse.path, settings, backend, worker, run_id=context.run_id,
+                return run_job(service, data_dir, settings, backend, worker, run_id=context.run_id,
                                progress=progress, on_step=on_step, streams=streams, marts=marts, publish=publish,
                                count_rows=True)
 

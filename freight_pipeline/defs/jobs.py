@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from freight_pipeline.config import SCHEDULES_RUNNING_ENV, flag_from_env
+from freight_pipeline.config import ScheduleSettings
 from freight_pipeline.defs.freight_job import DBT, PUBLISH_KEY, freight_job
 from freight_pipeline.defs.names import CODE_CONVERSIONS_JOB, FREIGHT_SYNC_JOB
 from freight_pipeline.defs.sync_assets import stream_keys
@@ -52,8 +52,8 @@ code_conversions_job = _job(
 
 
 def automation_running() -> bool:
-    """Schedules and sensors start switched on when ``FREIGHT_SCHEDULES_RUNNING=1`` (``make ui``)."""
-    return flag_from_env(SCHEDULES_RUNNING_ENV, default=False)
+    """Schedules and sensors start switched on when the setting ``schedules_running`` says so (``make ui``)."""
+    return ScheduleSettings.configured().schedules_running
 
 
 def default_schedule_status() -> dg.DefaultScheduleStatus:

@@ -1,24 +1,23 @@
 """Lake mode's Dagster definitions: the partitioned backfill of the first full sync, and maintenance.
 
-Present only when ``FREIGHT_LAKE_CATALOG_URI`` is set (``definitions.py``). The backfill asset has one
-partition per shipment id range (``FREIGHT_BACKFILL_ID_BOUNDARIES``); each partition is its own run,
+Present only when the settings name a lake (``definitions.py``). The backfill asset has one
+partition per shipment id range (the setting ``backfill_id_boundaries``); each partition is its own run,
 so a Dagster backfill of all of them runs as many writers at once as the run coordinator allows
 (``max_concurrent_runs``), on one machine or, with a Kubernetes or Celery launcher, on many.
 """
 
 import dataclasses
-import datetime as dt
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from freight_pipeline.config import LAKE_RETENTION_ENV, minutes_from_env
+from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LakeConfig
 from freight_pipeline.defs.jobs import WRITER_TAG, default_schedule_status
 from freight_pipeline.defs.names import BACKFILL_JOB, MAINTENANCE_JOB
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_metadata
-from freight_pipeline.lake.backend import DEFAULT_RETENTION, LakeBackend
-from freight_pipeline.sync.backfill import IdRange, backfill_plan_from_env
+from freight_pipeline.lake.backend import LakeBackend
+from freight_pipeline.sync.backfill import IdRange, backfill_plan
 from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.runner import run_stream
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
@@ -47,8 +46,8 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
     ) -> dg.MaterializeResult:
         backend = lake_backend(warehouse, "the backfill writes a lake")
         id_range = IdRange.parse(context.partition_key)
-        settings = dataclasses.replace(freight_service.sync_settings(), id_range=id_range, backfill_plan=plan,
-                                       fetch_batch_size=freight_service.backfill_batch_size)
+        settings = freight_service.sync_settings().replaced(
+            id_range=id_range, backfill_plan=plan, fetch_batch_size=warehouse.settings().lake.backfill_batch_size)
         result = run_stream(SHIPMENTS, freight_service.service_settings(), warehouse.path, settings,
                             run_id=context.run_id, progress=Throttled(context.log.info, 15.0), backend=backend)
         context.log.info(f"partition {id_range.key}: read {result.rows_read}, wrote {result.rows_written} rows "
@@ -68,7 +67,7 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
 
 @dg.op(description="DuckLake compaction and snapshot expiry (never the published snapshot).")
 def lake_maintenance(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> None:
-    retention = dt.timedelta(minutes=minutes_from_env(LAKE_RETENTION_ENV, int(DEFAULT_RETENTION.total_seconds() // 60)))
+    retention = warehouse.settings().lake.lake_retention
     done = lake_backend(warehouse, "lake maintenance needs a lake").maintain(warehouse.path, retention)
     context.log.info(
         f"flushed {done.flushed_inlined} inlined tables, merged {done.merged_files} files, expired "
@@ -105,13 +104,13 @@ def lake_backend(warehouse: WarehouseResource, needs: str) -> LakeBackend:
     """The resource's storage, which must be a lake (RuntimeError saying what ``needs`` one otherwise)."""
     backend = warehouse.backend
     if not isinstance(backend, LakeBackend):
-        raise RuntimeError(f"{needs}: set FREIGHT_LAKE_CATALOG_URI and FREIGHT_LAKE_DATA_URI")
+        raise RuntimeError(f"{needs}: set {LAKE_CATALOG_URI_ENV} and {LAKE_DATA_URI_ENV}")
     return backend
 
 
-def lake_definitions(backend: StorageBackend) -> LakeDefinitions:
-    """The backfill and maintenance when ``backend`` is a lake, nothing otherwise."""
+def lake_definitions(backend: StorageBackend, lake: LakeConfig) -> LakeDefinitions:
+    """The backfill (partitioned as ``lake`` says) and maintenance when ``backend`` is a lake, nothing otherwise."""
     if not isinstance(backend, LakeBackend):
         return LakeDefinitions()
-    backfill_asset, backfill_job = build_backfill(backfill_plan_from_env())
+    backfill_asset, backfill_job = build_backfill(backfill_plan(lake))
     return LakeDefinitions((backfill_asset,), (backfill_job, lake_maintenance_job), (lake_maintenance_schedule,))

@@ -40,8 +40,9 @@ def freight_rebuild(context: dg.OpExecutionContext, config: RebuildConfig,
             (context.log.error if step.status == "failed" else context.log.info)(line)
 
     context.log.info(f"rebuild of {backend.describe(warehouse.path)} from its raw records")
-    with DbtWorker.start(warehouse.path, backend.dbt_target) as worker:
-        report = run_rebuild(warehouse.path, SyncSettings().with_env(), backend, worker,
+    settings = warehouse.settings()
+    with DbtWorker.start(warehouse.path, backend.dbt_target, settings.marts) as worker:
+        report = run_rebuild(warehouse.path, SyncSettings.of(settings.sync), backend, worker,
                              run_id=context.run_id, progress=context.log.debug, on_step=ended,
                              everything=config.everything)
     if report.publication is not None:

@@ -1,154 +1,87 @@
-"""Dagster resources: the freight service (with sync tuning) and the warehouse data directory.
+"""Dagster resources: the freight service (with sync tuning) and the warehouse (storage, marts, lake).
 
-Unset connection fields fall back to the environment when a run starts (``FREIGHT_BASE_URL``,
-``FREIGHT_USERNAME``, ``FREIGHT_DATA_DIR``), with the defaults of :mod:`freight_pipeline.config`.
+Their fields are derived from the settings models (:mod:`freight_pipeline.config`): one optional field per
+setting, unset by default, when the environment, the settings file or the default decides as for a command.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, ClassVar
 
 import dagster as dg
 import duckdb
-from pydantic import Field
+from pydantic import Field, create_model
 
 from freight_pipeline.config import (
-    BASE_URL_ENV,
-    DEFAULT_BASE_URL,
-    DEFAULT_USERNAME,
-    PASSWORD_ENV,
-    RECONCILE_ENV,
-    USERNAME_ENV,
+    SECRET_SETTINGS,
+    LakeConfig,
+    MartsSettings,
     ServiceSettings,
-    data_dir_from_env,
+    Settings,
+    SettingsModel,
+    StorageSettings,
+    SyncTuning,
+    load_settings,
+    plain_type,
+    shown_value,
+    variable,
 )
-from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.lake.backend import storage_of
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import parquet_root, published_db_path
 
-_DEFAULTS = SyncSettings()
+
+class SettingsResource(dg.ConfigurableResource):
+    """A resource whose fields are the settings of its :attr:`concerns` (derived by :func:`_settings_resource`),
+    each unset by default: then the environment, the settings file or the default decides, as for a command."""
+
+    concerns: ClassVar[tuple[type[SettingsModel], ...]] = ()
+
+    def overrides(self) -> dict[str, Any]:
+        """The settings this resource's configuration sets (setting name -> value)."""
+        return {name: getattr(self, name) for concern in self.concerns for name in concern.settings_fields()
+                if getattr(self, name) is not None}
+
+    def settings(self) -> Settings:
+        """Every setting: this resource's fields over the environment, the settings file and the defaults."""
+        return load_settings(self.overrides(), origin=f"Dagster resource {type(self).__name__}")
 
 
-def _minutes(delta: dt.timedelta) -> int:
-    return int(delta.total_seconds() // 60)
+def _settings_resource(name: str, doc: str, base: type[SettingsResource]) -> Any:
+    """``base`` with one optional field per setting of its concerns, typed and described as the models are."""
+    fields: dict[str, Any] = {}
+    for concern in base.concerns:
+        defaults = concern.model_construct()
+        for setting, field_name in concern.settings_fields().items():
+            info = concern.model_fields[field_name]
+            default = shown_value(setting, getattr(defaults, field_name))
+            described = f"{info.description} (unset: ${variable(setting)}, the settings file, else {default})"
+            fields[setting] = (plain_type(concern, setting) | None,
+                               Field(default=None, description=described, repr=setting not in SECRET_SETTINGS))
+    return create_model(name, __base__=base, __doc__=doc, __module__=__name__, **fields)
 
 
-def reconcile_minutes_of(settings: SyncSettings) -> int | None:
-    """``settings.reconcile_interval`` in whole minutes; None (never) stays None, unlike 0 (every run)."""
-    interval = settings.reconcile_interval
-    return None if interval is None else _minutes(interval)
-
-
-DEFAULT_RECONCILE_MINUTES = reconcile_minutes_of(_DEFAULTS)
-
-
-class FreightServiceResource(dg.ConfigurableResource):
-    """The freight service a run syncs from, and how hard it pulls (defaults: ``SyncSettings``)."""
-
-    base_url: str | None = Field(
-        default=None, description=f"service root URL; default env {BASE_URL_ENV}, else {DEFAULT_BASE_URL}"
-    )
-    username: str | None = Field(
-        default=None, description=f"service user; default env {USERNAME_ENV}, else {DEFAULT_USERNAME}"
-    )
-    password: str = Field(description=f"service password; set it with dg.EnvVar('{PASSWORD_ENV}')", repr=False)
-    concurrency: int = Field(
-        default=_DEFAULTS.concurrency,
-        description="the most requests in flight at once; the limit in force adapts within it (AIMD)",
-    )
-    initial_concurrency: int = Field(
-        default=_DEFAULTS.initial_concurrency, description="requests in flight at the start of a run"
-    )
-    adaptive_concurrency: bool = Field(
-        default=_DEFAULTS.adaptive_concurrency,
-        description="false: exactly `concurrency` requests in flight, never adapted to the service",
-    )
-    page_size: int = Field(default=_DEFAULTS.page_size, description="lookup page size (1-500)")
-    fetch_batch_size: int = Field(
-        default=_DEFAULTS.fetch_batch_size,
-        description="shipments (document, events, legs, memos) written per transaction, with the cursor",
-    )
-    fetch_window: int = Field(
-        default=_DEFAULTS.fetch_window, description="the most shipments being fetched at once (bounds memory)"
-    )
-    overlap_minutes: int = Field(
-        default=_minutes(_DEFAULTS.overlap), description="how far before the cursor each run re-reads"
-    )
-    start_cursor: str | None = Field(
-        default=None, description="sync only shipments modified since 'YYYY-MM-DD[ HH:MM:SS]' (service wall clock)"
-    )
-    reconcile_interval_minutes: int | None = Field(
-        default=None,
-        description=(
-            "how often a run lists every live id to remove deleted shipments (0: every run); "
-            f"default env {RECONCILE_ENV}, else "
-            f"{'never' if DEFAULT_RECONCILE_MINUTES is None else DEFAULT_RECONCILE_MINUTES}"
-        ),
-    )
-
-    breaker_max_share: float = Field(
-        default=_DEFAULTS.breaker_max_share,
-        description="a stream's run fails when more than this share of its records failed (and at least "
-        "breaker_min_failures did): an outage is never quarantined",
-    )
-    breaker_min_failures: int = Field(
-        default=_DEFAULTS.breaker_min_failures, description="failures below this count never trip the breaker"
-    )
-    backfill_batch_size: int = Field(
-        default=500,
-        description="lake mode: shipments per transaction of a backfill partition (each commit of a lake "
-        "costs catalog queries and a Parquet file per table: 500 took half the time of 100)",
-    )
-    retry_after_minutes: int = Field(
-        default=_minutes(_DEFAULTS.retry_after),
-        description="a quarantined record is retried after this long, doubling per failure up to a day",
-    )
+class _FreightService(SettingsResource):
+    concerns: ClassVar[tuple[type[SettingsModel], ...]] = (ServiceSettings, SyncTuning)
 
     def service_settings(self) -> ServiceSettings:
-        return ServiceSettings(
-            base_url=self.base_url or os.environ.get(BASE_URL_ENV, DEFAULT_BASE_URL),
-            username=self.username or os.environ.get(USERNAME_ENV, DEFAULT_USERNAME),
-            password=self.password,
-        )
+        return self.settings().service
 
     def sync_settings(self) -> SyncSettings:
-        """The configured fields, with what the environment sets (``SyncSettings.with_env``); a configured
-        reconcile interval wins over ``FREIGHT_RECONCILE_INTERVAL_MINUTES``."""
-        settings = SyncSettings(
-            page_size=self.page_size,
-            concurrency=self.concurrency,
-            initial_concurrency=self.initial_concurrency,
-            adaptive_concurrency=self.adaptive_concurrency,
-            fetch_batch_size=self.fetch_batch_size,
-            fetch_window=self.fetch_window,
-            overlap=dt.timedelta(minutes=self.overlap_minutes),
-            start_cursor=self.start_cursor,
-            breaker_max_share=self.breaker_max_share,
-            breaker_min_failures=self.breaker_min_failures,
-            retry_after=dt.timedelta(minutes=self.retry_after_minutes),
-            reconcile_interval=None if DEFAULT_RECONCILE_MINUTES is None else dt.timedelta(
-                minutes=DEFAULT_RECONCILE_MINUTES),
-        ).with_env()
-        if self.reconcile_interval_minutes is None:
-            return settings
-        return dataclasses.replace(settings, reconcile_interval=dt.timedelta(minutes=self.reconcile_interval_minutes))
+        return SyncSettings.of(self.settings().sync)
 
 
-class WarehouseResource(dg.ConfigurableResource):
-    """The data directory: private working database, published DuckDB file and Parquet."""
-
-    data_dir: str | None = Field(default=None, description="data directory; default env FREIGHT_DATA_DIR, else ./data")
+class _Warehouse(SettingsResource):
+    concerns: ClassVar[tuple[type[SettingsModel], ...]] = (StorageSettings, MartsSettings, LakeConfig)
 
     @property
     def path(self) -> Path:
-        return Path(self.data_dir).resolve() if self.data_dir else data_dir_from_env()
+        return self.settings().storage.data_dir.resolve()
 
     @property
     def working_db(self) -> Path:
@@ -164,9 +97,9 @@ class WarehouseResource(dg.ConfigurableResource):
 
     @property
     def backend(self) -> StorageBackend:
-        """The storage the configuration names (``lake.backend.storage_from_env``): the lake of
-        ``FREIGHT_LAKE_*`` when set, else the embedded working database."""
-        return storage_from_env()
+        """The storage the settings name (``lake.backend.storage_of``): the lake, else the embedded working
+        database."""
+        return storage_of(self.settings())
 
     @contextmanager
     def read_working_db(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -177,3 +110,17 @@ class WarehouseResource(dg.ConfigurableResource):
             yield con
         finally:
             con.close()
+
+
+FreightServiceResource = _settings_resource(
+    "FreightServiceResource", "The freight service a run syncs from, and how hard it pulls: every setting of "
+    "``config.ServiceSettings`` and ``config.SyncTuning``.", _FreightService)
+WarehouseResource = _settings_resource(
+    "WarehouseResource", "The data directory (private working database, published DuckDB file and Parquet), how the "
+    "marts are built and the lake: every setting of ``config.StorageSettings``, ``MartsSettings`` and ``LakeConfig``.",
+    _Warehouse)
+
+
+def run_settings(freight_service: Any, warehouse: Any) -> Settings:
+    """A Dagster run's effective settings: both resources' fields over the environment, file and defaults."""
+    return load_settings({**freight_service.overrides(), **warehouse.overrides()}, origin="Dagster resource")

@@ -41,7 +41,7 @@ from freight_pipeline.checks.warehouse import (
     evaluate_checks,
     warehouse_checks,
 )
-from freight_pipeline.config import ServiceSettings
+from freight_pipeline.config import MartsSettings, ServiceSettings
 from freight_pipeline.marts.build import MartsBuild, PendingBuild, begin_build
 from freight_pipeline.marts.plan import full_check_due
 from freight_pipeline.marts.project import WAREHOUSE_CHECKED_TAG
@@ -192,7 +192,7 @@ def run_job(
                     open_warehouse(data_dir, backend) as warehouse:
                 go_on, pending = asyncio.run(_sync_and_check(
                     service, warehouse, settings, report.run_id, progress, ended,
-                    None if streams is None else set(streams), marts, count_rows))
+                    None if streams is None else set(streams), marts, count_rows, worker.marts))
                 built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
                                marts=marts)
         except Exception as exc:  # the client or the working database could not be opened, or the checks raised
@@ -234,7 +234,7 @@ def run_rebuild(
             with fewer_collections(), explained_out_of_memory("the rebuild", backend.duckdb_settings), \
                     open_warehouse(data_dir, backend) as warehouse:
                 go_on, pending = _rebuild_and_check(warehouse, settings, report.run_id, batch_size, restart,
-                                                    progress, ended, marts, workers, everything)
+                                                    progress, ended, marts, worker.marts, workers, everything)
                 built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
                                marts=marts)
         except Exception as exc:  # the working database could not be opened
@@ -281,7 +281,8 @@ def _recorded(report: JobReport, on_step: StepListener | None) -> StepListener:
 
 def _rebuild_and_check(
     warehouse: Warehouse, settings: SyncSettings, run_id: str, batch_size: int, restart: bool,
-    progress: Progress | None, ended: StepListener, marts: bool, workers: int | None = None, everything: bool = False,
+    progress: Progress | None, ended: StepListener, marts: bool, mart_settings: MartsSettings,
+    workers: int | None = None, everything: bool = False,
 ) -> tuple[bool, PendingBuild | None]:
     """The rebuild's step, then (when it succeeded) the checks and a full build's plan, as for a sync."""
     clock = _Clock()
@@ -294,7 +295,7 @@ def _rebuild_and_check(
     ended(Step(REBUILD_STEP, "success", clock.lap(), found.line()))
     # as after a sync: the history compared on the shipments whose rows the rebuild wrote, on every one when
     # a full check is due
-    full_check = full_check_due(warehouse)
+    full_check = full_check_due(warehouse, marts=mart_settings)
     checks = _checks(warehouse, changed_only=not full_check)
     ended(checks)
     if checks.status == "failed":
@@ -302,7 +303,7 @@ def _rebuild_and_check(
     if not marts:
         return True, None
     return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"], full_refresh=True,
-                             full_check=full_check)
+                             full_check=full_check, marts=mart_settings)
 
 
 def _build(
@@ -357,6 +358,7 @@ async def _sync_and_check(
     selected: set[str] | None,
     marts: bool,
     count_rows: bool,
+    mart_settings: MartsSettings,
 ) -> tuple[bool, PendingBuild | None]:
     """Every stream in order (of ``selected``, when given), then, when one of them wrote or none was
     selected, the checks and the build's plan (on the same connection; no plan when no ``marts``).
@@ -385,7 +387,7 @@ async def _sync_and_check(
             wrote = wrote or step.status == "success"
         if not wrote:
             return False, None
-        full_check = full_check_due(warehouse)
+        full_check = full_check_due(warehouse, marts=mart_settings)
         checks = _checks(warehouse, changed_only=not full_check)
         ended(checks)
         if checks.status == "failed":
@@ -393,7 +395,7 @@ async def _sync_and_check(
         if not marts:
             return True, None
         return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"],
-                                 full_check=full_check)
+                                 full_check=full_check, marts=mart_settings)
 
 
 def _rows(warehouse: Warehouse, stream: Stream) -> tuple[dict[str, int], dt.datetime | None]:

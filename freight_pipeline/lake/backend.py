@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import random
 import time
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from freight_pipeline.config import DuckDBSettings
+from freight_pipeline.config import Settings, StorageSettings, load_settings
 from freight_pipeline.lake.connect import (
     CONFLICT_ATTEMPTS,
     LakeCommitConflict,
@@ -182,9 +183,9 @@ class LakeBackend:
     readers_see_commits = True
     dbt_target: str | None = LAKE_DBT_TARGET
 
-    def __init__(self, lake: LakeSettings, duckdb_settings: DuckDBSettings | None = None) -> None:
+    def __init__(self, lake: LakeSettings, duckdb_settings: StorageSettings | None = None) -> None:
         self.lake = lake
-        self.duckdb_settings = duckdb_settings or DuckDBSettings()
+        self.duckdb_settings = duckdb_settings or StorageSettings()
 
     def describe(self, data_dir: Path) -> str:
         return self.lake.describe()
@@ -266,9 +267,12 @@ def _spill(data_dir: Path, name: str) -> Path:
 
 def storage_from_env() -> StorageBackend:
     """The storage the configuration names, chosen once at the top (the Dagster resources, the
-    commands, the dashboard's page): the lake of ``FREIGHT_LAKE_*`` when set, else the embedded DuckDB
-    file; either with the DuckDB settings of the environment (``config.DuckDBSettings``).
-    LakeConfigError for lake variables that cannot be used."""
-    lake = LakeSettings.from_env()
-    settings = DuckDBSettings.from_env()
-    return EmbeddedDuckDB(settings) if lake is None else LakeBackend(lake, settings)
+    commands, the dashboard's page): the lake the settings name, else the embedded DuckDB file; either with
+    the DuckDB settings (``config.StorageSettings``). LakeConfigError for lake settings that cannot be used."""
+    return storage_of(load_settings())
+
+
+def storage_of(settings: Settings) -> StorageBackend:
+    """The storage ``settings`` name (the S3 connection from this process's ``AWS_*`` variables)."""
+    lake = LakeSettings.of(settings.lake, os.environ)
+    return EmbeddedDuckDB(settings.storage) if lake is None else LakeBackend(lake, settings.storage)

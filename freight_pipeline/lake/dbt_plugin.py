@@ -21,7 +21,7 @@ from freight_pipeline.lake.settings import LakeConfigError, LakeSettings
 
 class Plugin(BasePlugin):
     def initialize(self, plugin_config: dict[str, Any]) -> None:
-        lake = LakeSettings.from_env()
+        lake = LakeSettings.configured()
         if lake is None:
             raise LakeConfigError("the dbt target 'lake' needs FREIGHT_LAKE_CATALOG_URI and FREIGHT_LAKE_DATA_URI")
         self.lake = lake

@@ -1,6 +1,7 @@
-"""Lake mode's configuration: where the DuckLake catalog and its Parquet data live, from the environment.
+"""Lake mode's configuration: where the DuckLake catalog and its Parquet data live, parsed from the settings
+(``config.LakeConfig``) and, for S3, the usual AWS variables.
 
-Unset ``FREIGHT_LAKE_CATALOG_URI``: no lake, the embedded DuckDB warehouse (the default).
+Unset ``lake_catalog_uri``: no lake, the embedded DuckDB warehouse (the default).
 Secrets (the catalog's password, the S3 secret key) never appear in ``repr``, messages or logs:
 :meth:`LakeSettings.describe` is what may be shown.
 """
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LAKE_S3_URL_STYLE_ENV
+from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LakeConfig
 
 S3_ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 S3_KEY_ENV = "AWS_ACCESS_KEY_ID"
@@ -57,10 +59,16 @@ class LakeSettings:
     s3: S3Settings | None = None
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> LakeSettings | None:
+    def configured(cls, environ: Mapping[str, str] | None = None) -> LakeSettings | None:
+        """The lake the settings name (None: none), with the S3 connection of ``environ`` (default: this
+        process's environment); LakeConfigError naming the setting when it cannot be used."""
         env = os.environ if environ is None else environ
-        catalog = env.get(LAKE_CATALOG_URI_ENV, "").strip()
-        data = env.get(LAKE_DATA_URI_ENV, "").strip()
+        return cls.of(LakeConfig.configured(env), env)
+
+    @classmethod
+    def of(cls, config: LakeConfig, environ: Mapping[str, str]) -> LakeSettings | None:
+        catalog = (config.lake_catalog_uri or "").strip()
+        data = (config.lake_data_uri or "").strip()
         if not catalog and not data:
             return None
         if not catalog or not data:
@@ -69,7 +77,8 @@ class LakeSettings:
                 f"lake mode needs both {LAKE_CATALOG_URI_ENV} and {LAKE_DATA_URI_ENV}; {missing} is not set")
         kind, target = _parse_catalog(catalog)
         data_uri = _data_uri(data)
-        return cls(kind, target, data_uri, _s3_from_env(env) if data_uri.startswith("s3://") else None)
+        s3 = _s3_of(config, environ) if data_uri.startswith("s3://") else None
+        return cls(kind, target, data_uri, s3)
 
     @property
     def attach_target(self) -> str:
@@ -78,7 +87,7 @@ class LakeSettings:
 
     def describe(self) -> str:
         """Catalog and data location for messages, without any password."""
-        return f"DuckLake catalog {self.kind}:{_without_password(self.target)}, data {self.data_uri}"
+        return f"DuckLake catalog {self.kind}:{without_password(self.target)}, data {self.data_uri}"
 
     @property
     def multi_writer(self) -> bool:
@@ -93,7 +102,7 @@ def _parse_catalog(uri: str) -> tuple[str, str]:
         if "://" in uri or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\\/]", uri):
             raise LakeConfigError(
                 f"{LAKE_CATALOG_URI_ENV} must start with postgresql://, sqlite:/// or duckdb:///, "
-                f"got {_without_password(uri)!r}"
+                f"got {without_password(uri)!r}"
             )
         return "duckdb", str(Path(uri).resolve())
     if kind == "postgres":
@@ -117,20 +126,18 @@ def _data_uri(data: str) -> str:
     return str(Path(data).resolve()) + "/"
 
 
-def _first(env: dict[str, str] | os._Environ[str], names: tuple[str, ...]) -> str | None:
+def _first(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:
     return next((env[name].strip() for name in names if env.get(name, "").strip()), None)
 
 
-def _s3_from_env(env: dict[str, str] | os._Environ[str]) -> S3Settings:
+def _s3_of(config: LakeConfig, env: Mapping[str, str]) -> S3Settings:
     endpoint = _first(env, S3_ENDPOINT_ENVS)
     use_ssl = True
     if endpoint:
         parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
         use_ssl = parts.scheme != "http"
         endpoint = parts.netloc
-    style = env.get(LAKE_S3_URL_STYLE_ENV, "").strip().lower() or ("path" if endpoint else "vhost")
-    if style not in ("path", "vhost"):
-        raise LakeConfigError(f"{LAKE_S3_URL_STYLE_ENV} must be path or vhost, got {style!r}")
+    style = config.lake_s3_url_style or ("path" if endpoint else "vhost")
     return S3Settings(
         endpoint=endpoint,
         key_id=env.get(S3_KEY_ENV) or None,
@@ -145,7 +152,7 @@ def _s3_from_env(env: dict[str, str] | os._Environ[str]) -> S3Settings:
 _URI_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/]*:)[^@]*@")
 
 
-def _without_password(target: str) -> str:
+def without_password(target: str) -> str:
     """A catalog location with any password replaced by ``***`` (URI or libpq ``password=`` form).
 
     Not ``urlsplit``: it ends the user part at a ``?`` or ``#``, which libpq accepts unencoded in a
@@ -157,5 +164,5 @@ def _without_password(target: str) -> str:
 def dbt_target_from_env() -> str | None:
     """The dbt target of the storage the configuration names (``lake.backend.storage_from_env``'s
     choice, known without building it: a dbt worker starts before the storage's modules are imported):
-    ``lake`` when ``FREIGHT_LAKE_*`` name a lake, else None (the profile's default)."""
-    return None if LakeSettings.from_env() is None else LAKE_DBT_TARGET
+    ``lake`` when the settings name a lake, else None (the profile's default)."""
+    return None if LakeSettings.configured() is None else LAKE_DBT_TARGET

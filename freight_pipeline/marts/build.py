@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+from freight_pipeline.config import MartsSettings
 from freight_pipeline.marts.kept_builds import (
     KeptBuild,
     any_failed,
@@ -27,7 +28,6 @@ from freight_pipeline.marts.plan import (
     BuildPlan,
     batch_key,
     full_check_due,
-    full_check_interval,
     last_full_check,
     next_incremental,
     plan_build,
@@ -39,8 +39,6 @@ from freight_pipeline.marts.project import (
     LOG_FILE_LEVEL,
     RUN_RESULTS,
     dbt_build_args,
-    dbt_memory_limit,
-    replay_on,
     vars_args,
 )
 from freight_pipeline.marts.results import (
@@ -108,11 +106,12 @@ class PreparedTests:
     env: dict[str, str]
 
     @classmethod
-    def of(cls, fingerprint: str, base_args: Sequence[str], left_out: Sequence[str]) -> Self:
+    def of(cls, fingerprint: str, base_args: Sequence[str], left_out: Sequence[str],
+           marts: MartsSettings | None = None) -> Self:
         plan = next_incremental()
         build_args = [*base_args, *plan.args, *left_out]
         excluded = [arg for i, arg in enumerate(build_args) if build_args[i - 1:i] == ["--exclude"]]
-        args = ["compile", "--select", "resource_type:test", *LOG_FILE_LEVEL, *vars_args(),
+        args = ["compile", "--select", "resource_type:test", *LOG_FILE_LEVEL, *vars_args(marts),
                 *(arg for selector in excluded for arg in ("--exclude", selector))]
         return cls(batch_key(DBT_PROJECT_DIR, fingerprint, build_args, plan.env), args, plan.env)
 
@@ -157,7 +156,7 @@ class PendingBuild:
         # batched tests and replays in the embedded warehouse only (the lake's target builds one node at a time)
         embedded = backend.dbt_target is None
         kept = (kept_build(worker.shared, self.batch_key, worker.database, self.catalog)
-                if embedded and self.batch_key and replay_on() else None)
+                if embedded and self.batch_key and worker.marts.dbt_replay else None)
         try:
             replayed = self._replayed(worker, warehouse, kept) if kept and kept.replayable_on(self.catalog) else None
             if replayed is None:
@@ -182,7 +181,7 @@ class PendingBuild:
         started = time.monotonic()
         # under the memory limit dbt builds with (the sync's is smaller), for the replay only
         (limit,) = warehouse.con.execute("SELECT current_setting('memory_limit')").fetchone() or ("",)
-        warehouse.con.execute(f"SET memory_limit = '{dbt_memory_limit()}'")
+        warehouse.con.execute(f"SET memory_limit = '{worker.marts.dbt_memory_limit}'")
         try:
             models = replay_models(warehouse.con, kept.models, kept.setup)
         finally:
@@ -214,7 +213,7 @@ class PendingBuild:
             kept = kept_build(worker.shared, self.next_key, worker.database, catalog_digest(warehouse.con))
             due = last_full_check(warehouse)
             worker.expect(kept is not None and kept.whole,
-                          None if due is None else due + full_check_interval())
+                          None if due is None else due + worker.marts.full_check_interval)
         seconds = (dt.datetime.now(dt.UTC) - self.started).total_seconds()
         return MartsBuild(self.plan, build_summary(results), build_warnings(results), covered, seconds,
                           node_results(results or {}))
@@ -228,23 +227,25 @@ class PendingBuild:
 
 
 def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = (), *, full_refresh: bool = False,
-                full_check: bool | None = None) -> PendingBuild:
+                full_check: bool | None = None, marts: MartsSettings | None = None) -> PendingBuild:
     """Plan the whole build of run ``run_id`` on ``warehouse`` and, when it must run, log it as running.
     ``leave_out``: dbt selectors of data tests the build does not run, as the run checks their
     invariants otherwise (tests do not decide the marts' content: the project's fingerprint is the same).
     ``full_refresh``: every mart from scratch (a rebuild), whatever the plan would otherwise choose, and
     every row tested. ``full_check``: the run checks every row, and the build is recorded as the last full
     check (None: a full refresh, or when one is due, ``full_check_due``; a rebuild's full refresh tests every
-    row but checked the history of the shipments it wrote alone unless a full check was due)."""
+    row but checked the history of the shipments it wrote alone unless a full check was due). ``marts``: the
+    run's settings of the marts (None: as configured)."""
     started = dt.datetime.now(dt.UTC)
-    args = dbt_build_args()
+    marts = marts or MartsSettings.configured()
+    args = dbt_build_args(marts)
     fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
-    full = (full_refresh or full_check_due(warehouse, started)) if full_check is None else full_check
-    plan = plan_build(warehouse, fingerprint, full_refresh=full_refresh, full_check=full)
+    full = (full_refresh or full_check_due(warehouse, started, marts)) if full_check is None else full_check
+    plan = plan_build(warehouse, fingerprint, full_refresh=full_refresh, full_check=full, marts=marts)
     record = build_started(warehouse, run_id) if plan.run else None
     left_out = [arg for selector in leave_out for arg in ("--exclude", selector)]
     build_args = [*args, *plan.args, *left_out]
     key = batch_key(DBT_PROJECT_DIR, fingerprint, build_args, plan.env) if plan.run else None
-    prepare = PreparedTests.of(fingerprint, args, left_out) if plan.run and not plan.changed_rows else None
+    prepare = PreparedTests.of(fingerprint, args, left_out, marts) if plan.run and not plan.changed_rows else None
     catalog = catalog_digest(warehouse.con) if plan.run else None
     return PendingBuild(plan, fingerprint, build_args, started, record, full, key, prepare, catalog)

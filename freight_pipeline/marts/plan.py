@@ -27,20 +27,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from freight_pipeline.config import (
-    DBT_FULL_REFRESH_ENV,
-    DBT_TEST_ROWS_ENV,
-    FULL_CHECK_ENV,
-    flag_from_env,
-    minutes_from_env,
-)
+from freight_pipeline.config import DBT_FULL_REFRESH_ENV, DBT_TEST_ROWS_ENV, MartsSettings
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
 from freight_pipeline.warehouse.store import Warehouse
 
 MARTS_STATE = "dbt_marts"
 """``sync_state`` entry: the fingerprint of the dbt project the marts were built with, when, and when the
 last full check (every row tested) began."""
-DEFAULT_FULL_CHECK_MINUTES = 24 * 60
 FINGERPRINTED = ("dbt_project.yml", "profiles.yml", "models", "macros")
 """What decides the marts' content and where the views stand (the profile names the schema they are
 built in: an incremental build, which leaves the views out, must find them there)."""
@@ -114,19 +107,12 @@ class BuildPlan:
         return {**env, DBT_TEST_ROWS_ENV: "changed"} if self.changed_rows else env
 
 
-def full_refresh_asked() -> bool:
-    return flag_from_env(DBT_FULL_REFRESH_ENV, default=False)
-
-
-def full_check_interval() -> dt.timedelta:
-    return dt.timedelta(minutes=minutes_from_env(FULL_CHECK_ENV, DEFAULT_FULL_CHECK_MINUTES))
-
-
-def full_check_due(warehouse: Warehouse, now: dt.datetime | None = None) -> bool:
+def full_check_due(warehouse: Warehouse, now: dt.datetime | None = None, marts: MartsSettings | None = None) -> bool:
     """Whether this run checks every row: no full check completed yet, or the last one began at least
-    the interval (``FREIGHT_FULL_CHECK_INTERVAL_MINUTES``) before ``now``."""
+    ``marts``' interval (None: as configured; ``FREIGHT_FULL_CHECK_INTERVAL_MINUTES``) before ``now``."""
     last = last_full_check(warehouse)
-    return last is None or (now or dt.datetime.now(dt.UTC)) - last >= full_check_interval()
+    interval = (marts or MartsSettings.configured()).full_check_interval
+    return last is None or (now or dt.datetime.now(dt.UTC)) - last >= interval
 
 
 def last_full_check(warehouse: Warehouse) -> dt.datetime | None:
@@ -139,14 +125,14 @@ def last_full_check(warehouse: Warehouse) -> dt.datetime | None:
 
 
 def plan_build(warehouse: Warehouse, fingerprint: str, *, full_refresh: bool = False,
-               full_check: bool = True) -> BuildPlan:
+               full_check: bool = True, marts: MartsSettings | None = None) -> BuildPlan:
     """What the build of this run must do, always of every model (``full_refresh``: the run asks for a
     full refresh, as a rebuild does; ``full_check``: every row is tested, else an incremental build
     tests the changed rows)."""
     state = _state(warehouse)
     if full_refresh:
         return BuildPlan(True, True, "the run asks for a full refresh (a rebuild)")
-    if full_refresh_asked():
+    if (marts or MartsSettings.configured()).dbt_full_refresh:
         return BuildPlan(True, True, f"a full refresh was asked for ({DBT_FULL_REFRESH_ENV})")
     if state is None:
         return BuildPlan(True, True, "the marts were never built by this version")

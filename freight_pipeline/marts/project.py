@@ -4,27 +4,15 @@ build writes its artifacts, the build's arguments and environment. Plain Python,
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
-from freight_pipeline.config import (
-    DBT_DATABASE_ENV,
-    DBT_MEMORY_LIMIT_ENV,
-    DBT_REPLAY_ENV,
-    ON_TIME_TOLERANCE_ENV,
-    REPO_ROOT,
-    flag_from_env,
-    minutes_from_env,
-)
+from freight_pipeline.config import DBT_DATABASE_ENV, DBT_MEMORY_LIMIT_ENV, REPO_ROOT, MartsSettings
 from freight_pipeline.warehouse.paths import working_db_path
 
 DBT_PROJECT_DIR = REPO_ROOT / "dbt_models"
 TARGET_ENV = "DBT_TARGET"
 """dbt's own variable naming the profile's target."""
-DEFAULT_DBT_MEMORY_LIMIT = "512MB"
-"""The profile's default (``test_docs`` holds them equal)."""
-REPLAY_DEFAULT = True
 ON_TIME_TOLERANCE_VAR = "on_time_tolerance_minutes"
 """The dbt var the tolerance sets (its default is in ``dbt_project.yml``)."""
 TARGET_DIR = "dbt-target"
@@ -43,16 +31,6 @@ the checks). The job without Dagster, whose checks of ERROR severity hold back i
 leaves those tests out of its builds: each invariant is checked once a run."""
 
 
-def dbt_memory_limit() -> str:
-    """The build's DuckDB ``memory_limit`` (:data:`DBT_MEMORY_LIMIT_ENV`, checked before the run)."""
-    return os.environ.get(DBT_MEMORY_LIMIT_ENV, "").strip() or DEFAULT_DBT_MEMORY_LIMIT
-
-
-def replay_on() -> bool:
-    """Whether a build may replay the statements kept for its key (:data:`DBT_REPLAY_ENV`, on by default)."""
-    return flag_from_env(DBT_REPLAY_ENV, default=REPLAY_DEFAULT)
-
-
 def dbt_executable() -> str:
     """The venv's ``dbt`` next to this interpreter (not whatever ``dbt``/``dbtf`` is first on PATH)."""
     sibling = Path(sys.executable).with_name("dbt")
@@ -65,17 +43,17 @@ def project_args(project_dir: Path, target: Path) -> list[str]:
             "--target-path", str(target), "--log-path", str(target)]
 
 
-def vars_args() -> list[str]:
-    """``--vars`` for what the environment sets (none: ``dbt_project.yml``'s defaults apply)."""
-    if not os.environ.get(ON_TIME_TOLERANCE_ENV, "").strip():
+def vars_args(marts: MartsSettings | None = None) -> list[str]:
+    """``--vars`` for what ``marts`` (None: as configured) set (none: ``dbt_project.yml``'s defaults apply)."""
+    tolerance = (marts or MartsSettings.configured()).on_time_tolerance
+    if tolerance is None:
         return []
-    tolerance = minutes_from_env(ON_TIME_TOLERANCE_ENV, default=0)  # set: the default is never used
-    return ["--vars", json.dumps({ON_TIME_TOLERANCE_VAR: tolerance})]
+    return ["--vars", json.dumps({ON_TIME_TOLERANCE_VAR: int(tolerance.total_seconds() // 60)})]
 
 
-def dbt_build_args() -> list[str]:
-    """``dbt build``, with ``--vars`` for what the environment sets (else ``dbt_project.yml``'s defaults)."""
-    return [*BUILD, *vars_args()]
+def dbt_build_args(marts: MartsSettings | None = None) -> list[str]:
+    """``dbt build``, with ``--vars`` for what ``marts`` set (else ``dbt_project.yml``'s defaults)."""
+    return [*BUILD, *vars_args(marts)]
 
 
 def build_target(data_dir: Path) -> Path:
@@ -89,6 +67,8 @@ def target_env(dbt_target: str | None) -> dict[str, str]:
     return {} if dbt_target is None else {TARGET_ENV: dbt_target}
 
 
-def database_env(data_dir: Path, dbt_target: str | None) -> dict[str, str]:
-    """The environment every dbt command on ``data_dir`` needs: its database and the storage's target."""
-    return {DBT_DATABASE_ENV: str(working_db_path(data_dir)), **target_env(dbt_target)}
+def database_env(data_dir: Path, dbt_target: str | None, marts: MartsSettings | None = None) -> dict[str, str]:
+    """The environment every dbt command on ``data_dir`` needs: its database, its memory limit (``marts``'; None:
+    as configured; the profile reads it) and the storage's target."""
+    limit = (marts or MartsSettings.configured()).dbt_memory_limit
+    return {DBT_DATABASE_ENV: str(working_db_path(data_dir)), DBT_MEMORY_LIMIT_ENV: limit, **target_env(dbt_target)}

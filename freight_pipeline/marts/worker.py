@@ -80,7 +80,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
-from freight_pipeline.config import DBT_DATABASE_ENV
+from freight_pipeline.config import DBT_DATABASE_ENV, MartsSettings
 from freight_pipeline.marts.jinja_cache import CompiledTemplates
 from freight_pipeline.marts.kept_builds import add_results, any_failed, keep, kept_build, run_tests
 from freight_pipeline.marts.project import (
@@ -91,7 +91,6 @@ from freight_pipeline.marts.project import (
     build_target,
     database_env,
     project_args,
-    replay_on,
     vars_args,
 )
 from freight_pipeline.marts.worker_server import ForkedWorker, forked_worker
@@ -150,8 +149,10 @@ class DbtWorker:
     """
 
     def __init__(self, launch: Callable[[], subprocess.Popen[str] | ForkedWorker], target: Path, shared: Path,
-                 database: str, *, deferred: bool = False) -> None:
+                 database: str, *, deferred: bool = False, marts: MartsSettings | None = None) -> None:
         self._launch = launch
+        self.marts = marts or MartsSettings()
+        """The run's settings of the marts (its builds read them from here)."""
         self.target = target
         self.shared = shared
         """The shared parse folder of its builds (:func:`parse_dir`), where the kept builds are."""
@@ -160,23 +161,25 @@ class DbtWorker:
         self.process: subprocess.Popen[str] | ForkedWorker | None = None if deferred else launch()
 
     @classmethod
-    def start(cls, data_dir: Path, dbt_target: str | None) -> Self:
+    def start(cls, data_dir: Path, dbt_target: str | None, marts: MartsSettings | None = None) -> Self:
         """Start the worker for ``data_dir``'s working database, built with the profile's ``dbt_target``
         (the storage's: ``StorageBackend.dbt_target``), unless :data:`NEXT_BUILD` says the build will likely
         need no dbt (deferred until asked); the parse uses the ``--vars`` the build will pass, so that the
         build finds it valid. Forked by the fork server of dbt workers when ``FREIGHT_DBT_WORKER_SERVER``
-        names one (:mod:`~freight_pipeline.marts.worker_server`), else a new process."""
+        names one (:mod:`~freight_pipeline.marts.worker_server`), else a new process. ``marts``: the run's
+        settings of the marts (None: as configured)."""
+        marts = marts or MartsSettings.configured()
         target = build_target(data_dir)
         target.mkdir(parents=True, exist_ok=True)
-        chosen_vars = vars_args()
+        chosen_vars = vars_args(marts)
         argv = ["--project-dir", str(DBT_PROJECT_DIR), "--target", str(target),
                 *(["--vars", chosen_vars[1]] if chosen_vars else [])]
-        dbt_env = database_env(data_dir, dbt_target)
+        dbt_env = database_env(data_dir, dbt_target, marts)
         env = {**os.environ, **dbt_env, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
 
         def launch() -> subprocess.Popen[str] | ForkedWorker:
             with open(target / LOG, "w") as log:
-                forked = forked_worker(argv, env, log)
+                forked = forked_worker(argv, env, log, marts.dbt_worker_server)
                 if forked is not None:
                     return forked
                 command = [sys.executable, "-m", "freight_pipeline.marts.worker", *argv]
@@ -185,7 +188,8 @@ class DbtWorker:
                                         env=env, text=True, start_new_session=True)
 
         shared = parse_dir(DBT_PROJECT_DIR, target, chosen_vars, dbt_env)
-        return cls(launch, target, shared, _database_name(dbt_env), deferred=_no_dbt_expected(target))
+        return cls(launch, target, shared, _database_name(dbt_env), deferred=_no_dbt_expected(target, marts),
+                   marts=marts)
 
     def expect(self, replayable: bool, until: dt.datetime | None) -> None:
         """Leave word for the next run's worker (:data:`NEXT_BUILD`): whether the next build will likely replay
@@ -251,11 +255,11 @@ class DbtWorker:
         self.close()
 
 
-def _no_dbt_expected(target: Path) -> bool:
+def _no_dbt_expected(target: Path, marts: MartsSettings) -> bool:
     """Whether the last build in ``target`` expects the next to replay its kept statements, and no full check
     falls due before then (:data:`NEXT_BUILD`)."""
     try:
-        if not replay_on():
+        if not marts.dbt_replay:
             return False
         word = json.loads((target / NEXT_BUILD).read_text())
         until = dt.datetime.fromisoformat(word["until"]) if word.get("until") else None

@@ -39,8 +39,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Self
 
-from freight_pipeline.config import DBT_WORKER_SERVER_ENV
-
 SERVER_MODULE = "freight_pipeline.marts.worker_server"
 """This module, as ``python -m`` runs it."""
 WORKER_MODULE = "freight_pipeline.marts.worker"
@@ -108,10 +106,10 @@ class ForkedWorker:
             os.kill(self.pid, signal.SIGKILL)
 
 
-def forked_worker(argv: Sequence[str], env: Mapping[str, str], log: IO[str]) -> ForkedWorker | None:
-    """The worker ``argv`` forked by the server :data:`DBT_WORKER_SERVER_ENV` names; None when it names none, or names
-    one that cannot be reached (the caller starts a process of its own)."""
-    server = os.environ.get(DBT_WORKER_SERVER_ENV)
+def forked_worker(argv: Sequence[str], env: Mapping[str, str], log: IO[str], server: str | None) -> ForkedWorker | None:
+    """The worker ``argv`` forked by the server at the socket ``server`` (the setting ``dbt_worker_server``,
+    :data:`DBT_WORKER_SERVER_ENV`); None when there is none, or it cannot be reached (the caller starts a process
+    of its own)."""
     if not server:
         return None
     try:

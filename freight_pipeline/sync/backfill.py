@@ -20,11 +20,10 @@ shipment created during the backfill is never outside every partition.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 
-from freight_pipeline.config import BACKFILL_BOUNDARIES_ENV
+from freight_pipeline.config import LakeConfig
 from freight_pipeline.sync.changes import Criterion
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 
@@ -84,14 +83,9 @@ def id_ranges_between(boundaries: list[int]) -> tuple[IdRange, ...]:
     return tuple(IdRange(low, high) for low, high in zip(edges, [*boundaries, None], strict=True))
 
 
-def backfill_plan_from_env() -> tuple[IdRange, ...]:
-    """The partitions ``FREIGHT_BACKFILL_ID_BOUNDARIES`` cuts the ids into; ValueError naming it."""
-    text = os.environ.get(BACKFILL_BOUNDARIES_ENV, "").strip()
-    try:
-        boundaries = [int(part) for part in text.split(",") if part.strip()] if text else []
-        return id_ranges_between(boundaries)
-    except ValueError as exc:
-        raise ValueError(f"{BACKFILL_BOUNDARIES_ENV}={text!r}: {exc}") from None
+def backfill_plan(lake: LakeConfig) -> tuple[IdRange, ...]:
+    """The partitions the setting ``backfill_id_boundaries`` cuts the ids into (checked by the settings)."""
+    return id_ranges_between(list(lake.backfill_id_boundaries))
 
 
 def completed_cursor(ceiling: ShipmentKey, plan: tuple[IdRange, ...]) -> str:

@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 import duckdb
 
-from freight_pipeline.config import DuckDBSettings
+from freight_pipeline.config import StorageSettings
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.ddl import first, qualified, run
 
@@ -88,7 +88,7 @@ class PublishedState:
 class StorageBackend(Protocol):
     """Where the warehouse's tables live: how to connect, write, publish and read what was published."""
 
-    duckdb_settings: DuckDBSettings
+    duckdb_settings: StorageSettings
     """The configuration of its DuckDB connections (memory limits, the published file's storage version)."""
     key_constraints: bool
     """Whether tables are created with their PRIMARY KEY (DuckDB enforces it; a DuckLake has no keys)."""

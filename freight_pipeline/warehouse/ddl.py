@@ -13,9 +13,16 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.config import MEMORY_LIMIT_VARIABLES, PUBLISH_STORAGE_VERSION_ENV, DuckDBSettings
+from freight_pipeline.config import (
+    DUCKDB_MEMORY_LIMIT_ENV,
+    PUBLISH_MEMORY_LIMIT_ENV,
+    PUBLISH_STORAGE_VERSION_ENV,
+    StorageSettings,
+)
 from freight_pipeline.normalize.schema import TableSpec
 
+MEMORY_LIMIT_VARIABLES = {"sync": DUCKDB_MEMORY_LIMIT_ENV, "publish": PUBLISH_MEMORY_LIMIT_ENV}
+"""What a DuckDB connection is for -> the variable of its memory limit (named in messages)."""
 log = logging.getLogger(__name__)
 
 # How duckdb_columns() spells the spec type names that differ.
@@ -51,7 +58,7 @@ def storage_tag(con: duckdb.DuckDBPyConnection, database: str) -> str:
 
 
 @contextmanager
-def explained_out_of_memory(doing: str, settings: DuckDBSettings, purpose: str = "sync") -> Iterator[None]:
+def explained_out_of_memory(doing: str, settings: StorageSettings, purpose: str = "sync") -> Iterator[None]:
     """Turn DuckDB's out-of-memory error (whose advice is ``SET memory_limit``, which a pipeline user
     cannot do) into :class:`WarehouseOutOfMemory` naming the limit in force (``settings``' for
     ``purpose``) and its variable."""
@@ -76,7 +83,7 @@ machine whose other core runs the event loop (docs/performance.md)."""
 
 
 def connect(
-    path: Path, settings: DuckDBSettings, purpose: str = "sync", *, new_storage_version: str | None = None
+    path: Path, settings: StorageSettings, purpose: str = "sync", *, new_storage_version: str | None = None
 ) -> duckdb.DuckDBPyConnection:
     """A read-write connection as the pipeline uses them: bounded memory (``settings``' limit for
     ``purpose``), no insertion order; the sync's with :data:`SYNC_CONFIG`.

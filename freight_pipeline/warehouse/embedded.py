@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import duckdb
 
-from freight_pipeline.config import DuckDBSettings
+from freight_pipeline.config import StorageSettings
 from freight_pipeline.warehouse.backend import PublishedState
 from freight_pipeline.warehouse.ddl import checked_storage_version, connect
 from freight_pipeline.warehouse.paths import working_db_path
@@ -30,8 +30,8 @@ class EmbeddedDuckDB:
     readers_see_commits = False
     dbt_target: str | None = None
 
-    def __init__(self, duckdb_settings: DuckDBSettings | None = None) -> None:
-        self.duckdb_settings = duckdb_settings or DuckDBSettings()
+    def __init__(self, duckdb_settings: StorageSettings | None = None) -> None:
+        self.duckdb_settings = duckdb_settings or StorageSettings()
 
     def describe(self, data_dir: Path) -> str:
         return str(working_db_path(data_dir))

@@ -12,7 +12,7 @@ The DuckDB file: the working database is checkpointed (its WAL folded into the f
 byte for byte to ``.publish-tmp-<v>/warehouse.duckdb`` while the pipeline holds it (nothing can
 write it meanwhile); the copy is opened once (which proves it readable, exports the Parquet and,
 when ``schemas`` is given, drops the other schemas). The published file must be in the configured
-storage version (``DuckDBSettings.storage_version``: ``FREIGHT_PUBLISH_STORAGE_VERSION``, default
+storage version (``StorageSettings.storage_version``: ``FREIGHT_PUBLISH_STORAGE_VERSION``, default
 ``v1.5.0``, which DuckDB 1.5 and later open, as the BI tools' drivers do; duckdb 2.0's own format
 only 2.0 does): a copy already in it is
 published as it is, another (a working database created before the setting, or under another one)
@@ -67,7 +67,7 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.config import DuckDBSettings
+from freight_pipeline.config import StorageSettings
 from freight_pipeline.warehouse.backend import UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.ddl import (
     checked_storage_version,
@@ -151,7 +151,7 @@ def publish(
     data_dir: Path,
     schemas: Sequence[str] | None = None,
     *,
-    settings: DuckDBSettings,
+    settings: StorageSettings,
     connection: duckdb.DuckDBPyConnection | None = None,
     keep_versions: int = 2,
     grace: dt.timedelta = dt.timedelta(minutes=10),
@@ -219,7 +219,7 @@ def publish(
 
 
 def _snapshot(
-    work: Path, target: Path, connection: duckdb.DuckDBPyConnection | None, settings: DuckDBSettings
+    work: Path, target: Path, connection: duckdb.DuckDBPyConnection | None, settings: StorageSettings
 ) -> None:
     """Byte copy of the checkpointed working database, taken while holding a connection to it."""
     target.parent.mkdir()

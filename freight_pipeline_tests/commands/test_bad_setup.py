@@ -1,5 +1,6 @@
-"""Every bad setup refused before anything runs: through the real CLI, exit 2 and one line on stderr
-naming the setting and what is wrong, no traceback, nothing written to the data directory.
+"""Every bad setup refused before anything runs: through the real CLI, exit 2 and one line on stderr per bad
+value, naming the setting (its variable, or its place in the settings file), the value and what is allowed, no
+traceback, nothing written to the data directory.
 
 A case per command runs ``freight-pipeline`` in a process of its own (:data:`IN_A_PROCESS`: the exit
 status and stderr a user sees); the rest call the same entry point, :func:`freight_pipeline.cli.main`,
@@ -37,6 +38,10 @@ class Case:
     args: tuple[str, ...] = ("sync",)
     data: str = "{tmp}/data"
     """The data directory (``FREIGHT_DATA_DIR``, or ``--data-dir`` when ``args`` has it)."""
+    file: str | None = None
+    """The settings file ``{tmp}/freight.toml`` holds."""
+    lines: int = 1
+    """Lines on stderr: one per bad value."""
 
 
 A_FILE = "{tmp}/a-file"
@@ -53,36 +58,53 @@ CASES = [
     Case("disk too full", env={"FREIGHT_MIN_FREE_MB": "999999999999"},
          says="MB free on its disk, less than the 999999999999 MB a run needs at least (FREIGHT_MIN_FREE_MB)"),
     Case("free-space floor not a number", env={"FREIGHT_MIN_FREE_MB": "lots"},
-         says="FREIGHT_MIN_FREE_MB must be whole megabytes, got 'lots'"),
+         says="FREIGHT_MIN_FREE_MB='lots': Input should be a valid integer"),
     Case("base URL not a URL", env={"FREIGHT_BASE_URL": "not-a-url"},
-         says="FREIGHT_BASE_URL='not-a-url' is not an http(s) URL"),
+         says="FREIGHT_BASE_URL='not-a-url': is not an http(s) URL"),
     Case("base URL without host", env={"FREIGHT_BASE_URL": "https://"},
-         says="FREIGHT_BASE_URL='https://' names no host"),
+         says="FREIGHT_BASE_URL='https://': names no host"),
     Case("base URL bad port", env={"FREIGHT_BASE_URL": "http://tms:port"},
-         says="FREIGHT_BASE_URL='http://tms:port' has a port that is not a number"),
-    Case("empty user", env={"FREIGHT_USERNAME": ""}, says="FREIGHT_USERNAME is set but empty"),
+         says="FREIGHT_BASE_URL='http://tms:port': has a port that is not a number"),
     Case("no password", env={"FREIGHT_PASSWORD": ""}, says="FREIGHT_PASSWORD is not set"),
     Case("reconcile not minutes", env={"FREIGHT_RECONCILE_INTERVAL_MINUTES": "soon"},
-         says="FREIGHT_RECONCILE_INTERVAL_MINUTES must be whole minutes, got 'soon'"),
+         says="FREIGHT_RECONCILE_INTERVAL_MINUTES='soon': must be whole minutes (0 or more), or never"),
     Case("reconcile negative", env={"FREIGHT_RECONCILE_INTERVAL_MINUTES": "-5"},
-         says="FREIGHT_RECONCILE_INTERVAL_MINUTES must not be negative, got -5"),
+         says="FREIGHT_RECONCILE_INTERVAL_MINUTES='-5': must be whole minutes (0 or more), or never"),
     Case("relist not minutes", env={"FREIGHT_DOCUMENTS_RELIST_MINUTES": "daily"},
-         says="FREIGHT_DOCUMENTS_RELIST_MINUTES must be whole minutes, got 'daily'"),
+         says="FREIGHT_DOCUMENTS_RELIST_MINUTES='daily': must be whole minutes (0 or more), or never"),
     Case("max sync age not minutes", env={"FREIGHT_MAX_SYNC_AGE_MINUTES": "1h"},
-         says="FREIGHT_MAX_SYNC_AGE_MINUTES must be whole minutes, got '1h'"),
+         says="FREIGHT_MAX_SYNC_AGE_MINUTES='1h': must be whole minutes (0 or more)"),
     Case("on-time tolerance not minutes", env={"FREIGHT_ON_TIME_TOLERANCE_MINUTES": "an hour"},
-         says="FREIGHT_ON_TIME_TOLERANCE_MINUTES must be whole minutes, got 'an hour'"),
+         says="FREIGHT_ON_TIME_TOLERANCE_MINUTES='an hour': must be whole minutes (0 or more)"),
     Case("service time zone unknown", env={"FREIGHT_SERVICE_TIMEZONE": "Mars/Olympus_Mons"},
-         says="FREIGHT_SERVICE_TIMEZONE: 'Mars/Olympus_Mons' is not an IANA time zone (such as Europe/Berlin or UTC)"),
-    Case("hedge share not a share", env={"FREIGHT_HEDGE": "lots"},
-         says="FREIGHT_HEDGE must be a share between 0 and 1 (0.05), got 'lots'"),
+         says="FREIGHT_SERVICE_TIMEZONE='Mars/Olympus_Mons': 'Mars/Olympus_Mons' is not an IANA time zone"),
+    Case("hedge share not a share", env={"FREIGHT_HEDGE_SHARE": "lots"},
+         says="FREIGHT_HEDGE_SHARE='lots': Input should be a valid number"),
+    Case("hedge share by its former name", env={"FREIGHT_HEDGE": "2"},
+         says="FREIGHT_HEDGE='2': Input should be less than or equal to 1"),
+    Case("page size above the service's", env={"FREIGHT_PAGE_SIZE": "501"},
+         says="FREIGHT_PAGE_SIZE='501': Input should be less than or equal to 500"),
+    Case("events refresh mode", env={"FREIGHT_EVENTS_REFRESH": "sometimes"},
+         says="FREIGHT_EVENTS_REFRESH='sometimes': Input should be 'auto', 'on' or 'off'"),
+    Case("two bad values, a line each", env={"FREIGHT_PAGE_SIZE": "0", "FREIGHT_FETCH_WINDOW": "none"}, lines=2,
+         says="FREIGHT_FETCH_WINDOW='none': Input should be a valid integer"),
+    Case("retry waits out of order", env={"FREIGHT_RETRY_AFTER_MINUTES": "90", "FREIGHT_RETRY_AFTER_MAX_MINUTES": "60"},
+         says="retry_after_minutes must not be above retry_after_max_minutes"),
+    Case("settings file: a bad value", env={"FREIGHT_SETTINGS_FILE": "{tmp}/freight.toml"},
+         file="[sync]\nconcurrency = 0\n", says="{tmp}/freight.toml [sync] concurrency=0: Input should be greater"),
+    Case("settings file: not a setting", env={"FREIGHT_SETTINGS_FILE": "{tmp}/freight.toml"},
+         file="[sync]\npagesize = 10\n", says="{tmp}/freight.toml: [sync] pagesize is not a setting of [sync]"),
+    Case("settings file: not TOML", env={"FREIGHT_SETTINGS_FILE": "{tmp}/freight.toml"},
+         file="[sync\n", says="{tmp}/freight.toml is not TOML"),
+    Case("settings file missing", env={"FREIGHT_SETTINGS_FILE": "{tmp}/nowhere.toml"},
+         says="FREIGHT_SETTINGS_FILE='{tmp}/nowhere.toml' cannot be read: No such file or directory"),
     Case("lake retention not minutes", env={"FREIGHT_LAKE_RETENTION_MINUTES": "7d"},
-         says="FREIGHT_LAKE_RETENTION_MINUTES must be whole minutes, got '7d'"),
+         says="FREIGHT_LAKE_RETENTION_MINUTES='7d': must be whole minutes (0 or more)"),
     *(Case(f"{name} not a flag", env={name: "maybe"},
-           says=f"{name} must be 1/true/yes/on or 0/false/no/off, got 'maybe'")
+           says=f"{name}='maybe': must be 1/true/yes/on or 0/false/no/off")
       for name in ("FREIGHT_SYNC_DOCUMENTS", "FREIGHT_SYNC_CODE_CONVERSIONS", "FREIGHT_HISTORY",
                    "FREIGHT_DOCUMENT_CONTENT", "FREIGHT_SCHEDULES_RUNNING", "FREIGHT_DBT_FULL_REFRESH")),
-    *(Case(f"{name} not a size", env={name: "lots"}, says=f"{name}='lots' is not a memory size DuckDB reads")
+    *(Case(f"{name} not a size", env={name: "lots"}, says=f"{name}='lots': is not a memory size DuckDB reads")
       for name in ("FREIGHT_DUCKDB_MEMORY_LIMIT", "FREIGHT_DUCKDB_PUBLISH_MEMORY_LIMIT", "FREIGHT_DBT_MEMORY_LIMIT")),
     Case("storage version unknown", env={"FREIGHT_PUBLISH_STORAGE_VERSION": "v1.5"},
          says="FREIGHT_PUBLISH_STORAGE_VERSION='v1.5' is not a storage version duckdb"),
@@ -93,9 +115,9 @@ CASES = [
          says="FREIGHT_LAKE_CATALOG_URI must start with postgresql://, sqlite:/// or duckdb:///"),
     Case("lake S3 URL style", env={"FREIGHT_LAKE_CATALOG_URI": "sqlite:///{tmp}/c.sqlite",
                                    "FREIGHT_LAKE_DATA_URI": "s3://bucket/x", "FREIGHT_LAKE_S3_URL_STYLE": "sideways"},
-         says="FREIGHT_LAKE_S3_URL_STYLE must be path or vhost, got 'sideways'"),
+         says="FREIGHT_LAKE_S3_URL_STYLE='sideways': Input should be 'path' or 'vhost'"),
     Case("backfill boundaries", env={"FREIGHT_BACKFILL_ID_BOUNDARIES": "500,200"},
-         says="FREIGHT_BACKFILL_ID_BOUNDARIES='500,200': boundaries must be increasing ids above 0"),
+         says="FREIGHT_BACKFILL_ID_BOUNDARIES='500,200': must be increasing shipment ids above 0"),
     Case("demo: data dir is a file", args=("demo", "--shipments", "10"), data=A_FILE,
          says="FREIGHT_DATA_DIR={tmp}/a-file is a file, not a directory"),
     Case("ui: data dir is a file", args=("ui", "--port", str(free_port()), "--simulator-port", str(free_port())),
@@ -125,6 +147,8 @@ Refusals = dict[str, tuple[Path, subprocess.CompletedProcess[str]]]
 def prepare(case: Case, tmp: Path) -> list[str]:
     """The case's files under ``tmp`` and its command line."""
     (tmp / "a-file").write_text("not a directory\n")
+    if case.file is not None:
+        (tmp / "freight.toml").write_text(case.file)
     if READ_ONLY.startswith("{tmp}"):
         (tmp / "read-only").mkdir(mode=0o500)
     return [arg.format(tmp=tmp) for arg in case.args]
@@ -170,6 +194,7 @@ def test_a_bad_setup_is_refused_in_one_line_with_exit_2(case: Case, refusals: Re
     command = case.args[0]
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
     assert "Traceback" not in done.stderr
-    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.count("\n") == case.lines, done.stderr
+    assert all(line.startswith(f"{command}: ") for line in done.stderr.splitlines()), done.stderr
     assert done.stderr.startswith(f"{command}: ") and case.says.format(tmp=tmp) in done.stderr, done.stderr
     assert not (tmp / "data").exists(), "nothing may be written before the setup is checked"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import dataclasses
 import datetime as dt
 import importlib.util
 import itertools
@@ -38,7 +37,7 @@ import pytest
 from websockets.sync.client import connect
 
 from freight_pipeline.commands.processes import LOCALHOST, free_port, start_child, stop_child, wait_http
-from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT, DuckDBSettings, ServiceSettings
+from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT, StorageSettings, ServiceSettings
 from freight_pipeline.dashboard import display, queries, sources
 from freight_pipeline.dashboard.app import (
     ETA_HORIZON_TABLE,
@@ -64,7 +63,7 @@ LATER_SYNCS = 6
 DAYS_BETWEEN_SYNCS = 4
 """Six syncs four days apart after the first: 24 days of estimate history, so arrivals late in it had
 an estimate 14 days before (sea arrivals are scored at every horizon, air ones at the short ones)."""
-SYNC_SETTINGS = dataclasses.replace(TEST_SETTINGS, page_size=500, fetch_batch_size=100)
+SYNC_SETTINGS = TEST_SETTINGS.replaced(page_size=500, fetch_batch_size=100)
 """The sync tests' settings with the production page and batch sizes: the syncs here build data for the
 views, their batching is the sync tests' concern (TEST_SETTINGS' small batches made them 2.7 times slower)."""
 CHROMIUM = Path("/usr/bin/chromium")
@@ -84,7 +83,7 @@ NULLED = {"shipments": 2}
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data, _ = built_working_database(tmp_path_factory.mktemp("dashboard"))
-    publish(data, settings=DuckDBSettings())
+    publish(data, settings=StorageSettings())
     return data
 
 
@@ -456,7 +455,7 @@ def test_an_eta_section_without_scores_says_why(data_dir: Path, tmp_path: Path,
     with duckdb.connect(str(working_db_path(data))) as work:
         work.execute("DELETE FROM analytics.fct_eta_accuracy")
         work.execute("DELETE FROM analytics.fct_estimate_revisions")
-    publish(data, settings=DuckDBSettings())
+    publish(data, settings=StorageSettings())
     with sources.open_warehouse(data) as con:
         empty = queries.load_page(con, Filters())
     assert empty.eta_missing is None and empty.eta_horizon is None and empty.eta_shipment_id is None
@@ -469,7 +468,7 @@ def test_an_eta_section_without_scores_says_why(data_dir: Path, tmp_path: Path,
     with duckdb.connect(str(working_db_path(data))) as work:
         work.execute("DROP TABLE analytics.fct_eta_accuracy_monthly")
         work.execute("DROP TABLE analytics.fct_eta_accuracy")
-    publish(data, settings=DuckDBSettings())
+    publish(data, settings=StorageSettings())
     page = AppTest.from_file(app, default_timeout=60).run()
     assert not page.exception and not page.error
     assert [i.value for i in page.info] == [
@@ -560,7 +559,7 @@ def test_reading_never_holds_up_a_publish(data_dir: Path, tmp_path: Path) -> Non
     with duckdb.connect(str(working_db_path(data))) as work:
         work.execute("DELETE FROM freight_meta.quarantine")
     with sources.open_warehouse(data) as reading:
-        publish(data, settings=DuckDBSettings())
+        publish(data, settings=StorageSettings())
         assert queries.bad_data(reading).quarantined.sum() == sum(QUARANTINED.values())
     with sources.open_warehouse(data) as after:
         assert queries.bad_data(after).quarantined.sum() == 0

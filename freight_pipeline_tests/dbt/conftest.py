@@ -77,7 +77,7 @@ def dbt_build(
 def published(dbt_build: dict[str, Any], warehouse: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory holding ``data/`` as the pipeline publishes it (``data/warehouse.duckdb`` and
     ``data/parquet/<schema>/<table>/``) from the built warehouse; README paths resolve from it."""
-    from freight_pipeline.config import DuckDBSettings
+    from freight_pipeline.config import StorageSettings
     from freight_pipeline.warehouse.paths import working_db_path
     from freight_pipeline.warehouse.publish import publish
 
@@ -86,5 +86,5 @@ def published(dbt_build: dict[str, Any], warehouse: dict[str, Any], tmp_path_fac
     work = working_db_path(data_dir)
     work.parent.mkdir(parents=True)
     shutil.copy(warehouse["path"], work)
-    publish(data_dir, settings=DuckDBSettings())
+    publish(data_dir, settings=StorageSettings())
     return root

@@ -13,14 +13,14 @@ import pytest
 from freight_pipeline.checks.warehouse import warehouse_checks
 from freight_pipeline.config import (
     DBT_DATABASE_ENV,
-    DEFAULT_BASE_URL,
-    DEFAULT_USERNAME,
     HISTORY_ENV,
     RECONCILE_ENV,
+    SCHEDULES_RUNNING_ENV,
+    ServiceSettings,
     environ,
 )
 from freight_pipeline.definitions import defs
-from freight_pipeline.defs import checks, dbt, jobs, resources
+from freight_pipeline.defs import checks, dbt, jobs
 from freight_pipeline.defs.freight_job import FREIGHT_JOB, STREAM_CHECK
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_keys
@@ -142,9 +142,9 @@ def test_schedules(monkeypatch: pytest.MonkeyPatch) -> None:
     assert by_name["freight_sync_every_15_minutes"].job_name == "freight_sync_job"
     assert by_name["code_conversions_daily"].cron_schedule == "0 3 * * *"
     assert by_name["code_conversions_daily"].job_name == "code_conversions_job"
-    monkeypatch.delenv(jobs.SCHEDULES_RUNNING_ENV, raising=False)
+    monkeypatch.delenv(SCHEDULES_RUNNING_ENV, raising=False)
     assert jobs.default_schedule_status() == dg.DefaultScheduleStatus.STOPPED
-    monkeypatch.setenv(jobs.SCHEDULES_RUNNING_ENV, "1")
+    monkeypatch.setenv(SCHEDULES_RUNNING_ENV, "1")
     assert jobs.default_schedule_status() == dg.DefaultScheduleStatus.RUNNING
     assert jobs.build_schedule("s", "* * * * *", "j", "d").default_status == dg.DefaultScheduleStatus.RUNNING
 
@@ -166,8 +166,9 @@ def test_resources_resolve_from_the_environment(monkeypatch: pytest.MonkeyPatch,
         monkeypatch.delenv(name, raising=False)
     resource = FreightServiceResource(password="pw-not-shown")
     service = resource.service_settings()
-    assert (service.base_url, service.username, service.password) == (DEFAULT_BASE_URL, DEFAULT_USERNAME,
-                                                                       "pw-not-shown")
+    defaults = ServiceSettings()
+    assert (service.base_url, service.username, service.secret) == (defaults.base_url, defaults.username,
+                                                                     "pw-not-shown")
     assert "pw-not-shown" not in repr(resource) and "pw-not-shown" not in repr(service)
     monkeypatch.setenv("FREIGHT_BASE_URL", "http://example:1")
     monkeypatch.setenv("FREIGHT_USERNAME", "someone")
@@ -181,10 +182,11 @@ def test_resources_resolve_from_the_environment(monkeypatch: pytest.MonkeyPatch,
     assert WarehouseResource(data_dir=str(tmp_path / "x")).working_db == tmp_path / "x" / "work" / "warehouse.duckdb"
 
 
-def test_password_comes_from_the_environment_not_the_code() -> None:
-    resource = (defs.resources or {})["freight_service"]
-    assert isinstance(resource, FreightServiceResource)
-    assert isinstance(resource.password, dg.EnvVar) and resource.password.env_var_name == "FREIGHT_PASSWORD"
+def test_no_setting_is_fixed_in_the_definitions() -> None:
+    """The definitions' resources set nothing: each setting (the password included) comes from the environment,
+    the settings file or its default when a run starts, never from the code."""
+    for resource in (defs.resources or {}).values():
+        assert resource.overrides() == {}
 
 
 def test_manifest_is_reparsed_only_when_missing_or_stale(tmp_path: Path) -> None:
@@ -345,9 +347,9 @@ def test_freshness_sensor_follows_the_automation_switch(monkeypatch: pytest.Monk
     try:
         for value in (None, "0", "1"):
             if value is None:
-                monkeypatch.delenv(jobs.SCHEDULES_RUNNING_ENV, raising=False)
+                monkeypatch.delenv(SCHEDULES_RUNNING_ENV, raising=False)
             else:
-                monkeypatch.setenv(jobs.SCHEDULES_RUNNING_ENV, value)
+                monkeypatch.setenv(SCHEDULES_RUNNING_ENV, value)
             sensor = importlib.reload(module).defs.get_repository_def().get_sensor_def(checks.FRESHNESS_SENSOR)
             statuses[value] = sensor.default_status
             assert sensor.minimum_interval_seconds == checks.FRESHNESS_SENSOR_INTERVAL_SECONDS
@@ -369,22 +371,6 @@ def test_resource_defaults_are_the_sync_settings_defaults(monkeypatch: pytest.Mo
                                    adaptive_concurrency=False).sync_settings()
     assert (tuned.fetch_batch_size, tuned.fetch_window, tuned.initial_concurrency) == (7, 9, 3)
     assert not tuned.adaptive_concurrency and not tuned.in_flight_limit().adaptive
-
-
-@pytest.mark.parametrize("interval", [None, dt.timedelta(0), dt.timedelta(hours=2)])
-def test_resource_keeps_a_reconcile_default_of_never_apart_from_every_run(
-    monkeypatch: pytest.MonkeyPatch, interval: dt.timedelta | None
-) -> None:
-    """A ``SyncSettings`` default of None (never reconcile) reaches the sync as None, not as 0 (every
-    run); the env variable, when set, and the resource's own field still win."""
-    monkeypatch.delenv(RECONCILE_ENV, raising=False)
-    default = resources.reconcile_minutes_of(SyncSettings(reconcile_interval=interval))
-    monkeypatch.setattr(resources, "DEFAULT_RECONCILE_MINUTES", default)
-    assert FreightServiceResource(password="x").sync_settings().reconcile_interval == interval
-    monkeypatch.setenv(RECONCILE_ENV, "0")
-    assert FreightServiceResource(password="x").sync_settings().reconcile_interval == dt.timedelta(0)
-    configured = FreightServiceResource(password="x", reconcile_interval_minutes=45).sync_settings()
-    assert configured.reconcile_interval == dt.timedelta(minutes=45)
 
 
 def test_the_package_docstring_names_each_of_its_modules_and_no_other() -> None:

@@ -15,7 +15,7 @@ from freight_pipeline.lake.settings import LakeSettings
 
 
 def main(at: float, scratch: Path) -> None:
-    lake = LakeSettings.from_env()
+    lake = LakeSettings.configured()
     assert lake is not None, "FREIGHT_LAKE_CATALOG_URI is not set"
     time.sleep(max(0.0, at - time.time()))
     connect_lake(lake, scratch, "256MB").close()

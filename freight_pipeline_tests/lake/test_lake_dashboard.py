@@ -52,7 +52,7 @@ def lake_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     root = tmp_path_factory.mktemp("lake-dashboard")
     data, work = built_working_database(root)
     env = _lake_env(root / "lake")
-    lake = LakeSettings.from_env(env)
+    lake = LakeSettings.configured(env)
     assert lake is not None
     con = connect_lake(lake, root / "spill", "512MB")
     try:
@@ -88,7 +88,7 @@ def test_the_views_read_the_published_snapshot_not_the_latest(
     lake_data: tuple[Path, dict[str, str], Path], embedded: duckdb.DuckDBPyConnection
 ) -> None:
     data, env, _ = lake_data
-    lake = LakeSettings.from_env(env)
+    lake = LakeSettings.configured(env)
     with sources.open_warehouse(data, LakeBackend(lake)) as con:
         assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchall() == [(SHIPMENTS,)]
         assert queries.bad_data(con).quarantined.sum() == sum(QUARANTINED.values())
@@ -105,7 +105,7 @@ def test_the_views_read_the_published_snapshot_not_the_latest(
 
 
 def test_a_lake_without_a_publish_is_a_message(tmp_path: Path) -> None:
-    lake = LakeSettings.from_env(_lake_env(tmp_path / "lake"))
+    lake = LakeSettings.configured(_lake_env(tmp_path / "lake"))
     assert lake is not None
     connect_lake(lake, tmp_path / "spill", "512MB").close()  # the catalog exists, nothing published
     nothing = r"no published warehouse in the DuckLake catalog sqlite:.* \(no published snapshot\); run `make demo`"

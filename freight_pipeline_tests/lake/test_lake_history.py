@@ -5,7 +5,6 @@ another connection. The syncs run the shipments stream alone: it writes every ta
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -30,7 +29,7 @@ STREAMS = (SHIPMENTS.name,)
 def test_the_sync_writes_versions_into_the_lake_and_its_macros_read_them(tmp_path: Path) -> None:
     env = {"FREIGHT_LAKE_CATALOG_URI": f"sqlite:///{tmp_path}/catalog.sqlite",
            "FREIGHT_LAKE_DATA_URI": str(tmp_path / "lake-data")}
-    lake = LakeSettings.from_env(env)
+    lake = LakeSettings.configured(env)
     assert lake is not None
     backend = LakeBackend(lake)
     with running_simulator(shipments=12, seed=23) as sim:
@@ -75,11 +74,11 @@ def test_the_sync_writes_versions_into_the_lake_and_its_macros_read_them(tmp_pat
 def test_a_reset_service_without_offsets_ends_exact_in_the_lake(tmp_path: Path) -> None:
     """Issue 32 in lake mode: a clock without offsets read in the service's zone, and the first sync after a
     reset (changes reverted, creations gone, ids reused) leaving the lake and its history equal to the service."""
-    lake = LakeSettings.from_env({"FREIGHT_LAKE_CATALOG_URI": f"sqlite:///{tmp_path}/catalog.sqlite",
+    lake = LakeSettings.configured({"FREIGHT_LAKE_CATALOG_URI": f"sqlite:///{tmp_path}/catalog.sqlite",
                                   "FREIGHT_LAKE_DATA_URI": str(tmp_path / "lake-data")})
     assert lake is not None
     backend = LakeBackend(lake)
-    settings = dataclasses.replace(TEST_SETTINGS, restore_probe=50, service_timezone="Europe/Berlin")
+    settings = TEST_SETTINGS.replaced(restore_probe=50, service_timezone="Europe/Berlin")
     with running_simulator(shipments=20, seed=5, control=True, naive_clock="Europe/Berlin") as sim:
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
         sync_all(service, tmp_path / "data", settings, backend=backend, streams=STREAMS)

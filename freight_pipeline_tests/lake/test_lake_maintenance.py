@@ -32,7 +32,7 @@ def live_files(con: duckdb.DuckDBPyConnection) -> int:
 def test_maintenance_compacts_expires_and_keeps_the_data_and_the_published_snapshot(
     lake_env: dict[str, str], tmp_path: Path
 ) -> None:
-    lake = LakeSettings.from_env(lake_env)
+    lake = LakeSettings.configured(lake_env)
     assert lake is not None
     data_dir = tmp_path / "data"
     with running_simulator(shipments=SHIPMENTS, seed=31) as sim, environ(lake_env):

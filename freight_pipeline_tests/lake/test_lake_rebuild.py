@@ -41,7 +41,7 @@ def test_a_rebuild_in_the_lake_rederives_every_table_without_a_request(
     assert (same.touched, same.read, same.shipments) == ((), 0, 0)
     assert (found.shipments, found.batches, found.quarantined) == (SHIPMENTS, SHIPMENTS // BATCH, 0)
     assert read_lake(lake_env, expected)["differences"] == {}
-    lake = LakeSettings.from_env(lake_env)
+    lake = LakeSettings.configured(lake_env)
     assert lake is not None
     with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
         assert sum(len(con.execute(disagreeing_sql(subject)).fetchall()) for subject in SUBJECTS) == 0

@@ -92,7 +92,7 @@ def test_writers_one_killed_then_the_jobs_end_exact(
     assert len(keys) == WRITERS
     env = {**lake_env, **service_env(sim)}
     data_dir = tmp_path / "data"
-    lake = LakeSettings.from_env(env)
+    lake = LakeSettings.configured(env)
     assert lake is not None
     service = ServiceSettings(sim.base_url, sim.username, sim.password)
     expected = write_expected(sim, tmp_path / "expected")

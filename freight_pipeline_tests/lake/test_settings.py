@@ -1,4 +1,4 @@
-"""Unit tests of lake mode's configuration (``LakeSettings.from_env``), the SQL it leads to and one real
+"""Unit tests of lake mode's configuration (``LakeSettings.configured``), the SQL it leads to and one real
 DuckLake over a SQLite catalog; secrets must never show in ``repr``, ``describe()`` or error messages."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LAKE_S3_URL_STYLE_ENV
+from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, BadSettings, variable
 from freight_pipeline.lake.connect import LakeUnavailable, attach_sql, connect_lake, extension_path, secret_sql
 from freight_pipeline.lake.settings import LakeConfigError, LakeSettings, S3Settings
 
+LAKE_S3_URL_STYLE_ENV = variable("lake_s3_url_style")
 SECRET_KEY = "s3-secret-key-xyz"
 S3_ENV = {
     "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
@@ -20,7 +21,7 @@ S3_ENV = {
 
 
 def lake(catalog: str, data: str, **extra: str) -> LakeSettings:
-    settings = LakeSettings.from_env({LAKE_CATALOG_URI_ENV: catalog, LAKE_DATA_URI_ENV: data, **extra})
+    settings = LakeSettings.configured({LAKE_CATALOG_URI_ENV: catalog, LAKE_DATA_URI_ENV: data, **extra})
     assert settings is not None
     return settings
 
@@ -30,15 +31,15 @@ def s3_lake(**extra: str) -> LakeSettings:
 
 
 def test_no_lake_variables_means_no_lake():
-    assert LakeSettings.from_env({}) is None
-    assert LakeSettings.from_env({LAKE_CATALOG_URI_ENV: "  ", LAKE_DATA_URI_ENV: "", "OTHER": "x"}) is None
+    assert LakeSettings.configured({}) is None
+    assert LakeSettings.configured({LAKE_CATALOG_URI_ENV: "  ", LAKE_DATA_URI_ENV: "", "OTHER": "x"}) is None
 
 
 @pytest.mark.parametrize(("given", "missing"),
                          [(LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV), (LAKE_DATA_URI_ENV, LAKE_CATALOG_URI_ENV)])
 def test_only_one_lake_variable_names_the_missing_one(given: str, missing: str):
     with pytest.raises(LakeConfigError, match=f"{missing} is not set"):
-        LakeSettings.from_env({given: "sqlite:///tmp/c.sqlite" if given == LAKE_CATALOG_URI_ENV else "/tmp/data"})
+        LakeSettings.configured({given: "sqlite:///tmp/c.sqlite" if given == LAKE_CATALOG_URI_ENV else "/tmp/data"})
 
 
 def test_postgres_catalog_uri():
@@ -120,7 +121,7 @@ def test_s3_url_style_can_be_chosen():
 
 
 def test_bogus_s3_url_style_is_refused():
-    with pytest.raises(LakeConfigError, match=LAKE_S3_URL_STYLE_ENV):
+    with pytest.raises(BadSettings, match=f"{LAKE_S3_URL_STYLE_ENV}='bogus': Input should be 'path' or 'vhost'"):
         s3_lake(**{LAKE_S3_URL_STYLE_ENV: "bogus"})
 
 

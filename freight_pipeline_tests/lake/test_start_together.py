@@ -56,7 +56,7 @@ def test_a_new_catalog_attached_by_several_processes_at_once(
         ) for n in range(WRITERS)]
         said = [child.communicate(timeout=120)[0] for child in children]
         assert [child.returncode for child in children] == [0] * WRITERS, said
-        lake = LakeSettings.from_env(env)
+        lake = LakeSettings.configured(env)
         assert lake is not None
         with connect_lake(lake, folder / "scratch", "256MB", read_only=True) as con:
             assert con.execute("SELECT count(*) FROM ducklake_snapshots('lake')").fetchone() == (1,)
@@ -88,7 +88,7 @@ def test_backfill_partitions_started_together_on_a_fresh_instance(sim: RunningSi
         said = {key: proc.communicate(timeout=600)[0] for key, proc in partitions.items()}
         failed = {key: said[key][-2000:] for key, proc in partitions.items() if proc.returncode != 0}
         assert failed == {}, f"round {round_ + 1}: {failed}"
-        lake = LakeSettings.from_env(env)
+        lake = LakeSettings.configured(env)
         assert lake is not None
         with connect_lake(lake, folder / "scratch", "256MB", read_only=True) as con:
             held = dict(con.execute("SELECT stream, cursor_value FROM freight_meta.sync_state").fetchall())

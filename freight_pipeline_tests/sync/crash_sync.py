@@ -4,7 +4,7 @@ Service from FREIGHT_BASE_URL / FREIGHT_USERNAME / FREIGHT_PASSWORD; reconciliat
 (deletions happen between trials). Tiny lookup pages, fetch batches and detail batches, so the run
 the parent kills is many transactions. Says one line per progress message (``progress`` is called
 right after each batch's transaction commits), ``publishing`` before the publish, then ``done``.
-``FREIGHT_HEDGE`` sets its hedged reads (``0``: none, so
+``FREIGHT_HEDGE_SHARE`` sets its hedged reads (``0``: none, so
 a read in the simulator's latency tail stays a straggler). ``in_order``: one shipment fetched at a time, so its
 batches commit in the walk's order (else a batch after the first may commit before it).
 The parent kills it after a chosen line (``hold``: the child stops at the first line holding that text,
@@ -14,7 +14,6 @@ test's own process with ``RECONCILE_SETTINGS`` (the test suite's sizes, to finis
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import os
 import threading
@@ -22,20 +21,21 @@ from collections.abc import Callable, Iterator, Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from freight_pipeline.config import HEDGE_ENV, ServiceSettings, share_from_env
+from freight_pipeline.config import load_settings
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 
-CRASH_SETTINGS = dataclasses.replace(RECONCILE_SETTINGS, page_size=10, fetch_batch_size=5)
+CRASH_SETTINGS = RECONCILE_SETTINGS.replaced(page_size=10, fetch_batch_size=5)
 
 
 def run(data_dir: Path, run_id: str, say: Callable[[str], None], in_order: bool = False) -> None:
     backend = storage_from_env()
-    settings = dataclasses.replace(CRASH_SETTINGS, hedge_share=share_from_env(HEDGE_ENV, CRASH_SETTINGS.hedge_share))
+    configured = load_settings()
+    settings = CRASH_SETTINGS.replaced(hedge_share=configured.sync.hedge_share)
     if in_order:
-        settings = dataclasses.replace(settings, fetch_window=1)
-    sync_all(ServiceSettings.from_env(), data_dir, settings, backend=backend, run_id=run_id, progress=say,
+        settings = settings.replaced(fetch_window=1)
+    sync_all(configured.service, data_dir, settings, backend=backend, run_id=run_id, progress=say,
              publish_after=False)
     say("publishing")
     backend.publish(data_dir, run_id)

@@ -27,5 +27,5 @@ TEST_SETTINGS = SyncSettings(
     request_retry=dataclasses.replace(DEFAULT_RETRY_POLICY, base_delay=DEFAULT_RETRY_POLICY.base_delay / 10,
                                       max_delay=DEFAULT_RETRY_POLICY.max_delay / 10),
 )
-RECONCILE_SETTINGS = dataclasses.replace(TEST_SETTINGS, reconcile_interval=dt.timedelta(0))
+RECONCILE_SETTINGS = TEST_SETTINGS.replaced(reconcile_interval=dt.timedelta(0))
 """Reconcile on every run."""

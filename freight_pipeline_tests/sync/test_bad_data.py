@@ -9,7 +9,6 @@ other record is exact, and, once the source heals, that the next run loads what 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -385,7 +384,7 @@ def test_a_clean_source_has_no_problems_and_nothing_quarantined(sim: RunningSimu
 
 def test_the_breaker_counts_only_new_failures(sim: RunningSimulator, tmp_path: Path) -> None:
     """Records already waiting in the retry queue never trip the breaker by failing again."""
-    settings = dataclasses.replace(TEST_SETTINGS, breaker_min_failures=3)
+    settings = TEST_SETTINGS.replaced(breaker_min_failures=3)
     victims = [d["id"] for d in documents(sim)[:2]]
     for victim in victims:
         corrupt(sim, "shipment", victim, "truncated")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from pathlib import Path
 
@@ -73,7 +72,7 @@ def test_when_the_document_tells_another_mode_than_the_lookup_its_legs_are_asked
 def test_an_overlap_shipment_whose_held_copy_is_provably_current_is_not_fetched_again(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
-    settings = dataclasses.replace(TEST_SETTINGS, overlap=dt.timedelta(days=5000))  # every shipment overlaps
+    settings = TEST_SETTINGS.replaced(overlap=dt.timedelta(days=5000))  # every shipment overlaps
     work_sync(settings)
     newest = max(doc["last_modified_date_time"] for doc in small_sim.store.reader.expected_documents())
     at_the_ceiling = sum(doc["last_modified_date_time"] == newest

@@ -227,7 +227,7 @@ def test_sigkill_with_stragglers_in_flight_never_skips_one(tmp_path: Path) -> No
     ahead: list[int] = []
     with running_simulator(shipments=60, seed=8) as sim:
         env = {**os.environ, "FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username,
-               "FREIGHT_PASSWORD": sim.password, "FREIGHT_HEDGE": "0"}
+               "FREIGHT_PASSWORD": sim.password, "FREIGHT_HEDGE_SHARE": "0"}
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
         run_to_completion(service, data_dir, "first")
         for trial in range(3):

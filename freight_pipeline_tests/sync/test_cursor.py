@@ -88,15 +88,15 @@ def test_a_bad_start_cursor_names_the_value() -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"page_size": 0}, "page_size must be between 1 and 500"),
-        ({"page_size": 501}, "page_size must be between 1 and 500"),
-        ({"concurrency": 0}, "concurrency must be at least 1"),
-        ({"overlap": dt.timedelta(seconds=-1)}, "overlap must not be negative"),
-        ({"reconcile_interval": dt.timedelta(seconds=-1)}, "reconcile_interval must not be negative"),
-        ({"fetch_window": 0}, "fetch_window must be at least 1"),
-        ({"initial_concurrency": 0}, "initial_concurrency must be at least 1"),
-        ({"fetch_batch_size": 0}, "fetch_batch_size must be at least 1"),
-        ({"count_attempts": 0}, "count_attempts must be at least 1"),
+        ({"page_size": 0}, "page_size\n  Input should be greater than or equal to 1"),
+        ({"page_size": 501}, "page_size\n  Input should be less than or equal to 500"),
+        ({"concurrency": 0}, "concurrency\n  Input should be greater than or equal to 1"),
+        ({"overlap": dt.timedelta(seconds=-1)}, "overlap\n  Value error, must not be negative"),
+        ({"reconcile_interval": dt.timedelta(seconds=-1)}, "reconcile_interval\n  Value error, must not be"),
+        ({"fetch_window": 0}, "fetch_window\n  Input should be greater than or equal to 1"),
+        ({"initial_concurrency": 0}, "initial_concurrency\n  Input should be greater than or equal to 1"),
+        ({"fetch_batch_size": 0}, "fetch_batch_size\n  Input should be greater than or equal to 1"),
+        ({"count_attempts": 0}, "count_attempts\n  Input should be greater than or equal to 1"),
     ],
 )
 def test_settings_reject_bad_values(changes: dict[str, object], message: str) -> None:

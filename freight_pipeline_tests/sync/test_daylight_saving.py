@@ -9,7 +9,6 @@ switch is never taken for the first. Every table is exact after every run.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,7 +99,7 @@ def test_a_change_the_walk_skipped_as_current_is_caught_by_the_reconcile(
     sync(TEST_SETTINGS)
     second = touch(sim, target, "2026-10-25T02:30:00+01:00")
     sim.set_clock("2026-10-25T02:40:00+01:00")
-    no_rereading = dataclasses.replace(RECONCILE_SETTINGS, overlap=dt.timedelta(0), offset_step_guard=dt.timedelta(0))
+    no_rereading = RECONCILE_SETTINGS.replaced(overlap=dt.timedelta(0), offset_step_guard=dt.timedelta(0))
     result = sync(no_rereading, streams=[SHIPMENTS])[SHIPMENTS]
     assert result.extra["reconcile_refetched"] == 1
     assert held_stamp(tmp_path, target) == second

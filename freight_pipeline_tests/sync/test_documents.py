@@ -5,7 +5,6 @@ re-listing, one failing E-File isolated to its shipment, document bytes copied o
 from __future__ import annotations
 
 import base64
-import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -28,8 +27,8 @@ from freight_pipeline_tests.sync.test_bad_data import corrupt, heal
 
 COLUMNS = "shipment_id, efile_id, file_name, mime_type, description, CAST(roles AS VARCHAR), " \
           "CAST(document_references AS VARCHAR)"
-NO_RELIST = dataclasses.replace(TEST_SETTINGS, documents_relist_interval=None)
-RELIST = dataclasses.replace(TEST_SETTINGS, documents_relist_interval=dt.timedelta(0))
+NO_RELIST = TEST_SETTINGS.replaced(documents_relist_interval=None)
+RELIST = TEST_SETTINGS.replaced(documents_relist_interval=dt.timedelta(0))
 
 
 def expected(sim: RunningSimulator) -> set[tuple[Any, ...]]:
@@ -164,7 +163,7 @@ def test_document_content_is_copied_once_by_hash_and_bad_base64_is_quarantined(
     control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path
 ) -> None:
     small_sim, work_sync = control_sim, control_sync
-    settings = dataclasses.replace(NO_RELIST, document_content=True)
+    settings = NO_RELIST.replaced(document_content=True)
     want = expected(small_sim)
     bad_file = sorted(want)[3][1]
     bad_shipment = next(r[0] for r in want if r[1] == bad_file)
@@ -197,7 +196,7 @@ def test_document_content_is_copied_once_by_hash_and_bad_base64_is_quarantined(
 def test_bytes_that_go_bad_keep_the_held_copy_and_their_retries_back_off(
     control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path
 ) -> None:
-    settings = dataclasses.replace(RELIST, document_content=True)
+    settings = RELIST.replaced(document_content=True)
     control_sync(settings)
     bad_shipment, bad_file = sorted(expected(control_sim))[3][:2]
     sql = "SELECT content_sha256, content_path FROM freight.shipment_documents WHERE efile_id = ?"
@@ -213,7 +212,7 @@ def test_bytes_that_go_bad_keep_the_held_copy_and_their_retries_back_off(
 
 
 def test_the_stream_can_be_turned_off(small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path) -> None:
-    documents = work_sync(dataclasses.replace(NO_RELIST, documents=False))[STREAM]
+    documents = work_sync(NO_RELIST.replaced(documents=False))[STREAM]
     assert documents.requests == 0 and "skipped" in documents.extra
     assert held(tmp_path) == set()
 

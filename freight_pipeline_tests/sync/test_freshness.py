@@ -7,7 +7,6 @@ tight budget takes the nearest upcoming estimates first."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import time
 from pathlib import Path
@@ -34,7 +33,7 @@ MOVED = 40
 SAMPLE = 20
 MAX_AGE = dt.timedelta(seconds=2)
 """The bound, in the tests' seconds: a run re-reads what was read three quarters of it ago."""
-SETTINGS = dataclasses.replace(TEST_SETTINGS, freshness_sample=SAMPLE, events_max_age=MAX_AGE,
+SETTINGS = TEST_SETTINGS.replaced(freshness_sample=SAMPLE, events_max_age=MAX_AGE,
                                documents=False, code_conversions=False)
 
 
@@ -122,7 +121,7 @@ def test_events_moved_without_the_stamp_are_found_said_once_and_read_within_the_
 def test_a_tight_budget_reads_the_nearest_upcoming_estimates_first(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(freshness, "MIN_REFRESH_REQUESTS", 10)
-    settings = dataclasses.replace(SETTINGS, events_refresh="on", freshness_sample=0, events_refresh_share=0.0)
+    settings = SETTINGS.replaced(events_refresh="on", freshness_sample=0, events_refresh_share=0.0)
     with running_simulator(shipments=HELD, seed=9) as sim:
         sync = syncer(sim, tmp_path, publish_after=False)
         sync(settings)

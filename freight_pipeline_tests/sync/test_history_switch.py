@@ -4,7 +4,6 @@ the rows held (changes and deletions of the runs without it included) and the hi
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import duckdb
@@ -22,7 +21,7 @@ from freight_pipeline_tests.sync.test_history_sync import as_of_against_copy, sa
 from freight_pipeline_tests.warehouse.history_checks import assert_contiguous
 
 ON = RECONCILE_SETTINGS
-OFF = dataclasses.replace(RECONCILE_SETTINGS, history=False)
+OFF = RECONCILE_SETTINGS.replaced(history=False)
 AUDIT = ("_synced_at", "_run_id")
 MOVED = {"date": "2027-01-15", "time": "12:00:00", "zone_offset": "+01:00"}
 

@@ -5,7 +5,6 @@ Every table is exact afterwards (or, where a stream cannot be read, every other 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,7 +104,7 @@ class OpaqueReferences(ClientSource):
 def test_references_naming_no_shipment_are_placed_by_one_lookup_per_shipment_and_counted(tmp_path: Path) -> None:
     """A shape the sync cannot read at all still ends right: each shipment is asked on its own."""
     with running_simulator(shipments=12, seed=7) as sim:
-        results = syncer(sim, tmp_path)(dataclasses.replace(TEST_SETTINGS, documents_chunk=12),
+        results = syncer(sim, tmp_path)(TEST_SETTINGS.replaced(documents_chunk=12),
                                         source_factory=OpaqueReferences)
         documents = results[DOCUMENTS]
         assert documents.extra["unplaced_files"] > 0
@@ -132,7 +131,7 @@ def test_an_account_without_the_e_file_permission_fails_the_documents_stream_alo
         synced, status, _ = freshness(tmp_path, "shipment_events")
         assert synced is not None and status == "success"
         # switched off, as the message says: the same account syncs cleanly
-        results = sync(dataclasses.replace(TEST_SETTINGS, documents=False))
+        results = sync(TEST_SETTINGS.replaced(documents=False))
         assert "FREIGHT_SYNC_DOCUMENTS=0" in results[DOCUMENTS].extra["skipped"]
         assert freshness(tmp_path, "shipment_documents") == (None, "switched off", None)
         assert freshness(tmp_path, "shipment_events")[0] > synced

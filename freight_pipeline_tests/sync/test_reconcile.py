@@ -4,7 +4,6 @@ It never fetches a shipment last modified before the configured start cursor."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -39,8 +38,8 @@ UTC = ServiceZone()
 """Date-times without an offset read as UTC (the simulator's default clock)."""
 
 # Pages of 10 so the listing of SMALL_SHIPMENTS ids takes several pages.
-LISTING = dataclasses.replace(RECONCILE_SETTINGS, page_size=10)
-NO_RECONCILE = dataclasses.replace(TEST_SETTINGS, page_size=10)
+LISTING = RECONCILE_SETTINGS.replaced(page_size=10)
+NO_RECONCILE = TEST_SETTINGS.replaced(page_size=10)
 
 
 def held_ids(database: Path) -> set[int]:
@@ -165,7 +164,7 @@ def test_start_cursor_bounds_what_is_fetched_on_the_first_run_and_when_reconcile
     start = keys[len(keys) // 2]
     if start.second() == keys[0].second():
         pytest.fail("the simulator stamped half of its shipments with one second; pick another seed")
-    settings = dataclasses.replace(LISTING, start_cursor=start.instant_text)
+    settings = LISTING.replaced(start_cursor=start.instant_text)
     at_or_after = {k.id for k in keys if k.second() >= start.second()}
     before = {k.id for k in keys} - at_or_after
 

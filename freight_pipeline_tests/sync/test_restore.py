@@ -6,7 +6,6 @@ run says so once; the history's equality check fails on a history made to disagr
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -158,7 +157,7 @@ def test_the_history_check_fails_on_a_history_made_to_disagree(tmp_path: Path) -
 
 
 def naive_sync(sim: RunningSimulator, data_dir: Path, zone: str | None) -> SyncFn:
-    settings = DEFAULTS if zone is None else dataclasses.replace(DEFAULTS, service_timezone=zone)
+    settings = DEFAULTS if zone is None else DEFAULTS.replaced(service_timezone=zone)
     run = syncer(sim, data_dir)
     return lambda: run(settings)
 

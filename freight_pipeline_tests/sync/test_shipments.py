@@ -7,7 +7,6 @@ Where a run reconciles (to remove deleted shipments), it asserts the pass healed
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import re
@@ -107,7 +106,7 @@ def test_records_modified_while_paging_converge_after_a_quiet_run(
 def test_more_changes_in_one_second_than_a_page_holds(
     small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
 ) -> None:
-    settings = dataclasses.replace(TEST_SETTINGS, page_size=10)
+    settings = TEST_SETTINGS.replaced(page_size=10)
     small_sync(settings)
     small_sim.advance_clock(60)
     burst = small_sim.store.reader.live_shipment_ids()[: settings.page_size * 3 + 7]
@@ -134,7 +133,7 @@ def test_overlap_rereads_leave_no_duplicate_rows(
 ) -> None:
     small_sync()
     counts_before = query(published(tmp_path), "SELECT count(*) FROM freight.shipment_goods")
-    everything_again = dataclasses.replace(TEST_SETTINGS, overlap=dt.timedelta(days=3650))
+    everything_again = TEST_SETTINGS.replaced(overlap=dt.timedelta(days=3650))
     again = small_sync(everything_again)
     assert again["shipments"].rows_read == SMALL_SHIPMENTS  # the whole window was re-read...
     assert duplicate_keys(published(tmp_path)) == {}  # ...and replaced, not appended
@@ -200,7 +199,7 @@ def test_sync_state_records_what_each_stream_covers(
 def test_documents_are_fetched_and_committed_in_batches_and_never_a_whole_page_is_held(
     small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
 ) -> None:
-    settings = dataclasses.replace(TEST_SETTINGS, page_size=50, fetch_batch_size=5, fetch_window=6)
+    settings = TEST_SETTINGS.replaced(page_size=50, fetch_batch_size=5, fetch_window=6)
     fetched, written, most_held = [0], [0], [0]
     batch_lines: list[str] = []
 

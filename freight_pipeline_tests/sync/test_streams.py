@@ -76,7 +76,7 @@ def test_an_unknown_stream_is_refused_naming_the_known_ones(tmp_path: Path) -> N
 
 def test_a_stream_switched_off_reads_and_writes_nothing(tmp_path: Path) -> None:
     with running_simulator(shipments=3, seed=7) as sim:
-        settings = dataclasses.replace(TEST_SETTINGS, code_conversions=False, documents=False)
+        settings = TEST_SETTINGS.replaced(code_conversions=False, documents=False)
         by_name = syncer(sim, tmp_path, publish_after=False)(settings)
         assert sim.request_count(path=CODE_CONVERSIONS.endpoints[0].path) == 0
         assert by_name["code_conversions"].extra["skipped"] == (

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from freight_pipeline.config import DuckDBSettings
+from freight_pipeline.config import StorageSettings
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.warehouse.publish import PublishResult, publish
 from freight_pipeline.warehouse.records import (
@@ -146,7 +146,7 @@ def apply_shipment_batch(
 
 
 def publish_held(
-    wh: Warehouse, schemas: Sequence[str] | None = None, *, settings: DuckDBSettings | None = None, **options: Any
+    wh: Warehouse, schemas: Sequence[str] | None = None, *, settings: StorageSettings | None = None, **options: Any
 ) -> PublishResult:
     """The embedded publish of ``wh``'s working database through its open connection, with its backend's
     DuckDB settings (or ``settings``)."""

@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from freight_pipeline.config import REPO_ROOT, DuckDBSettings
+from freight_pipeline.config import REPO_ROOT, StorageSettings
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS
 from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, SEA_MAIN_CARRIAGE_LEGS
@@ -477,7 +477,7 @@ def test_the_batch_write_records_versions_with_its_rows_or_not_at_all(tmp_path: 
 def test_the_published_file_and_parquet_hold_the_history_and_duckdb_1_5_reads_its_macros(tmp_path: Path) -> None:
     """A byte copy of a working database in the published format, and the conversion of one in another."""
     converted = tmp_path / "converted"
-    with Warehouse(converted, FREIGHT_TABLES, backend=EmbeddedDuckDB(DuckDBSettings(storage_version="latest"))):
+    with Warehouse(converted, FREIGHT_TABLES, backend=EmbeddedDuckDB(StorageSettings(storage_version="latest"))):
         pass  # created in duckdb 2.0's own format: its publish converts it
     arrival = ("SELECT shipment_id, event_at, valid_from FROM freight_history.events_as_of("
                "TIMESTAMPTZ '2026-11-02 00:00:00+00')")
@@ -485,7 +485,7 @@ def test_the_published_file_and_parquet_hold_the_history_and_duckdb_1_5_reads_it
         with Warehouse(data_dir, FREIGHT_TABLES) as wh:
             freight_batch(wh, "r1", at(1, 8), shipments=[header(7)],
                           events=[event(7, "POD_ARRIVAL", "ESTIMATED", at(20))])
-            result = publish(data_dir, settings=DuckDBSettings(), connection=wh.con)
+            result = publish(data_dir, settings=StorageSettings(), connection=wh.con)
         assert result.converted == (data_dir == converted)
         assert {name: result.tables[name] for name in result.tables if name.startswith("freight_history.")} == {
             "freight_history.shipment_versions": 1, "freight_history.event_versions": 1,

@@ -29,7 +29,7 @@ def test_the_default_environment_has_duckdb_2() -> None:
 
 def test_lake_mode_names_the_lake_environment(tmp_path: Path) -> None:
     catalog = tmp_path / "catalog.sqlite"
-    lake = LakeSettings.from_env({LAKE_CATALOG_URI_ENV: f"sqlite:///{catalog}",
+    lake = LakeSettings.configured({LAKE_CATALOG_URI_ENV: f"sqlite:///{catalog}",
                                   LAKE_DATA_URI_ENV: str(tmp_path / "lake")})
     with pytest.raises(LakeUnavailable) as raised:
         Warehouse(tmp_path / "data", FREIGHT_TABLES, backend=LakeBackend(lake))

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from freight_pipeline.config import PUBLISH_MEMORY_LIMIT_ENV, DuckDBSettings
+from freight_pipeline.config import PUBLISH_MEMORY_LIMIT_ENV, StorageSettings
 from freight_pipeline.lake.backend import publish_snapshot
 from freight_pipeline.warehouse.backend import UnsettledWarehouse
 from freight_pipeline.warehouse.ddl import WarehouseOutOfMemory
@@ -79,11 +79,11 @@ def test_publish_without_a_warehouse_object_and_unchanged_tables_keep_their_file
     apply(wh, [1, 2])
     wh.writes.replace_table("run", CODES, codes(2))
     wh.close()
-    first = publish(tmp_path, settings=DuckDBSettings())
+    first = publish(tmp_path, settings=StorageSettings())
     assert len(first.exported) == len(first.tables) and not first.reused
     lines = parquet_root(tmp_path) / "freight" / "lines" / "data.parquet"
     inode = lines.stat().st_ino
-    second = publish(tmp_path, settings=DuckDBSettings())
+    second = publish(tmp_path, settings=StorageSettings())
     assert not second.exported and sorted(second.reused) == sorted(second.tables)
     assert lines.stat().st_ino == inode and second.version != first.version
     with Warehouse(tmp_path, TABLES) as again:
@@ -247,6 +247,6 @@ def test_running_out_of_duckdb_memory_names_the_setting_to_raise(
     monkeypatch.setenv(PUBLISH_MEMORY_LIMIT_ENV, "1MB")  # the publish's own connections get it
     with pytest.raises(WarehouseOutOfMemory, match=rf"the publish ran out of DuckDB memory .*; the limit is 1MB: "
                        rf"raise {PUBLISH_MEMORY_LIMIT_ENV}"):
-        publish_held(wh, settings=DuckDBSettings.from_env())
+        publish_held(wh, settings=StorageSettings.configured())
     assert published_counts(tmp_path) == before  # readers keep the last complete version
     assert clean_leftovers(tmp_path) == []  # and the failed attempt left nothing behind

@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from freight_pipeline.config import DEFAULT_PUBLISH_STORAGE_VERSION, PUBLISH_STORAGE_VERSION_ENV, DuckDBSettings
+from freight_pipeline.config import PUBLISH_STORAGE_VERSION_ENV, StorageSettings
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import parquet_root, publish, published_db_path
@@ -20,7 +20,7 @@ from freight_pipeline_tests.warehouse.older import OLDEST_READER, read_once, row
 
 
 def _filled(data_dir: Path) -> None:
-    with Warehouse(data_dir, TABLES, backend=EmbeddedDuckDB(DuckDBSettings.from_env())) as wh:
+    with Warehouse(data_dir, TABLES, backend=EmbeddedDuckDB(StorageSettings.configured())) as wh:
         tables, raw = shipment_batch([1, 2, 3], lines=2, marks=1)
         apply_shipment_batch(wh, "run", tables, [1, 2, 3], raw_documents=raw, cursor=("shipments", "3"))
 
@@ -82,10 +82,10 @@ def test_the_published_file_opens_in_duckdb_1_5_by_default(tmp_path: Path, monke
     """Fails when the default storage version is raised past what DuckDB 1.5, the BI tools' engine, reads."""
     monkeypatch.delenv(PUBLISH_STORAGE_VERSION_ENV, raising=False)
     _filled(tmp_path)
-    result = publish(tmp_path, settings=DuckDBSettings.from_env())
+    result = publish(tmp_path, settings=StorageSettings.configured())
     db = published_db_path(tmp_path)
     assert result.storage_version == storage_tag_of(db) == storage_tag_of(working_db_path(tmp_path))
-    assert version_of(result.storage_version) <= OLDEST_READER, (DEFAULT_PUBLISH_STORAGE_VERSION, result)
+    assert version_of(result.storage_version) <= OLDEST_READER, (StorageSettings().storage_version, result)
     assert not result.converted  # a new working database is made in the published format: a byte copy
     manifest = json.loads((parquet_root(tmp_path) / "_manifest.json").read_text())
     assert manifest["storage_version"] == result.storage_version
@@ -102,7 +102,7 @@ def test_a_working_database_in_another_format_is_converted_whole(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(PUBLISH_STORAGE_VERSION_ENV, raising=False)
     work = _legacy_working_database(tmp_path)
-    result = publish(tmp_path, settings=DuckDBSettings.from_env())
+    result = publish(tmp_path, settings=StorageSettings.configured())
     db = published_db_path(tmp_path)
     assert result.converted and result.storage_version == storage_tag_of(db) == "v1.5.0+"
     assert storage_tag_of(work) == "v2.0.0+"  # the working database keeps its format
@@ -115,12 +115,12 @@ def test_a_working_database_in_another_format_is_converted_whole(tmp_path: Path,
     assert read["rows"] == rows_here(db) and read["rows"]["analytics.heavy"] == 149
     assert not list(tmp_path.glob(".publish-tmp-*"))
 
-    narrowed = publish(tmp_path, ("freight", "analytics"), settings=DuckDBSettings.from_env())
+    narrowed = publish(tmp_path, ("freight", "analytics"), settings=StorageSettings.configured())
     assert narrowed.converted and "scratch.notes" not in narrowed.tables
     assert "scratch.notes" not in rows_here(db) and rows_here(db)["analytics.heavy"] == 149
 
     monkeypatch.setenv(PUBLISH_STORAGE_VERSION_ENV, "latest")  # duckdb 2.0's own: a byte copy, 1.5 cannot open it
-    latest = publish(tmp_path, settings=DuckDBSettings.from_env())
+    latest = publish(tmp_path, settings=StorageSettings.configured())
     assert not latest.converted and storage_tag_of(db) == latest.storage_version == "v2.0.0+"
     refused = read_once(db, "duckdb")
     assert "created with an newer version of DuckDB" in refused.get("error", ""), refused
@@ -135,7 +135,7 @@ def test_a_new_working_database_follows_the_setting_and_an_old_one_keeps_its_for
     monkeypatch.setenv(PUBLISH_STORAGE_VERSION_ENV, "v1.4.0")
     _filled(tmp_path)  # opened again under another setting: the file stays as it is
     assert storage_tag_of(working_db_path(tmp_path)) == "v2.0.0+"
-    result = publish(tmp_path, settings=DuckDBSettings.from_env())
+    result = publish(tmp_path, settings=StorageSettings.configured())
     assert result.converted and storage_tag_of(published_db_path(tmp_path)) == "v1.4.0+"
     _same_rows(working_db_path(tmp_path), published_db_path(tmp_path))
 
@@ -146,10 +146,10 @@ def test_a_storage_version_duckdb_cannot_write_is_refused_before_anything_is_cop
 ) -> None:
     monkeypatch.delenv(PUBLISH_STORAGE_VERSION_ENV, raising=False)
     _filled(tmp_path)
-    first = publish(tmp_path, settings=DuckDBSettings.from_env())
+    first = publish(tmp_path, settings=StorageSettings.configured())
     monkeypatch.setenv(PUBLISH_STORAGE_VERSION_ENV, value)
     with pytest.raises(ValueError, match=rf"^{PUBLISH_STORAGE_VERSION_ENV}=.* is not a storage version duckdb "):
-        publish(tmp_path, settings=DuckDBSettings.from_env())
+        publish(tmp_path, settings=StorageSettings.configured())
     assert not list(tmp_path.glob(".publish-tmp-*"))
     assert parquet_root(tmp_path).resolve() == first.parquet_dir
     assert rows_here(published_db_path(tmp_path))["freight.parents"] == 3

@@ -11,7 +11,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV, DuckDBSettings
+from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV, StorageSettings
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batch
 from freight_pipeline.normalize.schema import Column, TableSpec
@@ -373,7 +373,7 @@ def test_connections_have_a_bounded_memory_limit(tmp_path: Path, monkeypatch: py
             "SELECT current_setting('memory_limit'), current_setting('preserve_insertion_order')"
         ).fetchall()[0]
     assert (limit, ordered) == ("122.0 MiB", False)  # DEFAULT_DUCKDB_MEMORY_LIMIT = 128MB, not 80 % of the RAM
-    publishing = connect(tmp_path / "other.duckdb", DuckDBSettings.from_env(), "publish")
+    publishing = connect(tmp_path / "other.duckdb", StorageSettings.configured(), "publish")
     assert publishing.execute("SELECT current_setting('memory_limit')").fetchall() == [("488.2 MiB",)]  # 512MB
     publishing.close()
     monkeypatch.setenv(DUCKDB_MEMORY_LIMIT_ENV, "64MB")
