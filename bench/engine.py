@@ -15,7 +15,7 @@ import resource
 import time
 from pathlib import Path
 
-from freight_pipeline.config import ServiceSettings
+from freight_pipeline.config import ServiceSettings, load_settings
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.settings import SyncSettings
@@ -27,8 +27,8 @@ if __name__ == "__main__":
     parser.add_argument("--publish", action="store_true")
     args = parser.parse_args()
     # like for like with the peer, which reads no E-Files: the documents stream off
-    # what the environment sets of the sync (the history's switch, the freshness of events, ...: ``with_env``)
-    settings = SyncSettings(documents=False).with_env()
+    # what the configuration sets of the sync (the history's switch, the freshness of events, ...)
+    settings = SyncSettings.of(load_settings().sync).replaced(documents=False)
     started = time.monotonic()
     results, publication = sync_all(ServiceSettings(args.base_url, "demo", "demo-password"), args.data_dir,
                                     settings, backend=storage_from_env(), publish_after=args.publish)

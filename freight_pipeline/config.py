@@ -154,7 +154,11 @@ class ServiceSettings(SettingsModel):
         "http://127.0.0.1:8765", description="base URL of the freight service (the simulator's default port)"
     )
     username: str = Field("demo", min_length=1, description="user the operator issued")
-    password: SecretStr = Field(SecretStr(""), description="its password: required by a sync; never logged or shown")
+    password: SecretStr = Field(
+        SecretStr(""),
+        description="its password: required by a sync; never logged, shown or in Dagster's metadata (in Dagster: the "
+        "variable, or `dg.EnvVar`)",
+    )
 
     def __init__(
         self,
@@ -205,9 +209,10 @@ class SyncTuning(SettingsModel):
     )
     hedge_share: Share = Field(
         0.05,
-        description="hedged reads: a read still unanswered after 3 x the p95 latency of "
-        "its kind (at least 100 ms) is sent once more, the first answer wins; at most this share "
-        "of the reads are such copies, none near a 429/503 (`client/hedge.py`); `0`: none",
+        description="hedged reads: a read (GET or lookup) still unanswered after 3 x the p95 latency of its kind (at "
+        "least 100 ms) is sent once more and the first answer wins; at most this share of the reads are "
+        "such copies, each within the in-flight limit, none within 2 s of a 429/503 (`client/hedge.py`); "
+        "`0`: none",
     )
     overlap: Minutes = Field(
         dt.timedelta(minutes=10),
@@ -228,8 +233,8 @@ class SyncTuning(SettingsModel):
     reconcile_interval: MinutesOrNever = Field(
         dt.timedelta(hours=6),
         alias="reconcile_interval_minutes",
-        description="how often a run lists every live shipment id to remove "
-        "deleted ones (`0`: every run, the demo's; `never`)",
+        description="how often a run lists every live shipment id to remove deleted ones and refetch missing or stale "
+        "ones (`0`: every run, the demo's; `never`)",
     )
     count_attempts: int = Field(
         3,
@@ -270,37 +275,37 @@ class SyncTuning(SettingsModel):
     )
     history: Switch = Field(
         True,
-        description="`0`: the sync records no versions in `freight_history` (the tables stay as "
-        "they are); the first run with it on again brings the history up to the rows held",
+        description="`0`: the sync records no versions in `freight_history` (the tables stay as they are); the first "
+        "run with it on again brings the history up to the rows held (sync.md, History)",
     )
     documents_chunk: int = Field(50, ge=1, description="shipments per E-File lookup of the documents stream")
     documents_relist_interval: MinutesOrNever = Field(
         dt.timedelta(hours=24),
         alias="documents_relist_minutes",
         description="how often the documents stream lists the E-Files of every held shipment, not only of those "
-        "written since its last run (`0`: every run; `never`; A38)",
+        "written since its last run (`0`: every run; `never`; see A38)",
     )
     document_content: Switch = Field(
         False,
-        description="`1`: also copy each document's bytes, once per content, to "
-        "`<data dir>/documents/<sha256[:2]>/<sha256>`",
+        description="`1`: also copy each document's bytes, once per content, to `<data "
+        "dir>/documents/<sha256[:2]>/<sha256>` (path, size and hash in `shipment_documents`)",
     )
     service_timezone: str = Field(
         "UTC",
         min_length=1,
-        description="the IANA time zone (`Europe/Berlin`) in which "
-        "date-times the service sends without a UTC offset are read; a run that meets such "
-        "values says so once",
+        description="the IANA time zone (`Europe/Berlin`) in which date-times the service sends without a UTC offset "
+        "are read: its stamps, E-File dates, DateTime objects whose `zone_offset` is null; a run that "
+        "meets such values says so once (real-services.md, a clock without a UTC offset)",
     )
     restore_probe: Count = Field(
         50,
-        description="the most recently changed shipments each run looks up again by id, "
-        "to find a service whose data went back (a restore); `0`: off",
+        description="the most recently changed shipments held that each run looks up again by id (one lookup): one "
+        "that vanished or went back in time means a restore, and the run reconciles at once; `0`: off",
     )
     freshness_sample: Count = Field(
         20,
-        description="open shipments whose events and memo lines each run re-reads "
-        "(those read longest ago) to find changes made without moving their stamp; `0`: none",
+        description="open shipments whose events and memo lines each run re-reads (those read longest ago) to find "
+        "changes the service makes without moving their last-modified instant (`0`: none)",
     )
     events_refresh: Literal["auto", "on", "off"] = Field(
         "auto",
@@ -310,8 +315,8 @@ class SyncTuning(SettingsModel):
     events_max_age: Minutes = Field(
         dt.timedelta(hours=4),
         alias="events_max_age_minutes",
-        description="with the rolling re-read on, the most an open shipment's events go "
-        "unread (the WARN check `events_within_max_age` says when one is older)",
+        description="with the rolling re-read on, the most an open shipment's events go unread (a run re-reads those "
+        "read three quarters of it ago; the WARN check `events_within_max_age` says when one is older)",
     )
     events_refresh_share: Share = Field(
         1.0,
@@ -377,7 +382,8 @@ class StorageSettings(SettingsModel):
         "128MB",
         alias="duckdb_memory_limit",
         min_length=1,
-        description="DuckDB `memory_limit` of the sync's connections to the working database",
+        description="DuckDB `memory_limit` of the sync's connections to the working database (DuckDB's own default is "
+        "80 % of the RAM, and its buffer pool keeps what it touched)",
     )
     publish_memory_limit: MemorySize = Field(
         "512MB",
@@ -389,8 +395,9 @@ class StorageSettings(SettingsModel):
         "v1.5.0",
         alias="publish_storage_version",
         min_length=1,
-        description="the DuckDB storage version of the published `warehouse.duckdb` (`v1.5.0` "
-        "opens in DuckDB 1.5.0 and later, the BI tools' engines; `latest`: 2.0's own)",
+        description="the DuckDB storage version of the published `warehouse.duckdb`: `v1.5.0` opens in DuckDB 1.5.0 "
+        "and later (the BI tools' engines), `latest` only in 2.0 and later; a new working database is "
+        "created in it too, so the publish stays a byte copy (connecting.md)",
     )
     min_free_mb: Count = Field(
         100, description="megabytes the data directory's disk must have free for `sync`, `demo` or `ui` to start"
@@ -411,8 +418,8 @@ class ScheduleSettings(SettingsModel):
     max_sync_age: Minutes = Field(
         dt.timedelta(minutes=60),
         alias="max_sync_age_minutes",
-        description="the freshness check of `freight/shipments` warns when its last successful "
-        "sync is older (a sensor evaluates it every 5 minutes)",
+        description="the freshness check of `freight/shipments` warns when its last successful sync is older "
+        "(evaluated every 5 minutes by `shipments_freshness_sensor`)",
     )
 
 
@@ -423,12 +430,13 @@ class MartsSettings(SettingsModel):
     dbt_memory_limit: MemorySize = Field(
         "512MB",
         min_length=1,
-        description="DuckDB `memory_limit` of the dbt build, and of a build replayed on the run's connection",
+        description="DuckDB `memory_limit` of the dbt build (`dbt_models/profiles.yml` reads it), and of a build "
+        "replayed on the run's connection",
     )
     dbt_replay: Switch = Field(
         True,
-        description="a build of a key whose statements dbt sent before replays them without a "
-        "dbt process; `0`: dbt runs every build",
+        description="a build of a key whose statements dbt sent before on the same catalog replays them on the run's "
+        "own connection, without a dbt process; `0`: dbt runs every build (marts.md)",
     )
     dbt_full_refresh: Switch = Field(
         False,
@@ -438,8 +446,9 @@ class MartsSettings(SettingsModel):
     full_check_interval: Minutes = Field(
         dt.timedelta(hours=24),
         alias="full_check_interval_minutes",
-        description="how often a run is a full check: dbt tests every row and the "
-        "history check compares every shipment (`0`: every run)",
+        description="how often a run is a full check: its dbt build tests every row and the check "
+        "`history_matches_current` compares every shipment; between two, only the changed shipments' rows "
+        "(`0`: every run; marts.md)",
     )
     on_time_tolerance: OptionalMinutes = Field(
         None,
@@ -449,9 +458,9 @@ class MartsSettings(SettingsModel):
     )
     dbt_worker_server: str | None = Field(
         None,
-        description="the socket of a fork server of dbt workers "
-        "(`python -m freight_pipeline.marts.worker_server --socket PATH`); unset: a "
-        "new process per run",
+        description="the socket of a fork server of dbt workers (`python -m freight_pipeline.marts.worker_server "
+        "--socket PATH`): each run's dbt worker is forked from it with dbt imported and the project "
+        "parsed; unset, or nothing listening: a new process",
     )
 
 

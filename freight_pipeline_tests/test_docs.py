@@ -1,57 +1,74 @@
-"""The docs state the code's present: every variable the code reads is documented with its real default,
-and every documented one is read; the README's table count and the contract's table list are the
-registry's (``normalize.tables.FREIGHT_TABLES``). (The marts: ``test_marts_listed.py``.)
-
-The variables are found in the code, not listed here: a module-level ``<NAME>_ENV = "FREIGHT_..."``
-constant, or ``env_var('FREIGHT_...')`` in the YAML of ``dbt_models``. A new variable needs its line in
-``docs/operations.md`` (or, for lake mode's, ``docs/lake.md``); its default is compared with the
-code's when :func:`code_defaults` knows where the code declares it.
+"""The docs state the code's present: the settings table is the settings models' (``config``), every variable a
+doc names is one the code reads, the README's table count and the contract's table list are the registry's
+(``normalize.tables.FREIGHT_TABLES``), every path a doc cites exists. (The marts: ``test_marts_listed.py``.)
 """
 
 from __future__ import annotations
 
 import ast
-import datetime as dt
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
 
-from freight_pipeline.commands.preflight import DEFAULT_MIN_FREE_MB
-from freight_pipeline.config import (
-    DEFAULT_BASE_URL,
-    DEFAULT_DATA_DIR,
-    DEFAULT_DUCKDB_MEMORY_LIMIT,
-    DEFAULT_MAX_SYNC_AGE_MINUTES,
-    DEFAULT_PUBLISH_MEMORY_LIMIT,
-    DEFAULT_PUBLISH_STORAGE_VERSION,
-    DEFAULT_USERNAME,
-)
-from freight_pipeline.marts.plan import DEFAULT_FULL_CHECK_MINUTES
-from freight_pipeline.marts.project import DEFAULT_DBT_MEMORY_LIMIT, REPLAY_DEFAULT
+from freight_pipeline.commands.settings import reference_table
+from freight_pipeline.config import FORMER_NAMES, INTERNAL_VARIABLES, MartsSettings, setting_names, variable
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
-from freight_pipeline.sync.settings import SyncSettings
 
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT = REPO / "freight_pipeline"
 DBT = REPO / "dbt_models"
-UNSET = "unset"
-"""The default column's word for a variable the code reads only when it is set."""
+OPERATIONS = REPO / "docs" / "operations.md"
+TABLE_BEGINS = "<!-- the settings: `freight-pipeline settings --markdown` writes this table; a test compares -->"
+TABLE_ENDS = "<!-- end of the settings -->"
 
 
-def code_variables() -> set[str]:
-    """Every ``FREIGHT_*`` variable the product reads (and ``DAGSTER_HOME``)."""
-    found = {"DAGSTER_HOME"}
-    for path in PRODUCT.rglob("*.py"):
-        for node in ast.parse(path.read_text(), str(path)).body:
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and node.targets[0].id.endswith("_ENV") and isinstance(node.value, ast.Constant)
-                    and isinstance(node.value.value, str) and node.value.value.startswith("FREIGHT_")):
-                found.add(node.value.value)
-    for path in DBT.glob("*.yml"):
-        found.update(re.findall(r"env_var\('(FREIGHT_[A-Z0-9_]+)'", path.read_text()))
-    return found
+def settings_table(text: str) -> str:
+    """The table between :data:`TABLE_BEGINS` and :data:`TABLE_ENDS` in ``text``."""
+    return text.split(TABLE_BEGINS, 1)[1].split(TABLE_ENDS, 1)[0].strip()
+
+
+def test_the_docs_settings_table_is_the_models() -> None:
+    assert settings_table(OPERATIONS.read_text()) == reference_table()
+
+
+def test_a_default_changed_in_the_docs_table_is_found() -> None:
+    text = OPERATIONS.read_text()
+    changed = text.replace("| `FREIGHT_PAGE_SIZE` | `500` |", "| `FREIGHT_PAGE_SIZE` | `250` |")
+    assert changed != text and settings_table(changed) != reference_table()
+
+
+def known_variables() -> set[str]:
+    """Every ``FREIGHT_*`` variable the code reads: each setting's, the former names, the others'."""
+    return {variable(name) for name in setting_names()} | set(FORMER_NAMES) | set(INTERNAL_VARIABLES)
+
+
+NOT_VARIABLES = {"FREIGHT_TABLES"}
+"""``FREIGHT_*`` names in the docs that are no variable: the registry of tables (``normalize.tables``)."""
+TESTS_VARIABLES = {"FREIGHT_DASHBOARD_SCREENSHOT"}
+"""Read by the test suite, not the product (``dashboard/test_dashboard.py``)."""
+VARIABLE = re.compile(r"\bFREIGHT_[A-Z0-9_]*[A-Z0-9]\b(?!_\*)")
+"""A variable's name (``FREIGHT_LAKE_*``, a family of them, is not one)."""
+
+
+def test_every_variable_a_doc_or_the_dbt_project_names_is_read() -> None:
+    known = known_variables() | NOT_VARIABLES | TESTS_VARIABLES
+    named = {f"{doc.relative_to(REPO)}: {name}" for doc in DOCS for name in VARIABLE.findall(doc.read_text())
+             if name not in known}
+    named |= {f"{path.relative_to(REPO)}: {name}" for path in DBT.glob("*.yml")
+              for name in re.findall(r"env_var\('(FREIGHT_[A-Z0-9_]+)'", path.read_text()) if name not in known}
+    assert named == set()
+
+
+def test_a_variable_no_setting_has_is_found_in_a_doc() -> None:
+    doc = "set `FREIGHT_HEDGE_SHARE`, `FREIGHT_LAKE_*`, or `FREIGHT_RECONCILE_MINUTES` (gone)"
+    assert {name for name in VARIABLE.findall(doc) if name not in known_variables()} == {"FREIGHT_RECONCILE_MINUTES"}
+
+
+def test_every_variable_that_is_not_a_setting_is_documented() -> None:
+    text = OPERATIONS.read_text()
+    assert [name for name in INTERNAL_VARIABLES if f"`{name}`" not in text] == []
 
 
 def profile_default(name: str) -> str:
@@ -61,106 +78,12 @@ def profile_default(name: str) -> str:
     return defaults.pop()
 
 
-def minutes(interval: dt.timedelta | None) -> str:
-    assert interval is not None
-    return str(int(interval.total_seconds() // 60))
-
-
-def flag(value: bool) -> str:
-    return "1" if value else "0"
-
-
-def code_defaults() -> dict[str, str]:
-    """The default of each variable, from where the code declares it (``unset``: read only when set)."""
-    sync = SyncSettings()
-    dbt_vars = yaml.safe_load((DBT / "dbt_project.yml").read_text())["vars"]
-    return {
-        "FREIGHT_BASE_URL": DEFAULT_BASE_URL,
-        "FREIGHT_USERNAME": DEFAULT_USERNAME,
-        "FREIGHT_DATA_DIR": DEFAULT_DATA_DIR,
-        "FREIGHT_RECONCILE_INTERVAL_MINUTES": minutes(sync.reconcile_interval),
-        "FREIGHT_SYNC_DOCUMENTS": flag(sync.documents),
-        "FREIGHT_SYNC_CODE_CONVERSIONS": flag(sync.code_conversions),
-        "FREIGHT_HISTORY": flag(sync.history),
-        "FREIGHT_DOCUMENTS_RELIST_MINUTES": minutes(sync.documents_relist_interval),
-        "FREIGHT_DOCUMENT_CONTENT": flag(sync.document_content),
-        "FREIGHT_SERVICE_TIMEZONE": sync.service_timezone,
-        "FREIGHT_HEDGE": str(sync.hedge_share),
-        "FREIGHT_FRESHNESS_SAMPLE": str(sync.freshness_sample),
-        "FREIGHT_EVENTS_REFRESH": sync.events_refresh,
-        "FREIGHT_EVENTS_MAX_AGE_MINUTES": minutes(sync.events_max_age),
-        "FREIGHT_EVENTS_REFRESH_SHARE": str(sync.events_refresh_share),
-        "FREIGHT_MAX_SYNC_AGE_MINUTES": str(DEFAULT_MAX_SYNC_AGE_MINUTES),
-        "FREIGHT_ON_TIME_TOLERANCE_MINUTES": str(dbt_vars["on_time_tolerance_minutes"]),
-        "FREIGHT_DUCKDB_MEMORY_LIMIT": DEFAULT_DUCKDB_MEMORY_LIMIT,
-        "FREIGHT_DUCKDB_PUBLISH_MEMORY_LIMIT": DEFAULT_PUBLISH_MEMORY_LIMIT,
-        "FREIGHT_PUBLISH_STORAGE_VERSION": DEFAULT_PUBLISH_STORAGE_VERSION,
-        "FREIGHT_DBT_MEMORY_LIMIT": DEFAULT_DBT_MEMORY_LIMIT,
-        "FREIGHT_MIN_FREE_MB": str(DEFAULT_MIN_FREE_MB),
-        "FREIGHT_DBT_FULL_REFRESH": UNSET,
-        "FREIGHT_DBT_REPLAY": flag(REPLAY_DEFAULT),
-        "FREIGHT_FULL_CHECK_INTERVAL_MINUTES": str(DEFAULT_FULL_CHECK_MINUTES),
-        "FREIGHT_DBT_TEST_ROWS": UNSET,
-        "FREIGHT_SCHEDULES_RUNNING": UNSET,
-        "DAGSTER_HOME": UNSET,
-    }
-
-
-def table_rows(path: Path, header: str) -> Iterator[list[str]]:
-    """The cells of each row of the Markdown table under the line ``header``."""
-    lines = path.read_text().splitlines()
-    start = lines.index(header)
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            return
-        yield [cell.strip() for cell in line.strip("|").split(" | ")]
-
-
-def documented() -> dict[str, str | None]:
-    """Each documented variable -> its default cell (None: a table without one, or a row of several)."""
-    found: dict[str, str | None] = {}
-    for cells in table_rows(REPO / "docs" / "operations.md", "| variable | default | meaning |"):
-        names = re.findall(r"`([A-Z][A-Z0-9_]+)`", cells[0])
-        for name in names:
-            found[name] = cells[1] if len(names) == 1 else None
-    for cells in table_rows(REPO / "docs" / "lake.md", "| variable | meaning |"):
-        for name in re.findall(r"`(FREIGHT_[A-Z0-9_]+)`", cells[0]):
-            found[name] = None
-    return found
-
-
-def test_the_dbt_memory_limit_default_is_the_profiles() -> None:
-    """A replayed build sets the limit the profile gives dbt (``marts.project.dbt_memory_limit``)."""
-    assert profile_default("FREIGHT_DBT_MEMORY_LIMIT") == DEFAULT_DBT_MEMORY_LIMIT
-
-
-def test_no_variable_has_two_rows() -> None:
-    names = [name for cells in table_rows(REPO / "docs" / "operations.md", "| variable | default | meaning |")
-             for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", cells[0])]
-    assert sorted(name for name in set(names) if names.count(name) > 1) == []
-
-
-def default_named(cell: str) -> str:
-    """``\\`512MB\\` (...)`` -> ``512MB``; ``unset (...)`` -> ``unset``; ``— (required)`` -> ``—``."""
-    if cell.startswith("`"):
-        return cell.split("`")[1]
-    return cell.split()[0]
-
-
-def test_every_variable_the_code_reads_is_documented_and_every_documented_one_is_read() -> None:
-    docs = documented()
-    read = code_variables()
-    assert sorted(read - set(docs)) == [], "read by the code, not in docs/operations.md or docs/lake.md"
-    assert sorted(set(docs) - read) == [], "documented, but the code does not read it"
-
-
-def test_each_documented_default_is_the_code_s() -> None:
-    docs = documented()
-    defaults = code_defaults()
-    assert set(defaults) <= code_variables(), "a default of a variable the code does not read"
-    wrong = {name: (docs[name], default) for name, default in defaults.items()
-             if docs.get(name) is None or default_named(docs[name] or "") != default}
-    assert wrong == {}, "documented default cell vs the code's default"
+def test_the_dbt_defaults_are_the_settings() -> None:
+    """dbt run by hand reads the profile's memory limit and the project's tolerance: the settings' defaults."""
+    assert profile_default(variable("dbt_memory_limit")) == MartsSettings().dbt_memory_limit
+    tolerance = yaml.safe_load((DBT / "dbt_project.yml").read_text())["vars"]["on_time_tolerance_minutes"]
+    description = MartsSettings.model_fields["on_time_tolerance"].description or ""
+    assert f"unset: the project's {tolerance}" in description
 
 
 def test_the_readme_counts_the_tables_of_the_registry() -> None:

@@ -37,7 +37,7 @@ import pytest
 from websockets.sync.client import connect
 
 from freight_pipeline.commands.processes import LOCALHOST, free_port, start_child, stop_child, wait_http
-from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT, StorageSettings, ServiceSettings
+from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT, ServiceSettings, StorageSettings
 from freight_pipeline.dashboard import display, queries, sources
 from freight_pipeline.dashboard.app import (
     ETA_HORIZON_TABLE,

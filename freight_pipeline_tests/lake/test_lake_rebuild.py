@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.lake_harness import read_lake, write_expected
-from freight_pipeline.config import ServiceSettings, environ
+from freight_pipeline.config import ServiceSettings, environ, load_settings
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
@@ -34,8 +34,8 @@ def test_a_rebuild_in_the_lake_rederives_every_table_without_a_request(
         served = sim.request_count()
         with open_warehouse(data_dir, backend) as warehouse:
             # the lake records the mapping that derived its rows: the same one re-derives nothing
-            same = rebuild(warehouse, "lake-same", SyncSettings().with_env(), batch_size=BATCH)
-            found = rebuild(warehouse, "lake-rebuild", SyncSettings().with_env(), batch_size=BATCH, everything=True)
+            same = rebuild(warehouse, "lake-same", SyncSettings.of(load_settings().sync), batch_size=BATCH)
+            found = rebuild(warehouse, "lake-rebuild", SyncSettings.of(load_settings().sync), batch_size=BATCH, everything=True)
         assert sim.request_count() == served
         expected = write_expected(sim, tmp_path / "expected")
     assert (same.touched, same.read, same.shipments) == ((), 0, 0)

@@ -1,0 +1,212 @@
+"""The settings (``freight_pipeline.config``): every field of every model set through the environment, the
+settings file and the Dagster resources, read back in a run's effective settings with its source; the order
+of the sources; secrets never shown; ``freight-pipeline settings``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from freight_pipeline.cli import main
+from freight_pipeline.config import (
+    CONCERNS,
+    FORMER_NAMES,
+    ScheduleSettings,
+    Settings,
+    SettingsModel,
+    load_settings,
+    setting_names,
+    setting_value,
+    shown_value,
+    variable,
+)
+from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource, run_settings
+from freight_pipeline.sync.settings import SyncSettings
+
+TEXT_SAMPLES: dict[str, str] = {
+    "base_url": "http://tms.example:8080",
+    "username": "etl-user",
+    "password": "s3cret-pw",
+    "start_cursor": "2026-01-02 03:04:05",
+    "service_timezone": "Europe/Berlin",
+    "events_refresh": "on",
+    "data_dir": "/tmp/freight-settings-test",
+    "duckdb_memory_limit": "300MB",
+    "duckdb_publish_memory_limit": "700MB",
+    "publish_storage_version": "latest",
+    "dbt_memory_limit": "1GB",
+    "dbt_worker_server": "/tmp/dbt-worker.sock",
+    "lake_catalog_uri": "sqlite:///tmp/freight-settings-test/catalog.sqlite",
+    "lake_data_uri": "/tmp/freight-settings-test/lake",
+    "lake_s3_url_style": "path",
+    "backfill_id_boundaries": "100,200",
+}
+"""A value of each setting whose type alone does not give one (text, a choice, a path, a list)."""
+NOT_IN_A_RESOURCE = {name for name in ScheduleSettings.settings_fields()}
+"""Read when the Dagster definitions load (the schedules' default status, the freshness check's age), before any
+resource exists: the environment and the settings file set them."""
+RESOURCES = (FreightServiceResource, WarehouseResource)
+
+
+def default_of(concern: type[SettingsModel], name: str) -> Any:
+    return getattr(concern.model_construct(), concern.settings_fields()[name])
+
+
+def sample(concern: type[SettingsModel], name: str) -> str | int | float | bool:
+    """A valid value of setting ``name`` that is not its default, in its plain form (a duration: minutes)."""
+    if name in TEXT_SAMPLES:
+        return TEXT_SAMPLES[name]
+    default = default_of(concern, name)
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, int):
+        return default // 2 + 1
+    if isinstance(default, float):
+        return 0.25 if default != 0.25 else 0.5
+    if isinstance(default, dt.timedelta):
+        return int(default.total_seconds() // 60) + 7
+    if default is None and "minutes" in name:
+        return 45
+    raise AssertionError(f"no sample value for the setting {name}: add one to TEXT_SAMPLES")
+
+
+def as_variable(value: str | int | float | bool) -> str:
+    return ("1" if value else "0") if isinstance(value, bool) else str(value)
+
+
+def as_toml(value: str | int | float | bool) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else json.dumps(value)
+
+
+EVERY = [(concern, name) for concern in CONCERNS for name in concern.settings_fields()]
+
+
+def expected(concern: type[SettingsModel], name: str) -> str:
+    """How ``settings`` shows the sample (its value once validated)."""
+    value = sample(concern, name)
+    if name == "password":
+        return "***"
+    if name == "backfill_id_boundaries":
+        return str(value)
+    return as_variable(value)
+
+
+def check_read_back(settings: Settings, source: str) -> None:
+    for concern, name in EVERY:
+        value = setting_value(settings, name)
+        assert value != default_of(concern, name), name
+        assert shown_value(name, value) == expected(concern, name), name
+        assert settings.sources[name] == source(name), name
+    assert settings.service.secret == TEXT_SAMPLES["password"]
+    run = SyncSettings.of(settings.sync)  # what a run of the sync is handed
+    fields = settings.sync.settings_fields().values()
+    assert all(getattr(run, field) == getattr(settings.sync, field) for field in fields)
+    assert run.zone.name == TEXT_SAMPLES["service_timezone"]
+
+
+def test_every_setting_has_one_variable_and_one_name() -> None:
+    names = [name for concern in CONCERNS for name in concern.settings_fields()]
+    assert len(names) == len(set(names)) == len(setting_names())
+    assert not set(FORMER_NAMES) & {variable(name) for name in names}  # a former name is no setting's variable
+
+
+def test_every_setting_is_read_from_the_environment() -> None:
+    env = {variable(name): as_variable(sample(concern, name)) for concern, name in EVERY}
+    check_read_back(load_settings(environ=env), lambda name: f"environment {variable(name)}")
+
+
+def test_every_setting_is_read_from_the_settings_file(tmp_path: Path) -> None:
+    file = tmp_path / "freight.toml"
+    file.write_text("\n".join(f"[{concern.section}]\n" + "\n".join(
+        f"{name} = {as_toml(sample(concern, name))}" for name in concern.settings_fields()) for concern in CONCERNS))
+    check_read_back(load_settings(environ={"FREIGHT_SETTINGS_FILE": str(file)}), lambda name: f"file {file}")
+
+
+def test_every_setting_is_read_from_the_dagster_resources(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each resource's fields are the settings of its concerns (derived, not copied); a run reads both."""
+    covered = {name for resource in RESOURCES for concern in resource.concerns for name in concern.settings_fields()}
+    assert covered == set(setting_names()) - NOT_IN_A_RESOURCE
+    assert all(set(resource.model_fields) == {name for concern in resource.concerns for name in
+                                              concern.settings_fields()} for resource in RESOURCES)
+    given = {concern: {name: sample(concern, name) for name in concern.settings_fields()} for concern in CONCERNS}
+    freight_service, warehouse = (resource(**{name: value for concern in resource.concerns
+                                              for name, value in given[concern].items()}) for resource in RESOURCES)
+    for name in NOT_IN_A_RESOURCE:  # the definitions read these from the environment
+        monkeypatch.setenv(variable(name), as_variable(given[ScheduleSettings][name]))
+    check_read_back(run_settings(freight_service, warehouse),
+                    lambda name: f"environment {variable(name)}" if name in NOT_IN_A_RESOURCE else "Dagster resource")
+
+
+def test_a_flag_wins_over_the_environment_which_wins_over_the_file(tmp_path: Path) -> None:
+    file = tmp_path / "settings.toml"
+    file.write_text('[sync]\npage_size = 100\nfetch_window = 8\n\n[storage]\ndata_dir = "/from/the/file"\n')
+    env = {"FREIGHT_SETTINGS_FILE": str(file), "FREIGHT_PAGE_SIZE": "200", "FREIGHT_DATA_DIR": "/from/env"}
+    settings = load_settings({"data_dir": Path("/from/a/flag")}, environ=env)
+    assert (settings.sync.page_size, settings.sync.fetch_window, settings.storage.data_dir) == (
+        200, 8, Path("/from/a/flag"))
+    assert [settings.sources[name] for name in ("data_dir", "page_size", "fetch_window", "concurrency")] == [
+        "flag", "environment FREIGHT_PAGE_SIZE", f"file {file}", "default"]
+
+
+def test_a_former_variable_is_read_and_the_new_one_wins() -> None:
+    for former, name in FORMER_NAMES.items():
+        assert load_settings(environ={former: "0.5"}).sources[name] == f"environment {former}"
+        both = load_settings(environ={former: "0.5", variable(name): "0.25"})
+        assert (setting_value(both, name), both.sources[name]) == (0.25, f"environment {variable(name)}")
+
+
+def test_freight_toml_in_the_working_directory_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "freight.toml").write_text("[sync]\nrestore_probe = 0\n")
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(environ={})
+    assert (settings.sync.restore_probe, settings.sources["restore_probe"]) == (0, "file freight.toml")
+
+
+def test_never_and_empty_values() -> None:
+    settings = load_settings(environ={"FREIGHT_RECONCILE_INTERVAL_MINUTES": "never", "FREIGHT_PAGE_SIZE": "  "})
+    assert settings.sync.reconcile_interval is None and settings.sync.page_size == 500
+    assert settings.sources["page_size"] == "default"  # an empty variable is unset
+
+
+def test_secrets_are_never_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {"FREIGHT_PASSWORD": "pw-never-shown", "FREIGHT_LAKE_CATALOG_URI": "postgresql://etl:cat-pw@db:5432/lake",
+           "FREIGHT_LAKE_DATA_URI": str(tmp_path / "lake"), "FREIGHT_DATA_DIR": str(tmp_path / "data")}
+    settings = load_settings(environ=env)
+    resource = FreightServiceResource(password="pw-never-shown")
+    for shown in (repr(settings), str(settings), repr(settings.service), repr(resource), repr(resource.settings())):
+        assert "pw-never-shown" not in shown and "cat-pw" not in repr(settings.service)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        assert main(["settings"]) == 0
+    assert "pw-never-shown" not in out.getvalue() + err.getvalue() and "cat-pw" not in out.getvalue()
+    assert "postgresql://etl:***@db:5432/lake" in out.getvalue()
+
+
+def test_the_settings_command_shows_each_value_and_its_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    file = tmp_path / "freight.toml"
+    file.write_text("[sync]\nfetch_window = 9\n")
+    for name in list(os.environ):
+        if name.startswith("FREIGHT_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("FREIGHT_SETTINGS_FILE", str(file))
+    monkeypatch.setenv("FREIGHT_HISTORY", "0")
+    monkeypatch.setenv("FREIGHT_PAGESIZE", "10")
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        assert main(["settings", "--data-dir", str(tmp_path / "d")]) == 0
+    rows = {line.split()[1]: line.split(None, 3)[2:] for line in out.getvalue().splitlines()[1:]}
+    assert len(rows) == len(setting_names())
+    assert rows["fetch_window"] == ["9", f"file {file}"]
+    assert rows["history"] == ["0", "environment FREIGHT_HISTORY"]
+    assert rows["data_dir"] == [str(tmp_path / "d"), "flag"]
+    assert rows["page_size"] == ["500", "default"]
+    assert err.getvalue() == "settings: FREIGHT_PAGESIZE is set but is not a setting (a typo?): nothing reads it\n"
