@@ -34,8 +34,9 @@ def test_a_rebuild_in_the_lake_rederives_every_table_without_a_request(
         served = sim.request_count()
         with open_warehouse(data_dir, backend) as warehouse:
             # the lake records the mapping that derived its rows: the same one re-derives nothing
-            same = rebuild(warehouse, "lake-same", SyncSettings.of(load_settings().sync), batch_size=BATCH)
-            found = rebuild(warehouse, "lake-rebuild", SyncSettings.of(load_settings().sync), batch_size=BATCH, everything=True)
+            configured = SyncSettings.of(load_settings().sync)
+            same = rebuild(warehouse, "lake-same", configured, batch_size=BATCH)
+            found = rebuild(warehouse, "lake-rebuild", configured, batch_size=BATCH, everything=True)
         assert sim.request_count() == served
         expected = write_expected(sim, tmp_path / "expected")
     assert (same.touched, same.read, same.shipments) == ((), 0, 0)
