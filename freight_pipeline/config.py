@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import tomllib
+import zoneinfo
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -345,15 +347,23 @@ class SyncTuning(SettingsModel):
     @field_validator("service_timezone")
     @classmethod
     def _known_zone(cls, name: str) -> str:
-        from freight_pipeline.datetimes import service_zone
-
-        service_zone(name.strip())  # ValueError naming the zone when there is no such zone
+        try:  # the zone ``datetimes.service_zone`` makes of it
+            zoneinfo.ZoneInfo(name.strip())
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{name!r} is not an IANA time zone (such as Europe/Berlin or UTC)") from None
         return name.strip()
+
+
+PLAIN_SIZE = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)", re.IGNORECASE)
+"""A memory size every DuckDB reads (``512MB``, ``1.5GiB``), taken without asking DuckDB."""
 
 
 @lru_cache(maxsize=32)
 def _duckdb_memory_size(value: str) -> str:
-    """``value`` when DuckDB reads it as a memory size (probed once per value), else ValueError saying why."""
+    """``value`` when DuckDB reads it as a memory size (asked once per value unless it is plainly one), else
+    ValueError saying why."""
+    if PLAIN_SIZE.fullmatch(value):
+        return value
     import duckdb
 
     try:
@@ -708,8 +718,6 @@ def shown_value(name: str, value: Any) -> str:
     if isinstance(value, SecretStr):
         return "***" if value.get_secret_value() else "(not set)"
     if name == "lake_catalog_uri":
-        from freight_pipeline.lake.settings import without_password
-
         return without_password(str(value))
     if isinstance(value, dt.timedelta):
         return str(int(value.total_seconds() // 60))
@@ -718,6 +726,18 @@ def shown_value(name: str, value: Any) -> str:
     if isinstance(value, tuple):
         return ",".join(map(str, value)) or "-"
     return str(value)
+
+
+_URI_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/]*:)[^@]*@")
+
+
+def without_password(target: str) -> str:
+    """A catalog location with any password replaced by ``***`` (URI or libpq ``password=`` form).
+
+    Not ``urlsplit``: it ends the user part at a ``?`` or ``#``, which libpq accepts unencoded in a
+    password, and would show the rest."""
+    target = re.sub(r"(password\s*=\s*)\S+", r"\1***", target, flags=re.IGNORECASE)
+    return _URI_PASSWORD.sub(r"\1***@", target)
 
 
 def setting_value(settings: Settings, name: str) -> Any:

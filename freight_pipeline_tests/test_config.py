@@ -210,3 +210,21 @@ def test_the_settings_command_shows_each_value_and_its_source(tmp_path: Path, mo
     assert rows["data_dir"] == [str(tmp_path / "d"), "flag"]
     assert rows["page_size"] == ["500", "default"]
     assert err.getvalue() == "settings: FREIGHT_PAGESIZE is set but is not a setting (a typo?): nothing reads it\n"
+
+
+def test_the_docs_example_of_refused_values_is_what_sync_prints(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``docs/operations.md``'s example of bad values, as ``sync`` prints it (the file's path as the docs show it)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "operations.md").read_text()
+    shown = text.split("the value\nand what is allowed, e.g.\n\n```text\n", 1)[1].split("```", 1)[0]
+    file = tmp_path / "freight.toml"
+    file.write_text('[sync]\nreconcile_interval_minutes = "hourly"\n')
+    for name in list(os.environ):
+        if name.startswith("FREIGHT_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("FREIGHT_SETTINGS_FILE", str(file))
+    monkeypatch.setenv("FREIGHT_PAGE_SIZE", "900")
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        assert main(["sync", "--data-dir", str(tmp_path / "data")]) == 2
+    assert err.getvalue().replace(str(file), "/srv/freight/freight.toml") == shown

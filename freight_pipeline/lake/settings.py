@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LakeConfig
+from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LakeConfig, without_password
 
 S3_ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 S3_KEY_ENV = "AWS_ACCESS_KEY_ID"
@@ -147,18 +147,6 @@ def _s3_of(config: LakeConfig, env: Mapping[str, str]) -> S3Settings:
         url_style=style,
         use_ssl=use_ssl,
     )
-
-
-_URI_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/]*:)[^@]*@")
-
-
-def without_password(target: str) -> str:
-    """A catalog location with any password replaced by ``***`` (URI or libpq ``password=`` form).
-
-    Not ``urlsplit``: it ends the user part at a ``?`` or ``#``, which libpq accepts unencoded in a
-    password, and would show the rest."""
-    target = re.sub(r"(password\s*=\s*)\S+", r"\1***", target, flags=re.IGNORECASE)
-    return _URI_PASSWORD.sub(r"\1***@", target)
 
 
 def dbt_target_from_env() -> str | None:

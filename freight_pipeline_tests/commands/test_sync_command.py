@@ -195,7 +195,7 @@ def test_sync_refuses_settings_that_mean_nothing_before_anything_runs(
         monkeypatch.delenv(name, raising=False)
     assert main(["sync", "--data-dir", str(tmp_path / "data")]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == "sync: FREIGHT_SYNC_DOCUMENTS must be 1/true/yes/on or 0/false/no/off, got 'maybe'"
+    assert err.strip() == "sync: FREIGHT_SYNC_DOCUMENTS='maybe': must be 1/true/yes/on or 0/false/no/off"
     assert main(["sync", "--data-dir", str(tmp_path / "data"), "--no-dagster", "--job", "code_conversions_job"]) == 2
     assert "--job and --partition name a Dagster job's run" in capsys.readouterr().err
     assert not (tmp_path / "data" / "warehouse.duckdb").exists()

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.config import REPO_ROOT, MartsSettings
 from freight_pipeline.marts.worker import REPLY
 from freight_pipeline.marts.worker_server import forked_worker
 
@@ -73,7 +73,7 @@ def run_dbt_in_worker(
     output = target / "worker-output.log"
     argv = ["--project-dir", str(DBT_DIR), "--target", str(target)]
     with output.open("w") as out:
-        worker = forked_worker(argv, env, out) or subprocess.Popen(
+        worker = forked_worker(argv, env, out, MartsSettings.configured().dbt_worker_server) or subprocess.Popen(
             [sys.executable, "-m", "freight_pipeline.marts.worker", *argv], stdin=subprocess.PIPE, stdout=out,
             stderr=subprocess.STDOUT, env=env, text=True,
         )

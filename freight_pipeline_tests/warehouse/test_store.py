@@ -380,7 +380,7 @@ def test_connections_have_a_bounded_memory_limit(tmp_path: Path, monkeypatch: py
     with Warehouse(tmp_path, TABLES, backend=storage_from_env()) as wh:
         assert wh.con.execute("SELECT current_setting('memory_limit')").fetchall() == [("61.0 MiB",)]
     monkeypatch.setenv(DUCKDB_MEMORY_LIMIT_ENV, "lots")
-    with pytest.raises(ValueError, match=f"{DUCKDB_MEMORY_LIMIT_ENV}='lots' is not a DuckDB memory limit"):
+    with pytest.raises(ValueError, match=f"{DUCKDB_MEMORY_LIMIT_ENV}='lots': is not a memory size DuckDB reads"):
         Warehouse(tmp_path, TABLES, backend=storage_from_env())
 
 
