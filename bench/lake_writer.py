@@ -58,7 +58,7 @@ def main() -> None:
     if len(sys.argv) > 4:  # the benchmark's trial: the production page and batch sizes
         settings = settings.replaced(page_size=500, fetch_batch_size=int(sys.argv[4]))
     announce_commits()
-    runner.run_stream(STREAM, ServiceSettings.from_env(), data_dir, settings, backend=storage_from_env())
+    runner.run_stream(STREAM, ServiceSettings.configured(), data_dir, settings, backend=storage_from_env())
     say("done")
 
 

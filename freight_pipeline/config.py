@@ -69,7 +69,7 @@ def _minutes(value: Any) -> Any:
         if not text.isdigit():
             raise ValueError("must be whole minutes (0 or more)")
         return dt.timedelta(minutes=int(text))
-    if isinstance(value, bool):
+    if isinstance(value, bool | float):  # a float would be read as seconds
         raise ValueError("must be whole minutes (0 or more)")
     if isinstance(value, int):
         if value < 0:
