@@ -480,6 +480,7 @@ class LakeConfig(SettingsModel):
     section: ClassVar[str] = "lake"
     lake_catalog_uri: str | None = Field(
         None,
+        repr=False,  # it may hold the catalog's password
         description="the DuckLake catalog: `postgresql://user[:password]@host/db`, "
         "`sqlite:///path`, `duckdb:///path`; unset: the embedded DuckDB file",
     )

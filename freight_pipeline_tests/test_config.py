@@ -85,6 +85,20 @@ def as_toml(value: str | int | float | bool) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else json.dumps(value)
 
 
+def run_cli(monkeypatch: pytest.MonkeyPatch, argv: list[str], **env: str) -> tuple[int, str, str]:
+    """``freight-pipeline <argv>`` in this process with no ``FREIGHT_*`` variable but ``env``: exit code, stdout,
+    stderr."""
+    for name in list(os.environ):
+        if name.startswith("FREIGHT_"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
 EVERY = [(concern, name) for concern in CONCERNS for name in concern.settings_fields()]
 
 
@@ -179,37 +193,28 @@ def test_secrets_are_never_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     env = {"FREIGHT_PASSWORD": "pw-never-shown", "FREIGHT_LAKE_CATALOG_URI": "postgresql://etl:cat-pw@db:5432/lake",
            "FREIGHT_LAKE_DATA_URI": str(tmp_path / "lake"), "FREIGHT_DATA_DIR": str(tmp_path / "data")}
     settings = load_settings(environ=env)
-    resource = FreightServiceResource(password="pw-never-shown")
-    for shown in (repr(settings), str(settings), repr(settings.service), repr(resource), repr(resource.settings())):
-        assert "pw-never-shown" not in shown and "cat-pw" not in repr(settings.service)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        assert main(["settings"]) == 0
-    assert "pw-never-shown" not in out.getvalue() + err.getvalue() and "cat-pw" not in out.getvalue()
-    assert "postgresql://etl:***@db:5432/lake" in out.getvalue()
+    resources = (FreightServiceResource(password="pw-never-shown"),
+                 WarehouseResource(lake_catalog_uri=env["FREIGHT_LAKE_CATALOG_URI"]))
+    for shown in (repr(settings), str(settings), *(repr(r) for r in resources), repr(run_settings(*resources))):
+        assert "pw-never-shown" not in shown and "cat-pw" not in shown
+    code, out, err = run_cli(monkeypatch, ["settings"], **env)
+    assert code == 0 and "pw-never-shown" not in out + err and "cat-pw" not in out + err
+    assert "postgresql://etl:***@db:5432/lake" in out
 
 
 def test_the_settings_command_shows_each_value_and_its_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     file = tmp_path / "freight.toml"
     file.write_text("[sync]\nfetch_window = 9\n")
-    for name in list(os.environ):
-        if name.startswith("FREIGHT_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("FREIGHT_SETTINGS_FILE", str(file))
-    monkeypatch.setenv("FREIGHT_HISTORY", "0")
-    monkeypatch.setenv("FREIGHT_PAGESIZE", "10")
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        assert main(["settings", "--data-dir", str(tmp_path / "d")]) == 0
-    rows = {line.split()[1]: line.split(None, 3)[2:] for line in out.getvalue().splitlines()[1:]}
+    code, out, err = run_cli(monkeypatch, ["settings", "--data-dir", str(tmp_path / "d")],
+                             FREIGHT_SETTINGS_FILE=str(file), FREIGHT_HISTORY="0", FREIGHT_PAGESIZE="10")
+    assert code == 0
+    rows = {line.split()[1]: line.split(None, 3)[2:] for line in out.splitlines()[1:]}
     assert len(rows) == len(setting_names())
     assert rows["fetch_window"] == ["9", f"file {file}"]
     assert rows["history"] == ["0", "environment FREIGHT_HISTORY"]
     assert rows["data_dir"] == [str(tmp_path / "d"), "flag"]
     assert rows["page_size"] == ["500", "default"]
-    assert err.getvalue() == "settings: FREIGHT_PAGESIZE is set but is not a setting (a typo?): nothing reads it\n"
+    assert err == "settings: FREIGHT_PAGESIZE is set but is not a setting (a typo?): nothing reads it\n"
 
 
 def test_the_docs_example_of_refused_values_is_what_sync_prints(tmp_path: Path,
@@ -219,12 +224,6 @@ def test_the_docs_example_of_refused_values_is_what_sync_prints(tmp_path: Path,
     shown = text.split("the value\nand what is allowed, e.g.\n\n```text\n", 1)[1].split("```", 1)[0]
     file = tmp_path / "freight.toml"
     file.write_text('[sync]\nreconcile_interval_minutes = "hourly"\n')
-    for name in list(os.environ):
-        if name.startswith("FREIGHT_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("FREIGHT_SETTINGS_FILE", str(file))
-    monkeypatch.setenv("FREIGHT_PAGE_SIZE", "900")
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        assert main(["sync", "--data-dir", str(tmp_path / "data")]) == 2
-    assert err.getvalue().replace(str(file), "/srv/freight/freight.toml") == shown
+    code, _, err = run_cli(monkeypatch, ["sync", "--data-dir", str(tmp_path / "data")],
+                           FREIGHT_SETTINGS_FILE=str(file), FREIGHT_PAGE_SIZE="900")
+    assert code == 2 and err.replace(str(file), "/srv/freight/freight.toml") == shown
