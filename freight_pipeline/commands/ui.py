@@ -62,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     problem = _preflight(args)
     if problem:
-        say(f"ui: {problem}")
+        for line in problem.splitlines():  # a bad setup: a line per bad setting
+            say(f"ui: {line}")
         return 2
     from freight_pipeline.simulator.config import DEFAULT_PASSWORD, DEFAULT_USERNAME
 

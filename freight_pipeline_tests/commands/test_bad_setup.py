@@ -122,6 +122,12 @@ CASES = [
          says="FREIGHT_DATA_DIR={tmp}/a-file is a file, not a directory"),
     Case("ui: data dir is a file", args=("ui", "--port", str(free_port()), "--simulator-port", str(free_port())),
          data=A_FILE, says="FREIGHT_DATA_DIR={tmp}/a-file is a file, not a directory"),
+    Case("ui: two bad values, a line each", args=("ui", "--port", str(free_port()), "--simulator-port",
+                                                   str(free_port())), env={"FREIGHT_PAGE_SIZE": "0",
+                                                                            "FREIGHT_HISTORY": "maybe"}, lines=2,
+         says="FREIGHT_HISTORY='maybe': must be 1/true/yes/on or 0/false/no/off"),
+    Case("rebuild: a bad value", args=("rebuild",), env={"FREIGHT_DBT_REPLAY": "sometimes"},
+         says="FREIGHT_DBT_REPLAY='sometimes': must be 1/true/yes/on or 0/false/no/off"),
     Case("demo: disk too full", args=("demo", "--shipments", "10"), env={"FREIGHT_MIN_FREE_MB": "999999999999"},
          says="(FREIGHT_MIN_FREE_MB)"),
 ]
