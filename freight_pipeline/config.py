@@ -197,6 +197,25 @@ class SyncTuning(SettingsModel):
 
     section: ClassVar[str] = "sync"
     page_size: int = Field(500, ge=1, le=500, description="lookup page size (the service serves at most 500)")
+    request_attempts: int = Field(
+        5,
+        ge=1,
+        description="attempts per request, the first included (`1`: a failure is not retried; a refusal with "
+        "`Retry-After` is no attempt; `client/retry.py`)",
+    )
+    request_base_delay_seconds: float = Field(
+        0.5, ge=0, description="the backoff before a request's first retry, doubling for each next one"
+    )
+    request_max_delay_seconds: float = Field(30.0, ge=0, description="the longest backoff between two attempts")
+    request_jitter: Switch = Field(
+        True, description="each backoff drawn at random below it (full jitter); `0`: the exact backoff"
+    )
+    request_budget_seconds: float = Field(
+        120.0, ge=0, description="no retry starts whose wait would end later than this after the first attempt"
+    )
+    request_retry_after_cap_seconds: float = Field(
+        60.0, ge=0, description="the longest `Retry-After` honoured (longer ones are shortened)"
+    )
     concurrency: int = Field(
         64,
         ge=1,

@@ -123,6 +123,9 @@ def check_read_back(settings: Settings, source: str) -> None:
     fields = settings.sync.settings_fields().values()
     assert all(getattr(run, field) == getattr(settings.sync, field) for field in fields)
     assert run.zone.name == TEXT_SAMPLES["service_timezone"]
+    retry = run.retry_policy  # what the run's client is handed
+    assert (retry.max_attempts, retry.jitter, retry.total_budget) == (
+        settings.sync.request_attempts, settings.sync.request_jitter, settings.sync.request_budget_seconds)
 
 
 def test_every_setting_has_one_variable_and_one_name() -> None:

@@ -47,6 +47,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from freight_pipeline.config import SyncTuning
+
 # 408, 429 and every 5xx except these two, which will not change on a repeat.
 NON_TRANSIENT_5XX: frozenset[int] = frozenset({501, 505})
 # Extra wait after a Retry-After, as a share of it, so that callers told the same Retry-After do not
@@ -63,9 +65,13 @@ RETRY_TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
+_SETTINGS = SyncTuning.model_construct()
+"""The defaults, declared with the settings of the same name (``config.SyncTuning``'s ``request_*``)."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How the client retries. The defaults are the documented behaviour of the client.
+    """How the client retries. The defaults are the settings' (``request_attempts``, ...).
 
     max_attempts:    attempts per call, the first included (1 disables retries of failures;
                      refusals with ``Retry-After`` are not attempts, see the module docstring).
@@ -78,12 +84,12 @@ class RetryPolicy:
                      ``jitter`` up to 10 % of the (capped) Retry-After is added.
     """
 
-    max_attempts: int = 5
-    base_delay: float = 0.5
-    max_delay: float = 30.0
-    jitter: bool = True
-    total_budget: float = 120.0
-    retry_after_cap: float = 60.0
+    max_attempts: int = _SETTINGS.request_attempts
+    base_delay: float = _SETTINGS.request_base_delay_seconds
+    max_delay: float = _SETTINGS.request_max_delay_seconds
+    jitter: bool = _SETTINGS.request_jitter
+    total_budget: float = _SETTINGS.request_budget_seconds
+    retry_after_cap: float = _SETTINGS.request_retry_after_cap_seconds
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -122,6 +128,14 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY_POLICY = RetryPolicy()
+
+
+def retry_policy_of(tuning: SyncTuning) -> RetryPolicy:
+    """The policy the ``request_*`` settings of ``tuning`` describe."""
+    return RetryPolicy(max_attempts=tuning.request_attempts, base_delay=tuning.request_base_delay_seconds,
+                       max_delay=tuning.request_max_delay_seconds, jitter=tuning.request_jitter,
+                       total_budget=tuning.request_budget_seconds,
+                       retry_after_cap=tuning.request_retry_after_cap_seconds)
 
 
 def parse_retry_after(value: str | None, now: dt.datetime | None = None) -> float | None:

@@ -59,7 +59,7 @@ def new_run_id() -> str:
 
 def open_client(service: ServiceSettings, settings: SyncSettings) -> AsyncFreightClient:
     return AsyncFreightClient.from_settings(service, limit=settings.in_flight_limit(), hedge=settings.hedge_policy(),
-                                            retry=settings.request_retry)
+                                            retry=settings.retry_policy)
 
 
 def one_line_error(exc: BaseException) -> str:

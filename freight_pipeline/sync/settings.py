@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from freight_pipeline.client.hedge import HedgePolicy
 from freight_pipeline.client.limiter import AdaptiveLimit
-from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from freight_pipeline.client.retry import RetryPolicy, retry_policy_of
 from freight_pipeline.config import SyncTuning
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.sync.backfill import IdRange
@@ -22,9 +22,9 @@ class SyncSettings(SyncTuning):
     """Tuning of a sync run: the settings (``config.SyncTuning``, declared and described there), and what the code
     hands each run beside them."""
 
-    request_retry: RetryPolicy = Field(DEFAULT_RETRY_POLICY, json_schema_extra=RUNTIME)
-    """How the client retries one request that failed (attempts, backoff, ``Retry-After``: ``client.retry``,
-    whose defaults are documented there)."""
+    request_retry: RetryPolicy | None = Field(None, json_schema_extra=RUNTIME)
+    """A retry policy the code hands the run instead of the one the ``request_*`` settings describe (the tests'
+    quick ones); None: the settings' (:attr:`retry_policy`)."""
     id_range: IdRange | None = Field(None, json_schema_extra=RUNTIME)
     """A backfill partition (``sync.backfill``): the shipments stream walks only these ids, under a
     cursor of its own, and leaves retries and the reconcile to the incremental runs."""
@@ -48,6 +48,11 @@ class SyncSettings(SyncTuning):
         """These settings with a zone value of their own (its count of date-times read without an offset
         starts at 0): one per stream's run, so that runs in one process never share it."""
         return self.replaced(zone=ServiceZone(self.service_timezone))
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How the client retries one request that failed (attempts, backoff, ``Retry-After``: ``client.retry``)."""
+        return self.request_retry or retry_policy_of(self)
 
     def hedge_policy(self) -> HedgePolicy:
         """How reads are hedged in one run, as these settings say (``share`` 0: not at all)."""
