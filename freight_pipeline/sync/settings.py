@@ -1,4 +1,4 @@
-"""Tuning of a sync run, declared once with documented defaults."""
+"""A sync run's settings: the `[sync]` settings (``config.SyncTuning``) and what the code hands each run beside them."""
 
 from __future__ import annotations
 
