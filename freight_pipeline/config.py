@@ -44,6 +44,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 """The checkout the package runs from (editable install): dbt project, workspace.yaml, .dagster_home."""
@@ -545,8 +546,6 @@ CONCERNS: tuple[type[SettingsModel], ...] = (
 )
 FORMER_NAMES = {"FREIGHT_HEDGE": "hedge_share"}
 """Variables of an earlier release, still read -> the setting they set (the new name wins when both are set)."""
-SECRET_SETTINGS = ("password", "lake_catalog_uri")
-"""Settings shown masked: the password whole, the catalog URI's password part."""
 
 
 def variable(name: str) -> str:
@@ -557,6 +556,17 @@ def variable(name: str) -> str:
 def setting_names() -> dict[str, type[SettingsModel]]:
     """Every setting's name -> its concern."""
     return {name: concern for concern in CONCERNS for name in concern.settings_fields()}
+
+
+def field_of(name: str) -> FieldInfo:
+    """The declaration of setting ``name``."""
+    concern = setting_names()[name]
+    return concern.model_fields[concern.settings_fields()[name]]
+
+
+SECRET_SETTINGS = tuple(name for name in setting_names()
+                        if field_of(name).annotation is SecretStr or field_of(name).repr is False)
+"""Settings never shown whole (a secret type, or left out of the repr): the password, the catalog URI."""
 
 
 # The variables other modules name (in messages, in the environment they give a process), derived by the rule
@@ -595,7 +605,7 @@ LAKE_RETENTION_ENV = variable("lake_retention_minutes")
 @dataclass(frozen=True)
 class Settings:
     """Every concern's settings, and where each value came from (setting name -> ``default``, ``file PATH``,
-    ``environment NAME`` or what the caller named, e.g. ``flag --data-dir``)."""
+    ``environment NAME`` or the origin the caller named: ``flag``, ``Dagster resource``)."""
 
     service: ServiceSettings
     sync: SyncTuning
@@ -734,7 +744,8 @@ def _problem(error: Any, concern: type[SettingsModel], values: Mapping[str, Any]
 def shown_value(name: str, value: Any) -> str:
     """A setting's value as ``settings`` prints it: secrets masked, durations in minutes, unset as ``-``."""
     if value is None:
-        return "never" if name in ("reconcile_interval_minutes", "documents_relist_minutes") else "-"
+        never = any(getattr(check, "func", None) is _minutes_or_never for check in field_of(name).metadata)
+        return "never" if never else "-"
     if isinstance(value, SecretStr):
         return "***" if value.get_secret_value() else "(not set)"
     if name == "lake_catalog_uri":
@@ -758,6 +769,12 @@ def without_password(target: str) -> str:
     password, and would show the rest."""
     target = re.sub(r"(password\s*=\s*)\S+", r"\1***", target, flags=re.IGNORECASE)
     return _URI_PASSWORD.sub(r"\1***@", target)
+
+
+def default_shown(name: str) -> str:
+    """Setting ``name``'s default as ``settings`` shows a value."""
+    concern = setting_names()[name]
+    return shown_value(name, getattr(concern.model_construct(), concern.settings_fields()[name]))
 
 
 def setting_value(settings: Settings, name: str) -> Any:

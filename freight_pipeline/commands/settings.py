@@ -19,6 +19,7 @@ from freight_pipeline.config import (
     FORMER_NAMES,
     SETTINGS_FILE_ENV,
     Settings,
+    default_shown,
     setting_value,
     shown_value,
     variable,
@@ -64,11 +65,10 @@ def reference_table() -> str:
     former = {name: variable_name for variable_name, name in FORMER_NAMES.items()}
     lines = ["| setting | variable | default | meaning |", "|---|---|---|---|"]
     for concern in CONCERNS:
-        defaults = concern.model_construct()
         for name, field in concern.settings_fields().items():
             info = concern.model_fields[field]
             names = f"`{variable(name)}`" + (f" (or `{former[name]}`)" if name in former else "")
-            default = shown_value(name, getattr(defaults, field))
+            default = default_shown(name)
             shown = "unset" if default == "-" else "—" if default == "(not set)" else f"`{default}`"
             lines.append(f"| `{name}` [{concern.section}] | {names} | {shown} | {info.description} |")
     return "\n".join(lines)

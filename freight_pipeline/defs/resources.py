@@ -24,9 +24,9 @@ from freight_pipeline.config import (
     SettingsModel,
     StorageSettings,
     SyncTuning,
+    default_shown,
     load_settings,
     plain_type,
-    shown_value,
     variable,
 )
 from freight_pipeline.lake.backend import storage_of
@@ -56,11 +56,10 @@ def _settings_resource(name: str, doc: str, base: type[SettingsResource]) -> Any
     """``base`` with one optional field per setting of its concerns, typed and described as the models are."""
     fields: dict[str, Any] = {}
     for concern in base.concerns:
-        defaults = concern.model_construct()
         for setting, field_name in concern.settings_fields().items():
             info = concern.model_fields[field_name]
-            default = shown_value(setting, getattr(defaults, field_name))
-            described = f"{info.description} (unset: ${variable(setting)}, the settings file, else {default})"
+            described = (f"{info.description} (unset: ${variable(setting)}, the settings file, else "
+                         f"{default_shown(setting)})")
             fields[setting] = (plain_type(concern, setting) | None,
                                Field(default=None, description=described, repr=setting not in SECRET_SETTINGS))
     return create_model(name, __base__=base, __doc__=doc, __module__=__name__, **fields)
