@@ -634,11 +634,12 @@ READ_PAGE = """
 """.replace("__SECTIONS__", json.dumps([*CHART_SECTIONS, ETA_SECTION])).replace("__CHOOSERS__", json.dumps(CHOOSERS))
 
 
-def _layout(data: queries.PageData) -> tuple[set[str], dict[str, int]]:
-    """The tables (keys) and the Vega charts per section the page draws for ``data``."""
-    tables, charts = set(TABLES), {**CHART_SECTIONS, ETA_SECTION: 0}
+def _layout(data: queries.PageData) -> tuple[set[str], dict[str, int], set[str]]:
+    """The tables (keys), the Vega charts per section and the choosers the page draws for ``data``."""
+    tables, charts, choosers = set(TABLES), {**CHART_SECTIONS, ETA_SECTION: 0}, set()
     if data.eta_missing is None and display.eta_note(data.eta_by_horizon) is None:
         tables.add("table-eta-horizon")
+        choosers.add("eta-horizon")
         charts[ETA_SECTION] += 1
         for key, frame in (("table-eta-lane", data.eta_by_lane), ("table-eta-carrier", data.eta_by_carrier)):
             if len(frame):
@@ -647,7 +648,8 @@ def _layout(data: queries.PageData) -> tuple[set[str], dict[str, int]]:
     if data.eta_shipment_id is not None:
         tables |= {"table-eta-shipment", "table-eta-versions"}
         charts[ETA_SECTION] += 1
-    return tables, charts
+        choosers.add("eta-shipment")
+    return tables, charts, choosers
 
 
 def _check_ui() -> ModuleType:
@@ -695,9 +697,9 @@ class _Browser:
         self.cdp = cdp
 
     def load(self, url: str, data: queries.PageData, timeout: float = 90) -> dict[str, Any]:
-        """Open ``url``; wait until every table ``data`` gives is there, every chart drawn and the script
-        finished."""
-        tables, charts = _layout(data)
+        """Open ``url``; wait until every table and chooser ``data`` gives is there, every chart drawn and
+        the script finished."""
+        tables, charts, choosers = _layout(data)
         self.cdp.call("Page.navigate", url=url)
         deadline = time.monotonic() + timeout
         page: dict[str, Any] = {}
@@ -706,6 +708,7 @@ class _Browser:
             time.sleep(0.5)
             page = json.loads(self.cdp.evaluate(READ_PAGE) or "{}")
             ready = (not page.get("running") and tables <= set(page.get("tables", {}))
+                     and choosers <= set(page.get("choosers", {}))
                      and all(page["charts"].get(k, 0) >= n for k, n in charts.items())
                      and len(page.get("tiles", {})) == 6)
             if ready and page == previous:  # twice the same: the page settled
