@@ -536,6 +536,77 @@ class LakeConfig(SettingsModel):
         return value.strip().lower() if isinstance(value, str) else value
 
 
+_URL_START = re.compile(r"\s+|,(?=\s*[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def _urls(value: Any) -> Any:
+    """Notification URLs separated by spaces, new lines or a comma before the next ``scheme://`` (a comma
+    inside a URL, as in ``mailto://...?to=a@x.com,b@x.com``, stays in it)."""
+    if isinstance(value, str):
+        return tuple(url for url in _URL_START.split(value.strip()) if url)
+    return value
+
+
+def _each_a_url(urls: tuple[str, ...]) -> tuple[str, ...]:
+    for url in urls:
+        if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://.", url):
+            raise ValueError(f"must be notification URLs (scheme://...), one of them is {masked_url(url)!r}")
+    return urls
+
+
+def masked_url(url: str) -> str:
+    """A notification URL as messages show it: its scheme only (tokens and passwords sit anywhere after it)."""
+    scheme, found, _ = url.partition("://")
+    return f"{scheme}://***" if found else "***"
+
+
+class AlertSettings(SettingsModel):
+    """Where the alerts go (docs/operations.md, Alerts): each problem once when it opens, again while it stays
+    open, and once when it is resolved."""
+
+    section: ClassVar[str] = "alerts"
+    alert_urls: Annotated[tuple[str, ...], BeforeValidator(_urls), AfterValidator(_each_a_url)] = Field(
+        (),
+        repr=False,  # their tokens and passwords are secrets
+        description="notification URLs in Apprise's forms (`json://`, `slack://`, `msteams://`, `mailto://`, ...), "
+        "separated by spaces; unset: no alerts",
+    )
+    alert_level: Literal["error", "warning"] = Field(
+        "warning", description="the least severe problem that alerts: `error` or `warning`"
+    )
+    alert_deployment: str = Field(
+        "", description="this deployment's name at the head of each message; unset: the machine's host name"
+    )
+    alert_repeat: MinutesOrNever = Field(
+        dt.timedelta(days=1),
+        alias="alert_repeat_minutes",
+        description="a problem still open alerts again after this long; `never`: only when it opens and closes",
+    )
+    alert_timeout_seconds: float = Field(
+        10.0, gt=0, le=300, description="how long a destination may take to accept one message"
+    )
+    alert_quarantined_records: Count = Field(
+        10, description="quarantined records of a stream that alert: this many or more waiting in the retry queue"
+    )
+    dagster_url: str = Field(
+        "", description="the Dagster UI's address (`http://dagster.example.com:3000`): each alert of a Dagster run "
+        "links to the run there; unset: no link"
+    )
+
+    @field_validator("alert_level", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("dagster_url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must be an http:// or https:// address")
+        return value
+
+
 CONCERNS: tuple[type[SettingsModel], ...] = (
     ServiceSettings,
     SyncTuning,
@@ -543,6 +614,7 @@ CONCERNS: tuple[type[SettingsModel], ...] = (
     ScheduleSettings,
     MartsSettings,
     LakeConfig,
+    AlertSettings,
 )
 FORMER_NAMES = {"FREIGHT_HEDGE": "hedge_share"}
 """Variables of an earlier release, still read -> the setting they set (the new name wins when both are set)."""
@@ -613,6 +685,7 @@ class Settings:
     schedules: ScheduleSettings
     marts: MartsSettings
     lake: LakeConfig
+    alerts: AlertSettings
     sources: Mapping[str, str]
     unknown_variables: tuple[str, ...] = ()
     """``FREIGHT_*`` variables that set nothing (a typo, or a name no release had): shown, not refused."""
@@ -750,6 +823,8 @@ def shown_value(name: str, value: Any) -> str:
         return "***" if value.get_secret_value() else "(not set)"
     if name == "lake_catalog_uri":
         return without_password(str(value))
+    if name == "alert_urls":
+        return " ".join(map(masked_url, value)) or "-"
     if isinstance(value, dt.timedelta):
         return str(int(value.total_seconds() // 60))
     if isinstance(value, bool):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from freight_pipeline.config import load_settings
-from freight_pipeline.defs.checks import build_sync_freshness
+from freight_pipeline.defs.checks import build_alerts_sensor, build_sync_freshness
 from freight_pipeline.defs.freight_job import freight_job
 from freight_pipeline.defs.jobs import code_conversions_job, default_sensor_status, freight_sync_job, schedules
 from freight_pipeline.defs.lake import lake_definitions
@@ -23,7 +23,7 @@ defs = dg.Definitions(
     asset_checks=[*freshness_checks],
     jobs=[freight_sync_job, code_conversions_job, freight_rebuild_job, *lake.jobs],
     schedules=[*schedules, *lake.schedules],
-    sensors=[freshness_sensor],
+    sensors=[freshness_sensor, build_alerts_sensor(default_sensor_status())],
     resources={
         "freight_service": FreightServiceResource(),
         "warehouse": WarehouseResource(),

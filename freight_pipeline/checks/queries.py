@@ -94,11 +94,16 @@ def latest_run_id(con: duckdb.DuckDBPyConnection, stream: str) -> str | None:
     return _scalar(con, sql, [stream])
 
 
-def run_notices(con: duckdb.DuckDBPyConnection, stream: str, run_id: str) -> list[str]:
-    """What run ``run_id`` of ``stream`` said of the service's behaviour (``StreamResult.notices``)."""
-    text = _scalar(con, f"SELECT CAST(json_extract(details, '$.extra.notices') AS VARCHAR) FROM "
-                        f"{table_ref(meta.SYNC_RUNS)} WHERE stream = ? AND run_id = ?", [stream, run_id])
-    return [str(n) for n in json.loads(text)] if text else []
+def run_notices(con: duckdb.DuckDBPyConnection, stream: str, run_id: str) -> list[tuple[str, str]]:
+    """What run ``run_id`` of ``stream`` said of the service's behaviour (``StreamResult.notices``): each
+    notice's kind (``sync.result.NoticeKind``; ``notice`` for a run that did not record it) and line."""
+    row = con.execute(
+        "SELECT CAST(json_extract(details, '$.extra.notices') AS VARCHAR), "
+        f"CAST(json_extract(details, '$.extra.notice_kinds') AS VARCHAR) FROM {table_ref(meta.SYNC_RUNS)} "
+        "WHERE stream = ? AND run_id = ?", [stream, run_id]).fetchone()
+    lines = [str(n) for n in json.loads(row[0])] if row and row[0] else []
+    kinds = [str(k) for k in json.loads(row[1])] if row and row[1] else []
+    return [(kinds[i] if i < len(kinds) else "notice", line) for i, line in enumerate(lines)]
 
 
 def rejected_records(

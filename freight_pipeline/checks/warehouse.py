@@ -66,8 +66,13 @@ class WarehouseCheck:
     severity: Severity
     description: str
     evaluate: Callable[[duckdb.DuckDBPyConnection], CheckResult]
+    docs: str
+    """Where a user reads what to do when it does not pass: a repository doc and its section's anchor."""
     also_reads: tuple[str, ...] = ()
     """Other ``freight`` tables the check reads (an orphan check's parent)."""
+    findings: Callable[[CheckResult], dict[str, str]] | None = None
+    """The separate things a result that did not pass found, each a problem of its own for the alerts
+    (item -> one line: a field of the records, a column, a kind of notice); None: the check is one."""
 
     @property
     def label(self) -> str:
@@ -86,6 +91,7 @@ def primary_key_check(table: TableSpec) -> WarehouseCheck:
         Severity.ERROR,
         f"No two rows of {table.qualified_name} share ({', '.join(table.primary_key)}).",
         evaluate,
+        "docs/warehouse-contract.md#schema-freight-normalized-source-tables",
     )
 
 
@@ -105,6 +111,7 @@ def orphan_check(table: TableSpec) -> WarehouseCheck:
         f"Every non-null {parent.primary_key[0]} of {table.qualified_name} is in {parent.qualified_name} "
         f"({severity.value} severity).",
         evaluate,
+        "docs/warehouse-contract.md#schema-freight-normalized-source-tables",
         also_reads=(parent.name,),
     )
 
@@ -121,6 +128,7 @@ def rejected_check(stream: str) -> WarehouseCheck:
         Severity.WARN,
         f"The latest {stream} run rejected no records (freight_meta.rejected_records; WARN severity).",
         evaluate,
+        "docs/sync.md#when-the-source-sends-bad-data",
     )
 
 
@@ -136,6 +144,7 @@ def quarantine_check(stream: str) -> WarehouseCheck:
         f"No {stream} record waits in the retry queue (freight_meta.quarantine; WARN severity): "
         "a quarantined record failed after the client's retries and is retried with backoff until it loads.",
         evaluate,
+        "docs/sync.md#when-the-source-sends-bad-data",
     )
 
 
@@ -151,6 +160,7 @@ def data_problems_check(stream: str) -> WarehouseCheck:
         f"No value of a loaded {stream} record failed to convert (freight_meta.data_problems; WARN "
         "severity): such a value is null in its column, the record and its children are loaded.",
         evaluate,
+        "docs/sync.md#when-the-source-sends-bad-data",
     )
 
 
@@ -158,7 +168,8 @@ def notices_check(stream: str) -> WarehouseCheck:
     def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
         run_id = queries.latest_run_id(con, stream)
         notices = queries.run_notices(con, stream, run_id) if run_id else []
-        return CheckResult(not notices, {"run_id": run_id or "", "notices": notices})
+        return CheckResult(not notices, {"run_id": run_id or "", "notices": [line for _, line in notices],
+                                         "kinds": [kind for kind, _ in notices]})
 
     return WarehouseCheck(
         "no_service_notices",
@@ -168,6 +179,8 @@ def notices_check(stream: str) -> WarehouseCheck:
         "severity; the run publishes): a clock without a UTC offset (FREIGHT_SERVICE_TIMEZONE), the service's "
         "data gone back (a restore, reconciled in that run).",
         evaluate,
+        "docs/real-services.md#a-service-whose-data-goes-back-in-time",
+        findings=lambda result: dict(zip(result.figures["kinds"], result.figures["notices"], strict=True)),
     )
 
 
@@ -185,6 +198,9 @@ def shape_check(stream: str) -> WarehouseCheck:
         "a JSON kind earlier runs never sent it in (freight_meta.source_fields; WARN severity: the run "
         "publishes; a renamed field or key takes its new name in its Field's or Key's source).",
         evaluate,
+        "docs/real-services.md#when-the-service-changes-shape",
+        findings=lambda result: {f["field"]: f"{f['field']} {f['state']} ({f['records_with']} of {f['records_read']} "
+                                            f"records read have it)" for f in result.figures["fields"]},
     )
 
 
@@ -201,6 +217,9 @@ def null_check(stream: str) -> WarehouseCheck:
         "wrote than in the runs before (freight_meta.column_nulls; WARN severity: the run publishes; a field "
         "renamed where no declaration watches it, a mapping's fault, or the service sending null).",
         evaluate,
+        "docs/real-services.md#when-the-service-changes-shape",
+        findings=lambda result: {c["column"]: f"{c['column']} null in {c['nulls']} of {c['rows']} rows"
+                                 for c in result.figures["columns"]},
     )
 
 
@@ -219,6 +238,7 @@ def events_age_check() -> WarehouseCheck:
         "shipment's last-modified instant, or FREIGHT_EVENTS_REFRESH=on): no open shipment's events went unread "
         "longer than FREIGHT_EVENTS_MAX_AGE_MINUTES (freight_meta.raw_parts.fetched_at; WARN severity).",
         evaluate,
+        "docs/real-services.md#events-changed-without-the-shipments-stamp",
     )
 
 
@@ -243,6 +263,7 @@ def history_check(subject: Subject, *, changed_only: bool = False) -> WarehouseC
         "when its data goes back (not compared while the history is switched off and behind; between two full "
         "checks, the shipments changed since the last complete build).",
         evaluate,
+        "docs/sync.md#history-every-version-the-sync-saw",
         also_reads=tuple(tables[1:]),
     )
 

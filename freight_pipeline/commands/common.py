@@ -7,11 +7,15 @@ import contextlib
 import importlib.abc
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from freight_pipeline.config import DATA_DIR_ENV, StorageSettings
+
+if TYPE_CHECKING:
+    from freight_pipeline.alerts.notify import Alerted
 
 
 def add_data_dir_argument(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +73,25 @@ def holding_writer_lock(held: contextlib.ExitStack, command: str, data_dir: Path
 def say(message: str) -> None:
     """One progress line on stderr, flushed at once."""
     print(message, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def alerts_sent(alerted: Alerted | None) -> Iterator[None]:
+    """What the run did with its problems said first; after the block, its sends waited for (each destination
+    at most its timeout) and what became of them said: the process ends once they are."""
+    if alerted is None:
+        yield
+        return
+    say(alerted.line)
+    try:
+        yield
+    finally:
+        if alerted.dispatch is not None:
+            alerted.dispatch.join()
+            failed = [r for r in alerted.dispatch.receipts if not r.sent]
+            sent = len(alerted.dispatch.receipts) - len(failed)
+            if failed:
+                say(f"alerts: {sent} sent, {len(failed)} not ({failed[0].error}): sent again by the next run")
 
 
 def redact(text: str, *secrets: str | None) -> str:

@@ -17,6 +17,7 @@ from freight_pipeline.commands.common import (
     Stopwatch,
     add_data_dir_argument,
     add_wait_argument,
+    alerts_sent,
     holding_writer_lock,
     resolve_data_dir,
     say,
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         watch = Stopwatch()
         backend = storage_of(configured)
         worker = held.enter_context(DbtWorker.start(data_dir, backend.dbt_target, configured.marts))
-        from freight_pipeline.job.run import Step, run_rebuild
+        from freight_pipeline.job.run import Alerting, Step, run_rebuild
         from freight_pipeline.sync.settings import SyncSettings
 
         say(f"rebuild: {data_dir} from its raw records (no request to the service)")
@@ -80,10 +81,12 @@ def run(args: argparse.Namespace) -> int:
         progress = (lambda line: say(f"    {line}")) if args.verbose else None
         report = run_rebuild(data_dir, SyncSettings.of(configured.sync), backend, worker,
                              batch_size=args.batch_size or DEFAULT_BATCH, restart=args.restart, workers=args.workers,
-                             everything=args.everything, progress=progress, on_step=ended, run_id=run_id)
-    if report.success:
-        say(f"rebuild succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")
-        return 0
-    for step in report.failed:
-        say(f"rebuild failed in step {step.name}: {step.line}")
-    return 1
+                             everything=args.everything, progress=progress, on_step=ended, run_id=run_id,
+                             alerting=Alerting.of(configured))
+    with alerts_sent(report.alerted):
+        if report.success:
+            say(f"rebuild succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")
+            return 0
+        for step in report.failed:
+            say(f"rebuild failed in step {step.name}: {step.line}")
+        return 1

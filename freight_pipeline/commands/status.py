@@ -4,25 +4,35 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
+from freight_pipeline.commands.common import add_data_dir_argument, alerts_sent, resolve_data_dir, say, say_bad
 from freight_pipeline.commands.report import NothingPublished, describe_cursor, read_report
 from freight_pipeline.commands.text_table import format_table
-from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.config import BadSettings, load_settings, variable
+from freight_pipeline.lake.backend import storage_from_env, storage_of
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.text import one_line
+
+STATUS_LOOKER = "status --alert"
+"""Who a freshness look of ``status --alert`` was, in ``freight_meta.alerts``."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_dir_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the status as one JSON document")
+    parser.add_argument("--alert", action="store_true",
+                        help="instead: alert when no sync succeeded for longer than FREIGHT_MAX_SYNC_AGE_MINUTES, "
+                             "and send what earlier runs could not (for cron; docs/operations.md, Alerts)")
 
 
 def run(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
+    if args.alert:
+        return _alert(data_dir)
     try:
         report = read_report(data_dir, storage_from_env())
     except NothingPublished as exc:
@@ -33,6 +43,24 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(report, indent=2) if args.json else render_status(report))
     return 0
+
+
+def _alert(data_dir: Path) -> int:
+    """``status --alert``: the freshness looked at and the outbox sent; 2 when no destination is set."""
+    from freight_pipeline.alerts.notify import freshness
+
+    try:
+        configured = load_settings()
+    except BadSettings as exc:
+        say_bad("status", exc)
+        return 2
+    alerted = freshness(data_dir, storage_of(configured), configured.alerts, configured.schedules.max_sync_age,
+                        STATUS_LOOKER)
+    if alerted is None:
+        say(f"status: no alert destination is set ({variable('alert_urls')}; docs/operations.md, Alerts)")
+        return 2
+    with alerts_sent(alerted):
+        return 0
 
 
 def render_status(report: dict[str, Any]) -> str:

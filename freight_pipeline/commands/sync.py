@@ -20,6 +20,7 @@ from freight_pipeline.commands.common import (
     Stopwatch,
     add_data_dir_argument,
     add_wait_argument,
+    alerts_sent,
     holding_writer_lock,
     redact,
     resolve_data_dir,
@@ -33,6 +34,7 @@ from freight_pipeline.config import DBT_FULL_REFRESH_ENV, BadSettings, ServiceSe
 from freight_pipeline.defs.names import BESIDE_WRITERS
 
 if TYPE_CHECKING:
+    from freight_pipeline.job.run import JobReport
     from freight_pipeline.marts.worker import DbtWorker
 
 PUBLISHED = "freight/published_warehouse"
@@ -152,7 +154,7 @@ def run_without_dagster(args: argparse.Namespace, configured: Settings, data_dir
         worker = held.enter_context(started if started is not None else
                                     DbtWorker.start(data_dir, backend.dbt_target, configured.marts))
         worker.marts = configured.marts  # an early worker's, with the flags (--full-refresh)
-        from freight_pipeline.job.run import Step, run_job
+        from freight_pipeline.job.run import Alerting, Step, run_job
         from freight_pipeline.sync.settings import SyncSettings
 
         settings = SyncSettings.of(configured.sync)  # checked before anything ran (commands.preflight)
@@ -164,7 +166,13 @@ def run_without_dagster(args: argparse.Namespace, configured: Settings, data_dir
 
         progress = (lambda line: say(redact(f"    {line}", service.secret))) if args.verbose else None
         report = run_job(service, data_dir, settings, backend, worker, run_id=run_id, progress=progress,
-                         on_step=ended)
+                         on_step=ended, alerting=Alerting.of(configured))
+    with alerts_sent(report.alerted):
+        return _said_outcome(report, watch, service)
+
+
+def _said_outcome(report: JobReport, watch: Stopwatch, service: ServiceSettings) -> int:
+    """The run's outcome said; its exit code."""
     if report.success:
         say(f"sync succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")
         return 0

@@ -3,7 +3,9 @@ data problems) as check specs and results of the ``freight`` tables (the job eva
 ``defs.freight_job``), and freshness.
 
 Freshness is Dagster's own check on ``freight/shipments`` (:func:`build_sync_freshness`): it is
-evaluated by a sensor, outside the sync runs, so it also warns when runs fail or stop altogether.
+evaluated by a sensor, outside the sync runs, so it also warns when runs fail or stop altogether. A second
+sensor (:func:`build_alerts_sensor`) sends the same staleness as an alert (``alerts.notify.freshness``, as
+``freight-pipeline status --alert`` does), with whatever earlier runs could not send.
 """
 
 import datetime as dt
@@ -13,7 +15,10 @@ from typing import Any
 
 import dagster as dg
 
+from freight_pipeline.alerts.notify import freshness
 from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck
+from freight_pipeline.config import variable
+from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import table_key
 from freight_pipeline.sync.streams import SHIPMENTS
 
@@ -73,3 +78,30 @@ def build_sync_freshness(
             default_status=sensor_status,
         )
     return checks, sensor
+
+
+ALERTS_SENSOR = "alerts_freshness_sensor"
+ALERTS_LOOKER = "alerts freshness sensor"
+"""Who a freshness look of the sensor was, in ``freight_meta.alerts``."""
+
+
+def build_alerts_sensor(sensor_status: dg.DefaultSensorStatus) -> dg.SensorDefinition:
+    """Every 5 minutes: a freshness look (an alert when no sync succeeded for longer than ``max_sync_age``) and
+    the outbox sent; it launches no run."""
+
+    @dg.sensor(name=ALERTS_SENSOR, minimum_interval_seconds=FRESHNESS_SENSOR_INTERVAL_SECONDS,
+               default_status=sensor_status,
+               description="Alerts when no sync succeeded for longer than max_sync_age_minutes, and sends the "
+                           "alerts earlier runs could not (docs/operations.md, Alerts).")
+    def alerts_freshness_sensor(context: dg.SensorEvaluationContext, warehouse: WarehouseResource) -> dg.SkipReason:
+        settings = warehouse.settings()
+        alerted = freshness(warehouse.path, warehouse.backend, settings.alerts, settings.schedules.max_sync_age,
+                            ALERTS_LOOKER)
+        if alerted is None:
+            return dg.SkipReason(f"no alert destination is set ({variable('alert_urls')})")
+        if alerted.dispatch is not None:
+            alerted.dispatch.join()
+        context.log.info(alerted.line)
+        return dg.SkipReason(alerted.line)
+
+    return alerts_freshness_sensor

@@ -37,16 +37,16 @@ from freight_pipeline.job.run import (
     FAILED_STEP,
     MARTS_STEP,
     PUBLISH_STEP,
+    Alerting,
     JobReport,
     Step,
     run_job,
-    stream_step,
 )
 from freight_pipeline.lake.backend import storage_of
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.streams import STREAM_NAMES, stream_named
+from freight_pipeline.sync.streams import STREAM_NAMES, STREAM_OF_STEP, stream_named
 
 FREIGHT_JOB = "freight_job"
 """The op's name (its step key in every run)."""
@@ -58,7 +58,6 @@ PROGRESS_EVERY_S = 15.0
 """At most one progress line per this many seconds goes to Dagster's event log (each is a stored event)."""
 
 DBT = dbt_assets_of()
-STREAM_OF_STEP = {stream_step(stream): stream for stream in STREAM_NAMES}
 
 
 def stream_check_key(stream: str) -> dg.AssetCheckKey:
@@ -183,7 +182,7 @@ def build_freight_job() -> dg.AssetsDefinition:
             def run(progress: Callable[[str], None], on_step: Callable[[Step], None]) -> JobReport:
                 return run_job(service, data_dir, settings, backend, worker, run_id=context.run_id,
                                progress=progress, on_step=on_step, streams=streams, marts=marts, publish=publish,
-                               count_rows=True)
+                               count_rows=True, alerting=Alerting.of(configured, dagster_run=True))
 
             progress = Throttled(context.log.debug, PROGRESS_EVERY_S)
             report: JobReport | None = None
@@ -203,6 +202,8 @@ def build_freight_job() -> dg.AssetsDefinition:
                 else:
                     report = told
         assert report is not None
+        if report.alerted is not None:
+            context.log.info(report.alerted.line)
         if report.skipped:  # a run outside Dagster writes the warehouse (a headless sync from cron)
             raise dg.Failure(description=f"skipped: {report.skipped}", allow_retries=False)
         if report.failed:

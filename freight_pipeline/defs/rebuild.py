@@ -15,7 +15,7 @@ from freight_pipeline.defs.freight_job import PUBLISH_KEY, metadata_value
 from freight_pipeline.defs.jobs import WRITER_TAG
 from freight_pipeline.defs.names import REBUILD_JOB
 from freight_pipeline.defs.resources import WarehouseResource
-from freight_pipeline.job.run import FAILED_STEP, Step, run_rebuild
+from freight_pipeline.job.run import FAILED_STEP, Alerting, Step, run_rebuild
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.settings import SyncSettings
 
@@ -44,7 +44,9 @@ def freight_rebuild(context: dg.OpExecutionContext, config: RebuildConfig,
     with DbtWorker.start(warehouse.path, backend.dbt_target, settings.marts) as worker:
         report = run_rebuild(warehouse.path, SyncSettings.of(settings.sync), backend, worker,
                              run_id=context.run_id, progress=context.log.debug, on_step=ended,
-                             everything=config.everything)
+                             everything=config.everything, alerting=Alerting.of(settings, dagster_run=True))
+    if report.alerted is not None:
+        context.log.info(report.alerted.line)
     if report.publication is not None:
         yield dg.AssetMaterialization(asset_key=PUBLISH_KEY, metadata={
             name: metadata_value(value) for name, value in report.publication.metadata().items()})

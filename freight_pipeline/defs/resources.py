@@ -1,4 +1,4 @@
-"""Dagster resources: the freight service (with sync tuning) and the warehouse (storage, marts, lake).
+"""Dagster resources: the freight service (with sync tuning) and the warehouse (storage, marts, lake, alerts).
 
 Their fields are derived from the settings models (:mod:`freight_pipeline.config`): one optional field per
 setting, unset by default, when the environment, the settings file or the default decides as for a command.
@@ -17,6 +17,7 @@ from pydantic import Field, create_model
 
 from freight_pipeline.config import (
     SECRET_SETTINGS,
+    AlertSettings,
     LakeConfig,
     MartsSettings,
     ServiceSettings,
@@ -76,7 +77,7 @@ class _FreightService(SettingsResource):
 
 
 class _Warehouse(SettingsResource):
-    concerns: ClassVar[tuple[type[SettingsModel], ...]] = (StorageSettings, MartsSettings, LakeConfig)
+    concerns: ClassVar[tuple[type[SettingsModel], ...]] = (StorageSettings, MartsSettings, LakeConfig, AlertSettings)
 
     @property
     def path(self) -> Path:
@@ -116,7 +117,8 @@ FreightServiceResource = _settings_resource(
     "``config.ServiceSettings`` and ``config.SyncTuning``.", _FreightService)
 WarehouseResource = _settings_resource(
     "WarehouseResource", "The data directory (private working database, published DuckDB file and Parquet), how the "
-    "marts are built and the lake: every setting of ``config.StorageSettings``, ``MartsSettings`` and ``LakeConfig``.",
+    "marts are built, the lake and where the alerts go: every setting of ``config.StorageSettings``, "
+    "``MartsSettings``, ``LakeConfig`` and ``AlertSettings``.",
     _Warehouse)
 
 

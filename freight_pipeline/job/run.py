@@ -32,6 +32,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from freight_pipeline.alerts.notify import Alerted, after_run
 from freight_pipeline.checks import queries
 from freight_pipeline.checks.warehouse import (
     CheckResult,
@@ -41,7 +42,7 @@ from freight_pipeline.checks.warehouse import (
     evaluate_checks,
     warehouse_checks,
 )
-from freight_pipeline.config import MartsSettings, ServiceSettings
+from freight_pipeline.config import AlertSettings, MartsSettings, ServiceSettings, Settings
 from freight_pipeline.marts.build import MartsBuild, PendingBuild, begin_build
 from freight_pipeline.marts.plan import full_check_due
 from freight_pipeline.marts.project import WAREHOUSE_CHECKED_TAG
@@ -54,7 +55,7 @@ from freight_pipeline.sync.rebuild import DEFAULT_BATCH, rebuild
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import fewer_collections, new_run_id, one_line_error, open_client, run_stream_async
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.streams import SHIPMENTS, STREAMS, Stream
+from freight_pipeline.sync.streams import SHIPMENTS, STREAMS, Stream, stream_step
 from freight_pipeline.warehouse.backend import Publication, StorageBackend
 from freight_pipeline.warehouse.ddl import explained_out_of_memory
 from freight_pipeline.warehouse.history import HISTORY_TABLES
@@ -68,11 +69,6 @@ REBUILD_STEP = "rebuild"
 FAILED_STEP = "failed_step"
 """In Dagster, the metadata of a failed run's ``Failure`` naming the first failed step (whose line is
 the failure's description): what ``freight-pipeline sync --dagster`` says failed."""
-
-
-def stream_step(stream: str) -> str:
-    """The step of a stream (also its Dagster asset's name and step key)."""
-    return f"sync_{stream}"
 
 
 @dataclass
@@ -127,6 +123,8 @@ class JobReport:
     """Whether the run was to publish (a run of part of the job may not be)."""
     skipped: str | None = None
     """Why the run did nothing: another run writes the warehouse (``warehouse.writer_lock``)."""
+    alerted: Alerted | None = None
+    """What the run did with its problems (None: no alert destination set)."""
 
     @property
     def failed(self) -> list[Step]:
@@ -143,6 +141,27 @@ class JobReport:
 
 
 StepListener = Callable[[Step], None]
+
+
+@dataclass(frozen=True)
+class Alerting:
+    """Where a run's problems go, and how old the last successful sync may be before it is one."""
+
+    settings: AlertSettings
+    max_sync_age: dt.timedelta
+    dagster_run: bool = False
+    """The run is a Dagster run: its messages link to it in the UI (``dagster_url``)."""
+
+    @classmethod
+    def of(cls, settings: Settings, *, dagster_run: bool = False) -> Alerting:
+        return cls(settings.alerts, settings.schedules.max_sync_age, dagster_run)
+
+
+def _alert(report: JobReport, data_dir: Path, backend: StorageBackend, alerting: Alerting | None) -> Alerted | None:
+    if alerting is None:
+        return None
+    return after_run(report.steps, report.run_id, data_dir, backend, alerting.settings, alerting.max_sync_age,
+                     dagster_run=alerting.dagster_run)
 
 
 class _Clock:
@@ -171,6 +190,7 @@ def run_job(
     marts: bool = True,
     publish: bool = True,
     count_rows: bool = False,
+    alerting: Alerting | None = None,
 ) -> JobReport:
     """Run the job on ``data_dir`` in ``backend``, the build in ``worker`` (started for this run and
     data directory, as early as possible; ended here); never raises for a failure of its own (see the
@@ -180,7 +200,8 @@ def run_job(
     Part of the job: only ``streams`` (None: every stream; empty: none, and the checks, build and
     publish run on what the working database holds), without the build (``marts`` False) or the
     publish (``publish`` False). The checks always run before a build or a publish. ``count_rows``: each
-    stream's step also counts the rows of its tables (``StreamFigures.rows``; Dagster shows them)."""
+    stream's step also counts the rows of its tables (``StreamFigures.rows``; Dagster shows them). ``alerting``:
+    where the run's problems are sent (``alerts.notify.after_run``, at its end, under its writer lock)."""
     report = JobReport(run_id or new_run_id(), publish=publish)
     ended = _recorded(report, on_step)
     with worker, _writing(report, data_dir) as writing:
@@ -197,10 +218,11 @@ def run_job(
                                marts=marts)
         except Exception as exc:  # the client or the working database could not be opened, or the checks raised
             ended(Step(_failed_step(report), "failed", clock.lap(), one_line_error(exc)))
-            return report
-        if not built:
-            return report
-        return _publish(report, data_dir, backend, clock, ended)
+            built = False
+        if built:
+            _publish(report, data_dir, backend, clock, ended)
+        report.alerted = _alert(report, data_dir, backend, alerting)
+    return report
 
 
 def run_rebuild(
@@ -218,6 +240,7 @@ def run_rebuild(
     publish: bool = True,
     workers: int | None = None,
     everything: bool = False,
+    alerting: Alerting | None = None,
 ) -> JobReport:
     """The job with a rebuild in place of the streams (``sync.rebuild``: the ``freight`` tables re-derived from
     the raw records held by ``workers`` processes, no request to the service; what the mapping's change since
@@ -239,10 +262,11 @@ def run_rebuild(
                                marts=marts)
         except Exception as exc:  # the working database could not be opened
             ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
-            return report
-        if not built:
-            return report
-        return _publish(report, data_dir, backend, clock, ended)
+            built = False
+        if built:
+            _publish(report, data_dir, backend, clock, ended)
+        report.alerted = _alert(report, data_dir, backend, alerting)
+    return report
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -9,6 +10,15 @@ import pyarrow as pa
 
 from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.warehouse.records import RunRecord
+
+
+class NoticeKind(enum.StrEnum):
+    """What a run met of the service's behaviour (``StreamResult.notices``), one kind per notice line."""
+
+    RESTORE = "restore"
+    RESTORE_PROBE_REFUSED = "restore_probe_refused"
+    CLOCK_WITHOUT_OFFSET = "clock_without_offset"
+    CHANGES_WITHOUT_STAMP = "changes_without_stamp"
 
 
 @dataclass
@@ -74,10 +84,12 @@ class StreamResult(RunRecord):
         behaviour (a clock without an offset, a restore), not a record's fault."""
         return list(self.extra.get("notices", []))
 
-    def add_notice(self, line: str) -> None:
+    def add_notice(self, kind: NoticeKind, line: str) -> None:
+        """Say ``line`` once a run; ``kind`` names what was met (the alert it opens: ``alerts.problems``)."""
         notices = self.extra.setdefault("notices", [])
         if line not in notices:
             notices.append(line)
+            self.extra.setdefault("notice_kinds", []).append(kind.value)
 
     def shape_changes(self) -> list[str]:
         """``shipment documents changed shape: house_reference absent from all 40 read (present before),

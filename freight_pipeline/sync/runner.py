@@ -26,7 +26,7 @@ from freight_pipeline.sync.drift import change_record, note_shape
 from freight_pipeline.sync.isolation import StreamUnreachable
 from freight_pipeline.sync.nulls import jump_phrases, jump_record, note_nulls
 from freight_pipeline.sync.progress import Progress
-from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.result import NoticeKind, StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.sync.streams import STREAM_NAMES, Stream, stream_named
@@ -145,7 +145,7 @@ def _note_naive_datetimes(result: StreamResult, count: int, zone: str) -> None:
     if count <= 0:
         return
     result.extra["naive_datetimes"] = {"read": count, "service_timezone": zone}
-    result.add_notice(naive_clock_notice(zone))
+    result.add_notice(NoticeKind.CLOCK_WITHOUT_OFFSET, naive_clock_notice(zone))
 def _record_hedges(result: StreamResult, made: StatsSnapshot) -> None:
     """The stream's hedged reads and latency percentiles per kind of call, in ``extra``
     (``sync_runs.extra``): ``hedges_sent``, ``hedges_won``, ``hedges_by_kind``, ``latency_ms``."""

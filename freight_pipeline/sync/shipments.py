@@ -49,7 +49,7 @@ from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, PART
 from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
 from freight_pipeline.sync.progress import Progress, loop_safe
 from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_for_restore
-from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.result import NoticeKind, StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.warehouse.history import BEHIND_STATE
@@ -204,7 +204,8 @@ async def sync_shipments(
                                         settings.count_attempts, walk, settings.zone)
         result.extra["restore_probe"] = probe.figures()
         if probe.refused:
-            result.add_notice(f"the service refused the restore probe's ID IN lookup ({probe.refused}): a restore "
+            result.add_notice(NoticeKind.RESTORE_PROBE_REFUSED,
+                              f"the service refused the restore probe's ID IN lookup ({probe.refused}): a restore "
                               "is noticed by the reconcile interval only")
         if probe.restored:
             say(f"shipments: the service's data went back ({len(probe.went_back)} of the {probe.probed} newest held "
@@ -233,7 +234,7 @@ async def sync_shipments(
             await _reconcile(run, floor, walk)
             _reconciled(warehouse, started, run_id)
             if probe.restored:
-                result.add_notice(restore_notice(probe, result.extra))
+                result.add_notice(NoticeKind.RESTORE, restore_notice(probe, result.extra))
         await _refresh(run, ceiling, requests_before)
 
     requests_after, retries_after = source.request_counts()
@@ -309,7 +310,8 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
         found = tuple(part for part in (EVENTS, MEMOS) if differed.get(part))
         if found and not set(found) <= set(known.parts):
             if not known.parts:
-                result.add_notice(freshness.found_notice(differed, len(sampled), settings))
+                result.add_notice(NoticeKind.CHANGES_WITHOUT_STAMP,
+                                  freshness.found_notice(differed, len(sampled), settings))
             known = Unstamped(known.found_run_id or run.run_id,
                               known.found_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                               tuple(sorted({*known.parts, *found})))

@@ -111,6 +111,15 @@ the ``stream`` of its quarantine entries, rejected records and data problems."""
 TABLE_SOURCE: Mapping[str, str] = {table: source for source, tables in RECORD_SOURCES.items() for table in tables}
 
 
+def stream_step(stream: str) -> str:
+    """The step of a stream in a run (``job.run``; also its Dagster asset's name and step key)."""
+    return f"sync_{stream}"
+
+
+STREAM_OF_STEP = {stream_step(stream): stream for stream in STREAM_NAMES}
+"""A stream's step -> the stream."""
+
+
 def stream_named(name: str) -> Stream:
     try:
         return STREAM_BY_NAME[name]

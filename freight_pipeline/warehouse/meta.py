@@ -260,6 +260,52 @@ COLUMN_NULLS = _meta(
     "(a field renamed or dropped where no declaration watches it, a mapping's fault, a service sending null).",
 )
 
+ALERTS = _meta(
+    "alerts",
+    (
+        _key("problem", "VARCHAR", "what is wrong, as a stable key: `step.sync_memos:failed`, "
+                                   "`check.shipments.no_shape_changes:goods[].weight`, `freshness:shipments`"),
+        _key("opened_at", "TIMESTAMPTZ", "when a run or a freshness look first found it (this episode)"),
+        Column("level", "VARCHAR", "error or warning"),
+        Column("title", "VARCHAR", "what is wrong, in a few words"),
+        Column("summary", "VARCHAR", "what is wrong, in one line with its figures (as the latest look found it)"),
+        Column("docs", "VARCHAR", "the next step: a repository doc and its section's anchor"),
+        Column("opened_run", "VARCHAR", "the run that found it first"),
+        Column("last_seen_at", "TIMESTAMPTZ", "when it was last found"),
+        Column("last_seen_run", "VARCHAR", "the run that last found it"),
+        Column("times_seen", "BIGINT", "runs and looks that found it in this episode"),
+        Column("last_alerted_at", "TIMESTAMPTZ", "when a message on it was last queued (opened or repeated)"),
+        Column("closed_at", "TIMESTAMPTZ", "when a run looked and no longer found it; null while it is open"),
+        Column("closed_run", "VARCHAR", "that run"),
+    ),
+    ("problem", "opened_at"),
+    "Each problem the runs found (a failed step, a check that did not pass, one thing a check found, a stale "
+    "warehouse), from the run that opened it to the run that closed it: what the alerts are sent on, once per "
+    "change of state (alerts).",
+)
+
+ALERT_MESSAGES = _meta(
+    "alert_messages",
+    (
+        _key("message_id", "VARCHAR", "`<problem>|<opened_at>|<kind>|<n>`: one message on one episode"),
+        _key("destination", "VARCHAR", "the destination, as a fingerprint of its URL (never the URL: it holds "
+                                       "secrets)"),
+        Column("problem", "VARCHAR", "the alerts row's problem"),
+        Column("kind", "VARCHAR", "opened, repeated (still open) or resolved"),
+        Column("level", "VARCHAR", "error or warning"),
+        Column("title", "VARCHAR", "the message's title"),
+        Column("body", "VARCHAR", "the message's text"),
+        Column("queued_at", "TIMESTAMPTZ", "when the run queued it"),
+        Column("queued_run", "VARCHAR", "the run (or `status --alert`, `freshness sensor`) that queued it"),
+        Column("sent_at", "TIMESTAMPTZ", "when the destination accepted it; null until then (retried by each run)"),
+        Column("attempts", "BIGINT", "sends tried"),
+        Column("last_error", "VARCHAR", "why the last send failed"),
+    ),
+    ("message_id", "destination"),
+    "The alerts' outbox: every message per destination, kept until the destination accepts it (an unsent one "
+    "is sent again by the next run).",
+)
+
 META_TABLES: tuple[TableSpec, ...] = (
     SYNC_STATE,
     SYNC_RUNS,
@@ -272,4 +318,6 @@ META_TABLES: tuple[TableSpec, ...] = (
     TABLE_FRESHNESS,
     SOURCE_FIELDS,
     COLUMN_NULLS,
+    ALERTS,
+    ALERT_MESSAGES,
 )

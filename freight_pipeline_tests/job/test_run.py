@@ -24,7 +24,6 @@ from freight_pipeline.job.run import (
     Step,
     run_job,
     run_rebuild,
-    stream_step,
 )
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.marts.kept_builds import KEPT_BUILDS
@@ -35,7 +34,7 @@ from freight_pipeline.marts.worker import DbtWorker, parse_dir
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.streams import STREAM_NAMES
+from freight_pipeline.sync.streams import STREAM_NAMES, stream_step
 from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import parquet_root, published_db_path

@@ -1,0 +1,132 @@
+"""Sending the outbox's messages, off the run's path: each destination on a thread of its own, each message
+bounded by ``alert_timeout_seconds``; every attempt's outcome appended as a receipt to a file the next look
+folds into ``freight_meta.alert_messages`` (``ledger.fold_receipts``). A send that fails, hangs or finds
+nobody never raises: its message stays unsent and goes again with the next run.
+
+Apprise (one URL per destination) does the sending; its own log lines, which show parts of the URLs, are
+kept out of every log: a failure is recorded in words of our own, the URL's secrets never in them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from freight_pipeline.alerts.ledger import Outgoing
+from freight_pipeline.config import masked_url
+
+RECEIPTS_FILE = "alert-receipts.jsonl"
+"""In the working database's folder: the receipts of the sends since the last look."""
+
+
+@dataclass(frozen=True)
+class Destination:
+    """One notification URL (a secret: never in a repr, a log or the warehouse)."""
+
+    url: str = field(repr=False)
+
+    @property
+    def fingerprint(self) -> str:
+        """What the warehouse keeps of it: a digest of the URL."""
+        return hashlib.sha256(self.url.encode()).hexdigest()[:16]
+
+    @property
+    def shown(self) -> str:
+        """``slack://*** (3f9c...)``: its scheme and fingerprint, for messages."""
+        return f"{masked_url(self.url)} ({self.fingerprint})"
+
+
+@dataclass
+class Receipt:
+    message_id: str
+    destination: str
+    sent: bool
+    at: str
+    error: str | None = None
+
+
+class Dispatch:
+    """The messages being sent (:meth:`join` waits for them; the run never does)."""
+
+    def __init__(self, outgoing: Sequence[Outgoing], destinations: Sequence[Destination], timeout: float,
+                 receipts: Path) -> None:
+        self.timeout = timeout
+        self.receipts_path = receipts
+        self.receipts: list[Receipt] = []
+        self._lock = threading.Lock()
+        by_fingerprint = {d.fingerprint: d for d in destinations}
+        batches: dict[str, list[Outgoing]] = {}
+        for message in outgoing:
+            if message.destination in by_fingerprint:
+                batches.setdefault(message.destination, []).append(message)
+        self._threads = [threading.Thread(target=self._send_all, args=(by_fingerprint[fp], messages),
+                                          name=f"alerts-{fp}") for fp, messages in batches.items()]
+        for thread in self._threads:
+            thread.start()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for every send (each destination at most ``timeout`` seconds more); whether all ended."""
+        for thread in self._threads:
+            thread.join(timeout)
+        return not any(thread.is_alive() for thread in self._threads)
+
+    def _send_all(self, destination: Destination, messages: list[Outgoing]) -> None:
+        for message in messages:
+            error = send(destination, message, self.timeout)
+            receipt = Receipt(message.message_id, message.destination, error is None,
+                              dt.datetime.now(dt.UTC).isoformat(), error)
+            with self._lock:
+                self.receipts.append(receipt)
+                with self.receipts_path.open("a") as out:
+                    out.write(json.dumps(receipt.__dict__) + "\n")
+            if error is not None and error.startswith("timed out"):
+                return  # a destination that hangs: the rest waits for the next run
+
+
+def send(destination: Destination, message: Outgoing, timeout: float) -> str | None:
+    """Send one message; None when the destination accepted it, else why not (without the URL's secrets)."""
+    outcome: list[str | None] = []
+
+    def attempt() -> None:
+        outcome.append(_notify(destination, message, timeout))
+
+    worker = threading.Thread(target=attempt, daemon=True, name="alerts-send")
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return f"timed out after {timeout:g} s"
+    return outcome[0] if outcome else "the send ended without an answer"
+
+
+def _notify(destination: Destination, message: Outgoing, timeout: float) -> str | None:
+    import apprise  # imported where an alert is sent: 0.4 s a process without alerts never spends
+
+    _quiet_apprise()
+    plugin = apprise.Apprise.instantiate(destination.url)
+    if not plugin:
+        return f"{masked_url(destination.url)} is not a notification URL Apprise knows"
+    plugin.socket_connect_timeout = plugin.socket_read_timeout = timeout
+    kind = {"error": apprise.NotifyType.FAILURE, "warning": apprise.NotifyType.WARNING}.get(
+        message.level, apprise.NotifyType.INFO)
+    if message.kind == "resolved":
+        kind = apprise.NotifyType.SUCCESS
+    try:
+        accepted = plugin.notify(body=message.body, title=message.title, notify_type=kind,
+                                 body_format=apprise.NotifyFormat.TEXT)
+    except Exception as exc:  # a plugin's own fault: recorded, never raised into the run
+        return f"the send raised {type(exc).__name__}"
+    return None if accepted else "the destination refused the message or could not be reached"
+
+
+def _quiet_apprise() -> None:
+    """Apprise's logger kept to itself: its lines show parts of the URLs (``s...w`` of a password)."""
+    logger = logging.getLogger("apprise")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    logger.propagate = False

@@ -1,0 +1,179 @@
+"""Each problem's state and the outbox, in ``freight_meta`` (``alerts``, ``alert_messages``): written in one
+transaction per look, so that a crash neither forgets a problem nor queues its message twice.
+
+A problem found that is not open opens (a message ``opened``); one still open is queued again once
+``alert_repeat_minutes`` passed since its last message (``repeated``); an open one of a scope the look
+looked at and did not find closes (``resolved``, when it had been alerted). A message is queued once per
+destination and stays in the outbox until that destination accepted it (``delivery`` appends its receipts
+to a file, folded in by the next look: :func:`fold_receipts`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from freight_pipeline.alerts.problems import Observation, Problem, alerts_at, scope_of
+from freight_pipeline.config import AlertSettings
+from freight_pipeline.warehouse.ddl import qualified
+from freight_pipeline.warehouse.meta import ALERT_MESSAGES, ALERTS, SYNC_RUNS
+
+PENDING_LIMIT = 50
+"""Unsent messages sent again per destination by one look, oldest first."""
+PENDING_DAYS = 7
+"""Unsent messages older than this are not sent again (the problem's state says what is open)."""
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One message for one destination (its URL's fingerprint)."""
+
+    message_id: str
+    destination: str
+    level: str
+    kind: str
+    title: str
+    body: str
+
+
+@dataclass(frozen=True)
+class Context:
+    """Who looked, when, and what each message says around the problem."""
+
+    run_id: str
+    now: dt.datetime
+    deployment: str
+    run_link: str | None = None
+    """The run in the Dagster UI, when the look is a Dagster run and its address is set."""
+
+
+def record(con: duckdb.DuckDBPyConnection, seen: Observation, context: Context, settings: AlertSettings,
+           destinations: Sequence[str]) -> int:
+    """The look's problems into ``freight_meta.alerts`` and their messages into the outbox, for each of
+    ``destinations`` (fingerprints), in the caller's transaction; the messages queued."""
+    alerts, outbox = qualified(ALERTS), qualified(ALERT_MESSAGES)
+    open_rows = {row[0]: row for row in con.execute(
+        "SELECT problem, opened_at, opened_run, times_seen, last_alerted_at, level, title, summary, docs "
+        f"FROM {alerts} WHERE closed_at IS NULL").fetchall()}
+    messages: list[tuple[str, str, str, str, str, str]] = []
+    now = context.now
+    for key, problem in seen.found.items():
+        row = open_rows.get(key)
+        if row is None:
+            alerted = alerts_at(problem.level, settings)
+            con.execute(f"INSERT INTO {alerts} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, NULL, NULL)",
+                        [key, now, problem.level, problem.title, problem.summary, problem.docs, context.run_id, now,
+                         context.run_id, now if alerted else None])
+            if alerted:
+                messages.append(_message(problem, "opened", now, now, context.run_id, 1, context))
+            continue
+        _, opened_at, opened_run, times_seen, last_alerted, *_ = row
+        due = settings.alert_repeat is not None and alerts_at(problem.level, settings) and (
+            last_alerted is None or now - last_alerted >= settings.alert_repeat)
+        con.execute(f"UPDATE {alerts} SET level = ?, title = ?, summary = ?, docs = ?, last_seen_at = ?, "
+                    "last_seen_run = ?, times_seen = times_seen + 1, "
+                    "last_alerted_at = CASE WHEN ? THEN ? ELSE last_alerted_at END WHERE problem = ? AND opened_at = ?",
+                    [problem.level, problem.title, problem.summary, problem.docs, now, context.run_id, due, now, key,
+                     opened_at])
+        if due:
+            kind = "opened" if last_alerted is None else "repeated"
+            messages.append(_message(problem, kind, opened_at, now, opened_run, times_seen + 1, context))
+    for key, (_, opened_at, opened_run, times_seen, last_alerted, level, title, summary, docs) in open_rows.items():
+        if key in seen.found or scope_of(key) not in seen.scopes:
+            continue
+        con.execute(f"UPDATE {alerts} SET closed_at = ?, closed_run = ? WHERE problem = ? AND opened_at = ?",
+                    [now, context.run_id, key, opened_at])
+        if last_alerted is not None:
+            closed = Problem(key, level, title, summary, docs)
+            messages.append(_message(closed, "resolved", opened_at, now, opened_run, times_seen, context))
+    rows = [(message_id, destination, key, kind, level, title, body, now, context.run_id, None, 0, None)
+            for message_id, key, kind, level, title, body in messages for destination in destinations]
+    if rows:
+        con.executemany(f"INSERT INTO {outbox} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    return len(messages)
+
+
+def pending(con: duckdb.DuckDBPyConnection, destinations: Sequence[str], now: dt.datetime) -> list[Outgoing]:
+    """The outbox's unsent messages for ``destinations``, oldest first, at most :data:`PENDING_LIMIT` each."""
+    if not destinations:
+        return []
+    rows = con.execute(
+        f"SELECT message_id, destination, level, kind, title, body FROM {qualified(ALERT_MESSAGES)} "
+        "WHERE sent_at IS NULL AND destination IN (SELECT unnest(?)) AND queued_at >= ? "
+        "QUALIFY row_number() OVER (PARTITION BY destination ORDER BY queued_at, message_id) <= ? "
+        "ORDER BY queued_at, message_id",
+        [list(destinations), now - dt.timedelta(days=PENDING_DAYS), PENDING_LIMIT]).fetchall()
+    return [Outgoing(*row) for row in rows]
+
+
+def fold_receipts(con: duckdb.DuckDBPyConnection, receipts: Path) -> Path | None:
+    """The receipts the last dispatch appended (``delivery``), applied to the outbox in the caller's
+    transaction; the file folded in (to delete once the transaction commits), None when there was none."""
+    folding = receipts.with_suffix(".folding")
+    if receipts.exists():
+        if folding.exists():  # a look that crashed after its rename: both are folded (applying is idempotent)
+            with folding.open("a") as kept:
+                kept.write(receipts.read_text())
+            receipts.unlink()
+        else:
+            os.replace(receipts, folding)
+    if not folding.exists():
+        return None
+    for line in folding.read_text().splitlines():
+        try:
+            receipt = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a crash: that message stays unsent and goes again
+        con.execute(
+            f"UPDATE {qualified(ALERT_MESSAGES)} SET attempts = attempts + 1, "
+            "sent_at = CASE WHEN ? THEN coalesce(sent_at, CAST(? AS TIMESTAMPTZ)) ELSE sent_at END, "
+            "last_error = CASE WHEN ? THEN NULL ELSE ? END WHERE message_id = ? AND destination = ?",
+            [receipt["sent"], receipt["at"], receipt["sent"], receipt.get("error"), receipt["message_id"],
+             receipt["destination"]])
+    return folding
+
+
+def last_success(con: duckdb.DuckDBPyConnection, stream: str) -> dt.datetime | None:
+    """When ``stream``'s latest successful run finished (None: none did)."""
+    row = con.execute(f"SELECT max(finished_at) FROM {qualified(SYNC_RUNS)} WHERE stream = ? AND status = 'success'",
+                      [stream]).fetchone()
+    return row[0] if row else None
+
+
+def _message(problem: Problem, kind: str, opened_at: dt.datetime, now: dt.datetime, opened_run: str,
+             times_seen: int, context: Context) -> tuple[str, str, str, str, str, str]:
+    """(message id, problem, kind, level, title, body) of one message on ``problem``."""
+    head = f"[{context.deployment}] " if context.deployment else ""
+    since = f"{_instant(opened_at)} (run {opened_run})"
+    if kind == "resolved":
+        title = f"{head}resolved: {problem.title}"
+        lines = [f"Resolved: {problem.title}.", f"Found last: {problem.summary}",
+                 f"Open since {since}, found by {_times(times_seen)}; resolved by run {context.run_id} at "
+                 f"{_instant(now)}."]
+    else:
+        again = " (still open)" if kind == "repeated" else ""
+        title = f"{head}{problem.level.upper()}: {problem.title}{again}"
+        lines = [f"{problem.summary}", f"Since {since}; found by {_times(times_seen)}.",
+                 f"Run: {context.run_id}" + (f" ({context.run_link})" if context.run_link else ""),
+                 f"Next step: {problem.docs}"]
+    message_id = f"{problem.key}|{opened_at.isoformat()}|{kind}|{now.isoformat()}"
+    return message_id, problem.key, kind, problem.level, title, "\n".join(lines)
+
+
+def _times(n: int) -> str:
+    return "1 run" if n == 1 else f"{n} runs"
+
+
+def _instant(at: dt.datetime) -> str:
+    return f"{at.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def open_count(con: duckdb.DuckDBPyConnection) -> int:
+    row = con.execute(f"SELECT count(*) FROM {qualified(ALERTS)} WHERE closed_at IS NULL").fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,105 @@
+"""What the job and the freshness look call: the look's problems recorded, then the outbox sent.
+
+Both run under the warehouse's writer lock (the job holds it; ``status --alert`` and the sensor take it, and
+leave the look to the run that holds it). Nothing here raises into a run: a look that cannot be recorded is
+said in :attr:`Alerted.line`, and its problems are found again by the next look.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from freight_pipeline.alerts import ledger
+from freight_pipeline.alerts.delivery import RECEIPTS_FILE, Destination, Dispatch
+from freight_pipeline.alerts.problems import Observation, of_freshness, of_steps
+from freight_pipeline.config import AlertSettings
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.sync.runner import one_line_error
+from freight_pipeline.sync.streams import SHIPMENTS
+from freight_pipeline.warehouse.backend import StorageBackend
+from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.store import Warehouse
+from freight_pipeline.warehouse.writer_lock import WarehouseBusy, writer_lock
+
+if TYPE_CHECKING:
+    from freight_pipeline.job.run import Step
+
+
+@dataclass
+class Alerted:
+    """What a look did with its problems."""
+
+    line: str
+    """``alerts: 2 problems open, 1 message queued for 2 destinations``, or why it could not record them."""
+    dispatch: Dispatch | None = None
+    """The sends under way (``join`` waits for them)."""
+    open_problems: int = 0
+
+
+def after_run(steps: Sequence[Step], run_id: str, data_dir: Path, backend: StorageBackend,
+              settings: AlertSettings, max_sync_age: dt.timedelta, *, dagster_run: bool = False) -> Alerted | None:
+    """The run's problems (its ``steps``) and the warehouse's freshness recorded, their messages sent; None
+    when no destination is set."""
+    if not settings.alert_urls:
+        return None
+    return _look(of_steps(steps, settings), run_id, data_dir, backend, settings, max_sync_age,
+                 dagster_run=dagster_run)
+
+
+def freshness(data_dir: Path, backend: StorageBackend, settings: AlertSettings, max_sync_age: dt.timedelta,
+              looker: str) -> Alerted | None:
+    """A look at the warehouse's freshness alone (``status --alert``, the Dagster sensor), named ``looker``, under
+    the writer lock; while a run holds it, that run's end looks instead. None when no destination is set."""
+    if not settings.alert_urls:
+        return None
+    try:
+        with writer_lock(data_dir, looker):
+            return _look(Observation(), looker, data_dir, backend, settings, max_sync_age)
+    except WarehouseBusy as busy:
+        return Alerted(f"alerts: not looked at now: {busy}; that run looks at the freshness when it ends")
+
+
+def _look(seen: Observation, run_id: str, data_dir: Path, backend: StorageBackend, settings: AlertSettings,
+          max_sync_age: dt.timedelta, *, dagster_run: bool = False) -> Alerted:
+    """``seen`` and the freshness (the age of the shipments' last successful sync) recorded in one transaction
+    with the receipts of the last sends, then the unsent messages sent."""
+    destinations = [Destination(url) for url in settings.alert_urls]
+    fingerprints = [d.fingerprint for d in destinations]
+    receipts = working_db_path(data_dir).parent / RECEIPTS_FILE
+    now = dt.datetime.now(dt.UTC)
+    link = f"{settings.dagster_url}/runs/{run_id}" if dagster_run and settings.dagster_url else None
+    context = ledger.Context(run_id, now, settings.alert_deployment or socket.gethostname(), link)
+    try:
+        with Warehouse(data_dir, FREIGHT_TABLES, backend=backend) as warehouse:
+
+            def write(con: duckdb.DuckDBPyConnection) -> tuple[int, int, Path | None, list[ledger.Outgoing]]:
+                folded = ledger.fold_receipts(con, receipts)
+                looked = Observation().merge(seen).merge(
+                    of_freshness(SHIPMENTS.name, ledger.last_success(con, SHIPMENTS.name), now, max_sync_age))
+                queued = ledger.record(con, looked, context, settings, fingerprints)
+                return queued, ledger.open_count(con), folded, ledger.pending(con, fingerprints, now)
+
+            queued, open_now, folded, outgoing = warehouse.database.write("alerts", write)
+    except Exception as exc:  # never into the run: the next look finds the same problems
+        return Alerted(f"alerts: the problems could not be recorded ({one_line_error(exc)}); the next run "
+                       "looks again")
+    if folded is not None:
+        folded.unlink(missing_ok=True)
+    dispatch = Dispatch(outgoing, destinations, settings.alert_timeout_seconds, receipts) if outgoing else None
+    retried = len(outgoing) - queued * len(destinations)
+    line = (f"alerts: {_count(open_now, 'problem')} open; {_count(queued, 'message')} queued for "
+            f"{_count(len(destinations), 'destination')}")
+    if retried > 0:
+        line += f"; {retried} unsent before, sent again"
+    return Alerted(line, dispatch, open_now)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"

@@ -1,0 +1,147 @@
+"""What is wrong now, as problems with stable keys: from a run's steps and checks, and from the age of the
+last successful sync.
+
+A problem's key is ``<scope>:<item>``. A look (a run, ``status --alert``, the freshness sensor) names the scopes
+it looked at; an open problem of a scope looked at that the look did not find is resolved. A run whose checks
+did not run leaves the checks' problems as they were; a run of some streams leaves the others'.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck, describe_failure
+from freight_pipeline.config import AlertSettings
+from freight_pipeline.sync.streams import STREAM_OF_STEP
+
+if TYPE_CHECKING:
+    from freight_pipeline.job.run import Step
+
+Level = Literal["error", "warning"]
+RANK: dict[str, int] = {"warning": 1, "error": 2}
+QUARANTINE_CHECK = "no_quarantined_records"
+"""The check whose problem waits for :attr:`AlertSettings.alert_quarantined_records` records."""
+FRESHNESS_SCOPE = "freshness"
+STEP_DOCS = {
+    "sync": "docs/operations.md#connecting-to-the-real-service",
+    "marts": "docs/marts.md",
+    "publish": "docs/operations.md#alerts",
+    "rebuild": "docs/operations.md#commands",
+}
+STREAM_DOCS = "docs/real-services.md#one-streams-failure-never-withholds-the-others"
+FRESHNESS_DOCS = "docs/operations.md#running-it-from-cron"
+NOT_ALERTED_STEPS = ("checks",)
+"""Steps whose failure is said by their own problems (each check that did not pass)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    key: str
+    level: Level
+    title: str
+    """A few words: ``sync_memos failed``, ``shipments.no_shape_changes: goods[].weight``."""
+    summary: str
+    """What was found, in one line with its figures."""
+    docs: str
+    """The next step: a repository doc and its section's anchor."""
+
+    @property
+    def scope(self) -> str:
+        return scope_of(self.key)
+
+
+def scope_of(key: str) -> str:
+    return key.partition(":")[0]
+
+
+@dataclass
+class Observation:
+    """The problems one look found, and the scopes it looked at."""
+
+    found: dict[str, Problem] = field(default_factory=dict)
+    scopes: set[str] = field(default_factory=set)
+
+    def add(self, problem: Problem) -> None:
+        self.found[problem.key] = problem
+        self.scopes.add(problem.scope)
+
+    def merge(self, other: Observation) -> Observation:
+        self.found.update(other.found)
+        self.scopes |= other.scopes
+        return self
+
+
+def alerts_at(level: str, settings: AlertSettings) -> bool:
+    """Whether a problem of ``level`` is sent (``alert_level``: the least severe that is)."""
+    return RANK[level] >= RANK[settings.alert_level]
+
+
+def of_steps(steps: Sequence[Step], settings: AlertSettings) -> Observation:
+    """A run's problems: each step that failed (but the checks', whose checks say it), each check that did not
+    pass (a check that finds several things: each of them), looked at for every step that ran."""
+    seen = Observation()
+    ran = [step for step in steps if step.status != "skipped"]
+    if ran and not any(step.name in ("sync", "rebuild") and step.status == "failed" for step in ran):
+        seen.scopes |= {_step_scope("sync"), _step_scope("rebuild")}  # the run opened its client and warehouse
+    for step in ran:
+        if step.name in NOT_ALERTED_STEPS:
+            for check, result in step.checks:
+                seen.merge(of_check(check, result, settings))
+            continue
+        seen.scopes.add(_step_scope(step.name))
+        if step.status == "failed":
+            stream = STREAM_OF_STEP.get(step.name)
+            title = f"the {stream} stream failed" if stream else f"the {step.name} step failed"
+            seen.add(Problem(f"{_step_scope(step.name)}:failed", "error", title, step.line,
+                             STREAM_DOCS if stream else STEP_DOCS[step.name]))
+    return seen
+
+
+def of_check(check: WarehouseCheck, result: CheckResult, settings: AlertSettings) -> Observation:
+    """One check's problems (none when it passed, or below the quarantine's threshold)."""
+    scope = f"check.{check.label}"
+    seen = Observation(scopes={scope})
+    if result.passed:
+        return seen
+    if check.name == QUARANTINE_CHECK and \
+            int(result.figures.get("quarantined_records", 0)) < settings.alert_quarantined_records:
+        return seen
+    level: Level = "error" if check.severity is Severity.ERROR else "warning"
+    line = describe_failure(check, result)
+    items = check.findings(result) if check.findings is not None else {"": line}
+    for item, said in items.items():
+        title = f"{check.label}: {item}" if item else f"{check.label} did not pass"
+        seen.add(Problem(f"{scope}:{item}", level, title, said if item else f"{said}. {check.description}",
+                         check.docs))
+    return seen
+
+
+def of_freshness(stream: str, last_success: dt.datetime | None, now: dt.datetime,
+                 max_age: dt.timedelta) -> Observation:
+    """The ``stream``'s last successful sync older than ``max_age`` (or none at all): a stale warehouse."""
+    scope = FRESHNESS_SCOPE
+    seen = Observation(scopes={scope})
+    if last_success is not None and now - last_success <= max_age:
+        return seen
+    since = ("no successful sync yet" if last_success is None
+             else f"the last successful {stream} sync finished {_age(now - last_success)} ago, at "
+                  f"{last_success.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC")
+    seen.add(Problem(f"{scope}:{stream}", "error", f"no successful {stream} sync for over {_age(max_age)}",
+                     f"{since} (FREIGHT_MAX_SYNC_AGE_MINUTES: {int(max_age.total_seconds() // 60)}); readers see "
+                     "data that old", FRESHNESS_DOCS))
+    return seen
+
+
+def _step_scope(name: str) -> str:
+    return f"step.{name}"
+
+
+def _age(age: dt.timedelta) -> str:
+    minutes = int(age.total_seconds() // 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    hours = minutes / 60
+    return f"{hours:.0f} h" if hours < 48 else f"{hours / 24:.0f} days"
