@@ -113,9 +113,7 @@ def _notify(destination: Destination, message: Outgoing, timeout: float) -> str 
         return f"{masked_url(destination.url)} is not a notification URL Apprise knows"
     plugin.socket_connect_timeout = plugin.socket_read_timeout = timeout
     kind = {"error": apprise.NotifyType.FAILURE, "warning": apprise.NotifyType.WARNING}.get(
-        message.level, apprise.NotifyType.INFO)
-    if message.kind == "resolved":
-        kind = apprise.NotifyType.SUCCESS
+        message.level, apprise.NotifyType.SUCCESS)
     try:
         accepted = plugin.notify(body=message.body, title=message.title, notify_type=kind,
                                  body_format=apprise.NotifyFormat.TEXT)

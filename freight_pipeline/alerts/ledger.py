@@ -1,10 +1,11 @@
 """Each problem's state and the outbox, in ``freight_meta`` (``alerts``, ``alert_messages``): written in one
 transaction per look, so that a crash neither forgets a problem nor queues its message twice.
 
-A problem found that is not open opens (a message ``opened``); one still open is queued again once
-``alert_repeat_minutes`` passed since its last message (``repeated``); an open one of a scope the look
-looked at and did not find closes (``resolved``, when it had been alerted). A message is queued once per
-destination and stays in the outbox until that destination accepted it (``delivery`` appends its receipts
+A problem found that is not open opens (``opened``); one still open is said again once
+``alert_repeat_minutes`` passed since it was last said (``repeated``); an open one of a scope the look
+looked at and did not find closes (``resolved``, when it had been said). A look that changed what is said
+queues ONE message on all of it (a release that renames three fields is one message, not three), once per
+destination; it stays in the outbox until that destination accepted it (``delivery`` appends its receipts
 to a file, folded in by the next look: :func:`fold_receipts`).
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import duckdb
 
-from freight_pipeline.alerts.problems import Observation, Problem, alerts_at, scope_of
+from freight_pipeline.alerts.problems import RANK, Observation, Problem, alerts_at, scope_of
 from freight_pipeline.config import AlertSettings
 from freight_pipeline.warehouse.ddl import qualified
 from freight_pipeline.warehouse.meta import ALERT_MESSAGES, ALERTS, SYNC_RUNS
@@ -37,14 +38,14 @@ class Outgoing:
     message_id: str
     destination: str
     level: str
-    kind: str
+    """error, warning, or resolved (it only resolves)."""
     title: str
     body: str
 
 
 @dataclass(frozen=True)
 class Context:
-    """Who looked, when, and what each message says around the problem."""
+    """Who looked, when, and what each message says around its problems."""
 
     run_id: str
     now: dt.datetime
@@ -53,15 +54,30 @@ class Context:
     """The run in the Dagster UI, when the look is a Dagster run and its address is set."""
 
 
+@dataclass(frozen=True)
+class Change:
+    """A problem whose state a look changed in a way that is said: opened, still open (repeated), resolved."""
+
+    kind: str
+    problem: Problem
+    opened_at: dt.datetime
+    opened_run: str
+    times_seen: int
+
+
+KINDS = ("opened", "repeated", "resolved")
+
+
 def record(con: duckdb.DuckDBPyConnection, seen: Observation, context: Context, settings: AlertSettings,
-           destinations: Sequence[str]) -> int:
-    """The look's problems into ``freight_meta.alerts`` and their messages into the outbox, for each of
-    ``destinations`` (fingerprints), in the caller's transaction; the messages queued."""
-    alerts, outbox = qualified(ALERTS), qualified(ALERT_MESSAGES)
+           destinations: Sequence[str]) -> list[Change]:
+    """The look's problems into ``freight_meta.alerts`` and, when it changed what is said, one message on every
+    change into the outbox for each of ``destinations`` (fingerprints), in the caller's transaction; the
+    changes said."""
+    alerts = qualified(ALERTS)
     open_rows = {row[0]: row for row in con.execute(
         "SELECT problem, opened_at, opened_run, times_seen, last_alerted_at, level, title, summary, docs "
         f"FROM {alerts} WHERE closed_at IS NULL").fetchall()}
-    messages: list[tuple[str, str, str, str, str, str]] = []
+    changes: list[Change] = []
     now = context.now
     for key, problem in seen.found.items():
         row = open_rows.get(key)
@@ -71,32 +87,72 @@ def record(con: duckdb.DuckDBPyConnection, seen: Observation, context: Context, 
                         [key, now, problem.level, problem.title, problem.summary, problem.docs, context.run_id, now,
                          context.run_id, now if alerted else None])
             if alerted:
-                messages.append(_message(problem, "opened", now, now, context.run_id, 1, context))
+                changes.append(Change("opened", problem, now, context.run_id, 1))
             continue
         _, opened_at, opened_run, times_seen, last_alerted, *_ = row
-        due = settings.alert_repeat is not None and alerts_at(problem.level, settings) and (
-            last_alerted is None or now - last_alerted >= settings.alert_repeat)
+        due = alerts_at(problem.level, settings) and (
+            last_alerted is None or (settings.alert_repeat is not None and now - last_alerted >= settings.alert_repeat))
         con.execute(f"UPDATE {alerts} SET level = ?, title = ?, summary = ?, docs = ?, last_seen_at = ?, "
                     "last_seen_run = ?, times_seen = times_seen + 1, "
                     "last_alerted_at = CASE WHEN ? THEN ? ELSE last_alerted_at END WHERE problem = ? AND opened_at = ?",
                     [problem.level, problem.title, problem.summary, problem.docs, now, context.run_id, due, now, key,
                      opened_at])
-        if due:
-            kind = "opened" if last_alerted is None else "repeated"
-            messages.append(_message(problem, kind, opened_at, now, opened_run, times_seen + 1, context))
+        if due:  # a problem that became severe enough (a lowered alert_level) opens now
+            changes.append(Change("opened" if last_alerted is None else "repeated", problem, opened_at, opened_run,
+                                  times_seen + 1))
     for key, (_, opened_at, opened_run, times_seen, last_alerted, level, title, summary, docs) in open_rows.items():
         if key in seen.found or scope_of(key) not in seen.scopes:
             continue
         con.execute(f"UPDATE {alerts} SET closed_at = ?, closed_run = ? WHERE problem = ? AND opened_at = ?",
                     [now, context.run_id, key, opened_at])
-        if last_alerted is not None:
-            closed = Problem(key, level, title, summary, docs)
-            messages.append(_message(closed, "resolved", opened_at, now, opened_run, times_seen, context))
-    rows = [(message_id, destination, key, kind, level, title, body, now, context.run_id, None, 0, None)
-            for message_id, key, kind, level, title, body in messages for destination in destinations]
-    if rows:
-        con.executemany(f"INSERT INTO {outbox} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    return len(messages)
+        if last_alerted is not None:  # what was never said is not said resolved
+            changes.append(Change("resolved", Problem(key, level, title, summary, docs), opened_at, opened_run,
+                                  times_seen))
+    if changes:
+        title, body = message(changes, context)
+        kinds = "+".join(kind for kind in KINDS if any(change.kind == kind for change in changes))
+        level = max((c.problem.level for c in changes if c.kind != "resolved"), key=RANK.__getitem__, default="")
+        message_id = f"{context.run_id}|{now.isoformat()}"
+        problems = "\n".join(change.problem.key for change in changes)
+        con.executemany(f"INSERT INTO {qualified(ALERT_MESSAGES)} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, NULL)",
+                        [(message_id, destination, problems, kinds, level or "resolved", title, body, now,
+                          context.run_id) for destination in destinations])
+    return changes
+
+
+def message(changes: Sequence[Change], context: Context) -> tuple[str, str]:
+    """The title and text of one message on ``changes``: the problems opened, still open and resolved, each with
+    what was found, since when and by which run, and the next step; the run (and its link) once."""
+    head = f"[{context.deployment}] " if context.deployment else ""
+    said = [c for c in changes if c.kind != "resolved"]
+    resolved = [c for c in changes if c.kind == "resolved"]
+    if said:
+        level = max((c.problem.level for c in said), key=RANK.__getitem__)
+        first = said[0]
+        title = f"{head}{level.upper()}: {first.problem.title}" + (" (still open)" if first.kind == "repeated" else "")
+        others = len(said) - 1
+        title += f" and {others} more" if others else ""
+        title += f"; {len(resolved)} resolved" if resolved else ""
+    else:
+        title = f"{head}resolved: {resolved[0].problem.title}" + (
+            f" and {len(resolved) - 1} more" if len(resolved) > 1 else "")
+    sections = []
+    for kind, heading in (("opened", "Opened"), ("repeated", "Still open"), ("resolved", "Resolved")):
+        of_kind = [c for c in changes if c.kind == kind]
+        if not of_kind:
+            continue
+        lines = [f"{heading}:"]
+        for change in of_kind:
+            since = (f"since {_instant(change.opened_at)} (run {change.opened_run}), found by "
+                     f"{_times(change.times_seen)}")
+            lines += [f"- {change.problem.level.upper()} {change.problem.title}" if kind != "resolved"
+                      else f"- {change.problem.title}",
+                      f"  {'Found last' if kind == 'resolved' else 'Found'}: {change.problem.summary}",
+                      f"  {'Was open ' if kind == 'resolved' else 'Open '}{since}",
+                      f"  Next step: {change.problem.docs}"]
+        sections.append("\n".join(lines))
+    run = f"Run: {context.run_id} at {_instant(context.now)}" + (f" ({context.run_link})" if context.run_link else "")
+    return title, "\n\n".join([*sections, run])
 
 
 def pending(con: duckdb.DuckDBPyConnection, destinations: Sequence[str], now: dt.datetime) -> list[Outgoing]:
@@ -104,7 +160,7 @@ def pending(con: duckdb.DuckDBPyConnection, destinations: Sequence[str], now: dt
     if not destinations:
         return []
     rows = con.execute(
-        f"SELECT message_id, destination, level, kind, title, body FROM {qualified(ALERT_MESSAGES)} "
+        f"SELECT message_id, destination, level, title, body FROM {qualified(ALERT_MESSAGES)} "
         "WHERE sent_at IS NULL AND destination IN (SELECT unnest(?)) AND queued_at >= ? "
         "QUALIFY row_number() OVER (PARTITION BY destination ORDER BY queued_at, message_id) <= ? "
         "ORDER BY queued_at, message_id",
@@ -144,26 +200,6 @@ def last_success(con: duckdb.DuckDBPyConnection, stream: str) -> dt.datetime | N
     row = con.execute(f"SELECT max(finished_at) FROM {qualified(SYNC_RUNS)} WHERE stream = ? AND status = 'success'",
                       [stream]).fetchone()
     return row[0] if row else None
-
-
-def _message(problem: Problem, kind: str, opened_at: dt.datetime, now: dt.datetime, opened_run: str,
-             times_seen: int, context: Context) -> tuple[str, str, str, str, str, str]:
-    """(message id, problem, kind, level, title, body) of one message on ``problem``."""
-    head = f"[{context.deployment}] " if context.deployment else ""
-    since = f"{_instant(opened_at)} (run {opened_run})"
-    if kind == "resolved":
-        title = f"{head}resolved: {problem.title}"
-        lines = [f"Resolved: {problem.title}.", f"Found last: {problem.summary}",
-                 f"Open since {since}, found by {_times(times_seen)}; resolved by run {context.run_id} at "
-                 f"{_instant(now)}."]
-    else:
-        again = " (still open)" if kind == "repeated" else ""
-        title = f"{head}{problem.level.upper()}: {problem.title}{again}"
-        lines = [f"{problem.summary}", f"Since {since}; found by {_times(times_seen)}.",
-                 f"Run: {context.run_id}" + (f" ({context.run_link})" if context.run_link else ""),
-                 f"Next step: {problem.docs}"]
-    message_id = f"{problem.key}|{opened_at.isoformat()}|{kind}|{now.isoformat()}"
-    return message_id, problem.key, kind, problem.level, title, "\n".join(lines)
 
 
 def _times(n: int) -> str:

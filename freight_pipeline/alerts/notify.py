@@ -79,25 +79,28 @@ def _look(seen: Observation, run_id: str, data_dir: Path, backend: StorageBacken
     try:
         with Warehouse(data_dir, FREIGHT_TABLES, backend=backend) as warehouse:
 
-            def write(con: duckdb.DuckDBPyConnection) -> tuple[int, int, Path | None, list[ledger.Outgoing]]:
+            def write(con: duckdb.DuckDBPyConnection) -> tuple[list[ledger.Change], int, Path | None,
+                                                             list[ledger.Outgoing]]:
                 folded = ledger.fold_receipts(con, receipts)
                 looked = Observation().merge(seen).merge(
                     of_freshness(SHIPMENTS.name, ledger.last_success(con, SHIPMENTS.name), now, max_sync_age))
                 queued = ledger.record(con, looked, context, settings, fingerprints)
                 return queued, ledger.open_count(con), folded, ledger.pending(con, fingerprints, now)
 
-            queued, open_now, folded, outgoing = warehouse.database.write("alerts", write)
+            changes, open_now, folded, outgoing = warehouse.database.write("alerts", write)
     except Exception as exc:  # never into the run: the next look finds the same problems
         return Alerted(f"alerts: the problems could not be recorded ({one_line_error(exc)}); the next run "
                        "looks again")
     if folded is not None:
         folded.unlink(missing_ok=True)
     dispatch = Dispatch(outgoing, destinations, settings.alert_timeout_seconds, receipts) if outgoing else None
-    retried = len(outgoing) - queued * len(destinations)
-    line = (f"alerts: {_count(open_now, 'problem')} open; {_count(queued, 'message')} queued for "
-            f"{_count(len(destinations), 'destination')}")
-    if retried > 0:
-        line += f"; {retried} unsent before, sent again"
+    queued = len(destinations) if changes else 0
+    said = ", ".join(f"{sum(c.kind == kind for c in changes)} {kind}" for kind in ledger.KINDS
+                     if any(c.kind == kind for c in changes))
+    line = f"alerts: {_count(open_now, 'problem')} open" + (
+        f"; a message on {said} queued for {_count(len(destinations), 'destination')}" if changes else "")
+    if len(outgoing) > queued:
+        line += f"; {_count(len(outgoing) - queued, 'message')} unsent before, sent again"
     return Alerted(line, dispatch, open_now)
 
 

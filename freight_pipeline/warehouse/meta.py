@@ -287,23 +287,24 @@ ALERTS = _meta(
 ALERT_MESSAGES = _meta(
     "alert_messages",
     (
-        _key("message_id", "VARCHAR", "`<problem>|<opened_at>|<kind>|<n>`: one message on one episode"),
+        _key("message_id", "VARCHAR", "`<run>|<queued_at>`: the one message of one look"),
         _key("destination", "VARCHAR", "the destination, as a fingerprint of its URL (never the URL: it holds "
                                        "secrets)"),
-        Column("problem", "VARCHAR", "the alerts row's problem"),
-        Column("kind", "VARCHAR", "opened, repeated (still open) or resolved"),
-        Column("level", "VARCHAR", "error or warning"),
+        Column("problems", "VARCHAR", "the alerts rows' problems it is about, one per line"),
+        Column("kinds", "VARCHAR", "what it says of them: opened, repeated (still open), resolved, joined by +"),
+        Column("level", "VARCHAR", "error or warning: the most severe problem it opens or repeats; resolved when it "
+                                   "only resolves"),
         Column("title", "VARCHAR", "the message's title"),
         Column("body", "VARCHAR", "the message's text"),
-        Column("queued_at", "TIMESTAMPTZ", "when the run queued it"),
-        Column("queued_run", "VARCHAR", "the run (or `status --alert`, `freshness sensor`) that queued it"),
-        Column("sent_at", "TIMESTAMPTZ", "when the destination accepted it; null until then (retried by each run)"),
+        Column("queued_at", "TIMESTAMPTZ", "when the look queued it"),
+        Column("queued_run", "VARCHAR", "the run (or `status --alert`, `alerts freshness sensor`) that queued it"),
+        Column("sent_at", "TIMESTAMPTZ", "when the destination accepted it; null until then (sent again by each look)"),
         Column("attempts", "BIGINT", "sends tried"),
         Column("last_error", "VARCHAR", "why the last send failed"),
     ),
     ("message_id", "destination"),
-    "The alerts' outbox: every message per destination, kept until the destination accepts it (an unsent one "
-    "is sent again by the next run).",
+    "The alerts' outbox: one message per look that changed what is said, per destination, kept until the "
+    "destination accepts it (an unsent one is sent again by the next look).",
 )
 
 META_TABLES: tuple[TableSpec, ...] = (
