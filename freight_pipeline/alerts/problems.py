@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck, describe_failure
-from freight_pipeline.config import AlertSettings
+from freight_pipeline.config import MAX_SYNC_AGE_ENV, AlertSettings
 from freight_pipeline.sync.streams import STREAM_OF_STEP
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def of_freshness(stream: str, last_success: dt.datetime | None, now: dt.datetime
              else f"the last successful {stream} sync finished {_age(now - last_success)} ago, at "
                   f"{last_success.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC")
     seen.add(Problem(f"{scope}:{stream}", "error", f"no successful {stream} sync for over {_age(max_age)}",
-                     f"{since} (FREIGHT_MAX_SYNC_AGE_MINUTES: {int(max_age.total_seconds() // 60)}); readers see "
+                     f"{since} ({MAX_SYNC_AGE_ENV}: {int(max_age.total_seconds() // 60)}); readers see "
                      "data that old", FRESHNESS_DOCS))
     return seen
 

@@ -110,7 +110,7 @@ def smtp_server() -> Iterator[Mailbox]:
             message = email.message_from_bytes(envelope.content, policy=email.policy.default)
             part = message.get_body(("plain", "html"))
             text = part.get_content() if part is not None else ""
-            box.received.append(Received(str(message["subject"]), str(text)))
+            box.received.append(Received(str(message["subject"]), str(text).replace("\r\n", "\n")))
             return "250 OK"
 
     controller = Controller(Handler(), hostname=LOCALHOST, port=port)

@@ -1,0 +1,194 @@
+"""The alerts' state and outbox on a DuckDB of their own (no service): each problem said once when it opens,
+again once ``alert_repeat`` passed, once when it is resolved; below ``alert_level`` never; one message per
+look per destination; receipts folded in; and the problems a run's steps and checks make."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from freight_pipeline.alerts import ledger
+from freight_pipeline.alerts.problems import (
+    FRESHNESS_SCOPE,
+    Observation,
+    Problem,
+    of_check,
+    of_freshness,
+    of_steps,
+)
+from freight_pipeline.checks.warehouse import CheckResult, notices_check, quarantine_check, shape_check
+from freight_pipeline.config import AlertSettings
+from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, Step
+from freight_pipeline.sync.result import NoticeKind
+from freight_pipeline.sync.streams import CODE_CONVERSIONS, DOCUMENTS, SHIPMENTS, stream_step
+from freight_pipeline.warehouse.ddl import ensure_tables
+from freight_pipeline.warehouse.meta import ALERT_MESSAGES, ALERTS, SYNC_RUNS
+
+T0 = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)
+SETTINGS = AlertSettings(alert_urls=("json://127.0.0.1:9/hook",))
+DESTINATIONS = ("dest-a", "dest-b")
+FAILED = Problem("step.sync_documents:failed", "error", "the documents stream failed", "StreamUnreachable: 403",
+                 "docs/real-services.md#one-streams-failure-never-withholds-the-others")
+SHAPE = Problem("check.shipments.no_shape_changes:aes", "warning", "shipments.no_shape_changes: aes",
+                "aes vanished (0 of 12 records read have it)", "docs/real-services.md#when-the-service-changes-shape")
+
+
+@pytest.fixture
+def con() -> Iterator[duckdb.DuckDBPyConnection]:
+    with duckdb.connect() as con:
+        ensure_tables(con, [ALERTS, ALERT_MESSAGES, SYNC_RUNS], storage_hints=False)
+        yield con
+
+
+def look(con: duckdb.DuckDBPyConnection, at: dt.datetime, *found: Problem, scopes: tuple[str, ...] = (),
+         settings: AlertSettings = SETTINGS, run: str = "run") -> list[ledger.Change]:
+    seen = Observation(scopes=set(scopes))
+    for problem in found:
+        seen.add(problem)
+    return ledger.record(con, seen, ledger.Context(f"{run}-{at:%H%M}", at, "ops"), settings, DESTINATIONS)
+
+
+def kinds(changes: list[ledger.Change]) -> list[tuple[str, str]]:
+    return [(change.kind, change.problem.key) for change in changes]
+
+
+def outbox(con: duckdb.DuckDBPyConnection) -> list[tuple]:
+    return con.execute("SELECT destination, kinds, level, title FROM freight_meta.alert_messages "
+                       "ORDER BY queued_at, destination").fetchall()
+
+
+def test_a_problem_is_said_when_it_opens_again_a_day_on_and_once_resolved(con: duckdb.DuckDBPyConnection) -> None:
+    assert kinds(look(con, T0, FAILED)) == [("opened", FAILED.key)]
+    for hours in range(1, 24):  # every hour of the day after: still open, said no more
+        assert look(con, T0 + dt.timedelta(hours=hours), FAILED) == []
+    assert kinds(look(con, T0 + dt.timedelta(hours=24), FAILED)) == [("repeated", FAILED.key)]
+    assert look(con, T0 + dt.timedelta(hours=25), scopes=("step.sync_shipments",)) == []  # not looked at: open
+    (resolved,) = look(con, T0 + dt.timedelta(hours=26), scopes=(FAILED.scope,))
+    assert (resolved.kind, resolved.opened_at, resolved.times_seen) == ("resolved", T0, 25)
+    assert look(con, T0 + dt.timedelta(hours=27), scopes=(FAILED.scope,)) == []
+    row = con.execute("SELECT opened_run, last_seen_run, times_seen, closed_run, closed_at FROM freight_meta.alerts"
+                      ).fetchall()
+    assert row == [("run-0800", "run-0800", 25, "run-1000", T0 + dt.timedelta(hours=26))]
+    assert [(d, k, level) for d, k, level, _ in outbox(con)] == [
+        ("dest-a", "opened", "error"), ("dest-b", "opened", "error"),
+        ("dest-a", "repeated", "error"), ("dest-b", "repeated", "error"),
+        ("dest-a", "resolved", "resolved"), ("dest-b", "resolved", "resolved")]
+    assert kinds(look(con, T0 + dt.timedelta(hours=28), FAILED)) == [("opened", FAILED.key)]  # a new episode
+    assert con.execute("SELECT count(*) FROM freight_meta.alerts WHERE closed_at IS NULL").fetchone() == (1,)
+
+
+def test_never_repeated_when_the_repeat_is_never(con: duckdb.DuckDBPyConnection) -> None:
+    never = SETTINGS.model_copy(update={"alert_repeat": None})
+    assert kinds(look(con, T0, FAILED, settings=never)) == [("opened", FAILED.key)]
+    assert look(con, T0 + dt.timedelta(days=30), FAILED, settings=never) == []
+
+
+def test_below_the_alert_level_a_problem_is_kept_but_never_said(con: duckdb.DuckDBPyConnection) -> None:
+    errors_only = SETTINGS.model_copy(update={"alert_level": "error"})
+    assert kinds(look(con, T0, FAILED, SHAPE, settings=errors_only)) == [("opened", FAILED.key)]
+    assert con.execute("SELECT count(*) FROM freight_meta.alerts WHERE closed_at IS NULL").fetchone() == (2,)
+    assert kinds(look(con, T0 + dt.timedelta(hours=1), FAILED, scopes=(SHAPE.scope,), settings=errors_only)) == []
+    # the warning never said is not said resolved; with the level lowered, an open one is said as it opens
+    assert kinds(look(con, T0 + dt.timedelta(hours=2), FAILED, SHAPE)) == [("opened", SHAPE.key)]
+
+
+def test_one_message_per_look_on_every_change(con: duckdb.DuckDBPyConnection) -> None:
+    look(con, T0, SHAPE)
+    other = Problem(f"{SHAPE.scope}:emissions", "warning", "shipments.no_shape_changes: emissions",
+                    "emissions new (12 of 12 records read have it)", SHAPE.docs)
+    changes = look(con, T0 + dt.timedelta(hours=1), FAILED, other, scopes=(SHAPE.scope,))
+    assert kinds(changes) == [("opened", FAILED.key), ("opened", other.key), ("resolved", SHAPE.key)]
+    messages = con.execute("SELECT destination, problems, kinds, level, title, body FROM freight_meta.alert_messages "
+                           "WHERE queued_at > ? ORDER BY destination", [T0]).fetchall()
+    assert [m[0] for m in messages] == list(DESTINATIONS)
+    _, problems, said, level, title, body = messages[0]
+    assert problems.splitlines() == [FAILED.key, other.key, SHAPE.key] and said == "opened+resolved"
+    assert level == "error" and title == "[ops] ERROR: the documents stream failed and 1 more; 1 resolved"
+    assert body.split("\n\n") == [
+        "Opened:\n"
+        f"- ERROR the documents stream failed\n  Found: StreamUnreachable: 403\n"
+        "  Open since 2026-12-01 09:00 UTC (run run-0900), found by 1 run\n"
+        f"  Next step: {FAILED.docs}\n"
+        "- WARNING shipments.no_shape_changes: emissions\n  Found: emissions new (12 of 12 records read have it)\n"
+        "  Open since 2026-12-01 09:00 UTC (run run-0900), found by 1 run\n"
+        f"  Next step: {SHAPE.docs}",
+        "Resolved:\n"
+        "- shipments.no_shape_changes: aes\n  Found last: aes vanished (0 of 12 records read have it)\n"
+        "  Was open since 2026-12-01 08:00 UTC (run run-0800), found by 1 run\n"
+        f"  Next step: {SHAPE.docs}",
+        "Run: run-0900 at 2026-12-01 09:00 UTC"]
+
+
+def test_receipts_are_folded_into_the_outbox(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    look(con, T0, FAILED)
+    (first, second) = ledger.pending(con, DESTINATIONS, T0)
+    receipts = tmp_path / "alert-receipts.jsonl"
+    receipts.write_text(
+        json.dumps({"message_id": first.message_id, "destination": first.destination, "sent": True,
+                    "at": T0.isoformat()}) + "\n"
+        + json.dumps({"message_id": second.message_id, "destination": second.destination, "sent": False,
+                      "at": T0.isoformat(), "error": "timed out after 2 s"}) + "\n" + '{"cut short')
+    folded = ledger.fold_receipts(con, receipts)
+    assert folded is not None and not receipts.exists()
+    assert ledger.pending(con, DESTINATIONS, T0) == [second]
+    assert con.execute("SELECT destination, sent_at, attempts, last_error FROM freight_meta.alert_messages "
+                       "ORDER BY destination").fetchall() == [
+        ("dest-a", T0, 1, None), ("dest-b", None, 1, "timed out after 2 s")]
+    assert ledger.pending(con, DESTINATIONS, T0 + dt.timedelta(days=ledger.PENDING_DAYS + 1)) == []
+
+
+def test_a_runs_steps_make_problems_of_what_failed_and_look_only_where_they_ran() -> None:
+    steps = [Step(stream_step(SHIPMENTS.name), "success", 1.0, "read 4"),
+             Step(stream_step(CODE_CONVERSIONS.name), "failed", 1.0, "StreamUnreachable: 403"),
+             Step(stream_step(DOCUMENTS.name), "skipped", 0.0, "not run"),
+             Step(CHECKS_STEP, "success", 0.1, "79 passed"),
+             Step(MARTS_STEP, "failed", 2.0, "DbtBuildFailed: 1 test failed"),
+             Step(PUBLISH_STEP, "skipped", 0.0, "not run")]
+    seen = of_steps(steps, SETTINGS)
+    assert {key: (p.level, p.title) for key, p in seen.found.items()} == {
+        "step.sync_code_conversions:failed": ("error", "the code_conversions stream failed"),
+        "step.marts:failed": ("error", "the marts step failed")}
+    assert seen.scopes == {"step.sync", "step.rebuild", "step.sync_shipments", "step.sync_code_conversions",
+                           "step.marts"}  # a skipped step looked at nothing: its problems stay as they were
+    unopened = of_steps([Step("sync", "failed", 0.2, "ServiceUnreachable: connection refused")], SETTINGS)
+    assert set(unopened.found) == {"step.sync:failed"} and unopened.scopes == {"step.sync"}
+
+
+def test_a_check_that_finds_several_things_makes_a_problem_of_each() -> None:
+    shape = shape_check(SHIPMENTS.name)
+    result = CheckResult(False, {"fields": [
+        {"field": "aes", "state": "vanished", "records_with": 0, "records_read": 12},
+        {"field": "emissions", "state": "new", "records_with": 12, "records_read": 12}]})
+    assert {key: p.summary for key, p in of_check(shape, result, SETTINGS).found.items()} == {
+        "check.shipments.no_shape_changes:aes": "aes vanished (0 of 12 records read have it)",
+        "check.shipments.no_shape_changes:emissions": "emissions new (12 of 12 records read have it)"}
+    notices = notices_check(SHIPMENTS.name)
+    result = CheckResult(False, {"run_id": "r", "notices": ["the service's data went back: ..."],
+                                 "kinds": [NoticeKind.RESTORE.value]})
+    (restore,) = of_check(notices, result, SETTINGS).found.values()
+    assert restore.key == "check.shipments.no_service_notices:restore" and restore.level == "warning"
+    assert restore.docs == "docs/real-services.md#a-service-whose-data-goes-back-in-time"
+    assert of_check(notices, CheckResult(True, {}), SETTINGS).scopes == {"check.shipments.no_service_notices"}
+
+
+def test_quarantined_records_alert_from_the_threshold_on() -> None:
+    check = quarantine_check(SHIPMENTS.name)
+    for waiting, alerted in ((9, False), (10, True)):
+        result = CheckResult(False, {"quarantined_records": waiting})
+        assert bool(of_check(check, result, SETTINGS).found) is alerted
+
+
+def test_freshness_is_a_problem_once_the_last_success_is_older_than_the_limit() -> None:
+    hour = dt.timedelta(hours=1)
+    assert not of_freshness("shipments", T0 - hour, T0, hour).found
+    (stale,) = of_freshness("shipments", T0 - 3 * hour, T0, hour).found.values()
+    assert stale.key == f"{FRESHNESS_SCOPE}:shipments" and stale.level == "error"
+    assert stale.title == "no successful shipments sync for over 60 min"
+    assert stale.summary.startswith("the last successful shipments sync finished 3 h ago, at 2026-12-01 05:00 UTC")
+    (never,) = of_freshness("shipments", None, T0, hour).found.values()
+    assert never.summary.startswith("no successful sync yet")
