@@ -125,6 +125,5 @@ def _notify(destination: Destination, message: Outgoing, timeout: float) -> str 
 def _quiet_apprise() -> None:
     """Apprise's logger kept to itself: its lines show parts of the URLs (``s...w`` of a password)."""
     logger = logging.getLogger("apprise")
-    if not logger.handlers:
-        logger.addHandler(logging.NullHandler())
+    logger.setLevel(logging.CRITICAL + 1)
     logger.propagate = False

@@ -76,7 +76,7 @@ def record(con: duckdb.DuckDBPyConnection, seen: Observation, context: Context, 
     alerts = qualified(ALERTS)
     open_rows = {row[0]: row for row in con.execute(
         "SELECT problem, opened_at, opened_run, times_seen, last_alerted_at, level, title, summary, docs "
-        f"FROM {alerts} WHERE closed_at IS NULL").fetchall()}
+        f"FROM {alerts} WHERE closed_at IS NULL ORDER BY opened_at, problem").fetchall()}
     changes: list[Change] = []
     now = context.now
     for key, problem in seen.found.items():

@@ -46,11 +46,18 @@ class Webhook:
         return f"json://{LOCALHOST}:{self.port}/hook"
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on (now)."""
+    with socket.socket() as probe:
+        probe.bind((LOCALHOST, 0))
+        return int(probe.getsockname()[1])
+
+
 @contextmanager
-def webhook() -> Iterator[Webhook]:
-    """A webhook on a free loopback port, stopped after the block."""
-    server = ThreadingHTTPServer((LOCALHOST, 0), BaseHTTPRequestHandler)
-    hook = Webhook(server.server_address[1])
+def webhook(port: int = 0, mode: Mode = "accept") -> Iterator[Webhook]:
+    """A webhook on ``port`` of the loopback (0: a free one), stopped after the block."""
+    server = ThreadingHTTPServer((LOCALHOST, port), BaseHTTPRequestHandler)
+    hook = Webhook(server.server_address[1], mode)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -100,10 +107,7 @@ class Mailbox:
 @contextmanager
 def smtp_server() -> Iterator[Mailbox]:
     """aiosmtpd on a free loopback port, stopped after the block."""
-    with socket.socket() as probe:
-        probe.bind((LOCALHOST, 0))
-        port = probe.getsockname()[1]
-    box = Mailbox(port)
+    box = Mailbox(free_port())
 
     class Handler:
         async def handle_DATA(self, server: object, session: object, envelope: Any) -> str:
@@ -113,7 +117,7 @@ def smtp_server() -> Iterator[Mailbox]:
             box.received.append(Received(str(message["subject"]), str(text).replace("\r\n", "\n")))
             return "250 OK"
 
-    controller = Controller(Handler(), hostname=LOCALHOST, port=port)
+    controller = Controller(Handler(), hostname=LOCALHOST, port=box.port)
     controller.start()
     try:
         yield box

@@ -5,6 +5,7 @@ that refuses, hangs or is gone never holds a run, and gets its message with the 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,21 +15,20 @@ import duckdb
 import pytest
 
 from bench.before_the_fix import mapping_before_the_fix
-from freight_pipeline.alerts.notify import freshness
 from freight_pipeline.config import AlertSettings, ServiceSettings
 from freight_pipeline.job.run import Alerting, JobReport, run_job
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.normalize import flatten
 from freight_pipeline.simulator.releases import NEXT
-from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.simulator.server import LOCALHOST, RunningSimulator, running_simulator
 from freight_pipeline.sync import drift
 from freight_pipeline.sync.parts import DOCUMENT
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
 from freight_pipeline.warehouse.paths import working_db_path
-from freight_pipeline_tests.alerts.receivers import Mailbox, Received, Webhook, smtp_server, webhook
-from freight_pipeline_tests.sync.expected import assert_converged
+from freight_pipeline_tests.alerts.receivers import Mailbox, Received, Webhook, free_port, smtp_server, webhook
+from freight_pipeline_tests.sync.expected import assert_converged, differences
 
 SETTINGS = SyncSettings(page_size=25, fetch_batch_size=13, concurrency=8, retry_after=dt.timedelta(0),
                         reconcile_interval=None)
@@ -65,6 +65,8 @@ class Runs:
     sim: RunningSimulator
     data_dir: Path
     alerting: Alerting
+    wait: bool = True
+    """Wait for each run's sends to end (their receipts are then there for the next run)."""
     reports: list[JobReport] = field(default_factory=list)
 
     def run(self, settings: SyncSettings = SETTINGS) -> JobReport:
@@ -74,7 +76,7 @@ class Runs:
             report = run_job(service, self.data_dir, settings, backend, worker, marts=False, publish=False,
                              alerting=self.alerting)
         assert report.alerted is not None
-        if report.alerted.dispatch is not None:
+        if report.alerted.dispatch is not None and self.wait:
             assert report.alerted.dispatch.join(30)
         self.reports.append(report)
         return report
@@ -123,7 +125,7 @@ def test_a_failed_stream_is_said_once_not_while_it_stays_failed_and_once_resolve
         (hook, _) = assert_one_each(destinations, before, "[test-deploy] resolved: the code_conversions stream failed")
         resolved, run = hook.body.split("\n\n")
         assert resolved.startswith("Resolved:\n- the code_conversions stream failed\n  Found last: StreamUnreachable")
-        assert f"  Was open since " in resolved
+        assert "  Was open since " in resolved
         assert f"(run {failed.run_id}), found by {STILL_OPEN_RUNS + 1} runs\n" in resolved
         assert run.startswith(f"Run: {cleared.run_id} at ")
         before = titles(destinations)
@@ -133,3 +135,125 @@ def test_a_failed_stream_is_said_once_not_while_it_stays_failed_and_once_resolve
             ("step.sync_code_conversions:failed", failed.run_id, cleared.run_id, STILL_OPEN_RUNS + 1)]
         assert con.execute("SELECT count(*), count(sent_at), sum(attempts) FROM freight_meta.alert_messages"
                            ).fetchone() == (4, 4, 4)  # two messages, each at two destinations, each sent once
+
+
+def test_a_restore_is_said_once_and_resolved_by_the_next_run_that_meets_none(
+    destinations: Destinations, tmp_path: Path
+) -> None:
+    with running_simulator(shipments=40, seed=5, control=True) as sim:
+        runs = Runs(sim, tmp_path, destinations.alerting())
+        runs.run()
+        sim.advance_clock(60)
+        sim.modify_shipments(8)
+        sim.create_shipments(4)
+        sim.advance_clock(60)
+        runs.run()
+        assert titles(destinations) == [[], []]
+        sim.reset_to_snapshot()  # the test server's nightly reset: its data goes back
+        sim.advance_clock(60)
+        restored = runs.run()
+        (hook, _) = assert_one_each(destinations, [[], []],
+                                    "[test-deploy] WARNING: shipments.no_service_notices: restore")
+        assert "  Found: the service's data went back: " in hook.body
+        assert "  Next step: docs/real-services.md#a-service-whose-data-goes-back-in-time" in hook.body
+        assert f"Run: {restored.run_id} at " in hook.body
+        assert_converged(sim.store, working_db_path(tmp_path))  # the data is exact all the same
+        before = titles(destinations)
+        sim.advance_clock(60)
+        runs.run()
+        assert_one_each(destinations, before, "[test-deploy] resolved: shipments.no_service_notices: restore")
+        before = titles(destinations)
+        for _ in range(3):
+            runs.run()
+        assert only_new(destinations, before) == [[], []]
+
+
+def test_a_release_that_renames_a_field_is_one_message_until_the_mapping_takes_the_new_name(
+    destinations: Destinations, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shipments mapping before the one-line alias: the release's rename is a field vanished and one new
+    (with what else the release changed), said in one message; the alias shipped, the rename is resolved."""
+    fields, shape = mapping_before_the_fix()
+    monkeypatch.setattr(flatten, "_SHIPMENT", fields)
+    monkeypatch.setitem(drift.SOURCE_SHAPES, DOCUMENT, shape)
+    with running_simulator(shipments=40, seed=7) as sim:
+        runs = Runs(sim, tmp_path, destinations.alerting())
+        runs.run()
+        sim.set_release(NEXT)
+        sim.modify_shipments(12)
+        sim.advance_clock(1)
+        renamed = runs.run()
+        (hook, mail) = destinations.arrived()
+        assert len(hook) == len(mail) == 1 and hook[0].body.strip() == mail[0].body.strip()
+        assert hook[0].title.startswith("[test-deploy] WARNING: shipments.no_shape_changes: ")
+        opened = hook[0].body.split("\n\n")[0]
+        for found in ("house_reference vanished (0 of ", "house_bill_number new (", "aes vanished (0 of ",
+                      "emissions new ("):
+            assert f"  Found: {found}" in opened, found
+        assert opened.count("  Next step: docs/real-services.md#when-the-service-changes-shape") == \
+            opened.count("\n- WARNING ")
+        before = titles(destinations)
+        for _ in range(STILL_OPEN_RUNS):
+            sim.modify_shipments(3)
+            sim.advance_clock(1)
+            runs.run()
+        assert only_new(destinations, before) == [[], []]
+
+        monkeypatch.undo()  # the fix shipped: the mapping reads the new name
+        sim.modify_shipments(3)
+        sim.advance_clock(1)
+        runs.run()
+        (title,), (same,) = only_new(destinations, before)
+        assert title == same == "[test-deploy] resolved: shipments.no_shape_changes: house_bill_number and 3 more"
+        resolved = destinations.hook.received[-1].body
+        assert [line.removeprefix("- shipments.no_shape_changes: ") for line in resolved.splitlines()
+                if line.startswith("- ")] == ["house_bill_number", "house_reference", "master_bill_number",
+                                              "master_reference"]  # the two renames of the release
+        assert f"(run {renamed.run_id}), found by {STILL_OPEN_RUNS + 1} runs" in resolved
+        before = titles(destinations)
+        sim.modify_shipments(3)
+        sim.advance_clock(1)
+        runs.run()  # what else the release changed stays open, and said no more
+        assert only_new(destinations, before) == [[], []]
+    with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
+        still_open = {p for (p,) in con.execute("SELECT problem FROM freight_meta.alerts WHERE closed_at IS NULL")
+                      .fetchall()}
+    assert "check.shipments.no_shape_changes:aes" in still_open
+    assert not {f"check.shipments.no_shape_changes:{name}" for name in (
+        "house_reference", "house_bill_number", "master_reference", "master_bill_number")} & still_open
+
+
+@pytest.mark.parametrize("fault", ["refuse", "hang", "unreachable"])
+def test_a_destination_that_fails_never_holds_the_run_and_gets_the_message_with_the_next_run(
+    fault: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    title = "[test-deploy] ERROR: the code_conversions stream failed"
+    with running_simulator(shipments=10, seed=5) as sim, contextlib.ExitStack() as held:
+        failing = None if fault == "unreachable" else held.enter_context(webhook(port, fault))  # type: ignore[arg-type]
+        alerts = AlertSettings(alert_urls=(f"json://{LOCALHOST}:{port}/hook",), alert_deployment="test-deploy",
+                               alert_timeout_seconds=2)
+        runs = Runs(sim, tmp_path, Alerting(alerts, HOUR), wait=False)
+        sim.set_faults(forbidden_prefixes=FORBIDDEN)
+        report = runs.run()
+        assert report.failed_streams == [CODE_CONVERSIONS.name]  # as without alerts, and the rest exact:
+        assert set(differences(sim.store, working_db_path(tmp_path))) <= set(CODE_CONVERSIONS.tables)
+        dispatch = report.alerted.dispatch if report.alerted else None
+        assert dispatch is not None
+        if fault == "hang":
+            assert not dispatch.join(0)  # the run ended while its message waits for an answer
+        assert dispatch.join(10)
+        (receipt,) = dispatch.receipts
+        assert not receipt.sent and receipt.error is not None and str(port) not in receipt.error
+        if failing is not None:
+            assert failing.posts == 1 and failing.received == []
+            held.close()  # the destination goes away, and comes back answering
+        runs.wait = True
+        with webhook(port) as answering:
+            runs.run()  # the problem still open: no new message, the one unsent goes out
+            assert [m.title for m in answering.received] == [title]
+            runs.run()
+            assert [m.title for m in answering.received] == [title]
+    with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
+        assert con.execute("SELECT count(*), count(sent_at), max(attempts) FROM freight_meta.alert_messages"
+                           ).fetchone() == (1, 1, 2)
