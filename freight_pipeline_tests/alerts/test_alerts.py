@@ -131,8 +131,8 @@ def test_a_failed_stream_is_said_once_not_while_it_stays_failed_and_once_resolve
         before = titles(destinations)
         assert runs.run().success and only_new(destinations, before) == [[], []]
     with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
-        assert con.execute("SELECT problem, opened_run, closed_run, times_seen FROM freight_meta.alerts").fetchall() == [
-            ("step.sync_code_conversions:failed", failed.run_id, cleared.run_id, STILL_OPEN_RUNS + 1)]
+        episodes = con.execute("SELECT problem, opened_run, closed_run, times_seen FROM freight_meta.alerts").fetchall()
+        assert episodes == [("step.sync_code_conversions:failed", failed.run_id, cleared.run_id, STILL_OPEN_RUNS + 1)]
         assert con.execute("SELECT count(*), count(sent_at), sum(attempts) FROM freight_meta.alert_messages"
                            ).fetchone() == (4, 4, 4)  # two messages, each at two destinations, each sent once
 
