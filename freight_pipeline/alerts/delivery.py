@@ -65,8 +65,10 @@ class Dispatch:
         for message in outgoing:
             if message.destination in by_fingerprint:
                 batches.setdefault(message.destination, []).append(message)
+        # not daemons (whatever started them: the Dagster op's engine thread is one): the process ends once
+        # they did, each within the timeout of its message
         self._threads = [threading.Thread(target=self._send_all, args=(by_fingerprint[fp], messages),
-                                          name=f"alerts-{fp}") for fp, messages in batches.items()]
+                                          name=f"alerts-{fp}", daemon=False) for fp, messages in batches.items()]
         for thread in self._threads:
             thread.start()
 

@@ -11,11 +11,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import pytest
 
 from bench.before_the_fix import mapping_before_the_fix
 from freight_pipeline.config import AlertSettings, ServiceSettings
+from freight_pipeline.definitions import defs
+from freight_pipeline.defs.checks import ALERTS_SENSOR
+from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.job.run import Alerting, JobReport, run_job
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.marts.worker import DbtWorker
@@ -28,6 +32,7 @@ from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.alerts.receivers import Mailbox, Received, Webhook, free_port, smtp_server, webhook
+from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 from freight_pipeline_tests.sync.expected import assert_converged, differences
 
 SETTINGS = SyncSettings(page_size=25, fetch_batch_size=13, concurrency=8, retry_after=dt.timedelta(0),
@@ -257,3 +262,49 @@ def test_a_destination_that_fails_never_holds_the_run_and_gets_the_message_with_
     with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
         assert con.execute("SELECT count(*), count(sent_at), max(attempts) FROM freight_meta.alert_messages"
                            ).fetchone() == (1, 1, 2)
+
+
+def test_a_stale_warehouse_is_said_once_by_status_alert_not_by_the_sensor_after_and_resolved_by_a_sync(
+    destinations: Destinations, tmp_path: Path
+) -> None:
+    """cron's ``status --alert`` finds the last successful sync 3 hours old (the limit: 1 hour); the Dagster
+    sensor's looks after it say nothing more; the next sync that succeeds resolves it."""
+    with running_simulator(shipments=10, seed=5) as sim:
+        runs = Runs(sim, tmp_path, destinations.alerting())
+        runs.run()
+        with duckdb.connect(str(working_db_path(tmp_path))) as con:  # no sync since, for three hours
+            con.execute("UPDATE freight_meta.sync_runs SET started_at = started_at - INTERVAL 3 HOUR, "
+                        "finished_at = finished_at - INTERVAL 3 HOUR")
+        urls = " ".join(runs.alerting.settings.alert_urls)
+        looked = run_cli(["status", "--alert", "--data-dir", str(tmp_path)],
+                         cli_env(FREIGHT_ALERT_URLS=urls, FREIGHT_ALERT_DEPLOYMENT="test-deploy"))
+        assert looked.returncode == 0, looked.stderr
+        assert looked.stderr == "alerts: 1 problem open; a message on 1 opened queued for 2 destinations\n"
+        (hook, _) = assert_one_each(destinations, [[], []],
+                                    "[test-deploy] ERROR: no successful shipments sync for over 60 min")
+        assert "  Found: the last successful shipments sync finished 3 h ago, at " in hook.body
+        assert "(FREIGHT_MAX_SYNC_AGE_MINUTES: 60); readers see data that old" in hook.body
+        assert "  Next step: docs/operations.md#running-it-from-cron" in hook.body
+        assert "(run status --alert), found by 1 run" in hook.body
+
+        sensor = defs.resolve_sensor_def(ALERTS_SENSOR)
+        resource = WarehouseResource(data_dir=str(tmp_path), alert_urls=urls, alert_deployment="test-deploy")
+        before = titles(destinations)
+        for _ in range(STILL_OPEN_RUNS):
+            with dg.build_sensor_context(resources={"warehouse": resource}) as context:
+                skipped = sensor(context)
+            assert isinstance(skipped, dg.SkipReason) and skipped.skip_message == "alerts: 1 problem open"
+        assert only_new(destinations, before) == [[], []]
+
+        fresh = runs.run()
+        assert fresh.success
+        (hook, _) = assert_one_each(destinations, before,
+                                    "[test-deploy] resolved: no successful shipments sync for over 60 min")
+        assert f"found by {STILL_OPEN_RUNS + 1} runs" in hook.body and f"Run: {fresh.run_id} at " in hook.body
+
+
+def test_status_alert_without_a_destination_says_how_to_set_one(tmp_path: Path) -> None:
+    looked = run_cli(["status", "--alert", "--data-dir", str(tmp_path)], cli_env())
+    assert looked.returncode == 2
+    assert looked.stderr == ("status: no alert destination is set (FREIGHT_ALERT_URLS; docs/operations.md, "
+                             "Alerts)\n")
