@@ -127,6 +127,20 @@ Share = Annotated[float, Field(ge=0, le=1)]
 Count = Annotated[int, Field(ge=0)]
 
 
+def http_url(url: str) -> str:
+    """``url`` stripped, when it is an http(s) URL naming a host (and a port that is a number)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("is not an http(s) URL (e.g. https://tms.example.com)")
+    if not parts.hostname:
+        raise ValueError("names no host (e.g. https://tms.example.com)")
+    try:
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        raise ValueError("has a port that is not a number") from None
+    return url.strip()
+
+
 class SettingsModel(BaseModel):
     """One concern's settings: a frozen value; its table in the settings file is :attr:`section`."""
 
@@ -176,16 +190,7 @@ class ServiceSettings(SettingsModel):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        parts = urlsplit(url.strip())
-        if parts.scheme not in ("http", "https"):
-            raise ValueError("is not an http(s) URL (e.g. https://tms.example.com)")
-        if not parts.hostname:
-            raise ValueError("names no host (e.g. https://tms.example.com)")
-        try:
-            parts.port  # noqa: B018 (a port that is not a number raises here)
-        except ValueError:
-            raise ValueError("has a port that is not a number") from None
-        return url.strip()
+        return http_url(url)
 
     @property
     def secret(self) -> str:
@@ -568,14 +573,14 @@ class AlertSettings(SettingsModel):
     alert_urls: Annotated[tuple[str, ...], BeforeValidator(_urls), AfterValidator(_each_a_url)] = Field(
         (),
         repr=False,  # their tokens and passwords are secrets
-        description="notification URLs in Apprise's forms (`json://`, `slack://`, `msteams://`, `mailto://`, ...), "
-        "separated by spaces; unset: no alerts",
+        description="notification URLs in Apprise's forms (`json://`, `slack://`, `workflows://` (Teams), "
+        "`mailtos://`, ...), separated by spaces; unset: no alerts",
     )
     alert_level: Literal["error", "warning"] = Field(
         "warning", description="the least severe problem that alerts: `error` or `warning`"
     )
-    alert_deployment: str = Field(
-        "", description="this deployment's name at the head of each message; unset: the machine's host name"
+    alert_deployment: str | None = Field(
+        None, description="this deployment's name at the head of each message; unset: the machine's host name"
     )
     alert_repeat: MinutesOrNever = Field(
         dt.timedelta(days=1),
@@ -588,8 +593,8 @@ class AlertSettings(SettingsModel):
     alert_quarantined_records: Count = Field(
         10, description="quarantined records of a stream that alert: this many or more waiting in the retry queue"
     )
-    dagster_url: str = Field(
-        "", description="the Dagster UI's address (`http://dagster.example.com:3000`): each alert of a Dagster run "
+    dagster_url: str | None = Field(
+        None, description="the Dagster UI's address (`http://dagster.example.com:3000`): each alert of a Dagster run "
         "links to the run there; unset: no link"
     )
 
@@ -600,11 +605,8 @@ class AlertSettings(SettingsModel):
 
     @field_validator("dagster_url")
     @classmethod
-    def _http(cls, value: str) -> str:
-        value = value.strip().rstrip("/")
-        if value and not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError("must be an http:// or https:// address")
-        return value
+    def _http(cls, value: str | None) -> str | None:
+        return http_url(value).rstrip("/") if value and value.strip() else None
 
 
 CONCERNS: tuple[type[SettingsModel], ...] = (

@@ -12,13 +12,12 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
 
 from freight_pipeline.alerts import ledger
 from freight_pipeline.alerts.delivery import RECEIPTS_FILE, Destination, Dispatch
-from freight_pipeline.alerts.problems import Observation, of_freshness, of_steps
+from freight_pipeline.alerts.problems import Observation, RunStep, of_freshness, of_steps
 from freight_pipeline.config import AlertSettings
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.runner import one_line_error
@@ -27,9 +26,6 @@ from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.store import Warehouse
 from freight_pipeline.warehouse.writer_lock import WarehouseBusy, writer_lock
-
-if TYPE_CHECKING:
-    from freight_pipeline.job.run import Step
 
 
 @dataclass
@@ -43,7 +39,7 @@ class Alerted:
     open_problems: int = 0
 
 
-def after_run(steps: Sequence[Step], run_id: str, data_dir: Path, backend: StorageBackend,
+def after_run(steps: Sequence[RunStep], run_id: str, data_dir: Path, backend: StorageBackend,
               settings: AlertSettings, max_sync_age: dt.timedelta, *, dagster_run: bool = False) -> Alerted | None:
     """The run's problems (its ``steps``) and the warehouse's freshness recorded, their messages sent; None
     when no destination is set."""

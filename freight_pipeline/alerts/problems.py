@@ -11,14 +11,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck, describe_failure
 from freight_pipeline.config import MAX_SYNC_AGE_ENV, AlertSettings
 from freight_pipeline.sync.streams import STREAM_OF_STEP
-
-if TYPE_CHECKING:
-    from freight_pipeline.job.run import Step
 
 Level = Literal["error", "warning"]
 RANK: dict[str, int] = {"warning": 1, "error": 2}
@@ -35,6 +32,15 @@ STREAM_DOCS = "docs/real-services.md#one-streams-failure-never-withholds-the-oth
 FRESHNESS_DOCS = "docs/operations.md#running-it-from-cron"
 NOT_ALERTED_STEPS = ("checks",)
 """Steps whose failure is said by their own problems (each check that did not pass)."""
+
+
+class RunStep(Protocol):
+    """What the alerts read of a step of a run (``job.run.Step``)."""
+
+    name: str
+    status: str
+    line: str
+    checks: list[tuple[WarehouseCheck, CheckResult]]
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,7 @@ def alerts_at(level: str, settings: AlertSettings) -> bool:
     return RANK[level] >= RANK[settings.alert_level]
 
 
-def of_steps(steps: Sequence[Step], settings: AlertSettings) -> Observation:
+def of_steps(steps: Sequence[RunStep], settings: AlertSettings) -> Observation:
     """A run's problems: each step that failed (but the checks', whose checks say it), each check that did not
     pass (a check that finds several things: each of them), looked at for every step that ran."""
     seen = Observation()
