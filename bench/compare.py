@@ -52,7 +52,14 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
   and 15 service minutes; each run a process of its own. Printed per side: the incremental runs'
   median and longest sync, their peak RSS (first five against last five), the history's rows and
   bytes, the working file, and the publish's time after the runs (first publish, then again after
-  one more run).
+  one more run);
+* ``alerts`` (not run by default): what the alerts cost a run: the whole job (``freight-pipeline sync``, no
+  Dagster) without a destination, with a JSON webhook that answers and with one that never answers, each
+  against its own simulator, alternated, with a problem open throughout (``FREIGHT_MAX_SYNC_AGE_MINUTES=0``:
+  every look finds the warehouse stale); a full sync of ``--shipments``, then ``--versus-runs`` incremental
+  runs, each after ``--changed-share`` changed. Printed per side: the run's own time (what the command says it
+  took) and the process's, which waits for its sends (the hanging side: ``ALERT_TIMEOUT_S`` a run, its unsent
+  message sent again by each run).
 
 Our side is the whole job as a user runs it (``freight-pipeline sync``: every stream, the warehouse
 checks, the dbt build, the publish) in a child process, by default without Dagster (no ``DAGSTER_HOME``);
@@ -88,11 +95,14 @@ import httpx
 import psutil
 
 from freight_pipeline.config import (
+    ALERT_TIMEOUT_ENV,
+    ALERT_URLS_ENV,
     DBT_WORKER_SERVER_ENV,
     EVENTS_MAX_AGE_ENV,
     EVENTS_REFRESH_ENV,
     FRESHNESS_SAMPLE_ENV,
     HISTORY_ENV,
+    MAX_SYNC_AGE_ENV,
 )
 from freight_pipeline.marts.worker_server import start_server
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
@@ -738,6 +748,80 @@ def history_cost(shipments: int, runs: int, seed: int, share: float) -> list[tup
     return rows
 
 
+ALERT_SIDES = ("no alerts", "alerts, a webhook that answers", "alerts, a webhook that hangs")
+"""The sides of the ``alerts`` scenario: the same job, without a destination, with one that answers, with one
+that never answers (each of its runs sends the unsent message again and waits :data:`ALERT_TIMEOUT_S`)."""
+ALERT_TIMEOUT_S = 5
+
+
+@contextlib.contextmanager
+def webhook_receiver(answers: bool) -> Iterator[str]:
+    """A JSON webhook on a loopback port that answers 200, or never answers; yields its Apprise URL."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if not answers:
+                time.sleep(3600)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"json://127.0.0.1:{server.server_address[1]}/hook"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def alerts_cost(shipments: int, runs: int, seed: int, share: float) -> list[tuple[str, str]]:
+    """The ``alerts`` scenario (see the module doc)."""
+    changed = max(1, round(shipments * share))
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="freight-bench-alerts-")))
+        answering, hanging = (stack.enter_context(webhook_receiver(answers)) for answers in (True, False))
+        stale = {MAX_SYNC_AGE_ENV: "0"}  # every look finds the warehouse stale: a problem open on every run
+        envs = {ALERT_SIDES[0]: stale,
+                ALERT_SIDES[1]: {**stale, ALERT_URLS_ENV: answering},
+                ALERT_SIDES[2]: {**stale, ALERT_URLS_ENV: hanging, ALERT_TIMEOUT_ENV: str(ALERT_TIMEOUT_S)}}
+        urls = {name: stack.enter_context(simulator(shipments, seed, 0)) for name in ALERT_SIDES}
+        done: dict[str, list[Measured]] = {name: [] for name in ALERT_SIDES}
+        for round_ in range(runs + 1):
+            if round_:
+                for url in urls.values():
+                    httpx.post(f"{url}/_control/clock/advance", params={"seconds": HISTORY_ROUND_S},
+                               timeout=30).raise_for_status()
+                    httpx.post(f"{url}/_control/shipments/modify", params={"count": changed},
+                               timeout=300).raise_for_status()
+            for name in ALERT_SIDES if round_ % 2 == 0 else reversed(ALERT_SIDES):
+                done[name].append(ours(urls[name], tmp / name.replace(" ", "-").replace(",", ""), env_more=envs[name]))
+            print(f"bench: alerts, run {round_}/{runs}: " + ", ".join(
+                f"{name} {done[name][-1].seconds:.1f} s" for name in ALERT_SIDES), file=sys.stderr, flush=True)
+
+    def job_seconds(result: Measured) -> float:
+        match = re.search(r"sync succeeded in ([0-9.]+) s", result.output)
+        assert match, result.output[-2000:]
+        return float(match.group(1))
+
+    rows = [("alerts: shipments", f"{shipments:,}; a full sync, then {runs} incremental runs of the whole job "
+             f"(no Dagster), each after {changed:,} changed ({share:.0%}); alternated; a problem open throughout")]
+    base_job = statistics.median(job_seconds(r) for r in done[ALERT_SIDES[0]][1:])
+    base_process = statistics.median(r.seconds for r in done[ALERT_SIDES[0]][1:])
+    for name in ALERT_SIDES:
+        job = statistics.median(job_seconds(r) for r in done[name][1:])
+        process = statistics.median(r.seconds for r in done[name][1:])
+        rows.append((f"alerts: {name}", f"full run {job_seconds(done[name][0]):.2f} s; incremental run median "
+                     f"{job:.2f} s ({job / base_job:.2f}x), the process until its sends ended {process:.2f} s "
+                     f"({process / base_process:.2f}x)"))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenarios", default="loopback,wan,tail,incremental,dagster,memory,rebuild")
@@ -780,6 +864,8 @@ def main() -> int:
             rows += history_cost(args.history_shipments, args.history_runs, args.seed, args.changed_share)
         elif scenario == "freshness":
             rows += freshness_cost(args.shipments, args.versus_runs, args.seed, args.changed_share)
+        elif scenario == "alerts":
+            rows += alerts_cost(args.shipments, args.versus_runs, args.seed, args.changed_share)
         elif scenario == "versus":
             if args.baseline is None:
                 parser.error("versus needs --baseline REV")

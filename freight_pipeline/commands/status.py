@@ -12,7 +12,7 @@ import duckdb
 from freight_pipeline.commands.common import add_data_dir_argument, alerts_sent, resolve_data_dir, say, say_bad
 from freight_pipeline.commands.report import NothingPublished, describe_cursor, read_report
 from freight_pipeline.commands.text_table import format_table
-from freight_pipeline.config import BadSettings, load_settings, variable
+from freight_pipeline.config import ALERT_URLS_ENV, BadSettings, load_settings
 from freight_pipeline.lake.backend import storage_from_env, storage_of
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.text import one_line
@@ -57,7 +57,7 @@ def _alert(data_dir: Path) -> int:
     alerted = freshness(data_dir, storage_of(configured), configured.alerts, configured.schedules.max_sync_age,
                         STATUS_LOOKER)
     if alerted is None:
-        say(f"status: no alert destination is set ({variable('alert_urls')}; docs/operations.md, Alerts)")
+        say(f"status: no alert destination is set ({ALERT_URLS_ENV}; docs/operations.md, Alerts)")
         return 2
     with alerts_sent(alerted):
         return 0

@@ -17,7 +17,7 @@ import dagster as dg
 
 from freight_pipeline.alerts.notify import freshness
 from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck
-from freight_pipeline.config import variable
+from freight_pipeline.config import ALERT_URLS_ENV
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import table_key
 from freight_pipeline.sync.streams import SHIPMENTS
@@ -98,7 +98,7 @@ def build_alerts_sensor(sensor_status: dg.DefaultSensorStatus) -> dg.SensorDefin
         alerted = freshness(warehouse.path, warehouse.backend, settings.alerts, settings.schedules.max_sync_age,
                             ALERTS_LOOKER)
         if alerted is None:
-            return dg.SkipReason(f"no alert destination is set ({variable('alert_urls')})")
+            return dg.SkipReason(f"no alert destination is set ({ALERT_URLS_ENV})")
         if alerted.dispatch is not None:
             alerted.dispatch.join()
         context.log.info(alerted.line)

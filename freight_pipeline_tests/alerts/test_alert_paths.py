@@ -16,8 +16,8 @@ from freight_pipeline.alerts.delivery import RECEIPTS_FILE
 from freight_pipeline.simulator.config import FaultConfig
 from freight_pipeline.simulator.server import LOCALHOST, RunningSimulator, running_simulator
 from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline_tests.alerts.harness import FORBIDDEN
 from freight_pipeline_tests.alerts.receivers import Webhook, webhook
-from freight_pipeline_tests.alerts.test_alerts import FORBIDDEN
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 
 HOOK_SECRET = "s3cret-hook-token"

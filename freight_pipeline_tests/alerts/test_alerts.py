@@ -6,9 +6,7 @@ that refuses, hangs or is gone never holds a run, and gets its message with the 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
@@ -16,92 +14,38 @@ import duckdb
 import pytest
 
 from bench.before_the_fix import mapping_before_the_fix
-from freight_pipeline.config import AlertSettings, ServiceSettings
+from freight_pipeline.config import AlertSettings
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs.checks import ALERTS_SENSOR
 from freight_pipeline.defs.resources import WarehouseResource
-from freight_pipeline.job.run import Alerting, JobReport, run_job
-from freight_pipeline.lake.backend import storage_from_env
-from freight_pipeline.marts.worker import DbtWorker
+from freight_pipeline.job.run import Alerting
 from freight_pipeline.normalize import flatten
 from freight_pipeline.simulator.releases import NEXT
-from freight_pipeline.simulator.server import LOCALHOST, RunningSimulator, running_simulator
+from freight_pipeline.simulator.server import LOCALHOST, running_simulator
 from freight_pipeline.sync import drift
 from freight_pipeline.sync.parts import DOCUMENT
-from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
 from freight_pipeline.warehouse.paths import working_db_path
-from freight_pipeline_tests.alerts.receivers import Mailbox, Received, Webhook, free_port, smtp_server, webhook
+from freight_pipeline_tests.alerts.harness import (
+    FORBIDDEN,
+    HOUR,
+    STILL_OPEN_RUNS,
+    Destinations,
+    Runs,
+    assert_one_each,
+    destinations_running,
+    only_new,
+    titles,
+)
+from freight_pipeline_tests.alerts.receivers import free_port, webhook
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 from freight_pipeline_tests.sync.expected import assert_converged, differences
-
-SETTINGS = SyncSettings(page_size=25, fetch_batch_size=13, concurrency=8, retry_after=dt.timedelta(0),
-                        reconcile_interval=None)
-HOUR = dt.timedelta(hours=1)
-STILL_OPEN_RUNS = 10
-FORBIDDEN = frozenset({"/service/basicdata"})
-"""The code conversions' endpoints, refused (403) as to an account without the permission."""
-
-
-@dataclass
-class Destinations:
-    hook: Webhook
-    mail: Mailbox
-
-    def alerting(self, **settings: object) -> Alerting:
-        alerts = AlertSettings(alert_urls=(self.hook.url, self.mail.url), alert_deployment="test-deploy",
-                               alert_timeout_seconds=3, **settings)  # type: ignore[arg-type]
-        return Alerting(alerts, HOUR)
-
-    def arrived(self) -> tuple[list[Received], list[Received]]:
-        return list(self.hook.received), list(self.mail.received)
 
 
 @pytest.fixture
 def destinations() -> Iterator[Destinations]:
-    with webhook() as hook, smtp_server() as mail:
-        yield Destinations(hook, mail)
-
-
-@dataclass
-class Runs:
-    """Runs of the job (streams and checks; no build, no publish) on one data directory."""
-
-    sim: RunningSimulator
-    data_dir: Path
-    alerting: Alerting
-    wait: bool = True
-    """Wait for each run's sends to end (their receipts are then there for the next run)."""
-    reports: list[JobReport] = field(default_factory=list)
-
-    def run(self, settings: SyncSettings = SETTINGS) -> JobReport:
-        service = ServiceSettings(self.sim.base_url, self.sim.username, self.sim.password)
-        backend = storage_from_env()
-        with DbtWorker.start(self.data_dir, backend.dbt_target) as worker:
-            report = run_job(service, self.data_dir, settings, backend, worker, marts=False, publish=False,
-                             alerting=self.alerting)
-        assert report.alerted is not None
-        if report.alerted.dispatch is not None and self.wait:
-            assert report.alerted.dispatch.join(30)
-        self.reports.append(report)
-        return report
-
-
-def titles(destinations: Destinations) -> list[list[str]]:
-    """The titles each destination received, webhook then mail."""
-    return [[m.title for m in box] for box in destinations.arrived()]
-
-
-def only_new(destinations: Destinations, before: list[list[str]]) -> list[list[str]]:
-    return [now[len(was):] for now, was in zip(titles(destinations), before, strict=True)]
-
-
-def assert_one_each(destinations: Destinations, before: list[list[str]], title: str) -> list[Received]:
-    """Exactly one new message at each destination, titled ``title``, the same text at both; the messages."""
-    assert only_new(destinations, before) == [[title], [title]]
-    hook, mail = (box[-1] for box in destinations.arrived())
-    assert hook.body.strip() == mail.body.strip()
-    return [hook, mail]
+    with destinations_running() as running:
+        yield running
 
 
 def test_a_failed_stream_is_said_once_not_while_it_stays_failed_and_once_resolved(
