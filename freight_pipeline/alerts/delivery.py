@@ -21,6 +21,7 @@ from pathlib import Path
 from freight_pipeline.alerts.ledger import Outgoing
 from freight_pipeline.config import masked_url
 
+TIMED_OUT = "timed out"
 RECEIPTS_FILE = "alert-receipts.jsonl"
 """In the working database's folder: the receipts of the sends since the last look."""
 
@@ -87,7 +88,7 @@ class Dispatch:
                 self.receipts.append(receipt)
                 with self.receipts_path.open("a") as out:
                     out.write(json.dumps(receipt.__dict__) + "\n")
-            if error is not None and error.startswith("timed out"):
+            if error is not None and error.startswith(TIMED_OUT):
                 return  # a destination that hangs: the rest waits for the next run
 
 
@@ -102,7 +103,7 @@ def send(destination: Destination, message: Outgoing, timeout: float) -> str | N
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
-        return f"timed out after {timeout:g} s"
+        return f"{TIMED_OUT} after {timeout:g} s"
     return outcome[0] if outcome else "the send ended without an answer"
 
 

@@ -36,7 +36,6 @@ class Alerted:
     """``alerts: 2 problems open, 1 message queued for 2 destinations``, or why it could not record them."""
     dispatch: Dispatch | None = None
     """The sends under way (``join`` waits for them)."""
-    open_problems: int = 0
 
 
 def after_run(steps: Sequence[RunStep], run_id: str, data_dir: Path, backend: StorageBackend,
@@ -46,7 +45,7 @@ def after_run(steps: Sequence[RunStep], run_id: str, data_dir: Path, backend: St
     if not settings.alert_urls:
         return None
     return _look(of_steps(steps, settings), run_id, data_dir, backend, settings, max_sync_age,
-                 dagster_run=dagster_run)
+                 dagster_run=dagster_run, ensure_schema=False)  # the run made its tables
 
 
 def freshness(data_dir: Path, backend: StorageBackend, settings: AlertSettings, max_sync_age: dt.timedelta,
@@ -56,16 +55,17 @@ def freshness(data_dir: Path, backend: StorageBackend, settings: AlertSettings, 
     if not settings.alert_urls:
         return None
     try:
-        with writer_lock(data_dir, looker):
+        with writer_lock(data_dir, looker, brief=True):  # a run that starts meanwhile waits for it
             return _look(Observation(), looker, data_dir, backend, settings, max_sync_age)
     except WarehouseBusy as busy:
         return Alerted(f"alerts: not looked at now: {busy}; that run looks at the freshness when it ends")
 
 
 def _look(seen: Observation, run_id: str, data_dir: Path, backend: StorageBackend, settings: AlertSettings,
-          max_sync_age: dt.timedelta, *, dagster_run: bool = False) -> Alerted:
+          max_sync_age: dt.timedelta, *, dagster_run: bool = False, ensure_schema: bool = True) -> Alerted:
     """``seen`` and the freshness (the age of the shipments' last successful sync) recorded in one transaction
-    with the receipts of the last sends, then the unsent messages sent."""
+    with the receipts of the last sends, then the unsent messages sent (``ensure_schema``: create the tables a
+    warehouse of an earlier version lacks)."""
     destinations = [Destination(url) for url in settings.alert_urls]
     fingerprints = [d.fingerprint for d in destinations]
     receipts = working_db_path(data_dir).parent / RECEIPTS_FILE
@@ -73,15 +73,15 @@ def _look(seen: Observation, run_id: str, data_dir: Path, backend: StorageBacken
     link = f"{settings.dagster_url}/runs/{run_id}" if dagster_run and settings.dagster_url else None
     context = ledger.Context(run_id, now, settings.alert_deployment or socket.gethostname(), link)
     try:
-        with Warehouse(data_dir, FREIGHT_TABLES, backend=backend) as warehouse:
+        with Warehouse(data_dir, FREIGHT_TABLES, backend=backend, ensure_schema=ensure_schema) as warehouse:
 
             def write(con: duckdb.DuckDBPyConnection) -> tuple[list[ledger.Change], int, Path | None,
                                                              list[ledger.Outgoing]]:
                 folded = ledger.fold_receipts(con, receipts)
                 looked = Observation().merge(seen).merge(
                     of_freshness(SHIPMENTS.name, ledger.last_success(con, SHIPMENTS.name), now, max_sync_age))
-                queued = ledger.record(con, looked, context, settings, fingerprints)
-                return queued, ledger.open_count(con), folded, ledger.pending(con, fingerprints, now)
+                changes = ledger.record(con, looked, context, settings, fingerprints)
+                return changes, ledger.open_count(con), folded, ledger.pending(con, fingerprints, now)
 
             changes, open_now, folded, outgoing = warehouse.database.write("alerts", write)
     except Exception as exc:  # never into the run: the next look finds the same problems
@@ -97,7 +97,7 @@ def _look(seen: Observation, run_id: str, data_dir: Path, backend: StorageBacken
         f"; a message on {said} queued for {_count(len(destinations), 'destination')}" if changes else "")
     if len(outgoing) > queued:
         line += f"; {_count(len(outgoing) - queued, 'message')} unsent before, sent again"
-    return Alerted(line, dispatch, open_now)
+    return Alerted(line, dispatch)
 
 
 def _count(n: int, what: str) -> str:

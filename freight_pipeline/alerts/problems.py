@@ -22,8 +22,10 @@ RANK: dict[str, int] = {"warning": 1, "error": 2}
 QUARANTINE_CHECK = "no_quarantined_records"
 """The check whose problem waits for :attr:`AlertSettings.alert_quarantined_records` records."""
 FRESHNESS_SCOPE = "freshness"
+SYNC_STEP = "sync"
+"""The step a sync run fails in when it could not start (``job.run``: no client, no warehouse)."""
 STEP_DOCS = {
-    "sync": "docs/operations.md#connecting-to-the-real-service",
+    SYNC_STEP: "docs/operations.md#connecting-to-the-real-service",
     "marts": "docs/marts.md",
     "publish": "docs/operations.md#alerts",
     "rebuild": "docs/operations.md#commands",
@@ -87,17 +89,19 @@ def alerts_at(level: str, settings: AlertSettings) -> bool:
 
 def of_steps(steps: Sequence[RunStep], settings: AlertSettings) -> Observation:
     """A run's problems: each step that failed (but the checks', whose checks say it), each check that did not
-    pass (a check that finds several things: each of them), looked at for every step that ran."""
+    pass (a check that finds several things: each of them), looked at for every step that ran (a run that ran
+    a stream also looked at its own start)."""
     seen = Observation()
-    ran = [step for step in steps if step.status != "skipped"]
-    if ran and not any(step.name in ("sync", "rebuild") and step.status == "failed" for step in ran):
-        seen.scopes |= {_step_scope("sync"), _step_scope("rebuild")}  # the run opened its client and warehouse
-    for step in ran:
+    for step in steps:
+        if step.status == "skipped":  # it looked at nothing: its problems stay as they were
+            continue
         if step.name in NOT_ALERTED_STEPS:
             for check, result in step.checks:
                 seen.merge(of_check(check, result, settings))
             continue
         seen.scopes.add(_step_scope(step.name))
+        if step.name in STREAM_OF_STEP:  # the run opened its client and warehouse: its start did not fail
+            seen.scopes.add(_step_scope(SYNC_STEP))
         if step.status == "failed":
             stream = STREAM_OF_STEP.get(step.name)
             title = f"the {stream} stream failed" if stream else f"the {step.name} step failed"

@@ -36,6 +36,8 @@ class Holder:
     pid: int | None = None
     host: str | None = None
     since: str | None = None
+    brief: bool = False
+    """It holds the lock for a moment (a look at the freshness, ``alerts``): a run waits for it to end."""
 
     @classmethod
     def read(cls, path: Path) -> Holder:
@@ -45,7 +47,8 @@ class Holder:
             return cls()
         if not isinstance(data, dict):
             return cls()
-        return cls(data.get("run_id"), data.get("pid"), data.get("host"), data.get("since"))
+        return cls(data.get("run_id"), data.get("pid"), data.get("host"), data.get("since"),
+                   bool(data.get("brief", False)))
 
     def describe(self) -> str:
         """``run cli-20261201T..., process 4242 on host-a, since 2026-12-01 18:00:03 UTC``."""
@@ -63,6 +66,9 @@ class WarehouseBusy(RuntimeError):
         super().__init__(f"another run writes {data_dir}{waiting}: {holder.describe()}")
 
 
+BRIEF_WAIT_SECONDS = 60.0
+"""How much longer than its ``wait`` a run waits for a holder that holds the lock for a moment (a cron sync and
+``status --alert`` started in the same minute: the sync runs after the look, it is not skipped)."""
 HOLDER_WRITTEN_SECONDS = 0.5
 """How long a run refused the lock waits to read who holds it: the holder writes its file right after it takes
 the lock, and may not have yet when two runs start at the same moment."""
@@ -94,11 +100,12 @@ _HELD: dict[Path, str] = {}
 
 
 @contextlib.contextmanager
-def writer_lock(data_dir: Path, run_id: str, *, wait: float = 0.0) -> Iterator[None]:
+def writer_lock(data_dir: Path, run_id: str, *, wait: float = 0.0, brief: bool = False) -> Iterator[None]:
     """Hold ``data_dir``'s writer lock for the block, as run ``run_id``; :class:`WarehouseBusy` when another run
-    holds it for longer than ``wait`` seconds. Within a block that holds it for ``run_id``, this process takes
-    it again for the same run at once (a command takes it before it starts the job, whose engine takes it too);
-    for another run of this process it is busy, as for another process's."""
+    holds it for longer than ``wait`` seconds (a ``brief`` holder: :data:`BRIEF_WAIT_SECONDS` longer). Within a
+    block that holds it for ``run_id``, this process takes it again for the same run at once (a command takes it
+    before it starts the job, whose engine takes it too); for another run of this process it is busy, as for
+    another process's. ``brief``: the block holds it for a moment (others wait for it rather than skip)."""
     path = lock_path(data_dir).resolve()
     if _HELD.get(path) == run_id:
         yield
@@ -114,10 +121,12 @@ def writer_lock(data_dir: Path, run_id: str, *, wait: float = 0.0) -> Iterator[N
             except BlockingIOError:
                 waited = time.monotonic() - started
                 if waited >= wait:
-                    raise WarehouseBusy(Path(data_dir), _holder(path), wait) from None
-                time.sleep(min(POLL_SECONDS, wait - waited))
+                    holder = _holder(path)
+                    if not (holder.brief and waited < wait + BRIEF_WAIT_SECONDS):
+                        raise WarehouseBusy(Path(data_dir), holder, wait) from None
+                time.sleep(POLL_SECONDS if waited >= wait else min(POLL_SECONDS, wait - waited))
         holder = {"run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(),
-                  "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+                  "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "brief": brief}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)
         _HELD[path] = run_id

@@ -23,7 +23,7 @@ from freight_pipeline.alerts.problems import (
 )
 from freight_pipeline.checks.warehouse import CheckResult, notices_check, quarantine_check, shape_check
 from freight_pipeline.config import AlertSettings
-from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, Step
+from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, REBUILD_STEP, Step
 from freight_pipeline.sync.result import NoticeKind
 from freight_pipeline.sync.streams import CODE_CONVERSIONS, DOCUMENTS, SHIPMENTS, stream_step
 from freight_pipeline.warehouse.ddl import ensure_tables
@@ -153,10 +153,13 @@ def test_a_runs_steps_make_problems_of_what_failed_and_look_only_where_they_ran(
     assert {key: (p.level, p.title) for key, p in seen.found.items()} == {
         "step.sync_code_conversions:failed": ("error", "the code_conversions stream failed"),
         "step.marts:failed": ("error", "the marts step failed")}
-    assert seen.scopes == {"step.sync", "step.rebuild", "step.sync_shipments", "step.sync_code_conversions",
-                           "step.marts"}  # a skipped step looked at nothing: its problems stay as they were
+    assert seen.scopes == {"step.sync", "step.sync_shipments", "step.sync_code_conversions", "step.marts"}
+    # a skipped step looked at nothing (its problems stay as they were), nor did a sync run at a rebuild's
     unopened = of_steps([Step("sync", "failed", 0.2, "ServiceUnreachable: connection refused")], SETTINGS)
     assert set(unopened.found) == {"step.sync:failed"} and unopened.scopes == {"step.sync"}
+    rebuilt = of_steps([Step(REBUILD_STEP, "success", 3.0, "re-derived 40"), Step(CHECKS_STEP, "success", 0.1, "")],
+                       SETTINGS)
+    assert not rebuilt.found and rebuilt.scopes == {"step.rebuild"}  # a rebuild says nothing of a sync's start
 
 
 def test_a_check_that_finds_several_things_makes_a_problem_of_each() -> None:

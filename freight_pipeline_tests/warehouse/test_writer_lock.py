@@ -74,6 +74,29 @@ def test_a_wait_ends_when_the_holder_releases_it_and_runs_out_when_it_does_not(t
         thread.join()
 
 
+def test_a_run_waits_for_a_brief_holder_instead_of_being_skipped(tmp_path: Path) -> None:
+    """A look at the freshness (``status --alert``) holds the lock for a moment: a cron sync started in the same
+    minute runs after it (without a wait of its own), where another run's lock would skip it."""
+    held, release = threading.Event(), threading.Event()
+
+    def look() -> None:
+        with writer_lock(tmp_path, "status --alert", brief=True):
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=look)
+    thread.start()
+    try:
+        assert held.wait(30)
+        assert '"brief": true' in lock_path(tmp_path).read_text()
+        threading.Timer(0.5, release.set).start()
+        with writer_lock(tmp_path, "run-b"):  # wait 0, as a plain sync
+            assert release.is_set()
+    finally:
+        release.set()
+        thread.join()
+
+
 def test_the_lock_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
     child = subprocess.Popen([sys.executable, "-c", HOLD_IN_A_CHILD, str(tmp_path)], cwd=REPO_ROOT,
                              stdout=subprocess.PIPE, text=True)
