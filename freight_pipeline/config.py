@@ -123,6 +123,8 @@ MinutesOrNever = Annotated[dt.timedelta | None, BeforeValidator(_minutes_or_neve
 OptionalMinutes = Annotated[dt.timedelta | None, BeforeValidator(_minutes), AfterValidator(_not_negative)]
 """A duration set in whole minutes, or unset (None)."""
 Switch = Annotated[bool, BeforeValidator(_switch)]
+Lowered = BeforeValidator(lambda value: value.strip().lower() if isinstance(value, str) else value)
+"""A choice read whatever its case and surrounding blanks (``On``, `` VHOST``)."""
 Share = Annotated[float, Field(ge=0, le=1)]
 Count = Annotated[int, Field(ge=0)]
 
@@ -334,7 +336,7 @@ class SyncTuning(SettingsModel):
         description="open shipments whose events and memo lines each run re-reads (those read longest ago) to find "
         "changes the service makes without moving their last-modified instant (`0`: none)",
     )
-    events_refresh: Literal["auto", "on", "off"] = Field(
+    events_refresh: Annotated[Literal["auto", "on", "off"], Lowered] = Field(
         "auto",
         description="the rolling re-read of open shipments' events: `auto` (once a sample found such "
         "changes), `on`, `off`",
@@ -350,11 +352,6 @@ class SyncTuning(SettingsModel):
         description="the rolling re-read's requests in a run: at most this share of "
         "the run's other requests, and at least 200",
     )
-
-    @field_validator("events_refresh", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("events_max_age")
     @classmethod
@@ -513,7 +510,7 @@ class LakeConfig(SettingsModel):
         None,
         description="where the lake's Parquet goes: a path or `s3://bucket/prefix` (with the usual `AWS_*` variables)",
     )
-    lake_s3_url_style: Literal["path", "vhost"] | None = Field(
+    lake_s3_url_style: Annotated[Literal["path", "vhost"] | None, Lowered] = Field(
         None, description="`path` or `vhost`; unset: `path` with a custom endpoint, else `vhost`"
     )
     lake_retention: Minutes = Field(
@@ -534,11 +531,6 @@ class LakeConfig(SettingsModel):
         if any(b <= a for a, b in zip((0, *ids), ids, strict=False)):
             raise ValueError("must be increasing shipment ids above 0, comma-separated (20000,40000)")
         return ids
-
-    @field_validator("lake_s3_url_style", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return value.strip().lower() if isinstance(value, str) else value
 
 
 _URL_START = re.compile(r"\s+|,(?=\s*[A-Za-z][A-Za-z0-9+.-]*://)")
@@ -576,7 +568,7 @@ class AlertSettings(SettingsModel):
         description="notification URLs in Apprise's forms (`json://`, `slack://`, `workflows://` (Teams), "
         "`mailtos://`, ...), separated by spaces; unset: no alerts",
     )
-    alert_level: Literal["error", "warning"] = Field(
+    alert_level: Annotated[Literal["error", "warning"], Lowered] = Field(
         "warning", description="the least severe problem that alerts: `error` or `warning`"
     )
     alert_deployment: str | None = Field(
@@ -597,11 +589,6 @@ class AlertSettings(SettingsModel):
         None, description="the Dagster UI's address (`http://dagster.example.com:3000`): each alert of a Dagster run "
         "links to the run there; unset: no link"
     )
-
-    @field_validator("alert_level", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("dagster_url")
     @classmethod
