@@ -83,6 +83,15 @@ def _holder(path: Path) -> Holder:
     return holder
 
 
+def _released(fd: int) -> bool:
+    """Whether the lock was taken now, at a last try."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 def wait_seconds(text: str) -> float:
     """How long to wait for the lock, from text: a number of seconds, 0 or more (a ValueError otherwise)."""
     seconds = float(text)
@@ -123,6 +132,8 @@ def writer_lock(data_dir: Path, run_id: str, *, wait: float = 0.0, brief: bool =
                 if waited >= wait:
                     holder = _holder(path)
                     if not (holder.brief and waited < wait + BRIEF_WAIT_SECONDS):
+                        if _released(fd):  # while its file was read (a holder empties it as it lets go)
+                            break
                         raise WarehouseBusy(Path(data_dir), holder, wait) from None
                 time.sleep(POLL_SECONDS if waited >= wait else min(POLL_SECONDS, wait - waited))
         holder = {"run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(),
