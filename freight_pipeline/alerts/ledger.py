@@ -137,19 +137,21 @@ def message(changes: Sequence[Change], context: Context) -> tuple[str, str]:
         title = f"{head}resolved: {resolved[0].problem.title}" + (
             f" and {len(resolved) - 1} more" if len(resolved) > 1 else "")
     sections = []
-    for kind, heading in (("opened", "Opened"), ("repeated", "Still open"), ("resolved", "Resolved")):
+    for kind, heading in (("opened", "Opened by this run"), ("repeated", "Still open"), ("resolved", "Resolved")):
         of_kind = [c for c in changes if c.kind == kind]
         if not of_kind:
             continue
         lines = [f"{heading}:"]
-        for change in of_kind:
-            since = (f"since {_instant(change.opened_at)} (run {change.opened_run}), found by "
-                     f"{_times(change.times_seen)}")
-            lines += [f"- {change.problem.level.upper()} {change.problem.title}" if kind != "resolved"
-                      else f"- {change.problem.title}",
-                      f"  {'Found last' if kind == 'resolved' else 'Found'}: {change.problem.summary}",
-                      f"  {'Was open ' if kind == 'resolved' else 'Open '}{since}",
-                      f"  Next step: {change.problem.docs}"]
+        for index, change in enumerate(of_kind):
+            problem = change.problem
+            lines.append(f"- {problem.title}" if kind == "resolved" else f"- {problem.level.upper()} {problem.title}")
+            lines.append(f"  {'Found last' if kind == 'resolved' else 'Found'}: {problem.summary}")
+            if change.opened_at != context.now:  # not opened by this very look
+                lines.append(f"  {'Was open' if kind == 'resolved' else 'Open'} since {_instant(change.opened_at)} "
+                             f"(run {change.opened_run}), found by {_times(change.times_seen)}")
+            following = of_kind[index + 1] if index + 1 < len(of_kind) else None
+            if following is None or following.problem.docs != problem.docs:  # said once for a group that shares it
+                lines.append(f"  Next step: {problem.docs}")
         sections.append("\n".join(lines))
     run = f"Run: {context.run_id} at {_instant(context.now)}" + (f" ({context.run_link})" if context.run_link else "")
     return title, "\n\n".join([*sections, run])

@@ -23,12 +23,11 @@ from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 HOOK_SECRET = "s3cret-hook-token"
 DAGSTER_URL = "http://dagster.example.test:3000"
 TITLE = "[test-deploy] ERROR: the code_conversions stream failed"
-BODY = """Opened:
+BODY = """Opened by this run:
 - ERROR the code_conversions stream failed
   Found: StreamUnreachable: the account cannot reach the code_conversions stream's endpoints (403 on every call, \
 e.g. GET /service/basicdata/codeconverter): ask the service's operator for the permission, or switch the stream off \
 with FREIGHT_SYNC_CODE_CONVERSIONS=0
-  Open since <time> (run <run>), found by 1 run
   Next step: docs/real-services.md#one-streams-failure-never-withholds-the-others
 
 Run: <run> at <time>"""
