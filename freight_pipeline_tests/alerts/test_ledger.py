@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,15 +15,24 @@ import pytest
 
 from freight_pipeline.alerts import ledger
 from freight_pipeline.alerts.problems import (
+    FRESHNESS_DOCS,
     FRESHNESS_SCOPE,
+    STEP_DOCS,
+    STREAM_DOCS,
     Observation,
     Problem,
     of_check,
     of_freshness,
     of_steps,
 )
-from freight_pipeline.checks.warehouse import CheckResult, notices_check, quarantine_check, shape_check
-from freight_pipeline.config import AlertSettings
+from freight_pipeline.checks.warehouse import (
+    CheckResult,
+    notices_check,
+    quarantine_check,
+    shape_check,
+    warehouse_checks,
+)
+from freight_pipeline.config import REPO_ROOT, AlertSettings
 from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, REBUILD_STEP, Step
 from freight_pipeline.sync.result import NoticeKind
 from freight_pipeline.sync.streams import CODE_CONVERSIONS, DOCUMENTS, SHIPMENTS, stream_step
@@ -193,3 +203,29 @@ def test_freshness_is_a_problem_once_the_last_success_is_older_than_the_limit() 
     assert stale.summary.startswith("the last successful shipments sync finished 3 h ago, at 2026-12-01 05:00 UTC")
     (never,) = of_freshness("shipments", None, T0, hour).found.values()
     assert never.summary.startswith("no successful sync yet")
+
+
+def heading_anchors(doc: Path) -> set[str]:
+    """The anchors GitHub gives the headings of ``doc``: lower case, punctuation dropped, spaces as hyphens."""
+    return {re.sub(r"[^a-z0-9 _-]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            for line in doc.read_text().splitlines() if line.startswith("#")}
+
+
+def test_every_next_step_an_alert_names_is_a_section_of_a_doc() -> None:
+    """Enumerated from the declarations: every warehouse check's docs, every step's, the streams' and the
+    freshness's (a message's "Next step" must lead somewhere)."""
+    named = {check.docs for check in warehouse_checks()} | set(STEP_DOCS.values()) | {STREAM_DOCS, FRESHNESS_DOCS}
+    for target in sorted(named):
+        path, _, anchor = target.partition("#")
+        doc = REPO_ROOT / path
+        assert doc.is_file(), target
+        assert not anchor or anchor in heading_anchors(doc), target
+
+
+def test_every_kind_of_notice_is_a_problem_of_its_own() -> None:
+    """Each ``NoticeKind`` a run can record makes a problem keyed by it, whatever the notice's text says."""
+    check = notices_check(SHIPMENTS.name)
+    kinds = [kind.value for kind in NoticeKind]
+    result = CheckResult(False, {"run_id": "r", "notices": [f"line {k}" for k in kinds], "kinds": kinds})
+    assert sorted(of_check(check, result, SETTINGS).found) == sorted(
+        f"check.shipments.no_service_notices:{kind}" for kind in kinds)
