@@ -22,13 +22,14 @@ RANK: dict[str, int] = {"warning": 1, "error": 2}
 QUARANTINE_CHECK = "no_quarantined_records"
 """The check whose problem waits for :attr:`AlertSettings.alert_quarantined_records` records."""
 FRESHNESS_SCOPE = "freshness"
+OTHER_STEP_DOCS = "docs/operations.md#commands"
 SYNC_STEP = "sync"
 """The step a sync run fails in when it could not start (``job.run``: no client, no warehouse)."""
-STEP_DOCS = {
+STEP_DOCS = {  # the steps of ``job.run`` (a test compares their names)
     SYNC_STEP: "docs/operations.md#connecting-to-the-real-service",
     "marts": "docs/marts.md",
     "publish": "docs/operations.md#alerts",
-    "rebuild": "docs/operations.md#commands",
+    "rebuild": OTHER_STEP_DOCS,
 }
 STREAM_DOCS = "docs/real-services.md#one-streams-failure-never-withholds-the-others"
 FRESHNESS_DOCS = "docs/operations.md#running-it-from-cron"
@@ -106,7 +107,7 @@ def of_steps(steps: Sequence[RunStep], settings: AlertSettings) -> Observation:
             stream = STREAM_OF_STEP.get(step.name)
             title = f"the {stream} stream failed" if stream else f"the {step.name} step failed"
             seen.add(Problem(f"{_step_scope(step.name)}:failed", "error", title, step.line,
-                             STREAM_DOCS if stream else STEP_DOCS[step.name]))
+                             STREAM_DOCS if stream else STEP_DOCS.get(step.name, OTHER_STEP_DOCS)))
     return seen
 
 

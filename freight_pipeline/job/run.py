@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from freight_pipeline.alerts.notify import Alerted, after_run
+from freight_pipeline.alerts.problems import SYNC_STEP
 from freight_pipeline.checks import queries
 from freight_pipeline.checks.warehouse import (
     CheckResult,
@@ -158,10 +159,16 @@ class Alerting:
 
 
 def _alert(report: JobReport, data_dir: Path, backend: StorageBackend, alerting: Alerting | None) -> Alerted | None:
+    """The run's problems recorded and sent (``alerts.notify.after_run``); whatever goes wrong there is said in
+    the report's ``alerted`` line, never raised into the run."""
     if alerting is None:
         return None
-    return after_run(report.steps, report.run_id, data_dir, backend, alerting.settings, alerting.max_sync_age,
-                     dagster_run=alerting.dagster_run)
+    try:
+        return after_run(report.steps, report.run_id, data_dir, backend, alerting.settings, alerting.max_sync_age,
+                         dagster_run=alerting.dagster_run)
+    except Exception as exc:
+        return Alerted(f"alerts: the run's problems could not be looked at ({one_line_error(exc)}); the next run "
+                       "looks again")
 
 
 class _Clock:
@@ -288,8 +295,8 @@ def _failed_step(report: JobReport) -> str:
     opened), else the first of the checks and the marts not reported yet."""
     said = {step.name for step in report.steps}
     if not said:
-        return "sync"
-    return next((name for name in (CHECKS_STEP, MARTS_STEP) if name not in said), "sync")
+        return SYNC_STEP
+    return next((name for name in (CHECKS_STEP, MARTS_STEP) if name not in said), SYNC_STEP)
 
 
 def _recorded(report: JobReport, on_step: StepListener | None) -> StepListener:

@@ -17,8 +17,10 @@ from freight_pipeline.alerts import ledger
 from freight_pipeline.alerts.problems import (
     FRESHNESS_DOCS,
     FRESHNESS_SCOPE,
+    NOT_ALERTED_STEPS,
     STEP_DOCS,
     STREAM_DOCS,
+    SYNC_STEP,
     Observation,
     Problem,
     of_check,
@@ -229,3 +231,11 @@ def test_every_kind_of_notice_is_a_problem_of_its_own() -> None:
     result = CheckResult(False, {"run_id": "r", "notices": [f"line {k}" for k in kinds], "kinds": kinds})
     assert sorted(of_check(check, result, SETTINGS).found) == sorted(
         f"check.shipments.no_service_notices:{kind}" for kind in kinds)
+
+
+def test_the_steps_the_alerts_know_are_the_jobs() -> None:
+    """``alerts`` sits below ``job`` (it cannot import its names): the steps it gives a next step are the job's."""
+    assert set(STEP_DOCS) == {SYNC_STEP, MARTS_STEP, PUBLISH_STEP, REBUILD_STEP}
+    assert NOT_ALERTED_STEPS == (CHECKS_STEP,)
+    failed_at_start = Step(SYNC_STEP, "failed", 0.1, "x")
+    assert "step.sync:failed" in of_steps([failed_at_start], SETTINGS).found
