@@ -158,14 +158,15 @@ def message(changes: Sequence[Change], context: Context) -> tuple[str, str]:
 
 
 def pending(con: duckdb.DuckDBPyConnection, destinations: Sequence[str], now: dt.datetime) -> list[Outgoing]:
-    """The outbox's unsent messages for ``destinations``, oldest first, at most :data:`PENDING_LIMIT` each."""
+    """The outbox's unsent messages for ``destinations``, oldest first (then by destination),
+    at most :data:`PENDING_LIMIT` each."""
     if not destinations:
         return []
     rows = con.execute(
         f"SELECT message_id, destination, level, title, body FROM {qualified(ALERT_MESSAGES)} "
         "WHERE sent_at IS NULL AND destination IN (SELECT unnest(?)) AND queued_at >= ? "
         "QUALIFY row_number() OVER (PARTITION BY destination ORDER BY queued_at, message_id) <= ? "
-        "ORDER BY queued_at, message_id",
+        "ORDER BY queued_at, message_id, destination",
         [list(destinations), now - dt.timedelta(days=PENDING_DAYS), PENDING_LIMIT]).fetchall()
     return [Outgoing(*row) for row in rows]
 
