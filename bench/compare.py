@@ -79,6 +79,7 @@ import datetime as dt
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -126,6 +127,11 @@ class Measured:
     requests: int
     output: str
     figures: dict[str, Any] = field(default_factory=dict)
+    cpu_seconds: float = 0.0
+    """CPU (user and system) of the process and the children it waited for (``RUSAGE_CHILDREN``)."""
+
+    def cpu_line(self, shipments: int) -> str:
+        return f"CPU {self.cpu_seconds:.1f} s ({1000 * self.cpu_seconds / shipments:.1f} ms per shipment)"
 
 
 @contextlib.contextmanager
@@ -163,8 +169,10 @@ def proportional_set_size(process: psutil.Process) -> int:
 
 
 def measured(cmd: list[str], env: dict[str, str], base_url: str) -> Measured:
-    """Run ``cmd`` to its end; wall time, peak RSS of its process tree, requests the service answered."""
+    """Run ``cmd`` to its end; wall time, peak RSS of its process tree, its CPU (the only child that ends
+    meanwhile: the simulators end after it), requests the service answered."""
     before = requests_served(base_url)
+    usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     proc = psutil.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output: list[str] = []
@@ -180,11 +188,13 @@ def measured(cmd: list[str], env: dict[str, str], base_url: str) -> Measured:
         peak = max(peak, total)
         time.sleep(SAMPLE_EVERY_S)
     seconds = time.monotonic() - started
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = usage.ru_utime + usage.ru_stime - usage_before.ru_utime - usage_before.ru_stime
     reader.join(timeout=10)
     text = "".join(output)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({proc.returncode}):\n{text[-3000:]}")
-    return Measured(seconds, peak / 2**20, requests_served(base_url) - before, text)
+    return Measured(seconds, peak / 2**20, requests_served(base_url) - before, text, cpu_seconds=cpu)
 
 
 def ours(base_url: str, work: Path, *, dagster: bool = False, documents: bool = False,
@@ -233,11 +243,16 @@ def peer(base_url: str, work: Path) -> Measured:
 
 def full_sync_side_by_side(
     name: str, shipments: int, seed: int, latency_ms: float, *, dagster_too: bool = False,
-    options: Sequence[str] = (), measured_sides: list[Measured] | None = None,
+    options: Sequence[str] = (), measured_sides: list[Measured] | None = None, baseline: str | None = None,
 ) -> list[tuple[str, str]]:
     """A full sync by each side against its own simulator (``options``: more of its flags); the
-    measurements (ours, the peer's) are appended to ``measured_sides`` when given."""
+    measurements (ours, the peer's) are appended to ``measured_sides`` when given. ``baseline``: commit
+    ``REV``'s full sync too (a ``git worktree``, the same venv), right before ours."""
+    before = None
     with tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp:
+        if baseline is not None:
+            with checkout(baseline) as code, simulator(shipments, seed, latency_ms, *options) as url:
+                before = ours(url, Path(tmp) / "baseline", code=code)
         with simulator(shipments, seed, latency_ms, *options) as url:
             mine = ours(url, Path(tmp) / "ours")
         with simulator(shipments, seed, latency_ms, *options) as url:
@@ -252,16 +267,23 @@ def full_sync_side_by_side(
     rows = [
         (f"{name}: shipments", f"{shipments:,}, {latency_ms:g} ms per request"),
         (f"{name}: freight_pipeline", f"{mine.seconds:.1f} s, {ours_rate:.1f} shipments/s, "
-         f"{mine.requests / shipments:.2f} requests/shipment, peak memory {mine.peak_rss_mb:.0f} MB"),
+         f"{mine.requests / shipments:.2f} requests/shipment, peak memory {mine.peak_rss_mb:.0f} MB, "
+         f"{mine.cpu_line(shipments)}"),
         (f"{name}: dlt (parallelized)", f"{theirs.seconds:.1f} s, {peer_rate:.1f} shipments/s, "
-         f"{theirs.requests / shipments:.2f} requests/shipment, peak memory {theirs.peak_rss_mb:.0f} MB "
-         f"(inside pipe.run: {theirs.figures.get('seconds')} s)"),
+         f"{theirs.requests / shipments:.2f} requests/shipment, peak memory {theirs.peak_rss_mb:.0f} MB, "
+         f"{theirs.cpu_line(shipments)} (inside pipe.run: {theirs.figures.get('seconds')} s)"),
         (f"{name}: ratio", f"{ours_rate / peer_rate:.2f}x dlt"),
     ]
     if recorded is not None:
         rows.append((f"{name}: freight_pipeline in Dagster", f"{recorded.seconds:.1f} s, "
-                     f"{shipments / recorded.seconds:.1f} shipments/s, peak memory {recorded.peak_rss_mb:.0f} MB "
-                     f"({shipments / recorded.seconds / peer_rate:.2f}x dlt; a run recorded in DAGSTER_HOME)"))
+                     f"{shipments / recorded.seconds:.1f} shipments/s, peak memory {recorded.peak_rss_mb:.0f} MB, "
+                     f"{recorded.cpu_line(shipments)} ({shipments / recorded.seconds / peer_rate:.2f}x dlt; a run "
+                     "recorded in DAGSTER_HOME)"))
+    if before is not None:
+        rows.append((f"{name}: freight_pipeline at {baseline}", f"{before.seconds:.1f} s, peak memory "
+                     f"{before.peak_rss_mb:.0f} MB, {before.cpu_line(shipments)}: this checkout "
+                     f"{before.seconds / mine.seconds:.2f}x as fast, {mine.cpu_seconds / before.cpu_seconds:.2f}x "
+                     "the CPU"))
     limit, stream_s = mine.figures.get("in_flight_limit_mean"), mine.figures.get("stream_seconds")
     if latency_ms and limit and stream_s:
         bound = limit / (latency_ms / 1000) / (mine.requests / shipments)
@@ -833,8 +855,8 @@ def main() -> int:
     parser.add_argument("--changed-share", type=float, default=0.01)
     parser.add_argument("--dagster-changed", type=int, default=40)
     parser.add_argument("--baseline", default=None, metavar="REV",
-                        help="incremental: also run a git worktree of commit REV, its figures beside; versus: the "
-                        "commit to compare with")
+                        help="incremental, loopback, wan: also run a git worktree of commit REV, its figures beside; "
+                        "versus: the commit to compare with")
     parser.add_argument("--versus-runs", type=int, default=10)
     parser.add_argument("--memory-sizes", default="2000,20000")
     parser.add_argument("--history-shipments", type=int, default=20_000)
@@ -847,9 +869,10 @@ def main() -> int:
     for scenario in chosen:
         print(f"bench: {scenario} ...", file=sys.stderr, flush=True)
         if scenario == "loopback":
-            rows += full_sync_side_by_side("loopback", args.shipments, args.seed, 0, dagster_too=True)
+            rows += full_sync_side_by_side("loopback", args.shipments, args.seed, 0, dagster_too=True,
+                                           baseline=args.baseline)
         elif scenario == "wan":
-            rows += full_sync_side_by_side("wan", args.shipments, args.seed, args.latency_ms)
+            rows += full_sync_side_by_side("wan", args.shipments, args.seed, args.latency_ms, baseline=args.baseline)
         elif scenario == "tail":
             rows += tail(args.shipments, args.seed, args.tail_share, args.tail_ms)
         elif scenario == "incremental":

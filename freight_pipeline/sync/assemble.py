@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +107,9 @@ class _Builder:
         self.counts: dict[str, PartCounts] = {}
         self.tallies: dict[str, FieldTally] = {}
         self.fetched_at, self.ceiling = fetched_at, ceiling
+        self.texts: dict[str, bytes | None] = {}
+        """The bundle in hand's detail answers as JSON (``answer_text``), each written once for its raw part and
+        the content hash."""
 
     def count(self, stream: str) -> PartCounts:
         return self.counts.setdefault(stream, PartCounts())
@@ -168,7 +171,7 @@ class _Builder:
             return False
         if self.keep_raw:
             instant, key = last_modified(answer, self.zone)
-            digest = content_hash(bundle, raw_text)
+            digest = content_hash(bundle, raw_text, self.answer_text)
             self.write.raw_documents.append(
                 RawDocument(shipment_id, raw_text, self.fetched_at, instant, key, self.ceiling, digest)
             )
@@ -176,9 +179,19 @@ class _Builder:
         self.problems(DOCUMENT_PART, shipment_id, found)
         return True
 
+    def answer_text(self, stream: str, answer: Any) -> bytes | None:
+        """The canonical JSON of the bundle in hand's answer of ``stream`` (None: only ``to_json``'s fallback can
+        write it), written once for both its raw part and the content hash."""
+        if stream not in self.texts:
+            self.texts[stream] = answer_text(answer)
+        return self.texts[stream]
+
     def raw_part(self, part: Part, shipment_id: int, answer: Any) -> None:
         """Keep the part's answer as received (compressed); None: it has no rows."""
-        if self.keep_raw and (raw := raw_part(part.stream, shipment_id, answer, self.fetched_at)) is not None:
+        if not self.keep_raw:
+            return
+        text = self.answer_text(part.stream, answer) if answer is not None else None
+        if (raw := raw_part(part.stream, shipment_id, answer, self.fetched_at, text)) is not None:
             self.write.raw_parts.append(raw)
 
     def detail(self, part: Part, bundle: Bundle, answer: Any) -> None:
@@ -210,12 +223,21 @@ class _Builder:
         self.problems(part, shipment_id, found)
 
 
-def raw_part(stream: str, shipment_id: int, answer: Any, fetched_at: dt.datetime) -> RawPart | None:
-    """The answer of a part (``stream``) of a shipment as kept in ``raw_parts``: its JSON text zlib-compressed
-    (None: the part has no rows); None where JSON cannot hold it (a lone surrogate: its rows are written, no
-    raw copy)."""
-    text = None
-    if answer is not None:
+def answer_text(answer: Any) -> bytes | None:
+    """``to_json(answer)`` as bytes when its fast path writes it (None otherwise: lone surrogates, huge integers,
+    deep nesting)."""
+    try:
+        return orjson.dumps(answer, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        return None
+
+
+def raw_part(stream: str, shipment_id: int, answer: Any, fetched_at: dt.datetime,
+             text: bytes | None = None) -> RawPart | None:
+    """The answer of a part (``stream``) of a shipment as kept in ``raw_parts``: its JSON text (``text`` when
+    written already) zlib-compressed (None: the part has no rows); None where JSON cannot hold it (a lone
+    surrogate: its rows are written, no raw copy)."""
+    if text is None and answer is not None:
         try:
             text = to_json(answer).encode()
         except Invalid:
@@ -224,19 +246,26 @@ def raw_part(stream: str, shipment_id: int, answer: Any, fetched_at: dt.datetime
     return RawPart(stream, shipment_id, packed, len(text) if text is not None else None, fetched_at)
 
 
-def content_hash(bundle: Bundle, document_text: str) -> str | None:
-    """A hash of every part's answer (the document as the JSON text kept for it), when the walk asked
-    every part and none failed (else None). The reconcile's fetches get none: they heal what is
-    held, so they always write."""
+def content_hash(bundle: Bundle, document_text: str,
+                 text: Callable[[str, Any], bytes | None] = lambda _, answer: answer_text(answer)) -> str | None:
+    """A hash of every part's answer (the document as the JSON text kept for it, each detail's as ``text``
+    writes it), when the walk asked every part and none failed (else None). The reconcile's fetches get none:
+    they heal what is held, so they always write. The hashed bytes are the canonical JSON of
+    ``[[stream, answer or "n/a"], ...]`` (details by stream), put together from each answer's text."""
     answers = bundle.answers
     failed = any(isinstance(answer, RecordFailure) or answer is GONE for answer in answers.values())
     if bundle.work.key is None or set(answers) != ALL_PARTS or failed:
         return None
-    details = [[s, "n/a" if answers[s] is NOT_APPLICABLE else answers[s]] for s in sorted(answers) if s != DOCUMENT]
-    try:
-        content = orjson.dumps(details, option=orjson.OPT_SORT_KEYS)
-    except TypeError:  # what orjson cannot write (lone surrogates, huge integers): counted as changed
-        return None
+    details = []
+    for stream in sorted(answers):
+        if stream == DOCUMENT:
+            continue
+        answer = answers[stream]
+        written = b'"n/a"' if answer is NOT_APPLICABLE else text(stream, answer)
+        if written is None:  # what orjson cannot write (lone surrogates, huge integers): counted as changed
+            return None
+        details.append(b'["' + stream.encode() + b'",' + written + b"]")
+    content = b"[" + b",".join(details) + b"]"
     return hashlib.blake2b(document_text.encode() + b"\0" + content, digest_size=16).hexdigest()
 
 
@@ -254,6 +283,7 @@ def assemble(
         if not answers:
             continue
         quarantined_before = len(builder.write.quarantined)
+        builder.texts = {}
         details_wanted = True
         if DOCUMENT in answers:
             details_wanted = builder.document(bundle, answers[DOCUMENT])

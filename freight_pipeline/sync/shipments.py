@@ -45,7 +45,7 @@ from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
 from freight_pipeline.sync.freshness import Unstamped
 from freight_pipeline.sync.isolation import Breaker, RecordFailure
-from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, PARTS, Ref
+from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, PART_TABLES, PARTS, Ref
 from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
 from freight_pipeline.sync.progress import Progress, loop_safe
 from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_for_restore
@@ -89,6 +89,11 @@ class _Run:
     """While ``compare``: per table, the shipments whose rows differed (and were written)."""
     written: set[int] = field(default_factory=set)
     """The shipments the run's batches wrote."""
+    fresh: bool = False
+    """The warehouse held no row of any shipment when the run began (a first sync): a shipment the walk
+    brings for the first time in the run is appended (``BatchWrite.fresh_ids``)."""
+    prepared: set[int] = field(default_factory=set)
+    """While ``fresh``: the shipments of the batches prepared so far."""
 
     async def fetch(self, work: Work) -> Bundle:
         return await fetch_bundle(self.source, work, self.settings)
@@ -100,6 +105,10 @@ class _Run:
         being fetched); with what its progress line says of the cursor."""
         bundles = finished.results
         assembled = assemble(bundles, dt.datetime.now(dt.UTC), self.ceiling_text, self.settings.zone)
+        if self.fresh:
+            walked = (b.work.shipment_id for b in bundles if b.work.key is not None and not b.work.retry)
+            assembled.write.fresh_ids = [i for i in dict.fromkeys(walked) if i not in self.prepared]
+            self.prepared.update(b.work.shipment_id for b in bundles)
         self.breaker.count(assembled.attempted_new, assembled.failed_new)
         moved = ""
         key = finished.covered.key if finished.covered is not None else None
@@ -214,7 +223,9 @@ async def sync_shipments(
                     and not warehouse.reads.holds_shipments())
     run = _Run(source, warehouse, settings, run_id, result, say, ceiling.stamp if ceiling else None,
                Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures),
-               cursor_stream=cursor_stream, cursor=cursor, covered=covered)
+               cursor_stream=cursor_stream, cursor=cursor, covered=covered,
+               fresh=not stored and partition is None and not warehouse.reads.holds_shipment_rows(PART_TABLES))
+    result.extra["appended"] = run.fresh
     if ceiling is not None and after.second() <= ceiling.second():
         overlap_end = cursor if stored else None
         await run.run(_walked(run, after, ceiling, walk, overlap_end))

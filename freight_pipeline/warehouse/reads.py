@@ -168,6 +168,17 @@ class Reads:
                                   f"(FROM {qualified(meta.QUARANTINE)} WHERE shipment_id IS NOT NULL)"))
         return bool(row and row[0])
 
+    def holds_shipment_rows(self, tables: Sequence[str]) -> bool:
+        """Whether any row of a shipment is held in ``tables`` (names of per-shipment tables), the raw documents
+        and parts, the data problems or the retry queue: while none is, a shipment not yet written holds nothing
+        to delete or compare (``BatchWrite.fresh_ids``)."""
+        held = [*(self.database.spec(name) for name in tables), meta.RAW_SHIPMENTS, meta.RAW_PARTS]
+        found = [f"EXISTS (FROM {qualified(spec)})" for spec in held]
+        found += [f"EXISTS (FROM {qualified(spec)} WHERE shipment_id IS NOT NULL)"
+                  for spec in (meta.DATA_PROBLEMS, meta.QUARANTINE)]
+        row = first(run(self.database.con, f"SELECT {' OR '.join(found)}"))
+        return bool(row and row[0])
+
     def latest_stamps(self, limit: int) -> dict[int, str]:
         """The ``limit`` shipments held with the newest last-modified instants: id -> stamp
         (``last_modified_key``), newest first (the restore probe's sample)."""

@@ -152,6 +152,9 @@ class BatchWrite:
     problems: list[DataProblem] = field(default_factory=list)
     cursor: tuple[str, str] | None = None
     """(stream, cursor JSON) set in the same transaction, so it never runs ahead of the rows."""
+    fresh_ids: list[int] = field(default_factory=list)
+    """Shipments of which the warehouse holds no row (a first sync's, not yet written in its run:
+    ``Reads.holds_shipment_rows``): their rows are appended, with nothing of them deleted or compared first."""
 
     @classmethod
     def joined(cls, parts: Sequence[BatchWrite]) -> BatchWrite:

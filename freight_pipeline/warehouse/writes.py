@@ -114,7 +114,9 @@ class Writes:
         spec = self.database.spec
         synced_at = _now()
         stats = WriteStats()
-        unchanged = set() if rebuild else self._same_content(batch.raw_documents)
+        fresh = set() if compare else set(batch.fresh_ids)  # nothing of theirs is held: nothing to delete
+        unchanged = set() if rebuild else self._same_content([d for d in batch.raw_documents
+                                                               if d.shipment_id not in fresh])
         if unchanged:  # read again exactly as held: their rows stay as they are (audit columns too)
             replaced, incoming = self._leaving_out(replaced, incoming, dict.fromkeys(replaced, unchanged))
         if compare:  # re-derived or re-read: a table's rows of a shipment are written again only where they differ
@@ -126,10 +128,10 @@ class Writes:
         views: dict[tuple[int, ...], str] = {}  # one view per id set: most tables replace the same ids
         for name, ids in replaced.items():
             target = spec(name)
-            stats.deleted[target.name] = self._delete_ids(target, target.replace_key or "", ids, views)
+            stats.deleted[target.name] = self._delete_ids(target, target.replace_key or "", _held(ids, fresh), views)
         requeued = {(q.stream, q.record_key) for q in batch.quarantined}
-        for stream, ids in [*batch.loaded.items(), *batch.settled.items()]:
-            if ids:
+        for stream, all_ids in [*batch.loaded.items(), *batch.settled.items()]:
+            if ids := _held(all_ids, fresh):
                 # a record this batch quarantines again keeps its entry: its attempts count on
                 leaving = [] if rebuild else sorted({i for i in ids if (stream, str(i)) not in requeued})
                 self._clear_records(stream, self._ids_view(sorted(set(ids)), views),
@@ -149,8 +151,8 @@ class Writes:
             written &= {i for ids in replaced.values() for i in ids}
         stats.shipments_written = len(written)
         self._record_changes([*written, *gone], run_id, synced_at)
-        self._upsert_raw(batch.raw_documents, run_id)
-        self._upsert_raw_parts(batch.raw_parts, run_id)
+        self._upsert_raw(batch.raw_documents, run_id, append=all(d.shipment_id in fresh for d in batch.raw_documents))
+        self._upsert_raw_parts(batch.raw_parts, run_id, append=all(p.shipment_id in fresh for p in batch.raw_parts))
         if history:
             if rebuild:
                 self._retake_current(con, incoming, replaced)
@@ -524,16 +526,18 @@ class Writes:
             run(self.database.con, f"INSERT INTO {qualified(spec)} BY NAME SELECT *{audit} FROM {view}", params)
         return table.num_rows
 
-    def _upsert(self, spec: TableSpec, table: pa.Table) -> None:
-        """Delete rows with the primary keys of ``table``, insert ``table`` (deduplicated by the caller)."""
+    def _upsert(self, spec: TableSpec, table: pa.Table, *, append: bool = False) -> None:
+        """Delete rows with the primary keys of ``table``, insert ``table`` (deduplicated by the caller);
+        ``append``: the caller knows none of those keys is held (nothing is deleted)."""
         if table.num_rows == 0:
             return
         with self.database.registered(table) as view:
-            match = " AND ".join(f"t.{quote(k)} = i.{quote(k)}" for k in spec.primary_key)
-            run(self.database.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match}")
+            if not append:
+                match = " AND ".join(f"t.{quote(k)} = i.{quote(k)}" for k in spec.primary_key)
+                run(self.database.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match}")
             run(self.database.con, f"INSERT INTO {qualified(spec)} BY NAME SELECT * FROM {view}")
 
-    def _upsert_raw(self, docs: Sequence[RawDocument], run_id: str) -> None:
+    def _upsert_raw(self, docs: Sequence[RawDocument], run_id: str, *, append: bool = False) -> None:
         latest = {int(d.shipment_id): d for d in docs}
         rows = list(latest.values())
         self._upsert(
@@ -550,9 +554,10 @@ class Writes:
                     "content_hash": pa.array([d.content_hash for d in rows], pa.string()),
                 }
             ),
+            append=append,
         )
 
-    def _upsert_raw_parts(self, parts: Sequence[RawPart], run_id: str) -> None:
+    def _upsert_raw_parts(self, parts: Sequence[RawPart], run_id: str, *, append: bool = False) -> None:
         rows = list({(p.stream, int(p.shipment_id)): p for p in parts}.values())
         self._upsert(
             meta.RAW_PARTS,
@@ -566,6 +571,7 @@ class Writes:
                     "run_id": pa.array([run_id] * len(rows), pa.string()),
                 }
             ),
+            append=append,
         )
 
     def _upsert_rejects(self, rejects: Sequence[Reject], run_id: str, at: dt.datetime) -> None:
@@ -629,6 +635,11 @@ def _refuse_repeated_keys(spec: TableSpec, table: pa.Table) -> None:
     repeated = counted.filter(pc.greater(counted.column("count_all"), 1)).slice(0, 3).to_pylist()
     raise RepeatedKey(f"{spec.qualified_name}: rows repeat the key ({', '.join(spec.primary_key)}): "
                       f"{[{k: row[k] for k in spec.primary_key} for row in repeated]}")
+
+
+def _held(ids: list[int], fresh: set[int]) -> list[int]:
+    """``ids`` but the ``fresh`` ones (of which nothing is held)."""
+    return [i for i in ids if i not in fresh] if fresh else ids
 
 
 def _without(table: pa.Table, key: str, ids: set[int]) -> pa.Table:

@@ -68,6 +68,7 @@ def test_full_then_incremental_sync_equals_the_source(sim: RunningSimulator, syn
     assert first["shipments"].rows_read == SHIPMENTS
     assert first["shipments"].cursor_before is None
     assert_nothing_healed(first["shipments"])  # the walk alone fetched everything
+    assert first["shipments"].extra["appended"] is True  # nothing held: every first read appended
     assert_converged(sim.store, published(tmp_path))
 
     sim.advance_clock(120)
@@ -83,6 +84,7 @@ def test_full_then_incremental_sync_equals_the_source(sim: RunningSimulator, syn
     # Deletions have no change feed: only the reconcile pass finds them; the walk found every change.
     assert shipments.extra["reconcile_deleted"] == len(deleted)
     assert shipments.extra["reconcile_refetched"] == 0
+    assert shipments.extra["appended"] is False
     parts = shipments.extra["parts"]  # one pass: every fetched shipment brought its events, legs and memos
     fetched = shipments.rows_read - shipments.extra["overlap_current_skipped"]
     assert parts["shipments"]["loaded"] == parts["shipment_events"]["loaded"] == parts["shipment_memos"]["loaded"] \

@@ -16,7 +16,9 @@ from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batch
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, SHIPMENT_DOCUMENT_TABLES
-from freight_pipeline.warehouse.ddl import connect
+from freight_pipeline.sync.parts import PART_TABLES
+from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse.ddl import connect, quote
 from freight_pipeline.warehouse.meta import RAW_PARTS
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.records import (
@@ -438,3 +440,30 @@ def test_a_table_an_earlier_version_made_with_a_primary_key_is_rebuilt_without_i
             (1, 1, 2.5, "kept", "old")]
         apply(wh, [1])  # and it takes the next batch as usual
         assert count(wh, "lines", "shipment_id = 1") == 2
+
+
+def _a_value(column_type: str) -> str:
+    """A literal of ``column_type`` (any value: the row only has to be there)."""
+    text = "2026-01-01" if column_type in ("DATE", "TIMESTAMPTZ") else "1"
+    return f"CAST('{text}' AS {column_type})"
+
+
+def test_the_append_check_finds_a_row_of_a_shipment_in_each_table_it_names(tmp_path: Path) -> None:
+    """``Reads.holds_shipment_rows``, which lets a first sync append (``BatchWrite.fresh_ids``): one row of a
+    shipment in any table it names (each the shipments stream writes, the raw documents and parts, the data
+    problems, the retry queue) is found; a row of no shipment (a code conversion's problem or retry entry) is not."""
+    with Warehouse(tmp_path, FREIGHT_TABLES) as wh:
+        assert set(PART_TABLES) <= {spec.name for spec in wh.database.unit_tables}
+        named = [wh.database.spec(name) for name in PART_TABLES]
+        assert not wh.reads.holds_shipment_rows(PART_TABLES)
+        for spec in (*named, meta.RAW_SHIPMENTS, meta.RAW_PARTS, meta.DATA_PROBLEMS, meta.QUARANTINE):
+            for shipment_id in ("1", "NULL"):
+                if shipment_id == "NULL" and spec not in (meta.DATA_PROBLEMS, meta.QUARANTINE):
+                    continue
+                values = [f"{shipment_id} AS shipment_id"]
+                values += [f"{_a_value(c.type)} AS {quote(c.name)}" for c in spec.all_columns
+                           if c.name != "shipment_id" and (not c.nullable or c.name in spec.primary_key)]
+                wh.con.execute(f"INSERT INTO {spec.qualified_name} BY NAME SELECT {', '.join(values)}")
+                assert wh.reads.holds_shipment_rows(PART_TABLES) is (shipment_id == "1"), (spec.name, shipment_id)
+                wh.con.execute(f"DELETE FROM {spec.qualified_name}")
+        assert not wh.reads.holds_shipment_rows(PART_TABLES)

@@ -1,0 +1,116 @@
+"""``bench/profile.py``: where a full sync's CPU goes, as the table of ``docs/performance.md``.
+
+A full sync by ``freight-pipeline sync --no-dagster`` (documents off, like the bench's pairs) against the
+bundled simulator in its own process (``--shipments``, ``--latency-ms``), sampled by py-spy (``--py-spy``, at
+``--rate`` Hz, every thread of the sync's process, idle threads left out); ``--code`` runs another checkout's
+package instead (a ``git worktree``, the same venv). Printed: the process's wall time and CPU seconds (its own
+and its waited children's, from ``wait4``), CPU per shipment, and each area's share of all samples
+(inclusive, overlapping: a statement run by the history is in both), then the 15 leaf lines that took most.
+Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+from compare import PASSWORD, USER, simulator  # noqa: E402
+
+AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("warehouse writes (writes.py, history.py)", ("warehouse/writes.py", "warehouse/history.py")),
+    ("DuckDB statements (leaf in ddl.py or database.py)", ()),
+    ("client and HTTP (client/, aiohttp, httpx, asyncio)", ("freight_pipeline/client/", "aiohttp/", "httpx/",
+                                                           "httpcore/", "asyncio/", "yarl/", "multidict/")),
+    ("raw parts and content hashes (assemble.raw_part, content_hash, to_json)",
+     ("raw_part (freight_pipeline/sync/assemble.py", "content_hash (freight_pipeline/sync/assemble.py",
+      "to_json (freight_pipeline/normalize/converters.py")),
+    ("normalization (normalize/, but Arrow building)", ("freight_pipeline/normalize/",)),
+    ("Arrow tables (flatten.to_arrow_batch, TableSpec.to_arrow)", ("to_arrow_batch (", "TableSpec.to_arrow (")),
+    ("pydantic", ("pydantic/", "pydantic_core/")),
+    ("imports", ("<frozen importlib._bootstrap>",)),
+    ("warehouse checks (checks/)", ("freight_pipeline/checks/",)),
+    ("marts (marts/)", ("freight_pipeline/marts/",)),
+    ("publish (warehouse/publish.py)", ("warehouse/publish.py",)),
+)
+STATEMENT_LEAVES = ("freight_pipeline/warehouse/ddl.py", "freight_pipeline/warehouse/database.py")
+BUT = {"normalization (normalize/, but Arrow building)": ("to_arrow_batch (", "TableSpec.to_arrow (")}
+
+
+def shares(collapsed: Path) -> tuple[int, Counter[str], Counter[str]]:
+    """All samples, the samples of each area, and of each leaf line, from py-spy's raw (collapsed) output."""
+    total = 0
+    areas: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
+    for line in collapsed.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        total += count
+        frames = stack.split(";")
+        leaves[frames[-1]] += count
+        for area, marks in AREAS:
+            if not marks:
+                hit = any(frames[-1].find(leaf) >= 0 for leaf in STATEMENT_LEAVES)
+            else:
+                hit = any(mark in stack for mark in marks) and not any(but in stack for but in BUT.get(area, ()))
+            if hit:
+                areas[area] += count
+    return total, areas, leaves
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shipments", type=int, default=2_000)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--rate", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--code", type=Path, default=None, help="a checkout whose package runs instead of this one")
+    parser.add_argument("--py-spy", default="py-spy", help="the py-spy program (not a dependency of the project)")
+    parser.add_argument("--keep", type=Path, default=None, help="keep py-spy's collapsed stacks in this file")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="freight-profile-") as tmp, \
+            simulator(args.shipments, args.seed, args.latency_ms) as url:
+        env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+        env.update({"FREIGHT_BASE_URL": url, "FREIGHT_USERNAME": USER, "FREIGHT_PASSWORD": PASSWORD,
+                    "FREIGHT_DATA_DIR": str(Path(tmp) / "data"), "FREIGHT_SYNC_DOCUMENTS": "0"})
+        if args.code is not None:
+            env["PYTHONPATH"] = str(args.code)
+        collapsed = args.keep or Path(tmp) / "stacks.txt"
+        started = time.monotonic()
+        sync = subprocess.Popen([str(REPO / ".venv" / "bin" / "freight-pipeline"), "sync", "--no-dagster"], env=env,
+                                cwd=args.code or REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        spy = subprocess.Popen([args.py_spy, "record", "--pid", str(sync.pid), "--rate", str(args.rate),
+                                "--format", "raw", "--output", str(collapsed), "--nonblocking"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(sync.pid, 0)
+        seconds = time.monotonic() - started
+        sync.returncode = os.waitstatus_to_exitcode(status)
+        spy.wait(timeout=120)
+        if sync.returncode != 0:
+            raise SystemExit(f"the sync failed ({sync.returncode})")
+        total, areas, leaves = shares(collapsed)
+    cpu = usage.ru_utime + usage.ru_stime
+    print(f"full sync of {args.shipments:,} shipments at {args.latency_ms:g} ms per request, "
+          f"{args.code or 'this checkout'}: {seconds:.1f} s wall, {cpu:.1f} s CPU "
+          f"({1000 * cpu / args.shipments:.2f} ms per shipment), {total} samples at {args.rate} Hz")
+    print("| area | share of samples |\n|---|---|")
+    for area, _ in AREAS:
+        print(f"| {area} | {areas[area] / max(total, 1):.0%} |")
+    print("\nleaf lines that took most:")
+    for leaf, count in leaves.most_common(15):
+        print(f"  {count / max(total, 1):6.1%}  {leaf}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
