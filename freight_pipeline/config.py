@@ -275,6 +275,10 @@ class SyncTuning(SettingsModel):
         100, ge=1, description="shipments written per transaction, with the cursor of the batch's last"
     )
     fetch_window: int = Field(64, ge=1, description="the most shipments being fetched at once (bounds a run's memory)")
+    normalize_workers: int | None = Field(
+        None, ge=0, description="worker processes that normalize the shipments stream's batches (forked; `0`: in the "
+        "sync's own process); default: one where the machine has a second core (`sync/workers.py`)",
+    )
     breaker_max_share: Share = Field(
         0.05,
         description="a stream's run stops when more than this share of the records "

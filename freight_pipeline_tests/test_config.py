@@ -47,6 +47,7 @@ TEXT_SAMPLES: dict[str, str] = {
     "lake_data_uri": "/tmp/freight-settings-test/lake",
     "lake_s3_url_style": "path",
     "backfill_id_boundaries": "100,200",
+    "normalize_workers": "2",
     "alert_urls": "json://127.0.0.1:9/hook mailto://alerts:pw@smtp.example.com?to=a@example.com,b@example.com",
     "alert_level": "error",
     "alert_deployment": "prod-eu",

@@ -45,17 +45,12 @@ is not in the raw either (the raw is the latest answer).
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import json
-import multiprocessing
 import os
-import signal
-import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +73,7 @@ from freight_pipeline.sync.parts import DOCUMENT, PART_BY_STREAM, Ref
 from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.sync.workers import can_fork, forked_pool, gc_paused
 from freight_pipeline.warehouse.documents import newest_shipment_write
 from freight_pipeline.warehouse.history import BEHIND_STATE
 from freight_pipeline.warehouse.records import BatchWrite, RawPosition, RawRecord, Reject, WriteStats
@@ -371,21 +367,6 @@ def _rebuild_code_conversions(warehouse: Warehouse, run_id: str, settings: SyncS
     return outcome.rows_written
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block (reference counting frees what it always does), the
-    collector as it was after it. A chunk's decoded records stay alive until its Arrow tables are made, and
-    every collection their allocations trigger walks them all again with nothing to free: about a third of
-    :func:`derive`'s CPU (docs/performance.md)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def derive(records: Sequence[RawRecord], zone: ServiceZone) -> BatchWrite:
     """The batch write re-deriving ``records`` (:meth:`Reads.raw_records`) by the sync's ``assemble`` and, for
     the shipments whose E-Files are kept raw, the documents stream's :func:`file_rows`, without writing their
@@ -423,22 +404,9 @@ def _add_files(write: BatchWrite, filed: Sequence[tuple[int, bytes | None]], zon
         write.tables[DOCUMENTS_TABLE] = SHIPMENT_DOCUMENTS.to_arrow(rows)
 
 
-def _watch_parent(parent: int) -> None:
-    """In a worker: leave when the rebuild's process is gone (a SIGKILL ends it with no word to its workers,
-    which would wait for work forever); a Ctrl-C is the rebuild's to handle."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
 def default_workers() -> int:
     """Worker processes of a rebuild: one per core (0 where processes cannot be forked: normalized here)."""
-    return (os.cpu_count() or 1) if "fork" in multiprocessing.get_all_start_methods() else 0
+    return (os.cpu_count() or 1) if can_fork() else 0
 
 
 class Derivers:
@@ -455,8 +423,7 @@ class Derivers:
 
     def __enter__(self) -> Derivers:
         if self.workers > 0:
-            self.pool = ProcessPoolExecutor(self.workers, multiprocessing.get_context("fork"),
-                                            initializer=_watch_parent, initargs=(os.getpid(),))
+            self.pool = forked_pool(self.workers)
         return self
 
     def __exit__(self, *exc: object) -> None:

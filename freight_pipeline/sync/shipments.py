@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, to_utc
 from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.sync import freshness
-from freight_pipeline.sync.assemble import Assembled, PartCounts, assemble
+from freight_pipeline.sync.assemble import Assembled, PartCounts
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
 from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
 from freight_pipeline.sync.bundle import Bundle, Work, fetch_bundle
@@ -52,6 +52,7 @@ from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_fo
 from freight_pipeline.sync.result import NoticeKind, StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
+from freight_pipeline.sync.workers import Assembler, sync_workers
 from freight_pipeline.warehouse.history import BEHIND_STATE
 from freight_pipeline.warehouse.records import BatchWrite
 from freight_pipeline.warehouse.store import Warehouse
@@ -78,6 +79,8 @@ class _Run:
     say: Progress
     ceiling_text: str | None
     breaker: Breaker
+    assemble: Assembler
+    """Where the batches are normalized (``assemble``: here, or in a worker process)."""
     counts: dict[str, PartCounts] = field(default_factory=dict)
     cursor_stream: str = STREAM
     """Where the cursor goes: ``shipments``, or a backfill partition's own ``shipments@<range>``."""
@@ -104,7 +107,7 @@ class _Run:
         prefix written whole with it (``pipeline.stream_as_finished``: never past a shipment still
         being fetched); with what its progress line says of the cursor."""
         bundles = finished.results
-        assembled = assemble(bundles, dt.datetime.now(dt.UTC), self.ceiling_text, self.settings.zone)
+        assembled = self.assemble(bundles, dt.datetime.now(dt.UTC), self.ceiling_text)
         if self.fresh:
             walked = (b.work.shipment_id for b in bundles if b.work.key is not None and not b.work.retry)
             assembled.write.fresh_ids = [i for i in dict.fromkeys(walked) if i not in self.prepared]
@@ -166,7 +169,21 @@ async def sync_shipments(
     run_id: str,
     progress: Progress | None = None,
 ) -> StreamResult:
-    """Bring ``freight.shipments``, every table embedded in it, its events, legs and memos up to the service."""
+    """Bring ``freight.shipments``, every table embedded in it, its events, legs and memos up to the service; the
+    batches normalized in a worker process where there is a second core (``sync.workers``)."""
+    workers = sync_workers() if settings.normalize_workers is None else settings.normalize_workers
+    with Assembler(settings.zone, workers) as assembler:
+        return await _sync(source, warehouse, settings, run_id, assembler, progress)
+
+
+async def _sync(
+    source: SourceAPI,
+    warehouse: Warehouse,
+    settings: SyncSettings,
+    run_id: str,
+    assembler: Assembler,
+    progress: Progress | None,
+) -> StreamResult:
     say = loop_safe(progress) if progress else (lambda message: None)
     result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
@@ -223,7 +240,7 @@ async def sync_shipments(
                     and not warehouse.reads.holds_shipments())
     run = _Run(source, warehouse, settings, run_id, result, say, ceiling.stamp if ceiling else None,
                Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures),
-               cursor_stream=cursor_stream, cursor=cursor, covered=covered,
+               assembler, cursor_stream=cursor_stream, cursor=cursor, covered=covered,
                fresh=not stored and partition is None and not warehouse.reads.holds_shipment_rows(PART_TABLES))
     result.extra["appended"] = run.fresh
     if ceiling is not None and after.second() <= ceiling.second():

@@ -48,12 +48,12 @@ from freight_pipeline.sync.rebuild import (
     Comparison,
     RebuildState,
     derive,
-    gc_paused,
     names_any,
     raw_bundle,
     rebuild,
 )
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
+from freight_pipeline.sync.workers import gc_paused
 from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
 from freight_pipeline.warehouse.records import RawPosition, RunRecord, WriteStats
 from freight_pipeline.warehouse.store import open_warehouse

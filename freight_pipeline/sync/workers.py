@@ -1,0 +1,118 @@
+"""Normalizing in forked worker processes: a sync's batches (:class:`Assembler`) and a rebuild's
+(``rebuild.Derivers``) are normalized on another core than the one that talks HTTP and writes.
+
+A worker is forked from the process that runs the job, so it runs the mapping exactly as that process has it
+(nothing is imported again); it leaves when that process is gone (a SIGKILL tells it nothing: it watches), and
+the objects it inherited are frozen out of its garbage collector, whose passes would otherwise copy every page
+of the parent's heap into the worker (writing their collector headers).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+
+from freight_pipeline.datetimes import ServiceZone
+from freight_pipeline.sync.assemble import Assembled, assemble
+from freight_pipeline.sync.bundle import Bundle
+
+
+def can_fork() -> bool:
+    """Whether worker processes can be forked here (not on every platform)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def forked_pool(workers: int) -> ProcessPoolExecutor:
+    """``workers`` forked processes, started now (before the caller starts threads of its own), each watching
+    this process (:func:`watch_parent`) with what it inherited frozen out of its garbage collector."""
+    pool = ProcessPoolExecutor(workers, multiprocessing.get_context("fork"), initializer=_start_worker,
+                               initargs=(os.getpid(),))
+    for started in [pool.submit(os.getpid) for _ in range(workers)]:
+        started.result()
+    return pool
+
+
+def _start_worker(parent: int) -> None:
+    gc.freeze()
+    watch_parent(parent)
+
+
+def watch_parent(parent: int) -> None:
+    """In a worker: leave when the process that forked it is gone (a SIGKILL ends it with no word to its workers,
+    which would wait for work forever); a Ctrl-C is that process's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (reference counting frees what it always does), the
+    collector as it was after it. A batch's decoded records stay alive until its Arrow tables are made, and
+    every collection their allocations trigger walks them all again with nothing to free: about a third of
+    a rebuild's normalization CPU (docs/performance.md)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def sync_workers() -> int:
+    """Worker processes that normalize a sync's batches: one where there is a second core to run it on (and
+    processes can be forked), else none (normalized in the sync's own process)."""
+    return 1 if (os.cpu_count() or 1) > 1 and can_fork() else 0
+
+
+def _assembled_there(bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None,
+                     zone: str) -> tuple[Assembled, int]:
+    """In a worker: ``assemble`` of one batch, with the date-times it read without a UTC offset (counted by the
+    run's zone, which stays in the sync's process)."""
+    here = ServiceZone(zone)
+    with gc_paused():
+        return assemble(bundles, fetched_at, ceiling, here), here.naive_read
+
+
+class Assembler:
+    """A sync's batches assembled (``assemble``: normalized, raw kept, Arrow tables built) in ``workers`` forked
+    processes (:func:`sync_workers`), or in this process when ``workers`` is 0. The sync's process then talks
+    HTTP and writes, and the batch is prepared meanwhile on the other core; the run's ``zone`` still counts
+    every date-time read without an offset."""
+
+    def __init__(self, zone: ServiceZone, workers: int) -> None:
+        self.zone = zone
+        self.workers = workers
+        self.pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> Assembler:
+        if self.workers > 0:
+            self.pool = forked_pool(self.workers)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def __call__(self, bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None) -> Assembled:
+        """The batch write of ``bundles`` (``assemble``), waiting for the worker that made it."""
+        if self.pool is None:
+            return assemble(bundles, fetched_at, ceiling, self.zone)
+        assembled, naive = self.pool.submit(_assembled_there, bundles, fetched_at, ceiling, self.zone.name).result()
+        self.zone.naive_read += naive
+        return assembled
