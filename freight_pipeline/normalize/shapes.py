@@ -120,7 +120,9 @@ class WatchedPath:
 
 
 class Shape:
-    """The keys a source's records declare at every level (``root``), compiled into :attr:`paths`."""
+    """The keys a source's records declare at every level (``root``), compiled into :attr:`paths`. The first shape
+    of each label is pickled as that label (a tally sent back by a worker process names its shape, the worker
+    has the same: ``sync.workers``)."""
 
     def __init__(self, label: str, root: Node) -> None:
         self.label = label
@@ -128,6 +130,12 @@ class Shape:
         self.root = root
         self.paths: dict[str, WatchedPath] = {}
         self.top = self._compile(root, "")
+        _SHAPES.setdefault(label, self)
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        if _SHAPES.get(self.label) is self:
+            return (shape_labelled, (self.label,))
+        return super().__reduce__()
 
     @classmethod
     def of(cls, label: str, fields: Iterable[Field] = (), *keys: Key, known: Iterable[str] = ()) -> Shape:
@@ -156,6 +164,15 @@ class Shape:
 
     def names_of(self, key: str) -> tuple[str, ...]:
         return self.top.names_of(key)
+
+
+_SHAPES: dict[str, Shape] = {}
+"""The first shape made of each label."""
+
+
+def shape_labelled(label: str) -> Shape:
+    """The first shape made of ``label`` (what a pickled shape names)."""
+    return _SHAPES[label]
 
 
 def _source(key: Key) -> str | tuple[str, ...]:

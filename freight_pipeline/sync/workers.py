@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 
 from freight_pipeline.datetimes import ServiceZone
@@ -88,6 +89,10 @@ def _assembled_there(bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling
         return assemble(bundles, fetched_at, ceiling, here), here.naive_read
 
 
+class WorkerGone(RuntimeError):
+    """A worker process ended while it normalized a batch: not a record's fault (the stream fails)."""
+
+
 class Assembler:
     """A sync's batches assembled (``assemble``: normalized, raw kept, Arrow tables built) in ``workers`` forked
     processes (:func:`sync_workers`), or in this process when ``workers`` is 0. The sync's process then talks
@@ -113,6 +118,12 @@ class Assembler:
         """The batch write of ``bundles`` (``assemble``), waiting for the worker that made it."""
         if self.pool is None:
             return assemble(bundles, fetched_at, ceiling, self.zone)
-        assembled, naive = self.pool.submit(_assembled_there, bundles, fetched_at, ceiling, self.zone.name).result()
+        try:
+            assembled, naive = self.pool.submit(_assembled_there, bundles, fetched_at, ceiling,
+                                                self.zone.name).result()
+        except BrokenProcessPool:
+            raise WorkerGone("the worker process normalizing the shipments stream's batch ended abruptly (killed, "
+                             "or out of memory); nothing of the batch was written. FREIGHT_NORMALIZE_WORKERS=0 "
+                             "normalizes in the sync's own process") from None
         self.zone.naive_read += naive
         return assembled

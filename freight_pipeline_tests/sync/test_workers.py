@@ -1,0 +1,77 @@
+"""The shipments stream's batches normalized in a worker process (``sync.workers``) write what the sync's own
+process writes: every table's rows, the raw kept, the fields read, and each count a run records (the parts, the
+data problems, the date-times read without a UTC offset), over HTTP against the simulator's clock without an
+offset; a worker that dies fails the stream loudly with nothing of its batch written."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.simulator.server import running_simulator
+from freight_pipeline.sync import workers
+from freight_pipeline.sync.runner import naive_clock_notice
+from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse.ddl import quote
+from freight_pipeline_tests.sync.conftest import syncer, work_db
+
+BERLIN = "Europe/Berlin"
+SETTINGS = SyncSettings(page_size=25, fetch_batch_size=13, concurrency=8, retry_after=dt.timedelta(0),
+                        service_timezone=BERLIN)
+KEPT: dict[str, tuple[str, ...]] = {
+    meta.RAW_SHIPMENTS.qualified_name: ("shipment_id", "document", "last_modified_at", "last_modified_key",
+                                        "content_hash"),
+    meta.RAW_PARTS.qualified_name: ("stream", "shipment_id", "answer", "answer_bytes"),
+    meta.DATA_PROBLEMS.qualified_name: ("stream", "record_key", "json_path", "raw_value", "reason"),
+    meta.SOURCE_FIELDS.qualified_name: ("stream", "field", "declared", "state", "records_read", "records_with"),
+}
+"""The columns of the ``freight_meta`` tables a batch writes that do not name a run or an instant of it."""
+
+
+def _rows(database: Path) -> dict[str, list[tuple]]:
+    """Every freight table's rows (business columns) and the run-independent columns of :data:`KEPT`, sorted."""
+    columns = {spec.qualified_name: tuple(c.name for c in spec.columns) for spec in FREIGHT_TABLES} | KEPT
+    with duckdb.connect(str(database), read_only=True) as con:
+        return {name: sorted(con.execute(f"SELECT {', '.join(map(quote, cols))} FROM {name}").fetchall(), key=repr)
+                for name, cols in columns.items()}
+
+
+def test_a_worker_process_writes_what_the_sync_writes_itself(tmp_path: Path) -> None:
+    with running_simulator(shipments=40, seed=9, naive_clock=BERLIN) as sim:
+        here = syncer(sim, tmp_path / "here", publish_after=False)(SETTINGS.replaced(normalize_workers=0))
+        there = syncer(sim, tmp_path / "there", publish_after=False)(SETTINGS.replaced(normalize_workers=1))
+    mine, theirs = here["shipments"], there["shipments"]
+    assert mine.extra["naive_datetimes"]["read"] == theirs.extra["naive_datetimes"]["read"] > 40
+    assert naive_clock_notice(BERLIN) in theirs.notices
+    assert mine.extra["parts"] == theirs.extra["parts"] and theirs.extra["parts"]["shipments"]["loaded"] == 40
+    assert (mine.rows_written, mine.data_problems) == (theirs.rows_written, theirs.data_problems)
+    held, made = _rows(work_db(tmp_path / "here")), _rows(work_db(tmp_path / "there"))
+    assert all(held[name] for name in KEPT if name != meta.DATA_PROBLEMS.qualified_name)
+    for name in held:
+        assert held[name] == made[name], name
+
+
+def _dies(*_: object) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_worker_that_dies_fails_the_stream_and_writes_nothing_of_its_batch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed (the kernel's OOM killer, an operator) is no record's fault: the stream fails, naming it,
+    and nothing is written; the next run (here, in the sync's own process) reads everything."""
+    monkeypatch.setattr(workers, "_assembled_there", _dies)  # forked after this: the worker runs it
+    with running_simulator(shipments=20, seed=9) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        with pytest.raises(workers.WorkerGone, match="FREIGHT_NORMALIZE_WORKERS=0"):
+            sync(SETTINGS.replaced(normalize_workers=1))
+        with duckdb.connect(str(work_db(tmp_path)), read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM freight.shipments").fetchall() == [(0,)]
+        monkeypatch.undo()
+        assert sync(SETTINGS.replaced(normalize_workers=0))["shipments"].extra["parts"]["shipments"]["loaded"] == 20
