@@ -3,7 +3,10 @@
 Every scenario starts a fresh simulator (same seed, same data, its own process) for each side:
 
 * ``loopback``: full sync of ``--shipments`` (2,000) shipments, no added latency;
-* ``wan``: the same with ``--latency-ms`` (50) per request, a service across the internet;
+* ``wan``: the same with ``--latency-ms`` (50) per request, a service across the internet, and the share of
+  the latency bound the shipments stream reached (mean in-flight limit / latency / requests per shipment);
+  with ``--baseline REV``, each of these two also runs commit ``REV``'s full sync (a ``git worktree``, the same
+  venv, its own simulator) right before ours, printed beside it;
 * ``tail``: the ``loopback`` full sync with and without a latency tail (``--tail-share`` (2 %) of the
   requests answered ``--tail-ms`` (5,000) ms late, the simulator's ``--tail``), each side against
   the same tail; per side its time with the tail against its clean time, and our hedged reads
@@ -66,7 +69,8 @@ checks, the dbt build, the publish) in a child process, by default without Dagst
 ``loopback`` and ``incremental`` also time it as a Dagster run recorded in an instance (``DAGSTER_HOME``
 set: what ``make ui`` shows), the way the schedules run it; the peer is ``bench/peer_dlt.py --parallel`` (the dlt
 script of the issue, unchanged) in its own venv (``.bench/peer-venv``, made by ``make bench``).
-Both are timed by wall clock from process start to exit; peak memory is the largest sum of PSS
+Both are timed by wall clock from process start to exit, with the CPU (user and system) of the process and of
+the children it waited for (the dbt worker, the normalizing worker), per shipment; peak memory is the largest sum of PSS
 (resident memory, shared pages split between the processes sharing them) over the child's process
 tree, sampled every 250 ms. Figures are printed, never asserted.
 """

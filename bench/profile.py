@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
-from compare import PASSWORD, USER, simulator  # noqa: E402
+from compare import PASSWORD, USER, simulator, sync_figures  # noqa: E402
 
 AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("warehouse writes (writes.py, history.py)", ("warehouse/writes.py", "warehouse/history.py")),
@@ -125,10 +125,12 @@ def main() -> int:
         if sync.returncode != 0:
             raise SystemExit(f"the sync failed ({sync.returncode})")
         total, areas, leaves = shares(collapsed)
+        stream_s = sync_figures(Path(tmp) / "data" / "warehouse.duckdb").get("stream_seconds") or 0.0
     cpu = usage.ru_utime + usage.ru_stime
     print(f"full sync of {args.shipments:,} shipments at {args.latency_ms:g} ms per request, "
           f"{args.code or 'this checkout'}: {seconds:.1f} s wall, {cpu:.1f} s CPU "
-          f"({1000 * cpu / args.shipments:.2f} ms per shipment), {total} samples at {args.rate} Hz")
+          f"({1000 * cpu / args.shipments:.2f} ms per shipment), the shipments stream {stream_s:.1f} s, "
+          f"{total} samples at {args.rate} Hz")
     own = sum(seen.values())
     print(f"CPU of the sync's own threads (read every 0.2 s): {own:.1f} s ({1000 * own / args.shipments:.2f} ms per "
           f"shipment); of its children (the dbt worker) {cpu - own:.1f} s")
