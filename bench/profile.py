@@ -1,13 +1,14 @@
-"""``bench/profile.py``: where a full sync's CPU goes, as the table of ``docs/performance.md``.
+"""``bench/profile.py``: where a full sync's CPU goes, as the tables of ``docs/performance.md``.
 
 A full sync by ``freight-pipeline sync --no-dagster`` (documents off, like the bench's pairs) against the
 bundled simulator in its own process (``--shipments``, ``--latency-ms``), sampled by py-spy (``--py-spy``, at
-``--rate`` Hz, every thread of the sync's process, idle threads left out); ``--code`` runs another checkout's
-package instead (a ``git worktree``, the same venv). Printed: the process's wall time and CPU seconds (its own
-and its waited children's, from ``wait4``), CPU per shipment, each kind of thread's CPU (from ``/proc``), and
-each area's share of all samples (inclusive, overlapping: a statement run by the history is in both; a thread
-waiting for the GIL in a call that released it is sampled too), then the 15 leaf lines that took most.
-Figures are printed, never asserted.
+``--rate`` Hz, the sync's process only, idle threads left out; ``--gil``: only the thread holding the GIL);
+``--code`` runs another checkout's package instead (a ``git worktree``, the same venv). Printed: the wall time,
+the shipments stream's seconds, the CPU seconds of the process and of the children it waited for (``wait4``:
+the dbt worker, the normalizing worker), its own threads' CPU (from ``/proc``), CPU per shipment, peak memory
+(PSS of the process tree), each area's share of all samples (inclusive, overlapping: a statement run by the
+history is in both; without ``--gil`` a thread waiting for the GIL in a call that released it is sampled too),
+then the 15 leaf lines that took most. Figures are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import psutil
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
-from compare import PASSWORD, USER, simulator, sync_figures  # noqa: E402
+from compare import PASSWORD, USER, proportional_set_size, simulator, sync_figures  # noqa: E402
 
 AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("warehouse writes (writes.py, history.py)", ("warehouse/writes.py", "warehouse/history.py")),
@@ -92,7 +95,8 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=50)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--code", type=Path, default=None, help="a checkout whose package runs instead of this one")
-    parser.add_argument("--py-spy", default="py-spy", help="the py-spy program (not a dependency of the project)")
+    parser.add_argument("--py-spy", default="py-spy", help="the py-spy program (not a dependency of the project); "
+                        "`none`: no sampling, the times and CPU only")
     parser.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL (py-spy --gil)")
     parser.add_argument("--keep", type=Path, default=None, help="keep py-spy's collapsed stacks in this file")
     args = parser.parse_args()
@@ -107,33 +111,40 @@ def main() -> int:
         started = time.monotonic()
         sync = subprocess.Popen([str(REPO / ".venv" / "bin" / "freight-pipeline"), "sync", "--no-dagster"], env=env,
                                 cwd=args.code or REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        spy = subprocess.Popen([args.py_spy, "record", "--pid", str(sync.pid), "--rate", str(args.rate),
-                                "--format", "raw", "--output", str(collapsed), "--nonblocking",
-                                *(["--gil"] if args.gil else [])],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        spy = None if args.py_spy == "none" else subprocess.Popen(
+            [args.py_spy, "record", "--pid", str(sync.pid), "--rate", str(args.rate), "--format", "raw", "--output",
+             str(collapsed), "--nonblocking", *(["--gil"] if args.gil else [])],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         seen: dict[int, float] = {}
+        peak = 0
+        tree = psutil.Process(sync.pid)
         while True:
             with contextlib.suppress(OSError):
                 thread_cpu(sync.pid, seen)
+            with contextlib.suppress(psutil.Error):
+                peak = max(peak, sum(proportional_set_size(p) for p in (tree, *tree.children(recursive=True))))
             ended, status, usage = os.wait4(sync.pid, os.WNOHANG)
             if ended:
                 break
             time.sleep(0.2)
         seconds = time.monotonic() - started
         sync.returncode = os.waitstatus_to_exitcode(status)
-        spy.wait(timeout=120)
+        if spy is not None:
+            spy.wait(timeout=120)
         if sync.returncode != 0:
             raise SystemExit(f"the sync failed ({sync.returncode})")
-        total, areas, leaves = shares(collapsed)
+        total, areas, leaves = shares(collapsed) if spy is not None else (0, Counter(), Counter())
         stream_s = sync_figures(Path(tmp) / "data" / "warehouse.duckdb").get("stream_seconds") or 0.0
     cpu = usage.ru_utime + usage.ru_stime
     print(f"full sync of {args.shipments:,} shipments at {args.latency_ms:g} ms per request, "
           f"{args.code or 'this checkout'}: {seconds:.1f} s wall, {cpu:.1f} s CPU "
           f"({1000 * cpu / args.shipments:.2f} ms per shipment), the shipments stream {stream_s:.1f} s, "
-          f"{total} samples at {args.rate} Hz")
+          f"peak memory {peak / 2**20:.0f} MB (PSS of the process tree), {total} samples at {args.rate} Hz")
     own = sum(seen.values())
     print(f"CPU of the sync's own threads (read every 0.2 s): {own:.1f} s ({1000 * own / args.shipments:.2f} ms per "
           f"shipment); of its children (the dbt worker) {cpu - own:.1f} s")
+    if not total:
+        return 0
     print("| area | share of samples |\n|---|---|")
     for area, _ in AREAS:
         print(f"| {area} | {areas[area] / max(total, 1):.0%} |")

@@ -173,7 +173,9 @@ async def sync_shipments(
     batches normalized in a worker process where there is a second core (``sync.workers``)."""
     workers = sync_workers() if settings.normalize_workers is None else settings.normalize_workers
     with Assembler(settings.zone, workers) as assembler:
-        return await _sync(source, warehouse, settings, run_id, assembler, progress)
+        result = await _sync(source, warehouse, settings, run_id, assembler, progress)
+    result.extra["normalize_workers"] = workers
+    return result
 
 
 async def _sync(

@@ -48,6 +48,7 @@ def test_a_worker_process_writes_what_the_sync_writes_itself(tmp_path: Path) -> 
         here = syncer(sim, tmp_path / "here", publish_after=False)(SETTINGS.replaced(normalize_workers=0))
         there = syncer(sim, tmp_path / "there", publish_after=False)(SETTINGS.replaced(normalize_workers=1))
     mine, theirs = here["shipments"], there["shipments"]
+    assert (mine.extra["normalize_workers"], theirs.extra["normalize_workers"]) == (0, 1)
     assert mine.extra["naive_datetimes"]["read"] == theirs.extra["naive_datetimes"]["read"] > 40
     assert naive_clock_notice(BERLIN) in theirs.notices
     assert mine.extra["parts"] == theirs.extra["parts"] and theirs.extra["parts"]["shipments"]["loaded"] == 40
