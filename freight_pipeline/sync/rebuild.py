@@ -50,7 +50,6 @@ import os
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +72,7 @@ from freight_pipeline.sync.parts import DOCUMENT, PART_BY_STREAM, Ref
 from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.workers import can_fork, forked_pool, gc_paused
+from freight_pipeline.sync.workers import Workers, can_fork, gc_paused
 from freight_pipeline.warehouse.documents import newest_shipment_write
 from freight_pipeline.warehouse.history import BEHIND_STATE
 from freight_pipeline.warehouse.records import BatchWrite, RawPosition, RawRecord, Reject, WriteStats
@@ -409,26 +408,16 @@ def default_workers() -> int:
     return (os.cpu_count() or 1) if can_fork() else 0
 
 
-class Derivers:
+class Derivers(Workers):
     """The normalization of a rebuild's batches (:func:`derive`), in ``workers`` forked processes (each batch
     split into chunks of at most :data:`CHUNK` shipments, at least one per worker; forked, they run the
     mapping as it is in this process), or here when ``workers`` is 0. The process that writes then only
     reads the raw and writes the rows."""
 
     def __init__(self, workers: int, zone: ServiceZone) -> None:
-        self.workers = workers
+        super().__init__(workers)
         self.zone = zone
         """The rebuild's, handed to each batch (a worker's count of what it read stays in the worker)."""
-        self.pool: ProcessPoolExecutor | None = None
-
-    def __enter__(self) -> Derivers:
-        if self.workers > 0:
-            self.pool = forked_pool(self.workers)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
 
     def submit(self, records: Sequence[RawRecord], cursor: str) -> Callable[[], BatchWrite]:
         """Start deriving ``records``; what gives their batch write (with ``cursor``: the rebuild's progress)

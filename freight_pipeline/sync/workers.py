@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from typing import Self
 
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.sync.assemble import Assembled, assemble
@@ -93,18 +94,15 @@ class WorkerGone(RuntimeError):
     """A worker process ended while it normalized a batch: not a record's fault (the stream fails)."""
 
 
-class Assembler:
-    """A sync's batches assembled (``assemble``: normalized, raw kept, Arrow tables built) in ``workers`` forked
-    processes (:func:`sync_workers`), or in this process when ``workers`` is 0. The sync's process then talks
-    HTTP and writes, and the batch is prepared meanwhile on the other core; the run's ``zone`` still counts
-    every date-time read without an offset."""
+class Workers:
+    """``workers`` forked processes (:func:`forked_pool`) for the duration of a ``with`` block, none when
+    ``workers`` is 0 (the work is then done in this process)."""
 
-    def __init__(self, zone: ServiceZone, workers: int) -> None:
-        self.zone = zone
+    def __init__(self, workers: int) -> None:
         self.workers = workers
         self.pool: ProcessPoolExecutor | None = None
 
-    def __enter__(self) -> Assembler:
+    def __enter__(self) -> Self:
         if self.workers > 0:
             self.pool = forked_pool(self.workers)
         return self
@@ -113,6 +111,17 @@ class Assembler:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
+
+
+class Assembler(Workers):
+    """A sync's batches assembled (``assemble``: normalized, raw kept, Arrow tables built) in ``workers`` forked
+    processes (:func:`sync_workers`), or in this process when ``workers`` is 0. The sync's process then talks
+    HTTP and writes, and the batch is prepared meanwhile on the other core; the run's ``zone`` still counts
+    every date-time read without an offset."""
+
+    def __init__(self, zone: ServiceZone, workers: int) -> None:
+        super().__init__(workers)
+        self.zone = zone
 
     def __call__(self, bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None) -> Assembled:
         """The batch write of ``bundles`` (``assemble``), waiting for the worker that made it."""
