@@ -21,7 +21,7 @@ def _chunk(first: int) -> BatchWrite:
         raw_parts=[RawPart("events", first, None, None, now)], rejects=[Reject("shipments", str(first), None, "bad")],
         quarantined=[Quarantined("shipments", str(first), first, "500")],
         problems=[DataProblem("shipments", str(first), first, "goods[0].weight", '"x"', "not a number")],
-        cursor=None if first == 1 else ("rebuild", f"through {first + 1}"))
+        cursor=None if first == 1 else ("rebuild", f"through {first + 1}"), fresh_ids=[first + 1])
 
 
 def test_every_field_of_every_chunk_is_carried_in_order() -> None:
@@ -35,6 +35,7 @@ def test_every_field_of_every_chunk_is_carried_in_order() -> None:
     assert [q.shipment_id for q in whole.quarantined] == [1, 3]
     assert [p.shipment_id for p in whole.raw_parts] == [p.shipment_id for p in whole.problems] == [1, 3]
     assert whole.cursor == ("rebuild", "through 4")
+    assert whole.fresh_ids == [2, 4]
     # the chunks set every field, so a field added to BatchWrite is checked here once it is set above
     assert all(getattr(_chunk(3), f.name) for f in dataclasses.fields(BatchWrite))
 
