@@ -39,7 +39,9 @@ from freight_pipeline.lake.connect import (
     literal,
 )
 from freight_pipeline.lake.settings import LAKE_ALIAS, LAKE_DBT_TARGET, LakeSettings
+from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.warehouse.backend import PublishedState, StorageBackend, UnsettledWarehouse, unsettled_runs
+from freight_pipeline.warehouse.comments import DESCRIBED_TABLES, describe_tables
 from freight_pipeline.warehouse.ddl import explained_out_of_memory, first, run
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import LAKE_SCRATCH, WORK_DIR
@@ -49,7 +51,21 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-PUBLISHED_SNAPSHOTS = "freight_meta.published_snapshots"
+PUBLISHED_SNAPSHOTS_TABLE = TableSpec(
+    "freight_meta",
+    "published_snapshots",
+    (
+        Column("snapshot_id", "BIGINT", "the lake's snapshot a successful run ended at: what readers open",
+               nullable=False),
+        Column("published_at", "TIMESTAMPTZ", "when the run published it", nullable=False),
+        Column("run_id", "VARCHAR", "the run that published it", nullable=False),
+    ),
+    ("snapshot_id",),
+    "The lake's published snapshots, the newest what readers and `freight-pipeline status` open (lake mode only).",
+    replace_key=None,
+    audit=False,
+)
+PUBLISHED_SNAPSHOTS = PUBLISHED_SNAPSHOTS_TABLE.qualified_name
 DEFAULT_RETENTION = dt.timedelta(days=7)
 """How long snapshots stay readable (time travel) before maintenance expires them."""
 REWRITE_DELETED_SHARE = 0.1
@@ -78,8 +94,8 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, run_id: str) -> PublishedSn
     if unsettled:
         described = "; ".join(f"{stream} {status} in run {run_id}" for stream, run_id, status in unsettled)
         raise UnsettledWarehouse(f"not published: the latest run of some streams did not succeed: {described}")
-    run(con, f"CREATE TABLE IF NOT EXISTS {PUBLISHED_SNAPSHOTS} "
-             "(snapshot_id BIGINT NOT NULL, published_at TIMESTAMPTZ NOT NULL, run_id VARCHAR NOT NULL)")
+    run(con, PUBLISHED_SNAPSHOTS_TABLE.ddl(key_constraint=False, storage_hints=False))
+    describe_tables(con, (*DESCRIBED_TABLES, PUBLISHED_SNAPSHOTS_TABLE))  # in the snapshot readers open
     snapshot = PublishedSnapshot(current_snapshot(con), dt.datetime.now(dt.UTC), run_id)
     run(con, f"INSERT INTO {PUBLISHED_SNAPSHOTS} VALUES (?, ?, ?)",
         [snapshot.snapshot_id, snapshot.published_at, snapshot.run_id])

@@ -10,7 +10,7 @@ folder :data:`KEPT_BUILDS`, one file each:
   judged as dbt judges a test (:func:`run_tests`; ``marts.worker``, "Batched tests");
 * its **models' statements**: every statement dbt sent to DuckDB on each model's connection (its
   materialization: pre-hooks, the temporary relation, the insert or the swap), in the order the models
-  ran, with the **catalog** the build began on (:func:`catalog_digest`: every relation's columns and types),
+  ran, with the **catalog** the build began on (:func:`catalog_digest`: every relation's columns, types and comments),
   a file per key and catalog (data directories of other settings, or a database migrated, build the same key
   on another catalog: each keeps its own). The next build of the key whose database has that same catalog
   replays them on the run's own connection,
@@ -56,11 +56,17 @@ mode, one thread, batches none)."""
 TRANSACTION_STATEMENTS = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
 """dbt's own transaction statements, left out of a replay (which is one transaction)."""
 CATALOG_QUERY = """
-    select schema_name, table_name, column_index, column_name, data_type
+    select schema_name, table_name, column_index, column_name, data_type, comment
     from duckdb_columns()
+    where database_name = current_database()
+    union all
+    select schema_name, table_name, -1, null, null, comment
+    from duckdb_tables()
     where database_name = current_database()
     order by all
 """
+"""Every relation's columns, their types and the comments (``persist_docs`` writes only the comments the
+catalog lacks, so the statements a build sends depend on them)."""
 
 
 def dbt_version() -> str:
@@ -167,7 +173,8 @@ def _used_at(path: Path) -> float:
 
 
 def catalog_digest(con: Any) -> str:
-    """A digest of every relation of the connection's database: its schema, name, columns and their types."""
+    """A digest of every relation of the connection's database: its schema, name, columns, their types and the
+    comments."""
     rows = con.execute(CATALOG_QUERY).fetchall()
     return hashlib.sha256(json.dumps(rows, default=str).encode()).hexdigest()[:16]
 

@@ -66,9 +66,11 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow.parquet as pq
 
 from freight_pipeline.config import StorageSettings
 from freight_pipeline.warehouse.backend import UnsettledWarehouse, unsettled_runs
+from freight_pipeline.warehouse.comments import TableDescriptions, catalog_comments, describe_tables
 from freight_pipeline.warehouse.ddl import (
     checked_storage_version,
     connect,
@@ -221,11 +223,13 @@ def publish(
 def _snapshot(
     work: Path, target: Path, connection: duckdb.DuckDBPyConnection | None, settings: StorageSettings
 ) -> None:
-    """Byte copy of the checkpointed working database, taken while holding a connection to it."""
+    """Byte copy of the checkpointed working database, taken while holding a connection to it (the sync's tables
+    described in its catalog first: :func:`~freight_pipeline.warehouse.comments.describe_tables`)."""
     target.parent.mkdir()
     con = connection if connection is not None else connect(work, settings, "publish")
     try:
         _require_settled(con)
+        describe_tables(con)
         run(con, "CHECKPOINT")
         wal = work.with_name(work.name + ".wal")
         if wal.exists() and wal.stat().st_size > 0:
@@ -258,25 +262,29 @@ def _export_parquet(
     :data:`EXPORT_THREADS` tables at a time, each on a cursor of its own."""
     prev_dir, prev_manifest = previous if previous else (None, {"tables": {}})
     columns = _columns(con)
+    sizes = _base_tables(con, schemas)
+    held = catalog_comments(con, {schema for schema, _ in sizes})
 
     def export(schema: str, table: str) -> tuple[dict[str, Any], bool]:
         cursor = con.cursor()
+        described = TableDescriptions.of(held, schema, table, [name for name, _ in columns[(schema, table)]])
         try:
-            rows, fingerprint = _fingerprint(cursor, schema, table, columns[(schema, table)])
+            rows, fingerprint = _fingerprint(cursor, schema, table, columns[(schema, table)], described)
             target = stage / schema / table / PARQUET_FILE
             target.parent.mkdir(parents=True, exist_ok=True)
             before = prev_manifest["tables"].get(f"{schema}.{table}")
             reused = (prev_dir is not None and bool(before) and before.get("fingerprint") == fingerprint
                       and _link(prev_dir / schema / table / PARQUET_FILE, target))
             if not reused:
+                source = f"SELECT * FROM {quote(schema)}.{quote(table)}"
+                metadata = _kv_metadata(cursor, source, target, described)
                 run(cursor,
-                    f"COPY (SELECT * FROM {quote(schema)}.{quote(table)}) TO '{_sql_path(target)}' "
-                    f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES '{ROW_GROUP_BYTES}')")
+                    f"COPY ({source}) TO '{_sql_path(target)}' "
+                    f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES '{ROW_GROUP_BYTES}'{metadata})")
         finally:
             cursor.close()
         return {"rows": rows, "fingerprint": fingerprint, "file": f"{schema}/{table}/{PARQUET_FILE}"}, reused
 
-    sizes = _base_tables(con, schemas)
     # the largest first, so that the last to end is a small one (not the raw store alone on one core)
     largest_first = sorted(sizes, key=sizes.__getitem__, reverse=True)
     with ThreadPoolExecutor(EXPORT_THREADS, thread_name_prefix="publish") as pool:
@@ -348,10 +356,32 @@ def _columns(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], list[tuple
     return columns
 
 
+def _kv_metadata(cursor: duckdb.DuckDBPyConnection, source: str, target: Path, described: TableDescriptions) -> str:
+    """The ``KV_METADATA`` option of the table's Parquet file (empty when nothing is described): its description,
+    and the Arrow schema pyarrow reads from such a file (taken from an empty one written beside it) with each
+    field's description, which pyarrow, pandas and Polars read back as field metadata."""
+    if described.empty:
+        return ""
+    empty = target.with_name(f"schema-{target.name}")
+    try:
+        run(cursor, f"COPY ({source} LIMIT 0) TO '{_sql_path(empty)}' (FORMAT parquet)")
+        arrow_schema = pq.read_schema(empty)
+    finally:
+        empty.unlink(missing_ok=True)
+    pairs = described.parquet_metadata(arrow_schema)
+    return ", KV_METADATA {" + ", ".join(f"{_literal(key)}: {_literal(value)}" for key, value in pairs.items()) + "}"
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _fingerprint(
-    con: duckdb.DuckDBPyConnection, schema: str, table: str, columns: list[tuple[str, str]]
+    con: duckdb.DuckDBPyConnection, schema: str, table: str, columns: list[tuple[str, str]],
+    described: TableDescriptions,
 ) -> tuple[int, str]:
-    """Row count and a content fingerprint: column names and types (``columns``), count, sum of row hashes."""
+    """Row count and a content fingerprint: column names and types (``columns``), count, sum of row hashes, and the
+    descriptions the file carries."""
     row = first(
         run(
             con,
@@ -360,7 +390,7 @@ def _fingerprint(
         )
     )
     count, hashes = (int(row[0]), str(row[1])) if row else (0, "0")
-    text = json.dumps([columns, count, hashes])
+    text = json.dumps([columns, count, hashes, described.table, described.columns])
     return count, hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -103,6 +103,26 @@ def test_pyarrow_reads_every_parquet_table_with_duckdb_s_rows_and_arrow_types(
     assert json_columns > 0  # the JSON rule above was exercised
 
 
+def test_every_parquet_file_carries_its_table_s_and_columns_descriptions(
+    con: duckdb.DuckDBPyConnection, data_dir: Path
+) -> None:
+    """As pyarrow (and so pandas, Polars) reads them: the table's in the file's metadata, each column's in its
+    field's, the text the published file's catalog holds (the specs' for the sync's tables, the YAML's for
+    the marts)."""
+    tables = _tables(con)
+    assert {("freight", "shipments"), ("analytics", "fct_shipments")} <= set(tables)
+    for schema, table in tables:
+        comment = con.execute("SELECT comment FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
+                              [schema, table]).fetchall()[0][0]
+        columns = dict(con.execute("SELECT column_name, comment FROM duckdb_columns() WHERE schema_name = ? "
+                                   "AND table_name = ?", [schema, table]).fetchall())
+        read = pq.read_schema(data_dir / "parquet" / schema / table / "data.parquet")
+        assert comment and all(columns.values()), f"{schema}.{table}: a hole in the catalog"
+        assert (read.metadata or {}).get(b"description", b"").decode() == comment, f"{schema}.{table}"
+        assert {f.name: (f.metadata or {}).get(b"description", b"").decode() for f in read} == columns, \
+            f"{schema}.{table}"
+
+
 def test_the_converted_file_opens_in_duckdb_1_5_with_every_mart(warehouse: dict[str, Any], data_dir: Path) -> None:
     """The dbt fixtures build the working database with plain duckdb 2.0, so the publish converted it."""
     assert storage_tag_of(warehouse["path"]) == "v2.0.0+"

@@ -42,6 +42,7 @@ from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline.warehouse.writer_lock import writer_lock
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line
 from freight_pipeline_tests.published import published_tables
+from freight_pipeline_tests.warehouse.older import read_once
 
 SHIPMENTS = 40
 ORPHAN_TEST = "relationships_stg_shipment_goods_shipment_id__shipment_id__ref_stg_shipments_"
@@ -134,6 +135,36 @@ def test_a_run_syncs_checks_builds_and_publishes_then_builds_only_what_changed(
     marts = [name for name in incremental if name.startswith("analytics.")]
     assert len(marts) > 5
     assert [name for name in marts if incremental[name] != whole[name]] == []
+    # the descriptions, as DuckDB 1.5 reads them: the same text after every kind of run and build
+    assert described(rebuilt) == described(tmp_path) == described(first_run[1])
+
+
+DESCRIBED_SCHEMAS = ("freight", "freight_history", "freight_meta", "analytics")
+"""The published schemas whose every table and column carries its description (the specs', the marts' YAML)."""
+
+
+def described(data_dir: Path) -> dict[str, str]:
+    """Every table's and column's comment in the published file of ``data_dir``, as DuckDB 1.5 reads them."""
+    found = read_once(published_db_path(data_dir), "comments")
+    assert "comments" in found, found.get("error")
+    return {name: text for name, text in found["comments"].items() if name.split(".")[0] in DESCRIBED_SCHEMAS}
+
+
+def test_every_published_table_and_column_is_described_in_duckdb_1_5(first_run: tuple[JobReport, Path]) -> None:
+    comments = described(first_run[1])
+    counted: dict[str, list[int]] = {}
+    for name, text in comments.items():
+        counts = counted.setdefault(name.split(".")[0], [0, 0])
+        counts[0] += 1
+        counts[1] += bool(text.strip())
+    assert {schema: described for schema, (_, described) in counted.items()} == \
+        {schema: total for schema, (total, _) in counted.items()}, [name for name, text in comments.items() if not text]
+    assert sorted(counted) == sorted(DESCRIBED_SCHEMAS)
+    assert counted["analytics"][0] > 150 and counted["freight"][0] > 500
+    # and as SQLAlchemy reflects them, as Superset's dataset editor lists them
+    reflected = read_once(published_db_path(first_run[1]), "sqlalchemy-comments")
+    assert {name: text for name, text in reflected.get("comments", {}).items()
+            if name.split(".")[0] in DESCRIBED_SCHEMAS} == comments, reflected.get("error")
 
 
 def rebuilt(data_dir: Path) -> JobReport:

@@ -180,3 +180,13 @@ def test_writers_one_killed_then_the_jobs_end_exact(
     with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
         assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchone() == (SHIPMENTS - len(deleted),)
         assert con.execute("SELECT count(*) FROM freight_meta.published_snapshots").fetchone() == (2,)
+        # every table and column described, as in the embedded file: the specs', the marts' YAML
+        described = con.execute(
+            "SELECT schema_name, count(*), count(nullif(comment, '')) FROM ("
+            "SELECT schema_name, comment FROM duckdb_tables() WHERE database_name = current_database() UNION ALL "
+            "SELECT schema_name, comment FROM duckdb_columns() WHERE database_name = current_database() AND "
+            "(schema_name, table_name) IN (SELECT (schema_name, table_name) FROM duckdb_tables())) "
+            "WHERE schema_name IN ('freight', 'freight_meta', 'freight_history', 'analytics') GROUP BY ALL ORDER BY 1"
+        ).fetchall()
+    assert [schema for schema, _, _ in described] == ["analytics", "freight", "freight_history", "freight_meta"]
+    assert [(schema, total) for schema, total, _ in described] == [(schema, held) for schema, _, held in described]

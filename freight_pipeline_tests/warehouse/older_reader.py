@@ -4,7 +4,9 @@ the lake environment's duckdb 1.5.5, the engine today's BI tools bundle.
 ``python older_reader.py DB duckdb|sqlalchemy [STOP]``: opens DB read-only (DuckDB's Python API, or
 SQLAlchemy through duckdb-engine with the URL Superset takes), fetches every row of every table and
 view it lists, closes it and prints one JSON line: ``{"duckdb": "1.5.5", "rows": {"freight.shipments":
-100, ...}}``, or ``{"error": "..."}``. With STOP: pass after pass until that file exists. Imports only
+100, ...}}``, or ``{"error": "..."}``. Modes ``comments`` and ``sqlalchemy-comments`` print every table's
+and column's comment instead (``{"comments": {"freight.shipments.client": "...", ...}}``).
+With STOP: pass after pass until that file exists. Imports only
 duckdb, SQLAlchemy and duckdb-engine.
 """
 
@@ -60,13 +62,51 @@ def with_sqlalchemy(db: str) -> dict[str, int]:
         engine.dispose()
 
 
+def comments_with_duckdb(db: str) -> dict[str, str]:
+    """``schema.table`` and ``schema.table.column`` -> its comment ('' when none), of every table."""
+    con = duckdb.connect(db, read_only=True)
+    try:
+        return {name: comment or "" for name, comment in con.execute(
+            "SELECT schema_name || '.' || table_name, comment FROM duckdb_tables() UNION ALL "
+            "SELECT schema_name || '.' || table_name || '.' || column_name, comment FROM duckdb_columns() "
+            "WHERE (schema_name, table_name) IN (SELECT (schema_name, table_name) FROM duckdb_tables())").fetchall()}
+    finally:
+        con.close()
+
+
+def comments_with_sqlalchemy(db: str) -> dict[str, str]:
+    """The same, as SQLAlchemy's inspector reflects them (what Superset's dataset editor shows)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(f"duckdb:///{db}?access_mode=read_only")
+    try:
+        inspector = sa.inspect(engine)
+        found: dict[str, str] = {}
+        for qualified in inspector.get_schema_names():
+            catalog, _, schema = qualified.partition(".")
+            if catalog != "warehouse":
+                continue
+            for table in inspector.get_table_names(schema=schema):
+                found[f"{schema}.{table}"] = inspector.get_table_comment(table, schema=schema)["text"] or ""
+                for column in inspector.get_columns(table, schema=schema):
+                    found[f"{schema}.{table}.{column['name']}"] = column.get("comment") or ""
+        return found
+    finally:
+        engine.dispose()
+
+
+READS = {"duckdb": ("rows", with_duckdb), "sqlalchemy": ("rows", with_sqlalchemy),
+         "comments": ("comments", comments_with_duckdb), "sqlalchemy-comments": ("comments", comments_with_sqlalchemy)}
+"""Mode -> what it prints and how it reads it."""
+
+
 def main() -> None:
     db, mode = sys.argv[1], sys.argv[2]
     stop = Path(sys.argv[3]) if len(sys.argv) > 3 else None
-    read = with_duckdb if mode == "duckdb" else with_sqlalchemy
+    key, read = READS[mode]
     while True:
         try:
-            print(json.dumps({"duckdb": duckdb.__version__, "rows": read(db)}), flush=True)
+            print(json.dumps({"duckdb": duckdb.__version__, key: read(db)}), flush=True)
         except Exception as exc:  # reported, not raised: the test asserts there were none
             print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
         if stop is None or stop.exists():
