@@ -32,6 +32,8 @@ PERIOD_HELP = (
 # Keys of the ETA section's choosers (their values live in st.session_state).
 ETA_HORIZON = "eta-horizon"
 ETA_SHIPMENT = "eta-shipment"
+TABLE_CHOICE = "described-table"
+"""The key of the "Tables and columns" section's chooser."""
 
 
 def main() -> None:
@@ -49,7 +51,8 @@ def main() -> None:
             options = sources.filter_options(con)
             filters = sidebar(options)
             choice = queries.EtaChoice(_chosen(ETA_HORIZON), _chosen(ETA_SHIPMENT))
-            page = queries.load_page(con, filters, choice)
+            table = st.session_state.get(TABLE_CHOICE)
+            page = queries.load_page(con, filters, choice, table if isinstance(table, str) else None)
     except (sources.NoWarehouse, sources.MissingMarts, LakeUnavailable) as exc:
         st.error(str(exc))
         return
@@ -69,6 +72,7 @@ def main() -> None:
     eta_section(page)
     freshness_section(page)
     bad_data_section(page)
+    tables_section(page)
 
 
 # --- filters --------------------------------------------------------------------------------------
@@ -233,7 +237,7 @@ def _chosen(key: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _forget_stale(key: str, options: Sequence[int]) -> None:
+def _forget_stale(key: str, options: Sequence[object]) -> None:
     """Drop a chooser's value that is no longer among its options (another filter, a new publish)."""
     if key in st.session_state and st.session_state[key] not in options:
         del st.session_state[key]
@@ -376,6 +380,27 @@ def bad_data_section(page: queries.PageData) -> None:
         _table("table-bad-data", display.table(page.bad_data, [
             ("stream", "stream", label), ("quarantined", "quarantined", count),
             ("failing_since", "failing since", instant), ("values_nulled", "values nulled", count)]))
+
+
+COLUMNS_TABLE: list[display.Column] = [("column", "column", label), ("type", "type", label),
+                                       ("description", "description", label)]
+
+
+def tables_section(page: queries.PageData) -> None:
+    """Every published table's description, and the columns' of the one chosen: the catalog's comments."""
+    with st.container(key="tables"):
+        st.subheader("Tables and columns")
+        st.caption("What each table and column of the published warehouse holds, as its catalog describes them "
+                   "(the descriptions DBeaver, Metabase and Superset show; docs/connecting.md).")
+        if page.table is None:
+            st.info("No table is published yet.")
+            return
+        listed = list(page.tables["table"])
+        _forget_stale(TABLE_CHOICE, listed)
+        st.selectbox("Table", listed, index=listed.index(page.table), key=TABLE_CHOICE)
+        described = page.tables.set_index("table")["description"]
+        st.markdown(f"**{page.table}**: {described[page.table] or '(no description)'}")
+        _table("table-columns", display.table(page.table_columns, COLUMNS_TABLE))
 
 
 if __name__ == "__main__":

@@ -368,6 +368,29 @@ class EtaChoice:
     """The shipment whose estimate versions are drawn."""
 
 
+DESCRIBED_SCHEMAS = ("analytics", "freight", "freight_history", "freight_meta")
+"""The schemas whose tables the "Tables and columns" section lists (every one of their columns is described)."""
+DEFAULT_TABLE = "analytics.fct_shipments"
+
+
+def described_tables(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """``table`` (``schema.name``) and ``description`` of every table of :data:`DESCRIBED_SCHEMAS`, in order."""
+    marks = ", ".join("?" for _ in DESCRIBED_SCHEMAS)
+    return con.execute(
+        "SELECT schema_name || '.' || table_name AS \"table\", coalesce(comment, '') AS description "
+        f"FROM duckdb_tables() WHERE database_name = current_database() AND schema_name IN ({marks}) "
+        "ORDER BY schema_name, table_name", list(DESCRIBED_SCHEMAS)).df()
+
+
+def described_columns(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
+    """``column``, ``type`` and ``description`` of each column of ``table`` (``schema.name``), in order."""
+    schema, _, name = table.partition(".")
+    return con.execute(
+        "SELECT column_name AS \"column\", data_type AS type, coalesce(comment, '') AS description "
+        "FROM duckdb_columns() WHERE database_name = current_database() AND schema_name = ? AND table_name = ? "
+        "ORDER BY column_index", [schema, name]).df()
+
+
 def missing_eta_marts(con: duckdb.DuckDBPyConnection) -> str | None:
     """Why the ETA section cannot be shown (its marts are not in the published warehouse), or None."""
     missing = [name for name in (*ETA_MARTS, EVENT_VERSIONS.qualified_name) if not has_table(con, name)]
@@ -423,10 +446,22 @@ class PageData:
     eta_shipment_id: int | None
     """The shipment drawn (the choice, or the one with the most revisions); None when none was revised."""
     eta_versions: pd.DataFrame
+    tables: pd.DataFrame
+    """:func:`described_tables`."""
+    table: str | None
+    """The table whose columns are shown (None: no table published)."""
+    table_columns: pd.DataFrame
+    """:func:`described_columns` of ``table``."""
 
 
-def load_page(con: duckdb.DuckDBPyConnection, filters: Filters, eta_choice: EtaChoice | None = None) -> PageData:
+def load_page(con: duckdb.DuckDBPyConnection, filters: Filters, eta_choice: EtaChoice | None = None,
+              table: str | None = None) -> PageData:
+    """``table``: the table whose columns the "Tables and columns" section shows (None, or one not published:
+    :data:`DEFAULT_TABLE`, else the first)."""
     eta_choice = eta_choice or EtaChoice()
+    tables = described_tables(con)
+    listed = list(tables["table"])
+    table = table if table in listed else (DEFAULT_TABLE if DEFAULT_TABLE in listed else (listed or [None])[0])
     eta_missing = missing_eta_marts(con)
     empty = pd.DataFrame()
     by_horizon, horizon, by_lane, by_carrier, shipments, shipment_id, versions = (
@@ -466,4 +501,7 @@ def load_page(con: duckdb.DuckDBPyConnection, filters: Filters, eta_choice: EtaC
         eta_shipments=shipments,
         eta_shipment_id=shipment_id,
         eta_versions=versions,
+        tables=tables,
+        table=table,
+        table_columns=described_columns(con, table) if table else pd.DataFrame(),
     )

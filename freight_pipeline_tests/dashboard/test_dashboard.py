@@ -40,10 +40,12 @@ from freight_pipeline.commands.processes import LOCALHOST, free_port, start_chil
 from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT, ServiceSettings, StorageSettings
 from freight_pipeline.dashboard import display, queries, sources
 from freight_pipeline.dashboard.app import (
+    COLUMNS_TABLE,
     ETA_HORIZON_TABLE,
     ETA_RANKED_FIGURES,
     ETA_SHIPMENT_TABLE,
     ETA_VERSIONS_TABLE,
+    TABLE_CHOICE,
 )
 from freight_pipeline.dashboard.queries import EtaChoice
 from freight_pipeline.dashboard.sources import Filters
@@ -69,6 +71,8 @@ views, their batching is the sync tests' concern (TEST_SETTINGS' small batches m
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT_ENV = "FREIGHT_DASHBOARD_SCREENSHOT"
 """Set to a path (e.g. docs/dashboard.png) to keep a copy of the page's screenshot there."""
+DESCRIPTIONS_SCREENSHOT_ENV = "FREIGHT_DESCRIPTIONS_SCREENSHOT"
+"""Set to a path (docs/images/dashboard-descriptions.png) to keep the "Tables and columns" section's there."""
 NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 LAST_SYNC = NOW - dt.timedelta(minutes=20)
 NEWEST_CHANGE = NOW - dt.timedelta(hours=3, minutes=30)
@@ -463,7 +467,7 @@ def test_an_eta_section_without_scores_says_why(data_dir: Path, tmp_path: Path,
     assert not page.exception and not page.error
     assert [i.value for i in page.info] == [display.eta_note(empty.eta_by_horizon), NOT_REVISED]
     assert "No shipment here has arrived yet" in page.info[0].value
-    assert [s.key for s in page.selectbox] == []
+    assert [s.key for s in page.selectbox] == [TABLE_CHOICE]
 
     with duckdb.connect(str(working_db_path(data))) as work:
         work.execute("DROP TABLE analytics.fct_eta_accuracy_monthly")
@@ -515,6 +519,30 @@ def test_the_eta_choosers_pick_the_horizon_and_the_shipment(
     assert shown.iloc[0]["actual arrival"] != display.MISSING
     pd.testing.assert_frame_equal(_table_headed(page, ["version", "known from"]),
                                   display.table(chosen.eta_versions, ETA_VERSIONS_TABLE))
+
+
+def test_the_tables_section_describes_every_table_and_the_chosen_one_s_columns(
+    data_dir: Path, con: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    listed = queries.described_tables(con)
+    assert {"analytics.fct_shipments", "freight.shipments", "freight_history.shipment_versions",
+            "freight_meta.sync_runs"} <= set(listed["table"])
+    assert all(listed["description"]), listed[listed["description"] == ""]
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
+    page = AppTest.from_file(str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py"), default_timeout=60).run()
+    assert not page.exception
+    assert page.selectbox(key=TABLE_CHOICE).value == queries.DEFAULT_TABLE
+    page.selectbox(key=TABLE_CHOICE).set_value("freight.shipments").run()
+    assert not page.exception
+    chosen = queries.load_page(con, Filters(), table="freight.shipments")
+    assert chosen.table == "freight.shipments" and len(chosen.table_columns) > 50
+    pd.testing.assert_frame_equal(_table_headed(page, ["column", "type", "description"]),
+                                  display.table(chosen.table_columns, COLUMNS_TABLE))
+    described = dict(zip(chosen.table_columns["column"], chosen.table_columns["description"], strict=True))
+    assert described["house_reference"] == "house bill number" and all(described.values())
+    assert queries.load_page(con, Filters(), table="freight.gone").table == queries.DEFAULT_TABLE
 
 
 def test_freshness_and_bad_data(con: duckdb.DuckDBPyConnection) -> None:
@@ -582,7 +610,7 @@ def test_the_dashboard_command_refuses_a_busy_port(tmp_path: Path, capsys: pytes
 
 TABLES = (
     "table-on-time-month-mode", "table-on-time-lane", "table-on-time-carrier", "table-transit",
-    "table-volume-month", "table-volume-lane", "table-open", "table-freshness", "table-bad-data",
+    "table-volume-month", "table-volume-lane", "table-open", "table-freshness", "table-bad-data", "table-columns",
 )
 CHART_SECTIONS = {"on-time": 3, "transit": 1, "volumes": 1, "open": 1}
 """Vega charts each section draws whatever the data."""
@@ -636,7 +664,7 @@ READ_PAGE = """
 
 def _layout(data: queries.PageData) -> tuple[set[str], dict[str, int], set[str]]:
     """The tables (keys), the Vega charts per section and the choosers the page draws for ``data``."""
-    tables, charts, choosers = set(TABLES), {**CHART_SECTIONS, ETA_SECTION: 0}, set()
+    tables, charts, choosers = set(TABLES), {**CHART_SECTIONS, ETA_SECTION: 0}, {TABLE_CHOICE}
     if data.eta_missing is None and display.eta_note(data.eta_by_horizon) is None:
         tables.add("table-eta-horizon")
         choosers.add("eta-horizon")
@@ -716,14 +744,21 @@ class _Browser:
             previous = page if ready else None
         raise AssertionError(f"the dashboard did not render within {timeout:.0f} s: {json.dumps(page)[:3000]}")
 
-    def screenshot(self, path: Path) -> Path:
-        """The whole page (the window made as tall as Streamlit's scrolling main area)."""
+    def screenshot(self, path: Path, section: str | None = None) -> Path:
+        """The whole page (the window made as tall as Streamlit's scrolling main area), or the container of key
+        ``section`` only."""
         height = int(float(self.cdp.evaluate(
             "String((document.querySelector('[data-testid=\"stMain\"]') || document.body).scrollHeight)") or 1200))
         self.cdp.call("Emulation.setDeviceMetricsOverride", width=1400, height=min(height + 40, 6000),
                       deviceScaleFactor=1, mobile=False)
         time.sleep(2)  # charts re-layout to the new size
-        path.write_bytes(base64.b64decode(self.cdp.call("Page.captureScreenshot", format="png")["data"]))
+        options: dict[str, Any] = {"format": "png"}
+        if section is not None:
+            box = json.loads(self.cdp.evaluate(
+                f"JSON.stringify(document.querySelector('.st-key-{section}').getBoundingClientRect())"))
+            options["clip"] = {"x": box["x"] - 16, "y": box["y"] - 16, "width": box["width"] + 32,
+                               "height": box["height"] + 32, "scale": 1}
+        path.write_bytes(base64.b64decode(self.cdp.call("Page.captureScreenshot", **options)["data"]))
         return path
 
 
@@ -802,6 +837,10 @@ def _assert_page_matches(page: dict[str, Any], con: duckdb.DuckDBPyConnection, f
         ["code_conversions", "1", display.instant(NOW - dt.timedelta(hours=1)), "0"],
         ["shipments", "3", display.instant(NOW - dt.timedelta(hours=3)), "2"]]
     _assert_eta_matches(page, data)
+    assert page["choosers"][TABLE_CHOICE] == data.table == queries.DEFAULT_TABLE
+    columns = _rows(page, "table-columns")
+    assert columns == _expected(data.table_columns, COLUMNS_TABLE)
+    assert len(columns) > 10 and all(row[2] not in ("", display.NO_VALUE) for row in columns[1:])
 
 
 NOT_REVISED = "No arrival estimate here has moved yet (analytics.fct_estimate_revisions)."
@@ -889,6 +928,10 @@ def test_the_page_shows_the_warehouses_numbers(
     print(f"dashboard screenshot: {shot}")
     if os.environ.get(SCREENSHOT_ENV):
         shutil.copy(shot, Path(os.environ[SCREENSHOT_ENV]))
+    section = browser.screenshot(tmp_path / "descriptions.png", "tables")
+    assert section.stat().st_size > 10_000
+    if os.environ.get(DESCRIPTIONS_SCREENSHOT_ENV):
+        shutil.copy(section, Path(os.environ[DESCRIPTIONS_SCREENSHOT_ENV]))
 
 
 def test_the_page_opens_filtered_from_its_url(browser: _Browser, dashboard: str,

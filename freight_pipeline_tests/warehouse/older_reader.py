@@ -5,7 +5,7 @@ the lake environment's duckdb 1.5.5, the engine today's BI tools bundle.
 SQLAlchemy through duckdb-engine with the URL Superset takes), fetches every row of every table and
 view it lists, closes it and prints one JSON line: ``{"duckdb": "1.5.5", "rows": {"freight.shipments":
 100, ...}}``, or ``{"error": "..."}``. Modes ``comments`` and ``sqlalchemy-comments`` print every table's
-and column's comment instead (``{"comments": {"freight.shipments.client": "...", ...}}``).
+(and with DuckDB's API, every column's) comment instead (``{"comments": {"freight.shipments.client": "...", ...}}``).
 With STOP: pass after pass until that file exists. Imports only
 duckdb, SQLAlchemy and duckdb-engine.
 """
@@ -75,7 +75,8 @@ def comments_with_duckdb(db: str) -> dict[str, str]:
 
 
 def comments_with_sqlalchemy(db: str) -> dict[str, str]:
-    """The same, as SQLAlchemy's inspector reflects them (what Superset's dataset editor shows)."""
+    """Every table's comment as SQLAlchemy's inspector reflects it (Superset's dataset editor). Not the columns':
+    duckdb-engine 0.17.0 cannot reflect columns under SQLAlchemy 2.0.45 or later (duckdb-engine issue 1379)."""
     import sqlalchemy as sa
 
     engine = sa.create_engine(f"duckdb:///{db}?access_mode=read_only")
@@ -88,8 +89,6 @@ def comments_with_sqlalchemy(db: str) -> dict[str, str]:
                 continue
             for table in inspector.get_table_names(schema=schema):
                 found[f"{schema}.{table}"] = inspector.get_table_comment(table, schema=schema)["text"] or ""
-                for column in inspector.get_columns(table, schema=schema):
-                    found[f"{schema}.{table}.{column['name']}"] = column.get("comment") or ""
         return found
     finally:
         engine.dispose()
