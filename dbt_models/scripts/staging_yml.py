@@ -81,7 +81,7 @@ def staging_yml(spec: TableSpec, staging: Staging) -> str:
     out.append("    columns:")
     for column in spec.all_columns:
         name = staged_name(column, staging)
-        description = (column.description or column.name) + column_note(column, staging)
+        description = column.description + column_note(column, staging)
         out += [
             f"      - name: {name}",
             f"        description: {quote(description)}",
@@ -160,7 +160,7 @@ def sources_yml(source: Source, specs: Iterable[TableSpec]) -> str:
         for column in spec.all_columns:
             out += [
                 f"          - name: {column.name}",
-                f"            description: {quote(column.description or column.name)}",
+                f"            description: {quote(column.description)}",
                 f"            data_type: {column.type.lower()}",
             ]
     return "\n".join(out) + "\n"

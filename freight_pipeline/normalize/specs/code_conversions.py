@@ -11,12 +11,12 @@ from freight_pipeline.normalize.specs.keys import RECORD_ID, SCHEMA, _key
 CODE_CONVERSION_FIELDS: tuple[Field, ...] = (
     Field("partner", VARCHAR, "EDI partner"),
     Field("direction", VARCHAR, "I inbound (partner code -> internal) or O outbound (internal -> partner)"),
-    Field("code_table", VARCHAR),
-    Field("code_type", VARCHAR),
-    Field("source_code", VARCHAR),
-    Field("target_code", VARCHAR),
-    Field("description", VARCHAR),
-    Field("valid_from", DATE),
+    Field("code_table", VARCHAR, "code table of the conversion"),
+    Field("code_type", VARCHAR, "code type of the conversion"),
+    Field("source_code", VARCHAR, "code converted from (as sent)"),
+    Field("target_code", VARCHAR, "code converted to (as sent)"),
+    Field("description", VARCHAR, "description of the conversion"),
+    Field("valid_from", DATE, "date from which the conversion is valid"),
     Field("last_modified_at", TIMESTAMPTZ, "last modification instant (UTC)", "last_modified_date_time"),
 )
 CODE_CONVERSIONS = TableSpec(

@@ -53,8 +53,8 @@ SHIPMENT_EVENTS = TableSpec(
 # --- memos, AES, custom fields ---------------------------------------------------------------------
 
 MEMO_FIELDS: tuple[Field, ...] = (
-    Field("client", VARCHAR),
-    Field("shipment_number", VARCHAR),
+    Field("client", VARCHAR, "the client (tenant) of the shipment, as sent"),
+    Field("shipment_number", VARCHAR, "shipment number, as sent; unique together with client"),
     Field("running_number", BIGINT, "line number of the memo within the shipment"),
     Field("memo", VARCHAR, "the memo text"),
 )
@@ -67,9 +67,9 @@ SHIPMENT_MEMOS = TableSpec(
 )
 AES_FIELDS: tuple[Field, ...] = (
     Field("aes_id", BIGINT, "database id of the export-system proposal", "id"),
-    Field("client", VARCHAR),
+    Field("client", VARCHAR, "the client (tenant) of the shipment, as sent"),
     Field("mrn", VARCHAR, "movement reference number"),
-    Field("shipment_number", VARCHAR),
+    Field("shipment_number", VARCHAR, "shipment number, as sent; unique together with client"),
     Field("running_number", BIGINT, "proposal counter"),
 )
 SHIPMENT_AES = TableSpec(
@@ -81,10 +81,10 @@ SHIPMENT_AES = TableSpec(
 )
 CUSTOM_FIELD_FIELDS: tuple[Field, ...] = (
     Field("custom_field_id", BIGINT, "database id of the custom field", "id"),
-    Field("client", VARCHAR),
-    Field("value", VARCHAR),
-    Field("shipment_number", VARCHAR),
-    Field("running_number", BIGINT),
+    Field("client", VARCHAR, "the client (tenant) of the shipment, as sent"),
+    Field("value", VARCHAR, "value of the custom field, as sent"),
+    Field("shipment_number", VARCHAR, "shipment number, as sent; unique together with client"),
+    Field("running_number", BIGINT, "running number of the custom field, as sent"),
 )
 SHIPMENT_CUSTOM_FIELDS = TableSpec(
     SCHEMA,

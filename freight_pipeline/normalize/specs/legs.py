@@ -14,20 +14,20 @@ LEG_COMMON_FIELDS: tuple[Field, ...] = (
     Field("mot", VARCHAR, "leg kind (mode of transport) discriminator: SEA, ANY, ..."),
 )
 AIR_LEG_FIELDS: tuple[Field, ...] = (
-    Field("flight_no", VARCHAR),
+    Field("flight_no", VARCHAR, "flight number (air legs)"),
     Field("airline_awb_code", VARCHAR, "airline prefix of the air waybill"),
-    Field("airline_name", VARCHAR),
+    Field("airline_name", VARCHAR, "airline name (air legs)"),
 )
 SEA_LEG_FIELDS: tuple[Field, ...] = (
-    Field("voyage_no", VARCHAR),
+    Field("voyage_no", VARCHAR, "voyage number (sea legs)"),
     Field("imo_code", VARCHAR, "IMO number of the vessel"),
-    Field("vessel_name", VARCHAR),
-    Field("vessel_flag", VARCHAR),
-    Field("call_sign", VARCHAR),
+    Field("vessel_name", VARCHAR, "vessel name (sea legs)"),
+    Field("vessel_flag", VARCHAR, "flag of the vessel, as sent (sea legs)"),
+    Field("call_sign", VARCHAR, "call sign of the vessel (sea legs)"),
 )
 HAULAGE_LEG_FIELDS: tuple[Field, ...] = (
-    Field("haulage_type", VARCHAR, "road/other legs of pre- and post-carriage"),
-    Field("haulage_reference", VARCHAR),
+    Field("haulage_type", VARCHAR, "haulage type, as sent (road/other legs of pre- and post-carriage)"),
+    Field("haulage_reference", VARCHAR, "haulage reference, as sent (road/other legs of pre- and post-carriage)"),
 )
 
 
