@@ -32,8 +32,7 @@ PERIOD_HELP = (
 # Keys of the ETA section's choosers (their values live in st.session_state).
 ETA_HORIZON = "eta-horizon"
 ETA_SHIPMENT = "eta-shipment"
-TABLE_CHOICE = "described-table"
-"""The key of the "Tables and columns" section's chooser."""
+TABLE_CHOICE = "described-table"  # the "Tables and columns" section's (no docstring: Streamlit shows strings)
 
 
 def main() -> None:

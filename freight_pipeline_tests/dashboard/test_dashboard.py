@@ -616,7 +616,7 @@ CHART_SECTIONS = {"on-time": 3, "transit": 1, "volumes": 1, "open": 1}
 """Vega charts each section draws whatever the data."""
 ETA_SECTION = "eta"
 """The ETA accuracy section: its tables and charts depend on the data (:func:`_layout`)."""
-CHOOSERS = ("eta-horizon", "eta-shipment")
+CHOOSERS = ("eta-horizon", "eta-shipment", TABLE_CHOICE)
 READ_PAGE = """
 (() => {
   const text = (el) => el ? el.innerText.trim() : null;
@@ -747,16 +747,20 @@ class _Browser:
     def screenshot(self, path: Path, section: str | None = None) -> Path:
         """The whole page (the window made as tall as Streamlit's scrolling main area), or the container of key
         ``section`` only."""
-        height = int(float(self.cdp.evaluate(
-            "String((document.querySelector('[data-testid=\"stMain\"]') || document.body).scrollHeight)") or 1200))
+        where = ("document.querySelector('[data-testid=\"stMain\"]') || document.body" if section is None
+                 else f"document.querySelector('.st-key-{section}')")
+        height = int(float(self.cdp.evaluate(f"String(({where}).scrollHeight)") or 1200))
         self.cdp.call("Emulation.setDeviceMetricsOverride", width=1400, height=min(height + 40, 6000),
                       deviceScaleFactor=1, mobile=False)
         time.sleep(2)  # charts re-layout to the new size
         options: dict[str, Any] = {"format": "png"}
-        if section is not None:
+        if section is not None:  # scrolled to the top of the window, and only it (the page's header hidden)
             box = json.loads(self.cdp.evaluate(
-                f"JSON.stringify(document.querySelector('.st-key-{section}').getBoundingClientRect())"))
-            options["clip"] = {"x": box["x"] - 16, "y": box["y"] - 16, "width": box["width"] + 32,
+                "(() => { const header = document.querySelector('[data-testid=\"stHeader\"]'); "
+                "if (header) header.style.display = 'none'; "  # it would cover the section's heading
+                f"const box = {where}; box.scrollIntoView({{block: 'start'}}); "
+                "return JSON.stringify(box.getBoundingClientRect()); })()"))
+            options["clip"] = {"x": max(box["x"] - 16, 0), "y": max(box["y"] - 16, 0), "width": box["width"] + 32,
                                "height": box["height"] + 32, "scale": 1}
         path.write_bytes(base64.b64decode(self.cdp.call("Page.captureScreenshot", **options)["data"]))
         return path
