@@ -4,7 +4,8 @@ One engine (``freight_pipeline.job.run``), started two ways: in the Dagster job 
 one op runs the engine) in the instance of ``$DAGSTER_HOME``, so that the run shows in the Dagster UI (the
 default when ``DAGSTER_HOME`` is set, and with ``--job`` or ``--partition``); or without Dagster (no
 Dagster import nor event log: the default otherwise, and with ``--no-dagster``). Either way the same
-steps print the same lines, and the run is logged in ``freight_meta.sync_runs``.
+steps print the same lines, each stream's progress shows (a bar on a terminal, a line per 15 s into a pipe:
+``commands.progress_bar``), and the run is logged in ``freight_meta.sync_runs``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from freight_pipeline.commands.common import (
 )
 from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job, missing_password, new_dagster_run_id
 from freight_pipeline.commands.preflight import BadSetup, check_data_dir, check_setup, data_dir_setting
+from freight_pipeline.commands.progress_bar import shown_progress
 from freight_pipeline.config import DBT_FULL_REFRESH_ENV, BadSettings, ServiceSettings, Settings, environ
 from freight_pipeline.defs.names import BESIDE_WRITERS
 
@@ -122,8 +124,9 @@ def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir:
         if job not in BESIDE_WRITERS and not holding_writer_lock(held, "sync", data_dir, run_id, args.wait):
             return SKIPPED
         say(f"sync: {job}{partition}: {service.base_url} as {service.username!r} -> {data_dir}")
-        outcome = execute_job(job, data_dir, verbose=args.verbose, partition_key=args.partition, run_id=run_id,
-                              echo=lambda line: say(redact(line, service.secret)))
+        with shown_progress(service.secret):  # the op runs the engine in this process: its meters reach the bars
+            outcome = execute_job(job, data_dir, verbose=args.verbose, partition_key=args.partition, run_id=run_id,
+                                  echo=lambda line: say(redact(line, service.secret)))
     if outcome.success:
         say(f"sync succeeded in {outcome.seconds:.1f} s (run {outcome.run_id}); see `freight-pipeline status`")
         return 0
@@ -165,8 +168,9 @@ def run_without_dagster(args: argparse.Namespace, configured: Settings, data_dir
                 say(redact(line, service.secret))
 
         progress = (lambda line: say(redact(f"    {line}", service.secret))) if args.verbose else None
-        report = run_job(service, data_dir, settings, backend, worker, run_id=run_id, progress=progress,
-                         on_step=ended, alerting=Alerting.of(configured))
+        with shown_progress(service.secret):
+            report = run_job(service, data_dir, settings, backend, worker, run_id=run_id, progress=progress,
+                             on_step=ended, alerting=Alerting.of(configured))
     with alerts_sent(report.alerted):
         return _said_outcome(report, watch, service)
 

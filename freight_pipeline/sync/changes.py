@@ -65,6 +65,20 @@ class WalkStats:
     queries: list[str] = field(default_factory=list)
     served_page_size: int | None = None
     """The page size the service capped lookups to, once it did (None: it served what was asked)."""
+    row_count: int | None = None
+    """``X-Row-Count`` of the last lookup answered (the rows of its whole query)."""
+    total: int | None = None
+    """The shipments the walk will yield, as its lookups announce them (:meth:`announce`); None before one did."""
+    total_final: bool = False
+    """``total`` came from a query reaching up to the ceiling (else it is a lower bound: it can grow)."""
+
+    def announce(self, rows: int, *, to_ceiling: bool) -> None:
+        """A lookup of the walk answered: ``rows`` (those yielded before it, plus its ``X-Row-Count``) will be
+        yielded at least, and in all when its query reaches up to the ceiling."""
+        if to_ceiling:
+            self.total, self.total_final = rows, True
+        elif not self.total_final and rows > (self.total or 0):
+            self.total = rows
 
     def page_size(self, asked: int) -> int:
         """What to ask for next: ``asked``, or the smaller size the service was found to serve."""
@@ -99,6 +113,7 @@ async def checked_lookup(
         stats.lookups += 1
         asked = stats.page_size(page_size)
         result = await lookup(criteria, order_by, ["ASC"] * len(order_by), asked)
+        stats.row_count = result.row_count
         if result.row_count is None:
             raise RowCountMismatch(
                 f"lookup [{_described(criteria)}] was answered without X-Row-Count, so a short page cannot be "
@@ -184,8 +199,12 @@ async def walk_changes(
     stats = stats if stats is not None else WalkStats()
     pos = after
 
-    async def fetch(criteria: list[Criterion], order_by: list[str]) -> list[tuple[ShipmentKey, dict[str, Any]]]:
+    async def fetch(
+        criteria: list[Criterion], order_by: list[str], to_ceiling: bool = False
+    ) -> list[tuple[ShipmentKey, dict[str, Any]]]:
+        seen = stats.seen
         items = await checked_lookup(lookup, [*criteria, *only], order_by, page_size, stats, count_attempts)
+        stats.announce(seen + (stats.row_count or 0), to_ceiling=to_ceiling)
         return [(ShipmentKey.of_shipment(item, zone), item) for item in items]
 
     def in_range(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]]) -> list[tuple[ShipmentKey, dict[str, Any]]]:
@@ -214,7 +233,7 @@ async def walk_changes(
         day_criteria = [_crit("LAST_MODIFIED_DATE", "EQUALS", pos.date), _crit("LAST_MODIFIED_TIME", "GT", pos.time)]
         if pos.date == ceiling.date:
             day_criteria.append(_crit("LAST_MODIFIED_TIME", "LE", ceiling.time))
-        rows = await fetch(day_criteria, ["LAST_MODIFIED_TIME", "ID"])
+        rows = await fetch(day_criteria, ["LAST_MODIFIED_TIME", "ID"], pos.date == ceiling.date)
         kept = [(k, r) for k, r in in_range(rows) if k > pos]
         if kept:
             stats.seen += len(kept)
@@ -230,6 +249,7 @@ async def walk_changes(
         rows = await fetch(
             [_crit("LAST_MODIFIED_DATE", "GT", pos.date), _crit("LAST_MODIFIED_DATE", "LE", ceiling.date)],
             ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"],
+            True,
         )
         kept = [(k, r) for k, r in in_range(rows) if k > pos]
         beyond_ceiling = any(k.second() > ceiling.second() for k, _ in rows)

@@ -31,7 +31,7 @@ from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS
 from freight_pipeline.sync.changes import read_complete
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text
-from freight_pipeline.sync.progress import Progress
+from freight_pipeline.sync.progress import Meter, Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
@@ -49,6 +49,7 @@ async def sync_code_conversions(
     say = progress or (lambda message: None)
     result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
+    meter = Meter(STREAM, source.request_counts, unit="conversions")
     result.cursor_before = warehouse.reads.get_cursor(STREAM)
     records = await read_complete(source.code_conversion_pages, "code-conversion scroll", settings.count_attempts)
     result.rows_read = len(records)
@@ -72,6 +73,7 @@ async def sync_code_conversions(
     result.retries = retries_after - retries_before
     result.cursor_after = warehouse.reads.get_cursor(STREAM)
     result.extra["retry_queue"] = len(converted.quarantined)
+    meter.end(len(records))
     return result
 
 

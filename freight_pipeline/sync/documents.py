@@ -44,7 +44,7 @@ from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.sync.assemble import raw_part
 from freight_pipeline.sync.changes import LookupResult, read_complete
 from freight_pipeline.sync.isolation import Breaker, RecordFailure, data_problems, record_failure
-from freight_pipeline.sync.progress import Progress
+from freight_pipeline.sync.progress import Meter, Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import DocumentGone, SourceAPI
@@ -276,6 +276,7 @@ async def sync_documents(
     say = progress or (lambda message: None)
     result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
+    meter = Meter(STREAM, source.request_counts)
     result.cursor_before = warehouse.reads.get_cursor(STREAM)
     now = dt.datetime.now(dt.UTC)
     cursor = DocumentsCursor.parse(result.cursor_before)
@@ -290,6 +291,7 @@ async def sync_documents(
         targets = sorted(set(targets) | (due & held))
     say(f"documents: {'re-listing the E-Files of every' if relist else 'listing the E-Files of'} "
         f"{len(targets)} shipments" + (f" ({len(due)} from the retry queue)" if due else ""))
+    meter.announce(len(targets), final=True)
     reader = DocumentReader(source, settings, warehouse.data_dir)
     breaker = Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures, switch=DOCUMENTS_ENV)
     counts = {"changed": 0, "unchanged": 0, "failed": 0}
@@ -301,6 +303,7 @@ async def sync_documents(
         failures = [f for i in new if (f := outcomes[i].failure) is not None]
         breaker.count(len(new), len(failures), failures)
         _write(warehouse, run_id, settings, outcomes, counts, result)
+        meter.advance(len(ids))
     result.rows_read = reader.files_read
     warehouse.writes.set_cursor(STREAM, DocumentsCursor(watermark, now if relist else cursor.relisted_at).text(),
                                 run_id)
@@ -314,6 +317,7 @@ async def sync_documents(
     result.requests = requests_after - requests_before
     result.retries = retries_after - retries_before
     result.cursor_after = warehouse.reads.get_cursor(STREAM)
+    meter.end()
     return result
 
 

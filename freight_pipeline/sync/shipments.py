@@ -47,7 +47,7 @@ from freight_pipeline.sync.freshness import Unstamped
 from freight_pipeline.sync.isolation import Breaker, RecordFailure
 from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, PART_TABLES, PARTS, Ref
 from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
-from freight_pipeline.sync.progress import Progress, loop_safe
+from freight_pipeline.sync.progress import Meter, Progress, loop_safe
 from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_for_restore
 from freight_pipeline.sync.result import NoticeKind, StreamResult
 from freight_pipeline.sync.settings import SyncSettings
@@ -81,6 +81,8 @@ class _Run:
     breaker: Breaker
     assemble: Assembler
     """Where the batches are normalized (``assemble``: here, or in a worker process)."""
+    meter: Meter
+    """Shipments written of those the walk announced and the work listed after it (a progress bar's)."""
     counts: dict[str, PartCounts] = field(default_factory=dict)
     cursor_stream: str = STREAM
     """Where the cursor goes: ``shipments``, or a backfill partition's own ``shipments@<range>``."""
@@ -101,11 +103,11 @@ class _Run:
     async def fetch(self, work: Work) -> Bundle:
         return await fetch_bundle(self.source, work, self.settings)
 
-    def prepare(self, finished: Finished[Work, Bundle]) -> tuple[Assembled, str]:
+    def prepare(self, finished: Finished[Work, Bundle]) -> tuple[Assembled, str, int]:
         """Normalize one batch of finished shipments (in the preparing thread, while the batch before it
         is written), count it towards the breaker, give it the cursor of the last shipment of the walk's
         prefix written whole with it (``pipeline.stream_as_finished``: never past a shipment still
-        being fetched); with what its progress line says of the cursor."""
+        being fetched); with what its progress line says of the cursor, and how many shipments it holds."""
         bundles = finished.results
         assembled = self.assemble(bundles, dt.datetime.now(dt.UTC), self.ceiling_text)
         if self.fresh:
@@ -123,11 +125,11 @@ class _Run:
                 moved = f", cursor at {batch_cursor.instant_text}"
             else:
                 moved = ", cursor kept (overlap re-read)"
-        return assembled, moved
+        return assembled, moved, len(bundles)
 
-    def write(self, prepared: tuple[Assembled, str]) -> None:
+    def write(self, prepared: tuple[Assembled, str, int]) -> None:
         """Write one prepared batch as ONE transaction (in the writer thread)."""
-        assembled, moved = prepared
+        assembled, moved, shipments = prepared
         stats = self.warehouse.writes.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff,
                                                   history=self.settings.history, compare=self.compare)
         for table, compared in stats.compared.items():
@@ -142,6 +144,7 @@ class _Run:
         self.result.count_nulls(assembled.write.tables)
         written = len(assembled.write.loaded.get(STREAM, ()))
         self.say(f"shipments: {self.result.rows_read} changed read, {written} written in this batch{moved}")
+        self.meter.advance(shipments)
 
     async def run(self, works: AsyncIterator[Work]) -> None:
         await stream_as_finished(
@@ -189,6 +192,7 @@ async def _sync(
     say = loop_safe(progress) if progress else (lambda message: None)
     result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
     requests_before, retries_before = source.request_counts()
+    meter = Meter(STREAM, source.request_counts)
     partition = settings.id_range
     cursor_stream = partition.cursor_stream if partition else STREAM
     stored = warehouse.reads.get_cursor(cursor_stream)
@@ -242,7 +246,8 @@ async def _sync(
                     and not warehouse.reads.holds_shipments())
     run = _Run(source, warehouse, settings, run_id, result, say, ceiling.stamp if ceiling else None,
                Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures),
-               assembler, cursor_stream=cursor_stream, cursor=cursor, covered=covered,
+               assembler, meter, cursor_stream=cursor_stream, cursor=cursor,
+               covered=covered,
                fresh=not stored and partition is None and not warehouse.reads.holds_shipment_rows(PART_TABLES))
     result.extra["appended"] = run.fresh
     if ceiling is not None and after.second() <= ceiling.second():
@@ -255,7 +260,9 @@ async def _sync(
         done = max(run.cursor or BEGINNING, ceiling) if ceiling is not None else BEGINNING
         warehouse.writes.set_cursor(cursor_stream, completed_cursor(done, settings.backfill_plan), run_id)
     else:
-        await run.run(_listed(_due_retries(warehouse, run_id)))
+        retries = _due_retries(warehouse, run_id)
+        run.meter.expect(len(retries))
+        await run.run(_listed(retries))
         if from_scratch:  # the walk listed every shipment there was: nothing held can have vanished
             _reconciled(warehouse, result.started_at, run_id)
             result.extra["reconcile"] = FROM_SCRATCH
@@ -284,6 +291,7 @@ async def _sync(
     result.cursor_after = stored_after
     if stored_after:
         result.extra["cursor_instant"] = ShipmentKey.from_json(stored_after).instant_text
+    run.meter.end()
     return result
 
 
@@ -301,6 +309,7 @@ async def _walked(
             only=run.settings.id_range.criteria() if run.settings.id_range else (),
         )):
             run.result.rows_read += len(page)
+            run.meter.announce(walk.total, final=walk.total_final)
             overlapping = {k.id: k.stamp for k, _ in page if overlap_end is not None and k <= overlap_end}
             current = run.warehouse.reads.current_copies(reader, overlapping)
             skipped += len(current)
@@ -365,6 +374,7 @@ async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> dict[str
     """Read ``parts`` of the shipments ``refs`` again, writing only what differs from the rows held; per part,
     the shipments whose rows differed."""
     run.compare, run.differed = True, {}
+    run.meter.expect(len(refs))
     try:
         await run.run(_listed(Work(ref, parts) for ref in refs))
     finally:
@@ -455,6 +465,7 @@ async def _reconcile(run: _Run, floor: ShipmentKey, walk: WalkStats) -> None:
         run.result.add_versions(stats.versions)
     if found.vanished:
         run.say(f"shipments: deleted {len(found.vanished)} shipments no longer in the source")
+    run.meter.expect(len(found.stale))
     await run.run(_listed(Work(Ref(i)) for i in found.stale))
     if found.stale:
         run.say(f"shipments: reconcile fetched {len(found.stale)} missing or stale shipments")
