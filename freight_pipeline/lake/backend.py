@@ -36,13 +36,12 @@ from freight_pipeline.lake.connect import (
     catalog_writes,
     connect_lake,
     is_commit_conflict,
-    literal,
 )
 from freight_pipeline.lake.settings import LAKE_ALIAS, LAKE_DBT_TARGET, LakeSettings
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.warehouse.backend import PublishedState, StorageBackend, UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.comments import DESCRIBED_TABLES, describe_tables
-from freight_pipeline.warehouse.ddl import explained_out_of_memory, first, run
+from freight_pipeline.warehouse.ddl import explained_out_of_memory, first, literal, run
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import LAKE_SCRATCH, WORK_DIR
 from freight_pipeline.warehouse.store import open_warehouse

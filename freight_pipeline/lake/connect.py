@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 
 from freight_pipeline.lake.settings import LAKE_ALIAS, LakeSettings
+from freight_pipeline.warehouse.ddl import literal
 
 _PACKAGES = {
     "ducklake": "duckdb_extension_ducklake",
@@ -131,10 +132,6 @@ def needed_extensions(lake: LakeSettings) -> list[str]:
     if lake.s3 is not None:
         names.append("httpfs")
     return names
-
-
-def literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def load_extensions(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
-from freight_pipeline.warehouse.ddl import quote, run
+from freight_pipeline.warehouse.ddl import literal, quote, run
 from freight_pipeline.warehouse.history import HISTORY_TABLES
 from freight_pipeline.warehouse.meta import META_TABLES
 
@@ -103,10 +103,9 @@ def comment_statements(wanted: Mapping[Target, str], held: Mapping[Target, str])
         have = held.get((schema, table, column))
         if have is None or have == text or not text:
             continue
-        literal = "'" + text.replace("'", "''") + "'"
         target = f"{quote(schema)}.{quote(table)}"
-        statements.append(f"COMMENT ON TABLE {target} IS {literal}" if column is None
-                          else f"COMMENT ON COLUMN {target}.{quote(column)} IS {literal}")
+        statements.append(f"COMMENT ON TABLE {target} IS {literal(text)}" if column is None
+                          else f"COMMENT ON COLUMN {target}.{quote(column)} IS {literal(text)}")
     return statements
 
 

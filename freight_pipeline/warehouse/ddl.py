@@ -126,6 +126,11 @@ def quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
+def literal(text: str) -> str:
+    """``text`` as an SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def qualified(spec: TableSpec) -> str:
     return f"{quote(spec.schema)}.{quote(spec.name)}"
 

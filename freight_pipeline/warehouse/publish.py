@@ -76,6 +76,7 @@ from freight_pipeline.warehouse.ddl import (
     connect,
     explained_out_of_memory,
     first,
+    literal,
     quote,
     run,
     storage_tag,
@@ -369,11 +370,7 @@ def _kv_metadata(cursor: duckdb.DuckDBPyConnection, source: str, target: Path, d
     finally:
         empty.unlink(missing_ok=True)
     pairs = described.parquet_metadata(arrow_schema)
-    return ", KV_METADATA {" + ", ".join(f"{_literal(key)}: {_literal(value)}" for key, value in pairs.items()) + "}"
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    return ", KV_METADATA {" + ", ".join(f"{literal(key)}: {literal(value)}" for key, value in pairs.items()) + "}"
 
 
 def _fingerprint(

@@ -26,6 +26,7 @@ from freight_pipeline.lake.backend import PUBLISHED_SNAPSHOTS, LakeBackend, publ
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.warehouse.comments import describe_tables
+from freight_pipeline.warehouse.ddl import literal
 from freight_pipeline_tests.dashboard.test_dashboard import (  # noqa: F401 (browser: a fixture, on this module's dashboard)
     CHART_SECTIONS,
     CHROMIUM,
@@ -71,8 +72,7 @@ def lake_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
                 "AND comment IS NOT NULL UNION ALL SELECT schema_name, table_name, column_name, comment "
                 "FROM duckdb_columns() WHERE database_name = 'src' AND comment IS NOT NULL").fetchall():
             target = f'"{schema}"."{table}"' + (f'."{column}"' if column else "")
-            con.execute(f"COMMENT ON {'COLUMN' if column else 'TABLE'} {target} IS " + "'" + text.replace("'", "''")
-                        + "'")
+            con.execute(f"COMMENT ON {'COLUMN' if column else 'TABLE'} {target} IS {literal(text)}")
         con.execute("COMMIT")
         con.execute("DETACH src")
         publish_snapshot(con, "run-published")
