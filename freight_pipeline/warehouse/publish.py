@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from freight_pipeline.config import StorageSettings
@@ -265,6 +266,7 @@ def _export_parquet(
     columns = _columns(con)
     sizes = _base_tables(con, schemas)
     held = catalog_comments(con, {schema for schema, _ in sizes})
+    arrow_types = _parquet_arrow_types(con, stage, {kind for table in sizes for _, kind in columns[table]})
 
     def export(schema: str, table: str) -> tuple[dict[str, Any], bool]:
         cursor = con.cursor()
@@ -277,11 +279,11 @@ def _export_parquet(
             reused = (prev_dir is not None and bool(before) and before.get("fingerprint") == fingerprint
                       and _link(prev_dir / schema / table / PARQUET_FILE, target))
             if not reused:
-                source = f"SELECT * FROM {quote(schema)}.{quote(table)}"
-                metadata = _kv_metadata(cursor, source, target, described)
+                arrow_schema = pa.schema([(name, arrow_types[kind]) for name, kind in columns[(schema, table)]])
                 run(cursor,
-                    f"COPY ({source}) TO '{_sql_path(target)}' "
-                    f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES '{ROW_GROUP_BYTES}'{metadata})")
+                    f"COPY (SELECT * FROM {quote(schema)}.{quote(table)}) TO '{_sql_path(target)}' "
+                    f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES '{ROW_GROUP_BYTES}'"
+                    f"{_kv_metadata(described, arrow_schema)})")
         finally:
             cursor.close()
         return {"rows": rows, "fingerprint": fingerprint, "file": f"{schema}/{table}/{PARQUET_FILE}"}, reused
@@ -357,18 +359,28 @@ def _columns(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], list[tuple
     return columns
 
 
-def _kv_metadata(cursor: duckdb.DuckDBPyConnection, source: str, target: Path, described: TableDescriptions) -> str:
-    """The ``KV_METADATA`` option of the table's Parquet file (empty when nothing is described): its description,
-    and the Arrow schema pyarrow reads from such a file (taken from an empty one written beside it) with each
-    field's description, which pyarrow, pandas and Polars read back as field metadata."""
+def _parquet_arrow_types(con: duckdb.DuckDBPyConnection, stage: Path, kinds: set[str]) -> dict[str, pa.DataType]:
+    """DuckDB type -> the Arrow type pyarrow reads from a Parquet column DuckDB wrote of it, for each of ``kinds``:
+    from one empty file of a column per type (a column's Arrow type depends on its DuckDB type alone)."""
+    listed = sorted(kinds)
+    if not listed:
+        return {}
+    probe = stage / "arrow-types.parquet"
+    columns = ", ".join(f"NULL::{kind} AS c{number}" for number, kind in enumerate(listed))
+    try:
+        run(con, f"COPY (SELECT {columns} LIMIT 0) TO '{_sql_path(probe)}' (FORMAT parquet)")
+        read = pq.read_schema(probe)
+    finally:
+        probe.unlink(missing_ok=True)
+    return {kind: read.field(f"c{number}").type for number, kind in enumerate(listed)}
+
+
+def _kv_metadata(described: TableDescriptions, arrow_schema: pa.Schema) -> str:
+    """The ``KV_METADATA`` option of a table's Parquet file (empty when nothing is described): its description, and
+    ``arrow_schema`` (what pyarrow reads from the file) with each field's description, which pyarrow, pandas and
+    Polars read back as field metadata."""
     if described.empty:
         return ""
-    empty = target.with_name(f"schema-{target.name}")
-    try:
-        run(cursor, f"COPY ({source} LIMIT 0) TO '{_sql_path(empty)}' (FORMAT parquet)")
-        arrow_schema = pq.read_schema(empty)
-    finally:
-        empty.unlink(missing_ok=True)
     pairs = described.parquet_metadata(arrow_schema)
     return ", KV_METADATA {" + ", ".join(f"{literal(key)}: {literal(value)}" for key, value in pairs.items()) + "}"
 
