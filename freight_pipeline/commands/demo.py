@@ -27,6 +27,7 @@ from freight_pipeline.commands.demo_summary import (
 from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job
 from freight_pipeline.commands.history_report import read_history_facts
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
+from freight_pipeline.commands.progress_bar import shown_progress
 from freight_pipeline.commands.report import document_pairs, on_time_by_mode, read_report, shipments_present
 from freight_pipeline.config import (
     BASE_URL_ENV,
@@ -133,7 +134,8 @@ def demo_lake(kind: str | None, data_dir: Path) -> Iterator[dict[str, str]]:
 def _sync(label: str, data_dir: Path, backend: StorageBackend, verbose: bool, runs: list[DemoRun]) -> bool:
     """Run the sync job once and record it in ``runs``; False (after one line on stderr) when it failed."""
     say(f"demo: {label} ({DEFAULT_JOB}) ...")
-    outcome = execute_job(DEFAULT_JOB, data_dir, verbose=verbose)
+    with shown_progress(os.environ.get(PASSWORD_ENV)):  # as `sync` shows it: a bar per stream, or lines
+        outcome = execute_job(DEFAULT_JOB, data_dir, verbose=verbose)
     if not outcome.success:
         say(outcome.failure_line(f"demo: the {label}", os.environ.get(PASSWORD_ENV)))
         return False

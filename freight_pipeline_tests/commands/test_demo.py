@@ -53,6 +53,9 @@ def test_demo_syncs_changes_and_summarises(tmp_path: Path) -> None:
     assert f"duckdb.connect('{data_dir / 'warehouse.duckdb'}', read_only=True)" in out
     assert f"{data_dir}/parquet/<schema>/<table>/" in out and "make ui" in out
     assert "demo: incremental sync done" in done.stderr
+    # each stream's progress, as `sync` shows it into a pipe: the full sync's shipments, all 120 of them
+    assert re.search(r"^    shipments: 0 of 120 shipments \(0 %\); ", done.stderr, re.MULTILINE), done.stderr
+    assert re.search(r"^    shipments: 120 shipments done in ", done.stderr, re.MULTILINE), done.stderr
     assert (data_dir / MARKER).is_file()
     _assert_history_lines(out, data_dir / "warehouse.duckdb")
 
