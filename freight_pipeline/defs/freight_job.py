@@ -44,7 +44,7 @@ from freight_pipeline.job.run import (
 )
 from freight_pipeline.lake.backend import storage_of
 from freight_pipeline.marts.worker import DbtWorker
-from freight_pipeline.sync.progress import Throttled
+from freight_pipeline.sync.progress import Tally, TallyLines, Throttled, tallies_to
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import STREAM_NAMES, STREAM_OF_STEP, stream_named
 
@@ -114,14 +114,16 @@ def step_results(step: Step) -> Iterator[dg.MaterializeResult | dg.AssetCheckRes
 
 
 def _run_in_thread(run: Callable[[Callable[[str], None], Callable[[Step], None]], JobReport]) -> Iterator[
-        str | Step | JobReport]:
-    """Run ``run(progress, on_step)`` in a thread; yield its progress lines and steps as they come, then
-    its report (or raise what it raised)."""
+        str | Step | Tally | JobReport]:
+    """Run ``run(progress, on_step)`` in a thread; yield its progress lines, its streams' tallies
+    (``sync.progress``) and its steps as they come, then its report (or raise what it raised)."""
     told: queue.Queue[tuple[str, Any]] = queue.Queue()
 
     def work() -> None:
         try:
-            told.put(("report", run(lambda line: told.put(("line", line)), lambda step: told.put(("step", step)))))
+            with tallies_to(lambda tally: told.put(("tally", tally))):
+                told.put(("report", run(lambda line: told.put(("line", line)),
+                                        lambda step: told.put(("step", step)))))
         except BaseException as exc:
             told.put(("error", exc))
 
@@ -185,10 +187,13 @@ def build_freight_job() -> dg.AssetsDefinition:
                                count_rows=True, alerting=Alerting.of(configured, dagster_run=True))
 
             progress = Throttled(context.log.debug, PROGRESS_EVERY_S)
+            tallied = TallyLines(context.log.debug, PROGRESS_EVERY_S)  # each stream's done of its total, rate, left
             report: JobReport | None = None
             for told in _run_in_thread(run):
                 if isinstance(told, str):
                     progress(told)
+                elif isinstance(told, Tally):
+                    tallied(told)
                 elif isinstance(told, Step):
                     for line in told.lines():
                         (context.log.error if told.status == "failed" else context.log.info)(line)

@@ -7,6 +7,8 @@ results.
 """
 
 import json
+import logging
+import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -146,6 +148,17 @@ def test_dbt_models_were_built_and_tested(runs: Runs) -> None:
     assert fct["dbt_status"] == "success" and fct["execution_duration"] > 0 and "pass" in fct["tests"]
     # the second run selected no model: no build ran, and none was materialized
     assert not [e for e in runs.second.get_asset_materialization_events() if e.asset_key.path[0] == "analytics"]
+
+
+def test_each_stream_s_progress_is_in_the_run_s_event_log(runs: Runs) -> None:
+    """Not a terminal: each stream's tally as plain lines (its first, at most one per 15 s, its last), at DEBUG."""
+    logged = [e.user_message for e in runs.instance.all_logs(runs.first.run_id)
+              if e.step_key == FREIGHT_JOB and e.level == logging.DEBUG]
+    for stream, unit in (("shipments", "shipments"), ("documents", "shipments"), ("code_conversions", "conversions")):
+        told = [message for message in logged if message.startswith(f"{stream}: ") and " request" in message]
+        assert told, (stream, logged[:20])
+        assert re.fullmatch(rf"{stream}: [\d,]+ {unit} done in .*; [\d,]+ requests?, \d+ retr(y|ies)", told[-1])
+    assert any(message.startswith(f"shipments: 0 of {SHIPMENTS} shipments (0 %)") for message in logged)
 
 
 def test_all_asset_checks_pass(runs: Runs) -> None:
