@@ -208,13 +208,10 @@ class TallyLines:
     def __init__(self, say: Progress, every_s: float = 15.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.say, self.every_s, self.clock = say, every_s, clock
         self._lock = threading.Lock()
-        self._last: dict[str, float] = {}
+        self._streams: dict[str, Throttled] = {}
+        """Each stream's own :class:`Throttled`."""
 
     def __call__(self, tally: Tally) -> None:
         with self._lock:
-            now = self.clock()
-            last = self._last.get(tally.stream)
-            if not tally.ended and last is not None and now - last < self.every_s:
-                return
-            self._last[tally.stream] = now
-        self.say(tally_line(tally))
+            throttled = self._streams.setdefault(tally.stream, Throttled(self.say, self.every_s, self.clock))
+            (self.say if tally.ended else throttled)(tally_line(tally))

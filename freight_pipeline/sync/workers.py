@@ -22,6 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Self
 
+from freight_pipeline.config import NORMALIZE_WORKERS_ENV
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.sync.assemble import Assembled, assemble
 from freight_pipeline.sync.bundle import Bundle
@@ -132,7 +133,7 @@ class Assembler(Workers):
                                                 self.zone.name).result()
         except BrokenProcessPool:
             raise WorkerGone("the worker process normalizing the shipments stream's batch ended abruptly (killed, "
-                             "or out of memory); nothing of the batch was written. FREIGHT_NORMALIZE_WORKERS=0 "
+                             f"or out of memory); nothing of the batch was written. {NORMALIZE_WORKERS_ENV}=0 "
                              "normalizes in the sync's own process") from None
         self.zone.naive_read += naive
         return assembled
