@@ -24,7 +24,6 @@ The steps are reported as they end (:class:`Step`).
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -54,7 +53,14 @@ from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.rebuild import DEFAULT_BATCH, rebuild
 from freight_pipeline.sync.result import StreamResult
-from freight_pipeline.sync.runner import fewer_collections, new_run_id, one_line_error, open_client, run_stream_async
+from freight_pipeline.sync.runner import (
+    fewer_collections,
+    new_run_id,
+    one_line_error,
+    open_client,
+    run_async,
+    run_stream_async,
+)
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import SHIPMENTS, STREAMS, Stream, stream_step
 from freight_pipeline.warehouse.backend import Publication, StorageBackend
@@ -218,7 +224,7 @@ def run_job(
         try:
             with fewer_collections(), explained_out_of_memory("the sync", backend.duckdb_settings), \
                     open_warehouse(data_dir, backend) as warehouse:
-                go_on, pending = asyncio.run(_sync_and_check(
+                go_on, pending = run_async(_sync_and_check(
                     service, warehouse, settings, report.run_id, progress, ended,
                     None if streams is None else set(streams), marts, count_rows, worker.marts))
                 built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,

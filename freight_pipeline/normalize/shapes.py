@@ -217,7 +217,7 @@ class FieldTally:
         if not isinstance(records, list):
             return
         self.records += len(records)
-        objects = [record for record in records if type(record) is dict]
+        objects = [record for record in records if isinstance(record, dict)]
         if len(objects) < len(records):
             table = self.by_path.setdefault(self.shape.top.path, {})
             entry = table.setdefault(_NOT_AN_OBJECT, [0, record_key, (), None])
