@@ -69,8 +69,8 @@ PAIRS = (
 RULES: list[tuple[str, str]] = [
     (r"(?s)\n[ \t]*# asyncio only \{\n.*?# \}\n", "\n"),  # hedged reads (client.hedge): asyncio only
     (r"^import asyncio$", "import threading\nimport time"),
-    (r"^from freight_pipeline\.client\.transport import AiohttpTransport, CookielessAsyncClient\n", ""),
-    (r"\bCookielessAsyncClient\(", "httpx.Client("),  # the blocking client is not the sync's hot path
+    (r"^from freight_pipeline\.client\.transport import AiohttpTransport, DirectAsyncClient\n", ""),
+    (r"\bDirectAsyncClient\(", "httpx.Client("),  # the blocking client is not the sync's hot path
     (r"transport or AiohttpTransport\(max_concurrency\)", "transport"),
     (r"asyncio\.Lock\(\)", "threading.Lock()"),
     (r"asyncio\.sleep\(", "time.sleep("),

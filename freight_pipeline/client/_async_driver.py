@@ -44,7 +44,7 @@ from freight_pipeline.client.paging import Page, PageWalk
 from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from freight_pipeline.client.stats import ClientStats
 from freight_pipeline.client.tls import default_ssl_context
-from freight_pipeline.client.transport import AiohttpTransport, CookielessAsyncClient
+from freight_pipeline.client.transport import AiohttpTransport, DirectAsyncClient
 from freight_pipeline.config import ServiceSettings
 
 Criteria = Iterable[Criterion | Mapping[str, Any]]
@@ -88,7 +88,7 @@ class AsyncDriver:
             retry=retry,
             token_refresh_margin=token_refresh_margin,
         )
-        self._http = CookielessAsyncClient(
+        self._http = DirectAsyncClient(
             timeout=timeout,
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
             transport=transport or AiohttpTransport(max_concurrency),

@@ -16,10 +16,13 @@ could not be opened: no route, unknown name) is ``httpx.ConnectError``, as httpx
 more specific ``ClientConnectorError`` one), so an unreachable service is reported as refused, not
 as timed out.
 
-:class:`CookielessAsyncClient` is the ``httpx.AsyncClient`` the async client sends with, without a
-cookie store: its requests are built by ``ClientCore`` (``httpx.Request``), not by the client's
-``build_request``, so a cookie the store kept was never sent back; storing each response's cookies
-(a ``urllib`` request built per response) was 5 % of the event loop's CPU in a sync.
+:class:`DirectAsyncClient` is the ``httpx.AsyncClient`` the async client sends with: its ``send`` hands the
+request straight to the transport, with the client's timeouts. The client's requests are built by ``ClientCore``
+(``httpx.Request``), carry their own ``Authorization`` and are never redirected, so what ``AsyncClient.send``
+adds around the transport (the auth flow, redirects, the cookie store, event hooks, its log line, timing the
+response) was work for nothing on the sync's hot path: a fifth of the client's CPU a request against the
+simulator (docs/performance.md). Storing each response's cookies (a ``urllib`` request built per response) had
+been 5 % of the event loop's CPU in a sync; a cookie was never sent back anyway.
 """
 
 from __future__ import annotations
@@ -61,24 +64,21 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
             raise
 
 
-class _NoCookies(httpx.Cookies):
-    """A cookie store that keeps none of a response's cookies."""
+class DirectAsyncClient(httpx.AsyncClient):
+    """``httpx.AsyncClient`` whose ``send`` goes straight to its transport (see the module doc)."""
 
-    def extract_cookies(self, response: httpx.Response) -> None:
-        return None
+    def __init__(self, *, transport: httpx.AsyncBaseTransport, **kwargs: Any) -> None:
+        super().__init__(transport=transport, **kwargs)
+        self._direct = transport
+        self._timeouts = self.timeout.as_dict()
 
-
-class CookielessAsyncClient(httpx.AsyncClient):
-    """``httpx.AsyncClient`` that keeps no cookies (see the module doc)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._no_cookies = _NoCookies()
-
-    @property
-    def cookies(self) -> httpx.Cookies:
-        return self._no_cookies
-
-    @cookies.setter
-    def cookies(self, cookies: Any) -> None:
-        raise TypeError("this client keeps no cookies")
+    async def send(self, request: httpx.Request, *, stream: bool = False, **_: Any) -> httpx.Response:
+        """The transport's response to ``request`` (its body read unless ``stream``), with the client's timeouts."""
+        request.extensions.setdefault("timeout", self._timeouts)
+        response = await self._direct.handle_async_request(request)
+        if not stream:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+        return response

@@ -26,6 +26,7 @@ from freight_pipeline.client import (
     Criterion,
     FreightClient,
     FreightConnectionError,
+    FreightError,
     FreightTimeoutError,
     NotFoundError,
     ProtocolError,
@@ -109,25 +110,35 @@ def test_token_field_variants_end_to_end(token_body: Callable[[str], Any]) -> No
     assert recorder.count("/auth/token") == 1  # cached
 
 
-def test_cookies_a_service_sets_are_never_sent_back() -> None:
-    """Requests are built by the core, not by httpx's ``build_request``: a cookie is never sent (the async
-    client does not even store them, ``transport.CookielessAsyncClient``)."""
+def test_a_request_leaves_with_the_client_s_timeouts_and_no_cookie_and_a_redirect_is_not_followed() -> None:
+    """Requests are built by the core, not by httpx's ``build_request``, and the async client sends them straight
+    to its transport (``transport.DirectAsyncClient``): each carries the client's timeouts, a cookie the service
+    set is never sent back, and a redirect is the answer (a failure), never followed."""
 
     def business(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/2"):
+            return httpx.Response(302, headers={"location": f"{BASE}/service/shipment/1"})
         return httpx.Response(200, json={"id": 1, "client": "001"}, headers={"set-cookie": "session=abc; Path=/"})
 
+    timeout = httpx.Timeout(7.0, connect=3.0)
     recorder = Recorder(business)
-    with client_for(recorder) as client:
+    with client_for(recorder, timeout=timeout) as client:
         assert [client.get_shipment_raw(1) for _ in range(2)] == [{"id": 1, "client": "001"}] * 2
+        with pytest.raises(FreightError, match="302"):
+            client.get_shipment_raw(2)
 
     async def twice() -> list[Any]:
         async with AsyncFreightClient(BASE, "demo", PASSWORD, transport=httpx.MockTransport(recorder),
-                                      retry=FAST) as client:
+                                      retry=FAST, timeout=timeout) as client:
+            with pytest.raises(FreightError, match="302"):
+                await client.get_shipment_raw(2)
             return [await client.get_shipment_raw(1) for _ in range(2)]
 
     assert asyncio.run(twice()) == [{"id": 1, "client": "001"}] * 2
     business_requests = [r for r in recorder.requests if r.url.path != "/auth/token"]
-    assert len(business_requests) == 4 and not any("cookie" in r.headers for r in business_requests)
+    assert [r.url.path[-1] for r in business_requests] == ["1", "1", "2", "2", "1", "1"]
+    assert not any("cookie" in r.headers for r in business_requests)
+    assert all(r.extensions["timeout"] == timeout.as_dict() for r in recorder.requests)
 
 
 def test_token_without_usable_field_is_a_protocol_error_naming_fields() -> None:
