@@ -20,7 +20,7 @@ as timed out.
 request straight to the transport, with the client's timeouts. The client's requests are built by ``ClientCore``
 (``httpx.Request``), carry their own ``Authorization`` and are never redirected, so what ``AsyncClient.send``
 adds around the transport (the auth flow, redirects, the cookie store, event hooks, its log line, timing the
-response) was work for nothing on the sync's hot path: a fifth of the client's CPU a request against the
+response) was work for nothing on the sync's hot path: about 15 % of the client's CPU a request against the
 simulator (docs/performance.md). Storing each response's cookies (a ``urllib`` request built per response) had
 been 5 % of the event loop's CPU in a sync; a cookie was never sent back anyway.
 """
