@@ -218,8 +218,8 @@ class _Deadline:
         if self.left_at:  # waited again: a deadline more from now
             self._arm()
         self.read.add_done_callback(self._ended)
-        try:
-            return await self._due
+        try:  # a read that ended in the same turn of the loop as its timer fired is no read to hedge
+            return await self._due and not self.read.done()
         finally:
             self.read.remove_done_callback(self._ended)
             self.cancel()
@@ -257,7 +257,6 @@ async def _race(hedger: Hedger, send: Send, attempt: Attempt, stats: ClientStats
                     return answer, time.monotonic() - left_at
         return first.result()  # both failed: the original's failure goes to the retry policy
     finally:
-        deadline.cancel()
         await _cancelled_to_the_end([task for task in tasks if not task.done()])
 
 
