@@ -16,6 +16,11 @@ could not be opened: no route, unknown name) is ``httpx.ConnectError``, as httpx
 more specific ``ClientConnectorError`` one), so an unreachable service is reported as refused, not
 as timed out.
 
+It also reads each answer whole inside aiohttp (``ClientResponse.read``) and hands httpx its bytes, not a stream
+of 16 KB chunks that ``aread`` walks with an async iterator per chunk, one more layer per chunk (httpx decodes a
+``Content-Encoding`` as before: a broken gzip body is still the driver's ``UnreadableBody``); an error while
+reading is httpx's, as it was. Its session keeps no cookies (``DummyCookieJar``): the client never sends one back.
+
 :class:`DirectAsyncClient` is the ``httpx.AsyncClient`` the async client sends with: its ``send`` hands the
 request straight to the transport, with the client's timeouts. The client's requests are built by ``ClientCore``
 (``httpx.Request``), carry their own ``Authorization`` and are never redirected, so what ``AsyncClient.send``
@@ -32,6 +37,7 @@ from typing import Any
 import aiohttp
 import httpx
 import httpx_aiohttp
+from httpx_aiohttp.transport import map_aiohttp_exceptions
 
 from freight_pipeline.client.tls import default_ssl_context
 
@@ -44,17 +50,34 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
         super().__init__(verify=default_ssl_context(),
                          limits=httpx.Limits(max_connections=max_connections,
                                              max_keepalive_connections=max_connections))
+        self._timeouts: dict[tuple[float | None, ...], aiohttp.ClientTimeout] = {}
 
     def get_client(self) -> aiohttp.ClientSession:
         session = super().get_client()
+        session._cookie_jar = aiohttp.DummyCookieJar()  # none is ever sent back: none is stored either
         # aiohttp silently sends a GET again when a kept-alive connection turns out closed; the
         # client's own retry policy decides that (and counts it), so the session must not
         session._retry_connection = False
         return session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """The answer to ``request``, its body read whole (see the module doc)."""
+        if not isinstance(self.client, aiohttp.ClientSession):
+            self.client = self.get_client()
         try:
-            return await super().handle_async_request(request)
+            with map_aiohttp_exceptions():
+                async with self.client.request(
+                    request.method,
+                    str(request.url),
+                    headers=request.headers,
+                    data=request.content or None,
+                    allow_redirects=False,
+                    auto_decompress=False,
+                    compress=False,
+                    timeout=self._timeout(request.extensions.get("timeout") or {}),
+                    server_hostname=request.extensions.get("sni_hostname"),
+                ) as answer:
+                    body = await answer.read()
         except httpx.ConnectTimeout as exc:
             cause = exc.__cause__
             if isinstance(cause, aiohttp.ClientConnectorError) and not isinstance(cause, TimeoutError):
@@ -62,6 +85,19 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
             if isinstance(cause, DISCONNECTED):
                 raise httpx.RemoteProtocolError(f"the server closed the connection: {cause}") from cause
             raise
+        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
+        if answer.reason:
+            extensions["reason_phrase"] = answer.reason.encode()
+        return httpx.Response(answer.status, headers=answer.raw_headers, stream=httpx.ByteStream(body),
+                              request=request, extensions=extensions)
+
+    def _timeout(self, timeouts: dict[str, float | None]) -> aiohttp.ClientTimeout:
+        """aiohttp's timeouts for httpx's (as ``httpx-aiohttp`` maps them), made once for each set of values."""
+        key = (timeouts.get("connect"), timeouts.get("read"), timeouts.get("pool"))
+        made = self._timeouts.get(key)
+        if made is None:
+            made = self._timeouts[key] = aiohttp.ClientTimeout(sock_connect=key[0], sock_read=key[1], connect=key[2])
+        return made
 
 
 class DirectAsyncClient(httpx.AsyncClient):
