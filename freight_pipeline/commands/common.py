@@ -126,6 +126,7 @@ def without_pandas() -> None:
     """Make pandas unimportable in this process, as if it were not installed, unless it is imported already.
     pyarrow imports it (0.3-0.5 s) at its first conversion of a Python list, only to tell whether it was handed
     a pandas object, which the sync never does; pyarrow and DuckDB work without it, and code that does need
-    pandas fails naming it. For a command that runs the job without Dagster (Dagster imports pandas itself)."""
+    pandas fails naming it. For a command that runs the job, without Dagster or as a Dagster run in its own process
+    (neither Dagster, dagster-dbt nor the job imports pandas; the dashboard does, in a process of its own)."""
     if "pandas" not in sys.modules and not any(isinstance(f, _PandasLeftOut) for f in sys.meta_path):
         sys.meta_path.insert(0, _PandasLeftOut())

@@ -71,8 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if not dagster and (args.job is not None or args.partition is not None):
         say("sync: --job and --partition name a Dagster job's run: drop --no-dagster")
         return 2
-    if not dagster:
-        without_pandas()
+    without_pandas()
     try:
         data_dir = resolve_data_dir(args.data_dir)
     except BadSettings as exc:

@@ -37,6 +37,7 @@ def in_dagster(sim: RunningSimulator, tmp_path_factory: pytest.TempPathFactory) 
     env = cli_env(
         FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password,
         FREIGHT_DATA_DIR=str(root / "ignored"), DAGSTER_HOME=str(root / "dagster_home"),
+        PYTHONPROFILEIMPORTTIME="1",  # each import a line on stderr: what the run imported (pandas it need not)
     )
     return Synced(run_cli(["sync", "--data-dir", str(root / "data")], env), root / "data")
 
@@ -85,6 +86,10 @@ def test_sync_runs_the_job_and_publishes(sim: RunningSimulator, in_dagster: Sync
     assert "    shipments: 0 of 100 shipments (0 %); " in done.stderr
     assert "    documents: 100 shipments done in " in done.stderr
     assert done.stdout == ""  # dbt's log does not leak to stdout
+    # pyarrow imports pandas at its first list conversion unless it is left out (``commands.common.without_pandas``):
+    # half a second of every run, Dagster's included, for nothing it uses (its modules never load; what asks for
+    # it is refused, a line of its own too)
+    assert "import time:" in done.stderr and not re.search(r"\|\s+pandas\.", done.stderr)
     assert sim.password not in done.stderr
     assert not (data_dir.parent / "ignored").exists()  # --data-dir wins over FREIGHT_DATA_DIR
     con = duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True)
