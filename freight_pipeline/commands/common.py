@@ -118,7 +118,7 @@ class _PandasLeftOut(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> None:
         if fullname.partition(".")[0] == "pandas":
-            raise ModuleNotFoundError(f"no module named {fullname!r}: pandas is left out of the sync without Dagster "
+            raise ModuleNotFoundError(f"no module named {fullname!r}: pandas is left out of `freight-pipeline sync` "
                                       "(freight_pipeline.commands.common.without_pandas)", name=fullname)
 
 

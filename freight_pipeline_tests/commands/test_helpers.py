@@ -90,9 +90,9 @@ def test_the_demo_shows_the_reconcile_interval_in_hours_and_minutes() -> None:
 
 
 def test_without_pandas_pyarrow_converts_lists_and_pandas_is_refused_by_name() -> None:
-    """The sync without Dagster marks pandas absent (``commands.common.without_pandas``): pyarrow converts
-    lists without importing it, and code that wanted pandas would fail naming it (the CLI syncs in child
-    processes, ``test_sync_command.py``, run whole jobs so)."""
+    """`freight-pipeline sync` (without Dagster or as a Dagster run) marks pandas absent
+    (``commands.common.without_pandas``): pyarrow converts lists without importing it, and code that wanted
+    pandas would fail naming it (the CLI syncs in child processes, ``test_sync_command.py``, run whole jobs so)."""
     script = (
         "import sys\n"
         "from freight_pipeline.commands.common import without_pandas\n"
@@ -103,7 +103,7 @@ def test_without_pandas_pyarrow_converts_lists_and_pandas_is_refused_by_name() -
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "'pandas': pandas is left out of the sync without Dagster" in done.stdout
+    assert "'pandas': pandas is left out of `freight-pipeline sync`" in done.stdout
 
 
 def test_a_child_that_outlives_its_sigterm_is_killed_and_named_without_its_arguments(
