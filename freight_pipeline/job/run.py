@@ -8,7 +8,8 @@ materializations and check results. So both ways share one order, run log, build
   other core while the streams run, so that the build, when one is needed, starts with dbt loaded;
   a build whose key's statements are kept for this catalog replays them on the run's own connection,
   which stays open from the first stream to the build (``marts.kept_builds``; the worker is then not
-  even started when the last build expected it);
+  even started when the last build expected it); the worker ends as soon as the run knows dbt has nothing
+  to do (a replay, no build), so that its memory is back before the publish;
 * a stream is a failure domain within the run: one that fails is logged and reported, the streams
   that do not read it go on, and the checks, the build and the publish follow with what the others
   wrote. The run then reports failure all the same.
@@ -350,6 +351,7 @@ def _build(
     """The build (when one is pending) after the streams and checks, on the open ``warehouse`` (closed when
     dbt builds); whether the run goes on to the publish."""
     if not go_on:  # no stream wrote anything, or a check of ERROR severity failed
+        worker.close()
         if any(step.name == CHECKS_STEP for step in report.failed):
             held_back = [name for name, asked in ((MARTS_STEP, marts), (PUBLISH_STEP, report.publish)) if asked]
             for step in held_back:

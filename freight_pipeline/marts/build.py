@@ -158,7 +158,10 @@ class PendingBuild:
         kept = (kept_build(worker.shared, self.batch_key, worker.database, self.catalog)
                 if embedded and self.batch_key and worker.marts.dbt_replay else None)
         try:
-            replayed = self._replayed(worker, warehouse, kept) if kept and kept.replayable_on(self.catalog) else None
+            replayed = None
+            if kept and kept.replayable_on(self.catalog):
+                worker.close()  # its memory and core back for the replay and the publish (started again if it fails)
+                replayed = self._replayed(worker, warehouse, kept)
             if replayed is None:
                 warehouse.close()
                 reply = worker.run(self.args, self.plan.env, self.batch_key if embedded else None,

@@ -159,6 +159,8 @@ class DbtWorker:
         self.database = database
         """The working database's file name (what the kept builds are checked for)."""
         self.process: subprocess.Popen[str] | ForkedWorker | None = None if deferred else launch()
+        self.closed = False
+        """Whether :meth:`close` ended the process (one that died is reported by :meth:`run`, not replaced)."""
 
     @classmethod
     def start(cls, data_dir: Path, dbt_target: str | None, marts: MartsSettings | None = None) -> Self:
@@ -203,9 +205,10 @@ class DbtWorker:
         """Have the worker run ``dbt <args>`` with ``env`` added to its environment; wait for its reply.
         ``batch_tests``: the build's batch key, when its data tests may run batched; ``prepare``: tests to
         compile and keep after the command's success, under their key; ``catalog``: the one the build begins
-        on, to keep its models' statements with under its key (see the module doc)."""
-        if self.process is None:
-            self.process = self._launch()
+        on, to keep its models' statements with under its key (see the module doc). A worker that was ended
+        (:meth:`close`) is started again."""
+        if self.process is None or self.closed:
+            self.process, self.closed = self._launch(), False
         assert self.process.stdin is not None
         (self.target / REPLY).unlink(missing_ok=True)
         request: dict[str, Any] = {"args": list(args), "env": dict(env)}
@@ -239,6 +242,7 @@ class DbtWorker:
         """End the worker: close its input (it ends at once), kill it if it does not."""
         if self.process is None:
             return
+        self.closed = True
         if self.process.stdin is not None and not self.process.stdin.closed:
             with contextlib.suppress(BrokenPipeError):
                 self.process.stdin.close()

@@ -30,7 +30,7 @@ from freight_pipeline.marts.kept_builds import KEPT_BUILDS
 from freight_pipeline.marts.plan import last_full_check
 from freight_pipeline.marts.project import DBT_PROJECT_DIR, build_target, vars_args
 from freight_pipeline.marts.results import read_run_results
-from freight_pipeline.marts.worker import DbtWorker, parse_dir
+from freight_pipeline.marts.worker import NEXT_BUILD, DbtWorker, parse_dir
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.settings import SyncSettings
@@ -60,10 +60,18 @@ def run(sim: RunningSimulator, data_dir: Path, username: str | None = None, pass
     service = ServiceSettings(sim.base_url, username or sim.username, password or sim.password)
     backend = storage_from_env()
     heard: list[Step] = []
+    worker_at_publish: list[bool] = []
+
+    def hear(step: Step) -> None:
+        heard.append(step)
+        if step.name == MARTS_STEP:  # what follows is the publish: the worker's memory is back by then
+            worker_at_publish.append(worker.process is not None and worker.process.poll() is None)
+
     with DbtWorker.start(data_dir, backend.dbt_target) as worker:
-        report = run_job(service, data_dir, SETTINGS, backend, worker, on_step=heard.append)
+        report = run_job(service, data_dir, SETTINGS, backend, worker, on_step=hear)
     assert heard == report.steps  # each step was told as it ended
     assert worker.process is None or worker.process.returncode is not None  # it never outlives the run
+    assert not any(worker_at_publish), "the dbt worker outlived the build: a replay or no build needs none"
     return report
 
 
@@ -244,8 +252,9 @@ def broken(data_dir: Path, breaking: bool) -> int:
 def test_dbt_builds_when_a_kept_statement_fails_or_the_catalog_changed(
     sim: RunningSimulator, first_run: tuple[JobReport, Path], tmp_path: Path
 ) -> None:
-    """A statement that fails rolls the replay back and dbt builds (and its statements are kept anew); a
-    relation added to the working database changes the catalog, and dbt builds too."""
+    """A statement that fails rolls the replay back and dbt builds (and its statements are kept anew), in a
+    worker started again when the replay had ended the one the run began with; a relation added to the working
+    database changes the catalog, and dbt builds too."""
     data_dir = copied(first_run[1], tmp_path / "data")
     for _ in range(2):  # the first incremental build keeps its statements, if no test of this session did
         sim.modify_shipments(2)
@@ -253,6 +262,7 @@ def test_dbt_builds_when_a_kept_statement_fails_or_the_catalog_changed(
         assert run(sim, data_dir).success
     assert built_by(data_dir) == "replayed"
     broken(data_dir, True)
+    (build_target(data_dir) / NEXT_BUILD).unlink()  # no word from the last build: the run starts its worker
 
     sim.modify_shipments(2)
     sim.advance_clock(60)

@@ -161,6 +161,17 @@ def test_the_worker_ends_when_its_run_is_gone_mid_command(data_dir: Path) -> Non
     assert finished < nodes, (finished, nodes)  # it stopped before the build's end (a node or two may finish)
 
 
+def test_a_worker_ended_by_the_run_is_started_again_for_a_command(data_dir: Path) -> None:
+    """Ended (``close``: a replay needed no dbt), then asked for a command after all (the replay failed): a new
+    process runs it."""
+    with DbtWorker.start(data_dir, None) as worker:
+        first = worker.process
+        worker.close()
+        assert first is not None and first.returncode == 0
+        reply = worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
+        assert reply.success and worker.process is not first and worker.process.returncode == 0
+
+
 def test_a_worker_that_dies_is_reported_with_its_log(data_dir: Path) -> None:
     worker = DbtWorker.start(data_dir, None)
     worker.process.kill()
