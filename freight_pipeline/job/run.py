@@ -8,7 +8,8 @@ materializations and check results. So both ways share one order, run log, build
   other core while the streams run, so that the build, when one is needed, starts with dbt loaded;
   a build whose key's statements are kept for this catalog replays them on the run's own connection,
   which stays open from the first stream to the build (``marts.kept_builds``; the worker is then not
-  even started when the last build expected it); the worker ends as soon as the run knows dbt has nothing
+  even started when the last build expected it, and in a first sync not before the first stream has
+  ended: ``DbtWorker.get_ready``); the worker ends as soon as the run knows dbt has nothing
   to do (a replay, no build), so that its memory is back before the publish;
 * a stream is a failure domain within the run: one that fails is logged and reported, the streams
   that do not read it go on, and the checks, the build and the publish follow with what the others
@@ -227,7 +228,7 @@ def run_job(
                     open_warehouse(data_dir, backend) as warehouse:
                 go_on, pending = run_async(_sync_and_check(
                     service, warehouse, settings, report.run_id, progress, ended,
-                    None if streams is None else set(streams), marts, count_rows, worker.marts))
+                    None if streams is None else set(streams), marts, count_rows, worker))
                 built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
                                marts=marts)
         except Exception as exc:  # the client or the working database could not be opened, or the checks raised
@@ -397,10 +398,11 @@ async def _sync_and_check(
     selected: set[str] | None,
     marts: bool,
     count_rows: bool,
-    mart_settings: MartsSettings,
+    worker: DbtWorker,
 ) -> tuple[bool, PendingBuild | None]:
     """Every stream in order (of ``selected``, when given), then, when one of them wrote or none was
-    selected, the checks and the build's plan (on the same connection; no plan when no ``marts``).
+    selected, the checks and the build's plan (on the same connection; no plan when no ``marts``); ``worker``
+    told when the first stream has ended (:meth:`DbtWorker.get_ready`).
     Whether the run goes on: not when none wrote (nothing new to build or publish), nor when a check
     of ERROR severity did not pass (nothing is built on a broken guarantee, nor published)."""
     async with open_client(service, settings) as client:
@@ -421,11 +423,13 @@ async def _sync_and_check(
             if count_rows and step.stream is not None:
                 step.stream.rows, step.stream.newest_change = _rows(warehouse, stream)
             ended(step)
+            worker.get_ready()
             if step.status == "failed":
                 not_run.add(stream.name)
             wrote = wrote or step.status == "success"
         if not wrote:
             return False, None
+        mart_settings = worker.marts
         full_check = full_check_due(warehouse, marts=mart_settings)
         checks = _checks(warehouse, changed_only=not full_check)
         ended(checks)

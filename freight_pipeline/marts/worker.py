@@ -143,13 +143,17 @@ class DbtWorker:
 
     Deferred instead when the last build of the data directory left word that the next one will likely
     replay its kept statements without dbt (:data:`NEXT_BUILD`, :meth:`expect`): then the process starts
-    only if the run asks for a command after all.
+    only if the run asks for a command after all. Held until the run's first stream has ended
+    (:meth:`get_ready`) in a first sync (the data directory holds no working database yet): the longest
+    stream of the longest run then has the machine's memory and other core to itself, and dbt loads while
+    the streams after it, the checks and the build's plan run.
 
     A context manager: leaving it ends the worker (told no command is needed, killed if it does not go).
     """
 
     def __init__(self, launch: Callable[[], subprocess.Popen[str] | ForkedWorker], target: Path, shared: Path,
-                 database: str, *, deferred: bool = False, marts: MartsSettings | None = None) -> None:
+                 database: str, *, deferred: bool = False, held: bool = False,
+                 marts: MartsSettings | None = None) -> None:
         self._launch = launch
         self.marts = marts or MartsSettings()
         """The run's settings of the marts (its builds read them from here)."""
@@ -158,7 +162,9 @@ class DbtWorker:
         """The shared parse folder of its builds (:func:`parse_dir`), where the kept builds are."""
         self.database = database
         """The working database's file name (what the kept builds are checked for)."""
-        self.process: subprocess.Popen[str] | ForkedWorker | None = None if deferred else launch()
+        self.held = held and not deferred
+        """Not started until :meth:`get_ready` (or :meth:`run`)."""
+        self.process: subprocess.Popen[str] | ForkedWorker | None = None if deferred or held else launch()
         self.closed = False
         """Whether :meth:`close` ended the process (one that died is reported by :meth:`run`, not replaced)."""
 
@@ -166,10 +172,11 @@ class DbtWorker:
     def start(cls, data_dir: Path, dbt_target: str | None, marts: MartsSettings | None = None) -> Self:
         """Start the worker for ``data_dir``'s working database, built with the profile's ``dbt_target``
         (the storage's: ``StorageBackend.dbt_target``), unless :data:`NEXT_BUILD` says the build will likely
-        need no dbt (deferred until asked); the parse uses the ``--vars`` the build will pass, so that the
-        build finds it valid. Forked by the fork server of dbt workers when ``FREIGHT_DBT_WORKER_SERVER``
-        names one (:mod:`~freight_pipeline.marts.worker_server`), else a new process. ``marts``: the run's
-        settings of the marts (None: as configured)."""
+        need no dbt (deferred until asked), or held until the first stream has ended when the embedded
+        warehouse has no working database yet (a first sync); the parse uses the ``--vars`` the build will
+        pass, so that the build finds it valid. Forked by the fork server of dbt workers when
+        ``FREIGHT_DBT_WORKER_SERVER`` names one (:mod:`~freight_pipeline.marts.worker_server`), else a new
+        process. ``marts``: the run's settings of the marts (None: as configured)."""
         marts = marts or MartsSettings.configured()
         target = build_target(data_dir)
         target.mkdir(parents=True, exist_ok=True)
@@ -190,8 +197,14 @@ class DbtWorker:
                                         env=env, text=True, start_new_session=True)
 
         shared = parse_dir(DBT_PROJECT_DIR, target, chosen_vars, dbt_env)
+        first_sync = dbt_target is None and not Path(dbt_env[DBT_DATABASE_ENV]).exists()
         return cls(launch, target, shared, _database_name(dbt_env), deferred=_no_dbt_expected(target, marts),
-                   marts=marts)
+                   held=first_sync, marts=marts)
+
+    def get_ready(self) -> None:
+        """The run's first stream has ended: a worker held until then starts loading dbt now."""
+        if self.held and self.process is None and not self.closed:
+            self.process = self._launch()
 
     def expect(self, replayable: bool, until: dt.datetime | None) -> None:
         """Leave word for the next run's worker (:data:`NEXT_BUILD`): whether the next build will likely replay
@@ -240,9 +253,9 @@ class DbtWorker:
 
     def close(self) -> None:
         """End the worker: close its input (it ends at once), kill it if it does not."""
+        self.closed = True
         if self.process is None:
             return
-        self.closed = True
         if self.process.stdin is not None and not self.process.stdin.closed:
             with contextlib.suppress(BrokenPipeError):
                 self.process.stdin.close()

@@ -55,8 +55,10 @@ def sim() -> Iterator[RunningSimulator]:
         yield running
 
 
-def run(sim: RunningSimulator, data_dir: Path, username: str | None = None, password: str | None = None) -> JobReport:
-    """One run of the job, as ``freight-pipeline sync`` makes it: the worker started first."""
+def run(sim: RunningSimulator, data_dir: Path, username: str | None = None, password: str | None = None,
+        worker_seen: dict[str, bool] | None = None) -> JobReport:
+    """One run of the job, as ``freight-pipeline sync`` makes it: the worker started first. ``worker_seen``: for
+    each step, whether the dbt worker's process had been started when the step ended."""
     service = ServiceSettings(sim.base_url, username or sim.username, password or sim.password)
     backend = storage_from_env()
     heard: list[Step] = []
@@ -64,6 +66,8 @@ def run(sim: RunningSimulator, data_dir: Path, username: str | None = None, pass
 
     def hear(step: Step) -> None:
         heard.append(step)
+        if worker_seen is not None:
+            worker_seen[step.name] = worker.process is not None
         if step.name == MARTS_STEP:  # what follows is the publish: the worker's memory is back by then
             worker_at_publish.append(worker.process is not None and worker.process.poll() is None)
 
@@ -78,9 +82,15 @@ def run(sim: RunningSimulator, data_dir: Path, username: str | None = None, pass
 @pytest.fixture(scope="module")
 def first_run(sim: RunningSimulator, tmp_path_factory: pytest.TempPathFactory) -> tuple[JobReport, Path]:
     """The first run of ``sim`` from scratch and its data directory, left as that run left it: the tests
-    that go on from there copy it (:func:`copied`)."""
+    that go on from there copy it (:func:`copied`). Its dbt worker is held until the first stream has ended
+    (``DbtWorker.get_ready``), started by the time the next step ends."""
     data_dir = tmp_path_factory.mktemp("first_run")
-    return run(sim, data_dir), data_dir
+    worker_seen: dict[str, bool] = {}
+    report = run(sim, data_dir, worker_seen=worker_seen)
+    first, *after = worker_seen
+    assert (first, worker_seen[first]) == (stream_step(STREAM_NAMES[0]), False)
+    assert all(worker_seen[step] for step in after), worker_seen
+    return report, data_dir
 
 
 def copied(data_dir: Path, to: Path) -> Path:

@@ -161,6 +161,29 @@ def test_the_worker_ends_when_its_run_is_gone_mid_command(data_dir: Path) -> Non
     assert finished < nodes, (finished, nodes)  # it stopped before the build's end (a node or two may finish)
 
 
+def test_a_first_syncs_worker_is_held_until_its_first_stream_has_ended(data_dir: Path, tmp_path: Path) -> None:
+    """No working database yet (a first sync of the embedded warehouse): no process until ``get_ready`` (the job
+    calls it as each stream ends) or a command; a data directory with one, or the lake's target, starts at once."""
+    with DbtWorker.start(tmp_path / "first", None) as held:
+        assert held.process is None
+        held.get_ready()
+        launched = held.process
+        assert launched is not None and launched.poll() is None
+        held.get_ready()  # once
+        assert held.process is launched
+    assert launched.returncode == 0
+    with DbtWorker.start(tmp_path / "again", None) as held:
+        held.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})  # asked before any stream ended: started for it
+        assert held.process is not None and held.process.returncode is not None
+    with DbtWorker.start(tmp_path / "closed", None) as held:
+        held.close()
+        held.get_ready()  # the run ended it (no build): not started after all
+        assert held.process is None
+    for directory, target in ((data_dir, None), (tmp_path / "lake", "no_such_target")):
+        with DbtWorker.start(directory, target) as started:
+            assert started.process is not None
+
+
 def test_a_worker_ended_by_the_run_is_started_again_for_a_command(data_dir: Path) -> None:
     """Ended (``close``: a replay needed no dbt), then asked for a command after all (the replay failed): a new
     process runs it."""
