@@ -2,9 +2,10 @@
 
 Both sides of it are here: :class:`DbtWorker`, the run's handle, and :func:`main`, the process
 (``python -m freight_pipeline.marts.worker --project-dir P --target DIR [--vars JSON]``). A run
-starts it first thing (``freight-pipeline sync``), so that dbt's fixed cost (importing it and
-loading the project: about 3 s of CPU, more than an incremental build's models and tests) is paid on
-the machine's other core while the run imports and syncs on this one:
+starts it first thing (``freight-pipeline sync``; a first sync once its first stream has ended:
+:meth:`DbtWorker.get_ready`), so that dbt's fixed cost (importing it and loading the project: about 3 s
+of CPU, more than an incremental build's models and tests) is paid on the machine's other core while the
+run imports and syncs on this one:
 
 1. it imports dbt and parses the project into a folder that every data directory shares
    (:func:`parse_dir`; partial parse: the manifest is read, not made; serialized with any other parse
