@@ -429,8 +429,7 @@ async def _sync_and_check(
             wrote = wrote or step.status == "success"
         if not wrote:
             return False, None
-        mart_settings = worker.marts
-        full_check = full_check_due(warehouse, marts=mart_settings)
+        full_check = full_check_due(warehouse, marts=worker.marts)
         checks = _checks(warehouse, changed_only=not full_check)
         ended(checks)
         if checks.status == "failed":
@@ -438,7 +437,7 @@ async def _sync_and_check(
         if not marts:
             return True, None
         return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"],
-                                 full_check=full_check, marts=mart_settings)
+                                 full_check=full_check, marts=worker.marts)
 
 
 def _rows(warehouse: Warehouse, stream: Stream) -> tuple[dict[str, int], dt.datetime | None]:
