@@ -57,7 +57,8 @@ def sim() -> Iterator[RunningSimulator]:
 
 def run(sim: RunningSimulator, data_dir: Path, username: str | None = None, password: str | None = None,
         worker_seen: dict[str, bool] | None = None) -> JobReport:
-    """One run of the job, as ``freight-pipeline sync`` makes it: the worker started first. ``worker_seen``: for
+    """One run of the job, as ``freight-pipeline sync`` makes it: the worker started first (a first sync's held
+    until its first stream has ended), never alive once the build is done. ``worker_seen``: for
     each step, whether the dbt worker's process had been started when the step ended."""
     service = ServiceSettings(sim.base_url, username or sim.username, password or sim.password)
     backend = storage_from_env()
