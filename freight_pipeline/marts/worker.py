@@ -95,7 +95,7 @@ from freight_pipeline.marts.project import (
     vars_args,
 )
 from freight_pipeline.marts.worker_server import ForkedWorker, forked_worker
-from freight_pipeline.warehouse.paths import DB_NAME
+from freight_pipeline.warehouse.paths import DB_NAME, working_db_path
 
 LOCK = ".freight-parse.lock"
 """The lock of every parse into a target directory."""
@@ -198,7 +198,7 @@ class DbtWorker:
                                         env=env, text=True, start_new_session=True)
 
         shared = parse_dir(DBT_PROJECT_DIR, target, chosen_vars, dbt_env)
-        first_sync = dbt_target is None and not Path(dbt_env[DBT_DATABASE_ENV]).exists()
+        first_sync = dbt_target is None and not working_db_path(data_dir).exists()
         return cls(launch, target, shared, _database_name(dbt_env), deferred=_no_dbt_expected(target, marts),
                    held=first_sync, marts=marts)
 
