@@ -9,8 +9,9 @@ materializations and check results. So both ways share one order, run log, build
   a build whose key's statements are kept for this catalog replays them on the run's own connection,
   which stays open from the first stream to the build (``marts.kept_builds``; the worker is then not
   even started when the last build expected it, and in a first sync not before the first stream has
-  ended: ``DbtWorker.get_ready``); the worker ends as soon as the run knows dbt has nothing
-  to do (a replay, no build), so that its memory is back before the publish;
+  ended, nor then when the build it would plan replays: ``DbtWorker.get_ready``); the worker ends as
+  soon as the run knows dbt has nothing to do (a replay, no build), so that its memory is back before
+  the publish;
 * a stream is a failure domain within the run: one that fails is logged and reported, the streams
   that do not read it go on, and the checks, the build and the publish follow with what the others
   wrote. The run then reports failure all the same.
@@ -45,7 +46,7 @@ from freight_pipeline.checks.warehouse import (
     warehouse_checks,
 )
 from freight_pipeline.config import AlertSettings, MartsSettings, ServiceSettings, Settings
-from freight_pipeline.marts.build import MartsBuild, PendingBuild, begin_build
+from freight_pipeline.marts.build import MartsBuild, PendingBuild, begin_build, planned_build
 from freight_pipeline.marts.plan import full_check_due
 from freight_pipeline.marts.project import WAREHOUSE_CHECKED_TAG
 from freight_pipeline.marts.results import DbtBuildFailed
@@ -78,6 +79,8 @@ REBUILD_STEP = "rebuild"
 FAILED_STEP = "failed_step"
 """In Dagster, the metadata of a failed run's ``Failure`` naming the first failed step (whose line is
 the failure's description): what ``freight-pipeline sync --dagster`` says failed."""
+CHECKED_BY_THE_RUN = (f"tag:{WAREHOUSE_CHECKED_TAG}",)
+"""The data tests a build leaves out: the warehouse checks run before it hold the same invariants."""
 
 
 @dataclass
@@ -341,7 +344,7 @@ def _rebuild_and_check(
         return False, None
     if not marts:
         return True, None
-    return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"], full_refresh=True,
+    return True, begin_build(warehouse, run_id, leave_out=CHECKED_BY_THE_RUN, full_refresh=True,
                              full_check=full_check, marts=mart_settings)
 
 
@@ -423,7 +426,8 @@ async def _sync_and_check(
             if count_rows and step.stream is not None:
                 step.stream.rows, step.stream.newest_change = _rows(warehouse, stream)
             ended(step)
-            worker.get_ready()
+            if worker.held:  # a first sync's first stream has ended: dbt loads now, when its build will need it
+                worker.get_ready(marts and _dbt_needed(warehouse, worker))
             if step.status == "failed":
                 not_run.add(stream.name)
             wrote = wrote or step.status == "success"
@@ -436,8 +440,16 @@ async def _sync_and_check(
             return False, None  # a broken guarantee: nothing is built on it, nor published
         if not marts:
             return True, None
-        return True, begin_build(warehouse, run_id, leave_out=[f"tag:{WAREHOUSE_CHECKED_TAG}"],
-                                 full_check=full_check, marts=worker.marts)
+        return True, begin_build(warehouse, run_id, leave_out=CHECKED_BY_THE_RUN, full_check=full_check,
+                                 marts=worker.marts)
+
+
+def _dbt_needed(warehouse: Warehouse, worker: DbtWorker) -> bool:
+    """Whether the build the run would plan now needs dbt: not when its statements are kept for the working
+    database's catalog as it is (another data directory's build of the same key on a new database)."""
+    full_check = full_check_due(warehouse, marts=worker.marts)
+    pending = planned_build(warehouse, CHECKED_BY_THE_RUN, full_check=full_check, marts=worker.marts)
+    return pending.plan.run and pending.replayable(worker) is None
 
 
 def _rows(warehouse: Warehouse, stream: Stream) -> tuple[dict[str, int], dt.datetime | None]:

@@ -155,11 +155,10 @@ class PendingBuild:
         worker.expect(False, None)  # until this build succeeds
         # batched tests and replays in the embedded warehouse only (the lake's target builds one node at a time)
         embedded = backend.dbt_target is None
-        kept = (kept_build(worker.shared, self.batch_key, worker.database, self.catalog)
-                if embedded and self.batch_key and worker.marts.dbt_replay else None)
+        kept = self.replayable(worker) if embedded else None
         try:
             replayed = None
-            if kept and kept.replayable_on(self.catalog):
+            if kept is not None:
                 worker.close()  # its memory and core back for the replay and the publish (started again if it fails)
                 replayed = self._replayed(worker, warehouse, kept)
             if replayed is None:
@@ -175,6 +174,14 @@ class PendingBuild:
             return self._ended(worker, warehouse, replayed)
         with open_warehouse(data_dir, backend) as reopened:
             return self._ended(worker, reopened, reply, expect=embedded)
+
+    def replayable(self, worker: DbtWorker) -> KeptBuild | None:
+        """What is kept for this build's key on its catalog when the build can replay it without dbt (replays
+        allowed, both its tests and its models' statements kept), else None."""
+        if not self.batch_key or not worker.marts.dbt_replay:
+            return None
+        kept = kept_build(worker.shared, self.batch_key, worker.database, self.catalog)
+        return kept if kept is not None and kept.replayable_on(self.catalog) else None
 
     def _replayed(self, worker: DbtWorker, warehouse: Warehouse, kept: KeptBuild) -> WorkerReply | None:
         """The build without dbt (``kept`` for its key and catalog): the models' statements replayed in one
@@ -231,7 +238,17 @@ class PendingBuild:
 
 def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = (), *, full_refresh: bool = False,
                 full_check: bool | None = None, marts: MartsSettings | None = None) -> PendingBuild:
-    """Plan the whole build of run ``run_id`` on ``warehouse`` and, when it must run, log it as running.
+    """Plan the whole build of run ``run_id`` on ``warehouse`` (:func:`planned_build`) and, when it must run, log
+    it as running."""
+    pending = planned_build(warehouse, leave_out, full_refresh=full_refresh, full_check=full_check, marts=marts)
+    if pending.plan.run:
+        pending.record = build_started(warehouse, run_id)
+    return pending
+
+
+def planned_build(warehouse: Warehouse, leave_out: Sequence[str] = (), *, full_refresh: bool = False,
+                  full_check: bool | None = None, marts: MartsSettings | None = None) -> PendingBuild:
+    """The whole build the run's plan asks for on ``warehouse`` as it is now, not logged (``record`` None).
     ``leave_out``: dbt selectors of data tests the build does not run, as the run checks their
     invariants otherwise (tests do not decide the marts' content: the project's fingerprint is the same).
     ``full_refresh``: every mart from scratch (a rebuild), whatever the plan would otherwise choose, and
@@ -245,10 +262,9 @@ def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = ()
     fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
     full = (full_refresh or full_check_due(warehouse, started, marts)) if full_check is None else full_check
     plan = plan_build(warehouse, fingerprint, full_refresh=full_refresh, full_check=full, marts=marts)
-    record = build_started(warehouse, run_id) if plan.run else None
     left_out = [arg for selector in leave_out for arg in ("--exclude", selector)]
     build_args = [*args, *plan.args, *left_out]
     key = batch_key(DBT_PROJECT_DIR, fingerprint, build_args, plan.env) if plan.run else None
     prepare = PreparedTests.of(fingerprint, args, left_out, marts) if plan.run and not plan.changed_rows else None
     catalog = catalog_digest(warehouse.con) if plan.run else None
-    return PendingBuild(plan, fingerprint, build_args, started, record, full, key, prepare, catalog)
+    return PendingBuild(plan, fingerprint, build_args, started, None, full, key, prepare, catalog)

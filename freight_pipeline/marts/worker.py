@@ -147,7 +147,8 @@ class DbtWorker:
     only if the run asks for a command after all. Held until the run's first stream has ended
     (:meth:`get_ready`) in a first sync (the data directory holds no working database yet): the longest
     stream of the longest run then has the machine's memory and other core to itself, and dbt loads while
-    the streams after it, the checks and the build's plan run.
+    the streams after it, the checks and the build's plan run; not even then when the build the run would
+    plan at that point can replay statements another data directory's build kept.
 
     A context manager: leaving it ends the worker (told no command is needed, killed if it does not go).
     """
@@ -202,10 +203,13 @@ class DbtWorker:
         return cls(launch, target, shared, _database_name(dbt_env), deferred=_no_dbt_expected(target, marts),
                    held=first_sync, marts=marts)
 
-    def get_ready(self) -> None:
-        """The run's first stream has ended: a worker held until then starts loading dbt now."""
-        if self.held and self.process is None and not self.closed:
+    def get_ready(self, needed: bool = True) -> None:
+        """The run's first stream has ended: a worker held until then starts loading dbt now, unless the run
+        knows its build will not need dbt (``needed`` false: its statements replay), when it starts only if the
+        run asks for a command after all."""
+        if self.held and self.process is None and not self.closed and needed:
             self.process = self._launch()
+        self.held = False
 
     def expect(self, replayable: bool, until: dt.datetime | None) -> None:
         """Leave word for the next run's worker (:data:`NEXT_BUILD`): whether the next build will likely replay

@@ -84,13 +84,14 @@ def run(sim: RunningSimulator, data_dir: Path, username: str | None = None, pass
 def first_run(sim: RunningSimulator, tmp_path_factory: pytest.TempPathFactory) -> tuple[JobReport, Path]:
     """The first run of ``sim`` from scratch and its data directory, left as that run left it: the tests
     that go on from there copy it (:func:`copied`). Its dbt worker is held until the first stream has ended
-    (``DbtWorker.get_ready``), started by the time the next step ends."""
+    (``DbtWorker.get_ready``), then started when its build needs dbt (no other test's build kept the statements
+    of the same key yet), else never."""
     data_dir = tmp_path_factory.mktemp("first_run")
     worker_seen: dict[str, bool] = {}
     report = run(sim, data_dir, worker_seen=worker_seen)
     first, *after = worker_seen
     assert (first, worker_seen[first]) == (stream_step(STREAM_NAMES[0]), False)
-    assert all(worker_seen[step] for step in after), worker_seen
+    assert {worker_seen[step] for step in after} == {built_by(data_dir) == "dbt"}, worker_seen
     return report, data_dir
 
 
@@ -296,20 +297,33 @@ def test_dbt_builds_when_a_kept_statement_fails_or_the_catalog_changed(
 def test_a_first_build_replays_the_one_another_data_directory_kept_and_makes_what_dbt_makes(
     sim: RunningSimulator, tmp_path: Path
 ) -> None:
-    """Two data directories synced from scratch from the same service: the first built by dbt, the second
-    replaying the statements the first's dbt sent (the same key, the same catalog of a new database), with
-    no dbt process; every published table equal."""
-    by_dbt, replayed = tmp_path / "dbt", tmp_path / "replayed"
+    """Two data directories synced from scratch from the same service: the first built by dbt (its worker
+    started once its first stream had ended), the second replaying the statements the first's dbt sent (the same
+    key, the same catalog of a new database), its dbt worker never started; every published table equal. A third,
+    whose kept statements fail, has dbt build after all, in a worker started for it."""
+    by_dbt, replayed, after_all = tmp_path / "dbt", tmp_path / "replayed", tmp_path / "after_all"
+    dbt_seen: dict[str, bool] = {}
     with environ({DBT_REPLAY_ENV: "0"}):
-        assert run(sim, by_dbt).success
-    assert built_by(by_dbt) == "dbt"
-    report = run(sim, replayed)
+        assert run(sim, by_dbt, worker_seen=dbt_seen).success
+    assert built_by(by_dbt) == "dbt" and list(dbt_seen.values())[1:] == [True] * (len(dbt_seen) - 1), dbt_seen
+    replayed_seen: dict[str, bool] = {}
+    report = run(sim, replayed, worker_seen=replayed_seen)
     assert report.success and report.marts is not None and report.marts.plan.full_refresh
     assert built_by(replayed) == "replayed"
+    assert not any(replayed_seen.values()), replayed_seen
     mine, theirs = published_tables(replayed), published_tables(by_dbt)
     assert len([name for name in mine if name.startswith("analytics.")]) > 5
     assert mine.keys() == theirs.keys()
     assert [name for name in mine if mine[name] != theirs[name]] == []
+
+    broken(replayed, True)
+    try:
+        after_all_seen: dict[str, bool] = {}
+        assert run(sim, after_all, worker_seen=after_all_seen).success
+    finally:
+        broken(replayed, False)
+    assert built_by(after_all) == "dbt" and published_tables(after_all) == theirs
+    assert after_all_seen[MARTS_STEP] and not after_all_seen[CHECKS_STEP], after_all_seen
 
 
 def test_a_stream_that_fails_withholds_nothing_of_the_others(tmp_path: Path) -> None:

@@ -163,7 +163,8 @@ def test_the_worker_ends_when_its_run_is_gone_mid_command(data_dir: Path) -> Non
 
 def test_a_first_syncs_worker_is_held_until_its_first_stream_has_ended(data_dir: Path, tmp_path: Path) -> None:
     """No working database yet (a first sync of the embedded warehouse): no process until ``get_ready`` (the job
-    calls it as each stream ends) or a command; a data directory with one, or the lake's target, starts at once."""
+    calls it when the first stream has ended) or a command, none at ``get_ready`` when the build will not need dbt;
+    a data directory with one, or the lake's target, starts at once."""
     with DbtWorker.start(tmp_path / "first", None) as held:
         assert held.process is None
         held.get_ready()
@@ -179,6 +180,12 @@ def test_a_first_syncs_worker_is_held_until_its_first_stream_has_ended(data_dir:
         held.close()
         held.get_ready()  # the run ended it (no build): not started after all
         assert held.process is None
+    with DbtWorker.start(tmp_path / "replays", None) as held:
+        held.get_ready(needed=False)  # the build will replay: not started, nor by a later stream's end
+        held.get_ready()
+        assert held.process is None
+        held.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})  # the replay failed after all: started for dbt
+        assert held.process is not None and held.process.returncode is not None
     for directory, target in ((data_dir, None), (tmp_path / "lake", "no_such_target")):
         with DbtWorker.start(directory, target) as started:
             assert started.process is not None
