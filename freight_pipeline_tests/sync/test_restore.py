@@ -155,6 +155,28 @@ def test_the_history_check_fails_on_a_history_made_to_disagree(tmp_path: Path) -
     assert scoped["shipments.history_matches_current"] == {"rows_disagreeing": 1, "shipments": [shipment],
                                                            "compared": "changed shipments"}
 
+    # rows counted as many times as one side holds them more often; a NULL equals a NULL, not a value
+    with duckdb.connect(str(database)) as con:
+        others = [row[0] for row in con.execute("SELECT DISTINCT shipment_id FROM freight.shipment_events "
+                                                "WHERE shipment_id <> ? ORDER BY 1 LIMIT 3", [shipment]).fetchall()]
+        twice, null_both, null_one = others
+        con.execute("INSERT INTO freight.shipment_events SELECT * FROM freight.shipment_events "
+                    "WHERE shipment_id = ? ORDER BY event, type LIMIT 1", [twice])
+        con.execute("INSERT INTO freight.shipment_events SELECT * FROM freight.shipment_events "
+                    "WHERE shipment_id = ? ORDER BY event, type LIMIT 1", [twice])
+        for one in (null_both, null_one):
+            con.execute("UPDATE freight.shipment_events SET unloc = NULL WHERE shipment_id = ?", [one])
+        con.execute("UPDATE freight_history.event_versions SET unloc = NULL WHERE shipment_id = ?", [null_both])
+        events_of_null_one = con.execute("SELECT count(*) FROM freight.shipment_events WHERE shipment_id = ? "
+                                         "AND unloc IS DISTINCT FROM NULL", [null_one]).fetchall()[0][0]
+        unloc_held = con.execute("SELECT count(*) FROM freight_history.event_versions WHERE shipment_id = ? "
+                                 "AND valid_to IS NULL AND unloc IS NOT NULL", [null_one]).fetchall()[0][0]
+    assert events_of_null_one == 0 and unloc_held > 0
+    events = failed_checks(database)["shipment_events.history_matches_current"]
+    assert events["shipments"] == sorted([shipment, twice, null_one])
+    assert history_disagreements(database)["event_versions"] == (
+        failed["shipment_events.history_matches_current"]["rows_disagreeing"] + 2 + 2 * unloc_held)
+
 
 def naive_sync(sim: RunningSimulator, data_dir: Path, zone: str | None) -> SyncFn:
     settings = DEFAULTS if zone is None else DEFAULTS.replaced(service_timezone=zone)
