@@ -34,6 +34,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
+
 from freight_pipeline.alerts.notify import Alerted, after_run
 from freight_pipeline.alerts.problems import SYNC_STEP
 from freight_pipeline.checks import queries
@@ -447,8 +449,11 @@ async def _sync_and_check(
 def _dbt_needed(warehouse: Warehouse, worker: DbtWorker) -> bool:
     """Whether the build the run would plan now needs dbt: not when its statements are kept for the working
     database's catalog as it is (another data directory's build of the same key on a new database)."""
-    full_check = full_check_due(warehouse, marts=worker.marts)
-    pending = planned_build(warehouse, CHECKED_BY_THE_RUN, full_check=full_check, marts=worker.marts)
+    try:
+        full_check = full_check_due(warehouse, marts=worker.marts)
+        pending = planned_build(warehouse, CHECKED_BY_THE_RUN, full_check=full_check, marts=worker.marts)
+    except duckdb.Error:  # the streams after this one run all the same; the build's own plan says what failed
+        return True
     return pending.plan.run and pending.replayable(worker) is None
 
 

@@ -326,6 +326,22 @@ def test_a_first_build_replays_the_one_another_data_directory_kept_and_makes_wha
     assert after_all_seen[MARTS_STEP] and not after_all_seen[CHECKS_STEP], after_all_seen
 
 
+def test_a_first_sync_that_cannot_tell_whether_its_build_replays_starts_its_worker_and_syncs_every_stream(
+    sim: RunningSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan asked after the first stream fails (a database error): the worker starts as if dbt were needed,
+    and the later streams, the checks, the build and the publish run as ever."""
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise duckdb.IOException("the plan could not be read")
+
+    monkeypatch.setattr("freight_pipeline.job.run.planned_build", failing)
+    seen: dict[str, bool] = {}
+    report = run(sim, tmp_path, worker_seen=seen)
+    assert report.success, report.steps
+    assert list(seen.values()) == [False] + [True] * (len(seen) - 1), seen
+
+
 def test_a_stream_that_fails_withholds_nothing_of_the_others(tmp_path: Path) -> None:
     """An account without the E-File permission: the documents stream fails, red; the rest is published."""
     without_efiles = frozenset(p for p in PERMISSIONS if not p.startswith("efile"))
