@@ -475,6 +475,47 @@ class ReceivedArray(list[Any]):
         return loads, (self.body,)
 
 
+class HeldBody:
+    """A reply's JSON kept as its body only (:meth:`of`), decoded again where it is unpickled (as the JSON's values,
+    like :class:`ReceivedObject`) or asked for (:meth:`decoded`); an object's top-level values that are neither
+    object nor array at hand (``top``: empty for an array). Not a dict or a list: what holds one reads ``top`` or
+    decodes it, and nothing can take it for the whole JSON by mistake.
+
+    What a sync keeps of each part's answer while the batch it belongs to fills: holding the decoded values
+    instead kept a batch's documents alive in the sync's process, for its garbage collector to walk again at
+    every collection their allocations triggered (docs/performance.md)."""
+
+    __slots__ = ("body", "top")
+
+    def __init__(self, body: bytes, top: dict[str, Any]) -> None:
+        self.body = body
+        self.top = top
+
+    @classmethod
+    def of(cls, data: Any) -> Any:
+        """``data`` (a reply's, as :func:`received` made it) held as its body; another value as it is."""
+        if type(data) is ReceivedObject:
+            return cls(data.body, {key: value for key, value in data.items()
+                                   if type(value) is not dict and type(value) is not list})
+        if type(data) is ReceivedArray:
+            return cls(data.body, {})
+        return data
+
+    def decoded(self) -> Any:
+        return loads(self.body)
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        return loads, (self.body,)
+
+    def __repr__(self) -> str:
+        return f"HeldBody({len(self.body):,} bytes)"
+
+
+def decoded(answer: Any) -> Any:
+    """``answer`` as JSON values: a :class:`HeldBody` decoded, anything else as it is."""
+    return answer.decoded() if type(answer) is HeldBody else answer
+
+
 def received(data: Any, body: bytes) -> Any:
     """``data`` (``loads(body)``) as a dict or list that pickles as ``body``, decoded again where it is unpickled:
     a sync hands its records to the normalizing worker as the bytes received, not as a walk of every value

@@ -278,7 +278,8 @@ def assemble(
     serialized, compressed or hashed for it), and no field tallied (the sync that read them did)."""
     builder = _Builder(fetched_at, ceiling, zone, keep_raw)
     failed_new = attempted_new = 0
-    for bundle in bundles:
+    for held in bundles:
+        bundle = held.decoded()  # in a worker, unpickling decoded them
         answers, work = bundle.answers, bundle.work
         if not answers:
             continue

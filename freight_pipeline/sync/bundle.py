@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from freight_pipeline.client._core import HeldBody, decoded
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.isolation import RecordFailure, record_failure
 from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, PART_BY_STREAM, PARTS, Part, Ref
@@ -59,6 +60,13 @@ class Bundle:
     ref: Ref
     answers: dict[str, Answer] = field(default_factory=dict)
 
+    def decoded(self) -> Bundle:
+        """This bundle with every answer held as its body (``HeldBody``) decoded: what a worker process
+        unpickles, made in this one (the same bundle when none is held)."""
+        if not any(type(answer) is HeldBody for answer in self.answers.values()):
+            return self
+        return Bundle(self.work, self.ref, {stream: decoded(answer) for stream, answer in self.answers.items()})
+
 
 async def _answer(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings) -> Answer:
     if not part.applies(ref):
@@ -87,8 +95,9 @@ async def fetch_bundle(source: SourceAPI, work: Work, settings: SyncSettings) ->
         return bundle
     bundle.answers = await _answers((p for p in PARTS if p.stream in work.parts), source, work.ref, settings)
     document = bundle.answers.get(DOCUMENT)
-    if isinstance(document, dict):
-        told = Ref.of(document, work.shipment_id).or_else(work.ref)
+    top = document.top if isinstance(document, HeldBody) else document
+    if isinstance(top, dict):
+        told = Ref.of(top, work.shipment_id).or_else(work.ref)
         again = [PART_BY_STREAM[s] for s in work.parts if PART_BY_STREAM[s].with_mode_change(work.ref, told)]
         bundle.ref = told
         if again:

@@ -4,6 +4,9 @@ Memos (issue 4 leaves the choice open): the sync asks the memo lookup by ``CLIEN
 ``SHIPMENT_NUMBER`` of each changed shipment, because the scroll endpoint has no modification
 filter and would re-read every memo of the service on every run.
 
+A shipment's document and per-shipment records are handed on as the bodies received (``HeldBody``), decoded
+again where they are normalized: the sync's process keeps no decoded copy of them while a batch fills.
+
 Paged reads pass each page on with its ``X-Row-Count``: the client's ``PageWalk`` already refuses
 a short page while the headers say more rows follow; the sync also checks that the total received
 equals the row count before writing (``changes.read_complete``).
@@ -15,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from freight_pipeline.client import AsyncFreightClient, NotFoundError
+from freight_pipeline.client._core import HeldBody
 from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.client.models import Criterion
 from freight_pipeline.client.stats import StatsSnapshot
@@ -40,15 +44,15 @@ class ClientSource:
         )
         return LookupResult(page.raw, page.row_count, page.page_count)
 
-    async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
+    async def get_shipment(self, shipment_id: int) -> HeldBody:
         try:
-            return await self.client.get_shipment_raw(shipment_id)
+            return HeldBody.of(await self.client.get_shipment_raw(shipment_id))
         except NotFoundError as exc:
             raise ShipmentGone(shipment_id) from exc
 
-    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]]:
+    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> HeldBody:
         try:
-            return await self.client.get_records_raw(endpoint, shipment_id)
+            return HeldBody.of(await self.client.get_records_raw(endpoint, shipment_id))
         except NotFoundError as exc:
             raise ShipmentGone(shipment_id) from exc
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+from freight_pipeline.client._core import HeldBody
 from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.sync.changes import Criterion, LookupResult
@@ -35,12 +36,13 @@ class SourceAPI(Protocol):
     ) -> LookupResult:
         """Page 0 of a shipment lookup."""
 
-    async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
-        """Raises ShipmentGone on 404."""
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any] | HeldBody:
+        """The document (or its body held: ``HeldBody``, whose ``top`` has its client, number and mode);
+        raises ShipmentGone on 404."""
 
-    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]]:
-        """The records a per-shipment endpoint (events, main-carriage legs) answers with; raises
-        ShipmentGone on 404."""
+    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]] | HeldBody:
+        """The records a per-shipment endpoint (events, main-carriage legs) answers with (or their body held);
+        raises ShipmentGone on 404."""
 
     def memo_pages(self, client: str, shipment_number: str) -> AsyncIterator[LookupResult]:
         """Every page of the memo lookup of one shipment, from page 0."""

@@ -1,4 +1,4 @@
-"""A reply's JSON pickles as the body received (``_core.received``): what the sync hands its normalizing worker is
+"""A reply's JSON pickles as the body received (``_core.received``, ``_core.HeldBody``): what the sync hands its normalizing worker is
 the bytes, decoded again there into the same values, for every reply the shipments stream reads, by both clients."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pickle
 from typing import Any
 
 from freight_pipeline.client import endpoints as ep
-from freight_pipeline.client._core import ReceivedArray, ReceivedObject, loads, received
+from freight_pipeline.client._core import HeldBody, ReceivedArray, ReceivedObject, decoded, loads, received
 from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.sync.parts import DETAIL_PARTS, by_id
 from freight_pipeline_tests.client.test_simulator_http import live_ids
@@ -37,3 +37,16 @@ def test_a_body_only_the_standard_library_reads_comes_back_the_same_and_other_va
     copy = pickle.loads(pickle.dumps(received(loads(body), body)))
     assert math.isnan(copy["weight"]) and copy["goods"] == [{"subgoods": [{"n": 1}]}]
     assert received(7, b"7") == 7 and received(None, b"null") is None
+
+
+def test_a_held_body_is_the_bytes_with_the_top_level_values_and_comes_back_as_the_json() -> None:
+    body = b'{"id": 3, "weight": NaN, "client": "C1", "mode": null, "goods": [{"n": 1}], "employees": {"a": "b"}}'
+    held = HeldBody.of(received(loads(body), body))
+    assert not isinstance(held, dict | list) and held.body is body
+    assert held.top.keys() == {"id", "weight", "client", "mode"} and held.top["client"] == "C1"
+    for copy in (pickle.loads(pickle.dumps(held)), held.decoded(), decoded(held)):
+        assert math.isnan(copy["weight"]) and copy["goods"] == [{"n": 1}] and copy["employees"] == {"a": "b"}
+    array = HeldBody.of(received(loads(b'[{"n": 1}]'), b'[{"n": 1}]'))
+    assert array.top == {} and pickle.loads(pickle.dumps(array)) == [{"n": 1}] == decoded(array)
+    plain = {"decoded": True}
+    assert HeldBody.of(plain) is plain and HeldBody.of(7) == 7 and decoded(plain) is plain

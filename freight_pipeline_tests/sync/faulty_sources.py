@@ -8,6 +8,7 @@ from typing import Any
 
 from freight_pipeline.client import AsyncFreightClient
 from freight_pipeline.client import endpoints as ep
+from freight_pipeline.client._core import HeldBody, decoded
 from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.client.errors import BadRequestError
 from freight_pipeline.simulator.server import RunningSimulator
@@ -43,7 +44,7 @@ class DeletesBeforeRetrieve(ClientSource):
         super().__init__(client)
         self.sim, self.victims = sim, set(victims)
 
-    async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any] | HeldBody:
         if shipment_id in self.victims:
             self.victims.discard(shipment_id)
             self.sim.store.changes.delete_shipment_ids([shipment_id])
@@ -248,7 +249,7 @@ class FailingRetrieve(ClientSource):
         self.completed = 0
         self.cancelled = 0
 
-    async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any] | HeldBody:
         if shipment_id == self.victim:
             raise self.error
         try:
@@ -271,7 +272,7 @@ class DeletedWhileRead(ClientSource):
         self.sim, self.victim = sim, victim
         self.document_read = asyncio.Event()
 
-    async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any] | HeldBody:
         doc = await super().get_shipment(shipment_id)
         if shipment_id == self.victim:
             self.sim.store.changes.delete_shipment_ids([shipment_id])
@@ -282,7 +283,7 @@ class DeletedWhileRead(ClientSource):
         if shipment_id == self.victim:
             await self.document_read.wait()
 
-    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]]:
+    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]] | HeldBody:
         await self._after_the_document(shipment_id)
         return await super().get_shipment_records(endpoint, shipment_id)
 
@@ -309,7 +310,7 @@ class LookupSaysAnotherMode(ClientSource):
                  for item in result.items]
         return LookupResult(items, result.row_count)
 
-    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]]:
+    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]] | HeldBody:
         legs = {ep.SHIPMENT_AIR_MAIN_CARRIAGE: "air", ep.SHIPMENT_SEA_MAIN_CARRIAGE: "sea"}
         if shipment_id == self.victim and endpoint in legs:
             self.legs_asked.append(legs[endpoint])
@@ -331,4 +332,4 @@ class InstantsWithoutOffset(ClientSource):
         return LookupResult([self._strip(item) for item in result.items], result.row_count)
 
     async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
-        return self._strip(await super().get_shipment(shipment_id))
+        return self._strip(decoded(await super().get_shipment(shipment_id)))

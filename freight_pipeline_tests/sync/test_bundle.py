@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import pickle
 from pathlib import Path
+from typing import Any
 
+from freight_pipeline.client import endpoints as ep
+from freight_pipeline.client._core import HeldBody
+from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.assemble import gone_reason
+from freight_pipeline.sync.client_source import ClientSource
+from freight_pipeline.sync.parts import DETAIL_PARTS, DOCUMENT_PART, by_id
 from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import DeletedWhileRead, LookupSaysAnotherMode, factory
@@ -30,6 +37,45 @@ def test_each_changed_shipment_takes_one_request_per_part_and_no_other(
         "/service/shipment/memo/lookup": len(docs),
     }
     assert {path: requests_to(small_sim, path) for path in expected} == expected
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+class Keeping(ClientSource):
+    """Keeps every answer of a per-shipment endpoint as the sync's process holds it, by endpoint path."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.kept: list[tuple[str, int, Any]] = []
+
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any] | HeldBody:
+        answer = await super().get_shipment(shipment_id)
+        self.kept.append((DOCUMENT_PART.endpoint.path, shipment_id, answer))
+        return answer
+
+    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]] | HeldBody:
+        answer = await super().get_shipment_records(endpoint, shipment_id)
+        self.kept.append((endpoint.path, shipment_id, answer))
+        return answer
+
+
+def test_the_sync_holds_each_answer_as_its_body_and_its_worker_reads_the_json_received(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    reader = small_sim.store.reader
+    truth = {ep.SHIPMENT_RETRIEVE.path: reader.get_shipment, ep.SHIPMENT_EVENTS.path: reader.get_events,
+             ep.SHIPMENT_AIR_MAIN_CARRIAGE.path: reader.get_air_main_carriage,
+             ep.SHIPMENT_SEA_MAIN_CARRIAGE.path: reader.get_sea_main_carriage}
+    assert set(truth) == {DOCUMENT_PART.endpoint.path} | {p.endpoint.path for p in DETAIL_PARTS if p.fetch is by_id}
+    make, built = factory(Keeping)
+    work_sync(source_factory=make)
+    kept = built[0].kept
+    assert {path for path, _, _ in kept} == set(truth)  # every part read by id: the document, events, both legs
+    for path, shipment_id, answer in kept:
+        assert type(answer) is HeldBody, path  # not the decoded JSON: nothing in the sync's process walks it
+        json = truth[path](shipment_id)
+        assert pickle.loads(pickle.dumps(answer)) == answer.decoded() == json, (path, shipment_id)
+        scalars = {k: v for k, v in json.items() if not isinstance(v, dict | list)} if isinstance(json, dict) else {}
+        assert answer.top == scalars and (path != DOCUMENT_PART.endpoint.path or scalars["mode_of_transport"])
     assert_converged(small_sim.store, work_db(tmp_path))
 
 

@@ -16,6 +16,7 @@ import duckdb
 import pytest
 
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
+from freight_pipeline.client._core import HeldBody
 from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
@@ -206,7 +207,7 @@ def test_documents_are_fetched_and_committed_in_batches_and_never_a_whole_page_i
     batch_lines: list[str] = []
 
     class Counting(ClientSource):
-        async def get_shipment(self, shipment_id: int) -> dict[str, object]:
+        async def get_shipment(self, shipment_id: int) -> dict[str, object] | HeldBody:
             fetched[0] += 1
             most_held[0] = max(most_held[0], fetched[0] - written[0])
             return await super().get_shipment(shipment_id)
