@@ -1,5 +1,6 @@
-"""A reply's JSON pickles as the body received (``_core.received``, ``_core.HeldBody``): what the sync hands its normalizing worker is
-the bytes, decoded again there into the same values, for every reply the shipments stream reads, by both clients."""
+"""A reply's JSON pickles as the body received (``_core.received``, ``_core.HeldBody``): what the sync hands
+its normalizing worker is the bytes, decoded again there into the same values, for every reply the shipments
+stream reads, by both clients."""
 
 from __future__ import annotations
 
