@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             return SKIPPED
         watch = Stopwatch()
         backend = storage_of(configured)
-        worker = held.enter_context(DbtWorker.start(data_dir, backend.dbt_target, configured.marts))
+        worker = held.enter_context(DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts))
         from freight_pipeline.job.run import Alerting, Step, run_rebuild
         from freight_pipeline.sync.settings import SyncSettings
 

@@ -77,9 +77,10 @@ def run(args: argparse.Namespace) -> int:
     except BadSettings as exc:
         say_bad("sync", exc)
         return 2
-    # without Dagster the dbt worker starts first in a data directory that holds a working database (a
-    # run after the first: nothing is written in a new one before the setup is checked): it imports dbt
-    # on the other core while this process imports the rest (the client, DuckDB, the job)
+    # without Dagster the dbt worker is made first in a data directory that holds a working database (a
+    # run after the first: nothing is written in a new one before the setup is checked): started at once
+    # (after a run that built: marts.worker.Start), it imports dbt on the other core while this process
+    # imports the rest (the client, DuckDB, the job)
     worker = None if dagster else _early_worker(data_dir, data_dir_setting(args.data_dir))
     with worker if worker is not None else contextlib.nullcontext():
         flags = {"data_dir": args.data_dir, "dbt_full_refresh": True if args.full_refresh else None}
@@ -99,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _early_worker(data_dir: Path, named_by: str) -> DbtWorker | None:
-    """The dbt worker of a run without Dagster, started before the rest is imported when ``data_dir`` holds
-    a working database already; None when it holds none (the worker starts after the setup's check), or
+    """The dbt worker of a run without Dagster, made (and started, when it starts at once) before the rest is
+    imported when ``data_dir`` holds a working database already; None when it holds none (it is made after the
+    setup's check), or
     the data directory or a setting the worker reads is not right (``check_setup`` then says what)."""
     from freight_pipeline.lake.settings import dbt_target_from_env
     from freight_pipeline.marts.worker import DbtWorker
@@ -110,7 +112,7 @@ def _early_worker(data_dir: Path, named_by: str) -> DbtWorker | None:
         return None
     try:
         check_data_dir(data_dir, named_by)
-        return DbtWorker.start(data_dir, dbt_target_from_env())
+        return DbtWorker.for_run(data_dir, dbt_target_from_env())
     except (BadSetup, OSError, ValueError):
         return None
 
@@ -154,7 +156,7 @@ def run_without_dagster(args: argparse.Namespace, configured: Settings, data_dir
             return SKIPPED
         watch = Stopwatch()
         worker = held.enter_context(started if started is not None else
-                                    DbtWorker.start(data_dir, backend.dbt_target, configured.marts))
+                                    DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts))
         worker.marts = configured.marts  # an early worker's, with the flags (--full-refresh)
         from freight_pipeline.job.run import Alerting, Step, run_job
         from freight_pipeline.sync.settings import SyncSettings

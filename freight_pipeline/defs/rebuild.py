@@ -41,7 +41,7 @@ def freight_rebuild(context: dg.OpExecutionContext, config: RebuildConfig,
 
     context.log.info(f"rebuild of {backend.describe(warehouse.path)} from its raw records")
     settings = warehouse.settings()
-    with DbtWorker.start(warehouse.path, backend.dbt_target, settings.marts) as worker:
+    with DbtWorker.for_run(warehouse.path, backend.dbt_target, settings.marts) as worker:
         report = run_rebuild(warehouse.path, SyncSettings.of(settings.sync), backend, worker,
                              run_id=context.run_id, progress=context.log.debug, on_step=ended,
                              everything=config.everything, alerting=Alerting.of(settings, dagster_run=True))

@@ -7,11 +7,13 @@ materializations and check results. So both ways share one order, run log, build
 * dbt is made ready in a worker process (:class:`~freight_pipeline.marts.worker.DbtWorker`) on the
   other core while the streams run, so that the build, when one is needed, starts with dbt loaded;
   a build whose key's statements are kept for this catalog replays them on the run's own connection,
-  which stays open from the first stream to the build (``marts.kept_builds``; the worker is then not
-  even started when the last build expected it, and in a first sync not before the first stream has
-  ended, nor then when the build it would plan replays: ``DbtWorker.get_ready``); the worker ends as
-  soon as the run knows dbt has nothing to do (a replay, no build), so that its memory is back before
-  the publish;
+  which stays open from the first stream to the build (``marts.kept_builds``). When the worker starts
+  is the worker's :class:`~freight_pipeline.marts.worker.Start`: at once after a run that built; after
+  a run that changed nothing, once this run's streams change something (the first batch that changes a
+  shipment, through ``Writes.on_change``), never when they change nothing; in a first sync not before
+  the first stream has ended, nor then when the build it would plan replays; not at all when the last
+  build expected a replay. The worker ends as soon as the run knows dbt has nothing to do (a replay, no
+  build), so that its memory is back before the publish;
 * a stream is a failure domain within the run: one that fails is logged and reported, the streams
   that do not read it go on, and the checks, the build and the publish follow with what the others
   wrote. The run then reports failure all the same.
@@ -52,7 +54,7 @@ from freight_pipeline.marts.build import MartsBuild, PendingBuild, begin_build, 
 from freight_pipeline.marts.plan import full_check_due
 from freight_pipeline.marts.project import WAREHOUSE_CHECKED_TAG
 from freight_pipeline.marts.results import DbtBuildFailed
-from freight_pipeline.marts.worker import DbtWorker
+from freight_pipeline.marts.worker import DbtWorker, Start
 from freight_pipeline.normalize.tables import TABLES_BY_NAME
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.progress import Progress
@@ -272,6 +274,7 @@ def run_rebuild(
     with worker, _writing(report, data_dir) as writing:
         if not writing:
             return report
+        worker.get_ready(marts)  # a rebuild's build is a full one
         clock = _Clock()
         try:
             with fewer_collections(), explained_out_of_memory("the rebuild", backend.duckdb_settings), \
@@ -415,24 +418,25 @@ async def _sync_and_check(
         not_run: set[str] = set()
         said: set[str] = set()
         wrote = not selected and selected is not None  # no stream to run: what the database holds
-        for stream in STREAMS:
-            if selected is not None and stream.name not in selected:
-                continue
-            waits_for = [name for name in stream.reads_first if name in not_run]
-            if waits_for:
-                ended(Step(stream_step(stream.name), "skipped", 0.0,
-                           f"not run: it reads the {', '.join(waits_for)} stream first, which did not run"))
-                not_run.add(stream.name)
-                continue
-            step = await _run_stream(stream, source, warehouse, settings, run_id, progress, said)
-            if count_rows and step.stream is not None:
-                step.stream.rows, step.stream.newest_change = _rows(warehouse, stream)
-            ended(step)
-            if worker.held:  # a first sync's first stream has ended: dbt loads now, when its build will need it
-                worker.get_ready(marts and _dbt_needed(warehouse, worker))
-            if step.status == "failed":
-                not_run.add(stream.name)
-            wrote = wrote or step.status == "success"
+        with _starting_dbt_when_needed(warehouse, worker, marts):
+            for stream in STREAMS:
+                if selected is not None and stream.name not in selected:
+                    continue
+                waits_for = [name for name in stream.reads_first if name in not_run]
+                if waits_for:
+                    ended(Step(stream_step(stream.name), "skipped", 0.0,
+                               f"not run: it reads the {', '.join(waits_for)} stream first, which did not run"))
+                    not_run.add(stream.name)
+                    continue
+                step = await _run_stream(stream, source, warehouse, settings, run_id, progress, said)
+                if count_rows and step.stream is not None:
+                    step.stream.rows, step.stream.newest_change = _rows(warehouse, stream)
+                ended(step)
+                if worker.held:  # dbt loads now when the build will need it (a first sync: asked once, here)
+                    worker.get_ready(marts and _dbt_needed(warehouse, worker))
+                if step.status == "failed":
+                    not_run.add(stream.name)
+                wrote = wrote or step.status == "success"
         if not wrote:
             return False, None
         full_check = full_check_due(warehouse, marts=worker.marts)
@@ -444,6 +448,21 @@ async def _sync_and_check(
             return True, None
         return True, begin_build(warehouse, run_id, leave_out=CHECKED_BY_THE_RUN, full_check=full_check,
                                  marts=worker.marts)
+
+
+@contextmanager
+def _starting_dbt_when_needed(warehouse: Warehouse, worker: DbtWorker, marts: bool) -> Iterator[None]:
+    """For the streams of a run whose worker starts when needed (:attr:`Start.WHEN_NEEDED`): started before them
+    when a build is due already, else by the first batch that changes a shipment (from the writer's thread)."""
+    if not (marts and worker.held and worker.starts is Start.WHEN_NEEDED):
+        yield
+        return
+    worker.get_ready(_dbt_needed(warehouse, worker))
+    warehouse.writes.on_change = worker.get_ready
+    try:
+        yield
+    finally:
+        warehouse.writes.on_change = None
 
 
 def _dbt_needed(warehouse: Warehouse, worker: DbtWorker) -> bool:

@@ -150,6 +150,8 @@ class PendingBuild:
         build succeeds."""
         if self.record is None:
             worker.close()
+            if not self.plan.run:  # nothing the marts read changed: the next run's worker waits until it does
+                worker.expect_no_change()
             return MartsBuild(self.plan)
         (worker.target / RUN_RESULTS).unlink(missing_ok=True)  # never read a previous build's results
         worker.expect(False, None)  # until this build succeeds

@@ -2,10 +2,11 @@
 
 Both sides of it are here: :class:`DbtWorker`, the run's handle, and :func:`main`, the process
 (``python -m freight_pipeline.marts.worker --project-dir P --target DIR [--vars JSON]``). A run
-starts it first thing (``freight-pipeline sync``; a first sync once its first stream has ended:
-:meth:`DbtWorker.get_ready`), so that dbt's fixed cost (importing it and loading the project: about 3 s
-of CPU, more than an incremental build's models and tests) is paid on the machine's other core while the
-run imports and syncs on this one:
+starts it as soon as it knows that its build will need dbt (:class:`Start`, :meth:`DbtWorker.get_ready`),
+so that dbt's fixed cost (importing it and loading the project: about 3 s of CPU, more than an incremental
+build's models and tests) is paid on the machine's other core while the run syncs on this one, and not
+at all by a run whose streams change nothing (a scheduled run's usual case: 1.5-2 s of CPU saved, about
+two fifths of such a run's):
 
 1. it imports dbt and parses the project into a folder that every data directory shares
    (:func:`parse_dir`; partial parse: the manifest is read, not made; serialized with any other parse
@@ -39,7 +40,7 @@ the build begins (``kept_builds.catalog_digest``). The worker then records every
 model's connection and, when every model succeeded, keeps them under the KEY with that catalog: the next
 build of the KEY on that catalog replays them in the run's own process, without this worker
 (``marts.build.PendingBuild``). A run whose last build expects that (:data:`NEXT_BUILD`) starts no worker
-until it asks for a command (:meth:`DbtWorker.start`, deferred).
+until it asks for a command (:attr:`Start.WHEN_ASKED`).
 
 The end of its input ends it at once, wherever it is: before a request, the run needs no build (a
 parse cut short is redone by the next one: dbt parses again when its partial-parse file does not
@@ -64,6 +65,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import enum
 import fcntl
 import hashlib
 import json
@@ -110,8 +112,9 @@ QUIET = ["--quiet", "--no-use-colors", "--no-write-json"]
 JSON artifact is written but the command's results, by the worker (dbt's other one, ``manifest.json``,
 took a tenth of an incremental build's time to write, and no one reads it)."""
 NEXT_BUILD = "next-build.json"
-"""In a data directory's build target: what its last build expects of the next (:meth:`DbtWorker.expect`):
-``{"replayable": bool, "until": ISO instant | null}``."""
+"""In a data directory's build target: what its last run expects of the next (:meth:`DbtWorker.expect`,
+:meth:`DbtWorker.expect_no_change`): ``{"replayable": bool, "until": ISO instant | null, "built": bool}``
+(``built``: whether that run built, as its streams changed what the marts read)."""
 MODELS_ONLY = ["--resource-type", "model"]
 """What a build with batched tests asks of dbt: its models (its data tests run after, batched)."""
 
@@ -137,25 +140,39 @@ class WorkerReply:
     error: str | None
 
 
-class DbtWorker:
-    """The dbt worker process of one run on one data directory: started when the run begins, so that
-    dbt is imported and the project loaded by the time the run knows whether it needs a build; then
-    asked for at most one command, or told none is needed.
+class Start(enum.Enum):
+    """When a run's dbt worker process starts (:meth:`DbtWorker.for_run` chooses; the job says when the moment has
+    come: :meth:`DbtWorker.get_ready`). A command asked for (:meth:`DbtWorker.run`) starts it whatever this says."""
 
-    Deferred instead when the last build of the data directory left word that the next one will likely
-    replay its kept statements without dbt (:data:`NEXT_BUILD`, :meth:`expect`): then the process starts
-    only if the run asks for a command after all. Held until the run's first stream has ended
-    (:meth:`get_ready`) in a first sync (the data directory holds no working database yet): the longest
-    stream of the longest run then has the machine's memory and other core to itself, and dbt loads while
-    the streams after it, the checks and the build's plan run; not even then when the build the run would
-    plan at that point can replay statements another data directory's build kept.
+    AT_ONCE = "at once"
+    """A later sync after one whose streams changed what the marts read (a busy service): dbt loads on the other core
+    while the run imports and syncs on this one."""
+    AFTER_THE_FIRST_STREAM = "after the first stream"
+    """A first sync of the embedded warehouse (no working database yet): the longest stream of the longest run has
+    the machine's memory and other core to itself; dbt loads while the streams after it, the checks and the build's
+    plan run; not even then when the build the run would plan at that point can replay statements another data
+    directory's build kept. Asked once."""
+    WHEN_NEEDED = "when needed"
+    """A later sync after one whose streams changed nothing the marts read (a quiet service: a scheduled run's
+    usual case at night): as soon as the run knows its build will run without a replay: before the streams when a
+    build is due already (the last failed, the project changed), at the first batch that changes a shipment, at
+    the end of a stream that changed something else (the code conversions); never when nothing changed, which
+    saves dbt's load (1.5-2 s of CPU, about two fifths of such a run's)."""
+    WHEN_ASKED = "when asked"
+    """The last build of the data directory expected the next to replay its kept statements (:data:`NEXT_BUILD`,
+    :meth:`DbtWorker.expect`): only for a command."""
+
+
+class DbtWorker:
+    """The dbt worker process of one run on one data directory: started when the run knows its build needs dbt
+    (:class:`Start`), so that dbt is imported and the project loaded by the time the build begins; then asked
+    for at most one command, or told none is needed.
 
     A context manager: leaving it ends the worker (told no command is needed, killed if it does not go).
     """
 
     def __init__(self, launch: Callable[[], subprocess.Popen[str] | ForkedWorker], target: Path, shared: Path,
-                 database: str, *, deferred: bool = False, held: bool = False,
-                 marts: MartsSettings | None = None) -> None:
+                 database: str, *, starts: Start = Start.WHEN_NEEDED, marts: MartsSettings | None = None) -> None:
         self._launch = launch
         self.marts = marts or MartsSettings()
         """The run's settings of the marts (its builds read them from here)."""
@@ -164,21 +181,25 @@ class DbtWorker:
         """The shared parse folder of its builds (:func:`parse_dir`), where the kept builds are."""
         self.database = database
         """The working database's file name (what the kept builds are checked for)."""
-        self.held = held and not deferred
-        """Not started until :meth:`get_ready` (or :meth:`run`)."""
-        self.process: subprocess.Popen[str] | ForkedWorker | None = None if deferred or held else launch()
+        self.starts = starts
+        self.held = starts in (Start.AFTER_THE_FIRST_STREAM, Start.WHEN_NEEDED)
+        """Waiting for the run to say its build needs dbt (:meth:`get_ready`)."""
+        self.process: subprocess.Popen[str] | ForkedWorker | None = launch() if starts is Start.AT_ONCE else None
         self.closed = False
         """Whether :meth:`close` ended the process (one that died is reported by :meth:`run`, not replaced)."""
+        self._lock = threading.Lock()
+        """:meth:`get_ready` may be called from the writer's thread (a batch that changed a shipment)."""
 
     @classmethod
-    def start(cls, data_dir: Path, dbt_target: str | None, marts: MartsSettings | None = None) -> Self:
-        """Start the worker for ``data_dir``'s working database, built with the profile's ``dbt_target``
-        (the storage's: ``StorageBackend.dbt_target``), unless :data:`NEXT_BUILD` says the build will likely
-        need no dbt (deferred until asked), or held until the first stream has ended when the embedded
-        warehouse has no working database yet (a first sync); the parse uses the ``--vars`` the build will
-        pass, so that the build finds it valid. Forked by the fork server of dbt workers when
-        ``FREIGHT_DBT_WORKER_SERVER`` names one (:mod:`~freight_pipeline.marts.worker_server`), else a new
-        process. ``marts``: the run's settings of the marts (None: as configured)."""
+    def for_run(cls, data_dir: Path, dbt_target: str | None, marts: MartsSettings | None = None) -> Self:
+        """The worker of a run on ``data_dir``'s working database, built with the profile's ``dbt_target``
+        (the storage's: ``StorageBackend.dbt_target``), held until the run says its build needs dbt, or asks
+        for a command, as :class:`Start` says: when :data:`NEXT_BUILD` says the build will likely need no dbt,
+        until asked; after the first stream when the embedded warehouse has no working database yet (a first
+        sync); else when needed. The parse uses the ``--vars`` the build will pass, so that the build finds it
+        valid. Forked by the fork server of dbt workers when ``FREIGHT_DBT_WORKER_SERVER`` names one
+        (:mod:`~freight_pipeline.marts.worker_server`), else a new process. ``marts``: the run's settings of the
+        marts (None: as configured)."""
         marts = marts or MartsSettings.configured()
         target = build_target(data_dir)
         target.mkdir(parents=True, exist_ok=True)
@@ -200,21 +221,39 @@ class DbtWorker:
 
         shared = parse_dir(DBT_PROJECT_DIR, target, chosen_vars, dbt_env)
         first_sync = dbt_target is None and not working_db_path(data_dir).exists()
-        return cls(launch, target, shared, _database_name(dbt_env), deferred=_no_dbt_expected(target, marts),
-                   held=first_sync, marts=marts)
+        word = _next_build_word(target)
+        starts = (Start.WHEN_ASKED if _no_dbt_expected(word, marts)
+                  else Start.AFTER_THE_FIRST_STREAM if first_sync
+                  else Start.WHEN_NEEDED if word.get("built") is False else Start.AT_ONCE)
+        return cls(launch, target, shared, _database_name(dbt_env), starts=starts, marts=marts)
 
     def get_ready(self, needed: bool = True) -> None:
-        """The run's first stream has ended: a worker held until then starts loading dbt now, unless the run
-        knows its build will not need dbt (``needed`` false: its statements replay), when it starts only if the
-        run asks for a command after all."""
-        if self.held and self.process is None and not self.closed and needed:
-            self.process = self._launch()
-        self.held = False
+        """The run knows whether its build needs dbt (``needed``; not when nothing changed, nor when its
+        statements replay): a held worker starts loading dbt now when it does. A first sync asks once (its hold
+        ends either way: only a command starts it then); a later sync's hold lasts until a later moment finds
+        the build needs dbt (:class:`Start`). Safe from any thread."""
+        with self._lock:
+            if not self.held or self.closed:
+                return
+            if needed:
+                self.process = self._launch()
+            if needed or self.starts is Start.AFTER_THE_FIRST_STREAM:
+                self.held = False
 
     def expect(self, replayable: bool, until: dt.datetime | None) -> None:
-        """Leave word for the next run's worker (:data:`NEXT_BUILD`): whether the next build will likely replay
-        its kept statements (``replayable``), at the latest ``until`` (when a full check falls due)."""
-        word = {"replayable": replayable, "until": None if until is None else until.isoformat()}
+        """Leave word for the next run's worker (:data:`NEXT_BUILD`) from this run's build: whether the next build
+        will likely replay its kept statements (``replayable``), at the latest ``until`` (when a full check falls
+        due)."""
+        self._leave_word({"replayable": replayable, "until": None if until is None else until.isoformat(),
+                          "built": True})
+
+    def expect_no_change(self) -> None:
+        """Leave word for the next run's worker (:data:`NEXT_BUILD`) from a run that built nothing, as nothing the
+        marts read changed: the next run's waits until its own streams change something (:attr:`Start.WHEN_NEEDED`);
+        what the last build said of its replay stays."""
+        self._leave_word({**_next_build_word(self.target), "built": False})
+
+    def _leave_word(self, word: Mapping[str, Any]) -> None:
         with contextlib.suppress(OSError):
             (self.target / NEXT_BUILD).write_text(json.dumps(word))
 
@@ -225,8 +264,9 @@ class DbtWorker:
         compile and keep after the command's success, under their key; ``catalog``: the one the build begins
         on, to keep its models' statements with under its key (see the module doc). A worker that was ended
         (:meth:`close`) is started again."""
-        if self.process is None or self.closed:
-            self.process, self.closed = self._launch(), False
+        with self._lock:
+            if self.process is None or self.closed:
+                self.process, self.closed, self.held = self._launch(), False, False
         assert self.process.stdin is not None
         (self.target / REPLY).unlink(missing_ok=True)
         request: dict[str, Any] = {"args": list(args), "env": dict(env)}
@@ -258,7 +298,8 @@ class DbtWorker:
 
     def close(self) -> None:
         """End the worker: close its input (it ends at once), kill it if it does not."""
-        self.closed = True
+        with self._lock:
+            self.closed = True
         if self.process is None:
             return
         if self.process.stdin is not None and not self.process.stdin.closed:
@@ -277,16 +318,24 @@ class DbtWorker:
         self.close()
 
 
-def _no_dbt_expected(target: Path, marts: MartsSettings) -> bool:
-    """Whether the last build in ``target`` expects the next to replay its kept statements, and no full check
-    falls due before then (:data:`NEXT_BUILD`)."""
+def _next_build_word(target: Path) -> dict[str, Any]:
+    """The last run's word in ``target`` (:data:`NEXT_BUILD`); empty when there is none or it cannot be read."""
+    try:
+        word = json.loads((target / NEXT_BUILD).read_text())
+    except (OSError, ValueError):
+        return {}
+    return word if isinstance(word, dict) else {}
+
+
+def _no_dbt_expected(word: Mapping[str, Any], marts: MartsSettings) -> bool:
+    """Whether the last build's ``word`` (:data:`NEXT_BUILD`) expects the next to replay its kept statements, and
+    no full check falls due before then."""
     try:
         if not marts.dbt_replay:
             return False
-        word = json.loads((target / NEXT_BUILD).read_text())
         until = dt.datetime.fromisoformat(word["until"]) if word.get("until") else None
         return word["replayable"] is True and (until is None or dt.datetime.now(dt.UTC) < until)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return False
 
 

@@ -1,14 +1,14 @@
 """A fork server of dbt workers: a process that has dbt imported and warmed up once and forks each worker
 from itself.
 
-A worker started as a new process (:meth:`~freight_pipeline.marts.worker.DbtWorker.start`) first spends
+A worker started as a new process (:meth:`~freight_pipeline.marts.worker.DbtWorker.for_run`) first spends
 about 3 s of CPU importing dbt, then 1.6 s parsing the project (a partial parse), most of it dbt building
 what it builds lazily on first use (its classes' serializers and JSON schemas). Where many workers start
 on one machine (the test suite starts one per job run; a scheduler's runs), a server started once
 (``python -m freight_pipeline.marts.worker_server --socket PATH``, until its input ends) saves that: it
 imports dbt and parses the project once (``marts.worker.warm_up``; a forked worker's own parse then
 took 0.25 s where it took 1.6-1.7 s), and with :data:`DBT_WORKER_SERVER_ENV` naming its socket,
-``DbtWorker.start`` asks it for the worker instead (:func:`forked_worker`), and gets a
+``DbtWorker.for_run`` asks it for the worker instead (:func:`forked_worker`), and gets a
 :class:`ForkedWorker`, which the worker's handle uses as it would use a ``subprocess.Popen``.
 
 The worker is the same ``main`` (of the module the request names: :data:`WORKER_MODULE`) with the same

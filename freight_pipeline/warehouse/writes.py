@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -56,6 +56,9 @@ class Writes:
 
     def __init__(self, database: Database) -> None:
         self.database = database
+        self.on_change: Callable[[], None] | None = None
+        """Called after each committed batch that changed a shipment (recorded it in ``changed_shipments``, what
+        the marts rebuild), from the writing thread."""
 
     # --- batches of shipments -------------------------------------------------------------------
 
@@ -89,11 +92,14 @@ class Writes:
             if name not in replaced:
                 raise ValueError(f"rows given for {name}, which is not among the replaced tables")
             self._check_units(self.database.spec(name), table, replaced[name])
-        return self.database.write(
+        stats = self.database.write(
             "apply_batch",
             lambda con: self._write_batch(con, run_id, batch, gone, replaced, incoming, backoff, history, rebuild,
                                           write_whole, compare),
         )
+        if self.on_change is not None and (stats.shipments_written or gone):
+            self.on_change()
+        return stats
 
     def _write_batch(
         self,

@@ -80,7 +80,7 @@ def daily(sim: RunningSimulator, data_dir: Path, streams: tuple[str, ...] = ("co
           marts: bool = True) -> JobReport:
     """The daily selection of the job (or ``streams`` and ``marts`` given)."""
     backend = storage_from_env()
-    with DbtWorker.start(data_dir, backend.dbt_target) as worker:
+    with DbtWorker.for_run(data_dir, backend.dbt_target) as worker:
         return run_job(ServiceSettings(sim.base_url, sim.username, sim.password), data_dir,
                        SyncSettings(reconcile_interval=None), backend, worker, streams=streams, marts=marts)
 

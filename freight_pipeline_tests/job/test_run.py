@@ -30,7 +30,7 @@ from freight_pipeline.marts.kept_builds import KEPT_BUILDS
 from freight_pipeline.marts.plan import last_full_check
 from freight_pipeline.marts.project import DBT_PROJECT_DIR, build_target, vars_args
 from freight_pipeline.marts.results import read_run_results
-from freight_pipeline.marts.worker import NEXT_BUILD, DbtWorker, parse_dir
+from freight_pipeline.marts.worker import NEXT_BUILD, DbtWorker, Start, parse_dir
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.settings import SyncSettings
@@ -56,10 +56,10 @@ def sim() -> Iterator[RunningSimulator]:
 
 
 def run(sim: RunningSimulator, data_dir: Path, username: str | None = None, password: str | None = None,
-        worker_seen: dict[str, bool] | None = None) -> JobReport:
-    """One run of the job, as ``freight-pipeline sync`` makes it: the worker started first (a first sync's held
-    until its first stream has ended), never alive once the build is done. ``worker_seen``: for
-    each step, whether the dbt worker's process had been started when the step ended."""
+        worker_seen: dict[str, bool] | None = None, started_as: list[Start] | None = None) -> JobReport:
+    """One run of the job, as ``freight-pipeline sync`` makes it: the worker made first (started when its
+    ``Start`` says), never alive once the build is done. ``worker_seen``: for each step, whether the dbt worker's
+    process had been started when the step ended; ``started_as``: gets the worker's ``Start``."""
     service = ServiceSettings(sim.base_url, username or sim.username, password or sim.password)
     backend = storage_from_env()
     heard: list[Step] = []
@@ -72,7 +72,9 @@ def run(sim: RunningSimulator, data_dir: Path, username: str | None = None, pass
         if step.name == MARTS_STEP:  # what follows is the publish: the worker's memory is back by then
             worker_at_publish.append(worker.process is not None and worker.process.poll() is None)
 
-    with DbtWorker.start(data_dir, backend.dbt_target) as worker:
+    with DbtWorker.for_run(data_dir, backend.dbt_target) as worker:
+        if started_as is not None:
+            started_as.append(worker.starts)
         report = run_job(service, data_dir, SETTINGS, backend, worker, on_step=hear)
     assert heard == report.steps  # each step was told as it ended
     assert worker.process is None or worker.process.returncode is not None  # it never outlives the run
@@ -159,6 +161,64 @@ def test_a_run_syncs_checks_builds_and_publishes_then_builds_only_what_changed(
     assert described(rebuilt) == described(tmp_path) == described(first_run[1])
 
 
+def test_after_a_run_that_changed_nothing_dbt_loads_only_once_a_run_changes_something(
+    sim: RunningSimulator, first_run: tuple[JobReport, Path], tmp_path: Path
+) -> None:
+    """After a run that built, the next run's worker starts at once; after one that changed nothing, it waits for
+    the run to change something: never started when nothing changes, started by the first batch that changes a
+    shipment, at the end of the code conversions' stream when they alone changed, before the first stream when a
+    build is due already (a full refresh asked). Each such run builds as ever (replays off: every build needs
+    dbt)."""
+    data_dir = copied(first_run[1], tmp_path / "data")
+    shipments, conversions, documents = map(stream_step, STREAM_NAMES)
+
+    def quiet() -> None:  # a run after one that built: started at once; nothing changes, nothing built
+        starts: list[Start] = []
+        report = run(sim, data_dir, started_as=starts)
+        assert report.success and report.marts is not None and not report.marts.plan.run, report.steps
+        assert starts == [Start.AT_ONCE]
+
+    def after_quiet(changed: str) -> dict[str, bool]:
+        seen: dict[str, bool] = {}
+        starts: list[Start] = []
+        report = run(sim, data_dir, worker_seen=seen, started_as=starts)
+        assert starts == [Start.WHEN_NEEDED]
+        assert report.success and report.marts is not None, report.steps
+        assert report.marts.line().startswith(changed), report.marts.line()
+        return seen
+
+    with environ({DBT_REPLAY_ENV: "0"}):
+        caught_up = run(sim, data_dir)  # what the module's other tests changed in the service since the first run
+        assert caught_up.success and caught_up.marts is not None
+        if caught_up.marts.plan.run:
+            quiet()
+        seen: dict[str, bool] = {}
+        starts: list[Start] = []
+        nothing = run(sim, data_dir, worker_seen=seen, started_as=starts)
+        assert starts == [Start.WHEN_NEEDED] and nothing.success and nothing.marts is not None
+        assert not nothing.marts.plan.run and not any(seen.values()), seen
+
+        with duckdb.connect(str(working_db_path(data_dir))) as con:  # the service's conversions now differ
+            con.execute("DELETE FROM freight.code_conversions WHERE rowid = (SELECT min(rowid) "
+                        "FROM freight.code_conversions)")
+        seen = after_quiet("0 shipments and the code conversions changed")
+        # each step is heard as it ends, before the run asks whether its build needs dbt: started then
+        assert (seen[shipments], seen[conversions], seen[documents]) == (False, False, True), seen
+        assert built_by(data_dir) == "dbt"
+
+        quiet()
+        changed = sim.modify_shipments(3)
+        sim.advance_clock(60)
+        seen = after_quiet(f"{len(changed)} shipments changed")
+        assert seen[shipments] and seen[MARTS_STEP], seen
+
+        quiet()
+        with environ({DBT_FULL_REFRESH_ENV: "1"}):
+            seen = after_quiet("a full refresh was asked for")
+        assert all(seen.values()), seen
+    assert published(data_dir, "SELECT count(*) FROM analytics.fct_shipments") == [(SHIPMENTS,)]
+
+
 DESCRIBED_SCHEMAS = ("freight", "freight_history", "freight_meta", "analytics")
 """The published schemas whose every table and column carries its description (the specs', the marts' YAML)."""
 
@@ -191,7 +251,7 @@ def test_every_published_table_and_column_is_described_in_duckdb_1_5(first_run: 
 def rebuilt(data_dir: Path) -> JobReport:
     """One run of the rebuild job, as ``freight-pipeline rebuild`` makes it."""
     backend = storage_from_env()
-    with DbtWorker.start(data_dir, backend.dbt_target) as worker:
+    with DbtWorker.for_run(data_dir, backend.dbt_target) as worker:
         return run_rebuild(data_dir, SETTINGS, backend, worker)
 
 
@@ -483,7 +543,7 @@ def test_while_another_run_writes_the_warehouse_a_run_or_a_rebuild_does_nothing_
     backend = storage_from_env()
     with writer_lock(tmp_path, "the-run-that-writes"):
         report = run(sim, tmp_path)
-        with DbtWorker.start(tmp_path, backend.dbt_target) as worker:
+        with DbtWorker.for_run(tmp_path, backend.dbt_target) as worker:
             rebuilt = run_rebuild(tmp_path, SETTINGS, backend, worker)
     for skipped in (report, rebuilt):
         assert skipped.skipped is not None and "run the-run-that-writes, process " in skipped.skipped

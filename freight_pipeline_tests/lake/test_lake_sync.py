@@ -166,7 +166,7 @@ def test_writers_one_killed_then_the_jobs_end_exact(
     with environ(lake_env):
         backend = storage_from_env()
         assert backend.dbt_target == LAKE_DBT_TARGET
-        with DbtWorker.start(data_dir, backend.dbt_target) as worker:  # its tests on the changed rows
+        with DbtWorker.for_run(data_dir, backend.dbt_target) as worker:  # its tests on the changed rows
             again = run_job(service, data_dir, SyncSettings(reconcile_interval=None), backend, worker)
     assert again.success, again.steps
     assert again.marts is not None and again.marts.summary is not None

@@ -24,7 +24,16 @@ from freight_pipeline.marts.kept_builds import KEPT_BUILDS, kept_build
 from freight_pipeline.marts.plan import next_incremental, project_fingerprint
 from freight_pipeline.marts.project import DBT_PROJECT_DIR, RUN_RESULTS, build_target, dbt_build_args, vars_args
 from freight_pipeline.marts.results import read_run_results
-from freight_pipeline.marts.worker import LOG, NEXT_BUILD, REPLY, DbtWorker, WorkerReply, _Statements, parse_dir
+from freight_pipeline.marts.worker import (
+    LOG,
+    NEXT_BUILD,
+    REPLY,
+    DbtWorker,
+    Start,
+    WorkerReply,
+    _Statements,
+    parse_dir,
+)
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_working_database
 
@@ -55,7 +64,7 @@ def first_command(data_dir: Path) -> tuple[DbtWorker, WorkerReply]:
     its fork server: ``marts/test_worker_server.py``)."""
     with pytest.MonkeyPatch.context() as environment:
         environment.delenv(DBT_WORKER_SERVER_ENV, raising=False)
-        with DbtWorker.start(data_dir, None) as worker:
+        with DbtWorker.for_run(data_dir, None) as worker:
             return worker, worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
 
 
@@ -84,7 +93,7 @@ def test_the_next_worker_renders_from_the_templates_the_first_compiled(
     next worker, the same command, takes them from there (it compiles only the few macros the first build
     did not render: this one finds the tables made)."""
     assert first_command[1].success
-    with DbtWorker.start(data_dir, None) as worker:
+    with DbtWorker.for_run(data_dir, None) as worker:
         reply = worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
     assert reply.success
     templates = json.loads((build_target(data_dir) / REPLY).read_text())["templates"]
@@ -102,7 +111,7 @@ def test_a_failed_node_is_exit_code_1_with_its_results(
     add_orphan_goods_line(database)
     log = parse_dir(DBT_PROJECT_DIR, build_target(tmp_path), []) / "dbt.log"
     before = log.stat().st_size
-    with DbtWorker.start(tmp_path, None) as worker:
+    with DbtWorker.for_run(tmp_path, None) as worker:
         reply = worker.run(["build", "--exclude-resource-type", "unit_test", "--select", "stg_shipments",
                             "stg_shipment_goods"], {"DBT_INDIRECT_SELECTION": "cautious"})
     assert (reply.success, reply.exit_code, reply.error) == (False, 1, None)
@@ -119,11 +128,11 @@ def test_a_failed_node_is_exit_code_1_with_its_results(
 def test_a_command_that_fails_before_its_nodes_is_exit_code_2_with_dbts_error(data_dir: Path) -> None:
     """A var out of range (dbt_models/macros/eta.sql) stops the build while it compiles; so does a target
     the profile lacks."""
-    with DbtWorker.start(data_dir, None) as worker:
+    with DbtWorker.for_run(data_dir, None) as worker:
         reply = worker.run(["build", "--select", "fct_eta_accuracy", "--vars", '{"eta_horizons_days": [-1]}'], {})
     assert (reply.success, reply.exit_code) == (False, 2)
     assert reply.error is not None and "-1 is not a whole number of days" in reply.error
-    with DbtWorker.start(data_dir, "no_such_target") as worker:
+    with DbtWorker.for_run(data_dir, "no_such_target") as worker:
         reply = worker.run(ONE_MART, {})
     assert (reply.success, reply.exit_code) == (False, 2)
     assert reply.error is not None and "no_such_target" in reply.error
@@ -132,7 +141,7 @@ def test_a_command_that_fails_before_its_nodes_is_exit_code_2_with_dbts_error(da
 def test_no_command_ends_the_worker_at_once_even_while_it_loads_dbt(data_dir: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(DBT_WORKER_SERVER_ENV, raising=False)  # a process of its own, which imports dbt
-    worker = DbtWorker.start(data_dir, None)
+    worker = DbtWorker.for_run(data_dir, None)
     assert isinstance(worker.process, subprocess.Popen)
     worker.close()  # straight away: it is still importing dbt
     assert worker.process.returncode == 0  # it ended by itself (killed after the wait, it would be -9)
@@ -144,7 +153,7 @@ def test_the_worker_ends_when_its_run_is_gone_mid_command(data_dir: Path) -> Non
     target = build_target(data_dir)
     for leftover in (REPLY, RUN_RESULTS, "dbt.log"):
         (target / leftover).unlink(missing_ok=True)
-    worker = DbtWorker.start(data_dir, None)
+    worker = DbtWorker.for_run(data_dir, None)
     assert worker.process.stdin is not None
     worker.process.stdin.write(json.dumps({"args": WHOLE_BUILD, "env": {}}) + "\n")
     worker.process.stdin.flush()
@@ -164,8 +173,9 @@ def test_the_worker_ends_when_its_run_is_gone_mid_command(data_dir: Path) -> Non
 def test_a_first_syncs_worker_is_held_until_its_first_stream_has_ended(data_dir: Path, tmp_path: Path) -> None:
     """No working database yet (a first sync of the embedded warehouse): no process until ``get_ready`` (the job
     calls it when the first stream has ended) or a command, none at ``get_ready`` when the build will not need dbt;
-    a data directory with one, or the lake's target, starts at once."""
-    with DbtWorker.start(tmp_path / "first", None) as held:
+    a data directory with one, or the lake's target, starts at once (after a run that built, or with no word:
+    ``test_the_last_runs_word_says_when_the_next_worker_starts``)."""
+    with DbtWorker.for_run(tmp_path / "first", None) as held:
         assert held.process is None
         held.get_ready()
         launched = held.process
@@ -173,28 +183,28 @@ def test_a_first_syncs_worker_is_held_until_its_first_stream_has_ended(data_dir:
         held.get_ready()  # once
         assert held.process is launched
     assert launched.returncode == 0
-    with DbtWorker.start(tmp_path / "again", None) as held:
+    with DbtWorker.for_run(tmp_path / "again", None) as held:
         held.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})  # asked before any stream ended: started for it
         assert held.process is not None and held.process.returncode is not None
-    with DbtWorker.start(tmp_path / "closed", None) as held:
+    with DbtWorker.for_run(tmp_path / "closed", None) as held:
         held.close()
         held.get_ready()  # the run ended it (no build): not started after all
         assert held.process is None
-    with DbtWorker.start(tmp_path / "replays", None) as held:
+    with DbtWorker.for_run(tmp_path / "replays", None) as held:
         held.get_ready(needed=False)  # the build will replay: not started, nor by a later stream's end
         held.get_ready()
         assert held.process is None
         held.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})  # the replay failed after all: started for dbt
         assert held.process is not None and held.process.returncode is not None
     for directory, target in ((data_dir, None), (tmp_path / "lake", "no_such_target")):
-        with DbtWorker.start(directory, target) as started:
+        with DbtWorker.for_run(directory, target) as started:
             assert started.process is not None
 
 
 def test_a_worker_ended_by_the_run_is_started_again_for_a_command(data_dir: Path) -> None:
     """Ended (``close``: a replay needed no dbt), then asked for a command after all (the replay failed): a new
     process runs it."""
-    with DbtWorker.start(data_dir, None) as worker:
+    with DbtWorker.for_run(data_dir, None) as worker:
         first = worker.process
         worker.close()
         assert first is not None and first.returncode == 0
@@ -203,7 +213,7 @@ def test_a_worker_ended_by_the_run_is_started_again_for_a_command(data_dir: Path
 
 
 def test_a_worker_that_dies_is_reported_with_its_log(data_dir: Path) -> None:
-    worker = DbtWorker.start(data_dir, None)
+    worker = DbtWorker.for_run(data_dir, None)
     worker.process.kill()
     worker.process.wait()
     (build_target(data_dir) / LOG).write_text("something dbt said\n")
@@ -226,7 +236,7 @@ def test_batched_tests_are_dbts_own_tests_run_after_the_models_and_judged_as_dbt
     key = f"key-{uuid.uuid4().hex}"
 
     def built(data_dir: Path) -> tuple[bool, dict[str, str]]:
-        with DbtWorker.start(data_dir, None) as worker:
+        with DbtWorker.for_run(data_dir, None) as worker:
             reply = worker.run(build, env, batch_tests=key)
         results = read_run_results(build_target(data_dir))
         assert results is not None
@@ -243,7 +253,7 @@ def test_batched_tests_are_dbts_own_tests_run_after_the_models_and_judged_as_dbt
     assert all(again[uid][0] == by_dbt[uid][0] == "pass" for uid in tests)
 
     add_orphan_goods_line(database)
-    with DbtWorker.start(other, None) as worker:
+    with DbtWorker.for_run(other, None) as worker:
         reply = worker.run(build, env, batch_tests=key)
     assert (reply.success, reply.exit_code, reply.error) == (False, 1, None)
     results = read_run_results(build_target(other))
@@ -261,14 +271,14 @@ def test_tests_prepared_by_a_full_build_are_those_dbt_runs_in_the_incremental_bu
     fingerprint = project_fingerprint(DBT_PROJECT_DIR, args)
     left_out = ["--exclude", "tag:warehouse_checked"]
     prepared = PreparedTests.of(fingerprint, args, left_out)
-    with DbtWorker.start(tmp_path, None) as worker:
+    with DbtWorker.for_run(tmp_path, None) as worker:
         assert worker.run([*args, "--full-refresh", *left_out], {}, prepare=prepared).success
     assert kept_tests(tmp_path, prepared.key)  # kept by this build, or an earlier one of the same tests
     with duckdb.connect(str(database)) as con:  # the sync's log of changed shipments (none here)
         con.execute("CREATE SCHEMA freight_meta; CREATE TABLE freight_meta.changed_shipments (shipment_id BIGINT)")
     plan = next_incremental()
     by_dbt_key = f"by-dbt-{uuid.uuid4().hex}"
-    with DbtWorker.start(tmp_path, None) as worker:  # the same build under a key not kept: dbt runs its tests
+    with DbtWorker.for_run(tmp_path, None) as worker:  # the same build under a key not kept: dbt runs its tests
         assert worker.run([*args, *plan.args, *left_out], plan.env, batch_tests=by_dbt_key).success
     by_dbt = {test["unique_id"]: test for test in kept_tests(tmp_path, by_dbt_key) or []}
     ahead = {test["unique_id"]: test for test in kept_tests(tmp_path, prepared.key) or []}
@@ -276,27 +286,48 @@ def test_tests_prepared_by_a_full_build_are_those_dbt_runs_in_the_incremental_bu
     assert all("freight_meta" in test["sql"] for uid, test in by_dbt.items() if "stg_shipment_goods" in uid)
 
 
-def test_a_worker_is_deferred_while_the_last_build_expects_the_next_to_need_no_dbt(data_dir: Path) -> None:
+def test_the_last_runs_word_says_when_the_next_worker_starts(data_dir: Path) -> None:
     """The last build's word (``DbtWorker.expect``): the next build will likely replay its kept statements
     (``marts.kept_builds``), so no process starts, unless the run asks for a command after all; not when
-    the word says otherwise, nor once a full check falls due."""
+    the word says otherwise, nor once a full check falls due: then at once. A run that built nothing
+    (``expect_no_change``) leaves the replay's word as it was, and the next worker held until the run says its
+    build needs dbt (``get_ready``: a "no" keeps it held, a "yes" starts it)."""
     target = build_target(data_dir)
-    with DbtWorker.start(data_dir, None) as worker:
+    with DbtWorker.for_run(data_dir, None) as worker:
         worker.expect(True, dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
     assert json.loads((target / NEXT_BUILD).read_text())["replayable"] is True
-    with DbtWorker.start(data_dir, None) as deferred:
+    with DbtWorker.for_run(data_dir, None) as deferred:
         assert deferred.process is None
-    with DbtWorker.start(data_dir, None) as deferred:
+    with DbtWorker.for_run(data_dir, None) as deferred:
         assert deferred.process is None
         reply = deferred.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})  # started now
         assert reply.success and deferred.process is not None
     for replayable, until in ((False, None), (True, dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1))):
         deferred.expect(replayable, until)
-        with DbtWorker.start(data_dir, None) as worker:
+        with DbtWorker.for_run(data_dir, None) as worker:
             assert worker.process is not None
     (target / NEXT_BUILD).write_text("{not json")
-    with DbtWorker.start(data_dir, None) as worker:
-        assert worker.process is not None
+    with DbtWorker.for_run(data_dir, None) as worker:
+        assert worker.starts is Start.AT_ONCE and worker.process is not None
+        worker.expect_no_change()  # over a word it cannot read: the replay's part is missing (no replay expected)
+    with DbtWorker.for_run(data_dir, None) as held:
+        assert (held.starts, held.process, held.held) == (Start.WHEN_NEEDED, None, True)
+        held.get_ready(needed=False)  # nothing changed yet
+        assert held.process is None and held.held
+        held.get_ready()  # a batch changed a shipment
+        launched = held.process
+        assert launched is not None and launched.poll() is None and not held.held
+        held.get_ready()
+        assert held.process is launched
+        held.expect(True, None)
+    with DbtWorker.for_run(data_dir, None) as worker:
+        worker.expect_no_change()
+    assert json.loads((target / NEXT_BUILD).read_text()) == {"replayable": True, "until": None, "built": False}
+    with DbtWorker.for_run(data_dir, None) as deferred:  # the replay's word stands
+        assert deferred.starts is Start.WHEN_ASKED and deferred.process is None
+        deferred.get_ready()
+        assert deferred.process is None
+    deferred.expect(False, None)
 
 
 def _result(unique_id: str, status: str = "success") -> SimpleNamespace:

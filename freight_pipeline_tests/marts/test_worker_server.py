@@ -53,7 +53,7 @@ def _parent_of(pid: int) -> int:
 
 def test_a_forked_worker_runs_the_command_and_says_how_it_ended(server: subprocess.Popen[str],
                                                                  data_dir: Path) -> None:
-    with DbtWorker.start(data_dir, None) as worker:
+    with DbtWorker.for_run(data_dir, None) as worker:
         assert isinstance(worker.process, ForkedWorker) and worker.process.poll() is None
         assert _parent_of(worker.process.pid) not in (0, 1, server.pid)  # forked by a waiter the server forked
         reply = worker.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})
@@ -63,14 +63,14 @@ def test_a_forked_worker_runs_the_command_and_says_how_it_ended(server: subproce
     with duckdb.connect(str(working_db_path(data_dir)), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM analytics.dim_code_conversions").fetchone()[0] > 0
 
-    killed = DbtWorker.start(data_dir, None)
+    killed = DbtWorker.for_run(data_dir, None)
     killed.process.kill()
     assert killed.process.wait(timeout=10) == -9
     killed.close()
 
 
 def test_the_server_ends_with_its_input_and_its_workers_go_on(server: subprocess.Popen[str], data_dir: Path) -> None:
-    worker = DbtWorker.start(data_dir, None)
+    worker = DbtWorker.for_run(data_dir, None)
     assert server.stdin is not None
     server.stdin.close()
     assert server.wait(timeout=10) == 0
@@ -85,6 +85,6 @@ def test_a_server_that_cannot_be_reached_leaves_each_worker_a_process_of_its_own
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(DBT_WORKER_SERVER_ENV, str(tmp_path / "nothing-listens-here"))
-    with DbtWorker.start(data_dir, None) as worker:
+    with DbtWorker.for_run(data_dir, None) as worker:
         assert isinstance(worker.process, subprocess.Popen)
     assert worker.process.returncode == 0
