@@ -18,9 +18,11 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
   tested, ``FREIGHT_FULL_CHECK_INTERVAL_MINUTES=0``), and with the documents stream again with its dbt
   worker forked from a fork server of dbt workers (``FREIGHT_DBT_WORKER_SERVER``: dbt imported and the
   project parsed before the run, as where a long-lived process keeps one); then a run with nothing
-  changed; the incremental and unchanged runs again as Dagster runs (ours only: the peer script has no
-  incremental mode). With ``--baseline REV``, the same runs without Dagster of commit ``REV`` (a ``git
-  worktree`` of it, the same venv, its own simulator of the same seed) are printed beside each figure;
+  changed, twice (the first after a run that built, the second after one that changed nothing: a quiet
+  schedule's usual run, which loads no dbt); the incremental and unchanged runs again as Dagster runs (ours
+  only: the peer script has no incremental mode). With ``--baseline REV``, the same runs without Dagster of
+  commit ``REV`` (a ``git worktree`` of it, the same venv, its own simulator of the same seed) are printed
+  beside each figure;
 * ``dagster``: what Dagster adds to a run of the job: a full sync of ``--shipments`` (2,000), then
   ``--dagster-changed`` (40) of them changed, then nothing changed, each run once alone (no ``DAGSTER_HOME``)
   and once as a Dagster run recorded in an instance, against a simulator of its own;
@@ -357,15 +359,17 @@ def fork_server(code: Path | None = None) -> Iterator[dict[str, str]]:
 
 def incremental_runs(url: str, work: Path, changed: int, *, code: Path | None = None,
                      rounds: Sequence[tuple[str, bool, dict[str, str]]] = INCREMENTAL_ROUNDS,
-                     dagster: bool = False) -> tuple[dict[str, Measured], Measured]:
-    """Each of ``rounds`` after ``changed`` shipments changed, then a run with nothing changed
-    (documents on), on the full sync in ``work``."""
+                     dagster: bool = False) -> tuple[dict[str, Measured], tuple[Measured, Measured]]:
+    """Each of ``rounds`` after ``changed`` shipments changed, then two runs with nothing changed (documents on:
+    the first after a run that built, the second after one that changed nothing, a quiet schedule's usual run),
+    on the full sync in ``work``."""
     measured_rounds = {}
     for name, documents, env_more in rounds:
         httpx.post(f"{url}/_control/clock/advance", params={"seconds": 300}, timeout=30).raise_for_status()
         httpx.post(f"{url}/_control/shipments/modify", params={"count": changed}, timeout=300).raise_for_status()
         measured_rounds[name] = ours(url, work, dagster=dagster, documents=documents, code=code, env_more=env_more)
-    return measured_rounds, ours(url, work, dagster=dagster, documents=True, code=code)
+    after_a_build = ours(url, work, dagster=dagster, documents=True, code=code)
+    return measured_rounds, (after_a_build, ours(url, work, dagster=dagster, documents=True, code=code))
 
 
 @contextlib.contextmanager
@@ -386,7 +390,7 @@ def incremental(shipments: int, seed: int, share: float, baseline: str | None = 
     """The ``incremental`` scenario (see the module doc); ``baseline``: a commit whose figures are printed
     beside this one's."""
     changed = max(1, round(shipments * share))
-    theirs: tuple[Measured, dict[str, Measured], Measured] | None = None
+    theirs: tuple[Measured, dict[str, Measured], tuple[Measured, Measured]] | None = None
     if baseline is not None:
         with checkout(baseline) as code, tempfile.TemporaryDirectory(prefix="freight-bench-") as tmp, \
                 simulator(shipments, seed, 0) as url, fork_server(code) as served:
@@ -401,8 +405,12 @@ def incremental(shipments: int, seed: int, share: float, baseline: str | None = 
         in_dagster, unchanged_in_dagster = incremental_runs(url, Path(tmp), changed, rounds=INCREMENTAL_ROUNDS[1:2],
                                                             dagster=True)
 
-    def beside(pick: Callable[[tuple[Measured, dict[str, Measured], Measured]], Measured]) -> str:
-        return "" if theirs is None else f" (at {baseline}: {pick(theirs).seconds:.1f} s)"
+    def beside(pick: Callable[[tuple[Measured, dict[str, Measured], tuple[Measured, Measured]]], Measured],
+               cpu: bool = False) -> str:
+        if theirs is None:
+            return ""
+        cpu_text = f", CPU {pick(theirs).cpu_seconds:.1f} s" if cpu else ""
+        return f" (at {baseline}: {pick(theirs).seconds:.1f} s{cpu_text})"
 
     rows = [("incremental: shipments", f"{shipments:,}, {changed:,} changed ({share:.0%}) per incremental run"),
             ("incremental: full run, documents on",
@@ -412,11 +420,16 @@ def incremental(shipments: int, seed: int, share: float, baseline: str | None = 
         rows.append((f"incremental: incremental run, {name}",
                      f"{again.seconds:.1f} s{beside(lambda side, n=name: side[1][n])}, {again.requests:,} "
                      f"requests ({again.figures.get('rows_read')} read by the walk)"))
-    rows += [("incremental: nothing changed, documents on",
-              f"{unchanged.seconds:.1f} s{beside(lambda side: side[2])}, {unchanged.requests:,} requests, peak "
-              f"memory {unchanged.peak_rss_mb:.0f} MB"),
-             ("incremental: in Dagster, documents on", f"incremental run {in_dagster['documents on'].seconds:.1f} s, "
-              f"nothing changed {unchanged_in_dagster.seconds:.1f} s")]
+    for which, (label, quiet) in enumerate((("after a run that built", unchanged[0]),
+                                            ("again, after a run that changed nothing", unchanged[1]))):
+        rows.append((f"incremental: nothing changed, documents on, {label}",
+                     f"{quiet.seconds:.1f} s, CPU {quiet.cpu_seconds:.1f} s"
+                     f"{beside(lambda side, i=which: side[2][i], cpu=True)}, {quiet.requests:,} requests, peak "
+                     f"memory {quiet.peak_rss_mb:.0f} MB"))
+    rows.append(("incremental: in Dagster, documents on",
+                 f"incremental run {in_dagster['documents on'].seconds:.1f} s, "
+                 f"nothing changed {unchanged_in_dagster[0].seconds:.1f} s, again "
+                 f"{unchanged_in_dagster[1].seconds:.1f} s"))
     return rows
 
 
