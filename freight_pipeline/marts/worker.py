@@ -99,6 +99,8 @@ from freight_pipeline.marts.project import (
 from freight_pipeline.marts.worker_server import ForkedWorker, forked_worker
 from freight_pipeline.warehouse.paths import DB_NAME, working_db_path
 
+log = logging.getLogger(__name__)
+
 LOCK = ".freight-parse.lock"
 """The lock of every parse into a target directory."""
 PARSE_DIRS = Path("target") / "worker-parse"
@@ -231,14 +233,19 @@ class DbtWorker:
         """The run knows whether its build needs dbt (``needed``; not when nothing changed, nor when its
         statements replay): a held worker starts loading dbt now when it does. A first sync asks once (its hold
         ends either way: only a command starts it then); a later sync's hold lasts until a later moment finds
-        the build needs dbt (:class:`Start`). Safe from any thread."""
+        the build needs dbt (:class:`Start`). Safe from any thread (the writer's, at a batch that changed a
+        shipment), and never raises for the process: one that cannot start now is said in the log and started by
+        the build (:meth:`run`), whose failure is the marts step's."""
         with self._lock:
             if not self.held or self.closed:
                 return
-            if needed:
-                self.process = self._launch()
             if needed or self.starts is Start.AFTER_THE_FIRST_STREAM:
                 self.held = False
+            if needed:
+                try:
+                    self.process = self._launch()
+                except OSError as exc:
+                    log.warning("the dbt worker could not be started yet (%s); the build starts it", exc)
 
     def expect(self, replayable: bool, until: dt.datetime | None) -> None:
         """Leave word for the next run's worker (:data:`NEXT_BUILD`) from this run's build: whether the next build

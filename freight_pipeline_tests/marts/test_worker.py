@@ -201,6 +201,30 @@ def test_a_first_syncs_worker_is_held_until_its_first_stream_has_ended(data_dir:
             assert started.process is not None
 
 
+def test_a_worker_that_cannot_start_when_the_run_is_ready_is_started_by_the_build(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process that cannot be started when a batch changes a shipment (from the writer's thread: no file
+    descriptor left, say) fails neither that batch nor its stream: said in the log, and the build starts it, whose
+    failure is the marts step's."""
+    attempts: list[int] = []
+
+    def launch() -> subprocess.Popen[str]:
+        attempts.append(1)
+        raise OSError(24, "Too many open files")
+
+    worker = DbtWorker(launch, tmp_path, tmp_path, "warehouse.duckdb", starts=Start.WHEN_NEEDED)
+    with caplog.at_level("WARNING", logger="freight_pipeline.marts.worker"):
+        worker.get_ready()
+    assert (worker.process, worker.held, len(attempts)) == (None, False, 1)
+    assert "could not be started yet ([Errno 24] Too many open files)" in caplog.text
+    worker.get_ready()  # not tried again at every batch
+    assert len(attempts) == 1
+    with pytest.raises(OSError, match="Too many open files"):
+        worker.run(ONE_MART, {})
+    assert len(attempts) == 2
+
+
 def test_a_worker_ended_by_the_run_is_started_again_for_a_command(data_dir: Path) -> None:
     """Ended (``close``: a replay needed no dbt), then asked for a command after all (the replay failed): a new
     process runs it."""
