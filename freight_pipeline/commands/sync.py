@@ -102,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
 def _early_worker(data_dir: Path, named_by: str) -> DbtWorker | None:
     """The dbt worker of a run without Dagster, made (and started, when it starts at once) before the rest is
     imported when ``data_dir`` holds a working database already; None when it holds none (it is made after the
-    setup's check), or
-    the data directory or a setting the worker reads is not right (``check_setup`` then says what)."""
+    setup's check), or the data directory or a setting the worker reads is not right (``check_setup`` then says
+    what)."""
     from freight_pipeline.lake.settings import dbt_target_from_env
     from freight_pipeline.marts.worker import DbtWorker
     from freight_pipeline.warehouse.paths import working_db_path

@@ -453,7 +453,8 @@ async def _sync_and_check(
 @contextmanager
 def _starting_dbt_when_needed(warehouse: Warehouse, worker: DbtWorker, marts: bool) -> Iterator[None]:
     """For the streams of a run whose worker starts when needed (:attr:`Start.WHEN_NEEDED`): started before them
-    when a build is due already, else by the first batch that changes a shipment (from the writer's thread)."""
+    when a build is due already, else by the first batch that changes a shipment (from the writer's thread), or
+    asked again at each stream's end (as a held worker is, in the loop)."""
     if not (marts and worker.held and worker.starts is Start.WHEN_NEEDED):
         yield
         return

@@ -5,8 +5,7 @@ Both sides of it are here: :class:`DbtWorker`, the run's handle, and :func:`main
 starts it as soon as it knows that its build will need dbt (:class:`Start`, :meth:`DbtWorker.get_ready`),
 so that dbt's fixed cost (importing it and loading the project: about 3 s of CPU, more than an incremental
 build's models and tests) is paid on the machine's other core while the run syncs on this one, and not
-at all by a run whose streams change nothing (a scheduled run's usual case: 1.5-2 s of CPU saved, about
-two fifths of such a run's):
+at all by a run after a quiet one whose streams change nothing either (:attr:`Start.WHEN_NEEDED`):
 
 1. it imports dbt and parses the project into a folder that every data directory shares
    (:func:`parse_dir`; partial parse: the manifest is read, not made; serialized with any other parse
@@ -147,8 +146,8 @@ class Start(enum.Enum):
     come: :meth:`DbtWorker.get_ready`). A command asked for (:meth:`DbtWorker.run`) starts it whatever this says."""
 
     AT_ONCE = "at once"
-    """A later sync after one whose streams changed what the marts read (a busy service): dbt loads on the other core
-    while the run imports and syncs on this one."""
+    """A later sync after one whose streams changed what the marts read (a busy service), or with no word of the last
+    run: dbt loads on the other core while the run imports and syncs on this one."""
     AFTER_THE_FIRST_STREAM = "after the first stream"
     """A first sync of the embedded warehouse (no working database yet): the longest stream of the longest run has
     the machine's memory and other core to itself; dbt loads while the streams after it, the checks and the build's
