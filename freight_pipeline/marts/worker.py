@@ -341,7 +341,7 @@ def _no_dbt_expected(word: Mapping[str, Any], marts: MartsSettings) -> bool:
             return False
         until = dt.datetime.fromisoformat(word["until"]) if word.get("until") else None
         return word["replayable"] is True and (until is None or dt.datetime.now(dt.UTC) < until)
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError):  # a word of another shape (``_next_build_word`` gives a dict)
         return False
 
 
