@@ -476,14 +476,15 @@ class ReceivedArray(list[Any]):
 
 
 class HeldBody:
-    """A reply's JSON kept as its body only (:meth:`of`), decoded again where it is unpickled (as the JSON's values,
-    like :class:`ReceivedObject`) or asked for (:meth:`decoded`); an object's top-level values that are neither
-    object nor array at hand (``top``: empty for an array). Not a dict or a list: what holds one reads ``top`` or
-    decodes it, and nothing can take it for the whole JSON by mistake.
+    """A reply's JSON kept as its body only (:meth:`of`), decoded where it is asked for (:meth:`decoded`), and
+    pickled as itself (the bytes); an object's top-level values that are neither object nor array at hand
+    (``top``: empty for an array). Not a dict or a list: what holds one reads ``top`` or decodes it, and nothing
+    can take it for the whole JSON by mistake.
 
     What a sync keeps of each part's answer while the batch it belongs to fills: holding the decoded values
     instead kept a batch's documents alive in the sync's process, for its garbage collector to walk again at
-    every collection their allocations triggered (docs/performance.md)."""
+    every collection their allocations triggered; and its normalizing worker decodes one shipment's answers at a
+    time (``sync.assemble``), never a whole batch's at once (docs/performance.md)."""
 
     __slots__ = ("body", "top")
 
@@ -504,8 +505,8 @@ class HeldBody:
     def decoded(self) -> Any:
         return loads(self.body)
 
-    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
-        return loads, (self.body,)
+    def __reduce__(self) -> tuple[Any, tuple[bytes, dict[str, Any]]]:
+        return HeldBody, (self.body, self.top)
 
     def __repr__(self) -> str:
         return f"HeldBody({len(self.body):,} bytes)"

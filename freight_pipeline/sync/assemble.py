@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+import pyarrow as pa
 
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, to_utc
 from freight_pipeline.normalize.converters import to_json
@@ -40,6 +41,9 @@ Rows = dict[str, list[dict[str, Any]]]
 PAYLOAD_CHARS = 100_000
 RAW_LEVEL = 6
 """zlib level of the raw parts (``freight_meta.raw_parts``)."""
+ARROW_EVERY = 100
+"""Shipments whose rows are turned into Arrow at once: a batch's rows are held as dicts (about 180 KB a shipment)
+only that long, so the memory of its normalization does not grow with the batch's size."""
 
 
 @dataclass
@@ -269,6 +273,13 @@ def content_hash(bundle: Bundle, document_text: str,
     return hashlib.blake2b(document_text.encode() + b"\0" + content, digest_size=16).hexdigest()
 
 
+def _to_arrow(builder: _Builder, converted: dict[str, list[pa.Table]]) -> None:
+    """The rows made so far as Arrow tables, added to ``converted`` (by table), and no longer held as dicts."""
+    for name, table in to_arrow_batch(builder.rows).items():
+        converted.setdefault(name, []).append(table)
+    builder.rows = {}
+
+
 def assemble(
     bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None, zone: ServiceZone, *,
     keep_raw: bool = True,
@@ -278,8 +289,11 @@ def assemble(
     serialized, compressed or hashed for it), and no field tallied (the sync that read them did)."""
     builder = _Builder(fetched_at, ceiling, zone, keep_raw)
     failed_new = attempted_new = 0
-    for held in bundles:
-        bundle = held.decoded()  # in a worker, unpickling decoded them
+    converted: dict[str, list[pa.Table]] = {}
+    for place, held in enumerate(bundles):
+        if place and place % ARROW_EVERY == 0:
+            _to_arrow(builder, converted)
+        bundle = held.decoded()  # one at a time: a batch's decoded answers are never all held at once
         answers, work = bundle.answers, bundle.work
         if not answers:
             continue
@@ -295,5 +309,7 @@ def assemble(
         if not work.retry:
             attempted_new += 1
             failed_new += len(builder.write.quarantined) > quarantined_before
-    builder.write.tables = to_arrow_batch(builder.rows)
+    _to_arrow(builder, converted)
+    builder.write.tables = {name: tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+                            for name, tables in converted.items()}
     return Assembled(builder.write, builder.counts, builder.tallies, failed_new, attempted_new)

@@ -61,8 +61,8 @@ class Bundle:
     answers: dict[str, Answer] = field(default_factory=dict)
 
     def decoded(self) -> Bundle:
-        """This bundle with every answer held as its body (``HeldBody``) decoded: what a worker process
-        unpickles, made in this one (the same bundle when none is held)."""
+        """This bundle with every answer held as its body (``HeldBody``) decoded (the same bundle when none is
+        held)."""
         if not any(type(answer) is HeldBody for answer in self.answers.values()):
             return self
         return Bundle(self.work, self.ref, {stream: decoded(answer) for stream, answer in self.answers.items()})

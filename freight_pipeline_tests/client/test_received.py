@@ -1,6 +1,6 @@
 """A reply's JSON pickles as the body received (``_core.received``, ``_core.HeldBody``): what the sync hands
-its normalizing worker is the bytes, decoded again there into the same values, for every reply the shipments
-stream reads, by both clients."""
+its normalizing worker is the bytes, decoded there into the same values (a held body when it is read), for every
+reply the shipments stream reads, by both clients."""
 
 from __future__ import annotations
 
@@ -45,9 +45,13 @@ def test_a_held_body_is_the_bytes_with_the_top_level_values_and_comes_back_as_th
     held = HeldBody.of(received(loads(body), body))
     assert not isinstance(held, dict | list) and held.body is body
     assert held.top.keys() == {"id", "weight", "client", "mode"} and held.top["client"] == "C1"
-    for copy in (pickle.loads(pickle.dumps(held)), held.decoded(), decoded(held)):
+    pickled = pickle.dumps(held)
+    assert len(pickled) < len(body) + 200  # the bytes and the top-level values, not a walk of the JSON
+    travelled = pickle.loads(pickled)  # a worker gets it held as well, and decodes it when it reads it
+    assert type(travelled) is HeldBody and travelled.body == body and travelled.top.keys() == held.top.keys()
+    for copy in (travelled.decoded(), held.decoded(), decoded(held), decoded(travelled)):
         assert math.isnan(copy["weight"]) and copy["goods"] == [{"n": 1}] and copy["employees"] == {"a": "b"}
     array = HeldBody.of(received(loads(b'[{"n": 1}]'), b'[{"n": 1}]'))
-    assert array.top == {} and pickle.loads(pickle.dumps(array)) == [{"n": 1}] == decoded(array)
+    assert array.top == {} and decoded(pickle.loads(pickle.dumps(array))) == [{"n": 1}] == decoded(array)
     plain = {"decoded": True}
     assert HeldBody.of(plain) is plain and HeldBody.of(7) == 7 and decoded(plain) is plain

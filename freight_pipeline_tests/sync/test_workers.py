@@ -1,5 +1,6 @@
-"""The shipments stream's batches normalized in a worker process (``sync.workers``) write what the sync's own
-process writes: every table's rows, the raw kept, the fields read, and each count a run records (the parts, the
+"""The shipments stream's batches normalized in a worker process (``sync.workers``, its rows made into Arrow a
+few shipments at a time) write what the sync's own process writes (a batch's rows made into Arrow at once):
+every table's rows, the raw kept, the fields read, and each count a run records (the parts, the
 data problems, the date-times read without a UTC offset), over HTTP against the simulator's clock without an
 offset; a worker that dies fails the stream loudly with nothing of its batch written."""
 
@@ -15,7 +16,7 @@ import pytest
 
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.server import running_simulator
-from freight_pipeline.sync import workers
+from freight_pipeline.sync import assemble, workers
 from freight_pipeline.sync.runner import naive_clock_notice
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse import meta
@@ -43,9 +44,10 @@ def _rows(database: Path) -> dict[str, list[tuple]]:
                 for name, cols in columns.items()}
 
 
-def test_a_worker_process_writes_what_the_sync_writes_itself(tmp_path: Path) -> None:
+def test_a_worker_process_writes_what_the_sync_writes_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with running_simulator(shipments=40, seed=9, naive_clock=BERLIN) as sim:
         here = syncer(sim, tmp_path / "here", publish_after=False)(SETTINGS.replaced(normalize_workers=0))
+        monkeypatch.setattr(assemble, "ARROW_EVERY", 3)  # the worker's batches of 13 made into Arrow in 5 parts
         there = syncer(sim, tmp_path / "there", publish_after=False)(SETTINGS.replaced(normalize_workers=1))
     mine, theirs = here["shipments"], there["shipments"]
     assert (mine.extra["normalize_workers"], theirs.extra["normalize_workers"]) == (0, 1)
