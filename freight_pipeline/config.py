@@ -272,7 +272,7 @@ class SyncTuning(SettingsModel):
         "asked again before its stream fails without writing it",
     )
     fetch_batch_size: int = Field(
-        100, ge=1, description="shipments written per transaction, with the cursor of the batch's last"
+        250, ge=1, description="shipments written per transaction, with the cursor of the batch's last"
     )
     fetch_window: int = Field(64, ge=1, description="the most shipments being fetched at once (bounds a run's memory)")
     normalize_workers: int | None = Field(
