@@ -23,7 +23,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -165,6 +165,7 @@ class ClientCore:
         if (webhook_username is None) != (webhook_password is None):
             raise ValueError("give both webhook_username and webhook_password, or neither")
         self.base_url = base_url.rstrip("/")
+        self._base = httpx.URL(self.base_url)
         self.display_url = redact_url(self.base_url)
         self.username = username
         self._password = password
@@ -260,13 +261,11 @@ class ClientCore:
         elif call.text_body is not None:
             content = call.text_body.encode("utf-8")
             headers["Content-Type"] = "text/plain; charset=utf-8"
-        return httpx.Request(
-            endpoint.method,
-            self.base_url + call.path,
-            params=list(call.params) or None,
-            headers=headers,
-            content=content,
-        )
+        return httpx.Request(endpoint.method, self.url(call), headers=headers, content=content)
+
+    def url(self, call: Call) -> httpx.URL:
+        """``call``'s URL: the base URL's parts, parsed once, with its path and query (see :func:`url_of`)."""
+        return url_of(self._base, call.path, call.params)
 
     @staticmethod
     def authorize(request: httpx.Request, token: str) -> None:
@@ -434,6 +433,18 @@ class ClientCore:
             method=call.endpoint.method,
             path=call.path,
         )
+
+
+def url_of(base: httpx.URL, path: str, params: Sequence[tuple[str, str]]) -> httpx.URL:
+    """``base`` with ``path`` (percent-encoded by ``Endpoint.format``) appended and ``params`` as its query: the URL
+    httpx makes of the text ``base + path`` with ``params``, put together from the base's parts (parsed once)
+    instead of parsing that text anew, which was half the CPU of building a request (about 20 µs of a GET's 40).
+    Reads httpx's parts (``URL._uri_reference``); ``client/test_core.py`` pins the result to httpx's own parse
+    for every endpoint, so an httpx that changes them fails there, not on the wire."""
+    url = httpx.URL.__new__(httpx.URL)
+    query = str(httpx.QueryParams(list(params))) if params else None
+    url._uri_reference = base._uri_reference._replace(path=base._uri_reference.path + path, query=query)
+    return url
 
 
 # --- reading an answer ---------------------------------------------------------------------------

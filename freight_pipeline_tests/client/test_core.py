@@ -1,0 +1,48 @@
+"""``ClientCore.build_request`` puts each request's URL together from the base URL's parts (``_core.url_of``):
+for every endpoint, base URL and query it must be the URL httpx makes of the same text, as the wire sees it."""
+
+from __future__ import annotations
+
+import string
+
+import httpx
+import pytest
+
+from freight_pipeline.client import endpoints as ep
+from freight_pipeline.client._core import ClientCore
+from freight_pipeline.client.calls import Call, Expect
+
+BASES = (
+    "http://127.0.0.1:8765",
+    "https://Freight.Example.com/api/v1/",
+    "https://user:p%40ss@host.example:8443/tms/rest",
+    "http://[::1]:9000/prefix%20one",
+)
+PATH_VALUES = (7, 2147483647, "FRA/SI 26 0001", "ü&?#%=+")
+QUERIES: tuple[tuple[tuple[str, str], ...], ...] = (
+    (),
+    (("page_no", "0"), ("page_size", "500"), ("order_by", "ID"), ("order_mode", "ASC")),
+    (("cascade", "true"), ("event_type", "a b&c=d+e/ü%20?#")),
+)
+
+
+def _placeholders(endpoint: ep.Endpoint) -> list[str]:
+    return [name for _, name, _, _ in string.Formatter().parse(endpoint.path) if name]
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_every_endpoint_s_request_url_is_the_url_httpx_makes_of_its_text(base: str) -> None:
+    core = ClientCore(base_url=base, username="demo", password="secret-password",
+                      webhook_username="hook", webhook_password="hook-password")
+    checked = 0
+    for endpoint in ep.ALL_ENDPOINTS:
+        for value in PATH_VALUES:
+            for params in QUERIES:
+                call = Call(endpoint, Expect.OPTIONAL_JSON, {name: value for name in _placeholders(endpoint)}, params)
+                made = core.build_request(call, "token").url
+                parsed = httpx.Request(endpoint.method, base.rstrip("/") + call.path, params=list(params) or None).url
+                assert (str(made), made.raw_path, made.host, made.port) == \
+                    (str(parsed), parsed.raw_path, parsed.host, parsed.port), (endpoint.name, value, params)
+                assert made == parsed and made.params == parsed.params
+                checked += 1
+    assert checked == len(ep.ALL_ENDPOINTS) * len(PATH_VALUES) * len(QUERIES)
