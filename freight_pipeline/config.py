@@ -170,7 +170,9 @@ class ServiceSettings(SettingsModel):
 
     section: ClassVar[str] = "service"
     base_url: str = Field(
-        "http://127.0.0.1:8765", description="base URL of the freight service (the simulator's default port)"
+        "http://127.0.0.1:8765",
+        description="base URL of the freight service (the simulator's default port); no user, password, query or "
+        "fragment in it",
     )
     username: str = Field("demo", min_length=1, description="user the operator issued")
     password: SecretStr = Field(
@@ -192,7 +194,14 @@ class ServiceSettings(SettingsModel):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        return http_url(url)
+        parts = urlsplit(http_url(url))
+        if "@" in parts.netloc:  # the bearer calls' Authorization cannot go with a URL's credentials (aiohttp refuses)
+            raise ValueError("holds a user or password: the service's are FREIGHT_USERNAME and FREIGHT_PASSWORD (its "
+                             "token request), and the client sends no other")
+        if parts.query or parts.fragment:
+            raise ValueError("has a query or fragment: give the service's address alone (each request's path is "
+                             "added to it)")
+        return url.strip()
 
     @property
     def secret(self) -> str:
@@ -805,7 +814,7 @@ def _problem(error: Any, concern: type[SettingsModel], values: Mapping[str, Any]
         name = next((setting for setting, field in fields.items() if field == name), name)
     where = shown_as.get(name, f"[{concern.section}]")
     value = values.get(name, error.get("input"))
-    shown = "***" if name in SECRET_SETTINGS else repr(value)
+    shown = "***" if name in SECRET_SETTINGS else repr(without_password(value) if isinstance(value, str) else value)
     reason = str(error["msg"]).removeprefix("Value error, ")
     return f"{where}={shown}: {reason}"
 

@@ -26,6 +26,7 @@ from freight_pipeline.config import (
     setting_value,
     shown_value,
     variable,
+    without_password,
 )
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource, run_settings
 from freight_pipeline.sync.settings import SyncSettings
@@ -211,6 +212,21 @@ def test_secrets_are_never_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     code, out, err = run_cli(monkeypatch, ["settings"], **env)
     assert code == 0 and "pw-never-shown" not in out + err and "cat-pw" not in out + err
     assert "postgresql://etl:***@db:5432/lake" in out
+
+
+@pytest.mark.parametrize(("address", "reason"), [
+    ("https://etl:url-pw-never-shown@tms.example.com/api", "holds a user or password"),
+    ("https://etl@tms.example.com/api", "holds a user or password"),
+    ("https://tms.example.com/api?tenant=2", "has a query or fragment"),
+    ("https://tms.example.com/api#rest", "has a query or fragment"),
+])
+def test_a_service_address_no_request_could_use_is_refused_its_password_masked(
+        address: str, reason: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every place shows the service's address (settings, the sync's first line, Dagster's log): one holding a
+    password is refused, and the refusal masks it; so is one whose query or fragment every path would follow."""
+    code, out, err = run_cli(monkeypatch, ["settings"], FREIGHT_BASE_URL=address)
+    assert code == 2 and err.startswith(f"settings: FREIGHT_BASE_URL={without_password(address)!r}: {reason}")
+    assert "url-pw-never-shown" not in out + err
 
 
 def test_the_settings_command_shows_each_value_and_its_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

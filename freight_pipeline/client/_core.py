@@ -165,7 +165,7 @@ class ClientCore:
         if (webhook_username is None) != (webhook_password is None):
             raise ValueError("give both webhook_username and webhook_password, or neither")
         self.base_url = base_url.rstrip("/")
-        self._base = httpx.URL(self.base_url)
+        self._base = _parsed_base(self.base_url)
         self.display_url = redact_url(self.base_url)
         self.username = username
         self._password = password
@@ -261,11 +261,8 @@ class ClientCore:
         elif call.text_body is not None:
             content = call.text_body.encode("utf-8")
             headers["Content-Type"] = "text/plain; charset=utf-8"
-        return httpx.Request(endpoint.method, self.url(call), headers=headers, content=content)
-
-    def url(self, call: Call) -> httpx.URL:
-        """``call``'s URL: the base URL's parts, parsed once, with its path and query (see :func:`url_of`)."""
-        return url_of(self._base, call.path, call.params)
+        return httpx.Request(endpoint.method, url_of(self._base, call.path, call.params), headers=headers,
+                             content=content)
 
     @staticmethod
     def authorize(request: httpx.Request, token: str) -> None:
@@ -433,6 +430,19 @@ class ClientCore:
             method=call.endpoint.method,
             path=call.path,
         )
+
+
+def _parsed_base(base_url: str) -> httpx.URL:
+    """``base_url`` parsed, refused (naming it, its password masked) when httpx cannot read it or it has a query or
+    a fragment, which every request's path would land behind."""
+    try:
+        base = httpx.URL(base_url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"base_url {redact_url(base_url)!r} is not a URL: {exc}") from None
+    if base.query or base.fragment:
+        raise ValueError(f"base_url {redact_url(base_url)!r} has a query or fragment; give the service's address "
+                         "without one (the requests' paths are added to it)")
+    return base
 
 
 def url_of(base: httpx.URL, path: str, params: Sequence[tuple[str, str]]) -> httpx.URL:

@@ -46,3 +46,14 @@ def test_every_endpoint_s_request_url_is_the_url_httpx_makes_of_its_text(base: s
                 assert made == parsed and made.params == parsed.params
                 checked += 1
     assert checked == len(ep.ALL_ENDPOINTS) * len(PATH_VALUES) * len(QUERIES)
+
+
+@pytest.mark.parametrize(("base", "reason"), [
+    ("http://user:s3cret-pass@host:abc/api", "is not a URL: Invalid port"),
+    ("https://user:s3cret-pass@host/api?tenant=1", "has a query or fragment"),
+    ("https://host/api#top", "has a query or fragment"),
+])
+def test_a_base_url_no_request_could_use_is_refused_naming_it_without_its_password(base: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason) as info:
+        ClientCore(base_url=base, username="demo", password="secret-password")
+    assert "base_url 'http" in str(info.value) and "s3cret-pass" not in str(info.value)
