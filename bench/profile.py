@@ -3,7 +3,9 @@
 A full sync by ``freight-pipeline sync --no-dagster`` (documents off, like the bench's pairs) against the
 bundled simulator in its own process (``--shipments``, ``--latency-ms``), sampled by py-spy (``--py-spy``, at
 ``--rate`` Hz, the sync's process only, idle threads left out; ``--gil``: only the thread holding the GIL);
-``--code`` runs another checkout's package instead (a ``git worktree``, the same venv). Printed: the wall time,
+``--code`` runs another checkout's package instead (a ``git worktree``, the same venv: compile it with ``python -m
+compileall`` and run it once unmeasured first, as ``make bench`` does, or its first run pays for dbt's first parse
+and for compiling its modules: ``bench/log.md``, "CPU per shipment, eighth round"). Printed: the wall time,
 the shipments stream's seconds, the CPU seconds of the process and of the children it waited for (``wait4``:
 the dbt worker, the normalizing worker), its own threads' CPU (from ``/proc``), CPU per shipment, peak memory
 (PSS of the process tree), each area's share of all samples (inclusive, overlapping: a statement run by the
