@@ -22,7 +22,8 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
   schedule's usual run, which loads no dbt); the incremental and unchanged runs again as Dagster runs (ours
   only: the peer script has no incremental mode). With ``--baseline REV``, the same runs without Dagster of
   commit ``REV`` (a ``git worktree`` of it, the same venv, its own simulator of the same seed) are printed
-  beside each figure;
+  beside each figure. Each run of ours says what its publish took (its step line): the part of a run that grows
+  with the warehouse held, not with what changed (bench/log.md, "CPU per shipment, ninth round");
 * ``dagster``: what Dagster adds to a run of the job: a full sync of ``--shipments`` (2,000), then
   ``--dagster-changed`` (40) of them changed, then nothing changed, each run once alone (no ``DAGSTER_HOME``)
   and once as a Dagster run recorded in an instance, against a simulator of its own;
@@ -111,6 +112,7 @@ from freight_pipeline.config import (
     HISTORY_ENV,
     MAX_SYNC_AGE_ENV,
 )
+from freight_pipeline.job.run import PUBLISH_STEP
 from freight_pipeline.marts.worker_server import start_server
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.releases import NEXT
@@ -241,6 +243,12 @@ def warmed(code: Path | None) -> None:
     _warm.add(code)
     with tempfile.TemporaryDirectory(prefix="freight-bench-warm-") as tmp, simulator(WARM_UP_SHIPMENTS, 1, 0) as url:
         ours(url, Path(tmp), code=code)
+
+
+def publish_part(run: Measured) -> str:
+    """``, the publish 4.2 s`` of a run of ours (empty when its output has no publish line)."""
+    seconds = step_seconds(run.output, PUBLISH_STEP)
+    return "" if seconds is None else f", the publish {seconds:.1f} s"
 
 
 def sync_figures(published: Path) -> dict[str, Any]:
@@ -436,18 +444,18 @@ def incremental(shipments: int, seed: int, share: float, baseline: str | None = 
 
     rows = [("incremental: shipments", f"{shipments:,}, {changed:,} changed ({share:.0%}) per incremental run"),
             ("incremental: full run, documents on",
-             f"{full.seconds:.1f} s{beside(lambda side: side[0])}, {full.requests:,} requests, peak memory "
-             f"{full.peak_rss_mb:.0f} MB")]
+             f"{full.seconds:.1f} s{beside(lambda side: side[0])}{publish_part(full)}, {full.requests:,} requests, "
+             f"peak memory {full.peak_rss_mb:.0f} MB")]
     for name, again in rounds.items():
         rows.append((f"incremental: incremental run, {name}",
-                     f"{again.seconds:.1f} s{beside(lambda side, n=name: side[1][n])}, {again.requests:,} "
-                     f"requests ({again.figures.get('rows_read')} read by the walk)"))
+                     f"{again.seconds:.1f} s{beside(lambda side, n=name: side[1][n])}{publish_part(again)}, "
+                     f"{again.requests:,} requests ({again.figures.get('rows_read')} read by the walk)"))
     for which, (label, quiet) in enumerate((("after a run that built", unchanged[0]),
                                             ("again, after a run that changed nothing", unchanged[1]))):
         rows.append((f"incremental: nothing changed, documents on, {label}",
                      f"{quiet.seconds:.1f} s, CPU {quiet.cpu_seconds:.1f} s"
-                     f"{beside(lambda side, i=which: side[2][i], cpu=True)}, {quiet.requests:,} requests, peak "
-                     f"memory {quiet.peak_rss_mb:.0f} MB"))
+                     f"{beside(lambda side, i=which: side[2][i], cpu=True)}{publish_part(quiet)}, "
+                     f"{quiet.requests:,} requests, peak memory {quiet.peak_rss_mb:.0f} MB"))
     rows.append(("incremental: in Dagster, documents on",
                  f"incremental run {in_dagster['documents on'].seconds:.1f} s, "
                  f"nothing changed {unchanged_in_dagster[0].seconds:.1f} s, again "

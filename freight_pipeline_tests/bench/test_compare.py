@@ -1,6 +1,7 @@
 """The pure parts of ``bench/compare.py``'s ``history`` and ``rebuild`` scenarios: the history's rows and bytes
 read from a DuckDB file, the Parquet bytes of a publish, the summary of the incremental runs, the rebuild's
-worst case (the shipments' tables emptied) and what its line says it wrote."""
+worst case (the shipments' tables emptied) and what its line says it wrote, and a step's seconds read from a run's
+output."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ from bench.compare import (
     Measured,
     empty_shipment_tables,
     history_storage,
+    publish_part,
     published_history_bytes,
     runs_summary,
+    step_seconds,
     written_line,
 )
+from freight_pipeline.job.run import PUBLISH_STEP, Step
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.warehouse.history import EVENT_VERSIONS, HISTORY_TABLES
 from freight_pipeline.warehouse.paths import working_db_path
@@ -72,3 +76,20 @@ def test_the_rebuild_s_worst_case_empties_the_shipments_tables_alone_and_its_lin
         assert con.execute("SELECT count(*) FROM freight.code_conversions").fetchall() == [(1,)]
     line = "  rebuild  9.1 s  rebuilt 2,000 shipments in 1 batches: 70 rows written for the 3 whose rows changed, 0"
     assert written_line(line) == "70 rows written for the 3 whose rows changed"
+
+
+def test_a_step_s_seconds_are_read_from_the_lines_a_run_prints_and_only_from_its_own_line() -> None:
+    steps = [Step("sync_shipments", "success", 1.69, "read 10, wrote 365 rows in 82 requests", ["a note: 12.5 s"]),
+             Step("sync_documents", "skipped", 0.0, "the documents stream is off (FREIGHT_SYNC_DOCUMENTS=0)"),
+             Step("marts", "success", 0.02, "not run: nothing changed since the marts were built"),
+             Step(PUBLISH_STEP, "success", 4.21, "published v1: 47 tables (7 exported, 40 unchanged)")]
+    output = "\n".join(["sync: http://127.0.0.1:1 as 'demo' -> /tmp/data (without Dagster)",
+                        "    shipments: 30 shipments done in 0.6 s, 46 shipments/s; 82 requests, 0 retries",
+                        *(line for step in steps for line in step.lines()),
+                        "sync succeeded in 5.3 s (run cli-1); see `freight-pipeline status`"])
+    assert [step_seconds(output, step.name) for step in steps] == [1.69, None, 0.02, 4.21]
+    assert step_seconds(output, "shipments") is None  # a progress line is no step line
+    assert publish_part(Measured(5.3, 0.0, 0, output)) == ", the publish 4.2 s"
+    failed = Step(PUBLISH_STEP, "failed", 0.5, "unused").lines()
+    assert publish_part(Measured(1.0, 0.0, 0, "\n".join(failed))) == ", the publish 0.5 s"
+    assert publish_part(Measured(1.0, 0.0, 0, "sync failed in step sync_shipments: ...")) == ""
