@@ -194,14 +194,15 @@ class ServiceSettings(SettingsModel):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        parts = urlsplit(http_url(url))
+        url = http_url(url)
+        parts = urlsplit(url)
         if "@" in parts.netloc:  # the bearer calls' Authorization cannot go with a URL's credentials (aiohttp refuses)
             raise ValueError("holds a user or password: the service's are FREIGHT_USERNAME and FREIGHT_PASSWORD (its "
                              "token request), and the client sends no other")
         if parts.query or parts.fragment:
             raise ValueError("has a query or fragment: give the service's address alone (each request's path is "
                              "added to it)")
-        return url.strip()
+        return url
 
     @property
     def secret(self) -> str:
