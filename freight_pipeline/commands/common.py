@@ -71,8 +71,10 @@ def holding_writer_lock(held: contextlib.ExitStack, command: str, data_dir: Path
 
 
 def say(message: str) -> None:
-    """One progress line on stderr, flushed at once."""
-    print(message, file=sys.stderr, flush=True)
+    """One progress line on stderr, flushed at once, in one write: a Dagster run says lines from more than one
+    thread, and ``print`` writes a line and its newline apart, so two lines could run into one."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import pytest
 from dagster._utils.error import SerializableErrorInfo
 
 from freight_pipeline.cli import main
-from freight_pipeline.commands.common import redact
+from freight_pipeline.commands.common import redact, say
 from freight_pipeline.commands.dagster_home import ensure_dagster_yaml
 from freight_pipeline.commands.demo_summary import Changes, DemoFacts, DemoRun, _shipment_check, format_interval
 from freight_pipeline.commands.execute import describe_error
@@ -45,6 +45,30 @@ def test_describe_error_of_a_failed_dbt_build_is_its_first_line() -> None:
                                     "DagsterExecutionStepExecutionError", cause=cause)
     assert len(first) <= 400
     assert describe_error(wrapper) == f"DbtBuildFailed: {first}"
+
+
+class _Writes:
+    """A stream that keeps each write apart."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.writes.append("<flush>")
+
+
+def test_a_line_said_is_one_write_with_its_newline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines said from two threads (the run's and Dagster's) never run into each other: each is written whole."""
+    stream = _Writes()
+    monkeypatch.setattr(sys, "stderr", stream)
+    say("Dependencies for step freshness_check failed: ['freight_job']. Not executing.")
+    say("sync failed in step sync_documents: StreamUnreachable")
+    assert stream.writes == ["Dependencies for step freshness_check failed: ['freight_job']. Not executing.\n",
+                             "<flush>", "sync failed in step sync_documents: StreamUnreachable\n", "<flush>"]
 
 
 def test_redact_and_format_table() -> None:
