@@ -23,7 +23,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Collection, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -499,8 +499,8 @@ class ReceivedArray(list[Any]):
 class HeldBody:
     """A reply's JSON kept as its body only (:meth:`of`), decoded where it is asked for (:meth:`decoded`), and
     pickled as itself (the bytes); an object's top-level values that are neither object nor array at hand
-    (``top``: empty for an array). Not a dict or a list: what holds one reads ``top`` or decodes it, and nothing
-    can take it for the whole JSON by mistake.
+    (``top``: empty for an array), with the arrays and objects asked for (:meth:`of`'s ``keep``). Not a dict or a
+    list: what holds one reads ``top`` or decodes it, and nothing can take it for the whole JSON by mistake.
 
     What a sync keeps of each part's answer while the batch it belongs to fills: holding the decoded values
     instead kept a batch's documents alive in the sync's process, for its garbage collector to walk again at
@@ -514,11 +514,12 @@ class HeldBody:
         self.top = top
 
     @classmethod
-    def of(cls, data: Any) -> Any:
-        """``data`` (a reply's, as :func:`received` made it) held as its body; another value as it is."""
+    def of(cls, data: Any, keep: Collection[str] = ()) -> Any:
+        """``data`` (a reply's, as :func:`received` made it) held as its body, an object's arrays or objects named
+        in ``keep`` in ``top`` too; another value as it is."""
         if type(data) is ReceivedObject:
             return cls(data.body, {key: value for key, value in data.items()
-                                   if type(value) is not dict and type(value) is not list})
+                                   if (type(value) is not dict and type(value) is not list) or key in keep})
         if type(data) is ReceivedArray:
             return cls(data.body, {})
         return data

@@ -263,33 +263,48 @@ class Endpoints:
         page = await in_thread(self._memo_page, criteria, paging)
         items: Any = list(page.rows)
         if self.state.corruptions.record_ids("memos"):
-            shipment_id = await in_thread(self._memo_corrupted_shipment, criteria)
-            if shipment_id is not None:
-                items = self.state.corruptions.apply("memos", shipment_id, items)
+            items = await in_thread(self._memos_corrupted, criteria, items)
         return answer(items, page.headers())
 
-    def _memo_corrupted_shipment(self, criteria: list[Criterion]) -> int | None:
-        """The shipment whose memo lines this lookup of one client and number reads, when they are corrupted."""
+    def _memos_corrupted(self, criteria: list[Criterion], items: list[dict[str, Any]]) -> Any:
+        """A memo lookup's page with the corruptions of the shipments it asks for by client and number. The lookup of
+        one shipment answers as its record is corrupted; in a lookup of several, each corrupted shipment's own lines
+        are changed where they stand (its whole-answer corruptions, a status or a cut body, end the lookup, as a
+        service failing on one record would)."""
         client = equals_value(criteria, "CLIENT")
-        number = equals_value(criteria, "SHIPMENT_NUMBER")
-        if client is None or number is None:
-            return None
+        numbers = any_of_values(criteria, "SHIPMENT_NUMBER")
+        if client is None or not numbers:
+            return items
+        corrupted: dict[str, int] = {}
         for shipment_id in self.state.corruptions.record_ids("memos"):
             try:
                 base = self.store.reader.get_base_shipment(shipment_id)
             except NotFound:
                 continue
-            if (base.get("client"), base.get("shipment_number")) == (client, number):
-                return shipment_id
-        return None
+            if base.get("client") == client and base.get("shipment_number") in numbers:
+                corrupted[base["shipment_number"]] = shipment_id
+        if len(numbers) == 1:
+            return self.state.corruptions.apply("memos", corrupted[numbers[0]], items) if corrupted else items
+        for number, shipment_id in corrupted.items():
+            where = [i for i, item in enumerate(items) if item.get("shipment_number") == number]
+            if not where:
+                continue
+            changed = self.state.corruptions.apply("memos", shipment_id, [items[i] for i in where])
+            if isinstance(changed, Answer):
+                return changed
+            moved = set(where)
+            kept = [item for i, item in enumerate(items) if i not in moved]
+            items = [*kept[:where[0]], *(changed if isinstance(changed, list) else [changed]), *kept[where[0]:]]
+        return items
 
     def _memo_page(self, criteria: list[Criterion], paging: PageRequest) -> Page:
-        """The memo lookup; CLIENT + SHIPMENT_NUMBER EQUALS (the sync's query) reads one shipment's lines."""
+        """The memo lookup; CLIENT EQUALS with SHIPMENT_NUMBER EQUALS or IN (the sync's queries) reads those
+        shipments' lines by their index."""
         client = equals_value(criteria, "CLIENT")
-        number = equals_value(criteria, "SHIPMENT_NUMBER")
+        numbers = any_of_values(criteria, "SHIPMENT_NUMBER")
         rows: Iterable[Mapping[str, Any]] = (
-            self.store.reader.memo_rows_of(client, number) if client is not None and number is not None
-            else self.store.reader.memo_rows()
+            [row for number in dict.fromkeys(numbers) for row in self.store.reader.memo_rows_of(client, number)]
+            if client is not None and numbers else self.store.reader.memo_rows()
         )
         return run_lookup(rows, criteria, paging, MEMO_SPEC)
 

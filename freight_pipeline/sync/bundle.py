@@ -1,7 +1,9 @@
 """Fetching the parts of one shipment together: one round of concurrent requests per shipment.
 
 A :class:`Work` names a shipment and the parts to read. Its document, events, the legs of its mode
-and its memo lines are requested at once (the lookup already tells its mode, client and number);
+and its memo lines are requested at once (the lookup already tells its mode, client and number; the memo
+lines come from a batched lookup of its walk page instead where one was made and its document agrees with it:
+``memo_batch``);
 only when the document says otherwise than the lookup did (the shipment changed in between) are
 the affected parts asked again for what the document says. Each part's outcome is its answer,
 :data:`GONE` (404), :data:`NOT_APPLICABLE` (nothing to ask), or the record's :class:`RecordFailure`;
@@ -18,7 +20,8 @@ from typing import Any
 from freight_pipeline.client._core import HeldBody, decoded
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.isolation import RecordFailure, record_failure
-from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, PART_BY_STREAM, PARTS, Part, Ref
+from freight_pipeline.sync.memo_batch import MemoBatches
+from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, MEMOS, PART_BY_STREAM, PARTS, Part, Ref
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import ShipmentGone, SourceAPI
 from freight_pipeline.sync.tasks import run_all
@@ -88,18 +91,28 @@ async def _answers(parts: Iterable[Part], source: SourceAPI, ref: Ref, settings:
     return {part.stream: answer for part, answer in zip(chosen, found, strict=True)}
 
 
-async def fetch_bundle(source: SourceAPI, work: Work, settings: SyncSettings) -> Bundle:
-    """Every part of ``work``, requested concurrently (the client bounds requests in flight)."""
+async def fetch_bundle(
+    source: SourceAPI, work: Work, settings: SyncSettings, memos: MemoBatches | None = None
+) -> Bundle:
+    """Every part of ``work``, requested concurrently (the client bounds requests in flight); its memo lines from
+    the batched lookup ``memos`` planned for it when its document agrees (``memo_batch``), else asked alone once
+    the document is in."""
     bundle = Bundle(work, work.ref)
     if not work.parts:
         return bundle
-    bundle.answers = await _answers((p for p in PARTS if p.stream in work.parts), source, work.ref, settings)
+    batch = memos.batch_of(work.shipment_id) if memos is not None else None
+    bundle.answers = await _answers((p for p in PARTS if p.stream in work.parts and not (batch and p.stream == MEMOS)),
+                                    source, work.ref, settings)
     document = bundle.answers.get(DOCUMENT)
     top = document.top if isinstance(document, HeldBody) else document
     if isinstance(top, dict):
         told = Ref.of(top, work.shipment_id).or_else(work.ref)
-        again = [PART_BY_STREAM[s] for s in work.parts if PART_BY_STREAM[s].with_mode_change(work.ref, told)]
+        again = [PART_BY_STREAM[s] for s in bundle.answers if PART_BY_STREAM[s].with_mode_change(work.ref, told)]
         bundle.ref = told
         if again:
-            bundle.answers.update(await _answers(again, source, told, settings))
+            bundle.answers.update(await _answers(again, source, bundle.ref, settings))
+    if batch is not None and memos is not None:
+        lines = await memos.lines_for(batch, work.ref, bundle.ref, top)
+        bundle.answers[MEMOS] = (lines if lines is not None
+                                 else (await _answers([PART_BY_STREAM[MEMOS]], source, bundle.ref, settings))[MEMOS])
     return bundle

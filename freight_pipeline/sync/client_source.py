@@ -1,8 +1,8 @@
 """``SourceAPI`` on top of :class:`AsyncFreightClient`: the only place the sync meets the client.
 
 Memos (issue 4 leaves the choice open): the sync asks the memo lookup by ``CLIENT`` and
-``SHIPMENT_NUMBER`` of each changed shipment, because the scroll endpoint has no modification
-filter and would re-read every memo of the service on every run.
+``SHIPMENT_NUMBER`` of changed shipments (several numbers of one client at once: ``memo_batch``), because the
+scroll endpoint has no modification filter and would re-read every memo of the service on every run.
 
 A shipment's document and per-shipment records are handed on as the bodies received (``HeldBody``), decoded
 again where they are normalized: the sync's process keeps no decoded copy of them while a batch fills.
@@ -14,7 +14,7 @@ equals the row count before writing (``changes.read_complete``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from freight_pipeline.client import AsyncFreightClient, NotFoundError
@@ -24,7 +24,7 @@ from freight_pipeline.client.models import Criterion
 from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.sync.changes import Criterion as CriterionDict
 from freight_pipeline.sync.changes import LookupResult
-from freight_pipeline.sync.source import EFILE_PAGE_SIZE, DocumentGone, ShipmentGone
+from freight_pipeline.sync.source import EFILE_PAGE_SIZE, KEPT_DOCUMENT_ARRAYS, DocumentGone, ShipmentGone
 
 MEMO_PAGE_SIZE = 500
 CODE_CONVERSION_PAGE_SIZE = 500
@@ -46,7 +46,7 @@ class ClientSource:
 
     async def get_shipment(self, shipment_id: int) -> HeldBody:
         try:
-            return HeldBody.of(await self.client.get_shipment_raw(shipment_id))
+            return HeldBody.of(await self.client.get_shipment_raw(shipment_id), keep=KEPT_DOCUMENT_ARRAYS)
         except NotFoundError as exc:
             raise ShipmentGone(shipment_id) from exc
 
@@ -56,11 +56,8 @@ class ClientSource:
         except NotFoundError as exc:
             raise ShipmentGone(shipment_id) from exc
 
-    async def memo_pages(self, client: str, shipment_number: str) -> AsyncIterator[LookupResult]:
-        criteria = [
-            {"key": "CLIENT", "match_mode": "EQUALS", "value": client},
-            {"key": "SHIPMENT_NUMBER", "match_mode": "EQUALS", "value": shipment_number},
-        ]
+    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+        criteria = [Criterion.one_of("CLIENT", [client]), Criterion.one_of("SHIPMENT_NUMBER", shipment_numbers)]
         pages = self.client.iter_memo_lookup_pages(
             criteria, page_size=MEMO_PAGE_SIZE, order_by=["ID"], order_mode=["ASC"]
         )

@@ -141,7 +141,7 @@ async def _memos(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings
         return []
     client, number = ref.client, ref.shipment_number
     return await read_complete(
-        lambda: source.memo_pages(client, number),
+        lambda: source.memo_pages(client, [number]),
         f"memo lookup CLIENT = {client} AND SHIPMENT_NUMBER = {number} (shipment {ref.shipment_id})",
         settings.count_attempts,
         count_required=True,

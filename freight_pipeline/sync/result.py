@@ -19,6 +19,7 @@ class NoticeKind(enum.StrEnum):
     RESTORE_PROBE_REFUSED = "restore_probe_refused"
     CLOCK_WITHOUT_OFFSET = "clock_without_offset"
     CHANGES_WITHOUT_STAMP = "changes_without_stamp"
+    MEMO_BATCH_OFF = "memo_batch_off"
 
 
 @dataclass

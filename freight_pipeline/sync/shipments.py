@@ -45,6 +45,7 @@ from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
 from freight_pipeline.sync.freshness import Unstamped
 from freight_pipeline.sync.isolation import Breaker, RecordFailure
+from freight_pipeline.sync.memo_batch import MemoBatches
 from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, PART_TABLES, PARTS, Ref
 from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
 from freight_pipeline.sync.progress import Meter, Progress, loop_safe
@@ -99,9 +100,11 @@ class _Run:
     brings for the first time in the run is appended (``BatchWrite.fresh_ids``)."""
     prepared: set[int] = field(default_factory=set)
     """While ``fresh``: the shipments of the batches prepared so far."""
+    memos: MemoBatches | None = None
+    """The walk pages' batched memo lookups (``memo_batch``)."""
 
     async def fetch(self, work: Work) -> Bundle:
-        return await fetch_bundle(self.source, work, self.settings)
+        return await fetch_bundle(self.source, work, self.settings, self.memos)
 
     def prepare(self, finished: Finished[Work, Bundle]) -> tuple[Assembled, str, int]:
         """Normalize one batch of finished shipments (in the preparing thread, while the batch before it
@@ -147,10 +150,14 @@ class _Run:
         self.meter.advance(shipments)
 
     async def run(self, works: AsyncIterator[Work]) -> None:
-        await stream_as_finished(
-            works, self.fetch, self.write, batch_size=self.settings.fetch_batch_size,
-            window=self.settings.fetch_window, prepare=self.prepare, hold=_failed_new,
-        )
+        try:
+            await stream_as_finished(
+                works, self.fetch, self.write, batch_size=self.settings.fetch_batch_size,
+                window=self.settings.fetch_window, prepare=self.prepare, hold=_failed_new,
+            )
+        finally:
+            if self.memos is not None:
+                self.memos.close()
 
 
 def _failed_new(bundle: Bundle) -> bool:
@@ -248,7 +255,8 @@ async def _sync(
                Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures),
                assembler, meter, cursor_stream=cursor_stream, cursor=cursor,
                covered=covered,
-               fresh=not stored and partition is None and not warehouse.reads.holds_shipment_rows(PART_TABLES))
+               fresh=not stored and partition is None and not warehouse.reads.holds_shipment_rows(PART_TABLES),
+               memos=MemoBatches(source, settings.count_attempts))
     result.extra["appended"] = run.fresh
     if ceiling is not None and after.second() <= ceiling.second():
         overlap_end = cursor if stored else None
@@ -274,6 +282,7 @@ async def _sync(
                 result.add_notice(NoticeKind.RESTORE, restore_notice(probe, result.extra))
         await _refresh(run, ceiling, requests_before)
 
+    _memo_figures(run)
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
     result.retries = retries_after - retries_before
@@ -313,12 +322,26 @@ async def _walked(
             overlapping = {k.id: k.stamp for k, _ in page if overlap_end is not None and k <= overlap_end}
             current = run.warehouse.reads.current_copies(reader, overlapping)
             skipped += len(current)
-            for key, base in page:
-                parts = frozenset() if key.id in current else ALL_PARTS
-                yield Work(Ref.of(base, key.id), parts, key)
+            works = [Work(Ref.of(base, key.id), frozenset() if key.id in current else ALL_PARTS, key)
+                     for key, base in page]
+            if run.memos is not None:
+                run.memos.plan((work.ref, work.parts) for work in works)
+            for work in works:
+                yield work
     finally:
         reader.close()
         run.result.extra["overlap_current_skipped"] = skipped
+
+
+def _memo_figures(run: _Run) -> None:
+    """What the batched memo lookups did (``extra.memo_batches``), and a notice when the run stopped them."""
+    if run.memos is None or not run.memos.figures.lookups:
+        return
+    figures = run.memos.figures
+    run.result.extra["memo_batches"] = figures.as_dict()
+    if figures.off is not None:
+        run.result.add_notice(NoticeKind.MEMO_BATCH_OFF, f"memo lines looked up one shipment at a time for the rest "
+                                                         f"of the run: {figures.off}")
 
 
 def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:

@@ -9,7 +9,7 @@ anything on the strength of them (``changes.read_complete``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 from freight_pipeline.client._core import HeldBody
@@ -21,6 +21,12 @@ from freight_pipeline.sync.changes import Criterion, LookupResult
 class ShipmentGone(LookupError):
     """The service answered 404 for a shipment (deleted between lookup and retrieve)."""
 
+
+DOCUMENT_MEMOS = "memos"
+"""The document's array of its memo lines (id, client, memo, shipment_number, running_number)."""
+KEPT_DOCUMENT_ARRAYS: tuple[str, ...] = (DOCUMENT_MEMOS,)
+"""The arrays of a document kept beside its held body (``HeldBody.top``): the memo ids a batched memo lookup's
+share is checked against (``memo_batch``)."""
 
 EFILE_PAGE_SIZE = 500
 """Rows per page of the E-File lookup (the service's largest page, A4)."""
@@ -37,15 +43,16 @@ class SourceAPI(Protocol):
         """Page 0 of a shipment lookup."""
 
     async def get_shipment(self, shipment_id: int) -> dict[str, Any] | HeldBody:
-        """The document (or its body held: ``HeldBody``, whose ``top`` has its client, number and mode);
-        raises ShipmentGone on 404."""
+        """The document (or its body held: ``HeldBody``, whose ``top`` has its client, number and mode, and the
+        arrays of :data:`KEPT_DOCUMENT_ARRAYS`); raises ShipmentGone on 404."""
 
     async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]] | HeldBody:
         """The records a per-shipment endpoint (events, main-carriage legs) answers with (or their body held);
         raises ShipmentGone on 404."""
 
-    def memo_pages(self, client: str, shipment_number: str) -> AsyncIterator[LookupResult]:
-        """Every page of the memo lookup of one shipment, from page 0."""
+    def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+        """Every page of the memo lookup of ``client``'s ``shipment_numbers`` (one: a shipment's own lookup), in
+        ID order, from page 0."""
 
     def efile_pages(self, shipment_ids: list[int]) -> AsyncIterator[LookupResult]:
         """Every page of the E-File lookup of these shipments (SHIPMENT_ID any of them), from page 0."""

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from freight_pipeline.simulator.corruptions import KINDS
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline_tests.simulator.conftest import authed_client
 
@@ -93,6 +94,46 @@ def test_memo_lines_are_corrupted_in_the_lookup_of_their_shipment(control: Runni
     assert [m["running_number"] for m in answer.json()][1] == "x"
     assert answer.headers["X-Row-Count"] == str(len(doc["memos"]))
     assert memo_lookup(api, other).json() == sorted(other["memos"], key=lambda m: m["id"])
+
+
+def lookup_of_several(api: httpx.Client, docs: list[dict[str, Any]]) -> httpx.Response:
+    """The sync's batched memo lookup: one client, its shipments' numbers IN."""
+    criteria = [{"key": "CLIENT", "match_mode": "EQUALS", "value": docs[0]["client"]},
+                {"key": "SHIPMENT_NUMBER", "match_mode": "IN", "values": [d["shipment_number"] for d in docs]}]
+    return api.post("/service/shipment/memo/lookup", json=criteria, params={"order_by": "ID", "order_mode": "ASC"})
+
+
+MEMO_CORRUPTIONS: dict[str, dict[str, Any]] = {
+    "set": {"path": "[0].memo", "value": 7}, "remove": {"path": "[0].client"}, "wrap": {"key": "memos"},
+    "single_object": {}, "status": {"status": 500}, "truncated": {},
+}
+
+
+@pytest.mark.parametrize("kind", MEMO_CORRUPTIONS)
+def test_a_lookup_of_several_shipments_answers_each_corrupted_shipment_as_its_own_lookup_does(
+    control: RunningSimulator, api: httpx.Client, kind: str
+) -> None:
+    assert set(MEMO_CORRUPTIONS) == set(KINDS)  # every kind a record can be corrupted with
+    docs = sorted(control.store.reader.expected_documents(), key=lambda d: d["id"])
+    victim = next(d for d in docs if len(d["memos"]) >= 2)
+    others = [d for d in docs if d["client"] == victim["client"] and d["memos"] and d["id"] != victim["id"]][:2]
+    several = [others[0], victim, others[1]]
+    clean = lookup_of_several(api, several)
+    assert clean.status_code == 200 and [m["id"] for m in clean.json()] == sorted(
+        m["id"] for d in several for m in d["memos"])  # each number's lines, in ID order
+    assert clean.headers["X-Row-Count"] == str(len(clean.json()))
+    assert plant(control, endpoint="memos", id=victim["id"], kind=kind, **MEMO_CORRUPTIONS[kind]).status_code == 200
+
+    alone, batched = memo_lookup(api, victim), lookup_of_several(api, several)
+    if alone.status_code != 200 or kind == "truncated":  # the whole answer spoilt: the batched one too
+        assert (batched.status_code, batched.content) == (alone.status_code, alone.content)
+        return
+    own = alone.json() if isinstance(alone.json(), list) else [alone.json()]
+    others = [m for m in clean.json() if m["shipment_number"] != victim["shipment_number"]]
+    rest = [m for m in batched.json() if m not in own]
+    assert rest == others  # every other shipment's lines as they are
+    assert [m for m in batched.json() if m in own] == own  # the victim's, as its own lookup answers them
+    assert batched.headers["X-Row-Count"] == clean.headers["X-Row-Count"]
 
 
 def test_a_code_conversion_is_corrupted_wherever_it_is_answered(control: RunningSimulator, api: httpx.Client) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from freight_pipeline.client import AsyncFreightClient
@@ -215,9 +215,9 @@ def reverse_keys(value: Any) -> Any:
 
 
 class ShortMemoLookup(ClientSource):
-    """Drops one memo line from every memo lookup of the shipments ``victims`` (client, shipment number)
-    (``X-Row-Count`` kept), on the first ``times`` lookups of each (None: always). With
-    ``drop_count`` it drops the first page's ``X-Row-Count`` instead."""
+    """Drops one memo line of the shipments ``victims`` (client, shipment number) from every memo lookup that asks
+    for one of them, alone or with others (``X-Row-Count`` kept), on the first ``times`` lookups of each (None:
+    always). With ``drop_count`` it drops the first page's ``X-Row-Count`` instead."""
 
     def __init__(
         self, client: AsyncFreightClient, victims: set[tuple[str, str]], times: int | None = None,
@@ -227,16 +227,78 @@ class ShortMemoLookup(ClientSource):
         self.victims, self.times, self.drop_count = victims, times, drop_count
         self.shortened: dict[tuple[str, str], int] = {}
 
-    async def memo_pages(self, client: str, shipment_number: str) -> AsyncIterator[LookupResult]:
-        key = (client, shipment_number)
-        short = key in self.victims and (self.times is None or self.shortened.get(key, 0) < self.times)
-        if short:
+    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+        keys = [(client, number) for number in shipment_numbers if (client, number) in self.victims]
+        short = [key for key in keys if self.times is None or self.shortened.get(key, 0) < self.times]
+        for key in short:
             self.shortened[key] = self.shortened.get(key, 0) + 1
-        async for page in super().memo_pages(client, shipment_number):
-            if short and page.items:
-                items, count = (page.items, None) if self.drop_count else (page.items[1:], page.row_count)
-                page, short = LookupResult(items, count), False
+        async for page in super().memo_pages(client, shipment_numbers):
+            lines = [i for i, line in enumerate(page.items) if (line["client"], line["shipment_number"]) in short]
+            if lines:
+                items, count = ((page.items, None) if self.drop_count
+                                else ([line for i, line in enumerate(page.items) if i != lines[0]], page.row_count))
+                page, short = LookupResult(items, count), []
             yield page
+
+
+class BatchedMemosOtherwise(ClientSource):
+    """A service that answers the memo lookup of several shipment numbers otherwise than the sync asked (``how``):
+    ``first_number`` (as the lookup of its first number alone), ``foreign_line`` (a line of another client added,
+    counted), ``refused`` (400), ``short`` (``X-Row-Count`` one more than the lines answered). Counts the lookups
+    of several numbers and of one."""
+
+    HOWS = ("first_number", "foreign_line", "refused", "short")
+
+    def __init__(self, client: AsyncFreightClient, how: str) -> None:
+        super().__init__(client)
+        self.how = how
+        self.several = self.one = 0
+
+    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+        if len(shipment_numbers) == 1:
+            self.one += 1
+            async for page in super().memo_pages(client, shipment_numbers):
+                yield page
+            return
+        self.several += 1
+        if self.how == "refused":
+            raise BadRequestError("match_mode IN is not supported for SHIPMENT_NUMBER", status_code=400,
+                                  method="POST", path="/service/shipment/memo/lookup")
+        asked = shipment_numbers[:1] if self.how == "first_number" else shipment_numbers
+        async for page in super().memo_pages(client, asked):
+            items, count = list(page.items), page.row_count
+            if self.how == "foreign_line":
+                items.append({"id": 10**12, "client": f"not-{client}", "memo": "another client's",
+                              "shipment_number": shipment_numbers[0], "running_number": 1})
+                count = (count or 0) + 1
+            elif self.how == "short":
+                count = (count or 0) + 1
+            yield LookupResult(items, count)
+
+
+class DocumentMemos(ClientSource):
+    """Documents whose ``memos`` (the memo lines they list) say ``how``: ``absent`` (no such array), ``bad_id`` (a
+    line's id not an integer), ``extra`` (a line the lookups never answer), ``not_objects`` (ids, not lines)."""
+
+    HOWS = ("absent", "bad_id", "extra", "not_objects")
+
+    def __init__(self, client: AsyncFreightClient, how: str) -> None:
+        super().__init__(client)
+        self.how = how
+
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any] | HeldBody:
+        held = await super().get_shipment(shipment_id)
+        assert isinstance(held, HeldBody)
+        top, memos = dict(held.top), list(held.top.get("memos") or [])
+        if self.how == "absent":
+            top.pop("memos", None)
+        elif self.how == "bad_id":
+            top["memos"] = [{**memo, "id": str(memo["id"])} for memo in memos] or [{"id": "1"}]
+        elif self.how == "extra":
+            top["memos"] = [*memos, {"id": 10**12, "client": top.get("client"), "memo": "never answered"}]
+        else:
+            top["memos"] = [memo["id"] for memo in memos] or [1]
+        return HeldBody(held.body, top)
 
 
 class FailingRetrieve(ClientSource):
@@ -287,9 +349,9 @@ class DeletedWhileRead(ClientSource):
         await self._after_the_document(shipment_id)
         return await super().get_shipment_records(endpoint, shipment_id)
 
-    async def memo_pages(self, client: str, shipment_number: str) -> AsyncIterator[LookupResult]:
+    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
         await self.document_read.wait()  # only the victim is read in the run this source is made for
-        async for page in super().memo_pages(client, shipment_number):
+        async for page in super().memo_pages(client, shipment_numbers):
             yield page
 
 
@@ -315,6 +377,35 @@ class LookupSaysAnotherMode(ClientSource):
         if shipment_id == self.victim and endpoint in legs:
             self.legs_asked.append(legs[endpoint])
         return await super().get_shipment_records(endpoint, shipment_id)
+
+
+class LookupSaysAnotherNumber(ClientSource):
+    """The shipment lookup tells another shipment number for the victim while its document tells the truth (the
+    number changed between the two); records the memo lookups of one shipment the victim's true number had."""
+
+    def __init__(self, client: AsyncFreightClient, victim: int) -> None:
+        super().__init__(client)
+        self.victim = victim
+        self.true_number: str | None = None
+        self.asked_alone: list[tuple[str, str]] = []
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        result = await super().lookup_shipments(criteria, order_by, order_mode, page_size)
+        items = []
+        for item in result.items:
+            if item.get("id") == self.victim:
+                self.true_number = item["shipment_number"]
+                item = {**item, "shipment_number": f"{item['shipment_number']}-before"}
+            items.append(item)
+        return LookupResult(items, result.row_count)
+
+    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+        if list(shipment_numbers) == [self.true_number]:
+            self.asked_alone.append((client, shipment_numbers[0]))
+        async for page in super().memo_pages(client, shipment_numbers):
+            yield page
 
 
 class InstantsWithoutOffset(ClientSource):

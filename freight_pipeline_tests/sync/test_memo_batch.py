@@ -1,0 +1,230 @@
+"""The memo lines of a walk page read in one lookup per client, each shipment's share taken only where its own
+document lists the same memo ids (``sync.memo_batch``): every way a batched answer or a document can disagree ends
+in the shipment's own lookup, and the warehouse holds what the service holds."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from freight_pipeline.client import BadRequestError
+from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.sync.changes import LookupResult
+from freight_pipeline.sync.isolation import RecordFailure
+from freight_pipeline.sync.memo_batch import (
+    DISAGREEMENTS_BEFORE_GIVING_UP,
+    MEMO_BATCH_SIZE,
+    MemoBatches,
+    document_memo_ids,
+    line_ids,
+    split_by_number,
+)
+from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, Ref
+from freight_pipeline.sync.result import NoticeKind
+from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
+from freight_pipeline_tests.sync.expected import assert_converged
+from freight_pipeline_tests.sync.faulty_sources import (
+    BatchedMemosOtherwise,
+    DocumentMemos,
+    LookupSaysAnotherNumber,
+    factory,
+)
+
+
+def line(memo_id: Any, number: str = "A", client: str = "001") -> dict[str, Any]:
+    return {"id": memo_id, "client": client, "memo": "m", "shipment_number": number, "running_number": 1}
+
+
+def test_a_document_s_memo_ids_are_read_only_from_an_array_of_lines_with_integer_ids() -> None:
+    assert document_memo_ids({"memos": [line(3), line(1)]}) == [1, 3]
+    assert document_memo_ids({"memos": []}) == []
+    for unreadable in ({}, {"memos": None}, {"memos": {"id": 1}}, {"memos": "1"}, {"memos": [1]},
+                       {"memos": [line(1), None]}, {"memos": [line("1")]}, {"memos": [line(True)]},
+                       {"memos": [line(1.0)]}, {"memos": [{"memo": "no id"}]}):
+        assert document_memo_ids(unreadable) is None, unreadable
+    for not_a_document in (None, [line(1)], RecordFailure("failed"), "x"):
+        assert document_memo_ids(not_a_document) is None
+
+
+def test_a_batched_answer_is_split_by_number_and_doubted_whole_for_a_line_it_cannot_place() -> None:
+    assert split_by_number([line(1, "A"), line(2, "B"), line(3, "A")], "001", ["A", "B", "C"]) == {
+        "A": [line(1, "A"), line(3, "A")], "B": [line(2, "B")], "C": []}
+    for stray in (line(4, "A", client="002"), line(4, "D"), {**line(4), "shipment_number": None},
+                  {"id": 4, "memo": "neither client nor number"}, [line(4)], None, "A"):
+        assert split_by_number([line(1, "A"), stray], "001", ["A", "B"]) is None, stray
+
+
+def test_a_share_matches_a_document_only_with_the_same_integer_ids() -> None:
+    assert line_ids([line(2), line(1)]) == [1, 2] == document_memo_ids({"memos": [line(1), line(2)]})
+    assert line_ids([line(1), line(1)]) != document_memo_ids({"memos": [line(1)]})  # a line answered twice
+    assert line_ids([line("1")]) == [None] and line_ids([]) == []
+
+
+class Memos:
+    """The memo lookup of a source: ``lines`` by (client, number); ``refuse``: several numbers answer 400."""
+
+    def __init__(self, lines: Sequence[dict[str, Any]], refuse: bool = False) -> None:
+        self.lines, self.refuse = list(lines), refuse
+        self.asked: list[tuple[str, tuple[str, ...]]] = []
+
+    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+        self.asked.append((client, tuple(shipment_numbers)))
+        if self.refuse and len(shipment_numbers) > 1:
+            raise BadRequestError("IN not supported", status_code=400)
+        found = [m for m in self.lines if m["client"] == client and m["shipment_number"] in shipment_numbers]
+        yield LookupResult(found, len(found))
+
+
+def refs(count: int, client: str = "001", first: int = 1) -> list[Ref]:
+    return [Ref(i, client, f"N{i}", "AIR") for i in range(first, first + count)]
+
+
+def test_a_page_is_batched_per_client_for_the_shipments_read_whole_with_a_known_client_and_number() -> None:
+    async def scenario() -> None:
+        source = Memos([])
+        batches = MemoBatches(source, 3)  # type: ignore[arg-type]
+        many = refs(MEMO_BATCH_SIZE + 3)
+        batches.plan([*((r, ALL_PARTS) for r in many),
+                      (Ref(900, "002", "X"), ALL_PARTS),  # alone of its client: no batch
+                      (Ref(901, "005", "Y"), ALL_PARTS), (Ref(902, "005", "Z"), ALL_PARTS),
+                      (Ref(903, "005", "R"), frozenset({EVENTS, MEMOS})),  # no document to check it against
+                      (Ref(904, "005", "S"), frozenset({DOCUMENT})),  # no memo lines wanted
+                      (Ref(905, "005", None), ALL_PARTS), (Ref(906, None, "T"), ALL_PARTS)])  # unknown: alone
+        await asyncio.sleep(0)
+        await asyncio.gather(*(batch.share("") for batch in list(batches.pending)))
+        assert sorted(source.asked) == sorted([
+            ("001", tuple(r.shipment_number for r in many[:MEMO_BATCH_SIZE])),
+            ("001", tuple(r.shipment_number for r in many[MEMO_BATCH_SIZE:])),
+            ("005", ("Y", "Z"))])
+        assert set(batches.planned) == {r.shipment_id for r in many} | {901, 902}
+        for shipment_id in (900, 903, 904, 905, 906):
+            assert batches.batch_of(shipment_id) is None
+        taken = [batches.batch_of(shipment_id) for shipment_id in sorted(batches.planned)]
+        assert all(taken) and not batches.pending and batches.batch_of(901) is None  # each taken once
+        assert batches.figures.lookups == 3 and batches.figures.failed == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_refused_batch_sends_its_shipments_alone_and_stops_batching_for_the_run() -> None:
+    async def scenario() -> None:
+        first = refs(3)
+        source = Memos([line(1, "N1")], refuse=True)
+        batches = MemoBatches(source, 3)  # type: ignore[arg-type]
+        batches.plan((r, ALL_PARTS) for r in first)
+        batch = batches.batch_of(1)
+        assert batch is not None
+        assert await batches.lines_for(batch, first[0], first[0], {"memos": [line(1, "N1")]}) is None
+        assert batches.figures.off is not None and "refused" in batches.figures.off
+        batches.plan((r, ALL_PARTS) for r in refs(3, first=10))
+        assert not batches.planned.keys() - {2, 3} and len(source.asked) == 1
+        assert (batches.figures.lookups, batches.figures.failed, batches.figures.alone) == (1, 1, 1)
+
+    asyncio.run(scenario())
+
+
+def test_a_share_is_taken_only_where_the_document_lists_the_same_lines_and_names_the_same_shipment() -> None:
+    async def scenario() -> None:
+        page = refs(5)
+        source = Memos([line(1, "N1"), line(2, "N1"), line(3, "N2"), line(4, "N4")])
+        batches = MemoBatches(source, 3)  # type: ignore[arg-type]
+        batches.plan((r, ALL_PARTS) for r in page)
+        documents: dict[int, tuple[Ref, Any]] = {
+            1: (page[0], {"memos": [line(2, "N1"), line(1, "N1")]}),  # agrees: taken
+            2: (page[1], {"memos": []}),  # a line answered its document does not list: alone
+            3: (page[2], {"memos": []}),  # no lines, none listed: taken
+            4: (page[3], {"memos": [line(4, "N4"), line(5, "N4")]}),  # a line listed, not answered: alone
+            5: (Ref(5, "001", "N4", "AIR"), {"memos": [line(4, "N4")]}),  # the document names another number
+        }
+        taken = {}
+        for shipment_id, (told, document) in documents.items():
+            batch = batches.batch_of(shipment_id)
+            assert batch is not None
+            taken[shipment_id] = await batches.lines_for(batch, page[shipment_id - 1], told, document)
+        assert taken == {1: [line(1, "N1"), line(2, "N1")], 2: None, 3: [], 4: None, 5: None}
+        figures = batches.figures
+        assert (figures.taken, figures.agreed_with_lines, figures.alone, figures.disagreed) == (2, 1, 3, 2)
+        assert figures.off is None
+
+    asyncio.run(scenario())
+
+
+def test_more_disagreements_than_agreements_stop_batching_for_the_run() -> None:
+    async def scenario(agreeing: int) -> tuple[str | None, str | None]:
+        page = refs(agreeing + DISAGREEMENTS_BEFORE_GIVING_UP)
+        source = Memos([line(r.shipment_id, r.shipment_number) for r in page])  # type: ignore[arg-type]
+        batches = MemoBatches(source, 3)  # type: ignore[arg-type]
+        batches.plan((r, ALL_PARTS) for r in page)
+        off_before_last = None
+        for place, ref in enumerate(page):
+            listed = [line(ref.shipment_id, ref.shipment_number)] if place < agreeing else []
+            batch = batches.batch_of(ref.shipment_id)
+            assert batch is not None
+            if place == len(page) - 1:
+                off_before_last = batches.figures.off
+            await batches.lines_for(batch, ref, ref, {"memos": listed})
+        return off_before_last, batches.figures.off
+
+    before, after = asyncio.run(scenario(0))
+    assert before is None and after is not None and f"{DISAGREEMENTS_BEFORE_GIVING_UP} shipments" in after
+    assert asyncio.run(scenario(DISAGREEMENTS_BEFORE_GIVING_UP)) == (None, None)  # as many agreed: batching goes on
+
+
+def memo_lookups(small_sim: RunningSimulator) -> int:
+    return small_sim.stats.count(path="/service/shipment/memo/lookup")
+
+
+@pytest.mark.parametrize("how", BatchedMemosOtherwise.HOWS)
+def test_a_batched_lookup_answered_otherwise_costs_requests_never_lines(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path, how: str
+) -> None:
+    docs = list(small_sim.store.reader.expected_documents())
+    make, built = factory(BatchedMemosOtherwise, how)
+    shipments = work_sync(source_factory=make)["shipments"]
+    figures, source = shipments.extra["memo_batches"], built[0]
+    assert source.several == figures["lookups"] * (3 if how == "short" else 1) > 0  # a short read is read again
+    assert source.one == len(docs) - figures["taken"]  # every shipment that did not take a share: alone
+    if how == "first_number":  # the first number's share agrees; the others' documents list lines it lacks
+        assert figures["failed"] == 0 and figures["taken"] > 0 and figures["disagreed"] > 0
+    else:
+        assert figures["failed"] == figures["lookups"] and figures["taken"] == figures["disagreed"] == 0
+    if how == "refused":
+        assert "refused" in figures["off"] and NoticeKind.MEMO_BATCH_OFF in shipments.extra["notice_kinds"]
+    assert shipments.quarantined == 0
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+@pytest.mark.parametrize("how", DocumentMemos.HOWS)
+def test_a_document_that_cannot_confirm_its_share_has_its_shipment_looked_up_alone(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path, how: str
+) -> None:
+    docs = list(small_sim.store.reader.expected_documents())
+    shipments = work_sync(source_factory=factory(DocumentMemos, how)[0])["shipments"]
+    figures = shipments.extra["memo_batches"]
+    assert figures["lookups"] > 0 and figures["taken"] == 0 and figures["alone"] > 0
+    assert memo_lookups(small_sim) == figures["lookups"] + len(docs)
+    if how == "extra":  # every document lists a line no lookup answers: more disagreed than agreed
+        assert figures["disagreed"] == figures["alone"] and figures["off"]
+        assert NoticeKind.MEMO_BATCH_OFF in shipments.extra["notice_kinds"]
+    else:  # nothing to compare with: not a disagreement
+        assert figures["disagreed"] == 0 and "off" not in figures
+    assert shipments.quarantined == 0
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_a_shipment_whose_document_names_another_number_takes_the_lines_of_that_number(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    victim = next(d for d in small_sim.store.reader.expected_documents() if d["memos"])
+    make, built = factory(LookupSaysAnotherNumber, victim["id"])
+    figures = work_sync(source_factory=make)["shipments"].extra["memo_batches"]
+    assert built[0].asked_alone == [(victim["client"], victim["shipment_number"])]
+    assert figures["alone"] >= 1
+    held = query(work_db(tmp_path), "SELECT memo_id FROM freight.shipment_memos WHERE shipment_id = ?",
+                 [victim["id"]])
+    assert sorted(memo_id for (memo_id,) in held) == sorted(m["id"] for m in victim["memos"])
+    assert_converged(small_sim.store, work_db(tmp_path))
