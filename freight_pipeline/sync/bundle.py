@@ -100,7 +100,7 @@ async def fetch_bundle(
     bundle = Bundle(work, work.ref)
     if not work.parts:
         return bundle
-    batch = memos.batch_of(work.shipment_id) if memos is not None else None
+    batch = memos.batch_of(work.shipment_id) if memos is not None and {DOCUMENT, MEMOS} <= work.parts else None
     bundle.answers = await _answers((p for p in PARTS if p.stream in work.parts and not (batch and p.stream == MEMOS)),
                                     source, work.ref, settings)
     document = bundle.answers.get(DOCUMENT)
@@ -111,7 +111,7 @@ async def fetch_bundle(
         bundle.ref = told
         if again:
             bundle.answers.update(await _answers(again, source, bundle.ref, settings))
-    if batch is not None and memos is not None:
+    if batch is not None and memos is not None:  # the document is in: its memo lines from the batch, or alone
         lines = await memos.lines_for(batch, work.ref, bundle.ref, top)
         bundle.answers[MEMOS] = (lines if lines is not None
                                  else (await _answers([PART_BY_STREAM[MEMOS]], source, bundle.ref, settings))[MEMOS])

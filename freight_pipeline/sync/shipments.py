@@ -100,8 +100,11 @@ class _Run:
     brings for the first time in the run is appended (``BatchWrite.fresh_ids``)."""
     prepared: set[int] = field(default_factory=set)
     """While ``fresh``: the shipments of the batches prepared so far."""
-    memos: MemoBatches | None = None
+    memos: MemoBatches = field(init=False)
     """The walk pages' batched memo lookups (``memo_batch``)."""
+
+    def __post_init__(self) -> None:
+        self.memos = MemoBatches(self.source, self.settings.count_attempts)
 
     async def fetch(self, work: Work) -> Bundle:
         return await fetch_bundle(self.source, work, self.settings, self.memos)
@@ -156,8 +159,7 @@ class _Run:
                 window=self.settings.fetch_window, prepare=self.prepare, hold=_failed_new,
             )
         finally:
-            if self.memos is not None:
-                self.memos.close()
+            self.memos.close()
 
 
 def _failed_new(bundle: Bundle) -> bool:
@@ -255,8 +257,7 @@ async def _sync(
                Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures),
                assembler, meter, cursor_stream=cursor_stream, cursor=cursor,
                covered=covered,
-               fresh=not stored and partition is None and not warehouse.reads.holds_shipment_rows(PART_TABLES),
-               memos=MemoBatches(source, settings.count_attempts))
+               fresh=not stored and partition is None and not warehouse.reads.holds_shipment_rows(PART_TABLES))
     result.extra["appended"] = run.fresh
     if ceiling is not None and after.second() <= ceiling.second():
         overlap_end = cursor if stored else None
@@ -324,8 +325,7 @@ async def _walked(
             skipped += len(current)
             works = [Work(Ref.of(base, key.id), frozenset() if key.id in current else ALL_PARTS, key)
                      for key, base in page]
-            if run.memos is not None:
-                run.memos.plan((work.ref, work.parts) for work in works)
+            run.memos.plan((work.ref, work.parts) for work in works)
             for work in works:
                 yield work
     finally:
@@ -335,7 +335,7 @@ async def _walked(
 
 def _memo_figures(run: _Run) -> None:
     """What the batched memo lookups did (``extra.memo_batches``), and a notice when the run stopped them."""
-    if run.memos is None or not run.memos.figures.lookups:
+    if not run.memos.figures.lookups:
         return
     figures = run.memos.figures
     run.result.extra["memo_batches"] = figures.as_dict()
