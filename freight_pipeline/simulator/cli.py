@@ -199,6 +199,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="400 for criterion forms the spec does not name (IN takes values, OR identifiers, others value)",
     )
     modes.add_argument(
+        "--memo-lookup-by-one", action="store_true",
+        help="400 for a memo lookup of several SHIPMENT_NUMBER values (a service reading one shipment at a time)",
+    )
+    modes.add_argument(
         "--naive-clock", type=_zone_name, default=None, metavar="ZONE",
         help="send every date-time without a UTC offset, as the wall clock of ZONE (an IANA name: "
         "Europe/Berlin), whose summer time the clock follows (instead of --utc-offset, --offset-change)",
@@ -260,6 +264,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         in_flight_retry_after=not args.no_in_flight_retry_after,
         forbidden_prefixes=frozenset(args.forbid) if args.forbid else None,
         strict_criteria=args.strict_criteria,
+        memo_lookup_by_one=args.memo_lookup_by_one,
         efile_reference_shape=args.efile_reference_shape,
         tail_rate=args.tail[0],
         tail_ms=args.tail[1],

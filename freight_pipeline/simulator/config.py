@@ -149,7 +149,9 @@ class FaultConfig:
     unless ``exempt_auth``. ``forbidden_prefixes``: every user is refused (403, after authentication)
     the endpoints whose path starts with one of them, as an account the operator did not grant
     them. ``strict_criteria``: lookups refuse (400) criterion forms the spec does not name (``IN``
-    takes ``values``, ``OR`` ``identifiers``, every other mode ``value``). ``efile_reference_shape``
+    takes ``values``, ``OR`` ``identifiers``, every other mode ``value``). ``memo_lookup_by_one``: the memo
+    lookup refuses (400) ``SHIPMENT_NUMBER`` with more than one value, as a service whose memo lookup reads one
+    shipment at a time. ``efile_reference_shape``
     ``"key"`` answers E-File references as ``{"id", "reference_key": "SHIPMENT_ID", "reference": 10023}``
     instead of ``{"id", "type": "SHIPMENT", "value": "10023"}``.
 
@@ -177,6 +179,7 @@ class FaultConfig:
     in_flight_retry_after: bool = True
     forbidden_prefixes: frozenset[str] | None = None
     strict_criteria: bool = False
+    memo_lookup_by_one: bool = False
     efile_reference_shape: str = "type"
     tail_rate: float = 0.0
     tail_ms: float = 0.0

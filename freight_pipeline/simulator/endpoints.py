@@ -260,6 +260,9 @@ class Endpoints:
     async def memo_lookup(self, request: Request) -> Response:
         self._user(request, "memo:read")
         criteria, paging = await self._lookup(request, MEMO_SPEC)
+        numbers = any_of_values(criteria, "SHIPMENT_NUMBER")
+        if self.state.faults.config.memo_lookup_by_one and numbers is not None and len(numbers) > 1:
+            raise ApiError(400, "SHIPMENT_NUMBER takes one value in the memo lookup")
         page = await in_thread(self._memo_page, criteria, paging)
         items: Any = list(page.rows)
         if self.state.corruptions.record_ids("memos"):

@@ -81,22 +81,18 @@ class MemoBatch:
         self._task.cancel()
 
 
+def sorted_ids(records: Sequence[Any]) -> list[int] | None:
+    """The ids of ``records`` sorted; None when one is not an object with an integer ``id`` (a line answered twice
+    keeps both: it never matches a document that lists it once)."""
+    ids = [record.get("id") if isinstance(record, Mapping) else None for record in records]
+    return sorted(ids) if all(type(record_id) is int for record_id in ids) else None  # type: ignore[type-var]
+
+
 def document_memo_ids(document: Any) -> list[int] | None:
     """The memo ids a document (or its held body's ``top``) lists, sorted; None when it lists none readably
     (no ``memos`` array, an item that is not an object with an integer ``id``)."""
     memos = document.get(DOCUMENT_MEMOS) if isinstance(document, Mapping) else None
-    if not isinstance(memos, list):
-        return None
-    ids = [memo.get("id") if isinstance(memo, Mapping) else None for memo in memos]
-    if not all(type(memo_id) is int for memo_id in ids):
-        return None
-    return sorted(ids)  # type: ignore[type-var]
-
-
-def line_ids(lines: Lines) -> list[Any]:
-    """The ids of a share's lines, sorted where they can be (a line without an integer id never matches)."""
-    ids = [line.get("id") for line in lines]
-    return sorted(ids) if all(type(memo_id) is int for memo_id in ids) else [None]
+    return sorted_ids(memos) if isinstance(memos, list) else None
 
 
 def split_by_number(lines: Iterable[Any], client: str, numbers: Sequence[str]) -> dict[str, Lines] | None:
@@ -183,7 +179,7 @@ class MemoBatches:
         same = (told.client, told.shipment_number) == (asked.client, asked.shipment_number)
         share = await batch.share(told.shipment_number) if expected is not None and same and told.shipment_number \
             else None
-        if expected is not None and share is not None and line_ids(share) == expected:
+        if expected is not None and share is not None and sorted_ids(share) == expected:
             self.figures.taken += 1
             self.figures.agreed_with_lines += bool(share)
             return share

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 import pytest
 
+from freight_pipeline.simulator.config import FaultConfig
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.simulator.store_api import SHIPMENT_KEYS
-from freight_pipeline_tests.simulator.conftest import lookup_all, reference_ids, reference_match
+from freight_pipeline_tests.simulator.conftest import authed_client, lookup_all, reference_ids, reference_match
 
 LOOKUP = "/service/shipment/lookup"
 
@@ -386,3 +387,22 @@ def test_code_converter_lookup_scroll_and_retrieve(shared_sim: RunningSimulator,
     assert shared_client.get("/service/basicdata/codeconverter/999999999").status_code == 404
     bad_page = shared_client.get("/service/basicdata/codeconverter", params={"page_size": 0})
     assert bad_page.status_code == 400
+
+
+def test_a_memo_lookup_reading_one_shipment_at_a_time_refuses_several_numbers(
+    sim_factory: Callable[..., RunningSimulator]
+) -> None:
+    one_at_a_time = sim_factory(faults=FaultConfig(memo_lookup_by_one=True))
+    docs = [d for d in one_at_a_time.store.reader.expected_documents() if d["memos"]]
+    first, second = docs[0], next(d for d in docs[1:] if d["client"] == docs[0]["client"])
+    client_is = {"key": "CLIENT", "match_mode": "EQUALS", "value": first["client"]}
+    with authed_client(one_at_a_time) as api:
+        for criterion in ({"key": "SHIPMENT_NUMBER", "match_mode": "EQUALS", "value": first["shipment_number"]},
+                          {"key": "SHIPMENT_NUMBER", "match_mode": "IN", "values": [first["shipment_number"]]}):
+            assert lookup_all(api, MEMO_LOOKUP, [client_is, criterion]) == sorted(first["memos"], key=lambda m: m["id"])
+        several = {"key": "SHIPMENT_NUMBER", "match_mode": "IN",
+                   "values": [first["shipment_number"], second["shipment_number"]]}
+        refused = api.post(MEMO_LOOKUP, json=[client_is, several])
+        assert refused.status_code == 400 and "SHIPMENT_NUMBER takes one value" in refused.json()["message"]
+    with authed_client(sim_factory()) as api:  # the default service answers both shipments' lines
+        assert len(lookup_all(api, MEMO_LOOKUP, [client_is, several])) == len(first["memos"]) + len(second["memos"])

@@ -244,10 +244,10 @@ class ShortMemoLookup(ClientSource):
 class BatchedMemosOtherwise(ClientSource):
     """A service that answers the memo lookup of several shipment numbers otherwise than the sync asked (``how``):
     ``first_number`` (as the lookup of its first number alone), ``foreign_line`` (a line of another client added,
-    counted), ``refused`` (400), ``short`` (``X-Row-Count`` one more than the lines answered). Counts the lookups
-    of several numbers and of one."""
+    counted), ``short`` (``X-Row-Count`` one more than the lines answered); a refusal is the simulator's
+    ``memo_lookup_by_one``. Counts the lookups of several numbers and of one."""
 
-    HOWS = ("first_number", "foreign_line", "refused", "short")
+    HOWS = ("first_number", "foreign_line", "short")
 
     def __init__(self, client: AsyncFreightClient, how: str) -> None:
         super().__init__(client)
@@ -261,9 +261,6 @@ class BatchedMemosOtherwise(ClientSource):
                 yield page
             return
         self.several += 1
-        if self.how == "refused":
-            raise BadRequestError("match_mode IN is not supported for SHIPMENT_NUMBER", status_code=400,
-                                  method="POST", path="/service/shipment/memo/lookup")
         asked = shipment_numbers[:1] if self.how == "first_number" else shipment_numbers
         async for page in super().memo_pages(client, asked):
             items, count = list(page.items), page.row_count
@@ -274,6 +271,33 @@ class BatchedMemosOtherwise(ClientSource):
             elif self.how == "short":
                 count = (count or 0) + 1
             yield LookupResult(items, count)
+
+
+class LineAddedBetween(ClientSource):
+    """The service adds a memo line to the victim (without a new last-modified instant) just after the batched
+    memo lookup that holds the victim's number was answered, and before the victim's document is read."""
+
+    def __init__(self, client: AsyncFreightClient, sim: RunningSimulator, victim: dict[str, Any]) -> None:
+        super().__init__(client)
+        self.sim, self.victim = sim, victim
+        self.added = asyncio.Event()
+
+    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+        async for page in super().memo_pages(client, shipment_numbers):
+            yield page
+        victim = (self.victim["client"], self.victim["shipment_number"])
+        if len(shipment_numbers) > 1 and victim in {(client, n) for n in shipment_numbers} and not self.added.is_set():
+            data = self.sim.store.data  # type: ignore[attr-defined]
+            with data.lock:
+                data.add_memo(self.victim["id"], "added between the two reads")
+                self.sim.store.reader.forget(self.victim["id"])  # type: ignore[attr-defined]
+                data.version += 1
+            self.added.set()
+
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any] | HeldBody:
+        if shipment_id == self.victim["id"]:
+            await asyncio.wait_for(self.added.wait(), timeout=30)
+        return await super().get_shipment(shipment_id)
 
 
 class DocumentMemos(ClientSource):

@@ -5,14 +5,16 @@ in the shipment's own lookup, and the warehouse holds what the service holds."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from freight_pipeline.client import BadRequestError
-from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.simulator.config import FaultConfig
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.changes import LookupResult
 from freight_pipeline.sync.isolation import RecordFailure
 from freight_pipeline.sync.memo_batch import (
@@ -20,16 +22,17 @@ from freight_pipeline.sync.memo_batch import (
     MEMO_BATCH_SIZE,
     MemoBatches,
     document_memo_ids,
-    line_ids,
+    sorted_ids,
     split_by_number,
 )
 from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, Ref
 from freight_pipeline.sync.result import NoticeKind
-from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
+from freight_pipeline_tests.sync.conftest import SHIPMENTS, SyncFn, query, syncer, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import (
     BatchedMemosOtherwise,
     DocumentMemos,
+    LineAddedBetween,
     LookupSaysAnotherNumber,
     factory,
 )
@@ -59,9 +62,9 @@ def test_a_batched_answer_is_split_by_number_and_doubted_whole_for_a_line_it_can
 
 
 def test_a_share_matches_a_document_only_with_the_same_integer_ids() -> None:
-    assert line_ids([line(2), line(1)]) == [1, 2] == document_memo_ids({"memos": [line(1), line(2)]})
-    assert line_ids([line(1), line(1)]) != document_memo_ids({"memos": [line(1)]})  # a line answered twice
-    assert line_ids([line("1")]) == [None] and line_ids([]) == []
+    assert sorted_ids([line(2), line(1)]) == [1, 2] == document_memo_ids({"memos": [line(1), line(2)]})
+    assert sorted_ids([line(1), line(1)]) != document_memo_ids({"memos": [line(1)]})  # a line answered twice
+    assert sorted_ids([line("1")]) is None and sorted_ids([line(1), {}]) is None and sorted_ids([]) == []
 
 
 class Memos:
@@ -192,10 +195,30 @@ def test_a_batched_lookup_answered_otherwise_costs_requests_never_lines(
         assert figures["failed"] == 0 and figures["taken"] > 0 and figures["disagreed"] > 0
     else:
         assert figures["failed"] == figures["lookups"] and figures["taken"] == figures["disagreed"] == 0
-    if how == "refused":
-        assert "refused" in figures["off"] and NoticeKind.MEMO_BATCH_OFF in shipments.extra["notice_kinds"]
     assert shipments.quarantined == 0
     assert_converged(small_sim.store, work_db(tmp_path))
+
+
+@pytest.fixture
+def one_at_a_time() -> Iterator[RunningSimulator]:
+    """A service whose memo lookup refuses several shipment numbers (400)."""
+    with running_simulator(shipments=SHIPMENTS, seed=11, faults=FaultConfig(memo_lookup_by_one=True)) as running:
+        yield running
+
+
+def test_a_service_refusing_the_batched_lookup_has_every_shipment_looked_up_alone_and_the_run_says_so(
+    one_at_a_time: RunningSimulator, tmp_path: Path
+) -> None:
+    docs = list(one_at_a_time.store.reader.expected_documents())
+    shipments = syncer(one_at_a_time, tmp_path)()["shipments"]
+    figures = shipments.extra["memo_batches"]
+    assert figures["failed"] == figures["lookups"] > 0 and figures["taken"] == 0
+    assert memo_lookups(one_at_a_time) == figures["lookups"] + len(docs)
+    assert "refused the batched memo lookup" in figures["off"]
+    notice = shipments.extra["notices"][shipments.extra["notice_kinds"].index(NoticeKind.MEMO_BATCH_OFF)]
+    assert notice.startswith("memo lines looked up one shipment at a time for the rest of the run")
+    assert shipments.quarantined == 0
+    assert_converged(one_at_a_time.store, work_db(tmp_path))
 
 
 @pytest.mark.parametrize("how", DocumentMemos.HOWS)
@@ -213,6 +236,20 @@ def test_a_document_that_cannot_confirm_its_share_has_its_shipment_looked_up_alo
     else:  # nothing to compare with: not a disagreement
         assert figures["disagreed"] == 0 and "off" not in figures
     assert shipments.quarantined == 0
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_a_line_added_between_the_batch_and_the_document_has_its_shipment_looked_up_alone(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    client = Counter(d["client"] for d in small_sim.store.reader.expected_documents()).most_common(1)[0][0]
+    victim = next(d for d in small_sim.store.reader.expected_documents() if d["client"] == client)
+    before = len(victim["memos"])
+    figures = work_sync(source_factory=factory(LineAddedBetween, small_sim, victim)[0])["shipments"].extra[
+        "memo_batches"]
+    assert figures["disagreed"] == 1 and figures["failed"] == 0  # its document listed the line, the batch had not
+    held = query(work_db(tmp_path), "SELECT count(*) FROM freight.shipment_memos WHERE shipment_id = ?", [victim["id"]])
+    assert held == [(before + 1,)]
     assert_converged(small_sim.store, work_db(tmp_path))
 
 
