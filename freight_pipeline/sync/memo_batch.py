@@ -26,7 +26,7 @@ from typing import Any
 
 from freight_pipeline.client import BadRequestError
 from freight_pipeline.sync.changes import read_complete
-from freight_pipeline.sync.parts import DOCUMENT, MEMOS, PART_BY_STREAM, Ref
+from freight_pipeline.sync.parts import DOCUMENT, MEMOS, Ref
 from freight_pipeline.sync.source import DOCUMENT_MEMOS, SourceAPI
 from freight_pipeline.text import one_line
 
@@ -35,7 +35,6 @@ MEMO_BATCH_SIZE = 100
 DISAGREEMENTS_BEFORE_GIVING_UP = 20
 """Shipments whose document disagreed with their batched share before a run may stop batching (when they
 outnumber the shipments with memo lines whose share agreed)."""
-MEMO_PART = PART_BY_STREAM[MEMOS]
 
 Lines = list[dict[str, Any]]
 
