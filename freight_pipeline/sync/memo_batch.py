@@ -67,8 +67,6 @@ class MemoBatch:
 
     def __init__(self, batches: MemoBatches, client: str, numbers: Sequence[str]) -> None:
         self.client, self.numbers = client, tuple(numbers)
-        self.untaken = len(self.numbers)
-        """Its shipments whose fetch has not taken it yet."""
         self._task = asyncio.get_running_loop().create_task(batches.read(client, self.numbers))
 
     async def share(self, number: str) -> Lines | None:
@@ -117,8 +115,7 @@ class MemoBatches:
     count_attempts: int
     figures: MemoBatchFigures = field(default_factory=MemoBatchFigures)
     planned: dict[int, MemoBatch] = field(default_factory=dict)
-    pending: set[MemoBatch] = field(default_factory=set)
-    """The batches some shipment has not taken yet (a taken one is held by its shipments' fetches only)."""
+    """The batch of each shipment whose fetch has not taken it yet (a taken one is held by its fetch only)."""
 
     def plan(self, refs: Iterable[tuple[Ref, frozenset[str]]]) -> None:
         """Start the batched lookups of one walk page: the shipments to read whole (document and memo lines) whose
@@ -137,18 +134,12 @@ class MemoBatches:
                 if len(chunk) < 2:
                     continue
                 batch = MemoBatch(self, client, chunk)
-                self.pending.add(batch)
                 for number in chunk:
                     self.planned[numbers[number]] = batch
 
     def batch_of(self, shipment_id: int) -> MemoBatch | None:
         """The batch planned for the shipment (once: a second fetch of it looks up alone)."""
-        batch = self.planned.pop(shipment_id, None)
-        if batch is not None:
-            batch.untaken -= 1
-            if not batch.untaken:
-                self.pending.discard(batch)
-        return batch
+        return self.planned.pop(shipment_id, None)
 
     async def read(self, client: str, numbers: Sequence[str]) -> dict[str, Lines] | None:
         """Every line of ``client``'s ``numbers`` by number (checked against ``X-Row-Count``); None when the lookup
@@ -198,7 +189,6 @@ class MemoBatches:
 
     def close(self) -> None:
         """Cancel the lookups no fetch took (a run that ended early)."""
-        for batch in self.pending:
+        for batch in set(self.planned.values()):
             batch.cancel()
-        self.pending.clear()
         self.planned.clear()

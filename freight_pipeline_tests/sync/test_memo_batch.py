@@ -98,7 +98,7 @@ def test_a_page_is_batched_per_client_for_the_shipments_read_whole_with_a_known_
                       (Ref(904, "005", "S"), frozenset({DOCUMENT})),  # no memo lines wanted
                       (Ref(905, "005", None), ALL_PARTS), (Ref(906, None, "T"), ALL_PARTS)])  # unknown: alone
         await asyncio.sleep(0)
-        await asyncio.gather(*(batch.share("") for batch in list(batches.pending)))
+        await asyncio.gather(*(batch.share("") for batch in set(batches.planned.values())))
         assert sorted(source.asked) == sorted([
             ("001", tuple(r.shipment_number for r in many[:MEMO_BATCH_SIZE])),
             ("001", tuple(r.shipment_number for r in many[MEMO_BATCH_SIZE:])),
@@ -107,7 +107,7 @@ def test_a_page_is_batched_per_client_for_the_shipments_read_whole_with_a_known_
         for shipment_id in (900, 903, 904, 905, 906):
             assert batches.batch_of(shipment_id) is None
         taken = [batches.batch_of(shipment_id) for shipment_id in sorted(batches.planned)]
-        assert all(taken) and not batches.pending and batches.batch_of(901) is None  # each taken once
+        assert all(taken) and not batches.planned and batches.batch_of(901) is None  # each taken once
         assert batches.figures.lookups == 3 and batches.figures.failed == 0
 
     asyncio.run(scenario())
