@@ -260,24 +260,21 @@ class Endpoints:
     async def memo_lookup(self, request: Request) -> Response:
         self._user(request, "memo:read")
         criteria, paging = await self._lookup(request, MEMO_SPEC)
+        client = equals_value(criteria, "CLIENT")
         numbers = any_of_values(criteria, "SHIPMENT_NUMBER")
         if self.state.faults.config.memo_lookup_by_one and numbers is not None and len(numbers) > 1:
             raise ApiError(400, "SHIPMENT_NUMBER takes one value in the memo lookup")
-        page = await in_thread(self._memo_page, criteria, paging)
+        page = await in_thread(self._memo_page, criteria, paging, client, numbers)
         items: Any = list(page.rows)
-        if self.state.corruptions.record_ids("memos"):
-            items = await in_thread(self._memos_corrupted, criteria, items)
+        if self.state.corruptions.record_ids("memos") and client is not None and numbers:
+            items = await in_thread(self._memos_corrupted, client, numbers, items)
         return answer(items, page.headers())
 
-    def _memos_corrupted(self, criteria: list[Criterion], items: list[dict[str, Any]]) -> Any:
+    def _memos_corrupted(self, client: str, numbers: tuple[Any, ...], items: list[dict[str, Any]]) -> Any:
         """A memo lookup's page with the corruptions of the shipments it asks for by client and number. The lookup of
         one shipment answers as its record is corrupted; in a lookup of several, each corrupted shipment's own lines
         are changed where they stand (its whole-answer corruptions, a status or a cut body, end the lookup, as a
         service failing on one record would)."""
-        client = equals_value(criteria, "CLIENT")
-        numbers = any_of_values(criteria, "SHIPMENT_NUMBER")
-        if client is None or not numbers:
-            return items
         corrupted: dict[str, int] = {}
         for shipment_id in self.state.corruptions.record_ids("memos"):
             try:
@@ -300,11 +297,10 @@ class Endpoints:
             items = [*kept[:where[0]], *(changed if isinstance(changed, list) else [changed]), *kept[where[0]:]]
         return items
 
-    def _memo_page(self, criteria: list[Criterion], paging: PageRequest) -> Page:
-        """The memo lookup; CLIENT EQUALS with SHIPMENT_NUMBER EQUALS or IN (the sync's queries) reads those
-        shipments' lines by their index."""
-        client = equals_value(criteria, "CLIENT")
-        numbers = any_of_values(criteria, "SHIPMENT_NUMBER")
+    def _memo_page(self, criteria: list[Criterion], paging: PageRequest, client: Any | None,
+                   numbers: tuple[Any, ...] | None) -> Page:
+        """The memo lookup; ``client`` (CLIENT EQUALS) with ``numbers`` (SHIPMENT_NUMBER EQUALS or IN: the sync's
+        queries) reads those shipments' lines by their index."""
         rows: Iterable[Mapping[str, Any]] = (
             [row for number in dict.fromkeys(numbers) for row in self.store.reader.memo_rows_of(client, number)]
             if client is not None and numbers else self.store.reader.memo_rows()
