@@ -14,12 +14,17 @@ otherwise costs requests, not lines.
 
 The service's first refusal of the batched form (a 4xx: a service that does not take ``IN`` there), or a run where
 more shipments disagreed with their documents than agreed (:data:`DISAGREEMENTS_BEFORE_GIVING_UP` at least),
-stops batching for the rest of the run, and the run says so (``NoticeKind.MEMO_BATCH_OFF``).
+stops batching, and the run says so (``NoticeKind.MEMO_BATCH_OFF``). The stop is kept for the runs after it
+(``freight_meta.sync_state`` entry :data:`STATE`): they look each shipment up alone without asking again, until
+the first run after :data:`RETRY_AFTER` tries batching again (a service may come to take ``IN``), which clears the
+entry once a batch was read and renews it, without a second notice, when the service still refuses.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +41,46 @@ DISAGREEMENTS_BEFORE_GIVING_UP = 20
 """Shipments whose document disagreed with their batched share before a run may stop batching (when they
 outnumber the shipments with memo lines whose share agreed)."""
 
+STATE = "memo_batch_off"
+"""``sync_state`` entry: the stop of batching a run kept (JSON of :class:`BatchingOff`); absent or null while on."""
+RETRY_AFTER = dt.timedelta(days=1)
+"""How long a kept stop holds: the first run after it tries batching again."""
+
 Lines = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class BatchingOff:
+    """A run's stop of batching, as the runs after it keep it (:data:`STATE`)."""
+
+    since: dt.datetime
+    """When the run that stopped began (an instant)."""
+    why: str
+    run_id: str
+
+    @classmethod
+    def parse(cls, text: str | None) -> BatchingOff | None:
+        """The kept stop; None when there is none or it cannot be read (batching is then tried: an unreadable
+        entry costs requests, never lines)."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            since = dt.datetime.fromisoformat(data["since"])
+            why, run_id = data["why"], data["run_id"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        if since.utcoffset() is None or not isinstance(why, str) or not isinstance(run_id, str):
+            return None
+        return cls(since, why, run_id)
+
+    def text(self) -> str:
+        return json.dumps({"since": self.since.isoformat(), "why": self.why, "run_id": self.run_id})
+
+    @property
+    def until(self) -> dt.datetime:
+        """When the stop ends: the first run that begins after it tries batching again."""
+        return self.since + RETRY_AFTER
 
 
 @dataclass
@@ -57,6 +101,8 @@ class MemoBatchFigures:
     """Of them, those whose document's memo ids differed from the batch's share."""
     off: str | None = None
     """Why batching stopped in this run (None: it did not)."""
+    held_off: str | None = None
+    """Batching was off from the run's start: the stop an earlier run kept, and until when it holds."""
 
     def as_dict(self) -> dict[str, Any]:
         return {key: value for key, value in vars(self).items() if value is not None}
@@ -116,12 +162,22 @@ class MemoBatches:
     figures: MemoBatchFigures = field(default_factory=MemoBatchFigures)
     planned: dict[int, MemoBatch] = field(default_factory=dict)
     """The batch of each shipment whose fetch has not taken it yet (a taken one is held by its fetch only)."""
+    kept: BatchingOff | None = None
+    """The stop an earlier run kept (:data:`STATE`), as the run began."""
+    began: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    """When the run began: a kept stop holds in a run that began before its end."""
+
+    def __post_init__(self) -> None:
+        kept = self.kept
+        if kept is not None and self.began < kept.until:
+            self.figures.held_off = (f"since {kept.since.isoformat(timespec='seconds')} (run {kept.run_id}): "
+                                     f"{kept.why}; tried again after {kept.until.isoformat(timespec='seconds')}")
 
     def plan(self, refs: Iterable[tuple[Ref, frozenset[str]]]) -> None:
         """Start the batched lookups of one walk page: the shipments to read whole (document and memo lines) whose
         client and number the walk knows, one lookup per client and :data:`MEMO_BATCH_SIZE` numbers (a client
         with one shipment on the page is looked up alone, as a batch would cost as much)."""
-        if self.figures.off is not None:
+        if self.figures.off is not None or self.figures.held_off is not None:
             return
         by_client: dict[str, dict[str, int]] = {}
         for ref, parts in refs:
@@ -186,6 +242,15 @@ class MemoBatches:
         """No more batches in this run (those already made are still checked and taken)."""
         if self.figures.off is None:
             self.figures.off = why
+
+    def kept_after(self, run_id: str) -> BatchingOff | None:
+        """The stop to keep once the run is over: its own, the earlier one while it holds or while a batch tried
+        again has not been read yet (no shipment to batch, or each failed), else none (batching is on)."""
+        if self.figures.off is not None:
+            return BatchingOff(self.began, self.figures.off, run_id)
+        if self.figures.held_off is not None or self.figures.lookups == self.figures.failed:
+            return self.kept
+        return None
 
     def close(self) -> None:
         """Cancel the lookups no fetch took (a run that ended early)."""

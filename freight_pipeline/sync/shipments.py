@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, to_utc
 from freight_pipeline.normalize.shapes import FieldTally
-from freight_pipeline.sync import freshness
+from freight_pipeline.sync import freshness, memo_batch
 from freight_pipeline.sync.assemble import Assembled, PartCounts
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
 from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
@@ -45,7 +45,7 @@ from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
 from freight_pipeline.sync.freshness import Unstamped
 from freight_pipeline.sync.isolation import Breaker, RecordFailure
-from freight_pipeline.sync.memo_batch import MemoBatches
+from freight_pipeline.sync.memo_batch import BatchingOff, MemoBatches
 from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, PART_TABLES, PARTS, Ref
 from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
 from freight_pipeline.sync.progress import Meter, Progress, loop_safe
@@ -104,7 +104,8 @@ class _Run:
     """The walk pages' batched memo lookups (``memo_batch``)."""
 
     def __post_init__(self) -> None:
-        self.memos = MemoBatches(self.source, self.settings.count_attempts)
+        kept = BatchingOff.parse(self.warehouse.reads.get_cursor(memo_batch.STATE))
+        self.memos = MemoBatches(self.source, self.settings.count_attempts, kept=kept, began=self.result.started_at)
 
     async def fetch(self, work: Work) -> Bundle:
         return await fetch_bundle(self.source, work, self.settings, self.memos)
@@ -283,7 +284,7 @@ async def _sync(
                 result.add_notice(NoticeKind.RESTORE, restore_notice(probe, result.extra))
         await _refresh(run, ceiling, requests_before)
 
-    _memo_figures(run)
+    _memo_batching(run)
     requests_after, retries_after = source.request_counts()
     result.requests = requests_after - requests_before
     result.retries = retries_after - retries_before
@@ -333,15 +334,19 @@ async def _walked(
         run.result.extra["overlap_current_skipped"] = skipped
 
 
-def _memo_figures(run: _Run) -> None:
-    """What the batched memo lookups did (``extra.memo_batches``), and a notice when the run stopped them."""
-    if not run.memos.figures.lookups:
-        return
-    figures = run.memos.figures
-    run.result.extra["memo_batches"] = figures.as_dict()
-    if figures.off is not None:
-        run.result.add_notice(NoticeKind.MEMO_BATCH_OFF, f"memo lines looked up one shipment at a time for the rest "
-                                                         f"of the run: {figures.off}")
+def _memo_batching(run: _Run) -> None:
+    """What the batched memo lookups did (``extra.memo_batches``), and the stop of batching kept for the runs after
+    (``memo_batch.STATE``), with a notice when this run made the first."""
+    memos, figures = run.memos, run.memos.figures
+    if figures.lookups or figures.held_off:
+        run.result.extra["memo_batches"] = figures.as_dict()
+    kept = memos.kept_after(run.run_id)
+    if kept != memos.kept:
+        run.warehouse.writes.set_cursor(memo_batch.STATE, kept.text() if kept is not None else None, run.run_id)
+    if kept is not None and memos.kept is None:
+        until = kept.until.isoformat(timespec="seconds")
+        run.result.add_notice(NoticeKind.MEMO_BATCH_OFF, f"memo lines looked up one shipment at a time until {until}, "
+                                                         f"when a run tries batching again: {kept.why}")
 
 
 def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:

@@ -5,11 +5,14 @@ in the shipment's own lookup, and the warehouse holds what the service holds."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import json
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from freight_pipeline.client import BadRequestError
@@ -20,6 +23,9 @@ from freight_pipeline.sync.isolation import RecordFailure
 from freight_pipeline.sync.memo_batch import (
     DISAGREEMENTS_BEFORE_GIVING_UP,
     MEMO_BATCH_SIZE,
+    RETRY_AFTER,
+    STATE,
+    BatchingOff,
     MemoBatches,
     document_memo_ids,
     sorted_ids,
@@ -27,7 +33,7 @@ from freight_pipeline.sync.memo_batch import (
 )
 from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, Ref
 from freight_pipeline.sync.result import NoticeKind
-from freight_pipeline_tests.sync.conftest import SHIPMENTS, SyncFn, query, syncer, work_db
+from freight_pipeline_tests.sync.conftest import SMALL_SHIPMENTS, SyncFn, query, syncer, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import (
     BatchedMemosOtherwise,
@@ -82,6 +88,15 @@ class Memos:
         yield LookupResult(found, len(found))
 
 
+class Failing(Memos):
+    """A memo lookup that fails, whatever it is asked (a 5xx after its retries, say)."""
+
+    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+        self.asked.append((client, tuple(shipment_numbers)))
+        raise RuntimeError("the lookup failed")
+        yield LookupResult([], 0)  # an async generator, as the source's
+
+
 def refs(count: int, client: str = "001", first: int = 1) -> list[Ref]:
     return [Ref(i, client, f"N{i}", "AIR") for i in range(first, first + count)]
 
@@ -128,6 +143,40 @@ def test_a_refused_batch_sends_its_shipments_alone_and_stops_batching_for_the_ru
         assert (batches.figures.lookups, batches.figures.failed, batches.figures.alone) == (1, 1, 1)
 
     asyncio.run(scenario())
+
+
+NOON = dt.datetime(2026, 12, 3, 12, tzinfo=dt.UTC)
+STOP = BatchingOff(NOON, "the service refused the batched memo lookup (400)", "run-1")
+
+
+def test_a_kept_stop_is_read_only_from_an_instant_a_reason_and_a_run() -> None:
+    assert BatchingOff.parse(STOP.text()) == STOP and STOP.until == NOON + RETRY_AFTER
+    fields = json.loads(STOP.text())
+    for unreadable in (None, "", "not json", "null", "[]", '"x"', "1",
+                       *(json.dumps({k: v for k, v in fields.items() if k != missing}) for missing in fields),
+                       json.dumps({**fields, "since": "2026-12-03T12:00:00"}),  # no offset: not an instant
+                       json.dumps({**fields, "since": "yesterday"}), json.dumps({**fields, "since": 1}),
+                       json.dumps({**fields, "why": None}), json.dumps({**fields, "run_id": 7})):
+        assert BatchingOff.parse(unreadable) is None, unreadable
+
+
+def test_a_kept_stop_holds_until_a_day_after_it_was_made_then_a_batch_read_ends_it() -> None:
+    async def scenario(began: dt.datetime, source: Memos) -> MemoBatches:
+        batches = MemoBatches(source, 3, kept=STOP, began=began)  # type: ignore[arg-type]
+        batches.plan((r, ALL_PARTS) for r in refs(3))
+        await asyncio.gather(*(batch.share("") for batch in set(batches.planned.values())))
+        return batches
+
+    held = asyncio.run(scenario(STOP.until - dt.timedelta(seconds=1), Memos([])))
+    assert not held.planned and held.figures.held_off is not None and "run-1" in held.figures.held_off
+    assert held.kept_after("run-2") == STOP  # kept as it was
+    again = asyncio.run(scenario(STOP.until, Memos([])))
+    assert again.planned and again.figures.held_off is None and again.kept_after("run-2") is None  # read: on again
+    failing = asyncio.run(scenario(STOP.until, Failing([])))  # each batch failed: not known to work yet
+    assert failing.figures.failed == failing.figures.lookups == 1 and failing.kept_after("run-2") == STOP
+    refused = asyncio.run(scenario(STOP.until, Memos([], refuse=True)))
+    assert refused.kept_after("run-2") == BatchingOff(STOP.until, refused.figures.off or "", "run-2")
+    assert MemoBatches(Memos([]), 3, began=NOON).kept_after("run-2") is None  # type: ignore[arg-type]
 
 
 def test_a_share_is_taken_only_where_the_document_lists_the_same_lines_and_names_the_same_shipment() -> None:
@@ -202,22 +251,69 @@ def test_a_batched_lookup_answered_otherwise_costs_requests_never_lines(
 @pytest.fixture
 def one_at_a_time() -> Iterator[RunningSimulator]:
     """A service whose memo lookup refuses several shipment numbers (400)."""
-    with running_simulator(shipments=SHIPMENTS, seed=11, faults=FaultConfig(memo_lookup_by_one=True)) as running:
+    with running_simulator(shipments=SMALL_SHIPMENTS, seed=11, faults=FaultConfig(memo_lookup_by_one=True)) as running:
         yield running
 
 
-def test_a_service_refusing_the_batched_lookup_has_every_shipment_looked_up_alone_and_the_run_says_so(
+def kept_stop(data_dir: Path) -> BatchingOff | None:
+    rows = query(work_db(data_dir), "SELECT cursor_value FROM freight_meta.sync_state WHERE stream = ?", [STATE])
+    return BatchingOff.parse(rows[0][0]) if rows else None
+
+
+def age_kept_stop(data_dir: Path) -> None:
+    """The kept stop made as long ago as it holds: the next run tries batching again."""
+    kept = kept_stop(data_dir)
+    assert kept is not None
+    aged = BatchingOff(kept.since - RETRY_AFTER, kept.why, kept.run_id)
+    with duckdb.connect(str(work_db(data_dir))) as con:
+        con.execute("UPDATE freight_meta.sync_state SET cursor_value = ? WHERE stream = ?", [aged.text(), STATE])
+
+
+def test_a_service_refusing_the_batched_lookup_has_each_shipment_looked_up_alone_said_once_and_tried_daily(
     one_at_a_time: RunningSimulator, tmp_path: Path
 ) -> None:
     docs = list(one_at_a_time.store.reader.expected_documents())
-    shipments = syncer(one_at_a_time, tmp_path)()["shipments"]
-    figures = shipments.extra["memo_batches"]
-    assert figures["failed"] == figures["lookups"] > 0 and figures["taken"] == 0
+    every = [doc["id"] for doc in docs]
+    sync = syncer(one_at_a_time, tmp_path, publish_after=False)
+
+    def run_again() -> tuple[dict[str, Any], list[str], int]:
+        """Every shipment changed and synced again: the run's memo figures, notice kinds and memo lookups."""
+        one_at_a_time.touch_shipments(every)
+        before = memo_lookups(one_at_a_time)
+        shipments = sync()["shipments"]
+        assert shipments.quarantined == 0
+        return (shipments.extra.get("memo_batches", {}), shipments.extra.get("notice_kinds", []),
+                memo_lookups(one_at_a_time) - before)
+
+    first = sync()["shipments"]  # refused: each shipment alone, the notice, the stop kept
+    figures = first.extra["memo_batches"]
+    assert figures["failed"] == figures["lookups"] > 0 and figures["taken"] == 0 and first.quarantined == 0
     assert memo_lookups(one_at_a_time) == figures["lookups"] + len(docs)
     assert "refused the batched memo lookup" in figures["off"]
-    notice = shipments.extra["notices"][shipments.extra["notice_kinds"].index(NoticeKind.MEMO_BATCH_OFF)]
-    assert notice.startswith("memo lines looked up one shipment at a time for the rest of the run")
-    assert shipments.quarantined == 0
+    notice = first.extra["notices"][first.extra["notice_kinds"].index(NoticeKind.MEMO_BATCH_OFF)]
+    assert notice.startswith("memo lines looked up one shipment at a time until ")
+    assert_converged(one_at_a_time.store, work_db(tmp_path))
+    stop = kept_stop(tmp_path)
+    assert stop is not None and first.started_at <= stop.since <= (first.finished_at or stop.since)
+    assert "refused" in stop.why and stop.run_id == first.run_id
+
+    figures, kinds, lookups = run_again()  # the stop holds: no batch asked, no second notice
+    assert lookups == len(docs) and figures["lookups"] == 0 and "off" not in figures
+    assert stop.run_id in figures["held_off"] and NoticeKind.MEMO_BATCH_OFF not in kinds
+    assert kept_stop(tmp_path) == stop
+
+    age_kept_stop(tmp_path)  # a day on, still refused: tried once more, the stop renewed without a notice
+    figures, kinds, lookups = run_again()
+    assert figures["failed"] == figures["lookups"] > 0 and "refused" in figures["off"]
+    assert lookups == len(docs) + figures["lookups"] and NoticeKind.MEMO_BATCH_OFF not in kinds
+    renewed = kept_stop(tmp_path)
+    assert renewed is not None and renewed.since > stop.since
+
+    one_at_a_time.set_faults(memo_lookup_by_one=False)  # a day on, the service takes IN: batching is on again
+    age_kept_stop(tmp_path)
+    figures, kinds, lookups = run_again()
+    assert figures["taken"] > 0 and "off" not in figures and "held_off" not in figures and kept_stop(tmp_path) is None
+    assert lookups == figures["lookups"] + len(docs) - figures["taken"] and NoticeKind.MEMO_BATCH_OFF not in kinds
     assert_converged(one_at_a_time.store, work_db(tmp_path))
 
 
