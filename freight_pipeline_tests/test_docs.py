@@ -1,6 +1,7 @@
 """The docs state the code's present: the settings table is the settings models' (``config``), every variable a
 doc names is one the code reads, the README's table count and the contract's table list are the registry's
-(``normalize.tables.FREIGHT_TABLES``), every path a doc cites exists. (The marts: ``test_marts_listed.py``.)
+(``normalize.tables.FREIGHT_TABLES``), the table of the kinds of notices is ``sync.result.NoticeKind``, every
+path a doc cites exists. (The marts: ``test_marts_listed.py``.)
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ from pathlib import Path
 
 import yaml
 
+from freight_pipeline.checks.warehouse import notices_check
 from freight_pipeline.commands.settings import reference_table
 from freight_pipeline.config import FORMER_NAMES, INTERNAL_VARIABLES, MartsSettings, setting_names, variable
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.sync.result import NoticeKind
 
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT = REPO / "freight_pipeline"
 DBT = REPO / "dbt_models"
 OPERATIONS = REPO / "docs" / "operations.md"
+REAL_SERVICES = REPO / "docs" / "real-services.md"
 TABLE_BEGINS = "<!-- the settings: `freight-pipeline settings --markdown` writes this table; a test compares -->"
 TABLE_ENDS = "<!-- end of the settings -->"
 
@@ -131,6 +135,26 @@ def cited_paths(doc: Path) -> Iterator[tuple[str, list[Path]]]:
     for linked in LINKED.findall(text):
         if not linked.startswith(("http://", "https://", "mailto:")):
             yield linked, [doc.parent / linked]
+
+
+def notice_table(text: str) -> list[tuple[str, str, str]]:
+    """The rows (kind, meaning, the section's anchor) of real-services.md's table of the kinds of notices."""
+    section = text.split("## What a run says it met", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_]+)` \| (.+?) \| \[[^]]+\]\(#([a-z0-9-]+)\) \|$", section, re.MULTILINE)
+    return [(kind, meaning, f"docs/real-services.md#{anchor}") for kind, meaning, anchor in rows]
+
+
+def test_the_notices_table_is_the_kinds_and_the_check_names_each() -> None:
+    """Every ``NoticeKind`` in real-services.md's table with its meaning and its section as declared (the
+    alerts' next step), and in the description of the check ``no_service_notices``."""
+    assert notice_table(REAL_SERVICES.read_text()) == [(kind.value, kind.meaning, kind.docs) for kind in NoticeKind]
+    assert all(kind.meaning in notices_check("shipments").description for kind in NoticeKind)
+
+
+def test_a_kind_missing_from_the_notices_table_is_found() -> None:
+    text = REAL_SERVICES.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `memo_batch_off` |"))
+    assert notice_table(text.replace(row + "\n", "")) != [(kind.value, kind.meaning, kind.docs) for kind in NoticeKind]
 
 
 def test_every_repository_path_a_doc_cites_exists() -> None:

@@ -126,7 +126,7 @@ def of_check(check: WarehouseCheck, result: CheckResult, settings: AlertSettings
     for item, said in items.items():
         title = f"{check.label}: {item}" if item else f"{check.label} did not pass"
         seen.add(Problem(f"{scope}:{item}", level, title, said if item else f"{said}. {check.description}",
-                         check.docs))
+                         check.finding_docs.get(item, check.docs)))
     return seen
 
 

@@ -9,8 +9,8 @@
 * ``no_data_problems`` on each stream's first table (WARN while loaded records of the stream hold
   values that could not be converted: how many, examples with path, raw value and reason);
 * ``no_service_notices`` on each stream's first table (WARN when its latest run met something of the
-  service's behaviour its users should know: a clock without a UTC offset, data gone back (a restore);
-  ``StreamResult.notices``, the lines the run said);
+  service's behaviour its users should know: ``StreamResult.notices``, the lines the run said, one
+  ``NoticeKind`` each, whose meanings the check's description lists);
 * ``history_matches_current`` on each table the history versions (ERROR: the current versions of
   ``freight_history`` equal the rows held, row for row, unless the history is switched off and behind;
   between two full checks, of the shipments changed since the last complete build only:
@@ -40,6 +40,7 @@ from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.drift import SOURCE_SHAPES
 from freight_pipeline.sync.parts import DOCUMENT_PART, EVENTS
+from freight_pipeline.sync.result import NoticeKind
 from freight_pipeline.sync.streams import RECORD_SOURCES, TABLE_SOURCE
 from freight_pipeline.warehouse.history import SUBJECTS, Subject
 
@@ -73,6 +74,8 @@ class WarehouseCheck:
     findings: Callable[[CheckResult], dict[str, str]] | None = None
     """The separate things a result that did not pass found, each a problem of its own for the alerts
     (item -> one line: a field of the records, a column, a kind of notice); None: the check is one."""
+    finding_docs: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """A finding's own next step where it is not :attr:`docs` (item -> a doc's section: a kind of notice's)."""
 
     @property
     def label(self) -> str:
@@ -176,11 +179,11 @@ def notices_check(stream: str) -> WarehouseCheck:
         RECORD_SOURCES[stream][0],
         Severity.WARN,
         f"The latest {stream} run met nothing of the service's behaviour its users should know of (WARN "
-        "severity; the run publishes): a clock without a UTC offset (FREIGHT_SERVICE_TIMEZONE), the service's "
-        "data gone back (a restore, reconciled in that run).",
+        f"severity; the run publishes): {'; '.join(kind.meaning for kind in NoticeKind)}.",
         evaluate,
-        "docs/real-services.md#a-service-whose-data-goes-back-in-time",
+        "docs/real-services.md#what-a-run-says-it-met",
         findings=lambda result: dict(zip(result.figures["kinds"], result.figures["notices"], strict=True)),
+        finding_docs={kind.value: kind.docs for kind in NoticeKind},
     )
 
 

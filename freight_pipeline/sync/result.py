@@ -13,13 +13,33 @@ from freight_pipeline.warehouse.records import RunRecord
 
 
 class NoticeKind(enum.StrEnum):
-    """What a run met of the service's behaviour (``StreamResult.notices``), one kind per notice line."""
+    """What a run met of the service's behaviour (``StreamResult.notices``), one kind per notice line, each
+    with what it means to a user (:attr:`meaning`: the check ``no_service_notices`` lists them)."""
 
-    RESTORE = "restore"
-    RESTORE_PROBE_REFUSED = "restore_probe_refused"
-    CLOCK_WITHOUT_OFFSET = "clock_without_offset"
-    CHANGES_WITHOUT_STAMP = "changes_without_stamp"
-    MEMO_BATCH_OFF = "memo_batch_off"
+    meaning: str
+    docs: str
+    """The section of a repository doc that says what the pipeline does about it (an alert's next step)."""
+
+    def __new__(cls, value: str, meaning: str, section: str) -> NoticeKind:
+        kind = str.__new__(cls, value)
+        kind._value_ = value
+        kind.meaning = meaning
+        kind.docs = f"docs/real-services.md#{section}"
+        return kind
+
+    RESTORE = ("restore", "the service's data gone back (a restore, reconciled in that run)",
+               "a-service-whose-data-goes-back-in-time")
+    RESTORE_PROBE_REFUSED = ("restore_probe_refused",
+                             "the restore probe's lookup refused (a restore noticed by the reconcile interval only)",
+                             "a-service-whose-data-goes-back-in-time")
+    CLOCK_WITHOUT_OFFSET = ("clock_without_offset", "a clock without a UTC offset (FREIGHT_SERVICE_TIMEZONE)",
+                            "a-clock-without-a-utc-offset")
+    CHANGES_WITHOUT_STAMP = ("changes_without_stamp",
+                             "events changed without the shipment's last-modified stamp (open shipments' events "
+                             "re-read on a rolling basis)", "events-changed-without-the-shipments-stamp")
+    MEMO_BATCH_OFF = ("memo_batch_off",
+                      "the batched memo lookup refused or disagreeing (memo lines looked up one shipment at a time)",
+                      "memo-lines-read-a-page-at-a-time-checked-shipment-by-shipment")
 
 
 @dataclass

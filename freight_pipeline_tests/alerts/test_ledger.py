@@ -217,6 +217,7 @@ def test_every_next_step_an_alert_names_is_a_section_of_a_doc() -> None:
     """Enumerated from the declarations: every warehouse check's docs, every step's, the streams' and the
     freshness's (a message's "Next step" must lead somewhere)."""
     named = {check.docs for check in warehouse_checks()} | set(STEP_DOCS.values()) | {STREAM_DOCS, FRESHNESS_DOCS}
+    named |= {docs for check in warehouse_checks() for docs in check.finding_docs.values()}
     for target in sorted(named):
         path, _, anchor = target.partition("#")
         doc = REPO_ROOT / path
@@ -224,13 +225,19 @@ def test_every_next_step_an_alert_names_is_a_section_of_a_doc() -> None:
         assert not anchor or anchor in heading_anchors(doc), target
 
 
-def test_every_kind_of_notice_is_a_problem_of_its_own() -> None:
-    """Each ``NoticeKind`` a run can record makes a problem keyed by it, whatever the notice's text says."""
+def test_every_kind_of_notice_is_a_problem_of_its_own_whose_next_step_is_its_section() -> None:
+    """Each ``NoticeKind`` a run can record makes a problem keyed by it, whatever the notice's text says, and
+    leads to the section about that behaviour (not the check's page of every kind)."""
     check = notices_check(SHIPMENTS.name)
     kinds = [kind.value for kind in NoticeKind]
     result = CheckResult(False, {"run_id": "r", "notices": [f"line {k}" for k in kinds], "kinds": kinds})
-    assert sorted(of_check(check, result, SETTINGS).found) == sorted(
-        f"check.shipments.no_service_notices:{kind}" for kind in kinds)
+    found = of_check(check, result, SETTINGS).found
+    assert sorted(found) == sorted(f"check.shipments.no_service_notices:{kind}" for kind in kinds)
+    assert {key.rpartition(":")[2]: problem.docs for key, problem in found.items()} == {
+        kind.value: kind.docs for kind in NoticeKind}
+    assert len({kind.docs for kind in NoticeKind}) > 1 and check.docs not in {kind.docs for kind in NoticeKind}
+    unknown = CheckResult(False, {"run_id": "r", "notices": ["an older run's line"], "kinds": ["notice"]})
+    assert [problem.docs for problem in of_check(check, unknown, SETTINGS).found.values()] == [check.docs]
 
 
 def test_the_steps_the_alerts_know_are_the_jobs() -> None:
