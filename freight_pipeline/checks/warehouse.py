@@ -42,6 +42,7 @@ from freight_pipeline.sync.drift import SOURCE_SHAPES
 from freight_pipeline.sync.parts import DOCUMENT_PART, EVENTS
 from freight_pipeline.sync.result import NoticeKind
 from freight_pipeline.sync.streams import RECORD_SOURCES, TABLE_SOURCE
+from freight_pipeline.warehouse.ddl import catalog_cursors
 from freight_pipeline.warehouse.history import SUBJECTS, Subject
 
 
@@ -302,11 +303,10 @@ def evaluate_checks(con: duckdb.DuckDBPyConnection,
     """Each of ``checks`` with its result on the database of ``con`` (which has no transaction open), in
     order, :data:`CHECK_THREADS` at a time; each cursor uses the catalog ``con`` uses (a lake's, which a new
     cursor does not inherit)."""
-    (catalog,) = con.execute("SELECT current_database()").fetchone() or ("",)
+    new_cursor = catalog_cursors(con)
 
     def connect() -> tuple[duckdb.DuckDBPyConnection, Callable[[], None]]:
-        cursor = con.cursor()
-        cursor.execute(f'USE "{catalog}"')
+        cursor = new_cursor()
         return cursor, cursor.close
 
     results = on_cursors(connect, lambda cursor, check: check.evaluate(cursor), checks, CHECK_THREADS, "checks")

@@ -54,6 +54,7 @@ from freight_pipeline.sync.runner import one_line_error
 from freight_pipeline.text import one_line
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.backend import StorageBackend
+from freight_pipeline.warehouse.ddl import catalog_cursors
 from freight_pipeline.warehouse.records import RunRecord
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 
@@ -201,8 +202,10 @@ class PendingBuild:
         if models is None:
             return None
 
+        new_cursor = catalog_cursors(warehouse.con)
+
         def cursor() -> tuple[Any, Callable[[], None]]:
-            handle = warehouse.con.cursor()
+            handle = new_cursor()
             return handle, handle.close
 
         tests = run_tests(cursor, kept.tests)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -109,6 +109,19 @@ def connect(
 def run(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[Any]:
     """Execute and fetch everything (duckdb 2.0 refuses other work on a connection with an unfinished result)."""
     return con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()
+
+
+def catalog_cursors(con: duckdb.DuckDBPyConnection) -> Callable[[], duckdb.DuckDBPyConnection]:
+    """New cursors of ``con`` (connections of their own to its database instance, for other threads), each in
+    the catalog ``con`` uses now: a new cursor starts in the instance's default catalog, which a lake's is not."""
+    catalog = str(first(run(con, "SELECT current_database()"))[0])
+
+    def cursor() -> duckdb.DuckDBPyConnection:
+        new = con.cursor()
+        run(new, f"USE {quote(catalog)}")
+        return new
+
+    return cursor
 
 
 def first(rows: list[Any]) -> Any:

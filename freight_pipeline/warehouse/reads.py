@@ -19,7 +19,7 @@ from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS
 from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
-from freight_pipeline.warehouse.ddl import first, qualified, quote, run, scalar
+from freight_pipeline.warehouse.ddl import catalog_cursors, first, qualified, run, scalar
 from freight_pipeline.warehouse.listing import LiveListing
 from freight_pipeline.warehouse.records import EARLIEST_FETCH, RawBatch, RawDocument, RawPosition, RunMapping
 from freight_pipeline.warehouse.stamps import earlier, same_instant
@@ -88,10 +88,7 @@ class Reads:
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A second connection to this database, for reads from another thread while batches are written."""
-        catalog = str(first(run(self.database.con, "SELECT current_database()"))[0])
-        reader = self.database.con.cursor()
-        run(reader, f"USE {quote(catalog)}")  # a cursor starts in the default catalog, not its connection's
-        return reader
+        return catalog_cursors(self.database.con)()
 
     @staticmethod
     def current_copies(reader: duckdb.DuckDBPyConnection, keys: Mapping[int, str]) -> set[int]:
