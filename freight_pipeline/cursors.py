@@ -16,6 +16,15 @@ Connect = Callable[[], tuple[Any, Callable[[], None]]]
 """What gives a thread its cursor, and what closes that cursor."""
 
 
+def each_closed(make: Callable[[], Any]) -> Connect:
+    """A :data:`Connect` giving the cursors ``make`` makes, each closed by its own ``close``."""
+    def connect() -> tuple[Any, Callable[[], None]]:
+        cursor = make()
+        return cursor, cursor.close
+
+    return connect
+
+
 def on_cursors(connect: Connect, work: Callable[[Any, Item], Result], items: Iterable[Item], threads: int,
                name: str) -> list[Result]:
     """``work(cursor, item)`` for each of ``items``, ``threads`` at a time (threads named ``name``), each

@@ -35,7 +35,7 @@ from typing import Any
 import duckdb
 
 from freight_pipeline.checks import queries
-from freight_pipeline.cursors import on_cursors
+from freight_pipeline.cursors import each_closed, on_cursors
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.drift import SOURCE_SHAPES
@@ -303,13 +303,8 @@ def evaluate_checks(con: duckdb.DuckDBPyConnection,
     """Each of ``checks`` with its result on the database of ``con`` (which has no transaction open), in
     order, :data:`CHECK_THREADS` at a time; each cursor uses the catalog ``con`` uses (a lake's, which a new
     cursor does not inherit)."""
-    new_cursor = catalog_cursors(con)
-
-    def connect() -> tuple[duckdb.DuckDBPyConnection, Callable[[], None]]:
-        cursor = new_cursor()
-        return cursor, cursor.close
-
-    results = on_cursors(connect, lambda cursor, check: check.evaluate(cursor), checks, CHECK_THREADS, "checks")
+    results = on_cursors(each_closed(catalog_cursors(con)), lambda cursor, check: check.evaluate(cursor), checks,
+                         CHECK_THREADS, "checks")
     return list(zip(checks, results, strict=True))
 
 

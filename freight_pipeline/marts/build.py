@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
 from freight_pipeline.config import MartsSettings
+from freight_pipeline.cursors import each_closed
 from freight_pipeline.marts.kept_builds import (
     KeptBuild,
     any_failed,
@@ -202,13 +203,7 @@ class PendingBuild:
         if models is None:
             return None
 
-        new_cursor = catalog_cursors(warehouse.con)
-
-        def cursor() -> tuple[Any, Callable[[], None]]:
-            handle = new_cursor()
-            return handle, handle.close
-
-        tests = run_tests(cursor, kept.tests)
+        tests = run_tests(each_closed(catalog_cursors(warehouse.con)), kept.tests)
         write_results(worker.target / RUN_RESULTS, [*models, *tests], time.monotonic() - started)
         failed = any_failed(tests)
         return WorkerReply(not failed, 1 if failed else 0, None)
