@@ -57,12 +57,23 @@ class ServiceZone:
     (``SyncSettings.zone``) into the code that reads date-times: each run has its own, so two runs in one
     process never read each other's zone nor count each other's values. Equal when the zone is."""
 
-    __slots__ = ("naive_read", "name", "tz")
+    __slots__ = ("aware_read", "naive_read", "name", "tz")
 
     def __init__(self, name: str = DEFAULT_SERVICE_TIMEZONE) -> None:
         self.name = name
         self.tz = service_zone(name)
         self.naive_read = 0
+        """Date-times read without a UTC offset (:meth:`instant`)."""
+        self.aware_read = 0
+        """Date-times read with one: with :attr:`naive_read`, whether a run read any date-time at all."""
+
+    def counts(self) -> tuple[int, int]:
+        """(:attr:`naive_read`, :attr:`aware_read`), to add to another value's (:meth:`add_counts`)."""
+        return self.naive_read, self.aware_read
+
+    def add_counts(self, counts: tuple[int, int]) -> None:
+        self.naive_read += counts[0]
+        self.aware_read += counts[1]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ServiceZone) and other.name == self.name
@@ -91,7 +102,10 @@ class ServiceZone:
         """An ISO 8601 date-time string as an aware instant: its own offset when it has one, else read in
         this zone (:meth:`instant`). DateTimeParseError when unreadable."""
         parsed = parse_iso_datetime(value)
-        if parsed is None or parsed.tzinfo is not None:
+        if parsed is None:
+            return None
+        if parsed.tzinfo is not None:
+            self.aware_read += 1
             return parsed
         return self.instant(parsed)
 
@@ -113,6 +127,7 @@ class ParsedDateTime:
             return None
         if self.offset is None:
             return zone.instant(dt.datetime.combine(self.date, self.time))
+        zone.aware_read += 1
         return dt.datetime.combine(self.date, self.time, tzinfo=dt.timezone(self.offset))
 
     def until_in(self, zone: ServiceZone) -> dt.datetime | None:

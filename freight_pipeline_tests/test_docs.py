@@ -137,24 +137,31 @@ def cited_paths(doc: Path) -> Iterator[tuple[str, list[Path]]]:
             yield linked, [doc.parent / linked]
 
 
-def notice_table(text: str) -> list[tuple[str, str, str]]:
-    """The rows (kind, meaning, the section's anchor) of real-services.md's table of the kinds of notices."""
+def notice_table(text: str) -> list[tuple[str, str, str, str]]:
+    """The rows (kind, meaning, said by, the section's anchor) of real-services.md's table of the kinds of notices."""
     section = text.split("## What a run says it met", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| `([a-z_]+)` \| (.+?) \| \[[^]]+\]\(#([a-z0-9-]+)\) \|$", section, re.MULTILINE)
-    return [(kind, meaning, f"docs/real-services.md#{anchor}") for kind, meaning, anchor in rows]
+    rows = re.findall(r"^\| `([a-z_]+)` \| (.+?) \| ([a-z ]+) \| \[[^]]+\]\(#([a-z0-9-]+)\) \|$", section,
+                      re.MULTILINE)
+    return [(kind, meaning, said_by, f"docs/real-services.md#{anchor}") for kind, meaning, said_by, anchor in rows]
+
+
+def declared_notices() -> list[tuple[str, str, str, str]]:
+    return [(kind.value, kind.meaning, kind.said_by, kind.docs) for kind in NoticeKind]
 
 
 def test_the_notices_table_is_the_kinds_and_the_check_names_each() -> None:
-    """Every ``NoticeKind`` in real-services.md's table with its meaning and its section as declared (the
-    alerts' next step), and in the description of the check ``no_service_notices``."""
-    assert notice_table(REAL_SERVICES.read_text()) == [(kind.value, kind.meaning, kind.docs) for kind in NoticeKind]
+    """Every ``NoticeKind`` in real-services.md's table with its meaning, the runs that say it and its section as
+    declared (the alerts' next step), and in the description of the check ``no_service_notices``."""
+    assert notice_table(REAL_SERVICES.read_text()) == declared_notices()
     assert all(kind.meaning in notices_check("shipments").description for kind in NoticeKind)
 
 
 def test_a_kind_missing_from_the_notices_table_is_found() -> None:
     text = REAL_SERVICES.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| `memo_batch_off` |"))
-    assert notice_table(text.replace(row + "\n", "")) != [(kind.value, kind.meaning, kind.docs) for kind in NoticeKind]
+    assert notice_table(text.replace(row + "\n", "")) != declared_notices()
+    assert notice_table(text.replace(row, row.replace("every run while it holds", "the run that met it"))) != \
+        declared_notices()
 
 
 def test_every_repository_path_a_doc_cites_exists() -> None:

@@ -14,10 +14,11 @@ otherwise costs requests, not lines.
 
 The service's first refusal of the batched form (a 4xx: a service that does not take ``IN`` there), or a run where
 more shipments disagreed with their documents than agreed (:data:`DISAGREEMENTS_BEFORE_GIVING_UP` at least),
-stops batching, and the run says so (``NoticeKind.MEMO_BATCH_OFF``). The stop is kept for the runs after it
-(``freight_meta.sync_state`` entry :data:`STATE`): they look each shipment up alone without asking again, until
-the first run after :data:`RETRY_AFTER` tries batching again (a service may come to take ``IN``), which clears the
-entry once a batch was read and renews it, without a second notice, when the service still refuses.
+stops batching. The stop is kept for the runs after it (``freight_meta.sync_state`` entry :data:`STATE`): they
+look each shipment up alone without asking again, until the first run after :data:`RETRY_AFTER` tries batching
+again (a service may come to take ``IN``), which clears the entry once a batch was read and renews it when the
+service still refuses. Every run that ends with a stop kept says so (``NoticeKind.MEMO_BATCH_OFF``, a kind that
+lasts): its alert stays open until a run reads a batch.
 """
 
 from __future__ import annotations
@@ -81,6 +82,12 @@ class BatchingOff:
     def until(self) -> dt.datetime:
         """When the stop ends: the first run that begins after it tries batching again."""
         return self.since + RETRY_AFTER
+
+    def notice(self) -> str:
+        """What each run says while the stop is kept (``NoticeKind.MEMO_BATCH_OFF``)."""
+        return (f"memo lines looked up one shipment at a time since {self.since.isoformat(timespec='seconds')} "
+                f"(run {self.run_id}); the first run after {self.until.isoformat(timespec='seconds')} tries "
+                f"batching again: {self.why}")
 
 
 @dataclass

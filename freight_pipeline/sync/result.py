@@ -14,32 +14,41 @@ from freight_pipeline.warehouse.records import RunRecord
 
 class NoticeKind(enum.StrEnum):
     """What a run met of the service's behaviour (``StreamResult.notices``), one kind per notice line, each
-    with what it means to a user (:attr:`meaning`: the check ``no_service_notices`` lists them)."""
+    with what it means to a user (:attr:`meaning`: the check ``no_service_notices`` lists them) and whether it
+    is said again while it holds (:attr:`lasts`)."""
 
     meaning: str
     docs: str
     """The section of a repository doc that says what the pipeline does about it (an alert's next step)."""
+    lasts: bool
+    """Said by every run while it holds (its alert stays open until a run no longer meets it); else said by the
+    run that met it only (an event, or a finding the pipeline then acts on: its alert closes with the next run)."""
 
-    def __new__(cls, value: str, meaning: str, section: str) -> NoticeKind:
+    def __new__(cls, value: str, meaning: str, section: str, lasts: bool) -> NoticeKind:
         kind = str.__new__(cls, value)
         kind._value_ = value
         kind.meaning = meaning
         kind.docs = f"docs/real-services.md#{section}"
+        kind.lasts = lasts
         return kind
 
+    @property
+    def said_by(self) -> str:
+        return "every run while it holds" if self.lasts else "the run that met it"
+
     RESTORE = ("restore", "the service's data gone back (a restore, reconciled in that run)",
-               "a-service-whose-data-goes-back-in-time")
+               "a-service-whose-data-goes-back-in-time", False)
     RESTORE_PROBE_REFUSED = ("restore_probe_refused",
                              "the restore probe's lookup refused (a restore noticed by the reconcile interval only)",
-                             "a-service-whose-data-goes-back-in-time")
+                             "a-service-whose-data-goes-back-in-time", True)
     CLOCK_WITHOUT_OFFSET = ("clock_without_offset", "a clock without a UTC offset (FREIGHT_SERVICE_TIMEZONE)",
-                            "a-clock-without-a-utc-offset")
+                            "a-clock-without-a-utc-offset", True)
     CHANGES_WITHOUT_STAMP = ("changes_without_stamp",
                              "events changed without the shipment's last-modified stamp (open shipments' events "
-                             "re-read on a rolling basis)", "events-changed-without-the-shipments-stamp")
+                             "re-read on a rolling basis)", "events-changed-without-the-shipments-stamp", False)
     MEMO_BATCH_OFF = ("memo_batch_off",
                       "the batched memo lookup refused or disagreeing (memo lines looked up one shipment at a time)",
-                      "memo-lines-read-a-page-at-a-time-checked-shipment-by-shipment")
+                      "memo-lines-read-a-page-at-a-time-checked-shipment-by-shipment", True)
 
 
 @dataclass

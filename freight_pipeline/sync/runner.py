@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
 from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV, ServiceSettings
-from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE
+from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, ServiceZone
 from freight_pipeline.normalize.signature import current_signature
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.derived_by import MAPPING, note_mapping
@@ -143,7 +143,7 @@ async def run_stream_async(
         _record_hedges(started, source.client_stats() - client_before)
         warehouse.run_log.record_run(started, tables)
         raise
-    _note_naive_datetimes(result, settings.zone.naive_read, settings.service_timezone)
+    _note_naive_datetimes(result, settings.zone, warehouse.reads.last_success_notice_kinds(name))
     result.extra[MAPPING] = mapping.id
     result.started_at = started.started_at
     result.status = "success"
@@ -161,12 +161,15 @@ def naive_clock_notice(zone: str) -> str:
     return f"the service sends date-times without a UTC offset; read in {zone} ({SERVICE_TIMEZONE_ENV})"
 
 
-def _note_naive_datetimes(result: StreamResult, count: int, zone: str) -> None:
-    """Date-times read without an offset: counted in the run log, and said once (``StreamResult.notices``)."""
-    if count <= 0:
+def _note_naive_datetimes(result: StreamResult, zone: ServiceZone, said_before: Sequence[str]) -> None:
+    """Date-times read without an offset: counted in the run log, and said (``StreamResult.notices``). A kind that
+    lasts: a run that read no date-time at all (nothing changed) says it again when the stream's last successful
+    run did (``said_before``), so that its alert stays open until a run reads date-times with an offset."""
+    if zone.naive_read > 0:
+        result.extra["naive_datetimes"] = {"read": zone.naive_read, "service_timezone": zone.name}
+    elif zone.aware_read > 0 or NoticeKind.CLOCK_WITHOUT_OFFSET not in said_before:
         return
-    result.extra["naive_datetimes"] = {"read": count, "service_timezone": zone}
-    result.add_notice(NoticeKind.CLOCK_WITHOUT_OFFSET, naive_clock_notice(zone))
+    result.add_notice(NoticeKind.CLOCK_WITHOUT_OFFSET, naive_clock_notice(zone.name))
 def _record_hedges(result: StreamResult, made: StatsSnapshot) -> None:
     """The stream's hedged reads and latency percentiles per kind of call, in ``extra``
     (``sync_runs.extra``): ``hedges_sent``, ``hedges_won``, ``hedges_by_kind``, ``latency_ms``."""

@@ -336,17 +336,15 @@ async def _walked(
 
 def _memo_batching(run: _Run) -> None:
     """What the batched memo lookups did (``extra.memo_batches``), and the stop of batching kept for the runs after
-    (``memo_batch.STATE``), with a notice when this run made the first."""
+    (``memo_batch.STATE``), said by every run that ends with one kept (:attr:`NoticeKind.lasts`)."""
     memos, figures = run.memos, run.memos.figures
     if figures.lookups or figures.held_off:
         run.result.extra["memo_batches"] = figures.as_dict()
     kept = memos.kept_after(run.run_id)
     if kept != memos.kept:
         run.warehouse.writes.set_cursor(memo_batch.STATE, kept.text() if kept is not None else None, run.run_id)
-    if kept is not None and memos.kept is None:
-        until = kept.until.isoformat(timespec="seconds")
-        run.result.add_notice(NoticeKind.MEMO_BATCH_OFF, f"memo lines looked up one shipment at a time until {until}, "
-                                                         f"when a run tries batching again: {kept.why}")
+    if kept is not None:
+        run.result.add_notice(NoticeKind.MEMO_BATCH_OFF, kept.notice())
 
 
 def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:

@@ -83,12 +83,12 @@ def sync_workers() -> int:
 
 
 def _assembled_there(bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None,
-                     zone: str) -> tuple[Assembled, int]:
-    """In a worker: ``assemble`` of one batch, with the date-times it read without a UTC offset (counted by the
-    run's zone, which stays in the sync's process)."""
+                     zone: str) -> tuple[Assembled, tuple[int, int]]:
+    """In a worker: ``assemble`` of one batch, with the date-times it read without a UTC offset and with one
+    (counted by the run's zone, which stays in the sync's process: ``ServiceZone.counts``)."""
     here = ServiceZone(zone)
     with gc_paused():
-        return assemble(bundles, fetched_at, ceiling, here), here.naive_read
+        return assemble(bundles, fetched_at, ceiling, here), here.counts()
 
 
 class WorkerGone(RuntimeError):
@@ -118,7 +118,7 @@ class Assembler(Workers):
     """A sync's batches assembled (``assemble``: normalized, raw kept, Arrow tables built) in ``workers`` forked
     processes (:func:`sync_workers`), or in this process when ``workers`` is 0. The sync's process then talks
     HTTP and writes, and the batch is prepared meanwhile on the other core; the run's ``zone`` still counts
-    every date-time read without an offset."""
+    every date-time read."""
 
     def __init__(self, zone: ServiceZone, workers: int) -> None:
         super().__init__(workers)
@@ -129,11 +129,11 @@ class Assembler(Workers):
         if self.pool is None:
             return assemble(bundles, fetched_at, ceiling, self.zone)
         try:
-            assembled, naive = self.pool.submit(_assembled_there, bundles, fetched_at, ceiling,
+            assembled, counts = self.pool.submit(_assembled_there, bundles, fetched_at, ceiling,
                                                 self.zone.name).result()
         except BrokenProcessPool:
             raise WorkerGone("the worker process normalizing the shipments stream's batch ended abruptly (killed, "
                              f"or out of memory); nothing of the batch was written. {NORMALIZE_WORKERS_ENV}=0 "
                              "normalizes in the sync's own process") from None
-        self.zone.naive_read += naive
+        self.zone.add_counts(counts)
         return assembled

@@ -6,6 +6,7 @@ temporary listing table).
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -61,6 +62,13 @@ class Reads:
         row = first(run(self.database.con, f"SELECT status FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? "
                                   "ORDER BY started_at DESC, run_id DESC LIMIT 1", [stream]))
         return None if row is None else str(row[0])
+
+    def last_success_notice_kinds(self, stream: str) -> list[str]:
+        """The kinds of notice (``extra.notice_kinds``) the stream's latest successful run said."""
+        row = first(run(self.database.con, "SELECT CAST(json_extract(details, '$.extra.notice_kinds') AS VARCHAR) "
+                                           f"FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? AND status = 'success' "
+                                           "ORDER BY started_at DESC, run_id DESC LIMIT 1", [stream]))
+        return [str(kind) for kind in json.loads(row[0])] if row is not None and row[0] else []
 
     def runs(self, run_id: str | None = None) -> list[dict[str, Any]]:
         where, params = ("WHERE run_id = ?", [run_id]) if run_id else ("", [])

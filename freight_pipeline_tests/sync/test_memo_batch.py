@@ -32,7 +32,7 @@ from freight_pipeline.sync.memo_batch import (
     split_by_number,
 )
 from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, Ref
-from freight_pipeline.sync.result import NoticeKind
+from freight_pipeline.sync.result import NoticeKind, StreamResult
 from freight_pipeline_tests.sync.conftest import SMALL_SHIPMENTS, SyncFn, query, syncer, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import (
@@ -269,51 +269,58 @@ def age_kept_stop(data_dir: Path) -> None:
         con.execute("UPDATE freight_meta.sync_state SET cursor_value = ? WHERE stream = ?", [aged.text(), STATE])
 
 
-def test_a_service_refusing_the_batched_lookup_has_each_shipment_looked_up_alone_said_once_and_tried_daily(
+def test_a_service_refusing_the_batched_lookup_has_each_shipment_looked_up_alone_said_while_off_and_tried_daily(
     one_at_a_time: RunningSimulator, tmp_path: Path
 ) -> None:
     docs = list(one_at_a_time.store.reader.expected_documents())
     every = [doc["id"] for doc in docs]
     sync = syncer(one_at_a_time, tmp_path, publish_after=False)
 
-    def run_again() -> tuple[dict[str, Any], list[str], int]:
-        """Every shipment changed and synced again: the run's memo figures, notice kinds and memo lookups."""
+    def said(shipments: StreamResult) -> str | None:
+        """The run's memo batching notice (None: it said none)."""
+        kinds = shipments.extra.get("notice_kinds", [])
+        return shipments.notices[kinds.index(NoticeKind.MEMO_BATCH_OFF)] if NoticeKind.MEMO_BATCH_OFF in kinds else None
+
+    def run_again() -> tuple[dict[str, Any], str | None, int]:
+        """Every shipment changed and synced again: the run's memo figures, memo notice and memo lookups."""
         one_at_a_time.touch_shipments(every)
         before = memo_lookups(one_at_a_time)
         shipments = sync()["shipments"]
         assert shipments.quarantined == 0
-        return (shipments.extra.get("memo_batches", {}), shipments.extra.get("notice_kinds", []),
-                memo_lookups(one_at_a_time) - before)
+        return shipments.extra.get("memo_batches", {}), said(shipments), memo_lookups(one_at_a_time) - before
 
     first = sync()["shipments"]  # refused: each shipment alone, the notice, the stop kept
     figures = first.extra["memo_batches"]
     assert figures["failed"] == figures["lookups"] > 0 and figures["taken"] == 0 and first.quarantined == 0
     assert memo_lookups(one_at_a_time) == figures["lookups"] + len(docs)
     assert "refused the batched memo lookup" in figures["off"]
-    notice = first.extra["notices"][first.extra["notice_kinds"].index(NoticeKind.MEMO_BATCH_OFF)]
-    assert notice.startswith("memo lines looked up one shipment at a time until ")
-    assert_converged(one_at_a_time.store, work_db(tmp_path))
     stop = kept_stop(tmp_path)
     assert stop is not None and first.started_at <= stop.since <= (first.finished_at or stop.since)
     assert "refused" in stop.why and stop.run_id == first.run_id
+    notice = said(first)
+    assert notice is not None and notice == stop.notice() and notice.startswith(
+        f"memo lines looked up one shipment at a time since {stop.since.isoformat(timespec='seconds')} (run "
+        f"{first.run_id}); the first run after {stop.until.isoformat(timespec='seconds')} tries batching again: "
+        "the service refused the batched memo lookup (")
+    assert_converged(one_at_a_time.store, work_db(tmp_path))
 
-    figures, kinds, lookups = run_again()  # the stop holds: no batch asked, no second notice
+    figures, notice, lookups = run_again()  # the stop holds: no batch asked, said again (the alert stays open)
     assert lookups == len(docs) and figures["lookups"] == 0 and "off" not in figures
-    assert stop.run_id in figures["held_off"] and NoticeKind.MEMO_BATCH_OFF not in kinds
+    assert stop.run_id in figures["held_off"] and notice == stop.notice()
     assert kept_stop(tmp_path) == stop
 
-    age_kept_stop(tmp_path)  # a day on, still refused: tried once more, the stop renewed without a notice
-    figures, kinds, lookups = run_again()
+    age_kept_stop(tmp_path)  # a day on, still refused: tried once more, the stop renewed and said
+    figures, notice, lookups = run_again()
     assert figures["failed"] == figures["lookups"] > 0 and "refused" in figures["off"]
-    assert lookups == len(docs) + figures["lookups"] and NoticeKind.MEMO_BATCH_OFF not in kinds
     renewed = kept_stop(tmp_path)
-    assert renewed is not None and renewed.since > stop.since
+    assert lookups == len(docs) + figures["lookups"]
+    assert renewed is not None and renewed.since > stop.since and notice == renewed.notice()
 
     one_at_a_time.set_faults(memo_lookup_by_one=False)  # a day on, the service takes IN: batching is on again
     age_kept_stop(tmp_path)
-    figures, kinds, lookups = run_again()
+    figures, notice, lookups = run_again()
     assert figures["taken"] > 0 and "off" not in figures and "held_off" not in figures and kept_stop(tmp_path) is None
-    assert lookups == figures["lookups"] + len(docs) - figures["taken"] and NoticeKind.MEMO_BATCH_OFF not in kinds
+    assert lookups == figures["lookups"] + len(docs) - figures["taken"] and notice is None
     assert_converged(one_at_a_time.store, work_db(tmp_path))
 
 

@@ -24,7 +24,6 @@ from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
 from freight_pipeline_tests.sync.conftest import SyncFn, query, syncer, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
-from freight_pipeline_tests.sync.faulty_sources import RefusesIdIn, factory
 from freight_pipeline_tests.sync.test_history_sync import as_of_against_copy, saved_copy
 from freight_pipeline_tests.warehouse.history_checks import assert_contiguous
 
@@ -99,18 +98,6 @@ def test_the_first_sync_after_a_reset_leaves_the_warehouse_and_its_history_equal
         assert "reconcile_listed" not in quiet.extra and not quiet.notices
         assert "shipments.no_service_notices" not in failed_checks(database, Severity.WARN)
         assert quiet.extra["restore_probe"]["probed"] == min(DEFAULTS.restore_probe, DEFAULTS.page_size)
-
-
-def test_a_service_that_refuses_the_probe_syncs_on_and_says_so(tmp_path: Path) -> None:
-    with running_simulator(shipments=20, seed=3) as sim:
-        sync = syncer(sim, tmp_path, publish_after=False)
-        sync(DEFAULTS)
-        sim.modify_shipments(3)
-        make, _ = factory(RefusesIdIn)
-        shipments = sync(DEFAULTS, source_factory=make)["shipments"]
-        assert_converged(sim.store, work_db(tmp_path))
-    assert shipments.extra["restore_probe"]["refused"].startswith("BadRequestError: 400 Bad Request")
-    assert any(n.startswith("the service refused the restore probe's ID IN lookup") for n in shipments.notices)
 
 
 def test_under_a_page_cap_the_probe_judges_only_what_the_page_served(tmp_path: Path) -> None:
