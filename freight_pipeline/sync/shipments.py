@@ -96,8 +96,9 @@ class _Run:
     written: set[int] = field(default_factory=set)
     """The shipments the run's batches wrote."""
     fresh: bool = False
-    """The warehouse held no row of any shipment when the run began (a first sync): a shipment the walk
-    brings for the first time in the run is appended (``BatchWrite.fresh_ids``)."""
+    """The warehouse held no row of any shipment when the run began (a first sync; a backfill partition's first
+    run: no row of its id range): a shipment the walk brings for the first time in the run is appended
+    (``BatchWrite.fresh_ids``)."""
     prepared: set[int] = field(default_factory=set)
     """While ``fresh``: the shipments of the batches prepared so far."""
     memos: MemoBatches = field(init=False)
@@ -258,7 +259,8 @@ async def _sync(
                Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures),
                assembler, meter, cursor_stream=cursor_stream, cursor=cursor,
                covered=covered,
-               fresh=not stored and partition is None and not warehouse.reads.holds_shipment_rows(PART_TABLES))
+               fresh=not stored and not warehouse.reads.holds_shipment_rows(
+                   PART_TABLES, (partition.low, partition.high) if partition else None))
     result.extra["appended"] = run.fresh
     if ceiling is not None and after.second() <= ceiling.second():
         overlap_end = cursor if stored else None

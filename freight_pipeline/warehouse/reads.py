@@ -173,15 +173,21 @@ class Reads:
                                   f"(FROM {qualified(meta.QUARANTINE)} WHERE shipment_id IS NOT NULL)"))
         return bool(row and row[0])
 
-    def holds_shipment_rows(self, tables: Sequence[str]) -> bool:
+    def holds_shipment_rows(self, tables: Sequence[str], within: tuple[int, int | None] | None = None) -> bool:
         """Whether any row of a shipment is held in ``tables`` (names of per-shipment tables), the raw documents
-        and parts, the data problems or the retry queue: while none is, a shipment not yet written holds nothing
-        to delete or compare (``BatchWrite.fresh_ids``)."""
+        and parts, the data problems or the retry queue (``within``: of a shipment ``low <= id < high``, a
+        backfill partition's range; ``high`` None: no bound): while none is, a shipment not yet written holds
+        nothing to delete or compare (``BatchWrite.fresh_ids``)."""
         held = [*(self.database.spec(name) for name in tables), meta.RAW_SHIPMENTS, meta.RAW_PARTS]
-        found = [f"EXISTS (FROM {qualified(spec)})" for spec in held]
-        found += [f"EXISTS (FROM {qualified(spec)} WHERE shipment_id IS NOT NULL)"
+        ranged, params = "", []
+        if within is not None:
+            low, high = within
+            ranged, params = " AND shipment_id >= ?" + (" AND shipment_id < ?" if high is not None else ""), \
+                [low, *([high] if high is not None else [])]
+        found = [f"EXISTS (FROM {qualified(spec)} WHERE true{ranged})" for spec in held]
+        found += [f"EXISTS (FROM {qualified(spec)} WHERE shipment_id IS NOT NULL{ranged})"
                   for spec in (meta.DATA_PROBLEMS, meta.QUARANTINE)]
-        row = first(run(self.database.con, f"SELECT {' OR '.join(found)}"))
+        row = first(run(self.database.con, f"SELECT {' OR '.join(found)}", params * len(found)))
         return bool(row and row[0])
 
     def latest_stamps(self, limit: int) -> dict[int, str]:

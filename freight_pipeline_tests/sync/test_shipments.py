@@ -15,15 +15,18 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from bench.expected_rows import expected_rows
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
 from freight_pipeline.client._core import HeldBody
 from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.sync.backfill import id_ranges_between
 from freight_pipeline.sync.changes import RowCountMismatch
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.cursor import ShipmentKey
+from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.ddl import WarehouseOutOfMemory
 from freight_pipeline_tests.sync.conftest import (
@@ -32,9 +35,10 @@ from freight_pipeline_tests.sync.conftest import (
     SyncFn,
     assert_nothing_healed,
     query,
+    syncer,
     work_db,
 )
-from freight_pipeline_tests.sync.expected import assert_converged
+from freight_pipeline_tests.sync.expected import assert_converged, rows_differences
 from freight_pipeline_tests.sync.faulty_sources import (
     DeletesBeforeRetrieve,
     FailingRetrieve,
@@ -263,3 +267,29 @@ def test_running_out_of_duckdb_memory_fails_naming_the_setting_and_a_rerun_conve
     monkeypatch.delenv(DUCKDB_MEMORY_LIMIT_ENV)
     work_sync()
     assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_a_backfill_partition_appends_only_while_its_id_range_holds_nothing(
+    small_sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """Each partition's first run appends though the other partitions' rows are held; a partition run over rows of
+    its range already held (a plan run again over a warehouse synced before) deletes and replaces them."""
+    sync = syncer(small_sim, tmp_path, publish_after=False)
+    ids = sorted(small_sim.store.reader.live_shipment_ids())
+    plan = id_ranges_between([ids[len(ids) // 2]])
+    expected = expected_rows(small_sim.store)
+    expected["code_conversions"], expected["shipment_documents"] = [], []  # only the shipments stream runs
+
+    def partition(index: int) -> StreamResult:
+        settings = TEST_SETTINGS.replaced(id_range=plan[index], backfill_plan=plan)
+        return sync(settings, streams=["shipments"])["shipments"]
+
+    first, second = partition(0), partition(1)
+    assert first.extra["appended"] is True and second.extra["appended"] is True  # the other range's rows held
+    assert first.rows_read + second.rows_read == len(ids)
+    assert rows_differences(expected, work_db(tmp_path)) == {}
+    with duckdb.connect(str(work_db(tmp_path))) as con:  # the plan run again: its cursors gone, its rows held
+        con.execute("DELETE FROM freight_meta.sync_state WHERE stream LIKE 'shipments@%'")
+    again = partition(1)
+    assert again.extra["appended"] is False and again.rows_read == second.rows_read
+    assert rows_differences(expected, work_db(tmp_path)) == {} and duplicate_keys(work_db(tmp_path)) == {}
