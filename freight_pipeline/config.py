@@ -337,8 +337,8 @@ class SyncTuning(SettingsModel):
         "UTC",
         min_length=1,
         description="the IANA time zone (`Europe/Berlin`) in which date-times the service sends without a UTC offset "
-        "are read: its stamps, E-File dates, DateTime objects whose `zone_offset` is null; a run that "
-        "meets such values says so once (real-services.md, a clock without a UTC offset)",
+        "are read: its stamps, E-File dates, DateTime objects whose `zone_offset` is null; every run says "
+        "so while the service sends such values (real-services.md, a clock without a UTC offset)",
     )
     restore_probe: Count = Field(
         50,

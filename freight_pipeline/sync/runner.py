@@ -170,6 +170,8 @@ def _note_naive_datetimes(result: StreamResult, zone: ServiceZone, said_before: 
     elif zone.aware_read > 0 or NoticeKind.CLOCK_WITHOUT_OFFSET not in said_before:
         return
     result.add_notice(NoticeKind.CLOCK_WITHOUT_OFFSET, naive_clock_notice(zone.name))
+
+
 def _record_hedges(result: StreamResult, made: StatsSnapshot) -> None:
     """The stream's hedged reads and latency percentiles per kind of call, in ``extra``
     (``sync_runs.extra``): ``hedges_sent``, ``hedges_won``, ``hedges_by_kind``, ``latency_ms``."""

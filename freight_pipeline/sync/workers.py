@@ -130,7 +130,7 @@ class Assembler(Workers):
             return assemble(bundles, fetched_at, ceiling, self.zone)
         try:
             assembled, counts = self.pool.submit(_assembled_there, bundles, fetched_at, ceiling,
-                                                self.zone.name).result()
+                                                 self.zone.name).result()
         except BrokenProcessPool:
             raise WorkerGone("the worker process normalizing the shipments stream's batch ended abruptly (killed, "
                              f"or out of memory); nothing of the batch was written. {NORMALIZE_WORKERS_ENV}=0 "
