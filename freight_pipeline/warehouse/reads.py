@@ -179,15 +179,19 @@ class Reads:
         backfill partition's range; ``high`` None: no bound): while none is, a shipment not yet written holds
         nothing to delete or compare (``BatchWrite.fresh_ids``)."""
         held = [*(self.database.spec(name) for name in tables), meta.RAW_SHIPMENTS, meta.RAW_PARTS]
-        ranged, params = "", []
+        conditions, bounds = ["true"], []
         if within is not None:
             low, high = within
-            ranged, params = " AND shipment_id >= ?" + (" AND shipment_id < ?" if high is not None else ""), \
-                [low, *([high] if high is not None else [])]
-        found = [f"EXISTS (FROM {qualified(spec)} WHERE true{ranged})" for spec in held]
-        found += [f"EXISTS (FROM {qualified(spec)} WHERE shipment_id IS NOT NULL{ranged})"
+            conditions.append("shipment_id >= ?")
+            bounds.append(low)
+            if high is not None:
+                conditions.append("shipment_id < ?")
+                bounds.append(high)
+        where = " AND ".join(conditions)
+        found = [f"EXISTS (FROM {qualified(spec)} WHERE {where})" for spec in held]
+        found += [f"EXISTS (FROM {qualified(spec)} WHERE shipment_id IS NOT NULL AND {where})"
                   for spec in (meta.DATA_PROBLEMS, meta.QUARANTINE)]
-        row = first(run(self.database.con, f"SELECT {' OR '.join(found)}", params * len(found)))
+        row = first(run(self.database.con, f"SELECT {' OR '.join(found)}", bounds * len(found)))
         return bool(row and row[0])
 
     def latest_stamps(self, limit: int) -> dict[int, str]:
