@@ -143,7 +143,7 @@ async def run_stream_async(
         _record_hedges(started, source.client_stats() - client_before)
         warehouse.run_log.record_run(started, tables)
         raise
-    _note_naive_datetimes(result, settings.zone, warehouse.reads.last_success_notice_kinds(name))
+    _note_naive_datetimes(result, settings.zone, lambda: warehouse.reads.last_success_notice_kinds(name))
     result.extra[MAPPING] = mapping.id
     result.started_at = started.started_at
     result.status = "success"
@@ -161,13 +161,14 @@ def naive_clock_notice(zone: str) -> str:
     return f"the service sends date-times without a UTC offset; read in {zone} ({SERVICE_TIMEZONE_ENV})"
 
 
-def _note_naive_datetimes(result: StreamResult, zone: ServiceZone, said_before: Sequence[str]) -> None:
+def _note_naive_datetimes(result: StreamResult, zone: ServiceZone, said_before: Callable[[], Sequence[str]]) -> None:
     """Date-times read without an offset: counted in the run log, and said (``StreamResult.notices``). A kind that
     lasts: a run that read no date-time at all (nothing changed) says it again when the stream's last successful
-    run did (``said_before``), so that its alert stays open until a run reads date-times with an offset."""
+    run did (``said_before``, asked only then), so that its alert stays open until a run reads date-times with an
+    offset."""
     if zone.naive_read > 0:
         result.extra["naive_datetimes"] = {"read": zone.naive_read, "service_timezone": zone.name}
-    elif zone.aware_read > 0 or NoticeKind.CLOCK_WITHOUT_OFFSET not in said_before:
+    elif zone.aware_read > 0 or NoticeKind.CLOCK_WITHOUT_OFFSET not in said_before():
         return
     result.add_notice(NoticeKind.CLOCK_WITHOUT_OFFSET, naive_clock_notice(zone.name))
 
