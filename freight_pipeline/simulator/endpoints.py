@@ -23,6 +23,7 @@ from freight_pipeline.simulator.config import WEBHOOK_ROLE, UserConfig
 from freight_pipeline.simulator.corruptions import Answer
 from freight_pipeline.simulator.data_efile import efile_in_shape, reference_from_shape, references_in_shape
 from freight_pipeline.simulator.http_base import ApiError, JsonAnswer, ServiceState, json_body, json_object
+from freight_pipeline.simulator.json_text import loads
 from freight_pipeline.simulator.lookup.match import page_of, run_lookup
 from freight_pipeline.simulator.lookup.parse import parse_criteria, parse_page_request
 from freight_pipeline.simulator.lookup.specs import (
@@ -36,7 +37,7 @@ from freight_pipeline.simulator.lookup.specs import (
     equals_value,
 )
 from freight_pipeline.simulator.lookup.types import Criterion, LookupSpec, Page, PageRequest
-from freight_pipeline.simulator.releases import base_in_release, in_release
+from freight_pipeline.simulator.releases import base_in_release, in_release, shapes
 from freight_pipeline.simulator.store_api import EVENT_CODES, EVENT_TYPES, NotFound
 
 T = TypeVar("T")
@@ -205,29 +206,36 @@ class Endpoints:
                 continue
         return paged_json(items, page)
 
-    async def _record(self, request: Request, permission: str, endpoint: str, read: Callable[[int], Any]) -> Response:
-        """One record's answer (a retrieve or a shipment's detail list), with its corruptions applied."""
+    async def _record(self, request: Request, permission: str, endpoint: str,
+                      read: Callable[[int], Any] | None = None) -> Response:
+        """One record's answer (a retrieve or a shipment's detail list) as ``read`` reads it, with its corruptions
+        applied. A shipment's record endpoints (no ``read``) answer the JSON the store wrote of the record once
+        (``ReaderAPI.record_json``) as it is, where neither the release nor a corruption changes it."""
         self._user(request, permission)
         record_id = self._id(request)
         release = self.state.release
         # read on the event loop: a record's read is one lock and its cached JSON (a thread's hop for it was a
         # fifth of the simulator's CPU); lookups and writes, which scan or change the store, go to a thread
-        shaped = in_release(release, endpoint, read(record_id))
-        return answer(self.state.corruptions.apply(endpoint, record_id, shaped))
+        if read is None:
+            text = self.store.reader.record_json(endpoint, record_id)
+            if not shapes(release, endpoint) and not self.state.corruptions.of(endpoint, record_id):
+                return Response(text, media_type=JsonAnswer.media_type)
+            record = loads(text)
+        else:
+            record = read(record_id)
+        return answer(self.state.corruptions.apply(endpoint, record_id, in_release(release, endpoint, record)))
 
     async def shipment_retrieve(self, request: Request) -> Response:
-        return await self._record(request, "shipment:retrieve", "shipment", self.store.reader.get_shipment)
+        return await self._record(request, "shipment:retrieve", "shipment")
 
     async def events(self, request: Request) -> Response:
-        return await self._record(request, "shipment:events", "events", self.store.reader.get_events)
+        return await self._record(request, "shipment:events", "events")
 
     async def air_main_carriage(self, request: Request) -> Response:
-        read = self.store.reader.get_air_main_carriage
-        return await self._record(request, "shipment:carriage", "airmaincarriage", read)
+        return await self._record(request, "shipment:carriage", "airmaincarriage")
 
     async def sea_main_carriage(self, request: Request) -> Response:
-        read = self.store.reader.get_sea_main_carriage
-        return await self._record(request, "shipment:carriage", "seamaincarriage", read)
+        return await self._record(request, "shipment:carriage", "seamaincarriage")
 
     async def event_create(self, request: Request) -> Response:
         self._user(request, "shipment:event-write")

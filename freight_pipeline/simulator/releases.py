@@ -159,6 +159,11 @@ _CHANGES: dict[str, dict[str, Callable[[Any], Any]]] = {
 }
 
 
+def shapes(release: str, endpoint: str) -> bool:
+    """Whether ``release`` answers ``endpoint`` in another shape than the current release."""
+    return endpoint in _CHANGES[release]
+
+
 def in_release(release: str, endpoint: str, answer: Any) -> Any:
     """``answer`` of ``endpoint`` (a corruptions endpoint name: ``shipment``, ``events``, ...) as
     ``release`` shapes it; changed in place (every store read is the caller's own copy)."""

@@ -95,6 +95,10 @@ class ReaderAPI(Protocol):
 
     def get_sea_main_carriage(self, shipment_id: int) -> list[dict[str, Any]]: ...
 
+    def record_json(self, endpoint: str, shipment_id: int) -> bytes:
+        """The answer of a record endpoint (``shipment``, ``events``, ``airmaincarriage``, ``seamaincarriage``: the
+        corruptions' names) as JSON, what ``get_...`` reads. Raises NotFound."""
+
     # --- memos and code conversions ----------------------------------------------------------
     def memo_rows(self) -> Iterator[dict[str, Any]]:
         """Every memo line, ordered by id (fields of the spec's memo line)."""

@@ -2,8 +2,10 @@
 conversions, and the helpers tests use to compare a warehouse with the source.
 
 Full documents are generated on demand from compact state and kept in a small LRU cache as JSON
-text (so every caller gets its own copy); generation runs outside the lock on immutable snapshots.
-A naive clock's documents have their DateTime objects in its zone's wall clock (:mod:`.data_naive`).
+text (so every caller gets its own copy): each version's document and, written from it once, the answers
+of its lookup row and detail endpoints (:class:`Rendered`; a request for one used to read the whole document's
+JSON again, a quarter of the simulator's CPU in a full sync); generation runs outside the lock on immutable
+snapshots. A naive clock's documents have their DateTime objects in its zone's wall clock (:mod:`.data_naive`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from freight_pipeline.simulator.data_naive import without_offsets
@@ -21,19 +24,50 @@ from freight_pipeline.simulator.store_api import NotFound
 from freight_pipeline.simulator.store_data import EventKey, StoreData
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """One version of a shipment as the simulator answers it, as JSON (``json_text.dumps``): its document, the
+    base shipment of a lookup page, and the answer of each detail endpoint, by its name (:data:`RECORD_ANSWERS`)."""
+
+    document: bytes
+    base: bytes
+    events: bytes
+    air_legs: bytes
+    sea_legs: bytes
+
+    def answer(self, endpoint: str) -> bytes:
+        return getattr(self, RECORD_ANSWERS[endpoint])
+
+
+RECORD_ANSWERS = {"shipment": "document", "events": "events", "airmaincarriage": "air_legs",
+                  "seamaincarriage": "sea_legs"}
+"""The record endpoints (by their corruptions name) -> the :class:`Rendered` field of their answer."""
+
+
+def rendered(doc: dict[str, Any]) -> Rendered:
+    """``doc``'s answers (:class:`Rendered`): the document, its base shipment (assumption A9), its events and
+    its air and sea main-carriage legs (none unless the shipment goes by that mode)."""
+    mode, carriage = doc["mode_of_transport"], doc["main_carriage"]
+    return Rendered(
+        dumps(doc), dumps(base_shipment(doc)), dumps(doc["events"]),
+        dumps(carriage_subset(carriage["carriage_legs"], AIR_LEG_FIELDS) if mode == "AIR" else []),
+        dumps(carriage_subset(carriage["carriage_legs"], SEA_LEG_FIELDS) if mode == "SEA" else []),
+    )
+
+
 class StoreReader:
     """The read side of the store, over its ``data`` (read under its lock).
 
     Args:
         data: the store's shared data.
         code_conversions: the code conversion records (fixed for the store's life), ordered by id.
-        cache_size: full documents kept (as JSON) in the LRU cache.
+        cache_size: shipment versions kept (:class:`Rendered`) in the LRU cache.
     """
 
     def __init__(self, data: StoreData, code_conversions: list[dict[str, Any]], cache_size: int) -> None:
         self._data = data
         self._code_conversions = code_conversions
-        self._cache: OrderedDict[tuple[int, int], str] = OrderedDict()  # (id, version) -> document JSON
+        self._cache: OrderedDict[tuple[int, int], Rendered] = OrderedDict()  # (id, version) -> its answers
         self._cache_size = cache_size
 
     # ============================================================================================
@@ -49,25 +83,22 @@ class StoreReader:
             return iter(list(self._data.live.values()))
 
     def get_shipment(self, shipment_id: int) -> dict[str, Any]:
-        return loads(self._document_json(shipment_id))
+        return loads(self._rendered(shipment_id).document)
 
     def get_base_shipment(self, shipment_id: int) -> dict[str, Any]:
-        return base_shipment(self.get_shipment(shipment_id))
+        return loads(self._rendered(shipment_id).base)
 
     def get_events(self, shipment_id: int) -> list[dict[str, Any]]:
-        return self.get_shipment(shipment_id)["events"]
+        return loads(self._rendered(shipment_id).events)
 
     def get_air_main_carriage(self, shipment_id: int) -> list[dict[str, Any]]:
-        doc = self.get_shipment(shipment_id)
-        if doc["mode_of_transport"] != "AIR":
-            return []
-        return carriage_subset(doc["main_carriage"]["carriage_legs"], AIR_LEG_FIELDS)
+        return loads(self._rendered(shipment_id).air_legs)
 
     def get_sea_main_carriage(self, shipment_id: int) -> list[dict[str, Any]]:
-        doc = self.get_shipment(shipment_id)
-        if doc["mode_of_transport"] != "SEA":
-            return []
-        return carriage_subset(doc["main_carriage"]["carriage_legs"], SEA_LEG_FIELDS)
+        return loads(self._rendered(shipment_id).sea_legs)
+
+    def record_json(self, endpoint: str, shipment_id: int) -> bytes:
+        return self._rendered(shipment_id).answer(endpoint)
 
     # ============================================================================================
     # memos and code conversions
@@ -136,7 +167,7 @@ class StoreReader:
             ids = sorted(self._data.live)
             snapshot = [self._snapshot(i) for i in ids]
         for state, memos, overrides in snapshot:
-            yield loads(self._render(state, memos, overrides))
+            yield self._document(state, memos, overrides)
 
     def cache_info(self) -> dict[str, int]:
         with self._data.lock:
@@ -161,14 +192,13 @@ class StoreReader:
         memos = [self._memo_row(m, self._data.memos[m]) for m in self._data.memos_by_shipment.get(shipment_id, ())]
         return state, memos, copy.deepcopy(self._data.overrides.get(shipment_id, {}))
 
-    def _render(self, state: ShipmentState, memos: list[dict[str, Any]], overrides: dict[EventKey, Any]) -> str:
+    def _document(self, state: ShipmentState, memos: list[dict[str, Any]],
+                  overrides: dict[EventKey, Any]) -> dict[str, Any]:
         doc = build_document(self._data.seed, state, memos, overrides, self._data.clock.iso)
         zone = self._data.clock.naive_zone
-        if zone is not None:
-            doc = without_offsets(doc, zone)
-        return dumps(doc).decode()
+        return without_offsets(doc, zone) if zone is not None else doc
 
-    def _document_json(self, shipment_id: int) -> str:
+    def _rendered(self, shipment_id: int) -> Rendered:
         with self._data.lock:
             state, memos, overrides = self._snapshot(shipment_id)
             key = (shipment_id, state.version)
@@ -176,12 +206,12 @@ class StoreReader:
             if cached is not None:
                 self._cache.move_to_end(key)
                 return cached
-        text = self._render(state, memos, overrides)
+        answers = rendered(self._document(state, memos, overrides))
         with self._data.lock:
             if self._data.live.get(shipment_id) is not state:
-                return text  # changed (or reset) meanwhile: not kept under a key another state may take
-            self._cache[key] = text
+                return answers  # changed (or reset) meanwhile: not kept under a key another state may take
+            self._cache[key] = answers
             self._cache.move_to_end(key)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
-        return text
+        return answers

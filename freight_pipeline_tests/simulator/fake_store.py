@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from freight_pipeline.simulator.json_text import dumps
 from freight_pipeline.simulator.store_api import (
     EVENT_CODES,
     EVENT_TYPES,
@@ -207,6 +208,11 @@ class FakeReader:
 
     def get_sea_main_carriage(self, shipment_id: int) -> list[dict[str, Any]]:
         return self._legs(shipment_id, "SEA")
+
+    def record_json(self, endpoint: str, shipment_id: int) -> bytes:
+        read = {"shipment": self.get_shipment, "events": self.get_events,
+                "airmaincarriage": self.get_air_main_carriage, "seamaincarriage": self.get_sea_main_carriage}[endpoint]
+        return dumps(read(shipment_id))
 
     # --- memos and code conversions -------------------------------------------------------------------
 

@@ -8,7 +8,10 @@ from typing import Any
 import httpx
 import pytest
 
+from freight_pipeline.simulator.generator import base_shipment
+from freight_pipeline.simulator.json_text import dumps
 from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.simulator.store_reads import RECORD_ANSWERS
 from freight_pipeline_tests.simulator.conftest import lookup_all
 
 LOOKUP = "/service/shipment/lookup"
@@ -47,6 +50,28 @@ def test_events_and_carriage(shared_sim: RunningSimulator, shared_client: httpx.
     sea = shared_client.get(f"/service/shipment/{sea_id}/seamaincarriage")
     assert sea.json() == shared_sim.store.reader.get_sea_main_carriage(sea_id)
     assert shared_client.get(f"/service/shipment/{sea_id}/airmaincarriage").json() == []
+
+
+@pytest.mark.parametrize("endpoint", sorted(RECORD_ANSWERS))
+def test_a_record_endpoint_answers_the_json_its_reader_reads(
+    endpoint: str, shared_sim: RunningSimulator, shared_client: httpx.Client
+) -> None:
+    """Each of a shipment's record endpoints answers, byte for byte, the JSON of what the store's reader reads
+    (written once per version of the shipment), for a shipment of every mode of transport."""
+    reader = shared_sim.store.reader
+    read = {"shipment": reader.get_shipment, "events": reader.get_events,
+            "airmaincarriage": reader.get_air_main_carriage, "seamaincarriage": reader.get_sea_main_carriage}[endpoint]
+    suffix = "" if endpoint == "shipment" else f"/{endpoint}"
+    modes = sorted({row["MODE_OF_TRANSPORT"] for row in reader.shipment_key_rows()})
+    assert {"AIR", "SEA"} < set(modes)
+    for mode in modes:
+        sid = _first_id(shared_sim, MODE_OF_TRANSPORT=mode)
+        response = shared_client.get(f"/service/shipment/{sid}{suffix}")
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"] == "application/json"
+        assert response.content == dumps(read(sid)) == reader.record_json(endpoint, sid), (mode, endpoint)
+    lookup = shared_client.post(LOOKUP, json=[{"key": "ID", "match_mode": "EQUALS", "value": str(sid)}])
+    assert lookup.json() == [reader.get_base_shipment(sid)] == [base_shipment(reader.get_shipment(sid))]
 
 
 @pytest.mark.parametrize(
