@@ -100,6 +100,8 @@ def main() -> int:
     parser.add_argument("--py-spy", default="py-spy", help="the py-spy program (not a dependency of the project); "
                         "`none`: no sampling, the times and CPU only")
     parser.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL (py-spy --gil)")
+    parser.add_argument("--subprocesses", action="store_true",
+                        help="sample the sync's child processes too (py-spy --subprocesses: the normalizing worker)")
     parser.add_argument("--keep", type=Path, default=None, help="keep py-spy's collapsed stacks in this file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="freight-profile-") as tmp, \
@@ -115,7 +117,8 @@ def main() -> int:
                                 cwd=args.code or REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         spy = None if args.py_spy == "none" else subprocess.Popen(
             [args.py_spy, "record", "--pid", str(sync.pid), "--rate", str(args.rate), "--format", "raw", "--output",
-             str(collapsed), "--nonblocking", *(["--gil"] if args.gil else [])],
+             str(collapsed), "--nonblocking", *(["--gil"] if args.gil else []),
+             *(["--subprocesses"] if args.subprocesses else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         seen: dict[int, float] = {}
         peak = 0
@@ -144,7 +147,7 @@ def main() -> int:
           f"peak memory {peak / 2**20:.0f} MB (PSS of the process tree), {total} samples at {args.rate} Hz")
     own = sum(seen.values())
     print(f"CPU of the sync's own threads (read every 0.2 s): {own:.1f} s ({1000 * own / args.shipments:.2f} ms per "
-          f"shipment); of its children (the dbt worker) {cpu - own:.1f} s")
+          f"shipment); of its children (the normalizing worker, the dbt worker) {cpu - own:.1f} s")
     if not total:
         return 0
     print("| area | share of samples |\n|---|---|")
