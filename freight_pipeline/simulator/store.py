@@ -44,7 +44,9 @@ class SimulatorStore:
         memo_share: share of shipments with memo lines.
         max_memos_per_shipment: 1..this many memo lines for those shipments.
         code_conversions: at most this many code conversion records (about 380 exist).
-        cache_size: full documents kept (as JSON) in the LRU cache.
+        cache_size: shipment versions whose answers are kept (as JSON) in the LRU cache: two lookup pages of the
+            most the spec serves (500) and more, since a sync asks for a page's shipments while it reads the
+            next page (with 1,024, a full sync of 4,000 generated 375 documents twice).
         documents: shipments get E-Files of their own (generated, A38).
 
     Its parts, each given what it uses: ``data`` (:class:`~.store_data.StoreData`: the shared data
@@ -66,7 +68,7 @@ class SimulatorStore:
         memo_share: float = 0.6,
         max_memos_per_shipment: int = 5,
         code_conversions: int = 400,
-        cache_size: int = 1024,
+        cache_size: int = 2048,
         wall_clock: bool = False,
         documents: bool = True,
         offset_changes: tuple[tuple[str, str], ...] = (),
