@@ -167,7 +167,7 @@ class StoreReader:
             ids = sorted(self._data.live)
             snapshot = [self._snapshot(i) for i in ids]
         for state, memos, overrides in snapshot:
-            yield self._document(state, memos, overrides)
+            yield loads(dumps(self._document(state, memos, overrides)))  # its values as the answers' JSON reads them
 
     def cache_info(self) -> dict[str, int]:
         with self._data.lock:
