@@ -98,9 +98,9 @@ def run_notices(con: duckdb.DuckDBPyConnection, stream: str, run_id: str) -> lis
     """What run ``run_id`` of ``stream`` said of the service's behaviour (``StreamResult.notices``): each
     notice's kind (``sync.result.NoticeKind``; ``notice`` for a run that did not record it) and line."""
     row = con.execute(
-        "SELECT CAST(json_extract(details, '$.extra.notices') AS VARCHAR), "
-        f"CAST(json_extract(details, '$.extra.notice_kinds') AS VARCHAR) FROM {table_ref(meta.SYNC_RUNS)} "
-        "WHERE stream = ? AND run_id = ?", [stream, run_id]).fetchone()
+        "SELECT CAST(json_extract(details, ?) AS VARCHAR), CAST(json_extract(details, ?) AS VARCHAR) "
+        f"FROM {table_ref(meta.SYNC_RUNS)} WHERE stream = ? AND run_id = ?",
+        [meta.extra_path(meta.NOTICES), meta.extra_path(meta.NOTICE_KINDS), stream, run_id]).fetchone()
     lines = [str(n) for n in json.loads(row[0])] if row and row[0] else []
     kinds = [str(k) for k in json.loads(row[1])] if row and row[1] else []
     return [(kinds[i] if i < len(kinds) else "notice", line) for i, line in enumerate(lines)]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from freight_pipeline.normalize.shapes import FieldTally
+from freight_pipeline.warehouse.meta import NOTICE_KINDS, NOTICES
 from freight_pipeline.warehouse.records import RunRecord
 
 
@@ -112,14 +113,14 @@ class StreamResult(RunRecord):
     def notices(self) -> list[str]:
         """What the run met that its users should know of, a line each, said once a run: the service's
         behaviour (a clock without an offset, a restore), not a record's fault."""
-        return list(self.extra.get("notices", []))
+        return list(self.extra.get(NOTICES, []))
 
     def add_notice(self, kind: NoticeKind, line: str) -> None:
         """Say ``line`` once a run; ``kind`` names what was met (the alert it opens: ``alerts.problems``)."""
-        notices = self.extra.setdefault("notices", [])
+        notices = self.extra.setdefault(NOTICES, [])
         if line not in notices:
             notices.append(line)
-            self.extra.setdefault("notice_kinds", []).append(kind.value)
+            self.extra.setdefault(NOTICE_KINDS, []).append(kind.value)
 
     def shape_changes(self) -> list[str]:
         """``shipment documents changed shape: house_reference absent from all 40 read (present before),

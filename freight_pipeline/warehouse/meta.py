@@ -58,6 +58,17 @@ SYNC_RUNS = _meta(
     ("run_id", "stream"),
     "One row per stream per run: started/finished, rows read and written, requests, retries, rejected.",
 )
+NOTICES = "notices"
+"""The key, in a run's ``details.extra``, of what the run said of the service's behaviour (a line each)."""
+NOTICE_KINDS = "notice_kinds"
+"""The key, in a run's ``details.extra``, of each notice's kind (``sync.result.NoticeKind``), in the order of
+:data:`NOTICES`."""
+
+
+def extra_path(key: str) -> str:
+    """The JSON path of ``key`` in a ``sync_runs`` row's ``details`` (under its ``extra``)."""
+    return f"$.extra.{key}"
+
 
 TABLE_FRESHNESS = _meta(
     "table_freshness",

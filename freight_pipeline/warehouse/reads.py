@@ -64,10 +64,11 @@ class Reads:
         return None if row is None else str(row[0])
 
     def last_success_notice_kinds(self, stream: str) -> list[str]:
-        """The kinds of notice (``extra.notice_kinds``) the stream's latest successful run said."""
-        row = first(run(self.database.con, "SELECT CAST(json_extract(details, '$.extra.notice_kinds') AS VARCHAR) "
+        """The kinds of notice (``meta.NOTICE_KINDS``) the stream's latest successful run said."""
+        row = first(run(self.database.con, "SELECT CAST(json_extract(details, ?) AS VARCHAR) "
                                            f"FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? AND status = 'success' "
-                                           "ORDER BY started_at DESC, run_id DESC LIMIT 1", [stream]))
+                                           "ORDER BY started_at DESC, run_id DESC LIMIT 1",
+                        [meta.extra_path(meta.NOTICE_KINDS), stream]))
         return [str(kind) for kind in json.loads(row[0])] if row is not None and row[0] else []
 
     def runs(self, run_id: str | None = None) -> list[dict[str, Any]]:
@@ -81,8 +82,8 @@ class Reads:
     def run_mappings(self, key: str) -> list[RunMapping]:
         """Every run's stream, instants and status, and the text under ``key`` in its ``details.extra``."""
         rows = run(self.database.con, f"SELECT stream, started_at, finished_at, status, "
-                                      f"json_extract_string(details, '$.extra.' || ?) FROM {qualified(meta.SYNC_RUNS)}",
-                   [key])
+                                      f"json_extract_string(details, ?) FROM {qualified(meta.SYNC_RUNS)}",
+                   [meta.extra_path(key)])
         return [RunMapping(*row) for row in rows]
 
     @contextmanager
