@@ -74,6 +74,9 @@ def lake_maintenance(context: dg.OpExecutionContext, warehouse: WarehouseResourc
         f"{done.expired_snapshots} snapshots older than {done.kept_from:%Y-%m-%d %H:%M} UTC, deleted "
         f"{done.removed_files} files"
     )
+    context.add_output_metadata({"flushed inlined tables": done.flushed_inlined, "merged files": done.merged_files,
+                                 "expired snapshots": done.expired_snapshots, "deleted files": done.removed_files,
+                                 "kept from": dg.MetadataValue.timestamp(done.kept_from)})
 
 
 @dg.job(name=MAINTENANCE_JOB, description="Compaction of small files and expiry of old snapshots of the lake.")
