@@ -20,20 +20,21 @@ from freight_pipeline.simulator.server import RunningSimulator, running_simulato
 from freight_pipeline_tests.client.helpers import FAST_RETRY
 
 RETRIEVE = "/service/shipment/{id}"
-LIFETIME_S = 1.0
-"""The simulator's tokens live 1 s (their ``exp`` is rounded up to a whole second: 1 to 2 s)."""
+LIFETIME_S = 2.0
+"""The simulator's tokens live 2 s (their ``exp`` is rounded up to a whole second: 2 to 3 s)."""
 LATENCY_MS = 80
-"""The simulator waits this long before it checks the token: the refresh margin must cover it (the
-client renews ``min(margin, lifetime / 10)`` = 0.1 to 0.2 s before expiry)."""
-REQUESTS = 28
-"""One at a time, 80 ms each: the last ones are sent 2.2 s after the first, past the first token's expiry."""
+"""The simulator waits this long before it checks the token: the refresh margin must cover it and the moments
+between the client's check and the service's (the client renews ``min(margin, lifetime / 10)`` = 0.2 to 0.3 s
+before expiry: 120 ms or more to spare; with tokens of 1 s, 20 ms, which a loaded CI machine once exceeded)."""
+REQUESTS = 45
+"""One at a time, 80 ms each: the last ones are sent 3.5 s after the first, past the first token's expiry."""
 
 
 @pytest.fixture(scope="module")
 def short_tokens() -> Iterator[RunningSimulator]:
     faults = FaultConfig(latency_ms=LATENCY_MS, paths=frozenset({RETRIEVE}))
     config = SimulatorConfig(token_lifetime_s=LIFETIME_S, faults=faults)
-    with running_simulator(config, shipments=40, seed=5) as sim:
+    with running_simulator(config, shipments=REQUESTS + 5, seed=5) as sim:
         yield sim
 
 
