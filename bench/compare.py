@@ -245,11 +245,7 @@ def warmed(code: Path | None, *, dagster: bool = False) -> None:
         return
     _warm.add((code, dagster))
     with tempfile.TemporaryDirectory(prefix="freight-bench-warm-") as tmp, simulator(WARM_UP_SHIPMENTS, 1, 0) as url:
-        if not dagster:
-            ours(url, Path(tmp), code=code)
-            return
-        warmed(code)
-        ours(url, Path(tmp), code=code, dagster=True)
+        ours(url, Path(tmp), code=code, dagster=dagster)
 
 
 def publish_part(run: Measured) -> str:
