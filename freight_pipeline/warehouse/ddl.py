@@ -135,6 +135,19 @@ def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | Map
     return int(row[0]) if row and row[0] is not None else 0
 
 
+def any_row(con: duckdb.DuckDBPyConnection, sources: Sequence[str], params: Sequence[Any] = ()) -> bool:
+    """Whether any of ``sources`` (``FROM ... [WHERE ...]`` clauses, each taking ``params``) has a row.
+
+    One ``UNION ALL`` of ``LIMIT 1`` scans: an ``OR`` of ``EXISTS`` has DuckDB's join-order optimizer read
+    every table's statistics, which a DuckLake reads from its catalog (26 empty tables of a new lake: 1.2 s
+    against 0.4 s; with data 0.10-0.16 s against 0.05 s).
+    """
+    if not sources:
+        return False
+    sql = " UNION ALL ".join(f"(SELECT 1 {source} LIMIT 1)" for source in sources)
+    return bool(run(con, f"{sql} LIMIT 1", list(params) * len(sources)))
+
+
 def quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 

@@ -20,7 +20,7 @@ from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS
 from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
-from freight_pipeline.warehouse.ddl import catalog_cursors, first, qualified, run, scalar
+from freight_pipeline.warehouse.ddl import any_row, catalog_cursors, first, qualified, run, scalar
 from freight_pipeline.warehouse.listing import LiveListing
 from freight_pipeline.warehouse.records import EARLIEST_FETCH, RawBatch, RawDocument, RawPosition, RunMapping
 from freight_pipeline.warehouse.stamps import earlier, same_instant
@@ -170,9 +170,8 @@ class Reads:
 
     def holds_shipments(self) -> bool:
         """Whether any shipment (or a record of one waiting in the retry queue) is held."""
-        row = first(run(self.database.con, f"SELECT EXISTS (FROM {qualified(meta.RAW_SHIPMENTS)}) OR EXISTS "
-                                  f"(FROM {qualified(meta.QUARANTINE)} WHERE shipment_id IS NOT NULL)"))
-        return bool(row and row[0])
+        return any_row(self.database.con, [f"FROM {qualified(meta.RAW_SHIPMENTS)}",
+                                           f"FROM {qualified(meta.QUARANTINE)} WHERE shipment_id IS NOT NULL"])
 
     def holds_shipment_rows(self, tables: Sequence[str], within: tuple[int, int | None] | None = None) -> bool:
         """Whether any row of a shipment is held in ``tables`` (names of per-shipment tables), the raw documents
@@ -189,11 +188,10 @@ class Reads:
                 conditions.append("shipment_id < ?")
                 bounds.append(high)
         where = " AND ".join(conditions)
-        found = [f"EXISTS (FROM {qualified(spec)} WHERE {where})" for spec in held]
-        found += [f"EXISTS (FROM {qualified(spec)} WHERE shipment_id IS NOT NULL AND {where})"
-                  for spec in (meta.DATA_PROBLEMS, meta.QUARANTINE)]
-        row = first(run(self.database.con, f"SELECT {' OR '.join(found)}", bounds * len(found)))
-        return bool(row and row[0])
+        sources = [f"FROM {qualified(spec)} WHERE {where}" for spec in held]
+        sources += [f"FROM {qualified(spec)} WHERE shipment_id IS NOT NULL AND {where}"
+                    for spec in (meta.DATA_PROBLEMS, meta.QUARANTINE)]
+        return any_row(self.database.con, sources, bounds)
 
     def latest_stamps(self, limit: int) -> dict[int, str]:
         """The ``limit`` shipments held with the newest last-modified instants: id -> stamp

@@ -451,11 +451,13 @@ def _a_value(column_type: str) -> str:
 def test_the_append_check_finds_a_row_of_a_shipment_in_each_table_it_names(tmp_path: Path) -> None:
     """``Reads.holds_shipment_rows``, which lets a first sync append (``BatchWrite.fresh_ids``): one row of a
     shipment in any table it names (each the shipments stream writes, the raw documents and parts, the data
-    problems, the retry queue) is found; a row of no shipment (a code conversion's problem or retry entry) is not."""
+    problems, the retry queue) is found, inside a backfill partition's range and not outside it; a row of no
+    shipment (a code conversion's problem or retry entry) is not. ``Reads.holds_shipments`` (a first walk lists
+    everything) finds a raw document or a shipment's retry entry, nothing else."""
     with Warehouse(tmp_path, FREIGHT_TABLES) as wh:
         assert set(PART_TABLES) <= {spec.name for spec in wh.database.unit_tables}
         named = [wh.database.spec(name) for name in PART_TABLES]
-        assert not wh.reads.holds_shipment_rows(PART_TABLES)
+        assert not wh.reads.holds_shipment_rows(PART_TABLES) and not wh.reads.holds_shipments()
         for spec in (*named, meta.RAW_SHIPMENTS, meta.RAW_PARTS, meta.DATA_PROBLEMS, meta.QUARANTINE):
             for shipment_id in ("1", "NULL"):
                 if shipment_id == "NULL" and spec not in (meta.DATA_PROBLEMS, meta.QUARANTINE):
@@ -464,6 +466,12 @@ def test_the_append_check_finds_a_row_of_a_shipment_in_each_table_it_names(tmp_p
                 values += [f"{_a_value(c.type)} AS {quote(c.name)}" for c in spec.all_columns
                            if c.name != "shipment_id" and (not c.nullable or c.name in spec.primary_key)]
                 wh.con.execute(f"INSERT INTO {spec.qualified_name} BY NAME SELECT {', '.join(values)}")
-                assert wh.reads.holds_shipment_rows(PART_TABLES) is (shipment_id == "1"), (spec.name, shipment_id)
+                held = shipment_id == "1"
+                assert wh.reads.holds_shipment_rows(PART_TABLES) is held, (spec.name, shipment_id)
+                assert wh.reads.holds_shipment_rows(PART_TABLES, (1, 2)) is held, (spec.name, shipment_id)
+                assert wh.reads.holds_shipment_rows(PART_TABLES, (1, None)) is held, (spec.name, shipment_id)
+                assert not wh.reads.holds_shipment_rows(PART_TABLES, (2, None)), spec.name
+                assert not wh.reads.holds_shipment_rows(PART_TABLES, (0, 1)), spec.name
+                assert wh.reads.holds_shipments() is (held and spec in (meta.RAW_SHIPMENTS, meta.QUARANTINE)), spec.name
                 wh.con.execute(f"DELETE FROM {spec.qualified_name}")
         assert not wh.reads.holds_shipment_rows(PART_TABLES)
