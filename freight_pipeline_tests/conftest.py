@@ -95,17 +95,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 LONGEST_FIRST = (
     # the lake environment's (freight_pipeline_tests/lake)
-    "lake/test_lake_sync.py", "lake/test_lake_dashboard.py", "lake/test_lake_history.py",
-    "lake/test_lake_maintenance.py", "lake/test_lake_rebuild.py",
+    "lake/test_start_together.py", "lake/test_lake_sync.py", "lake/test_lake_dashboard.py",
+    "lake/test_lake_maintenance.py", "lake/test_lake_alerts.py", "lake/test_lake_history.py",
+    "lake/test_lake_rebuild.py",
     # the default environment's: the longest two, then the files that mostly sleep (a fake browser, latency
     # tails, limits, backoff: 4-24 s each) while the lake's tests keep both cores busy, then the long ones
-    "sync/test_crash.py", "job/test_run.py", "commands/test_check_ui.py", "client/test_hedge.py",
+    "job/test_run.py", "sync/test_crash.py", "commands/test_check_ui.py", "client/test_hedge.py",
     "client/test_in_flight_limit.py", "simulator/test_http_in_flight.py", "simulator/test_http_faults.py",
     "client/test_simulator_http.py", "client/test_slots_and_tokens.py", "commands/test_status.py",
-    "sync/test_bad_data.py", "sync/test_shipments.py", "commands/test_sync_command.py", "dashboard/test_dashboard.py",
-    "warehouse/test_older_readers.py", "dbt/test_dbt_project.py", "sync/test_rebuild.py", "sync/test_reconcile.py",
-    "sync/test_restore.py", "sync/test_documents.py", "marts/test_worker.py", "warehouse/test_crash.py",
-    "sync/test_daylight_saving.py", "dbt/test_eta_marts.py", "dbt/test_unknown_values.py",
+    "sync/test_shipments.py", "sync/test_bad_data.py", "dashboard/test_dashboard.py", "alerts/test_alerts.py",
+    "commands/test_sync_command.py", "dbt/test_dbt_project.py", "sync/test_rebuild.py",
+    "warehouse/test_older_readers.py", "sync/test_reconcile.py", "sync/test_documents.py", "sync/test_memo_batch.py",
+    "sync/test_restore.py", "marts/test_worker.py", "dbt/test_eta_marts.py", "sync/test_daylight_saving.py",
+    "sync/test_nulls.py", "sync/test_freshness.py", "dbt/test_unknown_values.py", "warehouse/test_crash.py",
 )
 """The test files that take longest (each over 14 s of a run of its suite alone with ``-n 2``, longest first),
 and those that mostly sleep: they run first, the others after in their usual order (a stable sort), so that
