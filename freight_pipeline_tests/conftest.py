@@ -109,11 +109,11 @@ LONGEST_FIRST = (
     "sync/test_restore.py", "marts/test_worker.py", "dbt/test_eta_marts.py", "sync/test_daylight_saving.py",
     "sync/test_nulls.py", "sync/test_freshness.py", "dbt/test_unknown_values.py", "warehouse/test_crash.py",
 )
-"""The test files that take longest (each over 14 s of a run of its suite alone with ``-n 2``, longest first),
-and those that mostly sleep: they run first, the others after in their usual order (a stable sort), so that
-pytest-xdist's workers (a whole file each, ``--dist loadfile``, in this order: :func:`pytest_configure`) do not
-end with one of them running alone, or waiting, while the other cores have nothing left. Out of date, it only
-balances the workers less well."""
+"""The test files that take longest (each over 14 s of wall in a run of both suites at once, as ``make test`` runs
+them; longest first), and those that mostly sleep: they run first, the others after in their usual order (a stable
+sort), so that pytest-xdist's workers (a whole file each, ``--dist loadfile``, in this order:
+:func:`pytest_configure`) do not end with one of them running alone, or waiting, while the other cores have nothing
+left. Out of date, it only balances the workers less well."""
 
 
 @pytest.fixture(scope="session", autouse=True)

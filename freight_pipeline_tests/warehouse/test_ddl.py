@@ -1,4 +1,5 @@
-"""``warehouse.ddl``: cursors for other threads in the catalog their connection uses."""
+"""``warehouse.ddl``: cursors for other threads in the catalog their connection uses; whether any of several
+sources has a row."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import threading
 
 import duckdb
 
-from freight_pipeline.warehouse.ddl import catalog_cursors
+from freight_pipeline.warehouse.ddl import any_row, catalog_cursors
 
 
 def test_cursors_for_other_threads_use_the_catalog_their_connection_uses() -> None:
@@ -35,3 +36,22 @@ def test_cursors_for_other_threads_use_the_catalog_their_connection_uses() -> No
         for thread in threads:
             thread.join()
         assert seen == [("lake", 42)] * 3
+
+
+def test_any_row_finds_a_row_in_whichever_source_holds_one() -> None:
+    """``any_row`` over three tables, each taking the same parameters: a row in any one of them (first, middle,
+    last) that its condition admits is found, one it does not admit is not; no source holds nothing."""
+    with duckdb.connect() as con:
+        names = ("a", "b", "c")
+        for name in names:
+            con.execute(f"CREATE TABLE {name} (shipment_id BIGINT)")
+        sources = [f"FROM {name} WHERE shipment_id >= ? AND shipment_id < ?" for name in names]
+        assert not any_row(con, []) and not any_row(con, sources, [0, 10])
+        for name in names:
+            con.execute(f"INSERT INTO {name} VALUES (5), (7)")
+            assert any_row(con, sources, [0, 10]), name
+            assert any_row(con, sources, [7, 8]), name
+            assert not any_row(con, sources, [10, 20]), name
+            assert any_row(con, [f"FROM {name}"]), name
+            con.execute(f"DELETE FROM {name}")
+        assert not any_row(con, [f"FROM {name}" for name in names])
