@@ -61,8 +61,8 @@ lint: setup
 TEST_WORKERS ?= auto
 
 # pytest in environment $(1): bytecode written even where PYTHONDONTWRITEBYTECODE is set, so that pytest keeps
-# the test modules it rewrites for its assertion messages (about 5 s of each worker's collection, every run;
-# `make test-fast` 28.9 s -> 23.8 s of CPU); the project's and packages' own are compiled at setup already.
+# the test modules it rewrites for its assertion messages (several seconds of each worker's collection, every run;
+# `make test-fast` 28.9 s -> 24.3 s of CPU); the project's and packages' own are compiled at setup already.
 PYTEST = PYTHONDONTWRITEBYTECODE= $(1)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile
 
 # The lake tests (freight_pipeline_tests/lake) run in the lake environment, the others in the default one;
