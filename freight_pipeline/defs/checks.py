@@ -19,7 +19,7 @@ from freight_pipeline.alerts.notify import freshness
 from freight_pipeline.checks.warehouse import CheckResult, Severity, WarehouseCheck
 from freight_pipeline.config import ALERT_URLS_ENV
 from freight_pipeline.defs.resources import WarehouseResource
-from freight_pipeline.defs.sync_assets import table_key
+from freight_pipeline.defs.sync_assets import metadata_value, table_key
 from freight_pipeline.sync.streams import SHIPMENTS
 
 FRESHNESS_SENSOR = "shipments_freshness_sensor"
@@ -34,17 +34,6 @@ def check_spec(check: WarehouseCheck) -> dg.AssetCheckSpec:
         additional_deps=[table_key(table) for table in check.also_reads],
         description=check.description,
     )
-
-
-def metadata_value(value: Any) -> Any:
-    """A check's figure as Dagster shows it: samples as JSON, instants as timestamps."""
-    if value is None:
-        return dg.MetadataValue.null()
-    if isinstance(value, dt.datetime):
-        return dg.MetadataValue.timestamp(value)
-    if isinstance(value, list | dict):
-        return dg.MetadataValue.json(value)
-    return value
 
 
 def check_result(check: WarehouseCheck, result: CheckResult) -> dg.AssetCheckResult:

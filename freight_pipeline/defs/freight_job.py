@@ -21,7 +21,6 @@ build and the publish.
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -31,7 +30,7 @@ from freight_pipeline.config import PASSWORD_ENV
 from freight_pipeline.defs.checks import check_result, check_spec
 from freight_pipeline.defs.dbt import dbt_assets_of, model_results
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource, run_settings
-from freight_pipeline.defs.sync_assets import stream_keys, stream_results, stream_specs, table_key
+from freight_pipeline.defs.sync_assets import metadata_value, stream_keys, stream_results, stream_specs, table_key
 from freight_pipeline.job.run import (
     CHECKS_STEP,
     FAILED_STEP,
@@ -73,17 +72,6 @@ def publish_spec(upstream: list[dg.AssetSpec]) -> dg.AssetSpec:
         description="The published warehouse: a read-only DuckDB copy (warehouse.duckdb) and Parquet "
         "(parquet/<schema>/<table>/), each swapped atomically. Analysts and BI read only this.",
     )
-
-
-def metadata_value(value: Any) -> Any:
-    """A publication's plain value as Dagster shows it: paths, tables of figures (JSON) and seconds."""
-    if isinstance(value, Path):
-        return dg.MetadataValue.path(str(value))
-    if isinstance(value, dict):
-        return dg.MetadataValue.json(value)
-    if isinstance(value, float):
-        return dg.MetadataValue.float(value)
-    return value
 
 
 def step_results(step: Step) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:

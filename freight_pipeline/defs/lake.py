@@ -15,7 +15,7 @@ from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, Lak
 from freight_pipeline.defs.jobs import WRITER_TAG, default_schedule_status
 from freight_pipeline.defs.names import BACKFILL_JOB, MAINTENANCE_JOB
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
-from freight_pipeline.defs.sync_assets import stream_metadata
+from freight_pipeline.defs.sync_assets import metadata_value, stream_metadata
 from freight_pipeline.lake.backend import LakeBackend
 from freight_pipeline.sync.backfill import IdRange, backfill_plan
 from freight_pipeline.sync.progress import Throttled
@@ -69,14 +69,8 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
 def lake_maintenance(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> None:
     retention = warehouse.settings().lake.lake_retention
     done = lake_backend(warehouse, "lake maintenance needs a lake").maintain(warehouse.path, retention)
-    context.log.info(
-        f"flushed {done.flushed_inlined} inlined tables, merged {done.merged_files} files, expired "
-        f"{done.expired_snapshots} snapshots older than {done.kept_from:%Y-%m-%d %H:%M} UTC, deleted "
-        f"{done.removed_files} files"
-    )
-    context.add_output_metadata({"flushed inlined tables": done.flushed_inlined, "merged files": done.merged_files,
-                                 "expired snapshots": done.expired_snapshots, "deleted files": done.removed_files,
-                                 "kept from": dg.MetadataValue.timestamp(done.kept_from)})
+    context.log.info(done.summary())
+    context.add_output_metadata({name: metadata_value(value) for name, value in done.metadata().items()})
 
 
 @dg.job(name=MAINTENANCE_JOB, description="Compaction of small files and expiry of old snapshots of the lake.")

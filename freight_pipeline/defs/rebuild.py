@@ -11,10 +11,11 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from freight_pipeline.defs.freight_job import PUBLISH_KEY, metadata_value
+from freight_pipeline.defs.freight_job import PUBLISH_KEY
 from freight_pipeline.defs.jobs import WRITER_TAG
 from freight_pipeline.defs.names import REBUILD_JOB
 from freight_pipeline.defs.resources import WarehouseResource
+from freight_pipeline.defs.sync_assets import metadata_value
 from freight_pipeline.job.run import FAILED_STEP, Alerting, Step, run_rebuild
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.settings import SyncSettings

@@ -10,6 +10,7 @@ The computation is the job's (``job.run``); this module only turns what a stream
 import datetime as dt
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -30,6 +31,22 @@ from freight_pipeline.warehouse.history import HISTORY_TABLES
 
 SYNC_GROUP = "freight"
 SOURCE_SCHEMA = "freight"
+
+
+def metadata_value(value: Any) -> Any:
+    """A plain figure (a check's, a publication's, the lake maintenance's) as Dagster shows it: paths as paths,
+    instants as timestamps, samples and tables of figures as JSON, None as null, seconds as floats."""
+    if value is None:
+        return dg.MetadataValue.null()
+    if isinstance(value, Path):
+        return dg.MetadataValue.path(str(value))
+    if isinstance(value, dt.datetime):
+        return dg.MetadataValue.timestamp(value)
+    if isinstance(value, list | dict):
+        return dg.MetadataValue.json(value)
+    if isinstance(value, float):
+        return dg.MetadataValue.float(value)
+    return value
 
 
 def table_key(table: str) -> dg.AssetKey:

@@ -144,6 +144,16 @@ class MaintenanceResult:
     removed_files: int
     kept_from: dt.datetime
 
+    def summary(self) -> str:
+        return (f"flushed {self.flushed_inlined} inlined tables, merged {self.merged_files} files, expired "
+                f"{self.expired_snapshots} snapshots older than {self.kept_from:%Y-%m-%d %H:%M} UTC, deleted "
+                f"{self.removed_files} files")
+
+    def metadata(self) -> dict[str, Any]:
+        return {"flushed inlined tables": self.flushed_inlined, "merged files": self.merged_files,
+                "expired snapshots": self.expired_snapshots, "deleted files": self.removed_files,
+                "kept from": self.kept_from}
+
 
 def maintain(con: duckdb.DuckDBPyConnection, retention: dt.timedelta = DEFAULT_RETENTION) -> MaintenanceResult:
     """Compaction and expiry: small inlined inserts flushed to Parquet, files with deleted rows rewritten
