@@ -57,8 +57,7 @@ def test_a_record_endpoint_answers_the_json_its_reader_reads(
     endpoint: str, shared_sim: RunningSimulator, shared_client: httpx.Client
 ) -> None:
     """Each of a shipment's record endpoints answers, byte for byte, the JSON of what the store's reader reads
-    (written once per version of the shipment), and its lookup row the base shipment of its document, for a shipment
-    of every mode of transport."""
+    (written once per version of the shipment), for a shipment of every mode of transport."""
     reader = shared_sim.store.reader
     read = {"shipment": reader.get_shipment, "events": reader.get_events,
             "airmaincarriage": reader.get_air_main_carriage, "seamaincarriage": reader.get_sea_main_carriage}[endpoint]
@@ -71,8 +70,18 @@ def test_a_record_endpoint_answers_the_json_its_reader_reads(
         assert response.status_code == 200, response.text
         assert response.headers["content-type"] == "application/json"
         assert response.content == dumps(read(sid)) == reader.record_json(endpoint, sid), (mode, endpoint)
+
+
+def test_a_lookup_row_is_the_base_shipment_of_its_document(
+    shared_sim: RunningSimulator, shared_client: httpx.Client
+) -> None:
+    """A shipment's lookup row (written once per version, beside its answers) is its document's base shipment,
+    for a shipment of every mode of transport."""
+    reader = shared_sim.store.reader
+    for mode in sorted({row["MODE_OF_TRANSPORT"] for row in reader.shipment_key_rows()}):
+        sid = _first_id(shared_sim, MODE_OF_TRANSPORT=mode)
         lookup = shared_client.post(LOOKUP, json=[{"key": "ID", "match_mode": "EQUALS", "value": str(sid)}])
-        assert lookup.json() == [reader.get_base_shipment(sid)] == [base_shipment(reader.get_shipment(sid))]
+        assert lookup.json() == [reader.get_base_shipment(sid)] == [base_shipment(reader.get_shipment(sid))], mode
 
 
 @pytest.mark.parametrize(
