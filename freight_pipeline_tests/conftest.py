@@ -122,8 +122,9 @@ left. Out of date, it only balances the workers less well."""
 @pytest.fixture(scope="session", autouse=True)
 def dbt_worker_server(request: pytest.FixtureRequest) -> Iterator[None]:
     """A fork server of dbt workers for the session (not for ``--fast``: it runs no dbt), named in the
-    environment of the session and of its commands; stopped at the end (its input ends). Until it listens
-    (its imports take a few seconds), a worker is a process of its own, as without it. None when the
+    environment of the session and of its commands; stopped at the end (its input ends), where a server that ended
+    before fails the session, with what it said. Until it listens (its imports take a few seconds), a worker is a
+    process of its own, as without it. None when the
     variable is set already (``FREIGHT_DBT_WORKER_SERVER= make test``: every worker a process of its own,
     to compare)."""
     if request.config.getoption("fast") or DBT_WORKER_SERVER_ENV in os.environ:
@@ -139,6 +140,7 @@ def dbt_worker_server(request: pytest.FixtureRequest) -> Iterator[None]:
             environment.setenv(DBT_WORKER_SERVER_ENV, str(socket_path))
             yield
     finally:
+        ended_early = server.poll()
         assert server.stdin is not None
         server.stdin.close()
         try:
@@ -146,5 +148,8 @@ def dbt_worker_server(request: pytest.FixtureRequest) -> Iterator[None]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+        said = (folder / "server.log").read_text(errors="replace")
         with contextlib.suppress(OSError):
             shutil.rmtree(folder)
+    # the session's workers were processes of their own, silently: a failure of the server, not of a test
+    assert ended_early is None, f"the fork server of dbt workers ended with {ended_early} during the session: {said}"

@@ -181,9 +181,21 @@ def _warm_up() -> str:
         done = f"no warm-up: {type(exc).__name__}: {exc}"
     threads = _threads()
     if threads > 1:
+        threads = _without_duckdb_default_threads()
+    if threads > 1:
         raise RuntimeError(f"{threads - 1} threads left running by the warm-up: forking would copy them stopped, "
                            "with any lock they hold; not serving")
     return done
+
+
+def _without_duckdb_default_threads() -> int:
+    """This process's threads once duckdb's default connection runs on this thread alone: duckdb 1.x opens that
+    connection as it is imported (the lake environment's duckdb; 2.0 opens it when first asked), and its scheduler
+    runs a thread for each other core, idle, holding no lock of ours. No worker uses that connection."""
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is not None and duckdb.__version__.startswith("1."):
+        duckdb.default_connection().execute("SET threads = 1")  # its scheduler's threads end before this returns
+    return _threads()
 
 
 def _threads() -> int:
