@@ -4,7 +4,10 @@ touches: the keys of a field whose sources changed, every record for anything el
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
+import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +43,55 @@ def test_the_signature_is_the_same_in_another_process_and_every_declaration_is_d
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=True,
                            env={"PYTHONHASHSEED": "12345", "PATH": ""})
     assert there.stdout.strip() == here.id
+
+
+def _written_out(sign: MappingSignature) -> str:
+    text = json.dumps([sign.code, sign.declared], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _leaves(value: object, path: tuple[object, ...] = ()) -> list[tuple[tuple[object, ...], object]]:
+    """Every leaf of ``declared`` with its path (dict keys and list positions)."""
+    if isinstance(value, dict):
+        return [leaf for key, item in value.items() for leaf in _leaves(item, (*path, key))]
+    if isinstance(value, list):
+        return [leaf for index, item in enumerate(value) for leaf in _leaves(item, (*path, index))]
+    return [(path, value)]
+
+
+def _replaced(declared: object, path: tuple[object, ...], value: object) -> object:
+    changed = copy.deepcopy(declared)
+    inner = changed
+    for step in path[:-1]:
+        inner = inner[step]  # type: ignore[index]
+    inner[path[-1]] = value  # type: ignore[index]
+    return changed
+
+
+def test_an_id_is_the_digest_of_what_it_signs_whether_or_not_the_last_one_is_reused() -> None:
+    """The id of data equal to the last signature's is the last id: equal all through, types included. Each kind
+    of leaf in the declarations is changed to a value ``==`` holds equal but JSON writes otherwise (``True`` and
+    ``1``, ``0`` and ``False``, ``None`` and nothing), then to another value, and a signature equal to the first
+    comes between each: every id is the digest of its own data."""
+    fixed = current_signature(ZONE)
+    assert fixed.id == _written_out(fixed)
+    leaves = _leaves(fixed.declared)
+    kinds = {type(value): (path, value) for path, value in reversed(leaves)}  # the first leaf of each kind
+    look_alikes = {bool: lambda v: int(v), int: lambda v: bool(v) if v in (0, 1) else float(v),
+                   str: lambda v: v + " ", type(None): lambda v: 0}
+    assert {str, bool, type(None)} <= set(kinds) <= set(look_alikes), set(kinds)  # as _as_data writes them
+    seen = {fixed.id}
+    for kind, (path, value) in kinds.items():
+        for other in (look_alikes[kind](value), [value]):
+            changed = dataclasses.replace(fixed, declared=_replaced(fixed.declared, path, other))
+            assert changed.id == _written_out(changed) and changed.id not in seen, (kind, path, other)
+            seen.add(changed.id)
+            again = dataclasses.replace(fixed, declared=copy.deepcopy(fixed.declared))  # equal, no object shared
+            assert again.id == fixed.id
+    reordered = dataclasses.replace(fixed, declared=dict(reversed(list(fixed.declared.items()))))
+    assert reordered.id == fixed.id  # the keys are written sorted
+    assert dataclasses.replace(fixed, code="another release").id == _written_out(
+        dataclasses.replace(fixed, code="another release"))
 
 
 def test_an_alias_added_or_removed_touches_only_its_new_key(monkeypatch: pytest.MonkeyPatch) -> None:
