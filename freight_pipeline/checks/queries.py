@@ -131,7 +131,7 @@ def quarantined_records(
         f"SELECT record_key, reason, request, attempts, next_attempt_at {where} "
         f"ORDER BY first_failed_at, record_key LIMIT {int(sample)}",
         [stream],
-    ).fetchall()
+    ).fetchall() if count else []
     examples = [
         {"record_key": k, "reason": r, "request": q, "attempts": a, "next_attempt_at": str(_utc(n))}
         for k, r, q, a, n in rows
@@ -147,7 +147,7 @@ def data_problems(con: duckdb.DuckDBPyConnection, stream: str, sample: int = 5) 
         f"SELECT record_key, json_path, CAST(raw_value AS VARCHAR), reason {where} "
         f"ORDER BY detected_at DESC, record_key, json_path LIMIT {int(sample)}",
         [stream],
-    ).fetchall()
+    ).fetchall() if count else []
     examples = [{"record_key": k, "json_path": p, "raw_value": v, "reason": r} for k, p, v, r in rows]
     return count, examples
 
