@@ -71,7 +71,7 @@ from freight_pipeline.sync.runner import (
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import SHIPMENTS, STREAMS, Stream, stream_step
 from freight_pipeline.warehouse.backend import Publication, StorageBackend
-from freight_pipeline.warehouse.ddl import explained_out_of_memory
+from freight_pipeline.warehouse.ddl import explained_out_of_memory, row_counts
 from freight_pipeline.warehouse.history import HISTORY_TABLES
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 from freight_pipeline.warehouse.writer_lock import WarehouseBusy, writer_lock
@@ -483,8 +483,7 @@ def _rows(warehouse: Warehouse, stream: Stream) -> tuple[dict[str, int], dt.date
     specs = [TABLES_BY_NAME[table] for table in stream.tables]
     if stream.name == SHIPMENTS.name:
         specs.extend(HISTORY_TABLES)
-    rows = {spec.qualified_name: queries.row_count(warehouse.con, spec) for spec in specs}
-    return rows, queries.newest_source_change(warehouse.con, stream.name)
+    return row_counts(warehouse.con, specs), queries.newest_source_change(warehouse.con, stream.name)
 
 
 async def _run_stream(

@@ -148,6 +148,16 @@ def any_row(con: duckdb.DuckDBPyConnection, sources: Sequence[str], params: Sequ
     return bool(run(con, f"{sql} LIMIT 1", list(params) * len(sources)))
 
 
+def row_counts(con: duckdb.DuckDBPyConnection, specs: Sequence[TableSpec]) -> dict[str, int]:
+    """Rows of each of ``specs``, keyed by qualified name (``freight.shipments``), in one statement: in a lake,
+    where each statement reads its catalog, a ``count(*)`` a table took about twice as long (38 tables: 0.36-0.66 s
+    against 0.20-0.25 s)."""
+    if not specs:
+        return {}
+    row = first(run(con, "SELECT " + ", ".join(f"(SELECT count(*) FROM {qualified(spec)})" for spec in specs)))
+    return {spec.qualified_name: int(count) for spec, count in zip(specs, row, strict=True)}
+
+
 def quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 

@@ -20,7 +20,7 @@ from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS
 from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
-from freight_pipeline.warehouse.ddl import any_row, catalog_cursors, first, qualified, run, scalar
+from freight_pipeline.warehouse.ddl import any_row, catalog_cursors, first, qualified, row_counts, run, scalar
 from freight_pipeline.warehouse.listing import LiveListing
 from freight_pipeline.warehouse.records import EARLIEST_FETCH, RawBatch, RawDocument, RawPosition, RunMapping
 from freight_pipeline.warehouse.stamps import earlier, same_instant
@@ -306,10 +306,8 @@ class Reads:
 
     def row_counts(self) -> dict[str, int]:
         """Rows per table, keyed by qualified name (``freight.shipments``): source tables, meta, history."""
-        return {
-            spec.qualified_name: scalar(self.database.con, f"SELECT count(*) FROM {qualified(spec)}")
-            for spec in (*self.database.tables, *self.database.meta_tables, *self.database.history_tables)
-        }
+        return row_counts(self.database.con,
+                          (*self.database.tables, *self.database.meta_tables, *self.database.history_tables))
 
     def source_fields(self, streams: Sequence[str] | None = None, states: Sequence[str] | None = None,
                       ) -> list[dict[str, Any]]:

@@ -3,11 +3,13 @@ sources has a row."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import duckdb
 
-from freight_pipeline.warehouse.ddl import any_row, catalog_cursors
+from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse.ddl import any_row, catalog_cursors, row_counts
 
 
 def test_cursors_for_other_threads_use_the_catalog_their_connection_uses() -> None:
@@ -55,3 +57,16 @@ def test_any_row_finds_a_row_in_whichever_source_holds_one() -> None:
             assert any_row(con, [f"FROM {name}"]), name
             con.execute(f"DELETE FROM {name}")
         assert not any_row(con, [f"FROM {name}" for name in names])
+
+
+def test_row_counts_counts_each_table_by_its_qualified_name() -> None:
+    """One statement for every table: each count is its own table's (none, two, three rows; a name that needs
+    quoting), keyed by qualified name; no table, no statement."""
+    specs = [dataclasses.replace(meta.SYNC_STATE, schema="s", name=name) for name in ("empty", "two", "three rows")]
+    with duckdb.connect() as con:
+        con.execute("CREATE SCHEMA s")
+        for spec, rows in zip(specs, (0, 2, 3), strict=True):
+            con.execute(f'CREATE TABLE s."{spec.name}" AS SELECT range AS n FROM range({rows})')
+        assert row_counts(con, specs) == {"s.empty": 0, "s.two": 2, "s.three rows": 3}
+        assert list(row_counts(con, specs[::-1])) == ["s.three rows", "s.two", "s.empty"]
+        assert row_counts(con, []) == {}
