@@ -35,7 +35,7 @@ from typing import Any
 import duckdb
 
 from freight_pipeline.checks import queries
-from freight_pipeline.cursors import each_closed, on_cursors
+from freight_pipeline.cursors import Connect, on_cursors
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.drift import SOURCE_SHAPES
@@ -302,10 +302,30 @@ def evaluate_checks(con: duckdb.DuckDBPyConnection,
                     checks: Sequence[WarehouseCheck]) -> list[tuple[WarehouseCheck, CheckResult]]:
     """Each of ``checks`` with its result on the database of ``con`` (which has no transaction open), in
     order, :data:`CHECK_THREADS` at a time; each cursor uses the catalog ``con`` uses (a lake's, which a new
-    cursor does not inherit)."""
-    results = on_cursors(each_closed(catalog_cursors(con)), lambda cursor, check: check.evaluate(cursor), checks,
-                         CHECK_THREADS, "checks")
+    cursor does not inherit) and reads in one transaction (:func:`_reading_in_one_transaction`)."""
+    results = on_cursors(_reading_in_one_transaction(catalog_cursors(con)),
+                         lambda cursor, check: check.evaluate(cursor), checks, CHECK_THREADS, "checks")
     return list(zip(checks, results, strict=True))
+
+
+def _reading_in_one_transaction(make: Callable[[], duckdb.DuckDBPyConnection]) -> Connect:
+    """Cursors ``make`` makes, each in a transaction from its first statement to its close (rolled back: the
+    checks only read), so that its checks read one snapshot. In a lake a statement in a transaction of its own
+    first reads the latest snapshot from the catalog: a quiet run's checks step (60 shipments, SQLite catalog)
+    took 1.34-1.57 s so, 1.12-1.17 s in one a cursor."""
+    def connect() -> tuple[duckdb.DuckDBPyConnection, Callable[[], None]]:
+        cursor = make()
+        cursor.execute("BEGIN TRANSACTION")
+
+        def close() -> None:
+            try:
+                cursor.execute("ROLLBACK")
+            finally:
+                cursor.close()
+
+        return cursor, close
+
+    return connect
 
 
 def describe_failure(check: WarehouseCheck, result: CheckResult) -> str:
