@@ -1,0 +1,55 @@
+"""How the warehouse checks are evaluated: in order, a few at a time, each cursor reading one snapshot."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from freight_pipeline.checks.warehouse import (
+    CHECK_THREADS,
+    CheckResult,
+    Severity,
+    WarehouseCheck,
+    _reading_in_one_transaction,
+    evaluate_checks,
+)
+
+CHECKS = 3 * CHECK_THREADS
+
+
+def _check(number: int) -> WarehouseCheck:
+    def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
+        (transaction,) = con.execute("SELECT txid_current()").fetchone() or (None,)
+        (rows,) = con.execute("SELECT count(*) FROM held").fetchone() or (None,)
+        return CheckResult(True, {"number": number, "transaction": transaction, "rows": rows})
+
+    return WarehouseCheck(f"check_{number}", "shipments", Severity.WARN, "a check of the test", evaluate, "docs")
+
+
+def test_each_cursor_reads_one_snapshot_and_the_next_evaluation_what_was_written_after() -> None:
+    """Every check's statements on one cursor run in one transaction (at most one a thread); a write committed
+    after is read by the next evaluation, in transactions of its own."""
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE held AS SELECT 1 AS n")
+        checks = [_check(number) for number in range(CHECKS)]
+        results = evaluate_checks(con, checks)
+        assert [check for check, _ in results] == checks
+        assert [result.figures["number"] for _, result in results] == list(range(CHECKS))
+        transactions = {result.figures["transaction"] for _, result in results}
+        assert 1 <= len(transactions) <= CHECK_THREADS < CHECKS, transactions  # autocommit: one a statement
+        assert {result.figures["rows"] for _, result in results} == {1}
+        con.execute("INSERT INTO held VALUES (2)")
+        again = evaluate_checks(con, checks)
+        assert {result.figures["rows"] for _, result in again} == {2}
+        assert transactions.isdisjoint(result.figures["transaction"] for _, result in again)
+
+
+def test_a_cursor_s_transaction_is_rolled_back_and_the_cursor_closed_at_its_close() -> None:
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE held AS SELECT 1 AS n")
+        cursor, close = _reading_in_one_transaction(con.cursor)()
+        cursor.execute("INSERT INTO held VALUES (2)")  # the checks only read: nothing of a cursor's is kept
+        close()
+        assert con.execute("SELECT count(*) FROM held").fetchone() == (1,)
+        with pytest.raises(duckdb.ConnectionException):
+            cursor.execute("SELECT 1")
