@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import importlib
 import json
+import logging
 import os
 import random
 import select
@@ -114,7 +115,10 @@ def forked_worker(argv: Sequence[str], env: Mapping[str, str], log: IO[str], ser
         return None
     try:
         return ForkedWorker.start(server, argv, env, log)
-    except (OSError, ValueError):
+    except (OSError, ValueError) as exc:  # said: a server that refused to serve leaves its reason in its own log only
+        logging.getLogger(__name__).warning(
+            "the fork server of dbt workers at %s did not answer (%s): this run's dbt worker is a process of its own, "
+            "which imports dbt and parses the project itself", server, exc)
         return None
 
 

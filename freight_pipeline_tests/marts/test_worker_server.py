@@ -5,6 +5,7 @@ A server of this module's own (not the session's: these tests end it), on a smal
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -81,10 +82,14 @@ def test_the_server_ends_with_its_input_and_its_workers_go_on(server: subprocess
         ForkedWorker.start(str(Path(server.args[-1])), [], {}, sys.stderr)
 
 
-def test_a_server_that_cannot_be_reached_leaves_each_worker_a_process_of_its_own(
-    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_server_that_cannot_be_reached_leaves_each_worker_a_process_of_its_own_and_says_so(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setenv(DBT_WORKER_SERVER_ENV, str(tmp_path / "nothing-listens-here"))
-    with DbtWorker.for_run(data_dir, None) as worker:
+    socket_path = tmp_path / "nothing-listens-here"
+    monkeypatch.setenv(DBT_WORKER_SERVER_ENV, str(socket_path))
+    with caplog.at_level(logging.WARNING, logger="freight_pipeline.marts.worker_server"), \
+            DbtWorker.for_run(data_dir, None) as worker:
         assert isinstance(worker.process, subprocess.Popen)
     assert worker.process.returncode == 0
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "freight_pipeline.marts.worker_server"]
+    assert str(socket_path) in said and "a process of its own" in said, said
