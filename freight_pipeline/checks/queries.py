@@ -45,10 +45,6 @@ def _utc(value: dt.datetime | None) -> dt.datetime | None:
     return None if value is None else value.astimezone(dt.UTC)
 
 
-def row_count(con: duckdb.DuckDBPyConnection, spec: TableSpec) -> int:
-    return int(_scalar(con, f"SELECT count(*) FROM {table_ref(spec)}") or 0)
-
-
 def newest_source_change(con: duckdb.DuckDBPyConnection, stream: str) -> dt.datetime | None:
     """Newest source ``last_modified_at`` the warehouse holds for ``stream`` (None: unknown for it)."""
     if stream == SHIPMENTS.name:
