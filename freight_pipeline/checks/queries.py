@@ -20,20 +20,12 @@ from freight_pipeline.sync import freshness
 from freight_pipeline.sync.parts import EVENTS
 from freight_pipeline.sync.streams import SHIPMENTS
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.ddl import existing_columns
+from freight_pipeline.warehouse.ddl import existing_columns, qualified, quote
 from freight_pipeline.warehouse.history import BEHIND_STATE, Subject, disagreeing_sql
 from freight_pipeline.warehouse.reads import oldest_part_read
 
 PARENT = TABLES_BY_NAME["shipments"]
 """The table every child row points at through the parent's key column (``shipment_id``)."""
-
-
-def ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def table_ref(spec: TableSpec) -> str:
-    return f"{ident(spec.schema)}.{ident(spec.name)}"
 
 
 def _scalar(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -48,9 +40,9 @@ def _utc(value: dt.datetime | None) -> dt.datetime | None:
 def newest_source_change(con: duckdb.DuckDBPyConnection, stream: str) -> dt.datetime | None:
     """Newest source ``last_modified_at`` the warehouse holds for ``stream`` (None: unknown for it)."""
     if stream == SHIPMENTS.name:
-        source = table_ref(meta.RAW_SHIPMENTS)
+        source = qualified(meta.RAW_SHIPMENTS)
     elif stream in TABLES_BY_NAME and "last_modified_at" in TABLES_BY_NAME[stream].column_index:
-        source = table_ref(TABLES_BY_NAME[stream])
+        source = qualified(TABLES_BY_NAME[stream])
     else:
         return None
     return _utc(_scalar(con, f"SELECT max(last_modified_at) FROM {source}"))
@@ -58,8 +50,8 @@ def newest_source_change(con: duckdb.DuckDBPyConnection, stream: str) -> dt.date
 
 def duplicate_keys(con: duckdb.DuckDBPyConnection, spec: TableSpec, sample: int = 5) -> tuple[int, list[str]]:
     """How many primary-key values occur more than once, and a few of them as text."""
-    key = ", ".join(ident(c) for c in spec.primary_key)
-    dupes = f"SELECT {key} FROM {table_ref(spec)} GROUP BY ALL HAVING count(*) > 1"
+    key = ", ".join(quote(c) for c in spec.primary_key)
+    dupes = f"SELECT {key} FROM {qualified(spec)} GROUP BY ALL HAVING count(*) > 1"
     count = int(_scalar(con, f"SELECT count(*) FROM ({dupes})") or 0)
     rows = con.execute(f"{dupes} LIMIT {int(sample)}").fetchall() if count else []
     return count, [", ".join(map(str, row)) for row in rows]
@@ -74,19 +66,19 @@ def child_tables(tables: Sequence[TableSpec], parent: TableSpec = PARENT) -> lis
 def orphan_rows(con: duckdb.DuckDBPyConnection, child: TableSpec, parent: TableSpec = PARENT) -> int:
     """Rows of ``child`` whose (non-null) parent key is missing from ``parent``."""
     (key,) = parent.primary_key
-    column = ident(key)
+    column = quote(key)
     return int(
         _scalar(
             con,
-            f"SELECT count(*) FROM {table_ref(child)} c WHERE c.{column} IS NOT NULL AND NOT EXISTS "
-            f"(SELECT 1 FROM {table_ref(parent)} p WHERE p.{column} = c.{column})",
+            f"SELECT count(*) FROM {qualified(child)} c WHERE c.{column} IS NOT NULL AND NOT EXISTS "
+            f"(SELECT 1 FROM {qualified(parent)} p WHERE p.{column} = c.{column})",
         )
         or 0
     )
 
 
 def latest_run_id(con: duckdb.DuckDBPyConnection, stream: str) -> str | None:
-    sql = f"SELECT run_id FROM {table_ref(meta.SYNC_RUNS)} WHERE stream = ? ORDER BY started_at DESC LIMIT 1"
+    sql = f"SELECT run_id FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? ORDER BY started_at DESC LIMIT 1"
     return _scalar(con, sql, [stream])
 
 
@@ -95,7 +87,7 @@ def run_notices(con: duckdb.DuckDBPyConnection, stream: str, run_id: str) -> lis
     notice's kind (``sync.result.NoticeKind``; ``notice`` for a run that did not record it) and line."""
     row = con.execute(
         "SELECT CAST(json_extract(details, ?) AS VARCHAR), CAST(json_extract(details, ?) AS VARCHAR) "
-        f"FROM {table_ref(meta.SYNC_RUNS)} WHERE stream = ? AND run_id = ?",
+        f"FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? AND run_id = ?",
         [meta.extra_path(meta.NOTICES), meta.extra_path(meta.NOTICE_KINDS), stream, run_id]).fetchone()
     lines = [str(n) for n in json.loads(row[0])] if row and row[0] else []
     kinds = [str(k) for k in json.loads(row[1])] if row and row[1] else []
@@ -106,7 +98,7 @@ def rejected_records(
     con: duckdb.DuckDBPyConnection, stream: str, run_id: str, sample: int = 5
 ) -> tuple[int, list[dict[str, str]]]:
     """Records of ``stream`` rejected in ``run_id``, and a few of them (key and reason)."""
-    where = f"FROM {table_ref(meta.REJECTED_RECORDS)} WHERE stream = ? AND run_id = ?"
+    where = f"FROM {qualified(meta.REJECTED_RECORDS)} WHERE stream = ? AND run_id = ?"
     count = int(_scalar(con, f"SELECT count(*) {where}", [stream, run_id]) or 0)
     rows = (
         con.execute(f"SELECT source_key, reason {where} ORDER BY source_key LIMIT {int(sample)}", [stream, run_id])
@@ -121,7 +113,7 @@ def quarantined_records(
     con: duckdb.DuckDBPyConnection, stream: str, sample: int = 5
 ) -> tuple[int, dt.datetime | None, list[dict[str, Any]]]:
     """Records of ``stream`` waiting in the retry queue: how many, since when, and a few of them."""
-    where = f"FROM {table_ref(meta.QUARANTINE)} WHERE stream = ?"
+    where = f"FROM {qualified(meta.QUARANTINE)} WHERE stream = ?"
     count, oldest = con.execute(f"SELECT count(*), min(first_failed_at) {where}", [stream]).fetchone() or (0, None)
     rows = con.execute(
         f"SELECT record_key, reason, request, attempts, next_attempt_at {where} "
@@ -137,7 +129,7 @@ def quarantined_records(
 
 def data_problems(con: duckdb.DuckDBPyConnection, stream: str, sample: int = 5) -> tuple[int, list[dict[str, Any]]]:
     """Unconvertible values held for ``stream``'s records: how many, and a few of them."""
-    where = f"FROM {table_ref(meta.DATA_PROBLEMS)} WHERE stream = ?"
+    where = f"FROM {qualified(meta.DATA_PROBLEMS)} WHERE stream = ?"
     count = int(_scalar(con, f"SELECT count(*) {where}", [stream]) or 0)
     rows = con.execute(
         f"SELECT record_key, json_path, CAST(raw_value AS VARCHAR), reason {where} "
@@ -154,7 +146,7 @@ def history_behind(con: duckdb.DuckDBPyConnection, subject: Subject) -> str | No
     if not existing_columns(con, subject.spec):
         return f"{subject.spec.qualified_name} does not exist yet"
     if existing_columns(con, meta.SYNC_STATE):
-        since = _scalar(con, f"SELECT cursor_value FROM {table_ref(meta.SYNC_STATE)} WHERE stream = ? "
+        since = _scalar(con, f"SELECT cursor_value FROM {qualified(meta.SYNC_STATE)} WHERE stream = ? "
                              f"{meta.LATEST_STATE}", [BEHIND_STATE])
         if since:
             return f"the history is switched off and behind the rows held since {since}"
@@ -165,7 +157,7 @@ def history_disagreements(con: duckdb.DuckDBPyConnection, subject: Subject, samp
                           changed_only: bool = False) -> tuple[int, list[int]]:
     """How many rows differ between the subject's current versions and the rows held, and a few shipments
     (``changed_only``: of the shipments changed since the last complete build)."""
-    shipments = f"SELECT shipment_id FROM {table_ref(meta.CHANGED_SHIPMENTS)}" if changed_only else None
+    shipments = f"SELECT shipment_id FROM {qualified(meta.CHANGED_SHIPMENTS)}" if changed_only else None
     row = con.execute(f"SELECT count(*), list(DISTINCT shipment_id ORDER BY shipment_id) "
                       f"FROM ({disagreeing_sql(subject, shipments)})").fetchone()
     count, ids = (row or (0, []))
@@ -175,7 +167,7 @@ def events_freshness(con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
     events of the open shipment read longest ago have gone unread; None before the first run said."""
     if not existing_columns(con, meta.SYNC_STATE):
         return None
-    text = _scalar(con, f"SELECT cursor_value FROM {table_ref(meta.SYNC_STATE)} WHERE stream = ? "
+    text = _scalar(con, f"SELECT cursor_value FROM {qualified(meta.SYNC_STATE)} WHERE stream = ? "
                         f"{meta.LATEST_STATE}", [freshness.STATE])
     if not text:
         return None
@@ -193,7 +185,7 @@ def null_jumps(con: duckdb.DuckDBPyConnection, stream: str) -> list[dict[str, An
     """Columns of the tables ``stream``'s records fill whose share of nulls jumped and stays so."""
     rows = con.execute(
         "SELECT table_name, column_name, nulls_latest, rows_latest, changed_run_id "
-        f"FROM {table_ref(meta.COLUMN_NULLS)} WHERE stream = ? AND state = 'jumped' ORDER BY table_name, column_name",
+        f"FROM {qualified(meta.COLUMN_NULLS)} WHERE stream = ? AND state = 'jumped' ORDER BY table_name, column_name",
         [stream],
     ).fetchall()
     return [{"column": f"{t}.{c}", "nulls": n, "rows": r, "since_run": run} for t, c, n, r, run in rows]
@@ -204,7 +196,7 @@ def shape_changes(con: duckdb.DuckDBPyConnection, stream: str) -> tuple[dict[str
     of them (field, state, records with it of records read, since which run, an example record)."""
     rows = con.execute(
         "SELECT field, state, records_with, records_read, changed_run_id, example_record_key "
-        f"FROM {table_ref(meta.SOURCE_FIELDS)} WHERE stream = ? AND state IN (SELECT unnest(?)) "
+        f"FROM {qualified(meta.SOURCE_FIELDS)} WHERE stream = ? AND state IN (SELECT unnest(?)) "
         "ORDER BY state DESC, field",
         [stream, list(OPEN_STATES)],
     ).fetchall()
