@@ -59,11 +59,15 @@ lint: setup
 # Test files run in parallel worker processes (one file stays in one worker: module fixtures are
 # shared); most tests wait on HTTP and subprocesses, so even 2 cores gain from it.
 TEST_WORKERS ?= auto
+# The default environment's suite, the longer of the two and the one whose tests wait most (latency, backoff,
+# servers, dbt workers): twice as many workers as cores (at most 4). On 2 cores, beside the lake's 2, its clean-clone
+# CI took 10 min 47 s with 4 workers, 11 min 44 s with 3 and 12 min 48 s with 2 (bench/log.md, 2026-12-04 night).
+MAIN_TEST_WORKERS ?= $(if $(filter auto,$(TEST_WORKERS)),$(shell echo $$((2 * $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)))),$(TEST_WORKERS))
 
 # pytest in environment $(1): bytecode written even where PYTHONDONTWRITEBYTECODE is set, so that pytest keeps
 # the test modules it rewrites for its assertion messages (several seconds of each worker's collection, every run;
 # `make test-fast` 28.9 s -> 24.3 s of CPU); the project's and packages' own are compiled at setup already.
-PYTEST = PYTHONDONTWRITEBYTECODE= $(1)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile
+PYTEST = PYTHONDONTWRITEBYTECODE= $(1)/python -m pytest -q -n $(or $(2),$(TEST_WORKERS)) --maxprocesses 4 --dist loadfile
 
 # The lake tests (freight_pipeline_tests/lake) run in the lake environment, the others in the default one;
 # both at once (their tests mostly wait on servers and subprocesses), the lake's output shown after the other's.
@@ -74,7 +78,7 @@ test: setup lint
 	  $(call PYTEST,$(LAKE_BIN)) --durations=25 \
 		freight_pipeline_tests/lake; } \
 		> $$lake_log 2>&1 & lake=$$!; \
-	$(call PYTEST,$(BIN)) --durations=25 \
+	$(call PYTEST,$(BIN),$(MAIN_TEST_WORKERS)) --durations=25 \
 		--ignore=freight_pipeline_tests/lake; \
 	main=$$?; wait $$lake; lake_rc=$$?; \
 	echo "--- lake environment: freight_pipeline_tests/lake"; cat $$lake_log; rm -f $$lake_log; \
