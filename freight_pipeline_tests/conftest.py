@@ -8,7 +8,7 @@ without anyone remembering to; a file slow for another reason (large generated d
 examples, a speed measurement) is named in :data:`SLOW_FILES`.
 
 A session that runs slow tests starts a fork server of dbt workers (``marts.worker_server``,
-:func:`dbt_worker_server`): every dbt worker of the session, in its process or a command's, is forked
+:class:`DbtWorkerServer`): every dbt worker of the session, in its process or a command's, is forked
 with dbt imported and the project parsed once already, not a new process that spends about 3 s of CPU
 importing dbt and 1.6 s parsing.
 """
@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -119,37 +118,60 @@ sort), so that pytest-xdist's workers (a whole file each, ``--dist loadfile``, i
 left. Out of date, it only balances the workers less well."""
 
 
-@pytest.fixture(scope="session", autouse=True)
-def dbt_worker_server(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A fork server of dbt workers for the session (not for ``--fast``: it runs no dbt), named in the
-    environment of the session and of its commands; stopped at the end (its input ends), where a server that ended
-    before fails the session, with what it said. Until it listens (its imports take a few seconds), a worker is a
-    process of its own, as without it. None when the
-    variable is set already (``FREIGHT_DBT_WORKER_SERVER= make test``: every worker a process of its own,
-    to compare)."""
-    if request.config.getoption("fast") or DBT_WORKER_SERVER_ENV in os.environ:
-        yield
-        return
-    folder = Path(tempfile.mkdtemp(prefix="dbt-workers-"))  # short: a socket's path has at most 107 bytes
-    socket_path = folder / "socket"
-    with (folder / "server.log").open("w") as log:
-        server = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "--socket", str(socket_path)],
-                                  stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        with pytest.MonkeyPatch.context() as environment:
-            environment.setenv(DBT_WORKER_SERVER_ENV, str(socket_path))
-            yield
-    finally:
-        ended_early = server.poll()
-        assert server.stdin is not None
-        server.stdin.close()
+class DbtWorkerServer:
+    """The session's fork server of dbt workers (not ``--fast``'s: it runs no dbt), started by the process that
+    runs the session (pytest's, or the controller of pytest-xdist's workers, which inherit it: one server for all of
+    them, not one each, 2 s of CPU and 140 MB apiece) and named in the environment of every test and command. Until
+    it listens (its imports take a few seconds), a worker is a process of its own, as without it. None when the
+    variable is set already (``FREIGHT_DBT_WORKER_SERVER= make test``: every worker a process of its own, to
+    compare)."""
+
+    KEY = pytest.StashKey["DbtWorkerServer"]()
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="dbt-workers-"))  # short: a socket's path has at most 107 bytes
+        socket_path = self.folder / "socket"
+        with (self.folder / "server.log").open("w") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "--socket", str(socket_path)],
+                                            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
+        os.environ[DBT_WORKER_SERVER_ENV] = str(socket_path)
+
+    def stop(self) -> str | None:
+        """Stop the server (its input ends); what it said when it had ended before (or ended otherwise than by its
+        input's end: an exit code but 0), else None."""
+        ended_early = self.process.poll()
+        os.environ.pop(DBT_WORKER_SERVER_ENV, None)
+        assert self.process.stdin is not None
+        self.process.stdin.close()
         try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        said = (folder / "server.log").read_text(errors="replace")
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # ours, not a failure of the session's
+            self.process.kill()
+            self.process.wait()
+            ended_early = None
+        else:
+            ended_early = ended_early if ended_early is not None else (self.process.returncode or None)
+        said = (self.folder / "server.log").read_text(errors="replace")
         with contextlib.suppress(OSError):
-            shutil.rmtree(folder)
-    # the session's workers were processes of their own, silently: a failure of the server, not of a test
-    assert ended_early is None, f"the fork server of dbt workers ended with {ended_early} during the session: {said}"
+            shutil.rmtree(self.folder)
+        return None if ended_early is None else f"ended with {ended_early} during the session: {said}"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or config.getoption("fast") or DBT_WORKER_SERVER_ENV in os.environ:
+        return  # a pytest-xdist worker (the server is its controller's), a session without dbt, or one set already
+    config.stash[DbtWorkerServer.KEY] = DbtWorkerServer()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    server = session.config.stash.get(DbtWorkerServer.KEY, None)
+    if server is None:
+        return
+    ended_early = server.stop()
+    if ended_early is not None:  # the session's workers were processes of their own, silently: the server's failure
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("")
+            reporter.write_line(f"the fork server of dbt workers {ended_early}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
