@@ -20,7 +20,7 @@ from freight_pipeline.sync import freshness
 from freight_pipeline.sync.parts import EVENTS
 from freight_pipeline.sync.streams import SHIPMENTS
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.ddl import existing_columns, qualified, quote
+from freight_pipeline.warehouse.ddl import existing_columns, qualified, quote, scalar
 from freight_pipeline.warehouse.history import BEHIND_STATE, Subject, disagreeing_sql
 from freight_pipeline.warehouse.reads import oldest_part_read
 
@@ -52,7 +52,7 @@ def duplicate_keys(con: duckdb.DuckDBPyConnection, spec: TableSpec, sample: int 
     """How many primary-key values occur more than once, and a few of them as text."""
     key = ", ".join(quote(c) for c in spec.primary_key)
     dupes = f"SELECT {key} FROM {qualified(spec)} GROUP BY ALL HAVING count(*) > 1"
-    count = int(_scalar(con, f"SELECT count(*) FROM ({dupes})") or 0)
+    count = scalar(con, f"SELECT count(*) FROM ({dupes})")
     rows = con.execute(f"{dupes} LIMIT {int(sample)}").fetchall() if count else []
     return count, [", ".join(map(str, row)) for row in rows]
 
@@ -67,14 +67,8 @@ def orphan_rows(con: duckdb.DuckDBPyConnection, child: TableSpec, parent: TableS
     """Rows of ``child`` whose (non-null) parent key is missing from ``parent``."""
     (key,) = parent.primary_key
     column = quote(key)
-    return int(
-        _scalar(
-            con,
-            f"SELECT count(*) FROM {qualified(child)} c WHERE c.{column} IS NOT NULL AND NOT EXISTS "
-            f"(SELECT 1 FROM {qualified(parent)} p WHERE p.{column} = c.{column})",
-        )
-        or 0
-    )
+    return scalar(con, f"SELECT count(*) FROM {qualified(child)} c WHERE c.{column} IS NOT NULL AND NOT EXISTS "
+                       f"(SELECT 1 FROM {qualified(parent)} p WHERE p.{column} = c.{column})")
 
 
 def latest_run_id(con: duckdb.DuckDBPyConnection, stream: str) -> str | None:
@@ -99,7 +93,7 @@ def rejected_records(
 ) -> tuple[int, list[dict[str, str]]]:
     """Records of ``stream`` rejected in ``run_id``, and a few of them (key and reason)."""
     where = f"FROM {qualified(meta.REJECTED_RECORDS)} WHERE stream = ? AND run_id = ?"
-    count = int(_scalar(con, f"SELECT count(*) {where}", [stream, run_id]) or 0)
+    count = scalar(con, f"SELECT count(*) {where}", [stream, run_id])
     rows = (
         con.execute(f"SELECT source_key, reason {where} ORDER BY source_key LIMIT {int(sample)}", [stream, run_id])
         .fetchall()
@@ -130,7 +124,7 @@ def quarantined_records(
 def data_problems(con: duckdb.DuckDBPyConnection, stream: str, sample: int = 5) -> tuple[int, list[dict[str, Any]]]:
     """Unconvertible values held for ``stream``'s records: how many, and a few of them."""
     where = f"FROM {qualified(meta.DATA_PROBLEMS)} WHERE stream = ?"
-    count = int(_scalar(con, f"SELECT count(*) {where}", [stream]) or 0)
+    count = scalar(con, f"SELECT count(*) {where}", [stream])
     rows = con.execute(
         f"SELECT record_key, json_path, CAST(raw_value AS VARCHAR), reason {where} "
         f"ORDER BY detected_at DESC, record_key, json_path LIMIT {int(sample)}",
