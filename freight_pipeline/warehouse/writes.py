@@ -135,13 +135,11 @@ class Writes:
         for name, ids in replaced.items():
             target = spec(name)
             stats.deleted[target.name] = self._delete_ids(target, target.replace_key or "", _held(ids, fresh), views)
+        loaded = {(stream, str(i)) for stream, ids in [*batch.loaded.items(), *batch.settled.items()]
+                  for i in _held(ids, fresh)}
+        # a record this batch quarantines again keeps its entry: its attempts count on
         requeued = {(q.stream, q.record_key) for q in batch.quarantined}
-        for stream, all_ids in [*batch.loaded.items(), *batch.settled.items()]:
-            if ids := _held(all_ids, fresh):
-                # a record this batch quarantines again keeps its entry: its attempts count on
-                leaving = [] if rebuild else sorted({i for i in ids if (stream, str(i)) not in requeued})
-                self._clear_records(stream, self._ids_view(sorted(set(ids)), views),
-                                    self._ids_view(leaving, views) if leaving else None)
+        self._clear_records(loaded, set() if rebuild else loaded - requeued)
         if gone:
             for target in self.database.unit_tables:
                 removed = self._delete_ids(target, target.replace_key or "", gone, views)
@@ -423,18 +421,22 @@ class Writes:
                       "changed_at": pa.array([at] * len(unique), _TS)}),
         )
 
-    def _clear_records(self, stream: str, ids_view: str, leaving_view: str | None) -> None:
-        """Loaded records of ``stream`` (``ids_view``): their old data problems go (new ones follow),
-        and those of ``leaving_view`` (None: none) leave its retry queue."""
-        for spec, view in ((meta.QUARANTINE, leaving_view), (meta.DATA_PROBLEMS, ids_view)):
-            if view is None:
-                continue
-            run(
-                self.database.con,
-                f"DELETE FROM {qualified(spec)} WHERE stream = ? "
-                f"AND record_key IN (SELECT CAST(id AS VARCHAR) FROM {view})",
-                [stream],
-            )
+    def _clear_records(self, loaded: set[tuple[str, str]], leaving: set[tuple[str, str]]) -> None:
+        """Records the batch loaded (``(stream, record key)``, every stream's): their old data problems go (new
+        ones follow), and those of ``leaving`` leave the retry queue. One statement a table, whatever the streams
+        (a statement per stream and table was a tenth of a small batch's statements)."""
+        if not loaded:
+            return
+        keys = sorted(loaded)
+        table = pa.table({"stream": pa.array([stream for stream, _ in keys], pa.string()),
+                          "record_key": pa.array([key for _, key in keys], pa.string()),
+                          "leaving": pa.array([key in leaving for key in keys], pa.bool_())})
+        with self.database.registered(table) as view:
+            for spec, only in ((meta.QUARANTINE, " AND k.leaving"), (meta.DATA_PROBLEMS, "")):
+                if only and not leaving:
+                    continue
+                run(self.database.con, f"DELETE FROM {qualified(spec)} t USING {view} k "
+                                       f"WHERE t.stream = k.stream AND t.record_key = k.record_key{only}")
 
     def _insert_problems(self, problems: Sequence[DataProblem], run_id: str, at: dt.datetime) -> None:
         latest = {(p.stream, p.record_key, p.json_path): p for p in problems}
