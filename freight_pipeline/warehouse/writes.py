@@ -427,10 +427,10 @@ class Writes:
         (a statement per stream and table was a tenth of a small batch's statements)."""
         if not loaded:
             return
-        keys = sorted(loaded)
-        table = pa.table({"stream": pa.array([stream for stream, _ in keys], pa.string()),
-                          "record_key": pa.array([key for _, key in keys], pa.string()),
-                          "leaving": pa.array([key in leaving for key in keys], pa.bool_())})
+        pairs = sorted(loaded)
+        table = pa.table({"stream": pa.array([stream for stream, _ in pairs], pa.string()),
+                          "record_key": pa.array([key for _, key in pairs], pa.string()),
+                          "leaving": pa.array([pair in leaving for pair in pairs], pa.bool_())})
         with self.database.registered(table) as view:
             for spec, only in ((meta.QUARANTINE, " AND k.leaving"), (meta.DATA_PROBLEMS, "")):
                 if only and not leaving:
