@@ -432,11 +432,10 @@ class Writes:
                           "record_key": pa.array([key for _, key in pairs], pa.string()),
                           "leaving": pa.array([pair in leaving for pair in pairs], pa.bool_())})
         with self.database.registered(table) as view:
-            for spec, only in ((meta.QUARANTINE, " AND k.leaving"), (meta.DATA_PROBLEMS, "")):
-                if only and not leaving:
-                    continue
-                run(self.database.con, f"DELETE FROM {qualified(spec)} t USING {view} k "
-                                       f"WHERE t.stream = k.stream AND t.record_key = k.record_key{only}")
+            same = f"USING {view} k WHERE t.stream = k.stream AND t.record_key = k.record_key"
+            if leaving:
+                run(self.database.con, f"DELETE FROM {qualified(meta.QUARANTINE)} t {same} AND k.leaving")
+            run(self.database.con, f"DELETE FROM {qualified(meta.DATA_PROBLEMS)} t {same}")
 
     def _insert_problems(self, problems: Sequence[DataProblem], run_id: str, at: dt.datetime) -> None:
         latest = {(p.stream, p.record_key, p.json_path): p for p in problems}
