@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import psutil
 import pytest
 
 from freight_pipeline.config import DBT_WORKER_SERVER_ENV
@@ -21,15 +22,11 @@ def test_every_listed_test_file_exists(name: str) -> None:
 
 
 def processes_with(text: str) -> dict[int, int]:
-    """Process id -> its parent's, of every process whose command line holds ``text`` (read from ``/proc``)."""
+    """Process id -> its parent's, of every process whose command line holds ``text``."""
     found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
-                    found[int(entry.name)] = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
-            except (OSError, IndexError, ValueError):  # ended meanwhile
-                continue
+    for process in psutil.process_iter(["cmdline", "ppid"]):
+        if text in " ".join(process.info["cmdline"] or ()):
+            found[process.pid] = process.info["ppid"]
     return found
 
 
@@ -37,8 +34,8 @@ def test_the_session_s_fork_server_is_one_started_by_the_process_that_runs_the_s
     """Its socket is in this process's environment, and the server listening there was started by pytest's process
     (under pytest-xdist, the controller: this worker's parent), not by this worker."""
     socket = os.environ.get(DBT_WORKER_SERVER_ENV, "")
-    if "dbt-workers-" not in socket or not Path("/proc").is_dir():
-        pytest.skip("no fork server of the session's own (--fast, the variable set from outside), or no /proc")
+    if "dbt-workers-" not in socket:
+        pytest.skip("no fork server of the session's own (--fast, the variable set from outside)")
     serving = processes_with(f"--socket {socket}")  # the server and the workers it forked, which share its arguments
     servers = [parent for child, parent in serving.items() if parent not in serving]
     session = os.getppid() if "PYTEST_XDIST_WORKER" in os.environ else os.getpid()

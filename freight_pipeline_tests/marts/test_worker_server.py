@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import psutil
 import pytest
 
 from freight_pipeline.config import DBT_WORKER_SERVER_ENV
@@ -49,7 +50,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[subproce
 
 
 def _parent_of(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return psutil.Process(pid).ppid()
 
 
 def test_a_forked_worker_runs_the_command_and_says_how_it_ended(server: subprocess.Popen[str],
