@@ -22,7 +22,7 @@ import duckdb
 
 from freight_pipeline.alerts.problems import RANK, Observation, Problem, alerts_at, scope_of
 from freight_pipeline.config import AlertSettings
-from freight_pipeline.warehouse.ddl import qualified
+from freight_pipeline.warehouse.ddl import insert_values, qualified
 from freight_pipeline.warehouse.meta import ALERT_MESSAGES, ALERTS, SYNC_RUNS
 
 PENDING_LIMIT = 50
@@ -114,9 +114,10 @@ def record(con: duckdb.DuckDBPyConnection, seen: Observation, context: Context, 
         level = max((c.problem.level for c in changes if c.kind != "resolved"), key=RANK.__getitem__, default="")
         message_id = f"{context.run_id}|{now.isoformat()}"
         problems = "\n".join(change.problem.key for change in changes)
-        con.executemany(f"INSERT INTO {qualified(ALERT_MESSAGES)} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, NULL)",
-                        [(message_id, destination, problems, kinds, level or "resolved", title, body, now,
-                          context.run_id) for destination in destinations])
+        insert_values(con, f"INSERT INTO {qualified(ALERT_MESSAGES)} VALUES",
+                      "(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, NULL)",
+                      [(message_id, destination, problems, kinds, level or "resolved", title, body, now,
+                        context.run_id) for destination in destinations])
     return changes
 
 

@@ -111,6 +111,24 @@ def run(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[An
     return con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()
 
 
+VALUES_PER_STATEMENT = 500
+"""Rows an :func:`insert_values` statement carries at most (its SQL text and parameters grow with each)."""
+
+
+def insert_values(con: duckdb.DuckDBPyConnection, insert: str, row: str, rows: Sequence[Sequence[Any]]) -> None:
+    """``insert`` (``INSERT INTO t (columns) VALUES``) of ``rows``, each bound to the placeholders of ``row``
+    (``(?, ?, NULL)``), in one statement per :data:`VALUES_PER_STATEMENT` rows: ``executemany`` plans and
+    runs its statement once a row (22 rows of ``table_freshness``: 12.6 ms against 3.5 ms)."""
+    width = row.count("?")
+    wrong = [i for i, values in enumerate(rows) if len(values) != width]
+    if wrong:
+        raise ValueError(f"insert_values: row {wrong[0]} has {len(rows[wrong[0]])} values for the {width} "
+                         f"placeholders of {row}")
+    for start in range(0, len(rows), VALUES_PER_STATEMENT):
+        chunk = rows[start:start + VALUES_PER_STATEMENT]
+        run(con, f"{insert} {', '.join(row for _ in chunk)}", [value for values in chunk for value in values])
+
+
 def catalog_cursors(con: duckdb.DuckDBPyConnection) -> Callable[[], duckdb.DuckDBPyConnection]:
     """New cursors of ``con`` (connections of their own to its database instance, for other threads), each in
     the catalog ``con`` uses now: a new cursor starts in the instance's default catalog, which a lake's is not."""

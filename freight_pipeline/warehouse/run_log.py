@@ -15,7 +15,7 @@ import duckdb
 
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
-from freight_pipeline.warehouse.ddl import qualified, run
+from freight_pipeline.warehouse.ddl import insert_values, qualified, run
 from freight_pipeline.warehouse.paths import run_log_path
 from freight_pipeline.warehouse.records import RunLike
 
@@ -101,8 +101,5 @@ def _record_freshness(con: duckdb.DuckDBPyConnection, record: RunLike, tables: S
          record.run_id, status, record.started_at, None if success else record.error]
         for name in names
     ]
-    con.executemany(
-        f"INSERT INTO {table} (table_name, stream, synced_through, last_run_id, last_status, last_attempt_at, "
-        "last_error) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        rows,
-    )
+    insert_values(con, f"INSERT INTO {table} (table_name, stream, synced_through, last_run_id, last_status, "
+                       "last_attempt_at, last_error) VALUES", "(?, ?, ?, ?, ?, ?, ?)", rows)

@@ -4,11 +4,13 @@ sources has a row."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import threading
 
 import duckdb
+import pytest
 
-from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse import ddl, meta
 from freight_pipeline.warehouse.ddl import any_row, catalog_cursors, row_counts
 
 
@@ -70,3 +72,30 @@ def test_row_counts_counts_each_table_by_its_qualified_name() -> None:
         assert row_counts(con, specs) == {"s.empty": 0, "s.two": 2, "s.three rows": 3}
         assert list(row_counts(con, specs[::-1])) == ["s.three rows", "s.two", "s.empty"]
         assert row_counts(con, []) == {}
+
+
+def test_insert_values_binds_each_row_in_statements_of_at_most_the_declared_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rows bound to a row's placeholders beside its literals, in as many statements as the chunk size needs (a
+    full chunk, a partial one; none for no rows); a row with too few or too many values is refused before anything
+    is written, naming it."""
+    monkeypatch.setattr(ddl, "VALUES_PER_STATEMENT", 3)
+    sent: list[str] = []
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("CREATE TABLE t (id BIGINT, name VARCHAR, seen_at TIMESTAMPTZ, fixed INTEGER, note VARCHAR)")
+        real_run = ddl.run
+        monkeypatch.setattr(ddl, "run", lambda c, sql, params=None: sent.append(sql) or real_run(c, sql, params))
+        ddl.insert_values(con, "INSERT INTO t VALUES", "(?, ?, ?, 7, NULL)", [])
+        assert sent == []
+        when = dt.datetime(2026, 12, 5, 4, 0, tzinfo=dt.UTC)
+        rows = [(i, f"n{i}" if i % 2 else None, when if i % 2 else None) for i in range(5)]
+        ddl.insert_values(con, "INSERT INTO t VALUES", "(?, ?, ?, 7, NULL)", rows)
+        assert [sql.count("(?, ?, ?, 7, NULL)") for sql in sent] == [3, 2]
+        assert con.execute("SELECT id, name, seen_at, fixed, note FROM t ORDER BY id").fetchall() == [
+            (i, f"n{i}" if i % 2 else None, when if i % 2 else None, 7, None) for i in range(5)]
+        for bad in ([(1, "a")], [(1, "a", None), (2, "b", None, 4)]):
+            with pytest.raises(ValueError, match=r"row \d+ has \d values for the 3 placeholders"):
+                ddl.insert_values(con, "INSERT INTO t VALUES", "(?, ?, ?, 7, NULL)", bad)
+        assert con.execute("SELECT count(*) FROM t").fetchone() == (5,)
