@@ -17,7 +17,7 @@ from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batc
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, SHIPMENT_DOCUMENT_TABLES
 from freight_pipeline.sync.parts import PART_TABLES
-from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse import meta, store
 from freight_pipeline.warehouse.ddl import connect, quote
 from freight_pipeline.warehouse.meta import RAW_PARTS
 from freight_pipeline.warehouse.paths import working_db_path
@@ -30,7 +30,7 @@ from freight_pipeline.warehouse.records import (
     Reject,
     RunRecord,
 )
-from freight_pipeline.warehouse.store import Warehouse
+from freight_pipeline.warehouse.store import SCHEMA_STATE, Warehouse, schema_signature
 from freight_pipeline.warehouse.writes import RepeatedKey, Writes
 from freight_pipeline_tests.normalize import samples
 from freight_pipeline_tests.warehouse.helpers import (
@@ -297,6 +297,39 @@ def test_schema_migration_adds_a_column_the_spec_gained(tmp_path: Path) -> None:
         new = grown.to_arrow([{"shipment_id": 1, "position": 1, "qty": 3.0, "unit": "KG"}])
         apply_shipment_batch(wh, "r", {"lines": new}, [1])
         assert rows(wh, "SELECT unit FROM freight.lines") == [("KG",)]
+
+
+def test_the_schema_is_ensured_once_for_each_signature_and_again_when_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An opening reads the catalog only when the database was not ensured for the schema the code declares: a new
+    database, a spec that gained a column, an entry another version wrote; then the entry says this schema.
+    A warehouse without keys (a lake's) is another signature."""
+    real_read = store.Catalog.read
+    reads: list[int] = []
+    monkeypatch.setattr(store.Catalog, "read", lambda con: reads.append(1) or real_read(con))
+    grown = TableSpec(LINES.schema, LINES.name, (*LINES.columns, Column("unit", "VARCHAR", "new")), LINES.primary_key,
+                      "grown")
+    for tables, ensures in ((TABLES, 1), (TABLES, 0), (TABLES, 0), ((PARENTS, grown), 1), ((PARENTS, grown), 0)):
+        before = len(reads)
+        with Warehouse(tmp_path, tables) as wh:
+            assert len(reads) - before == ensures, tables
+            signature = schema_signature((*tables, *meta.META_TABLES), True, True)
+            assert wh.reads.get_cursor(SCHEMA_STATE) == signature
+    assert rows_of(tmp_path, "SELECT unit FROM freight.lines") == []  # the grown column is there
+    with Warehouse(tmp_path, (PARENTS, grown)) as wh:
+        wh.writes.set_cursor(SCHEMA_STATE, '{"schema": "an older version"}', "older")
+    before = len(reads)
+    with Warehouse(tmp_path, (PARENTS, grown)) as wh:
+        assert len(reads) - before == 1 and wh.reads.get_cursor(SCHEMA_STATE) == signature
+    assert schema_signature((*TABLES, *meta.META_TABLES), False, False) != schema_signature(
+        (*TABLES, *meta.META_TABLES), True, True)
+    assert json.loads(signature)["duckdb"] == duckdb.__version__
+
+
+def rows_of(data_dir: Path, sql: str) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(working_db_path(data_dir)), read_only=True) as con:
+        return con.execute(sql).fetchall()
 
 
 def test_a_column_keeps_the_storage_compression_its_spec_names_in_a_duckdb_file(tmp_path: Path) -> None:
