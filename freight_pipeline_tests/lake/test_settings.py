@@ -3,11 +3,14 @@ DuckLake over a SQLite catalog; secrets must never show in ``repr``, ``describe(
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, BadSettings, variable
+from freight_pipeline.lake import connect
 from freight_pipeline.lake.connect import LakeUnavailable, attach_sql, connect_lake, extension_path, secret_sql
 from freight_pipeline.lake.settings import LakeConfigError, LakeSettings, S3Settings
 
@@ -190,6 +193,44 @@ def test_sqlite_catalog_lake_written_then_read_by_a_read_only_connection(tmp_pat
         assert reader.execute("SELECT i FROM t").fetchall() == [(42,)]
     finally:
         reader.close()
+
+
+def test_an_extension_file_is_checked_once_a_process_and_again_once_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first connection has DuckDB check the signatures of the extension files it loads; the process's next
+    connections load those same files without the check; a file changed since (its modification time) is checked
+    again, and a copy whose bytes were altered is refused by that check."""
+    copies = {}
+    for name in ("ducklake", "sqlite_scanner"):
+        copies[name] = tmp_path / "extensions" / name / f"{name}.duckdb_extension"
+        copies[name].parent.mkdir(parents=True)
+        shutil.copyfile(extension_path(name), copies[name])
+    monkeypatch.setattr(connect, "extension_path", copies.__getitem__)
+    monkeypatch.setattr(connect, "_CHECKED", {})
+    settings = lake(f"sqlite:///{tmp_path}/catalog.sqlite", str(tmp_path / "data"))
+
+    def unchecked() -> bool:
+        """Whether a new connection loaded the extensions without checking them; it works either way."""
+        con = connect_lake(settings, tmp_path / "scratch", "256MB")
+        try:
+            con.execute("CREATE TABLE IF NOT EXISTS t AS SELECT 42 AS i")
+            assert con.execute("SELECT i FROM t").fetchall() == [(42,)]
+            return bool(con.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone()[0])
+        finally:
+            con.close()
+
+    assert [unchecked() for _ in range(3)] == [False, True, True]
+    later = copies["ducklake"].stat().st_mtime_ns + 10**9
+    os.utime(copies["ducklake"], ns=(later, later))
+    assert [unchecked(), unchecked()] == [False, True]
+    altered = bytearray(copies["sqlite_scanner"].read_bytes())
+    altered[len(altered) // 2] ^= 0xFF
+    replacement = copies["sqlite_scanner"].with_suffix(".new")  # a new file: the loaded one stays mapped as it was
+    replacement.write_bytes(bytes(altered))
+    replacement.replace(copies["sqlite_scanner"])
+    with pytest.raises(LakeUnavailable, match="cannot open the"):
+        connect_lake(settings, tmp_path / "scratch", "256MB")
 
 
 def test_unreachable_catalog_raises_lake_unavailable_without_the_password(tmp_path: Path):
