@@ -316,8 +316,8 @@ def test_the_schema_is_ensured_once_for_each_signature_and_again_when_it_changes
             assert len(reads) - before == ensures, tables
             signature = schema_signature((*tables, *meta.META_TABLES), True, True)
             assert wh.reads.get_cursor(SCHEMA_STATE) == signature
-    assert rows_of(tmp_path, "SELECT unit FROM freight.lines") == []  # the grown column is there
     with Warehouse(tmp_path, (PARENTS, grown)) as wh:
+        assert rows(wh, "SELECT unit FROM freight.lines") == []  # the grown column is there
         wh.writes.set_cursor(SCHEMA_STATE, '{"schema": "an older version"}', "older")
     before = len(reads)
     with Warehouse(tmp_path, (PARENTS, grown)) as wh:
@@ -325,11 +325,6 @@ def test_the_schema_is_ensured_once_for_each_signature_and_again_when_it_changes
     assert schema_signature((*TABLES, *meta.META_TABLES), False, False) != schema_signature(
         (*TABLES, *meta.META_TABLES), True, True)
     assert json.loads(signature)["duckdb"] == duckdb.__version__
-
-
-def rows_of(data_dir: Path, sql: str) -> list[tuple[object, ...]]:
-    with duckdb.connect(str(working_db_path(data_dir)), read_only=True) as con:
-        return con.execute(sql).fetchall()
 
 
 def test_a_column_keeps_the_storage_compression_its_spec_names_in_a_duckdb_file(tmp_path: Path) -> None:
