@@ -124,9 +124,10 @@ RAW_SHIPMENTS = _meta(
     (
         _key("shipment_id", "BIGINT", "id of the shipment"),
         Column("document", "JSON", "the last full document as received"),
-        Column("fetched_at", "TIMESTAMPTZ", "when it was fetched"),
+        Column("fetched_at", "TIMESTAMPTZ", "when it was fetched (a later read that found the row's every other "
+                                            "column as held leaves the row as it is)"),
         Column("last_modified_at", "TIMESTAMPTZ", "the document's last-modified instant (UTC)"),
-        Column("run_id", "VARCHAR", "the run that fetched it"),
+        Column("run_id", "VARCHAR", "the run that fetched it (as fetched_at)"),
         Column("last_modified_key", "VARCHAR",
                "last-modified second in the service's own wall clock (YYYY-MM-DD HH:MM:SS), followed by its "
                "UTC offset when the service sent one (+HH:MM): the version's instant, even in a repeated hour"),
@@ -139,6 +140,9 @@ RAW_SHIPMENTS = _meta(
     ("shipment_id",),
     "The last raw JSON document of each shipment, for replay without re-fetching.",
 )
+RAW_READ_INSTANT = ("fetched_at", "run_id")
+"""The columns of :data:`RAW_SHIPMENTS` that say when and by which run a document was read, not what was read: a
+document read again with every other column as held is not written again (``Writes._same_content``)."""
 
 RAW_PARTS = _meta(
     "raw_parts",

@@ -121,8 +121,8 @@ class Writes:
         synced_at = _now()
         stats = WriteStats()
         fresh = set() if compare else set(batch.fresh_ids)  # nothing of theirs is held: nothing to delete
-        unchanged = set() if rebuild else self._same_content([d for d in batch.raw_documents
-                                                               if d.shipment_id not in fresh])
+        raw = _raw_table(batch.raw_documents, run_id)
+        unchanged, read_as_held = (set(), set()) if rebuild else self._same_content(_without(raw, "shipment_id", fresh))
         if unchanged:  # read again exactly as held: their rows stay as they are (audit columns too)
             replaced, incoming = self._leaving_out(replaced, incoming, dict.fromkeys(replaced, unchanged))
         if compare:  # re-derived or re-read: a table's rows of a shipment are written again only where they differ
@@ -155,7 +155,8 @@ class Writes:
             written &= {i for ids in replaced.values() for i in ids}
         stats.shipments_written = len(written)
         self._record_changes([*written, *gone], run_id, synced_at)
-        self._upsert_raw(batch.raw_documents, run_id, append=all(d.shipment_id in fresh for d in batch.raw_documents))
+        read = _without(raw, "shipment_id", read_as_held)
+        self._upsert(meta.RAW_SHIPMENTS, read, append=set(read.column("shipment_id").to_pylist()) <= fresh)
         self._upsert_raw_parts(batch.raw_parts, run_id, append=all(p.shipment_id in fresh for p in batch.raw_parts))
         if history:
             if rebuild:
@@ -365,17 +366,24 @@ class Writes:
             return 0
         return self._delete_keys(spec, key, self._ids_view(ids, views))
 
-    def _same_content(self, docs: Sequence[RawDocument]) -> set[int]:
-        """Shipments written again with the content hash they hold: nothing changed for the marts."""
-        hashed = [d for d in docs if d.content_hash is not None]
-        if not hashed:
-            return set()
-        new = pa.table({"shipment_id": pa.array([int(d.shipment_id) for d in hashed], pa.int64()),
-                        "content_hash": pa.array([d.content_hash for d in hashed], pa.string())})
-        with self.database.registered(new) as view:
-            rows = run(self.database.con, f"SELECT r.shipment_id FROM {qualified(meta.RAW_SHIPMENTS)} r JOIN {view} n "
-                                 "USING (shipment_id) WHERE r.content_hash = n.content_hash")
-        return {int(r[0]) for r in rows}
+    def _same_content(self, raw: pa.Table) -> tuple[set[int], set[int]]:
+        """Of the shipments of ``raw`` (:func:`_raw_table`'s rows), those written again with the content hash
+        they hold (nothing changed for the marts), and of those, the ones read exactly as held: every column of
+        the raw document the same but when and by which run it was read (:data:`meta.RAW_READ_INSTANT`). Their
+        raw document is not written again (its row keeps the ``fetched_at`` and ``run_id`` of the read that
+        wrote it), so that a run that only reads again what it holds (the walk's overlap of the ceiling's
+        second) leaves ``raw_shipments`` as it was, and the publish links its Parquet file instead of
+        exporting it again."""
+        hashed = raw.filter(pc.is_valid(raw.column("content_hash")))
+        if hashed.num_rows == 0:
+            return set(), set()
+        same_read = " AND ".join(f"r.{quote(c.name)} IS NOT DISTINCT FROM n.{quote(c.name)}"
+                                 for c in meta.RAW_SHIPMENTS.columns
+                                 if c.name not in (*meta.RAW_SHIPMENTS.primary_key, *meta.RAW_READ_INSTANT))
+        with self.database.registered(hashed) as view:
+            rows = run(self.database.con, f"SELECT r.shipment_id, {same_read} FROM {qualified(meta.RAW_SHIPMENTS)} r "
+                                          f"JOIN {view} n USING (shipment_id) WHERE r.content_hash = n.content_hash")
+        return {int(r[0]) for r in rows}, {int(r[0]) for r in rows if r[1]}
 
     def _leaving_out(self, replaced: dict[str, list[int]], incoming: dict[str, pa.Table],
                      kept: Mapping[str, set[int]]) -> tuple[dict[str, list[int]], dict[str, pa.Table]]:
@@ -544,26 +552,6 @@ class Writes:
                 run(self.database.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match}")
             run(self.database.con, f"INSERT INTO {qualified(spec)} BY NAME SELECT * FROM {view}")
 
-    def _upsert_raw(self, docs: Sequence[RawDocument], run_id: str, *, append: bool = False) -> None:
-        latest = {int(d.shipment_id): d for d in docs}
-        rows = list(latest.values())
-        self._upsert(
-            meta.RAW_SHIPMENTS,
-            pa.table(
-                {
-                    "shipment_id": pa.array([int(d.shipment_id) for d in rows], pa.int64()),
-                    "document": pa.array([d.document for d in rows], pa.string()),
-                    "fetched_at": pa.array([d.fetched_at for d in rows], _TS),
-                    "last_modified_at": pa.array([d.last_modified_at for d in rows], _TS),
-                    "run_id": pa.array([run_id] * len(rows), pa.string()),
-                    "last_modified_key": pa.array([d.last_modified_key for d in rows], pa.string()),
-                    "fetched_ceiling": pa.array([d.fetched_ceiling for d in rows], pa.string()),
-                    "content_hash": pa.array([d.content_hash for d in rows], pa.string()),
-                }
-            ),
-            append=append,
-        )
-
     def _upsert_raw_parts(self, parts: Sequence[RawPart], run_id: str, *, append: bool = False) -> None:
         rows = list({(p.stream, int(p.shipment_id)): p for p in parts}.values())
         self._upsert(
@@ -649,9 +637,26 @@ def _held(ids: list[int], fresh: set[int]) -> list[int]:
     return [i for i in ids if i not in fresh] if fresh else ids
 
 
+def _raw_table(docs: Sequence[RawDocument], run_id: str) -> pa.Table:
+    """``freight_meta.raw_shipments``' rows of ``docs``: each shipment's last document, read by ``run_id``."""
+    rows = list({int(d.shipment_id): d for d in docs}.values())
+    return pa.table(
+        {
+            "shipment_id": pa.array([int(d.shipment_id) for d in rows], pa.int64()),
+            "document": pa.array([d.document for d in rows], pa.string()),
+            "fetched_at": pa.array([d.fetched_at for d in rows], _TS),
+            "last_modified_at": pa.array([d.last_modified_at for d in rows], _TS),
+            "run_id": pa.array([run_id] * len(rows), pa.string()),
+            "last_modified_key": pa.array([d.last_modified_key for d in rows], pa.string()),
+            "fetched_ceiling": pa.array([d.fetched_ceiling for d in rows], pa.string()),
+            "content_hash": pa.array([d.content_hash for d in rows], pa.string()),
+        }
+    )
+
+
 def _without(table: pa.Table, key: str, ids: set[int]) -> pa.Table:
     """``table`` without the rows whose ``key`` is one of ``ids`` (rows with a null key stay)."""
-    if table.num_rows == 0 or key not in table.column_names:
+    if table.num_rows == 0 or not ids or key not in table.column_names:
         return table
     drop = pc.is_in(table.column(key), value_set=pa.array(sorted(ids), table.column(key).type))
     return table.filter(pc.invert(pc.fill_null(drop, False)))

@@ -35,9 +35,10 @@ from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, User
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import STREAM_NAMES, stream_step
+from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.paths import working_db_path
-from freight_pipeline.warehouse.publish import parquet_root, published_db_path
+from freight_pipeline.warehouse.publish import PublishResult, parquet_root, published_db_path
 from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline.warehouse.writer_lock import writer_lock
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line
@@ -47,6 +48,10 @@ from freight_pipeline_tests.warehouse.older import read_once
 SHIPMENTS = 40
 ORPHAN_TEST = "relationships_stg_shipment_goods_shipment_id__shipment_id__ref_stg_shipments_"
 SETTINGS = SyncSettings(reconcile_interval=None)
+
+QUIET_RUN_WRITES = (meta.SYNC_RUNS, meta.SYNC_STATE, meta.TABLE_FRESHNESS, meta.COLUMN_NULLS, meta.SOURCE_FIELDS,
+                    meta.RAW_PARTS)
+"""What a run that reads nothing new writes: its own records, and the parts the freshness sample read again."""
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +134,11 @@ def test_a_run_syncs_checks_builds_and_publishes_then_builds_only_what_changed(
     assert unchanged.success and unchanged.marts is not None
     assert not unchanged.marts.plan.run and unchanged.marts.line().startswith("not run: nothing changed")
     assert parquet_root(tmp_path).resolve() != version  # published all the same: the run log moved on
+    # and only what a run that reads nothing new writes was exported again: its own records and the parts the
+    # freshness sample read; every other table (the raw documents the walk's overlap read again too) kept its file
+    assert isinstance(unchanged.publication, PublishResult)
+    assert set(unchanged.publication.exported) <= {spec.qualified_name for spec in QUIET_RUN_WRITES}, \
+        unchanged.publication.exported
 
     changed = sim.modify_shipments(3)
     sim.advance_clock(60)

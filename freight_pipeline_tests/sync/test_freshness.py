@@ -21,7 +21,7 @@ from freight_pipeline.commands.status import render_status
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import freshness
-from freight_pipeline.sync.parts import EVENTS, MEMOS
+from freight_pipeline.sync.parts import DETAIL_PARTS, EVENTS, MEMOS
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
 from freight_pipeline_tests.sync.conftest import query, syncer, work_db
@@ -130,8 +130,11 @@ def test_a_tight_budget_reads_the_nearest_upcoming_estimates_first(tmp_path: Pat
         result = sync(settings)[SHIPMENTS]
         assert result.extra["freshness"]["refreshed"] == 10 and result.extra["freshness"]["requests"] == 10
         # the service's clock as the run saw it: its newest last-modified instant (the walk's ceiling); the
-        # shipments the walk read again (its overlap) are not due
-        walked = "SELECT shipment_id FROM freight_meta.raw_shipments WHERE run_id = ?"
+        # shipments the walk read again (its overlap) are not due: those whose parts the sample never reads
+        # this run read too (the walk reads every part; a document read as held keeps its raw row's run)
+        unsampled = ", ".join(f"'{stream}'" for stream in
+                              sorted({part.stream for part in DETAIL_PARTS} - freshness.SAMPLED_PARTS))
+        walked = f"SELECT shipment_id FROM freight_meta.raw_parts WHERE run_id = ? AND stream IN ({unsampled})"
         due = query(work_db(tmp_path), "SELECT s.shipment_id, min(e.event_at) FROM freight.shipments s JOIN "
                     "freight.shipment_events e USING (shipment_id) WHERE s.shipment_closed IS NOT TRUE AND e.type = "
                     "'ESTIMATED' AND e.event_at > (SELECT max(last_modified_at) FROM freight.shipments) AND "

@@ -433,6 +433,36 @@ def test_a_shipment_read_again_with_the_same_content_is_not_written_again(wh: Wa
     assert wh.reads.pending_changes() == 2
 
 
+def test_a_document_read_again_exactly_as_held_keeps_its_raw_row_and_any_other_difference_rewrites_it(
+    wh: Warehouse,
+) -> None:
+    """The walk reads again, every run, the shipments stamped in its ceiling's second: when what came back is what is
+    held (content, stamps, ceiling), the raw row is left as it is (so the publish links the table's file); a change
+    in any other column of the raw document, each in turn, writes it again."""
+    tables, raw = shipment_batch([1])
+    held = raw[0]._replace(content_hash="a1", last_modified_key="2026-03-01 10:00:01", fetched_ceiling="2026-03-01 "
+                           "10:00:01")
+
+    def read(run_id: str, doc: RawDocument) -> list[tuple]:
+        wh.writes.apply_batch(run_id, BatchWrite(tables=tables, replaced={t: [1] for t in tables},
+                                                 loaded={"shipments": [1]}, raw_documents=[doc]))
+        return rows(wh, "SELECT run_id, fetched_at FROM freight_meta.raw_shipments")
+
+    later = held.fetched_at + dt.timedelta(minutes=10)
+    assert read("r1", held) == [("r1", held.fetched_at)]
+    assert read("r2", held._replace(fetched_at=later)) == [("r1", held.fetched_at)]  # the same read: untouched
+    changes = {"document": '{"id": 1, "name": "S1", "note": "new"}', "last_modified_at": held.last_modified_at
+               + dt.timedelta(hours=1), "last_modified_key": "2026-03-01 10:00:01+01:00", "fetched_ceiling":
+               "2026-03-01 10:00:02", "content_hash": "b1"}
+    compared = [c.name for c in meta.RAW_SHIPMENTS.columns if c.name not in (*meta.RAW_SHIPMENTS.primary_key,
+                                                                           *meta.RAW_READ_INSTANT)]
+    assert sorted(changes) == sorted(compared)  # every column of the raw document is tried
+    for n, (column, value) in enumerate(changes.items()):
+        doc = held._replace(fetched_at=later + dt.timedelta(minutes=n), **{column: value})
+        assert read(f"changed-{column}", doc) == [(f"changed-{column}", doc.fetched_at)], column
+        read(f"back-{column}", held._replace(fetched_at=later))  # held as at first again
+
+
 def test_a_rebuild_batch_is_written_with_the_content_held_and_keeps_the_retry_queue(wh: Warehouse) -> None:
     """A rebuild re-derives what was read with a changed mapping: the same raw (the same content hash) is no
     reason to keep the old rows, and a record waiting in the retry queue was not read again."""
