@@ -206,7 +206,8 @@ DATA_PROBLEMS = _meta(
         Column("shipment_id", "BIGINT", "the shipment the record belongs to (null for code conversions)"),
         Column("raw_value", "JSON", "the value as received (long values cut, see reason)"),
         Column("reason", "VARCHAR", "why it could not be converted; its column holds null"),
-        Column("run_id", "VARCHAR", "the run that loaded the record"),
+        Column("run_id", "VARCHAR", "the run that loaded the record (a shipment read again with the content "
+                                    "held keeps its rows and their problems as loaded)"),
         Column("detected_at", "TIMESTAMPTZ", "when the pipeline found the problem (loaded the record)"),
     ),
     ("stream", "record_key", "json_path"),

@@ -139,7 +139,9 @@ class Writes:
                   for i in _held(ids, fresh)}
         # a record this batch quarantines again keeps its entry: its attempts count on
         requeued = {(q.stream, q.record_key) for q in batch.quarantined}
-        self._clear_records(loaded, set() if rebuild else loaded - requeued)
+        # an unchanged shipment's rows stay as they were loaded, and so do the data problems found in them
+        kept = {pair for pair in loaded if int(pair[1]) in unchanged} if unchanged else set()
+        self._clear_records(loaded, set() if rebuild else loaded - requeued, kept)
         if gone:
             for target in self.database.unit_tables:
                 removed = self._delete_ids(target, target.replace_key or "", gone, views)
@@ -163,7 +165,7 @@ class Writes:
                 self._retake_current(con, incoming, replaced)
             stats.versions = self._record_versions(con, run_id, batch, incoming, replaced, gone, synced_at).added
         self._upsert_rejects(batch.rejects, run_id, synced_at)
-        self._insert_problems(batch.problems, run_id, synced_at)
+        self._insert_problems([p for p in batch.problems if p.shipment_id not in unchanged], run_id, synced_at)
         self._quarantine(batch.quarantined, run_id, synced_at, backoff)
         if batch.cursor is not None:
             self._set_cursor(con, batch.cursor[0], batch.cursor[1], run_id, synced_at)
@@ -429,21 +431,24 @@ class Writes:
                       "changed_at": pa.array([at] * len(unique), _TS)}),
         )
 
-    def _clear_records(self, loaded: set[tuple[str, str]], leaving: set[tuple[str, str]]) -> None:
+    def _clear_records(self, loaded: set[tuple[str, str]], leaving: set[tuple[str, str]],
+                       keeping_problems: Collection[tuple[str, str]] = ()) -> None:
         """Records the batch loaded (``(stream, record key)``, every stream's): their old data problems go (new
-        ones follow), and those of ``leaving`` leave the retry queue. One statement a table, whatever the streams
-        (a statement per stream and table was a tenth of a small batch's statements)."""
+        ones follow) but those of ``keeping_problems`` (records whose rows stay as they are), and those of
+        ``leaving`` leave the retry queue. One statement a table, whatever the streams (a statement per stream
+        and table was a tenth of a small batch's statements)."""
         if not loaded:
             return
         pairs = sorted(loaded)
         table = pa.table({"stream": pa.array([stream for stream, _ in pairs], pa.string()),
                           "record_key": pa.array([key for _, key in pairs], pa.string()),
-                          "leaving": pa.array([pair in leaving for pair in pairs], pa.bool_())})
+                          "leaving": pa.array([pair in leaving for pair in pairs], pa.bool_()),
+                          "reloaded": pa.array([pair not in keeping_problems for pair in pairs], pa.bool_())})
         with self.database.registered(table) as view:
             same = f"USING {view} k WHERE t.stream = k.stream AND t.record_key = k.record_key"
             if leaving:
                 run(self.database.con, f"DELETE FROM {qualified(meta.QUARANTINE)} t {same} AND k.leaving")
-            run(self.database.con, f"DELETE FROM {qualified(meta.DATA_PROBLEMS)} t {same}")
+            run(self.database.con, f"DELETE FROM {qualified(meta.DATA_PROBLEMS)} t {same} AND k.reloaded")
 
     def _insert_problems(self, problems: Sequence[DataProblem], run_id: str, at: dt.datetime) -> None:
         latest = {(p.stream, p.record_key, p.json_path): p for p in problems}

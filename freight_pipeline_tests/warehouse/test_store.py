@@ -23,6 +23,7 @@ from freight_pipeline.warehouse.meta import RAW_PARTS
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.records import (
     BatchWrite,
+    DataProblem,
     Quarantined,
     RawBatch,
     RawDocument,
@@ -461,6 +462,27 @@ def test_a_document_read_again_exactly_as_held_keeps_its_raw_row_and_any_other_d
         doc = held._replace(fetched_at=later + dt.timedelta(minutes=n), **{column: value})
         assert read(f"changed-{column}", doc) == [(f"changed-{column}", doc.fetched_at)], column
         read(f"back-{column}", held._replace(fetched_at=later))  # held as at first again
+
+
+def test_a_shipment_read_again_unchanged_keeps_its_data_problems_as_loaded_and_leaves_the_retry_queue(
+    wh: Warehouse,
+) -> None:
+    """Its rows stay as they were loaded, and so do the problems found in them (their run and instant); a new
+    content replaces both; an entry of the retry queue goes whenever the record loaded."""
+    tables, raw = shipment_batch([1])
+
+    def read(run_id: str, content: str, reason: str) -> list[tuple]:
+        doc = raw[0]._replace(content_hash=content, fetched_ceiling=run_id)
+        problem = DataProblem("shipments", "1", 1, "weight", '"12a"', reason)
+        wh.writes.apply_batch(run_id, BatchWrite(tables=tables, replaced={t: [1] for t in tables},
+                                                 loaded={"shipments": [1]}, raw_documents=[doc], problems=[problem]))
+        return rows(wh, "SELECT run_id, reason FROM freight_meta.data_problems")
+
+    assert read("r1", "a1", "not a number") == [("r1", "not a number")]
+    wh.writes.apply_batch("r2", BatchWrite(quarantined=[Quarantined("shipments", "1", 1, "refused")]))
+    assert read("r3", "a1", "not a number") == [("r1", "not a number")]  # unchanged: as loaded by r1
+    assert rows(wh, "SELECT count(*) FROM freight_meta.quarantine") == [(0,)]  # it loaded: out of the queue
+    assert read("r4", "b1", "not a number either") == [("r4", "not a number either")]
 
 
 def test_a_rebuild_batch_is_written_with_the_content_held_and_keeps_the_retry_queue(wh: Warehouse) -> None:
