@@ -140,7 +140,8 @@ class Writes:
         # a record this batch quarantines again keeps its entry: its attempts count on
         requeued = {(q.stream, q.record_key) for q in batch.quarantined}
         # an unchanged shipment's rows stay as they were loaded, and so do the data problems found in them
-        kept = {pair for pair in loaded if int(pair[1]) in unchanged} if unchanged else set()
+        unchanged_keys = {str(i) for i in unchanged}
+        kept = {pair for pair in loaded if pair[1] in unchanged_keys}
         self._clear_records(loaded, set() if rebuild else loaded - requeued, kept)
         if gone:
             for target in self.database.unit_tables:
