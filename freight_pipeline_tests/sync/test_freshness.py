@@ -130,8 +130,9 @@ def test_a_tight_budget_reads_the_nearest_upcoming_estimates_first(tmp_path: Pat
         result = sync(settings)[SHIPMENTS]
         assert result.extra["freshness"]["refreshed"] == 10 and result.extra["freshness"]["requests"] == 10
         # the service's clock as the run saw it: its newest last-modified instant (the walk's ceiling); the
-        # shipments the walk read again (its overlap) are not due: those whose parts the sample never reads
-        # this run read too (the walk reads every part; a document read as held keeps its raw row's run)
+        # shipments the walk read again (its overlap) are not due: the walk reads every part, the sample only
+        # some, so they are those of which this run read a part the sample never reads (a document read again as
+        # held keeps its raw row, and that row's run)
         unsampled = ", ".join(f"'{stream}'" for stream in
                               sorted({part.stream for part in DETAIL_PARTS} - freshness.SAMPLED_PARTS))
         walked = f"SELECT shipment_id FROM freight_meta.raw_parts WHERE run_id = ? AND stream IN ({unsampled})"
