@@ -142,6 +142,10 @@ class Writes:
         # an unchanged shipment's rows stay as they were loaded, and so do the data problems found in them
         unchanged_keys = {str(i) for i in unchanged}
         kept = {pair for pair in loaded if pair[1] in unchanged_keys}
+        if compare and not rebuild:  # a part read again as held, its shipment's rows all left: its problems too
+            rewritten = {str(i) for ids in replaced.values() for i in ids}
+            kept |= {pair for pair in self._parts_read_as_held(batch.raw_parts)
+                     if pair in loaded and pair[1] not in rewritten}
         self._clear_records(loaded, set() if rebuild else loaded - requeued, kept)
         if gone:
             for target in self.database.unit_tables:
@@ -166,7 +170,9 @@ class Writes:
                 self._retake_current(con, incoming, replaced)
             stats.versions = self._record_versions(con, run_id, batch, incoming, replaced, gone, synced_at).added
         self._upsert_rejects(batch.rejects, run_id, synced_at)
-        self._insert_problems([p for p in batch.problems if p.shipment_id not in unchanged], run_id, synced_at)
+        self._insert_problems([p for p in batch.problems
+                               if p.shipment_id not in unchanged and (p.stream, p.record_key) not in kept],
+                              run_id, synced_at)
         self._quarantine(batch.quarantined, run_id, synced_at, backoff)
         if batch.cursor is not None:
             self._set_cursor(con, batch.cursor[0], batch.cursor[1], run_id, synced_at)
@@ -422,6 +428,21 @@ class Writes:
                        f"LEFT JOIN ({held}) o ON o.k = i.id "
                        "WHERE coalesce(n.n, 0) = coalesce(o.n, 0) AND n.h IS NOT DISTINCT FROM o.h")
         return {int(r[0]) for r in rows}
+
+    def _parts_read_as_held(self, parts: Sequence[RawPart]) -> set[tuple[str, str]]:
+        """``(stream, shipment id as text)`` of the ``parts`` whose answer is byte for byte the one held (the same
+        JSON text, compressed alike): normalized alike, it made the same rows and the same data problems."""
+        answers = {(p.stream, int(p.shipment_id)): p.answer for p in parts}
+        if not answers:
+            return set()
+        table = pa.table({"stream": pa.array([stream for stream, _ in answers], pa.string()),
+                          "shipment_id": pa.array([i for _, i in answers], pa.int64()),
+                          "answer": pa.array(list(answers.values()), pa.binary())})
+        with self.database.registered(table) as view:
+            found = run(self.database.con, f"SELECT i.stream, i.shipment_id FROM {view} i "
+                                           f"JOIN {qualified(meta.RAW_PARTS)} t USING (stream, shipment_id) "
+                                           "WHERE t.answer IS NOT DISTINCT FROM i.answer")
+        return {(stream, str(shipment_id)) for stream, shipment_id in found}
 
     def _record_changes(self, ids: Sequence[int], run_id: str, at: dt.datetime) -> None:
         """Shipments whose rows this batch wrote or deleted: what the incremental marts rebuild."""

@@ -27,6 +27,7 @@ from freight_pipeline.warehouse.records import (
     Quarantined,
     RawBatch,
     RawDocument,
+    RawPart,
     RawPosition,
     Reject,
     RunRecord,
@@ -483,6 +484,30 @@ def test_a_shipment_read_again_unchanged_keeps_its_data_problems_as_loaded_and_l
     assert read("r3", "a1", "not a number") == [("r1", "not a number")]  # unchanged: as loaded by r1
     assert rows(wh, "SELECT count(*) FROM freight_meta.quarantine") == [(0,)]  # it loaded: out of the queue
     assert read("r4", "b1", "not a number either") == [("r4", "not a number either")]
+
+
+def test_a_part_read_again_as_held_keeps_its_data_problems_as_loaded(wh: Warehouse) -> None:
+    """A part re-read to compare (``compare=True``: the events sample, ``sync.freshness``) whose answer is the one
+    held, byte for byte, and whose shipment's rows all stay, keeps its data problems as loaded (their run and
+    instant), as its rows keep theirs; another answer (even with the same rows: another value that cannot be
+    read), rows that differ, or a batch of the walk (which writes the record again) replaces them."""
+    apply(wh, [1])
+
+    def read(run_id: str, answer: bytes, reason: str, *, version: int = 0, compare: bool = True) -> list[tuple]:
+        lines = shipment_batch([1], version=version)[0]["lines"]
+        part = RawPart("shipment_events", 1, zlib.compress(answer), len(answer), T0)
+        problem = DataProblem("shipment_events", "1", 1, "[0].qty", '"12a"', reason)
+        wh.writes.apply_batch(run_id, BatchWrite(tables={"lines": lines}, replaced={"lines": [1]},
+                                                 loaded={"shipment_events": [1]}, raw_parts=[part],
+                                                 problems=[problem]), compare=compare)
+        return rows(wh, "SELECT run_id, reason FROM freight_meta.data_problems")
+
+    assert read("r1", b'[{"qty": "12a"}]', "not a number") == [("r1", "not a number")]  # no answer held yet
+    assert read("r2", b'[{"qty": "12a"}]', "not a number") == [("r1", "not a number")]  # as held: as loaded
+    assert rows(wh, "SELECT DISTINCT _run_id FROM freight.lines") == [("run-1",)]
+    assert read("r3", b'[{"qty": "12b"}]', "not a number either") == [("r3", "not a number either")]
+    assert read("r4", b'[{"qty": "12b"}]', "rows differ", version=1) == [("r4", "rows differ")]
+    assert read("r5", b'[{"qty": "12b"}]', "the walk", version=1, compare=False) == [("r5", "the walk")]
 
 
 def test_a_rebuild_batch_is_written_with_the_content_held_and_keeps_the_retry_queue(wh: Warehouse) -> None:
