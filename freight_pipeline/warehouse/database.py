@@ -1,11 +1,10 @@
 """The open working database the warehouse's parts share (:class:`Database`): one connection, the
-specs of its tables, one transaction at a time with the Arrow tables registered for SQL inside it."""
+specs of its tables, one transaction at a time with the Arrow tables its statements read."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from typing import TypeVar
 
 import duckdb
@@ -14,6 +13,7 @@ import pyarrow as pa
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.backend import StorageBackend
+from freight_pipeline.warehouse.ddl import arrow_input
 from freight_pipeline.warehouse.history import HISTORY_TABLES
 
 T = TypeVar("T")
@@ -40,7 +40,7 @@ class Database:
         for spec in (*self.tables, *self.meta_tables):
             self._by_name[spec.qualified_name] = spec
             self._by_name.setdefault(spec.name, spec)
-        self._in_transaction: list[str] | None = None
+        self._in_transaction: ExitStack | None = None
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -78,11 +78,11 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """BEGIN ... COMMIT inside ``backend.writing()``, ROLLBACK on any error; Arrow views registered inside
-        are dropped after."""
+        """BEGIN ... COMMIT inside ``backend.writing()``, ROLLBACK on any error; the Arrow tables registered
+        inside stay readable until it ends."""
         con = self.con
-        self._in_transaction = []
-        with self.backend.writing():
+        with self.backend.writing(), ExitStack() as registered:
+            self._in_transaction = registered
             con.begin()
             try:
                 yield con
@@ -92,22 +92,15 @@ class Database:
             else:
                 con.commit()
             finally:
-                names, self._in_transaction = self._in_transaction, None
-                for name in names:
-                    with suppress(duckdb.Error):
-                        con.unregister(name)
+                self._in_transaction = None
 
     @contextmanager
     def registered(self, table: pa.Table) -> Iterator[str]:
-        """Expose an Arrow table to SQL under a unique view name for the duration of the block
-        (inside a transaction: until it ends, since an aborted transaction refuses ``unregister``)."""
-        name = f"_wh_{uuid.uuid4().hex[:12]}"
-        self.con.register(name, table)
+        """An Arrow table readable under a unique name by the statements ``ddl.run`` executes during the block
+        (:func:`~freight_pipeline.warehouse.ddl.arrow_input`); inside a transaction, until the transaction
+        ends (a batch names the same ids' table in several statements)."""
         if self._in_transaction is not None:
-            self._in_transaction.append(name)
-            yield name
+            yield self._in_transaction.enter_context(arrow_input(self.con, table, "_wh"))
             return
-        try:
+        with arrow_input(self.con, table, "_wh") as name:
             yield name
-        finally:
-            self.con.unregister(name)

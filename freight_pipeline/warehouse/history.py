@@ -32,9 +32,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 
 import duckdb
@@ -47,6 +46,8 @@ from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, SEA_MA
 from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.warehouse.ddl import (
     Catalog,
+    arrow_input,
+    arrow_result,
     ensure_tables,
     first,
     qualified,
@@ -333,10 +334,10 @@ def held_batch(
     for subject in SUBJECTS:
         for source in subject.sources:
             key = quote(source.table.replace_key or SHIPMENT_ID)
-            rows[source.table.qualified_name] = _fetch(
+            rows[source.table.qualified_name] = arrow_result(
                 con, f"SELECT * FROM {qualified(source.table)} WHERE {key} IN (SELECT id FROM {ids_view})")
-    stamps = _fetch(con, f"SELECT shipment_id, last_modified_at AS valid_from FROM {qualified(SHIPMENTS)} "
-                         f"WHERE shipment_id IN (SELECT id FROM {ids_view})")
+    stamps = arrow_result(con, f"SELECT shipment_id, last_modified_at AS valid_from FROM {qualified(SHIPMENTS)} "
+                               f"WHERE shipment_id IN (SELECT id FROM {ids_view})")
     return VersionBatch(rows, {name: list(ids) for name in rows}, stamps, list(gone), deleted_at)
 
 
@@ -393,17 +394,10 @@ class VersionCounts:
 Register = Callable[[pa.Table], AbstractContextManager[str]]
 
 
-@contextmanager
-def registered(con: duckdb.DuckDBPyConnection, table: pa.Table) -> Iterator[str]:
-    """``table`` as a view for the block (a caller inside a transaction that may abort passes its own
-    ``register``, which unregisters when the transaction has ended)."""
-    name = f"_hist_{uuid.uuid4().hex[:12]}"
-    con.register(name, table)
-    try:
-        yield name
-    finally:
-        with suppress(duckdb.Error):
-            con.unregister(name)
+def registered(con: duckdb.DuckDBPyConnection, table: pa.Table) -> AbstractContextManager[str]:
+    """``table`` readable by the statements ``ddl.run`` executes on ``con`` during the block
+    (:func:`~freight_pipeline.warehouse.ddl.arrow_input`)."""
+    return arrow_input(con, table, "_hist")
 
 
 def record_versions(
@@ -434,7 +428,7 @@ def record_versions(
         latest = _latest_versions(view(pa.table({SHIPMENT_ID: pa.array(sorted({*replaced_ids, *gone}), pa.int64())})))
         noticed = batch.deleted_at or recorded_at
         first_seen, followed = _usable_stamps(con, batch.stamps, replaced_ids, latest, view, counts, noticed)
-        gone_at = _fetch(con, (
+        gone_at = arrow_result(con, (
             f"SELECT g.shipment_id, greatest($deleted_at, coalesce(l.latest + {DELETION_AFTER_LAST}, $deleted_at)) "
             f"AS valid_from FROM {view(pa.table({SHIPMENT_ID: pa.array(gone, pa.int64())}))} g "
             f"LEFT JOIN ({latest}) l USING (shipment_id)"
@@ -455,7 +449,7 @@ def record_versions(
                 added += _insert_first_versions(con, subject, incoming, first_view, run_id, recorded_at)
             if compared and ((incoming and followed.num_rows) or gone_at.num_rows):
                 scope = view(_scope(subject, sources, replaced))
-                found = _fetch(con, _new_versions_sql(subject, incoming, scope, compared))
+                found = arrow_result(con, _new_versions_sql(subject, incoming, scope, compared))
                 added += _write_versions(con, subject, found, view, run_id, recorded_at, counts, noticed)
             counts.added[subject.spec.name] = added
     if counts.stale or counts.unstamped or counts.same_instant:
@@ -498,10 +492,6 @@ NO_STAMPS = pa.table({SHIPMENT_ID: pa.array([], pa.int64()), "valid_from": pa.ar
 """No shipments, no instants: the ``stamps`` of a batch that only deletes."""
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, object] | None = None) -> pa.Table:
-    return con.sql(sql, params=dict(params) if params else None).to_arrow_table()
-
-
 def _rows_of(batch: VersionBatch, source: Source) -> pa.Table:
     """The batch's rows of ``source`` (an empty table when it brought none)."""
     table = batch.rows.get(source.table.qualified_name)
@@ -540,7 +530,7 @@ def _usable_stamps(
     given = view(stamps.select([SHIPMENT_ID, "valid_from"]).cast(
         pa.schema([(SHIPMENT_ID, pa.int64()), ("valid_from", _TS)])))
     ids = view(pa.table({SHIPMENT_ID: pa.array(replaced_ids, pa.int64())}))
-    held = _fetch(con, (
+    held = arrow_result(con, (
         f"SELECT DISTINCT i.shipment_id, CASE WHEN s.valid_from IS NULL OR s.valid_from < l.latest "
         f"THEN greatest($noticed, coalesce(l.latest + {DELETION_AFTER_LAST}, $noticed)) ELSE s.valid_from END "
         f"AS valid_from, l.latest IS NULL AS first_seen, s.valid_from IS NULL AS unstamped, "
@@ -639,9 +629,9 @@ def _write_versions(
     table = qualified(subject.spec)
     rows = view(found)
     if same_instant:
-        rows = view(_fetch(con, f"SELECT * REPLACE (CASE WHEN same_instant THEN greatest($noticed, current_from + "
-                                f"{DELETION_AFTER_LAST}) ELSE valid_from END AS valid_from) FROM {rows}",
-                           {"noticed": noticed}))
+        rows = view(arrow_result(con, "SELECT * REPLACE (CASE WHEN same_instant THEN greatest($noticed, "
+                                      f"current_from + {DELETION_AFTER_LAST}) ELSE valid_from END AS valid_from) "
+                                      f"FROM {rows}", {"noticed": noticed}))
     if pc.any(found["closes"]).as_py():
         on = " AND ".join(f"h.{quote(k)} = n.{quote(k)}" for k in subject.key)
         run(con, f"UPDATE {table} AS h SET valid_to = n.valid_from FROM {rows} n "

@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.ddl import qualified, run
+from freight_pipeline.warehouse.ddl import arrow_input, qualified, run
 from freight_pipeline.warehouse.stamps import same_instant, wall_clock
 
 HELD_KEY = (
@@ -36,11 +36,8 @@ class LiveListing:
         if not ids:
             return
         page = pa.table({"shipment_id": pa.array(ids, pa.int64()), "last_modified_key": pa.array(keys, pa.string())})
-        self.con.register("_listing_page", page)
-        try:
-            run(self.con, f"INSERT INTO {self.table} SELECT * FROM _listing_page")
-        finally:
-            self.con.unregister("_listing_page")
+        with arrow_input(self.con, page, "_listing") as view:
+            run(self.con, f"INSERT INTO {self.table} SELECT * FROM {view}")
 
     def differences(self, floor: str | None, waiting_stream: str) -> tuple[list[int], list[int], int]:
         """(vanished ids, stale ids, missing ids before ``floor``); ``floor`` a wall-clock second or None.

@@ -20,7 +20,16 @@ from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS
 from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
-from freight_pipeline.warehouse.ddl import any_row, catalog_cursors, first, qualified, row_counts, run, scalar
+from freight_pipeline.warehouse.ddl import (
+    any_row,
+    arrow_input,
+    catalog_cursors,
+    first,
+    qualified,
+    row_counts,
+    run,
+    scalar,
+)
 from freight_pipeline.warehouse.listing import LiveListing
 from freight_pipeline.warehouse.records import EARLIEST_FETCH, RawBatch, RawDocument, RawPosition, RunMapping
 from freight_pipeline.warehouse.stamps import earlier, same_instant
@@ -109,18 +118,15 @@ class Reads:
             return set()
         asked = pa.table({"shipment_id": pa.array(list(keys), pa.int64()),
                           "last_modified_key": pa.array(list(keys.values()), pa.string())})
-        reader.register("_asked_copies", asked)
-        try:
+        with arrow_input(reader, asked, "_asked") as view:
             rows = run(
                 reader,
-                f"SELECT r.shipment_id FROM {qualified(meta.RAW_SHIPMENTS)} r JOIN _asked_copies a USING (shipment_id) "
+                f"SELECT r.shipment_id FROM {qualified(meta.RAW_SHIPMENTS)} r JOIN {view} a USING (shipment_id) "
                 f"WHERE {same_instant('r.last_modified_key', 'a.last_modified_key')} "
                 f"AND {earlier('r.last_modified_key', 'r.fetched_ceiling')} "
                 f"AND r.shipment_id NOT IN (SELECT shipment_id FROM {qualified(meta.QUARANTINE)} "
                 "WHERE shipment_id IS NOT NULL)",
             )
-        finally:
-            reader.unregister("_asked_copies")
         return {int(r[0]) for r in rows}
 
     def shipment_last_modified(self, ids: Sequence[int] | None) -> dict[int, dt.datetime | None]:

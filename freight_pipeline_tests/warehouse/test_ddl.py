@@ -1,5 +1,5 @@
 """``warehouse.ddl``: cursors for other threads in the catalog their connection uses; whether any of several
-sources has a row."""
+sources has a row; Arrow tables read by name without a view in the catalog."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import datetime as dt
 import threading
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from freight_pipeline.warehouse import ddl, meta
-from freight_pipeline.warehouse.ddl import any_row, catalog_cursors, row_counts
+from freight_pipeline.warehouse.ddl import any_row, arrow_input, arrow_result, catalog_cursors, row_counts, run
 
 
 def test_cursors_for_other_threads_use_the_catalog_their_connection_uses() -> None:
@@ -99,3 +100,32 @@ def test_insert_values_binds_each_row_in_statements_of_at_most_the_declared_rows
             with pytest.raises(ValueError, match=r"row \d+ has \d values for the 3 placeholders"):
                 ddl.insert_values(con, "INSERT INTO t VALUES", "(?, ?, ?, 7, NULL)", bad)
         assert con.execute("SELECT count(*) FROM t").fetchone() == (5,)
+
+
+def test_an_arrow_input_is_read_by_name_on_its_connection_during_its_block_and_never_enters_the_catalog() -> None:
+    """``arrow_input``: ``run`` and ``arrow_result`` on the same connection read the table by its name (in a
+    statement with parameters and with others, nested), inside a transaction and out; another connection does not
+    see it, nor does the catalog (no view), and after the block the name is unknown again."""
+    ids = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+    names = pa.table({"id": pa.array([2, 3, 4], pa.int64()), "name": pa.array(["b", "c", "d"])})
+    with duckdb.connect() as con, duckdb.connect() as other:
+        run(con, "CREATE TABLE held (id BIGINT, name VARCHAR)")
+        with arrow_input(con, ids) as first:
+            assert run(con, f"SELECT count(*) FROM {first} WHERE id > ?", [1]) == [(2,)]
+            with arrow_input(con, names, "_names") as second:
+                assert second.startswith("_names_")
+                run(con, "BEGIN TRANSACTION")
+                run(con, f"INSERT INTO held SELECT * FROM {second} WHERE id IN (SELECT id FROM {first})")
+                run(con, "COMMIT")
+                joined = arrow_result(con, f"SELECT n.name FROM {first} i JOIN {second} n USING (id) "
+                                           "WHERE n.id >= $low ORDER BY 1", {"low": 3})
+                assert joined.column("name").to_pylist() == ["c"]
+                with pytest.raises(duckdb.CatalogException):
+                    run(other, f"SELECT * FROM {second}")
+                assert run(con, "SELECT count(*) FROM duckdb_views() WHERE NOT internal") == [(0,)]
+            with pytest.raises(duckdb.CatalogException):
+                run(con, f"SELECT * FROM {second}")
+            assert run(con, f"SELECT count(*) FROM {first}") == [(3,)]
+        with pytest.raises(duckdb.CatalogException):
+            run(con, f"SELECT * FROM {first}")
+        assert run(con, "SELECT id, name FROM held ORDER BY id") == [(2, "b"), (3, "c")]
