@@ -394,12 +394,6 @@ class VersionCounts:
 Register = Callable[[pa.Table], AbstractContextManager[str]]
 
 
-def registered(con: duckdb.DuckDBPyConnection, table: pa.Table) -> AbstractContextManager[str]:
-    """``table`` readable by the statements ``ddl.run`` executes on ``con`` during the block
-    (:func:`~freight_pipeline.warehouse.ddl.arrow_input`)."""
-    return arrow_input(con, table, "_hist")
-
-
 def record_versions(
     con: duckdb.DuckDBPyConnection,
     batch: VersionBatch,
@@ -419,7 +413,7 @@ def record_versions(
     counts = VersionCounts()
     if not replaced and not gone:
         return counts
-    register = register or (lambda table: registered(con, table))
+    register = register or (lambda table: arrow_input(con, table, "_hist"))
     replaced_ids = sorted({i for ids in replaced.values() for i in ids})
     with ExitStack() as stack:
         def view(table: pa.Table) -> str:
@@ -469,7 +463,7 @@ def retake_current(
     one of each subject still held takes the re-derived content (its ``valid_from``, run and ``recorded_at``
     stay), so the current versions equal the rows held without a version the source never made. Subjects the
     new mapping adds or drops are left to :func:`record_versions`, which the same batch runs next."""
-    register = register or (lambda table: registered(con, table))
+    register = register or (lambda table: arrow_input(con, table, "_hist"))
     changed = 0
     for subject in SUBJECTS:
         for source in subject.sources:

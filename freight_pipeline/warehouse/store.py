@@ -9,8 +9,9 @@ transaction invisible, so after a crash at any instant the database holds either
 the old rows or the new cursor with the new rows: a cursor never runs ahead of the rows it covers,
 and no batch is half written.
 
-Arrow tables go in by registering them with the connection and ``INSERT ... BY NAME SELECT``;
-key sets (unit ids, raw documents, rejects) are registered the same way, never inlined in SQL.
+Arrow tables go in by ``INSERT ... BY NAME SELECT`` from a name the statement reads
+(:func:`~freight_pipeline.warehouse.ddl.arrow_input`, no view in the catalog); key sets (unit ids, raw documents,
+rejects) are read the same way, never inlined in SQL.
 
 A :class:`Warehouse` is made of parts sharing one :class:`~freight_pipeline.warehouse.database.Database`:
 ``writes`` (:class:`~freight_pipeline.warehouse.writes.Writes`), ``reads``

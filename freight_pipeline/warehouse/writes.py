@@ -361,8 +361,8 @@ class Writes:
     # --- the statements of a transaction --------------------------------------------------------
 
     def _ids_view(self, ids: Sequence[int], views: dict[tuple[int, ...], str]) -> str:
-        """A view of ``ids`` (column ``id``), registered once per transaction (``Database.registered`` keeps
-        what it registers inside a transaction until the transaction ends)."""
+        """A view of ``ids`` (column ``id``), named once per transaction (``Database.registered`` keeps
+        what it names inside a transaction until the transaction ends)."""
         key = tuple(ids)
         if key not in views:
             with self.database.registered(pa.table({"id": pa.array(key, pa.int64())})) as view:
