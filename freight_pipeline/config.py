@@ -287,7 +287,8 @@ class SyncTuning(SettingsModel):
     fetch_window: int = Field(64, ge=1, description="the most shipments being fetched at once (bounds a run's memory)")
     normalize_workers: int | None = Field(
         None, ge=0, description="worker processes that normalize the shipments stream's batches (forked; `0`: in the "
-        "sync's own process); default: one where the machine has a second core (`sync/workers.py`)",
+        "sync's own process); default: one where the machine has a second core, forked once a run has more "
+        "shipments to normalize than `IN_PROCESS_UP_TO` (`sync/workers.py`)",
     )
     breaker_max_share: Share = Field(
         0.05,

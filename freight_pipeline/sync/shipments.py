@@ -53,7 +53,7 @@ from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_fo
 from freight_pipeline.sync.result import NoticeKind, StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
-from freight_pipeline.sync.workers import Assembler, sync_workers
+from freight_pipeline.sync.workers import IN_PROCESS_UP_TO, Assembler, sync_workers
 from freight_pipeline.warehouse.history import BEHIND_STATE
 from freight_pipeline.warehouse.records import BatchWrite
 from freight_pipeline.warehouse.store import Warehouse
@@ -154,6 +154,18 @@ class _Run:
         self.say(f"shipments: {self.result.rows_read} changed read, {written} written in this batch{moved}")
         self.meter.advance(shipments)
 
+    def announce(self, total: int | None, *, final: bool) -> None:
+        """The walk's total as it knows it so far (``Meter.announce``); the worker forked now if the work listed
+        passes its share (``Assembler.foresee``)."""
+        self.meter.announce(total, final=final)
+        self.assemble.foresee(self.meter.tally.total or 0)
+
+    def expect(self, more: int) -> None:
+        """``more`` listed after the walk (``Meter.expect``: retries, a re-read, the reconcile's), as
+        :meth:`announce`."""
+        self.meter.expect(more)
+        self.assemble.foresee(self.meter.tally.total or 0)
+
     async def run(self, works: AsyncIterator[Work]) -> None:
         try:
             await stream_as_finished(
@@ -184,11 +196,13 @@ async def sync_shipments(
     progress: Progress | None = None,
 ) -> StreamResult:
     """Bring ``freight.shipments``, every table embedded in it, its events, legs and memos up to the service; the
-    batches normalized in a worker process where there is a second core (``sync.workers``)."""
-    workers = sync_workers() if settings.normalize_workers is None else settings.normalize_workers
-    with Assembler(settings.zone, workers) as assembler:
+    batches normalized in a worker process where there is a second core and the run has more than a few
+    (``sync.workers``)."""
+    chosen = settings.normalize_workers  # None: the default, forked once the run has more than a few shipments
+    with Assembler(settings.zone, sync_workers() if chosen is None else chosen,
+                   in_process_up_to=IN_PROCESS_UP_TO if chosen is None else 0) as assembler:
         result = await _sync(source, warehouse, settings, run_id, assembler, progress)
-    result.extra["normalize_workers"] = workers
+    result.extra["normalize_workers"] = assembler.forked
     return result
 
 
@@ -273,7 +287,7 @@ async def _sync(
         warehouse.writes.set_cursor(cursor_stream, completed_cursor(done, settings.backfill_plan), run_id)
     else:
         retries = _due_retries(warehouse, run_id)
-        run.meter.expect(len(retries))
+        run.expect(len(retries))
         await run.run(_listed(retries))
         if from_scratch:  # the walk listed every shipment there was: nothing held can have vanished
             _reconciled(warehouse, result.started_at, run_id)
@@ -322,7 +336,7 @@ async def _walked(
             only=run.settings.id_range.criteria() if run.settings.id_range else (),
         )):
             run.result.rows_read += len(page)
-            run.meter.announce(walk.total, final=walk.total_final)
+            run.announce(walk.total, final=walk.total_final)
             overlapping = {k.id: k.stamp for k, _ in page if overlap_end is not None and k <= overlap_end}
             current = run.warehouse.reads.current_copies(reader, overlapping)
             skipped += len(current)
@@ -402,7 +416,7 @@ async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> dict[str
     """Read ``parts`` of the shipments ``refs`` again, writing only what differs from the rows held; per part,
     the shipments whose rows differed."""
     run.compare, run.differed = True, {}
-    run.meter.expect(len(refs))
+    run.expect(len(refs))
     try:
         await run.run(_listed(Work(ref, parts) for ref in refs))
     finally:
@@ -493,7 +507,7 @@ async def _reconcile(run: _Run, floor: ShipmentKey, walk: WalkStats) -> None:
         run.result.add_versions(stats.versions)
     if found.vanished:
         run.say(f"shipments: deleted {len(found.vanished)} shipments no longer in the source")
-    run.meter.expect(len(found.stale))
+    run.expect(len(found.stale))
     await run.run(_listed(Work(Ref(i)) for i in found.stale))
     if found.stale:
         run.say(f"shipments: reconcile fetched {len(found.stale)} missing or stale shipments")

@@ -5,6 +5,10 @@ A worker is forked from the process that runs the job, so it runs the mapping ex
 (nothing is imported again); it leaves when that process is gone (a SIGKILL tells it nothing: it watches), and
 the objects it inherited are frozen out of its garbage collector, whose passes would otherwise copy every page
 of the parent's heap into the worker (writing their collector headers).
+
+A sync's worker is forked only once the run has more than :data:`IN_PROCESS_UP_TO` shipments to normalize
+(:class:`Assembler`): a scheduled run with a few changes normalizes them in its own process, for less CPU than
+forking a worker and pickling its batches there and back.
 """
 
 from __future__ import annotations
@@ -34,8 +38,11 @@ def can_fork() -> bool:
 
 
 def forked_pool(workers: int) -> ProcessPoolExecutor:
-    """``workers`` forked processes, started now (before the caller starts threads of its own), each watching
-    this process (:func:`watch_parent`) with what it inherited frozen out of its garbage collector."""
+    """``workers`` forked processes, started now, each watching this process (:func:`watch_parent`) with what it
+    inherited frozen out of its garbage collector. Other threads may be running (DuckDB's, the event loop, a
+    sync's writer in a statement): a worker only runs the mapping's Python over what its pipe brings, and
+    CPython (its import lock, ``logging``'s) and the allocators (glibc's, Arrow's jemalloc) hold their locks
+    across the fork so that the worker finds them consistent."""
     pool = ProcessPoolExecutor(workers, multiprocessing.get_context("fork"), initializer=_start_worker,
                                initargs=(os.getpid(),))
     for started in [pool.submit(os.getpid) for _ in range(workers)]:
@@ -102,11 +109,18 @@ class Workers:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self.pool: ProcessPoolExecutor | None = None
+        self.forked = 0
+        """Worker processes forked in the block (0: everything was done in this process)."""
 
     def __enter__(self) -> Self:
-        if self.workers > 0:
-            self.pool = forked_pool(self.workers)
+        self.start()
         return self
+
+    def start(self) -> None:
+        """Fork the workers now, unless they run already (or there are none to fork)."""
+        if self.workers > 0 and self.pool is None:
+            self.pool = forked_pool(self.workers)
+            self.forked = self.workers
 
     def __exit__(self, *exc: object) -> None:
         if self.pool is not None:
@@ -114,18 +128,47 @@ class Workers:
             self.pool = None
 
 
+IN_PROCESS_UP_TO = 100
+"""A sync whose worker is the default (``normalize_workers`` unset) forks it once the run has more shipments to
+normalize than this (as soon as its walk or the work after it lists them); until then they are normalized in
+the sync's own process. Forking it and pickling each batch there and back cost a small run more CPU than
+normalizing its shipments here (a tenth of a run of 10 or 30: docs/performance.md); a full sync's walk lists
+thousands at its first page and forks it before any is fetched."""
+
+
 class Assembler(Workers):
     """A sync's batches assembled (``assemble``: normalized, raw kept, Arrow tables built) in ``workers`` forked
     processes (:func:`sync_workers`), or in this process when ``workers`` is 0. The sync's process then talks
     HTTP and writes, and the batch is prepared meanwhile on the other core; the run's ``zone`` still counts
-    every date-time read."""
+    every date-time read. With ``in_process_up_to``, the workers are forked only once the run has listed
+    (:meth:`foresee`) or handed over more shipments than that (:data:`IN_PROCESS_UP_TO`); the batches before
+    are assembled here."""
 
-    def __init__(self, zone: ServiceZone, workers: int) -> None:
+    def __init__(self, zone: ServiceZone, workers: int, *, in_process_up_to: int = 0) -> None:
         super().__init__(workers)
         self.zone = zone
+        self.in_process_up_to = in_process_up_to
+        self.shipments = 0
+        """Shipments handed to :meth:`__call__` so far in the block."""
+
+    def __enter__(self) -> Self:
+        if self.in_process_up_to <= 0:
+            self.start()
+        return self
+
+    def foresee(self, listed: int) -> None:
+        """The run has listed ``listed`` shipments in all (the walk's total as announced, and the work listed
+        after it): the workers are forked now if that passes ``in_process_up_to``, before a batch of them is
+        fetched and prepared: the process holds less then, and so does the worker forked from it."""
+        if self.in_process_up_to > 0 and listed > self.in_process_up_to:
+            self.start()
 
     def __call__(self, bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None) -> Assembled:
-        """The batch write of ``bundles`` (``assemble``), waiting for the worker that made it."""
+        """The batch write of ``bundles`` (``assemble``), waiting for the worker that made it; the workers are
+        forked before the batch that passes ``in_process_up_to``, whatever was listed (:meth:`foresee`)."""
+        self.shipments += len(bundles)
+        if self.shipments > self.in_process_up_to:
+            self.start()
         if self.pool is None:
             return assemble(bundles, fetched_at, ceiling, self.zone)
         try:
