@@ -80,52 +80,56 @@ def test_a_worker_that_dies_fails_the_stream_and_writes_nothing_of_its_batch(
         assert sync(SETTINGS.replaced(normalize_workers=0))["shipments"].extra["parts"]["shipments"]["loaded"] == 20
 
 
-@pytest.mark.parametrize("listed", [True, False], ids=["as-listed", "as-handed-over"])
 def test_the_default_worker_is_forked_once_a_run_passes_its_share_in_whichever_read_and_writes_the_same(
-        listed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``normalize_workers`` unset: a run of at most :data:`workers.IN_PROCESS_UP_TO` shipments is normalized in
     the sync's own process; past that, the worker is forked, in the walk or in a read after it (here the sample
     of open shipments, which finds estimates moved without a stamp): as soon as the work listed passes it
-    (``Assembler.foresee``), and else before the batch that does; every table holds what a sync normalizing
-    in its own process writes."""
-    if not listed:
-        monkeypatch.setattr(workers.Assembler, "foresee", lambda self, listed: None)
+    (``Assembler.foresee``), and else (a data directory whose runs foresee nothing) before the batch that does.
+    Synced side by side from one simulator, twice, every data directory holds what the sync normalizing in its
+    own process writes."""
     forks: list[tuple[str, int]] = []  # the data directory, and the shipments handed over before the fork
-    start = workers.Assembler.start
+    start, foresee = workers.Assembler.start, workers.Assembler.foresee
+    syncing = [""]
 
     def counted(self: workers.Assembler) -> None:
         if self.pool is None and self.workers:
-            forks.append((name, self.shipments))
+            forks.append((syncing[0], self.shipments))
         start(self)
 
     monkeypatch.setattr(workers.Assembler, "start", counted)
-    dirs = {"here": 0, "in the walk": 20, "after the walk": 100}
+    handed = "handed over in the walk"
+    first_up_to = {"here": 0, "listed in the walk": 20, handed: 20, "after the walk": 100}
+
+    def sync(name: str) -> dict:
+        """``name``'s run: the default worker but ``here``; ``handed``'s runs foresee nothing."""
+        syncing[0] = name
+        monkeypatch.setattr(workers.Assembler, "foresee", (lambda self, listed: None) if name == handed else foresee)
+        chosen = SETTINGS.replaced(normalize_workers=0 if name == "here" else None)
+        return syncer(sim, tmp_path / name, publish_after=False)(chosen)["shipments"].extra
+
     with running_simulator(shipments=40, seed=9) as sim:
         first: dict[str, dict] = {}
-        for name, up_to in dirs.items():
+        for name, up_to in first_up_to.items():
             monkeypatch.setattr(shipments, "IN_PROCESS_UP_TO", up_to)
-            chosen = SETTINGS.replaced(normalize_workers=0 if name == "here" else None)
-            first[name] = syncer(sim, tmp_path / name, publish_after=False)(chosen)["shipments"].extra
+            first[name] = sync(name)
         # 40 listed at the walk's first page, before any fetch; else the second batch of 13 passes 20
-        assert forks == [("in the walk", 0 if listed else 26)]
-        assert [first[name]["normalize_workers"] for name in dirs] == [0, 1, 0]
+        assert forks == [("listed in the walk", 0), (handed, 26)]
+        assert [first[name]["normalize_workers"] for name in first_up_to] == [0, 1, 1, 0]
         sim.modify_shipments(2)
         sim.change_in_background(6)
-        second: dict[str, dict] = {}
-        for name in dirs:
-            monkeypatch.setattr(shipments, "IN_PROCESS_UP_TO", 10)  # above the walk's few, below the sample's
-            chosen = SETTINGS.replaced(normalize_workers=0 if name == "here" else None)
-            second[name] = syncer(sim, tmp_path / name, publish_after=False)(chosen)["shipments"].extra
-    walked = [second[name]["parts"]["shipments"]["loaded"] for name in dirs]
-    sampled = [second[name]["freshness"]["sampled"] for name in dirs]
-    assert walked[0] == walked[1] == walked[2] <= 10 < walked[2] + sampled[2], (walked, sampled)
-    assert [name for name, _ in forks] == ["in the walk", "in the walk", "after the walk"]
-    for _, handed in forks[1:]:  # listed: before the sample's first fetch; else before its first batch's write
-        assert handed == walked[0] if listed else walked[0] < handed <= walked[0] + 13, (forks, walked)
-    assert second["here"]["freshness"]["sample_differed"] == second["after the walk"]["freshness"]["sample_differed"]
-    assert second["here"]["freshness"]["sample_differed"]["shipment_events"] == 6  # the estimates moved
+        forks.clear()
+        monkeypatch.setattr(shipments, "IN_PROCESS_UP_TO", 10)  # above the walk's few, below the sample's
+        second = {name: sync(name) for name in first_up_to}
+    walked = {second[name]["parts"]["shipments"]["loaded"] for name in first_up_to}
+    sampled = {second[name]["freshness"]["sampled"] for name in first_up_to}
+    assert len(walked) == len(sampled) == 1 and max(walked) <= 10 < max(walked) + max(sampled), (walked, sampled)
+    (w,) = walked  # listed: before the sample's first fetch; handed over: before its first batch's write
+    assert [name for name, _ in forks] == ["listed in the walk", handed, "after the walk"]
+    assert forks[0][1] == forks[2][1] == w < forks[1][1] <= w + 13, (forks, walked)
+    assert {second[name]["freshness"]["sample_differed"]["shipment_events"] for name in first_up_to} == {6}
     held = _rows(work_db(tmp_path / "here"))
-    for name in ("in the walk", "after the walk"):
+    for name in list(first_up_to)[1:]:
         made = _rows(work_db(tmp_path / name))
         for table in held:
             assert held[table] == made[table], (name, table)
