@@ -26,6 +26,7 @@ from freight_pipeline.commands.common import (
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.config import BadSettings
 from freight_pipeline.sync.rebuild import DEFAULT_BATCH
+from freight_pipeline.sync.workers import IN_PROCESS_UP_TO
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=None, metavar="N",
                         help=f"shipments per transaction (default {DEFAULT_BATCH:,})")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
-                        help="processes normalizing the raw records (default: one per core; 0: this process)")
+                        help="processes normalizing the raw records (default: one per core once more than "
+                        f"{IN_PROCESS_UP_TO} shipments are held; 0: this process)")
     parser.add_argument("--restart", action="store_true",
                         help="start from the first shipment even when an interrupted rebuild left off later")
     parser.add_argument("--all", dest="everything", action="store_true",

@@ -15,7 +15,8 @@ the history's current versions taking the new content).
 
 Speed: the normalization (JSON decoding included) is the cost, about 1.2-1.5 ms of CPU a shipment with the
 garbage collector paused (:func:`gc_paused`; 1.7-1.8 ms without); it runs in worker processes forked at the
-start (:class:`Derivers`, one per core: they run the mapping as it is in this process), each batch split into
+start (:class:`Derivers`, one per core: they run the mapping as it is in this process; by default only when
+there are more than a few shipments to re-derive), each batch split into
 chunks among them, the next batch normalized while this process writes the one before. Large batches
 (:data:`DEFAULT_BATCH`): each transaction's statements cost about 0.3 s whatever its size. A shipment's
 rows of a table are written only where they differ from those held (``Writes.apply_batch``: counts and
@@ -72,7 +73,7 @@ from freight_pipeline.sync.parts import DOCUMENT, PART_BY_STREAM, Ref
 from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.workers import Workers, can_fork, gc_paused
+from freight_pipeline.sync.workers import IN_PROCESS_UP_TO, Workers, can_fork, gc_paused
 from freight_pipeline.warehouse.documents import newest_shipment_write
 from freight_pipeline.warehouse.history import BEHIND_STATE
 from freight_pipeline.warehouse.records import BatchWrite, RawPosition, RawRecord, Reject, WriteStats
@@ -251,8 +252,10 @@ def rebuild(
     (:class:`~freight_pipeline.sync.derived_by.DerivedBy`; ``everything``: every one) from its raw records,
     ``batch_size`` shipments read per transaction, logged in ``sync_runs`` (stream :data:`REBUILD_STATE`).
     Resumes an interrupted rebuild of the same mapping unless ``restart``. ``workers``: processes normalizing
-    (:class:`Derivers`; None: :func:`default_workers`)."""
+    (:class:`Derivers`; None: :func:`default_workers`, forked once the rebuild has more than
+    :data:`~freight_pipeline.sync.workers.IN_PROCESS_UP_TO` shipments to re-derive)."""
     say = progress or (lambda line: None)
+    in_process_up_to = IN_PROCESS_UP_TO if workers is None else 0
     workers = default_workers() if workers is None else workers
     clock = time.monotonic()
     target = current_signature(settings.service_timezone)
@@ -298,7 +301,9 @@ def rebuild(
     try:
         # the parts of the next batch are normalized in the worker processes while this one writes the batch
         # before (each its own transaction, committed in id order): one batch ahead, so they never wait
-        with Derivers(workers if touched != frozenset() else 0, settings.zone) as derivers:
+        with Derivers(workers if touched != frozenset() else 0, settings.zone,
+                      in_process_up_to=in_process_up_to) as derivers:
+            derivers.foresee(warehouse.reads.raw_shipment_count(after))
             ahead: tuple[Callable[[], BatchWrite], int, int] | None = None
             while touched != frozenset():  # else every row held is the current mapping's: nothing to read
                 records, last = warehouse.reads.raw_records(after, batch_size)
@@ -414,21 +419,21 @@ class Derivers(Workers):
     mapping as it is in this process), or here when ``workers`` is 0. The process that writes then only
     reads the raw and writes the rows."""
 
-    def __init__(self, workers: int, zone: ServiceZone) -> None:
-        super().__init__(workers)
+    def __init__(self, workers: int, zone: ServiceZone, *, in_process_up_to: int = 0) -> None:
+        super().__init__(workers, in_process_up_to=in_process_up_to)
         self.zone = zone
         """The rebuild's, handed to each batch (a worker's count of what it read stays in the worker)."""
 
     def submit(self, records: Sequence[RawRecord], cursor: str) -> Callable[[], BatchWrite]:
         """Start deriving ``records``; what gives their batch write (with ``cursor``: the rebuild's progress)
         when it is done."""
-        if self.pool is None or not records:
+        pool = self._handed(len(records))
+        if pool is None or not records:
             write = derive(records, self.zone) if records else BatchWrite()
             write.cursor = (REBUILD_STATE, cursor)
             return lambda: write
         size = min(-(-len(records) // self.workers), CHUNK)
-        futures = [self.pool.submit(derive, records[at:at + size], self.zone)
-                   for at in range(0, len(records), size)]
+        futures = [pool.submit(derive, records[at:at + size], self.zone) for at in range(0, len(records), size)]
 
         def result() -> BatchWrite:
             write = BatchWrite.joined([future.result() for future in futures])

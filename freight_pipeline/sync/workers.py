@@ -6,9 +6,9 @@ A worker is forked from the process that runs the job, so it runs the mapping ex
 the objects it inherited are frozen out of its garbage collector, whose passes would otherwise copy every page
 of the parent's heap into the worker (writing their collector headers).
 
-A sync's worker is forked only once the run has more than :data:`IN_PROCESS_UP_TO` shipments to normalize
-(:class:`Assembler`): a scheduled run with a few changes normalizes them in its own process, for less CPU than
-forking a worker and pickling its batches there and back.
+By default workers are forked only once a run has more than :data:`IN_PROCESS_UP_TO` shipments to normalize: a
+scheduled run with a few changes normalizes them in its own process, for less CPU than forking a worker and
+pickling its batches there and back.
 """
 
 from __future__ import annotations
@@ -102,18 +102,31 @@ class WorkerGone(RuntimeError):
     """A worker process ended while it normalized a batch: not a record's fault (the stream fails)."""
 
 
+IN_PROCESS_UP_TO = 100
+"""Shipments a sync or a rebuild normalizes in its own process before it forks its default workers
+(``normalize_workers`` unset, ``rebuild --workers`` not given): a run that has no more normalizes here, for less
+CPU than forking a worker and pickling each batch there and back (a tenth of a sync of 10 or 30 shipments:
+docs/performance.md); a full sync's walk lists thousands at its first page and forks before any is fetched."""
+
+
 class Workers:
     """``workers`` forked processes (:func:`forked_pool`) for the duration of a ``with`` block, none when
-    ``workers`` is 0 (the work is then done in this process)."""
+    ``workers`` is 0 (the work is then done in this process). With ``in_process_up_to``, they are forked only
+    once the work listed (:meth:`foresee`) or handed over (:meth:`_handed`) passes that many shipments
+    (:data:`IN_PROCESS_UP_TO`); what comes before is done here."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, *, in_process_up_to: int = 0) -> None:
         self.workers = workers
+        self.in_process_up_to = in_process_up_to
         self.pool: ProcessPoolExecutor | None = None
         self.forked = 0
         """Worker processes forked in the block (0: everything was done in this process)."""
+        self.shipments = 0
+        """Shipments handed over so far in the block."""
 
     def __enter__(self) -> Self:
-        self.start()
+        if self.in_process_up_to <= 0:
+            self.start()
         return self
 
     def start(self) -> None:
@@ -122,58 +135,44 @@ class Workers:
             self.pool = forked_pool(self.workers)
             self.forked = self.workers
 
+    def foresee(self, listed: int) -> None:
+        """The run has listed ``listed`` shipments in all (a sync: the walk's total as announced, and the work
+        listed after it): the workers are forked now if that passes ``in_process_up_to``, before a batch of them
+        is read: the process holds less then, and so does the worker forked from it."""
+        if self.in_process_up_to > 0 and listed > self.in_process_up_to:
+            self.start()
+
+    def _handed(self, shipments: int) -> ProcessPoolExecutor | None:
+        """``shipments`` more handed over: the workers to give them to (forked now if they pass
+        ``in_process_up_to``, whatever was listed), or None: here."""
+        self.shipments += shipments
+        if self.shipments > self.in_process_up_to:
+            self.start()
+        return self.pool
+
     def __exit__(self, *exc: object) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
 
-IN_PROCESS_UP_TO = 100
-"""A sync whose worker is the default (``normalize_workers`` unset) forks it once the run has more shipments to
-normalize than this (as soon as its walk or the work after it lists them); until then they are normalized in
-the sync's own process. Forking it and pickling each batch there and back cost a small run more CPU than
-normalizing its shipments here (a tenth of a run of 10 or 30: docs/performance.md); a full sync's walk lists
-thousands at its first page and forks it before any is fetched."""
-
-
 class Assembler(Workers):
     """A sync's batches assembled (``assemble``: normalized, raw kept, Arrow tables built) in ``workers`` forked
-    processes (:func:`sync_workers`), or in this process when ``workers`` is 0. The sync's process then talks
-    HTTP and writes, and the batch is prepared meanwhile on the other core; the run's ``zone`` still counts
-    every date-time read. With ``in_process_up_to``, the workers are forked only once the run has listed
-    (:meth:`foresee`) or handed over more shipments than that (:data:`IN_PROCESS_UP_TO`); the batches before
-    are assembled here."""
+    processes (:func:`sync_workers`), or in this process when ``workers`` is 0 (or until the run passes
+    ``in_process_up_to``). The sync's process then talks HTTP and writes, and the batch is prepared meanwhile on
+    the other core; the run's ``zone`` still counts every date-time read."""
 
     def __init__(self, zone: ServiceZone, workers: int, *, in_process_up_to: int = 0) -> None:
-        super().__init__(workers)
+        super().__init__(workers, in_process_up_to=in_process_up_to)
         self.zone = zone
-        self.in_process_up_to = in_process_up_to
-        self.shipments = 0
-        """Shipments handed to :meth:`__call__` so far in the block."""
-
-    def __enter__(self) -> Self:
-        if self.in_process_up_to <= 0:
-            self.start()
-        return self
-
-    def foresee(self, listed: int) -> None:
-        """The run has listed ``listed`` shipments in all (the walk's total as announced, and the work listed
-        after it): the workers are forked now if that passes ``in_process_up_to``, before a batch of them is
-        fetched and prepared: the process holds less then, and so does the worker forked from it."""
-        if self.in_process_up_to > 0 and listed > self.in_process_up_to:
-            self.start()
 
     def __call__(self, bundles: Sequence[Bundle], fetched_at: dt.datetime, ceiling: str | None) -> Assembled:
-        """The batch write of ``bundles`` (``assemble``), waiting for the worker that made it; the workers are
-        forked before the batch that passes ``in_process_up_to``, whatever was listed (:meth:`foresee`)."""
-        self.shipments += len(bundles)
-        if self.shipments > self.in_process_up_to:
-            self.start()
-        if self.pool is None:
+        """The batch write of ``bundles`` (``assemble``), waiting for the worker that made it."""
+        pool = self._handed(len(bundles))
+        if pool is None:
             return assemble(bundles, fetched_at, ceiling, self.zone)
         try:
-            assembled, counts = self.pool.submit(_assembled_there, bundles, fetched_at, ceiling,
-                                                 self.zone.name).result()
+            assembled, counts = pool.submit(_assembled_there, bundles, fetched_at, ceiling, self.zone.name).result()
         except BrokenProcessPool:
             raise WorkerGone("the worker process normalizing the shipments stream's batch ended abruptly (killed, "
                              f"or out of memory); nothing of the batch was written. {NORMALIZE_WORKERS_ENV}=0 "

@@ -44,6 +44,18 @@ def oldest_part_read(con: duckdb.DuckDBPyConnection, part: str) -> tuple[int, dt
     return (int(row[0]), row[1]) if row else (0, None)
 
 
+_RAW_FETCHED = f"coalesce(fetched_at, TIMESTAMPTZ '{EARLIEST_FETCH.isoformat()}')"
+"""A raw document's place in the order a rebuild reads them (:class:`RawPosition`)."""
+
+
+def _raw_after(after: RawPosition | None) -> tuple[str, list[object]]:
+    """The ``WHERE`` clause (and its parameters) of the raw documents after ``after`` (None: every one)."""
+    if after is None:
+        return "", []
+    return (f"WHERE {_RAW_FETCHED} > ? OR ({_RAW_FETCHED} = ? AND shipment_id > ?)",
+            [after.fetched_at, after.fetched_at, after.shipment_id])
+
+
 class Reads:
     """Reading the working database (in the transaction of the moment, if any)."""
 
@@ -231,6 +243,12 @@ class Reads:
         finally:
             cur.close()
 
+    def raw_shipment_count(self, after: RawPosition | None = None) -> int:
+        """Shipments held raw after ``after`` (None: all), in the order of :meth:`raw_records`: what a rebuild
+        from there reads."""
+        where, params = _raw_after(after)
+        return scalar(self.database.con, f"SELECT count(*) FROM {qualified(meta.RAW_SHIPMENTS)} {where}", params)
+
     def raw_records(self, after: RawPosition | None, limit: int, con: duckdb.DuckDBPyConnection | None = None,
                     ) -> RawBatch:
         """The next ``limit`` shipments held raw after ``after`` (None: from the first), in the order their raw
@@ -246,13 +264,9 @@ class Reads:
         # the ids first, then their documents by a join: DuckDB 2.0 ran out of the sync's 128 MB sorting the
         # documents for ``ORDER BY ... LIMIT`` (20,000 held), and took 20 s to read 2,000 of 20,000 through
         # a range filter on the scan (against 0.3 s through the join; bench/log.md, issue 34)
-        at = f"coalesce(fetched_at, TIMESTAMPTZ '{EARLIEST_FETCH.isoformat()}')"
-        where, params = "", []
-        if after is not None:
-            where = f"WHERE {at} > ? OR ({at} = ? AND shipment_id > ?)"
-            params = [after.fetched_at, after.fetched_at, after.shipment_id]
+        where, params = _raw_after(after)
         order = [(int(row[0]), row[1]) for row in run(
-            con, f"SELECT shipment_id, {at} AS fetched FROM {qualified(meta.RAW_SHIPMENTS)} {where} "
+            con, f"SELECT shipment_id, {_RAW_FETCHED} AS fetched FROM {qualified(meta.RAW_SHIPMENTS)} {where} "
                  "ORDER BY fetched, shipment_id LIMIT ?", [*params, limit])]
         if not order:
             return RawBatch([], None)

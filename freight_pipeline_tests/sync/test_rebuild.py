@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import gc
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,7 +38,8 @@ from freight_pipeline.normalize.specs.parties import ADDRESS_FIELDS, CONTAINER_F
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.releases import NESTED, NEXT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
-from freight_pipeline.sync import drift
+from freight_pipeline.sync import drift, workers
+from freight_pipeline.sync import rebuild as rebuild_module
 from freight_pipeline.sync.assemble import assemble
 from freight_pipeline.sync.derived_by import MAPPING
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
@@ -447,3 +449,46 @@ def test_aliases_at_every_level_and_a_rebuild_equal_a_fresh_sync_of_a_release_th
                                   "ORDER BY 1")
     assert {r[0] for r in nulled} <= set(read) and nulled, "only what was read in 2026.3 lost its lengths"
     assert _history_disagrees(work_db(held)) == 0
+
+
+def test_a_rebuild_forks_its_default_workers_only_past_its_share_and_they_derive_what_this_process_does(
+    release_sim: RunningSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``workers`` not given: a rebuild of at most :data:`workers.IN_PROCESS_UP_TO` held shipments re-derives them
+    here; of more, it forks one worker per core at the start (``Derivers.foresee``: the count held), or else
+    (nothing foreseen) before the batch that passes it; each batch split into chunks among them, every table as
+    derived here."""
+    held = tmp_path / "here"
+    syncer(release_sim, held)(streams=ONLY_SHIPMENTS)
+    copies = {name: tmp_path / name for name in ("few", "foreseen", "handed over")}
+    for copy in copies.values():
+        shutil.copytree(held, copy)
+    forks: list[int] = []  # the shipments handed over before each fork
+    start = workers.Workers.start
+
+    def counted(self: workers.Workers) -> None:
+        if self.pool is None and self.workers:
+            forks.append(self.shipments)
+        start(self)
+
+    monkeypatch.setattr(workers.Workers, "start", counted)
+    monkeypatch.setattr(rebuild_module, "CHUNK", 4)  # a batch of 6 in two chunks, one a worker
+
+    def rebuilt(data_dir: Path, chosen: int | None = None) -> tuple[int, ...]:
+        with open_warehouse(data_dir, storage_from_env()) as warehouse:
+            found = rebuild(warehouse, "rebuild-w", TEST_SETTINGS, batch_size=BATCH, workers=chosen, everything=True)
+        return found.read, found.shipments, found.shipments_written, found.data_problems, found.quarantined
+
+    with open_warehouse(held, storage_from_env()) as warehouse:  # what ``foresee`` is told: the count from there
+        _, first_batch = warehouse.reads.raw_records(None, BATCH)
+        counts = warehouse.reads.raw_shipment_count(), warehouse.reads.raw_shipment_count(first_batch)
+    assert counts == (SHIPMENTS_HELD, SHIPMENTS_HELD - BATCH)
+    here = rebuilt(held, 0)
+    assert rebuilt(copies["few"]) == here and forks == []  # 60 held: not past 100
+    monkeypatch.setattr(rebuild_module, "IN_PROCESS_UP_TO", 30)
+    assert rebuilt(copies["foreseen"]) == here and forks == [0]
+    monkeypatch.setattr(workers.Workers, "foresee", lambda self, listed: None)
+    assert rebuilt(copies["handed over"]) == here and forks == [0, 36]  # the sixth batch of 6 passes 30
+    assert here[0] == SHIPMENTS_HELD
+    for copy in copies.values():
+        assert _tables_differences(work_db(held), work_db(copy), except_aes=False) == {}, copy
