@@ -303,7 +303,8 @@ def rebuild(
         # before (each its own transaction, committed in id order): one batch ahead, so they never wait
         with Derivers(workers if touched != frozenset() else 0, settings.zone,
                       in_process_up_to=in_process_up_to) as derivers:
-            derivers.foresee(warehouse.reads.raw_shipment_count(after))
+            if in_process_up_to and touched != frozenset():
+                derivers.foresee(warehouse.reads.raw_shipment_count(after))
             ahead: tuple[Callable[[], BatchWrite], int, int] | None = None
             while touched != frozenset():  # else every row held is the current mapping's: nothing to read
                 records, last = warehouse.reads.raw_records(after, batch_size)

@@ -123,6 +123,8 @@ class Workers:
         """Worker processes forked in the block (0: everything was done in this process)."""
         self.shipments = 0
         """Shipments handed over so far in the block."""
+        self._starting = threading.Lock()
+        """A sync's walk foresees in its event loop's thread, its batches are handed over in the preparing one."""
 
     def __enter__(self) -> Self:
         if self.in_process_up_to <= 0:
@@ -131,9 +133,10 @@ class Workers:
 
     def start(self) -> None:
         """Fork the workers now, unless they run already (or there are none to fork)."""
-        if self.workers > 0 and self.pool is None:
-            self.pool = forked_pool(self.workers)
-            self.forked = self.workers
+        with self._starting:
+            if self.workers > 0 and self.pool is None:
+                self.pool = forked_pool(self.workers)
+                self.forked = self.workers
 
     def foresee(self, listed: int) -> None:
         """The run has listed ``listed`` shipments in all (a sync: the walk's total as announced, and the work
