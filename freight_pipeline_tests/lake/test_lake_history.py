@@ -9,12 +9,16 @@ import datetime as dt
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pytest
+
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.datetimes import parse_iso_datetime, to_utc
 from freight_pipeline.lake.backend import LakeBackend
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.simulator.server import running_simulator
+from freight_pipeline.sync import shipments as shipments_stream
+from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.streams import SHIPMENTS
 from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
@@ -71,9 +75,14 @@ def test_the_sync_writes_versions_into_the_lake_and_its_macros_read_them(tmp_pat
                                                                  ).fetchall()
 
 
-def test_a_reset_service_without_offsets_ends_exact_in_the_lake(tmp_path: Path) -> None:
+def test_a_reset_service_without_offsets_ends_exact_in_the_lake(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 32 in lake mode: a clock without offsets read in the service's zone, and the first sync after a
-    reset (changes reverted, creations gone, ids reused) leaving the lake and its history equal to the service."""
+    reset (changes reverted, creations gone, ids reused) leaving the lake and its history equal to the service.
+    Each run normalizes in a worker forked once it lists more than 10 (the share lowered from
+    ``IN_PROCESS_UP_TO``): forked while the lake's connection is open, as a larger run's is."""
+    monkeypatch.setattr(shipments_stream, "IN_PROCESS_UP_TO", 10)
+    forked: list[object] = []
     lake = LakeSettings.configured({"FREIGHT_LAKE_CATALOG_URI": f"sqlite:///{tmp_path}/catalog.sqlite",
                                   "FREIGHT_LAKE_DATA_URI": str(tmp_path / "lake-data")})
     assert lake is not None
@@ -81,19 +90,26 @@ def test_a_reset_service_without_offsets_ends_exact_in_the_lake(tmp_path: Path) 
     settings = TEST_SETTINGS.replaced(restore_probe=50, service_timezone="Europe/Berlin")
     with running_simulator(shipments=20, seed=5, control=True, naive_clock="Europe/Berlin") as sim:
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
-        sync_all(service, tmp_path / "data", settings, backend=backend, streams=STREAMS)
+
+        def sync() -> list[StreamResult]:
+            results, _ = sync_all(service, tmp_path / "data", settings, backend=backend, streams=STREAMS)
+            forked.extend(r.extra["normalize_workers"] for r in results)
+            return results
+
+        sync()
         sim.advance_clock(60)
         sim.modify_shipments(8)
         created = sim.create_shipments(4)
         sim.advance_clock(60)
-        sync_all(service, tmp_path / "data", settings, backend=backend, streams=STREAMS)
+        sync()
         sim.reset_to_snapshot()
         sim.advance_clock(60)
         reused = sim.create_shipments(2)
         assert set(reused) <= set(created)
-        results, _ = sync_all(service, tmp_path / "data", settings, backend=backend, streams=STREAMS)
+        results = sync()
         live = sorted(sim.store.reader.live_shipment_ids())
         stamps = {i: sim.store.reader.get_base_shipment(i)["last_modified_date_time"] for i in live}
+    assert forked[:2] == [1, 1]  # 20 listed, then 12 and the overlap: forked in the first two runs
     shipments = next(r for r in results if r.stream == "shipments")
     assert any(n.startswith("the service's data went back") for n in shipments.notices)
     assert any("read in Europe/Berlin" in n for n in shipments.notices)
