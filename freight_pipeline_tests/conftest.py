@@ -159,8 +159,9 @@ class DbtWorkerServer:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
-    if hasattr(config, "workerinput") or config.getoption("fast") or DBT_WORKER_SERVER_ENV in os.environ:
-        return  # a pytest-xdist worker (the server is its controller's), a session without dbt, or one set already
+    if (hasattr(config, "workerinput") or config.getoption("fast") or config.option.collectonly
+            or DBT_WORKER_SERVER_ENV in os.environ):
+        return  # an xdist worker (the server is its controller's), a session without dbt, or one set already
     config.stash[DbtWorkerServer.KEY] = DbtWorkerServer()
 
 
