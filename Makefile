@@ -73,7 +73,8 @@ PYTEST = PYTHONDONTWRITEBYTECODE= $(1)/python -m pytest -q -n $(or $(2),$(TEST_W
 # before its workers start: pytest rewrites each module's asserts and keeps the result beside its bytecode, and on a
 # clean clone each of the four workers rewrote the same 260 modules at once (a cold collection 11 s of CPU, a warm
 # one 6.5 s: 45 s against 37 s; its tests began 60 s into the CI instead of 64 s). Not the lake's: two workers
-# collecting 5 s each gain nothing from a third. A failure here is the run's own to report: its collection is the same.
+# collecting 5 s each gain nothing from a third, nor does a suite in one process (`TEST_WORKERS=0`). A failure here is
+# the run's own to report: its collection is the same.
 PYTEST_WARM = PYTHONDONTWRITEBYTECODE= $(1)/python -m pytest -q -n 0 --collect-only -p no:cacheprovider $(2) >/dev/null 2>&1 || true
 
 # The lake tests (freight_pipeline_tests/lake) run in the lake environment, the others in the default one;
@@ -85,7 +86,7 @@ test: setup lint
 	  $(call PYTEST,$(LAKE_BIN)) --durations=25 \
 		freight_pipeline_tests/lake; } \
 		> $$lake_log 2>&1 & lake=$$!; \
-	{ $(call PYTEST_WARM,$(BIN),--ignore=freight_pipeline_tests/lake); }; \
+	$(if $(filter-out 0 1,$(MAIN_TEST_WORKERS)),{ $(call PYTEST_WARM,$(BIN),--ignore=freight_pipeline_tests/lake); }; )\
 	$(call PYTEST,$(BIN),$(MAIN_TEST_WORKERS)) --durations=25 \
 		--ignore=freight_pipeline_tests/lake; \
 	main=$$?; wait $$lake; lake_rc=$$?; \
