@@ -105,7 +105,8 @@ def test_the_default_worker_is_forked_once_a_run_passes_its_share_in_whichever_r
         """``name``'s run: the default worker but ``here``; ``handed``'s runs foresee nothing."""
         syncing[0] = name
         monkeypatch.setattr(workers.Assembler, "foresee", (lambda self, listed: None) if name == handed else foresee)
-        chosen = SETTINGS.replaced(normalize_workers=0 if name == "here" else None)
+        # a sample of every shipment held, so that it finds each one changed in the background whatever the order
+        chosen = SETTINGS.replaced(normalize_workers=0 if name == "here" else None, freshness_sample=40)
         return syncer(sim, tmp_path / name, publish_after=False)(chosen)["shipments"].extra
 
     with running_simulator(shipments=40, seed=9) as sim:
