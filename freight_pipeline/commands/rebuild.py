@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"shipments per transaction (default {DEFAULT_BATCH:,})")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="processes normalizing the raw records (default: one per core once more than "
-                        f"{IN_PROCESS_UP_TO} shipments are held; 0: this process)")
+                        f"{IN_PROCESS_UP_TO} shipments are to be re-derived; 0: this process)")
     parser.add_argument("--restart", action="store_true",
                         help="start from the first shipment even when an interrupted rebuild left off later")
     parser.add_argument("--all", dest="everything", action="store_true",

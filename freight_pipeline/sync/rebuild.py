@@ -303,8 +303,9 @@ def rebuild(
         # before (each its own transaction, committed in id order): one batch ahead, so they never wait
         with Derivers(workers if touched != frozenset() else 0, settings.zone,
                       in_process_up_to=in_process_up_to) as derivers:
-            if in_process_up_to and touched != frozenset():
+            if in_process_up_to and touched is None:  # every record read is derived: what is held is the work
                 derivers.foresee(warehouse.reads.raw_shipment_count(after))
+            # (with keys touched, only the records naming one are derived: counted as they are handed over)
             ahead: tuple[Callable[[], BatchWrite], int, int] | None = None
             while touched != frozenset():  # else every row held is the current mapping's: nothing to read
                 records, last = warehouse.reads.raw_records(after, batch_size)

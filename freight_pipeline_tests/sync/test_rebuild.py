@@ -159,8 +159,20 @@ def test_a_rebuild_equals_a_fresh_sync_with_no_request(
 
     versions_before = query(work_db(held), "SELECT count(*) FROM freight_history.shipment_versions")[0][0]
     served = release_sim.request_count()
+    # the default workers' share between what this rebuild derives and what it holds: derived here, no fork
+    monkeypatch.setattr(rebuild_module, "IN_PROCESS_UP_TO", len(read))
+    forks: list[int] = []
+    start = workers.Workers.start
+
+    def counted(self: workers.Workers) -> None:
+        if self.pool is None and self.workers:
+            forks.append(self.shipments)
+        start(self)
+
+    monkeypatch.setattr(workers.Workers, "start", counted)
     with open_warehouse(held, storage_from_env()) as warehouse:
         found = rebuild(warehouse, "rebuild-1", TEST_SETTINGS, batch_size=BATCH)
+    assert forks == [], "forked for the shipments held, not for those it derives"
     assert release_sim.request_count() == served, "the rebuild asked the service"
     held_ids = query(work_db(held), "SELECT count(*) FROM freight.shipments")[0][0]
     assert (found.read, found.batches) == (held_ids, -(-held_ids // BATCH))
