@@ -138,6 +138,20 @@ def _read_in_new_release(sim: RunningSimulator, sync: Any, monkeypatch: pytest.M
     return second.run_id
 
 
+def _recorded_forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The shipments handed over before each fork of workers (``Workers.start`` recording them) from now on."""
+    forks: list[int] = []
+    start = workers.Workers.start
+
+    def counted(self: workers.Workers) -> None:
+        if self.pool is None and self.workers:
+            forks.append(self.shipments)
+        start(self)
+
+    monkeypatch.setattr(workers.Workers, "start", counted)
+    return forks
+
+
 def test_a_rebuild_equals_a_fresh_sync_with_no_request(
     release_sim: RunningSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -161,15 +175,7 @@ def test_a_rebuild_equals_a_fresh_sync_with_no_request(
     served = release_sim.request_count()
     # the default workers' share between what this rebuild derives and what it holds: derived here, no fork
     monkeypatch.setattr(rebuild_module, "IN_PROCESS_UP_TO", len(read))
-    forks: list[int] = []
-    start = workers.Workers.start
-
-    def counted(self: workers.Workers) -> None:
-        if self.pool is None and self.workers:
-            forks.append(self.shipments)
-        start(self)
-
-    monkeypatch.setattr(workers.Workers, "start", counted)
+    forks = _recorded_forks(monkeypatch)
     with open_warehouse(held, storage_from_env()) as warehouse:
         found = rebuild(warehouse, "rebuild-1", TEST_SETTINGS, batch_size=BATCH)
     assert forks == [], "forked for the shipments held, not for those it derives"
@@ -475,15 +481,7 @@ def test_a_rebuild_forks_its_default_workers_only_past_its_share_and_they_derive
     copies = {name: tmp_path / name for name in ("few", "foreseen", "handed over")}
     for copy in copies.values():
         shutil.copytree(held, copy)
-    forks: list[int] = []  # the shipments handed over before each fork
-    start = workers.Workers.start
-
-    def counted(self: workers.Workers) -> None:
-        if self.pool is None and self.workers:
-            forks.append(self.shipments)
-        start(self)
-
-    monkeypatch.setattr(workers.Workers, "start", counted)
+    forks = _recorded_forks(monkeypatch)
     monkeypatch.setattr(rebuild_module, "CHUNK", 4)  # a batch of 6 in two chunks, one a worker
 
     def rebuilt(data_dir: Path, chosen: int | None = None) -> tuple[int, ...]:
