@@ -17,7 +17,7 @@ that name a key an alias added.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from freight_pipeline.normalize.converters import BIGINT, BOOLEAN, DATE, DOUBLE, INTEGER, JSON, TIMESTAMPTZ, VARCHAR
@@ -69,16 +69,15 @@ class Key:
     array: bool = False
     reads: ValueReader | None = None
     kinds: frozenset[str] | None = None
+    keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """Every name the key may come under, in order (from ``source``)."""
+    name: str = field(init=False, repr=False, compare=False)
+    """Its first name (the one its paths show)."""
 
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """Every name the key may come under, in order."""
-        return (self.source,) if isinstance(self.source, str) else tuple(self.source)
-
-    @property
-    def name(self) -> str:
-        """Its first name (the one its paths show)."""
-        return self.keys[0]
+    def __post_init__(self) -> None:  # both read for every object normalized: made once, not at each read
+        keys = (self.source,) if isinstance(self.source, str) else tuple(self.source)
+        object.__setattr__(self, "keys", keys)
+        object.__setattr__(self, "name", keys[0])
 
     def declared_kinds(self) -> frozenset[str]:
         if self.kinds is not None:

@@ -64,6 +64,9 @@ Signature = tuple[tuple[str, ...], tuple[type, ...]]
 """An object's keys in the order sent, and the Python type of each value."""
 Probe = tuple[int, str, ValueReader | None]
 """(position in the signature, key, what reads it) of a value of a kind its key is not declared to hold."""
+Descent = tuple[int, str, bool]
+"""(a watched child's place in ``WatchedPath.children``, the key holding it, whether it is an array)."""
+_NULL = type(None)
 
 
 class WatchedPath:
@@ -104,6 +107,19 @@ class WatchedPath:
             if len(self._probes) < MAX_SIGNATURES_KEPT:
                 self._probes[signature] = probes
         return probes
+
+    def descent(self, signature: Signature) -> tuple[Descent, ...]:
+        """Where an object of this signature leads the walk: each watched child it holds a value for (under
+        the first of the child's names whose value is not null), when that value is of the child's kind (an
+        array for an array, an object else); a value of another kind leads nowhere."""
+        keys, types = signature
+        held = {name: kind for name, kind in zip(keys, types, strict=True) if kind is not _NULL}
+        found = []
+        for index, (source, array, _) in enumerate(self.children):
+            name = next((name for name in ((source,) if type(source) is str else source) if name in held), None)
+            if name is not None and held[name] is (list if array else dict):
+                found.append((index, name, array))
+        return tuple(found)
 
     def _find_probes(self, signature: Signature) -> tuple[Probe, ...]:
         found = []
@@ -195,6 +211,17 @@ class FieldCount:
 _NOT_AN_OBJECT: Signature = ((), ())
 
 
+class _Seen:
+    """The objects of one signature at one path: how many, the record key of the first, its probes and the
+    values per probe that could not be read, and where such an object leads the walk (None: not known yet)."""
+
+    __slots__ = ("count", "descent", "example", "probes", "unread")
+
+    def __init__(self, example: Any, probes: tuple[Probe, ...], unread: list[int] | None,
+                 descent: tuple[Descent, ...] | None, count: int = 0) -> None:
+        self.count, self.example, self.probes, self.unread, self.descent = count, example, probes, unread, descent
+
+
 class FieldTally:
     """The keys of the objects one run read of one source, at every watched path, counted per signature."""
 
@@ -202,8 +229,8 @@ class FieldTally:
         self.shape = shape
         self.records = 0
         """Records of the source (the objects at its top)."""
-        self.by_path: dict[str, dict[Signature, list[Any]]] = {}
-        """Path -> signature -> [objects with it, the record key of the first, its probes, unread per probe]."""
+        self.by_path: dict[str, dict[Signature, _Seen]] = {}
+        """Path -> signature -> the objects with it."""
         self.holders: dict[str, dict[tuple[str, ...], int]] = {}
         """Path -> the keys its objects in one record had between them -> records (the vanished rule's unit)."""
 
@@ -220,8 +247,10 @@ class FieldTally:
         objects = [record for record in records if isinstance(record, dict)]
         if len(objects) < len(records):
             table = self.by_path.setdefault(self.shape.top.path, {})
-            entry = table.setdefault(_NOT_AN_OBJECT, [0, record_key, (), None])
-            entry[0] += len(records) - len(objects)
+            entry = table.get(_NOT_AN_OBJECT)
+            if entry is None:
+                entry = table[_NOT_AN_OBJECT] = _Seen(record_key, (), None, None)
+            entry.count += len(records) - len(objects)
             if not objects:
                 holders = self.holders.setdefault(self.shape.top.path, {})
                 holders[()] = holders.get((), 0) + 1
@@ -229,41 +258,42 @@ class FieldTally:
             self._count(self.shape.top, objects, record_key)
 
     def _count(self, watched: WatchedPath, objects: list[dict[str, Any]], example: Any) -> None:
-        """Count ``objects`` (all at ``watched``, of one record), then the objects under them, a path at a time."""
+        """Count ``objects`` (all at ``watched``, of one record), then the objects under them, a path at a time
+        (each object's signature tells which of its values lead to watched objects)."""
         table = self.by_path.get(watched.path)
         if table is None:
             table = self.by_path[watched.path] = {}
         held: set[tuple[str, ...]] = set()
+        below: dict[int, list[Any]] = {}
         for obj in objects:
-            signature = (tuple(obj), tuple(map(type, obj.values())))
+            keys = tuple(obj)
+            signature = (keys, tuple(map(type, obj.values())))
             entry = table.get(signature)
             if entry is None:
                 probes = watched.probes(signature)
-                entry = table[signature] = [0, example, probes, [0] * len(probes)]
-            entry[0] += 1
-            if entry[2]:
-                _probe(obj, entry[2], entry[3])
-            held.add(signature[0])
+                entry = table[signature] = _Seen(example, probes, [0] * len(probes), watched.descent(signature))
+            elif entry.descent is None:  # an empty object, whose signature non-objects' entry shares
+                entry.descent = watched.descent(signature)
+            entry.count += 1
+            if entry.probes:
+                _probe(obj, entry.probes, entry.unread)
+            held.add(keys)
+            for index, key, array in entry.descent:
+                found = below.get(index)
+                if found is None:
+                    found = below[index] = []
+                if array:
+                    found.extend([item for item in obj[key] if type(item) is dict])
+                else:
+                    found.append(obj[key])
         holders = self.holders.get(watched.path)
         if holders is None:
             holders = self.holders[watched.path] = {}
         keys = held.pop() if len(held) == 1 else tuple(sorted({key for keys in held for key in keys}))
         holders[keys] = holders.get(keys, 0) + 1
-        for source, array, child in watched.children:
-            if type(source) is str:
-                values = [value for obj in objects if (value := obj.get(source)) is not None]
-            else:
-                values = [value for obj in objects
-                          if (value := next((v for name in source if (v := obj.get(name)) is not None), None))
-                          is not None]
-            if not values:
-                continue
-            if array:
-                found = [item for value in values if type(value) is list for item in value if type(item) is dict]
-            else:
-                found = [value for value in values if type(value) is dict]
-            if found:
-                self._count(child, found, example)
+        for index in sorted(below):  # in the order the children are declared
+            if below[index]:
+                self._count(watched.children[index][2], below[index], example)
 
     def add(self, other: FieldTally) -> None:
         self.records += other.records
@@ -273,18 +303,19 @@ class FieldTally:
                 mine_holders[keys] = mine_holders.get(keys, 0) + count
         for path, table in other.by_path.items():
             mine = self.by_path.setdefault(path, {})
-            for signature, (count, example, probes, unread) in table.items():
+            for signature, seen in table.items():
                 entry = mine.get(signature)
                 if entry is None:
-                    mine[signature] = [count, example, probes, list(unread) if unread is not None else None]
+                    unread = list(seen.unread) if seen.unread is not None else None
+                    mine[signature] = _Seen(seen.example, seen.probes, unread, seen.descent, seen.count)
                 else:
-                    entry[0] += count
-                    if unread:
-                        entry[3] = [a + b for a, b in zip(entry[3], unread, strict=True)]
+                    entry.count += seen.count
+                    if seen.unread:
+                        entry.unread = [a + b for a, b in zip(entry.unread or (), seen.unread, strict=True)]
 
     def records_at(self, watched: WatchedPath) -> int:
         """Objects read at ``watched``."""
-        return sum(entry[0] for entry in self.by_path.get(watched.path, {}).values())
+        return sum(entry.count for entry in self.by_path.get(watched.path, {}).values())
 
     def holding_at(self, watched: WatchedPath) -> tuple[int, dict[str, int]]:
         """Records with objects at ``watched``, and per key, the records with an object that had it."""
@@ -299,16 +330,16 @@ class FieldTally:
         """Each key received at ``watched`` (default: the top) with its counts."""
         found: dict[str, FieldCount] = {}
         table = self.by_path.get((watched or self.shape.top).path, {})
-        for (keys, types), (count, example, probes, unread) in table.items():
+        for (keys, types), seen in table.items():
             for key, kind in zip(keys, types, strict=True):
                 counted = found.get(key)
                 if counted is None:
-                    counted = found[key] = FieldCount(example=str(example))
-                counted.records += count
+                    counted = found[key] = FieldCount(example=str(seen.example))
+                counted.records += seen.count
                 value_kind = KIND_OF_TYPE.get(kind)
                 if value_kind is not None:
-                    counted.kinds[value_kind] = counted.kinds.get(value_kind, 0) + count
-            for (index, key, _), failed in zip(probes, unread or (), strict=False):
+                    counted.kinds[value_kind] = counted.kinds.get(value_kind, 0) + seen.count
+            for (index, key, _), failed in zip(seen.probes, seen.unread or (), strict=False):
                 if failed:
                     kind = KIND_OF_TYPE[types[index]]
                     found[key].unread[kind] = found[key].unread.get(kind, 0) + failed
@@ -317,7 +348,7 @@ class FieldTally:
     def example_without(self, names: tuple[str, ...], watched: WatchedPath | None = None) -> str | None:
         """The key of a record with an object at ``watched`` that has none of ``names``."""
         table = self.by_path.get((watched or self.shape.top).path, {})
-        return next((str(entry[1]) for (keys, _), entry in table.items()
+        return next((str(entry.example) for (keys, _), entry in table.items()
                      if not any(name in keys for name in names)), None)
 
 

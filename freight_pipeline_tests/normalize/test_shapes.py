@@ -151,6 +151,44 @@ def test_every_level_is_a_path_and_subgoods_are_the_same_kind_as_their_goods() -
     assert known["location.name"].records_read == 3 and known["when.date"].kinds == ("text",)
 
 
+def test_a_value_leads_to_the_objects_under_it_only_when_it_is_of_its_key_s_kind() -> None:
+    """Each way a record's value may or may not hold watched objects, for an array key (``lines``, ``sub``),
+    an object key (``when``) and a key with two names (``location``/``place``): the objects counted at each path
+    are exactly those a value of the declared kind holds, under the first name that is not null."""
+    line = {"weight": 1.0}
+    records = [
+        {"id": 1, "lines": [line, 7, None, "x", {"sub": [line, [line]]}], "when": {"date": "2026-11-01"}},
+        {"id": 2, "lines": {"weight": 2.0}, "when": [{"date": "2026-11-01"}], "location": {"name": "Bremen"}},
+        {"id": 3, "lines": [], "when": {}, "location": None, "place": {"name": "Kiel"}},
+        {"id": 4, "lines": None, "location": [{"name": "Lübeck"}], "place": {"name": "not read: location holds"}},
+        {"id": 5, "lines": [{"sub": {"weight": 1.0}}, {"sub": None}], "location": {}},
+    ]
+    counted = FieldTally(NESTED)
+    for record in records:
+        counted.see(record, record["id"])
+    at = {path: counted.records_at(watched) for path, watched in NESTED.paths.items()}
+    # lines[]: two of record 1 and their sub line (a list in a list is not an object), two of record 5
+    assert at == {"": 5, "lines[]": 5, "location": 3, "when": 2, "when.time": 0, "when.zone_offset": 0,
+                  "when.until": 0}
+    assert counted.holding_at(NESTED.paths["location"]) == (3, {"name": 2})  # {} of record 5: an object, no keys
+    merged = FieldTally(NESTED)  # a worker's tally added, then more seen: the same counts as seen at once
+    merged.add(counted)
+    merged.see(records[0], 1)
+    counted.see(records[0], 1)
+    assert {path: merged.records_at(watched) for path, watched in NESTED.paths.items()} == {
+        path: counted.records_at(watched) for path, watched in NESTED.paths.items()}
+    assert merged.fields(NESTED.paths["lines[]"]).keys() == counted.fields(NESTED.paths["lines[]"]).keys()
+    assert merged.holders == counted.holders
+
+
+def test_a_record_that_is_no_object_counts_and_an_empty_one_after_it_is_walked() -> None:
+    counted = FieldTally(NESTED)
+    counted.see_all([7, {}], 1)
+    counted.see_all([{"id": 2, "lines": [{"weight": 1.0}]}], 2)
+    assert counted.records == 3 and counted.records_at(NESTED.top) == 3
+    assert counted.records_at(NESTED.paths["lines[]"]) == 1
+
+
 def test_a_nested_rename_is_named_by_its_path_with_counts_and_a_nested_alias_is_no_drift() -> None:
     _, known = nested_run([order(i) for i in range(3)], {}, "r1")
     changes, after = nested_run([order(i, weight="gross_kg", place="place") for i in range(3)], known, "r2")
