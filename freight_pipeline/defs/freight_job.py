@@ -166,7 +166,7 @@ def build_freight_job() -> dg.AssetsDefinition:
         context.log.info(f"{', '.join(streams) or 'no stream'}{', the build' if marts else ''}"
                          f"{', the publish' if publish else ''}: {service.base_url} as {service.username} into "
                          f"{backend.describe(data_dir)}")
-        with DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts) as worker:
+        with DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts, builds=marts) as worker:
             settings = SyncSettings.of(configured.sync)
 
             def run(progress: Callable[[str], None], on_step: Callable[[Step], None]) -> JobReport:

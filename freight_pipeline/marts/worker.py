@@ -161,7 +161,8 @@ class Start(enum.Enum):
     saves dbt's load (1.5-2 s of CPU, about two fifths of such a run's)."""
     WHEN_ASKED = "when asked"
     """The last build of the data directory expected the next to replay its kept statements (:data:`NEXT_BUILD`,
-    :meth:`DbtWorker.expect`): only for a command."""
+    :meth:`DbtWorker.expect`), or the run builds nothing (``DbtWorker.for_run``'s ``builds``): only for a
+    command."""
 
 
 class DbtWorker:
@@ -192,7 +193,8 @@ class DbtWorker:
         """:meth:`get_ready` may be called from the writer's thread (a batch that changed a shipment)."""
 
     @classmethod
-    def for_run(cls, data_dir: Path, dbt_target: str | None, marts: MartsSettings | None = None) -> Self:
+    def for_run(cls, data_dir: Path, dbt_target: str | None, marts: MartsSettings | None = None, *,
+                builds: bool = True) -> Self:
         """The worker of a run on ``data_dir``'s working database, built with the profile's ``dbt_target``
         (the storage's: ``StorageBackend.dbt_target``), held until the run says its build needs dbt, or asks
         for a command, as :class:`Start` says: when :data:`NEXT_BUILD` says the build will likely need no dbt,
@@ -200,7 +202,9 @@ class DbtWorker:
         sync); else when needed. The parse uses the ``--vars`` the build will pass, so that the build finds it
         valid. Forked by the fork server of dbt workers when ``FREIGHT_DBT_WORKER_SERVER`` names one
         (:mod:`~freight_pipeline.marts.worker_server`), else a new process. ``marts``: the run's settings of the
-        marts (None: as configured)."""
+        marts (None: as configured). ``builds`` False: the run builds nothing (a Dagster selection without the
+        marts), so its worker starts only for a command (:attr:`Start.WHEN_ASKED`), never to load dbt for a build
+        that does not come."""
         marts = marts or MartsSettings.configured()
         target = build_target(data_dir)
         target.mkdir(parents=True, exist_ok=True)
@@ -223,7 +227,7 @@ class DbtWorker:
         shared = parse_dir(DBT_PROJECT_DIR, target, chosen_vars, dbt_env)
         first_sync = dbt_target is None and not working_db_path(data_dir).exists()
         word = _next_build_word(target)
-        starts = (Start.WHEN_ASKED if _no_dbt_expected(word, marts)
+        starts = (Start.WHEN_ASKED if not builds or _no_dbt_expected(word, marts)
                   else Start.AFTER_THE_FIRST_STREAM if first_sync
                   else Start.WHEN_NEEDED if word.get("built") is False else Start.AT_ONCE)
         return cls(launch, target, shared, _database_name(dbt_env), starts=starts, marts=marts)

@@ -60,7 +60,7 @@ class Runs:
     def run(self, settings: SyncSettings = SETTINGS) -> JobReport:
         service = ServiceSettings(self.sim.base_url, self.sim.username, self.sim.password)
         backend = storage_from_env()
-        with DbtWorker.for_run(self.data_dir, backend.dbt_target) as worker:
+        with DbtWorker.for_run(self.data_dir, backend.dbt_target, builds=False) as worker:
             report = run_job(service, self.data_dir, settings, backend, worker, marts=False, publish=False,
                              alerting=self.alerting)
         assert report.alerted is not None

@@ -21,6 +21,8 @@ from freight_pipeline.definitions import defs
 from freight_pipeline.defs.freight_job import DBT, stream_check_key
 from freight_pipeline.defs.names import FREIGHT_SYNC_JOB
 from freight_pipeline.defs.sync_assets import stream_keys
+from freight_pipeline.marts.project import build_target
+from freight_pipeline.marts.worker import NEXT_BUILD, DbtWorker, Start
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.paths import working_db_path
@@ -48,17 +50,33 @@ def logged_streams(data_dir: Path, run_id: str) -> set[str]:
                                           [run_id]).fetchall()}
 
 
-def test_a_selection_runs_only_what_it_selects(tmp_path: Path) -> None:
-    """Only the code conversions: that stream alone, no build, no publish. Only the marts: no stream,
-    the checks and the build on what the working database holds, no publish."""
+def test_a_selection_runs_only_what_it_selects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the code conversions: that stream alone, no build, no publish, and no dbt worker loading dbt for a
+    build that does not come (a word from the last run that starts one at once is left for both). Only the
+    marts: no stream, the checks and the build on what the working database holds, no publish."""
     job = defs.resolve_job_def(FREIGHT_SYNC_JOB)
+    workers: list[DbtWorker] = []
+    for_run = DbtWorker.for_run.__func__  # type: ignore[attr-defined]
+
+    def recorded(cls: type[DbtWorker], *args: object, **kwargs: object) -> DbtWorker:
+        workers.append(for_run(cls, *args, **kwargs))
+        return workers[-1]
+
+    monkeypatch.setattr(DbtWorker, "for_run", classmethod(recorded))
+    word = build_target(tmp_path) / NEXT_BUILD
     with running_simulator(shipments=12, seed=4) as sim, job_env(sim, tmp_path, sim.username, sim.password), \
             dg.DagsterInstance.ephemeral() as instance:
         codes = job.execute_in_process(instance=instance, raise_on_error=False,
+                                       asset_selection=stream_keys("code_conversions"))  # a first sync
+        word.write_text("{not json")  # no word it can read: a later run that builds starts its worker at once
+        again = job.execute_in_process(instance=instance, raise_on_error=False,
                                        asset_selection=stream_keys("code_conversions"))
+        word.write_text("{not json")
         marts = job.execute_in_process(instance=instance, raise_on_error=False,
                                        asset_selection=list(DBT.keys.values()))
-    assert codes.success and marts.success
+    assert codes.success and again.success and marts.success
+    assert [(worker.starts, worker.process is not None) for worker in workers] == [
+        (Start.WHEN_ASKED, False), (Start.WHEN_ASKED, False), (Start.AT_ONCE, True)]
     assert materialized(codes) == set(stream_keys("code_conversions"))
     assert {(c.asset_key, c.check_name) for c in codes.get_asset_check_evaluations()} >= {
         (stream_check_key("code_conversions").asset_key, "stream_synced"),

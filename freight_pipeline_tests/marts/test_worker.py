@@ -310,6 +310,37 @@ def test_tests_prepared_by_a_full_build_are_those_dbt_runs_in_the_incremental_bu
     assert all("freight_meta" in test["sql"] for uid, test in by_dbt.items() if "stg_shipment_goods" in uid)
 
 
+def test_a_run_that_builds_nothing_starts_no_worker_whatever_the_last_word(data_dir: Path, tmp_path: Path) -> None:
+    """A run without the build (a Dagster selection without the marts: ``for_run(builds=False)``) starts its worker
+    only for a command, under every word the last run may have left and on every kind of data directory: the same
+    words start one at once, or hold it, for a run that builds."""
+    target = build_target(data_dir)
+    words = {"none": None, "unreadable": "{not json", "built, no replay": {"replayable": False, "built": True},
+             "built, a full check due": {"replayable": True, "until": "2000-01-01T00:00:00+00:00", "built": True},
+             "built nothing": {"replayable": False, "built": False},
+             "replays": {"replayable": True, "until": None, "built": True}}
+    building = {}
+    for name, word in words.items():
+        (target / NEXT_BUILD).unlink(missing_ok=True)
+        if word is not None:
+            (target / NEXT_BUILD).write_text(word if isinstance(word, str) else json.dumps(word))
+        with DbtWorker.for_run(data_dir, None, builds=False) as idle:
+            idle.get_ready()  # what the job says after a stream: no build is coming, so nothing starts
+            assert (idle.starts, idle.process) == (Start.WHEN_ASKED, None), name
+        with DbtWorker.for_run(data_dir, None) as usual:
+            building[name] = usual.starts
+    assert building == {"none": Start.AT_ONCE, "unreadable": Start.AT_ONCE, "built, no replay": Start.AT_ONCE,
+                        "built, a full check due": Start.AT_ONCE, "built nothing": Start.WHEN_NEEDED,
+                        "replays": Start.WHEN_ASKED}
+    for directory, dbt_target in ((tmp_path / "first", None), (tmp_path / "lake", "no_such_target")):
+        with DbtWorker.for_run(directory, dbt_target, builds=False) as idle:
+            idle.get_ready()
+            assert (idle.starts, idle.process) == (Start.WHEN_ASKED, None), directory
+    with DbtWorker.for_run(data_dir, None, builds=False) as asked:
+        reply = asked.run(ONE_MART, {"DBT_INDIRECT_SELECTION": "empty"})  # a command after all: started for it
+        assert reply.success and asked.process is not None
+
+
 def test_the_last_runs_word_says_when_the_next_worker_starts(data_dir: Path) -> None:
     """The last build's word (``DbtWorker.expect``): the next build will likely replay its kept statements
     (``marts.kept_builds``), so no process starts, unless the run asks for a command after all; not when
