@@ -213,12 +213,12 @@ _NOT_AN_OBJECT: Signature = ((), ())
 
 class _Seen:
     """The objects of one signature at one path: how many, the record key of the first, its probes and the
-    values per probe that could not be read, and where such an object leads the walk (None: not known yet)."""
+    values per probe that could not be read, and where such an object leads the walk."""
 
     __slots__ = ("count", "descent", "example", "probes", "unread")
 
     def __init__(self, example: Any, probes: tuple[Probe, ...], unread: list[int] | None,
-                 descent: tuple[Descent, ...] | None, count: int = 0) -> None:
+                 descent: tuple[Descent, ...], count: int = 0) -> None:
         self.count, self.example, self.probes, self.unread, self.descent = count, example, probes, unread, descent
 
 
@@ -249,7 +249,7 @@ class FieldTally:
             table = self.by_path.setdefault(self.shape.top.path, {})
             entry = table.get(_NOT_AN_OBJECT)
             if entry is None:
-                entry = table[_NOT_AN_OBJECT] = _Seen(record_key, (), None, None)
+                entry = table[_NOT_AN_OBJECT] = _Seen(record_key, (), None, ())  # an empty object's too: no keys
             entry.count += len(records) - len(objects)
             if not objects:
                 holders = self.holders.setdefault(self.shape.top.path, {})
@@ -272,8 +272,6 @@ class FieldTally:
             if entry is None:
                 probes = watched.probes(signature)
                 entry = table[signature] = _Seen(example, probes, [0] * len(probes), watched.descent(signature))
-            elif entry.descent is None:  # an empty object, whose signature non-objects' entry shares
-                entry.descent = watched.descent(signature)
             entry.count += 1
             if entry.probes:
                 _probe(obj, entry.probes, entry.unread)
