@@ -84,7 +84,8 @@ class WatchedPath:
             self._declare(item.keys, KINDS_OF_COLUMN[item.type], CONVERTERS[item.type] if item.type != JSON else None)
         for key in node.keys:
             self._declare(key.keys, key.declared_kinds(), key.reads)
-        self.children: tuple[tuple[str | tuple[str, ...], bool, WatchedPath], ...] = ()
+        self.children: tuple[tuple[tuple[str, ...], bool, WatchedPath], ...] = ()
+        """Each watched child: its key's names in order (``Key.keys``), whether it is an array, its path."""
         self._probes: dict[Signature, tuple[Probe, ...]] = {}
 
     def _declare(self, names: Iterable[str], kinds: frozenset[str], reads: ValueReader | None) -> None:
@@ -115,8 +116,8 @@ class WatchedPath:
         keys, types = signature
         held = {name: kind for name, kind in zip(keys, types, strict=True) if kind is not _NULL}
         found = []
-        for index, (source, array, _) in enumerate(self.children):
-            name = next((name for name in ((source,) if type(source) is str else source) if name in held), None)
+        for index, (names, array, _) in enumerate(self.children):
+            name = next((name for name in names if name in held), None)
             if name is not None and held[name] is (list if array else dict):
                 found.append((index, name, array))
         return tuple(found)
@@ -165,11 +166,11 @@ class Shape:
             if key.node is None:
                 continue
             if key.node == SAME:
-                children.append((_source(key), key.array, watched))
+                children.append((key.keys, key.array, watched))
                 continue
             assert isinstance(key.node, Node)
             child = field_name(path, key.name) + ("[]" if key.array else "")
-            children.append((_source(key), key.array, self._compile(key.node, child)))
+            children.append((key.keys, key.array, self._compile(key.node, child)))
         watched.children = tuple(children)
         return watched
 
@@ -189,11 +190,6 @@ _SHAPES: dict[str, Shape] = {}
 def shape_labelled(label: str) -> Shape:
     """The first shape made of ``label`` (what a pickled shape names)."""
     return _SHAPES[label]
-
-
-def _source(key: Key) -> str | tuple[str, ...]:
-    """A key's one name, or its names when it has several (what the walk reads it by)."""
-    return key.keys[0] if len(key.keys) == 1 else key.keys
 
 
 @dataclass

@@ -97,8 +97,7 @@ def objects_by_path(shape: Shape, record: Any, each: bool) -> dict[str, list[dic
         if not objects:
             return
         found.setdefault(watched.path, []).extend(objects)
-        for source, array, child in watched.children:
-            names = (source,) if isinstance(source, str) else source
+        for names, array, child in watched.children:
             values = [v for o in objects if (v := next((o[n] for n in names if o.get(n) is not None), None))]
             if array:
                 walk(child, [item for value in values if isinstance(value, list) for item in value])
