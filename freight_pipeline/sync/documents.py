@@ -310,7 +310,7 @@ async def sync_documents(
     result.extra.update(counts, relisted=relist, shipments=len(targets),
                         files_per_shipment=round(reader.files_read / len(targets), 2) if targets else 0,
                         single_shipment_lookups=reader.single_lookups, unplaced_files=reader.unplaced_files)
-    result.extra["retry_queue"] = warehouse.reads.quarantine_count(STREAM)
+    result.extra["retry_queue"] = warehouse.reads.quarantine_counts().get(STREAM, 0)
     say(f"documents: {len(targets)} shipments, {reader.files_read} E-Files; rows of {counts['changed']} shipments "
         f"changed, {counts['unchanged']} unchanged, {counts['failed']} failed")
     requests_after, retries_after = source.request_counts()

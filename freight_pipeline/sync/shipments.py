@@ -307,8 +307,8 @@ async def _sync(
     result.rejected = sum(c.rejected for c in run.counts.values())
     result.quarantined = sum(c.quarantined for c in run.counts.values())
     result.data_problems = sum(c.data_problems for c in run.counts.values())
-    parts = {stream: {**vars(run.counts.get(stream, PartCounts())),
-                      "retry_queue": warehouse.reads.quarantine_count(stream)}
+    waiting = warehouse.reads.quarantine_counts()
+    parts = {stream: {**vars(run.counts.get(stream, PartCounts())), "retry_queue": waiting.get(stream, 0)}
              for stream in PART_STREAMS}
     result.extra.update(
         lookups=walk.lookups, count_mismatches=walk.count_mismatches,

@@ -307,9 +307,11 @@ class Reads:
         )
         return {int(r[0]) for r in rows}
 
-    def quarantine_count(self, stream: str | None = None) -> int:
-        where, params = ("WHERE stream = ?", [stream]) if stream else ("", [])
-        return scalar(self.database.con, f"SELECT count(*) FROM {qualified(meta.QUARANTINE)} {where}", params)
+    def quarantine_counts(self) -> dict[str, int]:
+        """Records waiting in the retry queue, per stream (a stream with none is absent): one statement for every
+        stream, each a catalog round trip in a lake (a count per stream took 33 ms each there)."""
+        rows = run(self.database.con, f"SELECT stream, count(*) FROM {qualified(meta.QUARANTINE)} GROUP BY stream")
+        return {str(stream): int(count) for stream, count in rows}
 
     def data_problem_count(self, stream: str | None = None) -> int:
         where, params = ("WHERE stream = ?", [stream]) if stream else ("", [])

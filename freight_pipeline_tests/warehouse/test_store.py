@@ -510,6 +510,19 @@ def test_a_part_read_again_as_held_keeps_its_data_problems_as_loaded(wh: Warehou
     assert read("r5", b'[{"qty": "12b"}]', "the walk", version=1, compare=False) == [("r5", "the walk")]
 
 
+def test_the_retry_queue_is_counted_per_stream_in_one_read(wh: Warehouse) -> None:
+    """``Reads.quarantine_counts``: the records waiting, per stream; a stream with none is absent."""
+    assert wh.reads.quarantine_counts() == {}
+    wh.writes.apply_batch("r1", BatchWrite(quarantined=[Quarantined("shipments", "1", 1, "refused"),
+                                                        Quarantined("shipments", "2", 2, "refused"),
+                                                        Quarantined("shipment_events", "2", 2, "truncated")]))
+    assert wh.reads.quarantine_counts() == {"shipments": 2, "shipment_events": 1}
+    tables, raw = shipment_batch([1, 2])
+    wh.writes.apply_batch("r2", BatchWrite(tables=tables, replaced={t: [1, 2] for t in tables},
+                                           loaded={"shipments": [1, 2]}, raw_documents=raw))
+    assert wh.reads.quarantine_counts() == {"shipment_events": 1}  # loaded: out of the queue, the others stay
+
+
 def test_a_rebuild_batch_is_written_with_the_content_held_and_keeps_the_retry_queue(wh: Warehouse) -> None:
     """A rebuild re-derives what was read with a changed mapping: the same raw (the same content hash) is no
     reason to keep the old rows, and a record waiting in the retry queue was not read again."""
