@@ -283,8 +283,7 @@ async def sync_documents(
     relist = cursor.relist_due(settings.documents_relist_interval, now)
     watermark = newest_shipment_write(warehouse.con)
     targets = shipments_written_after(warehouse.con, None if relist else cursor.synced_through)
-    due = {int(q["shipment_id"]) for q in warehouse.reads.due_quarantine(STREAM, run_id)
-           if q["shipment_id"] is not None}
+    due = {due.shipment_id for due in warehouse.reads.due_retries([STREAM], run_id) if due.shipment_id is not None}
     waiting = warehouse.reads.quarantined_ids(STREAM)  # due or not: their failures do not count again
     if due - set(targets):
         held = set(shipments_written_after(warehouse.con, None))

@@ -368,12 +368,11 @@ def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:
     document brings its whole shipment."""
     wanted: dict[int, set[str]] = {}
     refs: dict[int, Ref] = {}
-    for stream in PART_STREAMS:
-        for entry in warehouse.reads.due_quarantine(stream, run_id):
-            shipment_id = int(entry["shipment_id"])
-            context = json.loads(entry["context"]) if entry.get("context") else None
-            refs.setdefault(shipment_id, Ref.from_context(shipment_id, context))
-            wanted.setdefault(shipment_id, set()).update(ALL_PARTS if stream == STREAM else {stream})
+    for entry in warehouse.reads.due_retries(PART_STREAMS, run_id):
+        shipment_id = entry.shipment_id if entry.shipment_id is not None else int(entry.record_key)  # a part's key
+        context = json.loads(entry.context) if entry.context else None
+        refs.setdefault(shipment_id, Ref.from_context(shipment_id, context))
+        wanted.setdefault(shipment_id, set()).update(ALL_PARTS if entry.stream == STREAM else {entry.stream})
     return [Work(refs[shipment_id], frozenset(wanted[shipment_id]), None, retry=True) for shipment_id in sorted(wanted)]
 
 

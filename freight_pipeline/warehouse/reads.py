@@ -31,7 +31,14 @@ from freight_pipeline.warehouse.ddl import (
     scalar,
 )
 from freight_pipeline.warehouse.listing import LiveListing
-from freight_pipeline.warehouse.records import EARLIEST_FETCH, RawBatch, RawDocument, RawPosition, RunMapping
+from freight_pipeline.warehouse.records import (
+    EARLIEST_FETCH,
+    DueRetry,
+    RawBatch,
+    RawDocument,
+    RawPosition,
+    RunMapping,
+)
 from freight_pipeline.warehouse.stamps import earlier, same_instant
 
 
@@ -287,16 +294,20 @@ class Reads:
             self.database.con, f"SELECT CAST(payload AS VARCHAR) FROM {qualified(CODE_CONVERSIONS)} "
                                "WHERE payload IS NOT NULL ORDER BY conversion_id")]
 
-    def due_quarantine(self, stream: str, run_id: str, now: dt.datetime | None = None) -> list[dict[str, Any]]:
-        """Entries of ``stream``'s retry queue whose next attempt is due, oldest failure first; entries
-        that failed in ``run_id`` itself wait for a later run."""
-        cur = self.database.con.execute(
-            f"SELECT * FROM {qualified(meta.QUARANTINE)} WHERE stream = ? AND next_attempt_at <= ? "
-            "AND run_id IS DISTINCT FROM ? ORDER BY first_failed_at, record_key",
-            [stream, now or dt.datetime.now(dt.UTC), run_id],
+    def due_retries(self, streams: Sequence[str], run_id: str, now: dt.datetime | None = None) -> list[DueRetry]:
+        """Entries of ``streams``' retry queue whose next attempt is due, stream by stream in the order given, each
+        stream's oldest failure first; entries that failed in ``run_id`` itself wait for a later run. One statement
+        for every stream, of the columns a retry reads: in a lake, a count per stream and every column cost
+        about 115 ms a stream (its catalog read per column), one statement of four columns 40 ms."""
+        rows = run(
+            self.database.con,
+            f"SELECT stream, record_key, shipment_id, CAST(context AS VARCHAR) FROM {qualified(meta.QUARANTINE)} "
+            "WHERE stream IN (SELECT unnest(?::VARCHAR[])) AND next_attempt_at <= ? AND run_id IS DISTINCT FROM ? "
+            "ORDER BY first_failed_at, record_key",
+            [list(streams), now or dt.datetime.now(dt.UTC), run_id],
         )
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        rank = {stream: number for number, stream in enumerate(streams)}
+        return sorted((DueRetry(*row) for row in rows), key=lambda due: rank[due.stream])  # stable: oldest first
 
     def quarantined_ids(self, stream: str) -> set[int]:
         """Shipment ids in ``stream``'s retry queue."""

@@ -97,6 +97,16 @@ class Quarantined(NamedTuple):
     """JSON text: what a retry needs besides the key."""
 
 
+class DueRetry(NamedTuple):
+    """An entry of the retry queue whose next attempt is due (``Reads.due_retries``): what a retry needs."""
+
+    stream: str
+    record_key: str
+    shipment_id: int | None
+    context: str | None
+    """JSON text, as :class:`Quarantined` gave it."""
+
+
 class DataProblem(NamedTuple):
     """A value of a loaded record that could not be converted, for ``freight_meta.data_problems``."""
 

@@ -523,6 +523,23 @@ def test_the_retry_queue_is_counted_per_stream_in_one_read(wh: Warehouse) -> Non
     assert wh.reads.quarantine_counts() == {"shipment_events": 1}  # loaded: out of the queue, the others stay
 
 
+def test_the_due_retries_of_several_streams_are_read_at_once_stream_by_stream_oldest_first(wh: Warehouse) -> None:
+    """``Reads.due_retries``: the streams in the order asked, each one's oldest failure first, with the context a
+    retry needs; not an entry that failed in the run asking, nor one whose next attempt is not due yet."""
+
+    def failed(stream: str, shipment_id: int) -> Quarantined:
+        return Quarantined(stream, str(shipment_id), shipment_id, "refused", context=json.dumps({"n": shipment_id}))
+
+    wh.writes.apply_batch("r1", BatchWrite(quarantined=[failed("shipment_events", 3), failed("shipments", 2)]))
+    wh.writes.apply_batch("r2", BatchWrite(quarantined=[failed("shipments", 1), failed("shipment_memos", 4)]))
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=2)
+    due = wh.reads.due_retries(["shipments", "shipment_events"], "r3", later)
+    assert [(d.stream, d.shipment_id) for d in due] == [("shipments", 2), ("shipments", 1), ("shipment_events", 3)]
+    assert [json.loads(d.context or "null") for d in due] == [{"n": 2}, {"n": 1}, {"n": 3}]
+    assert [d.shipment_id for d in wh.reads.due_retries(["shipment_events", "shipments"], "r2", later)] == [3, 2]
+    assert wh.reads.due_retries(["shipments", "shipment_memos"], "r3") == []  # the first waits ten minutes
+
+
 def test_a_rebuild_batch_is_written_with_the_content_held_and_keeps_the_retry_queue(wh: Warehouse) -> None:
     """A rebuild re-derives what was read with a changed mapping: the same raw (the same content hash) is no
     reason to keep the old rows, and a record waiting in the retry queue was not read again."""
