@@ -20,7 +20,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +37,11 @@ from freight_pipeline.lake.connect import (
     connect_lake,
     is_commit_conflict,
 )
-from freight_pipeline.lake.settings import LAKE_ALIAS, LAKE_DBT_TARGET, LakeSettings
+from freight_pipeline.lake.settings import LAKE_ALIAS, LAKE_DBT_TARGET, LAKE_METADATA, LakeSettings
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.warehouse.backend import PublishedState, StorageBackend, UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.comments import DESCRIBED_TABLES, describe_tables
-from freight_pipeline.warehouse.ddl import explained_out_of_memory, first, literal, run
+from freight_pipeline.warehouse.ddl import explained_out_of_memory, first, literal, quote, run
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import LAKE_SCRATCH, WORK_DIR
 from freight_pipeline.warehouse.store import open_warehouse
@@ -255,6 +255,36 @@ class LakeBackend:
         """:func:`catalog_writes`: a SQLite catalog's writers take turns."""
         return catalog_writes(self.lake)
 
+    def prime_tables(self, con: duckdb.DuckDBPyConnection, specs: Sequence[TableSpec]) -> list[str]:
+        """Each table of ``specs`` never written yet, written once and emptied in one transaction: a row of
+        placeholders (:func:`_placeholder`) inserted and deleted before the commit, so that no snapshot holds it
+        and no change feed shows it. DuckLake 1.5.5 plans every scan of a table without statistics by asking its
+        catalog once per column, on every statement (fixed by duckdb/ducklake pull request 1313, which the 1.5.5
+        extension package predates): a table of 40 columns cost 150 ms a ``SELECT *`` against 8 ms once written,
+        and a lake keeps such tables for good (an empty retry queue, no data problems, no sea legs); after this
+        commit the table has statistics (no rows, and the placeholders' values inside its columns' ranges, which
+        only widen). The tables it primed."""
+        wanted = {(spec.schema, spec.name) for spec in specs}
+        unwritten = [found for found in run(con, _UNWRITTEN_TABLES) if tuple(found) in wanted]
+        if not unwritten:
+            return []
+        required: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for schema, table, column, kind in run(
+            con, "SELECT schema_name, table_name, column_name, data_type FROM duckdb_columns() "
+                 "WHERE database_name = ? AND NOT is_nullable ORDER BY column_index", [LAKE_ALIAS],
+        ):
+            required.setdefault((schema, table), []).append((column, kind))
+        for schema, table in unwritten:
+            name = f"{quote(schema)}.{quote(table)}"
+            columns = required.get((schema, table), [])
+            if columns:
+                run(con, f"INSERT INTO {name} ({', '.join(quote(c) for c, _ in columns)}) "
+                         f"VALUES ({', '.join(_placeholder(kind) for _, kind in columns)})")
+            else:
+                run(con, f"INSERT INTO {name} DEFAULT VALUES")
+            run(con, f"DELETE FROM {name}")
+        return [f"{schema}.{table}" for schema, table in unwritten]
+
     def publish(self, data_dir: Path, run_id: str) -> LakePublication:
         """Record the snapshot this run's whole, successful build ended at (what readers open)."""
         with open_warehouse(data_dir, self) as held:
@@ -283,6 +313,20 @@ class LakeBackend:
         with explained_out_of_memory("lake maintenance", settings, "publish"), \
                 connect_lake(self.lake, _spill(data_dir, LAKE_SCRATCH), settings.publish_memory_limit) as con:
             return maintain(con, retention)
+
+
+_UNWRITTEN_TABLES = (
+    f"SELECT s.schema_name, t.table_name FROM {LAKE_METADATA}.ducklake_table t JOIN {LAKE_METADATA}.ducklake_schema s "
+    f"USING (schema_id) LEFT JOIN {LAKE_METADATA}.ducklake_table_stats st USING (table_id) "
+    "WHERE t.end_snapshot IS NULL AND s.end_snapshot IS NULL AND st.table_id IS NULL"
+)
+"""The lake's current tables that have no statistics: never written (DuckLake's own catalog tables)."""
+
+
+def _placeholder(kind: str) -> str:
+    """A value of DuckDB type ``kind`` for a NOT NULL column of a row that is deleted before it is committed: zero,
+    false or the epoch (NULL for a type none of these is one of: the INSERT then names the column)."""
+    return f"coalesce(TRY_CAST('0' AS {kind}), TRY_CAST('1970-01-01' AS {kind}))"
 
 
 def _spill(data_dir: Path, name: str) -> Path:

@@ -24,6 +24,8 @@ S3_SESSION_TOKEN_ENV = "AWS_SESSION_TOKEN"
 S3_REGION_ENVS = ("AWS_REGION", "AWS_DEFAULT_REGION")
 LAKE_ALIAS = "lake"
 """The name the lake is attached under in every DuckDB connection (the dbt ``lake`` target uses it too)."""
+LAKE_METADATA = f"__ducklake_metadata_{LAKE_ALIAS}"
+"""The lake's catalog database as DuckLake attaches it beside the lake (its own tables: snapshots, statistics)."""
 
 _CATALOG_KINDS = {"postgresql": "postgres", "postgres": "postgres", "sqlite": "sqlite", "duckdb": "duckdb"}
 

@@ -12,7 +12,7 @@ dbt build succeeded and whose streams are not half run, becomes what readers rea
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 import duckdb
 
 from freight_pipeline.config import StorageSettings
+from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.ddl import first, qualified, run
 
@@ -138,6 +139,11 @@ class StorageBackend(Protocol):
     def writing(self) -> AbstractContextManager[None]:
         """What a writing transaction runs inside, from BEGIN to COMMIT: a lock that makes one machine's
         writers take turns where the catalog admits one writer (a lake's SQLite catalog), else nothing."""
+        ...
+
+    def prime_tables(self, con: duckdb.DuckDBPyConnection, specs: Sequence[TableSpec]) -> list[str]:
+        """In a writing transaction after ``specs``' tables were ensured: whatever makes them quick to read in this
+        storage (a lake: :meth:`~freight_pipeline.lake.backend.LakeBackend.prime_tables`); the tables it touched."""
         ...
 
     def publish(self, data_dir: Path, run_id: str) -> Publication:

@@ -5,7 +5,7 @@ readers read the copy and the Parquet the publish makes (:mod:`freight_pipeline.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TypeVar
@@ -13,6 +13,7 @@ from typing import TypeVar
 import duckdb
 
 from freight_pipeline.config import StorageSettings
+from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse.backend import PublishedState
 from freight_pipeline.warehouse.ddl import checked_storage_version, connect
 from freight_pipeline.warehouse.paths import working_db_path
@@ -65,6 +66,10 @@ class EmbeddedDuckDB:
     def writing(self) -> AbstractContextManager[None]:
         """Nothing: DuckDB's file lock admits one writing process."""
         return nullcontext()
+
+    def prime_tables(self, con: duckdb.DuckDBPyConnection, specs: Sequence[TableSpec]) -> list[str]:
+        """Nothing: a DuckDB file plans a scan of an empty table as quickly as any."""
+        return []
 
     def publish(self, data_dir: Path, run_id: str) -> PublishResult:
         """The copy and the Parquet of :func:`freight_pipeline.warehouse.publish.publish` (``run_id``

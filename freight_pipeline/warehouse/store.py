@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,6 +42,8 @@ from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.reads import Reads
 from freight_pipeline.warehouse.run_log import RunLog
 from freight_pipeline.warehouse.writes import Writes
+
+log = logging.getLogger(__name__)
 
 
 class Warehouse:
@@ -111,6 +114,10 @@ class Warehouse:
                     + ensure_history(con, key_constraints=keys, storage_hints=hints, catalog=catalog))
 
         steps = self.database.write("ensure_schema", ensure)
+        primed = self.database.write(
+            "prime_tables", lambda con: self.backend.prime_tables(con, (*specs, *HISTORY_TABLES)))
+        if primed:
+            log.info("primed %d tables never written (%s)", len(primed), ", ".join(primed))
         # after the schema's own commit: a process ended in between leaves no entry, and the next one ensures again
         self.writes.set_cursor(SCHEMA_STATE, signature, SCHEMA_STATE)
         return steps
