@@ -85,7 +85,7 @@ machine whose other core runs the event loop (docs/performance.md)."""
 
 
 def connect(
-    path: Path, settings: StorageSettings, purpose: str = "sync", *, new_storage_version: str | None = None
+    path: Path | str, settings: StorageSettings, purpose: str = "sync", *, new_storage_version: str | None = None
 ) -> duckdb.DuckDBPyConnection:
     """A read-write connection as the pipeline uses them: bounded memory (``settings``' limit for
     ``purpose``), no insertion order; the sync's with :data:`SYNC_CONFIG`.

@@ -73,6 +73,7 @@ from freight_pipeline.config import StorageSettings
 from freight_pipeline.warehouse.backend import UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.comments import TableDescriptions, catalog_comments, describe_tables
 from freight_pipeline.warehouse.ddl import (
+    catalog_cursors,
     checked_storage_version,
     connect,
     explained_out_of_memory,
@@ -182,17 +183,13 @@ def publish(
         versions = data_dir / VERSIONS_DIR
         stage = versions / f"{TMP_VERSION_PREFIX}{version}"
         try:
-            _snapshot(work, copy, connection, settings)
-            previous = _current_manifest(data_dir)
-            stage.mkdir(parents=True)
-            con = connect(copy, settings, "publish")
-            try:
+            with _opened_snapshot(work, copy, connection, settings) as con:
+                previous = _current_manifest(data_dir)
+                stage.mkdir(parents=True)
                 if schemas is not None:
                     _drop_other_schemas(con, schemas)
                 manifest, exported, reused = _export_parquet(con, stage, schemas, previous)
                 ready, tag = _in_storage_version(con, copy, converted, storage, narrowed=schemas is not None)
-            finally:
-                con.close()
             manifest["version"] = version
             manifest["storage_version"] = tag
             _write_json(stage / MANIFEST, manifest)
@@ -222,24 +219,50 @@ def publish(
 # --- steps --------------------------------------------------------------------------------------
 
 
-def _snapshot(
-    work: Path, target: Path, connection: duckdb.DuckDBPyConnection | None, settings: StorageSettings
-) -> None:
-    """Byte copy of the checkpointed working database, taken while holding a connection to it (the sync's tables
-    described in its catalog first: :func:`~freight_pipeline.warehouse.comments.describe_tables`)."""
-    target.parent.mkdir()
-    con = connection if connection is not None else connect(work, settings, "publish")
-    try:
-        _require_settled(con)
-        describe_tables(con)
-        run(con, "CHECKPOINT")
-        wal = work.with_name(work.name + ".wal")
-        if wal.exists() and wal.stat().st_size > 0:
-            raise RuntimeError(f"{wal} is not empty after CHECKPOINT: a transaction is still open")
-        shutil.copyfile(work, target)
-    finally:
-        if connection is None:
+@contextmanager
+def _opened_snapshot(
+    work: Path, copy: Path, connection: duckdb.DuckDBPyConnection | None, settings: StorageSettings
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The snapshot taken (:func:`_snapshot`) and a connection whose current database is the copy. Without
+    ``connection``, one DuckDB instance does both, the working database attached for the snapshot and detached (its
+    file lock released) before the copy is attached: each instance a publish made cost 15-20 ms of CPU, a tenth of
+    a quiet run's publish (``docs/performance.md``). Each is attached under its file's own name, the name a connection
+    to the file gives it."""
+    if connection is not None:
+        _snapshot(work, copy, connection)
+        con = connect(copy, settings, "publish")
+    else:
+        con = connect(":memory:", settings, "publish")
+        try:
+            # spills beside the copy, as an instance of the copy's own did (in the attempt's folder, removed with it)
+            run(con, f"SET temp_directory = '{_sql_path(copy)}.tmp'")
+            run(con, f"ATTACH '{_sql_path(work)}' AS {quote(work.stem)}")
+            run(con, f"USE {quote(work.stem)}")
+            _snapshot(work, copy, con)
+            run(con, "USE memory")
+            run(con, f"DETACH {quote(work.stem)}")
+            run(con, f"ATTACH '{_sql_path(copy)}' AS {quote(copy.stem)}")
+            run(con, f"USE {quote(copy.stem)}")
+        except BaseException:
             con.close()
+            raise
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def _snapshot(work: Path, target: Path, con: duckdb.DuckDBPyConnection) -> None:
+    """Byte copy of the checkpointed working database, open in ``con`` (its current database), the sync's tables
+    described in its catalog first (:func:`~freight_pipeline.warehouse.comments.describe_tables`)."""
+    target.parent.mkdir()
+    _require_settled(con)
+    describe_tables(con)
+    run(con, "CHECKPOINT")
+    wal = work.with_name(work.name + ".wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise RuntimeError(f"{wal} is not empty after CHECKPOINT: a transaction is still open")
+    shutil.copyfile(work, target)
 
 
 def _require_settled(con: duckdb.DuckDBPyConnection) -> None:
@@ -268,8 +291,10 @@ def _export_parquet(
     held = catalog_comments(con, {schema for schema, _ in sizes})
     arrow_types = _parquet_arrow_types(con, stage, {kind for table in sizes for _, kind in columns[table]})
 
+    cursors = catalog_cursors(con)
+
     def export(schema: str, table: str) -> tuple[dict[str, Any], bool]:
-        cursor = con.cursor()
+        cursor = cursors()
         described = TableDescriptions.of(held, schema, table, [name for name, _ in columns[(schema, table)]])
         try:
             rows, fingerprint = _fingerprint(cursor, schema, table, columns[(schema, table)], described)

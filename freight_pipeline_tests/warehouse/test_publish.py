@@ -17,6 +17,7 @@ from freight_pipeline.config import PUBLISH_MEMORY_LIMIT_ENV, StorageSettings
 from freight_pipeline.lake.backend import publish_snapshot
 from freight_pipeline.warehouse.backend import UnsettledWarehouse
 from freight_pipeline.warehouse.ddl import WarehouseOutOfMemory
+from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import (
     VERSIONS_DIR,
     clean_leftovers,
@@ -92,6 +93,27 @@ def test_publish_without_a_warehouse_object_and_unchanged_tables_keep_their_file
         third = publish_held(again)
     assert "freight.codes" in third.exported and "freight.lines" in third.reused
     assert parquet_count(tmp_path, "freight", "codes") == 3
+
+
+def test_a_publish_of_its_own_keeps_views_that_name_the_database_and_releases_the_working_file(
+    wh: Warehouse, tmp_path: Path
+) -> None:
+    """Without a connection (as the job publishes), one DuckDB instance attaches the working database and then its
+    copy: a view naming the database (as dbt's do) survives a narrowed publish and reads in the published file; the
+    working file is free once the publish returns."""
+    apply(wh, [1, 2])
+    wh.con.execute("CREATE SCHEMA analytics")
+    wh.con.execute("CREATE SCHEMA scratch")
+    wh.con.execute("CREATE VIEW analytics.stg AS SELECT * FROM warehouse.freight.parents")
+    wh.con.execute("CREATE TABLE scratch.notes AS SELECT 1 AS n")
+    wh.close()
+    result = publish(tmp_path, ("freight", "freight_meta", "analytics"), settings=StorageSettings())
+    assert "scratch.notes" not in result.tables and not (parquet_root(tmp_path) / "scratch").exists()
+    with duckdb.connect(str(published_db_path(tmp_path)), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM analytics.stg").fetchall() == [(2,)]
+        assert con.execute("SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'scratch'").fetchall() == [(0,)]
+    with duckdb.connect(str(working_db_path(tmp_path))) as con:  # not held by the publish any more
+        assert con.execute("SELECT count(*) FROM scratch.notes").fetchall() == [(1,)]
 
 
 def test_schemas_select_what_is_published_and_views_survive(wh: Warehouse, tmp_path: Path) -> None:
