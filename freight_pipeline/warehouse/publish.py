@@ -276,7 +276,7 @@ def _require_settled(con: duckdb.DuckDBPyConnection) -> None:
 
 
 EXPORT_THREADS = 2
-"""Tables fingerprinted and exported at once (a small table's scan and COPY run on one core each)."""
+"""Tables exported (or linked, unchanged) at once (a small table's COPY runs on one core)."""
 
 
 def _export_parquet(
@@ -290,6 +290,7 @@ def _export_parquet(
     sizes = _base_tables(con, schemas)
     held = catalog_comments(con, {schema for schema, _ in sizes})
     arrow_types = _parquet_arrow_types(con, stage, {kind for table in sizes for _, kind in columns[table]})
+    sums = _row_sums(con, list(sizes))
 
     cursors = catalog_cursors(con)
 
@@ -297,7 +298,8 @@ def _export_parquet(
         cursor = cursors()
         described = TableDescriptions.of(held, schema, table, [name for name, _ in columns[(schema, table)]])
         try:
-            rows, fingerprint = _fingerprint(cursor, schema, table, columns[(schema, table)], described)
+            rows, hashes = sums[(schema, table)]
+            fingerprint = _fingerprint(rows, hashes, columns[(schema, table)], described)
             target = stage / schema / table / PARQUET_FILE
             target.parent.mkdir(parents=True, exist_ok=True)
             before = prev_manifest["tables"].get(f"{schema}.{table}")
@@ -410,22 +412,24 @@ def _kv_metadata(described: TableDescriptions, arrow_schema: pa.Schema) -> str:
     return ", KV_METADATA {" + ", ".join(f"{literal(key)}: {literal(value)}" for key, value in pairs.items()) + "}"
 
 
-def _fingerprint(
-    con: duckdb.DuckDBPyConnection, schema: str, table: str, columns: list[tuple[str, str]],
-    described: TableDescriptions,
-) -> tuple[int, str]:
-    """Row count and a content fingerprint: column names and types (``columns``), count, sum of row hashes, and the
-    descriptions the file carries."""
-    row = first(
-        run(
-            con,
-            "SELECT count(*), coalesce(sum(hash(*COLUMNS(*))::HUGEINT), 0)::VARCHAR "
-            f"FROM {quote(schema)}.{quote(table)}",
-        )
-    )
-    count, hashes = (int(row[0]), str(row[1])) if row else (0, "0")
-    text = json.dumps([columns, count, hashes, described.table, described.columns])
-    return count, hashlib.sha256(text.encode()).hexdigest()
+def _row_sums(
+    con: duckdb.DuckDBPyConnection, tables: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], tuple[int, str]]:
+    """Each of ``tables``' row count and the sum of its rows' hashes (as text), in one statement: a statement a table
+    cost 1.7-2.0 ms of CPU in a quiet run's publish, most of it the statement's own."""
+    if not tables:
+        return {}
+    branches = [f"SELECT {number} AS n, count(*) AS count, coalesce(sum(hash(*COLUMNS(*))::HUGEINT), 0)::VARCHAR "
+                f"AS hashes FROM {quote(schema)}.{quote(table)}" for number, (schema, table) in enumerate(tables)]
+    found = {int(n): (int(count), str(hashes)) for n, count, hashes in run(con, " UNION ALL ".join(branches))}
+    return {table: found[number] for number, table in enumerate(tables)}
+
+
+def _fingerprint(rows: int, hashes: str, columns: list[tuple[str, str]], described: TableDescriptions) -> str:
+    """A table's content fingerprint: its column names and types (``columns``), row count, sum of row hashes
+    (:func:`_row_sums`), and the descriptions its file carries."""
+    text = json.dumps([columns, rows, hashes, described.table, described.columns])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _link(source: Path, target: Path) -> bool:
