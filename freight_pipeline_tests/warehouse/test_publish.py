@@ -20,6 +20,7 @@ from freight_pipeline.warehouse.ddl import WarehouseOutOfMemory
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import (
     VERSIONS_DIR,
+    _row_sums,
     clean_leftovers,
     parquet_root,
     publish,
@@ -114,6 +115,20 @@ def test_a_publish_of_its_own_keeps_views_that_name_the_database_and_releases_th
         assert con.execute("SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'scratch'").fetchall() == [(0,)]
     with duckdb.connect(str(working_db_path(tmp_path))) as con:  # not held by the publish any more
         assert con.execute("SELECT count(*) FROM scratch.notes").fetchall() == [(1,)]
+
+
+def test_the_row_sums_of_every_table_read_at_once_are_each_table_s_own(wh: Warehouse) -> None:
+    """``_row_sums``, what the fingerprints compare: one statement for every table gives each table the count and
+    row-hash sum a statement of its own gives (those earlier publishes wrote in their manifests)."""
+    apply(wh, [1, 2, 3])
+    wh.writes.replace_table("run", CODES, codes(4))
+    tables = [tuple(row) for row in wh.con.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()]
+    own = {(schema, table): wh.con.execute(
+        f'SELECT count(*), coalesce(sum(hash(*COLUMNS(*))::HUGEINT), 0)::VARCHAR FROM "{schema}"."{table}"').fetchone()
+        for schema, table in tables}
+    assert _row_sums(wh.con, tables) == own
+    assert len({sums for sums in own.values()}) > 2  # the tables differ: a mix-up would show
 
 
 def test_schemas_select_what_is_published_and_views_survive(wh: Warehouse, tmp_path: Path) -> None:
