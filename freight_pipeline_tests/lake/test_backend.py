@@ -10,8 +10,8 @@ import duckdb
 import pytest
 
 from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV
-from freight_pipeline.lake.backend import PUBLISHED_SNAPSHOTS_TABLE, LakeBackend, _placeholder
-from freight_pipeline.lake.settings import LAKE_ALIAS, LAKE_METADATA, LakeSettings
+from freight_pipeline.lake.backend import _UNWRITTEN_TABLES, PUBLISHED_SNAPSHOTS_TABLE, LakeBackend, _placeholder
+from freight_pipeline.lake.settings import LAKE_ALIAS, LakeSettings
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.warehouse import meta
@@ -31,11 +31,8 @@ def new_lake(tmp_path: Path) -> LakeBackend:
 
 
 def without_statistics(con: duckdb.DuckDBPyConnection) -> list[str]:
-    return sorted(f"{schema}.{table}" for schema, table in con.execute(
-        f"SELECT s.schema_name, t.table_name FROM {LAKE_METADATA}.ducklake_table t "
-        f"JOIN {LAKE_METADATA}.ducklake_schema s USING (schema_id) "
-        f"LEFT JOIN {LAKE_METADATA}.ducklake_table_stats st USING (table_id) "
-        "WHERE t.end_snapshot IS NULL AND s.end_snapshot IS NULL AND st.table_id IS NULL").fetchall())
+    """The tables the lake's catalog holds no statistics of (the query :meth:`LakeBackend.prime_tables` reads)."""
+    return sorted(f"{schema}.{table}" for schema, table in con.execute(_UNWRITTEN_TABLES).fetchall())
 
 
 @pytest.mark.parametrize("kind", sorted({c.type for spec in DECLARED for c in spec.all_columns if not c.nullable}))
