@@ -17,7 +17,7 @@ from freight_pipeline.warehouse.comments import (
     declared_comments,
     describe_tables,
 )
-from freight_pipeline.warehouse.ddl import quote
+from freight_pipeline.warehouse.ddl import quote, run
 from freight_pipeline.warehouse.store import Warehouse
 
 
@@ -38,9 +38,11 @@ def test_the_described_tables_are_every_table_the_warehouse_makes(tmp_path: Path
 def test_only_the_descriptions_the_catalog_lacks_are_written(tmp_path: Path) -> None:
     with Warehouse(tmp_path, FREIGHT_TABLES) as warehouse:
         con = warehouse.con
+        run(con, "SET threads = 3")  # written on one thread (ddl.one_thread), the connection's setting kept
         wanted = declared_comments(DESCRIBED_TABLES)
         first = describe_tables(con)
         assert (first.written, first.tables) == (len(wanted), len(DESCRIBED_TABLES))
+        assert run(con, "SELECT current_setting('threads')") == [(3,)]
         assert catalog_comments(con, {"freight", "freight_meta", "freight_history"}) == wanted
         assert describe_tables(con).written == 0  # held: one catalog query, nothing written
 
