@@ -359,6 +359,27 @@ def test_record_run_inserts_then_updates(wh: Warehouse) -> None:
     assert json.loads(saved["details"])["extra"] == {"a": 1}
 
 
+def test_table_freshness_moves_with_a_success_alone_and_every_other_record_keeps_it(wh: Warehouse) -> None:
+    tables = ["shipments", "shipment_events"]
+
+    def record(status: str, at: dt.datetime, **extra: object) -> list[tuple[object, ...]]:
+        run = RunRecord(f"run-{at:%H%M}", "shipments", at, cursor_before=None)
+        run.status, run.finished_at, run.extra = status, at, dict(extra)
+        run.error = None if status in ("running", "success") else "boom"
+        wh.run_log.record_run(run, tables)
+        return wh.con.execute("SELECT table_name, synced_through, last_status, last_error FROM "
+                              "freight_meta.table_freshness ORDER BY table_name").fetchall()
+
+    first, then = dt.datetime(2026, 3, 1, 10, tzinfo=dt.UTC), dt.datetime(2026, 3, 1, 11, tzinfo=dt.UTC)
+    assert record("running", first) == [(t, None, "running", None) for t in sorted(tables)]
+    assert record("success", first) == [(t, first, "success", None) for t in sorted(tables)]
+    for status, extra in (("running", {}), ("failed", {}), ("success", {"skipped": True})):
+        kept = record(status, then, **extra)
+        shown = "switched off" if extra else status
+        assert kept == [(t, first, shown, "boom" if status == "failed" else None) for t in sorted(tables)], status
+    assert [row[1] for row in record("success", then)] == [then, then]
+
+
 def test_large_unit_lists_are_handled(wh: Warehouse) -> None:
     ids = list(range(1, 20_001))
     stats = apply(wh, ids, lines=1, marks=0)
