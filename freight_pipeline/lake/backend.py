@@ -41,7 +41,7 @@ from freight_pipeline.lake.settings import LAKE_ALIAS, LAKE_DBT_TARGET, LAKE_MET
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.warehouse.backend import PublishedState, StorageBackend, UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.comments import DESCRIBED_TABLES, describe_tables
-from freight_pipeline.warehouse.ddl import explained_out_of_memory, first, literal, quote, run
+from freight_pipeline.warehouse.ddl import SYNC_THREADS, explained_out_of_memory, first, literal, quote, run
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import LAKE_SCRATCH, WORK_DIR
 from freight_pipeline.warehouse.store import open_warehouse
@@ -225,7 +225,8 @@ class LakeBackend:
         return False  # only a connection to the catalog tells
 
     def connect(self, data_dir: Path) -> duckdb.DuckDBPyConnection:
-        return connect_lake(self.lake, _spill(data_dir, LAKE_SCRATCH), self.duckdb_settings.sync_memory_limit)
+        return connect_lake(self.lake, _spill(data_dir, LAKE_SCRATCH), self.duckdb_settings.sync_memory_limit,
+                            threads=SYNC_THREADS)
 
     def connect_read_only(self, data_dir: Path) -> duckdb.DuckDBPyConnection:
         """The lake's latest snapshot (readers never wait for writers here)."""

@@ -232,16 +232,18 @@ def prepare(
 
 
 def connect_lake(
-    lake: LakeSettings, scratch: Path, memory_limit: str, *, read_only: bool = False, snapshot: int | None = None
+    lake: LakeSettings, scratch: Path, memory_limit: str, *, read_only: bool = False, snapshot: int | None = None,
+    threads: int | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the lake attached as its default catalog (as of ``snapshot``: time
-    travel, read-only); spills go to ``scratch``."""
+    travel, read-only); spills go to ``scratch``; ``threads``: DuckDB's (None: its default, one a core)."""
     scratch.mkdir(parents=True, exist_ok=True)
     trusted = checked_before(needed_extensions(lake))  # DuckDB checked these very files in this process already
     con = duckdb.connect(config={
         "memory_limit": memory_limit, "preserve_insertion_order": False,
         "autoinstall_known_extensions": False, "temp_directory": str(scratch),
         **({"allow_unsigned_extensions": True} if trusted else {}),
+        **({"threads": threads} if threads is not None else {}),
     })
     try:
         prepare(con, lake, read_only=read_only, snapshot=snapshot, checked=not trusted)

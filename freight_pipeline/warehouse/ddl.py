@@ -74,14 +74,18 @@ def explained_out_of_memory(doing: str, settings: StorageSettings, purpose: str 
         ) from exc
 
 
-SYNC_CONFIG: Mapping[str, str | int] = {"checkpoint_threshold": "256MB", "threads": 1}
+SYNC_THREADS = 1
+"""DuckDB threads of the sync's connection, to the working database or to the lake (``lake.connect``): a batch's
+statements are too small to share, and scheduling them on DuckDB's pool cost a tenth of the writes' CPU, on a
+machine whose other core runs the event loop; in a lake, where each statement also reads the catalog, a full
+sync of 2,000 took 8.7-8.9 s of the process's CPU on one thread against 12.1-13.0 s on two, and 9.0-9.4 s of
+wall against 10.9-11.8 s (docs/performance.md)."""
+SYNC_CONFIG: Mapping[str, str | int] = {"checkpoint_threshold": "256MB", "threads": SYNC_THREADS}
 """DuckDB settings of the sync's connection to the working database, beside its memory limit. The sync writes
 many small transactions (one per batch of 100 shipments: a few dozen statements of a few hundred rows each):
 with the default 16 MB, a checkpoint every few batches rewrote each table's last, growing row group (at 20,000
 shipments: 89 s of the batch writes' 118 s of CPU; with 256 MB: 57 s, the few checkpoints left at the end). A
-checkpoint threshold is no durability setting: every commit is in the WAL, fsynced. One thread: a batch's
-statements are too small to share, and scheduling them on DuckDB's pool cost a tenth of the writes' CPU, on a
-machine whose other core runs the event loop (docs/performance.md)."""
+checkpoint threshold is no durability setting: every commit is in the WAL, fsynced. :data:`SYNC_THREADS`."""
 
 
 def connect(

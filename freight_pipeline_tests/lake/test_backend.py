@@ -1,6 +1,6 @@
-"""``LakeBackend.prime_tables``: a new lake's tables are written once and emptied, so that DuckLake 1.5.5 plans their
-scans from statistics instead of asking its catalog once per column at every statement; no snapshot holds the row
-and no change feed shows it."""
+"""``LakeBackend``: a new lake's tables are written once and emptied (``prime_tables``), so that DuckLake 1.5.5 plans
+their scans from statistics instead of asking its catalog once per column at every statement; no snapshot holds the
+row and no change feed shows it. The sync's connection runs on the sync's DuckDB threads, a reader's on DuckDB's."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from freight_pipeline.lake.settings import LAKE_ALIAS, LakeSettings
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.warehouse import meta
-from freight_pipeline.warehouse.ddl import qualified
+from freight_pipeline.warehouse.ddl import SYNC_THREADS, qualified
 from freight_pipeline.warehouse.history import HISTORY_TABLES
 from freight_pipeline.warehouse.records import BatchWrite, Quarantined
 from freight_pipeline.warehouse.store import open_warehouse
@@ -77,3 +77,20 @@ def test_a_table_an_earlier_version_created_without_statistics_is_primed_once(tm
         assert primed == ["freight_meta.made_earlier"]
         assert without_statistics(wh.con) == []
         assert wh.con.execute(f"SELECT count(*) FROM {qualified(spec)}").fetchone() == (0,)
+
+
+def test_the_sync_s_connection_runs_on_the_sync_s_threads_and_a_reader_s_on_duckdb_s(tmp_path: Path) -> None:
+    backend = new_lake(tmp_path)
+
+    def threads(con: duckdb.DuckDBPyConnection) -> int:
+        return int(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+
+    with duckdb.connect() as default:
+        duckdb_s = threads(default)
+    with open_warehouse(tmp_path / "data", backend) as wh:
+        assert threads(wh.con) == SYNC_THREADS
+    reader = backend.connect_read_only(tmp_path / "data")
+    try:
+        assert threads(reader) == duckdb_s
+    finally:
+        reader.close()
