@@ -193,8 +193,8 @@ def catalog_cursors(con: duckdb.DuckDBPyConnection) -> Callable[[], duckdb.DuckD
 def one_thread(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """The block run with ``con``'s DuckDB instance on one thread, its setting as it was afterwards. For a run of many
     small statements, which DuckDB's scheduler of several threads costs more than the statements themselves (a
-    new warehouse's 762 ``COMMENT ON``: 0.20-0.26 s of CPU on two threads, 0.10-0.16 s on one). The setting is
-    the instance's: its other connections run on one thread meanwhile too."""
+    new warehouse's 762 ``COMMENT ON``: 0.22-0.27 s of CPU on two threads, 0.11-0.15 s on one, a new file each).
+    The setting is the instance's: its other connections run on one thread meanwhile too."""
     threads = int(first(run(con, "SELECT current_setting('threads')"))[0])
     if threads == 1:
         yield
