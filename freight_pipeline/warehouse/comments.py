@@ -5,9 +5,8 @@ marts by their dbt YAML, which dbt writes itself (``persist_docs``, ``dbt_models
 :func:`describe_tables` writes only the descriptions the catalog does not hold yet: a ``COMMENT ON`` costs
 DuckDB a quarter of a millisecond (a new catalog entry of the table): in a first publish 0.14-0.20 s of CPU for a
 new warehouse's 762 on one thread (0.24-0.27 s on two: ``ddl.one_thread``), and nothing once they are held (one
-catalog query). It runs
-before each publish, so whatever made a table (created, migrated, swapped in by a rebuild) its published
-description is the spec's.
+catalog query). It runs before each publish, so whatever made a table (created, migrated, swapped in by a rebuild)
+its published description is the spec's.
 """
 
 from __future__ import annotations
