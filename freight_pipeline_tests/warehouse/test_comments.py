@@ -38,7 +38,7 @@ def test_the_described_tables_are_every_table_the_warehouse_makes(tmp_path: Path
 def test_only_the_descriptions_the_catalog_lacks_are_written(tmp_path: Path) -> None:
     with Warehouse(tmp_path, FREIGHT_TABLES) as warehouse:
         con = warehouse.con
-        run(con, "SET threads = 3")  # written on one thread (ddl.one_thread), the connection's setting kept
+        run(con, "SET threads = 3")  # written with the instance on one thread (ddl.one_thread), then given back
         wanted = declared_comments(DESCRIBED_TABLES)
         first = describe_tables(con)
         assert (first.written, first.tables) == (len(wanted), len(DESCRIBED_TABLES))

@@ -133,15 +133,13 @@ def test_an_arrow_input_is_read_by_name_on_its_connection_during_its_block_and_n
 
 @pytest.mark.parametrize("threads", [1, 3])
 def test_one_thread_runs_its_block_on_one_thread_and_restores_the_instance_s_setting(threads: int) -> None:
-    con = duckdb.connect(config={"threads": threads})
-    other = con.cursor()  # the setting is the instance's: its other connections see it too
-
     def setting(c: duckdb.DuckDBPyConnection) -> int:
         return int(run(c, "SELECT current_setting('threads')")[0][0])
 
-    with ddl.one_thread(con):
-        assert (setting(con), setting(other)) == (1, 1)
-    assert (setting(con), setting(other)) == (threads, threads)
-    with pytest.raises(duckdb.CatalogException), ddl.one_thread(con):
-        run(con, "SELECT * FROM no_such_table")
-    assert setting(con) == threads
+    with duckdb.connect(config={"threads": threads}) as con, con.cursor() as other:  # other: the instance's too
+        with ddl.one_thread(con):
+            assert (setting(con), setting(other)) == (1, 1)
+        assert (setting(con), setting(other)) == (threads, threads)
+        with pytest.raises(duckdb.CatalogException), ddl.one_thread(con):
+            run(con, "SELECT * FROM no_such_table")
+        assert setting(con) == threads
