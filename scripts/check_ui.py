@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,11 +117,23 @@ def main() -> int:
     return 0
 
 
+def start_chromium(chromium: str, flags: Sequence[str], home: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """Chromium on ``about:blank`` with ``flags``, writing only under ``home``: its profile in ``home/profile``
+    (returned, where it says its DevTools port) and its temporary files in ``home/tmp`` (``TMPDIR``), so that
+    removing ``home`` leaves nothing behind. With the system's temporary directory it leaves a folder there
+    (``org.chromium.Chromium.*``, its SingletonSocket) at every stop."""
+    profile, scratch = home / "profile", home / "tmp"
+    for folder in (profile, scratch):
+        folder.mkdir(parents=True, exist_ok=True)
+    browser = start_child([chromium, *flags, f"--user-data-dir={profile}", "about:blank"],
+                          {**os.environ, "TMPDIR": str(scratch)}, quiet=True)
+    return browser, profile
+
+
 def browse(chromium: str, url: str, shot_dir: Path, timeout: float) -> tuple[list[str], list[str], Path]:
     """Open ``url`` in headless Chromium; wait for the expected names; screenshot. (found, missing, png)."""
-    profile = Path(tempfile.mkdtemp(prefix="freight-chromium-"))
-    browser = start_child([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"], os.environ,
-                          quiet=True)
+    home = Path(tempfile.mkdtemp(prefix="freight-chromium-"))
+    browser, profile = start_chromium(chromium, CHROMIUM_FLAGS, home)
     try:
         port = _devtools_port(profile, browser, 30)
         targets = httpx.get(f"http://{LOCALHOST}:{port}/json/list").json()
@@ -139,7 +152,7 @@ def browse(chromium: str, url: str, shot_dir: Path, timeout: float) -> tuple[lis
         return found, [n for n in EXPECTED if n not in found], screenshot
     finally:
         stop_child(browser, timeout=10)
-        shutil.rmtree(profile, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _wait_for_assets(cdp: _Cdp, timeout: float) -> list[str]:

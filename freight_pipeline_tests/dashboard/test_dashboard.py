@@ -36,7 +36,7 @@ import pandas as pd
 import pytest
 from websockets.sync.client import connect
 
-from freight_pipeline.commands.processes import LOCALHOST, free_port, start_child, stop_child, wait_http
+from freight_pipeline.commands.processes import LOCALHOST, free_port, stop_child, wait_http
 from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT, ServiceSettings, StorageSettings
 from freight_pipeline.dashboard import display, queries, sources
 from freight_pipeline.dashboard.app import (
@@ -720,9 +720,11 @@ def served_dashboard(data_dir: Path, log_path: Path, env: dict[str, str] | None 
 
 
 class _Browser:
-    def __init__(self, check_ui: ModuleType, cdp: Any) -> None:
+    def __init__(self, check_ui: ModuleType, cdp: Any, home: Path) -> None:
         self.check_ui = check_ui
         self.cdp = cdp
+        self.home = home
+        """The folder Chromium writes in (``check_ui.start_chromium``), removed after the module's tests."""
 
     def load(self, url: str, data: queries.PageData, timeout: float = 90) -> dict[str, Any]:
         """Open ``url``; wait until every table and chooser ``data`` gives is there, every chart drawn and
@@ -769,10 +771,9 @@ class _Browser:
 @pytest.fixture(scope="module")
 def browser(dashboard: str) -> Iterator[_Browser]:
     check_ui = _check_ui()
-    profile = Path(tempfile.mkdtemp(prefix="freight-dashboard-chromium-"))
+    home = Path(tempfile.mkdtemp(prefix="freight-dashboard-chromium-"))
     flags = [f for f in check_ui.CHROMIUM_FLAGS if not f.startswith("--window-size=")]
-    process = start_child([str(CHROMIUM), *flags, "--window-size=1400,1000", f"--user-data-dir={profile}",
-                           "about:blank"], os.environ, quiet=True)
+    process, profile = check_ui.start_chromium(str(CHROMIUM), [*flags, "--window-size=1400,1000"], home)
     try:
         port = check_ui._devtools_port(profile, process, 30)
         targets = httpx.get(f"http://{LOCALHOST}:{port}/json/list").json()
@@ -780,10 +781,10 @@ def browser(dashboard: str) -> Iterator[_Browser]:
         with connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30) as ws:
             cdp = check_ui._Cdp(ws)
             cdp.call("Page.enable")
-            yield _Browser(check_ui, cdp)
+            yield _Browser(check_ui, cdp, home)
     finally:
         stop_child(process, timeout=10)
-        shutil.rmtree(profile, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _rows(page: dict[str, Any], key: str) -> list[list[str]]:
@@ -877,6 +878,13 @@ def _assert_eta_matches(page: dict[str, Any], data: queries.PageData) -> None:
         assert _rows(page, "table-eta-versions") == _expected(data.eta_versions, ETA_VERSIONS_TABLE)
         assert page["choosers"]["eta-shipment"] == display.shipment_choice(next(one.itertuples()))
     assert page["notes"][ETA_SECTION] == notes
+
+
+def test_the_browser_keeps_its_temporary_files_in_the_folder_removed_after_it(browser: _Browser) -> None:
+    """Chromium's SingletonSocket folder, which it leaves in its temporary directory when stopped, is in its own
+    home (``check_ui.start_chromium``), not the system's temporary directory."""
+    assert [path.name for path in (browser.home / "tmp").glob("org.chromium.Chromium.*/SingletonSocket")] == \
+        ["SingletonSocket"]
 
 
 def test_the_page_shows_the_warehouses_numbers(
