@@ -117,16 +117,24 @@ def main() -> int:
     return 0
 
 
+CHROMIUM_FOLDERS = {"TMPDIR": "tmp", "HOME": "home", "XDG_CONFIG_HOME": "config", "XDG_CACHE_HOME": "cache"}
+"""Where Chromium writes outside its profile, each set to a folder of its own home (:func:`start_chromium`):
+with the system's, it leaves an ``org.chromium.Chromium.*`` folder (its SingletonSocket) in the temporary
+directory at every stop, its crash reports' database in ``~/.config/chromium`` and a dconf cache in
+``~/.cache``."""
+
+
 def start_chromium(chromium: str, flags: Sequence[str], home: Path) -> tuple[subprocess.Popen[bytes], Path]:
     """Chromium on ``about:blank`` with ``flags``, writing only under ``home``: its profile in ``home/profile``
-    (returned, where it says its DevTools port) and its temporary files in ``home/tmp`` (``TMPDIR``), so that
-    removing ``home`` leaves nothing behind. With the system's temporary directory it leaves a folder there
-    (``org.chromium.Chromium.*``, its SingletonSocket) at every stop."""
-    profile, scratch = home / "profile", home / "tmp"
-    for folder in (profile, scratch):
+    (returned: it says its DevTools port there) and the rest in :data:`CHROMIUM_FOLDERS`, so that removing
+    ``home`` leaves nothing of it behind."""
+    folders = {variable: home / name for variable, name in CHROMIUM_FOLDERS.items()}
+    profile = home / "profile"
+    for folder in (profile, *folders.values()):
         folder.mkdir(parents=True, exist_ok=True)
     browser = start_child([chromium, *flags, f"--user-data-dir={profile}", "about:blank"],
-                          {**os.environ, "TMPDIR": str(scratch)}, quiet=True)
+                          {**os.environ, **{variable: str(folder) for variable, folder in folders.items()}},
+                          quiet=True)
     return browser, profile
 
 

@@ -59,14 +59,14 @@ def devtools() -> Iterator[ThreadingHTTPServer]:
 
 def _fake_chromium(tmp_path: Path, port: int) -> str:
     """An executable that, like Chromium with --remote-debugging-port=0, writes the DevTools port to
-    ``<user-data-dir>/DevToolsActivePort``, then idles until stopped; it notes its profile and its ``TMPDIR``
+    ``<user-data-dir>/DevToolsActivePort``, then idles until stopped; it notes its profile and its environment
     in ``tmp_path/seen.json``."""
     path = tmp_path / "chromium"
     path.write_text(
         f"#!{sys.executable}\n"
         "import json, os, pathlib, sys, time\n"
         "profile = next(a.split('=', 1)[1] for a in sys.argv if a.startswith('--user-data-dir='))\n"
-        f"pathlib.Path({str(tmp_path / 'seen.json')!r}).write_text(json.dumps([profile, os.environ.get('TMPDIR')]))\n"
+        f"pathlib.Path({str(tmp_path / 'seen.json')!r}).write_text(json.dumps([profile, dict(os.environ)]))\n"
         f"pathlib.Path(profile, 'DevToolsActivePort').write_text('{port}\\n/devtools/browser/x\\n')\n"
         "time.sleep(60)\n"
     )
@@ -101,15 +101,16 @@ def test_browser_failures_are_reported_not_raised(
 def test_chromium_writes_only_in_a_folder_of_its_own_removed_after_it(
     tmp_path: Path, devtools: ThreadingHTTPServer
 ) -> None:
-    """Its profile and its temporary files (``TMPDIR``: Chromium leaves a folder in it at every stop) in one
-    folder, not the system's temporary directory, and that folder gone once the browser step ends."""
+    """Its profile and every folder it writes in besides (``check_ui.CHROMIUM_FOLDERS``: its temporary files,
+    its crash reports, its caches) in one folder, not the system's, and that folder gone once the browser step
+    ends."""
     check_ui = _check_ui()
     devtools.answer = (200, [{"type": "service_worker"}])  # type: ignore[attr-defined]
     with pytest.raises(check_ui.FAILURES):
         check_ui.browse(_fake_chromium(tmp_path, devtools.server_address[1]), "http://127.0.0.1:1/", tmp_path, 5)
 
-    profile, scratch = json.loads((tmp_path / "seen.json").read_text())
-    assert scratch is not None, "Chromium ran with the system's temporary directory"
-    home = Path(scratch).parent
-    assert Path(profile).parent == home != Path(tempfile.gettempdir())
-    assert not home.exists()
+    profile, environment = json.loads((tmp_path / "seen.json").read_text())
+    home = Path(profile).parent
+    assert home != Path(tempfile.gettempdir()) and not home.exists()
+    assert {variable: environment.get(variable) for variable in check_ui.CHROMIUM_FOLDERS} == {
+        variable: str(home / name) for variable, name in check_ui.CHROMIUM_FOLDERS.items()}

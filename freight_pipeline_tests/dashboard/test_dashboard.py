@@ -720,11 +720,12 @@ def served_dashboard(data_dir: Path, log_path: Path, env: dict[str, str] | None 
 
 
 class _Browser:
-    def __init__(self, check_ui: ModuleType, cdp: Any, home: Path) -> None:
+    def __init__(self, check_ui: ModuleType, cdp: Any, home: Path, pid: int) -> None:
         self.check_ui = check_ui
         self.cdp = cdp
         self.home = home
         """The folder Chromium writes in (``check_ui.start_chromium``), removed after the module's tests."""
+        self.pid = pid
 
     def load(self, url: str, data: queries.PageData, timeout: float = 90) -> dict[str, Any]:
         """Open ``url``; wait until every table and chooser ``data`` gives is there, every chart drawn and
@@ -781,7 +782,7 @@ def browser(dashboard: str) -> Iterator[_Browser]:
         with connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30) as ws:
             cdp = check_ui._Cdp(ws)
             cdp.call("Page.enable")
-            yield _Browser(check_ui, cdp, home)
+            yield _Browser(check_ui, cdp, home, process.pid)
     finally:
         stop_child(process, timeout=10)
         shutil.rmtree(home, ignore_errors=True)
@@ -880,11 +881,18 @@ def _assert_eta_matches(page: dict[str, Any], data: queries.PageData) -> None:
     assert page["notes"][ETA_SECTION] == notes
 
 
-def test_the_browser_keeps_its_temporary_files_in_the_folder_removed_after_it(browser: _Browser) -> None:
-    """Chromium's SingletonSocket folder, which it leaves in its temporary directory when stopped, is in its own
-    home (``check_ui.start_chromium``), not the system's temporary directory."""
+def test_the_browser_writes_only_in_the_folder_removed_after_it(browser: _Browser) -> None:
+    """Chromium runs with every folder it writes in besides its profile in its own home
+    (``check_ui.start_chromium``), and writes in them there, not in the system's: its SingletonSocket folder (which
+    it leaves in its temporary directory when stopped), its crash reports' settings and its dconf cache."""
+    environment = dict(line.split("=", 1) for line in
+                       Path(f"/proc/{browser.pid}/environ").read_text().split("\0") if "=" in line)
+    assert {variable: environment.get(variable) for variable in browser.check_ui.CHROMIUM_FOLDERS} == {
+        variable: str(browser.home / name) for variable, name in browser.check_ui.CHROMIUM_FOLDERS.items()}
     assert [path.name for path in (browser.home / "tmp").glob("org.chromium.Chromium.*/SingletonSocket")] == \
         ["SingletonSocket"]
+    assert (browser.home / "config" / "chromium" / "Crash Reports").is_dir()
+    assert (browser.home / "cache" / "dconf").is_dir()
 
 
 def test_the_page_shows_the_warehouses_numbers(
