@@ -619,15 +619,21 @@ class Writes:
         """Embedded: the stream's one row replaced (delete, then insert, in the transaction). Lake: a row
         appended, the latest per stream counting (``meta.LATEST_STATE``): DuckLake refuses a commit that
         deletes from a table another writer inserted into meanwhile, so replacing the row made every
-        writer's every batch collide with the others' (a third of the commits of three writers)."""
-        if not self.database.backend.concurrent_writers:
-            run(con, f"DELETE FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream])
-        run(
-            con,
-            f"INSERT INTO {qualified(meta.SYNC_STATE)} (stream, cursor_value, updated_at, run_id) "
-            "VALUES (?, ?, ?, ?)",
-            [stream, value, at, run_id],
-        )
+        writer's every batch collide with the others' (a third of the commits of three writers). The only writer
+        of ``sync_state``: the cursors ``Reads.get_cursor`` keeps are read again after it, whether its transaction
+        commits or not."""
+        self.database.cursor_writes += 1
+        try:
+            if not self.database.backend.concurrent_writers:
+                run(con, f"DELETE FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream])
+            run(
+                con,
+                f"INSERT INTO {qualified(meta.SYNC_STATE)} (stream, cursor_value, updated_at, run_id) "
+                "VALUES (?, ?, ?, ?)",
+                [stream, value, at, run_id],
+            )
+        finally:
+            self.database.cursor_writes += 1
 
 
 def _json_text(payload: str | None) -> str | None:

@@ -4,15 +4,18 @@ honours what each stream reads first, and a stream that is switched off reads an
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from freight_pipeline.client import endpoints as ep
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.parts import DETAIL_PARTS, DOCUMENT_PART, PARTS, Ref
+from freight_pipeline.sync.rebuild import REBUILD_STATE, rebuild
 from freight_pipeline.sync.streams import (
     CODE_CONVERSIONS,
     RECORD_SOURCES,
@@ -23,8 +26,12 @@ from freight_pipeline.sync.streams import (
     UnknownStream,
     stream_named,
 )
+from freight_pipeline.warehouse import ddl, meta
+from freight_pipeline.warehouse.ddl import qualified
+from freight_pipeline.warehouse.store import open_warehouse
+from freight_pipeline.warehouse.writes import Writes
 from freight_pipeline_tests.sync.conftest import query, syncer, work_db
-from freight_pipeline_tests.sync.settings import TEST_SETTINGS
+from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS, TEST_SETTINGS
 
 
 def test_every_freight_table_is_written_by_exactly_one_stream_and_filled_by_one_source() -> None:
@@ -86,3 +93,43 @@ def test_a_stream_switched_off_reads_and_writes_nothing(tmp_path: Path) -> None:
         assert query(work_db(tmp_path), "SELECT table_name, last_status FROM freight_meta.table_freshness "
                      "WHERE table_name IN ('code_conversions', 'shipment_documents') ORDER BY 1") == [
             ("code_conversions", "switched off"), ("shipment_documents", "switched off")]
+
+
+def test_every_cursor_written_in_runs_of_every_stream_and_a_rebuild_goes_through_its_one_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Reads.get_cursor`` keeps what it read until ``Writes._set_cursor`` writes a cursor: every statement that
+    changes ``sync_state`` in runs of every stream (reconciled, the events sampled, deletions among them) and in
+    a rebuild comes from it, and after them each stream's cursor kept is the one the table holds."""
+    written: list[tuple[str, bool]] = []
+    real_executed = ddl._executed
+
+    def executed(con: object, statement: str, sql: str, params: object) -> object:
+        if sql.lstrip().split(None, 1)[0].upper() in WRITING and str(meta.SYNC_STATE.name) in sql:
+            frame, through_the_writer = sys._getframe(1), False
+            while frame is not None and not through_the_writer:
+                through_the_writer = frame.f_code is Writes._set_cursor.__code__
+                frame = frame.f_back
+            written.append((sql, through_the_writer))
+        return real_executed(con, statement, sql, params)
+
+    monkeypatch.setattr(ddl, "_executed", executed)
+    settings = RECONCILE_SETTINGS.replaced(freshness_sample=5)
+    with running_simulator(shipments=30, seed=3) as sim:
+        sync = syncer(sim, tmp_path)
+        sync(settings)
+        sim.advance_clock(600)
+        sim.modify_shipments(8)
+        sim.delete_shipments(2)
+        assert set(sync(settings)) == set(STREAM_NAMES)
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+        rebuild(warehouse, "rebuild", settings, everything=True)
+        held = dict(warehouse.con.execute(f"SELECT stream, cursor_value FROM {qualified(meta.SYNC_STATE)} "
+                                          f"{meta.LATEST_STATE}").fetchall())
+        assert {stream: warehouse.reads.get_cursor(stream) for stream in held} == held
+    assert {*STREAM_NAMES, REBUILD_STATE} <= set(held)
+    assert written and [sql for sql, through_the_writer in written if not through_the_writer] == []
+
+
+WRITING = frozenset({"INSERT", "DELETE", "UPDATE", "MERGE", "TRUNCATE"})
+"""The statements that change a table's rows."""

@@ -18,6 +18,7 @@ from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, SHIPMENT_DOCUMENT_TABLES
 from freight_pipeline.sync.parts import PART_TABLES
 from freight_pipeline.warehouse import meta, store
+from freight_pipeline.warehouse import reads as reads_module
 from freight_pipeline.warehouse.ddl import connect, quote
 from freight_pipeline.warehouse.meta import RAW_PARTS
 from freight_pipeline.warehouse.paths import working_db_path
@@ -227,6 +228,48 @@ def test_a_failure_in_the_last_step_rolls_back_everything(wh: Warehouse, monkeyp
     monkeypatch.undo()
     assert snapshot(wh) == before
     assert wh.reads.get_cursor(CURSOR) == '{"id": 1}'
+
+
+def test_cursors_are_read_once_until_one_is_written_whether_its_transaction_commits_or_not(
+    wh: Warehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside a transaction every stream's cursor comes from one statement, kept until a cursor is written: by a
+    batch, on its own, or in a transaction rolled back (the cursors are read again, as they were). Inside a
+    transaction a read is of the moment (what the transaction wrote), kept by none."""
+    statements: list[str] = []
+    real_run = reads_module.run
+    monkeypatch.setattr(reads_module, "run", lambda con, sql, *a: statements.append(sql) or real_run(con, sql, *a))
+
+    def read(*streams: str) -> tuple[list[str | None], int]:
+        before = len(statements)
+        return [wh.reads.get_cursor(s) for s in streams], len(statements) - before
+
+    wh.writes.set_cursor("codes", '{"n": 1}', "r")
+    assert read("codes", CURSOR, "codes", "nothing") == (['{"n": 1}', None, '{"n": 1}', None], 1)
+    apply(wh, [1], cursor='{"id": 1}')  # a batch's cursor
+    assert read(CURSOR, "codes") == (['{"id": 1}', '{"n": 1}'], 1)
+    apply_shipment_batch(wh, "r", {"lines": LINES.to_arrow([])}, [7])  # a batch that writes no cursor
+    assert read(CURSOR, "codes") == (['{"id": 1}', '{"n": 1}'], 0)
+    wh.writes.set_cursor("codes", '{"n": 2}', "r")  # on its own
+    assert read("codes", CURSOR) == (['{"n": 2}', '{"id": 1}'], 1)
+
+    real_set = Writes._set_cursor
+
+    def set_then_fail(self: Writes, *args: object) -> None:
+        real_set(self, *args)
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(Writes, "_set_cursor", set_then_fail)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        apply(wh, [1, 2], cursor='{"id": 2}')
+    monkeypatch.setattr(Writes, "_set_cursor", real_set)
+    assert read(CURSOR, "codes") == (['{"id": 1}', '{"n": 2}'], 1)  # read again: as before the rollback
+
+    with pytest.raises(RuntimeError, match="given up"), wh.database.transaction() as con:
+        wh.writes._set_cursor(con, "codes", '{"n": 3}', "r", T0)
+        assert read("codes", "codes") == (['{"n": 3}', '{"n": 3}'], 2)  # of the moment, each read
+        raise RuntimeError("given up")
+    assert read("codes", CURSOR, "codes") == (['{"n": 2}', '{"id": 1}', '{"n": 2}'], 1)
 
 
 def test_rejects_are_upserted_and_non_json_payloads_kept_as_strings(wh: Warehouse) -> None:
