@@ -77,14 +77,12 @@ class Reads:
         kept = database.cursors_kept
         if kept is not None and kept[0] == database.cursor_writes:
             return kept[1].get(stream)
-        if database.in_transaction:  # what it wrote is not settled: read as it is now, kept by none
-            row = first(run(database.con, f"SELECT cursor_value FROM {qualified(meta.SYNC_STATE)} WHERE stream = ? "
-                                          f"{meta.LATEST_STATE}", [stream]))
-            return None if row is None else row[0]
         writes = database.cursor_writes
         cursors = dict(run(database.con, f"SELECT stream, cursor_value FROM {qualified(meta.SYNC_STATE)} "
                                          f"{meta.LATEST_STATE}"))
-        if database.cursor_writes == writes and not database.in_transaction:  # another thread wrote none meanwhile
+        # inside a transaction what it wrote is not settled (read as it is now, kept by none); outside, kept unless
+        # another thread wrote a cursor meanwhile
+        if database.cursor_writes == writes and not database.in_transaction:
             database.cursors_kept = (writes, cursors)
         return cursors.get(stream)
 
