@@ -271,6 +271,18 @@ def test_cursors_are_read_once_until_one_is_written_whether_its_transaction_comm
         raise RuntimeError("given up")
     assert read("codes", CURSOR, "codes") == (['{"n": 2}', '{"id": 1}', '{"n": 2}'], 1)
 
+    wh.writes.set_cursor("codes", '{"n": 4}', "r")
+
+    def racing(con: duckdb.DuckDBPyConnection, sql: str, *args: object) -> object:
+        """The read, while another thread writes a cursor (``Writes._set_cursor`` moves the count before and after)."""
+        statements.append(sql)
+        found = real_run(con, sql, *args)
+        wh.database.cursor_writes += 2
+        return found
+
+    monkeypatch.setattr(reads_module, "run", racing)
+    assert read("codes", "codes") == (['{"n": 4}', '{"n": 4}'], 2)  # what was read meanwhile is not kept
+
 
 def test_rejects_are_upserted_and_non_json_payloads_kept_as_strings(wh: Warehouse) -> None:
     rejects = [Reject("shipments", "5", "not json", "first"), Reject("shipments", "5", '{"a": 1}', "second")]
