@@ -80,9 +80,9 @@ class Reads:
         writes = database.cursor_writes
         cursors = dict(run(database.con, f"SELECT stream, cursor_value FROM {qualified(meta.SYNC_STATE)} "
                                          f"{meta.LATEST_STATE}"))
-        # inside a transaction what it wrote is not settled (read as it is now, kept by none); outside, kept unless
-        # another thread wrote a cursor meanwhile
-        if database.cursor_writes == writes and not database.in_transaction:
+        # kept with the count of writes before the read (one by another thread meanwhile moved it: never used); inside
+        # a transaction what it wrote is not settled: read as it is now, kept by none
+        if not database.in_transaction:
             database.cursors_kept = (writes, cursors)
         return cursors.get(stream)
 
