@@ -42,7 +42,7 @@ class Database:
             self._by_name.setdefault(spec.name, spec)
         self._in_transaction: ExitStack | None = None
         self.cursor_writes = 0
-        """Moves before and after each write of a cursor (``Writes._set_cursor``, its only writer)."""
+        """Moves at each write of a cursor (``Writes._set_cursor``, its only writer), committed or not."""
         self.cursors_kept: tuple[int, dict[str, str | None]] | None = None
         """Every stream's latest cursor, read when :attr:`cursor_writes` had the value kept with it
         (:meth:`~freight_pipeline.warehouse.reads.Reads.get_cursor`)."""

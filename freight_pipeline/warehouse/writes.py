@@ -622,18 +622,15 @@ class Writes:
         writer's every batch collide with the others' (a third of the commits of three writers). The only writer
         of ``sync_state``: the cursors ``Reads.get_cursor`` keeps are read again after it, whether its transaction
         commits or not."""
-        self.database.cursor_writes += 1
-        try:
-            if not self.database.backend.concurrent_writers:
-                run(con, f"DELETE FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream])
-            run(
-                con,
-                f"INSERT INTO {qualified(meta.SYNC_STATE)} (stream, cursor_value, updated_at, run_id) "
-                "VALUES (?, ?, ?, ?)",
-                [stream, value, at, run_id],
-            )
-        finally:
-            self.database.cursor_writes += 1
+        self.database.cursor_writes += 1  # in a transaction: a read until it ends keeps nothing, and one after reads
+        if not self.database.backend.concurrent_writers:
+            run(con, f"DELETE FROM {qualified(meta.SYNC_STATE)} WHERE stream = ?", [stream])
+        run(
+            con,
+            f"INSERT INTO {qualified(meta.SYNC_STATE)} (stream, cursor_value, updated_at, run_id) "
+            "VALUES (?, ?, ?, ?)",
+            [stream, value, at, run_id],
+        )
 
 
 def _json_text(payload: str | None) -> str | None:

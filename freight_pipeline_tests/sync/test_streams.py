@@ -105,7 +105,7 @@ def test_every_cursor_written_in_runs_of_every_stream_and_a_rebuild_goes_through
     real_executed = ddl._executed
 
     def executed(con: object, statement: str, sql: str, params: object) -> object:
-        if sql.lstrip().split(None, 1)[0].upper() in WRITING and str(meta.SYNC_STATE.name) in sql:
+        if sql.lstrip().split(None, 1)[0].upper() in WRITING and meta.SYNC_STATE.name in sql:
             frame, through_the_writer = sys._getframe(1), False
             while frame is not None and not through_the_writer:
                 through_the_writer = frame.f_code is Writes._set_cursor.__code__
