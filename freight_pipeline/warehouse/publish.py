@@ -59,7 +59,6 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +69,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from freight_pipeline.config import StorageSettings
+from freight_pipeline.cursors import each_closed, on_cursors
 from freight_pipeline.warehouse.backend import UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.comments import TableDescriptions, catalog_comments, describe_tables
 from freight_pipeline.warehouse.ddl import (
@@ -284,7 +284,7 @@ def _export_parquet(
     previous: tuple[Path, dict[str, Any]] | None,
 ) -> tuple[dict[str, Any], list[str], list[str]]:
     """Write each table of the copy to Parquet under ``stage`` (or link its unchanged previous file),
-    :data:`EXPORT_THREADS` tables at a time, each on a cursor of its own."""
+    :data:`EXPORT_THREADS` tables at a time, each thread on a cursor of its own."""
     prev_dir, prev_manifest = previous if previous else (None, {"tables": {}})
     columns = _columns(con)
     sizes = _base_tables(con, schemas)
@@ -292,33 +292,29 @@ def _export_parquet(
     arrow_types = _parquet_arrow_types(con, stage, {kind for table in sizes for _, kind in columns[table]})
     sums = _row_sums(con, list(sizes))
 
-    cursors = catalog_cursors(con)
-
-    def export(schema: str, table: str) -> tuple[dict[str, Any], bool]:
-        cursor = cursors()
+    def export(cursor: duckdb.DuckDBPyConnection, found: tuple[str, str]) -> tuple[dict[str, Any], bool]:
+        schema, table = found
         described = TableDescriptions.of(held, schema, table, [name for name, _ in columns[(schema, table)]])
-        try:
-            rows, hashes = sums[(schema, table)]
-            fingerprint = _fingerprint(rows, hashes, columns[(schema, table)], described)
-            target = stage / schema / table / PARQUET_FILE
-            target.parent.mkdir(parents=True, exist_ok=True)
-            before = prev_manifest["tables"].get(f"{schema}.{table}")
-            reused = (prev_dir is not None and bool(before) and before.get("fingerprint") == fingerprint
-                      and _link(prev_dir / schema / table / PARQUET_FILE, target))
-            if not reused:
-                arrow_schema = pa.schema([(name, arrow_types[kind]) for name, kind in columns[(schema, table)]])
-                run(cursor,
-                    f"COPY (SELECT * FROM {quote(schema)}.{quote(table)}) TO '{_sql_path(target)}' "
-                    f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES '{ROW_GROUP_BYTES}'"
-                    f"{_kv_metadata(described, arrow_schema)})")
-        finally:
-            cursor.close()
+        rows, hashes = sums[(schema, table)]
+        fingerprint = _fingerprint(rows, hashes, columns[(schema, table)], described)
+        target = stage / schema / table / PARQUET_FILE
+        target.parent.mkdir(parents=True, exist_ok=True)
+        before = prev_manifest["tables"].get(f"{schema}.{table}")
+        reused = (prev_dir is not None and bool(before) and before.get("fingerprint") == fingerprint
+                  and _link(prev_dir / schema / table / PARQUET_FILE, target))
+        if not reused:
+            arrow_schema = pa.schema([(name, arrow_types[kind]) for name, kind in columns[(schema, table)]])
+            run(cursor,
+                f"COPY (SELECT * FROM {quote(schema)}.{quote(table)}) TO '{_sql_path(target)}' "
+                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE_BYTES '{ROW_GROUP_BYTES}'"
+                f"{_kv_metadata(described, arrow_schema)})")
         return {"rows": rows, "fingerprint": fingerprint, "file": f"{schema}/{table}/{PARQUET_FILE}"}, reused
 
-    # the largest first, so that the last to end is a small one (not the raw store alone on one core)
+    # the largest first, so that the last to end is a small one (not the raw store alone on one core); a cursor a
+    # thread, not a table (each new one costs its making and a USE)
     largest_first = sorted(sizes, key=sizes.__getitem__, reverse=True)
-    with ThreadPoolExecutor(EXPORT_THREADS, thread_name_prefix="publish") as pool:
-        done = dict(zip(largest_first, pool.map(lambda found: export(*found), largest_first), strict=True))
+    done = dict(zip(largest_first, on_cursors(each_closed(catalog_cursors(con)), export, largest_first,
+                                              EXPORT_THREADS, "publish"), strict=True))
     by_name = {f"{schema}.{table}": done[(schema, table)] for schema, table in sizes}
     entries = {name: entry for name, (entry, _) in by_name.items()}
     exported = [name for name, (_, reused) in by_name.items() if not reused]

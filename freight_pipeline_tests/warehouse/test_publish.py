@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -15,10 +16,12 @@ import pytest
 
 from freight_pipeline.config import PUBLISH_MEMORY_LIMIT_ENV, StorageSettings
 from freight_pipeline.lake.backend import publish_snapshot
+from freight_pipeline.warehouse import publish as publish_module
 from freight_pipeline.warehouse.backend import UnsettledWarehouse
-from freight_pipeline.warehouse.ddl import WarehouseOutOfMemory
+from freight_pipeline.warehouse.ddl import WarehouseOutOfMemory, catalog_cursors
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import (
+    EXPORT_THREADS,
     VERSIONS_DIR,
     _row_sums,
     clean_leftovers,
@@ -62,12 +65,22 @@ def wh(tmp_path: Path) -> Warehouse:
         yield warehouse
 
 
-def test_publish_produces_a_readable_database_and_parquet_with_the_same_counts(wh: Warehouse, tmp_path: Path) -> None:
+def test_publish_produces_a_readable_database_and_parquet_with_the_same_counts(
+    wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     apply(wh, [1, 2, 3])
     wh.writes.replace_table("run", CODES, codes(4))
+    cursors: list[object] = []
+
+    def counted(con: duckdb.DuckDBPyConnection) -> Callable[[], duckdb.DuckDBPyConnection]:
+        make = catalog_cursors(con)
+        return lambda: cursors.append(make()) or cursors[-1]
+
+    monkeypatch.setattr(publish_module, "catalog_cursors", counted)
     result = publish_held(wh)
     counts = wh.reads.row_counts()
     assert published_counts(tmp_path) == counts == result.tables
+    assert len(result.exported) > EXPORT_THREADS and 0 < len(cursors) <= EXPORT_THREADS  # a cursor a thread
     for name, n in counts.items():
         schema, table = name.split(".")
         assert parquet_count(tmp_path, schema, table) == n, name
