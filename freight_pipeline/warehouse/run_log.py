@@ -46,39 +46,36 @@ class RunLog:
 
 
 def _insert_run(con: duckdb.DuckDBPyConnection, record: RunLike, tables: Sequence[str]) -> None:
-    """The ``sync_runs`` row of ``record`` (replacing its earlier one) and the freshness of ``tables``."""
+    """The ``sync_runs`` row of ``record`` (replacing its earlier one) and the freshness of ``tables``. A finish
+    updates the row its start wrote, in one statement instead of a delete and an insert (embedded 1.4-2.3 ms against
+    5.0-6.5 ms); a start, or a finish whose row is not there once, writes it anew."""
     details = {
         "rows_by_table": getattr(record, "rows_by_table", {}),
         "extra": getattr(record, "extra", {}),
     }
     r = record
-    run(con, f"DELETE FROM {qualified(meta.SYNC_RUNS)} WHERE run_id = ? AND stream = ?", [r.run_id, r.stream])
-    run(
-        con,
-        f"INSERT INTO {qualified(meta.SYNC_RUNS)} (run_id, stream, started_at, finished_at, "
-        "status, rows_read, rows_written, requests, retries, rejected, quarantined, data_problems, error, "
-        "cursor_before, cursor_after, details) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            r.run_id,
-            r.stream,
-            r.started_at,
-            r.finished_at,
-            r.status,
-            r.rows_read,
-            r.rows_written,
-            r.requests,
-            r.retries,
-            r.rejected,
-            getattr(r, "quarantined", 0),
-            getattr(r, "data_problems", 0),
-            r.error,
-            r.cursor_before,
-            r.cursor_after,
-            json.dumps(details, default=str, sort_keys=True),
-        ],
-    )
+    values = {
+        "started_at": r.started_at, "finished_at": r.finished_at, "status": r.status, "rows_read": r.rows_read,
+        "rows_written": r.rows_written, "requests": r.requests, "retries": r.retries, "rejected": r.rejected,
+        "quarantined": getattr(r, "quarantined", 0), "data_problems": getattr(r, "data_problems", 0),
+        "error": r.error, "cursor_before": r.cursor_before, "cursor_after": r.cursor_after,
+        "details": json.dumps(details, default=str, sort_keys=True),
+    }
+    table = qualified(meta.SYNC_RUNS)
+    key = [r.run_id, r.stream]
+    assignments = ", ".join(f"{name} = ?" for name in values)
+    if r.finished_at is None or _count(run(con, f"UPDATE {table} SET {assignments} WHERE run_id = ? AND stream = ?",
+                                           [*values.values(), *key])) != 1:
+        run(con, f"DELETE FROM {table} WHERE run_id = ? AND stream = ?", key)
+        run(con, f"INSERT INTO {table} (run_id, stream, {', '.join(values)}) "
+                 f"VALUES ({', '.join('?' for _ in range(len(values) + 2))})", [*key, *values.values()])
     if tables:
         _record_freshness(con, record, tables)
+
+
+def _count(rows: list[Any]) -> int:
+    """The rows an UPDATE changed, from what it returns."""
+    return int(rows[0][0]) if rows and rows[0] and rows[0][0] is not None else 0
 
 
 def _iso(value: Any) -> str:
@@ -94,11 +91,19 @@ def _record_freshness(con: duckdb.DuckDBPyConnection, record: RunLike, tables: S
     success = record.status == "success"
     switched_off = success and bool(getattr(record, "extra", {}).get("skipped"))
     moves = success and not switched_off
-    # the rows held are read only when they are kept (in a lake a statement costs about 15 ms of CPU)
+    status = "switched off" if switched_off else record.status
+    if not moves:  # the rows held keep their synced_through: one UPDATE when each table has its one row
+        changed = run(con, f"UPDATE {table} SET stream = ?, last_run_id = ?, last_status = ?, last_attempt_at = ?, "
+                           f"last_error = ? WHERE table_name IN ({marks})",
+                      [record.stream, record.run_id, status, record.started_at, None if success else record.error,
+                       *names])
+        if _count(changed) == len(names):
+            return
+    # a success, a table without its row or with two (a lake's writers beside each other): its rows anew; the rows
+    # held are read only when they are kept (in a lake a statement costs about 15 ms of CPU)
     held = {} if moves else dict(
         run(con, f"SELECT table_name, synced_through FROM {table} WHERE table_name IN ({marks})", names))
     run(con, f"DELETE FROM {table} WHERE table_name IN ({marks})", names)
-    status = "switched off" if switched_off else record.status
     rows = [
         [name, record.stream, record.finished_at if moves else held.get(name),
          record.run_id, status, record.started_at, None if success else record.error]

@@ -405,6 +405,8 @@ def test_a_column_keeps_the_storage_compression_its_spec_names_in_a_duckdb_file(
 
 
 def test_record_run_inserts_then_updates(wh: Warehouse) -> None:
+    """A start inserts the row, a finish updates it (twice: still one row); a finish whose start was never
+    recorded inserts its own."""
     run = RunRecord("run-9", "shipments", dt.datetime.now(dt.UTC), cursor_before=None)
     wh.run_log.record_run(run)
     run.status, run.finished_at, run.rows_written, run.extra = "success", dt.datetime.now(dt.UTC), 12, {"a": 1}
@@ -412,6 +414,16 @@ def test_record_run_inserts_then_updates(wh: Warehouse) -> None:
     (saved,) = wh.reads.runs("run-9")
     assert saved["status"] == "success" and saved["rows_written"] == 12
     assert json.loads(saved["details"])["extra"] == {"a": 1}
+    run.status, run.error, run.rows_written = "failed", "boom", 13
+    wh.run_log.record_run(run)
+    (again,) = wh.reads.runs("run-9")
+    assert (again["status"], again["error"], again["rows_written"]) == ("failed", "boom", 13)
+    alone = RunRecord("run-10", "documents", dt.datetime.now(dt.UTC), cursor_before='"7"')
+    alone.status, alone.finished_at, alone.cursor_after = "success", dt.datetime.now(dt.UTC), '"8"'
+    wh.run_log.record_run(alone)
+    (saved_alone,) = wh.reads.runs("run-10")
+    assert (saved_alone["status"], saved_alone["cursor_before"], saved_alone["cursor_after"]) == ("success", '"7"',
+                                                                                                  '"8"')
 
 
 def test_table_freshness_moves_with_a_success_alone_and_every_other_record_keeps_it(wh: Warehouse) -> None:
@@ -433,6 +445,21 @@ def test_table_freshness_moves_with_a_success_alone_and_every_other_record_keeps
         shown = "switched off" if extra else status
         assert kept == [(t, first, shown, "boom" if status == "failed" else None) for t in sorted(tables)], status
     assert [row[1] for row in record("success", then)] == [then, then]
+
+    # a stream that writes one table more: that table's row is made, the others keep theirs
+    tables.append("shipment_legs")
+    assert record("running", then) == [(t, None if t == "shipment_legs" else then, "running", None)
+                                       for t in sorted(tables)]
+    # a table's row twice (a lake has no key: two writers' first records beside each other): one row again
+    kept = "CREATE TABLE freight_meta.kept AS SELECT * FROM freight_meta.table_freshness"
+    for statement in (kept, "DROP TABLE freight_meta.table_freshness",
+                      "ALTER TABLE freight_meta.kept RENAME TO table_freshness",
+                      "INSERT INTO freight_meta.table_freshness SELECT * FROM freight_meta.table_freshness "
+                      "WHERE table_name = 'shipments'"):
+        wh.con.execute(statement)
+    for status in ("running", "success"):
+        once = record(status, then)
+        assert [row[0] for row in once] == sorted(tables) and {row[2] for row in once} == {status}, status
 
 
 def test_large_unit_lists_are_handled(wh: Warehouse) -> None:
