@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from freight_pipeline.lake.connect import LakeUnavailable
+from freight_pipeline.process_end import exit_now
 
 # subcommand -> (module, one-line help). Each module offers add_arguments(parser) and run(args) -> int.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -54,5 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def entry() -> None:
+    """The ``freight-pipeline`` program: :func:`main`, then the process's end without the interpreter's teardown
+    (:func:`~freight_pipeline.process_end.exit_now`). Tests call :func:`main` in their own process."""
+    exit_now(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

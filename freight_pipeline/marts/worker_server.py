@@ -40,6 +40,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Self
 
+from freight_pipeline.process_end import exit_now
+
 SERVER_MODULE = "freight_pipeline.marts.worker_server"
 """This module, as ``python -m`` runs it."""
 WORKER_MODULE = "freight_pipeline.marts.worker"
@@ -272,4 +274,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # its end without tearing down dbt's parsed project: 13-18 s of CPU
