@@ -224,7 +224,10 @@ def ours(base_url: str, work: Path, *, dagster: bool = False, documents: bool = 
     if dagster:
         env["DAGSTER_HOME"] = str(work / "dagster_home")
         (work / "dagster_home").mkdir(parents=True, exist_ok=True)
-    result = measured([*(program or [str(REPO / ".venv" / "bin" / "freight-pipeline")]), "sync"], env, base_url)
+    # a checkout runs as its own `python -m freight_pipeline.cli` (the console script names this checkout's entry)
+    command = program or ([sys.executable, "-m", "freight_pipeline.cli"] if code is not None
+                          else [str(REPO / ".venv" / "bin" / "freight-pipeline")])
+    result = measured([*command, "sync"], env, base_url)
     result.figures = sync_figures(work / "data" / "warehouse.duckdb")
     return result
 
