@@ -113,7 +113,9 @@ def main() -> int:
             env["PYTHONPATH"] = str(args.code)
         collapsed = args.keep or Path(tmp) / "stacks.txt"
         started = time.monotonic()
-        sync = subprocess.Popen([str(REPO / ".venv" / "bin" / "freight-pipeline"), "sync", "--no-dagster"], env=env,
+        program = ([str(REPO / ".venv" / "bin" / "freight-pipeline")] if args.code is None
+                   else [sys.executable, "-m", "freight_pipeline.cli"])  # a checkout's own entry, as bench/compare.py
+        sync = subprocess.Popen([*program, "sync", "--no-dagster"], env=env,
                                 cwd=args.code or REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         spy = None if args.py_spy == "none" else subprocess.Popen(
             [args.py_spy, "record", "--pid", str(sync.pid), "--rate", str(args.rate), "--format", "raw", "--output",
