@@ -205,6 +205,13 @@ def measured(cmd: list[str], env: dict[str, str], base_url: str) -> Measured:
     return Measured(seconds, peak / 2**20, requests_served(base_url) - before, text, cpu_seconds=cpu)
 
 
+def freight_pipeline(code: Path | None) -> list[str]:
+    """The ``freight-pipeline`` command of this checkout (its console script, as a user runs it), or of the checkout
+    ``code`` (its own ``python -m freight_pipeline.cli``: the console script names this checkout's entry point)."""
+    return [str(REPO / ".venv" / "bin" / "freight-pipeline")] if code is None else [
+        sys.executable, "-m", "freight_pipeline.cli"]
+
+
 def ours(base_url: str, work: Path, *, dagster: bool = False, documents: bool = False,
          code: Path | None = None, env_more: Mapping[str, str] | None = None,
          program: Sequence[str] | None = None) -> Measured:
@@ -224,10 +231,7 @@ def ours(base_url: str, work: Path, *, dagster: bool = False, documents: bool = 
     if dagster:
         env["DAGSTER_HOME"] = str(work / "dagster_home")
         (work / "dagster_home").mkdir(parents=True, exist_ok=True)
-    # a checkout runs as its own `python -m freight_pipeline.cli` (the console script names this checkout's entry)
-    command = program or ([sys.executable, "-m", "freight_pipeline.cli"] if code is not None
-                          else [str(REPO / ".venv" / "bin" / "freight-pipeline")])
-    result = measured([*command, "sync"], env, base_url)
+    result = measured([*(program or freight_pipeline(code)), "sync"], env, base_url)
     result.figures = sync_figures(work / "data" / "warehouse.duckdb")
     return result
 
@@ -609,7 +613,7 @@ def rebuild(shipments: int, seed: int, latency_ms: float, share: float) -> list[
         synced = ours(url, work)
         env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
         env["FREIGHT_DATA_DIR"] = str(work / "data")
-        command = [str(REPO / ".venv" / "bin" / "freight-pipeline"), "rebuild"]
+        command = [*freight_pipeline(None), "rebuild"]
         same = measured(command, env, url)
         httpx.post(f"{url}/_control/release", json={"release": NEXT}, timeout=30).raise_for_status()
         httpx.post(f"{url}/_control/clock/advance", params={"seconds": 300}, timeout=30).raise_for_status()

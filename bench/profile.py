@@ -30,7 +30,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
-from compare import PASSWORD, USER, proportional_set_size, simulator, sync_figures  # noqa: E402
+from compare import PASSWORD, USER, freight_pipeline, proportional_set_size, simulator, sync_figures  # noqa: E402
 
 AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("warehouse writes (writes.py, history.py)", ("warehouse/writes.py", "warehouse/history.py")),
@@ -113,9 +113,7 @@ def main() -> int:
             env["PYTHONPATH"] = str(args.code)
         collapsed = args.keep or Path(tmp) / "stacks.txt"
         started = time.monotonic()
-        program = ([str(REPO / ".venv" / "bin" / "freight-pipeline")] if args.code is None
-                   else [sys.executable, "-m", "freight_pipeline.cli"])  # a checkout's own entry, as bench/compare.py
-        sync = subprocess.Popen([*program, "sync", "--no-dagster"], env=env,
+        sync = subprocess.Popen([*freight_pipeline(args.code), "sync", "--no-dagster"], env=env,
                                 cwd=args.code or REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         spy = None if args.py_spy == "none" else subprocess.Popen(
             [args.py_spy, "record", "--pid", str(sync.pid), "--rate", str(args.rate), "--format", "raw", "--output",
