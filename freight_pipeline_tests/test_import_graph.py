@@ -19,7 +19,7 @@ PRODUCT = "freight_pipeline"
 TESTS = "freight_pipeline_tests"
 
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"<package>", "config", "cursors", "datetimes", "text"}),
+    frozenset({"<package>", "config", "cursors", "datetimes", "process_end", "text"}),
     frozenset({"client", "simulator", "normalize"}),
     frozenset({"warehouse"}),
     frozenset({"lake"}),
