@@ -15,7 +15,7 @@ import duckdb
 
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
-from freight_pipeline.warehouse.ddl import insert_values, qualified, run
+from freight_pipeline.warehouse.ddl import insert_values, qualified, run, scalar
 from freight_pipeline.warehouse.paths import run_log_path
 from freight_pipeline.warehouse.records import RunLike
 
@@ -64,18 +64,13 @@ def _insert_run(con: duckdb.DuckDBPyConnection, record: RunLike, tables: Sequenc
     table = qualified(meta.SYNC_RUNS)
     key = [r.run_id, r.stream]
     assignments = ", ".join(f"{name} = ?" for name in values)
-    if r.finished_at is None or _count(run(con, f"UPDATE {table} SET {assignments} WHERE run_id = ? AND stream = ?",
-                                           [*values.values(), *key])) != 1:
+    if r.finished_at is None or scalar(con, f"UPDATE {table} SET {assignments} WHERE run_id = ? AND stream = ?",
+                                       [*values.values(), *key]) != 1:
         run(con, f"DELETE FROM {table} WHERE run_id = ? AND stream = ?", key)
         run(con, f"INSERT INTO {table} (run_id, stream, {', '.join(values)}) "
                  f"VALUES ({', '.join('?' for _ in range(len(values) + 2))})", [*key, *values.values()])
     if tables:
         _record_freshness(con, record, tables)
-
-
-def _count(rows: list[Any]) -> int:
-    """The rows an UPDATE changed, from what it returns."""
-    return int(rows[0][0]) if rows and rows[0] and rows[0][0] is not None else 0
 
 
 def _iso(value: Any) -> str:
@@ -93,11 +88,11 @@ def _record_freshness(con: duckdb.DuckDBPyConnection, record: RunLike, tables: S
     moves = success and not switched_off
     status = "switched off" if switched_off else record.status
     if not moves:  # the rows held keep their synced_through: one UPDATE when each table has its one row
-        changed = run(con, f"UPDATE {table} SET stream = ?, last_run_id = ?, last_status = ?, last_attempt_at = ?, "
+        changed = scalar(con, f"UPDATE {table} SET stream = ?, last_run_id = ?, last_status = ?, last_attempt_at = ?, "
                            f"last_error = ? WHERE table_name IN ({marks})",
                       [record.stream, record.run_id, status, record.started_at, None if success else record.error,
                        *names])
-        if _count(changed) == len(names):
+        if changed == len(names):
             return
     # a success, a table without its row or with two (a lake's writers beside each other): its rows anew; the rows
     # held are read only when they are kept (in a lake a statement costs about 15 ms of CPU)
