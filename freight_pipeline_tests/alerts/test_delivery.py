@@ -1,0 +1,48 @@
+"""``delivery`` against webhooks on loopback ports: a destination that never answers ends its send at the
+timeout, in words without the URL's secrets, and the messages behind it wait for the next run; one that answers
+gets each message, each with its receipt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from freight_pipeline.alerts.delivery import RECEIPTS_FILE, TIMED_OUT, Destination, Dispatch
+from freight_pipeline.alerts.ledger import Outgoing
+from freight_pipeline.simulator.server import LOCALHOST
+from freight_pipeline_tests.alerts.receivers import webhook
+
+SECRET = "s3cret-token"
+
+
+def outgoing(destination: Destination, count: int) -> list[Outgoing]:
+    return [Outgoing(f"m{i}", destination.fingerprint, "error", f"title {i}", f"body {i}") for i in range(count)]
+
+
+def receipts_written(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_destination_that_never_answers_times_out_once_and_the_rest_waits_for_the_next_run(
+    tmp_path: Path,
+) -> None:
+    with webhook(mode="hang") as hook:
+        destination = Destination(f"json://user:{SECRET}@{LOCALHOST}:{hook.port}/hook")
+        dispatch = Dispatch(outgoing(destination, 3), [destination], 0.5, tmp_path / RECEIPTS_FILE)
+        assert dispatch.join(60)  # ended though the destination still holds the first post
+        assert hook.posts == 1 and not hook.release.is_set()
+    (receipt,) = dispatch.receipts
+    assert (receipt.message_id, receipt.sent, receipt.error) == ("m0", False, f"{TIMED_OUT} after 0.5 s")
+    assert receipts_written(tmp_path / RECEIPTS_FILE) == [receipt.__dict__]
+    assert SECRET not in (tmp_path / RECEIPTS_FILE).read_text()
+
+
+def test_a_destination_that_answers_gets_every_message_in_order_each_with_a_receipt(tmp_path: Path) -> None:
+    with webhook() as hook:
+        destination = Destination(f"json://{LOCALHOST}:{hook.port}/hook")
+        dispatch = Dispatch(outgoing(destination, 3), [destination], 30, tmp_path / RECEIPTS_FILE)
+        assert dispatch.join(60)
+        assert [m.title for m in hook.received] == ["title 0", "title 1", "title 2"]
+    assert [(r.message_id, r.sent, r.error) for r in dispatch.receipts] == [
+        ("m0", True, None), ("m1", True, None), ("m2", True, None)]
+    assert receipts_written(tmp_path / RECEIPTS_FILE) == [r.__dict__ for r in dispatch.receipts]
