@@ -59,6 +59,11 @@ Every scenario starts a fresh simulator (same seed, same data, its own process) 
   median and longest sync, their peak RSS (first five against last five), the history's rows and
   bytes, the working file, and the publish's time after the runs (first publish, then again after
   one more run);
+* ``past-runs`` (not run by default): what a run costs once the warehouse keeps a long record of runs: a full
+  sync of ``--shipments``, then ``--versus-runs`` incremental runs of the sync engine and the publish, each after
+  ``--changed-share`` changed; then ``--past-runs`` (500,000: a year and a half of runs every 5 minutes) rows of
+  earlier runs added to ``sync_runs``, and as many runs again. Printed per side (with ``--baseline REV``, commit
+  ``REV``'s too, alternated): the median CPU of a run before and after;
 * ``alerts`` (not run by default): what the alerts cost a run: the whole job (``freight-pipeline sync``, no
   Dagster) without a destination, with a JSON webhook that answers and with one that never answers, each
   against its own simulator, alternated, with a problem open throughout (``FREIGHT_MAX_SYNC_AGE_MINUTES=0``:
@@ -827,6 +832,60 @@ def history_cost(shipments: int, runs: int, seed: int, share: float) -> list[tup
     return rows
 
 
+PAST_RUN_EVERY = dt.timedelta(minutes=5)
+"""The schedule the ``past-runs`` scenario's rows of earlier runs say the warehouse kept."""
+
+
+def add_past_runs(data_dir: Path, count: int) -> None:
+    """``count`` rows of earlier runs in ``data_dir``'s ``sync_runs``: the streams it holds rows of, in turn, one
+    run of them every :data:`PAST_RUN_EVERY` back from a day before now, each a quiet run's row."""
+    with duckdb.connect(str(working_db_path(data_dir))) as con:
+        streams = [s for (s,) in con.execute("SELECT DISTINCT stream FROM freight_meta.sync_runs ORDER BY 1")
+                   .fetchall()]
+        every, n = int(PAST_RUN_EVERY.total_seconds()), len(streams)
+        con.execute(f"""
+            INSERT INTO freight_meta.sync_runs BY NAME
+            SELECT 'past-' || (i // {n})::VARCHAR AS run_id, $streams[i % {n} + 1] AS stream,
+                   now() - INTERVAL 1 DAY - to_seconds(($count // {n} - i // {n}) * {every}) AS started_at,
+                   started_at + INTERVAL 20 SECOND AS finished_at, 'success' AS status, 3 AS rows_read,
+                   30 AS rows_written, 12 AS requests, 0 AS retries, 0 AS rejected, 0 AS quarantined,
+                   0 AS data_problems, '{{"rows_by_table": {{}}, "extra": {{}}}}' AS details
+            FROM range($count) t(i)""", {"streams": streams, "count": count})
+        con.execute("CHECKPOINT")
+
+
+def past_runs_cost(shipments: int, runs: int, past: int, seed: int, share: float,
+                   baseline: str | None) -> list[tuple[str, str]]:
+    """The ``past-runs`` scenario (see the module doc): what a run costs once the warehouse holds ``past`` rows of
+    earlier runs, against the same runs before they were added."""
+    changed = max(1, round(shipments * share))
+    with contextlib.ExitStack() as stack:
+        sides = {"this checkout": Side({})}
+        if baseline:
+            sides[f"at {baseline}"] = Side({}, stack.enter_context(checkout(baseline)))
+        alternated = Alternated(stack, sides, shipments, seed, changed, HISTORY_ROUND_S, "past-runs")
+        alternated.full()
+        measured_runs: dict[str, dict[str, list[Measured]]] = {"before": {}, "after": {}}
+        for phase in measured_runs:
+            if phase == "after":
+                for name in sides:
+                    add_past_runs(alternated.dirs[name], past)
+            for round_ in range(1, runs + 1):
+                alternated.change()
+                for name, result in alternated.run_all(round_, f"{phase}, run {round_}/{runs}", publish=True).items():
+                    measured_runs[phase].setdefault(name, []).append(result)
+
+    def cpu(name: str, phase: str) -> float:
+        return statistics.median(r.cpu_seconds for r in measured_runs[phase][name])
+
+    rows = [("past-runs: shipments", f"{shipments:,}; {runs} incremental runs (engine and publish, documents off), "
+             f"each after {changed:,} changed, before and after {past:,} rows of earlier runs were added")]
+    for name in sides:
+        rows.append((f"past-runs: {name}", f"CPU a run {cpu(name, 'before'):.2f} s before, {cpu(name, 'after'):.2f} s "
+                     f"after ({cpu(name, 'after') / cpu(name, 'before'):.2f}x; medians)"))
+    return rows
+
+
 ALERT_SIDES = ("no alerts", "alerts, a webhook that answers", "alerts, a webhook that hangs")
 """The sides of the ``alerts`` scenario: the same job, without a destination, with one that answers, with one
 that never answers (each of its runs sends the unsent message again and waits :data:`ALERT_TIMEOUT_S`)."""
@@ -916,6 +975,7 @@ def main() -> int:
                         "versus: the commit to compare with")
     parser.add_argument("--versus-runs", type=int, default=10)
     parser.add_argument("--memory-sizes", default="2000,20000")
+    parser.add_argument("--past-runs", type=int, default=500_000)
     parser.add_argument("--history-shipments", type=int, default=20_000)
     parser.add_argument("--history-runs", type=int, default=50)
     parser.add_argument("--rebuild-shipments", type=int, default=20_000)
@@ -944,6 +1004,9 @@ def main() -> int:
             rows += history_cost(args.history_shipments, args.history_runs, args.seed, args.changed_share)
         elif scenario == "freshness":
             rows += freshness_cost(args.shipments, args.versus_runs, args.seed, args.changed_share)
+        elif scenario == "past-runs":
+            rows += past_runs_cost(args.shipments, args.versus_runs, args.past_runs, args.seed, args.changed_share,
+                                   args.baseline)
         elif scenario == "alerts":
             rows += alerts_cost(args.shipments, args.versus_runs, args.seed, args.changed_share)
         elif scenario == "versus":

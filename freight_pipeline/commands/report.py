@@ -22,7 +22,7 @@ from freight_pipeline.sync.derived_by import DERIVED_BY
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.ddl import table_names
-from freight_pipeline.warehouse.meta import LATEST_RUN_PER_STREAM, LATEST_STATE, META_SCHEMA, NOTICES, extra_path
+from freight_pipeline.warehouse.meta import LATEST_STATE, META_SCHEMA, NOTICES, extra_path, latest_runs
 from freight_pipeline.warehouse.paths import LAKE_SCRATCH, read_run_log
 
 COUNTED_SCHEMAS = ("freight", "analytics")
@@ -159,14 +159,11 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
     runs: dict[str, dict[str, Any]] = {}
     if f"{META_SCHEMA}.sync_runs" in tables:
         rows = con.execute(
-            f"SELECT stream, {', '.join(RUN_COLUMNS)} FROM {META_SCHEMA}.sync_runs {LATEST_RUN_PER_STREAM}"
+            f"SELECT stream, CAST(json_extract(details, ?) AS VARCHAR), {', '.join(RUN_COLUMNS)} "
+            f"FROM {latest_runs(f'{META_SCHEMA}.sync_runs')}", [extra_path(NOTICES)]
         ).fetchall()
-        runs = {row[0]: dict(zip(RUN_COLUMNS, (_plain(v) for v in row[1:]), strict=True)) for row in rows}
-        for stream, notices in con.execute(
-            f"SELECT stream, CAST(json_extract(details, ?) AS VARCHAR) FROM {META_SCHEMA}.sync_runs "
-            f"{LATEST_RUN_PER_STREAM}", [extra_path(NOTICES)]
-        ).fetchall():
-            runs[stream]["notices"] = json.loads(notices) if notices else []
+        runs = {row[0]: {**dict(zip(RUN_COLUMNS, (_plain(v) for v in row[2:]), strict=True)),
+                         "notices": json.loads(row[1]) if row[1] else []} for row in rows}
     synced: dict[str, Any] = {}
     if f"{META_SCHEMA}.table_freshness" in tables:  # since when each stream's tables are current
         synced = dict(con.execute(f"SELECT stream, min(synced_through) FROM {META_SCHEMA}.table_freshness "

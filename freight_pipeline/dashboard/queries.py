@@ -65,11 +65,11 @@ from freight_pipeline.normalize.specs.shipments import SHIPMENTS as SHIPMENT_TAB
 from freight_pipeline.warehouse.history import EVENT_VERSIONS
 from freight_pipeline.warehouse.meta import (
     DATA_PROBLEMS,
-    LATEST_RUN_PER_STREAM,
     QUARANTINE,
     RAW_PARTS,
     RAW_SHIPMENTS,
     SYNC_RUNS,
+    latest_runs,
 )
 from freight_pipeline.warehouse.reads import oldest_part_read
 
@@ -197,7 +197,7 @@ def freshness(con: duckdb.DuckDBPyConnection) -> Freshness:
         streams = _df(
             con,
             f"""
-            WITH latest AS (SELECT stream, status, started_at, finished_at, error FROM {runs} {LATEST_RUN_PER_STREAM}),
+            WITH latest AS (SELECT stream, status, started_at, finished_at, error FROM {latest_runs(runs)}),
             success AS (SELECT stream, max(finished_at) AS last_success_at FROM {runs}
                         WHERE status = 'success' GROUP BY stream)
             SELECT l.stream, l.status AS last_status, l.started_at AS last_started_at,

@@ -41,7 +41,7 @@ def unsettled_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]
     if not exists or not exists[0]:
         return []
     latest = run(
-        con, f"SELECT stream, run_id, status, started_at FROM {table} {meta.LATEST_RUN_PER_STREAM} ORDER BY stream"
+        con, f"SELECT stream, run_id, status, started_at FROM {meta.latest_runs(table)} ORDER BY stream"
     )
     successors = set(meta.RETIRED_STREAMS.values())
     settled_by = {s: started for s, _, status, started in latest if status == "success" and s in successors}

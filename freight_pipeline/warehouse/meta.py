@@ -102,8 +102,17 @@ failed or cut off, holds back no publish once a later run of its successor succe
 
 LATEST_STATE = "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY updated_at DESC NULLS LAST) = 1"
 """Filter of ``sync_state`` reads: its latest row per stream (embedded: the only one; a lake appends)."""
-LATEST_RUN_PER_STREAM = "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY started_at DESC, run_id DESC) = 1"
-"""The clause keeping each stream's latest ``sync_runs`` row."""
+
+
+def latest_runs(table: str) -> str:
+    """Each stream's latest row of ``table`` (``sync_runs``, by ``started_at`` then ``run_id``) as a subquery: the
+    rows started at some stream's latest start (or never), then the latest of those per stream. The table grows
+    by a row per stream and run; a window over all of it cost 175-315 ms at 500,000 rows (three streams run every
+    5 minutes for a year and a half), these 11-15 ms, and a run reads it at every record of its run log."""
+    return (f"(SELECT * FROM {table} WHERE started_at IN (SELECT max(started_at) FROM {table} GROUP BY stream) "
+            "OR started_at IS NULL "
+            "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY started_at DESC, run_id DESC) = 1)")
+
 
 REJECTED_RECORDS = _meta(
     "rejected_records",

@@ -35,7 +35,7 @@ class RunLog:
 
     def _write_run_log(self) -> None:
         cur = self.database.con.execute(
-            f"SELECT * EXCLUDE (details) FROM {qualified(meta.SYNC_RUNS)} {meta.LATEST_RUN_PER_STREAM} ORDER BY stream"
+            f"SELECT * EXCLUDE (details) FROM {meta.latest_runs(qualified(meta.SYNC_RUNS))} ORDER BY stream"
         )
         names = [d[0] for d in cur.description]
         latest = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

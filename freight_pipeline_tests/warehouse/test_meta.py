@@ -1,0 +1,68 @@
+"""``meta.latest_runs``: each stream's latest ``sync_runs`` row, the same as a window over every row would give, for
+any rows: ties in ``started_at`` within and across streams, runs that never recorded a start, the ``run_id`` that
+breaks a tie. (What it saves on a long history: ``bench/run_history.py``.)"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from freight_pipeline.warehouse import meta
+
+TABLE = f"{meta.SYNC_RUNS.schema}.{meta.SYNC_RUNS.name}"
+WINDOW = (f"SELECT * FROM {TABLE} "
+          "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY started_at DESC, run_id DESC) = 1")
+"""The definition: the latest row per stream, by a window over every row."""
+T0 = dt.datetime(2026, 3, 29, 0, 30, tzinfo=dt.UTC)
+
+runs = st.dictionaries(
+    st.tuples(st.sampled_from(["r1", "r2", "r3", "r10"]), st.sampled_from(["shipments", "code_conversions", "dbt"])),
+    st.tuples(st.none() | st.integers(0, 3).map(lambda m: T0 + dt.timedelta(minutes=m)),
+              st.sampled_from(["running", "success", "failed"])),
+    max_size=12,
+)
+"""Rows by their key (run_id, stream): few starts, so that they tie."""
+
+
+@pytest.fixture(scope="module")
+def con() -> duckdb.DuckDBPyConnection:
+    with duckdb.connect() as connection:
+        connection.execute("SET TimeZone = 'UTC'")
+        connection.execute(f"CREATE SCHEMA {meta.SYNC_RUNS.schema}")
+        connection.execute(meta.SYNC_RUNS.ddl())
+        yield connection
+
+
+def holding(con: duckdb.DuckDBPyConnection, rows: dict[tuple[str, str], tuple[dt.datetime | None, str]]) -> None:
+    con.execute(f"DELETE FROM {TABLE}")
+    for (run_id, stream), (started_at, status) in rows.items():
+        con.execute(f"INSERT INTO {TABLE} (run_id, stream, started_at, status) VALUES (?, ?, ?, ?)",
+                    [run_id, stream, started_at, status])
+
+
+def latest(con: duckdb.DuckDBPyConnection, source: str) -> list[tuple[object, ...]]:
+    return con.execute(f"SELECT run_id, stream, started_at, status FROM ({source}) ORDER BY stream").fetchall()
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=runs)
+def test_the_latest_run_of_each_stream_is_the_window_s_for_any_rows(
+    con: duckdb.DuckDBPyConnection, rows: dict[tuple[str, str], tuple[dt.datetime | None, str]]
+) -> None:
+    holding(con, rows)
+    assert latest(con, f"SELECT * FROM {meta.latest_runs(TABLE)}") == latest(con, WINDOW)
+
+
+def test_a_stream_that_never_recorded_a_start_and_a_tie_broken_by_run_id(con: duckdb.DuckDBPyConnection) -> None:
+    holding(con, {("r1", "dbt"): (None, "failed"),  # its only row: no start
+                  ("r1", "shipments"): (T0, "success"), ("r2", "shipments"): (T0, "running"),  # a tie: r2's
+                  ("r3", "code_conversions"): (T0, "success"),  # at shipments' latest start, its own latest
+                  ("r0", "code_conversions"): (T0 - dt.timedelta(days=1), "success")})
+    assert [(run_id, stream, status) for run_id, stream, _, status in latest(
+        con, f"SELECT * FROM {meta.latest_runs(TABLE)}")] == [
+        ("r3", "code_conversions", "success"), ("r1", "dbt", "failed"), ("r2", "shipments", "running")]
+
