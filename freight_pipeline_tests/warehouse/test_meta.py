@@ -39,16 +39,16 @@ def con() -> duckdb.DuckDBPyConnection:
 
 def holding(con: duckdb.DuckDBPyConnection, rows: dict[tuple[str, str], tuple[dt.datetime | None, str]]) -> None:
     con.execute(f"DELETE FROM {TABLE}")
-    for (run_id, stream), (started_at, status) in rows.items():
-        con.execute(f"INSERT INTO {TABLE} (run_id, stream, started_at, status) VALUES (?, ?, ?, ?)",
-                    [run_id, stream, started_at, status])
+    if rows:
+        con.executemany(f"INSERT INTO {TABLE} (run_id, stream, started_at, status) VALUES (?, ?, ?, ?)",
+                        [[*key, *value] for key, value in rows.items()])
 
 
 def latest(con: duckdb.DuckDBPyConnection, source: str) -> list[tuple[object, ...]]:
     return con.execute(f"SELECT run_id, stream, started_at, status FROM ({source}) ORDER BY stream").fetchall()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(rows=runs)
 def test_the_latest_run_of_each_stream_is_the_window_s_for_any_rows(
     con: duckdb.DuckDBPyConnection, rows: dict[tuple[str, str], tuple[dt.datetime | None, str]]
