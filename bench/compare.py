@@ -210,6 +210,14 @@ def measured(cmd: list[str], env: dict[str, str], base_url: str) -> Measured:
     return Measured(seconds, peak / 2**20, requests_served(base_url) - before, text, cpu_seconds=cpu)
 
 
+def checkout_env(code: Path | None) -> dict[str, str]:
+    """What a process of the checkout ``code`` (None: this one) adds to its environment: the checkout first on the
+    path, and no directory of its own before it (``PYTHONSAFEPATH``, inherited by its children: ``python -m`` in this
+    repository's folder, the runs' working directory, put this checkout's package first, and the bench at 1f1037a
+    ran this checkout as the baseline)."""
+    return {} if code is None else {"PYTHONPATH": str(code), "PYTHONSAFEPATH": "1"}
+
+
 def freight_pipeline(code: Path | None) -> list[str]:
     """The ``freight-pipeline`` command of this checkout (its console script, as a user runs it), or of the checkout
     ``code`` (its own ``python -m freight_pipeline.cli``: the console script names this checkout's entry point)."""
@@ -231,8 +239,7 @@ def ours(base_url: str, work: Path, *, dagster: bool = False, documents: bool = 
                 "FREIGHT_DATA_DIR": str(work / "data"),
                 # like for like: the peer reads no E-Files, so ours does not either (unless ``documents``)
                 "FREIGHT_SYNC_DOCUMENTS": "1" if documents else "0", **(env_more or {})})
-    if code is not None:
-        env["PYTHONPATH"] = str(code)
+    env.update(checkout_env(code))
     if dagster:
         env["DAGSTER_HOME"] = str(work / "dagster_home")
         (work / "dagster_home").mkdir(parents=True, exist_ok=True)
@@ -388,7 +395,7 @@ def fork_server(code: Path | None = None) -> Iterator[dict[str, str]]:
     that names it."""
     with tempfile.TemporaryDirectory(prefix="freight-bench-dbt-") as tmp:
         socket_path = Path(tmp) / "socket"
-        env = {**os.environ, **({"PYTHONPATH": str(code)} if code is not None else {})}
+        env = {**os.environ, **checkout_env(code)}
         proc, _ = start_server(socket_path, env, cwd=code or REPO)  # the checkout's code, as the runs use
         assert proc.stdin is not None
         try:
@@ -509,7 +516,7 @@ def engine(base_url: str, data_dir: Path, env: Mapping[str, str] | None = None, 
     RSS, the seconds of the sync, the publish's figures)."""
     cmd = [sys.executable, str((code or REPO) / "bench" / "engine.py"), base_url, str(data_dir),
            *(["--publish"] * publish)]
-    result = measured(cmd, {**os.environ, **({"PYTHONPATH": str(code)} if code else {}), **(env or {})}, base_url)
+    result = measured(cmd, {**os.environ, **checkout_env(code), **(env or {})}, base_url)
     result.figures = json.loads(result.output.strip().splitlines()[-1])
     return result
 

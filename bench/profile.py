@@ -30,7 +30,15 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
-from compare import PASSWORD, USER, freight_pipeline, proportional_set_size, simulator, sync_figures  # noqa: E402
+from compare import (  # noqa: E402
+    PASSWORD,
+    USER,
+    checkout_env,
+    freight_pipeline,
+    proportional_set_size,
+    simulator,
+    sync_figures,
+)
 
 AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("warehouse writes (writes.py, history.py)", ("warehouse/writes.py", "warehouse/history.py")),
@@ -109,8 +117,7 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
         env.update({"FREIGHT_BASE_URL": url, "FREIGHT_USERNAME": USER, "FREIGHT_PASSWORD": PASSWORD,
                     "FREIGHT_DATA_DIR": str(Path(tmp) / "data"), "FREIGHT_SYNC_DOCUMENTS": "0"})
-        if args.code is not None:
-            env["PYTHONPATH"] = str(args.code)
+        env.update(checkout_env(args.code))
         collapsed = args.keep or Path(tmp) / "stacks.txt"
         started = time.monotonic()
         sync = subprocess.Popen([*freight_pipeline(args.code), "sync", "--no-dagster"], env=env,

@@ -1,17 +1,22 @@
 """The pure parts of ``bench/compare.py``'s ``history`` and ``rebuild`` scenarios: the history's rows and bytes
 read from a DuckDB file, the Parquet bytes of a publish, the summary of the incremental runs, the rebuild's
-worst case (the shipments' tables emptied) and what its line says it wrote, and a step's seconds read from a run's
-output."""
+worst case (the shipments' tables emptied) and what its line says it wrote, a step's seconds read from a run's
+output, and the package a baseline checkout's process and its children import."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import duckdb
 
 from bench.compare import (
+    REPO,
     Measured,
+    checkout_env,
     empty_shipment_tables,
+    freight_pipeline,
     history_storage,
     publish_part,
     published_history_bytes,
@@ -93,3 +98,22 @@ def test_a_step_s_seconds_are_read_from_the_lines_a_run_prints_and_only_from_its
     failed = Step(PUBLISH_STEP, "failed", 0.5, "unused").lines()
     assert publish_part(Measured(1.0, 0.0, 0, "\n".join(failed))) == ", the publish 0.5 s"
     assert publish_part(Measured(1.0, 0.0, 0, "sync failed in step sync_shipments: ...")) == ""
+
+
+def test_a_checkout_s_command_and_the_processes_it_starts_import_the_checkout_not_this_repository(
+    tmp_path: Path,
+) -> None:
+    """Run as the bench runs it (in this repository's folder), a checkout's ``freight-pipeline`` imports the
+    checkout's package, and so does a child it starts with ``python -m`` (the dbt worker, the workers' server):
+    the bench at 1f1037a measured this checkout on the baseline's side."""
+    package = tmp_path / "freight_pipeline"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "child.py").write_text("import freight_pipeline\nprint(freight_pipeline.__file__)\n")
+    (package / "cli.py").write_text(
+        "import subprocess, sys\nimport freight_pipeline\nprint(freight_pipeline.__file__, flush=True)\n"
+        "subprocess.run([sys.executable, '-m', 'freight_pipeline.child'], check=True)\n")
+    ran = subprocess.run([*freight_pipeline(tmp_path)], env={**os.environ, **checkout_env(tmp_path)}, cwd=REPO,
+                         capture_output=True, text=True, check=True)
+    assert ran.stdout.splitlines() == [str(package / "__init__.py")] * 2
+    assert freight_pipeline(None) == [str(REPO / ".venv" / "bin" / "freight-pipeline")] and checkout_env(None) == {}
