@@ -87,11 +87,11 @@ def _record_freshness(con: duckdb.DuckDBPyConnection, record: RunLike, tables: S
     switched_off = success and bool(getattr(record, "extra", {}).get("skipped"))
     moves = success and not switched_off
     status = "switched off" if switched_off else record.status
+    error = None if success else record.error
     if not moves:  # the rows held keep their synced_through: one UPDATE when each table has its one row
         changed = scalar(con, f"UPDATE {table} SET stream = ?, last_run_id = ?, last_status = ?, last_attempt_at = ?, "
                            f"last_error = ? WHERE table_name IN ({marks})",
-                      [record.stream, record.run_id, status, record.started_at, None if success else record.error,
-                       *names])
+                      [record.stream, record.run_id, status, record.started_at, error, *names])
         if changed == len(names):
             return
     # a success, a table without its row or with two (a lake's writers beside each other): its rows anew; the rows
@@ -101,7 +101,7 @@ def _record_freshness(con: duckdb.DuckDBPyConnection, record: RunLike, tables: S
     run(con, f"DELETE FROM {table} WHERE table_name IN ({marks})", names)
     rows = [
         [name, record.stream, record.finished_at if moves else held.get(name),
-         record.run_id, status, record.started_at, None if success else record.error]
+         record.run_id, status, record.started_at, error]
         for name in names
     ]
     insert_values(con, f"INSERT INTO {table} (table_name, stream, synced_through, last_run_id, last_status, "

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from freight_pipeline.warehouse import meta
 
-TABLE = f"{meta.SYNC_RUNS.schema}.{meta.SYNC_RUNS.name}"
+TABLE = meta.SYNC_RUNS.qualified_name
 WINDOW = (f"SELECT * FROM {TABLE} "
           "QUALIFY row_number() OVER (PARTITION BY stream ORDER BY started_at DESC, run_id DESC) = 1")
 """The definition: the latest row per stream, by a window over every row."""
