@@ -113,7 +113,7 @@ def test_a_checkout_s_command_and_the_processes_it_starts_import_the_checkout_no
     (package / "cli.py").write_text(
         "import subprocess, sys\nimport freight_pipeline\nprint(freight_pipeline.__file__, flush=True)\n"
         "subprocess.run([sys.executable, '-m', 'freight_pipeline.child'], check=True)\n")
-    ran = subprocess.run([*freight_pipeline(tmp_path)], env={**os.environ, **checkout_env(tmp_path)}, cwd=REPO,
+    ran = subprocess.run(freight_pipeline(tmp_path), env={**os.environ, **checkout_env(tmp_path)}, cwd=REPO,
                          capture_output=True, text=True, check=True)
     assert ran.stdout.splitlines() == [str(package / "__init__.py")] * 2
     assert freight_pipeline(None) == [str(REPO / ".venv" / "bin" / "freight-pipeline")] and checkout_env(None) == {}

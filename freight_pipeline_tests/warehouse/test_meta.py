@@ -1,6 +1,6 @@
 """``meta.latest_runs``: each stream's latest ``sync_runs`` row, the same as a window over every row would give, for
 any rows: ties in ``started_at`` within and across streams, runs that never recorded a start, the ``run_id`` that
-breaks a tie. (What it saves on a long history: ``bench/run_history.py``.)"""
+breaks a tie. (What it saves on a long history: ``bench/compare.py --scenarios past-runs``.)"""
 
 from __future__ import annotations
 
