@@ -100,9 +100,34 @@ def _ids(value: Any) -> Any:
     return value
 
 
+def _start_cursor(value: Any) -> Any:
+    """A start cursor as ``YYYY-MM-DD HH:MM:SS`` (given as ``YYYY-MM-DD``, with a space or a ``T`` before the time);
+    blank: None. Refused here, before a run makes its first request, not when the walk reads it."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip().replace("T", " ")
+    if not text:
+        return None
+    date, _, time = text.partition(" ")
+    try:
+        day = dt.date.fromisoformat(date)
+        at = dt.time.fromisoformat(time.strip() or "00:00:00")
+    except ValueError:
+        raise ValueError("must be YYYY-MM-DD or YYYY-MM-DD HH:MM:SS (the service's wall clock)") from None
+    if len(date) != 10 or at.tzinfo is not None or at.microsecond:
+        raise ValueError("must be YYYY-MM-DD or YYYY-MM-DD HH:MM:SS (the service's wall clock)")
+    return f"{day.isoformat()} {at:%H:%M:%S}"
+
+
 def _not_negative(value: dt.timedelta | None) -> dt.timedelta | None:
     if value is not None and value < dt.timedelta(0):
         raise ValueError("must not be negative")
+    return value
+
+
+def _positive(value: dt.timedelta) -> dt.timedelta:
+    if value <= dt.timedelta(0):
+        raise ValueError("must be positive")
     return value
 
 
@@ -118,6 +143,8 @@ def _minutes_or_never(value: Any) -> Any:
 
 Minutes = Annotated[dt.timedelta, BeforeValidator(_minutes), AfterValidator(_not_negative)]
 """A duration set in whole minutes."""
+PositiveMinutes = Annotated[dt.timedelta, BeforeValidator(_minutes), AfterValidator(_positive)]
+"""A duration set in whole minutes, above 0 (an age limit: 0 would hold every run too old)."""
 MinutesOrNever = Annotated[dt.timedelta | None, BeforeValidator(_minutes_or_never), AfterValidator(_not_negative)]
 """A duration set in whole minutes, or ``never`` (None)."""
 OptionalMinutes = Annotated[dt.timedelta | None, BeforeValidator(_minutes), AfterValidator(_not_negative)]
@@ -264,7 +291,7 @@ class SyncTuning(SettingsModel):
         description="how much further back each run re-reads when the service stamps UTC "
         "offsets (the hour a fall-back repeats; [sync.md](sync.md))",
     )
-    start_cursor: str | None = Field(
+    start_cursor: Annotated[str | None, BeforeValidator(_start_cursor)] = Field(
         None,
         description="sync only shipments last modified at or after this "
         "`YYYY-MM-DD[ HH:MM:SS]` (service wall clock); unset: all",
@@ -356,7 +383,7 @@ class SyncTuning(SettingsModel):
         description="the rolling re-read of open shipments' events: `auto` (once a sample found such "
         "changes), `on`, `off`",
     )
-    events_max_age: Minutes = Field(
+    events_max_age: PositiveMinutes = Field(
         dt.timedelta(hours=4),
         alias="events_max_age_minutes",
         description="with the rolling re-read on, the most an open shipment's events go unread (a run re-reads those "
@@ -368,12 +395,6 @@ class SyncTuning(SettingsModel):
         "the run's other requests, and at least 200",
     )
 
-    @field_validator("events_max_age")
-    @classmethod
-    def _positive(cls, value: dt.timedelta) -> dt.timedelta:
-        if value <= dt.timedelta(0):
-            raise ValueError("must be positive")
-        return value
 
     @model_validator(mode="after")
     def _retry_waits_in_order(self) -> SyncTuning:
@@ -462,7 +483,7 @@ class ScheduleSettings(SettingsModel):
     schedules_running: Switch = Field(
         False, description="`1`: the schedules and the freshness sensor start switched on (`make ui` sets it)"
     )
-    max_sync_age: Minutes = Field(
+    max_sync_age: PositiveMinutes = Field(
         dt.timedelta(minutes=60),
         alias="max_sync_age_minutes",
         description="the freshness check of `freight/shipments` warns when its last successful sync is older "
@@ -560,10 +581,11 @@ def _urls(value: Any) -> Any:
 
 
 def _each_a_url(urls: tuple[str, ...]) -> tuple[str, ...]:
+    """``urls`` checked, each once (a destination listed twice gets each message once)."""
     for url in urls:
         if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://.", url):
             raise ValueError(f"must be notification URLs (scheme://...), one of them is {masked_url(url)!r}")
-    return urls
+    return tuple(dict.fromkeys(urls))
 
 
 def masked_url(url: str) -> str:

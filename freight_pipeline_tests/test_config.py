@@ -18,6 +18,7 @@ from freight_pipeline.cli import main
 from freight_pipeline.config import (
     CONCERNS,
     FORMER_NAMES,
+    BadSettings,
     ScheduleSettings,
     Settings,
     SettingsModel,
@@ -254,3 +255,32 @@ def test_the_docs_example_of_refused_values_is_what_sync_prints(tmp_path: Path,
     code, _, err = run_cli(monkeypatch, ["sync", "--data-dir", str(tmp_path / "data")],
                            FREIGHT_SETTINGS_FILE=str(file), FREIGHT_PAGE_SIZE="900")
     assert code == 2 and err.replace(str(file), "/srv/freight/freight.toml") == shown
+
+
+@pytest.mark.parametrize(("given", "read"), [
+    ("2026-01-02", "2026-01-02 00:00:00"),
+    ("2026-01-02T03:04:05", "2026-01-02 03:04:05"),
+    (" 2026-01-02 03:04 ", "2026-01-02 03:04:00"),
+    ("", None),
+])
+def test_a_start_cursor_is_read_in_each_documented_form(given: str, read: str | None) -> None:
+    assert load_settings(environ={"FREIGHT_START_CURSOR": given}).sync.start_cursor == read
+
+
+@pytest.mark.parametrize("given", [
+    "01/02/2026", "2026-13-01", "20260102", "2026-01-02 25:00:00", "2026-01-02 03:04:05+02:00", "yesterday"])
+def test_a_start_cursor_in_any_other_form_is_refused_up_front(given: str) -> None:
+    """Refused with the other settings before a run's first request, not by the walk after other streams ran
+    (``commands/test_bad_setup.py``: what the commands print)."""
+    with pytest.raises(BadSettings) as refused:
+        load_settings(environ={"FREIGHT_START_CURSOR": given})
+    assert str(refused.value) == (f"FREIGHT_START_CURSOR={given!r}: must be YYYY-MM-DD or YYYY-MM-DD HH:MM:SS "
+                                  "(the service's wall clock)")
+
+
+def test_a_destination_listed_twice_gets_each_message_once() -> None:
+    """Listed twice (in one variable, or the file's list), a URL is one destination: two would share the outbox's
+    key and stop every alert."""
+    hook, mail = "json://127.0.0.1:9/hook", "mailto://alerts:pw@smtp.example.com?to=a@example.com"
+    settings = load_settings(environ={"FREIGHT_ALERT_URLS": f"{hook} {mail},{hook}\n{mail}"})
+    assert settings.alerts.alert_urls == (hook, mail)

@@ -125,8 +125,14 @@ def _notify(destination: Destination, message: Outgoing, timeout: float) -> str 
     return None if accepted else "the destination refused the message or could not be reached"
 
 
+QUIET_LOGGERS = ("apprise", "urllib3.connectionpool")
+"""Loggers kept to themselves while alerts are sent: Apprise's lines show parts of the URLs (``s...w`` of a
+password), and urllib3's (the HTTP library under Apprise's webhooks) the path of each request (a Slack or Teams
+webhook's token) at DEBUG and in its retries' warnings."""
+
+
 def _quiet_apprise() -> None:
-    """Apprise's logger kept to itself: its lines show parts of the URLs (``s...w`` of a password)."""
-    logger = logging.getLogger("apprise")
-    logger.setLevel(logging.CRITICAL + 1)
-    logger.propagate = False
+    for name in QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.CRITICAL + 1)
+        logger.propagate = False

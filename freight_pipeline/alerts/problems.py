@@ -27,6 +27,7 @@ SYNC_STEP = "sync"
 """The step a sync run fails in when it could not start (``job.run``: no client, no warehouse)."""
 STEP_DOCS = {  # the steps of ``job.run`` (a test compares their names)
     SYNC_STEP: "docs/operations.md#connecting-to-the-real-service",
+    "checks": "docs/operations.md#freight-pipeline-sync-with-or-without-dagster",
     "marts": "docs/marts.md",
     "publish": "docs/operations.md#alerts",
     "rebuild": OTHER_STEP_DOCS,
@@ -34,7 +35,8 @@ STEP_DOCS = {  # the steps of ``job.run`` (a test compares their names)
 STREAM_DOCS = "docs/real-services.md#one-streams-failure-never-withholds-the-others"
 FRESHNESS_DOCS = "docs/operations.md#running-it-from-cron"
 NOT_ALERTED_STEPS = ("checks",)
-"""Steps whose failure is said by their own problems (each check that did not pass)."""
+"""Steps whose failure is said by their results' problems (each check that did not pass); one that failed before
+any result (the checks raised) is the step's own problem, as any other step's failure."""
 
 
 class RunStep(Protocol):
@@ -44,6 +46,8 @@ class RunStep(Protocol):
     status: str
     line: str
     checks: list[tuple[WarehouseCheck, CheckResult]]
+    off: bool
+    """A stream's step skipped because the stream is switched off."""
 
 
 @dataclass(frozen=True)
@@ -89,16 +93,20 @@ def alerts_at(level: str, settings: AlertSettings) -> bool:
 
 
 def of_steps(steps: Sequence[RunStep], settings: AlertSettings) -> Observation:
-    """A run's problems: each step that failed (but the checks', whose checks say it), each check that did not
-    pass (a check that finds several things: each of them), looked at for every step that ran (a run that ran
-    a stream also looked at its own start)."""
+    """A run's problems: each step that failed (the checks' only when no check ran: else its checks say it), each
+    check that did not pass (a check that finds several things: each of them), looked at for every step that ran
+    (a run that ran a stream also looked at its own start)."""
     seen = Observation()
     for step in steps:
-        if step.status == "skipped":  # it looked at nothing: its problems stay as they were
+        if step.status == "skipped":  # it looked at nothing: its problems stay as they were, ...
+            if step.off:  # ... but a stream switched off: what it failed is over (as its failure's message advises)
+                seen.scopes.add(_step_scope(step.name))
             continue
-        if step.name in NOT_ALERTED_STEPS:
+        if step.name in NOT_ALERTED_STEPS and (step.checks or step.status != "failed"):
             for check, result in step.checks:
                 seen.merge(of_check(check, result, settings))
+            if step.checks:  # its checks ran: a failure of the step itself before them is over
+                seen.scopes.add(_step_scope(step.name))
             continue
         seen.scopes.add(_step_scope(step.name))
         if step.name in STREAM_OF_STEP:  # the run opened its client and warehouse: its start did not fail

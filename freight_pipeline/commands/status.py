@@ -12,10 +12,12 @@ import duckdb
 from freight_pipeline.commands.common import add_data_dir_argument, alerts_sent, resolve_data_dir, say, say_bad
 from freight_pipeline.commands.report import NothingPublished, describe_cursor, read_report
 from freight_pipeline.commands.text_table import format_table
-from freight_pipeline.config import ALERT_URLS_ENV, BadSettings, load_settings
-from freight_pipeline.lake.backend import storage_from_env, storage_of
+from freight_pipeline.config import ALERT_URLS_ENV, BadSettings, Settings, load_settings
+from freight_pipeline.lake.backend import storage_of
+from freight_pipeline.lake.settings import LakeConfigError
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.text import one_line
+from freight_pipeline.warehouse.backend import StorageBackend
 
 STATUS_LOOKER = "status --alert"
 """Who a freshness look of ``status --alert`` was, in ``freight_meta.alerts``."""
@@ -30,11 +32,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    data_dir = resolve_data_dir(args.data_dir)
+    try:  # a bad setting: one line each, as every command says it, not a traceback
+        data_dir = resolve_data_dir(args.data_dir)
+        configured = load_settings()
+        backend = storage_of(configured)
+    except (BadSettings, LakeConfigError) as exc:
+        say_bad("status", exc)
+        return 2
     if args.alert:
-        return _alert(data_dir)
+        return _alert(data_dir, configured, backend)
     try:
-        report = read_report(data_dir, storage_from_env())
+        report = read_report(data_dir, backend)
     except NothingPublished as exc:
         say(f"status: {exc}")
         return 1
@@ -45,17 +53,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _alert(data_dir: Path) -> int:
+def _alert(data_dir: Path, configured: Settings, backend: StorageBackend) -> int:
     """``status --alert``: the freshness looked at and the outbox sent; 2 when no destination is set."""
     from freight_pipeline.alerts.notify import freshness
 
-    try:
-        configured = load_settings()
-    except BadSettings as exc:
-        say_bad("status", exc)
-        return 2
-    alerted = freshness(data_dir, storage_of(configured), configured.alerts, configured.schedules.max_sync_age,
-                        STATUS_LOOKER)
+    alerted = freshness(data_dir, backend, configured.alerts, configured.schedules.max_sync_age, STATUS_LOOKER)
     if alerted is None:
         say(f"status: no alert destination is set ({ALERT_URLS_ENV}; docs/operations.md, Alerts)")
         return 2

@@ -104,6 +104,8 @@ class Step:
     """A stream's step that ran: what it did, and its tables' rows after it."""
     checks: list[tuple[WarehouseCheck, CheckResult]] = field(default_factory=list)
     """The checks' step: every check and its result."""
+    off: bool = False
+    """A stream's step skipped because the stream is switched off (not because another did not run)."""
     marts: MartsBuild | None = None
     """The build's step that succeeded: what it did (dbt's results of each node)."""
     publication: Publication | None = None
@@ -503,11 +505,12 @@ async def _run_stream(
     except Exception as exc:
         return Step(stream_step(stream.name), "failed", clock.lap(), one_line_error(exc))
     bad = result.bad_records()
-    status = "skipped" if "skipped" in result.extra else "success"
+    off = "skipped" in result.extra
     notices = [notice for notice in result.notices if notice not in said]
     said.update(notices)
     notes = [*([bad] if bad else []), *result.shape_changes(), *result.null_jumps(), *notices]
-    return Step(stream_step(stream.name), status, clock.lap(), result.summary(), notes, stream=StreamFigures(result))
+    return Step(stream_step(stream.name), "skipped" if off else "success", clock.lap(), result.summary(), notes,
+                stream=StreamFigures(result), off=off)
 
 
 def _checks(warehouse: Warehouse, *, changed_only: bool) -> Step:

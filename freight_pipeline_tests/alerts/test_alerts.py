@@ -19,6 +19,7 @@ from freight_pipeline.config import AlertSettings
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs.checks import ALERTS_SENSOR
 from freight_pipeline.defs.resources import WarehouseResource
+from freight_pipeline.job import run as job_run
 from freight_pipeline.job.run import Alerting
 from freight_pipeline.normalize import flatten
 from freight_pipeline.simulator.releases import NEXT
@@ -30,6 +31,7 @@ from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.alerts.harness import (
     FORBIDDEN,
     HOUR,
+    SETTINGS,
     STILL_OPEN_RUNS,
     Destinations,
     Runs,
@@ -259,3 +261,44 @@ def test_status_alert_without_a_destination_says_how_to_set_one(tmp_path: Path) 
     assert looked.returncode == 2
     assert looked.stderr == ("status: no alert destination is set (FREIGHT_ALERT_URLS; docs/operations.md, "
                              "Alerts)\n")
+
+
+def test_a_stream_switched_off_as_its_failure_advises_is_resolved_once(destinations: Destinations,
+                                                                      tmp_path: Path) -> None:
+    """The failure of a stream the account cannot reach advises switching it off: the first run with it off
+    resolves the failure (once), and later runs with it off say nothing."""
+    with running_simulator(shipments=10, seed=5) as sim:
+        runs = Runs(sim, tmp_path, destinations.alerting())
+        sim.set_faults(forbidden_prefixes=FORBIDDEN)
+        failed = runs.run()
+        assert failed.failed_streams == [CODE_CONVERSIONS.name]
+        (hook, _) = assert_one_each(destinations, [[], []], "[test-deploy] ERROR: the code_conversions stream failed")
+        assert f"{CODE_CONVERSIONS.switch.variable}=0" in hook.body  # the advice this test follows
+        off = SETTINGS.replaced(code_conversions=False)
+        before = titles(destinations)
+        assert runs.run(off).success
+        assert_one_each(destinations, before, "[test-deploy] resolved: the code_conversions stream failed")
+        before = titles(destinations)
+        assert runs.run(off).success and only_new(destinations, before) == [[], []]
+
+
+def test_checks_that_raise_before_any_result_are_an_error_resolved_by_the_next_checks(
+    destinations: Destinations, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault the simulator cannot make: the checks' step raising (DuckDB out of memory) is one ERROR, not a run
+    that failed in silence with "0 problems open"; the next run whose checks run resolves it."""
+    with running_simulator(shipments=10, seed=5) as sim:
+        runs = Runs(sim, tmp_path, destinations.alerting())
+
+        def out_of_memory(*_: object) -> None:
+            raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block of size 256 KiB")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(job_run, "evaluate_checks", out_of_memory)
+            crashed = runs.run()
+        assert not crashed.success
+        (hook, _) = assert_one_each(destinations, [[], []], "[test-deploy] ERROR: the checks step failed")
+        assert "Found: WarehouseOutOfMemory: the sync ran out of DuckDB memory" in hook.body
+        before = titles(destinations)
+        assert runs.run().success
+        assert_one_each(destinations, before, "[test-deploy] resolved: the checks step failed")

@@ -5,9 +5,11 @@ gets each message, each with its receipt."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import apprise  # noqa: F401  (a process's first send imports it, 0.4 s or more: here, the timeout times the send)
+import pytest
 
 from freight_pipeline.alerts.delivery import RECEIPTS_FILE, TIMED_OUT, Destination, Dispatch
 from freight_pipeline.alerts.ledger import Outgoing
@@ -39,12 +41,18 @@ def test_a_destination_that_never_answers_times_out_once_and_the_rest_waits_for_
     assert SECRET not in (tmp_path / RECEIPTS_FILE).read_text()
 
 
-def test_a_destination_that_answers_gets_every_message_in_order_each_with_a_receipt(tmp_path: Path) -> None:
+def test_a_destination_that_answers_gets_every_message_in_order_each_with_a_receipt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its token in the URL's path (as a Slack or Teams webhook's) is in no log line, even with every logger at
+    DEBUG (the HTTP library under Apprise logs each request's path)."""
+    caplog.set_level(logging.DEBUG)
     with webhook() as hook:
-        destination = Destination(f"json://{LOCALHOST}:{hook.port}/hook")
+        destination = Destination(f"json://{LOCALHOST}:{hook.port}/hook/{SECRET}")
         dispatch = Dispatch(outgoing(destination, 3), [destination], 30, tmp_path / RECEIPTS_FILE)
         assert dispatch.join(60)
         assert [m.title for m in hook.received] == ["title 0", "title 1", "title 2"]
     assert [(r.message_id, r.sent, r.error) for r in dispatch.receipts] == [
         ("m0", True, None), ("m1", True, None), ("m2", True, None)]
     assert receipts_written(tmp_path / RECEIPTS_FILE) == [r.__dict__ for r in dispatch.receipts]
+    assert SECRET not in caplog.text  # without the quieting: urllib3's `"POST /hook/s3cret-token HTTP/1.1" 200`

@@ -37,7 +37,7 @@ from freight_pipeline.checks.warehouse import (
 from freight_pipeline.config import REPO_ROOT, AlertSettings
 from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, REBUILD_STEP, Step
 from freight_pipeline.sync.result import NoticeKind
-from freight_pipeline.sync.streams import CODE_CONVERSIONS, DOCUMENTS, SHIPMENTS, stream_step
+from freight_pipeline.sync.streams import CODE_CONVERSIONS, DOCUMENTS, SHIPMENTS, STREAMS, Stream, stream_step
 from freight_pipeline.warehouse.ddl import ensure_tables
 from freight_pipeline.warehouse.meta import ALERT_MESSAGES, ALERTS, SYNC_RUNS
 
@@ -242,7 +242,34 @@ def test_every_kind_of_notice_is_a_problem_of_its_own_whose_next_step_is_its_sec
 
 def test_the_steps_the_alerts_know_are_the_jobs() -> None:
     """``alerts`` sits below ``job`` (it cannot import its names): the steps it gives a next step are the job's."""
-    assert set(STEP_DOCS) == {SYNC_STEP, MARTS_STEP, PUBLISH_STEP, REBUILD_STEP}
+    assert set(STEP_DOCS) == {SYNC_STEP, CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, REBUILD_STEP}
     assert NOT_ALERTED_STEPS == (CHECKS_STEP,)
     failed_at_start = Step(SYNC_STEP, "failed", 0.1, "x")
     assert "step.sync:failed" in of_steps([failed_at_start], SETTINGS).found
+
+
+@pytest.mark.parametrize("name", [*STEP_DOCS, *(stream_step(stream.name) for stream in STREAMS)])
+def test_every_step_that_fails_before_saying_anything_is_a_problem_resolved_by_its_next_success(name: str) -> None:
+    """Enumerated from the job's steps and the streams: a step that failed with nothing else to say (the checks
+    raised before any result: a DuckDB out-of-memory, say) is an ERROR of its own, never a silent run; the next
+    run whose step succeeds (the checks with their results) looked at it and resolves it."""
+    (failed,) = of_steps([Step(name, "failed", 0.1, "WarehouseOutOfMemory: the checks ran out")],
+                         SETTINGS).found.values()
+    assert (failed.key, failed.level, failed.summary) == (
+        f"step.{name}:failed", "error", "WarehouseOutOfMemory: the checks ran out")
+    results = [(check, CheckResult(True, {})) for check in warehouse_checks()] if name == CHECKS_STEP else []
+    later = of_steps([Step(name, "success", 0.1, "done", checks=results)], SETTINGS)
+    assert failed.scope in later.scopes and not later.found
+
+
+@pytest.mark.parametrize("stream", [stream for stream in STREAMS if stream.switch is not None],
+                         ids=lambda stream: stream.name)
+def test_a_stream_switched_off_resolves_its_failure_but_one_not_run_leaves_it_open(stream: Stream) -> None:
+    """A failed stream's message advises switching it off (an account without its permission): the run with it off
+    resolves the failure. A stream that did not run for another reason (the stream it reads first failed)
+    looked at nothing: its problems stay as they were."""
+    name = stream_step(stream.name)
+    off = of_steps([Step(name, "skipped", 0.0, f"the {stream.name} stream is off", off=True)], SETTINGS)
+    assert off.scopes == {f"step.{name}"} and not off.found
+    not_run = of_steps([Step(name, "skipped", 0.0, "not run: it reads the shipments stream first")], SETTINGS)
+    assert not not_run.scopes and not not_run.found

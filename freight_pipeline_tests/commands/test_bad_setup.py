@@ -74,6 +74,11 @@ CASES = [
          says="FREIGHT_DOCUMENTS_RELIST_MINUTES='daily': must be whole minutes (0 or more), or never"),
     Case("max sync age not minutes", env={"FREIGHT_MAX_SYNC_AGE_MINUTES": "1h"},
          says="FREIGHT_MAX_SYNC_AGE_MINUTES='1h': must be whole minutes (0 or more)"),
+    Case("start cursor not a date", env={"FREIGHT_START_CURSOR": "01/02/2026"},
+         says="FREIGHT_START_CURSOR='01/02/2026': must be YYYY-MM-DD or YYYY-MM-DD HH:MM:SS"),
+    # an age limit of 0 holds every run too old: an alert, or a re-read, that never ends
+    *(Case(f"{name} zero", env={name: "0"}, says=f"{name}='0': must be positive")
+      for name in ("FREIGHT_MAX_SYNC_AGE_MINUTES", "FREIGHT_EVENTS_MAX_AGE_MINUTES")),
     Case("on-time tolerance not minutes", env={"FREIGHT_ON_TIME_TOLERANCE_MINUTES": "an hour"},
          says="FREIGHT_ON_TIME_TOLERANCE_MINUTES='an hour': must be whole minutes (0 or more)"),
     Case("service time zone unknown", env={"FREIGHT_SERVICE_TIMEZONE": "Mars/Olympus_Mons"},
@@ -128,6 +133,10 @@ CASES = [
          says="FREIGHT_HISTORY='maybe': must be 1/true/yes/on or 0/false/no/off"),
     Case("rebuild: a bad value", args=("rebuild",), env={"FREIGHT_DBT_REPLAY": "sometimes"},
          says="FREIGHT_DBT_REPLAY='sometimes': must be 1/true/yes/on or 0/false/no/off"),
+    Case("status: a bad value", args=("status",), env={"FREIGHT_MIN_FREE_MB": "-1"},
+         says="FREIGHT_MIN_FREE_MB='-1': Input should be greater than or equal to 0"),
+    Case("status --alert: a bad value", args=("status", "--alert"), env={"FREIGHT_ALERT_LEVEL": "loud"},
+         says="FREIGHT_ALERT_LEVEL='loud': Input should be"),
     Case("demo: disk too full", args=("demo", "--shipments", "10"), env={"FREIGHT_MIN_FREE_MB": "999999999999"},
          says="(FREIGHT_MIN_FREE_MB)"),
 ]
