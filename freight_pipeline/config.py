@@ -719,6 +719,10 @@ class Settings:
     unknown_variables: tuple[str, ...] = ()
     """``FREIGHT_*`` variables that set nothing (a typo, or a name no release had): shown, not refused."""
 
+    def unknown_variable_lines(self) -> list[str]:
+        """A warning for each of :attr:`unknown_variables`, as every command (and a Dagster run's log) says it."""
+        return [f"{name} is set but is not a setting (a typo?): nothing reads it" for name in self.unknown_variables]
+
 
 class BadSettings(ValueError):
     """Values that cannot be used: one line each, naming the setting, where it was set, the value and what is

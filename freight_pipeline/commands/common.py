@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from freight_pipeline.config import DATA_DIR_ENV, StorageSettings
+from freight_pipeline.config import DATA_DIR_ENV, Settings, StorageSettings
 
 if TYPE_CHECKING:
     from freight_pipeline.alerts.notify import Alerted
@@ -33,6 +33,13 @@ def resolve_data_dir(arg: Path | None) -> Path:
     ``./data``); made absolute."""
     raw = arg if arg is not None else StorageSettings.configured().data_dir
     return Path(raw).expanduser().resolve()
+
+
+def say_unknown(command: str, settings: Settings) -> None:
+    """Each ``FREIGHT_*`` variable no setting reads (a typo?) on stderr, after ``command:``: a warning, not a
+    refusal (a variable of a newer or older release than this one)."""
+    for line in settings.unknown_variable_lines():
+        say(f"{command}: {line}")
 
 
 def say_bad(command: str, problems: Exception) -> None:

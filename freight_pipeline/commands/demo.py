@@ -14,6 +14,7 @@ from freight_pipeline.commands.common import (
     resolve_data_dir,
     say,
     say_bad,
+    say_unknown,
 )
 from freight_pipeline.commands.demo_data import ForeignDataDir, prepare_demo_dir
 from freight_pipeline.commands.demo_summary import (
@@ -73,11 +74,12 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         data_dir = resolve_data_dir(args.data_dir)
-        check_setup(data_dir, data_dir_setting(args.data_dir))  # the demo brings its service
+        configured = check_setup(data_dir, data_dir_setting(args.data_dir))  # the demo brings its service
         removed = prepare_demo_dir(data_dir, {"shipments": args.shipments, "seed": args.seed})
     except (BadSetup, BadSettings, ForeignDataDir) as exc:
         say_bad("demo", exc)
         return 2
+    say_unknown("demo", configured)
     if removed:
         say(f"demo: emptied the previous demo's warehouse in {data_dir} (the demo always starts with a full sync)")
     clock = Stopwatch()

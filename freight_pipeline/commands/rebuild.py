@@ -22,6 +22,7 @@ from freight_pipeline.commands.common import (
     resolve_data_dir,
     say,
     say_bad,
+    say_unknown,
 )
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.config import BadSettings
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     except (BadSetup, BadSettings) as exc:
         say_bad("rebuild", exc)
         return 2
+    say_unknown("rebuild", configured)
     from freight_pipeline.lake.backend import storage_of
     from freight_pipeline.marts.worker import DbtWorker
     from freight_pipeline.sync.runner import new_run_id

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from freight_pipeline.commands.common import add_data_dir_argument, say, say_bad
+from freight_pipeline.commands.common import add_data_dir_argument, say_bad, say_unknown
 from freight_pipeline.commands.preflight import BadSetup, check_settings
 from freight_pipeline.commands.text_table import format_table
 from freight_pipeline.config import (
@@ -44,8 +44,7 @@ def run(args: argparse.Namespace) -> int:
         say_bad("settings", exc)
         return 2
     print(effective_table(settings))
-    for name in settings.unknown_variables:
-        say(f"settings: {name} is set but is not a setting (a typo?): nothing reads it")
+    say_unknown("settings", settings)
     return 0
 
 

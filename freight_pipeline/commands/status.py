@@ -9,7 +9,14 @@ from typing import Any
 
 import duckdb
 
-from freight_pipeline.commands.common import add_data_dir_argument, alerts_sent, resolve_data_dir, say, say_bad
+from freight_pipeline.commands.common import (
+    add_data_dir_argument,
+    alerts_sent,
+    resolve_data_dir,
+    say,
+    say_bad,
+    say_unknown,
+)
 from freight_pipeline.commands.report import NothingPublished, describe_cursor, read_report
 from freight_pipeline.commands.text_table import format_table
 from freight_pipeline.config import ALERT_URLS_ENV, BadSettings, Settings, load_settings
@@ -39,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     except (BadSettings, LakeConfigError) as exc:
         say_bad("status", exc)
         return 2
+    say_unknown("status", configured)
     if args.alert:
         return _alert(data_dir, configured, backend)
     try:

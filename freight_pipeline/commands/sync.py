@@ -27,6 +27,7 @@ from freight_pipeline.commands.common import (
     resolve_data_dir,
     say,
     say_bad,
+    say_unknown,
     without_pandas,
 )
 from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job, missing_password, new_dagster_run_id
@@ -89,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         except BadSetup as exc:
             say_bad("sync", exc)
             return 2
+        say_unknown("sync", settings)
         if not settings.service.secret:
             say(f"sync: {missing_password()}")
             return 2

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
+from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say, say_unknown
 from freight_pipeline.commands.dagster_home import dagster_home, prepare_instance
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.commands.processes import (
@@ -130,9 +130,10 @@ def _preflight(args: argparse.Namespace) -> str | None:
         if port_in_use(port):
             return f"port {port} on {LOCALHOST} is in use: stop what listens there or pass {flag}"
     try:  # the UI brings its own simulator: the service's settings are its
-        check_setup(resolve_data_dir(args.data_dir), data_dir_setting(args.data_dir))
+        configured = check_setup(resolve_data_dir(args.data_dir), data_dir_setting(args.data_dir))
     except (BadSetup, BadSettings) as exc:
         return str(exc)
+    say_unknown("ui", configured)
     return None
 
 

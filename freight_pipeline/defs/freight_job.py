@@ -158,6 +158,8 @@ def build_freight_job() -> dg.AssetsDefinition:
         marts = bool(dbt_keys & selected)
         publish = PUBLISH_KEY in selected
         configured = run_settings(freight_service, warehouse)
+        for line in configured.unknown_variable_lines():
+            context.log.warning(line)
         service, data_dir = configured.service, configured.storage.data_dir.resolve()
         if streams and not service.secret:
             raise dg.Failure(f"{PASSWORD_ENV} is not set: the freight service's password (the resource's "

@@ -4,6 +4,7 @@ a stream the account cannot reach, whose one Dagster run fails and says why in i
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import subprocess
@@ -38,6 +39,7 @@ def in_dagster(sim: RunningSimulator, tmp_path_factory: pytest.TempPathFactory) 
         FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password,
         FREIGHT_DATA_DIR=str(root / "ignored"), DAGSTER_HOME=str(root / "dagster_home"),
         PYTHONPROFILEIMPORTTIME="1",  # each import a line on stderr: what the run imported (pandas it need not)
+        FREIGHT_SYNC_CODECONVERSIONS="0",  # a typo: said, and nothing reads it (the stream runs)
     )
     return Synced(run_cli(["sync", "--data-dir", str(root / "data")], env), root / "data")
 
@@ -81,6 +83,8 @@ def test_sync_runs_the_job_and_publishes(sim: RunningSimulator, in_dagster: Sync
     # the engine's own lines, as a run without Dagster says them
     said = [line.split()[0] for line in done.stderr.splitlines() if line.startswith("  ") and line[2] != " "]
     assert said == ["sync_shipments", "sync_code_conversions", "sync_documents", "checks", "marts", "publish"]
+    typo = "FREIGHT_SYNC_CODECONVERSIONS is set but is not a setting (a typo?): nothing reads it"
+    assert f"sync: {typo}\n" in done.stderr  # by the command; and in the Dagster run's log (the daemon's runs too)
     # each stream's progress (the op runs the engine in this process: its tallies reach the command), into a
     # pipe as plain lines: commands/test_sync_progress.py
     assert "    shipments: 0 of 100 shipments (0 %); " in done.stderr
@@ -105,6 +109,8 @@ def test_sync_runs_the_job_and_publishes(sim: RunningSimulator, in_dagster: Sync
     with environ({"DAGSTER_HOME": str(home)}), DagsterInstance.from_config(str(home)) as instance:
         runs = instance.get_runs()
         assert [(r.job_name, r.status.value) for r in runs] == [("freight_sync_job", "SUCCESS")]
+        warned = [entry.user_message for entry in instance.all_logs(runs[0].run_id) if entry.level == logging.WARNING]
+        assert [message for message in warned if typo in message] == [typo]
 
 
 def test_a_stream_the_account_cannot_reach_fails_the_sync_which_publishes_the_rest(tmp_path: Path) -> None:
@@ -170,6 +176,8 @@ def test_sync_without_dagster_says_each_step_and_publishes(
     assert lines[0].endswith("(without Dagster)") and lines[-1].startswith("sync succeeded in ")
     said = [line.split()[0] for line in lines[1:-1]]
     assert said == ["sync_shipments", "sync_code_conversions", "sync_documents", "checks", "marts", "publish"]
+    typo = "FREIGHT_SYNC_CODECONVERSIONS is set but is not a setting (a typo?): nothing reads it"
+    assert f"sync: {typo}\n" in done.stderr  # by the command; and in the Dagster run's log (the daemon's runs too)
     assert lines[4].endswith(" passed") and "the marts were never built by this version: " in lines[5]
     assert done.stdout == "" and sim.password not in done.stderr
     with duckdb.connect(str(without_dagster.data_dir / "warehouse.duckdb"), read_only=True) as con:
