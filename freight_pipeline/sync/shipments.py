@@ -21,7 +21,8 @@ detail part only that part); then, every ``reconcile_interval``, the reconcile p
 at once when the probe before the walk found that the service's data went back (a restore:
 ``reconcile.probe_for_restore``); then the events and memo lines of open shipments re-read to find what
 the service changes without moving their stamp, and keep them within a bound once it does
-(``freshness``).
+(``freshness``); one whose events answer 404 there is read for its document: gone too, it is deleted as a
+document's 404 deletes it (no difference counted), else its rows are left as held.
 
 One bad record never stops the stream (``isolation``); what is not a record's fault re-raises and
 writes nothing of the batch in hand; the breaker stops the stream when too many shipments fail.
@@ -40,7 +41,7 @@ from freight_pipeline.sync import freshness, memo_batch
 from freight_pipeline.sync.assemble import Assembled, PartCounts
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
 from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
-from freight_pipeline.sync.bundle import Bundle, Work, fetch_bundle
+from freight_pipeline.sync.bundle import GONE, Bundle, Work, fetch_bundle
 from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
 from freight_pipeline.sync.freshness import Unstamped
@@ -93,6 +94,8 @@ class _Run:
     """Write only the rows that differ from those held (a re-read of parts: ``freshness``)."""
     differed: dict[str, int] = field(default_factory=dict)
     """While ``compare``: per table, the shipments whose rows differed (and were written)."""
+    gone: list[int] = field(default_factory=list)
+    """While ``compare``: the shipments found deleted at the service (their events and document answered 404)."""
     written: set[int] = field(default_factory=set)
     """The shipments the run's batches wrote."""
     fresh: bool = False
@@ -109,7 +112,28 @@ class _Run:
         self.memos = MemoBatches(self.source, self.settings.count_attempts, kept=kept, began=self.result.started_at)
 
     async def fetch(self, work: Work) -> Bundle:
-        return await fetch_bundle(self.source, work, self.settings, self.memos)
+        bundle = await fetch_bundle(self.source, work, self.settings, self.memos)
+        if self.compare:
+            await self._confirm_gone(bundle)
+        return bundle
+
+    async def _confirm_gone(self, bundle: Bundle) -> None:
+        """A re-read of parts (``compare``) whose events answered 404: the document, read now, says whether the
+        shipment is gone. Gone (404): the bundle is the document's 404 alone, so the shipment is deleted as a
+        walk's document 404 deletes it (every row, a ``deleted`` version), not counted as differing; its memo
+        lookup's empty answer is not taken as memo lines removed. Otherwise (live, or its read failed) its events
+        and, unless the document loaded, its memo lines are left as held, to be read again."""
+        if DOCUMENT in bundle.work.parts or bundle.answers.get(EVENTS) is not GONE:
+            return
+        read = await fetch_bundle(self.source, Work(bundle.ref, frozenset({DOCUMENT})), self.settings)
+        document = read.answers.get(DOCUMENT)
+        if document is GONE:
+            bundle.answers = {DOCUMENT: GONE}
+            self.gone.append(bundle.work.shipment_id)
+            return
+        live = not isinstance(document, RecordFailure)
+        bundle.answers = {stream: answer for stream, answer in bundle.answers.items()
+                          if stream != EVENTS and (live or stream != MEMOS)}
 
     def prepare(self, finished: Finished[Work, Bundle]) -> tuple[Assembled, str, int]:
         """Normalize one batch of finished shipments (in the preparing thread, while the batch before it
@@ -387,6 +411,8 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
     if sampled:
         differed = await _reread(run, sampled, freshness.SAMPLED_PARTS)
         figures["sample_differed"] = differed
+        if run.gone:
+            figures["sample_gone"] = sorted(run.gone)[:20]
         found = tuple(part for part in (EVENTS, MEMOS) if differed.get(part))
         if found and not set(found) <= set(known.parts):
             if not known.parts:
@@ -402,6 +428,8 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
     if rolling:
         differed = await _reread(run, rolling, known.rolling_parts())
         figures.update(refreshed=len(rolling), refreshed_differed=differed)
+        if run.gone:
+            figures["refreshed_gone"] = sorted(run.gone)[:20]
     open_held, oldest = warehouse.reads.oldest_part_read(EVENTS)
     figures.update(requests=run.source.request_counts()[0] - before, open_shipments=open_held,
                    oldest_events_read_at=oldest.isoformat() if oldest else None,
@@ -413,8 +441,9 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
 
 async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> dict[str, int]:
     """Read ``parts`` of the shipments ``refs`` again, writing only what differs from the rows held; per part,
-    the shipments whose rows differed."""
-    run.compare, run.differed = True, {}
+    the shipments whose rows differed (a shipment found deleted at the service is deleted, not counted:
+    ``run.gone``)."""
+    run.compare, run.differed, run.gone = True, {}, []
     run.expect(len(refs))
     try:
         await run.run(_listed(Work(ref, parts) for ref in refs))

@@ -16,14 +16,19 @@ import pytest
 
 from bench.expected_rows import expected_rows
 from freight_pipeline.checks.warehouse import evaluate_checks, events_age_check
+from freight_pipeline.client import endpoints as ep
+from freight_pipeline.client._core import HeldBody
+from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.commands.report import read_report
 from freight_pipeline.commands.status import render_status
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator import store_changes
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import freshness
+from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.parts import DETAIL_PARTS, EVENTS, MEMOS
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
+from freight_pipeline.sync.source import ShipmentGone
 from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
 from freight_pipeline_tests.sync.conftest import query, syncer, work_db
 from freight_pipeline_tests.sync.expected import rows_differences
@@ -152,3 +157,182 @@ def test_a_tight_budget_reads_the_nearest_upcoming_estimates_first(tmp_path: Pat
         read = query(work_db(tmp_path), "SELECT shipment_id FROM freight_meta.raw_parts WHERE stream = ? AND "
                      f"run_id = ? AND shipment_id NOT IN ({walked}) ORDER BY 1", [EVENTS, result.run_id, result.run_id])
         assert [r[0] for r in read] == sorted(r[0] for r in due)
+
+
+class TestAShipmentDeletedAtTheServiceIsADeletionNotAnUnstampedChange:
+    """A re-read open shipment the service deleted: its events answer 404, and so does its document (read to
+    confirm: an empty memo lookup alone is no deletion). In the sample and in the rolling re-read it is deleted as
+    a walk's document 404 deletes it (every row, a ``deleted`` version as of the run's start), counted as gone,
+    not as differing: no notice, no rolling re-read switched on."""
+
+    SHIPMENTS = 40
+    GONE = 4
+    EVERY_OPEN = SETTINGS.replaced(freshness_sample=60)
+    """The sample comes to every open shipment held (fewer than 60 of the 40)."""
+    ROLLING = SETTINGS.replaced(events_refresh="on", freshness_sample=0)
+
+    @staticmethod
+    def _open_held(data_dir: Path) -> list[int]:
+        return [r[0] for r in query(work_db(data_dir), "SELECT shipment_id FROM freight.shipments WHERE "
+                                    "shipment_closed IS NOT TRUE ORDER BY 1")]
+
+    @staticmethod
+    def _held_anywhere(data_dir: Path, ids: list[int]) -> dict[str, int]:
+        """Rows of ``ids`` in every per-shipment table and the raw documents and parts, by table (none: {})."""
+        among = ", ".join(map(str, ids))
+        with duckdb.connect(str(work_db(data_dir)), read_only=True) as con:
+            tables = con.execute("SELECT table_schema, table_name FROM information_schema.columns WHERE column_name "
+                                 "= 'shipment_id' AND table_schema IN ('freight', 'freight_meta') AND table_name IN "
+                                 "(SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE') "
+                                 "AND table_name NOT IN ('rejected_records', 'changed_shipments')").fetchall()
+            found = {f"{schema}.{name}": con.execute(f'SELECT count(*) FROM "{schema}"."{name}" WHERE shipment_id '
+                                                     f"IN ({among})").fetchone()[0] for schema, name in tables}
+        assert "freight.shipment_events" in found and "freight_meta.raw_parts" in found
+        return {name: count for name, count in found.items() if count}
+
+    def _assert_deleted(self, sim: RunningSimulator, data_dir: Path, gone: list[int], run_id: str) -> None:
+        """``gone`` removed as a deletion is: no row left, the current version of each subject of theirs a
+        ``deleted`` one the run recorded, the warehouse as the service, the marts told."""
+        assert self._held_anywhere(data_dir, gone) == {}
+        among = ", ".join(map(str, gone))
+        database = work_db(data_dir)
+        deleted = query(database, f"SELECT shipment_id FROM freight_history.shipment_versions WHERE shipment_id IN "
+                                  f"({among}) AND deleted AND valid_to IS NULL AND run_id = ? ORDER BY 1", [run_id])
+        assert [r[0] for r in deleted] == gone
+        for name in ("shipment_versions", "event_versions", "leg_versions"):
+            alive = query(database, f"SELECT count(*) FROM freight_history.{name} WHERE shipment_id IN ({among}) "
+                                    "AND valid_to IS NULL AND NOT deleted")[0][0]
+            assert alive == 0, f"{name}: a current version of a deleted shipment"
+        events_deleted = query(database, f"SELECT DISTINCT shipment_id FROM freight_history.event_versions WHERE "
+                                         f"shipment_id IN ({among}) AND deleted AND run_id = ? ORDER BY 1", [run_id])
+        assert [r[0] for r in events_deleted] == gone, "every shipment deleted had events"
+        rejected = query(database, "SELECT stream, source_key FROM freight_meta.rejected_records WHERE run_id = ? "
+                                   "ORDER BY 2", [run_id])
+        assert rejected == [(SHIPMENTS, str(i)) for i in gone], "said as a document's 404, once each"
+        changed = {r[0] for r in query(database, "SELECT shipment_id FROM freight_meta.changed_shipments")}
+        assert set(gone) <= changed, "the marts rebuild what was deleted"
+        assert _differences(sim, data_dir) == {}, "the warehouse as the service"
+
+    @staticmethod
+    def _no_unstamped_notice(result: object) -> None:
+        assert not [n for n in result.notices if n.startswith("the service changes")]  # type: ignore[attr-defined]
+
+    def test_the_sample_deletes_what_the_service_deleted_and_says_nothing_of_unstamped_changes(
+        self, tmp_path: Path
+    ) -> None:
+        with running_simulator(shipments=self.SHIPMENTS, seed=7) as sim:
+            sync = syncer(sim, tmp_path, publish_after=False)
+            sync(self.EVERY_OPEN)
+            open_held = self._open_held(tmp_path)
+            assert len(open_held) > self.GONE
+            gone = sim.store.changes.delete_shipment_ids(open_held[:self.GONE])
+            sim.advance_clock(900)
+            result = sync(self.EVERY_OPEN)[SHIPMENTS]
+            figures = result.extra["freshness"]
+            # every open shipment held but those the walk's overlap read again (the deleted ones among them)
+            assert self.GONE < figures["sampled"] <= len(open_held) and figures["sample_gone"] == gone
+            assert figures["sample_differed"] == {EVENTS: 0, MEMOS: 0}
+            assert not figures["rolling"] and "refreshed" not in figures
+            # an events read and a memo lookup per shipment sampled, and the document read of each gone one
+            assert figures["requests"] == 2 * figures["sampled"] + self.GONE
+            assert figures["open_shipments"] == len(open_held) - self.GONE
+            self._no_unstamped_notice(result)
+            self._assert_deleted(sim, tmp_path, gone, result.run_id)
+            # nothing recorded as found: the runs after stay as they were
+            sim.advance_clock(900)
+            after = sync(self.EVERY_OPEN)[SHIPMENTS]
+            assert not after.extra["freshness"]["rolling"] and "sample_gone" not in after.extra["freshness"]
+            assert after.extra["freshness"]["sample_differed"] == {EVENTS: 0, MEMOS: 0}
+            self._no_unstamped_notice(after)
+            state = query(work_db(tmp_path), "SELECT cursor_value FROM freight_meta.sync_state WHERE stream = ?",
+                          [freshness.STATE])
+            assert freshness.Unstamped.parse(state[0][0]).parts == ()
+
+    def test_the_rolling_reread_deletes_what_the_service_deleted(self, tmp_path: Path) -> None:
+        with running_simulator(shipments=self.SHIPMENTS, seed=7) as sim:
+            sync = syncer(sim, tmp_path, publish_after=False)
+            sync(self.ROLLING)
+            open_held = self._open_held(tmp_path)
+            gone = sim.store.changes.delete_shipment_ids(open_held[-self.GONE:])
+            _wait_past_due()
+            sim.advance_clock(900)
+            result = sync(self.ROLLING)[SHIPMENTS]
+            figures = result.extra["freshness"]
+            assert figures["sampled"] == 0 and figures["rolling"]
+            assert self.GONE < figures["refreshed"] <= len(open_held) and figures["refreshed_gone"] == gone
+            assert figures["refreshed_differed"] == {EVENTS: 0}
+            assert figures["requests"] == figures["refreshed"] + self.GONE  # the events, each gone one's document
+            self._no_unstamped_notice(result)
+            self._assert_deleted(sim, tmp_path, gone, result.run_id)
+
+    def test_nothing_deleted_nothing_said(self, tmp_path: Path) -> None:
+        with running_simulator(shipments=self.SHIPMENTS, seed=7) as sim:
+            sync = syncer(sim, tmp_path, publish_after=False)
+            sync(self.EVERY_OPEN)
+            open_held = self._open_held(tmp_path)
+            sim.advance_clock(900)
+            result = sync(self.EVERY_OPEN)[SHIPMENTS]
+            figures = result.extra["freshness"]
+            assert 0 < figures["sampled"] <= len(open_held) and "sample_gone" not in figures
+            assert figures["sample_differed"] == {EVENTS: 0, MEMOS: 0} and not figures["rolling"]
+            assert figures["requests"] == 2 * figures["sampled"]
+            self._no_unstamped_notice(result)
+            assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.rejected_records")[0][0] == 0
+            assert _differences(sim, tmp_path) == {}
+
+    def test_events_answering_404_for_a_live_shipment_leave_its_rows(self, tmp_path: Path) -> None:
+        """The document read says the shipment lives: its events' 404 is no deletion and no change; its rows stay
+        (read again next time), and its memo lines are compared as read."""
+        with running_simulator(shipments=self.SHIPMENTS, seed=7) as sim:
+            sync = syncer(sim, tmp_path, publish_after=False)
+            sync(self.EVERY_OPEN)
+            victim = self._open_held(tmp_path)[0]
+            events_before = query(work_db(tmp_path), "SELECT count(*) FROM freight.shipment_events WHERE "
+                                                     "shipment_id = ?", [victim])[0][0]
+            assert events_before > 0
+
+            class EventsGone(ClientSource):
+                async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> HeldBody:
+                    if shipment_id == victim and endpoint == ep.SHIPMENT_EVENTS:
+                        raise ShipmentGone(shipment_id)
+                    return await super().get_shipment_records(endpoint, shipment_id)
+
+            sim.advance_clock(900)
+            result = sync(self.EVERY_OPEN, source_factory=EventsGone)[SHIPMENTS]
+            figures = result.extra["freshness"]
+            assert "sample_gone" not in figures and figures["sample_differed"] == {EVENTS: 0, MEMOS: 0}
+            self._no_unstamped_notice(result)
+            assert query(work_db(tmp_path), "SELECT count(*) FROM freight.shipment_events WHERE shipment_id = ?",
+                         [victim])[0][0] == events_before
+            assert _differences(sim, tmp_path) == {}
+            deleted = query(work_db(tmp_path), "SELECT count(*) FROM freight_history.event_versions WHERE deleted")
+            assert deleted[0][0] == 0
+
+    def test_memo_lines_removed_without_the_stamp_are_a_change_not_a_deletion(self, tmp_path: Path) -> None:
+        """An empty memo lookup of a shipment whose events answer: its memo lines were removed (found, said),
+        the shipment stays."""
+        with running_simulator(shipments=self.SHIPMENTS, seed=7) as sim:
+            sync = syncer(sim, tmp_path, publish_after=False)
+            sync(self.EVERY_OPEN)
+            with_memos = [r[0] for r in query(work_db(tmp_path), "SELECT DISTINCT m.shipment_id FROM "
+                                              "freight.shipment_memos m JOIN freight.shipments s USING (shipment_id) "
+                                              "WHERE s.shipment_closed IS NOT TRUE ORDER BY 1")]
+            assert with_memos
+            victim = with_memos[0]
+            data = sim.store.data
+            with data.lock:  # the memo lines go, the shipment's stamp stays
+                for memo_id in data.memos_by_shipment.pop(victim):
+                    del data.memos[memo_id]
+                data.version += 1
+            sim.store.reader.forget(victim)
+            sim.advance_clock(900)
+            result = sync(self.EVERY_OPEN)[SHIPMENTS]
+            figures = result.extra["freshness"]
+            assert "sample_gone" not in figures and figures["sample_differed"] == {EVENTS: 0, MEMOS: 1}
+            (notice,) = [n for n in result.notices if n.startswith("the service changes")]
+            assert notice.startswith("the service changes memo lines without moving last-modified (1 of ")
+            assert query(work_db(tmp_path), "SELECT count(*) FROM freight.shipments WHERE shipment_id = ?",
+                         [victim])[0][0] == 1
+            assert query(work_db(tmp_path), "SELECT count(*) FROM freight.shipment_memos WHERE shipment_id = ?",
+                         [victim])[0][0] == 0
+            assert _differences(sim, tmp_path) == {}
