@@ -850,8 +850,7 @@ def _problem(error: Any, concern: type[SettingsModel], values: Mapping[str, Any]
 def shown_value(name: str, value: Any) -> str:
     """A setting's value as ``settings`` prints it: secrets masked, durations in minutes, unset as ``-``."""
     if value is None:
-        never = any(getattr(check, "func", None) is _minutes_or_never for check in field_of(name).metadata)
-        return "never" if never else "-"
+        return "never" if or_never(name) else "-"
     if isinstance(value, SecretStr):
         return "***" if value.get_secret_value() else "(not set)"
     if name == "lake_catalog_uri":
@@ -891,8 +890,17 @@ def setting_value(settings: Settings, name: str) -> Any:
     return getattr(getattr(settings, concern.section), concern.settings_fields()[name])
 
 
-def plain_type(concern: type[SettingsModel], name: str) -> type:
-    """The plain type a Dagster resource field of setting ``name`` takes (durations: whole minutes)."""
+def or_never(name: str) -> bool:
+    """Whether setting ``name`` is a duration that can be ``never`` (:data:`MinutesOrNever`)."""
+    return any(getattr(check, "func", None) is _minutes_or_never for check in field_of(name).metadata)
+
+
+def plain_type(concern: type[SettingsModel], name: str) -> Any:
+    """The plain type a Dagster resource field of setting ``name`` takes (durations: whole minutes; those that can
+    be ``never``: minutes or that word, which Dagster's config takes as ``Any``: it has no union of an int and a
+    text, and the model checks the value as any other source's)."""
+    if or_never(name):
+        return Any
     annotation = concern.model_fields[concern.settings_fields()[name]].annotation
     args = [arg for arg in get_args(annotation) if arg is not type(None)] if get_origin(annotation) else []
     core = args[0] if len(args) == 1 else annotation

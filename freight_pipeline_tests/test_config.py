@@ -23,6 +23,7 @@ from freight_pipeline.config import (
     Settings,
     SettingsModel,
     load_settings,
+    or_never,
     setting_names,
     setting_value,
     shown_value,
@@ -169,6 +170,20 @@ def test_every_setting_is_read_from_the_dagster_resources(monkeypatch: pytest.Mo
         monkeypatch.setenv(variable(name), as_variable(given[ScheduleSettings][name]))
     check_read_back(run_settings(freight_service, warehouse),
                     lambda name: f"environment {variable(name)}" if name in NOT_IN_A_RESOURCE else "Dagster resource")
+
+
+def test_never_is_set_through_the_dagster_resources_as_through_any_source() -> None:
+    """Enumerated from the declarations: every duration that can be ``never`` takes the word in its resource's field
+    (the launchpad's YAML), and whole minutes still."""
+    nevers = [(resource, name) for resource in RESOURCES for concern in resource.concerns
+              for name in concern.settings_fields() if or_never(name)]
+    assert {name for _, name in nevers} >= {"reconcile_interval_minutes", "documents_relist_minutes",
+                                            "alert_repeat_minutes"}
+    for resource, name in nevers:
+        assert setting_value(resource(**{name: "never"}).settings(), name) is None, name
+        assert setting_value(resource(**{name: 90}).settings(), name) == dt.timedelta(minutes=90), name
+        with pytest.raises(BadSettings, match=rf"{name} \(Dagster resource \w+\)='sometimes': must be whole minutes"):
+            resource(**{name: "sometimes"}).settings()
 
 
 def test_a_flag_wins_over_the_environment_which_wins_over_the_file(tmp_path: Path) -> None:

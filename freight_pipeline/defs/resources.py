@@ -61,7 +61,8 @@ def _settings_resource(name: str, doc: str, base: type[SettingsResource]) -> Any
             info = concern.model_fields[field_name]
             described = (f"{info.description} (unset: ${variable(setting)}, the settings file, else "
                          f"{default_shown(setting)})")
-            fields[setting] = (plain_type(concern, setting) | None,
+            plain = plain_type(concern, setting)
+            fields[setting] = (plain if plain is Any else plain | None,
                                Field(default=None, description=described, repr=setting not in SECRET_SETTINGS))
     return create_model(name, __base__=base, __doc__=doc, __module__=__name__, **fields)
 
