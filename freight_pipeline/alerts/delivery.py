@@ -107,13 +107,25 @@ def send(destination: Destination, message: Outgoing, timeout: float) -> str | N
     return outcome[0] if outcome else "the send ended without an answer"
 
 
+def unknown_kinds(urls: Sequence[str]) -> list[str]:
+    """What is said of each of ``urls`` no Apprise plugin takes (a misspelt scheme), checked without a send: the
+    commands refuse them with the other bad settings, before a run whose every alert would fail."""
+    import apprise
+
+    _quiet_apprise()
+    return [_UNKNOWN.format(masked_url(url)) for url in urls if not apprise.Apprise.instantiate(url)]
+
+
+_UNKNOWN = "{} is not a notification URL Apprise knows (docs/operations.md#setting-it-up)"
+
+
 def _notify(destination: Destination, message: Outgoing, timeout: float) -> str | None:
     import apprise  # imported where an alert is sent: 0.4 s a process without alerts never spends
 
     _quiet_apprise()
     plugin = apprise.Apprise.instantiate(destination.url)
     if not plugin:
-        return f"{masked_url(destination.url)} is not a notification URL Apprise knows"
+        return _UNKNOWN.format(masked_url(destination.url))
     plugin.socket_connect_timeout = plugin.socket_read_timeout = timeout
     kind = {"error": apprise.NotifyType.FAILURE, "warning": apprise.NotifyType.WARNING}.get(
         message.level, apprise.NotifyType.SUCCESS)

@@ -67,6 +67,12 @@ def check_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
             checked_storage_version(settings.storage.storage_version)
         except ValueError as exc:
             problems.append(str(exc).splitlines()[0])
+    if settings.alerts.alert_urls:  # Apprise imported only when there is a destination
+        from freight_pipeline.alerts.delivery import unknown_kinds
+
+        source = settings.sources["alert_urls"]
+        where = source.removeprefix("environment ") if source.startswith("environment ") else f"alert_urls ({source})"
+        problems += [f"{where}: {said}" for said in unknown_kinds(settings.alerts.alert_urls)]
     if problems:
         raise BadSetup("\n".join(problems))
     return settings

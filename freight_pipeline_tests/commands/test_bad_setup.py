@@ -25,6 +25,8 @@ from freight_pipeline.cli import main
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.lake.local import free_port
 
+SECRETS = ("tok3n", "a:b@")
+"""Parts of the cases' URLs that are secrets (a token, a user and password): never in what a refusal says."""
 UNREACHABLE = "http://127.0.0.1:9"
 """Nothing listens there: a case that got past the checks would fail on the service, not exit 2."""
 
@@ -133,6 +135,11 @@ CASES = [
          says="FREIGHT_HISTORY='maybe': must be 1/true/yes/on or 0/false/no/off"),
     Case("rebuild: a bad value", args=("rebuild",), env={"FREIGHT_DBT_REPLAY": "sometimes"},
          says="FREIGHT_DBT_REPLAY='sometimes': must be 1/true/yes/on or 0/false/no/off"),
+    Case("alert URL of no kind Apprise knows", env={"FREIGHT_ALERT_URLS": "json://127.0.0.1:9/hook slak://T1/A1/tok3n"},
+         says="FREIGHT_ALERT_URLS: slak://*** is not a notification URL Apprise knows"),
+    Case("alert URL in the settings file", env={"FREIGHT_SETTINGS_FILE": "{tmp}/freight.toml"},
+         file='[alerts]\nalert_urls = ["mailto2://a:b@smtp.example.com"]\n',
+         says="alert_urls (file {tmp}/freight.toml): mailto2://*** is not a notification URL Apprise knows"),
     Case("status: a bad value", args=("status",), env={"FREIGHT_MIN_FREE_MB": "-1"},
          says="FREIGHT_MIN_FREE_MB='-1': Input should be greater than or equal to 0"),
     Case("status --alert: a bad value", args=("status", "--alert"), env={"FREIGHT_ALERT_LEVEL": "loud"},
@@ -213,3 +220,4 @@ def test_a_bad_setup_is_refused_in_one_line_with_exit_2(case: Case, refusals: Re
     assert all(line.startswith(f"{command}: ") for line in done.stderr.splitlines()), done.stderr
     assert done.stderr.startswith(f"{command}: ") and case.says.format(tmp=tmp) in done.stderr, done.stderr
     assert not (tmp / "data").exists(), "nothing may be written before the setup is checked"
+    assert not any(secret in done.stderr for secret in SECRETS)
