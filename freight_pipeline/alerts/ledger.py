@@ -29,6 +29,9 @@ PENDING_LIMIT = 50
 """Unsent messages sent again per destination by one look, oldest first."""
 PENDING_DAYS = 7
 """Unsent messages older than this are not sent again (the problem's state says what is open)."""
+SEND_START = dt.timedelta(seconds=30)
+"""Added to a claimed message's sends' timeouts (:func:`pending`): until its send's thread starts, and the end of the
+process that holds it (``freight-pipeline sync`` waits for its sends)."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ def record(con: duckdb.DuckDBPyConnection, seen: Observation, context: Context, 
         message_id = f"{context.run_id}|{now.isoformat()}"
         problems = "\n".join(change.problem.key for change in changes)
         insert_values(con, f"INSERT INTO {qualified(ALERT_MESSAGES)} VALUES",
-                      "(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, NULL)",
+                      "(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, NULL, NULL)",
                       [(message_id, destination, problems, kinds, level or "resolved", title, body, now,
                         context.run_id) for destination in destinations])
     return changes
@@ -158,17 +161,30 @@ def message(changes: Sequence[Change], context: Context) -> tuple[str, str]:
     return title, "\n\n".join([*sections, run])
 
 
-def pending(con: duckdb.DuckDBPyConnection, destinations: Sequence[str], now: dt.datetime) -> list[Outgoing]:
-    """The outbox's unsent messages for ``destinations``, oldest first (then by destination),
-    at most :data:`PENDING_LIMIT` each."""
+def pending(con: duckdb.DuckDBPyConnection, destinations: Sequence[str], now: dt.datetime,
+            timeout: dt.timedelta) -> list[Outgoing]:
+    """The outbox's unsent messages for ``destinations`` that no earlier look's send may still be sending, oldest
+    first (then by destination), at most :data:`PENDING_LIMIT` each; claimed for the caller's send in its
+    transaction (``sending_until``: now, plus ``timeout`` for each message claimed for its destination, plus
+    :data:`SEND_START`), so that a look while they are sent (``status --alert`` as a run's sends end) does not send
+    them twice. A receipt releases the claim (:func:`fold_receipts`); a send that never wrote one (its process
+    killed) is taken again once the claim ended."""
     if not destinations:
         return []
     rows = con.execute(
         f"SELECT message_id, destination, level, title, body FROM {qualified(ALERT_MESSAGES)} "
         "WHERE sent_at IS NULL AND destination IN (SELECT unnest(?)) AND queued_at >= ? "
+        "AND (sending_until IS NULL OR sending_until <= ?) "
         "QUALIFY row_number() OVER (PARTITION BY destination ORDER BY queued_at, message_id) <= ? "
         "ORDER BY queued_at, message_id, destination",
-        [list(destinations), now - dt.timedelta(days=PENDING_DAYS), PENDING_LIMIT]).fetchall()
+        [list(destinations), now - dt.timedelta(days=PENDING_DAYS), now, PENDING_LIMIT]).fetchall()
+    by_destination: dict[str, list[str]] = {}
+    for message_id, destination, *_ in rows:
+        by_destination.setdefault(destination, []).append(message_id)
+    for destination, ids in by_destination.items():  # sent one after the other, each within the timeout
+        con.execute(f"UPDATE {qualified(ALERT_MESSAGES)} SET sending_until = ? "
+                    "WHERE destination = ? AND message_id IN (SELECT unnest(?))",
+                    [now + SEND_START + timeout * len(ids), destination, ids])
     return [Outgoing(*row) for row in rows]
 
 
@@ -191,7 +207,7 @@ def fold_receipts(con: duckdb.DuckDBPyConnection, receipts: Path) -> Path | None
         except ValueError:
             continue  # a line cut short by a crash: that message stays unsent and goes again
         con.execute(
-            f"UPDATE {qualified(ALERT_MESSAGES)} SET attempts = attempts + 1, "
+            f"UPDATE {qualified(ALERT_MESSAGES)} SET attempts = attempts + 1, sending_until = NULL, "
             "sent_at = CASE WHEN ? THEN coalesce(sent_at, CAST(? AS TIMESTAMPTZ)) ELSE sent_at END, "
             "last_error = CASE WHEN ? THEN NULL ELSE ? END WHERE message_id = ? AND destination = ?",
             [receipt["sent"], receipt["at"], receipt["sent"], receipt.get("error"), receipt["message_id"],

@@ -81,7 +81,8 @@ def _look(seen: Observation, run_id: str, data_dir: Path, backend: StorageBacken
                 looked = Observation().merge(seen).merge(
                     of_freshness(SHIPMENTS.name, ledger.last_success(con, SHIPMENTS.name), now, max_sync_age))
                 changes = ledger.record(con, looked, context, settings, fingerprints)
-                return changes, ledger.open_count(con), folded, ledger.pending(con, fingerprints, now)
+                outgoing = ledger.pending(con, fingerprints, now, dt.timedelta(seconds=settings.alert_timeout_seconds))
+                return changes, ledger.open_count(con), folded, outgoing
 
             changes, open_now, folded, outgoing = warehouse.database.write("alerts", write)
     except Exception as exc:  # never into the run: the next look finds the same problems

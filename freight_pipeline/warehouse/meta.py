@@ -329,6 +329,9 @@ ALERT_MESSAGES = _meta(
         Column("sent_at", "TIMESTAMPTZ", "when the destination accepted it; null until then (sent again by each look)"),
         Column("attempts", "BIGINT", "sends tried"),
         Column("last_error", "VARCHAR", "why the last send failed"),
+        Column("sending_until", "TIMESTAMPTZ", "while a look's send of it may still be under way (its place in its "
+                                               "destination's queue times the send timeout): the looks before then "
+                                               "leave it to that send; null: no send under way"),
     ),
     ("message_id", "destination"),
     "The alerts' outbox: one message per look that changed what is said, per destination, kept until the "

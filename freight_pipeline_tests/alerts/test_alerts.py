@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,19 +16,23 @@ import duckdb
 import pytest
 
 from bench.before_the_fix import mapping_before_the_fix
+from freight_pipeline.alerts import notify
 from freight_pipeline.config import AlertSettings
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs.checks import ALERTS_SENSOR
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.job import run as job_run
-from freight_pipeline.job.run import Alerting
+from freight_pipeline.job.run import Alerting, Step
+from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize import flatten
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.releases import NEXT
 from freight_pipeline.simulator.server import LOCALHOST, running_simulator
 from freight_pipeline.sync import drift
 from freight_pipeline.sync.parts import DOCUMENT
-from freight_pipeline.sync.streams import CODE_CONVERSIONS
+from freight_pipeline.sync.streams import CODE_CONVERSIONS, stream_step
 from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.store import Warehouse
 from freight_pipeline_tests.alerts.harness import (
     FORBIDDEN,
     HOUR,
@@ -302,3 +307,26 @@ def test_checks_that_raise_before_any_result_are_an_error_resolved_by_the_next_c
         before = titles(destinations)
         assert runs.run().success
         assert_one_each(destinations, before, "[test-deploy] resolved: the checks step failed")
+
+
+def test_a_look_while_a_runs_sends_are_under_way_leaves_them_to_that_send(tmp_path: Path) -> None:
+    """``status --alert`` from cron (or the sensor) while a run's send still waits on a slow destination: the
+    message is that send's, not sent a second time by the look."""
+    backend = storage_from_env()
+    with Warehouse(tmp_path, FREIGHT_TABLES, backend=backend):
+        pass  # the run made its tables
+    with webhook(mode="hang") as hook:
+        settings = AlertSettings(alert_urls=(hook.url,), alert_timeout_seconds=30)
+        failed = [Step(stream_step(CODE_CONVERSIONS.name), "failed", 1.0, "StreamUnreachable: 403")]
+        run = notify.after_run(failed, "run-1", tmp_path, backend, settings, HOUR)
+        assert run is not None and run.dispatch is not None
+        deadline = time.monotonic() + 30
+        while hook.posts < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert hook.posts == 1  # the run's send, waiting on the destination
+        cron = notify.freshness(tmp_path, backend, settings, HOUR, "status --alert")
+        assert cron is not None and cron.dispatch is None, cron.line
+        assert cron.line == "alerts: 2 problems open"
+        hook.release.set()  # the hanging post ends without an answer: the run's receipt says so
+        assert run.dispatch.join(30)
+    assert hook.posts == 1  # once; sent again by the first look after that receipt (test_ledger.py)

@@ -44,6 +44,7 @@ from freight_pipeline.warehouse.meta import ALERT_MESSAGES, ALERTS, SYNC_RUNS
 T0 = dt.datetime(2026, 12, 1, 8, 0, tzinfo=dt.UTC)
 SETTINGS = AlertSettings(alert_urls=("json://127.0.0.1:9/hook",))
 DESTINATIONS = ("dest-a", "dest-b")
+TIMEOUT = dt.timedelta(seconds=10)
 FAILED = Problem("step.sync_documents:failed", "error", "the documents stream failed", "StreamUnreachable: 403",
                  "docs/real-services.md#one-streams-failure-never-withholds-the-others")
 SHAPE = Problem("check.shipments.no_shape_changes:aes", "warning", "shipments.no_shape_changes: aes",
@@ -135,8 +136,9 @@ def test_one_message_per_look_on_every_change(con: duckdb.DuckDBPyConnection) ->
 
 
 def test_receipts_are_folded_into_the_outbox(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
+    """A receipt ends the send's claim: the message it could not send goes with the very next look."""
     look(con, T0, FAILED)
-    (first, second) = ledger.pending(con, DESTINATIONS, T0)
+    (first, second) = ledger.pending(con, DESTINATIONS, T0, TIMEOUT)
     receipts = tmp_path / "alert-receipts.jsonl"
     receipts.write_text(
         json.dumps({"message_id": first.message_id, "destination": first.destination, "sent": True,
@@ -145,11 +147,28 @@ def test_receipts_are_folded_into_the_outbox(con: duckdb.DuckDBPyConnection, tmp
                       "at": T0.isoformat(), "error": "timed out after 2 s"}) + "\n" + '{"cut short')
     folded = ledger.fold_receipts(con, receipts)
     assert folded is not None and not receipts.exists()
-    assert ledger.pending(con, DESTINATIONS, T0) == [second]
+    assert ledger.pending(con, DESTINATIONS, T0, TIMEOUT) == [second]
     assert con.execute("SELECT destination, sent_at, attempts, last_error FROM freight_meta.alert_messages "
                        "ORDER BY destination").fetchall() == [
         ("dest-a", T0, 1, None), ("dest-b", None, 1, "timed out after 2 s")]
-    assert ledger.pending(con, DESTINATIONS, T0 + dt.timedelta(days=ledger.PENDING_DAYS + 1)) == []
+    assert ledger.pending(con, DESTINATIONS, T0 + dt.timedelta(days=ledger.PENDING_DAYS + 1), TIMEOUT) == []
+
+
+def test_a_message_handed_to_a_send_is_left_to_it_until_its_receipt_or_the_end_of_its_claim(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    """A look while a run's sends are under way (``status --alert`` from cron, the sensor) does not send them a
+    second time; a send that never wrote a receipt (its process killed) leaves them to the first look after its
+    claim: each destination's messages one after the other, each within the timeout."""
+    look(con, T0, FAILED)
+    look(con, T0 + dt.timedelta(minutes=1), SHAPE)
+    claimed = ledger.pending(con, DESTINATIONS, T0 + dt.timedelta(minutes=1), TIMEOUT)
+    assert len(claimed) == 2 * len(DESTINATIONS)
+    ends = T0 + dt.timedelta(minutes=1) + ledger.SEND_START + 2 * TIMEOUT  # two messages a destination
+    assert ledger.pending(con, DESTINATIONS, ends - dt.timedelta(seconds=1), TIMEOUT) == []
+    assert ledger.pending(con, DESTINATIONS, ends, TIMEOUT) == claimed
+    look(con, ends, FAILED, SHAPE, scopes=("step.sync_documents",))  # nothing new: no message
+    assert ledger.pending(con, DESTINATIONS, ends, TIMEOUT) == []  # claimed again, by the look just before
 
 
 def test_a_runs_steps_make_problems_of_what_failed_and_look_only_where_they_ran() -> None:
