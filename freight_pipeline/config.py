@@ -41,6 +41,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -190,6 +191,16 @@ class SettingsModel(BaseModel):
         """This concern's settings as the environment and the settings file say (:func:`load_settings`; only
         this concern's values are checked)."""
         return _load(None, "flag", environ, (cls,))[0][cls.section]
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_switch_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """``true`` or ``false`` (the settings file's, a resource's) where a number is asked: refused, not read as
+        1 or 0 (pydantic would, for an int or a float)."""
+        if isinstance(value, bool) and info.field_name is not None and \
+                _core_type(cls.model_fields[info.field_name].annotation) in (int, float):
+            raise ValueError("must be a number, not true or false")
+        return value
 
 
 class ServiceSettings(SettingsModel):
@@ -895,17 +906,20 @@ def or_never(name: str) -> bool:
     return any(getattr(check, "func", None) is _minutes_or_never for check in field_of(name).metadata)
 
 
+def _core_type(annotation: Any) -> Any:
+    """A field's type without its ``None`` and its validators: ``int`` for ``Annotated[int, ...] | None``."""
+    args = [arg for arg in get_args(annotation) if arg is not type(None)] if get_origin(annotation) else []
+    core = args[0] if len(args) == 1 else annotation
+    return get_args(core)[0] if get_origin(core) is Annotated else core
+
+
 def plain_type(concern: type[SettingsModel], name: str) -> Any:
     """The plain type a Dagster resource field of setting ``name`` takes (durations: whole minutes; those that can
     be ``never``: minutes or that word, which Dagster's config takes as ``Any``: it has no union of an int and a
     text, and the model checks the value as any other source's)."""
     if or_never(name):
         return Any
-    annotation = concern.model_fields[concern.settings_fields()[name]].annotation
-    args = [arg for arg in get_args(annotation) if arg is not type(None)] if get_origin(annotation) else []
-    core = args[0] if len(args) == 1 else annotation
-    if get_origin(core) is Annotated:
-        core = get_args(core)[0]
+    core = _core_type(concern.model_fields[concern.settings_fields()[name]].annotation)
     if get_origin(core) is Literal:
         return str
     if core is dt.timedelta:

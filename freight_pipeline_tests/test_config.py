@@ -24,6 +24,7 @@ from freight_pipeline.config import (
     SettingsModel,
     load_settings,
     or_never,
+    plain_type,
     setting_names,
     setting_value,
     shown_value,
@@ -299,3 +300,18 @@ def test_a_destination_listed_twice_gets_each_message_once() -> None:
     hook, mail = "json://127.0.0.1:9/hook", "mailto://alerts:pw@smtp.example.com?to=a@example.com"
     settings = load_settings(environ={"FREIGHT_ALERT_URLS": f"{hook} {mail},{hook}\n{mail}"})
     assert settings.alerts.alert_urls == (hook, mail)
+
+
+NUMBERS = [(concern, name) for concern, name in EVERY if plain_type(concern, name) in (int, float)]
+
+
+@pytest.mark.parametrize(("concern", "name"), NUMBERS, ids=[name for _, name in NUMBERS])
+def test_true_or_false_for_a_number_is_refused_not_read_as_1_or_0(
+        concern: type[SettingsModel], name: str, tmp_path: Path) -> None:
+    """Enumerated from the declarations: every setting of a number (a count, a share, minutes) given ``true`` in
+    the settings file or a resource is refused where it was set."""
+    file = tmp_path / "freight.toml"
+    file.write_text(f"[{concern.section}]\n{name} = true\n")
+    with pytest.raises(BadSettings) as refused:
+        load_settings(environ={"FREIGHT_SETTINGS_FILE": str(file)})
+    assert str(refused.value).startswith(f"{file} [{concern.section}] {name}=True: must be "), str(refused.value)
