@@ -641,7 +641,12 @@ class AlertSettings(SettingsModel):
     @field_validator("dagster_url")
     @classmethod
     def _http(cls, value: str | None) -> str | None:
-        return http_url(value).rstrip("/") if value and value.strip() else None
+        if not (value and value.strip()):
+            return None
+        url = http_url(value).rstrip("/")
+        if "@" in urlsplit(url).netloc:
+            raise ValueError("holds a user or password: each alert's link shows it to everyone who reads the alert")
+        return url
 
 
 CONCERNS: tuple[type[SettingsModel], ...] = (

@@ -140,6 +140,8 @@ CASES = [
     Case("alert URL in the settings file", env={"FREIGHT_SETTINGS_FILE": "{tmp}/freight.toml"},
          file='[alerts]\nalert_urls = ["mailto2://a:b@smtp.example.com"]\n',
          says="alert_urls (file {tmp}/freight.toml): mailto2://*** is not a notification URL Apprise knows"),
+    Case("Dagster URL with a password", env={"FREIGHT_DAGSTER_URL": "https://ops:a:b@dagster.example.com"},
+         says="FREIGHT_DAGSTER_URL='https://ops:***@dagster.example.com': holds a user or password"),
     Case("status: a bad value", args=("status",), env={"FREIGHT_MIN_FREE_MB": "-1"},
          says="FREIGHT_MIN_FREE_MB='-1': Input should be greater than or equal to 0"),
     Case("status --alert: a bad value", args=("status", "--alert"), env={"FREIGHT_ALERT_LEVEL": "loud"},
