@@ -19,7 +19,17 @@ from freight_pipeline.normalize.flatten import normalize_shipment
 from freight_pipeline.normalize.legs import normalize_main_carriage
 from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.records import normalize_code_conversions, normalize_memos
-from freight_pipeline.normalize.shapes import FieldTally, Shape, WatchedPath, compare, compare_path, field_name
+from freight_pipeline.normalize.shapes import (
+    RECEIVED,
+    RETYPED,
+    FieldTally,
+    KnownField,
+    Shape,
+    WatchedPath,
+    compare,
+    compare_path,
+    field_name,
+)
 from freight_pipeline.simulator.store import SimulatorStore
 from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
 from freight_pipeline.sync.documents import STREAM as DOCUMENTS
@@ -29,8 +39,13 @@ from freight_pipeline.sync.parts import AIR_LEGS, DOCUMENT, EVENTS, MEMOS, SEA_L
 AT = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
 SHIPMENTS = 60
 ENOUGH = 3
-"""Records holding the key a case is tried on, at least (where the generated ones hold so many): after 3
-records that all had it, 3 without it are no accident, ``(1 / 5) ** 3`` (``KnownField.absent_by_accident``)."""
+"""Records holding the key a case is tried on, at least (where the generated ones hold so many): after the
+``N`` generated records that all had it, 3 without it are no accident, ``(1 / (N + 2)) ** 3``
+(``KnownField.absent_by_accident``)."""
+LONGER = 10
+"""A key dropped is dropped from a run of at least this many times ``N + 2`` records (the chosen ones again),
+after a first run of ``N`` records with objects of its path, ``W >= 1`` of which had it: no accident however
+few had it, ``((N - W + 1) / (N + 2)) ** (LONGER * (N + 2))`` is below ``e ** -LONGER``."""
 RENAMED = "_renamed"
 
 
@@ -132,6 +147,32 @@ MUTATIONS: dict[str, Callable[[dict[str, Any], str], None]] = {
 }
 
 
+@pytest.fixture(scope="module")
+def baselines(sources: dict[str, Source]) -> dict[str, dict[str, dict[str, KnownField]]]:
+    """Per source, path -> key -> its state after a first run that read every generated record (so a key
+    absent from some of them is known as such: it did not always come)."""
+    found: dict[str, dict[str, dict[str, KnownField]]] = {}
+    for name, source in sources.items():
+        shape = SOURCE_SHAPES[name]
+        _, states = compare(name, shape, source.tally(shape, list(zip(source.keys, source.records, strict=True))),
+                            {}, "r1", AT)
+        for state in states:
+            found.setdefault(name, {}).setdefault(state.path, {})[state.key] = state
+    return found
+
+
+def repeated(tally: FieldTally, records: int) -> FieldTally:
+    """A tally of the records of ``tally`` read over and over (as more records, each alike), until at least
+    ``records`` were read (doubling: a few additions)."""
+    total = tally
+    while total.records < records:
+        doubled = FieldTally(tally.shape)
+        doubled.add(total)
+        doubled.add(total)
+        total = doubled
+    return total
+
+
 @dataclass(frozen=True)
 class Case:
     source: str
@@ -150,8 +191,13 @@ def cases() -> Iterator[Case]:
                 yield Case(source, watched.path, key)
 
 
-def test_every_key_read_at_every_level_is_read_as_before_or_named(sources: dict[str, Source]) -> None:
+def test_every_key_read_at_every_level_is_read_as_before_or_named(
+    sources: dict[str, Source], baselines: dict[str, dict[str, dict[str, KnownField]]],
+) -> None:
+    """The first run reads every generated record; the second only records that held the key, mutated. A key
+    that did not come in every record is dropped from a run ``LONGER`` times as long as the first."""
     tried: dict[str, int] = {}
+    optional: list[str] = []  # the keys tried that did not come in every record with objects of their path
     absent: list[str] = []
     silent: list[str] = []
     all_cases = list(cases())
@@ -174,14 +220,19 @@ def test_every_key_read_at_every_level_is_read_as_before_or_named(sources: dict[
         repeat = -(-ENOUGH // len(chosen))  # a key few generated records hold: those again, as more records
         records = [(source.keys[i], source.records[i]) for i in chosen] * repeat
         chosen = chosen * repeat
-        _, known = compare_path(case.source, shape.label, watched, source.tally(shape, records), {}, "r1", AT)
+        known = {key: state for key, state in baselines[case.source][case.path].items() if key}
+        before = known[case.key]
+        if not before.always_came():
+            optional.append(f"{case.source}: {case.field} in {before.share():.0%} of {before.records_read_total}")
         holders = [o for i in dict.fromkeys(chosen) for o in walked[case.source][i].get(case.path, ()) if case.key in o]
         for name, mutate in MUTATIONS.items():
             kept = [(obj, list(obj.items())) for obj in holders]  # mutated in place, then put back as they were
             for obj in holders:
                 mutate(obj, case.key)
-            changes, _ = compare_path(case.source, shape.label, watched, source.tally(shape, records),
-                                      {k.key: k for k in known}, "r2", AT)
+            counted = source.tally(shape, records)
+            if name == "dropped":
+                counted = repeated(counted, LONGER * (before.records_read_total + 2))
+            changes, _ = compare_path(case.source, shape.label, watched, counted, known, "r2", AT)
             named = {change.field for change in changes}
             mutated = [] if named & {case.field, case.field + RENAMED} else [
                 _rows_or_error(source, key, record) for key, record in records]
@@ -195,9 +246,11 @@ def test_every_key_read_at_every_level_is_read_as_before_or_named(sources: dict[
                 if rows_after != rows[(case.source, i)]:
                     silent.append(f"{case.source}: {case.field} {name} (named: {sorted(named)})")
                     break
-    print(f"\n{len(all_cases)} keys declared; tried {tried}; {len(absent)} not in the generated documents")
+    print(f"\n{len(all_cases)} keys declared; tried {tried} ({len(optional)} that did not come in every record); "
+          f"{len(absent)} not in the generated documents")
     assert silent == [], "a mutation changed rows and nothing named it:\n" + "\n".join(silent)
     assert sum(tried.values()) >= 3 * 700, tried
+    assert len(optional) >= 20, optional  # the keys a first run of records that all held them never tried
 
 
 def test_every_key_the_simulator_sends_is_declared_at_every_level(sources: dict[str, Source]) -> None:
@@ -208,3 +261,107 @@ def test_every_key_the_simulator_sends_is_declared_at_every_level(sources: dict[
         changes, _ = compare(name, shape, source.tally(shape, list(zip(source.keys, source.records, strict=True))),
                              {}, "r1", AT)
         assert [change.phrase() for change in changes] == [], name
+
+
+# --- the elements of every array of objects, sent as something else --------------------------------------
+
+ELEMENTS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "text": lambda obj: str(next((v for v in obj.values() if isinstance(v, str | int | float)), "x")),
+    "number": lambda obj: 7,
+    "array": lambda obj: [obj],
+}
+"""An object element of an array, as another JSON kind: text (one of its values), a number, an array."""
+
+
+def arrays_by_path(shape: Shape, record: Any, each: bool) -> dict[str, list[list[Any]]]:
+    """Every array of ``record`` whose elements are the objects of a watched path below the top (``goods[]``:
+    the goods and every subgoods array), as the tally walks them."""
+    found: dict[str, list[list[Any]]] = {}
+
+    def walk(watched: WatchedPath, objects: list[Any]) -> None:
+        objects = [o for o in objects if isinstance(o, dict)]
+        if not objects:
+            return
+        for names, array, child in watched.children:
+            values = [v for o in objects if (v := next((o[n] for n in names if o.get(n) is not None), None))
+                      is not None]
+            if array:
+                arrays = [value for value in values if isinstance(value, list)]
+                found.setdefault(child.path, []).extend(arrays)
+                walk(child, [item for value in arrays for item in value])
+            else:
+                walk(child, [value for value in values if isinstance(value, dict)])
+
+    items = record if each else [record]
+    walk(shape.top, items if isinstance(items, list) else [])
+    return found
+
+
+def array_paths() -> Iterator[tuple[str, str]]:
+    """(source, path) of every array of objects the declarations name below the top of a record."""
+    for source, shape in SOURCE_SHAPES.items():
+        for path in shape.paths:
+            if path.endswith("[]"):
+                yield source, path
+
+
+def test_every_array_of_objects_whose_elements_come_as_another_kind_is_named(
+    sources: dict[str, Source], baselines: dict[str, dict[str, dict[str, KnownField]]],
+) -> None:
+    """Each array of objects the declarations name (goods and subgoods, hs codes, addresses and their
+    references, containers, legs, location codes, E-File references...; enumerated from the shapes): its
+    object elements sent as text, a number or an array in every record that holds one are never read (no row,
+    a data problem each), so the watcher names the path retyped with its counts, once, and a run of objects
+    there again resolves it."""
+    paths = list(array_paths())
+    assert {"goods[]", "goods[].hs_codes[]", "addresses[]", "addresses[].references[]", "containers[]",
+            "main_carriage.carriage_legs[]"} <= {path for source, path in paths if source == DOCUMENT}
+    tried: list[str] = []
+    retyped_paths: list[str] = []
+    absent: list[str] = []
+    silent: list[str] = []
+    for source_name, path in paths:
+        source, shape = sources[source_name], SOURCE_SHAPES[source_name]
+        walked = [arrays_by_path(shape, record, source.each) for record in source.records]
+        chosen = [i for i, arrays in enumerate(walked) if any(isinstance(item, dict)
+                                                              for array in arrays.get(path, ()) for item in array)]
+        if not chosen:
+            absent.append(f"{source_name}: {path}")
+            continue
+        records = [(source.keys[i], source.records[i]) for i in chosen]
+        known = {state.field: state for states in baselines[source_name].values() for state in states.values()}
+        assert path not in known, "the generated records send objects only"
+        for kind, other in ELEMENTS.items():
+            kept = [(array, list(array)) for i in chosen for array in walked[i][path]]
+            for array, _ in kept:
+                array[:] = [other(item) if isinstance(item, dict) else item for item in array]
+            try:  # the elements a walk still reaches (subgoods inside a goods line sent as text are not)
+                sent = sum(1 for _, record in records for array in arrays_by_path(shape, record, source.each)[path]
+                           for item in array if item is not None)
+                changes, states = compare(source_name, shape, source.tally(shape, records), known, "r2", AT)
+                after = {state.field: state for state in states}
+                again, _ = compare(source_name, shape, source.tally(shape, records), after, "r3", AT)
+                named = {change.field: change for change in changes}
+                mutated = [] if path in named else [_rows_or_error(source, key, record) for key, record in records]
+            finally:
+                for array, items in kept:
+                    array[:] = items
+            tried.append(f"{source_name}: {path} {kind}")
+            if path not in named:  # not named: read as before?
+                if mutated != [_rows_or_error(source, key, record) for key, record in records]:
+                    silent.append(f"{source_name}: {path} elements as {kind} (named: {sorted(named)})")
+                continue
+            retyped_paths.append(f"{source_name}: {path} {kind}")
+            change = named[path]
+            assert (change.change, change.kinds_before, dict(change.kinds_new), change.unread) == (
+                RETYPED, ("object",), {kind: sent}, sent), change
+            assert change.phrase().startswith(f"{path} object -> {kind} in {sent:,} of {change.records_with:,}, "
+                                              f"{sent:,} not read"), change.phrase()
+            assert path not in {c.field for c in again}, "said once: the next run alike is no change"
+            assert after[path].state == RETYPED and after[path].path == path and after[path].key == ""
+            _, healed = compare(source_name, shape, source.tally(shape, records), after, "r4", AT)
+            assert [state.state for state in healed if state.field == path] == [RECEIVED], "objects again: resolved"
+    print(f"\n{len(paths)} arrays of objects declared; {len(tried)} element kinds tried, {len(retyped_paths)} named; "
+          f"{len(absent)} not in the generated records: {absent}")
+    assert silent == [], "elements sent as another kind changed rows and nothing named it:\n" + "\n".join(silent)
+    assert len(tried) >= 3 * 20, tried
