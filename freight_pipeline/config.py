@@ -854,6 +854,12 @@ def _problem(error: Any, concern: type[SettingsModel], values: Mapping[str, Any]
     """One line: where the bad value was set, the value (masked when secret) and what is allowed."""
     name = str(error["loc"][0]) if error["loc"] else ""
     fields = concern.settings_fields()
+    if not name:  # a rule between settings: each it names, with where it was set (or its default) and its value
+        reason = str(error["msg"]).removeprefix("Value error, ")
+        named = [setting for setting in fields if re.search(rf"\b{re.escape(setting)}\b", reason)]
+        said = [f"{shown_as[setting]}={values[setting]!r}" if setting in values
+                else f"{setting}={default_shown(setting)} (the default)" for setting in named]
+        return f"[{concern.section}] {reason}" + (f": {', '.join(said)}" if said else "")
     if name not in fields:  # reported under the field's name
         name = next((setting for setting, field in fields.items() if field == name), name)
     where = shown_as.get(name, f"[{concern.section}]")

@@ -96,7 +96,11 @@ CASES = [
     Case("two bad values, a line each", env={"FREIGHT_PAGE_SIZE": "0", "FREIGHT_FETCH_WINDOW": "none"}, lines=2,
          says="FREIGHT_FETCH_WINDOW='none': Input should be a valid integer"),
     Case("retry waits out of order", env={"FREIGHT_RETRY_AFTER_MINUTES": "90", "FREIGHT_RETRY_AFTER_MAX_MINUTES": "60"},
-         says="retry_after_minutes must not be above retry_after_max_minutes"),
+         says="[sync] retry_after_minutes must not be above retry_after_max_minutes: "
+         "FREIGHT_RETRY_AFTER_MINUTES='90', FREIGHT_RETRY_AFTER_MAX_MINUTES='60'"),
+    Case("retry wait above its maximum's default", env={"FREIGHT_RETRY_AFTER_MINUTES": "3000"},
+         says="[sync] retry_after_minutes must not be above retry_after_max_minutes: "
+         "FREIGHT_RETRY_AFTER_MINUTES='3000', retry_after_max_minutes=1440 (the default)"),
     Case("settings file: a bad value", env={"FREIGHT_SETTINGS_FILE": "{tmp}/freight.toml"},
          file="[sync]\nconcurrency = 0\n", says="{tmp}/freight.toml [sync] concurrency=0: Input should be greater"),
     Case("settings file: not a setting", env={"FREIGHT_SETTINGS_FILE": "{tmp}/freight.toml"},
