@@ -176,8 +176,6 @@ def test_sync_without_dagster_says_each_step_and_publishes(
     assert lines[0].endswith("(without Dagster)") and lines[-1].startswith("sync succeeded in ")
     said = [line.split()[0] for line in lines[1:-1]]
     assert said == ["sync_shipments", "sync_code_conversions", "sync_documents", "checks", "marts", "publish"]
-    typo = "FREIGHT_SYNC_CODECONVERSIONS is set but is not a setting (a typo?): nothing reads it"
-    assert f"sync: {typo}\n" in done.stderr  # by the command; and in the Dagster run's log (the daemon's runs too)
     assert lines[4].endswith(" passed") and "the marts were never built by this version: " in lines[5]
     assert done.stdout == "" and sim.password not in done.stderr
     with duckdb.connect(str(without_dagster.data_dir / "warehouse.duckdb"), read_only=True) as con:
