@@ -245,7 +245,8 @@ class AsyncDriver:
         while more:
             page = await fetch(walk.page_no, walk.page_size)
             more = walk.advance(page)
-            yield page
+            if not walk.echoed:
+                yield page
 
     def _lookup_pages(
         self,

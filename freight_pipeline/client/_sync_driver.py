@@ -231,7 +231,8 @@ class SyncDriver:
         while more:
             page = fetch(walk.page_no, walk.page_size)
             more = walk.advance(page)
-            yield page
+            if not walk.echoed:
+                yield page
 
     def _lookup_pages(
         self,

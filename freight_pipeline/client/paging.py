@@ -1,7 +1,13 @@
 """Pages of lookups and scrolls, and the one rule for walking them (:class:`PageWalk`).
 
 Walking pages: the headers decide when they are present (``X-Page-Count``, ``X-Row-Count``, both
-promised by the spec); a short page only ends the walk when the service sends neither (A15).
+promised by the spec for lookups); a short page only ends the walk when the service sends neither (A15).
+
+* Without headers (the spec promises them for lookups only, and shows no parameter of the scrolls), a
+  first page shorter than asked is the end, or the service's cap on the page size: the next page, asked
+  at the size served, tells them apart (empty or short: the end; full: a cap, and the walk goes on), one
+  request more for a result that fits one page. A service that ignores ``page_no`` answers that page with
+  the first again: it gave everything at once, and the repeat is no page of its own (:attr:`PageWalk.echoed`).
 
 * A page-size cap: the spec gives no maximum page size, so a service may answer fewer rows than
   asked. Page 0 shorter than asked while the headers say more rows exist means exactly that; the
@@ -105,12 +111,25 @@ class PageWalk:
         self.page_no = 0
         self.page_size = page_size
         self._previous: list[dict[str, Any]] | None = None
+        self._probing = False
+        self.echoed = False
+        """The page just taken repeats a short first page without headers: not a page of its own (the caller
+        leaves it out)."""
 
     def advance(self, page: Page[Any]) -> bool:
         """Take in ``page``; True when another page is to be fetched (at ``page_no`` / ``page_size``)."""
+        probing, self._probing = self._probing, False
+        self.echoed = probing and bool(page.raw) and page.raw == self._previous
+        if self.echoed:  # a service that ignores page_no gave its whole answer on the first page
+            return False
         self._check_not_repeated(page)
         self._previous = page.raw
         if page.is_last:
+            if page.page_no == 0 and not page.has_headers and page.raw:  # the end, or a cap: ask the next
+                self._probing = True
+                self._adopt_service_page_size(page)
+                self.page_no += 1
+                return True
             return False
         if len(page.raw) < self.page_size:
             self._adopt_service_page_size(page)
@@ -126,7 +145,14 @@ class PageWalk:
             )
 
     def _adopt_service_page_size(self, page: Page[Any]) -> None:
-        """A short page while the headers say more rows follow: a page-size cap on page 0, else an error."""
+        """A short page while the headers say more rows follow (or a short first page without headers): a
+        page-size cap on page 0, else an error."""
+        if not page.has_headers:
+            logger.debug("%s %s answered %d rows for page_size %d without X-Page-Count or X-Row-Count: the end, "
+                         "or a cap on the page size; asking page 1 with page_size %d", page.method, page.path,
+                         len(page.raw), page.page_size, len(page.raw))
+            self.page_size = len(page.raw)
+            return
         if page.page_no != 0 or not page.raw:
             raise _paging_error(
                 page,

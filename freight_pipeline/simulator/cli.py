@@ -203,6 +203,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="400 for a memo lookup of several SHIPMENT_NUMBER values (a service reading one shipment at a time)",
     )
     modes.add_argument(
+        "--no-scroll-headers", dest="scroll_headers", action="store_false",
+        help="the two scrolls (code conversions, memo lines) answer without X-Page-Count and X-Row-Count "
+        "(the spec promises them for lookups only)",
+    )
+    modes.add_argument(
         "--naive-clock", type=_zone_name, default=None, metavar="ZONE",
         help="send every date-time without a UTC offset, as the wall clock of ZONE (an IANA name: "
         "Europe/Berlin), whose summer time the clock follows (instead of --utc-offset, --offset-change)",
@@ -265,6 +270,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         forbidden_prefixes=frozenset(args.forbid) if args.forbid else None,
         strict_criteria=args.strict_criteria,
         memo_lookup_by_one=args.memo_lookup_by_one,
+        scroll_headers=args.scroll_headers,
         efile_reference_shape=args.efile_reference_shape,
         tail_rate=args.tail[0],
         tail_ms=args.tail[1],

@@ -151,7 +151,8 @@ class FaultConfig:
     them. ``strict_criteria``: lookups refuse (400) criterion forms the spec does not name (``IN``
     takes ``values``, ``OR`` ``identifiers``, every other mode ``value``). ``memo_lookup_by_one``: the memo
     lookup refuses (400) ``SHIPMENT_NUMBER`` with more than one value, as a service whose memo lookup reads one
-    shipment at a time. ``efile_reference_shape``
+    shipment at a time. ``scroll_headers=False``: the two scrolls (code conversions, memo lines) answer without
+    ``X-Page-Count`` and ``X-Row-Count``, which the spec promises for lookups only. ``efile_reference_shape``
     ``"key"`` answers E-File references as ``{"id", "reference_key": "SHIPMENT_ID", "reference": 10023}``
     instead of ``{"id", "type": "SHIPMENT", "value": "10023"}``.
 
@@ -180,6 +181,7 @@ class FaultConfig:
     forbidden_prefixes: frozenset[str] | None = None
     strict_criteria: bool = False
     memo_lookup_by_one: bool = False
+    scroll_headers: bool = True
     efile_reference_shape: str = "type"
     tail_rate: float = 0.0
     tail_ms: float = 0.0

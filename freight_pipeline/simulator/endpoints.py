@@ -348,7 +348,7 @@ class Endpoints:
         items = list(page.rows)
         if endpoint is not None:
             items = self.state.corruptions.apply_to_items(endpoint, items)
-        return paged_json(items, page)
+        return paged_json(items, page) if self.state.faults.config.scroll_headers else JsonAnswer(items)
 
     # --- E-File ------------------------------------------------------------------------------------------
 

@@ -579,6 +579,24 @@ def test_a_capped_page_size_is_detected_and_paging_goes_on_with_it(kind: str) ->
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize(("rows", "cap", "ignore_page_no", "sent"), [
+    (ROWS, 100, False, [("0", "500"), ("1", "100"), ("2", "100")]),  # a cap: page 1 at the size served is full
+    (ROWS[:200], None, False, [("0", "500"), ("1", "200")]),  # the end: page 1 at the size served is empty
+    (ROWS[:200], None, True, [("0", "500"), ("1", "200")]),  # page_no ignored: page 1 repeats page 0, the end
+])
+def test_without_headers_a_short_first_page_is_told_from_a_cap_by_the_next(
+    kind: str, rows: list[dict[str, Any]], cap: int | None, ignore_page_no: bool, sent: list[tuple[str, str]]
+) -> None:
+    """The spec promises X-Page-Count and X-Row-Count for lookups only, and no maximum page size: without them, a
+    first page shorter than asked may be a cap. Every row comes once, whichever it was."""
+    recorder = Recorder(paged_service(rows, cap=cap, headers=False, ignore_page_no=ignore_page_no))
+    with view_of(kind, recorder) as client:
+        pages = list(client.iter_code_conversion_pages(page_size=500))
+    assert [row["id"] for page in pages for row in page.raw] == [row["id"] for row in rows]
+    assert sent_paging(recorder) == sent
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
 @pytest.mark.parametrize("headers", [True, False])
 def test_a_service_ignoring_page_no_raises_instead_of_looping(kind: str, headers: bool) -> None:
     recorder = Recorder(paged_service(ROWS, headers=headers, ignore_page_no=True))

@@ -75,7 +75,7 @@ FAULT_FLAGS = {
     "paths": "--fault-path", "max_page_size": "--max-page-size", "max_in_flight": "--max-in-flight",
     "in_flight_retry_after": "--no-in-flight-retry-after", "forbidden_prefixes": "--forbid",
     "strict_criteria": "--strict-criteria", "memo_lookup_by_one": "--memo-lookup-by-one",
-    "efile_reference_shape": "--efile-reference-shape",
+    "scroll_headers": "--no-scroll-headers", "efile_reference_shape": "--efile-reference-shape",
     "tail_rate": "--tail RATE:MS", "tail_ms": "--tail RATE:MS", "tail_kinds": "--tail-kind KIND",
 }
 
@@ -95,7 +95,7 @@ def test_service_mode_flags_become_config() -> None:
     args = build_parser().parse_args([
         "simulator", "--max-page-size", "100", "--max-in-flight", "4", "--no-in-flight-retry-after",
         "--forbid", "/service/efile", "--forbid", "/service/basicdata", "--strict-criteria", "--memo-lookup-by-one",
-        "--efile-reference-shape", "key", "--fault-path", "/service/shipment/lookup",
+        "--no-scroll-headers", "--efile-reference-shape", "key", "--fault-path", "/service/shipment/lookup",
         "--utc-offset", "+02:00", "--offset-change", "2026-10-25T03:00:00+02:00=+01:00",
         "--start", "2026-10-25T02:00:00+02:00",
     ])
@@ -103,14 +103,15 @@ def test_service_mode_flags_become_config() -> None:
     assert config.faults == FaultConfig(
         max_page_size=100, max_in_flight=4, in_flight_retry_after=False,
         forbidden_prefixes=frozenset({"/service/efile", "/service/basicdata"}), strict_criteria=True,
-        memo_lookup_by_one=True, efile_reference_shape="key", paths=frozenset({"/service/shipment/lookup"}),
+        memo_lookup_by_one=True, scroll_headers=False, efile_reference_shape="key",
+        paths=frozenset({"/service/shipment/lookup"}),
     )
     assert config.offset_changes == (("2026-10-25T03:00:00+02:00", "+01:00"),)
     assert (config.utc_offset, config.start) == ("+02:00", "2026-10-25T02:00:00+02:00")
     assert active_faults(config.faults) == {
         "seed": 0, "paths": ["/service/shipment/lookup"], "max_page_size": 100, "max_in_flight": 4,
         "in_flight_retry_after": False, "forbidden_prefixes": ["/service/basicdata", "/service/efile"],
-        "strict_criteria": True, "memo_lookup_by_one": True, "efile_reference_shape": "key",
+        "strict_criteria": True, "memo_lookup_by_one": True, "scroll_headers": False, "efile_reference_shape": "key",
     }
     tailed = config_from_args(build_parser().parse_args(
         ["simulator", "--tail", "0.02:5000", "--tail-kind", "shipment", "--tail-kind", "legs"]))

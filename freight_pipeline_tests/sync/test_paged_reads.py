@@ -62,6 +62,22 @@ def test_unchanged_code_conversions_in_another_key_order_write_nothing(
     assert code_conversion_rows(tmp_path) == before  # _synced_at and _run_id untouched
 
 
+@pytest.mark.parametrize("cap", [None, 7, 100, 500])
+def test_a_scroll_without_paging_headers_is_read_whole_whatever_page_size_the_service_serves(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path, cap: int | None
+) -> None:
+    """The spec promises X-Page-Count and X-Row-Count for lookups only: a scroll without them, whose first page is
+    shorter than asked, may be capped (the spec gives no maximum page size), so the next page is asked at the size
+    served (one request more when it was the end). Was: the first short page ended the read, and the full
+    replace deleted every conversion after it."""
+    work_sync(streams=CODE_CONVERSIONS)  # with headers, at the size asked
+    small_sim.set_faults(scroll_headers=False, max_page_size=cap)
+    result = work_sync(streams=CODE_CONVERSIONS)["code_conversions"]
+    at_service = sorted(row["id"] for row in small_sim.store.reader.code_conversion_rows())
+    assert result.status == "success" and result.rows_read == len(at_service)
+    assert [row[0] for row in code_conversion_rows(tmp_path)] == at_service
+
+
 def memo_rows(data_dir: Path, shipment_id: int) -> list[tuple]:
     return query(work_db(data_dir), "SELECT * FROM freight.shipment_memos WHERE shipment_id = ? ORDER BY memo_id",
                  [shipment_id])
