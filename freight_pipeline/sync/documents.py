@@ -227,8 +227,7 @@ class DocumentReader:
             if self.settings.document_content:
                 self.details[efile_id] = self._with_content(efile_id, await self.source.get_efile(efile_id))
             else:
-                references, roles = await asyncio.gather(self.source.get_efile_references(efile_id),
-                                                         self.source.get_efile_roles(efile_id))
+                references, roles = await self._references_and_roles(efile_id)
                 self.details[efile_id] = Detail(_list(references, "references", efile_id),
                                                 _list(roles, "roles", efile_id))
         except DocumentGone:
@@ -238,6 +237,22 @@ class DocumentReader:
             if failure is None:
                 raise
             self.details[efile_id] = failure
+
+    async def _references_and_roles(self, efile_id: int) -> tuple[Any, Any]:
+        """An E-File's references and roles, each from its own request. A 404 of either is confirmed by the E-File's
+        own read (with both in it): the E-File gone too raises :class:`DocumentGone`; one that is there is listed as
+        that read says (a service whose sub-resource answers 404 for none, or a moment's inconsistency), not
+        dropped as deleted."""
+        try:
+            references, roles = await asyncio.gather(self.source.get_efile_references(efile_id),
+                                                     self.source.get_efile_roles(efile_id))
+        except DocumentGone:
+            efile = await self.source.get_efile(efile_id)
+            if not isinstance(efile, Mapping):
+                raise RecordShapeError(
+                    f"E-File {efile_id} was answered with {type(efile).__name__}, not an object") from None
+            return efile.get("references"), efile.get("roles")
+        return references, roles
 
     def _with_content(self, efile_id: int, efile: Any) -> Detail:
         if not isinstance(efile, Mapping):

@@ -145,6 +145,25 @@ def test_one_failing_efile_quarantines_its_shipment_only(control_sim: RunningSim
                  [STREAM]) == [(0,)]
 
 
+@pytest.mark.parametrize("endpoint", ["efileroles", "efilereferences"])
+def test_an_efile_whose_roles_or_references_answer_404_while_it_is_there_is_kept(
+    control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path, endpoint: str
+) -> None:
+    """A 404 of an E-File's sub-resource is confirmed by the E-File's own read: there, it keeps its row (as that
+    read lists its references and roles); gone too, it is deleted. Was: dropped as deleted, silently."""
+    want = expected(control_sim)
+    control_sync(RELIST)
+    assert held(tmp_path) == want
+    efile = sorted(want)[5][1]
+    corrupt(control_sim, endpoint, efile, "status", status=404)
+    documents = control_sync(RELIST)[STREAM]
+    assert (documents.status, documents.extra["failed"], documents.quarantined) == ("success", 0, 0)
+    assert held(tmp_path) == want
+    api(control_sim).delete(f"/service/efile/{efile}").raise_for_status()
+    control_sync(RELIST)
+    assert held(tmp_path) == expected(control_sim) == {row for row in want if row[1] != efile}
+
+
 def test_an_outage_of_one_endpoint_trips_the_breaker_instead_of_quarantining_every_shipment(
     control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path
 ) -> None:
