@@ -166,6 +166,13 @@ class DocumentReader:
             if failure is None:
                 raise
             return await self._one_by_one(ids, failure)
+        if len(ids) == 1 and pages[-1] > 1 and len(listed) < len(files):
+            # one shipment's lookup lists each of its files once: a repeat over pages ordered by SHIPMENT_ID
+            # alone (ties in the service's order, which may differ from one page's query to the next) means
+            # they overlapped, and as many files were listed on none (its rows are kept, the next run asks again)
+            return await self._one_by_one(ids, RecordFailure(
+                f"its E-File lookup listed {len(files) - len(listed)} file(s) twice over {pages[-1]} pages, so as "
+                "many on none: the pages overlapped (the lookup orders by SHIPMENT_ID only)"))
         if pages[-1] > 1 and len(ids) > 1:
             # ordered by SHIPMENT_ID only (the lookup offers no file id to order by), a listing of
             # several pages (of the size the service served) could shift a file between pages:

@@ -448,3 +448,22 @@ class InstantsWithoutOffset(ClientSource):
 
     async def get_shipment(self, shipment_id: int) -> dict[str, Any]:
         return self._strip(decoded(await super().get_shipment(shipment_id)))
+
+
+class OverlappingEfilePages(ClientSource):
+    """A service whose E-File lookup of one of the shipments ``only`` orders its ties differently from one page's
+    query to the next: the first file of every page after the first is the last of the page before
+    (``X-Row-Count`` kept)."""
+
+    def __init__(self, client: AsyncFreightClient, only: set[int]) -> None:
+        super().__init__(client)
+        self.only = only
+
+    async def efile_pages(self, shipment_ids: list[int]) -> AsyncIterator[LookupResult]:
+        last: Any = None
+        async for page in super().efile_pages(shipment_ids):
+            items = list(page.items)
+            if len(shipment_ids) == 1 and shipment_ids[0] in self.only and last is not None and items:
+                items[0] = last
+            last = items[-1] if items else last
+            yield LookupResult(items, page.row_count, page.page_count)

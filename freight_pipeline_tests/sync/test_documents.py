@@ -8,6 +8,7 @@ import base64
 import datetime as dt
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.documents import STREAM
 from freight_pipeline.sync.isolation import CircuitOpen
 from freight_pipeline_tests.sync.conftest import SMALL_SHIPMENTS, SyncFn, query, syncer, work_db
+from freight_pipeline_tests.sync.faulty_sources import OverlappingEfilePages, factory
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 from freight_pipeline_tests.sync.test_bad_data import corrupt, heal
 
@@ -162,6 +164,31 @@ def test_an_efile_whose_roles_or_references_answer_404_while_it_is_there_is_kept
     api(control_sim).delete(f"/service/efile/{efile}").raise_for_status()
     control_sync(RELIST)
     assert held(tmp_path) == expected(control_sim) == {row for row in want if row[1] != efile}
+
+
+def test_one_shipments_efile_pages_that_overlap_quarantine_it_and_keep_its_rows(
+    control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path
+) -> None:
+    """Its lookup orders by SHIPMENT_ID only: a service whose ties come in another order on the next page's query
+    lists a file twice and another on no page. That shipment is quarantined with its rows kept (was: the file
+    listed on no page deleted, silently, another each run); the others are exact, and the next clean read heals."""
+    want = expected(control_sim)
+    control_sync(RELIST)
+    by_shipment = Counter(row[0] for row in want)
+    many = sorted(shipment for shipment, files in by_shipment.items() if files >= 3)[:2]
+    assert many, "the simulator's data must hold a shipment with three files or more"
+    control_sim.set_faults(max_page_size=2)
+    make, _ = factory(OverlappingEfilePages, only=set(many))
+    documents = control_sync(RELIST, source_factory=make)[STREAM]
+    assert documents.status == "success" and documents.extra["failed"] == len(many)
+    assert held(tmp_path) == want  # every row kept: nothing of it was deleted
+    waiting = query(work_db(tmp_path), "SELECT shipment_id, reason FROM freight_meta.quarantine WHERE stream = ? "
+                    "ORDER BY shipment_id", [STREAM])
+    assert [shipment for shipment, _ in waiting] == many
+    assert all("the pages overlapped" in reason for _, reason in waiting)
+    control_sync(RELIST)
+    assert held(tmp_path) == want
+    assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.quarantine WHERE stream = ?", [STREAM]) == [(0,)]
 
 
 def test_an_outage_of_one_endpoint_trips_the_breaker_instead_of_quarantining_every_shipment(
