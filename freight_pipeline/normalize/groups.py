@@ -100,7 +100,9 @@ class DateTimeGroup:
             Column(
                 self.at,
                 TIMESTAMPTZ,
-                f"{self.label}: the instant (UTC); null unless date, time and offset are known",
+                f"{self.label}: the instant (UTC) of the date and time at the offset sent, or, when the service "
+                "sends none, in its time zone (FREIGHT_SERVICE_TIMEZONE); null when the date or time is missing "
+                "or the offset sent is unreadable",
             ),
             Column(self.date, DATE, f"{self.label}: date part as sent"),
             Column(self.time, VARCHAR, f"{self.label}: time-of-day part as sent (HH:MM:SS[.ffffff])"),

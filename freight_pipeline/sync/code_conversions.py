@@ -9,7 +9,9 @@ fails without writing (``changes.read_complete``).
 
 A record that is not an object or has no usable id is quarantined (the stream's retry queue is
 replaced by this run's failures: every run re-reads every record, so a record that loads leaves it);
-a value that cannot be converted is null and one ``data_problems`` row.
+while one is, no held conversion is deleted (any of those the read lacks may be that record: its row
+stays until a read without such a record); a value that cannot be converted is null and one
+``data_problems`` row.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ async def sync_code_conversions(
     converted = convert(records, settings.zone, result.tallies.setdefault(STREAM, FieldTally(CODE_CONVERSION_SHAPE)))
     outcome = warehouse.writes.replace_table(
         run_id, TABLE, converted.table, stream=STREAM, rejects=converted.rejects, quarantined=converted.quarantined,
-        problems=converted.problems, backoff=settings.backoff,
+        problems=converted.problems, backoff=settings.backoff, keep_unread=bool(converted.quarantined),
     )
     result.add_rows({TABLE: outcome.rows_written})
     if outcome.changed:

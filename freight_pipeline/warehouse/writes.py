@@ -22,6 +22,7 @@ from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import first, qualified, quote, run, scalar
 from freight_pipeline.warehouse.history import (
     BEHIND_STATE,
+    HISTORY_TABLES,
     SOURCE_TABLES,
     VersionBatch,
     VersionCounts,
@@ -211,7 +212,11 @@ class Writes:
         where they differ or there is none, dated by the shipment's ``last_modified_at``), and a ``deleted``
         version for each shipment no longer held, at the start of run ``run_id``; then the
         ``history.BEHIND_STATE`` entry is cleared. One transaction per ``chunk`` shipments, the entry cleared
-        in the last: after a crash the next catch-up starts again and adds nothing twice."""
+        in the last: after a crash the next catch-up starts again and adds nothing twice.
+
+        The shipments that gained a version (the gone ones among them) are logged in ``changed_shipments`` in
+        the same transaction, as a batch's are: the marts built from the history (the ETA marts) rebuild
+        them in the next build (:attr:`on_change` is called after a transaction that logged any)."""
         con = self.database.con
         held, vanished = held_shipment_ids(con), vanished_shipment_ids(con)
         started = first(run(con, f"SELECT min(started_at) FROM {qualified(meta.SYNC_RUNS)} WHERE run_id = ?",
@@ -222,19 +227,35 @@ class Writes:
         pieces = pieces or [([], [])]  # nothing held or vanished: one empty piece still clears the entry
         counts = VersionCounts()
 
-        def catch_up(con: duckdb.DuckDBPyConnection, ids: list[int], gone: list[int], last: bool) -> VersionCounts:
+        def catch_up(con: duckdb.DuckDBPyConnection, ids: list[int], gone: list[int],
+                     last: bool) -> tuple[VersionCounts, int]:
+            recorded_at = _now()
             with self.database.registered(pa.table({"id": pa.array(ids, pa.int64())})) as view:
                 batch = held_batch(con, ids, view, gone, deleted_at)
-            found = record_versions(con, batch, run_id, _now(), register=self.database.registered)
+            found = record_versions(con, batch, run_id, recorded_at, register=self.database.registered)
+            changed = sorted({*self._versioned_in(con, run_id, recorded_at), *gone}) if found.rows_added or gone else []
+            if changed:
+                self._record_changes(changed, run_id, recorded_at)
             if last:
                 self._set_cursor(con, BEHIND_STATE, None, run_id, _now())
-            return found
+            return found, len(changed)
 
         for number, (ids, gone) in enumerate(pieces, start=1):
             last = number == len(pieces)
-            counts.add(self.database.write("catch_up_history",
-                                           lambda con, ids=ids, gone=gone, last=last: catch_up(con, ids, gone, last)))
+            found, changed = self.database.write(
+                "catch_up_history", lambda con, ids=ids, gone=gone, last=last: catch_up(con, ids, gone, last))
+            counts.add(found)
+            if changed and self.on_change is not None:
+                self.on_change()
         return counts
+
+    @staticmethod
+    def _versioned_in(con: duckdb.DuckDBPyConnection, run_id: str, recorded_at: dt.datetime) -> list[int]:
+        """Shipments with a version recorded by run ``run_id`` at ``recorded_at`` (one transaction's, since
+        each stamps its versions with its own instant), in any history table."""
+        found = " UNION ".join(f"SELECT shipment_id FROM {qualified(spec)} WHERE run_id = $run_id "
+                               "AND recorded_at = $recorded_at" for spec in HISTORY_TABLES)
+        return [int(row[0]) for row in run(con, found, {"run_id": run_id, "recorded_at": recorded_at})]
 
     def forget_changes(self, until: dt.datetime) -> int:
         """After a complete, successful dbt build that began at ``until``: the changes it covered go."""
@@ -263,8 +284,11 @@ class Writes:
         quarantined: Sequence[Quarantined] | None = None,
         problems: Sequence[DataProblem] | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
+        keep_unread: bool = False,
     ) -> ReplaceOutcome:
-        """Make ``spec``'s table hold exactly ``table`` (a full refresh), writing only differences.
+        """Make ``spec``'s table hold exactly ``table`` (a full refresh), writing only differences; with
+        ``keep_unread``, the rows of keys ``table`` lacks are kept (a record of the read could not be keyed: any
+        of them may be it).
 
         Rows are compared on the business columns (audit columns excluded). When nothing differs,
         the table is not written at all: its rows keep their ``_synced_at`` and the publish keeps
@@ -280,7 +304,7 @@ class Writes:
 
         def replace(con: duckdb.DuckDBPyConnection) -> ReplaceOutcome:
             return self._replace_rows(con, run_id, target, table, stream, cursor, rejects, quarantined, problems,
-                                      backoff)
+                                      backoff, keep_unread)
 
         return self.database.write("replace_table", replace)
 
@@ -296,6 +320,7 @@ class Writes:
         quarantined: Sequence[Quarantined] | None,
         problems: Sequence[DataProblem] | None,
         backoff: Backoff,
+        keep_unread: bool,
     ) -> ReplaceOutcome:
         """:meth:`replace_table`'s transaction."""
         cols = ", ".join(quote(c.name) for c in target.columns)
@@ -304,12 +329,14 @@ class Writes:
         match = " AND ".join(f"t.{quote(k)} = g.{quote(k)}" for k in target.primary_key)
         synced_at = _now()
         with self.database.registered(table) as view:
+            held = (f"(SELECT * FROM {qualified(target)} t WHERE EXISTS (SELECT 1 FROM {view} g WHERE {match}))"
+                    if keep_unread else qualified(target))  # only the keys read are compared
             new_rows = f"SELECT {typed} FROM {view} EXCEPT SELECT {cols} FROM {qualified(target)}"
-            gone_rows = f"SELECT {cols} FROM {qualified(target)} EXCEPT SELECT {typed} FROM {view}"
+            gone_rows = f"SELECT {cols} FROM {held} EXCEPT SELECT {typed} FROM {view}"
             total_before = scalar(con, f"SELECT count(*) FROM {qualified(target)}")
             n_new = scalar(con, f"SELECT count(*) FROM ({new_rows})")
             n_gone = scalar(con, f"SELECT count(*) FROM ({gone_rows})")
-            changed = n_new > 0 or n_gone > 0 or total_before != table.num_rows
+            changed = n_new > 0 or n_gone > 0 or (not keep_unread and total_before != table.num_rows)
             deleted = written = 0
             if changed:
                 deleted = scalar(

@@ -397,3 +397,30 @@ def test_the_breaker_counts_only_new_failures(sim: RunningSimulator, tmp_path: P
     _, published = sync_all(service_of(sim), tmp_path, settings, backend=storage_from_env())
     assert published is not None
     assert {k for s, k in quarantined(tmp_path) if s == "shipments"} == {str(i) for i in victims + more}
+
+
+@pytest.mark.parametrize("bad_id", [None, "abc", {"id": 5}])
+def test_a_held_code_conversion_sent_without_a_usable_id_keeps_its_row_until_it_comes_back(
+    bad_id: Any, tmp_path: Path
+) -> None:
+    """The full replace cannot tell which held conversion an unkeyed record is: while one is quarantined, no held
+    row is deleted (docs/sync.md: a record that had loaded before keeps its previous rows). Was: its row deleted."""
+    with running_simulator(shipments=5, seed=11, control=True) as sim:
+        conversions = ["code_conversions"]
+        sync_all(service_of(sim), tmp_path, TEST_SETTINGS, backend=storage_from_env(), streams=conversions)
+        held = query(work_db(tmp_path), "SELECT * EXCLUDE (_synced_at, _run_id) FROM freight.code_conversions "
+                                        "ORDER BY conversion_id")
+        victim = held[len(held) // 2][0]
+        corrupt(sim, "codeconverter", victim, "set", path="id", value=bad_id)
+        results, _ = sync_all(service_of(sim), tmp_path, TEST_SETTINGS, backend=storage_from_env(),
+                              streams=conversions)
+        (result,) = results
+        assert (result.status, result.quarantined) == ("success", 1)
+        assert query(work_db(tmp_path), "SELECT * EXCLUDE (_synced_at, _run_id) FROM freight.code_conversions "
+                                        "ORDER BY conversion_id") == held
+        assert [stream for stream, _ in quarantined(tmp_path)] == ["code_conversions"]
+        heal(sim)
+        sync_all(service_of(sim), tmp_path, TEST_SETTINGS, backend=storage_from_env(), streams=conversions)
+        assert quarantined(tmp_path) == {}
+        assert differences(sim.store, work_db(tmp_path), except_shipments=[
+            d["id"] for d in documents(sim)]).get("code_conversions") is None

@@ -119,6 +119,14 @@ def test_history_off_records_nothing_and_on_again_catches_up(tmp_path: Path) -> 
             held_at = con.execute("SELECT last_modified_at FROM freight.shipments WHERE shipment_id = ?",
                                   [only_off]).fetchall()[0][0]
             assert versions == [(versions[0][0], held_at, "on-1"), (held_at, None, "on-3")]
+            # the catch-up logged what gained a version (the ETA marts are built from the history), in its own
+            # transaction: the next build rebuilds it though the run's batches wrote nothing of it
+            caught_up = ("SELECT c.shipment_id, c.run_id, c.changed_at = v.recorded_at "
+                         "FROM freight_meta.changed_shipments c JOIN freight_history.shipment_versions v "
+                         "ON v.shipment_id = c.shipment_id AND v.valid_to IS NULL "
+                         "WHERE c.shipment_id IN (?, ?) ORDER BY 1")
+            assert con.execute(caught_up, [only_off, deleted]).fetchall() == sorted(
+                [(only_off, "on-3", True), (deleted, "on-3", True)])
 
         # what the history says is in force now is what the warehouse holds (the deletion is dated by the
         # pipeline's clock, the changes by the simulator's)

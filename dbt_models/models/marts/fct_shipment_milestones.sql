@@ -1,9 +1,12 @@
 -- One row per shipment and event code: the planned (ESTIMATED) and actual (ACTUAL) instants of
 -- the milestone, their local dates, and the delay between them.
 --
--- An event sent without a time of day (or without a UTC offset) has no instant (event_at null)
--- but keeps its local date (event_date, as sent): planned_date / actual_date carry it, so a
--- date-only milestone is still a milestone (has_planned / has_actual) and can be judged by day.
+-- An event's instant (event_at) is its date and time at the UTC offset sent, or, when the service
+-- sends none, in the service's time zone (FREIGHT_SERVICE_TIMEZONE, default UTC; docs/real-services.md,
+-- "A clock without a UTC offset"). An event sent without a time of day (or with an offset that cannot
+-- be read) has no instant (event_at null) but keeps its local date (event_date, as sent):
+-- planned_date / actual_date carry it, so a date-only milestone is still a milestone (has_planned /
+-- has_actual) and can be judged by day.
 --
 -- Values the service controls are carried, never dropped: an event code outside the spec's list
 -- is a milestone like any other (is_known_event_code false); an event of a type other than
