@@ -101,7 +101,7 @@ def _ids(value: Any) -> Any:
     return value
 
 
-def _start_cursor(value: Any) -> Any:
+def start_cursor_text(value: Any) -> Any:
     """A start cursor as ``YYYY-MM-DD HH:MM:SS`` (given as ``YYYY-MM-DD``, with a space or a ``T`` before the time);
     blank: None. Refused here, before a run makes its first request, not when the walk reads it."""
     if not isinstance(value, str):
@@ -302,7 +302,7 @@ class SyncTuning(SettingsModel):
         description="how much further back each run re-reads when the service stamps UTC "
         "offsets (the hour a fall-back repeats; [sync.md](sync.md))",
     )
-    start_cursor: Annotated[str | None, BeforeValidator(_start_cursor)] = Field(
+    start_cursor: Annotated[str | None, BeforeValidator(start_cursor_text)] = Field(
         None,
         description="sync only shipments last modified at or after this "
         "`YYYY-MM-DD[ HH:MM:SS]` (service wall clock); unset: all",
@@ -405,7 +405,6 @@ class SyncTuning(SettingsModel):
         description="the rolling re-read's requests in a run: at most this share of "
         "the run's other requests, and at least 200",
     )
-
 
     @model_validator(mode="after")
     def _retry_waits_in_order(self) -> SyncTuning:

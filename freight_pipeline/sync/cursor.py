@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from freight_pipeline.config import start_cursor_text
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, parse_offset
 
 
@@ -140,9 +141,13 @@ def cursor_offset(
 
 
 def parse_start_cursor(text: str | None) -> ShipmentKey:
-    """A configured start cursor: ``YYYY-MM-DD`` or ``YYYY-MM-DD HH:MM:SS`` / ``YYYY-MM-DDTHH:MM:SS``."""
-    if not text:
+    """A configured start cursor, in the forms the setting takes (:func:`~freight_pipeline.config.start_cursor_text`:
+    ``YYYY-MM-DD`` or ``YYYY-MM-DD HH:MM:SS`` / ``YYYY-MM-DDTHH:MM:SS``)."""
+    try:
+        canonical = start_cursor_text(text)
+    except ValueError as exc:
+        raise CursorError(f"start cursor {text!r} {exc}") from None
+    if not canonical:
         return BEGINNING
-    cleaned = text.strip().replace("T", " ")
-    date, _, time = cleaned.partition(" ")
-    return ShipmentKey.parse(date, time or "00:00:00", 0)
+    date, _, time = canonical.partition(" ")
+    return ShipmentKey.parse(date, time, 0)
