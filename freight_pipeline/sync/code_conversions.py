@@ -5,7 +5,8 @@ an unchanged run leaves the table, its ``_synced_at`` and its Parquet untouched.
 
 The table is replaced by what was read, so a truncated read would delete rows: the scroll must add
 up to its ``X-Row-Count`` (every page agreeing on it), else it is read again and finally the stream
-fails without writing (``changes.read_complete``).
+fails without writing (``changes.read_complete``). An empty answer while conversions are held fails the stream
+too (:class:`EmptyScroll`): a set of hundreds does not vanish at once, an answer by mistake does.
 
 A record that is not an object or has no usable id is quarantined (the stream's retry queue is
 replaced by this run's failures: every run re-reads every record, so a record that loads leaves it);
@@ -44,6 +45,10 @@ STREAM = "code_conversions"
 TABLE = CODE_CONVERSIONS.name
 
 
+class EmptyScroll(RuntimeError):
+    """The scroll answered no record while the warehouse holds conversions: the stream fails, the table is kept."""
+
+
 
 async def sync_code_conversions(
     source: SourceAPI, warehouse: Warehouse, settings: SyncSettings, run_id: str, progress: Progress | None = None
@@ -54,6 +59,11 @@ async def sync_code_conversions(
     meter = Meter(STREAM, source.request_counts, unit="conversions")
     result.cursor_before = warehouse.reads.get_cursor(STREAM)
     records = await read_complete(source.code_conversion_pages, "code-conversion scroll", settings.count_attempts)
+    if not records and (held := len(warehouse.reads.code_conversion_payloads())):
+        raise EmptyScroll(
+            f"the code-conversion scroll answered no record while the warehouse holds {held}: the table is kept "
+            "(an empty answer by mistake never empties it); if the service holds none now, delete the rows of "
+            f"freight.{TABLE}")
     result.rows_read = len(records)
     converted = convert(records, settings.zone, result.tallies.setdefault(STREAM, FieldTally(CODE_CONVERSION_SHAPE)))
     outcome = warehouse.writes.replace_table(

@@ -198,6 +198,13 @@ class ShortCodeConversionScroll(ClientSource):
             yield page
 
 
+class EmptyCodeConversionScroll(ClientSource):
+    """Answers the code-conversion scroll with no record (and ``X-Row-Count: 0``), as a service would by mistake."""
+
+    async def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
+        yield LookupResult([], 0, 0)
+
+
 class ReorderedCodeConversionKeys(ClientSource):
     """The same code conversions with the keys of every record (and nested object) in reverse order."""
 

@@ -11,9 +11,11 @@ import pytest
 
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import RowCountMismatch
+from freight_pipeline.sync.code_conversions import EmptyScroll
 from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import (
+    EmptyCodeConversionScroll,
     ReorderedCodeConversionKeys,
     ShortCodeConversionScroll,
     ShortMemoLookup,
@@ -50,6 +52,18 @@ def test_a_scroll_missing_rows_once_is_read_again(
     assert built[0].reads == 2
     assert result.rows_read == len(list(small_sim.store.reader.code_conversion_rows()))
     assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_an_empty_scroll_while_conversions_are_held_fails_the_stream_and_keeps_them(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    """Its count agrees (0), so only the emptiness tells: hundreds of conversions do not vanish at once, an answer
+    by mistake does. Was: the table emptied, the stream a success."""
+    work_sync(streams=CODE_CONVERSIONS)
+    before = code_conversion_rows(tmp_path)
+    with pytest.raises(EmptyScroll, match=f"answered no record while the warehouse holds {len(before)}"):
+        work_sync(streams=CODE_CONVERSIONS, source_factory=EmptyCodeConversionScroll)
+    assert code_conversion_rows(tmp_path) == before
 
 
 def test_unchanged_code_conversions_in_another_key_order_write_nothing(
