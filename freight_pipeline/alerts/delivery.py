@@ -107,6 +107,9 @@ def send(destination: Destination, message: Outgoing, timeout: float) -> str | N
     return outcome[0] if outcome else "the send ended without an answer"
 
 
+_UNKNOWN = "{} is not a notification URL Apprise knows (docs/operations.md#setting-it-up)"
+
+
 def unknown_kinds(urls: Sequence[str]) -> list[str]:
     """What is said of each of ``urls`` no Apprise plugin takes (a misspelt scheme), checked without a send: the
     commands refuse them with the other bad settings, before a run whose every alert would fail."""
@@ -114,9 +117,6 @@ def unknown_kinds(urls: Sequence[str]) -> list[str]:
 
     _quiet_apprise()
     return [_UNKNOWN.format(masked_url(url)) for url in urls if not apprise.Apprise.instantiate(url)]
-
-
-_UNKNOWN = "{} is not a notification URL Apprise knows (docs/operations.md#setting-it-up)"
 
 
 def _notify(destination: Destination, message: Outgoing, timeout: float) -> str | None:
