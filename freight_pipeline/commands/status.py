@@ -62,9 +62,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _alert(data_dir: Path, configured: Settings, backend: StorageBackend) -> int:
-    """``status --alert``: the freshness looked at and the outbox sent; 2 when no destination is set."""
+    """``status --alert``: the freshness looked at and the outbox sent; 2 when no destination is set, or when
+    ``data_dir`` holds no warehouse (a look would make one there, and alert that nothing was synced)."""
     from freight_pipeline.alerts.notify import freshness
 
+    if configured.alerts.alert_urls and backend.working_database_missing(data_dir):  # a mistyped directory, most likely
+        say(f"status: {data_dir} holds no warehouse: nothing was synced there (--data-dir, FREIGHT_DATA_DIR); nothing "
+            "looked at, and nothing made there")
+        return 2
     alerted = freshness(data_dir, backend, configured.alerts, configured.schedules.max_sync_age, STATUS_LOOKER)
     if alerted is None:
         say(f"status: no alert destination is set ({ALERT_URLS_ENV}; docs/operations.md, Alerts)")

@@ -261,6 +261,17 @@ def test_a_stale_warehouse_is_said_once_by_status_alert_not_by_the_sensor_after_
         assert f"found by {STILL_OPEN_RUNS + 1} runs" in hook.body and f"Run: {fresh.run_id} at " in hook.body
 
 
+def test_status_alert_on_a_directory_without_a_warehouse_makes_none_and_says_so(tmp_path: Path) -> None:
+    """A mistyped data directory: no working database made there, no "no successful sync yet" alert sent."""
+    mistyped = tmp_path / "dat"
+    looked = run_cli(["status", "--alert", "--data-dir", str(mistyped)],
+                     cli_env(FREIGHT_ALERT_URLS=f"json://{LOCALHOST}:9/hook"))
+    assert looked.returncode == 2, looked.stderr
+    assert looked.stderr == (f"status: {mistyped} holds no warehouse: nothing was synced there (--data-dir, "
+                             "FREIGHT_DATA_DIR); nothing looked at, and nothing made there\n")
+    assert not mistyped.exists()
+
+
 def test_status_alert_without_a_destination_says_how_to_set_one(tmp_path: Path) -> None:
     looked = run_cli(["status", "--alert", "--data-dir", str(tmp_path)], cli_env())
     assert looked.returncode == 2
