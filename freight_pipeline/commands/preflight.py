@@ -23,6 +23,7 @@ from freight_pipeline.config import (
     DATA_DIR_ENV,
     MIN_FREE_MB_ENV,
     BadSettings,
+    LakeConfig,
     Settings,
     load_settings,
 )
@@ -58,8 +59,11 @@ def check_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
     problems: list[str] = []
     try:
         LakeSettings.of(settings.lake, os.environ)
-    except ValueError as exc:
-        problems.append(str(exc).splitlines()[0])
+    except ValueError as exc:  # it names the variables: where else the values came from, said after it
+        sources = {settings.sources[name] for name in LakeConfig.settings_fields()}
+        elsewhere = sorted(source for source in sources if source != "default" and not source.startswith("environment"))
+        problems.append(str(exc).splitlines()[0] + (f" (the lake's settings from {', '.join(elsewhere)})"
+                                                    if elsewhere else ""))
     if settings.sources["publish_storage_version"] != "default":  # the default works
         from freight_pipeline.warehouse.ddl import checked_storage_version
 

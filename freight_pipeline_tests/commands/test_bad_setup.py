@@ -124,6 +124,10 @@ CASES = [
          "FREIGHT_LAKE_DATA_URI is not set"),
     Case("lake catalog scheme", env={"FREIGHT_LAKE_CATALOG_URI": "mysql://h/db", "FREIGHT_LAKE_DATA_URI": "{tmp}/lake"},
          says="FREIGHT_LAKE_CATALOG_URI must start with postgresql://, sqlite:/// or duckdb:///"),
+    Case("lake catalog scheme in the settings file", env={"FREIGHT_SETTINGS_FILE": "{tmp}/freight.toml"},
+         file='[lake]\nlake_catalog_uri = "mysql://h/db"\nlake_data_uri = "{tmp}/lake"\n',
+         says="FREIGHT_LAKE_CATALOG_URI must start with postgresql://, sqlite:/// or duckdb:///, got 'mysql://h/db' "
+         "(the lake's settings from file {tmp}/freight.toml)"),
     Case("lake S3 URL style", env={"FREIGHT_LAKE_CATALOG_URI": "sqlite:///{tmp}/c.sqlite",
                                    "FREIGHT_LAKE_DATA_URI": "s3://bucket/x", "FREIGHT_LAKE_S3_URL_STYLE": "sideways"},
          says="FREIGHT_LAKE_S3_URL_STYLE='sideways': Input should be 'path' or 'vhost'"),
