@@ -270,7 +270,8 @@ class DocumentReader:
         try:
             if not isinstance(document, str):
                 raise ValueError(f"document is {type(document).__name__}, not a base64 string")
-            data = base64.b64decode(document, validate=True)
+            # MIME's form too: lines of 76 characters (Java's getMimeEncoder), whitespace no part of the data
+            data = base64.b64decode("".join(document.split()), validate=True)
         except (binascii.Error, ValueError) as exc:
             detail.content_failure = RecordFailure(
                 f"E-File {efile_id}: the document is not valid base64 ({exc}); its row is written without content",

@@ -239,6 +239,24 @@ def test_document_content_is_copied_once_by_hash_and_bad_base64_is_quarantined(
     assert quarantine_of(tmp_path) == []  # loaded: it left the retry queue
 
 
+@pytest.mark.parametrize("separator", ["\r\n", "\n"])
+def test_document_content_in_lines_of_76_as_mime_encodes_it_is_read(
+    control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path, separator: str
+) -> None:
+    """The spec says base64 and no more: a service that encodes as MIME does (Java's ``getMimeEncoder``: lines of
+    76 characters) sends the same bytes. Was: quarantined on every run, the row without its content."""
+    efile = sorted(expected(control_sim))[3][1]
+    encoded = control_sim.store.efiles.get(efile)["document"]  # type: ignore[attr-defined]
+    wrapped = separator.join(encoded[i:i + 76] for i in range(0, len(encoded), 76))
+    assert wrapped != encoded, "the test needs a document of more than 76 characters"
+    corrupt(control_sim, "efile", efile, "set", path="document", value=wrapped)
+    documents = control_sync(NO_RELIST.replaced(document_content=True))[STREAM]
+    assert documents.quarantined == 0
+    (sha,) = query(work_db(tmp_path), "SELECT content_sha256 FROM freight.shipment_documents WHERE efile_id = ?",
+                   [efile])[0]
+    assert sha == hashlib.sha256(base64.b64decode(encoded)).hexdigest()
+
+
 def test_bytes_that_go_bad_keep_the_held_copy_and_their_retries_back_off(
     control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path
 ) -> None:
