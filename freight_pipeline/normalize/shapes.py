@@ -608,17 +608,18 @@ def compare_elements(
     state = RETYPED if others else RECEIVED
     changed = before is None or before.state != state
     first_run, first_at = (run_id, at) if before is None else (before.first_run_id, before.first_seen_at)
-    kinds_read = {OBJECT: objects, **(other.kinds if other else {})} if objects else dict(other.kinds if other else {})
+    kinds_read = {**({OBJECT: objects} if objects else {}), **(other.kinds if other else {})}
     example = str(other.example) if other else before.example_record_key if before else None
     elements = objects + others
     after = KnownField(
-        source, watched.path, True, state,
-        run_id if changed else before.changed_run_id if before else None,
-        at if changed else before.changed_at if before else None,
-        first_run, first_at, run_id, at, elements, elements, example,
-        (before.records_read_total if before else 0) + elements,
-        (before.records_with_total if before else 0) + elements,
-        0, watched.path, (OBJECT,), kinds_read, others,
+        source=source, field=watched.path, declared=True, state=state,
+        changed_run_id=run_id if changed else before.changed_run_id if before else None,
+        changed_at=at if changed else before.changed_at if before else None,
+        first_run_id=first_run, first_seen_at=first_at, last_run_id=run_id, last_seen_at=at,
+        records_read=elements, records_with=elements, example_record_key=example,
+        records_read_total=(before.records_read_total if before else 0) + elements,
+        records_with_total=(before.records_with_total if before else 0) + elements,
+        records_since_seen=0, path=watched.path, kinds=(OBJECT,), kinds_read=kinds_read, unread=others,
     )
     if not (changed and state == RETYPED):
         return None, after
