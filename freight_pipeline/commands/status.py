@@ -17,7 +17,7 @@ from freight_pipeline.commands.common import (
     say_bad,
     say_unknown,
 )
-from freight_pipeline.commands.report import NothingPublished, describe_cursor, read_report
+from freight_pipeline.commands.report import NothingPublished, describe_cursor, read_report, runs_never_published
 from freight_pipeline.commands.text_table import format_table
 from freight_pipeline.config import ALERT_URLS_ENV, BadSettings, Settings, load_settings
 from freight_pipeline.lake.backend import storage_of
@@ -52,7 +52,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = read_report(data_dir, backend)
     except NothingPublished as exc:
-        say(f"status: {exc}")
+        runs = runs_never_published(data_dir, backend)
+        if not runs:
+            say(f"status: {exc}")
+            return 1
+        say(f"status: nothing published yet {backend.published_where(data_dir)}: no run has published (a failed "
+            "run never does); the latest run of each stream:")
+        print(json.dumps({"published": None, "unpublished_runs": runs}, indent=2) if args.json
+              else render_runs(runs))
         return 1
     except duckdb.Error as exc:
         say(f"status: cannot read the published warehouse in {data_dir}: {one_line(str(exc))}")

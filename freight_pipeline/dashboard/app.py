@@ -54,6 +54,8 @@ def main() -> None:
             page = queries.load_page(con, filters, choice, table if isinstance(table, str) else None)
     except (sources.NoWarehouse, sources.MissingMarts, LakeUnavailable) as exc:
         st.error(str(exc))
+        if isinstance(exc, sources.NoWarehouse):  # nothing published: maybe because every run so far failed
+            _failed_warnings(sources.runs_never_published(data_dir))
         return
     except duckdb.Error as exc:
         st.error(f"cannot read the published warehouse {backend.published_where(data_dir)}: "
@@ -63,6 +65,7 @@ def main() -> None:
         f"Published warehouse {backend.published_where(data_dir)} (read-only; each page load reads the "
         f"latest publish). Page read at {instant(dt.datetime.now(dt.UTC))}."
     )
+    _failed_warnings(page.freshness.streams)
     tiles(page)
     on_time_section(page)
     transit_section(page)
@@ -72,6 +75,15 @@ def main() -> None:
     freshness_section(page)
     bad_data_section(page)
     tables_section(page)
+
+
+def _failed_warnings(streams: pd.DataFrame) -> None:
+    """A warning per stream whose latest run failed (:func:`display.failed_streams`), at the top of the page."""
+    warnings = display.failed_streams(streams)
+    if warnings:
+        with st.container(key="failed-runs"):
+            for warning in warnings:
+                st.warning(display.literal(one_line(warning, 400)))
 
 
 # --- filters --------------------------------------------------------------------------------------
@@ -154,7 +166,7 @@ def _ago(age: dt.timedelta | None) -> str:
 
 def _table(key: str, frame: pd.DataFrame) -> None:
     with st.container(key=key):
-        st.table(frame, hide_index=True)
+        st.table(display.literal_table(frame), hide_index=True)
 
 
 ON_TIME_FIGURES: list[display.Column] = [

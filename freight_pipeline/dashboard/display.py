@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -93,6 +94,24 @@ Column = tuple[str, str, Callable[[Any], str]]
 """(source column, heading, formatter)."""
 
 
+MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+"""Every ASCII punctuation character: each one Markdown (CommonMark) shows as it is when escaped with a backslash."""
+
+
+def literal(text: str) -> str:
+    """``text`` as Markdown that shows it as it is (``st.table`` renders every cell and heading as Markdown: a
+    carrier, lane or error from the service with ``*``, ``_``, ``$``, ``[..](..)`` or ``![..](..)`` would show
+    as emphasis, a formula, a link or an image fetched by the reader's browser)."""
+    return MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+
+
+def literal_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A text table of :func:`table` with every heading and cell :func:`literal`, for ``st.table``."""
+    shown = frame.map(lambda v: literal(v) if isinstance(v, str) else v)
+    shown.columns = [literal(str(c)) for c in frame.columns]
+    return shown
+
+
 def table(frame: pd.DataFrame, columns: Sequence[Column]) -> pd.DataFrame:
     """``frame``'s ``columns`` formatted as text under their headings, for ``st.table``."""
     return pd.DataFrame(
@@ -102,6 +121,22 @@ def table(frame: pd.DataFrame, columns: Sequence[Column]) -> pd.DataFrame:
 
 
 ALL_MODES = "all modes"
+
+
+FAILED = "failed"
+"""The status of a failed run in ``freight_meta.sync_runs`` (and the run log)."""
+
+
+def failed_streams(streams: pd.DataFrame) -> list[str]:
+    """A warning per stream whose latest run failed (of ``Freshness.streams``): its data is older than its last
+    run, as of its last success (or never loaded), however current the rest of the page is."""
+    return [
+        f"The latest run of {label(r.stream)} failed (started {instant(r.last_started_at)}): "
+        + (f"what it loads is as of its last successful run, {instant(r.last_success_at)}"
+           if not _absent(r.last_success_at) else "it has never loaded anything (no successful run)")
+        + (f". Error: {r.error}" if not _absent(r.error) else ".")
+        for r in streams.itertuples() if r.last_status == FAILED
+    ]
 
 
 def share_of(on_time: Any, arrived: Any) -> str:

@@ -53,6 +53,7 @@ from freight_pipeline.dashboard.sources import (
     ON_TIME_PER_SHIPMENT,
     REVISIONS,
     SHIPMENTS,
+    STREAM_COLUMNS,
     TRANSIT,
     Filters,
     Freshness,
@@ -189,9 +190,7 @@ def open_by_next_milestone(con: duckdb.DuckDBPyConnection, filters: Filters) -> 
 
 def freshness(con: duckdb.DuckDBPyConnection) -> Freshness:
     """The last run and last success of every stream, and the newest source change held."""
-    streams = pd.DataFrame(
-        columns=["stream", "last_status", "last_started_at", "last_finished_at", "last_success_at", "error"]
-    )
+    streams = pd.DataFrame(columns=STREAM_COLUMNS)
     if has_table(con, SYNC_RUNS.qualified_name):
         runs = SYNC_RUNS.qualified_name
         streams = _df(

@@ -17,7 +17,7 @@ import pandas as pd
 
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
-from freight_pipeline.warehouse.paths import DASHBOARD_SCRATCH
+from freight_pipeline.warehouse.paths import DASHBOARD_SCRATCH, read_run_log
 
 MARTS = (
     "analytics.fct_shipments",
@@ -99,7 +99,7 @@ class Freshness:
     newest_source_change: dt.datetime | None
     """Newest last-modified instant of a shipment the warehouse holds (UTC)."""
     streams: pd.DataFrame = field(repr=False)
-    """Per stream: last run (status, started, finished, error) and last success."""
+    """Per stream (:data:`STREAM_COLUMNS`): last run (status, started, finished, error) and last success."""
     open_shipments: int = 0
     oldest_open_events_read: dt.datetime | None = None
     """When the events of the open shipment read longest ago were read (UTC; ``sync.freshness``)."""
@@ -154,6 +154,20 @@ def _connect_published(data_dir: Path, backend: StorageBackend) -> tuple[duckdb.
         state.con.close()
         raise NoWarehouse(f"{state.where} (no published snapshot)")
     return state.con, state.where
+
+
+STREAM_COLUMNS = ["stream", "last_status", "last_started_at", "last_finished_at", "last_success_at", "error"]
+"""Per stream: its last run (status, started, finished, error) and last success (``Freshness.streams``)."""
+
+
+def runs_never_published(data_dir: Path) -> pd.DataFrame:
+    """Before the first publish: the latest run of each stream the working database logged (its run log file, read
+    without opening the database), as ``Freshness.streams`` (no success published: ``last_success_at`` null)."""
+    def instant(text: Any) -> dt.datetime | None:
+        return dt.datetime.fromisoformat(text) if isinstance(text, str) else None
+
+    return pd.DataFrame([[r.get("stream"), r.get("status"), instant(r.get("started_at")), instant(r.get("finished_at")),
+                          None, r.get("error")] for r in read_run_log(Path(data_dir))], columns=STREAM_COLUMNS)
 
 
 def has_table(con: duckdb.DuckDBPyConnection, qualified: str) -> bool:

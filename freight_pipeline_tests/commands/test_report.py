@@ -1,17 +1,25 @@
-"""``report.on_time_by_mode`` over a published ``analytics.fct_on_time_performance`` built by hand."""
+"""``report.on_time_by_mode`` over a published ``analytics.fct_on_time_performance`` built by hand; the runs after
+the last publish ``report.read_report`` shows."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
 import pytest
 import yaml
 
-from freight_pipeline.commands.report import on_time_by_mode
+from freight_pipeline.commands.report import INTERRUPTED, on_time_by_mode, read_report
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
+from freight_pipeline.warehouse.paths import run_log_path
 from freight_pipeline.warehouse.publish import published_db_path
+from freight_pipeline.warehouse.writer_lock import lock_path
 
 MART_YML = REPO_ROOT / "dbt_models" / "models" / "marts" / "fct_on_time_performance.yml"
 COLUMNS = {
@@ -63,3 +71,34 @@ def test_average_delay_is_weighted_by_the_arrivals_with_a_delay_in_minutes(tmp_p
     # only date-only arrivals: no average delay at all, while the on-time share is still known
     assert by_mode["AIR"]["avg_delay_minutes"] is None
     assert by_mode["AIR"]["on_time_share"] == pytest.approx(0.5)
+
+
+def _run_log_row(run_id: str, stream: str = "shipments") -> dict[str, object]:
+    return {"run_id": run_id, "stream": stream, "started_at": "2026-12-01T10:00:00+00:00", "finished_at": None,
+            "status": "running", "rows_read": 0, "rows_written": 0, "requests": 0, "retries": 0, "rejected": 0,
+            "error": None}
+
+
+def test_a_killed_run_is_reported_interrupted_not_running(tmp_path: Path) -> None:
+    """The run log says a run is running from its start until its finish is written: a run killed between
+    (SIGKILL, a crash, the machine stopped) never writes it. ``status`` must not show it running forever: its
+    writer lock names a process that is gone. A run whose process lives is still running."""
+    _publish(tmp_path, [("2026-03-01", "SEA", "CNSHA-NLRTM", 1, 1, 1, 0, 0.0)])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    run_log_path(tmp_path).parent.mkdir(parents=True, exist_ok=True)
+    run_log_path(tmp_path).write_text(json.dumps([_run_log_row("killed-run")]))
+    holder = {"run_id": "killed-run", "pid": dead.pid, "host": socket.gethostname(),
+              "since": "2026-12-01T10:00:00+00:00"}
+    lock_path(tmp_path).write_text(json.dumps(holder))
+
+    (run,) = read_report(tmp_path, EmbeddedDuckDB())["unpublished_runs"]
+    assert run["run_id"] == "killed-run" and run["status"] == INTERRUPTED
+    assert "killed or crashed" in run["error"]
+
+    lock_path(tmp_path).write_text("")  # a run that ended lets go of the lock (its file emptied) too
+    assert read_report(tmp_path, EmbeddedDuckDB())["unpublished_runs"][0]["status"] == INTERRUPTED
+
+    lock_path(tmp_path).write_text(json.dumps({**holder, "pid": os.getpid()}))  # alive: still running
+    (run,) = read_report(tmp_path, EmbeddedDuckDB())["unpublished_runs"]
+    assert run["status"] == "running" and run["error"] is None

@@ -71,6 +71,26 @@ def test_status_without_a_published_warehouse(tmp_path: Path, capsys: pytest.Cap
     assert "nothing published yet" in err and str(tmp_path) in err
 
 
+def test_status_before_the_first_publish_shows_the_runs_that_failed(
+    sim: RunningSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every sync so far failed (a wrong password from cron, each time): nothing is published, and status must say
+    how the runs went, not "run `freight-pipeline sync` first" as if none had run."""
+    with pytest.raises(AuthenticationError):
+        sync_all(ServiceSettings(sim.base_url, sim.username, "wrong-password"), tmp_path, run_id="run-refused",
+                 backend=storage_from_env())
+    assert main(["status", "--data-dir", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert "nothing published yet" in err and "run `freight-pipeline sync`" not in err
+    assert re.search(r"^\s+shipments\s+run-refused\s+failed\s+\d{4}-\d\d-\d\d .*AuthenticationError", out, re.M), out
+    assert "wrong-password" not in out + err
+    assert main(["status", "--data-dir", str(tmp_path), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["published"] is None
+    assert {(r["stream"], r["run_id"], r["status"]) for r in report["unpublished_runs"]} >= {
+        ("shipments", "run-refused", "failed")}
+
+
 def test_status_shows_a_failed_run_that_was_never_published(
     sim: RunningSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

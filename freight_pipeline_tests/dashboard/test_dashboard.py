@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
+import html
 import importlib.util
 import itertools
 import json
@@ -36,6 +37,7 @@ import pandas as pd
 import pytest
 from websockets.sync.client import connect
 
+from freight_pipeline.client import AuthenticationError
 from freight_pipeline.commands.processes import LOCALHOST, free_port, stop_child, wait_http
 from freight_pipeline.config import DATA_DIR_ENV, REPO_ROOT, ServiceSettings, StorageSettings
 from freight_pipeline.dashboard import display, queries, sources
@@ -481,10 +483,25 @@ def test_an_eta_section_without_scores_says_why(data_dir: Path, tmp_path: Path,
     assert len(page.table) == len(TABLES)
 
 
+MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+"""A backslash escape of :data:`display.MARKDOWN_PUNCTUATION`: Markdown shows the character alone."""
+
+
+def _as_read(frame: pd.DataFrame) -> pd.DataFrame:
+    """An AppTest table as the page shows it: its Markdown escapes (``display.literal``) undone."""
+    def read(text: str) -> str:
+        return MARKDOWN_ESCAPE.sub(r"\1", text)
+
+    shown = frame.map(lambda v: read(v) if isinstance(v, str) else v)
+    shown.columns = [read(str(c)) for c in frame.columns]
+    return shown
+
+
 def _table_headed(page: Any, first_columns: list[str]) -> pd.DataFrame:
-    """The AppTest table whose headings start with ``first_columns``."""
-    found = [t.value for t in page.table if list(t.value.columns[:len(first_columns)]) == first_columns]
-    assert len(found) == 1, [list(t.value.columns) for t in page.table]
+    """The AppTest table whose headings start with ``first_columns``, as the page shows it."""
+    found = [_as_read(t.value) for t in page.table]
+    found = [t for t in found if list(t.columns[:len(first_columns)]) == first_columns]
+    assert len(found) == 1, [list(t.columns) for t in found]
     return found[0]
 
 
@@ -558,6 +575,80 @@ def test_freshness_and_bad_data(con: duckdb.DuckDBPyConnection) -> None:
     bad = queries.bad_data(con)
     assert dict(zip(bad.stream, bad.quarantined, strict=True)) == {**dict.fromkeys(NULLED, 0), **QUARANTINED}
     assert dict(zip(bad.stream, bad.values_nulled, strict=True)) == {"code_conversions": 0, **NULLED}
+
+
+MARKUP_CARRIER = "*Korean* Air_Cargo_ $5 to $7 ![px](http://127.0.0.1:9/px.png) [Pay](https://evil.example) <b>b</b>"
+"""A carrier name with Markdown (and HTML) in it, as a service may send one."""
+
+
+def test_text_from_the_service_shows_as_it_is_in_the_tables(data_dir: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``st.table`` renders each cell as Markdown: a carrier name must show as the text it is, not as emphasis,
+    a formula, a link or an image the reader's browser fetches (each cell rendered here by a CommonMark parser)."""
+    from markdown_it import MarkdownIt
+    from streamlit.testing.v1 import AppTest
+
+    data = tmp_path / "data"
+    shutil.copytree(data_dir, data, symlinks=True)
+    monkeypatch.setenv(DATA_DIR_ENV, str(data))
+    with duckdb.connect(str(working_db_path(data))) as work:
+        work.execute("UPDATE analytics.fct_on_time_performance SET carrier_name = ? WHERE carrier_name = "
+                     "(SELECT carrier_name FROM analytics.fct_on_time_performance WHERE carrier_name IS NOT NULL "
+                     "GROUP BY ALL ORDER BY sum(shipments_arrived) DESC LIMIT 1)", [MARKUP_CARRIER])
+    publish(data, settings=StorageSettings())
+    page = AppTest.from_file(str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py"), default_timeout=60).run()
+    assert not page.exception and not page.error
+    markdown = MarkdownIt("commonmark").enable("strikethrough")
+    carriers = next(t.value for t in page.table if markdown.render(str(t.value.columns[0])).strip() == "<p>carrier</p>")
+    shown = [markdown.render(str(cell)).strip() for cell in carriers.iloc[:, 0]]
+    assert f"<p>{html.escape(MARKUP_CARRIER, quote=False)}</p>" in shown
+    cells = [markdown.render(str(cell)) for t in page.table for cell in t.value.to_numpy().ravel()]
+    assert not [cell for cell in cells if re.search(r"<(em|strong|a|img|h\d|ol|ul|blockquote)\b", cell)]
+
+
+def test_a_stream_whose_latest_run_failed_is_a_warning(data_dir: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipments stream's latest run failed (a run publishes the other streams' data anyway): the page says
+    so at the top and since when its data is, rather than showing it as current with the status in a tooltip."""
+    from streamlit.testing.v1 import AppTest
+
+    data = tmp_path / "data"
+    shutil.copytree(data_dir, data, symlinks=True)
+    monkeypatch.setenv(DATA_DIR_ENV, str(data))
+    failed_at = NOW - dt.timedelta(minutes=5)
+    with duckdb.connect(str(working_db_path(data))) as work:
+        work.execute("INSERT INTO freight_meta.sync_runs (run_id, stream, started_at, finished_at, status, error) "
+                     "VALUES ('failed-now', 'shipments', ?, ?, 'failed', 'PermissionDeniedError: HTTP 403')",
+                     [failed_at, failed_at])
+    publish(data, settings=StorageSettings())
+    page = AppTest.from_file(str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py"), default_timeout=60).run()
+    assert not page.exception and not page.error
+    (warning,) = [w.value for w in page.warning]
+    text = MARKDOWN_ESCAPE.sub(r"\1", warning)  # as the page shows it
+    assert text == (f"The latest run of shipments failed (started {display.instant(failed_at)}): what it loads is "
+                    f"as of its last successful run, {display.instant(LAST_SYNC)}. Error: PermissionDeniedError: "
+                    "HTTP 403")
+    with sources.open_warehouse(data) as con:
+        assert display.failed_streams(queries.freshness(con).streams) == [text]
+
+
+def test_before_the_first_publish_the_failed_runs_are_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing is published because every sync so far failed (a wrong password): the page says so, with the
+    error of each stream's run (from the run log: the working database stays closed), not only "run a sync"."""
+    from streamlit.testing.v1 import AppTest
+
+    with running_simulator(shipments=1, seed=SEED) as sim, pytest.raises(AuthenticationError):
+        sync_all(ServiceSettings(sim.base_url, sim.username, "wrong-password"), tmp_path, SYNC_SETTINGS,
+                 backend=EmbeddedDuckDB(), run_id="refused")
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    page = AppTest.from_file(str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py"), default_timeout=60).run()
+    assert not page.exception
+    assert [e.value for e in page.error] == [
+        f"no published warehouse at {tmp_path / 'warehouse.duckdb'}; run `make demo` (or a sync) first"]
+    warnings = [MARKDOWN_ESCAPE.sub(r"\1", w.value) for w in page.warning]
+    shipments = next(w for w in warnings if w.startswith("The latest run of shipments failed"))
+    assert "it has never loaded anything (no successful run). Error: AuthenticationError" in shipments
+    assert not any("wrong-password" in w for w in warnings)
 
 
 def test_a_missing_warehouse_is_a_message_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
