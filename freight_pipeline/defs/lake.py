@@ -68,7 +68,8 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
 @dg.op(description="DuckLake compaction and snapshot expiry (never the published snapshot).")
 def lake_maintenance(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> None:
     retention = warehouse.settings().lake.lake_retention
-    done = lake_backend(warehouse, "lake maintenance needs a lake").maintain(warehouse.path, retention)
+    done = lake_backend(warehouse, "lake maintenance needs a lake").maintain(warehouse.path, retention,
+                                                                           context.run_id)
     context.log.info(done.summary())
     context.add_output_metadata({name: metadata_value(value) for name, value in done.metadata().items()})
 

@@ -45,6 +45,7 @@ from freight_pipeline.warehouse.ddl import SYNC_THREADS, explained_out_of_memory
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import LAKE_SCRATCH, WORK_DIR
 from freight_pipeline.warehouse.store import open_warehouse
+from freight_pipeline.warehouse.writer_lock import writer_lock
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -70,6 +71,8 @@ DEFAULT_RETENTION = dt.timedelta(days=7)
 REWRITE_DELETED_SHARE = 0.1
 """A data file is rewritten without its deleted rows once this share of them is deleted: every changed
 shipment deletes its old rows, so files collect delete files (DuckLake's own default waits for 95 %)."""
+MAINTENANCE_WAIT = dt.timedelta(hours=1)
+"""How long maintenance waits for a sync of its data directory to end (:meth:`LakeBackend.maintain`)."""
 ORPHAN_AGE = dt.timedelta(hours=1)
 """A file no snapshot references is deleted once this old: younger ones may be a running writer's,
 written before its commit."""
@@ -136,6 +139,24 @@ def connect_published(lake: LakeSettings, scratch: Path, memory_limit: str = "51
     return open_published_snapshot(lake, scratch, memory_limit)[0]
 
 
+def retried(what: str, attempt: Callable[[], T]) -> T:
+    """``attempt()`` run again (after a growing, jittered wait) while its transaction met a concurrent
+    writer's commit DuckLake could not merge: it rolled back, so running it again is safe.
+    LakeCommitConflict after ``CONFLICT_ATTEMPTS``."""
+    for number in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            return attempt()
+        except duckdb.TransactionException as exc:
+            if not is_commit_conflict(exc):
+                raise
+            reason = " ".join(str(exc).split())[:600]
+            if number == CONFLICT_ATTEMPTS:
+                raise LakeCommitConflict(f"{what} met a concurrent writer's commit {number} times: {reason}") from exc
+            log.warning("%s met a concurrent commit (attempt %d): %s", what, number, reason)
+            time.sleep(min(5.0, 0.05 * 2**number) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
 @dataclass(frozen=True)
 class MaintenanceResult:
     flushed_inlined: int
@@ -159,8 +180,9 @@ def maintain(con: duckdb.DuckDBPyConnection, retention: dt.timedelta = DEFAULT_R
     """Compaction and expiry: small inlined inserts flushed to Parquet, files with deleted rows rewritten
     without them, adjacent small files merged,
     snapshots older than ``retention`` (but never the latest published one) expired, the files only
-    they used deleted, and orphaned files (older than ``ORPHAN_AGE``) too. Safe while writers run
-    (each step is its own DuckLake transaction)."""
+    they used deleted, and orphaned files (older than ``ORPHAN_AGE``) too. Safe while writers run:
+    each step is its own DuckLake transaction, run again when it met a writer's commit (a compaction of a table
+    a batch deleted from meanwhile is refused), as a writer's transaction is (:func:`retried`)."""
     cutoff = dt.datetime.now(dt.UTC) - retention
     published = latest_published(con)
     if published is not None:
@@ -168,15 +190,20 @@ def maintain(con: duckdb.DuckDBPyConnection, retention: dt.timedelta = DEFAULT_R
                                "WHERE snapshot_id = ?", [published.snapshot_id]))
         if taken is not None and taken[0] is not None:
             cutoff = min(cutoff, taken[0].astimezone(dt.UTC))
-    flushed = run(con, f"CALL ducklake_flush_inlined_data({literal(LAKE_ALIAS)})")
-    rewritten = run(con, f"CALL ducklake_rewrite_data_files({literal(LAKE_ALIAS)}, "
-                         f"delete_threshold => {REWRITE_DELETED_SHARE})")
-    merged = run(con, f"CALL ducklake_merge_adjacent_files({literal(LAKE_ALIAS)})")
-    expired = run(con, f"CALL ducklake_expire_snapshots({literal(LAKE_ALIAS)}, older_than => ?)", [cutoff])
-    removed = run(con, f"CALL ducklake_cleanup_old_files({literal(LAKE_ALIAS)}, older_than => ?)", [cutoff])
+
+    def step(call: str, *parameters: object) -> list[Any]:
+        name = call.partition("(")[0]
+        return retried(f"lake maintenance ({name})", lambda: run(con, f"CALL {call}", list(parameters) or None))
+
+    lake = literal(LAKE_ALIAS)
+    flushed = step(f"ducklake_flush_inlined_data({lake})")
+    rewritten = step(f"ducklake_rewrite_data_files({lake}, delete_threshold => {REWRITE_DELETED_SHARE})")
+    merged = step(f"ducklake_merge_adjacent_files({lake})")
+    expired = step(f"ducklake_expire_snapshots({lake}, older_than => ?)", cutoff)
+    removed = step(f"ducklake_cleanup_old_files({lake}, older_than => ?)", cutoff)
     # files no snapshot references: left by a writer killed between writing its Parquet and committing
-    orphans = run(con, f"CALL ducklake_delete_orphaned_files({literal(LAKE_ALIAS)}, older_than => ?)",
-                  [min(cutoff, dt.datetime.now(dt.UTC) - ORPHAN_AGE)])
+    orphans = step(f"ducklake_delete_orphaned_files({lake}, older_than => ?)",
+                   min(cutoff, dt.datetime.now(dt.UTC) - ORPHAN_AGE))
     return MaintenanceResult(len(flushed), len(rewritten) + len(merged), len(expired), len(removed) + len(orphans),
                              cutoff)
 
@@ -234,23 +261,8 @@ class LakeBackend:
                             read_only=True)
 
     def retried(self, what: str, attempt: Callable[[], T]) -> T:
-        """``attempt()`` run again (after a growing, jittered wait) while its transaction met a concurrent
-        writer's commit DuckLake could not merge: it rolled back, so running it again is safe.
-        LakeCommitConflict after ``CONFLICT_ATTEMPTS``."""
-        for number in range(1, CONFLICT_ATTEMPTS + 1):
-            try:
-                return attempt()
-            except duckdb.TransactionException as exc:
-                if not is_commit_conflict(exc):
-                    raise
-                reason = " ".join(str(exc).split())[:600]
-                if number == CONFLICT_ATTEMPTS:
-                    raise LakeCommitConflict(
-                        f"{what} met a concurrent writer's commit {number} times: {reason}"
-                    ) from exc
-                log.warning("%s met a concurrent commit (attempt %d): %s", what, number, reason)
-                time.sleep(min(5.0, 0.05 * 2**number) * (0.5 + random.random()))
-        raise AssertionError("unreachable")
+        """:func:`retried`."""
+        return retried(what, attempt)
 
     def writing(self) -> AbstractContextManager[None]:
         """:func:`catalog_writes`: a SQLite catalog's writers take turns."""
@@ -307,11 +319,16 @@ class LakeBackend:
             parquet, f"snapshot {snapshot.snapshot_id}", published.isoformat(timespec="seconds"),
         )
 
-    def maintain(self, data_dir: Path, retention: dt.timedelta = DEFAULT_RETENTION) -> MaintenanceResult:
+    def maintain(self, data_dir: Path, retention: dt.timedelta = DEFAULT_RETENTION,
+                 run_id: str = "lake-maintenance") -> MaintenanceResult:
         """:func:`maintain` in a connection of its own, under the publish's memory limit (compaction
-        reads and writes whole files)."""
+        reads and writes whole files), holding ``data_dir``'s writer lock as run ``run_id``: DuckLake 1.5.5's
+        compaction does not see a delete another writer commits while it runs (the deleted rows come back, a
+        replaced shipment's rows then twice), so the syncs of this data directory take turns with it (a sync
+        running: it waits up to :data:`MAINTENANCE_WAIT`; one starting meanwhile waits for it)."""
         settings = self.duckdb_settings
-        with explained_out_of_memory("lake maintenance", settings, "publish"), \
+        with writer_lock(data_dir, run_id, wait=MAINTENANCE_WAIT.total_seconds(), brief=True), \
+                explained_out_of_memory("lake maintenance", settings, "publish"), \
                 connect_lake(self.lake, _spill(data_dir, LAKE_SCRATCH), settings.publish_memory_limit) as con:
             return maintain(con, retention)
 

@@ -187,8 +187,24 @@ def secret_sql(lake: LakeSettings) -> str | None:
     return f"CREATE OR REPLACE TEMPORARY SECRET freight_lake_s3 (TYPE s3, {', '.join(options)})"
 
 
+CATALOG_SECRET = "freight_lake_catalog"
+"""The connection's secret holding the PostgreSQL catalog's password (:func:`catalog_secret_sql`)."""
+
+
+def catalog_secret_sql(lake: LakeSettings) -> str | None:
+    """``CREATE SECRET`` holding the catalog's password (None: it has none), which ``ATTACH`` names
+    (``META_SECRET``) instead of carrying it in its connection string: the PostgreSQL extension repeats that string
+    in the error of every statement while the catalog is unreachable. Holds the password: never log it."""
+    password = lake.catalog_password
+    if password is None:
+        return None
+    return f"CREATE OR REPLACE TEMPORARY SECRET {CATALOG_SECRET} (TYPE postgres, PASSWORD {literal(password)})"
+
+
 def attach_sql(lake: LakeSettings, *, read_only: bool = False, snapshot: int | None = None) -> str:
     options = [f"DATA_PATH {literal(lake.data_uri)}"]
+    if lake.catalog_password is not None:
+        options.append(f"META_SECRET {literal(CATALOG_SECRET)}")
     if read_only:
         options.append("READ_ONLY")
     if snapshot is not None:
@@ -204,9 +220,9 @@ def prepare(
     catalog. Errors name the catalog and data path without secrets. ``checked``: as :func:`load_extensions`."""
     try:
         load_extensions(con, needed_extensions(lake), checked=checked)
-        secret = secret_sql(lake)
-        if secret is not None:
-            con.execute(secret)
+        for secret in (secret_sql(lake), catalog_secret_sql(lake)):
+            if secret is not None:
+                con.execute(secret)
         con.execute(f"SET ducklake_max_retry_count = {COMMIT_RETRIES}")
         for attempt in range(1, ATTACH_ATTEMPTS + 1):
             try:
@@ -225,7 +241,8 @@ def prepare(
         con.execute(f"USE {LAKE_ALIAS}")
     except duckdb.Error as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        for hidden in (lake.s3.secret if lake.s3 else None, lake.target):
+        for hidden in (lake.s3.secret if lake.s3 else None, lake.s3.session_token if lake.s3 else None, lake.target,
+                       lake.catalog_password):
             if hidden:
                 first_line = first_line.replace(hidden, "***")
         raise LakeUnavailable(f"cannot open the {lake.describe()}: {first_line}") from None

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LakeConfig, without_password
 
@@ -84,8 +84,17 @@ class LakeSettings:
 
     @property
     def attach_target(self) -> str:
-        """What follows ``ducklake:`` in ``ATTACH``."""
-        return self.target if self.kind == "duckdb" else f"{self.kind}:{self.target}"
+        """What follows ``ducklake:`` in ``ATTACH``: never the catalog's password (:attr:`catalog_password`), which
+        the PostgreSQL extension would repeat in the error of every statement while the catalog is unreachable."""
+        if self.kind == "duckdb":
+            return self.target
+        return f"{self.kind}:{_libpq_parts(self.target)[0] if self.kind == 'postgres' else self.target}"
+
+    @property
+    def catalog_password(self) -> str | None:
+        """The PostgreSQL catalog's password (of the URI's user part or its ``password`` parameter), given to the
+        extension in a secret (``connect.catalog_secret_sql``): never log it."""
+        return _libpq_parts(self.target)[1] if self.kind == "postgres" else None
 
     def describe(self) -> str:
         """Catalog and data location for messages, without any password."""
@@ -106,7 +115,7 @@ def _parse_catalog(uri: str) -> tuple[str, str]:
                 f"{LAKE_CATALOG_URI_ENV} must start with postgresql://, sqlite:/// or duckdb:///, "
                 f"got {without_password(uri)!r}"
             )
-        return "duckdb", str(Path(uri).resolve())
+        return "duckdb", str(Path(uri).expanduser().resolve())
     if kind == "postgres":
         if not rest.startswith("//"):
             raise LakeConfigError(f"{LAKE_CATALOG_URI_ENV} must be postgresql://user@host:port/dbname")
@@ -114,7 +123,57 @@ def _parse_catalog(uri: str) -> tuple[str, str]:
     path = rest[2:] if rest.startswith("//") else rest
     if not path:
         raise LakeConfigError(f"{LAKE_CATALOG_URI_ENV} names no {kind} catalog file")
-    return kind, str(Path(path).resolve())
+    return kind, str(Path(path).expanduser().resolve())
+
+
+_LIBPQ_URI = re.compile(r"^postgres(?:ql)?://(?:(?P<user>[^@/]*)@)?(?P<hosts>[^/?]*)(?:/(?P<dbname>[^?]*))?"
+                        r"(?:\?(?P<query>.*))?$", re.DOTALL)
+
+
+def _libpq_parts(target: str) -> tuple[str, str | None]:
+    """A PostgreSQL catalog's connection string without its password, and the password (None: none).
+
+    A ``postgresql://`` URI with a password becomes libpq's ``key=value`` form, which is what the extension adds a
+    secret's password to (a URI cannot take it); anything else is returned as it is, with no password."""
+    match = _LIBPQ_URI.match(target)
+    if match is None:
+        return target, None
+    options: dict[str, str] = {}
+    password: str | None = None
+    user, _, secret = (match["user"] or "").partition(":")
+    if user:
+        options["user"] = unquote(user)
+    if secret:
+        password = unquote(secret)
+    hosts: list[str] = []
+    ports: list[str] = []
+    for spec in match["hosts"].split(",") if match["hosts"] else ():
+        host, _, port = spec[1:].partition("]") if spec.startswith("[") else spec.partition(":")  # [IPv6]:port
+        hosts.append(unquote(host))
+        ports.append(unquote(port.removeprefix(":")))
+    if any(hosts):
+        options["host"] = ",".join(hosts)
+    if any(ports):
+        options["port"] = ",".join(ports)
+    if match["dbname"]:
+        options["dbname"] = unquote(match["dbname"])
+    for parameter in (match["query"] or "").split("&"):
+        key, _, value = parameter.partition("=")
+        key, value = unquote(key), unquote(value)
+        if key == "password":
+            password = value or password
+        elif key == "ssl" and value == "true":  # libpq's URI-only alias
+            options["sslmode"] = "require"
+        elif key:
+            options[key] = value
+    if password is None:
+        return target, None
+    return " ".join(f"{key}={_libpq_quoted(value)}" for key, value in options.items()), password
+
+
+def _libpq_quoted(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{escaped}'"
 
 
 def _data_uri(data: str) -> str:
@@ -125,7 +184,7 @@ def _data_uri(data: str) -> str:
         return data.rstrip("/") + "/"
     if "://" in data:
         raise LakeConfigError(f"{LAKE_DATA_URI_ENV} must be a local path or s3://bucket/prefix, got {data!r}")
-    return str(Path(data).resolve()) + "/"
+    return str(Path(data).expanduser().resolve()) + "/"  # ~ as the data directory's
 
 
 def _first(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:

@@ -9,7 +9,8 @@ The incremental stream then takes over (:func:`takeover_cursor`): with no ``ship
 its own, it starts from the LOWEST ceiling the partitions reached, which is a valid cursor for their
 union (each partition holds everything of its range up to its own ceiling, which is at or above the
 lowest); it refuses to start while a partition of the plan has not completed, naming it, because
-starting would skip what that partition has not read.
+starting would skip what that partition has not read (unless completed partitions of a later plan, the
+boundaries changed since, hold all of its ids).
 
 Id ranges rather than clients: ids are what the lookup can bound with plain GE/LT criteria (no IN or
 OR, whose semantics the spec leaves vague), every shipment has exactly one, and fixed-width ranges
@@ -114,10 +115,34 @@ def takeover_cursor(cursors: dict[str, str]) -> ShipmentKey | None:
         if data.get("complete"):
             complete[key] = ShipmentKey.from_json(value)
             planned.update(data.get("partitions") or ())
-    unfinished = sorted((planned | set(partitions)) - set(complete))
+    ranges = [found for found in map(_range_of, complete) if found is not None]
+    unfinished = sorted(key for key in (planned | set(partitions)) - set(complete)
+                        if not _covered(_range_of(key), ranges))
     if unfinished:
         raise BackfillIncomplete(
             f"the backfill partitions {', '.join(unfinished)} have not completed; run them (job "
             "freight_backfill_job) before the incremental sync, which starts where all of them reached"
         )
     return min(complete.values())
+
+
+def _range_of(key: str) -> IdRange | None:
+    """The id range of a stored partition key (None: not one)."""
+    try:
+        return IdRange.parse(key)
+    except ValueError:
+        return None
+
+
+def _covered(wanted: IdRange | None, complete: list[IdRange]) -> bool:
+    """Whether the ``complete`` partitions' ranges together hold every id of ``wanted``: a partition of an earlier
+    plan (the boundaries changed since) that never completed is no gap when the new plan's partitions completed."""
+    if wanted is None:
+        return False
+    position: int | None = wanted.low
+    while position is not None and (wanted.high is None or position < wanted.high):
+        reaches = [r.high for r in complete if position in r]
+        if not reaches:
+            return False
+        position = None if None in reaches else max(h for h in reaches if h is not None)
+    return True

@@ -5,19 +5,30 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import pytest
 
 from bench.lake_harness import read_lake, write_expected
-from freight_pipeline.config import LAKE_RETENTION_ENV, ServiceSettings, environ
+from freight_pipeline.config import (
+    LAKE_CATALOG_URI_ENV,
+    LAKE_DATA_URI_ENV,
+    LAKE_RETENTION_ENV,
+    ServiceSettings,
+    environ,
+)
 from freight_pipeline.defs.lake import lake_maintenance_job
 from freight_pipeline.defs.resources import WarehouseResource
+from freight_pipeline.lake import backend
 from freight_pipeline.lake.backend import connect_published, latest_published, publish_snapshot, storage_from_env
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import sync_all
+from freight_pipeline.warehouse.ddl import run
 from freight_pipeline.warehouse.store import open_warehouse
+from freight_pipeline.warehouse.writer_lock import WarehouseBusy, writer_lock
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 SHIPMENTS = 26
@@ -74,3 +85,52 @@ def test_maintenance_compacts_expires_and_keeps_the_data_and_the_published_snaps
         with connect_published(lake, tmp_path / "scratch") as reader:
             assert reader.execute("SELECT count(*) FROM freight.shipments").fetchone()[0] == published_rows
     assert published.published_at <= dt.datetime.now(dt.UTC)
+
+
+def test_a_maintenance_step_that_met_a_writers_commit_runs_again(
+    lake_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's delete committed while the compaction of the same table ran: DuckLake refuses the compaction's
+    commit ("attempting to compact table ... but another transaction has deleted from it"), and the step runs again
+    instead of failing the maintenance (whose later steps, the expiry and the deletion of files, would not run)."""
+    lake = LakeSettings.configured({**lake_env, LAKE_DATA_URI_ENV: str(tmp_path / "lake-data")})
+    assert lake is not None
+    with connect_lake(lake, tmp_path / "writer", "256MB") as writer, \
+            connect_lake(lake, tmp_path / "maintenance", "256MB") as maintainer:
+        writer.execute("CREATE TABLE t (id INTEGER)")
+        writer.execute("INSERT INTO t SELECT range FROM range(1000)")
+        writer.execute("DELETE FROM t WHERE id < 500")  # half of the file deleted: to be rewritten
+        met: list[str] = []
+
+        def meeting_a_writer(con: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> list[Any]:
+            if "ducklake_rewrite_data_files" in sql and not met:  # the writer commits while the step runs
+                met.append(sql)
+                con.execute("BEGIN")
+                run(con, sql, params)
+                writer.execute("DELETE FROM t WHERE id >= 900")  # a delete file (a row or two: DuckLake misses it)
+                con.execute("COMMIT")
+            return run(con, sql, params)
+
+        monkeypatch.setattr(backend, "run", meeting_a_writer)
+        result = backend.maintain(maintainer, dt.timedelta(0))
+        assert met
+        assert result.merged_files > 0 and result.expired_snapshots > 0
+        assert maintainer.execute("SELECT count(*), min(id), max(id) FROM t").fetchall() == [(400, 500, 899)]
+
+
+def test_maintenance_takes_turns_with_the_syncs_of_its_data_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckLake 1.5.5's merge of files loses a delete committed while it runs (the rows a batch replaced come back,
+    the shipment's rows then twice: 25 merges beside a writer replacing 3 rows a commit left 6 ids twice), so the
+    maintenance holds the data directory's writer lock: a sync running, it waits (here 0.2 s, then says which run
+    writes); the sync ended, it runs."""
+    lake = LakeSettings.configured({LAKE_CATALOG_URI_ENV: f"sqlite:///{tmp_path}/catalog.sqlite",
+                                    LAKE_DATA_URI_ENV: str(tmp_path / "lake-data")})
+    assert lake is not None
+    data_dir = tmp_path / "data"
+    monkeypatch.setattr(backend, "MAINTENANCE_WAIT", dt.timedelta(seconds=0.2), raising=False)
+    with writer_lock(data_dir, "sync-run-of-this-directory"), \
+            pytest.raises(WarehouseBusy, match="sync-run-of-this-directory"):
+        backend.LakeBackend(lake).maintain(data_dir)
+    assert backend.LakeBackend(lake).maintain(data_dir).expired_snapshots == 0

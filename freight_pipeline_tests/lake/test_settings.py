@@ -7,12 +7,24 @@ import os
 import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, BadSettings, variable
 from freight_pipeline.lake import connect
-from freight_pipeline.lake.connect import LakeUnavailable, attach_sql, connect_lake, extension_path, secret_sql
+from freight_pipeline.lake.connect import (
+    LakeUnavailable,
+    attach_sql,
+    catalog_secret_sql,
+    connect_lake,
+    extension_path,
+    secret_sql,
+)
+from freight_pipeline.lake.local import PostgresUnavailable, running_postgres
 from freight_pipeline.lake.settings import LakeConfigError, LakeSettings, S3Settings
+from freight_pipeline.sync.backfill import BackfillIncomplete, completed_cursor, id_ranges_between, takeover_cursor
+from freight_pipeline.sync.cursor import ShipmentKey
+from freight_pipeline.warehouse.ddl import literal
 
 LAKE_S3_URL_STYLE_ENV = variable("lake_s3_url_style")
 SECRET_KEY = "s3-secret-key-xyz"
@@ -48,8 +60,35 @@ def test_only_one_lake_variable_names_the_missing_one(given: str, missing: str):
 def test_postgres_catalog_uri():
     settings = lake("postgresql://user:pw@host:5432/db", "/tmp/data")
     assert settings.kind == "postgres"
-    assert settings.attach_target == "postgres:postgresql://user:pw@host:5432/db"
+    assert settings.attach_target == "postgres:user='user' host='host' port='5432' dbname='db'"
+    assert settings.catalog_password == "pw"
     assert settings.multi_writer
+
+
+def test_postgres_catalog_uri_without_a_password_is_attached_as_it_is():
+    settings = lake("postgresql://user@host:5432/db?sslmode=require", "/tmp/data")
+    assert settings.attach_target == "postgres:postgresql://user@host:5432/db?sslmode=require"
+    assert settings.catalog_password is None
+    assert catalog_secret_sql(settings) is None
+    assert "META_SECRET" not in attach_sql(settings)
+
+
+@pytest.mark.parametrize(("uri", "password", "target"), [
+    ("postgresql://us%40er:p%40ss'w%3Ard@[::1]:6543,db2/lake%20x?sslmode=require&application_name=f",
+     "p@ss'w:rd", "user='us@er' host='::1,db2' port='6543,' dbname='lake x' sslmode='require' application_name='f'"),
+    ("postgresql://user@dbhost/db?password=top%26secret&ssl=true", "top&secret",
+     "user='user' host='dbhost' dbname='db' sslmode='require'"),
+    ("postgresql://o'brien:se?cr#et@dbhost/db", "se?cr#et", "user='o\\'brien' host='dbhost' dbname='db'"),
+])
+def test_postgres_catalog_password_goes_to_a_secret_not_the_attach_string(uri: str, password: str, target: str):
+    settings = lake(uri, "/tmp/data")
+    assert settings.catalog_password == password
+    assert settings.attach_target == f"postgres:{target}"
+    assert password not in attach_sql(settings)
+    assert "META_SECRET 'freight_lake_catalog'" in attach_sql(settings)
+    assert catalog_secret_sql(settings) == (
+        "CREATE OR REPLACE TEMPORARY SECRET freight_lake_catalog (TYPE postgres, PASSWORD "
+        f"{literal(password)})")
 
 
 def test_sqlite_catalog_uri():
@@ -138,6 +177,18 @@ def test_local_data_path_is_absolute_with_trailing_slash(tmp_path: Path, monkeyp
     settings = lake("sqlite:///tmp/c.sqlite", "data")
     assert settings.data_uri == str(tmp_path.resolve() / "data") + "/"
     assert settings.s3 is None
+
+
+@pytest.mark.parametrize("catalog", ["~/lake/catalog.ducklake", "duckdb://~/lake/catalog.ducklake",
+                                     "sqlite://~/lake/catalog.sqlite"])
+def test_a_path_under_the_home_directory_is_expanded(catalog: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``~`` as the data directory's setting takes it: not a folder named ``~`` in whatever directory a process
+    starts in (the Dagster daemon's and a command's would then be two lakes)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir("/")
+    settings = lake(catalog, "~/lake/data")
+    assert settings.data_uri == f"{tmp_path}/lake/data/"
+    assert settings.target == str(tmp_path / "lake" / catalog.rsplit("/", 1)[1])
 
 
 def test_repr_shows_neither_s3_secret_nor_catalog_password():
@@ -246,3 +297,34 @@ def test_unreachable_catalog_hides_a_password_with_a_question_mark(tmp_path: Pat
     with pytest.raises(LakeUnavailable) as raised:
         connect_lake(settings, tmp_path / "scratch", "256MB")
     assert "top?secret" not in str(raised.value)
+
+
+def test_a_catalog_gone_mid_run_is_named_without_its_password(tmp_path: Path):
+    """The PostgreSQL extension repeats the catalog's connection string in the error of every statement while the
+    catalog is unreachable (after the ATTACH succeeded): the password must not be in it."""
+    try:
+        with running_postgres("gone") as server:
+            settings = lake(f"postgresql://{server.user}:top%3Fsecret@127.0.0.1:{server.port}/{server.database}",
+                            str(tmp_path / "data"))
+            con = connect_lake(settings, tmp_path / "scratch", "256MB")
+            con.execute("CREATE TABLE t (a INTEGER)")
+    except PostgresUnavailable as exc:
+        pytest.skip(str(exc))
+    with con, pytest.raises(duckdb.Error) as raised:
+        con.execute("SELECT * FROM t").fetchall()
+    assert "top" not in str(raised.value) and "secret" not in str(raised.value)
+    assert str(server.port) in str(raised.value)  # still says which catalog
+
+
+def test_the_backfill_boundaries_changed_after_a_partition_was_killed():
+    """Partition ``100-`` of the first plan killed half-way, then the boundaries rebalanced (``100-249``, ``250-``)
+    and every partition of the new plan completed: the incremental sync takes over (no run could run ``100-`` any
+    more: it is no partition of the plan); a gap no completed partition holds still refuses it."""
+    old, new = id_ranges_between([100]), id_ranges_between([100, 250])
+    low, high = ShipmentKey("2026-11-01", "03:00:00", 7), ShipmentKey("2026-11-02", "03:00:00", 9)
+    cursors = {"shipments@0-99": completed_cursor(high, old), "shipments@100-": low.to_json(),
+               "shipments@100-249": completed_cursor(high, new), "shipments@250-": completed_cursor(low, new)}
+    assert takeover_cursor(cursors) == low
+    del cursors["shipments@250-"]
+    with pytest.raises(BackfillIncomplete, match=r"partitions 100-, 250- have not"):
+        takeover_cursor(cursors)
