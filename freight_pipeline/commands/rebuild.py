@@ -66,12 +66,16 @@ def run(args: argparse.Namespace) -> int:
     from freight_pipeline.marts.worker import DbtWorker
     from freight_pipeline.sync.runner import new_run_id
 
+    backend = storage_of(configured)
+    if backend.working_database_missing(data_dir):  # a mistyped directory, or a working database lost
+        say(f"rebuild: {data_dir} holds no working database: nothing was synced there to rebuild from "
+            "(--data-dir, FREIGHT_DATA_DIR); nothing made there and nothing published")
+        return 2
     run_id = new_run_id()
     with contextlib.ExitStack() as held:
         if not holding_writer_lock(held, "rebuild", data_dir, run_id, args.wait):
             return SKIPPED
         watch = Stopwatch()
-        backend = storage_of(configured)
         worker = held.enter_context(DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts))
         from freight_pipeline.job.run import Alerting, Step, run_rebuild
         from freight_pipeline.sync.settings import SyncSettings

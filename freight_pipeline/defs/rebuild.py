@@ -35,6 +35,10 @@ class RebuildConfig(dg.Config):
 def freight_rebuild(context: dg.OpExecutionContext, config: RebuildConfig,
                     warehouse: WarehouseResource) -> Iterator[dg.AssetMaterialization]:
     backend = warehouse.backend
+    if backend.working_database_missing(warehouse.path):  # a rebuild would publish an empty warehouse
+        raise dg.Failure(description=f"{warehouse.path} holds no working database: nothing was synced there to "
+                                     "rebuild from (FREIGHT_DATA_DIR); nothing made there and nothing published",
+                         allow_retries=False)
 
     def ended(step: Step) -> None:
         for line in step.lines():

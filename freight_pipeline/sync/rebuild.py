@@ -30,7 +30,8 @@ under :data:`REBUILD_STATE` (the position of the last shipment rebuilt), set in 
 after a crash the next rebuild goes on from there (``restart``: from the first shipment again; a shipment a
 sync wrote in between has moved past it, and is rebuilt again); the entry is cleared when the rebuild is
 complete. The sync's cursors are not touched, but for one: when the documents stream had listed the E-Files of
-every shipment written before the rebuild began, its watermark is moved past the rebuild's writes at the end
+every shipment written before the rebuild began (resumed: and every one a sync wrote since), its watermark is
+moved past the rebuild's writes at the end
 (they change no E-File; else the next sync would list the E-Files of every shipment again). A sync between two
 rebuilds is harmless.
 
@@ -45,6 +46,7 @@ is not in the raw either (the raw is the latest answer).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -59,6 +61,7 @@ import orjson
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
 from freight_pipeline.normalize.signature import EveryRecord, MappingSignature, current_signature
+from freight_pipeline.normalize.specs.shipments import SHIPMENTS as SHIPMENTS_TABLE
 from freight_pipeline.sync.assemble import assemble
 from freight_pipeline.sync.bundle import NOT_APPLICABLE, Answer, Bundle, Work
 from freight_pipeline.sync.code_conversions import STREAM as CONVERSIONS
@@ -74,8 +77,10 @@ from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.workers import IN_PROCESS_UP_TO, Workers, can_fork, gc_paused
+from freight_pipeline.warehouse.ddl import first, qualified, run
 from freight_pipeline.warehouse.documents import newest_shipment_write
 from freight_pipeline.warehouse.history import BEHIND_STATE
+from freight_pipeline.warehouse.meta import SYNC_RUNS
 from freight_pipeline.warehouse.records import BatchWrite, RawPosition, RawRecord, Reject, WriteStats
 from freight_pipeline.warehouse.store import Warehouse
 
@@ -194,6 +199,20 @@ def _documents_caught_up(warehouse: Warehouse) -> bool:
     return synced is not None and (newest is None or newest <= synced)
 
 
+def _still_caught_up(warehouse: Warehouse, began: dt.datetime | None) -> bool:
+    """On resuming a rebuild begun with the documents stream caught up: whether its watermark still covers
+    every shipment write but this rebuild's own (its runs since ``began``). A sync in between whose documents
+    stream did not run, or failed, wrote shipments whose E-Files are still to be listed: carrying the watermark
+    past them at the end would have the next sync never list them."""
+    synced = DocumentsCursor.parse(warehouse.reads.get_cursor(DOCUMENTS)).synced_through
+    if synced is None or began is None:
+        return False
+    row = first(run(warehouse.con, f"SELECT max(_synced_at) FROM {qualified(SHIPMENTS_TABLE)} WHERE _run_id NOT IN "
+                                   f"(SELECT run_id FROM {qualified(SYNC_RUNS)} WHERE stream = ? AND started_at >= ?)",
+                    [REBUILD_STATE, began]))
+    return row is None or row[0] is None or row[0] <= synced
+
+
 def _carry_documents_watermark(warehouse: Warehouse, run_id: str) -> None:
     """After a rebuild that began with the documents stream caught up: its watermark moved past the
     rebuild's writes (they changed no E-File), so the next sync does not list every shipment's E-Files."""
@@ -267,6 +286,8 @@ def rebuild(
     held = None if restart else RebuildState.held(warehouse)
     if held is not None and not _resumable(warehouse, held, target):
         held = None
+    if held is not None and held.documents_caught_up and not _still_caught_up(warehouse, held.began):
+        held = dataclasses.replace(held, documents_caught_up=False)
     state = held or RebuildState(None, _documents_caught_up(warehouse), target.id, log.started_at)
     found = RebuildResult(resumed_after=state.after.shipment_id if state.after else None)
     derived_by = DerivedBy.held(warehouse, REBUILD_STATE)

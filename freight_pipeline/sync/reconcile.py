@@ -23,11 +23,12 @@ means a restore, and the run reconciles at once instead of when the interval is 
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from dataclasses import dataclass, field
 
 from freight_pipeline.client.errors import BadRequestError
-from freight_pipeline.datetimes import DateTimeParseError, ServiceZone
+from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, parse_iso_datetime
 from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, checked_lookup
 from freight_pipeline.sync.cursor import BEGINNING, CursorError, ShipmentKey
 from freight_pipeline.sync.source import SourceAPI
@@ -93,7 +94,7 @@ async def probe_for_restore(
         )
     except (BadRequestError, RowCountMismatch) as exc:  # a service that cannot answer it: the stream goes on
         return Probe(seconds=time.perf_counter() - started, refused=f"{type(exc).__name__}: {exc}"[:300])
-    listed = {int(item["id"]): listed_stamp(item, zone) for item in items}
+    listed = {int(item["id"]): latest_listed_stamp(item, zone) for item in items}
     if len(items) < len(ids) and len(items) == stats.page_size(len(ids)):  # a capped page: judge what it covers
         ids = [i for i in ids if i <= max(listed, default=0)]
     return Probe(
@@ -134,6 +135,23 @@ async def compare_with_source(
             None if floor == BEGINNING else floor.instant_text, waiting_stream
         )
     return Differences(listed, vanished, stale, before_start)
+
+
+def latest_listed_stamp(item: dict[str, object], zone: ServiceZone) -> str | None:
+    """The listed stamp (:func:`listed_stamp`) as the latest instant it can name: a wall-clock time sent without
+    a UTC offset in the hour a fall-back repeats names two instants, and is read as the first (``fold=0``); a
+    shipment changed in the second pass then looks older than the copy held from the first, which is no sign of
+    a restore (the probe judges a stamp earlier only when it is, whichever instant it names)."""
+    try:
+        local = parse_iso_datetime(item.get("last_modified_date_time"))
+    except DateTimeParseError:
+        return None
+    if local is None or local.tzinfo is not None or zone.tz is dt.UTC:
+        return listed_stamp(item, zone)
+    second = local.replace(tzinfo=zone.tz, fold=1).utcoffset()
+    if second is None or second == local.replace(tzinfo=zone.tz, fold=0).utcoffset():
+        return listed_stamp(item, zone)
+    return ShipmentKey.of_instant(0, local.replace(tzinfo=dt.timezone(second))).stamp
 
 
 def listed_stamp(item: dict[str, object], zone: ServiceZone) -> str | None:

@@ -263,8 +263,10 @@ def ensure_history(con: duckdb.DuckDBPyConnection, *, key_constraints: bool = Tr
 
 
 def seed_from_current(con: duckdb.DuckDBPyConnection) -> int:
-    """First versions from the ``freight`` rows held: each shipment's rows as of its ``last_modified_at``
-    (shipments without one are left out), with the run and time that wrote them. Returns rows added."""
+    """First versions from the ``freight`` rows held: each shipment's rows as of its ``last_modified_at`` (one
+    without, whose instant could not be read, as of when its row was written: its current versions must equal
+    the rows held, as a sync dates such a shipment when it noticed it), with the run and time that wrote them.
+    Returns rows added."""
     present = set(table_names(con))
     if SHIPMENTS.qualified_name not in present:
         return 0
@@ -276,10 +278,9 @@ def seed_from_current(con: duckdb.DuckDBPyConnection) -> int:
             mapped = _mapped_columns(subject, source, "r")
             added += _count(run(con, f"""
                 INSERT INTO {qualified(subject.spec)} BY NAME
-                SELECT {mapped}, false AS deleted, s.last_modified_at AS valid_from,
+                SELECT {mapped}, false AS deleted, coalesce(s.last_modified_at, s._synced_at) AS valid_from,
                        CAST(NULL AS TIMESTAMPTZ) AS valid_to, r._run_id AS run_id, r._synced_at AS recorded_at
-                FROM {qualified(source.table)} r JOIN {qualified(SHIPMENTS)} s ON s.shipment_id = r.shipment_id
-                WHERE s.last_modified_at IS NOT NULL"""))
+                FROM {qualified(source.table)} r JOIN {qualified(SHIPMENTS)} s ON s.shipment_id = r.shipment_id"""))
     return added
 
 
@@ -369,10 +370,12 @@ class VersionCounts:
     added: dict[str, int] = field(default_factory=dict)
     """History table (short name) -> versions added (a version it follows was closed for each that had one)."""
     stale: list[int] = field(default_factory=list)
-    """Shipments whose copy was older than a version already recorded for them (the service went back):
-    versioned as of when the run noticed."""
+    """Shipments whose copy was older than a version already recorded for them (the service went back) and
+    differed from it: versioned as of when the run noticed. (A copy as held adds no version and is not counted:
+    a rebuild's, whose current versions took its content, says nothing of the service.)"""
     unstamped: list[int] = field(default_factory=list)
-    """Replaced shipments without a readable last-modified instant: versioned as of when the run noticed."""
+    """Replaced shipments without a readable last-modified instant, first seen or differing from their current
+    versions: versioned as of when the run noticed."""
     same_instant: int = 0
     """Subjects whose content differed from their current version under the same ``valid_from`` (the
     service changed them without moving the shipment's last-modified instant): versioned as of when the
@@ -429,6 +432,7 @@ def record_versions(
         ), {"deleted_at": batch.deleted_at or recorded_at}) if gone else NO_STAMPS
         first_view = view(first_seen) if first_seen.num_rows else ""
         compared: dict[str, str] = {}
+        versioned = set(first_seen[SHIPMENT_ID].to_pylist())
         if followed.num_rows or gone_at.num_rows:
             ids = pa.concat_arrays([followed[SHIPMENT_ID].combine_chunks(), gone_at[SHIPMENT_ID].combine_chunks()])
             compared = {"followed": view(followed), "gone_at": view(gone_at),
@@ -444,8 +448,11 @@ def record_versions(
             if compared and ((incoming and followed.num_rows) or gone_at.num_rows):
                 scope = view(_scope(subject, sources, replaced))
                 found = arrow_result(con, _new_versions_sql(subject, incoming, scope, compared))
+                versioned.update(found[SHIPMENT_ID].to_pylist())
                 added += _write_versions(con, subject, found, view, run_id, recorded_at, counts, noticed)
             counts.added[subject.spec.name] = added
+    counts.stale = [i for i in counts.stale if i in versioned]
+    counts.unstamped = [i for i in counts.unstamped if i in versioned]
     if counts.stale or counts.unstamped or counts.same_instant:
         log.warning("history: %d copies older than the version recorded (the service went back: %s), %d shipments "
                     "without a last-modified instant (%s), %d contents changed under the same last-modified instant: "

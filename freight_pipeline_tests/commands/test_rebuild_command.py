@@ -66,3 +66,19 @@ def test_restart_rebuilds_from_the_first_shipment_what_an_interrupted_rebuild_le
                            [REBUILD_STATE]).fetchall() == [(None,)]
         assert con.execute("SELECT rows_read, details->>'$.extra.resumed_after' FROM freight_meta.sync_runs "
                            "WHERE stream = 'rebuild'").fetchall() == [(9, None)]
+
+
+def test_rebuild_of_a_data_dir_without_a_working_database_refuses_and_keeps_what_is_published(tmp_path: Path) -> None:
+    """The working database lost (or ``--data-dir`` mistyped): a rebuild has nothing to re-derive from, and must
+    not publish an empty warehouse over the one analysts read."""
+    data_dir = tmp_path / "data"
+    with running_simulator(shipments=6, seed=4) as sim:
+        sync_all(ServiceSettings(sim.base_url, sim.username, sim.password), data_dir, backend=storage_from_env(),
+                 streams=(SHIPMENTS.name,))
+    (data_dir / "work" / "warehouse.duckdb").unlink()
+    done = run_cli(["rebuild", "--data-dir", str(data_dir)], cli_env())
+    assert done.returncode == 2, done.stderr
+    assert "holds no working database" in done.stderr
+    assert not (data_dir / "work" / "warehouse.duckdb").exists()
+    with duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM freight.shipments").fetchone() == (6,)

@@ -38,3 +38,16 @@ def test_the_rebuild_job_rebuilds_builds_and_publishes(tmp_path: Path, monkeypat
         assert con.execute("SELECT count(*) FROM analytics.fct_shipments").fetchone() == (12,)
         assert con.execute("SELECT status, rows_read FROM freight_meta.sync_runs WHERE stream = 'rebuild' "
                            "AND run_id = ?", [result.run_id]).fetchall() == [("success", 12)]
+
+
+def test_the_rebuild_job_fails_without_a_working_database_and_publishes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A data directory with no working database (mistyped, or lost): nothing to rebuild from; no empty
+    warehouse is made there, nor published."""
+    monkeypatch.setenv("FREIGHT_DATA_DIR", str(tmp_path))
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = defs.resolve_job_def(REBUILD_JOB).execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    assert not published_db_path(tmp_path).exists()
+    assert not (tmp_path / "work" / "warehouse.duckdb").exists()

@@ -322,6 +322,36 @@ def test_a_sync_between_an_interrupted_rebuild_and_its_resumption_moves_what_it_
     assert rows_differences(expected_rows(small_sim.store), work_db(tmp_path)) == {}
 
 
+class _Interrupted(Exception):
+    """Raised by a rebuild's progress line: the rebuild stops right after its first batch committed."""
+
+
+def _stop(line: str) -> None:
+    raise _Interrupted(line)
+
+
+def test_a_resumed_rebuild_carries_no_e_file_watermark_past_a_sync_whose_documents_stream_did_not_run(
+    small_sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """A rebuild begun with the documents stream caught up, interrupted; a sync of the shipments alone (its
+    documents stream not run) writes changed shipments; the resumed rebuild must not move the E-File watermark
+    past them: the next sync lists their E-Files."""
+    sync = syncer(small_sim, tmp_path, publish_after=False)
+    sync()
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse, pytest.raises(_Interrupted):
+        rebuild(warehouse, "rebuild-killed", TEST_SETTINGS, batch_size=BATCH, everything=True, workers=0,
+                progress=_stop)
+    changed = small_sim.modify_shipments(3)
+    small_sim.advance_clock(60)
+    sync(streams=ONLY_SHIPMENTS)
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+        found = rebuild(warehouse, "rebuild-resumed", TEST_SETTINGS, batch_size=BATCH, everything=True, workers=0)
+    assert found.resumed_after is not None
+    after = sync()[DOCUMENTS]
+    assert after.extra["relisted"] is False
+    assert after.extra["shipments"] == len(changed), "the E-Files of the shipments the sync between wrote"
+
+
 def test_a_chunk_is_derived_with_the_collector_paused_then_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
     enabled = gc.isenabled()
     seen: list[bool] = []

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
+from freight_pipeline.config import ServiceSettings
 from freight_pipeline.datetimes import ServiceZone
-from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.simulator.config import SimulatorConfig
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.changes import RowCountMismatch
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.cursor import ShipmentKey
+from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.shipments import RECONCILE_STREAM
+from freight_pipeline.sync.shipments import STREAM as SHIPMENTS_STREAM
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.sync.conftest import (
@@ -192,3 +198,27 @@ def test_instants_without_a_utc_offset_compare_as_the_services_wall_clock_and_no
     assert later.extra["reconcile_listed"] == SMALL_SHIPMENTS
     assert later.extra["reconcile_refetched"] == 0  # the walk's copies are current, offset or not
     assert held_ids(work_db(tmp_path)) == set(small_sim.store.reader.live_shipment_ids())
+
+
+def test_a_change_in_the_second_pass_of_a_naive_clocks_repeated_hour_is_no_restore(tmp_path: Path) -> None:
+    """A service whose clock sends no UTC offset (Berlin): a shipment changed at 02:50 summer time, synced, then
+    changed at 02:10 winter time (20 minutes later, an earlier wall clock): the restore probe must not say the
+    service's data went back (nor reconcile for it)."""
+    settings = TEST_SETTINGS.replaced(restore_probe=20, service_timezone="Europe/Berlin")
+    config = SimulatorConfig(shipments=12, seed=5, control=True, naive_clock="Europe/Berlin",
+                             start="2026-10-25T02:40:00")
+    with running_simulator(config) as sim:
+        shipment = sim.store.reader.live_shipment_ids()[0]
+        service = ServiceSettings(sim.base_url, sim.username, sim.password)
+
+        def changed_then_synced(at: str) -> StreamResult:
+            touched = httpx.post(f"{sim.base_url}/_control/shipments/touch", json={"ids": [shipment], "at": at})
+            assert touched.status_code == 200, touched.text
+            results, _ = sync_all(service, tmp_path, settings, backend=EmbeddedDuckDB(), publish_after=False,
+                                  streams=(SHIPMENTS_STREAM,))
+            return next(r for r in results if r.stream == SHIPMENTS_STREAM)
+
+        changed_then_synced("2026-10-25T02:50:00+02:00")
+        second = changed_then_synced("2026-10-25T02:10:00+01:00")
+    assert second.extra["restore_probe"]["went_back"] == []
+    assert not any("went back" in notice for notice in second.extra.get("notices", []))

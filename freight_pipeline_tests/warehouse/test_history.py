@@ -32,6 +32,7 @@ from freight_pipeline.warehouse.history import (
     SUBJECTS,
     VersionBatch,
     VersionCounts,
+    disagreeing_sql,
     ensure_history,
     record_versions,
 )
@@ -45,6 +46,7 @@ from freight_pipeline_tests.warehouse.older import OLDEST_READER, older_python, 
 
 UTC = dt.UTC
 CONTRACT = REPO_ROOT / "docs" / "warehouse-contract.md"
+SHIPMENT_SUBJECT, EVENT_SUBJECT = SUBJECTS[0], SUBJECTS[1]
 
 
 def at(day: int, hour: int = 0, minute: int = 0) -> dt.datetime:
@@ -245,6 +247,20 @@ def test_an_older_copy_is_a_revert_dated_when_noticed(con: duckdb.DuckDBPyConnec
     assert_contiguous(con)
 
 
+def test_an_older_copy_as_held_adds_nothing_and_says_nothing_of_the_service(
+    con: duckdb.DuckDBPyConnection, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After a revert (versioned as of when noticed), the same copy written again (a rebuild's batch, whose
+    current versions took its content; a rerun) is older than the version recorded but adds no version: it is
+    neither counted nor logged as the service going back."""
+    write(con, "r1", at(4, 9), {7: at(4, 8)}, shipments=[header(7, office="BRE")])
+    assert write(con, "r2", at(5, 9), {7: at(2, 8)}, shipments=[header(7, office="HAM")]).stale == [7]
+    caplog.clear()
+    again = write(con, "rebuild", at(6, 9), {7: at(2, 8)}, shipments=[header(7, office="HAM")])
+    assert (again.stale, again.rows_added) == ([], 0)
+    assert "went back" not in caplog.text
+
+
 def test_a_rerun_of_every_batch_adds_nothing(con: duckdb.DuckDBPyConnection) -> None:
     """A batch written again (a crash's rerun, a lake writer's retry) or the current copy read again (an
     overlap re-read, which fetches what the service holds now) adds nothing."""
@@ -404,7 +420,8 @@ def test_ensuring_again_changes_nothing_and_a_changed_macro_is_replaced(con: duc
 
 
 def test_a_warehouse_from_before_the_history_starts_from_its_rows() -> None:
-    """History tables created beside freight rows: each shipment's rows as of its last-modified instant."""
+    """History tables created beside freight rows: each shipment's rows as of its last-modified instant, one
+    without (its instant unreadable) as of when its row was written: the current versions equal the rows held."""
     synced = at(3, 12)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
@@ -419,13 +436,17 @@ def test_a_warehouse_from_before_the_history_starts_from_its_rows() -> None:
     con.begin()
     steps = ensure_history(con)
     con.commit()
-    assert "freight_history: first versions from the rows held (3 rows)" in steps
-    assert con.execute(f"SELECT {EVENT_COLUMNS}, recorded_at FROM freight_history.event_versions").fetchall() == [
-        (7, "PICKUP", "ACTUAL", at(1), at(2, 8), None, False, "old-run", synced)]
+    assert "freight_history: first versions from the rows held (5 rows)" in steps
+    assert con.execute(f"SELECT {EVENT_COLUMNS}, recorded_at FROM freight_history.event_versions "
+                       "ORDER BY shipment_id").fetchall() == [
+        (7, "PICKUP", "ACTUAL", at(1), at(2, 8), None, False, "old-run", synced),
+        (8, "PICKUP", "ACTUAL", at(1), synced, None, False, "old-run", synced)]
     assert con.execute("SELECT shipment_id, mode, position, carrier_code, valid_from "
                        "FROM freight_history.leg_versions").fetchall() == [(7, "SEA", 2, "9321483", at(2, 8))]
-    assert con.execute("SELECT shipment_id, valid_from FROM freight_history.shipment_versions").fetchall() == [
-        (7, at(2, 8))]
+    assert con.execute("SELECT shipment_id, valid_from FROM freight_history.shipment_versions "
+                       "ORDER BY shipment_id").fetchall() == [(7, at(2, 8)), (8, synced)]
+    assert con.execute(f"SELECT count(*) FROM ({disagreeing_sql(SHIPMENT_SUBJECT)})").fetchall() == [(0,)]
+    assert con.execute(f"SELECT count(*) FROM ({disagreeing_sql(EVENT_SUBJECT)})").fetchall() == [(0,)]
 
 
 def insert(con: duckdb.DuckDBPyConnection, spec: TableSpec, rows: list[dict[str, Any]], synced: dt.datetime) -> None:
