@@ -59,6 +59,9 @@ class Probe:
     """Held, but the service no longer has them."""
     went_back: list[int] = field(default_factory=list)
     """The service stamps them earlier than the copy held: an older version came back."""
+    returned: list[int] = field(default_factory=list)
+    """Deleted here (the newest deletions, asked for on the probe's page beside the shipments held), yet the
+    service has them: a restore brought them back."""
     refused: str | None = None
     """Why the service would not answer the probe (it refused the ``ID IN`` lookup, or its page disagreed
     with its row count): then nothing is known, and restores wait for the reconcile interval."""
@@ -66,14 +69,19 @@ class Probe:
     @property
     def restored(self) -> bool:
         """Whether the service's data went back in time (a restore)."""
-        return bool(self.vanished or self.went_back)
+        return bool(self.vanished or self.went_back or self.returned)
 
     def figures(self) -> dict[str, object]:
         figures: dict[str, object] = {"probed": self.probed, "seconds": round(self.seconds, 4),
-                                      "vanished": self.vanished[:20], "went_back": self.went_back[:20]}
+                                      "vanished": self.vanished[:20], "went_back": self.went_back[:20],
+                                      "returned": self.returned[:20]}
         if self.refused:
             figures["refused"] = self.refused
         return figures
+
+
+DELETED_SHARE = 0.2
+"""The share of the restore probe's page that asks for the shipments deleted most recently."""
 
 
 async def probe_for_restore(
@@ -81,12 +89,16 @@ async def probe_for_restore(
     zone: ServiceZone,
 ) -> Probe:
     """Look the ``sample`` shipments held with the newest last-modified instants up again by id (one
-    ``ID IN`` lookup): which vanished, and which the service now stamps earlier than the copy held."""
+    ``ID IN`` lookup): which vanished, and which the service now stamps earlier than the copy held. Up to a fifth
+    of that page (:data:`DELETED_SHARE`) asks for the shipments deleted here most recently instead: a restore that
+    only brought deleted ones back changes nothing held, and they are stamped below the cursor."""
     started = time.perf_counter()
-    held = warehouse.reads.latest_stamps(min(sample, stats.page_size(page_size)))
+    size = min(sample, stats.page_size(page_size))
+    deleted = set(warehouse.reads.recently_deleted(int(size * DELETED_SHARE)))
+    held = warehouse.reads.latest_stamps(size - len(deleted))
     if not held:
         return Probe()
-    ids = sorted(held)
+    ids = sorted({*held, *deleted})
     try:
         items = await checked_lookup(
             source.lookup_shipments, [{"key": "ID", "match_mode": "IN", "values": [str(i) for i in ids]}], ["ID"],
@@ -100,8 +112,10 @@ async def probe_for_restore(
     return Probe(
         probed=len(ids),
         seconds=time.perf_counter() - started,
-        vanished=[i for i in ids if i not in listed],
-        went_back=[i for i in ids if (stamp := listed.get(i)) is not None and stamp_earlier(stamp, held[i])],
+        vanished=[i for i in ids if i in held and i not in listed],
+        went_back=[i for i in ids if i in held and (stamp := listed.get(i)) is not None
+                   and stamp_earlier(stamp, held[i])],
+        returned=[i for i in ids if i in deleted and i in listed],
     )
 
 

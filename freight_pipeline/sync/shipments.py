@@ -289,8 +289,9 @@ async def _sync(
                               f"the service refused the restore probe's ID IN lookup ({probe.refused}): a restore "
                               "is noticed by the reconcile interval only")
         if probe.restored:
-            say(f"shipments: the service's data went back ({len(probe.went_back)} of the {probe.probed} newest held "
-                f"are stamped earlier now, {len(probe.vanished)} vanished): reconciling in this run")
+            say(f"shipments: the service's data went back ({len(probe.went_back)} of the {probe.probed} probed are "
+                f"stamped earlier now, {len(probe.vanished)} vanished, {len(probe.returned)} deleted here came "
+                "back): reconciling in this run")
     from_scratch = (not stored and floor == BEGINNING and ceiling is not None and partition is None
                     and not warehouse.reads.holds_shipments())
     run = _Run(source, warehouse, settings, run_id, result, say, ceiling.stamp if ceiling else None,
@@ -486,10 +487,10 @@ def _keep_history_in_step(
 
 def restore_notice(probe: Probe, extra: dict[str, object]) -> str:
     """What a run says after the reconcile its probe started: the service's data went back (some of the newest
-    shipments held are stamped earlier now), or some of them vanished (deleted, or a restore that only
-    dropped what was created since)."""
+    shipments held are stamped earlier now, or some deleted here came back), or some of them vanished (deleted, or
+    a restore that only dropped what was created since)."""
     found = f"{extra.get('reconcile_refetched', 0)} shipments read again, {extra.get('reconcile_deleted', 0)} deleted"
-    if probe.went_back:
+    if probe.went_back or probe.returned:
         return (f"the service's data went back: {extra.get('reconcile_refetched', 0)} shipments returned to older "
                 f"versions (or came back), {extra.get('reconcile_deleted', 0)} vanished; reconciled")
     return (f"{len(probe.vanished)} of the {probe.probed} newest shipments held vanished from the service (deleted, "

@@ -30,6 +30,7 @@ from freight_pipeline.warehouse.ddl import (
     run,
     scalar,
 )
+from freight_pipeline.warehouse.history import SHIPMENT_VERSIONS
 from freight_pipeline.warehouse.listing import LiveListing
 from freight_pipeline.warehouse.records import (
     EARLIEST_FETCH,
@@ -237,6 +238,15 @@ class Reads:
                                       "WHERE last_modified_key IS NOT NULL ORDER BY last_modified_at DESC NULLS LAST, "
                                       f"left(last_modified_key, 19) DESC, shipment_id DESC LIMIT {int(limit)}")
         return {int(shipment_id): str(stamp) for shipment_id, stamp in rows}
+
+    def recently_deleted(self, limit: int) -> list[int]:
+        """Up to ``limit`` shipments deleted most recently and not held again (their current version in the
+        history is a deletion), newest first: the restore probe asks for them too, a restore brings them back."""
+        rows = run(self.database.con, f"SELECT shipment_id FROM {qualified(SHIPMENT_VERSIONS)} WHERE valid_to IS NULL "
+                                      f"AND deleted AND shipment_id NOT IN (SELECT shipment_id FROM "
+                                      f"{qualified(meta.RAW_SHIPMENTS)}) ORDER BY valid_from DESC, shipment_id DESC "
+                                      f"LIMIT {int(limit)}")
+        return [int(shipment_id) for (shipment_id,) in rows]
 
     def shipment_ids(self) -> set[int]:
         """Ids of the shipments whose raw document is held."""

@@ -100,6 +100,35 @@ def test_the_first_sync_after_a_reset_leaves_the_warehouse_and_its_history_equal
         assert quiet.extra["restore_probe"]["probed"] == min(DEFAULTS.restore_probe, DEFAULTS.page_size)
 
 
+def test_a_restore_that_only_brings_deleted_shipments_back_is_noticed_by_the_probe(tmp_path: Path) -> None:
+    """Nothing held changed or vanished: the shipments it brings back are stamped below the cursor, so the walk
+    never sees them. The probe asks for the newest deletions too, and the run reconciles."""
+    with running_simulator(shipments=40, seed=3, control=True) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        sync(DEFAULTS)
+        sim.take_snapshot()
+        sim.advance_clock(60)
+        deleted = sim.delete_shipments(3)
+        sim.advance_clock(60)
+        sync(DEFAULTS.replaced(reconcile_interval=dt.timedelta(0)))  # the deletions reconciled away
+        database = work_db(tmp_path)
+        held = "SELECT shipment_id FROM freight.shipments"
+        assert not set(deleted) & {r[0] for r in query(database, held)}
+
+        sim.reset_to_snapshot()
+        sim.advance_clock(60)
+        shipments = sync(DEFAULTS)["shipments"]
+        assert set(deleted) <= {r[0] for r in query(database, held)}
+        assert sorted(shipments.extra["restore_probe"]["returned"]) == sorted(deleted)
+        assert (shipments.extra["restore_probe"]["vanished"], shipments.extra["restore_probe"]["went_back"]) == ([], [])
+        assert any(n.startswith("the service's data went back:") for n in shipments.notices), shipments.notices
+        assert_converged(sim.store, database)
+        assert history_disagreements(database) == {}
+
+        quiet = sync(DEFAULTS)["shipments"]  # back as they were: nothing deleted to ask for, nothing noticed
+        assert quiet.extra["restore_probe"]["returned"] == [] and not quiet.notices
+
+
 def test_under_a_page_cap_the_probe_judges_only_what_the_page_served(tmp_path: Path) -> None:
     """A service serving at most 10 rows a page: the probe asks for 25 ids, gets 10, and judges those 10
     (the others are not taken for vanished)."""
