@@ -196,25 +196,36 @@ CONVERTERS: dict[str, Converter] = {
 
 
 def json_or_report(value: Any, path: str, problems: Problems) -> str | None:
-    """``value`` as JSON text; unstorable: null and reported. NaN and Infinity inside it, which JSON
-    cannot carry, are written as null and each reported at its own path."""
+    """``value`` as JSON text; unstorable: null and reported. What JSON or UTF-8 cannot carry inside it is
+    written otherwise and each reported at its own path: NaN and Infinity as null, text with a lone surrogate
+    with U+FFFD in its place."""
     try:
         text = to_json(value)
     except Invalid as exc:
         problems.add(path, show(value), str(exc))
         return None
-    if "null" in text:  # cheap pre-check: a non-finite number became null
-        for where, number in _non_finite(value, path):
-            problems.add(where, number, f"{number} is not a finite number: null in the JSON column")
+    if "null" in text or "\ufffd" in text:  # cheap pre-check: a non-finite number became null, a surrogate U+FFFD
+        said = {p.path for p in problems}  # a field read into a column too (a code conversion's): said there
+        for where, bad, reason in _unstorable(value, path):
+            if where not in said:
+                problems.add(where, bad, reason)
     return text
 
 
-def _non_finite(value: Any, path: str) -> Iterable[tuple[str, float]]:
+def _unstorable(value: Any, path: str) -> Iterable[tuple[str, Any, str]]:
+    """(path, value, reason) of each value inside ``value`` that ``to_json`` writes otherwise than it came."""
     if isinstance(value, float) and not math.isfinite(value):
-        yield path, value
+        yield path, value, f"{value} is not a finite number: null in the JSON column"
+    elif isinstance(value, str) and not is_text(value):
+        yield path, value, f"{show(value)} is not valid Unicode text (lone surrogate): U+FFFD in the JSON column"
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _non_finite(item, join_path(path, str(key)))
+            name = str(key)
+            if not is_text(name):  # the path is stored too: as the key is written
+                name = _LONE_SURROGATE.sub("\ufffd", name)
+                yield join_path(path, name), key, f"key {show(key)} is not valid Unicode text (lone surrogate): " \
+                    "U+FFFD in the JSON column"
+            yield from _unstorable(item, join_path(path, name))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _non_finite(item, f"{path}[{index}]")
+            yield from _unstorable(item, f"{path}[{index}]")

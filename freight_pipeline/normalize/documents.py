@@ -14,8 +14,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from freight_pipeline.datetimes import DateTimeParseError, parse_iso_datetime, to_utc
-from freight_pipeline.normalize.converters import BIGINT, JSON, TIMESTAMPTZ, VARCHAR, to_str
-from freight_pipeline.normalize.errors import RecordShapeError
+from freight_pipeline.normalize.converters import (
+    BIGINT,
+    JSON,
+    TIMESTAMPTZ,
+    VARCHAR,
+    is_text,
+    json_or_report,
+    to_int,
+    to_str,
+)
+from freight_pipeline.normalize.errors import Invalid, RecordShapeError, show
 from freight_pipeline.normalize.nodes import NUMBER, TEXT, Key, Node
 from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.schema import Column, TableSpec
@@ -108,12 +117,16 @@ def document_row(
 ) -> dict[str, Any]:
     """The row of one E-File under one shipment. ``content``: (sha256, size, path) of a copied document.
 
-    Raises RecordShapeError when the E-File has no usable id; a value that cannot be converted is
-    null and one problem in ``found``.
+    Raises RecordShapeError when the E-File has no usable id; a value that cannot be converted (text that
+    is not Unicode, a reference that is no object, what JSON cannot carry) is null and one problem in ``found``.
     """
     efile_id = RECORD_ID.of(efile)
     if isinstance(efile_id, bool) or not isinstance(efile_id, int):
         raise RecordShapeError(f"E-File without a usable id: {efile_id!r}")
+    try:
+        to_int(efile_id)
+    except Invalid as exc:  # beyond 64 bits: no BIGINT holds it
+        raise RecordShapeError(f"E-File without a usable id: {exc}") from None
     created_raw = CREATED_KEY.of(efile)
     created_at: dt.datetime | None = None
     try:
@@ -129,13 +142,9 @@ def document_row(
         "mime_type": _text(efile, MIME_TYPE_KEY, found),
         "description": _text(efile, DESCRIPTION_KEY, found),
         "created_at": created_at,
-        "created_date_time": created_raw if isinstance(created_raw, str) else None,
-        "document_references": json.dumps(
-            [{"id": RECORD_ID.of(r), "type": REFERENCE_TYPE_KEY.of(r), "value": REFERENCE_VALUE_KEY.of(r)}
-             for r in references if isinstance(r, Mapping)],
-            sort_keys=True,
-        ),
-        "roles": json.dumps([ROLE_KEY.of(r) if isinstance(r, Mapping) else r for r in roles]),
+        "created_date_time": created_raw if isinstance(created_raw, str) and is_text(created_raw) else None,
+        "document_references": _json(_references(references, found), "references", found),
+        "roles": _json([ROLE_KEY.of(r) if isinstance(r, Mapping) else r for r in roles], "roles", found),
         "content_sha256": content[0] if content else None,
         "content_size_bytes": content[1] if content else None,
         "content_path": content[2] if content else None,
@@ -144,7 +153,35 @@ def document_row(
 
 def _text(record: Mapping[str, Any], key: Key, found: Problems) -> str | None:
     value = key.of(record)
-    if value is None or isinstance(value, str):
+    if value is None or (isinstance(value, str) and is_text(value)):
         return value
-    found.add(key.name, value, f"{key.name} is not a string: left null")
+    what = "is not valid Unicode text (lone surrogate)" if isinstance(value, str) else "is not a string"
+    found.add(key.name, value, f"{key.name} {what}: left null")
     return None
+
+
+def _references(references: Sequence[Any], found: Problems) -> list[dict[str, Any]]:
+    """The ``document_references`` of the E-File's references: {id, type, value} of each object; any other
+    element is left out and reported."""
+    kept: list[dict[str, Any]] = []
+    for index, reference in enumerate(references):
+        if isinstance(reference, Mapping):
+            kept.append({"id": RECORD_ID.of(reference), "type": REFERENCE_TYPE_KEY.of(reference),
+                         "value": REFERENCE_VALUE_KEY.of(reference)})
+        elif reference is not None:
+            reason = f"{show(reference)} is not an object: not in document_references"
+            found.add(f"references[{index}]", reference, reason)
+    return kept
+
+
+def _json(value: list[Any], path: str, found: Problems) -> str | None:
+    """A JSON column's text as it has always been written (``json.dumps``, keys sorted: what held rows are compared
+    with), or, for what JSON cannot carry, as ``json_or_report`` writes it, each reported: a lone surrogate as
+    U+FFFD, NaN and Infinity as null, a value nested too deeply as a null column."""
+    try:
+        if is_text(json.dumps(value, ensure_ascii=False, allow_nan=False)):
+            return json.dumps(value, sort_keys=True)
+    except (ValueError, RecursionError):  # NaN or Infinity, nesting too deep
+        pass
+    text = json_or_report(value, path, found)
+    return None if text is None else json.dumps(json.loads(text), sort_keys=True)

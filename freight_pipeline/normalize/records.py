@@ -87,19 +87,33 @@ def normalize_memos(
     shipment_id_by_key: Mapping[MemoKey, int] | None = None,
     problems: Problems | None = None,
 ) -> Rows:
-    """Rows of ``shipment_memos``; ``shipment_id`` looked up by ``(client, shipment_number)``, else null.
+    """Rows of ``shipment_memos``; ``shipment_id`` looked up by ``(client, shipment_number)`` (whitespace around
+    either aside, as a fixed-width column pads it), else null and, when shipments were given, reported: a line
+    their lookup answered that names none of them is never filed under a guess, nor left unattached unseen.
 
     A repeated memo id keeps the last record.
     """
     problems = sink(problems)
-    lookup = shipment_id_by_key or {}
+    lookup = {_trimmed(key): shipment_id for key, shipment_id in (shipment_id_by_key or {}).items()}
     by_id: dict[int, Row] = {}
     for path, memo_id, memo in keyed_items(memos, "memos", problems):
         row: Row = {"memo_id": memo_id}
         copy_fields(row, memo, _MEMO, path, problems)
-        row["shipment_id"] = lookup.get((row.get("client"), row.get("shipment_number")))
+        key = (row.get("client"), row.get("shipment_number"))
+        row["shipment_id"] = lookup.get(_trimmed(key))
+        if row["shipment_id"] is None and lookup:
+            asked = ", ".join(f"{client!r}/{number!r}" for client, number in list(lookup)[:3])
+            asked += ", ..." if len(lookup) > 3 else ""
+            problems.add(path, {"client": key[0], "shipment_number": key[1]},
+                         f"client/shipment_number {key[0]!r}/{key[1]!r} name no shipment asked for ({asked}): "
+                         "the memo line is loaded with a null shipment_id")
         by_id[memo_id] = row
     return {SHIPMENT_MEMOS.name: list(by_id.values())}
+
+
+def _trimmed(key: MemoKey) -> MemoKey:
+    client, number = key
+    return (client.strip() if client is not None else None, number.strip() if number is not None else None)
 
 
 def normalize_code_conversion(record: Any, problems: Problems | None = None) -> Row:

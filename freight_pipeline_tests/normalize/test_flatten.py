@@ -431,7 +431,9 @@ def test_memos_resolve_shipment_id() -> None:
         (1, 1001, "fragile!"),
         (2, None, "other"),
     ]
-    assert [(p.path, p.value) for p in problems] == [("[0]", memos[0])]
+    # a line the lookup of SN-1 answered that names another shipment: unattached, and said
+    assert [(p.path, p.value) for p in problems] == [("[1]", {"client": "C1", "shipment_number": "SN-9"}),
+                                                     ("[0]", memos[0])]
     problems = Problems()
     assert normalize_memos([{"memo": "x"}, memos[1]], {}, problems)["shipment_memos"][0]["memo_id"] == 2
     assert [(p.path, p.reason) for p in problems] == [
@@ -439,6 +441,25 @@ def test_memos_resolve_shipment_id() -> None:
     ]
     with pytest.raises(NormalizationError, match=r"^\[0\]: id missing"):
         normalize_memos([{"memo": "x"}], {})
+
+
+@pytest.mark.parametrize("sent", [("C1", "SN-1   "), (" C1", "SN-1"), ("C1\t", "\nSN-1 ")])
+def test_a_memo_line_whose_client_or_number_is_padded_belongs_to_its_shipment(sent: tuple[str, str]) -> None:
+    """A fixed-width column pads the number in one answer and not in another: the line is the shipment's."""
+    memo = {"id": 1, "client": sent[0], "memo": "fragile", "shipment_number": sent[1], "running_number": 1}
+    problems = Problems()
+    (row,) = normalize_memos([memo], {("C1", "SN-1"): 1001}, problems)["shipment_memos"]
+    assert (row["shipment_id"], row["client"], row["shipment_number"], problems) == (1001, *sent, [])
+
+
+def test_a_memo_line_that_names_no_shipment_asked_for_is_loaded_unattached_and_reported() -> None:
+    memo = {"id": 1, "client": 1, "memo": "fragile", "shipment_number": "SN-1", "running_number": 1}
+    problems = Problems()
+    (row,) = normalize_memos([memo], {("001", "SN-1"): 1001}, problems)["shipment_memos"]
+    assert (row["memo_id"], row["shipment_id"], row["client"]) == (1, None, "1")
+    (problem,) = problems
+    assert (problem.path, problem.value) == ("[0]", {"client": "1", "shipment_number": "SN-1"})
+    assert "'001'/'SN-1'" in problem.reason and "null shipment_id" in problem.reason
 
 
 def test_code_conversions() -> None:

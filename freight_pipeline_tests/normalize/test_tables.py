@@ -13,6 +13,7 @@ from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.normalize.events import normalize_events
 from freight_pipeline.normalize.flatten import merge_rows, normalize_shipment, to_arrow_batch
 from freight_pipeline.normalize.legs import normalize_main_carriage
+from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.records import normalize_code_conversions, normalize_memos
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, TABLES_BY_NAME
 from freight_pipeline_tests.normalize import samples
@@ -46,6 +47,7 @@ def sample_rows() -> dict[str, list[dict[str, object]]]:
         normalize_memos(
             [{"id": 1, "client": "C1", "shipment_number": "SN-1", "memo": "m"}, {"id": 2, "memo": "orphan"}],
             {("C1", "SN-1"): 1},
+            Problems(),  # the orphan is one: loaded with a null shipment_id, and reported
         )
     )
     parts.append(normalize_code_conversions([samples.code_conversion(i) for i in (1, 2)]))

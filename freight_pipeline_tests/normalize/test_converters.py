@@ -1,0 +1,53 @@
+"""A value kept whole in a JSON column (``converters.json_or_report``): what JSON or UTF-8 cannot carry is written
+otherwise, and each such value is reported at its own path, never changed without a trace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from freight_pipeline.normalize.converters import json_or_report
+from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batch
+from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.records import normalize_code_conversions
+from freight_pipeline_tests.normalize import samples
+
+
+def test_a_lone_surrogate_in_a_json_value_is_written_as_a_replacement_character_and_reported() -> None:
+    problems = Problems()
+    text = json_or_report({"name": "Ann", "notes": ["ok", "Zoll\udc00"], "\ud800key": 1}, "contact", problems)
+    assert text == '{"name":"Ann","notes":["ok","Zoll\ufffd"],"\ufffdkey":1}'
+    assert [(p.path, p.value) for p in problems] == [("contact.notes[1]", "Zoll\udc00"),
+                                                     ("contact.\ufffdkey", "\ud800key")]
+    assert all("lone surrogate" in p.reason for p in problems)
+    # the paths are stored too: text that UTF-8 carries
+    pa.array([p.path for p in problems], pa.string())
+
+
+def test_a_clean_json_value_reports_nothing_even_with_a_replacement_character_sent() -> None:
+    problems = Problems()
+    assert json_or_report({"name": "\ufffd", "none": None}, "contact", problems) == '{"name":"\ufffd","none":null}'
+    assert problems == []
+
+
+def test_a_contact_with_a_lone_surrogate_in_a_field_no_column_reads_is_reported_and_stored() -> None:
+    doc: dict[str, Any] = samples.shipment()
+    doc["addresses"][0]["contact"] = {"name": "Ann", "department": "Zoll\udc00"}
+    problems = Problems()
+    rows = normalize_shipment(doc, problems)
+    con = duckdb.connect()
+    con.register("addresses", to_arrow_batch(rows)["shipment_addresses"])
+    assert con.sql("SELECT contact_name, contact_json FROM addresses WHERE position = 1").fetchall() == [
+        ("Ann", '{"department":"Zoll\ufffd","name":"Ann"}')]
+    assert [p.path for p in problems] == ["addresses[0].contact.department"]
+
+
+def test_a_code_conversion_field_read_into_a_column_is_reported_once_for_it() -> None:
+    record = {**samples.code_conversion(3), "description": "a\ud800", "extra": float("nan")}
+    problems = Problems()
+    (row,) = normalize_code_conversions([record], problems)["code_conversions"]
+    assert row.get("description") is None and '"extra":null' in row["payload"]
+    assert [(p.path, p.reason.endswith("(lone surrogate)")) for p in problems] == [("[0].description", True),
+                                                                                  ("[0].extra", False)]
