@@ -89,14 +89,17 @@ class Writes:
         if both:
             raise ValueError(f"ids both replaced and deleted: {sorted(both)[:10]}")
         incoming = {self._unit_spec(name).qualified_name: table for name, table in batch.tables.items()}
+        conflicts: list[DataProblem] = []
         for name, table in incoming.items():
             if name not in replaced:
                 raise ValueError(f"rows given for {name}, which is not among the replaced tables")
             self._check_units(self.database.spec(name), table, replaced[name])
+            incoming[name], left_out = _one_row_per_key(self.database.spec(name), table)
+            conflicts += left_out
         stats = self.database.write(
             "apply_batch",
             lambda con: self._write_batch(con, run_id, batch, gone, replaced, incoming, backoff, history, rebuild,
-                                          write_whole, compare),
+                                          write_whole, compare, conflicts),
         )
         if self.on_change is not None and (stats.shipments_written or gone):
             self.on_change()
@@ -115,8 +118,11 @@ class Writes:
         rebuild: bool = False,
         write_whole: Collection[str] = (),
         compare: bool = False,
+        conflicts: Sequence[DataProblem] = (),
     ) -> WriteStats:
-        """:meth:`apply_batch`'s transaction, ``batch`` checked: ``replaced`` and ``incoming`` by qualified name."""
+        """:meth:`apply_batch`'s transaction, ``batch`` checked: ``replaced`` and ``incoming`` by qualified name;
+        ``conflicts``: the rows left out of ``incoming`` for a key another shipment's row holds
+        (:func:`_one_row_per_key`)."""
         compare = compare or rebuild
         spec = self.database.spec
         synced_at = _now()
@@ -154,9 +160,12 @@ class Writes:
                 stats.deleted[target.name] = stats.deleted.get(target.name, 0) + removed
             for target in (meta.RAW_SHIPMENTS, meta.RAW_PARTS, meta.QUARANTINE, meta.DATA_PROBLEMS):
                 self._delete_ids(target, "shipment_id", gone, views)
+        conflicts = [*conflicts]
         for name in replaced:
             table = incoming.get(name)
             target = spec(name)
+            if table is not None:
+                conflicts += self._taken_from_another(target, table, run_id)
             stats[target.name] = self._insert_rows(target, table, synced_at, run_id) if table is not None else 0
         written = {i for ids in batch.loaded.values() for i in ids} - unchanged
         if compare:
@@ -171,7 +180,7 @@ class Writes:
                 self._retake_current(con, incoming, replaced)
             stats.versions = self._record_versions(con, run_id, batch, incoming, replaced, gone, synced_at).added
         self._upsert_rejects(batch.rejects, run_id, synced_at)
-        self._insert_problems([p for p in batch.problems
+        self._insert_problems([p for p in [*batch.problems, *conflicts]
                                if p.shipment_id not in unchanged and (p.stream, p.record_key) not in kept],
                               run_id, synced_at)
         self._quarantine(batch.quarantined, run_id, synced_at, backoff)
@@ -580,6 +589,22 @@ class Writes:
         return scalar(self.database.con,
                       f"DELETE FROM {qualified(spec)} WHERE {quote(key)} IN (SELECT id FROM {ids_view})")
 
+    def _taken_from_another(self, spec: TableSpec, table: pa.Table, run_id: str) -> list[DataProblem]:
+        """The held rows of ``spec`` that ``table``'s rows replace by key although another shipment's, written by
+        this run (``run_id``): one line answered for two shipments (a memo id repeated), not one that moved since
+        an earlier run. Each is a data problem of its shipment, whose row goes (:meth:`_insert_rows`)."""
+        unit = spec.replace_key
+        if unit is None or unit in spec.primary_key or table.num_rows == 0:
+            return []
+        keys = [*spec.primary_key, unit]
+        match = " AND ".join(f"t.{quote(k)} = i.{quote(k)}" for k in spec.primary_key)
+        columns = ", ".join(f"t.{quote(c)}" for c in spec.column_names)
+        with self.database.registered(table.select(keys)) as view:
+            held = run(self.database.con,
+                       f"SELECT i.{quote(unit)}, {columns} FROM {qualified(spec)} t JOIN {view} i ON {match} "
+                       f"WHERE t.{quote(unit)} IS DISTINCT FROM i.{quote(unit)} AND t._run_id = ?", [run_id])
+        return [_conflict(spec, dict(zip(spec.column_names, row[1:], strict=True)), row[0]) for row in held]
+
     def _insert_rows(self, spec: TableSpec, table: pa.Table, synced_at: dt.datetime, run_id: str) -> int:
         """Batched insert by name; rows with the same primary key are replaced first when the key
         does not contain the replace key (e.g. a memo that moved to another shipment)."""
@@ -687,6 +712,34 @@ def _refuse_repeated_keys(spec: TableSpec, table: pa.Table) -> None:
     repeated = counted.filter(pc.greater(counted.column("count_all"), 1)).slice(0, 3).to_pylist()
     raise RepeatedKey(f"{spec.qualified_name}: rows repeat the key ({', '.join(spec.primary_key)}): "
                       f"{[{k: row[k] for k in spec.primary_key} for row in repeated]}")
+
+
+def _one_row_per_key(spec: TableSpec, table: pa.Table) -> tuple[pa.Table, list[DataProblem]]:
+    """``table`` with one row per key where the key is no shipment's (``replace_key`` outside ``primary_key``: a memo
+    line's id, which the service answered for two shipments): the last row of each key; each row left out is a
+    data problem of its shipment that names the one loaded. A repeated key of any other table stays, refused."""
+    unit = spec.replace_key
+    if unit is None or unit in spec.primary_key or table.num_rows < 2:
+        return table, []
+    keys = list(spec.primary_key)
+    numbered = table.append_column("_row", pa.array(range(table.num_rows), pa.int64()))
+    last = numbered.group_by(keys, use_threads=False).aggregate([("_row", "max")]).column("_row_max")
+    if len(last) == table.num_rows:
+        return table, []
+    keep = pc.is_in(numbered.column("_row"), value_set=last)
+    kept = {tuple(row[k] for k in keys): row[unit] for row in table.filter(keep).to_pylist()}
+    return table.filter(keep), [_conflict(spec, row, kept[tuple(row[k] for k in keys)])
+                                for row in table.filter(pc.invert(keep)).to_pylist()]
+
+
+def _conflict(spec: TableSpec, row: Mapping[str, Any], loaded_for: Any) -> DataProblem:
+    """The data problem of ``row``, not loaded because its key's row of shipment ``loaded_for`` was."""
+    unit = spec.replace_key or ""
+    key = ", ".join(f"{k} {row[k]}" for k in spec.primary_key)
+    owner = row.get(unit)
+    reason = f"{spec.name}: {key} was answered for {unit} {loaded_for} too, whose row is loaded: this one is not"
+    return DataProblem(spec.name, "(no shipment)" if owner is None else str(owner), owner, f"({key})",
+                       json.dumps(row, default=str, sort_keys=True), reason)
 
 
 def _held(ids: list[int], fresh: set[int]) -> list[int]:

@@ -14,6 +14,8 @@ import pytest
 from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV, StorageSettings
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batch
+from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.records import normalize_memos
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, SHIPMENT_DOCUMENT_TABLES
 from freight_pipeline.sync.parts import PART_TABLES
@@ -713,3 +715,24 @@ def test_the_append_check_finds_a_row_of_a_shipment_in_each_table_it_names(tmp_p
                 assert wh.reads.holds_shipments() is (held and spec in (meta.RAW_SHIPMENTS, meta.QUARANTINE)), spec.name
                 wh.con.execute(f"DELETE FROM {spec.qualified_name}")
         assert not wh.reads.holds_shipment_rows(PART_TABLES)
+
+
+def test_one_memo_id_answered_for_two_shipments_keeps_a_row_and_reports_the_other(tmp_path: Path) -> None:
+    """A memo id the service answered for two shipments (in one batch, or in two of one run): the batch is not
+    refused (every other shipment of it loads), one line is loaded and the other is a data problem of its shipment."""
+    def memos(shipment_id: int, memo_id: int, text: str) -> pa.Table:
+        line = {"id": memo_id, "client": "C", "shipment_number": f"N{shipment_id}", "memo": text}
+        rows = normalize_memos([line], {("C", f"N{shipment_id}"): shipment_id}, Problems())["shipment_memos"]
+        return to_arrow_batch({"shipment_memos": rows})["shipment_memos"]
+
+    with Warehouse(tmp_path, FREIGHT_TABLES) as wh:
+        both = pa.concat_tables([memos(1, 7, "first"), memos(2, 7, "second"), memos(3, 8, "other")])
+        apply_shipment_batch(wh, "run-1", {"shipment_memos": both}, [1, 2, 3], stream="shipment_memos")
+        assert rows(wh, "SELECT memo_id, shipment_id, memo FROM freight.shipment_memos ORDER BY 1") == [
+            (7, 2, "second"), (8, 3, "other")]
+        assert rows(wh, "SELECT record_key, json_path FROM freight_meta.data_problems") == [("1", "(memo_id 7)")]
+        apply_shipment_batch(wh, "run-1", {"shipment_memos": memos(4, 8, "fourth")}, [4], stream="shipment_memos")
+        assert rows(wh, "SELECT record_key, json_path FROM freight_meta.data_problems ORDER BY 1") == [
+            ("1", "(memo_id 7)"), ("3", "(memo_id 8)")]
+        apply_shipment_batch(wh, "run-2", {"shipment_memos": memos(5, 8, "moved")}, [5], stream="shipment_memos")
+        assert len(rows(wh, "SELECT * FROM freight_meta.data_problems")) == 2  # an earlier run's: a move, no problem
