@@ -19,6 +19,9 @@ kept out of texts with ``redaction``.
 from __future__ import annotations
 
 import base64
+import codecs
+import dataclasses
+import email.message
 import json
 import logging
 import random
@@ -46,7 +49,7 @@ from freight_pipeline.client.error_builder import ErrorBuilder
 from freight_pipeline.client.errors import AuthenticationError, FreightError
 from freight_pipeline.client.models.base import FreightModel
 from freight_pipeline.client.paging import Page
-from freight_pipeline.client.redaction import REDACTED, redact_url, url_passwords
+from freight_pipeline.client.redaction import REDACTED, redact_url, url_passwords, written_forms
 from freight_pipeline.client.retry import (
     DEFAULT_RETRY_POLICY,
     RetryPolicy,
@@ -64,6 +67,9 @@ M = TypeVar("M", bound=FreightModel)
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 DEFAULT_MAX_CONCURRENCY = 8  # requests in flight at once (pooled connections)
 USER_AGENT = "freight-pipeline-client/0.1"
+FRESH_TOKEN_S = 30.0
+"""A token younger than this that the service refuses (401) is one it does not know yet: the request is tried
+again after the backoff (a failed attempt), not with yet another token (:meth:`ClientCore._refused_fresh_token`)."""
 
 
 # --- what the core and its drivers exchange ------------------------------------------------------
@@ -189,7 +195,8 @@ class ClientCore:
         if self.webhook_username is not None and self._webhook_password:
             values.append(self._basic_credentials())
         values.extend(self._old_tokens)
-        return sorted({v for v in values if v and len(v) >= 3}, key=len, reverse=True)
+        forms = {form for v in values if v and len(v) >= 3 for form in written_forms(v)}
+        return sorted(forms, key=len, reverse=True)
 
     def _basic_credentials(self) -> str:
         pair = f"{self.webhook_username}:{self._webhook_password}".encode()
@@ -290,6 +297,8 @@ class ClientCore:
             result = self._interpret(call, outcome, reauthenticated)
             if isinstance(result, Reply):
                 return result
+            if reauthenticated and self._refused_fresh_token(outcome, sent.token):
+                result = dataclasses.replace(result, retryable=True, reason="401 on a token issued moments ago")
             if result.refused:  # waiting out a Retry-After is not a failed attempt (see retry)
                 attempt -= 1
                 refusals += 1
@@ -305,6 +314,15 @@ class ClientCore:
         self.stats.record_reauthentication()
         logger.info("%s answered 401; renewing the token and repeating once", call.where)
         return True
+
+    def _refused_fresh_token(self, outcome: Outcome, token: str | None) -> bool:
+        """A 401 on a request that carried the token issued less than ``FRESH_TOKEN_S`` ago: a token that new
+        was not revoked nor did it expire, the service does not know it yet (its nodes learn of a new token
+        late), so the request is tried again after the backoff, with the same token, as a failed attempt."""
+        if not isinstance(outcome, httpx.Response) or outcome.status_code != 401 or token is None:
+            return False
+        current = self.token
+        return current is not None and current.value == token and time.time() - current.issued_at < FRESH_TOKEN_S
 
     def _interpret(self, call: Call, outcome: Outcome, reauthenticated: bool) -> Reply | Failure:
         if isinstance(outcome, httpx.Response):
@@ -365,8 +383,14 @@ class ClientCore:
         try:
             data = loads(content)
         except ValueError:
-            error = self._errors.protocol_error(call, status, headers, content, "is not valid JSON")
-            return Failure(error, call.endpoint.retry_safe, "invalid JSON body")
+            utf8 = in_utf8(content, headers.get("content-type"))  # a body in the charset it declares (Latin-1)
+            try:
+                if utf8 is None:
+                    raise
+                data, content = loads(utf8), utf8
+            except ValueError:
+                error = self._errors.protocol_error(call, status, headers, content, "is not valid JSON")
+                return Failure(error, call.endpoint.retry_safe, "invalid JSON body")
         problem = shape_problem(expect, data)
         if problem is not None:
             return Failure(self._errors.protocol_error(call, status, headers, content, problem), False, problem)
@@ -468,6 +492,31 @@ def loads(content: bytes) -> Any:
         return orjson.loads(content)
     except orjson.JSONDecodeError:
         return json.loads(content)
+
+
+def in_utf8(content: bytes, content_type: str | None) -> bytes | None:
+    """``content`` read in the charset its ``Content-Type`` declares and written in UTF-8 (what the rest of the
+    pipeline reads); None when it declares none or UTF-8, or it cannot be read so. Only for a body that is not
+    valid UTF-8: one that is stays as it is, whatever charset is declared (a service that writes UTF-8 but
+    declares ISO-8859-1 would otherwise turn every ``ü`` into ``Ã¼``)."""
+    if not content_type or "charset" not in content_type.lower():
+        return None
+    header = email.message.Message()
+    header["content-type"] = content_type
+    charset = header.get_content_charset()
+    try:
+        if charset is None or codecs.lookup(charset).name.startswith("utf-8"):
+            return None
+    except LookupError:  # a charset Python does not know
+        return None
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            return content.decode(charset).encode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None  # valid UTF-8: whatever is wrong with it, the charset is not
 
 
 class ReceivedObject(dict[str, Any]):

@@ -62,12 +62,14 @@ JSON_OPENERS = ("{", "[", '"')
 
 
 def _looks_like_token(text: str) -> bool:
-    return bool(text) and len(text) < 16384 and not any(ch.isspace() for ch in text) and "<" not in text
+    """Whether ``text`` can be a bearer token: visible ASCII (what an ``Authorization`` header carries), no ``<``."""
+    return bool(text) and len(text) < 16384 and all("!" <= ch <= "~" for ch in text) and "<" not in text
 
 
 def extract_token(body: bytes, content_type: str | None = None) -> tuple[str, float | None]:
-    """The token and the response's ``expires_in`` (seconds, if any) from a token response body."""
-    text = body.decode("utf-8", errors="replace").strip()
+    """The token and the response's ``expires_in`` (seconds, if any) from a token response body (a UTF-8
+    byte-order mark before it, which some services write, is not part of it)."""
+    text = body.decode("utf-8", errors="replace").strip().removeprefix("\ufeff").strip()
     data: Any
     try:
         data = json.loads(text) if text else None

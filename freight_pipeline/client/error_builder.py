@@ -27,6 +27,7 @@ from freight_pipeline.client.errors import (
     RateLimitedError,
     error_class_for_status,
 )
+from freight_pipeline.client.redaction import redact_url
 
 MAYBE_PROCESSED = " — the request may or may not have been processed; check before repeating it"
 
@@ -42,7 +43,7 @@ class ErrorBuilder:
 
     def excerpt(self, content: bytes, content_type: str = "") -> str:
         """At most BODY_EXCERPT_CHARS of a body: tags stripped, whitespace collapsed, secrets redacted."""
-        text = content.decode("utf-8", errors="replace")
+        text = self.redact(content.decode("utf-8", errors="replace"))  # before tags or spaces can split a secret
         if "html" in content_type.lower() or text.lstrip().startswith("<"):
             text = re.sub(r"<[^>]*>", " ", text)
         return _shorten(self.redact(" ".join(text.split())))
@@ -56,7 +57,7 @@ class ErrorBuilder:
             for key in ("message", "detail", "error_description", "error", "title"):
                 value = data.get(key)
                 if isinstance(value, str) and value.strip():
-                    return _shorten(self.redact(" ".join(value.split())))
+                    return _shorten(self.redact(" ".join(self.redact(value).split())))
         return self.excerpt(response.content, response.headers.get("content-type", "")) or "(empty body)"
 
     def protocol_error(
@@ -84,7 +85,7 @@ class ErrorBuilder:
         endpoint = call.endpoint
         detail = self.detail(response)
         kwargs: dict[str, Any] = {"status_code": status, "method": endpoint.method, "path": call.path, "detail": detail}
-        if endpoint is ep.AUTH_TOKEN and status in (400, 401, 403):
+        if endpoint is ep.AUTH_TOKEN and status in (400, 401, 403, 422):
             return self._token_refused(status, detail, kwargs)
         if status == 401:
             return AuthenticationError(self._unauthorized_message(call, detail, reauthenticated), **kwargs)
@@ -104,13 +105,23 @@ class ErrorBuilder:
         unknown_outcome = MAYBE_PROCESSED if not endpoint.retry_safe and status >= 500 and retry_after is None else ""
         phrase = response.reason_phrase or ""
         cls = error_class_for_status(status)
+        if 300 <= status < 400:
+            return cls(f"{call.where} failed with HTTP {status} {phrase}{self._redirected(response)}: {detail}",
+                       **kwargs)
         return cls(f"{call.where} failed with HTTP {status} {phrase}: {detail}{unknown_outcome}", **kwargs)
 
+    def _redirected(self, response: httpx.Response) -> str:
+        """Where a 3xx points, and what to do about it (the client follows no redirect)."""
+        location = response.headers.get("location")
+        target = f" to {_shorten(self.redact(redact_url(location)))!r}" if location else ""
+        return (f"{target} (the client follows no redirect: if the service moved, or answers only https, give "
+                f"its new address as the base URL instead of {self.display_url!r})")
+
     def _token_refused(self, status: int, detail: str, kwargs: dict[str, Any]) -> APIStatusError:
-        """401/403: the credentials were refused (the core remembers). 400: the request shape."""
-        if status == 400:
+        """401/403: the credentials were refused (the core remembers). 400, 422: the request shape."""
+        if status in (400, 422):
             return BadRequestError(
-                f"POST /auth/token answered HTTP 400 for user {self.username!r}: {detail}. The client sends "
+                f"POST /auth/token answered HTTP {status} for user {self.username!r}: {detail}. The client sends "
                 'a JSON body {"username": ..., "password": ...}; the spec does not show the token request\'s '
                 "fields (assumption A1, docs/assumptions.md), so the service may expect another shape — check the "
                 "operator's documentation",

@@ -8,6 +8,8 @@ promised by the spec for lookups); a short page only ends the walk when the serv
   at the size served, tells them apart (empty or short: the end; full: a cap, and the walk goes on), one
   request more for a result that fits one page. A service that ignores ``page_no`` answers that page with
   the first again: it gave everything at once, and the repeat is no page of its own (:attr:`PageWalk.echoed`).
+  A first page longer than asked is a service that ignores ``page_size``: the next page is asked at the size
+  served, and the same answer again means it ignores ``page_no`` too and gave everything at once.
 
 * A page-size cap: the spec gives no maximum page size, so a service may answer fewer rows than
   asked. Page 0 shorter than asked while the headers say more rows exist means exactly that; the
@@ -124,12 +126,13 @@ class PageWalk:
             return False
         self._check_not_repeated(page)
         self._previous = page.raw
+        if page.page_no == 0 and not page.has_headers and page.raw and len(page.raw) != page.page_size:
+            # shorter than asked: the end, or a cap; longer: page_size ignored, maybe everything. Ask the next
+            self._probing = True
+            self._adopt_service_page_size(page)
+            self.page_no += 1
+            return True
         if page.is_last:
-            if page.page_no == 0 and not page.has_headers and page.raw:  # the end, or a cap: ask the next
-                self._probing = True
-                self._adopt_service_page_size(page)
-                self.page_no += 1
-                return True
             return False
         if len(page.raw) < self.page_size:
             self._adopt_service_page_size(page)
@@ -145,12 +148,12 @@ class PageWalk:
             )
 
     def _adopt_service_page_size(self, page: Page[Any]) -> None:
-        """A short page while the headers say more rows follow (or a short first page without headers): a
-        page-size cap on page 0, else an error."""
+        """A short page while the headers say more rows follow (or a first page without headers shorter or
+        longer than asked): a page-size cap on page 0, else an error."""
         if not page.has_headers:
             logger.debug("%s %s answered %d rows for page_size %d without X-Page-Count or X-Row-Count: the end, "
-                         "or a cap on the page size; asking page 1 with page_size %d", page.method, page.path,
-                         len(page.raw), page.page_size, len(page.raw))
+                         "a cap on the page size or one it ignores; asking page 1 with page_size %d", page.method,
+                         page.path, len(page.raw), page.page_size, len(page.raw))
             self.page_size = len(page.raw)
             return
         if page.page_no != 0 or not page.raw:

@@ -49,14 +49,15 @@ class Authenticator:
         self._clock = clock
         self._lock = threading.Lock()
         self.token_lifetime_s = float(config.token_lifetime_s)
-        self._verified: dict[tuple[str, str], tuple[str, float]] = {}
-        """(secret, token) -> (its user's name, its expiry) of tokens whose signature was checked: a client
-        sends the same token with every request, and checking it again was a fifth of the simulator's CPU."""
+        self._verified: dict[tuple[str, str], tuple[str, float, float]] = {}
+        """(secret, token) -> (its user's name, its expiry, its ``nbf`` or 0) of tokens whose signature was checked: a
+        client sends the same token with every request, and checking it again was a fifth of the simulator's CPU."""
 
     # --- tokens ---------------------------------------------------------------------------------
 
-    def issue_token(self, body: Any) -> dict[str, Any]:
-        """Check the A1 body and answer the A2 response. Raises ValueError (400) or AuthError (401)."""
+    def issue_token(self, body: Any, not_before_s: float = 0.0) -> dict[str, Any]:
+        """Check the A1 body and answer the A2 response. Raises ValueError (400) or AuthError (401).
+        ``not_before_s``: the token is refused until this long after now (its ``nbf`` claim)."""
         if not isinstance(body, dict):
             raise ValueError("token request body must be a JSON object with username and password")
         username, password = body.get("username"), body.get("password")
@@ -68,7 +69,10 @@ class Authenticator:
             raise _unauthorized("bad credentials: unknown user or wrong password")
         now = self._clock()
         lifetime = self.token_lifetime_s
-        claims = {"sub": user.username, "iat": int(now), "exp": math.ceil(now + lifetime), "jti": secrets.token_hex(8)}
+        claims: dict[str, Any] = {"sub": user.username, "iat": int(now), "exp": math.ceil(now + lifetime),
+                                  "jti": secrets.token_hex(8)}
+        if not_before_s > 0:
+            claims["nbf"] = now + not_before_s
         with self._lock:
             token = jwt.encode(claims, self._secret, algorithm=ALGORITHM)
         return {"access_token": token, "token_type": "Bearer", "expires_in": math.ceil(lifetime)}
@@ -99,29 +103,32 @@ class Authenticator:
             verified = self._verified.get((secret, token))
         if verified is None:
             verified = self._verify(token, secret)
-        subject, expires = verified
+        subject, expires, not_before = verified
         if expires <= max(self._clock(), time.time()):  # expired on the real clock (as pyjwt judges) or this one
             raise _unauthorized("token expired: request a new one at /auth/token")
+        if not_before > time.time():  # judged here, to the fraction of a second (pyjwt reads whole seconds)
+            raise _unauthorized("invalid token: not valid yet")
         user = self._users.get(subject)
         if user is None:
             raise _unauthorized("invalid token: unknown user")
         return user
 
-    def _verify(self, token: str, secret: str) -> tuple[str, float]:
-        """The subject and expiry of ``token`` signed with ``secret``, kept once its signature checked."""
+    def _verify(self, token: str, secret: str) -> tuple[str, float, float]:
+        """The subject, expiry and ``nbf`` (0 without) of ``token`` signed with ``secret``, kept once its signature
+        checked."""
         try:
             claims = jwt.decode(
                 token,
                 secret,
                 algorithms=[ALGORITHM],
-                options={"require": ["exp", "sub"]},
+                options={"require": ["exp", "sub"], "verify_nbf": False},
                 leeway=0,
             )
         except jwt.ExpiredSignatureError:
             raise _unauthorized("token expired: request a new one at /auth/token") from None
         except jwt.InvalidTokenError:
             raise _unauthorized("invalid token: malformed, badly signed or revoked") from None
-        verified = (str(claims["sub"]), float(claims["exp"]))
+        verified = (str(claims["sub"]), float(claims["exp"]), float(claims.get("nbf", 0.0)))
         with self._lock:
             if len(self._verified) >= VERIFIED_KEPT:
                 self._verified.clear()

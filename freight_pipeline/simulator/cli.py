@@ -208,6 +208,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(the spec promises them for lookups only)",
     )
     modes.add_argument(
+        "--no-scroll-paging", dest="scroll_paging", action="store_false",
+        help="the two scrolls ignore page_no and page_size and answer every record at once",
+    )
+    modes.add_argument(
         "--naive-clock", type=_zone_name, default=None, metavar="ZONE",
         help="send every date-time without a UTC offset, as the wall clock of ZONE (an IANA name: "
         "Europe/Berlin), whose summer time the clock follows (instead of --utc-offset, --offset-change)",
@@ -215,6 +219,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     modes.add_argument(
         "--efile-reference-shape", choices=EFILE_REFERENCE_SHAPES, default="type",
         help="E-File references as {type, value} (default) or {reference_key: SHIPMENT_ID, reference}",
+    )
+    modes.add_argument(
+        "--json-bom", action="store_true",
+        help="begin every JSON answer with a UTF-8 byte-order mark (as some .NET and Java services do)",
+    )
+    modes.add_argument(
+        "--json-latin1", action="store_true",
+        help="write every JSON answer in ISO-8859-1, saying so in its Content-Type (an older Java service's default)",
+    )
+    modes.add_argument(
+        "--redirect-to", default="", metavar="URL",
+        help="answer every request 308 Permanent Redirect to the same path at URL (a service that moved)",
+    )
+    modes.add_argument(
+        "--token-activation-ms", type=float, default=0.0, metavar="MS",
+        help="refuse a token (401) until MS after it was issued (a service whose nodes learn of it late)",
+    )
+    modes.add_argument(
+        "--token-echo", action="store_true",
+        help="answer every /auth/token request 422 with the body it got echoed, escaped as Python's json does "
+        "(FastAPI's answer to a token request of another shape)",
     )
     parser.add_argument(
         "--release", choices=RELEASES, default=CURRENT,
@@ -271,7 +296,13 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         strict_criteria=args.strict_criteria,
         memo_lookup_by_one=args.memo_lookup_by_one,
         scroll_headers=args.scroll_headers,
+        scroll_paging=args.scroll_paging,
         efile_reference_shape=args.efile_reference_shape,
+        json_bom=args.json_bom,
+        json_latin1=args.json_latin1,
+        token_echo=args.token_echo,
+        redirect_to=args.redirect_to,
+        token_activation_ms=args.token_activation_ms,
         tail_rate=args.tail[0],
         tail_ms=args.tail[1],
         tail_kinds=frozenset(args.tail_kind) if args.tail_kind else None,

@@ -152,9 +152,19 @@ class FaultConfig:
     takes ``values``, ``OR`` ``identifiers``, every other mode ``value``). ``memo_lookup_by_one``: the memo
     lookup refuses (400) ``SHIPMENT_NUMBER`` with more than one value, as a service whose memo lookup reads one
     shipment at a time. ``scroll_headers=False``: the two scrolls (code conversions, memo lines) answer without
-    ``X-Page-Count`` and ``X-Row-Count``, which the spec promises for lookups only. ``efile_reference_shape``
+    ``X-Page-Count`` and ``X-Row-Count``, which the spec promises for lookups only. ``scroll_paging=False``: the two
+    scrolls ignore ``page_no`` and ``page_size`` and answer every record at once (the spec shows no parameter of
+    theirs). ``efile_reference_shape``
     ``"key"`` answers E-File references as ``{"id", "reference_key": "SHIPMENT_ID", "reference": 10023}``
-    instead of ``{"id", "type": "SHIPMENT", "value": "10023"}``.
+    instead of ``{"id", "type": "SHIPMENT", "value": "10023"}``. ``json_bom``: every JSON answer begins with a
+    UTF-8 byte-order mark (as some .NET and Java services write it). ``json_latin1``: every JSON answer is
+    encoded in ISO-8859-1 and says so in its ``Content-Type`` (``charset=ISO-8859-1``, an older Java service's
+    default). ``token_echo``: ``/auth/token`` refuses every request with 422 and echoes the body it got in
+    ``detail[].input``, escaped as Python's ``json`` writes it (FastAPI's answer to a body of another shape than
+    A1's). ``redirect_to``: every request is answered ``308 Permanent Redirect`` to the same path and query at
+    this base URL (a service that moved, or answers https only); empty: none. ``token_activation_ms``: a token
+    is refused (401) until this long after it was issued (its ``nbf``: a service whose nodes learn of a new token
+    late).
 
     A latency tail: ``tail_rate`` of the requests are answered ``tail_ms`` later (on top of
     ``latency_ms``), a correct answer after a stall; ``tail_kinds`` limits it to these kinds of call
@@ -182,7 +192,13 @@ class FaultConfig:
     strict_criteria: bool = False
     memo_lookup_by_one: bool = False
     scroll_headers: bool = True
+    scroll_paging: bool = True
     efile_reference_shape: str = "type"
+    json_bom: bool = False
+    json_latin1: bool = False
+    token_echo: bool = False
+    redirect_to: str = ""
+    token_activation_ms: float = 0.0
     tail_rate: float = 0.0
     tail_ms: float = 0.0
     tail_kinds: frozenset[str] | None = None
@@ -213,8 +229,8 @@ class FaultConfig:
                 raise ValueError(f"{name} must be within [0, 1], got {value}")
         if self.rate_limit_rate + self.server_error_rate + self.drop_rate > 1.0 + 1e-9:
             raise ValueError("drop_rate + rate_limit_rate + server_error_rate must not exceed 1")
-        if self.latency_ms < 0 or self.latency_jitter_ms < 0 or self.tail_ms < 0:
-            raise ValueError("latency_ms, latency_jitter_ms and tail_ms must not be negative")
+        if self.latency_ms < 0 or self.latency_jitter_ms < 0 or self.tail_ms < 0 or self.token_activation_ms < 0:
+            raise ValueError("latency_ms, latency_jitter_ms, tail_ms and token_activation_ms must not be negative")
         if self.retry_after_s < 0 or self.modify_during_paging_count < 0:
             raise ValueError("retry_after_s and modify_during_paging_count must not be negative")
         if self.max_page_size is not None and self.max_page_size < 1:

@@ -167,8 +167,11 @@ class Endpoints:
 
     async def token(self, request: Request) -> Response:
         body = await json_body(request)
+        if self.state.faults.config.token_echo:  # FastAPI's 422, the body echoed as Python's json escapes it
+            echo = {"detail": [{"type": "missing", "loc": ["body", "user"], "msg": "Field required", "input": body}]}
+            return Response(json.dumps(echo), status_code=422, media_type="application/json")
         try:
-            answer = self.state.auth.issue_token(body)
+            answer = self.state.auth.issue_token(body, self.state.faults.config.token_activation_ms / 1000)
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
         return JsonAnswer(answer, headers={"Cache-Control": "no-store"})
@@ -339,10 +342,11 @@ class Endpoints:
 
     async def _scroll(self, request: Request, rows: Callable[[], Any], endpoint: str | None = None) -> Response:
         paging = page_request(request, None, self.state.faults.config.max_page_size)
+        unpaged = not self.state.faults.config.scroll_paging  # every record at once, whatever the query asks
 
         def run() -> Page:
             ordered = sorted(rows(), key=lambda row: row["id"])
-            return page_of(ordered, paging)
+            return page_of(ordered, PageRequest(page_size=max(1, len(ordered))) if unpaged else paging)
 
         page = await in_thread(run)
         items = list(page.rows)

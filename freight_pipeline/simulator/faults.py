@@ -283,6 +283,11 @@ class EdgeMiddleware:
                 self.stats.leave()
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send, method: str, template: str) -> None:
+        moved_to = self.injector.config.redirect_to
+        if moved_to:
+            self.stats.record(method, template, 308)
+            await _send_redirect(send, scope, moved_to)
+            return
         decision = self.injector.decide(template)
         if decision.latency_s > 0:
             await asyncio.sleep(decision.latency_s)
@@ -292,6 +297,10 @@ class EdgeMiddleware:
             return
         if decision.kind == "malformed":
             send = _truncating(send)
+        if self.injector.config.json_bom:
+            send = _with_bom(send)
+        if self.injector.config.json_latin1:
+            send = _in_latin1(send)
         if decision.kind is not None and decision.status is not None:
             self.stats.record(method, template, decision.status)
             await _send_fault(send, decision)
@@ -318,6 +327,16 @@ async def _send_fault(send: Send, decision: FaultDecision) -> None:
     headers = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": decision.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _send_redirect(send: Send, scope: Scope, base_url: str) -> None:
+    """308 to the request's path and query at ``base_url`` (``FaultConfig.redirect_to``), without a body."""
+    query = scope.get("query_string", b"").decode("latin-1")
+    location = base_url.rstrip("/") + scope.get("raw_path", scope["path"].encode()).decode("latin-1")
+    location += f"?{query}" if query else ""
+    headers = [(b"location", location.encode("latin-1")), (b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 308, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _send_too_many(send: Send, retry_after_s: int | None, message: str) -> None:
@@ -352,6 +371,63 @@ def _truncating(send: Send) -> Send:
         await send({"type": "http.response.body", "body": body})
 
     return truncating_send
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+def _with_bom(send: Send) -> Send:
+    """A ``send`` that puts a UTF-8 byte-order mark before the body of a JSON answer (``FaultConfig.json_bom``)."""
+    json_answer = False
+
+    async def bom_send(message: Message) -> None:
+        nonlocal json_answer
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            json_answer = any(k.lower() == b"content-type" and b"json" in v.lower() for k, v in headers)
+            if json_answer:
+                headers = [(k, str(int(v) + len(BOM)).encode() if k.lower() == b"content-length" else v)
+                           for k, v in headers]
+                message = {**message, "headers": headers}
+            await send(message)
+            return
+        if json_answer:
+            message = {**message, "body": BOM + message.get("body", b"")}
+            json_answer = False  # the first body message only
+        await send(message)
+
+    return bom_send
+
+
+def _in_latin1(send: Send) -> Send:
+    """A ``send`` that writes a JSON answer in ISO-8859-1 (``?`` for what it cannot hold) and says so in its
+    ``Content-Type`` (``FaultConfig.json_latin1``); other answers pass unchanged."""
+    start: Message = {}
+    chunks: list[bytes] = []
+
+    async def latin1_send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = message.get("headers", [])
+            if not any(k.lower() == b"content-type" and b"json" in v.lower() for k, v in headers):
+                start.clear()
+                await send(message)
+                return
+            start.update(message)
+            return
+        if not start:
+            await send(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = b"".join(chunks).decode("utf-8", errors="replace").encode("latin-1", errors="replace")
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-length", b"content-type")]
+        headers += [(b"content-type", b"application/json; charset=ISO-8859-1"),
+                    (b"content-length", str(len(body)).encode())]
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return latin1_send
 
 
 async def _drop_connection(send: Send) -> None:

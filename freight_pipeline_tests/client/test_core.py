@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from freight_pipeline.client import endpoints as ep
-from freight_pipeline.client._core import ClientCore
+from freight_pipeline.client._core import ClientCore, in_utf8
 from freight_pipeline.client.calls import Call, Expect
 
 BASES = (
@@ -57,3 +57,13 @@ def test_a_base_url_no_request_could_use_is_refused_naming_it_without_its_passwo
     with pytest.raises(ValueError, match=reason) as info:
         ClientCore(base_url=base, username="demo", password="secret-password")
     assert "base_url 'http" in str(info.value) and "s3cret-pass" not in str(info.value)
+
+
+def test_a_body_is_read_in_its_declared_charset_only_when_it_is_not_utf8() -> None:
+    latin1 = "Düsseldorf".encode("latin-1")
+    assert in_utf8(latin1, "application/json; charset=ISO-8859-1") == "Düsseldorf".encode()
+    assert in_utf8(latin1, 'application/json;charset="windows-1252"') == "Düsseldorf".encode()
+    # valid UTF-8 stays as it is whatever is declared (no "DÃ¼sseldorf"); no charset, UTF-8 or an unknown one: None
+    assert in_utf8("Düsseldorf".encode(), "application/json; charset=ISO-8859-1") is None
+    for declared in (None, "application/json", "application/json; charset=UTF-8", "application/json; charset=nope"):
+        assert in_utf8(latin1, declared) is None

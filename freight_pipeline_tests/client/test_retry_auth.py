@@ -144,11 +144,20 @@ JWT = jwt.encode({"sub": "demo", "exp": 2_000_000_000}, "s" * 32, algorithm="HS2
         json.dumps(JWT),
         JWT,
         f"  {JWT}\n",
+        "\ufeff" + json.dumps({"access_token": JWT}, separators=(",", ":")),  # a byte-order mark before the JSON
+        "\ufeff" + json.dumps({"access_token": JWT}),
+        f"\ufeff{JWT}",
     ],
 )
 def test_token_extraction_variants(body: str) -> None:
     value, _ = extract_token(body.encode())
     assert value == JWT
+
+
+def test_a_text_no_authorization_header_can_carry_is_no_bare_token() -> None:
+    for bad in ("zugriff-verweigert-für-demo", "tok\x00en"):
+        with pytest.raises(TokenMissing):
+            extract_token(bad.encode())
 
 
 def test_token_extraction_failures_never_echo_the_body() -> None:

@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import logging
 import math
+import pickle
 import re
 import time
 from pathlib import Path
@@ -609,3 +610,76 @@ def test_secrets_never_in_repr_logs_or_errors(fresh_sim: Any, caplog: pytest.Log
     for text in texts:
         for secret in (fresh_sim.password, fresh_sim.webhook_password, token, "wrong-password-123", basic):
             assert secret not in text, text
+
+
+def test_a_service_writing_a_byte_order_mark_before_its_json_is_logged_in_to_and_read(
+    any_client: Any, fresh_sim: Any
+) -> None:
+    fresh_sim.set_faults(json_bom=True)
+    first = live_ids(fresh_sim)[0]
+    assert any_client.get_shipment_raw(first)["id"] == first
+    assert [s.id for s in any_client.lookup_shipments([], page_size=3, order_by="ID").items] == live_ids(fresh_sim)[:3]
+    assert fresh_sim.request_count("/auth/token", status=200) == 1
+    assert fresh_sim.request_count("/service/shipment/{id}", status=401) == 0
+
+
+@pytest.mark.parametrize("password", ['s3cr"et\\pw', "pässwörd-ÄÖÜ", "tab\tand/slash", "per%cent & plus+"])
+def test_a_password_the_token_endpoint_echoes_escaped_never_shows(
+    fresh_sim: Any, password: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    fresh_sim.set_faults(token_echo=True)  # 422 with the request body echoed, as Python's json escapes it
+    with (FreightClient(fresh_sim.base_url, fresh_sim.username, password, retry=FAST_RETRY) as client,
+          pytest.raises(BadRequestError, match=r"HTTP 422.*assumption A1") as info):
+        client.get_shipment(1)
+    texts = [str(info.value), repr(info.value), str(info.value.detail), *(r.getMessage() for r in caplog.records)]
+    assert '"password": "***"' in str(info.value)
+    for form in (password, json.dumps(password)[1:-1], json.dumps(password, ensure_ascii=False)[1:-1]):
+        for text in texts:
+            assert form not in text, text
+
+
+def test_a_scroll_that_ignores_paging_and_sends_no_headers_is_read_whole_once(any_client: Any, fresh_sim: Any) -> None:
+    fresh_sim.set_faults(scroll_headers=False, scroll_paging=False)  # every record on every page, no headers
+    expected = sorted(row["id"] for row in fresh_sim.store.reader.code_conversion_rows())
+    assert len(expected) > 100
+    pages = list(any_client.iter_code_conversion_pages(page_size=100))
+    assert sorted(row["id"] for page in pages for row in page.raw) == expected
+    assert fresh_sim.request_count("/service/basicdata/codeconverter") == 2  # page 0, and page 1 repeating it
+
+
+def test_an_answer_in_the_latin1_its_content_type_declares_is_read_and_handed_on_in_utf8(
+    any_client: Any, fresh_sim: Any
+) -> None:
+    shipment_id = live_ids(fresh_sim)[0]
+    first = any_client.get_shipment_events_raw(shipment_id)[0]
+    place = "Düsseldorf Lager Süd"
+    any_client.update_shipment_event(shipment_id, first["event"], {**first, "location": {"name": place}})
+    fresh_sim.set_faults(json_latin1=True)
+    fresh_sim.reset_stats()
+    events = any_client.get_shipment_events_raw(shipment_id)
+    names = [event["location"]["name"] for event in events if event["event"] == first["event"]]
+    assert place in names
+    assert pickle.loads(pickle.dumps(events)) == events  # what the sync's normalizing worker decodes again
+    assert fresh_sim.request_count("/service/shipment/{id}/events") == 1
+
+
+def test_a_redirect_names_where_it_points_and_what_to_do(any_client: Any, fresh_sim: Any) -> None:
+    fresh_sim.set_faults(redirect_to="https://freight.example.com/api")
+    with pytest.raises(freight_pipeline.client.APIStatusError) as info:
+        any_client.get_shipment_raw(live_ids(fresh_sim)[0])
+    assert info.value.status_code == 308
+    assert "to 'https://freight.example.com/api/auth/token'" in str(info.value)
+    assert "give its new address as the base URL" in str(info.value)
+    assert fresh_sim.request_count("/auth/token") == 1  # not retried, not followed
+
+
+def test_a_fresh_token_the_service_does_not_know_yet_is_waited_for_not_a_failure(
+    any_client: Any, fresh_sim: Any
+) -> None:
+    fresh_sim.set_faults(token_activation_ms=300)  # every token refused (401) for its first 300 ms
+    any_client._core.retry = RetryPolicy(base_delay=0.2, max_delay=0.4, jitter=False)  # 0.2 + 0.4 + 0.4 ...
+    first = live_ids(fresh_sim)[0]
+    assert any_client.get_shipment_raw(first)["id"] == first
+    assert fresh_sim.request_count("/auth/token", status=200) == 2  # the 401 renews once, then waits
+    assert fresh_sim.request_count("/service/shipment/{id}", status=401) >= 2

@@ -76,6 +76,9 @@ FAULT_FLAGS = {
     "in_flight_retry_after": "--no-in-flight-retry-after", "forbidden_prefixes": "--forbid",
     "strict_criteria": "--strict-criteria", "memo_lookup_by_one": "--memo-lookup-by-one",
     "scroll_headers": "--no-scroll-headers", "efile_reference_shape": "--efile-reference-shape",
+    "json_bom": "--json-bom", "json_latin1": "--json-latin1", "scroll_paging": "--no-scroll-paging",
+    "token_echo": "--token-echo", "redirect_to": "--redirect-to URL",
+    "token_activation_ms": "--token-activation-ms MS",
     "tail_rate": "--tail RATE:MS", "tail_ms": "--tail RATE:MS", "tail_kinds": "--tail-kind KIND",
 }
 

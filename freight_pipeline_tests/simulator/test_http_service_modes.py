@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -347,3 +348,52 @@ def test_reference_shape_is_validated(sim_factory: Callable[..., RunningSimulato
     headers = {"Authorization": f"Bearer {sim.issue_token()}"}
     refs = httpx.get(f"{sim.base_url}/service/efile/{efile_id}/reference", headers=headers).json()
     assert refs[0]["reference"] == "x" and refs[0]["reference_key"] == "SHIPMENT_ID"
+
+
+# --- the encoding of answers, a scroll without paging, a token endpoint that echoes ------------------------
+
+
+def test_json_bom_and_latin1_change_only_how_json_answers_are_written(
+    sim: RunningSimulator, client: httpx.Client
+) -> None:
+    plain = client.get("/service/basicdata/codeconverter", params={"page_size": 5})
+    sim.set_faults(json_bom=True)
+    with_bom = client.get("/service/basicdata/codeconverter", params={"page_size": 5})
+    assert with_bom.content == b"\xef\xbb\xbf" + plain.content
+    assert with_bom.headers["content-length"] == str(len(with_bom.content))
+    sim.set_faults(json_bom=False, json_latin1=True)
+    text = "Düsseldorf"
+    missing = client.get(f"/service/shipment/{text}")  # a 404 whose message names the path
+    assert missing.headers["content-type"] == "application/json; charset=ISO-8859-1"
+    assert text.encode("latin-1") in missing.content and text.encode() not in missing.content
+
+
+def test_unpaged_scrolls_answer_every_record_whatever_is_asked(sim: RunningSimulator, client: httpx.Client) -> None:
+    every = client.get("/service/basicdata/codeconverter", params={"page_size": 500}).json()
+    sim.set_faults(scroll_paging=False)
+    for page_no in (0, 1, 7):
+        page = client.get("/service/basicdata/codeconverter", params={"page_size": 10, "page_no": page_no})
+        assert page.json() == every
+
+
+def test_token_echo_answers_422_with_the_body_escaped(sim: RunningSimulator) -> None:
+    sim.set_faults(token_echo=True)
+    answer = httpx.post(f"{sim.base_url}/auth/token", json={"username": "demo", "password": 'pä"ss'})
+    assert answer.status_code == 422
+    assert '"password": "p\\u00e4\\"ss"' in answer.text
+    assert answer.json()["detail"][0]["input"] == {"username": "demo", "password": 'pä"ss'}
+
+
+def test_redirect_to_answers_308_to_the_same_path_and_query(sim: RunningSimulator, client: httpx.Client) -> None:
+    sim.set_faults(redirect_to="https://moved.example.com/api/")
+    moved = client.get("/service/basicdata/codeconverter", params={"page_size": 5})
+    assert moved.status_code == 308
+    assert moved.headers["location"] == "https://moved.example.com/api/service/basicdata/codeconverter?page_size=5"
+
+
+def test_a_token_is_refused_until_its_activation_delay_has_passed(sim: RunningSimulator) -> None:
+    sim.set_faults(token_activation_ms=500)
+    bearer = {"Authorization": f"Bearer {token_for(sim)}"}
+    assert httpx.get(f"{sim.base_url}/service/basicdata/codeconverter", headers=bearer).status_code == 401
+    time.sleep(0.55)
+    assert httpx.get(f"{sim.base_url}/service/basicdata/codeconverter", headers=bearer).status_code == 200
