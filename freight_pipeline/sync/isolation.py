@@ -28,6 +28,7 @@ from freight_pipeline.client import (
     ProtocolError,
     RateLimitedError,
 )
+from freight_pipeline.client.endpoints import AUTH_TOKEN
 from freight_pipeline.normalize.converters import to_json
 from freight_pipeline.normalize.errors import Invalid, NormalizationError, show
 from freight_pipeline.normalize.problems import Problems
@@ -94,6 +95,8 @@ def record_failure(exc: BaseException) -> RecordFailure | None:
         return None
     if isinstance(exc, FreightError):
         if isinstance(exc.__cause__, httpx.ConnectError | httpx.ConnectTimeout):
+            return None
+        if exc.path == AUTH_TOKEN.path:  # the login renewed within a record's call: never that record's fault
             return None
         request = f"{exc.method} {exc.path}" if exc.method and exc.path else None
         if isinstance(exc, ProtocolError):

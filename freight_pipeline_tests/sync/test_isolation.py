@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from freight_pipeline.sync.isolation import Breaker, CircuitOpen, RecordFailure, StreamUnreachable
+from freight_pipeline.client.errors import ProtocolError, ServerError
+from freight_pipeline.sync.isolation import Breaker, CircuitOpen, RecordFailure, StreamUnreachable, record_failure
 
 
 def failures(count: int, status: int | None) -> list[RecordFailure]:
@@ -32,3 +33,16 @@ def test_other_failures_open_the_circuit_as_before() -> None:
     breaker = Breaker("shipments", 0.05, 10)
     with pytest.raises(CircuitOpen, match="shipments: 12 of 12 records failed"):
         breaker.count(12, 12, failures(12, 500))
+
+
+@pytest.mark.parametrize("failed", [
+    ServerError("POST /auth/token failed with HTTP 500", status_code=500, method="POST", path="/auth/token"),
+    ProtocolError("POST /auth/token answered no token", status_code=200, method="POST", path="/auth/token"),
+])
+def test_a_login_that_failed_within_a_records_call_is_no_fault_of_the_record(failed: Exception) -> None:
+    """The token is renewed inside whichever call found it expired: a login the service failed (after the retry
+    policy's attempts) fails the stream, loudly, instead of quarantining the shipment whose call renewed it."""
+    assert record_failure(failed) is None
+    same_on_a_record = ServerError("POST /service/shipment/lookup failed with HTTP 500", status_code=500,
+                                   method="POST", path="/service/shipment/lookup")
+    assert isinstance(record_failure(same_on_a_record), RecordFailure)
