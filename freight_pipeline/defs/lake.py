@@ -22,6 +22,7 @@ from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.runner import run_stream
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.warehouse.backend import StorageBackend
+from freight_pipeline.warehouse.writer_lock import WarehouseBusy, partition_lock, writer_lock
 
 if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -48,8 +49,15 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
         id_range = IdRange.parse(context.partition_key)
         settings = freight_service.sync_settings().replaced(
             id_range=id_range, backfill_plan=plan, fetch_batch_size=warehouse.settings().lake.backfill_batch_size)
-        result = run_stream(SHIPMENTS, freight_service.service_settings(), warehouse.path, settings,
-                            run_id=context.run_id, progress=Throttled(context.log.info, 15.0), backend=backend)
+        try:
+            with writer_lock(warehouse.path, context.run_id, name=partition_lock(id_range.key)):
+                result = run_stream(SHIPMENTS, freight_service.service_settings(), warehouse.path, settings,
+                                    run_id=context.run_id, progress=Throttled(context.log.info, 15.0),
+                                    backend=backend)
+        except WarehouseBusy as busy:  # both would append the partition's shipments, neither seeing the other's
+            raise dg.Failure(description=f"partition {id_range.key} is being written by another run "
+                                         f"({busy.holder.describe()}): a partition runs once at a time",
+                             allow_retries=False) from None
         context.log.info(f"partition {id_range.key}: read {result.rows_read}, wrote {result.rows_written} rows "
                          f"in {result.requests} requests")
         return dg.MaterializeResult(metadata=stream_metadata(result, None))

@@ -6,7 +6,9 @@ since when). A second run of the same warehouse (cron starting one while the las
 DuckDB's own lock: it is told who holds the warehouse (:class:`WarehouseBusy`) and is skipped, or waits for it
 (``wait`` seconds). The kernel releases the lock of a process that dies, a SIGKILL included, so a lock left by
 a killed run is simply taken by the next; its file still names the dead run until then. A backfill partition
-of a lake does not take it: its writers run at once by design, each under a cursor of its own.
+of a lake does not take it: its writers run at once by design, each under a cursor of its own. Each partition
+takes a lock of its own instead (:func:`partition_lock`): one partition run twice at once (a backfill launched
+twice) would have both runs append its shipments, none of which either saw held.
 """
 
 from __future__ import annotations
@@ -100,8 +102,13 @@ def wait_seconds(text: str) -> float:
     return seconds
 
 
-def lock_path(data_dir: Path) -> Path:
-    return Path(data_dir) / "work" / LOCK_FILE
+def lock_path(data_dir: Path, name: str = LOCK_FILE) -> Path:
+    return Path(data_dir) / "work" / name
+
+
+def partition_lock(partition: str) -> str:
+    """The name of the lock a backfill partition's run holds (:func:`writer_lock`'s ``name``)."""
+    return f"partition-{partition}.lock"
 
 
 _HELD: dict[Path, str] = {}
@@ -109,13 +116,15 @@ _HELD: dict[Path, str] = {}
 
 
 @contextlib.contextmanager
-def writer_lock(data_dir: Path, run_id: str, *, wait: float = 0.0, brief: bool = False) -> Iterator[None]:
+def writer_lock(data_dir: Path, run_id: str, *, wait: float = 0.0, brief: bool = False,
+                name: str = LOCK_FILE) -> Iterator[None]:
     """Hold ``data_dir``'s writer lock for the block, as run ``run_id``; :class:`WarehouseBusy` when another run
     holds it for longer than ``wait`` seconds (a ``brief`` holder: :data:`BRIEF_WAIT_SECONDS` longer). Within a
     block that holds it for ``run_id``, this process takes it again for the same run at once (a command takes it
     before it starts the job, whose engine takes it too); for another run of this process it is busy, as for
-    another process's. ``brief``: the block holds it for a moment (others wait for it rather than skip)."""
-    path = lock_path(data_dir).resolve()
+    another process's. ``brief``: the block holds it for a moment (others wait for it rather than skip). ``name``:
+    another lock of the data directory (:func:`partition_lock`)."""
+    path = lock_path(data_dir, name).resolve()
     if _HELD.get(path) == run_id:
         yield
         return

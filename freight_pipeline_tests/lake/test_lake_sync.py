@@ -49,6 +49,7 @@ from freight_pipeline.simulator.server import RunningSimulator, running_simulato
 from freight_pipeline.sync.backfill import BackfillIncomplete
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.warehouse.writer_lock import partition_lock, writer_lock
 from freight_pipeline_tests.lake.conftest import REPO
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
@@ -122,6 +123,10 @@ def test_writers_one_killed_then_the_jobs_end_exact(
                "FREIGHT_RECONCILE_INTERVAL_MINUTES": "0",
                "FREIGHT_BACKFILL_ID_BOUNDARIES": ",".join(map(str, boundaries))}
     (tmp_path / "dagster").mkdir()
+    with writer_lock(data_dir, "another-run", name=partition_lock(victim)):  # the partition running elsewhere
+        twice = run_cli(cli_env, "--job", "freight_backfill_job", "--partition", victim)
+        output, _ = twice.communicate(timeout=600)
+    assert twice.returncode != 0 and f"partition {victim} is being written by another run" in output, output[-4000:]
     finished(run_cli(cli_env, "--job", "freight_backfill_job", "--partition", victim))
     with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
         held = dict(con.execute("SELECT stream, cursor_value FROM freight_meta.sync_state").fetchall())
