@@ -611,12 +611,17 @@ def shape_problem(expect: Expect, data: Any) -> str | None:
 
 
 def int_header(headers: httpx.Headers, name: str) -> int | None:
-    """The header ``name`` as an integer; None when it is missing or not an integer."""
+    """The count header ``name`` as an integer; None when it is missing, not an integer, or negative (no count:
+    a service writing ``-1`` for "unknown" has said nothing, and a walk must not end on it)."""
     value = headers.get(name)
     if value is None:
         return None
     try:
-        return int(value.strip())
+        count = int(value.strip())
     except ValueError:
         logger.debug("ignoring non-integer %s header %r", name, value)
         return None
+    if count < 0:
+        logger.debug("ignoring negative %s header %r", name, value)
+        return None
+    return count

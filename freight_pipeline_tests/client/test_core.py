@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from freight_pipeline.client import endpoints as ep
-from freight_pipeline.client._core import ClientCore, in_utf8
+from freight_pipeline.client._core import ClientCore, in_utf8, int_header
 from freight_pipeline.client.calls import Call, Expect
 
 BASES = (
@@ -67,3 +67,12 @@ def test_a_body_is_read_in_its_declared_charset_only_when_it_is_not_utf8() -> No
     assert in_utf8("Düsseldorf".encode(), "application/json; charset=ISO-8859-1") is None
     for declared in (None, "application/json", "application/json; charset=UTF-8", "application/json; charset=nope"):
         assert in_utf8(latin1, declared) is None
+
+
+@pytest.mark.parametrize(("written", "read"), [
+    ("12", 12), (" 12 ", 12), ("+12", 12), ("0", 0), ("-1", None), ("unknown", None), ("1.5", None),
+])
+def test_a_count_header_is_a_count_or_nothing(written: str, read: int | None) -> None:
+    """X-Page-Count and X-Row-Count: ``-1`` (a service's "unknown") is no count, as a text is not."""
+    assert int_header(httpx.Headers({"x-row-count": written}), "x-row-count") == read
+    assert int_header(httpx.Headers(), "x-row-count") is None
