@@ -48,6 +48,11 @@ def dagster_home(default: Path) -> Path:
     return home
 
 
+class BadInstance(RuntimeError):
+    """``$DAGSTER_HOME``'s instance cannot be opened (its ``dagster.yaml`` is not valid YAML, names what Dagster
+    does not know, ...): the file and Dagster's reason, in one line."""
+
+
 LOCK_FILE = ".freight-instance.lock"
 READY_FILE = ".freight-instance-ready"
 """Written once the instance is prepared: what it was prepared for (:func:`_prepared_for`)."""
@@ -77,10 +82,15 @@ def prepare_instance(home: Path) -> bool:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             written = ensure_dagster_yaml(home)
-            with environ({"DAGSTER_HOME": str(home)}), DagsterInstance.get() as instance:
-                instance.get_runs_count()  # each storage makes its tables (and stamps their migration) on first use
-                instance.event_log_storage.get_maximum_record_id()
-                instance.all_instigator_state()
+            try:
+                with environ({"DAGSTER_HOME": str(home)}), DagsterInstance.get() as instance:
+                    instance.get_runs_count()  # each storage makes its tables (and stamps their migration) on first use
+                    instance.event_log_storage.get_maximum_record_id()
+                    instance.all_instigator_state()
+            except Exception as exc:
+                reason = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+                raise BadInstance(f"the Dagster instance of {home} cannot be opened ({type(exc).__name__}: {reason}): "
+                                  f"fix {home / 'dagster.yaml'}, or move it away for the shipped one") from exc
             ready.write_text(_prepared_for(home))
             return written
         finally:

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say, say_unknown
-from freight_pipeline.commands.dagster_home import dagster_home, prepare_instance
+from freight_pipeline.commands.dagster_home import BadInstance, dagster_home, prepare_instance
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.commands.processes import (
     LOCALHOST,
@@ -47,10 +47,21 @@ QUIET_DEV_WARNING = "ignore:Function `dev_command` is superseded"
 """``dagster dev`` warns on every start that ``dg dev`` supersedes it; the project uses ``dagster dev``."""
 
 
+def _port(text: str) -> int:
+    """argparse type of ``--port`` and ``--simulator-port``: 1 to 65535 (a port this command knows: not 0)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 65535, got {port}")
+    return port
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_dir_argument(parser)
-    parser.add_argument("--port", type=int, default=3000, help="Dagster UI port (default 3000)")
-    parser.add_argument("--simulator-port", type=int, default=8765, help="simulator port (default 8765)")
+    parser.add_argument("--port", type=_port, default=3000, help="Dagster UI port (default 3000)")
+    parser.add_argument("--simulator-port", type=_port, default=8765, help="simulator port (default 8765)")
     parser.add_argument("--shipments", type=int, default=2000, help="shipments in the simulator (default 2000)")
     parser.add_argument("--seed", type=int, default=42, help="simulator data seed (default 42)")
     parser.add_argument(
@@ -69,7 +80,12 @@ def run(args: argparse.Namespace) -> int:
 
     data_dir = resolve_data_dir(args.data_dir)
     home = dagster_home(REPO_ROOT / ".dagster_home")
-    if prepare_instance(home):  # before the webserver and daemon start: a CLI run may be creating it too
+    try:
+        written = prepare_instance(home)  # before the webserver and daemon start: a CLI run may be creating it too
+    except BadInstance as bad:
+        say(f"ui: {bad}")
+        return 2
+    if written:
         say(f"ui: wrote {home / 'dagster.yaml'} (queued runs one at a time, telemetry and the community dialog off)")
     base_url = f"http://{LOCALHOST}:{args.simulator_port}"
     ui_url = f"http://{LOCALHOST}:{args.port}"
@@ -126,6 +142,8 @@ def _preflight(args: argparse.Namespace) -> str | None:
         return f"{REPO_ROOT / WORKSPACE} not found: run the UI from a checkout of the repository"
     if _dagster_executable() is None:
         return "the `dagster` command is not installed next to this Python (run `make setup`)"
+    if args.port == args.simulator_port:  # the simulator would take it, and the UI fail to bind while its daemon runs
+        return f"--port and --simulator-port are both {args.port}: the Dagster UI and the simulator need a port each"
     for flag, port in (("--port", args.port), ("--simulator-port", args.simulator_port)):
         if port_in_use(port):
             return f"port {port} on {LOCALHOST} is in use: stop what listens there or pass {flag}"

@@ -95,7 +95,7 @@ def dbt_assets_of(project_dir: Path = DBT_PROJECT_DIR) -> DbtAssets:
     manifest = ensure_manifest(project_dir)
     cache = manifest.with_name(SPECS_CACHE)
     made_from = _made_from(manifest)
-    cached = json.loads(cache.read_text()) if cache.is_file() else {}
+    cached = _read_cache(cache)
     if cached.get("made_from") != made_from:
         from freight_pipeline.defs.dbt_translation import translate
 
@@ -107,6 +107,16 @@ def dbt_assets_of(project_dir: Path = DBT_PROJECT_DIR) -> DbtAssets:
     specs = tuple(dg.AssetSpec(**{**fields, "deps": [dg.AssetDep(**dep) for dep in fields["deps"]]}, skippable=True)
                   for fields in deserialize_value(cached["specs"], list))
     return DbtAssets(specs, {str(spec.metadata[UNIQUE_ID]): spec.key for spec in specs}, cached["tests"])
+
+
+def _read_cache(cache: Path) -> dict[str, Any]:
+    """The specs' cache, or nothing when it is missing or unreadable (emptied by a crash, cut short): then it is
+    made again, rather than the definitions failing to load."""
+    try:
+        cached = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        return {}
+    return cached if isinstance(cached, dict) else {}
 
 
 def _made_from(manifest: Path) -> dict[str, Any]:

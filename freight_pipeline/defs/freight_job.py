@@ -13,22 +13,23 @@ figures of the run log; the warehouse checks as check results; each model the bu
 The engine runs in a thread of the op, so that what it reports can be yielded while it goes on.
 
 One set of rules however the job is started (docs/operations.md, "One engine"): a failed stream's
-tables are not materialized and its check is red, every other stream is checked, built and
-published in the same run, and the run then fails; a warehouse check of ERROR severity holds back the
-build and the publish.
+tables are not materialized and its check is red (as is that of a stream not run because it reads the
+failed one first), every other stream is checked, built and published in the same run (a model that reads
+the failed stream says so: ``streams_not_synced``), and the run then fails; a warehouse check of ERROR
+severity holds back the build and the publish.
 """
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import dagster as dg
 
 from freight_pipeline.checks.warehouse import warehouse_checks
-from freight_pipeline.config import PASSWORD_ENV
+from freight_pipeline.config import PASSWORD_ENV, BadSettings
 from freight_pipeline.defs.checks import check_result, check_spec
-from freight_pipeline.defs.dbt import dbt_assets_of, model_results
+from freight_pipeline.defs.dbt import DbtAssets, dbt_assets_of, model_results
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource, run_settings
 from freight_pipeline.defs.sync_assets import metadata_value, stream_keys, stream_results, stream_specs, table_key
 from freight_pipeline.job.run import (
@@ -57,6 +58,42 @@ PROGRESS_EVERY_S = 15.0
 """At most one progress line per this many seconds goes to Dagster's event log (each is a stored event)."""
 
 DBT = dbt_assets_of()
+NOT_SYNCED = "streams_not_synced"
+"""The metadata of a model built in a run where a stream it reads failed or did not run: those streams."""
+
+
+def streams_upstream(dbt: DbtAssets) -> dict[dg.AssetKey, frozenset[str]]:
+    """Each dbt model's key -> the streams whose tables it reads, directly or through other models."""
+    stream_of = {key: stream for stream in STREAM_NAMES for key in stream_keys(stream)}
+    deps = {spec.key: [dep.asset_key for dep in spec.deps] for spec in dbt.specs}
+    found: dict[dg.AssetKey, frozenset[str]] = {}
+
+    def of(key: dg.AssetKey) -> frozenset[str]:
+        if key in stream_of:
+            return frozenset({stream_of[key]})
+        if key not in found:
+            found[key] = frozenset()  # while its own deps are looked at
+            found[key] = frozenset().union(*(of(dep) for dep in deps.get(key, ())))
+        return found[key]
+
+    return {key: of(key) for key in deps}
+
+
+STREAMS_UPSTREAM = streams_upstream(DBT)
+
+
+def _marked(results: Iterator[dg.MaterializeResult], not_synced: Collection[str]) -> Iterator[dg.MaterializeResult]:
+    """Each model's result, with the streams it reads that failed or did not run in this run (:data:`NOT_SYNCED`):
+    the model was built on what their tables held."""
+    for result in results:
+        stale = sorted(STREAMS_UPSTREAM.get(result.asset_key, frozenset()) & set(not_synced)) \
+            if result.asset_key is not None else []
+        if stale:
+            result = dg.MaterializeResult(asset_key=result.asset_key, metadata={
+                **(result.metadata or {}), NOT_SYNCED: dg.MetadataValue.text(
+                    f"{', '.join(stale)}: failed or not run in this run; built on the rows its tables held (what "
+                    "earlier runs wrote, and any batch the failed run committed)")})
+        yield result
 
 
 def stream_check_key(stream: str) -> dg.AssetCheckKey:
@@ -74,16 +111,16 @@ def publish_spec(upstream: list[dg.AssetSpec]) -> dg.AssetSpec:
     )
 
 
-def step_results(step: Step) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+def step_results(step: Step, not_synced: Collection[str] = ()) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
     """What one step of the engine did, as Dagster results (of every asset and check it concerns; the
-    op keeps those selected)."""
+    op keeps those selected); ``not_synced``: the streams that failed or did not run before it."""
     stream = STREAM_OF_STEP.get(step.name)
     if stream is not None:
-        if step.stream is not None:
+        if step.stream is not None and not step.off:  # a stream switched off wrote nothing: no materialization
             yield from stream_results(stream, step.stream)
         key = stream_check_key(stream)
-        yield dg.AssetCheckResult(
-            asset_key=key.asset_key, check_name=key.name, passed=step.status != "failed",
+        yield dg.AssetCheckResult(  # red when it failed or did not run; a stream switched off is no fault
+            asset_key=key.asset_key, check_name=key.name, passed=step.status == "success" or step.off,
             severity=dg.AssetCheckSeverity.ERROR, description=step.line,
             metadata={"status": step.status, "seconds": dg.MetadataValue.float(round(step.seconds, 3))})
     elif step.name == "sync" and step.status == "failed":  # nothing could be opened: no stream ran
@@ -95,7 +132,7 @@ def step_results(step: Step) -> Iterator[dg.MaterializeResult | dg.AssetCheckRes
         for check, result in step.checks:
             yield check_result(check, result)
     elif step.name == MARTS_STEP and step.marts is not None:
-        yield from model_results(DBT, step.marts.nodes)
+        yield from _marked(model_results(DBT, step.marts.nodes), not_synced)
     elif step.name == PUBLISH_STEP and step.publication is not None:
         yield dg.MaterializeResult(asset_key=PUBLISH_KEY, metadata={
             name: metadata_value(value) for name, value in step.publication.metadata().items()})
@@ -157,7 +194,10 @@ def build_freight_job() -> dg.AssetsDefinition:
         streams = [stream for stream in STREAM_NAMES if keys_of_stream[stream] & selected]
         marts = bool(dbt_keys & selected)
         publish = PUBLISH_KEY in selected
-        configured = run_settings(freight_service, warehouse)
+        try:
+            configured = run_settings(freight_service, warehouse)
+        except BadSettings as bad:  # each bad setting named (a secret's value never): no traceback to read
+            raise dg.Failure(description=f"bad settings: {bad}", allow_retries=False) from None
         for line in configured.unknown_variable_lines():
             context.log.warning(line)
         service, data_dir = configured.service, configured.storage.data_dir.resolve()
@@ -179,6 +219,7 @@ def build_freight_job() -> dg.AssetsDefinition:
             progress = Throttled(context.log.debug, PROGRESS_EVERY_S)
             tallied = TallyLines(context.log.debug, PROGRESS_EVERY_S)  # each stream's done of its total, rate, left
             report: JobReport | None = None
+            not_synced: set[str] = set()
             for told in _run_in_thread(run):
                 if isinstance(told, str):
                     progress(told)
@@ -187,7 +228,9 @@ def build_freight_job() -> dg.AssetsDefinition:
                 elif isinstance(told, Step):
                     for line in told.lines():
                         (context.log.error if told.status == "failed" else context.log.info)(line)
-                    for result in step_results(told):
+                    if told.name in STREAM_OF_STEP and told.status != "success" and not told.off:
+                        not_synced.add(STREAM_OF_STEP[told.name])
+                    for result in step_results(told, not_synced):
                         if isinstance(result, dg.AssetCheckResult):
                             key = result.asset_key and dg.AssetCheckKey(result.asset_key, result.check_name or "")
                             if key in checks:

@@ -1,5 +1,6 @@
 """``scripts/check_ui.py``'s browser step against a fake Chromium whose DevTools answer badly: each
-failure is one the script reports as a clean ``FAILED`` line (no traceback, no StopIteration)."""
+failure is one the script reports as a clean ``FAILED`` line (no traceback, no StopIteration). And
+``freight-pipeline ui``'s ports refused before anything starts."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from types import ModuleType
 import pytest
 from websockets.exceptions import WebSocketException
 
+from freight_pipeline.cli import build_parser
+from freight_pipeline.commands import ui
 from freight_pipeline.config import REPO_ROOT
 
 
@@ -114,3 +117,18 @@ def test_chromium_writes_only_in_a_folder_of_its_own_removed_after_it(
     assert home != Path(tempfile.gettempdir()) and not home.exists()
     assert {variable: environment.get(variable) for variable in check_ui.CHROMIUM_FOLDERS} == {
         variable: str(home / name) for variable, name in check_ui.CHROMIUM_FOLDERS.items()}
+
+
+def test_ui_refuses_one_port_for_both_and_ports_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
+    """One port for the UI and the simulator: said before anything starts (the simulator took it, the webserver
+    failed to bind while the daemon ran on, and the command waited 300 s). A port out of range, or 0: an
+    argparse error naming the flag, no traceback."""
+    parser = build_parser("ui")
+    args = parser.parse_args(["ui", "--port", "18960", "--simulator-port", "18960"])
+    assert ui._preflight(args) == (
+        "--port and --simulator-port are both 18960: the Dagster UI and the simulator need a port each")
+    for flag, value in (("--port", "70000"), ("--simulator-port", "0")):
+        with pytest.raises(SystemExit) as exited:
+            parser.parse_args(["ui", flag, value])
+        assert exited.value.code == 2
+        assert f"argument {flag}: must be between 1 and 65535, got {value}" in capsys.readouterr().err

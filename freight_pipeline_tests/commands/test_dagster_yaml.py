@@ -18,6 +18,7 @@ from freight_pipeline.commands.dagster_home import (
     LOCK_FILE,
     READY_FILE,
     TEMPLATE,
+    BadInstance,
     ensure_dagster_yaml,
     prepare_instance,
 )
@@ -111,3 +112,17 @@ def test_an_instance_prepared_by_three_processes_at_once_is_made_once_then_only_
         config.write("# a setting of the user's\n")
     assert prepare_instance(home) is False  # the file is the user's: prepared again, not rewritten
     assert (home / READY_FILE).read_text() != ready
+
+
+def test_a_dagster_yaml_dagster_cannot_read_is_named_in_one_line_and_not_marked_prepared(tmp_path: Path) -> None:
+    """Not YAML (a user's edit gone wrong): what ``ui`` says (exit 2) and ``sync`` prints is the file and the
+    parser's place, not a traceback; the instance is not marked prepared, so the fixed file is prepared."""
+    (tmp_path / "dagster.yaml").write_text("run_coordinator:\n  module: [oops\n")
+    with pytest.raises(BadInstance) as raised:
+        prepare_instance(tmp_path)
+    said = str(raised.value)
+    assert "\n" not in said and said.startswith(f"the Dagster instance of {tmp_path} cannot be opened (ParserError: ")
+    assert f'"{tmp_path / "dagster.yaml"}", line 2, column 11' in said
+    assert not (tmp_path / READY_FILE).exists()
+    (tmp_path / "dagster.yaml").write_text(TEMPLATE.read_text())
+    assert prepare_instance(tmp_path) is False and (tmp_path / READY_FILE).exists()

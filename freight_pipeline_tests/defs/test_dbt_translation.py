@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from dagster_dbt import DbtCliResource
 from dagster_dbt.asset_utils import build_dbt_specs
 
 from freight_pipeline.config import REPO_ROOT
-from freight_pipeline.defs.dbt import SPECS_CACHE, dbt_assets_of, ensure_manifest, manifest_path
+from freight_pipeline.defs.dbt import SPECS_CACHE, TARGET, dbt_assets_of, ensure_manifest, manifest_path
 from freight_pipeline.defs.dbt_translation import DBT_TRANSLATOR, RUNTIME_METADATA, DbtCli, dbt_project
 from freight_pipeline.marts.project import DBT_PROJECT_DIR
 
@@ -69,3 +70,17 @@ def test_loading_the_definitions_imports_no_dbt() -> None:
     assert done.stdout.strip() == "[]", done.stderr[-2000:]
     operations = " ".join((REPO_ROOT / "docs" / "operations.md").read_text().split())
     assert "loading the definitions imports neither dagster-dbt nor dbt" in operations  # what the docs say of it
+
+
+def test_an_unreadable_specs_cache_is_made_again(tmp_path: Path) -> None:
+    """The cache emptied (a crash after its rename) or not JSON: the definitions still load, and the cache is
+    made again. On a copy of the project, its manifest current."""
+    ensure_manifest()
+    project = tmp_path / "dbt_models"
+    shutil.copytree(DBT_PROJECT_DIR, project, ignore=shutil.ignore_patterns("logs", "worker-parse", "dbt_packages"))
+    loaded = dbt_assets_of(project)
+    cache = project / TARGET / SPECS_CACHE
+    for text in ("", "{not json", "[]"):
+        cache.write_text(text)
+        assert in_order(dbt_assets_of(project).specs) == in_order(loaded.specs), text
+        assert json.loads(cache.read_text())["made_from"]

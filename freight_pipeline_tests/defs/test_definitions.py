@@ -4,6 +4,10 @@ import datetime as dt
 import importlib
 import os
 import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -149,16 +153,76 @@ def test_schedules(monkeypatch: pytest.MonkeyPatch) -> None:
     assert jobs.build_schedule("s", "* * * * *", "j", "d").default_status == dg.DefaultScheduleStatus.RUNNING
 
 
-def test_schedule_skips_while_a_writer_runs() -> None:
+def test_schedule_skips_while_a_writer_runs(tmp_path: Path) -> None:
     schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
+    resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
     with dg.instance_for_test() as instance:
-        with dg.build_schedule_context(instance=instance) as context:
+        with dg.build_schedule_context(instance=instance, resources=resources) as context:
             assert isinstance(schedule(context), dg.RunRequest)
         instance.add_run(
             dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED, tags=jobs.WRITER_TAG)
         )
-        with dg.build_schedule_context(instance=instance) as context:
+        with dg.build_schedule_context(instance=instance, resources=resources) as context:
             assert isinstance(schedule(context), dg.SkipReason)
+
+
+HOLD_THE_LOCK = """
+import sys, time
+from pathlib import Path
+from freight_pipeline.warehouse.writer_lock import writer_lock
+with writer_lock(Path(sys.argv[1]), sys.argv[2]):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+@contextmanager
+def lock_held(data_dir: Path, run_id: str) -> Iterator[subprocess.Popen[str]]:
+    """A process of its own holding ``data_dir``'s writer lock as ``run_id`` (as a run does), SIGKILLed at the
+    block's end (as a killed run is: the kernel lets go of its lock, its file still names it)."""
+    with subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(data_dir), run_id], stdout=subprocess.PIPE,
+                          text=True) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            yield holder
+        finally:
+            holder.kill()
+
+
+def test_a_run_whose_process_died_writing_is_failed_by_the_next_tick_which_runs(tmp_path: Path) -> None:
+    """A run killed while it wrote (SIGKILL, out of memory) stays STARTED in Dagster: the next tick finds its
+    writer lock released with its file still naming it, marks it failed and runs; a live one keeps the tick
+    skipping."""
+    schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
+    resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
+    with dg.instance_for_test() as instance:
+        run = instance.add_run(
+            dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED, tags=jobs.WRITER_TAG))
+        with lock_held(tmp_path, run.run_id) as holder, \
+                dg.build_schedule_context(instance=instance, resources=resources) as context:
+            assert isinstance(schedule(context), dg.SkipReason)  # alive: it writes
+        with dg.build_schedule_context(instance=instance, resources=resources) as context:
+            assert isinstance(schedule(context), dg.RunRequest)
+        failed = instance.get_run_by_id(run.run_id)
+        assert failed is not None and failed.status == dg.DagsterRunStatus.FAILURE
+        said = [e.message for e in instance.all_logs(run.run_id) if e.is_dagster_event]
+        assert any(f"its process died while it wrote the warehouse (run {run.run_id}, process {holder.pid}" in m
+                   for m in said), said
+
+
+def test_schedule_skips_while_a_run_outside_dagster_writes(tmp_path: Path) -> None:
+    """A headless sync (cron) holds the writer lock: the tick skips, naming it, rather than start a run that
+    would fail skipped; once it let go, the tick runs."""
+    schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
+    resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
+    with dg.instance_for_test() as instance:
+        with lock_held(tmp_path, "cli-cron-run") as holder, \
+                dg.build_schedule_context(instance=instance, resources=resources) as context:
+            skipped = schedule(context)
+        assert isinstance(skipped, dg.SkipReason)
+        assert f"another run writes {tmp_path}: run cli-cron-run, process {holder.pid}" in (skipped.skip_message or "")
+        with dg.build_schedule_context(instance=instance, resources=resources) as context:
+            assert isinstance(schedule(context), dg.RunRequest)
 
 
 def test_resources_resolve_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ Real simulator over HTTP, real DuckDB, dbt and Dagster. (No ``from __future__ im
 Dagster reads annotations.)
 """
 
+import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,12 +19,16 @@ import duckdb
 import pytest
 
 from freight_pipeline.definitions import defs
-from freight_pipeline.defs.freight_job import DBT, stream_check_key
+from freight_pipeline.defs.freight_job import DBT, NOT_SYNCED, step_results, stream_check_key
 from freight_pipeline.defs.names import FREIGHT_SYNC_JOB
 from freight_pipeline.defs.sync_assets import stream_keys
+from freight_pipeline.job.run import Step, StreamFigures
 from freight_pipeline.marts.project import build_target
 from freight_pipeline.marts.worker import NEXT_BUILD, DbtWorker, Start
+from freight_pipeline.simulator.config import FaultConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.streams import DOCUMENTS, stream_step
 from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import published_db_path
@@ -85,3 +90,59 @@ def test_a_selection_runs_only_what_it_selects(tmp_path: Path, monkeypatch: pyte
     assert materialized(marts) == set(DBT.keys.values())
     assert logged_streams(tmp_path, marts.run_id) == {BUILD_STREAM}
     assert not published_db_path(tmp_path).exists()  # neither selected the publish
+
+
+def test_a_stream_that_did_not_run_is_red_and_one_switched_off_is_not_materialized() -> None:
+    """The stream check is red when the stream failed or did not run (the documents stream after a failed
+    shipments stream), green when it ran or is switched off; a stream switched off wrote nothing, so its
+    tables are not materialized."""
+    step = stream_step(DOCUMENTS.name)
+    figures = StreamFigures(StreamResult("r", DOCUMENTS.name, dt.datetime.now(dt.UTC)))
+    steps = {
+        "failed": Step(step, "failed", 1.0, "PermissionDeniedError: ..."),
+        "not run": Step(step, "skipped", 0.0, "not run: it reads the shipments stream first, which did not run"),
+        "off": Step(step, "skipped", 0.0, "read 0", stream=figures, off=True),
+        "ran": Step(step, "success", 1.0, "read 3", stream=figures),
+    }
+    seen = {}
+    for name, told in steps.items():
+        results = list(step_results(told))
+        (check,) = [r for r in results if isinstance(r, dg.AssetCheckResult)]
+        assert (check.asset_key, check.check_name) == (stream_check_key(DOCUMENTS.name).asset_key, "stream_synced")
+        seen[name] = (check.passed, sorted(r.asset_key.to_user_string() for r in results
+                                           if isinstance(r, dg.MaterializeResult)))
+    assert seen == {"failed": (False, []), "not run": (False, []), "off": (True, []),
+                    "ran": (True, ["freight/shipment_documents"])}
+
+
+def test_a_bad_resource_setting_fails_the_run_naming_it_without_a_traceback(tmp_path: Path) -> None:
+    job = defs.resolve_job_def(FREIGHT_SYNC_JOB)
+    config = {"resources": {"freight_service": {"config": {"page_size": -5, "password": "pw-never-shown"}}}}
+    with pytest.MonkeyPatch.context() as env, dg.DagsterInstance.ephemeral() as instance:
+        env.setenv("FREIGHT_DATA_DIR", str(tmp_path))
+        result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=config,
+                                        asset_selection=stream_keys("code_conversions"))
+        texts = [repr(entry) for entry in instance.all_logs(result.run_id)]
+    (failure,) = [event for event in result.all_events if event.is_step_failure]
+    error = failure.step_failure_data.error
+    assert failure.step_failure_data.user_failure_data is not None  # a Failure of the op, not an exception
+    assert error is not None and error.cause is None
+    assert "page_size (Dagster resource)=-5" in error.message
+    assert not [t for t in texts if "pw-never-shown" in t]
+
+
+def test_a_model_built_while_a_stream_it_reads_failed_says_so(tmp_path: Path) -> None:
+    """The documents stream refused (403): the run builds and publishes the rest; the documents mart, built on
+    the documents' last successful sync, says that stream was not synced; the shipments marts do not."""
+    job = defs.resolve_job_def(FREIGHT_SYNC_JOB)
+    faults = FaultConfig(forbidden_prefixes={"/service/efile"})
+    with running_simulator(shipments=12, seed=4, faults=faults) as sim, \
+            job_env(sim, tmp_path, sim.username, sim.password), dg.DagsterInstance.ephemeral() as instance:
+        result = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    said = {event.asset_key.to_user_string(): event.materialization.metadata.get(NOT_SYNCED)
+            for event in result.get_asset_materialization_events()}
+    assert "freight/shipment_documents" not in said and "freight/published_warehouse" in said
+    documents = said["analytics/fct_shipment_documents"]
+    assert documents is not None and str(documents.value).startswith("documents: failed or not run")
+    assert said["analytics/fct_shipments"] is None
