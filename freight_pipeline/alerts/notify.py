@@ -51,9 +51,14 @@ def after_run(steps: Sequence[RunStep], run_id: str, data_dir: Path, backend: St
 def freshness(data_dir: Path, backend: StorageBackend, settings: AlertSettings, max_sync_age: dt.timedelta,
               looker: str) -> Alerted | None:
     """A look at the warehouse's freshness alone (``status --alert``, the Dagster sensor), named ``looker``, under
-    the writer lock; while a run holds it, that run's end looks instead. None when no destination is set."""
+    the writer lock; while a run holds it, that run's end looks instead. None when no destination is set. A data
+    directory without a working database is not looked at (a look would make one there: a volume not mounted, a
+    mistyped directory; a run that failed made it all the same)."""
     if not settings.alert_urls:
         return None
+    if backend.working_database_missing(data_dir):
+        return Alerted(f"alerts: not looked at: {data_dir} holds no warehouse (no run has written there: a mistyped "
+                       "directory, or a volume not mounted?); nothing made there")
     try:
         with writer_lock(data_dir, looker, brief=True):  # a run that starts meanwhile waits for it
             return _look(Observation(), looker, data_dir, backend, settings, max_sync_age)

@@ -270,6 +270,13 @@ def test_status_alert_on_a_directory_without_a_warehouse_makes_none_and_says_so(
     assert looked.stderr == (f"status: {mistyped} holds no warehouse: nothing was synced there (--data-dir, "
                              "FREIGHT_DATA_DIR); nothing looked at, and nothing made there\n")
     assert not mistyped.exists()
+    # the Dagster sensor's look: the same, every five minutes (was: the directory and a working database made)
+    resource = WarehouseResource(data_dir=str(mistyped), alert_urls=f"json://{LOCALHOST}:9/hook")
+    with dg.build_sensor_context(resources={"warehouse": resource}) as context:
+        skipped = defs.resolve_sensor_def(ALERTS_SENSOR)(context)
+    assert isinstance(skipped, dg.SkipReason) and skipped.skip_message.startswith(
+        f"alerts: not looked at: {mistyped} holds no warehouse")
+    assert not mistyped.exists()
 
 
 def test_status_alert_without_a_destination_says_how_to_set_one(tmp_path: Path) -> None:
