@@ -41,21 +41,15 @@ from freight_pipeline.config import (
     USERNAME_ENV,
     BadSettings,
 )
+from freight_pipeline.text import port_parser
 
 WORKSPACE = "workspace.yaml"
 QUIET_DEV_WARNING = "ignore:Function `dev_command` is superseded"
 """``dagster dev`` warns on every start that ``dg dev`` supersedes it; the project uses ``dagster dev``."""
 
 
-def _port(text: str) -> int:
-    """argparse type of ``--port`` and ``--simulator-port``: 1 to 65535 (a port this command knows: not 0)."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 65535, got {port}")
-    return port
+_port = port_parser(1)
+"""argparse type of ``--port`` and ``--simulator-port``: a port this command knows (not 0, which picks one)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

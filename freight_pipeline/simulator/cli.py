@@ -20,6 +20,7 @@ from freight_pipeline.simulator.config import (
     default_users,
 )
 from freight_pipeline.simulator.releases import CURRENT, NESTED, NEXT, RELEASES
+from freight_pipeline.text import port_parser
 
 
 def _shipment_count(text: str) -> int:
@@ -33,17 +34,6 @@ def _shipment_count(text: str) -> int:
             f"must be between 0 and {MAX_SHIPMENTS} (generated ids must fit int32), got {count}"
         )
     return count
-
-
-def _port(text: str) -> int:
-    """argparse type of ``--port``: 0 (a free port) to 65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {port}")
-    return port
 
 
 def _at_least_one(text: str) -> int:
@@ -116,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1; only loopback with --control)"
     )
-    parser.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0 picks a free one)")
+    parser.add_argument("--port", type=port_parser(0), default=8765, help="port (default 8765; 0 picks a free one)")
     parser.add_argument(
         "--utc-offset", default=None, help=f"the service's UTC offset (default {DEFAULT_UTC_OFFSET})"
     )
