@@ -1,4 +1,4 @@
-"""DDL from table specs: create what is missing, add columns a spec gained (additive migration)."""
+"""DDL from table specs: create what is missing, migrate what a spec changed (columns gained, nullable, retyped)."""
 
 from __future__ import annotations
 
@@ -286,8 +286,8 @@ class Catalog:
     schemas: set[str]
     columns: dict[tuple[str, str], dict[str, tuple[str, bool]]]
     """(schema, table) -> column name -> (catalog type, nullable)."""
-    keyed: set[tuple[str, str]]
-    """(schema, table) of the tables with a PRIMARY KEY."""
+    keyed: dict[tuple[str, str], set[str]]
+    """(schema, table) of the tables with a PRIMARY KEY -> its columns (which DuckDB keeps NOT NULL)."""
 
     @classmethod
     def read(cls, con: duckdb.DuckDBPyConnection) -> Catalog:
@@ -297,10 +297,12 @@ class Catalog:
             con, f"SELECT schema_name, table_name, column_name, data_type, is_nullable FROM duckdb_columns() {here}"
         ):
             columns.setdefault((schema, table), {})[name] = (type_, bool(nullable))
-        keyed = run(con, f"SELECT DISTINCT schema_name, table_name FROM duckdb_constraints() {here} "
-                         "AND constraint_type = 'PRIMARY KEY'")
+        keyed: dict[tuple[str, str], set[str]] = {}
+        for schema, table, key in run(con, f"SELECT schema_name, table_name, constraint_column_names "
+                                           f"FROM duckdb_constraints() {here} AND constraint_type = 'PRIMARY KEY'"):
+            keyed.setdefault((schema, table), set()).update(key)
         schemas = run(con, f"SELECT schema_name FROM duckdb_schemas() {here}")
-        return cls({name for (name,) in schemas}, columns, {(schema, table) for schema, table in keyed})
+        return cls({name for (name,) in schemas}, columns, keyed)
 
 
 def rebuild_without_key(con: duckdb.DuckDBPyConnection, spec: TableSpec, have: dict[str, tuple[str, bool]]) -> None:
@@ -319,15 +321,32 @@ def rebuild_without_key(con: duckdb.DuckDBPyConnection, spec: TableSpec, have: d
     run(con, f"ALTER TABLE {target} RENAME TO {quote(spec.name)}")
 
 
+def _why_not_retyped(con: duckdb.DuckDBPyConnection, spec: TableSpec, column: str, declared: str,
+                     key_constraints: bool, catalog: Catalog) -> str | None:
+    """Why the column ``column`` of ``spec``'s table cannot take its ``declared`` type (None: it can, keeping every
+    value): a DuckLake (no ``key_constraints``) alters few types; DuckDB alters no key column's; a value held that
+    does not convert would fail the conversion (and a batch writing the old type's values failed in its stead)."""
+    if not key_constraints:
+        return "a DuckLake's column types are left as they are"
+    if column in catalog.keyed.get((spec.schema, spec.name), set()):
+        return "a column of the table's PRIMARY KEY"
+    name = quote(column)
+    unconverted = scalar(con, f"SELECT count(*) FROM {qualified(spec)} WHERE {name} IS NOT NULL "
+                              f"AND TRY_CAST({name} AS {declared}) IS NULL")
+    return f"{unconverted} values held do not convert" if unconverted else None
+
+
 def ensure_tables(
     con: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec], *, key_constraints: bool = True,
     storage_hints: bool = True, catalog: Catalog | None = None,
 ) -> list[str]:
     """Create schemas and tables, add missing columns; returns the migration steps taken.
 
-    Idempotent. Migration is additive only: a column the spec gained is added (nullable, since
+    Idempotent. Migration keeps every row: a column the spec gained is added (nullable, since
     existing rows have no value); a column the spec no longer declares is kept but made nullable
-    so inserts by name keep working; a changed type is logged, never altered automatically.
+    so inserts by name keep working, and so is one it now declares nullable (out of the key), which
+    an earlier version made NOT NULL; a column the spec declares in another type is converted when every
+    value it holds converts, in a DuckDB file (``key_constraints``), else logged and kept (:func:`_why_not_retyped`).
     The caller runs this inside a transaction. ``key_constraints=False`` (a DuckLake, which has no
     keys) creates every table without its PRIMARY KEY, ``storage_hints=False`` (a DuckLake, which stores
     Parquet) without its columns' ``compression``; an existing table keeps the storage it was created with.
@@ -355,18 +374,24 @@ def ensure_tables(
                 steps.append(f"{spec.qualified_name}: added column {column.name} {column.type}")
                 continue
             want = _CATALOG_TYPE.get(column.type, column.type)
-            if have[column.name][0] != want:
-                log.warning(
-                    "%s.%s is %s in the database but %s in the spec; not altered",
-                    spec.qualified_name,
-                    column.name,
-                    have[column.name][0],
-                    want,
-                )
+            held = have[column.name][0]
+            if held == want:
+                continue
+            why_not = _why_not_retyped(con, spec, column.name, column.type, key_constraints, catalog)
+            if why_not is None:
+                run(con, f"ALTER TABLE {qualified(spec)} ALTER COLUMN {quote(column.name)} TYPE {column.type}")
+                steps.append(f"{spec.qualified_name}: column {column.name} retyped from {held} to {want}")
+            else:
+                log.warning("%s.%s is %s in the database but %s in the spec; not altered (%s)",
+                            spec.qualified_name, column.name, held, want, why_not)
+        required = {c.name for c in spec.all_columns if not c.nullable} | set(spec.primary_key)
+        held_key = catalog.keyed.get((spec.schema, spec.name), set()) if spec.key_constraint else set()
         for name, (_, nullable) in have.items():
-            if name not in declared and not nullable and name not in spec.primary_key:
-                run(con, f"ALTER TABLE {qualified(spec)} ALTER COLUMN {quote(name)} DROP NOT NULL")
-                steps.append(f"{spec.qualified_name}: column {name} no longer declared, made nullable")
+            if nullable or name in required or name in held_key:  # DuckDB keeps a key's columns NOT NULL
+                continue
+            run(con, f"ALTER TABLE {qualified(spec)} ALTER COLUMN {quote(name)} DROP NOT NULL")
+            steps.append(f"{spec.qualified_name}: column {name} "
+                         f"{'declared nullable now' if name in declared else 'no longer declared'}, made nullable")
     for step in steps:
         log.info("schema migration: %s", step)
     return steps

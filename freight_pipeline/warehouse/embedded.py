@@ -16,7 +16,7 @@ from freight_pipeline.config import StorageSettings
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.warehouse.backend import PublishedState
 from freight_pipeline.warehouse.ddl import checked_storage_version, connect
-from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.paths import checked_db_path, working_db_path
 from freight_pipeline.warehouse.publish import MANIFEST, PublishResult, parquet_root, publish, published_db_path
 
 T = TypeVar("T")
@@ -47,7 +47,7 @@ class EmbeddedDuckDB:
         return not published_db_path(Path(data_dir)).is_file()
 
     def connect(self, data_dir: Path) -> duckdb.DuckDBPyConnection:
-        path = working_db_path(data_dir)
+        path = checked_db_path(working_db_path(data_dir))
         path.parent.mkdir(parents=True, exist_ok=True)
         # a new working database in the published file's format, so that a publish is a byte copy
         new = None if path.exists() else checked_storage_version(self.duckdb_settings.storage_version)

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from freight_pipeline.config import DATA_DIR_ENV
+
 WORK_DIR = "work"
 DB_NAME = "warehouse.duckdb"
 LAKE_SCRATCH = "lake-spill"
@@ -18,8 +20,24 @@ RUN_LOG = "latest_runs.json"
 what ``status`` reads without opening the working database (a reader's lock would stop a sync starting)."""
 
 
+UNUSABLE_IN_DUCKDB_PATHS = {"?": "the start of options", "\\": "a folder separator"}
+"""Characters DuckDB reads otherwise in a database file's path (duckdb 2.0: ``a?b/w.duckdb`` is created, then its
+commit fails on ``a.wal?b/w.duckdb``; ``a\\b/w.duckdb`` is looked for in ``a/b/``) -> what it reads them as."""
+
+
 def working_db_path(data_dir: Path) -> Path:
     return Path(data_dir) / WORK_DIR / DB_NAME
+
+
+def checked_db_path(path: Path) -> Path:
+    """``path`` (a database file in a data directory), or ValueError when DuckDB cannot use it
+    (:data:`UNUSABLE_IN_DUCKDB_PATHS`), naming the data directory's setting."""
+    found = [f"{char!r} (DuckDB reads it as {what})" for char, what in UNUSABLE_IN_DUCKDB_PATHS.items()
+             if char in str(path)]
+    if found:
+        raise ValueError(f"DuckDB cannot open the database {path}: its path has {' and '.join(found)}; choose a data "
+                         f"directory ({DATA_DIR_ENV}) without them")
+    return path
 
 
 def run_log_path(data_dir: Path) -> Path:

@@ -31,8 +31,9 @@ version or the new one, every table of one version together, never a half-writte
 whose content fingerprint (column names and types, row count, sum of row hashes) equals the
 previous version's are hard-linked, not rewritten: an unchanged table keeps its file. Superseded
 versions are kept for ``keep_versions`` publishes and at least ``grace`` after they stopped being
-current, so a scan that resolved the old path just before the swap can still open its files (on
-Linux an already open file stays readable after deletion anyway).
+current (in the order of publishes, each manifest's ``sequence``: a version's name is the clock's
+reading, which may step back), so a scan that resolved the old path just before the swap can still
+open its files (on Linux an already open file stays readable after deletion anyway).
 
 Only a settled working database is published: when the latest ``freight_meta.sync_runs`` row of the
 dbt build (``meta.BUILD_STREAM``) is not a success, or a stream's latest run is still ``running``
@@ -45,7 +46,8 @@ other streams' data is published.
 
 A crashed publish leaves at most ``.publish-tmp-*`` files or folders and ``.parquet-versions/tmp-*``
 directories, removed by the next publish; the published file and the symlink are only ever
-replaced by complete ones. Publishes are serialized by an ``flock`` on ``.publish.lock``.
+replaced by complete ones. Publishes are serialized by an ``flock`` on ``.publish.lock``. A data directory on a
+filesystem that makes no symbolic links fails the publish (:class:`NoSymlinks`) before anything readers see changes.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from freight_pipeline.config import StorageSettings
+from freight_pipeline.config import DATA_DIR_ENV, StorageSettings
 from freight_pipeline.cursors import each_closed, on_cursors
 from freight_pipeline.warehouse.backend import UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.comments import TableDescriptions, catalog_comments, describe_tables
@@ -191,10 +193,13 @@ def publish(
                 manifest, exported, reused = _export_parquet(con, stage, schemas, previous)
                 ready, tag = _in_storage_version(con, copy, converted, storage, narrowed=schemas is not None)
             manifest["version"] = version
+            manifest["sequence"] = max(_sequences(versions).values(), default=0) + 1
             manifest["storage_version"] = tag
             _write_json(stage / MANIFEST, manifest)
             _fsync_tree(stage)
             _fsync_path(ready)
+            # before anything readers see is replaced: a filesystem without symlinks fails the publish whole
+            link = _staged_link(parquet_root(data_dir), Path(VERSIONS_DIR) / version)
         except BaseException:
             clean_leftovers(data_dir)  # a failed attempt leaves nothing behind (a killed one: the next publish)
             raise
@@ -205,7 +210,7 @@ def publish(
         published = published_db_path(data_dir)
         _remove_stale_wal(published)
         os.replace(ready, published)
-        _swap_link(parquet_root(data_dir), Path(VERSIONS_DIR) / version)
+        _swap_link(link, parquet_root(data_dir))
         _fsync_path(data_dir)
         shutil.rmtree(copy.parent, ignore_errors=True)
         prune_versions(data_dir, keep=keep_versions, grace=grace)
@@ -438,15 +443,31 @@ def _link(source: Path, target: Path) -> bool:
     return True
 
 
-def _swap_link(link: Path, target: Path) -> None:
-    """Point ``link`` at ``target`` (relative) with one rename; a real directory there is moved aside once."""
+class NoSymlinks(OSError):
+    """The data directory's filesystem makes no symbolic links, which the ``parquet`` swap is."""
+
+
+def _staged_link(link: Path, target: Path) -> Path:
+    """A new symlink beside ``link`` to ``target`` (relative), for :func:`_swap_link`; :class:`NoSymlinks` naming
+    the data directory when its filesystem makes none (vfat, exFAT, an SMB share without Unix extensions)."""
+    staged = link.with_name(f"{link.name}.{TMP_VERSION_PREFIX}{uuid.uuid4().hex[:8]}")
+    try:
+        os.symlink(target, staged, target_is_directory=True)
+    except OSError as exc:
+        raise NoSymlinks(
+            exc.errno, f"not published: the data directory {link.parent} is on a filesystem that makes no symbolic "
+            f"links ({exc.strerror}), and {link.name}/ is one (swapped to each new Parquet version): put the data "
+            f"directory ({DATA_DIR_ENV}) on a local filesystem such as ext4, xfs or APFS") from exc
+    return staged
+
+
+def _swap_link(staged: Path, link: Path) -> None:
+    """Rename ``staged`` (:func:`_staged_link`) over ``link``; a real directory there is moved aside once."""
     if link.exists() and not link.is_symlink():
         aside = link.parent / VERSIONS_DIR / ("v0-legacy-" + uuid.uuid4().hex[:6])
         log.warning("moving the pre-existing directory %s to %s", link, aside)
         os.rename(link, aside)
-    tmp = link.with_name(f"{link.name}.{TMP_VERSION_PREFIX}{uuid.uuid4().hex[:8]}")
-    os.symlink(target, tmp, target_is_directory=True)
-    os.replace(tmp, link)
+    os.replace(staged, link)
 
 
 def _current_manifest(data_dir: Path) -> tuple[Path, dict[str, Any]] | None:
@@ -493,14 +514,33 @@ def clean_leftovers(data_dir: Path) -> list[Path]:
     return removed
 
 
+def _sequences(versions: Path) -> dict[Path, int]:
+    """Each complete version under ``versions`` -> its place in the order of publishes (its manifest's ``sequence``;
+    0: a version without one, made before the manifests counted). Not its name: a name is the clock's reading, and
+    a clock stepped back names a later publish earlier."""
+    found: dict[Path, int] = {}
+    if not versions.is_dir():
+        return found
+    for path in versions.iterdir():
+        if not path.is_dir() or path.name.startswith(TMP_VERSION_PREFIX):
+            continue
+        try:
+            found[path] = int(json.loads((path / MANIFEST).read_text()).get("sequence", 0))
+        except (OSError, ValueError, TypeError, AttributeError):
+            found[path] = 0
+    return found
+
+
 def prune_versions(data_dir: Path, *, keep: int = 2, grace: dt.timedelta = dt.timedelta(minutes=10)) -> list[Path]:
-    """Delete superseded Parquet versions beyond the ``keep`` newest, once superseded for ``grace``."""
+    """Delete superseded Parquet versions beyond the ``keep`` newest, once superseded for ``grace``, newest meaning
+    published last (:func:`_sequences`); a version's successor is the one published after it."""
     versions = Path(data_dir) / VERSIONS_DIR
     try:
         current = parquet_root(data_dir).resolve(strict=True)
     except OSError:
         return []
-    complete = sorted(p for p in versions.iterdir() if p.is_dir() and not p.name.startswith(TMP_VERSION_PREFIX))
+    sequences = _sequences(versions)
+    complete = sorted(sequences, key=lambda path: (sequences[path], path.name))
     removed: list[Path] = []
     now = time.time()
     old = [p for p in complete if p.resolve() != current]

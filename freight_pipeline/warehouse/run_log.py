@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,13 @@ class RunLog:
         names = [d[0] for d in cur.description]
         latest = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
         path = run_log_path(self.data_dir)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(latest, default=_iso, indent=2))
-        os.replace(tmp, path)
+        # a name of this writer's own: a lake's writers (backfill partitions) record runs in one data directory
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            tmp.write_text(json.dumps(latest, default=_iso, indent=2))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def _insert_run(con: duckdb.DuckDBPyConnection, record: RunLike, tables: Sequence[str]) -> None:

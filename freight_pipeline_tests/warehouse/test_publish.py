@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import duckdb
 import pytest
@@ -179,11 +180,62 @@ def test_leftovers_of_a_crashed_publish_are_removed_and_old_versions_pruned(wh: 
     assert clean_leftovers(tmp_path) == []
 
 
+def test_the_version_superseded_last_is_kept_when_the_clock_stepped_back_between_publishes(
+    wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version names are the clock's readings. Two publishes while the clock ran 30-35 minutes ahead, then it stepped
+    back; an hour later a publish supersedes the one made since: pruning took the next name (a version of the fast
+    clock, 30 minutes old) for its successor and deleted the version current a moment before, under the readers that
+    had just resolved it. Versions are ordered by publish now: the oldest goes."""
+    now = dt.datetime.now(dt.UTC)
+    shift = [dt.timedelta(0)]
+
+    class Clock(dt.datetime):
+        @classmethod
+        def now(cls, tz: dt.tzinfo | None = None) -> Clock:  # type: ignore[override]
+            return dt.datetime.now(tz) + shift[0]
+
+    monkeypatch.setattr(publish_module, "dt", SimpleNamespace(datetime=Clock, UTC=dt.UTC, timedelta=dt.timedelta))
+    published = []
+    for shipment, minutes_ago in ((1, 35), (2, 30), (3, 60), (4, 0)):  # the third after the clock stepped back
+        shift[0] = -dt.timedelta(minutes=minutes_ago)
+        apply(wh, [shipment])
+        result = publish_held(wh, grace=dt.timedelta(minutes=10))
+        written = (now + shift[0]).timestamp()
+        os.utime(result.parquet_dir, (written, written))  # as that clock wrote the directory
+        published.append(result.version)
+    left = sorted(p.name for p in (tmp_path / VERSIONS_DIR).iterdir())
+    assert left == sorted(published[1:]) and published[2] < published[0]  # the oldest publish went, not the newest
+
+
 def test_a_legacy_parquet_directory_is_moved_aside(wh: Warehouse, tmp_path: Path) -> None:
     (tmp_path / "parquet" / "freight").mkdir(parents=True)
     apply(wh, [1])
     publish_held(wh)
     assert parquet_root(tmp_path).is_symlink() and parquet_count(tmp_path, "freight", "parents") == 1
+
+
+def test_a_data_directory_without_symlinks_publishes_nothing_and_says_why(
+    wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filesystem that makes no symbolic links (vfat, an SMB share): the publish replaced the DuckDB file, then
+    failed on the ``parquet`` link with a bare EPERM, leaving a whole Parquet version that no publish pruned, at every
+    run. Now it fails before anything readers see is replaced, saying why, and leaves nothing behind."""
+    apply(wh, [1])
+    publish_held(wh)
+    before = published_db_path(tmp_path).stat().st_ino
+
+    def refused(source: object, target: object, target_is_directory: bool = False) -> None:
+        raise PermissionError(1, "Operation not permitted", str(target))
+
+    monkeypatch.setattr(publish_module.os, "symlink", refused)
+    apply(wh, [2])
+    for _ in range(2):
+        with pytest.raises(OSError, match=r"makes no symbolic links.*FREIGHT_DATA_DIR"):
+            publish_held(wh)
+    assert published_db_path(tmp_path).stat().st_ino == before and published_counts(tmp_path)["freight.parents"] == 1
+    assert len(list((tmp_path / VERSIONS_DIR).iterdir())) == 1 and parquet_count(tmp_path, "freight", "parents") == 1
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".publish-tmp", "parquet."))) == []
 
 
 def _start_reader(db: Path, stop: Path, mode: str) -> subprocess.Popen[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import zlib
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV, StorageSettings
+from freight_pipeline.config import DATA_DIR_ENV, DUCKDB_MEMORY_LIMIT_ENV, StorageSettings
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batch
 from freight_pipeline.normalize.problems import Problems
@@ -21,9 +22,10 @@ from freight_pipeline.normalize.tables import FREIGHT_TABLES, SHIPMENT_DOCUMENT_
 from freight_pipeline.sync.parts import PART_TABLES
 from freight_pipeline.warehouse import meta, store
 from freight_pipeline.warehouse import reads as reads_module
-from freight_pipeline.warehouse.ddl import connect, quote
+from freight_pipeline.warehouse import run_log as run_log_module
+from freight_pipeline.warehouse.ddl import connect, ensure_tables, quote
 from freight_pipeline.warehouse.meta import RAW_PARTS
-from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.paths import read_run_log, run_log_path, working_db_path
 from freight_pipeline.warehouse.records import (
     BatchWrite,
     DataProblem,
@@ -35,6 +37,7 @@ from freight_pipeline.warehouse.records import (
     Reject,
     RunRecord,
 )
+from freight_pipeline.warehouse.run_log import RunLog
 from freight_pipeline.warehouse.store import SCHEMA_STATE, Warehouse, schema_signature
 from freight_pipeline.warehouse.writes import RepeatedKey, Writes
 from freight_pipeline_tests.normalize import samples
@@ -358,6 +361,67 @@ def test_schema_migration_adds_a_column_the_spec_gained(tmp_path: Path) -> None:
         assert rows(wh, "SELECT unit FROM freight.lines") == [("KG",)]
 
 
+
+def test_a_column_an_earlier_version_kept_not_null_takes_nulls_once_its_spec_makes_it_nullable(tmp_path: Path) -> None:
+    """A release that takes a column out of a table's key (its rows keyed by a new column now): the database an
+    earlier version made keeps the column NOT NULL unless the migration drops it, and every batch with a null there
+    failed. A keyed meta table's key columns, which DuckDB cannot make nullable, are left as they are."""
+    with Warehouse(tmp_path, TABLES) as wh:
+        apply(wh, [1])
+    rekeyed = TableSpec(LINES.schema, LINES.name, (LINES.columns[0], Column("line_id", "VARCHAR", nullable=False),
+                                                   Column("position", "INTEGER"), LINES.columns[2]),
+                        ("shipment_id", "line_id"), "rekeyed")
+    state = meta.SYNC_STATE
+    renamed_key = TableSpec(state.schema, state.name,
+                            (Column("name", "VARCHAR", nullable=False), Column("stream", "VARCHAR"),
+                             *state.columns[1:]),
+                            ("name",), state.description, replace_key=None, audit=False, key_constraint=True)
+    with Warehouse(tmp_path, (PARENTS, rekeyed), ensure_schema=False) as wh:
+        assert "freight.lines: column position declared nullable now, made nullable" in wh.ensure_schema()
+        assert wh.database.write("meta", lambda con: ensure_tables(con, (renamed_key,))) == [
+            "freight_meta.sync_state: added column name VARCHAR"]
+        apply_shipment_batch(wh, "r", {"lines": rekeyed.to_arrow([{"shipment_id": 2, "line_id": "a", "qty": 1.0}])},
+                             [2])
+        assert rows(wh, "SELECT line_id, position FROM freight.lines WHERE shipment_id = 2") == [("a", None)]
+        assert rows(wh, "SELECT is_nullable FROM duckdb_columns() WHERE table_name = 'sync_state' "
+                        "AND column_name = 'stream'") == [(False,)]
+
+
+def test_a_column_declared_in_another_type_is_converted_keeping_its_values(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A release that widens a column (INTEGER to BIGINT: the service's numbers outgrew it) or makes it text: the
+    database an earlier version made kept the old type (a warning at the first opening, then nothing), and every
+    batch with a value the old type cannot hold failed. A column whose held values do not all convert is kept."""
+    with Warehouse(tmp_path, TABLES) as wh:
+        apply(wh, [1])
+        wh.writes.replace_table("run-1", CODES, codes(2))  # labels x1, x2: no number
+    wider = TableSpec(LINES.schema, LINES.name, (LINES.columns[0], Column("position", "BIGINT", nullable=False),
+                                                 Column("qty", "VARCHAR")), LINES.primary_key, "wider")
+    numbered = TableSpec(CODES.schema, CODES.name, (CODES.columns[0], Column("label", "BIGINT"), CODES.columns[2]),
+                         CODES.primary_key, "numbered", replace_key=None)
+    with Warehouse(tmp_path, (PARENTS, wider, numbered), ensure_schema=False) as wh:
+        steps = wh.ensure_schema()
+        assert {"freight.lines: column position retyped from INTEGER to BIGINT",
+                "freight.lines: column qty retyped from DOUBLE to VARCHAR"} <= set(steps)
+        assert "not altered (2 values held do not convert)" in caplog.text
+        assert rows(wh, "SELECT position, qty FROM freight.lines ORDER BY position") == [(1, "1.0"), (2, "2.0")]
+        big = wider.to_arrow([{"shipment_id": 2, "position": 3_000_000_000, "qty": "12 kg"}])
+        apply_shipment_batch(wh, "r", {"lines": big}, [2])
+        assert rows(wh, "SELECT position, qty FROM freight.lines WHERE shipment_id = 2") == [(3_000_000_000, "12 kg")]
+        assert rows(wh, "SELECT label FROM freight.codes ORDER BY code_id") == [("x1",), ("x2",)]
+
+
+@pytest.mark.parametrize(("folder", "char"), [("runs?2026", "?"), ("a\\b", "\\")])
+def test_a_data_directory_duckdb_cannot_use_is_refused_naming_it(tmp_path: Path, folder: str, char: str) -> None:
+    """DuckDB reads ``?`` in a database's path as the start of options (the file is made, then every commit fails on
+    a WAL named ``runs.wal?2026/...``) and ``\\`` as a folder separator (``a/b/`` is looked for): the working
+    database is refused at once, naming the data directory's setting."""
+    with pytest.raises(ValueError, match=rf"{re.escape(repr(char))}.*{DATA_DIR_ENV}"):
+        Warehouse(tmp_path / folder, TABLES)
+    assert not working_db_path(tmp_path / folder).exists()
+
+
 def test_the_schema_is_ensured_once_for_each_signature_and_again_when_it_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -404,6 +468,29 @@ def test_a_column_keeps_the_storage_compression_its_spec_names_in_a_duckdb_file(
                                   f"AND table_name = '{RAW_PARTS.name}'").fetchone() or ("",)
     assert stored == {"Uncompressed"}
     assert "answer BLOB USING COMPRESSION Uncompressed" in parts
+
+
+def test_two_writers_of_one_data_directory_record_runs_between_each_other(
+    wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lake's writers (backfill partitions, a process each) keep one run log in their data directory: its
+    temporary file had one name for all, so a writer that replaced it while another was writing made the other's
+    rename fail (FileNotFoundError: the run's start or finish not recorded). Each writes a file of its own now."""
+    with Warehouse(tmp_path / "other", TABLES) as other:
+        beside = RunLog(other.database, tmp_path)  # the other writer, recording in the same data directory
+        real_replace = run_log_module.os.replace
+        between: list[int] = []
+
+        def replace_after_the_other(source: str, target: str) -> None:
+            if not between:  # the other writer writes and renames the run log meanwhile
+                between.append(1)
+                beside.record_run(RunRecord("b1", "shipments@2", T0))
+            real_replace(source, target)
+
+        monkeypatch.setattr(run_log_module.os, "replace", replace_after_the_other)
+        wh.run_log.record_run(RunRecord("a1", "shipments@1", T0))
+    assert between and [row["run_id"] for row in read_run_log(tmp_path)] == ["a1"]
+    assert sorted(p.name for p in run_log_path(tmp_path).parent.iterdir() if p.name.endswith(".tmp")) == []
 
 
 def test_record_run_inserts_then_updates(wh: Warehouse) -> None:
