@@ -71,13 +71,23 @@ class Bundle:
         return Bundle(self.work, self.ref, {stream: decoded(answer) for stream, answer in self.answers.items()})
 
 
-async def _answer(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings) -> Answer:
+async def _answer(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings, confirm: bool = True) -> Answer:
+    """One part's answer; a document's 404 is confirmed by the lookup (:func:`_still_listed`) unless not ``confirm``."""
     if not part.applies(ref):
         return NOT_APPLICABLE
     try:
         return await part.read(source, ref, settings)
     except ShipmentGone:
-        return GONE
+        if part.stream != DOCUMENT or not confirm:
+            return GONE
+        try:
+            listed = await _still_listed(source, ref.shipment_id)
+        except Exception as exc:
+            failure = record_failure(exc)
+            if failure is None:
+                raise
+            return failure
+        return GONE if listed is None else listed
     except Exception as exc:
         failure = record_failure(exc)
         if failure is None:
@@ -85,24 +95,41 @@ async def _answer(part: Part, source: SourceAPI, ref: Ref, settings: SyncSetting
         return failure
 
 
-async def _answers(parts: Iterable[Part], source: SourceAPI, ref: Ref, settings: SyncSettings) -> dict[str, Answer]:
+async def _still_listed(source: SourceAPI, shipment_id: int) -> RecordFailure | None:
+    """A document's 404 confirmed by the lookup: None when it no longer lists the shipment (deleted); else the
+    record's failure (a 404 for a shipment the service still has: a permission on that record missing, a node that
+    has not got it yet), so it waits in the retry queue instead of being deleted here and forgotten by the walk."""
+    found = await source.lookup_shipments([{"key": "ID", "match_mode": "EQUALS", "value": str(shipment_id)}],
+                                          ["ID"], ["ASC"], 1)
+    if not any(str(item.get("id")) == str(shipment_id) for item in found.items if isinstance(item, dict)):
+        return None
+    return RecordFailure(f"not found (404) at retrieve, yet the shipment lookup still lists shipment {shipment_id}: "
+                         "not deleted (a permission on the record, or a node that has not got it yet)",
+                         f"GET /service/shipment/{shipment_id}", 404)
+
+
+async def _answers(
+    parts: Iterable[Part], source: SourceAPI, ref: Ref, settings: SyncSettings, confirm: bool = True
+) -> dict[str, Answer]:
     chosen = list(parts)
-    found = await run_all(_answer(part, source, ref, settings) for part in chosen)
+    found = await run_all(_answer(part, source, ref, settings, confirm) for part in chosen)
     return {part.stream: answer for part, answer in zip(chosen, found, strict=True)}
 
 
 async def fetch_bundle(
-    source: SourceAPI, work: Work, settings: SyncSettings, memos: MemoBatches | None = None
+    source: SourceAPI, work: Work, settings: SyncSettings, memos: MemoBatches | None = None, *,
+    confirm_gone: bool = True,
 ) -> Bundle:
     """Every part of ``work``, requested concurrently (the client bounds requests in flight); its memo lines from
     the batched lookup ``memos`` planned for it when its document agrees (``memo_batch``), else asked alone once
-    the document is in."""
+    the document is in. A document's 404 is :data:`GONE` only when the lookup no longer lists the shipment either
+    (``confirm_gone``; off where another 404 of it came first: ``shipments._Run._confirm_gone``)."""
     bundle = Bundle(work, work.ref)
     if not work.parts:
         return bundle
     batch = memos.batch_of(work.shipment_id) if memos is not None and {DOCUMENT, MEMOS} <= work.parts else None
     bundle.answers = await _answers((p for p in PARTS if p.stream in work.parts and not (batch and p.stream == MEMOS)),
-                                    source, work.ref, settings)
+                                    source, work.ref, settings, confirm_gone)
     document = bundle.answers.get(DOCUMENT)
     top = document.top if isinstance(document, HeldBody) else document
     if isinstance(top, dict):

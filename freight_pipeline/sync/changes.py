@@ -17,12 +17,13 @@ with EQUALS/GT/LE are used, so nothing depends on the spec's vague IN/OR semanti
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from freight_pipeline.datetimes import ServiceZone
-from freight_pipeline.sync.cursor import ShipmentKey
+from freight_pipeline.datetimes import DateTimeParseError, ServiceZone
+from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 
 Criterion = dict[str, Any]
 
@@ -139,16 +140,33 @@ def _no_progress(pos: ShipmentKey) -> RowCountMismatch:
     return RowCountMismatch(f"lookup after {pos.instant_text} id {pos.id} returned a full page without progress")
 
 
-async def ceiling_of(lookup: LookupFn, zone: ServiceZone, page_size: int = 1) -> ShipmentKey | None:
+class LookupOrderIgnored(RuntimeError):
+    """The service answered a lookup ordered DESC in another order: the newest stamp cannot be found."""
+
+
+async def ceiling_of(lookup: LookupFn, zone: ServiceZone, page_size: int = 2) -> ShipmentKey | None:
     """The newest (date, time) the service holds right now; None when it holds no shipment.
 
     Its ``offset`` is that newest shipment's UTC offset: the service's current one (see
-    ``cursor.dst_widening``).
+    ``cursor.dst_widening``). The first two shipments of the answer must come in descending order (their keys
+    differ, by id at least): a service ignoring ``order_mode`` would give the oldest stamp as the ceiling and every
+    run would read nothing after it, as if complete, so that raises :class:`LookupOrderIgnored`.
     """
     result = await lookup([], ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"], ["DESC"] * 3, page_size)
     if not result.items:
         return None
     newest = ShipmentKey.of_shipment(result.items[0], zone)
+    if len(result.items) > 1:
+        try:
+            next_one = ShipmentKey.of_shipment(result.items[1], zone)
+        except (CursorError, DateTimeParseError, KeyError, TypeError, ValueError):
+            next_one = None
+        if next_one is not None and not newest > next_one:
+            raise LookupOrderIgnored(
+                f"the shipment lookup ordered by LAST_MODIFIED_DATE, LAST_MODIFIED_TIME, ID DESC answered "
+                f"{newest.instant_text} id {newest.id} before {next_one.instant_text} id {next_one.id}: the service "
+                "ignores order_mode, so the newest change cannot be found and the run would miss every change"
+            )
     return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset)
 
 
@@ -261,3 +279,31 @@ async def walk_changes(
             return
         if not kept:
             raise _no_progress(pos)
+
+
+def wall_clock_key(at: dt.datetime, offset: dt.timedelta | None) -> ShipmentKey:
+    """The instant ``at`` (aware) as the service's wall-clock second at UTC ``offset`` (None: UTC), id 0."""
+    local = at.astimezone(dt.UTC).replace(tzinfo=None) + (offset or dt.timedelta(0))
+    return ShipmentKey(local.date().isoformat(), local.time().replace(microsecond=0).isoformat(), 0, offset)
+
+
+async def ceiling_by(
+    lookup: LookupFn, ceiling: ShipmentKey, latest: dt.datetime, zone: ServiceZone
+) -> ShipmentKey | None:
+    """``ceiling`` when it is no later than ``latest`` (the pipeline's clock plus the skew allowed), in the service's
+    wall clock at the ceiling's offset; else the newest last-modified second the service holds at or before that
+    (None: none). A shipment stamped in the future (an application server's clock off, a stamp typed in) must
+    neither carry the cursor past every change made until its stamp comes due, nor count as proof that the service's
+    clock passed the seconds before it (``warehouse.reads.current_copies``)."""
+    bound = wall_clock_key(latest, ceiling.offset)
+    if ceiling.second() <= bound.second():
+        return ceiling
+    order = ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"]
+    day_before = (dt.date.fromisoformat(bound.date) - dt.timedelta(days=1)).isoformat()
+    for criteria in ([_crit("LAST_MODIFIED_DATE", "EQUALS", bound.date), _crit("LAST_MODIFIED_TIME", "LE", bound.time)],
+                     [_crit("LAST_MODIFIED_DATE", "LE", day_before)]):
+        result = await lookup(criteria, order, ["DESC"] * 3, 1)
+        if result.items:
+            newest = ShipmentKey.of_shipment(result.items[0], zone)
+            return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset)
+    return None

@@ -42,7 +42,7 @@ from freight_pipeline.sync.assemble import Assembled, PartCounts
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
 from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
 from freight_pipeline.sync.bundle import GONE, Bundle, Work, fetch_bundle
-from freight_pipeline.sync.changes import WalkStats, ceiling_of, walk_changes
+from freight_pipeline.sync.changes import WalkStats, ceiling_by, ceiling_of, walk_changes, wall_clock_key
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
 from freight_pipeline.sync.freshness import Unstamped
 from freight_pipeline.sync.isolation import Breaker, RecordFailure
@@ -90,6 +90,9 @@ class _Run:
     """Where the cursor goes: ``shipments``, or a backfill partition's own ``shipments@<range>``."""
     cursor: ShipmentKey | None = None
     covered: dt.timedelta | None = None
+    cursor_cap: ShipmentKey | None = None
+    """The furthest the cursor may go: the newest stamp due by the pipeline's clock (None: the ceiling's), so
+    shipments stamped in the future are read without carrying it past every change made until they come due."""
     compare: bool = False
     """Write only the rows that differ from those held (a re-read of parts: ``freshness``)."""
     differed: dict[str, int] = field(default_factory=dict)
@@ -125,7 +128,8 @@ class _Run:
         and, unless the document loaded, its memo lines are left as held, to be read again."""
         if DOCUMENT in bundle.work.parts or bundle.answers.get(EVENTS) is not GONE:
             return
-        read = await fetch_bundle(self.source, Work(bundle.ref, frozenset({DOCUMENT})), self.settings)
+        read = await fetch_bundle(self.source, Work(bundle.ref, frozenset({DOCUMENT})), self.settings,
+                                  confirm_gone=False)  # its events' 404 came first
         document = read.answers.get(DOCUMENT)
         if document is GONE:
             bundle.answers = {DOCUMENT: GONE}
@@ -150,6 +154,8 @@ class _Run:
         moved = ""
         key = finished.covered.key if finished.covered is not None else None
         if key is not None and self.cursor is not None:
+            if self.cursor_cap is not None and key > self.cursor_cap:
+                key = self.cursor_cap
             batch_cursor = key.with_offset(cursor_offset(key, self.covered))
             if batch_cursor > self.cursor:
                 assembled.write.cursor = (self.cursor_stream, batch_cursor.to_json())
@@ -256,6 +262,15 @@ async def _sync(
     floor = parse_start_cursor(settings.start_cursor)
     ceiling = await ceiling_of(source.lookup_shipments, settings.zone)
     result.extra["ceiling"] = ceiling.instant_text if ceiling else None
+    due, cap = ceiling, None
+    if ceiling is not None:
+        latest = dt.datetime.now(dt.UTC) + settings.overlap
+        due = await ceiling_by(source.lookup_shipments, ceiling, latest, settings.zone)
+        if due is not ceiling:  # stamps in the future: read them, but keep the cursor at what is due
+            cap = due or wall_clock_key(latest, ceiling.offset)
+            result.extra["ceiling_due"] = due.instant_text if due else None
+            say(f"shipments: the service holds shipments stamped up to {ceiling.instant_text}, in the future by this "
+                f"clock: the cursor stays at {cap.instant_text}")
     if partition:
         result.extra["partition"] = partition.key
     if stored:
@@ -294,10 +309,10 @@ async def _sync(
                 "back): reconciling in this run")
     from_scratch = (not stored and floor == BEGINNING and ceiling is not None and partition is None
                     and not warehouse.reads.holds_shipments())
-    run = _Run(source, warehouse, settings, run_id, result, say, ceiling.stamp if ceiling else None,
+    run = _Run(source, warehouse, settings, run_id, result, say, due.stamp if due else None,
                Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures),
                assembler, meter, cursor_stream=cursor_stream, cursor=cursor,
-               covered=covered,
+               covered=covered, cursor_cap=cap,
                fresh=not stored and not warehouse.reads.holds_shipment_rows(
                    PART_TABLES, (partition.low, partition.high) if partition else None))
     result.extra["appended"] = run.fresh
@@ -308,7 +323,7 @@ async def _sync(
     if partition is not None:  # retries and the reconcile are the incremental runs' (they span every range)
         # complete: everything of the range up to the ceiling is written (what changes during the run
         # moves beyond it); an empty service completes at the beginning
-        done = max(run.cursor or BEGINNING, ceiling) if ceiling is not None else BEGINNING
+        done = max(run.cursor or BEGINNING, cap or ceiling) if ceiling is not None else BEGINNING
         warehouse.writes.set_cursor(cursor_stream, completed_cursor(done, settings.backfill_plan), run_id)
     else:
         retries = _due_retries(warehouse, run_id)
@@ -323,7 +338,7 @@ async def _sync(
             _reconciled(warehouse, started, run_id)
             if probe.restored:
                 result.add_notice(NoticeKind.RESTORE, restore_notice(probe, result.extra))
-        await _refresh(run, ceiling, requests_before)
+        await _refresh(run, due, requests_before)
 
     _memo_batching(run)
     requests_after, retries_after = source.request_counts()

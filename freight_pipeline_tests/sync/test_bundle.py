@@ -14,6 +14,7 @@ from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.assemble import gone_reason
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.parts import DETAIL_PARTS, DOCUMENT_PART, by_id
+from freight_pipeline.sync.source import ShipmentGone
 from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import DeletedWhileRead, LookupSaysAnotherMode, factory
@@ -146,3 +147,39 @@ def test_an_overlap_shipment_whose_held_copy_is_provably_current_is_not_fetched_
     assert requests_to(small_sim, "/service/shipment/{id}") == again.rows_read - again.extra["overlap_current_skipped"]
     assert again.extra["parts"]["shipments"]["loaded"] >= 1
     assert_converged(small_sim.store, work_db(tmp_path))
+
+
+class RetrieveRefused(ClientSource):
+    """Answers 404 to the retrieve of ``victim`` while the lookup still lists it (a permission missing on that one
+    record, a node that has not got it yet): not a deletion."""
+
+    def __init__(self, client: Any, victim: int) -> None:
+        super().__init__(client)
+        self.victim = victim
+
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any] | HeldBody:
+        if shipment_id == self.victim:
+            raise ShipmentGone(shipment_id)
+        return await super().get_shipment(shipment_id)
+
+
+def test_a_retrieve_404_of_a_shipment_the_lookup_still_lists_is_quarantined_not_deleted(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    work_sync()
+    victim = small_sim.store.reader.live_shipment_ids()[5]
+    small_sim.advance_clock(60)
+    small_sim.touch_shipments([victim])
+    result = work_sync(source_factory=lambda client: RetrieveRefused(client, victim))["shipments"]
+
+    work = work_db(tmp_path)
+    assert result.quarantined == 1
+    assert query(work, "SELECT count(*) FROM freight.shipments WHERE shipment_id = ?", [victim]) == [(1,)]
+    assert query(work, "SELECT stream, status_code FROM freight_meta.quarantine WHERE record_key = ?",
+                 [str(victim)]) == [("shipments", 404)]
+    assert query(work, "SELECT count(*) FROM freight_history.shipment_versions WHERE shipment_id = ? AND deleted",
+                 [victim]) == [(0,)]
+    small_sim.advance_clock(20 * 60)  # past the overlap: only the retry queue brings it back
+    work_sync()
+    assert query(work, "SELECT count(*) FROM freight_meta.quarantine") == [(0,)]
+    assert_converged(small_sim.store, work)

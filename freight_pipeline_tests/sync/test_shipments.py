@@ -21,9 +21,11 @@ from freight_pipeline.client._core import HeldBody
 from freight_pipeline.config import DUCKDB_MEMORY_LIMIT_ENV
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
-from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.simulator.config import SimulatorConfig
+from freight_pipeline.simulator.generator import touched
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.backfill import id_ranges_between
-from freight_pipeline.sync.changes import RowCountMismatch
+from freight_pipeline.sync.changes import Criterion, LookupOrderIgnored, LookupResult, RowCountMismatch
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.result import StreamResult
@@ -135,6 +137,25 @@ def test_a_service_ignoring_the_id_criterion_stops_the_run_instead_of_looping(
         small_sync(source_factory=make)
 
 
+class IgnoresOrderMode(ClientSource):
+    """A service that answers every shipment lookup in ascending order, whatever ``order_mode`` asks."""
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        return await super().lookup_shipments(criteria, order_by, ["ASC"] * len(order_by), page_size)
+
+
+def test_a_service_ignoring_the_descending_order_fails_the_run_instead_of_reading_nothing(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    # the ceiling (the newest stamp) is asked in descending order: answered ascending, it was the oldest stamp,
+    # and every run read the one oldest shipment and nothing after it, as if complete
+    with pytest.raises(LookupOrderIgnored, match="ignores order_mode"):
+        work_sync(source_factory=IgnoresOrderMode)
+    assert query(work_db(tmp_path), "SELECT count(*) FROM freight.shipments") == [(0,)]
+
+
 def test_overlap_rereads_leave_no_duplicate_rows(
     small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
 ) -> None:
@@ -166,9 +187,11 @@ def test_shipment_deleted_between_lookup_and_retrieve_is_recorded(
 def test_page_shorter_than_its_row_count_is_asked_again(
     small_sim: RunningSimulator, small_sync: SyncFn, tmp_path: Path
 ) -> None:
-    make, built = factory(ShortPages, times=1)
+    # the first page of two rows or more is the ceiling's (its two newest, checked for their order), cut short
+    # harmlessly (only its first row is read); the second is the walk's first page
+    make, built = factory(ShortPages, times=2)
     result = small_sync(source_factory=make)["shipments"]
-    assert built[0].shortened == 1
+    assert built[0].shortened == 2
     assert result.extra["count_mismatches"] == 1
     assert_converged(small_sim.store, published(tmp_path))
 
@@ -293,3 +316,25 @@ def test_a_backfill_partition_appends_only_while_its_id_range_holds_nothing(
     again = partition(1)
     assert again.extra["appended"] is False and again.rows_read == second.rows_read
     assert rows_differences(expected, work_db(tmp_path)) == {} and duplicate_keys(work_db(tmp_path)) == {}
+
+
+def test_a_shipment_stamped_in_the_future_does_not_carry_the_cursor_past_later_changes(tmp_path: Path) -> None:
+    # the service's clock is ours (the simulator's default clock lies a month back); one shipment is stamped two
+    # days ahead of it (an application server's clock off, a stamp typed in): the walk reads it, but the changes
+    # made after it, stamped now, must still be found by the next run's walk
+    start = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).isoformat(timespec="seconds")
+    with running_simulator(SimulatorConfig(shipments=SMALL_SHIPMENTS, seed=7, start=start)) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        sync()
+        data = sim.store.data
+        with data.lock:  # the clock and the stamps issued after it stay where they are
+            ahead = sorted(data.live)[0]
+            data.live[ahead] = touched(data.live[ahead], data.clock.epoch() + 2 * 86400)
+            data.version += 1
+        second = sync()["shipments"]
+        changed = sim.modify_shipments(5)
+        third = sync()["shipments"]
+        assert_converged(sim.store, work_db(tmp_path))
+        assert third.rows_read >= len(changed) + 1  # the changes, and the one ahead read again
+        due = second.extra["ceiling_due"]  # the newest stamp not in the future: the cursor stayed there
+        assert ShipmentKey.from_json(second.cursor_after).instant_text == due < second.extra["ceiling"]
