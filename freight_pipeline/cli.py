@@ -24,6 +24,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": ("freight_pipeline.commands.dashboard", "the BI dashboard (Streamlit) over the published warehouse"),
 }
 
+INTERRUPTED = 130
+"""Exit code of a command stopped by Ctrl-C (SIGINT), as a shell reports one: 128 + the signal's number."""
+
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand; given ``command``, only that one's module is imported (the
@@ -53,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LakeUnavailable as exc:  # a configuration to fix, not a bug: its message, no traceback
         print(f"freight-pipeline {args.command}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: the blocks it left have let go of their locks and workers; no traceback
+        print(f"freight-pipeline {args.command}: interrupted (Ctrl-C); exit {INTERRUPTED}", file=sys.stderr)
+        return INTERRUPTED
 
 
 def entry() -> None:

@@ -30,6 +30,7 @@ from freight_pipeline.commands.processes import (
 from freight_pipeline.config import DATA_DIR_ENV
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.lake.settings import LakeConfigError
+from freight_pipeline.text import port_parser
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 DEFAULT_PORT = 8501
@@ -38,7 +39,8 @@ HEALTH_PATH = "/_stcore/health"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_dir_argument(parser)
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"dashboard port (default {DEFAULT_PORT})")
+    parser.add_argument("--port", type=port_parser(1), default=DEFAULT_PORT,
+                        help=f"dashboard port (default {DEFAULT_PORT})")
 
 
 def streamlit_argv(port: int) -> list[str]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from freight_pipeline.commands.common import (
+    SKIPPED,
     Stopwatch,
     add_data_dir_argument,
     resolve_data_dir,
@@ -16,7 +18,7 @@ from freight_pipeline.commands.common import (
     say_bad,
     say_unknown,
 )
-from freight_pipeline.commands.demo_data import ForeignDataDir, prepare_demo_dir
+from freight_pipeline.commands.demo_data import DemoBusy, ForeignDataDir, demo_dir_held, prepare_demo_dir
 from freight_pipeline.commands.demo_summary import (
     Changes,
     DemoFacts,
@@ -25,7 +27,7 @@ from freight_pipeline.commands.demo_summary import (
     render_summary,
     service_document_pairs,
 )
-from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job
+from freight_pipeline.commands.execute import DEFAULT_JOB, dagster_home_problem, execute_job
 from freight_pipeline.commands.history_report import read_history_facts
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.commands.progress_bar import shown_progress
@@ -42,9 +44,14 @@ from freight_pipeline.config import (
     environ,
 )
 from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.simulator.cli import shipment_count
+from freight_pipeline.simulator.config import MAX_SHIPMENTS
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.paths import WORK_DIR
 
+NO_ALERTS = {"warehouse": {"alert_urls": ""}}
+"""The demo's runs alert nowhere: what they find is of the bundled simulator, not news for the destinations the
+settings name (a team's real channel)."""
 DAYS_BETWEEN_RUNS = 3
 """The simulator's clock moves on this far between the runs: arrivals come due, estimates are revised."""
 ETA_HORIZON_DAYS = 1
@@ -54,11 +61,24 @@ DAYS_BETWEEN_RUNS days (plus the time since their last change) before: 1 day out
 (7 and 14 days none)."""
 
 
+def _changes(text: str) -> int:
+    """argparse type of ``--changes``: an integer, 0 or more."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {count}")
+    return count
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_dir_argument(parser)
-    parser.add_argument("--shipments", type=int, default=2000, help="shipments in the simulator (default 2000)")
+    parser.add_argument("--shipments", type=shipment_count, default=2000,
+                        help=f"shipments in the simulator, 0 to {MAX_SHIPMENTS} (default 2000)")
     parser.add_argument("--seed", type=int, default=42, help="simulator data seed (default 42)")
-    parser.add_argument("--changes", type=int, default=50, help="shipments modified between the runs (default 50)")
+    parser.add_argument("--changes", type=_changes, default=50,
+                        help="shipments modified between the runs (default 50)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every log message of the steps")
     parser.add_argument("--lake", choices=("local", "s3"),
                         help="write a DuckLake instead of the DuckDB file: SQLite catalog in the data directory, "
@@ -70,18 +90,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from freight_pipeline.simulator.server import running_simulator
-
     try:
         data_dir = resolve_data_dir(args.data_dir)
         configured = check_setup(data_dir, data_dir_setting(args.data_dir))  # the demo brings its service
-        removed = prepare_demo_dir(data_dir, {"shipments": args.shipments, "seed": args.seed})
-    except (BadSetup, BadSettings, ForeignDataDir) as exc:
+    except (BadSetup, BadSettings) as exc:
         say_bad("demo", exc)
         return 2
-    say_unknown("demo", configured)
-    if removed:
-        say(f"demo: emptied the previous demo's warehouse in {data_dir} (the demo always starts with a full sync)")
+    problem = dagster_home_problem()
+    if problem:
+        say(f"demo: {problem}")
+        return 2
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(demo_dir_held(data_dir))  # until the demo ends: a second one would empty it
+            removed = prepare_demo_dir(data_dir, {"shipments": args.shipments, "seed": args.seed})
+        except ForeignDataDir as exc:
+            say_bad("demo", exc)
+            return 2
+        except DemoBusy as exc:
+            say(f"demo: skipped: {exc} (exit {SKIPPED})")
+            return SKIPPED
+        say_unknown("demo", configured)
+        if removed:
+            say(f"demo: emptied the previous demo's warehouse in {data_dir} (the demo always starts with a full sync)")
+        return _demo(args, data_dir)
+
+
+def _demo(args: argparse.Namespace, data_dir: Path) -> int:
+    """The demo itself, in ``data_dir`` prepared for it: simulator, two syncs, summary."""
+    from freight_pipeline.simulator.server import running_simulator
+
     clock = Stopwatch()
     say(f"demo: generating {args.shipments} shipments (seed {args.seed}) and starting the simulator ...")
     with running_simulator(shipments=args.shipments, seed=args.seed) as sim:
@@ -137,7 +175,7 @@ def _sync(label: str, data_dir: Path, backend: StorageBackend, verbose: bool, ru
     """Run the sync job once and record it in ``runs``; False (after one line on stderr) when it failed."""
     say(f"demo: {label} ({DEFAULT_JOB}) ...")
     with shown_progress(os.environ.get(PASSWORD_ENV)):  # as `sync` shows it: a bar per stream, or lines
-        outcome = execute_job(DEFAULT_JOB, data_dir, verbose=verbose)
+        outcome = execute_job(DEFAULT_JOB, data_dir, verbose=verbose, resources=NO_ALERTS)
     if not outcome.success:
         say(outcome.failure_line(f"demo: the {label}", os.environ.get(PASSWORD_ENV)))
         return False

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from freight_pipeline.commands.common import say
 from freight_pipeline.commands.dagster_home import dagster_home, prepare_instance
 from freight_pipeline.commands.job_progress import Echo, JobOutcome, JobProgress
-from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, USERNAME_ENV
+from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, USERNAME_ENV, environ
 from freight_pipeline.defs.names import FREIGHT_SYNC_JOB
 from freight_pipeline.text import one_line
 
@@ -29,6 +29,22 @@ DEFAULT_JOB = FREIGHT_SYNC_JOB
 
 class UnknownJob(LookupError):
     pass
+
+
+def dagster_home_problem() -> str | None:
+    """What is wrong with ``$DAGSTER_HOME`` (a file, a directory that cannot be made), in one line naming it; None
+    when it is unset or a directory (made when missing; its instance is opened by the run, without a cost here to
+    a run skipped because another writes its warehouse)."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        return None
+    try:
+        dagster_home(Path(home))
+    except OSError as exc:
+        what = "is a file, not a directory" if Path(home).expanduser().is_file() else \
+            f"is not a directory this process can use: {exc.strerror or exc}"
+        return f"DAGSTER_HOME={home} {what}"
+    return None
 
 
 def missing_password() -> str:
@@ -45,8 +61,9 @@ def dagster_instance() -> Iterator[DagsterInstance]:
 
     home = os.environ.get("DAGSTER_HOME")
     if home:
-        prepare_instance(dagster_home(Path(home)))
-        with DagsterInstance.get() as instance:
+        resolved = dagster_home(Path(home))  # absolute, as Dagster requires (a relative one: from this directory)
+        prepare_instance(resolved)
+        with environ({"DAGSTER_HOME": str(resolved)}), DagsterInstance.get() as instance:
             yield instance
     else:
         with DagsterInstance.ephemeral() as instance:
@@ -77,9 +94,11 @@ def execute_job(
     partition_key: str | None = None,
     tags: Mapping[str, str] | None = None,
     run_id: str | None = None,
+    resources: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> JobOutcome:
     """Execute ``job_name`` (for ``partition_key`` of a partitioned job) against ``data_dir`` as run ``run_id``
-    (default: a new one, :func:`new_dagster_run_id`); never raises for a failed run (see the outcome)."""
+    (default: a new one, :func:`new_dagster_run_id`), its ``resources`` configured (resource key -> field ->
+    value, over the settings); never raises for a failed run (see the outcome)."""
     os.environ[DATA_DIR_ENV] = str(data_dir)
     outcome = JobOutcome(job_name, run_id or new_dagster_run_id())
     started = time.monotonic()
@@ -91,7 +110,9 @@ def execute_job(
             progress = JobProgress(outcome, echo, verbose)
             instance.add_event_listener(outcome.run_id, progress.on_event)
             result = job.execute_in_process(
-                run_config=_quiet_run_config(job),
+                run_config={**_quiet_run_config(job),
+                            **({"resources": {key: {"config": dict(fields)} for key, fields in resources.items()}}
+                               if resources else {})},
                 instance=instance,
                 raise_on_error=False,
                 run_id=outcome.run_id,

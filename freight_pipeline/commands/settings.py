@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from freight_pipeline.commands.common import add_data_dir_argument, say_bad, say_unknown
-from freight_pipeline.commands.preflight import BadSetup, check_settings
+from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say_bad, say_unknown
+from freight_pipeline.commands.preflight import BadSetup, check_data_dir, check_settings, data_dir_setting
 from freight_pipeline.commands.text_table import format_table
 from freight_pipeline.config import (
     CONCERNS,
@@ -40,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     try:
         settings = check_settings({"data_dir": args.data_dir} if args.data_dir is not None else None)
+        storage = settings.storage  # the data directory probed as `sync` probes it (a file, not writable, full)
+        check_data_dir(resolve_data_dir(storage.data_dir), data_dir_setting(args.data_dir), storage.min_free_mb)
     except BadSetup as exc:
         say_bad("settings", exc)
         return 2
@@ -54,7 +56,7 @@ def effective_table(settings: Settings) -> str:
     for concern in CONCERNS:
         for name in concern.settings_fields():
             value = setting_value(settings, name)
-            shown = str(Path(value).resolve()) if name == "data_dir" else shown_value(name, value)
+            shown = str(resolve_data_dir(Path(value))) if name == "data_dir" else shown_value(name, value)
             rows.append([f"[{concern.section}]", name, shown, settings.sources[name]])
     return format_table(["table", "setting", "value", "from"], rows, indent="")
 

@@ -30,7 +30,13 @@ from freight_pipeline.commands.common import (
     say_unknown,
     without_pandas,
 )
-from freight_pipeline.commands.execute import DEFAULT_JOB, execute_job, missing_password, new_dagster_run_id
+from freight_pipeline.commands.execute import (
+    DEFAULT_JOB,
+    dagster_home_problem,
+    execute_job,
+    missing_password,
+    new_dagster_run_id,
+)
 from freight_pipeline.commands.preflight import BadSetup, check_data_dir, check_setup, data_dir_setting
 from freight_pipeline.commands.progress_bar import shown_progress
 from freight_pipeline.config import DBT_FULL_REFRESH_ENV, BadSettings, ServiceSettings, Settings, environ
@@ -94,6 +100,12 @@ def run(args: argparse.Namespace) -> int:
         if not settings.service.secret:
             say(f"sync: {missing_password()}")
             return 2
+        problem = dagster_home_problem() if dagster else None
+        if problem is None and (args.job is not None or args.partition is not None):
+            problem = _job_problem(args.job or DEFAULT_JOB, args.partition)
+        if problem:  # a bad setup too: before the lock is taken and the run launched
+            say(f"sync: {problem}")
+            return 2
         # a Dagster run reads its settings itself (its resources): the flag reaches it through the environment
         with environ({DBT_FULL_REFRESH_ENV: "1"} if args.full_refresh and dagster else {}):
             if dagster:
@@ -117,6 +129,26 @@ def _early_worker(data_dir: Path, named_by: str) -> DbtWorker | None:
         return DbtWorker.for_run(data_dir, dbt_target_from_env())
     except (BadSetup, OSError, ValueError):
         return None
+
+
+def _job_problem(job_name: str, partition: str | None) -> str | None:
+    """What is wrong with ``--job`` and ``--partition`` (no such job; a partition of a job without partitions, or
+    one it does not have), in one line; None when they name a job and a partition of it."""
+    from freight_pipeline.commands.execute import UnknownJob, load_job
+
+    try:
+        job = load_job(job_name)
+    except UnknownJob as exc:
+        return f"--job {job_name}: {exc}"
+    if partition is None:
+        return None
+    if job.partitions_def is None:
+        return f"--partition {partition}: the job {job_name} has no partitions (in lake mode freight_backfill_job has)"
+    keys = job.partitions_def.get_partition_keys()
+    if partition not in keys:
+        shown = ", ".join(keys[:8]) + (f", ... ({len(keys)} in all)" if len(keys) > 8 else "")
+        return f"--partition {partition}: not a partition of {job_name} (its partitions: {shown or 'none'})"
+    return None
 
 
 def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir: Path) -> int:

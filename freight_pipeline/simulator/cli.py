@@ -23,7 +23,7 @@ from freight_pipeline.simulator.releases import CURRENT, NESTED, NEXT, RELEASES
 from freight_pipeline.text import port_parser
 
 
-def _shipment_count(text: str) -> int:
+def shipment_count(text: str) -> int:
     """argparse type of ``--shipments``: an integer from 0 to MAX_SHIPMENTS."""
     try:
         count = int(text)
@@ -98,7 +98,7 @@ def is_loopback(host: str) -> bool:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shipments",
-        type=_shipment_count,
+        type=shipment_count,
         default=2000,
         help=f"number of generated shipments, 0 to {MAX_SHIPMENTS} (default 2000)",
     )

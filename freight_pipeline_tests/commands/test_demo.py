@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import re
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
-from freight_pipeline.commands.demo_data import MARKER, ForeignDataDir, prepare_demo_dir
+from freight_pipeline.cli import main
+from freight_pipeline.commands.common import SKIPPED
+from freight_pipeline.commands.demo_data import MARKER, DemoBusy, ForeignDataDir, demo_dir_held, prepare_demo_dir
 from freight_pipeline.commands.demo_summary import eta_line
 from freight_pipeline.commands.history_report import EtaAccuracy
+from freight_pipeline.warehouse.writer_lock import writer_lock
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 
 HISTORY_TABLES = ("freight_history.shipment_versions", "freight_history.event_versions",
@@ -21,6 +28,35 @@ HISTORY_TABLES = ("freight_history.shipment_versions", "freight_history.event_ve
 def _table_row(out: str, table: str) -> list[str]:
     line = next(line for line in out.splitlines() if line.split()[:1] == [table])
     return line.split()[1:]
+
+
+class _Hook(http.server.BaseHTTPRequestHandler):
+    """A JSON webhook that keeps what it is sent (:func:`webhook`)."""
+
+    received: list[bytes]
+
+    def do_POST(self) -> None:
+        self.received.append(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def webhook() -> Iterator[tuple[str, list[bytes]]]:
+    """A ``json://`` alert destination on a loopback port, and the messages it received."""
+    received: list[bytes] = []
+    handler = type("Hook", (_Hook,), {"received": received})
+    with http.server.HTTPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"json://127.0.0.1:{server.server_address[1]}/hook", received
+        finally:
+            server.shutdown()
 
 
 def test_demo_syncs_changes_and_summarises(tmp_path: Path) -> None:
@@ -132,3 +168,58 @@ def test_a_previous_demo_is_emptied_and_a_foreign_warehouse_refused(tmp_path: Pa
     with pytest.raises(ForeignDataDir, match="did not create"):
         prepare_demo_dir(real, {})
     assert (real / "warehouse.duckdb").read_text() == "precious"
+
+
+def _previous_demo(demo_dir: Path) -> None:
+    """``demo_dir`` as a demo left it (or fills it while it runs): marked, a working directory, a warehouse."""
+    prepare_demo_dir(demo_dir, {"seed": 1})
+    (demo_dir / "work").mkdir()
+    (demo_dir / "warehouse.duckdb").write_text("being written")
+
+
+def test_a_second_demo_leaves_a_running_ones_data_directory_alone(tmp_path: Path) -> None:
+    demo_dir = tmp_path / "demo"
+    _previous_demo(demo_dir)
+    with demo_dir_held(demo_dir):  # a demo runs in it
+        done = run_cli(["demo", "--data-dir", str(demo_dir), "--shipments", "5"], cli_env(), timeout=120)
+        with pytest.raises(DemoBusy, match="another `freight-pipeline demo` runs in"), demo_dir_held(demo_dir):
+            pass
+    assert done.returncode == SKIPPED, done.stderr
+    assert "another `freight-pipeline demo` runs in" in done.stderr and "Traceback" not in done.stderr
+    assert (demo_dir / "warehouse.duckdb").read_text() == "being written" and (demo_dir / "work").is_dir()
+    with demo_dir_held(demo_dir):  # let go when the block ended
+        pass
+
+
+def test_a_demo_does_not_empty_a_data_directory_a_sync_writes(tmp_path: Path) -> None:
+    demo_dir = tmp_path / "demo"
+    _previous_demo(demo_dir)
+    with writer_lock(demo_dir, "cli-sync-run"), pytest.raises(DemoBusy, match="run cli-sync-run"):
+        prepare_demo_dir(demo_dir, {"seed": 2})
+    assert (demo_dir / "warehouse.duckdb").read_text() == "being written"
+    assert prepare_demo_dir(demo_dir, {"seed": 2})  # once it ended
+    assert not (demo_dir / "warehouse.duckdb").exists()
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--shipments", "-5"], "argument --shipments: must be between 0 and 900000"),
+    (["--shipments", "1000000"], "argument --shipments: must be between 0 and 900000"),
+    (["--changes", "-1"], "argument --changes: must be 0 or more, got -1"),
+])
+def test_a_demo_flag_out_of_range_is_refused_before_anything_runs(
+    flags: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(["demo", "--data-dir", str(tmp_path / "demo"), *flags])
+    assert refused.value.code == 2 and said in capsys.readouterr().err
+    assert not (tmp_path / "demo").exists()  # no directory made nor marked, no simulator, no sync
+
+
+def test_the_demo_alerts_none_of_the_destinations_the_settings_name(tmp_path: Path) -> None:
+    # 200 shipments, 50 changed: its incremental sync finds some of the newest shipments gone (a warning, which
+    # alerts): news of the bundled simulator, not for the team's channel set where the demo is run
+    with webhook() as (url, alerts):
+        done = run_cli(["demo", "--data-dir", str(tmp_path / "data"), "--shipments", "200"],
+                       cli_env(FREIGHT_ALERT_URLS=url))
+    assert done.returncode == 0, done.stderr
+    assert alerts == []

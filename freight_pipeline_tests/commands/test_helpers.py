@@ -13,10 +13,10 @@ import pytest
 from dagster._utils.error import SerializableErrorInfo
 
 from freight_pipeline.cli import main
-from freight_pipeline.commands.common import redact, say
+from freight_pipeline.commands.common import redact, resolve_data_dir, say
 from freight_pipeline.commands.dagster_home import ensure_dagster_yaml
 from freight_pipeline.commands.demo_summary import Changes, DemoFacts, DemoRun, _shipment_check, format_interval
-from freight_pipeline.commands.execute import describe_error
+from freight_pipeline.commands.execute import dagster_instance, describe_error
 from freight_pipeline.commands.job_progress import JobOutcome
 from freight_pipeline.commands.processes import stop_child
 from freight_pipeline.commands.text_table import format_table
@@ -97,6 +97,36 @@ def test_ui_refuses_a_busy_port(tmp_path: Path, capsys: pytest.CaptureFixture[st
         port = busy.getsockname()[1]
         assert main(["ui", "--data-dir", str(tmp_path), "--port", str(port)]) == 2
     assert f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("port", ["99999", "0", "-1"])
+def test_dashboard_refuses_a_port_out_of_range_in_its_usage_line(port: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(["dashboard", "--data-dir", str(tmp_path), "--port", port])
+    assert refused.value.code == 2
+    assert f"argument --port: must be between 1 and 65535, got {port}" in capsys.readouterr().err
+
+
+def test_a_relative_dagster_home_is_the_directory_it_names_from_here(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", "relative/home")  # Dagster itself refuses a relative one
+    with dagster_instance() as instance:
+        assert Path(instance.root_directory) == tmp_path / "relative" / "home"
+        assert instance.get_runs_count() == 0
+    assert (tmp_path / "relative" / "home" / "dagster.yaml").is_file()
+
+
+def test_settings_shows_the_data_directory_a_sync_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FREIGHT_DATA_DIR", "~/freight")
+    assert resolve_data_dir(None) == tmp_path / "home" / "freight"  # where `sync` writes
+    assert main(["settings"]) == 0
+    row = next(line.split() for line in capsys.readouterr().out.splitlines() if line.split()[1:2] == ["data_dir"])
+    assert row[2] == str(tmp_path / "home" / "freight")
 
 
 def test_the_demo_shows_the_reconcile_interval_in_hours_and_minutes() -> None:

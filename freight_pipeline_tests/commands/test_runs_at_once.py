@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 
+from freight_pipeline.cli import INTERRUPTED
 from freight_pipeline.commands.common import SKIPPED
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.simulator.server import RunningSimulator
@@ -34,9 +35,12 @@ def service(sim: RunningSimulator, **more: str) -> dict[str, str]:
 
 
 def start_sync(env: dict[str, str], data_dir: Path, *more: str) -> subprocess.Popen[str]:
+    """A sync in a process group of its own, which Ctrl-C (SIGINT) interrupts even where this one ignores it (a
+    background job of a shell)."""
     return subprocess.Popen([sys.executable, "-m", "freight_pipeline.cli", "sync", "--no-dagster", "--data-dir",
                              str(data_dir), *more], env=env, cwd=REPO_ROOT, text=True, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def holder_pid(data_dir: Path, timeout: float = 120) -> int:
@@ -97,6 +101,22 @@ def test_the_lock_of_a_killed_sync_is_taken_over_by_the_next(sim: RunningSimulat
     os.killpg(first.pid, signal.SIGKILL)  # the run and its dbt worker
     first.communicate(timeout=60)
     assert json.loads(lock_path(data_dir).read_text())["pid"] == first.pid  # the dead run's file stays
+
+    done = run_cli(["sync", "--no-dagster", "--data-dir", str(data_dir)], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert shipments(data_dir) == len(sim.store.reader.live_shipment_ids())
+
+
+def test_a_sync_stopped_by_ctrl_c_says_so_in_one_line_and_the_next_run_goes_on(
+    sim: RunningSimulator, tmp_path: Path
+) -> None:
+    data_dir, env = tmp_path / "data", service(sim)
+    first = start_sync(env, data_dir)
+    assert holder_pid(data_dir) == first.pid
+    os.killpg(first.pid, signal.SIGINT)  # a terminal's Ctrl-C: the run's process group, its dbt worker too
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == INTERRUPTED, err[-3000:]
+    assert "Traceback" not in err and err.splitlines()[-1] == "freight-pipeline sync: interrupted (Ctrl-C); exit 130"
 
     done = run_cli(["sync", "--no-dagster", "--data-dir", str(data_dir)], env)
     assert done.returncode == 0, done.stderr[-3000:]
