@@ -105,19 +105,19 @@ LAKE ?=
 LAKE_MODE := $(if $(filter 1,$(LAKE)),local,$(LAKE))
 
 demo: $(if $(LAKE_MODE),setup-lake,setup)
-	@mkdir -p $(DAGSTER_HOME)
-	$(if $(LAKE_MODE),$(LAKE_BIN),$(BIN))/freight-pipeline demo --data-dir $(DATA_DIR) $(if $(LAKE_MODE),--lake $(LAKE_MODE))
+	@mkdir -p "$(DAGSTER_HOME)"
+	$(if $(LAKE_MODE),$(LAKE_BIN),$(BIN))/freight-pipeline demo --data-dir "$(DATA_DIR)" $(if $(LAKE_MODE),--lake $(LAKE_MODE))
 
 ui: setup
-	@mkdir -p $(DAGSTER_HOME)
-	$(BIN)/freight-pipeline ui --data-dir $(DATA_DIR)
+	@mkdir -p "$(DAGSTER_HOME)"
+	$(BIN)/freight-pipeline ui --data-dir "$(DATA_DIR)"
 
 # The BI dashboard (Streamlit) over the published $(DATA_DIR)/warehouse.duckdb, read-only:
 # http://127.0.0.1:$(DASHBOARD_PORT)
 DASHBOARD_PORT ?= 8501
 
 dashboard: setup
-	$(BIN)/freight-pipeline dashboard --data-dir $(DATA_DIR) --port $(DASHBOARD_PORT)
+	$(BIN)/freight-pipeline dashboard --data-dir "$(DATA_DIR)" --port $(DASHBOARD_PORT)
 
 # The dlt peer runs in a venv of its own (its dependencies are not the project's), pinned by
 # bench/peer-constraints.txt; .bench/ is ignored by git.

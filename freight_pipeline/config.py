@@ -158,8 +158,10 @@ Count = Annotated[int, Field(ge=0)]
 
 
 def http_url(url: str) -> str:
-    """``url`` stripped, when it is an http(s) URL naming a host (and a port that is a number)."""
-    parts = urlsplit(url.strip())
+    """``url`` stripped, its scheme in lower case (``HTTPS://`` is ``https://``: schemes are case-insensitive), when it
+    is an http(s) URL naming a host (and a port that is a number)."""
+    stripped = url.strip()
+    parts = urlsplit(stripped)
     if parts.scheme not in ("http", "https"):
         raise ValueError("is not an http(s) URL (e.g. https://tms.example.com)")
     if not parts.hostname:
@@ -168,7 +170,7 @@ def http_url(url: str) -> str:
         parts.port  # noqa: B018 (a port that is not a number raises here)
     except ValueError:
         raise ValueError("has a port that is not a number") from None
-    return url.strip()
+    return parts.scheme + stripped[len(parts.scheme):]
 
 
 class SettingsModel(BaseModel):
@@ -762,7 +764,10 @@ def _file_values(path: Path | None, problems: list[str]) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        tables = tomllib.loads(path.read_text())
+        tables = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        problems.append(f"{path} is not TOML: not UTF-8 text (byte {exc.start})")
+        return {}
     except OSError as exc:
         problems.append(f"{SETTINGS_FILE_ENV}={str(path)!r} cannot be read: {exc.strerror or exc}")
         return {}
@@ -895,7 +900,7 @@ def without_password(target: str) -> str:
 
     Not ``urlsplit``: it ends the user part at a ``?`` or ``#``, which libpq accepts unencoded in a
     password, and would show the rest."""
-    target = re.sub(r"(password\s*=\s*)\S+", r"\1***", target, flags=re.IGNORECASE)
+    target = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", target, flags=re.IGNORECASE)
     return _URI_PASSWORD.sub(r"\1***@", target)
 
 

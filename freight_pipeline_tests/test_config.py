@@ -231,6 +231,29 @@ def test_secrets_are_never_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert "postgresql://etl:***@db:5432/lake" in out
 
 
+@pytest.mark.parametrize("catalog", [
+    "host=db user=etl password='top secret' dbname=lake",
+    "host=db user=etl password = 'it\\'s secret' dbname=lake",
+    "host=db user=etl password=secret dbname=lake",
+])
+def test_a_libpq_password_quoted_or_not_is_masked_whole(catalog: str) -> None:
+    shown = without_password(catalog)
+    assert "secret" not in shown and shown.startswith("host=db user=etl password") and shown.endswith(" dbname=lake")
+
+
+def test_a_scheme_in_capitals_is_the_same_scheme() -> None:
+    """Schemes are case-insensitive (RFC 3986): the setup check accepted ``HTTPS://`` and the client refused it."""
+    settings = load_settings(environ={"FREIGHT_BASE_URL": " HTTPS://Tms.example.com/api "})
+    assert settings.service.base_url == "https://Tms.example.com/api"
+
+
+def test_a_settings_file_that_is_not_utf8_is_named_not_a_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "freight.toml"
+    bad.write_bytes(b"\xff\xfe[sync]\n")
+    with pytest.raises(BadSettings, match=r"freight.toml is not TOML: not UTF-8 text \(byte 0\)"):
+        load_settings(environ={"FREIGHT_SETTINGS_FILE": str(bad)})
+
+
 @pytest.mark.parametrize(("address", "reason"), [
     ("https://etl:url-pw-never-shown@tms.example.com/api", "holds a user or password"),
     ("https://etl@tms.example.com/api", "holds a user or password"),

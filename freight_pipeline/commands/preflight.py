@@ -28,6 +28,7 @@ from freight_pipeline.config import (
     load_settings,
 )
 from freight_pipeline.lake.settings import LakeSettings
+from freight_pipeline.warehouse.paths import checked_db_path, working_db_path
 
 
 class BadSetup(ValueError):
@@ -87,6 +88,10 @@ def check_data_dir(data_dir: Path, named_by: str = DATA_DIR_ENV, floor_mb: int |
     ``floor_mb`` free (None: the setting ``min_free_mb``, default 100), a floor below which a sync would fail
     midway."""
     where = f"{named_by}={data_dir}"
+    try:
+        checked_db_path(working_db_path(data_dir))
+    except ValueError as exc:
+        raise BadSetup(f"{where}: {exc}") from None
     existing = data_dir
     while not existing.exists():
         existing = existing.parent

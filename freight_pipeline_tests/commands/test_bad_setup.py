@@ -56,6 +56,9 @@ CASES = [
          says="FREIGHT_DATA_DIR={tmp}/a-file/data is under {tmp}/a-file, which is a file, not a directory"),
     Case("--data-dir is a file", args=("sync", "--data-dir", A_FILE), data="",
          says="--data-dir={tmp}/a-file is a file, not a directory"),
+    Case("data dir DuckDB cannot use", data="{tmp}/what?/data",
+         says="FREIGHT_DATA_DIR={tmp}/what?/data: DuckDB cannot open the database "
+              "{tmp}/what?/data/work/warehouse.duckdb: its path has '?' (DuckDB reads it as the start of options)"),
     Case("data dir not writable", data=READ_ONLY, says=f"FREIGHT_DATA_DIR={READ_ONLY} is not writable"),
     Case("disk too full", env={"FREIGHT_MIN_FREE_MB": "999999999999"},
          says="MB free on its disk, less than the 999999999999 MB a run needs at least (FREIGHT_MIN_FREE_MB)"),
