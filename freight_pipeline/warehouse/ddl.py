@@ -321,19 +321,20 @@ def rebuild_without_key(con: duckdb.DuckDBPyConnection, spec: TableSpec, have: d
     run(con, f"ALTER TABLE {target} RENAME TO {quote(spec.name)}")
 
 
-def _why_not_retyped(con: duckdb.DuckDBPyConnection, spec: TableSpec, column: str, declared: str,
+def _why_not_retyped(con: duckdb.DuckDBPyConnection, spec: TableSpec, column: str, declared: str, held: str,
                      key_constraints: bool, catalog: Catalog) -> str | None:
-    """Why the column ``column`` of ``spec``'s table cannot take its ``declared`` type (None: it can, keeping every
-    value): a DuckLake (no ``key_constraints``) alters few types; DuckDB alters no key column's; a value held that
-    does not convert would fail the conversion (and a batch writing the old type's values failed in its stead)."""
+    """Why the column ``column`` of ``spec``'s table cannot take its ``declared`` type from its ``held`` one (None: it
+    can, keeping every value): a DuckLake (no ``key_constraints``) alters few types; DuckDB alters no key column's; a
+    value held that does not convert, or converts to another value (1.5 to BIGINT is 2, '007' to INTEGER 7: it does
+    not come back as it was), would be lost or changed."""
     if not key_constraints:
         return "a DuckLake's column types are left as they are"
     if column in catalog.keyed.get((spec.schema, spec.name), set()):
         return "a column of the table's PRIMARY KEY"
     name = quote(column)
-    unconverted = scalar(con, f"SELECT count(*) FROM {qualified(spec)} WHERE {name} IS NOT NULL "
-                              f"AND TRY_CAST({name} AS {declared}) IS NULL")
-    return f"{unconverted} values held do not convert" if unconverted else None
+    unconverted = scalar(con, f"SELECT count(*) FROM {qualified(spec)} WHERE {name} IS NOT NULL AND "
+                              f"TRY_CAST(TRY_CAST({name} AS {declared}) AS {held}) IS DISTINCT FROM {name}")
+    return f"{unconverted} values held do not convert to it unchanged" if unconverted else None
 
 
 def ensure_tables(
@@ -346,7 +347,8 @@ def ensure_tables(
     existing rows have no value); a column the spec no longer declares is kept but made nullable
     so inserts by name keep working, and so is one it now declares nullable (out of the key), which
     an earlier version made NOT NULL; a column the spec declares in another type is converted when every
-    value it holds converts, in a DuckDB file (``key_constraints``), else logged and kept (:func:`_why_not_retyped`).
+    value it holds converts unchanged, in a DuckDB file (``key_constraints``), else logged and kept
+    (:func:`_why_not_retyped`).
     The caller runs this inside a transaction. ``key_constraints=False`` (a DuckLake, which has no
     keys) creates every table without its PRIMARY KEY, ``storage_hints=False`` (a DuckLake, which stores
     Parquet) without its columns' ``compression``; an existing table keeps the storage it was created with.
@@ -377,7 +379,7 @@ def ensure_tables(
             held = have[column.name][0]
             if held == want:
                 continue
-            why_not = _why_not_retyped(con, spec, column.name, column.type, key_constraints, catalog)
+            why_not = _why_not_retyped(con, spec, column.name, column.type, held, key_constraints, catalog)
             if why_not is None:
                 run(con, f"ALTER TABLE {qualified(spec)} ALTER COLUMN {quote(column.name)} TYPE {column.type}")
                 steps.append(f"{spec.qualified_name}: column {column.name} retyped from {held} to {want}")
