@@ -71,14 +71,14 @@ class Bundle:
         return Bundle(self.work, self.ref, {stream: decoded(answer) for stream, answer in self.answers.items()})
 
 
-async def _answer(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings, confirm: bool = True) -> Answer:
-    """One part's answer; a document's 404 is confirmed by the lookup (:func:`_still_listed`) unless not ``confirm``."""
+async def _answer(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings) -> Answer:
+    """One part's answer; a document's 404 is confirmed by the lookup (:func:`_still_listed`)."""
     if not part.applies(ref):
         return NOT_APPLICABLE
     try:
         return await part.read(source, ref, settings)
     except ShipmentGone:
-        if part.stream != DOCUMENT or not confirm:
+        if part.stream != DOCUMENT:
             return GONE
         try:
             listed = await _still_listed(source, ref.shipment_id)
@@ -108,28 +108,24 @@ async def _still_listed(source: SourceAPI, shipment_id: int) -> RecordFailure | 
                          f"GET /service/shipment/{shipment_id}", 404)
 
 
-async def _answers(
-    parts: Iterable[Part], source: SourceAPI, ref: Ref, settings: SyncSettings, confirm: bool = True
-) -> dict[str, Answer]:
+async def _answers(parts: Iterable[Part], source: SourceAPI, ref: Ref, settings: SyncSettings) -> dict[str, Answer]:
     chosen = list(parts)
-    found = await run_all(_answer(part, source, ref, settings, confirm) for part in chosen)
+    found = await run_all(_answer(part, source, ref, settings) for part in chosen)
     return {part.stream: answer for part, answer in zip(chosen, found, strict=True)}
 
 
 async def fetch_bundle(
-    source: SourceAPI, work: Work, settings: SyncSettings, memos: MemoBatches | None = None, *,
-    confirm_gone: bool = True,
+    source: SourceAPI, work: Work, settings: SyncSettings, memos: MemoBatches | None = None
 ) -> Bundle:
     """Every part of ``work``, requested concurrently (the client bounds requests in flight); its memo lines from
     the batched lookup ``memos`` planned for it when its document agrees (``memo_batch``), else asked alone once
-    the document is in. A document's 404 is :data:`GONE` only when the lookup no longer lists the shipment either
-    (``confirm_gone``; off where another 404 of it came first: ``shipments._Run._confirm_gone``)."""
+    the document is in. A document's 404 is :data:`GONE` only when the lookup no longer lists the shipment either."""
     bundle = Bundle(work, work.ref)
     if not work.parts:
         return bundle
     batch = memos.batch_of(work.shipment_id) if memos is not None and {DOCUMENT, MEMOS} <= work.parts else None
     bundle.answers = await _answers((p for p in PARTS if p.stream in work.parts and not (batch and p.stream == MEMOS)),
-                                    source, work.ref, settings, confirm_gone)
+                                    source, work.ref, settings)
     document = bundle.answers.get(DOCUMENT)
     top = document.top if isinstance(document, HeldBody) else document
     if isinstance(top, dict):

@@ -148,9 +148,10 @@ async def ceiling_of(lookup: LookupFn, zone: ServiceZone, page_size: int = 2) ->
     """The newest (date, time) the service holds right now; None when it holds no shipment.
 
     Its ``offset`` is that newest shipment's UTC offset: the service's current one (see
-    ``cursor.dst_widening``). The first two shipments of the answer must come in descending order (their keys
-    differ, by id at least): a service ignoring ``order_mode`` would give the oldest stamp as the ceiling and every
-    run would read nothing after it, as if complete, so that raises :class:`LookupOrderIgnored`.
+    ``cursor.dst_widening``). The first two shipments of the answer must not come in ascending order of their
+    seconds (a tie, two shipments stamped in one second, says nothing; the ids' order does not matter here): a
+    service ignoring ``order_mode`` would give the oldest stamp as the ceiling and every run would read nothing
+    after it, as if complete, so that raises :class:`LookupOrderIgnored`.
     """
     result = await lookup([], ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"], ["DESC"] * 3, page_size)
     if not result.items:
@@ -161,7 +162,7 @@ async def ceiling_of(lookup: LookupFn, zone: ServiceZone, page_size: int = 2) ->
             next_one = ShipmentKey.of_shipment(result.items[1], zone)
         except (CursorError, DateTimeParseError, KeyError, TypeError, ValueError):
             next_one = None
-        if next_one is not None and not newest > next_one:
+        if next_one is not None and newest.second() < next_one.second():  # a tie of seconds is no order (ids aside)
             raise LookupOrderIgnored(
                 f"the shipment lookup ordered by LAST_MODIFIED_DATE, LAST_MODIFIED_TIME, ID DESC answered "
                 f"{newest.instant_text} id {newest.id} before {next_one.instant_text} id {next_one.id}: the service "
@@ -283,8 +284,7 @@ async def walk_changes(
 
 def wall_clock_key(at: dt.datetime, offset: dt.timedelta | None) -> ShipmentKey:
     """The instant ``at`` (aware) as the service's wall-clock second at UTC ``offset`` (None: UTC), id 0."""
-    local = at.astimezone(dt.UTC).replace(tzinfo=None) + (offset or dt.timedelta(0))
-    return ShipmentKey(local.date().isoformat(), local.time().replace(microsecond=0).isoformat(), 0, offset)
+    return ShipmentKey.of_instant(0, at.astimezone(dt.timezone(offset or dt.timedelta(0)))).with_offset(offset)
 
 
 async def ceiling_by(

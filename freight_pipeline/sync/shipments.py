@@ -35,6 +35,7 @@ import json
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, to_utc
 from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.sync import freshness, memo_batch
@@ -128,8 +129,7 @@ class _Run:
         and, unless the document loaded, its memo lines are left as held, to be read again."""
         if DOCUMENT in bundle.work.parts or bundle.answers.get(EVENTS) is not GONE:
             return
-        read = await fetch_bundle(self.source, Work(bundle.ref, frozenset({DOCUMENT})), self.settings,
-                                  confirm_gone=False)  # its events' 404 came first
+        read = await fetch_bundle(self.source, Work(bundle.ref, frozenset({DOCUMENT})), self.settings)
         document = read.answers.get(DOCUMENT)
         if document is GONE:
             bundle.answers = {DOCUMENT: GONE}
@@ -260,6 +260,7 @@ async def _sync(
             say(f"shipments: taking over from the backfill partitions at {takeover.instant_text}")
     result.cursor_before = stored
     floor = parse_start_cursor(settings.start_cursor)
+    naive_before = settings.zone.naive_read
     ceiling = await ceiling_of(source.lookup_shipments, settings.zone)
     result.extra["ceiling"] = ceiling.instant_text if ceiling else None
     due, cap = ceiling, None
@@ -269,8 +270,13 @@ async def _sync(
         if due is not ceiling:  # stamps in the future: read them, but keep the cursor at what is due
             cap = due or wall_clock_key(latest, ceiling.offset)
             result.extra["ceiling_due"] = due.instant_text if due else None
+            # a stamp without an offset is read in the zone set: a wrong one puts every recent change in the future
+            zone_hint = (f" (its stamps carry no UTC offset and are read as {settings.zone.name}: if the service's "
+                         f"clock is another zone's, set {SERVICE_TIMEZONE_ENV})"
+                         if settings.zone.naive_read > naive_before else "")
             say(f"shipments: the service holds shipments stamped up to {ceiling.instant_text}, in the future by this "
-                f"clock: the cursor stays at {cap.instant_text}")
+                f"clock{zone_hint}: the cursor stays at {cap.instant_text}, and what is stamped after it is read again "
+                "by the next run")
     if partition:
         result.extra["partition"] = partition.key
     if stored:

@@ -7,6 +7,7 @@ Where a run reconciles (to remove deleted shipments), it asserts the pass healed
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import re
@@ -25,7 +26,7 @@ from freight_pipeline.simulator.config import SimulatorConfig
 from freight_pipeline.simulator.generator import touched
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.backfill import id_ranges_between
-from freight_pipeline.sync.changes import Criterion, LookupOrderIgnored, LookupResult, RowCountMismatch
+from freight_pipeline.sync.changes import Criterion, LookupOrderIgnored, LookupResult, RowCountMismatch, ceiling_of
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.result import StreamResult
@@ -154,6 +155,27 @@ def test_a_service_ignoring_the_descending_order_fails_the_run_instead_of_readin
     with pytest.raises(LookupOrderIgnored, match="ignores order_mode"):
         work_sync(source_factory=IgnoresOrderMode)
     assert query(work_db(tmp_path), "SELECT count(*) FROM freight.shipments") == [(0,)]
+
+
+def test_two_newest_shipments_stamped_in_one_second_are_no_sign_of_an_order_ignored() -> None:
+    """A service sorting the stamp DESC but its ties by id ASC (it applies the first ``order_mode`` only): after a
+    bulk update that stamps many shipments in one second, the ceiling is that second, not a refused run."""
+    tie = [{"id": 5, "last_modified_date_time": "2026-12-06T12:00:00+01:00"},
+           {"id": 9, "last_modified_date_time": "2026-12-06T12:00:00+01:00"}]
+
+    async def lookup(criteria: list[Criterion], order_by: list[str], order_mode: list[str],
+                     page_size: int) -> LookupResult:
+        return LookupResult(tie[:page_size], len(tie))
+
+    ceiling = asyncio.run(ceiling_of(lookup, ServiceZone()))
+    assert ceiling is not None and ceiling.instant_text == "2026-12-06 12:00:00"
+    with pytest.raises(LookupOrderIgnored):  # a later second after an earlier one still is
+        asyncio.run(ceiling_of(lambda *_: _answered([tie[0], {**tie[1], "last_modified_date_time":
+                                                              "2026-12-06T12:00:01+01:00"}]), ServiceZone()))
+
+
+async def _answered(items: list[dict[str, object]]) -> LookupResult:
+    return LookupResult(items, len(items))
 
 
 def test_overlap_rereads_leave_no_duplicate_rows(
