@@ -325,9 +325,10 @@ class LakeBackend:
         reads and writes whole files), holding ``data_dir``'s writer lock as run ``run_id``: DuckLake 1.5.5's
         compaction does not see a delete another writer commits while it runs (the deleted rows come back, a
         replaced shipment's rows then twice), so the syncs of this data directory take turns with it (a sync
-        running: it waits up to :data:`MAINTENANCE_WAIT`; one starting meanwhile waits for it)."""
+        running: it waits up to :data:`MAINTENANCE_WAIT`; one starting meanwhile is skipped, as beside any run, and
+        a Dagster schedule's tick too)."""
         settings = self.duckdb_settings
-        with writer_lock(data_dir, run_id, wait=MAINTENANCE_WAIT.total_seconds(), brief=True), \
+        with writer_lock(data_dir, run_id, wait=MAINTENANCE_WAIT.total_seconds()), \
                 explained_out_of_memory("lake maintenance", settings, "publish"), \
                 connect_lake(self.lake, _spill(data_dir, LAKE_SCRATCH), settings.publish_memory_limit) as con:
             return maintain(con, retention)
