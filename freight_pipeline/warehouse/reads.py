@@ -241,11 +241,14 @@ class Reads:
 
     def recently_deleted(self, limit: int) -> list[int]:
         """Up to ``limit`` shipments deleted most recently and not held again (their current version in the
-        history is a deletion), newest first: the restore probe asks for them too, a restore brings them back."""
+        history is a deletion), newest first: the restore probe asks for them too, a restore brings them back. Not
+        those waiting in the retry queue: a reconcile leaves them to it, and a probe finding them listed would start
+        one every run."""
         rows = run(self.database.con, f"SELECT shipment_id FROM {qualified(SHIPMENT_VERSIONS)} WHERE valid_to IS NULL "
                                       f"AND deleted AND shipment_id NOT IN (SELECT shipment_id FROM "
-                                      f"{qualified(meta.RAW_SHIPMENTS)}) ORDER BY valid_from DESC, shipment_id DESC "
-                                      f"LIMIT {int(limit)}")
+                                      f"{qualified(meta.RAW_SHIPMENTS)}) AND shipment_id NOT IN (SELECT shipment_id "
+                                      f"FROM {qualified(meta.QUARANTINE)} WHERE shipment_id IS NOT NULL) "
+                                      f"ORDER BY valid_from DESC, shipment_id DESC LIMIT {int(limit)}")
         return [int(shipment_id) for (shipment_id,) in rows]
 
     def shipment_ids(self) -> set[int]:

@@ -16,12 +16,14 @@ import duckdb
 from freight_pipeline.checks.warehouse import Severity, evaluate_checks, warehouse_checks
 from freight_pipeline.commands.report import read_report
 from freight_pipeline.commands.status import render_status
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.config import FaultConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.runner import naive_clock_notice
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
+from freight_pipeline.warehouse.store import Warehouse
 from freight_pipeline_tests.sync.conftest import SyncFn, query, syncer, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.test_history_sync import as_of_against_copy, saved_copy
@@ -114,6 +116,12 @@ def test_a_restore_that_only_brings_deleted_shipments_back_is_noticed_by_the_pro
         database = work_db(tmp_path)
         held = "SELECT shipment_id FROM freight.shipments"
         assert not set(deleted) & {r[0] for r in query(database, held)}
+        with Warehouse(tmp_path, FREIGHT_TABLES) as warehouse:  # the newest deletions, but one waiting for a retry
+            assert sorted(warehouse.reads.recently_deleted(10)) == sorted(deleted)
+            warehouse.con.execute("INSERT INTO freight_meta.quarantine (stream, record_key, shipment_id) "
+                                  "VALUES ('shipments', ?, ?)", [str(deleted[0]), deleted[0]])
+            assert sorted(warehouse.reads.recently_deleted(10)) == sorted(deleted[1:])
+            warehouse.con.execute("DELETE FROM freight_meta.quarantine")
 
         sim.reset_to_snapshot()
         sim.advance_clock(60)
