@@ -204,28 +204,33 @@ def json_or_report(value: Any, path: str, problems: Problems) -> str | None:
     except Invalid as exc:
         problems.add(path, show(value), str(exc))
         return None
-    if "null" in text or "\ufffd" in text:  # cheap pre-check: a non-finite number became null, a surrogate U+FFFD
-        said = {p.path for p in problems}  # a field read into a column too (a code conversion's): said there
-        for where, bad, reason in _unstorable(value, path):
+    floats, texts = "null" in text, "\ufffd" in text  # cheap pre-checks: a non-finite number became null, a surrogate
+    if floats or texts:  # U+FFFD; only then is the value walked, for what it has of each
+        found = list(_unstorable(value, path, floats, texts))
+        said = {p.path for p in problems} if found else set()  # a field read into a column too: said there
+        for where, bad, reason in found:
             if where not in said:
                 problems.add(where, bad, reason)
     return text
 
 
-def _unstorable(value: Any, path: str) -> Iterable[tuple[str, Any, str]]:
-    """(path, value, reason) of each value inside ``value`` that ``to_json`` writes otherwise than it came."""
-    if isinstance(value, float) and not math.isfinite(value):
-        yield path, value, f"{value} is not a finite number: null in the JSON column"
-    elif isinstance(value, str) and not is_text(value):
-        yield path, value, f"{show(value)} is not valid Unicode text (lone surrogate): U+FFFD in the JSON column"
+def _unstorable(value: Any, path: str, floats: bool, texts: bool) -> Iterable[tuple[str, Any, str]]:
+    """(path, value, reason) of each value inside ``value`` that ``to_json`` writes otherwise than it came: a
+    non-finite number (``floats``), a text or key with a lone surrogate (``texts``)."""
+    if isinstance(value, float):
+        if floats and not math.isfinite(value):
+            yield path, value, f"{value} is not a finite number: null in the JSON column"
+    elif isinstance(value, str):
+        if texts and not is_text(value):
+            yield path, value, f"{show(value)} is not valid Unicode text (lone surrogate): U+FFFD in the JSON column"
     elif isinstance(value, dict):
         for key, item in value.items():
             name = str(key)
-            if not is_text(name):  # the path is stored too: as the key is written
+            if texts and not is_text(name):  # the path is stored too: as the key is written
                 name = _LONE_SURROGATE.sub("\ufffd", name)
                 yield join_path(path, name), key, f"key {show(key)} is not valid Unicode text (lone surrogate): " \
                     "U+FFFD in the JSON column"
-            yield from _unstorable(item, join_path(path, name))
+            yield from _unstorable(item, join_path(path, name), floats, texts)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _unstorable(item, f"{path}[{index}]")
+            yield from _unstorable(item, f"{path}[{index}]", floats, texts)

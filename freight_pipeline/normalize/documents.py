@@ -144,7 +144,8 @@ def document_row(
         "created_at": created_at,
         "created_date_time": created_raw if isinstance(created_raw, str) and is_text(created_raw) else None,
         "document_references": _json(_references(references, found), "references", found),
-        "roles": _json([ROLE_KEY.of(r) if isinstance(r, Mapping) else r for r in roles], "roles", found),
+        "roles": _json([ROLE_KEY.of(r) if isinstance(r, Mapping) else r for r in roles], "roles", found,
+                       sort_keys=False),
         "content_sha256": content[0] if content else None,
         "content_size_bytes": content[1] if content else None,
         "content_path": content[2] if content else None,
@@ -174,14 +175,16 @@ def _references(references: Sequence[Any], found: Problems) -> list[dict[str, An
     return kept
 
 
-def _json(value: list[Any], path: str, found: Problems) -> str | None:
-    """A JSON column's text as it has always been written (``json.dumps``, keys sorted: what held rows are compared
-    with), or, for what JSON cannot carry, as ``json_or_report`` writes it, each reported: a lone surrogate as
-    U+FFFD, NaN and Infinity as null, a value nested too deeply as a null column."""
+def _json(value: list[Any], path: str, found: Problems, *, sort_keys: bool = True) -> str | None:
+    """A JSON column's text as it has always been written (``json.dumps``, its keys sorted or not: what held rows are
+    compared with), or, for what JSON cannot carry, as ``json_or_report`` writes it, each reported: a lone surrogate
+    as U+FFFD, NaN and Infinity as null, a value nested too deeply as a null column. One encoding for a clean value
+    (a surrogate escape in it, ``\\ud...``, is looked at again: a pair is text, a lone one is not)."""
     try:
-        if is_text(json.dumps(value, ensure_ascii=False, allow_nan=False)):
-            return json.dumps(value, sort_keys=True)
+        text = json.dumps(value, sort_keys=sort_keys, allow_nan=False)
+        if "\\ud" not in text or is_text(json.dumps(value, ensure_ascii=False)):
+            return text
     except (ValueError, RecursionError):  # NaN or Infinity, nesting too deep
         pass
     text = json_or_report(value, path, found)
-    return None if text is None else json.dumps(json.loads(text), sort_keys=True)
+    return None if text is None else json.dumps(json.loads(text), sort_keys=sort_keys)

@@ -81,6 +81,9 @@ def test_the_json_columns_of_a_clean_file_keep_the_text_always_written() -> None
     assert found == []
     assert row["document_references"] == '[{"id": 5, "type": "PLACE", "value": "Z\\u00fcrich"}]'
     assert row["roles"] == '["OPS", "ACC"]'
+    # a role sent as an object keeps its keys' order, as json.dumps always wrote roles (unsorted)
+    row = document_row(10001, EFILE, [], [{"id": 1, "role": {"name": "Operations", "code": "OPS"}}], found)
+    assert found == [] and row["roles"] == '[{"name": "Operations", "code": "OPS"}]'
 
 
 @pytest.mark.parametrize("efile_id", [2**63, -(2**63) - 1, True, 1.0, "5", None])
