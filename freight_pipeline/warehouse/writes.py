@@ -164,9 +164,8 @@ class Writes:
         for name in replaced:
             table = incoming.get(name)
             target = spec(name)
-            if table is not None:
-                conflicts += self._taken_from_another(target, table, run_id)
-            stats[target.name] = self._insert_rows(target, table, synced_at, run_id) if table is not None else 0
+            stats[target.name] = self._insert_rows(target, table, synced_at, run_id, conflicts) \
+                if table is not None else 0
         written = {i for ids in batch.loaded.values() for i in ids} - unchanged
         if compare:
             written &= {i for ids in replaced.values() for i in ids}
@@ -589,32 +588,24 @@ class Writes:
         return scalar(self.database.con,
                       f"DELETE FROM {qualified(spec)} WHERE {quote(key)} IN (SELECT id FROM {ids_view})")
 
-    def _taken_from_another(self, spec: TableSpec, table: pa.Table, run_id: str) -> list[DataProblem]:
-        """The held rows of ``spec`` that ``table``'s rows replace by key although another shipment's, written by
-        this run (``run_id``): one line answered for two shipments (a memo id repeated), not one that moved since
-        an earlier run. Each is a data problem of its shipment, whose row goes (:meth:`_insert_rows`)."""
-        unit = spec.replace_key
-        if unit is None or unit in spec.primary_key or table.num_rows == 0:
-            return []
-        keys = [*spec.primary_key, unit]
-        match = " AND ".join(f"t.{quote(k)} = i.{quote(k)}" for k in spec.primary_key)
-        columns = ", ".join(f"t.{quote(c)}" for c in spec.column_names)
-        with self.database.registered(table.select(keys)) as view:
-            held = run(self.database.con,
-                       f"SELECT i.{quote(unit)}, {columns} FROM {qualified(spec)} t JOIN {view} i ON {match} "
-                       f"WHERE t.{quote(unit)} IS DISTINCT FROM i.{quote(unit)} AND t._run_id = ?", [run_id])
-        return [_conflict(spec, dict(zip(spec.column_names, row[1:], strict=True)), row[0]) for row in held]
-
-    def _insert_rows(self, spec: TableSpec, table: pa.Table, synced_at: dt.datetime, run_id: str) -> int:
+    def _insert_rows(self, spec: TableSpec, table: pa.Table, synced_at: dt.datetime, run_id: str,
+                     conflicts: list[DataProblem]) -> int:
         """Batched insert by name; rows with the same primary key are replaced first when the key
-        does not contain the replace key (e.g. a memo that moved to another shipment)."""
+        does not contain the replace key (e.g. a memo that moved to another shipment). A row so replaced that this
+        run (``run_id``) wrote for another shipment is one line answered for two shipments (a memo id repeated), not
+        one that moved since an earlier run: a data problem of its shipment, added to ``conflicts``."""
         if table.num_rows == 0:
             return 0
         _refuse_repeated_keys(spec, table)
         with self.database.registered(table) as view:
-            if spec.replace_key not in spec.primary_key:
+            unit = spec.replace_key
+            if unit is not None and unit not in spec.primary_key:
                 match = " AND ".join(f"t.{quote(k)} = i.{quote(k)}" for k in spec.primary_key)
-                run(self.database.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match}")
+                returned = ", ".join(f"t.{quote(c.name)}" for c in spec.all_columns)
+                replaced = run(self.database.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match} "
+                                                  f"RETURNING {returned}")  # few: a changed shipment's own went before
+                if replaced:
+                    conflicts += _taken_from_another(spec, table, replaced, run_id)
             audit = ", $synced_at AS _synced_at, $run_id AS _run_id" if spec.audit else ""
             params = {"synced_at": synced_at, "run_id": run_id} if spec.audit else {}
             run(self.database.con, f"INSERT INTO {qualified(spec)} BY NAME SELECT *{audit} FROM {view}", params)
@@ -732,14 +723,30 @@ def _one_row_per_key(spec: TableSpec, table: pa.Table) -> tuple[pa.Table, list[D
                                 for row in table.filter(pc.invert(keep)).to_pylist()]
 
 
+def _taken_from_another(spec: TableSpec, table: pa.Table, replaced: list[tuple[Any, ...]],
+                        run_id: str) -> list[DataProblem]:
+    """Of the held rows of ``spec`` that ``table``'s rows ``replaced`` by key (each of ``spec.all_columns``), those of
+    another shipment that run ``run_id`` wrote: :func:`_conflict` each."""
+    unit = spec.replace_key or ""
+    names = [c.name for c in spec.all_columns]
+    keys = list(spec.primary_key)
+    loading = {tuple(row[k] for k in keys): row[unit] for row in table.select([*keys, unit]).to_pylist()}
+    rows = [dict(zip(names, held, strict=True)) for held in replaced]
+    return [_conflict(spec, {name: row[name] for name in spec.column_names}, loaded_for)
+            for row in rows if row.get("_run_id") == run_id
+            and (loaded_for := loading.get(tuple(row[k] for k in keys))) != row.get(unit)]
+
+
 def _conflict(spec: TableSpec, row: Mapping[str, Any], loaded_for: Any) -> DataProblem:
-    """The data problem of ``row``, not loaded because its key's row of shipment ``loaded_for`` was."""
+    """The data problem of ``row``, not loaded because its key's row of shipment ``loaded_for`` was: its shipment's
+    (a row of none: that one's, so that reading it again clears it)."""
     unit = spec.replace_key or ""
     key = ", ".join(f"{k} {row[k]}" for k in spec.primary_key)
     owner = row.get(unit)
     reason = f"{spec.name}: {key} was answered for {unit} {loaded_for} too, whose row is loaded: this one is not"
-    return DataProblem(spec.name, "(no shipment)" if owner is None else str(owner), owner, f"({key})",
-                       json.dumps(row, default=str, sort_keys=True), reason)
+    belongs = owner if owner is not None else loaded_for
+    return DataProblem(spec.name, str(belongs), belongs, f"({key})", json.dumps(row, default=str, sort_keys=True),
+                       reason)
 
 
 def _held(ids: list[int], fresh: set[int]) -> list[int]:
