@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,8 +23,8 @@ from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.ddl import table_names
 from freight_pipeline.warehouse.meta import LATEST_STATE, META_SCHEMA, NOTICES, extra_path, latest_runs
-from freight_pipeline.warehouse.paths import LAKE_SCRATCH, read_run_log
-from freight_pipeline.warehouse.writer_lock import Holder, lock_path
+from freight_pipeline.warehouse.paths import LAKE_SCRATCH
+from freight_pipeline.warehouse.run_log import logged_runs
 
 COUNTED_SCHEMAS = ("freight", "analytics")
 RUN_COLUMNS = ("run_id", "status", "started_at", "finished_at", "rows_read", "rows_written", "requests", "retries",
@@ -191,46 +189,13 @@ def runs_never_published(data_dir: Path, backend: StorageBackend) -> list[dict[s
     return _unpublished_runs(Path(data_dir), [], backend.concurrent_writers)
 
 
-INTERRUPTED = "interrupted"
-"""The status ``status`` gives a run the run log says is running while no process runs it any more."""
-
-
 def _unpublished_runs(data_dir: Path, published: list[dict[str, Any]],
                       concurrent_writers: bool = False) -> list[dict[str, Any]]:
-    """Each stream's latest run in the working database when it is not the one published. A run the log says
-    is running whose process is gone (killed, crashed: its finish was never written) is :data:`INTERRUPTED`;
-    ``concurrent_writers`` (a lake's backfill writers take no writer lock): not judged."""
+    """Each stream's latest run in the working database when it is not the one published (one killed:
+    ``INTERRUPTED``, :func:`~freight_pipeline.warehouse.run_log.logged_runs`)."""
     shown = {s["stream"]: (s.get("last_run") or {}).get("run_id") for s in published}
-    before = Holder.read(lock_path(data_dir))  # read before and after the log: a run starting or ending between
-    runs = read_run_log(data_dir)
-    after = Holder.read(lock_path(data_dir))
-    unpublished = []
-    for run in runs:
-        if shown.get(run["stream"]) == run["run_id"]:
-            continue
-        row = {"stream": run["stream"], **{key: run.get(key) for key in RUN_COLUMNS}}
-        if (row["status"] == "running" and not concurrent_writers
-                and not any(_runs(holder, row["run_id"]) for holder in (before, after))):
-            row["status"] = INTERRUPTED
-            row["error"] = ("its process is gone (killed or crashed) before it finished; the next run goes on "
-                            "from its last commit")
-        unpublished.append(row)
-    return unpublished
-
-
-def _runs(holder: Holder, run_id: str | None) -> bool:
-    """``holder`` (of the writer lock) is run ``run_id`` and its process still lives (on another host: assumed)."""
-    if holder.run_id is None or holder.run_id != run_id:
-        return False
-    if holder.host != socket.gethostname() or not isinstance(holder.pid, int):
-        return True
-    try:
-        os.kill(holder.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+    return [{"stream": run["stream"], **{key: run.get(key) for key in RUN_COLUMNS}}
+            for run in logged_runs(data_dir, concurrent_writers) if shown.get(run["stream"]) != run["run_id"]]
 
 
 def _per_stream(con: duckdb.DuckDBPyConnection, tables: list[str], table: str) -> dict[str, int]:

@@ -55,7 +55,7 @@ def main() -> None:
     except (sources.NoWarehouse, sources.MissingMarts, LakeUnavailable) as exc:
         st.error(str(exc))
         if isinstance(exc, sources.NoWarehouse):  # nothing published: maybe because every run so far failed
-            _failed_warnings(sources.runs_never_published(data_dir))
+            _failed_warnings(sources.runs_never_published(data_dir, backend))
         return
     except duckdb.Error as exc:
         st.error(f"cannot read the published warehouse {backend.published_where(data_dir)}: "

@@ -17,7 +17,8 @@ import pandas as pd
 
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
-from freight_pipeline.warehouse.paths import DASHBOARD_SCRATCH, read_run_log
+from freight_pipeline.warehouse.paths import DASHBOARD_SCRATCH
+from freight_pipeline.warehouse.run_log import logged_runs
 
 MARTS = (
     "analytics.fct_shipments",
@@ -160,14 +161,16 @@ STREAM_COLUMNS = ["stream", "last_status", "last_started_at", "last_finished_at"
 """Per stream: its last run (status, started, finished, error) and last success (``Freshness.streams``)."""
 
 
-def runs_never_published(data_dir: Path) -> pd.DataFrame:
+def runs_never_published(data_dir: Path, backend: StorageBackend) -> pd.DataFrame:
     """Before the first publish: the latest run of each stream the working database logged (its run log file, read
-    without opening the database), as ``Freshness.streams`` (no success published: ``last_success_at`` null)."""
+    without opening the database; :func:`~freight_pipeline.warehouse.run_log.logged_runs`), as ``Freshness.streams``
+    (no success published: ``last_success_at`` null)."""
     def instant(text: Any) -> dt.datetime | None:
         return dt.datetime.fromisoformat(text) if isinstance(text, str) else None
 
     return pd.DataFrame([[r.get("stream"), r.get("status"), instant(r.get("started_at")), instant(r.get("finished_at")),
-                          None, r.get("error")] for r in read_run_log(Path(data_dir))], columns=STREAM_COLUMNS)
+                          None, r.get("error")] for r in logged_runs(Path(data_dir), backend.concurrent_writers)],
+                        columns=STREAM_COLUMNS)
 
 
 def has_table(con: duckdb.DuckDBPyConnection, qualified: str) -> bool:

@@ -10,8 +10,6 @@ later tick would skip.
 
 from __future__ import annotations
 
-import fcntl
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +21,7 @@ from freight_pipeline.defs.names import CODE_CONVERSIONS_JOB, FREIGHT_SYNC_JOB
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_keys
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
-from freight_pipeline.warehouse.writer_lock import Holder, lock_path
+from freight_pipeline.warehouse.writer_lock import Holder, lock_state
 
 if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -72,32 +70,11 @@ def default_sensor_status() -> dg.DefaultSensorStatus:
     return dg.DefaultSensorStatus.RUNNING if automation_running() else dg.DefaultSensorStatus.STOPPED
 
 
-def writer_lock_state(data_dir: Path) -> tuple[bool, Holder]:
-    """Whether a live process holds ``data_dir``'s writer lock, and the run its file names. A run that lets go
-    empties the file first (``warehouse.writer_lock``): a file naming a run while the lock is free is that of
-    a run whose process died holding it (the kernel released the lock)."""
-    path = lock_path(data_dir)
-    if not path.is_file():
-        return False, Holder()
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True, Holder.read(path)
-        try:
-            return False, Holder.read(path)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
 def writer_runs_in_progress(instance: dg.DagsterInstance, data_dir: Path | None = None) -> list[str]:
     """The runs writing the warehouse that are queued or running; one that Dagster holds running but whose
     process died holding the writer lock of ``data_dir`` is reported failed, and is not one of them."""
     runs = instance.get_runs(filters=dg.RunsFilter(tags=WRITER_TAG, statuses=ACTIVE_STATUSES), limit=5)
-    held, holder = writer_lock_state(data_dir) if data_dir is not None and runs else (True, Holder())
+    held, holder = lock_state(data_dir) if data_dir is not None and runs else (True, Holder())
     busy = []
     for run in runs:
         if not held and run.run_id == holder.run_id and run.status == dg.DagsterRunStatus.STARTED:
@@ -121,7 +98,7 @@ def build_schedule(name: str, cron: str, job_name: str, description: str) -> dg.
         busy = writer_runs_in_progress(context.instance, warehouse.path)
         if busy:
             return dg.SkipReason(f"a run writing the warehouse is still in progress: {', '.join(busy)}")
-        held, holder = writer_lock_state(warehouse.path)
+        held, holder = lock_state(warehouse.path)
         if held and not holder.brief:  # a run outside Dagster (a headless sync from cron); a brief look is waited for
             return dg.SkipReason(f"another run writes {warehouse.path}: {holder.describe()}")
         return dg.RunRequest()

@@ -17,8 +17,29 @@ import duckdb
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import insert_values, qualified, run, scalar
-from freight_pipeline.warehouse.paths import run_log_path
+from freight_pipeline.warehouse.paths import read_run_log, run_log_path
 from freight_pipeline.warehouse.records import RunLike
+from freight_pipeline.warehouse.writer_lock import lock_state, runs_it
+
+INTERRUPTED = "interrupted"
+"""The status of a run the run log says is running while no process runs it any more (:func:`logged_runs`)."""
+
+
+def logged_runs(data_dir: Path, concurrent_writers: bool = False) -> list[dict[str, Any]]:
+    """The latest run of each stream, as the run log file of ``data_dir`` says (read without DuckDB). A run it says
+    is running whose process is gone (killed, crashed: its finish was never written) is :data:`INTERRUPTED`;
+    ``concurrent_writers`` (a lake's backfill writers take no writer lock): not judged."""
+    before = lock_state(data_dir)  # looked at before and after the log: a run starting or ending between
+    runs = read_run_log(data_dir)
+    after = lock_state(data_dir)
+    if concurrent_writers:
+        return runs
+    return [{**run, "status": INTERRUPTED,
+             "error": "its process is gone (killed or crashed) before it finished; the next run goes on from its "
+                      "last commit"}
+            if run.get("status") == "running" and not (runs_it(before, run.get("run_id"))
+                                                      or runs_it(after, run.get("run_id"))) else run
+            for run in runs]
 
 
 class RunLog:

@@ -111,6 +111,35 @@ def partition_lock(partition: str) -> str:
     return f"partition-{partition}.lock"
 
 
+def lock_state(data_dir: Path) -> tuple[bool, Holder]:
+    """Whether a live process holds ``data_dir``'s writer lock, and the run its file names. A run that lets go
+    empties the file first (:func:`writer_lock`): a file naming a run while the lock is free is that of a run whose
+    process died holding it (the kernel released the lock)."""
+    path = lock_path(data_dir)
+    if not path.is_file():
+        return False, Holder()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True, Holder.read(path)
+        try:
+            return False, Holder.read(path)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def runs_it(state: tuple[bool, Holder], run_id: str | None) -> bool:
+    """Whether run ``run_id`` holds the writer lock as ``state`` (:func:`lock_state`) found it: its file names the
+    run and the lock is held (a holder on another host, whose lock this machine may not see: assumed to)."""
+    held, holder = state
+    return holder.run_id is not None and holder.run_id == run_id and (
+        held or (holder.host is not None and holder.host != socket.gethostname()))
+
+
 _HELD: dict[Path, str] = {}
 """The writer locks this process holds: lock file -> the run holding it."""
 

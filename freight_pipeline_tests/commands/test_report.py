@@ -14,12 +14,13 @@ import duckdb
 import pytest
 import yaml
 
-from freight_pipeline.commands.report import INTERRUPTED, on_time_by_mode, read_report
+from freight_pipeline.commands.report import on_time_by_mode, read_report
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import run_log_path
 from freight_pipeline.warehouse.publish import published_db_path
-from freight_pipeline.warehouse.writer_lock import lock_path
+from freight_pipeline.warehouse.run_log import INTERRUPTED
+from freight_pipeline.warehouse.writer_lock import lock_path, writer_lock
 
 MART_YML = REPO_ROOT / "dbt_models" / "models" / "marts" / "fct_on_time_performance.yml"
 COLUMNS = {
@@ -99,6 +100,9 @@ def test_a_killed_run_is_reported_interrupted_not_running(tmp_path: Path) -> Non
     lock_path(tmp_path).write_text("")  # a run that ended lets go of the lock (its file emptied) too
     assert read_report(tmp_path, EmbeddedDuckDB())["unpublished_runs"][0]["status"] == INTERRUPTED
 
-    lock_path(tmp_path).write_text(json.dumps({**holder, "pid": os.getpid()}))  # alive: still running
-    (run,) = read_report(tmp_path, EmbeddedDuckDB())["unpublished_runs"]
+    with writer_lock(tmp_path, "killed-run"):  # its process alive, holding the lock: still running
+        (run,) = read_report(tmp_path, EmbeddedDuckDB())["unpublished_runs"]
     assert run["status"] == "running" and run["error"] is None
+    # a file naming a process that lives but no longer holds the lock (a pid reused, say): gone all the same
+    lock_path(tmp_path).write_text(json.dumps({**holder, "pid": os.getpid()}))
+    assert read_report(tmp_path, EmbeddedDuckDB())["unpublished_runs"][0]["status"] == INTERRUPTED
