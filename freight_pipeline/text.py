@@ -13,16 +13,23 @@ def one_line(text: str, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def port_parser(lowest: int) -> Callable[[str], int]:
-    """An argparse ``type`` for a TCP port: an integer from ``lowest`` (0: the system picks a free one) to 65535."""
+def int_between(lowest: int, highest: int | None = None, why: str = "") -> Callable[[str], int]:
+    """An argparse ``type``: an integer from ``lowest`` to ``highest`` (None: no bound above); ``why`` says what the
+    bounds are for, after the range."""
 
-    def port(text: str) -> int:
+    def number(text: str) -> int:
         try:
-            number = int(text)
+            value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if not lowest <= number <= 65535:
-            raise argparse.ArgumentTypeError(f"must be between {lowest} and 65535, got {number}")
-        return number
+        if value < lowest or (highest is not None and value > highest):
+            bounds = f"at least {lowest}" if highest is None else f"between {lowest} and {highest}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}{f' ({why})' if why else ''}, got {value}")
+        return value
 
-    return port
+    return number
+
+
+def port_parser(lowest: int) -> Callable[[str], int]:
+    """An argparse ``type`` for a TCP port: an integer from ``lowest`` (0: the system picks a free one) to 65535."""
+    return int_between(lowest, 65535)

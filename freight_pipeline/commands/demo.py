@@ -46,6 +46,7 @@ from freight_pipeline.config import (
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.cli import shipment_count
 from freight_pipeline.simulator.config import MAX_SHIPMENTS
+from freight_pipeline.text import int_between
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.paths import WORK_DIR
 
@@ -61,23 +62,12 @@ DAYS_BETWEEN_RUNS days (plus the time since their last change) before: 1 day out
 (7 and 14 days none)."""
 
 
-def _changes(text: str) -> int:
-    """argparse type of ``--changes``: an integer, 0 or more."""
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if count < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {count}")
-    return count
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_dir_argument(parser)
     parser.add_argument("--shipments", type=shipment_count, default=2000,
                         help=f"shipments in the simulator, 0 to {MAX_SHIPMENTS} (default 2000)")
     parser.add_argument("--seed", type=int, default=42, help="simulator data seed (default 42)")
-    parser.add_argument("--changes", type=_changes, default=50,
+    parser.add_argument("--changes", type=int_between(0), default=50,
                         help="shipments modified between the runs (default 50)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every log message of the steps")
     parser.add_argument("--lake", choices=("local", "s3"),

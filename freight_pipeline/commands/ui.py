@@ -41,6 +41,7 @@ from freight_pipeline.config import (
     USERNAME_ENV,
     BadSettings,
 )
+from freight_pipeline.simulator.cli import shipment_count
 from freight_pipeline.text import port_parser
 
 WORKSPACE = "workspace.yaml"
@@ -56,7 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_dir_argument(parser)
     parser.add_argument("--port", type=_port, default=3000, help="Dagster UI port (default 3000)")
     parser.add_argument("--simulator-port", type=_port, default=8765, help="simulator port (default 8765)")
-    parser.add_argument("--shipments", type=int, default=2000, help="shipments in the simulator (default 2000)")
+    parser.add_argument("--shipments", type=shipment_count, default=2000,
+                        help="shipments in the simulator (default 2000)")
     parser.add_argument("--seed", type=int, default=42, help="simulator data seed (default 42)")
     parser.add_argument(
         "--changes-per-minute", type=int, default=5,

@@ -20,31 +20,12 @@ from freight_pipeline.simulator.config import (
     default_users,
 )
 from freight_pipeline.simulator.releases import CURRENT, NESTED, NEXT, RELEASES
-from freight_pipeline.text import port_parser
+from freight_pipeline.text import int_between, port_parser
 
-
-def shipment_count(text: str) -> int:
-    """argparse type of ``--shipments``: an integer from 0 to MAX_SHIPMENTS."""
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if not 0 <= count <= MAX_SHIPMENTS:
-        raise argparse.ArgumentTypeError(
-            f"must be between 0 and {MAX_SHIPMENTS} (generated ids must fit int32), got {count}"
-        )
-    return count
-
-
-def _at_least_one(text: str) -> int:
-    """argparse type of a positive count (``--max-page-size``, ``--max-in-flight``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+shipment_count = int_between(0, MAX_SHIPMENTS, "generated ids must fit int32")
+"""argparse type of ``--shipments``."""
+_at_least_one = int_between(1)
+"""argparse type of a positive count (``--max-page-size``, ``--max-in-flight``)."""
 
 
 def _offset_change(text: str) -> tuple[str, str]:

@@ -13,13 +13,16 @@ from typing import Any
 import duckdb
 import pytest
 
+from freight_pipeline.checks.warehouse import Severity
 from freight_pipeline.cli import main
 from freight_pipeline.commands.common import SKIPPED
 from freight_pipeline.commands.demo_data import MARKER, DemoBusy, ForeignDataDir, demo_dir_held, prepare_demo_dir
 from freight_pipeline.commands.demo_summary import eta_line
 from freight_pipeline.commands.history_report import EtaAccuracy
+from freight_pipeline.warehouse.publish import published_db_path
 from freight_pipeline.warehouse.writer_lock import writer_lock
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
+from freight_pipeline_tests.sync.test_restore import failed_checks
 
 HISTORY_TABLES = ("freight_history.shipment_versions", "freight_history.event_versions",
                   "freight_history.leg_versions")
@@ -204,7 +207,7 @@ def test_a_demo_does_not_empty_a_data_directory_a_sync_writes(tmp_path: Path) ->
 @pytest.mark.parametrize(("flags", "said"), [
     (["--shipments", "-5"], "argument --shipments: must be between 0 and 900000"),
     (["--shipments", "1000000"], "argument --shipments: must be between 0 and 900000"),
-    (["--changes", "-1"], "argument --changes: must be 0 or more, got -1"),
+    (["--changes", "-1"], "argument --changes: must be at least 0, got -1"),
 ])
 def test_a_demo_flag_out_of_range_is_refused_before_anything_runs(
     flags: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -223,3 +226,6 @@ def test_the_demo_alerts_none_of_the_destinations_the_settings_name(tmp_path: Pa
                        cli_env(FREIGHT_ALERT_URLS=url))
     assert done.returncode == 0, done.stderr
     assert alerts == []
+    # what would have alerted, had the demo used the settings' destinations: the check of the run's notices
+    warned = failed_checks(published_db_path(tmp_path / "data"), Severity.WARN)
+    assert "shipments.no_service_notices" in warned, warned
