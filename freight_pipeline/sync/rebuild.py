@@ -61,7 +61,6 @@ import orjson
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
 from freight_pipeline.normalize.signature import EveryRecord, MappingSignature, current_signature
-from freight_pipeline.normalize.specs.shipments import SHIPMENTS as SHIPMENTS_TABLE
 from freight_pipeline.sync.assemble import assemble
 from freight_pipeline.sync.bundle import NOT_APPLICABLE, Answer, Bundle, Work
 from freight_pipeline.sync.code_conversions import STREAM as CONVERSIONS
@@ -77,10 +76,8 @@ from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.workers import IN_PROCESS_UP_TO, Workers, can_fork, gc_paused
-from freight_pipeline.warehouse.ddl import first, qualified, run
 from freight_pipeline.warehouse.documents import newest_shipment_write
 from freight_pipeline.warehouse.history import BEHIND_STATE
-from freight_pipeline.warehouse.meta import SYNC_RUNS
 from freight_pipeline.warehouse.records import BatchWrite, RawPosition, RawRecord, Reject, WriteStats
 from freight_pipeline.warehouse.store import Warehouse
 
@@ -207,10 +204,8 @@ def _still_caught_up(warehouse: Warehouse, began: dt.datetime | None) -> bool:
     synced = DocumentsCursor.parse(warehouse.reads.get_cursor(DOCUMENTS)).synced_through
     if synced is None or began is None:
         return False
-    row = first(run(warehouse.con, f"SELECT max(_synced_at) FROM {qualified(SHIPMENTS_TABLE)} WHERE _run_id NOT IN "
-                                   f"(SELECT run_id FROM {qualified(SYNC_RUNS)} WHERE stream = ? AND started_at >= ?)",
-                    [REBUILD_STATE, began]))
-    return row is None or row[0] is None or row[0] <= synced
+    written = newest_shipment_write(warehouse.con, but=(REBUILD_STATE, began))
+    return written is None or written <= synced
 
 
 def _carry_documents_watermark(warehouse: Warehouse, run_id: str) -> None:

@@ -12,14 +12,21 @@ import duckdb
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
 from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.warehouse.ddl import first, qualified, run
+from freight_pipeline.warehouse.meta import SYNC_RUNS
 
 COMPARED = tuple(c.name for c in SHIPMENT_DOCUMENTS.columns)
 """The business columns: two row sets of a shipment are the same when these are."""
 
 
-def newest_shipment_write(con: duckdb.DuckDBPyConnection) -> dt.datetime | None:
-    """When the pipeline last wrote a shipment row (``_synced_at``): the documents stream's watermark."""
-    row = first(run(con, f"SELECT max(_synced_at) FROM {qualified(SHIPMENTS)}"))
+def newest_shipment_write(con: duckdb.DuckDBPyConnection, but: tuple[str, dt.datetime] | None = None
+                          ) -> dt.datetime | None:
+    """When the pipeline last wrote a shipment row (``_synced_at``): the documents stream's watermark. ``but``:
+    (stream, since) leaves out the rows that stream's runs started since then wrote (a rebuild's own)."""
+    if but is None:
+        row = first(run(con, f"SELECT max(_synced_at) FROM {qualified(SHIPMENTS)}"))
+    else:
+        row = first(run(con, f"SELECT max(_synced_at) FROM {qualified(SHIPMENTS)} WHERE _run_id NOT IN (SELECT "
+                             f"run_id FROM {qualified(SYNC_RUNS)} WHERE stream = ? AND started_at >= ?)", list(but)))
     return row[0].astimezone(dt.UTC) if row and row[0] is not None else None
 
 
