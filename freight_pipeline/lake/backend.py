@@ -232,6 +232,7 @@ class LakeBackend:
     key_constraints = False
     storage_hints = False
     concurrent_writers = True
+    deletes_return_rows = False
     readers_see_commits = True
     dbt_target: str | None = LAKE_DBT_TARGET
 

@@ -99,6 +99,8 @@ class StorageBackend(Protocol):
     concurrent_writers: bool
     """Whether several processes may commit at once: then a stream's cursor row is appended, never
     replaced (a lake refuses a commit deleting from a table another writer inserted into meanwhile)."""
+    deletes_return_rows: bool
+    """Whether a ``DELETE`` takes a ``RETURNING`` clause (a DuckDB file; DuckLake 1.5.5 refuses it)."""
     readers_see_commits: bool
     """Whether readers see every commit as it happens (a lake's latest snapshot), so that a sync needs
     no publish of its own; else readers see only what :meth:`publish` copied."""

@@ -28,6 +28,7 @@ class EmbeddedDuckDB:
     key_constraints = True
     storage_hints = True
     concurrent_writers = False
+    deletes_return_rows = True
     readers_see_commits = False
     dbt_target: str | None = None
 

@@ -602,8 +602,14 @@ class Writes:
             if unit is not None and unit not in spec.primary_key:
                 match = " AND ".join(f"t.{quote(k)} = i.{quote(k)}" for k in spec.primary_key)
                 returned = ", ".join(f"t.{quote(c.name)}" for c in spec.all_columns)
-                replaced = run(self.database.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match} "
-                                                  f"RETURNING {returned}")  # few: a changed shipment's own went before
+                if self.database.backend.deletes_return_rows:  # few: a changed shipment's own went before
+                    replaced = run(self.database.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match} "
+                                                      f"RETURNING {returned}")
+                else:  # the rows read, then deleted
+                    replaced = run(self.database.con, f"SELECT {returned} FROM {qualified(spec)} t JOIN {view} i "
+                                                      f"ON {match}")
+                    if replaced:
+                        run(self.database.con, f"DELETE FROM {qualified(spec)} t USING {view} i WHERE {match}")
                 if replaced:
                     conflicts += _taken_from_another(spec, table, replaced, run_id)
             audit = ", $synced_at AS _synced_at, $run_id AS _run_id" if spec.audit else ""
