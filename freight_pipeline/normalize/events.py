@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from freight_pipeline.normalize.converters import Row, Rows, is_text
-from freight_pipeline.normalize.errors import show
+from freight_pipeline.normalize.errors import RecordShapeError, show
 from freight_pipeline.normalize.plain_fields import as_items
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.records import require_list, require_shipment_id
@@ -15,6 +15,7 @@ from freight_pipeline.normalize.specs.events_memos import (
     EVENT_DATETIME,
     EVENT_LOCATION,
     EVENT_NODE,
+    EVENT_SHIPMENT_ID,
     EVENT_TYPE_KEY,
     SHIPMENT_EVENTS,
 )
@@ -34,7 +35,8 @@ def _code(value: Any) -> str | None:
 def normalize_events(shipment_id: int, events: list[dict[str, Any]] | None, problems: Problems | None = None) -> Rows:
     """Rows of ``shipment_events`` for one shipment's ``GET .../events`` response.
 
-    An answer that is not an array raises ``RecordShapeError``. An event without a usable code or
+    An answer that is not an array, or one with an event naming another shipment (an answer mixed up by a cache or
+    a proxy), raises ``RecordShapeError``: the part is read again, its rows kept. An event without a usable code or
     type cannot be keyed: it is skipped and reported whole. A repeated (event, type) keeps the last
     entry; ``source_duplicates`` counts the earlier ones, and each is reported.
     """
@@ -42,6 +44,10 @@ def normalize_events(shipment_id: int, events: list[dict[str, Any]] | None, prob
     problems = sink(problems)
     by_key: dict[tuple[str, str], tuple[str, Any, Row]] = {}
     for _, path, event in as_items(require_list(events, "events"), "", problems):
+        named = event.get(EVENT_SHIPMENT_ID)
+        if named is not None and named != shipment_id and str(named).strip() != str(shipment_id):
+            raise RecordShapeError(f"events: {path or '[?]'}.{EVENT_SHIPMENT_ID} {show(named)} is not the shipment "
+                                   f"asked for ({shipment_id})")
         code, kind = _code(EVENT_CODE_KEY.of(event)), _code(EVENT_TYPE_KEY.of(event))
         if code is None or kind is None:
             which = EVENT_CODE_KEY if code is None else EVENT_TYPE_KEY

@@ -370,6 +370,16 @@ def test_an_event_without_code_is_skipped_and_reported_whole() -> None:
     assert problem.reason.startswith("type None is missing")
 
 
+def test_an_event_naming_another_shipment_refuses_the_answer() -> None:
+    """An answer mixed up by a cache or a proxy: another shipment's event stored under this one, silently, was the
+    old way; the part is refused (read again, its rows kept). Its own id, as a number or as text, is fine."""
+    own = {"event": "PICKUP", "type": "ACTUAL", "date_time": {"date": "2026-07-08"}}
+    both = [{**own, "shipment_id": 10002}, {**own, "type": "ESTIMATED", "shipment_id": "10002"}]
+    assert len(normalize_events(10002, both)["shipment_events"]) == 2
+    with pytest.raises(RecordShapeError, match=r"\[1\]\.shipment_id 10008 is not the shipment asked for \(10002\)"):
+        normalize_events(10002, [{**own, "shipment_id": 10002}, {**own, "type": "ESTIMATED", "shipment_id": 10008}])
+
+
 def test_an_impossible_offset_nulls_the_instant_and_keeps_the_event() -> None:
     event = {"event": "PICKUP", "type": "ACTUAL", "date_time": {"date": "2026-11-01", "time": "10:15:30",
                                                                   "zone_offset": "+99:00"}}

@@ -24,8 +24,10 @@ EVENT_CODE_KEY = Key("event", kinds=frozenset({TEXT}))
 """The event code (part of the key: an event without text here is not loaded)."""
 EVENT_TYPE_KEY = Key("type", kinds=frozenset({TEXT}))
 """ESTIMATED or ACTUAL (part of the key, as the code)."""
+EVENT_SHIPMENT_ID = "shipment_id"
+"""An event's shipment id: the request's is stored; one naming another shipment refuses the answer."""
 EVENT_NODE = Node.of((), EVENT_CODE_KEY, EVENT_TYPE_KEY, EVENT_DATETIME.key, EVENT_LOCATION.key,
-                     known=("shipment_id",))  # the shipment's id: the request's is used
+                     known=(EVENT_SHIPMENT_ID,))
 """An event of ``GET /service/shipment/{id}/events``."""
 SHIPMENT_EVENTS = TableSpec(
     SCHEMA,
