@@ -129,26 +129,49 @@ async def compare_with_source(
     waiting_stream: str,
     zone: ServiceZone,
 ) -> Differences:
-    """List every live id into the warehouse's temporary listing, then diff it with what is held."""
+    """List every live id into the warehouse's temporary listing, then diff it with what is held.
+
+    Two checks, before anything is deleted (each a :class:`RowCountMismatch`): every page's ids increase, each
+    after the last one listed (a service comparing ``ID GT`` as text, ``"1000" < "999"``, repeats some and skips
+    others); and the ids listed are as many as the first page's ``X-Row-Count`` counted every shipment, but for
+    what changed during the listing (:data:`LISTING_CHURN`)."""
     listed = 0
     last_id = 0
+    total: int | None = None
     with warehouse.reads.live_listing() as listing:
         while True:
             items = await checked_lookup(
                 source.lookup_shipments, [{"key": "ID", "match_mode": "GT", "value": str(last_id)}], ["ID"],
                 page_size, stats, attempts,
             )
-            listing.add([int(item["id"]) for item in items], [listed_stamp(item, zone) for item in items])
+            total = stats.row_count if total is None else total
+            ids = [int(item["id"]) for item in items]
+            if any(later <= earlier for earlier, later in zip([last_id, *ids], ids, strict=False)):
+                raise RowCountMismatch(f"id listing after id {last_id} answered ids not each after the last "
+                                       f"({_ids_shown(ids)}): the service does not compare ID as a number; nothing "
+                                       "deleted")
+            listing.add(ids, [listed_stamp(item, zone) for item in items])
             listed += len(items)
             if len(items) < stats.page_size(page_size):  # the page size served, if the service caps it
                 break
-            if int(items[-1]["id"]) <= last_id:
-                raise RowCountMismatch(f"id listing after id {last_id} returned a full page without progress")
-            last_id = int(items[-1]["id"])
+            last_id = ids[-1]
+        if total is not None and total - listed > max(LISTING_CHURN_MIN, total * LISTING_CHURN):
+            raise RowCountMismatch(f"the id listing read {listed} shipments where its first page counted {total}: "
+                                   "too many missing to be shipments deleted meanwhile; nothing deleted")
         vanished, stale, before_start = listing.differences(
             None if floor == BEGINNING else floor.instant_text, waiting_stream
         )
     return Differences(listed, vanished, stale, before_start)
+
+
+LISTING_CHURN = 0.01
+"""The share of the shipments counted by the listing's first page that may be deleted while it reads the rest
+(:func:`compare_with_source`); more missing is a listing that skipped some (at least :data:`LISTING_CHURN_MIN`)."""
+LISTING_CHURN_MIN = 10
+
+
+def _ids_shown(ids: list[int]) -> str:
+    return ", ".join(map(str, ids[:5])) + (", ..." if len(ids) > 5 else "")
 
 
 def latest_listed_stamp(item: dict[str, object], zone: ServiceZone) -> str | None:

@@ -4,6 +4,9 @@ It never fetches a shipment last modified before the configured start cursor."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -13,9 +16,10 @@ from freight_pipeline.config import ServiceSettings
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.simulator.config import SimulatorConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
-from freight_pipeline.sync.changes import RowCountMismatch
+from freight_pipeline.sync.changes import Criterion, LookupResult, RowCountMismatch, WalkStats
 from freight_pipeline.sync.client_source import ClientSource
-from freight_pipeline.sync.cursor import ShipmentKey
+from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey
+from freight_pipeline.sync.reconcile import compare_with_source
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.shipments import RECONCILE_STREAM
@@ -222,3 +226,61 @@ def test_a_change_in_the_second_pass_of_a_naive_clocks_repeated_hour_is_no_resto
         second = changed_then_synced("2026-10-25T02:10:00+01:00")
     assert second.extra["restore_probe"]["went_back"] == []
     assert not any("went back" in notice for notice in second.extra.get("notices", []))
+
+
+class _Listing:
+    """The warehouse's side of a listing, held: ids 1..2000."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+
+    def add(self, ids: list[int], stamps: list[str | None]) -> None:
+        self.ids += ids
+
+    def differences(self, floor: str | None, waiting: str) -> tuple[list[int], list[int], int]:
+        return sorted(set(range(1, 2001)) - set(self.ids)), [], 0
+
+
+class _Held:
+    def __init__(self) -> None:
+        self.reads = self
+        self.listing = _Listing()
+
+    @contextlib.contextmanager
+    def live_listing(self) -> Iterator[_Listing]:
+        yield self.listing
+
+
+class _IdService:
+    """A service of ids 1..2000 (fewer ``dropped``) ordering by id as a number; ``as_text``: comparing ``ID GT`` as
+    text (the spec gives the value as a string and says nothing of how it compares): ``"1000" > "999"`` is false."""
+
+    def __init__(self, as_text: bool, counted: int = 2000, dropped: frozenset[int] = frozenset()) -> None:
+        self.as_text, self.counted, self.dropped = as_text, counted, dropped
+
+    async def lookup_shipments(self, criteria: list[Criterion], order_by: list[str], order_mode: list[str],
+                               page_size: int) -> LookupResult:
+        (criterion,) = criteria
+        after = criterion["value"]
+        rows = [i for i in range(1, 2001) if i not in self.dropped
+                and (str(i) > after if self.as_text else i > int(after))]
+        items = [{"id": i, "last_modified_date_time": "2026-11-01T10:00:00+01:00"} for i in rows[:page_size]]
+        return LookupResult(items, self.counted if after == "0" else len(rows))
+
+
+@pytest.mark.parametrize(("service", "said"), [
+    (_IdService(as_text=True), "answered ids not each after the last"),
+    (_IdService(as_text=False, dropped=frozenset(range(1500, 1600))), "read 1900 shipments where its first page "
+                                                                       "counted 2000"),
+], ids=["ids compared as text", "a hundred missing from the listing"])
+def test_a_listing_that_skipped_shipments_deletes_nothing(service: _IdService, said: str) -> None:
+    """The reconcile deletes what the listing did not list: a listing that skipped some (a service comparing ids as
+    text, one whose pages lost rows while each agreed with its own count) must fail, not delete live shipments."""
+    with pytest.raises(RowCountMismatch, match=said):
+        asyncio.run(compare_with_source(service, _Held(), 500, 3, WalkStats(), BEGINNING, "shipments",
+                                        ServiceZone()))
+    # a few deleted while the listing reads (the count taken at its first page): vanished, as they are
+    few = _IdService(as_text=False, counted=2000, dropped=frozenset({1999, 2000}))
+    held = _Held()
+    found = asyncio.run(compare_with_source(few, held, 500, 3, WalkStats(), BEGINNING, "shipments", ServiceZone()))
+    assert (found.listed, found.vanished) == (1998, [1999, 2000])
