@@ -21,7 +21,7 @@ from freight_pipeline.client._core import HeldBody, decoded
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.isolation import RecordFailure, record_failure
 from freight_pipeline.sync.memo_batch import MemoBatches
-from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, MEMOS, PART_BY_STREAM, PARTS, Part, Ref
+from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, MEMOS, PART_BY_STREAM, PARTS, Part, Ref
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import ShipmentGone, SourceAPI
 from freight_pipeline.sync.tasks import run_all
@@ -108,6 +108,28 @@ async def _still_listed(source: SourceAPI, shipment_id: int) -> RecordFailure | 
                          f"GET /service/shipment/{shipment_id}", 404)
 
 
+async def _part_not_found(part: Part, source: SourceAPI, ref: Ref, document: Any) -> Answer:
+    """A part's 404 while the shipment's document, read with it, loaded. :data:`GONE` only when the lookup no longer
+    lists the shipment either (deleted meanwhile). Else no deletion: the spec's "unless no data exists" when the
+    document holds none of the part (an empty answer), or a part the service would not give now (a permission, a
+    node behind): the record's failure, read again with its rows kept."""
+    try:
+        listed = await _still_listed(source, ref.shipment_id)
+    except Exception as exc:
+        failure = record_failure(exc)
+        if failure is None:
+            raise
+        return failure
+    if listed is None:
+        return GONE
+    held = part.held_by(document.decoded() if isinstance(document, HeldBody) else document)
+    if not held:
+        return []
+    return RecordFailure(f"not found (404) at {part.stream}, yet the shipment is listed and its document, read with "
+                         f"it, holds {held}: not deleted (a permission on the part, or a node behind); read again",
+                         part.request(ref), 404)
+
+
 async def _answers(parts: Iterable[Part], source: SourceAPI, ref: Ref, settings: SyncSettings) -> dict[str, Answer]:
     chosen = list(parts)
     found = await run_all(_answer(part, source, ref, settings) for part in chosen)
@@ -119,7 +141,8 @@ async def fetch_bundle(
 ) -> Bundle:
     """Every part of ``work``, requested concurrently (the client bounds requests in flight); its memo lines from
     the batched lookup ``memos`` planned for it when its document agrees (``memo_batch``), else asked alone once
-    the document is in. A document's 404 is :data:`GONE` only when the lookup no longer lists the shipment either."""
+    the document is in. A document's 404 is :data:`GONE` only when the lookup no longer lists the shipment either;
+    another part's, while the document loaded, as :func:`_part_not_found` says."""
     bundle = Bundle(work, work.ref)
     if not work.parts:
         return bundle
@@ -134,6 +157,9 @@ async def fetch_bundle(
         bundle.ref = told
         if again:
             bundle.answers.update(await _answers(again, source, bundle.ref, settings))
+        for part in DETAIL_PARTS:
+            if bundle.answers.get(part.stream) is GONE:  # the document, read with it, loaded
+                bundle.answers[part.stream] = await _part_not_found(part, source, bundle.ref, document)
     if batch is not None and memos is not None:  # the document is in: its memo lines from the batch, or alone
         lines = await memos.lines_for(batch, work.ref, bundle.ref, top)
         bundle.answers[MEMOS] = (lines if lines is not None

@@ -100,6 +100,16 @@ class Part:
     rows are cleared and nothing is requested."""
     by_number: bool = False
     """Read by a lookup of the shipment's CLIENT and SHIPMENT_NUMBER (memo lines), not by its id."""
+    embedded: tuple[str, ...] = ()
+    """Where the shipment's document holds the part's data too (``events``; the main carriage's legs): a 404 of
+    the part while the document loads says no data exists when the document holds none (:meth:`held_by`)."""
+
+    def held_by(self, document: Any) -> int:
+        """How many records of the part ``document`` (the shipment's, decoded) holds at :attr:`embedded`."""
+        value = document
+        for key in self.embedded:
+            value = value.get(key) if isinstance(value, dict) else None
+        return len(value) if isinstance(value, list) else 0
 
     async def read(self, source: SourceAPI, ref: Ref, settings: SyncSettings) -> Any:
         """The part's answer for one shipment, as received."""
@@ -152,15 +162,18 @@ DOCUMENT_PART = Part(
     DOCUMENT, ep.SHIPMENT_RETRIEVE, SHIPMENT_DOCUMENT_TABLES,
     lambda ref, doc, problems: normalize_shipment(doc, problems), DOCUMENT_SHAPE, fetch=_document,
 )
+MAIN_CARRIAGE_LEGS = ("main_carriage", "carriage_legs")
+"""Where a shipment's document holds its main carriage's legs (the spec's Transport object)."""
 DETAIL_PARTS: tuple[Part, ...] = (
     Part(EVENTS, ep.SHIPMENT_EVENTS, (SHIPMENT_EVENTS.name,),
-         lambda ref, data, problems: normalize_events(ref.shipment_id, data, problems), EVENT_SHAPE),
+         lambda ref, data, problems: normalize_events(ref.shipment_id, data, problems), EVENT_SHAPE,
+         embedded=("events",)),
     Part(AIR_LEGS, ep.SHIPMENT_AIR_MAIN_CARRIAGE, (AIR_MAIN_CARRIAGE_LEGS.name,),
          lambda ref, data, problems: normalize_main_carriage(ref.shipment_id, data, "air", problems), AIR_LEG_SHAPE,
-         mode="AIR"),
+         mode="AIR", embedded=MAIN_CARRIAGE_LEGS),
     Part(SEA_LEGS, ep.SHIPMENT_SEA_MAIN_CARRIAGE, (SEA_MAIN_CARRIAGE_LEGS.name,),
          lambda ref, data, problems: normalize_main_carriage(ref.shipment_id, data, "sea", problems), SEA_LEG_SHAPE,
-         mode="SEA"),
+         mode="SEA", embedded=MAIN_CARRIAGE_LEGS),
     Part(MEMOS, ep.MEMO_LOOKUP, (SHIPMENT_MEMOS.name,),
          lambda ref, data, problems: normalize_memos(data, {(ref.client, ref.shipment_number): ref.shipment_id},
                                                      problems),

@@ -183,3 +183,62 @@ def test_a_retrieve_404_of_a_shipment_the_lookup_still_lists_is_quarantined_not_
     work_sync()
     assert query(work, "SELECT count(*) FROM freight_meta.quarantine") == [(0,)]
     assert_converged(small_sim.store, work)
+
+
+class PartsRefused(ClientSource):
+    """Answers 404 to the events and main-carriage legs of ``victim`` while its document loads and the lookup still
+    lists it (a permission on those parts; or, for a shipment with none, the spec's "unless no data exists")."""
+
+    def __init__(self, client: Any, victim: int) -> None:
+        super().__init__(client)
+        self.victim = victim
+
+    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> HeldBody:
+        if shipment_id == self.victim and endpoint in (ep.SHIPMENT_EVENTS, ep.SHIPMENT_AIR_MAIN_CARRIAGE,
+                                                      ep.SHIPMENT_SEA_MAIN_CARRIAGE):
+            raise ShipmentGone(shipment_id)
+        return await super().get_shipment_records(endpoint, shipment_id)
+
+
+def test_a_part_404_of_a_listed_shipment_whose_document_holds_that_part_keeps_its_rows_and_is_read_again(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    """Was: its events and legs deleted (a ``deleted`` version each), a false 'deleted in the source' reject, and no
+    retry, so the legs stayed empty until the shipment changed again. Its document, read with them, holds both."""
+    work_sync()
+    work = work_db(tmp_path)
+    tables = ("shipment_events", "air_main_carriage_legs", "sea_main_carriage_legs")
+
+    def rows_of(shipment: int) -> dict[str, int]:
+        return {table: query(work, f"SELECT count(*) FROM freight.{table} WHERE shipment_id = ?", [shipment])[0][0]
+                for table in tables}
+
+    victim = next(i for i in small_sim.store.reader.live_shipment_ids()
+                  if (held := rows_of(i))["shipment_events"] and held["air_main_carriage_legs"] + held[
+                      "sea_main_carriage_legs"])
+    held = rows_of(victim)
+    small_sim.advance_clock(60)
+    small_sim.touch_shipments([victim])
+    result = work_sync(source_factory=lambda client: PartsRefused(client, victim))["shipments"]
+
+    assert result.quarantined == 2  # its events and its mode's legs: read again, not deleted
+    reasons = query(work, "SELECT reason FROM freight_meta.rejected_records WHERE source_key = ?", [str(victim)])
+    assert len(reasons) == 2 and not any("deleted in the source" in reason for (reason,) in reasons), reasons
+    assert rows_of(victim) == held
+    assert query(work, "SELECT DISTINCT status_code FROM freight_meta.quarantine WHERE record_key = ?",
+                 [str(victim)]) == [(404,)]
+    assert query(work, "SELECT count(*) FROM freight_history.event_versions WHERE shipment_id = ? AND deleted",
+                 [victim]) == [(0,)]
+    small_sim.advance_clock(20 * 60)  # past the overlap: the retry queue reads them again
+    work_sync()
+    assert query(work, "SELECT count(*) FROM freight_meta.quarantine") == [(0,)]
+    assert_converged(small_sim.store, work)
+
+
+def test_what_a_document_holds_of_a_part_is_counted_where_the_part_declares_it() -> None:
+    """A part's 404 while its shipment's document loads is the spec's "no data exists" when the document holds none
+    of it (an empty answer, nothing rejected), a part the service would not give now otherwise."""
+    events, air, _, memos = DETAIL_PARTS
+    document = {"events": [{}, {}], "main_carriage": {"carriage_legs": [{}]}}
+    assert (events.held_by(document), air.held_by(document), memos.held_by(document)) == (2, 1, 0)
+    assert (events.held_by({"events": None}), air.held_by({"main_carriage": []}), events.held_by({})) == (0, 0, 0)
