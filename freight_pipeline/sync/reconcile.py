@@ -119,6 +119,12 @@ async def probe_for_restore(
     )
 
 
+LISTING_CHURN = 0.01
+"""The share of the shipments counted by the listing's first page that may be deleted while it reads the rest
+(:func:`compare_with_source`); more missing is a listing that skipped some (at least :data:`LISTING_CHURN_MIN`)."""
+LISTING_CHURN_MIN = 10
+
+
 async def compare_with_source(
     source: SourceAPI,
     warehouse: Warehouse,
@@ -162,12 +168,6 @@ async def compare_with_source(
             None if floor == BEGINNING else floor.instant_text, waiting_stream
         )
     return Differences(listed, vanished, stale, before_start)
-
-
-LISTING_CHURN = 0.01
-"""The share of the shipments counted by the listing's first page that may be deleted while it reads the rest
-(:func:`compare_with_source`); more missing is a listing that skipped some (at least :data:`LISTING_CHURN_MIN`)."""
-LISTING_CHURN_MIN = 10
 
 
 def _ids_shown(ids: list[int]) -> str:
