@@ -72,7 +72,8 @@ class Bundle:
 
 
 async def _answer(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings) -> Answer:
-    """One part's answer; a document's 404 is confirmed by the lookup (:func:`_still_listed`)."""
+    """One part's answer; a document's 404 is confirmed by the lookup (:func:`_listed`), another part's judged with
+    the document's answer (:func:`_part_not_found`)."""
     if not part.applies(ref):
         return NOT_APPLICABLE
     try:
@@ -80,14 +81,12 @@ async def _answer(part: Part, source: SourceAPI, ref: Ref, settings: SyncSetting
     except ShipmentGone:
         if part.stream != DOCUMENT:
             return GONE
-        try:
-            listed = await _still_listed(source, ref.shipment_id)
-        except Exception as exc:
-            failure = record_failure(exc)
-            if failure is None:
-                raise
-            return failure
-        return GONE if listed is None else listed
+        listed = await _listed(source, ref.shipment_id)
+        if listed is True:  # a permission on that record missing, a node that has not got it yet
+            return RecordFailure(f"not found (404) at retrieve, yet the shipment lookup still lists shipment "
+                                 f"{ref.shipment_id}: not deleted (a permission on the record, or a node that has not "
+                                 "got it yet)", part.request(ref), 404)
+        return GONE if listed is False else listed
     except Exception as exc:
         failure = record_failure(exc)
         if failure is None:
@@ -95,17 +94,19 @@ async def _answer(part: Part, source: SourceAPI, ref: Ref, settings: SyncSetting
         return failure
 
 
-async def _still_listed(source: SourceAPI, shipment_id: int) -> RecordFailure | None:
-    """A document's 404 confirmed by the lookup: None when it no longer lists the shipment (deleted); else the
-    record's failure (a 404 for a shipment the service still has: a permission on that record missing, a node that
-    has not got it yet), so it waits in the retry queue instead of being deleted here and forgotten by the walk."""
-    found = await source.lookup_shipments([{"key": "ID", "match_mode": "EQUALS", "value": str(shipment_id)}],
-                                          ["ID"], ["ASC"], 1)
-    if not any(str(item.get("id")) == str(shipment_id) for item in found.items if isinstance(item, dict)):
-        return None
-    return RecordFailure(f"not found (404) at retrieve, yet the shipment lookup still lists shipment {shipment_id}: "
-                         "not deleted (a permission on the record, or a node that has not got it yet)",
-                         f"GET /service/shipment/{shipment_id}", 404)
+async def _listed(source: SourceAPI, shipment_id: int) -> bool | RecordFailure:
+    """Whether the shipment lookup still lists the shipment whose document or part answered 404 (False: deleted;
+    True: it waits in the retry queue instead of being deleted here and forgotten by the walk); the lookup's own
+    failure as the record's."""
+    try:
+        found = await source.lookup_shipments([{"key": "ID", "match_mode": "EQUALS", "value": str(shipment_id)}],
+                                              ["ID"], ["ASC"], 1)
+    except Exception as exc:
+        failure = record_failure(exc)
+        if failure is None:
+            raise
+        return failure
+    return any(str(item.get("id")) == str(shipment_id) for item in found.items if isinstance(item, dict))
 
 
 async def _part_not_found(part: Part, source: SourceAPI, ref: Ref, document: Any) -> Answer:
@@ -113,15 +114,9 @@ async def _part_not_found(part: Part, source: SourceAPI, ref: Ref, document: Any
     lists the shipment either (deleted meanwhile). Else no deletion: the spec's "unless no data exists" when the
     document holds none of the part (an empty answer), or a part the service would not give now (a permission, a
     node behind): the record's failure, read again with its rows kept."""
-    try:
-        listed = await _still_listed(source, ref.shipment_id)
-    except Exception as exc:
-        failure = record_failure(exc)
-        if failure is None:
-            raise
-        return failure
-    if listed is None:
-        return GONE
+    listed = await _listed(source, ref.shipment_id)
+    if listed is not True:
+        return GONE if listed is False else listed
     held = part.held_by(document.decoded() if isinstance(document, HeldBody) else document)
     if not held:
         return []
