@@ -724,9 +724,15 @@ def _one_row_per_key(spec: TableSpec, table: pa.Table) -> tuple[pa.Table, list[D
     if len(last) == table.num_rows:
         return table, []
     keep = pc.is_in(numbered.column("_row"), value_set=last)
-    kept = {tuple(row[k] for k in keys): row[unit] for row in table.filter(keep).to_pylist()}
+    kept = _unit_by_key(spec, table.filter(keep))
     return table.filter(keep), [_conflict(spec, row, kept[tuple(row[k] for k in keys)])
                                 for row in table.filter(pc.invert(keep)).to_pylist()]
+
+
+def _unit_by_key(spec: TableSpec, table: pa.Table) -> dict[tuple[Any, ...], Any]:
+    """Each row of ``table`` by its primary key -> the unit (``replace_key``: the shipment) it is loaded for."""
+    keys, unit = list(spec.primary_key), spec.replace_key or ""
+    return {tuple(row[k] for k in keys): row[unit] for row in table.select([*keys, unit]).to_pylist()}
 
 
 def _taken_from_another(spec: TableSpec, table: pa.Table, replaced: list[tuple[Any, ...]],
@@ -736,7 +742,7 @@ def _taken_from_another(spec: TableSpec, table: pa.Table, replaced: list[tuple[A
     unit = spec.replace_key or ""
     names = [c.name for c in spec.all_columns]
     keys = list(spec.primary_key)
-    loading = {tuple(row[k] for k in keys): row[unit] for row in table.select([*keys, unit]).to_pylist()}
+    loading = _unit_by_key(spec, table)
     rows = [dict(zip(names, held, strict=True)) for held in replaced]
     return [_conflict(spec, {name: row[name] for name in spec.column_names}, loaded_for)
             for row in rows if row.get("_run_id") == run_id
