@@ -14,8 +14,7 @@ from freight_pipeline.checks.warehouse import (
     evaluate_checks,
     rejected_check,
 )
-from freight_pipeline.sync.parts import EVENTS
-from freight_pipeline.sync.streams import SHIPMENTS
+from freight_pipeline.sync.streams import RECORD_SOURCES, SHIPMENTS, TABLE_WRITER
 from freight_pipeline.warehouse import meta
 
 CHECKS = 3 * CHECK_THREADS
@@ -59,21 +58,28 @@ def test_a_cursor_s_transaction_is_rolled_back_and_the_cursor_closed_at_its_clos
             cursor.execute("SELECT 1")
 
 
-def test_a_part_s_rejected_records_are_those_of_its_stream_s_latest_run() -> None:
-    """The events of a shipment rejected (``stream`` shipment_events) by a run logged as the shipments stream's:
-    the events' check does not pass, and names that run; the rejects of an older run are not counted."""
+PARTS_OF_STREAMS = sorted(source for source, tables in RECORD_SOURCES.items()
+                          if TABLE_WRITER[tables[0]].name != source)
+"""Every source of records logged in ``sync_runs`` under another name: a part of a shipment (events, each mode's
+legs, memo lines) under the shipments stream's."""
+
+
+@pytest.mark.parametrize("part", PARTS_OF_STREAMS)
+def test_a_part_s_rejected_records_are_those_of_its_stream_s_latest_run(part: str) -> None:
+    """A part's records rejected (``stream`` the part) by a run logged as its stream's: the part's check does not
+    pass, and names that run; the rejects of an older run are not counted."""
+    writer = TABLE_WRITER[RECORD_SOURCES[part][0]].name
     with duckdb.connect() as con:
         con.execute("CREATE SCHEMA freight_meta")
         con.execute(meta.SYNC_RUNS.ddl())
         con.execute(meta.REJECTED_RECORDS.ddl())
         con.execute("INSERT INTO freight_meta.sync_runs (run_id, stream, started_at) VALUES "
-                    "('r1', ?, now() - INTERVAL 2 HOUR), ('r2', ?, now() - INTERVAL 1 HOUR)",
-                    [SHIPMENTS.name, SHIPMENTS.name])
+                    "('r1', ?, now() - INTERVAL 2 HOUR), ('r2', ?, now() - INTERVAL 1 HOUR)", [writer, writer])
         con.execute("INSERT INTO freight_meta.rejected_records (stream, source_key, run_id, reason) VALUES "
-                    "(?, '10001', 'r2', 'invalid JSON body'), (?, '10002', 'r1', 'older run')", [EVENTS, EVENTS])
-        events = rejected_check(EVENTS)
-        result = events.evaluate(con)
-        assert events.table == "shipment_events"
+                    "(?, '10001', 'r2', 'invalid JSON body'), (?, '10002', 'r1', 'older run')", [part, part])
+        check = rejected_check(part)
+        result = check.evaluate(con)
+        assert check.table == RECORD_SOURCES[part][0]
         assert not result.passed
         assert (result.figures["run_id"], result.figures["rejected_records"]) == ("r2", 1)
         assert result.figures["sample"] == [{"source_key": "10001", "reason": "invalid JSON body"}]
