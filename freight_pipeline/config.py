@@ -254,7 +254,9 @@ class SyncTuning(SettingsModel):
     """How a sync run reads the service (``sync.settings.SyncSettings`` adds what each run is handed)."""
 
     section: ClassVar[str] = "sync"
-    page_size: int = Field(500, ge=1, le=500, description="lookup page size (the service serves at most 500)")
+    page_size: int = Field(
+        500, ge=1, le=500, description="rows asked per page of every paged read (the service serves at most 500)"
+    )
     request_attempts: int = Field(
         5,
         ge=1,

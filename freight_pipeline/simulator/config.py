@@ -143,7 +143,9 @@ class FaultConfig:
 
     Behaviours of real services, on every request (``paths`` does not limit them):
     ``max_page_size`` caps the rows of every lookup and scroll page whatever ``page_size`` asks
-    (``X-Page-Count`` and ``page_no`` then count pages of the size served). ``max_in_flight``: a
+    (``X-Page-Count`` and ``page_no`` then count pages of the size served). ``page_size_limit`` refuses (400) every
+    lookup and scroll asking for more rows per page than that (a service whose maximum is below A4's 500).
+    ``max_in_flight``: a
     request arriving while that many are being processed (latency included) is answered 429 at
     once, with ``Retry-After: retry_after_s`` if ``in_flight_retry_after``; ``/auth/token`` counts
     unless ``exempt_auth``. ``forbidden_prefixes``: every user is refused (403, after authentication)
@@ -186,6 +188,7 @@ class FaultConfig:
     exempt_auth: bool = False
     paths: frozenset[str] | None = None
     max_page_size: int | None = None
+    page_size_limit: int | None = None
     max_in_flight: int | None = None
     in_flight_retry_after: bool = True
     forbidden_prefixes: frozenset[str] | None = None
@@ -233,8 +236,9 @@ class FaultConfig:
             raise ValueError("latency_ms, latency_jitter_ms, tail_ms and token_activation_ms must not be negative")
         if self.retry_after_s < 0 or self.modify_during_paging_count < 0:
             raise ValueError("retry_after_s and modify_during_paging_count must not be negative")
-        if self.max_page_size is not None and self.max_page_size < 1:
-            raise ValueError(f"max_page_size must be at least 1 (or null), got {self.max_page_size}")
+        for name in ("max_page_size", "page_size_limit"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1 (or null), got {getattr(self, name)}")
         if self.max_in_flight is not None and self.max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1 (or null), got {self.max_in_flight}")
 

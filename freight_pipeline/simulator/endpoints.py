@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from freight_pipeline.simulator.auth import AuthError
-from freight_pipeline.simulator.config import WEBHOOK_ROLE, UserConfig
+from freight_pipeline.simulator.config import WEBHOOK_ROLE, FaultConfig, UserConfig
 from freight_pipeline.simulator.corruptions import Answer
 from freight_pipeline.simulator.data_efile import efile_in_shape, reference_from_shape, references_in_shape
 from freight_pipeline.simulator.http_base import ApiError, JsonAnswer, ServiceState, json_body, json_object
@@ -65,16 +65,17 @@ def event_type(request: Request) -> str:
     return raw
 
 
-def page_request(
-    request: Request, spec: LookupSpec | None, max_page_size: int | None = None
-) -> PageRequest:
-    """The paging of a lookup or scroll; with ``max_page_size``, pages of at most that many rows are served."""
+def page_request(request: Request, spec: LookupSpec | None, faults: FaultConfig) -> PageRequest:
+    """The paging of a lookup or scroll; with ``faults.max_page_size``, pages of at most that many rows are served;
+    with ``faults.page_size_limit``, a larger ``page_size`` is refused."""
     q = request.query_params
     paging = parse_page_request(
         q.get("page_no"), q.get("page_size"), q.getlist("order_by"), q.getlist("order_mode"), spec
     )
-    if max_page_size is not None and paging.page_size > max_page_size:
-        paging = dataclasses.replace(paging, page_size=max_page_size)
+    if faults.page_size_limit is not None and paging.page_size > faults.page_size_limit:
+        raise ApiError(400, f"page_size must be between 1 and {faults.page_size_limit}, got {paging.page_size}")
+    if faults.max_page_size is not None and paging.page_size > faults.max_page_size:
+        paging = dataclasses.replace(paging, page_size=faults.max_page_size)
     return paging
 
 
@@ -158,7 +159,7 @@ class Endpoints:
         return int(raw)
 
     async def _lookup(self, request: Request, spec: LookupSpec) -> tuple[list[Any], PageRequest]:
-        paging = page_request(request, spec, self.state.faults.config.max_page_size)
+        paging = page_request(request, spec, self.state.faults.config)
         strict = self.state.faults.config.strict_criteria
         criteria = parse_criteria(await json_body(request, empty=[]), spec, strict)
         return criteria, paging
@@ -341,7 +342,7 @@ class Endpoints:
         return await self._record(request, "codeconverter:read", "codeconverter", self.store.reader.get_code_conversion)
 
     async def _scroll(self, request: Request, rows: Callable[[], Any], endpoint: str | None = None) -> Response:
-        paging = page_request(request, None, self.state.faults.config.max_page_size)
+        paging = page_request(request, None, self.state.faults.config)
         unpaged = not self.state.faults.config.scroll_paging  # every record at once, whatever the query asks
 
         def run() -> Page:

@@ -24,10 +24,7 @@ from freight_pipeline.client.models import Criterion
 from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.sync.changes import Criterion as CriterionDict
 from freight_pipeline.sync.changes import LookupResult
-from freight_pipeline.sync.source import EFILE_PAGE_SIZE, KEPT_DOCUMENT_ARRAYS, DocumentGone, ShipmentGone
-
-MEMO_PAGE_SIZE = 500
-CODE_CONVERSION_PAGE_SIZE = 500
+from freight_pipeline.sync.source import KEPT_DOCUMENT_ARRAYS, DocumentGone, ShipmentGone
 
 
 class ClientSource:
@@ -56,18 +53,20 @@ class ClientSource:
         except NotFoundError as exc:
             raise ShipmentGone(shipment_id) from exc
 
-    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+    async def memo_pages(
+        self, client: str, shipment_numbers: Sequence[str], page_size: int
+    ) -> AsyncIterator[LookupResult]:
         criteria = [Criterion.one_of("CLIENT", [client]), Criterion.one_of("SHIPMENT_NUMBER", shipment_numbers)]
         pages = self.client.iter_memo_lookup_pages(
-            criteria, page_size=MEMO_PAGE_SIZE, order_by=["ID"], order_mode=["ASC"]
+            criteria, page_size=page_size, order_by=["ID"], order_mode=["ASC"]
         )
         async for page in pages:
             yield LookupResult(page.raw, page.row_count, page.page_count)
 
-    async def efile_pages(self, shipment_ids: list[int]) -> AsyncIterator[LookupResult]:
+    async def efile_pages(self, shipment_ids: list[int], page_size: int) -> AsyncIterator[LookupResult]:
         criteria = [Criterion.one_of("SHIPMENT_ID", shipment_ids)]
         pages = self.client.iter_efile_lookup_pages(
-            criteria, page_size=EFILE_PAGE_SIZE, order_by=["SHIPMENT_ID"], order_mode=["ASC"]
+            criteria, page_size=page_size, order_by=["SHIPMENT_ID"], order_mode=["ASC"]
         )
         async for page in pages:
             yield LookupResult(page.raw, page.row_count, page.page_count)
@@ -90,8 +89,8 @@ class ClientSource:
         except NotFoundError as exc:
             raise DocumentGone(efile_id) from exc
 
-    async def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
-        async for page in self.client.iter_code_conversion_pages(page_size=CODE_CONVERSION_PAGE_SIZE):
+    async def code_conversion_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
+        async for page in self.client.iter_code_conversion_pages(page_size=page_size):
             yield LookupResult(page.raw, page.row_count, page.page_count)
 
     def request_counts(self) -> tuple[int, int]:

@@ -58,7 +58,9 @@ async def sync_code_conversions(
     requests_before, retries_before = source.request_counts()
     meter = Meter(STREAM, source.request_counts, unit="conversions")
     result.cursor_before = warehouse.reads.get_cursor(STREAM)
-    records = await read_complete(source.code_conversion_pages, "code-conversion scroll", settings.count_attempts)
+    records = await read_complete(
+        lambda: source.code_conversion_pages(settings.page_size), "code-conversion scroll", settings.count_attempts
+    )
     if not records and (held := len(warehouse.reads.code_conversion_payloads())):
         raise EmptyScroll(
             f"the code-conversion scroll answered no record while the warehouse holds {held}: the table is kept "

@@ -157,7 +157,8 @@ class DocumentReader:
         """The documents of ``ids``; a chunk where anything failed is read again one shipment at a time."""
         pages: list[int] = []
         try:
-            files = await read_complete(lambda: _counted(self.source.efile_pages(list(ids)), pages),
+            size = self.settings.page_size
+            files = await read_complete(lambda: _counted(self.source.efile_pages(list(ids), size), pages),
                                         f"E-File lookup of shipments {_ids_text(ids)}",
                                         self.settings.count_attempts, count_required=True)
             listed = _by_id(files)

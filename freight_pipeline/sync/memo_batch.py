@@ -166,6 +166,8 @@ class MemoBatches:
 
     source: SourceAPI
     count_attempts: int
+    page_size: int
+    """Rows asked per page of a batched lookup (``SyncSettings.page_size``)."""
     figures: MemoBatchFigures = field(default_factory=MemoBatchFigures)
     planned: dict[int, MemoBatch] = field(default_factory=dict)
     """The batch of each shipment whose fetch has not taken it yet (a taken one is held by its fetch only)."""
@@ -209,8 +211,8 @@ class MemoBatches:
         failed or held a line it cannot place. A refusal stops batching for the run."""
         what = f"batched memo lookup CLIENT = {client} AND SHIPMENT_NUMBER IN ({len(numbers)} numbers)"
         try:
-            lines = await read_complete(lambda: self.source.memo_pages(client, numbers), what, self.count_attempts,
-                                        count_required=True)
+            lines = await read_complete(lambda: self.source.memo_pages(client, numbers, self.page_size), what,
+                                        self.count_attempts, count_required=True)
         except BadRequestError as exc:
             self.figures.failed += 1
             self.give_up(f"the service refused the batched memo lookup ({one_line(str(exc))})")

@@ -151,7 +151,7 @@ async def _memos(part: Part, source: SourceAPI, ref: Ref, settings: SyncSettings
         return []
     client, number = ref.client, ref.shipment_number
     return await read_complete(
-        lambda: source.memo_pages(client, [number]),
+        lambda: source.memo_pages(client, [number], settings.page_size),
         f"memo lookup CLIENT = {client} AND SHIPMENT_NUMBER = {number} (shipment {ref.shipment_id})",
         settings.count_attempts,
         count_required=True,

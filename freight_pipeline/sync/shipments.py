@@ -113,7 +113,8 @@ class _Run:
 
     def __post_init__(self) -> None:
         kept = BatchingOff.parse(self.warehouse.reads.get_cursor(memo_batch.STATE))
-        self.memos = MemoBatches(self.source, self.settings.count_attempts, kept=kept, began=self.result.started_at)
+        self.memos = MemoBatches(self.source, self.settings.count_attempts, self.settings.page_size, kept=kept,
+                                 began=self.result.started_at)
 
     async def fetch(self, work: Work) -> Bundle:
         bundle = await fetch_bundle(self.source, work, self.settings, self.memos)

@@ -28,10 +28,6 @@ KEPT_DOCUMENT_ARRAYS: tuple[str, ...] = (DOCUMENT_MEMOS,)
 """The arrays of a document kept beside its held body (``HeldBody.top``): the memo ids a batched memo lookup's
 share is checked against (``memo_batch``)."""
 
-EFILE_PAGE_SIZE = 500
-"""Rows per page of the E-File lookup (the service's largest page, A4)."""
-
-
 class DocumentGone(LookupError):
     """The service answered 404 for an E-File (deleted between lookup and read)."""
 
@@ -50,12 +46,15 @@ class SourceAPI(Protocol):
         """The records a per-shipment endpoint (events, main-carriage legs) answers with (or their body held);
         raises ShipmentGone on 404."""
 
-    def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+    def memo_pages(
+        self, client: str, shipment_numbers: Sequence[str], page_size: int
+    ) -> AsyncIterator[LookupResult]:
         """Every page of the memo lookup of ``client``'s ``shipment_numbers`` (one: a shipment's own lookup), in
-        ID order, from page 0."""
+        ID order, from page 0, ``page_size`` rows asked per page."""
 
-    def efile_pages(self, shipment_ids: list[int]) -> AsyncIterator[LookupResult]:
-        """Every page of the E-File lookup of these shipments (SHIPMENT_ID any of them), from page 0."""
+    def efile_pages(self, shipment_ids: list[int], page_size: int) -> AsyncIterator[LookupResult]:
+        """Every page of the E-File lookup of these shipments (SHIPMENT_ID any of them), from page 0, ``page_size``
+        rows asked per page."""
 
     async def get_efile_references(self, efile_id: int) -> list[dict[str, Any]]:
         """Raises DocumentGone on 404 (the E-File was deleted since it was listed)."""
@@ -66,8 +65,8 @@ class SourceAPI(Protocol):
     async def get_efile(self, efile_id: int) -> dict[str, Any]:
         """The E-File with its document, references and roles (cascade); raises DocumentGone on 404."""
 
-    def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
-        """Every page of the code-conversion scroll, from page 0."""
+    def code_conversion_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
+        """Every page of the code-conversion scroll, from page 0, ``page_size`` rows asked per page."""
 
     def request_counts(self) -> tuple[int, int]:
         """(requests, retries) made so far by this source."""

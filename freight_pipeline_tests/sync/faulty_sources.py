@@ -187,11 +187,11 @@ class ShortCodeConversionScroll(ClientSource):
         self.times = times
         self.reads = 0
 
-    async def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
+    async def code_conversion_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
         self.reads += 1
         short = self.times is None or self.reads <= self.times
         first = True
-        async for page in super().code_conversion_pages():
+        async for page in super().code_conversion_pages(page_size):
             if first and short and page.items:
                 page = LookupResult(page.items[:-1], page.row_count)
             first = False
@@ -201,15 +201,15 @@ class ShortCodeConversionScroll(ClientSource):
 class EmptyCodeConversionScroll(ClientSource):
     """Answers the code-conversion scroll with no record (and ``X-Row-Count: 0``), as a service would by mistake."""
 
-    async def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
+    async def code_conversion_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
         yield LookupResult([], 0, 0)
 
 
 class ReorderedCodeConversionKeys(ClientSource):
     """The same code conversions with the keys of every record (and nested object) in reverse order."""
 
-    async def code_conversion_pages(self) -> AsyncIterator[LookupResult]:
-        async for page in super().code_conversion_pages():
+    async def code_conversion_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
+        async for page in super().code_conversion_pages(page_size):
             yield LookupResult([reverse_keys(item) for item in page.items], page.row_count)
 
 
@@ -234,12 +234,14 @@ class ShortMemoLookup(ClientSource):
         self.victims, self.times, self.drop_count = victims, times, drop_count
         self.shortened: dict[tuple[str, str], int] = {}
 
-    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+    async def memo_pages(
+        self, client: str, shipment_numbers: Sequence[str], page_size: int
+    ) -> AsyncIterator[LookupResult]:
         keys = [(client, number) for number in shipment_numbers if (client, number) in self.victims]
         short = [key for key in keys if self.times is None or self.shortened.get(key, 0) < self.times]
         for key in short:
             self.shortened[key] = self.shortened.get(key, 0) + 1
-        async for page in super().memo_pages(client, shipment_numbers):
+        async for page in super().memo_pages(client, shipment_numbers, page_size):
             lines = [i for i, line in enumerate(page.items) if (line["client"], line["shipment_number"]) in short]
             if lines:
                 items, count = ((page.items, None) if self.drop_count
@@ -261,15 +263,17 @@ class BatchedMemosOtherwise(ClientSource):
         self.how = how
         self.several = self.one = 0
 
-    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+    async def memo_pages(
+        self, client: str, shipment_numbers: Sequence[str], page_size: int
+    ) -> AsyncIterator[LookupResult]:
         if len(shipment_numbers) == 1:
             self.one += 1
-            async for page in super().memo_pages(client, shipment_numbers):
+            async for page in super().memo_pages(client, shipment_numbers, page_size):
                 yield page
             return
         self.several += 1
         asked = shipment_numbers[:1] if self.how == "first_number" else shipment_numbers
-        async for page in super().memo_pages(client, asked):
+        async for page in super().memo_pages(client, asked, page_size):
             items, count = list(page.items), page.row_count
             if self.how == "foreign_line":
                 items.append({"id": 10**12, "client": f"not-{client}", "memo": "another client's",
@@ -289,8 +293,10 @@ class LineAddedBetween(ClientSource):
         self.sim, self.victim = sim, victim
         self.added = asyncio.Event()
 
-    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
-        async for page in super().memo_pages(client, shipment_numbers):
+    async def memo_pages(
+        self, client: str, shipment_numbers: Sequence[str], page_size: int
+    ) -> AsyncIterator[LookupResult]:
+        async for page in super().memo_pages(client, shipment_numbers, page_size):
             yield page
         victim = (self.victim["client"], self.victim["shipment_number"])
         if len(shipment_numbers) > 1 and victim in {(client, n) for n in shipment_numbers} and not self.added.is_set():
@@ -380,9 +386,11 @@ class DeletedWhileRead(ClientSource):
         await self._after_the_document(shipment_id)
         return await super().get_shipment_records(endpoint, shipment_id)
 
-    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+    async def memo_pages(
+        self, client: str, shipment_numbers: Sequence[str], page_size: int
+    ) -> AsyncIterator[LookupResult]:
         await self.document_read.wait()  # only the victim is read in the run this source is made for
-        async for page in super().memo_pages(client, shipment_numbers):
+        async for page in super().memo_pages(client, shipment_numbers, page_size):
             yield page
 
 
@@ -432,10 +440,12 @@ class LookupSaysAnotherNumber(ClientSource):
             items.append(item)
         return LookupResult(items, result.row_count)
 
-    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+    async def memo_pages(
+        self, client: str, shipment_numbers: Sequence[str], page_size: int
+    ) -> AsyncIterator[LookupResult]:
         if list(shipment_numbers) == [self.true_number]:
             self.asked_alone.append((client, shipment_numbers[0]))
-        async for page in super().memo_pages(client, shipment_numbers):
+        async for page in super().memo_pages(client, shipment_numbers, page_size):
             yield page
 
 
@@ -466,9 +476,9 @@ class OverlappingEfilePages(ClientSource):
         super().__init__(client)
         self.only = only
 
-    async def efile_pages(self, shipment_ids: list[int]) -> AsyncIterator[LookupResult]:
+    async def efile_pages(self, shipment_ids: list[int], page_size: int) -> AsyncIterator[LookupResult]:
         last: Any = None
-        async for page in super().efile_pages(shipment_ids):
+        async for page in super().efile_pages(shipment_ids, page_size):
             items = list(page.items)
             if len(shipment_ids) == 1 and shipment_ids[0] in self.only and last is not None and items:
                 items[0] = last

@@ -31,6 +31,8 @@ COLUMNS = "shipment_id, efile_id, file_name, mime_type, description, CAST(roles 
           "CAST(document_references AS VARCHAR)"
 NO_RELIST = TEST_SETTINGS.replaced(documents_relist_interval=None)
 RELIST = TEST_SETTINGS.replaced(documents_relist_interval=dt.timedelta(0))
+WHOLE_PAGES = NO_RELIST.replaced(page_size=500)
+"""Pages that hold each chunk's E-File listing whole (smaller ones halve a chunk until its listing fits one)."""
 
 
 def expected(sim: RunningSimulator) -> set[tuple[Any, ...]]:
@@ -62,7 +64,7 @@ def api(sim: RunningSimulator) -> httpx.Client:
 
 def test_full_sync_holds_every_efile_of_every_shipment(small_sim: RunningSimulator, work_sync: SyncFn,
                                                        tmp_path: Path) -> None:
-    results = work_sync(NO_RELIST)
+    results = work_sync(WHOLE_PAGES)
     want = expected(small_sim)
     assert len(want) > 40, "the simulator gives most shipments documents"
     assert held(tmp_path) == want
@@ -73,7 +75,7 @@ def test_full_sync_holds_every_efile_of_every_shipment(small_sim: RunningSimulat
     lookups = -(-documents.extra["shipments"] // TEST_SETTINGS.documents_chunk)
     assert documents.requests == lookups + 2 * files  # one lookup per chunk, references + roles per file
 
-    again = work_sync(NO_RELIST)[STREAM]
+    again = work_sync(WHOLE_PAGES)[STREAM]
     assert again.extra["shipments"] == 0 and again.requests == 0  # nothing written since: nothing to list
 
 
@@ -305,8 +307,8 @@ def test_a_value_that_cannot_be_read_stays_reported_while_the_file_stays_the_sam
     bad = sorted(expected(small_sim))[2][1]
 
     class BadInstant(ClientSource):  # the simulator always sends a good created_date_time
-        async def efile_pages(self, shipment_ids: list[int]) -> Any:
-            async for page in super().efile_pages(shipment_ids):
+        async def efile_pages(self, shipment_ids: list[int], page_size: int) -> Any:
+            async for page in super().efile_pages(shipment_ids, page_size):
                 items = [{**i, "created_date_time": "yesterday"} if i.get("id") == bad else i for i in page.items]
                 yield LookupResult(items, page.row_count)
 

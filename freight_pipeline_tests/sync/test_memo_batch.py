@@ -80,7 +80,9 @@ class Memos:
         self.lines, self.refuse = list(lines), refuse
         self.asked: list[tuple[str, tuple[str, ...]]] = []
 
-    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+    async def memo_pages(
+        self, client: str, shipment_numbers: Sequence[str], page_size: int
+    ) -> AsyncIterator[LookupResult]:
         self.asked.append((client, tuple(shipment_numbers)))
         if self.refuse and len(shipment_numbers) > 1:
             raise BadRequestError("IN not supported", status_code=400)
@@ -91,7 +93,9 @@ class Memos:
 class Failing(Memos):
     """A memo lookup that fails, whatever it is asked (a 5xx after its retries, say)."""
 
-    async def memo_pages(self, client: str, shipment_numbers: Sequence[str]) -> AsyncIterator[LookupResult]:
+    async def memo_pages(
+        self, client: str, shipment_numbers: Sequence[str], page_size: int
+    ) -> AsyncIterator[LookupResult]:
         self.asked.append((client, tuple(shipment_numbers)))
         raise RuntimeError("the lookup failed")
         yield LookupResult([], 0)  # an async generator, as the source's
@@ -104,7 +108,7 @@ def refs(count: int, client: str = "001", first: int = 1) -> list[Ref]:
 def test_a_page_is_batched_per_client_for_the_shipments_read_whole_with_a_known_client_and_number() -> None:
     async def scenario() -> None:
         source = Memos([])
-        batches = MemoBatches(source, 3)  # type: ignore[arg-type]
+        batches = MemoBatches(source, 3, 500)  # type: ignore[arg-type]
         many = refs(MEMO_BATCH_SIZE + 3)
         batches.plan([*((r, ALL_PARTS) for r in many),
                       (Ref(900, "002", "X"), ALL_PARTS),  # alone of its client: no batch
@@ -132,7 +136,7 @@ def test_a_refused_batch_sends_its_shipments_alone_and_stops_batching_for_the_ru
     async def scenario() -> None:
         first = refs(3)
         source = Memos([line(1, "N1")], refuse=True)
-        batches = MemoBatches(source, 3)  # type: ignore[arg-type]
+        batches = MemoBatches(source, 3, 500)  # type: ignore[arg-type]
         batches.plan((r, ALL_PARTS) for r in first)
         batch = batches.batch_of(1)
         assert batch is not None
@@ -162,7 +166,7 @@ def test_a_kept_stop_is_read_only_from_an_instant_a_reason_and_a_run() -> None:
 
 def test_a_kept_stop_holds_until_a_day_after_it_was_made_then_a_batch_read_ends_it() -> None:
     async def scenario(began: dt.datetime, source: Memos) -> MemoBatches:
-        batches = MemoBatches(source, 3, kept=STOP, began=began)  # type: ignore[arg-type]
+        batches = MemoBatches(source, 3, 500, kept=STOP, began=began)  # type: ignore[arg-type]
         batches.plan((r, ALL_PARTS) for r in refs(3))
         await asyncio.gather(*(batch.share("") for batch in set(batches.planned.values())))
         return batches
@@ -176,14 +180,14 @@ def test_a_kept_stop_holds_until_a_day_after_it_was_made_then_a_batch_read_ends_
     assert failing.figures.failed == failing.figures.lookups == 1 and failing.kept_after("run-2") == STOP
     refused = asyncio.run(scenario(STOP.until, Memos([], refuse=True)))
     assert refused.kept_after("run-2") == BatchingOff(STOP.until, refused.figures.off or "", "run-2")
-    assert MemoBatches(Memos([]), 3, began=NOON).kept_after("run-2") is None  # type: ignore[arg-type]
+    assert MemoBatches(Memos([]), 3, 500, began=NOON).kept_after("run-2") is None  # type: ignore[arg-type]
 
 
 def test_a_share_is_taken_only_where_the_document_lists_the_same_lines_and_names_the_same_shipment() -> None:
     async def scenario() -> None:
         page = refs(5)
         source = Memos([line(1, "N1"), line(2, "N1"), line(3, "N2"), line(4, "N4")])
-        batches = MemoBatches(source, 3)  # type: ignore[arg-type]
+        batches = MemoBatches(source, 3, 500)  # type: ignore[arg-type]
         batches.plan((r, ALL_PARTS) for r in page)
         documents: dict[int, tuple[Ref, Any]] = {
             1: (page[0], {"memos": [line(2, "N1"), line(1, "N1")]}),  # agrees: taken
@@ -209,7 +213,7 @@ def test_more_disagreements_than_agreements_stop_batching_for_the_run() -> None:
     async def scenario(agreeing: int) -> tuple[str | None, str | None]:
         page = refs(agreeing + DISAGREEMENTS_BEFORE_GIVING_UP)
         source = Memos([line(r.shipment_id, r.shipment_number) for r in page])  # type: ignore[arg-type]
-        batches = MemoBatches(source, 3)  # type: ignore[arg-type]
+        batches = MemoBatches(source, 3, 500)  # type: ignore[arg-type]
         batches.plan((r, ALL_PARTS) for r in page)
         off_before_last = None
         for place, ref in enumerate(page):

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from freight_pipeline.client.endpoints import ALL_ENDPOINTS, CODE_CONVERSION_SCROLL, MEMO_LOOKUP
 from freight_pipeline.simulator.config import FaultConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.client_source import ClientSource
@@ -23,6 +24,8 @@ from freight_pipeline_tests.sync.expected import assert_converged, differences
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS, TEST_SETTINGS
 
 EFILE_LOOKUP = "/service/efile/lookup"
+WHOLE_PAGE = 500
+"""A page size that fits each chunk's E-File listing on one page, for tests counting one lookup a chunk."""
 SHIPMENT_LOOKUP = "/service/shipment/lookup"
 
 
@@ -64,6 +67,19 @@ def test_a_page_size_cap_is_adopted_by_the_walk_the_reconcile_and_every_paged_re
     assert second.extra["lookups"] >= math.ceil(SMALL_SHIPMENTS / 10)
 
 
+def test_a_lower_page_size_limit_is_kept_by_every_paged_read_when_the_page_size_setting_says_it(
+    tmp_path: Path,
+) -> None:
+    """A service refusing (400) pages of more than 20 rows: ``page_size = 20`` sizes every paged read, the memo,
+    E-File and code-conversion reads as the shipment walk (they asked 500 whatever the setting said)."""
+    with running_simulator(shipments=SMALL_SHIPMENTS, seed=7, faults=FaultConfig(page_size_limit=20)) as sim:
+        syncer(sim, tmp_path)(TEST_SETTINGS.replaced(page_size=20))
+        assert sim.request_count(status=400) == 0
+        paged = {e.path for e in ALL_ENDPOINTS if e.name.endswith((".lookup", ".scroll")) and sim.request_count(e.path)}
+        assert paged >= {SHIPMENT_LOOKUP, EFILE_LOOKUP, MEMO_LOOKUP.path, CODE_CONVERSION_SCROLL.path}, paged
+        assert_converged(sim.store, tmp_path / "warehouse.duckdb")
+
+
 @pytest.fixture
 def strict_sim() -> Iterator[RunningSimulator]:
     """A service that answers 400 to criterion forms the spec does not name (EQUALS with values)."""
@@ -73,7 +89,7 @@ def strict_sim() -> Iterator[RunningSimulator]:
 
 def test_every_lookup_uses_criterion_forms_a_strict_service_accepts(strict_sim: RunningSimulator,
                                                                    tmp_path: Path) -> None:
-    results = syncer(strict_sim, tmp_path)(RECONCILE_SETTINGS)
+    results = syncer(strict_sim, tmp_path)(RECONCILE_SETTINGS.replaced(page_size=WHOLE_PAGE))
     assert strict_sim.request_count(status=400) == 0
     assert_converged(strict_sim.store, tmp_path / "warehouse.duckdb")
     documents = results[DOCUMENTS]
@@ -85,7 +101,7 @@ def test_every_lookup_uses_criterion_forms_a_strict_service_accepts(strict_sim: 
 def test_e_file_references_in_another_shape_are_placed_by_the_chunk_lookup(tmp_path: Path) -> None:
     faults = FaultConfig(efile_reference_shape="key")
     with running_simulator(shipments=SMALL_SHIPMENTS, seed=7, faults=faults) as sim:
-        results = syncer(sim, tmp_path)(TEST_SETTINGS)
+        results = syncer(sim, tmp_path)(TEST_SETTINGS.replaced(page_size=WHOLE_PAGE))
         documents = results[DOCUMENTS]
         chunks = math.ceil(SMALL_SHIPMENTS / TEST_SETTINGS.documents_chunk)
         assert sim.request_count(path=EFILE_LOOKUP) == chunks
@@ -104,7 +120,7 @@ class OpaqueReferences(ClientSource):
 def test_references_naming_no_shipment_are_placed_by_one_lookup_per_shipment_and_counted(tmp_path: Path) -> None:
     """A shape the sync cannot read at all still ends right: each shipment is asked on its own."""
     with running_simulator(shipments=12, seed=7) as sim:
-        results = syncer(sim, tmp_path)(TEST_SETTINGS.replaced(documents_chunk=12),
+        results = syncer(sim, tmp_path)(TEST_SETTINGS.replaced(documents_chunk=12, page_size=WHOLE_PAGE),
                                         source_factory=OpaqueReferences)
         documents = results[DOCUMENTS]
         assert documents.extra["unplaced_files"] > 0
