@@ -144,6 +144,35 @@ class LookupOrderIgnored(RuntimeError):
     """The service answered a lookup ordered DESC in another order: the newest stamp cannot be found."""
 
 
+class LookupKeysDisagree(RuntimeError):
+    """The shipment lookup answered a shipment whose ``last_modified_date_time`` lies outside the seconds its
+    criteria on ``LAST_MODIFIED_DATE`` / ``_TIME`` asked for: the keys the service filters by are not the wall
+    clock of the stamp the walk positions itself by (kept in another time zone, say), so the walk would skip
+    changes."""
+
+
+_KEYS_NOT_STAMPS = ("the service's LAST_MODIFIED_DATE and LAST_MODIFIED_TIME are not the wall clock of "
+                    "last_modified_date_time (another time zone?), so the walk would skip changes")
+Second = tuple[str, str]
+_DAY_END = "99"
+"""A time after every ``HH:MM:SS`` of a day (the end of a day's seconds, compared as text)."""
+
+
+def _check_window(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]], criteria: list[Criterion],
+                  low: Second, low_inclusive: bool, high: Second, ceiling: ShipmentKey) -> None:
+    """Raise :class:`LookupKeysDisagree` for a row whose second is outside ``low``..``high`` (the seconds the
+    lookup's ``criteria`` select). A row later than ``high`` at or beyond the ceiling's second is no disagreement:
+    a shipment modified while it was answered (it is read by a later step or run)."""
+    for key, _ in rows:
+        second = key.second()
+        below = second < low if low_inclusive else second <= low
+        if below or high < second < ceiling.second():
+            raise LookupKeysDisagree(
+                f"the shipment lookup {_described(criteria)} answered shipment {key.id} last modified {key.stamp}, "
+                f"outside its own criteria: {_KEYS_NOT_STAMPS}"
+            )
+
+
 async def ceiling_of(lookup: LookupFn, zone: ServiceZone, page_size: int = 2) -> ShipmentKey | None:
     """The newest (date, time) the service holds right now; None when it holds no shipment.
 
@@ -151,7 +180,8 @@ async def ceiling_of(lookup: LookupFn, zone: ServiceZone, page_size: int = 2) ->
     ``cursor.dst_widening``). The first two shipments of the answer must not come in ascending order of their
     seconds (a tie, two shipments stamped in one second, says nothing; the ids' order does not matter here): a
     service ignoring ``order_mode`` would give the oldest stamp as the ceiling and every run would read nothing
-    after it, as if complete, so that raises :class:`LookupOrderIgnored`.
+    after it, as if complete, so that raises :class:`LookupOrderIgnored`. The newest shipment must be found by
+    its own stamp's keys (:func:`_check_keys_match`).
     """
     result = await lookup([], ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"], ["DESC"] * 3, page_size)
     if not result.items:
@@ -168,7 +198,31 @@ async def ceiling_of(lookup: LookupFn, zone: ServiceZone, page_size: int = 2) ->
                 f"{newest.instant_text} id {newest.id} before {next_one.instant_text} id {next_one.id}: the service "
                 "ignores order_mode, so the newest change cannot be found and the run would miss every change"
             )
+    await _check_keys_match(lookup, newest, zone)
     return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset)
+
+
+async def _check_keys_match(lookup: LookupFn, newest: ShipmentKey, zone: ServiceZone) -> None:
+    """Raise :class:`LookupKeysDisagree` when shipment ``newest`` is not found by ``LAST_MODIFIED_DATE`` and
+    ``_TIME`` EQUALS its stamp's wall clock, nor modified since: the keys are kept in another clock than the stamps
+    the walk positions itself by (shifted either way, the walk would skip changes, and a later shift shows in no
+    answer). One lookup a run; a second, of its id, when it is missing (modified or deleted since: no verdict)."""
+    keys = [_crit("LAST_MODIFIED_DATE", "EQUALS", newest.date), _crit("LAST_MODIFIED_TIME", "EQUALS", newest.time),
+            _crit("ID", "EQUALS", newest.id)]
+    found = await lookup(keys, ["ID"], ["ASC"], 1)
+    if any(item.get("id") == newest.id for item in found.items):
+        return
+    again = await lookup([_crit("ID", "EQUALS", newest.id)], ["ID"], ["ASC"], 1)
+    itself = [item for item in again.items if item.get("id") == newest.id]  # a service may ignore ID criteria
+    try:
+        now = ShipmentKey.of_shipment(itself[0], zone) if itself else None
+    except (CursorError, DateTimeParseError, KeyError, TypeError, ValueError):
+        now = None
+    if now is not None and now.second() == newest.second():
+        raise LookupKeysDisagree(
+            f"the shipment lookup {_described(keys)} did not answer shipment {newest.id}, last modified {newest.stamp} "
+            f"and not modified since: {_KEYS_NOT_STAMPS}"
+        )
 
 
 PagesFn = Callable[[], AsyncIterator[LookupResult]]
@@ -219,12 +273,16 @@ async def walk_changes(
     pos = after
 
     async def fetch(
-        criteria: list[Criterion], order_by: list[str], to_ceiling: bool = False
+        criteria: list[Criterion], order_by: list[str], window: tuple[Second, bool, Second], to_ceiling: bool = False
     ) -> list[tuple[ShipmentKey, dict[str, Any]]]:
+        """The page of ``criteria``, each row checked to lie in the ``window`` (low, low inclusive, high) of
+        seconds they select."""
         seen = stats.seen
         items = await checked_lookup(lookup, [*criteria, *only], order_by, page_size, stats, count_attempts)
         stats.announce(seen + (stats.row_count or 0), to_ceiling=to_ceiling)
-        return [(ShipmentKey.of_shipment(item, zone), item) for item in items]
+        rows = [(ShipmentKey.of_shipment(item, zone), item) for item in items]
+        _check_window(rows, criteria, *window, ceiling)
+        return rows
 
     def in_range(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]]) -> list[tuple[ShipmentKey, dict[str, Any]]]:
         # Defensive: a record modified between count and fetch may have moved; keep order and bounds.
@@ -238,6 +296,7 @@ async def walk_changes(
                  _crit("LAST_MODIFIED_TIME", "EQUALS", pos.time),
                  _crit("ID", "GT", pos.id)],
                 ["ID"],
+                (pos.second(), True, pos.second()),
             )
             kept = [(k, r) for k, r in in_range(rows) if k > pos]
             if kept:
@@ -250,9 +309,12 @@ async def walk_changes(
                 raise _no_progress(pos)
         # B: the rest of the current day.
         day_criteria = [_crit("LAST_MODIFIED_DATE", "EQUALS", pos.date), _crit("LAST_MODIFIED_TIME", "GT", pos.time)]
+        day_end = (pos.date, _DAY_END)
         if pos.date == ceiling.date:
             day_criteria.append(_crit("LAST_MODIFIED_TIME", "LE", ceiling.time))
-        rows = await fetch(day_criteria, ["LAST_MODIFIED_TIME", "ID"], pos.date == ceiling.date)
+            day_end = ceiling.second()
+        rows = await fetch(day_criteria, ["LAST_MODIFIED_TIME", "ID"], (pos.second(), False, day_end),
+                           pos.date == ceiling.date)
         kept = [(k, r) for k, r in in_range(rows) if k > pos]
         if kept:
             stats.seen += len(kept)
@@ -268,6 +330,7 @@ async def walk_changes(
         rows = await fetch(
             [_crit("LAST_MODIFIED_DATE", "GT", pos.date), _crit("LAST_MODIFIED_DATE", "LE", ceiling.date)],
             ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"],
+            ((pos.date, _DAY_END), False, (ceiling.date, _DAY_END)),
             True,
         )
         kept = [(k, r) for k, r in in_range(rows) if k > pos]

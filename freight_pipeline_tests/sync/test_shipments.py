@@ -26,7 +26,15 @@ from freight_pipeline.simulator.config import SimulatorConfig
 from freight_pipeline.simulator.generator import touched
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.backfill import id_ranges_between
-from freight_pipeline.sync.changes import Criterion, LookupOrderIgnored, LookupResult, RowCountMismatch, ceiling_of
+from freight_pipeline.sync.changes import (
+    Criterion,
+    LookupKeysDisagree,
+    LookupOrderIgnored,
+    LookupResult,
+    RowCountMismatch,
+    ceiling_of,
+    walk_changes,
+)
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.cursor import ShipmentKey
 from freight_pipeline.sync.result import StreamResult
@@ -155,6 +163,68 @@ def test_a_service_ignoring_the_descending_order_fails_the_run_instead_of_readin
     with pytest.raises(LookupOrderIgnored, match="ignores order_mode"):
         work_sync(source_factory=IgnoresOrderMode)
     assert query(work_db(tmp_path), "SELECT count(*) FROM freight.shipments") == [(0,)]
+
+
+class StampsInAnotherZone(ClientSource):
+    """A service whose lookup writes each ``last_modified_date_time`` at another UTC offset than the one its
+    ``LAST_MODIFIED_DATE`` / ``_TIME`` keys are kept in (the same instants: keys local, stamps in UTC, say)."""
+
+    shift = dt.timedelta(hours=1)
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        result = await super().lookup_shipments(criteria, order_by, order_mode, page_size)
+        return LookupResult([self._moved(item) for item in result.items], result.row_count, result.page_count)
+
+    def _moved(self, item: dict[str, object]) -> dict[str, object]:
+        at = dt.datetime.fromisoformat(str(item["last_modified_date_time"]))
+        offset = at.utcoffset()
+        assert offset is not None
+        return {**item, "last_modified_date_time": at.astimezone(dt.timezone(offset + self.shift)).isoformat()}
+
+
+class StampsInAnEarlierZone(StampsInAnotherZone):
+    shift = -dt.timedelta(hours=1)
+
+
+@pytest.mark.parametrize("source", [StampsInAnotherZone, StampsInAnEarlierZone])
+def test_stamps_outside_the_lookups_own_criteria_fail_the_walk_instead_of_being_dropped(
+    small_sim: RunningSimulator, work_sync: SyncFn, source: type[ClientSource]
+) -> None:
+    # the walk positions itself by the stamps and asks by the keys: an hour apart, each query's answer lay outside
+    # the seconds it asked for, and was dropped as "moved" while the walk skipped an hour at every step
+    with pytest.raises(LookupKeysDisagree, match="not the wall clock of last_modified_date_time"):
+        work_sync(source_factory=source)
+
+
+AFTER = ShipmentKey("2026-12-01", "10:00:00", 0)
+CEILING = ShipmentKey("2026-12-06", "12:00:00", 2**63 - 1)
+
+
+async def _walked_answering(stamp: str) -> list[int]:
+    """The ids a walk from ``AFTER`` to ``CEILING`` yields when every lookup answers one shipment stamped ``stamp``."""
+    async def lookup(criteria: list[Criterion], order_by: list[str], order_mode: list[str],
+                     page_size: int) -> LookupResult:
+        return LookupResult([{"id": 7, "last_modified_date_time": stamp}], 1)
+
+    return [key.id async for page in walk_changes(lookup, AFTER, CEILING, ServiceZone(), page_size=25)
+            for key, _ in page]
+
+
+@pytest.mark.parametrize(("stamp", "query"), [
+    ("2026-11-30T09:00:00+01:00", "LAST_MODIFIED_TIME EQUALS 10:00:00 AND ID GT 0"),  # before the second asked
+    ("2026-12-01T11:00:00+01:00", "LAST_MODIFIED_TIME EQUALS 10:00:00 AND ID GT 0"),  # after it, before the ceiling
+    ("2026-12-01T10:00:00+01:00", "LAST_MODIFIED_TIME GT 10:00:00"),  # right for the first query, not the next
+])
+def test_a_row_outside_the_seconds_its_query_asked_for_fails_the_walk(stamp: str, query: str) -> None:
+    # the keys another clock than the stamps: the row was dropped as "moved", and the walk skipped what it missed
+    with pytest.raises(LookupKeysDisagree, match=query):
+        asyncio.run(_walked_answering(stamp))
+
+
+def test_a_row_modified_past_the_ceiling_while_answered_is_left_to_the_next_run() -> None:
+    assert asyncio.run(_walked_answering("2026-12-06T12:00:01+01:00")) == []
 
 
 def test_two_newest_shipments_stamped_in_one_second_are_no_sign_of_an_order_ignored() -> None:
