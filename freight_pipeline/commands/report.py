@@ -18,13 +18,14 @@ import duckdb
 
 from freight_pipeline.checks.queries import events_freshness
 from freight_pipeline.normalize.shapes import OPEN_STATES
+from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 from freight_pipeline.sync.derived_by import DERIVED_BY
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.ddl import table_names
-from freight_pipeline.warehouse.meta import LATEST_STATE, META_SCHEMA, NOTICES, extra_path, latest_runs
+from freight_pipeline.warehouse.meta import LATEST_STATE, META_SCHEMA, NOTICES, extra_path
 from freight_pipeline.warehouse.paths import LAKE_SCRATCH
-from freight_pipeline.warehouse.run_log import logged_runs
+from freight_pipeline.warehouse.run_log import SHOWN_STATUS, current_runs, logged_runs
 
 COUNTED_SCHEMAS = ("freight", "analytics")
 RUN_COLUMNS = ("run_id", "status", "started_at", "finished_at", "rows_read", "rows_written", "requests", "retries",
@@ -125,7 +126,9 @@ def document_pairs(data_dir: Path, backend: StorageBackend) -> set[tuple[int, in
 
 
 def describe_cursor(text: str | None) -> str:
-    """A cursor's JSON text as short ``key=value`` pairs (the run id left out)."""
+    """A cursor's JSON text as short ``key=value`` pairs (the run id left out); the shipments cursor as the service's
+    wall-clock second with its UTC offset when it has one (:attr:`ShipmentKey.stamp`: one instant, even in the hour a
+    fall-back repeats) and its id."""
     if not text:
         return "-"
     try:
@@ -136,7 +139,11 @@ def describe_cursor(text: str | None) -> str:
         return str(value)
     if "date" in value and "time" in value:
         key = f" (id {value['id']})" if "id" in value else ""
-        return f"{value['date']} {value['time']}{key}"
+        try:
+            second = ShipmentKey.from_json(text).stamp
+        except CursorError:  # not a key the sync could read: shown as stored
+            second = f"{value['date']} {value['time']}"
+        return f"{second}{key}"
     return " ".join(f"{k}={v}" for k, v in value.items() if k != "run_id") or "-"
 
 
@@ -160,8 +167,9 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
     runs: dict[str, dict[str, Any]] = {}
     if f"{META_SCHEMA}.sync_runs" in tables:
         rows = con.execute(
-            f"SELECT stream, CAST(json_extract(details, ?) AS VARCHAR), {', '.join(RUN_COLUMNS)} "
-            f"FROM {latest_runs(f'{META_SCHEMA}.sync_runs')}", [extra_path(NOTICES)]
+            f"SELECT stream, CAST(json_extract(details, ?) AS VARCHAR), "
+            f"{', '.join(SHOWN_STATUS if c == 'status' else c for c in RUN_COLUMNS)} "
+            f"FROM {current_runs(f'{META_SCHEMA}.sync_runs')}", [extra_path(NOTICES)]
         ).fetchall()
         runs = {row[0]: {**dict(zip(RUN_COLUMNS, (_plain(v) for v in row[2:]), strict=True)),
                          "notices": json.loads(row[1]) if row[1] else []} for row in rows}

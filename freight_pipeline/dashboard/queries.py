@@ -70,9 +70,9 @@ from freight_pipeline.warehouse.meta import (
     RAW_PARTS,
     RAW_SHIPMENTS,
     SYNC_RUNS,
-    latest_runs,
 )
 from freight_pipeline.warehouse.reads import oldest_part_read
+from freight_pipeline.warehouse.run_log import LOADED_SUCCESS, SHOWN_STATUS, current_runs
 
 ON_TIME_DIMENSIONS = ("arrival_month", "mode_of_transport", "lane", "carrier_name")
 
@@ -189,16 +189,18 @@ def open_by_next_milestone(con: duckdb.DuckDBPyConnection, filters: Filters) -> 
 
 
 def freshness(con: duckdb.DuckDBPyConnection) -> Freshness:
-    """The last run and last success of every stream, and the newest source change held."""
+    """The last run and last success of every stream (the runs recorded last: ``run_log.current_runs``; a stream
+    switched off neither succeeds nor fails: ``run_log.SHOWN_STATUS``), and the newest source change held."""
     streams = pd.DataFrame(columns=STREAM_COLUMNS)
     if has_table(con, SYNC_RUNS.qualified_name):
         runs = SYNC_RUNS.qualified_name
         streams = _df(
             con,
             f"""
-            WITH latest AS (SELECT stream, status, started_at, finished_at, error FROM {latest_runs(runs)}),
-            success AS (SELECT stream, max(finished_at) AS last_success_at FROM {runs}
-                        WHERE status = 'success' GROUP BY stream)
+            WITH latest AS (SELECT stream, {SHOWN_STATUS} AS status, started_at, finished_at, error
+                            FROM {current_runs(runs)}),
+            success AS (SELECT stream, arg_max(finished_at, rowid) AS last_success_at FROM {runs}
+                        WHERE {LOADED_SUCCESS} GROUP BY stream)
             SELECT l.stream, l.status AS last_status, l.started_at AS last_started_at,
                    l.finished_at AS last_finished_at, s.last_success_at, l.error
             FROM latest l LEFT JOIN success s ON s.stream = l.stream

@@ -23,6 +23,43 @@ from freight_pipeline.warehouse.writer_lock import lock_state, runs_it
 
 INTERRUPTED = "interrupted"
 """The status of a run the run log says is running while no process runs it any more (:func:`logged_runs`)."""
+SKIPPED = "skipped"
+"""The key, in a run's ``details.extra``, saying why a stream switched off read and wrote nothing (a success)."""
+SWITCHED_OFF = "switched off"
+"""The status a run of a stream switched off (:data:`SKIPPED`) is shown with (``table_freshness.last_status``)."""
+LOADED_SUCCESS = (f"(status = 'success' AND (NOT contains(details, '\"{SKIPPED}\":') "
+                  f"OR json_extract(details, '{meta.extra_path(SKIPPED)}') IS NULL))")
+"""A condition true of the ``sync_runs`` rows of runs that succeeded doing their stream's work: not those of a stream
+switched off (:data:`SKIPPED`), a success that loaded nothing. Their details are parsed only where their text names
+the key (``json.dumps`` writes it ``"skipped":``): over 500,000 rows 40 ms, against 330 ms parsing every one."""
+SHOWN_STATUS = f"CASE WHEN status = 'success' AND NOT {LOADED_SUCCESS} THEN '{SWITCHED_OFF}' ELSE status END"
+"""The status of a ``sync_runs`` row as said to readers: :data:`SWITCHED_OFF` for the success of a stream switched
+off, which loaded nothing."""
+
+
+def latest_runs(table: str) -> str:
+    """Each stream's latest row of ``table`` (``sync_runs``) as a subquery: the row of the stream recorded last, by
+    ``rowid``. A run's start inserts its row after every row before it (one writer at a time; a lake's writers each
+    run streams of their own) and its finish updates that row in place, keeping its rowid (in a DuckDB file, its byte
+    copy, a DuckLake), so the rowids of a stream go up in the order its runs started. ``started_at`` does not: a
+    clock stepped back (an NTP correction, a VM restored) dates a later run before an earlier one, which then showed
+    as the latest (a failed run hidden behind an older success). 4 ms at 500,000 rows (by the latest start: 8 ms)."""
+    return f"(SELECT * FROM {table} WHERE rowid IN (SELECT max(rowid) FROM {table} GROUP BY stream))"
+
+
+def current_runs(table: str) -> str:
+    """:func:`latest_runs` as said to readers: without the row of a stream an upgrade retired
+    (``meta.RETIRED_STREAMS``: events, legs and memo lines had streams of their own) once its successor succeeded
+    after it. Its last run, failed before the upgrade, showed as failing for ever and its data as never loaded,
+    while the successor loads them."""
+    retired = ", ".join(f"'{old}'" for old in meta.RETIRED_STREAMS)
+    successors = ", ".join(f"'{new}'" for new in set(meta.RETIRED_STREAMS.values()))
+    successor = " ".join(f"WHEN '{old}' THEN '{new}'" for old, new in meta.RETIRED_STREAMS.items())
+    settled = (f"SELECT o.stream FROM (SELECT stream, max(rowid) AS at FROM {table} WHERE stream IN ({retired}) "
+               f"GROUP BY stream) o JOIN (SELECT stream, max(rowid) AS at FROM {table} WHERE status = 'success' "
+               f"AND stream IN ({successors}) GROUP BY stream) n ON n.stream = CASE o.stream {successor} END "
+               "AND n.at > o.at")
+    return f"(SELECT * FROM {latest_runs(table)} WHERE stream NOT IN ({settled}))"
 
 
 def logged_runs(data_dir: Path, concurrent_writers: bool = False) -> list[dict[str, Any]]:
@@ -57,7 +94,8 @@ class RunLog:
 
     def _write_run_log(self) -> None:
         cur = self.database.con.execute(
-            f"SELECT * EXCLUDE (details) FROM {meta.latest_runs(qualified(meta.SYNC_RUNS))} ORDER BY stream"
+            f"SELECT * EXCLUDE (details) REPLACE ({SHOWN_STATUS} AS status) "
+            f"FROM {current_runs(qualified(meta.SYNC_RUNS))} ORDER BY stream"
         )
         names = [d[0] for d in cur.description]
         latest = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
@@ -110,9 +148,9 @@ def _record_freshness(con: duckdb.DuckDBPyConnection, record: RunLike, tables: S
     names = list(tables)
     marks = ", ".join("?" for _ in names)
     success = record.status == "success"
-    switched_off = success and bool(getattr(record, "extra", {}).get("skipped"))
+    switched_off = success and bool(getattr(record, "extra", {}).get(SKIPPED))
     moves = success and not switched_off
-    status = "switched off" if switched_off else record.status
+    status = SWITCHED_OFF if switched_off else record.status
     error = None if success else record.error
     if not moves:  # the rows held keep their synced_through: one UPDATE when each table has its one row
         changed = scalar(con, f"UPDATE {table} SET stream = ?, last_run_id = ?, last_status = ?, last_attempt_at = ?, "

@@ -3,8 +3,10 @@ the last publish ``report.read_report`` shows."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -17,10 +19,13 @@ import yaml
 from freight_pipeline.commands.report import on_time_by_mode, read_report
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
-from freight_pipeline.warehouse.paths import run_log_path
+from freight_pipeline.warehouse.paths import run_log_path, working_db_path
 from freight_pipeline.warehouse.publish import published_db_path
+from freight_pipeline.warehouse.records import RunRecord
 from freight_pipeline.warehouse.run_log import INTERRUPTED
+from freight_pipeline.warehouse.store import Warehouse
 from freight_pipeline.warehouse.writer_lock import lock_path, writer_lock
+from freight_pipeline_tests.warehouse.helpers import T0, TABLES
 
 MART_YML = REPO_ROOT / "dbt_models" / "models" / "marts" / "fct_on_time_performance.yml"
 COLUMNS = {
@@ -106,3 +111,56 @@ def test_a_killed_run_is_reported_interrupted_not_running(tmp_path: Path) -> Non
     # a file naming a process that lives but no longer holds the lock (a pid reused, say): gone all the same
     lock_path(tmp_path).write_text(json.dumps({**holder, "pid": os.getpid()}))
     assert read_report(tmp_path, EmbeddedDuckDB())["unpublished_runs"][0]["status"] == INTERRUPTED
+
+
+def test_the_latest_run_shown_is_the_one_recorded_last_not_the_one_the_clock_dated_last(tmp_path: Path) -> None:
+    """A run succeeded while the machine's clock was two hours ahead; the clock stepped back (NTP, a VM restored) and
+    the next run failed, started at an earlier instant. ``status`` must show the failure as the stream's last run (in
+    the published warehouse and in the run log alike, so not as a run after the publish either); it showed the older
+    success, the failure nowhere."""
+    with Warehouse(tmp_path, TABLES) as warehouse:
+        for run_id, started, status in (("run-ahead", T0 + dt.timedelta(hours=2), "success"),
+                                        ("run-after-the-step", T0, "failed")):
+            run = RunRecord(run_id, "shipments", started)
+            warehouse.run_log.record_run(run)
+            run.status, run.finished_at = status, started + dt.timedelta(minutes=5)
+            run.error = "boom" if status == "failed" else None
+            warehouse.run_log.record_run(run)
+    shutil.copyfile(working_db_path(tmp_path), published_db_path(tmp_path))  # published as a run leaves it
+    report = read_report(tmp_path, EmbeddedDuckDB())
+    (shipments,) = [s for s in report["streams"] if s["stream"] == "shipments"]
+    assert (shipments["last_run"]["run_id"], shipments["last_run"]["status"]) == ("run-after-the-step", "failed")
+    assert report["unpublished_runs"] == []
+
+
+def test_a_stream_switched_off_is_shown_switched_off_not_as_a_fresh_success(tmp_path: Path) -> None:
+    """FREIGHT_SYNC_DOCUMENTS=0 after a sync: each run of the documents stream is a success that loads nothing.
+    ``status`` showed it as a success finished just now, as if its documents were current."""
+    with Warehouse(tmp_path, TABLES) as warehouse:
+        for run_id, at, extra in (("run-on", T0, {}),
+                                  ("run-off", T0 + dt.timedelta(hours=1), {"skipped": "the documents stream is off"})):
+            warehouse.run_log.record_run(RunRecord(run_id, "documents", at, at, "success", extra=extra))
+    shutil.copyfile(working_db_path(tmp_path), published_db_path(tmp_path))
+    (documents,) = [s for s in read_report(tmp_path, EmbeddedDuckDB())["streams"] if s["stream"] == "documents"]
+    assert (documents["last_run"]["run_id"], documents["last_run"]["status"]) == ("run-off", "switched off")
+
+
+def test_a_stream_an_upgrade_retired_is_not_shown_failing_once_its_successor_succeeded(tmp_path: Path) -> None:
+    """Events had a stream of their own (shipment_events) before the shipments stream read them; its last run failed
+    before the upgrade. After a success of the shipments stream, ``status`` showed shipment_events failing for ever
+    (what the publish itself no longer counts: ``meta.RETIRED_STREAMS``); before that success, it still shows."""
+    with Warehouse(tmp_path, TABLES) as warehouse:
+        warehouse.run_log.record_run(RunRecord("before", "shipments", T0, T0, "success"))
+        warehouse.run_log.record_run(RunRecord("before", "shipment_events", T0, T0, "failed", error="boom"))
+    shutil.copyfile(working_db_path(tmp_path), published_db_path(tmp_path))
+    shown = {s["stream"]: s["last_run"]["status"] for s in read_report(tmp_path, EmbeddedDuckDB())["streams"]
+             if s["last_run"]}
+    assert shown == {"shipments": "success", "shipment_events": "failed"}
+    with Warehouse(tmp_path, TABLES) as warehouse:
+        later = T0 + dt.timedelta(days=1)
+        warehouse.run_log.record_run(RunRecord("after", "shipments", later, later, "success"))
+    shutil.copyfile(working_db_path(tmp_path), published_db_path(tmp_path))
+    report = read_report(tmp_path, EmbeddedDuckDB())
+    shown = {s["stream"]: s["last_run"]["status"] for s in report["streams"] if s["last_run"]}
+    assert shown == {"shipments": "success"}
+    assert report["unpublished_runs"] == []

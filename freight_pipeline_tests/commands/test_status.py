@@ -42,7 +42,14 @@ def test_status_prints_streams_runs_and_row_counts(published: Path, capsys: pyte
         row = next(line for line in lines if line.split()[:1] == [stream])
         assert "success" in row, row
     shipments_row = next(line for line in lines if line.split()[:1] == ["shipments"])
-    assert re.search(r"2026-\d\d-\d\d \d\d:\d\d:\d\d \(id \d+\)", shipments_row), shipments_row
+    # the cursor as the service's wall-clock second WITH its UTC offset (in the hour a fall-back repeats, the offset
+    # alone tells which instant it is), then the id
+    with duckdb.connect(str(published / "warehouse.duckdb"), read_only=True) as con:
+        (stored,) = con.execute("SELECT cursor_value FROM freight_meta.sync_state "
+                                "WHERE stream = 'shipments'").fetchone()
+    cursor = json.loads(stored)
+    assert re.fullmatch(r"[+-]\d\d:\d\d", cursor["offset"])
+    assert f"{cursor['date']} {cursor['time']}{cursor['offset']} (id {cursor['id']})" in shipments_row, shipments_row
     counts = _counts(published)
     assert counts["freight.shipments"] == 100
     for table, rows in counts.items():  # the tables section: one line per table with its exact count

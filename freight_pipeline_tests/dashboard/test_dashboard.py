@@ -577,6 +577,52 @@ def test_freshness_and_bad_data(con: duckdb.DuckDBPyConnection) -> None:
     assert dict(zip(bad.stream, bad.values_nulled, strict=True)) == {"code_conversions": 0, **NULLED}
 
 
+def test_the_latest_run_and_last_success_are_those_recorded_last_whatever_the_clock_said(tmp_path: Path) -> None:
+    """Runs in the order they ran: a success while the machine's clock was two hours ahead, then (the clock stepped
+    back) a success and a failure. The latest run is the failure and the last success the second run; the clock made
+    the first one both (the stream shown as fine, its data two hours fresher than it is)."""
+    with duckdb.connect(str(tmp_path / "runs.duckdb")) as con:
+        ensure_tables(con, META_TABLES)
+        for run_id, started, status in (("run-ahead", NOW + dt.timedelta(hours=2), "success"),
+                                        ("run-after-the-step", NOW, "success"),
+                                        ("run-failed", NOW + dt.timedelta(minutes=10), "failed")):
+            con.execute("INSERT INTO freight_meta.sync_runs (run_id, stream, started_at, finished_at, status) "
+                        "VALUES (?, 'shipments', ?, ?, ?)",
+                        [run_id, started, started + dt.timedelta(minutes=5), status])
+        fresh = queries.freshness(con)
+    assert fresh.last_run_status == "failed"
+    assert fresh.last_sync_at == NOW + dt.timedelta(minutes=5)
+    (row,) = fresh.streams.itertuples()
+    assert pd.Timestamp(row.last_started_at) == NOW + dt.timedelta(minutes=10)
+
+
+def test_a_stream_switched_off_is_no_success_and_its_last_success_the_run_that_loaded(tmp_path: Path) -> None:
+    """FREIGHT_SYNC_DOCUMENTS=0 after a sync: its runs are successes that load nothing. The page must not show the
+    documents as synced just now: its last run is switched off, its last success the run that loaded them."""
+    with duckdb.connect(str(tmp_path / "runs.duckdb")) as con:
+        ensure_tables(con, META_TABLES)
+        for run_id, finished, details in (("run-on", LAST_SYNC, {"extra": {"changed": 3}}),
+                                          ("run-off", NOW, {"extra": {"skipped": "the documents stream is off"}})):
+            con.execute("INSERT INTO freight_meta.sync_runs (run_id, stream, started_at, finished_at, status, details) "
+                        "VALUES (?, 'documents', ?, ?, 'success', ?)",
+                        [run_id, finished, finished, json.dumps(details)])
+        (row,) = queries.freshness(con).streams.itertuples()
+    assert row.last_status == "switched off" and pd.Timestamp(row.last_success_at) == LAST_SYNC
+
+
+def test_a_stream_an_upgrade_retired_is_no_warning_once_its_successor_succeeded(tmp_path: Path) -> None:
+    """Events had a stream of their own (shipment_events) before the shipments stream read them; its last run failed
+    before the upgrade. After the shipments stream's success the page warned for ever that it failed and had never
+    loaded anything."""
+    with duckdb.connect(str(tmp_path / "runs.duckdb")) as con:
+        ensure_tables(con, META_TABLES)
+        for run_id, stream, status in (("before", "shipment_events", "failed"), ("after", "shipments", "success")):
+            con.execute("INSERT INTO freight_meta.sync_runs (run_id, stream, started_at, finished_at, status) "
+                        "VALUES (?, ?, ?, ?, ?)", [run_id, stream, LAST_SYNC, LAST_SYNC, status])
+        fresh = queries.freshness(con)
+    assert list(fresh.streams.stream) == ["shipments"] and display.failed_streams(fresh.streams) == []
+
+
 MARKUP_CARRIER = "*Korean* Air_Cargo_ $5 to $7 ![px](http://127.0.0.1:9/px.png) [Pay](https://evil.example) <b>b</b>"
 """A carrier name with Markdown (and HTML) in it, as a service may send one."""
 

@@ -531,6 +531,41 @@ def test_record_run_inserts_then_updates(wh: Warehouse) -> None:
                                                                                                   '"8"')
 
 
+def test_the_latest_run_is_the_one_recorded_last_whatever_the_clock_said(wh: Warehouse, tmp_path: Path) -> None:
+    """The machine's clock was two hours ahead during a run that succeeded, then stepped back (NTP, a VM restored):
+    the next run starts at an earlier ``started_at`` and fails. It is the stream's latest run, in the run log file
+    (what ``status`` compares with the publish) and in every read of the latest runs; the clock had made the older
+    success the latest, the failure shown nowhere."""
+    ahead = RunRecord("run-ahead", "shipments", T0 + dt.timedelta(hours=2))
+    wh.run_log.record_run(ahead)
+    ahead.status, ahead.finished_at = "success", T0 + dt.timedelta(hours=2, minutes=5)
+    wh.run_log.record_run(ahead)
+    other = RunRecord("run-other", "documents", T0 + dt.timedelta(hours=3))  # another stream, later still
+    wh.run_log.record_run(other)
+    after = RunRecord("run-after-the-step", "shipments", T0)
+    wh.run_log.record_run(after)
+    after.status, after.finished_at, after.error = "failed", T0 + dt.timedelta(minutes=1), "boom"
+    wh.run_log.record_run(after)
+    ahead.extra = {"late": 1}  # a record of the older run again (its finish written twice) moves nothing
+    wh.run_log.record_run(ahead)
+    logged = {row["stream"]: (row["run_id"], row["status"]) for row in read_run_log(tmp_path)}
+    assert logged == {"shipments": ("run-after-the-step", "failed"), "documents": ("run-other", "running")}
+    latest = rows(wh, f"SELECT stream, run_id FROM {run_log_module.latest_runs('freight_meta.sync_runs')} "
+                      "ORDER BY stream")
+    assert latest == [("documents", "run-other"), ("shipments", "run-after-the-step")]
+
+
+def test_a_run_of_a_stream_switched_off_is_logged_switched_off_not_as_a_success(wh: Warehouse, tmp_path: Path) -> None:
+    """A stream switched off (FREIGHT_SYNC_DOCUMENTS=0) runs as a success that reads and writes nothing: the run log
+    file, which ``status`` and the dashboard show before and after a publish, must not call it a success."""
+    off = RunRecord("run-off", "documents", T0, T0, "success", extra={"skipped": "the documents stream is off"})
+    wh.run_log.record_run(off)
+    assert [(row["stream"], row["status"]) for row in read_run_log(tmp_path)] == [("documents", "switched off")]
+    loaded = RunRecord("run-on", "documents", T0, T0, "success", extra={"changed": 3})
+    wh.run_log.record_run(loaded)
+    assert [(row["stream"], row["status"]) for row in read_run_log(tmp_path)] == [("documents", "success")]
+
+
 def test_table_freshness_moves_with_a_success_alone_and_every_other_record_keeps_it(wh: Warehouse) -> None:
     tables = ["shipments", "shipment_events"]
 
