@@ -187,6 +187,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the two scrolls ignore page_no and page_size and answer every record at once",
     )
     modes.add_argument(
+        "--scroll-first-rows", type=_at_least_one, default=None, metavar="N",
+        help="the two scrolls ignore page_no and page_size and answer their first N rows to every request "
+        "(a service paging them by parameters of its own; with --no-scroll-headers nothing tells more exist)",
+    )
+    modes.add_argument(
         "--naive-clock", type=_zone_name, default=None, metavar="ZONE",
         help="send every date-time without a UTC offset, as the wall clock of ZONE (an IANA name: "
         "Europe/Berlin), whose summer time the clock follows (instead of --utc-offset, --offset-change)",
@@ -273,6 +278,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         memo_lookup_by_one=args.memo_lookup_by_one,
         scroll_headers=args.scroll_headers,
         scroll_paging=args.scroll_paging,
+        scroll_first_rows=args.scroll_first_rows,
         efile_reference_shape=args.efile_reference_shape,
         json_bom=args.json_bom,
         json_latin1=args.json_latin1,

@@ -156,7 +156,9 @@ class FaultConfig:
     shipment at a time. ``scroll_headers=False``: the two scrolls (code conversions, memo lines) answer without
     ``X-Page-Count`` and ``X-Row-Count``, which the spec promises for lookups only. ``scroll_paging=False``: the two
     scrolls ignore ``page_no`` and ``page_size`` and answer every record at once (the spec shows no parameter of
-    theirs). ``efile_reference_shape``
+    theirs). ``scroll_first_rows``: the two scrolls ignore ``page_no`` and ``page_size`` and answer their first that
+    many rows to every request (a service paging them by parameters of its own, that many its default page; with
+    ``scroll_headers=False`` nothing tells the rest exists). ``efile_reference_shape``
     ``"key"`` answers E-File references as ``{"id", "reference_key": "SHIPMENT_ID", "reference": 10023}``
     instead of ``{"id", "type": "SHIPMENT", "value": "10023"}``. ``json_bom``: every JSON answer begins with a
     UTF-8 byte-order mark (as some .NET and Java services write it). ``json_latin1``: every JSON answer is
@@ -196,6 +198,7 @@ class FaultConfig:
     memo_lookup_by_one: bool = False
     scroll_headers: bool = True
     scroll_paging: bool = True
+    scroll_first_rows: int | None = None
     efile_reference_shape: str = "type"
     json_bom: bool = False
     json_latin1: bool = False
@@ -236,7 +239,7 @@ class FaultConfig:
             raise ValueError("latency_ms, latency_jitter_ms, tail_ms and token_activation_ms must not be negative")
         if self.retry_after_s < 0 or self.modify_during_paging_count < 0:
             raise ValueError("retry_after_s and modify_during_paging_count must not be negative")
-        for name in ("max_page_size", "page_size_limit"):
+        for name in ("max_page_size", "page_size_limit", "scroll_first_rows"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1 (or null), got {getattr(self, name)}")
         if self.max_in_flight is not None and self.max_in_flight < 1:

@@ -344,9 +344,12 @@ class Endpoints:
     async def _scroll(self, request: Request, rows: Callable[[], Any], endpoint: str | None = None) -> Response:
         paging = page_request(request, None, self.state.faults.config)
         unpaged = not self.state.faults.config.scroll_paging  # every record at once, whatever the query asks
+        first_rows = self.state.faults.config.scroll_first_rows  # these first rows, whatever the query asks
 
         def run() -> Page:
             ordered = sorted(rows(), key=lambda row: row["id"])
+            if first_rows is not None:
+                return page_of(ordered, PageRequest(page_size=first_rows))
             return page_of(ordered, PageRequest(page_size=max(1, len(ordered))) if unpaged else paging)
 
         page = await in_thread(run)

@@ -9,7 +9,9 @@ again where they are normalized: the sync's process keeps no decoded copy of the
 
 Paged reads pass each page on with its ``X-Row-Count``: the client's ``PageWalk`` already refuses
 a short page while the headers say more rows follow; the sync also checks that the total received
-equals the row count before writing (``changes.read_complete``).
+equals the row count before writing (``changes.read_complete``). The code conversions' count is the
+``X-Row-Count`` of their lookup without criteria; a refusal (:data:`REFUSALS`, or a 200 that is no page) is
+``LookupRefused``: the stream then goes on unchecked and says so.
 """
 
 from __future__ import annotations
@@ -17,14 +19,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from freight_pipeline.client import AsyncFreightClient, NotFoundError
+from freight_pipeline.client import APIStatusError, AsyncFreightClient, NotFoundError, ProtocolError
 from freight_pipeline.client._core import HeldBody
 from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.client.models import Criterion
 from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.sync.changes import Criterion as CriterionDict
 from freight_pipeline.sync.changes import LookupResult
-from freight_pipeline.sync.source import KEPT_DOCUMENT_ARRAYS, DocumentGone, ShipmentGone
+from freight_pipeline.sync.source import KEPT_DOCUMENT_ARRAYS, DocumentGone, LookupRefused, ShipmentGone
+
+REFUSALS = frozenset({400, 403, 404, 405, 422})
+"""Statuses of a service refusing a request it does not offer this user or in this form (not a passing failure)."""
 
 
 class ClientSource:
@@ -92,6 +97,17 @@ class ClientSource:
     async def code_conversion_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
         async for page in self.client.iter_code_conversion_pages(page_size=page_size):
             yield LookupResult(page.raw, page.row_count, page.page_count)
+
+    async def code_conversion_count(self) -> int | None:
+        try:
+            page = await self.client.lookup_code_conversions([], page_size=1)
+        except APIStatusError as exc:
+            if exc.status_code not in REFUSALS:
+                raise
+            raise LookupRefused(f"HTTP {exc.status_code}") from exc
+        except ProtocolError as exc:  # a 200 whose body is no page (an error object, say)
+            raise LookupRefused(" ".join(str(exc).split())[:200] or type(exc).__name__) from exc
+        return page.row_count
 
     def request_counts(self) -> tuple[int, int]:
         snapshot = self.client.stats.snapshot()

@@ -8,6 +8,16 @@ up to its ``X-Row-Count`` (every page agreeing on it), else it is read again and
 fails without writing (``changes.read_complete``). An empty answer while conversions are held fails the stream
 too (:class:`EmptyScroll`): a set of hundreds does not vanish at once, an answer by mistake does.
 
+The spec promises ``X-Row-Count`` for lookups only and shows no parameter of the scroll: a scroll that pages by
+parameters of its own (or none), without headers, answers its first page to every request, which reads as the
+whole set. So the code-conversion lookup without criteria is asked for its ``X-Row-Count`` (one row) before and
+after the scroll, and the table is not replaced when the scroll gave fewer conversions than the smaller of the
+two (:class:`ScrollShortOfLookup`; a conversion added or deleted while it was read moves only one of them). A
+service that refuses that lookup, or answers it without the header, leaves the check undone: the result says so
+(``extra["count_check_off"]``); when the scroll sent no ``X-Row-Count`` either, nothing vouches for the read, so
+the rows it lacks are kept rather than deleted (``keep_unread``: a conversion deleted at the service stays until a
+read can be checked; a truncated read deletes nothing).
+
 A record that is not an object or has no usable id is quarantined (the stream's retry queue is
 replaced by this run's failures: every run re-reads every record, so a record that loads leaves it);
 while one is, no held conversion is deleted (any of those the read lacks may be that record: its row
@@ -18,7 +28,7 @@ stays until a read without such a record); a value that cannot be converted is n
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,12 +42,12 @@ from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.records import CODE_CONVERSION_SHAPE, normalize_code_conversion
 from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.normalize.specs.code_conversions import CODE_CONVERSIONS
-from freight_pipeline.sync.changes import read_complete
+from freight_pipeline.sync.changes import LookupResult, RowCountMismatch, read_complete
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text
 from freight_pipeline.sync.progress import Meter, Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.source import SourceAPI
+from freight_pipeline.sync.source import LookupRefused, SourceAPI
 from freight_pipeline.warehouse.records import DataProblem, Quarantined, Reject
 from freight_pipeline.warehouse.store import Warehouse
 
@@ -49,6 +59,47 @@ class EmptyScroll(RuntimeError):
     """The scroll answered no record while the warehouse holds conversions: the stream fails, the table is kept."""
 
 
+UNCHECKED = ("; the scroll sent no X-Row-Count either, so nothing vouches that it was read whole: no held "
+             "conversion is deleted (one the service deleted stays until a read can be checked)")
+
+
+class ScrollShortOfLookup(RowCountMismatch):
+    """The scroll gave fewer conversions than the lookup counts: the stream fails, the table is kept."""
+
+
+@dataclass
+class LookupCount:
+    """What the code-conversion lookup counts (the smaller of its answers), or why it cannot count."""
+
+    rows: int | None = None
+    off: str | None = None
+    """Why the scroll cannot be checked against the lookup (None: it can)."""
+
+    async def ask(self, source: SourceAPI) -> None:
+        """Ask the lookup once more (unless it already could not count): ``rows`` is the smallest count so far."""
+        if self.off is not None:
+            return
+        try:
+            rows = await source.code_conversion_count()
+        except LookupRefused as exc:
+            self.rows, self.off = None, f"the service refused the code-conversion lookup ({exc})"
+            return
+        if rows is None:
+            self.rows, self.off = None, "the code-conversion lookup was answered without X-Row-Count"
+        else:
+            self.rows = rows if self.rows is None else min(self.rows, rows)
+
+    def check(self, read: int) -> None:
+        """Raise ScrollShortOfLookup when ``read`` conversions are fewer than the lookup counts; note a lookup that
+        counts none while the scroll read some (it matches nothing without criteria: no check)."""
+        if self.rows is not None and read < self.rows:
+            raise ScrollShortOfLookup(
+                f"the code-conversion scroll gave {read} conversions but the code-conversion lookup counts "
+                f"{self.rows} (X-Row-Count): the scroll was cut short (a service paging it by parameters of its own "
+                f"answers its first page to every request?), so freight.{TABLE} is kept as it is")
+        if self.rows == 0 and read:
+            self.off = "the code-conversion lookup without criteria counts none (it matches nothing without criteria)"
+
 
 async def sync_code_conversions(
     source: SourceAPI, warehouse: Warehouse, settings: SyncSettings, run_id: str, progress: Progress | None = None
@@ -58,9 +109,17 @@ async def sync_code_conversions(
     requests_before, retries_before = source.request_counts()
     meter = Meter(STREAM, source.request_counts, unit="conversions")
     result.cursor_before = warehouse.reads.get_cursor(STREAM)
-    records = await read_complete(
-        lambda: source.code_conversion_pages(settings.page_size), "code-conversion scroll", settings.count_attempts
-    )
+    counted = LookupCount()
+    await counted.ask(source)
+    scroll_counts: set[bool] = set()  # whether each page of the scroll came with X-Row-Count
+
+    async def scroll() -> AsyncIterator[LookupResult]:
+        async for page in source.code_conversion_pages(settings.page_size):
+            scroll_counts.add(page.row_count is not None)
+            yield page
+
+    records = await read_complete(scroll, "code-conversion scroll", settings.count_attempts)
+    await counted.ask(source)
     if not records and (held := len(warehouse.reads.code_conversion_payloads())):
         raise EmptyScroll(
             f"the code-conversion scroll answered no record while the warehouse holds {held}: the table is kept "
@@ -68,9 +127,15 @@ async def sync_code_conversions(
             f"freight.{TABLE}")
     result.rows_read = len(records)
     converted = convert(records, settings.zone, result.tallies.setdefault(STREAM, FieldTally(CODE_CONVERSION_SHAPE)))
+    counted.check(converted.table.num_rows + len(converted.quarantined))
+    unchecked = counted.off is not None and scroll_counts != {True}  # no count at all vouches for the read
+    result.extra["lookup_row_count"] = counted.rows
+    if counted.off is not None:
+        result.extra["count_check_off"] = counted.off + (UNCHECKED if unchecked else "")
+        say(f"code conversions: not checked against the lookup's count: {result.extra['count_check_off']}")
     outcome = warehouse.writes.replace_table(
         run_id, TABLE, converted.table, stream=STREAM, rejects=converted.rejects, quarantined=converted.quarantined,
-        problems=converted.problems, backoff=settings.backoff, keep_unread=bool(converted.quarantined),
+        problems=converted.problems, backoff=settings.backoff, keep_unread=bool(converted.quarantined) or unchecked,
     )
     result.add_rows({TABLE: outcome.rows_written})
     if outcome.changed:

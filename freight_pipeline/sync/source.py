@@ -32,6 +32,11 @@ class DocumentGone(LookupError):
     """The service answered 404 for an E-File (deleted between lookup and read)."""
 
 
+class LookupRefused(LookupError):
+    """The service refused a lookup the sync only checks with (400, 403, 404, 405, 422, or an answer that is not a
+    page): what it would have checked cannot be checked."""
+
+
 class SourceAPI(Protocol):
     async def lookup_shipments(
         self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
@@ -67,6 +72,10 @@ class SourceAPI(Protocol):
 
     def code_conversion_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
         """Every page of the code-conversion scroll, from page 0, ``page_size`` rows asked per page."""
+
+    async def code_conversion_count(self) -> int | None:
+        """``X-Row-Count`` of the code-conversion lookup without criteria (one row asked): every conversion the
+        service holds; None when it answers without that header; raises LookupRefused when it refuses it."""
 
     def request_counts(self) -> tuple[int, int]:
         """(requests, retries) made so far by this source."""

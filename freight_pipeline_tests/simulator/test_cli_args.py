@@ -78,6 +78,7 @@ FAULT_FLAGS = {
     "strict_criteria": "--strict-criteria", "memo_lookup_by_one": "--memo-lookup-by-one",
     "scroll_headers": "--no-scroll-headers", "efile_reference_shape": "--efile-reference-shape",
     "json_bom": "--json-bom", "json_latin1": "--json-latin1", "scroll_paging": "--no-scroll-paging",
+    "scroll_first_rows": "--scroll-first-rows N",
     "token_echo": "--token-echo", "redirect_to": "--redirect-to URL",
     "token_activation_ms": "--token-activation-ms MS",
     "tail_rate": "--tail RATE:MS", "tail_ms": "--tail RATE:MS", "tail_kinds": "--tail-kind KIND",

@@ -376,6 +376,28 @@ def test_unpaged_scrolls_answer_every_record_whatever_is_asked(sim: RunningSimul
         assert page.json() == every
 
 
+@pytest.mark.parametrize("path", ["/service/basicdata/codeconverter", "/service/shipment/memo"])
+def test_scroll_first_rows_answers_the_first_rows_to_every_request(
+    sim: RunningSimulator, client: httpx.Client, path: str
+) -> None:
+    """A service paging its scrolls by parameters of its own: page_no and page_size change nothing."""
+    every = client.get(path, params={"page_size": 500}).json()
+    assert len(every) > 100
+    sim.set_faults(scroll_first_rows=50)
+    for params in ({}, {"page_no": 1, "page_size": 50}, {"page_no": 3, "page_size": 7}, {"page_size": 500}):
+        page = client.get(path, params=params)
+        assert page.json() == every[:50], params
+        assert page.headers["X-Row-Count"] == str(len(every))  # page 0's headers, of pages of 50
+        assert page.headers["X-Page-Count"] == str(math.ceil(len(every) / 50))
+    sim.set_faults(scroll_headers=False)
+    bare = client.get(path, params={"page_no": 1, "page_size": 50})
+    assert bare.json() == every[:50] and "X-Row-Count" not in bare.headers and "X-Page-Count" not in bare.headers
+    lookup = client.post(f"{path}/lookup", json=[], params={"page_size": 1})  # lookups are paged as asked
+    assert lookup.headers["X-Row-Count"] == str(len(every)) and len(lookup.json()) == 1
+    with pytest.raises(ValueError, match="scroll_first_rows must be at least 1"):
+        FaultConfig(scroll_first_rows=0)
+
+
 def test_token_echo_answers_422_with_the_body_escaped(sim: RunningSimulator) -> None:
     sim.set_faults(token_echo=True)
     answer = httpx.post(f"{sim.base_url}/auth/token", json={"username": "demo", "password": 'pä"ss'})

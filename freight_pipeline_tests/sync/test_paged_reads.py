@@ -5,13 +5,17 @@ fails without writing, so a truncated read never deletes rows."""
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from freight_pipeline.client import AsyncFreightClient
 from freight_pipeline.simulator.server import RunningSimulator
-from freight_pipeline.sync.changes import RowCountMismatch
-from freight_pipeline.sync.code_conversions import EmptyScroll
+from freight_pipeline.sync.changes import LookupResult, RowCountMismatch
+from freight_pipeline.sync.client_source import ClientSource
+from freight_pipeline.sync.code_conversions import EmptyScroll, ScrollShortOfLookup
+from freight_pipeline.sync.source import LookupRefused
 from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import (
@@ -89,6 +93,108 @@ def test_a_scroll_without_paging_headers_is_read_whole_whatever_page_size_the_se
     result = work_sync(streams=CODE_CONVERSIONS)["code_conversions"]
     at_service = sorted(row["id"] for row in small_sim.store.reader.code_conversion_rows())
     assert result.status == "success" and result.rows_read == len(at_service)
+    assert [row[0] for row in code_conversion_rows(tmp_path)] == at_service
+
+
+CODE_CONVERSION_LOOKUP = "/service/basicdata/codeconverter/lookup"
+
+
+def test_a_scroll_answering_its_first_page_to_every_request_fails_and_keeps_the_table(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    """A service paging its scroll by parameters of its own (the spec shows none) answers its first 50 rows to every
+    request, without headers: read as the whole set. The lookup's X-Row-Count tells. Was: 50 read, a success, and
+    the full replace deleted every other conversion."""
+    work_sync(streams=CODE_CONVERSIONS)
+    before = code_conversion_rows(tmp_path)
+    small_sim.set_faults(scroll_first_rows=50, scroll_headers=False)
+    with pytest.raises(ScrollShortOfLookup, match=f"scroll gave 50 conversions but the code-conversion lookup "
+                                                  rf"counts {len(before)} \(X-Row-Count\)"):
+        work_sync(streams=CODE_CONVERSIONS)
+    assert code_conversion_rows(tmp_path) == before
+
+
+def test_a_refused_count_lookup_is_said_and_an_unchecked_scroll_deletes_nothing(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    """A user not granted the lookup (403): the scroll cannot be checked, and without X-Row-Count nothing vouches for
+    it, so the conversions it lacks are kept. Was: the table cut to the scroll's first 50 rows, nothing said."""
+    work_sync(streams=CODE_CONVERSIONS)
+    before = code_conversion_rows(tmp_path)
+    small_sim.set_faults(scroll_first_rows=50, scroll_headers=False, forbidden_prefixes=[CODE_CONVERSION_LOOKUP])
+    result = work_sync(streams=CODE_CONVERSIONS)["code_conversions"]
+    assert result.status == "success" and result.rows_read == 50
+    assert result.extra["lookup_row_count"] is None
+    assert result.extra["count_check_off"].startswith("the service refused the code-conversion lookup (HTTP 403)")
+    assert "no held conversion is deleted" in result.extra["count_check_off"]
+    assert code_conversion_rows(tmp_path) == before
+
+
+class OneConversionDeleted(ClientSource):
+    """The service as it is once its lowest conversion is deleted (scroll and ``X-Row-Count`` alike); its lookup
+    refused (``refused``), or counting that conversion still on its first answer (deleted while the scroll read)."""
+
+    def __init__(self, client: AsyncFreightClient, refused: bool) -> None:
+        super().__init__(client)
+        self.refused = refused
+        self.counts = 0
+        self.gone: int | None = None
+
+    async def code_conversion_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
+        async for page in super().code_conversion_pages(page_size):
+            self.gone = min(item["id"] for item in page.items) if self.gone is None else self.gone
+            fewer = None if page.row_count is None else page.row_count - 1
+            yield LookupResult([item for item in page.items if item["id"] != self.gone], fewer, page.page_count)
+
+    async def code_conversion_count(self) -> int | None:
+        if self.refused:
+            raise LookupRefused("HTTP 405")
+        self.counts += 1
+        total = await super().code_conversion_count()
+        return None if total is None else total - (self.counts > 1)
+
+
+@pytest.mark.parametrize("scroll_headers", [True, False])
+def test_a_refused_count_lookup_leaves_deletions_to_a_scroll_checked_by_its_own_count(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path, scroll_headers: bool
+) -> None:
+    work_sync(streams=CODE_CONVERSIONS)
+    before = [row[0] for row in code_conversion_rows(tmp_path)]
+    small_sim.set_faults(scroll_headers=scroll_headers)
+    make, built = factory(OneConversionDeleted, refused=True)
+    result = work_sync(streams=CODE_CONVERSIONS, source_factory=make)["code_conversions"]
+    assert result.status == "success" and result.rows_read == len(before) - 1
+    assert result.extra["count_check_off"].startswith("the service refused the code-conversion lookup (HTTP 405)")
+    held = [row[0] for row in code_conversion_rows(tmp_path)]
+    assert held == (before[1:] if scroll_headers else before)  # checked by X-Row-Count: the deletion is applied
+    assert built[0].gone == before[0]
+
+
+def test_a_conversion_deleted_while_the_scroll_reads_is_no_shortfall(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    """The lookup is asked before and after the scroll; the scroll is held to the smaller count."""
+    work_sync(streams=CODE_CONVERSIONS)
+    before = [row[0] for row in code_conversion_rows(tmp_path)]
+    make, built = factory(OneConversionDeleted, refused=False)
+    result = work_sync(streams=CODE_CONVERSIONS, source_factory=make)["code_conversions"]
+    assert built[0].counts == 2 and result.extra["lookup_row_count"] == len(before) - 1
+    assert "count_check_off" not in result.extra
+    assert [row[0] for row in code_conversion_rows(tmp_path)] == before[1:]
+
+
+@pytest.mark.parametrize("faults", [
+    {"scroll_paging": False}, {"scroll_paging": False, "scroll_headers": False}, {"scroll_headers": False},
+    {"max_page_size": 10}, {"max_page_size": 10, "scroll_headers": False},
+])
+def test_the_scroll_agrees_with_the_lookup_count_in_every_scroll_mode(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path, faults: dict[str, object]
+) -> None:
+    small_sim.set_faults(**faults)
+    result = work_sync(streams=CODE_CONVERSIONS)["code_conversions"]
+    at_service = sorted(row["id"] for row in small_sim.store.reader.code_conversion_rows())
+    assert result.status == "success" and result.extra["lookup_row_count"] == len(at_service)
+    assert "count_check_off" not in result.extra
     assert [row[0] for row in code_conversion_rows(tmp_path)] == at_service
 
 
