@@ -72,6 +72,9 @@ class WalkStats:
     """The shipments the walk will yield, as its lookups announce them (:meth:`announce`); None before one did."""
     total_final: bool = False
     """``total`` came from a query reaching up to the ceiling (else it is a lower bound: it can grow)."""
+    unstamped: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Shipments a lookup of the walk answered without a ``last_modified_date_time`` that reads as an instant (by
+    id): they have no place in the walk, which goes on without them; the caller reads them by id."""
 
     def announce(self, rows: int, *, to_ceiling: bool) -> None:
         """A lookup of the walk answered: ``rows`` (those yielded before it, plus its ``X-Row-Count``) will be
@@ -173,7 +176,9 @@ def _check_window(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]], criteria: 
             )
 
 
-async def ceiling_of(lookup: LookupFn, zone: ServiceZone, page_size: int = 2) -> ShipmentKey | None:
+async def ceiling_of(
+    lookup: LookupFn, zone: ServiceZone, page_size: int = 2, unstamped: dict[int, dict[str, Any]] | None = None
+) -> ShipmentKey | None:
     """The newest (date, time) the service holds right now; None when it holds no shipment.
 
     Its ``offset`` is that newest shipment's UTC offset: the service's current one (see
@@ -181,15 +186,24 @@ async def ceiling_of(lookup: LookupFn, zone: ServiceZone, page_size: int = 2) ->
     seconds (a tie, two shipments stamped in one second, says nothing; the ids' order does not matter here): a
     service ignoring ``order_mode`` would give the oldest stamp as the ceiling and every run would read nothing
     after it, as if complete, so that raises :class:`LookupOrderIgnored`. The newest shipment must be found by
-    its own stamp's keys (:func:`_check_keys_match`).
+    its own stamp's keys (:func:`_check_keys_match`). A newest shipment without a stamp that reads as an instant
+    has no place in the walk: it goes to ``unstamped`` (by id, to be read by id), and the next one is the newest.
     """
     result = await lookup([], ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"], ["DESC"] * 3, page_size)
     if not result.items:
         return None
-    newest = ShipmentKey.of_shipment(result.items[0], zone)
-    if len(result.items) > 1:
+    items = list(result.items)
+    while True:
         try:
-            next_one = ShipmentKey.of_shipment(result.items[1], zone)
+            newest = ShipmentKey.of_shipment(items[0], zone)
+            break
+        except (CursorError, DateTimeParseError):
+            if unstamped is None or len(items) == 1:
+                raise
+            unstamped.setdefault(int(items[0]["id"]), items.pop(0))
+    if len(items) > 1:
+        try:
+            next_one = ShipmentKey.of_shipment(items[1], zone)
         except (CursorError, DateTimeParseError, KeyError, TypeError, ValueError):
             next_one = None
         if next_one is not None and newest.second() < next_one.second():  # a tie of seconds is no order (ids aside)
@@ -271,6 +285,7 @@ async def walk_changes(
     ``only``: criteria AND-ed to every lookup (a backfill partition's id range)."""
     stats = stats if stats is not None else WalkStats()
     pos = after
+    answered = 0  # rows the last lookup answered, the unstamped among them: whether its page was full
 
     async def fetch(
         criteria: list[Criterion], order_by: list[str], window: tuple[Second, bool, Second], to_ceiling: bool = False
@@ -280,8 +295,15 @@ async def walk_changes(
         seen = stats.seen
         items = await checked_lookup(lookup, [*criteria, *only], order_by, page_size, stats, count_attempts)
         stats.announce(seen + (stats.row_count or 0), to_ceiling=to_ceiling)
-        rows = [(ShipmentKey.of_shipment(item, zone), item) for item in items]
+        rows = []
+        for item in items:
+            try:
+                rows.append((ShipmentKey.of_shipment(item, zone), item))
+            except (CursorError, DateTimeParseError):  # its id read (else the answer is no list of shipments)
+                stats.unstamped.setdefault(int(item["id"]), item)
         _check_window(rows, criteria, *window, ceiling)
+        nonlocal answered
+        answered = len(items)
         return rows
 
     def in_range(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]]) -> list[tuple[ShipmentKey, dict[str, Any]]]:
@@ -303,7 +325,7 @@ async def walk_changes(
                 stats.seen += len(kept)
                 yield kept
                 pos = kept[-1][0]
-            if len(rows) < stats.page_size(page_size):
+            if answered < stats.page_size(page_size):
                 break
             if not kept:  # a full page that did not move us on: the service ignored ID > id
                 raise _no_progress(pos)
@@ -320,7 +342,7 @@ async def walk_changes(
             stats.seen += len(kept)
             yield kept
             pos = kept[-1][0]
-        if len(rows) == stats.page_size(page_size):
+        if answered == stats.page_size(page_size):
             if not kept:
                 raise _no_progress(pos)
             continue  # more in this day: finish the last second (A), then the day (B)
@@ -339,7 +361,7 @@ async def walk_changes(
             stats.seen += len(kept)
             yield kept
             pos = kept[-1][0]
-        if len(rows) < stats.page_size(page_size) or beyond_ceiling:
+        if answered < stats.page_size(page_size) or beyond_ceiling:
             return
         if not kept:
             raise _no_progress(pos)

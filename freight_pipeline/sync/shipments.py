@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, to_utc
@@ -262,7 +263,8 @@ async def _sync(
     result.cursor_before = stored
     floor = parse_start_cursor(settings.start_cursor)
     naive_before = settings.zone.naive_read
-    ceiling = await ceiling_of(source.lookup_shipments, settings.zone)
+    walk = WalkStats()
+    ceiling = await ceiling_of(source.lookup_shipments, settings.zone, unstamped=walk.unstamped)
     result.extra["ceiling"] = ceiling.instant_text if ceiling else None
     due, cap = ceiling, None
     if ceiling is not None:
@@ -300,7 +302,6 @@ async def _sync(
     say(f"shipments: reading changes after {after.instant_text} up to {ceiling.instant_text if ceiling else '-'}")
 
     _keep_history_in_step(warehouse, settings, run_id, result, say)
-    walk = WalkStats()
     probe = Probe()
     if stored and partition is None and settings.restore_probe:
         probe = await probe_for_restore(source, warehouse, settings.restore_probe, settings.page_size,
@@ -326,6 +327,8 @@ async def _sync(
     if ceiling is not None and after.second() <= ceiling.second():
         overlap_end = cursor if stored else None
         await run.run(_walked(run, after, ceiling, walk, overlap_end))
+    if walk.unstamped:
+        await _read_unstamped(run, walk.unstamped)
 
     if partition is not None:  # retries and the reconcile are the incremental runs' (they span every range)
         # complete: everything of the range up to the ceiling is written (what changes during the run
@@ -395,6 +398,18 @@ async def _walked(
     finally:
         reader.close()
         run.result.extra["overlap_current_skipped"] = skipped
+
+
+async def _read_unstamped(run: _Run, unstamped: Mapping[int, Mapping[str, Any]]) -> None:
+    """Read by id the shipments the walk's lookups answered without a stamp that reads as an instant (``extra`` and
+    a line say which): no place in the walk, but listed, so changed; their documents' stamps date their rows (a
+    document without one is a data problem of its own)."""
+    ids = sorted(unstamped)
+    run.result.extra["unstamped_in_lookup"] = {"count": len(ids), "ids": ids[:20]}
+    run.say(f"shipments: the lookup answered {len(ids)} shipment(s) without a last_modified_date_time that reads as "
+            f"an instant ({', '.join(map(str, ids[:20]))}{', ...' if len(ids) > 20 else ''}): read by id")
+    run.expect(len(ids))
+    await run.run(_listed(Work(Ref.of(unstamped[i], i)) for i in ids))
 
 
 def _memo_batching(run: _Run) -> None:

@@ -198,6 +198,36 @@ def test_stamps_outside_the_lookups_own_criteria_fail_the_walk_instead_of_being_
         work_sync(source_factory=source)
 
 
+class StamplessInTheLookup(ClientSource):
+    """A lookup answering one shipment (``victim``; None: the newest, the ceiling's first answer) without
+    ``last_modified_date_time``; its document keeps it."""
+
+    victim: int | None = None
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        result = await super().lookup_shipments(criteria, order_by, order_mode, page_size)
+        if self.victim is None and not criteria and result.items:  # the ceiling's lookup: the newest first
+            type(self).victim = int(result.items[0]["id"])
+        items = [{k: v for k, v in item.items() if k != "last_modified_date_time"} if item["id"] == self.victim
+                 else item for item in result.items]
+        return LookupResult(items, result.row_count, result.page_count)
+
+
+@pytest.mark.parametrize("newest", [False, True])
+def test_a_shipment_the_lookup_answers_without_a_stamp_is_read_by_id_and_the_walk_goes_on(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path, newest: bool
+) -> None:
+    # it failed the stream (CursorError: "has no last_modified_date_time"), every run, for every shipment
+    source = type("Stampless", (StamplessInTheLookup,), {"victim": None if newest else
+                                                         small_sim.store.reader.live_shipment_ids()[5]})
+    result = work_sync(source_factory=source)["shipments"]
+    assert source.victim is not None
+    assert result.extra["unstamped_in_lookup"] == {"count": 1, "ids": [source.victim]}
+    assert_converged(small_sim.store, work_db(tmp_path))  # the victim too, stamped by its document
+
+
 AFTER = ShipmentKey("2026-12-01", "10:00:00", 0)
 CEILING = ShipmentKey("2026-12-06", "12:00:00", 2**63 - 1)
 
