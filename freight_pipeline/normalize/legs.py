@@ -50,6 +50,16 @@ def _put_leg_ends(row: Row, leg: Mapping[str, Any], path: str, problems: Problem
         end.revised.put_in(row, data, end_path, problems)
 
 
+def in_leg_order(rows: list[Row], position: str) -> list[Row]:
+    """``rows`` (the legs of one array) in the order of their ``leg_no`` (the spec's "order of legs"; legs without
+    one after them), ties in the array's order, with ``position`` renumbered 1.. in that order: the same legs sent
+    in another order give the same rows, so their history shows no false revision."""
+    rows.sort(key=lambda row: (row.get("leg_no") is None, row.get("leg_no") or 0, row[position]))
+    for number, row in enumerate(rows, 1):
+        row[position] = number
+    return rows
+
+
 def add_carriage_legs(out: Rows, shipment_id: int, doc: Mapping[str, Any], problems: Problems) -> None:
     target = out[CARRIAGE_LEGS.name]
     for carriage, key in CARRIAGES:
@@ -57,11 +67,13 @@ def add_carriage_legs(out: Rows, shipment_id: int, doc: Mapping[str, Any], probl
         if not transport:
             continue
         legs_path = f"{key.name}.{CARRIAGE_LEGS_KEY.name}"
+        legs: list[Row] = []
         for position, leg_path, leg in CARRIAGE_LEGS_KEY.items_in(transport, legs_path, problems):
             row: Row = {"shipment_id": shipment_id, "carriage": carriage, "leg_position": position}
             copy_fields(row, leg, _EMBEDDED, leg_path, problems)
             _put_leg_ends(row, leg, leg_path, problems)
-            target.append(row)
+            legs.append(row)
+        target.extend(in_leg_order(legs, "leg_position"))
 
 
 def normalize_main_carriage(
@@ -89,4 +101,4 @@ def normalize_main_carriage(
         copy_fields(row, leg, fields, leg_path, problems)
         _put_leg_ends(row, leg, leg_path, problems)
         rows.append(row)
-    return {table: rows}
+    return {table: in_leg_order(rows, "position")}

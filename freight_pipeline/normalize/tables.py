@@ -27,7 +27,8 @@ Naming conventions:
 * Locations -> ``<p>_location_name``, one column per code type (``<p>_service_code``, ``_unloc``,
   ``_iata``, ``_foreign_code``, ``_postal_code``, ``_un_country``; first code of that type),
   ``<p>_latitude`` / ``<p>_longitude`` and every code as JSON in ``<p>_location_codes``.
-* Positions (``position``, ``leg_position``, ``*_position``) are 1-based array positions as sent;
+* Positions (``position``, ``leg_position``, ``*_position``) are 1-based array positions as sent (a leg's in ``leg_no``
+  order: ``specs.legs.LEG_ORDER``);
   ``good_path`` is the dotted path of positions through ``goods`` / ``subgoods``.
 """
 

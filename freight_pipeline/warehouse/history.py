@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS
-from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, SEA_MAIN_CARRIAGE_LEGS
+from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, LEG_ORDER, SEA_MAIN_CARRIAGE_LEGS
 from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.warehouse.ddl import (
     Catalog,
@@ -166,7 +166,7 @@ EVENT_VERSIONS = _history_table(
 _LEG_KEY = (
     _key(SHIPMENT_ID, "BIGINT", "id of the shipment"),
     _key("mode", "VARCHAR", "AIR (freight.air_main_carriage_legs) or SEA (freight.sea_main_carriage_legs)"),
-    _key("position", "BIGINT", "1-based position of the leg in its main carriage"),
+    _key("position", "BIGINT", f"of the leg in its main carriage: {LEG_ORDER}"),
 )
 _LEG_ENDS = ("origin", "destination")
 _LEG_TIMES = tuple(f"{end}_{kind}_at" for end in _LEG_ENDS for kind in ("estimated", "actual", "revised"))

@@ -429,6 +429,33 @@ def test_main_carriage_air_and_sea() -> None:
         normalize_main_carriage(7, [], kind="rail")  # type: ignore[arg-type]
 
 
+def _numbered(legs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Legs with distinct voyages, to tell them apart in the rows."""
+    return [{**leg, "voyage_no": f"V{i}"} for i, leg in enumerate(legs)]
+
+
+def test_legs_sent_in_another_order_give_the_same_rows_in_leg_no_order() -> None:
+    """A service answering its legs in another order (no ORDER BY behind it) gave rows swapped by position: each
+    read a false revision of every leg's times in the history."""
+    legs = _numbered([samples.leg(2), {**samples.leg(9), "leg_no": None}, samples.leg(1), samples.leg(3)])
+    sea = normalize_main_carriage(7, legs, kind="sea")["sea_main_carriage_legs"]
+    assert [(r["position"], r.get("leg_no"), r["voyage_no"]) for r in sea] == [
+        (1, 1, "V2"), (2, 2, "V0"), (3, 3, "V3"), (4, None, "V1")]  # without a leg_no: after the others
+    assert normalize_main_carriage(7, legs[::-1], kind="sea")["sea_main_carriage_legs"] == sea
+    doc = samples.shipment()
+    doc["main_carriage"]["carriage_legs"] = legs
+    embedded = [r for r in normalize_shipment(doc)["carriage_legs"] if r["carriage"] == "main"]
+    assert [(r["leg_position"], r["voyage_no"]) for r in embedded] == [(1, "V2"), (2, "V0"), (3, "V3"), (4, "V1")]
+    doc["main_carriage"]["carriage_legs"] = legs[::-1]
+    assert [r for r in normalize_shipment(doc)["carriage_legs"] if r["carriage"] == "main"] == embedded
+
+
+def test_legs_of_one_leg_no_keep_the_arrays_order() -> None:
+    legs = _numbered([samples.leg(1), samples.leg(1)])
+    sea = normalize_main_carriage(7, legs, kind="sea")["sea_main_carriage_legs"]
+    assert [(r["position"], r["voyage_no"]) for r in sea] == [(1, "V0"), (2, "V1")]
+
+
 def test_memos_resolve_shipment_id() -> None:
     memos = [
         {"id": 1, "client": "C1", "memo": "fragile", "shipment_number": "SN-1", "running_number": 1},

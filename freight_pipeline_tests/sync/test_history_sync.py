@@ -12,14 +12,18 @@ from typing import Any
 
 import duckdb
 
+from freight_pipeline.client._core import decoded
+from freight_pipeline.client.endpoints import SHIPMENT_AIR_MAIN_CARRIAGE, SHIPMENT_SEA_MAIN_CARRIAGE, Endpoint
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.datetimes import parse_iso_datetime, to_utc
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.history import EVENT_VERSIONS, LEG_VERSIONS, SHIPMENT_VERSIONS
-from freight_pipeline_tests.sync.conftest import work_db
+from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
 from freight_pipeline_tests.sync.crash_sync import CrashSync
+from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.settings import RECONCILE_SETTINGS
 from freight_pipeline_tests.warehouse.history_checks import assert_contiguous
 
@@ -217,3 +221,26 @@ def test_estimates_moved_across_four_syncs_one_killed_and_the_point_in_time_read
         after = max(ended, sim.store.clock.now().astimezone(dt.UTC))
         found = as_of_against_copy(held, copy, after)
         assert all(extra == missing == 0 for _, extra, missing in found.values()), found
+
+
+class ReversedLegs(ClientSource):
+    """A service answering each main carriage's legs in reverse (no ORDER BY behind the endpoint)."""
+
+    async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> Any:
+        answer = await super().get_shipment_records(endpoint, shipment_id)
+        legs = endpoint in (SHIPMENT_AIR_MAIN_CARRIAGE, SHIPMENT_SEA_MAIN_CARRIAGE)
+        return decoded(answer)[::-1] if legs else answer
+
+
+def test_legs_answered_in_another_order_are_no_new_versions(small_sim: RunningSimulator, work_sync: SyncFn,
+                                                             tmp_path: Path) -> None:
+    work_sync()
+    versions = query(work_db(tmp_path), f"SELECT count(*) FROM {LEG_VERSIONS.qualified_name}")
+    legged = [r[0] for r in query(work_db(tmp_path), "SELECT DISTINCT shipment_id FROM freight.sea_main_carriage_legs "
+                                  "GROUP BY shipment_id HAVING count(*) > 1")]
+    assert legged, "the seed should give shipments several sea legs"
+    small_sim.touch_shipments(legged)  # read again, legs and all, answered in reverse
+    small_sim.advance_clock(1)
+    work_sync(source_factory=ReversedLegs)
+    assert query(work_db(tmp_path), f"SELECT count(*) FROM {LEG_VERSIONS.qualified_name}") == versions
+    assert_converged(small_sim.store, work_db(tmp_path))

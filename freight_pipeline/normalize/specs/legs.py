@@ -7,7 +7,7 @@ from freight_pipeline.normalize.groups import TIME_OR_DATETIME, DateTimeGroup, L
 from freight_pipeline.normalize.nodes import Key, Node
 from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import Column, TableSpec
-from freight_pipeline.normalize.specs.keys import POSITION, SCHEMA, SHIPMENT_ID, _key
+from freight_pipeline.normalize.specs.keys import SCHEMA, SHIPMENT_ID, _key
 
 LEG_COMMON_FIELDS: tuple[Field, ...] = (
     Field("leg_no", BIGINT, "order of the leg as sent"),
@@ -59,6 +59,9 @@ class LegEnd:
 LEG_ENDS = (LegEnd("origin"), LegEnd("destination"))
 LEG_END_COLUMNS = [c for end in LEG_ENDS for c in end.columns()]
 
+LEG_ORDER = "1-based position in leg_no order (legs without a leg_no after them; ties in the array's order)"
+LEG_POSITION = _key("position", INTEGER, LEG_ORDER)
+
 CARRIAGE_LEGS = TableSpec(
     SCHEMA,
     "carriage_legs",
@@ -66,7 +69,7 @@ CARRIAGE_LEGS = TableSpec(
         [
             SHIPMENT_ID,
             _key("carriage", VARCHAR, "pre, main or post (the shipment's pre_/main_/post_carriage)"),
-            _key("leg_position", INTEGER, "1-based position in carriage_legs"),
+            _key("leg_position", INTEGER, LEG_ORDER),
         ],
         LEG_COMMON_FIELDS,
         AIR_LEG_FIELDS,
@@ -80,14 +83,14 @@ CARRIAGE_LEGS = TableSpec(
 AIR_MAIN_CARRIAGE_LEGS = TableSpec(
     SCHEMA,
     "air_main_carriage_legs",
-    columns_of([SHIPMENT_ID, POSITION], LEG_COMMON_FIELDS, AIR_LEG_FIELDS, LEG_END_COLUMNS),
+    columns_of([SHIPMENT_ID, LEG_POSITION], LEG_COMMON_FIELDS, AIR_LEG_FIELDS, LEG_END_COLUMNS),
     ("shipment_id", "position"),
     "Air main-carriage legs from GET /service/shipment/{id}/airmaincarriage.",
 )
 SEA_MAIN_CARRIAGE_LEGS = TableSpec(
     SCHEMA,
     "sea_main_carriage_legs",
-    columns_of([SHIPMENT_ID, POSITION], LEG_COMMON_FIELDS, SEA_LEG_FIELDS, LEG_END_COLUMNS),
+    columns_of([SHIPMENT_ID, LEG_POSITION], LEG_COMMON_FIELDS, SEA_LEG_FIELDS, LEG_END_COLUMNS),
     ("shipment_id", "position"),
     "Sea main-carriage legs from GET /service/shipment/{id}/seamaincarriage.",
 )
