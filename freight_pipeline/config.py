@@ -870,9 +870,16 @@ def _problem(error: Any, concern: type[SettingsModel], values: Mapping[str, Any]
         name = next((setting for setting, field in fields.items() if field == name), name)
     where = shown_as.get(name, f"[{concern.section}]")
     value = values.get(name, error.get("input"))
-    shown = "***" if name in SECRET_SETTINGS else repr(without_password(value) if isinstance(value, str) else value)
+    shown = "***" if name in SECRET_SETTINGS else repr(_refused(name, value) if isinstance(value, str) else value)
     reason = str(error["msg"]).removeprefix("Value error, ")
     return f"{where}={shown}: {reason}"
+
+
+def _refused(name: str, value: str) -> str:
+    """A refused text value as its message shows it: any password masked, and the query and fragment of a base URL
+    (which it must not have: an API key may sit there)."""
+    value = without_password(value)
+    return re.sub(r"[?#].*", "?***", value, flags=re.DOTALL) if name == "base_url" else value
 
 
 def shown_value(name: str, value: Any) -> str:
