@@ -197,6 +197,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Europe/Berlin), whose summer time the clock follows (instead of --utc-offset, --offset-change)",
     )
     modes.add_argument(
+        "--fractional-stamps", action="store_true",
+        help="shipments' last_modified_date_time and LAST_MODIFIED_TIME carry milliseconds "
+        "(2026-11-01T10:15:30.250+01:00, as many Java services write them), and the lookup's criteria on "
+        "LAST_MODIFIED_TIME compare them (EQUALS 10:15:30 matches 10:15:30.000 only)",
+    )
+    modes.add_argument(
         "--efile-reference-shape", choices=EFILE_REFERENCE_SHAPES, default="type",
         help="E-File references as {type, value} (default) or {reference_key: SHIPMENT_ID, reference}",
     )
@@ -304,6 +310,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         start=args.start,
         offset_changes=tuple(args.offset_change),
         naive_clock=args.naive_clock,
+        fractional_stamps=args.fractional_stamps,
         release=args.release,
     )
 
@@ -354,6 +361,8 @@ def _announce(base_url: str, config: SimulatorConfig, seconds: float) -> None:
     elif config.start is not None or config.offset_changes:
         changes = "".join(f", {offset} from {instant}" for instant, offset in config.offset_changes)
         lines.append(f"  clock: starts {config.start or 'at the default instant'}; offset {config.utc_offset}{changes}")
+    if config.fractional_stamps:
+        lines.append("  stamps: last_modified_date_time and LAST_MODIFIED_TIME carry milliseconds")
     active = active_faults(config.faults)
     if active:
         lines.append("  faults: " + ", ".join(f"{name}={value}" for name, value in active.items()))

@@ -14,6 +14,12 @@ A naive clock (``naive_zone``, an IANA name such as ``Europe/Berlin``) follows t
 instead and writes every instant as the zone's wall clock without a UTC offset
 (``2026-11-01T10:15:30``): a repeated hour (summer time ending) is then written twice alike, as a
 service built on local date-times writes it.
+
+Fractional stamps (``fractional_stamps``, off by default): a shipment's ``last_modified_date_time`` and
+its ``LAST_MODIFIED_TIME`` carry milliseconds (``2026-11-01T10:15:30.250+01:00``, ``10:15:30.250``), as
+many Java services write them. The clock and the stamps' seconds stay whole; each shipment's version
+gets a fraction of its own within its stamp's second (:meth:`SimClock.stamp_millis`), so the shipments
+of one change are ordered by their fractions, not their ids, within that second.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import datetime as dt
 import math
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -142,12 +149,15 @@ class SimClock:
         monotonic: Callable[[], float] = time.monotonic,
         offset_changes: Sequence[tuple[str, str]] = (),
         naive_zone: str | None = None,
+        fractional_stamps: bool = False,
     ) -> None:
         if naive_zone is not None and offset_changes:
             raise ValueError("a naive clock follows its zone's own rules: it takes no offset changes")
         self.naive_zone: ZoneInfo | None = zone_info(naive_zone) if naive_zone is not None else None
         """The zone of a naive clock (its wall clock written without an offset); None: with offsets."""
         self.tz: dt.tzinfo = self.naive_zone or clock_timezone(utc_offset, offset_changes)
+        self.fractional_stamps = fractional_stamps
+        """Shipment stamps carry milliseconds (:meth:`stamp_millis`); False: whole seconds (A8)."""
         self.wall_clock = wall_clock
         self._monotonic = monotonic
         self._made_at = monotonic()
@@ -208,6 +218,22 @@ class SimClock:
             return dt.datetime.fromtimestamp(epoch, self.naive_zone).replace(tzinfo=None).isoformat(timespec="seconds")
         return self.to_local(epoch).isoformat(timespec="seconds")
 
+    def stamp_millis(self, shipment_id: int, epoch: int) -> int:
+        """The milliseconds of the stamp of shipment ``shipment_id`` last modified in second ``epoch``: 0 unless
+        ``fractional_stamps``, else a fixed draw of 0..999 per shipment and second (as a service writing each
+        row at its own instant within one change: not in the order of the ids)."""
+        if not self.fractional_stamps:
+            return 0
+        return zlib.crc32(f"{shipment_id}:{epoch}".encode()) % 1000
+
+    def stamp_iso(self, shipment_id: int, epoch: int) -> str:
+        """The ``last_modified_date_time`` of shipment ``shipment_id`` last modified in second ``epoch``:
+        :meth:`iso`, with its milliseconds when ``fractional_stamps`` (``2026-11-01T10:15:30.250+01:00``)."""
+        text = self.iso(epoch)
+        if not self.fractional_stamps:
+            return text
+        return f"{text[:19]}.{self.stamp_millis(shipment_id, epoch):03d}{text[19:]}"
+
 
 class StoreClock:
     """The store's clock as its callers read and move it: under the store's lock, a refused move
@@ -222,6 +248,11 @@ class StoreClock:
         """The IANA zone whose wall clock the service sends without an offset (None: it sends offsets)."""
         zone = self._clock.naive_zone
         return zone.key if zone is not None else None
+
+    @property
+    def fractional_stamps(self) -> bool:
+        """Shipment stamps and ``LAST_MODIFIED_TIME`` carry milliseconds (:meth:`SimClock.stamp_millis`)."""
+        return self._clock.fractional_stamps
 
     def now(self) -> dt.datetime:
         with self._lock:

@@ -278,13 +278,17 @@ class FaultConfig:
 class SimulatorConfig:
     """Everything the HTTP service needs besides the store.
 
-    ``shipments``, ``seed``, ``start``, ``utc_offset``, ``offset_changes``, ``naive_clock`` and
-    ``wall_clock`` are only used when the server builds its own store. ``start``: the clock's start,
-    ISO 8601 (without an offset: in the service's offset then); default 2026-11-01T08:00 local. ``offset_changes``:
-    ``(instant, offset)`` pairs, from each instant on the service's offset is that one, e.g.
+    ``shipments``, ``seed``, ``start``, ``utc_offset``, ``offset_changes``, ``naive_clock``,
+    ``fractional_stamps`` and ``wall_clock`` are only used when the server builds its own store. ``start``: the
+    clock's start, ISO 8601 (without an offset: in the service's offset then); default 2026-11-01T08:00 local.
+    ``offset_changes``: ``(instant, offset)`` pairs, from each instant on the service's offset is that one, e.g.
     ``(("2026-10-25T03:00:00+02:00", "+01:00"),)`` (summer time ending). ``naive_clock``: an IANA
     zone name (``Europe/Berlin``): the clock follows that zone's rules (``utc_offset`` is not used,
     ``offset_changes`` are refused) and every date-time is sent without a UTC offset, in its wall clock.
+    ``fractional_stamps``: a shipment's ``last_modified_date_time`` and ``LAST_MODIFIED_TIME`` carry milliseconds
+    (``2026-11-01T10:15:30.250+01:00``, as many Java services write them), each version a fraction of its own
+    within its whole-second stamp, and the lookup's criteria on ``LAST_MODIFIED_TIME`` compare them
+    (``EQUALS 10:15:30`` matches ``10:15:30.000`` only).
     ``release``: the release of the
     interface it answers in (``releases.py``; switched while running with ``POST /_control/release``).
     """
@@ -301,6 +305,7 @@ class SimulatorConfig:
     start: str | None = None
     offset_changes: tuple[tuple[str, str], ...] = ()
     naive_clock: str | None = None
+    fractional_stamps: bool = False
     release: str = CURRENT
 
     def __post_init__(self) -> None:

@@ -35,6 +35,7 @@ from freight_pipeline.simulator.lookup.specs import (
     any_of_values,
     cached_lookup,
     equals_value,
+    in_millis,
 )
 from freight_pipeline.simulator.lookup.types import Criterion, LookupSpec, Page, PageRequest
 from freight_pipeline.simulator.releases import base_in_release, in_release, shapes
@@ -198,6 +199,8 @@ class Endpoints:
             count = self.state.faults.paging_modification()
             if count:
                 self.store.changes.modify_shipments(count)
+        if getattr(self.store.clock, "fractional_stamps", False):  # a store without the mode stamps whole seconds
+            criteria = in_millis(criteria, "LAST_MODIFIED_TIME")
         version = self.store.reader.version()  # before the rows: a cached result is never older than its version
         page = cached_lookup(
             self.store.reader.shipment_key_rows, criteria, paging, SHIPMENT_SPEC, self._cache, version

@@ -55,6 +55,7 @@ def make_store(config: SimulatorConfig) -> StoreAPI:
         offset_changes=config.offset_changes,
         wall_clock=config.wall_clock,
         naive_clock=config.naive_clock,
+        fractional_stamps=config.fractional_stamps,
     )
 
 
@@ -266,6 +267,9 @@ def _resolve(
     changes = {k: v for k, v in overrides.items() if v is not None}
     if store is not None and changes.get("naive_clock") is not None:
         raise ValueError("naive_clock shapes the store it builds: pass SimulatorStore(naive_clock=...) instead")
+    if store is not None and changes.get("fractional_stamps"):
+        raise ValueError("fractional_stamps shapes the store it builds: pass SimulatorStore(fractional_stamps=True) "
+                         "instead")
     if changes:
         config = config.replace(**changes)
     return (store if store is not None else make_store(config)), config
@@ -281,12 +285,14 @@ def start_simulator(
     control: bool | None = None,
     token_lifetime_s: float | None = None,
     naive_clock: str | None = None,
+    fractional_stamps: bool | None = None,
     host: str = LOCALHOST,
     port: int = 0,
     startup_timeout: float = 10.0,
 ) -> RunningSimulator:
     """Start serving in a background thread; ``store`` defaults to a generated one (``naive_clock``:
-    an IANA zone; that store's date-times then come without a UTC offset, see ``SimulatorConfig``)."""
+    an IANA zone; that store's date-times then come without a UTC offset; ``fractional_stamps``: its
+    shipments' stamps carry milliseconds; see ``SimulatorConfig``)."""
     overrides = {
         "shipments": shipments,
         "seed": seed,
@@ -294,6 +300,7 @@ def start_simulator(
         "control": control,
         "token_lifetime_s": token_lifetime_s,
         "naive_clock": naive_clock,
+        "fractional_stamps": fractional_stamps,
     }
     resolved_store, resolved_config = _resolve(store, config, overrides)
     sock = bind_socket(host, port)
@@ -315,6 +322,7 @@ def running_simulator(
     control: bool | None = None,
     token_lifetime_s: float | None = None,
     naive_clock: str | None = None,
+    fractional_stamps: bool | None = None,
     host: str = LOCALHOST,
     port: int = 0,
     startup_timeout: float = 10.0,
@@ -329,6 +337,7 @@ def running_simulator(
         control=control,
         token_lifetime_s=token_lifetime_s,
         naive_clock=naive_clock,
+        fractional_stamps=fractional_stamps,
         host=host,
         port=port,
         startup_timeout=startup_timeout,

@@ -40,6 +40,8 @@ class SimulatorStore:
         naive_clock: an IANA zone name (``Europe/Berlin``): the clock follows that zone's rules instead
             of ``utc_offset`` and every date-time is written as its wall clock without a UTC offset
             (:mod:`.data_naive`); the lookup keys are its wall-clock parts. None: with offsets.
+        fractional_stamps: shipments' ``last_modified_date_time`` and ``LAST_MODIFIED_TIME`` carry milliseconds
+            (:meth:`~.clock.SimClock.stamp_millis`), and the lookup's criteria on ``LAST_MODIFIED_TIME`` compare them.
         wall_clock: the clock also moves with real time (else it only moves when advanced).
         memo_share: share of shipments with memo lines.
         max_memos_per_shipment: 1..this many memo lines for those shipments.
@@ -73,11 +75,13 @@ class SimulatorStore:
         documents: bool = True,
         offset_changes: tuple[tuple[str, str], ...] = (),
         naive_clock: str | None = None,
+        fractional_stamps: bool = False,
     ) -> None:
         if not 0 <= shipments <= MAX_SHIPMENTS:
             raise ValueError(f"shipments must be between 0 and {MAX_SHIPMENTS:,}, got {shipments:,}")
         self.seed = seed
-        clock = SimClock(start, utc_offset, wall_clock, offset_changes=offset_changes, naive_zone=naive_clock)
+        clock = SimClock(start, utc_offset, wall_clock, offset_changes=offset_changes, naive_zone=naive_clock,
+                         fractional_stamps=fractional_stamps)
         self.data = StoreData(seed, clock, documents)
         seed_shipments(self.data, shipments, memo_share, max(1, max_memos_per_shipment))
         conversions = build_code_conversions(seed, clock.start_epoch, clock.iso)[: max(0, code_conversions)]

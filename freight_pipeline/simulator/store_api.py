@@ -77,7 +77,8 @@ class ReaderAPI(Protocol):
         """One mapping per live shipment: every key of SHIPMENT_KEYS -> its value.
 
         ID, RUNNING_SEQUENCE_NUMBER and CUSTOMER_ADDRESS_NUMBER are ints; the other values are
-        strings (LAST_MODIFIED_DATE ``YYYY-MM-DD``, LAST_MODIFIED_TIME ``HH:MM:SS``, CREATION_DATE
+        strings (LAST_MODIFIED_DATE ``YYYY-MM-DD``, LAST_MODIFIED_TIME ``HH:MM:SS``, or ``HH:MM:SS.fff`` from a
+        clock with ``fractional_stamps``, CREATION_DATE
         ``YYYY-MM-DD``, SHIPMENT_CLOSED ``J``/``N``); ADDRESS_REFERENCE is a tuple of strings (every
         reference value at every address). Must be cheap: no full document is built.
         """

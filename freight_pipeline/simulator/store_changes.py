@@ -188,7 +188,7 @@ class StoreChanges:
             data.live[shipment_id] = with_timeline(touched(state, stamp), ident, timeline)
             data.overrides.get(shipment_id, {}).pop((code, event_type), None)
             data.version += 1
-            return data.clock.iso(stamp)
+            return data.clock.stamp_iso(shipment_id, stamp)
 
     def change_in_background(self, count: int) -> list[int]:
         """Move the upcoming estimates of ``count`` open shipments later (each by its own 3 to 48 hours), as a

@@ -6,6 +6,8 @@ text (so every caller gets its own copy): each version's document and, written f
 of its lookup row and detail endpoints (:class:`Rendered`; a request for one used to read the whole document's
 JSON again, a quarter of the simulator's CPU in a full sync); generation runs outside the lock on immutable
 snapshots. A naive clock's documents have their DateTime objects in its zone's wall clock (:mod:`.data_naive`).
+With fractional stamps (:meth:`~.clock.SimClock.stamp_millis`) a document's ``last_modified_date_time`` and its
+lookup key ``LAST_MODIFIED_TIME`` carry the version's milliseconds (:class:`FractionalKeys`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,26 @@ def rendered(doc: dict[str, Any]) -> Rendered:
     )
 
 
+class FractionalKeys(Mapping[str, Any]):
+    """The lookup key row of a shipment whose stamp carries milliseconds: its state's keys, with
+    ``LAST_MODIFIED_TIME`` as ``HH:MM:SS.fff`` (text that orders and compares as the time it is)."""
+
+    __slots__ = ("_state", "_time")
+
+    def __init__(self, state: ShipmentState, millis: int) -> None:
+        self._state = state
+        self._time = f"{state.lm_time}.{millis:03d}"
+
+    def __getitem__(self, key: str) -> Any:
+        return self._time if key == "LAST_MODIFIED_TIME" else self._state[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._state)
+
+    def __len__(self) -> int:
+        return len(self._state)
+
+
 class StoreReader:
     """The read side of the store, over its ``data`` (read under its lock).
 
@@ -78,9 +100,14 @@ class StoreReader:
             return self._data.version
 
     def shipment_key_rows(self) -> Iterator[Mapping[str, Any]]:
-        """The states themselves (immutable Mappings over SHIPMENT_KEYS), snapshot at call time."""
+        """The states themselves (immutable Mappings over SHIPMENT_KEYS), snapshot at call time; with fractional
+        stamps each as :class:`FractionalKeys`."""
         with self._data.lock:
-            return iter(list(self._data.live.values()))
+            states = list(self._data.live.values())
+        clock = self._data.clock
+        if not clock.fractional_stamps:
+            return iter(states)
+        return iter([FractionalKeys(state, clock.stamp_millis(state.id, state.modified)) for state in states])
 
     def get_shipment(self, shipment_id: int) -> dict[str, Any]:
         return loads(self._rendered(shipment_id).document)
@@ -153,8 +180,8 @@ class StoreReader:
     def snapshot_ids_and_versions(self) -> dict[int, tuple[int, str]]:
         """id -> (version, last_modified_date_time) of every live shipment."""
         with self._data.lock:
-            iso = self._data.clock.iso
-            return {i: (s.version, iso(s.modified)) for i, s in sorted(self._data.live.items())}
+            stamp_iso = self._data.clock.stamp_iso
+            return {i: (s.version, stamp_iso(i, s.modified)) for i, s in sorted(self._data.live.items())}
 
     def shipment_state(self, shipment_id: int) -> ShipmentState:
         """The compact state (also the lookup key row) of a live shipment."""
@@ -194,7 +221,10 @@ class StoreReader:
 
     def _document(self, state: ShipmentState, memos: list[dict[str, Any]],
                   overrides: dict[EventKey, Any]) -> dict[str, Any]:
-        doc = build_document(self._data.seed, state, memos, overrides, self._data.clock.iso)
+        clock = self._data.clock
+        doc = build_document(self._data.seed, state, memos, overrides, clock.iso)
+        if clock.fractional_stamps:
+            doc["last_modified_date_time"] = clock.stamp_iso(state.id, state.modified)
         zone = self._data.clock.naive_zone
         return without_offsets(doc, zone) if zone is not None else doc
 

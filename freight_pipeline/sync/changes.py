@@ -12,7 +12,19 @@ second at its start):
 Each step either advances the position or ends the walk, so it terminates and misses nothing that
 was modified at or before the ceiling and not modified again during the run (a record modified
 during the run moves beyond the ceiling and is read by the next run). Only plain AND-ed criteria
-with EQUALS/GT/LE are used, so nothing depends on the spec's vague IN/OR semantics.
+with EQUALS/GT/GE/LT/LE and ``value`` are used, so nothing depends on the spec's vague IN/OR semantics.
+
+A service stamping fractions of a second (``2026-11-01T10:15:30.250+01:00``, as many Java services write
+``last_modified_date_time``), whose ``LAST_MODIFIED_TIME`` criteria compare the fractions, finds by
+``TIME = t`` only the stamps at ``t.000`` and orders one second's rows by fraction, not id. Keys stay whole
+seconds (the cursor's); once the walk has seen a stamp with a fraction (the ceiling's two newest, or any row
+it reads) it asks for a second as a range, ``TIME >= t AND TIME < t+1s`` (``TIME >= t`` alone in a day's
+last second), the rest of a day as ``TIME >= t+1s`` up to ``TIME < ceiling+1s``, orders each page by key,
+and a full page of B or C leaves out its last second, which A then walks from its start by id (its rows
+on that page stand in fraction order: those of lower id may lie beyond it). A B asked by whole seconds
+that answers rows of the current second with fractions (the first sign of them) has A walk that second
+again as a range, leaving out the ids it yielded. A service's stamps without fractions are asked exactly
+as before.
 """
 
 from __future__ import annotations
@@ -161,6 +173,41 @@ _DAY_END = "99"
 """A time after every ``HH:MM:SS`` of a day (the end of a day's seconds, compared as text)."""
 
 
+def _next_second(time: str) -> str | None:
+    """The second after ``time`` (``HH:MM:SS``) on its day; None after a day's last second (23:59:59)."""
+    moment = dt.datetime.combine(dt.date.min, dt.time.fromisoformat(time)) + dt.timedelta(seconds=1)
+    return moment.time().isoformat() if moment.date() == dt.date.min else None
+
+
+def _the_second(key: ShipmentKey, fractional: bool) -> list[Criterion]:
+    """Criteria selecting the wall-clock second of ``key``: ``DATE = d AND TIME = t``; of a service stamping
+    fractions of a second (whose ``TIME = t`` matches ``t.000`` only) ``TIME >= t AND TIME < t+1s``."""
+    criteria = [_crit("LAST_MODIFIED_DATE", "EQUALS", key.date)]
+    if not fractional:
+        return [*criteria, _crit("LAST_MODIFIED_TIME", "EQUALS", key.time)]
+    following = _next_second(key.time)
+    return [*criteria, _crit("LAST_MODIFIED_TIME", "GE", key.time),
+            *([_crit("LAST_MODIFIED_TIME", "LT", following)] if following else [])]
+
+
+def _after_second(time: str, fractional: bool) -> list[Criterion] | None:
+    """The ``LAST_MODIFIED_TIME`` criteria of a day's seconds after ``time``: ``TIME > t``; with fractions
+    ``TIME >= t+1s`` (``TIME > t`` matches ``t.250``); None with fractions after a day's last second: none."""
+    if not fractional:
+        return [_crit("LAST_MODIFIED_TIME", "GT", time)]
+    following = _next_second(time)
+    return None if following is None else [_crit("LAST_MODIFIED_TIME", "GE", following)]
+
+
+def _up_to_second(time: str, fractional: bool) -> list[Criterion]:
+    """The ``LAST_MODIFIED_TIME`` criteria of a day's seconds up to ``time`` included: ``TIME <= t``; with
+    fractions ``TIME < t+1s`` (``TIME <= t`` leaves out ``t.250``), none up to a day's last second."""
+    if not fractional:
+        return [_crit("LAST_MODIFIED_TIME", "LE", time)]
+    following = _next_second(time)
+    return [_crit("LAST_MODIFIED_TIME", "LT", following)] if following else []
+
+
 def _check_window(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]], criteria: list[Criterion],
                   low: Second, low_inclusive: bool, high: Second, ceiling: ShipmentKey) -> None:
     """Raise :class:`LookupKeysDisagree` for a row whose second is outside ``low``..``high`` (the seconds the
@@ -212,17 +259,20 @@ async def ceiling_of(
                 f"{newest.instant_text} id {newest.id} before {next_one.instant_text} id {next_one.id}: the service "
                 "ignores order_mode, so the newest change cannot be found and the run would miss every change"
             )
+        subsecond = newest.subsecond or (next_one is not None and next_one.subsecond)
+    else:
+        subsecond = newest.subsecond
     await _check_keys_match(lookup, newest, zone)
-    return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset)
+    return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset, subsecond)
 
 
 async def _check_keys_match(lookup: LookupFn, newest: ShipmentKey, zone: ServiceZone) -> None:
     """Raise :class:`LookupKeysDisagree` when shipment ``newest`` is not found by ``LAST_MODIFIED_DATE`` and
-    ``_TIME`` EQUALS its stamp's wall clock, nor modified since: the keys are kept in another clock than the stamps
+    ``_TIME`` selecting its stamp's wall-clock second (:func:`_the_second`: a range when the stamp carries a fraction),
+    nor modified since: the keys are kept in another clock than the stamps
     the walk positions itself by (shifted either way, the walk would skip changes, and a later shift shows in no
     answer). One lookup a run; a second, of its id, when it is missing (modified or deleted since: no verdict)."""
-    keys = [_crit("LAST_MODIFIED_DATE", "EQUALS", newest.date), _crit("LAST_MODIFIED_TIME", "EQUALS", newest.time),
-            _crit("ID", "EQUALS", newest.id)]
+    keys = [*_the_second(newest, newest.subsecond), _crit("ID", "EQUALS", newest.id)]
     found = await lookup(keys, ["ID"], ["ASC"], 1)
     if any(item.get("id") == newest.id for item in found.items):
         return
@@ -282,16 +332,23 @@ async def walk_changes(
     only: Sequence[Criterion] = (),
 ) -> AsyncIterator[list[tuple[ShipmentKey, dict[str, Any]]]]:
     """Yield pages of (key, base shipment) in key order, every key > ``after`` and <= ``ceiling``;
-    ``only``: criteria AND-ed to every lookup (a backfill partition's id range)."""
+    ``only``: criteria AND-ed to every lookup (a backfill partition's id range). With fractions of a second (module
+    docstring) each page is in key order; the one walk that sees them first in B yields that second's fractional
+    rows after its others."""
     stats = stats if stats is not None else WalkStats()
     pos = after
     answered = 0  # rows the last lookup answered, the unstamped among them: whether its page was full
+    fractional = ceiling.subsecond  # the service's stamps carry fractions of a second: ask by ranges of seconds
+    yielded: tuple[Second, set[int]] = (pos.second(), set())  # a second and the ids yielded in it
+    again: set[int] = set()  # ids A leaves out: yielded in the second it walks again
 
     async def fetch(
-        criteria: list[Criterion], order_by: list[str], window: tuple[Second, bool, Second], to_ceiling: bool = False
+        criteria: list[Criterion], order_by: list[str], window: tuple[Second, bool, Second] | None,
+        to_ceiling: bool = False,
     ) -> list[tuple[ShipmentKey, dict[str, Any]]]:
         """The page of ``criteria``, each row checked to lie in the ``window`` (low, low inclusive, high) of
-        seconds they select."""
+        seconds they select (None: by the caller)."""
+        nonlocal answered, fractional
         seen = stats.seen
         items = await checked_lookup(lookup, [*criteria, *only], order_by, page_size, stats, count_attempts)
         stats.announce(seen + (stats.row_count or 0), to_ceiling=to_ceiling)
@@ -301,51 +358,87 @@ async def walk_changes(
                 rows.append((ShipmentKey.of_shipment(item, zone), item))
             except (CursorError, DateTimeParseError):  # its id read (else the answer is no list of shipments)
                 stats.unstamped.setdefault(int(item["id"]), item)
-        _check_window(rows, criteria, *window, ceiling)
-        nonlocal answered
+        fractional = fractional or any(key.subsecond for key, _ in rows)
+        if window is not None:
+            _check_window(rows, criteria, *window, ceiling)
         answered = len(items)
         return rows
 
     def in_range(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]]) -> list[tuple[ShipmentKey, dict[str, Any]]]:
         # Defensive: a record modified between count and fetch may have moved; keep order and bounds.
-        return [(k, r) for k, r in rows if after < k and k.second() <= ceiling.second()]
+        kept = [(k, r) for k, r in rows if after < k and k.second() <= ceiling.second() and k > pos]
+        return sorted(kept, key=lambda row: row[0]) if fractional else kept
+
+    def next_position(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]],
+                      kept: list[tuple[ShipmentKey, dict[str, Any]]]) -> ShipmentKey:
+        """Where a B or C page leaves the walk; a full page with fractions gives up its last second (its rows
+        there are not those of lowest id), removed from ``kept``: A walks it from its start."""
+        if fractional and answered == stats.page_size(page_size) and rows:
+            last = max(key.second() for key, _ in rows)
+            if last <= ceiling.second():
+                kept[:] = [(k, r) for k, r in kept if k.second() < last]
+                return ShipmentKey(last[0], last[1], 0)
+        return kept[-1][0] if kept else pos
+
+    def note(kept: Sequence[tuple[ShipmentKey, dict[str, Any]]]) -> None:
+        """Remember the ids yielded in the last second yielded."""
+        nonlocal yielded
+        for key, _ in kept:
+            if key.second() != yielded[0]:
+                yielded = (key.second(), set())
+            yielded[1].add(key.id)
 
     while True:
         # A: the rest of the current second.
         while True:
             rows = await fetch(
-                [_crit("LAST_MODIFIED_DATE", "EQUALS", pos.date),
-                 _crit("LAST_MODIFIED_TIME", "EQUALS", pos.time),
-                 _crit("ID", "GT", pos.id)],
+                [*_the_second(pos, fractional), _crit("ID", "GT", pos.id)],
                 ["ID"],
                 (pos.second(), True, pos.second()),
             )
-            kept = [(k, r) for k, r in in_range(rows) if k > pos]
+            fresh = in_range(rows)
+            kept = [(k, r) for k, r in fresh if k.id not in again]
             if kept:
                 stats.seen += len(kept)
                 yield kept
-                pos = kept[-1][0]
+                note(kept)
+            if fresh:
+                pos = fresh[-1][0]
             if answered < stats.page_size(page_size):
                 break
-            if not kept:  # a full page that did not move us on: the service ignored ID > id
+            if not fresh:  # a full page that did not move us on: the service ignored ID > id
                 raise _no_progress(pos)
+        again = set()
         # B: the rest of the current day.
-        day_criteria = [_crit("LAST_MODIFIED_DATE", "EQUALS", pos.date), _crit("LAST_MODIFIED_TIME", "GT", pos.time)]
-        day_end = (pos.date, _DAY_END)
-        if pos.date == ceiling.date:
-            day_criteria.append(_crit("LAST_MODIFIED_TIME", "LE", ceiling.time))
-            day_end = ceiling.second()
-        rows = await fetch(day_criteria, ["LAST_MODIFIED_TIME", "ID"], (pos.second(), False, day_end),
-                           pos.date == ceiling.date)
-        kept = [(k, r) for k, r in in_range(rows) if k > pos]
-        if kept:
-            stats.seen += len(kept)
-            yield kept
-            pos = kept[-1][0]
-        if answered == stats.page_size(page_size):
-            if not kept:
-                raise _no_progress(pos)
-            continue  # more in this day: finish the last second (A), then the day (B)
+        asked_fractional = fractional
+        rest = _after_second(pos.time, fractional)
+        if rest is None:  # after a day's last second: no rest
+            answered = 0
+        else:
+            day_criteria = [_crit("LAST_MODIFIED_DATE", "EQUALS", pos.date), *rest]
+            day_end = (pos.date, _DAY_END)
+            if pos.date == ceiling.date:
+                day_criteria += _up_to_second(ceiling.time, fractional)
+                day_end = ceiling.second()
+            rows = await fetch(day_criteria, ["LAST_MODIFIED_TIME", "ID"], None, pos.date == ceiling.date)
+            if not asked_fractional and any(k.second() == pos.second() and k.subsecond for k, _ in rows):
+                # the first fractions, in the current second (TIME > t matched t.250): walk it again as a range
+                again = yielded[1] if yielded[0] == pos.second() else set()
+                pos = after if after.second() == pos.second() else ShipmentKey(pos.date, pos.time, 0)
+                continue
+            _check_window(rows, day_criteria, pos.second(), False, day_end, ceiling)
+            kept = in_range(rows)
+            moved = next_position(rows, kept)
+            if kept:
+                stats.seen += len(kept)
+                yield kept
+                note(kept)
+            if answered == stats.page_size(page_size):
+                if moved <= pos:
+                    raise _no_progress(pos)
+                pos = moved
+                continue  # more in this day: finish the last second (A), then the day (B)
+            pos = moved
         if pos.date >= ceiling.date:
             return
         # C: the following days up to the ceiling.
@@ -355,16 +448,18 @@ async def walk_changes(
             ((pos.date, _DAY_END), False, (ceiling.date, _DAY_END)),
             True,
         )
-        kept = [(k, r) for k, r in in_range(rows) if k > pos]
+        kept = in_range(rows)
         beyond_ceiling = any(k.second() > ceiling.second() for k, _ in rows)
+        moved = next_position(rows, kept)
         if kept:
             stats.seen += len(kept)
             yield kept
-            pos = kept[-1][0]
+            note(kept)
         if answered < stats.page_size(page_size) or beyond_ceiling:
             return
-        if not kept:
+        if moved <= pos:
             raise _no_progress(pos)
+        pos = moved
 
 
 def wall_clock_key(at: dt.datetime, offset: dt.timedelta | None) -> ShipmentKey:
@@ -385,10 +480,11 @@ async def ceiling_by(
         return ceiling
     order = ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"]
     day_before = (dt.date.fromisoformat(bound.date) - dt.timedelta(days=1)).isoformat()
-    for criteria in ([_crit("LAST_MODIFIED_DATE", "EQUALS", bound.date), _crit("LAST_MODIFIED_TIME", "LE", bound.time)],
+    for criteria in ([_crit("LAST_MODIFIED_DATE", "EQUALS", bound.date), *_up_to_second(bound.time, ceiling.subsecond)],
                      [_crit("LAST_MODIFIED_DATE", "LE", day_before)]):
         result = await lookup(criteria, order, ["DESC"] * 3, 1)
         if result.items:
             newest = ShipmentKey.of_shipment(result.items[0], zone)
-            return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset)
+            subsecond = ceiling.subsecond or newest.subsecond
+            return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset, subsecond)
     return None

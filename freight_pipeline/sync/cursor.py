@@ -38,6 +38,10 @@ class ShipmentKey:
     id: int = 0
     offset: dt.timedelta | None = field(default=None, compare=False)
     """UTC offset of the shipment's ``last_modified_date_time`` (None: unknown); not part of the order."""
+    subsecond: bool = field(default=False, compare=False)
+    """The ``last_modified_date_time`` it came from carried a fraction of a second (a service stamping finer than
+    A8's seconds, whose ``LAST_MODIFIED_TIME`` criteria then compare fractions: ``changes.walk_changes`` asks it by
+    per-second ranges); not part of the order, nor kept in a cursor: a key is a whole second and an id."""
 
     @classmethod
     def parse(cls, date: str, time: str, id_: int = 0, offset: str | None = None) -> ShipmentKey:
@@ -63,9 +67,8 @@ class ShipmentKey:
         """Key of shipment ``shipment_id`` last modified at ``value`` (its parsed ``last_modified_date_time``)."""
         if value is None:
             raise CursorError(f"shipment {shipment_id!r} has no last_modified_date_time")
-        return cls(
-            value.date().isoformat(), value.time().replace(microsecond=0).isoformat(), shipment_id, value.utcoffset()
-        )
+        return cls(value.date().isoformat(), value.time().replace(microsecond=0).isoformat(), shipment_id,
+                   value.utcoffset(), value.microsecond != 0)
 
     @property
     def instant_text(self) -> str:
@@ -89,7 +92,7 @@ class ShipmentKey:
         return ShipmentKey(earlier.date().isoformat(), earlier.time().replace(microsecond=0).isoformat(), 0)
 
     def with_offset(self, offset: dt.timedelta | None) -> ShipmentKey:
-        return ShipmentKey(self.date, self.time, self.id, offset)
+        return ShipmentKey(self.date, self.time, self.id, offset, self.subsecond)
 
     def to_json(self) -> str:
         data: dict[str, Any] = {"date": self.date, "time": self.time, "id": self.id}

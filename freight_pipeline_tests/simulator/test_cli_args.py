@@ -92,7 +92,7 @@ def test_help_lists_a_flag_for_every_fault_setting(capsys: pytest.CaptureFixture
     assert stopped.value.code == 0
     shown = capsys.readouterr().out
     for flag in [*FAULT_FLAGS.values(), "--offset-change INSTANT=OFFSET", "--start INSTANT", "{type,key}",
-                 "--naive-clock ZONE", "--release {2026.1,2026.2,2026.3}"]:
+                 "--naive-clock ZONE", "--release {2026.1,2026.2,2026.3}", "--fractional-stamps"]:
         assert flag in shown, flag
 
 
@@ -160,6 +160,11 @@ def test_offset_changes_out_of_order_are_refused() -> None:
     ])
     with pytest.raises(ValueError, match="in time order"):
         config_from_args(args)
+
+
+def test_fractional_stamps_become_config_off_by_default() -> None:
+    assert config_from_args(build_parser().parse_args(["simulator", "--fractional-stamps"])).fractional_stamps
+    assert not config_from_args(build_parser().parse_args(["simulator"])).fractional_stamps
 
 
 def test_a_naive_clock_becomes_config_and_takes_no_offset() -> None:

@@ -3,6 +3,7 @@ the criteria helpers the endpoints use."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -157,3 +158,17 @@ def any_of_values(criteria: Sequence[Criterion], key: str) -> tuple[Any, ...] | 
         if c.key == key and c.mode in ("EQUALS", "IN", "OR") and c.values and not c.children:
             return c.values
     return None
+
+
+def in_millis(criteria: Sequence[Criterion], key: str) -> list[Criterion]:
+    """``criteria`` with every value of ``key`` (a time ``HH:MM:SS``) as ``HH:MM:SS.000``, nested ones too: how a
+    service whose times carry milliseconds compares a whole second (``EQUALS 10:15:30`` matches ``10:15:30.000``
+    only; ``GT 10:15:30`` matches ``10:15:30.250``)."""
+    return [
+        dataclasses.replace(
+            c,
+            values=tuple(f"{v}.000" for v in c.values) if c.key == key else c.values,
+            children=tuple(in_millis(c.children, key)),
+        )
+        for c in criteria
+    ]
