@@ -216,9 +216,11 @@ def fold_receipts(con: duckdb.DuckDBPyConnection, receipts: Path) -> Path | None
 
 
 def last_success(con: duckdb.DuckDBPyConnection, stream: str) -> dt.datetime | None:
-    """When ``stream``'s latest successful run finished (None: none did)."""
-    row = con.execute(f"SELECT max(finished_at) FROM {qualified(SYNC_RUNS)} WHERE stream = ? AND status = 'success'",
-                      [stream]).fetchone()
+    """When ``stream``'s latest successful run, the success recorded last (``meta.latest_runs``), finished (None: none
+    did): the latest finish, after a clock stepped back, was one dated ahead of the real time, which delayed the
+    stale-sync alert by the size of the step."""
+    row = con.execute(f"SELECT arg_max(finished_at, rowid) FROM {qualified(SYNC_RUNS)} "
+                      "WHERE stream = ? AND status = 'success'", [stream]).fetchone()
     return row[0] if row else None
 
 

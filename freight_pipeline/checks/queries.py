@@ -72,7 +72,8 @@ def orphan_rows(con: duckdb.DuckDBPyConnection, child: TableSpec, parent: TableS
 
 
 def latest_run_id(con: duckdb.DuckDBPyConnection, stream: str) -> str | None:
-    sql = f"SELECT run_id FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? ORDER BY started_at DESC LIMIT 1"
+    """The id of ``stream``'s latest run, the one recorded last (``meta.latest_runs``; None: none ran)."""
+    sql = f"SELECT run_id FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? ORDER BY rowid DESC LIMIT 1"
     return _scalar(con, sql, [stream])
 
 

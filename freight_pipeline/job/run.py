@@ -73,6 +73,7 @@ from freight_pipeline.sync.streams import SHIPMENTS, STREAMS, Stream, stream_ste
 from freight_pipeline.warehouse.backend import Publication, StorageBackend
 from freight_pipeline.warehouse.ddl import explained_out_of_memory, row_counts
 from freight_pipeline.warehouse.history import HISTORY_TABLES
+from freight_pipeline.warehouse.run_log import SKIPPED
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 from freight_pipeline.warehouse.writer_lock import WarehouseBusy, writer_lock
 
@@ -505,7 +506,7 @@ async def _run_stream(
     except Exception as exc:
         return Step(stream_step(stream.name), "failed", clock.lap(), one_line_error(exc))
     bad = result.bad_records()
-    off = "skipped" in result.extra
+    off = SKIPPED in result.extra
     notices = [notice for notice in result.notices if notice not in said]
     said.update(notices)
     notes = [*([bad] if bad else []), *result.shape_changes(), *result.null_jumps(), *notices]

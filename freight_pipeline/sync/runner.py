@@ -33,6 +33,7 @@ from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.sync.streams import STREAM_NAMES, Stream, stream_named
 from freight_pipeline.warehouse.backend import Publication, StorageBackend
 from freight_pipeline.warehouse.ddl import explained_out_of_memory
+from freight_pipeline.warehouse.run_log import SKIPPED
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 
 RUN_GC_THRESHOLDS = (10_000, 20, 100)
@@ -94,9 +95,9 @@ def _switched_off(stream: Stream, warehouse: Warehouse, run_id: str, progress: P
     assert stream.switch is not None
     cursor = warehouse.reads.get_cursor(stream.name)
     skipped = StreamResult(run_id, stream.name, dt.datetime.now(dt.UTC), cursor_before=cursor, cursor_after=cursor)
-    skipped.extra["skipped"] = f"the {stream.name} stream is off ({stream.switch.variable}=0)"
+    skipped.extra[SKIPPED] = f"the {stream.name} stream is off ({stream.switch.variable}=0)"
     if progress is not None:
-        progress(f"{stream.name}: {skipped.extra['skipped']}")
+        progress(f"{stream.name}: {skipped.extra[SKIPPED]}")
     return skipped
 
 

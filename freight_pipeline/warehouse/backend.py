@@ -33,24 +33,21 @@ class UnsettledWarehouse(RuntimeError):
 
 
 def unsettled_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]:
-    """(stream, run_id, status) of every stream whose latest ``sync_runs`` row holds back a publish: the
-    dbt build's when not a success, another stream's when still running (a failed stream's does not)."""
+    """(stream, run_id, status) of every stream whose latest ``sync_runs`` row (``meta.latest_runs``: the one recorded
+    last) holds back a publish: the dbt build's when not a success, another stream's when still running (a failed
+    stream's does not); a retired stream's not once its successor succeeded after it
+    (``meta.settled_retired_streams``), whatever the successor's runs did since."""
     table = qualified(meta.SYNC_RUNS)
     exists = first(run(con, "SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
                        [meta.SYNC_RUNS.schema, meta.SYNC_RUNS.name]))
     if not exists or not exists[0]:
         return []
-    latest = run(
-        con, f"SELECT stream, run_id, status, started_at FROM {meta.latest_runs(table)} ORDER BY stream"
-    )
-    successors = set(meta.RETIRED_STREAMS.values())
-    settled_by = {s: started for s, _, status, started in latest if status == "success" and s in successors}
+    latest = run(con, f"SELECT stream, run_id, status FROM {meta.latest_runs(table)} "
+                      f"WHERE stream NOT IN ({meta.settled_retired_streams(table)}) ORDER BY stream")
     return [
         (stream, run_id, status)
-        for stream, run_id, status, started in latest
-        if status != "success"
-        and (stream == meta.BUILD_STREAM or status != "failed")
-        and not (stream in meta.RETIRED_STREAMS and started < settled_by.get(meta.RETIRED_STREAMS[stream], started))
+        for stream, run_id, status in latest
+        if status != "success" and (stream == meta.BUILD_STREAM or status != "failed")
     ]
 
 

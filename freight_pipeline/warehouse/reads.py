@@ -100,31 +100,33 @@ class Reads:
         return None if row is None or row[0] is None else row[0].astimezone(dt.UTC)
 
     def last_run_status(self, stream: str) -> str | None:
+        """The status of ``stream``'s latest run, the one recorded last (``meta.latest_runs``; None: none ran)."""
         row = first(run(self.database.con, f"SELECT status FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? "
-                                  "ORDER BY started_at DESC, run_id DESC LIMIT 1", [stream]))
+                                  "ORDER BY rowid DESC LIMIT 1", [stream]))
         return None if row is None else str(row[0])
 
     def last_success_notice_kinds(self, stream: str) -> list[str]:
-        """The kinds of notice (``meta.NOTICE_KINDS``) the stream's latest successful run said."""
+        """The kinds of notice (``meta.NOTICE_KINDS``) the stream's latest successful run (recorded last) said."""
         row = first(run(self.database.con, "SELECT CAST(json_extract(details, ?) AS VARCHAR) "
                                            f"FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? AND status = 'success' "
-                                           "ORDER BY started_at DESC, run_id DESC LIMIT 1",
+                                           "ORDER BY rowid DESC LIMIT 1",
                         [meta.extra_path(meta.NOTICE_KINDS), stream]))
         return [str(kind) for kind in json.loads(row[0])] if row is not None and row[0] else []
 
     def runs(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The ``sync_runs`` rows (of ``run_id``; None: every run's) in the order they were recorded."""
         where, params = ("WHERE run_id = ?", [run_id]) if run_id else ("", [])
         cur = self.database.con.execute(
-            f"SELECT * FROM {qualified(meta.SYNC_RUNS)} {where} ORDER BY started_at, stream", params
+            f"SELECT * FROM {qualified(meta.SYNC_RUNS)} {where} ORDER BY rowid", params
         )
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
     def run_mappings(self, key: str) -> list[RunMapping]:
-        """Every run's stream, instants and status, and the text under ``key`` in its ``details.extra``."""
-        rows = run(self.database.con, f"SELECT stream, started_at, finished_at, status, "
-                                      f"json_extract_string(details, ?) FROM {qualified(meta.SYNC_RUNS)}",
-                   [meta.extra_path(key)])
+        """Every run's stream, instants and status, and the text under ``key`` in its ``details.extra``, in the order
+        the runs were recorded (``meta.latest_runs``: a clock stepped back misorders their instants)."""
+        rows = run(self.database.con, "SELECT stream, started_at, finished_at, status, json_extract_string(details, ?) "
+                                      f"FROM {qualified(meta.SYNC_RUNS)} ORDER BY rowid", [meta.extra_path(key)])
         return [RunMapping(*row) for row in rows]
 
     @contextmanager

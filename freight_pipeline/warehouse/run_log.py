@@ -37,29 +37,12 @@ SHOWN_STATUS = f"CASE WHEN status = 'success' AND NOT {LOADED_SUCCESS} THEN '{SW
 off, which loaded nothing."""
 
 
-def latest_runs(table: str) -> str:
-    """Each stream's latest row of ``table`` (``sync_runs``) as a subquery: the row of the stream recorded last, by
-    ``rowid``. A run's start inserts its row after every row before it (one writer at a time; a lake's writers each
-    run streams of their own) and its finish updates that row in place, keeping its rowid (in a DuckDB file, its byte
-    copy, a DuckLake), so the rowids of a stream go up in the order its runs started. ``started_at`` does not: a
-    clock stepped back (an NTP correction, a VM restored) dates a later run before an earlier one, which then showed
-    as the latest (a failed run hidden behind an older success). 4 ms at 500,000 rows (by the latest start: 8 ms)."""
-    return f"(SELECT * FROM {table} WHERE rowid IN (SELECT max(rowid) FROM {table} GROUP BY stream))"
-
-
 def current_runs(table: str) -> str:
-    """:func:`latest_runs` as said to readers: without the row of a stream an upgrade retired
+    """``meta.latest_runs`` as said to readers: without the row of a stream an upgrade retired
     (``meta.RETIRED_STREAMS``: events, legs and memo lines had streams of their own) once its successor succeeded
-    after it. Its last run, failed before the upgrade, showed as failing for ever and its data as never loaded,
-    while the successor loads them."""
-    retired = ", ".join(f"'{old}'" for old in meta.RETIRED_STREAMS)
-    successors = ", ".join(f"'{new}'" for new in set(meta.RETIRED_STREAMS.values()))
-    successor = " ".join(f"WHEN '{old}' THEN '{new}'" for old, new in meta.RETIRED_STREAMS.items())
-    settled = (f"SELECT o.stream FROM (SELECT stream, max(rowid) AS at FROM {table} WHERE stream IN ({retired}) "
-               f"GROUP BY stream) o JOIN (SELECT stream, max(rowid) AS at FROM {table} WHERE status = 'success' "
-               f"AND stream IN ({successors}) GROUP BY stream) n ON n.stream = CASE o.stream {successor} END "
-               "AND n.at > o.at")
-    return f"(SELECT * FROM {latest_runs(table)} WHERE stream NOT IN ({settled}))"
+    after it (``meta.settled_retired_streams``). Its last run, failed before the upgrade, showed as failing for ever
+    and its data as never loaded, while the successor loads them."""
+    return f"(SELECT * FROM {meta.latest_runs(table)} WHERE stream NOT IN ({meta.settled_retired_streams(table)}))"
 
 
 def logged_runs(data_dir: Path, concurrent_writers: bool = False) -> list[dict[str, Any]]:

@@ -292,3 +292,21 @@ def test_a_stream_switched_off_resolves_its_failure_but_one_not_run_leaves_it_op
     assert off.scopes == {f"step.{name}"} and not off.found
     not_run = of_steps([Step(name, "skipped", 0.0, "not run: it reads the shipments stream first")], SETTINGS)
     assert not not_run.scopes and not not_run.found
+
+
+def test_the_last_success_is_the_success_recorded_last_not_the_latest_finish_a_clock_dated(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    """A shipments run succeeded while the machine's clock was two hours ahead; the clock stepped back and the next
+    run succeeded at T0, then the syncs stopped. At T0 + 90 min, with a limit of one hour, the stale-sync alert is
+    due: the latest finish (T0 + 2 h 5 min, dated by the clock ahead) kept it back by the size of the step."""
+    hour = dt.timedelta(hours=1)
+    for run_id, finished in (("run-ahead", T0 + 2 * hour + dt.timedelta(minutes=5)), ("run-after-the-step", T0)):
+        con.execute(f"INSERT INTO {SYNC_RUNS.qualified_name} (run_id, stream, started_at, finished_at, status) "
+                    "VALUES (?, 'shipments', ?, ?, 'success')", [run_id, finished - dt.timedelta(minutes=5), finished])
+    con.execute(f"INSERT INTO {SYNC_RUNS.qualified_name} (run_id, stream, started_at, finished_at, status) "
+                "VALUES ('run-failed', 'shipments', ?, ?, 'failed')", [T0 + hour, T0 + hour])
+    last = ledger.last_success(con, "shipments")
+    assert last == T0
+    (stale,) = of_freshness("shipments", last, T0 + 1.5 * hour, hour).found.values()
+    assert stale.summary.startswith("the last successful shipments sync finished 90 min ago, at 2026-12-01 08:00 UTC")

@@ -84,3 +84,22 @@ def test_a_part_s_rejected_records_are_those_of_its_stream_s_latest_run(part: st
         assert (result.figures["run_id"], result.figures["rejected_records"]) == ("r2", 1)
         assert result.figures["sample"] == [{"source_key": "10001", "reason": "invalid JSON body"}]
         assert rejected_check(SHIPMENTS.name).evaluate(con).passed  # the shipments' own records: none rejected
+
+
+def test_the_rejected_records_looked_at_are_those_of_the_run_recorded_last_whatever_the_clock_said() -> None:
+    """A run while the machine's clock was two hours ahead rejected nothing; the clock stepped back (NTP, a VM
+    restored) and the next run, dated earlier, rejected a record. The check looked at the older run (the latest
+    start) and passed, the reject of the latest run counted nowhere."""
+    with duckdb.connect() as con:
+        con.execute("CREATE SCHEMA freight_meta")
+        con.execute(meta.SYNC_RUNS.ddl())
+        con.execute(meta.REJECTED_RECORDS.ddl())
+        con.execute("INSERT INTO freight_meta.sync_runs (run_id, stream, started_at) VALUES "
+                    "('run-ahead', 'shipments', now() + INTERVAL 2 HOUR)")
+        con.execute("INSERT INTO freight_meta.sync_runs (run_id, stream, started_at) VALUES "
+                    "('run-after-the-step', 'shipments', now())")
+        con.execute("INSERT INTO freight_meta.rejected_records (stream, source_key, run_id, reason) VALUES "
+                    "('shipments', '10001', 'run-after-the-step', 'invalid JSON body')")
+        result = rejected_check(SHIPMENTS.name).evaluate(con)
+    assert not result.passed
+    assert (result.figures["run_id"], result.figures["rejected_records"]) == ("run-after-the-step", 1)

@@ -340,6 +340,51 @@ def test_a_retired_streams_failed_run_holds_back_only_until_its_successor_succee
     assert publish_held(wh).tables["freight.parents"] == 1
 
 
+def test_the_runs_that_hold_back_a_publish_are_those_recorded_last_whatever_the_clock_said(wh: Warehouse) -> None:
+    """A run while the machine's clock was ahead (minute 50) succeeded; the clock stepped back (NTP, a VM restored)
+    and the next run (minute 10) was killed in its shipments stream and its dbt build failed. The publish went
+    ahead, half a run and a failed build shown to readers: the older success was the latest start of each."""
+    apply(wh, [1])
+    _run(wh, "ahead", "shipments", "success", 50)
+    _run(wh, "ahead", "dbt_build", "success", 51)
+    publish_held(wh)
+    apply(wh, [2])
+    _run(wh, "after-the-step", "shipments", "running", 10)
+    _run(wh, "after-the-step", "dbt_build", "failed", 11)
+    with pytest.raises(UnsettledWarehouse, match=r"\(dbt_build failed in run after-the-step, shipments running in "
+                                                 r"run after-the-step\)"):
+        publish_held(wh)
+
+
+def test_a_retired_stream_is_settled_by_its_successor_s_success_recorded_after_it_whatever_the_clock_said(
+    wh: Warehouse,
+) -> None:
+    """The retired stream's run, cut off, was dated by a clock ahead (minute 50); the successor's success after the
+    upgrade, by the clock stepped back, at minute 10. It settles the retired stream: it was recorded after it. By
+    the clock, it did not, and every publish was refused until the clock passed minute 50."""
+    apply(wh, [1])
+    _run(wh, "old", "shipment_events", "running", 50)
+    _run(wh, "new", "shipments", "success", 10)
+    _run(wh, "new", "dbt_build", "success", 11)
+    assert publish_held(wh).tables["freight.parents"] == 1
+
+
+def test_a_retired_stream_stays_settled_once_its_successor_succeeded_though_a_later_run_of_it_failed(
+    wh: Warehouse,
+) -> None:
+    """After the upgrade the shipments stream succeeded, then failed in a later run (a failed stream holds back no
+    publish). The retired stream, cut off before the upgrade, was settled only while the successor's latest run was a
+    success: every publish was refused for it (the other streams' data held back) while ``status`` no longer showed
+    it, until the shipments stream succeeded again."""
+    apply(wh, [1])
+    _run(wh, "old", "shipment_events", "running", 0)
+    _run(wh, "new", "shipments", "success", 10)
+    _run(wh, "new", "dbt_build", "success", 11)
+    _run(wh, "later", "shipments", "failed", 20)
+    _run(wh, "later", "dbt_build", "success", 21)
+    assert publish_held(wh).tables["freight.parents"] == 1
+
+
 def test_running_out_of_duckdb_memory_names_the_setting_to_raise(
     wh: Warehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

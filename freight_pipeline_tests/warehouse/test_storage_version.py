@@ -11,6 +11,7 @@ import duckdb
 import pytest
 
 from freight_pipeline.config import PUBLISH_STORAGE_VERSION_ENV, StorageSettings
+from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.publish import parquet_root, publish, published_db_path
@@ -153,3 +154,36 @@ def test_a_storage_version_duckdb_cannot_write_is_refused_before_anything_is_cop
     assert not list(tmp_path.glob(".publish-tmp-*"))
     assert parquet_root(tmp_path).resolve() == first.parquet_dir
     assert rows_here(published_db_path(tmp_path))["freight.parents"] == 3
+
+
+def test_a_converted_publish_keeps_the_order_the_runs_were_recorded_in(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs of a working database in another format, more than two row groups of them (122,880 rows each: a
+    year of runs): the converted copy holds them in the order they were recorded, so each stream's latest run
+    (``meta.latest_runs``, by rowid) is the same as in the working database. The copy ran with insertion order off:
+    its row groups came out in another order, and readers were shown an older run as a stream's latest (a
+    failure hidden behind a success before it); twice published, at least one was out of order nearly always."""
+    monkeypatch.delenv(PUBLISH_STORAGE_VERSION_ENV, raising=False)
+    work = working_db_path(tmp_path)
+    work.parent.mkdir(parents=True)
+    runs = meta.SYNC_RUNS.qualified_name
+    with duckdb.connect(str(work)) as con:  # duckdb 2.0's own format: converted at every publish
+        con.execute(f"CREATE SCHEMA {meta.SYNC_RUNS.schema}")
+        con.execute(meta.SYNC_RUNS.ddl())
+        con.execute(f"INSERT INTO {runs} (run_id, stream, started_at, status) "
+                    "SELECT 'r' || lpad(i::VARCHAR, 6, '0'), 's' || (i % 3), "
+                    "TIMESTAMPTZ '2026-01-01 00:00:00+00' + i * INTERVAL 1 MINUTE, "
+                    "CASE WHEN i = 259_999 THEN 'failed' ELSE 'success' END FROM range(260_000) t(i) ORDER BY i")
+    # the run ids go up in the order recorded: how many rows follow one recorded after them
+    out_of_order = (f"SELECT count(*) FROM (SELECT run_id < lag(run_id) OVER (ORDER BY rowid) AS back FROM {runs}) "
+                    "WHERE back")
+    latest = f"SELECT stream, run_id, status FROM {meta.latest_runs(runs)} ORDER BY stream"
+    with duckdb.connect(str(work), read_only=True) as con:
+        assert con.execute(out_of_order).fetchall() == [(0,)]
+        expected = con.execute(latest).fetchall()
+    assert expected == [("s0", "r259998", "success"), ("s1", "r259999", "failed"), ("s2", "r259997", "success")]
+    for _ in range(2):
+        assert publish(tmp_path, settings=StorageSettings.configured()).converted
+        with duckdb.connect(str(published_db_path(tmp_path)), read_only=True) as con:
+            assert con.execute(latest).fetchall() == expected
+            assert con.execute(out_of_order).fetchall() == [(0,)]

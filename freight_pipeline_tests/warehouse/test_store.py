@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import json
 import re
 import zlib
@@ -12,8 +13,15 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from freight_pipeline.config import DATA_DIR_ENV, DUCKDB_MEMORY_LIMIT_ENV, StorageSettings
-from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.config import (
+    DATA_DIR_ENV,
+    DUCKDB_MEMORY_LIMIT_ENV,
+    LAKE_CATALOG_URI_ENV,
+    LAKE_DATA_URI_ENV,
+    StorageSettings,
+)
+from freight_pipeline.lake.backend import LakeBackend, storage_from_env
+from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batch
 from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.records import normalize_memos
@@ -23,7 +31,9 @@ from freight_pipeline.sync.parts import PART_TABLES
 from freight_pipeline.warehouse import meta, store
 from freight_pipeline.warehouse import reads as reads_module
 from freight_pipeline.warehouse import run_log as run_log_module
+from freight_pipeline.warehouse import writes as writes_module
 from freight_pipeline.warehouse.ddl import connect, ensure_tables, quote
+from freight_pipeline.warehouse.history import BEHIND_STATE
 from freight_pipeline.warehouse.meta import RAW_PARTS
 from freight_pipeline.warehouse.paths import read_run_log, run_log_path, working_db_path
 from freight_pipeline.warehouse.records import (
@@ -550,9 +560,67 @@ def test_the_latest_run_is_the_one_recorded_last_whatever_the_clock_said(wh: War
     wh.run_log.record_run(ahead)
     logged = {row["stream"]: (row["run_id"], row["status"]) for row in read_run_log(tmp_path)}
     assert logged == {"shipments": ("run-after-the-step", "failed"), "documents": ("run-other", "running")}
-    latest = rows(wh, f"SELECT stream, run_id FROM {run_log_module.latest_runs('freight_meta.sync_runs')} "
+    latest = rows(wh, f"SELECT stream, run_id FROM {meta.latest_runs('freight_meta.sync_runs')} "
                       "ORDER BY stream")
     assert latest == [("documents", "run-other"), ("shipments", "run-after-the-step")]
+
+
+def _runs_across_a_clock_step(wh: Warehouse, stream: str, ahead: str, after: str,
+                              extra: tuple[dict[str, object], dict[str, object]] = ({}, {})) -> None:
+    """Two finished runs of ``stream``: ``ahead`` (status) while the clock was two hours ahead, then ``after``
+    (status) dated earlier, the clock stepped back (NTP, a VM restored); another stream's run between them."""
+    for run_id, started, status, said in (("run-ahead", T0 + dt.timedelta(hours=2), ahead, extra[0]),
+                                          ("run-after-the-step", T0, after, extra[1])):
+        run = RunRecord(run_id, stream, started, extra=said)
+        wh.run_log.record_run(run)
+        run.status, run.finished_at = status, started + dt.timedelta(minutes=5)
+        wh.run_log.record_run(run)
+        wh.run_log.record_run(RunRecord(run_id, "documents", started, started, "success"))
+
+
+def test_the_last_run_status_is_that_of_the_run_recorded_last_whatever_the_clock_said(wh: Warehouse) -> None:
+    """The dbt build succeeded while the clock was ahead; after the step back it failed. The next run asks whether
+    the last build succeeded before it skips a build with nothing changed (``marts.plan``): it was told success,
+    and the marts stayed as the failed build left them."""
+    _runs_across_a_clock_step(wh, meta.BUILD_STREAM, "success", "failed")
+    assert wh.reads.last_run_status(meta.BUILD_STREAM) == "failed"
+
+
+def test_the_notice_kinds_of_the_last_success_are_those_of_the_success_recorded_last(wh: Warehouse) -> None:
+    """The kinds of notice the stream's latest success said, read by the next run (whether it met naive date-times
+    before): after a clock stepped back, those of an older success."""
+    said = ({meta.NOTICE_KINDS: ["older"]}, {meta.NOTICE_KINDS: ["latest"]})
+    _runs_across_a_clock_step(wh, "shipments", "success", "success", said)
+    assert wh.reads.last_success_notice_kinds("shipments") == ["latest"]
+
+
+def test_the_runs_are_read_in_the_order_they_were_recorded_whatever_the_clock_said(wh: Warehouse) -> None:
+    _runs_across_a_clock_step(wh, "shipments", "success", "failed")
+    assert [(r["run_id"], r["stream"]) for r in wh.reads.runs()] == [
+        ("run-ahead", "shipments"), ("run-ahead", "documents"),
+        ("run-after-the-step", "shipments"), ("run-after-the-step", "documents")]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("duckdb_extension_ducklake") is None,
+                    reason="lake mode: the lake environment (.venv-lake)")
+def test_a_lake_s_cursor_is_the_one_written_last_whatever_the_clock_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lake appends a ``sync_state`` row per cursor written (``Writes._set_cursor``). Written while the clock was
+    two hours ahead, then again after it stepped back: the cursor read back was the older one (a run went on from
+    where it had been before) and an entry cleared came back (the history said behind)."""
+    lake = LakeSettings.configured({LAKE_CATALOG_URI_ENV: f"sqlite:///{tmp_path}/catalog.sqlite",
+                                    LAKE_DATA_URI_ENV: str(tmp_path / "lake")})
+    clock = [T0 + dt.timedelta(hours=2)]
+    monkeypatch.setattr(writes_module, "_now", lambda: clock[0])
+    with Warehouse(tmp_path / "data", TABLES, backend=LakeBackend(lake)) as lake_wh:
+        lake_wh.writes.set_cursor(CURSOR, '{"id": 100}', "run-ahead")
+        lake_wh.writes.set_cursor(BEHIND_STATE, '{"since": "2026-03-29"}', "run-ahead")
+        clock[0] = T0
+        lake_wh.writes.set_cursor(CURSOR, '{"id": 200}', "run-after-the-step")
+        lake_wh.writes.set_cursor(BEHIND_STATE, None, "run-after-the-step")
+        assert lake_wh.reads.get_cursor(CURSOR) == '{"id": 200}'
+        assert lake_wh.reads.cursors_with_prefix(BEHIND_STATE) == {}
 
 
 def test_a_run_of_a_stream_switched_off_is_logged_switched_off_not_as_a_success(wh: Warehouse, tmp_path: Path) -> None:
