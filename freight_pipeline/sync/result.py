@@ -11,6 +11,7 @@ import pyarrow as pa
 from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.warehouse.meta import NOTICE_KINDS, NOTICES
 from freight_pipeline.warehouse.records import RunRecord
+from freight_pipeline.warehouse.run_log import SKIPPED
 
 
 class NoticeKind(enum.StrEnum):
@@ -95,8 +96,8 @@ class StreamResult(RunRecord):
 
     def summary(self) -> str:
         """``read 107, wrote 5,230 rows in 401 requests (0 retries, 0 rejected)``, or why it did not run."""
-        if "skipped" in self.extra:
-            return str(self.extra["skipped"])
+        if SKIPPED in self.extra:
+            return str(self.extra[SKIPPED])
         return (f"read {self.rows_read:,}, wrote {self.rows_written:,} rows in {self.requests:,} requests "
                 f"({self.retries} retries, {self.rejected} rejected)")
 
