@@ -45,15 +45,19 @@ class DerivedBy:
 
     @classmethod
     def held(cls, warehouse: Warehouse, rebuild_stream: str) -> DerivedBy:
-        """From the run log: the mappings of the last complete rebuild (a successful run of ``rebuild_stream``)
-        and of every run that may have written since it began (every run when there was none)."""
+        """From the run log: the mappings of the last complete rebuild (a successful run of ``rebuild_stream``, the
+        one recorded last) and of every run that may have written since it began: those recorded after it (a run's
+        row is recorded as it begins, so a clock stepped back since cannot hide one) and those its instants say may
+        have (writers at once); every run when there was none."""
         runs = _writing_runs(warehouse, rebuild_stream)
-        complete = [run for run in runs if run.stream == rebuild_stream and run.status == "success"
+        complete = [at for at, run in enumerate(runs) if run.stream == rebuild_stream and run.status == "success"
                     and run.started_at is not None]
         if not complete:
             return cls.of(warehouse, {run.mapping for run in runs})
-        anchor = max(complete, key=lambda run: run.started_at or dt.datetime.min)
-        return cls.of(warehouse, {anchor.mapping} | cls._writing_since(warehouse, runs, anchor.started_at))
+        anchor = runs[complete[-1]]
+        assert anchor.started_at is not None
+        return cls.of(warehouse, {anchor.mapping} | {run.mapping for run in runs[complete[-1] + 1:]}
+                      | cls._writing_since(warehouse, runs, anchor.started_at))
 
     @classmethod
     def since(cls, warehouse: Warehouse, instant: dt.datetime, rebuild_stream: str) -> DerivedBy:

@@ -53,13 +53,25 @@ def test_the_mappings_held_are_the_last_complete_rebuild_s_and_those_of_the_runs
         every = held.touched_keys(other)  # another release's code: every record
         assert isinstance(every, EveryRecord) and every.why.startswith("the code changed since mapping"), every
 
-        _ran(warehouse, "rebuild-1", fixed, 60 * minute, 5 * minute, stream=REBUILD_STATE)
         _ran(warehouse, "killed", old, 59 * minute, None)  # one writer at a time: this one was killed before
+        _ran(warehouse, "rebuild-1", fixed, 60 * minute, 5 * minute, stream=REBUILD_STATE)
         assert DerivedBy.held(warehouse, REBUILD_STATE).touched_keys(fixed) == frozenset()
 
         # writers at once (a lake): one still going when the rebuild began may have written after it
         monkeypatch.setattr(warehouse.backend, "concurrent_writers", True)
         assert DerivedBy.held(warehouse, REBUILD_STATE).touched_keys(fixed) == {"house_bill_number"}
+
+
+def test_a_run_recorded_after_the_last_rebuild_counts_though_a_clock_stepped_back_dates_it_before(
+    tmp_path: Path,
+) -> None:
+    """A rebuild while the clock was two hours ahead, then (the clock stepped back) a sync with another mapping: its
+    start is dated before the rebuild's, and its mapping was left out of those the warehouse may hold."""
+    fixed, other = _mapping("house_reference", "house_bill_number"), _mapping("house_reference", code="release 2")
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+        _ran(warehouse, "rebuild-ahead", fixed, dt.timedelta(hours=2), dt.timedelta(minutes=5), stream=REBUILD_STATE)
+        _ran(warehouse, "sync-after-step", other, dt.timedelta(0), dt.timedelta(minutes=5))
+        assert set(DerivedBy.held(warehouse, REBUILD_STATE).signatures) == {fixed.id, other.id}
 
 
 def test_a_run_that_names_no_mapping_or_one_not_stored_makes_every_record_touched(
@@ -69,9 +81,9 @@ def test_a_run_that_names_no_mapping_or_one_not_stored_makes_every_record_touche
     minute = dt.timedelta(minutes=1)
     with open_warehouse(tmp_path, storage_from_env()) as warehouse:
         monkeypatch.setattr(warehouse.backend, "concurrent_writers", True)  # the lake's rules: the wider ones
-        _ran(warehouse, "rebuild-1", fixed, 0 * minute, minute, stream=REBUILD_STATE)
         # a run killed long before the rebuild never finished: it does not count for ever
         _ran(warehouse, "killed", None, -(LONGEST_RUN + minute), None)
+        _ran(warehouse, "rebuild-1", fixed, 0 * minute, minute, stream=REBUILD_STATE)
         # the dbt build's runs write no derived row: they name no mapping, and do not count
         _ran(warehouse, "build", None, 5 * minute, minute, stream=BUILD_STREAM)
         assert DerivedBy.held(warehouse, REBUILD_STATE).touched_keys(fixed) == frozenset()
