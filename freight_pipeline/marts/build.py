@@ -233,7 +233,8 @@ class PendingBuild:
         assert self.record is not None
         build_finished(warehouse, self.record, error)
         return 0 if error is not None else record_build(warehouse, self.fingerprint, self.started,
-                                                        self.record.run_id, full_check=self.full_check)
+                                                        self.record.run_id, full_check=self.full_check,
+                                                        conversions_at=self.plan.conversions_at)
 
 
 def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = (), *, full_refresh: bool = False,

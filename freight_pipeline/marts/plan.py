@@ -92,6 +92,10 @@ class BuildPlan:
     tables that did not change since the last complete build (the code conversions' when they did not
     change). Their data tests still run."""
 
+    conversions_at: dt.datetime | None = None
+    """When the code conversions' cursor was last set, as the plan read it: the build that follows covers them as
+    they were then (``record_build`` keeps it, and the next plan compares with it, not with a clock's reading)."""
+
     @property
     def args(self) -> list[str]:
         if self.full_refresh:
@@ -130,24 +134,31 @@ def plan_build(warehouse: Warehouse, fingerprint: str, *, full_refresh: bool = F
     full refresh, as a rebuild does; ``full_check``: every row is tested, else an incremental build
     tests the changed rows)."""
     state = _state(warehouse)
+    conversions = warehouse.reads.cursor_updated_at(CODE_CONVERSIONS.name)
     if full_refresh:
-        return BuildPlan(True, True, "the run asks for a full refresh (a rebuild)")
+        return BuildPlan(True, True, "the run asks for a full refresh (a rebuild)", conversions_at=conversions)
     if (marts or MartsSettings.configured()).dbt_full_refresh:
-        return BuildPlan(True, True, f"a full refresh was asked for ({DBT_FULL_REFRESH_ENV})")
+        return BuildPlan(True, True, f"a full refresh was asked for ({DBT_FULL_REFRESH_ENV})",
+                         conversions_at=conversions)
     if state is None:
-        return BuildPlan(True, True, "the marts were never built by this version")
+        return BuildPlan(True, True, "the marts were never built by this version", conversions_at=conversions)
     if state.get("fingerprint") != fingerprint:
-        return BuildPlan(True, True, "the dbt project changed since the marts were built")
+        return BuildPlan(True, True, "the dbt project changed since the marts were built", conversions_at=conversions)
     changes = warehouse.reads.pending_changes()
     built_at = dt.datetime.fromisoformat(state["built_at"])
-    conversions = warehouse.reads.cursor_updated_at(CODE_CONVERSIONS.name)
-    conversions_changed = conversions is not None and conversions > built_at
+    covered = _instant(state.get("conversions_at"))
+    # the cursor as the last build covered it: any other setting is a change (a clock stepped back since dates a
+    # later one before that build); a build recorded before it was kept: a setting after that build began
+    conversions_changed = conversions is not None and (conversions != covered if "conversions_at" in state
+                                                       else conversions > built_at)
     if changes == 0 and not conversions_changed and warehouse.reads.last_run_status("dbt_build") == "success":
-        return BuildPlan(False, False, f"nothing changed since the marts were built ({built_at:%Y-%m-%d %H:%M:%S} UTC)")
+        return BuildPlan(False, False, f"nothing changed since the marts were built ({built_at:%Y-%m-%d %H:%M:%S} UTC)",
+                         conversions_at=conversions)
     what = f"{changes} shipments" + (" and the code conversions" if conversions_changed else "") + " changed"
     what += "; a full check" if full_check else "; tests on the changed rows"
     unchanged = () if conversions_changed else models_only_of(CODE_CONVERSIONS.tables)
-    return BuildPlan(True, False, what, views_current=True, changed_rows=not full_check, unchanged_models=unchanged)
+    return BuildPlan(True, False, what, views_current=True, changed_rows=not full_check, unchanged_models=unchanged,
+                     conversions_at=conversions)
 
 
 def next_incremental() -> BuildPlan:
@@ -166,14 +177,23 @@ def models_only_of(tables: Sequence[str]) -> tuple[str, ...]:
 
 
 def record_build(warehouse: Warehouse, fingerprint: str, began: dt.datetime, run_id: str, *,
-                 full_check: bool) -> int:
+                 full_check: bool, conversions_at: dt.datetime | None = None) -> int:
     """After a complete, successful build that began at ``began``: remember it (and, when it was the
-    run's ``full_check``, that the last full check began then), forget what it covered."""
+    run's ``full_check``, that the last full check began then; the code conversions' cursor it covered,
+    ``BuildPlan.conversions_at``), forget what it covered."""
     last = began if full_check else last_full_check(warehouse)
     built = json.dumps({"fingerprint": fingerprint, "built_at": began.isoformat(),
+                        "conversions_at": conversions_at.isoformat() if conversions_at is not None else None,
                         **({"full_check_at": last.isoformat()} if last is not None else {})})
     warehouse.writes.set_cursor(MARTS_STATE, built, run_id)
     return warehouse.writes.forget_changes(began)
+
+
+def _instant(text: str | None) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(text) if text else None
+    except (ValueError, TypeError):
+        return None
 
 
 def _state(warehouse: Warehouse) -> dict[str, str] | None:

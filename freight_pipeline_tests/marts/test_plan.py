@@ -37,8 +37,9 @@ def wh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Warehouse]:
 
 def built(wh: Warehouse, fingerprint: str, status: str = "success") -> dt.datetime:
     began = dt.datetime.now(dt.UTC)
+    covered = plan_build(wh, fingerprint).conversions_at  # the code conversions as the build's plan saw them
     wh.run_log.record_run(RunRecord("r", "dbt_build", began, began, status))
-    record_build(wh, fingerprint, began, "r", full_check=True)
+    record_build(wh, fingerprint, began, "r", full_check=True, conversions_at=covered)
     return began
 
 
@@ -73,6 +74,18 @@ def test_changed_code_conversions_or_a_failed_last_build_build_again(wh: Warehou
     assert plan.args == ["--exclude", "config.materialized:view"]  # the code conversions' model built again
     built(wh, "abc", status="failed")
     assert plan_build(wh, "abc").run
+
+
+def test_code_conversions_changed_after_a_clock_stepped_back_build_again(wh: Warehouse) -> None:
+    """The conversions' cursor set after the last build, by a clock stepped back since: dated before that build
+    began, it read as no change, and the marts kept the old conversions."""
+    wh.writes.set_cursor("code_conversions", '{"rows": 3}', "sync")
+    began = built(wh, "abc")
+    assert plan_build(wh, "abc").run is False
+    wh.writes.set_cursor("code_conversions", '{"rows": 4}', "sync")
+    wh.database.con.execute("UPDATE freight_meta.sync_state SET updated_at = ? WHERE stream = 'code_conversions'",
+                            [began - dt.timedelta(hours=1)])
+    assert plan_build(wh, "abc").reason == "0 shipments and the code conversions changed; a full check"
 
 
 def test_between_full_checks_an_incremental_build_tests_the_changed_rows(wh: Warehouse) -> None:
