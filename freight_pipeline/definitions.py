@@ -23,7 +23,7 @@ defs = dg.Definitions(
     asset_checks=[*freshness_checks],
     jobs=[freight_sync_job, code_conversions_job, freight_rebuild_job, *lake.jobs],
     schedules=[*schedules, *lake.schedules],
-    sensors=[freshness_sensor, build_alerts_sensor(default_sensor_status())],
+    sensors=[freshness_sensor, build_alerts_sensor(default_sensor_status()), *lake.sensors],
     resources={
         "freight_service": FreightServiceResource(),
         "warehouse": WarehouseResource(),

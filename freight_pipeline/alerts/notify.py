@@ -39,13 +39,16 @@ class Alerted:
 
 
 def after_run(steps: Sequence[RunStep], run_id: str, data_dir: Path, backend: StorageBackend,
-              settings: AlertSettings, max_sync_age: dt.timedelta, *, dagster_run: bool = False) -> Alerted | None:
-    """The run's problems (its ``steps``) and the warehouse's freshness recorded, their messages sent; None
-    when no destination is set."""
+              settings: AlertSettings, max_sync_age: dt.timedelta, *, dagster_run: bool = False,
+              found: Observation | None = None, ensure_schema: bool = False) -> Alerted | None:
+    """The run's problems (its ``steps``, and what else it ``found``) and the warehouse's freshness recorded,
+    their messages sent; None when no destination is set. ``ensure_schema``: the run may not have made its
+    tables (a lake run that failed before it opened the warehouse); the job's run did."""
     if not settings.alert_urls:
         return None
-    return _look(of_steps(steps, settings), run_id, data_dir, backend, settings, max_sync_age,
-                 dagster_run=dagster_run, ensure_schema=False)  # the run made its tables
+    seen = of_steps(steps, settings).merge(found or Observation())
+    return _look(seen, run_id, data_dir, backend, settings, max_sync_age, dagster_run=dagster_run,
+                 ensure_schema=ensure_schema)
 
 
 def freshness(data_dir: Path, backend: StorageBackend, settings: AlertSettings, max_sync_age: dt.timedelta,

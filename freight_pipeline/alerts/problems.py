@@ -34,6 +34,15 @@ STEP_DOCS = {  # the steps of ``job.run`` (a test compares their names)
 }
 STREAM_DOCS = "docs/real-services.md#one-streams-failure-never-withholds-the-others"
 FRESHNESS_DOCS = "docs/operations.md#running-it-from-cron"
+BACKFILL_STEP = "backfill partition"
+"""A run of one partition of lake mode's backfill, to the alerts (:func:`backfill_step`)."""
+MAINTENANCE_STEP = "lake_maintenance"
+"""A run of lake mode's maintenance job, to the alerts."""
+LAKE_STEP_DOCS = {  # lake mode's Dagster jobs, each run one step (``defs.lake``)
+    BACKFILL_STEP: "docs/lake.md#the-first-full-sync-split",
+    MAINTENANCE_STEP: "docs/lake.md#maintenance",
+}
+BAD_RECORDS_DOCS = "docs/sync.md#when-the-source-sends-bad-data"
 NOT_ALERTED_STEPS = ("checks",)
 """Steps whose failure is said by their results' problems (each check that did not pass); one that failed before
 any result (the checks raised) is the step's own problem, as any other step's failure."""
@@ -115,7 +124,21 @@ def of_steps(steps: Sequence[RunStep], settings: AlertSettings) -> Observation:
             stream = STREAM_OF_STEP.get(step.name)
             title = f"the {stream} stream failed" if stream else f"the {step.name} step failed"
             seen.add(Problem(f"{_step_scope(step.name)}:failed", "error", title, step.line,
-                             STREAM_DOCS if stream else STEP_DOCS.get(step.name, OTHER_STEP_DOCS)))
+                             STREAM_DOCS if stream else _step_docs(step.name)))
+    return seen
+
+
+def backfill_step(partition: str) -> str:
+    """The step a run of one backfill partition is, to the alerts: ``backfill partition 0-99999``."""
+    return f"{BACKFILL_STEP} {partition}"
+
+
+def of_bad_records(step: str, line: str) -> Observation:
+    """Records a step (a backfill partition) rejected, quarantined or nulled values of, said by ``line``: a
+    warning, in the step's scope (its next run without them resolves it)."""
+    seen = Observation(scopes={_step_scope(step)})
+    seen.add(Problem(f"{_step_scope(step)}:bad_records", "warning", f"{step}: records rejected or quarantined",
+                     line, BAD_RECORDS_DOCS))
     return seen
 
 
@@ -152,6 +175,11 @@ def of_freshness(stream: str, last_success: dt.datetime | None, now: dt.datetime
                      f"{since} ({MAX_SYNC_AGE_ENV}: {int(max_age.total_seconds() // 60)}); readers see "
                      "data that old", FRESHNESS_DOCS))
     return seen
+
+
+def _step_docs(name: str) -> str:
+    lake = BACKFILL_STEP if name.startswith(f"{BACKFILL_STEP} ") else name
+    return STEP_DOCS.get(name) or LAKE_STEP_DOCS.get(lake, OTHER_STEP_DOCS)
 
 
 def _step_scope(name: str) -> str:

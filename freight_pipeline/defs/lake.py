@@ -7,19 +7,24 @@ so a Dagster backfill of all of them runs as many writers at once as the run coo
 """
 
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
+from freight_pipeline.alerts.notify import Alerted, after_run
+from freight_pipeline.alerts.problems import MAINTENANCE_STEP, Observation, backfill_step, of_bad_records
 from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LakeConfig
-from freight_pipeline.defs.jobs import WRITER_TAG, default_schedule_status
+from freight_pipeline.defs.jobs import WRITER_TAG, default_schedule_status, default_sensor_status
 from freight_pipeline.defs.names import BACKFILL_JOB, MAINTENANCE_JOB
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import metadata_value, stream_metadata
 from freight_pipeline.lake.backend import LakeBackend
 from freight_pipeline.sync.backfill import IdRange, backfill_plan
 from freight_pipeline.sync.progress import Throttled
-from freight_pipeline.sync.runner import run_stream
+from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.runner import one_line_error, run_stream
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.writer_lock import WarehouseBusy, partition_lock, writer_lock
@@ -28,6 +33,57 @@ if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 LAKE_GROUP = "lake"
+ALERTS_SENSOR = "lake_alerts_sensor"
+LOOKED = "alerts:"
+"""How each line of a lake run's own look at its problems begins (:func:`alerted_run`), in its Dagster log: the
+sensor (:func:`build_lake_alerts_sensor`) looks at a failed run only when the run did not (its process died)."""
+
+
+@dataclasses.dataclass
+class LakeStep:
+    """A run of a lake job as the alerts read a step of a run (``alerts.problems.RunStep``)."""
+
+    name: str
+    status: str
+    line: str
+    checks: list[Any] = dataclasses.field(default_factory=list)
+    off: bool = False
+
+
+def alert(warehouse: WarehouseResource, run_id: str, step: LakeStep, found: Observation | None = None) -> str:
+    """The lake run's ``step`` (and what else it ``found``) recorded and sent where the main job's problems go
+    (``alerts.notify.after_run``), its sends waited for; the line saying what was done. Never raises."""
+    try:
+        settings = warehouse.settings()
+        alerted = after_run([step], run_id, warehouse.path, warehouse.backend, settings.alerts,
+                            settings.schedules.max_sync_age, dagster_run=True, found=found, ensure_schema=True)
+    except Exception as exc:  # bad settings, the catalog down: said, never raised over the run's own failure
+        alerted = Alerted(f"{LOOKED} the run's problems could not be looked at ({one_line_error(exc)})")
+    if alerted is None:
+        return f"{LOOKED} none sent: no alert destination is set"
+    if alerted.dispatch is not None:
+        alerted.dispatch.join()  # each send is bounded by alert_timeout_seconds
+    return alerted.line
+
+
+@contextmanager
+def alerted_run(log: Callable[[str], None], warehouse: WarehouseResource, run_id: str,
+                step: str) -> Iterator[list[Observation]]:
+    """The block is the lake run's ``step``: its failure (re-raised) or its success, with what the block appends
+    to the list yielded (records it rejected), alerted at its end; the line said to ``log``."""
+    found: list[Observation] = []
+    try:
+        yield found
+    except dg.Failure as failure:
+        log(alert(warehouse, run_id, LakeStep(step, "failed", failure.description or "failed")))
+        raise
+    except Exception as exc:  # not an interruption (a BaseException): a run terminated is no problem, as the main job's
+        log(alert(warehouse, run_id, LakeStep(step, "failed", one_line_error(exc))))
+        raise
+    seen = Observation()
+    for each in found:
+        seen.merge(each)
+    log(alert(warehouse, run_id, LakeStep(step, "success", "succeeded"), seen))
 
 
 def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "UnresolvedAssetJobDefinition"]:
@@ -45,21 +101,22 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
     def shipments_backfill(
         context: dg.AssetExecutionContext, freight_service: FreightServiceResource, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:
-        backend = lake_backend(warehouse, "the backfill writes a lake")
-        id_range = IdRange.parse(context.partition_key)
-        settings = freight_service.sync_settings().replaced(
-            id_range=id_range, backfill_plan=plan, fetch_batch_size=warehouse.settings().lake.backfill_batch_size)
+        step = backfill_step(context.partition_key)
         try:
-            with writer_lock(warehouse.path, context.run_id, name=partition_lock(id_range.key)):
-                result = run_stream(SHIPMENTS, freight_service.service_settings(), warehouse.path, settings,
-                                    run_id=context.run_id, progress=Throttled(context.log.info, 15.0),
-                                    backend=backend)
+            with writer_lock(warehouse.path, context.run_id, name=partition_lock(context.partition_key)), \
+                    alerted_run(context.log.info, warehouse, context.run_id, step) as found:
+                result = _backfill_partition(context, freight_service, warehouse, plan)
+                bad = result.bad_records() or (f"{result.rejected} records rejected (freight_meta.rejected_records)"
+                                               if result.rejected else None)
+                if bad:
+                    found.append(of_bad_records(step, bad))
         except WarehouseBusy as busy:  # both would append the partition's shipments, neither seeing the other's
-            raise dg.Failure(description=f"partition {id_range.key} is being written by another run "
+            context.log.info(f"{LOOKED} none: the run writing the partition says what it meets")
+            raise dg.Failure(description=f"partition {context.partition_key} is being written by another run "
                                          f"({busy.holder.describe()}): a partition runs once at a time",
                              allow_retries=False) from None
-        context.log.info(f"partition {id_range.key}: read {result.rows_read}, wrote {result.rows_written} rows "
-                         f"in {result.requests} requests")
+        context.log.info(f"partition {context.partition_key}: read {result.rows_read}, wrote "
+                         f"{result.rows_written} rows in {result.requests} requests")
         return dg.MaterializeResult(metadata=stream_metadata(result, None))
 
     job = dg.define_asset_job(
@@ -73,11 +130,23 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
     return shipments_backfill, job
 
 
+def _backfill_partition(context: dg.AssetExecutionContext, freight_service: FreightServiceResource,
+                        warehouse: WarehouseResource, plan: tuple[IdRange, ...]) -> StreamResult:
+    """The shipments stream of the run's partition, into the lake."""
+    backend = lake_backend(warehouse, "the backfill writes a lake")
+    id_range = IdRange.parse(context.partition_key)
+    settings = freight_service.sync_settings().replaced(
+        id_range=id_range, backfill_plan=plan, fetch_batch_size=warehouse.settings().lake.backfill_batch_size)
+    return run_stream(SHIPMENTS, freight_service.service_settings(), warehouse.path, settings,
+                      run_id=context.run_id, progress=Throttled(context.log.info, 15.0), backend=backend)
+
+
 @dg.op(description="DuckLake compaction and snapshot expiry (never the published snapshot).")
 def lake_maintenance(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> None:
-    retention = warehouse.settings().lake.lake_retention
-    done = lake_backend(warehouse, "lake maintenance needs a lake").maintain(warehouse.path, retention,
-                                                                           context.run_id)
+    with alerted_run(context.log.info, warehouse, context.run_id, MAINTENANCE_STEP):
+        retention = warehouse.settings().lake.lake_retention
+        done = lake_backend(warehouse, "lake maintenance needs a lake").maintain(warehouse.path, retention,
+                                                                               context.run_id)
     context.log.info(done.summary())
     context.add_output_metadata({name: metadata_value(value) for name, value in done.metadata().items()})
 
@@ -97,6 +166,40 @@ lake_maintenance_schedule = dg.ScheduleDefinition(
 )
 
 
+def build_lake_alerts_sensor(jobs: "tuple[dg.JobDefinition | UnresolvedAssetJobDefinition, ...]"
+                             ) -> dg.SensorDefinition:
+    """A failed run of the lake's ``jobs`` that did not look at its problems itself (its process died: killed, out
+    of memory; or it failed before its step began) alerted as its step would have been."""
+
+    @dg.run_failure_sensor(name=ALERTS_SENSOR, monitored_jobs=list(jobs), default_status=default_sensor_status(),
+                           description="Alerts a backfill partition's or the lake maintenance's failure that "
+                           "the run did not alert itself (its process died) (docs/operations.md, Alerts).")
+    def lake_alerts_sensor(context: dg.RunFailureSensorContext) -> None:
+        run = context.dagster_run
+        if any(entry.user_message.startswith(LOOKED) for entry in context.instance.all_logs(run.run_id)):
+            return  # the run said what it did with its problems
+        partition = run.tags.get("dagster/partition")
+        step = backfill_step(partition) if partition is not None else MAINTENANCE_STEP
+        failures = [event.step_failure_data.error.message if event.step_failure_data.error else event.message
+                    for event in context.get_step_failure_events()]
+        line = _first_line(next((f for f in failures if f), context.failure_event.message or "the run failed"))
+        configured = run.run_config.get("resources", {}).get("warehouse", {}).get("config", {})
+        try:  # the run's own warehouse config: a run of the demo (no destination) alerts nowhere here either
+            warehouse = WarehouseResource(**configured)
+        except Exception as exc:  # a value the sensor cannot read as the run did (an EnvVar of another process)
+            context.log.warning(f"{LOOKED} run {run.run_id} not looked at: its warehouse config is unreadable "
+                                f"here ({type(exc).__name__})")
+            return
+        context.log.info(alert(warehouse, run.run_id, LakeStep(step, "failed", line)))
+
+    return lake_alerts_sensor
+
+
+def _first_line(text: str) -> str:
+    """A failure's text on one line (its first)."""
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
 @dataclasses.dataclass(frozen=True)
 class LakeDefinitions:
     """What lake mode adds to the ``Definitions``; empty in the embedded default."""
@@ -104,6 +207,7 @@ class LakeDefinitions:
     assets: tuple[dg.AssetsDefinition, ...] = ()
     jobs: "tuple[dg.JobDefinition | UnresolvedAssetJobDefinition, ...]" = ()
     schedules: tuple[dg.ScheduleDefinition, ...] = ()
+    sensors: tuple[dg.SensorDefinition, ...] = ()
 
 
 def lake_backend(warehouse: WarehouseResource, needs: str) -> LakeBackend:
@@ -119,4 +223,5 @@ def lake_definitions(backend: StorageBackend, lake: LakeConfig) -> LakeDefinitio
     if not isinstance(backend, LakeBackend):
         return LakeDefinitions()
     backfill_asset, backfill_job = build_backfill(backfill_plan(lake))
-    return LakeDefinitions((backfill_asset,), (backfill_job, lake_maintenance_job), (lake_maintenance_schedule,))
+    jobs = (backfill_job, lake_maintenance_job)
+    return LakeDefinitions((backfill_asset,), jobs, (lake_maintenance_schedule,), (build_lake_alerts_sensor(jobs),))
