@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
-from freight_pipeline.lake.connect import LakeUnavailable
-from freight_pipeline.process_end import exit_now
+from freight_pipeline.process_end import (
+    exit_now,
+    forked_children_ended,
+    signal_exit_code,
+    stop_signal,
+    terminated_as_interrupted,
+)
 
 # subcommand -> (module, one-line help). Each module offers add_arguments(parser) and run(args) -> int.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -24,8 +30,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": ("freight_pipeline.commands.dashboard", "the BI dashboard (Streamlit) over the published warehouse"),
 }
 
-INTERRUPTED = 130
-"""Exit code of a command stopped by Ctrl-C (SIGINT), as a shell reports one: 128 + the signal's number."""
+INTERRUPTED = signal_exit_code(signal.SIGINT)
+"""Exit code of a command stopped by Ctrl-C (SIGINT): 130."""
+TERMINATED = signal_exit_code(signal.SIGTERM)
+"""Exit code of a command stopped by SIGTERM (a service manager's stop, ``kill``, ``timeout``): 143."""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -50,15 +58,36 @@ def command_named(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    with terminated_as_interrupted():  # SIGTERM ends it as Ctrl-C does, and says so; from before the imports
+        try:
+            return _dispatched(argv)
+        except KeyboardInterrupt as stop:  # the blocks it left have let go of their locks and workers; no traceback
+            return _stopped(" ".join(filter(None, ["freight-pipeline", command_named(argv)])), stop)
+
+
+def _dispatched(argv: Sequence[str]) -> int:
+    """The subcommand ``argv`` names run (its module imported first: a second or more), its exit code."""
+    from freight_pipeline.lake.connect import LakeUnavailable
+
     args = build_parser(command_named(argv)).parse_args(argv)
     try:
         return int(args._run(args) or 0)
     except LakeUnavailable as exc:  # a configuration to fix, not a bug: its message, no traceback
         print(f"freight-pipeline {args.command}: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: the blocks it left have let go of their locks and workers; no traceback
-        print(f"freight-pipeline {args.command}: interrupted (Ctrl-C); exit {INTERRUPTED}", file=sys.stderr)
-        return INTERRUPTED
+
+
+def _stopped(program: str, stop: KeyboardInterrupt) -> int:
+    """What ``program`` (``freight-pipeline sync``) stopped by Ctrl-C or SIGTERM says in one line on stderr (where
+    its run was, and what of it is kept, when it says: ``StoppedIn``); its exit code."""
+    from freight_pipeline.commands.common import StoppedIn
+
+    code, how = (TERMINATED, "terminated (SIGTERM)") if stop_signal() == signal.SIGTERM else \
+        (INTERRUPTED, "interrupted (Ctrl-C)")
+    where = f" {stop}" if isinstance(stop, StoppedIn) else ""
+    print(f"{program}: {how}{where}; exit {code}", file=sys.stderr)
+    forked_children_ended()
+    return code
 
 
 def entry() -> None:

@@ -1,13 +1,18 @@
 """The end of a process this package runs as its own program (the ``freight-pipeline`` command, the dbt workers'
-server): what the interpreter's exit does for the program, without its teardown of every module and object."""
+server): what the interpreter's exit does for the program, without its teardown of every module and object; and
+its end when asked to stop (Ctrl-C's SIGINT, or SIGTERM), which it notes to say which, and the exit code of each."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
 import os
+import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import NoReturn
 
 
@@ -25,3 +30,137 @@ def exit_now(code: int) -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code)
+
+
+def forked_children_ended() -> None:
+    """The processes this one forked through ``multiprocessing`` (a sync's or a rebuild's normalizing workers, which
+    leave a stop to it) killed, for a program a stop ended: one can be left waiting for work that will never come
+    (its pool's shutdown cut short, by a second Ctrl-C in it), and the exit (:func:`exit_now`: ``concurrent.futures``'
+    and ``multiprocessing``'s exit hooks) would wait for it forever. Nothing it was given is to be committed."""
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        with contextlib.suppress(OSError):
+            child.kill()
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that ask a program to stop: Ctrl-C's, and the one a service manager, ``kill`` or ``timeout`` sends."""
+
+_received: list[int] = []
+"""The stop signals this process received while it noted them (:func:`terminated_as_interrupted`,
+:func:`signals_noted`), in the order they came."""
+
+
+def signal_exit_code(signum: int) -> int:
+    """The exit code of a program a signal stopped, as a shell reports it: 128 + the signal's number (Ctrl-C's
+    SIGINT 130, SIGTERM 143)."""
+    return 128 + signum
+
+
+def stop_signal() -> int | None:
+    """The first stop signal this process received (noted), None when none was."""
+    return _received[0] if _received else None
+
+
+_handled_in: list[int] = []
+"""The process that put in :func:`_as_interrupted` (a process forked from it inherits the handler)."""
+
+
+def _as_interrupted(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM's handler: noted, then handled by SIGINT's handler in force (asyncio's cancels the running task, the
+    interpreter's raises KeyboardInterrupt), or KeyboardInterrupt raised when SIGINT's is not a function (a block
+    that set it so). A process forked from this one (a sync's normalizing worker) leaves it to this one, as it
+    leaves Ctrl-C: a stop sent to the whole group (systemd's) ends the run once, cleanly, and the workers with it
+    (ended abruptly, they would fail the batch in their hands with a traceback of their own)."""
+    if os.getpid() not in _handled_in:
+        return
+    _received.append(signum)
+    interrupt = signal.getsignal(signal.SIGINT)
+    if callable(interrupt):
+        interrupt(signal.SIGINT, frame)
+        return
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def terminated_as_interrupted() -> Iterator[None]:
+    """For the block (in the main thread): SIGTERM stops the program as Ctrl-C does, through the same handlers,
+    ``finally`` blocks and exit (the writer lock let go, the workers ended, one line said), noted as SIGTERM
+    (:func:`stop_signal`). Without it SIGTERM ends the process where it stands, saying nothing.
+
+    A program started with SIGINT ignored (a background job of a shell script) keeps Ctrl-C out by a mask instead
+    (blocked in this thread and the threads and processes it starts): SIGINT's handler is then the interpreter's,
+    which an event loop (``asyncio.Runner``) replaces by its own, that cancels its task; SIGTERM goes through it.
+    Raised in the middle of the loop instead, KeyboardInterrupt leaves the sync's writer in a statement, and the
+    run fails on that (``ResourceInUseException``, exit 1)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    _received.clear()  # the stops of this block (a test runs commands one after the other in one process)
+    _handled_in.append(os.getpid())
+    previous = signal.signal(signal.SIGTERM, _as_interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        _handled_in.remove(os.getpid())
+        if ignored:  # a Ctrl-C pending under the mask is discarded as it is ignored again
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+_noting: list[int] = []
+"""The pipes :func:`signals_noted` reads its signals from (their write ends), while it does."""
+
+
+def _forked() -> None:
+    """In a process forked in :func:`signals_noted` (a rebuild's normalizing worker): the signals it catches are
+    not written to its parent's pipe (a SIGTERM to the worker alone would read as one to the parent)."""
+    if _noting:
+        with contextlib.suppress(ValueError):  # not forked from the main thread: its wakeup fd is not settable
+            signal.set_wakeup_fd(-1)
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+@contextmanager
+def signals_noted() -> Iterator[list[int]]:
+    """The stop signals that arrive in the block, in the list yielded once it ends (and noted: :func:`stop_signal`),
+    whoever handled them: SIGTERM's handler here (:func:`terminated_as_interrupted`), or a handler the block puts in
+    (a Dagster run handles SIGTERM as SIGINT, and leaves SIGTERM's handler as SIGINT's when it ends: put back
+    after the block), or the interpreter's for Ctrl-C, whose KeyboardInterrupt a DuckDB query turns into an error
+    of its own (``RuntimeError: Query interrupted``): from the bytes the interpreter writes to its wakeup file
+    descriptor for each signal a Python handler catches (an event loop's own descriptor takes them while it runs;
+    ``asyncio.Runner`` stops on Ctrl-C by itself)."""
+    noted: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+    before = len(_received)
+    term = signal.getsignal(signal.SIGTERM)
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    _noting.append(write)
+    try:
+        yield noted
+    finally:
+        signal.set_wakeup_fd(previous)
+        _noting.remove(write)
+        if term is not None:  # None: a handler not installed from Python, which cannot be put back
+            signal.signal(signal.SIGTERM, term)
+        caught = bytearray()
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(read, 4096):  # a byte per signal caught, of every kind
+                caught += chunk
+        os.close(read)
+        os.close(write)
+        _received[before:] = dict.fromkeys([*_received[before:], *(s for s in caught if s in STOP_SIGNALS)])
+        noted.extend(_received[before:])

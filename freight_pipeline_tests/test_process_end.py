@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -52,3 +56,116 @@ def test_without_it_the_same_program_is_torn_down(tmp_path: Path) -> None:
                           timeout=120, check=False)
     assert done.returncode == 3, done.stderr
     assert (tmp_path / "collected").read_text() == "torn down"
+
+
+STOPPING = textwrap.dedent("""
+    import json, os, signal, time
+    from freight_pipeline.process_end import signals_noted, stop_signal, terminated_as_interrupted
+
+    said = {}
+    with terminated_as_interrupted():
+        ours = signal.getsignal(signal.SIGTERM)
+        with signals_noted() as noted:  # a block that puts in handlers of its own, as a Dagster run does
+            signal.signal(signal.SIGTERM, lambda signum, frame: None)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+        said["noted"], said["first"] = noted, stop_signal()
+        said["put back"] = signal.getsignal(signal.SIGTERM) is ours
+
+        with signals_noted() as noted_by_the_worker:
+            worker = os.fork()  # a forked worker inherits the handler: SIGTERM is its parent's to handle
+            if worker == 0:
+                time.sleep(0.5)
+                os._exit(7)
+            time.sleep(0.1)
+            os.kill(worker, signal.SIGTERM)  # to it alone: not one to its parent
+            said["worker"] = os.waitstatus_to_exitcode(os.waitpid(worker, 0)[1])
+        said["worker's noted"] = noted_by_the_worker
+
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(10)
+        except KeyboardInterrupt:  # as Ctrl-C would
+            said["interrupted"] = True
+    said["after"] = signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    print(json.dumps(said))
+""")
+
+
+def test_sigterm_stops_as_ctrl_c_does_noted_even_under_handlers_of_a_block_and_not_in_a_forked_worker() -> None:
+    done = subprocess.run([sys.executable, "-c", STOPPING], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"noted": [signal.SIGTERM], "first": signal.SIGTERM, "put back": True,
+                                       "worker": 7, "worker's noted": [], "interrupted": True, "after": True}
+
+
+IGNORING_CTRL_C = textwrap.dedent("""
+    import asyncio, json, os, signal
+    from freight_pipeline.process_end import terminated_as_interrupted
+
+    said = {"ignored before": signal.getsignal(signal.SIGINT) == signal.SIG_IGN}
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.1, os.kill, os.getpid(), signal.SIGINT)  # Ctrl-C: still not for this process
+        loop.call_later(0.3, os.kill, os.getpid(), signal.SIGTERM)
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:  # the event loop's way: its task cancelled, its blocks left in order
+            said["cancelled"] = True
+            raise
+
+    with terminated_as_interrupted(), asyncio.Runner() as runner:
+        try:
+            runner.run(run())
+        except KeyboardInterrupt:  # once its task ended (raised amid the loop, before: its tasks cancelled after)
+            said["interrupted once cancelled"] = said.get("cancelled", False)
+    said["ignored after"] = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    print(json.dumps(said))
+""")
+
+
+def test_sigterm_cancels_an_event_loop_s_task_in_a_program_started_with_ctrl_c_ignored() -> None:
+    """A background job of a shell script starts with SIGINT ignored: Ctrl-C stays ignored, and SIGTERM still
+    stops it as an event loop stops on Ctrl-C (its task cancelled), not by a KeyboardInterrupt amid the loop."""
+    done = subprocess.run([sys.executable, "-c", IGNORING_CTRL_C], capture_output=True, text=True, timeout=60,
+                          check=False, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"ignored before": True, "cancelled": True, "interrupted once cancelled": True,
+                                       "ignored after": True}
+
+
+LEFT_WAITING = textwrap.dedent("""
+    import argparse, multiprocessing, signal, sys, time
+    from freight_pipeline import cli
+
+    def wait_for_work() -> None:  # a forked worker whose pool's shutdown a second Ctrl-C cut short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        time.sleep(300)
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        pass
+
+    def run(args: argparse.Namespace) -> int:
+        multiprocessing.get_context("fork").Process(target=wait_for_work).start()
+        raise KeyboardInterrupt  # the stop
+
+    cli.SUBCOMMANDS["stopped"] = ("__main__", "a command a stop ends with a worker left waiting")
+    sys.argv[1:] = ["stopped"]
+    cli.entry()
+""")
+
+
+def test_a_stopped_command_ends_without_waiting_for_a_forked_worker_left_waiting_for_work() -> None:
+    """The exit waits for every process ``multiprocessing`` forked (its exit hook joins them): a worker left waiting
+    for work after a stop held the command's end forever (seen after a few Ctrl-C in a sync's shipments)."""
+    program = subprocess.Popen([sys.executable, "-c", LEFT_WAITING], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        _, err = program.communicate(timeout=30)
+    finally:  # the worker too, whatever happened
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(program.pid, signal.SIGKILL)
+        program.wait()
+    assert program.returncode == 130, err
+    assert err == "freight-pipeline stopped: interrupted (Ctrl-C); exit 130\n"

@@ -77,6 +77,26 @@ def holding_writer_lock(held: contextlib.ExitStack, command: str, data_dir: Path
     return True
 
 
+class StoppedIn(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a run ``where`` it was: said with what of it is kept, after how it was stopped
+    (``freight-pipeline``)."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"{where}: every batch it committed before is kept, the next run goes on from the last")
+
+
+def step_in_flight(plan: Sequence[str], said: Sequence[str], *, failed: Sequence[str] | None = None) -> str:
+    """Where a stop found a run whose steps run one after the other in the order of ``plan``, those ``said``
+    ended: ``in step`` the first not said yet. ``failed``, the steps that failed of a run that came to its end
+    though a stop came (a DuckDB query takes it as its own error, ``Query interrupted``, which fails the step it
+    is in): the last of them, else after the last step."""
+    if failed is not None:
+        step = failed[-1] if failed else None
+    else:
+        step = next((name for name in plan if name not in said), None)
+    return f"in step {step}" if step is not None else "after its last step"
+
+
 def say(message: str) -> None:
     """One progress line on stderr, flushed at once, in one write: a Dagster run says lines from more than one
     thread, and ``print`` writes a line and its newline apart, so two lines could run into one."""

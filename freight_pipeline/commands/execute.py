@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -18,10 +20,11 @@ from freight_pipeline.commands.dagster_home import dagster_home, prepare_instanc
 from freight_pipeline.commands.job_progress import Echo, JobOutcome, JobProgress
 from freight_pipeline.config import BASE_URL_ENV, DATA_DIR_ENV, PASSWORD_ENV, USERNAME_ENV, environ
 from freight_pipeline.defs.names import FREIGHT_SYNC_JOB
+from freight_pipeline.process_end import signals_noted
 from freight_pipeline.text import one_line
 
 if TYPE_CHECKING:
-    from dagster import DagsterInstance, JobDefinition
+    from dagster import DagsterInstance, EventLogEntry, JobDefinition
     from dagster._utils.error import SerializableErrorInfo
 
 DEFAULT_JOB = FREIGHT_SYNC_JOB
@@ -98,10 +101,13 @@ def execute_job(
 ) -> JobOutcome:
     """Execute ``job_name`` (for ``partition_key`` of a partitioned job) against ``data_dir`` as run ``run_id``
     (default: a new one, :func:`new_dagster_run_id`), its ``resources`` configured (resource key -> field ->
-    value, over the settings); never raises for a failed run (see the outcome)."""
+    value, over the settings); never raises for a failed run (see the outcome), only KeyboardInterrupt for one
+    that Ctrl-C or SIGTERM stopped (Dagster ends it as a failure, ``DagsterExecutionInterruptedError``), once its
+    instance is closed: the command stops as it would have outside the run."""
     os.environ[DATA_DIR_ENV] = str(data_dir)
     outcome = JobOutcome(job_name, run_id or new_dagster_run_id())
     started = time.monotonic()
+    stopped: list[int] = []
     try:
         job = load_job(job_name)
         # dagster-dbt echoes dbt's log on stdout: to stderr when verbose, else nowhere (stdout stays clean)
@@ -109,24 +115,61 @@ def execute_job(
         with dagster_instance() as instance, contextlib.redirect_stdout(sink):
             progress = JobProgress(outcome, echo, verbose)
             instance.add_event_listener(outcome.run_id, progress.on_event)
-            result = job.execute_in_process(
-                run_config={**_quiet_run_config(job),
-                            **({"resources": {key: {"config": dict(fields)} for key, fields in resources.items()}}
-                               if resources else {})},
-                instance=instance,
-                raise_on_error=False,
-                run_id=outcome.run_id,
-                tags=dict(tags or {}),
-                partition_key=partition_key,
-            )
+            # Dagster's handlers take SIGINT and SIGTERM alike for the run
+            with signals_noted() as stopped, _ctrl_c_held_from_log_mirrors(instance, outcome.run_id):
+                result = job.execute_in_process(
+                    run_config={**_quiet_run_config(job),
+                                **({"resources": {key: {"config": dict(fields)} for key, fields in resources.items()}}
+                                   if resources else {})},
+                    instance=instance,
+                    raise_on_error=False,
+                    run_id=outcome.run_id,
+                    tags=dict(tags or {}),
+                    partition_key=partition_key,
+                )
             outcome.success = result.success
-            if not result.success:
+            if not result.success and not stopped:
                 _explain_failure(outcome, result.all_events)
     except Exception as exc:  # loading or starting the run failed: report it as one line
         outcome.success = False
         outcome.reason = f"{type(exc).__name__}: {one_line(str(exc))}".rstrip(": ")
+    if stopped:
+        raise KeyboardInterrupt
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+_MIRRORS_STARTED = frozenset({"LOGS_CAPTURED", "STEP_START"})
+"""Events of a run that come once its capture of the process's output has started (or could not start)."""
+
+
+@contextmanager
+def _ctrl_c_held_from_log_mirrors(instance: DagsterInstance, run_id: str) -> Iterator[None]:
+    """SIGINT blocked in this thread from the run's start until its capture of the output has started, so that the
+    processes an instance's compute log manager starts then (``LocalComputeLogManager``: ``tail`` and Dagster's
+    ``watch_orphans.py``, which mirror the run's output to this one's) inherit it blocked: a terminal's Ctrl-C
+    reaches every process of its group, and each watcher would print a ``KeyboardInterrupt`` traceback of its own.
+    The run ends them itself (SIGTERM), or they end when this process does. A Ctrl-C in the meantime waits for the
+    block's end (not lost: pending)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}):
+        yield  # blocked already (Ctrl-C kept out of a process started with it ignored): left so
+        return
+
+    def release() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    def on_event(entry: EventLogEntry) -> None:
+        if entry.dagster_event is not None and entry.dagster_event.event_type_value in _MIRRORS_STARTED:
+            release()
+
+    instance.add_event_listener(run_id, on_event)
+    try:
+        yield
+    finally:
+        release()
 
 
 def _quiet_run_config(job: JobDefinition) -> Mapping[str, Any]:

@@ -18,13 +18,11 @@ import httpx
 import psutil
 
 from freight_pipeline.client.tls import default_ssl_context
+from freight_pipeline.process_end import STOP_SIGNALS
 
 log = logging.getLogger(__name__)
 
 LOCALHOST = "127.0.0.1"
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Stop(BaseException):  # like KeyboardInterrupt: no `except Exception` swallows it

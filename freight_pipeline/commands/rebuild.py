@@ -14,6 +14,7 @@ import contextlib
 
 from freight_pipeline.commands.common import (
     SKIPPED,
+    StoppedIn,
     Stopwatch,
     add_data_dir_argument,
     add_wait_argument,
@@ -23,9 +24,11 @@ from freight_pipeline.commands.common import (
     say,
     say_bad,
     say_unknown,
+    step_in_flight,
 )
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.config import BadSettings
+from freight_pipeline.process_end import signals_noted
 from freight_pipeline.sync.rebuild import DEFAULT_BATCH
 from freight_pipeline.sync.workers import IN_PROCESS_UP_TO
 
@@ -77,20 +80,37 @@ def run(args: argparse.Namespace) -> int:
             return SKIPPED
         watch = Stopwatch()
         worker = held.enter_context(DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts))
-        from freight_pipeline.job.run import Alerting, Step, run_rebuild
+        from freight_pipeline.job.run import (
+            CHECKS_STEP,
+            MARTS_STEP,
+            PUBLISH_STEP,
+            REBUILD_STEP,
+            Alerting,
+            Step,
+            run_rebuild,
+        )
         from freight_pipeline.sync.settings import SyncSettings
 
         say(f"rebuild: {data_dir} from its raw records (no request to the service)")
+        said: list[str] = []
 
         def ended(step: Step) -> None:
+            said.append(step.name)
             for line in step.lines():
                 say(line)
 
         progress = (lambda line: say(f"    {line}")) if args.verbose else None
-        report = run_rebuild(data_dir, SyncSettings.of(configured.sync), backend, worker,
-                             batch_size=args.batch_size or DEFAULT_BATCH, restart=args.restart, workers=args.workers,
-                             everything=args.everything, progress=progress, on_step=ended, run_id=run_id,
-                             alerting=Alerting.of(configured))
+        plan = [REBUILD_STEP, CHECKS_STEP, MARTS_STEP, PUBLISH_STEP]
+        try:
+            with signals_noted() as stopped:
+                report = run_rebuild(data_dir, SyncSettings.of(configured.sync), backend, worker,
+                                     batch_size=args.batch_size or DEFAULT_BATCH, restart=args.restart,
+                                     workers=args.workers, everything=args.everything, progress=progress,
+                                     on_step=ended, run_id=run_id, alerting=Alerting.of(configured))
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the step it stopped named (the lock let go as the block ends)
+            raise StoppedIn(step_in_flight(plan, said)) from None
+        if stopped:  # a stop a DuckDB query took as its error: the run ends as stopped, not as failed
+            raise StoppedIn(step_in_flight(plan, said, failed=[step.name for step in report.failed]))
     with alerts_sent(report.alerted):
         if report.success:
             say(f"rebuild succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from freight_pipeline.commands.common import (
     SKIPPED,
+    StoppedIn,
     Stopwatch,
     add_data_dir_argument,
     add_wait_argument,
@@ -28,6 +29,7 @@ from freight_pipeline.commands.common import (
     say,
     say_bad,
     say_unknown,
+    step_in_flight,
     without_pandas,
 )
 from freight_pipeline.commands.execute import (
@@ -41,6 +43,7 @@ from freight_pipeline.commands.preflight import BadSetup, check_data_dir, check_
 from freight_pipeline.commands.progress_bar import shown_progress
 from freight_pipeline.config import DBT_FULL_REFRESH_ENV, BadSettings, ServiceSettings, Settings, environ
 from freight_pipeline.defs.names import BESIDE_WRITERS
+from freight_pipeline.process_end import signals_noted
 
 if TYPE_CHECKING:
     from freight_pipeline.job.run import JobReport
@@ -159,9 +162,12 @@ def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir:
         if job not in BESIDE_WRITERS and not holding_writer_lock(held, "sync", data_dir, run_id, args.wait):
             return SKIPPED
         say(f"sync: {job}{partition}: {service.base_url} as {service.username!r} -> {data_dir}")
-        with shown_progress(service.secret):  # the op runs the engine in this process: its meters reach the bars
-            outcome = execute_job(job, data_dir, verbose=args.verbose, partition_key=args.partition, run_id=run_id,
-                                  echo=lambda line: say(redact(line, service.secret)))
+        try:
+            with shown_progress(service.secret):  # the op runs the engine in this process: its meters reach the bars
+                outcome = execute_job(job, data_dir, verbose=args.verbose, partition_key=args.partition,
+                                      run_id=run_id, echo=lambda line: say(redact(line, service.secret)))
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the lock let go as the block ends)
+            raise StoppedIn(f"in Dagster run {run_id}") from None
     if outcome.success:
         say(f"sync succeeded in {outcome.seconds:.1f} s (run {outcome.run_id}); see `freight-pipeline status`")
         return 0
@@ -192,20 +198,29 @@ def run_without_dagster(args: argparse.Namespace, configured: Settings, data_dir
         worker = held.enter_context(started if started is not None else
                                     DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts))
         worker.marts = configured.marts  # an early worker's, with the flags (--full-refresh)
-        from freight_pipeline.job.run import Alerting, Step, run_job
+        from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, Alerting, Step, run_job
         from freight_pipeline.sync.settings import SyncSettings
+        from freight_pipeline.sync.streams import STREAM_NAMES, stream_step
 
         settings = SyncSettings.of(configured.sync)  # checked before anything ran (commands.preflight)
         say(f"sync: {service.base_url} as {service.username!r} -> {data_dir} (without Dagster)")
+        said: list[str] = []
 
         def ended(step: Step) -> None:
+            said.append(step.name)
             for line in step.lines():
                 say(redact(line, service.secret))
 
         progress = (lambda line: say(redact(f"    {line}", service.secret))) if args.verbose else None
-        with shown_progress(service.secret):
-            report = run_job(service, data_dir, settings, backend, worker, run_id=run_id, progress=progress,
-                             on_step=ended, alerting=Alerting.of(configured))
+        plan = [*map(stream_step, STREAM_NAMES), CHECKS_STEP, MARTS_STEP, PUBLISH_STEP]
+        try:
+            with shown_progress(service.secret), signals_noted() as stopped:
+                report = run_job(service, data_dir, settings, backend, worker, run_id=run_id, progress=progress,
+                                 on_step=ended, alerting=Alerting.of(configured))
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the step it stopped named (the lock let go as the block ends)
+            raise StoppedIn(step_in_flight(plan, said)) from None
+        if stopped:  # a stop a DuckDB query took as its error: the run ends as stopped, not as failed
+            raise StoppedIn(step_in_flight(plan, said, failed=[step.name for step in report.failed]))
     with alerts_sent(report.alerted):
         return _said_outcome(report, watch, service)
 

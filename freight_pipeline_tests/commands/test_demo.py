@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import os
 import re
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +16,7 @@ import duckdb
 import pytest
 
 from freight_pipeline.checks.warehouse import Severity
-from freight_pipeline.cli import main
+from freight_pipeline.cli import INTERRUPTED, main
 from freight_pipeline.commands.common import SKIPPED
 from freight_pipeline.commands.demo_data import MARKER, DemoBusy, ForeignDataDir, demo_dir_held, prepare_demo_dir
 from freight_pipeline.commands.demo_summary import eta_line
@@ -22,6 +24,7 @@ from freight_pipeline.commands.history_report import EtaAccuracy
 from freight_pipeline.warehouse.publish import published_db_path
 from freight_pipeline.warehouse.writer_lock import writer_lock
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
+from freight_pipeline_tests.commands.test_runs_at_once import started
 from freight_pipeline_tests.sync.test_restore import failed_checks
 
 HISTORY_TABLES = ("freight_history.shipment_versions", "freight_history.event_versions",
@@ -229,3 +232,16 @@ def test_the_demo_alerts_none_of_the_destinations_the_settings_name(tmp_path: Pa
     # what would have alerted, had the demo used the settings' destinations: the check of the run's notices
     warned = failed_checks(published_db_path(tmp_path / "data"), Severity.WARN)
     assert "shipments.no_service_notices" in warned, warned
+
+
+def test_a_demo_stopped_by_ctrl_c_says_so_in_one_line_and_exits_130(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal reaches the demo's whole process group while its Dagster run syncs: the processes the
+    instance of DAGSTER_HOME starts to mirror the run's output (``tail``, Dagster's ``watch_orphans.py``) too."""
+    env = cli_env(DAGSTER_HOME=str(tmp_path / "dagster"))
+    with started(env, ["demo", "--data-dir", str(tmp_path / "data"), "--shipments", "1000"]) as said:
+        said.wait_for("the build, the publish: ")  # the engine's first line, from the Dagster run's op
+        os.killpg(said.child.pid, signal.SIGINT)
+        code, err = said.ended()
+    assert code == INTERRUPTED, err
+    assert "Traceback" not in err and "failed" not in err, err
+    assert err.splitlines()[-1] == "freight-pipeline demo: interrupted (Ctrl-C); exit 130", err

@@ -4,10 +4,14 @@ service setting needed and no request made; a line per step; a full build of the
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 from pathlib import Path
 
 import duckdb
 
+from freight_pipeline.cli import TERMINATED
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import running_simulator
@@ -16,6 +20,7 @@ from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.streams import SHIPMENTS
 from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
+from freight_pipeline_tests.commands.test_runs_at_once import started
 
 
 def test_rebuild_rederives_builds_in_full_and_publishes_without_the_service(tmp_path: Path) -> None:
@@ -82,3 +87,22 @@ def test_rebuild_of_a_data_dir_without_a_working_database_refuses_and_keeps_what
     assert not (data_dir / "work" / "warehouse.duckdb").exists()
     with duckdb.connect(str(data_dir / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM freight.shipments").fetchone() == (6,)
+
+
+def test_a_rebuild_stopped_by_sigterm_says_so_in_one_line_and_the_next_goes_on_from_its_last_batch(
+    published: Path, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    shutil.copytree(published, data_dir)
+    argv = ["rebuild", "--data-dir", str(data_dir), "--all", "--workers", "0"]
+    with started(cli_env(), [*argv, "--batch-size", "1", "-v"]) as said:
+        said.wait_for("    rebuild: 1 ")  # its first batch committed, 99 to go
+        os.kill(said.child.pid, signal.SIGTERM)
+        code, err = said.ended()
+    assert code == TERMINATED, err
+    assert "Traceback" not in err, err
+    assert err.splitlines()[-1] == ("freight-pipeline rebuild: terminated (SIGTERM) in step rebuild: every batch it "
+                                    "committed before is kept, the next run goes on from the last; exit 143"), err
+    done = run_cli(argv, cli_env())
+    assert done.returncode == 0, done.stderr
+    assert ", resumed after shipment " in done.stderr  # not skipped: the lock was let go

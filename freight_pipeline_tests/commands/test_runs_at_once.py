@@ -1,21 +1,27 @@
 """Runs of one data directory that start while another writes it (cron's overlapping ticks): one syncs, the
 other is skipped with exit 75 and one line naming the run that writes; ``--wait`` runs after it; a SIGKILLed
-run's lock is taken over by the next; ``sync --dagster`` and ``rebuild`` are skipped the same way."""
+run's lock is taken over by the next; ``sync --dagster`` and ``rebuild`` are skipped the same way. A run
+stopped by Ctrl-C or SIGTERM says so in one line and lets go of the lock for the next."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+import pytest
 
-from freight_pipeline.cli import INTERRUPTED
+from freight_pipeline.cli import INTERRUPTED, TERMINATED
 from freight_pipeline.commands.common import SKIPPED
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.simulator.server import RunningSimulator
@@ -34,13 +40,81 @@ def service(sim: RunningSimulator, **more: str) -> dict[str, str]:
                    **more)
 
 
+STOPPED_LINE = re.compile(
+    r"freight-pipeline (?P<command>\w+): (?P<how>interrupted \(Ctrl-C\)|terminated \(SIGTERM\)) "
+    r"in (?P<where>step \w+|Dagster run [\w-]+): every batch it committed before is kept, the next run goes on "
+    r"from the last; exit (?P<code>\d+)"
+)
+
+
 def start_sync(env: dict[str, str], data_dir: Path, *more: str) -> subprocess.Popen[str]:
     """A sync in a process group of its own, which Ctrl-C (SIGINT) interrupts even where this one ignores it (a
     background job of a shell)."""
-    return subprocess.Popen([sys.executable, "-m", "freight_pipeline.cli", "sync", "--no-dagster", "--data-dir",
-                             str(data_dir), *more], env=env, cwd=REPO_ROOT, text=True, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    return start_command(env, ["sync", "--no-dagster", "--data-dir", str(data_dir), *more], stdout=subprocess.PIPE)
+
+
+def start_command(env: dict[str, str], argv: list[str], stdout: int = subprocess.DEVNULL) -> subprocess.Popen[str]:
+    """``freight-pipeline <argv>`` in a process group of its own, with Ctrl-C's default handling (see
+    :func:`start_sync`), its stderr a pipe (:class:`Said` reads it as it comes)."""
+    return subprocess.Popen([sys.executable, "-m", "freight_pipeline.cli", *argv], env=env, cwd=REPO_ROOT, text=True,
+                            start_new_session=True, stdout=stdout, stderr=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+class Said:
+    """A child's stderr, read line by line as it comes (in a thread), to act once it said something."""
+
+    def __init__(self, child: subprocess.Popen[str]) -> None:
+        assert child.stderr is not None
+        self.child = child
+        self.lines: list[str] = []
+        self.changed = threading.Condition()
+        self.reader = threading.Thread(target=self._read, args=(child.stderr,), daemon=True)
+        self.reader.start()
+
+    def _read(self, stream: Iterator[str]) -> None:
+        for line in stream:
+            with self.changed:
+                self.lines.append(line.rstrip("\n"))
+                self.changed.notify_all()
+        with self.changed:
+            self.lines.append("")  # the end of the stream
+            self.changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float = 120) -> None:
+        """Until a line said contains ``text``; AssertionError with what was said if it ends or takes longer."""
+        with self.changed:
+            if not self.changed.wait_for(lambda: any(text in line for line in self.lines) or
+                                         self.lines[-1:] == [""], timeout):
+                raise AssertionError(f"not said in {timeout} s: {text!r}; said: {self.text[-3000:]}")
+            if not any(text in line for line in self.lines):
+                raise AssertionError(f"ended without saying {text!r}: {self.text[-3000:]}")
+
+    def ended(self, timeout: float = 60) -> tuple[int, str]:
+        """The child's exit code and all it said, once it ended."""
+        code = self.child.wait(timeout)
+        self.reader.join(timeout)
+        return code, self.text
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+@contextmanager
+def started(env: dict[str, str], argv: list[str], stdout: int = subprocess.DEVNULL) -> Iterator[Said]:
+    """:func:`start_command`, its stderr read as it comes; the child's process group killed at the block's end if it
+    runs still (the test failed), whatever happens."""
+    child = start_command(env, argv, stdout)
+    try:
+        yield Said(child)
+    finally:
+        if child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait(30)
+        with contextlib.suppress(ProcessLookupError):  # what it started and left, in its group
+            os.killpg(child.pid, signal.SIGKILL)
 
 
 def holder_pid(data_dir: Path, timeout: float = 120) -> int:
@@ -116,11 +190,57 @@ def test_a_sync_stopped_by_ctrl_c_says_so_in_one_line_and_the_next_run_goes_on(
     os.killpg(first.pid, signal.SIGINT)  # a terminal's Ctrl-C: the run's process group, its dbt worker too
     _, err = first.communicate(timeout=60)
     assert first.returncode == INTERRUPTED, err[-3000:]
-    assert "Traceback" not in err and err.splitlines()[-1] == "freight-pipeline sync: interrupted (Ctrl-C); exit 130"
+    assert "Traceback" not in err and err.splitlines()[-1].startswith("freight-pipeline sync: interrupted (Ctrl-C)")
+    assert err.splitlines()[-1].endswith("; exit 130"), err[-3000:]
 
     done = run_cli(["sync", "--no-dagster", "--data-dir", str(data_dir)], env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert shipments(data_dir) == len(sim.store.reader.live_shipment_ids())
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["the-run", "its-group"])
+def test_a_sync_stopped_by_sigterm_says_where_in_one_line_exits_143_and_the_next_run_goes_on(
+    sim: RunningSimulator, tmp_path: Path, group: bool
+) -> None:
+    """SIGTERM, as ``kill``, ``timeout`` and Kubernetes send it to the run, or systemd to its whole group (its
+    normalizing worker, forked at once, and its dbt worker too): stopped as by Ctrl-C, said in one line."""
+    data_dir = tmp_path / "data"
+    env = service(sim, FREIGHT_NORMALIZE_WORKERS="1")
+    with started(env, ["sync", "--no-dagster", "--data-dir", str(data_dir)]) as said:
+        said.wait_for("shipments: 0 of 100 shipments")  # the stream's first tally: a second of it to go
+        (os.killpg if group else os.kill)(said.child.pid, signal.SIGTERM)
+        code, err = said.ended()
+    assert code == TERMINATED, err
+    assert "Traceback" not in err and "exception" not in err, err
+    assert STOPPED_LINE.fullmatch(err.splitlines()[-1]), err
+    assert err.splitlines()[-1].startswith("freight-pipeline sync: terminated (SIGTERM) in step sync_shipments: ")
+    assert not lock_path(data_dir).read_text()  # let go: the next run is not skipped
+
+    done = run_cli(["sync", "--no-dagster", "--data-dir", str(data_dir)], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
+        logged = con.execute("SELECT status FROM freight_meta.sync_runs WHERE stream = 'shipments' "
+                             "ORDER BY started_at").fetchall()
+    assert logged == [("failed",), ("success",)]  # the stopped run is logged as not done
+    assert shipments(data_dir) == len(sim.store.reader.live_shipment_ids())
+
+
+def test_a_dagster_sync_stopped_by_sigterm_says_so_in_one_line_and_exits_143(
+    sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """A Dagster run takes SIGTERM as Ctrl-C (``DagsterExecutionInterruptedError``, a failed run): the command still
+    says it was SIGTERM, where, and ends as a stopped run does, not as a failed one (exit 1)."""
+    data_dir = tmp_path / "data"
+    env = service(sim, DAGSTER_HOME=str(tmp_path / "dagster"))
+    with started(env, ["sync", "--dagster", "--data-dir", str(data_dir)]) as said:
+        said.wait_for("the build, the publish: ")  # the engine's first line, from the run's op
+        os.kill(said.child.pid, signal.SIGTERM)
+        code, err = said.ended()
+    assert code == TERMINATED, err
+    assert "Traceback" not in err and "failed" not in err, err
+    stopped = STOPPED_LINE.fullmatch(err.splitlines()[-1])
+    assert stopped and stopped["how"] == "terminated (SIGTERM)" and stopped["where"].startswith("Dagster run "), err
+    assert not lock_path(data_dir).read_text()
 
 
 def test_a_dagster_sync_and_a_rebuild_are_skipped_while_another_run_writes(
