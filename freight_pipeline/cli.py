@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import signal
 import sys
@@ -56,9 +57,16 @@ def command_named(argv: Sequence[str]) -> str | None:
     return word if word in SUBCOMMANDS else None
 
 
+OWN_STOPS = frozenset({"simulator", "ui", "dashboard"})
+"""The subcommands whose servers stop on SIGINT and SIGTERM by handlers of their own (uvicorn's, Dagster's,
+Streamlit's), started with SIGINT ignored too: :func:`~freight_pipeline.process_end.terminated_as_interrupted`'s
+mask would keep Ctrl-C from them."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    with terminated_as_interrupted():  # SIGTERM ends it as Ctrl-C does, and says so; from before the imports
+    own = command_named(argv) in OWN_STOPS
+    with contextlib.nullcontext() if own else terminated_as_interrupted():  # SIGTERM as Ctrl-C, from the imports on
         try:
             return _dispatched(argv)
         except KeyboardInterrupt as stop:  # the blocks it left have let go of their locks and workers; no traceback
