@@ -364,7 +364,9 @@ class SyncTuning(SettingsModel):
         description="`0`: the sync records no versions in `freight_history` (the tables stay as they are); the first "
         "run with it on again brings the history up to the rows held (sync.md, History)",
     )
-    documents_chunk: int = Field(50, ge=1, description="shipments per E-File lookup of the documents stream")
+    documents_chunk: int = Field(
+        50, ge=1, description="shipments per E-File lookup of the documents stream (at most half of page_size)"
+    )
     documents_relist_interval: MinutesOrNever = Field(
         dt.timedelta(hours=24),
         alias="documents_relist_minutes",
@@ -878,8 +880,10 @@ def _problem(error: Any, concern: type[SettingsModel], values: Mapping[str, Any]
 def _refused(name: str, value: str) -> str:
     """A refused text value as its message shows it: any password masked, and the query and fragment of a base URL
     (which it must not have: an API key may sit there)."""
-    value = without_password(value)
-    return re.sub(r"[?#].*", "?***", value, flags=re.DOTALL) if name == "base_url" else value
+    if name != "base_url":
+        return without_password(value)
+    value = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1***@", value)  # a key as the user, a password with @
+    return re.sub(r"[?#].*", "?***", value, flags=re.DOTALL)
 
 
 def shown_value(name: str, value: Any) -> str:

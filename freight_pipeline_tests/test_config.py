@@ -255,9 +255,12 @@ def test_a_settings_file_that_is_not_utf8_is_named_not_a_traceback(tmp_path: Pat
 
 
 @pytest.mark.parametrize(("address", "shown", "reason"), [
-    ("https://etl:url-pw-never-shown@tms.example.com/api", "https://etl:***@tms.example.com/api",
+    ("https://etl:url-pw-never-shown@tms.example.com/api", "https://***@tms.example.com/api",
      "holds a user or password"),
-    ("https://etl@tms.example.com/api", "https://etl@tms.example.com/api", "holds a user or password"),
+    ("https://url-pw-never-shown@tms.example.com/api", "https://***@tms.example.com/api",
+     "holds a user or password"),  # a key as the user
+    ("https://etl:url-pw@never-shown@tms.example.com/api", "https://***@tms.example.com/api",
+     "holds a user or password"),  # a password with an @
     ("https://tms.example.com/api?api_key=url-pw-never-shown", "https://tms.example.com/api?***",
      "has a query or fragment"),
     ("https://tms.example.com/api#url-pw-never-shown", "https://tms.example.com/api?***", "has a query or fragment"),

@@ -234,20 +234,21 @@ async def ceiling_of(
     service ignoring ``order_mode`` would give the oldest stamp as the ceiling and every run would read nothing
     after it, as if complete, so that raises :class:`LookupOrderIgnored`. The newest shipment must be found by
     its own stamp's keys (:func:`_check_keys_match`). A newest shipment without a stamp that reads as an instant
-    has no place in the walk: it goes to ``unstamped`` (by id, to be read by id), and the next one is the newest.
+    has no place in the walk: it goes to ``unstamped`` (by id, to be read by id), and the next one is the newest
+    (a page of them asked again larger: a service may sort missing stamps first).
     """
-    result = await lookup([], ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"], ["DESC"] * 3, page_size)
+    order = ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"]
+    for size in (page_size, *UNSTAMPED_PAGES):
+        result = await lookup([], order, ["DESC"] * 3, size)
+        items = _stamped(result.items, zone, unstamped)
+        if items or len(result.items) < size:
+            break
     if not result.items:
         return None
-    items = list(result.items)
-    while True:
-        try:
-            newest = ShipmentKey.of_shipment(items[0], zone)
-            break
-        except (CursorError, DateTimeParseError):
-            if unstamped is None or len(items) == 1:
-                raise
-            unstamped.setdefault(int(items[0]["id"]), items.pop(0))
+    if not items:
+        raise CursorError(f"none of the {len(result.items)} newest shipments the lookup answered has a "
+                          "last_modified_date_time that reads as an instant: the newest change cannot be found")
+    newest = ShipmentKey.of_shipment(items[0], zone)
     if len(items) > 1:
         try:
             next_one = ShipmentKey.of_shipment(items[1], zone)
@@ -264,6 +265,26 @@ async def ceiling_of(
         subsecond = newest.subsecond
     await _check_keys_match(lookup, newest, zone)
     return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset, subsecond)
+
+
+UNSTAMPED_PAGES = (20, 200)
+"""The larger pages the ceiling's lookups ask when a page held only shipments without a usable stamp."""
+
+
+def _stamped(items: Sequence[dict[str, Any]], zone: ServiceZone,
+             unstamped: dict[int, dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """``items`` with a stamp that reads as an instant; the others go to ``unstamped`` (by id; None: they raise)."""
+    kept = []
+    for item in items:
+        try:
+            ShipmentKey.of_shipment(item, zone)
+        except (CursorError, DateTimeParseError):
+            if unstamped is None:
+                raise
+            unstamped.setdefault(int(item["id"]), item)
+            continue
+        kept.append(item)
+    return kept
 
 
 async def _check_keys_match(lookup: LookupFn, newest: ShipmentKey, zone: ServiceZone) -> None:
@@ -338,6 +359,7 @@ async def walk_changes(
     stats = stats if stats is not None else WalkStats()
     pos = after
     answered = 0  # rows the last lookup answered, the unstamped among them: whether its page was full
+    unstamped_top: int | None = None  # the highest id of the last lookup's unstamped rows
     fractional = ceiling.subsecond  # the service's stamps carry fractions of a second: ask by ranges of seconds
     yielded: tuple[Second, set[int]] = (pos.second(), set())  # a second and the ids yielded in it
     again: set[int] = set()  # ids A leaves out: yielded in the second it walks again
@@ -352,12 +374,16 @@ async def walk_changes(
         seen = stats.seen
         items = await checked_lookup(lookup, [*criteria, *only], order_by, page_size, stats, count_attempts)
         stats.announce(seen + (stats.row_count or 0), to_ceiling=to_ceiling)
+        nonlocal unstamped_top
         rows = []
+        unstamped_top = None
         for item in items:
             try:
                 rows.append((ShipmentKey.of_shipment(item, zone), item))
             except (CursorError, DateTimeParseError):  # its id read (else the answer is no list of shipments)
-                stats.unstamped.setdefault(int(item["id"]), item)
+                shipment_id = int(item["id"])
+                stats.unstamped.setdefault(shipment_id, item)
+                unstamped_top = max(unstamped_top or shipment_id, shipment_id)
         fractional = fractional or any(key.subsecond for key, _ in rows)
         if window is not None:
             _check_window(rows, criteria, *window, ceiling)
@@ -402,11 +428,14 @@ async def walk_changes(
                 stats.seen += len(kept)
                 yield kept
                 note(kept)
+            before = pos
             if fresh:
                 pos = fresh[-1][0]
+            if unstamped_top is not None and unstamped_top > pos.id:  # of this second (asked by it, ordered by id)
+                pos = ShipmentKey(pos.date, pos.time, unstamped_top, pos.offset, pos.subsecond)
             if answered < stats.page_size(page_size):
                 break
-            if not fresh:  # a full page that did not move us on: the service ignored ID > id
+            if pos <= before:  # a full page that did not move us on: the service ignored ID > id
                 raise _no_progress(pos)
         again = set()
         # B: the rest of the current day.
@@ -468,13 +497,15 @@ def wall_clock_key(at: dt.datetime, offset: dt.timedelta | None) -> ShipmentKey:
 
 
 async def ceiling_by(
-    lookup: LookupFn, ceiling: ShipmentKey, latest: dt.datetime, zone: ServiceZone
+    lookup: LookupFn, ceiling: ShipmentKey, latest: dt.datetime, zone: ServiceZone,
+    unstamped: dict[int, dict[str, Any]] | None = None,
 ) -> ShipmentKey | None:
     """``ceiling`` when it is no later than ``latest`` (the pipeline's clock plus the skew allowed), in the service's
     wall clock at the ceiling's offset; else the newest last-modified second the service holds at or before that
     (None: none). A shipment stamped in the future (an application server's clock off, a stamp typed in) must
     neither carry the cursor past every change made until its stamp comes due, nor count as proof that the service's
-    clock passed the seconds before it (``warehouse.reads.current_copies``)."""
+    clock passed the seconds before it (``warehouse.reads.current_copies``). Shipments without a usable stamp go to
+    ``unstamped``, as :func:`ceiling_of` sends them."""
     bound = wall_clock_key(latest, ceiling.offset)
     if ceiling.second() <= bound.second():
         return ceiling
@@ -482,9 +513,13 @@ async def ceiling_by(
     day_before = (dt.date.fromisoformat(bound.date) - dt.timedelta(days=1)).isoformat()
     for criteria in ([_crit("LAST_MODIFIED_DATE", "EQUALS", bound.date), *_up_to_second(bound.time, ceiling.subsecond)],
                      [_crit("LAST_MODIFIED_DATE", "LE", day_before)]):
-        result = await lookup(criteria, order, ["DESC"] * 3, 1)
-        if result.items:
-            newest = ShipmentKey.of_shipment(result.items[0], zone)
+        for size in (1, *UNSTAMPED_PAGES):
+            result = await lookup(criteria, order, ["DESC"] * 3, size)
+            items = _stamped(result.items, zone, unstamped)
+            if items or len(result.items) < size:
+                break
+        if items:
+            newest = ShipmentKey.of_shipment(items[0], zone)
             subsecond = ceiling.subsecond or newest.subsecond
             return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset, subsecond)
     return None

@@ -61,6 +61,9 @@ from freight_pipeline.warehouse.store import Warehouse
 STREAM = "documents"
 TABLE = SHIPMENT_DOCUMENTS.name
 CONTENT_DIR = "documents"
+FILES_A_SHIPMENT = 2
+"""E-Files a chunk of shipments is sized for: its lookup's listing fits one page (``page_size``) at up to this many a
+shipment (a listing of several pages is read again in halves: a smaller page made every chunk be read thrice)."""
 """Copied document bytes: ``<data dir>/documents/<first two hex digits>/<sha256>``, once per content."""
 
 
@@ -318,7 +321,7 @@ async def sync_documents(
     reader = DocumentReader(source, settings, warehouse.data_dir)
     breaker = Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures, switch=DOCUMENTS_ENV)
     counts = {"changed": 0, "unchanged": 0, "failed": 0}
-    chunk = settings.documents_chunk
+    chunk = max(1, min(settings.documents_chunk, settings.page_size // FILES_A_SHIPMENT))
     for start in range(0, len(targets), chunk):
         ids = targets[start:start + chunk]
         outcomes = await reader.read(ids)

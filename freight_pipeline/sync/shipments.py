@@ -269,7 +269,7 @@ async def _sync(
     due, cap = ceiling, None
     if ceiling is not None:
         latest = dt.datetime.now(dt.UTC) + settings.overlap
-        due = await ceiling_by(source.lookup_shipments, ceiling, latest, settings.zone)
+        due = await ceiling_by(source.lookup_shipments, ceiling, latest, settings.zone, walk.unstamped)
         if due is not ceiling:  # stamps in the future: read them, but keep the cursor at what is due
             cap = due or wall_clock_key(latest, ceiling.offset)
             result.extra["ceiling_due"] = due.instant_text if due else None
@@ -404,7 +404,9 @@ async def _read_unstamped(run: _Run, unstamped: Mapping[int, Mapping[str, Any]])
     """Read by id the shipments the walk's lookups answered without a stamp that reads as an instant (``extra`` and
     a line say which): no place in the walk, but listed, so changed; their documents' stamps date their rows (a
     document without one is a data problem of its own)."""
-    ids = sorted(unstamped)
+    ids = sorted(i for i in unstamped if run.settings.id_range is None or i in run.settings.id_range)  # its own
+    if not ids:
+        return
     run.result.extra["unstamped_in_lookup"] = {"count": len(ids), "ids": ids[:20]}
     run.say(f"shipments: the lookup answered {len(ids)} shipment(s) without a last_modified_date_time that reads as "
             f"an instant ({', '.join(map(str, ids[:20]))}{', ...' if len(ids) > 20 else ''}): read by id")

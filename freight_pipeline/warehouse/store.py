@@ -38,6 +38,7 @@ from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import Catalog, ensure_tables, run
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.history import HISTORY_TABLES, SUBJECTS, ensure_history, macro_sql
+from freight_pipeline.warehouse.leg_order import legs_in_leg_no_order
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.reads import Reads
 from freight_pipeline.warehouse.run_log import RunLog
@@ -111,7 +112,8 @@ class Warehouse:
         def ensure(con: duckdb.DuckDBPyConnection) -> list[str]:
             catalog = Catalog.read(con)  # once: each query of the catalog costs milliseconds at every opening
             return (ensure_tables(con, specs, key_constraints=keys, storage_hints=hints, catalog=catalog)
-                    + ensure_history(con, key_constraints=keys, storage_hints=hints, catalog=catalog))
+                    + ensure_history(con, key_constraints=keys, storage_hints=hints, catalog=catalog)
+                    + legs_in_leg_no_order(con))
 
         steps = self.database.write("ensure_schema", ensure)
         primed = self.database.write(

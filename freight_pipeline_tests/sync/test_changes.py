@@ -61,8 +61,8 @@ class Service:
     ``LAST_MODIFIED_DATE``, ``_TIME`` (compared with their milliseconds, a whole second as ``.000``) and ``ID``,
     the spec's forms only (``value``, a valid ``HH:MM:SS``), ordered as asked, ties by id, with ``X-Row-Count``."""
 
-    def __init__(self, stamps: dict[int, str]) -> None:
-        self.stamps = stamps
+    def __init__(self, stamps: dict[int, str], unstamped: frozenset[int] = frozenset()) -> None:
+        self.stamps, self.unstamped = stamps, unstamped  # answered without their stamp (the service keeps the keys)
         self.asked: list[list[Criterion]] = []
 
     def _field(self, shipment_id: int, key: str) -> Any:
@@ -89,8 +89,8 @@ class Service:
             tests[c["match_mode"]](self._field(i, c["key"]), self._value(c)) for c in criteria))
         for key, mode in reversed(list(zip(order_by, order_mode, strict=True))):
             found.sort(key=lambda i, k=key: self._field(i, k), reverse=mode == "DESC")
-        return LookupResult([{"id": i, "last_modified_date_time": self.stamps[i]} for i in found[:page_size]],
-                            len(found))
+        return LookupResult([{"id": i} if i in self.unstamped else {"id": i, "last_modified_date_time": self.stamps[i]}
+                             for i in found[:page_size]], len(found))
 
     def modes(self) -> set[str]:
         return {f"{c['key']} {c['match_mode']}" for criteria in self.asked for c in criteria}
@@ -98,7 +98,7 @@ class Service:
 
 async def _walk(service: Service, after: ShipmentKey = BEGINNING, page_size: int = 7,
                 stats: WalkStats | None = None) -> list[ShipmentKey]:
-    ceiling = await ceiling_of(service.lookup, ZONE)
+    ceiling = await ceiling_of(service.lookup, ZONE, unstamped=stats.unstamped if stats else None)
     assert ceiling is not None
     return [key async for page in walk_changes(service.lookup, after, ceiling, ZONE, page_size=page_size,
                                                stats=stats) for key, _ in page]
@@ -188,3 +188,32 @@ def test_a_future_ceiling_falls_back_to_the_fractional_second_due() -> None:
     latest = dt.datetime.fromisoformat("2026-11-01T10:15:30.900+01:00")
     due = asyncio.run(ceiling_by(service.lookup, ceiling, latest, ZONE))
     assert due is not None and (due.instant_text, due.subsecond) == ("2026-11-01 10:15:30", True)
+
+
+WHOLE = {1: "2026-11-01T10:00:00+01:00", **{i: "2026-11-01T10:00:01+01:00" for i in range(2, 12)},
+         12: "2026-11-01T10:00:02+01:00"}
+
+
+@pytest.mark.parametrize("page_size", [3, 5, 50])
+@pytest.mark.parametrize("unstamped", [frozenset(range(5, 10)), frozenset({11, 12}), frozenset(range(2, 13))])
+def test_shipments_answered_without_a_stamp_are_left_to_be_read_by_id_and_the_walk_goes_on(
+    page_size: int, unstamped: frozenset[int],
+) -> None:
+    """More of them in one second than a page (the walk stopped: "full page without progress"), the two newest (the
+    ceiling failed: CursorError), all but the oldest: the walk yields every other one and hands them on by id."""
+    stats = WalkStats()
+    walked = asyncio.run(_walk(Service(WHOLE, unstamped), page_size=page_size, stats=stats))
+    assert [key.id for key in walked] == [i for i in _key_order(WHOLE) if i not in unstamped]
+    assert set(stats.unstamped) == unstamped
+
+
+def test_a_future_ceiling_falls_back_past_the_due_shipments_answered_without_a_stamp() -> None:
+    """The newest shipments due by the pipeline's clock answered without a stamp: the ceiling is the newest stamped
+    one due, and they are handed on by id (it failed: CursorError)."""
+    stamps = {**WHOLE, 20: "2027-01-01T00:00:00+01:00"}  # stamped in the future
+    service, unstamped = Service(stamps, frozenset({11, 12})), {}
+    ceiling = asyncio.run(ceiling_of(service.lookup, ZONE, unstamped=unstamped))
+    assert ceiling is not None and ceiling.instant_text == "2027-01-01 00:00:00"
+    latest = dt.datetime.fromisoformat("2026-11-01T10:00:05+01:00")
+    due = asyncio.run(ceiling_by(service.lookup, ceiling, latest, ZONE, unstamped))
+    assert due is not None and due.instant_text == "2026-11-01 10:00:01" and set(unstamped) == {11, 12}

@@ -244,3 +244,32 @@ def test_legs_answered_in_another_order_are_no_new_versions(small_sim: RunningSi
     work_sync(source_factory=ReversedLegs)
     assert query(work_db(tmp_path), f"SELECT count(*) FROM {LEG_VERSIONS.qualified_name}") == versions
     assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_legs_an_older_release_positioned_as_sent_are_renumbered_once_with_their_history(
+        small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path) -> None:
+    """A warehouse of a release that positioned legs as the service sent them (here: in reverse): the upgrade
+    renumbers its rows and every version, so the first re-read under this release adds no false revision."""
+    work_sync(source_factory=ReversedLegs)
+    versions = query(work_db(tmp_path), f"SELECT count(*) FROM {LEG_VERSIONS.qualified_name}")
+    with duckdb.connect(str(work_db(tmp_path))) as con:  # as the older release wrote them: in the order sent
+        for table, scope in (("freight.sea_main_carriage_legs", "shipment_id"),
+                             ("freight.air_main_carriage_legs", "shipment_id"),
+                             (LEG_VERSIONS.qualified_name, "shipment_id, mode")):
+            current = " AND valid_to IS NULL AND NOT deleted" if "history" in table else ""
+            con.execute(f"CREATE TEMP TABLE sent AS SELECT * REPLACE ((SELECT count(*) FROM {table} c WHERE "
+                        f"{' AND '.join(f'c.{k} = t.{k}' for k in scope.split(', '))}{current}) + 1 - position "
+                        f"AS position) FROM {table} t")
+            con.execute(f"DELETE FROM {table}")
+            con.execute(f"INSERT INTO {table} SELECT * FROM sent")
+            con.execute("DROP TABLE sent")
+        con.execute("DELETE FROM freight_meta.sync_state WHERE stream = 'warehouse_schema'")  # an older schema
+    legged = [r[0] for r in query(work_db(tmp_path), "SELECT shipment_id FROM freight.sea_main_carriage_legs "
+                                  "GROUP BY shipment_id HAVING count(*) > 1")]
+    assert legged and query(work_db(tmp_path), "SELECT count(*) FROM freight.sea_main_carriage_legs "
+                            "WHERE position = 1 AND leg_no > 1") != [(0,)], "the rows should stand as sent"
+    small_sim.touch_shipments(legged)
+    small_sim.advance_clock(1)
+    work_sync(source_factory=ReversedLegs)  # opened by this release: renumbered, then read again
+    assert query(work_db(tmp_path), f"SELECT count(*) FROM {LEG_VERSIONS.qualified_name}") == versions
+    assert_converged(small_sim.store, work_db(tmp_path))
