@@ -92,9 +92,16 @@ STOPPING = textwrap.dedent("""
 """)
 
 
+def _as_a_terminal_starts_it() -> None:
+    """Ctrl-C and SIGTERM at their defaults, whatever the test process was started with (a background job of a
+    script ignores SIGINT; a CI runner may ignore more)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def test_sigterm_stops_as_ctrl_c_does_noted_even_under_handlers_of_a_block_and_not_in_a_forked_worker() -> None:
     done = subprocess.run([sys.executable, "-c", STOPPING], capture_output=True, text=True, timeout=60, check=False,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal starts it
+                          preexec_fn=_as_a_terminal_starts_it)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"noted": [signal.SIGTERM], "first": signal.SIGTERM, "put back": True,
                                        "worker": 7, "worker's noted": [], "interrupted": True, "after": True}

@@ -74,6 +74,7 @@ from freight_pipeline.sync.isolation import RecordFailure, record_failure
 from freight_pipeline.sync.parts import DOCUMENT, PART_BY_STREAM, Ref
 from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.runner import one_line_error
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.workers import IN_PROCESS_UP_TO, Workers, can_fork, gc_paused
 from freight_pipeline.warehouse.documents import newest_shipment_write
@@ -343,7 +344,7 @@ def rebuild(
             _carry_documents_watermark(warehouse, run_id)
         warehouse.writes.set_cursor(REBUILD_STATE, None, run_id)
     except BaseException as exc:
-        log.status, log.error = "failed", f"{type(exc).__name__}: {exc}"[:1000]
+        log.status, log.error = "failed", one_line_error(exc)
         _finish(warehouse, log, found)
         raise
     found.seconds = time.monotonic() - clock

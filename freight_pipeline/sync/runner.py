@@ -84,8 +84,14 @@ def open_client(service: ServiceSettings, settings: SyncSettings) -> AsyncFreigh
                                             retry=settings.retry_policy)
 
 
+STOPPED = "stopped (Ctrl-C or SIGTERM): what it committed before is kept, the next run goes on from it"
+"""What ``sync_runs.error`` and a step's line say of a run a stop ended (its task cancelled, or KeyboardInterrupt)."""
+
+
 def one_line_error(exc: BaseException) -> str:
     """One line for logs and ``sync_runs.error`` (the client's messages never carry secrets)."""
+    if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+        return STOPPED
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}"[:1000] if text else type(exc).__name__
 

@@ -11,8 +11,11 @@ touches only shipments whose legs are out of that order, so running it again cha
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import duckdb
 
+from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, CARRIAGE_LEGS, SEA_MAIN_CARRIAGE_LEGS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.ddl import qualified, run
@@ -24,11 +27,16 @@ LEG_TABLES = ((CARRIAGE_LEGS, "leg_position", "shipment_id, carriage"),
 RENUMBERED = "_legs_renumbered"
 
 
-def legs_in_leg_no_order(con: duckdb.DuckDBPyConnection, run_id: str = "upgrade") -> list[str]:
-    """Renumber the legs held out of ``leg_no`` order (module doc), inside the caller's transaction; the steps."""
+def legs_in_leg_no_order(con: duckdb.DuckDBPyConnection, tables: Collection[TableSpec],
+                         run_id: str = "upgrade") -> list[str]:
+    """Renumber the legs held out of ``leg_no`` order (module doc) in those of the legs' ``tables`` the warehouse
+    holds (and their history), inside the caller's transaction; the steps."""
     steps = []
     renumbered: set[int] = set()
+    held = {spec.qualified_name for spec in tables}
     for spec, position, within in LEG_TABLES:
+        if spec.qualified_name not in held:
+            continue
         order = f"row_number() OVER (PARTITION BY {within} ORDER BY leg_no NULLS LAST, {position})"
         table = qualified(spec)
         run(con, f"CREATE OR REPLACE TEMP TABLE {RENUMBERED} AS SELECT * REPLACE ({order} AS {position}) "
@@ -72,7 +80,7 @@ def legs_in_leg_no_order(con: duckdb.DuckDBPyConnection, run_id: str = "upgrade"
                      "leg_no order")
         renumbered.update(ids)
     run(con, f"DROP TABLE {RENUMBERED}")
-    if renumbered:  # their marts' rows name the legs by position: built again
+    if renumbered and meta.CHANGED_SHIPMENTS.qualified_name in held:  # their marts' rows name legs by position
         changed = qualified(meta.CHANGED_SHIPMENTS)
         listed = ", ".join(str(i) for i in sorted(renumbered))
         run(con, f"DELETE FROM {changed} WHERE shipment_id IN ({listed})")

@@ -113,7 +113,7 @@ class Warehouse:
             catalog = Catalog.read(con)  # once: each query of the catalog costs milliseconds at every opening
             return (ensure_tables(con, specs, key_constraints=keys, storage_hints=hints, catalog=catalog)
                     + ensure_history(con, key_constraints=keys, storage_hints=hints, catalog=catalog)
-                    + legs_in_leg_no_order(con))
+                    + legs_in_leg_no_order(con, specs))
 
         steps = self.database.write("ensure_schema", ensure)
         primed = self.database.write(

@@ -25,6 +25,7 @@ from freight_pipeline.cli import INTERRUPTED, TERMINATED
 from freight_pipeline.commands.common import SKIPPED
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.sync.runner import STOPPED
 from freight_pipeline.warehouse.publish import published_db_path
 from freight_pipeline.warehouse.writer_lock import lock_path, writer_lock
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
@@ -219,9 +220,9 @@ def test_a_sync_stopped_by_sigterm_says_where_in_one_line_exits_143_and_the_next
     done = run_cli(["sync", "--no-dagster", "--data-dir", str(data_dir)], env)
     assert done.returncode == 0, done.stderr[-3000:]
     with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
-        logged = con.execute("SELECT status FROM freight_meta.sync_runs WHERE stream = 'shipments' "
-                             "ORDER BY started_at").fetchall()
-    assert logged == [("failed",), ("success",)]  # the stopped run is logged as not done
+        logged = con.execute("SELECT status, error FROM freight_meta.sync_runs WHERE stream = 'shipments' "
+                             "ORDER BY rowid").fetchall()
+    assert logged == [("failed", STOPPED), ("success", None)]  # the stopped run: not done, and why (not "Cancel...")
     assert shipments(data_dir) == len(sim.store.reader.live_shipment_ids())
 
 
