@@ -65,39 +65,45 @@ def webhook() -> Iterator[tuple[str, list[bytes]]]:
             server.shutdown()
 
 
-def test_demo_syncs_changes_and_summarises(tmp_path: Path) -> None:
+def test_demo_syncs_changes_and_summarises_and_alerts_none_of_the_settings_destinations(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    done = run_cli(["demo", "--data-dir", str(data_dir), "--shipments", "120", "--changes", "10"], cli_env())
+    with webhook() as (url, alerts):  # the team's channel set where the demo is run: no news of the bundled simulator
+        done = run_cli(["demo", "--data-dir", str(data_dir), "--shipments", "200"], cli_env(FREIGHT_ALERT_URLS=url))
     assert done.returncode == 0, done.stderr
+    assert alerts == []
+    # what would have alerted, had the demo used the settings' destinations: the check of the run's notices (its
+    # incremental sync finds some of the newest shipments gone: a warning)
+    warned = failed_checks(published_db_path(data_dir), Severity.WARN)
+    assert "shipments.no_service_notices" in warned, warned
     out = done.stdout
     # the analytic answer: an on-time share per mode, from the published marts
     answer = re.search(r"on-time share of arrived shipments by mode: (.+)", out)
     assert answer, out
     assert re.fullmatch(r"(?:(?:AIR|SEA|RD|RL) \d{1,3}\.\d%(?:, )?)+", answer.group(1)), answer.group(1)
-    # tables: rows after the full sync, now, change; 10 modified, 1 created, 1 deleted between the runs,
-    # and the demo reconciles ids every run, so the deleted shipment is gone from tables and marts
-    assert _table_row(out, "freight.shipments") == ["120", "120", "0"]
-    assert _table_row(out, "analytics.fct_shipments")[:2] == ["120", "120"]
-    assert "between the runs the service changed: 10 modified, 1 created, 1 deleted; " in out
+    # tables: rows after the full sync, now, change; 50 modified, 5 created, 2 deleted between the runs,
+    # and the demo reconciles ids every run, so the deleted shipments are gone from tables and marts
+    assert _table_row(out, "freight.shipments") == ["200", "203", "3"]
+    assert _table_row(out, "analytics.fct_shipments")[:2] == ["200", "203"]
+    assert "between the runs the service changed: 50 modified, 5 created, 2 deleted; " in out
     # three days passed in the service between the runs: shipments progressed (events came due)
     progressed = re.search(r"; (\d+) progressed \(events come due, estimates revised\)", out)
-    assert progressed and 1 <= int(progressed.group(1)) < 120, out
-    assert "deleted in the service: 1, still in the warehouse: 0" in out
+    assert progressed and 1 <= int(progressed.group(1)) < 200, out
+    assert "deleted in the service: 2, still in the warehouse: 0" in out
     # every E-File linked to a live shipment is in freight.shipment_documents, and nothing else
     documents = re.search(r"E-File documents of live shipments: ([\d,]+) in the service, ([\d,]+) in "
                           r"freight.shipment_documents: (.+)", out)
     assert documents, out
-    assert documents.group(1) == documents.group(2) and int(documents.group(1).replace(",", "")) > 120
+    assert documents.group(1) == documents.group(2) and int(documents.group(1).replace(",", "")) > 200
     assert documents.group(3) == "the same pairs"
     full, incremental = _table_row(out, "full"), _table_row(out, "incremental")
-    assert full[0] == "sync" and int(full[2]) == 120  # the full sync read every shipment
-    assert 11 <= int(incremental[2]) < 120  # the incremental one the changed ones (and its overlap)
+    assert full[0] == "sync" and int(full[2]) == 200  # the full sync read every shipment
+    assert 55 <= int(incremental[2]) < 200  # the incremental one the changed ones (and its overlap)
     assert f"duckdb.connect('{data_dir / 'warehouse.duckdb'}', read_only=True)" in out
     assert f"{data_dir}/parquet/<schema>/<table>/" in out and "make ui" in out
     assert "demo: incremental sync done" in done.stderr
-    # each stream's progress, as `sync` shows it into a pipe: the full sync's shipments, all 120 of them
-    assert re.search(r"^    shipments: 0 of 120 shipments \(0 %\); ", done.stderr, re.MULTILINE), done.stderr
-    assert re.search(r"^    shipments: 120 shipments done in ", done.stderr, re.MULTILINE), done.stderr
+    # each stream's progress, as `sync` shows it into a pipe: the full sync's shipments, all 200 of them
+    assert re.search(r"^    shipments: 0 of 200 shipments \(0 %\); ", done.stderr, re.MULTILINE), done.stderr
+    assert re.search(r"^    shipments: 200 shipments done in ", done.stderr, re.MULTILINE), done.stderr
     assert (data_dir / MARKER).is_file()
     _assert_history_lines(out, data_dir / "warehouse.duckdb")
 
@@ -115,10 +121,10 @@ def _assert_history_lines(out: str, database: Path) -> None:
                 f"SELECT count(*), count(valid_to), count(DISTINCT shipment_id) FROM {table}")
             assert _table_row(out, table) == [f"{versions:,}", f"{superseded:,}", f"{shipments:,}"], out
             assert superseded > 0  # the incremental sync saw new versions of some of them
-        # one current header version per shipment ever seen: the 120, and the one created
+        # one current header version per shipment ever seen: the 200, and the five created
         versions, superseded, shipments = one(
             "SELECT count(*), count(valid_to), count(DISTINCT shipment_id) FROM freight_history.shipment_versions")
-        assert shipments == 121 and versions == shipments + superseded
+        assert shipments == 205 and versions == shipments + superseded
         milestones, moves = one("SELECT count(*) FILTER (WHERE revisions > 0), sum(revisions) "
                                 "FROM analytics.fct_estimate_revisions")
         assert 0 < milestones <= moves
@@ -219,19 +225,6 @@ def test_a_demo_flag_out_of_range_is_refused_before_anything_runs(
         main(["demo", "--data-dir", str(tmp_path / "demo"), *flags])
     assert refused.value.code == 2 and said in capsys.readouterr().err
     assert not (tmp_path / "demo").exists()  # no directory made nor marked, no simulator, no sync
-
-
-def test_the_demo_alerts_none_of_the_destinations_the_settings_name(tmp_path: Path) -> None:
-    # 200 shipments, 50 changed: its incremental sync finds some of the newest shipments gone (a warning, which
-    # alerts): news of the bundled simulator, not for the team's channel set where the demo is run
-    with webhook() as (url, alerts):
-        done = run_cli(["demo", "--data-dir", str(tmp_path / "data"), "--shipments", "200"],
-                       cli_env(FREIGHT_ALERT_URLS=url))
-    assert done.returncode == 0, done.stderr
-    assert alerts == []
-    # what would have alerted, had the demo used the settings' destinations: the check of the run's notices
-    warned = failed_checks(published_db_path(tmp_path / "data"), Severity.WARN)
-    assert "shipments.no_service_notices" in warned, warned
 
 
 def test_a_demo_stopped_by_ctrl_c_says_so_in_one_line_and_exits_130(tmp_path: Path) -> None:
