@@ -223,6 +223,11 @@ def _check_window(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]], criteria: 
             )
 
 
+UNSTAMPED_PAGES = (20, 50)
+"""The larger pages the ceiling's lookups ask when a page held only shipments without a usable stamp (at most the
+spec's default page size, which any service serves)."""
+
+
 async def ceiling_of(
     lookup: LookupFn, zone: ServiceZone, page_size: int = 2, unstamped: dict[int, dict[str, Any]] | None = None
 ) -> ShipmentKey | None:
@@ -265,10 +270,6 @@ async def ceiling_of(
         subsecond = newest.subsecond
     await _check_keys_match(lookup, newest, zone)
     return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset, subsecond)
-
-
-UNSTAMPED_PAGES = (20, 200)
-"""The larger pages the ceiling's lookups ask when a page held only shipments without a usable stamp."""
 
 
 def _stamped(items: Sequence[dict[str, Any]], zone: ServiceZone,
