@@ -359,6 +359,11 @@ class SyncTuning(SettingsModel):
         alias="sync_code_conversions",
         description="`0`: the code-conversions stream reads nothing (an account without the basic-data permission)",
     )
+    code_conversion_count: Switch = Field(
+        True,
+        description="`0`: the code-conversions stream does not check its scroll against the code-conversion "
+        "lookup's count (a service whose lookup counts conversions the scroll does not serve; docs/real-services.md)",
+    )
     history: Switch = Field(
         True,
         description="`0`: the sync records no versions in `freight_history` (the tables stay as they are); the first "

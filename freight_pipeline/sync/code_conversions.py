@@ -63,6 +63,10 @@ UNCHECKED = ("; the scroll sent no X-Row-Count either, so nothing vouches that i
              "conversion is deleted (one the service deleted stays until a read can be checked)")
 
 
+SWITCHED_OFF = ("switched off (FREIGHT_CODE_CONVERSION_COUNT=0): the scroll is taken as whole, and what it lacks is "
+                "deleted")
+
+
 class ScrollShortOfLookup(RowCountMismatch):
     """The scroll gave fewer conversions than the lookup counts: the stream fails, the table is kept."""
 
@@ -109,7 +113,8 @@ async def sync_code_conversions(
     requests_before, retries_before = source.request_counts()
     meter = Meter(STREAM, source.request_counts, unit="conversions")
     result.cursor_before = warehouse.reads.get_cursor(STREAM)
-    counted = LookupCount()
+    checking = settings.code_conversion_count
+    counted = LookupCount() if checking else LookupCount(off=SWITCHED_OFF)
     await counted.ask(source)
     scroll_counts: set[bool] = set()  # whether each page of the scroll came with X-Row-Count
 
@@ -128,7 +133,8 @@ async def sync_code_conversions(
     result.rows_read = len(records)
     converted = convert(records, settings.zone, result.tallies.setdefault(STREAM, FieldTally(CODE_CONVERSION_SHAPE)))
     counted.check(converted.table.num_rows + len(converted.quarantined))
-    unchecked = counted.off is not None and scroll_counts != {True}  # no count at all vouches for the read
+    # no count at all vouches for the read (unless the check is switched off: the scroll taken as whole, as asked)
+    unchecked = checking and counted.off is not None and scroll_counts != {True}
     result.extra["lookup_row_count"] = counted.rows
     if counted.off is not None:
         result.extra["count_check_off"] = counted.off + (UNCHECKED if unchecked else "")

@@ -25,6 +25,7 @@ from freight_pipeline_tests.sync.faulty_sources import (
     ShortMemoLookup,
     factory,
 )
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 CODE_CONVERSIONS = ["code_conversions"]
 
@@ -111,6 +112,15 @@ def test_a_scroll_answering_its_first_page_to_every_request_fails_and_keeps_the_
     with pytest.raises(ScrollShortOfLookup, match=f"scroll gave 50 conversions but the code-conversion lookup "
                                                   rf"counts {len(before)} \(X-Row-Count\)"):
         work_sync(streams=CODE_CONVERSIONS)
+    assert code_conversion_rows(tmp_path) == before
+    # an operator whose service counts conversions its scroll does not serve switches the check off: the scroll
+    # is then taken as whole, as asked (its shortfall unseen), and the run says so
+    small_sim.set_faults(scroll_first_rows=None, scroll_headers=True)
+    requests = small_sim.request_count(path=CODE_CONVERSION_LOOKUP)
+    result = work_sync(TEST_SETTINGS.replaced(code_conversion_count=False),
+                       streams=CODE_CONVERSIONS)["code_conversions"]
+    assert result.extra["count_check_off"].startswith("switched off (FREIGHT_CODE_CONVERSION_COUNT=0)")
+    assert small_sim.request_count(path=CODE_CONVERSION_LOOKUP) == requests  # the lookup not asked
     assert code_conversion_rows(tmp_path) == before
 
 
