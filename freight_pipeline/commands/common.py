@@ -7,7 +7,7 @@ import contextlib
 import importlib.abc
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -16,6 +16,7 @@ from freight_pipeline.config import DATA_DIR_ENV, Settings, StorageSettings
 
 if TYPE_CHECKING:
     from freight_pipeline.alerts.notify import Alerted
+    from freight_pipeline.job.run import JobReport
 
 
 def add_data_dir_argument(parser: argparse.ArgumentParser) -> None:
@@ -95,6 +96,22 @@ def step_in_flight(plan: Sequence[str], said: Sequence[str], *, failed: Sequence
     else:
         step = next((name for name in plan if name not in said), None)
     return f"in step {step}" if step is not None else "after its last step"
+
+
+def stopped_as_such(plan: Sequence[str], said: Sequence[str], run: Callable[[], JobReport]) -> JobReport:
+    """``run()``'s report, a run whose steps (``plan``, those ``said`` ended) a stop ends raising :class:`StoppedIn`,
+    naming where: the step it was in (the lock and the workers let go as its blocks ended), or, when a DuckDB query
+    took the stop as its own error (``Query interrupted``) and the run came to its end, the step that failed."""
+    from freight_pipeline.process_end import signals_noted
+
+    try:
+        with signals_noted() as stopped:
+            report = run()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM
+        raise StoppedIn(step_in_flight(plan, said)) from None
+    if stopped:  # the run ends as stopped, not as failed
+        raise StoppedIn(step_in_flight(plan, said, failed=[step.name for step in report.failed]))
+    return report
 
 
 def say(message: str) -> None:

@@ -14,7 +14,6 @@ import contextlib
 
 from freight_pipeline.commands.common import (
     SKIPPED,
-    StoppedIn,
     Stopwatch,
     add_data_dir_argument,
     add_wait_argument,
@@ -24,11 +23,10 @@ from freight_pipeline.commands.common import (
     say,
     say_bad,
     say_unknown,
-    step_in_flight,
+    stopped_as_such,
 )
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
 from freight_pipeline.config import BadSettings
-from freight_pipeline.process_end import signals_noted
 from freight_pipeline.sync.rebuild import DEFAULT_BATCH
 from freight_pipeline.sync.workers import IN_PROCESS_UP_TO
 
@@ -101,16 +99,10 @@ def run(args: argparse.Namespace) -> int:
 
         progress = (lambda line: say(f"    {line}")) if args.verbose else None
         plan = [REBUILD_STEP, CHECKS_STEP, MARTS_STEP, PUBLISH_STEP]
-        try:
-            with signals_noted() as stopped:
-                report = run_rebuild(data_dir, SyncSettings.of(configured.sync), backend, worker,
-                                     batch_size=args.batch_size or DEFAULT_BATCH, restart=args.restart,
-                                     workers=args.workers, everything=args.everything, progress=progress,
-                                     on_step=ended, run_id=run_id, alerting=Alerting.of(configured))
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the step it stopped named (the lock let go as the block ends)
-            raise StoppedIn(step_in_flight(plan, said)) from None
-        if stopped:  # a stop a DuckDB query took as its error: the run ends as stopped, not as failed
-            raise StoppedIn(step_in_flight(plan, said, failed=[step.name for step in report.failed]))
+        report = stopped_as_such(plan, said, lambda: run_rebuild(
+            data_dir, SyncSettings.of(configured.sync), backend, worker, batch_size=args.batch_size or DEFAULT_BATCH,
+            restart=args.restart, workers=args.workers, everything=args.everything, progress=progress,
+            on_step=ended, run_id=run_id, alerting=Alerting.of(configured)))
     with alerts_sent(report.alerted):
         if report.success:
             say(f"rebuild succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")

@@ -29,7 +29,7 @@ from freight_pipeline.commands.common import (
     say,
     say_bad,
     say_unknown,
-    step_in_flight,
+    stopped_as_such,
     without_pandas,
 )
 from freight_pipeline.commands.execute import (
@@ -43,7 +43,6 @@ from freight_pipeline.commands.preflight import BadSetup, check_data_dir, check_
 from freight_pipeline.commands.progress_bar import shown_progress
 from freight_pipeline.config import DBT_FULL_REFRESH_ENV, BadSettings, ServiceSettings, Settings, environ
 from freight_pipeline.defs.names import BESIDE_WRITERS
-from freight_pipeline.process_end import signals_noted
 
 if TYPE_CHECKING:
     from freight_pipeline.job.run import JobReport
@@ -213,14 +212,10 @@ def run_without_dagster(args: argparse.Namespace, configured: Settings, data_dir
 
         progress = (lambda line: say(redact(f"    {line}", service.secret))) if args.verbose else None
         plan = [*map(stream_step, STREAM_NAMES), CHECKS_STEP, MARTS_STEP, PUBLISH_STEP]
-        try:
-            with shown_progress(service.secret), signals_noted() as stopped:
-                report = run_job(service, data_dir, settings, backend, worker, run_id=run_id, progress=progress,
-                                 on_step=ended, alerting=Alerting.of(configured))
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the step it stopped named (the lock let go as the block ends)
-            raise StoppedIn(step_in_flight(plan, said)) from None
-        if stopped:  # a stop a DuckDB query took as its error: the run ends as stopped, not as failed
-            raise StoppedIn(step_in_flight(plan, said, failed=[step.name for step in report.failed]))
+        with shown_progress(service.secret):
+            report = stopped_as_such(plan, said, lambda: run_job(
+                service, data_dir, settings, backend, worker, run_id=run_id, progress=progress, on_step=ended,
+                alerting=Alerting.of(configured)))
     with alerts_sent(report.alerted):
         return _said_outcome(report, watch, service)
 
