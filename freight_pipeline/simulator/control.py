@@ -5,9 +5,11 @@ never faulted nor counted. Bodies of the wrong JSON type are refused (400). Its 
 (``now``, ``at``, ``snapshot_at``) carry their UTC offset also with a naive clock; the service stamps
 it echoes (``last_modified_date_time``) are as the service writes them. Routes:
 
-* ``POST /_control/shipments/{modify|create|delete|background}?count=N`` -> ``{"ids": [...]}``
+* ``POST /_control/shipments/{modify|create|delete|background|background-arrival}?count=N`` -> ``{"ids": [...]}``
   (``background``: upcoming estimates moved, and some memo lines added, without a new last-modified
-  instant: a carrier's status feed, ``store_changes.StoreChanges.change_in_background``)
+  instant: a carrier's status feed, ``store_changes.StoreChanges.change_in_background``;
+  ``background-arrival``: the main carriage's estimated arrival of open AIR and SEA shipments moved, their
+  legs with it, the same way: a schedule feed, ``StoreChanges.revise_arrivals_in_background``)
 * ``POST /_control/shipments/progress``: a new version of every open shipment with an event come due
   since its last one (due actuals in, estimates still to come revised, closed when finished) ->
   ``{"ids": [...]}``
@@ -103,6 +105,7 @@ def control_routes(state: ServiceState) -> list[BaseRoute]:
             "create": store.changes.create_shipments,
             "delete": store.changes.delete_shipments,
             "background": store.changes.change_in_background,
+            "background-arrival": store.changes.revise_arrivals_in_background,
         }
         if action not in actions:
             raise ApiError(404, f"unknown shipment action {action!r}")

@@ -200,6 +200,11 @@ class RunningSimulator:
         """Upcoming estimates of ``count`` open shipments moved without a new last-modified instant."""
         return self.store.changes.change_in_background(count)
 
+    def revise_arrivals_in_background(self, count: int) -> list[int]:
+        """The main carriage's estimated arrival of ``count`` open AIR or SEA shipments moved (their legs and
+        documents with it) without a new last-modified instant."""
+        return self.store.changes.revise_arrivals_in_background(count)
+
     def progress_shipments(self) -> list[int]:
         return self.store.changes.progress_shipments()
 

@@ -1,8 +1,8 @@
 """Change over time in the simulator store (:class:`StoreChanges`): shipments modified, brought up
 to the clock (their due events in, their estimates revised as they progress), created, deleted and
-touched, one milestone moved on demand, and estimates moved by a background process that leaves the
-shipment's last-modified instant alone (the spec: events "may be changed by hand or by background
-processes"; nothing says such a change moves the shipment's stamp).
+touched, one milestone moved on demand, and estimates (events, or the main carriage's arrival: its legs)
+moved by a background process that leaves the shipment's last-modified instant alone (the spec: events "may
+be changed by hand or by background processes"; nothing says such a change moves the shipment's stamp).
 
 Every change draws from the store's mutation (and document) random streams in a fixed order, so
 the same sequence of calls gives the same changes.
@@ -38,6 +38,10 @@ BACKGROUND_SHIFT_HOURS = (3, 48)
 """A background change moves a shipment's upcoming estimates later by this many hours (a delay)."""
 BACKGROUND_MEMO_SHARE = 0.25
 """A background change adds a memo line to the shipment this often."""
+ARRIVAL = "POD_ARRIVAL"
+"""The milestone a schedule feed revises in the background: the main carriage's arrival (its last leg's)."""
+MAIN_CARRIAGE_MODES = ("AIR", "SEA")
+"""The modes whose main carriage has legs of its own endpoint (the spec's air and sea main-carriage legs)."""
 
 
 class StoreChanges:
@@ -214,6 +218,36 @@ class StoreChanges:
                     data.overrides.setdefault(shipment_id, {})[(event["event"], event["type"])] = event
                 if rng.random() < BACKGROUND_MEMO_SHARE:
                     data.add_memo(shipment_id, rng.choice(cat.MEMO_TEXTS))
+                self._reader.forget(shipment_id)  # the same version (it seeds the document), another answer
+                changed.append(shipment_id)
+            data.version += 1
+            return sorted(changed)
+
+    def revise_arrivals_in_background(self, count: int) -> list[int]:
+        """Move the main carriage's estimated arrival (milestone ``POD_ARRIVAL``) of ``count`` open AIR or SEA
+        shipments not yet arrived later (each by its own 3 to 48 hours), as a carrier's schedule feed does:
+        **without** a new last-modified instant. The air or sea legs answer changes (the last leg's estimated
+        arrival), and with it the document's main carriage and its ``POD_ARRIVAL`` estimate; the lookup's stamp
+        does not. Returns the shipments changed."""
+        _check_count(count)
+        data = self._data
+        with data.lock:
+            rng = self._mutation_rng
+            now = data.clock.epoch()
+            open_ids = sorted(i for i, s in data.live.items() if not s.closed and s.mode in MAIN_CARRIAGE_MODES)
+            changed = []
+            for shipment_id in rng.sample(open_ids, len(open_ids)):
+                if len(changed) == count:
+                    break
+                state = data.live[shipment_id]
+                ident = progressed_identity(data.seed, state)
+                arrival = ident.milestone(ARRIVAL)
+                if arrival is None or arrival.actual <= now:
+                    continue
+                later = arrival.planned + rng.randint(*BACKGROUND_SHIFT_HOURS) * 3600
+                data.live[shipment_id] = with_timeline(state, ident,
+                                                       moved_milestone(ident.milestones, ARRIVAL, "ESTIMATED", later))
+                data.overrides.get(shipment_id, {}).pop((ARRIVAL, "ESTIMATED"), None)
                 self._reader.forget(shipment_id)  # the same version (it seeds the document), another answer
                 changed.append(shipment_id)
             data.version += 1

@@ -1,20 +1,23 @@
-"""Events (and memo lines) a service changes without moving the shipment's last-modified instant.
+"""Events, legs and memo lines a service changes without moving the shipment's last-modified instant.
 
 The walk reads what changed by the shipment's last-modified instant (``changes``). The spec says events
 "may be changed by hand or by background processes" and never that such a change moves the shipment's
-stamp (assumption A37): a carrier's status feed moving an estimated arrival is exactly such a change. So
-the shipments stream, after its walk, retries and reconcile:
+stamp (assumption A37): a carrier's status feed moving an estimated arrival, a schedule feed moving a
+vessel's or a flight's, are exactly such changes. So the shipments stream, after its walk, retries and
+reconcile:
 
-* **samples** every run: re-reads the events and memo lines of ``freshness_sample`` open shipments held,
-  those read longest ago (a rotating sample), and writes only what differs from the rows held
-  (``Writes.apply_batch(compare=True)``). A difference shows that the service changes them without moving
-  the stamp: the first run that finds one says so, once (its line, ``status``, the run log and the WARN
-  check ``no_service_notices``), and records it in ``freight_meta.sync_state`` (entry :data:`STATE`);
+* **samples** every run: re-reads every part of ``freshness_sample`` open shipments held but their
+  document (:data:`SAMPLED`: events, the legs of their mode, memo lines), those whose events were read
+  longest ago (a rotating sample), and writes only what differs from the rows held
+  (``Writes.apply_batch(compare=True)``); a shipment whose legs differed has its document read again too
+  (its ``carriage_legs`` hold a copy: ``Part.copied_in``). A difference shows that the service changes them
+  without moving the stamp: the first run that finds one says so, once (its line, ``status``, the run log and
+  the WARN check ``no_service_notices``), and records it in ``freight_meta.sync_state`` (entry :data:`STATE`);
 * **re-reads on a rolling basis** while ``events_refresh`` is ``on``, or ``auto`` and a sample found such
   changes: the open shipments whose events were read :data:`DUE_SHARE` of ``events_max_age`` ago or
   longer, nearest upcoming estimate first (by the service's clock: the run's ceiling), within a request
   budget (``events_refresh_share`` of the run's other requests, at least :data:`MIN_REFRESH_REQUESTS`),
-  their memo lines too once a sample found those changed. What differs is written like any other change:
+  their legs and memo lines too once a sample found those changed. What differs is written like any other change:
   the rows, a history version as of when the run noticed it, the marts' changed shipments.
 
 When each shipment's events were last read is ``freight_meta.raw_parts.fetched_at`` (every read keeps its
@@ -30,7 +33,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from freight_pipeline.sync.parts import EVENTS, MEMOS, Ref
+from freight_pipeline.sync.parts import AIR_LEGS, DETAIL_PARTS, EVENTS, MEMOS, PART_BY_STREAM, SEA_LEGS, Ref
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse.store import Warehouse
 
@@ -40,8 +43,11 @@ MIN_REFRESH_REQUESTS = 200
 """The rolling re-read may always spend this many requests a run (a small run's share would starve it)."""
 DUE_SHARE = 0.75
 """An open shipment's events are re-read once this share of ``events_max_age`` has passed since they were read."""
-SAMPLED_PARTS: frozenset[str] = frozenset({EVENTS, MEMOS})
-WHAT = {EVENTS: "events", MEMOS: "memo lines"}
+SAMPLED: tuple[str, ...] = tuple(part.stream for part in DETAIL_PARTS)
+"""The parts the sample reads, in the order a notice names them: every part but the document (read again only
+where a part it holds a copy of differed)."""
+WHAT = {EVENTS: "events", AIR_LEGS: "air legs", SEA_LEGS: "sea legs", MEMOS: "memo lines"}
+"""How a notice names each sampled part."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,7 @@ class Unstamped:
     """The run whose sample first found one (None: none found yet)."""
     found_at: str | None = None
     parts: tuple[str, ...] = ()
-    """The parts found changed without a moved stamp (``shipment_events``, ``shipment_memos``)."""
+    """The parts found changed without a moved stamp (``shipment_events``, ``sea_main_carriage_legs``, ...)."""
 
     @classmethod
     def parse(cls, text: str | None) -> Unstamped:
@@ -73,8 +79,24 @@ class Unstamped:
         return settings.events_refresh == "on" or (settings.events_refresh == "auto" and bool(self.parts))
 
     def rolling_parts(self) -> frozenset[str]:
-        """The parts the rolling re-read reads: the events, and the memo lines once found changed unstamped."""
-        return frozenset({EVENTS, *(part for part in self.parts if part == MEMOS)})
+        """The parts the rolling re-read reads: the events, and each other part once it or a part of its kind
+        (:func:`with_kin`) was found changed unstamped."""
+        return with_kin({EVENTS, *(part for part in self.parts if part in SAMPLED)})
+
+
+def with_kin(streams: Collection[str]) -> frozenset[str]:
+    """``streams`` and the parts of the same kind: those the document holds at the same place (``Part.embedded``:
+    the air and the sea legs, each the main carriage's legs of its mode). A sample that found one mode's legs
+    changed unstamped says how the service keeps legs, whichever mode the shipments it came to had."""
+    places = {PART_BY_STREAM[stream].embedded for stream in streams} - {()}
+    return frozenset({*streams, *(part.stream for part in DETAIL_PARTS if part.embedded in places)})
+
+
+def requests_each(parts: frozenset[str]) -> int:
+    """The requests reading ``parts`` of one shipment takes at most: one a part, but the parts of one mode each
+    (the air and the sea legs) one between them."""
+    chosen = [PART_BY_STREAM[stream] for stream in parts]
+    return sum(1 for part in chosen if part.mode is None) + any(part.mode is not None for part in chosen)
 
 
 def _ref(row: Mapping[str, Any]) -> Ref:
@@ -103,7 +125,7 @@ def due(warehouse: Warehouse, settings: SyncSettings, known: Unstamped, *, now: 
     ``exclude``."""
     if not known.rolling(settings) or service_now is None:
         return []
-    wanted = budget(settings, other_requests) // len(known.rolling_parts())
+    wanted = budget(settings, other_requests) // requests_each(known.rolling_parts())
     rows = warehouse.reads.open_shipments_by_part_age(
         EVENTS, wanted + len(exclude), read_before=now - settings.events_max_age * DUE_SHARE,
         upcoming_after=service_now)
@@ -112,16 +134,24 @@ def due(warehouse: Warehouse, settings: SyncSettings, known: Unstamped, *, now: 
 
 def found_notice(differed: Mapping[str, int], sampled: int, settings: SyncSettings) -> str:
     """``the service changes events without moving last-modified (3 of 20 sampled); re-reading ...``."""
-    what = " and ".join(WHAT[part] for part in (EVENTS, MEMOS) if differed.get(part))
+    found = [part for part in SAMPLED if differed.get(part)]
+    what = _listed([WHAT[part] for part in found])
     shipments = max(differed.values())
     if settings.events_refresh == "off":
         then = "not re-read: FREIGHT_EVENTS_REFRESH=off"
     else:
         every = settings.events_max_age * DUE_SHARE
-        then = (f"re-reading open shipments' {what} every {_duration(every)}, each within "
+        rolling = Unstamped(parts=tuple(found)).rolling_parts()
+        reread = _listed([WHAT[part] for part in SAMPLED if part in rolling])
+        then = (f"re-reading open shipments' {reread} every {_duration(every)}, each within "
                 f"{_duration(settings.events_max_age)} (FREIGHT_EVENTS_MAX_AGE_MINUTES)")
     return (f"the service changes {what} without moving last-modified ({shipments} of {sampled} sampled); "
             f"{then}")
+
+
+def _listed(names: list[str]) -> str:
+    """``events``, ``events and memo lines``, ``events, sea legs and memo lines``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _duration(span: dt.timedelta) -> str:

@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from freight_pipeline.client._core import decoded
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, to_utc
 from freight_pipeline.normalize.shapes import FieldTally
@@ -43,13 +44,24 @@ from freight_pipeline.sync import freshness, memo_batch
 from freight_pipeline.sync.assemble import Assembled, PartCounts
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
 from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
-from freight_pipeline.sync.bundle import GONE, Bundle, Work, fetch_bundle
+from freight_pipeline.sync.bundle import GONE, Answer, Bundle, Work, fetch_bundle
 from freight_pipeline.sync.changes import WalkStats, ceiling_by, ceiling_of, walk_changes, wall_clock_key
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
 from freight_pipeline.sync.freshness import Unstamped
 from freight_pipeline.sync.isolation import Breaker, RecordFailure
 from freight_pipeline.sync.memo_batch import BatchingOff, MemoBatches
-from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, PART_TABLES, PARTS, Ref
+from freight_pipeline.sync.parts import (
+    ALL_PARTS,
+    DETAIL_PARTS,
+    DOCUMENT,
+    DOCUMENT_PART,
+    EVENTS,
+    MEMOS,
+    PART_BY_STREAM,
+    PART_TABLES,
+    PARTS,
+    Ref,
+)
 from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
 from freight_pipeline.sync.progress import Meter, Progress, loop_safe
 from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_for_restore
@@ -97,7 +109,7 @@ class _Run:
     shipments stamped in the future are read without carrying it past every change made until they come due."""
     compare: bool = False
     """Write only the rows that differ from those held (a re-read of parts: ``freshness``)."""
-    differed: dict[str, int] = field(default_factory=dict)
+    differed: dict[str, set[int]] = field(default_factory=dict)
     """While ``compare``: per table, the shipments whose rows differed (and were written)."""
     gone: list[int] = field(default_factory=list)
     """While ``compare``: the shipments found deleted at the service (their events and document answered 404)."""
@@ -124,12 +136,14 @@ class _Run:
         return bundle
 
     async def _confirm_gone(self, bundle: Bundle) -> None:
-        """A re-read of parts (``compare``) whose events answered 404: the document, read now, says whether the
-        shipment is gone. Gone (404): the bundle is the document's 404 alone, so the shipment is deleted as a
-        walk's document 404 deletes it (every row, a ``deleted`` version), not counted as differing; its memo
-        lookup's empty answer is not taken as memo lines removed. Otherwise (live, or its read failed) its events
-        and, unless the document loaded, its memo lines are left as held, to be read again."""
-        if DOCUMENT in bundle.work.parts or bundle.answers.get(EVENTS) is not GONE:
+        """A re-read of parts (``compare``) where a part answered 404 (its events, its legs): the document, read
+        now, says whether the shipment is gone. Gone (404): the bundle is the document's 404 alone, so the
+        shipment is deleted as a walk's document 404 deletes it (every row, a ``deleted`` version), not counted as
+        differing; its memo lookup's empty answer is not taken as memo lines removed. Live: a part the document
+        holds none of has none (the spec's "unless no data exists"); one it holds records of is left as held, to
+        be read again. The document's read failed: the parts that answered 404 and its memo lines are left as
+        held."""
+        if DOCUMENT in bundle.work.parts or GONE not in bundle.answers.values():
             return
         read = await fetch_bundle(self.source, Work(bundle.ref, frozenset({DOCUMENT})), self.settings)
         document = read.answers.get(DOCUMENT)
@@ -138,8 +152,15 @@ class _Run:
             self.gone.append(bundle.work.shipment_id)
             return
         live = not isinstance(document, RecordFailure)
-        bundle.answers = {stream: answer for stream, answer in bundle.answers.items()
-                          if stream != EVENTS and (live or stream != MEMOS)}
+        held = decoded(document) if live else None
+        answers: dict[str, Answer] = {}
+        for stream, answer in bundle.answers.items():
+            if answer is GONE:
+                if live and not PART_BY_STREAM[stream].held_by(held):
+                    answers[stream] = []
+            elif live or stream != MEMOS:
+                answers[stream] = answer
+        bundle.answers = answers
 
     def prepare(self, finished: Finished[Work, Bundle]) -> tuple[Assembled, str, int]:
         """Normalize one batch of finished shipments (in the preparing thread, while the batch before it
@@ -172,8 +193,8 @@ class _Run:
         assembled, moved, shipments = prepared
         stats = self.warehouse.writes.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff,
                                                   history=self.settings.history, compare=self.compare)
-        for table, compared in stats.compared.items():
-            self.differed[table] = self.differed.get(table, 0) + compared - stats.unchanged.get(table, 0)
+        for table, ids in stats.differed.items():
+            self.differed.setdefault(table, set()).update(ids)
         self.written.update(i for ids in assembled.write.loaded.values() for i in ids)
         self.result.add_rows(stats)
         self.result.add_versions(stats.versions)
@@ -441,19 +462,19 @@ def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:
 
 
 async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int) -> None:
-    """The sample of open shipments' events and memo lines, then the rolling re-read (``freshness``): only what
-    differs from the rows held is written; the first difference a sample finds is said once and recorded."""
+    """The sample of open shipments' events, legs and memo lines, then the rolling re-read (``freshness``): only
+    what differs from the rows held is written; the first difference a sample finds is said once and recorded."""
     settings, warehouse, result = run.settings, run.warehouse, run.result
     known = Unstamped.parse(warehouse.reads.get_cursor(freshness.STATE))
     before = run.source.request_counts()[0]
     sampled = freshness.sample(warehouse, settings, exclude=run.written)
     figures: dict[str, object] = {"sampled": len(sampled)}
     if sampled:
-        differed = await _reread(run, sampled, freshness.SAMPLED_PARTS)
+        differed = await _reread(run, sampled, frozenset(freshness.SAMPLED))
         figures["sample_differed"] = differed
         if run.gone:
             figures["sample_gone"] = sorted(run.gone)[:20]
-        found = tuple(part for part in (EVENTS, MEMOS) if differed.get(part))
+        found = tuple(part for part in freshness.SAMPLED if differed.get(part))
         if found and not set(found) <= set(known.parts):
             if not known.parts:
                 result.add_notice(NoticeKind.CHANGES_WITHOUT_STAMP,
@@ -482,16 +503,30 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
 async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> dict[str, int]:
     """Read ``parts`` of the shipments ``refs`` again, writing only what differs from the rows held; per part,
     the shipments whose rows differed (a shipment found deleted at the service is deleted, not counted:
-    ``run.gone``)."""
+    ``run.gone``). A shipment whose part with a copy in its document (``Part.copied_in``: its legs) differed has
+    its document read again too, compared the same way (counted under the document's stream when its rows
+    differed)."""
     run.compare, run.differed, run.gone = True, {}, []
     run.expect(len(refs))
     try:
         await run.run(_listed(Work(ref, parts) for ref in refs))
+        differed = {part.stream: _differed(run, part.tables) for part in PARTS if part.stream in parts}
+        copied = sorted({i for part in DETAIL_PARTS if part.copied_in and part.stream in parts
+                         for i in differed[part.stream]})
+        if copied:
+            by_id = {ref.shipment_id: ref for ref in refs}
+            run.differed = {}
+            run.expect(len(copied))
+            await run.run(_listed(Work(by_id[i], frozenset({DOCUMENT})) for i in copied))
+            differed[DOCUMENT] = _differed(run, DOCUMENT_PART.tables)
     finally:
         run.compare = False
-    tables = {part.stream: part.tables for part in PARTS if part.stream in parts}
-    return {stream: max((run.differed.get(table, 0) for table in names), default=0)
-            for stream, names in tables.items()}
+    return {stream: len(ids) for stream, ids in differed.items()}
+
+
+def _differed(run: _Run, tables: Iterable[str]) -> set[int]:
+    """The shipments whose rows differed in any of ``tables`` in the run's compared writes so far."""
+    return {i for table in tables for i in run.differed.get(table, ())}
 
 
 def _instant(key: ShipmentKey | None, zone: ServiceZone) -> dt.datetime | None:

@@ -1,7 +1,7 @@
 """Writers that start at the same moment on things none of them has created yet (issue 58): a new lake catalog
 attached by several processes at once (SQLite and PostgreSQL), and the backfill's partitions launched as the
 docs say, one ``freight-pipeline sync --job freight_backfill_job --partition KEY`` process each, on a fresh
-``DAGSTER_HOME`` and a catalog that does not exist yet, five times in a row; then the incremental job takes
+``DAGSTER_HOME`` and a catalog that does not exist yet, three times in a row; then the incremental job takes
 over and the lake equals the source."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from freight_pipeline.simulator.server import RunningSimulator, running_simulato
 from freight_pipeline_tests.lake.conftest import REPO
 
 WRITERS = 3
-ROUNDS = 5
+ROUNDS = 3
 SHIPMENTS = 30
 CLI = str(Path(sys.executable).parent / "freight-pipeline")
 

@@ -16,7 +16,6 @@ import pytest
 
 from bench.expected_rows import expected_rows
 from freight_pipeline.checks.warehouse import evaluate_checks, events_age_check
-from freight_pipeline.client import endpoints as ep
 from freight_pipeline.client._core import HeldBody
 from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.commands.report import read_report
@@ -26,7 +25,7 @@ from freight_pipeline.simulator import store_changes
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import freshness
 from freight_pipeline.sync.client_source import ClientSource
-from freight_pipeline.sync.parts import DETAIL_PARTS, EVENTS, MEMOS
+from freight_pipeline.sync.parts import AIR_LEGS, DETAIL_PARTS, DOCUMENT, EVENTS, MEMOS, SEA_LEGS, Part
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.sync.source import ShipmentGone
 from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
@@ -41,6 +40,8 @@ MAX_AGE = dt.timedelta(seconds=2)
 """The bound, in the tests' seconds: a run re-reads what was read three quarters of it ago."""
 SETTINGS = TEST_SETTINGS.replaced(freshness_sample=SAMPLE, events_max_age=MAX_AGE,
                                documents=False, code_conversions=False)
+NOTHING_DIFFERED = dict.fromkeys(freshness.SAMPLED, 0)
+"""A sample's ``sample_differed`` where nothing differed: every part it reads (every part but the document)."""
 
 
 def _differences(sim: RunningSimulator, data_dir: Path, ids: list[int] | None = None) -> dict[str, tuple[int, int]]:
@@ -68,13 +69,14 @@ def test_events_moved_without_the_stamp_are_found_said_once_and_read_within_the_
         sync = syncer(sim, tmp_path, publish_after=False)
         sync(SETTINGS)
         # the ordinary service first: every change stamped, so the sample finds nothing, says nothing, and
-        # costs its own requests only (an events read and a memo lookup per shipment sampled)
+        # costs its own requests only (an events read, a memo lookup and the legs of its mode a shipment sampled)
         sim.modify_shipments(5)
         sim.advance_clock(900)
         ordinary = syncer(sim, tmp_path)(SETTINGS)[SHIPMENTS]  # published: for status
         figures = ordinary.extra["freshness"]
-        assert figures["sampled"] == SAMPLE and figures["sample_differed"] == {EVENTS: 0, MEMOS: 0}
-        assert not figures["rolling"] and "refreshed" not in figures and figures["requests"] == 2 * SAMPLE
+        assert figures["sampled"] == SAMPLE and figures["sample_differed"] == NOTHING_DIFFERED
+        assert not figures["rolling"] and "refreshed" not in figures
+        assert 2 * SAMPLE < figures["requests"] <= 3 * SAMPLE  # road shipments have no legs to read
         assert not [n for n in ordinary.notices if n.startswith("the service changes")]
         status = render_status(read_report(tmp_path, storage_from_env()))
         assert "no rolling re-read: each change the service stamps is read by the walk" in status
@@ -105,7 +107,7 @@ def test_events_moved_without_the_stamp_are_found_said_once_and_read_within_the_
         assert f"without moving last-modified ({max(figures['sample_differed'].values())} of {SAMPLE} sampled)" \
             in notice and "re-reading open shipments'" in notice
         # the rolling re-read took the rest at once: the bound is met in the first run that knows
-        assert figures["refreshed"] > 0 and figures["requests"] <= 2 * (SAMPLE + figures["refreshed"])
+        assert figures["refreshed"] > 0 and figures["requests"] <= 3 * SAMPLE + 2 * figures["refreshed"]
         assert _differences(sim, tmp_path) == {}  # every event and memo line
         added = query(work_db(tmp_path), "SELECT count(*) FROM freight_history.event_versions")[0][0]
         assert added > versions_before
@@ -132,6 +134,79 @@ def test_events_moved_without_the_stamp_are_found_said_once_and_read_within_the_
         assert revised is not None and revised[0] > 0
 
 
+def test_legs_of_a_kind_found_changed_unstamped_are_read_again_for_every_mode() -> None:
+    """The parts the document holds at one place (the air and the sea legs: its main carriage's) are one kind: a
+    sample that found one changed unstamped has the rolling re-read read them all; other parts only themselves."""
+    for part in DETAIL_PARTS:
+        rolling = freshness.Unstamped(parts=(part.stream,)).rolling_parts()
+        kin = {other.stream for other in DETAIL_PARTS if part.embedded and other.embedded == part.embedded}
+        assert rolling == {EVENTS, part.stream, *kin}, part.stream
+    assert freshness.Unstamped(parts=(AIR_LEGS,)).rolling_parts() == {EVENTS, AIR_LEGS, SEA_LEGS}
+    assert set(freshness.WHAT) == set(freshness.SAMPLED) == {part.stream for part in DETAIL_PARTS}
+
+
+def test_legs_moved_without_the_stamp_are_found_and_read_again_with_their_documents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schedule feed moves the main carriage's estimated arrival of open shipments without moving their stamp:
+    their air or sea legs change, the document's copy of them (``carriage_legs``) and the arrival's estimate (an
+    event) with them. First the AIR shipments' only: the sample that comes to one says so, naming the legs, and
+    each shipment whose legs differed has its document read again; then the SEA shipments', which no sample has
+    found yet: the rolling re-read reads them already (legs of either mode are one kind). Every table as the
+    service, a version of each leg moved, the marts told."""
+    with running_simulator(shipments=HELD, seed=9) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        sync(SETTINGS)
+        legs_parts = [part for part in DETAIL_PARTS if part.copied_in]
+        assert {part.stream for part in legs_parts} == {AIR_LEGS, SEA_LEGS}
+        monkeypatch.setattr(store_changes, "MAIN_CARRIAGE_MODES", ("AIR",))
+        moved = sim.revise_arrivals_in_background(MOVED)
+        stale = _differences(sim, tmp_path, moved)
+        assert {"air_main_carriage_legs", "carriage_legs", "shipment_events"} <= set(stale), stale
+        versions_before = query(work_db(tmp_path), "SELECT count(*) FROM freight_history.leg_versions")[0][0]
+
+        open_held = query(work_db(tmp_path), "SELECT count(*) FROM freight.shipments WHERE shipment_closed "
+                                             "IS NOT TRUE")[0][0]
+        found = None
+        for _ in range(-(-open_held // SAMPLE) + 2):
+            _wait_past_due()
+            sim.advance_clock(900)
+            result = sync(SETTINGS)[SHIPMENTS]
+            said = [n for n in result.notices if n.startswith("the service changes")]
+            if said:
+                assert found is None, "said once"
+                found = (result, said)
+            if found and _differences(sim, tmp_path) == {}:
+                break
+        assert found is not None, "no sample came to a moved shipment"
+        first, (notice,) = found
+        figures = first.extra["freshness"]
+        assert figures["sample_differed"][AIR_LEGS] > 0 and figures["sample_differed"][SEA_LEGS] == 0, figures
+        assert figures["sample_differed"][DOCUMENT] == figures["sample_differed"][AIR_LEGS], figures
+        assert notice.startswith("the service changes events and air legs without moving last-modified"), notice
+        assert "re-reading open shipments' events, air legs and sea legs every" in notice, notice
+        assert _differences(sim, tmp_path) == {}, "every leg, its document's copy and its event"
+
+        monkeypatch.setattr(store_changes, "MAIN_CARRIAGE_MODES", ("SEA",))
+        moved_sea = sim.revise_arrivals_in_background(MOVED)
+        assert "sea_main_carriage_legs" in _differences(sim, tmp_path, moved_sea)
+        _wait_past_due()
+        sim.advance_clock(900)
+        after = sync(SETTINGS)[SHIPMENTS]
+        assert not [n for n in after.notices if n.startswith("the service changes")], "said once"
+        assert after.extra["freshness"]["refreshed_differed"][SEA_LEGS] > 0, after.extra["freshness"]
+        assert _differences(sim, tmp_path) == {}, "the sea legs too, found by no sample"
+
+        moved = sorted({*moved, *moved_sea})
+        assert query(work_db(tmp_path), "SELECT count(*) FROM freight_history.leg_versions")[0][0] > versions_before
+        versioned = query(work_db(tmp_path), "SELECT count(DISTINCT shipment_id) FROM freight_history.leg_versions "
+                          f"WHERE shipment_id IN ({', '.join(map(str, moved))}) AND run_id <> ("
+                          "SELECT min(run_id) FROM freight_history.leg_versions)")[0][0]
+        assert versioned == len(moved)
+        changed = {r[0] for r in query(work_db(tmp_path), "SELECT shipment_id FROM freight_meta.changed_shipments")}
+        assert set(moved) <= changed, "the marts rebuild what changed"
+
+
 def test_a_tight_budget_reads_the_nearest_upcoming_estimates_first(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(freshness, "MIN_REFRESH_REQUESTS", 10)
@@ -144,11 +219,11 @@ def test_a_tight_budget_reads_the_nearest_upcoming_estimates_first(tmp_path: Pat
         result = sync(settings)[SHIPMENTS]
         assert result.extra["freshness"]["refreshed"] == 10 and result.extra["freshness"]["requests"] == 10
         # the service's clock as the run saw it: its newest last-modified instant (the walk's ceiling); the
-        # shipments the walk read again (its overlap) are not due: the walk reads every part, the sample only
-        # some, so they are those of which this run read a part the sample never reads (a document read again as
-        # held keeps its raw row, and that row's run)
+        # shipments the walk read again (its overlap) are not due: the walk reads every part, the rolling re-read
+        # here only the events (nothing found), so they are those of which this run read another part (a document
+        # read again as held keeps its raw row, and that row's run)
         unsampled = ", ".join(f"'{stream}'" for stream in
-                              sorted({part.stream for part in DETAIL_PARTS} - freshness.SAMPLED_PARTS))
+                              sorted({part.stream for part in DETAIL_PARTS} - freshness.Unstamped().rolling_parts()))
         walked = f"SELECT shipment_id FROM freight_meta.raw_parts WHERE run_id = ? AND stream IN ({unsampled})"
         due = query(work_db(tmp_path), "SELECT s.shipment_id, min(e.event_at) FROM freight.shipments s JOIN "
                     "freight.shipment_events e USING (shipment_id) WHERE s.shipment_closed IS NOT TRUE AND e.type = "
@@ -231,11 +306,12 @@ class TestAShipmentDeletedAtTheServiceIsADeletionNotAnUnstampedChange:
             figures = result.extra["freshness"]
             # every open shipment held but those the walk's overlap read again (the deleted ones among them)
             assert self.GONE < figures["sampled"] <= len(open_held) and figures["sample_gone"] == gone
-            assert figures["sample_differed"] == {EVENTS: 0, MEMOS: 0}
+            assert figures["sample_differed"] == NOTHING_DIFFERED
             assert not figures["rolling"] and "refreshed" not in figures
-            # an events read and a memo lookup per shipment sampled; of each gone one, its document read and the
+            # the sample's own (each part of each shipment sampled); of each gone one, its document read and the
             # lookup that confirms it is gone (a 404 alone may be a permission's)
-            assert figures["requests"] == 2 * figures["sampled"] + 2 * self.GONE
+            sampled = figures["sampled"]
+            assert 2 * sampled < figures["requests"] - 2 * self.GONE <= 3 * sampled
             assert figures["open_shipments"] == len(open_held) - self.GONE
             self._no_unstamped_notice(result)
             self._assert_deleted(sim, tmp_path, gone, result.run_id)
@@ -243,7 +319,7 @@ class TestAShipmentDeletedAtTheServiceIsADeletionNotAnUnstampedChange:
             sim.advance_clock(900)
             after = sync(self.EVERY_OPEN)[SHIPMENTS]
             assert not after.extra["freshness"]["rolling"] and "sample_gone" not in after.extra["freshness"]
-            assert after.extra["freshness"]["sample_differed"] == {EVENTS: 0, MEMOS: 0}
+            assert after.extra["freshness"]["sample_differed"] == NOTHING_DIFFERED
             self._no_unstamped_notice(after)
             state = query(work_db(tmp_path), "SELECT cursor_value FROM freight_meta.sync_state WHERE stream = ?",
                           [freshness.STATE])
@@ -276,39 +352,44 @@ class TestAShipmentDeletedAtTheServiceIsADeletionNotAnUnstampedChange:
             result = sync(self.EVERY_OPEN)[SHIPMENTS]
             figures = result.extra["freshness"]
             assert 0 < figures["sampled"] <= len(open_held) and "sample_gone" not in figures
-            assert figures["sample_differed"] == {EVENTS: 0, MEMOS: 0} and not figures["rolling"]
-            assert figures["requests"] == 2 * figures["sampled"]
+            assert figures["sample_differed"] == NOTHING_DIFFERED and not figures["rolling"]
+            assert 2 * figures["sampled"] < figures["requests"] <= 3 * figures["sampled"]
             self._no_unstamped_notice(result)
             assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.rejected_records")[0][0] == 0
             assert _differences(sim, tmp_path) == {}
 
-    def test_events_answering_404_for_a_live_shipment_leave_its_rows(self, tmp_path: Path) -> None:
-        """The document read says the shipment lives: its events' 404 is no deletion and no change; its rows stay
-        (read again next time), and its memo lines are compared as read."""
+    @pytest.mark.parametrize("part", [part for part in DETAIL_PARTS if part.embedded], ids=lambda part: part.stream)
+    def test_a_part_answering_404_for_a_live_shipment_leaves_its_rows(self, tmp_path: Path, part: Part) -> None:
+        """The document read says the shipment lives and holds records of the part: the part's 404 (its events',
+        its legs') is no deletion and no change; its rows stay (read again next time), and its other parts are
+        compared as read."""
         with running_simulator(shipments=self.SHIPMENTS, seed=7) as sim:
             sync = syncer(sim, tmp_path, publish_after=False)
             sync(self.EVERY_OPEN)
-            victim = self._open_held(tmp_path)[0]
-            events_before = query(work_db(tmp_path), "SELECT count(*) FROM freight.shipment_events WHERE "
-                                                     "shipment_id = ?", [victim])[0][0]
-            assert events_before > 0
+            (table,) = part.tables
+            victim = query(work_db(tmp_path), f"SELECT shipment_id FROM freight.{table} JOIN freight.shipments s "
+                           "USING (shipment_id) WHERE s.shipment_closed IS NOT TRUE ORDER BY 1 LIMIT 1")[0][0]
+            rows_before = query(work_db(tmp_path), f"SELECT count(*) FROM freight.{table} WHERE shipment_id = ?",
+                                [victim])[0][0]
+            assert rows_before > 0
 
-            class EventsGone(ClientSource):
+            class PartGone(ClientSource):
                 async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> HeldBody:
-                    if shipment_id == victim and endpoint == ep.SHIPMENT_EVENTS:
+                    if shipment_id == victim and endpoint == part.endpoint:
                         raise ShipmentGone(shipment_id)
                     return await super().get_shipment_records(endpoint, shipment_id)
 
             sim.advance_clock(900)
-            result = sync(self.EVERY_OPEN, source_factory=EventsGone)[SHIPMENTS]
+            result = sync(self.EVERY_OPEN, source_factory=PartGone)[SHIPMENTS]
             figures = result.extra["freshness"]
-            assert "sample_gone" not in figures and figures["sample_differed"] == {EVENTS: 0, MEMOS: 0}
+            assert "sample_gone" not in figures and figures["sample_differed"] == NOTHING_DIFFERED
             self._no_unstamped_notice(result)
-            assert query(work_db(tmp_path), "SELECT count(*) FROM freight.shipment_events WHERE shipment_id = ?",
-                         [victim])[0][0] == events_before
+            assert query(work_db(tmp_path), f"SELECT count(*) FROM freight.{table} WHERE shipment_id = ?",
+                         [victim])[0][0] == rows_before
             assert _differences(sim, tmp_path) == {}
-            deleted = query(work_db(tmp_path), "SELECT count(*) FROM freight_history.event_versions WHERE deleted")
-            assert deleted[0][0] == 0
+            for history in ("event_versions", "leg_versions"):
+                deleted = query(work_db(tmp_path), f"SELECT count(*) FROM freight_history.{history} WHERE deleted")
+                assert deleted[0][0] == 0, history
 
     def test_memo_lines_removed_without_the_stamp_are_a_change_not_a_deletion(self, tmp_path: Path) -> None:
         """An empty memo lookup of a shipment whose events answer: its memo lines were removed (found, said),
@@ -330,7 +411,7 @@ class TestAShipmentDeletedAtTheServiceIsADeletionNotAnUnstampedChange:
             sim.advance_clock(900)
             result = sync(self.EVERY_OPEN)[SHIPMENTS]
             figures = result.extra["freshness"]
-            assert "sample_gone" not in figures and figures["sample_differed"] == {EVENTS: 0, MEMOS: 1}
+            assert "sample_gone" not in figures and figures["sample_differed"] == {**NOTHING_DIFFERED, MEMOS: 1}
             (notice,) = [n for n in result.notices if n.startswith("the service changes")]
             assert notice.startswith("the service changes memo lines without moving last-modified (1 of ")
             assert query(work_db(tmp_path), "SELECT count(*) FROM freight.shipments WHERE shipment_id = ?",
