@@ -1,5 +1,6 @@
-"""Events the service changes without moving the shipment's last-modified instant, over HTTP (the simulator's
-background changes: a carrier's feed moving upcoming estimates): against the ordinary service the sample
+"""Events and legs the service changes without moving the shipment's last-modified instant, over HTTP (the
+simulator's background changes: a carrier's feed moving upcoming estimates, a schedule feed moving the main
+carriage's arrival, its legs with it): against the ordinary service the sample
 finds nothing, says nothing and costs its requests only; after background changes the first run whose
 sample comes to one says so once, and the rolling re-read brings every one into ``freight.shipment_events``
 within the bound, with a history version, the marts' changed shipments and the ETA marts scoring them; a
