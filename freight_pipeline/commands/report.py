@@ -259,7 +259,9 @@ def _retry_queue(con: duckdb.DuckDBPyConnection, tables: list[str]) -> dict[str,
 
 
 def _plain(value: Any) -> Any:
-    """JSON-able: datetimes as ISO text in UTC, decimals as floats."""
+    """JSON-able: datetimes as ISO text in UTC, decimals as floats, lists and tuples as lists of such values."""
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
     if isinstance(value, dt.datetime):
         return value.astimezone(dt.UTC).isoformat(timespec="seconds") if value.tzinfo else value.isoformat()
     if isinstance(value, dt.date):

@@ -22,6 +22,7 @@ from freight_pipeline.commands.text_table import format_table
 from freight_pipeline.config import ALERT_URLS_ENV, BadSettings, Settings, load_settings
 from freight_pipeline.lake.backend import storage_of
 from freight_pipeline.lake.settings import LakeConfigError
+from freight_pipeline.sync.freshness import parts_named
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.text import one_line
 from freight_pipeline.warehouse.backend import StorageBackend
@@ -210,8 +211,7 @@ def render_events_freshness(report: dict[str, Any]) -> str:
     line = (f"  {found.get('open_shipments') or 0:,} open shipments; the events of the one read longest ago: "
             + (f"{age // 60} h {age % 60} min ago" if age is not None else "never read"))
     if found.get("found_run_id"):
-        what = " and ".join({"shipment_events": "events", "shipment_memos": "memo lines"}.get(p, p)
-                            for p in found.get("parts_found") or [])
+        what = parts_named(found.get("parts_found") or [])
         line += (f"\n  the service changes {what} without moving last-modified (found by run "
                  f"{found['found_run_id']} at {_utc_text(found.get('found_at'))})")
     if found.get("rolling_reread"):

@@ -135,23 +135,25 @@ def due(warehouse: Warehouse, settings: SyncSettings, known: Unstamped, *, now: 
 def found_notice(differed: Mapping[str, int], sampled: int, settings: SyncSettings) -> str:
     """``the service changes events without moving last-modified (3 of 20 sampled); re-reading ...``."""
     found = [part for part in SAMPLED if differed.get(part)]
-    what = _listed([WHAT[part] for part in found])
+    what = parts_named(found)
     shipments = max(differed.values())
     if settings.events_refresh == "off":
         then = "not re-read: FREIGHT_EVENTS_REFRESH=off"
     else:
         every = settings.events_max_age * DUE_SHARE
         rolling = Unstamped(parts=tuple(found)).rolling_parts()
-        reread = _listed([WHAT[part] for part in SAMPLED if part in rolling])
+        reread = parts_named(rolling)
         then = (f"re-reading open shipments' {reread} every {_duration(every)}, each within "
                 f"{_duration(settings.events_max_age)} (FREIGHT_EVENTS_MAX_AGE_MINUTES)")
     return (f"the service changes {what} without moving last-modified ({shipments} of {sampled} sampled); "
             f"{then}")
 
 
-def _listed(names: list[str]) -> str:
-    """``events``, ``events and memo lines``, ``events, sea legs and memo lines``."""
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+def parts_named(parts: Collection[str]) -> str:
+    """``events``, ``events and memo lines``, ``events, sea legs and memo lines``: the sampled ``parts`` in
+    :data:`SAMPLED`'s order (another stream by its name, after them)."""
+    names = [WHAT[part] for part in SAMPLED if part in parts] + sorted({*parts} - {*SAMPLED}) or [""]
+    return names[0] if len(names) <= 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _duration(span: dt.timedelta) -> str:

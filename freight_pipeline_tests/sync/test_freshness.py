@@ -206,6 +206,11 @@ def test_legs_moved_without_the_stamp_are_found_and_read_again_with_their_docume
         assert versioned == len(moved)
         changed = {r[0] for r in query(work_db(tmp_path), "SELECT shipment_id FROM freight_meta.changed_shipments")}
         assert set(moved) <= changed, "the marts rebuild what changed"
+        syncer(sim, tmp_path)(SETTINGS)  # published: for status
+        status = render_status(read_report(tmp_path, storage_from_env()))
+        (said,) = [line for line in status.splitlines() if "without moving last-modified (found by run" in line]
+        assert said.strip().startswith(("the service changes events and air legs without",
+                                        "the service changes events, air legs and sea legs without")), said
 
 
 def test_a_tight_budget_reads_the_nearest_upcoming_estimates_first(tmp_path: Path,
