@@ -35,6 +35,11 @@ INTERRUPTED = signal_exit_code(signal.SIGINT)
 """Exit code of a command stopped by Ctrl-C (SIGINT): 130."""
 TERMINATED = signal_exit_code(signal.SIGTERM)
 """Exit code of a command stopped by SIGTERM (a service manager's stop, ``kill``, ``timeout``): 143."""
+HUNG_UP = signal_exit_code(signal.SIGHUP)
+"""Exit code of a command its terminal's going away stopped (SIGHUP): 129."""
+STOPPED_HOW = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated (SIGTERM)",
+               signal.SIGHUP: "hung up (SIGHUP)"}
+"""How a stopped command says it was stopped, by the signal that stopped it."""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -86,12 +91,12 @@ def _dispatched(argv: Sequence[str]) -> int:
 
 
 def _stopped(program: str, stop: KeyboardInterrupt) -> int:
-    """What ``program`` (``freight-pipeline sync``) stopped by Ctrl-C or SIGTERM says in one line on stderr (where
-    its run was, and what of it is kept, when it says: ``StoppedIn``); its exit code."""
+    """What ``program`` (``freight-pipeline sync``) stopped by Ctrl-C, SIGTERM or SIGHUP says in one line on stderr
+    (where its run was, and what of it is kept, when it says: ``StoppedIn``); its exit code."""
     from freight_pipeline.commands.common import StoppedIn
 
-    code, how = (TERMINATED, "terminated (SIGTERM)") if stop_signal() == signal.SIGTERM else \
-        (INTERRUPTED, "interrupted (Ctrl-C)")
+    how = STOPPED_HOW.get(stop_signal() or signal.SIGINT, STOPPED_HOW[signal.SIGINT])
+    code = signal_exit_code(stop_signal() or signal.SIGINT)
     where = f" {stop}" if isinstance(stop, StoppedIn) else ""
     print(f"{program}: {how}{where}; exit {code}", file=sys.stderr)
     forked_children_ended()

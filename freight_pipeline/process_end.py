@@ -1,6 +1,7 @@
 """The end of a process this package runs as its own program (the ``freight-pipeline`` command, the dbt workers'
 server): what the interpreter's exit does for the program, without its teardown of every module and object; and
-its end when asked to stop (Ctrl-C's SIGINT, or SIGTERM), which it notes to say which, and the exit code of each."""
+its end when asked to stop (Ctrl-C's SIGINT, SIGTERM, or its terminal's SIGHUP), which it notes to say which, and the
+exit code of each."""
 
 from __future__ import annotations
 
@@ -44,8 +45,32 @@ def forked_children_ended() -> None:
             child.kill()
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-"""The signals that ask a program to stop: Ctrl-C's, and the one a service manager, ``kill`` or ``timeout`` sends."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that ask a program to stop: Ctrl-C's, the one a service manager, ``kill`` or ``timeout`` sends, and
+the one its terminal sends as it goes away (its window closed, the SSH session dropped)."""
+
+
+def stop_signals_taken() -> tuple[int, ...]:
+    """:data:`STOP_SIGNALS` a program handles as stops: SIGHUP not where it is ignored (``nohup``: the program was
+    started to outlive its terminal)."""
+    return tuple(s for s in STOP_SIGNALS if s != signal.SIGHUP or signal.getsignal(s) != signal.SIG_IGN)
+
+
+_terminals: list[int] = []
+"""The standard output and error that were a terminal as :func:`terminated_as_interrupted` began (a terminal hung
+up is one no more to ``isatty``: it answers EIO)."""
+
+
+def _terminal_gone() -> None:
+    """After SIGHUP: the standard output and error that were a terminal (gone, it refuses every write: EIO) written
+    to ``/dev/null`` instead, whoever writes them (a print, a log handler, the progress bars' thread), so that the
+    program's stop goes on to its end (its lock let go, its run logged) instead of failing on its first line."""
+    for fd in _terminals:
+        with contextlib.suppress(OSError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)
+            os.close(null)
+
 
 _received: list[int] = []
 """The stop signals this process received while it noted them (:func:`terminated_as_interrupted`,
@@ -68,14 +93,17 @@ _handled_in: list[int] = []
 
 
 def _as_interrupted(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM's handler: noted, then handled by SIGINT's handler in force (asyncio's cancels the running task, the
-    interpreter's raises KeyboardInterrupt), or KeyboardInterrupt raised when SIGINT's is not a function (a block
-    that set it so). A process forked from this one (a sync's normalizing worker) leaves it to this one, as it
-    leaves Ctrl-C: a stop sent to the whole group (systemd's) ends the run once, cleanly, and the workers with it
-    (ended abruptly, they would fail the batch in their hands with a traceback of their own)."""
+    """SIGTERM's and SIGHUP's handler: noted, then handled by SIGINT's handler in force (asyncio's cancels the
+    running task, the interpreter's raises KeyboardInterrupt), or KeyboardInterrupt raised when SIGINT's is not a
+    function (a block that set it so); after SIGHUP, what the terminal gone refuses to print is dropped. A process
+    forked from this one (a sync's normalizing worker) leaves it to this one, as it leaves Ctrl-C: a stop sent to the
+    whole group (systemd's, a terminal's) ends the run once, cleanly, and the workers with it (ended abruptly, they
+    would fail the batch in their hands with a traceback of their own)."""
     if os.getpid() not in _handled_in:
         return
     _received.append(signum)
+    if signum == signal.SIGHUP:
+        _terminal_gone()
     interrupt = signal.getsignal(signal.SIGINT)
     if callable(interrupt):
         interrupt(signal.SIGINT, frame)
@@ -85,9 +113,10 @@ def _as_interrupted(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def terminated_as_interrupted() -> Iterator[None]:
-    """For the block (in the main thread): SIGTERM stops the program as Ctrl-C does, through the same handlers,
-    ``finally`` blocks and exit (the writer lock let go, the workers ended, one line said), noted as SIGTERM
-    (:func:`stop_signal`). Without it SIGTERM ends the process where it stands, saying nothing.
+    """For the block (in the main thread): SIGTERM, and SIGHUP unless ignored (``nohup``), stop the program as
+    Ctrl-C does, through the same handlers, ``finally`` blocks and exit (the writer lock let go, the workers ended,
+    one line said), noted as such (:func:`stop_signal`). Without it either ends the process where it stands, saying
+    nothing.
 
     A program started with SIGINT ignored (a background job of a shell script) keeps Ctrl-C out by a mask instead
     (blocked in this thread and the threads and processes it starts): SIGINT's handler is then the interpreter's,
@@ -103,11 +132,14 @@ def terminated_as_interrupted() -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     _received.clear()  # the stops of this block (a test runs commands one after the other in one process)
     _handled_in.append(os.getpid())
-    previous = signal.signal(signal.SIGTERM, _as_interrupted)
+    taken = [s for s in stop_signals_taken() if s != signal.SIGINT]
+    _terminals[:] = [fd for fd in (1, 2) if os.isatty(fd)]
+    previous = {s: signal.signal(s, _as_interrupted) for s in taken}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         _handled_in.remove(os.getpid())
         if ignored:  # a Ctrl-C pending under the mask is discarded as it is ignored again
             signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -84,7 +84,7 @@ def open_client(service: ServiceSettings, settings: SyncSettings) -> AsyncFreigh
                                             retry=settings.retry_policy)
 
 
-STOPPED = "stopped (Ctrl-C or SIGTERM): what it committed before is kept, the next run goes on from it"
+STOPPED = "stopped (Ctrl-C, SIGTERM or SIGHUP): what it committed before is kept, the next run goes on from it"
 """What ``sync_runs.error`` and a step's line say of a run a stop ended (its task cancelled, or KeyboardInterrupt)."""
 
 

@@ -1,17 +1,22 @@
 """Runs of one data directory that start while another writes it (cron's overlapping ticks): one syncs, the
 other is skipped with exit 75 and one line naming the run that writes; ``--wait`` runs after it; a SIGKILLed
 run's lock is taken over by the next; ``sync --dagster`` and ``rebuild`` are skipped the same way. A run
-stopped by Ctrl-C or SIGTERM says so in one line and lets go of the lock for the next."""
+stopped by Ctrl-C, SIGTERM or its terminal's going away (SIGHUP) says so in one line and lets go of the lock for
+the next; one started to outlive its terminal (``nohup``) does."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import pty
 import re
+import select
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +26,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from freight_pipeline.cli import INTERRUPTED, TERMINATED
+from freight_pipeline.cli import HUNG_UP, INTERRUPTED, TERMINATED
 from freight_pipeline.commands.common import SKIPPED
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.simulator.server import RunningSimulator
@@ -42,7 +47,7 @@ def service(sim: RunningSimulator, **more: str) -> dict[str, str]:
 
 
 STOPPED_LINE = re.compile(
-    r"freight-pipeline (?P<command>\w+): (?P<how>interrupted \(Ctrl-C\)|terminated \(SIGTERM\)) "
+    r"freight-pipeline (?P<command>\w+): (?P<how>interrupted \(Ctrl-C\)|terminated \(SIGTERM\)|hung up \(SIGHUP\)) "
     r"in (?P<where>step \w+|Dagster run [\w-]+): every batch it committed before is kept, the next run goes on "
     r"from the last; exit (?P<code>\d+)"
 )
@@ -54,12 +59,17 @@ def start_sync(env: dict[str, str], data_dir: Path, *more: str) -> subprocess.Po
     return start_command(env, ["sync", "--no-dagster", "--data-dir", str(data_dir), *more], stdout=subprocess.PIPE)
 
 
-def start_command(env: dict[str, str], argv: list[str], stdout: int = subprocess.DEVNULL) -> subprocess.Popen[str]:
+def start_command(env: dict[str, str], argv: list[str], stdout: int = subprocess.DEVNULL,
+                  hangup: signal.Handlers = signal.SIG_DFL) -> subprocess.Popen[str]:
     """``freight-pipeline <argv>`` in a process group of its own, with Ctrl-C's default handling (see
-    :func:`start_sync`), its stderr a pipe (:class:`Said` reads it as it comes)."""
+    :func:`start_sync`) and SIGHUP's ``hangup``, its stderr a pipe (:class:`Said` reads it as it comes)."""
+
+    def handled() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, hangup)
+
     return subprocess.Popen([sys.executable, "-m", "freight_pipeline.cli", *argv], env=env, cwd=REPO_ROOT, text=True,
-                            start_new_session=True, stdout=stdout, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            start_new_session=True, stdout=stdout, stderr=subprocess.PIPE, preexec_fn=handled)
 
 
 class Said:
@@ -103,10 +113,11 @@ class Said:
 
 
 @contextmanager
-def started(env: dict[str, str], argv: list[str], stdout: int = subprocess.DEVNULL) -> Iterator[Said]:
+def started(env: dict[str, str], argv: list[str], stdout: int = subprocess.DEVNULL,
+            hangup: signal.Handlers = signal.SIG_DFL) -> Iterator[Said]:
     """:func:`start_command`, its stderr read as it comes; the child's process group killed at the block's end if it
     runs still (the test failed), whatever happens."""
-    child = start_command(env, argv, stdout)
+    child = start_command(env, argv, stdout, hangup)
     try:
         yield Said(child)
     finally:
@@ -223,6 +234,72 @@ def test_a_sync_stopped_by_sigterm_says_where_in_one_line_exits_143_and_the_next
         logged = con.execute("SELECT status, error FROM freight_meta.sync_runs WHERE stream = 'shipments' "
                              "ORDER BY rowid").fetchall()
     assert logged == [("failed", STOPPED), ("success", None)]  # the stopped run: not done, and why (not "Cancel...")
+    assert shipments(data_dir) == len(sim.store.reader.live_shipment_ids())
+
+
+def _logged_shipments_runs(data_dir: Path) -> list[tuple[str, str | None]]:
+    with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
+        return con.execute("SELECT status, error FROM freight_meta.sync_runs WHERE stream = 'shipments' "
+                           "ORDER BY rowid").fetchall()
+
+
+def _in_a_terminal() -> None:
+    """In the child before it runs: a session of its own whose controlling terminal is its stdin (a pty), as a
+    shell in a terminal window or an SSH session starts it; Ctrl-C's and SIGHUP's default handling (whatever this
+    process ignores: a CI runner's, ``nohup``'s)."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def test_a_sync_whose_terminal_goes_away_stops_as_by_ctrl_c_exits_129_and_the_next_run_goes_on(
+    sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """The terminal a sync runs in goes away (its window closed, the SSH session dropped): the kernel sends SIGHUP
+    to its process group, and every write to the terminal fails (EIO). The run stops as by Ctrl-C, to its end:
+    its writer lock let go, its stream logged as stopped, exit 129 (it was ended where it stood, saying nothing,
+    its run logged as running until the next took its lock over); the next run goes on."""
+    data_dir = tmp_path / "data"
+    env = service(sim, FREIGHT_NORMALIZE_WORKERS="1")
+    sim.set_faults(latency_ms=100)  # a few seconds of the stream to go once its bar shows
+    terminal, its_end = pty.openpty()
+    child = subprocess.Popen([sys.executable, "-m", "freight_pipeline.cli", "sync", "--no-dagster", "--data-dir",
+                              str(data_dir)], env=env, cwd=REPO_ROOT, stdin=its_end, stdout=its_end, stderr=its_end,
+                             preexec_fn=_in_a_terminal)
+    os.close(its_end)
+    try:
+        said, deadline = b"", time.monotonic() + 120
+        while b"shipments " not in said:  # the stream's progress bar, drawn on the terminal
+            assert child.poll() is None and time.monotonic() < deadline, said.decode(errors="replace")[-3000:]
+            if select.select([terminal], [], [], 0.5)[0]:
+                said += os.read(terminal, 65536)
+        os.close(terminal)  # the window closed: SIGHUP, and the terminal gone
+        terminal = -1
+        assert child.wait(60) == HUNG_UP
+    finally:
+        sim.reset_faults()
+        if terminal >= 0:
+            os.close(terminal)
+        if child.poll() is None:
+            child.kill()
+            child.wait(30)
+    assert not lock_path(data_dir).read_text()  # let go: the next run is not skipped
+    done = run_cli(["sync", "--no-dagster", "--data-dir", str(data_dir)], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _logged_shipments_runs(data_dir) == [("failed", STOPPED), ("success", None)]
+    assert shipments(data_dir) == len(sim.store.reader.live_shipment_ids())
+
+
+def test_a_sync_started_with_nohup_outlives_its_terminal(sim: RunningSimulator, tmp_path: Path) -> None:
+    """SIGHUP ignored (``nohup``: started to outlive the terminal) stays ignored: the run goes on to its end."""
+    data_dir = tmp_path / "data"
+    with started(service(sim), ["sync", "--no-dagster", "--data-dir", str(data_dir)], hangup=signal.SIG_IGN) as said:
+        said.wait_for("shipments: 0 of 100 shipments")
+        os.killpg(said.child.pid, signal.SIGHUP)
+        code, err = said.ended()
+    assert code == 0, err
+    assert _logged_shipments_runs(data_dir) == [("success", None)]
     assert shipments(data_dir) == len(sim.store.reader.live_shipment_ids())
 
 
