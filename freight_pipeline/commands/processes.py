@@ -18,7 +18,7 @@ import httpx
 import psutil
 
 from freight_pipeline.client.tls import default_ssl_context
-from freight_pipeline.process_end import stop_signals_taken
+from freight_pipeline.process_end import STOP_SIGNALS
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ LOCALHOST = "127.0.0.1"
 
 
 class Stop(BaseException):  # like KeyboardInterrupt: no `except Exception` swallows it
-    """SIGINT, SIGTERM or SIGHUP arrived while the command ran its children (``raise_stop_on_signals``)."""
+    """SIGINT or SIGTERM arrived while the command ran its children (``raise_stop_on_signals``)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -38,9 +38,9 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
 
 
 def raise_stop_on_signals() -> dict[int, Any]:
-    """From now on SIGINT, SIGTERM and SIGHUP (unless ignored: ``nohup``) raise :class:`Stop`; the handlers they
-    had, for ``restore_signals``."""
-    return {s: signal.signal(s, _raise_stop) for s in stop_signals_taken()}
+    """From now on SIGINT and SIGTERM raise :class:`Stop`; the handlers they had, for ``restore_signals``. SIGHUP
+    keeps its own: a terminal's hang-up reaches the children too (the terminal's foreground process group)."""
+    return {s: signal.signal(s, _raise_stop) for s in STOP_SIGNALS if s != signal.SIGHUP}
 
 
 def restore_signals(previous: Mapping[int, Any], cleanup: Callable[[], object]) -> None:
