@@ -9,8 +9,9 @@ reconcile:
 * **samples** every run: re-reads every part of ``freshness_sample`` open shipments held but their
   document (:data:`SAMPLED`: events, the legs of their mode, memo lines), those whose events were read
   longest ago (a rotating sample), and writes only what differs from the rows held
-  (``Writes.apply_batch(compare=True)``); a shipment whose legs differed has its document read again too
-  (its ``carriage_legs`` hold a copy: ``Part.copied_in``). A difference shows that the service changes them
+  (``Writes.apply_batch(compare=True)``); the document of a shipment whose legs are read is read with them (its
+  ``carriage_legs`` hold a copy: ``Part.copied_in``, :func:`reread_parts`). Neither reads a shipment whose document
+  waits in the retry queue (its retry reads it whole). A difference shows that the service changes them
   without moving the stamp: the first run that finds one says so, once (its line, ``status``, the run log and
   the WARN check ``no_service_notices``), and records it in ``freight_meta.sync_state`` (entry :data:`STATE`);
 * **re-reads on a rolling basis** while ``events_refresh`` is ``on``, or ``auto`` and a sample found such
@@ -33,7 +34,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from freight_pipeline.sync.parts import AIR_LEGS, DETAIL_PARTS, EVENTS, MEMOS, PART_BY_STREAM, SEA_LEGS, Ref
+from freight_pipeline.sync.parts import AIR_LEGS, DETAIL_PARTS, DOCUMENT, EVENTS, MEMOS, PART_BY_STREAM, SEA_LEGS, Ref
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse.store import Warehouse
 
@@ -92,11 +93,25 @@ def with_kin(streams: Collection[str]) -> frozenset[str]:
     return frozenset({*streams, *(part.stream for part in DETAIL_PARTS if part.embedded in places)})
 
 
+def reread_parts(ref: Ref, parts: frozenset[str]) -> frozenset[str]:
+    """What a re-read of ``parts`` reads of the shipment ``ref``: ``parts``, and its document with them where one
+    of them that applies to it has a copy there (``Part.copied_in``: the legs of its mode), so that the copy changes
+    in the same write as the part (one write apart, a run ended between them would leave it stale for good)."""
+    copied = any(PART_BY_STREAM[stream].copied_in and PART_BY_STREAM[stream].applies(ref) for stream in parts)
+    return parts | {DOCUMENT} if copied else parts
+
+
+def requests_of(ref: Ref, parts: frozenset[str]) -> int:
+    """The requests a re-read of ``parts`` of the shipment ``ref`` makes (:func:`reread_parts`): one a part that
+    applies to it (the legs of its mode only)."""
+    return sum(PART_BY_STREAM[stream].applies(ref) for stream in reread_parts(ref, parts))
+
+
 def requests_each(parts: frozenset[str]) -> int:
-    """The requests reading ``parts`` of one shipment takes at most: one a part, but the parts of one mode each
-    (the air and the sea legs) one between them."""
-    chosen = [PART_BY_STREAM[stream] for stream in parts]
-    return sum(1 for part in chosen if part.mode is None) + any(part.mode is not None for part in chosen)
+    """The requests a re-read of ``parts`` makes of one shipment at most (:func:`requests_of`, the mode that has
+    the most)."""
+    modes = {part.mode for part in DETAIL_PARTS}
+    return max(requests_of(Ref(0, mode_of_transport=mode), parts) for mode in modes)
 
 
 def _ref(row: Mapping[str, Any]) -> Ref:
@@ -121,15 +136,21 @@ def due(warehouse: Warehouse, settings: SyncSettings, known: Unstamped, *, now: 
         service_now: dt.datetime | None, other_requests: int, exclude: Collection[int] = ()) -> list[Ref]:
     """The rolling re-read's shipments of this run (none while it is off): the open ones whose events were
     read :data:`DUE_SHARE` of ``events_max_age`` ago or longer, nearest upcoming estimate first (after
-    ``service_now``, the service's clock), as many as the budget's requests read (:func:`budget`), but
-    ``exclude``."""
+    ``service_now``, the service's clock), as many as the budget's requests read (:func:`budget`; each shipment
+    costs what :func:`requests_of` says of its mode), but ``exclude``."""
     if not known.rolling(settings) or service_now is None:
         return []
-    wanted = budget(settings, other_requests) // requests_each(known.rolling_parts())
+    left, parts = budget(settings, other_requests), known.rolling_parts()
     rows = warehouse.reads.open_shipments_by_part_age(
-        EVENTS, wanted + len(exclude), read_before=now - settings.events_max_age * DUE_SHARE,
+        EVENTS, left + len(exclude), read_before=now - settings.events_max_age * DUE_SHARE,
         upcoming_after=service_now)
-    return [_ref(r) for r in rows if int(r["shipment_id"]) not in exclude][:wanted]
+    chosen = []
+    for ref in (_ref(r) for r in rows if int(r["shipment_id"]) not in exclude):
+        left -= requests_of(ref, parts)
+        if left < 0:
+            break
+        chosen.append(ref)
+    return chosen
 
 
 def found_notice(differed: Mapping[str, int], sampled: int, settings: SyncSettings) -> str:

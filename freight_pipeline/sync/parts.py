@@ -106,8 +106,8 @@ class Part:
 
     copied_in: tuple[str, ...] = ()
     """The document's tables that hold a copy of the part's records (the main carriage's legs, in
-    ``carriage_legs``): where a re-read finds the part changed without the shipment's stamp (``freshness``), the
-    document is read again too, so the copy changes with it."""
+    ``carriage_legs``): a re-read of the part for changes without the shipment's stamp (``freshness``) reads the
+    document with it, so that the copy changes in the same write."""
 
     def held_by(self, document: Any) -> int:
         """How many records of the part ``document`` (the shipment's, decoded) holds at :attr:`embedded`."""

@@ -19,10 +19,11 @@ After the walk: records waiting in the retry queue whose
 next attempt is due are fetched again (a failed document brings its whole shipment, a failed
 detail part only that part); then, every ``reconcile_interval``, the reconcile pass (``reconcile``),
 at once when the probe before the walk found that the service's data went back (a restore:
-``reconcile.probe_for_restore``); then the events and memo lines of open shipments re-read to find what
-the service changes without moving their stamp, and keep them within a bound once it does
-(``freshness``); one whose events answer 404 there is read for its document: gone too, it is deleted as a
-document's 404 deletes it (no difference counted), else its rows are left as held.
+``reconcile.probe_for_restore``); then the events, legs and memo lines of open shipments re-read (a shipment's
+document with its legs) to find what the service changes without moving their stamp, and keep them within a
+bound once it does (``freshness``); one whose part answers 404 there is judged by its document: gone too, it
+is deleted as a document's 404 deletes it (no difference counted); live, a part it holds none of has none, and
+one it holds records of is left as held.
 
 One bad record never stops the stream (``isolation``); what is not a record's fault re-raises and
 writes nothing of the batch in hand; the breaker stops the stream when too many shipments fail.
@@ -52,9 +53,7 @@ from freight_pipeline.sync.isolation import Breaker, RecordFailure
 from freight_pipeline.sync.memo_batch import BatchingOff, MemoBatches
 from freight_pipeline.sync.parts import (
     ALL_PARTS,
-    DETAIL_PARTS,
     DOCUMENT,
-    DOCUMENT_PART,
     EVENTS,
     MEMOS,
     PART_BY_STREAM,
@@ -143,7 +142,12 @@ class _Run:
         holds none of has none (the spec's "unless no data exists"); one it holds records of is left as held, to
         be read again. The document's read failed: the parts that answered 404 and its memo lines are left as
         held."""
-        if DOCUMENT in bundle.work.parts or GONE not in bundle.answers.values():
+        if DOCUMENT in bundle.work.parts:  # read with it (``freshness.reread_parts``): judged as the walk judges
+            if bundle.answers.get(DOCUMENT) is GONE:
+                bundle.answers = {DOCUMENT: GONE}
+                self.gone.append(bundle.work.shipment_id)
+            return
+        if GONE not in bundle.answers.values():
             return
         read = await fetch_bundle(self.source, Work(bundle.ref, frozenset({DOCUMENT})), self.settings)
         document = read.answers.get(DOCUMENT)
@@ -467,7 +471,8 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
     settings, warehouse, result = run.settings, run.warehouse, run.result
     known = Unstamped.parse(warehouse.reads.get_cursor(freshness.STATE))
     before = run.source.request_counts()[0]
-    sampled = freshness.sample(warehouse, settings, exclude=run.written)
+    waiting = warehouse.reads.quarantined_ids(DOCUMENT)  # read whole by their retries, documents first
+    sampled = freshness.sample(warehouse, settings, exclude=run.written | waiting)
     figures: dict[str, object] = {"sampled": len(sampled)}
     if sampled:
         differed = await _reread(run, sampled, frozenset(freshness.SAMPLED))
@@ -484,7 +489,7 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
                               tuple(sorted({*known.parts, *found})))
     rolling = freshness.due(warehouse, settings, known, now=dt.datetime.now(dt.UTC),
                             service_now=_instant(ceiling, settings.zone), other_requests=before - requests_before,
-                            exclude=run.written)
+                            exclude=run.written | waiting)
     figures["rolling"] = known.rolling(settings)
     if rolling:
         differed = await _reread(run, rolling, known.rolling_parts())
@@ -503,30 +508,18 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
 async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> dict[str, int]:
     """Read ``parts`` of the shipments ``refs`` again, writing only what differs from the rows held; per part,
     the shipments whose rows differed (a shipment found deleted at the service is deleted, not counted:
-    ``run.gone``). A shipment whose part with a copy in its document (``Part.copied_in``: its legs) differed has
-    its document read again too, compared the same way (counted under the document's stream when its rows
-    differed)."""
+    ``run.gone``). A shipment's document is read with them where it holds a copy of one
+    (``freshness.reread_parts``: its legs), compared the same way, counted under the document's stream."""
     run.compare, run.differed, run.gone = True, {}, []
     run.expect(len(refs))
+    works = [Work(ref, freshness.reread_parts(ref, parts)) for ref in refs]
     try:
-        await run.run(_listed(Work(ref, parts) for ref in refs))
-        differed = {part.stream: _differed(run, part.tables) for part in PARTS if part.stream in parts}
-        copied = sorted({i for part in DETAIL_PARTS if part.copied_in and part.stream in parts
-                         for i in differed[part.stream]})
-        if copied:
-            by_id = {ref.shipment_id: ref for ref in refs}
-            run.differed = {}
-            run.expect(len(copied))
-            await run.run(_listed(Work(by_id[i], frozenset({DOCUMENT})) for i in copied))
-            differed[DOCUMENT] = _differed(run, DOCUMENT_PART.tables)
+        await run.run(_listed(works))
     finally:
         run.compare = False
-    return {stream: len(ids) for stream, ids in differed.items()}
-
-
-def _differed(run: _Run, tables: Iterable[str]) -> set[int]:
-    """The shipments whose rows differed in any of ``tables`` in the run's compared writes so far."""
-    return {i for table in tables for i in run.differed.get(table, ())}
+    read = parts | {DOCUMENT} if any(PART_BY_STREAM[stream].copied_in for stream in parts) else parts
+    return {part.stream: len({i for table in part.tables for i in run.differed.get(table, ())})
+            for part in PARTS if part.stream in read}
 
 
 def _instant(key: ShipmentKey | None, zone: ServiceZone) -> dt.datetime | None:
