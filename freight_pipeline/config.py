@@ -397,8 +397,8 @@ class SyncTuning(SettingsModel):
     )
     freshness_sample: Count = Field(
         20,
-        description="open shipments whose events, legs and memo lines each run re-reads (those read longest ago) to "
-        "find changes the service makes without moving their last-modified instant (`0`: none)",
+        description="open shipments whose events and memo lines each run re-reads (those read longest ago) to find "
+        "changes the service makes without moving their last-modified instant (`0`: none)",
     )
     events_refresh: Annotated[Literal["auto", "on", "off"], Lowered] = Field(
         "auto",

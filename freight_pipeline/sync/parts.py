@@ -24,7 +24,7 @@ from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.records import MEMO_SHAPE, normalize_memos
 from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.specs.events_memos import SHIPMENT_EVENTS, SHIPMENT_MEMOS
-from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, CARRIAGE_LEGS, SEA_MAIN_CARRIAGE_LEGS
+from freight_pipeline.normalize.specs.legs import AIR_MAIN_CARRIAGE_LEGS, SEA_MAIN_CARRIAGE_LEGS
 from freight_pipeline.normalize.tables import SHIPMENT_DOCUMENT_TABLES
 from freight_pipeline.sync.changes import read_complete
 from freight_pipeline.sync.settings import SyncSettings
@@ -104,11 +104,6 @@ class Part:
     """Where the shipment's document holds the part's data too (``events``; the main carriage's legs): a 404 of
     the part while the document loads says no data exists when the document holds none (:meth:`held_by`)."""
 
-    copied_in: tuple[str, ...] = ()
-    """The document's tables that hold a copy of the part's records (the main carriage's legs, in
-    ``carriage_legs``): a re-read of the part for changes without the shipment's stamp (``freshness``) reads the
-    document with it, so that the copy changes in the same write."""
-
     def held_by(self, document: Any) -> int:
         """How many records of the part ``document`` (the shipment's, decoded) holds at :attr:`embedded`."""
         value = document
@@ -175,10 +170,10 @@ DETAIL_PARTS: tuple[Part, ...] = (
          embedded=("events",)),
     Part(AIR_LEGS, ep.SHIPMENT_AIR_MAIN_CARRIAGE, (AIR_MAIN_CARRIAGE_LEGS.name,),
          lambda ref, data, problems: normalize_main_carriage(ref.shipment_id, data, "air", problems), AIR_LEG_SHAPE,
-         mode="AIR", embedded=MAIN_CARRIAGE_LEGS, copied_in=(CARRIAGE_LEGS.name,)),
+         mode="AIR", embedded=MAIN_CARRIAGE_LEGS),
     Part(SEA_LEGS, ep.SHIPMENT_SEA_MAIN_CARRIAGE, (SEA_MAIN_CARRIAGE_LEGS.name,),
          lambda ref, data, problems: normalize_main_carriage(ref.shipment_id, data, "sea", problems), SEA_LEG_SHAPE,
-         mode="SEA", embedded=MAIN_CARRIAGE_LEGS, copied_in=(CARRIAGE_LEGS.name,)),
+         mode="SEA", embedded=MAIN_CARRIAGE_LEGS),
     Part(MEMOS, ep.MEMO_LOOKUP, (SHIPMENT_MEMOS.name,),
          lambda ref, data, problems: normalize_memos(data, {(ref.client, ref.shipment_number): ref.shipment_id},
                                                      problems),

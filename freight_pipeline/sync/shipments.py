@@ -19,11 +19,10 @@ After the walk: records waiting in the retry queue whose
 next attempt is due are fetched again (a failed document brings its whole shipment, a failed
 detail part only that part); then, every ``reconcile_interval``, the reconcile pass (``reconcile``),
 at once when the probe before the walk found that the service's data went back (a restore:
-``reconcile.probe_for_restore``); then the events, legs and memo lines of open shipments re-read (a shipment's
-document with its legs) to find what the service changes without moving their stamp, and keep them within a
-bound once it does (``freshness``); one whose part answers 404 there is judged by its document: gone too, it
-is deleted as a document's 404 deletes it (no difference counted); live, a part it holds none of has none, and
-one it holds records of is left as held.
+``reconcile.probe_for_restore``); then the events and memo lines of open shipments re-read to find what
+the service changes without moving their stamp, and keep them within a bound once it does
+(``freshness``); one whose events answer 404 there is read for its document: gone too, it is deleted as a
+document's 404 deletes it (no difference counted), else its rows are left as held.
 
 One bad record never stops the stream (``isolation``); what is not a record's fault re-raises and
 writes nothing of the batch in hand; the breaker stops the stream when too many shipments fail.
@@ -37,7 +36,6 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from freight_pipeline.client._core import decoded
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, to_utc
 from freight_pipeline.normalize.shapes import FieldTally
@@ -45,22 +43,13 @@ from freight_pipeline.sync import freshness, memo_batch
 from freight_pipeline.sync.assemble import Assembled, PartCounts
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
 from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
-from freight_pipeline.sync.bundle import GONE, Answer, Bundle, Work, fetch_bundle
+from freight_pipeline.sync.bundle import GONE, Bundle, Work, fetch_bundle
 from freight_pipeline.sync.changes import WalkStats, ceiling_by, ceiling_of, walk_changes, wall_clock_key
 from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, dst_widening, parse_start_cursor
 from freight_pipeline.sync.freshness import Unstamped
 from freight_pipeline.sync.isolation import Breaker, RecordFailure
 from freight_pipeline.sync.memo_batch import BatchingOff, MemoBatches
-from freight_pipeline.sync.parts import (
-    ALL_PARTS,
-    DOCUMENT,
-    EVENTS,
-    MEMOS,
-    PART_BY_STREAM,
-    PART_TABLES,
-    PARTS,
-    Ref,
-)
+from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, PART_TABLES, PARTS, Ref
 from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
 from freight_pipeline.sync.progress import Meter, Progress, loop_safe
 from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_for_restore
@@ -108,7 +97,7 @@ class _Run:
     shipments stamped in the future are read without carrying it past every change made until they come due."""
     compare: bool = False
     """Write only the rows that differ from those held (a re-read of parts: ``freshness``)."""
-    differed: dict[str, set[int]] = field(default_factory=dict)
+    differed: dict[str, int] = field(default_factory=dict)
     """While ``compare``: per table, the shipments whose rows differed (and were written)."""
     gone: list[int] = field(default_factory=list)
     """While ``compare``: the shipments found deleted at the service (their events and document answered 404)."""
@@ -135,19 +124,12 @@ class _Run:
         return bundle
 
     async def _confirm_gone(self, bundle: Bundle) -> None:
-        """A re-read of parts (``compare``) where a part answered 404 (its events, its legs): the document, read
-        now, says whether the shipment is gone. Gone (404): the bundle is the document's 404 alone, so the
-        shipment is deleted as a walk's document 404 deletes it (every row, a ``deleted`` version), not counted as
-        differing; its memo lookup's empty answer is not taken as memo lines removed. Live: a part the document
-        holds none of has none (the spec's "unless no data exists"); one it holds records of is left as held, to
-        be read again. The document's read failed: the parts that answered 404 and its memo lines are left as
-        held."""
-        if DOCUMENT in bundle.work.parts:  # read with it (``freshness.reread_parts``): judged as the walk judges
-            if bundle.answers.get(DOCUMENT) is GONE:
-                bundle.answers = {DOCUMENT: GONE}
-                self.gone.append(bundle.work.shipment_id)
-            return
-        if GONE not in bundle.answers.values():
+        """A re-read of parts (``compare``) whose events answered 404: the document, read now, says whether the
+        shipment is gone. Gone (404): the bundle is the document's 404 alone, so the shipment is deleted as a
+        walk's document 404 deletes it (every row, a ``deleted`` version), not counted as differing; its memo
+        lookup's empty answer is not taken as memo lines removed. Otherwise (live, or its read failed) its events
+        and, unless the document loaded, its memo lines are left as held, to be read again."""
+        if DOCUMENT in bundle.work.parts or bundle.answers.get(EVENTS) is not GONE:
             return
         read = await fetch_bundle(self.source, Work(bundle.ref, frozenset({DOCUMENT})), self.settings)
         document = read.answers.get(DOCUMENT)
@@ -156,15 +138,8 @@ class _Run:
             self.gone.append(bundle.work.shipment_id)
             return
         live = not isinstance(document, RecordFailure)
-        held = decoded(document) if live else None
-        answers: dict[str, Answer] = {}
-        for stream, answer in bundle.answers.items():
-            if answer is GONE:
-                if live and not PART_BY_STREAM[stream].held_by(held):
-                    answers[stream] = []
-            elif live or stream != MEMOS:
-                answers[stream] = answer
-        bundle.answers = answers
+        bundle.answers = {stream: answer for stream, answer in bundle.answers.items()
+                          if stream != EVENTS and (live or stream != MEMOS)}
 
     def prepare(self, finished: Finished[Work, Bundle]) -> tuple[Assembled, str, int]:
         """Normalize one batch of finished shipments (in the preparing thread, while the batch before it
@@ -197,8 +172,8 @@ class _Run:
         assembled, moved, shipments = prepared
         stats = self.warehouse.writes.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff,
                                                   history=self.settings.history, compare=self.compare)
-        for table, ids in stats.differed.items():
-            self.differed.setdefault(table, set()).update(ids)
+        for table, compared in stats.compared.items():
+            self.differed[table] = self.differed.get(table, 0) + compared - stats.unchanged.get(table, 0)
         self.written.update(i for ids in assembled.write.loaded.values() for i in ids)
         self.result.add_rows(stats)
         self.result.add_versions(stats.versions)
@@ -466,20 +441,19 @@ def _due_retries(warehouse: Warehouse, run_id: str) -> list[Work]:
 
 
 async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int) -> None:
-    """The sample of open shipments' events, legs and memo lines, then the rolling re-read (``freshness``): only
-    what differs from the rows held is written; the first difference a sample finds is said once and recorded."""
+    """The sample of open shipments' events and memo lines, then the rolling re-read (``freshness``): only what
+    differs from the rows held is written; the first difference a sample finds is said once and recorded."""
     settings, warehouse, result = run.settings, run.warehouse, run.result
     known = Unstamped.parse(warehouse.reads.get_cursor(freshness.STATE))
     before = run.source.request_counts()[0]
-    waiting = warehouse.reads.quarantined_ids(DOCUMENT)  # read whole by their retries, documents first
-    sampled = freshness.sample(warehouse, settings, exclude=run.written | waiting)
+    sampled = freshness.sample(warehouse, settings, exclude=run.written)
     figures: dict[str, object] = {"sampled": len(sampled)}
     if sampled:
-        differed = await _reread(run, sampled, frozenset(freshness.SAMPLED))
+        differed = await _reread(run, sampled, freshness.SAMPLED_PARTS)
         figures["sample_differed"] = differed
         if run.gone:
             figures["sample_gone"] = sorted(run.gone)[:20]
-        found = tuple(part for part in freshness.SAMPLED if differed.get(part))
+        found = tuple(part for part in (EVENTS, MEMOS) if differed.get(part))
         if found and not set(found) <= set(known.parts):
             if not known.parts:
                 result.add_notice(NoticeKind.CHANGES_WITHOUT_STAMP,
@@ -489,7 +463,7 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
                               tuple(sorted({*known.parts, *found})))
     rolling = freshness.due(warehouse, settings, known, now=dt.datetime.now(dt.UTC),
                             service_now=_instant(ceiling, settings.zone), other_requests=before - requests_before,
-                            exclude=run.written | waiting)
+                            exclude=run.written)
     figures["rolling"] = known.rolling(settings)
     if rolling:
         differed = await _reread(run, rolling, known.rolling_parts())
@@ -508,18 +482,16 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
 async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> dict[str, int]:
     """Read ``parts`` of the shipments ``refs`` again, writing only what differs from the rows held; per part,
     the shipments whose rows differed (a shipment found deleted at the service is deleted, not counted:
-    ``run.gone``). A shipment's document is read with them where it holds a copy of one
-    (``freshness.reread_parts``: its legs), compared the same way, counted under the document's stream."""
+    ``run.gone``)."""
     run.compare, run.differed, run.gone = True, {}, []
     run.expect(len(refs))
-    works = [Work(ref, freshness.reread_parts(ref, parts)) for ref in refs]
     try:
-        await run.run(_listed(works))
+        await run.run(_listed(Work(ref, parts) for ref in refs))
     finally:
         run.compare = False
-    read = parts | {DOCUMENT} if any(PART_BY_STREAM[stream].copied_in for stream in parts) else parts
-    return {part.stream: len({i for table in part.tables for i in run.differed.get(table, ())})
-            for part in PARTS if part.stream in read}
+    tables = {part.stream: part.tables for part in PARTS if part.stream in parts}
+    return {stream: max((run.differed.get(table, 0) for table in names), default=0)
+            for stream, names in tables.items()}
 
 
 def _instant(key: ShipmentKey | None, zone: ServiceZone) -> dt.datetime | None:

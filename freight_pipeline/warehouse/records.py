@@ -207,8 +207,6 @@ class WriteStats(dict[str, int]):
         """A rebuild's: ids of each table whose re-derived rows were compared with those held."""
         self.unchanged: dict[str, int] = {}
         """A rebuild's: of those, the ids whose rows were the ones held (not written)."""
-        self.differed: dict[str, set[int]] = {}
-        """A compared write's: per table, the ids whose rows differed from those held (and were written)."""
 
     @property
     def rows_written(self) -> int:

@@ -125,3 +125,41 @@ def test_touch_answers_the_stamp_and_can_set_the_clock_first(control: RunningSim
     assert httpx.post(f"{base}/shipments/touch", json={"ids": [999_999_999]}).status_code == 404
     moved = httpx.post(f"{base}/clock/set", json={"now": "2026-11-01T10:00:00Z"}).json()["now"]
     assert dt.datetime.fromisoformat(moved) == dt.datetime(2026, 11, 1, 10, tzinfo=dt.UTC)
+
+
+def test_background_arrival_moves_open_shipments_legs_and_arrival_estimate_but_not_their_stamp(
+    control: RunningSimulator
+) -> None:
+    """``POST /_control/shipments/background-arrival?count=N``, a schedule feed: the main carriage's estimated
+    arrival of N open AIR or SEA shipments moves later, in their legs' answer, their document's main carriage and
+    their ``POD_ARRIVAL`` estimate; their last-modified instant and the lookup's stamp stay."""
+    reader = control.store.reader
+    base = f"{control.base_url}/_control"
+
+    def seen(shipment_id: int) -> tuple[Any, ...]:
+        document = reader.get_shipment(shipment_id)
+        legs = (reader.get_air_main_carriage(shipment_id) if document["mode_of_transport"] == "AIR"
+                else reader.get_sea_main_carriage(shipment_id))
+        estimate = [e["date_time"] for e in reader.get_events(shipment_id)
+                    if (e["event"], e["type"]) == ("POD_ARRIVAL", "ESTIMATED")]
+        return (document["last_modified_date_time"], legs[-1]["destination"]["estimated_datetime"],
+                document["main_carriage"]["carriage_legs"][-1]["destination"]["estimated_datetime"], estimate)
+
+    candidates = [i for i in reader.live_shipment_ids()
+                  if reader.get_shipment(i)["mode_of_transport"] in ("AIR", "SEA")]
+    before = {i: seen(i) for i in candidates}
+    answered = httpx.post(f"{base}/shipments/background-arrival", params={"count": 3})
+    assert answered.status_code == 200
+    moved = answered.json()["ids"]
+    assert len(moved) == 3 and set(moved) <= set(candidates)
+    for shipment_id in candidates:
+        after = seen(shipment_id)
+        if shipment_id not in moved:
+            assert after == before[shipment_id], shipment_id
+            continue
+        stamp, legs_eta, document_eta, estimate = after
+        assert stamp == before[shipment_id][0], "the stamp stays"
+        assert legs_eta != before[shipment_id][1] and document_eta == legs_eta != before[shipment_id][2]
+        assert estimate != before[shipment_id][3]
+        assert not reader.get_shipment(shipment_id)["shipment_closed"]
+    assert httpx.post(f"{base}/shipments/background-arrival", params={"count": -1}).status_code == 400

@@ -1,6 +1,5 @@
-"""Events and legs the service changes without moving the shipment's last-modified instant, over HTTP (the
-simulator's background changes: a carrier's feed moving upcoming estimates, a schedule feed moving the main
-carriage's arrival, its legs with it): against the ordinary service the sample
+"""Events the service changes without moving the shipment's last-modified instant, over HTTP (the simulator's
+background changes: a carrier's feed moving upcoming estimates): against the ordinary service the sample
 finds nothing, says nothing and costs its requests only; after background changes the first run whose
 sample comes to one says so once, and the rolling re-read brings every one into ``freight.shipment_events``
 within the bound, with a history version, the marts' changed shipments and the ETA marts scoring them; a
@@ -17,6 +16,7 @@ import pytest
 
 from bench.expected_rows import expected_rows
 from freight_pipeline.checks.warehouse import evaluate_checks, events_age_check
+from freight_pipeline.client import endpoints as ep
 from freight_pipeline.client._core import HeldBody
 from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.commands.report import read_report
@@ -26,12 +26,9 @@ from freight_pipeline.simulator import store_changes
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import freshness
 from freight_pipeline.sync.client_source import ClientSource
-from freight_pipeline.sync.isolation import RecordFailure
-from freight_pipeline.sync.parts import AIR_LEGS, DETAIL_PARTS, DOCUMENT, EVENTS, MEMOS, SEA_LEGS, Part, Ref
-from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.sync.parts import DETAIL_PARTS, EVENTS, MEMOS
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.sync.source import ShipmentGone
-from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
 from freight_pipeline_tests.sync.conftest import query, syncer, work_db
 from freight_pipeline_tests.sync.expected import rows_differences
@@ -44,10 +41,6 @@ MAX_AGE = dt.timedelta(seconds=2)
 """The bound, in the tests' seconds: a run re-reads what was read three quarters of it ago."""
 SETTINGS = TEST_SETTINGS.replaced(freshness_sample=SAMPLE, events_max_age=MAX_AGE,
                                documents=False, code_conversions=False)
-EACH = freshness.requests_each(frozenset(freshness.SAMPLED))
-"""The most a sample reads of one shipment: its events, memo lines, and an AIR or SEA one's legs and document."""
-NOTHING_DIFFERED = {**dict.fromkeys(freshness.SAMPLED, 0), DOCUMENT: 0}
-"""A sample's ``sample_differed`` where nothing differed: every part (the document read with the legs)."""
 
 
 def _differences(sim: RunningSimulator, data_dir: Path, ids: list[int] | None = None) -> dict[str, tuple[int, int]]:
@@ -75,14 +68,13 @@ def test_events_moved_without_the_stamp_are_found_said_once_and_read_within_the_
         sync = syncer(sim, tmp_path, publish_after=False)
         sync(SETTINGS)
         # the ordinary service first: every change stamped, so the sample finds nothing, says nothing, and
-        # costs its own requests only (an events read, a memo lookup and the legs of its mode a shipment sampled)
+        # costs its own requests only (an events read and a memo lookup per shipment sampled)
         sim.modify_shipments(5)
         sim.advance_clock(900)
         ordinary = syncer(sim, tmp_path)(SETTINGS)[SHIPMENTS]  # published: for status
         figures = ordinary.extra["freshness"]
-        assert figures["sampled"] == SAMPLE and figures["sample_differed"] == NOTHING_DIFFERED
-        assert not figures["rolling"] and "refreshed" not in figures
-        assert 2 * SAMPLE < figures["requests"] <= EACH * SAMPLE  # road shipments have no legs to read
+        assert figures["sampled"] == SAMPLE and figures["sample_differed"] == {EVENTS: 0, MEMOS: 0}
+        assert not figures["rolling"] and "refreshed" not in figures and figures["requests"] == 2 * SAMPLE
         assert not [n for n in ordinary.notices if n.startswith("the service changes")]
         status = render_status(read_report(tmp_path, storage_from_env()))
         assert "no rolling re-read: each change the service stamps is read by the walk" in status
@@ -113,7 +105,7 @@ def test_events_moved_without_the_stamp_are_found_said_once_and_read_within_the_
         assert f"without moving last-modified ({max(figures['sample_differed'].values())} of {SAMPLE} sampled)" \
             in notice and "re-reading open shipments'" in notice
         # the rolling re-read took the rest at once: the bound is met in the first run that knows
-        assert figures["refreshed"] > 0 and figures["requests"] <= EACH * SAMPLE + 2 * figures["refreshed"]
+        assert figures["refreshed"] > 0 and figures["requests"] <= 2 * (SAMPLE + figures["refreshed"])
         assert _differences(sim, tmp_path) == {}  # every event and memo line
         added = query(work_db(tmp_path), "SELECT count(*) FROM freight_history.event_versions")[0][0]
         assert added > versions_before
@@ -126,6 +118,10 @@ def test_events_moved_without_the_stamp_are_found_said_once_and_read_within_the_
         assert not [n for n in second.notices if n.startswith("the service changes")], "said once"
         assert second.extra["freshness"]["refreshed"] > 0
         assert sum(second.extra["freshness"]["refreshed_differed"].values()) == 0
+        syncer(sim, tmp_path)(SETTINGS)  # published: for status, which names what was found
+        status = render_status(read_report(tmp_path, storage_from_env()))
+        (said,) = [line for line in status.splitlines() if "without moving last-modified (found by run" in line]
+        assert said.strip().startswith("the service changes events and memo lines without"), said
         with duckdb.connect(str(work_db(tmp_path)), read_only=True) as con:
             ((_, fresh),) = evaluate_checks(con, [events_age_check()])
         assert fresh.passed and fresh.figures["rolling_reread"] and fresh.figures["oldest_age_minutes"] == 0
@@ -140,163 +136,6 @@ def test_events_moved_without_the_stamp_are_found_said_once_and_read_within_the_
         assert revised is not None and revised[0] > 0
 
 
-def test_legs_of_a_kind_found_changed_unstamped_are_read_again_for_every_mode() -> None:
-    """The parts the document holds at one place (the air and the sea legs: its main carriage's) are one kind: a
-    sample that found one changed unstamped has the rolling re-read read them all; other parts only themselves."""
-    for part in DETAIL_PARTS:
-        rolling = freshness.Unstamped(parts=(part.stream,)).rolling_parts()
-        kin = {other.stream for other in DETAIL_PARTS if part.embedded and other.embedded == part.embedded}
-        assert rolling == {EVENTS, part.stream, *kin}, part.stream
-    assert freshness.Unstamped(parts=(AIR_LEGS,)).rolling_parts() == {EVENTS, AIR_LEGS, SEA_LEGS}
-    assert set(freshness.WHAT) == set(freshness.SAMPLED) == {part.stream for part in DETAIL_PARTS}
-
-
-def test_legs_moved_without_the_stamp_are_found_and_read_again_with_their_documents(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A schedule feed moves the main carriage's estimated arrival of open shipments without moving their stamp:
-    their air or sea legs change, the document's copy of them (``carriage_legs``) and the arrival's estimate (an
-    event) with them. First the AIR shipments' only: the sample that comes to one says so, naming the legs, and
-    each shipment whose legs differed has its document read again; then the SEA shipments', which no sample has
-    found yet: the rolling re-read reads them already (legs of either mode are one kind). Every table as the
-    service, a version of each leg moved, the marts told."""
-    with running_simulator(shipments=HELD, seed=9) as sim:
-        sync = syncer(sim, tmp_path, publish_after=False)
-        sync(SETTINGS)
-        legs_parts = [part for part in DETAIL_PARTS if part.copied_in]
-        assert {part.stream for part in legs_parts} == {AIR_LEGS, SEA_LEGS}
-        monkeypatch.setattr(store_changes, "MAIN_CARRIAGE_MODES", ("AIR",))
-        moved = sim.revise_arrivals_in_background(MOVED)
-        stale = _differences(sim, tmp_path, moved)
-        assert {"air_main_carriage_legs", "carriage_legs", "shipment_events"} <= set(stale), stale
-        versions_before = query(work_db(tmp_path), "SELECT count(*) FROM freight_history.leg_versions")[0][0]
-
-        open_held = query(work_db(tmp_path), "SELECT count(*) FROM freight.shipments WHERE shipment_closed "
-                                             "IS NOT TRUE")[0][0]
-        found = None
-        for _ in range(-(-open_held // SAMPLE) + 2):
-            _wait_past_due()
-            sim.advance_clock(900)
-            result = sync(SETTINGS)[SHIPMENTS]
-            said = [n for n in result.notices if n.startswith("the service changes")]
-            if said:
-                assert found is None, "said once"
-                found = (result, said)
-            if found and _differences(sim, tmp_path) == {}:
-                break
-        assert found is not None, "no sample came to a moved shipment"
-        first, (notice,) = found
-        figures = first.extra["freshness"]
-        assert figures["sample_differed"][AIR_LEGS] > 0 and figures["sample_differed"][SEA_LEGS] == 0, figures
-        assert figures["sample_differed"][DOCUMENT] == figures["sample_differed"][AIR_LEGS], figures
-        assert notice.startswith("the service changes events and air legs without moving last-modified"), notice
-        assert "re-reading open shipments' events, air legs and sea legs every" in notice, notice
-        assert _differences(sim, tmp_path) == {}, "every leg, its document's copy and its event"
-
-        monkeypatch.setattr(store_changes, "MAIN_CARRIAGE_MODES", ("SEA",))
-        moved_sea = sim.revise_arrivals_in_background(MOVED)
-        assert "sea_main_carriage_legs" in _differences(sim, tmp_path, moved_sea)
-        _wait_past_due()
-        sim.advance_clock(900)
-        after = sync(SETTINGS)[SHIPMENTS]
-        assert not [n for n in after.notices if n.startswith("the service changes")], "said once"
-        assert after.extra["freshness"]["refreshed_differed"][SEA_LEGS] > 0, after.extra["freshness"]
-        assert _differences(sim, tmp_path) == {}, "the sea legs too, found by no sample"
-
-        moved = sorted({*moved, *moved_sea})
-        assert query(work_db(tmp_path), "SELECT count(*) FROM freight_history.leg_versions")[0][0] > versions_before
-        versioned = query(work_db(tmp_path), "SELECT count(DISTINCT shipment_id) FROM freight_history.leg_versions "
-                          f"WHERE shipment_id IN ({', '.join(map(str, moved))}) AND run_id <> ("
-                          "SELECT min(run_id) FROM freight_history.leg_versions)")[0][0]
-        assert versioned == len(moved)
-        changed = {r[0] for r in query(work_db(tmp_path), "SELECT shipment_id FROM freight_meta.changed_shipments")}
-        assert set(moved) <= changed, "the marts rebuild what changed"
-        syncer(sim, tmp_path)(SETTINGS)  # published: for status
-        status = render_status(read_report(tmp_path, storage_from_env()))
-        (said,) = [line for line in status.splitlines() if "without moving last-modified (found by run" in line]
-        assert said.strip().startswith(("the service changes events and air legs without",
-                                        "the service changes events, air legs and sea legs without")), said
-
-
-def _legs_found(data_dir: Path, settings: SyncSettings) -> None:
-    """The warehouse's record that a sample found legs changed without the stamp (as a run that found them writes
-    it), so that the rolling re-read reads them too."""
-    found = freshness.Unstamped("an-earlier-run", "2026-12-01T00:00:00+00:00", (EVENTS, SEA_LEGS))
-    with open_warehouse(data_dir, storage_from_env()) as warehouse:
-        warehouse.writes.set_cursor(freshness.STATE, found.text(True, settings.events_max_age), "an-earlier-run")
-
-
-def test_the_rolling_budget_charges_each_shipment_what_its_mode_reads(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Once legs are read too, an AIR or SEA shipment costs its events, legs and document (three requests), a road
-    one its events (one): the re-read stops where the budget does, whatever the modes of the shipments due."""
-    monkeypatch.setattr(freshness, "MIN_REFRESH_REQUESTS", 20)
-    settings = SETTINGS.replaced(events_refresh="on", freshness_sample=0, events_refresh_share=0.0)
-    parts = freshness.Unstamped(parts=(SEA_LEGS,)).rolling_parts()
-    assert parts == {EVENTS, AIR_LEGS, SEA_LEGS} and freshness.requests_each(parts) == 3
-    assert [freshness.requests_of(Ref(1, mode_of_transport=mode), parts) for mode in ("AIR", "SEA", "RD")] == [3, 3, 1]
-    with running_simulator(shipments=HELD, seed=9) as sim:
-        sync = syncer(sim, tmp_path, publish_after=False)
-        sync(settings)
-        _legs_found(tmp_path, settings)
-        _wait_past_due()
-        sim.advance_clock(900)
-        result = sync(settings)[SHIPMENTS]
-        figures = result.extra["freshness"]
-        modes = dict(query(work_db(tmp_path), "SELECT shipment_id, mode_of_transport FROM freight.shipments"))
-        read = [r[0] for r in query(work_db(tmp_path), "SELECT shipment_id FROM freight_meta.raw_parts WHERE run_id "
-                                    "= ? AND stream = ?", [result.run_id, EVENTS])]
-        walked = {r[0] for r in query(work_db(tmp_path), "SELECT shipment_id FROM freight_meta.raw_parts WHERE "
-                                      "run_id = ? AND stream = ?", [result.run_id, MEMOS])}  # not re-read here
-        read = [i for i in read if i not in walked]
-        cost = sum(freshness.requests_of(Ref(i, mode_of_transport=modes[i]), parts) for i in read)
-        assert {modes[i] for i in read} & {"AIR", "SEA"} and {modes[i] for i in read} - {"AIR", "SEA"}, read
-        assert figures["refreshed"] == len(read) and figures["requests"] == cost, (figures, cost)
-        assert 20 - 3 < cost <= 20, cost  # the budget, spent to within a shipment's reads
-
-
-@pytest.mark.parametrize("reread", ["sample", "rolling"])
-def test_a_shipment_whose_document_waits_in_the_retry_queue_is_left_to_its_retry(tmp_path: Path, reread: str) -> None:
-    """A document that failed holds its shipment back until it is read whole again (by the next walk, or its
-    retry). The sample and the rolling re-read after the walk that failed it leave it alone: a re-read of its legs
-    reads its document, which would take it out of the retry queue while parts it does not read (its memo lines)
-    stayed as before the change, for good (the review's script: a memo line never read)."""
-    every_open = SETTINGS.replaced(freshness_sample=HELD if reread == "sample" else 0, events_refresh="on",
-                                   retry_after=dt.timedelta(hours=1))
-    with running_simulator(shipments=HELD, seed=9) as sim:
-        sync = syncer(sim, tmp_path, publish_after=False)
-        sync(every_open)
-        _legs_found(tmp_path, every_open)  # the rolling re-read reads legs, and their documents
-        victim = query(work_db(tmp_path), "SELECT shipment_id FROM freight.shipments WHERE shipment_closed IS NOT "
-                       "TRUE AND mode_of_transport = 'SEA' ORDER BY 1 LIMIT 1")[0][0]
-        sim.store.data.add_memo(victim, "a memo line of the new version")
-        sim.store.changes.touch_shipments([victim])
-        sim.advance_clock(60)
-
-        class DocumentFails(ClientSource):
-            async def get_shipment(self, shipment_id: int) -> HeldBody:
-                if shipment_id == victim:
-                    raise RecordFailure("the document cannot be read now")
-                return await super().get_shipment(shipment_id)
-
-        _wait_past_due()
-        sim.advance_clock(900)
-        result = sync(every_open, source_factory=DocumentFails)[SHIPMENTS]
-        figures = result.extra["freshness"]
-        assert figures["sampled" if reread == "sample" else "refreshed"] > 0, figures
-        waiting = "SELECT stream FROM freight_meta.quarantine WHERE shipment_id = ?"
-        assert query(work_db(tmp_path), waiting, [victim]) == [(SHIPMENTS,)]
-        read = query(work_db(tmp_path), "SELECT stream FROM freight_meta.raw_parts WHERE run_id = ? AND "
-                     "shipment_id = ?", [result.run_id, victim])
-        assert read == [], read  # neither the walk (its document failed) nor a re-read wrote a part of it
-        assert "shipment_memos" in _differences(sim, tmp_path, [victim])
-
-        sim.advance_clock(900)
-        sync(every_open)  # read whole again (the walk: its cursor did not pass it)
-        assert query(work_db(tmp_path), waiting, [victim]) == []
-        assert _differences(sim, tmp_path, [victim]) == {}
-
-
 def test_a_tight_budget_reads_the_nearest_upcoming_estimates_first(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(freshness, "MIN_REFRESH_REQUESTS", 10)
@@ -309,11 +148,11 @@ def test_a_tight_budget_reads_the_nearest_upcoming_estimates_first(tmp_path: Pat
         result = sync(settings)[SHIPMENTS]
         assert result.extra["freshness"]["refreshed"] == 10 and result.extra["freshness"]["requests"] == 10
         # the service's clock as the run saw it: its newest last-modified instant (the walk's ceiling); the
-        # shipments the walk read again (its overlap) are not due: the walk reads every part, the rolling re-read
-        # here only the events (nothing found), so they are those of which this run read another part (a document
-        # read again as held keeps its raw row, and that row's run)
+        # shipments the walk read again (its overlap) are not due: the walk reads every part, the sample only
+        # some, so they are those of which this run read a part the sample never reads (a document read again as
+        # held keeps its raw row, and that row's run)
         unsampled = ", ".join(f"'{stream}'" for stream in
-                              sorted({part.stream for part in DETAIL_PARTS} - freshness.Unstamped().rolling_parts()))
+                              sorted({part.stream for part in DETAIL_PARTS} - freshness.SAMPLED_PARTS))
         walked = f"SELECT shipment_id FROM freight_meta.raw_parts WHERE run_id = ? AND stream IN ({unsampled})"
         due = query(work_db(tmp_path), "SELECT s.shipment_id, min(e.event_at) FROM freight.shipments s JOIN "
                     "freight.shipment_events e USING (shipment_id) WHERE s.shipment_closed IS NOT TRUE AND e.type = "
@@ -396,12 +235,11 @@ class TestAShipmentDeletedAtTheServiceIsADeletionNotAnUnstampedChange:
             figures = result.extra["freshness"]
             # every open shipment held but those the walk's overlap read again (the deleted ones among them)
             assert self.GONE < figures["sampled"] <= len(open_held) and figures["sample_gone"] == gone
-            assert figures["sample_differed"] == NOTHING_DIFFERED
+            assert figures["sample_differed"] == {EVENTS: 0, MEMOS: 0}
             assert not figures["rolling"] and "refreshed" not in figures
-            # the sample's own (each part of each shipment sampled); of each gone one, its document read and the
+            # an events read and a memo lookup per shipment sampled; of each gone one, its document read and the
             # lookup that confirms it is gone (a 404 alone may be a permission's)
-            sampled = figures["sampled"]
-            assert 2 * sampled < figures["requests"] <= EACH * sampled + 2 * self.GONE
+            assert figures["requests"] == 2 * figures["sampled"] + 2 * self.GONE
             assert figures["open_shipments"] == len(open_held) - self.GONE
             self._no_unstamped_notice(result)
             self._assert_deleted(sim, tmp_path, gone, result.run_id)
@@ -409,7 +247,7 @@ class TestAShipmentDeletedAtTheServiceIsADeletionNotAnUnstampedChange:
             sim.advance_clock(900)
             after = sync(self.EVERY_OPEN)[SHIPMENTS]
             assert not after.extra["freshness"]["rolling"] and "sample_gone" not in after.extra["freshness"]
-            assert after.extra["freshness"]["sample_differed"] == NOTHING_DIFFERED
+            assert after.extra["freshness"]["sample_differed"] == {EVENTS: 0, MEMOS: 0}
             self._no_unstamped_notice(after)
             state = query(work_db(tmp_path), "SELECT cursor_value FROM freight_meta.sync_state WHERE stream = ?",
                           [freshness.STATE])
@@ -442,44 +280,39 @@ class TestAShipmentDeletedAtTheServiceIsADeletionNotAnUnstampedChange:
             result = sync(self.EVERY_OPEN)[SHIPMENTS]
             figures = result.extra["freshness"]
             assert 0 < figures["sampled"] <= len(open_held) and "sample_gone" not in figures
-            assert figures["sample_differed"] == NOTHING_DIFFERED and not figures["rolling"]
-            assert 2 * figures["sampled"] < figures["requests"] <= EACH * figures["sampled"]
+            assert figures["sample_differed"] == {EVENTS: 0, MEMOS: 0} and not figures["rolling"]
+            assert figures["requests"] == 2 * figures["sampled"]
             self._no_unstamped_notice(result)
             assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.rejected_records")[0][0] == 0
             assert _differences(sim, tmp_path) == {}
 
-    @pytest.mark.parametrize("part", [part for part in DETAIL_PARTS if part.embedded], ids=lambda part: part.stream)
-    def test_a_part_answering_404_for_a_live_shipment_leaves_its_rows(self, tmp_path: Path, part: Part) -> None:
-        """The document read says the shipment lives and holds records of the part: the part's 404 (its events',
-        its legs') is no deletion and no change; its rows stay (read again next time), and its other parts are
-        compared as read."""
+    def test_events_answering_404_for_a_live_shipment_leave_its_rows(self, tmp_path: Path) -> None:
+        """The document read says the shipment lives: its events' 404 is no deletion and no change; its rows stay
+        (read again next time), and its memo lines are compared as read."""
         with running_simulator(shipments=self.SHIPMENTS, seed=7) as sim:
             sync = syncer(sim, tmp_path, publish_after=False)
             sync(self.EVERY_OPEN)
-            (table,) = part.tables
-            victim = query(work_db(tmp_path), f"SELECT shipment_id FROM freight.{table} JOIN freight.shipments s "
-                           "USING (shipment_id) WHERE s.shipment_closed IS NOT TRUE ORDER BY 1 LIMIT 1")[0][0]
-            rows_before = query(work_db(tmp_path), f"SELECT count(*) FROM freight.{table} WHERE shipment_id = ?",
-                                [victim])[0][0]
-            assert rows_before > 0
+            victim = self._open_held(tmp_path)[0]
+            events_before = query(work_db(tmp_path), "SELECT count(*) FROM freight.shipment_events WHERE "
+                                                     "shipment_id = ?", [victim])[0][0]
+            assert events_before > 0
 
-            class PartGone(ClientSource):
+            class EventsGone(ClientSource):
                 async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> HeldBody:
-                    if shipment_id == victim and endpoint == part.endpoint:
+                    if shipment_id == victim and endpoint == ep.SHIPMENT_EVENTS:
                         raise ShipmentGone(shipment_id)
                     return await super().get_shipment_records(endpoint, shipment_id)
 
             sim.advance_clock(900)
-            result = sync(self.EVERY_OPEN, source_factory=PartGone)[SHIPMENTS]
+            result = sync(self.EVERY_OPEN, source_factory=EventsGone)[SHIPMENTS]
             figures = result.extra["freshness"]
-            assert "sample_gone" not in figures and figures["sample_differed"] == NOTHING_DIFFERED
+            assert "sample_gone" not in figures and figures["sample_differed"] == {EVENTS: 0, MEMOS: 0}
             self._no_unstamped_notice(result)
-            assert query(work_db(tmp_path), f"SELECT count(*) FROM freight.{table} WHERE shipment_id = ?",
-                         [victim])[0][0] == rows_before
+            assert query(work_db(tmp_path), "SELECT count(*) FROM freight.shipment_events WHERE shipment_id = ?",
+                         [victim])[0][0] == events_before
             assert _differences(sim, tmp_path) == {}
-            for history in ("event_versions", "leg_versions"):
-                deleted = query(work_db(tmp_path), f"SELECT count(*) FROM freight_history.{history} WHERE deleted")
-                assert deleted[0][0] == 0, history
+            deleted = query(work_db(tmp_path), "SELECT count(*) FROM freight_history.event_versions WHERE deleted")
+            assert deleted[0][0] == 0
 
     def test_memo_lines_removed_without_the_stamp_are_a_change_not_a_deletion(self, tmp_path: Path) -> None:
         """An empty memo lookup of a shipment whose events answer: its memo lines were removed (found, said),
@@ -501,7 +334,7 @@ class TestAShipmentDeletedAtTheServiceIsADeletionNotAnUnstampedChange:
             sim.advance_clock(900)
             result = sync(self.EVERY_OPEN)[SHIPMENTS]
             figures = result.extra["freshness"]
-            assert "sample_gone" not in figures and figures["sample_differed"] == {**NOTHING_DIFFERED, MEMOS: 1}
+            assert "sample_gone" not in figures and figures["sample_differed"] == {EVENTS: 0, MEMOS: 1}
             (notice,) = [n for n in result.notices if n.startswith("the service changes")]
             assert notice.startswith("the service changes memo lines without moving last-modified (1 of ")
             assert query(work_db(tmp_path), "SELECT count(*) FROM freight.shipments WHERE shipment_id = ?",
