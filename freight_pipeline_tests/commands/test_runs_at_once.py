@@ -261,7 +261,7 @@ def test_a_sync_whose_terminal_goes_away_stops_as_by_ctrl_c_exits_129_and_the_ne
     its writer lock let go, its stream logged as stopped, exit 129 (it was ended where it stood, saying nothing,
     its run logged as running until the next took its lock over); the next run goes on."""
     data_dir = tmp_path / "data"
-    env = service(sim, FREIGHT_NORMALIZE_WORKERS="1")
+    env = service(sim, FREIGHT_NORMALIZE_WORKERS="1", TERM="xterm")  # a terminal that draws bars
     sim.set_faults(latency_ms=100)  # a few seconds of the stream to go once its bar shows
     terminal, its_end = pty.openpty()
     child = subprocess.Popen([sys.executable, "-m", "freight_pipeline.cli", "sync", "--no-dagster", "--data-dir",
