@@ -95,8 +95,8 @@ def _stopped(program: str, stop: KeyboardInterrupt) -> int:
     (where its run was, and what of it is kept, when it says: ``StoppedIn``); its exit code."""
     from freight_pipeline.commands.common import StoppedIn
 
-    how = STOPPED_HOW.get(stop_signal() or signal.SIGINT, STOPPED_HOW[signal.SIGINT])
-    code = signal_exit_code(stop_signal() or signal.SIGINT)
+    signum = stop_signal() or signal.SIGINT  # none noted: Ctrl-C, as the interpreter's own KeyboardInterrupt
+    how, code = STOPPED_HOW[signum], signal_exit_code(signum)
     where = f" {stop}" if isinstance(stop, StoppedIn) else ""
     print(f"{program}: {how}{where}; exit {code}", file=sys.stderr)
     forked_children_ended()

@@ -242,12 +242,7 @@ async def ceiling_of(
     has no place in the walk: it goes to ``unstamped`` (by id, to be read by id), and the next one is the newest
     (a page of them asked again larger: a service may sort missing stamps first).
     """
-    order = ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"]
-    for size in (page_size, *UNSTAMPED_PAGES):
-        result = await lookup([], order, ["DESC"] * 3, size)
-        items = _stamped(result.items, zone, unstamped)
-        if items or len(result.items) < size:
-            break
+    result, items = await _newest_stamped(lookup, [], page_size, zone, unstamped)
     if not result.items:
         return None
     if not items:
@@ -270,6 +265,22 @@ async def ceiling_of(
         subsecond = newest.subsecond
     await _check_keys_match(lookup, newest, zone)
     return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset, subsecond)
+
+
+async def _newest_stamped(
+    lookup: LookupFn, criteria: list[Criterion], size: int, zone: ServiceZone,
+    unstamped: dict[int, dict[str, Any]] | None,
+) -> tuple[LookupResult, list[dict[str, Any]]]:
+    """The newest ``size`` shipments matching ``criteria`` (last-modified, then id, descending), asked again larger
+    (:data:`UNSTAMPED_PAGES`) while a full page holds only shipments without a usable stamp; the last answer and
+    its rows with one (:func:`_stamped`: the others go to ``unstamped``)."""
+    order = ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"]
+    for asked in (size, *UNSTAMPED_PAGES):
+        result = await lookup(criteria, order, ["DESC"] * 3, asked)
+        items = _stamped(result.items, zone, unstamped)
+        if items or len(result.items) < asked:
+            break
+    return result, items
 
 
 def _stamped(items: Sequence[dict[str, Any]], zone: ServiceZone,
@@ -510,15 +521,10 @@ async def ceiling_by(
     bound = wall_clock_key(latest, ceiling.offset)
     if ceiling.second() <= bound.second():
         return ceiling
-    order = ["LAST_MODIFIED_DATE", "LAST_MODIFIED_TIME", "ID"]
     day_before = (dt.date.fromisoformat(bound.date) - dt.timedelta(days=1)).isoformat()
     for criteria in ([_crit("LAST_MODIFIED_DATE", "EQUALS", bound.date), *_up_to_second(bound.time, ceiling.subsecond)],
                      [_crit("LAST_MODIFIED_DATE", "LE", day_before)]):
-        for size in (1, *UNSTAMPED_PAGES):
-            result = await lookup(criteria, order, ["DESC"] * 3, size)
-            items = _stamped(result.items, zone, unstamped)
-            if items or len(result.items) < size:
-                break
+        _, items = await _newest_stamped(lookup, criteria, 1, zone, unstamped)
         if items:
             newest = ShipmentKey.of_shipment(items[0], zone)
             subsecond = ceiling.subsecond or newest.subsecond
