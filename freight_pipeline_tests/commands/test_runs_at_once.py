@@ -140,6 +140,13 @@ def holder_pid(data_dir: Path, timeout: float = 120) -> int:
     raise AssertionError(f"no run took the lock of {data_dir} in {timeout} s")
 
 
+def _logged_shipments_runs(data_dir: Path) -> list[tuple[str, str | None]]:
+    """The shipments stream's logged runs, status and error, in the order they were recorded."""
+    with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
+        return con.execute("SELECT status, error FROM freight_meta.sync_runs WHERE stream = 'shipments' "
+                           "ORDER BY rowid").fetchall()
+
+
 def runs(data_dir: Path) -> list[tuple[str, object, object, str]]:
     """Each run the published warehouse logged: its id, start, end and worst status, in order."""
     with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
@@ -230,17 +237,9 @@ def test_a_sync_stopped_by_sigterm_says_where_in_one_line_exits_143_and_the_next
 
     done = run_cli(["sync", "--no-dagster", "--data-dir", str(data_dir)], env)
     assert done.returncode == 0, done.stderr[-3000:]
-    with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
-        logged = con.execute("SELECT status, error FROM freight_meta.sync_runs WHERE stream = 'shipments' "
-                             "ORDER BY rowid").fetchall()
-    assert logged == [("failed", STOPPED), ("success", None)]  # the stopped run: not done, and why (not "Cancel...")
+    # the stopped run: not done, and why (not "Cancel...")
+    assert _logged_shipments_runs(data_dir) == [("failed", STOPPED), ("success", None)]
     assert shipments(data_dir) == len(sim.store.reader.live_shipment_ids())
-
-
-def _logged_shipments_runs(data_dir: Path) -> list[tuple[str, str | None]]:
-    with duckdb.connect(str(published_db_path(data_dir)), read_only=True) as con:
-        return con.execute("SELECT status, error FROM freight_meta.sync_runs WHERE stream = 'shipments' "
-                           "ORDER BY rowid").fetchall()
 
 
 def _in_a_terminal() -> None:
