@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,17 +94,23 @@ class Dispatch:
 
 
 def send(destination: Destination, message: Outgoing, timeout: float) -> str | None:
-    """Send one message; None when the destination accepted it, else why not (without the URL's secrets)."""
+    """Send one message; None when the destination accepted it, else why not (without the URL's secrets).
+
+    A send that failed once its timeout had passed timed out, whichever ended first: the socket's own timeout
+    (Apprise's plugin says only that it failed) or the wait for the thread (late on a loaded machine)."""
     outcome: list[str | None] = []
+    started = time.monotonic()
 
     def attempt() -> None:
-        outcome.append(_notify(destination, message, timeout))
+        error = _notify(destination, message, timeout)
+        outcome.append(timed_out if error is not None and time.monotonic() - started >= timeout else error)
 
+    timed_out = f"{TIMED_OUT} after {timeout:g} s"
     worker = threading.Thread(target=attempt, daemon=True, name="alerts-send")
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
-        return f"{TIMED_OUT} after {timeout:g} s"
+        return timed_out
     return outcome[0] if outcome else "the send ended without an answer"
 
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import apprise  # noqa: F401  (a process's first send imports it, 0.4 s or more: here, the timeout times the send)
 import pytest
 
+from freight_pipeline.alerts import delivery
 from freight_pipeline.alerts.delivery import RECEIPTS_FILE, TIMED_OUT, Destination, Dispatch
 from freight_pipeline.alerts.ledger import Outgoing
 from freight_pipeline.simulator.server import LOCALHOST
@@ -39,6 +43,28 @@ def test_a_destination_that_never_answers_times_out_once_and_the_rest_waits_for_
     assert (receipt.message_id, receipt.sent, receipt.error) == ("m0", False, f"{TIMED_OUT} after 2 s")
     assert receipts_written(tmp_path / RECEIPTS_FILE) == [receipt.__dict__]
     assert SECRET not in (tmp_path / RECEIPTS_FILE).read_text()
+
+
+class LateWaker(threading.Thread):
+    """A thread whose waiter wakes half a second after its timeout, as on a loaded machine."""
+
+    def join(self, timeout: float | None = None) -> None:
+        super().join(timeout)
+        time.sleep(0.5)
+
+
+def test_a_send_that_failed_at_its_timeout_timed_out_though_its_waiter_woke_late(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The socket's own timeout (Apprise's plugin then says only that it failed) ended the send before its waiter
+    looked: still a time-out, and the messages behind it wait (was: "refused", and the next one sent)."""
+    monkeypatch.setattr(delivery, "threading", SimpleNamespace(Thread=LateWaker, Lock=threading.Lock))
+    with webhook(mode="hang") as hook:
+        destination = Destination(f"json://{LOCALHOST}:{hook.port}/hook")
+        dispatch = Dispatch(outgoing(destination, 3), [destination], 1, tmp_path / RECEIPTS_FILE)
+        assert dispatch.join(60)
+        assert hook.posts == 1
+    assert [(r.message_id, r.sent, r.error) for r in dispatch.receipts] == [("m0", False, f"{TIMED_OUT} after 1 s")]
 
 
 def test_a_destination_that_answers_gets_every_message_in_order_each_with_a_receipt(
