@@ -17,7 +17,7 @@ from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline_tests.alerts.receivers import Mailbox, Received, Webhook, smtp_server, webhook
 
-SETTINGS = SyncSettings(page_size=25, fetch_batch_size=13, concurrency=8, retry_after=dt.timedelta(0),
+SETTINGS = SyncSettings(page_size=25, fetch_batch_size=25, concurrency=8, retry_after=dt.timedelta(0),
                         reconcile_interval=None)
 HOUR = dt.timedelta(hours=1)
 STILL_OPEN_RUNS = 10

@@ -32,6 +32,7 @@ from freight_pipeline.warehouse.writer_lock import WarehouseBusy, writer_lock
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 SHIPMENTS = 26
+SETTINGS = TEST_SETTINGS.replaced(fetch_batch_size=13)
 """Two batches of 13 in the first sync, one more in the sync after the publish: every table in small files."""
 
 
@@ -49,11 +50,11 @@ def test_maintenance_compacts_expires_and_keeps_the_data_and_the_published_snaps
     with running_simulator(shipments=SHIPMENTS, seed=31) as sim, environ(lake_env):
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
         backend = storage_from_env()
-        sync_all(service, data_dir, TEST_SETTINGS, backend=backend)  # batches of 13: small files and snapshots
+        sync_all(service, data_dir, SETTINGS, backend=backend)  # batches of 13: small files and snapshots
         with open_warehouse(data_dir, backend) as held:
             published = publish_snapshot(held.con, "test-run")
         sim.store.changes.modify_shipments(6)
-        sync_all(service, data_dir, TEST_SETTINGS, backend=backend)  # after the publish: the published one is older
+        sync_all(service, data_dir, SETTINGS, backend=backend)  # after the publish: the published one is older
         expected = write_expected(sim, tmp_path / "expected")
         with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
             snapshots_before = con.execute("SELECT count(*) FROM ducklake_snapshots('lake')").fetchone()[0]

@@ -11,6 +11,7 @@ from freight_pipeline.simulator.config import FaultConfig
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.progress import Tally, tallies_to
 from freight_pipeline_tests.sync.conftest import syncer
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 
 class Heard:
@@ -47,7 +48,7 @@ def test_a_full_then_an_incremental_run_tell_each_stream_s_progress(tmp_path: Pa
     assert [t.done for t in shipments] == sorted(t.done for t in shipments)
     assert all(t.total == 120 for t in shipments)
     assert shipments[-1].ended and shipments[-1].done == 120 and not any(t.ended for t in shipments[:-1])
-    assert len(shipments) >= 120 // 13  # a tally per batch (TEST_SETTINGS: 13 shipments a batch)
+    assert len(shipments) >= 120 // TEST_SETTINGS.fetch_batch_size  # a tally per batch
     assert [t.requests for t in shipments] == sorted(t.requests for t in shipments)
     assert (shipments[-1].requests, shipments[-1].retries) == (results["shipments"].requests,
                                                                results["shipments"].retries)
