@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from freight_pipeline.config import REPO_ROOT, MartsSettings
+from freight_pipeline.marts.project import LOG_FILE_LEVEL
 from freight_pipeline.marts.worker import REPLY
 from freight_pipeline.marts.worker_server import forked_worker
 
@@ -61,7 +62,8 @@ def run_dbt_in_worker(
     """Run ``dbt <args>`` (a build or a run) on the project with its target and log under
     ``tmp / "target"``, through the pipeline's dbt worker (``freight_pipeline.marts.worker``: dbt's own
     runner, on the parse every data directory shares, so a test's first command is not a full parse of
-    about 8 s of CPU; forked by the suite's fork server of dbt workers when it runs, as the pipeline's are).
+    about 8 s of CPU; forked by the suite's fork server of dbt workers when it runs, as the pipeline's are). Its
+    log file keeps info and above, as the pipeline's builds' (its debug lines cost the dbt tests 5 % of their CPU).
 
     Returns the finished command (its exit code, dbt's; its stdout, the worker's output and dbt's error)
     and the target path. Asserts that dbt logged into the target, so a run that wrote its log elsewhere
@@ -79,7 +81,7 @@ def run_dbt_in_worker(
         )
     assert worker.stdin is not None
     try:
-        worker.stdin.write(json.dumps({"args": args, "env": {}}) + "\n")
+        worker.stdin.write(json.dumps({"args": [*args, *LOG_FILE_LEVEL], "env": {}}) + "\n")
         worker.stdin.flush()  # its input stays open until it is done: the end of its input ends it at once
         worker.wait(timeout=timeout)
     finally:
