@@ -99,13 +99,13 @@ def send(destination: Destination, message: Outgoing, timeout: float) -> str | N
     A send that failed once its timeout had passed timed out, whichever ended first: the socket's own timeout
     (Apprise's plugin says only that it failed) or the wait for the thread (late on a loaded machine)."""
     outcome: list[str | None] = []
+    timed_out = f"{TIMED_OUT} after {timeout:g} s"
     started = time.monotonic()
 
     def attempt() -> None:
         error = _notify(destination, message, timeout)
         outcome.append(timed_out if error is not None and time.monotonic() - started >= timeout else error)
 
-    timed_out = f"{TIMED_OUT} after {timeout:g} s"
     worker = threading.Thread(target=attempt, daemon=True, name="alerts-send")
     worker.start()
     worker.join(timeout)

@@ -32,8 +32,8 @@ from freight_pipeline.warehouse.writer_lock import WarehouseBusy, writer_lock
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 SHIPMENTS = 26
-SETTINGS = TEST_SETTINGS.replaced(fetch_batch_size=13)
 """Two batches of 13 in the first sync, one more in the sync after the publish: every table in small files."""
+SETTINGS = TEST_SETTINGS.replaced(fetch_batch_size=13)
 
 
 def live_files(con: duckdb.DuckDBPyConnection) -> int:
