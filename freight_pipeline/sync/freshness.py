@@ -40,8 +40,9 @@ MIN_REFRESH_REQUESTS = 200
 """The rolling re-read may always spend this many requests a run (a small run's share would starve it)."""
 DUE_SHARE = 0.75
 """An open shipment's events are re-read once this share of ``events_max_age`` has passed since they were read."""
-SAMPLED_PARTS: frozenset[str] = frozenset({EVENTS, MEMOS})
 WHAT = {EVENTS: "events", MEMOS: "memo lines"}
+"""The parts the sample reads, each as a notice names it, in the order it names them."""
+SAMPLED_PARTS: frozenset[str] = frozenset(WHAT)
 
 
 @dataclass(frozen=True)
