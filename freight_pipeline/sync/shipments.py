@@ -453,7 +453,7 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
         figures["sample_differed"] = differed
         if run.gone:
             figures["sample_gone"] = sorted(run.gone)[:20]
-        found = tuple(part for part in (EVENTS, MEMOS) if differed.get(part))
+        found = tuple(part for part in freshness.WHAT if differed.get(part))
         if found and not set(found) <= set(known.parts):
             if not known.parts:
                 result.add_notice(NoticeKind.CHANGES_WITHOUT_STAMP,
