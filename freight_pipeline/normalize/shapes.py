@@ -653,3 +653,46 @@ def _kinds_after(
     if not other:
         return kinds, None
     return kinds, (other, sum(got.unread.get(kind, 0) for kind in other))
+
+
+def fields_lost(held: Any, read: Any) -> list[str]:
+    """The fields of ``held`` (a record's answer as read before, decoded) that ``read`` (the same record's answer
+    read again) lost where it still has objects: a key absent from every object of its path now, or one whose
+    values are now all of other JSON kinds (nulls aside): a rename, a drop or a retype, the shape of the answer
+    changed, not (only) its values. An array emptied, an object gone, a value sent as null, an item or a key
+    added lose nothing. Named as :func:`field_name` names them (``location``, ``goods[].weight``)."""
+    before, after = _fields_by_path(held), _fields_by_path(read)
+    lost = []
+    for path, fields in before.items():
+        now = after.get(path)
+        if now is None:  # no object at the path any more: nothing to compare its keys with
+            continue
+        for key, kinds in fields.items():
+            kinds_now = now.get(key)
+            if kinds_now is None or (kinds and kinds_now and kinds.isdisjoint(kinds_now)):
+                lost.append(field_name(path, key))
+    return sorted(lost)
+
+
+def _fields_by_path(value: Any) -> dict[str, dict[str, set[str]]]:
+    """Path -> key -> the JSON kinds of its non-null values, of every object in ``value`` (an answer: a record,
+    or an array of records, each at the top path ``""``)."""
+    found: dict[str, dict[str, set[str]]] = {}
+
+    def walk(item: Any, path: str) -> None:
+        if isinstance(item, dict):
+            fields = found.setdefault(path, {})
+            for key, inner in item.items():
+                kinds = fields.setdefault(key, set())
+                kind = KIND_OF_TYPE.get(type(inner))
+                if kind is not None:
+                    kinds.add(kind)
+                if isinstance(inner, dict):
+                    walk(inner, field_name(path, key))
+                elif isinstance(inner, list):
+                    for element in inner:
+                        walk(element, field_name(path, key) + "[]")
+
+    for record in value if isinstance(value, list) else [value]:
+        walk(record, "")
+    return found

@@ -231,7 +231,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--release", choices=RELEASES, default=CURRENT,
         help=f"the release of the interface it answers in (default {CURRENT}, the spec's current one; {NEXT} "
         f"renames, drops and adds top-level fields of documents, events and air legs; {NESTED} also renames and "
-        "retypes fields inside goods, addresses, containers, legs and events: docs/real-services.md); "
+        "retypes fields inside goods, addresses, containers, legs, events and memo lines: docs/real-services.md); "
         "switched while running with POST /_control/release",
     )
     parser.add_argument(

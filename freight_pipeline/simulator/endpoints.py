@@ -280,7 +280,7 @@ class Endpoints:
         if self.state.faults.config.memo_lookup_by_one and numbers is not None and len(numbers) > 1:
             raise ApiError(400, "SHIPMENT_NUMBER takes one value in the memo lookup")
         page = await in_thread(self._memo_page, criteria, paging, client, numbers)
-        items: Any = list(page.rows)
+        items: Any = in_release(self.state.release, "memos", list(page.rows))
         if self.state.corruptions.record_ids("memos") and client is not None and numbers:
             items = await in_thread(self._memos_corrupted, client, numbers, items)
         return answer(items, page.headers())
@@ -324,11 +324,14 @@ class Endpoints:
 
     async def memo_scroll(self, request: Request) -> Response:
         self._user(request, "memo:read")
-        return await self._scroll(request, self.store.reader.memo_rows)
+        release = self.state.release
+        return await self._scroll(request, lambda: in_release(release, "memos", list(self.store.reader.memo_rows())))
 
     async def memo_retrieve(self, request: Request) -> Response:
         self._user(request, "memo:read")
-        return JsonAnswer(await in_thread(self.store.reader.get_memo, self._id(request)))
+        (line,) = in_release(self.state.release, "memos", [await in_thread(self.store.reader.get_memo,
+                                                                            self._id(request))])
+        return JsonAnswer(line)
 
     async def codeconverter_lookup(self, request: Request) -> Response:
         self._user(request, "codeconverter:read")

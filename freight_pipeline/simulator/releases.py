@@ -17,7 +17,8 @@ months (no such release is published; it is this simulator's rehearsal of one):
   (``"120 cm"``: no number any more);
 * every address: ``postal_code`` -> ``zip_code``; every container: ``container_iso_code`` -> ``iso_code``;
 * every end (origin, destination) of every carriage leg, embedded (pre-, main-, post-carriage) or from the
-  air and sea main-carriage endpoints, and every event: ``location`` -> ``place`` (a nested object renamed).
+  air and sea main-carriage endpoints, and every event: ``location`` -> ``place`` (a nested object renamed);
+* every memo line (lookup, scroll, retrieve): ``memo`` -> ``text``.
 
 A release only changes how the store's true data is answered (the store keeps one shape), so a test's
 oracle still knows every value; it is switched with ``--release`` or ``POST /_control/release``.
@@ -41,6 +42,7 @@ GOOD_RENAMES: dict[str, str] = {"weight": "gross_weight"}
 ADDRESS_RENAMES: dict[str, str] = {"postal_code": "zip_code"}
 CONTAINER_RENAMES: dict[str, str] = {"container_iso_code": "iso_code"}
 LOCATION_RENAMES: dict[str, str] = {"location": "place"}
+MEMO_RENAMES: dict[str, str] = {"memo": "text"}
 LEG_ENDS: tuple[str, ...] = ("origin", "destination")
 CARRIAGES: tuple[str, ...] = ("pre_carriage", "main_carriage", "post_carriage")
 
@@ -151,11 +153,18 @@ def _nested_events(events: Any) -> Any:
     return events
 
 
+def _nested_memos(lines: Any) -> Any:
+    """2026.3's memo lines: renamed copies (a memo lookup's rows are the store's own)."""
+    return [_renamed(dict(line), MEMO_RENAMES) if isinstance(line, dict) else line for line in lines] \
+        if isinstance(lines, list) else lines
+
+
 _CHANGES: dict[str, dict[str, Callable[[Any], Any]]] = {
     CURRENT: {},
     NEXT: {"shipment": _document, "events": _events, "airmaincarriage": _air_legs},
     NESTED: {"shipment": _nested_document, "events": _nested_events,
-             "airmaincarriage": lambda legs: _leg_ends(_air_legs(legs)), "seamaincarriage": _leg_ends},
+             "airmaincarriage": lambda legs: _leg_ends(_air_legs(legs)), "seamaincarriage": _leg_ends,
+             "memos": _nested_memos},
 }
 
 

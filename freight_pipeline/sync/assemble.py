@@ -250,6 +250,11 @@ def raw_part(stream: str, shipment_id: int, answer: Any, fetched_at: dt.datetime
     return RawPart(stream, shipment_id, packed, len(text) if text is not None else None, fetched_at)
 
 
+def unpacked(packed: bytes) -> Any:
+    """A raw part's answer as kept (:func:`raw_part`'s compressed JSON text), decoded."""
+    return orjson.loads(zlib.decompress(packed))
+
+
 def content_hash(bundle: Bundle, document_text: str,
                  text: Callable[[str, Any], bytes | None] = lambda _, answer: answer_text(answer)) -> str | None:
     """A hash of every part's answer (the document as the JSON text kept for it, each detail's as ``text``

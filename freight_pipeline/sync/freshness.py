@@ -17,6 +17,12 @@ the shipments stream, after its walk, retries and reconcile:
   their memo lines too once a sample found those changed. What differs is written like any other change:
   the rows, a history version as of when the run noticed it, the marts' changed shipments.
 
+A re-read answer that lost fields the held answer had (:func:`reshaped`: a release renamed, dropped or retyped
+them, which the run's shape comparison names: ``sync.drift``) differs by its shape, not by a change the stamp
+missed: its rows are written as they now read, but it is not counted as differing (the sample's figures count it
+apart), so a release alone never says the service changes events without moving the stamp, nor starts the rolling
+re-read. Once written, the next reads of it compare answers of one shape again.
+
 When each shipment's events were last read is ``freight_meta.raw_parts.fetched_at`` (every read keeps its
 answer raw, an unchanged one too): ``status`` shows the oldest among open shipments, and the WARN check
 ``events_within_max_age`` fails when it is older than ``events_max_age`` while the rolling re-read is on.
@@ -26,12 +32,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from freight_pipeline.normalize.shapes import fields_lost
+from freight_pipeline.sync.assemble import unpacked
 from freight_pipeline.sync.parts import EVENTS, MEMOS, Ref
 from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.warehouse.records import RawPart
 from freight_pipeline.warehouse.store import Warehouse
 
 STATE = "events_unstamped"
@@ -109,6 +118,21 @@ def due(warehouse: Warehouse, settings: SyncSettings, known: Unstamped, *, now: 
         EVENTS, wanted + len(exclude), read_before=now - settings.events_max_age * DUE_SHARE,
         upcoming_after=service_now)
     return [_ref(r) for r in rows if int(r["shipment_id"]) not in exclude][:wanted]
+
+
+def reshaped(held: Mapping[tuple[str, int], bytes | None], read: Iterable[RawPart]) -> dict[str, dict[int, list[str]]]:
+    """Of the parts ``read`` again, those whose answer lost fields the answer ``held`` (by stream and shipment id, as
+    kept in ``raw_parts``) had (``shapes.fields_lost``: a release's rename, drop or retype), by stream and shipment:
+    the fields. Their rows differ by the shape of the answer, which says nothing of a change without the stamp."""
+    lost: dict[str, dict[int, list[str]]] = {}
+    for part in read:
+        before = held.get((part.stream, part.shipment_id))
+        if before is None or part.answer is None or before == part.answer:
+            continue
+        fields = fields_lost(unpacked(before), unpacked(part.answer))
+        if fields:
+            lost.setdefault(part.stream, {})[part.shipment_id] = fields
+    return lost
 
 
 def found_notice(differed: Mapping[str, int], sampled: int, settings: SyncSettings) -> str:

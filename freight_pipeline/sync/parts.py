@@ -185,3 +185,5 @@ PART_BY_STREAM: dict[str, Part] = {part.stream: part for part in PARTS}
 ALL_PARTS: frozenset[str] = frozenset(PART_BY_STREAM)
 PART_TABLES: tuple[str, ...] = tuple(table for part in PARTS for table in part.tables)
 """Every table the shipments stream writes, document tables first."""
+PART_OF_TABLE: dict[str, Part] = {table: part for part in PARTS for table in part.tables}
+"""The part that fills each of :data:`PART_TABLES`."""

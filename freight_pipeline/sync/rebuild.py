@@ -61,7 +61,7 @@ import orjson
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
 from freight_pipeline.normalize.signature import EveryRecord, MappingSignature, current_signature
-from freight_pipeline.sync.assemble import assemble
+from freight_pipeline.sync.assemble import assemble, unpacked
 from freight_pipeline.sync.bundle import NOT_APPLICABLE, Answer, Bundle, Work
 from freight_pipeline.sync.code_conversions import STREAM as CONVERSIONS
 from freight_pipeline.sync.code_conversions import TABLE as CONVERSIONS_TABLE
@@ -222,7 +222,7 @@ def _answer(packed: bytes | None) -> Answer:
     """A raw part as the sync's fetch answered it: its records, or NOT_APPLICABLE where it had no rows."""
     if packed is None:
         return NOT_APPLICABLE
-    return orjson.loads(zlib.decompress(packed))
+    return unpacked(packed)
 
 
 def names_any(record: RawRecord, keys: frozenset[str]) -> bool:

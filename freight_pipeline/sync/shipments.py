@@ -49,7 +49,7 @@ from freight_pipeline.sync.cursor import BEGINNING, ShipmentKey, cursor_offset, 
 from freight_pipeline.sync.freshness import Unstamped
 from freight_pipeline.sync.isolation import Breaker, RecordFailure
 from freight_pipeline.sync.memo_batch import BatchingOff, MemoBatches
-from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, PART_TABLES, PARTS, Ref
+from freight_pipeline.sync.parts import ALL_PARTS, DOCUMENT, EVENTS, MEMOS, PART_OF_TABLE, PART_TABLES, PARTS, Ref
 from freight_pipeline.sync.pipeline import Finished, read_ahead, stream_as_finished
 from freight_pipeline.sync.progress import Meter, Progress, loop_safe
 from freight_pipeline.sync.reconcile import Probe, compare_with_source, probe_for_restore
@@ -98,7 +98,13 @@ class _Run:
     compare: bool = False
     """Write only the rows that differ from those held (a re-read of parts: ``freshness``)."""
     differed: dict[str, int] = field(default_factory=dict)
-    """While ``compare``: per table, the shipments whose rows differed (and were written)."""
+    """While ``compare``: per table, the shipments whose rows differed (and were written), but those of
+    :attr:`reshaped`."""
+    reshaped: dict[str, int] = field(default_factory=dict)
+    """While ``compare``: per table, the shipments whose rows differed as their part's answer lost fields the held
+    answer had (``freshness.reshaped``: a release, not a change without the stamp)."""
+    fields_lost: dict[str, set[str]] = field(default_factory=dict)
+    """While ``compare``: per part, the fields :attr:`reshaped`'s answers lost."""
     gone: list[int] = field(default_factory=list)
     """While ``compare``: the shipments found deleted at the service (their events and document answered 404)."""
     written: set[int] = field(default_factory=set)
@@ -170,10 +176,19 @@ class _Run:
     def write(self, prepared: tuple[Assembled, str, int]) -> None:
         """Write one prepared batch as ONE transaction (in the writer thread)."""
         assembled, moved, shipments = prepared
+        read = assembled.write.raw_parts
+        lost = freshness.reshaped(self.warehouse.reads.raw_part_answers([(p.stream, p.shipment_id) for p in read]),
+                                  read) if self.compare else {}
         stats = self.warehouse.writes.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff,
                                                   history=self.settings.history, compare=self.compare)
-        for table, compared in stats.compared.items():
-            self.differed[table] = self.differed.get(table, 0) + compared - stats.unchanged.get(table, 0)
+        for table, ids in stats.differed.items():
+            stream = PART_OF_TABLE[table].stream
+            lost_in = lost.get(stream, {})
+            reshaped = [i for i in ids if i in lost_in]
+            self.differed[table] = self.differed.get(table, 0) + len(ids) - len(reshaped)
+            if reshaped:
+                self.reshaped[table] = self.reshaped.get(table, 0) + len(reshaped)
+                self.fields_lost.setdefault(stream, set()).update(name for i in reshaped for name in lost_in[i])
         self.written.update(i for ids in assembled.write.loaded.values() for i in ids)
         self.result.add_rows(stats)
         self.result.add_versions(stats.versions)
@@ -449,8 +464,10 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
     sampled = freshness.sample(warehouse, settings, exclude=run.written)
     figures: dict[str, object] = {"sampled": len(sampled)}
     if sampled:
-        differed = await _reread(run, sampled, freshness.SAMPLED_PARTS)
-        figures["sample_differed"] = differed
+        differed, reshaped = await _reread(run, sampled, freshness.SAMPLED_PARTS)
+        figures.update(sample_differed=differed, sample_reshaped=reshaped)
+        if run.fields_lost:
+            figures["sample_fields_lost"] = {stream: sorted(names) for stream, names in run.fields_lost.items()}
         if run.gone:
             figures["sample_gone"] = sorted(run.gone)[:20]
         found = tuple(part for part in freshness.WHAT if differed.get(part))
@@ -466,8 +483,8 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
                             exclude=run.written)
     figures["rolling"] = known.rolling(settings)
     if rolling:
-        differed = await _reread(run, rolling, known.rolling_parts())
-        figures.update(refreshed=len(rolling), refreshed_differed=differed)
+        differed, reshaped = await _reread(run, rolling, known.rolling_parts())
+        figures.update(refreshed=len(rolling), refreshed_differed=differed, refreshed_reshaped=reshaped)
         if run.gone:
             figures["refreshed_gone"] = sorted(run.gone)[:20]
     open_held, oldest = warehouse.reads.oldest_part_read(EVENTS)
@@ -479,19 +496,22 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
                                 run.run_id)
 
 
-async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> dict[str, int]:
+async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> tuple[dict[str, int], dict[str, int]]:
     """Read ``parts`` of the shipments ``refs`` again, writing only what differs from the rows held; per part,
-    the shipments whose rows differed (a shipment found deleted at the service is deleted, not counted:
-    ``run.gone``)."""
-    run.compare, run.differed, run.gone = True, {}, []
+    the shipments whose rows differed, and apart those whose rows differed as their answer lost fields the held one
+    had (``run.reshaped``; a shipment found deleted at the service is deleted, in neither: ``run.gone``)."""
+    run.compare, run.differed, run.reshaped, run.fields_lost, run.gone = True, {}, {}, {}, []
     run.expect(len(refs))
     try:
         await run.run(_listed(Work(ref, parts) for ref in refs))
     finally:
         run.compare = False
     tables = {part.stream: part.tables for part in PARTS if part.stream in parts}
-    return {stream: max((run.differed.get(table, 0) for table in names), default=0)
-            for stream, names in tables.items()}
+
+    def by_part(counts: Mapping[str, int]) -> dict[str, int]:
+        return {stream: max((counts.get(table, 0) for table in names), default=0) for stream, names in tables.items()}
+
+    return by_part(run.differed), by_part(run.reshaped)
 
 
 def _instant(key: ShipmentKey | None, zone: ServiceZone) -> dt.datetime | None:

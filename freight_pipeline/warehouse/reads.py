@@ -315,6 +315,18 @@ class Reads:
         records = [(i, str(found[i]), parts.get(i, {})) for i in ids if i in found]
         return RawBatch(records, RawPosition(order[-1][1], order[-1][0]))
 
+    def raw_part_answers(self, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], bytes | None]:
+        """The answers held in ``raw_parts`` (compressed, None: the part had no rows) of ``keys``, (stream, shipment
+        id) pairs; a pair with no row held is left out."""
+        if not keys:
+            return {}
+        wanted = pa.table({"stream": pa.array([stream for stream, _ in keys], pa.string()),
+                           "shipment_id": pa.array([int(i) for _, i in keys], pa.int64())})
+        with self.database.registered(wanted) as view:
+            rows = run(self.database.con, f"SELECT p.stream, p.shipment_id, p.answer FROM {qualified(meta.RAW_PARTS)} "
+                                          f"p JOIN {view} w USING (stream, shipment_id)")
+        return {(str(stream), int(shipment_id)): answer for stream, shipment_id, answer in rows}
+
     def code_conversion_payloads(self) -> list[str]:
         """The whole record kept with each code conversion held (its ``payload``, JSON text), in id order."""
         return [str(row[0]) for row in run(

@@ -207,6 +207,9 @@ class WriteStats(dict[str, int]):
         """A rebuild's: ids of each table whose re-derived rows were compared with those held."""
         self.unchanged: dict[str, int] = {}
         """A rebuild's: of those, the ids whose rows were the ones held (not written)."""
+        self.differed: dict[str, list[int]] = {}
+        """A comparing write's (a rebuild's, a re-read of parts): per table, the ids whose rows differed from those
+        held (written)."""
 
     @property
     def rows_written(self) -> int:

@@ -137,6 +137,8 @@ class Writes:
             same = {name: self._same_rows(spec(name), incoming.get(name), ids) for name, ids in compared.items()}
             stats.compared = {spec(name).name: len(ids) for name, ids in compared.items()}
             stats.unchanged = {spec(name).name: len(ids) for name, ids in same.items()}
+            stats.differed = {spec(name).name: [i for i in ids if i not in same[name]]
+                              for name, ids in compared.items()}
             replaced, incoming = self._leaving_out(replaced, incoming, same)
         views: dict[tuple[int, ...], str] = {}  # one view per id set: most tables replace the same ids
         for name, ids in replaced.items():

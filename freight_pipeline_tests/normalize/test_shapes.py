@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from freight_pipeline.normalize.flatten import DOCUMENT_SHAPE, normalize_shipment
 from freight_pipeline.normalize.groups import DATETIME
 from freight_pipeline.normalize.nodes import SAME, Key, Node
@@ -19,6 +21,7 @@ from freight_pipeline.normalize.shapes import (
     KnownField,
     Shape,
     compare,
+    fields_lost,
 )
 from freight_pipeline_tests.normalize import samples
 
@@ -312,3 +315,28 @@ def test_the_elements_of_an_array_of_objects_sent_as_another_kind_are_named_by_i
     top = FieldTally(NESTED)
     top.see_all([7, "x", {"id": 1, "lines": [None]}], 1)
     assert top.elements == {} and top.records_at(NESTED.top) == 3
+
+
+@pytest.mark.parametrize(("held", "read", "lost"), [
+    # a shape changed: a key renamed, dropped or retyped where objects of its path still come
+    ([{"event": "A", "location": {"name": "x"}}], [{"event": "A", "place": {"name": "x"}}], ["location"]),
+    ([{"event": "A", "location": {"name": "x", "unloc": "DEHAM"}}], [{"event": "A", "location": {"name": "x"}}],
+     ["location.unloc"]),
+    ({"goods": [{"weight": 1, "subgoods": [{"weight": 2}]}]}, {"goods": [{"gross_weight": 1, "subgoods": [{}]}]},
+     ["goods[].subgoods[].weight", "goods[].weight"]),
+    ([{"memo": "x", "running_number": 1}], [{"memo": "x", "running_number": "1"}], ["running_number"]),
+    ([{"a": 1}, {"a": 2, "b": "x"}], [{"a": 3}], ["b"]),
+    # values changed, the shape kept: nothing lost
+    ([{"event": "A", "at": "2026-01-01"}], [{"event": "A", "at": "2026-02-01"}, {"event": "B", "at": None}], []),
+    ([{"memo": "x"}], [{"memo": None}], []),  # a value sent as null: present
+    ([{"memo": "x"}], [], []),  # every line removed: no object left to lack a key
+    ([], [{"memo": "x"}], []),
+    ({"goods": [{"weight": 1}]}, {"goods": []}, []),
+    ([{"a": 1}], [{"a": 1, "b": 2}], []),  # a key added
+    ([{"a": 1.5}], [{"a": 2}], []),  # a number either way
+    (None, [{"a": 1}], []),
+])
+def test_the_fields_an_answer_read_again_lost_are_a_change_of_its_shape_not_of_its_values(
+    held: object, read: object, lost: list[str]
+) -> None:
+    assert fields_lost(held, read) == lost

@@ -22,7 +22,7 @@ from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.commands.report import read_report
 from freight_pipeline.commands.status import render_status
 from freight_pipeline.lake.backend import storage_from_env
-from freight_pipeline.simulator import store_changes
+from freight_pipeline.simulator import releases, store_changes
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import freshness
 from freight_pipeline.sync.client_source import ClientSource
@@ -342,3 +342,55 @@ class TestAShipmentDeletedAtTheServiceIsADeletionNotAnUnstampedChange:
             assert query(work_db(tmp_path), "SELECT count(*) FROM freight.shipment_memos WHERE shipment_id = ?",
                          [victim])[0][0] == 0
             assert _differences(sim, tmp_path) == {}
+
+
+SIMULATOR_ENDPOINT = {EVENTS: "events", MEMOS: "memos"}
+"""The simulator's name of the endpoint of each part the sample reads (``releases``, ``corruptions``)."""
+
+
+def test_a_release_that_reshapes_every_sampled_part_is_no_change_without_the_stamp_and_one_after_it_is(
+    tmp_path: Path
+) -> None:
+    """2026.3 renames a field of every part the sample reads (an event's ``location``, a memo line's ``memo``) and
+    moves no stamp: the sample's re-read answers lost fields the held ones had, so they are counted apart, named,
+    and neither said as changes without the stamp nor starting the rolling re-read (the run's shape comparison
+    names the release); their rows are written as they now read. The next estimates moved without the stamp, in
+    the new shape, are found and said as before."""
+    assert set(SIMULATOR_ENDPOINT) == freshness.SAMPLED_PARTS, "a part the sample reads that this test does not"
+    assert all(releases.shapes(releases.NESTED, endpoint) for endpoint in SIMULATOR_ENDPOINT.values())
+    every_open = SETTINGS.replaced(freshness_sample=60)  # the 40 held: every open one sampled each run
+    with running_simulator(shipments=40, seed=7) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        sync(every_open)
+        open_held = query(work_db(tmp_path), "SELECT count(*) FROM freight.shipments WHERE shipment_closed "
+                                             "IS NOT TRUE")[0][0]
+        with_memos = query(work_db(tmp_path), "SELECT count(DISTINCT m.shipment_id) FROM freight.shipment_memos m "
+                                              "JOIN freight.shipments s USING (shipment_id) WHERE s.shipment_closed "
+                                              "IS NOT TRUE")[0][0]
+        assert open_held > with_memos > 0
+        sim.set_release(releases.NESTED)
+        sim.advance_clock(900)
+        released = sync(every_open)[SHIPMENTS]
+        figures = released.extra["freshness"]
+        assert not [n for n in released.notices if n.startswith("the service changes")]
+        # every open one but those the walk read in this run (its overlap of the cursor's second)
+        sampled = figures["sampled"]
+        assert open_held - 3 <= sampled <= open_held and figures["sample_differed"] == {EVENTS: 0, MEMOS: 0}
+        assert figures["sample_reshaped"][EVENTS] == sampled and 0 < figures["sample_reshaped"][MEMOS] <= with_memos
+        assert figures["sample_fields_lost"] == {EVENTS: ["location"], MEMOS: ["memo"]}
+        assert not figures["rolling"] and "refreshed" not in figures
+        assert {(c["source"], c["field"]) for c in released.extra["shape_changes"]} >= {
+            (EVENTS, "location"), (MEMOS, "memo")}, "the release is named where it is"
+        assert query(work_db(tmp_path), "SELECT count(*) FROM freight.shipment_memos m JOIN freight.shipments s USING "
+                     "(shipment_id) WHERE s.shipment_closed IS NOT TRUE AND m.memo IS NOT NULL")[0][0] == 0, \
+            "the rows as the answers now read (until the mapping takes the new names)"
+
+        moved = sim.change_in_background(5)
+        sim.advance_clock(900)
+        found = sync(every_open)[SHIPMENTS]
+        figures = found.extra["freshness"]
+        differed = figures["sample_differed"][EVENTS]
+        assert 0 < differed <= len(moved) and figures["sample_reshaped"] == {EVENTS: 0, MEMOS: 0}
+        (notice,) = [n for n in found.notices if n.startswith("the service changes")]
+        assert f"without moving last-modified ({differed} of {figures['sampled']} sampled)" in notice
+        assert figures["rolling"] and "sample_fields_lost" not in figures

@@ -26,12 +26,12 @@ from bench.expected_rows import expected_rows
 from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.lake.backend import storage_from_env
-from freight_pipeline.normalize import addresses, flatten, goods, legs
+from freight_pipeline.normalize import addresses, flatten, goods, legs, records
 from freight_pipeline.normalize.nodes import Key
 from freight_pipeline.normalize.plain_fields import CompiledFields, Field, compile_fields
 from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.signature import current_signature
-from freight_pipeline.normalize.specs.events_memos import EVENT_LOCATION
+from freight_pipeline.normalize.specs.events_memos import EVENT_LOCATION, MEMO_FIELDS
 from freight_pipeline.normalize.specs.goods import GOOD_FIELDS
 from freight_pipeline.normalize.specs.legs import AIR_LEG_FIELDS, LEG_COMMON_FIELDS, LEG_ENDS
 from freight_pipeline.normalize.specs.parties import ADDRESS_FIELDS, CONTAINER_FIELDS
@@ -453,12 +453,13 @@ def _aliased(fields: tuple[Field, ...], renames: dict[str, str]) -> CompiledFiel
 def _with_the_nested_aliases(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fix of 2026.3's renames inside the records, an alias each (in-process): a goods line's weight also
     under gross_weight, an address's postal_code under zip_code, a container's iso code under iso_code, the
-    location of every leg end and event under place (a nested object's Key, not a field's); with 2026.2's flight
-    number."""
+    location of every leg end and event under place (a nested object's Key, not a field's), a memo line's memo
+    under text; with 2026.2's flight number."""
     monkeypatch.setattr(goods, "_GOOD", _aliased(GOOD_FIELDS, {"weight": "gross_weight"}))
     monkeypatch.setattr(addresses, "_ADDRESS", _aliased(ADDRESS_FIELDS, {"postal_code": "zip_code"}))
     monkeypatch.setattr(addresses, "_CONTAINER", _aliased(CONTAINER_FIELDS, {"container_iso_code": "iso_code"}))
     monkeypatch.setattr(legs, "_AIR", _aliased((*LEG_COMMON_FIELDS, *AIR_LEG_FIELDS), {"flight_no": "flight_number"}))
+    monkeypatch.setattr(records, "_MEMO", _aliased(MEMO_FIELDS, {"memo": "text"}))
     for group in (*(end.location for end in LEG_ENDS), EVENT_LOCATION):
         monkeypatch.setattr(group, "key", Key(("location", "place"), group.key.node))
 
@@ -476,19 +477,20 @@ def test_aliases_at_every_level_and_a_rebuild_equal_a_fresh_sync_of_a_release_th
     read = sorted(r[0] for r in query(work_db(held), "SELECT shipment_id FROM freight_meta.raw_shipments "
                                                      "WHERE run_id = ?", [second.run_id]))
     named = {c["field"] for c in second.extra["shape_changes"]}
-    assert {"goods[].weight", "addresses[].postal_code", "location", "origin.location"} <= named
+    assert {"goods[].weight", "addresses[].postal_code", "location", "origin.location", "memo"} <= named
 
     _with_the_nested_aliases(monkeypatch)
     syncer(release_sim, fresh)(streams=ONLY_SHIPMENTS)  # everything read again, in 2026.3, with the aliases
     lengths = ("good_measurements", "length")  # 2026.3 sends "120 cm": no number, in either
     before = _tables_differences(work_db(held), work_db(fresh), except_aes=True, except_columns=(lengths,))
-    assert {"shipment_goods", "shipment_addresses", "shipment_events", "carriage_legs"} <= set(before), before
+    assert {"shipment_goods", "shipment_addresses", "shipment_events", "carriage_legs", "shipment_memos"} \
+        <= set(before), before
 
     served = release_sim.request_count()
     with open_warehouse(held, storage_from_env()) as warehouse:
         found = rebuild(warehouse, "rebuild-nested", TEST_SETTINGS, batch_size=BATCH)
     assert release_sim.request_count() == served, "the rebuild asked the service"
-    assert found.touched == ("flight_number", "gross_weight", "iso_code", "place", "zip_code")
+    assert found.touched == ("flight_number", "gross_weight", "iso_code", "place", "text", "zip_code")
     # those that name a key the aliases added were re-derived (a value may spell one too); those read in 2026.3
     # were written again, no other
     assert found.shipments_written == len(read) <= found.shipments < found.read

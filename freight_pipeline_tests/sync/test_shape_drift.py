@@ -24,7 +24,7 @@ from freight_pipeline.simulator.releases import NESTED, NEXT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import drift
 from freight_pipeline.sync.code_conversions import STREAM as CODE_CONVERSIONS
-from freight_pipeline.sync.parts import AIR_LEGS, DOCUMENT, EVENTS, SEA_LEGS
+from freight_pipeline.sync.parts import AIR_LEGS, DOCUMENT, EVENTS, MEMOS, SEA_LEGS
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline_tests.sync.conftest import SMALL_SHIPMENTS, query, syncer, work_db
 from freight_pipeline_tests.sync.expected import rows_differences
@@ -157,7 +157,7 @@ def _read_by(data_dir: Path, run_id: str) -> list[int]:
     return sorted(int(r[0]) for r in rows)
 
 
-# --- 2026.3: renames and retypes inside goods (at every depth), addresses, containers, legs and events ----
+# --- 2026.3: renames and retypes inside goods (at every depth), addresses, containers, legs, events, memos --
 
 def _objects(items: Any) -> list[dict[str, Any]]:
     return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
@@ -183,6 +183,7 @@ def _nested_truth(sim: RunningSimulator, ids: list[int]) -> dict[str, int]:
         "events": sum(len(reader.get_events(i)) for i in ids),
         "air": sum(len(reader.get_air_main_carriage(d["id"])) for d in docs if d["mode_of_transport"] == "AIR"),
         "sea": sum(len(reader.get_sea_main_carriage(d["id"])) for d in docs if d["mode_of_transport"] == "SEA"),
+        "memos": sum(len(reader.memo_rows_of(d["client"], d["shipment_number"])) for d in docs),
     }
     for carriage in ("pre", "main", "post"):
         counts[carriage] = sum(len(_objects((d.get(f"{carriage}_carriage") or {}).get("carriage_legs"))) for d in docs)
@@ -205,6 +206,9 @@ def _nested_changes(truth: dict[str, int], read: int) -> dict[tuple[str, str], t
         (AIR_LEGS, "flight_no"): ("vanished", truth["air"], 0),
         (AIR_LEGS, "flight_number"): ("new", truth["air"], truth["air"]),
     }
+    if truth["memos"]:  # however few: the new name came in every memo line
+        expected[(MEMOS, "memo")] = ("vanished", truth["memos"], 0)
+        expected[(MEMOS, "text")] = ("new", truth["memos"], truth["memos"])
     if truth["containers"]:  # however few: the new name came in every container
         expected[(DOCUMENT, "containers[].container_iso_code")] = ("vanished", truth["containers"], 0)
         expected[(DOCUMENT, "containers[].iso_code")] = ("new", truth["containers"], truth["containers"])
@@ -225,6 +229,7 @@ NULLED_BY_NAMED: dict[tuple[str, str], tuple[str, str]] = {
     ("shipment_addresses", "postal_code"): (DOCUMENT, "addresses[].postal_code"),
     ("shipment_containers", "container_iso_code"): (DOCUMENT, "containers[].container_iso_code"),
     ("air_main_carriage_legs", "flight_no"): (AIR_LEGS, "flight_no"),
+    ("shipment_memos", "memo"): (MEMOS, "memo"),
     **{("shipment_events", column): (EVENTS, "location") for column in LOCATION_COLUMNS},
     **{(table, f"{end}_{column}"): (source, f"{end}.location") for table, source in (
         ("air_main_carriage_legs", AIR_LEGS), ("sea_main_carriage_legs", SEA_LEGS))
