@@ -352,8 +352,11 @@ class VersionBatch:
     ``rows``: per ``freight`` table (qualified name), the rows replacing those of ``replaced[table]``'s
     shipments (a shipment there without rows lost every row of that table). ``stamps``: table of
     ``shipment_id`` and ``valid_from`` (the last-modified instant of the version read; null when
-    unreadable) for every replaced shipment. ``deleted_ids``: shipments deleted at the service,
-    ``deleted_at`` when the run that noticed began (None: ``recorded_at``).
+    unreadable) for every replaced shipment, and optionally ``held_from``: the instant of the document held
+    before this batch (null: none held, or not known), which tells a service that went back (a copy older than
+    the one held) from content changed under the stamp held (a part changed without the stamp, read again: as
+    old as the versions of such changes noticed before, and no restore). ``deleted_ids``: shipments deleted
+    at the service, ``deleted_at`` when the run that noticed began (None: ``recorded_at``).
     """
 
     rows: Mapping[str, pa.Table]
@@ -370,16 +373,16 @@ class VersionCounts:
     added: dict[str, int] = field(default_factory=dict)
     """History table (short name) -> versions added (a version it follows was closed for each that had one)."""
     stale: list[int] = field(default_factory=list)
-    """Shipments whose copy was older than a version already recorded for them (the service went back) and
-    differed from it: versioned as of when the run noticed. (A copy as held adds no version and is not counted:
+    """Shipments whose copy was older than a version already recorded for them and than the document held, when
+    known (the service went back), and differed from it: versioned as of when the run noticed. (A copy as held adds no version and is not counted:
     a rebuild's, whose current versions took its content, says nothing of the service.)"""
     unstamped: list[int] = field(default_factory=list)
     """Replaced shipments without a readable last-modified instant, first seen or differing from their current
     versions: versioned as of when the run noticed."""
     same_instant: int = 0
-    """Subjects whose content differed from their current version under the same ``valid_from`` (the
-    service changed them without moving the shipment's last-modified instant): versioned as of when the
-    run noticed."""
+    """Subjects whose content differed from their current version under the same ``valid_from``, or under the
+    instant of the document held once an earlier such change was versioned as of when noticed (the service
+    changed them without moving the shipment's last-modified instant): versioned as of when the run noticed."""
 
     @property
     def rows_added(self) -> int:
@@ -424,7 +427,8 @@ def record_versions(
 
         latest = _latest_versions(view(pa.table({SHIPMENT_ID: pa.array(sorted({*replaced_ids, *gone}), pa.int64())})))
         noticed = batch.deleted_at or recorded_at
-        first_seen, followed = _usable_stamps(con, batch.stamps, replaced_ids, latest, view, counts, noticed)
+        first_seen, followed, again = _usable_stamps(con, batch.stamps, replaced_ids, latest, view, counts, noticed)
+        redated = set(again)
         gone_at = arrow_result(con, (
             f"SELECT g.shipment_id, greatest($deleted_at, coalesce(l.latest + {DELETION_AFTER_LAST}, $deleted_at)) "
             f"AS valid_from FROM {view(pa.table({SHIPMENT_ID: pa.array(gone, pa.int64())}))} g "
@@ -449,6 +453,7 @@ def record_versions(
                 scope = view(_scope(subject, sources, replaced))
                 found = arrow_result(con, _new_versions_sql(subject, incoming, scope, compared))
                 versioned.update(found[SHIPMENT_ID].to_pylist())
+                counts.same_instant += sum(1 for i in found[SHIPMENT_ID].to_pylist() if i in redated)
                 added += _write_versions(con, subject, found, view, run_id, recorded_at, counts, noticed)
             counts.added[subject.spec.name] = added
     counts.stale = [i for i in counts.stale if i in versioned]
@@ -523,26 +528,32 @@ def _latest_versions(ids: str) -> str:
 def _usable_stamps(
     con: duckdb.DuckDBPyConnection, stamps: pa.Table, replaced_ids: Sequence[int], latest: str,
     view: Callable[[pa.Table], str], counts: VersionCounts, noticed: dt.datetime,
-) -> tuple[pa.Table, pa.Table]:
+) -> tuple[pa.Table, pa.Table, list[int]]:
     """(shipment_id, valid_from) of the replaced shipments to version, those with no version recorded yet
-    and those with one. The history follows the service, also backwards: a copy older than a version
-    already recorded (the service went back: a restore) and one without a readable instant are dated when
-    the run noticed them, as a deletion is (never at or before the latest version); both are counted."""
-    given = view(stamps.select([SHIPMENT_ID, "valid_from"]).cast(
-        pa.schema([(SHIPMENT_ID, pa.int64()), ("valid_from", _TS)])))
+    and those with one; and the shipments whose copy, as old as the document held, is older than a version
+    recorded (content changed under the stamp held, again). The history follows the service, also backwards:
+    a copy older than a version already recorded (the service went back: a restore, when it is older than the
+    document held too) and one without a readable instant are dated when the run noticed them, as a deletion
+    is (never at or before the latest version); both are counted."""
+    if "held_from" not in stamps.column_names:
+        stamps = stamps.append_column("held_from", pa.nulls(stamps.num_rows, _TS))
+    given = view(stamps.select([SHIPMENT_ID, "valid_from", "held_from"]).cast(
+        pa.schema([(SHIPMENT_ID, pa.int64()), ("valid_from", _TS), ("held_from", _TS)])))
     ids = view(pa.table({SHIPMENT_ID: pa.array(replaced_ids, pa.int64())}))
     held = arrow_result(con, (
         f"SELECT DISTINCT i.shipment_id, CASE WHEN s.valid_from IS NULL OR s.valid_from < l.latest "
         f"THEN greatest($noticed, coalesce(l.latest + {DELETION_AFTER_LAST}, $noticed)) ELSE s.valid_from END "
         f"AS valid_from, l.latest IS NULL AS first_seen, s.valid_from IS NULL AS unstamped, "
-        f"coalesce(s.valid_from < l.latest, false) AS stale "
+        f"coalesce(s.valid_from < coalesce(s.held_from, l.latest), false) AS stale, "
+        f"coalesce(s.valid_from < l.latest AND s.valid_from >= s.held_from, false) AS redated "
         f"FROM {ids} i LEFT JOIN {given} s USING (shipment_id) LEFT JOIN ({latest}) l USING (shipment_id)"
     ), {"noticed": noticed})
     counts.unstamped = sorted(held.filter(held["unstamped"])[SHIPMENT_ID].to_pylist())
     counts.stale = sorted(held.filter(held["stale"])[SHIPMENT_ID].to_pylist())
     columns = [SHIPMENT_ID, "valid_from"]
     return (held.filter(held["first_seen"]).select(columns),
-            held.filter(pc.invert(held["first_seen"])).select(columns))
+            held.filter(pc.invert(held["first_seen"])).select(columns),
+            held.filter(held["redated"])[SHIPMENT_ID].to_pylist())
 
 
 def _insert_first_versions(

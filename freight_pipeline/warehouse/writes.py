@@ -173,13 +173,13 @@ class Writes:
             written &= {i for ids in replaced.values() for i in ids}
         stats.shipments_written = len(written)
         self._record_changes([*written, *gone], run_id, synced_at)
-        read = _without(raw, "shipment_id", read_as_held)
-        self._upsert(meta.RAW_SHIPMENTS, read, append=set(read.column("shipment_id").to_pylist()) <= fresh)
-        self._upsert_raw_parts(batch.raw_parts, run_id, append=all(p.shipment_id in fresh for p in batch.raw_parts))
-        if history:
+        if history:  # before the documents read replace those held (their instants)
             if rebuild:
                 self._retake_current(con, incoming, replaced)
             stats.versions = self._record_versions(con, run_id, batch, incoming, replaced, gone, synced_at).added
+        read = _without(raw, "shipment_id", read_as_held)
+        self._upsert(meta.RAW_SHIPMENTS, read, append=set(read.column("shipment_id").to_pylist()) <= fresh)
+        self._upsert_raw_parts(batch.raw_parts, run_id, append=all(p.shipment_id in fresh for p in batch.raw_parts))
         self._upsert_rejects(batch.rejects, run_id, synced_at)
         self._insert_problems([p for p in [*batch.problems, *conflicts]
                                if p.shipment_id not in unchanged and (p.stream, p.record_key) not in kept],
@@ -194,16 +194,21 @@ class Writes:
         replaced: dict[str, list[int]], gone: list[int], synced_at: dt.datetime,
     ) -> VersionCounts:
         """The batch's versions in ``freight_history``, dated by the last-modified instants of the documents
-        read (a part read again alone: of the document held) and, for deletions, by the run's start."""
+        read (a part read again alone: of the document held) and, for deletions, by the run's start. Before the
+        batch's documents replace those held, whose instants tell a service that went back from a part changed
+        under the stamp held (``VersionBatch``'s ``held_from``)."""
         stamped = sorted({i for name, ids in replaced.items() if name in SOURCE_TABLES for i in ids})
-        instants = {int(d.shipment_id): d.last_modified_at for d in batch.raw_documents}
-        missing = [i for i in stamped if i not in instants]
-        if missing:
-            with self.database.registered(pa.table({"id": pa.array(missing, pa.int64())})) as view:
-                instants.update(run(con, f"SELECT shipment_id, last_modified_at FROM {qualified(meta.RAW_SHIPMENTS)} "
-                                         f"WHERE shipment_id IN (SELECT id FROM {view})"))
+        read = {int(d.shipment_id): d.last_modified_at for d in batch.raw_documents}
+        fresh = set(batch.fresh_ids)
+        held: dict[int, dt.datetime | None] = {}
+        if asked := [i for i in stamped if i not in fresh]:
+            with self.database.registered(pa.table({"id": pa.array(asked, pa.int64())})) as view:
+                held.update(run(con, f"SELECT shipment_id, last_modified_at FROM {qualified(meta.RAW_SHIPMENTS)} "
+                                     f"WHERE shipment_id IN (SELECT id FROM {view})"))
+        instants = {**held, **read}
         stamps = pa.table({"shipment_id": pa.array(stamped, pa.int64()),
-                           "valid_from": pa.array([instants.get(i) for i in stamped], _TS)})
+                           "valid_from": pa.array([instants.get(i) for i in stamped], _TS),
+                           "held_from": pa.array([held.get(i) for i in stamped], _TS)})
         started = first(run(con, f"SELECT min(started_at) FROM {qualified(meta.SYNC_RUNS)} WHERE run_id = ?",
                             [run_id])) if gone else None
         versions = VersionBatch(incoming, replaced, stamps, gone, started[0] if started else None)

@@ -29,6 +29,7 @@ from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.parts import DETAIL_PARTS, EVENTS, MEMOS
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.sync.source import ShipmentGone
+from freight_pipeline.warehouse.history import SUBJECTS, disagreeing_sql
 from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
 from freight_pipeline_tests.sync.conftest import query, syncer, work_db
 from freight_pipeline_tests.sync.expected import rows_differences
@@ -394,3 +395,29 @@ def test_a_release_that_reshapes_every_sampled_part_is_no_change_without_the_sta
         (notice,) = [n for n in found.notices if n.startswith("the service changes")]
         assert f"without moving last-modified ({differed} of {figures['sampled']} sampled)" in notice
         assert figures["rolling"] and "sample_fields_lost" not in figures
+
+
+def test_a_second_change_without_the_stamp_is_one_under_the_stamp_held_not_the_service_going_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The service's feed moves the same open shipments' estimates twice, never their stamp: each sample versions
+    what changed as of when its run noticed, and the second, under a stamp now older than the first change's
+    version but the document's held, is logged as content changed under the same last-modified instant (it was
+    logged as copies older than the version recorded: the service gone back)."""
+    every_open = SETTINGS.replaced(freshness_sample=60)  # the 40 held: every open one sampled each run
+    with running_simulator(shipments=40, seed=7) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        sync(every_open)
+        for _ in range(2):
+            sim.change_in_background(40)  # every open one (fewer than 40)
+            sim.advance_clock(900)
+            caplog.clear()
+            result = sync(every_open)[SHIPMENTS]
+            assert result.extra["freshness"]["sample_differed"][EVENTS] > 0
+            said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("history: ")]
+            assert len(said) == 1 and said[0].startswith("history: 0 copies older than the version recorded (the "
+                                                         "service went back: []), 0 shipments without"), said
+            assert int(said[0].split("), ")[2].split()[0]) > 0, said  # N contents changed under the same instant
+        assert _differences(sim, tmp_path) == {}
+        with duckdb.connect(str(work_db(tmp_path)), read_only=True) as con:
+            assert sum(len(con.execute(disagreeing_sql(subject)).fetchall()) for subject in SUBJECTS) == 0

@@ -84,15 +84,19 @@ def write(
     sea: Sequence[dict[str, Any]] | None = None,
     deleted: Sequence[int] = (),
     deleted_at: dt.datetime | None = None,
+    held: Mapping[int, dt.datetime] | None = None,
 ) -> VersionCounts:
-    """One batch in one transaction: each table given replaces the rows of every shipment in ``stamps``."""
+    """One batch in one transaction: each table given replaces the rows of every shipment in ``stamps``; ``held``:
+    the instants of the documents held before it (``VersionBatch``'s ``held_from``; None: not known)."""
     given = {SHIPMENTS: shipments, SHIPMENT_EVENTS: events, AIR_MAIN_CARRIAGE_LEGS: air, SEA_MAIN_CARRIAGE_LEGS: sea}
     rows = {spec.qualified_name: spec.to_arrow(list(values)) for spec, values in given.items() if values is not None}
     batch = VersionBatch(
         rows=rows,
         replaced={name: list(stamps) for name in rows},
         stamps=pa.table({"shipment_id": pa.array(list(stamps), pa.int64()),
-                         "valid_from": pa.array(list(stamps.values()), pa.timestamp("us", tz="UTC"))}),
+                         "valid_from": pa.array(list(stamps.values()), pa.timestamp("us", tz="UTC")),
+                         **({} if held is None else {"held_from": pa.array([held.get(i) for i in stamps],
+                                                                           pa.timestamp("us", tz="UTC"))})}),
         deleted_ids=deleted,
         deleted_at=deleted_at,
     )
@@ -303,6 +307,29 @@ def test_unreadable_stamps_and_same_instant_changes_are_counted_and_dated_when_n
         (7, "PICKUP", "ACTUAL", at(3), at(3, 8, 30), at(4, 8, 30), False, "r3"),
         (7, "PICKUP", "ACTUAL", at(4), at(4, 8, 30), None, False, "r4"),
     ]
+    assert_contiguous(con)
+
+
+def test_a_part_changed_again_under_the_stamp_held_is_no_service_going_back(
+    con: duckdb.DuckDBPyConnection, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Events changed without the shipment's stamp, twice: the first change is versioned as of when noticed (its
+    instant is the current version's); the second comes with the same stamp, now older than that version, but
+    as old as the document held: content changed under the stamp again, counted so, not as the service going
+    back. A copy older than the document held is one."""
+    write(con, "r1", at(1, 9), {7: at(1, 8)}, events=[event(7, "POD_ARRIVAL", "ESTIMATED", at(20))])
+    first = write(con, "r2", at(2, 9), {7: at(1, 8)}, events=[event(7, "POD_ARRIVAL", "ESTIMATED", at(21))],
+                  deleted_at=at(2, 8, 30), held={7: at(1, 8)})
+    assert (first.stale, first.same_instant) == ([], 1)
+    caplog.clear()
+    again = write(con, "r3", at(3, 9), {7: at(1, 8)}, events=[event(7, "POD_ARRIVAL", "ESTIMATED", at(22))],
+                  deleted_at=at(3, 8, 30), held={7: at(1, 8)})
+    assert (again.stale, again.same_instant, again.rows_added) == ([], 1, 1)
+    assert "history: 0 copies older than the version recorded (the service went back: [])" in caplog.text
+    back = write(con, "r4", at(4, 9), {7: at(1, 7)}, events=[event(7, "POD_ARRIVAL", "ESTIMATED", at(20))],
+                 deleted_at=at(4, 8, 30), held={7: at(1, 8)})
+    assert (back.stale, back.same_instant) == ([7], 0)
+    assert sorted(row[4] for row in events_held(con)) == [at(1, 8), at(2, 8, 30), at(3, 8, 30), at(4, 8, 30)]
     assert_contiguous(con)
 
 
