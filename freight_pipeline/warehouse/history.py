@@ -374,8 +374,9 @@ class VersionCounts:
     """History table (short name) -> versions added (a version it follows was closed for each that had one)."""
     stale: list[int] = field(default_factory=list)
     """Shipments whose copy was older than a version already recorded for them and than the document held, when
-    known (the service went back), and differed from it: versioned as of when the run noticed. (A copy as held adds no version and is not counted:
-    a rebuild's, whose current versions took its content, says nothing of the service.)"""
+    known (the service went back), and differed from it: versioned as of when the run noticed. (A copy as held
+    adds no version and is not counted: a rebuild's, whose current versions took its content, says nothing of
+    the service.)"""
     unstamped: list[int] = field(default_factory=list)
     """Replaced shipments without a readable last-modified instant, first seen or differing from their current
     versions: versioned as of when the run noticed."""

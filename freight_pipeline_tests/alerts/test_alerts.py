@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import get_args
 
 import dagster as dg
 import duckdb
@@ -45,7 +46,7 @@ from freight_pipeline_tests.alerts.harness import (
     only_new,
     titles,
 )
-from freight_pipeline_tests.alerts.receivers import free_port, webhook
+from freight_pipeline_tests.alerts.receivers import Mode, free_port, webhook
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 from freight_pipeline_tests.sync.expected import assert_converged, differences
 
@@ -183,7 +184,11 @@ def test_a_release_that_renames_a_field_is_one_message_until_the_mapping_takes_t
         "house_reference", "house_bill_number", "master_reference", "master_bill_number")} & still_open
 
 
-@pytest.mark.parametrize("fault", ["refuse", "hang", "unreachable"])
+DESTINATION_FAULTS = (*(mode for mode in get_args(Mode) if mode != "accept"), "unreachable")
+"""Every way a destination fails: each failing mode the receivers play, and a port nothing listens on."""
+
+
+@pytest.mark.parametrize("fault", DESTINATION_FAULTS)
 def test_a_destination_that_fails_never_holds_the_run_and_gets_the_message_with_the_next_run(
     fault: str, tmp_path: Path
 ) -> None:
