@@ -58,7 +58,7 @@ from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.sync.workers import IN_PROCESS_UP_TO, Assembler, sync_workers
 from freight_pipeline.warehouse.history import BEHIND_STATE
-from freight_pipeline.warehouse.records import BatchWrite
+from freight_pipeline.warehouse.records import BatchWrite, RawPart
 from freight_pipeline.warehouse.store import Warehouse
 
 STREAM = DOCUMENT
@@ -176,9 +176,7 @@ class _Run:
     def write(self, prepared: tuple[Assembled, str, int]) -> None:
         """Write one prepared batch as ONE transaction (in the writer thread)."""
         assembled, moved, shipments = prepared
-        read = assembled.write.raw_parts
-        lost = freshness.reshaped(self.warehouse.reads.raw_part_answers([(p.stream, p.shipment_id) for p in read]),
-                                  read) if self.compare else {}
+        lost = self._reshaped(assembled.write.raw_parts) if self.compare else {}
         stats = self.warehouse.writes.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff,
                                                   history=self.settings.history, compare=self.compare)
         for table, ids in stats.differed.items():
@@ -200,6 +198,11 @@ class _Run:
         written = len(assembled.write.loaded.get(STREAM, ()))
         self.say(f"shipments: {self.result.rows_read} changed read, {written} written in this batch{moved}")
         self.meter.advance(shipments)
+
+    def _reshaped(self, read: Sequence[RawPart]) -> dict[str, dict[int, list[str]]]:
+        """Of the parts ``read`` again, those whose answer lost fields the one held had (``freshness.reshaped``)."""
+        return freshness.reshaped(self.warehouse.reads.raw_part_answers([(p.stream, p.shipment_id) for p in read]),
+                                  read)
 
     def announce(self, total: int | None, *, final: bool) -> None:
         """The walk's total as it knows it so far (``Meter.announce``); the worker forked now if the work listed

@@ -546,7 +546,7 @@ def _usable_stamps(
         f"THEN greatest($noticed, coalesce(l.latest + {DELETION_AFTER_LAST}, $noticed)) ELSE s.valid_from END "
         f"AS valid_from, l.latest IS NULL AS first_seen, s.valid_from IS NULL AS unstamped, "
         f"coalesce(s.valid_from < coalesce(s.held_from, l.latest), false) AS stale, "
-        f"coalesce(s.valid_from < l.latest AND s.valid_from >= s.held_from, false) AS redated "
+        f"coalesce(s.valid_from < l.latest AND s.valid_from = s.held_from, false) AS redated "
         f"FROM {ids} i LEFT JOIN {given} s USING (shipment_id) LEFT JOIN ({latest}) l USING (shipment_id)"
     ), {"noticed": noticed})
     counts.unstamped = sorted(held.filter(held["unstamped"])[SHIPMENT_ID].to_pylist())
