@@ -421,3 +421,18 @@ def test_a_second_change_without_the_stamp_is_one_under_the_stamp_held_not_the_s
         assert _differences(sim, tmp_path) == {}
         with duckdb.connect(str(work_db(tmp_path)), read_only=True) as con:
             assert sum(len(con.execute(disagreeing_sql(subject)).fetchall()) for subject in SUBJECTS) == 0
+
+
+def test_the_rolling_re_read_counts_the_answers_a_release_reshaped_apart_too(tmp_path: Path) -> None:
+    """The rolling re-read compares as the sample does: after 2026.3, what it reads again differs by the shape of the
+    answers only (``refreshed_reshaped``), not as changes the stamp missed (``refreshed_differed``)."""
+    rolling = SETTINGS.replaced(events_refresh="on", freshness_sample=0)
+    with running_simulator(shipments=40, seed=7) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        sync(rolling)
+        sim.set_release(releases.NESTED)
+        _wait_past_due()
+        sim.advance_clock(900)
+        figures = sync(rolling)[SHIPMENTS].extra["freshness"]
+        assert figures["refreshed"] > 0 and figures["refreshed_differed"] == {EVENTS: 0}
+        assert figures["refreshed_reshaped"] == {EVENTS: figures["refreshed"]}
