@@ -122,8 +122,8 @@ left. Out of date, it only balances the workers less well."""
 class DbtWorkerServer:
     """The session's fork server of dbt workers (not ``--fast``'s: it runs no dbt), started by the process that
     runs the session (pytest's, or the controller of pytest-xdist's workers, which inherit it: one server for all of
-    them, not one each, 2 s of CPU and 140 MB apiece) and named in the environment of every test and command. Until
-    it listens (its imports take a few seconds), a worker is a process of its own, as without it. None when the
+    them, not one each, 2 s of CPU and 140 MB apiece) and named in the environment of every test and command. It
+    listens at once: a worker asked for while it imports and warms up (a few seconds) waits for it. None when the
     variable is set already (``FREIGHT_DBT_WORKER_SERVER= make test``: every worker a process of its own, to
     compare)."""
 

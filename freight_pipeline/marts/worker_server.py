@@ -50,6 +50,9 @@ PRELOAD = (WORKER_MODULE, "dbt.cli.main", "dbt.adapters.duckdb", "dbt.adapters.d
            "dbt.adapters.duckdb.environments.local", "dbt.task.build", "dbt.parser.manifest", "dbt.version",
            "dbt_common.clients.agate_helper", "multiprocessing.dummy")
 """What the server imports before it forks anything: what every worker imports first."""
+FORKED_WITHIN_S = 120.0
+"""How long a run waits for the server to fork its worker (a server still warming up answers once warmed up: a few
+seconds; one that takes longer is taken as wedged, and the run's worker is a process of its own)."""
 
 
 class ForkedWorker:
@@ -68,12 +71,14 @@ class ForkedWorker:
         and this process's working folder, its output to ``log``. OSError when the server cannot be reached."""
         reading, writing = os.pipe()
         answers = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        answers.settimeout(FORKED_WITHIN_S)
         try:
             answers.connect(server)
             socket.send_fds(answers, [b"W"], [reading, log.fileno()])
             request = {"module": WORKER_MODULE, "argv": list(argv), "env": dict(env), "cwd": os.getcwd()}
             answers.sendall(json.dumps(request).encode() + b"\n")
             pid = int(_line(answers))
+            answers.settimeout(None)
         except BaseException:
             answers.close()
             os.close(writing)
@@ -152,14 +157,16 @@ def _line(connection: socket.socket) -> str:
 
 
 def serve(path: Path) -> None:
-    """Fork a worker for each request on the socket at ``path`` until this process's input ends."""
+    """Fork a worker for each request on the socket at ``path`` until this process's input ends. It listens before
+    it imports and warms up: a worker asked for meanwhile waits in the socket's backlog for the warm-up (what a
+    process of its own would spend the time on too) instead of finding no socket and importing dbt beside it."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(64)
     for module in PRELOAD:
         __import__(module)
     warmed = _warm_up()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the waiters are reaped as they end
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen(64)
     sys.stdout.write(f"ready ({warmed})\n")
     sys.stdout.flush()
     while True:

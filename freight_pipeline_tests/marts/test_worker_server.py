@@ -8,8 +8,10 @@ from __future__ import annotations
 import logging
 import os
 import re
+import select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import pytest
 
 from freight_pipeline.config import DBT_WORKER_SERVER_ENV
 from freight_pipeline.marts.worker import DbtWorker
-from freight_pipeline.marts.worker_server import ForkedWorker, start_server
+from freight_pipeline.marts.worker_server import SERVER_MODULE, ForkedWorker, start_server
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import build_working_database
 
@@ -81,6 +83,34 @@ def test_the_server_ends_with_its_input_and_its_workers_go_on(server: subprocess
     worker.close()
     with pytest.raises(OSError):  # nothing listens there any more: the next worker is a process of its own
         ForkedWorker.start(str(Path(server.args[-1])), [], {}, sys.stderr)
+
+
+def test_a_worker_asked_for_while_the_server_warms_up_waits_for_it_and_is_forked(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server listens before it imports dbt and parses the project: a run that asks for a worker in those
+    seconds (the first tests of a session, a run started with its server) gets one forked once the warm-up is done,
+    not a process of its own and a warning that nothing listened."""
+    socket_path = tmp_path / "s"
+    process = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "--socket", str(socket_path)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not socket_path.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert process.stdout is not None
+        assert socket_path.exists() and not select.select([process.stdout], [], [], 0)[0], "not warmed up yet"
+        monkeypatch.setenv(DBT_WORKER_SERVER_ENV, str(socket_path))
+        with caplog.at_level(logging.WARNING, logger="freight_pipeline.marts.worker_server"), \
+                DbtWorker.for_run(data_dir, None) as worker:
+            assert isinstance(worker.process, ForkedWorker)
+            assert process.stdout.readline().startswith("ready (project parsed in ")  # said before it forked
+            reply = worker.run(ONE_MART, {})
+        assert reply.success, reply.error
+        assert not [r for r in caplog.records if r.name == "freight_pipeline.marts.worker_server"]
+    finally:
+        process.kill()
+        process.wait()
 
 
 def test_a_server_that_cannot_be_reached_leaves_each_worker_a_process_of_its_own_and_says_so(
