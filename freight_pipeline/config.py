@@ -549,7 +549,8 @@ class MartsSettings(SettingsModel):
         None,
         description="the socket of a fork server of dbt workers (`python -m freight_pipeline.marts.worker_server "
         "--socket PATH`): each run's dbt worker is forked from it with dbt imported and the project "
-        "parsed; unset, or nothing listening (a warning in the run's log): a new process",
+        "parsed (it listens as it starts: a run that asks while it warms up waits for it); unset, or nothing "
+        "listening (a warning in the run's log): a new process",
     )
 
 
