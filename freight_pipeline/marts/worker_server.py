@@ -68,7 +68,8 @@ class ForkedWorker:
     @classmethod
     def start(cls, server: str, argv: Sequence[str], env: Mapping[str, str], log: IO[str]) -> Self:
         """Have the server at socket ``server`` fork ``freight_pipeline.marts.worker.main(argv)`` with ``env``
-        and this process's working folder, its output to ``log``. OSError when the server cannot be reached."""
+        and this process's working folder, its output to ``log``. OSError when the server cannot be reached, or has not
+        forked it within :data:`FORKED_WITHIN_S` (TimeoutError)."""
         reading, writing = os.pipe()
         answers = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         answers.settimeout(FORKED_WITHIN_S)
