@@ -204,12 +204,12 @@ class WriteStats(dict[str, int]):
         self.shipments_written = 0
         """Shipments whose rows were written (a rebuild's whose re-derived rows are those held are not)."""
         self.compared: dict[str, int] = {}
-        """A rebuild's: ids of each table whose re-derived rows were compared with those held."""
+        """A comparing write's (a rebuild's, a re-read of parts): ids of each table whose rows were compared with
+        those held."""
         self.unchanged: dict[str, int] = {}
-        """A rebuild's: of those, the ids whose rows were the ones held (not written)."""
+        """A comparing write's: of those, the ids whose rows were the ones held (not written)."""
         self.differed: dict[str, list[int]] = {}
-        """A comparing write's (a rebuild's, a re-read of parts): per table, the ids whose rows differed from those
-        held (written)."""
+        """A comparing write's: of those, the ids whose rows differed from those held (written)."""
 
     @property
     def rows_written(self) -> int:
