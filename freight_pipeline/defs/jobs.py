@@ -5,11 +5,13 @@ A schedule skips its tick while a run of either job is queued or running, or a r
 headless sync from cron) holds the warehouse's writer lock: they write the same working database, and an
 overlapping run would only fail, skipped. A run whose process died while it wrote (killed, out of memory)
 is marked failed by the next tick, which then runs: Dagster alone would show it running for ever, and every
-later tick would skip.
+later tick would skip. So is one whose process died and after which another run (a headless sync from cron)
+took the writer lock and let go: the lock's file names that other run then, not the dead one.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,19 +72,42 @@ def default_sensor_status() -> dg.DefaultSensorStatus:
     return dg.DefaultSensorStatus.RUNNING if automation_running() else dg.DefaultSensorStatus.STOPPED
 
 
+TAKEN_OVER_AFTER = dt.timedelta(minutes=5)
+"""A run Dagster holds running is dead when another run took the writer lock this long after the run was made, and
+let go: a live run takes the lock within seconds of its start (or ends, skipped, when another holds it)."""
+
+
 def writer_runs_in_progress(instance: dg.DagsterInstance, data_dir: Path | None = None) -> list[str]:
-    """The runs writing the warehouse that are queued or running; one that Dagster holds running but whose
-    process died holding the writer lock of ``data_dir`` is reported failed, and is not one of them."""
-    runs = instance.get_runs(filters=dg.RunsFilter(tags=WRITER_TAG, statuses=ACTIVE_STATUSES), limit=5)
-    held, holder = lock_state(data_dir) if data_dir is not None and runs else (True, Holder())
+    """The runs writing the warehouse that are queued or running; one that Dagster holds running but whose process
+    died (it held the writer lock of ``data_dir``, free now; or another run took the lock well after it began, and
+    let go) is reported failed, and is not one of them."""
+    records = instance.get_run_records(filters=dg.RunsFilter(tags=WRITER_TAG, statuses=ACTIVE_STATUSES), limit=5)
+    held, holder = lock_state(data_dir) if data_dir is not None and records else (True, Holder())
     busy = []
-    for run in runs:
-        if not held and run.run_id == holder.run_id and run.status == dg.DagsterRunStatus.STARTED:
-            instance.report_run_failed(run, f"its process died while it wrote the warehouse ({holder.describe()}): "
-                                            "killed, or out of memory; the next run goes on from its last batch")
+    for record in records:
+        run = record.dagster_run
+        gone = None if held or run.status != dg.DagsterRunStatus.STARTED else _gone(run.run_id, record, holder)
+        if gone is not None:
+            instance.report_run_failed(run, f"{gone}: killed, or out of memory; the next run goes on from its last "
+                                            "batch")
         else:
             busy.append(run.run_id)
     return busy
+
+
+def _gone(run_id: str, record: dg.RunRecord, holder: Holder) -> str | None:
+    """Why the run of ``record``, which Dagster holds running while nothing holds the writer lock, is dead (None:
+    nothing says so)."""
+    if run_id == holder.run_id:
+        return f"its process died while it wrote the warehouse ({holder.describe()})"
+    try:
+        taken = dt.datetime.fromisoformat(holder.since) if holder.since else None
+    except ValueError:
+        return None
+    if taken is not None and taken.replace(tzinfo=taken.tzinfo or dt.UTC) > record.create_timestamp + TAKEN_OVER_AFTER:
+        return ("its process is gone: another run took the warehouse's writer lock since, and let go "
+                f"({holder.describe()})")
+    return None
 
 
 def build_schedule(name: str, cron: str, job_name: str, description: str) -> dg.ScheduleDefinition:

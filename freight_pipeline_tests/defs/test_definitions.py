@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -208,6 +209,45 @@ def test_a_run_whose_process_died_writing_is_failed_by_the_next_tick_which_runs(
         said = [e.message for e in instance.all_logs(run.run_id) if e.is_dagster_event]
         assert any(f"its process died while it wrote the warehouse (run {run.run_id}, process {holder.pid}" in m
                    for m in said), said
+
+
+def test_a_dead_run_is_failed_by_the_tick_after_another_run_took_the_lock_well_after_it_began_and_let_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed while it wrote, then a headless sync (cron) took the writer lock and let go: the lock's file names
+    the headless run, and the dead one, which Dagster held running, made every later tick skip. A tick fails it once
+    the lock was taken :data:`jobs.TAKEN_OVER_AFTER` after the run was made, and runs; a run made since the lock
+    was taken (it may not have reached the lock yet) is left running."""
+    schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
+    resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
+    with dg.instance_for_test() as instance:
+        def tick() -> dg.RunRequest | dg.SkipReason:
+            with dg.build_schedule_context(instance=instance, resources=resources) as context:
+                return schedule(context)
+
+        started = dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED, tags=jobs.WRITER_TAG)
+        dead = instance.add_run(started)
+        with lock_held(tmp_path, dead.run_id):
+            pass  # it wrote, and was killed
+        time.sleep(1.1)  # the lock's file says when to the second
+        with lock_held(tmp_path, "cli-cron-run") as headless:
+            pass  # a headless sync took the lock and let go: the file names it
+        assert isinstance(tick(), dg.SkipReason)  # taken within the margin: the run may be alive, not there yet
+        assert (instance.get_run_by_id(dead.run_id) or started).status == dg.DagsterRunStatus.STARTED
+
+        monkeypatch.setattr(jobs, "TAKEN_OVER_AFTER", dt.timedelta(0))  # the lock taken well after the run was made
+        young = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
+                                               tags=jobs.WRITER_TAG))
+        skipped = tick()
+        assert isinstance(skipped, dg.SkipReason) and skipped.skip_message is not None
+        assert young.run_id in skipped.skip_message and dead.run_id not in skipped.skip_message
+        failed = instance.get_run_by_id(dead.run_id)
+        assert failed is not None and failed.status == dg.DagsterRunStatus.FAILURE
+        said = [e.message for e in instance.all_logs(dead.run_id) if e.is_dagster_event]
+        assert any(m.startswith("its process is gone: another run took the warehouse's writer lock since, and let go "
+                                f"(run cli-cron-run, process {headless.pid}") for m in said), said
+        instance.report_run_failed(young)
+        assert isinstance(tick(), dg.RunRequest)
 
 
 def test_schedule_skips_while_a_run_outside_dagster_writes(tmp_path: Path) -> None:
