@@ -6,7 +6,8 @@ headless sync from cron) holds the warehouse's writer lock: they write the same 
 overlapping run would only fail, skipped. A run whose process died while it wrote (killed, out of memory)
 is marked failed by the next tick, which then runs: Dagster alone would show it running for ever, and every
 later tick would skip. So is one whose process died and after which another run (a headless sync from cron)
-took the writer lock and let go: the lock's file names that other run then, not the dead one.
+took the writer lock and let go: the lock's file names that other run then, not the dead one (not a lake's
+backfill partition's run: it holds its partition's lock, not this one).
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ def default_sensor_status() -> dg.DefaultSensorStatus:
 
 TAKEN_OVER_AFTER = dt.timedelta(minutes=5)
 """A run Dagster holds running is dead when another run took the writer lock this long after the run was made, and
-let go: a live run takes the lock within seconds of its start (or ends, skipped, when another holds it)."""
+let go: a live run takes the lock within seconds of its start (or ends, skipped, when another holds it). Not a lake's
+backfill partition's run: it holds a lock of its partition's, and others take the writer lock meanwhile."""
+PARTITION_TAG = "dagster/partition"
 
 
 def writer_runs_in_progress(instance: dg.DagsterInstance, data_dir: Path | None = None) -> list[str]:
@@ -100,6 +103,8 @@ def _gone(run_id: str, record: dg.RunRecord, holder: Holder) -> str | None:
     nothing says so)."""
     if run_id == holder.run_id:
         return f"its process died while it wrote the warehouse ({holder.describe()})"
+    if PARTITION_TAG in record.dagster_run.tags:
+        return None
     try:
         taken = dt.datetime.fromisoformat(holder.since) if holder.since else None
     except ValueError:
