@@ -74,9 +74,10 @@ def default_sensor_status() -> dg.DefaultSensorStatus:
 
 
 TAKEN_OVER_AFTER = dt.timedelta(minutes=5)
-"""A run Dagster holds running is dead when another run took the writer lock this long after the run was made, and
-let go: a live run takes the lock within seconds of its start (or ends, skipped, when another holds it). Not a lake's
-backfill partition's run: it holds a lock of its partition's, and others take the writer lock meanwhile."""
+"""A run Dagster holds running is dead when another run took the writer lock this long after the run started (or
+was made, when Dagster has no start), and let go: a live run takes the lock within seconds of its start (or ends,
+skipped, when another holds it). Not a lake's backfill partition's run: it holds a lock of its partition's, and
+others take the writer lock meanwhile."""
 PARTITION_TAG = "dagster/partition"
 
 
@@ -109,7 +110,9 @@ def _gone(run_id: str, record: dg.RunRecord, holder: Holder) -> str | None:
         taken = dt.datetime.fromisoformat(holder.since) if holder.since else None
     except ValueError:
         return None
-    if taken is not None and taken.replace(tzinfo=taken.tzinfo or dt.UTC) > record.create_timestamp + TAKEN_OVER_AFTER:
+    # since it started (a queued run is made long before): since it was made when Dagster has no start
+    began = dt.datetime.fromtimestamp(record.start_time, dt.UTC) if record.start_time else record.create_timestamp
+    if taken is not None and taken.replace(tzinfo=taken.tzinfo or dt.UTC) > began + TAKEN_OVER_AFTER:
         return ("its process is gone: another run took the warehouse's writer lock since, and let go "
                 f"({holder.describe()})")
     return None

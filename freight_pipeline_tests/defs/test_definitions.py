@@ -217,8 +217,8 @@ def test_a_dead_run_is_failed_by_the_tick_after_another_run_took_the_lock_well_a
     """A run killed while it wrote, then a headless sync (cron) took the writer lock and let go: the lock's file names
     the headless run, and the dead one, which Dagster held running, made every later tick skip. A tick fails it once
     the lock was taken :data:`jobs.TAKEN_OVER_AFTER` after the run was made, and runs; a run made since the lock
-    was taken (it may not have reached the lock yet) and a lake's backfill partition's (it holds a lock of its own)
-    are left running."""
+    was taken or started since (it may not have reached the lock yet: a queued run is timed from its start) and a
+    lake's backfill partition's (it holds a lock of its own) are left running."""
     schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
     resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
     with dg.instance_for_test() as instance:
@@ -231,6 +231,8 @@ def test_a_dead_run_is_failed_by_the_tick_after_another_run_took_the_lock_well_a
         partition = instance.add_run(dg.DagsterRun(  # a lake's backfill partition, alive: it holds a lock of its own
             job_name="freight_backfill_job", status=dg.DagsterRunStatus.STARTED,
             tags={**jobs.WRITER_TAG, jobs.PARTITION_TAG: "ids-1-100"}))
+        queued = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.NOT_STARTED,
+                                                tags=jobs.WRITER_TAG))  # made now, started after the lock's taking
         with lock_held(tmp_path, dead.run_id):
             pass  # it wrote, and was killed
         time.sleep(1.1)  # the lock's file says when to the second
@@ -240,19 +242,22 @@ def test_a_dead_run_is_failed_by_the_tick_after_another_run_took_the_lock_well_a
         assert (instance.get_run_by_id(dead.run_id) or started).status == dg.DagsterRunStatus.STARTED
 
         monkeypatch.setattr(jobs, "TAKEN_OVER_AFTER", dt.timedelta(0))  # the lock taken well after the run was made
+        instance.report_dagster_event(dg.DagsterEvent(dg.DagsterEventType.RUN_START.value, job_name="freight_sync_job"),
+                                      queued.run_id)  # dequeued and started only now: timed from its start
         young = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
                                                tags=jobs.WRITER_TAG))
         skipped = tick()
         assert isinstance(skipped, dg.SkipReason) and skipped.skip_message is not None
         assert young.run_id in skipped.skip_message and dead.run_id not in skipped.skip_message
         assert partition.run_id in skipped.skip_message  # its own lock: what others took says nothing of it
+        assert queued.run_id in skipped.skip_message  # started after the lock was taken: not there yet
         failed = instance.get_run_by_id(dead.run_id)
         assert failed is not None and failed.status == dg.DagsterRunStatus.FAILURE
         said = [e.message for e in instance.all_logs(dead.run_id) if e.is_dagster_event]
         assert any(m.startswith("its process is gone: another run took the warehouse's writer lock since, and let go "
                                 f"(run cli-cron-run, process {headless.pid}") for m in said), said
         assert (instance.get_run_by_id(partition.run_id) or started).status == dg.DagsterRunStatus.STARTED
-        for ended in (young, partition):
+        for ended in (young, partition, queued):
             instance.report_run_failed(ended)
         assert isinstance(tick(), dg.RunRequest)
 
