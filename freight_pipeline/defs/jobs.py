@@ -79,6 +79,7 @@ was made, when Dagster has no start), and let go: a live run takes the lock with
 skipped, when another holds it). Not a lake's backfill partition's run: it holds a lock of its partition's, and
 others take the writer lock meanwhile."""
 PARTITION_TAG = "dagster/partition"
+"""Dagster's tag of a partitioned run (a lake's backfill partition's): the partition it runs."""
 
 
 def writer_runs_in_progress(instance: dg.DagsterInstance, data_dir: Path | None = None) -> list[str]:
@@ -90,7 +91,7 @@ def writer_runs_in_progress(instance: dg.DagsterInstance, data_dir: Path | None 
     busy = []
     for record in records:
         run = record.dagster_run
-        gone = None if held or run.status != dg.DagsterRunStatus.STARTED else _gone(run.run_id, record, holder)
+        gone = None if held or run.status != dg.DagsterRunStatus.STARTED else _gone(record, holder)
         if gone is not None:
             instance.report_run_failed(run, f"{gone}: killed, or out of memory; the next run goes on from its last "
                                             "batch")
@@ -99,10 +100,10 @@ def writer_runs_in_progress(instance: dg.DagsterInstance, data_dir: Path | None 
     return busy
 
 
-def _gone(run_id: str, record: dg.RunRecord, holder: Holder) -> str | None:
+def _gone(record: dg.RunRecord, holder: Holder) -> str | None:
     """Why the run of ``record``, which Dagster holds running while nothing holds the writer lock, is dead (None:
     nothing says so)."""
-    if run_id == holder.run_id:
+    if record.dagster_run.run_id == holder.run_id:
         return f"its process died while it wrote the warehouse ({holder.describe()})"
     if PARTITION_TAG in record.dagster_run.tags:
         return None

@@ -16,7 +16,7 @@ import dagster as dg
 from freight_pipeline.alerts.notify import Alerted, after_run
 from freight_pipeline.alerts.problems import MAINTENANCE_STEP, Observation, backfill_step, of_bad_records
 from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LakeConfig
-from freight_pipeline.defs.jobs import WRITER_TAG, default_schedule_status, default_sensor_status
+from freight_pipeline.defs.jobs import PARTITION_TAG, WRITER_TAG, default_schedule_status, default_sensor_status
 from freight_pipeline.defs.names import BACKFILL_JOB, MAINTENANCE_JOB
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import metadata_value, stream_metadata
@@ -178,7 +178,7 @@ def build_lake_alerts_sensor(jobs: "tuple[dg.JobDefinition | UnresolvedAssetJobD
         run = context.dagster_run
         if any(entry.user_message.startswith(LOOKED) for entry in context.instance.all_logs(run.run_id)):
             return  # the run said what it did with its problems
-        partition = run.tags.get("dagster/partition")
+        partition = run.tags.get(PARTITION_TAG)
         step = backfill_step(partition) if partition is not None else MAINTENANCE_STEP
         failures = [event.step_failure_data.error.message if event.step_failure_data.error else event.message
                     for event in context.get_step_failure_events()]

@@ -11,6 +11,7 @@ import dagster as dg
 import pytest
 
 from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, environ
+from freight_pipeline.defs.jobs import PARTITION_TAG
 from freight_pipeline.defs.lake import (
     ALERTS_SENSOR,
     build_backfill,
@@ -116,7 +117,7 @@ def failed_run(instance: dg.DagsterInstance, config: dict[str, str], why: str,
                          ).resolve_job_def(MAINTENANCE_JOB)
     run = instance.create_run_for_job(
         job, run_config={"resources": {"warehouse": {"config": config}}},
-        tags={"dagster/partition": partition} if partition else None)
+        tags={PARTITION_TAG: partition} if partition else None)
     instance.report_run_failed(run, why)
     [event] = [entry.dagster_event for entry in instance.all_logs(run.run_id)
                if entry.dagster_event is not None and entry.dagster_event.event_type_value == "PIPELINE_FAILURE"]
