@@ -216,7 +216,7 @@ def test_a_dead_run_is_failed_by_the_tick_after_another_run_took_the_lock_well_a
 ) -> None:
     """A run killed while it wrote, then a headless sync (cron) took the writer lock and let go: the lock's file names
     the headless run, and the dead one, which Dagster held running, made every later tick skip. A tick fails it once
-    the lock was taken :data:`jobs.TAKEN_OVER_AFTER` after the run was made, and runs; a run made since the lock
+    the lock was taken :data:`jobs.TAKEN_OVER_AFTER` after the run began, and runs; a run made since the lock
     was taken or started since (it may not have reached the lock yet: a queued run is timed from its start) and a
     lake's backfill partition's (it holds a lock of its own) are left running."""
     schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
