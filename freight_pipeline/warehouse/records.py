@@ -206,10 +206,13 @@ class WriteStats(dict[str, int]):
         self.compared: dict[str, int] = {}
         """A comparing write's (a rebuild's, a re-read of parts): ids of each table whose rows were compared with
         those held."""
-        self.unchanged: dict[str, int] = {}
-        """A comparing write's: of those, the ids whose rows were the ones held (not written)."""
         self.differed: dict[str, list[int]] = {}
         """A comparing write's: of those, the ids whose rows differed from those held (written)."""
+
+    @property
+    def unchanged(self) -> dict[str, int]:
+        """A comparing write's: of the ids compared of each table, how many had the rows held (not written)."""
+        return {table: count - len(self.differed.get(table, ())) for table, count in self.compared.items()}
 
     @property
     def rows_written(self) -> int:

@@ -77,7 +77,7 @@ class Writes:
         (``history.retake_current``), so versions are added only for subjects that appear or vanish under the
         new mapping. A shipment's re-derived rows of a table are written only where they differ from those
         held (:meth:`_same_rows`), but in the tables ``write_whole`` names (short names), written whole
-        (``WriteStats.compared`` and ``unchanged`` say what the comparison found).
+        (``WriteStats.compared`` and ``differed`` say what the comparison found).
 
         ``compare``: a sync's batch whose rows are written only where they differ from those held, as a
         rebuild's are (the parts re-read to find what the service changed without moving a shipment's
@@ -136,7 +136,6 @@ class Writes:
             compared = {name: ids for name, ids in replaced.items() if spec(name).name not in write_whole}
             same = {name: self._same_rows(spec(name), incoming.get(name), ids) for name, ids in compared.items()}
             stats.compared = {spec(name).name: len(ids) for name, ids in compared.items()}
-            stats.unchanged = {spec(name).name: len(ids) for name, ids in same.items()}
             stats.differed = {spec(name).name: [i for i in ids if i not in same[name]]
                               for name, ids in compared.items()}
             replaced, incoming = self._leaving_out(replaced, incoming, same)

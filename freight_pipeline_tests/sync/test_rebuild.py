@@ -427,8 +427,10 @@ def test_a_rebuild_begun_with_another_mapping_or_after_a_run_of_another_starts_f
 
 
 def _compared(compared: dict[str, int], unchanged: dict[str, int]) -> WriteStats:
+    """A batch's figures: ``compared`` ids a table, ``unchanged`` of them as held (the others differed)."""
     stats = WriteStats()
-    stats.compared, stats.unchanged = compared, unchanged
+    stats.compared = compared
+    stats.differed = {table: list(range(count - unchanged.get(table, 0))) for table, count in compared.items()}
     return stats
 
 
