@@ -65,6 +65,10 @@ STREAM = DOCUMENT
 RECONCILE_STREAM = "shipments_reconcile"
 """``sync_state`` entry holding when the last full id reconciliation finished."""
 PART_STREAMS: tuple[str, ...] = tuple(part.stream for part in PARTS)
+READ = "read"
+"""``extra`` key: the shipments the run read, by how each was listed (:data:`WALK`, then the reads by id: the retry
+queue's, the lookup's unstamped, the reconcile's); their sum is ``rows_read``."""
+WALK, RETRY_QUEUE, UNSTAMPED, RECONCILE = "walk", "retry_queue", "unstamped", "reconcile"
 FROM_SCRATCH = "done by the first walk from the beginning"
 """The first run of an empty warehouse, walking from the beginning, lists every shipment: it counts as
 a reconciliation (there is nothing held that could have vanished, nothing it could have missed)."""
@@ -115,6 +119,8 @@ class _Run:
     (``BatchWrite.fresh_ids``)."""
     prepared: set[int] = field(default_factory=set)
     """While ``fresh``: the shipments of the batches prepared so far."""
+    read: dict[str, int] = field(default_factory=dict)
+    """The shipments read so far, by how each was listed (:data:`READ`)."""
     memos: MemoBatches = field(init=False)
     """The walk pages' batched memo lookups (``memo_batch``)."""
 
@@ -196,7 +202,7 @@ class _Run:
             self.result.tallies.setdefault(stream, FieldTally(tally.shape)).add(tally)
         self.result.count_nulls(assembled.write.tables)
         written = len(assembled.write.loaded.get(STREAM, ()))
-        self.say(f"shipments: {self.result.rows_read} changed read, {written} written in this batch{moved}")
+        self.say(f"shipments: {self.result.rows_read} read so far, {written} written in this batch{moved}")
         self.meter.advance(shipments)
 
     def _reshaped(self, read: Sequence[RawPart]) -> dict[str, dict[int, list[str]]]:
@@ -209,6 +215,17 @@ class _Run:
         passes its share (``Assembler.foresee``)."""
         self.meter.announce(total, final=final)
         self.assemble.foresee(self.meter.tally.total or 0)
+
+    def count_read(self, how: str, shipments: int) -> None:
+        """``shipments`` read, listed ``how`` (:data:`READ`): in ``rows_read`` (records received) and apart."""
+        self.result.rows_read += shipments
+        self.read[how] = self.read.get(how, 0) + shipments
+
+    async def read_by_id(self, how: str, works: Sequence[Work]) -> None:
+        """Read the shipments of ``works``, listed outside the walk (``how``), each counted read."""
+        self.count_read(how, len(works))
+        self.expect(len(works))
+        await self.run(_listed(works))
 
     def expect(self, more: int) -> None:
         """``more`` listed after the walk (``Meter.expect``: retries, a re-read, the reconcile's), as
@@ -317,7 +334,8 @@ async def _sync(
         cursor = floor
         after = floor
         covered = None  # the first walk reads everything from the floor: no repeated hour lies below it
-    say(f"shipments: reading changes after {after.instant_text} up to {ceiling.instant_text if ceiling else '-'}")
+    say(f"shipments: reading changes stamped after {after.instant_text} up to "
+        f"{ceiling.instant_text if ceiling else '-'} (the service's wall clock)")
 
     _keep_history_in_step(warehouse, settings, run_id, result, say)
     probe = Probe()
@@ -354,9 +372,7 @@ async def _sync(
         done = max(run.cursor or BEGINNING, cap or ceiling) if ceiling is not None else BEGINNING
         warehouse.writes.set_cursor(cursor_stream, completed_cursor(done, settings.backfill_plan), run_id)
     else:
-        retries = _due_retries(warehouse, run_id)
-        run.expect(len(retries))
-        await run.run(_listed(retries))
+        await run.read_by_id(RETRY_QUEUE, _due_retries(warehouse, run_id))
         if from_scratch:  # the walk listed every shipment there was: nothing held can have vanished
             _reconciled(warehouse, result.started_at, run_id)
             result.extra["reconcile"] = FROM_SCRATCH
@@ -379,7 +395,7 @@ async def _sync(
     parts = {stream: {**vars(run.counts.get(stream, PartCounts())), "retry_queue": waiting.get(stream, 0)}
              for stream in PART_STREAMS}
     result.extra.update(
-        lookups=walk.lookups, count_mismatches=walk.count_mismatches,
+        read=run.read, lookups=walk.lookups, count_mismatches=walk.count_mismatches,
         retry_queue=sum(part["retry_queue"] for part in parts.values()), parts=parts, **source.in_flight_figures(),
     )
     stored_after = warehouse.reads.get_cursor(cursor_stream)
@@ -403,7 +419,7 @@ async def _walked(
             count_attempts=run.settings.count_attempts, stats=walk,
             only=run.settings.id_range.criteria() if run.settings.id_range else (),
         )):
-            run.result.rows_read += len(page)
+            run.count_read(WALK, len(page))
             run.announce(walk.total, final=walk.total_final)
             overlapping = {k.id: k.stamp for k, _ in page if overlap_end is not None and k <= overlap_end}
             current = run.warehouse.reads.current_copies(reader, overlapping)
@@ -428,8 +444,7 @@ async def _read_unstamped(run: _Run, unstamped: Mapping[int, Mapping[str, Any]])
     run.result.extra["unstamped_in_lookup"] = {"count": len(ids), "ids": ids[:20]}
     run.say(f"shipments: the lookup answered {len(ids)} shipment(s) without a last_modified_date_time that reads as "
             f"an instant ({', '.join(map(str, ids[:20]))}{', ...' if len(ids) > 20 else ''}): read by id")
-    run.expect(len(ids))
-    await run.run(_listed(Work(Ref.of(unstamped[i], i)) for i in ids))
+    await run.read_by_id(UNSTAMPED, [Work(Ref.of(unstamped[i], i)) for i in ids])
 
 
 def _memo_batching(run: _Run) -> None:
@@ -598,7 +613,6 @@ async def _reconcile(run: _Run, floor: ShipmentKey, walk: WalkStats) -> None:
         run.result.add_versions(stats.versions)
     if found.vanished:
         run.say(f"shipments: deleted {len(found.vanished)} shipments no longer in the source")
-    run.expect(len(found.stale))
-    await run.run(_listed(Work(Ref(i)) for i in found.stale))
+    await run.read_by_id(RECONCILE, [Work(Ref(i)) for i in found.stale])
     if found.stale:
         run.say(f"shipments: reconcile fetched {len(found.stale)} missing or stale shipments")

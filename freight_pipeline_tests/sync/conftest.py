@@ -51,9 +51,19 @@ def syncer(sim: RunningSimulator, data_dir: Path, publish_after: bool = True) ->
         options.setdefault("publish_after", publish_after)
         results, _ = sync_all(service_of(sim), data_dir, settings, backend=storage_from_env(),
                               source_factory=source_factory, **options)
+        for result in results:
+            assert_every_document_counted_read(result)
         return {r.stream: r for r in results}
 
     return run
+
+
+def assert_every_document_counted_read(result: StreamResult) -> None:
+    """A shipments run's ``rows_read`` counts every shipment document it received, however it was listed (the
+    walk, the retry queue, the lookup's unstamped, the reconcile: ``extra["read"]``)."""
+    if result.stream == "shipments" and "parts" in result.extra:
+        documents = result.extra["parts"]["shipments"]["read"]
+        assert documents <= result.rows_read, (result.rows_read, result.extra.get("read"), documents)
 
 
 def query(database: Path, sql: str, params: list[object] | None = None) -> list[tuple]:

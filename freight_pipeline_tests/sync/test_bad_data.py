@@ -25,7 +25,7 @@ from freight_pipeline.sync.isolation import CircuitOpen
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.publish import PublishResult
-from freight_pipeline_tests.sync.conftest import query, service_of, work_db
+from freight_pipeline_tests.sync.conftest import assert_every_document_counted_read, query, service_of, work_db
 from freight_pipeline_tests.sync.expected import assert_converged, differences
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
@@ -46,6 +46,8 @@ class Synced:
 
 def sync(sim: RunningSimulator, data_dir: Path) -> Synced:
     results, published = sync_all(service_of(sim), data_dir, TEST_SETTINGS, backend=storage_from_env())
+    for result in results:
+        assert_every_document_counted_read(result)
     return Synced({r.stream: r for r in results}, published)
 
 

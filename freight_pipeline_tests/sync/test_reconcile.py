@@ -94,6 +94,7 @@ def test_a_missing_and_a_stale_shipment_are_refetched(
 
     result = work_sync(LISTING)["shipments"]
     assert result.extra["reconcile_refetched"] == 2
+    assert result.rows_read == quiet.rows_read + 2  # the walk's, as the quiet run's, and the two read by id
     assert result.extra["reconcile_deleted"] == 0
     assert_converged(small_sim.store, work_db(tmp_path))  # events, legs, memos of `missing` too
 
