@@ -47,12 +47,12 @@ from freight_pipeline.marts.results import (
     NodeResult,
     build_summary,
     build_warnings,
+    first_error_line,
     node_results,
     read_run_results,
 )
 from freight_pipeline.marts.worker import DbtWorker, WorkerReply
 from freight_pipeline.sync.runner import one_line_error
-from freight_pipeline.text import one_line
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.ddl import catalog_cursors
@@ -214,7 +214,7 @@ class PendingBuild:
         results = read_run_results(worker.target)
         error = None
         if not reply.success:
-            first = one_line(reply.error) if reply.error else None
+            first = first_error_line(reply.error) if reply.error else None
             error = DbtBuildFailed.from_target(worker.target, reply.exit_code, reply.error or "", first_error=first)
         covered = self._finish(warehouse, error)
         if error is not None:

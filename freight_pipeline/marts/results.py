@@ -4,6 +4,7 @@ of a failed build (:class:`DbtBuildFailed`) naming its failed and skipped nodes.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -142,9 +143,22 @@ def build_failure_message(
 def _first_dbt_error(text: str) -> str:
     """The first informative line of the errors dagster-dbt parsed from dbt's log."""
     _, found, errors = text.partition("Errors parsed from dbt logs:")
-    lines = [line.strip() for line in errors.splitlines() if line.strip()] if found else []
-    informative = [line for line in lines if not line.startswith("Encountered an error")]
-    return (informative or lines or [""])[0][:FIRST_LINE_LIMIT]
+    return first_error_line(errors) if found else ""
+
+
+_BARE_HEADER = re.compile(r"(?:\w+: )?[A-Z][a-z]+(?: [A-Z][a-z]+)* Error")
+"""dbt's exception header alone (``Runtime Error``, ``Database Error``; from the worker after the exception's type:
+``DbtRuntimeError: Runtime Error``): what failed is on the line after it."""
+
+
+def first_error_line(text: str) -> str:
+    """The first line of dbt's error ``text`` that says what failed (past ``Encountered an error:``), a bare header
+    joined with the line after it (``DbtRuntimeError: Runtime Error: Out of Memory Error: ...``)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    informative = [line for line in lines if not line.startswith("Encountered an error")] or lines or [""]
+    if len(informative) > 1 and _BARE_HEADER.fullmatch(informative[0]):
+        return f"{informative[0]}: {informative[1]}"[:FIRST_LINE_LIMIT]
+    return informative[0][:FIRST_LINE_LIMIT]
 
 
 def build_summary(run_results: Mapping[str, Any] | None) -> str:

@@ -9,11 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+from dbt_common.exceptions import CompilationError, DbtDatabaseError, DbtRuntimeError
+
 from freight_pipeline.marts.results import (
     FIRST_LINE_LIMIT,
     DbtBuildFailed,
     build_failure_message,
     build_warnings,
+    first_error_line,
 )
 
 
@@ -78,6 +82,22 @@ def test_without_run_results_the_first_line_is_dbts_first_error(tmp_path: Path) 
     assert "'oops' is undefined" in rest[-1]
     assert build_failure_message(None, None) == "dbt build failed"
     assert build_warnings(None) == []
+
+
+@pytest.mark.parametrize("error_type", [DbtRuntimeError, DbtDatabaseError, CompilationError])
+def test_a_bare_header_of_dbt_s_error_is_named_with_the_line_that_says_what_failed(
+    tmp_path: Path, error_type: type[Exception]
+) -> None:
+    """dbt's exceptions say their kind on a line of its own (``Runtime Error``) and what failed under it: the
+    first line keeps both, from the worker's reply (the exception's type and text) and from dagster-dbt's."""
+    cause = "Out of Memory Error: failed to allocate data of size 32.0 KiB (1008.0 KiB/976.5 KiB used)"
+    raised = error_type(cause)
+    header = str(raised).splitlines()[0]
+    from_worker = f"{type(raised).__name__}: {raised}"
+    from_dagster_dbt = f"failed with exit code `2`.\n\nErrors parsed from dbt logs:\n\nEncountered an error:\n{raised}"
+    for text, first_error in ((from_worker, first_error_line(from_worker)), (from_dagster_dbt, None)):
+        first = str(DbtBuildFailed.from_target(tmp_path, 2, text, first_error=first_error)).splitlines()[0]
+        assert first.startswith("dbt build failed with exit code 2: ") and first.endswith(f"{header}: {cause}"), first
 
 
 def test_the_dbt_log_is_named_when_it_is_in_the_target(tmp_path: Path) -> None:
