@@ -132,7 +132,7 @@ async def sync_code_conversions(
             f"freight.{TABLE}")
     result.rows_read = len(records)
     converted = convert(records, settings.zone, result.tallies.setdefault(STREAM, FieldTally(CODE_CONVERSION_SHAPE)))
-    counted.check(converted.table.num_rows + len(converted.quarantined))
+    counted.check(converted.table.num_rows + len(converted.quarantined) + converted.repeated)
     # no count at all vouches for the read (unless the check is switched off: the scroll taken as whole, as asked)
     unchecked = checking and counted.off is not None and scroll_counts != {True}
     result.extra["lookup_row_count"] = counted.rows
@@ -170,6 +170,10 @@ class Converted:
     rejects: list[Reject] = field(default_factory=list)
     quarantined: list[Quarantined] = field(default_factory=list)
     problems: list[DataProblem] = field(default_factory=list)
+    repeated: int = 0
+    """Records whose id an earlier record of another content had (the service holds two records of one id): each
+    one received, not in the table. A copy of an earlier record is not counted (a scroll that shifted between its
+    pages served it twice, in place of another)."""
 
 
 def convert(records: Sequence[Any], zone: ServiceZone, tally: FieldTally | None = None) -> Converted:
@@ -180,6 +184,7 @@ def convert(records: Sequence[Any], zone: ServiceZone, tally: FieldTally | None 
     rejects: list[Reject] = []
     quarantined: list[Quarantined] = []
     problems: list[DataProblem] = []
+    repeated = 0
     for position, record in enumerate(records):
         if tally is not None:
             tally.see(record, record.get("id") if isinstance(record, dict) else position)
@@ -192,11 +197,12 @@ def convert(records: Sequence[Any], zone: ServiceZone, tally: FieldTally | None 
             quarantined.append(failure.quarantined(STREAM, key, None))
             rejects.append(Reject(STREAM, key, json_text(record, 100_000), str(exc)))
             continue
-        if row["conversion_id"] in rows:
+        if (earlier := rows.get(row["conversion_id"])) is not None:
             found.add("", None, f"id {row['conversion_id']} repeated in the scroll: the later record is loaded")
+            repeated += earlier != row
         rows[row["conversion_id"]] = row
         problems.extend(data_problems(STREAM, row["conversion_id"], None, found))
-    return Converted(to_arrow_batch({TABLE: list(rows.values())})[TABLE], rejects, quarantined, problems)
+    return Converted(to_arrow_batch({TABLE: list(rows.values())})[TABLE], rejects, quarantined, problems, repeated)
 
 
 def _key_of(record: Any, position: int) -> str:

@@ -198,6 +198,19 @@ class ShortCodeConversionScroll(ClientSource):
             yield page
 
 
+class ShiftedCodeConversionScroll(ClientSource):
+    """Serves the first record of the code-conversion scroll's first page twice, in place of its last (a scroll
+    that shifted between pages: as many records as ``X-Row-Count`` says, one of them twice, one never)."""
+
+    async def code_conversion_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
+        first = True
+        async for page in super().code_conversion_pages(page_size):
+            if first and len(page.items) > 1:
+                page = LookupResult([*page.items[:-1], page.items[0]], page.row_count, page.page_count)
+            first = False
+            yield page
+
+
 class EmptyCodeConversionScroll(ClientSource):
     """Answers the code-conversion scroll with no record (and ``X-Row-Count: 0``), as a service would by mistake."""
 

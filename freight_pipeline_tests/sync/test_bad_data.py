@@ -426,3 +426,25 @@ def test_a_held_code_conversion_sent_without_a_usable_id_keeps_its_row_until_it_
         assert quarantined(tmp_path) == {}
         assert differences(sim.store, work_db(tmp_path), except_shipments=[
             d["id"] for d in documents(sim)]).get("code_conversions") is None
+
+
+def test_two_code_conversions_of_one_id_load_the_later_as_a_data_problem_not_a_short_scroll(tmp_path: Path) -> None:
+    """The service holds two conversions of one id (the scroll answers as many records as its lookup counts): the
+    later is loaded and the repeat is a data problem. Was: ``ScrollShortOfLookup`` ("the scroll was cut short")
+    every run, the table frozen; a copy of one record served twice in place of another still is a short scroll
+    (``test_paged_reads.py``)."""
+    with running_simulator(shipments=5, seed=11, control=True) as sim:
+        conversions = ["code_conversions"]
+        ids = sorted(int(r["id"]) for r in sim.store.reader.code_conversion_rows())
+        kept, renumbered = ids[3], ids[4]
+        corrupt(sim, "codeconverter", renumbered, "set", path="id", value=kept)
+        results, _ = sync_all(service_of(sim), tmp_path, TEST_SETTINGS, backend=storage_from_env(),
+                              streams=conversions)
+        (result,) = results
+        assert (result.status, result.rows_read) == ("success", len(ids))
+        held = dict(query(work_db(tmp_path), "SELECT conversion_id, payload FROM freight.code_conversions"))
+        assert sorted(held) == [i for i in ids if i != renumbered]
+        assert json.loads(held[kept])["id"] == kept and json.loads(held[kept]) != next(
+            r for r in sim.store.reader.code_conversion_rows() if r["id"] == kept)  # the later: the renumbered one's
+        ((stream, key, _), (_, reason)), = problems(tmp_path).items()
+        assert (stream, key) == ("code_conversions", str(kept)) and "repeated in the scroll" in reason

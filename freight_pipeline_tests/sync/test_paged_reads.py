@@ -21,6 +21,7 @@ from freight_pipeline_tests.sync.expected import assert_converged
 from freight_pipeline_tests.sync.faulty_sources import (
     EmptyCodeConversionScroll,
     ReorderedCodeConversionKeys,
+    ShiftedCodeConversionScroll,
     ShortCodeConversionScroll,
     ShortMemoLookup,
     factory,
@@ -121,6 +122,19 @@ def test_a_scroll_answering_its_first_page_to_every_request_fails_and_keeps_the_
                        streams=CODE_CONVERSIONS)["code_conversions"]
     assert result.extra["count_check_off"].startswith("switched off (FREIGHT_CODE_CONVERSION_COUNT=0)")
     assert small_sim.request_count(path=CODE_CONVERSION_LOOKUP) == requests  # the lookup not asked
+    assert code_conversion_rows(tmp_path) == before
+
+
+def test_a_scroll_serving_one_record_twice_in_place_of_another_is_short_of_the_lookup(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    """As many records as counted, one of them twice: one conversion never came, so the table is kept (two records
+    of one id and other contents are the service's own: ``test_bad_data.py``)."""
+    work_sync(streams=CODE_CONVERSIONS)
+    before = code_conversion_rows(tmp_path)
+    with pytest.raises(ScrollShortOfLookup, match=f"scroll gave {len(before) - 1} conversions but the "
+                                                  rf"code-conversion lookup counts {len(before)} \(X-Row-Count\)"):
+        work_sync(streams=CODE_CONVERSIONS, source_factory=ShiftedCodeConversionScroll)
     assert code_conversion_rows(tmp_path) == before
 
 
