@@ -15,7 +15,11 @@ replaced only when they differ from those held (its change is then logged for th
 One bad record never stops the stream: when anything of a chunk fails, its shipments are read again
 one by one (a lookup by one shipment id needs no references to place its files), and a shipment
 that still fails keeps its old rows and waits in the retry queue. A document whose bytes are not
-valid base64 is written without content and quarantined for another try. When more shipments fail
+valid base64 is written without content and quarantined for another try. An E-File the chunk's lookup lists whose
+reads answer 403 (the account may not read that file) or 404 (listed again by a second lookup: a node behind, a
+permission answered as 404) fails its shipment so; only one the second lookup no longer lists is gone. When no
+E-File's reads have answered in the run and one is refused, the account lacks the endpoint's permission: the stream
+fails (``StreamUnreachable``, by the runner), no shipment is quarantined for it. When more shipments fail
 than ``breaker_max_share`` (and at least ``breaker_min_failures``), the run stops before writing
 the chunk that tipped it (``CircuitOpen``): an outage is not quarantined shipment by shipment.
 """
@@ -35,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from freight_pipeline.client import PermissionDeniedError
 from freight_pipeline.config import DOCUMENTS_ENV
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.documents import EFILE_SHAPE, SHIPMENT_DOCUMENTS, document_row, shipment_ids_of
@@ -155,6 +160,10 @@ class DocumentReader:
         """Lookups of one shipment made because something of its chunk failed or stayed unplaced."""
         self.unplaced_files = 0
         """Files a chunk's lookup listed whose references named none of the chunk's shipments."""
+        self.details_answered = 0
+        """E-Files whose reads answered in this run."""
+        self.refusal: PermissionDeniedError | None = None
+        """The first 403 an E-File's reads met in this run."""
 
     async def read(self, ids: Sequence[int]) -> dict[int, ShipmentDocuments]:
         """The documents of ``ids``; a chunk where anything failed is read again one shipment at a time."""
@@ -184,6 +193,10 @@ class DocumentReader:
             half = len(ids) // 2
             return {**await self.read(ids[:half]), **await self.read(ids[half:])}
         await asyncio.gather(*(self._detail(efile_id) for efile_id in listed if efile_id not in self.details))
+        if self.refusal is not None and not self.details_answered:
+            raise self.refusal  # no E-File's reads answered in this run: the endpoint's permission, not a file's
+        if gone := [i for i in listed if self.details[i] == GONE]:
+            await self._confirm_gone(ids, gone)
         failed = {i: d for i in listed if isinstance(d := self.details[i], RecordFailure)}
         if len(ids) > 1:
             unplaced = [i for i in listed if isinstance(d := self.details[i], Detail)
@@ -233,6 +246,27 @@ class DocumentReader:
             results[shipment_id].quarantined.extend(f.quarantined(STREAM, shipment_id, shipment_id) for f in failures)
         return results
 
+    async def _confirm_gone(self, ids: Sequence[int], gone: Sequence[int]) -> None:
+        """The E-Files of ``gone`` (listed by the lookup of ``ids``, their reads 404) that a second lookup lists
+        still are there: their reads failed (a node behind, a permission on the record answered as 404), so their
+        shipments keep their rows and are asked again; the others were deleted meanwhile (no rows)."""
+        try:
+            files = await read_complete(lambda: self.source.efile_pages(list(ids), self.settings.page_size),
+                                        f"E-File lookup of shipments {_ids_text(ids)}, again",
+                                        self.settings.count_attempts, count_required=True)
+        except Exception as exc:
+            if (failure := record_failure(exc)) is None:
+                raise
+            self.details.update(dict.fromkeys(gone, failure))  # not known to be gone: failed
+            return
+        relisted = _by_id(files)
+        for efile_id in gone:
+            if efile_id in relisted:
+                self.details[efile_id] = RecordFailure(
+                    "listed by the E-File lookup, but its reads answer 404 (a node behind, or a permission on the "
+                    "record answered as 404): its shipment keeps its rows and is asked again",
+                    f"GET /service/efile/{efile_id}", 404)
+
     async def _detail(self, efile_id: int) -> None:
         try:
             if self.settings.document_content:
@@ -241,8 +275,15 @@ class DocumentReader:
                 references, roles = await self._references_and_roles(efile_id)
                 self.details[efile_id] = Detail(_list(references, "references", efile_id),
                                                 _list(roles, "roles", efile_id))
+            self.details_answered += 1
         except DocumentGone:
             self.details[efile_id] = GONE
+        except PermissionDeniedError as exc:  # this file's: the stream's when none answers (``read``)
+            self.refusal = self.refusal or exc
+            self.details[efile_id] = RecordFailure(
+                "its reads were refused (403): the account may not read this E-File (a role it lacks?); its shipment "
+                "keeps its rows and is asked again", f"{exc.method} {exc.path}" if exc.method and exc.path else None,
+                403)
         except Exception as exc:
             failure = record_failure(exc)
             if failure is None:

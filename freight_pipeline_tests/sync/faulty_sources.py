@@ -480,6 +480,22 @@ class InstantsWithoutOffset(ClientSource):
         return self._strip(decoded(await super().get_shipment(shipment_id)))
 
 
+class EfileDeletedAfterItsLookup(ClientSource):
+    """The first E-File lookup also lists a file (``PHANTOM``, a copy of its first under another id) that the
+    service no longer holds when it is read: deleted between the lookup and its reads."""
+
+    PHANTOM = 999_999
+    listed = 0
+
+    async def efile_pages(self, shipment_ids: list[int], page_size: int) -> AsyncIterator[LookupResult]:
+        async for page in super().efile_pages(shipment_ids, page_size):
+            if not type(self).listed and page.items and page.page_count == 1:
+                type(self).listed += 1
+                page = LookupResult([*page.items, {**page.items[0], "id": self.PHANTOM}],
+                                    None if page.row_count is None else page.row_count + 1, 1)
+            yield page
+
+
 class OverlappingEfilePages(ClientSource):
     """A service whose E-File lookup of one of the shipments ``only`` orders its ties differently from one page's
     query to the next: the first file of every page after the first is the last of the page before

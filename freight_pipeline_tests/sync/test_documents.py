@@ -21,9 +21,9 @@ from freight_pipeline.simulator.server import RunningSimulator, running_simulato
 from freight_pipeline.sync.changes import LookupResult
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.documents import STREAM
-from freight_pipeline.sync.isolation import CircuitOpen
+from freight_pipeline.sync.isolation import CircuitOpen, StreamUnreachable
 from freight_pipeline_tests.sync.conftest import SMALL_SHIPMENTS, SyncFn, query, syncer, work_db
-from freight_pipeline_tests.sync.faulty_sources import OverlappingEfilePages, factory
+from freight_pipeline_tests.sync.faulty_sources import EfileDeletedAfterItsLookup, OverlappingEfilePages, factory
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 from freight_pipeline_tests.sync.test_bad_data import corrupt, heal
 
@@ -166,6 +166,59 @@ def test_an_efile_whose_roles_or_references_answer_404_while_it_is_there_is_kept
     api(control_sim).delete(f"/service/efile/{efile}").raise_for_status()
     control_sync(RELIST)
     assert held(tmp_path) == expected(control_sim) == {row for row in want if row[1] != efile}
+
+
+@pytest.mark.parametrize(("content", "status"), [(False, 403), (False, 404), (True, 403), (True, 404)])
+def test_an_efile_listed_but_refused_or_not_found_quarantines_its_shipment_with_its_rows_kept(
+    control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path, content: bool, status: int
+) -> None:
+    """An E-File the lookup lists whose reads answer 403 (a role the account lacks) or 404 (the E-File's own read
+    too, and listed again by a second lookup: a node behind) fails its shipment alone: quarantined, its rows kept,
+    read again once it answers. Was: a 403 failed the whole stream every run ("403 on every call"); a 404 deleted
+    the row, silently, until the daily re-listing."""
+    settings = RELIST.replaced(document_content=content)
+    want = expected(control_sim)
+    control_sync(settings)
+    assert held(tmp_path) == want
+    efile = sorted(want)[5][1]
+    shipments = sorted(r[0] for r in want if r[1] == efile)
+    for endpoint in ["efile"] if content else ["efilereferences", "efile"] if status == 404 else ["efileroles"]:
+        corrupt(control_sim, endpoint, efile, "status", status=status)
+    documents = control_sync(settings)[STREAM]
+    assert (documents.status, documents.extra["failed"]) == ("success", len(shipments))
+    assert held(tmp_path) == want  # nothing of it deleted
+    waiting = query(work_db(tmp_path), "SELECT shipment_id, reason, status_code FROM freight_meta.quarantine "
+                    "WHERE stream = ? ORDER BY shipment_id", [STREAM])
+    assert [(i, code) for i, _, code in waiting] == [(i, status) for i in shipments]
+    assert all(reason.startswith(f"E-File {efile}: ") for _, reason, _ in waiting)
+    heal(control_sim)
+    control_sync(settings.replaced(documents_relist_interval=None))  # the retry queue's
+    assert held(tmp_path) == want
+    assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.quarantine WHERE stream = ?", [STREAM]) == [(0,)]
+
+
+def test_an_account_whose_efile_reads_are_all_refused_fails_the_stream_without_quarantining_a_shipment(
+    control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path
+) -> None:
+    """The lookup answers, every E-File's reads 403: the account lacks that endpoint's permission (the spec's are
+    per endpoint), the stream's failure, named, not one shipment's after another."""
+    want = expected(control_sim)
+    control_sync(RELIST)
+    control_sim.set_faults(forbidden_prefixes=frozenset(f"/service/efile/{efile}/" for _, efile, *_ in want))
+    with pytest.raises(StreamUnreachable, match=r"\(403 on every call, e\.g\. GET /service/efile/\d+/(role|reference)"):
+        control_sync(RELIST)
+    assert held(tmp_path) == want
+    assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.quarantine WHERE stream = ?", [STREAM]) == [(0,)]
+
+
+def test_an_efile_deleted_between_its_lookup_and_its_reads_is_gone_once_a_second_lookup_lists_it_no_more(
+    control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path
+) -> None:
+    source = type("Once", (EfileDeletedAfterItsLookup,), {})
+    documents = control_sync(RELIST, source_factory=source)[STREAM]
+    assert source.listed == 1
+    assert (documents.status, documents.extra["failed"], documents.quarantined) == ("success", 0, 0)
+    assert held(tmp_path) == expected(control_sim)
 
 
 def test_one_shipments_efile_pages_that_overlap_quarantine_it_and_keep_its_rows(
