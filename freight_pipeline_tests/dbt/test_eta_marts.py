@@ -120,11 +120,22 @@ VERSIONS = (
     estimated(105, "2026-03-20 00:00", None, "2026-04-02 00:00"),  # -11 h against the corrected actual
     actual(105, "2026-04-02 12:00", "2026-04-03 00:00", "2026-04-02 10:00"),
     actual(105, "2026-04-03 00:00", None, "2026-04-02 11:00"),  # the actual corrected: A = 04-02 11:00
+    # 106 AIR HKHKG-DEFRA, created 04-20 under an id the service reused (its data went back): before, another
+    # shipment of the id, whose arrival estimate is replaced by this one's with no deletion between, and whose leg
+    # was deleted with it (04-16): neither is this shipment's estimate, in force before it existed or a revision
+    estimated(106, "2026-04-01 00:00", "2026-04-21 00:00", "2026-04-15 00:00"),
+    estimated(106, "2026-04-21 00:00", None, "2026-04-30 00:00"),  # -6 h
+    actual(106, "2026-05-01 00:00", None, "2026-04-30 06:00"),
+    leg(106, 1, "2026-04-01 00:00", "2026-04-16 00:00", "2026-04-14 00:00"),
+    Version(106, "2026-04-16 00:00", "2026-04-21 00:00", mode="AIR", position=1, deleted=True),
+    leg(106, 1, "2026-04-21 00:00", None, "2026-04-29 12:00", "2026-04-29 18:00"),  # -6 h
 )
 
-SHIPMENTS = {101: "SEA", 102: "SEA", 103: "AIR", 105: "SHIP"}  # 104 is gone from freight.shipments
+SHIPMENTS = {101: "SEA", 102: "SEA", 103: "AIR", 105: "SHIP", 106: "AIR"}  # 104 is gone from freight.shipments
+CREATED = {106: "2026-04-20 00:00"}  # the others' created_at unknown (null): every version theirs
 SEA_LEGS = ((101, 1, "CNSHA", "NLRTM", "EVER GIVEN"), (102, 1, "CNSHA", "NLRTM", "EVER GIVEN"))
-AIR_LEGS = ((103, 1, "DEFRA", "AEDXB", "Lufthansa Cargo"), (103, 2, "AEDXB", "USORD", None))
+AIR_LEGS = ((103, 1, "DEFRA", "AEDXB", "Lufthansa Cargo"), (103, 2, "AEDXB", "USORD", None),
+            (106, 1, "HKHKG", "DEFRA", "Cathay Cargo"))
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]]) -> None:
@@ -140,7 +151,8 @@ def build_database(path: Path) -> None:
         for spec in FREIGHT_TABLES:
             con.execute(spec.ddl())
         _insert(con, "freight.shipments", [{"shipment_id": i, "client": "C1", "shipment_number": f"SN{i}",
-                                            "mode_of_transport": mode, **synced} for i, mode in SHIPMENTS.items()])
+                                            "mode_of_transport": mode, "created_at": utc(CREATED[i]) if i in CREATED
+                                            else None, **synced} for i, mode in SHIPMENTS.items()])
         for table, legs, carrier in (("sea_main_carriage_legs", SEA_LEGS, "vessel_name"),
                                      ("air_main_carriage_legs", AIR_LEGS, "airline_name")):
             _insert(con, f"freight.{table}", [
@@ -213,6 +225,10 @@ EXPECTED_ERRORS: dict[tuple[int, str, int | None], dict[int, float | None]] = {
     # A = 04-02 11:00 (the corrected actual). 14 d: 03-19 11:00, the version without an instant: not
     # scored. 7, 3, 1 d: 04-02 00:00 - 11:00 = -11 h.
     (105, "arrival", None): {14: None, 7: -11.0, 3: -11.0, 1: -11.0},
+    # A = 04-30 06:00 (arrival) and 04-29 18:00 (its leg): 14 d falls before 04-20, when the shipment was created
+    # (the earlier shipment's estimates of 04-15 and 04-14 were in force then: not this one's); 7, 3, 1 d: -6 h
+    (106, "arrival", None): {14: None, 7: -6.0, 3: -6.0, 1: -6.0},
+    (106, "leg_arrival", 1): {14: None, 7: -6.0, 3: -6.0, 1: -6.0},
     # 104 was deleted (its actual too), 102's delivery has not happened: no rows
 }
 
@@ -240,6 +256,7 @@ def test_eta_accuracy_carries_the_shipment_and_the_estimate_version(built: Built
         (102, "SEA", "CNSHA-NLRTM", "EVER GIVEN", True),
         (103, "AIR", "DEFRA-USORD", "Lufthansa Cargo", True),
         (105, "SHIP", None, None, False),
+        (106, "AIR", "HKHKG-DEFRA", "Cathay Cargo", True),
     ]
     # 101 at 3 days: the version that began at 03-17 12:00, the horizon itself
     assert built.query(
@@ -275,6 +292,11 @@ EXPECTED_MONTHLY: dict[tuple[Any, ...], tuple[Any, ...]] = {
     # 105 (SHIP) in the UNKNOWN bucket: -11 h from 7 days on
     ("2026-04-01", "arrival", 14, "UNKNOWN", None, None): (1, 0, 0, 0, None, None, None),
     **{("2026-04-01", "arrival", h, "UNKNOWN", None, None): (1, 1, 1, 1, 1.0, 11.0, -11.0) for h in (7, 3, 1)},
+    # 106: -6 h from 7 days on, its arrival and its leg's
+    **{("2026-04-01", milestone, 14, "AIR", "HKHKG-DEFRA", "Cathay Cargo"): (1, 0, 0, 0, None, None, None)
+       for milestone in ("arrival", "leg_arrival")},
+    **{("2026-04-01", milestone, h, "AIR", "HKHKG-DEFRA", "Cathay Cargo"): (1, 1, 1, 1, 1.0, 6.0, -6.0)
+       for milestone in ("arrival", "leg_arrival") for h in (7, 3, 1)},
 }
 
 
@@ -314,6 +336,9 @@ EXPECTED_REVISIONS: dict[tuple[int, str, int | None], tuple[Any, ...]] = {
     (103, "leg_arrival", 2): (2, 0, "2026-04-12 00:00", "2026-04-12 00:00", 0.0, None, "2026-04-12 03:00"),
     # the version without an instant is no estimate: one estimate, no move
     (105, "arrival", None): (1, 0, "2026-04-02 00:00", "2026-04-02 00:00", 0.0, None, "2026-04-02 11:00"),
+    # the earlier shipment's estimates (04-15, and 04-14 of its leg) are no version of 106's: one estimate each
+    (106, "arrival", None): (1, 0, "2026-04-30 00:00", "2026-04-30 00:00", 0.0, None, "2026-04-30 06:00"),
+    (106, "leg_arrival", 1): (1, 0, "2026-04-29 12:00", "2026-04-29 12:00", 0.0, None, "2026-04-29 18:00"),
     # 103's arrival was never estimated: no row; 104 was deleted at the service: no row (as in every mart)
 }
 
@@ -336,7 +361,8 @@ def test_estimate_revisions_count_the_moves_and_the_slip(built: Built) -> None:
         "SELECT shipment_id, mode_of_transport, lane, carrier_name FROM analytics.fct_estimate_revisions "
         "WHERE milestone = 'arrival' ORDER BY shipment_id"
     ) == [
-        (101, "SEA", "CNSHA-NLRTM", "EVER GIVEN"), (102, "SEA", "CNSHA-NLRTM", "EVER GIVEN"), (105, "SHIP", None, None)
+        (101, "SEA", "CNSHA-NLRTM", "EVER GIVEN"), (102, "SEA", "CNSHA-NLRTM", "EVER GIVEN"), (105, "SHIP", None, None),
+        (106, "AIR", "HKHKG-DEFRA", "Cathay Cargo"),
     ]
     # 104's versions are still in the history
     assert built.query("SELECT count(*) FROM freight_history.event_versions WHERE shipment_id = 104") == [(4,)]

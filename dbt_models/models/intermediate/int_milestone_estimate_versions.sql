@@ -7,6 +7,11 @@
 -- A version is valid from valid_from until valid_to (null while current). estimated_at is null for a
 -- deleted version (the event or leg vanished, or the shipment was deleted) and for a version that
 -- had no estimated instant (sent without a time of day, or a leg without an estimate).
+-- Only the versions of the shipment the id names now: a version valid from before the shipment's
+-- created_at was an earlier shipment's of the same id (a service whose data went back, the test
+-- server's nightly reset or a restore, reuses the ids of the shipments it lost), whose estimates
+-- are no revision of this one's and were never in force for it. A shipment deleted at the service
+-- (no created_at held) keeps its versions.
 
 with
 
@@ -21,6 +26,12 @@ event_versions as (
 leg_versions as (
 
     select * from {{ ref('stg_leg_versions') }}
+
+),
+
+shipments as (
+
+    select shipment_id, created_at from {{ ref('stg_shipments') }}
 
 ),
 
@@ -68,6 +79,8 @@ final as (
         valid_to,
         is_deleted
     from estimate_versions
+    left join shipments using (shipment_id)
+    where shipments.created_at is null or estimate_versions.valid_from >= shipments.created_at
 
 )
 
