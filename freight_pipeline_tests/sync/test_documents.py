@@ -184,7 +184,7 @@ def test_an_efile_listed_but_refused_or_not_found_quarantines_its_shipment_with_
     shipments = sorted(r[0] for r in want if r[1] == efile)
     for endpoint in ["efile"] if content else ["efilereferences", "efile"] if status == 404 else ["efileroles"]:
         corrupt(control_sim, endpoint, efile, "status", status=status)
-    documents = control_sync(settings)[STREAM]
+    documents = control_sync(settings, streams=[STREAM])[STREAM]
     assert (documents.status, documents.extra["failed"]) == ("success", len(shipments))
     assert held(tmp_path) == want  # nothing of it deleted
     waiting = query(work_db(tmp_path), "SELECT shipment_id, reason, status_code FROM freight_meta.quarantine "
@@ -192,7 +192,7 @@ def test_an_efile_listed_but_refused_or_not_found_quarantines_its_shipment_with_
     assert [(i, code) for i, _, code in waiting] == [(i, status) for i in shipments]
     assert all(reason.startswith(f"E-File {efile}: ") for _, reason, _ in waiting)
     heal(control_sim)
-    control_sync(settings.replaced(documents_relist_interval=None))  # the retry queue's
+    control_sync(settings.replaced(documents_relist_interval=None), streams=[STREAM])  # the retry queue's
     assert held(tmp_path) == want
     assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.quarantine WHERE stream = ?", [STREAM]) == [(0,)]
 
@@ -206,7 +206,7 @@ def test_an_account_whose_efile_reads_are_all_refused_fails_the_stream_without_q
     control_sync(RELIST)
     control_sim.set_faults(forbidden_prefixes=frozenset(f"/service/efile/{efile}/" for _, efile, *_ in want))
     with pytest.raises(StreamUnreachable, match=r"\(403 on every call, e\.g\. GET /service/efile/\d+/(role|reference)"):
-        control_sync(RELIST)
+        control_sync(RELIST, streams=[STREAM])
     assert held(tmp_path) == want
     assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.quarantine WHERE stream = ?", [STREAM]) == [(0,)]
 
