@@ -71,10 +71,18 @@ def orphan_rows(con: duckdb.DuckDBPyConnection, child: TableSpec, parent: TableS
                        f"(SELECT 1 FROM {qualified(parent)} p WHERE p.{column} = c.{column})")
 
 
-def latest_run_id(con: duckdb.DuckDBPyConnection, stream: str) -> str | None:
-    """The id of ``stream``'s latest run, the one recorded last (``meta.latest_runs``; None: none ran)."""
-    sql = f"SELECT run_id FROM {qualified(meta.SYNC_RUNS)} WHERE stream = ? ORDER BY rowid DESC LIMIT 1"
-    return _scalar(con, sql, [stream])
+def judged_runs(con: duckdb.DuckDBPyConnection, stream: str) -> list[str]:
+    """The runs of ``stream`` a check of what its latest run met looks at, in turn: the latest (the one recorded
+    last, as ``meta.latest_runs``), and when it did not succeed (it failed, was stopped or still runs, so it may
+    not have read what an earlier run found), the latest that did. None: none ran."""
+    table = qualified(meta.SYNC_RUNS)
+    latest = con.execute(f"SELECT run_id, status FROM {table} WHERE stream = ? ORDER BY rowid DESC LIMIT 1",
+                         [stream]).fetchone()
+    if latest is None or latest[1] == "success":
+        return [latest[0]] if latest else []
+    succeeded = _scalar(con, f"SELECT run_id FROM {table} WHERE stream = ? AND status = 'success' "
+                             "ORDER BY rowid DESC LIMIT 1", [stream])
+    return [latest[0], *([succeeded] if succeeded else [])]
 
 
 def run_notices(con: duckdb.DuckDBPyConnection, stream: str, run_id: str) -> list[tuple[str, str]]:

@@ -126,15 +126,19 @@ def rejected_check(stream: str) -> WarehouseCheck:
     runs = TABLE_WRITER[RECORD_SOURCES[stream][0]].name
 
     def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
-        run_id = queries.latest_run_id(con, runs)
-        count, sample = queries.rejected_records(con, stream, run_id) if run_id else (0, [])
-        return CheckResult(count == 0, {"run_id": run_id or "", "rejected_records": count, "sample": sample})
+        run_id, count, sample = "", 0, []
+        for run_id in queries.judged_runs(con, runs):
+            count, sample = queries.rejected_records(con, stream, run_id)
+            if count:
+                break
+        return CheckResult(count == 0, {"run_id": run_id, "rejected_records": count, "sample": sample})
 
     return WarehouseCheck(
         "no_rejected_records",
         RECORD_SOURCES[stream][0],
         Severity.WARN,
-        f"The latest {stream} run rejected no records (freight_meta.rejected_records; WARN severity).",
+        f"The latest {stream} run rejected no records (freight_meta.rejected_records; WARN severity; when it did not "
+        "succeed, nor the latest that did: a failed run may not have read them again).",
         evaluate,
         "docs/sync.md#when-the-source-sends-bad-data",
     )
@@ -174,9 +178,11 @@ def data_problems_check(stream: str) -> WarehouseCheck:
 
 def notices_check(stream: str) -> WarehouseCheck:
     def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
-        run_id = queries.latest_run_id(con, stream)
-        notices = queries.run_notices(con, stream, run_id) if run_id else []
-        return CheckResult(not notices, {"run_id": run_id or "", "notices": [line for _, line in notices],
+        run_id, notices = "", []
+        for run_id in queries.judged_runs(con, stream):
+            if notices := queries.run_notices(con, stream, run_id):
+                break
+        return CheckResult(not notices, {"run_id": run_id, "notices": [line for _, line in notices],
                                          "kinds": [kind for kind, _ in notices]})
 
     return WarehouseCheck(
@@ -184,7 +190,8 @@ def notices_check(stream: str) -> WarehouseCheck:
         RECORD_SOURCES[stream][0],
         Severity.WARN,
         f"The latest {stream} run met nothing of the service's behaviour its users should know of (WARN "
-        f"severity; the run publishes): {'; '.join(kind.meaning for kind in NoticeKind)}.",
+        "severity; the run publishes; when it did not succeed, nor the latest that did): "
+        f"{'; '.join(kind.meaning for kind in NoticeKind)}.",
         evaluate,
         "docs/real-services.md#what-a-run-says-it-met",
         findings=lambda result: dict(zip(result.figures["kinds"], result.figures["notices"], strict=True)),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import duckdb
 import pytest
 
@@ -12,6 +14,7 @@ from freight_pipeline.checks.warehouse import (
     WarehouseCheck,
     _reading_in_one_transaction,
     evaluate_checks,
+    notices_check,
     rejected_check,
 )
 from freight_pipeline.sync.streams import RECORD_SOURCES, SHIPMENTS, TABLE_WRITER
@@ -103,3 +106,38 @@ def test_the_rejected_records_looked_at_are_those_of_the_run_recorded_last_whate
         result = rejected_check(SHIPMENTS.name).evaluate(con)
     assert not result.passed
     assert (result.figures["run_id"], result.figures["rejected_records"]) == ("run-after-the-step", 1)
+
+
+def _run(con: duckdb.DuckDBPyConnection, run_id: str, status: str, found: bool) -> None:
+    """A shipments run of ``status``; ``found``: it rejected an event and said a notice."""
+    notices = {"extra": {meta.NOTICES: ["the service's clock sends no UTC offset"],
+                         meta.NOTICE_KINDS: ["clock_without_offset"]}} if found else {"extra": {}}
+    con.execute("INSERT INTO freight_meta.sync_runs (run_id, stream, started_at, status, details) "
+                "VALUES (?, 'shipments', now(), ?, ?)", [run_id, status, json.dumps(notices)])
+    if found:
+        con.execute("INSERT INTO freight_meta.rejected_records (stream, source_key, run_id, reason) VALUES "
+                    "('shipment_events', '10001', ?, 'invalid JSON body')", [run_id])
+
+
+@pytest.mark.parametrize("check", [rejected_check("shipment_events"), notices_check(SHIPMENTS.name)],
+                         ids=lambda check: check.name)
+def test_what_a_run_met_stays_found_past_a_later_run_that_did_not_succeed(check: WarehouseCheck) -> None:
+    """The checks of what the latest run met: a run that failed (or was stopped, or still runs) may not have read
+    what the run before it found, so finding nothing it is no pass (was: a pass, so its alert was resolved by the
+    failed run and opened again by the next); what it found itself counts; the next run that succeeds decides."""
+    with duckdb.connect() as con:
+        con.execute("CREATE SCHEMA freight_meta")
+        con.execute(meta.SYNC_RUNS.ddl())
+        con.execute(meta.REJECTED_RECORDS.ddl())
+        assert check.evaluate(con).passed  # no run yet
+        _run(con, "found", "success", found=True)
+        for run_id, status, found, judged, passed in [
+            ("failed", "failed", False, "found", False),  # the finding of the latest success stands
+            ("running", "running", False, "found", False),
+            ("failed-finding", "failed", True, "failed-finding", False),  # its own finding
+            ("clean", "success", False, "clean", True),  # a success that found nothing: over
+            ("failed-after-clean", "failed", False, "clean", True),
+        ]:
+            _run(con, run_id, status, found)
+            result = check.evaluate(con)
+            assert (result.passed, result.figures["run_id"]) == (passed, judged), run_id
