@@ -222,6 +222,8 @@ def test_secrets_are_never_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     env = {"FREIGHT_PASSWORD": "pw-never-shown", "FREIGHT_LAKE_CATALOG_URI": "postgresql://etl:cat-pw@db:5432/lake",
            "FREIGHT_LAKE_DATA_URI": str(tmp_path / "lake"), "FREIGHT_DATA_DIR": str(tmp_path / "data")}
     settings = load_settings(environ=env)
+    for name, value in env.items():  # a Dagster run's settings: its resources over this process's environment
+        monkeypatch.setenv(name, value)
     resources = (FreightServiceResource(password="pw-never-shown"),
                  WarehouseResource(lake_catalog_uri=env["FREIGHT_LAKE_CATALOG_URI"]))
     for shown in (repr(settings), str(settings), *(repr(r) for r in resources), repr(run_settings(*resources))):

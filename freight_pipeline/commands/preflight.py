@@ -12,22 +12,14 @@ of a second.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from freight_pipeline.config import (
-    DATA_DIR_ENV,
-    MIN_FREE_MB_ENV,
-    BadSettings,
-    LakeConfig,
-    Settings,
-    load_settings,
-)
-from freight_pipeline.lake.settings import LakeSettings
+from freight_pipeline.config import DATA_DIR_ENV, MIN_FREE_MB_ENV, BadSettings, Settings
+from freight_pipeline.job.settings import checked_settings
 from freight_pipeline.warehouse.paths import checked_db_path, working_db_path
 
 
@@ -50,37 +42,12 @@ def check_setup(data_dir: Path, data_dir_named_by: str = DATA_DIR_ENV, *,
 
 
 def check_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
-    """The settings as the run will read them (``config.load_settings``: flags, environment, file, defaults,
-    checked by their models, DuckDB's memory sizes included), then what the models leave to the code that uses
-    them (a storage version this DuckDB writes, the lake's URIs); BadSetup with one line per problem."""
+    """The settings as the run will read them (``job.settings.checked_settings``); BadSetup with one line per
+    problem."""
     try:
-        settings = load_settings(overrides)
+        return checked_settings(overrides)
     except BadSettings as exc:
         raise BadSetup(str(exc)) from None
-    problems: list[str] = []
-    try:
-        LakeSettings.of(settings.lake, os.environ)
-    except ValueError as exc:  # it names the variables: where else the values came from, said after it
-        sources = {settings.sources[name] for name in LakeConfig.settings_fields()}
-        elsewhere = sorted(source for source in sources if source != "default" and not source.startswith("environment"))
-        problems.append(str(exc).splitlines()[0] + (f" (the lake's settings from {', '.join(elsewhere)})"
-                                                    if elsewhere else ""))
-    if settings.sources["publish_storage_version"] != "default":  # the default works
-        from freight_pipeline.warehouse.ddl import checked_storage_version
-
-        try:
-            checked_storage_version(settings.storage.storage_version)
-        except ValueError as exc:
-            problems.append(str(exc).splitlines()[0])
-    if settings.alerts.alert_urls:  # Apprise imported only when there is a destination
-        from freight_pipeline.alerts.delivery import unknown_kinds
-
-        source = settings.sources["alert_urls"]
-        where = source.removeprefix("environment ") if source.startswith("environment ") else f"alert_urls ({source})"
-        problems += [f"{where}: {said}" for said in unknown_kinds(settings.alerts.alert_urls)]
-    if problems:
-        raise BadSetup("\n".join(problems))
-    return settings
 
 
 def check_data_dir(data_dir: Path, named_by: str = DATA_DIR_ENV, floor_mb: int | None = None) -> None:

@@ -26,10 +26,10 @@ from freight_pipeline.config import (
     StorageSettings,
     SyncTuning,
     default_shown,
-    load_settings,
     plain_type,
     variable,
 )
+from freight_pipeline.job.settings import checked_settings
 from freight_pipeline.lake.backend import storage_of
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.warehouse.backend import StorageBackend
@@ -49,8 +49,9 @@ class SettingsResource(dg.ConfigurableResource):
                 if getattr(self, name) is not None}
 
     def settings(self) -> Settings:
-        """Every setting: this resource's fields over the environment, the settings file and the defaults."""
-        return load_settings(self.overrides(), origin=f"Dagster resource {type(self).__name__}")
+        """Every setting: this resource's fields over the environment, the settings file and the defaults, checked
+        as a command checks them (``job.settings``)."""
+        return checked_settings(self.overrides(), origin=f"Dagster resource {type(self).__name__}")
 
 
 def _settings_resource(name: str, doc: str, base: type[SettingsResource]) -> Any:
@@ -124,5 +125,6 @@ WarehouseResource = _settings_resource(
 
 
 def run_settings(freight_service: Any, warehouse: Any) -> Settings:
-    """A Dagster run's effective settings: both resources' fields over the environment, file and defaults."""
-    return load_settings({**freight_service.overrides(), **warehouse.overrides()}, origin="Dagster resource")
+    """A Dagster run's effective settings: both resources' fields over the environment, file and defaults, checked
+    as a command checks them (``job.settings``)."""
+    return checked_settings({**freight_service.overrides(), **warehouse.overrides()}, origin="Dagster resource")

@@ -115,9 +115,19 @@ def test_a_stream_that_did_not_run_is_red_and_one_switched_off_is_not_materializ
                     "ran": (True, ["freight/shipment_documents"])}
 
 
-def test_a_bad_resource_setting_fails_the_run_naming_it_without_a_traceback(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("resource", "setting", "value", "said"), [
+    ("freight_service", "page_size", -5, "page_size (Dagster resource)=-5"),  # the settings' models
+    # and what they leave to the code using them, as the commands check it up front (job.settings); was: a run
+    # whose every alert failed ("not a notification URL Apprise knows"), a publish that failed at its end
+    ("warehouse", "alert_urls", "jsn://127.0.0.1:9/", "alert_urls (Dagster resource): jsn://"),
+    ("warehouse", "publish_storage_version", "v9.9.9", "is not a storage version duckdb"),
+])
+def test_a_bad_resource_setting_fails_the_run_naming_it_without_a_traceback(
+    tmp_path: Path, resource: str, setting: str, value: object, said: str
+) -> None:
     job = defs.resolve_job_def(FREIGHT_SYNC_JOB)
-    config = {"resources": {"freight_service": {"config": {"page_size": -5, "password": "pw-never-shown"}}}}
+    config = {"resources": {resource: {"config": {setting: value}}}}
+    config["resources"].setdefault("freight_service", {"config": {}})["config"]["password"] = "pw-never-shown"
     with pytest.MonkeyPatch.context() as env, dg.DagsterInstance.ephemeral() as instance:
         env.setenv("FREIGHT_DATA_DIR", str(tmp_path))
         result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=config,
@@ -127,7 +137,7 @@ def test_a_bad_resource_setting_fails_the_run_naming_it_without_a_traceback(tmp_
     error = failure.step_failure_data.error
     assert failure.step_failure_data.user_failure_data is not None  # a Failure of the op, not an exception
     assert error is not None and error.cause is None
-    assert "page_size (Dagster resource)=-5" in error.message
+    assert said in error.message
     assert not [t for t in texts if "pw-never-shown" in t]
 
 

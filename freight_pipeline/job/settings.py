@@ -1,0 +1,44 @@
+"""The settings a run reads, refused when they cannot work, the same way however the run starts (the commands'
+up-front check, ``commands.preflight``, and a Dagster run, ``defs.freight_job``): the settings models
+(``config.load_settings``: flags or a resource's fields, environment, file, defaults, DuckDB's memory sizes
+included), then what the models leave to the code that uses them (the lake's URIs, a storage version this DuckDB
+writes, alert destinations Apprise knows)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from freight_pipeline.config import BadSettings, LakeConfig, Settings, load_settings
+from freight_pipeline.lake.settings import LakeSettings
+
+
+def checked_settings(overrides: Mapping[str, Any] | None = None, *, origin: str = "flag") -> Settings:
+    """Every setting (``overrides`` by setting name, said to come from ``origin``), or BadSettings with one line per
+    problem, each naming the setting and where it was set."""
+    settings = load_settings(overrides, origin=origin)
+    problems: list[str] = []
+    try:
+        LakeSettings.of(settings.lake, os.environ)
+    except ValueError as exc:  # it names the variables: where else the values came from, said after it
+        sources = {settings.sources[name] for name in LakeConfig.settings_fields()}
+        elsewhere = sorted(source for source in sources if source != "default" and not source.startswith("environment"))
+        problems.append(str(exc).splitlines()[0] + (f" (the lake's settings from {', '.join(elsewhere)})"
+                                                    if elsewhere else ""))
+    if settings.sources["publish_storage_version"] != "default":  # the default works
+        from freight_pipeline.warehouse.ddl import checked_storage_version
+
+        try:
+            checked_storage_version(settings.storage.storage_version)
+        except ValueError as exc:
+            problems.append(str(exc).splitlines()[0])
+    if settings.alerts.alert_urls:  # Apprise imported only when there is a destination
+        from freight_pipeline.alerts.delivery import unknown_kinds
+
+        source = settings.sources["alert_urls"]
+        where = source.removeprefix("environment ") if source.startswith("environment ") else f"alert_urls ({source})"
+        problems += [f"{where}: {said}" for said in unknown_kinds(settings.alerts.alert_urls)]
+    if problems:
+        raise BadSettings(problems)
+    return settings
