@@ -25,7 +25,7 @@ import os
 import re
 import tomllib
 import zoneinfo
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -745,6 +745,9 @@ class Settings:
     sources: Mapping[str, str]
     unknown_variables: tuple[str, ...] = ()
     """``FREIGHT_*`` variables that set nothing (a typo, or a name no release had): shown, not refused."""
+    set_aside: tuple[str, ...] = ()
+    """Bad values of the concerns the caller does not read (``load_settings``'s ``reads``), one line each: their
+    concern takes its defaults; said, not refused."""
 
     def unknown_variable_lines(self) -> list[str]:
         """A warning for each of :attr:`unknown_variables`, as every command (and a Dagster run's log) says it."""
@@ -803,13 +806,16 @@ def _file_values(path: Path | None, problems: list[str]) -> dict[str, Any]:
 
 
 def load_settings(
-    overrides: Mapping[str, Any] | None = None, *, origin: str = "flag", environ: Mapping[str, str] | None = None
+    overrides: Mapping[str, Any] | None = None, *, origin: str = "flag", environ: Mapping[str, str] | None = None,
+    reads: Collection[type[SettingsModel]] = CONCERNS,
 ) -> Settings:
     """Every setting from ``overrides`` (setting name -> value; None: not given, said to come from ``origin``),
     the environment (default: this process's), the settings file and the defaults, validated; BadSettings with
-    one line per bad value or file entry."""
-    built, sources, unknown_variables = _load(overrides, origin, environ, CONCERNS)
-    return Settings(**built, sources=sources, unknown_variables=unknown_variables)  # type: ignore[arg-type]
+    one line per bad value or file entry of the concerns the caller ``reads`` (those of the others are
+    ``Settings.set_aside``, their concern at its defaults: a look at the warehouse is no sync)."""
+    built, sources, unknown_variables, aside = _load(overrides, origin, environ, CONCERNS, reads)
+    return Settings(**built, sources=sources, unknown_variables=unknown_variables,  # type: ignore[arg-type]
+                    set_aside=tuple(aside))
 
 
 def _load(
@@ -817,8 +823,10 @@ def _load(
     origin: str,
     environ: Mapping[str, str] | None,
     concerns: tuple[type[SettingsModel], ...],
-) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...]]:
-    """``concerns``' settings by section, where each value came from, and the unknown ``FREIGHT_*`` variables."""
+    reads: Collection[type[SettingsModel]] | None = None,
+) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...], list[str]]:
+    """``concerns``' settings by section, where each value came from, the unknown ``FREIGHT_*`` variables, and the
+    problems of the concerns outside ``reads`` (None: every concern is read), which take their defaults."""
     env = os.environ if environ is None else environ
     problems: list[str] = []
     path = settings_file(env)
@@ -854,14 +862,20 @@ def _load(
             sources[name] = "default"
             shown_as[name] = name
     built: dict[str, SettingsModel] = {}
+    aside: list[str] = []
     for concern in concerns:
         try:
             built[concern.section] = concern.model_validate(values[concern])
         except ValidationError as exc:
-            problems += [_problem(error, concern, values[concern], shown_as) for error in exc.errors()]
+            lines = [_problem(error, concern, values[concern], shown_as) for error in exc.errors()]
+            if reads is None or concern in reads:
+                problems += lines
+            else:
+                aside += lines
+                built[concern.section] = concern.model_validate({})
     if problems:
         raise BadSettings(problems)
-    return built, sources, unknown_variables
+    return built, sources, unknown_variables, aside
 
 
 def _problem(error: Any, concern: type[SettingsModel], values: Mapping[str, Any], shown_as: Mapping[str, str]) -> str:

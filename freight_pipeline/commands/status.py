@@ -19,7 +19,16 @@ from freight_pipeline.commands.common import (
 )
 from freight_pipeline.commands.report import NothingPublished, describe_cursor, read_report, runs_never_published
 from freight_pipeline.commands.text_table import format_table
-from freight_pipeline.config import ALERT_URLS_ENV, BadSettings, Settings, load_settings
+from freight_pipeline.config import (
+    ALERT_URLS_ENV,
+    AlertSettings,
+    BadSettings,
+    LakeConfig,
+    ScheduleSettings,
+    Settings,
+    StorageSettings,
+    load_settings,
+)
 from freight_pipeline.lake.backend import storage_of
 from freight_pipeline.lake.settings import LakeConfigError
 from freight_pipeline.sync.freshness import parts_named
@@ -29,6 +38,9 @@ from freight_pipeline.warehouse.backend import StorageBackend
 
 STATUS_LOOKER = "status --alert"
 """Who a freshness look of ``status --alert`` was, in ``freight_meta.alerts``."""
+READS = (StorageSettings, LakeConfig, ScheduleSettings, AlertSettings)
+"""The concerns ``status`` reads: a bad value of another (a page size) is said, not refused, so the freshness look
+that alerts when syncs stop goes on while a bad setting stops them."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,12 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:  # a bad setting: one line each, as every command says it, not a traceback
         data_dir = resolve_data_dir(args.data_dir)
-        configured = load_settings()
+        configured = load_settings(reads=READS)
         backend = storage_of(configured)
     except (BadSettings, LakeConfigError) as exc:
         say_bad("status", exc)
         return 2
     say_unknown("status", configured)
+    for line in configured.set_aside:
+        say(f"status: {line} (a sync refuses it; status does not read it)")
     if args.alert:
         return _alert(data_dir, configured, backend)
     try:

@@ -12,7 +12,8 @@ import pytest
 
 from freight_pipeline.cli import main
 from freight_pipeline.client import AuthenticationError
-from freight_pipeline.config import ServiceSettings
+from freight_pipeline.commands.status import READS
+from freight_pipeline.config import CONCERNS, ServiceSettings, variable
 from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize.signature import current_signature
@@ -144,3 +145,27 @@ def test_status_says_what_waits_in_the_retry_queue_and_what_was_nulled(
     assert shipments_row.split()[1] == "1" and since.replace("T", " ").removesuffix("+00:00") in shipments_row
     events_row = next(line for line in bad_data.splitlines() if line.split()[:1] == ["shipment_events"])
     assert events_row.split()[1] == "0" and events_row.split()[-1] == "1"
+
+
+BAD_VALUE_OF_CONCERN = {"service": ("base_url", "not a url"), "sync": ("page_size", "900"),
+                        "marts": ("dbt_replay", "sometimes")}
+"""A bad value of each concern ``status`` does not read."""
+
+
+def test_a_bad_value_of_a_concern_status_does_not_read_is_said_and_status_goes_on(
+    published: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page size a sync refuses stops every sync: ``status`` (and cron's ``status --alert``, which alerts when
+    syncs stop) reads none of it, so it says the value and goes on (was: exit 2, the freshness look silenced with
+    the syncs); a bad value of a concern it reads is refused as before."""
+    assert {concern.section for concern in CONCERNS if concern not in READS} == set(BAD_VALUE_OF_CONCERN)
+    for name, value in BAD_VALUE_OF_CONCERN.values():
+        monkeypatch.setenv(variable(name), value)
+    assert main(["status", "--data-dir", str(published)]) == 0
+    captured = capsys.readouterr()
+    assert "published warehouse: " in captured.out
+    said = [line for line in captured.err.splitlines() if line.endswith("(a sync refuses it; status does not read it)")]
+    assert sorted(line.split("=", 1)[0].removeprefix("status: ") for line in said) == sorted(
+        variable(name) for name, _ in BAD_VALUE_OF_CONCERN.values())
+    monkeypatch.setenv(variable("min_free_mb"), "-1")  # the storage's: status reads it
+    assert main(["status", "--data-dir", str(published)]) == 2
