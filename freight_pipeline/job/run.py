@@ -32,7 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Collection, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,10 +69,11 @@ from freight_pipeline.sync.runner import (
     run_stream_async,
 )
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.streams import SHIPMENTS, STREAMS, Stream, stream_step
+from freight_pipeline.sync.streams import SHIPMENTS, STREAM_OF_STEP, STREAMS, Stream, stream_step
 from freight_pipeline.warehouse.backend import Publication, StorageBackend
 from freight_pipeline.warehouse.ddl import explained_out_of_memory, row_counts
 from freight_pipeline.warehouse.history import HISTORY_TABLES
+from freight_pipeline.warehouse.paths import write_last_job_run
 from freight_pipeline.warehouse.run_log import SKIPPED
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 from freight_pipeline.warehouse.writer_lock import WarehouseBusy, writer_lock
@@ -246,6 +247,7 @@ def run_job(
             built = False
         if built:
             _publish(report, data_dir, backend, clock, ended)
+        _record_outcome(report, data_dir)
         report.alerted = _alert(report, data_dir, backend, alerting)
     return report
 
@@ -291,8 +293,20 @@ def run_rebuild(
             built = False
         if built:
             _publish(report, data_dir, backend, clock, ended)
+        _record_outcome(report, data_dir)
         report.alerted = _alert(report, data_dir, backend, alerting)
     return report
+
+
+def _record_outcome(report: JobReport, data_dir: Path) -> None:
+    """How the run ended, for ``status`` (``paths.LAST_JOB_RUN``): each step of the job's own (not a stream's nor
+    the build's, which ``sync_runs`` logs) that failed or did not run, with its line; nothing of the run fails on it."""
+    logged = {*STREAM_OF_STEP, MARTS_STEP}
+    steps = [{"step": step.name, "status": step.status, "line": step.line} for step in report.steps
+             if step.status != "success" and step.name not in logged]
+    with suppress(OSError):  # a full disk: the run's own line and log said it already
+        write_last_job_run(data_dir, {"run_id": report.run_id, "finished_at": dt.datetime.now(dt.UTC).isoformat(),
+                                      "success": report.success, "steps": steps})
 
 
 @contextmanager

@@ -4,6 +4,7 @@ lake mode's spill folder. Shared by the store, the publish and the commands (no 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,12 @@ DASHBOARD_SCRATCH = "dashboard-spill"
 RUN_LOG = "latest_runs.json"
 """Each stream's latest ``sync_runs`` row, rewritten atomically by every :meth:`RunLog.record_run`:
 what ``status`` reads without opening the working database (a reader's lock would stop a sync starting)."""
+
+
+LAST_JOB_RUN = "last_job_run.json"
+"""How the job's latest run ended (``job.run``): its id, when, and each step of its own that failed or did not run,
+with why (the checks, the publish; ``sync_runs`` logs the streams' and the build's runs), rewritten atomically by
+every run: what ``status`` says of a run that synced and did not publish."""
 
 
 UNUSABLE_IN_DUCKDB_PATHS = {"?": "the start of options", "\\": "a folder separator"}
@@ -50,3 +57,27 @@ def read_run_log(data_dir: Path) -> list[dict[str, Any]]:
         return list(json.loads(run_log_path(data_dir).read_text()))
     except FileNotFoundError:
         return []
+
+
+def last_job_run_path(data_dir: Path) -> Path:
+    return Path(data_dir) / WORK_DIR / LAST_JOB_RUN
+
+
+def read_last_job_run(data_dir: Path) -> dict[str, Any] | None:
+    """How the job's latest run ended (:data:`LAST_JOB_RUN`; None before the first, or unreadable)."""
+    try:
+        found = json.loads(last_job_run_path(data_dir).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def write_last_job_run(data_dir: Path, outcome: dict[str, Any]) -> None:
+    """:data:`LAST_JOB_RUN` replaced by ``outcome`` in one rename (a reader sees the old or the new whole)."""
+    path = last_job_run_path(data_dir)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(outcome, indent=2))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

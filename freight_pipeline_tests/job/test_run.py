@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from freight_pipeline.cli import main
 from freight_pipeline.config import DBT_FULL_REFRESH_ENV, DBT_REPLAY_ENV, FULL_CHECK_ENV, ServiceSettings, environ
 from freight_pipeline.job.run import (
     CHECKS_STEP,
@@ -435,7 +436,7 @@ def test_a_stream_that_fails_withholds_nothing_of_the_others(tmp_path: Path) -> 
 
 
 def test_a_broken_guarantee_holds_back_the_build_and_the_publish(
-    sim: RunningSimulator, first_run: tuple[JobReport, Path], tmp_path: Path
+    sim: RunningSimulator, first_run: tuple[JobReport, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A goods line of no shipment: the warehouse check (ERROR) fails, nothing is built or published; the
     dbt test of the same invariant is left out of the builds (checked once a run)."""
@@ -460,6 +461,15 @@ def test_a_broken_guarantee_holds_back_the_build_and_the_publish(
         assert con.execute("SELECT count(*) FROM freight_meta.sync_runs WHERE run_id = ? AND stream = ?",
                            [report.run_id, BUILD_STREAM]).fetchone() == (0,)  # no build was started
         assert con.execute("SELECT count(*) FROM freight_meta.changed_shipments").fetchone() != (0,)  # still due
+    # status says why readers do not see this run: the job's own steps that failed or did not run (was: only the
+    # streams' runs, each a success, nothing of the checks that held it back)
+    assert main(["status", "--data-dir", str(tmp_path), "--json"]) == 0
+    job_steps = [(r["stream"], r["run_id"], r["status"], r["error"])
+                 for r in json.loads(capsys.readouterr().out)["unpublished_runs"] if r["stream"].startswith("job ")]
+    assert job_steps == [(f"job {step.name}", report.run_id, step.status, step.line) for step in report.steps
+                         if step.name in (CHECKS_STEP, PUBLISH_STEP)]
+    assert main(["status", "--data-dir", str(first_run[1]), "--json"]) == 0  # a run that published: nothing of them
+    assert not json.loads(capsys.readouterr().out).get("unpublished_runs")
 
 
 GOODS_TEST = ("composite_relationships_stg_good_customs_shipment_id__good_path__ref_stg_shipment_goods___"
