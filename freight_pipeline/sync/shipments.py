@@ -158,7 +158,7 @@ class _Run:
         is written), count it towards the breaker, give it the cursor of the last shipment of the walk's
         prefix written whole with it (``pipeline.stream_as_finished``: never past a shipment still
         being fetched); with what its progress line says of the cursor, and how many shipments it holds."""
-        bundles = finished.results
+        bundles = _latest_of_each(finished.results)
         assembled = self.assemble(bundles, dt.datetime.now(dt.UTC), self.ceiling_text)
         if self.fresh:
             walked = (b.work.shipment_id for b in bundles if b.work.key is not None and not b.work.retry)
@@ -177,7 +177,7 @@ class _Run:
                 moved = f", cursor at {batch_cursor.instant_text}"
             else:
                 moved = ", cursor kept (overlap re-read)"
-        return assembled, moved, len(bundles)
+        return assembled, moved, len(finished.results)
 
     def write(self, prepared: tuple[Assembled, str, int]) -> None:
         """Write one prepared batch as ONE transaction (in the writer thread)."""
@@ -248,6 +248,20 @@ def _failed_new(bundle: Bundle) -> bool:
     batch, so the breaker has seen every failure of the run before one is quarantined (an outage that
     fails many is not quarantined, and the cursor does not pass it)."""
     return not bundle.work.retry and any(isinstance(answer, RecordFailure) for answer in bundle.answers.values())
+
+
+def _latest_of_each(bundles: list[Bundle]) -> list[Bundle]:
+    """``bundles`` with one a shipment, in their order: a shipment changed again while the walk ran, within the
+    second of its ceiling, is listed there again and both copies can land in one batch; the later in the walk (the
+    greater key; of two without one, the later) is the one written."""
+    if len({bundle.work.shipment_id for bundle in bundles}) == len(bundles):
+        return bundles
+    kept: dict[int, Bundle] = {}
+    for bundle in bundles:
+        held = kept.get(bundle.work.shipment_id)
+        if held is None or held.work.key is None or (bundle.work.key is not None and bundle.work.key > held.work.key):
+            kept[bundle.work.shipment_id] = bundle
+    return [bundle for bundle in bundles if kept[bundle.work.shipment_id] is bundle]
 
 
 async def _listed(works: Iterable[Work]) -> AsyncIterator[Work]:

@@ -37,6 +37,34 @@ class ModifiesWhilePaging(ClientSource):
         return await super().lookup_shipments(criteria, order_by, order_mode, page_size)
 
 
+class ChangesAgainWhatItListed(ClientSource):
+    """Once the walk has read ``victim``'s document, changes it again in the simulator (its clock frozen: in the
+    second of the newest change, the run's ceiling) before the walk's next lookup, so the walk lists it twice, the
+    second time at the ceiling, and reads it twice, as it was and as it is."""
+
+    def __init__(self, client: AsyncFreightClient, sim: RunningSimulator, victim: int) -> None:
+        super().__init__(client)
+        self.sim, self.victim = sim, victim
+        self.listed, self.changed, self.times_listed = False, asyncio.Event(), 0
+
+    async def lookup_shipments(
+        self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
+    ) -> LookupResult:
+        if self.listed:
+            await asyncio.wait_for(self.changed.wait(), 30)
+        result = await super().lookup_shipments(criteria, order_by, order_mode, page_size)
+        self.times_listed += sum(item.get("id") == self.victim for item in result.items)
+        self.listed = self.listed or self.times_listed > 0
+        return result
+
+    async def get_shipment(self, shipment_id: int) -> dict[str, Any] | HeldBody:
+        document = await super().get_shipment(shipment_id)
+        if shipment_id == self.victim and not self.changed.is_set():
+            self.sim.touch_shipments([self.victim])
+            self.changed.set()
+        return document
+
+
 class DeletesBeforeRetrieve(ClientSource):
     """Deletes the given shipments in the simulator just before the sync retrieves them (a real 404)."""
 
