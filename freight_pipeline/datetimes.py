@@ -84,6 +84,15 @@ class ServiceZone:
     def __repr__(self) -> str:
         return f"ServiceZone({self.name!r})"
 
+    def repeats(self, local: dt.datetime) -> bool:
+        """Whether the wall-clock ``local`` falls in an hour this zone's fall-back repeats: it names two instants
+        (not counted as a read)."""
+        zone = self.tz
+        if zone is dt.UTC:
+            return False
+        first, second = local.replace(tzinfo=zone, fold=0).utcoffset(), local.replace(tzinfo=zone, fold=1).utcoffset()
+        return first is not None and second is not None and first > second  # a gap's (skipped) go the other way
+
     def instant(self, local: dt.datetime) -> dt.datetime:
         """A wall-clock date-time sent without a UTC offset, as the instant it names in this zone.
 

@@ -250,6 +250,13 @@ def _failed_new(bundle: Bundle) -> bool:
     return not bundle.work.retry and any(isinstance(answer, RecordFailure) for answer in bundle.answers.values())
 
 
+def _names_two_instants(key: ShipmentKey, zone: ServiceZone) -> bool:
+    """A stamp in an hour the service's zone repeats: sent without a UTC offset, the same wall-clock second held
+    and listed may be two changes an hour apart (the zone gives both the first instant), so its held copy is never
+    provably current; a service that sends offsets loses a re-read of a few shipments, twice a year."""
+    return zone.repeats(dt.datetime.combine(dt.date.fromisoformat(key.date), dt.time.fromisoformat(key.time)))
+
+
 def _latest_of_each(bundles: list[Bundle]) -> list[Bundle]:
     """``bundles`` with one a shipment, in their order: a shipment changed again while the walk ran, within the
     second of its ceiling, is listed there again and both copies can land in one batch; the later in the walk (the
@@ -435,7 +442,8 @@ async def _walked(
         )):
             run.count_read(WALK, len(page))
             run.announce(walk.total, final=walk.total_final)
-            overlapping = {k.id: k.stamp for k, _ in page if overlap_end is not None and k <= overlap_end}
+            overlapping = {k.id: k.stamp for k, _ in page if overlap_end is not None and k <= overlap_end
+                           and not _names_two_instants(k, run.settings.zone)}
             current = run.warehouse.reads.current_copies(reader, overlapping)
             skipped += len(current)
             works = [Work(Ref.of(base, key.id), frozenset() if key.id in current else ALL_PARTS, key)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from freight_pipeline.datetimes import ServiceZone
+from freight_pipeline.simulator.config import SimulatorConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.simulator.store import SimulatorStore
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
@@ -81,6 +83,49 @@ def test_two_changes_at_one_wall_clock_second_across_the_fall_back_are_both_sync
         sim.advance_clock(1)
         sync(settings)
         assert held_stamp(tmp_path, shipment_id) == at
+        assert_converged(sim.store, work_db(tmp_path))
+
+
+@pytest.mark.parametrize(("zone", "local", "repeats"), [
+    ("Europe/Berlin", "2026-10-25T02:00:00", True), ("Europe/Berlin", "2026-10-25T02:59:59", True),
+    ("Europe/Berlin", "2026-10-25T01:59:59", False), ("Europe/Berlin", "2026-10-25T03:00:00", False),
+    ("Europe/Berlin", "2027-03-28T02:30:00", False),  # the hour the spring-forward skips: no instant, not two
+    ("America/New_York", "2026-11-01T01:30:00", True), ("UTC", "2026-10-25T02:30:00", False),
+])
+def test_a_wall_clock_time_repeats_only_in_the_hour_a_fall_back_repeats(zone: str, local: str, repeats: bool) -> None:
+    assert ServiceZone(zone).repeats(dt.datetime.fromisoformat(local)) is repeats
+
+
+def test_a_naive_clocks_second_change_at_one_wall_clock_second_in_the_repeated_hour_is_read(tmp_path: Path) -> None:
+    """A service whose stamps carry no UTC offset (Berlin, the zone configured): an estimate moved at 02:20 summer
+    time and synced, moved again at 02:20 winter time, an hour later and the same stamp's text. In the repeated hour
+    a wall-clock second names two instants, so the held copy is not provably current: the walk reads it (was:
+    skipped as current, the new estimate lost for good; the reconcile compares the same text)."""
+    settings = TEST_SETTINGS.replaced(service_timezone="Europe/Berlin")
+    config = SimulatorConfig(shipments=12, seed=5, control=True, naive_clock="Europe/Berlin",
+                             start="2026-10-25T01:30:00")
+    with running_simulator(config) as sim:
+        sync: SyncFn = syncer(sim, tmp_path, publish_after=False)
+        sync(settings)
+        reader = sim.store.reader  # type: ignore[attr-defined]
+        target, other = [i for i in sorted(reader.live_shipment_ids())
+                         if any(e["event"] == "POD_ARRIVAL" for e in reader.get_events(i))][:2]
+
+        def estimate(clock: str, arrival: str) -> None:
+            sim.set_clock(clock)
+            sim.store.changes.move_milestone(  # type: ignore[attr-defined]
+                target, "POD_ARRIVAL", "ESTIMATED", int(dt.datetime.fromisoformat(arrival).timestamp()))
+
+        estimate("2026-10-25T02:20:00+02:00", "2026-12-01T10:00:00+00:00")
+        sim.set_clock("2026-10-25T02:50:00+02:00")
+        sim.touch_shipments([other])  # the ceiling, and the cursor, past the first change
+        sync(settings)
+        first = held_stamp(tmp_path, target)
+        estimate("2026-10-25T02:20:00+01:00", "2026-12-05T10:00:00+00:00")
+        assert reader.get_shipment(target)["last_modified_date_time"] == first  # the same text
+        sim.set_clock("2026-10-25T03:30:00+01:00")
+        sim.touch_shipments([other])  # past the repeated hour: the offset's step back is seen, the hour re-read
+        sync(settings)
         assert_converged(sim.store, work_db(tmp_path))
 
 
