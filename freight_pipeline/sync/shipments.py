@@ -218,8 +218,9 @@ class _Run:
 
     def count_read(self, how: str, shipments: int) -> None:
         """``shipments`` read, listed ``how`` (:data:`READ`): in ``rows_read`` (records received) and apart."""
-        self.result.rows_read += shipments
-        self.read[how] = self.read.get(how, 0) + shipments
+        if shipments:
+            self.result.rows_read += shipments
+            self.read[how] = self.read.get(how, 0) + shipments
 
     async def read_by_id(self, how: str, works: Sequence[Work]) -> None:
         """Read the shipments of ``works``, listed outside the walk (``how``), each counted read."""
