@@ -128,15 +128,15 @@ def test_a_shipment_changed_again_while_the_walk_runs_is_listed_twice_and_writte
     """A shipment the walk listed is changed again within the second of the run's ceiling: the walk lists it again
     there, and both copies can land in one batch. The later is written (was: ``RepeatedKey: freight.shipments: rows
     repeat the key``, the whole run failed, on a service with steady traffic now and then)."""
-    settings = TEST_SETTINGS.replaced(page_size=2)
-    small_sync(settings)
+    small_sync()
     live = small_sim.store.reader.live_shipment_ids()
     small_sim.advance_clock(60)
     small_sim.touch_shipments([victim := live[3], *live[4:6]])  # the victim's page holds none of the next second
     small_sim.advance_clock(60)
     small_sim.touch_shipments(live[10:13])  # the ceiling's second
     make, built = factory(ChangesAgainWhatItListed, small_sim, victim)
-    result = small_sync(settings, source_factory=make)["shipments"]
+    pages_of_two = TEST_SETTINGS.replaced(page_size=2)
+    result = small_sync(pages_of_two, source_factory=make, streams=["shipments"])["shipments"]
     assert (built[0].times_listed, result.status) == (2, "success")
     assert_converged(small_sim.store, published(tmp_path))
     assert duplicate_keys(published(tmp_path)) == {}
