@@ -150,8 +150,10 @@ class Writes:
         # an unchanged shipment's rows stay as they were loaded, and so do the data problems found in them
         unchanged_keys = {str(i) for i in unchanged}
         kept = {pair for pair in loaded if pair[1] in unchanged_keys}
-        if compare and not rebuild:  # a part read again as held, its shipment's rows all left: its problems too
-            rewritten = {str(i) for ids in replaced.values() for i in ids}
+        rewritten = {str(i) for ids in replaced.values() for i in ids}
+        if rebuild:  # re-derived, no row of a shipment written again: the problems found in them stay as found
+            kept |= {pair for pair in loaded if pair[1] not in rewritten}
+        elif compare:  # a part read again as held, its shipment's rows all left: its problems too
             kept |= {pair for pair in self._parts_read_as_held(batch.raw_parts)
                      if pair in loaded and pair[1] not in rewritten}
         self._clear_records(loaded, set() if rebuild else loaded - requeued, kept)

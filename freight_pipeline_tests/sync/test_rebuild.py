@@ -62,6 +62,7 @@ from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.sync.conftest import query, syncer, work_db
 from freight_pipeline_tests.sync.expected import rows_differences
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
+from freight_pipeline_tests.sync.test_bad_data import corrupt
 
 SHIPMENTS_HELD = 60
 CHANGED = 10
@@ -218,6 +219,26 @@ def test_a_rebuild_equals_a_fresh_sync_with_no_request(
     assert "(every one: every one was asked for (--all))" in every.line(), every.line()
     assert _tables_differences(work_db(held), work_db(fresh), except_aes=True) == {}
     assert release_sim.request_count() == served
+
+
+def test_a_rebuild_that_rewrites_no_row_of_a_shipment_keeps_its_data_problems_as_found(tmp_path: Path) -> None:
+    """Values the sync nulled (a count sent as ``"12a"``, an offset of ``+99:00``): a rebuild of every shipment that
+    writes no row keeps each problem with the run and instant that found it (was: every one re-dated to the
+    rebuild, as if it had found them)."""
+    with running_simulator(shipments=12, seed=5, control=True) as sim:
+        reader = sim.store.reader
+        ids = [i for i in sorted(reader.live_shipment_ids()) if reader.get_events(i)]
+        corrupt(sim, "shipment", ids[2], "set", path="total_packages", value="12a")
+        corrupt(sim, "events", ids[3], "set", path="[0].date_time.zone_offset", value="+99:00")
+        syncer(sim, tmp_path)(streams=ONLY_SHIPMENTS)
+    problems = "SELECT stream, record_key, json_path, run_id, detected_at FROM freight_meta.data_problems ORDER BY ALL"
+    found = query(work_db(tmp_path), problems)
+    assert [(stream, key) for stream, key, *_ in found] == [("shipment_events", str(ids[3])),
+                                                             ("shipments", str(ids[2]))]
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+        every = rebuild(warehouse, "rebuild-all", TEST_SETTINGS, batch_size=BATCH, everything=True)
+    assert every.shipments_written == 0
+    assert query(work_db(tmp_path), problems) == found
 
 
 def test_a_rebuild_killed_after_a_batch_is_completed_by_the_next(
