@@ -24,7 +24,7 @@ from freight_pipeline.defs.names import CODE_CONVERSIONS_JOB, FREIGHT_SYNC_JOB
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_keys
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
-from freight_pipeline.warehouse.writer_lock import Holder, lock_state
+from freight_pipeline.warehouse.writer_lock import Holder, last_taker, lock_state
 
 if TYPE_CHECKING:  # what define_asset_job returns; not exported by dagster
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -88,10 +88,11 @@ def writer_runs_in_progress(instance: dg.DagsterInstance, data_dir: Path | None 
     let go) is reported failed, and is not one of them."""
     records = instance.get_run_records(filters=dg.RunsFilter(tags=WRITER_TAG, statuses=ACTIVE_STATUSES), limit=5)
     held, holder = lock_state(data_dir) if data_dir is not None and records else (True, Holder())
+    taker = holder if held or data_dir is None or holder.run_id else last_taker(data_dir)
     busy = []
     for record in records:
         run = record.dagster_run
-        gone = None if held or run.status != dg.DagsterRunStatus.STARTED else _gone(record, holder)
+        gone = None if held or run.status != dg.DagsterRunStatus.STARTED else _gone(record, holder, taker)
         if gone is not None:
             instance.report_run_failed(run, f"{gone}: killed, or out of memory; the next run goes on from its last "
                                             "batch")
@@ -100,22 +101,23 @@ def writer_runs_in_progress(instance: dg.DagsterInstance, data_dir: Path | None 
     return busy
 
 
-def _gone(record: dg.RunRecord, holder: Holder) -> str | None:
-    """Why the run of ``record``, which Dagster holds running while nothing holds the writer lock, is dead (None:
-    nothing says so)."""
+def _gone(record: dg.RunRecord, holder: Holder, taker: Holder) -> str | None:
+    """Why the run of ``record``, which Dagster holds running while nothing holds the writer lock (its file naming
+    ``holder``, a run that died holding it, if any; ``taker``: the run that took it last), is dead (None: nothing
+    says so)."""
     if record.dagster_run.run_id == holder.run_id:
         return f"its process died while it wrote the warehouse ({holder.describe()})"
     if PARTITION_TAG in record.dagster_run.tags:
         return None
     try:
-        taken = dt.datetime.fromisoformat(holder.since) if holder.since else None
+        taken = dt.datetime.fromisoformat(taker.since) if taker.since else None
     except ValueError:
         return None
     # since it started (a queued run is made long before): since it was made when Dagster has no start
     began = dt.datetime.fromtimestamp(record.start_time, dt.UTC) if record.start_time else record.create_timestamp
     if taken is not None and taken.replace(tzinfo=taken.tzinfo or dt.UTC) > began + TAKEN_OVER_AFTER:
         return ("its process is gone: another run took the warehouse's writer lock since, and let go "
-                f"({holder.describe()})")
+                f"({taker.describe()})")
     return None
 
 

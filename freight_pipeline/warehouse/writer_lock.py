@@ -5,7 +5,9 @@ working database until after its publish, and writes in the file which run holds
 since when). A second run of the same warehouse (cron starting one while the last still runs) does not fail on
 DuckDB's own lock: it is told who holds the warehouse (:class:`WarehouseBusy`) and is skipped, or waits for it
 (``wait`` seconds). The kernel releases the lock of a process that dies, a SIGKILL included, so a lock left by
-a killed run is simply taken by the next; its file still names the dead run until then. A backfill partition
+a killed run is simply taken by the next; its file still names the dead run until then. A run that lets go leaves
+in the file only that it held the lock (under ``released``: no holder), so who took it last, and when, is known
+after it too (:func:`last_taker`). A backfill partition
 of a lake does not take it: its writers run at once by design, each under a cursor of its own. Each partition
 takes a lock of its own instead (:func:`partition_lock`): one partition run twice at once (a backfill launched
 twice) would have both runs append its shipments, none of which either saw held.
@@ -43,10 +45,11 @@ class Holder:
 
     @classmethod
     def read(cls, path: Path) -> Holder:
-        try:
-            data: Any = json.loads(path.read_text() or "{}")
-        except (OSError, ValueError):
-            return cls()
+        """The run the file names as holding the lock (none when it names a run that let go: ``released``)."""
+        return cls.of(_file_data(path))
+
+    @classmethod
+    def of(cls, data: Any) -> Holder:
         if not isinstance(data, dict):
             return cls()
         return cls(data.get("run_id"), data.get("pid"), data.get("host"), data.get("since"),
@@ -74,6 +77,25 @@ BRIEF_WAIT_SECONDS = 60.0
 HOLDER_WRITTEN_SECONDS = 0.5
 """How long a run refused the lock waits to read who holds it: the holder writes its file right after it takes
 the lock, and may not have yet when two runs start at the same moment."""
+
+
+RELEASED = "released"
+"""The key under which a lock's file keeps the run that let go of it last (its id, process, host, since when)."""
+
+
+def _file_data(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+def last_taker(data_dir: Path) -> Holder:
+    """The run that took ``data_dir``'s writer lock last: the one its file names as holding it (alive, or dead
+    holding it), else the one that let go of it last; none before the first."""
+    data = _file_data(lock_path(data_dir))
+    holder = Holder.of(data)
+    return holder if holder != Holder() or not isinstance(data, dict) else Holder.of(data.get(RELEASED))
 
 
 def _holder(path: Path) -> Holder:
@@ -113,7 +135,7 @@ def partition_lock(partition: str) -> str:
 
 def lock_state(data_dir: Path) -> tuple[bool, Holder]:
     """Whether a live process holds ``data_dir``'s writer lock, and the run its file names. A run that lets go
-    empties the file first (:func:`writer_lock`): a file naming a run while the lock is free is that of a run whose
+    names no holder first (:func:`writer_lock`): a file naming a run while the lock is free is that of a run whose
     process died holding it (the kernel released the lock)."""
     path = lock_path(data_dir)
     if not path.is_file():
@@ -170,7 +192,7 @@ def writer_lock(data_dir: Path, run_id: str, *, wait: float = 0.0, brief: bool =
                 if waited >= wait:
                     holder = _holder(path)
                     if not (holder.brief and waited < wait + BRIEF_WAIT_SECONDS):
-                        if _released(fd):  # while its file was read (a holder empties it as it lets go)
+                        if _released(fd):  # while its file was read (a holder names none as it lets go)
                             break
                         raise WarehouseBusy(Path(data_dir), holder, wait) from None
                 time.sleep(POLL_SECONDS if waited >= wait else min(POLL_SECONDS, wait - waited))
@@ -183,7 +205,8 @@ def writer_lock(data_dir: Path, run_id: str, *, wait: float = 0.0, brief: bool =
             yield
         finally:
             del _HELD[path]
-            os.ftruncate(fd, 0)
+            os.ftruncate(fd, 0)  # no holder named any more: who held it, and let go
+            os.pwrite(fd, json.dumps({RELEASED: holder}).encode(), 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

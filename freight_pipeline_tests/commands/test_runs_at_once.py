@@ -32,7 +32,7 @@ from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.runner import STOPPED
 from freight_pipeline.warehouse.publish import published_db_path
-from freight_pipeline.warehouse.writer_lock import lock_path, writer_lock
+from freight_pipeline.warehouse.writer_lock import Holder, lock_path, writer_lock
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 
 SKIP_LINE = re.compile(
@@ -133,9 +133,9 @@ def holder_pid(data_dir: Path, timeout: float = 120) -> int:
     """The process the data directory's lock file names, once one names it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text = lock_path(data_dir).read_text() if lock_path(data_dir).exists() else ""
-        if text:
-            return int(json.loads(text)["pid"])
+        holder = Holder.read(lock_path(data_dir))
+        if holder.pid is not None:
+            return int(holder.pid)
         time.sleep(0.05)
     raise AssertionError(f"no run took the lock of {data_dir} in {timeout} s")
 
@@ -233,7 +233,7 @@ def test_a_sync_stopped_by_sigterm_says_where_in_one_line_exits_143_and_the_next
     assert "Traceback" not in err and "exception" not in err, err
     assert STOPPED_LINE.fullmatch(err.splitlines()[-1]), err
     assert err.splitlines()[-1].startswith("freight-pipeline sync: terminated (SIGTERM) in step sync_shipments: ")
-    assert not lock_path(data_dir).read_text()  # let go: the next run is not skipped
+    assert Holder.read(lock_path(data_dir)) == Holder()  # let go: the next run is not skipped
 
     done = run_cli(["sync", "--no-dagster", "--data-dir", str(data_dir)], env)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -283,7 +283,7 @@ def test_a_sync_whose_terminal_goes_away_stops_as_by_ctrl_c_exits_129_and_the_ne
         if child.poll() is None:
             child.kill()
             child.wait(30)
-    assert not lock_path(data_dir).read_text()  # let go: the next run is not skipped
+    assert Holder.read(lock_path(data_dir)) == Holder()  # let go: the next run is not skipped
     done = run_cli(["sync", "--no-dagster", "--data-dir", str(data_dir)], env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert _logged_shipments_runs(data_dir) == [("failed", STOPPED), ("success", None)]
@@ -317,7 +317,7 @@ def test_a_dagster_sync_stopped_by_sigterm_says_so_in_one_line_and_exits_143(
     assert "Traceback" not in err and "failed" not in err, err
     stopped = STOPPED_LINE.fullmatch(err.splitlines()[-1])
     assert stopped and stopped["how"] == "terminated (SIGTERM)" and stopped["where"].startswith("Dagster run "), err
-    assert not lock_path(data_dir).read_text()
+    assert Holder.read(lock_path(data_dir)) == Holder()
 
 
 def test_a_dagster_sync_and_a_rebuild_are_skipped_while_another_run_writes(

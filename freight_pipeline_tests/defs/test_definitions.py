@@ -34,6 +34,7 @@ from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import RECORD_SOURCES, STREAM_NAMES, STREAMS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.history import HISTORY_TABLES
+from freight_pipeline.warehouse.writer_lock import Holder, lock_state, writer_lock
 from freight_pipeline_tests.dbt.marts import marts
 
 FREIGHT_KEYS = {dg.AssetKey(["freight", t.name]) for t in FREIGHT_TABLES}
@@ -211,8 +212,9 @@ def test_a_run_whose_process_died_writing_is_failed_by_the_next_tick_which_runs(
                    for m in said), said
 
 
+@pytest.mark.parametrize("taker", ["let go", "a brief look", "killed"])
 def test_a_dead_run_is_failed_by_the_tick_after_another_run_took_the_lock_well_after_it_began_and_let_go(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, taker: str
 ) -> None:
     """A run killed while it wrote, then a headless sync (cron) took the writer lock and let go: the lock's file names
     the headless run, and the dead one, which Dagster held running, made every later tick skip. A tick fails it once
@@ -236,8 +238,14 @@ def test_a_dead_run_is_failed_by_the_tick_after_another_run_took_the_lock_well_a
         with lock_held(tmp_path, dead.run_id):
             pass  # it wrote, and was killed
         time.sleep(1.1)  # the lock's file says when to the second
-        with lock_held(tmp_path, "cli-cron-run") as headless:
-            pass  # a headless sync took the lock and let go: the file names it
+        if taker == "killed":
+            with lock_held(tmp_path, "cli-cron-run") as headless:
+                pass  # a headless sync took the lock and was killed: the file names it
+            pid = headless.pid
+        else:  # a headless sync, or a look at the freshness (``status --alert``), that let go: the file says it held it
+            with writer_lock(tmp_path, "cli-cron-run", brief=taker == "a brief look"):
+                pid = os.getpid()
+            assert lock_state(tmp_path) == (False, Holder())  # no holder named
         assert isinstance(tick(), dg.SkipReason)  # taken within the margin: the run may be alive, not there yet
         assert (instance.get_run_by_id(dead.run_id) or started).status == dg.DagsterRunStatus.STARTED
 
@@ -255,7 +263,7 @@ def test_a_dead_run_is_failed_by_the_tick_after_another_run_took_the_lock_well_a
         assert failed is not None and failed.status == dg.DagsterRunStatus.FAILURE
         said = [e.message for e in instance.all_logs(dead.run_id) if e.is_dagster_event]
         assert any(m.startswith("its process is gone: another run took the warehouse's writer lock since, and let go "
-                                f"(run cli-cron-run, process {headless.pid}") for m in said), said
+                                f"(run cli-cron-run, process {pid}") for m in said), said
         assert (instance.get_run_by_id(partition.run_id) or started).status == dg.DagsterRunStatus.STARTED
         for ended in (young, partition, queued):
             instance.report_run_failed(ended)

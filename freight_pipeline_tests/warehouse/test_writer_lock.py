@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from freight_pipeline.config import REPO_ROOT
-from freight_pipeline.warehouse.writer_lock import WarehouseBusy, lock_path, wait_seconds, writer_lock
+from freight_pipeline.warehouse.writer_lock import (
+    Holder,
+    WarehouseBusy,
+    last_taker,
+    lock_path,
+    wait_seconds,
+    writer_lock,
+)
 
 HOLD_IN_A_CHILD = """
 import sys, time
@@ -36,7 +43,8 @@ def test_a_second_run_is_told_which_run_holds_the_warehouse(tmp_path: Path) -> N
         assert said.startswith(f"another run writes {tmp_path}: run run-a, process {os.getpid()} on "
                                f"{socket.gethostname()}, since ")
         assert said.endswith(" UTC")
-    assert lock_path(tmp_path).read_text() == ""  # released: it names nobody
+    assert Holder.read(lock_path(tmp_path)) == Holder()  # released: it names no holder,
+    assert last_taker(tmp_path).run_id == "run-a"  # only who took it last
     with writer_lock(tmp_path, "run-b"):  # and the next run takes it
         pass
 
