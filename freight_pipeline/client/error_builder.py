@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.message
 import json
 import re
 from collections.abc import Callable
@@ -32,6 +33,24 @@ from freight_pipeline.client.redaction import redact_url
 MAYBE_PROCESSED = " — the request may or may not have been processed; check before repeating it"
 
 
+def body_text(content: bytes, content_type: str = "") -> str:
+    """A body as text: UTF-8, else in the charset its ``Content-Type`` declares, else ISO-8859-1 (every byte one
+    character), so that a secret a service echoes in a charset of its own is whole when it is redacted (read as UTF-8
+    with replacements, ``Zürich`` in ISO-8859-1 became ``Z\ufffdrich`` and escaped the redaction)."""
+    try:
+        return content.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    header = email.message.Message()
+    header["content-type"] = content_type
+    for charset in (header.get_content_charset(), "iso-8859-1"):
+        try:
+            return content.decode(charset or "iso-8859-1")
+        except (LookupError, UnicodeDecodeError):
+            continue
+    return content.decode("iso-8859-1")
+
+
 @dataclass(frozen=True)
 class ErrorBuilder:
     """Builds the error of a failed call for one client's user; every text passes through ``redact``."""
@@ -43,14 +62,14 @@ class ErrorBuilder:
 
     def excerpt(self, content: bytes, content_type: str = "") -> str:
         """At most BODY_EXCERPT_CHARS of a body: tags stripped, whitespace collapsed, secrets redacted."""
-        text = self.redact(content.decode("utf-8", errors="replace"))  # before tags or spaces can split a secret
+        text = self.redact(body_text(content, content_type))  # before tags or spaces can split a secret
         if "html" in content_type.lower() or text.lstrip().startswith("<"):
             text = re.sub(r"<[^>]*>", " ", text)
         return _shorten(self.redact(" ".join(text.split())))
 
     def detail(self, response: httpx.Response) -> str:
         try:
-            data = json.loads(response.content)
+            data = json.loads(body_text(response.content, response.headers.get("content-type", "")))
         except ValueError:
             data = None
         if isinstance(data, dict):

@@ -467,6 +467,29 @@ def test_async_wrong_password_makes_one_request_even_when_concurrent() -> None:
     assert "'demo'" in str(results[0]) and PASSWORD not in str(results[0])
 
 
+@pytest.mark.parametrize("content_type", ["application/json; charset=ISO-8859-1", "application/json",
+                                          "text/plain; charset=windows-1252", "text/html"])
+def test_a_non_ascii_password_echoed_in_another_charset_is_scrubbed(content_type: str) -> None:
+    """A service answering in ISO-8859-1 (an older Java service) echoes the login's body in its 400: read as UTF-8
+    with replacements, ``Zürich`` became ``Z\ufffdrich`` and the rest of the password escaped the redaction into
+    the error, the run's output and ``sync_runs.error``. Declared or not, in JSON or text, it is scrubbed."""
+    password = "Zürich-Geheimnis-2026"
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        sent = json.loads(request.content)
+        said = f"cannot read request {{'username':'{sent['username']}','password':'{sent['password']}'}}"
+        body = json.dumps({"status": 400, "message": said}, ensure_ascii=False) if "json" in content_type \
+            else f"<p>{said}</p>" if "html" in content_type else said
+        return httpx.Response(400, content=body.encode("iso-8859-1"), headers={"content-type": content_type})
+
+    with FreightClient(BASE, "demo", password, transport=httpx.MockTransport(echo), retry=FAST) as client, \
+            pytest.raises(FreightError) as info:
+        client.get_shipment(1)
+    said = f"{info.value} {info.value!r} {getattr(info.value, 'detail', '')}"
+    assert "cannot read request" in said and "***" in said, said
+    assert "Geheimnis" not in said and "rich-" not in said, said
+
+
 def test_secrets_echoed_by_the_service_are_scrubbed(caplog: pytest.LogCaptureFixture) -> None:
     def echo(request: httpx.Request) -> httpx.Response:
         echoed = f"{request.headers.get('authorization')} {request.content.decode()}"
