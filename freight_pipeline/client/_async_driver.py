@@ -91,7 +91,7 @@ class AsyncDriver:
         self._http = DirectAsyncClient(
             timeout=timeout,
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
-            transport=transport or AiohttpTransport(max_concurrency),
+            transport=transport or AiohttpTransport(max_concurrency, self._core.retry.total_budget or None),
             verify=default_ssl_context(),
             follow_redirects=False,
         )

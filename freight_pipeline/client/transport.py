@@ -46,11 +46,14 @@ DISCONNECTED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 
 
 class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
-    def __init__(self, max_connections: int) -> None:
+    def __init__(self, max_connections: int, attempt_seconds: float | None = None) -> None:
+        """``attempt_seconds``: the longest one request may take whole, its answer read (None: no bound but httpx's
+        timeouts, whose read timeout bounds each wait for the next bytes: an answer dripping in beats it)."""
         super().__init__(verify=default_ssl_context(),
                          limits=httpx.Limits(max_connections=max_connections,
                                              max_keepalive_connections=max_connections))
         self._timeouts: dict[tuple[float | None, ...], aiohttp.ClientTimeout] = {}
+        self.attempt_seconds = attempt_seconds
 
     def get_client(self) -> aiohttp.ClientSession:
         session = super().get_client()
@@ -78,6 +81,10 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
                     server_hostname=request.extensions.get("sni_hostname"),
                 ) as answer:
                     body = await answer.read()
+        except TimeoutError as exc:  # aiohttp's total (its socket timeouts are mapped above): the attempt's bound
+            raise httpx.ReadTimeout(f"no whole answer within {self.attempt_seconds:g} s (it came too slowly: each "
+                                    "part within the read timeout, the whole not within the request's budget)",
+                                    request=request) from exc
         except httpx.ConnectTimeout as exc:
             cause = exc.__cause__
             if isinstance(cause, aiohttp.ClientConnectorError) and not isinstance(cause, TimeoutError):
@@ -96,7 +103,8 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
         key = (timeouts.get("connect"), timeouts.get("read"), timeouts.get("pool"))
         made = self._timeouts.get(key)
         if made is None:
-            made = self._timeouts[key] = aiohttp.ClientTimeout(sock_connect=key[0], sock_read=key[1], connect=key[2])
+            made = self._timeouts[key] = aiohttp.ClientTimeout(total=self.attempt_seconds, sock_connect=key[0],
+                                                               sock_read=key[1], connect=key[2])
         return made
 
 

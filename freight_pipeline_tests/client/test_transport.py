@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import aiohttp
 import httpx
 
+from freight_pipeline.client import AsyncFreightClient, FreightError, FreightTimeoutError
+from freight_pipeline.client.retry import RetryPolicy
 from freight_pipeline.client.transport import AiohttpTransport
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -43,10 +46,11 @@ async def serving(answer: Handler) -> AsyncIterator[str]:
         await server.wait_closed()
 
 
-async def fetched(answer: Handler, read_timeout: float = 5.0) -> tuple[httpx.Response | None, bytes | BaseException]:
+async def fetched(answer: Handler, read_timeout: float = 5.0,
+                  attempt_seconds: float | None = None) -> tuple[httpx.Response | None, bytes | BaseException]:
     """The transport's response to a GET and its body, or the error of sending or reading (the driver takes
     either the same way: ``_async_driver.AsyncDriver._send``)."""
-    transport = AiohttpTransport(4)
+    transport = AiohttpTransport(4, attempt_seconds)
     response = None
     try:
         async with serving(answer) as url:
@@ -103,6 +107,39 @@ def test_an_answer_slower_than_the_read_timeout_is_a_read_timeout() -> None:
 
     _, late = asyncio.run(fetched(slow, read_timeout=0.2))
     assert isinstance(late, httpx.ReadTimeout), repr(late)
+
+
+async def drip(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """The head at once, then the body a byte every 50 ms: each within any read timeout, the whole in 30 minutes."""
+    writer.write(head("200 OK", len(BODY)))
+    for byte in BODY:
+        writer.write(bytes([byte]))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+
+
+def test_an_answer_dripping_in_is_a_read_timeout_once_the_attempt_s_bound_passes() -> None:
+    """Each part within the read timeout, the whole never: was no end (a sync stalled until it was killed)."""
+    started = time.monotonic()
+    _, late = asyncio.run(fetched(drip, read_timeout=5.0, attempt_seconds=0.5))
+    assert isinstance(late, httpx.ReadTimeout) and "no whole answer within 0.5 s" in str(late), repr(late)
+    assert time.monotonic() - started < 5.0
+
+
+def test_the_async_client_bounds_each_attempt_by_its_retry_budget() -> None:
+    async def read() -> BaseException | None:
+        async with serving(drip) as url:
+            base = url.removesuffix("/service/shipment/1")
+            async with AsyncFreightClient(base, "demo", "pw",
+                                          retry=RetryPolicy(max_attempts=1, total_budget=0.5)) as client:
+                try:  # its login first, answered so
+                    await client.get_shipment_raw(1)
+                except FreightError as exc:
+                    return exc
+        return None
+
+    failed = asyncio.run(read())
+    assert isinstance(failed, FreightTimeoutError), repr(failed)
 
 
 def test_a_cookie_the_service_sets_is_not_kept() -> None:
