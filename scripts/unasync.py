@@ -71,7 +71,7 @@ RULES: list[tuple[str, str]] = [
     (r"^import asyncio$", "import threading\nimport time"),
     (r"^from freight_pipeline\.client\.transport import AiohttpTransport, DirectAsyncClient\n", ""),
     (r"\bDirectAsyncClient\(", "httpx.Client("),  # the blocking client is not the sync's hot path
-    (r"transport or AiohttpTransport\(max_concurrency\)", "transport"),
+    (r"transport or AiohttpTransport\(max_concurrency[^)]*\)", "transport"),
     (r"asyncio\.Lock\(\)", "threading.Lock()"),
     (r"asyncio\.sleep\(", "time.sleep("),
     (r"\bAdaptiveLimit\b", "BlockingLimit"),
