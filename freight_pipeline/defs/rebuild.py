@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from freight_pipeline.config import CONCERNS
 from freight_pipeline.defs.freight_job import PUBLISH_KEY
 from freight_pipeline.defs.jobs import WRITER_TAG
 from freight_pipeline.defs.names import REBUILD_JOB
@@ -45,7 +46,7 @@ def freight_rebuild(context: dg.OpExecutionContext, config: RebuildConfig,
             (context.log.error if step.status == "failed" else context.log.info)(line)
 
     context.log.info(f"rebuild of {backend.describe(warehouse.path)} from its raw records")
-    settings = warehouse.settings()
+    settings = warehouse.settings(reads=CONCERNS)  # every one it reads (the sync's tuning too): a bad one refused
     with DbtWorker.for_run(warehouse.path, backend.dbt_target, settings.marts) as worker:
         report = run_rebuild(warehouse.path, SyncSettings.of(settings.sync), backend, worker,
                              run_id=context.run_id, progress=context.log.debug, on_step=ended,

@@ -6,7 +6,7 @@ setting, unset by default, when the environment, the settings file or the defaul
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,6 +20,7 @@ from freight_pipeline.config import (
     AlertSettings,
     LakeConfig,
     MartsSettings,
+    ScheduleSettings,
     ServiceSettings,
     Settings,
     SettingsModel,
@@ -48,10 +49,13 @@ class SettingsResource(dg.ConfigurableResource):
         return {name: getattr(self, name) for concern in self.concerns for name in concern.settings_fields()
                 if getattr(self, name) is not None}
 
-    def settings(self) -> Settings:
+    def settings(self, reads: Collection[type[SettingsModel]] | None = None) -> Settings:
         """Every setting: this resource's fields over the environment, the settings file and the defaults, checked
-        as a command checks them (``job.settings``)."""
-        return checked_settings(self.overrides(), origin=f"Dagster resource {type(self).__name__}")
+        as a command checks them (``job.settings``): those of the concerns the caller ``reads`` (default: this
+        resource's and the schedules', what a sensor reads); a bad value of another concern is set aside, for the
+        run that reads it to refuse."""
+        return checked_settings(self.overrides(), origin=f"Dagster resource {type(self).__name__}",
+                                reads=(*self.concerns, ScheduleSettings) if reads is None else reads)
 
 
 def _settings_resource(name: str, doc: str, base: type[SettingsResource]) -> Any:

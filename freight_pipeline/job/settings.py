@@ -7,17 +7,19 @@ writes, alert destinations Apprise knows)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from freight_pipeline.config import BadSettings, LakeConfig, Settings, load_settings
+from freight_pipeline.config import CONCERNS, BadSettings, LakeConfig, Settings, SettingsModel, load_settings
 from freight_pipeline.lake.settings import LakeSettings
 
 
-def checked_settings(overrides: Mapping[str, Any] | None = None, *, origin: str = "flag") -> Settings:
+def checked_settings(overrides: Mapping[str, Any] | None = None, *, origin: str = "flag",
+                     reads: Collection[type[SettingsModel]] = CONCERNS) -> Settings:
     """Every setting (``overrides`` by setting name, said to come from ``origin``), or BadSettings with one line per
-    problem, each naming the setting and where it was set."""
-    settings = load_settings(overrides, origin=origin)
+    problem, each naming the setting and where it was set (of the concerns the caller ``reads``: the others' are
+    set aside, ``load_settings``)."""
+    settings = load_settings(overrides, origin=origin, reads=reads)
     problems: list[str] = []
     try:
         LakeSettings.of(settings.lake, os.environ)

@@ -484,6 +484,35 @@ def test_freshness_sensor_follows_the_automation_switch(monkeypatch: pytest.Monk
     assert statuses == {None: stopped, "0": stopped, "1": running}
 
 
+def test_a_bad_value_of_a_concern_the_definitions_do_not_read_loads_them_and_the_run_refuses_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``FREIGHT_PAGE_SIZE=900``: the code location loaded (was: ``BadSettings`` at load, no job, schedule or sensor,
+    so nothing in Dagster said that syncs had stopped); the alerts sensor looks; a run refuses it, naming it."""
+    import freight_pipeline.definitions as module
+
+    try:
+        monkeypatch.setenv("FREIGHT_PAGE_SIZE", "900")
+        monkeypatch.setenv("FREIGHT_DATA_DIR", str(tmp_path))
+        loaded = importlib.reload(module).defs
+        assert {s.name for s in loaded.get_repository_def().schedule_defs} >= {"freight_sync_every_15_minutes"}
+        sensor = loaded.get_repository_def().get_sensor_def(checks.ALERTS_SENSOR)
+        with dg.build_sensor_context(resources={"warehouse": WarehouseResource()}) as context:
+            looked = sensor(context)
+        assert isinstance(looked, dg.SkipReason) and looked.skip_message is not None
+        assert looked.skip_message.startswith("no alert destination is set"), looked.skip_message
+        with dg.DagsterInstance.ephemeral() as instance:
+            result = loaded.resolve_job_def(jobs.FREIGHT_SYNC_JOB).execute_in_process(
+                instance=instance, raise_on_error=False, asset_selection=stream_keys("code_conversions"),
+                run_config={"resources": {"freight_service": {"config": {"password": "pw"}}}})
+        (failure,) = [event for event in result.all_events if event.is_step_failure]
+        error = failure.step_failure_data.error
+        assert error is not None and "FREIGHT_PAGE_SIZE='900'" in error.message
+    finally:  # leave the module as this session's environment builds it
+        monkeypatch.undo()
+        importlib.reload(module)
+
+
 def test_resource_defaults_are_the_sync_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(RECONCILE_ENV, raising=False)
     monkeypatch.delenv(HISTORY_ENV, raising=False)
