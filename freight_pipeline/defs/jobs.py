@@ -20,7 +20,7 @@ import dagster as dg
 
 from freight_pipeline.config import ScheduleSettings
 from freight_pipeline.defs.freight_job import DBT, PUBLISH_KEY, freight_job
-from freight_pipeline.defs.names import CODE_CONVERSIONS_JOB, FREIGHT_SYNC_JOB
+from freight_pipeline.defs.names import ASSET_GRAPH_JOB, CODE_CONVERSIONS_JOB, FREIGHT_SYNC_JOB
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_keys
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
@@ -83,10 +83,12 @@ PARTITION_TAG = "dagster/partition"
 
 
 def writer_runs_in_progress(instance: dg.DagsterInstance, data_dir: Path | None = None) -> list[str]:
-    """The runs writing the warehouse that are queued or running; one that Dagster holds running but whose process
-    died (it held the writer lock of ``data_dir``, free now; or another run took the lock well after it began, and
-    let go) is reported failed, and is not one of them."""
-    records = instance.get_run_records(filters=dg.RunsFilter(tags=WRITER_TAG, statuses=ACTIVE_STATUSES), limit=5)
+    """The runs writing the warehouse that are queued or running (the writer jobs', and the asset graph's); one that
+    Dagster holds running but whose process died (it held the writer lock of ``data_dir``, free now; or another run
+    took the lock well after it began, and let go) is reported failed, and is not one of them."""
+    records = [*instance.get_run_records(filters=dg.RunsFilter(tags=WRITER_TAG, statuses=ACTIVE_STATUSES), limit=5),
+               *instance.get_run_records(filters=dg.RunsFilter(job_name=ASSET_GRAPH_JOB, statuses=ACTIVE_STATUSES),
+                                         limit=5)]
     held, holder = lock_state(data_dir) if data_dir is not None and records else (True, Holder())
     taker = holder if held or data_dir is None or holder.run_id else last_taker(data_dir)
     busy = []

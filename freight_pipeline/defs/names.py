@@ -11,3 +11,6 @@ MAINTENANCE_JOB = "lake_maintenance_job"
 BESIDE_WRITERS = frozenset({BACKFILL_JOB, MAINTENANCE_JOB})
 """The jobs whose runs take no writer lock (``warehouse.writer_lock``): the lake's backfill partitions write
 at once by design, and its maintenance runs beside writers (each step its own transaction)."""
+ASSET_GRAPH_JOB = "__ASSET_JOB"
+"""The job of a run launched from Dagster's asset graph (its Materialize button; Dagster's own name, a test compares):
+untagged, it writes the warehouse as the sync job's runs do."""

@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 import pytest
+from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NAME
 
 from freight_pipeline.checks.warehouse import warehouse_checks
 from freight_pipeline.config import (
@@ -27,6 +28,7 @@ from freight_pipeline.config import (
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs import checks, dbt, jobs
 from freight_pipeline.defs.freight_job import FREIGHT_JOB, STREAM_CHECK
+from freight_pipeline.defs.names import ASSET_GRAPH_JOB
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_keys
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, TABLES_BY_NAME
@@ -191,15 +193,16 @@ def lock_held(data_dir: Path, run_id: str) -> Iterator[subprocess.Popen[str]]:
             holder.kill()
 
 
-def test_a_run_whose_process_died_writing_is_failed_by_the_next_tick_which_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("job", ["freight_sync_job", ASSET_GRAPH_JOB])
+def test_a_run_whose_process_died_writing_is_failed_by_the_next_tick_which_runs(tmp_path: Path, job: str) -> None:
     """A run killed while it wrote (SIGKILL, out of memory) stays STARTED in Dagster: the next tick finds its
     writer lock released with its file still naming it, marks it failed and runs; a live one keeps the tick
-    skipping."""
+    skipping. A run of the asset graph's Materialize (untagged) too (was: never seen, holding the one run slot)."""
     schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
     resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
     with dg.instance_for_test() as instance:
-        run = instance.add_run(
-            dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED, tags=jobs.WRITER_TAG))
+        run = instance.add_run(dg.DagsterRun(job_name=job, status=dg.DagsterRunStatus.STARTED,
+                                             tags=jobs.WRITER_TAG if job != ASSET_GRAPH_JOB else {}))
         with lock_held(tmp_path, run.run_id) as holder, \
                 dg.build_schedule_context(instance=instance, resources=resources) as context:
             assert isinstance(schedule(context), dg.SkipReason)  # alive: it writes
@@ -210,6 +213,10 @@ def test_a_run_whose_process_died_writing_is_failed_by_the_next_tick_which_runs(
         said = [e.message for e in instance.all_logs(run.run_id) if e.is_dagster_event]
         assert any(f"its process died while it wrote the warehouse (run {run.run_id}, process {holder.pid}" in m
                    for m in said), said
+
+
+def test_the_asset_graph_s_job_is_dagster_s() -> None:
+    assert ASSET_GRAPH_JOB == IMPLICIT_ASSET_JOB_NAME
 
 
 @pytest.mark.parametrize("taker", ["let go", "a brief look", "killed"])
