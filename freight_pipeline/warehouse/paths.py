@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +75,16 @@ def read_last_job_run(data_dir: Path) -> dict[str, Any] | None:
 
 
 def write_last_job_run(data_dir: Path, outcome: dict[str, Any]) -> None:
-    """:data:`LAST_JOB_RUN` replaced by ``outcome`` in one rename (a reader sees the old or the new whole)."""
-    path = last_job_run_path(data_dir)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """:data:`LAST_JOB_RUN` replaced by ``outcome`` (:func:`replace_json`)."""
+    replace_json(last_job_run_path(data_dir), outcome)
+
+
+def replace_json(path: Path, data: Any, default: Callable[[Any], Any] | None = None) -> None:
+    """``path`` replaced by ``data`` as JSON in one rename (a reader sees the old file or the new one whole), through a
+    temporary file of this writer's own (a lake's writers, backfill partitions, share one data directory)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
-        tmp.write_text(json.dumps(outcome, indent=2))
+        tmp.write_text(json.dumps(data, default=default, indent=2))
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ import duckdb
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import insert_values, qualified, run, scalar
-from freight_pipeline.warehouse.paths import read_run_log, run_log_path
+from freight_pipeline.warehouse.paths import read_run_log, replace_json, run_log_path
 from freight_pipeline.warehouse.records import RunLike
 from freight_pipeline.warehouse.writer_lock import lock_state, runs_it
 
@@ -82,14 +80,7 @@ class RunLog:
         )
         names = [d[0] for d in cur.description]
         latest = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-        path = run_log_path(self.data_dir)
-        # a name of this writer's own: a lake's writers (backfill partitions) record runs in one data directory
-        tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            tmp.write_text(json.dumps(latest, default=_iso, indent=2))
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        replace_json(run_log_path(self.data_dir), latest, default=_iso)
 
 
 def _insert_run(con: duckdb.DuckDBPyConnection, record: RunLike, tables: Sequence[str]) -> None:
