@@ -169,10 +169,7 @@ class DocumentReader:
         """The documents of ``ids``; a chunk where anything failed is read again one shipment at a time."""
         pages: list[int] = []
         try:
-            size = self.settings.page_size
-            files = await read_complete(lambda: _counted(self.source.efile_pages(list(ids), size), pages),
-                                        f"E-File lookup of shipments {_ids_text(ids)}",
-                                        self.settings.count_attempts, count_required=True)
+            files = await self._listing(ids, pages)
             listed = _by_id(files)
         except Exception as exc:
             failure = record_failure(exc)
@@ -246,20 +243,25 @@ class DocumentReader:
             results[shipment_id].quarantined.extend(f.quarantined(STREAM, shipment_id, shipment_id) for f in failures)
         return results
 
+    async def _listing(self, ids: Sequence[int], pages: list[int], *, again: bool = False) -> list[Any]:
+        """The E-Files the lookup of ``ids`` lists, every page, checked against ``X-Row-Count`` (``pages``: each
+        page's count of pages, as the service answered it)."""
+        size = self.settings.page_size
+        return await read_complete(lambda: _counted(self.source.efile_pages(list(ids), size), pages),
+                                   f"E-File lookup of shipments {_ids_text(ids)}{', again' if again else ''}",
+                                   self.settings.count_attempts, count_required=True)
+
     async def _confirm_gone(self, ids: Sequence[int], gone: Sequence[int]) -> None:
         """The E-Files of ``gone`` (listed by the lookup of ``ids``, their reads 404) that a second lookup lists
         still are there: their reads failed (a node behind, a permission on the record answered as 404), so their
         shipments keep their rows and are asked again; the others were deleted meanwhile (no rows)."""
         try:
-            files = await read_complete(lambda: self.source.efile_pages(list(ids), self.settings.page_size),
-                                        f"E-File lookup of shipments {_ids_text(ids)}, again",
-                                        self.settings.count_attempts, count_required=True)
+            relisted = _by_id(await self._listing(ids, [], again=True))
         except Exception as exc:
             if (failure := record_failure(exc)) is None:
                 raise
             self.details.update(dict.fromkeys(gone, failure))  # not known to be gone: failed
             return
-        relisted = _by_id(files)
         for efile_id in gone:
             if efile_id in relisted:
                 self.details[efile_id] = RecordFailure(
