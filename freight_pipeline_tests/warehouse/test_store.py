@@ -29,8 +29,8 @@ from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, SHIPMENT_DOCUMENT_TABLES
 from freight_pipeline.sync.parts import PART_TABLES
 from freight_pipeline.warehouse import meta, store
+from freight_pipeline.warehouse import paths as paths_module
 from freight_pipeline.warehouse import reads as reads_module
-from freight_pipeline.warehouse import run_log as run_log_module
 from freight_pipeline.warehouse import writes as writes_module
 from freight_pipeline.warehouse.ddl import connect, ensure_tables, quote
 from freight_pipeline.warehouse.history import BEHIND_STATE
@@ -504,7 +504,7 @@ def test_two_writers_of_one_data_directory_record_runs_between_each_other(
     rename fail (FileNotFoundError: the run's start or finish not recorded). Each writes a file of its own now."""
     with Warehouse(tmp_path / "other", TABLES) as other:
         beside = RunLog(other.database, tmp_path)  # the other writer, recording in the same data directory
-        real_replace = run_log_module.os.replace
+        real_replace = paths_module.os.replace  # the run log's writer (paths.replace_json)
         between: list[int] = []
 
         def replace_after_the_other(source: str, target: str) -> None:
@@ -513,7 +513,7 @@ def test_two_writers_of_one_data_directory_record_runs_between_each_other(
                 beside.record_run(RunRecord("b1", "shipments@2", T0))
             real_replace(source, target)
 
-        monkeypatch.setattr(run_log_module.os, "replace", replace_after_the_other)
+        monkeypatch.setattr(paths_module.os, "replace", replace_after_the_other)
         wh.run_log.record_run(RunRecord("a1", "shipments@1", T0))
     assert between and [row["run_id"] for row in read_run_log(tmp_path)] == ["a1"]
     assert sorted(p.name for p in run_log_path(tmp_path).parent.iterdir() if p.name.endswith(".tmp")) == []
