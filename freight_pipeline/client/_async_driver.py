@@ -217,7 +217,8 @@ class AsyncDriver:
             token = self._core.valid_token(need.force, need.stale)
             if token is not None:
                 return token
-            return self._core.accept_token(await self._drive(self._core.execute(self._core.token_call())))
+            reply = await self._drive(self._core.execute(self._core.token_call()))
+            return self._core.accept_token(reply, need.force)
 
     async def _run(self, call: Call) -> Reply:
         return await self._drive(self._core.execute(call))

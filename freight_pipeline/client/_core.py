@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import codecs
-import dataclasses
 import email.message
 import json
 import logging
@@ -68,8 +67,8 @@ DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 DEFAULT_MAX_CONCURRENCY = 8  # requests in flight at once (pooled connections)
 USER_AGENT = "freight-pipeline-client/0.1"
 FRESH_TOKEN_S = 30.0
-"""A token younger than this that the service refuses (401) is one it does not know yet: the request is tried
-again after the backoff (a failed attempt), not with yet another token (:meth:`ClientCore._refused_fresh_token`)."""
+"""A token younger than this, renewed because the service refused the one before, that no answer has accepted yet
+and the service refuses (401) is one it does not know yet: the call waits for it (:meth:`ClientCore._not_known_yet`)."""
 
 
 # --- what the core and its drivers exchange ------------------------------------------------------
@@ -184,6 +183,9 @@ class ClientCore:
         self.token: Token | None = None
         self.auth_failure: AuthenticationError | None = None
         self._old_tokens: list[str] = []
+        self._unproven: dict[str, tuple[float, bool]] = {}
+        """Tokens no answer has accepted yet: when each was issued (epoch seconds), and whether it was renewed
+        because the service refused the one before (a 401)."""
         self._errors = ErrorBuilder(self.username, self.webhook_username, self.display_url, self.redact)
         """The texts of this client's errors; each passes through :meth:`redact` (the current secrets)."""
 
@@ -239,12 +241,15 @@ class ClientCore:
             has_json=True,
         )
 
-    def accept_token(self, reply: Reply) -> str:
-        """Keep the token of a token call's reply (read by :meth:`_token_reply`) and return it."""
+    def accept_token(self, reply: Reply, forced: bool) -> str:
+        """Keep the token of a token call's reply (read by :meth:`_token_reply`) and return it; ``forced``: it
+        replaces a token the service refused."""
         value, expires_in = reply.data
         if self.token is not None:
             self._old_tokens = [*self._old_tokens[-3:], self.token.value]
         self.token = make_token(value, expires_in)
+        self._unproven = {old: at for old, at in self._unproven.items() if old in self._old_tokens}
+        self._unproven[value] = (self.token.issued_at, forced)
         logger.debug("obtained a bearer token for user %r, valid for %.0f s", self.username, self.token.lifetime)
         return value
 
@@ -281,7 +286,7 @@ class ClientCore:
         endpoint = call.endpoint
         bearer = endpoint.auth is AuthScheme.BEARER
         started = time.monotonic()
-        attempt = refusals = 0
+        attempt = refusals = waits = 0
         reauthenticated = False
         while True:
             attempt += 1
@@ -289,16 +294,22 @@ class ClientCore:
             sent: Sent = yield Send(request, endpoint, bearer=bearer, limited=endpoint is not ep.AUTH_TOKEN)
             self.stats.record_request(endpoint.name, endpoint is ep.AUTH_TOKEN)
             outcome = sent.outcome
-            if self._renew_token_first(call, outcome, reauthenticated):
+            not_known_yet = self._not_known_yet(outcome, sent.token, reauthenticated)
+            if not not_known_yet and self._renew_token_first(call, outcome, reauthenticated):
                 reauthenticated = True
                 attempt -= 1
                 yield NeedToken(force=True, stale=sent.token)
                 continue
             result = self._interpret(call, outcome, reauthenticated)
             if isinstance(result, Reply):
+                if self._unproven and sent.token is not None:
+                    self._unproven.pop(sent.token, None)  # the service knows it now
                 return result
-            if reauthenticated and self._refused_fresh_token(outcome, sent.token):
-                result = dataclasses.replace(result, retryable=True, reason="401 on a token issued moments ago")
+            if not_known_yet:  # not an attempt: bounded by the token's freshness and the budget
+                attempt -= 1
+                waits += 1
+                yield Sleep(self._token_wait(call, result, waits, started))
+                continue
             if result.refused:  # waiting out a Retry-After is not a failed attempt (see retry)
                 attempt -= 1
                 refusals += 1
@@ -315,14 +326,32 @@ class ClientCore:
         logger.info("%s answered 401; renewing the token and repeating once", call.where)
         return True
 
-    def _refused_fresh_token(self, outcome: Outcome, token: str | None) -> bool:
-        """A 401 on a request that carried the token issued less than ``FRESH_TOKEN_S`` ago: a token that new
-        was not revoked nor did it expire, the service does not know it yet (its nodes learn of a new token
-        late), so the request is tried again after the backoff, with the same token, as a failed attempt."""
-        if not isinstance(outcome, httpx.Response) or outcome.status_code != 401 or token is None:
+    def _not_known_yet(self, outcome: Outcome, token: str | None, reauthenticated: bool) -> bool:
+        """A 401 on a token issued less than ``FRESH_TOKEN_S`` ago that no answer has accepted yet, itself a
+        renewal (this call's, or another's after a 401): the service does not know it yet (its nodes learn of a
+        new token late). The call is repeated after the backoff, not as an attempt, and the token is not renewed:
+        a renewal would give another token the service does not know yet, and refuse the calls still waiting
+        for this one. Whether it is still the current token does not matter (another call may have renewed it
+        meanwhile). A first token refused at once is renewed once, as any token refused."""
+        if token is None or not isinstance(outcome, httpx.Response) or outcome.status_code != 401:
             return False
-        current = self.token
-        return current is not None and current.value == token and time.time() - current.issued_at < FRESH_TOKEN_S
+        unproven = self._unproven.get(token)
+        if unproven is None:
+            return False
+        issued, renewed = unproven
+        return (renewed or reauthenticated) and time.time() - issued < FRESH_TOKEN_S
+
+    def _token_wait(self, call: Call, failure: Failure, waits: int, started: float) -> float:
+        """The wait before repeating a call refused for a token the service does not know yet: the backoff of
+        the ``waits``-th such refusal; raises the refusal when the retry budget would be spent."""
+        delay = self.retry.backoff(waits, self.rng)
+        if time.monotonic() - started + delay > self.retry.total_budget:
+            logger.warning("%s: giving up, retry budget of %.1f s spent (401 on a new token)", call.where,
+                           self.retry.total_budget)
+            raise failure.error
+        self.stats.record_retry()
+        logger.info("%s: 401 on a token issued moments ago, again in %.2f s", call.where, delay)
+        return delay
 
     def _interpret(self, call: Call, outcome: Outcome, reauthenticated: bool) -> Reply | Failure:
         if isinstance(outcome, httpx.Response):

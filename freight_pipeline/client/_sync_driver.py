@@ -203,7 +203,8 @@ class SyncDriver:
             token = self._core.valid_token(need.force, need.stale)
             if token is not None:
                 return token
-            return self._core.accept_token(self._drive(self._core.execute(self._core.token_call())))
+            reply = self._drive(self._core.execute(self._core.token_call()))
+            return self._core.accept_token(reply, need.force)
 
     def _run(self, call: Call) -> Reply:
         return self._drive(self._core.execute(call))

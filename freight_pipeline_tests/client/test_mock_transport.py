@@ -33,6 +33,7 @@ from freight_pipeline.client import (
     RateLimitedError,
     RetryPolicy,
     ServerError,
+    _core,
 )
 from freight_pipeline.client import endpoints as ep
 from freight_pipeline.client._core import Reply
@@ -166,17 +167,19 @@ def test_401_renews_token_and_repeats_once() -> None:
     assert recorder.requests[-1].headers["authorization"] == f"Bearer {recorder.tokens[1]}"
 
 
-def test_persistent_401_fails_after_one_renewal() -> None:
-    """A token renewed moments ago that the service still refuses may not be known to it yet: it is tried again
-    after the backoff, as failed attempts (never renewed again), before the call fails."""
+def test_persistent_401_fails_after_one_renewal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token renewed moments ago that the service still refuses may not be known to it yet: the call waits for
+    it (never renewing it again) while it is fresh, then fails."""
+    monkeypatch.setattr(_core, "FRESH_TOKEN_S", 0.3)
     recorder = Recorder(lambda r: httpx.Response(401, json={"message": "nope"}))
     with client_for(recorder) as client, pytest.raises(AuthenticationError) as info:
         client.get_shipment(1)
     assert "even after the token was renewed" in str(info.value)
-    assert recorder.count("/auth/token") == 2 and recorder.count("/service/shipment/1") == 1 + FAST.max_attempts
+    refused = recorder.count("/service/shipment/1")
+    assert recorder.count("/auth/token") == 2 and refused > 1 + FAST.max_attempts  # waits are no attempts
     with client_for(recorder, retry=RetryPolicy.none()) as client, pytest.raises(AuthenticationError):
         client.get_shipment(1)
-    assert recorder.count("/auth/token") == 4 and recorder.count("/service/shipment/1") == 1 + FAST.max_attempts + 2
+    assert recorder.count("/auth/token") == 4 and recorder.count("/service/shipment/1") == refused + 2
 
 
 def test_expired_token_is_renewed_before_the_call() -> None:

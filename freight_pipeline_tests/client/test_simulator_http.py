@@ -678,8 +678,31 @@ def test_a_fresh_token_the_service_does_not_know_yet_is_waited_for_not_a_failure
     any_client: Any, fresh_sim: Any
 ) -> None:
     fresh_sim.set_faults(token_activation_ms=300)  # every token refused (401) for its first 300 ms
-    any_client._core.retry = RetryPolicy(base_delay=0.2, max_delay=0.4, jitter=False)  # 0.2 + 0.4 + 0.4 ...
+    any_client._core.retry = RetryPolicy(max_attempts=1, base_delay=0.1, max_delay=0.2, jitter=False)
     first = live_ids(fresh_sim)[0]
-    assert any_client.get_shipment_raw(first)["id"] == first
-    assert fresh_sim.request_count("/auth/token", status=200) == 2  # the 401 renews once, then waits
+    assert any_client.get_shipment_raw(first)["id"] == first  # waited for, though no attempt is left to fail
+    assert fresh_sim.request_count("/auth/token", status=200) == 2  # the first 401 renews once, then it waits
     assert fresh_sim.request_count("/service/shipment/{id}", status=401) >= 2
+
+
+def test_calls_waiting_for_a_renewed_token_the_service_does_not_know_yet_renew_it_no_further(
+    fresh_sim: Any,
+) -> None:
+    """Tokens revoked while many calls run, and the one renewed refused for a while (a service whose nodes learn
+    of a new token late): the calls that carried the revoked token repeat with the renewed one, the calls that
+    take their slot meanwhile carry it first, and every one waits for it; none renews it again (which would
+    refuse the calls still waiting for it) nor fails."""
+    ids = live_ids(fresh_sim)[:24]
+    retry = RetryPolicy(max_attempts=3, base_delay=0.05, max_delay=0.2, jitter=False, total_budget=30.0)
+
+    async def run() -> list[dict[str, Any]]:
+        async with AsyncFreightClient(fresh_sim.base_url, fresh_sim.username, fresh_sim.password, retry=retry,
+                                      max_concurrency=4) as client:
+            await client.get_shipment_raw(ids[0])  # the first token, accepted
+            fresh_sim.set_faults(token_activation_ms=400)
+            fresh_sim.revoke_tokens()
+            return await asyncio.gather(*(client.get_shipment_raw(one) for one in ids))
+
+    assert [shipment["id"] for shipment in asyncio.run(run())] == ids
+    assert fresh_sim.request_count("/auth/token", status=200) == 2  # the first, and one renewal
+    assert fresh_sim.request_count("/service/shipment/{id}", status=401) > 4  # the renewed token was waited for
