@@ -171,7 +171,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     modes.add_argument(
         "--strict-criteria", action="store_true",
-        help="400 for criterion forms the spec does not name (IN takes values, OR identifiers, others value)",
+        help="400 for criterion forms the spec does not name (IN takes values, OR identifiers, others value) and for a "
+        "shipment, memo or E-File lookup without a criterion",
     )
     modes.add_argument(
         "--memo-lookup-by-one", action="store_true",

@@ -151,7 +151,8 @@ class FaultConfig:
     unless ``exempt_auth``. ``forbidden_prefixes``: every user is refused (403, after authentication)
     the endpoints whose path starts with one of them, as an account the operator did not grant
     them. ``strict_criteria``: lookups refuse (400) criterion forms the spec does not name (``IN``
-    takes ``values``, ``OR`` ``identifiers``, every other mode ``value``). ``memo_lookup_by_one``: the memo
+    takes ``values``, ``OR`` ``identifiers``, every other mode ``value``), and a shipment, memo or E-File lookup
+    without a criterion (the spec: criteria "should be as precise as possible"). ``memo_lookup_by_one``: the memo
     lookup refuses (400) ``SHIPMENT_NUMBER`` with more than one value, as a service whose memo lookup reads one
     shipment at a time. ``scroll_headers=False``: the two scrolls (code conversions, memo lines) answer without
     ``X-Page-Count`` and ``X-Row-Count``, which the spec promises for lookups only. ``scroll_paging=False``: the two

@@ -105,6 +105,11 @@ def _crit(key: str, mode: str, value: str | int) -> Criterion:
     return {"key": key, "match_mode": mode, "value": str(value)}
 
 
+EVERY_SHIPMENT: list[Criterion] = [_crit("ID", "GT", 0)]
+"""The criterion every shipment meets (ids are positive; the id listing's first page asks the same): a lookup for
+every shipment is never sent without one, which a service may refuse (criteria "should be as precise as possible")."""
+
+
 def _described(criteria: list[Criterion]) -> str:
     return " AND ".join(f"{c['key']} {c['match_mode']} {c['value']}" for c in criteria)
 
@@ -242,7 +247,7 @@ async def ceiling_of(
     has no place in the walk: it goes to ``unstamped`` (by id, to be read by id), and the next one is the newest
     (a page of them asked again larger: a service may sort missing stamps first).
     """
-    result, items = await _newest_stamped(lookup, [], page_size, zone, unstamped)
+    result, items = await _newest_stamped(lookup, EVERY_SHIPMENT, page_size, zone, unstamped)
     if not result.items:
         return None
     if not items:

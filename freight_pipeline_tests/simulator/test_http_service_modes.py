@@ -240,6 +240,11 @@ def test_strict_criteria_refuse_forms_the_spec_does_not_name(
         assert "strict criteria" in error["message"]
         if "identifiers" not in criterion or "key" in criterion:
             assert error["message"].startswith(f"criterion[1] (key {key}): ")
+    unnarrowed = _found(client, path, [])  # every group's but the code conversions' wants a criterion
+    if path == "/service/basicdata/codeconverter/lookup":
+        assert unnarrowed.status_code == 200 and int(unnarrowed.headers["X-Row-Count"]) > 0
+    else:
+        assert unnarrowed.status_code == 400 and "needs at least one criterion (strict criteria)" in unnarrowed.text
     # OR of identifiers is the spec's form
     either = {"match_mode": "OR", "identifiers": [{"key": key, "value": str(v)} for v in values]}
     assert _ids_of(_found(client, path, [either]), path) == _ids_of(

@@ -31,6 +31,8 @@ def parse_criteria(body: Any, spec: LookupSpec, strict: bool = False) -> list[Cr
     """The criteria of a lookup body; ``strict`` refuses the forms the spec does not name (:func:`_check_strict`)."""
     if not isinstance(body, list):
         raise CriteriaError(f"lookup body must be a JSON array of criteria, got {_json_type(body)}")
+    if strict and not body and not spec.unnarrowed:
+        raise CriteriaError(f"the {spec.group} lookup needs at least one criterion (strict criteria)")
     return [_parse_criterion(item, spec, f"criterion[{i}]", 0, strict) for i, item in enumerate(body)]
 
 

@@ -71,9 +71,9 @@ def _build_specs() -> dict[str, LookupSpec]:
     return {
         "shipment": LookupSpec.keyed("shipment", kinds(SHIPMENT_KEYS), shipment_formats),
         "memo": LookupSpec.fields("memo", kinds(MEMO_KEYS), {}),
-        "codeconverter": LookupSpec.fields(
+        "codeconverter": dataclasses.replace(LookupSpec.fields(
             "code conversion", kinds(CODE_CONVERSION_KEYS), {"DIRECTION": one_of(CODE_CONVERSION_DIRECTIONS)}
-        ),
+        ), unnarrowed=True),
         "efile": LookupSpec(
             "E-File",
             efile_kinds,

@@ -72,6 +72,9 @@ class LookupSpec:
     getters: Mapping[str, Callable[[Row], Any]]
     id_getter: Callable[[Row], Any]
     formats: Mapping[str, ValueFormat] = field(default_factory=dict)
+    unnarrowed: bool = False
+    """Strict criteria still answer a lookup without a criterion (the code conversions': no key every conversion
+    has can narrow it to all of them); the other groups' refuse it (400)."""
 
     @property
     def allowed(self) -> str:
