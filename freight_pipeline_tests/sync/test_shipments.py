@@ -27,6 +27,7 @@ from freight_pipeline.simulator.generator import touched
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.backfill import id_ranges_between
 from freight_pipeline.sync.changes import (
+    EVERY_SHIPMENT,
     Criterion,
     LookupKeysDisagree,
     LookupOrderIgnored,
@@ -229,7 +230,7 @@ class StamplessInTheLookup(ClientSource):
         self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
     ) -> LookupResult:
         result = await super().lookup_shipments(criteria, order_by, order_mode, page_size)
-        if self.victim is None and not criteria and result.items:  # the ceiling's lookup: the newest first
+        if self.victim is None and criteria == EVERY_SHIPMENT and result.items:  # the ceiling's: the newest first
             type(self).victim = int(result.items[0]["id"])
         items = [{k: v for k, v in item.items() if k != "last_modified_date_time"} if item["id"] == self.victim
                  else item for item in result.items]
