@@ -179,6 +179,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="400 for a memo lookup of several SHIPMENT_NUMBER values (a service reading one shipment at a time)",
     )
     modes.add_argument(
+        "--memo-order-refused", action="store_true",
+        help="400 for a memo lookup with order_by (a service whose memo lookup has no ID key)",
+    )
+    modes.add_argument(
         "--no-scroll-headers", dest="scroll_headers", action="store_false",
         help="the two scrolls (code conversions, memo lines) answer without X-Page-Count and X-Row-Count "
         "(the spec promises them for lookups only)",
@@ -283,6 +287,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         forbidden_prefixes=frozenset(args.forbid) if args.forbid else None,
         strict_criteria=args.strict_criteria,
         memo_lookup_by_one=args.memo_lookup_by_one,
+        memo_order_refused=args.memo_order_refused,
         scroll_headers=args.scroll_headers,
         scroll_paging=args.scroll_paging,
         scroll_first_rows=args.scroll_first_rows,

@@ -152,9 +152,11 @@ class FaultConfig:
     the endpoints whose path starts with one of them, as an account the operator did not grant
     them. ``strict_criteria``: lookups refuse (400) criterion forms the spec does not name (``IN``
     takes ``values``, ``OR`` ``identifiers``, every other mode ``value``), and a shipment, memo or E-File lookup
-    without a criterion (the spec: criteria "should be as precise as possible"). ``memo_lookup_by_one``: the memo
-    lookup refuses (400) ``SHIPMENT_NUMBER`` with more than one value, as a service whose memo lookup reads one
-    shipment at a time. ``scroll_headers=False``: the two scrolls (code conversions, memo lines) answer without
+    without a criterion (the spec: criteria "should be as precise as possible"). ``memo_order_refused``: the memo
+    lookup refuses (400) any ``order_by`` (a service whose memo lookup keys, which the spec does not show, have no
+    ``ID``). ``memo_lookup_by_one``: the memo lookup refuses (400) ``SHIPMENT_NUMBER`` with more than one value, as
+    a service whose memo lookup reads one shipment at a time. ``scroll_headers=False``: the two scrolls (code
+    conversions, memo lines) answer without
     ``X-Page-Count`` and ``X-Row-Count``, which the spec promises for lookups only. ``scroll_paging=False``: the two
     scrolls ignore ``page_no`` and ``page_size`` and answer every record at once (the spec shows no parameter of
     theirs). ``scroll_first_rows``: the two scrolls ignore ``page_no`` and ``page_size`` and answer their first that
@@ -197,6 +199,7 @@ class FaultConfig:
     forbidden_prefixes: frozenset[str] | None = None
     strict_criteria: bool = False
     memo_lookup_by_one: bool = False
+    memo_order_refused: bool = False
     scroll_headers: bool = True
     scroll_paging: bool = True
     scroll_first_rows: int | None = None

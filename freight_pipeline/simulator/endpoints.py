@@ -279,6 +279,8 @@ class Endpoints:
         numbers = any_of_values(criteria, "SHIPMENT_NUMBER")
         if self.state.faults.config.memo_lookup_by_one and numbers is not None and len(numbers) > 1:
             raise ApiError(400, "SHIPMENT_NUMBER takes one value in the memo lookup")
+        if self.state.faults.config.memo_order_refused and request.query_params.getlist("order_by"):
+            raise ApiError(400, "order_by: the memo lookup has no such key")
         page = await in_thread(self._memo_page, criteria, paging, client, numbers)
         items: Any = in_release(self.state.release, "memos", list(page.rows))
         if self.state.corruptions.record_ids("memos") and client is not None and numbers:

@@ -16,10 +16,11 @@ equals the row count before writing (``changes.read_complete``). The code conver
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from freight_pipeline.client import APIStatusError, AsyncFreightClient, NotFoundError, ProtocolError
+from freight_pipeline.client import APIStatusError, AsyncFreightClient, BadRequestError, NotFoundError, ProtocolError
 from freight_pipeline.client._core import HeldBody
 from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.client.models import Criterion
@@ -27,6 +28,11 @@ from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.sync.changes import Criterion as CriterionDict
 from freight_pipeline.sync.changes import LookupResult
 from freight_pipeline.sync.source import KEPT_DOCUMENT_ARRAYS, DocumentGone, LookupRefused, ShipmentGone
+
+logger = logging.getLogger(__name__)
+
+MEMO_ORDER = "ID"
+"""The memo lookup's ordering (stable pages), while the service takes it: the spec shows no memo lookup key."""
 
 REFUSALS = frozenset({400, 403, 404, 405, 422})
 """Statuses of a service refusing a request it does not offer this user or in this form (not a passing failure)."""
@@ -37,6 +43,10 @@ class ClientSource:
 
     def __init__(self, client: AsyncFreightClient) -> None:
         self.client = client
+        self.memo_ordered: bool | None = None
+        """Whether this run's memo lookups are ordered by :data:`MEMO_ORDER`: None until the service answered one
+        ordered (True), or refused one (400) that it then answered unordered (False)."""
+        self.memo_unordered: str | None = None
 
     async def lookup_shipments(
         self, criteria: list[CriterionDict], order_by: list[str], order_mode: list[str], page_size: int
@@ -62,9 +72,33 @@ class ClientSource:
         self, client: str, shipment_numbers: Sequence[str], page_size: int
     ) -> AsyncIterator[LookupResult]:
         criteria = [Criterion.one_of("CLIENT", [client]), Criterion.one_of("SHIPMENT_NUMBER", shipment_numbers)]
-        pages = self.client.iter_memo_lookup_pages(
-            criteria, page_size=page_size, order_by=["ID"], order_mode=["ASC"]
-        )
+        ordered = self.memo_ordered is not False
+        try:
+            async for page in self._memo_lookup_pages(criteria, page_size, ordered):
+                if self.memo_ordered is None:
+                    self.memo_ordered = True
+                yield page
+        except BadRequestError:
+            if not ordered or self.memo_ordered:  # asked unordered, or the order was answered: not about it
+                raise
+        else:
+            return
+        # Refused while no ordered lookup was answered: is it the order, by a key the service's memo lookup lacks?
+        # (A 400 again is about something else, and the order stays unknown.)
+        async for page in self._memo_lookup_pages(criteria, page_size, False):
+            if self.memo_ordered is None:
+                self.memo_ordered = False
+                self.memo_unordered = (f"the memo lookup refused order_by={MEMO_ORDER} (400) and answered without "
+                                       "it: this run asked it unordered")
+                logger.warning("%s", self.memo_unordered)
+            yield page
+
+    async def _memo_lookup_pages(
+        self, criteria: list[Criterion], page_size: int, ordered: bool
+    ) -> AsyncIterator[LookupResult]:
+        pages = (self.client.iter_memo_lookup_pages(criteria, page_size=page_size, order_by=[MEMO_ORDER],
+                                                    order_mode=["ASC"])
+                 if ordered else self.client.iter_memo_lookup_pages(criteria, page_size=page_size))
         async for page in pages:
             yield LookupResult(page.raw, page.row_count, page.page_count)
 

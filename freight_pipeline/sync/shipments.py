@@ -476,6 +476,8 @@ def _memo_batching(run: _Run) -> None:
     memos, figures = run.memos, run.memos.figures
     if figures.lookups or figures.held_off:
         run.result.extra["memo_batches"] = figures.as_dict()
+    if run.source.memo_unordered is not None:
+        run.result.extra["memo_lookup_unordered"] = run.source.memo_unordered
     kept = memos.kept_after(run.run_id)
     if kept != memos.kept:
         run.warehouse.writes.set_cursor(memo_batch.STATE, kept.text() if kept is not None else None, run.run_id)

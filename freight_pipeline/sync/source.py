@@ -38,6 +38,10 @@ class LookupRefused(LookupError):
 
 
 class SourceAPI(Protocol):
+    memo_unordered: str | None
+    """Why this run's memo lookups are asked unordered (the service refused their ordering, and answered them
+    without it); None while they are ordered."""
+
     async def lookup_shipments(
         self, criteria: list[Criterion], order_by: list[str], order_mode: list[str], page_size: int
     ) -> LookupResult:
@@ -55,7 +59,8 @@ class SourceAPI(Protocol):
         self, client: str, shipment_numbers: Sequence[str], page_size: int
     ) -> AsyncIterator[LookupResult]:
         """Every page of the memo lookup of ``client``'s ``shipment_numbers`` (one: a shipment's own lookup), in
-        ID order, from page 0, ``page_size`` rows asked per page."""
+        ID order while the service takes it (:attr:`memo_unordered`), from page 0, ``page_size`` rows asked per
+        page."""
 
     def efile_pages(self, shipment_ids: list[int], page_size: int) -> AsyncIterator[LookupResult]:
         """Every page of the E-File lookup of these shipments (SHIPMENT_ID any of them), from page 0, ``page_size``
