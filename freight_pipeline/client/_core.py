@@ -66,6 +66,8 @@ M = TypeVar("M", bound=FreightModel)
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 DEFAULT_MAX_CONCURRENCY = 8  # requests in flight at once (pooled connections)
 USER_AGENT = "freight-pipeline-client/0.1"
+NO_RECORDS = b"[]"
+"""The body of a ``204 No Content`` to a call that expects an array: none of its records."""
 FRESH_TOKEN_S = 30.0
 """A token younger than this, renewed because the service refused the one before, that no answer has accepted yet
 and the service refuses (401) is one it does not know yet: the call waits for it (:meth:`ClientCore._not_known_yet`)."""
@@ -409,6 +411,8 @@ class ClientCore:
             return self._token_reply(call, status, headers, content)
         if expect is Expect.NOTHING or (expect is Expect.OPTIONAL_JSON and not content.strip()):
             return Reply(status, None, headers, content)
+        if status == 204 and expect is Expect.ARRAY:  # No Content: no record (a 200 without a body is no answer)
+            return Reply(status, received([], NO_RECORDS), headers, NO_RECORDS)
         try:
             data = loads(content)
         except ValueError:

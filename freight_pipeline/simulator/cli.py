@@ -179,6 +179,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="400 for a memo lookup of several SHIPMENT_NUMBER values (a service reading one shipment at a time)",
     )
     modes.add_argument(
+        "--no-content-when-empty", action="store_true",
+        help="204 No Content for a shipment's events or main-carriage legs when it has none (A10: 200 [])",
+    )
+    modes.add_argument(
         "--memo-order-refused", action="store_true",
         help="400 for a memo lookup with order_by (a service whose memo lookup has no ID key)",
     )
@@ -288,6 +292,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         strict_criteria=args.strict_criteria,
         memo_lookup_by_one=args.memo_lookup_by_one,
         memo_order_refused=args.memo_order_refused,
+        no_content_when_empty=args.no_content_when_empty,
         scroll_headers=args.scroll_headers,
         scroll_paging=args.scroll_paging,
         scroll_first_rows=args.scroll_first_rows,

@@ -152,7 +152,9 @@ class FaultConfig:
     the endpoints whose path starts with one of them, as an account the operator did not grant
     them. ``strict_criteria``: lookups refuse (400) criterion forms the spec does not name (``IN``
     takes ``values``, ``OR`` ``identifiers``, every other mode ``value``), and a shipment, memo or E-File lookup
-    without a criterion (the spec: criteria "should be as precise as possible"). ``memo_order_refused``: the memo
+    without a criterion (the spec: criteria "should be as precise as possible"). ``no_content_when_empty``: a
+    shipment's events and main-carriage legs answer ``204 No Content`` where it has none (the spec shows no status
+    code; A10's ``200 []`` otherwise). ``memo_order_refused``: the memo
     lookup refuses (400) any ``order_by`` (a service whose memo lookup keys, which the spec does not show, have no
     ``ID``). ``memo_lookup_by_one``: the memo lookup refuses (400) ``SHIPMENT_NUMBER`` with more than one value, as
     a service whose memo lookup reads one shipment at a time. ``scroll_headers=False``: the two scrolls (code
@@ -200,6 +202,7 @@ class FaultConfig:
     strict_criteria: bool = False
     memo_lookup_by_one: bool = False
     memo_order_refused: bool = False
+    no_content_when_empty: bool = False
     scroll_headers: bool = True
     scroll_paging: bool = True
     scroll_first_rows: int | None = None

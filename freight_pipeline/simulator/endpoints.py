@@ -225,6 +225,8 @@ class Endpoints:
         # fifth of the simulator's CPU); lookups and writes, which scan or change the store, go to a thread
         if read is None:
             text = self.store.reader.record_json(endpoint, record_id)
+            if self.state.faults.config.no_content_when_empty and text == b"[]":
+                return Response(status_code=204)
             if not shapes(release, endpoint) and not self.state.corruptions.of(endpoint, record_id):
                 return Response(text, media_type=JsonAnswer.media_type)
             record = loads(text)

@@ -8,6 +8,7 @@ import email.utils
 import json
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -748,3 +749,26 @@ def test_sync_client_bounds_requests_in_flight_across_threads() -> None:
         client.authenticate()
         assert [s.id for s in pool.map(client.get_shipment, range(30))] == [1] * 30
     assert state["max"] == 3 and "max_concurrency=3" in repr(client)
+
+
+RECORD_ARRAYS = [e for e in ep.ALL_ENDPOINTS if e.method == "GET" and re.fullmatch(r".*/\{id\}/\w+", e.path)]
+"""Every endpoint answering an array of one record's sub-records (a shipment's events and legs, an E-File's
+references and roles)."""
+
+
+@pytest.mark.parametrize("endpoint", RECORD_ARRAYS, ids=[e.name for e in RECORD_ARRAYS])
+def test_no_content_to_a_records_array_is_none_of_them_and_to_a_record_no_answer(endpoint: ep.Endpoint) -> None:
+    """``204 No Content`` where a record has no sub-records (the spec shows no status code) is an empty array at
+    once: it was "not valid JSON", retried, and the shipment quarantined every run. A 200 without a body stays no
+    answer (a body lost on its way must not empty a shipment's events), as does a 204 to a record's retrieve."""
+    assert len(RECORD_ARRAYS) == 5
+    recorder = Recorder(lambda r: httpx.Response(204))
+    with client_for(recorder) as client:
+        assert client.get_records_raw(endpoint, 7) == []
+        assert recorder.count(endpoint.path.replace("{id}", "7")) == 1 and client.stats.retries == 0
+        with pytest.raises(ProtocolError, match="not valid JSON"):
+            client.get_shipment_raw(7)
+    empty = Recorder(lambda r: httpx.Response(200, content=b"", headers={"Content-Type": "application/json"}))
+    with client_for(empty) as client, pytest.raises(ProtocolError, match="not valid JSON"):
+        client.get_records_raw(endpoint, 7)
+    assert empty.count(endpoint.path.replace("{id}", "7")) == FAST.max_attempts

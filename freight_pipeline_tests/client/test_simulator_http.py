@@ -674,6 +674,21 @@ def test_a_redirect_names_where_it_points_and_what_to_do(any_client: Any, fresh_
     assert fresh_sim.request_count("/auth/token") == 1  # not retried, not followed
 
 
+def test_a_service_answering_no_content_for_a_shipment_without_legs_gives_none_at_once(
+    any_client: Any, fresh_sim: Any
+) -> None:
+    fresh_sim.set_faults(no_content_when_empty=True)  # 204 where a shipment has no records of the endpoint's
+    legs = [(ep.SHIPMENT_AIR_MAIN_CARRIAGE, "airmaincarriage"), (ep.SHIPMENT_SEA_MAIN_CARRIAGE, "seamaincarriage")]
+    for endpoint, path in legs:
+        fresh_sim.reset_stats()
+        empty = {one: fresh_sim.store.reader.record_json(path, one) == b"[]" for one in live_ids(fresh_sim)}
+        without, with_legs = (next(one for one, none in empty.items() if none is wanted) for wanted in (True, False))
+        assert any_client.get_records_raw(endpoint, without) == []
+        assert len(any_client.get_records_raw(endpoint, with_legs)) > 0
+        assert fresh_sim.request_count(endpoint.path, status=204) == 1
+        assert fresh_sim.request_count(endpoint.path, status=200) == 1
+
+
 def test_a_fresh_token_the_service_does_not_know_yet_is_waited_for_not_a_failure(
     any_client: Any, fresh_sim: Any
 ) -> None:

@@ -76,7 +76,7 @@ FAULT_FLAGS = {
     "max_in_flight": "--max-in-flight",
     "in_flight_retry_after": "--no-in-flight-retry-after", "forbidden_prefixes": "--forbid",
     "strict_criteria": "--strict-criteria", "memo_lookup_by_one": "--memo-lookup-by-one",
-    "memo_order_refused": "--memo-order-refused",
+    "memo_order_refused": "--memo-order-refused", "no_content_when_empty": "--no-content-when-empty",
     "scroll_headers": "--no-scroll-headers", "efile_reference_shape": "--efile-reference-shape",
     "json_bom": "--json-bom", "json_latin1": "--json-latin1", "scroll_paging": "--no-scroll-paging",
     "scroll_first_rows": "--scroll-first-rows N",
