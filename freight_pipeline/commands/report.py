@@ -24,8 +24,8 @@ from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.ddl import table_names
 from freight_pipeline.warehouse.meta import LATEST_STATE, META_SCHEMA, NOTICES, extra_path
-from freight_pipeline.warehouse.paths import LAKE_SCRATCH, read_last_job_run
-from freight_pipeline.warehouse.run_log import SHOWN_STATUS, current_runs, logged_runs
+from freight_pipeline.warehouse.paths import LAKE_SCRATCH
+from freight_pipeline.warehouse.run_log import SHOWN_STATUS, current_runs, runs_after_publish
 
 COUNTED_SCHEMAS = ("freight", "analytics")
 RUN_COLUMNS = ("run_id", "status", "started_at", "finished_at", "rows_read", "rows_written", "requests", "retries",
@@ -199,22 +199,11 @@ def runs_never_published(data_dir: Path, backend: StorageBackend) -> list[dict[s
 
 def _unpublished_runs(data_dir: Path, published: list[dict[str, Any]],
                       concurrent_writers: bool = False) -> list[dict[str, Any]]:
-    """Each stream's latest run in the working database when it is not the one published (one killed:
-    ``INTERRUPTED``, :func:`~freight_pipeline.warehouse.run_log.logged_runs`)."""
+    """The runs readers of the last publish do not see (:func:`~freight_pipeline.warehouse.run_log.runs_after_publish`;
+    one killed: ``INTERRUPTED``)."""
     shown = {s["stream"]: (s.get("last_run") or {}).get("run_id") for s in published}
-    return [*({"stream": run["stream"], **{key: run.get(key) for key in RUN_COLUMNS}}
-              for run in logged_runs(data_dir, concurrent_writers) if shown.get(run["stream"]) != run["run_id"]),
-            *_job_steps_not_done(data_dir)]
-
-
-def _job_steps_not_done(data_dir: Path) -> list[dict[str, Any]]:
-    """The steps of the job's latest run of its own (``paths.LAST_JOB_RUN``: the checks, the publish) that failed or
-    did not run, as runs of ``job <step>``: why a run that synced did not publish (``sync_runs`` logs the streams'
-    and the build's runs only)."""
-    last = read_last_job_run(data_dir) or {}
-    return [{"stream": f"job {step.get('step')}", **dict.fromkeys(RUN_COLUMNS), "run_id": last.get("run_id"),
-             "status": step.get("status"), "finished_at": last.get("finished_at"), "error": step.get("line")}
-            for step in last.get("steps") or [] if isinstance(step, dict)]
+    return [{"stream": run["stream"], **{key: run.get(key) for key in RUN_COLUMNS}}
+            for run in runs_after_publish(data_dir, shown, concurrent_writers)]
 
 
 def _per_stream(con: duckdb.DuckDBPyConnection, tables: list[str], table: str) -> dict[str, int]:

@@ -14,6 +14,8 @@ from typing import Any
 
 import pandas as pd
 
+from freight_pipeline.warehouse.run_log import INTERRUPTED
+
 MISSING = "n/a"
 """A figure that does not exist (no arrivals, no run yet)."""
 NO_VALUE = "(none)"
@@ -125,17 +127,19 @@ ALL_MODES = "all modes"
 
 FAILED = "failed"
 """The status of a failed run in ``freight_meta.sync_runs`` (and the run log)."""
+NOT_FINISHED = {FAILED: "failed", INTERRUPTED: "was cut off"}
+"""The statuses of a run that did not finish its work, and how a warning says it."""
 
 
 def failed_streams(streams: pd.DataFrame) -> list[str]:
-    """A warning per stream whose latest run failed (of ``Freshness.streams``): its data is older than its last
-    run, as of its last success (or never loaded), however current the rest of the page is."""
+    """A warning per stream whose latest run failed or was cut off (of ``Freshness.streams``): its data is older than
+    its last run, as of its last success (or never loaded), however current the rest of the page is."""
     return [
-        f"The latest run of {label(r.stream)} failed (started {instant(r.last_started_at)}): "
+        f"The latest run of {label(r.stream)} {NOT_FINISHED[r.last_status]} (started {instant(r.last_started_at)}): "
         + (f"what it loads is as of its last successful run, {instant(r.last_success_at)}"
            if not _absent(r.last_success_at) else "it has never loaded anything (no successful run)")
         + (f". Error: {r.error}" if not _absent(r.error) else ".")
-        for r in streams.itertuples() if r.last_status == FAILED
+        for r in streams.itertuples() if r.last_status in NOT_FINISHED
     ]
 
 

@@ -197,12 +197,12 @@ def freshness(con: duckdb.DuckDBPyConnection) -> Freshness:
         streams = _df(
             con,
             f"""
-            WITH latest AS (SELECT stream, {SHOWN_STATUS} AS status, started_at, finished_at, error
+            WITH latest AS (SELECT stream, {SHOWN_STATUS} AS status, started_at, finished_at, error, run_id
                             FROM {current_runs(runs)}),
             success AS (SELECT stream, arg_max(finished_at, rowid) AS last_success_at FROM {runs}
                         WHERE {LOADED_SUCCESS} GROUP BY stream)
             SELECT l.stream, l.status AS last_status, l.started_at AS last_started_at,
-                   l.finished_at AS last_finished_at, s.last_success_at, l.error
+                   l.finished_at AS last_finished_at, s.last_success_at, l.error, l.run_id AS last_run_id
             FROM latest l LEFT JOIN success s ON s.stream = l.stream
             ORDER BY l.stream = ? DESC, l.stream
             """,

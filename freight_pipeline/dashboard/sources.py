@@ -18,7 +18,7 @@ import pandas as pd
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import DASHBOARD_SCRATCH
-from freight_pipeline.warehouse.run_log import logged_runs
+from freight_pipeline.warehouse.run_log import runs_after_publish
 
 MARTS = (
     "analytics.fct_shipments",
@@ -157,20 +157,33 @@ def _connect_published(data_dir: Path, backend: StorageBackend) -> tuple[duckdb.
     return state.con, state.where
 
 
-STREAM_COLUMNS = ["stream", "last_status", "last_started_at", "last_finished_at", "last_success_at", "error"]
-"""Per stream: its last run (status, started, finished, error) and last success (``Freshness.streams``)."""
+STREAM_COLUMNS = ["stream", "last_status", "last_started_at", "last_finished_at", "last_success_at", "error",
+                  "last_run_id"]
+"""Per stream: its last run (status, started, finished, error, id) and last success (``Freshness.streams``)."""
 
 
-def runs_never_published(data_dir: Path, backend: StorageBackend) -> pd.DataFrame:
-    """Before the first publish: the latest run of each stream the working database logged (its run log file, read
-    without opening the database; :func:`~freight_pipeline.warehouse.run_log.logged_runs`), as ``Freshness.streams``
-    (no success published: ``last_success_at`` null)."""
+def latest_runs(data_dir: Path, backend: StorageBackend, published: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each stream's latest run, as ``Freshness.streams``: those of ``published`` (the last publish's; None: nothing
+    published), each replaced by the stream's later run the working database logged (its run log file, read without
+    opening the database: a run that failed or was cut off never publishes; :func:`~freight_pipeline.warehouse.
+    run_log.runs_after_publish`), with the last success readers see; then the job's own steps that did not publish
+    (``job checks``, ``job publish``)."""
     def instant(text: Any) -> dt.datetime | None:
         return dt.datetime.fromisoformat(text) if isinstance(text, str) else None
 
-    return pd.DataFrame([[r.get("stream"), r.get("status"), instant(r.get("started_at")), instant(r.get("finished_at")),
-                          None, r.get("error")] for r in logged_runs(Path(data_dir), backend.concurrent_writers)],
-                        columns=STREAM_COLUMNS)
+    published = pd.DataFrame(columns=STREAM_COLUMNS) if published is None else published
+    shown = dict(zip(published["stream"], published["last_run_id"], strict=True))
+    success = dict(zip(published["stream"], published["last_success_at"], strict=True))
+    began = {stream: pd.Timestamp(at) for stream, at in zip(published["stream"], published["last_started_at"],
+                                                            strict=True) if not pd.isna(at)}
+    rows = [[r.get("stream"), r.get("status"), instant(r.get("started_at") or r.get("finished_at")),
+             instant(r.get("finished_at")), success.get(r.get("stream")), r.get("error"), r.get("run_id")]
+            for r in runs_after_publish(Path(data_dir), shown, backend.concurrent_writers)]
+    later = pd.DataFrame([row for row in rows  # a run the log holds that began after the one published
+                          if row[0] not in began or (row[2] is not None and pd.Timestamp(row[2]) > began[row[0]])],
+                         columns=STREAM_COLUMNS)
+    kept = published[~published["stream"].isin(later["stream"])]
+    return later if kept.empty else pd.concat([kept, later], ignore_index=True)
 
 
 def has_table(con: duckdb.DuckDBPyConnection, qualified: str) -> bool:

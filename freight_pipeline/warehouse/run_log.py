@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ import duckdb
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import insert_values, qualified, run, scalar
-from freight_pipeline.warehouse.paths import read_run_log, replace_json, run_log_path
+from freight_pipeline.warehouse.paths import read_last_job_run, read_run_log, replace_json, run_log_path
 from freight_pipeline.warehouse.records import RunLike
 from freight_pipeline.warehouse.writer_lock import lock_state, runs_it
 
@@ -58,6 +58,21 @@ def logged_runs(data_dir: Path, concurrent_writers: bool = False) -> list[dict[s
             if run.get("status") == "running" and not (runs_it(before, run.get("run_id"))
                                                       or runs_it(after, run.get("run_id"))) else run
             for run in runs]
+
+
+def runs_after_publish(data_dir: Path, published: Mapping[str, str | None],
+                       concurrent_writers: bool = False) -> list[dict[str, Any]]:
+    """What readers of the last publish do not see: each stream's latest run the run log holds when it is not the
+    one published (``published``: each stream's latest published run id; :func:`logged_runs`), then the steps of the
+    job's latest run of its own (``paths.LAST_JOB_RUN``: the checks, the publish) that failed or did not run, as runs
+    of ``job <step>`` (why a run that synced did not publish: ``sync_runs`` logs the streams' and the build's runs
+    only)."""
+    last = read_last_job_run(data_dir) or {}
+    steps = [{"stream": f"job {step.get('step')}", "run_id": last.get("run_id"), "status": step.get("status"),
+              "finished_at": last.get("finished_at"), "error": step.get("line")}
+             for step in last.get("steps") or [] if isinstance(step, dict)]
+    runs = logged_runs(data_dir, concurrent_writers)
+    return [*(run for run in runs if published.get(run["stream"]) != run["run_id"]), *steps]
 
 
 class RunLog:

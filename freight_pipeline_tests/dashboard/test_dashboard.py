@@ -56,6 +56,7 @@ from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.ddl import ensure_tables
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.meta import META_TABLES
+from freight_pipeline.warehouse.paths import replace_json, run_log_path, write_last_job_run
 from freight_pipeline.warehouse.publish import publish
 from freight_pipeline.warehouse.store import working_db_path
 from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
@@ -103,6 +104,10 @@ def built_working_database(root: Path) -> tuple[Path, Path]:
     result, _ = run_dbt_in_worker(["run"], root / "dbt", work, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     _write_meta(work)
+    replace_json(run_log_path(data), [  # the run log says what sync_runs does: each stream's latest run
+        {"run_id": f"new-{stream}", "stream": stream, "status": "success", "error": None,
+         "started_at": (LAST_SYNC - dt.timedelta(minutes=1)).isoformat(), "finished_at": LAST_SYNC.isoformat()}
+        for stream in META_STREAMS])
     return data, work
 
 
@@ -121,6 +126,10 @@ def _synced_with_history(data: Path) -> None:
                      publish_after=False)
 
 
+META_STREAMS = ("shipments", "code_conversions")
+"""The streams whose runs the known meta rows log (:func:`_write_meta`)."""
+
+
 def _write_meta(path: Path) -> None:
     """The run log, retry queue and data problems the syncs left replaced by known ones: an old failed
     and a newer successful run per stream, records waiting for retry, values nulled; and the raw
@@ -130,7 +139,7 @@ def _write_meta(path: Path) -> None:
         ensure_tables(con, META_TABLES)
         for table in ("sync_runs", "quarantine", "data_problems"):
             con.execute(f"DELETE FROM freight_meta.{table}")
-        for stream in ("shipments", "code_conversions"):
+        for stream in META_STREAMS:
             con.execute(
                 "INSERT INTO freight_meta.sync_runs (run_id, stream, started_at, finished_at, status, error) "
                 "VALUES (?, ?, ?, ?, 'failed', 'ServiceUnavailable: 503'), (?, ?, ?, ?, 'success', NULL)",
@@ -676,6 +685,44 @@ def test_a_stream_whose_latest_run_failed_is_a_warning(data_dir: Path, tmp_path:
                     "HTTP 403")
     with sources.open_warehouse(data) as con:
         assert display.failed_streams(queries.freshness(con).streams) == [text]
+
+
+def test_a_run_after_the_last_publish_that_failed_or_was_cut_off_is_a_warning(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that failed its dbt build, was held back by an ERROR check, or was killed never publishes: the page read
+    the last publish's runs alone and showed every stream's latest run a success, while ``status`` said each. The
+    working database's run log (read without opening it) says them at the top of the page too, each as of the
+    last success readers see; a later run that succeeded is no warning."""
+    from streamlit.testing.v1 import AppTest
+
+    data = tmp_path / "data"
+    shutil.copytree(data_dir, data, symlinks=True)
+    monkeypatch.setenv(DATA_DIR_ENV, str(data))
+    started = NOW - dt.timedelta(minutes=5)
+
+    def logged(stream: str, run_id: str, status: str, error: str | None = None) -> dict[str, Any]:
+        return {"run_id": run_id, "stream": stream, "status": status, "started_at": started.isoformat(),
+                "finished_at": None if status == "running" else NOW.isoformat(), "error": error}
+
+    replace_json(run_log_path(data), [
+        logged("dbt_build", "after", "failed", "DbtRuntimeError: Runtime Error: Out of Memory"),
+        logged("shipments", "killed", "running"), logged("code_conversions", "after", "success")])
+    write_last_job_run(data, {"run_id": "after", "finished_at": NOW.isoformat(), "success": False,
+                              "steps": [{"step": "checks", "status": "failed", "line": "ERROR unique_keys failed"}]})
+    page = AppTest.from_file(str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py"), default_timeout=60).run()
+    assert not page.exception and not page.error
+    warnings = sorted(MARKDOWN_ESCAPE.sub(r"\1", w.value) for w in page.warning)
+    since = f"what it loads is as of its last successful run, {display.instant(LAST_SYNC)}"
+    never = "it has never loaded anything (no successful run)"  # of what is published: no build is logged there
+    assert warnings == [
+        f"The latest run of dbt_build failed (started {display.instant(started)}): {never}. Error: DbtRuntimeError: "
+        "Runtime Error: Out of Memory",
+        f"The latest run of job checks failed (started {display.instant(NOW)}): {never}. Error: ERROR unique_keys "
+        "failed",
+        f"The latest run of shipments was cut off (started {display.instant(started)}): {since}. Error: its process "
+        "is gone (killed or crashed) before it finished; the next run goes on from its last commit",
+    ]
 
 
 def test_before_the_first_publish_the_failed_runs_are_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
