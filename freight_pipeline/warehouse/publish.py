@@ -3,7 +3,8 @@
 Layout under ``data_dir``::
 
     work/warehouse.duckdb              private working database (only the pipeline opens it)
-    warehouse.duckdb                   published copy; readers open it read-only
+    warehouse.duckdb -> .parquet-versions/<v>/warehouse.duckdb
+                                       symlink to the current published copy; readers open it read-only
     parquet -> .parquet-versions/<v>   symlink to the current Parquet version
     .parquet-versions/<v>/<schema>/<table>/data.parquet
     .parquet-versions/<v>/_manifest.json   rows and content fingerprint of every table
@@ -17,13 +18,19 @@ storage version (``StorageSettings.storage_version``: ``FREIGHT_PUBLISH_STORAGE_
 only 2.0 does): a copy already in it is
 published as it is, another (a working database created before the setting, or under another one)
 is converted into ``.publish-tmp-<v>.duckdb`` by ``COPY FROM DATABASE`` (every schema, table,
-view, constraint and comment; the data compacted). The file is fsynced and renamed over
-``warehouse.duckdb``. A new working database is created in the published format (see
+view, constraint and comment; the data compacted). The file is fsynced, moved into its version's directory
+beside the Parquet, and the ``warehouse.duckdb`` symlink is swapped to it with one ``rename`` (a regular file there,
+published before the symlink, is replaced by it). A new working database is created in the published format (see
 :class:`~freight_pipeline.warehouse.embedded.EmbeddedDuckDB`), so a publish is normally a byte copy.
 A reader that has the old file open keeps its old snapshot (its inode lives until it closes; the
-DuckDB lock is per inode, so the rename never fails because of it); the next reader opens the new
-file whole. The catalog name is ``warehouse`` in the copy as for readers (the file's name), so
-dbt's views, which name it, resolve in both.
+DuckDB lock is per inode, so the swap never fails because of it); the next connection opens the new
+file whole, in a process that keeps another connection open too: DuckDB shares one instance per database file
+among a process's connections, keyed by the file's resolved path, so a file renamed over one path was answered
+from the old instance for as long as a connection to it stayed open (a BI tool's connection pool, never all
+closed at once, read the old publish for ever). The catalog name is ``warehouse`` in the copy as for readers (the
+resolved file's name), so dbt's views, which name it, resolve in both. A superseded version's database file is
+deleted once superseded for ``grace`` and no longer the one before the current (its Parquet is kept for
+``keep_versions`` publishes).
 
 Parquet: every publish writes a complete new version directory, then replaces the ``parquet``
 symlink with one ``rename``: a reader resolving ``parquet/<schema>/<table>/`` sees either the old
@@ -196,10 +203,12 @@ def publish(
             manifest["sequence"] = max(_sequences(versions).values(), default=0) + 1
             manifest["storage_version"] = tag
             _write_json(stage / MANIFEST, manifest)
-            _fsync_tree(stage)
             _fsync_path(ready)
+            os.replace(ready, stage / PUBLISHED_DB)
+            _fsync_tree(stage)
             # before anything readers see is replaced: a filesystem without symlinks fails the publish whole
             link = _staged_link(parquet_root(data_dir), Path(VERSIONS_DIR) / version)
+            db_link = _staged_link(published_db_path(data_dir), Path(VERSIONS_DIR) / version / PUBLISHED_DB)
         except BaseException:
             clean_leftovers(data_dir)  # a failed attempt leaves nothing behind (a killed one: the next publish)
             raise
@@ -209,7 +218,7 @@ def publish(
         _fsync_path(versions)
         published = published_db_path(data_dir)
         _remove_stale_wal(published)
-        os.replace(ready, published)
+        os.replace(db_link, published)
         _swap_link(link, parquet_root(data_dir))
         _fsync_path(data_dir)
         shutil.rmtree(copy.parent, ignore_errors=True)
@@ -455,15 +464,15 @@ class NoSymlinks(OSError):
 
 
 def _staged_link(link: Path, target: Path) -> Path:
-    """A new symlink beside ``link`` to ``target`` (relative), for :func:`_swap_link`; :class:`NoSymlinks` naming
-    the data directory when its filesystem makes none (vfat, exFAT, an SMB share without Unix extensions)."""
+    """A new symlink beside ``link`` to ``target`` (relative), to be renamed over ``link``; :class:`NoSymlinks`
+    naming the data directory when its filesystem makes none (vfat, exFAT, an SMB share without Unix extensions)."""
     staged = link.with_name(f"{link.name}.{TMP_VERSION_PREFIX}{uuid.uuid4().hex[:8]}")
     try:
-        os.symlink(target, staged, target_is_directory=True)
+        os.symlink(target, staged)
     except OSError as exc:
         raise NoSymlinks(
             exc.errno, f"not published: the data directory {link.parent} is on a filesystem that makes no symbolic "
-            f"links ({exc.strerror}), and {link.name}/ is one (swapped to each new Parquet version): put the data "
+            f"links ({exc.strerror}), and {link.name} is one (swapped to each new version): put the data "
             f"directory ({DATA_DIR_ENV}) on a local filesystem such as ext4, xfs or APFS") from exc
     return staged
 
@@ -508,9 +517,10 @@ def clean_leftovers(data_dir: Path) -> list[Path]:
         else:
             path.unlink(missing_ok=True)
         removed.append(path)
-    for path in data_dir.glob(f"{PARQUET_LINK}.{TMP_VERSION_PREFIX}*"):
-        path.unlink(missing_ok=True)
-        removed.append(path)
+    for link in (PARQUET_LINK, PUBLISHED_DB):
+        for path in data_dir.glob(f"{link}.{TMP_VERSION_PREFIX}*"):
+            path.unlink(missing_ok=True)
+            removed.append(path)
     versions = data_dir / VERSIONS_DIR
     if versions.is_dir():
         for path in versions.glob(f"{TMP_VERSION_PREFIX}*"):
@@ -539,8 +549,10 @@ def _sequences(versions: Path) -> dict[Path, int]:
 
 
 def prune_versions(data_dir: Path, *, keep: int = 2, grace: dt.timedelta = dt.timedelta(minutes=10)) -> list[Path]:
-    """Delete superseded Parquet versions beyond the ``keep`` newest, once superseded for ``grace``, newest meaning
-    published last (:func:`_sequences`); a version's successor is the one published after it."""
+    """Delete superseded versions beyond the ``keep`` newest, and the database file of every superseded version but
+    the one published before the current (a reader that resolved the link just before the swap opens it), once
+    superseded for ``grace``, newest meaning published last (:func:`_sequences`); a version's successor is the one
+    published after it. Returns the versions deleted."""
     versions = Path(data_dir) / VERSIONS_DIR
     try:
         current = parquet_root(data_dir).resolve(strict=True)
@@ -551,11 +563,16 @@ def prune_versions(data_dir: Path, *, keep: int = 2, grace: dt.timedelta = dt.ti
     removed: list[Path] = []
     now = time.time()
     old = [p for p in complete if p.resolve() != current]
-    for index, path in enumerate(old[: max(len(old) - keep, 0)]):
+    for index, path in enumerate(old):
         successor = old[index + 1] if index + 1 < len(old) else current
-        if now - successor.stat().st_mtime >= grace.total_seconds():
+        if now - successor.stat().st_mtime < grace.total_seconds():
+            continue
+        if index < len(old) - keep:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
+        elif index < len(old) - 1:  # its Parquet kept; its database file too while it was the one before current
+            for name in (PUBLISHED_DB, f"{PUBLISHED_DB}.wal"):
+                (path / name).unlink(missing_ok=True)
     return removed
 
 

@@ -42,6 +42,8 @@ from freight_pipeline_tests.warehouse.helpers import (
 )
 
 READER = Path(__file__).with_name("reader_process.py")
+LEFTOVERS = (".publish-tmp", "parquet.", "warehouse.duckdb.")
+"""How a crashed or refused publish's leftovers in the data directory begin."""
 
 
 def apply(wh: Warehouse, ids: list[int], version: int = 0) -> None:
@@ -168,11 +170,12 @@ def test_leftovers_of_a_crashed_publish_are_removed_and_old_versions_pruned(wh: 
     (tmp_path / ".publish-tmp-v1.duckdb.tmp" / "duckdb_temp_storage-0.tmp").write_bytes(b"spilled")
     (tmp_path / VERSIONS_DIR / "tmp-v1" / "freight").mkdir(parents=True)
     os.symlink("nowhere", tmp_path / "parquet.tmp-123")
+    os.symlink("nowhere", tmp_path / "warehouse.duckdb.tmp-123")
     (tmp_path / "warehouse.duckdb.wal").write_bytes(b"stale wal of the old file")
     for i in range(4):
         apply(wh, [10 + i])
         publish_held(wh, keep_versions=1, grace=dt.timedelta(0))
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".publish-tmp", "parquet."))) == []
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(LEFTOVERS)) == []
     assert not (tmp_path / "warehouse.duckdb.wal").exists()
     versions = sorted(p.name for p in (tmp_path / VERSIONS_DIR).iterdir())
     assert len(versions) == 2 and not any(v.startswith("tmp-") for v in versions)
@@ -235,7 +238,50 @@ def test_a_data_directory_without_symlinks_publishes_nothing_and_says_why(
             publish_held(wh)
     assert published_db_path(tmp_path).stat().st_ino == before and published_counts(tmp_path)["freight.parents"] == 1
     assert len(list((tmp_path / VERSIONS_DIR).iterdir())) == 1 and parquet_count(tmp_path, "freight", "parents") == 1
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".publish-tmp", "parquet."))) == []
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(LEFTOVERS)) == []
+
+
+def test_a_process_keeping_a_connection_open_reads_each_publish_on_its_next_connection(
+    wh: Warehouse, tmp_path: Path
+) -> None:
+    """DuckDB shares one instance per database file among a process's connections: with the published file renamed
+    over one path, every connection a process opened while another stayed open read the old publish (a BI tool's
+    pool, never all closed at once, for ever). The path is a symlink swapped to each publish's own file: a new
+    connection reads the new publish, one open reads its own, the catalog is ``warehouse`` in each."""
+    held = []
+    for shipment in (1, 2, 3):
+        apply(wh, [shipment])
+        publish_held(wh)
+        held.append(duckdb.connect(str(published_db_path(tmp_path)), read_only=True))
+    try:
+        assert [con.execute("SELECT count(*), current_database() FROM freight.parents").fetchone() for con in held] == [
+            (1, "warehouse"), (2, "warehouse"), (3, "warehouse")]
+    finally:
+        for con in held:
+            con.close()
+
+
+def test_a_published_file_of_before_the_symlink_is_replaced_and_superseded_files_deleted_after_the_grace(
+    wh: Warehouse, tmp_path: Path
+) -> None:
+    apply(wh, [1])
+    publish_held(wh)
+    published = published_db_path(tmp_path)
+    target = published.resolve()
+    published.unlink()
+    os.rename(target, published)  # as a publish before the symlink left it: a regular file
+    for shipment in (2, 3, 4):
+        apply(wh, [shipment])
+        publish_held(wh, keep_versions=2, grace=dt.timedelta(0))
+    assert published.is_symlink() and published_counts(tmp_path)["freight.parents"] == 4
+    current = parquet_root(tmp_path).resolve()
+    assert published.resolve() == current / "warehouse.duckdb"
+    kept = {p.name: sorted(f.name for f in p.iterdir() if f.is_file()) for p in (tmp_path / VERSIONS_DIR).iterdir()}
+    assert len(kept) == 3 and kept[current.name] == ["_manifest.json", "warehouse.duckdb"]
+    before = max((name for name in kept if name != current.name), key=lambda name: (tmp_path / VERSIONS_DIR / name /
+                                                                                   "_manifest.json").stat().st_mtime)
+    assert kept[before] == ["_manifest.json", "warehouse.duckdb"]  # for a reader that resolved the link before
+    assert all(files == ["_manifest.json"] for name, files in kept.items() if name not in (current.name, before))
 
 
 def _start_reader(db: Path, stop: Path, mode: str) -> subprocess.Popen[str]:
