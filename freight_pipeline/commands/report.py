@@ -39,8 +39,8 @@ class NothingPublished(FileNotFoundError):
 @contextmanager
 def open_published(data_dir: Path, backend: StorageBackend) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-only connection to what ``backend`` published for ``data_dir`` (``<data_dir>/warehouse.duckdb``,
-    or a lake as of its published snapshot, its latest before the first publish); NothingPublished when
-    there is nothing to open."""
+    or a lake as of its published snapshot); NothingPublished when nothing was published yet (a lake before its
+    first publish too: its latest snapshot is no publish, its marts may be half built)."""
     with _published(data_dir, backend) as (con, _where):
         yield con
 
@@ -52,6 +52,9 @@ def _published(
     """:func:`open_published`'s connection, and where it reads: the database, the Parquet and which
     published version (the manifest's, or the lake snapshot the connection was opened at)."""
     state = backend.open_published(Path(data_dir), LAKE_SCRATCH)
+    if state is not None and not state.is_published:  # a lake before its first publish: its latest, unpublished
+        state.con.close()
+        state = None
     if state is None:
         raise NothingPublished(
             f"nothing published yet {backend.published_where(Path(data_dir))} "

@@ -157,6 +157,18 @@ def retried(what: str, attempt: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
+def expirable_snapshots(con: duckdb.DuckDBPyConnection, cutoff: dt.datetime, published: int | None) -> list[int]:
+    """The ids of the lake's snapshots taken before ``cutoff`` and before snapshot ``published`` (None: nothing
+    published yet): never the latest, nor the published one. Instants are compared (``ducklake_snapshots``' times,
+    TIMESTAMPTZ), not the catalog's text: DuckLake 1.5.5's own ``older_than`` on a SQLite catalog expired every
+    snapshot of the day but the latest when given a cutoff an hour ago."""
+    rows = run(con, f"SELECT snapshot_id, snapshot_time FROM ducklake_snapshots({literal(LAKE_ALIAS)})")
+    latest = max((int(snapshot_id) for snapshot_id, _ in rows), default=None)
+    return sorted(int(snapshot_id) for snapshot_id, taken in rows
+                  if taken is not None and taken.astimezone(dt.UTC) < cutoff and int(snapshot_id) != latest
+                  and (published is None or int(snapshot_id) < published))
+
+
 @dataclass(frozen=True)
 class MaintenanceResult:
     flushed_inlined: int
@@ -178,12 +190,12 @@ class MaintenanceResult:
 
 def maintain(con: duckdb.DuckDBPyConnection, retention: dt.timedelta = DEFAULT_RETENTION) -> MaintenanceResult:
     """Compaction and expiry: small inlined inserts flushed to Parquet, files with deleted rows rewritten
-    without them, adjacent small files merged,
-    snapshots older than ``retention`` (but never the latest published one) expired, the files only
-    they used deleted, and orphaned files (older than ``ORPHAN_AGE``) too. Safe while writers run:
+    without them, adjacent small files merged, snapshots older than ``retention`` and than the latest published one
+    (never it, never the latest) expired (:func:`expirable_snapshots`), the files only they used deleted, and
+    orphaned files (older than ``ORPHAN_AGE``) too. Safe while writers run:
     each step is its own DuckLake transaction, run again when it met a writer's commit (a compaction of a table
     a batch deleted from meanwhile is refused), as a writer's transaction is (:func:`retried`)."""
-    cutoff = dt.datetime.now(dt.UTC) - retention
+    cutoff = _now() - retention
     published = latest_published(con)
     if published is not None:
         taken = first(run(con, f"SELECT snapshot_time FROM ducklake_snapshots({literal(LAKE_ALIAS)}) "
@@ -199,11 +211,13 @@ def maintain(con: duckdb.DuckDBPyConnection, retention: dt.timedelta = DEFAULT_R
     flushed = step(f"ducklake_flush_inlined_data({lake})")
     rewritten = step(f"ducklake_rewrite_data_files({lake}, delete_threshold => {REWRITE_DELETED_SHARE})")
     merged = step(f"ducklake_merge_adjacent_files({lake})")
-    expired = step(f"ducklake_expire_snapshots({lake}, older_than => ?)", cutoff)
+    # the snapshots to expire chosen here, not by ``older_than`` (wrong on a SQLite catalog: expirable_snapshots)
+    doomed = expirable_snapshots(con, cutoff, None if published is None else published.snapshot_id)
+    expired = step(f"ducklake_expire_snapshots({lake}, versions => ?)", doomed) if doomed else []
     removed = step(f"ducklake_cleanup_old_files({lake}, older_than => ?)", cutoff)
     # files no snapshot references: left by a writer killed between writing its Parquet and committing
     orphans = step(f"ducklake_delete_orphaned_files({lake}, older_than => ?)",
-                   min(cutoff, dt.datetime.now(dt.UTC) - ORPHAN_AGE))
+                   min(cutoff, _now() - ORPHAN_AGE))
     return MaintenanceResult(len(flushed), len(rewritten) + len(merged), len(expired), len(removed) + len(orphans),
                              cutoff)
 
@@ -347,6 +361,11 @@ def _placeholder(kind: str) -> str:
     """A value of DuckDB type ``kind`` for a NOT NULL column of a row that is deleted before it is committed: zero,
     false or the epoch (NULL for a type none of these is one of: the INSERT then names the column)."""
     return f"coalesce(TRY_CAST('0' AS {kind}), TRY_CAST('1970-01-01' AS {kind}))"
+
+
+def _now() -> dt.datetime:
+    """The maintenance's clock (a test moves it on to age the lake's snapshots)."""
+    return dt.datetime.now(dt.UTC)
 
 
 def _spill(data_dir: Path, name: str) -> Path:

@@ -11,6 +11,7 @@ import duckdb
 import pytest
 
 from bench.lake_harness import read_lake, write_expected
+from freight_pipeline.commands.report import read_report
 from freight_pipeline.config import (
     LAKE_CATALOG_URI_ENV,
     LAKE_DATA_URI_ENV,
@@ -41,28 +42,63 @@ def live_files(con: duckdb.DuckDBPyConnection) -> int:
     return int(con.execute("SELECT sum(file_count + delete_file_count) FROM ducklake_table_info('lake')").fetchone()[0])
 
 
+CATALOGS = ("sqlite", "duckdb", "postgres")
+"""The catalogs a lake can have: SQLite and DuckDB files (the data beside them), the conftest's PostgreSQL server
+(the data in its S3 server)."""
+RETENTION_MINUTES = 60
+
+
+@pytest.fixture(params=CATALOGS)
+def catalog_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The lake variables of a new lake on each kind of catalog."""
+    if request.param == "postgres":
+        env: dict[str, str] = request.getfixturevalue("lake_env")
+        return env
+    catalog = f"sqlite:///{tmp_path}/catalog.sqlite" if request.param == "sqlite" else \
+        f"duckdb:///{tmp_path}/catalog.ducklake"
+    return {LAKE_CATALOG_URI_ENV: catalog, LAKE_DATA_URI_ENV: str(tmp_path / "lake-data")}
+
+
+def snapshot_times(con: duckdb.DuckDBPyConnection) -> dict[int, dt.datetime]:
+    return dict(con.execute("SELECT snapshot_id, snapshot_time FROM ducklake_snapshots('lake')").fetchall())
+
+
 def test_maintenance_compacts_expires_and_keeps_the_data_and_the_published_snapshot(
-    lake_env: dict[str, str], tmp_path: Path
+    catalog_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lake = LakeSettings.configured(lake_env)
+    """An hour later (the maintenance's clock moved on), with a retention of an hour: the snapshots of the first
+    sync expire; those of the second (younger than the retention, though older than the published one), the
+    published one and what followed it stay readable. DuckLake 1.5.5's own ``older_than`` on a SQLite catalog
+    expired every snapshot of the day but the latest, the published one too (``No snapshot found at version``)."""
+    lake = LakeSettings.configured(catalog_env)
     assert lake is not None
     data_dir = tmp_path / "data"
-    with running_simulator(shipments=SHIPMENTS, seed=31) as sim, environ(lake_env):
+    with running_simulator(shipments=SHIPMENTS, seed=31) as sim, environ(catalog_env):
         service = ServiceSettings(sim.base_url, sim.username, sim.password)
-        backend = storage_from_env()
-        sync_all(service, data_dir, SETTINGS, backend=backend)  # batches of 13: small files and snapshots
-        with open_warehouse(data_dir, backend) as held:
-            published = publish_snapshot(held.con, "test-run")
+        storage = storage_from_env()
+        sync_all(service, data_dir, SETTINGS, backend=storage)  # batches of 13: small files and snapshots
+        with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
+            old = snapshot_times(con)  # to be older than the retention
         sim.store.changes.modify_shipments(6)
-        sync_all(service, data_dir, SETTINGS, backend=backend)  # after the publish: the published one is older
+        sync_all(service, data_dir, SETTINGS, backend=storage)  # younger than the retention
+        with open_warehouse(data_dir, storage) as held:
+            published = publish_snapshot(held.con, "test-run")
+        sim.store.changes.modify_shipments(3)
+        sync_all(service, data_dir, SETTINGS, backend=storage)  # after the publish: the published one is older
         expected = write_expected(sim, tmp_path / "expected")
         with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
-            snapshots_before = con.execute("SELECT count(*) FROM ducklake_snapshots('lake')").fetchone()[0]
+            before = snapshot_times(con)
             published_rows = con.execute(
                 f"SELECT count(*) FROM freight.shipments AT (VERSION => {published.snapshot_id})").fetchone()[0]
             files_before = live_files(con)
+        young = {snapshot_id: taken for snapshot_id, taken in before.items() if snapshot_id not in old}
+        assert max(old.values()) < min(young.values())
+        kept_from = max(old.values()) + (min(young.values()) - max(old.values())) / 2
+        # an hour later than the moment between the two syncs: the first one's snapshots are older than the retention
+        monkeypatch.setattr(backend, "_now", lambda: kept_from + dt.timedelta(minutes=RETENTION_MINUTES),
+                            raising=False)
 
-        with environ({LAKE_RETENTION_ENV: "0"}):
+        with environ({LAKE_RETENTION_ENV: str(RETENTION_MINUTES)}):
             result = lake_maintenance_job.execute_in_process(
                 resources={"warehouse": WarehouseResource(data_dir=str(data_dir))})
         assert result.success
@@ -70,21 +106,25 @@ def test_maintenance_compacts_expires_and_keeps_the_data_and_the_published_snaps
                     if event.is_successful_output]
 
         with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
-            snapshots_after = con.execute("SELECT count(*) FROM ducklake_snapshots('lake')").fetchone()[0]
-            oldest = con.execute("SELECT min(snapshot_id) FROM ducklake_snapshots('lake')").fetchone()[0]
+            after = snapshot_times(con)
             assert latest_published(con) == published
             files_after = live_files(con)
-        # expired: everything older than the published snapshot; kept: it and what followed
-        assert oldest == published.snapshot_id
-        assert snapshots_after < snapshots_before
+        # expired: the first sync's snapshots; kept: the younger ones before the published one, it, what followed
+        assert {snapshot_id for snapshot_id in after if snapshot_id <= max(before)} == set(young)
+        assert published.snapshot_id in after
+        assert output["expired snapshots"].value == len(old)
+        assert output["kept from"].value == pytest.approx(kept_from.timestamp(), abs=0.001)
         # merged: the flush adds a file for each table whose rows were inlined, which the merge may not offset
         # (how a sync's batches fall decides which tables' inserts were inlined)
         assert output["merged files"].value > 0
         assert files_after < files_before + output["flushed inlined tables"].value
-        latest = read_lake(lake_env, expected)
+        latest = read_lake(catalog_env, expected)
         assert latest["differences"] == {}, latest
         with connect_published(lake, tmp_path / "scratch") as reader:
             assert reader.execute("SELECT count(*) FROM freight.shipments").fetchone()[0] == published_rows
+        report = read_report(data_dir, storage)  # what `status` reads
+        assert report["published"]["version"] == f"snapshot {published.snapshot_id}"
+        assert report["tables"]["freight.shipments"] == published_rows
     assert published.published_at <= dt.datetime.now(dt.UTC)
 
 

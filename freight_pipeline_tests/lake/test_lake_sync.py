@@ -19,8 +19,10 @@ asserted where the scenario passes it.
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -37,8 +39,10 @@ from bench.lake_harness import (
     start_writer,
     write_expected,
 )
+from freight_pipeline.cli import main
+from freight_pipeline.client import AuthenticationError
 from freight_pipeline.commands.report import read_report
-from freight_pipeline.config import ServiceSettings, environ
+from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, ServiceSettings, environ
 from freight_pipeline.job.run import MARTS_STEP, PUBLISH_STEP, run_job
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.lake.connect import connect_lake
@@ -195,3 +199,27 @@ def test_writers_one_killed_then_the_jobs_end_exact(
         ).fetchall()
     assert [schema for schema, _, _ in described] == ["analytics", "freight", "freight_history", "freight_meta"]
     assert [(schema, total) for schema, total, _ in described] == [(schema, held) for schema, _, held in described]
+
+
+def test_status_before_the_first_publish_says_nothing_is_published(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lake's only sync failed (a wrong password): its catalog holds the tables, no published snapshot. Status
+    says so and shows the failed run, exit 1, as the embedded warehouse's (``commands/test_status.py``), not the
+    latest snapshot as a published warehouse of empty tables, exit 0."""
+    env = {LAKE_CATALOG_URI_ENV: f"sqlite:///{tmp_path}/catalog.sqlite", LAKE_DATA_URI_ENV: str(tmp_path / "lake")}
+    data_dir = tmp_path / "data"
+    with running_simulator(shipments=8, seed=3) as running, environ(env):
+        with pytest.raises(AuthenticationError):
+            sync_all(ServiceSettings(running.base_url, running.username, "wrong-password"), data_dir,
+                     run_id="run-refused", backend=storage_from_env())
+        assert main(["status", "--data-dir", str(data_dir)]) == 1
+        out, err = capsys.readouterr()
+        assert "nothing published yet in the DuckLake catalog sqlite:" in err, err
+        assert "published warehouse" not in out + err
+        assert re.search(r"^\s+shipments\s+run-refused\s+failed\s", out, re.M), out
+        assert main(["status", "--data-dir", str(data_dir), "--json"]) == 1
+        report = json.loads(capsys.readouterr().out)
+    assert report["published"] is None
+    assert ("shipments", "run-refused", "failed") in {
+        (run["stream"], run["run_id"], run["status"]) for run in report["unpublished_runs"]}
