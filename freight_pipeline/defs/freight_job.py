@@ -192,8 +192,11 @@ def build_freight_job() -> dg.AssetsDefinition:
         selected = context.selected_asset_keys
         checks = context.selected_asset_check_keys
         streams = [stream for stream in STREAM_NAMES if keys_of_stream[stream] & selected]
-        marts = bool(dbt_keys & selected)
         publish = PUBLISH_KEY in selected
+        # a publish ships marts that cover the tables it ships: the build runs when changes wait for it (a selection
+        # of tables and the publish published tables ahead of their marts); its models' results are yielded only
+        # when selected
+        marts = bool(dbt_keys & selected) or publish
         try:
             configured = run_settings(freight_service, warehouse)
         except BadSettings as bad:  # each bad setting named (a secret's value never): no traceback to read
