@@ -22,6 +22,7 @@ severity holds back the build and the publish.
 import queue
 import threading
 from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -47,6 +48,7 @@ from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.progress import Tally, TallyLines, Throttled, tallies_to
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import STREAM_NAMES, STREAM_OF_STEP, stream_named
+from freight_pipeline.warehouse.run_log import logged_runs
 
 FREIGHT_JOB = "freight_job"
 """The op's name (its step key in every run)."""
@@ -136,6 +138,25 @@ def step_results(step: Step, not_synced: Collection[str] = ()) -> Iterator[dg.Ma
     elif step.name == PUBLISH_STEP and step.publication is not None:
         yield dg.MaterializeResult(asset_key=PUBLISH_KEY, metadata={
             name: metadata_value(value) for name, value in step.publication.metadata().items()})
+
+
+def unrun_stream_checks(checks: Collection[dg.AssetCheckKey], run: Collection[str], data_dir: Path,
+                        concurrent_writers: bool = False) -> Iterator[dg.AssetCheckResult]:
+    """The check of each stream selected without the stream (a check alone: the UI's "Execute"), judged on the
+    stream's latest run the working database logged (its run log: ``run_log.logged_runs``): it evaluated nothing."""
+    wanted = [stream for stream in STREAM_NAMES if stream not in run and stream_check_key(stream) in checks]
+    latest = {entry["stream"]: entry for entry in logged_runs(data_dir, concurrent_writers)} if wanted else {}
+    for stream in wanted:
+        key, last = stream_check_key(stream), latest.get(stream)
+        if last is None:
+            status, line = "never run", f"{stream} was never run (this run did not run it)"
+        else:
+            status = str(last.get("status"))
+            line = (f"the latest run of {stream} ({last.get('run_id')}, started {last.get('started_at')}) {status}"
+                    + (f": {last['error']}" if last.get("error") else "") + " (this run did not run it)")
+        yield dg.AssetCheckResult(asset_key=key.asset_key, check_name=key.name, passed=status == "success",
+                                  severity=dg.AssetCheckSeverity.ERROR, description=line,
+                                  metadata={"status": status, "run_id": str(last.get("run_id")) if last else ""})
 
 
 def _run_in_thread(run: Callable[[Callable[[str], None], Callable[[Step], None]], JobReport]) -> Iterator[
@@ -243,6 +264,7 @@ def build_freight_job() -> dg.AssetsDefinition:
                 else:
                     report = told
         assert report is not None
+        yield from unrun_stream_checks(checks, streams, data_dir, backend.concurrent_writers)
         if report.alerted is not None:
             context.log.info(report.alerted.line)
         if report.skipped:  # a run outside Dagster writes the warehouse (a headless sync from cron)

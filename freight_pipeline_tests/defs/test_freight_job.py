@@ -79,9 +79,18 @@ def test_a_selection_runs_only_what_it_selects(tmp_path: Path, monkeypatch: pyte
         word.write_text("{not json")
         marts = job.execute_in_process(instance=instance, raise_on_error=False,
                                        asset_selection=list(DBT.keys.values()))
+        judged = {stream_check_key("code_conversions"), stream_check_key("shipments")}  # the checks alone
+        checked = job.get_subset(asset_selection=set(), asset_check_selection=judged).execute_in_process(
+            instance=instance, raise_on_error=False)
     assert codes.success and again.success and marts.success
+    evaluated = {c.asset_check_key: c for c in checked.get_asset_check_evaluations()}
+    assert set(evaluated) == judged and logged_streams(tmp_path, checked.run_id) == set()  # judged, nothing run
+    assert evaluated[stream_check_key("code_conversions")].passed
+    assert evaluated[stream_check_key("code_conversions")].metadata["run_id"].value == again.run_id
+    assert not evaluated[stream_check_key("shipments")].passed  # never run
+    assert evaluated[stream_check_key("shipments")].description == "shipments was never run (this run did not run it)"
     assert [(worker.starts, worker.process is not None) for worker in workers] == [
-        (Start.WHEN_ASKED, False), (Start.WHEN_ASKED, False), (Start.AT_ONCE, True)]
+        (Start.WHEN_ASKED, False), (Start.WHEN_ASKED, False), (Start.AT_ONCE, True), (Start.WHEN_ASKED, False)]
     assert materialized(codes) == set(stream_keys("code_conversions"))
     assert {(c.asset_key, c.check_name) for c in codes.get_asset_check_evaluations()} >= {
         (stream_check_key("code_conversions").asset_key, "stream_synced"),
