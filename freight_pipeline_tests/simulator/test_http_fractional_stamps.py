@@ -37,6 +37,10 @@ def _crit(key: str, mode: str, value: str) -> dict[str, str]:
     return {"key": key, "match_mode": mode, "value": value}
 
 
+EVERY = [_crit("ID", "GT", "0")]
+"""Every shipment, in a form strict criteria take (they refuse a lookup without a criterion)."""
+
+
 def _ids(client: httpx.Client, criteria: list[Any], **params: Any) -> list[int]:
     return [item["id"] for item in lookup_all(client, LOOKUP, criteria, **params)]
 
@@ -46,8 +50,8 @@ def test_stamps_carry_milliseconds_in_the_seconds_of_the_whole_second_store(
 ) -> None:
     whole, fractional = servers
     with authed_client(whole) as plain, authed_client(fractional) as fine:
-        stamps = {item["id"]: item["last_modified_date_time"] for item in lookup_all(plain, LOOKUP, [])}
-        finer = {item["id"]: item["last_modified_date_time"] for item in lookup_all(fine, LOOKUP, [])}
+        stamps = {item["id"]: item["last_modified_date_time"] for item in lookup_all(plain, LOOKUP, EVERY)}
+        finer = {item["id"]: item["last_modified_date_time"] for item in lookup_all(fine, LOOKUP, EVERY)}
         document = plain.get(f"/service/shipment/{min(stamps)}").json()
         finer_document = fine.get(f"/service/shipment/{min(stamps)}").json()
     assert stamps.keys() == finer.keys() and len(stamps) == SMALL_SHIPMENTS
@@ -68,7 +72,7 @@ def test_time_criteria_compare_the_milliseconds(servers: tuple[RunningSimulator,
     range ``GE t AND LT t+1s`` all of it, ``GT t`` those past ``.000``; ordered by the time, by fraction."""
     _, fractional = servers
     with authed_client(fractional) as client:
-        ids = sorted(item["id"] for item in lookup_all(client, LOOKUP, []))[:30]
+        ids = sorted(item["id"] for item in lookup_all(client, LOOKUP, EVERY))[:30]
         changed = client.post("/_control/shipments/touch", json={"ids": ids}).json()
         stamp = changed["last_modified_date_time"]
         assert MILLIS.match(stamp)

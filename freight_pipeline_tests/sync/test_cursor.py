@@ -152,6 +152,8 @@ class InMemoryShipments:
     """A ``SourceAPI`` of shipments only, with a lookup that honours the criteria the walk uses
     (AND-ed EQUALS / GT / LE on LAST_MODIFIED_DATE, LAST_MODIFIED_TIME, ID) and ``X-Row-Count``."""
 
+    memo_unordered: str | None = None
+
     def __init__(self) -> None:
         self.docs: dict[int, dict[str, Any]] = {}
         self.fetched: list[int] = []
