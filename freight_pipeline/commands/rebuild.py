@@ -43,10 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", dest="everything", action="store_true",
                         help="re-derive every shipment, not only those whose raw names a source key the mapping's "
                              "change touched (freight_meta.sync_state 'derived_by')")
+    parser.add_argument("--rezone", action="store_true",
+                        help="read the held date-times without a UTC offset in this run's FREIGHT_SERVICE_TIMEZONE "
+                             "though the runs that held them read them in another (refused otherwise)")
     parser.add_argument("-v", "--verbose", action="store_true", help="also print a line per batch")
     add_wait_argument(parser)
     parser.epilog = ("Reads only the working database's raw records (freight_meta.raw_shipments, raw_parts): "
-                     "no FREIGHT_* service setting is needed. Logged in freight_meta.sync_runs as stream 'rebuild'.")
+                     "no setting of the service's address or account is needed, but FREIGHT_SERVICE_TIMEZONE is "
+                     "read, as by the syncs. Logged in freight_meta.sync_runs as stream 'rebuild'.")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         plan = [REBUILD_STEP, CHECKS_STEP, MARTS_STEP, PUBLISH_STEP]
         report = stopped_as_such(plan, said, lambda: run_rebuild(
             data_dir, SyncSettings.of(configured.sync), backend, worker, batch_size=args.batch_size or DEFAULT_BATCH,
-            restart=args.restart, workers=args.workers, everything=args.everything, progress=progress,
+            restart=args.restart, workers=args.workers, everything=args.everything, rezone=args.rezone,
+            progress=progress,
             on_step=ended, run_id=run_id, alerting=Alerting.of(configured)))
     with alerts_sent(report.alerted):
         if report.success:

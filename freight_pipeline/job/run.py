@@ -267,6 +267,7 @@ def run_rebuild(
     publish: bool = True,
     workers: int | None = None,
     everything: bool = False,
+    rezone: bool = False,
     alerting: Alerting | None = None,
 ) -> JobReport:
     """The job with a rebuild in place of the streams (``sync.rebuild``: the ``freight`` tables re-derived from
@@ -285,7 +286,7 @@ def run_rebuild(
             with fewer_collections(), explained_out_of_memory("the rebuild", backend.duckdb_settings), \
                     open_warehouse(data_dir, backend) as warehouse:
                 go_on, pending = _rebuild_and_check(warehouse, settings, report.run_id, batch_size, restart,
-                                                    progress, ended, marts, worker.marts, workers, everything)
+                                                    progress, ended, marts, worker.marts, workers, everything, rezone)
                 built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
                                marts=marts)
         except Exception as exc:  # the working database could not be opened
@@ -346,13 +347,13 @@ def _recorded(report: JobReport, on_step: StepListener | None) -> StepListener:
 def _rebuild_and_check(
     warehouse: Warehouse, settings: SyncSettings, run_id: str, batch_size: int, restart: bool,
     progress: Progress | None, ended: StepListener, marts: bool, mart_settings: MartsSettings,
-    workers: int | None = None, everything: bool = False,
+    workers: int | None = None, everything: bool = False, rezone: bool = False,
 ) -> tuple[bool, PendingBuild | None]:
     """The rebuild's step, then (when it succeeded) the checks and a full build's plan, as for a sync."""
     clock = _Clock()
     try:
         found = rebuild(warehouse, run_id, settings, batch_size=batch_size, restart=restart, progress=progress,
-                        workers=workers, everything=everything)
+                        workers=workers, everything=everything, rezone=rezone)
     except Exception as exc:
         ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
         return False, None

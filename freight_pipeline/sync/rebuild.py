@@ -58,6 +58,7 @@ from typing import Any
 
 import orjson
 
+from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
 from freight_pipeline.normalize.signature import EveryRecord, MappingSignature, current_signature
@@ -77,6 +78,7 @@ from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import one_line_error
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.workers import IN_PROCESS_UP_TO, Workers, can_fork, gc_paused
+from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.documents import newest_shipment_write
 from freight_pipeline.warehouse.history import BEHIND_STATE
 from freight_pipeline.warehouse.records import BatchWrite, RawPosition, RawRecord, Reject, WriteStats
@@ -93,6 +95,10 @@ CHUNK = 250
 PROBE_EVERY = 4
 """A table none of whose compared rows came out as held in a batch is written whole in the next batches, but
 every ``PROBE_EVERY``-th, compared again (:class:`Comparison`)."""
+
+
+class ZoneChanged(ValueError):
+    """The rebuild's service zone is not the one the held rows' date-times without a UTC offset were read in."""
 
 
 @dataclass
@@ -262,13 +268,22 @@ def rebuild(
     progress: Progress | None = None,
     workers: int | None = None,
     everything: bool = False,
+    rezone: bool = False,
 ) -> RebuildResult:
     """Re-derive the rows of every held shipment the mapping's change since they were derived can touch
     (:class:`~freight_pipeline.sync.derived_by.DerivedBy`; ``everything``: every one) from its raw records,
     ``batch_size`` shipments read per transaction, logged in ``sync_runs`` (stream :data:`REBUILD_STATE`).
     Resumes an interrupted rebuild of the same mapping unless ``restart``. ``workers``: processes normalizing
     (:class:`Derivers`; None: :func:`default_workers`, forked once the rebuild has more than
-    :data:`~freight_pipeline.sync.workers.IN_PROCESS_UP_TO` shipments to re-derive)."""
+    :data:`~freight_pipeline.sync.workers.IN_PROCESS_UP_TO` shipments to re-derive). Refuses
+    (:class:`ZoneChanged`) a service zone other than the one the held rows' date-times without a UTC offset were read
+    in, unless ``rezone``: they are read in it again."""
+    read_in = warehouse.reads.zone_read_in()
+    if read_in is not None and read_in != settings.service_timezone and not rezone:
+        raise ZoneChanged(
+            f"the held rows' date-times without a UTC offset were read in {read_in}, and this rebuild's zone is "
+            f"{settings.service_timezone} ({SERVICE_TIMEZONE_ENV}): set {SERVICE_TIMEZONE_ENV}={read_in} (as the "
+            f"syncs had it), or pass --rezone to read them in {settings.service_timezone} from now on; nothing written")
     say = progress or (lambda line: None)
     in_process_up_to = IN_PROCESS_UP_TO if workers is None else 0
     workers = default_workers() if workers is None else workers
@@ -277,6 +292,8 @@ def rebuild(
     log = StreamResult(run_id, REBUILD_STATE, dt.datetime.now(dt.UTC), cursor_before=warehouse.reads.get_cursor(
         REBUILD_STATE))
     log.extra[MAPPING] = target.id
+    if read_in is not None:  # the zone the rows are derived in from now on, for the rebuild after it
+        log.extra[meta.NAIVE_DATETIMES] = {"service_timezone": settings.service_timezone}
     warehouse.run_log.record_run(log)
     note_mapping(warehouse, target, run_id)  # before any row: the rows it writes are target's
     held = None if restart else RebuildState.held(warehouse)

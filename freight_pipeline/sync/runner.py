@@ -31,6 +31,7 @@ from freight_pipeline.sync.result import NoticeKind, StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.sync.streams import STREAM_NAMES, Stream, stream_named
+from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.backend import Publication, StorageBackend
 from freight_pipeline.warehouse.ddl import explained_out_of_memory
 from freight_pipeline.warehouse.run_log import SKIPPED
@@ -174,7 +175,7 @@ def _note_naive_datetimes(result: StreamResult, zone: ServiceZone, said_before: 
     run did (``said_before``, asked only then), so that its alert stays open until a run reads date-times with an
     offset."""
     if zone.naive_read > 0:
-        result.extra["naive_datetimes"] = {"read": zone.naive_read, "service_timezone": zone.name}
+        result.extra[meta.NAIVE_DATETIMES] = {"read": zone.naive_read, "service_timezone": zone.name}
     elif zone.aware_read > 0 or NoticeKind.CLOCK_WITHOUT_OFFSET not in said_before():
         return
     result.add_notice(NoticeKind.CLOCK_WITHOUT_OFFSET, naive_clock_notice(zone.name))

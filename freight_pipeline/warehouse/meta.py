@@ -65,6 +65,11 @@ NOTICE_KINDS = "notice_kinds"
 :data:`NOTICES`."""
 
 
+NAIVE_DATETIMES = "naive_datetimes"
+"""The key, in a run's ``details.extra``, of the date-times it read without a UTC offset: how many (``read``) and the
+service zone it read them in (``service_timezone``)."""
+
+
 def extra_path(key: str) -> str:
     """The JSON path of ``key`` in a ``sync_runs`` row's ``details`` (under its ``extra``)."""
     return f"$.extra.{key}"

@@ -113,6 +113,16 @@ class Reads:
                         [meta.extra_path(meta.NOTICE_KINDS), stream]))
         return [str(kind) for kind in json.loads(row[0])] if row is not None and row[0] else []
 
+    def zone_read_in(self) -> str | None:
+        """The service zone the latest successful run that read date-times without a UTC offset read them in (a
+        rebuild's too: ``meta.NAIVE_DATETIMES``); None when no run read one."""
+        path = meta.extra_path(meta.NAIVE_DATETIMES) + ".service_timezone"
+        row = first(run(self.database.con, "SELECT json_extract_string(details, ?) "
+                                           f"FROM {qualified(meta.SYNC_RUNS)} WHERE status = 'success' "
+                                           "AND json_extract_string(details, ?) IS NOT NULL "
+                                           "ORDER BY rowid DESC LIMIT 1", [path, path]))
+        return str(row[0]) if row is not None else None
+
     def runs(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """The ``sync_runs`` rows (of ``run_id``; None: every run's) in the order they were recorded."""
         where, params = ("WHERE run_id = ?", [run_id]) if run_id else ("", [])

@@ -36,6 +36,7 @@ from freight_pipeline.normalize.specs.goods import GOOD_FIELDS
 from freight_pipeline.normalize.specs.legs import AIR_LEG_FIELDS, LEG_COMMON_FIELDS, LEG_ENDS
 from freight_pipeline.normalize.specs.parties import ADDRESS_FIELDS, CONTAINER_FIELDS
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
+from freight_pipeline.simulator.config import SimulatorConfig
 from freight_pipeline.simulator.releases import NESTED, NEXT
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync import drift, workers
@@ -49,6 +50,7 @@ from freight_pipeline.sync.rebuild import (
     REBUILD_STATE,
     Comparison,
     RebuildState,
+    ZoneChanged,
     derive,
     names_any,
     raw_bundle,
@@ -239,6 +241,31 @@ def test_a_rebuild_that_rewrites_no_row_of_a_shipment_keeps_its_data_problems_as
         every = rebuild(warehouse, "rebuild-all", TEST_SETTINGS, batch_size=BATCH, everything=True)
     assert every.shipments_written == 0
     assert query(work_db(tmp_path), problems) == found
+
+
+def test_a_rebuild_in_another_zone_than_the_held_rows_were_read_in_is_refused_unless_asked(tmp_path: Path) -> None:
+    """A service without UTC offsets, synced in Berlin (``FREIGHT_SERVICE_TIMEZONE``): a rebuild run from a shell
+    without the variable read every offset-less value as UTC, shifted them all an hour or two, and the history kept
+    the shift as versions. It is refused, nothing written; ``rezone`` reads them in the rebuild's zone, which the
+    next rebuild then keeps."""
+    berlin = TEST_SETTINGS.replaced(service_timezone="Europe/Berlin")
+    with running_simulator(SimulatorConfig(shipments=8, seed=5, naive_clock="Europe/Berlin")) as sim:
+        syncer(sim, tmp_path, publish_after=False)(berlin, streams=ONLY_SHIPMENTS)
+    instants = "SELECT shipment_id, last_modified_at FROM freight.shipments ORDER BY ALL"
+    runs = "SELECT count(*) FROM freight_meta.sync_runs"
+    with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+        held, logged = warehouse.con.execute(instants).fetchall(), warehouse.con.execute(runs).fetchall()
+        with pytest.raises(ZoneChanged, match=r"read in Europe/Berlin, and this rebuild's zone is UTC .*"
+                                              r"set FREIGHT_SERVICE_TIMEZONE=Europe/Berlin .*nothing written"):
+            rebuild(warehouse, "rebuild-utc", TEST_SETTINGS, batch_size=BATCH, everything=True)
+        assert warehouse.con.execute(instants).fetchall() == held and warehouse.con.execute(runs).fetchall() == logged
+        assert rebuild(warehouse, "rebuild-berlin", berlin, batch_size=BATCH, everything=True).shipments_written == 0
+        moved = rebuild(warehouse, "rebuild-rezoned", TEST_SETTINGS, batch_size=BATCH, everything=True, rezone=True)
+        assert moved.shipments_written == len(held)
+        rezoned = warehouse.con.execute(instants).fetchall()
+        moved_by = {at - before for (_, at), (_, before) in zip(rezoned, held, strict=True)}
+        assert moved_by <= {dt.timedelta(hours=1), dt.timedelta(hours=2)}  # Berlin's winter and summer offsets
+        rebuild(warehouse, "rebuild-utc-again", TEST_SETTINGS, batch_size=BATCH, everything=True)  # kept: UTC
 
 
 def test_a_rebuild_killed_after_a_batch_is_completed_by_the_next(
