@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from freight_pipeline.normalize.converters import Row, Rows
-from freight_pipeline.normalize.errors import show
 from freight_pipeline.normalize.groups import loose_datetime
 from freight_pipeline.normalize.nodes import Key
 from freight_pipeline.normalize.plain_fields import as_items, compile_fields, copy_fields, string_lines
@@ -39,8 +38,6 @@ from freight_pipeline.normalize.specs.goods import (
     SHIPMENT_GOODS,
     SUBGOODS_KEY,
 )
-
-MAX_DEPTH = 32  # far beyond any real hierarchy; guards against pathological documents
 
 _GOOD = compile_fields(GOOD_FIELDS)
 _HS_CODE = compile_fields(HS_CODE_FIELDS)
@@ -93,26 +90,24 @@ def _add_child_objects(
             )
 
 
-def add_goods(
-    out: Rows,
-    shipment_id: int,
-    source: Mapping[str, Any],
-    problems: Problems,
-    key: Key = GOODS_KEY,
-    path: str = GOODS_KEY.name,
-    parent_path: str | None = None,
-    depth: int = 1,
-) -> None:
-    """Append rows for the goods of ``source`` (and, recursively, their ``subgoods``) to ``out``."""
-    goods = key.of(source)
+def add_goods(out: Rows, shipment_id: int, source: Mapping[str, Any], problems: Problems) -> None:
+    """Append rows for the goods of ``source`` and their ``subgoods`` at every depth to ``out``: each line, its
+    child rows, then its subgoods, before the next line (a stack of the arrays being read, not recursion: the
+    spec's ``subgoods`` have no depth limit, and a cap of 32 levels left the lines below it out of every table;
+    only the JSON parser's own nesting limit bounds a document)."""
+    target = out[SHIPMENT_GOODS.name]
+    goods = GOODS_KEY.of(source)
     if goods is None:
         return
-    if depth > MAX_DEPTH:
-        reason = f"goods nested deeper than {MAX_DEPTH} levels: not read (kept in the raw document)"
-        problems.add(path, show(goods, 200), reason)
-        return
-    target = out[SHIPMENT_GOODS.name]
-    for position, good_src_path, good in as_items(goods, path, problems):
+    reading: list[tuple[Iterator[tuple[int, str, Mapping[str, Any]]], str | None, int]] = [
+        (iter(as_items(goods, GOODS_KEY.name, problems)), None, 1)]  # (its lines, the parent's good_path, depth)
+    while reading:
+        lines, parent_path, depth = reading[-1]
+        line = next(lines, None)
+        if line is None:
+            reading.pop()
+            continue
+        position, good_src_path, good = line
         good_path = str(position) if parent_path is None else f"{parent_path}.{position}"
         row: Row = {
             "shipment_id": shipment_id,
@@ -124,5 +119,7 @@ def add_goods(
         copy_fields(row, good, _GOOD, good_src_path, problems)
         target.append(row)
         _add_child_objects(out, shipment_id, good_path, good, good_src_path, problems)
-        add_goods(out, shipment_id, good, problems, SUBGOODS_KEY, f"{good_src_path}.{SUBGOODS_KEY.name}", good_path,
-                  depth + 1)
+        subgoods = SUBGOODS_KEY.of(good)
+        if subgoods is not None:
+            path = f"{good_src_path}.{SUBGOODS_KEY.name}"
+            reading.append((iter(as_items(subgoods, path, problems)), good_path, depth + 1))
