@@ -41,7 +41,7 @@ from freight_pipeline.commands.execute import (
 )
 from freight_pipeline.commands.preflight import BadSetup, check_data_dir, check_setup, data_dir_setting
 from freight_pipeline.commands.progress_bar import shown_progress
-from freight_pipeline.config import DBT_FULL_REFRESH_ENV, BadSettings, ServiceSettings, Settings, environ
+from freight_pipeline.config import DBT_FULL_REFRESH_ENV, REPO_ROOT, BadSettings, ServiceSettings, Settings, environ
 from freight_pipeline.defs.names import BESIDE_WRITERS
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "--partition 0-99999 in lake mode: one backfill writer; implies --dagster)")
     parser.add_argument("--dagster", action=argparse.BooleanOptionalAction, default=None,
                         help="run the Dagster job, recorded in the instance of $DAGSTER_HOME (it shows in "
-                        "`make ui`); --no-dagster: the same job without Dagster, a few seconds faster. "
+                        "`make ui`; DAGSTER_HOME not set: in a throw-away instance, said); --no-dagster: the same "
+                        "job without Dagster, a few seconds faster. "
                         "Default: --dagster when DAGSTER_HOME is set, else --no-dagster")
     add_wait_argument(parser)
     parser.epilog = (
@@ -111,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
         # a Dagster run reads its settings itself (its resources): the flag reaches it through the environment
         with environ({DBT_FULL_REFRESH_ENV: "1"} if args.full_refresh and dagster else {}):
             if dagster:
+                if not os.environ.get("DAGSTER_HOME"):
+                    say(f"sync: DAGSTER_HOME is not set: this Dagster run is recorded in no instance and shows in no "
+                        f"UI (`make ui` shows the runs of DAGSTER_HOME={REPO_ROOT / '.dagster_home'})")
                 return run_in_dagster(args, settings.service, data_dir)
             return run_without_dagster(args, settings, data_dir, worker)
 

@@ -333,3 +333,10 @@ def test_a_dagster_sync_and_a_rebuild_are_skipped_while_another_run_writes(
                 done.stderr
             assert f"run the-run-that-writes, process {os.getpid()} on " in done.stderr
     assert not (tmp_path / "dagster" / "history").exists()  # skipped before any Dagster run was launched
+    with writer_lock(data_dir, "the-run-that-writes"):  # without DAGSTER_HOME: said, the run in no instance
+        unset = {name: value for name, value in service(sim).items() if name != "DAGSTER_HOME"}
+        done = run_cli(["sync", "--dagster", "--data-dir", str(data_dir)], unset)
+    assert done.returncode == SKIPPED, done.stderr
+    assert done.stderr.splitlines()[0] == (
+        "sync: DAGSTER_HOME is not set: this Dagster run is recorded in no instance and shows in no UI (`make ui` "
+        f"shows the runs of DAGSTER_HOME={REPO_ROOT / '.dagster_home'})")
