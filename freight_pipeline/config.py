@@ -381,7 +381,8 @@ class SyncTuning(SettingsModel):
     document_content: Switch = Field(
         False,
         description="`1`: also copy each document's bytes, once per content, to `<data "
-        "dir>/documents/<sha256[:2]>/<sha256>` (path, size and hash in `shipment_documents`)",
+        "dir>/documents/<sha256[:2]>/<sha256>` (path, size and hash in `shipment_documents`); the first run after "
+        "a switch, either way, lists every shipment's E-Files again",
     )
     service_timezone: str = Field(
         "UTC",

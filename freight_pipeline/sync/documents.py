@@ -75,25 +75,34 @@ shipment (a listing of several pages is read again in halves: a smaller page mad
 
 @dataclass(frozen=True)
 class DocumentsCursor:
-    """How far the stream got: the last shipment write it covered, and its last full re-listing."""
+    """How far the stream got: the last shipment write it covered, its last full re-listing, and whether it copied
+    the documents' bytes (``document_content``)."""
 
     synced_through: dt.datetime | None = None
     relisted_at: dt.datetime | None = None
+    content: bool = False
+    """A run of the other ``document_content`` re-lists every shipment: the rows held have their copies (or none)
+    as the setting was, and only the re-listing reads every file again (switched on, the files of unchanged
+    shipments stayed without a copy until the next daily re-listing, for ever with ``relist=never``)."""
 
     @classmethod
     def parse(cls, text: str | None) -> DocumentsCursor:
         if not text:
             return cls()
         data = json.loads(text)
-        return cls(*(dt.datetime.fromisoformat(data[k]) if data.get(k) else None
-                     for k in ("synced_through", "relisted_at")))
+        synced, relisted = (dt.datetime.fromisoformat(data[k]) if data.get(k) else None
+                            for k in ("synced_through", "relisted_at"))
+        return cls(synced, relisted, data.get("content") is True)
 
     def text(self) -> str:
         return json.dumps({"synced_through": self.synced_through.isoformat() if self.synced_through else None,
-                           "relisted_at": self.relisted_at.isoformat() if self.relisted_at else None})
+                           "relisted_at": self.relisted_at.isoformat() if self.relisted_at else None,
+                           "content": self.content})
 
-    def relist_due(self, interval: dt.timedelta | None, now: dt.datetime) -> bool:
-        if self.relisted_at is None:
+    def relist_due(self, interval: dt.timedelta | None, now: dt.datetime, content: bool) -> bool:
+        """Whether every shipment's E-Files are listed again: never listed, ``interval`` since the last re-listing,
+        or the ``content`` setting other than the last run's."""
+        if self.relisted_at is None or content != self.content:
             return True
         return interval is not None and now - self.relisted_at >= interval
 
@@ -350,7 +359,7 @@ async def sync_documents(
     result.cursor_before = warehouse.reads.get_cursor(STREAM)
     now = dt.datetime.now(dt.UTC)
     cursor = DocumentsCursor.parse(result.cursor_before)
-    relist = cursor.relist_due(settings.documents_relist_interval, now)
+    relist = cursor.relist_due(settings.documents_relist_interval, now, settings.document_content)
     watermark = newest_shipment_write(warehouse.con)
     targets = shipments_written_after(warehouse.con, None if relist else cursor.synced_through)
     due = {due.shipment_id for due in warehouse.reads.due_retries([STREAM], run_id) if due.shipment_id is not None}
@@ -374,8 +383,10 @@ async def sync_documents(
         _write(warehouse, run_id, settings, outcomes, counts, result)
         meter.advance(len(ids))
     result.rows_read = reader.files_read
-    warehouse.writes.set_cursor(STREAM, DocumentsCursor(watermark, now if relist else cursor.relisted_at).text(),
-                                run_id)
+    warehouse.writes.set_cursor(STREAM, DocumentsCursor(watermark, now if relist else cursor.relisted_at,
+                                                        settings.document_content).text(), run_id)
+    if settings.document_content != cursor.content:
+        result.extra["content_switched"] = "on" if settings.document_content else "off"
     result.extra.update(counts, relisted=relist, shipments=len(targets),
                         files_per_shipment=round(reader.files_read / len(targets), 2) if targets else 0,
                         single_shipment_lookups=reader.single_lookups, unplaced_files=reader.unplaced_files)

@@ -221,7 +221,7 @@ def _carry_documents_watermark(warehouse: Warehouse, run_id: str) -> None:
     cursor = DocumentsCursor.parse(warehouse.reads.get_cursor(DOCUMENTS))
     newest = newest_shipment_write(warehouse.con)
     if newest is not None and cursor.synced_through is not None and newest > cursor.synced_through:
-        warehouse.writes.set_cursor(DOCUMENTS, DocumentsCursor(newest, cursor.relisted_at).text(), run_id)
+        warehouse.writes.set_cursor(DOCUMENTS, dataclasses.replace(cursor, synced_through=newest).text(), run_id)
 
 
 def _answer(packed: bytes | None) -> Answer:

@@ -294,6 +294,26 @@ def test_document_content_is_copied_once_by_hash_and_bad_base64_is_quarantined(
     assert quarantine_of(tmp_path) == []  # loaded: it left the retry queue
 
 
+def test_switching_document_content_on_or_off_relists_every_shipment_once(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    """Content switched on for a warehouse synced without it: only the shipments rewritten in that run had their files
+    copied, the others none until the next daily re-listing (never with ``relist=never``). The switch re-lists every
+    shipment once, each way (off: the rows hold no copy, as a warehouse synced without it)."""
+    copies = "SELECT count(*), count(content_sha256) FROM freight.shipment_documents"
+    work_sync(NO_RELIST)
+    files = len(expected(small_sim))
+    assert query(work_db(tmp_path), copies) == [(files, 0)]
+    on = work_sync(NO_RELIST.replaced(document_content=True))[STREAM]
+    assert on.extra["relisted"] is True and on.extra["content_switched"] == "on"
+    assert query(work_db(tmp_path), copies) == [(files, files)]
+    again = work_sync(NO_RELIST.replaced(document_content=True))[STREAM]
+    assert again.extra["relisted"] is False and again.extra["shipments"] == 0 and "content_switched" not in again.extra
+    off = work_sync(NO_RELIST)[STREAM]
+    assert off.extra["relisted"] is True and off.extra["content_switched"] == "off"
+    assert query(work_db(tmp_path), copies) == [(files, 0)]
+
+
 @pytest.mark.parametrize("separator", ["\r\n", "\n"])
 def test_document_content_in_lines_of_76_as_mime_encodes_it_is_read(
     control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path, separator: str
