@@ -76,6 +76,24 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+READING_SWITCHES: tuple[tuple[str, str], ...] = (
+    ("--strict-criteria", "400 for criterion forms the spec does not name (IN takes values, OR identifiers, others "
+                          "value) and for a shipment, memo or E-File lookup without a criterion"),
+    ("--memo-lookup-by-one", "400 for a memo lookup of several SHIPMENT_NUMBER values (a service reading one shipment "
+                             "at a time)"),
+    ("--no-content-when-empty", "204 No Content for a shipment's events or main-carriage legs when it has none (A10: "
+                                "200 [])"),
+    ("--memo-order-refused", "400 for a memo lookup with order_by (a service whose memo lookup has no ID key)"),
+)
+"""Service modes that read requests as another service would: switched on by their flag (each a ``FaultConfig``
+field of the flag's name)."""
+
+
+def _field_of(flag: str) -> str:
+    """The ``FaultConfig`` field (and the parsed argument) of a ``--flag-name``."""
+    return flag.removeprefix("--").replace("-", "_")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shipments",
@@ -169,23 +187,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--forbid", type=_path_prefix, action="append", default=[], metavar="PREFIX",
         help="answer 403 to every user on paths starting with PREFIX (/service/efile); repeatable",
     )
-    modes.add_argument(
-        "--strict-criteria", action="store_true",
-        help="400 for criterion forms the spec does not name (IN takes values, OR identifiers, others value) and for a "
-        "shipment, memo or E-File lookup without a criterion",
-    )
-    modes.add_argument(
-        "--memo-lookup-by-one", action="store_true",
-        help="400 for a memo lookup of several SHIPMENT_NUMBER values (a service reading one shipment at a time)",
-    )
-    modes.add_argument(
-        "--no-content-when-empty", action="store_true",
-        help="204 No Content for a shipment's events or main-carriage legs when it has none (A10: 200 [])",
-    )
-    modes.add_argument(
-        "--memo-order-refused", action="store_true",
-        help="400 for a memo lookup with order_by (a service whose memo lookup has no ID key)",
-    )
+    for flag, text in READING_SWITCHES:
+        modes.add_argument(flag, action="store_true", help=text)
     modes.add_argument(
         "--no-scroll-headers", dest="scroll_headers", action="store_false",
         help="the two scrolls (code conversions, memo lines) answer without X-Page-Count and X-Row-Count "
@@ -289,10 +292,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         max_in_flight=args.max_in_flight,
         in_flight_retry_after=not args.no_in_flight_retry_after,
         forbidden_prefixes=frozenset(args.forbid) if args.forbid else None,
-        strict_criteria=args.strict_criteria,
-        memo_lookup_by_one=args.memo_lookup_by_one,
-        memo_order_refused=args.memo_order_refused,
-        no_content_when_empty=args.no_content_when_empty,
+        **{_field_of(flag): getattr(args, _field_of(flag)) for flag, _ in READING_SWITCHES},
         scroll_headers=args.scroll_headers,
         scroll_paging=args.scroll_paging,
         scroll_first_rows=args.scroll_first_rows,
