@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-_OFFSET_RE = re.compile(r"^(?P<sign>[+-])(?P<h>\d{2}):?(?P<m>\d{2})(?::?(?P<s>\d{2}))?$")
+_OFFSET_RE = re.compile(r"^(?P<sign>[+-])(?P<h>\d{2})(?::?(?P<m>\d{2})(?::?(?P<s>\d{2}))?)?$")
+"""A UTC offset as ISO 8601 and Java write it: ``+HH:MM``, ``+HHMM`` or ``+HH`` (the hours alone, as PostgreSQL
+prints whole hours), with seconds after the minutes maybe."""
 MAX_OFFSET = dt.timedelta(hours=18)
 """The widest UTC offset there is (ISO 8601 and Java's ``ZoneOffset``, which the service's schema names)."""
 
@@ -284,9 +286,9 @@ def _offset_of_text(value: str) -> dt.timedelta:
     if value in ("Z", "z", "UTC"):
         return dt.timedelta(0)
     match = _OFFSET_RE.match(value)
-    if not match or int(match["m"]) > 59 or int(match["s"] or 0) > 59:
+    if not match or int(match["m"] or 0) > 59 or int(match["s"] or 0) > 59:
         raise DateTimeParseError(f"zone_offset {_short(value)} is not of the form +HH:MM")
-    seconds = int(match["h"]) * 3600 + int(match["m"]) * 60 + int(match["s"] or 0)
+    seconds = int(match["h"]) * 3600 + int(match["m"] or 0) * 60 + int(match["s"] or 0)
     return _in_range(dt.timedelta(seconds=-seconds if match["sign"] == "-" else seconds), value)
 
 

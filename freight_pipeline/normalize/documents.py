@@ -63,10 +63,12 @@ FILE_NAME_KEY = Key("file_name", kinds=_TEXT)
 MIME_TYPE_KEY = Key("mime_type", kinds=_TEXT)
 DESCRIPTION_KEY = Key("description", kinds=_TEXT)
 CREATED_KEY = Key("created_date_time", kinds=_TEXT, reads=parse_iso_datetime)
-REFERENCE_TYPE_KEY = Key(("type", "reference_key"), kinds=_TEXT, reads=to_str)
-"""What a reference names: ``SHIPMENT``, ``HBL`` (``reference_key``: the other shape services send)."""
-REFERENCE_VALUE_KEY = Key(("value", "reference"), kinds=frozenset({TEXT, NUMBER}), reads=to_str)
-ROLE_KEY = Key("role", kinds=_TEXT)
+REFERENCE_TYPE_KEY = Key(("type", "reference_key", "key", "referenceType"), kinds=_TEXT, reads=to_str)
+"""What a reference names: ``SHIPMENT``, ``HBL`` (the spec shows no EFileReference field: the names other shapes
+services send, :func:`shipment_ids_of`'s)."""
+REFERENCE_VALUE_KEY = Key(("value", "reference", "referenceValue"), kinds=frozenset({TEXT, NUMBER}), reads=to_str)
+ROLE_KEY = Key(("role", "name"), kinds=_TEXT)
+"""A role's name (the spec shows no EFileRole field either)."""
 EFILE_NODE = Node.of(
     (), RECORD_ID, FILE_NAME_KEY, MIME_TYPE_KEY, DESCRIPTION_KEY, CREATED_KEY,
     Key("references", Node.of((), RECORD_ID, REFERENCE_TYPE_KEY, REFERENCE_VALUE_KEY), array=True),
@@ -144,8 +146,7 @@ def document_row(
         "created_at": created_at,
         "created_date_time": created_raw if isinstance(created_raw, str) and is_text(created_raw) else None,
         "document_references": _json(_references(references, found), "references", found),
-        "roles": _json([ROLE_KEY.of(r) if isinstance(r, Mapping) else r for r in roles], "roles", found,
-                       sort_keys=False),
+        "roles": _json(_roles(roles, found), "roles", found, sort_keys=False),
         "content_sha256": content[0] if content else None,
         "content_size_bytes": content[1] if content else None,
         "content_path": content[2] if content else None,
@@ -169,10 +170,37 @@ def _references(references: Sequence[Any], found: Problems) -> list[dict[str, An
         if isinstance(reference, Mapping):
             kept.append({"id": RECORD_ID.of(reference), "type": REFERENCE_TYPE_KEY.of(reference),
                          "value": REFERENCE_VALUE_KEY.of(reference)})
+            _unread(reference, (REFERENCE_TYPE_KEY, REFERENCE_VALUE_KEY), kept[-1], f"references[{index}]", found)
         elif reference is not None:
             reason = f"{show(reference)} is not an object: not in document_references"
             found.add(f"references[{index}]", reference, reason)
     return kept
+
+
+def _roles(roles: Sequence[Any], found: Problems) -> list[Any]:
+    """The ``roles`` column's names: each object's role name (anything else as sent)."""
+    names: list[Any] = []
+    for index, role in enumerate(roles):
+        if isinstance(role, Mapping):
+            names.append(ROLE_KEY.of(role))
+            _unread(role, (ROLE_KEY,), {"role": names[-1]}, f"roles[{index}]", found)
+        else:
+            names.append(role)
+    return names
+
+
+def _unread(record: Mapping[str, Any], keys: Sequence[Key], read: Mapping[str, Any], path: str,
+            found: Problems) -> None:
+    """A reference or role from which none of ``keys`` read a value though it holds fields the mapping does not
+    know (a service's own names): a data problem naming them (the spec shows none of these records' fields; left
+    null in silence, the column said nothing while the raw answer held everything)."""
+    if any(read.get(name) is not None for name in read if name != "id"):
+        return
+    known = {name for key in keys for name in key.keys} | {RECORD_ID.name}
+    others = sorted(name for name, value in record.items() if name not in known and value is not None)
+    if others:
+        found.add(path, record, f"none of {', '.join(name for key in keys for name in key.keys)} in it: its "
+                                f"fields {', '.join(others)} are not read (kept in the raw answer)")
 
 
 def _json(value: list[Any], path: str, found: Problems, *, sort_keys: bool = True) -> str | None:

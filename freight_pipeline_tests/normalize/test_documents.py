@@ -90,3 +90,30 @@ def test_the_json_columns_of_a_clean_file_keep_the_text_always_written() -> None
 def test_an_efile_id_no_bigint_holds_is_refused_naming_the_file(efile_id: Any) -> None:
     with pytest.raises(RecordShapeError, match="E-File without a usable id"):
         document_row(10001, {**EFILE, "id": efile_id}, REFERENCES, ROLES, Problems())
+
+
+@pytest.mark.parametrize(("references", "roles"), [
+    ([{"id": 1, "type": "SHIPMENT", "value": "10001"}], [{"id": 1, "role": "CUSTOMS"}]),
+    ([{"id": 1, "reference_key": "SHIPMENT", "reference": "10001"}], [{"id": 1, "name": "CUSTOMS"}]),
+    ([{"id": 1, "key": "SHIPMENT", "value": "10001"}], [{"id": 1, "role": "CUSTOMS"}]),
+    ([{"id": 1, "referenceType": "SHIPMENT", "referenceValue": "10001"}], [{"id": 1, "name": "CUSTOMS"}]),
+], ids=["type-value", "reference_key", "key", "camelCase"])
+def test_references_and_roles_of_the_shapes_services_send_are_read(references: list[Any], roles: list[Any]) -> None:
+    """The spec shows no EFileReference nor EFileRole field: the shapes services send are read alike (a reference as
+    ``{key, value}`` or ``{referenceType, referenceValue}``, a role as ``{name}`` were stored as nulls in silence)."""
+    found = Problems()
+    row = document_row(10001, EFILE, references, roles, found)
+    assert json.loads(row["document_references"]) == [{"id": 1, "type": "SHIPMENT", "value": "10001"}]
+    assert json.loads(row["roles"]) == ["CUSTOMS"] and list(found) == []
+
+
+def test_a_reference_or_role_of_a_shape_no_name_reads_is_a_data_problem_naming_its_fields() -> None:
+    found = Problems()
+    row = document_row(10001, EFILE, [{"id": 1, "kind": "SHIPMENT", "ref": "10001"}], [{"id": 2, "title": "X"}],
+                       found)
+    assert json.loads(row["document_references"]) == [{"id": 1, "type": None, "value": None}]
+    assert json.loads(row["roles"]) == [None]
+    assert [(problem.path, problem.reason) for problem in found] == [
+        ("references[0]", "none of type, reference_key, key, referenceType, value, reference, referenceValue in it: "
+                          "its fields kind, ref are not read (kept in the raw answer)"),
+        ("roles[0]", "none of role, name in it: its fields title are not read (kept in the raw answer)")]
