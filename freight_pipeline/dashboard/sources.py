@@ -174,13 +174,9 @@ def latest_runs(data_dir: Path, backend: StorageBackend, published: pd.DataFrame
     published = pd.DataFrame(columns=STREAM_COLUMNS) if published is None else published
     shown = dict(zip(published["stream"], published["last_run_id"], strict=True))
     success = dict(zip(published["stream"], published["last_success_at"], strict=True))
-    began = {stream: pd.Timestamp(at) for stream, at in zip(published["stream"], published["last_started_at"],
-                                                            strict=True) if not pd.isna(at)}
-    rows = [[r.get("stream"), r.get("status"), instant(r.get("started_at") or r.get("finished_at")),
-             instant(r.get("finished_at")), success.get(r.get("stream")), r.get("error"), r.get("run_id")]
-            for r in runs_after_publish(Path(data_dir), shown, backend.concurrent_writers)]
-    later = pd.DataFrame([row for row in rows  # a run the log holds that began after the one published
-                          if row[0] not in began or (row[2] is not None and pd.Timestamp(row[2]) > began[row[0]])],
+    later = pd.DataFrame([[r.get("stream"), r.get("status"), instant(r.get("started_at") or r.get("finished_at")),
+                           instant(r.get("finished_at")), success.get(r.get("stream")), r.get("error"), r.get("run_id")]
+                          for r in runs_after_publish(Path(data_dir), shown, backend.concurrent_writers)],
                          columns=STREAM_COLUMNS)
     kept = published[~published["stream"].isin(later["stream"])]
     return later if kept.empty else pd.concat([kept, later], ignore_index=True)

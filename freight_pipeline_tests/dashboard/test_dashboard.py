@@ -56,7 +56,7 @@ from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.ddl import ensure_tables
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.meta import META_TABLES
-from freight_pipeline.warehouse.paths import replace_json, run_log_path, write_last_job_run
+from freight_pipeline.warehouse.paths import read_run_log, replace_json, run_log_path, write_last_job_run
 from freight_pipeline.warehouse.publish import publish
 from freight_pipeline.warehouse.store import working_db_path
 from freight_pipeline_tests.dbt.dbt_cli import run_dbt_in_worker
@@ -675,6 +675,10 @@ def test_a_stream_whose_latest_run_failed_is_a_warning(data_dir: Path, tmp_path:
         work.execute("INSERT INTO freight_meta.sync_runs (run_id, stream, started_at, finished_at, status, error) "
                      "VALUES ('failed-now', 'shipments', ?, ?, 'failed', 'PermissionDeniedError: HTTP 403')",
                      [failed_at, failed_at])
+    replace_json(run_log_path(data), [  # the run log says it too, as a run records it in both
+        {**run, "run_id": "failed-now", "status": "failed", "started_at": failed_at.isoformat(),
+         "finished_at": failed_at.isoformat(), "error": "PermissionDeniedError: HTTP 403"}
+        if run["stream"] == "shipments" else run for run in read_run_log(data)])
     publish(data, settings=StorageSettings())
     page = AppTest.from_file(str(REPO_ROOT / "freight_pipeline" / "dashboard" / "app.py"), default_timeout=60).run()
     assert not page.exception and not page.error
