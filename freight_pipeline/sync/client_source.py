@@ -46,7 +46,6 @@ class ClientSource:
         self.memo_ordered: bool | None = None
         """Whether this run's memo lookups are ordered by :data:`MEMO_ORDER`: None until the service answered one
         ordered (True), or refused one (400) that it then answered unordered (False)."""
-        self.memo_unordered: str | None = None
 
     async def lookup_shipments(
         self, criteria: list[CriterionDict], order_by: list[str], order_mode: list[str], page_size: int
@@ -88,10 +87,16 @@ class ClientSource:
         async for page in self._memo_lookup_pages(criteria, page_size, False):
             if self.memo_ordered is None:
                 self.memo_ordered = False
-                self.memo_unordered = (f"the memo lookup refused order_by={MEMO_ORDER} (400) and answered without "
-                                       "it: this run asked it unordered")
                 logger.warning("%s", self.memo_unordered)
             yield page
+
+    @property
+    def memo_unordered(self) -> str | None:
+        """Why this run's memo lookups are asked unordered (``SourceAPI.memo_unordered``); None while ordered."""
+        if self.memo_ordered is not False:
+            return None
+        return (f"the memo lookup refused order_by={MEMO_ORDER} (400) and answered without it: this run asked it "
+                "unordered")
 
     async def _memo_lookup_pages(
         self, criteria: list[Criterion], page_size: int, ordered: bool
