@@ -389,7 +389,8 @@ class SyncTuning(SettingsModel):
         min_length=1,
         description="the IANA time zone (`Europe/Berlin`) in which date-times the service sends without a UTC offset "
         "are read: its stamps, E-File dates, DateTime objects whose `zone_offset` is null; every run says "
-        "so while the service sends such values (real-services.md, a clock without a UTC offset)",
+        "so while the service sends such values (real-services.md, a clock without a UTC offset); and the zone "
+        "whose wall clock the shipment lookup's keys hold when the stamps are written at another offset (in UTC)",
     )
     restore_probe: Count = Field(
         50,

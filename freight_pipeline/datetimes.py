@@ -59,7 +59,7 @@ class ServiceZone:
     (``SyncSettings.zone``) into the code that reads date-times: each run has its own, so two runs in one
     process never read each other's zone nor count each other's values. Equal when the zone is."""
 
-    __slots__ = ("aware_read", "naive_read", "name", "tz")
+    __slots__ = ("aware_read", "keys_in_zone", "naive_read", "name", "tz")
 
     def __init__(self, name: str = DEFAULT_SERVICE_TIMEZONE) -> None:
         self.name = name
@@ -68,6 +68,10 @@ class ServiceZone:
         """Date-times read without a UTC offset (:meth:`instant`)."""
         self.aware_read = 0
         """Date-times read with one: with :attr:`naive_read`, whether a run read any date-time at all."""
+        self.keys_in_zone = False
+        """The service's shipment lookup keys (``LAST_MODIFIED_DATE`` / ``_TIME``) hold this zone's wall clock while
+        its stamps are written at another offset (UTC, say): found by the run's ceiling (``sync.changes``), and from
+        then on every stamp is keyed in this zone (:meth:`key_instant`)."""
 
     def counts(self) -> tuple[int, int]:
         """(:attr:`naive_read`, :attr:`aware_read`), to add to another value's (:meth:`add_counts`)."""
@@ -119,6 +123,12 @@ class ServiceZone:
             self.aware_read += 1
             return parsed
         return self.instant(parsed)
+
+    def key_instant(self, value: Any) -> dt.datetime | None:
+        """A shipment's ``last_modified_date_time`` (:meth:`parse`) at the wall clock its lookup keys hold: its own,
+        or this zone's once the run found the keys kept there (:attr:`keys_in_zone`)."""
+        parsed = self.parse(value)
+        return parsed.astimezone(self.tz) if parsed is not None and self.keys_in_zone else parsed
 
 
 @dataclass(frozen=True)

@@ -215,6 +215,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "LAST_MODIFIED_TIME compare them (EQUALS 10:15:30 matches 10:15:30.000 only)",
     )
     modes.add_argument(
+        "--utc-stamps", action="store_true",
+        help="write every date-time in UTC (2026-11-01T09:15:30Z, as a Java service serialising an Instant does) "
+        "while the lookup keys LAST_MODIFIED_DATE / _TIME stay its wall clock at --utc-offset",
+    )
+    modes.add_argument(
         "--efile-reference-shape", choices=EFILE_REFERENCE_SHAPES, default="type",
         help="E-File references as {type, value} (default) or {reference_key: SHIPMENT_ID, reference}",
     )
@@ -322,6 +327,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         offset_changes=tuple(args.offset_change),
         naive_clock=args.naive_clock,
         fractional_stamps=args.fractional_stamps,
+        utc_stamps=args.utc_stamps,
         release=args.release,
     )
 
@@ -374,6 +380,8 @@ def _announce(base_url: str, config: SimulatorConfig, seconds: float) -> None:
         lines.append(f"  clock: starts {config.start or 'at the default instant'}; offset {config.utc_offset}{changes}")
     if config.fractional_stamps:
         lines.append("  stamps: last_modified_date_time and LAST_MODIFIED_TIME carry milliseconds")
+    if config.utc_stamps:
+        lines.append("  date-times: written in UTC (...Z), the lookup keys the service's wall clock")
     active = active_faults(config.faults)
     if active:
         lines.append("  faults: " + ", ".join(f"{name}={value}" for name, value in active.items()))

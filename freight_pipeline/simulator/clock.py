@@ -15,6 +15,10 @@ instead and writes every instant as the zone's wall clock without a UTC offset
 (``2026-11-01T10:15:30``): a repeated hour (summer time ending) is then written twice alike, as a
 service built on local date-times writes it.
 
+UTC stamps (``utc_stamps``, off by default): every date-time is written as its instant in UTC
+(``2026-11-01T09:15:30Z``), as a Java service serialising an ``Instant`` does, while the lookup keys
+(``LAST_MODIFIED_DATE`` / ``_TIME``) stay the service's wall clock at its offset.
+
 Fractional stamps (``fractional_stamps``, off by default): a shipment's ``last_modified_date_time`` and
 its ``LAST_MODIFIED_TIME`` carry milliseconds (``2026-11-01T10:15:30.250+01:00``, ``10:15:30.250``), as
 many Java services write them. The clock and the stamps' seconds stay whole; each shipment's version
@@ -150,6 +154,7 @@ class SimClock:
         offset_changes: Sequence[tuple[str, str]] = (),
         naive_zone: str | None = None,
         fractional_stamps: bool = False,
+        utc_stamps: bool = False,
     ) -> None:
         if naive_zone is not None and offset_changes:
             raise ValueError("a naive clock follows its zone's own rules: it takes no offset changes")
@@ -158,6 +163,10 @@ class SimClock:
         self.tz: dt.tzinfo = self.naive_zone or clock_timezone(utc_offset, offset_changes)
         self.fractional_stamps = fractional_stamps
         """Shipment stamps carry milliseconds (:meth:`stamp_millis`); False: whole seconds (A8)."""
+        if naive_zone is not None and utc_stamps:
+            raise ValueError("a naive clock writes no offset: it cannot write its date-times in UTC")
+        self.utc_stamps = utc_stamps
+        """Every date-time is written in UTC (``...Z``); the lookup keys stay the wall clock at the offset."""
         self.wall_clock = wall_clock
         self._monotonic = monotonic
         self._made_at = monotonic()
@@ -213,7 +222,10 @@ class SimClock:
 
     def iso(self, epoch: int) -> str:
         """ISO 8601 with the service offset, seconds resolution: ``2026-11-01T10:15:30+01:00``; from a
-        naive clock the zone's wall clock without an offset: ``2026-11-01T10:15:30``."""
+        naive clock the zone's wall clock without an offset: ``2026-11-01T10:15:30``; with ``utc_stamps`` in UTC:
+        ``2026-11-01T09:15:30Z``."""
+        if self.utc_stamps:
+            return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         if self.naive_zone is not None:
             return dt.datetime.fromtimestamp(epoch, self.naive_zone).replace(tzinfo=None).isoformat(timespec="seconds")
         return self.to_local(epoch).isoformat(timespec="seconds")
@@ -248,6 +260,11 @@ class StoreClock:
         """The IANA zone whose wall clock the service sends without an offset (None: it sends offsets)."""
         zone = self._clock.naive_zone
         return zone.key if zone is not None else None
+
+    @property
+    def utc_stamps(self) -> bool:
+        """Every date-time is written in UTC (``...Z``), the lookup keys the wall clock at the offset."""
+        return self._clock.utc_stamps
 
     @property
     def fractional_stamps(self) -> bool:

@@ -295,7 +295,8 @@ class SimulatorConfig:
     ``fractional_stamps``: a shipment's ``last_modified_date_time`` and ``LAST_MODIFIED_TIME`` carry milliseconds
     (``2026-11-01T10:15:30.250+01:00``, as many Java services write them), each version a fraction of its own
     within its whole-second stamp, and the lookup's criteria on ``LAST_MODIFIED_TIME`` compare them
-    (``EQUALS 10:15:30`` matches ``10:15:30.000`` only).
+    (``EQUALS 10:15:30`` matches ``10:15:30.000`` only). ``utc_stamps``: every date-time is written in UTC
+    (``2026-11-01T09:15:30Z``) while the lookup keys stay the wall clock at the service's offset.
     ``release``: the release of the
     interface it answers in (``releases.py``; switched while running with ``POST /_control/release``).
     """
@@ -313,6 +314,7 @@ class SimulatorConfig:
     offset_changes: tuple[tuple[str, str], ...] = ()
     naive_clock: str | None = None
     fractional_stamps: bool = False
+    utc_stamps: bool = False
     release: str = CURRENT
 
     def __post_init__(self) -> None:
@@ -331,6 +333,8 @@ class SimulatorConfig:
             zone_info(self.naive_clock)
             if self.offset_changes:
                 raise ValueError("a naive clock follows its zone's own rules: give no offset changes with it")
+            if self.utc_stamps:
+                raise ValueError("a naive clock writes no offset: it cannot write its date-times in UTC")
         self.start_instant()
 
     def start_instant(self) -> dt.datetime | None:

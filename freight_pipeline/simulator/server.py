@@ -56,6 +56,7 @@ def make_store(config: SimulatorConfig) -> StoreAPI:
         wall_clock=config.wall_clock,
         naive_clock=config.naive_clock,
         fractional_stamps=config.fractional_stamps,
+        utc_stamps=config.utc_stamps,
     )
 
 

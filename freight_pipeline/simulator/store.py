@@ -42,6 +42,8 @@ class SimulatorStore:
             (:mod:`.data_naive`); the lookup keys are its wall-clock parts. None: with offsets.
         fractional_stamps: shipments' ``last_modified_date_time`` and ``LAST_MODIFIED_TIME`` carry milliseconds
             (:meth:`~.clock.SimClock.stamp_millis`), and the lookup's criteria on ``LAST_MODIFIED_TIME`` compare them.
+        utc_stamps: every date-time is written in UTC (``2026-11-01T09:15:30Z``) while the lookup keys stay the
+            wall clock at ``utc_offset`` (a service serialising instants as UTC, its keys local).
         wall_clock: the clock also moves with real time (else it only moves when advanced).
         memo_share: share of shipments with memo lines.
         max_memos_per_shipment: 1..this many memo lines for those shipments.
@@ -76,12 +78,13 @@ class SimulatorStore:
         offset_changes: tuple[tuple[str, str], ...] = (),
         naive_clock: str | None = None,
         fractional_stamps: bool = False,
+        utc_stamps: bool = False,
     ) -> None:
         if not 0 <= shipments <= MAX_SHIPMENTS:
             raise ValueError(f"shipments must be between 0 and {MAX_SHIPMENTS:,}, got {shipments:,}")
         self.seed = seed
         clock = SimClock(start, utc_offset, wall_clock, offset_changes=offset_changes, naive_zone=naive_clock,
-                         fractional_stamps=fractional_stamps)
+                         fractional_stamps=fractional_stamps, utc_stamps=utc_stamps)
         self.data = StoreData(seed, clock, documents)
         seed_shipments(self.data, shipments, memo_share, max(1, max_memos_per_shipment))
         conversions = build_code_conversions(seed, clock.start_epoch, clock.iso)[: max(0, code_conversions)]

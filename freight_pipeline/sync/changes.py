@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 
@@ -243,9 +244,10 @@ async def ceiling_of(
     seconds (a tie, two shipments stamped in one second, says nothing; the ids' order does not matter here): a
     service ignoring ``order_mode`` would give the oldest stamp as the ceiling and every run would read nothing
     after it, as if complete, so that raises :class:`LookupOrderIgnored`. The newest shipment must be found by
-    its own stamp's keys (:func:`_check_keys_match`). A newest shipment without a stamp that reads as an instant
-    has no place in the walk: it goes to ``unstamped`` (by id, to be read by id), and the next one is the newest
-    (a page of them asked again larger: a service may sort missing stamps first).
+    its own stamp's keys, or by the zone's wall clock at its instant (:func:`_check_keys_match`), first. A newest
+    shipment without a stamp that reads as an instant has no place in the walk: it goes to ``unstamped`` (by id, to
+    be read by id), and the next one is the newest (a page of them asked again larger: a service may sort missing
+    stamps first).
     """
     result, items = await _newest_stamped(lookup, EVERY_SHIPMENT, page_size, zone, unstamped)
     if not result.items:
@@ -253,7 +255,9 @@ async def ceiling_of(
     if not items:
         raise CursorError(f"none of the {len(result.items)} newest shipments the lookup answered has a "
                           "last_modified_date_time that reads as an instant: the newest change cannot be found")
-    newest = ShipmentKey.of_shipment(items[0], zone)
+    # the keys' clock first (the stamps' own, or the zone's): the order is the keys', which in a repeated hour is
+    # not the stamps' instants
+    newest = await _check_keys_match(lookup, ShipmentKey.of_shipment(items[0], zone), zone)
     if len(items) > 1:
         try:
             next_one = ShipmentKey.of_shipment(items[1], zone)
@@ -268,7 +272,6 @@ async def ceiling_of(
         subsecond = newest.subsecond or (next_one is not None and next_one.subsecond)
     else:
         subsecond = newest.subsecond
-    await _check_keys_match(lookup, newest, zone)
     return ShipmentKey(newest.date, newest.time, 2**63 - 1, newest.offset, subsecond)
 
 
@@ -304,27 +307,53 @@ def _stamped(items: Sequence[dict[str, Any]], zone: ServiceZone,
     return kept
 
 
-async def _check_keys_match(lookup: LookupFn, newest: ShipmentKey, zone: ServiceZone) -> None:
-    """Raise :class:`LookupKeysDisagree` when shipment ``newest`` is not found by ``LAST_MODIFIED_DATE`` and
-    ``_TIME`` selecting its stamp's wall-clock second (:func:`_the_second`: a range when the stamp carries a fraction),
-    nor modified since: the keys are kept in another clock than the stamps
-    the walk positions itself by (shifted either way, the walk would skip changes, and a later shift shows in no
-    answer). One lookup a run; a second, of its id, when it is missing (modified or deleted since: no verdict)."""
-    keys = [*_the_second(newest, newest.subsecond), _crit("ID", "EQUALS", newest.id)]
-    found = await lookup(keys, ["ID"], ["ASC"], 1)
-    if any(item.get("id") == newest.id for item in found.items):
-        return
+async def _check_keys_match(lookup: LookupFn, newest: ShipmentKey, zone: ServiceZone) -> ShipmentKey:
+    """``newest`` as the lookup's keys find it: by ``LAST_MODIFIED_DATE`` and ``_TIME`` selecting its stamp's
+    wall-clock second (:func:`_the_second`: a range when the stamp carries a fraction), or, when they do not and it
+    was not modified since, by the wall clock of the run's zone (``FREIGHT_SERVICE_TIMEZONE``) at the same instant:
+    a service writing its stamps in UTC while its keys hold its local wall clock (or the reverse). Then every key of
+    the run is taken in that zone (``ServiceZone.keys_in_zone``) and ``newest`` is returned in it. Found by neither,
+    :class:`LookupKeysDisagree` is raised: the keys are kept in another clock than the stamps the walk positions
+    itself by (shifted either way, the walk would skip changes, and a later shift shows in no answer). One lookup a
+    run; a second, of its id, when it is missing (modified or deleted since: no verdict); a third in the zone."""
+    if await _found_by_its_second(lookup, newest):
+        return newest
     again = await lookup([_crit("ID", "EQUALS", newest.id)], ["ID"], ["ASC"], 1)
     itself = [item for item in again.items if item.get("id") == newest.id]  # a service may ignore ID criteria
     try:
         now = ShipmentKey.of_shipment(itself[0], zone) if itself else None
     except (CursorError, DateTimeParseError, KeyError, TypeError, ValueError):
         now = None
-    if now is not None and now.second() == newest.second():
-        raise LookupKeysDisagree(
-            f"the shipment lookup {_described(keys)} did not answer shipment {newest.id}, last modified {newest.stamp} "
-            f"and not modified since: {_KEYS_NOT_STAMPS}"
-        )
+    if now is None or now.second() != newest.second():
+        return newest
+    local = _in_zone(newest, zone)
+    if local is not None and await _found_by_its_second(lookup, local):
+        zone.keys_in_zone = True
+        return local
+    tried = f"; nor by {zone.name}'s wall clock at that instant ({local.stamp})" if local is not None else ""
+    raise LookupKeysDisagree(
+        f"the shipment lookup {_described(_the_second(newest, newest.subsecond))} did not answer shipment {newest.id}, "
+        f"last modified {newest.stamp} and not modified since{tried}: {_KEYS_NOT_STAMPS}; if they hold the "
+        f"service's local wall clock, set {SERVICE_TIMEZONE_ENV} to its zone (now {zone.name})"
+    )
+
+
+async def _found_by_its_second(lookup: LookupFn, key: ShipmentKey) -> bool:
+    """Whether the lookup of ``key``'s wall-clock second and id answers that shipment."""
+    found = await lookup([*_the_second(key, key.subsecond), _crit("ID", "EQUALS", key.id)], ["ID"], ["ASC"], 1)
+    return any(item.get("id") == key.id for item in found.items)
+
+
+def _in_zone(key: ShipmentKey, zone: ServiceZone) -> ShipmentKey | None:
+    """``key``'s instant at ``zone``'s wall clock; None when that is ``key``'s own (or its offset is unknown)."""
+    if key.offset is None:
+        return None
+    at = dt.datetime.combine(dt.date.fromisoformat(key.date), dt.time.fromisoformat(key.time),
+                             dt.timezone(key.offset)).astimezone(zone.tz)
+    local = ShipmentKey.of_instant(key.id, at)
+    if local.second() == key.second():
+        return None
+    return ShipmentKey(local.date, local.time, key.id, local.offset, key.subsecond)
 
 
 PagesFn = Callable[[], AsyncIterator[LookupResult]]

@@ -1,7 +1,9 @@
 """The shipments cursor: the service's own (LAST_MODIFIED_DATE, LAST_MODIFIED_TIME) plus the id.
 
 The cursor is kept in the service's wall-clock date and time parts exactly as the lookup keys
-compare them (assumption A8), so the pipeline never converts zones. ``id`` breaks ties inside one
+compare them (assumption A8), so the pipeline never converts zones, except for a service whose keys hold
+its zone's wall clock while its stamps are written at another offset (in UTC): the run found it
+(``ServiceZone.keys_in_zone``) and keys every stamp in that zone. ``id`` breaks ties inside one
 second; a cursor means "everything up to and including this key has been written".
 
 Daylight saving: wall-clock keys repeat an hour when the service's UTC offset steps back (e.g.
@@ -59,8 +61,8 @@ class ShipmentKey:
     @classmethod
     def of_shipment(cls, shipment: dict[str, Any], zone: ServiceZone) -> ShipmentKey:
         """Key of a (base or full) shipment document from its ``last_modified_date_time`` (without an offset:
-        in the run's ``zone``)."""
-        return cls.of_instant(int(shipment["id"]), zone.parse(shipment.get("last_modified_date_time")))
+        in the run's ``zone``), at the wall clock the lookup keys hold (``ServiceZone.key_instant``)."""
+        return cls.of_instant(int(shipment["id"]), zone.key_instant(shipment.get("last_modified_date_time")))
 
     @classmethod
     def of_instant(cls, shipment_id: int, value: dt.datetime | None) -> ShipmentKey:

@@ -323,6 +323,10 @@ async def _sync(
     walk = WalkStats()
     ceiling = await ceiling_of(source.lookup_shipments, settings.zone, unstamped=walk.unstamped)
     result.extra["ceiling"] = ceiling.instant_text if ceiling else None
+    if settings.zone.keys_in_zone:
+        result.extra["lookup_keys_zone"] = settings.zone.name
+        say(f"shipments: the service's LAST_MODIFIED_DATE / _TIME hold {settings.zone.name}'s wall clock, its stamps "
+            f"another offset: the walk keys every stamp in {settings.zone.name} ({SERVICE_TIMEZONE_ENV})")
     due, cap = ceiling, None
     if ceiling is not None:
         latest = dt.datetime.now(dt.UTC) + settings.overlap

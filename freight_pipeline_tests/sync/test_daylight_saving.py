@@ -1,4 +1,5 @@
-"""Summer time over HTTP: a service that stamps last-modified in its local wall clock with its offset.
+"""Summer time over HTTP: a service that stamps last-modified in its local wall clock with its offset (or in
+UTC while its lookup keys hold that wall clock).
 
 When summer time ends the wall clock repeats an hour (``02:30:00+02:00``, an hour later
 ``02:30:00+01:00``); when it starts, an hour is skipped. The walk stays in the service's own
@@ -19,6 +20,7 @@ from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.simulator.config import SimulatorConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.simulator.store import SimulatorStore
+from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline_tests.sync.conftest import SyncFn, query, syncer, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
@@ -37,36 +39,48 @@ def held_stamp(data_dir: Path, shipment_id: int) -> str:
 
 
 def touch(sim: RunningSimulator, shipment_id: int, at: str) -> str:
-    """A new version of ``shipment_id`` last modified at ``at`` (the clock set there first); its stamp."""
+    """A new version of ``shipment_id`` last modified at ``at`` (the clock set there first); its stamp (the same
+    instant: in UTC from a service writing its stamps so)."""
     sim.set_clock(at)
     sim.touch_shipments([shipment_id])
     stamp = sim.store.reader.get_shipment(shipment_id)["last_modified_date_time"]  # type: ignore[attr-defined]
-    assert stamp == at, (stamp, at)
+    assert dt.datetime.fromisoformat(stamp) == dt.datetime.fromisoformat(at), (stamp, at)
     return stamp
 
 
-@pytest.fixture
-def fall_back_sim() -> Iterator[RunningSimulator]:
+@pytest.fixture(params=[False, True], ids=["stamps-local", "stamps-utc"])
+def fall_back_sim(request: pytest.FixtureRequest) -> Iterator[RunningSimulator]:
+    """A service in Berlin's offsets; with ``stamps-utc`` it writes every date-time in UTC (``...Z``), its lookup
+    keys still its wall clock (a Java service serialising instants)."""
     store = SimulatorStore(shipments=30, seed=3, start=dt.datetime.fromisoformat("2026-10-25T01:00:00+02:00"),
-                           utc_offset="+02:00", offset_changes=((FALL_BACK, "+01:00"),))
+                           utc_offset="+02:00", offset_changes=((FALL_BACK, "+01:00"),), utc_stamps=request.param)
     with running_simulator(store) as running:
         yield running
 
 
+def in_its_zone(sim: RunningSimulator, settings: SyncSettings) -> SyncSettings:
+    """``settings`` in Berlin when ``sim`` writes its stamps in UTC: its keys hold Berlin's wall clock."""
+    return settings.replaced(service_timezone="Europe/Berlin") if sim.store.clock.utc_stamps else settings
+
+
 @pytest.mark.parametrize("settings", [TEST_SETTINGS, RECONCILE_SETTINGS], ids=["walk", "walk-and-reconcile"])
 def test_two_changes_at_one_wall_clock_second_across_the_fall_back_are_both_synced(
-    fall_back_sim: RunningSimulator, tmp_path: Path, settings: object
+    fall_back_sim: RunningSimulator, tmp_path: Path, settings: SyncSettings
 ) -> None:
+    """With stamps in UTC the walk finds its keys in Berlin's wall clock (the zone set) and keys every stamp so
+    (was: LookupKeysDisagree on the first run, nothing read)."""
     sim = fall_back_sim
+    settings = in_its_zone(sim, settings)
     sync: SyncFn = syncer(sim, tmp_path, publish_after=False)
     ids = sorted(sim.store.reader.live_shipment_ids())  # type: ignore[attr-defined]
     target, others = ids[0], ids[1:]
-    sync(settings)
-    touch(sim, target, "2026-10-25T02:30:00+02:00")
+    first = sync(settings)[SHIPMENTS]
+    assert first.extra.get("lookup_keys_zone") == ("Europe/Berlin" if sim.store.clock.utc_stamps else None)
+    stamp = touch(sim, target, "2026-10-25T02:30:00+02:00")
     touch(sim, others[0], "2026-10-25T02:45:00+02:00")  # the cursor ends past the first change
     sim.set_clock("2026-10-25T02:50:00+02:00")
     sync(settings)
-    assert held_stamp(tmp_path, target) == "2026-10-25T02:30:00+02:00"
+    assert held_stamp(tmp_path, target) == stamp
     # the repeated hour: early in it, and the same wall-clock second as the first change, an hour later
     early = touch(sim, others[1], "2026-10-25T02:05:00+01:00")
     second = touch(sim, target, "2026-10-25T02:30:00+01:00")
@@ -79,10 +93,10 @@ def test_two_changes_at_one_wall_clock_second_across_the_fall_back_are_both_sync
     # and later changes in and after the repeated hour, each run exact
     for shipment_id, at in ((others[2], "2026-10-25T02:45:00+01:00"), (others[3], "2026-10-25T02:59:59+01:00"),
                             (target, "2026-10-25T03:00:00+01:00"), (others[4], "2026-10-25T03:20:00+01:00")):
-        touch(sim, shipment_id, at)
+        stamp = touch(sim, shipment_id, at)
         sim.advance_clock(1)
         sync(settings)
-        assert held_stamp(tmp_path, shipment_id) == at
+        assert held_stamp(tmp_path, shipment_id) == stamp
         assert_converged(sim.store, work_db(tmp_path))
 
 
@@ -141,10 +155,11 @@ def test_a_change_the_walk_skipped_as_current_is_caught_by_the_reconcile(
     touch(sim, later, "2026-10-25T02:45:00+02:00")
     sim.set_clock("2026-10-25T02:50:00+02:00")
     sync: SyncFn = syncer(sim, tmp_path, publish_after=False)
-    sync(TEST_SETTINGS)
+    sync(in_its_zone(sim, TEST_SETTINGS))
     second = touch(sim, target, "2026-10-25T02:30:00+01:00")
     sim.set_clock("2026-10-25T02:40:00+01:00")
-    no_rereading = RECONCILE_SETTINGS.replaced(overlap=dt.timedelta(0), offset_step_guard=dt.timedelta(0))
+    no_rereading = in_its_zone(sim, RECONCILE_SETTINGS).replaced(overlap=dt.timedelta(0),
+                                                                 offset_step_guard=dt.timedelta(0))
     result = sync(no_rereading, streams=[SHIPMENTS])[SHIPMENTS]
     assert result.extra["reconcile_refetched"] == 1
     assert held_stamp(tmp_path, target) == second

@@ -216,8 +216,36 @@ def test_stamps_outside_the_lookups_own_criteria_fail_the_walk_instead_of_being_
 ) -> None:
     # the walk positions itself by the stamps and asks by the keys: an hour apart, each query's answer lay outside
     # the seconds it asked for, and was dropped as "moved" while the walk skipped an hour at every step
-    with pytest.raises(LookupKeysDisagree, match="not the wall clock of last_modified_date_time"):
+    with pytest.raises(LookupKeysDisagree, match=r"not the wall clock of last_modified_date_time.*set "
+                       r"FREIGHT_SERVICE_TIMEZONE to its zone \(now UTC\)"):
         work_sync(source_factory=source)
+
+
+KEYS_ZONE = "Etc/GMT-1"
+"""The simulator's wall clock (+01:00, the IANA name's sign inverted), which its lookup keys hold."""
+
+
+@pytest.mark.parametrize("source", [StampsInAnotherZone, StampsInAnEarlierZone])
+def test_keys_in_the_zone_set_are_found_whatever_offset_the_stamps_are_written_at(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path, source: type[ClientSource]
+) -> None:
+    # the keys hold the zone's wall clock (FREIGHT_SERVICE_TIMEZONE), the stamps another offset: was LookupKeysDisagree
+    settings = TEST_SETTINGS.replaced(service_timezone=KEYS_ZONE)
+    first = work_sync(settings, source_factory=source)["shipments"]
+    assert first.extra["lookup_keys_zone"] == KEYS_ZONE
+    assert_converged(small_sim.store, work_db(tmp_path))
+    small_sim.advance_clock(60)
+    small_sim.touch_shipments(small_sim.store.reader.live_shipment_ids()[:7])
+    again = work_sync(settings, source_factory=source)["shipments"]
+    assert again.rows_read >= 7 and again.extra["lookup_keys_zone"] == KEYS_ZONE  # the overlap's re-reads beside
+    assert_converged(small_sim.store, work_db(tmp_path))
+
+
+def test_keys_in_another_zone_than_the_one_set_fail_naming_both(
+    small_sim: RunningSimulator, work_sync: SyncFn
+) -> None:
+    with pytest.raises(LookupKeysDisagree, match=r"nor by Etc/GMT-3's wall clock at that instant .*now Etc/GMT-3"):
+        work_sync(TEST_SETTINGS.replaced(service_timezone="Etc/GMT-3"), source_factory=StampsInAnotherZone)
 
 
 class StamplessInTheLookup(ClientSource):
