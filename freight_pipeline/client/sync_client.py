@@ -222,8 +222,19 @@ class FreightClient(SyncDriver):
         order_by: OrderBy = None,
         order_mode: OrderBy = None,
     ) -> Iterator[CodeConversion]:
-        pages = self._lookup_pages(ep.CODE_CONVERSION_LOOKUP, CodeConversion, criteria, page_size, order_by, order_mode)
-        return _items(pages)
+        return _items(self.iter_code_conversion_lookup_pages(criteria, page_size=page_size, order_by=order_by,
+                                                             order_mode=order_mode))
+
+    def iter_code_conversion_lookup_pages(
+        self,
+        criteria: Criteria,
+        *,
+        page_size: int = MAX_PAGE_SIZE,
+        order_by: OrderBy = None,
+        order_mode: OrderBy = None,
+    ) -> Iterator[Page[CodeConversion]]:
+        """Every page of a code-conversion lookup, from page 0 until the last (see ``paging.PageWalk``)."""
+        return self._lookup_pages(ep.CODE_CONVERSION_LOOKUP, CodeConversion, criteria, page_size, order_by, order_mode)
 
     def scroll_code_conversions_page(
         self, *, page_no: int = 0, page_size: int = DEFAULT_PAGE_SIZE

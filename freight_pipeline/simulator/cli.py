@@ -84,6 +84,8 @@ READING_SWITCHES: tuple[tuple[str, str], ...] = (
     ("--no-content-when-empty", "204 No Content for a shipment's events or main-carriage legs when it has none (A10: "
                                 "200 [])"),
     ("--memo-order-refused", "400 for a memo lookup with order_by (a service whose memo lookup has no ID key)"),
+    ("--scroll-page-object", "the two scrolls answer Spring Data's page object, {content: [...], totalElements, "
+                             "totalPages, number, size}, paged by page and size (page_no and page_size ignored)"),
 )
 """Service modes that read requests as another service would: switched on by their flag (each a ``FaultConfig``
 field of the flag's name)."""

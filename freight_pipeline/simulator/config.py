@@ -157,7 +157,10 @@ class FaultConfig:
     code; A10's ``200 []`` otherwise). ``memo_order_refused``: the memo
     lookup refuses (400) any ``order_by`` (a service whose memo lookup keys, which the spec does not show, have no
     ``ID``). ``memo_lookup_by_one``: the memo lookup refuses (400) ``SHIPMENT_NUMBER`` with more than one value, as
-    a service whose memo lookup reads one shipment at a time. ``scroll_headers=False``: the two scrolls (code
+    a service whose memo lookup reads one shipment at a time. ``scroll_page_object``: the two scrolls answer Spring
+    Data's page object (``{"content": [...], "totalElements", "totalPages", "number", "size"}``), paged by ``page``
+    and ``size`` (default 0 and 20; ``page_no`` and ``page_size`` ignored), without headers, as a Spring service's
+    ``Page`` endpoint does. ``scroll_headers=False``: the two scrolls (code
     conversions, memo lines) answer without
     ``X-Page-Count`` and ``X-Row-Count``, which the spec promises for lookups only. ``scroll_paging=False``: the two
     scrolls ignore ``page_no`` and ``page_size`` and answer every record at once (the spec shows no parameter of
@@ -203,6 +206,7 @@ class FaultConfig:
     memo_lookup_by_one: bool = False
     memo_order_refused: bool = False
     no_content_when_empty: bool = False
+    scroll_page_object: bool = False
     scroll_headers: bool = True
     scroll_paging: bool = True
     scroll_first_rows: int | None = None

@@ -57,6 +57,20 @@ def query_bool(request: Request, name: str, default: bool = False) -> bool:
     raise ApiError(400, f"query parameter {name} must be true or false, got {raw!r}")
 
 
+def _query_int(request: Request, name: str, default: int) -> int:
+    """A non-negative integer query parameter (a size at least 1); 400 for anything else."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"query parameter {name} must be an integer, got {raw!r}") from None
+    if value < (1 if name == "size" else 0):
+        raise ApiError(400, f"query parameter {name} is out of range: {raw!r}")
+    return value
+
+
 def event_type(request: Request) -> str:
     raw = request.query_params.get("type")
     if not raw:
@@ -362,11 +376,23 @@ class Endpoints:
                 return page_of(ordered, PageRequest(page_size=first_rows))
             return page_of(ordered, PageRequest(page_size=max(1, len(ordered))) if unpaged else paging)
 
+        if self.state.faults.config.scroll_page_object:
+            return await self._spring_page(request, rows, endpoint)
         page = await in_thread(run)
         items = list(page.rows)
         if endpoint is not None:
             items = self.state.corruptions.apply_to_items(endpoint, items)
         return paged_json(items, page) if self.state.faults.config.scroll_headers else JsonAnswer(items)
+
+    async def _spring_page(self, request: Request, rows: Callable[[], Any], endpoint: str | None) -> Response:
+        """A scroll as a Spring Data ``Page``: its own ``page`` / ``size`` parameters, the records in ``content``."""
+        number, size = (_query_int(request, name, default) for name, default in (("page", 0), ("size", 20)))
+        ordered = await in_thread(lambda: sorted(rows(), key=lambda row: row["id"]))
+        items = ordered[number * size:(number + 1) * size]
+        if endpoint is not None:
+            items = self.state.corruptions.apply_to_items(endpoint, items)
+        return JsonAnswer({"content": items, "totalElements": len(ordered), "totalPages": -(-len(ordered) // size),
+                           "number": number, "size": size})
 
     # --- E-File ------------------------------------------------------------------------------------------
 

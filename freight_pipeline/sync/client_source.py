@@ -11,13 +11,15 @@ Paged reads pass each page on with its ``X-Row-Count``: the client's ``PageWalk`
 a short page while the headers say more rows follow; the sync also checks that the total received
 equals the row count before writing (``changes.read_complete``). The code conversions' count is the
 ``X-Row-Count`` of their lookup without criteria; a refusal (:data:`REFUSALS`, or a 200 that is no page) is
-``LookupRefused``: the stream then goes on unchecked and says so.
+``LookupRefused``: the stream then goes on unchecked and says so. The same lookup is read whole when the scroll
+cannot be (``code_conversions``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from freight_pipeline.client import APIStatusError, AsyncFreightClient, BadRequestError, NotFoundError, ProtocolError
@@ -36,6 +38,20 @@ MEMO_ORDER = "ID"
 
 REFUSALS = frozenset({400, 403, 404, 405, 422})
 """Statuses of a service refusing a request it does not offer this user or in this form (not a passing failure)."""
+
+
+@contextmanager
+def _refusal_as_lookup_refused() -> Iterator[None]:
+    """A lookup the sync only checks with or falls back to, refused (:data:`REFUSALS`, or a 200 that is no page: an
+    error object, say), raised as LookupRefused naming the cause."""
+    try:
+        yield
+    except APIStatusError as exc:
+        if exc.status_code not in REFUSALS:
+            raise
+        raise LookupRefused(f"HTTP {exc.status_code}") from exc
+    except ProtocolError as exc:
+        raise LookupRefused(" ".join(str(exc).split())[:200] or type(exc).__name__) from exc
 
 
 class ClientSource:
@@ -137,15 +153,14 @@ class ClientSource:
         async for page in self.client.iter_code_conversion_pages(page_size=page_size):
             yield LookupResult(page.raw, page.row_count, page.page_count)
 
+    async def code_conversion_lookup_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
+        with _refusal_as_lookup_refused():
+            async for page in self.client.iter_code_conversion_lookup_pages([], page_size=page_size):
+                yield LookupResult(page.raw, page.row_count, page.page_count)
+
     async def code_conversion_count(self) -> int | None:
-        try:
+        with _refusal_as_lookup_refused():
             page = await self.client.lookup_code_conversions([], page_size=1)
-        except APIStatusError as exc:
-            if exc.status_code not in REFUSALS:
-                raise
-            raise LookupRefused(f"HTTP {exc.status_code}") from exc
-        except ProtocolError as exc:  # a 200 whose body is no page (an error object, say)
-            raise LookupRefused(" ".join(str(exc).split())[:200] or type(exc).__name__) from exc
         return page.row_count
 
     def request_counts(self) -> tuple[int, int]:

@@ -34,6 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from freight_pipeline.client import ProtocolError
 from freight_pipeline.client import endpoints as ep
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.errors import NormalizationError
@@ -123,16 +124,21 @@ async def sync_code_conversions(
             scroll_counts.add(page.row_count is not None)
             yield page
 
-    records = await read_complete(scroll, "code-conversion scroll", settings.count_attempts)
-    await counted.ask(source)
-    if not records and (held := len(warehouse.reads.code_conversion_payloads())):
-        raise EmptyScroll(
-            f"the code-conversion scroll answered no record while the warehouse holds {held}: the table is kept "
-            "(an empty answer by mistake never empties it); if the service holds none now, delete the rows of "
-            f"freight.{TABLE}")
+    try:
+        records = await read_complete(scroll, "code-conversion scroll", settings.count_attempts)
+        await counted.ask(source)
+        _refuse_empty(records, warehouse, "scroll")
+        converted = convert(records, settings.zone, result.tallies.setdefault(STREAM, tally()))
+        counted.check(converted.table.num_rows + len(converted.quarantined) + converted.repeated)
+    except (ProtocolError, ScrollShortOfLookup) as unread:  # the scroll cannot be read whole: the lookup instead
+        records = await _read_by_lookup(source, settings, unread)
+        _refuse_empty(records, warehouse, "lookup without criteria")
+        converted = convert(records, settings.zone, result.tallies.setdefault(STREAM, tally()))
+        scroll_counts, counted.rows = {True}, len(records)  # counted by the lookup's own X-Row-Count
+        result.extra["read_by_lookup"] = _reason(unread)
+        say(f"code conversions: read by the lookup without criteria, as the scroll cannot be read whole: "
+            f"{result.extra['read_by_lookup']}")
     result.rows_read = len(records)
-    converted = convert(records, settings.zone, result.tallies.setdefault(STREAM, FieldTally(CODE_CONVERSION_SHAPE)))
-    counted.check(converted.table.num_rows + len(converted.quarantined) + converted.repeated)
     # no count at all vouches for the read (unless the check is switched off: the scroll taken as whole, as asked)
     unchecked = checking and counted.off is not None and scroll_counts != {True}
     result.extra["lookup_row_count"] = counted.rows
@@ -160,6 +166,41 @@ async def sync_code_conversions(
     result.extra["retry_queue"] = len(converted.quarantined)
     meter.end(len(records))
     return result
+
+
+def tally() -> FieldTally:
+    """A code conversion's field tally, empty (a read's own: a second read starts one anew)."""
+    return FieldTally(CODE_CONVERSION_SHAPE)
+
+
+def _reason(error: BaseException) -> str:
+    """``error`` on one line, at most 300 characters."""
+    return " ".join(str(error).split())[:300] or type(error).__name__
+
+
+def _refuse_empty(records: Sequence[Any], warehouse: Warehouse, read: str) -> None:
+    """Raise :class:`EmptyScroll` when the ``read`` answered no record while the warehouse holds conversions."""
+    if not records and (held := len(warehouse.reads.code_conversion_payloads())):
+        raise EmptyScroll(
+            f"the code-conversion {read} answered no record while the warehouse holds {held}: the table is kept "
+            "(an empty answer by mistake never empties it); if the service holds none now, delete the rows of "
+            f"freight.{TABLE}")
+
+
+async def _read_by_lookup(source: SourceAPI, settings: SyncSettings, unread: Exception) -> list[dict[str, Any]]:
+    """Every conversion by the lookup without criteria, checked against its ``X-Row-Count`` (a lookup sends it); a
+    lookup refused, or answering none, fails the stream with the scroll's error, the lookup's cause added."""
+    try:
+        records = await read_complete(lambda: source.code_conversion_lookup_pages(settings.page_size),
+                                      "code-conversion lookup without criteria", settings.count_attempts,
+                                      count_required=True)
+    except (LookupRefused, RowCountMismatch) as exc:
+        raise type(unread)(f"{unread}; nor could the code-conversion lookup without criteria be read instead: "
+                           f"{_reason(exc)}") from exc
+    if not records:
+        raise type(unread)(f"{unread}; and the code-conversion lookup without criteria answers none (it matches "
+                           "nothing without criteria)")
+    return records
 
 
 @dataclass

@@ -78,6 +78,10 @@ class SourceAPI(Protocol):
     def code_conversion_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
         """Every page of the code-conversion scroll, from page 0, ``page_size`` rows asked per page."""
 
+    def code_conversion_lookup_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
+        """Every page of the code-conversion lookup without criteria, from page 0, ``page_size`` rows asked per page
+        (the read when the scroll cannot be read whole); raises LookupRefused when the service refuses it."""
+
     async def code_conversion_count(self) -> int | None:
         """``X-Row-Count`` of the code-conversion lookup without criteria (one row asked): every conversion the
         service holds; None when it answers without that header; raises LookupRefused when it refuses it."""

@@ -79,7 +79,7 @@ FAULT_FLAGS = {
     "memo_order_refused": "--memo-order-refused", "no_content_when_empty": "--no-content-when-empty",
     "scroll_headers": "--no-scroll-headers", "efile_reference_shape": "--efile-reference-shape",
     "json_bom": "--json-bom", "json_latin1": "--json-latin1", "scroll_paging": "--no-scroll-paging",
-    "scroll_first_rows": "--scroll-first-rows N",
+    "scroll_first_rows": "--scroll-first-rows N", "scroll_page_object": "--scroll-page-object",
     "token_echo": "--token-echo", "redirect_to": "--redirect-to URL",
     "token_activation_ms": "--token-activation-ms MS",
     "tail_rate": "--tail RATE:MS", "tail_ms": "--tail RATE:MS", "tail_kinds": "--tail-kind KIND",

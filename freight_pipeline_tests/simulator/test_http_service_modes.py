@@ -424,3 +424,18 @@ def test_a_token_is_refused_until_its_activation_delay_has_passed(sim: RunningSi
     assert httpx.get(f"{sim.base_url}/service/basicdata/codeconverter", headers=bearer).status_code == 401
     time.sleep(0.55)
     assert httpx.get(f"{sim.base_url}/service/basicdata/codeconverter", headers=bearer).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/service/basicdata/codeconverter", "/service/shipment/memo"])
+def test_scroll_page_object_answers_spring_pages_by_page_and_size(
+    sim: RunningSimulator, client: httpx.Client, path: str
+) -> None:
+    every = client.get(path, params={"page_size": 500}).json()
+    sim.set_faults(scroll_page_object=True)
+    first = client.get(path, params={"page_no": 1, "page_size": 500})  # its own parameters: ours ignored
+    assert first.json() == {"content": every[:20], "totalElements": len(every),
+                            "totalPages": math.ceil(len(every) / 20), "number": 0, "size": 20}
+    assert "X-Row-Count" not in first.headers
+    pages = [client.get(path, params={"page": n, "size": 100}).json() for n in range(math.ceil(len(every) / 100))]
+    assert [item for page in pages for item in page["content"]] == every
+    assert client.get(path, params={"size": 0}).status_code == 400

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from freight_pipeline.client import AsyncFreightClient
+from freight_pipeline.client import AsyncFreightClient, ProtocolError
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.changes import LookupResult, RowCountMismatch
 from freight_pipeline.sync.client_source import ClientSource
-from freight_pipeline.sync.code_conversions import EmptyScroll, ScrollShortOfLookup
+from freight_pipeline.sync.code_conversions import EmptyScroll
 from freight_pipeline.sync.source import LookupRefused
 from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
 from freight_pipeline_tests.sync.expected import assert_converged
@@ -101,40 +101,74 @@ def test_a_scroll_without_paging_headers_is_read_whole_whatever_page_size_the_se
 CODE_CONVERSION_LOOKUP = "/service/basicdata/codeconverter/lookup"
 
 
-def test_a_scroll_answering_its_first_page_to_every_request_fails_and_keeps_the_table(
-    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+class ShortCodeConversionLookup(ClientSource):
+    """The code-conversion lookup without criteria answering none (it matches nothing without criteria) or refused
+    (``refused``: HTTP 405) when read whole; its count (one row asked) as the service answers it."""
+
+    refused = False
+
+    async def code_conversion_lookup_pages(self, page_size: int) -> AsyncIterator[LookupResult]:
+        if self.refused:
+            raise LookupRefused("HTTP 405")
+        yield LookupResult([], 0, 0)
+
+
+class RefusedCodeConversionLookup(ShortCodeConversionLookup):
+    refused = True
+
+
+SCROLLS_UNREAD = {  # a scroll that cannot be read whole: its service's mode (or a source) and what tells
+    "first-page-to-every-request": ({"scroll_first_rows": 50, "scroll_headers": False}, ClientSource,
+                                    r"scroll gave 50 conversions but the code-conversion lookup counts \d+"),
+    "a-record-twice": ({}, ShiftedCodeConversionScroll,
+                       r"scroll gave \d+ conversions but the code-conversion lookup counts \d+"),
+    "spring-page-object": ({"scroll_page_object": True}, ClientSource, "is not a JSON array of objects"),
+}
+
+
+@pytest.mark.parametrize("case", list(SCROLLS_UNREAD))
+def test_a_scroll_that_cannot_be_read_whole_is_read_by_the_lookup_without_criteria(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path, case: str
 ) -> None:
     """A service paging its scroll by parameters of its own (the spec shows none) answers its first 50 rows to every
-    request, without headers: read as the whole set. The lookup's X-Row-Count tells. Was: 50 read, a success, and
-    the full replace deleted every other conversion."""
+    request, without headers: the lookup's X-Row-Count tells (was: 50 read, a success, the full replace deleting
+    every other conversion; then a failed stream every run); one serving a record twice in place of another (was:
+    a failed stream); a Spring service's scroll answering a page object (``{"content": [...]}``, was a failed
+    stream every run). The lookup without criteria, paged and counted as every lookup, is read instead."""
+    faults, source, told = SCROLLS_UNREAD[case]
+    small_sim.set_faults(**faults)
+    result = work_sync(streams=CODE_CONVERSIONS, source_factory=source)["code_conversions"]
+    at_service = sorted(row["id"] for row in small_sim.store.reader.code_conversion_rows())
+    assert result.status == "success" and result.rows_read == len(at_service)
+    assert re.search(told, result.extra["read_by_lookup"]), result.extra["read_by_lookup"]
+    assert [row[0] for row in code_conversion_rows(tmp_path)] == at_service
+
+
+@pytest.mark.parametrize("lookup", [ShortCodeConversionLookup, RefusedCodeConversionLookup])
+def test_a_scroll_unread_whose_lookup_cannot_be_read_either_fails_naming_both_and_keeps_the_table(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path, lookup: type[ClientSource]
+) -> None:
     work_sync(streams=CODE_CONVERSIONS)
     before = code_conversion_rows(tmp_path)
-    small_sim.set_faults(scroll_first_rows=50, scroll_headers=False)
-    with pytest.raises(ScrollShortOfLookup, match=f"scroll gave 50 conversions but the code-conversion lookup "
-                                                  rf"counts {len(before)} \(X-Row-Count\)"):
-        work_sync(streams=CODE_CONVERSIONS)
+    small_sim.set_faults(scroll_page_object=True)
+    lookup_said = "HTTP 405" if lookup.refused else "answers none"  # type: ignore[attr-defined]
+    with pytest.raises(ProtocolError, match=f"is not a JSON array of objects.*lookup without criteria.*{lookup_said}"):
+        work_sync(streams=CODE_CONVERSIONS, source_factory=lookup)
     assert code_conversion_rows(tmp_path) == before
-    # an operator whose service counts conversions its scroll does not serve switches the check off: the scroll
-    # is then taken as whole, as asked (its shortfall unseen), and the run says so
-    small_sim.set_faults(scroll_first_rows=None, scroll_headers=True)
+
+
+def test_a_scroll_the_check_of_is_switched_off_is_taken_as_whole(
+    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
+) -> None:
+    """An operator whose service counts conversions its scroll does not serve switches the check off: the scroll
+    is then taken as whole, as asked, the lookup not asked, and the run says so."""
+    work_sync(streams=CODE_CONVERSIONS)
+    before = code_conversion_rows(tmp_path)
     requests = small_sim.request_count(path=CODE_CONVERSION_LOOKUP)
     result = work_sync(TEST_SETTINGS.replaced(code_conversion_count=False),
                        streams=CODE_CONVERSIONS)["code_conversions"]
     assert result.extra["count_check_off"].startswith("switched off (FREIGHT_CODE_CONVERSION_COUNT=0)")
     assert small_sim.request_count(path=CODE_CONVERSION_LOOKUP) == requests  # the lookup not asked
-    assert code_conversion_rows(tmp_path) == before
-
-
-def test_a_scroll_serving_one_record_twice_in_place_of_another_is_short_of_the_lookup(
-    small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
-) -> None:
-    """As many records as counted, one of them twice: one conversion never came, so the table is kept (two records
-    of one id and other contents are the service's own: ``test_bad_data.py``)."""
-    work_sync(streams=CODE_CONVERSIONS)
-    before = code_conversion_rows(tmp_path)
-    with pytest.raises(ScrollShortOfLookup, match=f"scroll gave {len(before) - 1} conversions but the "
-                                                  rf"code-conversion lookup counts {len(before)} \(X-Row-Count\)"):
-        work_sync(streams=CODE_CONVERSIONS, source_factory=ShiftedCodeConversionScroll)
     assert code_conversion_rows(tmp_path) == before
 
 
