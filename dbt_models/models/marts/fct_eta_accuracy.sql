@@ -11,7 +11,8 @@
 --
 -- error_hours = estimate - actual in hours, signed: positive when the estimate was later than what
 -- happened (the shipment came early), negative when it came late. Lane, carrier and mode are the
--- shipment's, from fct_shipments (null when the shipment is gone from it).
+-- shipment's, from fct_shipments: a shipment gone from it (deleted at the service) has no row, as in
+-- fct_estimate_revisions, even while the history that would mark its milestones deleted is off.
 -- Incremental: rebuilds only the shipments changed since the last complete build
 -- (macros/changed_shipments.sql: every shipment whose history grew was written or deleted then).
 
@@ -125,7 +126,7 @@ final as (
         on horizon_points.milestone_key = in_force.milestone_key
         and horizon_points.horizon_days = in_force.horizon_days
         and in_force.latest = 1
-    left join shipments
+    inner join shipments
         on horizon_points.shipment_id = shipments.shipment_id
 
 )
