@@ -57,6 +57,9 @@ class RunStep(Protocol):
     checks: list[tuple[WarehouseCheck, CheckResult]]
     off: bool
     """A stream's step skipped because the stream is switched off."""
+    unreachable: bool
+    """A stream's step that failed because the service refused the credentials or could not be reached: the run's
+    start failed, not the stream (:data:`SYNC_STEP`'s problem)."""
 
 
 @dataclass(frozen=True)
@@ -104,12 +107,18 @@ def alerts_at(level: str, settings: AlertSettings) -> bool:
 def of_steps(steps: Sequence[RunStep], settings: AlertSettings) -> Observation:
     """A run's problems: each step that failed (the checks' only when no check ran: else its checks say it), each
     check that did not pass (a check that finds several things: each of them), looked at for every step that ran
-    (a run that ran a stream also looked at its own start)."""
+    (a run that ran a stream also looked at its own start). Streams that failed for the service refusing the
+    credentials or being unreachable are one problem, the run's start (:data:`SYNC_STEP`), with its next step;
+    their own problems stay as they were."""
     seen = Observation()
     for step in steps:
         if step.status == "skipped":  # it looked at nothing: its problems stay as they were, ...
             if step.off:  # ... but a stream switched off: what it failed is over (as its failure's message advises)
                 seen.scopes.add(_step_scope(step.name))
+            continue
+        if step.status == "failed" and step.unreachable:  # the run's start: the stream itself looked at nothing
+            seen.add(Problem(f"{_step_scope(SYNC_STEP)}:failed", "error", "the run could not reach the service",
+                             step.line, STEP_DOCS[SYNC_STEP]))
             continue
         if step.name in NOT_ALERTED_STEPS and (step.checks or step.status != "failed"):
             for check, result in step.checks:

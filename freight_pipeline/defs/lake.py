@@ -48,6 +48,7 @@ class LakeStep:
     line: str
     checks: list[Any] = dataclasses.field(default_factory=list)
     off: bool = False
+    unreachable: bool = False
 
 
 def alert(warehouse: WarehouseResource, run_id: str, step: LakeStep, found: Observation | None = None) -> str:

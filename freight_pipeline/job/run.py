@@ -49,6 +49,7 @@ from freight_pipeline.checks.warehouse import (
     evaluate_checks,
     warehouse_checks,
 )
+from freight_pipeline.client.errors import AuthenticationError, FreightConnectionError
 from freight_pipeline.config import AlertSettings, MartsSettings, ServiceSettings, Settings
 from freight_pipeline.marts.build import MartsBuild, PendingBuild, begin_build, planned_build
 from freight_pipeline.marts.plan import full_check_due
@@ -108,6 +109,9 @@ class Step:
     """The checks' step: every check and its result."""
     off: bool = False
     """A stream's step skipped because the stream is switched off (not because another did not run)."""
+    unreachable: bool = False
+    """A stream's step that failed because the service refused the credentials or could not be reached
+    (:func:`service_unreachable`)."""
     marts: MartsBuild | None = None
     """The build's step that succeeded: what it did (dbt's results of each node)."""
     publication: Publication | None = None
@@ -519,7 +523,8 @@ async def _run_stream(
     try:
         result = await run_stream_async(stream.name, source, warehouse, settings, run_id, progress)
     except Exception as exc:
-        return Step(stream_step(stream.name), "failed", clock.lap(), one_line_error(exc))
+        return Step(stream_step(stream.name), "failed", clock.lap(), one_line_error(exc),
+                    unreachable=service_unreachable(exc))
     bad = result.bad_records()
     off = SKIPPED in result.extra
     notices = [notice for notice in result.notices if notice not in said]
@@ -527,6 +532,15 @@ async def _run_stream(
     notes = [*([bad] if bad else []), *result.shape_changes(), *result.null_jumps(), *notices]
     return Step(stream_step(stream.name), "skipped" if off else "success", clock.lap(), result.summary(), notes,
                 stream=StreamFigures(result), off=off)
+
+
+def service_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is the service refusing the credentials or not reached at all."""
+    while exc is not None:
+        if isinstance(exc, AuthenticationError | FreightConnectionError):
+            return True
+        exc = exc.__cause__  # type: ignore[assignment]
+    return False
 
 
 def _checks(warehouse: Warehouse, *, changed_only: bool) -> Step:

@@ -59,9 +59,11 @@ class Runs:
     wait: bool = True
     """Wait for each run's sends to end (their receipts are then there for the next run)."""
     reports: list[JobReport] = field(default_factory=list)
+    password: str | None = None
+    """The password the runs give (None: the simulator's)."""
 
     def run(self, settings: SyncSettings = SETTINGS) -> JobReport:
-        service = ServiceSettings(self.sim.base_url, self.sim.username, self.sim.password)
+        service = ServiceSettings(self.sim.base_url, self.sim.username, self.password or self.sim.password)
         backend = storage_from_env()
         with DbtWorker.for_run(self.data_dir, backend.dbt_target, builds=False) as worker:
             report = run_job(service, self.data_dir, settings, backend, worker, marts=False, publish=False,

@@ -95,6 +95,30 @@ def test_a_failed_stream_is_said_once_not_while_it_stays_failed_and_once_resolve
                            ).fetchone() == (4, 4, 4)  # two messages, each at two destinations, each sent once
 
 
+def test_credentials_refused_are_one_problem_of_the_runs_start_with_its_next_step_not_a_failure_per_stream(
+    destinations: Destinations, tmp_path: Path
+) -> None:
+    """Was: "ERROR: the shipments stream failed and 1 more", each stream a problem of its own whose next step was
+    the streams' failure domains, the run's start never opened (the docs' table names it for this)."""
+    with running_simulator(shipments=10, seed=5) as sim:
+        runs = Runs(sim, tmp_path, destinations.alerting(), password="not-the-password")
+        failed = runs.run()
+        assert set(failed.failed_streams) == {"shipments", CODE_CONVERSIONS.name}
+        # and 1 more: no successful shipments sync yet (the freshness)
+        (hook, _) = assert_one_each(destinations, [[], []],
+                                    "[test-deploy] ERROR: the run could not reach the service and 1 more")
+        assert hook.body.startswith("Opened by this run:\n- ERROR the run could not reach the service\n"
+                                    "  Found: AuthenticationError: ")
+        assert "  Next step: docs/operations.md#connecting-to-the-real-service\n" in hook.body
+        assert "not-the-password" not in hook.body
+        before = titles(destinations)
+        runs.password = None
+        assert runs.run().success
+        (hook, _) = assert_one_each(destinations, before,
+                                    "[test-deploy] resolved: no successful shipments sync for over 60 min and 1 more")
+        assert "Resolved:\n" in hook.body and "\n- the run could not reach the service\n" in hook.body
+
+
 def test_a_restore_is_said_once_and_resolved_by_the_next_run_that_meets_none(
     destinations: Destinations, tmp_path: Path
 ) -> None:

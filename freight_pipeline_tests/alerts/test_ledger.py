@@ -34,8 +34,10 @@ from freight_pipeline.checks.warehouse import (
     shape_check,
     warehouse_checks,
 )
+from freight_pipeline.client.errors import AuthenticationError, FreightConnectionError, ServerError
 from freight_pipeline.config import REPO_ROOT, AlertSettings
-from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, REBUILD_STEP, Step
+from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, REBUILD_STEP, Step, service_unreachable
+from freight_pipeline.sync.isolation import CircuitOpen
 from freight_pipeline.sync.result import NoticeKind
 from freight_pipeline.sync.streams import CODE_CONVERSIONS, DOCUMENTS, SHIPMENTS, STREAMS, Stream, stream_step
 from freight_pipeline.warehouse.ddl import ensure_tables
@@ -189,6 +191,28 @@ def test_a_runs_steps_make_problems_of_what_failed_and_look_only_where_they_ran(
     rebuilt = of_steps([Step(REBUILD_STEP, "success", 3.0, "re-derived 40"), Step(CHECKS_STEP, "success", 0.1, "")],
                        SETTINGS)
     assert not rebuilt.found and rebuilt.scopes == {"step.rebuild"}  # a rebuild says nothing of a sync's start
+
+
+@pytest.mark.parametrize("stream", STREAMS, ids=lambda stream: stream.name)
+def test_a_stream_failed_for_the_service_unreachable_is_the_runs_start_and_leaves_the_streams_problems(
+    stream: Stream,
+) -> None:
+    failed = of_steps([Step(stream_step(stream.name), "failed", 0.1, "AuthenticationError: HTTP 401",
+                            unreachable=True)], SETTINGS)
+    assert {key: (p.title, p.docs) for key, p in failed.found.items()} == {
+        "step.sync:failed": ("the run could not reach the service", STEP_DOCS[SYNC_STEP])}
+    assert failed.scopes == {"step.sync"}  # the stream's own failure, if open, stays so
+
+
+@pytest.mark.parametrize(("error", "unreachable"), [
+    (AuthenticationError("refused", status_code=401), True), (FreightConnectionError("refused"), True),
+    (CircuitOpen("open"), False), (ServerError("500", status_code=500), False),
+])
+def test_the_service_unreachable_is_told_by_the_error_or_its_cause(error: Exception, unreachable: bool) -> None:
+    assert service_unreachable(error) is unreachable
+    wrapped = RuntimeError("the stream failed")
+    wrapped.__cause__ = error
+    assert service_unreachable(wrapped) is unreachable
 
 
 def test_a_check_that_finds_several_things_makes_a_problem_of_each() -> None:
