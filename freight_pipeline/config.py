@@ -167,9 +167,9 @@ def http_url(url: str) -> str:
     if not parts.hostname:
         raise ValueError("names no host (e.g. https://tms.example.com)")
     try:
-        parts.port  # noqa: B018 (a port that is not a number raises here)
+        parts.port  # noqa: B018 (a port that is not a number, or out of range, raises here)
     except ValueError:
-        raise ValueError("has a port that is not a number") from None
+        raise ValueError("has a port that is not a number from 0 to 65535") from None
     return parts.scheme + stripped[len(parts.scheme):]
 
 
@@ -234,11 +234,13 @@ class ServiceSettings(SettingsModel):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, url: str) -> str:
+        # an @ anywhere after the scheme, before the address is read: a password holding / ? or # ends the host part
+        # early, and its rest would read as a port or a path
+        if "@" in url.partition("://")[2]:  # the bearer calls' Authorization cannot go with a URL's credentials
+            raise ValueError("holds a user or password (an @ after the scheme): the service's are FREIGHT_USERNAME and "
+                             "FREIGHT_PASSWORD (its token request), and the client sends no other")
         url = http_url(url)
         parts = urlsplit(url)
-        if "@" in parts.netloc:  # the bearer calls' Authorization cannot go with a URL's credentials (aiohttp refuses)
-            raise ValueError("holds a user or password: the service's are FREIGHT_USERNAME and FREIGHT_PASSWORD (its "
-                             "token request), and the client sends no other")
         if parts.query or parts.fragment:
             raise ValueError("has a query or fragment: give the service's address alone (each request's path is "
                              "added to it)")
@@ -904,7 +906,8 @@ def _refused(name: str, value: str) -> str:
     (which it must not have: an API key may sit there)."""
     if name != "base_url":
         return without_password(value)
-    value = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1***@", value)  # a key as the user, a password with @
+    # a key as the user, a password (with @, /, ? or #: up to the last @)
+    value = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://).*@", r"\1***@", value, flags=re.DOTALL)
     return re.sub(r"[?#].*", "?***", value, flags=re.DOTALL)
 
 
@@ -927,7 +930,8 @@ def shown_value(name: str, value: Any) -> str:
     return str(value)
 
 
-_URI_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/]*:)[^@]*@")
+_URI_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/]*:).*@", re.DOTALL)
+"""A URI's password, up to the last @ (an unencoded @, /, ? or # in it)."""
 
 
 def without_password(target: str) -> str:

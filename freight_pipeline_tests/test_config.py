@@ -263,6 +263,16 @@ def test_a_settings_file_that_is_not_utf8_is_named_not_a_traceback(tmp_path: Pat
      "holds a user or password"),  # a key as the user
     ("https://etl:url-pw@never-shown@tms.example.com/api", "https://***@tms.example.com/api",
      "holds a user or password"),  # a password with an @
+    # a password with / ? or #, which ends the host part early (was shown whole as "a port that is not a number",
+    # or in part, or taken as host etl, port 2024 and a path)
+    ("https://etl:url-pw/never-shown@tms.example.com/api", "https://***@tms.example.com/api",
+     "holds a user or password"),
+    ("https://etl:url-pw?never-shown@tms.example.com/api", "https://***@tms.example.com/api",
+     "holds a user or password"),
+    ("https://etl:url-pw#never-shown@tms.example.com/api", "https://***@tms.example.com/api",
+     "holds a user or password"),
+    ("https://etl:2024/url-pw-never-shown@tms.example.com/api", "https://***@tms.example.com/api",
+     "holds a user or password"),
     ("https://tms.example.com/api?api_key=url-pw-never-shown", "https://tms.example.com/api?***",
      "has a query or fragment"),
     ("https://tms.example.com/api#url-pw-never-shown", "https://tms.example.com/api?***", "has a query or fragment"),
