@@ -776,8 +776,11 @@ def settings_file(environ: Mapping[str, str]) -> Path | None:
     return default if default.is_file() else None
 
 
-def _file_values(path: Path | None, problems: list[str]) -> dict[str, Any]:
-    """The settings file's values by setting name (its tables checked against the concerns)."""
+def _file_values(path: Path | None, problems: list[str],
+                 entries: dict[type[SettingsModel], list[str]]) -> dict[str, Any]:
+    """The settings file's values by setting name (its tables checked against the concerns): a file that cannot be
+    read, or a table that is no concern's, is a problem of every concern (in ``problems``); an entry a concern's
+    table does not know is that concern's (in ``entries``)."""
     if path is None:
         return {}
     try:
@@ -800,7 +803,7 @@ def _file_values(path: Path | None, problems: list[str]) -> dict[str, Any]:
             continue
         for name, value in table.items():
             if name not in concern.settings_fields():
-                problems.append(
+                entries.setdefault(concern, []).append(
                     f"{path}: [{section}] {name} is not a setting of [{section}] "
                     f"(they are: {', '.join(concern.settings_fields())})"
                 )
@@ -833,8 +836,9 @@ def _load(
     problems of the concerns outside ``reads`` (None: every concern is read), which take their defaults."""
     env = os.environ if environ is None else environ
     problems: list[str] = []
+    entries: dict[type[SettingsModel], list[str]] = {}  # each concern's table's unknown entries
     path = settings_file(env)
-    from_file = _file_values(path, problems)
+    from_file = _file_values(path, problems, entries)
     names = setting_names()
     from_env = {name: (variable(name), env[variable(name)]) for name in names if env.get(variable(name), "").strip()}
     for former, name in FORMER_NAMES.items():
@@ -868,15 +872,18 @@ def _load(
     built: dict[str, SettingsModel] = {}
     aside: list[str] = []
     for concern in concerns:
+        lines = list(entries.get(concern, ()))
         try:
             built[concern.section] = concern.model_validate(values[concern])
         except ValidationError as exc:
-            lines = [_problem(error, concern, values[concern], shown_as) for error in exc.errors()]
-            if reads is None or concern in reads:
-                problems += lines
-            else:
-                aside += lines
-                built[concern.section] = concern.model_validate({})
+            lines += [_problem(error, concern, values[concern], shown_as) for error in exc.errors()]
+        if not lines:
+            continue
+        if reads is None or concern in reads:
+            problems += lines
+        else:
+            aside += lines
+            built[concern.section] = concern.model_validate({})
     if problems:
         raise BadSettings(problems)
     return built, sources, unknown_variables, aside

@@ -13,7 +13,7 @@ import pytest
 from freight_pipeline.cli import main
 from freight_pipeline.client import AuthenticationError
 from freight_pipeline.commands.status import READS
-from freight_pipeline.config import CONCERNS, ServiceSettings, variable
+from freight_pipeline.config import CONCERNS, SETTINGS_FILE_ENV, ServiceSettings, variable
 from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize.signature import current_signature
@@ -169,3 +169,23 @@ def test_a_bad_value_of_a_concern_status_does_not_read_is_said_and_status_goes_o
         variable(name) for name, _ in BAD_VALUE_OF_CONCERN.values())
     monkeypatch.setenv(variable("min_free_mb"), "-1")  # the storage's: status reads it
     assert main(["status", "--data-dir", str(published)]) == 2
+
+
+def test_an_unknown_entry_in_a_table_status_does_not_read_is_said_and_status_goes_on(
+    published: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A misspelt key in the settings file's table of a concern status does not read, as a bad value there (was:
+    exit 2, the freshness look silenced with the syncs); one in a table it reads is refused."""
+    file = tmp_path / "freight.toml"
+    file.write_text("".join(f"[{section}]\n{name.replace('_', '')} = 1\n"
+                            for section, (name, _) in BAD_VALUE_OF_CONCERN.items()))
+    monkeypatch.setenv(SETTINGS_FILE_ENV, str(file))
+    assert main(["status", "--data-dir", str(published)]) == 0
+    captured = capsys.readouterr()
+    assert "published warehouse: " in captured.out
+    said = [line for line in captured.err.splitlines() if line.endswith("(a sync refuses it; status does not read it)")]
+    assert sorted(line.split(" is not a setting of ")[1].split()[0] for line in said) == sorted(
+        f"[{section}]" for section in BAD_VALUE_OF_CONCERN)
+    file.write_text(file.read_text() + "[alerts]\nalerturls = 'json://x'\n")  # the alerts': status reads them
+    assert main(["status", "--data-dir", str(published)]) == 2
+    assert "[alerts] alerturls is not a setting of [alerts]" in capsys.readouterr().err

@@ -491,15 +491,22 @@ def test_freshness_sensor_follows_the_automation_switch(monkeypatch: pytest.Monk
     assert statuses == {None: stopped, "0": stopped, "1": running}
 
 
+@pytest.mark.parametrize(("where", "said"), [
+    ("variable", "FREIGHT_PAGE_SIZE='900'"), ("file", "[sync] pagesize is not a setting of [sync]")])
 def test_a_bad_value_of_a_concern_the_definitions_do_not_read_loads_them_and_the_run_refuses_it(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str, said: str
 ) -> None:
-    """``FREIGHT_PAGE_SIZE=900``: the code location loaded (was: ``BadSettings`` at load, no job, schedule or sensor,
-    so nothing in Dagster said that syncs had stopped); the alerts sensor looks; a run refuses it, naming it."""
+    """``FREIGHT_PAGE_SIZE=900``, or a misspelt key in the settings file's ``[sync]``: the code location loaded (was:
+    ``BadSettings`` at load, no job, schedule or sensor, so nothing in Dagster said that syncs had stopped); the
+    alerts sensor looks; a run refuses it, naming it."""
     import freight_pipeline.definitions as module
 
     try:
-        monkeypatch.setenv("FREIGHT_PAGE_SIZE", "900")
+        if where == "variable":
+            monkeypatch.setenv("FREIGHT_PAGE_SIZE", "900")
+        else:
+            (tmp_path / "freight.toml").write_text("[sync]\npagesize = 900\n")
+            monkeypatch.setenv("FREIGHT_SETTINGS_FILE", str(tmp_path / "freight.toml"))
         monkeypatch.setenv("FREIGHT_DATA_DIR", str(tmp_path))
         loaded = importlib.reload(module).defs
         assert {s.name for s in loaded.get_repository_def().schedule_defs} >= {"freight_sync_every_15_minutes"}
@@ -514,7 +521,7 @@ def test_a_bad_value_of_a_concern_the_definitions_do_not_read_loads_them_and_the
                 run_config={"resources": {"freight_service": {"config": {"password": "pw"}}}})
         (failure,) = [event for event in result.all_events if event.is_step_failure]
         error = failure.step_failure_data.error
-        assert error is not None and "FREIGHT_PAGE_SIZE='900'" in error.message
+        assert error is not None and said in error.message
     finally:  # leave the module as this session's environment builds it
         monkeypatch.undo()
         importlib.reload(module)
