@@ -64,18 +64,28 @@ INTERNAL_VARIABLES = (SETTINGS_FILE_ENV, DBT_DATABASE_ENV, DBT_TEST_ROWS_ENV)
 """The ``FREIGHT_*`` variables that are not settings (never reported as unknown)."""
 
 
+MAX_MINUTES = 100 * 365 * 24 * 60
+"""The longest duration a setting takes, in minutes (a hundred years): one longer overflows the date arithmetic of a
+run that uses it, half-way (was: a traceback, or a stream failing after the others published)."""
+MAX_COUNT = 2**31 - 1
+"""The largest count a setting takes: a 32-bit integer, which every library it reaches reads whole (DuckDB's
+``INTEGER``, C's ``int``); one beyond 64 bits failed the run half-way."""
+
+
 def _minutes(value: Any) -> Any:
     """A duration given in whole minutes (a number, or its text) as a timedelta."""
     if isinstance(value, str):
         text = value.strip()
         if not text.isdigit():
             raise ValueError("must be whole minutes (0 or more)")
-        return dt.timedelta(minutes=int(text))
-    if isinstance(value, bool | float):  # a float would be read as seconds
+        value = int(text)
+    elif isinstance(value, bool | float):  # a float would be read as seconds
         raise ValueError("must be whole minutes (0 or more)")
     if isinstance(value, int):
         if value < 0:
             raise ValueError("must be whole minutes (0 or more)")
+        if value > MAX_MINUTES:
+            raise ValueError(f"must be whole minutes from 0 to {MAX_MINUTES} (a hundred years)")
         return dt.timedelta(minutes=value)
     return value
 
@@ -138,8 +148,8 @@ def _minutes_or_never(value: Any) -> Any:
         return None
     try:
         return _minutes(value)
-    except ValueError:
-        raise ValueError("must be whole minutes (0 or more), or never") from None
+    except ValueError as exc:
+        raise ValueError(f"{exc}, or never") from None
 
 
 Minutes = Annotated[dt.timedelta, BeforeValidator(_minutes), AfterValidator(_not_negative)]
@@ -154,7 +164,8 @@ Switch = Annotated[bool, BeforeValidator(_switch)]
 Lowered = BeforeValidator(lambda value: value.strip().lower() if isinstance(value, str) else value)
 """A choice read whatever its case and surrounding blanks (``On``, `` VHOST``)."""
 Share = Annotated[float, Field(ge=0, le=1)]
-Count = Annotated[int, Field(ge=0)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+Positive = Annotated[int, Field(ge=1, le=MAX_COUNT)]
 
 
 def http_url(url: str) -> str:
@@ -176,7 +187,8 @@ def http_url(url: str) -> str:
 class SettingsModel(BaseModel):
     """One concern's settings: a frozen value; its table in the settings file is :attr:`section`."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid", arbitrary_types_allowed=True,
+                              allow_inf_nan=False)  # an infinite delay or budget would hang a run
     section: ClassVar[str]
 
     @classmethod
@@ -259,9 +271,8 @@ class SyncTuning(SettingsModel):
     page_size: int = Field(
         500, ge=1, le=500, description="rows asked per page of every paged read (the service serves at most 500)"
     )
-    request_attempts: int = Field(
+    request_attempts: Positive = Field(
         5,
-        ge=1,
         description="attempts per request, the first included (`1`: a failure is not retried; a refusal with "
         "`Retry-After` is no attempt; `client/retry.py`)",
     )
@@ -278,14 +289,13 @@ class SyncTuning(SettingsModel):
     request_retry_after_cap_seconds: float = Field(
         60.0, ge=0, description="the longest `Retry-After` honoured (longer ones are shortened)"
     )
-    concurrency: int = Field(
+    concurrency: Positive = Field(
         64,
-        ge=1,
         description="the most requests in flight at once; the limit in force adapts "
         "within it (AIMD, `client/limiter.py`)",
     )
-    initial_concurrency: int = Field(
-        16, ge=1, description="requests in flight at the start of a run (at most `concurrency`)"
+    initial_concurrency: Positive = Field(
+        16, description="requests in flight at the start of a run (at most `concurrency`)"
     )
     adaptive_concurrency: Switch = Field(
         True, description="`0`: exactly `concurrency` requests in flight, never adapted"
@@ -319,18 +329,17 @@ class SyncTuning(SettingsModel):
         description="how often a run lists every live shipment id to remove deleted ones and refetch missing or stale "
         "ones (`0`: every run, the demo's; `never`)",
     )
-    count_attempts: int = Field(
+    count_attempts: Positive = Field(
         3,
-        ge=1,
         description="how often a lookup whose rows disagree with `X-Row-Count` is "
         "asked again before its stream fails without writing it",
     )
-    fetch_batch_size: int = Field(
-        250, ge=1, description="shipments written per transaction, with the cursor of the batch's last"
+    fetch_batch_size: Positive = Field(
+        250, description="shipments written per transaction, with the cursor of the batch's last"
     )
-    fetch_window: int = Field(64, ge=1, description="the most shipments being fetched at once (bounds a run's memory)")
-    normalize_workers: int | None = Field(
-        None, ge=0, description="worker processes that normalize the shipments stream's batches (forked; `0`: in the "
+    fetch_window: Positive = Field(64, description="the most shipments being fetched at once (bounds a run's memory)")
+    normalize_workers: Count | None = Field(
+        None, description="worker processes that normalize the shipments stream's batches (forked; `0`: in the "
         "sync's own process); default: one where the machine has a second core, forked once a run has more "
         "shipments to normalize than `IN_PROCESS_UP_TO` (`sync/workers.py`)",
     )
@@ -339,7 +348,7 @@ class SyncTuning(SettingsModel):
         description="a stream's run stops when more than this share of the records "
         "it read failed (and at least `breaker_min_failures` did): not a record's fault",
     )
-    breaker_min_failures: int = Field(10, ge=1, description="failures below this count never trip the breaker")
+    breaker_min_failures: Positive = Field(10, description="failures below this count never trip the breaker")
     retry_after: Minutes = Field(
         dt.timedelta(minutes=10),
         alias="retry_after_minutes",
@@ -371,8 +380,8 @@ class SyncTuning(SettingsModel):
         description="`0`: the sync records no versions in `freight_history` (the tables stay as they are); the first "
         "run with it on again brings the history up to the rows held (sync.md, History)",
     )
-    documents_chunk: int = Field(
-        50, ge=1, description="shipments per E-File lookup of the documents stream (at most half of page_size)"
+    documents_chunk: Positive = Field(
+        50, description="shipments per E-File lookup of the documents stream (at most half of page_size)"
     )
     documents_relist_interval: MinutesOrNever = Field(
         dt.timedelta(hours=24),
@@ -585,7 +594,7 @@ class LakeConfig(SettingsModel):
         description="comma-separated shipment ids where one backfill partition ends and the next begins "
         "(`20000,40000`: `0-19999`, `20000-39999`, `40000-`); unset: one partition",
     )
-    backfill_batch_size: int = Field(500, ge=1, description="shipments per transaction of a backfill partition")
+    backfill_batch_size: Positive = Field(500, description="shipments per transaction of a backfill partition")
 
     @field_validator("backfill_id_boundaries")
     @classmethod

@@ -8,6 +8,7 @@ import datetime as dt
 import io
 import json
 import os
+import re
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from freight_pipeline.cli import main
 from freight_pipeline.config import (
     CONCERNS,
     FORMER_NAMES,
+    MAX_COUNT,
+    MAX_MINUTES,
     BadSettings,
     ScheduleSettings,
     Settings,
@@ -356,3 +359,29 @@ def test_true_or_false_for_a_number_is_refused_not_read_as_1_or_0(
     with pytest.raises(BadSettings) as refused:
         load_settings(environ={"FREIGHT_SETTINGS_FILE": str(file)})
     assert str(refused.value).startswith(f"{file} [{concern.section}] {name}=True: must be "), str(refused.value)
+
+
+WHOLE_NUMBERS = [(concern, name) for concern, name in EVERY
+                 if plain_type(concern, name) is int or (or_never(name) and name != "alert_urls")]
+FRACTIONS = [(concern, name) for concern, name in EVERY if plain_type(concern, name) is float]
+
+
+@pytest.mark.parametrize(("concern", "name"), WHOLE_NUMBERS, ids=[name for _, name in WHOLE_NUMBERS])
+def test_a_number_too_large_for_any_run_is_refused_up_front(concern: type[SettingsModel], name: str) -> None:
+    """Enumerated from the declarations: every count and duration given 20 digits is refused in one line naming its
+    variable (was: a traceback from ``settings`` and ``status``, the definitions failing to load, or a run failing
+    half-way: ``OverflowError`` in the shipments stream after the others published, an INT64 overflow in DuckDB)."""
+    environ = {variable(name): "99999999999999999999"}
+    with pytest.raises(BadSettings) as refused:
+        load_settings(environ=environ)
+    (line,) = refused.value.problems
+    assert line.startswith(f"{variable(name)}='99999999999999999999': "), line
+    assert re.search(rf"\b({MAX_MINUTES}|{MAX_COUNT}|500)\b", line), line  # the largest it takes, said
+
+
+@pytest.mark.parametrize(("concern", "name"), FRACTIONS, ids=[name for _, name in FRACTIONS])
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_an_infinite_or_undefined_fraction_is_refused(concern: type[SettingsModel], name: str, value: str) -> None:
+    """An infinite backoff or budget would hang a run: every float setting refuses it, naming its variable."""
+    with pytest.raises(BadSettings, match=rf"^{variable(name)}='{value}': "):
+        load_settings(environ={variable(name): value})

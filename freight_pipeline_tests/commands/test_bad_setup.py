@@ -60,8 +60,8 @@ CASES = [
          says="FREIGHT_DATA_DIR={tmp}/what?/data: DuckDB cannot open the database "
               "{tmp}/what?/data/work/warehouse.duckdb: its path has '?' (DuckDB reads it as the start of options)"),
     Case("data dir not writable", data=READ_ONLY, says=f"FREIGHT_DATA_DIR={READ_ONLY} is not writable"),
-    Case("disk too full", env={"FREIGHT_MIN_FREE_MB": "999999999999"},
-         says="MB free on its disk, less than the 999999999999 MB a run needs at least (FREIGHT_MIN_FREE_MB)"),
+    Case("disk too full", env={"FREIGHT_MIN_FREE_MB": "2000000000"},
+         says="MB free on its disk, less than the 2000000000 MB a run needs at least (FREIGHT_MIN_FREE_MB)"),
     Case("free-space floor not a number", env={"FREIGHT_MIN_FREE_MB": "lots"},
          says="FREIGHT_MIN_FREE_MB='lots': Input should be a valid integer"),
     Case("base URL not a URL", env={"FREIGHT_BASE_URL": "not-a-url"},
@@ -170,8 +170,8 @@ CASES = [
     Case("settings: data dir is a file", args=("settings",), data=A_FILE,
          says="FREIGHT_DATA_DIR={tmp}/a-file is a file, not a directory"),
     Case("settings: disk too full", args=("settings", "--data-dir", "{tmp}/data"),
-         env={"FREIGHT_MIN_FREE_MB": "999999999999"}, says="MB free on its disk, less than the 999999999999 MB"),
-    Case("demo: disk too full", args=("demo", "--shipments", "10"), env={"FREIGHT_MIN_FREE_MB": "999999999999"},
+         env={"FREIGHT_MIN_FREE_MB": "2000000000"}, says="MB free on its disk, less than the 2000000000 MB"),
+    Case("demo: disk too full", args=("demo", "--shipments", "10"), env={"FREIGHT_MIN_FREE_MB": "2000000000"},
          says="(FREIGHT_MIN_FREE_MB)"),
 ]
 IN_A_PROCESS = frozenset({"data dir is a file", "base URL not a URL", "demo: data dir is a file",
