@@ -705,6 +705,8 @@ def field_of(name: str) -> FieldInfo:
 SECRET_SETTINGS = tuple(name for name in setting_names()
                         if field_of(name).annotation is SecretStr or field_of(name).repr is False)
 """Settings never shown whole (a secret type, or left out of the repr): the password, the catalog URI."""
+PASSWORDS = tuple(name for name in setting_names() if field_of(name).annotation is SecretStr)
+"""Settings of a password, taken as given but for a line's end (blanks may be part of one)."""
 
 
 # The variables other modules name (in messages, in the environment they give a process), derived by the rule
@@ -870,7 +872,10 @@ def _load(
             shown_as[name] = f"{name} ({origin})"
         elif name in from_env:
             env_name, raw = from_env[name]
-            values[concern][name], sources[name] = raw.strip(), f"environment {env_name}"
+            # a secret keeps its blanks (a password may begin or end with one, as in the file): only a line's end
+            # is no part of it (a variable read from a file)
+            value = raw.strip("\r\n") if name in PASSWORDS else raw.strip()
+            values[concern][name], sources[name] = value, f"environment {env_name}"
             shown_as[name] = env_name
         elif name in from_file:
             values[concern][name], sources[name] = from_file[name], f"file {path}"
@@ -925,6 +930,19 @@ def _refused(name: str, value: str) -> str:
     # a key as the user, a password (with @, /, ? or #: up to the last @)
     value = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://).*@", r"\1***@", value, flags=re.DOTALL)
     return re.sub(r"[?#].*", "?***", value, flags=re.DOTALL)
+
+
+def where_set(settings: Settings, name: str) -> str:
+    """Where setting ``name``'s value was set, as a refusal names it: its variable (also when it is the default), the
+    settings file's table and key, or its name and origin (a flag, a Dagster resource)."""
+    source = settings.sources.get(name, "default")
+    if source == "default":
+        return variable(name)
+    if source.startswith("environment "):
+        return source.removeprefix("environment ")
+    if source.startswith("file "):
+        return f"{source.removeprefix('file ')} [{setting_names()[name].section}] {name}"
+    return f"{name} ({source})"
 
 
 def shown_value(name: str, value: Any) -> str:

@@ -385,3 +385,16 @@ def test_an_infinite_or_undefined_fraction_is_refused(concern: type[SettingsMode
     """An infinite backoff or budget would hang a run: every float setting refuses it, naming its variable."""
     with pytest.raises(BadSettings, match=rf"^{variable(name)}='{value}': "):
         load_settings(environ={variable(name): value})
+
+
+@pytest.mark.parametrize("password", [" pass phrase ", "\tpw\t", "pw "])
+def test_a_password_keeps_its_blanks_from_the_environment_as_from_the_file(password: str, tmp_path: Path) -> None:
+    """Was: the environment's lost its leading and trailing blanks (a 401), the file's kept them; a line's end (a
+    variable read from a file) is no part of it, and a password of blanks alone is none."""
+    file = tmp_path / "freight.toml"
+    file.write_text(f"[service]\npassword = {json.dumps(password)}\n")
+    from_file = load_settings(environ={"FREIGHT_SETTINGS_FILE": str(file)})
+    from_env = load_settings(environ={"FREIGHT_PASSWORD": password})
+    assert from_env.service.secret == from_file.service.secret == password
+    assert load_settings(environ={"FREIGHT_PASSWORD": password + "\n"}).service.secret == password
+    assert load_settings(environ={"FREIGHT_PASSWORD": "   "}).sources["password"] == "default"

@@ -27,8 +27,8 @@ from freight_pipeline.config import (
     ScheduleSettings,
     Settings,
     StorageSettings,
-    load_settings,
 )
+from freight_pipeline.job.settings import checked_settings
 from freight_pipeline.lake.backend import storage_of
 from freight_pipeline.lake.settings import LakeConfigError
 from freight_pipeline.sync.freshness import parts_named
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:  # a bad setting: one line each, as every command says it, not a traceback
         data_dir = resolve_data_dir(args.data_dir)
-        configured = load_settings(reads=READS)
+        configured = checked_settings(reads=READS)  # as a run checks them: an alert URL Apprise does not know too
         backend = storage_of(configured)
     except (BadSettings, LakeConfigError) as exc:
         say_bad("status", exc)

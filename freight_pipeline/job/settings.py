@@ -10,7 +10,7 @@ import os
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from freight_pipeline.config import CONCERNS, BadSettings, LakeConfig, Settings, SettingsModel, load_settings
+from freight_pipeline.config import CONCERNS, BadSettings, LakeConfig, Settings, SettingsModel, load_settings, where_set
 from freight_pipeline.lake.settings import LakeSettings
 
 
@@ -29,18 +29,23 @@ def checked_settings(overrides: Mapping[str, Any] | None = None, *, origin: str 
         problems.append(str(exc).splitlines()[0] + (f" (the lake's settings from {', '.join(elsewhere)})"
                                                     if elsewhere else ""))
     if settings.sources["publish_storage_version"] != "default":  # the default works
-        from freight_pipeline.warehouse.ddl import checked_storage_version
+        from freight_pipeline.warehouse.ddl import storage_version_problem
 
-        try:
-            checked_storage_version(settings.storage.storage_version)
-        except ValueError as exc:
-            problems.append(str(exc).splitlines()[0])
+        value = settings.storage.storage_version
+        if (problem := storage_version_problem(value)) is not None:
+            problems.append(f"{where_set(settings, 'publish_storage_version')}={value!r}: {problem}")
     if settings.alerts.alert_urls:  # Apprise imported only when there is a destination
-        from freight_pipeline.alerts.delivery import unknown_kinds
-
-        source = settings.sources["alert_urls"]
-        where = source.removeprefix("environment ") if source.startswith("environment ") else f"alert_urls ({source})"
-        problems += [f"{where}: {said}" for said in unknown_kinds(settings.alerts.alert_urls)]
+        problems += alert_url_problems(settings)
     if problems:
         raise BadSettings(problems)
     return settings
+
+
+def alert_url_problems(settings: Settings) -> list[str]:
+    """A line for each alert destination no Apprise plugin takes (a misspelt scheme), naming where it was set."""
+    if not settings.alerts.alert_urls:
+        return []
+    from freight_pipeline.alerts.delivery import unknown_kinds  # Apprise imported only when there is a destination
+
+    where = where_set(settings, "alert_urls")
+    return [f"{where}: {said}" for said in unknown_kinds(settings.alerts.alert_urls)]

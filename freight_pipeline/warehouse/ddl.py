@@ -41,6 +41,14 @@ def checked_storage_version(value: str) -> str:
     """``value`` (the configured storage version of the published file) when this DuckDB writes it,
     else ValueError naming ``FREIGHT_PUBLISH_STORAGE_VERSION``. Asked once a process for each value
     (an in-memory database attaching one: tens of milliseconds, each publish otherwise); a refusal is asked again."""
+    problem = storage_version_problem(value)
+    if problem is not None:
+        raise ValueError(f"{PUBLISH_STORAGE_VERSION_ENV}={value!r}: {problem}")
+    return value
+
+
+def storage_version_problem(value: str) -> str | None:
+    """Why this DuckDB does not write storage version ``value`` (None: it does)."""
     problem = None if re.fullmatch(r"latest|v\d+\.\d+\.\d+", value) else "not of the form v1.5.0 or latest"
     if problem is None:
         try:
@@ -48,10 +56,7 @@ def checked_storage_version(value: str) -> str:
                 probe.execute(f"ATTACH ':memory:' AS probe (STORAGE_VERSION '{value}')")
         except duckdb.Error as exc:
             problem = str(exc).strip().splitlines()[0][:200]
-    if problem is not None:
-        raise ValueError(f"{PUBLISH_STORAGE_VERSION_ENV}={value!r} is not a storage version duckdb "
-                         f"{duckdb.__version__} writes ({problem})")
-    return value
+    return None if problem is None else f"is not a storage version duckdb {duckdb.__version__} writes ({problem})"
 
 
 def storage_tag(con: duckdb.DuckDBPyConnection, database: str) -> str:
