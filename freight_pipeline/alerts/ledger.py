@@ -56,6 +56,11 @@ class Context:
     run_link: str | None = None
     """The run in the Dagster UI, when the look is a Dagster run and its address is set."""
 
+    @property
+    def message_id(self) -> str:
+        """The id of the message this look queues (one per destination)."""
+        return f"{self.run_id}|{self.now.isoformat()}"
+
 
 @dataclass(frozen=True)
 class Change:
@@ -111,17 +116,53 @@ def record(con: duckdb.DuckDBPyConnection, seen: Observation, context: Context, 
         if last_alerted is not None:  # what was never said is not said resolved
             changes.append(Change("resolved", Problem(key, level, title, summary, docs), opened_at, opened_run,
                                   times_seen))
-    if changes:
-        title, body = message(changes, context)
-        kinds = "+".join(kind for kind in KINDS if any(change.kind == kind for change in changes))
-        level = max((c.problem.level for c in changes if c.kind != "resolved"), key=RANK.__getitem__, default="")
-        message_id = f"{context.run_id}|{now.isoformat()}"
-        problems = "\n".join(change.problem.key for change in changes)
+    missed = _unheard(con, destinations, {change.problem.key for change in changes})
+    by_changes: dict[tuple[Change, ...], list[str]] = {}  # the destinations each message goes to
+    for destination in destinations:
+        told = (*changes, *missed.get(destination, ()))
+        if told:
+            by_changes.setdefault(told, []).append(destination)
+    message_id = context.message_id
+    for told, to in by_changes.items():
+        title, body = message(told, context)
+        kinds = "+".join(kind for kind in KINDS if any(change.kind == kind for change in told))
+        level = max((c.problem.level for c in told if c.kind != "resolved"), key=RANK.__getitem__, default="")
+        problems = "\n".join(change.problem.key for change in told)
         insert_values(con, f"INSERT INTO {qualified(ALERT_MESSAGES)} VALUES",
                       "(?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, NULL, NULL)",
                       [(message_id, destination, problems, kinds, level or "resolved", title, body, now,
-                        context.run_id) for destination in destinations])
+                        context.run_id) for destination in to])
     return changes
+
+
+def _unheard(con: duckdb.DuckDBPyConnection, destinations: Sequence[str],
+             said_now: set[str]) -> dict[str, list[Change]]:
+    """For each of ``destinations``, the open problems said before (``last_alerted_at``) that no message queued for
+    it since they opened names, but those ``said_now``: a destination added or changed while they were open (a
+    webhook rotated, a pager added) is told they are still open, at once, not a day later, or never with
+    ``alert_repeat_minutes=never``."""
+    if not destinations:
+        return {}
+    rows = con.execute(
+        "SELECT d.destination, a.problem, a.level, a.title, a.summary, a.docs, a.opened_at, a.opened_run, "
+        f"a.times_seen FROM {qualified(ALERTS)} a, (SELECT unnest(?) AS destination) d "
+        "WHERE a.closed_at IS NULL AND a.last_alerted_at IS NOT NULL AND NOT EXISTS ("
+        f"SELECT 1 FROM {qualified(ALERT_MESSAGES)} m WHERE m.destination = d.destination "
+        "AND m.queued_at >= a.opened_at AND list_contains(string_split(m.problems, chr(10)), a.problem)) "
+        "ORDER BY a.opened_at, a.problem", [list(destinations)]).fetchall()
+    missed: dict[str, list[Change]] = {}
+    for destination, key, level, title, summary, docs, opened_at, opened_run, times_seen in rows:
+        if key not in said_now:
+            missed.setdefault(destination, []).append(
+                Change("repeated", Problem(key, level, title, summary, docs), opened_at, opened_run, times_seen))
+    return missed
+
+
+def queued_by(con: duckdb.DuckDBPyConnection, context: Context) -> int:
+    """The destinations the look of ``context`` queued a message for."""
+    row = con.execute(f"SELECT count(*) FROM {qualified(ALERT_MESSAGES)} WHERE message_id = ?",
+                      [context.message_id]).fetchone()
+    return int(row[0]) if row else 0
 
 
 def message(changes: Sequence[Change], context: Context) -> tuple[str, str]:

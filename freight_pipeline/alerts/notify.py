@@ -83,27 +83,28 @@ def _look(seen: Observation, run_id: str, data_dir: Path, backend: StorageBacken
     try:
         with Warehouse(data_dir, FREIGHT_TABLES, backend=backend, ensure_schema=ensure_schema) as warehouse:
 
-            def write(con: duckdb.DuckDBPyConnection) -> tuple[list[ledger.Change], int, Path | None,
+            def write(con: duckdb.DuckDBPyConnection) -> tuple[list[ledger.Change], int, int, Path | None,
                                                              list[ledger.Outgoing]]:
                 folded = ledger.fold_receipts(con, receipts)
                 looked = Observation().merge(seen).merge(
                     of_freshness(SHIPMENTS.name, ledger.last_success(con, SHIPMENTS.name), now, max_sync_age))
                 changes = ledger.record(con, looked, context, settings, fingerprints)
                 outgoing = ledger.pending(con, fingerprints, now, dt.timedelta(seconds=settings.alert_timeout_seconds))
-                return changes, ledger.open_count(con), folded, outgoing
+                return changes, ledger.queued_by(con, context), ledger.open_count(con), folded, outgoing
 
-            changes, open_now, folded, outgoing = warehouse.database.write("alerts", write)
+            changes, queued, open_now, folded, outgoing = warehouse.database.write("alerts", write)
     except Exception as exc:  # never into the run: the next look finds the same problems
         return Alerted(f"alerts: the problems could not be recorded ({one_line_error(exc)}); the next run "
                        "looks again")
     if folded is not None:
         folded.unlink(missing_ok=True)
     dispatch = Dispatch(outgoing, destinations, settings.alert_timeout_seconds, receipts) if outgoing else None
-    queued = len(destinations) if changes else 0
     said = ", ".join(f"{sum(c.kind == kind for c in changes)} {kind}" for kind in ledger.KINDS
                      if any(c.kind == kind for c in changes))
     line = f"alerts: {_count(open_now, 'problem')} open" + (
-        f"; a message on {said} queued for {_count(len(destinations), 'destination')}" if changes else "")
+        f"; a message on {said} queued for {_count(queued, 'destination')}" if changes
+        else f"; the problems still open queued for {_count(queued, 'destination')} that had not heard of them"
+        if queued else "")
     if len(outgoing) > queued:
         line += f"; {_count(len(outgoing) - queued, 'message')} unsent before, sent again"
     return Alerted(line, dispatch)

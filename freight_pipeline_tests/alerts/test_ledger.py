@@ -61,11 +61,12 @@ def con() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def look(con: duckdb.DuckDBPyConnection, at: dt.datetime, *found: Problem, scopes: tuple[str, ...] = (),
-         settings: AlertSettings = SETTINGS, run: str = "run") -> list[ledger.Change]:
+         settings: AlertSettings = SETTINGS, run: str = "run",
+         destinations: tuple[str, ...] = DESTINATIONS) -> list[ledger.Change]:
     seen = Observation(scopes=set(scopes))
     for problem in found:
         seen.add(problem)
-    return ledger.record(con, seen, ledger.Context(f"{run}-{at:%H%M}", at, "ops"), settings, DESTINATIONS)
+    return ledger.record(con, seen, ledger.Context(f"{run}-{at:%H%M}", at, "ops"), settings, destinations)
 
 
 def kinds(changes: list[ledger.Change]) -> list[tuple[str, str]]:
@@ -135,6 +136,39 @@ def test_one_message_per_look_on_every_change(con: duckdb.DuckDBPyConnection) ->
         "  Was open since 2026-12-01 08:00 UTC (run run-0800), found by 1 run\n"
         f"  Next step: {SHAPE.docs}",
         "Run: run-0900 at 2026-12-01 09:00 UTC"]
+
+
+def queued_at(con: duckdb.DuckDBPyConnection, at: dt.datetime) -> list[tuple[str, list[str], str]]:
+    """(destination, problems, kinds) of the messages queued at ``at``."""
+    return [(destination, problems.splitlines(), said) for destination, problems, said in con.execute(
+        "SELECT destination, problems, kinds FROM freight_meta.alert_messages WHERE queued_at = ? "
+        "ORDER BY destination", [at]).fetchall()]
+
+
+@pytest.mark.parametrize("repeat", [dt.timedelta(days=1), None], ids=["repeat-daily", "repeat-never"])
+def test_a_destination_added_or_changed_while_problems_are_open_is_told_of_them_once(
+    con: duckdb.DuckDBPyConnection, repeat: dt.timedelta | None,
+) -> None:
+    """A webhook rotated (its URL, so its fingerprint, new) or a pager added while a stream stays failed: was told
+    nothing until the repeat a day on (never with alert_repeat_minutes=never), the problem marked said."""
+    settings = SETTINGS.model_copy(update={"alert_repeat": repeat})
+    look(con, T0, FAILED, settings=settings, destinations=("old-hook",))
+    at = T0 + dt.timedelta(minutes=15)
+    assert look(con, at, FAILED, settings=settings, destinations=("new-hook", "pager")) == []  # nothing changed
+    assert queued_at(con, at) == [("new-hook", [FAILED.key], "repeated"), ("pager", [FAILED.key], "repeated")]
+    title, body = con.execute("SELECT title, body FROM freight_meta.alert_messages WHERE queued_at = ? LIMIT 1",
+                              [at]).fetchone()
+    assert title == "[ops] ERROR: the documents stream failed (still open)"
+    assert "Open since 2026-12-01 08:00 UTC (run run-0800)" in body
+    later = T0 + dt.timedelta(minutes=30)  # told once: nothing more while it stays open
+    assert look(con, later, FAILED, settings=settings, destinations=("new-hook", "pager")) == [] and \
+        queued_at(con, later) == []
+    # a look that changes something tells a destination new to it of what it missed in the same message
+    latest = T0 + dt.timedelta(minutes=45)
+    assert kinds(look(con, latest, FAILED, SHAPE, settings=settings, destinations=("pager", "mail"))) == [
+        ("opened", SHAPE.key)]
+    assert queued_at(con, latest) == [("mail", [SHAPE.key, FAILED.key], "opened+repeated"),
+                                      ("pager", [SHAPE.key], "opened")]
 
 
 def test_receipts_are_folded_into_the_outbox(con: duckdb.DuckDBPyConnection, tmp_path: Path) -> None:
