@@ -1,5 +1,5 @@
 """Sending the outbox's messages, off the run's path: each destination on a thread of its own, each message
-bounded by ``alert_timeout_seconds``; every attempt's outcome appended as a receipt to a file the next look
+bounded by ``alert_timeout_seconds``, and no send of a destination started once that much passed since its first; every attempt's outcome appended as a receipt to a file the next look
 folds into ``freight_meta.alert_messages`` (``ledger.fold_receipts``). A send that fails, hangs or finds
 nobody never raises: its message stays unsent and goes again with the next run.
 
@@ -81,7 +81,13 @@ class Dispatch:
         return not any(thread.is_alive() for thread in self._threads)
 
     def _send_all(self, destination: Destination, messages: list[Outgoing]) -> None:
-        for message in messages:
+        """``messages`` one after the other; no send starts once ``timeout`` has passed since the first began (a
+        destination answering slowly, each send failing just within its timeout), so a run waits for its sends
+        about twice the timeout at most: the rest go with the next look."""
+        began = time.monotonic()
+        for index, message in enumerate(messages):
+            if index and time.monotonic() - began >= self.timeout:
+                return
             error = send(destination, message, self.timeout)
             receipt = Receipt(message.message_id, message.destination, error is None,
                               dt.datetime.now(dt.UTC).isoformat(), error)

@@ -40,6 +40,8 @@ class Webhook:
     """Every post that reached it, answered or not."""
     release: threading.Event = field(default_factory=threading.Event)
     """Set to let hanging posts end (when the receiver stops)."""
+    delay: float = 0.0
+    """Seconds each post waits before its answer (a slow destination, or a proxy in front of it)."""
 
     @property
     def url(self) -> str:
@@ -63,6 +65,8 @@ def webhook(port: int = 0, mode: Mode = "accept") -> Iterator[Webhook]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             hook.posts += 1
+            if hook.delay:
+                hook.release.wait(hook.delay)
             if hook.mode == "hang":
                 hook.release.wait(60)
                 return

@@ -45,6 +45,21 @@ def test_a_destination_that_never_answers_times_out_once_and_the_rest_waits_for_
     assert SECRET not in (tmp_path / RECEIPTS_FILE).read_text()
 
 
+def test_a_destination_that_refuses_slowly_starts_no_send_once_the_timeout_passed_since_its_first(
+    tmp_path: Path,
+) -> None:
+    """Each send fails within its timeout (a 503 after 0.6 s, the timeout 1 s): was every message sent one after the
+    other, the run waiting 8 x 0.6 s (50 x 10 s at the defaults) before it exits."""
+    with webhook(mode="refuse") as hook:
+        hook.delay = 0.6
+        destination = Destination(f"json://{LOCALHOST}:{hook.port}/hook")
+        dispatch = Dispatch(outgoing(destination, 8), [destination], 1, tmp_path / RECEIPTS_FILE)
+        assert dispatch.join(60)
+    attempted = [r.message_id for r in dispatch.receipts]
+    assert attempted == ["m0", "m1"][:len(attempted)] and hook.posts == len(attempted) >= 1
+    assert not any(r.sent for r in dispatch.receipts)  # the rest unsent, for the next look
+
+
 class LateWaker(threading.Thread):
     """A thread whose waiter wakes half a second after its timeout, as on a loaded machine."""
 
