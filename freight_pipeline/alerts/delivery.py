@@ -1,7 +1,8 @@
 """Sending the outbox's messages, off the run's path: each destination on a thread of its own, each message
-bounded by ``alert_timeout_seconds``, and no send of a destination started once that much passed since its first; every attempt's outcome appended as a receipt to a file the next look
-folds into ``freight_meta.alert_messages`` (``ledger.fold_receipts``). A send that fails, hangs or finds
-nobody never raises: its message stays unsent and goes again with the next run.
+bounded by ``alert_timeout_seconds``, and no send of a destination started once that much passed since its first;
+every attempt's outcome appended as a receipt to a file the next look folds into ``freight_meta.alert_messages``
+(``ledger.fold_receipts``). A send that fails, hangs or finds nobody never raises: its message stays unsent and goes
+again with the next run.
 
 Apprise (one URL per destination) does the sending; its own log lines, which show parts of the URLs, are
 kept out of every log: a failure is recorded in words of our own, the URL's secrets never in them.
