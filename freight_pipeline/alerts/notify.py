@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -36,19 +36,43 @@ class Alerted:
     """``alerts: 2 problems open, 1 message queued for 2 destinations``, or why it could not record them."""
     dispatch: Dispatch | None = None
     """The sends under way (``join`` waits for them)."""
+    held: list[ledger.Outgoing] = field(default_factory=list)
+    """The messages a look that holds its sends claimed (:func:`after_run` ``hold``), sent by :func:`send_held`."""
+    changed: bool = False
+    """The look queued a message."""
 
 
 def after_run(steps: Sequence[RunStep], run_id: str, data_dir: Path, backend: StorageBackend,
               settings: AlertSettings, max_sync_age: dt.timedelta, *, dagster_run: bool = False,
-              found: Observation | None = None, ensure_schema: bool = False) -> Alerted | None:
+              found: Observation | None = None, ensure_schema: bool = False, hold: bool = False) -> Alerted | None:
     """The run's problems (its ``steps``, and what else it ``found``) and the warehouse's freshness recorded,
-    their messages sent; None when no destination is set. ``ensure_schema``: the run may not have made its
-    tables (a lake run that failed before it opened the warehouse); the job's run did."""
+    their messages sent (``hold``: claimed, sent by :func:`send_held`: a look recorded before the publish, so that the
+    published copy holds it, whose messages go once the data is published); None when no destination is set.
+    ``ensure_schema``: the run may not have made its tables (a lake run that failed before it opened the warehouse);
+    the job's run did."""
     if not settings.alert_urls:
         return None
     seen = of_steps(steps, settings).merge(found or Observation())
     return _look(seen, run_id, data_dir, backend, settings, max_sync_age, dagster_run=dagster_run,
-                 ensure_schema=ensure_schema)
+                 ensure_schema=ensure_schema, hold=hold)
+
+
+def send_held(first: Alerted, then: Alerted | None, data_dir: Path, settings: AlertSettings) -> Alerted:
+    """The messages ``first`` held and ``then`` (a later look of the same run: the publish's) claimed, sent together;
+    one line for both (the later look's said after the first's when it queued a message)."""
+    line = first.line
+    if then is not None and then.changed:
+        line += f"; after the publish: {then.line.removeprefix('alerts: ')}"
+    held = [*first.held, *(then.held if then is not None else ())]
+    dispatch = _dispatch(held, settings, data_dir) if held else None
+    return Alerted(line, dispatch, changed=first.changed or (then is not None and then.changed))
+
+
+def _dispatch(outgoing: Sequence[ledger.Outgoing], settings: AlertSettings, data_dir: Path) -> Dispatch:
+    """The sends of ``outgoing`` to the destinations of ``settings``, under way."""
+    receipts = working_db_path(data_dir).parent / RECEIPTS_FILE
+    destinations = [Destination(url) for url in settings.alert_urls]
+    return Dispatch(outgoing, destinations, settings.alert_timeout_seconds, receipts)
 
 
 def freshness(data_dir: Path, backend: StorageBackend, settings: AlertSettings, max_sync_age: dt.timedelta,
@@ -70,10 +94,11 @@ def freshness(data_dir: Path, backend: StorageBackend, settings: AlertSettings, 
 
 
 def _look(seen: Observation, run_id: str, data_dir: Path, backend: StorageBackend, settings: AlertSettings,
-          max_sync_age: dt.timedelta, *, dagster_run: bool = False, ensure_schema: bool = True) -> Alerted:
+          max_sync_age: dt.timedelta, *, dagster_run: bool = False, ensure_schema: bool = True,
+          hold: bool = False) -> Alerted:
     """``seen`` and the freshness (the age of the shipments' last successful sync) recorded in one transaction
-    with the receipts of the last sends, then the unsent messages sent (``ensure_schema``: create the tables a
-    warehouse of an earlier version lacks)."""
+    with the receipts of the last sends, then the unsent messages sent, or held for :func:`send_held` (``hold``)
+    (``ensure_schema``: create the tables a warehouse of an earlier version lacks)."""
     destinations = [Destination(url) for url in settings.alert_urls]
     fingerprints = [d.fingerprint for d in destinations]
     receipts = working_db_path(data_dir).parent / RECEIPTS_FILE
@@ -98,7 +123,7 @@ def _look(seen: Observation, run_id: str, data_dir: Path, backend: StorageBacken
                        "looks again")
     if folded is not None:
         folded.unlink(missing_ok=True)
-    dispatch = Dispatch(outgoing, destinations, settings.alert_timeout_seconds, receipts) if outgoing else None
+    dispatch = _dispatch(outgoing, settings, data_dir) if outgoing and not hold else None
     said = ", ".join(f"{sum(c.kind == kind for c in changes)} {kind}" for kind in ledger.KINDS
                      if any(c.kind == kind for c in changes))
     line = f"alerts: {_count(open_now, 'problem')} open" + (
@@ -107,7 +132,7 @@ def _look(seen: Observation, run_id: str, data_dir: Path, backend: StorageBacken
         if queued else "")
     if len(outgoing) > queued:
         line += f"; {_count(len(outgoing) - queued, 'message')} unsent before, sent again"
-    return Alerted(line, dispatch)
+    return Alerted(line, dispatch, held=list(outgoing) if hold else [], changed=bool(queued))
 
 
 def _count(n: int, what: str) -> str:

@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
-from freight_pipeline.alerts.notify import Alerted, after_run
+from freight_pipeline.alerts.notify import Alerted, after_run, send_held
 from freight_pipeline.alerts.problems import SYNC_STEP
 from freight_pipeline.checks import queries
 from freight_pipeline.checks.warehouse import (
@@ -181,17 +181,37 @@ class Alerting:
         return cls(settings.alerts, settings.schedules.max_sync_age, dagster_run)
 
 
-def _alert(report: JobReport, data_dir: Path, backend: StorageBackend, alerting: Alerting | None) -> Alerted | None:
-    """The run's problems recorded and sent (``alerts.notify.after_run``); whatever goes wrong there is said in
-    the report's ``alerted`` line, never raised into the run."""
+def _alert(report: JobReport, data_dir: Path, backend: StorageBackend, alerting: Alerting | None,
+           steps: Sequence[Step] | None = None, *, hold: bool = False) -> Alerted | None:
+    """The run's problems (of ``steps``; None: every step of the run) recorded and sent, or held
+    (``alerts.notify.after_run``); whatever goes wrong there is said in the report's ``alerted`` line, never raised
+    into the run."""
     if alerting is None:
         return None
     try:
-        return after_run(report.steps, report.run_id, data_dir, backend, alerting.settings, alerting.max_sync_age,
-                         dagster_run=alerting.dagster_run)
+        return after_run(report.steps if steps is None else steps, report.run_id, data_dir, backend,
+                         alerting.settings, alerting.max_sync_age, dagster_run=alerting.dagster_run, hold=hold)
     except Exception as exc:
         return Alerted(f"alerts: the run's problems could not be looked at ({one_line_error(exc)}); the next run "
                        "looks again")
+
+
+def _publish_and_alert(report: JobReport, data_dir: Path, backend: StorageBackend, clock: _Clock,
+                       ended: StepListener, alerting: Alerting | None, built: bool) -> None:
+    """The publish (when ``built``) and the run's look at its problems. A run that publishes looks first, its
+    messages held, so that the published copy's ``freight_meta.alerts`` is this run's look (was: the run before's);
+    then, after the publish, at the publish alone (its failure, or the end of one before), and the messages of both
+    go once the data is published."""
+    before = _alert(report, data_dir, backend, alerting, hold=True) if built and report.publish else None
+    if built:
+        _publish(report, data_dir, backend, clock, ended)
+    _record_outcome(report, data_dir)
+    if before is None or alerting is None:
+        report.alerted = before or _alert(report, data_dir, backend, alerting)
+        return
+    published = [step for step in report.steps if step.name == PUBLISH_STEP]
+    after = _alert(report, data_dir, backend, alerting, published, hold=True)
+    report.alerted = send_held(before, after, data_dir, alerting.settings)
 
 
 class _Clock:
@@ -249,10 +269,7 @@ def run_job(
         except Exception as exc:  # the client or the working database could not be opened, or the checks raised
             ended(Step(_failed_step(report), "failed", clock.lap(), one_line_error(exc)))
             built = False
-        if built:
-            _publish(report, data_dir, backend, clock, ended)
-        _record_outcome(report, data_dir)
-        report.alerted = _alert(report, data_dir, backend, alerting)
+        _publish_and_alert(report, data_dir, backend, clock, ended, alerting, built)
     return report
 
 
@@ -296,10 +313,7 @@ def run_rebuild(
         except Exception as exc:  # the working database could not be opened
             ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
             built = False
-        if built:
-            _publish(report, data_dir, backend, clock, ended)
-        _record_outcome(report, data_dir)
-        report.alerted = _alert(report, data_dir, backend, alerting)
+        _publish_and_alert(report, data_dir, backend, clock, ended, alerting, built)
     return report
 
 

@@ -61,12 +61,14 @@ class Runs:
     reports: list[JobReport] = field(default_factory=list)
     password: str | None = None
     """The password the runs give (None: the simulator's)."""
+    publish: bool = False
+    """The runs publish (the checks first; no build)."""
 
     def run(self, settings: SyncSettings = SETTINGS) -> JobReport:
         service = ServiceSettings(self.sim.base_url, self.sim.username, self.password or self.sim.password)
         backend = storage_from_env()
         with DbtWorker.for_run(self.data_dir, backend.dbt_target, builds=False) as worker:
-            report = run_job(service, self.data_dir, settings, backend, worker, marts=False, publish=False,
+            report = run_job(service, self.data_dir, settings, backend, worker, marts=False, publish=self.publish,
                              alerting=self.alerting)
         assert report.alerted is not None
         if report.alerted.dispatch is not None and self.wait:

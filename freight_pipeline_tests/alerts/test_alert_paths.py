@@ -60,6 +60,11 @@ def synced(service: tuple[RunningSimulator, Webhook], tmp_path: Path, **env: str
         assert con.execute("SELECT count(*), count(sent_at) FROM freight_meta.alert_messages").fetchone() == (1, 0)
     (receipt,) = (working_db_path(tmp_path / "data").parent / RECEIPTS_FILE).read_text().splitlines()
     assert json.loads(receipt)["sent"] is True  # folded into the outbox by the next look
+    # the published copy holds this run's look (was: the run before's, here none: the problem not open there)
+    with duckdb.connect(str(tmp_path / "data" / "warehouse.duckdb"), read_only=True) as published:
+        assert published.execute("SELECT problem FROM freight_meta.alerts WHERE closed_at IS NULL").fetchall() == [
+            ("step.sync_code_conversions:failed",)]
+        assert published.execute("SELECT count(*) FROM freight_meta.alert_messages").fetchone() == (1,)
     return message.body, output
 
 

@@ -32,6 +32,7 @@ from freight_pipeline.simulator.server import LOCALHOST, running_simulator
 from freight_pipeline.sync import drift
 from freight_pipeline.sync.parts import DOCUMENT
 from freight_pipeline.sync.streams import CODE_CONVERSIONS, stream_step
+from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline.warehouse.store import Warehouse
 from freight_pipeline_tests.alerts.harness import (
@@ -117,6 +118,49 @@ def test_credentials_refused_are_one_problem_of_the_runs_start_with_its_next_ste
         (hook, _) = assert_one_each(destinations, before,
                                     "[test-deploy] resolved: no successful shipments sync for over 60 min and 1 more")
         assert "Resolved:\n" in hook.body and "\n- the run could not reach the service\n" in hook.body
+
+
+def test_a_failed_publish_is_said_by_the_look_after_it_and_the_published_copy_holds_each_runs_look(
+    destinations: Destinations, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that publishes looks at its problems before the publish (so the published ``freight_meta.alerts`` is its
+    own look, was the run before's) and at the publish after it: a failed publish is said, and resolved by the next
+    that succeeds; each run's messages go once, after the publish."""
+    def published_open() -> list[str]:
+        with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+            return [p for (p,) in con.execute("SELECT problem FROM freight_meta.alerts WHERE closed_at IS NULL "
+                                              "ORDER BY 1").fetchall()]
+
+    with running_simulator(shipments=10, seed=5) as sim:
+        runs = Runs(sim, tmp_path, destinations.alerting(), publish=True)
+        assert runs.run().success and titles(destinations) == [[], []] and published_open() == []
+        sim.set_faults(forbidden_prefixes=FORBIDDEN)
+        before = titles(destinations)
+        failed = runs.run()
+        assert failed.failed_streams == [CODE_CONVERSIONS.name]
+        assert_one_each(destinations, before, "[test-deploy] ERROR: the code_conversions stream failed")
+        assert published_open() == ["step.sync_code_conversions:failed"]  # this run's own look
+        original = EmbeddedDuckDB.publish
+
+        def refused(self: EmbeddedDuckDB, data_dir: Path, run_id: str) -> object:
+            raise OSError("No space left on device")
+
+        monkeypatch.setattr(EmbeddedDuckDB, "publish", refused)
+        before = titles(destinations)
+        unpublished = runs.run()
+        assert [s.status for s in unpublished.steps if s.name == "publish"] == ["failed"]
+        assert "after the publish: 2 problems open; a message on 1 opened" in unpublished.alerted.line
+        assert_one_each(destinations, before, "[test-deploy] ERROR: the publish step failed")
+        monkeypatch.setattr(EmbeddedDuckDB, "publish", original)
+        sim.set_faults(forbidden_prefixes=None)
+        before = titles(destinations)
+        assert runs.run().success
+        # the run's two looks, a message each (the publish's after the rest), sent together after the publish
+        assert only_new(destinations, before) == [["[test-deploy] resolved: the code_conversions stream failed",
+                                                   "[test-deploy] resolved: the publish step failed"]] * 2
+        # the publish's own outcome is looked at after it: the copy it made shows the failure before it open
+        assert published_open() == ["step.publish:failed"]
+        assert runs.run().success and published_open() == []
 
 
 def test_a_restore_is_said_once_and_resolved_by_the_next_run_that_meets_none(
