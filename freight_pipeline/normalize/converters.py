@@ -36,6 +36,9 @@ Converter = Callable[[Any], Any]
 
 _INT64_MAX = 2**63 - 1
 _INT32_MAX = 2**31 - 1
+_BEYOND_INT64 = float(2**63)
+"""The least float magnitude no 64-bit integer reaches: a whole float there in a text field was an integer literal
+beyond 64 bits, which orjson reads as a float instead of refusing it."""
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _TRUE = frozenset({"true", "t", "j", "y", "yes", "1"})
 _FALSE = frozenset({"false", "f", "n", "no", "0"})
@@ -56,6 +59,9 @@ def to_str(value: Any) -> str:
         raise Invalid(f"{show(value)} is not valid Unicode text (lone surrogate)")
     if isinstance(value, bool):
         return "true" if value else "false"
+    if type(value) is float and value.is_integer() and abs(value) >= _BEYOND_INT64:
+        # orjson reads an integer beyond 64 bits as a float: its text would lose digits (the raw record keeps them)
+        raise Invalid(f"{show(value)} is a number beyond 64 bits, read as a float: its digits are lost as text")
     if isinstance(value, int | float):
         return str(value)
     raise Invalid(f"{show(value)} is not a string")
@@ -198,14 +204,16 @@ CONVERTERS: dict[str, Converter] = {
 def json_or_report(value: Any, path: str, problems: Problems) -> str | None:
     """``value`` as JSON text; unstorable: null and reported. What JSON or UTF-8 cannot carry inside it is
     written otherwise and each reported at its own path: NaN and Infinity as null, text with a lone surrogate
-    with U+FFFD in its place."""
+    with U+FFFD in its place, an integer beyond 64 bits (which the parser read as a float) with its digits lost."""
     try:
         text = to_json(value)
     except Invalid as exc:
         problems.add(path, show(value), str(exc))
         return None
-    floats, texts = "null" in text, "\ufffd" in text  # cheap pre-checks: a non-finite number became null, a surrogate
-    if floats or texts:  # U+FFFD; only then is the value walked, for what it has of each
+    # cheap pre-checks: a non-finite number became null, a surrogate U+FFFD, a number of 19 digits or more an
+    # exponent; only then is the value walked, for what it has of each
+    floats, texts = "null" in text or _LARGE_EXPONENT.search(text) is not None, "\ufffd" in text
+    if floats or texts:
         found = list(_unstorable(value, path, floats, texts))
         said = {p.path for p in problems} if found else set()  # a field read into a column too: said there
         for where, bad, reason in found:
@@ -214,12 +222,20 @@ def json_or_report(value: Any, path: str, problems: Problems) -> str | None:
     return text
 
 
+_LARGE_EXPONENT = re.compile(r"\d[eE]\+?\d\d")
+"""How a float of 19 digits or more (one beyond 64 bits among them) is written in JSON text (``3.4e+23``)."""
+
+
 def _unstorable(value: Any, path: str, floats: bool, texts: bool) -> Iterable[tuple[str, Any, str]]:
     """(path, value, reason) of each value inside ``value`` that ``to_json`` writes otherwise than it came: a
-    non-finite number (``floats``), a text or key with a lone surrogate (``texts``)."""
+    non-finite number or an integer beyond 64 bits read as a float (``floats``), a text or key with a lone
+    surrogate (``texts``)."""
     if isinstance(value, float):
         if floats and not math.isfinite(value):
             yield path, value, f"{value} is not a finite number: null in the JSON column"
+        elif floats and value.is_integer() and abs(value) >= _BEYOND_INT64:
+            yield path, value, f"{value} is a number beyond 64 bits, read as a float: its digits are lost in the " \
+                "JSON column"
     elif isinstance(value, str):
         if texts and not is_text(value):
             yield path, value, f"{show(value)} is not valid Unicode text (lone surrogate): U+FFFD in the JSON column"

@@ -51,3 +51,17 @@ def test_a_code_conversion_field_read_into_a_column_is_reported_once_for_it() ->
     assert row.get("description") is None and '"extra":null' in row["payload"]
     assert [(p.path, p.reason.endswith("(lone surrogate)")) for p in problems] == [("[0].description", True),
                                                                                   ("[0].extra", False)]
+
+
+def test_an_integer_beyond_64_bits_kept_in_a_json_column_is_reported_at_its_path() -> None:
+    """orjson reads it as a float: the JSON column keeps the float (its digits lost), said at the value's path."""
+    problems = Problems()
+    text = json_or_report({"reference": {"number": float(340123456789012345678901), "exact": 10**18}}, "refs",
+                          problems)
+    assert text == '{"reference":{"exact":1000000000000000000,"number":3.4012345678901235e+23}}'
+    assert [(p.path, p.reason) for p in problems] == [
+        ("refs.reference.number", "3.4012345678901235e+23 is a number beyond 64 bits, read as a float: its digits are "
+                                  "lost in the JSON column")]
+    clean = Problems()
+    json_or_report({"note": "1e+23 is text", "weight": 1.5e+18}, "x", clean)  # a look-alike text, a float in range
+    assert clean == []

@@ -340,3 +340,28 @@ def test_datetime_parsing_raises_only_its_own_error(value: Any) -> None:
             pass
     parsed, problems = datetimes.read_datetime_object(value)
     assert parsed is not None or problems or value in (None, "")
+
+
+BEYOND_64_BITS = "340123456789012345678901"
+"""An integer literal of 24 digits: orjson reads it as a float (3.4012345678901235e+23), digits lost."""
+
+
+def test_an_integer_beyond_64_bits_in_any_text_field_is_reported_never_stored_with_its_digits_lost(
+    store: SimulatorStore,
+) -> None:
+    """Enumerated from the richest document: every field that holds text, sent as a 24-digit number and parsed as
+    received (orjson), is a data problem at its path: null in a text column, never ``3.4012345678901235e+23``;
+    in a JSON column that keeps its subtree as parsed, said so (was: stored so, silently)."""
+    template = _richest(store, "SEA")
+    paths = [path for path, value in nodes(template) if isinstance(value, str) and not NOT_READ.search(path)]
+    assert len(paths) > 50
+    lost = str(float(BEYOND_64_BITS))
+    for path in paths:
+        marked = with_value(template, path, "@@BIG@@")
+        document = orjson.loads(json.dumps(marked).replace('"@@BIG@@"', BEYOND_64_BITS))
+        problems = Problems()
+        rows = normalize_shipment(document, problems)
+        reported = [problem for problem in problems if _covers(problem.path, path)]
+        assert reported, path
+        if lost in json.dumps(rows, default=str):  # only where a JSON column keeps the subtree, as parsed
+            assert any("beyond 64 bits" in problem.reason for problem in reported), path
