@@ -347,13 +347,19 @@ class ClientCore:
         """The wait before repeating a call refused for a token the service does not know yet: the backoff of
         the ``waits``-th such refusal; raises the refusal when the retry budget would be spent."""
         delay = self.retry.backoff(waits, self.rng)
-        if time.monotonic() - started + delay > self.retry.total_budget:
-            logger.warning("%s: giving up, retry budget of %.1f s spent (401 on a new token)", call.where,
-                           self.retry.total_budget)
-            raise failure.error
-        self.stats.record_retry()
+        self._spend(call, failure, delay, started)
         logger.info("%s: 401 on a token issued moments ago, again in %.2f s", call.where, delay)
         return delay
+
+    def _spend(self, call: Call, failure: Failure, delay: float, started: float) -> None:
+        """Count a retry after ``delay`` more seconds; raises the failure's error instead when the wait would end
+        after the retry budget (counted from ``started``, the call's first attempt)."""
+        if time.monotonic() - started + delay > self.retry.total_budget:
+            logger.warning(
+                "%s: giving up, retry budget of %.1f s spent (%s)", call.where, self.retry.total_budget, failure.reason
+            )
+            raise failure.error
+        self.stats.record_retry()
 
     def _interpret(self, call: Call, outcome: Outcome, reauthenticated: bool) -> Reply | Failure:
         if isinstance(outcome, httpx.Response):
@@ -388,12 +394,7 @@ class ClientCore:
             raise failure.error
         else:
             delay = self.retry.delay(attempt, failure.retry_after, self.rng)
-        if time.monotonic() - started + delay > self.retry.total_budget:
-            logger.warning(
-                "%s: giving up, retry budget of %.1f s spent (%s)", call.where, self.retry.total_budget, failure.reason
-            )
-            raise failure.error
-        self.stats.record_retry()
+        self._spend(call, failure, delay, started)
         if failure.refused:
             logger.info("%s: %s, refused (%d), again in %.2f s", call.where, failure.reason, refusals, delay)
         else:

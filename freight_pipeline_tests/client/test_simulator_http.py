@@ -277,6 +277,9 @@ def check_code_conversions(client: SyncView, sim: Any) -> None:
     assert page.row_count == len(of_partner) and same_json(page.raw, of_partner[:3])
     found = list(client.iter_code_conversions([Criterion(key="PARTNER", value=partner)], page_size=3))
     assert same_json([c.raw for c in found], of_partner)
+    every = list(client.iter_code_conversion_lookup_pages([], page_size=100))  # the read when the scroll is not one
+    assert [p.page_no for p in every] == list(range(-(-len(expected) // 100)))
+    assert same_json([row for p in every for row in p.raw], expected)
     record = sim.store.reader.get_code_conversion(expected[0]["id"])
     assert same_json(client.get_code_conversion_raw(expected[0]["id"]), record)
     assert same_json(client.get_code_conversion(expected[0]["id"]).raw, record)
