@@ -8,6 +8,7 @@ loading just reads it, and the specs dagster-dbt made from it (cached beside it)
 """
 
 import fcntl
+import graphlib
 import hashlib
 import json
 import os
@@ -126,16 +127,27 @@ def _made_from(manifest: Path) -> dict[str, Any]:
             "translation": hashlib.sha256(TRANSLATION.read_bytes()).hexdigest()}
 
 
-def model_results(dbt: DbtAssets, nodes: Sequence[NodeResult]) -> Iterator[dg.MaterializeResult]:
+NOT_REBUILT = "not_rebuilt"
+"""The metadata of a model materialized by a build that did not run it: why it is current all the same."""
+
+
+def model_results(dbt: DbtAssets, nodes: Sequence[NodeResult], *,
+                  built: bool = False) -> Iterator[dg.MaterializeResult]:
     """A materialization of each model the build ran without error, with dbt's figures and its tests'
-    results (every test of it that ran: passed, warned, failed)."""
+    results (every test of it that ran: passed, warned, failed); ``built``: the build succeeded, so every other
+    model is current as well (dbt had nothing of it to redo; a view holds no data of its own), and is materialized
+    saying so (:data:`NOT_REBUILT`)."""
     tests: dict[str, dict[str, str]] = {}
     for node in nodes:
         if node.unique_id in dbt.tests:
             tests.setdefault(dbt.tests[node.unique_id], {})[node.name] = node.status
+    ran: dict[str, dg.MaterializeResult | None] = {}
     for node in nodes:
         key = dbt.keys.get(node.unique_id)
-        if key is None or node.status != "success":
+        if key is None:
+            continue
+        if node.status != "success":
+            ran[node.unique_id] = None
             continue
         metadata: dict[str, Any] = {"unique_id": node.unique_id, "dbt_status": node.status}
         if node.seconds is not None:
@@ -148,4 +160,22 @@ def model_results(dbt: DbtAssets, nodes: Sequence[NodeResult]) -> Iterator[dg.Ma
             counts = Counter(tests[node.unique_id].values())
             metadata["tests"] = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
             metadata["test_results"] = dg.MetadataValue.json(dict(sorted(tests[node.unique_id].items())))
-        yield dg.MaterializeResult(asset_key=key, metadata=metadata)
+        ran[node.unique_id] = dg.MaterializeResult(asset_key=key, metadata=metadata)
+    for unique_id in dependency_order(dbt):  # Dagster takes a multi-asset's results upstream first
+        if unique_id in ran:
+            result = ran[unique_id]
+            if result is not None:
+                yield result
+        elif built:
+            yield dg.MaterializeResult(asset_key=dbt.keys[unique_id], metadata={
+                "unique_id": unique_id, "dbt_status": "current", NOT_REBUILT: dg.MetadataValue.text(
+                    "current, not rebuilt: the build had nothing of it to redo (no row it reads changed since it "
+                    "was built; a view holds no data of its own)")})
+
+
+def dependency_order(dbt: DbtAssets) -> list[str]:
+    """The unique ids of the project's models, each after every model it reads."""
+    id_of = {key: unique_id for unique_id, key in dbt.keys.items()}
+    sorter = graphlib.TopologicalSorter({
+        id_of[spec.key]: [id_of[dep.asset_key] for dep in spec.deps if dep.asset_key in id_of] for spec in dbt.specs})
+    return list(sorter.static_order())

@@ -9,7 +9,10 @@ runs the streams of its tables, and the build and the publish only when a dbt mo
 selected (the build is always the whole plan's: a publish only ever ships marts of one complete build).
 
 As the engine ends each step, the op yields its results: the tables of a stream that wrote, with the
-figures of the run log; the warehouse checks as check results; each model the build ran; the publish.
+figures of the run log and a data version that changes only with their rows; the warehouse checks as check results;
+each model the build ran, and after a successful build every other model as current (not rebuilt); the publish.
+The op takes the writer lock itself before the engine does (for the same run), and tags the run with its claim
+(``writer_claim``), by which a schedule's tick knows a run that lost the lock for dead.
 The engine runs in a thread of the op, so that what it reports can be yielded while it goes on.
 
 One set of rules however the job is started (docs/operations.md, "One engine"): a failed stream's
@@ -21,7 +24,8 @@ severity holds back the build and the publish.
 
 import queue
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,16 @@ from freight_pipeline.config import PASSWORD_ENV, BadSettings
 from freight_pipeline.defs.checks import check_result, check_spec
 from freight_pipeline.defs.dbt import DbtAssets, dbt_assets_of, model_results
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource, run_settings
-from freight_pipeline.defs.sync_assets import metadata_value, stream_keys, stream_results, stream_specs, table_key
+from freight_pipeline.defs.sync_assets import (
+    TableState,
+    metadata_value,
+    stream_keys,
+    stream_results,
+    stream_specs,
+    table_key,
+    table_states,
+)
+from freight_pipeline.defs.writer_claim import writer_claim
 from freight_pipeline.job.run import (
     CHECKS_STEP,
     FAILED_STEP,
@@ -49,6 +62,7 @@ from freight_pipeline.sync.progress import Tally, TallyLines, Throttled, tallies
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import STREAM_NAMES, STREAM_OF_STEP, stream_named
 from freight_pipeline.warehouse.run_log import logged_runs
+from freight_pipeline.warehouse.writer_lock import WarehouseBusy
 
 FREIGHT_JOB = "freight_job"
 """The op's name (its step key in every run)."""
@@ -113,13 +127,16 @@ def publish_spec(upstream: list[dg.AssetSpec]) -> dg.AssetSpec:
     )
 
 
-def step_results(step: Step, not_synced: Collection[str] = ()) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+def step_results(step: Step, not_synced: Collection[str] = (), run_id: str = "",
+                 before: Mapping[dg.AssetKey, TableState] | None = None) -> Iterator[
+        dg.MaterializeResult | dg.AssetCheckResult]:
     """What one step of the engine did, as Dagster results (of every asset and check it concerns; the
-    op keeps those selected); ``not_synced``: the streams that failed or did not run before it."""
+    op keeps those selected); ``not_synced``: the streams that failed or did not run before it; ``run_id`` and
+    ``before`` (the tables' states before the run): their data versions (``sync_assets.table_version``)."""
     stream = STREAM_OF_STEP.get(step.name)
     if stream is not None:
         if step.stream is not None and not step.off:  # a stream switched off wrote nothing: no materialization
-            yield from stream_results(stream, step.stream)
+            yield from stream_results(stream, step.stream, run_id, before)
         key = stream_check_key(stream)
         yield dg.AssetCheckResult(  # red when it failed or did not run; a stream switched off is no fault
             asset_key=key.asset_key, check_name=key.name, passed=step.status == "success" or step.off,
@@ -134,7 +151,7 @@ def step_results(step: Step, not_synced: Collection[str] = ()) -> Iterator[dg.Ma
         for check, result in step.checks:
             yield check_result(check, result)
     elif step.name == MARTS_STEP and step.marts is not None:
-        yield from _marked(model_results(DBT, step.marts.nodes), not_synced)
+        yield from _marked(model_results(DBT, step.marts.nodes, built=step.status == "success"), not_synced)
     elif step.name == PUBLISH_STEP and step.publication is not None:
         yield dg.MaterializeResult(asset_key=PUBLISH_KEY, metadata={
             name: metadata_value(value) for name, value in step.publication.metadata().items()})
@@ -232,37 +249,44 @@ def build_freight_job() -> dg.AssetsDefinition:
         context.log.info(f"{', '.join(streams) or 'no stream'}{', the build' if marts else ''}"
                          f"{', the publish' if publish else ''}: {service.base_url} as {service.username} into "
                          f"{backend.describe(data_dir)}")
-        with DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts, builds=marts) as worker:
-            settings = SyncSettings.of(configured.sync)
+        with ExitStack() as claimed:
+            try:  # the engine takes it again for this run at once; told to Dagster once held (a tick reads it)
+                claimed.enter_context(writer_claim(context.instance, context.run_id, data_dir))
+            except WarehouseBusy as busy:  # a run outside Dagster writes the warehouse (a headless sync from cron)
+                yield from unrun_stream_checks(checks, streams, data_dir, backend.concurrent_writers)
+                raise dg.Failure(description=f"skipped: {busy}", allow_retries=False) from None
+            with DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts, builds=marts) as worker:
+                settings = SyncSettings.of(configured.sync)
 
-            def run(progress: Callable[[str], None], on_step: Callable[[Step], None]) -> JobReport:
-                return run_job(service, data_dir, settings, backend, worker, run_id=context.run_id,
-                               progress=progress, on_step=on_step, streams=streams, marts=marts, publish=publish,
-                               count_rows=True, alerting=Alerting.of(configured, dagster_run=True))
+                def run(progress: Callable[[str], None], on_step: Callable[[Step], None]) -> JobReport:
+                    return run_job(service, data_dir, settings, backend, worker, run_id=context.run_id,
+                                   progress=progress, on_step=on_step, streams=streams, marts=marts, publish=publish,
+                                   count_rows=True, alerting=Alerting.of(configured, dagster_run=True))
 
-            progress = Throttled(context.log.debug, PROGRESS_EVERY_S)
-            tallied = TallyLines(context.log.debug, PROGRESS_EVERY_S)  # each stream's done of its total, rate, left
-            report: JobReport | None = None
-            not_synced: set[str] = set()
-            for told in _run_in_thread(run):
-                if isinstance(told, str):
-                    progress(told)
-                elif isinstance(told, Tally):
-                    tallied(told)
-                elif isinstance(told, Step):
-                    for line in told.lines():
-                        (context.log.error if told.status == "failed" else context.log.info)(line)
-                    if told.name in STREAM_OF_STEP and told.status != "success" and not told.off:
-                        not_synced.add(STREAM_OF_STEP[told.name])
-                    for result in step_results(told, not_synced):
-                        if isinstance(result, dg.AssetCheckResult):
-                            key = result.asset_key and dg.AssetCheckKey(result.asset_key, result.check_name or "")
-                            if key in checks:
+                progress = Throttled(context.log.debug, PROGRESS_EVERY_S)
+                tallied = TallyLines(context.log.debug, PROGRESS_EVERY_S)  # each stream's done of its total, rate, left
+                report: JobReport | None = None
+                not_synced: set[str] = set()
+                before = table_states(context.instance, [key for stream in streams for key in stream_keys(stream)])
+                for told in _run_in_thread(run):
+                    if isinstance(told, str):
+                        progress(told)
+                    elif isinstance(told, Tally):
+                        tallied(told)
+                    elif isinstance(told, Step):
+                        for line in told.lines():
+                            (context.log.error if told.status == "failed" else context.log.info)(line)
+                        if told.name in STREAM_OF_STEP and told.status != "success" and not told.off:
+                            not_synced.add(STREAM_OF_STEP[told.name])
+                        for result in step_results(told, not_synced, context.run_id, before):
+                            if isinstance(result, dg.AssetCheckResult):
+                                key = result.asset_key and dg.AssetCheckKey(result.asset_key, result.check_name or "")
+                                if key in checks:
+                                    yield result
+                            elif result.asset_key in selected:
                                 yield result
-                        elif result.asset_key in selected:
-                            yield result
-                else:
-                    report = told
+                    else:
+                        report = told
         assert report is not None
         yield from unrun_stream_checks(checks, streams, data_dir, backend.concurrent_writers)
         if report.alerted is not None:

@@ -3,11 +3,16 @@ one process (DuckDB: one writer).
 
 A schedule skips its tick while a run of either job is queued or running, or a run outside Dagster (a
 headless sync from cron) holds the warehouse's writer lock: they write the same working database, and an
-overlapping run would only fail, skipped. A run whose process died while it wrote (killed, out of memory)
-is marked failed by the next tick, which then runs: Dagster alone would show it running for ever, and every
-later tick would skip. So is one whose process died and after which another run (a headless sync from cron)
-took the writer lock and let go: the lock's file names that other run then, not the dead one (not a lake's
-backfill partition's run: it holds its partition's lock, not this one).
+overlapping run would only fail, skipped. When the run queue starts one run at a time (``make ui``'s instance), a
+tick is skipped only by a run of its own job: its run waits in the queue behind another job's, so that the two
+schedules due at 03:00 (whichever Dagster evaluates first) both run, each day.
+
+A run whose process is gone (killed, out of memory) is marked failed by the next tick, which then runs: Dagster alone
+would show it running for ever, and every later tick would skip. Gone: the lock's file names it while nothing holds
+the lock (it died writing); or it took the lock (it tags itself so: ``writer_claim``) and another run took it since,
+or it let go and its process ended, however long ago (not a lake's backfill partition's run: it holds its
+partition's lock, not this one). A run that never said it took the lock (killed before, an older version's) is gone
+when another run took the lock :data:`TAKEN_OVER_AFTER` after it began, and let go.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from freight_pipeline.defs.freight_job import DBT, PUBLISH_KEY, freight_job
 from freight_pipeline.defs.names import ASSET_GRAPH_JOB, CODE_CONVERSIONS_JOB, FREIGHT_SYNC_JOB
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_keys
+from freight_pipeline.defs.writer_claim import claim_of, process_gone
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
 from freight_pipeline.warehouse.writer_lock import Holder, last_taker, lock_state
 
@@ -74,18 +80,18 @@ def default_sensor_status() -> dg.DefaultSensorStatus:
 
 
 TAKEN_OVER_AFTER = dt.timedelta(minutes=5)
-"""A run Dagster holds running is dead when another run took the writer lock this long after the run started (or
-was made, when Dagster has no start), and let go: a live run takes the lock within seconds of its start (or ends,
-skipped, when another holds it). Not a lake's backfill partition's run: it holds a lock of its partition's, and
-others take the writer lock meanwhile."""
+"""A run Dagster holds running that never said it took the writer lock (no claim: ``writer_claim``) is dead when
+another run took the lock this long after the run started (or was made, when Dagster has no start), and let go: a
+live run takes the lock within seconds of its start (or ends, skipped, when another holds it). Not a lake's backfill
+partition's run: it holds a lock of its partition's, and others take the writer lock meanwhile."""
 PARTITION_TAG = "dagster/partition"
 """Dagster's tag of a partitioned run (a lake's backfill partition's): the partition it runs."""
 
 
-def writer_runs_in_progress(instance: dg.DagsterInstance, data_dir: Path | None = None) -> list[str]:
+def writer_runs_in_progress(instance: dg.DagsterInstance, data_dir: Path | None = None) -> list[dg.DagsterRun]:
     """The runs writing the warehouse that are queued or running (the writer jobs', and the asset graph's); one that
-    Dagster holds running but whose process died (it held the writer lock of ``data_dir``, free now; or another run
-    took the lock well after it began, and let go) is reported failed, and is not one of them."""
+    Dagster holds running but whose process is gone (:func:`_gone`, by ``data_dir``'s writer lock) is reported failed,
+    and is not one of them."""
     records = [*instance.get_run_records(filters=dg.RunsFilter(tags=WRITER_TAG, statuses=ACTIVE_STATUSES), limit=5),
                *instance.get_run_records(filters=dg.RunsFilter(job_name=ASSET_GRAPH_JOB, statuses=ACTIVE_STATUSES),
                                          limit=5)]
@@ -94,22 +100,34 @@ def writer_runs_in_progress(instance: dg.DagsterInstance, data_dir: Path | None 
     busy = []
     for record in records:
         run = record.dagster_run
-        gone = None if held or run.status != dg.DagsterRunStatus.STARTED else _gone(record, holder, taker)
+        started = data_dir is not None and run.status == dg.DagsterRunStatus.STARTED
+        gone = _gone(record, held, holder, taker) if started else None
         if gone is not None:
             instance.report_run_failed(run, f"{gone}: killed, or out of memory; the next run goes on from its last "
                                             "batch")
         else:
-            busy.append(run.run_id)
+            busy.append(run)
     return busy
 
 
-def _gone(record: dg.RunRecord, holder: Holder, taker: Holder) -> str | None:
-    """Why the run of ``record``, which Dagster holds running while nothing holds the writer lock (its file naming
-    ``holder``, a run that died holding it, if any; ``taker``: the run that took it last), is dead (None: nothing
-    says so)."""
-    if record.dagster_run.run_id == holder.run_id:
-        return f"its process died while it wrote the warehouse ({holder.describe()})"
-    if PARTITION_TAG in record.dagster_run.tags:
+def _gone(record: dg.RunRecord, held: bool, holder: Holder, taker: Holder) -> str | None:
+    """Why the run of ``record``, which Dagster holds running, is dead (None: nothing says so), by the writer lock:
+    whether a live process holds it (``held``), the run its file names as holding it (``holder``) and the run that
+    took it last (``taker``: the holder, else the one that let go of it last)."""
+    run = record.dagster_run
+    if run.run_id == holder.run_id:
+        return None if held else f"its process died while it wrote the warehouse ({holder.describe()})"
+    if PARTITION_TAG in run.tags:  # it holds a lock of its partition's: what others took says nothing of it
+        return None
+    claim = claim_of(run)
+    if claim is not None:  # it took the lock, and holds it no more
+        if taker.run_id is not None and taker.run_id != run.run_id:  # the file names the last to take it: after it
+            return (f"its process is gone: it held the warehouse's writer lock ({claim.describe()}), and another run "
+                    f"took it since ({taker.describe()}{'' if held else ', and let go'})")
+        if taker.run_id == run.run_id and not held and process_gone(claim):  # it let go: ending, or died since
+            return f"its process is gone: it let go of the warehouse's writer lock ({claim.describe()}), and ended"
+        return None
+    if held:  # a run that never told it took the lock: judged only once the lock is free
         return None
     try:
         taken = dt.datetime.fromisoformat(taker.since) if taker.since else None
@@ -123,7 +141,18 @@ def _gone(record: dg.RunRecord, holder: Holder, taker: Holder) -> str | None:
     return None
 
 
+def runs_one_at_a_time(instance: dg.DagsterInstance) -> bool:
+    """Whether the instance's run queue starts one run at a time (a ``QueuedRunCoordinator`` with
+    ``max_concurrent_runs: 1``, as ``make ui``'s): a run requested while another writes the warehouse waits in the
+    queue behind it rather than colliding on the writer lock."""
+    coordinator = instance.run_coordinator
+    return isinstance(coordinator, dg.QueuedRunCoordinator) and \
+        coordinator.get_run_queue_config().max_concurrent_runs == 1
+
+
 def build_schedule(name: str, cron: str, job_name: str, description: str) -> dg.ScheduleDefinition:
+    """A schedule of ``job_name`` that skips its tick while a run writes the warehouse: a run of ``job_name`` always,
+    another job's run only when the run queue does not start one run at a time (else its run waits behind it)."""
     @dg.schedule(
         name=name,
         cron_schedule=cron,
@@ -134,14 +163,24 @@ def build_schedule(name: str, cron: str, job_name: str, description: str) -> dg.
     )
     def _schedule(context: dg.ScheduleEvaluationContext, warehouse: WarehouseResource) -> dg.RunRequest | dg.SkipReason:
         busy = writer_runs_in_progress(context.instance, warehouse.path)
+        queued = runs_one_at_a_time(context.instance)
+        if queued:
+            busy = [run for run in busy if run.job_name == job_name]
         if busy:
-            return dg.SkipReason(f"a run writing the warehouse is still in progress: {', '.join(busy)}")
+            return dg.SkipReason("a run writing the warehouse is still in progress: "
+                                 f"{', '.join(run.run_id for run in busy)}")
         held, holder = lock_state(warehouse.path)
-        if held and not holder.brief:  # a run outside Dagster (a headless sync from cron); a brief look is waited for
+        if held and not holder.brief and not (queued and runs_in_dagster(context.instance, holder)):
+            # a run outside Dagster (a headless sync from cron); a brief look is waited for
             return dg.SkipReason(f"another run writes {warehouse.path}: {holder.describe()}")
         return dg.RunRequest()
 
     return _schedule
+
+
+def runs_in_dagster(instance: dg.DagsterInstance, holder: Holder) -> bool:
+    """Whether the writer lock's ``holder`` is a run of this Dagster instance (which the run queue waits for)."""
+    return holder.run_id is not None and instance.get_run_by_id(holder.run_id) is not None
 
 
 schedules: list[dg.ScheduleDefinition] = [

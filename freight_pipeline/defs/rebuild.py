@@ -8,6 +8,7 @@ Each step is logged as it ends; the publish is recorded as a materialization of 
 """
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import dagster as dg
 
@@ -17,9 +18,11 @@ from freight_pipeline.defs.jobs import WRITER_TAG
 from freight_pipeline.defs.names import REBUILD_JOB
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import metadata_value
+from freight_pipeline.defs.writer_claim import writer_claim
 from freight_pipeline.job.run import FAILED_STEP, Alerting, Step, run_rebuild
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.settings import SyncSettings
+from freight_pipeline.warehouse.writer_lock import WarehouseBusy
 
 
 class RebuildConfig(dg.Config):
@@ -47,7 +50,12 @@ def freight_rebuild(context: dg.OpExecutionContext, config: RebuildConfig,
 
     context.log.info(f"rebuild of {backend.describe(warehouse.path)} from its raw records")
     settings = warehouse.settings(reads=CONCERNS)  # every one it reads (the sync's tuning too): a bad one refused
-    with DbtWorker.for_run(warehouse.path, backend.dbt_target, settings.marts) as worker:
+    with ExitStack() as claimed:
+        try:  # told to Dagster once held (a schedule's tick reads it); the engine takes it again for this run at once
+            claimed.enter_context(writer_claim(context.instance, context.run_id, warehouse.path))
+        except WarehouseBusy as busy:  # a run outside Dagster writes the warehouse (a headless sync from cron)
+            raise dg.Failure(description=f"skipped: {busy}", allow_retries=False) from None
+        worker = claimed.enter_context(DbtWorker.for_run(warehouse.path, backend.dbt_target, settings.marts))
         report = run_rebuild(warehouse.path, SyncSettings.of(settings.sync), backend, worker,
                              run_id=context.run_id, progress=context.log.debug, on_step=ended,
                              everything=config.everything, alerting=Alerting.of(settings, dagster_run=True))

@@ -9,11 +9,12 @@ The computation is the job's (``job.run``); this module only turns what a stream
 
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from freight_pipeline.job.run import StreamFigures
 from freight_pipeline.normalize.schema import TableSpec
@@ -160,28 +161,58 @@ def part_metadata(result: StreamResult, part: str) -> dict[str, Any]:
     }
 
 
-def stream_results(stream: str, figures: StreamFigures) -> Iterator[dg.MaterializeResult]:
+TableState = tuple[str | None, int | None]
+"""A table asset's last materialization, as a run found it before it wrote: its data version and its row count (None:
+not known)."""
+ROW_COUNT = "dagster/row_count"
+
+
+def table_states(instance: dg.DagsterInstance, keys: Sequence[dg.AssetKey]) -> dict[dg.AssetKey, TableState]:
+    """The last materialization's data version and row count of each of ``keys`` that has one."""
+    states: dict[dg.AssetKey, TableState] = {}
+    for record in instance.get_asset_records(list(keys)):
+        entry = record.asset_entry.last_materialization
+        done = entry.asset_materialization if entry is not None else None
+        if done is not None:
+            count = done.metadata.get(ROW_COUNT)
+            states[done.asset_key] = (done.tags.get(DATA_VERSION_TAG) if done.tags else None,
+                                      count.value if isinstance(count, dg.IntMetadataValue) else None)
+    return states
+
+
+def table_version(before: TableState | None, rows: int, written: int, run_id: str) -> dg.DataVersion:
+    """A table's data version after a run: the one it had when the run wrote none of its rows and left its row count as
+    it was (the dbt views on it are then not shown stale), else a new one, the run's id."""
+    version, count = before or (None, None)
+    return dg.DataVersion(version if version and not written and count == rows else run_id)
+
+
+def stream_results(stream: str, figures: StreamFigures, run_id: str,
+                   before: Mapping[dg.AssetKey, TableState] | None = None) -> Iterator[dg.MaterializeResult]:
     """One ``MaterializeResult`` per table of ``stream``: its rows, the stream's figures on its first
-    table, each part's own figures on the first table of that part."""
+    table, each part's own figures on the first table of that part; its data version by :func:`table_version` from
+    ``before`` (the tables' states before the run)."""
     result = figures.result
+    before = before or {}
     tables = stream_named(stream).tables
     metadata_of = stream_metadata(result, figures.newest_change)
     firsts = {part.tables[0]: part.stream for part in stream_named(stream).parts}
     for index, table in enumerate(tables):
-        metadata: dict[str, Any] = {
-            "dagster/row_count": figures.rows.get(TABLES_BY_NAME[table].qualified_name, 0),
-            "table_rows_written": result.rows_by_table.get(table, 0),
-        }
+        rows, written = figures.rows.get(TABLES_BY_NAME[table].qualified_name, 0), result.rows_by_table.get(table, 0)
+        metadata: dict[str, Any] = {ROW_COUNT: rows, "table_rows_written": written}
         if index == 0:
             metadata.update(metadata_of)
         else:
             metadata.update(stream=stream, stream_rows_read=result.rows_read)
         if table in firsts and index > 0:
             metadata.update(part_metadata(result, firsts[table]))
-        yield dg.MaterializeResult(asset_key=table_key(table), metadata=metadata)
+        key = table_key(table)
+        yield dg.MaterializeResult(asset_key=key, metadata=metadata,
+                                   data_version=table_version(before.get(key), rows, written, run_id))
     for spec in history_tables(stream):
-        yield dg.MaterializeResult(asset_key=history_key(spec),
-                                   metadata={"dagster/row_count": figures.rows.get(spec.qualified_name, 0)})
+        key, rows = history_key(spec), figures.rows.get(spec.qualified_name, 0)
+        yield dg.MaterializeResult(asset_key=key, metadata={ROW_COUNT: rows},  # appended to only: its count says
+                                   data_version=table_version(before.get(key), rows, 0, run_id))
 
 
 def stream_keys(stream: str) -> list[dg.AssetKey]:

@@ -2,6 +2,8 @@
 
 import datetime as dt
 import importlib
+import json
+import logging
 import os
 import re
 import subprocess
@@ -9,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 
 import dagster as dg
@@ -26,7 +29,7 @@ from freight_pipeline.config import (
     environ,
 )
 from freight_pipeline.definitions import defs
-from freight_pipeline.defs import checks, dbt, jobs
+from freight_pipeline.defs import checks, dbt, jobs, writer_claim
 from freight_pipeline.defs.freight_job import FREIGHT_JOB, STREAM_CHECK
 from freight_pipeline.defs.names import ASSET_GRAPH_JOB
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
@@ -36,7 +39,7 @@ from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import RECORD_SOURCES, STREAM_NAMES, STREAMS
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.history import HISTORY_TABLES
-from freight_pipeline.warehouse.writer_lock import Holder, lock_state, writer_lock
+from freight_pipeline.warehouse.writer_lock import Holder, lock_path, lock_state, writer_lock
 from freight_pipeline_tests.dbt.marts import marts
 
 FREIGHT_KEYS = {dg.AssetKey(["freight", t.name]) for t in FREIGHT_TABLES}
@@ -546,3 +549,174 @@ def test_the_package_docstring_names_each_of_its_modules_and_no_other() -> None:
     named = {word for word in re.findall(r"``([A-Za-z_]+)``", defs.__doc__ or "")}
     modules = {path.stem for path in Path(defs.__file__).parent.glob("*.py") if path.stem != "__init__"}
     assert named == modules
+
+
+def _claim(instance: dg.DagsterInstance, run_id: str, data_dir: Path) -> None:
+    """Tag run ``run_id`` with its claim on the writer lock its process holds now, as ``writer_claim`` does."""
+    instance.add_run_tags(run_id, {writer_claim.CLAIM_TAG: json.dumps(asdict(Holder.read(lock_path(data_dir))))})
+
+
+@pytest.mark.parametrize("headless", ["let go", "holds it"])
+def test_a_run_that_took_the_lock_and_lost_it_is_failed_by_the_next_tick_however_soon_after(
+    tmp_path: Path, headless: str
+) -> None:
+    """A Dagster run killed while it wrote, then a headless sync took the writer lock seconds later: the lock's file
+    names only the headless run, yet the tick fails the dead run (its claim says it took the lock before), however
+    little time passed (was: skipped for ever, the headless run not 5 minutes after it began); and runs once the
+    headless run let go. A run holding its claim is alive: the ticks skip on it."""
+    schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
+    resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
+    with dg.instance_for_test() as instance:
+        def tick() -> dg.RunRequest | dg.SkipReason:
+            with dg.build_schedule_context(instance=instance, resources=resources) as context:
+                return schedule(context)
+
+        live = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
+                                              tags=jobs.WRITER_TAG))
+        with writer_claim.writer_claim(instance, live.run_id, tmp_path):  # the op's own claim, in this process
+            claimed = instance.get_run_by_id(live.run_id)
+            assert claimed is not None and writer_claim.claim_of(claimed) == Holder.read(lock_path(tmp_path))
+            skipped = tick()
+            assert isinstance(skipped, dg.SkipReason) and live.run_id in (skipped.skip_message or "")
+        assert (instance.get_run_by_id(live.run_id) or live).status == dg.DagsterRunStatus.STARTED
+        instance.report_run_failed(live)  # ended
+
+        dead = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
+                                              tags=jobs.WRITER_TAG))
+        with lock_held(tmp_path, dead.run_id):
+            _claim(instance, dead.run_id, tmp_path)
+            skipped = tick()  # alive: it holds the lock it claimed
+            assert isinstance(skipped, dg.SkipReason) and dead.run_id in (skipped.skip_message or "")
+        # killed; a headless sync takes the lock at once (within TAKEN_OVER_AFTER of the dead run's start)
+        if headless == "let go":
+            with writer_lock(tmp_path, "cli-cron-run"):
+                pid = os.getpid()
+            assert isinstance(tick(), dg.RunRequest)
+        else:
+            with lock_held(tmp_path, "cli-cron-run") as holder:
+                pid = holder.pid
+                skipped = tick()  # the headless run writes: skipped for it, not for the dead run
+                assert isinstance(skipped, dg.SkipReason)
+                assert (skipped.skip_message or "").startswith(f"another run writes {tmp_path}: run cli-cron-run")
+        failed = instance.get_run_by_id(dead.run_id)
+        assert failed is not None and failed.status == dg.DagsterRunStatus.FAILURE
+        said = [e.message for e in instance.all_logs(dead.run_id) if e.is_dagster_event]
+        assert any(m.startswith(f"its process is gone: it held the warehouse's writer lock (run {dead.run_id}")
+                   and f"another run took it since (run cli-cron-run, process {pid}" in m for m in said), said
+
+
+def test_a_run_that_let_go_of_its_claim_is_failed_only_once_its_process_ended(tmp_path: Path) -> None:
+    """A run that let go of the writer lock itself is ending (its last results): not failed while its process lives;
+    failed once that process is gone (killed after it let go)."""
+    schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
+    resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
+    with dg.instance_for_test() as instance:
+        def tick() -> dg.RunRequest | dg.SkipReason:
+            with dg.build_schedule_context(instance=instance, resources=resources) as context:
+                return schedule(context)
+
+        ending = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
+                                                tags=jobs.WRITER_TAG))
+        with writer_claim.writer_claim(instance, ending.run_id, tmp_path):
+            pass  # let go; this process (the run's) goes on
+        assert isinstance(tick(), dg.SkipReason)
+        assert (instance.get_run_by_id(ending.run_id) or ending).status == dg.DagsterRunStatus.STARTED
+        instance.report_run_failed(ending)
+
+        gone = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
+                                              tags=jobs.WRITER_TAG))
+        with subprocess.Popen([sys.executable, "-c", LET_GO, str(tmp_path), gone.run_id], stdout=subprocess.PIPE,
+                              stdin=subprocess.PIPE, text=True) as process:
+            assert process.stdout is not None and process.stdout.readline() == "held\n"
+            _claim(instance, gone.run_id, tmp_path)
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+            assert process.stdout.readline() == "let go\n"
+            assert isinstance(tick(), dg.SkipReason)  # alive, ending
+            process.kill()
+        assert isinstance(tick(), dg.RunRequest)
+        failed = instance.get_run_by_id(gone.run_id)
+        assert failed is not None and failed.status == dg.DagsterRunStatus.FAILURE
+
+
+LET_GO = """
+import sys, time
+from pathlib import Path
+from freight_pipeline.warehouse.writer_lock import writer_lock
+with writer_lock(Path(sys.argv[1]), sys.argv[2]):
+    print("held", flush=True)
+    sys.stdin.readline()
+print("let go", flush=True)
+time.sleep(600)
+"""
+
+
+QUEUE_ONE_AT_A_TIME = {"run_coordinator": {"module": "dagster.core.run_coordinator", "class": "QueuedRunCoordinator",
+                                           "config": {"max_concurrent_runs": 1}}}
+"""The run queue of ``make ui``'s instance (``commands/dagster.yaml``): one run at a time."""
+
+
+@pytest.mark.parametrize("queue", ["one at a time", "none"])
+def test_a_tick_queues_behind_another_job_s_run_when_the_queue_runs_one_at_a_time(tmp_path: Path, queue: str) -> None:
+    """The daily schedule's tick, due with the sync's at 03:00: with the queue starting one run at a time, a sync run
+    queued or running does not skip it (its run waits behind); one of its own job does. Without such a queue: skipped.
+    """
+    daily = jobs.build_schedule("daily", "0 3 * * *", "code_conversions_job", "d")
+    resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
+    with dg.instance_for_test(overrides=QUEUE_ONE_AT_A_TIME if queue != "none" else None) as instance:
+        def tick() -> dg.RunRequest | dg.SkipReason:
+            with dg.build_schedule_context(instance=instance, resources=resources) as context:
+                return daily(context)
+
+        sync = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.NOT_STARTED,
+                                              tags=jobs.WRITER_TAG))
+        assert isinstance(tick(), dg.RunRequest if queue != "none" else dg.SkipReason)
+        with writer_claim.writer_claim(instance, sync.run_id, tmp_path):  # dequeued: it writes
+            instance.report_dagster_event(dg.DagsterEvent(dg.DagsterEventType.RUN_START.value,
+                                                          job_name="freight_sync_job"), sync.run_id)
+            assert isinstance(tick(), dg.RunRequest if queue != "none" else dg.SkipReason)
+            own = instance.add_run(dg.DagsterRun(job_name="code_conversions_job",
+                                                 status=dg.DagsterRunStatus.NOT_STARTED, tags=jobs.WRITER_TAG))
+            skipped = tick()
+            assert isinstance(skipped, dg.SkipReason) and own.run_id in (skipped.skip_message or "")
+        with lock_held(tmp_path, "cli-cron-run"):  # a headless run: nothing queues behind it
+            instance.report_run_failed(own)
+            instance.report_run_failed(instance.get_run_by_id(sync.run_id) or sync)
+            assert isinstance(tick(), dg.SkipReason)
+
+
+def test_both_schedules_run_at_0300_every_day(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dagster's own scheduler loop (the daemon's ``launch_scheduled_runs``) at 03:00 UTC on several days, the
+    schedules switched on and the run queue of ``make ui``: both schedules are due; each day both launch a run (was:
+    whichever Dagster evaluated second skipped on the first's queued run, the daily one on about half the days)."""
+    from dagster._core.definitions.run_request import InstigatorType
+    from dagster._core.scheduler.instigation import TickStatus
+    from dagster._core.test_utils import create_test_daemon_workspace_context, freeze_time
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+    from dagster._scheduler.scheduler import launch_scheduled_runs
+
+    monkeypatch.setenv(SCHEDULES_RUNNING_ENV, "1")
+    monkeypatch.setenv("FREIGHT_DATA_DIR", str(tmp_path / "data"))
+    workspace = Path(__file__).parents[2] / "workspace.yaml"
+    days = 4
+    launched: dict[int, list[str]] = {}
+    with dg.instance_for_test(overrides=QUEUE_ONE_AT_A_TIME) as instance, \
+            create_test_daemon_workspace_context(WorkspaceFileTarget([str(workspace)]), instance) as context:
+        logger = logging.getLogger("scheduler")
+        times: dict[str, float] = {}
+        for day in range(8, 8 + days):
+            for at in (dt.datetime(2026, 12, day, 2, 59, tzinfo=dt.UTC), dt.datetime(2026, 12, day, 3, 0, 20,
+                                                                                    tzinfo=dt.UTC)):
+                for run in instance.get_runs():  # the earlier ticks' runs: as if they had run and ended
+                    instance.delete_run(run.run_id)
+                with freeze_time(at):
+                    list(launch_scheduled_runs(context, logger, at, times))
+            launched[day] = sorted(run.job_name for run in instance.get_runs())
+            states = instance.all_instigator_state(instigator_type=InstigatorType.SCHEDULE)
+            ticks = {state.instigator_name: instance.get_ticks(state.instigator_origin_id, state.selector_id,
+                                                              limit=1)[0] for state in states}
+            assert {name: tick.status for name, tick in ticks.items()} == {
+                "freight_sync_every_15_minutes": TickStatus.SUCCESS, "code_conversions_daily": TickStatus.SUCCESS}, \
+                {name: tick.skip_reason for name, tick in ticks.items()}
+    assert launched == {day: ["code_conversions_job", "freight_sync_job"] for day in range(8, 8 + days)}

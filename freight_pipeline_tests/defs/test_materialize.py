@@ -8,6 +8,7 @@ results.
 
 import json
 import logging
+import os
 import re
 import secrets
 from collections.abc import Iterator
@@ -18,12 +19,16 @@ from typing import Any
 import dagster as dg
 import duckdb
 import pytest
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.loader import LoadingContextForTest
 
 from freight_pipeline.config import DBT_REPLAY_ENV
 from freight_pipeline.definitions import defs
+from freight_pipeline.defs.dbt import NOT_REBUILT
 from freight_pipeline.defs.freight_job import DBT, FREIGHT_JOB, PUBLISH_KEY
 from freight_pipeline.defs.jobs import WRITER_TAG
 from freight_pipeline.defs.sync_assets import stream_keys
+from freight_pipeline.defs.writer_claim import claim_of
 from freight_pipeline.marts.project import TARGET_DIR
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
@@ -52,6 +57,12 @@ class Runs:
     data_dir: Path
     password: str
     published_versions: list[str]
+    third: dg.ExecuteInProcessResult
+    """The whole job again, after :data:`CHANGED` shipments changed."""
+    stale_after_third: dict[str, list[str]]
+    """Each asset Dagster's own stale-status resolver (the UI's "Unsynced") finds not fresh after it, by status."""
+    one_view: dg.ExecuteInProcessResult
+    """One staging view selected alone (the asset graph's Materialize of it), after the third."""
 
 
 def _metadata(result: dg.ExecuteInProcessResult, *path: str) -> dict[str, Any]:
@@ -85,15 +96,37 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
                 instance=instance, raise_on_error=False, asset_selection=[*tables, PUBLISH_KEY]
             )
             versions.append(_metadata(second, "freight", "published_warehouse")["version"] if second.success else "")
-            yield Runs(first, second, instance, data_dir, password, versions)
+            sim.modify_shipments(CHANGED)
+            third = job.execute_in_process(instance=instance, raise_on_error=False)
+            stale = _not_fresh(instance)
+            one_view = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+                instance=instance, raise_on_error=False, asset_selection=[ONE_VIEW])
+            yield Runs(first, second, instance, data_dir, password, versions, third, stale, one_view)
+
+
+CHANGED = 3
+ONE_VIEW = dg.AssetKey(["staging", "stg_shipment_aes"])
+
+
+def _not_fresh(instance: dg.DagsterInstance) -> dict[str, list[str]]:
+    graph = defs.resolve_asset_graph()
+    resolver = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
+    found: dict[str, list[str]] = {}
+    for key in sorted(graph.materializable_asset_keys):
+        status = resolver.get_status(key)
+        if status != StaleStatus.FRESH:
+            found.setdefault(status.value, []).append(key.to_user_string())
+    return found
 
 
 def test_both_runs_succeed(runs: Runs) -> None:
-    for result in (runs.first, runs.second):
+    for result in (runs.first, runs.second, runs.third, runs.one_view):
         failures = [e.message for e in result.all_events if e.is_failure]
         assert result.success, failures
         run = runs.instance.get_run_by_id(result.run_id)
-        assert run is not None and run.tags.items() >= WRITER_TAG.items()  # what the schedules look for
+        assert run is not None and (run.tags.items() >= WRITER_TAG.items() or result is runs.one_view)
+        claim = claim_of(run)  # the writer lock's claim, told to Dagster (what a tick tells a dead run by)
+        assert claim is not None and claim.pid == os.getpid() and claim.since, run.tags
     assert runs.published_versions[0] != runs.published_versions[1]
 
 
@@ -195,9 +228,10 @@ def test_published_warehouse_has_freight_tables_and_marts(runs: Runs) -> None:
 def test_sync_runs_are_logged_with_the_dagster_run_id(runs: Runs) -> None:
     with duckdb.connect(str(published_db_path(runs.data_dir)), read_only=True) as con:
         rows = con.execute("SELECT run_id, stream, status FROM freight_meta.sync_runs").fetchall()
-    streams = {(run.run_id, s) for run in (runs.first, runs.second) for s in STREAM_NAMES}
+    synced = (runs.first, runs.second, runs.third)  # not the view selected alone: no stream, nothing to build
+    streams = {(run.run_id, s) for run in synced for s in STREAM_NAMES}
     # each run built dbt (logged as stream dbt_build): the second selected no model, but the publish
-    assert {(r, s) for r, s, _ in rows} == streams | {(run.run_id, BUILD_STREAM) for run in (runs.first, runs.second)}
+    assert {(r, s) for r, s, _ in rows} == streams | {(run.run_id, BUILD_STREAM) for run in synced}
     assert {status for _, _, status in rows} == {"success"}
 
 
@@ -238,3 +272,34 @@ def test_a_rejected_login_fails_the_step_without_showing_the_password(tmp_path: 
     assert any(FREIGHT_JOB in t and "STEP_FAILURE" in t for t in texts)
     assert any("sync_code_conversions" in t and "401" in t for t in texts), texts
     assert not [t for t in texts if wrong in t]
+
+
+def test_a_run_that_changed_a_few_shipments_leaves_no_asset_stale(runs: Runs) -> None:
+    """After a scheduled run that changed a few shipments, Dagster's own stale-status resolver finds every asset fresh
+    (was: the 25 staging views "Unsynced", their tables re-materialized with no data version while dbt, rightly, did
+    not rebuild them): a table's data version changes only with its rows, and every model the build did not need to
+    run is materialized as current, saying so."""
+    assert runs.stale_after_third == {}
+    versions = {e.asset_key: e.materialization.tags.get("dagster/data_version")
+                for e in runs.third.get_asset_materialization_events()}
+    before = {e.asset_key: e.materialization.tags.get("dagster/data_version")
+              for e in runs.second.get_asset_materialization_events()}
+    shipments, conversions = dg.AssetKey(["freight", "shipments"]), dg.AssetKey(["freight", "code_conversions"])
+    assert versions[shipments] != before[shipments]  # its rows changed
+    assert versions[conversions] == before[conversions]  # none of its rows did: its views are not stale
+    built = [e for e in runs.third.get_asset_materialization_events() if e.asset_key in DBT.keys.values()]
+    assert {e.asset_key for e in built} == set(DBT.keys.values())
+    rebuilt = {e.asset_key for e in built if e.materialization.metadata["dbt_status"].value == "success"}
+    current = {e.asset_key for e in built if NOT_REBUILT in e.materialization.metadata}
+    assert rebuilt and current and rebuilt.isdisjoint(current) and rebuilt | current == set(DBT.keys.values())
+
+
+def test_a_view_selected_alone_is_materialized_as_current(runs: Runs) -> None:
+    """Materializing one staging view from the asset graph, nothing having changed: the build has nothing to run, and
+    the view is materialized all the same, saying it is current and was not rebuilt (was: a successful run with no
+    materialization, the asset left "Unsynced" for good)."""
+    [event] = runs.one_view.get_asset_materialization_events()
+    assert event.asset_key == ONE_VIEW
+    metadata = {k: v.value for k, v in event.materialization.metadata.items()}
+    assert metadata["dbt_status"] == "current" and metadata[NOT_REBUILT].startswith("current, not rebuilt")
+    assert _not_fresh(runs.instance) == {}
