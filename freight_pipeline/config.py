@@ -163,6 +163,9 @@ OptionalMinutes = Annotated[dt.timedelta | None, BeforeValidator(_minutes), Afte
 Switch = Annotated[bool, BeforeValidator(_switch)]
 Lowered = BeforeValidator(lambda value: value.strip().lower() if isinstance(value, str) else value)
 """A choice read whatever its case and surrounding blanks (``On``, `` VHOST``)."""
+HomePath = Annotated[Path, AfterValidator(Path.expanduser)]
+"""A path whose ``~`` is the user's home, however it was set (no shell expands it in a settings file, a systemd
+``Environment=`` line or a Dagster resource's field)."""
 Share = Annotated[float, Field(ge=0, le=1)]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 Positive = Annotated[int, Field(ge=1, le=MAX_COUNT)]
@@ -476,7 +479,7 @@ class StorageSettings(SettingsModel):
     (checked when used: ``warehouse.ddl.checked_storage_version``)."""
 
     section: ClassVar[str] = "storage"
-    data_dir: Path = Field(
+    data_dir: HomePath = Field(
         Path("./data"),
         description="everything the pipeline writes: `work/` (private working DB), `warehouse.duckdb`, `parquet/`",
     )

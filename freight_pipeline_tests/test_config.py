@@ -398,3 +398,17 @@ def test_a_password_keeps_its_blanks_from_the_environment_as_from_the_file(passw
     assert from_env.service.secret == from_file.service.secret == password
     assert load_settings(environ={"FREIGHT_PASSWORD": password + "\n"}).service.secret == password
     assert load_settings(environ={"FREIGHT_PASSWORD": "   "}).sources["password"] == "default"
+
+
+def test_a_data_dir_under_the_home_is_the_same_directory_for_the_commands_and_the_dagster_resources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``data_dir = "~/freight"`` in the settings file (no shell expands it there): was the home's for the commands,
+    ``<cwd>/~/freight`` for a Dagster run, so ``status`` read another warehouse than the runs wrote."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    file = tmp_path / "freight.toml"
+    file.write_text('[storage]\ndata_dir = "~/freight"\n')
+    monkeypatch.setenv("FREIGHT_SETTINGS_FILE", str(file))
+    assert load_settings().storage.data_dir == tmp_path / "freight"
+    assert WarehouseResource().path == tmp_path / "freight"
+    assert WarehouseResource(data_dir="~/other").path == tmp_path / "other"
