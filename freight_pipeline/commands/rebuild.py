@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         if not holding_writer_lock(held, "rebuild", data_dir, run_id, args.wait):
             return SKIPPED
         watch = Stopwatch()
-        worker = held.enter_context(DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts))
+        worker = held.enter_context(DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts,
+                                                                     target_env=backend.dbt_environment()))
         from freight_pipeline.job.run import (
             CHECKS_STEP,
             MARTS_STEP,

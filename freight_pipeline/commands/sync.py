@@ -199,7 +199,8 @@ def run_without_dagster(args: argparse.Namespace, configured: Settings, data_dir
             return SKIPPED
         watch = Stopwatch()
         worker = held.enter_context(started if started is not None else
-                                    DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts))
+                                    DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts,
+                                                      target_env=backend.dbt_environment()))
         worker.marts = configured.marts  # an early worker's, with the flags (--full-refresh)
         from freight_pipeline.job.run import CHECKS_STEP, MARTS_STEP, PUBLISH_STEP, Alerting, Step, run_job
         from freight_pipeline.sync.settings import SyncSettings

@@ -255,7 +255,8 @@ def build_freight_job() -> dg.AssetsDefinition:
             except WarehouseBusy as busy:  # a run outside Dagster writes the warehouse (a headless sync from cron)
                 yield from unrun_stream_checks(checks, streams, data_dir, backend.concurrent_writers)
                 raise dg.Failure(description=f"skipped: {busy}", allow_retries=False) from None
-            with DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts, builds=marts) as worker:
+            with DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts, builds=marts,
+                                   target_env=backend.dbt_environment()) as worker:
                 settings = SyncSettings.of(configured.sync)
 
                 def run(progress: Callable[[str], None], on_step: Callable[[Step], None]) -> JobReport:

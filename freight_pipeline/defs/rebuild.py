@@ -55,7 +55,8 @@ def freight_rebuild(context: dg.OpExecutionContext, config: RebuildConfig,
             claimed.enter_context(writer_claim(context.instance, context.run_id, warehouse.path))
         except WarehouseBusy as busy:  # a run outside Dagster writes the warehouse (a headless sync from cron)
             raise dg.Failure(description=f"skipped: {busy}", allow_retries=False) from None
-        worker = claimed.enter_context(DbtWorker.for_run(warehouse.path, backend.dbt_target, settings.marts))
+        worker = claimed.enter_context(DbtWorker.for_run(warehouse.path, backend.dbt_target, settings.marts,
+                                                           target_env=backend.dbt_environment()))
         report = run_rebuild(warehouse.path, SyncSettings.of(settings.sync), backend, worker,
                              run_id=context.run_id, progress=context.log.debug, on_step=ended,
                              everything=config.everything, alerting=Alerting.of(settings, dagster_run=True))

@@ -254,6 +254,9 @@ class LakeBackend:
         self.lake = lake
         self.duckdb_settings = duckdb_settings or StorageSettings()
 
+    def dbt_environment(self) -> dict[str, str]:
+        return self.lake.dbt_environment()
+
     def describe(self, data_dir: Path) -> str:
         return self.lake.describe()
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LakeConfig, without_password
+from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LakeConfig, variable, without_password
 
 S3_ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 S3_KEY_ENV = "AWS_ACCESS_KEY_ID"
@@ -95,6 +95,16 @@ class LakeSettings:
         """The PostgreSQL catalog's password (of the URI's user part or its ``password`` parameter), given to the
         extension in a secret (``connect.catalog_secret_sql``): never log it."""
         return _libpq_parts(self.target)[1] if self.kind == "postgres" else None
+
+    def dbt_environment(self) -> dict[str, str]:
+        """The variables that name this lake to the dbt process of the ``lake`` target (its plugin reads them:
+        ``lake.dbt_plugin``), whatever named it here: a Dagster resource's fields, the settings file, the
+        environment. Secrets included (the catalog's password): for a child's environment only, never a message."""
+        catalog = self.target if self.kind == "postgres" else f"{self.kind}://{self.target}"
+        env = {LAKE_CATALOG_URI_ENV: catalog, LAKE_DATA_URI_ENV: self.data_uri}
+        if self.s3 is not None:
+            env[variable("lake_s3_url_style")] = self.s3.url_style
+        return env
 
     def describe(self) -> str:
         """Catalog and data location for messages, without any password."""

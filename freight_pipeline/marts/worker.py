@@ -194,7 +194,7 @@ class DbtWorker:
 
     @classmethod
     def for_run(cls, data_dir: Path, dbt_target: str | None, marts: MartsSettings | None = None, *,
-                builds: bool = True) -> Self:
+                builds: bool = True, target_env: Mapping[str, str] | None = None) -> Self:
         """The worker of a run on ``data_dir``'s working database, built with the profile's ``dbt_target``
         (the storage's: ``StorageBackend.dbt_target``), held until the run says its build needs dbt, or asks
         for a command, as :class:`Start` says: when :data:`NEXT_BUILD` says the build will likely need no dbt,
@@ -204,7 +204,8 @@ class DbtWorker:
         (:mod:`~freight_pipeline.marts.worker_server`), else a new process. ``marts``: the run's settings of the
         marts (None: as configured). ``builds`` False: the run builds nothing (a Dagster selection without the
         marts), so its worker starts only for a command (:attr:`Start.WHEN_ASKED`), never to load dbt for a build
-        that does not come."""
+        that does not come. ``target_env``: what the target's process reads to find the storage
+        (``StorageBackend.dbt_environment``: a lake named by a Dagster resource's fields, which no variable holds)."""
         marts = marts or MartsSettings.configured()
         target = build_target(data_dir)
         target.mkdir(parents=True, exist_ok=True)
@@ -212,7 +213,7 @@ class DbtWorker:
         argv = ["--project-dir", str(DBT_PROJECT_DIR), "--target", str(target),
                 *(["--vars", chosen_vars[1]] if chosen_vars else [])]
         dbt_env = database_env(data_dir, dbt_target, marts)
-        env = {**os.environ, **dbt_env, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+        env = {**os.environ, **dbt_env, **(target_env or {}), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
 
         def launch() -> subprocess.Popen[str] | ForkedWorker:
             with open(target / LOG, "w") as log:

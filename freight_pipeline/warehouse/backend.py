@@ -104,6 +104,11 @@ class StorageBackend(Protocol):
     dbt_target: str | None
     """The dbt profile's target that builds the marts here (None: the profile's default)."""
 
+    def dbt_environment(self) -> dict[str, str]:
+        """The variables the dbt process of :attr:`dbt_target` reads to find this storage (a lake's location, however
+        it was set); none for the embedded file (its path is the run's data directory's)."""
+        ...
+
     def describe(self, data_dir: Path) -> str:
         """Where the working warehouse of ``data_dir`` is, for messages (never a secret)."""
         ...

@@ -35,6 +35,9 @@ class EmbeddedDuckDB:
     def __init__(self, duckdb_settings: StorageSettings | None = None) -> None:
         self.duckdb_settings = duckdb_settings or StorageSettings()
 
+    def dbt_environment(self) -> dict[str, str]:
+        return {}
+
     def describe(self, data_dir: Path) -> str:
         return str(working_db_path(data_dir))
 

@@ -174,8 +174,13 @@ def test_writers_one_killed_then_the_jobs_end_exact(
     assert changed and deleted
     with environ(lake_env):
         backend = storage_from_env()
-        assert backend.dbt_target == LAKE_DBT_TARGET
-        with DbtWorker.for_run(data_dir, backend.dbt_target) as worker:  # its tests on the changed rows
+    assert backend.dbt_target == LAKE_DBT_TARGET
+    # the lake named by the backend alone (as a Dagster resource's fields name it), no FREIGHT_LAKE_* variable left
+    # for the dbt process: the worker is handed them (was: the marts failed, "the dbt target 'lake' needs ...")
+    with environ({name: value for name, value in lake_env.items() if not name.startswith("FREIGHT_LAKE_")}):
+        assert not [name for name in os.environ if name.startswith("FREIGHT_LAKE_")]
+        with DbtWorker.for_run(data_dir, backend.dbt_target,  # its tests on the changed rows
+                               target_env=backend.dbt_environment()) as worker:
             again = run_job(service, data_dir, SyncSettings(reconcile_interval=None), backend, worker)
     assert again.success, again.steps
     assert again.marts is not None and again.marts.summary is not None

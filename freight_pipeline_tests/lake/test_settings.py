@@ -328,3 +328,19 @@ def test_the_backfill_boundaries_changed_after_a_partition_was_killed():
     del cursors["shipments@250-"]
     with pytest.raises(BackfillIncomplete, match=r"partitions 100-, 250- have not"):
         takeover_cursor(cursors)
+
+
+@pytest.mark.parametrize(("catalog", "data", "extra"), [
+    ("sqlite:///tmp/catalog.sqlite", "/tmp/lake-data", {}),
+    ("duckdb:///tmp/catalog.duckdb", "/tmp/lake-data", {}),
+    ("postgresql://etl:pw%40x@db.example:5432/lake?sslmode=require", "/tmp/lake-data", {}),
+    ("sqlite:///tmp/catalog.sqlite", "s3://bucket/prefix", {**S3_ENV, LAKE_S3_URL_STYLE_ENV: "vhost"}),
+])
+def test_the_variables_handed_to_the_dbt_process_name_the_same_lake(
+    catalog: str, data: str, extra: dict[str, str]
+) -> None:
+    """A lake named by a Dagster resource's fields is in no variable: the dbt process of the ``lake`` target is handed
+    the ones that name it (``LakeSettings.dbt_environment``), and reads the same lake from them."""
+    named = lake(catalog, data, **extra)
+    assert LakeSettings.configured({**named.dbt_environment(), **{k: v for k, v in extra.items()
+                                                                    if k.startswith("AWS_")}}) == named
