@@ -9,10 +9,11 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import duckdb
@@ -222,6 +223,21 @@ def test_the_asset_graph_s_job_is_dagster_s() -> None:
     assert ASSET_GRAPH_JOB == IMPLICIT_ASSET_JOB_NAME
 
 
+@contextmanager
+def ticking(data_dir: Path, schedule: dg.ScheduleDefinition | None = None,
+            overrides: dict[str, Any] | None = None) -> Iterator[tuple[dg.DagsterInstance, Callable[[], Any]]]:
+    """A test instance (``overrides``: its settings) and a tick of ``schedule`` (default: one of the sync job) on the
+    warehouse of ``data_dir``: a ``RunRequest`` or a ``SkipReason``."""
+    schedule = schedule or jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
+    resources = {"warehouse": WarehouseResource(data_dir=str(data_dir))}
+    with dg.instance_for_test(overrides=overrides) as instance:
+        def tick() -> Any:
+            with dg.build_schedule_context(instance=instance, resources=resources) as context:
+                return schedule(context)
+
+        yield instance, tick
+
+
 @pytest.mark.parametrize("taker", ["let go", "a brief look", "killed"])
 def test_a_dead_run_is_failed_by_the_tick_after_another_run_took_the_lock_well_after_it_began_and_let_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, taker: str
@@ -231,13 +247,7 @@ def test_a_dead_run_is_failed_by_the_tick_after_another_run_took_the_lock_well_a
     the lock was taken :data:`jobs.TAKEN_OVER_AFTER` after the run began, and runs; a run made since the lock
     was taken or started since (it may not have reached the lock yet: a queued run is timed from its start) and a
     lake's backfill partition's (it holds a lock of its own) are left running."""
-    schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
-    resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
-    with dg.instance_for_test() as instance:
-        def tick() -> dg.RunRequest | dg.SkipReason:
-            with dg.build_schedule_context(instance=instance, resources=resources) as context:
-                return schedule(context)
-
+    with ticking(tmp_path) as (instance, tick):
         started = dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED, tags=jobs.WRITER_TAG)
         dead = instance.add_run(started)
         partition = instance.add_run(dg.DagsterRun(  # a lake's backfill partition, alive: it holds a lock of its own
@@ -564,13 +574,7 @@ def test_a_run_that_took_the_lock_and_lost_it_is_failed_by_the_next_tick_however
     names only the headless run, yet the tick fails the dead run (its claim says it took the lock before), however
     little time passed (was: skipped for ever, the headless run not 5 minutes after it began); and runs once the
     headless run let go. A run holding its claim is alive: the ticks skip on it."""
-    schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
-    resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
-    with dg.instance_for_test() as instance:
-        def tick() -> dg.RunRequest | dg.SkipReason:
-            with dg.build_schedule_context(instance=instance, resources=resources) as context:
-                return schedule(context)
-
+    with ticking(tmp_path) as (instance, tick):
         live = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
                                               tags=jobs.WRITER_TAG))
         with writer_claim.writer_claim(instance, live.run_id, tmp_path):  # the op's own claim, in this process
@@ -608,13 +612,7 @@ def test_a_run_that_took_the_lock_and_lost_it_is_failed_by_the_next_tick_however
 def test_a_run_that_let_go_of_its_claim_is_failed_only_once_its_process_ended(tmp_path: Path) -> None:
     """A run that let go of the writer lock itself is ending (its last results): not failed while its process lives;
     failed once that process is gone (killed after it let go)."""
-    schedule = jobs.build_schedule("s", "* * * * *", "freight_sync_job", "d")
-    resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
-    with dg.instance_for_test() as instance:
-        def tick() -> dg.RunRequest | dg.SkipReason:
-            with dg.build_schedule_context(instance=instance, resources=resources) as context:
-                return schedule(context)
-
+    with ticking(tmp_path) as (instance, tick):
         ending = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
                                                 tags=jobs.WRITER_TAG))
         with writer_claim.writer_claim(instance, ending.run_id, tmp_path):
@@ -663,12 +661,7 @@ def test_a_tick_queues_behind_another_job_s_run_when_the_queue_runs_one_at_a_tim
     queued or running does not skip it (its run waits behind); one of its own job does. Without such a queue: skipped.
     """
     daily = jobs.build_schedule("daily", "0 3 * * *", "code_conversions_job", "d")
-    resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
-    with dg.instance_for_test(overrides=QUEUE_ONE_AT_A_TIME if queue != "none" else None) as instance:
-        def tick() -> dg.RunRequest | dg.SkipReason:
-            with dg.build_schedule_context(instance=instance, resources=resources) as context:
-                return daily(context)
-
+    with ticking(tmp_path, daily, QUEUE_ONE_AT_A_TIME if queue != "none" else None) as (instance, tick):
         sync = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.NOT_STARTED,
                                               tags=jobs.WRITER_TAG))
         assert isinstance(tick(), dg.RunRequest if queue != "none" else dg.SkipReason)
