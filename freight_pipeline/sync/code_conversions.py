@@ -11,8 +11,11 @@ too (:class:`EmptyScroll`): a set of hundreds does not vanish at once, an answer
 The spec promises ``X-Row-Count`` for lookups only and shows no parameter of the scroll: a scroll that pages by
 parameters of its own (or none), without headers, answers its first page to every request, which reads as the
 whole set. So the code-conversion lookup without criteria is asked for its ``X-Row-Count`` (one row) before and
-after the scroll, and the table is not replaced when the scroll gave fewer conversions than the smaller of the
-two (:class:`ScrollShortOfLookup`; a conversion added or deleted while it was read moves only one of them). A
+after the scroll, and the scroll is not taken when it gave fewer conversions than the smaller of the two
+(:class:`ScrollShortOfLookup`; a conversion added or deleted while it was read moves only one of them): that lookup
+is read whole instead (paged, and checked against its own ``X-Row-Count`` as every lookup), as when the scroll's
+answer is no array of records (a Spring ``Page`` object, say); a lookup refused or answering none too fails the
+stream, the table kept (``extra["read_by_lookup"]`` says why a run read it). A
 service that refuses that lookup, or answers it without the header, leaves the check undone: the result says so
 (``extra["count_check_off"]``); when the scroll sent no ``X-Row-Count`` either, nothing vouches for the read, so
 the rows it lacks are kept rather than deleted (``keep_unread``: a conversion deleted at the service stays until a
@@ -69,7 +72,8 @@ SWITCHED_OFF = ("switched off (FREIGHT_CODE_CONVERSION_COUNT=0): the scroll is t
 
 
 class ScrollShortOfLookup(RowCountMismatch):
-    """The scroll gave fewer conversions than the lookup counts: the stream fails, the table is kept."""
+    """The scroll gave fewer conversions than the lookup counts: the lookup is read instead; when it cannot be
+    (refused, or answering none), the stream fails and the table is kept."""
 
 
 @dataclass
