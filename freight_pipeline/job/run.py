@@ -206,8 +206,8 @@ def _publish_and_alert(report: JobReport, data_dir: Path, backend: StorageBacken
     if built:
         _publish(report, data_dir, backend, clock, ended)
     _record_outcome(report, data_dir)
-    if before is None or alerting is None:
-        report.alerted = before or _alert(report, data_dir, backend, alerting)
+    if before is None or alerting is None:  # no publish, or no destination: one look, after everything
+        report.alerted = _alert(report, data_dir, backend, alerting)
         return
     published = [step for step in report.steps if step.name == PUBLISH_STEP]
     after = _alert(report, data_dir, backend, alerting, published, hold=True)

@@ -5,7 +5,8 @@ A worker started as a new process (:meth:`~freight_pipeline.marts.worker.DbtWork
 about 3 s of CPU importing dbt, then 1.6 s parsing the project (a partial parse), most of it dbt building
 what it builds lazily on first use (its classes' serializers and JSON schemas). Where many workers start
 on one machine (the test suite starts one per job run; a scheduler's runs), a server started once
-(``python -m freight_pipeline.marts.worker_server --socket PATH``, until its input ends) saves that: it
+(``python -m freight_pipeline.marts.worker_server --socket PATH``, until its input ends when that is a pipe, else
+until SIGTERM) saves that: it
 imports dbt and parses the project once (``marts.worker.warm_up``; a forked worker's own parse then
 took 0.25 s where it took 1.6-1.7 s), and with :data:`DBT_WORKER_SERVER_ENV` naming its socket,
 ``DbtWorker.for_run`` asks it for the worker instead (:func:`forked_worker`), and gets a
@@ -31,6 +32,7 @@ import random
 import select
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -157,29 +159,71 @@ def _line(connection: socket.socket) -> str:
     return said.decode().strip()
 
 
+class _Stopped(Exception):
+    """SIGTERM or SIGINT: the server ends (its socket file removed)."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stopped
+
+
 def serve(path: Path) -> None:
-    """Fork a worker for each request on the socket at ``path`` until this process's input ends. It listens before
-    it imports and warms up: a worker asked for meanwhile waits in the socket's backlog for the warm-up (what a
-    process of its own would spend the time on too) instead of finding no socket and importing dbt beside it."""
+    """Fork a worker for each request on the socket at ``path`` until this process's input ends, when it is a pipe (a
+    parent that started it: closing it ends the server), or until SIGTERM or SIGINT (a service of its own: its input
+    ``/dev/null``, a terminal); the socket file is removed as it ends. It listens before it imports and warms up: a
+    worker asked for meanwhile waits in the socket's backlog for the warm-up (what a process of its own would spend
+    the time on too) instead of finding no socket and importing dbt beside it."""
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        listener = _listening(path)
+    except _Stopped:
+        return
+    try:
+        for module in PRELOAD:
+            __import__(module)
+        warmed = _warm_up()
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the waiters are reaped as they end
+        sys.stdout.write(f"ready ({warmed})\n")
+        sys.stdout.flush()
+        watched = [listener, sys.stdin] if stat.S_ISFIFO(os.fstat(sys.stdin.fileno()).st_mode) else [listener]
+        while True:
+            ready, _, _ = select.select(watched, [], [])
+            if sys.stdin in ready and not os.read(sys.stdin.fileno(), 4096):
+                return
+            if listener in ready:
+                connection, _ = listener.accept()
+                if os.fork() == 0:
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                    listener.close()
+                    _wait_on_worker(connection)
+                connection.close()
+    except _Stopped:
+        return
+    finally:
+        listener.close()
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _listening(path: Path) -> socket.socket:
+    """A socket listening at ``path``; a file left there by a server that ended without removing it (killed) is
+    replaced. SystemExit naming the path when a server listens there."""
+    if path.exists():
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(path))
+            except ConnectionRefusedError:  # nothing listens: a server's leftover
+                path.unlink()
+            except OSError:
+                pass  # not a socket, or not ours to probe: bind says why
+            else:
+                raise SystemExit(f"a fork server of dbt workers already listens at {path}")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     listener.listen(64)
-    for module in PRELOAD:
-        __import__(module)
-    warmed = _warm_up()
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the waiters are reaped as they end
-    sys.stdout.write(f"ready ({warmed})\n")
-    sys.stdout.flush()
-    while True:
-        ready, _, _ = select.select([listener, sys.stdin], [], [])
-        if sys.stdin in ready and not os.read(sys.stdin.fileno(), 4096):
-            return
-        if listener in ready:
-            connection, _ = listener.accept()
-            if os.fork() == 0:
-                listener.close()
-                _wait_on_worker(connection)
-            connection.close()
+    return listener
 
 
 def _warm_up() -> str:

@@ -124,3 +124,44 @@ def test_a_server_that_cannot_be_reached_leaves_each_worker_a_process_of_its_own
     assert worker.process.returncode == 0
     (said,) = [r.getMessage() for r in caplog.records if r.name == "freight_pipeline.marts.worker_server"]
     assert str(socket_path) in said and "a process of its own" in said, said
+
+
+def _started(socket_path: Path, stdin: int) -> subprocess.Popen[str]:
+    """A server at ``socket_path`` with its input ``stdin``, once it said it is ready."""
+    process = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "--socket", str(socket_path)], stdin=stdin,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    said = process.stdout.readline()
+    assert said.startswith("ready"), said
+    return process
+
+
+def test_a_server_run_as_a_service_serves_until_sigterm_and_replaces_a_killed_ones_socket(
+    tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started as operations.md says, in the background or by systemd (its input ``/dev/null``): was ended at once,
+    silently, its socket left behind, and a server started again failed (``Address already in use``)."""
+    socket_path = tmp_path / "service.sock"
+    monkeypatch.setenv(DBT_WORKER_SERVER_ENV, str(socket_path))
+    first = _started(socket_path, subprocess.DEVNULL)
+    try:
+        with DbtWorker.for_run(data_dir, None) as worker:  # served: forked, not a process of its own
+            assert isinstance(worker.process, ForkedWorker)
+        first.kill()  # killed: its socket file stays
+        first.wait(timeout=30)
+        assert socket_path.exists()
+        second = _started(socket_path, subprocess.DEVNULL)  # replaces the leftover
+        try:
+            assert second.poll() is None
+            third = subprocess.run([sys.executable, "-m", SERVER_MODULE, "--socket", str(socket_path)],
+                                   stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+            assert third.returncode == 1 and "already listens at" in third.stderr  # one server a socket
+            second.terminate()
+            assert second.wait(timeout=60) == 0
+            assert not socket_path.exists()  # removed as it ended
+        finally:
+            if second.poll() is None:
+                second.kill()
+    finally:
+        if first.poll() is None:
+            first.kill()
