@@ -565,7 +565,8 @@ class MartsSettings(SettingsModel):
         None,
         description="the socket of a fork server of dbt workers (`python -m freight_pipeline.marts.worker_server "
         "--socket PATH`: it serves until its input ends when that is a pipe, else until SIGTERM, as a service of its "
-        "own; its socket file removed as it ends, a killed one's replaced): each run's dbt worker is forked from it with dbt imported and the project "
+        "own; its socket file removed as it ends, a killed one's replaced): each run's dbt worker is forked from it "
+        "with dbt imported and the project "
         "parsed (it listens as it starts: a run that asks while it warms up waits for it); unset, or nothing "
         "listening (a warning in the run's log): a new process",
     )
