@@ -66,6 +66,14 @@ def test_dbt_build_succeeds(dbt_build: dict[str, Any]) -> None:
     assert (Path(dbt_build["target"]) / "dbt.log").is_file()
 
 
+def test_the_unit_tests_pass_whatever_vars_a_run_sets(warehouse: dict[str, Any], tmp_path: Path) -> None:
+    """dbt_models/README.md's per-run override (``--vars '{on_time_tolerance_minutes: 30, ...}'``): every unit test
+    pins the vars it is about (was: the on-time unit test failed, its mart and 8 nodes skipped)."""
+    done, _ = run_dbt(["test", "--select", "test_type:unit", "--vars",
+                       "{on_time_tolerance_minutes: 30, eta_horizons_days: [10, 5, 2]}"], tmp_path, warehouse["path"])
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
 def test_unit_tests_ran_and_passed(dbt_build: dict[str, Any]) -> None:
     statuses = _results(dbt_build["run_results"])
     unit = {uid.rsplit(".", 1)[-1]: status for uid, status in statuses.items() if uid.startswith("unit_test.")}
