@@ -394,7 +394,9 @@ def test_a_service_refusing_the_memo_lookups_order_is_asked_unordered_after_its_
             assert figures["failed"] == figures["lookups"] > 0
             alone_refused = refused - 2 * figures["failed"]  # those in flight before the first answered unordered
             assert 0 < alone_refused <= len(sim.store.reader.live_shipment_ids())
-        else:  # each batch in flight before the first answered unordered refused once
-            assert 0 < refused <= figures["lookups"] and figures["taken"] > 0
+        else:  # each lookup in flight before the first answered unordered refused once, and asked again: a batch's,
+            # or one shipment's (the freshness sample's), as the run's timing has it (was bounded by the batches: flaky)
+            answered = sim.request_count("/service/shipment/memo/lookup", status=200)
+            assert 0 < refused <= answered and figures["taken"] > 0
         assert shipments.extra["memo_lookup_unordered"] == (
             "the memo lookup refused order_by=ID (400) and answered without it: this run asked it unordered")
