@@ -32,7 +32,7 @@ import json
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 ENDPOINTS = ("shipment", "events", "airmaincarriage", "seamaincarriage", "memos", "codeconverter", "efile",
@@ -81,7 +81,10 @@ class Corruption:
             raise CorruptionError("kind 'wrap' needs a key")
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None or (k == "value" and self.kind == "set")}
+        """Its fields as given (not ``asdict``, which copies ``value`` by recursion: a goods tree 300 levels deep
+        raised RecursionError, a 500)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) is not None or (f.name == "value" and self.kind == "set")}
 
     def apply(self, payload: Any) -> Any | Answer:
         """``payload`` as this corruption answers it: a changed payload, or a whole :class:`Answer`."""

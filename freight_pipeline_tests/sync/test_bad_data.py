@@ -448,3 +448,20 @@ def test_two_code_conversions_of_one_id_load_the_later_as_a_data_problem_not_a_s
             r for r in sim.store.reader.code_conversion_rows() if r["id"] == kept)  # the later: the renumbered one's
         ((stream, key, _), (_, reason)), = problems(tmp_path).items()
         assert (stream, key) == ("code_conversions", str(kept)) and "repeated in the scroll" in reason
+
+
+def test_a_goods_tree_three_hundred_levels_deep_loads_every_level_over_http(
+    sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """The spec's ``subgoods`` have no depth limit: a chain of 300 levels under one goods line, served and synced,
+    is every level in ``shipment_goods`` (the simulator's own control surface failed on it: RecursionError, a 500)."""
+    shipment = documents(sim)[0]["id"]
+    node: dict[str, Any] | None = None
+    for level in range(301, 1, -1):
+        node = {"id": 900_000 + level, "identifier": f"deep-{level}", "subgoods": [node] if node else []}
+    corrupt(sim, "shipment", shipment, "set", path="goods[0].subgoods", value=[node])
+    changed(sim, [shipment])
+    assert sync(sim, tmp_path).results["shipments"].status == "success"
+    depths = query(work_db(tmp_path), "SELECT max(depth), count(*) FILTER (WHERE good_path LIKE '1.%') "
+                   "FROM freight.shipment_goods WHERE shipment_id = ?", [shipment])
+    assert depths == [(301, 300)]
