@@ -88,6 +88,7 @@ def test_unit_tests_ran_and_passed(dbt_build: dict[str, Any]) -> None:
         "test_transit_time_from_actual_departure_and_arrival": "pass",
         "test_on_time_share_with_tolerance": "pass",
         "test_on_time_tolerance_is_a_var": "pass",
+        "test_on_time_tolerance_as_long_as_a_setting_takes": "pass",
         "test_on_time_by_day_when_an_instant_is_missing": "pass",
         "test_eta_horizons_are_a_var_and_the_version_in_force_starts_at_the_horizon": "pass",
         "test_revisions_count_moves_between_consecutive_estimates": "pass",

@@ -52,7 +52,7 @@ classified as (
             when arrivals.planned_at is not null and arrivals.actual_at is not null
                 -- compared in seconds, unrounded: exactly planned + tolerance is still on time
                 then {{ epoch_seconds('arrivals.actual_at') }} - {{ epoch_seconds('arrivals.planned_at') }}
-                    <= {{ tolerance_minutes }} * 60
+                    <= cast({{ tolerance_minutes }} as bigint) * 60  -- any tolerance a setting takes: no INT32 overflow
             when arrivals.planned_date is not null and arrivals.actual_date is not null
                 then arrivals.actual_date <= arrivals.planned_date
         end as is_on_time,
