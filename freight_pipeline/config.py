@@ -449,8 +449,9 @@ class SyncTuning(SettingsModel):
         return name.strip()
 
 
-PLAIN_SIZE = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)", re.IGNORECASE)
-"""A memory size every DuckDB reads (``512MB``, ``1.5GiB``), taken without asking DuckDB."""
+PLAIN_SIZE = re.compile(r"\d{1,6}(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)", re.IGNORECASE)
+"""A memory size every DuckDB reads (``512MB``, ``1.5GiB``), taken without asking DuckDB: at most six digits before
+its unit (a million TB is still one; DuckDB refuses one beyond 64 bits of bytes, ``99999999TB``, asked then)."""
 
 
 @lru_cache(maxsize=32)

@@ -412,3 +412,12 @@ def test_a_data_dir_under_the_home_is_the_same_directory_for_the_commands_and_th
     assert load_settings().storage.data_dir == tmp_path / "freight"
     assert WarehouseResource().path == tmp_path / "freight"
     assert WarehouseResource(data_dir="~/other").path == tmp_path / "other"
+
+
+@pytest.mark.parametrize("name", [name for name in setting_names() if name.endswith("memory_limit")])
+def test_a_memory_size_beyond_what_duckdb_reads_is_refused_up_front(name: str) -> None:
+    """``99999999TB``: was taken unasked, and the run failed half-way (its publish, or its marts: "Memory value out
+    of range"), every run; a size DuckDB reads, however large, is taken."""
+    with pytest.raises(BadSettings, match=rf"^{variable(name)}='99999999TB': is not a memory size DuckDB reads"):
+        load_settings(environ={variable(name): "99999999TB"})
+    load_settings(environ={variable(name): "1000000TB"})
