@@ -308,34 +308,78 @@ def _stamped(items: Sequence[dict[str, Any]], zone: ServiceZone,
 
 
 async def _check_keys_match(lookup: LookupFn, newest: ShipmentKey, zone: ServiceZone) -> ShipmentKey:
-    """``newest`` as the lookup's keys find it: by ``LAST_MODIFIED_DATE`` and ``_TIME`` selecting its stamp's
-    wall-clock second (:func:`_the_second`: a range when the stamp carries a fraction), or, when they do not and it
-    was not modified since, by the wall clock of the run's zone (``FREIGHT_SERVICE_TIMEZONE``) at the same instant:
-    a service writing its stamps in UTC while its keys hold its local wall clock (or the reverse). Then every key of
-    the run is taken in that zone (``ServiceZone.keys_in_zone``) and ``newest`` is returned in it. Found by neither,
-    :class:`LookupKeysDisagree` is raised: the keys are kept in another clock than the stamps the walk positions
-    itself by (shifted either way, the walk would skip changes, and a later shift shows in no answer). One lookup a
-    run; a second, of its id, when it is missing (modified or deleted since: no verdict); a third in the zone."""
-    if await _found_by_its_second(lookup, newest):
-        return newest
-    again = await lookup([_crit("ID", "EQUALS", newest.id)], ["ID"], ["ASC"], 1)
-    itself = [item for item in again.items if item.get("id") == newest.id]  # a service may ignore ID criteria
+    """``newest`` as the lookup's keys find it, at the clock they hold: the stamps' own (``LAST_MODIFIED_DATE`` and
+    ``_TIME`` selecting the stamp's wall-clock second, :func:`_the_second`: a range when it carries a fraction), or
+    the run's zone's (``FREIGHT_SERVICE_TIMEZONE``) at the same instant: a service writing its stamps in UTC while its
+    keys hold its local wall clock, or the reverse. Then every key of the run is taken in that zone
+    (``ServiceZone.keys_in_zone``) and ``newest`` is returned in it.
+
+    Where the two clocks agree at ``newest`` (London's winter is UTC) or where the zone has another offset (its summer)
+    they must be told apart, or confirmed, by a shipment stamped in the zone's other offset, the newest before its
+    last change (:func:`_in_the_other_offset`): keys found by a clock at one and not the other are no clock the walk
+    can follow. :class:`LookupKeysDisagree` when a shipment, not modified since, is found by neither clock, or the two
+    shipments by different ones: the walk would skip changes (shifted either way, and a later shift shows in no
+    answer). One lookup a run while the zone is UTC or its clocks never differ; up to five otherwise."""
+    clock = await _clock_of(lookup, newest, zone)
+    older = await _in_the_other_offset(lookup, newest, zone)
+    if older is not None:
+        found = await _clock_of(lookup, older, zone)
+        if clock is not None and found is not None and found != clock:
+            raise LookupKeysDisagree(
+                f"the shipment lookup found shipment {newest.id} (last modified {newest.stamp}) by {_CLOCKS[clock]} "
+                f"and shipment {older.id} (last modified {older.stamp}) by {_CLOCKS[found]}, {zone.name} "
+                f"({SERVICE_TIMEZONE_ENV}) having other offsets then: {_KEYS_NOT_STAMPS}")
+        clock = clock or found
+    if clock == "zone":
+        zone.keys_in_zone = True
+        return _in_zone(newest, zone) or newest
+    return newest
+
+
+_CLOCKS = {"own": "its stamp's own wall clock", "zone": "the zone's wall clock"}
+
+
+async def _clock_of(lookup: LookupFn, key: ShipmentKey, zone: ServiceZone) -> str | None:
+    """Which clock the lookup's keys find shipment ``key`` by (its stamp's own wall clock): ``own``, ``zone``, or None
+    when that tells nothing (the two agree at its instant, or it was modified or deleted since); LookupKeysDisagree
+    when neither finds it."""
+    local = _in_zone(key, zone)
+    if await _found_by_its_second(lookup, key):
+        return None if local is None else "own"
+    again = await lookup([_crit("ID", "EQUALS", key.id)], ["ID"], ["ASC"], 1)
+    itself = [item for item in again.items if item.get("id") == key.id]  # a service may ignore ID criteria
     try:
         now = ShipmentKey.of_shipment(itself[0], zone) if itself else None
     except (CursorError, DateTimeParseError, KeyError, TypeError, ValueError):
         now = None
-    if now is None or now.second() != newest.second():
-        return newest
-    local = _in_zone(newest, zone)
+    if now is None or now.second() != key.second():
+        return None
     if local is not None and await _found_by_its_second(lookup, local):
-        zone.keys_in_zone = True
-        return local
+        return "zone"
     tried = f"; nor by {zone.name}'s wall clock at that instant ({local.stamp})" if local is not None else ""
     raise LookupKeysDisagree(
-        f"the shipment lookup {_described(_the_second(newest, newest.subsecond))} did not answer shipment {newest.id}, "
-        f"last modified {newest.stamp} and not modified since{tried}: {_KEYS_NOT_STAMPS}; if they hold the "
+        f"the shipment lookup {_described(_the_second(key, key.subsecond))} did not answer shipment {key.id}, "
+        f"last modified {key.stamp} and not modified since{tried}: {_KEYS_NOT_STAMPS}; if they hold the "
         f"service's local wall clock, set {SERVICE_TIMEZONE_ENV} to its zone (now {zone.name})"
     )
+
+
+async def _in_the_other_offset(lookup: LookupFn, newest: ShipmentKey, zone: ServiceZone) -> ShipmentKey | None:
+    """The newest shipment stamped a day or more before the zone's offset last changed before ``newest`` (its summer
+    before a winter, say: within 400 days), at its stamp's own wall clock; None when the zone is UTC or its offset did
+    not change, or no shipment is that old."""
+    if zone.tz is dt.UTC or newest.offset is None:
+        return None
+    at = dt.datetime.combine(dt.date.fromisoformat(newest.date), dt.time.fromisoformat(newest.time),
+                             dt.timezone(newest.offset))
+    here = at.astimezone(zone.tz).utcoffset()
+    for days in range(1, 400):
+        day = at - dt.timedelta(days=days)
+        if day.astimezone(zone.tz).utcoffset() != here:
+            bound = (day - dt.timedelta(days=1)).date().isoformat()  # a day inside it, in either clock
+            _, items = await _newest_stamped(lookup, [_crit("LAST_MODIFIED_DATE", "LE", bound)], 1, zone, {})
+            return ShipmentKey.of_shipment(items[0], zone) if items else None
+    return None
 
 
 async def _found_by_its_second(lookup: LookupFn, key: ShipmentKey) -> bool:

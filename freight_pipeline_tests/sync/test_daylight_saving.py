@@ -20,6 +20,7 @@ from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.simulator.config import SimulatorConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.simulator.store import SimulatorStore
+from freight_pipeline.sync.changes import LookupKeysDisagree
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline_tests.sync.conftest import SyncFn, query, syncer, work_db
@@ -183,4 +184,32 @@ def test_the_spring_forward_skips_an_hour_and_loses_nothing(tmp_path: Path) -> N
         assert "dst_widening_minutes" not in result.extra  # nothing repeats when the clock jumps forward
         assert held_stamp(tmp_path, ids[0]) == "2027-03-28T03:00:01+02:00"
         assert held_stamp(tmp_path, ids[1]) == "2027-03-28T03:00:00+02:00"
+        assert_converged(store, work_db(tmp_path))
+
+
+LONDON = {"utc_offset": "+01:00", "offset_changes": (("2026-10-25T02:00:00+01:00", "+00:00"),)}
+BERLIN = {"utc_offset": "+02:00", "offset_changes": ((FALL_BACK, "+01:00"),)}
+
+
+@pytest.mark.parametrize(("offsets", "zone", "adapts"), [
+    (LONDON, "Europe/London", True),  # its winter is UTC: the newest shipment tells nothing, its summer does
+    (BERLIN, "Europe/Berlin", True),
+    ({"utc_offset": "+01:00"}, "Europe/Berlin", False),  # keys at +01:00 all year: Berlin's in winter only
+], ids=["london", "berlin", "keys-without-summer-time"])
+def test_keys_of_a_zone_are_told_by_a_shipment_of_its_other_offset(
+    tmp_path: Path, offsets: dict[str, object], zone: str, adapts: bool
+) -> None:
+    """Stamps in UTC (with milliseconds), the keys the service's wall clock, its history over the summer, a first sync
+    in November: London's keys were taken for UTC's (they agree in winter) and every run failed (LookupKeysDisagree,
+    the zone set already); keys that are the zone's in winter only were taken for the zone's, and a summer shipment
+    was never read, in silence. The clock the keys hold is confirmed at a shipment of the zone's other offset."""
+    store = SimulatorStore(shipments=40, seed=7, utc_stamps=True, fractional_stamps=True, **offsets)
+    with running_simulator(store) as sim:
+        sync: SyncFn = syncer(sim, tmp_path, publish_after=False)
+        settings = TEST_SETTINGS.replaced(service_timezone=zone)
+        if not adapts:
+            with pytest.raises(LookupKeysDisagree, match=f"nor by {zone}'s wall clock"):
+                sync(settings, streams=[SHIPMENTS])
+            return
+        assert sync(settings)[SHIPMENTS].extra["lookup_keys_zone"] == zone
         assert_converged(store, work_db(tmp_path))
