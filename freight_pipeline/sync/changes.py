@@ -32,6 +32,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV
@@ -227,6 +228,21 @@ def _check_window(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]], criteria: 
                 f"the shipment lookup {_described(criteria)} answered shipment {key.id} last modified {key.stamp}, "
                 f"outside its own criteria: {_KEYS_NOT_STAMPS}"
             )
+
+
+def _check_order(rows: Sequence[tuple[ShipmentKey, dict[str, Any]]], criteria: list[Criterion],
+                 ceiling: ShipmentKey) -> None:
+    """Raise :class:`LookupKeysDisagree` when rows a lookup ordered by its keys answered stand out of the order of
+    their seconds: the keys are not the wall clock of the stamps (a row keyed an hour late sits among those of an
+    hour before, and a full page's end would pass it by, unseen). Rows beyond the ceiling's second were modified
+    while the lookup answered: no order is asked of them."""
+    keys = [key for key, _ in rows if key.second() <= ceiling.second()]
+    for earlier, later in pairwise(keys):
+        if later.second() < earlier.second():
+            raise LookupKeysDisagree(
+                f"the shipment lookup {_described(criteria)}, ordered by its keys, answered shipment {later.id} "
+                f"last modified {later.stamp} after shipment {earlier.id} last modified {earlier.stamp}: "
+                f"{_KEYS_NOT_STAMPS}")
 
 
 UNSTAMPED_PAGES = (20, 50)
@@ -475,6 +491,8 @@ async def walk_changes(
                 stats.unstamped.setdefault(shipment_id, item)
                 unstamped_top = max(unstamped_top or shipment_id, shipment_id)
         fractional = fractional or any(key.subsecond for key, _ in rows)
+        if order_by[0] != "ID":  # B and C, ordered by the keys
+            _check_order(rows, criteria, ceiling)
         if window is not None:
             _check_window(rows, criteria, *window, ceiling)
         answered = len(items)

@@ -303,6 +303,27 @@ def test_a_row_outside_the_seconds_its_query_asked_for_fails_the_walk(stamp: str
         asyncio.run(_walked_answering(stamp))
 
 
+def test_rows_a_lookup_ordered_by_its_keys_answers_out_of_their_order_fail_the_walk() -> None:
+    """The keys another clock than the stamps, the rows inside the day asked for: one keyed an hour later than it is
+    stamped sits among those of the hour before it, and a full page's end could pass it by (a page of stamps with
+    fractions gives up its last second), in silence; the order of the rows' seconds tells."""
+    rows = [{"id": 1, "last_modified_date_time": "2026-12-01T11:00:00+01:00"},
+            {"id": 2, "last_modified_date_time": "2026-12-01T10:30:00+01:00"}]
+
+    async def lookup(criteria: list[Criterion], order_by: list[str], order_mode: list[str],
+                     page_size: int) -> LookupResult:
+        by_keys = order_by[0] != "ID"
+        return LookupResult(rows if by_keys else [], len(rows) if by_keys else 0)
+
+    async def walked() -> list[int]:
+        return [key.id async for page in walk_changes(lookup, AFTER, CEILING, ServiceZone(), page_size=25)
+                for key, _ in page]
+
+    with pytest.raises(LookupKeysDisagree, match="ordered by its keys, answered shipment 2 last modified "
+                                                 "2026-12-01 10:30:00"):
+        asyncio.run(walked())
+
+
 def test_a_row_modified_past_the_ceiling_while_answered_is_left_to_the_next_run() -> None:
     assert asyncio.run(_walked_answering("2026-12-06T12:00:01+01:00")) == []
 
