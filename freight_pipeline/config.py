@@ -878,8 +878,8 @@ def _load(
             shown_as[name] = f"{name} ({origin})"
         elif name in from_env:
             env_name, raw = from_env[name]
-            # a secret keeps its blanks (a password may begin or end with one, as in the file): only a line's end
-            # is no part of it (a variable read from a file)
+            # a password keeps its blanks (it may begin or end with one, as in the file): only a line's end is no
+            # part of it (a variable read from a file)
             value = raw.strip("\r\n") if name in PASSWORDS else raw.strip()
             values[concern][name], sources[name] = value, f"environment {env_name}"
             shown_as[name] = env_name

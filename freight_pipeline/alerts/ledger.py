@@ -116,7 +116,7 @@ def record(con: duckdb.DuckDBPyConnection, seen: Observation, context: Context, 
         if last_alerted is not None:  # what was never said is not said resolved
             changes.append(Change("resolved", Problem(key, level, title, summary, docs), opened_at, opened_run,
                                   times_seen))
-    missed = _unheard(con, destinations, {change.problem.key for change in changes})
+    missed = _unheard(con, destinations, {change.problem.key for change in changes}, settings)
     by_changes: dict[tuple[Change, ...], list[str]] = {}  # the destinations each message goes to
     for destination in destinations:
         told = (*changes, *missed.get(destination, ()))
@@ -135,12 +135,12 @@ def record(con: duckdb.DuckDBPyConnection, seen: Observation, context: Context, 
     return changes
 
 
-def _unheard(con: duckdb.DuckDBPyConnection, destinations: Sequence[str],
-             said_now: set[str]) -> dict[str, list[Change]]:
-    """For each of ``destinations``, the open problems said before (``last_alerted_at``) that no message queued for
-    it since they opened names, but those ``said_now``: a destination added or changed while they were open (a
-    webhook rotated, a pager added) is told they are still open, at once, not a day later, or never with
-    ``alert_repeat_minutes=never``."""
+def _unheard(con: duckdb.DuckDBPyConnection, destinations: Sequence[str], said_now: set[str],
+             settings: AlertSettings) -> dict[str, list[Change]]:
+    """For each of ``destinations``, the open problems said before (``last_alerted_at``), of a level that alerts now,
+    that no message queued for it since they opened names, but those ``said_now``: a destination added or changed
+    while they were open (a webhook rotated, a pager added) is told they are still open, at once, not a day later, or
+    never with ``alert_repeat_minutes=never``."""
     if not destinations:
         return {}
     rows = con.execute(
@@ -152,7 +152,7 @@ def _unheard(con: duckdb.DuckDBPyConnection, destinations: Sequence[str],
         "ORDER BY a.opened_at, a.problem", [list(destinations)]).fetchall()
     missed: dict[str, list[Change]] = {}
     for destination, key, level, title, summary, docs, opened_at, opened_run, times_seen in rows:
-        if key not in said_now:
+        if key not in said_now and alerts_at(level, settings):
             missed.setdefault(destination, []).append(
                 Change("repeated", Problem(key, level, title, summary, docs), opened_at, opened_run, times_seen))
     return missed

@@ -368,3 +368,13 @@ def test_the_last_success_is_the_success_recorded_last_not_the_latest_finish_a_c
     assert last == T0
     (stale,) = of_freshness("shipments", last, T0 + 1.5 * hour, hour).found.values()
     assert stale.summary.startswith("the last successful shipments sync finished 90 min ago, at 2026-12-01 08:00 UTC")
+
+
+def test_a_destination_added_is_not_told_of_a_problem_below_the_alert_level_now(con: duckdb.DuckDBPyConnection) -> None:
+    """A warning said while warnings alerted; then alert_level=error and a destination added: the warning, kept and
+    open, is below the level now, and never said to it."""
+    look(con, T0, SHAPE, destinations=("old-hook",))
+    errors_only = SETTINGS.model_copy(update={"alert_level": "error"})
+    at = T0 + dt.timedelta(minutes=15)
+    assert look(con, at, SHAPE, settings=errors_only, destinations=("old-hook", "pager")) == []
+    assert queued_at(con, at) == []
