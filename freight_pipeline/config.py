@@ -875,20 +875,17 @@ def _load(
             continue
         if name in given:
             values[concern][name], sources[name] = given[name], origin
-            shown_as[name] = f"{name} ({origin})"
         elif name in from_env:
             env_name, raw = from_env[name]
             # a password keeps its blanks (it may begin or end with one, as in the file): only a line's end is no
             # part of it (a variable read from a file)
             value = raw.strip("\r\n") if name in PASSWORDS else raw.strip()
             values[concern][name], sources[name] = value, f"environment {env_name}"
-            shown_as[name] = env_name
         elif name in from_file:
             values[concern][name], sources[name] = from_file[name], f"file {path}"
-            shown_as[name] = f"{path} [{concern.section}] {name}"
         else:
             sources[name] = "default"
-            shown_as[name] = name
+        shown_as[name] = name if sources[name] == "default" else _where(name, sources[name])
     built: dict[str, SettingsModel] = {}
     aside: list[str] = []
     for concern in concerns:
@@ -942,8 +939,11 @@ def where_set(settings: Settings, name: str) -> str:
     """Where setting ``name``'s value was set, as a refusal names it: its variable (also when it is the default), the
     settings file's table and key, or its name and origin (a flag, a Dagster resource)."""
     source = settings.sources.get(name, "default")
-    if source == "default":
-        return variable(name)
+    return variable(name) if source == "default" else _where(name, source)
+
+
+def _where(name: str, source: str) -> str:
+    """Where setting ``name`` was set by ``source`` (``Settings.sources``: not the default), as a refusal names it."""
     if source.startswith("environment "):
         return source.removeprefix("environment ")
     if source.startswith("file "):

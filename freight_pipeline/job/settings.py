@@ -34,8 +34,7 @@ def checked_settings(overrides: Mapping[str, Any] | None = None, *, origin: str 
         value = settings.storage.storage_version
         if (problem := storage_version_problem(value)) is not None:
             problems.append(f"{where_set(settings, 'publish_storage_version')}={value!r}: {problem}")
-    if settings.alerts.alert_urls:  # Apprise imported only when there is a destination
-        problems += alert_url_problems(settings)
+    problems += alert_url_problems(settings)
     if problems:
         raise BadSettings(problems)
     return settings
