@@ -13,6 +13,12 @@ def one_line(text: str, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def error_in_one_line(error: BaseException, limit: int) -> str:
+    """``error``'s message with every run of blanks and line ends as one space, at most ``limit`` characters; its type's
+    name when it says nothing."""
+    return " ".join(str(error).split())[:limit] or type(error).__name__
+
+
 def int_between(lowest: int, highest: int | None = None, why: str = "") -> Callable[[str], int]:
     """An argparse ``type``: an integer from ``lowest`` to ``highest`` (None: no bound above); ``why`` says what the
     bounds are for, after the range."""

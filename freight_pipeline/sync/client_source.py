@@ -30,6 +30,7 @@ from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.sync.changes import Criterion as CriterionDict
 from freight_pipeline.sync.changes import LookupResult
 from freight_pipeline.sync.source import KEPT_DOCUMENT_ARRAYS, DocumentGone, LookupRefused, ShipmentGone
+from freight_pipeline.text import error_in_one_line
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def _refusal_as_lookup_refused() -> Iterator[None]:
             raise
         raise LookupRefused(f"HTTP {exc.status_code}") from exc
     except ProtocolError as exc:
-        raise LookupRefused(" ".join(str(exc).split())[:200] or type(exc).__name__) from exc
+        raise LookupRefused(error_in_one_line(exc, 200)) from exc
 
 
 class ClientSource:

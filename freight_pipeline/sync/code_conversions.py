@@ -52,6 +52,7 @@ from freight_pipeline.sync.progress import Meter, Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import LookupRefused, SourceAPI
+from freight_pipeline.text import error_in_one_line
 from freight_pipeline.warehouse.records import DataProblem, Quarantined, Reject
 from freight_pipeline.warehouse.store import Warehouse
 
@@ -139,7 +140,7 @@ async def sync_code_conversions(
         _refuse_empty(records, warehouse, "lookup without criteria")
         converted = convert(records, settings.zone, result.tallies.setdefault(STREAM, tally()))
         scroll_counts, counted.rows = {True}, len(records)  # counted by the lookup's own X-Row-Count
-        result.extra["read_by_lookup"] = _reason(unread)
+        result.extra["read_by_lookup"] = error_in_one_line(unread, 300)
         say(f"code conversions: read by the lookup without criteria, as the scroll cannot be read whole: "
             f"{result.extra['read_by_lookup']}")
     result.rows_read = len(records)
@@ -177,11 +178,6 @@ def tally() -> FieldTally:
     return FieldTally(CODE_CONVERSION_SHAPE)
 
 
-def _reason(error: BaseException) -> str:
-    """``error`` on one line, at most 300 characters."""
-    return " ".join(str(error).split())[:300] or type(error).__name__
-
-
 def _refuse_empty(records: Sequence[Any], warehouse: Warehouse, read: str) -> None:
     """Raise :class:`EmptyScroll` when the ``read`` answered no record while the warehouse holds conversions."""
     if not records and (held := len(warehouse.reads.code_conversion_payloads())):
@@ -200,7 +196,7 @@ async def _read_by_lookup(source: SourceAPI, settings: SyncSettings, unread: Exc
                                       count_required=True)
     except (LookupRefused, RowCountMismatch) as exc:
         raise type(unread)(f"{unread}; nor could the code-conversion lookup without criteria be read instead: "
-                           f"{_reason(exc)}") from exc
+                           f"{error_in_one_line(exc, 300)}") from exc
     if not records:
         raise type(unread)(f"{unread}; and the code-conversion lookup without criteria answers none (it matches "
                            "nothing without criteria)")
