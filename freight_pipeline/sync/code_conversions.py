@@ -138,7 +138,8 @@ async def sync_code_conversions(
     except (ProtocolError, ScrollShortOfLookup) as unread:  # the scroll cannot be read whole: the lookup instead
         records = await _read_by_lookup(source, settings, unread)
         _refuse_empty(records, warehouse, "lookup without criteria")
-        converted = convert(records, settings.zone, result.tallies.setdefault(STREAM, tally()))
+        result.tallies[STREAM] = tally()  # the scroll's records, when it was converted, are no part of this read
+        converted = convert(records, settings.zone, result.tallies[STREAM])
         scroll_counts, counted.rows = {True}, len(records)  # counted by the lookup's own X-Row-Count
         result.extra["read_by_lookup"] = error_in_one_line(unread, 300)
         say(f"code conversions: read by the lookup without criteria, as the scroll cannot be read whole: "

@@ -140,6 +140,7 @@ def test_a_scroll_that_cannot_be_read_whole_is_read_by_the_lookup_without_criter
     result = work_sync(streams=CODE_CONVERSIONS, source_factory=source)["code_conversions"]
     at_service = sorted(row["id"] for row in small_sim.store.reader.code_conversion_rows())
     assert result.status == "success" and result.rows_read == len(at_service)
+    assert result.tallies["code_conversions"].records == len(at_service)  # the scroll's own not counted with them
     assert re.search(told, result.extra["read_by_lookup"]), result.extra["read_by_lookup"]
     assert [row[0] for row in code_conversion_rows(tmp_path)] == at_service
 
