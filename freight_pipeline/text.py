@@ -13,9 +13,9 @@ def one_line(text: str, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def error_in_one_line(error: BaseException, limit: int) -> str:
-    """``error``'s message with every run of blanks and line ends as one space, at most ``limit`` characters; its type's
-    name when it says nothing."""
+def error_in_one_line(error: BaseException, limit: int | None = None) -> str:
+    """``error``'s message with every run of blanks and line ends as one space, at most ``limit`` characters (None:
+    whole); its type's name when it says nothing."""
     return " ".join(str(error).split())[:limit] or type(error).__name__
 
 

@@ -39,6 +39,7 @@ from freight_pipeline.lake.connect import (
 )
 from freight_pipeline.lake.settings import LAKE_ALIAS, LAKE_DBT_TARGET, LAKE_METADATA, LakeSettings
 from freight_pipeline.normalize.schema import Column, TableSpec
+from freight_pipeline.text import error_in_one_line
 from freight_pipeline.warehouse.backend import PublishedState, StorageBackend, UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.comments import DESCRIBED_TABLES, describe_tables
 from freight_pipeline.warehouse.ddl import SYNC_THREADS, explained_out_of_memory, first, literal, quote, run
@@ -149,7 +150,7 @@ def retried(what: str, attempt: Callable[[], T]) -> T:
         except duckdb.TransactionException as exc:
             if not is_commit_conflict(exc):
                 raise
-            reason = " ".join(str(exc).split())[:600]
+            reason = error_in_one_line(exc, 600)
             if number == CONFLICT_ATTEMPTS:
                 raise LakeCommitConflict(f"{what} met a concurrent writer's commit {number} times: {reason}") from exc
             log.warning("%s met a concurrent commit (attempt %d): %s", what, number, reason)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from freight_pipeline.cursors import Connect, on_cursors
+from freight_pipeline.text import error_in_one_line
 
 KEPT_BUILDS = "kept-builds"
 """The folder of the kept builds, in the shared parse folder (see the module doc)."""
@@ -224,7 +225,7 @@ def judged(cursor: Any, test: dict[str, Any]) -> dict[str, Any]:
     try:
         row = cursor.execute(test["sql"]).fetchone()
     except Exception as exc:  # the database's error, as dbt would report it: this test errored
-        return _node_result(test["unique_id"], "error", " ".join(str(exc).split()), None, started)
+        return _node_result(test["unique_id"], "error", error_in_one_line(exc), None, started)
     failures, should_warn, should_error = row if row is not None else (0, False, False)
     said = f"Got {failures} result{'' if failures == 1 else 's'}, configured to"
     if test["severity"] == "ERROR" and should_error:
