@@ -327,15 +327,16 @@ def estimate_versions(con: duckdb.DuckDBPyConnection, shipment_id: int) -> pd.Da
     """Every arrival estimate of ``shipment_id`` the pipeline saw, in the order they became known: the
     ``ESTIMATED`` ``POD_ARRIVAL`` versions of ``freight_history.event_versions`` that carry an instant
     (as ``fct_estimate_revisions`` counts them: event and type compared upper-cased, deleted versions
-    are no estimate). Per version: since when and until when it stood, the estimate, whether it moved
-    from the one before (a revision) and by how many hours, and its error against the actual arrival
-    (null before the shipment arrived)."""
+    are no estimate, nor those of an earlier shipment of a reused id, valid before its ``created_at``).
+    Per version: since when and until when it stood, the estimate, whether it moved from the one before
+    (a revision) and by how many hours, and its error against the actual arrival (null before the
+    shipment arrived)."""
     sql = f"""
         WITH versions AS (
-            SELECT valid_from, valid_to, event_at AS estimated_at
-            FROM {EVENT_VERSIONS.qualified_name}
-            WHERE shipment_id = ? AND upper(trim(event)) = ? AND upper(trim(type)) = 'ESTIMATED'
-                AND NOT deleted AND event_at IS NOT NULL
+            SELECT v.valid_from, v.valid_to, v.event_at AS estimated_at
+            FROM {EVENT_VERSIONS.qualified_name} AS v LEFT JOIN {SHIPMENT_TABLE.qualified_name} AS s USING (shipment_id)
+            WHERE v.shipment_id = ? AND upper(trim(v.event)) = ? AND upper(trim(v.type)) = 'ESTIMATED'
+                AND NOT v.deleted AND v.event_at IS NOT NULL AND (s.created_at IS NULL OR v.valid_from >= s.created_at)
         ),
         actual AS (
             SELECT max(actual_at) AS actual_at FROM analytics.fct_estimate_revisions

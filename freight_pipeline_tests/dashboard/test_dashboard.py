@@ -355,13 +355,15 @@ MODE = "CASE WHEN is_known_mode_of_transport THEN mode_of_transport ELSE 'UNKNOW
 
 
 def _history_revisions(con: duckdb.DuckDBPyConnection, shipment_id: int) -> tuple[int, int]:
-    """(estimates seen, revisions) of a shipment's arrival, counted in Python from the raw history rows."""
+    """(estimates seen, revisions) of a shipment's arrival, counted in Python from the raw history rows (those of an
+    earlier shipment of a reused id, valid before its ``created_at``, left out)."""
     rows = con.execute(
         "SELECT valid_from, event, type, event_at, deleted FROM freight_history.event_versions WHERE shipment_id = ?",
         [shipment_id]).fetchall()
-    estimates = [at for _, event, kind, at, deleted in sorted(rows, key=lambda r: (r[0], r[3] or NOW))
+    (created_at,) = _one(con, "SELECT created_at FROM freight.shipments WHERE shipment_id = ?", [shipment_id])
+    estimates = [at for since, event, kind, at, deleted in sorted(rows, key=lambda r: (r[0], r[3] or NOW))
                  if event.strip().upper() == "POD_ARRIVAL" and kind.strip().upper() == "ESTIMATED"
-                 and not deleted and at is not None]
+                 and not deleted and at is not None and (created_at is None or since >= created_at)]
     return len(estimates), sum(1 for before, after in itertools.pairwise(estimates) if after != before)
 
 
@@ -455,6 +457,33 @@ def test_the_revisions_of_one_shipment_are_its_history(con: duckdb.DuckDBPyConne
     assert last.error_hours == pytest.approx((last.estimated_at - arrived.actual_at).total_seconds() / 3600, abs=0.005)
     other = int(shipments.iloc[1].shipment_id)
     assert queries.load_page(con, Filters(), EtaChoice(shipment_id=other)).eta_shipment_id == other
+
+
+def test_the_revisions_of_a_reused_id_leave_out_the_earlier_shipment_s_estimates(data_dir: Path,
+                                                                                 tmp_path: Path) -> None:
+    """Estimates valid before the shipment's ``created_at`` belonged to an earlier shipment of its id (a reset
+    service reuses ids): the chart leaves them out, as ``fct_estimate_revisions`` does, so both say the same."""
+    copy = tmp_path / "warehouse.duckdb"
+    with sources.open_warehouse(data_dir) as published:
+        (path,) = _one(published, "SELECT path FROM duckdb_databases() WHERE database_name = current_database()")
+        shipment = queries.load_page(published, Filters()).eta_shipments.iloc[0]
+        before = queries.estimate_versions(published, int(shipment.shipment_id))
+    shutil.copyfile(path, copy)
+    with duckdb.connect(str(copy)) as con:
+        con.execute("SET TimeZone = 'UTC'")
+        (created_at,) = _one(con, "SELECT created_at FROM freight.shipments WHERE shipment_id = ?",
+                             [int(shipment.shipment_id)])
+        for days, estimate in ((3, "2020-01-01 00:00:00+00"), (2, "2020-02-01 00:00:00+00")):
+            con.execute(
+                "INSERT INTO freight_history.event_versions (shipment_id, event, type, event_at, valid_from, valid_to, "
+                "deleted, run_id, recorded_at) VALUES (?, 'POD_ARRIVAL', 'ESTIMATED', ?::TIMESTAMPTZ, ?, ?, false, "
+                "'an-earlier-shipment', ?)",
+                [int(shipment.shipment_id), estimate, created_at - dt.timedelta(days=days),
+                 created_at - dt.timedelta(days=days - 1), created_at - dt.timedelta(days=days)])
+        after = queries.estimate_versions(con, int(shipment.shipment_id))
+        assert _history_revisions(con, int(shipment.shipment_id)) == (shipment.estimate_versions, shipment.revisions)
+    pd.testing.assert_frame_equal(after, before)
+    assert (len(after), int(after.is_revision.sum())) == (shipment.estimate_versions, shipment.revisions)
 
 
 def test_an_eta_section_without_scores_says_why(data_dir: Path, tmp_path: Path,
