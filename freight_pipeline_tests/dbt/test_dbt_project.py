@@ -341,6 +341,22 @@ def test_accepted_values_use_the_code_list_macros(dbt_build: dict[str, Any]) -> 
     assert len(compiled) == 1 and all(f"'{code}'" in compiled[0] for code in EVENT_CODES)
 
 
+def test_every_leg_position_is_described_in_leg_no_order() -> None:
+    """Every model column carrying a leg's position (the freight tables' ``position`` / ``leg_position``, and the
+    models' columns made of them) says it counts in ``leg_no`` order, as the contract does, never in the order the
+    service answered."""
+    described = {}
+    for path in sorted((DBT_DIR / "models").rglob("*.yml")):
+        for model in yaml.safe_load(path.read_text()).get("models", []):
+            for column in model.get("columns", []):
+                if column["name"] in ("leg_position", "source_position") or (
+                        column["name"] == "position" and "leg" in model["name"]):
+                    described[(model["name"], column["name"])] = column.get("description", "")
+    assert {("fct_eta_accuracy", "leg_position"), ("fct_estimate_revisions", "leg_position"),
+            ("int_main_carriage_legs", "source_position"), ("stg_sea_main_carriage_legs", "position")} <= set(described)
+    assert {key: text for key, text in described.items() if "in leg_no order" not in text} == {}
+
+
 # Every data test of severity warn: (test, model, column). The rule (dbt_models/README.md, "Test
 # severity"): a test on what the service sends warns, a test on what the pipeline guarantees fails.
 WARN_TESTS = {
