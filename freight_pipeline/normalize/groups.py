@@ -33,6 +33,7 @@ from freight_pipeline.normalize.converters import (
     json_or_report,
     to_instant,
     to_int,
+    to_json,
     to_str,
 )
 from freight_pipeline.normalize.errors import Invalid, join_path
@@ -248,7 +249,8 @@ class LocationGroup:
         cols += [
             Column(self.latitude, DOUBLE, f"{self.label}: latitude"),
             Column(self.longitude, DOUBLE, f"{self.label}: longitude"),
-            Column(self.codes, JSON, f"{self.label}: all location codes as sent ([{{type, code}}])"),
+            Column(self.codes, JSON, f"{self.label}: all location codes as sent ([{{type, code}}], ordered by their "
+                   "JSON text: the same codes in any order are the same value)"),
         ]
         return cols
 
@@ -274,7 +276,15 @@ class LocationGroup:
                 except Invalid as exc:
                     problems.add(f"{code_path}.code", code, str(exc))
         if isinstance(codes, list):
-            row[self.codes] = json_or_report(codes, codes_path, problems)
+            text = json_or_report(codes, codes_path, problems)  # its problems named at the positions as sent
+            row[self.codes] = _in_canonical_order(codes) if text is not None and len(codes) > 1 else text
+
+
+def _in_canonical_order(codes: list[Any]) -> str:
+    """``codes`` as JSON text, its elements ordered by their own canonical text: the spec promises no order of a
+    location's codes (a service may answer them from a set, in another order each time), so the same codes make the
+    same text and a re-read that only reordered them changes no row."""
+    return f"[{','.join(sorted(to_json(code) for code in codes))}]"
 
 
 # --- contact ---------------------------------------------------------------------------------------
