@@ -89,18 +89,24 @@ def normalize_memos(
 ) -> Rows:
     """Rows of ``shipment_memos``; ``shipment_id`` looked up by ``(client, shipment_number)`` (whitespace around
     either aside, as a fixed-width column pads it), else null and, when shipments were given, reported: a line
-    their lookup answered that names none of them is never filed under a guess, nor left unattached unseen.
+    their lookup answered that names none of them is never filed under a guess, nor left unattached unseen. When
+    one shipment was asked for, a line that leaves out either field (optional, A20) and agrees with it on the other
+    is that shipment's: the lookup answered it for that shipment's criteria.
 
     A repeated memo id keeps the last record.
     """
     problems = sink(problems)
     lookup = {_trimmed(key): shipment_id for key, shipment_id in (shipment_id_by_key or {}).items()}
+    only, only_id = next(iter(lookup.items())) if len(lookup) == 1 else ((None, None), None)
     by_id: dict[int, Row] = {}
     for path, memo_id, memo in keyed_items(memos, "memos", problems):
         row: Row = {"memo_id": memo_id}
         copy_fields(row, memo, _MEMO, path, problems)
-        key = (row.get("client"), row.get("shipment_number"))
-        row["shipment_id"] = lookup.get(_trimmed(key))
+        key = _trimmed((row.get("client"), row.get("shipment_number")))
+        row["shipment_id"] = lookup.get(key)
+        if row["shipment_id"] is None and None in key and only_id is not None and all(
+                said is None or said == asked for said, asked in zip(key, only, strict=True)):
+            row["shipment_id"] = only_id
         if row["shipment_id"] is None and lookup:
             asked = ", ".join(f"{client!r}/{number!r}" for client, number in list(lookup)[:3])
             asked += ", ..." if len(lookup) > 3 else ""

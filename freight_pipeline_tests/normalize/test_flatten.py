@@ -490,6 +490,25 @@ def test_a_memo_line_whose_client_or_number_is_padded_belongs_to_its_shipment(se
     assert (row["shipment_id"], row["client"], row["shipment_number"], problems) == (1001, *sent, [])
 
 
+def test_memo_lines_that_leave_out_their_shipment_s_keys_are_the_one_asked_for_s() -> None:
+    """``client`` and ``shipment_number`` are optional (A20): a line without either, answered by the lookup of one
+    shipment, is that shipment's when what it does say agrees; for several asked, or naming another, it is not."""
+    lines = [
+        {"id": 1, "memo": "neither"},
+        {"id": 2, "memo": "client only", "client": " C1 "},
+        {"id": 3, "memo": "number only", "shipment_number": "SN-1", "client": None},
+        {"id": 4, "memo": "another client", "client": "C2"},
+        {"id": 5, "memo": "another number", "shipment_number": "SN-2"},
+    ]
+    problems = Problems()
+    rows = normalize_memos(lines, {("C1", "SN-1"): 1001}, problems)["shipment_memos"]
+    assert [(r["memo_id"], r["shipment_id"]) for r in rows] == [(1, 1001), (2, 1001), (3, 1001), (4, None), (5, None)]
+    assert [p.path for p in problems] == ["[3]", "[4]"]
+    problems = Problems()
+    rows = normalize_memos(lines[:1], {("C1", "SN-1"): 1001, ("C1", "SN-2"): 1002}, problems)["shipment_memos"]
+    assert rows[0]["shipment_id"] is None and [p.path for p in problems] == ["[0]"]
+
+
 def test_a_memo_line_that_names_no_shipment_asked_for_is_loaded_unattached_and_reported() -> None:
     memo = {"id": 1, "client": 1, "memo": "fragile", "shipment_number": "SN-1", "running_number": 1}
     problems = Problems()
