@@ -232,6 +232,9 @@ class AsyncDriver:
     async def _many(self, model: type[M], call: Call) -> list[M]:
         return self._core.many(model, call, await self._run(call))
 
+    async def _many_or_names(self, model: type[M], call: Call) -> list[M | str]:
+        return self._core.many_or_names(model, call, await self._run(call))
+
     async def _optional(self, model: type[M], call: Call) -> M | None:
         return self._core.optional(model, call, await self._run(call))
 

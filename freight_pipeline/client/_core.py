@@ -42,7 +42,7 @@ from freight_pipeline.client.auth import (
     extract_token,
     make_token,
 )
-from freight_pipeline.client.calls import Call, Expect
+from freight_pipeline.client.calls import ARRAY_ELEMENTS, Call, Expect
 from freight_pipeline.client.endpoints import AuthScheme, Endpoint
 from freight_pipeline.client.error_builder import ErrorBuilder
 from freight_pipeline.client.errors import AuthenticationError, FreightError
@@ -68,6 +68,8 @@ DEFAULT_MAX_CONCURRENCY = 8  # requests in flight at once (pooled connections)
 USER_AGENT = "freight-pipeline-client/0.1"
 NO_RECORDS = b"[]"
 """The body of a ``204 No Content`` to a call that expects an array: none of its records."""
+COUNT_HEADERS = ("x-page-count", "x-row-count")
+"""The counts a page's answer carries (the spec: every lookup's, both always): its pages', its rows'."""
 FRESH_TOKEN_S = 30.0
 """A token younger than this, renewed because the service refused the one before, that no answer has accepted yet
 and the service refuses (401) is one it does not know yet: the call waits for it (:meth:`ClientCore._not_known_yet`)."""
@@ -412,7 +414,7 @@ class ClientCore:
             return self._token_reply(call, status, headers, content)
         if expect is Expect.NOTHING or (expect is Expect.OPTIONAL_JSON and not content.strip()):
             return Reply(status, None, headers, content)
-        if status == 204 and expect is Expect.ARRAY:  # No Content: no record (a 200 without a body is no answer)
+        if status == 204 and expect in ARRAY_ELEMENTS:  # No Content: no record (a 200 without a body is no answer)
             return Reply(status, received([], NO_RECORDS), headers, NO_RECORDS)
         try:
             data = loads(content)
@@ -471,19 +473,31 @@ class ClientCore:
     def many(self, model: type[M], call: Call, reply: Reply) -> list[M]:
         return [self.parse(model, call, reply, item) for item in reply.data]
 
+    def many_or_names(self, model: type[M], call: Call, reply: Reply) -> list[M | str]:
+        """The models of an array's objects, its names (strings) as received."""
+        return [item if isinstance(item, str) else self.parse(model, call, reply, item) for item in reply.data]
+
     def optional(self, model: type[M], call: Call, reply: Reply) -> M | None:
         """The model of an object body; None when the service answered without one."""
         return self.parse(model, call, reply, reply.data) if isinstance(reply.data, dict) else None
 
     def page(self, model: type[M], call: Call, reply: Reply) -> Page[M]:
-        """A Page of ``model`` items; an item the model cannot read raises ProtocolError on access."""
+        """A Page of ``model`` items; an item the model cannot read raises ProtocolError on access.
+
+        ``204 No Content`` to page 0 without ``X-Page-Count`` and ``X-Row-Count`` (a Spring ``noContent()``): the
+        query holds no row, so both count 0; to a later page it says nothing of the query's total (None), and
+        counts sent with it are taken as sent."""
         params = dict(call.params)
+        page_no = int(params["page_no"])
+        page_count, row_count = (int_header(reply.headers, name) for name in COUNT_HEADERS)
+        if reply.status == 204 and page_no == 0 and not any(name in reply.headers for name in COUNT_HEADERS):
+            page_count = row_count = 0
         return Page(
             reply.data,
-            page_no=int(params["page_no"]),
+            page_no=page_no,
             page_size=int(params["page_size"]),
-            page_count=int_header(reply.headers, "x-page-count"),
-            row_count=int_header(reply.headers, "x-row-count"),
+            page_count=page_count,
+            row_count=row_count,
             parse=lambda item: self.parse(model, call, reply, item),
             method=call.endpoint.method,
             path=call.path,
@@ -639,8 +653,9 @@ def shape_problem(expect: Expect, data: Any) -> str | None:
     """What makes ``data`` not the JSON ``expect`` asks for; None when it is."""
     if expect is Expect.OBJECT and not isinstance(data, dict):
         return f"is a JSON {type(data).__name__}, expected an object"
-    if expect is Expect.ARRAY and (not isinstance(data, list) or not all(isinstance(x, dict) for x in data)):
-        return "is not a JSON array of objects"
+    elements = ARRAY_ELEMENTS.get(expect)
+    if elements is not None and (not isinstance(data, list) or not all(isinstance(x, elements) for x in data)):
+        return f"is not {expect.value}"
     return None
 
 

@@ -218,6 +218,9 @@ class SyncDriver:
     def _many(self, model: type[M], call: Call) -> list[M]:
         return self._core.many(model, call, self._run(call))
 
+    def _many_or_names(self, model: type[M], call: Call) -> list[M | str]:
+        return self._core.many_or_names(model, call, self._run(call))
+
     def _optional(self, model: type[M], call: Call) -> M | None:
         return self._core.optional(model, call, self._run(call))
 

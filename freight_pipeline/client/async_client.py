@@ -27,6 +27,7 @@ from freight_pipeline.client.calls import (
     efile_role_delete,
     event_write,
     lookup,
+    records,
     scroll,
     send_json,
     webhook,
@@ -102,30 +103,28 @@ class AsyncFreightClient(AsyncDriver):
     async def get_shipment(self, shipment_id: int) -> Shipment:
         return await self._one(Shipment, by_id(ep.SHIPMENT_RETRIEVE, Expect.OBJECT, shipment_id))
 
-    async def get_records_raw(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any]]:
+    async def get_records_raw(self, endpoint: Endpoint, shipment_id: int) -> list[dict[str, Any] | str]:
         """The array a per-record endpoint answers with (``GET .../{id}/...``, e.g.
-        ``endpoints.SHIPMENT_EVENTS``), as received."""
-        return await self._data(by_id(endpoint, Expect.ARRAY, shipment_id))
+        ``endpoints.SHIPMENT_EVENTS``), as received (``endpoints.EFILE_ROLES``' may hold names: strings)."""
+        return await self._data(records(endpoint, shipment_id))
 
     async def get_shipment_events_raw(self, shipment_id: int) -> list[dict[str, Any]]:
-        return await self._data(by_id(ep.SHIPMENT_EVENTS, Expect.ARRAY, shipment_id))
+        return await self._data(records(ep.SHIPMENT_EVENTS, shipment_id))
 
     async def get_shipment_events(self, shipment_id: int) -> list[ShipmentEvent]:
-        return await self._many(ShipmentEvent, by_id(ep.SHIPMENT_EVENTS, Expect.ARRAY, shipment_id))
+        return await self._many(ShipmentEvent, records(ep.SHIPMENT_EVENTS, shipment_id))
 
     async def get_air_main_carriage_raw(self, shipment_id: int) -> list[dict[str, Any]]:
-        return await self._data(by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
+        return await self._data(records(ep.SHIPMENT_AIR_MAIN_CARRIAGE, shipment_id))
 
     async def get_air_main_carriage(self, shipment_id: int) -> list[CarriageLeg]:
-        call = by_id(ep.SHIPMENT_AIR_MAIN_CARRIAGE, Expect.ARRAY, shipment_id)
-        return await self._many(CarriageLeg, call)
+        return await self._many(CarriageLeg, records(ep.SHIPMENT_AIR_MAIN_CARRIAGE, shipment_id))
 
     async def get_sea_main_carriage_raw(self, shipment_id: int) -> list[dict[str, Any]]:
-        return await self._data(by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id))
+        return await self._data(records(ep.SHIPMENT_SEA_MAIN_CARRIAGE, shipment_id))
 
     async def get_sea_main_carriage(self, shipment_id: int) -> list[CarriageLeg]:
-        call = by_id(ep.SHIPMENT_SEA_MAIN_CARRIAGE, Expect.ARRAY, shipment_id)
-        return await self._many(CarriageLeg, call)
+        return await self._many(CarriageLeg, records(ep.SHIPMENT_SEA_MAIN_CARRIAGE, shipment_id))
 
     async def create_shipment_event(
         self, shipment_id: int, event: ShipmentEvent | Mapping[str, Any], *, event_type: str | None = None
@@ -270,10 +269,10 @@ class AsyncFreightClient(AsyncDriver):
         return await self._optional(EFile, by_id(ep.EFILE_DELETE, Expect.OPTIONAL_JSON, efile_id))
 
     async def get_efile_references_raw(self, efile_id: int) -> list[dict[str, Any]]:
-        return await self._data(by_id(ep.EFILE_REFERENCES, Expect.ARRAY, efile_id))
+        return await self._data(records(ep.EFILE_REFERENCES, efile_id))
 
     async def get_efile_references(self, efile_id: int) -> list[EFileReference]:
-        return await self._many(EFileReference, by_id(ep.EFILE_REFERENCES, Expect.ARRAY, efile_id))
+        return await self._many(EFileReference, records(ep.EFILE_REFERENCES, efile_id))
 
     async def add_efile_reference(self, efile_id: int, reference: EFileReference | Mapping[str, Any]) -> None:
         await self._run(efile_reference(ep.EFILE_REFERENCE_ADD, efile_id, reference))
@@ -281,11 +280,13 @@ class AsyncFreightClient(AsyncDriver):
     async def delete_efile_reference(self, efile_id: int, reference: EFileReference | Mapping[str, Any]) -> None:
         await self._run(efile_reference(ep.EFILE_REFERENCE_DELETE, efile_id, reference))
 
-    async def get_efile_roles_raw(self, efile_id: int) -> list[dict[str, Any]]:
-        return await self._data(by_id(ep.EFILE_ROLES, Expect.ARRAY, efile_id))
+    async def get_efile_roles_raw(self, efile_id: int) -> list[dict[str, Any] | str]:
+        """The E-File's roles as received: objects, or role names (strings) as a service may answer them."""
+        return await self._data(records(ep.EFILE_ROLES, efile_id))
 
-    async def get_efile_roles(self, efile_id: int) -> list[EFileRole]:
-        return await self._many(EFileRole, by_id(ep.EFILE_ROLES, Expect.ARRAY, efile_id))
+    async def get_efile_roles(self, efile_id: int) -> list[EFileRole | str]:
+        """The E-File's roles: a model of each object, a role name (string) as received."""
+        return await self._many_or_names(EFileRole, records(ep.EFILE_ROLES, efile_id))
 
     async def add_efile_role(self, efile_id: int, role: str) -> None:
         """Link a role; the spec sends it as a ``text/plain`` body."""

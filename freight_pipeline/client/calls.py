@@ -19,9 +19,18 @@ from freight_pipeline.client.paging import validate_paging
 class Expect(Enum):
     OBJECT = "a JSON object"
     ARRAY = "a JSON array of objects"
+    NAMES_OR_OBJECTS = "a JSON array of strings or objects"
     OPTIONAL_JSON = "JSON or an empty body"
     NOTHING = "no body"
     TOKEN = "a token"
+
+
+ARRAY_ELEMENTS: dict[Expect, tuple[type, ...]] = {Expect.ARRAY: (dict,), Expect.NAMES_OR_OBJECTS: (dict, str)}
+"""The JSON arrays expected, and the types of their elements (a ``204 No Content`` is an empty one)."""
+
+RECORD_ARRAYS: dict[Endpoint, Expect] = {ep.EFILE_ROLES: Expect.NAMES_OR_OBJECTS}
+"""A record's arrays (``GET .../{id}/...``) that are not arrays of objects: an E-File's roles may be names (the spec
+shows no field of an EFileRole and adds one as a ``text/plain`` string, the role)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,12 @@ class Call:
 def by_id(endpoint: Endpoint, expect: Expect, record_id: Any, params: Sequence[tuple[str, str]] = ()) -> Call:
     """A call without a body to ``endpoint`` with the path parameter ``{id}``."""
     return Call(endpoint, expect, path_params={"id": as_id(record_id)}, params=params)
+
+
+def records(endpoint: Endpoint, record_id: Any) -> Call:
+    """A record's array at ``endpoint`` (``GET .../{id}/...``), of objects unless :data:`RECORD_ARRAYS` says
+    otherwise."""
+    return by_id(endpoint, RECORD_ARRAYS.get(endpoint, Expect.ARRAY), record_id)
 
 
 def send_json(

@@ -15,6 +15,9 @@ promised by the spec for lookups); a short page only ends the walk when the serv
   asked. Page 0 shorter than asked while the headers say more rows exist means exactly that; the
   walk goes on with the page size the service used (the length of page 0), so that page numbers
   count the service's pages and no row is skipped.
+* A page size ignored: page 0 longer than asked, with headers, is a service serving pages of its own size (its
+  headers count those pages); the walk goes on with the size served, as for a cap, so that no page is asked
+  past the end (logged at INFO, as a cap is). Only page 0 sets it: a later page longer than asked changes nothing.
 * A short or empty page later on while the headers say more follow, or a page equal to the one
   before (a service ignoring ``page_no``, which would otherwise loop forever or silently return a
   part of the result), raises :class:`ProtocolError` instead of ending or looping.
@@ -44,7 +47,8 @@ class Page(Generic[T]):
     items:      the same records as models (built on first access)
     page_no / page_size: what was asked for
     page_count: ``X-Page-Count`` (total pages), None if the service did not send it
-    row_count:  ``X-Row-Count`` (total records of the query), None if not sent
+    row_count:  ``X-Row-Count`` (total records of the query), None if not sent (both 0 for a ``204 No Content`` to
+                page 0 without them: ``ClientCore.page``)
     method / path: the request that answered it (for error messages)
     """
 
@@ -132,6 +136,8 @@ class PageWalk:
             self._adopt_service_page_size(page)
             self.page_no += 1
             return True
+        if page.page_no == 0 and len(page.raw) > page.page_size:  # with headers: page_size ignored
+            self._adopt_service_page_size(page)
         if page.is_last:
             return False
         if len(page.raw) < self.page_size:
@@ -148,8 +154,9 @@ class PageWalk:
             )
 
     def _adopt_service_page_size(self, page: Page[Any]) -> None:
-        """A short page while the headers say more rows follow (or a first page without headers shorter or
-        longer than asked): a page-size cap on page 0, else an error."""
+        """A short page while the headers say more rows follow, a first page with headers longer than asked (or a
+        first page without headers shorter or longer than asked): the service's page size on page 0, else an
+        error."""
         if not page.has_headers:
             logger.debug("%s %s answered %d rows for page_size %d without X-Page-Count or X-Row-Count: the end, "
                          "a cap on the page size or one it ignores; asking page 1 with page_size %d", page.method,
@@ -163,13 +170,14 @@ class PageWalk:
                 f"follow (X-Page-Count {page.page_count}, X-Row-Count {page.row_count})",
             )
         logger.info(
-            "%s %s answered %d rows for page_size %d (X-Row-Count %s): the service caps the page size; "
+            "%s %s answered %d rows for page_size %d (X-Row-Count %s): the service %s the page size; "
             "paging on with page_size %d",
             page.method,
             page.path,
             len(page.raw),
             page.page_size,
             page.row_count,
+            "ignores" if len(page.raw) > page.page_size else "caps",
             len(page.raw),
         )
         self.page_size = len(page.raw)

@@ -138,7 +138,7 @@ class ClientSource:
         except NotFoundError as exc:
             raise DocumentGone(efile_id) from exc
 
-    async def get_efile_roles(self, efile_id: int) -> list[dict[str, Any]]:
+    async def get_efile_roles(self, efile_id: int) -> list[dict[str, Any] | str]:
         try:
             return await self.client.get_efile_roles_raw(efile_id)
         except NotFoundError as exc:

@@ -69,7 +69,7 @@ class SourceAPI(Protocol):
     async def get_efile_references(self, efile_id: int) -> list[dict[str, Any]]:
         """Raises DocumentGone on 404 (the E-File was deleted since it was listed)."""
 
-    async def get_efile_roles(self, efile_id: int) -> list[dict[str, Any]]:
+    async def get_efile_roles(self, efile_id: int) -> list[dict[str, Any] | str]:
         """Raises DocumentGone on 404."""
 
     async def get_efile(self, efile_id: int) -> dict[str, Any]:

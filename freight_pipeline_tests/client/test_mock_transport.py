@@ -8,6 +8,7 @@ import email.utils
 import json
 import logging
 import math
+import pickle
 import re
 import threading
 import time
@@ -25,6 +26,7 @@ from freight_pipeline.client import (
     AuthenticationError,
     BadRequestError,
     Criterion,
+    EFileRole,
     FreightClient,
     FreightConnectionError,
     FreightError,
@@ -571,12 +573,18 @@ ROWS = [{"id": n} for n in range(1, 251)]
 
 
 def paged_service(
-    rows: list[dict[str, Any]], *, cap: int | None = None, headers: bool = True, ignore_page_no: bool = False
+    rows: list[dict[str, Any]],
+    *,
+    cap: int | None = None,
+    headers: bool = True,
+    ignore_page_no: bool = False,
+    fixed: int | None = None,
 ) -> Handler:
-    """A memo scroll over ``rows`` that may cap the page size, omit headers or ignore page_no."""
+    """A memo scroll over ``rows`` that may cap the page size, serve pages of a ``fixed`` size whatever is asked, omit
+    headers or ignore page_no."""
 
     def handler(request: httpx.Request) -> httpx.Response:
-        size = int(request.url.params["page_size"])
+        size = fixed or int(request.url.params["page_size"])
         size = min(size, cap) if cap else size
         start = 0 if ignore_page_no else int(request.url.params["page_no"]) * size
         counts = {"X-Page-Count": str(math.ceil(len(rows) / size)), "X-Row-Count": str(len(rows))}
@@ -650,6 +658,25 @@ def test_a_short_or_empty_page_while_the_headers_say_more_follow_raises() -> Non
     with client_for(empty) as client, pytest.raises(ProtocolError, match="0 of 100 rows"):
         list(client.iter_code_conversion_pages(page_size=100))
     assert empty.count("/service/basicdata/codeconverter") == 1
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_first_page_longer_than_asked_with_headers_sets_the_page_size(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A service that ignores ``page_size`` and serves pages of its own size, its headers counting those pages: the
+    walk goes on at the size served (asked at the size asked, page 2 was asked past the end and a ProtocolError)."""
+    caplog.set_level(logging.INFO, logger="freight_pipeline.client")
+    recorder = Recorder(paged_service(ROWS, fixed=200))
+    with view_of(kind, recorder) as client:
+        scrolled = list(client.iter_code_conversion_pages(page_size=100))
+        looked_up = list(client.iter_code_conversion_lookup_pages([], page_size=100))
+    for pages in (scrolled, looked_up):
+        assert [row["id"] for page in pages for row in page.raw] == [row["id"] for row in ROWS]
+        assert [len(page) for page in pages] == [200, 50] and pages[-1].is_last
+    assert sent_paging(recorder) == [("0", "100"), ("1", "200")] * 2
+    ignored = [r.getMessage() for r in caplog.records if "ignores the page size" in r.getMessage()]
+    assert len(ignored) == 2 and "paging on with page_size 200" in ignored[0]  # once a walk
 
 
 def test_headers_end_the_walk_without_asking_for_an_empty_page() -> None:
@@ -772,3 +799,58 @@ def test_no_content_to_a_records_array_is_none_of_them_and_to_a_record_no_answer
     with client_for(empty) as client, pytest.raises(ProtocolError, match="not valid JSON"):
         client.get_records_raw(endpoint, 7)
     assert empty.count(endpoint.path.replace("{id}", "7")) == FAST.max_attempts
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_no_content_to_page_0_of_a_lookup_is_a_query_without_rows(kind: str) -> None:
+    """``204 No Content`` without counts (Spring's ``noContent()`` for an empty result) to page 0: the query holds
+    no row, row_count 0 (it was None, and the sync's shipments walk failed on a lookup "answered without
+    X-Row-Count"). To a later page it says nothing of the query's total; counts sent with it are taken as sent."""
+
+    counts: dict[str, str] = {}
+    recorder = Recorder(lambda r: httpx.Response(204, headers=counts))
+    with view_of(kind, recorder) as client:
+        page = client.lookup_shipments([Criterion(key="ID", value=7)])
+        assert (page.raw, page.row_count, page.page_count, page.is_last) == ([], 0, 0, True)
+        pages = list(client.iter_shipment_pages([Criterion(key="ID", value=7)], page_size=100))
+        assert [(p.raw, p.row_count, p.page_count) for p in pages] == [([], 0, 0)]
+        assert recorder.count("/service/shipment/lookup") == 2
+        later = client.lookup_memos([Criterion(key="CLIENT", value="001")], page_no=1)
+        assert (later.raw, later.row_count, later.page_count) == ([], None, None)
+        for sent, read in (({"X-Row-Count": "0"}, (0, None)), ({"X-Page-Count": "1", "X-Row-Count": "0"}, (0, 1))):
+            counts.clear()
+            counts.update(sent)
+            page = client.lookup_efiles([Criterion(key="SHIPMENT_ID", value=7)])
+            assert (page.raw, page.row_count, page.page_count) == ([], *read)
+
+ROLE_ANSWERS: dict[str, Any] = {
+    "/service/efile/1/role": ["ACCOUNTING", "CUSTOMS"],
+    "/service/efile/2/role": [{"id": 5, "role": "OPS"}, "FINANCE"],
+    "/service/efile/3/role": ["OPS", 3],
+    "/service/efile/1/reference": ["SHIPMENT"],
+    "/service/shipment/1/events": ["ETD"],
+    "/service/efile/1": {"id": 1, "roles": ["ACCOUNTING", {"id": 5, "role": "OPS"}]},
+}
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_roles_answered_as_names_are_taken_as_received(kind: str) -> None:
+    """The spec shows no field of an EFileRole and adds a role as a ``text/plain`` string: an E-File's roles
+    answered as names (``["ACCOUNTING", "CUSTOMS"]``) are taken as received (they were a ProtocolError, and the
+    documents stream failed for every record), objects among them as models; no other array takes strings."""
+    recorder = Recorder(lambda r: httpx.Response(200, json=ROLE_ANSWERS[r.url.path]))
+    with view_of(kind, recorder) as client:
+        assert client.get_efile_roles_raw(1) == ["ACCOUNTING", "CUSTOMS"]
+        assert client.get_records_raw(ep.EFILE_ROLES, 1) == ["ACCOUNTING", "CUSTOMS"]
+        assert client.get_efile_roles(1) == ["ACCOUNTING", "CUSTOMS"]
+        mixed = client.get_efile_roles(2)
+        assert isinstance(mixed[0], EFileRole) and (mixed[0].id, mixed[0].role, mixed[1]) == (5, "OPS", "FINANCE")
+        assert pickle.loads(pickle.dumps(client.get_efile_roles_raw(2))) == ROLE_ANSWERS["/service/efile/2/role"]
+        cascaded = client.get_efile(1, cascade=True)
+        assert cascaded.roles is not None and cascaded.roles[0] == "ACCOUNTING" and cascaded.problems == []
+        with pytest.raises(ProtocolError, match="not a JSON array of strings or objects"):
+            client.get_efile_roles_raw(3)
+        with pytest.raises(ProtocolError, match="not a JSON array of objects"):
+            client.get_efile_references_raw(1)
+        with pytest.raises(ProtocolError, match="not a JSON array of objects"):
+            client.get_records_raw(ep.SHIPMENT_EVENTS, 1)

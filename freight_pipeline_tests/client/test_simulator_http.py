@@ -27,6 +27,7 @@ from freight_pipeline.client import (
     ConflictError,
     Criterion,
     EFile,
+    EFileRole,
     FreightClient,
     FreightConnectionError,
     NotFoundError,
@@ -311,9 +312,10 @@ def check_efiles(client: SyncView, sim: Any, shipment_id: int) -> None:
     assert [r["type"] for r in store.efiles.references(efile_id)] == ["SHIPMENT"]
 
     client.add_efile_role(efile_id, "FINANCE")
-    roles = client.get_efile_roles(efile_id)
+    roles = [role for role in client.get_efile_roles(efile_id) if isinstance(role, EFileRole)]  # objects here
     assert sorted(r.role or "" for r in roles) == ["FINANCE", "OPS"]
     assert same_json([r.raw for r in roles], store.efiles.roles(efile_id))
+    assert same_json(client.get_records_raw(ep.EFILE_ROLES, efile_id), store.efiles.roles(efile_id))
     client.delete_efile_role(efile_id, "OPS")
     assert same_json(client.get_efile_roles_raw(efile_id), store.efiles.roles(efile_id))
     assert [r["role"] for r in store.efiles.roles(efile_id)] == ["FINANCE"]

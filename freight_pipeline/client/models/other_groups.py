@@ -43,7 +43,8 @@ class EFileRole(FreightModel):
 
 
 class EFile(FreightModel):
-    """An E-File document (A18). ``references``/``roles`` are None unless retrieved with cascade."""
+    """An E-File document (A18). ``references``/``roles`` are None unless retrieved with cascade; a role the service
+    names by a string alone (the spec shows no field of an EFileRole) stays that string."""
 
     id: int | None = None
     file_name: str | None = None
@@ -52,7 +53,7 @@ class EFile(FreightModel):
     document: str | None = Field(default=None, repr=False)  # base64
     created_date_time: str | None = None
     references: list[EFileReference] | None = None
-    roles: list[EFileRole] | None = None
+    roles: list[EFileRole | str] | None = None
 
     @classmethod
     def from_bytes(
