@@ -77,6 +77,15 @@ _received: list[int] = []
 :func:`signals_noted`), in the order they came."""
 
 
+def query_interrupted(error: BaseException) -> bool:
+    """Whether ``error`` is a DuckDB query's own error for a stop met inside it: Ctrl-C's KeyboardInterrupt (or
+    SIGTERM's, handled as it) taken as ``RuntimeError: Query interrupted``, or the connection's ``interrupt()`` as
+    ``InterruptException``. A block that falls back on a query's error (another way to the same end) must not take
+    it for one: the run was asked to stop."""
+    return type(error).__name__ == "InterruptException" or (
+        isinstance(error, RuntimeError) and str(error).strip() == "Query interrupted")
+
+
 def signal_exit_code(signum: int) -> int:
     """The exit code of a program a signal stopped, as a shell reports it: 128 + the signal's number (Ctrl-C's
     SIGINT 130, SIGTERM 143)."""

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from freight_pipeline.cursors import Connect, on_cursors
+from freight_pipeline.process_end import query_interrupted
 from freight_pipeline.text import error_in_one_line
 
 KEPT_BUILDS = "kept-builds"
@@ -201,9 +202,11 @@ def replay_models(con: Any, models: Sequence[dict[str, Any]],
                                         thread="replayed", adapter_response={"_message": "OK"},
                                         relation=model.get("relation_name")))
         con.execute("COMMIT")
-    except Exception:  # the database's error: dbt runs the build instead, and says it
+    except Exception as exc:  # the database's error: dbt runs the build instead, and says it
         with contextlib.suppress(Exception):
             con.execute("ROLLBACK")
+        if query_interrupted(exc):  # a stop met in a statement: the run stops, no build instead
+            raise KeyboardInterrupt from exc
         return None
     return results
 
@@ -225,6 +228,8 @@ def judged(cursor: Any, test: dict[str, Any]) -> dict[str, Any]:
     try:
         row = cursor.execute(test["sql"]).fetchone()
     except Exception as exc:  # the database's error, as dbt would report it: this test errored
+        if query_interrupted(exc):  # a stop met in the query: no verdict of the test's
+            raise KeyboardInterrupt from exc
         return _node_result(test["unique_id"], "error", error_in_one_line(exc), None, started)
     failures, should_warn, should_error = row if row is not None else (0, False, False)
     said = f"Got {failures} result{'' if failures == 1 else 's'}, configured to"

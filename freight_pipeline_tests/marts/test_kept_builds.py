@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -18,6 +22,7 @@ from freight_pipeline.marts.kept_builds import (
     replay_models,
     run_tests,
 )
+from freight_pipeline.process_end import query_interrupted
 
 MODELS = [
     {"unique_id": "model.p.a", "relation_name": '"a"',
@@ -117,3 +122,53 @@ def test_a_batched_test_is_judged_as_dbt_judges_it(found: int, severity: str, st
         judged, errored = run_tests(cursor, [test, broken])
     assert (judged["status"], judged["message"], judged["failures"]) == (status, message, found if found else 0)
     assert errored["status"] == "error" and "no_such" in errored["message"]
+
+
+
+LONG = "select count(*) from range(100000000000) t(i) where i % 7 = 3"
+"""A statement that runs for minutes: a stop always meets it running."""
+
+
+class CtrlC:
+    """A connection whose long statements meet Ctrl-C as DuckDB takes it: ``RuntimeError: Query interrupted``
+    (the interpreter's KeyboardInterrupt, which DuckDB reads between its own steps, at a moment no test can set)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def execute(self, sql: str) -> duckdb.DuckDBPyConnection:
+        if LONG in sql:
+            raise RuntimeError("Query interrupted")
+        return self.con.execute(sql)
+
+
+@contextlib.contextmanager
+def stopped(how: str, con: duckdb.DuckDBPyConnection) -> Iterator[Any]:
+    """The connection to run on, stopped as ``how`` says: by its ``interrupt()`` after 0.3 s (DuckDB's
+    ``InterruptException``), or as by Ctrl-C (:class:`CtrlC`)."""
+    if how == "ctrl-c":
+        yield CtrlC(con)
+        return
+    timer = threading.Timer(0.3, con.interrupt)
+    timer.start()
+    try:
+        yield con
+    finally:
+        timer.cancel()
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "interrupt"])
+def test_a_stop_met_in_a_replay_or_a_batched_test_stops_it_never_taken_for_the_database_s_error(how: str) -> None:
+    """A replay that fails gives way to dbt's build, a test that errors is judged so: a stop met in their queries
+    is neither (a run stopped in its replay went on to a whole dbt build and published, then exited as stopped)."""
+    model = {"unique_id": "model.p.long", "statements": [f"create table t as {LONG}"]}
+    test = {"unique_id": "test.p.long", "severity": "ERROR", "warn_if": "!= 0", "error_if": "!= 0",
+            "sql": f"select 0 as failures, false as should_warn, false as should_error from ({LONG})"}
+    with duckdb.connect() as con:
+        with pytest.raises(KeyboardInterrupt) as raised, stopped(how, con) as on:
+            replay_models(on, [model])
+        assert query_interrupted(raised.value.__cause__)
+        assert con.execute("select count(*) from duckdb_tables() where not temporary").fetchone() == (0,)
+        with pytest.raises(KeyboardInterrupt) as raised, stopped(how, con) as on:
+            run_tests(lambda: (on, lambda: None), [test])
+        assert query_interrupted(raised.value.__cause__)
