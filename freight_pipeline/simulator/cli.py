@@ -174,6 +174,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve at most N rows per lookup or scroll page, whatever page_size asks",
     )
     modes.add_argument(
+        "--fixed-page-size", type=_at_least_one, default=None, metavar="N",
+        help="serve N rows per lookup or scroll page whatever page_size asks, more or fewer (page_size ignored)",
+    )
+    modes.add_argument(
         "--page-size-limit", type=_at_least_one, default=None, metavar="N",
         help="refuse (400) a lookup or scroll asking for more than N rows per page",
     )
@@ -295,6 +299,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         exempt_auth=args.exempt_auth,
         paths=frozenset(args.fault_path) if args.fault_path else None,
         max_page_size=args.max_page_size,
+        fixed_page_size=args.fixed_page_size,
         page_size_limit=args.page_size_limit,
         max_in_flight=args.max_in_flight,
         in_flight_retry_after=not args.no_in_flight_retry_after,

@@ -143,8 +143,10 @@ class FaultConfig:
 
     Behaviours of real services, on every request (``paths`` does not limit them):
     ``max_page_size`` caps the rows of every lookup and scroll page whatever ``page_size`` asks
-    (``X-Page-Count`` and ``page_no`` then count pages of the size served). ``page_size_limit`` refuses (400) every
-    lookup and scroll asking for more rows per page than that (a service whose maximum is below A4's 500).
+    (``X-Page-Count`` and ``page_no`` then count pages of the size served); ``fixed_page_size`` serves pages of
+    that many rows whatever ``page_size`` asks, more or fewer (a service that ignores it). ``page_size_limit``
+    refuses (400) every lookup and scroll asking for more rows per page than that (a service whose maximum is below
+    A4's 500).
     ``max_in_flight``: a
     request arriving while that many are being processed (latency included) is answered 429 at
     once, with ``Retry-After: retry_after_s`` if ``in_flight_retry_after``; ``/auth/token`` counts
@@ -198,6 +200,7 @@ class FaultConfig:
     exempt_auth: bool = False
     paths: frozenset[str] | None = None
     max_page_size: int | None = None
+    fixed_page_size: int | None = None
     page_size_limit: int | None = None
     max_in_flight: int | None = None
     in_flight_retry_after: bool = True
@@ -250,7 +253,7 @@ class FaultConfig:
             raise ValueError("latency_ms, latency_jitter_ms, tail_ms and token_activation_ms must not be negative")
         if self.retry_after_s < 0 or self.modify_during_paging_count < 0:
             raise ValueError("retry_after_s and modify_during_paging_count must not be negative")
-        for name in ("max_page_size", "page_size_limit", "scroll_first_rows"):
+        for name in ("max_page_size", "fixed_page_size", "page_size_limit", "scroll_first_rows"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1 (or null), got {getattr(self, name)}")
         if self.max_in_flight is not None and self.max_in_flight < 1:

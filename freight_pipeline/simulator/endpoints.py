@@ -81,8 +81,9 @@ def event_type(request: Request) -> str:
 
 
 def page_request(request: Request, spec: LookupSpec | None, faults: FaultConfig) -> PageRequest:
-    """The paging of a lookup or scroll; with ``faults.max_page_size``, pages of at most that many rows are served;
-    with ``faults.page_size_limit``, a larger ``page_size`` is refused."""
+    """The paging of a lookup or scroll; with ``faults.max_page_size``, pages of at most that many rows are served,
+    with ``faults.fixed_page_size`` pages of that many; with ``faults.page_size_limit``, a larger ``page_size`` is
+    refused."""
     q = request.query_params
     paging = parse_page_request(
         q.get("page_no"), q.get("page_size"), q.getlist("order_by"), q.getlist("order_mode"), spec
@@ -91,6 +92,8 @@ def page_request(request: Request, spec: LookupSpec | None, faults: FaultConfig)
         raise ApiError(400, f"page_size must be between 1 and {faults.page_size_limit}, got {paging.page_size}")
     if faults.max_page_size is not None and paging.page_size > faults.max_page_size:
         paging = dataclasses.replace(paging, page_size=faults.max_page_size)
+    if faults.fixed_page_size is not None:
+        paging = dataclasses.replace(paging, page_size=faults.fixed_page_size)
     return paging
 
 

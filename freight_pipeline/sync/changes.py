@@ -55,13 +55,16 @@ class LookupResult:
     page_count: int | None = None
 
     def served_page_size(self, asked: int) -> int | None:
-        """The page size the service used when it answered fewer rows than ``asked`` because it caps
-        the page size: a full-looking short page whose ``X-Page-Count`` is what ``X-Row-Count`` makes
-        of that size. None when the shortfall is not explained by a cap (or there is none)."""
+        """The page size the service used when it answered another number of rows than ``asked``: fewer because it
+        caps the page size (a full-looking short page), more because it ignores ``page_size`` and serves pages of its
+        own size; either way a page whose ``X-Page-Count`` is what ``X-Row-Count`` makes of that size. None when
+        the difference is not explained so (or there is none)."""
         served, rows, pages = len(self.items), self.row_count, self.page_count
-        if rows is None or pages is None or not 0 < served < min(asked, rows):
+        if rows is None or pages is None or served == 0 or served > rows or served == min(asked, rows):
             return None
-        return served if pages == -(-rows // served) else None
+        if served < min(asked, rows) or served > asked:
+            return served if pages == -(-rows // served) else None
+        return None
 
 
 # lookup(criteria, order_by, order_mode, page_size) -> page 0 of that query
@@ -79,7 +82,11 @@ class WalkStats:
     seen: int = 0
     queries: list[str] = field(default_factory=list)
     served_page_size: int | None = None
-    """The page size the service capped lookups to, once it did (None: it served what was asked)."""
+    """The page size the service capped lookups to, once it did (None: it served what was asked), or the size it
+    serves whatever is asked (``page_size_ignored``)."""
+    page_size_ignored: bool = False
+    """The service answered a page longer than asked: it ignores ``page_size``, its pages are ``served_page_size``
+    rows whatever is asked."""
     row_count: int | None = None
     """``X-Row-Count`` of the last lookup answered (the rows of its whole query)."""
     total: int | None = None
@@ -99,8 +106,11 @@ class WalkStats:
             self.total = rows
 
     def page_size(self, asked: int) -> int:
-        """What to ask for next: ``asked``, or the smaller size the service was found to serve."""
-        return min(asked, self.served_page_size) if self.served_page_size else asked
+        """What to ask for next, and what a full page holds: ``asked``, or the smaller size the service was found to
+        cap pages to, or the size it serves whatever is asked."""
+        if self.served_page_size is None:
+            return asked
+        return self.served_page_size if self.page_size_ignored else min(asked, self.served_page_size)
 
 
 def _crit(key: str, mode: str, value: str | int) -> Criterion:
@@ -128,9 +138,10 @@ async def checked_lookup(
 
     The spec says every lookup answer carries ``X-Row-Count``; without it a page cut short (a
     dropped record, a capped page size) looks like the end of the query, so its absence fails too.
-    A page cut short by a cap on the page size (``X-Page-Count`` computed for the smaller size the
-    service served, :meth:`LookupResult.served_page_size`) is whole: the cap is kept in ``stats``,
-    and callers compare their pages with ``stats.page_size(page_size)`` and ask for that from then on.
+    A page cut short by a cap on the page size, or longer than asked from a service that ignores ``page_size``
+    (``X-Page-Count`` computed for the size the service served, :meth:`LookupResult.served_page_size`), is whole:
+    the size is kept in ``stats``, and callers compare their pages with ``stats.page_size(page_size)`` and ask for
+    that from then on.
     """
     for _ in range(attempts):
         stats.lookups += 1
@@ -146,7 +157,7 @@ async def checked_lookup(
             return result.items
         served = result.served_page_size(asked)
         if served is not None:
-            stats.served_page_size = served
+            stats.served_page_size, stats.page_size_ignored = served, served > asked
             return result.items
         stats.count_mismatches += 1
     raise RowCountMismatch(

@@ -36,6 +36,10 @@ def capped_sim() -> Iterator[RunningSimulator]:
         yield running
 
 
+SERVED_PAGES = {"capped": FaultConfig(max_page_size=10), "page_size ignored": FaultConfig(fixed_page_size=30)}
+"""Services serving pages of another size than the sync asks (25): at most 10 rows, or 30 rows whatever is asked."""
+
+
 def files_of_shipments(sim: RunningSimulator) -> set[tuple[int, int]]:
     """(shipment id, E-File id) of every file a SHIPMENT reference links to a live shipment."""
     live = set(sim.store.reader.live_shipment_ids())  # type: ignore[attr-defined]
@@ -49,22 +53,31 @@ def placed(data_dir: Path) -> set[tuple[int, int]]:
     return set(query(work_db(data_dir), "SELECT shipment_id, efile_id FROM freight.shipment_documents"))
 
 
-def test_a_page_size_cap_is_adopted_by_the_walk_the_reconcile_and_every_paged_read(
-    capped_sim: RunningSimulator, tmp_path: Path
+@pytest.mark.parametrize("served", SERVED_PAGES)
+def test_the_page_size_served_is_adopted_by_the_walk_the_reconcile_and_every_paged_read(
+    served: str, tmp_path: Path
 ) -> None:
-    sync = syncer(capped_sim, tmp_path)
-    first = sync(RECONCILE_SETTINGS)[SHIPMENTS]
-    assert_converged(capped_sim.store, tmp_path / "warehouse.duckdb")
-    assert first.extra["count_mismatches"] == 0
-    changed = capped_sim.modify_shipments(23)  # more than a capped page: the window spans pages
-    capped_sim.advance_clock(1)
-    second = sync(RECONCILE_SETTINGS)[SHIPMENTS]
-    assert second.rows_read >= len(changed)
-    assert_nothing_healed(second)  # the reconcile listed every id through pages of 10
-    assert second.extra["reconcile_listed"] == SMALL_SHIPMENTS
-    assert_converged(capped_sim.store, tmp_path / "warehouse.duckdb")
-    # the listing asked 25 once, then 10 a page: never more lookups than pages of 10 plus the first
-    assert second.extra["lookups"] >= math.ceil(SMALL_SHIPMENTS / 10)
+    """A cap, or a service ignoring ``page_size`` (its pages longer than asked, its headers counting them): the walk,
+    the reconcile's listing and the client's paged reads (code conversions, memo lines, E-Files) page on at the size
+    served. Ignored, the walk took its first page for a count mismatch and the client asked past the end."""
+    faults = SERVED_PAGES[served]
+    size = faults.max_page_size or faults.fixed_page_size
+    with running_simulator(shipments=SMALL_SHIPMENTS, seed=7, faults=faults) as sim:
+        sync = syncer(sim, tmp_path)
+        results = sync(RECONCILE_SETTINGS)
+        assert {name: result.status for name, result in results.items()} == dict.fromkeys(results, "success")
+        first = results[SHIPMENTS]
+        assert_converged(sim.store, tmp_path / "warehouse.duckdb")
+        assert first.extra["count_mismatches"] == 0
+        changed = sim.modify_shipments(23)  # more than a capped page: the window spans pages
+        sim.advance_clock(1)
+        second = sync(RECONCILE_SETTINGS)[SHIPMENTS]
+        assert second.rows_read >= len(changed)
+        assert_nothing_healed(second)  # the reconcile listed every id through pages of the size served
+        assert second.extra["reconcile_listed"] == SMALL_SHIPMENTS
+        assert_converged(sim.store, tmp_path / "warehouse.duckdb")
+        # the listing asked 25 once, then the size served a page: as many lookups as such pages at least
+        assert second.extra["lookups"] >= math.ceil(SMALL_SHIPMENTS / size)
 
 
 def test_a_lower_page_size_limit_is_kept_by_every_paged_read_when_the_page_size_setting_says_it(
