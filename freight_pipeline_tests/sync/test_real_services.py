@@ -29,13 +29,6 @@ WHOLE_PAGE = 500
 SHIPMENT_LOOKUP = "/service/shipment/lookup"
 
 
-@pytest.fixture
-def capped_sim() -> Iterator[RunningSimulator]:
-    """A service that serves at most 10 rows a page, whatever ``page_size`` asks (the sync asks 25)."""
-    with running_simulator(shipments=SMALL_SHIPMENTS, seed=7, faults=FaultConfig(max_page_size=10)) as running:
-        yield running
-
-
 SERVED_PAGES = {"capped": FaultConfig(max_page_size=10), "page_size ignored": FaultConfig(fixed_page_size=30)}
 """Services serving pages of another size than the sync asks (25): at most 10 rows, or 30 rows whatever is asked."""
 
