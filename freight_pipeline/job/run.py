@@ -30,6 +30,8 @@ The steps are reported as they end (:class:`Step`).
 from __future__ import annotations
 
 import datetime as dt
+import os
+import socket
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
@@ -71,6 +73,7 @@ from freight_pipeline.sync.runner import (
 )
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import SHIPMENTS, STREAM_OF_STEP, STREAMS, Stream, stream_step
+from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.backend import Publication, StorageBackend
 from freight_pipeline.warehouse.ddl import explained_out_of_memory, row_counts
 from freight_pipeline.warehouse.history import HISTORY_TABLES
@@ -197,7 +200,7 @@ def _alert(report: JobReport, data_dir: Path, backend: StorageBackend, alerting:
 
 
 def _publish_and_alert(report: JobReport, data_dir: Path, backend: StorageBackend, clock: _Clock,
-                       ended: StepListener, alerting: Alerting | None, built: bool) -> None:
+                       ended: StepListener, alerting: Alerting | None, built: bool, record: _RunRecord) -> None:
     """The publish (when ``built``) and the run's look at its problems. A run that publishes looks first, its
     messages held, so that the published copy's ``freight_meta.alerts`` is this run's look (was: the run before's);
     then, after the publish, at the publish alone (its failure, or the end of one before), and the messages of both
@@ -205,7 +208,7 @@ def _publish_and_alert(report: JobReport, data_dir: Path, backend: StorageBacken
     before = _alert(report, data_dir, backend, alerting, hold=True) if built and report.publish else None
     if built:
         _publish(report, data_dir, backend, clock, ended)
-    _record_outcome(report, data_dir)
+    record.write(finished=True)
     if before is None or alerting is None:  # no publish, or no destination: one look, after everything
         report.alerted = _alert(report, data_dir, backend, alerting)
         return
@@ -253,23 +256,25 @@ def run_job(
     stream's step also counts the rows of its tables (``StreamFigures.rows``; Dagster shows them). ``alerting``:
     where the run's problems are sent (``alerts.notify.after_run``, at its end, under its writer lock)."""
     report = JobReport(run_id or new_run_id(), publish=publish)
-    ended = _recorded(report, on_step)
+    planned = [stream_step(stream.name) for stream in STREAMS if streams is None or stream.name in streams]
     with worker, _writing(report, data_dir) as writing:
         if not writing:
             return report
-        clock = _Clock()
-        try:
-            with fewer_collections(), explained_out_of_memory("the sync", backend.duckdb_settings), \
-                    open_warehouse(data_dir, backend) as warehouse:
-                go_on, pending = run_async(_sync_and_check(
-                    service, warehouse, settings, report.run_id, progress, ended,
-                    None if streams is None else set(streams), marts, count_rows, worker))
-                built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
-                               marts=marts)
-        except Exception as exc:  # the client or the working database could not be opened, or the checks raised
-            ended(Step(_failed_step(report), "failed", clock.lap(), one_line_error(exc)))
-            built = False
-        _publish_and_alert(report, data_dir, backend, clock, ended, alerting, built)
+        with _RunRecord(report, data_dir, [*planned, *_planned_after(marts, publish)]) as record:
+            ended = _recorded(report, on_step, record)
+            clock = _Clock()
+            try:
+                with fewer_collections(), explained_out_of_memory("the sync", backend.duckdb_settings), \
+                        open_warehouse(data_dir, backend) as warehouse:
+                    go_on, pending = run_async(_sync_and_check(
+                        service, warehouse, settings, report.run_id, progress, ended,
+                        None if streams is None else set(streams), marts, count_rows, worker))
+                    built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
+                                   marts=marts)
+            except Exception as exc:  # the client or the working database could not be opened, or the checks raised
+                ended(Step(_failed_step(report), "failed", clock.lap(), one_line_error(exc)))
+                built = False
+            _publish_and_alert(report, data_dir, backend, clock, ended, alerting, built, record)
     return report
 
 
@@ -297,35 +302,73 @@ def run_rebuild(
     build of the marts (``--full-refresh``) and the publish as :func:`run_job`'s, under the same writer lock;
     never raises for a failure of its own."""
     report = JobReport(run_id or new_run_id(), publish=publish)
-    ended = _recorded(report, on_step)
     with worker, _writing(report, data_dir) as writing:
         if not writing:
             return report
-        worker.get_ready(marts)  # a rebuild's build is a full one
-        clock = _Clock()
-        try:
-            with fewer_collections(), explained_out_of_memory("the rebuild", backend.duckdb_settings), \
-                    open_warehouse(data_dir, backend) as warehouse:
-                go_on, pending = _rebuild_and_check(warehouse, settings, report.run_id, batch_size, restart,
-                                                    progress, ended, marts, worker.marts, workers, everything, rezone)
-                built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
-                               marts=marts)
-        except Exception as exc:  # the working database could not be opened
-            ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
-            built = False
-        _publish_and_alert(report, data_dir, backend, clock, ended, alerting, built)
+        with _RunRecord(report, data_dir, [REBUILD_STEP, *_planned_after(marts, publish)]) as record:
+            ended = _recorded(report, on_step, record)
+            worker.get_ready(marts)  # a rebuild's build is a full one
+            clock = _Clock()
+            try:
+                with fewer_collections(), explained_out_of_memory("the rebuild", backend.duckdb_settings), \
+                        open_warehouse(data_dir, backend) as warehouse:
+                    go_on, pending = _rebuild_and_check(warehouse, settings, report.run_id, batch_size, restart,
+                                                        progress, ended, marts, worker.marts, workers, everything,
+                                                        rezone)
+                    built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
+                                   marts=marts)
+            except Exception as exc:  # the working database could not be opened
+                ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
+                built = False
+            _publish_and_alert(report, data_dir, backend, clock, ended, alerting, built, record)
     return report
 
 
-def _record_outcome(report: JobReport, data_dir: Path) -> None:
-    """How the run ended, for ``status`` (``paths.LAST_JOB_RUN``): each step of the job's own (not a stream's nor
-    the build's, which ``sync_runs`` logs) that failed or did not run, with its line; nothing of the run fails on it."""
-    logged = {*STREAM_OF_STEP, MARTS_STEP}
-    steps = [{"step": step.name, "status": step.status, "line": step.line} for step in report.steps
-             if step.status != "success" and step.name not in logged]
-    with suppress(OSError):  # a full disk: the run's own line and log said it already
-        write_last_job_run(data_dir, {"run_id": report.run_id, "finished_at": dt.datetime.now(dt.UTC).isoformat(),
-                                      "success": report.success, "steps": steps})
+LOGGED_AS = {**STREAM_OF_STEP, MARTS_STEP: meta.BUILD_STREAM}
+"""The job's steps ``sync_runs`` logs runs of (a stream's, the build's) -> the stream it logs them as; the record of
+the run (:class:`_RunRecord`) says how the others went (the checks, the publish)."""
+
+
+def _planned_after(marts: bool, publish: bool) -> list[str]:
+    """The steps a run plans after its streams or its rebuild: the checks, then the build and the publish, if asked."""
+    return [CHECKS_STEP, *([MARTS_STEP] if marts else []), *([PUBLISH_STEP] if publish else [])]
+
+
+class _RunRecord:
+    """The run as ``status`` reads it (``paths.LAST_JOB_RUN``; ``run_log.runs_after_publish``), written as it starts,
+    under the writer lock (its id, process, the steps it plans), as each step ends, and as it ends: each step of the
+    job's own (not a stream's nor the build's, which ``sync_runs`` logs) that failed or did not run, with its line, and,
+    when a stop (or anything else raised) ended it first, why (``stopped``). A run whose record says it runs while the
+    writer lock is not held by it is one whose process is gone (killed, crashed) before it ended. Nothing of the run
+    fails on it: a full disk, say, was said by the run's own line and log already."""
+
+    def __init__(self, report: JobReport, data_dir: Path, planned: Sequence[str]) -> None:
+        self.report, self.data_dir = report, data_dir
+        self.started_at = dt.datetime.now(dt.UTC).isoformat()
+        self.planned = [{"step": step, "logged_as": LOGGED_AS.get(step)} for step in planned]
+        self.finished = False
+
+    def __enter__(self) -> _RunRecord:
+        self.write()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is not None and not self.finished:  # stopped (Ctrl-C, SIGTERM, SIGHUP), or a failure of its own raised
+            self.write(stopped=one_line_error(exc))
+
+    def write(self, *, finished: bool = False, stopped: str | None = None) -> None:
+        """The record as the run stands (``finished``: it ended; ``stopped``: a stop ended it, why)."""
+        self.finished = self.finished or finished or stopped is not None
+        steps = [{"step": step.name, "status": step.status, "line": step.line} for step in self.report.steps
+                 if step.status != "success" and step.name not in LOGGED_AS]
+        with suppress(OSError):
+            write_last_job_run(self.data_dir, {
+                "run_id": self.report.run_id, "pid": os.getpid(), "host": socket.gethostname(),
+                "started_at": self.started_at, "planned": self.planned,
+                "ended": [step.name for step in self.report.steps],
+                "finished_at": dt.datetime.now(dt.UTC).isoformat() if self.finished else None,
+                "success": False if stopped is not None else self.report.success if self.finished else None,
+                "stopped": stopped, "steps": steps})
 
 
 @contextmanager
@@ -351,11 +394,13 @@ def _failed_step(report: JobReport) -> str:
     return next((name for name in (CHECKS_STEP, MARTS_STEP) if name not in said), SYNC_STEP)
 
 
-def _recorded(report: JobReport, on_step: StepListener | None) -> StepListener:
-    """What hears each step as it ends: the ``report`` keeps it, then ``on_step`` is told."""
+def _recorded(report: JobReport, on_step: StepListener | None, record: _RunRecord) -> StepListener:
+    """What hears each step as it ends: the ``report`` keeps it, the run's ``record`` says it ended, then ``on_step``
+    is told."""
 
     def ended(step: Step) -> None:
         report.steps.append(step)
+        record.write()
         if on_step is not None:
             on_step(step)
 

@@ -60,11 +60,10 @@ from freight_pipeline.warehouse.records import RunRecord
 from freight_pipeline.warehouse.store import Warehouse, open_warehouse
 
 
-def build_started(warehouse: Warehouse, run_id: str) -> RunRecord:
-    """Log a build of run ``run_id`` as running (stream ``dbt_build`` of ``freight_meta.sync_runs``)."""
-    record = RunRecord(run_id, meta.BUILD_STREAM, dt.datetime.now(dt.UTC))
+def build_started(warehouse: Warehouse, record: RunRecord) -> None:
+    """Log the build ``record`` (of stream ``dbt_build`` of ``freight_meta.sync_runs``) as running from now."""
+    record.started_at = dt.datetime.now(dt.UTC)
     warehouse.run_log.record_run(record)
-    return record
 
 
 def build_finished(warehouse: Warehouse, record: RunRecord, error: BaseException | None) -> None:
@@ -127,6 +126,9 @@ class PendingBuild:
     args: list[str]
     started: dt.datetime
     record: RunRecord | None
+    """What the build is logged as in ``sync_runs`` (None: no build runs): as running once it runs, in the block that
+    logs how it ended, a stop included (logged as running when planned, a stop before it ran left it running for
+    ever, which ``status`` read as a build whose process is gone)."""
     full_check: bool = True
     """The run is a full check: the build tests every row, and its success records the full check."""
     batch_key: str | None = None
@@ -161,6 +163,7 @@ class PendingBuild:
         embedded = backend.dbt_target is None
         kept = self.replayable(worker) if embedded else None
         try:
+            build_started(warehouse, self.record)
             replayed = None
             if kept is not None:
                 worker.close()  # its memory and core back for the replay and the publish (started again if it fails)
@@ -239,11 +242,11 @@ class PendingBuild:
 
 def begin_build(warehouse: Warehouse, run_id: str, leave_out: Sequence[str] = (), *, full_refresh: bool = False,
                 full_check: bool | None = None, marts: MartsSettings | None = None) -> PendingBuild:
-    """Plan the whole build of run ``run_id`` on ``warehouse`` (:func:`planned_build`) and, when it must run, log
-    it as running."""
+    """Plan the whole build of run ``run_id`` on ``warehouse`` (:func:`planned_build`) and, when it must run, the
+    record it is logged under as it runs (:meth:`PendingBuild.run`)."""
     pending = planned_build(warehouse, leave_out, full_refresh=full_refresh, full_check=full_check, marts=marts)
     if pending.plan.run:
-        pending.record = build_started(warehouse, run_id)
+        pending.record = RunRecord(run_id, meta.BUILD_STREAM, pending.started)
     return pending
 
 

@@ -24,9 +24,12 @@ what ``status`` reads without opening the working database (a reader's lock woul
 
 
 LAST_JOB_RUN = "last_job_run.json"
-"""How the job's latest run ended (``job.run``): its id, when, and each step of its own that failed or did not run,
-with why (the checks, the publish; ``sync_runs`` logs the streams' and the build's runs), rewritten atomically by
-every run: what ``status`` says of a run that synced and did not publish."""
+"""The job's latest run (``job.run``), rewritten atomically as it starts, as each of its steps ends and as it ends:
+its id, process and start, the steps it plans (each with the stream ``sync_runs`` logs it as, if any) and those that
+ended, each step of its own that failed or did not run, with why (the checks, the publish; ``sync_runs`` logs the
+streams' and the build's runs), then when it ended (``finished_at``; ``stopped``: why a stop ended it first): what
+``status`` says of a run that synced and did not publish, or that is still running, or whose process is gone
+(``run_log.runs_after_publish``)."""
 
 
 UNUSABLE_IN_DUCKDB_PATHS = {"?": "the start of options", "\\": "a folder separator"}
@@ -66,7 +69,7 @@ def last_job_run_path(data_dir: Path) -> Path:
 
 
 def read_last_job_run(data_dir: Path) -> dict[str, Any] | None:
-    """How the job's latest run ended (:data:`LAST_JOB_RUN`; None before the first, or unreadable)."""
+    """The job's latest run (:data:`LAST_JOB_RUN`; None before the first, or unreadable)."""
     try:
         found = json.loads(last_job_run_path(data_dir).read_text())
     except (FileNotFoundError, ValueError):

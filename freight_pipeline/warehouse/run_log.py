@@ -17,7 +17,7 @@ from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import insert_values, qualified, run, scalar
 from freight_pipeline.warehouse.paths import read_last_job_run, read_run_log, replace_json, run_log_path
 from freight_pipeline.warehouse.records import RunLike
-from freight_pipeline.warehouse.writer_lock import lock_state, runs_it
+from freight_pipeline.warehouse.writer_lock import Holder, lock_state, runs_it
 
 INTERRUPTED = "interrupted"
 """The status of a run the run log says is running while no process runs it any more (:func:`logged_runs`)."""
@@ -43,6 +43,28 @@ def current_runs(table: str) -> str:
     return f"(SELECT * FROM {meta.latest_runs(table)} WHERE stream NOT IN ({meta.settled_retired_streams(table)}))"
 
 
+GONE = "its process is gone (killed or crashed) before it finished; the next run goes on from its last commit"
+"""The error said of a run, or of the step of the job's it was in, whose process is gone before it recorded its end."""
+NOT_BEGUN = "not run: its process is gone (killed or crashed) before it began"
+"""The error said of each step after that one that such a run of the job planned."""
+JOB = "job"
+"""The name ``runs_after_publish`` shows the job's latest run under while it runs, and, prefixed, its own steps
+(``job checks``, ``job publish``: ``sync_runs`` logs the streams' and the build's runs only)."""
+
+
+def _gone(run_id: Any, before: tuple[bool, Holder], after: tuple[bool, Holder]) -> bool:
+    """Whether run ``run_id``, which the logs say is running, is not: its writer lock was not held by it before the
+    logs were read nor after (a run starting or ending between is taken for running; ``writer_lock.runs_it``)."""
+    return not (runs_it(before, run_id) or runs_it(after, run_id))
+
+
+def _judged(runs: list[dict[str, Any]], before: tuple[bool, Holder],
+            after: tuple[bool, Holder]) -> list[dict[str, Any]]:
+    return [{**run, "status": INTERRUPTED, "error": GONE}
+            if run.get("status") == "running" and _gone(run.get("run_id"), before, after) else run
+            for run in runs]
+
+
 def logged_runs(data_dir: Path, concurrent_writers: bool = False) -> list[dict[str, Any]]:
     """The latest run of each stream, as the run log file of ``data_dir`` says (read without DuckDB). A run it says
     is running whose process is gone (killed, crashed: its finish was never written) is :data:`INTERRUPTED`;
@@ -50,14 +72,7 @@ def logged_runs(data_dir: Path, concurrent_writers: bool = False) -> list[dict[s
     before = lock_state(data_dir)  # looked at before and after the log: a run starting or ending between
     runs = read_run_log(data_dir)
     after = lock_state(data_dir)
-    if concurrent_writers:
-        return runs
-    return [{**run, "status": INTERRUPTED,
-             "error": "its process is gone (killed or crashed) before it finished; the next run goes on from its "
-                      "last commit"}
-            if run.get("status") == "running" and not (runs_it(before, run.get("run_id"))
-                                                      or runs_it(after, run.get("run_id"))) else run
-            for run in runs]
+    return runs if concurrent_writers else _judged(runs, before, after)
 
 
 def runs_after_publish(data_dir: Path, published: Mapping[str, str | None],
@@ -66,13 +81,52 @@ def runs_after_publish(data_dir: Path, published: Mapping[str, str | None],
     one published (``published``: each stream's latest published run id; :func:`logged_runs`), then the steps of the
     job's latest run of its own (``paths.LAST_JOB_RUN``: the checks, the publish) that failed or did not run, as runs
     of ``job <step>`` (why a run that synced did not publish: ``sync_runs`` logs the streams' and the build's runs
-    only)."""
+    only). A job's run still running is shown as ``job`` running; one that did not end (its process gone: killed or
+    crashed, :data:`INTERRUPTED`) or that a stop ended (``failed``, then ``skipped``), with each step it planned and
+    did not finish that no row of it in the run log says (a stream's or the build's under its name, ``job <step>``
+    otherwise), in place of an earlier run's row of the same name."""
+    before = lock_state(data_dir)  # looked at before and after the logs: a run starting or ending between
+    logged = read_run_log(data_dir)
     last = read_last_job_run(data_dir) or {}
-    steps = [{"stream": f"job {step.get('step')}", "run_id": last.get("run_id"), "status": step.get("status"),
+    after = lock_state(data_dir)
+    runs = logged if concurrent_writers else _judged(logged, before, after)
+    unfinished = _unfinished_steps(last, runs, before, after)  # the job's runs take the writer lock: always judged
+    replaced = {run["stream"] for run in unfinished}
+    steps = [{"stream": f"{JOB} {step.get('step')}", "run_id": last.get("run_id"), "status": step.get("status"),
               "finished_at": last.get("finished_at"), "error": step.get("line")}
              for step in last.get("steps") or [] if isinstance(step, dict)]
-    runs = logged_runs(data_dir, concurrent_writers)
-    return [*(run for run in runs if published.get(run["stream"]) != run["run_id"]), *steps]
+    return [*(run for run in runs if published.get(run["stream"]) != run["run_id"] and run["stream"] not in replaced),
+            *unfinished, *steps]
+
+
+def _unfinished_steps(last: Mapping[str, Any], runs: list[dict[str, Any]], before: tuple[bool, Holder],
+                      after: tuple[bool, Holder]) -> list[dict[str, Any]]:
+    """Of the job's latest run (``last``, ``paths.LAST_JOB_RUN``): ``job`` running while it runs; after its process
+    went before it recorded its end, or a stop ended it, each step it planned and did not end that ``runs`` (the run
+    log) hold no row of: the first as the one it was in, the others as not run."""
+    run_id = last.get("run_id")
+    planned = [step for step in last.get("planned") or [] if isinstance(step, dict)]
+    stopped = last.get("stopped")
+    if not planned or (last.get("finished_at") is not None and not stopped):  # ended, or of an earlier version
+        return []
+    started = {"run_id": run_id, "started_at": last.get("started_at"), "finished_at": last.get("finished_at")}
+    if not stopped and not _gone(run_id, before, after):
+        return [{"stream": JOB, **started, "status": "running", "error": None}]
+    ended = set(last.get("ended") or [])
+    left = [step for step in planned if step.get("step") not in ended]
+    logged = {run["stream"] for run in runs if run.get("run_id") == run_id}
+    found = []
+    for i, step in enumerate(left):
+        name = step.get("logged_as") or f"{JOB} {step.get('step')}"
+        if name in logged:  # its own row says how far it came
+            continue
+        if stopped:
+            status, error = ("failed", str(stopped)) if i == 0 else ("skipped", f"not run: {stopped}")
+        else:
+            status = INTERRUPTED
+            error = GONE if i == 0 else NOT_BEGUN
+        found.append({"stream": name, **started, "status": status, "error": error})
+    return found
 
 
 class RunLog:

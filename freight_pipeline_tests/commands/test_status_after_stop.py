@@ -1,0 +1,185 @@
+"""What ``freight-pipeline status`` says of a sync whose process is gone before it recorded its end (``kill -9``, a
+crash, the machine stopped) between its streams, in its checks or in its publish, of one still running, and of one a
+SIGTERM stopped before its build ran: each step it did not finish, by name, as ``interrupted`` (only of a process
+gone), or as stopped, never as a success, nor as killed when it was stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from freight_pipeline.cli import TERMINATED
+from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.simulator.server import RunningSimulator
+from freight_pipeline.sync.runner import STOPPED
+from freight_pipeline.warehouse.meta import BUILD_STREAM
+from freight_pipeline.warehouse.paths import last_job_run_path
+from freight_pipeline.warehouse.run_log import GONE, INTERRUPTED, NOT_BEGUN, runs_after_publish
+from freight_pipeline.warehouse.writer_lock import lock_path, writer_lock
+from freight_pipeline_tests.commands.conftest import cli_env, run_cli
+
+STOPPED_AT = textwrap.dedent("""
+    import os, signal, sys, time
+    from freight_pipeline.cli import main
+    from freight_pipeline.job import run
+    from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
+
+    where, how = sys.argv[1], sys.argv[2]
+
+    def stop():  # SIGKILL or SIGTERM to this process where the run is; or a pause there, until the test kills it
+        sys.stderr.write(f"stopping at {where}\\n")
+        sys.stderr.flush()
+        if how == "pause":
+            time.sleep(600)
+        os.kill(os.getpid(), getattr(signal, how))
+
+    run_stream, checks, publish = run._run_stream, run._checks, EmbeddedDuckDB.publish
+
+    async def _run_stream(stream, *args):  # between the streams: the one before ended, this one not begun
+        if where == "sync_" + stream.name:
+            stop()
+        return await run_stream(stream, *args)
+
+    def _checks(*args, **kwargs):
+        if where == "checks":
+            stop()
+        return checks(*args, **kwargs)
+
+    def _publish(self, *args):
+        if where == "publish":
+            stop()
+        return publish(self, *args)
+
+    run._run_stream, run._checks, EmbeddedDuckDB.publish = _run_stream, _checks, _publish
+    sys.exit(main(sys.argv[3:]))
+""")
+
+
+@contextlib.contextmanager
+def sync_stopped_at(sim: RunningSimulator, data_dir: Path, where: str, how: str) -> Iterator[subprocess.Popen[str]]:
+    """``freight-pipeline sync --no-dagster`` of ``data_dir`` in a process group of its own, stopped ``how`` (a signal's
+    name, or ``pause``) as it comes ``where`` (a stream's step, ``checks`` or ``publish``): yielded once there (its
+    stderr read to that line); its group killed at the block's end, whatever happens."""
+    env = cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password)
+    child = subprocess.Popen([sys.executable, "-c", STOPPED_AT, where, how, "sync", "--no-dagster", "--data-dir",
+                              str(data_dir)], env=env, cwd=REPO_ROOT, text=True, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert child.stderr is not None
+        said = []
+        for line in child.stderr:
+            said.append(line)
+            if line.startswith(f"stopping at {where}"):
+                break
+        else:
+            raise AssertionError(f"the sync ended before {where}: {''.join(said)[-3000:]}")
+        yield child
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the run, and its dbt worker
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait(60)
+        if child.stderr is not None:
+            child.stderr.close()
+
+
+def unpublished(data_dir: Path) -> list[dict[str, Any]]:
+    """The runs after the last publish, as ``freight-pipeline status --json`` says them."""
+    done = run_cli(["status", "--data-dir", str(data_dir), "--json"], cli_env())
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout)["unpublished_runs"])
+
+
+def shown(runs: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
+    return [(run["stream"], run["status"], run["error"]) for run in runs]
+
+
+@pytest.fixture
+def data_dir(published: Path, tmp_path: Path) -> Path:
+    """A copy of the published warehouse (``conftest.published``: every stream synced and published, no build)."""
+    return Path(shutil.copytree(published, tmp_path / "data", symlinks=True))
+
+
+def test_a_sync_killed_between_streams_shows_running_then_interrupted_with_each_step_it_never_ran(
+    sim: RunningSimulator, data_dir: Path
+) -> None:
+    """``kill -9`` after the shipments stream ended, before the code conversions began: ``status`` showed the run's
+    shipments as a success and nothing else, as if the run had ended well (was: nothing of the code conversions, the
+    documents, the checks, the build and the publish never having run). While it runs, the run is running."""
+    with sync_stopped_at(sim, data_dir, "sync_code_conversions", "pause") as child:
+        running = unpublished(data_dir)
+        assert shown(running) == [("shipments", "success", None), ("job", "running", None)], running
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(60)
+    runs = unpublished(data_dir)
+    assert {run["run_id"] for run in runs} == {running[0]["run_id"]}
+    assert shown(runs) == [("shipments", "success", None), ("code_conversions", INTERRUPTED, GONE),
+                           ("documents", INTERRUPTED, NOT_BEGUN), ("job checks", INTERRUPTED, NOT_BEGUN),
+                           (BUILD_STREAM, INTERRUPTED, NOT_BEGUN), ("job publish", INTERRUPTED, NOT_BEGUN)], runs
+
+    text = run_cli(["status", "--data-dir", str(data_dir)], cli_env())
+    assert "job checks" in text.stdout and "job publish" in text.stdout and INTERRUPTED in text.stdout, text.stdout
+
+
+@pytest.mark.parametrize("where", ["checks", "publish"])
+def test_a_sync_killed_in_its_checks_or_its_publish_shows_the_step_it_was_in_interrupted(
+    sim: RunningSimulator, data_dir: Path, where: str
+) -> None:
+    """``kill -9`` in the checks, or in the publish (after the build): ``status`` listed every stream of the run, and
+    its build, as a success, and said nothing of the run being killed."""
+    with sync_stopped_at(sim, data_dir, where, "SIGKILL") as child:
+        child.wait(60)
+    assert child.returncode == -signal.SIGKILL
+    runs = unpublished(data_dir)
+    streams = [("shipments", "success", None), ("code_conversions", "success", None), ("documents", "success", None)]
+    if where == "checks":
+        job = [("job checks", INTERRUPTED, GONE), (BUILD_STREAM, INTERRUPTED, NOT_BEGUN),
+               ("job publish", INTERRUPTED, NOT_BEGUN)]
+    else:
+        streams.append((BUILD_STREAM, "success", None))
+        job = [("job publish", INTERRUPTED, GONE)]
+    assert sorted(shown(runs)[:len(streams)]) == sorted(streams) and shown(runs)[len(streams):] == job, runs
+
+
+def test_a_sync_stopped_by_sigterm_before_its_build_ran_shows_the_build_stopped_not_killed(
+    sim: RunningSimulator, data_dir: Path
+) -> None:
+    """SIGTERM in the checks: the run ends cleanly (``terminated (SIGTERM) in step marts``, exit 143), as its build was
+    to begin; ``status`` showed the build ``interrupted``, its process gone (killed or crashed): the build was logged
+    as running when planned, and the stop came before the block that logs how it ended. A stop is said as a stream's
+    is: ``failed``, stopped."""
+    with sync_stopped_at(sim, data_dir, "checks", "SIGTERM") as child:
+        assert child.stderr is not None
+        err = child.stderr.read()
+        child.wait(60)
+    assert child.returncode == TERMINATED, err
+    assert err.splitlines()[-1].startswith("freight-pipeline sync: terminated (SIGTERM) in step marts: "), err
+    runs = unpublished(data_dir)
+    assert not [run for run in runs if run["status"] == INTERRUPTED or "killed" in (run["error"] or "")], runs
+    assert shown(runs)[-2:] == [(BUILD_STREAM, "failed", STOPPED), ("job publish", "skipped", f"not run: {STOPPED}")]
+
+
+def test_a_job_run_recorded_running_whose_writer_lock_it_does_not_hold_is_interrupted(tmp_path: Path) -> None:
+    """The job's record of its run says it runs until it ends; its process is judged as a stream's run is, by the
+    writer lock (``run_log.logged_runs``), not by its process id, which another process may have taken since."""
+    (tmp_path / "work").mkdir()
+    holder = {"run_id": "r1", "pid": os.getpid(), "host": socket.gethostname()}
+    record = {**holder, "started_at": "2026-12-01T10:00:00+00:00", "ended": ["checks"], "finished_at": None,
+              "planned": [{"step": "checks", "logged_as": None}, {"step": "publish", "logged_as": None}]}
+    last_job_run_path(tmp_path).write_text(json.dumps(record))
+    with writer_lock(tmp_path, "r1"):  # its process alive, holding the lock: running
+        assert shown(runs_after_publish(tmp_path, {})) == [("job", "running", None)]
+    # the lock's file naming the run and a process that lives, the lock not held (a pid reused): gone all the same
+    lock_path(tmp_path).write_text(json.dumps(holder))
+    assert shown(runs_after_publish(tmp_path, {})) == [("job publish", INTERRUPTED, GONE)]
