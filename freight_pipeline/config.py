@@ -527,6 +527,13 @@ class ScheduleSettings(SettingsModel):
         description="the freshness check of `freight/shipments` warns when its last successful sync is older "
         "(evaluated every 5 minutes by `shipments_freshness_sensor`)",
     )
+    run_history_retention: MinutesOrNever = Field(
+        dt.timedelta(days=30),
+        alias="run_history_retention_minutes",
+        description="how long Dagster keeps a finished run (30 days): `dagster_history_job` (daily at 04:00 UTC) "
+        "deletes older ones with their event and compute logs, never one in progress or holding an asset's or a "
+        "check's latest event (Dagster, run history); `never`: none",
+    )
 
 
 class MartsSettings(SettingsModel):

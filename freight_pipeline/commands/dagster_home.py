@@ -1,11 +1,12 @@
 """The Dagster instance directory: ``$DAGSTER_HOME`` with the project's ``dagster.yaml``.
 
 The file shipped next to this module (``dagster.yaml``: one queued run at a time, telemetry off,
-no "community" dialog in the UI, the event log kept open while a run writes it) is copied when the
-instance has none. An existing file is the user's and stays as it is, except that a top-level
-``telemetry`` or ``nux`` section it lacks is appended (switched off), so an instance written by an
-earlier version loses the dialog too, and so is the event log storage when it names no storage
-(Dagster's default SQLite files, which the storage keeps: ``dagster_storage``).
+no "community" dialog in the UI, the event log kept open while a run writes it, schedule and sensor
+ticks purged after 30 days) is copied when the instance has none. An existing file is the user's and
+stays as it is, except that a top-level ``telemetry`` or ``nux`` section it lacks is appended (switched
+off), so an instance written by an earlier version loses the dialog too, and so is the ``retention`` of
+the ticks (an earlier version's kept every tick for ever) and the event log storage when it names no
+storage (Dagster's default SQLite files, which the storage keeps: ``dagster_storage``).
 
 Several ``freight-pipeline`` processes may start on one new instance at once (the backfill's partitions,
 each launched by a command of its own): :func:`prepare_instance` writes the file and creates the
@@ -33,6 +34,9 @@ SWITCHED_OFF = {
     "nux": "# added by freight-pipeline: no \"community\" dialog over the Dagster UI\nnux:\n  enabled: false\n",
 }
 """Sections appended to an existing ``dagster.yaml`` that lacks them."""
+TICK_RETENTION = "# added by freight-pipeline, as in its template:\n" + \
+    DAGSTER_YAML[DAGSTER_YAML.index("# Schedule and sensor"):]
+"""Appended to an existing ``dagster.yaml`` without ``retention``: the template's section (its last)."""
 STORAGE_SECTIONS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
 EVENT_LOG_STORAGE = (
     "# added by freight-pipeline: Dagster's SQLite event log, kept open while a run writes it\n"
@@ -98,8 +102,8 @@ def prepare_instance(home: Path) -> bool:
 
 
 def ensure_dagster_yaml(home: Path) -> bool:
-    """Write ``home/dagster.yaml`` from the template unless one exists, or append the ``telemetry``,
-    ``nux`` and event log storage sections an existing one lacks; True when the file was written or changed."""
+    """Write ``home/dagster.yaml`` from the template unless one exists, or append the ``telemetry``, ``nux``,
+    ``retention`` and event log storage sections an existing one lacks; True when the file was written or changed."""
     path = home / "dagster.yaml"
     if not path.exists():
         path.write_text(DAGSTER_YAML)
@@ -111,7 +115,7 @@ def ensure_dagster_yaml(home: Path) -> bool:
         return False  # not ours to repair: Dagster reports it
     if not isinstance(config, dict):
         return False
-    missing = [section for key, section in SWITCHED_OFF.items() if key not in config]
+    missing = [section for key, section in {**SWITCHED_OFF, "retention": TICK_RETENTION}.items() if key not in config]
     if not any(key in config for key in STORAGE_SECTIONS):
         missing.append(EVENT_LOG_STORAGE)
     if not missing:

@@ -8,13 +8,19 @@ planned and reported asset materializations and checks, each in the run's shard 
 which made the Dagster run 12-30 s slower than the job it wraps (docs/performance.md).
 
 This storage is the same database, files and schema (the webserver, the daemon and Dagster's own
-class read and write them as before); it differs in two things only:
+class read and write them as before); as it writes, it differs in two things only:
 
 - the connection of each of the last few shards used stays open (one per shard, used under the
   storage's lock), so that a commit is not followed by a checkpoint;
 - its commits are ``synchronous=NORMAL``, SQLite's recommended setting in WAL mode: a commit is not
   flushed to the disk at once, so a power cut (not a crashed or killed process) can lose the last
   events of a run; the database stays consistent.
+
+And it deletes a run's events whole (``DagsterInstance.delete_run``, which the run history's pruning calls:
+``freight_pipeline.defs.run_history``): Dagster's own class deletes the rows of the run's shard but leaves its file
+(some 1.3 MB for a run of the freight job; a shard already gone it creates again, empty, to delete from it), and
+leaves the run's rows of ``asset_check_executions`` in the index. Here the shard's file goes (its connection closed
+first), and so do those rows.
 """
 
 from __future__ import annotations
@@ -22,12 +28,13 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import sqlalchemy as db
 from dagster import Field, StringSource
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
 from dagster._core.storage.sql import create_engine
 from dagster._serdes import ConfigurableClassData
 from sqlalchemy.engine import Connection, Engine
@@ -98,6 +105,28 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
                 return False
             self._tables.add(table_name)
         return True
+
+    def delete_events(self, run_id: str) -> None:
+        """The run's events gone: its rows of the index (events, their tags, its asset check executions) and its
+        shard's file (Dagster's own class empties the file and keeps it, and keeps the check executions)."""
+        checks = self.has_table(AssetCheckExecutionsTable.name)
+        with self.index_connection() as conn:
+            self.delete_events_for_run(conn, run_id)
+            if checks:
+                conn.execute(AssetCheckExecutionsTable.delete().where(AssetCheckExecutionsTable.c.run_id == run_id))
+        if self.supports_global_concurrency_limits:
+            self.free_concurrency_slots_for_run(run_id)
+        if run_id == INDEX_SHARD_NAME:  # no run's shard: the index itself
+            return
+        with self._db_lock:
+            engine = self._engines.pop(run_id, None)
+            if engine is not None:
+                engine.dispose()
+            self._initialized_dbs.discard(run_id)
+            shard = self.path_for_shard(run_id)
+            for path in (shard, f"{shard}-wal", f"{shard}-shm"):
+                with suppress(FileNotFoundError):
+                    os.remove(path)
 
     def close_connections(self) -> None:
         """Close every kept connection (the last one to close checkpoints its database)."""

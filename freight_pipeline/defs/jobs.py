@@ -27,6 +27,7 @@ from freight_pipeline.config import ScheduleSettings
 from freight_pipeline.defs.freight_job import DBT, PUBLISH_KEY, freight_job
 from freight_pipeline.defs.names import ASSET_GRAPH_JOB, CODE_CONVERSIONS_JOB, FREIGHT_SYNC_JOB
 from freight_pipeline.defs.resources import WarehouseResource
+from freight_pipeline.defs.run_history import dagster_history_job
 from freight_pipeline.defs.sync_assets import stream_keys
 from freight_pipeline.defs.writer_claim import claim_of, process_gone
 from freight_pipeline.sync.streams import CODE_CONVERSIONS
@@ -195,5 +196,14 @@ schedules: list[dg.ScheduleDefinition] = [
         "0 3 * * *",
         CODE_CONVERSIONS_JOB,
         "Daily at 03:00 UTC: full refresh of the code conversions, the whole dbt build, then publish.",
+    ),
+    dg.ScheduleDefinition(
+        name="dagster_history_daily",
+        cron_schedule="0 4 * * *",
+        job=dagster_history_job,
+        execution_timezone="UTC",
+        default_status=default_schedule_status(),
+        description="Daily at 04:00 UTC: the Dagster runs older than run_history_retention_minutes (30 days) deleted, "
+                    "but for those holding an asset's or a check's latest event.",
     ),
 ]

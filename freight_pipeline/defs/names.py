@@ -14,3 +14,5 @@ at once by design, and its maintenance runs beside writers (each step its own tr
 ASSET_GRAPH_JOB = "__ASSET_JOB"
 """The job of a run launched from Dagster's asset graph (its Materialize button; Dagster's own name, a test compares):
 untagged, it writes the warehouse as the sync job's runs do."""
+RUN_HISTORY_JOB = "dagster_history_job"
+"""The job that deletes the Dagster runs older than the retention (``defs.run_history``)."""

@@ -40,3 +40,25 @@ def test_runs_read_back_through_dagsters_own_storage(tmp_path: Path, monkeypatch
         assert len(theirs.get_asset_check_execution_history(check, limit=100)) == len(runs)
     finally:
         theirs.dispose()
+
+
+def test_a_deleted_run_leaves_neither_its_shard_nor_its_check_executions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``DagsterInstance.delete_run`` with this storage: the run's shard file goes (Dagster's own class empties it and
+    keeps it, some 1.3 MB a run of the freight job), its check executions too; the other runs' stay, readable."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    ensure_dagster_yaml(tmp_path)
+    check = dg.AssetCheckKey(dg.AssetKey("numbers"), "positive")
+    shards = tmp_path / "history" / "runs"
+    with dg.DagsterInstance.get() as instance:
+        old, kept = (dg.materialize([numbers], instance=instance).run_id for _ in range(2))
+        assert (shards / f"{old}.db").exists()
+        instance.delete_run(old)
+        assert sorted(path.name for path in shards.glob(f"{old}*")) == []
+        assert instance.get_run_by_id(old) is None
+        history = instance.event_log_storage.get_asset_check_execution_history(check, limit=100)
+        assert [execution.run_id for execution in history] == [kept]
+        assert [record.run_id for record in instance.fetch_materializations(numbers.key, limit=10).records] == [kept]
+        instance.delete_run(old)  # again: nothing made anew
+        assert not (shards / f"{old}.db").exists()
+        assert [e.dagster_event_type for e in instance.all_logs(kept)][-1] == dg.DagsterEventType.RUN_SUCCESS

@@ -74,13 +74,46 @@ def test_a_users_own_choice_is_kept(tmp_path: Path) -> None:
     from dagster import DagsterInstance
 
     path = tmp_path / "dagster.yaml"
-    mine = f"nux:\n  enabled: true\ntelemetry:\n  enabled: true\nstorage:\n  sqlite:\n    base_dir: {tmp_path}\n"
+    mine = (f"nux:\n  enabled: true\ntelemetry:\n  enabled: true\nstorage:\n  sqlite:\n    base_dir: {tmp_path}\n"
+            "retention:\n  schedule:\n    purge_after_days: 90\n")
     path.write_text(mine)
     assert ensure_dagster_yaml(tmp_path) is False
     assert path.read_text() == mine
     with DagsterInstance.from_config(str(tmp_path)) as instance:
         assert instance.nux_enabled is True  # the setting is what decides: without it the dialog shows
         assert not isinstance(instance.event_log_storage, KeptOpenSqliteEventLogStorage)  # storage named: theirs
+        assert _ticks_kept(instance)["SCHEDULE"]["SUCCESS"] == 90
+
+
+TICKS_KEPT = {"STARTED": 30, "SKIPPED": 7, "SUCCESS": 30, "FAILURE": 30}
+"""Days the shipped instance keeps each kind of schedule and sensor tick (Dagster's defaults: for ever, but a
+sensor's skipped ones, 7)."""
+
+
+def _ticks_kept(instance: object) -> dict[str, dict[str, int]]:
+    from dagster._core.definitions.run_request import InstigatorType
+    from dagster._core.instance import DagsterInstance
+
+    assert isinstance(instance, DagsterInstance)
+    return {kind.value: {status.value: days for status, days in instance.get_tick_retention_settings(kind).items()}
+            for kind in (InstigatorType.SCHEDULE, InstigatorType.SENSOR)}
+
+
+def test_the_shipped_instance_purges_schedule_and_sensor_ticks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ticks of the 15-minute schedule and the 5-minute sensors, which Dagster's defaults keep for ever (but a sensor's
+    skipped ones): the daemon purges them after 30 days, the skipped ones after 7; and so does an instance written by
+    an earlier version, whose file gets the section."""
+    from dagster import DagsterInstance
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    for earlier in ("", EARLIER_VERSION):
+        (tmp_path / "dagster.yaml").unlink(missing_ok=True)
+        if earlier:
+            (tmp_path / "dagster.yaml").write_text(earlier)
+        assert ensure_dagster_yaml(tmp_path) is True
+        assert ensure_dagster_yaml(tmp_path) is False
+        with DagsterInstance.from_config(str(tmp_path)) as instance:
+            assert _ticks_kept(instance) == {"SCHEDULE": TICKS_KEPT, "SENSOR": TICKS_KEPT}
 
 
 PREPARE_AT = """

@@ -708,7 +708,8 @@ def test_both_schedules_run_at_0300_every_day(tmp_path: Path, monkeypatch: pytes
             launched[day] = sorted(run.job_name for run in instance.get_runs())
             states = instance.all_instigator_state(instigator_type=InstigatorType.SCHEDULE)
             ticks = {state.instigator_name: instance.get_ticks(state.instigator_origin_id, state.selector_id,
-                                                              limit=1)[0] for state in states}
+                                                              limit=1)[0] for state in states
+                     if state.instigator_name != "dagster_history_daily"}  # due at 04:00: no tick at 03:00
             assert {name: tick.status for name, tick in ticks.items()} == {
                 "freight_sync_every_15_minutes": TickStatus.SUCCESS, "code_conversions_daily": TickStatus.SUCCESS}, \
                 {name: tick.skip_reason for name, tick in ticks.items()}
