@@ -135,6 +135,18 @@ def reshaped(held: Mapping[tuple[str, int], bytes | None], read: Iterable[RawPar
     return lost
 
 
+def answered_as_held(held: Mapping[tuple[str, int], bytes | None], read: Iterable[RawPart]) -> dict[str, set[int]]:
+    """Of the parts ``read`` again, those answered exactly as the answer ``held`` (by stream and shipment id, as kept
+    in ``raw_parts``), by stream: rows of theirs that differ from those held were derived by another mapping (an
+    upgrade's, a fix's), which says nothing of a change without the stamp."""
+    same: dict[str, set[int]] = {}
+    for part in read:
+        key = (part.stream, part.shipment_id)
+        if key in held and held[key] == part.answer:
+            same.setdefault(part.stream, set()).add(part.shipment_id)
+    return same
+
+
 def found_notice(differed: Mapping[str, int], sampled: int, settings: SyncSettings) -> str:
     """``the service changes events without moving last-modified (3 of 20 sampled); re-reading ...``."""
     what = parts_named([part for part in WHAT if differed.get(part)])

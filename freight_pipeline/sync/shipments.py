@@ -58,7 +58,7 @@ from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.sync.workers import IN_PROCESS_UP_TO, Assembler, sync_workers
 from freight_pipeline.warehouse.history import BEHIND_STATE
-from freight_pipeline.warehouse.records import BatchWrite, RawPart
+from freight_pipeline.warehouse.records import BatchWrite
 from freight_pipeline.warehouse.store import Warehouse
 
 STREAM = DOCUMENT
@@ -103,7 +103,11 @@ class _Run:
     """Write only the rows that differ from those held (a re-read of parts: ``freshness``)."""
     differed: dict[str, int] = field(default_factory=dict)
     """While ``compare``: per table, the shipments whose rows differed (and were written), but those of
-    :attr:`reshaped`."""
+    :attr:`reshaped` and :attr:`rederived`."""
+    rederived: dict[str, int] = field(default_factory=dict)
+    """While ``compare``: per table, the shipments whose rows differed while their part was answered exactly as held
+    (``freshness.answered_as_held``): the rows held were derived by another mapping (an upgrade's), and are written
+    as this one derives them; no change without the stamp."""
     reshaped: dict[str, int] = field(default_factory=dict)
     """While ``compare``: per table, the shipments whose rows differed as their part's answer lost fields the held
     answer had (``freshness.reshaped``: a release, not a change without the stamp)."""
@@ -182,14 +186,20 @@ class _Run:
     def write(self, prepared: tuple[Assembled, str, int]) -> None:
         """Write one prepared batch as ONE transaction (in the writer thread)."""
         assembled, moved, shipments = prepared
-        lost = self._reshaped(assembled.write.raw_parts) if self.compare else {}
+        read = assembled.write.raw_parts
+        held = (self.warehouse.reads.raw_part_answers([(p.stream, p.shipment_id) for p in read]) if self.compare
+                else {})  # read before the batch writes the answers read now
+        lost, as_held = freshness.reshaped(held, read), freshness.answered_as_held(held, read)
         stats = self.warehouse.writes.apply_batch(self.run_id, assembled.write, backoff=self.settings.backoff,
                                                   history=self.settings.history, compare=self.compare)
         for table, ids in stats.differed.items():
             stream = PART_OF_TABLE[table].stream
-            lost_in = lost.get(stream, {})
+            lost_in, same_in = lost.get(stream, {}), as_held.get(stream, set())
             reshaped = [i for i in ids if i in lost_in]
-            self.differed[table] = self.differed.get(table, 0) + len(ids) - len(reshaped)
+            rederived = [i for i in ids if i in same_in]
+            self.differed[table] = self.differed.get(table, 0) + len(ids) - len(reshaped) - len(rederived)
+            if rederived:
+                self.rederived[table] = self.rederived.get(table, 0) + len(rederived)
             if reshaped:
                 self.reshaped[table] = self.reshaped.get(table, 0) + len(reshaped)
                 self.fields_lost.setdefault(stream, set()).update(name for i in reshaped for name in lost_in[i])
@@ -204,11 +214,6 @@ class _Run:
         written = len(assembled.write.loaded.get(STREAM, ()))
         self.say(f"shipments: {self.result.rows_read} read so far, {written} written in this batch{moved}")
         self.meter.advance(shipments)
-
-    def _reshaped(self, read: Sequence[RawPart]) -> dict[str, dict[int, list[str]]]:
-        """Of the parts ``read`` again, those whose answer lost fields the one held had (``freshness.reshaped``)."""
-        return freshness.reshaped(self.warehouse.reads.raw_part_answers([(p.stream, p.shipment_id) for p in read]),
-                                  read)
 
     def announce(self, total: int | None, *, final: bool) -> None:
         """The walk's total as it knows it so far (``Meter.announce``); the worker forked now if the work listed
@@ -511,8 +516,10 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
     sampled = freshness.sample(warehouse, settings, exclude=run.written)
     figures: dict[str, object] = {"sampled": len(sampled)}
     if sampled:
-        differed, reshaped = await _reread(run, sampled, freshness.SAMPLED_PARTS)
+        differed, reshaped, rederived = await _reread(run, sampled, freshness.SAMPLED_PARTS)
         figures.update(sample_differed=differed, sample_reshaped=reshaped)
+        if any(rederived.values()):
+            figures["sample_rederived"] = rederived
         if run.fields_lost:
             figures["sample_fields_lost"] = {stream: sorted(names) for stream, names in run.fields_lost.items()}
         if run.gone:
@@ -530,8 +537,10 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
                             exclude=run.written)
     figures["rolling"] = known.rolling(settings)
     if rolling:
-        differed, reshaped = await _reread(run, rolling, known.rolling_parts())
+        differed, reshaped, rederived = await _reread(run, rolling, known.rolling_parts())
         figures.update(refreshed=len(rolling), refreshed_differed=differed, refreshed_reshaped=reshaped)
+        if any(rederived.values()):
+            figures["refreshed_rederived"] = rederived
         if run.gone:
             figures["refreshed_gone"] = sorted(run.gone)[:20]
     open_held, oldest = warehouse.reads.oldest_part_read(EVENTS)
@@ -543,11 +552,12 @@ async def _refresh(run: _Run, ceiling: ShipmentKey | None, requests_before: int)
                                 run.run_id)
 
 
-async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> tuple[dict[str, int], dict[str, int]]:
+async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> tuple[dict[str, int], ...]:
     """Read ``parts`` of the shipments ``refs`` again, writing only what differs from the rows held; per part,
     the shipments whose rows differed, and apart those whose rows differed as their answer lost fields the held one
-    had (``run.reshaped``; a shipment found deleted at the service is deleted, in neither: ``run.gone``)."""
-    run.compare, run.differed, run.reshaped, run.fields_lost, run.gone = True, {}, {}, {}, []
+    had (``run.reshaped``), and those whose rows differed while their answer was the one held (``run.rederived``: an
+    older mapping's rows); a shipment found deleted at the service is deleted, in none: ``run.gone``."""
+    run.compare, run.differed, run.reshaped, run.rederived, run.fields_lost, run.gone = True, {}, {}, {}, {}, []
     run.expect(len(refs))
     try:
         await run.run(_listed(Work(ref, parts) for ref in refs))
@@ -558,7 +568,7 @@ async def _reread(run: _Run, refs: list[Ref], parts: frozenset[str]) -> tuple[di
     def by_part(counts: Mapping[str, int]) -> dict[str, int]:
         return {stream: max((counts.get(table, 0) for table in names), default=0) for stream, names in tables.items()}
 
-    return by_part(run.differed), by_part(run.reshaped)
+    return by_part(run.differed), by_part(run.reshaped), by_part(run.rederived)
 
 
 def _instant(key: ShipmentKey | None, zone: ServiceZone) -> dt.datetime | None:

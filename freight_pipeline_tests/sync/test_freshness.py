@@ -423,6 +423,43 @@ def test_a_second_change_without_the_stamp_is_one_under_the_stamp_held_not_the_s
             assert sum(len(con.execute(disagreeing_sql(subject)).fetchall()) for subject in SUBJECTS) == 0
 
 
+OLDER_MAPPING = ("UPDATE freight.shipment_events SET location_codes = to_json(list_reverse(from_json(location_codes, "
+                 "'[\"JSON\"]'))) WHERE json_array_length(location_codes) > 1")
+"""Each event's location codes as an older mapping stored them (as sent, not yet in their canonical order), emulated:
+the rows held differ from what this one derives of the same answers."""
+
+
+def test_rows_an_older_mapping_derived_are_rederived_by_the_sample_and_no_change_without_the_stamp(
+    tmp_path: Path
+) -> None:
+    """After an upgrade whose mapping derives a part's rows otherwise (the location codes' canonical order), the
+    sample's answers are the ones held and its rows differ from those held: rows written as this mapping derives them,
+    counted apart (``sample_rederived``), never a change without the stamp (it was, for every sampled shipment: the
+    notice, the rolling re-read switched on for good, an alert)."""
+    every_open = SETTINGS.replaced(freshness_sample=60)  # the 40 held: every open one sampled each run
+    with running_simulator(shipments=40, seed=7) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        sync(every_open)
+        with duckdb.connect(str(work_db(tmp_path))) as con:
+            con.execute(OLDER_MAPPING)
+            older = {i for (i,) in con.execute(
+                "SELECT DISTINCT e.shipment_id FROM freight.shipment_events e JOIN freight.shipments s "
+                "USING (shipment_id) WHERE s.shipment_closed IS NOT TRUE AND json_array_length(location_codes) > 1"
+            ).fetchall()}
+        assert older and _differences(sim, tmp_path) != {}
+        sim.advance_clock(900)
+        result = sync(every_open)[SHIPMENTS]
+        figures = result.extra["freshness"]
+        assert not [n for n in result.notices if n.startswith("the service changes")]
+        assert figures["sample_differed"] == {EVENTS: 0, MEMOS: 0} and not figures["rolling"]
+        rederived = figures["sample_rederived"][EVENTS]
+        assert 0 < rederived <= len(older)
+        # the sampled ones as this mapping derives them; those the walk read again as held (its overlap of the
+        # cursor's second) keep their rows until the shipment changes or a rebuild
+        still_older = [i for i in sorted(older) if _differences(sim, tmp_path, [i])]
+        assert len(still_older) == len(older) - rederived <= result.rows_read
+
+
 def test_the_rolling_re_read_counts_the_answers_a_release_reshaped_apart_too(tmp_path: Path) -> None:
     """The rolling re-read compares as the sample does: after 2026.3, what it reads again differs by the shape of the
     answers only (``refreshed_reshaped``), not as changes the stamp missed (``refreshed_differed``)."""
