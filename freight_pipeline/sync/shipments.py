@@ -38,7 +38,7 @@ from typing import Any
 
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, to_utc
-from freight_pipeline.normalize.shapes import FieldTally
+from freight_pipeline.normalize.shapes import FieldTally, fields_lost
 from freight_pipeline.sync import freshness, memo_batch
 from freight_pipeline.sync.assemble import Assembled, PartCounts
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
@@ -69,6 +69,8 @@ READ = "read"
 """``extra`` key: the shipments the run read, by how each was listed (:data:`WALK`, then the reads by id: the retry
 queue's, the lookup's unstamped, the reconcile's); their sum is ``rows_read``."""
 WALK, RETRY_QUEUE, UNSTAMPED, RECONCILE = "walk", "retry_queue", "unstamped", "reconcile"
+KEPT_IDS_SHOWN = 100
+"""The ids of shipments left as held a run's ``extra.kept_as_held`` names (the lowest; its count says how many)."""
 FROM_SCRATCH = "done by the first walk from the beginning"
 """The first run of an empty warehouse, walking from the beginning, lists every shipment: it counts as
 a reconciliation (there is nothing held that could have vanished, nothing it could have missed)."""
@@ -117,6 +119,9 @@ class _Run:
     """While ``compare``: the shipments found deleted at the service (their events and document answered 404)."""
     written: set[int] = field(default_factory=set)
     """The shipments the run's batches wrote."""
+    kept_as_held: dict[int, list[str]] = field(default_factory=dict)
+    """Shipments read again under the stamp held whose answers lost fields the held ones had, left as held (by id,
+    the fields: :meth:`_reshaped_under_the_stamp_held`)."""
     fresh: bool = False
     """The warehouse held no row of any shipment when the run began (a first sync; a backfill partition's first
     run: no row of its id range): a shipment the walk brings for the first time in the run is appended
@@ -186,6 +191,17 @@ class _Run:
     def write(self, prepared: tuple[Assembled, str, int]) -> None:
         """Write one prepared batch as ONE transaction (in the writer thread)."""
         assembled, moved, shipments = prepared
+        if not self.compare and not self.fresh:
+            kept = self._reshaped_under_the_stamp_held(assembled.write)
+            if kept:
+                assembled.write = assembled.write.without_shipments(kept)
+                self.kept_as_held.update(kept)
+                self.result.extra["kept_as_held"] = {
+                    "shipments": len(self.kept_as_held), "ids": sorted(self.kept_as_held)[:KEPT_IDS_SHOWN],
+                    "fields": sorted({name for names in self.kept_as_held.values() for name in names})[:20]}
+                self.say(f"shipments: {len(kept)} read again under the last-modified instant held, answered in "
+                         f"another shape (lost {', '.join(sorted({n for ns in kept.values() for n in ns})[:5])}): "
+                         "left as held")
         read = assembled.write.raw_parts
         held = (self.warehouse.reads.raw_part_answers([(p.stream, p.shipment_id) for p in read]) if self.compare
                 else {})  # read before the batch writes the answers read now
@@ -214,6 +230,30 @@ class _Run:
         written = len(assembled.write.loaded.get(STREAM, ()))
         self.say(f"shipments: {self.result.rows_read} read so far, {written} written in this batch{moved}")
         self.meter.advance(shipments)
+
+    def _reshaped_under_the_stamp_held(self, batch: BatchWrite) -> dict[int, list[str]]:
+        """Of ``batch``'s shipments read again under the last-modified stamp held (the walk's overlap of the cursor's
+        second, the reconcile's, the retry queue's) and answered otherwise, those whose document or a part lost
+        fields the answers held had (``shapes.fields_lost``): a release (or one rolled back) reshaped the answers,
+        the shipment did not change. Written, its rows would take the nulls of the fields the mapping does not read
+        yet, its history a version the service never made, and kept so after a rollback until the shipment changes
+        again; left as held, the next change writes it whole. By id, the fields lost (``events: location``). A stamp
+        without an offset in an hour the zone repeats names two instants: never judged the same."""
+        zone = self.settings.zone
+        read = [d for d in batch.raw_documents if d.shipment_id not in batch.fresh_ids
+                and not _repeated_hour_key(d.last_modified_key, zone)]
+        held = self.warehouse.reads.held_under_the_same_stamp(read)
+        if not held:
+            return {}
+        documents = {d.shipment_id: d.document for d in read}
+        lost = {i: [f"{STREAM}: {name}" for name in fields_lost(json.loads(text), json.loads(documents[i]))]
+                for i, text in held.items()}
+        parts = [p for p in batch.raw_parts if p.shipment_id in held]
+        answers = self.warehouse.reads.raw_part_answers([(p.stream, p.shipment_id) for p in parts])
+        for stream, by_id in freshness.reshaped(answers, parts).items():
+            for i, names in by_id.items():
+                lost[i] += [f"{stream}: {name}" for name in names]
+        return {i: names for i, names in lost.items() if names}
 
     def announce(self, total: int | None, *, final: bool) -> None:
         """The walk's total as it knows it so far (``Meter.announce``); the worker forked now if the work listed
@@ -254,6 +294,17 @@ def _failed_new(bundle: Bundle) -> bool:
     batch, so the breaker has seen every failure of the run before one is quarantined (an outage that
     fails many is not quarantined, and the cursor does not pass it)."""
     return not bundle.work.retry and any(isinstance(answer, RecordFailure) for answer in bundle.answers.values())
+
+
+def _repeated_hour_key(key: str | None, zone: ServiceZone) -> bool:
+    """A held stamp's key (``YYYY-MM-DD HH:MM:SS``, its offset after when sent) without an offset, in an hour the
+    service's zone repeats: the same key may be two changes an hour apart."""
+    if key is None or len(key) != len("YYYY-MM-DD HH:MM:SS"):
+        return False
+    try:
+        return zone.repeats(dt.datetime.fromisoformat(key))
+    except ValueError:
+        return True
 
 
 def _names_two_instants(key: ShipmentKey, zone: ServiceZone) -> bool:

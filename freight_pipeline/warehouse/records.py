@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple, Protocol
 
 
@@ -189,6 +189,36 @@ class BatchWrite:
                 elif theirs is not None:
                     setattr(whole, each.name, theirs)
         return whole
+
+
+    def without_shipments(self, ids: Collection[int]) -> BatchWrite:
+        """This batch without anything of the shipments ``ids`` (their rows, raw document and parts, the records
+        that loaded, their data problems): what it writes leaves theirs as they are held. Their rejects and
+        quarantined records stay (a failure is said whatever else is left)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not ids:
+            return self
+        left = pa.array(sorted({int(i) for i in ids}), pa.int64())
+
+        def kept(table: Any) -> Any:
+            if "shipment_id" not in table.column_names:
+                return table
+            return table.filter(pc.invert(pc.fill_null(pc.is_in(table.column("shipment_id"), value_set=left), False)))
+
+        out = {int(i) for i in ids}
+        return replace(
+            self,
+            tables={name: kept(table) for name, table in self.tables.items()},
+            replaced={name: [i for i in each if i not in out] for name, each in self.replaced.items()},
+            loaded={name: [i for i in each if i not in out] for name, each in self.loaded.items()},
+            settled={name: [i for i in each if i not in out] for name, each in self.settled.items()},
+            raw_documents=[d for d in self.raw_documents if d.shipment_id not in out],
+            raw_parts=[p for p in self.raw_parts if p.shipment_id not in out],
+            problems=[p for p in self.problems if p.shipment_id not in out],
+            fresh_ids=[i for i in self.fresh_ids if i not in out],
+        )
 
 
 class WriteStats(dict[str, int]):
