@@ -277,10 +277,10 @@ class LocationGroup:
                     problems.add(f"{code_path}.code", code, str(exc))
         if isinstance(codes, list):
             text = json_or_report(codes, codes_path, problems)  # its problems named at the positions as sent
-            row[self.codes] = _in_canonical_order(codes) if text is not None and len(codes) > 1 else text
+            row[self.codes] = codes_in_canonical_order(codes) if text is not None and len(codes) > 1 else text
 
 
-def _in_canonical_order(codes: list[Any]) -> str:
+def codes_in_canonical_order(codes: list[Any]) -> str:
     """``codes`` as JSON text, its elements ordered by their own canonical text: the spec promises no order of a
     location's codes (a service may answer them from a set, in another order each time), so the same codes make the
     same text and a re-read that only reordered them changes no row."""

@@ -34,6 +34,7 @@ import duckdb
 from freight_pipeline.normalize.schema import TableSpec
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.warehouse.backend import StorageBackend
+from freight_pipeline.warehouse.codes_order import location_codes_in_canonical_order
 from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import Catalog, ensure_tables, run
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
@@ -113,7 +114,7 @@ class Warehouse:
             catalog = Catalog.read(con)  # once: each query of the catalog costs milliseconds at every opening
             return (ensure_tables(con, specs, key_constraints=keys, storage_hints=hints, catalog=catalog)
                     + ensure_history(con, key_constraints=keys, storage_hints=hints, catalog=catalog)
-                    + legs_in_leg_no_order(con, specs))
+                    + legs_in_leg_no_order(con, specs) + location_codes_in_canonical_order(con, specs))
 
         steps = self.database.write("ensure_schema", ensure)
         primed = self.database.write(

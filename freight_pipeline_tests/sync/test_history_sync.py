@@ -16,9 +16,11 @@ from freight_pipeline.client._core import decoded
 from freight_pipeline.client.endpoints import SHIPMENT_AIR_MAIN_CARRIAGE, SHIPMENT_SEA_MAIN_CARRIAGE, Endpoint
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.datetimes import parse_iso_datetime, to_utc
+from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.runner import sync_all
+from freight_pipeline.warehouse.codes_order import location_codes_in_canonical_order
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.history import EVENT_VERSIONS, LEG_VERSIONS, SHIPMENT_VERSIONS
 from freight_pipeline_tests.sync.conftest import SyncFn, query, work_db
@@ -244,6 +246,35 @@ def test_legs_answered_in_another_order_are_no_new_versions(small_sim: RunningSi
     work_sync(source_factory=ReversedLegs)
     assert query(work_db(tmp_path), f"SELECT count(*) FROM {LEG_VERSIONS.qualified_name}") == versions
     assert_converged(small_sim.store, work_db(tmp_path))
+
+
+CODES_COLUMNS = [(spec.qualified_name, column.name) for spec in FREIGHT_TABLES for column in spec.columns
+                 if column.name.endswith("location_codes")]
+"""Every column of a location's codes, enumerated from the declarations."""
+
+
+def test_location_codes_an_older_release_stored_as_sent_are_put_in_their_order_once(
+        small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path) -> None:
+    """A warehouse of a release that stored each location's codes as sent (here: reversed): the upgrade puts them
+    in the order this release writes them, once, in every such column, so the table holds one text for the same
+    codes (a shipment no run reads again kept the order sent for good) and adds no version."""
+    work_sync()
+    versions = {t.qualified_name: query(work_db(tmp_path), f"SELECT count(*) FROM {t.qualified_name}")
+                for t in (EVENT_VERSIONS, LEG_VERSIONS, SHIPMENT_VERSIONS)}
+    reversed_rows = {}
+    with duckdb.connect(str(work_db(tmp_path))) as con:  # as the older release wrote them: in the order sent
+        for table, column in CODES_COLUMNS:
+            where = f"json_array_length({column}) > 1"
+            reversed_rows[(table, column)] = con.execute(f"SELECT count(*) FROM {table} WHERE {where}").fetchone()[0]
+            con.execute(f"UPDATE {table} SET {column} = to_json(list_reverse(from_json({column}, '[\"JSON\"]'))) "
+                        f"WHERE {where}")
+        con.execute("DELETE FROM freight_meta.sync_state WHERE stream = 'warehouse_schema'")  # an older schema
+    assert len(CODES_COLUMNS) >= 6 and sum(1 for n in reversed_rows.values() if n) >= 4, reversed_rows
+    work_sync()  # opened by this release: put in order, then a quiet run
+    assert_converged(small_sim.store, work_db(tmp_path))
+    assert {t: query(work_db(tmp_path), f"SELECT count(*) FROM {t}") for t in versions} == versions
+    with duckdb.connect(str(work_db(tmp_path))) as con:
+        assert location_codes_in_canonical_order(con, FREIGHT_TABLES) == []  # once: nothing left to reorder
 
 
 def test_legs_an_older_release_positioned_as_sent_are_renumbered_once_with_their_history(
