@@ -63,11 +63,13 @@ READY_FILE = ".freight-instance-ready"
 
 
 def _prepared_for(home: Path) -> str:
-    """The ``dagster.yaml`` and the Dagster version an instance's storage was made for (the version from the
-    package's metadata: a command that finds its instance prepared imports no Dagster for it)."""
+    """The ``dagster.yaml``, the Dagster version and the shipped template an instance was prepared for (the version
+    from the package's metadata: a command that finds its instance prepared imports no Dagster for it; the template:
+    a release whose template gained a section appends it to an instance an earlier release prepared)."""
     config = home / "dagster.yaml"
     text = config.read_text() if config.exists() else ""
-    return f"dagster {importlib.metadata.version('dagster')}\n{hashlib.sha256(text.encode()).hexdigest()}\n"
+    return (f"dagster {importlib.metadata.version('dagster')}\n{hashlib.sha256(text.encode()).hexdigest()}\n"
+            f"template {hashlib.sha256(DAGSTER_YAML.encode()).hexdigest()[:16]}\n")
 
 
 def prepare_instance(home: Path) -> bool:

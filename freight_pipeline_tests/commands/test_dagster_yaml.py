@@ -5,6 +5,8 @@ DAGSTER_HOME): Dagster loads it, one queued run at a time, no telemetry, no "com
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import importlib.metadata
 import sqlite3
 import subprocess
 import sys
@@ -145,6 +147,20 @@ def test_an_instance_prepared_by_three_processes_at_once_is_made_once_then_only_
         config.write("# a setting of the user's\n")
     assert prepare_instance(home) is False  # the file is the user's: prepared again, not rewritten
     assert (home / READY_FILE).read_text() != ready
+
+
+def test_an_instance_an_earlier_release_prepared_gets_the_sections_its_template_gained(tmp_path: Path) -> None:
+    """The ready file of an earlier release named only the file and Dagster's version: an upgraded instance was taken
+    as prepared, and the template's new ``retention`` section never reached it (its ticks kept for ever)."""
+    home = tmp_path / "dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(EARLIER_VERSION)
+    digest = hashlib.sha256(EARLIER_VERSION.encode()).hexdigest()
+    (home / READY_FILE).write_text(f"dagster {importlib.metadata.version('dagster')}\n{digest}\n")
+    assert "retention" not in EARLIER_VERSION
+    assert prepare_instance(home) is True
+    assert yaml.safe_load((home / "dagster.yaml").read_text())["retention"]["schedule"]["purge_after_days"]
+    assert prepare_instance(home) is False  # prepared for this release now
 
 
 def test_a_dagster_yaml_dagster_cannot_read_is_named_in_one_line_and_not_marked_prepared(tmp_path: Path) -> None:
