@@ -190,18 +190,42 @@ def signals_noted() -> Iterator[list[int]]:
     os.set_blocking(write, False)
     previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
     _noting.append(write)
+    _noted_since.append((read, before))
     try:
         yield noted
     finally:
         signal.set_wakeup_fd(previous)
         _noting.remove(write)
+        _noted_since.remove((read, before))
         if term is not None:  # None: a handler not installed from Python, which cannot be put back
             signal.signal(signal.SIGTERM, term)
-        caught = bytearray()
-        with contextlib.suppress(BlockingIOError):
-            while chunk := os.read(read, 4096):  # a byte per signal caught, of every kind
-                caught += chunk
+        _take_in(read, before)
         os.close(read)
         os.close(write)
-        _received[before:] = dict.fromkeys([*_received[before:], *(s for s in caught if s in STOP_SIGNALS)])
         noted.extend(_received[before:])
+
+
+_noted_since: list[tuple[int, int]] = []
+"""The read end of each :func:`signals_noted` block's pipe while it notes, and how many stops were noted before it."""
+
+
+def _take_in(read: int, before: int) -> None:
+    """The stop signals written to the pipe ``read`` so far, noted after the ``before`` first (each once)."""
+    caught = bytearray()
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(read, 4096):  # a byte per signal caught, of every kind
+            caught += chunk
+    _received[before:] = dict.fromkeys([*_received[before:], *(s for s in caught if s in STOP_SIGNALS)])
+
+
+def stop_requested() -> bool:
+    """Whether a stop signal came since the innermost :func:`signals_noted` block began, whatever became of its
+    handler's exception: one raised while the interpreter runs a garbage collector's callback is only printed
+    (``Exception ignored in ...``) and the program goes on, and a DuckDB query takes Ctrl-C as an error of its own,
+    which a block may take for another. A run asks before the steps that change what readers see (its build, its
+    publish), so that a stop so lost never lets it publish. False outside such a block."""
+    if not _noted_since:
+        return False
+    read, before = _noted_since[-1]
+    _take_in(read, before)
+    return len(_received) > before

@@ -59,6 +59,7 @@ from freight_pipeline.marts.project import WAREHOUSE_CHECKED_TAG
 from freight_pipeline.marts.results import DbtBuildFailed
 from freight_pipeline.marts.worker import DbtWorker, Start
 from freight_pipeline.normalize.tables import TABLES_BY_NAME
+from freight_pipeline.process_end import stop_requested
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.rebuild import DEFAULT_BATCH, rebuild
@@ -205,6 +206,7 @@ def _publish_and_alert(report: JobReport, data_dir: Path, backend: StorageBacken
     messages held, so that the published copy's ``freight_meta.alerts`` is this run's look (was: the run before's);
     then, after the publish, at the publish alone (its failure, or the end of one before), and the messages of both
     go once the data is published."""
+    _unless_stopped()  # a stop a step took for its own failure (its query interrupted) ends the run as stopped
     before = _alert(report, data_dir, backend, alerting, hold=True) if built and report.publish else None
     if built:
         _publish(report, data_dir, backend, clock, ended)
@@ -269,6 +271,7 @@ def run_job(
                     go_on, pending = run_async(_sync_and_check(
                         service, warehouse, settings, report.run_id, progress, ended,
                         None if streams is None else set(streams), marts, count_rows, worker))
+                    _unless_stopped()
                     built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
                                    marts=marts)
             except Exception as exc:  # the client or the working database could not be opened, or the checks raised
@@ -315,6 +318,7 @@ def run_rebuild(
                     go_on, pending = _rebuild_and_check(warehouse, settings, report.run_id, batch_size, restart,
                                                         progress, ended, marts, worker.marts, workers, everything,
                                                         rezone)
+                    _unless_stopped()
                     built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
                                    marts=marts)
             except Exception as exc:  # the working database could not be opened
@@ -322,6 +326,14 @@ def run_rebuild(
                 built = False
             _publish_and_alert(report, data_dir, backend, clock, ended, alerting, built, record)
     return report
+
+
+def _unless_stopped() -> None:
+    """KeyboardInterrupt when a stop came that did not end the run where it came (``process_end.stop_requested``:
+    its exception lost in a garbage collector's callback, or taken by a query for its own error): no build, no
+    publish after a stop."""
+    if stop_requested():
+        raise KeyboardInterrupt
 
 
 LOGGED_AS = {**STREAM_OF_STEP, MARTS_STEP: meta.BUILD_STREAM}

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,13 +34,15 @@ from freight_pipeline.marts.plan import last_full_check
 from freight_pipeline.marts.project import DBT_PROJECT_DIR, build_target, vars_args
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.marts.worker import NEXT_BUILD, DbtWorker, Start, parse_dir
+from freight_pipeline.process_end import signals_noted
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.sync.runner import STOPPED
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import STREAM_NAMES, stream_step
 from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.meta import BUILD_STREAM
-from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.paths import read_last_job_run, working_db_path
 from freight_pipeline.warehouse.publish import PublishResult, parquet_root, published_db_path
 from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline.warehouse.writer_lock import writer_lock
@@ -576,3 +580,35 @@ def test_while_another_run_writes_the_warehouse_a_run_or_a_rebuild_does_nothing_
         assert skipped.skipped is not None and "run the-run-that-writes, process " in skipped.skipped
         assert skipped.steps == [] and not skipped.success
     assert not working_db_path(tmp_path).exists()
+
+
+def test_a_stop_whose_exception_was_lost_ends_the_run_as_stopped_before_its_publish(
+    sim: RunningSimulator, first_run: tuple[JobReport, Path], tmp_path: Path
+) -> None:
+    """A stop's exception can be lost: raised while the interpreter runs a garbage collector's callback, it is only
+    printed (``Exception ignored in ...``), and a step's query can take Ctrl-C for its own error. The run went on,
+    published and recorded itself as ended well (a Dagster run, SIGTERM'd in its streams, published, then the
+    command exited 143; a stop in the marts' last queries left ``status`` all green). A stop noted
+    (``process_end.stop_requested``) now ends it as stopped before its publish, recorded so."""
+    data_dir = copied(first_run[1], tmp_path / "data")
+    published = published_db_path(data_dir).resolve()
+    sim.modify_shipments(3)
+    sim.advance_clock(1)
+
+    def hear(step: Step) -> None:
+        if step.name == MARTS_STEP:
+            os.kill(os.getpid(), signal.SIGTERM)  # taken by a handler that raises nothing: the stop's exception lost
+
+    service = ServiceSettings(sim.base_url, sim.username, sim.password)
+    backend = storage_from_env()
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        with signals_noted() as stopped, DbtWorker.for_run(data_dir, backend.dbt_target) as worker, \
+                pytest.raises(KeyboardInterrupt):
+            run_job(service, data_dir, SETTINGS, backend, worker, on_step=hear)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert stopped == [signal.SIGTERM]
+    assert published_db_path(data_dir).resolve() == published, "nothing of the run is published"
+    record = read_last_job_run(data_dir)
+    assert record is not None and record["stopped"] == STOPPED and record["finished_at"] is not None
