@@ -24,9 +24,10 @@ from dataclasses import dataclass
 import dagster as dg
 from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+from pydantic import Field
 from sqlalchemy import select
 
-from freight_pipeline.config import ScheduleSettings
+from freight_pipeline.config import MAX_MINUTES, ScheduleSettings
 from freight_pipeline.defs.names import RUN_HISTORY_JOB
 
 FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
@@ -123,7 +124,7 @@ def prune_runs(instance: dg.DagsterInstance, retention: dt.timedelta | None, now
 class RunHistoryConfig(dg.Config):
     """What the launchpad may ask of a pruning."""
 
-    retention_minutes: int | None = None
+    retention_minutes: int | None = Field(None, ge=0, le=MAX_MINUTES)
     """Delete the finished runs older than this many minutes (``0``: every finished run), but for those holding a
     latest event; unset: the setting ``run_history_retention_minutes``."""
 
@@ -132,9 +133,6 @@ class RunHistoryConfig(dg.Config):
                    "the config's retention_minutes) with their event and compute logs, but for those holding an "
                    "asset's or a check's latest event; never a run in progress or queued.")
 def prune_run_history(context: dg.OpExecutionContext, config: RunHistoryConfig) -> None:
-    if config.retention_minutes is not None and config.retention_minutes < 0:
-        raise dg.Failure(description=f"retention_minutes={config.retention_minutes}: must be 0 or more",
-                         allow_retries=False)
     retention = (dt.timedelta(minutes=config.retention_minutes) if config.retention_minutes is not None
                  else ScheduleSettings.configured().run_history_retention)
     pruned = prune_runs(context.instance, retention)

@@ -18,7 +18,7 @@ from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from dagster._core.utils import make_new_run_id
 
 from freight_pipeline.commands.dagster_home import ensure_dagster_yaml
-from freight_pipeline.config import variable
+from freight_pipeline.config import MAX_MINUTES, variable
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs import jobs, run_history
 from freight_pipeline.defs.names import RUN_HISTORY_JOB
@@ -199,3 +199,20 @@ def test_the_pruning_is_scheduled_daily_in_the_definitions(monkeypatch: pytest.M
     job = defs.resolve_job_def(RUN_HISTORY_JOB)
     assert job.executor_def.name == dg.in_process_executor.name
     assert not job.tags.get("freight/warehouse_writer")  # it writes no warehouse: no schedule skips for it
+
+
+@pytest.mark.parametrize("minutes", [-1, MAX_MINUTES + 1, 2**63])
+def test_a_retention_the_launchpad_asks_beyond_the_setting_s_bounds_is_refused_by_name(
+        instance: dg.DagsterInstance, minutes: int) -> None:
+    """The launchpad's ``retention_minutes`` is bounded as the setting is (0 to a hundred years): a larger one failed
+    the op with a traceback (``OverflowError: date value out of range``)."""
+    job = TOY.resolve_job_def(RUN_HISTORY_JOB)
+    config = {"ops": {"prune_run_history": {"config": {"retention_minutes": minutes}}}}
+    try:
+        result = job.execute_in_process(instance=instance, run_config=config, raise_on_error=False)
+    except dg.DagsterInvalidConfigError as refused:  # refused by Dagster's own Int before the run
+        said = str(refused)
+    else:
+        (failure,) = [event for event in result.all_events if event.is_step_failure]
+        said = str(failure.step_failure_data.error.message) + str(failure.step_failure_data.error.cause)
+    assert "retention_minutes" in said and ("OverflowError" not in said and "too large to convert" not in said), said
