@@ -36,7 +36,7 @@ from freight_pipeline.normalize.converters import (
     to_json,
     to_str,
 )
-from freight_pipeline.normalize.errors import Invalid, join_path
+from freight_pipeline.normalize.errors import Invalid, join_path, show
 from freight_pipeline.normalize.nodes import NUMBER, OBJECT, TEXT, Key, Node
 from freight_pipeline.normalize.plain_fields import Field, as_items, as_object, compile_fields, copy_fields
 from freight_pipeline.normalize.problems import Problems
@@ -243,7 +243,8 @@ class LocationGroup:
     def columns(self) -> list[Column]:
         cols = [Column(self.name, VARCHAR, f"{self.label}: location name")]
         cols += [
-            Column(col, VARCHAR, f"{self.label}: first location code of type {code_type}")
+            Column(col, VARCHAR, f"{self.label}: the location code of type {code_type} first in the codes' order "
+                   "(their JSON text: the same whatever order they came in)")
             for code_type, col in self.code_columns.items()
         ]
         cols += [
@@ -267,7 +268,8 @@ class LocationGroup:
         if codes is None:
             return
         codes_path = join_path(path, self.codes_key.name)
-        for _, code_path, item in as_items(codes, codes_path, problems):
+        items = sorted(as_items(codes, codes_path, problems), key=lambda each: _code_text(each[2]))
+        for _, code_path, item in items:  # the first of each type in their canonical order, as they are stored
             code_type, code = _CODE_TYPE.of(item), _CODE.of(item)
             column = self.code_columns.get(code_type) if isinstance(code_type, str) else None
             if column is not None and code is not None and column not in row:
@@ -285,6 +287,15 @@ def codes_in_canonical_order(codes: list[Any]) -> str:
     location's codes (a service may answer them from a set, in another order each time), so the same codes make the
     same text and a re-read that only reordered them changes no row."""
     return f"[{','.join(sorted(to_json(code) for code in codes))}]"
+
+
+def _code_text(code: Any) -> str:
+    """What a location's codes are ordered by: each one's canonical JSON text (:func:`codes_in_canonical_order`), so
+    that the first code of a type, its column's value, is the same whatever order they came in."""
+    try:
+        return to_json(code)
+    except Invalid:  # nested too deeply to write: ordered by what can be shown of it
+        return show(code)
 
 
 # --- contact ---------------------------------------------------------------------------------------

@@ -6,7 +6,10 @@ stores them in the order of their JSON text, so that the same codes in any order
 release wrote would keep the order sent until their shipment changes (a closed one: never), and one table would hold
 the same codes as two texts. So the schema's upgrade (``Warehouse.ensure_schema``) rewrites the rows held once, as
 this release would write them, inside its transaction. It touches only rows out of that order, so running it again
-changes nothing. No history table holds the codes, and no mart reads them: nothing else moves.
+changes nothing. No history table holds the codes, and no mart reads them: nothing else moves. (The column of a
+code type, filled from the first code of its type, differs from what this release derives only for a location with
+two codes of one type sent in another order than theirs: left as held, it is written as this release derives it when
+a re-read finds it so, counted apart as rows an older mapping derived, ``sync.freshness.answered_as_held``.)
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 from typing import Any
 
@@ -347,6 +348,24 @@ def test_events() -> None:
     assert unknown.get("event_at") is None
     assert normalize_events(1, []) == {"shipment_events": []}
     assert normalize_events(1, None) == {"shipment_events": []}
+
+
+def test_a_location_s_codes_in_any_order_give_one_row() -> None:
+    """Two codes of one type (two UNLOCs), in another order each read: the column of that type took the first as
+    sent, so it flipped between them and each sample said the events changed without the stamp. Every order gives
+    the row of one: the first in the codes' order, as they are stored; what cannot be read is said at its path as
+    sent."""
+    codes = [{"type": "UNLOC", "code": "DEHAM"}, {"type": "UNLOC", "code": "DEBRV"}, {"type": "IATA", "code": "HAM"},
+             "not a code", {"type": "UNLOC", "code": {"not": "text"}}]
+    rows = []
+    for order in itertools.permutations(range(len(codes))):
+        event = {**samples.events()[0], "location": {"name": "Hamburg", "codes": [codes[i] for i in order]}}
+        problems = Problems()
+        (row,) = normalize_events(1001, [event], problems)["shipment_events"]
+        rows.append(row)
+        assert [p.path for p in problems] == [f"[0].location.codes[{order.index(3)}]"]  # kept in location_codes
+    assert (rows[0]["unloc"], rows[0]["iata"]) == ("DEBRV", "HAM")
+    assert all(row == rows[0] for row in rows) and len(rows) == 120
 
 
 def test_duplicate_events_keep_last_and_count() -> None:
