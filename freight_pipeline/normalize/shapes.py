@@ -39,7 +39,9 @@ its key is not declared to hold with what reads it (so a number sent as text is 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+import json
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -672,6 +674,36 @@ def fields_lost(held: Any, read: Any) -> list[str]:
             if kinds_now is None or (kinds and kinds_now and kinds.isdisjoint(kinds_now)):
                 lost.append(field_name(path, key))
     return sorted(lost)
+
+
+def values_changed(held: Any, read: Any, lost: Collection[str]) -> bool:
+    """Whether ``read`` (a record's answer read again) holds another value than ``held`` (the answer before) in a
+    field both answers have, the fields ``lost`` (:func:`fields_lost`'s) and what is under them aside: a change of the
+    record, not only of its shape (a release renames and drops fields; it does not change the others' values).
+    Compared as each field's values, a multiset (an array's order aside), named as :func:`field_name` names them."""
+    def values(answer: Any) -> Counter[tuple[str, str]]:
+        found: Counter[tuple[str, str]] = Counter()
+
+        def walk(item: Any, name: str) -> None:
+            if name in lost:
+                return
+            if isinstance(item, dict):
+                for key, inner in item.items():
+                    walk(inner, field_name(name, key))
+            elif isinstance(item, list):
+                for element in item:
+                    walk(element, f"{name}[]")
+            else:
+                found[(name, json.dumps(item))] += 1
+
+        for record in answer if isinstance(answer, list) else [answer]:
+            walk(record, "")
+        return found
+
+    before, after = values(held), values(read)
+    shared = {name for name, _ in before} & {name for name, _ in after}
+    return (Counter({k: n for k, n in before.items() if k[0] in shared})
+            != Counter({k: n for k, n in after.items() if k[0] in shared}))
 
 
 def _fields_by_path(value: Any) -> dict[str, dict[str, set[str]]]:

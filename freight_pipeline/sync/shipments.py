@@ -38,9 +38,9 @@ from typing import Any
 
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, to_utc
-from freight_pipeline.normalize.shapes import FieldTally, fields_lost
+from freight_pipeline.normalize.shapes import FieldTally, fields_lost, values_changed
 from freight_pipeline.sync import freshness, memo_batch
-from freight_pipeline.sync.assemble import Assembled, PartCounts
+from freight_pipeline.sync.assemble import Assembled, PartCounts, unpacked
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
 from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
 from freight_pipeline.sync.bundle import GONE, Bundle, Work, fetch_bundle
@@ -234,10 +234,12 @@ class _Run:
     def _reshaped_under_the_stamp_held(self, batch: BatchWrite) -> dict[int, list[str]]:
         """Of ``batch``'s shipments read again under the last-modified stamp held (the walk's overlap of the cursor's
         second, the reconcile's, the retry queue's) and answered otherwise, those whose document or a part lost
-        fields the answers held had (``shapes.fields_lost``): a release (or one rolled back) reshaped the answers,
-        the shipment did not change. Written, its rows would take the nulls of the fields the mapping does not read
-        yet, its history a version the service never made, and kept so after a rollback until the shipment changes
-        again; left as held, the next change writes it whole. By id, the fields lost (``events: location``). A stamp
+        fields the answers held had (``shapes.fields_lost``) while every field both answers have holds the values
+        held (``shapes.values_changed``): a release (or one rolled back) reshaped the answers, the shipment did not
+        change. Written, its rows would take the nulls of the fields the mapping does not read yet, its history a
+        version the service never made, and kept so after a rollback until the shipment changes again; left as
+        held, the next change writes it whole. A value changed besides (an edit in the stamp's own second, a field
+        it cleared left out) is a change: written. By id, the fields lost (``shipment_events: location``). A stamp
         without an offset in an hour the zone repeats names two instants: never judged the same."""
         zone = self.settings.zone
         read = [d for d in batch.raw_documents if d.shipment_id not in batch.fresh_ids
@@ -245,15 +247,22 @@ class _Run:
         held = self.warehouse.reads.held_under_the_same_stamp(read)
         if not held:
             return {}
-        documents = {d.shipment_id: d.document for d in read}
-        lost = {i: [f"{STREAM}: {name}" for name in fields_lost(json.loads(text), json.loads(documents[i]))]
-                for i, text in held.items()}
+        answers: list[tuple[int, str, Any, Any]] = [  # (id, what, the answer held, the answer read), decoded
+            (d.shipment_id, STREAM, json.loads(held[d.shipment_id]), json.loads(d.document))
+            for d in read if d.shipment_id in held]
         parts = [p for p in batch.raw_parts if p.shipment_id in held]
-        answers = self.warehouse.reads.raw_part_answers([(p.stream, p.shipment_id) for p in parts])
-        for stream, by_id in freshness.reshaped(answers, parts).items():
-            for i, names in by_id.items():
-                lost[i] += [f"{stream}: {name}" for name in names]
-        return {i: names for i, names in lost.items() if names}
+        was = self.warehouse.reads.raw_part_answers([(p.stream, p.shipment_id) for p in parts])
+        answers += [(p.shipment_id, p.stream, unpacked(before), unpacked(p.answer)) for p in parts
+                    if (before := was.get((p.stream, p.shipment_id))) is not None and p.answer is not None
+                    and before != p.answer]
+        lost: dict[int, list[str]] = {}
+        changed: set[int] = set()
+        for shipment_id, what, before, after in answers:
+            names = fields_lost(before, after)
+            lost.setdefault(shipment_id, []).extend(f"{what}: {name}" for name in names)
+            if values_changed(before, after, names):
+                changed.add(shipment_id)
+        return {i: names for i, names in lost.items() if names and i not in changed}
 
     def announce(self, total: int | None, *, final: bool) -> None:
         """The walk's total as it knows it so far (``Meter.announce``); the worker forked now if the work listed

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import httpx
 import pytest
 
+from freight_pipeline.client.tls import default_ssl_context
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
@@ -101,3 +104,20 @@ def assert_nothing_healed(result: StreamResult) -> None:
     assert "reconcile_refetched" in result.extra, "this run did not reconcile"
     healed = {k: result.extra[k] for k in ("reconcile_refetched", "reconcile_deleted")}
     assert healed == {"reconcile_refetched": 0, "reconcile_deleted": 0}, f"reconcile had to heal: {healed}"
+
+
+def corrupt(sim: RunningSimulator, endpoint: str, record_id: int, kind: str, **fields: Any) -> None:
+    """Plant a corruption of one record's answers at ``sim`` (started with ``control``; ``/_control/corruptions``:
+    every answer, until :func:`heal`)."""
+    answer = httpx.post(
+        f"{sim.base_url}/_control/corruptions",
+        json={"endpoint": endpoint, "id": record_id, "kind": kind, **fields},
+        timeout=10,
+        verify=default_ssl_context(),
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def heal(sim: RunningSimulator) -> None:
+    """Every corruption planted at ``sim`` removed."""
+    assert httpx.delete(f"{sim.base_url}/_control/corruptions", timeout=10).status_code == 200

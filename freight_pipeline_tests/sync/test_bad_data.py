@@ -15,17 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from freight_pipeline.client.tls import default_ssl_context
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.isolation import CircuitOpen
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.publish import PublishResult
-from freight_pipeline_tests.sync.conftest import assert_every_document_counted_read, query, service_of, work_db
+from freight_pipeline_tests.sync.conftest import (
+    assert_every_document_counted_read,
+    corrupt,
+    heal,
+    query,
+    service_of,
+    work_db,
+)
 from freight_pipeline_tests.sync.expected import assert_converged, differences
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
@@ -51,18 +56,6 @@ def sync(sim: RunningSimulator, data_dir: Path) -> Synced:
     return Synced({r.stream: r for r in results}, published)
 
 
-def corrupt(sim: RunningSimulator, endpoint: str, record_id: int, kind: str, **fields: Any) -> None:
-    answer = httpx.post(
-        f"{sim.base_url}/_control/corruptions",
-        json={"endpoint": endpoint, "id": record_id, "kind": kind, **fields},
-        timeout=10,
-        verify=default_ssl_context(),
-    )
-    assert answer.status_code == 200, answer.text
-
-
-def heal(sim: RunningSimulator) -> None:
-    assert httpx.delete(f"{sim.base_url}/_control/corruptions", timeout=10).status_code == 200
 
 
 def changed(sim: RunningSimulator, ids: list[int]) -> None:
