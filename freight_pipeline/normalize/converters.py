@@ -201,12 +201,13 @@ CONVERTERS: dict[str, Converter] = {
 # --- JSON with problems reported -------------------------------------------------------------------
 
 
-def json_or_report(value: Any, path: str, problems: Problems) -> str | None:
-    """``value`` as JSON text; unstorable: null and reported. What JSON or UTF-8 cannot carry inside it is
-    written otherwise and each reported at its own path: NaN and Infinity as null, text with a lone surrogate
-    with U+FFFD in its place, an integer beyond 64 bits (which the parser read as a float) with its digits lost."""
+def json_or_report(value: Any, path: str, problems: Problems, text: str | None = None) -> str | None:
+    """``value`` as JSON text (``text``: already written, as :func:`to_json` writes it, its parts in another order
+    maybe); unstorable: null and reported. What JSON or UTF-8 cannot carry inside it is written otherwise and each
+    reported at its own path in ``value``: NaN and Infinity as null, text with a lone surrogate with U+FFFD in its
+    place, an integer beyond 64 bits (which the parser read as a float) with its digits lost."""
     try:
-        text = to_json(value)
+        text = to_json(value) if text is None else text
     except Invalid as exc:
         problems.add(path, show(value), str(exc))
         return None

@@ -26,7 +26,7 @@ Naming conventions:
   where the source has ``until``.
 * Locations -> ``<p>_location_name``, one column per code type (``<p>_service_code``, ``_unloc``,
   ``_iata``, ``_foreign_code``, ``_postal_code``, ``_un_country``; the first code of that type in the codes'
-  canonical order, their JSON text),
+  canonical order, by code),
   ``<p>_latitude`` / ``<p>_longitude`` and every code as JSON in ``<p>_location_codes``.
 * Positions (``position``, ``leg_position``, ``*_position``) are 1-based array positions as sent (a leg's in ``leg_no``
   order: ``specs.legs.LEG_ORDER``);

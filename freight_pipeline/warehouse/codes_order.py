@@ -2,7 +2,7 @@
 (``normalize.groups.codes_in_canonical_order``).
 
 Releases before it stored each location's codes (``*_location_codes``) in the order the service sent them. This one
-stores them in the order of their JSON text, so that the same codes in any order are the same value; rows an older
+stores them ordered by code, then type, so that the same codes in any order are the same value; rows an older
 release wrote would keep the order sent until their shipment changes (a closed one: never), and one table would hold
 the same codes as two texts. So the schema's upgrade (``Warehouse.ensure_schema``) rewrites the rows held once, as
 this release would write them, inside its transaction. It touches only rows out of that order, so running it again

@@ -160,7 +160,7 @@ def test_carriage_legs(rows: dict[str, list[dict[str, Any]]]) -> None:
         "S-DEHAM",
     )
     assert first["origin_longitude"] == 9.99  # numeric string
-    # every code, in the order of their JSON text (the spec promises none): sent S-DEHAM, DEHAM, HAM
+    # every code, ordered by code, then type (the spec promises no order): sent S-DEHAM, DEHAM, HAM
     assert [c["code"] for c in json.loads(first["origin_location_codes"])] == ["DEHAM", "HAM", "S-DEHAM"]
     assert first["destination_estimated_at"] == dt.datetime(2026, 12, 1, 0, 0, tzinfo=dt.UTC)
     # partial DateTime: the raw parts survive, no instant is invented
