@@ -232,8 +232,9 @@ class _Run:
         self.meter.advance(shipments)
 
     def _reshaped_under_the_stamp_held(self, batch: BatchWrite) -> dict[int, list[str]]:
-        """Of ``batch``'s shipments read again under the last-modified stamp held (the walk's overlap of the cursor's
-        second, the reconcile's, the retry queue's) and answered otherwise, those whose document or a part lost
+        """Of ``batch``'s shipments the walk read again under the last-modified stamp held (its overlap of the
+        cursor's second; the reconcile's and the retry queue's reads carry no content hash: they heal, always
+        written) and answered otherwise, those whose document or a part lost
         fields the answers held had (``shapes.fields_lost``) while every field both answers have holds the values
         held (``shapes.values_changed``): a release (or one rolled back) reshaped the answers, the shipment did not
         change. Written, its rows would take the nulls of the fields the mapping does not read yet, its history a

@@ -289,8 +289,8 @@ class Reads:
 
     def held_under_the_same_stamp(self, documents: Sequence[RawDocument]) -> dict[int, str]:
         """Of ``documents`` (read now, each with its content hash), the raw document held (JSON text) of each whose
-        held copy has the same last-modified stamp (its key and instant) and another content hash: read again
-        under the stamp held, and answered otherwise."""
+        held copy, read whole (a content hash: none of its parts had failed), has the same last-modified stamp (its
+        key and instant) and another content hash: read again under the stamp held, and answered otherwise."""
         read = [d for d in documents if d.content_hash is not None and d.last_modified_key is not None]
         if not read:
             return {}
@@ -302,7 +302,8 @@ class Reads:
             rows = run(self.database.con,
                        f"SELECT r.shipment_id, CAST(r.document AS VARCHAR) FROM {qualified(meta.RAW_SHIPMENTS)} r "
                        f"JOIN {view} n USING (shipment_id) WHERE r.last_modified_key = n.last_modified_key "
-                       "AND r.last_modified_at = n.last_modified_at AND r.content_hash IS DISTINCT FROM n.content_hash")
+                       "AND r.last_modified_at = n.last_modified_at AND r.content_hash IS NOT NULL "
+                       "AND r.content_hash <> n.content_hash")
         return {int(shipment_id): str(document) for shipment_id, document in rows}
 
     def raw_shipment_count(self, after: RawPosition | None = None) -> int:

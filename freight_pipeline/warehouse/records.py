@@ -190,7 +190,6 @@ class BatchWrite:
                     setattr(whole, each.name, theirs)
         return whole
 
-
     def without_shipments(self, ids: Collection[int]) -> BatchWrite:
         """This batch without anything of the shipments ``ids`` (their rows, raw document and parts, the records
         that loaded, their data problems): what it writes leaves theirs as they are held. Their rejects and
