@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,14 +125,22 @@ def reshaped(held: Mapping[tuple[str, int], bytes | None], read: Iterable[RawPar
     kept in ``raw_parts``) had (``shapes.fields_lost``: a release's rename, drop or retype), by stream and shipment:
     the fields. Their rows differ by the shape of the answer, which says nothing of a change without the stamp."""
     lost: dict[str, dict[int, list[str]]] = {}
+    for part, before, after in answered_otherwise(held, read):
+        fields = fields_lost(before, after)
+        if fields:
+            lost.setdefault(part.stream, {})[part.shipment_id] = fields
+    return lost
+
+
+def answered_otherwise(held: Mapping[tuple[str, int], bytes | None],
+                       read: Iterable[RawPart]) -> Iterator[tuple[RawPart, Any, Any]]:
+    """Of the parts ``read`` again, each answered otherwise than the answer ``held`` (by stream and shipment id, as
+    kept in ``raw_parts``; a part with no answer either side aside), with the answer held and the one read decoded."""
     for part in read:
         before = held.get((part.stream, part.shipment_id))
         if before is None or part.answer is None or before == part.answer:
             continue
-        fields = fields_lost(unpacked(before), unpacked(part.answer))
-        if fields:
-            lost.setdefault(part.stream, {})[part.shipment_id] = fields
-    return lost
+        yield part, unpacked(before), unpacked(part.answer)
 
 
 def answered_as_held(held: Mapping[tuple[str, int], bytes | None], read: Iterable[RawPart]) -> dict[str, set[int]]:

@@ -40,7 +40,7 @@ from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, to_utc
 from freight_pipeline.normalize.shapes import FieldTally, fields_lost, values_changed
 from freight_pipeline.sync import freshness, memo_batch
-from freight_pipeline.sync.assemble import Assembled, PartCounts, unpacked
+from freight_pipeline.sync.assemble import Assembled, PartCounts
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
 from freight_pipeline.sync.backfill import completed_cursor, takeover_cursor
 from freight_pipeline.sync.bundle import GONE, Bundle, Work, fetch_bundle
@@ -59,6 +59,7 @@ from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.sync.workers import IN_PROCESS_UP_TO, Assembler, sync_workers
 from freight_pipeline.warehouse.history import BEHIND_STATE
 from freight_pipeline.warehouse.records import BatchWrite
+from freight_pipeline.warehouse.stamps import WALL_CLOCK_CHARS
 from freight_pipeline.warehouse.store import Warehouse
 
 STREAM = DOCUMENT
@@ -243,8 +244,9 @@ class _Run:
         it cleared left out) is a change: written. By id, the fields lost (``shipment_events: location``). A stamp
         without an offset in an hour the zone repeats names two instants: never judged the same."""
         zone = self.settings.zone
-        read = [d for d in batch.raw_documents if d.shipment_id not in batch.fresh_ids
-                and not _repeated_hour_key(d.last_modified_key, zone)]
+        read = [d for d in batch.raw_documents if d.shipment_id not in batch.fresh_ids and not (
+            d.last_modified_key is not None and len(d.last_modified_key) == WALL_CLOCK_CHARS  # no offset
+            and _in_a_repeated_hour(d.last_modified_key, zone))]
         held = self.warehouse.reads.held_under_the_same_stamp(read)
         if not held:
             return {}
@@ -253,9 +255,8 @@ class _Run:
             for d in read if d.shipment_id in held]
         parts = [p for p in batch.raw_parts if p.shipment_id in held]
         was = self.warehouse.reads.raw_part_answers([(p.stream, p.shipment_id) for p in parts])
-        answers += [(p.shipment_id, p.stream, unpacked(before), unpacked(p.answer)) for p in parts
-                    if (before := was.get((p.stream, p.shipment_id))) is not None and p.answer is not None
-                    and before != p.answer]
+        answers += [(p.shipment_id, p.stream, before, after)
+                    for p, before, after in freshness.answered_otherwise(was, parts)]
         lost: dict[int, list[str]] = {}
         changed: set[int] = set()
         for shipment_id, what, before, after in answers:
@@ -306,22 +307,12 @@ def _failed_new(bundle: Bundle) -> bool:
     return not bundle.work.retry and any(isinstance(answer, RecordFailure) for answer in bundle.answers.values())
 
 
-def _repeated_hour_key(key: str | None, zone: ServiceZone) -> bool:
-    """A held stamp's key (``YYYY-MM-DD HH:MM:SS``, its offset after when sent) without an offset, in an hour the
-    service's zone repeats: the same key may be two changes an hour apart."""
-    if key is None or len(key) != len("YYYY-MM-DD HH:MM:SS"):
-        return False
-    try:
-        return zone.repeats(dt.datetime.fromisoformat(key))
-    except ValueError:
-        return True
-
-
-def _names_two_instants(key: ShipmentKey, zone: ServiceZone) -> bool:
-    """A stamp in an hour the service's zone repeats: sent without a UTC offset, the same wall-clock second held
-    and listed may be two changes an hour apart (the zone gives both the first instant), so its held copy is never
-    provably current; a service that sends offsets loses a re-read of a few shipments, twice a year."""
-    return zone.repeats(dt.datetime.combine(dt.date.fromisoformat(key.date), dt.time.fromisoformat(key.time)))
+def _in_a_repeated_hour(stamp: str, zone: ServiceZone) -> bool:
+    """A stamp (its wall-clock second, ``YYYY-MM-DD HH:MM:SS``, first) in an hour the service's zone repeats: sent
+    without a UTC offset, the same wall-clock second held and listed may be two changes an hour apart (the zone gives
+    both the first instant), so its held copy is never provably current (the walk's overlap asks it of every stamp:
+    a service that sends offsets loses a re-read of a few shipments, twice a year)."""
+    return zone.repeats(dt.datetime.fromisoformat(stamp[:WALL_CLOCK_CHARS]))
 
 
 def _latest_of_each(bundles: list[Bundle]) -> list[Bundle]:
@@ -514,7 +505,7 @@ async def _walked(
             run.count_read(WALK, len(page))
             run.announce(walk.total, final=walk.total_final)
             overlapping = {k.id: k.stamp for k, _ in page if overlap_end is not None and k <= overlap_end
-                           and not _names_two_instants(k, run.settings.zone)}
+                           and not _in_a_repeated_hour(k.instant_text, run.settings.zone)}
             current = run.warehouse.reads.current_copies(reader, overlapping)
             skipped += len(current)
             works = [Work(Ref.of(base, key.id), frozenset() if key.id in current else ALL_PARTS, key)
