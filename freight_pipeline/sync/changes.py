@@ -60,11 +60,9 @@ class LookupResult:
         own size; either way a page whose ``X-Page-Count`` is what ``X-Row-Count`` makes of that size. None when
         the difference is not explained so (or there is none)."""
         served, rows, pages = len(self.items), self.row_count, self.page_count
-        if rows is None or pages is None or served == 0 or served > rows or served == min(asked, rows):
-            return None
-        if served < min(asked, rows) or served > asked:
-            return served if pages == -(-rows // served) else None
-        return None
+        if rows is None or pages is None or not 0 < served <= rows or served == min(asked, rows):
+            return None  # none served, more than the query holds, or what was asked
+        return served if pages == -(-rows // served) else None
 
 
 # lookup(criteria, order_by, order_mode, page_size) -> page 0 of that query
