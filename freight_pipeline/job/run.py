@@ -259,26 +259,14 @@ def run_job(
     where the run's problems are sent (``alerts.notify.after_run``, at its end, under its writer lock)."""
     report = JobReport(run_id or new_run_id(), publish=publish)
     planned = [stream_step(stream.name) for stream in STREAMS if streams is None or stream.name in streams]
-    with worker, _writing(report, data_dir) as writing:
-        if not writing:
-            return report
-        with _RunRecord(report, data_dir, [*planned, *_planned_after(marts, publish)]) as record:
-            ended = _recorded(report, on_step, record)
-            clock = _Clock()
-            try:
-                with fewer_collections(), explained_out_of_memory("the sync", backend.duckdb_settings), \
-                        open_warehouse(data_dir, backend) as warehouse:
-                    go_on, pending = run_async(_sync_and_check(
-                        service, warehouse, settings, report.run_id, progress, ended,
-                        None if streams is None else set(streams), marts, count_rows, worker))
-                    _unless_stopped()
-                    built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
-                                   marts=marts)
-            except Exception as exc:  # the client or the working database could not be opened, or the checks raised
-                ended(Step(_failed_step(report), "failed", clock.lap(), one_line_error(exc)))
-                built = False
-            _publish_and_alert(report, data_dir, backend, clock, ended, alerting, built, record)
-    return report
+
+    def steps(warehouse: Warehouse, ended: StepListener) -> tuple[bool, PendingBuild | None]:
+        return run_async(_sync_and_check(service, warehouse, settings, report.run_id, progress, ended,
+                                         None if streams is None else set(streams), marts, count_rows, worker))
+
+    # an exception of the steps: the client or the working database could not be opened, or the checks raised
+    return _run_steps(report, data_dir, backend, worker, [*planned, *_planned_after(marts, publish)], "the sync",
+                      steps, lambda: _failed_step(report), on_step=on_step, alerting=alerting, marts=marts)
 
 
 def run_rebuild(
@@ -305,24 +293,43 @@ def run_rebuild(
     build of the marts (``--full-refresh``) and the publish as :func:`run_job`'s, under the same writer lock;
     never raises for a failure of its own."""
     report = JobReport(run_id or new_run_id(), publish=publish)
+
+    def steps(warehouse: Warehouse, ended: StepListener) -> tuple[bool, PendingBuild | None]:
+        return _rebuild_and_check(warehouse, settings, report.run_id, batch_size, restart, progress, ended, marts,
+                                  worker.marts, workers, everything, rezone)
+
+    # an exception of the steps: the working database could not be opened
+    return _run_steps(report, data_dir, backend, worker, [REBUILD_STEP, *_planned_after(marts, publish)],
+                      "the rebuild", steps, lambda: REBUILD_STEP, on_step=on_step, alerting=alerting, marts=marts,
+                      ready=lambda: worker.get_ready(marts))  # a rebuild's build is a full one
+
+
+def _run_steps(
+    report: JobReport, data_dir: Path, backend: StorageBackend, worker: DbtWorker, planned: Sequence[str], what: str,
+    steps: Callable[[Warehouse, StepListener], tuple[bool, PendingBuild | None]], failed_step: Callable[[], str], *,
+    on_step: StepListener | None, alerting: Alerting | None, marts: bool, ready: Callable[[], None] = lambda: None,
+) -> JobReport:
+    """What :func:`run_job` and :func:`run_rebuild` share: under the warehouse's writer lock (held by another run:
+    nothing runs, ``report.skipped`` says which), the run's record (:class:`_RunRecord`, its ``planned`` steps),
+    ``ready()``, then ``steps`` on the working database (``what`` names them in an out-of-memory error; each step
+    told to ``ended``), unless a stop came the build, then the publish and the look at the run's problems; an
+    exception of the steps' block fails the step ``failed_step()`` names."""
     with worker, _writing(report, data_dir) as writing:
         if not writing:
             return report
-        with _RunRecord(report, data_dir, [REBUILD_STEP, *_planned_after(marts, publish)]) as record:
+        with _RunRecord(report, data_dir, planned) as record:
             ended = _recorded(report, on_step, record)
-            worker.get_ready(marts)  # a rebuild's build is a full one
+            ready()
             clock = _Clock()
             try:
-                with fewer_collections(), explained_out_of_memory("the rebuild", backend.duckdb_settings), \
+                with fewer_collections(), explained_out_of_memory(what, backend.duckdb_settings), \
                         open_warehouse(data_dir, backend) as warehouse:
-                    go_on, pending = _rebuild_and_check(warehouse, settings, report.run_id, batch_size, restart,
-                                                        progress, ended, marts, worker.marts, workers, everything,
-                                                        rezone)
+                    go_on, pending = steps(warehouse, ended)
                     _unless_stopped()
                     built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
                                    marts=marts)
-            except Exception as exc:  # the working database could not be opened
-                ended(Step(REBUILD_STEP, "failed", clock.lap(), one_line_error(exc)))
+            except Exception as exc:
+                ended(Step(failed_step(), "failed", clock.lap(), one_line_error(exc)))
                 built = False
             _publish_and_alert(report, data_dir, backend, clock, ended, alerting, built, record)
     return report
