@@ -30,8 +30,6 @@ The steps are reported as they end (:class:`Step`).
 from __future__ import annotations
 
 import datetime as dt
-import os
-import socket
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
@@ -355,8 +353,8 @@ def _planned_after(marts: bool, publish: bool) -> list[str]:
 
 class _RunRecord:
     """The run as ``status`` reads it (``paths.LAST_JOB_RUN``; ``run_log.runs_after_publish``), written as it starts,
-    under the writer lock (its id, process, the steps it plans), as each step ends, and as it ends: each step of the
-    job's own (not a stream's nor the build's, which ``sync_runs`` logs) that failed or did not run, with its line, and,
+    under the writer lock (its id, the steps it plans; its process is the lock's), as each step ends, and as it ends:
+    each step of the job's own (not a stream's nor the build's, which ``sync_runs`` logs) that failed or did not run, with its line, and,
     when a stop (or anything else raised) ended it first, why (``stopped``). A run whose record says it runs while the
     writer lock is not held by it is one whose process is gone (killed, crashed) before it ended. Nothing of the run
     fails on it: a full disk, say, was said by the run's own line and log already."""
@@ -382,8 +380,7 @@ class _RunRecord:
                  if step.status != "success" and step.name not in LOGGED_AS]
         with suppress(OSError):
             write_last_job_run(self.data_dir, {
-                "run_id": self.report.run_id, "pid": os.getpid(), "host": socket.gethostname(),
-                "started_at": self.started_at, "planned": self.planned,
+                "run_id": self.report.run_id, "started_at": self.started_at, "planned": self.planned,
                 "ended": [step.name for step in self.report.steps],
                 "finished_at": dt.datetime.now(dt.UTC).isoformat() if self.finished else None,
                 "success": False if stopped is not None else self.report.success if self.finished else None,

@@ -25,7 +25,7 @@ what ``status`` reads without opening the working database (a reader's lock woul
 
 LAST_JOB_RUN = "last_job_run.json"
 """The job's latest run (``job.run``), rewritten atomically as it starts, as each of its steps ends and as it ends:
-its id, process and start, the steps it plans (each with the stream ``sync_runs`` logs it as, if any) and those that
+its id and start, the steps it plans (each with the stream ``sync_runs`` logs it as, if any) and those that
 ended, each step of its own that failed or did not run, with why (the checks, the publish; ``sync_runs`` logs the
 streams' and the build's runs), then when it ended (``finished_at``; ``stopped``: why a stop ended it first): what
 ``status`` says of a run that synced and did not publish, or that is still running, or whose process is gone

@@ -175,7 +175,7 @@ def test_a_job_run_recorded_running_whose_writer_lock_it_does_not_hold_is_interr
     writer lock (``run_log.logged_runs``), not by its process id, which another process may have taken since."""
     (tmp_path / "work").mkdir()
     holder = {"run_id": "r1", "pid": os.getpid(), "host": socket.gethostname()}
-    record = {**holder, "started_at": "2026-12-01T10:00:00+00:00", "ended": ["checks"], "finished_at": None,
+    record = {"run_id": "r1", "started_at": "2026-12-01T10:00:00+00:00", "ended": ["checks"], "finished_at": None,
               "planned": [{"step": "checks", "logged_as": None}, {"step": "publish", "logged_as": None}]}
     last_job_run_path(tmp_path).write_text(json.dumps(record))
     with writer_lock(tmp_path, "r1"):  # its process alive, holding the lock: running
