@@ -353,11 +353,12 @@ def _planned_after(marts: bool, publish: bool) -> list[str]:
 
 class _RunRecord:
     """The run as ``status`` reads it (``paths.LAST_JOB_RUN``; ``run_log.runs_after_publish``), written as it starts,
-    under the writer lock (its id, the steps it plans; its process is the lock's), as each step ends, and as it ends:
-    each step of the job's own (not a stream's nor the build's, which ``sync_runs`` logs) that failed or did not run, with its line, and,
-    when a stop (or anything else raised) ended it first, why (``stopped``). A run whose record says it runs while the
-    writer lock is not held by it is one whose process is gone (killed, crashed) before it ended. Nothing of the run
-    fails on it: a full disk, say, was said by the run's own line and log already."""
+    under the writer lock (its id, the steps it plans; its process is the lock's), as each step ends, and as it
+    ends: each step of the job's own (not a stream's nor the build's, which ``sync_runs`` logs) that failed or did
+    not run, with its line, and, when a stop (or anything else raised) ended it first, why (``stopped``). A run
+    whose record says it runs while the writer lock is not held by it is one whose process is gone (killed, crashed)
+    before it ended. Nothing of the run fails on it: a full disk, say, was said by the run's own line and log
+    already."""
 
     def __init__(self, report: JobReport, data_dir: Path, planned: Sequence[str]) -> None:
         self.report, self.data_dir = report, data_dir
