@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import NoReturn
@@ -178,7 +179,11 @@ def signals_noted() -> Iterator[list[int]]:
     after the block), or the interpreter's for Ctrl-C, whose KeyboardInterrupt a DuckDB query turns into an error
     of its own (``RuntimeError: Query interrupted``): from the bytes the interpreter writes to its wakeup file
     descriptor for each signal a Python handler catches (an event loop's own descriptor takes them while it runs;
-    ``asyncio.Runner`` stops on Ctrl-C by itself)."""
+    ``asyncio.Runner`` stops on Ctrl-C by itself).
+
+    A noted stop's exception that code not ours meets on its way is not printed as a fault there: logged with its
+    traceback (SQLAlchemy's pool, a connection's close interrupted: it logs, then raises it again) or printed as
+    raised in a garbage collector's callback (:func:`stop_requested` finds that stop). The program says it once."""
     noted: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield noted
@@ -191,9 +196,17 @@ def signals_noted() -> Iterator[list[int]]:
     previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
     _noting.append(write)
     _noted_since.append((read, before))
+    unraisable = sys.unraisablehook
+    sys.unraisablehook = _printed_unless_a_noted_stop(unraisable)
+    handlers = [h for h in (logging.lastResort, *logging.getLogger().handlers) if h is not None]
+    for handler in handlers:
+        handler.addFilter(_logged_unless_a_noted_stop)
     try:
         yield noted
     finally:
+        for handler in handlers:
+            handler.removeFilter(_logged_unless_a_noted_stop)
+        sys.unraisablehook = unraisable
         signal.set_wakeup_fd(previous)
         _noting.remove(write)
         _noted_since.remove((read, before))
@@ -229,3 +242,27 @@ def stop_requested() -> bool:
     read, before = _noted_since[-1]
     _take_in(read, before)
     return len(_received) > before
+
+
+def _a_noted_stop(kind: type[BaseException] | None) -> bool:
+    """Whether an exception of ``kind`` is a stop's (not an ``Exception``: Ctrl-C's KeyboardInterrupt, Dagster's
+    ``DagsterExecutionInterruptedError``) with a stop signal noted since the innermost :func:`signals_noted` block
+    began: the program stops on it and says so itself."""
+    return kind is not None and not issubclass(kind, Exception) and stop_requested()
+
+
+def _logged_unless_a_noted_stop(record: logging.LogRecord) -> bool:
+    """A handler's filter: a record is emitted unless it carries a noted stop's exception."""
+    return not (record.exc_info and _a_noted_stop(record.exc_info[0]))
+
+
+def _printed_unless_a_noted_stop(
+    printing: Callable[[sys.UnraisableHookArgs], object],
+) -> Callable[[sys.UnraisableHookArgs], None]:
+    """``sys.unraisablehook`` that leaves out a noted stop's exception, and has ``printing`` print any other."""
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        if not _a_noted_stop(unraisable.exc_type):
+            printing(unraisable)
+
+    return hook

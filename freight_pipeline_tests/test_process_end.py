@@ -177,3 +177,80 @@ def test_a_stopped_command_ends_without_waiting_for_a_forked_worker_left_waiting
         program.wait()
     assert program.returncode == 130, err
     assert err == "freight-pipeline stopped: interrupted (Ctrl-C); exit 130\n"
+
+
+STOP_MET_ELSEWHERE = textwrap.dedent("""
+    import gc, json, os, signal, sqlite3, sys
+    import sqlalchemy
+    from freight_pipeline.process_end import signals_noted, stop_requested
+
+    class Interrupted(BaseException):  # as Dagster's DagsterExecutionInterruptedError, raised by its handler
+        pass
+
+    def interrupt(signum, frame):
+        raise Interrupted()
+
+    class StoppedWhileClosing(sqlite3.Connection):
+        def close(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler raises here, inside the pool's close
+            super().close()
+
+    class FailingToClose(sqlite3.Connection):
+        def close(self) -> None:
+            super().close()
+            raise ValueError("a fault of its own")
+
+    def closed_by_the_pool(factory) -> str:
+        engine = sqlalchemy.create_engine("sqlite://", poolclass=sqlalchemy.pool.NullPool,
+                                          creator=lambda: sqlite3.connect(":memory:", factory=factory))
+        try:
+            with engine.connect() as connection:
+                connection.exec_driver_sql("select 1")
+        except BaseException as exc:
+            return type(exc).__name__
+        return "none"
+
+    class RaisingWhenCollected:
+        def __init__(self, kind) -> None:
+            self.kind, self.me = kind, self  # a cycle: collected by the garbage collector
+        def __del__(self) -> None:
+            raise self.kind()
+
+    said = {}
+    which = sys.argv[1]
+    with signals_noted():
+        signal.signal(signal.SIGTERM, interrupt)  # a block's own handler, as a Dagster run's
+        if which == "stop in a close":
+            said["raised"] = closed_by_the_pool(StoppedWhileClosing)
+        elif which == "fault in a close":
+            said["raised"] = closed_by_the_pool(FailingToClose)
+        else:
+            if which == "stop in a collection":
+                signal.signal(signal.SIGTERM, lambda signum, frame: None)
+                os.kill(os.getpid(), signal.SIGTERM)
+            RaisingWhenCollected(KeyboardInterrupt)
+            gc.collect()
+        said["stop requested"] = stop_requested()
+    sys.stdout.write(json.dumps(said))
+""")
+
+
+def test_a_noted_stop_met_by_other_code_is_not_printed_as_a_fault_there_and_anything_else_still_is() -> None:
+    """SQLAlchemy's pool logs an exception met closing a connection, with its traceback, before raising it again:
+    a SIGTERM'd Dagster run printed one for its stop (CI, once in many runs), and a stop raised in a garbage
+    collector's callback is printed by the interpreter. Noted as a stop, neither is printed; a fault, or a
+    KeyboardInterrupt with no stop noted, still is."""
+    said = {}
+    for which in ("stop in a close", "fault in a close", "stop in a collection", "interrupt without a stop"):
+        done = subprocess.run([sys.executable, "-c", STOP_MET_ELSEWHERE, which], capture_output=True, text=True,
+                              timeout=60, check=False, preexec_fn=_as_a_terminal_starts_it)
+        assert done.returncode == 0, done.stderr
+        said[which] = (json.loads(done.stdout), done.stderr)
+    assert said["stop in a close"] == ({"raised": "Interrupted", "stop requested": True}, "")
+    assert said["stop in a collection"] == ({"stop requested": True}, "")
+    closed, logged = said["fault in a close"]
+    assert closed == {"raised": "none", "stop requested": False}
+    assert logged.startswith("Exception closing connection") and "ValueError: a fault of its own" in logged
+    collected, printed = said["interrupt without a stop"]
+    assert collected == {"stop requested": False}
+    assert printed.startswith("Exception ignored in") and "KeyboardInterrupt" in printed
