@@ -429,7 +429,7 @@ def _write(warehouse: Warehouse, run_id: str, settings: SyncSettings, outcomes: 
         backoff=settings.backoff, history=settings.history,
     )
     result.add_rows({TABLE: stats.get(TABLE, 0)})
-    result.count_nulls(tables)
+    result.count_nulls(stats.written)
     result.quarantined += len(quarantined)
     result.data_problems += len(problems)
     counts["changed"] += len(changed)

@@ -84,7 +84,7 @@ class StreamResult(RunRecord):
     succeeded (``sync.nulls``)."""
 
     def count_nulls(self, tables: Mapping[str, pa.Table]) -> None:
-        """Count the rows of ``tables`` (table name -> the rows written) in :attr:`nulls`."""
+        """Count the rows of ``tables`` (table name -> the rows written: ``WriteStats.written``) in :attr:`nulls`."""
         for name, table in tables.items():
             if table.num_rows:
                 self.nulls.setdefault(name, NullCounts()).add(table)

@@ -227,7 +227,7 @@ class _Run:
             self.counts.setdefault(stream, PartCounts()).add(counted)
         for stream, tally in assembled.tallies.items():
             self.result.tallies.setdefault(stream, FieldTally(tally.shape)).add(tally)
-        self.result.count_nulls(assembled.write.tables)
+        self.result.count_nulls(stats.written)
         written = len(assembled.write.loaded.get(STREAM, ()))
         self.say(f"shipments: {self.result.rows_read} read so far, {written} written in this batch{moved}")
         self.meter.advance(shipments)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 class RawDocument(NamedTuple):
@@ -237,6 +240,9 @@ class WriteStats(dict[str, int]):
         those held."""
         self.differed: dict[str, list[int]] = {}
         """A comparing write's: of those, the ids whose rows differed from those held (written)."""
+        self.written: dict[str, pa.Table] = {}
+        """The rows given to each table's insert (by short name; audit columns aside): a shipment's read again as
+        held, or compared and found the same, left out."""
 
     @property
     def unchanged(self) -> dict[str, int]:

@@ -169,6 +169,8 @@ class Writes:
             target = spec(name)
             stats[target.name] = self._insert_rows(target, table, synced_at, run_id, conflicts) \
                 if table is not None else 0
+            if table is not None:
+                stats.written[target.name] = table
         written = {i for ids in batch.loaded.values() for i in ids} - unchanged
         if compare:
             written &= {i for ids in replaced.values() for i in ids}
