@@ -74,7 +74,7 @@ def read_report(data_dir: Path, backend: StorageBackend) -> dict[str, Any]:
         return {
             **where,
             "streams": streams,
-            "unpublished_runs": _unpublished_runs(data_dir, streams, backend.concurrent_writers),
+            "unpublished_runs": _unpublished_runs(data_dir, streams),
             "tables": {name: _count(con, name) for name in tables if name.split(".")[0] in COUNTED_SCHEMAS},
             "rejected_records": _per_stream(con, tables, "rejected_records"),
             "retry_queue": _retry_queue(con, tables),
@@ -194,19 +194,18 @@ def _streams(con: duckdb.DuckDBPyConnection, tables: list[str]) -> list[dict[str
     ]
 
 
-def runs_never_published(data_dir: Path, backend: StorageBackend) -> list[dict[str, Any]]:
+def runs_never_published(data_dir: Path) -> list[dict[str, Any]]:
     """Before the first publish (:class:`NothingPublished`): each stream's latest run the working database logged
     (as ``read_report``'s ``unpublished_runs``; empty when no run has started there)."""
-    return _unpublished_runs(Path(data_dir), [], backend.concurrent_writers)
+    return _unpublished_runs(Path(data_dir), [])
 
 
-def _unpublished_runs(data_dir: Path, published: list[dict[str, Any]],
-                      concurrent_writers: bool = False) -> list[dict[str, Any]]:
+def _unpublished_runs(data_dir: Path, published: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The runs readers of the last publish do not see (:func:`~freight_pipeline.warehouse.run_log.runs_after_publish`;
     one killed: ``INTERRUPTED``)."""
     shown = {s["stream"]: (s.get("last_run") or {}).get("run_id") for s in published}
     return [{"stream": run["stream"], **{key: run.get(key) for key in RUN_COLUMNS}}
-            for run in runs_after_publish(data_dir, shown, concurrent_writers)]
+            for run in runs_after_publish(data_dir, shown)]
 
 
 def _per_stream(con: duckdb.DuckDBPyConnection, tables: list[str], table: str) -> dict[str, int]:

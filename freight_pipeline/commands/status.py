@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = read_report(data_dir, backend)
     except NothingPublished as exc:
-        runs = runs_never_published(data_dir, backend)
+        runs = runs_never_published(data_dir)
         if not runs:
             say(f"status: {exc}")
             return 1

@@ -55,7 +55,7 @@ def main() -> None:
     except (sources.NoWarehouse, sources.MissingMarts, LakeUnavailable) as exc:
         st.error(str(exc))
         if isinstance(exc, sources.NoWarehouse):  # nothing published: maybe because every run so far failed
-            _failed_warnings(sources.latest_runs(data_dir, backend))
+            _failed_warnings(sources.latest_runs(data_dir))
         return
     except duckdb.Error as exc:
         st.error(f"cannot read the published warehouse {backend.published_where(data_dir)}: "
@@ -65,7 +65,7 @@ def main() -> None:
         f"Published warehouse {backend.published_where(data_dir)} (read-only; each page load reads the "
         f"latest publish). Page read at {instant(dt.datetime.now(dt.UTC))}."
     )
-    _failed_warnings(sources.latest_runs(data_dir, backend, page.freshness.streams))
+    _failed_warnings(sources.latest_runs(data_dir, page.freshness.streams))
     tiles(page)
     on_time_section(page)
     transit_section(page)

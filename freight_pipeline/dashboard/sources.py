@@ -162,7 +162,7 @@ STREAM_COLUMNS = ["stream", "last_status", "last_started_at", "last_finished_at"
 """Per stream: its last run (status, started, finished, error, id) and last success (``Freshness.streams``)."""
 
 
-def latest_runs(data_dir: Path, backend: StorageBackend, published: pd.DataFrame | None = None) -> pd.DataFrame:
+def latest_runs(data_dir: Path, published: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each stream's latest run, as ``Freshness.streams``: those of ``published`` (the last publish's; None: nothing
     published), each replaced by the stream's later run the working database logged (its run log file, read without
     opening the database: a run that failed or was cut off never publishes; :func:`~freight_pipeline.warehouse.
@@ -176,7 +176,7 @@ def latest_runs(data_dir: Path, backend: StorageBackend, published: pd.DataFrame
     success = dict(zip(published["stream"], published["last_success_at"], strict=True))
     later = pd.DataFrame([[r.get("stream"), r.get("status"), instant(r.get("started_at") or r.get("finished_at")),
                            instant(r.get("finished_at")), success.get(r.get("stream")), r.get("error"), r.get("run_id")]
-                          for r in runs_after_publish(Path(data_dir), shown, backend.concurrent_writers)],
+                          for r in runs_after_publish(Path(data_dir), shown)],
                          columns=STREAM_COLUMNS)
     kept = published[~published["stream"].isin(later["stream"])]
     return later if kept.empty else pd.concat([kept, later], ignore_index=True)

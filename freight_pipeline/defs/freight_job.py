@@ -157,12 +157,12 @@ def step_results(step: Step, not_synced: Collection[str] = (), run_id: str = "",
             name: metadata_value(value) for name, value in step.publication.metadata().items()})
 
 
-def unrun_stream_checks(checks: Collection[dg.AssetCheckKey], run: Collection[str], data_dir: Path,
-                        concurrent_writers: bool = False) -> Iterator[dg.AssetCheckResult]:
+def unrun_stream_checks(checks: Collection[dg.AssetCheckKey], run: Collection[str],
+                        data_dir: Path) -> Iterator[dg.AssetCheckResult]:
     """The check of each stream selected without the stream (a check alone: the UI's "Execute"), judged on the
     stream's latest run the working database logged (its run log: ``run_log.logged_runs``): it evaluated nothing."""
     wanted = [stream for stream in STREAM_NAMES if stream not in run and stream_check_key(stream) in checks]
-    latest = {entry["stream"]: entry for entry in logged_runs(data_dir, concurrent_writers)} if wanted else {}
+    latest = {entry["stream"]: entry for entry in logged_runs(data_dir)} if wanted else {}
     for stream in wanted:
         key, last = stream_check_key(stream), latest.get(stream)
         if last is None:
@@ -253,7 +253,7 @@ def build_freight_job() -> dg.AssetsDefinition:
             try:  # the engine takes it again for this run at once; told to Dagster once held (a tick reads it)
                 claimed.enter_context(writer_claim(context.instance, context.run_id, data_dir))
             except WarehouseBusy as busy:  # a run outside Dagster writes the warehouse (a headless sync from cron)
-                yield from unrun_stream_checks(checks, streams, data_dir, backend.concurrent_writers)
+                yield from unrun_stream_checks(checks, streams, data_dir)
                 raise dg.Failure(description=f"skipped: {busy}", allow_retries=False) from None
             with DbtWorker.for_run(data_dir, backend.dbt_target, configured.marts, builds=marts,
                                    target_env=backend.dbt_environment()) as worker:
@@ -289,7 +289,7 @@ def build_freight_job() -> dg.AssetsDefinition:
                     else:
                         report = told
         assert report is not None
-        yield from unrun_stream_checks(checks, streams, data_dir, backend.concurrent_writers)
+        yield from unrun_stream_checks(checks, streams, data_dir)
         if report.alerted is not None:
             context.log.info(report.alerted.line)
         if report.skipped:  # a run outside Dagster writes the warehouse (a headless sync from cron)

@@ -17,7 +17,7 @@ from freight_pipeline.warehouse.database import Database
 from freight_pipeline.warehouse.ddl import insert_values, qualified, run, scalar
 from freight_pipeline.warehouse.paths import read_last_job_run, read_run_log, replace_json, run_log_path
 from freight_pipeline.warehouse.records import RunLike
-from freight_pipeline.warehouse.writer_lock import Holder, lock_state, runs_it
+from freight_pipeline.warehouse.writer_lock import Holder, lock_state, runs_it, writer_locks
 
 INTERRUPTED = "interrupted"
 """The status of a run the run log says is running while no process runs it any more (:func:`logged_runs`)."""
@@ -52,31 +52,39 @@ JOB = "job"
 (``job checks``, ``job publish``: ``sync_runs`` logs the streams' and the build's runs only)."""
 
 
-def _gone(run_id: Any, before: tuple[bool, Holder], after: tuple[bool, Holder]) -> bool:
-    """Whether run ``run_id``, which the logs say is running, is not: its writer lock was not held by it before the
-    logs were read nor after (a run starting or ending between is taken for running; ``writer_lock.runs_it``)."""
-    return not (runs_it(before, run_id) or runs_it(after, run_id))
+LockStates = list[tuple[bool, Holder]]
+"""Each writer lock of a data directory as :func:`lock_states` found it."""
 
 
-def _judged(runs: list[dict[str, Any]], before: tuple[bool, Holder],
-            after: tuple[bool, Holder]) -> list[dict[str, Any]]:
+def lock_states(data_dir: Path) -> LockStates:
+    """Each writer lock of ``data_dir`` as it is (``writer_lock.writer_locks``): the warehouse's, which a sync or a
+    rebuild holds, and a lake's backfill partitions', each of which its partition's run holds."""
+    return [lock_state(data_dir, name) for name in writer_locks(data_dir)]
+
+
+def _gone(run_id: Any, before: LockStates, after: LockStates) -> bool:
+    """Whether run ``run_id``, which the logs say is running, is not: no writer lock was held by it before the logs
+    were read nor after (a run starting or ending between is taken for running; ``writer_lock.runs_it``)."""
+    return not any(runs_it(state, run_id) for state in [*before, *after])
+
+
+def _judged(runs: list[dict[str, Any]], before: LockStates, after: LockStates) -> list[dict[str, Any]]:
     return [{**run, "status": INTERRUPTED, "error": GONE}
             if run.get("status") == "running" and _gone(run.get("run_id"), before, after) else run
             for run in runs]
 
 
-def logged_runs(data_dir: Path, concurrent_writers: bool = False) -> list[dict[str, Any]]:
+def logged_runs(data_dir: Path) -> list[dict[str, Any]]:
     """The latest run of each stream, as the run log file of ``data_dir`` says (read without DuckDB). A run it says
-    is running whose process is gone (killed, crashed: its finish was never written) is :data:`INTERRUPTED`;
-    ``concurrent_writers`` (a lake's backfill writers take no writer lock): not judged."""
-    before = lock_state(data_dir)  # looked at before and after the log: a run starting or ending between
+    is running whose process is gone (killed, crashed: its finish was never written; no writer lock, the
+    warehouse's nor a backfill partition's, held by it) is :data:`INTERRUPTED`."""
+    before = lock_states(data_dir)  # looked at before and after the log: a run starting or ending between
     runs = read_run_log(data_dir)
-    after = lock_state(data_dir)
-    return runs if concurrent_writers else _judged(runs, before, after)
+    after = lock_states(data_dir)
+    return _judged(runs, before, after)
 
 
-def runs_after_publish(data_dir: Path, published: Mapping[str, str | None],
-                       concurrent_writers: bool = False) -> list[dict[str, Any]]:
+def runs_after_publish(data_dir: Path, published: Mapping[str, str | None]) -> list[dict[str, Any]]:
     """What readers of the last publish do not see: each stream's latest run the run log holds when it is not the
     one published (``published``: each stream's latest published run id; :func:`logged_runs`), then the steps of the
     job's latest run of its own (``paths.LAST_JOB_RUN``: the checks, the publish) that failed or did not run, as runs
@@ -85,12 +93,12 @@ def runs_after_publish(data_dir: Path, published: Mapping[str, str | None],
     crashed, :data:`INTERRUPTED`) or that a stop ended (``failed``, then ``skipped``), with each step it planned and
     did not finish that no row of it in the run log says (a stream's or the build's under its name, ``job <step>``
     otherwise), in place of an earlier run's row of the same name."""
-    before = lock_state(data_dir)  # looked at before and after the logs: a run starting or ending between
+    before = lock_states(data_dir)  # looked at before and after the logs: a run starting or ending between
     logged = read_run_log(data_dir)
     last = read_last_job_run(data_dir) or {}
-    after = lock_state(data_dir)
-    runs = logged if concurrent_writers else _judged(logged, before, after)
-    unfinished = _unfinished_steps(last, runs, before, after)  # the job's runs take the writer lock: always judged
+    after = lock_states(data_dir)
+    runs = _judged(logged, before, after)
+    unfinished = _unfinished_steps(last, runs, before, after)
     replaced = {run["stream"] for run in unfinished}
     steps = [{"stream": f"{JOB} {step.get('step')}", "run_id": last.get("run_id"), "status": step.get("status"),
               "finished_at": last.get("finished_at"), "error": step.get("line")}
@@ -99,8 +107,8 @@ def runs_after_publish(data_dir: Path, published: Mapping[str, str | None],
             *unfinished, *steps]
 
 
-def _unfinished_steps(last: Mapping[str, Any], runs: list[dict[str, Any]], before: tuple[bool, Holder],
-                      after: tuple[bool, Holder]) -> list[dict[str, Any]]:
+def _unfinished_steps(last: Mapping[str, Any], runs: list[dict[str, Any]], before: LockStates,
+                      after: LockStates) -> list[dict[str, Any]]:
     """Of the job's latest run (``last``, ``paths.LAST_JOB_RUN``): ``job`` running while it runs; after its process
     went before it recorded its end, or a stop ended it, each step it planned and did not end that ``runs`` (the run
     log) hold no row of: the first as the one it was in, the others as not run."""

@@ -133,11 +133,18 @@ def partition_lock(partition: str) -> str:
     return f"partition-{partition}.lock"
 
 
-def lock_state(data_dir: Path) -> tuple[bool, Holder]:
-    """Whether a live process holds ``data_dir``'s writer lock, and the run its file names. A run that lets go
-    names no holder first (:func:`writer_lock`): a file naming a run while the lock is free is that of a run whose
-    process died holding it (the kernel released the lock)."""
-    path = lock_path(data_dir)
+def writer_locks(data_dir: Path) -> list[str]:
+    """The names of ``data_dir``'s writer locks: the warehouse's, then each backfill partition's that was taken
+    (:func:`partition_lock`), by name."""
+    partitions = sorted(p.name for p in (Path(data_dir) / "work").glob(partition_lock("*")))
+    return [LOCK_FILE, *partitions]
+
+
+def lock_state(data_dir: Path, name: str = LOCK_FILE) -> tuple[bool, Holder]:
+    """Whether a live process holds ``data_dir``'s writer lock (``name``: another, :func:`writer_locks`), and the
+    run its file names. A run that lets go names no holder first (:func:`writer_lock`): a file naming a run while
+    the lock is free is that of a run whose process died holding it (the kernel released the lock)."""
+    path = lock_path(data_dir, name)
     if not path.is_file():
         return False, Holder()
     fd = os.open(path, os.O_RDONLY)

@@ -25,9 +25,9 @@ from freight_pipeline.config import REPO_ROOT
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.runner import STOPPED
 from freight_pipeline.warehouse.meta import BUILD_STREAM
-from freight_pipeline.warehouse.paths import last_job_run_path
+from freight_pipeline.warehouse.paths import last_job_run_path, run_log_path
 from freight_pipeline.warehouse.run_log import GONE, INTERRUPTED, NOT_BEGUN, runs_after_publish
-from freight_pipeline.warehouse.writer_lock import lock_path, writer_lock
+from freight_pipeline.warehouse.writer_lock import lock_path, partition_lock, writer_lock
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 
 STOPPED_AT = textwrap.dedent("""
@@ -183,3 +183,28 @@ def test_a_job_run_recorded_running_whose_writer_lock_it_does_not_hold_is_interr
     # the lock's file naming the run and a process that lives, the lock not held (a pid reused): gone all the same
     lock_path(tmp_path).write_text(json.dumps(holder))
     assert shown(runs_after_publish(tmp_path, {})) == [("job publish", INTERRUPTED, GONE)]
+
+
+def test_a_run_recorded_running_is_judged_by_whichever_writer_lock_it_holds_a_backfill_partition_s_too(
+    tmp_path: Path,
+) -> None:
+    """A lake's backfill partition runs under a lock of its own, not the warehouse's, beside others: its run is
+    running while it holds that lock, and interrupted once it does not (``kill -9``). A lake's runs were never
+    judged, so a killed incremental sync showed ``running`` for good."""
+    (tmp_path / "work").mkdir()
+    run_log_path(tmp_path).write_text(json.dumps([
+        {"stream": "code_conversions", "run_id": "job-run", "status": "running", "error": None},
+        {"stream": "shipments", "run_id": "partition-run", "status": "running", "error": None},
+        {"stream": "documents", "run_id": "earlier-run", "status": "success", "error": None}]))
+    partition = partition_lock("0-999")
+    with writer_lock(tmp_path, "job-run"), writer_lock(tmp_path, "partition-run", name=partition):
+        assert shown(runs_after_publish(tmp_path, {})) == [
+            ("code_conversions", "running", None), ("shipments", "running", None), ("documents", "success", None)]
+    assert shown(runs_after_publish(tmp_path, {})) == [
+        ("code_conversions", INTERRUPTED, GONE), ("shipments", INTERRUPTED, GONE), ("documents", "success", None)]
+    # killed holding it: the lock's file still names the run, the kernel let the lock go
+    lock_path(tmp_path, partition).write_text(json.dumps({"run_id": "partition-run", "pid": os.getpid(),
+                                                          "host": socket.gethostname()}))
+    with writer_lock(tmp_path, "job-run"):
+        assert shown(runs_after_publish(tmp_path, {})) == [
+            ("code_conversions", "running", None), ("shipments", INTERRUPTED, GONE), ("documents", "success", None)]
