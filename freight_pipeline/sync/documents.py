@@ -58,6 +58,7 @@ from freight_pipeline.warehouse.documents import (
     held_documents,
     newest_shipment_write,
     row_key,
+    sharing_shipments,
     shipments_written_after,
 )
 from freight_pipeline.warehouse.records import BatchWrite, DataProblem, Quarantined
@@ -374,20 +375,30 @@ async def sync_documents(
     breaker = Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures, switch=DOCUMENTS_ENV)
     counts = {"changed": 0, "unchanged": 0, "failed": 0}
     chunk = max(1, min(settings.documents_chunk, settings.page_size // FILES_A_SHIPMENT))
-    for start in range(0, len(targets), chunk):
-        ids = targets[start:start + chunk]
+    listed, pending, sharing = set(targets), list(targets), 0
+    while pending:
+        ids, pending = pending[:chunk], pending[chunk:]
         outcomes = await reader.read(ids)
         new = [i for i in outcomes if i not in waiting]
         failures = [f for i in new if (f := outcomes[i].failure) is not None]
         breaker.count(len(new), len(failures), failures)
+        read = [row["efile_id"] for o in outcomes.values() for row in o.rows]
+        # an E-File shared with a held shipment not listed: its row there is listed in this run too (read before
+        # this chunk's rows replace those held: an E-File a shipment lost counts)
+        shared = sorted(sharing_shipments(warehouse.con, ids, read) - listed)
         _write(warehouse, run_id, settings, outcomes, counts, result)
         meter.advance(len(ids))
+        if shared:
+            targets, pending = [*targets, *shared], [*pending, *shared]
+            listed.update(shared)
+            sharing += len(shared)
+            meter.announce(len(targets), final=True)
     result.rows_read = reader.files_read
     warehouse.writes.set_cursor(STREAM, DocumentsCursor(watermark, now if relist else cursor.relisted_at,
                                                         settings.document_content).text(), run_id)
     if settings.document_content != cursor.content:
         result.extra["content_switched"] = "on" if settings.document_content else "off"
-    result.extra.update(counts, relisted=relist, shipments=len(targets),
+    result.extra.update(counts, relisted=relist, shipments=len(targets), sharing_an_efile=sharing,
                         files_per_shipment=round(reader.files_read / len(targets), 2) if targets else 0,
                         single_shipment_lookups=reader.single_lookups, unplaced_files=reader.unplaced_files)
     result.extra["retry_queue"] = warehouse.reads.quarantine_counts().get(STREAM, 0)
