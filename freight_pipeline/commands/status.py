@@ -106,7 +106,7 @@ def render_status(report: dict[str, Any]) -> str:
     head = f"published warehouse: {report['database']}"
     if published.get("published_at"):
         head += f"\n  published at {published['published_at']} (version {published.get('version')})"
-    head += f"\n  parquet: {report['parquet']}/<schema>/<table>/"
+    head += f"\n  parquet: {report['parquet']}"
     parts = [head, "streams (cursor and last run)\n" + render_streams(report["streams"])]
     if notices := render_notices(report["streams"]):
         parts.append("notices: what the last runs met of the service\n" + notices)

@@ -329,7 +329,9 @@ class LakeBackend:
         con, snapshot = open_published_snapshot(self.lake, _spill(data_dir, spill),
                                                 self.duckdb_settings.publish_memory_limit)
         where = self.published_where(data_dir)
-        database, parquet = self.lake.describe(), self.lake.data_uri.rstrip("/")
+        database, parquet = self.lake.describe(), (
+            f"{self.lake.data_uri.rstrip('/')}/ (the lake's data files: a table's current ones are the catalog's "
+            f"to say, ducklake_list_files('{LAKE_ALIAS}', '<table>', schema => '<schema>'))")
         if snapshot is None:
             return PublishedState(con, where, database, parquet, None, None, is_published=False)
         published = snapshot.published_at.astimezone(dt.UTC)

@@ -73,7 +73,7 @@ class PublishedState:
     database: str
     """The published database (a file, or the lake's description)."""
     parquet: str
-    """Where its Parquet files are."""
+    """Where a table's Parquet files are, in words for readers (a folder per table, or the lake's data files)."""
     version: str | None
     """Which publish (a version, or ``snapshot 7``); None when unknown."""
     published_at: str | None

@@ -90,5 +90,6 @@ class EmbeddedDuckDB:
         except (OSError, ValueError):
             manifest = {}
         con = duckdb.connect(str(path), read_only=True)
-        return PublishedState(con, self.published_where(data_dir), str(path), str(parquet_root(data_dir)),
-                              manifest.get("version"), manifest.get("published_at"))
+        return PublishedState(con, self.published_where(data_dir), str(path),
+                              f"{parquet_root(data_dir)}/<schema>/<table>/", manifest.get("version"),
+                              manifest.get("published_at"))

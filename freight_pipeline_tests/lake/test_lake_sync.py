@@ -160,6 +160,14 @@ def test_writers_one_killed_then_the_jobs_end_exact(
     with environ(cli_env):  # `freight-pipeline status` and the demo's summary read the lake's published snapshot
         report = read_report(data_dir, storage_from_env())
     assert report["published"]["version"].startswith("snapshot ")
+    # where a table's files are: the catalog's to say (a mart's live under <table>__dbt_tmp/, dbt's name as it built)
+    listing = re.search(r"ducklake_list_files\([^)]*\)", report["parquet"])
+    assert listing, report["parquet"]
+    with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
+        for schema, table in (("freight", "shipments"), ("analytics", "fct_shipments")):
+            call = listing[0].replace("<schema>", schema).replace("<table>", table)
+            files = [row[0] for row in con.execute(f"SELECT data_file FROM {call}").fetchall()]
+            assert files and all(f"/{schema}/{table}" in file and file.endswith(".parquet") for file in files), files
     assert report["tables"]["freight.shipments"] == SHIPMENTS
     assert report["tables"]["analytics.fct_shipments"] == SHIPMENTS
     assert "***" not in report["database"] and "postgres:" in report["database"]
