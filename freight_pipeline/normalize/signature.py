@@ -146,8 +146,8 @@ def _only_sources_differ(new: Any, old: Any, keys: set[str]) -> bool:
     if isinstance(new, dict) and isinstance(old, dict):
         if new.keys() != old.keys():
             return False
-        if _SOURCES in new:
-            if any(new[name] != old[name] for name in new if name != _SOURCES):
+        if _SOURCES in new:  # a field's, or a nested object's whose own fields' sources may differ too
+            if not all(_only_sources_differ(new[name], old[name], keys) for name in new if name != _SOURCES):
                 return False
             keys |= _deciding(list(new[_SOURCES]), list(old[_SOURCES]))
             return True

@@ -7,6 +7,7 @@ import ast
 import copy
 import dataclasses
 import hashlib
+import inspect
 import json
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from freight_pipeline.normalize import flatten, signature
 from freight_pipeline.normalize.converters import BIGINT, VARCHAR
 from freight_pipeline.normalize.plain_fields import Field, compile_fields
 from freight_pipeline.normalize.signature import EveryRecord, MappingSignature, current_signature, touched_keys
-from freight_pipeline.normalize.specs import shipments
+from freight_pipeline.normalize.specs import legs, shipments
 from freight_pipeline.normalize.specs.shipments import SHIPMENT_FIELDS, SHIPMENT_TIMESTAMP_FIELDS
 
 ZONE = "Europe/Berlin"
@@ -174,3 +175,17 @@ def test_code_that_differs_or_a_declaration_not_written_as_data_touches_every_re
     not_data = touched_keys(dataclasses.replace(fixed, declared=None), fixed)
     assert isinstance(not_data, EveryRecord) and not_data.why.startswith("this version's declarations hold a function")
     assert touched_keys(MappingSignature.from_json(fixed.as_json()), fixed) == frozenset()
+
+
+@pytest.mark.parametrize("source", [name for name in inspect.signature(legs.LegEnd).parameters if name != "end"])
+def test_an_alias_of_any_key_of_a_leg_end_declared_as_the_docs_say_touches_only_its_new_key(
+    monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """Each key a leg's end reads is given where the ends are declared (``LEG_ENDS``): an alias there is data, which
+    narrows a rebuild to the shipments whose raw names it. Written in the class's body, it was a change of the code:
+    every shipment re-derived, "the code changed" said of a mapping whose code had not."""
+    fixed = current_signature(ZONE)
+    key = inspect.signature(legs.LegEnd).parameters[source].default
+    aliased = legs.LegEnd("origin", **{source: (key, "renamed_in_a_release")})
+    monkeypatch.setattr(legs, "LEG_ENDS", (aliased, *legs.LEG_ENDS[1:]))
+    assert touched_keys(current_signature(ZONE), fixed) == {"renamed_in_a_release"}

@@ -31,18 +31,26 @@ HAULAGE_LEG_FIELDS: tuple[Field, ...] = (
 )
 
 
-class LegEnd:
-    """Column groups of one end (origin or destination) of a leg (a LocationDateTime)."""
+Names = str | tuple[str, ...]
+"""The key an object's value is read under, or the key and its aliases."""
 
-    def __init__(self, end: str) -> None:
+
+class LegEnd:
+    """Column groups of one end (origin or destination) of a leg (a LocationDateTime), reading its values under
+    the keys given. A rename's alias goes where the end is declared (:data:`LEG_ENDS`, ``LegEnd("origin",
+    location=("location", "place"))``): as data, a rebuild re-derives only the shipments whose raw names the key; an
+    edit of this class's code is a change of the code, which re-derives every one."""
+
+    def __init__(self, end: str, *, location: Names = "location", estimated: Names = "estimated_datetime",
+                 estimated_until: Names = "estimated_datetime_until", actual: Names = "actual_datetime",
+                 revised: Names = "revised_datetime") -> None:
         self.end = end
-        self.location = LocationGroup(end, end, source="location")
-        self.estimated = DateTimeGroup(f"{end}_estimated", f"{end} estimated", source="estimated_datetime",
-                                       until=True)
-        self.estimated_until = Key("estimated_datetime_until", TIME_OR_DATETIME)
+        self.location = LocationGroup(end, end, source=location)
+        self.estimated = DateTimeGroup(f"{end}_estimated", f"{end} estimated", source=estimated, until=True)
+        self.estimated_until = Key(estimated_until, TIME_OR_DATETIME)
         """A separate end of the estimated time range: a time of day's parts, or a whole DateTime."""
-        self.actual = DateTimeGroup(f"{end}_actual", f"{end} actual", source="actual_datetime")
-        self.revised = DateTimeGroup(f"{end}_revised", f"{end} revised", source="revised_datetime")
+        self.actual = DateTimeGroup(f"{end}_actual", f"{end} actual", source=actual)
+        self.revised = DateTimeGroup(f"{end}_revised", f"{end} revised", source=revised)
         self.key = Key(end, Node.of((), self.location.key, self.estimated.key, self.estimated_until,
                                     self.actual.key, self.revised.key))
         """The end's object (a LocationDateTime)."""
