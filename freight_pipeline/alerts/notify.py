@@ -41,6 +41,18 @@ class Alerted:
     changed: bool = False
     """The look queued a message."""
 
+    def undelivered(self) -> str | None:
+        """Once its sends ended (waited for: each destination at most its timeout), one line on those that failed;
+        None when every message was sent (or none was to be)."""
+        if self.dispatch is None:
+            return None
+        self.dispatch.join()
+        failed = [r for r in self.dispatch.receipts if not r.sent]
+        if not failed:
+            return None
+        sent = len(self.dispatch.receipts) - len(failed)
+        return f"alerts: {sent} sent, {len(failed)} not ({failed[0].error}): sent again by the next run"
+
 
 def after_run(steps: Sequence[RunStep], run_id: str, data_dir: Path, backend: StorageBackend,
               settings: AlertSettings, max_sync_age: dt.timedelta, *, dagster_run: bool = False,
@@ -131,7 +143,7 @@ def _look(seen: Observation, run_id: str, data_dir: Path, backend: StorageBacken
         else f"; the problems still open queued for {_count(queued, 'destination')} that had not heard of them"
         if queued else "")
     if len(outgoing) > queued:
-        line += f"; {_count(len(outgoing) - queued, 'message')} unsent before, sent again"
+        line += f"; {_count(len(outgoing) - queued, 'message')} unsent before, queued again"
     return Alerted(line, dispatch, held=list(outgoing) if hold else [], changed=bool(queued))
 
 

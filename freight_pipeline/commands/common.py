@@ -132,12 +132,8 @@ def alerts_sent(alerted: Alerted | None) -> Iterator[None]:
     try:
         yield
     finally:
-        if alerted.dispatch is not None:
-            alerted.dispatch.join()
-            failed = [r for r in alerted.dispatch.receipts if not r.sent]
-            sent = len(alerted.dispatch.receipts) - len(failed)
-            if failed:
-                say(f"alerts: {sent} sent, {len(failed)} not ({failed[0].error}): sent again by the next run")
+        if undelivered := alerted.undelivered():
+            say(undelivered)
 
 
 def redact(text: str, *secrets: str | None) -> str:

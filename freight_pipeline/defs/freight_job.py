@@ -292,6 +292,8 @@ def build_freight_job() -> dg.AssetsDefinition:
         yield from unrun_stream_checks(checks, streams, data_dir)
         if report.alerted is not None:
             context.log.info(report.alerted.line)
+            if undelivered := report.alerted.undelivered():  # the sends waited for, as the command waits for them
+                context.log.warning(undelivered)
         if report.skipped:  # a run outside Dagster writes the warehouse (a headless sync from cron)
             raise dg.Failure(description=f"skipped: {report.skipped}", allow_retries=False)
         if report.failed:

@@ -16,10 +16,11 @@ import dagster as dg
 from freight_pipeline.alerts.notify import Alerted, after_run
 from freight_pipeline.alerts.problems import MAINTENANCE_STEP, Observation, backfill_step, of_bad_records
 from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LakeConfig
-from freight_pipeline.defs.jobs import PARTITION_TAG, WRITER_TAG, default_schedule_status, default_sensor_status
+from freight_pipeline.defs.jobs import default_schedule_status, default_sensor_status
 from freight_pipeline.defs.names import BACKFILL_JOB, MAINTENANCE_JOB
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import metadata_value, stream_metadata
+from freight_pipeline.defs.writer_claim import PARTITION_TAG, WRITER_TAG
 from freight_pipeline.lake.backend import LakeBackend
 from freight_pipeline.sync.backfill import IdRange, backfill_plan
 from freight_pipeline.sync.progress import Throttled

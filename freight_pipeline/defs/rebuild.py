@@ -14,11 +14,10 @@ import dagster as dg
 
 from freight_pipeline.config import CONCERNS
 from freight_pipeline.defs.freight_job import PUBLISH_KEY
-from freight_pipeline.defs.jobs import WRITER_TAG
 from freight_pipeline.defs.names import REBUILD_JOB
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import metadata_value
-from freight_pipeline.defs.writer_claim import writer_claim
+from freight_pipeline.defs.writer_claim import WRITER_TAG, writer_claim
 from freight_pipeline.job.run import FAILED_STEP, Alerting, Step, run_rebuild
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.settings import SyncSettings
@@ -62,6 +61,8 @@ def freight_rebuild(context: dg.OpExecutionContext, config: RebuildConfig,
                              everything=config.everything, alerting=Alerting.of(settings, dagster_run=True))
     if report.alerted is not None:
         context.log.info(report.alerted.line)
+        if undelivered := report.alerted.undelivered():  # the sends waited for, as the command waits for them
+            context.log.warning(undelivered)
     if report.publication is not None:
         yield dg.AssetMaterialization(asset_key=PUBLISH_KEY, metadata={
             name: metadata_value(value) for name, value in report.publication.metadata().items()})

@@ -6,6 +6,7 @@ that refuses, hangs or is gone never holds a run, and gets its message with the 
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -18,10 +19,12 @@ import pytest
 
 from bench.before_the_fix import mapping_before_the_fix
 from freight_pipeline.alerts import notify
-from freight_pipeline.config import AlertSettings
+from freight_pipeline.config import ALERT_URLS_ENV, AlertSettings
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs.checks import ALERTS_SENSOR
+from freight_pipeline.defs.names import FREIGHT_SYNC_JOB
 from freight_pipeline.defs.resources import WarehouseResource
+from freight_pipeline.defs.sync_assets import stream_keys
 from freight_pipeline.job import run as job_run
 from freight_pipeline.job.run import Alerting, Step
 from freight_pipeline.lake.backend import storage_from_env
@@ -281,6 +284,8 @@ def test_a_destination_that_fails_never_holds_the_run_and_gets_the_message_with_
         assert dispatch.join(60)
         (receipt,) = dispatch.receipts
         assert not receipt.sent and receipt.error is not None and str(port) not in receipt.error
+        assert report.alerted is not None
+        assert report.alerted.undelivered() == f"alerts: 0 sent, 1 not ({receipt.error}): sent again by the next run"
         if failing is not None:
             assert failing.posts == 1 and failing.received == []
             held.close()  # the destination goes away, and comes back answering
@@ -293,6 +298,25 @@ def test_a_destination_that_fails_never_holds_the_run_and_gets_the_message_with_
     with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
         assert con.execute("SELECT count(*), count(sent_at), max(attempts) FROM freight_meta.alert_messages"
                            ).fetchone() == (1, 1, 2)
+
+
+def test_a_dagster_run_says_which_of_its_alerts_were_not_delivered(tmp_path: Path) -> None:
+    """The op waits for its run's sends and logs those that failed, as the command says them (was: only the look's
+    line, "1 message queued", in the run's log and ``sync --dagster``'s output, whatever became of it)."""
+    with running_simulator(shipments=10, seed=5) as sim, webhook(mode="refuse") as refusing, \
+            pytest.MonkeyPatch.context() as env, dg.DagsterInstance.ephemeral() as instance:
+        sim.set_faults(forbidden_prefixes=FORBIDDEN)
+        for name, value in {"FREIGHT_BASE_URL": sim.base_url, "FREIGHT_USERNAME": sim.username,
+                            "FREIGHT_PASSWORD": sim.password, "FREIGHT_DATA_DIR": str(tmp_path),
+                            ALERT_URLS_ENV: refusing.url}.items():
+            env.setenv(name, value)
+        run = defs.resolve_job_def(FREIGHT_SYNC_JOB).execute_in_process(
+            instance=instance, raise_on_error=False, asset_selection=stream_keys(CODE_CONVERSIONS.name))
+        logged = [(entry.level, entry.user_message) for entry in instance.all_logs(run.run_id)]
+    assert not run.success and refusing.posts == 1
+    undelivered = [message for level, message in logged if message.startswith("alerts: 0 sent, 1 not (")]
+    assert undelivered and undelivered[0].endswith("): sent again by the next run"), logged
+    assert (logging.WARNING, undelivered[0]) in logged
 
 
 def test_a_stale_warehouse_is_said_once_by_status_alert_not_by_the_sensor_after_and_resolved_by_a_sync(

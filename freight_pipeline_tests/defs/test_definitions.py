@@ -35,6 +35,7 @@ from freight_pipeline.defs.freight_job import FREIGHT_JOB, STREAM_CHECK
 from freight_pipeline.defs.names import ASSET_GRAPH_JOB
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
 from freight_pipeline.defs.sync_assets import stream_keys
+from freight_pipeline.defs.writer_claim import PARTITION_TAG, WRITER_TAG
 from freight_pipeline.normalize.tables import FREIGHT_TABLES, TABLES_BY_NAME
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import RECORD_SOURCES, STREAM_NAMES, STREAMS
@@ -144,7 +145,7 @@ def test_jobs_select_what_they_should() -> None:
     assert freshness not in code_job.asset_layer.asset_graph.asset_check_keys
     for job in (sync_job, code_job):
         assert job.executor_def.name == dg.in_process_executor.name
-        assert job.tags == jobs.WRITER_TAG
+        assert job.tags == WRITER_TAG
 
 
 def test_schedules(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,7 +169,7 @@ def test_schedule_skips_while_a_writer_runs(tmp_path: Path) -> None:
         with dg.build_schedule_context(instance=instance, resources=resources) as context:
             assert isinstance(schedule(context), dg.RunRequest)
         instance.add_run(
-            dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED, tags=jobs.WRITER_TAG)
+            dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED, tags=WRITER_TAG)
         )
         with dg.build_schedule_context(instance=instance, resources=resources) as context:
             assert isinstance(schedule(context), dg.SkipReason)
@@ -206,7 +207,7 @@ def test_a_run_whose_process_died_writing_is_failed_by_the_next_tick_which_runs(
     resources = {"warehouse": WarehouseResource(data_dir=str(tmp_path))}
     with dg.instance_for_test() as instance:
         run = instance.add_run(dg.DagsterRun(job_name=job, status=dg.DagsterRunStatus.STARTED,
-                                             tags=jobs.WRITER_TAG if job != ASSET_GRAPH_JOB else {}))
+                                             tags=WRITER_TAG if job != ASSET_GRAPH_JOB else {}))
         with lock_held(tmp_path, run.run_id) as holder, \
                 dg.build_schedule_context(instance=instance, resources=resources) as context:
             assert isinstance(schedule(context), dg.SkipReason)  # alive: it writes
@@ -244,17 +245,17 @@ def test_a_dead_run_is_failed_by_the_tick_after_another_run_took_the_lock_well_a
 ) -> None:
     """A run killed while it wrote, then a headless sync (cron) took the writer lock and let go: the lock's file names
     the headless run, and the dead one, which Dagster held running, made every later tick skip. A tick fails it once
-    the lock was taken :data:`jobs.TAKEN_OVER_AFTER` after the run began, and runs; a run made since the lock
+    the lock was taken :data:`writer_claim.TAKEN_OVER_AFTER` after the run began, and runs; a run made since the lock
     was taken or started since (it may not have reached the lock yet: a queued run is timed from its start) and a
     lake's backfill partition's (it holds a lock of its own) are left running."""
     with ticking(tmp_path) as (instance, tick):
-        started = dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED, tags=jobs.WRITER_TAG)
+        started = dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED, tags=WRITER_TAG)
         dead = instance.add_run(started)
         partition = instance.add_run(dg.DagsterRun(  # a lake's backfill partition, alive: it holds a lock of its own
             job_name="freight_backfill_job", status=dg.DagsterRunStatus.STARTED,
-            tags={**jobs.WRITER_TAG, jobs.PARTITION_TAG: "ids-1-100"}))
+            tags={**WRITER_TAG, PARTITION_TAG: "ids-1-100"}))
         queued = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.NOT_STARTED,
-                                                tags=jobs.WRITER_TAG))  # made now, started after the lock's taking
+                                                tags=WRITER_TAG))  # made now, started after the lock's taking
         with lock_held(tmp_path, dead.run_id):
             pass  # it wrote, and was killed
         time.sleep(1.1)  # the lock's file says when to the second
@@ -269,11 +270,11 @@ def test_a_dead_run_is_failed_by_the_tick_after_another_run_took_the_lock_well_a
         assert isinstance(tick(), dg.SkipReason)  # taken within the margin: the run may be alive, not there yet
         assert (instance.get_run_by_id(dead.run_id) or started).status == dg.DagsterRunStatus.STARTED
 
-        monkeypatch.setattr(jobs, "TAKEN_OVER_AFTER", dt.timedelta(0))  # the lock taken well after the run was made
+        monkeypatch.setattr(writer_claim, "TAKEN_OVER_AFTER", dt.timedelta(0))  # the lock taken well after the run
         instance.report_dagster_event(dg.DagsterEvent(dg.DagsterEventType.RUN_START.value, job_name="freight_sync_job"),
                                       queued.run_id)  # dequeued and started only now: timed from its start
         young = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
-                                               tags=jobs.WRITER_TAG))
+                                               tags=WRITER_TAG))
         skipped = tick()
         assert isinstance(skipped, dg.SkipReason) and skipped.skip_message is not None
         assert young.run_id in skipped.skip_message and dead.run_id not in skipped.skip_message
@@ -576,7 +577,7 @@ def test_a_run_that_took_the_lock_and_lost_it_is_failed_by_the_next_tick_however
     headless run let go. A run holding its claim is alive: the ticks skip on it."""
     with ticking(tmp_path) as (instance, tick):
         live = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
-                                              tags=jobs.WRITER_TAG))
+                                              tags=WRITER_TAG))
         with writer_claim.writer_claim(instance, live.run_id, tmp_path):  # the op's own claim, in this process
             claimed = instance.get_run_by_id(live.run_id)
             assert claimed is not None and writer_claim.claim_of(claimed) == Holder.read(lock_path(tmp_path))
@@ -586,7 +587,7 @@ def test_a_run_that_took_the_lock_and_lost_it_is_failed_by_the_next_tick_however
         instance.report_run_failed(live)  # ended
 
         dead = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
-                                              tags=jobs.WRITER_TAG))
+                                              tags=WRITER_TAG))
         with lock_held(tmp_path, dead.run_id):
             _claim(instance, dead.run_id, tmp_path)
             skipped = tick()  # alive: it holds the lock it claimed
@@ -609,12 +610,33 @@ def test_a_run_that_took_the_lock_and_lost_it_is_failed_by_the_next_tick_however
                    and f"another run took it since (run cli-cron-run, process {pid}" in m for m in said), said
 
 
+def test_the_next_run_that_takes_the_lock_fails_a_run_killed_before_it_without_a_tick(tmp_path: Path) -> None:
+    """A ``sync --dagster`` killed with -9, then the next ones, with the schedules off (cron's way, or ``dagster
+    dev``'s default): Dagster held the killed run STARTED for good, its queue (one run at a time) started no run
+    after it, and the history's cleanup never deletes a run in progress. The next run that takes the writer lock
+    fails it; a run still holding its own claim is left running."""
+    with dg.instance_for_test() as instance:
+        dead = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
+                                              tags=WRITER_TAG))
+        with lock_held(tmp_path, dead.run_id):
+            _claim(instance, dead.run_id, tmp_path)
+        nxt = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
+                                             tags=WRITER_TAG))
+        with writer_claim.writer_claim(instance, nxt.run_id, tmp_path):
+            failed = instance.get_run_by_id(dead.run_id)
+            assert failed is not None and failed.status == dg.DagsterRunStatus.FAILURE
+            assert (instance.get_run_by_id(nxt.run_id) or nxt).status == dg.DagsterRunStatus.STARTED
+        said = [e.message for e in instance.all_logs(dead.run_id) if e.is_dagster_event]
+        assert any(m.startswith(f"its process is gone: it held the warehouse's writer lock (run {dead.run_id}")
+                   and f"another run took it since (run {nxt.run_id}" in m for m in said), said
+
+
 def test_a_run_that_let_go_of_its_claim_is_failed_only_once_its_process_ended(tmp_path: Path) -> None:
     """A run that let go of the writer lock itself is ending (its last results): not failed while its process lives;
     failed once that process is gone (killed after it let go)."""
     with ticking(tmp_path) as (instance, tick):
         ending = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
-                                                tags=jobs.WRITER_TAG))
+                                                tags=WRITER_TAG))
         with writer_claim.writer_claim(instance, ending.run_id, tmp_path):
             pass  # let go; this process (the run's) goes on
         assert isinstance(tick(), dg.SkipReason)
@@ -622,7 +644,7 @@ def test_a_run_that_let_go_of_its_claim_is_failed_only_once_its_process_ended(tm
         instance.report_run_failed(ending)
 
         gone = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
-                                              tags=jobs.WRITER_TAG))
+                                              tags=WRITER_TAG))
         with subprocess.Popen([sys.executable, "-c", LET_GO, str(tmp_path), gone.run_id], stdout=subprocess.PIPE,
                               stdin=subprocess.PIPE, text=True) as process:
             assert process.stdout is not None and process.stdout.readline() == "held\n"
@@ -663,14 +685,14 @@ def test_a_tick_queues_behind_another_job_s_run_when_the_queue_runs_one_at_a_tim
     daily = jobs.build_schedule("daily", "0 3 * * *", "code_conversions_job", "d")
     with ticking(tmp_path, daily, QUEUE_ONE_AT_A_TIME if queue != "none" else None) as (instance, tick):
         sync = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.NOT_STARTED,
-                                              tags=jobs.WRITER_TAG))
+                                              tags=WRITER_TAG))
         assert isinstance(tick(), dg.RunRequest if queue != "none" else dg.SkipReason)
         with writer_claim.writer_claim(instance, sync.run_id, tmp_path):  # dequeued: it writes
             instance.report_dagster_event(dg.DagsterEvent(dg.DagsterEventType.RUN_START.value,
                                                           job_name="freight_sync_job"), sync.run_id)
             assert isinstance(tick(), dg.RunRequest if queue != "none" else dg.SkipReason)
             own = instance.add_run(dg.DagsterRun(job_name="code_conversions_job",
-                                                 status=dg.DagsterRunStatus.NOT_STARTED, tags=jobs.WRITER_TAG))
+                                                 status=dg.DagsterRunStatus.NOT_STARTED, tags=WRITER_TAG))
             skipped = tick()
             assert isinstance(skipped, dg.SkipReason) and own.run_id in (skipped.skip_message or "")
         with lock_held(tmp_path, "cli-cron-run"):  # a headless run: nothing queues behind it

@@ -26,9 +26,8 @@ from freight_pipeline.config import DBT_REPLAY_ENV
 from freight_pipeline.definitions import defs
 from freight_pipeline.defs.dbt import NOT_REBUILT
 from freight_pipeline.defs.freight_job import DBT, FREIGHT_JOB, PUBLISH_KEY
-from freight_pipeline.defs.jobs import WRITER_TAG
 from freight_pipeline.defs.sync_assets import stream_keys
-from freight_pipeline.defs.writer_claim import claim_of
+from freight_pipeline.defs.writer_claim import WRITER_TAG, claim_of
 from freight_pipeline.marts.project import TARGET_DIR
 from freight_pipeline.marts.results import read_run_results
 from freight_pipeline.normalize.tables import FREIGHT_TABLES

@@ -11,7 +11,6 @@ import dagster as dg
 import pytest
 
 from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, environ
-from freight_pipeline.defs.jobs import PARTITION_TAG
 from freight_pipeline.defs.lake import (
     ALERTS_SENSOR,
     build_backfill,
@@ -20,6 +19,7 @@ from freight_pipeline.defs.lake import (
 )
 from freight_pipeline.defs.names import BACKFILL_JOB, MAINTENANCE_JOB
 from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
+from freight_pipeline.defs.writer_claim import PARTITION_TAG
 from freight_pipeline.lake import backend
 from freight_pipeline.lake.connect import connect_lake
 from freight_pipeline.lake.settings import LakeSettings
