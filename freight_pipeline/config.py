@@ -680,10 +680,9 @@ class AlertSettings(SettingsModel):
     def _http(cls, value: str | None) -> str | None:
         if not (value and value.strip()):
             return None
-        url = http_url(value).rstrip("/")
-        if "@" in urlsplit(url).netloc:
+        if "@" in value.partition("://")[2]:  # before the address is read, as the service's (a password's / ? #)
             raise ValueError("holds a user or password: each alert's link shows it to everyone who reads the alert")
-        return url
+        return http_url(value).rstrip("/")
 
 
 CONCERNS: tuple[type[SettingsModel], ...] = (
@@ -932,10 +931,15 @@ def _problem(error: Any, concern: type[SettingsModel], values: Mapping[str, Any]
     return f"{where}={shown}: {reason}"
 
 
+LINK_SETTINGS = ("base_url", "dagster_url")
+"""The settings that are an HTTP address, refused with a user, a password, a query or a fragment (a key may sit
+there): the refusal shows none of them."""
+
+
 def _refused(name: str, value: str) -> str:
-    """A refused text value as its message shows it: any password masked, and the query and fragment of a base URL
-    (which it must not have: an API key may sit there)."""
-    if name != "base_url":
+    """A refused text value as its message shows it: any password masked; of an HTTP address
+    (:data:`LINK_SETTINGS`), its user part whole, its query and its fragment."""
+    if name not in LINK_SETTINGS:
         return without_password(value)
     # a key as the user, a password (with @, /, ? or #: up to the last @)
     value = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://).*@", r"\1***@", value, flags=re.DOTALL)

@@ -19,6 +19,7 @@ from freight_pipeline.cli import main
 from freight_pipeline.config import (
     CONCERNS,
     FORMER_NAMES,
+    LINK_SETTINGS,
     MAX_COUNT,
     MAX_MINUTES,
     BadSettings,
@@ -259,34 +260,35 @@ def test_a_settings_file_that_is_not_utf8_is_named_not_a_traceback(tmp_path: Pat
         load_settings(environ={"FREIGHT_SETTINGS_FILE": str(bad)})
 
 
-@pytest.mark.parametrize(("address", "shown", "reason"), [
-    ("https://etl:url-pw-never-shown@tms.example.com/api", "https://***@tms.example.com/api",
-     "holds a user or password"),
-    ("https://url-pw-never-shown@tms.example.com/api", "https://***@tms.example.com/api",
-     "holds a user or password"),  # a key as the user
-    ("https://etl:url-pw@never-shown@tms.example.com/api", "https://***@tms.example.com/api",
-     "holds a user or password"),  # a password with an @
+HOLDING_A_USER = [
+    ("https://etl:url-pw-never-shown@tms.example.com/api", "https://***@tms.example.com/api"),
+    ("https://url-pw-never-shown@tms.example.com/api", "https://***@tms.example.com/api"),  # a key as the user
+    ("https://etl:url-pw@never-shown@tms.example.com/api", "https://***@tms.example.com/api"),  # a password with an @
     # a password with / ? or #, which ends the host part early (was shown whole as "a port that is not a number",
     # or in part, or taken as host etl, port 2024 and a path)
-    ("https://etl:url-pw/never-shown@tms.example.com/api", "https://***@tms.example.com/api",
-     "holds a user or password"),
-    ("https://etl:url-pw?never-shown@tms.example.com/api", "https://***@tms.example.com/api",
-     "holds a user or password"),
-    ("https://etl:url-pw#never-shown@tms.example.com/api", "https://***@tms.example.com/api",
-     "holds a user or password"),
-    ("https://etl:2024/url-pw-never-shown@tms.example.com/api", "https://***@tms.example.com/api",
-     "holds a user or password"),
-    ("https://tms.example.com/api?api_key=url-pw-never-shown", "https://tms.example.com/api?***",
+    ("https://etl:url-pw/never-shown@tms.example.com/api", "https://***@tms.example.com/api"),
+    ("https://etl:url-pw?never-shown@tms.example.com/api", "https://***@tms.example.com/api"),
+    ("https://etl:url-pw#never-shown@tms.example.com/api", "https://***@tms.example.com/api"),
+    ("https://etl:2024/url-pw-never-shown@tms.example.com/api", "https://***@tms.example.com/api"),
+]
+
+
+@pytest.mark.parametrize(("name", "address", "shown", "reason"), [
+    *((name, address, shown, "holds a user or password") for name in LINK_SETTINGS
+      for address, shown in HOLDING_A_USER),
+    ("base_url", "https://tms.example.com/api?api_key=url-pw-never-shown", "https://tms.example.com/api?***",
      "has a query or fragment"),
-    ("https://tms.example.com/api#url-pw-never-shown", "https://tms.example.com/api?***", "has a query or fragment"),
+    ("base_url", "https://tms.example.com/api#url-pw-never-shown", "https://tms.example.com/api?***",
+     "has a query or fragment"),
 ])
-def test_a_service_address_no_request_could_use_is_refused_its_password_masked(
-        address: str, shown: str, reason: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every place shows the service's address (settings, the sync's first line, Dagster's log): one holding a
-    password is refused, and the refusal masks it; so is one whose query or fragment every path would follow, the
-    query and fragment masked (an API key may sit there)."""
-    code, out, err = run_cli(monkeypatch, ["settings"], FREIGHT_BASE_URL=address)
-    assert code == 2 and err.startswith(f"settings: FREIGHT_BASE_URL={shown!r}: {reason}")
+def test_an_address_holding_a_user_or_a_key_is_refused_and_the_refusal_masks_it(
+        name: str, address: str, shown: str, reason: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every place shows the service's address (settings, the sync's first line, Dagster's log), and each alert
+    the Dagster UI's: one holding a password, or a key as its user, is refused, and the refusal masks it (the UI's
+    was shown whole when a key was its user); so is a service address whose query or fragment every path would
+    follow, the query and fragment masked (an API key may sit there)."""
+    code, out, err = run_cli(monkeypatch, ["settings"], **{variable(name): address})
+    assert code == 2 and err.startswith(f"settings: {variable(name)}={shown!r}: {reason}"), err
     assert "url-pw-never-shown" not in out + err
 
 
