@@ -15,7 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say
+from freight_pipeline.commands.common import add_data_dir_argument, resolve_data_dir, say, say_bad
+from freight_pipeline.commands.preflight import data_dir_setting, not_a_directory
 from freight_pipeline.commands.processes import (
     LOCALHOST,
     ChildExited,
@@ -27,7 +28,7 @@ from freight_pipeline.commands.processes import (
     stop_child,
     wait_http,
 )
-from freight_pipeline.config import DATA_DIR_ENV
+from freight_pipeline.config import DATA_DIR_ENV, BadSettings
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.lake.settings import LakeConfigError
 from freight_pipeline.text import port_parser
@@ -65,11 +66,14 @@ def run(args: argparse.Namespace) -> int:
     if port_in_use(args.port):
         say(f"dashboard: port {args.port} on {LOCALHOST} is in use: stop what listens there or pass --port")
         return 2
-    data_dir = resolve_data_dir(args.data_dir)
-    try:
+    try:  # a bad setting: one line each, as every command says it, not a traceback
+        data_dir = resolve_data_dir(args.data_dir)
         backend = storage_from_env()
-    except LakeConfigError as exc:
-        say(f"dashboard: {exc}")
+    except (BadSettings, LakeConfigError) as exc:
+        say_bad("dashboard", exc)
+        return 2
+    if problem := not_a_directory(data_dir, data_dir_setting(args.data_dir)):
+        say(f"dashboard: {problem}")
         return 2
     source = backend.published_where(data_dir)
     if backend.nothing_published(data_dir):

@@ -50,6 +50,18 @@ def check_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
         raise BadSetup(str(exc)) from None
 
 
+def not_a_directory(data_dir: Path, named_by: str = DATA_DIR_ENV) -> str | None:
+    """What is wrong with ``data_dir`` when it is a file, or under one, in one line naming what named it; None
+    otherwise (a directory, or one that can be made)."""
+    existing = data_dir
+    while not existing.exists():
+        existing = existing.parent
+    if existing.is_dir():
+        return None
+    what = "is a file" if existing == data_dir else f"is under {existing}, which is a file"
+    return f"{named_by}={data_dir} {what}, not a directory"
+
+
 def check_data_dir(data_dir: Path, named_by: str = DATA_DIR_ENV, floor_mb: int | None = None) -> None:
     """``data_dir`` is a directory (or can be made one) this process writes, on a disk with room: at least
     ``floor_mb`` free (None: the setting ``min_free_mb``, default 100), a floor below which a sync would fail
@@ -62,9 +74,8 @@ def check_data_dir(data_dir: Path, named_by: str = DATA_DIR_ENV, floor_mb: int |
     existing = data_dir
     while not existing.exists():
         existing = existing.parent
-    if not existing.is_dir():
-        what = "is a file" if existing == data_dir else f"is under {existing}, which is a file"
-        raise BadSetup(f"{where} {what}, not a directory")
+    if problem := not_a_directory(data_dir, named_by):
+        raise BadSetup(problem)
     try:
         with tempfile.TemporaryFile(dir=existing, prefix=".freight-write-probe-"):
             pass

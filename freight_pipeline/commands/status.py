@@ -17,6 +17,7 @@ from freight_pipeline.commands.common import (
     say_bad,
     say_unknown,
 )
+from freight_pipeline.commands.preflight import data_dir_setting, not_a_directory
 from freight_pipeline.commands.report import NothingPublished, describe_cursor, read_report, runs_never_published
 from freight_pipeline.commands.text_table import format_table
 from freight_pipeline.config import (
@@ -58,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
         backend = storage_of(configured)
     except (BadSettings, LakeConfigError) as exc:
         say_bad("status", exc)
+        return 2
+    if problem := not_a_directory(data_dir, data_dir_setting(args.data_dir)):
+        say(f"status: {problem}")
         return 2
     say_unknown("status", configured)
     for line in configured.set_aside:

@@ -57,11 +57,13 @@ def run_log_path(data_dir: Path) -> Path:
 
 
 def read_run_log(data_dir: Path) -> list[dict[str, Any]]:
-    """The latest run of each stream in the working database (empty before the first run)."""
+    """The latest run of each stream in the working database (empty before the first run, or unreadable: the
+    working database holds them too, ``freight_meta.sync_runs``)."""
     try:
-        return list(json.loads(run_log_path(data_dir).read_text()))
-    except FileNotFoundError:
+        found = json.loads(run_log_path(data_dir).read_text())
+    except (OSError, ValueError):
         return []
+    return [run for run in found if isinstance(run, dict)] if isinstance(found, list) else []
 
 
 def last_job_run_path(data_dir: Path) -> Path:

@@ -157,9 +157,23 @@ CASES = [
          file='[alerts]\nalert_urls = ["mailto2://a:b@smtp.example.com"]\n',
          says="{tmp}/freight.toml [alerts] alert_urls: mailto2://*** is not a notification URL Apprise knows"),
     Case("Dagster URL with a password", env={"FREIGHT_DAGSTER_URL": "https://ops:a:b@dagster.example.com"},
-         says="FREIGHT_DAGSTER_URL='https://ops:***@dagster.example.com': holds a user or password"),
+         says="FREIGHT_DAGSTER_URL='https://***@dagster.example.com': holds a user or password"),
     Case("status: a bad value", args=("status",), env={"FREIGHT_MIN_FREE_MB": "-1"},
          says="FREIGHT_MIN_FREE_MB='-1': Input should be greater than or equal to 0"),
+    # the readers too (was: a traceback, NotADirectoryError, from the run log under a file)
+    *(Case(f"{' '.join(args)}: data dir {kind}", args=args, data=data,
+           says=f"FREIGHT_DATA_DIR={data} {said}, not a directory")
+      for args in (("status",), ("status", "--json"), ("dashboard", "--port", str(free_port())))
+      for kind, data, said in (("is a file", A_FILE, "is a file"),
+                               ("under a file", A_FILE + "/data", "is under {tmp}/a-file, which is a file"))),
+    *(Case(f"dashboard: {what}", args=("dashboard", "--port", str(free_port())), env=env, file=file, says=says)
+      for what, env, file, says in (  # was: a traceback (BadSettings)
+          ("a bad value", {"FREIGHT_DUCKDB_MEMORY_LIMIT": "lots"}, None,
+           "FREIGHT_DUCKDB_MEMORY_LIMIT='lots': is not a memory size DuckDB reads"),
+          ("a bad storage value", {"FREIGHT_MIN_FREE_MB": "-1"}, None,
+           "FREIGHT_MIN_FREE_MB='-1': Input should be greater than or equal to 0"),
+          ("settings file not TOML", {"FREIGHT_SETTINGS_FILE": "{tmp}/freight.toml"}, "[sync\n",
+           "{tmp}/freight.toml is not TOML"))),
     Case("status --alert: a bad value", args=("status", "--alert"), env={"FREIGHT_ALERT_LEVEL": "loud"},
          says="FREIGHT_ALERT_LEVEL='loud': Input should be"),
     # was: status --alert took it, queued a message no destination could get and exited 0, every look

@@ -942,3 +942,16 @@ def test_one_memo_id_answered_for_two_shipments_keeps_a_row_and_reports_the_othe
             ("1", "(memo_id 7)"), ("3", "(memo_id 8)")]
         apply_shipment_batch(wh, "run-2", {"shipment_memos": memos(5, 8, "moved")}, [5], stream="shipment_memos")
         assert len(rows(wh, "SELECT * FROM freight_meta.data_problems")) == 2  # an earlier run's: a move, no problem
+
+
+@pytest.mark.parametrize("held", ["a directory", "{not json", "[1, \"two\", null]", "{\"stream\": \"shipments\"}"])
+def test_a_run_log_file_that_cannot_be_read_is_an_empty_one_not_a_traceback(tmp_path: Path, held: str) -> None:
+    """``work/latest_runs.json`` as a directory, not JSON, or not a list of objects: ``status``, the dashboard and
+    the checks read no run from it (the working database holds them), and fail on none."""
+    path = run_log_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    if held == "a directory":
+        path.mkdir()
+    else:
+        path.write_text(held)
+    assert read_run_log(tmp_path) == []
