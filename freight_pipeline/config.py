@@ -802,8 +802,9 @@ def settings_file(environ: Mapping[str, str]) -> Path | None:
 def _file_values(path: Path | None, problems: list[str],
                  entries: dict[type[SettingsModel], list[str]]) -> dict[str, Any]:
     """The settings file's values by setting name (its tables checked against the concerns): a file that cannot be
-    read, or a table that is no concern's, is a problem of every concern (in ``problems``); an entry a concern's
-    table does not know is that concern's (in ``entries``)."""
+    read, a table that is no concern's or a key outside any table is a problem of no concern (in ``problems``: a
+    caller that reads every concern refuses it, one that reads some sets it aside); an entry a concern's table does
+    not know is that concern's (in ``entries``)."""
     if path is None:
         return {}
     try:
@@ -821,7 +822,11 @@ def _file_values(path: Path | None, problems: list[str],
     values: dict[str, Any] = {}
     for section, table in tables.items():
         concern = sections.get(section)
-        if concern is None or not isinstance(table, dict):
+        if not isinstance(table, dict):
+            problems.append(f"{path}: {section} is a key outside any table: each setting is in its table "
+                            f"(the tables: {', '.join(sections)})")
+            continue
+        if concern is None:
             problems.append(f"{path}: [{section}] is not a table of settings (the tables: {', '.join(sections)})")
             continue
         for name, value in table.items():
@@ -861,7 +866,8 @@ def _load(
     problems: list[str] = []
     entries: dict[type[SettingsModel], list[str]] = {}  # each concern's table's unknown entries
     path = settings_file(env)
-    from_file = _file_values(path, problems, entries)
+    unplaced: list[str] = []  # the file's problems of no concern
+    from_file = _file_values(path, unplaced, entries)
     names = setting_names()
     from_env = {name: (variable(name), env[variable(name)]) for name in names if env.get(variable(name), "").strip()}
     for former, name in FORMER_NAMES.items():
@@ -893,7 +899,10 @@ def _load(
             sources[name] = "default"
         shown_as[name] = name if sources[name] == "default" else _where(name, sources[name])
     built: dict[str, SettingsModel] = {}
-    aside: list[str] = []
+    every = set(CONCERNS) <= set(concerns) and (reads is None or set(CONCERNS) <= set(reads))
+    # a caller that reads some concerns (status, the definitions' schedules) is no sync: it goes on without them
+    problems += unplaced if every else []
+    aside: list[str] = [] if every else [*unplaced]
     for concern in concerns:
         lines = list(entries.get(concern, ()))
         try:

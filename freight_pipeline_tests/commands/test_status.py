@@ -13,8 +13,16 @@ import pytest
 from freight_pipeline.cli import main
 from freight_pipeline.client import AuthenticationError
 from freight_pipeline.commands.status import READS
-from freight_pipeline.config import CONCERNS, SETTINGS_FILE_ENV, ServiceSettings, variable
+from freight_pipeline.config import (
+    CONCERNS,
+    SETTINGS_FILE_ENV,
+    BadSettings,
+    ServiceSettings,
+    load_settings,
+    variable,
+)
 from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE
+from freight_pipeline.defs.jobs import automation_running
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.normalize.signature import current_signature
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
@@ -169,6 +177,35 @@ def test_a_bad_value_of_a_concern_status_does_not_read_is_said_and_status_goes_o
         variable(name) for name, _ in BAD_VALUE_OF_CONCERN.values())
     monkeypatch.setenv(variable("min_free_mb"), "-1")  # the storage's: status reads it
     assert main(["status", "--data-dir", str(published)]) == 2
+
+
+FILE_PROBLEMS_OF_NO_CONCERN = {
+    "a table of no concern": ("[Sync]\npage_size = 200\n", "[Sync] is not a table of settings"),
+    "a key outside any table": ("page_size = 200\n", "page_size is a key outside any table"),
+    "not TOML": ("[sync]\nrestore_probe = off\n", "is not TOML"),
+}
+
+
+@pytest.mark.parametrize("problem", FILE_PROBLEMS_OF_NO_CONCERN)
+def test_a_settings_file_problem_of_no_concern_stops_a_sync_not_status_nor_the_definitions(
+    published: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    problem: str,
+) -> None:
+    """A misspelt table, a key outside any table or a file that is not TOML: a sync refuses it, while ``status``
+    (cron's ``status --alert``, which alerts when syncs stop) and the definitions' schedules and sensors, which
+    read some concerns, say it and go on (was: refused by every reader, the code location failing to load)."""
+    text, says = FILE_PROBLEMS_OF_NO_CONCERN[problem]
+    file = tmp_path / "freight.toml"
+    file.write_text(text)
+    monkeypatch.setenv(SETTINGS_FILE_ENV, str(file))
+    with pytest.raises(BadSettings, match=re.escape(says)):
+        load_settings()
+    assert automation_running() is False  # the definitions' default status of their schedules: read, no refusal
+    assert main(["status", "--data-dir", str(published)]) == 0
+    captured = capsys.readouterr()
+    assert "published warehouse: " in captured.out
+    said = [line for line in captured.err.splitlines() if line.endswith("(a sync refuses it; status does not read it)")]
+    assert len(said) == 1 and says in said[0], captured.err
 
 
 def test_an_unknown_entry_in_a_table_status_does_not_read_is_said_and_status_goes_on(
