@@ -169,6 +169,11 @@ HomePath = Annotated[Path, AfterValidator(Path.expanduser)]
 Share = Annotated[float, Field(ge=0, le=1)]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 Positive = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+MAX_WORKERS = 64
+"""The most worker processes a sync or a rebuild forks to normalize: each is a process of its own, and a count
+beyond any machine's cores only forks toward the system's limit (100,000 made 700 processes in five seconds, and a
+rebuild of four seconds did not end in a minute)."""
+Workers = Annotated[int, Field(ge=0, le=MAX_WORKERS)]
 
 
 def http_url(url: str) -> str:
@@ -341,10 +346,10 @@ class SyncTuning(SettingsModel):
         250, description="shipments written per transaction, with the cursor of the batch's last"
     )
     fetch_window: Positive = Field(64, description="the most shipments being fetched at once (bounds a run's memory)")
-    normalize_workers: Count | None = Field(
+    normalize_workers: Workers | None = Field(
         None, description="worker processes that normalize the shipments stream's batches (forked; `0`: in the "
         "sync's own process); default: one where the machine has a second core, forked once a run has more "
-        "shipments to normalize than `IN_PROCESS_UP_TO` (`sync/workers.py`)",
+        "shipments to normalize than `IN_PROCESS_UP_TO` (`sync/workers.py`); at most 64",
     )
     breaker_max_share: Share = Field(
         0.05,

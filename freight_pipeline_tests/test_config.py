@@ -22,6 +22,7 @@ from freight_pipeline.config import (
     LINK_SETTINGS,
     MAX_COUNT,
     MAX_MINUTES,
+    MAX_WORKERS,
     BadSettings,
     ScheduleSettings,
     Settings,
@@ -378,7 +379,7 @@ def test_a_number_too_large_for_any_run_is_refused_up_front(concern: type[Settin
         load_settings(environ=environ)
     (line,) = refused.value.problems
     assert line.startswith(f"{variable(name)}='99999999999999999999': "), line
-    assert re.search(rf"\b({MAX_MINUTES}|{MAX_COUNT}|500)\b", line), line  # the largest it takes, said
+    assert re.search(rf"\b({MAX_MINUTES}|{MAX_COUNT}|{MAX_WORKERS}|500)\b", line), line  # the largest it takes, said
 
 
 @pytest.mark.parametrize(("concern", "name"), FRACTIONS, ids=[name for _, name in FRACTIONS])

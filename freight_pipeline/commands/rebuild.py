@@ -26,7 +26,7 @@ from freight_pipeline.commands.common import (
     stopped_as_such,
 )
 from freight_pipeline.commands.preflight import BadSetup, check_setup, data_dir_setting
-from freight_pipeline.config import BadSettings
+from freight_pipeline.config import MAX_WORKERS, BadSettings
 from freight_pipeline.sync.rebuild import DEFAULT_BATCH
 from freight_pipeline.sync.workers import IN_PROCESS_UP_TO
 
@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size is not None and args.batch_size < 1:
         say("rebuild: --batch-size must be at least 1")
         return 2
-    if args.workers is not None and args.workers < 0:
-        say("rebuild: --workers must be at least 0")
+    if args.workers is not None and not 0 <= args.workers <= MAX_WORKERS:
+        say(f"rebuild: --workers must be from 0 to {MAX_WORKERS}")
         return 2
     try:
         data_dir = resolve_data_dir(args.data_dir)

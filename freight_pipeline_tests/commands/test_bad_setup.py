@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from freight_pipeline.cli import main
-from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.config import MAX_WORKERS, REPO_ROOT
 from freight_pipeline.lake.local import free_port
 
 SECRETS = ("tok3n", "a:b@")
@@ -149,6 +149,11 @@ CASES = [
                                                    str(free_port())), env={"FREIGHT_PAGE_SIZE": "0",
                                                                             "FREIGHT_HISTORY": "maybe"}, lines=2,
          says="FREIGHT_HISTORY='maybe': must be 1/true/yes/on or 0/false/no/off"),
+    # beyond any machine's cores, a count of worker processes only forks toward the system's limit
+    Case("normalize workers beyond the bound", env={"FREIGHT_NORMALIZE_WORKERS": str(MAX_WORKERS + 1)},
+         says=f"FREIGHT_NORMALIZE_WORKERS='{MAX_WORKERS + 1}': Input should be less than or equal to {MAX_WORKERS}"),
+    Case("rebuild: --workers beyond the bound", args=("rebuild", "--workers", str(MAX_WORKERS + 1)),
+         says=f"--workers must be from 0 to {MAX_WORKERS}"),
     Case("rebuild: a bad value", args=("rebuild",), env={"FREIGHT_DBT_REPLAY": "sometimes"},
          says="FREIGHT_DBT_REPLAY='sometimes': must be 1/true/yes/on or 0/false/no/off"),
     Case("alert URL of no kind Apprise knows", env={"FREIGHT_ALERT_URLS": "json://127.0.0.1:9/hook slak://T1/A1/tok3n"},
@@ -161,7 +166,7 @@ CASES = [
     Case("status: a bad value", args=("status",), env={"FREIGHT_MIN_FREE_MB": "-1"},
          says="FREIGHT_MIN_FREE_MB='-1': Input should be greater than or equal to 0"),
     # the readers too (was: a traceback, NotADirectoryError, from the run log under a file)
-    *(Case(f"{' '.join(args)}: data dir {kind}", args=args, data=data,
+    *(Case(f"{' '.join(args[:2])}: data dir {kind}", args=args, data=data,
            says=f"FREIGHT_DATA_DIR={data} {said}, not a directory")
       for args in (("status",), ("status", "--json"), ("dashboard", "--port", str(free_port())))
       for kind, data, said in (("is a file", A_FILE, "is a file"),
