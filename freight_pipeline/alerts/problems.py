@@ -165,7 +165,7 @@ def of_check(check: WarehouseCheck, result: CheckResult, settings: AlertSettings
     items = check.findings(result) if check.findings is not None else {"": line}
     for item, said in items.items():
         title = f"{check.label}: {item}" if item else f"{check.label} did not pass"
-        seen.add(Problem(f"{scope}:{item}", level, title, said if item else f"{said}. {check.description}",
+        seen.add(Problem(f"{scope}:{item}", level, title, said if item else f"{said} (expected: {check.description})",
                          check.finding_docs.get(item, check.docs)))
     return seen
 

@@ -29,6 +29,7 @@ from freight_pipeline.alerts.problems import (
 )
 from freight_pipeline.checks.warehouse import (
     CheckResult,
+    describe_failure,
     notices_check,
     quarantine_check,
     shape_check,
@@ -378,3 +379,16 @@ def test_a_destination_added_is_not_told_of_a_problem_below_the_alert_level_now(
     at = T0 + dt.timedelta(minutes=15)
     assert look(con, at, SHAPE, settings=errors_only, destinations=("old-hook", "pager")) == []
     assert queued_at(con, at) == []
+
+
+def test_a_check_that_is_one_problem_says_what_it_found_then_what_was_expected() -> None:
+    """Enumerated from the checks: each that is one problem (no findings of its own) says its failure, then its
+    description as what was expected (was: appended as if found, "rejected_records=1. The latest run rejected no
+    records")."""
+    ones = [check for check in warehouse_checks() if check.findings is None]
+    assert len(ones) > 20
+    for check in ones:
+        result = CheckResult(False, {"quarantined_records": SETTINGS.alert_quarantined_records, "found": 1})
+        (problem,) = of_check(check, result, SETTINGS).found.values()
+        said = describe_failure(check, result)
+        assert problem.summary == f"{said} (expected: {check.description})", problem.summary
