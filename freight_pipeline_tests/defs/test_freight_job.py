@@ -10,6 +10,7 @@ Dagster reads annotations.)
 """
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,8 +31,9 @@ from freight_pipeline.simulator.server import RunningSimulator, running_simulato
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.streams import DOCUMENTS, stream_step
 from freight_pipeline.warehouse.meta import BUILD_STREAM
-from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.paths import run_log_path, working_db_path
 from freight_pipeline.warehouse.publish import published_db_path
+from freight_pipeline.warehouse.writer_lock import writer_lock
 
 
 @contextmanager
@@ -89,8 +91,8 @@ def test_a_selection_runs_only_what_it_selects(tmp_path: Path, monkeypatch: pyte
     assert evaluated[stream_check_key("code_conversions")].metadata["run_id"].value == again.run_id
     assert not evaluated[stream_check_key("shipments")].passed  # never run
     assert evaluated[stream_check_key("shipments")].description == "shipments was never run (this run did not run it)"
-    assert [(worker.starts, worker.process is not None) for worker in workers] == [
-        (Start.WHEN_ASKED, False), (Start.WHEN_ASKED, False), (Start.AT_ONCE, True), (Start.WHEN_ASKED, False)]
+    assert [(worker.starts, worker.process is not None) for worker in workers] == [  # the checks alone: none
+        (Start.WHEN_ASKED, False), (Start.WHEN_ASKED, False), (Start.AT_ONCE, True)]
     assert materialized(codes) == set(stream_keys("code_conversions"))
     assert {(c.asset_key, c.check_name) for c in codes.get_asset_check_evaluations()} >= {
         (stream_check_key("code_conversions").asset_key, "stream_synced"),
@@ -165,3 +167,27 @@ def test_a_model_built_while_a_stream_it_reads_failed_says_so(tmp_path: Path) ->
     documents = said["analytics/fct_shipment_documents"]
     assert documents is not None and str(documents.value).startswith("documents: failed or not run")
     assert said["analytics/fct_shipments"] is None
+
+
+def test_the_streams_checks_alone_read_the_run_log_while_another_run_writes_and_a_running_stream_is_not_red(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The UI's "Execute" of a stream's check while a headless sync writes: judged from the run log, without the
+    writer lock (was: the run failed "skipped"), and the stream that run is syncing is a WARN that says it is running,
+    not a red ERROR ("it failed or did not run": neither)."""
+    run_log_path(tmp_path).parent.mkdir(parents=True)
+    run_log_path(tmp_path).write_text(json.dumps([
+        {"stream": "shipments", "run_id": "cli-run", "status": "running", "started_at": "2026-12-07T13:00:00+00:00"},
+        {"stream": "code_conversions", "run_id": "cli-before", "status": "success"}]))
+    monkeypatch.setenv("FREIGHT_DATA_DIR", str(tmp_path))
+    judged = {stream_check_key("shipments"), stream_check_key("code_conversions")}
+    job = defs.resolve_job_def(FREIGHT_SYNC_JOB).get_subset(asset_selection=set(), asset_check_selection=judged)
+    with writer_lock(tmp_path, "cli-run"), dg.DagsterInstance.ephemeral() as instance:
+        checked = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert checked.success
+    evaluated = {c.asset_check_key: c for c in checked.get_asset_check_evaluations()}
+    running, synced = evaluated[stream_check_key("shipments")], evaluated[stream_check_key("code_conversions")]
+    assert (running.passed, running.severity) == (False, dg.AssetCheckSeverity.WARN)
+    assert running.description is not None and running.description.endswith("running (this run did not run it): "
+                                                                             "judged once it ends")
+    assert synced.passed
