@@ -119,8 +119,9 @@ def _gone(record: dg.RunRecord, held: bool, holder: Holder, taker: Holder) -> st
     if PARTITION_TAG in run.tags:  # it holds a lock of its partition's: what others took says nothing of it
         return None
     claim = claim_of(run)
-    if claim is not None:  # it took the lock, and holds it no more
-        if taker.run_id is not None and taker.run_id != run.run_id:  # the file names the last to take it: after it
+    if claim is not None:  # it took the lock, and holds it no more: it may be ending (its last results, its alerts)
+        taken_since = taker.run_id is not None and taker.run_id != run.run_id  # the file names the last to take it
+        if taken_since and (process_gone(claim) or claim.host != socket.gethostname()):  # another host's: unseen
             return (f"its process is gone: it held the warehouse's writer lock ({claim.describe()}), and another run "
                     f"took it since ({taker.describe()}{'' if held else ', and let go'})")
         if taker.run_id == run.run_id and not held and process_gone(claim):  # it let go: ending, or died since

@@ -614,8 +614,13 @@ def test_the_next_run_that_takes_the_lock_fails_a_run_killed_before_it_without_a
     """A ``sync --dagster`` killed with -9, then the next ones, with the schedules off (cron's way, or ``dagster
     dev``'s default): Dagster held the killed run STARTED for good, its queue (one run at a time) started no run
     after it, and the history's cleanup never deletes a run in progress. The next run that takes the writer lock
-    fails it; a run still holding its own claim is left running."""
+    fails it; a run whose process lives is left running, holding its claim or past it (it let go, and ends: its
+    last results, its alerts' sends)."""
     with dg.instance_for_test() as instance:
+        ending = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
+                                                tags=WRITER_TAG))
+        with writer_claim.writer_claim(instance, ending.run_id, tmp_path):  # this process: alive
+            pass
         dead = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
                                               tags=WRITER_TAG))
         with lock_held(tmp_path, dead.run_id):
@@ -626,6 +631,7 @@ def test_the_next_run_that_takes_the_lock_fails_a_run_killed_before_it_without_a
             failed = instance.get_run_by_id(dead.run_id)
             assert failed is not None and failed.status == dg.DagsterRunStatus.FAILURE
             assert (instance.get_run_by_id(nxt.run_id) or nxt).status == dg.DagsterRunStatus.STARTED
+            assert (instance.get_run_by_id(ending.run_id) or ending).status == dg.DagsterRunStatus.STARTED
         said = [e.message for e in instance.all_logs(dead.run_id) if e.is_dagster_event]
         assert any(m.startswith(f"its process is gone: it held the warehouse's writer lock (run {dead.run_id}")
                    and f"another run took it since (run {nxt.run_id}" in m for m in said), said
