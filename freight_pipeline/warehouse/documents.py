@@ -55,13 +55,17 @@ def held_documents(con: duckdb.DuckDBPyConnection, ids: Sequence[int]) -> dict[i
     return held
 
 
-def sharing_shipments(con: duckdb.DuckDBPyConnection, ids: Sequence[int], efile_ids: Sequence[int]) -> set[int]:
-    """The held shipments other than ``ids`` with a row of an E-File ``efile_ids`` names or one of ``ids`` holds:
-    an E-File two shipments share is a row of each, which a read of one leaves as it was in the other."""
+def sharing_shipments(con: duckdb.DuckDBPyConnection, ids: Sequence[int], efile_ids: Sequence[int],
+                      named: Sequence[int]) -> set[int]:
+    """The held shipments other than ``ids`` with a row of an E-File ``efile_ids`` names or one of ``ids`` holds,
+    or that the files read name (``named``: their ``SHIPMENT`` references): an E-File two shipments share is a row of
+    each, which a read of one leaves as it was (or missing) in the other."""
     rows = run(con, f"SELECT DISTINCT shipment_id FROM {qualified(SHIPMENT_DOCUMENTS)} WHERE efile_id IN ("
                     f"SELECT unnest(?::BIGINT[]) UNION ALL SELECT efile_id FROM {qualified(SHIPMENT_DOCUMENTS)} "
-                    "WHERE shipment_id IN (SELECT unnest(?::BIGINT[])))",
-               [[int(i) for i in efile_ids], [int(i) for i in ids]])
+                    "WHERE shipment_id IN (SELECT unnest(?::BIGINT[]))) "
+                    f"UNION SELECT shipment_id FROM {qualified(SHIPMENTS)} "
+                    "WHERE shipment_id IN (SELECT unnest(?::BIGINT[]))",
+               [[int(i) for i in efile_ids], [int(i) for i in ids], [int(i) for i in named]])
     return {int(r[0]) for r in rows} - {int(i) for i in ids}
 
 

@@ -118,7 +118,8 @@ def test_a_changed_shipment_lists_its_efiles_again(small_sim: RunningSimulator, 
 def test_an_efile_two_shipments_share_is_listed_in_both_when_one_is_read(small_sim: RunningSimulator,
                                                                          work_sync: SyncFn, tmp_path: Path) -> None:
     """An E-File is a row of each shipment it names: the read of the one whose change is stamped finds it changed
-    (or gone), and the other shipment's row is listed in the same run, not left as it was until the re-listing."""
+    (or gone), and each other shipment's row is listed in the same run, one that held it or one it now names, not
+    left as it was (or missing) until the re-listing."""
     work_sync(NO_RELIST)
     store = small_sim.store
     ids = store.reader.live_shipment_ids()  # type: ignore[attr-defined]
@@ -133,13 +134,22 @@ def test_an_efile_two_shipments_share_is_listed_in_both_when_one_is_read(small_s
     assert {r[0] for r in held(tmp_path) if r[1] == efile} == {owner, other}
     assert shared.extra["shipments"] == 2 and shared.extra["sharing_an_efile"] == 1
 
+    third = next(i for i in ids if i not in (owner, other) and not list(store.efiles.rows([i])))
     store.clock.advance(60)
-    store.efiles.delete(efile)  # gone from both; only one of them stamped
+    store.efiles.add_reference(efile, {"type": "SHIPMENT", "value": str(third)})  # a shipment holding none of it yet
+    store.changes.touch_shipments([owner])  # only a shipment that held it stamped
+    gained = work_sync(NO_RELIST)[STREAM]
+    assert held(tmp_path) == expected(small_sim)
+    assert {r[0] for r in held(tmp_path) if r[1] == efile} == {owner, other, third}
+    assert gained.extra["sharing_an_efile"] == 2
+
+    store.clock.advance(60)
+    store.efiles.delete(efile)  # gone from all; only one of them stamped
     store.changes.touch_shipments([owner])
     gone = work_sync(NO_RELIST)[STREAM]
     assert held(tmp_path) == expected(small_sim)
     assert efile not in {r[1] for r in held(tmp_path)}
-    assert gone.extra["sharing_an_efile"] == 1
+    assert gone.extra["sharing_an_efile"] == 2
 
 
 @pytest.fixture
