@@ -15,10 +15,10 @@ import dagster as dg
 
 from freight_pipeline.alerts.notify import Alerted, after_run
 from freight_pipeline.alerts.problems import MAINTENANCE_STEP, Observation, backfill_step, of_bad_records
-from freight_pipeline.config import LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, LakeConfig
+from freight_pipeline.config import CONCERNS, LAKE_CATALOG_URI_ENV, LAKE_DATA_URI_ENV, BadSettings, LakeConfig, Settings
 from freight_pipeline.defs.jobs import default_schedule_status, default_sensor_status
 from freight_pipeline.defs.names import BACKFILL_JOB, MAINTENANCE_JOB
-from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource
+from freight_pipeline.defs.resources import FreightServiceResource, WarehouseResource, run_settings
 from freight_pipeline.defs.sync_assets import metadata_value, stream_metadata
 from freight_pipeline.defs.writer_claim import PARTITION_TAG, WRITER_TAG
 from freight_pipeline.lake.backend import LakeBackend
@@ -56,7 +56,7 @@ def alert(warehouse: WarehouseResource, run_id: str, step: LakeStep, found: Obse
     """The lake run's ``step`` (and what else it ``found``) recorded and sent where the main job's problems go
     (``alerts.notify.after_run``), its sends waited for; the line saying what was done. Never raises."""
     try:
-        settings = warehouse.settings()
+        settings = warehouse.settings(reads=CONCERNS)  # as a run reads them: none set aside (a data directory's)
         alerted = after_run([step], run_id, warehouse.path, warehouse.backend, settings.alerts,
                             settings.schedules.max_sync_age, dagster_run=True, found=found, ensure_schema=True)
     except Exception as exc:  # bad settings, the catalog down: said, never raised over the run's own failure
@@ -66,6 +66,15 @@ def alert(warehouse: WarehouseResource, run_id: str, step: LakeStep, found: Obse
     if alerted.dispatch is not None:
         alerted.dispatch.join()  # each send is bounded by alert_timeout_seconds
     return alerted.line
+
+
+def checked(settings: Callable[[], Settings]) -> Settings:
+    """``settings()``, read as a run reads them (every concern: what the settings file holds of no concern refused,
+    not set aside as a look sets it: a data directory left at its default); a bad one fails the run naming it."""
+    try:
+        return settings()
+    except BadSettings as bad:
+        raise dg.Failure(description=f"bad settings: {bad}", allow_retries=False) from None
 
 
 @contextmanager
@@ -104,6 +113,7 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
         context: dg.AssetExecutionContext, freight_service: FreightServiceResource, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:
         step = backfill_step(context.partition_key)
+        checked(lambda: run_settings(freight_service, warehouse))  # before the data directory is used
         try:
             with writer_lock(warehouse.path, context.run_id, name=partition_lock(context.partition_key)), \
                     alerted_run(context.log.info, warehouse, context.run_id, step) as found:
@@ -145,6 +155,7 @@ def _backfill_partition(context: dg.AssetExecutionContext, freight_service: Frei
 
 @dg.op(description="DuckLake compaction and snapshot expiry (never the published snapshot).")
 def lake_maintenance(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> None:
+    checked(lambda: warehouse.settings(reads=CONCERNS))  # before the data directory is used
     with alerted_run(context.log.info, warehouse, context.run_id, MAINTENANCE_STEP):
         retention = warehouse.settings().lake.lake_retention
         done = lake_backend(warehouse, "lake maintenance needs a lake").maintain(warehouse.path, retention,

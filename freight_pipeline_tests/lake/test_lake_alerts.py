@@ -153,3 +153,30 @@ def test_a_backfill_partition_that_quarantined_a_record_is_a_warning(tmp_path: P
     [said] = hook.received
     assert f"WARNING: backfill partition {plan[0].key}: records rejected or quarantined" in said.title
     assert "1 records quarantined in this run" in said.body
+
+
+@pytest.mark.parametrize("job", [BACKFILL_JOB, MAINTENANCE_JOB])
+def test_a_lake_run_refuses_a_settings_file_problem_of_no_concern_before_it_uses_a_data_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, job: str
+) -> None:
+    """A misspelt table (``[storgae]``, meant to name the data directory) is set aside by the looks (status, the
+    sensors) and refused by every run: a backfill partition's and the maintenance's went on with the default
+    ``./data`` of the process's directory."""
+    settings_file = tmp_path / "freight.toml"
+    settings_file.write_text(f'[storgae]\ndata_dir = "{tmp_path / "meant"}"\n')
+    monkeypatch.chdir(tmp_path)
+    plan = id_ranges_between([100])
+    asset, backfill = build_backfill(plan)
+    warehouse = WarehouseResource()  # the data directory from the settings: the file's, had it been read
+    service = FreightServiceResource(base_url="http://127.0.0.1:9", username="u", password="p")
+    definitions = dg.Definitions(assets=[asset], jobs=[backfill, lake_maintenance_job],
+                                 resources={"warehouse": warehouse, "freight_service": service})
+    with environ({**local_lake(tmp_path), "FREIGHT_SETTINGS_FILE": str(settings_file)}):
+        result = definitions.resolve_job_def(job).execute_in_process(
+            raise_on_error=False, partition_key=plan[0].key if job == BACKFILL_JOB else None)
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data is not None and failure.step_failure_data.user_failure_data is not None
+    assert f"{settings_file}: [storgae] is not a table of settings" in (
+        failure.step_failure_data.user_failure_data.description or "")
+    assert not (tmp_path / "data").exists() and not (tmp_path / "meant").exists()
