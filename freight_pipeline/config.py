@@ -904,8 +904,9 @@ def _load(
             sources[name] = "default"
         shown_as[name] = name if sources[name] == "default" else _where(name, sources[name])
     built: dict[str, SettingsModel] = {}
-    every = set(CONCERNS) <= set(concerns) and (reads is None or set(CONCERNS) <= set(reads))
-    # a caller that reads some concerns (status, the definitions' schedules) is no sync: it goes on without them
+    every = reads is None or set(CONCERNS) <= set(reads)
+    # a caller that says it reads some concerns (status, the definitions' schedules, a sensor) is a look, no run: it
+    # goes on without them (one concern's ``configured()`` refuses them, as a run does)
     problems += unplaced if every else []
     aside: list[str] = [] if every else [*unplaced]
     for concern in concerns:

@@ -29,10 +29,13 @@ def add_data_dir_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve_data_dir(arg: Path | None) -> Path:
-    """``--data-dir`` if given, else the setting ``data_dir`` (``$FREIGHT_DATA_DIR``, the settings file, else
-    ``./data``); made absolute."""
-    raw = arg if arg is not None else StorageSettings.configured().data_dir
+def resolve_data_dir(arg: Path | None, settings: Settings | None = None) -> Path:
+    """``--data-dir`` if given, else the setting ``data_dir`` (of ``settings`` when given: a look's, else read:
+    ``$FREIGHT_DATA_DIR``, the settings file, else ``./data``); made absolute."""
+    if arg is not None:
+        raw = arg
+    else:
+        raw = (settings.storage if settings is not None else StorageSettings.configured()).data_dir
     return Path(raw).expanduser().resolve()
 
 

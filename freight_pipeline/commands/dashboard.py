@@ -28,8 +28,9 @@ from freight_pipeline.commands.processes import (
     stop_child,
     wait_http,
 )
-from freight_pipeline.config import DATA_DIR_ENV, BadSettings
-from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.commands.status import READS
+from freight_pipeline.config import DATA_DIR_ENV, BadSettings, load_settings
+from freight_pipeline.lake.backend import storage_of
 from freight_pipeline.lake.settings import LakeConfigError
 from freight_pipeline.text import port_parser
 
@@ -67,14 +68,17 @@ def run(args: argparse.Namespace) -> int:
         say(f"dashboard: port {args.port} on {LOCALHOST} is in use: stop what listens there or pass --port")
         return 2
     try:  # a bad setting: one line each, as every command says it, not a traceback
-        data_dir = resolve_data_dir(args.data_dir)
-        backend = storage_from_env()
+        configured = load_settings(reads=READS)  # a look, as status's: what only a sync reads is not refused
+        data_dir = resolve_data_dir(args.data_dir, configured)
+        backend = storage_of(configured)
     except (BadSettings, LakeConfigError) as exc:
         say_bad("dashboard", exc)
         return 2
     if problem := not_a_directory(data_dir, data_dir_setting(args.data_dir)):
         say(f"dashboard: {problem}")
         return 2
+    for line in configured.set_aside:
+        say(f"dashboard: {line} (a sync refuses it; the dashboard does not read it)")
     source = backend.published_where(data_dir)
     if backend.nothing_published(data_dir):
         say(f"dashboard: no published warehouse {source} yet; the page says so until one is (run `make demo`)")

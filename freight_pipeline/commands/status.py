@@ -54,8 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:  # a bad setting: one line each, as every command says it, not a traceback
-        data_dir = resolve_data_dir(args.data_dir)
         configured = checked_settings(reads=READS)  # as a run checks them: an alert URL Apprise does not know too
+        data_dir = resolve_data_dir(args.data_dir, configured)
         backend = storage_of(configured)
     except (BadSettings, LakeConfigError) as exc:
         say_bad("status", exc)

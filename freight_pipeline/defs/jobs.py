@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from freight_pipeline.config import ScheduleSettings
+from freight_pipeline.config import ScheduleSettings, load_settings
 from freight_pipeline.defs.freight_job import DBT, PUBLISH_KEY, freight_job
 from freight_pipeline.defs.names import CODE_CONVERSIONS_JOB, FREIGHT_SYNC_JOB
 from freight_pipeline.defs.resources import WarehouseResource
@@ -50,7 +50,7 @@ code_conversions_job = _job(
 
 def automation_running() -> bool:
     """Schedules and sensors start switched on when the setting ``schedules_running`` says so (``make ui``)."""
-    return ScheduleSettings.configured().schedules_running
+    return load_settings(reads=(ScheduleSettings,)).schedules.schedules_running  # a look: the definitions load
 
 
 def default_schedule_status() -> dg.DefaultScheduleStatus:
