@@ -105,11 +105,14 @@ def stopped_as_such(plan: Sequence[str], said: Sequence[str], run: Callable[[], 
     """``run()``'s report, a run whose steps (``plan``, those ``said`` ended) a stop ends raising :class:`StoppedIn`,
     naming where: the step it was in (the lock and the workers let go as its blocks ended), or, when a DuckDB query
     took the stop as its own error (``Query interrupted``) and the run came to its end, the step that failed."""
+    from freight_pipeline.job.run import StopNoticed
     from freight_pipeline.process_end import signals_noted
 
     try:
         with signals_noted() as stopped:
             report = run()
+    except StopNoticed as noticed:  # between steps: in the one that failed of it, if one did
+        raise StoppedIn(step_in_flight(plan, said, failed=noticed.failed or None)) from None
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM
         raise StoppedIn(step_in_flight(plan, said)) from None
     if stopped:  # the run ends as stopped, not as failed

@@ -204,7 +204,7 @@ def _publish_and_alert(report: JobReport, data_dir: Path, backend: StorageBacken
     messages held, so that the published copy's ``freight_meta.alerts`` is this run's look (was: the run before's);
     then, after the publish, at the publish alone (its failure, or the end of one before), and the messages of both
     go once the data is published."""
-    _unless_stopped()  # a stop a step took for its own failure (its query interrupted) ends the run as stopped
+    _unless_stopped(report)  # a stop a step took for its own failure (its query interrupted) ends the run as stopped
     before = _alert(report, data_dir, backend, alerting, hold=True) if built and report.publish else None
     if built:
         _publish(report, data_dir, backend, clock, ended)
@@ -323,7 +323,7 @@ def _run_steps(
                 with fewer_collections(), explained_out_of_memory(what, backend.duckdb_settings), \
                         open_warehouse(data_dir, backend) as warehouse:
                     go_on, pending = steps(warehouse, ended)
-                    _unless_stopped()
+                    _unless_stopped(report)
                     built = _build(report, go_on, pending, worker, warehouse, data_dir, backend, clock, ended,
                                    marts=marts)
             except Exception as exc:
@@ -333,12 +333,22 @@ def _run_steps(
     return report
 
 
-def _unless_stopped() -> None:
-    """KeyboardInterrupt when a stop came that did not end the run where it came (``process_end.stop_requested``:
+class StopNoticed(KeyboardInterrupt):
+    """A stop that did not end the run where it came, noticed between its steps (:func:`_unless_stopped`):
+    ``failed``, the steps that failed so far, of which the last is the one it came in when a query took it for its
+    own error (none: it came after them)."""
+
+    def __init__(self, failed: Sequence[str]) -> None:
+        super().__init__()
+        self.failed = list(failed)
+
+
+def _unless_stopped(report: JobReport) -> None:
+    """:class:`StopNoticed` when a stop came that did not end the run where it came (``process_end.stop_requested``:
     its exception lost in a garbage collector's callback, or taken by a query for its own error): no build, no
     publish after a stop."""
     if stop_requested():
-        raise KeyboardInterrupt
+        raise StopNoticed([step.name for step in report.failed])
 
 
 LOGGED_AS = {**STREAM_OF_STEP, MARTS_STEP: meta.BUILD_STREAM}

@@ -13,13 +13,14 @@ import pytest
 from dagster._utils.error import SerializableErrorInfo
 
 from freight_pipeline.cli import main
-from freight_pipeline.commands.common import redact, resolve_data_dir, say
+from freight_pipeline.commands.common import StoppedIn, redact, resolve_data_dir, say, stopped_as_such
 from freight_pipeline.commands.dagster_home import ensure_dagster_yaml
 from freight_pipeline.commands.demo_summary import Changes, DemoFacts, DemoRun, _shipment_check, format_interval
 from freight_pipeline.commands.execute import dagster_instance, describe_error
 from freight_pipeline.commands.job_progress import JobOutcome
 from freight_pipeline.commands.processes import stop_child
 from freight_pipeline.commands.text_table import format_table
+from freight_pipeline.job.run import JobReport, StopNoticed
 from freight_pipeline.sync.settings import SyncSettings
 
 
@@ -173,3 +174,25 @@ def test_a_child_that_outlives_its_sigterm_is_killed_and_named_without_its_argum
     assert returncode == -9
     assert f"{Path(sys.executable).name} (pid {child.pid}) outlived its SIGTERM by 0.5 s: killed" in caplog.text
     assert "s3cr3t" not in caplog.text
+
+
+PLAN = ["rebuild", "checks", "marts", "publish"]
+
+
+@pytest.mark.parametrize(("said", "raised", "where"), [
+    (["rebuild"], StopNoticed(["rebuild"]), "in step rebuild"),  # its query took the stop: the step failed
+    (["rebuild"], StopNoticed([]), "in step checks"),  # its exception lost: noticed before the next step
+    (["rebuild"], KeyboardInterrupt(), "in step checks"),  # raised where it came, between the steps
+])
+def test_a_stopped_run_is_said_stopped_in_the_step_the_stop_came_in(
+    said: list[str], raised: KeyboardInterrupt, where: str
+) -> None:
+    """A stop a step's query took for its own error fails that step, and the run notices it before the next
+    (``job.run._unless_stopped``): the stop came in the failed step, not in the next, which never began (was:
+    "terminated (SIGTERM) in step checks" of a rebuild stopped in its rebuild, in one CI run)."""
+    def run() -> JobReport:
+        raise raised
+
+    with pytest.raises(StoppedIn) as stopped:
+        stopped_as_such(PLAN, said, run)
+    assert str(stopped.value).startswith(f"{where}: every batch it committed before is kept")
