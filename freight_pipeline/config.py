@@ -349,7 +349,7 @@ class SyncTuning(SettingsModel):
     normalize_workers: Workers | None = Field(
         None, description="worker processes that normalize the shipments stream's batches (forked; `0`: in the "
         "sync's own process); default: one where the machine has a second core, forked once a run has more "
-        "shipments to normalize than `IN_PROCESS_UP_TO` (`sync/workers.py`); at most 64",
+        f"shipments to normalize than `IN_PROCESS_UP_TO` (`sync/workers.py`); at most {MAX_WORKERS}",
     )
     breaker_max_share: Share = Field(
         0.05,
