@@ -362,7 +362,8 @@ async def sync_documents(
     cursor = DocumentsCursor.parse(result.cursor_before)
     relist = cursor.relist_due(settings.documents_relist_interval, now, settings.document_content)
     watermark = newest_shipment_write(warehouse.con)
-    targets = shipments_written_after(warehouse.con, None if relist else cursor.synced_through)
+    since = None if relist else cursor.synced_through
+    targets = shipments_written_after(warehouse.con, since)  # since None: every held shipment, none sharing besides
     due = {due.shipment_id for due in warehouse.reads.due_retries([STREAM], run_id) if due.shipment_id is not None}
     waiting = warehouse.reads.quarantined_ids(STREAM)  # due or not: their failures do not count again
     if due - set(targets):
@@ -382,11 +383,13 @@ async def sync_documents(
         new = [i for i in outcomes if i not in waiting]
         failures = [f for i in new if (f := outcomes[i].failure) is not None]
         breaker.count(len(new), len(failures), failures)
-        read = [row["efile_id"] for o in outcomes.values() for row in o.rows]
-        named = [i for o in outcomes.values() for file in o.files for i in shipment_ids_of(file["references"])]
-        # an E-File shared with a held shipment not listed (holding its row, or named by it): its row there is listed
-        # in this run too (read before this chunk's rows replace those held: an E-File a shipment lost counts)
-        shared = sorted(sharing_shipments(warehouse.con, ids, read, named) - listed)
+        shared: list[int] = []
+        if since is not None:  # an E-File shared with a held shipment not listed (holding its row, or named by it):
+            # its row there is listed in this run too (read before this chunk's rows replace those held: an E-File a
+            # shipment lost counts)
+            read = [row["efile_id"] for o in outcomes.values() for row in o.rows]
+            named = [i for o in outcomes.values() for file in o.files for i in shipment_ids_of(file["references"])]
+            shared = sorted(sharing_shipments(warehouse.con, ids, read, named) - listed)
         _write(warehouse, run_id, settings, outcomes, counts, result)
         meter.advance(len(ids))
         if shared:
