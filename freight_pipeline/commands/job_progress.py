@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from freight_pipeline.commands.common import redact
+from freight_pipeline.sync.progress import is_tally_line
 from freight_pipeline.text import one_line
 
 if TYPE_CHECKING:
@@ -48,7 +49,9 @@ class JobProgress:
     a line when a Dagster step fails, and what each Dagster step took.
 
     Verbose, also the engine's progress lines (logged at DEBUG by the op), and the run's own
-    messages (``run: ...``). ``clock`` (seconds, monotonic) times the steps.
+    messages (``run: ...``); not the streams' tallies the op logs for the Dagster UI: the command that runs the
+    job in this process shows them itself (``commands.progress_bar.shown_progress``: bars, or the same lines),
+    and they were said twice. ``clock`` (seconds, monotonic) times the steps.
     """
 
     def __init__(self, outcome: JobOutcome, echo: Echo, verbose: bool,
@@ -67,8 +70,10 @@ class JobProgress:
                 self.echo(f"    run: {one_line(entry.user_message, 160)}")
             return
         if event is None:
-            if entry.user_message and (entry.level >= logging.INFO or self.verbose):
-                self.echo(entry.user_message if entry.level >= logging.INFO else f"    {entry.user_message}")
+            if entry.user_message and entry.level >= logging.INFO:
+                self.echo(entry.user_message)
+            elif entry.user_message and self.verbose and not is_tally_line(entry.user_message):
+                self.echo(f"    {entry.user_message}")
             return
         kind = event.event_type_value
         if kind == "STEP_START":

@@ -18,6 +18,7 @@ command's (``commands.progress_bar``): the engine draws nothing.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -174,6 +175,15 @@ def tally_line(tally: Tally) -> str:
     if rate and tally.total_final and tally.total > tally.done:
         left = f", about {_duration((tally.total - tally.done) / rate)} left"
     return f"{tally.stream}: {tally.done:,} of {about}{tally.total:,} {tally.unit}{share}{speed}{left}; {work}"
+
+
+TALLY_LINE = re.compile(r"[a-z_]+: [\d,]+ .+; [\d,]+ requests?, [\d,]+ retr(?:y|ies)")
+"""What every :func:`tally_line` is: the stream, its count, then its requests and retries."""
+
+
+def is_tally_line(text: str) -> bool:
+    """``text`` is a :func:`tally_line` (as a run logged it: a command that shows the tallies itself leaves it out)."""
+    return TALLY_LINE.fullmatch(text) is not None
 
 
 def requests_and_retries(tally: Tally) -> str:

@@ -9,6 +9,8 @@ import dagster as dg
 import pytest
 
 from freight_pipeline.commands.job_progress import JobOutcome, JobProgress
+from freight_pipeline.sync.progress import Tally, tally_line
+from freight_pipeline.sync.streams import STREAM_NAMES
 
 
 class Clock:
@@ -80,3 +82,35 @@ def test_run_level_messages_only_when_verbose(verbose: bool) -> None:
         assert any('Execution of run for "j" failed' in line for line in run_lines), lines
     else:
         assert run_lines == [], lines
+
+
+def every_kind_of_tally_line() -> list[str]:
+    """A tally line of each stream in each of its forms: no total yet, a total that can grow, a final one (with the
+    time left), none done, its last; one request and one retry, and thousands."""
+    lines = []
+    for stream in STREAM_NAMES:
+        for total, final in ((None, False), (120, False), (120, True), (0, True)):
+            for done, seconds, ended in ((0, 0.0, False), (40, 2.5, False), (1_200, 3_700.0, True)):
+                for requests, retries in ((1, 1), (12_345, 0)):
+                    lines.append(tally_line(Tally(stream, "shipments", done, total, final, requests, retries,
+                                                  seconds, ended)))
+    return lines
+
+
+def test_a_verbose_run_leaves_out_the_tallies_the_command_shows_itself() -> None:
+    """The op logs each stream's tally line for the Dagster UI; the command shows the tallies itself (bars, or the
+    same lines), so a verbose run said each one twice. Every form of a tally line is left out; the other progress
+    lines the op logs at DEBUG are said, even one that mentions requests."""
+    tallies = every_kind_of_tally_line()
+    others = ["shipments: reading changes stamped after 1970-01-01 00:00:00 up to 2026-11-01 03:00:00",
+              "documents: 3 requests, 0 retries so far, still reading", "shipments: 40 of 100 read"]
+
+    @dg.op
+    def freight_job(context: dg.OpExecutionContext) -> None:
+        for line in (*tallies, *others):
+            context.log.debug(line)
+
+    progress, lines = _progress(verbose=True, clock=Clock())
+    assert _run(dg.GraphDefinition(name="j", node_defs=[freight_job]).to_job(), progress).success
+    assert {line.split(':')[0] for line in tallies} == set(STREAM_NAMES) and len(set(tallies)) > 15 * len(STREAM_NAMES)
+    assert lines == [f"    {line}" for line in others]

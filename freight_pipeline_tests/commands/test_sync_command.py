@@ -35,7 +35,7 @@ class Synced:
 
 @pytest.fixture(scope="module")
 def in_dagster(sim: RunningSimulator, tmp_path_factory: pytest.TempPathFactory) -> Synced:
-    """The sync as a Dagster run (``DAGSTER_HOME`` set), into ``--data-dir`` while ``FREIGHT_DATA_DIR``
+    """The sync as a Dagster run (``DAGSTER_HOME`` set), verbose, into ``--data-dir`` while ``FREIGHT_DATA_DIR``
     names another directory."""
     root = tmp_path_factory.mktemp("in_dagster")
     env = cli_env(
@@ -44,7 +44,7 @@ def in_dagster(sim: RunningSimulator, tmp_path_factory: pytest.TempPathFactory) 
         PYTHONPROFILEIMPORTTIME="1",  # each import a line on stderr: what the run imported (pandas it need not)
         FREIGHT_SYNC_CODECONVERSIONS="0",  # a typo: said, and nothing reads it (the stream runs)
     )
-    return Synced(run_cli(["sync", "--data-dir", str(root / "data")], env), root / "data")
+    return Synced(run_cli(["sync", "--data-dir", str(root / "data"), "--verbose"], env), root / "data")
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +92,8 @@ def test_sync_runs_the_job_and_publishes(sim: RunningSimulator, in_dagster: Sync
     # pipe as plain lines: commands/test_sync_progress.py
     assert "    shipments: 0 of 100 shipments (0 %); " in done.stderr
     assert "    documents: 100 shipments done in " in done.stderr
+    progress = [line for line in done.stderr.splitlines() if line.startswith("    ")]  # verbose: the op's lines too
+    assert len(progress) == len(set(progress)), progress  # each tally once, not also as the op logged it for the UI
     assert done.stdout == ""  # dbt's log does not leak to stdout
     # pyarrow imports pandas at its first list conversion unless it is left out (``commands.common.without_pandas``):
     # half a second of every run, Dagster's included, for nothing it uses (its modules never load; what asks for
