@@ -110,6 +110,7 @@ def execute_job(
     stopped: list[int] = []
     try:
         job = load_job(job_name)
+        from freight_pipeline.defs.freight_job import stopped_engine_threads  # loaded with the job
         # dagster-dbt echoes dbt's log on stdout: to stderr when verbose, else nowhere (stdout stays clean)
         sink = sys.stderr if verbose else io.StringIO()
         with dagster_instance() as instance, contextlib.redirect_stdout(sink):
@@ -117,16 +118,19 @@ def execute_job(
             instance.add_event_listener(outcome.run_id, progress.on_event)
             # Dagster's handlers take SIGINT and SIGTERM alike for the run
             with signals_noted() as stopped, _ctrl_c_held_from_log_mirrors(instance, outcome.run_id):
-                result = job.execute_in_process(
-                    run_config={**_quiet_run_config(job),
-                                **({"resources": {key: {"config": dict(fields)} for key, fields in resources.items()}}
-                                   if resources else {})},
-                    instance=instance,
-                    raise_on_error=False,
-                    run_id=outcome.run_id,
-                    tags=dict(tags or {}),
-                    partition_key=partition_key,
-                )
+                try:
+                    result = job.execute_in_process(
+                        run_config={**_quiet_run_config(job),
+                                    **({"resources": {key: {"config": dict(fields)}
+                                                      for key, fields in resources.items()}} if resources else {})},
+                        instance=instance,
+                        raise_on_error=False,
+                        run_id=outcome.run_id,
+                        tags=dict(tags or {}),
+                        partition_key=partition_key,
+                    )
+                finally:  # a stop's interruption leaves the engine's thread running: stopped too, and awaited
+                    stopped_engine_threads()
             outcome.success = result.success
             if not result.success and not stopped:
                 _explain_failure(outcome, result.all_events)

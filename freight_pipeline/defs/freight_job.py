@@ -22,8 +22,11 @@ the failed stream says so: ``streams_not_synced``), and the run then fails; a wa
 severity holds back the build and the publish.
 """
 
+import atexit
 import queue
 import threading
+import time
+import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
@@ -59,6 +62,7 @@ from freight_pipeline.job.run import (
 from freight_pipeline.lake.backend import storage_of
 from freight_pipeline.marts.worker import DbtWorker
 from freight_pipeline.sync.progress import Tally, TallyLines, Throttled, tallies_to
+from freight_pipeline.sync.runner import stop_run_in
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import STREAM_NAMES, STREAM_OF_STEP, stream_named
 from freight_pipeline.warehouse.run_log import logged_runs
@@ -194,6 +198,7 @@ def _run_in_thread(run: Callable[[Callable[[str], None], Callable[[Step], None]]
             told.put(("error", exc))
 
     thread = threading.Thread(target=work, name="freight-job", daemon=True)
+    _engine_threads.add(thread)
     thread.start()
     while True:
         kind, item = told.get()
@@ -204,6 +209,31 @@ def _run_in_thread(run: Callable[[Callable[[str], None], Callable[[Step], None]]
         if kind == "report":
             thread.join()
             return
+
+
+_engine_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+"""The threads :func:`_run_in_thread` started for the engine."""
+
+STOP_WAIT_S = 300.0
+"""How long :func:`stopped_engine_threads` waits for the engine's threads to end, in all."""
+
+
+def stopped_engine_threads(wait_s: float = STOP_WAIT_S) -> None:
+    """The engine's threads still running, stopped as a stop signal stops a run in the main thread (its streams
+    logged as stopped, what they committed kept; no build or publish after it) and awaited, ``wait_s`` seconds at
+    most in all. A stop of a Dagster run (SIGTERM, Ctrl-C, its termination) is raised in the main thread, in
+    Dagster's code as often as in the op's, whose wait on its thread it then leaves for good: the thread went on
+    while the process ended, in the middle of a stream (logged as killed), or in a DuckDB call (a process ending
+    with SIGABRT). Called as a run executed in this process ends (``commands.execute``), and as the process exits."""
+    for thread in list(_engine_threads):
+        if thread.is_alive():
+            stop_run_in(thread)
+    deadline = time.monotonic() + wait_s
+    for thread in list(_engine_threads):
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(stopped_engine_threads)
 
 
 def build_freight_job() -> dg.AssetsDefinition:

@@ -69,6 +69,7 @@ from freight_pipeline.sync.runner import (
     open_client,
     run_async,
     run_stream_async,
+    stop_asked,
 )
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import SHIPMENTS, STREAM_OF_STEP, STREAMS, Stream, stream_step
@@ -346,8 +347,8 @@ class StopNoticed(KeyboardInterrupt):
 def _unless_stopped(report: JobReport) -> None:
     """:class:`StopNoticed` when a stop came that did not end the run where it came (``process_end.stop_requested``:
     its exception lost in a garbage collector's callback, or taken by a query for its own error): no build, no
-    publish after a stop."""
-    if stop_requested():
+    publish after a stop (nor after one asked of the thread the run is in: ``sync.runner.stop_run_in``)."""
+    if stop_requested() or stop_asked():
         raise StopNoticed([step.name for step in report.failed])
 
 

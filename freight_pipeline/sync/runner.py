@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import gc
+import threading
 import uuid
+import weakref
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -71,9 +73,67 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 
 def run_async(main: Coroutine[Any, Any, T]) -> T:
-    """``main`` run to its end on a new event loop (:func:`event_loop_factory`): what ``asyncio.run`` does."""
+    """``main`` run to its end on a new event loop (:func:`event_loop_factory`): what ``asyncio.run`` does. In a
+    thread other than the main one, which no signal reaches, :func:`stop_run_in` stops it as a stop signal stops
+    it in the main thread (``asyncio.Runner`` cancels its task on Ctrl-C, then raises KeyboardInterrupt)."""
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        return runner.run(main)
+        if threading.current_thread() is threading.main_thread():
+            return runner.run(main)
+        thread = threading.current_thread()
+        try:
+            return runner.run(_stoppable(main, thread))
+        except asyncio.CancelledError:
+            with _runs_lock:
+                asked = thread in _stops_asked
+            if asked:
+                raise KeyboardInterrupt from None
+            raise
+
+
+_runs_in_threads: dict[threading.Thread, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
+"""The event loop and main task of each :func:`run_async` running in a thread other than the main one, by thread."""
+_stops_asked: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+"""The threads a stop was asked of (:func:`stop_run_in`): each :func:`run_async` they run is stopped."""
+_runs_lock = threading.Lock()
+
+
+async def _stoppable(main: Coroutine[Any, Any, T], thread: threading.Thread) -> T:
+    """``main``, its loop and task known to :func:`stop_run_in` while it runs; stopped at once if a stop came first."""
+    task = asyncio.current_task()
+    assert task is not None
+    with _runs_lock:
+        if thread in _stops_asked:
+            main.close()
+            raise asyncio.CancelledError
+        _runs_in_threads[thread] = (asyncio.get_running_loop(), task)
+    try:
+        return await main
+    finally:
+        with _runs_lock:
+            del _runs_in_threads[thread]
+
+
+def stop_asked() -> bool:
+    """Whether a stop was asked of the thread this runs in (:func:`stop_run_in`)."""
+    with _runs_lock:
+        return threading.current_thread() in _stops_asked
+
+
+def stop_run_in(thread: threading.Thread) -> bool:
+    """Stop the :func:`run_async` that runs in ``thread`` as a stop signal stops one in the main thread (what it
+    committed is kept, its streams logged as stopped, KeyboardInterrupt out of it); a run the thread begins later is
+    stopped as it begins, and :func:`stop_asked` tells the thread's other steps. Whether a run was running there."""
+    with _runs_lock:
+        _stops_asked.add(thread)
+        running = _runs_in_threads.get(thread)
+    if running is None:
+        return False
+    loop, task = running
+    try:
+        loop.call_soon_threadsafe(task.cancel)
+    except RuntimeError:  # its loop closed in the meantime: the run ended
+        return False
+    return True
 
 
 def new_run_id() -> str:

@@ -68,12 +68,16 @@ STOPPED_AT = textwrap.dedent("""
 
 
 @contextlib.contextmanager
-def sync_stopped_at(sim: RunningSimulator, data_dir: Path, where: str, how: str) -> Iterator[subprocess.Popen[str]]:
-    """``freight-pipeline sync --no-dagster`` of ``data_dir`` in a process group of its own, stopped ``how`` (a signal's
-    name, or ``pause``) as it comes ``where`` (a stream's step, ``checks`` or ``publish``): yielded once there (its
-    stderr read to that line); its group killed at the block's end, whatever happens."""
-    env = cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password)
-    child = subprocess.Popen([sys.executable, "-c", STOPPED_AT, where, how, "sync", "--no-dagster", "--data-dir",
+def sync_stopped_at(sim: RunningSimulator, data_dir: Path, where: str, how: str,
+                    dagster_home: Path | None = None) -> Iterator[subprocess.Popen[str]]:
+    """``freight-pipeline sync --no-dagster`` of ``data_dir`` (a Dagster run in ``dagster_home``, when given) in a
+    process group of its own, stopped ``how`` (a signal's name, or ``pause``) as it comes ``where`` (a stream's step,
+    ``checks`` or ``publish``): yielded once there (its stderr read to that line); its group killed at the block's
+    end, whatever happens."""
+    env = cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password,
+                  **({"DAGSTER_HOME": str(dagster_home)} if dagster_home else {}))
+    way = [] if dagster_home else ["--no-dagster"]
+    child = subprocess.Popen([sys.executable, "-c", STOPPED_AT, where, how, "sync", *way, "--data-dir",
                               str(data_dir)], env=env, cwd=REPO_ROOT, text=True, start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -168,6 +172,35 @@ def test_a_sync_stopped_by_sigterm_before_its_build_ran_shows_the_build_stopped_
     runs = unpublished(data_dir)
     assert not [run for run in runs if run["status"] == INTERRUPTED or "killed" in (run["error"] or "")], runs
     assert shown(runs)[-2:] == [(BUILD_STREAM, "failed", STOPPED), ("job publish", "skipped", f"not run: {STOPPED}")]
+
+
+@pytest.mark.parametrize("where", ["sync_shipments", "checks"])
+def test_a_dagster_run_stopped_by_sigterm_ends_its_engine_s_thread_as_stopped_not_killed(
+    sim: RunningSimulator, data_dir: Path, tmp_path: Path, where: str
+) -> None:
+    """A Dagster run executes the engine in a thread of the op, which no signal reaches, and Dagster raises the stop
+    in the main thread, in its own code as often as in the op's: the thread went on while the process ended (the
+    streams after it and the build logged ``interrupted``, its process killed or crashed; a process ending with
+    SIGABRT, ``FATAL: exception not rethrown``, when the thread was in a DuckDB call). The thread is stopped as the
+    main thread's run is (in a stream, the stream stopped; between steps, the next not run) and awaited: the same
+    ending as without Dagster."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    with sync_stopped_at(sim, data_dir, where, "SIGTERM", dagster_home=home) as child:
+        assert child.stderr is not None
+        err = child.stderr.read()
+        child.wait(120)
+    assert child.returncode == TERMINATED, err  # not -6 (SIGABRT)
+    assert err.splitlines()[-1].startswith("freight-pipeline sync: terminated (SIGTERM) in Dagster run "), err
+    runs = unpublished(data_dir)
+    assert not [run for run in runs if run["status"] == INTERRUPTED or "killed" in (run["error"] or "")], runs
+    assert shown(runs)[-1] == ("job publish", "skipped", f"not run: {STOPPED}")
+    stopped = [(stream, status) for stream, status, error in shown(runs) if STOPPED in (error or "")]
+    if where == "sync_shipments":  # stopped in its stream, before it wrote: the other steps not run
+        assert stopped[0] == ("shipments", "failed") and {status for _, status in stopped[1:]} == {"skipped"}, runs
+    else:  # the streams done; the build, which the checks came before, not run
+        assert ("shipments", "success") in [(stream, status) for stream, status, _ in shown(runs)], runs
+        assert stopped == [(BUILD_STREAM, "failed"), ("job publish", "skipped")], runs
 
 
 def test_a_job_run_recorded_running_whose_writer_lock_it_does_not_hold_is_interrupted(tmp_path: Path) -> None:
