@@ -60,7 +60,7 @@ from freight_pipeline.normalize.tables import TABLES_BY_NAME
 from freight_pipeline.process_end import stop_requested
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.progress import Progress
-from freight_pipeline.sync.rebuild import DEFAULT_BATCH, rebuild
+from freight_pipeline.sync.rebuild import DEFAULT_BATCH, REBUILD_STATE, rebuild
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import (
     fewer_collections,
@@ -352,9 +352,13 @@ def _unless_stopped(report: JobReport) -> None:
         raise StopNoticed([step.name for step in report.failed])
 
 
-LOGGED_AS = {**STREAM_OF_STEP, MARTS_STEP: meta.BUILD_STREAM}
-"""The job's steps ``sync_runs`` logs runs of (a stream's, the build's) -> the stream it logs them as; the record of
-the run (:class:`_RunRecord`) says how the others went (the checks, the publish)."""
+LOGGED_AS = {**STREAM_OF_STEP, MARTS_STEP: meta.BUILD_STREAM, REBUILD_STEP: REBUILD_STATE}
+"""The job's steps ``sync_runs`` logs runs of (a stream's, the build's, the rebuild's) -> the stream it logs them as;
+the record of the run (:class:`_RunRecord`) says how the others went (the checks, the publish), and how a rebuild
+went that failed before its row was logged (its zone refused, its database not opened: :data:`LOGGED_LATE`)."""
+LOGGED_LATE = frozenset({REBUILD_STEP})
+"""Steps of :data:`LOGGED_AS` that can fail before their ``sync_runs`` row is logged: the record keeps their line
+(``status`` leaves it out when the run log holds their row)."""
 
 
 def _planned_after(marts: bool, publish: bool) -> list[str]:
@@ -389,7 +393,7 @@ class _RunRecord:
         """The record as the run stands (``finished``: it ended; ``stopped``: a stop ended it, why)."""
         self.finished = self.finished or finished or stopped is not None
         steps = [{"step": step.name, "status": step.status, "line": step.line} for step in self.report.steps
-                 if step.status != "success" and step.name not in LOGGED_AS]
+                 if step.status != "success" and (step.name not in LOGGED_AS or step.name in LOGGED_LATE)]
         with suppress(OSError):
             write_last_job_run(self.data_dir, {
                 "run_id": self.report.run_id, "started_at": self.started_at, "planned": self.planned,

@@ -98,20 +98,24 @@ def runs_after_publish(data_dir: Path, published: Mapping[str, str | None]) -> l
     last = read_last_job_run(data_dir) or {}
     after = lock_states(data_dir)
     runs = _judged(logged, before, after)
-    unfinished = _unfinished_steps(last, runs, before, after)
+    own_rows = {run["stream"] for run in runs if run.get("run_id") == last.get("run_id")}
+    unfinished = _unfinished_steps(last, own_rows, before, after)
     replaced = {run["stream"] for run in unfinished}
+    logged_as = {step.get("step"): step.get("logged_as") for step in last.get("planned") or []
+                 if isinstance(step, dict)}
     steps = [{"stream": f"{JOB} {step.get('step')}", "run_id": last.get("run_id"), "status": step.get("status"),
               "finished_at": last.get("finished_at"), "error": step.get("line")}
-             for step in last.get("steps") or [] if isinstance(step, dict)]
+             for step in last.get("steps") or []
+             if isinstance(step, dict) and logged_as.get(step.get("step")) not in own_rows]  # else its row says it
     return [*(run for run in runs if published.get(run["stream"]) != run["run_id"] and run["stream"] not in replaced),
             *unfinished, *steps]
 
 
-def _unfinished_steps(last: Mapping[str, Any], runs: list[dict[str, Any]], before: LockStates,
+def _unfinished_steps(last: Mapping[str, Any], own_rows: set[str], before: LockStates,
                       after: LockStates) -> list[dict[str, Any]]:
     """Of the job's latest run (``last``, ``paths.LAST_JOB_RUN``): ``job`` running while it runs; after its process
-    went before it recorded its end, or a stop ended it, each step it planned and did not end that ``runs`` (the run
-    log) hold no row of: the first as the one it was in, the others as not run."""
+    went before it recorded its end, or a stop ended it, each step it planned and did not end that the run log holds
+    no row of (``own_rows``: the streams it logged rows of): the first as the one it was in, the others as not run."""
     run_id = last.get("run_id")
     planned = [step for step in last.get("planned") or [] if isinstance(step, dict)]
     stopped = last.get("stopped")
@@ -122,11 +126,10 @@ def _unfinished_steps(last: Mapping[str, Any], runs: list[dict[str, Any]], befor
         return [{"stream": JOB, **started, "status": "running", "error": None}]
     ended = set(last.get("ended") or [])
     left = [step for step in planned if step.get("step") not in ended]
-    logged = {run["stream"] for run in runs if run.get("run_id") == run_id}
     found = []
     for i, step in enumerate(left):
         name = step.get("logged_as") or f"{JOB} {step.get('step')}"
-        if name in logged:  # its own row says how far it came
+        if name in own_rows:  # its own row says how far it came
             continue
         if stopped:
             status, error = ("failed", str(stopped)) if i == 0 else ("skipped", f"not run: {stopped}")

@@ -4,6 +4,7 @@ service setting needed and no request made; a line per step; a full build of the
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -14,10 +15,13 @@ import duckdb
 from freight_pipeline.cli import TERMINATED
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.simulator.config import SimulatorConfig
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.rebuild import REBUILD_STATE, RebuildState
-from freight_pipeline.sync.runner import sync_all
+from freight_pipeline.sync.runner import STOPPED, sync_all
+from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import SHIPMENTS
+from freight_pipeline.warehouse.run_log import GONE, INTERRUPTED
 from freight_pipeline.warehouse.store import open_warehouse
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 from freight_pipeline_tests.commands.test_runs_at_once import started
@@ -103,6 +107,43 @@ def test_a_rebuild_stopped_by_sigterm_says_so_in_one_line_and_the_next_goes_on_f
     assert "Traceback" not in err, err
     assert err.splitlines()[-1] == ("freight-pipeline rebuild: terminated (SIGTERM) in step rebuild: every batch it "
                                     "committed before is kept, the next run goes on from the last; exit 143"), err
+    assert rebuild_rows(data_dir) == [("rebuild", "failed", STOPPED)]  # its run log row; not also `job rebuild`
     done = run_cli(argv, cli_env())
     assert done.returncode == 0, done.stderr
     assert ", resumed after shipment " in done.stderr  # not skipped: the lock was let go
+
+
+def rebuild_rows(data_dir: Path) -> list[tuple[str, str, str]]:
+    """The rows ``freight-pipeline status --json`` shows of the latest rebuild (the run log's ``rebuild`` and the
+    job's ``job rebuild``)."""
+    done = run_cli(["status", "--data-dir", str(data_dir), "--json"], cli_env())
+    assert done.returncode == 0, done.stderr
+    return [(run["stream"], run["status"], run["error"]) for run in json.loads(done.stdout)["unpublished_runs"]
+            if "rebuild" in run["stream"]]
+
+
+def test_a_rebuild_killed_is_shown_once_as_interrupted(published: Path, tmp_path: Path) -> None:
+    """``kill -9`` after its first batch: ``status`` showed the rebuild twice, its run log row and the job's record of
+    its step (``job rebuild``), both interrupted."""
+    data_dir = tmp_path / "data"
+    shutil.copytree(published, data_dir)
+    with started(cli_env(), ["rebuild", "--data-dir", str(data_dir), "--all", "--workers", "0", "--batch-size", "1",
+                             "-v"]) as said:
+        said.wait_for("    rebuild: 1 ")
+        os.kill(said.child.pid, signal.SIGKILL)
+        said.ended()
+    assert rebuild_rows(data_dir) == [("rebuild", INTERRUPTED, GONE)]
+
+
+def test_a_rebuild_that_fails_before_its_run_is_logged_keeps_its_line_in_status(tmp_path: Path) -> None:
+    """Refused before it logs its run (the held rows read in another zone): the job's record says why, as
+    ``job rebuild`` (the run log holds no row of it)."""
+    data_dir = tmp_path / "data"
+    berlin = SyncSettings().replaced(service_timezone="Europe/Berlin")
+    with running_simulator(SimulatorConfig(shipments=4, seed=5, naive_clock="Europe/Berlin")) as sim:
+        sync_all(ServiceSettings(sim.base_url, sim.username, sim.password), data_dir, berlin,
+                 backend=storage_from_env(), streams=(SHIPMENTS.name,))
+    done = run_cli(["rebuild", "--data-dir", str(data_dir), "--workers", "0"], cli_env())
+    assert done.returncode == 1, done.stderr
+    ((stream, status, error),) = rebuild_rows(data_dir)
+    assert (stream, status) == ("job rebuild", "failed") and error.startswith("ZoneChanged: "), error
