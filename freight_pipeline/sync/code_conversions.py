@@ -30,7 +30,6 @@ stays until a read without such a record); a value that cannot be converted is n
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,7 +114,7 @@ async def sync_code_conversions(
     source: SourceAPI, warehouse: Warehouse, settings: SyncSettings, run_id: str, progress: Progress | None = None
 ) -> StreamResult:
     say = progress or (lambda message: None)
-    result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
+    result = StreamResult.begun(run_id, STREAM)
     requests_before, retries_before = source.request_counts()
     meter = Meter(STREAM, source.request_counts, unit="conversions")
     result.cursor_before = warehouse.reads.get_cursor(STREAM)

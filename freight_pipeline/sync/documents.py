@@ -354,7 +354,7 @@ async def sync_documents(
     source: SourceAPI, warehouse: Warehouse, settings: SyncSettings, run_id: str, progress: Progress | None = None
 ) -> StreamResult:
     say = progress or (lambda message: None)
-    result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
+    result = StreamResult.begun(run_id, STREAM)
     requests_before, retries_before = source.request_counts()
     meter = Meter(STREAM, source.request_counts)
     result.cursor_before = warehouse.reads.get_cursor(STREAM)

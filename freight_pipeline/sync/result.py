@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -83,6 +86,16 @@ class StreamResult(RunRecord):
     """The rows written per table and their nulls per column: compared with the runs before once the stream
     succeeded (``sync.nulls``)."""
 
+    @classmethod
+    def begun(cls, run_id: str, stream: str) -> StreamResult:
+        """A stream's result as its run begins, known to the :func:`results_begun` block it runs in: what it counted
+        (read, written in the batches it committed) is logged for it when it fails."""
+        result = cls(run_id, stream, dt.datetime.now(dt.UTC))
+        begun = _begun.get()
+        if begun is not None:
+            begun.append(result)
+        return result
+
     def count_nulls(self, tables: Mapping[str, pa.Table]) -> None:
         """Count the rows of ``tables`` (table name -> the rows written: ``WriteStats.written``) in :attr:`nulls`."""
         for name, table in tables.items():
@@ -142,3 +155,18 @@ class StreamResult(RunRecord):
         counted = self.extra.setdefault("versions", {})
         for table, count in versions.items():
             counted[table] = counted.get(table, 0) + count
+
+
+_begun: ContextVar[list[StreamResult] | None] = ContextVar("stream_results_begun", default=None)
+
+
+@contextmanager
+def results_begun() -> Iterator[list[StreamResult]]:
+    """The results the streams run in the block began (:meth:`StreamResult.begun`), in order: a failed stream's run
+    is logged with what it had counted until it failed (the batches it committed are in the warehouse)."""
+    begun: list[StreamResult] = []
+    token = _begun.set(begun)
+    try:
+        yield begun
+    finally:
+        _begun.reset(token)

@@ -29,7 +29,7 @@ from freight_pipeline.sync.drift import change_record, note_shape
 from freight_pipeline.sync.isolation import StreamUnreachable
 from freight_pipeline.sync.nulls import jump_phrases, jump_record, note_nulls
 from freight_pipeline.sync.progress import Progress
-from freight_pipeline.sync.result import NoticeKind, StreamResult
+from freight_pipeline.sync.result import NoticeKind, StreamResult, results_begun
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.sync.streams import STREAM_NAMES, Stream, stream_named
@@ -187,7 +187,8 @@ async def run_stream_async(
     tables = stream.tables
     warehouse.run_log.record_run(started, tables)
     try:
-        with explained_out_of_memory(f"stream {name}", warehouse.backend.duckdb_settings), _unreachable_named(stream):
+        with explained_out_of_memory(f"stream {name}", warehouse.backend.duckdb_settings), _unreachable_named(stream), \
+                results_begun() as begun:
             if stream.switch is not None and not stream.switch.is_on(settings):
                 result = _switched_off(stream, warehouse, run_id, progress)
             else:
@@ -208,6 +209,9 @@ async def run_stream_async(
         started.requests = requests_after - requests_before
         started.retries = retries_after - retries_before
         started.cursor_after = warehouse.reads.get_cursor(name)
+        if begun:  # what it read, and wrote in the batches it committed (theirs in the warehouse, its cursor with them)
+            started.rows_read, started.rows_written = begun[-1].rows_read, begun[-1].rows_written
+            started.rows_by_table = dict(begun[-1].rows_by_table)
         _record_hedges(started, source.client_stats() - client_before)
         warehouse.run_log.record_run(started, tables)
         raise

@@ -361,7 +361,7 @@ async def _sync(
     progress: Progress | None,
 ) -> StreamResult:
     say = loop_safe(progress) if progress else (lambda message: None)
-    result = StreamResult(run_id, STREAM, dt.datetime.now(dt.UTC))
+    result = StreamResult.begun(run_id, STREAM)
     requests_before, retries_before = source.request_counts()
     meter = Meter(STREAM, source.request_counts)
     partition = settings.id_range
