@@ -177,8 +177,8 @@ def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir:
     say(outcome.failure_line("sync", service.secret))
     if PUBLISHED in outcome.materialized:
         say(f"published anyway by run {outcome.run_id} ({outcome.seconds:.1f} s): every other stream's data and "
-            "the marts built on it; a failed stream's tables keep the rows of their last successful sync "
-            "(freight_meta.table_freshness); see `freight-pipeline status`")
+            "the marts built on it; a failed stream's tables hold their last successful sync and the batches the "
+            "failed run committed (freight_meta.table_freshness); see `freight-pipeline status`")
     return 1
 
 
@@ -237,8 +237,8 @@ def _said_outcome(report: JobReport, watch: Stopwatch, service: ServiceSettings)
             say(redact(f"sync failed in step {step.name}: {step.line}", service.secret))
     if report.publication is not None:
         streams = report.failed_streams
-        kept = (f"; the {', '.join(streams)} tables keep the rows of their last successful sync "
-                "(freight_meta.table_freshness)") if streams else ""
+        kept = (f"; the {', '.join(streams)} tables hold their last successful sync and the batches the failed "
+                "run committed before it failed (freight_meta.table_freshness)") if streams else ""
         say(f"published anyway by run {report.run_id} ({watch.seconds:.1f} s): every other stream's data and the "
             f"marts built on it{kept}; see `freight-pipeline status`")
     return 1

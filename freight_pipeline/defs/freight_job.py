@@ -243,7 +243,8 @@ def build_freight_job() -> dg.AssetsDefinition:
     specs = [spec.replace_attributes(skippable=True) for spec in [*upstream, publish_spec(upstream)]]
     stream_checks = [dg.AssetCheckSpec(STREAM_CHECK, asset=stream_check_key(stream).asset_key,
                                        description=f"The {stream} stream synced in the run (red: it failed or did "
-                                       "not run; its tables keep the rows of its last successful sync).")
+                                       "not run; its tables hold its last successful sync and the batches a "
+                                       "failed run committed).")
                      for stream in STREAM_NAMES]
     check_specs = [*stream_checks, *map(check_spec, warehouse_checks())]
     keys_of_stream = {stream: set(stream_keys(stream)) for stream in STREAM_NAMES}
