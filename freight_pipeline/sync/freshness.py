@@ -6,7 +6,8 @@ stamp (assumption A37): a carrier's status feed moving an estimated arrival is e
 the shipments stream, after its walk, retries and reconcile:
 
 * **samples** every run: re-reads the events and memo lines of ``freshness_sample`` open shipments held,
-  those read longest ago (a rotating sample), and writes only what differs from the rows held
+  those read longest ago (by the older of the two reads: a rotating sample), and writes only what differs from the
+  rows held
   (``Writes.apply_batch(compare=True)``). A difference shows that the service changes them without moving
   the stamp: the first run that finds one says so, once (its line, ``status``, the run log and the WARN
   check ``no_service_notices``), and records it in ``freight_meta.sync_state`` (entry :data:`STATE`);
@@ -97,25 +98,27 @@ def budget(settings: SyncSettings, other_requests: int) -> int:
 
 
 def sample(warehouse: Warehouse, settings: SyncSettings, exclude: Collection[int] = ()) -> list[Ref]:
-    """The open shipments whose events were read longest ago, ``freshness_sample`` of them, but ``exclude``
-    (shipments the run wrote: read just now, so they come up last anyway)."""
+    """The open shipments whose events or memo lines (:data:`SAMPLED_PARTS`) were read longest ago,
+    ``freshness_sample`` of them, but ``exclude`` (shipments the run wrote: read just now, so they come up last
+    anyway); by the older of the two, which the rolling re-read (events alone until memo lines were found changed)
+    leaves behind."""
     if not settings.freshness_sample:
         return []
-    rows = warehouse.reads.open_shipments_by_part_age(EVENTS, settings.freshness_sample)
+    rows = warehouse.reads.open_shipments_by_part_age(SAMPLED_PARTS, settings.freshness_sample)
     return [_ref(r) for r in rows if int(r["shipment_id"]) not in exclude]
 
 
 def due(warehouse: Warehouse, settings: SyncSettings, known: Unstamped, *, now: dt.datetime,
         service_now: dt.datetime | None, other_requests: int, exclude: Collection[int] = ()) -> list[Ref]:
-    """The rolling re-read's shipments of this run (none while it is off): the open ones whose events were
-    read :data:`DUE_SHARE` of ``events_max_age`` ago or longer, nearest upcoming estimate first (after
-    ``service_now``, the service's clock), as many as the budget's requests read (:func:`budget`), but
-    ``exclude``."""
+    """The rolling re-read's shipments of this run (none while it is off): the open ones whose parts it reads
+    (:meth:`Unstamped.rolling_parts`) were read :data:`DUE_SHARE` of ``events_max_age`` ago or longer, nearest
+    upcoming estimate first (after ``service_now``, the service's clock), as many as the budget's requests read
+    (:func:`budget`), but ``exclude``."""
     if not known.rolling(settings) or service_now is None:
         return []
     wanted = budget(settings, other_requests) // len(known.rolling_parts())
     rows = warehouse.reads.open_shipments_by_part_age(
-        EVENTS, wanted + len(exclude), read_before=now - settings.events_max_age * DUE_SHARE,
+        known.rolling_parts(), wanted + len(exclude), read_before=now - settings.events_max_age * DUE_SHARE,
         upcoming_after=service_now)
     return [_ref(r) for r in rows if int(r["shipment_id"]) not in exclude][:wanted]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -186,29 +186,33 @@ class Reads:
                 )
         return {int(i): (lm.astimezone(dt.UTC) if lm is not None else None) for i, lm in rows}
 
-    def open_shipments_by_part_age(self, part: str, limit: int, *, read_before: dt.datetime | None = None,
+    def open_shipments_by_part_age(self, parts: Collection[str], limit: int, *, read_before: dt.datetime | None = None,
                                    upcoming_after: dt.datetime | None = None) -> list[dict[str, Any]]:
-        """Up to ``limit`` held shipments still open (``shipment_closed`` not true), with when ``part`` (a
-        stream of ``raw_parts``: ``shipment_events``) was last read (``read_at``; null: never kept raw):
-        those read at or before ``read_before`` (None: every one), longest unread first; with
-        ``upcoming_after``, ordered by their first ESTIMATED event after it (``next_estimate_at``, nearest
-        first, none last), then longest unread. Each: shipment_id, client, shipment_number,
-        mode_of_transport, read_at, next_estimate_at."""
+        """Up to ``limit`` held shipments still open (``shipment_closed`` not true), with when the one of ``parts``
+        (streams of ``raw_parts``: ``shipment_events``, ``shipment_memos``) read longest ago was last read
+        (``read_at``; null: one never kept raw): those read at or before ``read_before`` (None: every one), longest
+        unread first; with ``upcoming_after``, ordered by their first ESTIMATED event after it
+        (``next_estimate_at``, nearest first, none last), then longest unread. Each: shipment_id, client,
+        shipment_number, mode_of_transport, read_at, next_estimate_at. (By the oldest of the parts a re-read reads:
+        by one alone, a shipment another reader keeps that one fresh for never came up for the others.)"""
         shipments, events = qualified(SHIPMENTS), qualified(SHIPMENT_EVENTS)
+        wanted = sorted(set(parts))
+        read = (f"SELECT shipment_id, CASE WHEN count(*) = {len(wanted)} THEN min(fetched_at) END AS fetched_at "
+                f"FROM {qualified(meta.RAW_PARTS)} WHERE stream IN ({', '.join('?' for _ in wanted)}) "
+                "GROUP BY shipment_id")
         upcoming = ("SELECT shipment_id, min(event_at) AS next_estimate_at FROM " + events +
                     " WHERE type = 'ESTIMATED' AND event_at > ? GROUP BY shipment_id") if upcoming_after else None
         sql = (
             f"SELECT s.shipment_id, s.client, s.shipment_number, s.mode_of_transport, p.fetched_at AS read_at, "
             f"{'u.next_estimate_at' if upcoming else 'NULL AS next_estimate_at'} "
-            f"FROM {shipments} s LEFT JOIN {qualified(meta.RAW_PARTS)} p ON p.stream = ? "
-            "AND p.shipment_id = s.shipment_id "
+            f"FROM {shipments} s LEFT JOIN ({read}) p ON p.shipment_id = s.shipment_id "
             + (f"LEFT JOIN ({upcoming}) u ON u.shipment_id = s.shipment_id " if upcoming else "")
             + "WHERE s.shipment_closed IS NOT TRUE"
             + (" AND (p.fetched_at IS NULL OR p.fetched_at <= ?)" if read_before is not None else "")
             + " ORDER BY " + ("u.next_estimate_at NULLS LAST, " if upcoming else "")
             + "p.fetched_at NULLS FIRST, s.shipment_id LIMIT ?"
         )
-        params: list[Any] = [part, *([upcoming_after] if upcoming else []),
+        params: list[Any] = [*wanted, *([upcoming_after] if upcoming else []),
                              *([read_before] if read_before is not None else []), limit]
         cur = self.database.con.execute(sql, params)
         names = [d[0] for d in cur.description]

@@ -137,6 +137,49 @@ def test_events_moved_without_the_stamp_are_found_said_once_and_read_within_the_
         assert revised is not None and revised[0] > 0
 
 
+def test_the_sample_comes_to_the_memo_lines_of_shipments_the_rolling_re_read_keeps_fresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rolling re-read reads the events alone (no memo line found changed yet) of the nearest upcoming estimates,
+    the same shipments run after run; the sample ranked the open shipments by when their events were read, so it
+    never came to those shipments: a memo line edited there without the stamp stayed stale for good. Ranked by the
+    older of the parts it reads, the sample comes to them first."""
+    monkeypatch.setattr(freshness, "MIN_REFRESH_REQUESTS", 8)
+    sample = 5
+    settings = SETTINGS.replaced(events_refresh="on", freshness_sample=sample, events_refresh_share=0.0)
+    with running_simulator(shipments=40, seed=9) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        sync(settings)
+        _wait_past_due()
+        sim.advance_clock(900)
+        rolled = sync(settings)[SHIPMENTS]
+        assert rolled.extra["freshness"]["refreshed"] == 8
+        # the shipments with memo lines whose events that run read and whose memo lines it did not: the rolling's
+        kept_fresh = [r[0] for r in query(
+            work_db(tmp_path), "SELECT e.shipment_id FROM freight_meta.raw_parts e JOIN freight_meta.raw_parts m "
+            "USING (shipment_id) WHERE e.stream = ? AND m.stream = ? AND e.run_id = ? AND m.run_id <> ? AND "
+            "shipment_id IN (SELECT shipment_id FROM freight.shipment_memos) ORDER BY 1",
+            [EVENTS, MEMOS, rolled.run_id, rolled.run_id])]
+        assert kept_fresh
+        victim = kept_fresh[0]
+        data = sim.store.data
+        with data.lock:  # its first memo line's text edited, the shipment's stamp kept
+            memo_id = data.memos_by_shipment[victim][0]
+            shipment_id, running, _ = data.memos[memo_id]
+            data.memos[memo_id] = (shipment_id, running, "edited without moving the stamp")
+            data.version += 1
+        sim.store.reader.forget(victim)
+        open_held = query(work_db(tmp_path), "SELECT count(*) FROM freight.shipments WHERE shipment_closed IS NOT TRUE")
+        rotation = -(-open_held[0][0] // sample)  # runs in which the sample comes to every open shipment
+        assert rotation > 2
+        for _ in range(rotation):
+            _wait_past_due()
+            sim.advance_clock(900)
+            sync(settings)
+        held = query(work_db(tmp_path), "SELECT memo FROM freight.shipment_memos WHERE shipment_id = ?", [victim])
+        assert ("edited without moving the stamp",) in held, held
+
+
 def test_a_tight_budget_reads_the_nearest_upcoming_estimates_first(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(freshness, "MIN_REFRESH_REQUESTS", 10)
