@@ -391,6 +391,7 @@ async def sync_documents(
             named = [i for o in outcomes.values() for file in o.files for i in shipment_ids_of(file["references"])]
             shared = sorted(sharing_shipments(warehouse.con, ids, read, named) - listed)
         _write(warehouse, run_id, settings, outcomes, counts, result)
+        result.rows_read = reader.files_read  # so far: what a run that fails later logs
         meter.advance(len(ids))
         if shared:
             targets, pending = [*targets, *shared], [*pending, *shared]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,12 @@ from freight_pipeline.client.errors import FreightConnectionError
 from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from freight_pipeline.config import ServiceSettings
 from freight_pipeline.simulator.server import running_simulator
+from freight_pipeline.sync.changes import LookupResult
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.isolation import CircuitOpen
 from freight_pipeline.sync.runner import open_client, run_async
 from freight_pipeline.sync.settings import SyncSettings
-from freight_pipeline.sync.streams import SHIPMENTS
+from freight_pipeline.sync.streams import DOCUMENTS, SHIPMENTS, Stream
 from freight_pipeline_tests.sync.conftest import query, syncer, work_db
 
 
@@ -50,32 +52,49 @@ def test_a_run_s_event_loop_is_uvloop_s_where_it_is_installed_else_asyncio_s(mon
 
 
 class GoneAfter(ClientSource):
-    """A service that refuses every connection once ``ANSWERED`` records of shipments have been fetched."""
+    """A service that refuses every connection once ``ANSWERED`` calls of the stream under test were answered: a
+    shipment's records (the shipments stream), or a page of E-File lookups (the documents stream)."""
 
-    ANSWERED = 150
+    ANSWERED = {SHIPMENTS.name: 150, DOCUMENTS.name: 3}
 
-    def __init__(self, client: AsyncFreightClient) -> None:
+    def __init__(self, client: AsyncFreightClient, stream: str) -> None:
         super().__init__(client)
-        self.answered = 0
+        self.stream, self.answered = stream, 0
+
+    def _answered(self, stream: str) -> None:
+        if stream == self.stream:
+            self.answered += 1
+            if self.answered > self.ANSWERED[stream]:
+                raise FreightConnectionError("connection refused by the service")
 
     async def get_shipment_records(self, endpoint: Endpoint, shipment_id: int) -> HeldBody:
-        self.answered += 1
-        if self.answered > self.ANSWERED:
-            raise FreightConnectionError("connection refused by the service")
+        self._answered(SHIPMENTS.name)
         return await super().get_shipment_records(endpoint, shipment_id)
 
+    async def efile_pages(self, shipment_ids: list[int], page_size: int) -> AsyncIterator[LookupResult]:
+        self._answered(DOCUMENTS.name)
+        async for page in super().efile_pages(shipment_ids, page_size):
+            yield page
 
-def test_a_stream_that_fails_logs_what_it_read_and_the_rows_its_committed_batches_wrote(tmp_path: Path) -> None:
-    """The service gone in the middle of the walk (the breaker stops the stream): its batches committed before are in
-    the warehouse, with their cursor, and its ``sync_runs`` row said it read and wrote nothing (the stream's own counts
-    were dropped with its exception)."""
-    with running_simulator(shipments=120, seed=11) as sim, pytest.raises(CircuitOpen):
-        syncer(sim, tmp_path, publish_after=False)(source_factory=GoneAfter, streams=(SHIPMENTS.name,))
+
+@pytest.mark.parametrize("stream", [SHIPMENTS, DOCUMENTS], ids=lambda stream: stream.name)
+def test_a_stream_that_fails_logs_what_it_read_and_the_rows_its_committed_batches_wrote(
+    stream: Stream, tmp_path: Path
+) -> None:
+    """The service gone in the middle of a stream that commits batch by batch (the breaker stops it): its batches
+    committed before are in the warehouse, with their cursor, and its ``sync_runs`` row said it read and wrote nothing
+    (the stream's own counts were dropped with its exception)."""
+    with running_simulator(shipments=200, seed=11) as sim:
+        sync = syncer(sim, tmp_path, publish_after=False)
+        if stream.reads_first:
+            sync(streams=tuple(stream.reads_first))
+        with pytest.raises(CircuitOpen):
+            sync(source_factory=lambda client: GoneAfter(client, stream.name), streams=(stream.name,))
     ((run_id, status, read, written, by_table),) = query(
         work_db(tmp_path), "SELECT run_id, status, rows_read, rows_written, details->'$.rows_by_table' "
-                           "FROM freight_meta.sync_runs WHERE stream = 'shipments'")
+                           "FROM freight_meta.sync_runs WHERE stream = ? AND status = 'failed'", [stream.name])
     held = {table: query(work_db(tmp_path), f"SELECT count(*) FROM freight.{table} WHERE _run_id = ?", [run_id])[0][0]
-            for table in SHIPMENTS.tables}
-    assert status == "failed" and 0 < held["shipments"] < 120
+            for table in stream.tables}
+    assert status == "failed" and sum(held.values()) > 0
     assert json.loads(by_table) == {table: rows for table, rows in held.items() if rows}
-    assert written == sum(held.values()) and read >= held["shipments"]
+    assert written == sum(held.values()) and read >= held.get(SHIPMENTS.name, 1)  # documents: the files read
