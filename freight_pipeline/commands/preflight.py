@@ -50,12 +50,17 @@ def check_settings(overrides: Mapping[str, Any] | None = None) -> Settings:
         raise BadSetup(str(exc)) from None
 
 
+def nearest_existing(path: Path) -> Path:
+    """``path``, or the nearest of its parents that exists (where it would be made)."""
+    while not path.exists():
+        path = path.parent
+    return path
+
+
 def not_a_directory(data_dir: Path, named_by: str = DATA_DIR_ENV) -> str | None:
     """What is wrong with ``data_dir`` when it is a file, or under one, in one line naming what named it; None
     otherwise (a directory, or one that can be made)."""
-    existing = data_dir
-    while not existing.exists():
-        existing = existing.parent
+    existing = nearest_existing(data_dir)
     if existing.is_dir():
         return None
     what = "is a file" if existing == data_dir else f"is under {existing}, which is a file"
@@ -71,11 +76,9 @@ def check_data_dir(data_dir: Path, named_by: str = DATA_DIR_ENV, floor_mb: int |
         checked_db_path(working_db_path(data_dir))
     except ValueError as exc:
         raise BadSetup(f"{where}: {exc}") from None
-    existing = data_dir
-    while not existing.exists():
-        existing = existing.parent
     if problem := not_a_directory(data_dir, named_by):
         raise BadSetup(problem)
+    existing = nearest_existing(data_dir)
     try:
         with tempfile.TemporaryFile(dir=existing, prefix=".freight-write-probe-"):
             pass
