@@ -26,6 +26,7 @@ from freight_pipeline.sync.backfill import IdRange, backfill_plan
 from freight_pipeline.sync.progress import Throttled
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import one_line_error, run_stream
+from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.shipments import STREAM as SHIPMENTS
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.writer_lock import WarehouseBusy, partition_lock, writer_lock
@@ -113,11 +114,11 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
         context: dg.AssetExecutionContext, freight_service: FreightServiceResource, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:
         step = backfill_step(context.partition_key)
-        checked(lambda: run_settings(freight_service, warehouse))  # before the data directory is used
+        configured = checked(lambda: run_settings(freight_service, warehouse))  # before the data directory is used
         try:
             with writer_lock(warehouse.path, context.run_id, name=partition_lock(context.partition_key)), \
                     alerted_run(context.log.info, warehouse, context.run_id, step) as found:
-                result = _backfill_partition(context, freight_service, warehouse, plan)
+                result = _backfill_partition(context, configured, warehouse, plan)
                 bad = result.bad_records() or (f"{result.rejected} records rejected (freight_meta.rejected_records)"
                                                if result.rejected else None)
                 if bad:
@@ -142,22 +143,22 @@ def build_backfill(plan: tuple[IdRange, ...]) -> tuple[dg.AssetsDefinition, "Unr
     return shipments_backfill, job
 
 
-def _backfill_partition(context: dg.AssetExecutionContext, freight_service: FreightServiceResource,
-                        warehouse: WarehouseResource, plan: tuple[IdRange, ...]) -> StreamResult:
-    """The shipments stream of the run's partition, into the lake."""
+def _backfill_partition(context: dg.AssetExecutionContext, configured: Settings, warehouse: WarehouseResource,
+                        plan: tuple[IdRange, ...]) -> StreamResult:
+    """The shipments stream of the run's partition, into the lake, with the run's ``configured`` settings."""
     backend = lake_backend(warehouse, "the backfill writes a lake")
     id_range = IdRange.parse(context.partition_key)
-    settings = freight_service.sync_settings().replaced(
-        id_range=id_range, backfill_plan=plan, fetch_batch_size=warehouse.settings().lake.backfill_batch_size)
-    return run_stream(SHIPMENTS, freight_service.service_settings(), warehouse.path, settings,
+    settings = SyncSettings.of(configured.sync).replaced(
+        id_range=id_range, backfill_plan=plan, fetch_batch_size=configured.lake.backfill_batch_size)
+    return run_stream(SHIPMENTS, configured.service, warehouse.path, settings,
                       run_id=context.run_id, progress=Throttled(context.log.info, 15.0), backend=backend)
 
 
 @dg.op(description="DuckLake compaction and snapshot expiry (never the published snapshot).")
 def lake_maintenance(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> None:
-    checked(lambda: warehouse.settings(reads=CONCERNS))  # before the data directory is used
+    configured = checked(lambda: warehouse.settings(reads=CONCERNS))  # before the data directory is used
     with alerted_run(context.log.info, warehouse, context.run_id, MAINTENANCE_STEP):
-        retention = warehouse.settings().lake.lake_retention
+        retention = configured.lake.lake_retention
         done = lake_backend(warehouse, "lake maintenance needs a lake").maintain(warehouse.path, retention,
                                                                                context.run_id)
     context.log.info(done.summary())
