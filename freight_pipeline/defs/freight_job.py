@@ -34,6 +34,7 @@ from typing import Any
 
 import dagster as dg
 
+from freight_pipeline.alerts.notify import Alerted
 from freight_pipeline.checks.warehouse import warehouse_checks
 from freight_pipeline.config import PASSWORD_ENV, BadSettings
 from freight_pipeline.defs.checks import check_result, check_spec
@@ -211,6 +212,16 @@ def _run_in_thread(run: Callable[[Callable[[str], None], Callable[[Step], None]]
             return
 
 
+def log_alerted(log: dg.DagsterLogManager, alerted: Alerted | None) -> None:
+    """What a run did with its problems, in its Dagster log; its sends waited for (as the command waits for them) and
+    those not delivered said."""
+    if alerted is None:
+        return
+    log.info(alerted.line)
+    if undelivered := alerted.undelivered():
+        log.warning(undelivered)
+
+
 _engine_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 """The threads :func:`_run_in_thread` started for the engine."""
 
@@ -328,10 +339,7 @@ def build_freight_job() -> dg.AssetsDefinition:
                         report = told
         assert report is not None
         yield from unrun_stream_checks(checks, streams, data_dir)
-        if report.alerted is not None:
-            context.log.info(report.alerted.line)
-            if undelivered := report.alerted.undelivered():  # the sends waited for, as the command waits for them
-                context.log.warning(undelivered)
+        log_alerted(context.log, report.alerted)
         if report.skipped:  # a run outside Dagster writes the warehouse (a headless sync from cron)
             raise dg.Failure(description=f"skipped: {report.skipped}", allow_retries=False)
         if report.failed:

@@ -13,7 +13,7 @@ from contextlib import ExitStack
 import dagster as dg
 
 from freight_pipeline.config import CONCERNS
-from freight_pipeline.defs.freight_job import PUBLISH_KEY
+from freight_pipeline.defs.freight_job import PUBLISH_KEY, log_alerted
 from freight_pipeline.defs.names import REBUILD_JOB
 from freight_pipeline.defs.resources import WarehouseResource
 from freight_pipeline.defs.sync_assets import metadata_value
@@ -59,10 +59,7 @@ def freight_rebuild(context: dg.OpExecutionContext, config: RebuildConfig,
         report = run_rebuild(warehouse.path, SyncSettings.of(settings.sync), backend, worker,
                              run_id=context.run_id, progress=context.log.debug, on_step=ended,
                              everything=config.everything, alerting=Alerting.of(settings, dagster_run=True))
-    if report.alerted is not None:
-        context.log.info(report.alerted.line)
-        if undelivered := report.alerted.undelivered():  # the sends waited for, as the command waits for them
-            context.log.warning(undelivered)
+    log_alerted(context.log, report.alerted)
     if report.publication is not None:
         yield dg.AssetMaterialization(asset_key=PUBLISH_KEY, metadata={
             name: metadata_value(value) for name, value in report.publication.metadata().items()})
