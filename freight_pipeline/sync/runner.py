@@ -23,6 +23,7 @@ from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV, ServiceSettings
 from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, ServiceZone
 from freight_pipeline.normalize.signature import current_signature
+from freight_pipeline.process_end import query_interrupted
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.derived_by import MAPPING, note_mapping
 from freight_pipeline.sync.drift import change_record, note_shape
@@ -146,12 +147,14 @@ def open_client(service: ServiceSettings, settings: SyncSettings) -> AsyncFreigh
 
 
 STOPPED = "stopped (Ctrl-C, SIGTERM or SIGHUP): what it committed before is kept, the next run goes on from it"
-"""What ``sync_runs.error`` and a step's line say of a run a stop ended (its task cancelled, or KeyboardInterrupt)."""
+"""What ``sync_runs.error`` and a step's line say of a run a stop ended (its task cancelled, KeyboardInterrupt, or a
+DuckDB query that took the stop as its own error)."""
 
 
 def one_line_error(exc: BaseException) -> str:
-    """One line for logs and ``sync_runs.error`` (the client's messages never carry secrets)."""
-    if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+    """One line for logs and ``sync_runs.error`` (the client's messages never carry secrets); a stop, however it
+    came (a task cancelled, KeyboardInterrupt, or DuckDB's own error for a stop met in a query), is :data:`STOPPED`."""
+    if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt) or query_interrupted(exc):
         return STOPPED
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}"[:1000] if text else type(exc).__name__

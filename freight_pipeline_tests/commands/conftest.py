@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,3 +47,37 @@ def run_cli(args: list[str], env: dict[str, str], timeout: float = 240) -> subpr
         [sys.executable, "-m", "freight_pipeline.cli", *args],
         env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, check=False,
     )
+
+
+STOPPED_IN_A_QUERY = textwrap.dedent("""
+    import importlib, os, signal, sys, threading
+    import duckdb
+    from freight_pipeline.cli import main
+
+    def stopped_in_a_query(*args, **kwargs):  # a step that SIGTERM (or Ctrl-C) finds in a DuckDB query
+        threading.Timer(0.2, os.kill, (os.getpid(), getattr(signal, sys.argv[1]))).start()
+        duckdb.connect().execute("SELECT count(*) FROM range(10000000000)").fetchall()  # 'Query interrupted'
+        raise AssertionError("the query was not interrupted")
+
+    module, _, where = sys.argv[2].partition(":")
+    owner, _, name = where.rpartition(".")
+    setattr(getattr(importlib.import_module(module), owner), name, stopped_in_a_query)
+    sys.exit(main(sys.argv[3:]))
+""")
+"""A script: ``freight-pipeline <argv[3:]>`` with ``argv[2]`` (``module:Class.method``) replaced by a DuckDB query
+that the stop ``argv[1]`` (``SIGTERM``, ``SIGINT``) comes to while it runs."""
+
+
+def run_stopped_in_a_query(stop: str, target: str, args: list[str], env: dict[str, str]) -> \
+        subprocess.CompletedProcess[str]:
+    """:data:`STOPPED_IN_A_QUERY` in a child process, from the repository root."""
+    return subprocess.run([sys.executable, "-c", STOPPED_IN_A_QUERY, stop, target, *args], env=env, cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=240, check=False)
+
+
+def unpublished_rows(data_dir: Path) -> list[tuple[str, str, str | None]]:
+    """The rows ``freight-pipeline status --json`` shows of the runs not published yet: stream (or the job's
+    ``job <step>``), status, error (exit 1 when nothing is published yet)."""
+    done = run_cli(["status", "--data-dir", str(data_dir), "--json"], cli_env())
+    assert done.returncode in (0, 1) and done.stdout, done.stderr
+    return [(run["stream"], run["status"], run["error"]) for run in json.loads(done.stdout)["unpublished_runs"]]

@@ -9,8 +9,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +19,8 @@ from freight_pipeline.cli import main
 from freight_pipeline.config import REPO_ROOT, environ
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
-from freight_pipeline_tests.commands.conftest import cli_env, run_cli
+from freight_pipeline.sync.runner import STOPPED
+from freight_pipeline_tests.commands.conftest import cli_env, run_cli, run_stopped_in_a_query, unpublished_rows
 from freight_pipeline_tests.published import published_tables
 
 
@@ -263,22 +262,6 @@ def test_the_documented_sample_of_a_run_is_what_the_command_says(without_dagster
     assert masked(documented_sample()) == masked(without_dagster.done.stderr), without_dagster.done.stderr
 
 
-STOPPED_IN_A_QUERY = textwrap.dedent("""
-    import os, signal, sys, threading
-    import duckdb
-    from freight_pipeline.cli import main
-    from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
-
-    def publish(self, data_dir, run_id):  # a publish that SIGTERM (or Ctrl-C) finds in a DuckDB query
-        threading.Timer(0.2, os.kill, (os.getpid(), getattr(signal, sys.argv[1]))).start()
-        duckdb.connect().execute("SELECT count(*) FROM range(10000000000)").fetchall()  # 'Query interrupted'
-        raise AssertionError("the query was not interrupted")
-
-    EmbeddedDuckDB.publish = publish
-    sys.exit(main(sys.argv[2:]))
-""")
-
-
 @pytest.mark.parametrize(("stop", "said"), [("SIGTERM", "terminated (SIGTERM)"), ("SIGINT", "interrupted (Ctrl-C)")])
 def test_a_stop_a_duckdb_query_takes_still_stops_the_sync_as_stopped_not_failed(
     sim: RunningSimulator, tmp_path: Path, stop: str, said: str
@@ -287,10 +270,12 @@ def test_a_stop_a_duckdb_query_takes_still_stops_the_sync_as_stopped_not_failed(
     error of its own (``RuntimeError: Query interrupted``), which the step's ``except Exception`` took as its
     failure: ``sync failed in step publish: RuntimeError: Query interrupted``, exit 1, and the run went on."""
     env = cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password)
-    done = subprocess.run([sys.executable, "-c", STOPPED_IN_A_QUERY, stop, "sync", "--no-dagster", "--data-dir",
-                           str(tmp_path / "data")], env=env, cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=240, check=False)
+    done = run_stopped_in_a_query(stop, "freight_pipeline.warehouse.embedded:EmbeddedDuckDB.publish",
+                                  ["sync", "--no-dagster", "--data-dir", str(tmp_path / "data")], env)
     assert done.returncode == 128 + getattr(signal, stop), done.stderr
     assert done.stderr.splitlines()[-1] == (f"freight-pipeline sync: {said} in step publish: every batch it "
                                             "committed before is kept, the next run goes on from the last; "
                                             f"exit {done.returncode}"), done.stderr
+    # its run log row says stopped too (it said ``RuntimeError: Query interrupted``)
+    assert [row for row in unpublished_rows(tmp_path / "data") if row[1] != "success"] == [
+        ("job publish", "failed", STOPPED)]
