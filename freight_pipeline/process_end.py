@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -229,6 +230,52 @@ def _take_in(read: int, before: int) -> None:
         while chunk := os.read(read, 4096):  # a byte per signal caught, of every kind
             caught += chunk
     _received[before:] = dict.fromkeys([*_received[before:], *(s for s in caught if s in STOP_SIGNALS)])
+
+
+_stops_asked: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+"""The threads a stop was asked of (:func:`ask_stop`)."""
+_stop_hooks: dict[threading.Thread, list[Callable[[], None]]] = {}
+"""What ends the wait each thread is in that no signal reaches (:func:`on_stop`), by thread."""
+_stops_lock = threading.Lock()
+
+
+def ask_stop(thread: threading.Thread) -> None:
+    """Stop what ``thread`` runs as a stop signal stops what the main thread runs (no signal reaches another
+    thread): the stop noted for its steps to ask (:func:`stop_asked`), and the wait it is in ended at once, here,
+    by what its block registered (:func:`on_stop`: its event loop's task cancelled, its dbt worker killed, its
+    DuckDB statement interrupted)."""
+    with _stops_lock:
+        _stops_asked.add(thread)
+        hooks = list(_stop_hooks.get(thread, ()))
+    for hook in hooks:
+        hook()
+
+
+def stop_asked() -> bool:
+    """Whether a stop was asked of the thread this runs in (:func:`ask_stop`)."""
+    with _stops_lock:
+        return threading.current_thread() in _stops_asked
+
+
+@contextmanager
+def on_stop(hook: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, a stop asked of this thread (:func:`ask_stop`) calls ``hook`` from the thread that asks:
+    what ends a wait of this thread's that no signal reaches, after which the block raises KeyboardInterrupt, as
+    the wait would in the main thread on Ctrl-C. KeyboardInterrupt at once, the block not begun, when a stop was
+    asked before it."""
+    thread = threading.current_thread()
+    with _stops_lock:
+        if thread in _stops_asked:
+            raise KeyboardInterrupt
+        _stop_hooks.setdefault(thread, []).append(hook)
+    try:
+        yield
+    finally:
+        with _stops_lock:
+            hooks = _stop_hooks[thread]
+            hooks.remove(hook)
+            if not hooks:
+                del _stop_hooks[thread]
 
 
 def stop_requested() -> bool:

@@ -62,8 +62,8 @@ from freight_pipeline.job.run import (
 )
 from freight_pipeline.lake.backend import storage_of
 from freight_pipeline.marts.worker import DbtWorker
+from freight_pipeline.process_end import ask_stop
 from freight_pipeline.sync.progress import Tally, TallyLines, Throttled, tallies_to
-from freight_pipeline.sync.runner import stop_run_in
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import STREAM_NAMES, STREAM_OF_STEP, stream_named
 from freight_pipeline.warehouse.run_log import logged_runs
@@ -201,15 +201,21 @@ def _run_in_thread(run: Callable[[Callable[[str], None], Callable[[Step], None]]
     thread = threading.Thread(target=work, name="freight-job", daemon=True)
     _engine_threads.add(thread)
     thread.start()
-    while True:
-        kind, item = told.get()
-        if kind == "error":
-            thread.join()
-            raise item
-        yield item
-        if kind == "report":
-            thread.join()
-            return
+    try:
+        while True:
+            kind, item = told.get()
+            if kind == "error":
+                thread.join()
+                raise item
+            yield item
+            if kind == "report":
+                thread.join()
+                return
+    except BaseException:  # the op left while its engine runs (the run's stop, raised here): stopped, awaited,
+        if thread.is_alive():  # before the op's blocks end (its dbt worker's, whose command it would cut short)
+            ask_stop(thread)
+            thread.join(STOP_WAIT_S)
+        raise
 
 
 def log_alerted(log: dg.DagsterLogManager, alerted: Alerted | None) -> None:
@@ -238,7 +244,7 @@ def stopped_engine_threads(wait_s: float = STOP_WAIT_S) -> None:
     with SIGABRT). Called as a run executed in this process ends (``commands.execute``), and as the process exits."""
     for thread in list(_engine_threads):
         if thread.is_alive():
-            stop_run_in(thread)
+            ask_stop(thread)
     deadline = time.monotonic() + wait_s
     for thread in list(_engine_threads):
         thread.join(max(0.0, deadline - time.monotonic()))

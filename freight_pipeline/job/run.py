@@ -57,7 +57,7 @@ from freight_pipeline.marts.project import WAREHOUSE_CHECKED_TAG
 from freight_pipeline.marts.results import DbtBuildFailed
 from freight_pipeline.marts.worker import DbtWorker, Start
 from freight_pipeline.normalize.tables import TABLES_BY_NAME
-from freight_pipeline.process_end import stop_requested
+from freight_pipeline.process_end import stop_asked, stop_requested
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.rebuild import DEFAULT_BATCH, REBUILD_STATE, rebuild
@@ -69,7 +69,6 @@ from freight_pipeline.sync.runner import (
     open_client,
     run_async,
     run_stream_async,
-    stop_asked,
 )
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import SHIPMENTS, STREAM_OF_STEP, STREAMS, Stream, stream_step
@@ -347,7 +346,7 @@ class StopNoticed(KeyboardInterrupt):
 def _unless_stopped(report: JobReport) -> None:
     """:class:`StopNoticed` when a stop came that did not end the run where it came (``process_end.stop_requested``:
     its exception lost in a garbage collector's callback, or taken by a query for its own error): no build, no
-    publish after a stop (nor after one asked of the thread the run is in: ``sync.runner.stop_run_in``)."""
+    publish after a stop (nor after one asked of the thread the run is in: ``process_end.ask_stop``)."""
     if stop_requested() or stop_asked():
         raise StopNoticed([step.name for step in report.failed])
 

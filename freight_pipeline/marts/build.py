@@ -173,7 +173,8 @@ class PendingBuild:
                 reply = worker.run(self.args, self.plan.env, self.batch_key if embedded else None,
                                    self.prepare if embedded else None, self.catalog if embedded else None)
         except BaseException as exc:  # interrupted: logged as failed, then on its way
-            warehouse.close()
+            worker.close()  # its command cut short, its hold on the working database let go (a stop reaches this
+            warehouse.close()  # process alone when it is not the terminal's Ctrl-C: a service's SIGTERM, say)
             with open_warehouse(data_dir, backend) as reopened:
                 self._finish(reopened, exc)
             raise

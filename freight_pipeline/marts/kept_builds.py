@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from freight_pipeline.cursors import Connect, on_cursors
-from freight_pipeline.process_end import query_interrupted
+from freight_pipeline.process_end import on_stop, query_interrupted, stop_asked
 from freight_pipeline.text import error_in_one_line
 
 KEPT_BUILDS = "kept-builds"
@@ -188,26 +188,31 @@ def replay_models(con: Any, models: Sequence[dict[str, Any]],
     nothing of the replay stays)."""
     def send(statements: Sequence[str]) -> None:
         for statement in statements:
+            if stop_asked():  # of the thread this runs in (another than the main one), between two statements
+                raise KeyboardInterrupt
             if statement.strip().upper() not in TRANSACTION_STATEMENTS:
                 con.execute(statement)
 
     results = []
-    con.execute("BEGIN TRANSACTION")
-    try:
-        send(setup)
-        for model in models:
-            started = time.monotonic()
-            send(model["statements"])
-            results.append(_node_result(model["unique_id"], "success", "OK", None, started,
-                                        thread="replayed", adapter_response={"_message": "OK"},
-                                        relation=model.get("relation_name")))
-        con.execute("COMMIT")
-    except Exception as exc:  # the database's error: dbt runs the build instead, and says it
-        with contextlib.suppress(Exception):
-            con.execute("ROLLBACK")
-        if query_interrupted(exc):  # a stop met in a statement: the run stops, no build instead
-            raise KeyboardInterrupt from exc
-        return None
+    with on_stop(con.interrupt):  # a stop of a run in a thread other than the main one, which no signal reaches
+        con.execute("BEGIN TRANSACTION")
+        try:
+            send(setup)
+            for model in models:
+                started = time.monotonic()
+                send(model["statements"])
+                results.append(_node_result(model["unique_id"], "success", "OK", None, started,
+                                            thread="replayed", adapter_response={"_message": "OK"},
+                                            relation=model.get("relation_name")))
+            con.execute("COMMIT")
+        except BaseException as exc:  # the database's error: dbt runs the build instead, and says it
+            with contextlib.suppress(Exception):
+                con.execute("ROLLBACK")
+            if query_interrupted(exc):  # a stop met in a statement: the run stops, no build instead
+                raise KeyboardInterrupt from exc
+            if not isinstance(exc, Exception):  # a stop
+                raise
+            return None
     return results
 
 

@@ -53,10 +53,10 @@ Jinja's compiled templates are kept for the next worker in the shared parse fold
 
 Nothing of the pipeline's is imported here but :mod:`freight_pipeline.marts.project`,
 :mod:`~freight_pipeline.marts.jinja_cache`, :mod:`~freight_pipeline.marts.kept_builds` (with
-:mod:`freight_pipeline.cursors`), :mod:`~freight_pipeline.marts.worker_server` and
-:mod:`~freight_pipeline.warehouse.paths` (no heavy imports): the run can start the worker before it
-imports the rest, and the worker pays for dbt alone (dbt-duckdb imports the lake's plugin itself when the
-profile's target names it).
+:mod:`freight_pipeline.cursors`), :mod:`~freight_pipeline.marts.worker_server`,
+:mod:`~freight_pipeline.warehouse.paths` and :mod:`freight_pipeline.process_end` (no heavy imports): the run can
+start the worker before it imports the rest, and the worker pays for dbt alone (dbt-duckdb imports the lake's plugin
+itself when the profile's target names it).
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ import json
 import logging
 import os
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
@@ -96,6 +97,7 @@ from freight_pipeline.marts.project import (
     vars_args,
 )
 from freight_pipeline.marts.worker_server import ForkedWorker, forked_worker
+from freight_pipeline.process_end import on_stop
 from freight_pipeline.warehouse.paths import DB_NAME, working_db_path
 
 log = logging.getLogger(__name__)
@@ -287,12 +289,23 @@ class DbtWorker:
             request["catalog"] = catalog
         if prepare is not None:
             request["prepare_tests"] = {"key": prepare.key, "args": list(prepare.args), "env": dict(prepare.env)}
-        try:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-        except BrokenPipeError:
-            pass  # it ended already: said below
-        exit_code = self.process.wait()  # its input stays open meanwhile: closing it would end the worker
+        process, stopped = self.process, threading.Event()
+
+        def stop() -> None:  # from the thread that stops the run's: the worker killed, as Ctrl-C kills it
+            stopped.set()
+            if process.returncode is None:  # not ``kill()``: a forked worker's would read the answer the wait reads
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGKILL)
+
+        with on_stop(stop):  # a stop of a run in a thread other than the main one, which no signal reaches
+            try:
+                process.stdin.write(json.dumps(request) + "\n")
+                process.stdin.flush()
+            except BrokenPipeError:
+                pass  # it ended already: said below
+            exit_code = process.wait()  # its input stays open meanwhile: closing it would end the worker
+        if stopped.is_set():  # the command cut short (DuckDB rolls its unfinished transaction back)
+            raise KeyboardInterrupt
         try:
             reply = json.loads((self.target / REPLY).read_text())
             return WorkerReply(bool(reply["success"]), int(reply["exit_code"]), reply.get("error"))

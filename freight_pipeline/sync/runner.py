@@ -8,11 +8,11 @@ Both write the warehouse in the storage they are given (``warehouse.backend.Stor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import gc
 import threading
 import uuid
-import weakref
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +23,7 @@ from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV, ServiceSettings
 from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, ServiceZone
 from freight_pipeline.normalize.signature import current_signature
-from freight_pipeline.process_end import query_interrupted
+from freight_pipeline.process_end import on_stop, query_interrupted, stop_asked
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.derived_by import MAPPING, note_mapping
 from freight_pipeline.sync.drift import change_record, note_shape
@@ -75,66 +75,37 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 def run_async(main: Coroutine[Any, Any, T]) -> T:
     """``main`` run to its end on a new event loop (:func:`event_loop_factory`): what ``asyncio.run`` does. In a
-    thread other than the main one, which no signal reaches, :func:`stop_run_in` stops it as a stop signal stops
-    it in the main thread (``asyncio.Runner`` cancels its task on Ctrl-C, then raises KeyboardInterrupt)."""
+    thread other than the main one, which no signal reaches, ``process_end.ask_stop`` stops it as a stop signal
+    stops it in the main thread (``asyncio.Runner`` cancels its task on Ctrl-C, then raises KeyboardInterrupt)."""
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         if threading.current_thread() is threading.main_thread():
             return runner.run(main)
-        thread = threading.current_thread()
         try:
-            return runner.run(_stoppable(main, thread))
+            return runner.run(_stoppable(main))
         except asyncio.CancelledError:
-            with _runs_lock:
-                asked = thread in _stops_asked
-            if asked:
+            if stop_asked():
                 raise KeyboardInterrupt from None
             raise
 
 
-_runs_in_threads: dict[threading.Thread, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
-"""The event loop and main task of each :func:`run_async` running in a thread other than the main one, by thread."""
-_stops_asked: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
-"""The threads a stop was asked of (:func:`stop_run_in`): each :func:`run_async` they run is stopped."""
-_runs_lock = threading.Lock()
-
-
-async def _stoppable(main: Coroutine[Any, Any, T], thread: threading.Thread) -> T:
-    """``main``, its loop and task known to :func:`stop_run_in` while it runs; stopped at once if a stop came first."""
-    task = asyncio.current_task()
+async def _stoppable(main: Coroutine[Any, Any, T]) -> T:
+    """``main``, its task cancelled by a stop asked of its thread (``process_end.ask_stop``); not begun when one was
+    asked before."""
+    if stop_asked():
+        main.close()
+        raise asyncio.CancelledError
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
     assert task is not None
-    with _runs_lock:
-        if thread in _stops_asked:
-            main.close()
-            raise asyncio.CancelledError
-        _runs_in_threads[thread] = (asyncio.get_running_loop(), task)
+
+    def cancel() -> None:
+        with contextlib.suppress(RuntimeError):  # its loop closed meanwhile: the run ended
+            loop.call_soon_threadsafe(task.cancel)
+
     try:
-        return await main
+        with on_stop(cancel):
+            return await main
     finally:
-        with _runs_lock:
-            del _runs_in_threads[thread]
-
-
-def stop_asked() -> bool:
-    """Whether a stop was asked of the thread this runs in (:func:`stop_run_in`)."""
-    with _runs_lock:
-        return threading.current_thread() in _stops_asked
-
-
-def stop_run_in(thread: threading.Thread) -> bool:
-    """Stop the :func:`run_async` that runs in ``thread`` as a stop signal stops one in the main thread (what it
-    committed is kept, its streams logged as stopped, KeyboardInterrupt out of it); a run the thread begins later is
-    stopped as it begins, and :func:`stop_asked` tells the thread's other steps. Whether a run was running there."""
-    with _runs_lock:
-        _stops_asked.add(thread)
-        running = _runs_in_threads.get(thread)
-    if running is None:
-        return False
-    loop, task = running
-    try:
-        loop.call_soon_threadsafe(task.cancel)
-    except RuntimeError:  # its loop closed in the meantime: the run ended
-        return False
-    return True
+        main.close()  # not begun when a stop came in between (an ended one's close does nothing)
 
 
 def new_run_id() -> str:

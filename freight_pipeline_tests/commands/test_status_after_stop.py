@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 
 from freight_pipeline.cli import TERMINATED
-from freight_pipeline.config import REPO_ROOT
+from freight_pipeline.config import DBT_REPLAY_ENV, REPO_ROOT
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.runner import STOPPED
+from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.paths import last_job_run_path, run_log_path
 from freight_pipeline.warehouse.run_log import GONE, INTERRUPTED, NOT_BEGUN, runs_after_publish
@@ -31,9 +32,10 @@ from freight_pipeline.warehouse.writer_lock import lock_path, partition_lock, wr
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 
 STOPPED_AT = textwrap.dedent("""
-    import os, signal, sys, time
+    import os, signal, sys, threading, time
     from freight_pipeline.cli import main
     from freight_pipeline.job import run
+    from freight_pipeline.marts.worker import DbtWorker
     from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 
     where, how = sys.argv[1], sys.argv[2]
@@ -45,7 +47,7 @@ STOPPED_AT = textwrap.dedent("""
             time.sleep(600)
         os.kill(os.getpid(), getattr(signal, how))
 
-    run_stream, checks, publish = run._run_stream, run._checks, EmbeddedDuckDB.publish
+    run_stream, checks, publish, dbt = run._run_stream, run._checks, EmbeddedDuckDB.publish, DbtWorker.run
 
     async def _run_stream(stream, *args):  # between the streams: the one before ended, this one not begun
         if where == "sync_" + stream.name:
@@ -62,7 +64,12 @@ STOPPED_AT = textwrap.dedent("""
             stop()
         return publish(self, *args)
 
-    run._run_stream, run._checks, EmbeddedDuckDB.publish = _run_stream, _checks, _publish
+    def _dbt(self, *args):  # in dbt's build: the stop a second after the run asked the worker for it
+        if where == "dbt":
+            threading.Timer(1.0, stop).start()
+        return dbt(self, *args)
+
+    run._run_stream, run._checks, EmbeddedDuckDB.publish, DbtWorker.run = _run_stream, _checks, _publish, _dbt
     sys.exit(main(sys.argv[3:]))
 """)
 
@@ -72,10 +79,10 @@ def sync_stopped_at(sim: RunningSimulator, data_dir: Path, where: str, how: str,
                     dagster_home: Path | None = None) -> Iterator[subprocess.Popen[str]]:
     """``freight-pipeline sync --no-dagster`` of ``data_dir`` (a Dagster run in ``dagster_home``, when given) in a
     process group of its own, stopped ``how`` (a signal's name, or ``pause``) as it comes ``where`` (a stream's step,
-    ``checks`` or ``publish``): yielded once there (its stderr read to that line); its group killed at the block's
-    end, whatever happens."""
+    ``checks``, ``dbt`` (a second into dbt's build) or ``publish``): yielded once there (its stderr read to that
+    line); its group killed at the block's end, whatever happens. The build runs dbt (no replay of its statements)."""
     env = cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password,
-                  **({"DAGSTER_HOME": str(dagster_home)} if dagster_home else {}))
+                  **{DBT_REPLAY_ENV: "0"}, **({"DAGSTER_HOME": str(dagster_home)} if dagster_home else {}))
     way = [] if dagster_home else ["--no-dagster"]
     child = subprocess.Popen([sys.executable, "-c", STOPPED_AT, where, how, "sync", *way, "--data-dir",
                               str(data_dir)], env=env, cwd=REPO_ROOT, text=True, start_new_session=True,
@@ -201,6 +208,29 @@ def test_a_dagster_run_stopped_by_sigterm_ends_its_engine_s_thread_as_stopped_no
     else:  # the streams done; the build, which the checks came before, not run
         assert ("shipments", "success") in [(stream, status) for stream, status, _ in shown(runs)], runs
         assert stopped == [(BUILD_STREAM, "failed"), ("job publish", "skipped")], runs
+
+
+@pytest.mark.parametrize("dagster", [True, False], ids=["dagster", "no-dagster"])
+def test_a_run_stopped_by_sigterm_in_dbt_s_build_stops_the_build_not_after_it(
+    sim: RunningSimulator, data_dir: Path, tmp_path: Path, dagster: bool
+) -> None:
+    """SIGTERM while dbt builds: a Dagster run's engine, in a thread that waits for its dbt worker, went on waiting
+    for the whole build (the build logged a success, then the publish not run), and the process with it, up to five
+    minutes; without Dagster the wait is the main thread's, which the stop ends. Both now stop the build where it is
+    (the worker killed, as Ctrl-C kills it in a terminal): the build logged stopped, nothing published."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    with sync_stopped_at(sim, data_dir, "dbt", "SIGTERM", dagster_home=home if dagster else None) as child:
+        assert child.stderr is not None
+        err = child.stderr.read()
+        child.wait(120)
+    assert child.returncode == TERMINATED, err
+    assert "Traceback" not in err, err
+    runs = unpublished(data_dir)
+    assert not [run for run in runs if run["status"] == INTERRUPTED or "killed" in (run["error"] or "")], runs
+    assert sorted(shown(runs)) == sorted([*((stream, "success", None) for stream in STREAM_NAMES),
+                                          (BUILD_STREAM, "failed", STOPPED),
+                                          ("job publish", "skipped", f"not run: {STOPPED}")]), runs
 
 
 def test_a_job_run_recorded_running_whose_writer_lock_it_does_not_hold_is_interrupted(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from freight_pipeline.marts.kept_builds import (
     replay_models,
     run_tests,
 )
-from freight_pipeline.process_end import query_interrupted
+from freight_pipeline.process_end import ask_stop, query_interrupted
 
 MODELS = [
     {"unique_id": "model.p.a", "relation_name": '"a"',
@@ -141,6 +141,9 @@ class CtrlC:
             raise RuntimeError("Query interrupted")
         return self.con.execute(sql)
 
+    def interrupt(self) -> None:
+        self.con.interrupt()
+
 
 @contextlib.contextmanager
 def stopped(how: str, con: duckdb.DuckDBPyConnection) -> Iterator[Any]:
@@ -172,3 +175,64 @@ def test_a_stop_met_in_a_replay_or_a_batched_test_stops_it_never_taken_for_the_d
         with pytest.raises(KeyboardInterrupt) as raised, stopped(how, con) as on:
             run_tests(lambda: (on, lambda: None), [test])
         assert query_interrupted(raised.value.__cause__)
+
+
+class Paused:
+    """A connection that runs ``then()`` just before its statement that contains ``marker`` (then the statement)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, marker: str, then: Any) -> None:
+        self.con, self.marker, self.then = con, marker, then
+
+    def execute(self, sql: str) -> duckdb.DuckDBPyConnection:
+        if self.marker in sql:
+            self.then()
+        return self.con.execute(sql)
+
+    def interrupt(self) -> None:
+        self.con.interrupt()
+
+
+@pytest.mark.parametrize("when", ["before it", "in a statement", "between two statements"])
+def test_a_stop_asked_of_the_thread_a_replay_runs_in_ends_it_and_rolls_it_back(when: str) -> None:
+    """A Dagster run's build replays in the engine's thread, which no signal reaches: a stop asked of it
+    (``process_end.ask_stop``) went unseen until the whole replay ended (DuckDB drops an ``interrupt()`` that
+    comes between two statements). It ends the replay before it begins, in its statement, or at the next one."""
+    model = {"unique_id": "model.p.long", "statements": [
+        "create table a as select 1 as x", "select 'marker'", "create table b as select 2 as x",
+        f"create table t as {LONG}"]}
+    ended: list[BaseException] = []
+    reached = threading.Event()
+    with duckdb.connect() as con:
+
+        def replay() -> None:
+            try:
+                replay_models(on, [model])
+            except BaseException as exc:
+                ended.append(exc)
+
+        def stop_it_here() -> None:  # from another thread, while this one waits: the replay's own thread asked
+            asking = threading.Thread(target=ask_stop, args=(thread,))
+            asking.start()
+            asking.join()
+
+        on: Any = {"before it": con, "between two statements": Paused(con, "'marker'", stop_it_here),
+                   "in a statement": Paused(con, LONG, reached.set)}[when]
+        thread = threading.Thread(target=replay)
+        if when == "before it":
+            ask_stop(thread)
+        thread.start()
+        if when == "in a statement":
+            assert reached.wait(30)
+            time.sleep(0.2)  # DuckDB runs it
+            ask_stop(thread)
+        thread.join(60)
+        went_on = thread.is_alive()
+        if went_on:  # into the statement that runs for minutes: ended here, the test failed
+            con.interrupt()
+            thread.join(60)
+        assert not went_on
+        assert [type(exc) for exc in ended] == [KeyboardInterrupt]
+        if when == "in a statement":
+            assert query_interrupted(ended[0].__cause__)
+        assert con.execute("select count(*) from duckdb_tables() where not temporary").fetchone() == (0,)
+        con.execute("create table after as select 1")  # the connection is usable: no transaction left open
