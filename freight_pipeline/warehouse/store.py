@@ -107,8 +107,10 @@ class Warehouse:
         specs = (*self.database.tables, *self.database.meta_tables)
         keys, hints = self.backend.key_constraints, self.backend.storage_hints
         signature = schema_signature(specs, keys, hints)
-        if self._ensured_signature() == signature:
+        held = self._ensured_signature()
+        if held == signature:
             return []
+        refuse_newer(held, self.data_dir)
 
         def ensure(con: duckdb.DuckDBPyConnection) -> list[str]:
             catalog = Catalog.read(con)  # once: each query of the catalog costs milliseconds at every opening
@@ -136,21 +138,45 @@ class Warehouse:
 SCHEMA_STATE = "warehouse_schema"
 """``sync_state`` entry: the :func:`schema_signature` the database's schema was last ensured for."""
 
+SCHEMA_GENERATION = 1
+"""The generation of the tables this release makes (its :func:`schema_signature`'s ``generation``), one more with each
+release whose tables, history or macros change (``warehouse/test_store.py`` fails until it is raised): a working
+database a later generation ensured is refused (:func:`refuse_newer`), not ensured back to this one's."""
+
+
+class NewerWarehouse(RuntimeError):
+    """The working database was ensured by a release whose tables are of a later generation than this one's."""
+
+
+def refuse_newer(held: str | None, data_dir: Path) -> None:
+    """:class:`NewerWarehouse` when the signature ``held`` (the working database's, None: none) is of a later
+    generation than :data:`SCHEMA_GENERATION` (a signature of a release before generations counts as 0): this
+    release would drop the constraints of the columns it does not know and write NULL into them, nothing said."""
+    try:
+        generation = json.loads(held).get("generation", 0) if held else 0
+    except (ValueError, AttributeError):  # not this format: a release before generations
+        generation = 0
+    if isinstance(generation, int) and generation > SCHEMA_GENERATION:
+        raise NewerWarehouse(
+            f"{data_dir} was written by a newer release of freight_pipeline (its tables' generation {generation}, "
+            f"this release's {SCHEMA_GENERATION}); nothing was written: run that release or a later one on it, or "
+            "sync into another data directory")
+
 
 @functools.cache
 def schema_signature(specs: tuple[TableSpec, ...], key_constraints: bool, storage_hints: bool) -> str:
     """What :meth:`Warehouse.ensure_schema` makes of ``specs``, as JSON text: the tables' and the history's
-    ``CREATE`` statements, the history's macros, DuckDB's version (it normalizes the macros and names the
-    types the comparison reads) and a digest of the modules that apply them (a change to how the schema is
-    ensured ensures it again)."""
+    ``CREATE`` statements, the history's macros (and their :data:`SCHEMA_GENERATION`), DuckDB's version (it
+    normalizes the macros and names the types the comparison reads) and a digest of the modules that apply them (a
+    change to how the schema is ensured ensures it again)."""
     tables = [spec.ddl(key_constraint=key_constraints, storage_hints=storage_hints)
               for spec in (*specs, *HISTORY_TABLES)]
     code = hashlib.sha256()
     for module in ("freight_pipeline.warehouse.ddl", "freight_pipeline.warehouse.history", __name__):
         code.update(Path(sys.modules[module].__file__ or "").read_bytes())
     declared = hashlib.sha256(json.dumps([tables, [macro_sql(subject) for subject in SUBJECTS]]).encode())
-    return json.dumps({"schema": declared.hexdigest()[:20], "code": code.hexdigest()[:20],
-                       "duckdb": duckdb.__version__})
+    return json.dumps({"generation": SCHEMA_GENERATION, "schema": declared.hexdigest()[:20],
+                       "code": code.hexdigest()[:20], "duckdb": duckdb.__version__})
 
 
 def open_warehouse(data_dir: Path, backend: StorageBackend) -> Warehouse:

@@ -33,6 +33,7 @@ from freight_pipeline.warehouse import paths as paths_module
 from freight_pipeline.warehouse import reads as reads_module
 from freight_pipeline.warehouse import writes as writes_module
 from freight_pipeline.warehouse.ddl import connect, ensure_tables, quote
+from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.history import BEHIND_STATE
 from freight_pipeline.warehouse.meta import RAW_PARTS
 from freight_pipeline.warehouse.paths import read_run_log, run_log_path, working_db_path
@@ -48,7 +49,7 @@ from freight_pipeline.warehouse.records import (
     RunRecord,
 )
 from freight_pipeline.warehouse.run_log import RunLog
-from freight_pipeline.warehouse.store import SCHEMA_STATE, Warehouse, schema_signature
+from freight_pipeline.warehouse.store import SCHEMA_STATE, Warehouse, open_warehouse, schema_signature
 from freight_pipeline.warehouse.writes import RepeatedKey, Writes
 from freight_pipeline_tests.normalize import samples
 from freight_pipeline_tests.warehouse.helpers import (
@@ -474,6 +475,47 @@ def test_the_schema_is_ensured_once_for_each_signature_and_again_when_it_changes
     assert schema_signature((*TABLES, *meta.META_TABLES), False, False) != schema_signature(
         (*TABLES, *meta.META_TABLES), True, True)
     assert json.loads(signature)["duckdb"] == duckdb.__version__
+
+
+TABLES_OF_GENERATION = {1: "3e36aca2917c333206be"}
+"""Each :data:`~freight_pipeline.warehouse.store.SCHEMA_GENERATION`'s tables, as the signature's ``schema`` digest
+says them (the embedded warehouse's: ``freight`` and ``freight_meta``, the history, its macros)."""
+
+
+def test_the_tables_generation_is_raised_with_each_change_of_the_tables(tmp_path: Path) -> None:
+    """A release whose tables differ from the generation it says is one whose data directories an older release
+    would not refuse (:func:`~freight_pipeline.warehouse.store.refuse_newer`). Changed the tables? Raise
+    ``SCHEMA_GENERATION`` and add its digest here."""
+    with open_warehouse(tmp_path, EmbeddedDuckDB()) as wh:
+        held = json.loads(wh.reads.get_cursor(SCHEMA_STATE) or "{}")
+    assert held["generation"] == store.SCHEMA_GENERATION
+    assert TABLES_OF_GENERATION.get(held["generation"]) == held["schema"], (
+        f"the tables are not generation {store.SCHEMA_GENERATION}'s: raise SCHEMA_GENERATION, record {held['schema']}")
+
+
+def test_a_working_database_a_newer_generation_ensured_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    """A data directory a later release wrote (a column of its own, NOT NULL): an older release dropped the
+    constraint, wrote NULL into the column for every shipment it rewrote and its own signature over the newer one,
+    and said nothing. Now it refuses before it writes anything; a signature without a generation (the releases
+    before them) is ensured as before."""
+    with open_warehouse(tmp_path, EmbeddedDuckDB()) as wh:
+        wh.con.execute("ALTER TABLE freight.shipments ADD COLUMN place_of_delivery VARCHAR DEFAULT 'x' NOT NULL")
+        newer = json.dumps({**json.loads(wh.reads.get_cursor(SCHEMA_STATE) or "{}"),
+                            "generation": store.SCHEMA_GENERATION + 1, "schema": "a later one"})
+        wh.writes.set_cursor(SCHEMA_STATE, newer, "newer")
+    with pytest.raises(store.NewerWarehouse, match=rf"^{re.escape(str(tmp_path))} was written by a newer release .*"
+                       rf"generation {store.SCHEMA_GENERATION + 1}, this release's {store.SCHEMA_GENERATION}\)"):
+        open_warehouse(tmp_path, EmbeddedDuckDB())
+    with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
+        assert con.execute("SELECT is_nullable FROM information_schema.columns WHERE table_schema = 'freight' AND "
+                           "table_name = 'shipments' AND column_name = 'place_of_delivery'").fetchall() == [("NO",)]
+        assert con.execute("SELECT cursor_value FROM freight_meta.sync_state WHERE stream = ?",
+                           [SCHEMA_STATE]).fetchall() == [(newer,)]
+    with duckdb.connect(str(working_db_path(tmp_path))) as con:  # a release before generations wrote it
+        con.execute("UPDATE freight_meta.sync_state SET cursor_value = '{\"schema\": \"older\"}' WHERE stream = ?",
+                    [SCHEMA_STATE])
+    with open_warehouse(tmp_path, EmbeddedDuckDB()) as wh:
+        assert json.loads(wh.reads.get_cursor(SCHEMA_STATE) or "{}")["generation"] == store.SCHEMA_GENERATION
 
 
 def test_a_column_keeps_the_storage_compression_its_spec_names_in_a_duckdb_file(tmp_path: Path) -> None:
