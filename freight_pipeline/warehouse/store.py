@@ -41,6 +41,7 @@ from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.history import HISTORY_TABLES, SUBJECTS, ensure_history, macro_sql
 from freight_pipeline.warehouse.leg_order import legs_in_leg_no_order
 from freight_pipeline.warehouse.paths import working_db_path
+from freight_pipeline.warehouse.pending_details import pending_details_into_retries
 from freight_pipeline.warehouse.reads import Reads
 from freight_pipeline.warehouse.run_log import RunLog
 from freight_pipeline.warehouse.writes import Writes
@@ -116,7 +117,8 @@ class Warehouse:
             catalog = Catalog.read(con)  # once: each query of the catalog costs milliseconds at every opening
             return (ensure_tables(con, specs, key_constraints=keys, storage_hints=hints, catalog=catalog)
                     + ensure_history(con, key_constraints=keys, storage_hints=hints, catalog=catalog)
-                    + legs_in_leg_no_order(con, specs) + location_codes_in_canonical_order(con, specs))
+                    + legs_in_leg_no_order(con, specs) + location_codes_in_canonical_order(con, specs)
+                    + pending_details_into_retries(con, catalog))
 
         steps = self.database.write("ensure_schema", ensure)
         primed = self.database.write(
