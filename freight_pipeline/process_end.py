@@ -257,6 +257,13 @@ def stop_asked() -> bool:
         return threading.current_thread() in _stops_asked
 
 
+def unless_stop_asked() -> None:
+    """KeyboardInterrupt when a stop was asked of the thread this runs in (:func:`ask_stop`): where what it runs
+    ends as the main thread's would on Ctrl-C (before a publish lets readers see it, say)."""
+    if stop_asked():
+        raise KeyboardInterrupt
+
+
 @contextmanager
 def on_stop(hook: Callable[[], None]) -> Iterator[None]:
     """While the block runs, a stop asked of this thread (:func:`ask_stop`) calls ``hook`` from the thread that asks:

@@ -211,10 +211,15 @@ def _run_in_thread(run: Callable[[Callable[[str], None], Callable[[Step], None]]
             if kind == "report":
                 thread.join()
                 return
-    except BaseException:  # the op left while its engine runs (the run's stop, raised here): stopped, awaited,
-        if thread.is_alive():  # before the op's blocks end (its dbt worker's, whose command it would cut short)
+    except BaseException as left:  # the op left while its engine runs (the run's stop, raised here): stopped and
+        if thread.is_alive():  # awaited before the op's blocks end (its dbt worker's, whose command it would cut)
             ask_stop(thread)
             thread.join(STOP_WAIT_S)
+        if not isinstance(left, GeneratorExit):  # what it said meanwhile, said too: a step that ended as the stop
+            while not told.empty():  # came (a publish past the point of no return, its materialization)
+                kind, item = told.get_nowait()
+                if kind in ("line", "step"):
+                    yield item
         raise
 
 

@@ -39,6 +39,7 @@ from freight_pipeline.lake.connect import (
 )
 from freight_pipeline.lake.settings import LAKE_ALIAS, LAKE_DBT_TARGET, LAKE_METADATA, LakeSettings
 from freight_pipeline.normalize.schema import Column, TableSpec
+from freight_pipeline.process_end import unless_stop_asked
 from freight_pipeline.text import error_in_one_line
 from freight_pipeline.warehouse.backend import PublishedState, StorageBackend, UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.comments import DESCRIBED_TABLES, describe_tables
@@ -100,6 +101,7 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, run_id: str) -> PublishedSn
     run(con, PUBLISHED_SNAPSHOTS_TABLE.ddl(key_constraint=False, storage_hints=False))
     describe_tables(con, (*DESCRIBED_TABLES, PUBLISHED_SNAPSHOTS_TABLE))  # in the snapshot readers open
     snapshot = PublishedSnapshot(current_snapshot(con), dt.datetime.now(dt.UTC), run_id)
+    unless_stop_asked()  # a stop of a run's thread no signal reaches, before readers see anything
     run(con, f"INSERT INTO {PUBLISHED_SNAPSHOTS} VALUES (?, ?, ?)",
         [snapshot.snapshot_id, snapshot.published_at, snapshot.run_id])
     return snapshot

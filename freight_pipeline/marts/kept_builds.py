@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from freight_pipeline.cursors import Connect, on_cursors
-from freight_pipeline.process_end import on_stop, query_interrupted, stop_asked
+from freight_pipeline.process_end import on_stop, query_interrupted, unless_stop_asked
 from freight_pipeline.text import error_in_one_line
 
 KEPT_BUILDS = "kept-builds"
@@ -188,8 +188,7 @@ def replay_models(con: Any, models: Sequence[dict[str, Any]],
     nothing of the replay stays)."""
     def send(statements: Sequence[str]) -> None:
         for statement in statements:
-            if stop_asked():  # of the thread this runs in (another than the main one), between two statements
-                raise KeyboardInterrupt
+            unless_stop_asked()  # of the thread this runs in (another than the main one), between two statements
             if statement.strip().upper() not in TRANSACTION_STATEMENTS:
                 con.execute(statement)
 

@@ -118,14 +118,15 @@ def open_client(service: ServiceSettings, settings: SyncSettings) -> AsyncFreigh
 
 
 STOPPED = "stopped (Ctrl-C, SIGTERM or SIGHUP): what it committed before is kept, the next run goes on from it"
-"""What ``sync_runs.error`` and a step's line say of a run a stop ended (its task cancelled, KeyboardInterrupt, or a
-DuckDB query that took the stop as its own error)."""
+"""What ``sync_runs.error`` and a step's line say of a run a stop ended (:func:`one_line_error`)."""
 
 
 def one_line_error(exc: BaseException) -> str:
     """One line for logs and ``sync_runs.error`` (the client's messages never carry secrets); a stop, however it
-    came (a task cancelled, KeyboardInterrupt, or DuckDB's own error for a stop met in a query), is :data:`STOPPED`."""
-    if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt) or query_interrupted(exc):
+    came (anything raised that is not an ``Exception``: KeyboardInterrupt, a task cancelled, Dagster's
+    ``DagsterExecutionInterruptedError`` of a run terminated; or DuckDB's own error for a stop met in a query), is
+    :data:`STOPPED`."""
+    if not isinstance(exc, Exception) or query_interrupted(exc):
         return STOPPED
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}"[:1000] if text else type(exc).__name__

@@ -79,6 +79,7 @@ import pyarrow.parquet as pq
 
 from freight_pipeline.config import DATA_DIR_ENV, StorageSettings
 from freight_pipeline.cursors import each_closed, on_cursors
+from freight_pipeline.process_end import unless_stop_asked
 from freight_pipeline.warehouse.backend import UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.comments import TableDescriptions, catalog_comments, describe_tables
 from freight_pipeline.warehouse.ddl import (
@@ -209,6 +210,7 @@ def publish(
             # before anything readers see is replaced: a filesystem without symlinks fails the publish whole
             link = _staged_link(parquet_root(data_dir), Path(VERSIONS_DIR) / version)
             db_link = _staged_link(published_db_path(data_dir), Path(VERSIONS_DIR) / version / PUBLISHED_DB)
+            unless_stop_asked()  # a stop of a run's thread no signal reaches, before readers see anything
         except BaseException:
             clean_leftovers(data_dir)  # a failed attempt leaves nothing behind (a killed one: the next publish)
             raise

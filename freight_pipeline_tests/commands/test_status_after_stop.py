@@ -18,10 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import pytest
 
 from freight_pipeline.cli import TERMINATED
 from freight_pipeline.config import DBT_REPLAY_ENV, REPO_ROOT
+from freight_pipeline.defs.freight_job import PUBLISH_KEY
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.runner import STOPPED
 from freight_pipeline.sync.streams import STREAM_NAMES
@@ -36,6 +38,7 @@ STOPPED_AT = textwrap.dedent("""
     from freight_pipeline.cli import main
     from freight_pipeline.job import run
     from freight_pipeline.marts.worker import DbtWorker
+    from freight_pipeline.process_end import stop_asked
     from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 
     where, how = sys.argv[1], sys.argv[2]
@@ -46,6 +49,11 @@ STOPPED_AT = textwrap.dedent("""
         if how == "pause":
             time.sleep(600)
         os.kill(os.getpid(), getattr(signal, how))
+        if threading.current_thread().name == "freight-job":  # a Dagster run's engine: on once its stop was
+            for _ in range(3000):  # asked, as Dagster's main thread asks it (``process_end.ask_stop``)
+                if stop_asked():
+                    break
+                time.sleep(0.01)
 
     run_stream, checks, publish, dbt = run._run_stream, run._checks, EmbeddedDuckDB.publish, DbtWorker.run
 
@@ -62,7 +70,10 @@ STOPPED_AT = textwrap.dedent("""
     def _publish(self, *args):
         if where == "publish":
             stop()
-        return publish(self, *args)
+        published = publish(self, *args)
+        if where == "published":
+            stop()
+        return published
 
     def _dbt(self, *args):  # in dbt's build: the stop a second after the run asked the worker for it
         if where == "dbt":
@@ -79,8 +90,9 @@ def sync_stopped_at(sim: RunningSimulator, data_dir: Path, where: str, how: str,
                     dagster_home: Path | None = None) -> Iterator[subprocess.Popen[str]]:
     """``freight-pipeline sync --no-dagster`` of ``data_dir`` (a Dagster run in ``dagster_home``, when given) in a
     process group of its own, stopped ``how`` (a signal's name, or ``pause``) as it comes ``where`` (a stream's step,
-    ``checks``, ``dbt`` (a second into dbt's build) or ``publish``): yielded once there (its stderr read to that
-    line); its group killed at the block's end, whatever happens. The build runs dbt (no replay of its statements)."""
+    ``checks``, ``dbt`` (a second into dbt's build), ``publish`` or ``published``): yielded once there (its stderr
+    read to that line); its group killed at the block's end, whatever happens. The build runs dbt (no replay of its
+    statements)."""
     env = cli_env(FREIGHT_BASE_URL=sim.base_url, FREIGHT_USERNAME=sim.username, FREIGHT_PASSWORD=sim.password,
                   **{DBT_REPLAY_ENV: "0"}, **({"DAGSTER_HOME": str(dagster_home)} if dagster_home else {}))
     way = [] if dagster_home else ["--no-dagster"]
@@ -208,6 +220,34 @@ def test_a_dagster_run_stopped_by_sigterm_ends_its_engine_s_thread_as_stopped_no
     else:  # the streams done; the build, which the checks came before, not run
         assert ("shipments", "success") in [(stream, status) for stream, status, _ in shown(runs)], runs
         assert stopped == [(BUILD_STREAM, "failed"), ("job publish", "skipped")], runs
+
+
+@pytest.mark.parametrize("where", ["publish", "published"])
+def test_a_dagster_run_stopped_as_it_publishes_says_in_dagster_what_readers_see(
+    sim: RunningSimulator, data_dir: Path, tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Dagster run's publish runs in the engine's thread, which went on past a stop to its end: readers got the
+    run's publish, while Dagster showed the run stopped and never said it published (its materialization lost with
+    the steps the engine ended after the stop). A stop asked before the publish lets readers see anything ends it
+    there, as without Dagster (nothing published); one asked after it is said in Dagster as what it is."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    with sync_stopped_at(sim, data_dir, where, "SIGTERM", dagster_home=home) as child:
+        assert child.stderr is not None
+        err = child.stderr.read()
+        child.wait(120)
+    assert child.returncode == TERMINATED, err
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get() as instance:
+        (run,) = instance.get_run_records()
+        materialized = instance.get_latest_materialization_event(PUBLISH_KEY)
+    runs = unpublished(data_dir)
+    if where == "publish":  # nothing published: the run's steps wait for the next publish
+        assert materialized is None
+        assert shown(runs)[-1] == ("job publish", "failed", STOPPED), runs
+    else:  # published, and said so in Dagster
+        assert materialized is not None and materialized.run_id == run.dagster_run.run_id
+        assert runs == [], runs
 
 
 @pytest.mark.parametrize("dagster", [True, False], ids=["dagster", "no-dagster"])

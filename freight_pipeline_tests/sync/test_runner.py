@@ -8,8 +8,10 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import duckdb
 import pytest
 import uvloop
+from dagster import DagsterExecutionInterruptedError
 
 from freight_pipeline.client import AsyncFreightClient
 from freight_pipeline.client._core import HeldBody
@@ -21,7 +23,7 @@ from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.changes import LookupResult
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.isolation import CircuitOpen
-from freight_pipeline.sync.runner import open_client, run_async
+from freight_pipeline.sync.runner import STOPPED, one_line_error, open_client, run_async
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import DOCUMENTS, SHIPMENTS, Stream
 from freight_pipeline_tests.sync.conftest import query, syncer, work_db
@@ -98,3 +100,16 @@ def test_a_stream_that_fails_logs_what_it_read_and_the_rows_its_committed_batche
     assert status == "failed" and sum(held.values()) > 0
     assert json.loads(by_table) == {table: rows for table, rows in held.items() if rows}
     assert written == sum(held.values()) and read >= held.get(SHIPMENTS.name, 1)  # documents: the files read
+
+
+@pytest.mark.parametrize("stop", [
+    KeyboardInterrupt(), asyncio.CancelledError(), SystemExit(143), DagsterExecutionInterruptedError(),
+    RuntimeError("Query interrupted"), duckdb.InterruptException("INTERRUPT Error: Interrupted!"),
+], ids=lambda exc: type(exc).__name__ + (f"({exc})" if isinstance(exc, RuntimeError) else ""))
+def test_every_way_a_stop_comes_is_logged_as_stopped(stop: BaseException) -> None:
+    """A stop ends a run as whatever its code raises where it came: Ctrl-C's KeyboardInterrupt, a cancelled task,
+    Dagster's interrupt of a terminated run (a rebuild's or a backfill partition's, in the op's main thread: logged
+    ``DagsterExecutionInterruptedError``), a DuckDB query's own error for it (logged ``RuntimeError: Query
+    interrupted``). Each is logged as the one stop it is; an error is logged as itself."""
+    assert one_line_error(stop) == STOPPED
+    assert one_line_error(RuntimeError("Query failed: no such table")) == "RuntimeError: Query failed: no such table"
