@@ -97,7 +97,7 @@ from freight_pipeline.marts.project import (
     vars_args,
 )
 from freight_pipeline.marts.worker_server import ForkedWorker, forked_worker
-from freight_pipeline.process_end import on_stop
+from freight_pipeline.process_end import STOP_SIGNALS, on_stop
 from freight_pipeline.warehouse.paths import DB_NAME, working_db_path
 
 log = logging.getLogger(__name__)
@@ -304,8 +304,9 @@ class DbtWorker:
             except BrokenPipeError:
                 pass  # it ended already: said below
             exit_code = process.wait()  # its input stays open meanwhile: closing it would end the worker
-        if stopped.is_set():  # the command cut short (DuckDB rolls its unfinished transaction back)
-            raise KeyboardInterrupt
+        if stopped.is_set() or (-exit_code in STOP_SIGNALS and not (self.target / REPLY).exists()):
+            raise KeyboardInterrupt  # the command cut short by a stop: the run's, or one sent to the worker too (a
+            # service manager's SIGTERM to each process of the service): DuckDB rolls the unfinished transaction back
         try:
             reply = json.loads((self.target / REPLY).read_text())
             return WorkerReply(bool(reply["success"]), int(reply["exit_code"]), reply.get("error"))

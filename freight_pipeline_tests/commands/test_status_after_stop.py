@@ -22,7 +22,7 @@ import dagster as dg
 import pytest
 
 from freight_pipeline.cli import TERMINATED
-from freight_pipeline.config import DBT_REPLAY_ENV, REPO_ROOT
+from freight_pipeline.config import DBT_REPLAY_ENV, DBT_WORKER_SERVER_ENV, REPO_ROOT
 from freight_pipeline.defs.freight_job import PUBLISH_KEY
 from freight_pipeline.simulator.server import RunningSimulator
 from freight_pipeline.sync.runner import STOPPED
@@ -48,7 +48,10 @@ STOPPED_AT = textwrap.dedent("""
         sys.stderr.flush()
         if how == "pause":
             time.sleep(600)
-        os.kill(os.getpid(), getattr(signal, how))
+        if how.startswith("group-"):  # to each process of its group (a service manager's stop): its dbt worker too
+            os.killpg(0, getattr(signal, how.removeprefix("group-")))
+        else:
+            os.kill(os.getpid(), getattr(signal, how))
         if threading.current_thread().name == "freight-job":  # a Dagster run's engine: on once its stop was
             for _ in range(3000):  # asked, as Dagster's main thread asks it (``process_end.ask_stop``)
                 if stop_asked():
@@ -250,17 +253,23 @@ def test_a_dagster_run_stopped_as_it_publishes_says_in_dagster_what_readers_see(
         assert runs == [], runs
 
 
+@pytest.mark.parametrize("to", ["process", "group"])
 @pytest.mark.parametrize("dagster", [True, False], ids=["dagster", "no-dagster"])
 def test_a_run_stopped_by_sigterm_in_dbt_s_build_stops_the_build_not_after_it(
-    sim: RunningSimulator, data_dir: Path, tmp_path: Path, dagster: bool
+    sim: RunningSimulator, data_dir: Path, tmp_path: Path, dagster: bool, to: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SIGTERM while dbt builds: a Dagster run's engine, in a thread that waits for its dbt worker, went on waiting
     for the whole build (the build logged a success, then the publish not run), and the process with it, up to five
     minutes; without Dagster the wait is the main thread's, which the stop ends. Both now stop the build where it is
-    (the worker killed, as Ctrl-C kills it in a terminal): the build logged stopped, nothing published."""
+    (the worker killed, as Ctrl-C kills it in a terminal): the build logged stopped, nothing published. SIGTERM to
+    each process of the group (a service manager's stop; the worker a process of the group, not the fork server's)
+    ended the worker first: its build logged ``DbtBuildFailed ... exit code -15``."""
     home = tmp_path / "dagster_home"
     home.mkdir()
-    with sync_stopped_at(sim, data_dir, "dbt", "SIGTERM", dagster_home=home if dagster else None) as child:
+    if to == "group":
+        monkeypatch.delenv(DBT_WORKER_SERVER_ENV, raising=False)
+    how = "SIGTERM" if to == "process" else "group-SIGTERM"
+    with sync_stopped_at(sim, data_dir, "dbt", how, dagster_home=home if dagster else None) as child:
         assert child.stderr is not None
         err = child.stderr.read()
         child.wait(120)

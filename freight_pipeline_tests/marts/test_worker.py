@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
+import signal
 import subprocess
 import time
 import uuid
@@ -34,6 +36,7 @@ from freight_pipeline.marts.worker import (
     _Statements,
     parse_dir,
 )
+from freight_pipeline.process_end import STOP_SIGNALS
 from freight_pipeline.warehouse.paths import working_db_path
 from freight_pipeline_tests.dbt.freight_db import add_orphan_goods_line, build_working_database
 
@@ -244,6 +247,19 @@ def test_a_worker_that_dies_is_reported_with_its_log(data_dir: Path) -> None:
     reply = worker.run(ONE_MART, {})
     assert not reply.success and reply.exit_code == -9
     assert reply.error is not None and "ended without a reply" in reply.error and "something dbt said" in reply.error
+    worker.close()
+
+
+@pytest.mark.parametrize("stop", STOP_SIGNALS, ids=lambda stop: signal.Signals(stop).name)
+def test_a_worker_a_stop_signal_ended_stops_the_run_as_stopped(data_dir: Path, stop: int) -> None:
+    """A service manager's stop (SIGTERM to each process of the service) may end the worker before the run that
+    waits for it notices its own: its missing reply was a failed build (``DbtBuildFailed ... exit code -15``), not a
+    stop. A worker SIGKILLed is a failure still (above)."""
+    worker = DbtWorker.for_run(data_dir, None)
+    os.kill(worker.process.pid, stop)  # a process of its own, or one the fork server forked
+    worker.process.wait()
+    with pytest.raises(KeyboardInterrupt):
+        worker.run(ONE_MART, {})
     worker.close()
 
 
