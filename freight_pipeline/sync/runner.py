@@ -11,19 +11,20 @@ import asyncio
 import contextlib
 import datetime as dt
 import gc
+import signal
 import threading
 import uuid
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from freight_pipeline.client import AsyncFreightClient, PermissionDeniedError
 from freight_pipeline.client.stats import StatsSnapshot
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV, ServiceSettings
 from freight_pipeline.datetimes import DEFAULT_SERVICE_TIMEZONE, ServiceZone
 from freight_pipeline.normalize.signature import current_signature
-from freight_pipeline.process_end import on_stop, query_interrupted, stop_asked
+from freight_pipeline.process_end import ask_stop, on_stop, query_interrupted, stop_asked
 from freight_pipeline.sync.client_source import ClientSource
 from freight_pipeline.sync.derived_by import MAPPING, note_mapping
 from freight_pipeline.sync.drift import change_record, note_shape
@@ -76,16 +77,62 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 def run_async(main: Coroutine[Any, Any, T]) -> T:
     """``main`` run to its end on a new event loop (:func:`event_loop_factory`): what ``asyncio.run`` does. In a
     thread other than the main one, which no signal reaches, ``process_end.ask_stop`` stops it as a stop signal
-    stops it in the main thread (``asyncio.Runner`` cancels its task on Ctrl-C, then raises KeyboardInterrupt)."""
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        if threading.current_thread() is threading.main_thread():
+    stops it in the main thread (``asyncio.Runner`` cancels its task on Ctrl-C, then raises KeyboardInterrupt); in
+    the main thread while another program handles its stops, in a thread of its own (:func:`_in_a_thread`)."""
+    if threading.current_thread() is threading.main_thread():
+        if _stops_handled_elsewhere():
+            return _in_a_thread(main)
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             return runner.run(main)
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         try:
             return runner.run(_stoppable(main))
         except asyncio.CancelledError:
             if stop_asked():
                 raise KeyboardInterrupt from None
             raise
+
+
+def _stops_handled_elsewhere() -> bool:
+    """Whether Ctrl-C's handler in force is a function of another program's (a Dagster run's raises its interrupt):
+    uvloop runs such a handler in a callback of its own, where what it raises is printed and lost, and
+    ``asyncio.Runner`` puts in its own only over the interpreter's: a stop of a lake's backfill partition went on to
+    ``sync succeeded``."""
+    handler = signal.getsignal(signal.SIGINT)
+    return callable(handler) and handler is not signal.default_int_handler
+
+
+def _in_a_thread(main: Coroutine[Any, Any, T]) -> T:
+    """``main`` run in a thread of its own, which the main thread waits for: what a stop's handler raises there
+    stops it (``process_end.ask_stop``: its task cancelled) and is raised once it ended. Waited for on an event, not
+    by ``join``: a ``join`` an exception interrupts takes the thread for ended (CPython 3.11's ``Thread`` lets go of
+    the lock the running thread holds)."""
+    ended: list[tuple[bool, Any]] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            ended.append((True, run_async(main)))
+        except BaseException as exc:
+            ended.append((False, exc))
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=work, name="freight-async")
+    thread.start()
+    try:
+        done.wait()
+    except BaseException:
+        ask_stop(thread)
+        done.wait()
+        raise
+    finally:
+        if done.is_set():
+            thread.join()
+    finished, value = ended[0]
+    if not finished:
+        raise value
+    return cast(T, value)
 
 
 async def _stoppable(main: Coroutine[Any, Any, T]) -> T:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -113,3 +116,36 @@ def test_every_way_a_stop_comes_is_logged_as_stopped(stop: BaseException) -> Non
     interrupted``). Each is logged as the one stop it is; an error is logged as itself."""
     assert one_line_error(stop) == STOPPED
     assert one_line_error(RuntimeError("Query failed: no such table")) == "RuntimeError: Query failed: no such table"
+
+
+class Interrupted(BaseException):
+    """What another program's Ctrl-C handler raises (Dagster's ``DagsterExecutionInterruptedError``)."""
+
+
+def test_a_stop_another_program_handles_stops_a_run_in_the_main_thread() -> None:
+    """A lake's backfill partition runs its stream in the main thread under Dagster's handler, which uvloop ran in a
+    callback of its own, where what it raised was printed and lost: the stream went on to ``sync succeeded``. The
+    handler's interrupt now stops the run (its task cancelled) and is raised as it ended."""
+    cancelled: list[bool] = []
+
+    async def long_stream() -> str:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "went on"
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted
+
+    before = signal.signal(signal.SIGINT, interrupt)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(Interrupted):
+            run_async(long_stream())
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, before)
+    assert cancelled == [True]
