@@ -41,12 +41,13 @@ from freight_pipeline.lake.settings import LAKE_ALIAS, LAKE_DBT_TARGET, LAKE_MET
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.process_end import unless_stop_asked
 from freight_pipeline.text import error_in_one_line
+from freight_pipeline.warehouse import meta
 from freight_pipeline.warehouse.backend import PublishedState, StorageBackend, UnsettledWarehouse, unsettled_runs
 from freight_pipeline.warehouse.comments import DESCRIBED_TABLES, describe_tables
 from freight_pipeline.warehouse.ddl import SYNC_THREADS, explained_out_of_memory, first, literal, quote, run
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import LAKE_SCRATCH, WORK_DIR
-from freight_pipeline.warehouse.store import open_warehouse
+from freight_pipeline.warehouse.store import SCHEMA_STATE, open_warehouse, refuse_newer
 from freight_pipeline.warehouse.writer_lock import writer_lock
 
 log = logging.getLogger(__name__)
@@ -354,6 +355,7 @@ class LakeBackend:
         with writer_lock(data_dir, run_id, wait=MAINTENANCE_WAIT.total_seconds()), \
                 explained_out_of_memory("lake maintenance", settings, "publish"), \
                 connect_lake(self.lake, _spill(data_dir, LAKE_SCRATCH), settings.publish_memory_limit) as con:
+            refuse_newer(_ensured_signature(con), data_dir)  # a later generation's lake: nothing rewritten
             return maintain(con, retention)
 
 
@@ -369,6 +371,16 @@ def _placeholder(kind: str) -> str:
     """A value of DuckDB type ``kind`` for a NOT NULL column of a row that is deleted before it is committed: zero,
     false or the epoch (NULL for a type none of these is one of: the INSERT then names the column)."""
     return f"coalesce(TRY_CAST('0' AS {kind}), TRY_CAST('1970-01-01' AS {kind}))"
+
+
+def _ensured_signature(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The schema signature the lake's tables were last ensured for (``store.SCHEMA_STATE``; None: none yet)."""
+    try:
+        row = first(run(con, f"SELECT cursor_value FROM {meta.SYNC_STATE.qualified_name} WHERE stream = ? "
+                             f"{meta.LATEST_STATE}", [SCHEMA_STATE]))
+    except duckdb.CatalogException:  # a lake never synced: no sync_state yet
+        return None
+    return None if row is None else row[0]
 
 
 def _now() -> dt.datetime:

@@ -81,6 +81,8 @@ class Warehouse:
             run(con, "SET TimeZone = 'UTC'")
             if ensure_schema:
                 self.ensure_schema()
+            else:  # nor is anything written into a later generation's tables (a run's alerts, say)
+                refuse_newer(self._ensured_signature(), self.data_dir)
         except BaseException:
             self.close()
             raise

@@ -4,6 +4,7 @@ equal to the source and the published snapshot readable."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from freight_pipeline.lake.settings import LakeSettings
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.ddl import run
-from freight_pipeline.warehouse.store import open_warehouse
+from freight_pipeline.warehouse.store import SCHEMA_GENERATION, SCHEMA_STATE, NewerWarehouse, open_warehouse
 from freight_pipeline.warehouse.writer_lock import WarehouseBusy, writer_lock
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
@@ -175,3 +176,24 @@ def test_maintenance_takes_turns_with_the_syncs_of_its_data_directory(
             pytest.raises(WarehouseBusy, match="sync-run-of-this-directory"):
         backend.LakeBackend(lake).maintain(data_dir)
     assert backend.LakeBackend(lake).maintain(data_dir).expired_snapshots == 0
+
+
+def test_maintenance_of_a_lake_a_later_generation_ensured_is_refused_before_it_rewrites_anything(
+    tmp_path: Path,
+) -> None:
+    """A lake whose tables a later release made (its schema signature's generation: ``store.refuse_newer``) is
+    refused by a sync; its maintenance flushed, merged and expired all the same (the data directory's writer lock
+    held, no schema read)."""
+    lake = LakeSettings.configured({LAKE_CATALOG_URI_ENV: f"sqlite:///{tmp_path}/catalog.sqlite",
+                                    LAKE_DATA_URI_ENV: str(tmp_path / "lake-data")})
+    assert lake is not None
+    data_dir = tmp_path / "data"
+    with open_warehouse(data_dir, backend.LakeBackend(lake)) as held:
+        signature = json.loads(held.reads.get_cursor(SCHEMA_STATE) or "{}")
+        held.writes.set_cursor(SCHEMA_STATE, json.dumps({**signature, "generation": SCHEMA_GENERATION + 1}), "newer")
+    with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
+        before = snapshot_times(con)
+    with pytest.raises(NewerWarehouse, match=f"generation {SCHEMA_GENERATION + 1}, this release's"):
+        backend.LakeBackend(lake).maintain(data_dir)
+    with connect_lake(lake, tmp_path / "scratch", "256MB", read_only=True) as con:
+        assert snapshot_times(con) == before

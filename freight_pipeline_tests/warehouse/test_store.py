@@ -506,6 +506,8 @@ def test_a_working_database_a_newer_generation_ensured_is_refused_and_left_as_it
     with pytest.raises(store.NewerWarehouse, match=rf"^{re.escape(str(tmp_path))} was written by a newer release .*"
                        rf"generation {store.SCHEMA_GENERATION + 1}, this release's {store.SCHEMA_GENERATION}\)"):
         open_warehouse(tmp_path, EmbeddedDuckDB())
+    with pytest.raises(store.NewerWarehouse):  # an opening that ensures nothing writes nothing either (alerts)
+        Warehouse(tmp_path, FREIGHT_TABLES, ensure_schema=False)
     with duckdb.connect(str(working_db_path(tmp_path)), read_only=True) as con:
         assert con.execute("SELECT is_nullable FROM information_schema.columns WHERE table_schema = 'freight' AND "
                            "table_name = 'shipments' AND column_name = 'place_of_delivery'").fetchall() == [("NO",)]
