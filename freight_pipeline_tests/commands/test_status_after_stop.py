@@ -43,9 +43,13 @@ STOPPED_AT = textwrap.dedent("""
 
     where, how = sys.argv[1], sys.argv[2]
 
-    def stop():  # SIGKILL or SIGTERM to this process where the run is; or a pause there, until the test kills it
+    def say():
         sys.stderr.write(f"stopping at {where}\\n")
         sys.stderr.flush()
+
+    def stop(said=False):  # SIGKILL or SIGTERM to this process where the run is; or a pause, until the test kills it
+        if not said:
+            say()
         if how == "pause":
             time.sleep(600)
         if how.startswith("group-"):  # to each process of its group (a service manager's stop): its dbt worker too
@@ -80,7 +84,8 @@ STOPPED_AT = textwrap.dedent("""
 
     def _dbt(self, *args):  # in dbt's build: the stop a second after the run asked the worker for it
         if where == "dbt":
-            threading.Timer(1.0, stop).start()
+            say()  # here, not in the timer's thread, whose lines a Dagster run's capture may take
+            threading.Timer(1.0, stop, (True,)).start()
         return dbt(self, *args)
 
     run._run_stream, run._checks, EmbeddedDuckDB.publish, DbtWorker.run = _run_stream, _checks, _publish, _dbt
@@ -118,6 +123,16 @@ def sync_stopped_at(sim: RunningSimulator, data_dir: Path, where: str, how: str,
         child.wait(60)
         if child.stderr is not None:
             child.stderr.close()
+
+
+def ended_stopped_at(sim: RunningSimulator, data_dir: Path, where: str, how: str,
+                     dagster_home: Path | None = None) -> tuple[int, str]:
+    """:func:`sync_stopped_at` to its end: the child's exit code and all it said on stderr."""
+    with sync_stopped_at(sim, data_dir, where, how, dagster_home=dagster_home) as child:
+        assert child.stderr is not None
+        err = child.stderr.read()
+        child.wait(120)
+    return child.returncode, err
 
 
 def unpublished(data_dir: Path) -> list[dict[str, Any]]:
@@ -185,11 +200,8 @@ def test_a_sync_stopped_by_sigterm_before_its_build_ran_shows_the_build_stopped_
     to begin; ``status`` showed the build ``interrupted``, its process gone (killed or crashed): the build was logged
     as running when planned, and the stop came before the block that logs how it ended. A stop is said as a stream's
     is: ``failed``, stopped."""
-    with sync_stopped_at(sim, data_dir, "checks", "SIGTERM") as child:
-        assert child.stderr is not None
-        err = child.stderr.read()
-        child.wait(60)
-    assert child.returncode == TERMINATED, err
+    code, err = ended_stopped_at(sim, data_dir, "checks", "SIGTERM")
+    assert code == TERMINATED, err
     assert err.splitlines()[-1].startswith("freight-pipeline sync: terminated (SIGTERM) in step marts: "), err
     runs = unpublished(data_dir)
     assert not [run for run in runs if run["status"] == INTERRUPTED or "killed" in (run["error"] or "")], runs
@@ -208,11 +220,8 @@ def test_a_dagster_run_stopped_by_sigterm_ends_its_engine_s_thread_as_stopped_no
     ending as without Dagster."""
     home = tmp_path / "dagster_home"
     home.mkdir()
-    with sync_stopped_at(sim, data_dir, where, "SIGTERM", dagster_home=home) as child:
-        assert child.stderr is not None
-        err = child.stderr.read()
-        child.wait(120)
-    assert child.returncode == TERMINATED, err  # not -6 (SIGABRT)
+    code, err = ended_stopped_at(sim, data_dir, where, "SIGTERM", dagster_home=home)
+    assert code == TERMINATED, err  # not -6 (SIGABRT)
     assert err.splitlines()[-1].startswith("freight-pipeline sync: terminated (SIGTERM) in Dagster run "), err
     runs = unpublished(data_dir)
     assert not [run for run in runs if run["status"] == INTERRUPTED or "killed" in (run["error"] or "")], runs
@@ -235,11 +244,8 @@ def test_a_dagster_run_stopped_as_it_publishes_says_in_dagster_what_readers_see(
     there, as without Dagster (nothing published); one asked after it is said in Dagster as what it is."""
     home = tmp_path / "dagster_home"
     home.mkdir()
-    with sync_stopped_at(sim, data_dir, where, "SIGTERM", dagster_home=home) as child:
-        assert child.stderr is not None
-        err = child.stderr.read()
-        child.wait(120)
-    assert child.returncode == TERMINATED, err
+    code, err = ended_stopped_at(sim, data_dir, where, "SIGTERM", dagster_home=home)
+    assert code == TERMINATED, err
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     with dg.DagsterInstance.get() as instance:
         (run,) = instance.get_run_records()
@@ -258,22 +264,19 @@ def test_a_dagster_run_stopped_as_it_publishes_says_in_dagster_what_readers_see(
 def test_a_run_stopped_by_sigterm_in_dbt_s_build_stops_the_build_not_after_it(
     sim: RunningSimulator, data_dir: Path, tmp_path: Path, dagster: bool, to: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SIGTERM while dbt builds: a Dagster run's engine, in a thread that waits for its dbt worker, went on waiting
-    for the whole build (the build logged a success, then the publish not run), and the process with it, up to five
-    minutes; without Dagster the wait is the main thread's, which the stop ends. Both now stop the build where it is
-    (the worker killed, as Ctrl-C kills it in a terminal): the build logged stopped, nothing published. SIGTERM to
-    each process of the group (a service manager's stop; the worker a process of the group, not the fork server's)
-    ended the worker first: its build logged ``DbtBuildFailed ... exit code -15``."""
+    """SIGTERM while dbt builds: a Dagster run's op closed the dbt worker under the engine's thread, which waits for
+    it (the build logged ``DbtBuildFailed: ... the dbt worker ended without a reply``); without Dagster, the worker
+    went on holding the working database, which the build's end could not reopen (the build shown ``interrupted``,
+    its process killed or crashed). Both now stop the build where it is (the worker killed, as Ctrl-C kills it in a
+    terminal): the build logged stopped, nothing published. SIGTERM to each process of the group (a service
+    manager's stop; the worker a process of the group, not the fork server's) may end the worker first."""
     home = tmp_path / "dagster_home"
     home.mkdir()
     if to == "group":
         monkeypatch.delenv(DBT_WORKER_SERVER_ENV, raising=False)
     how = "SIGTERM" if to == "process" else "group-SIGTERM"
-    with sync_stopped_at(sim, data_dir, "dbt", how, dagster_home=home if dagster else None) as child:
-        assert child.stderr is not None
-        err = child.stderr.read()
-        child.wait(120)
-    assert child.returncode == TERMINATED, err
+    code, err = ended_stopped_at(sim, data_dir, "dbt", how, dagster_home=home if dagster else None)
+    assert code == TERMINATED, err
     assert "Traceback" not in err, err
     runs = unpublished(data_dir)
     assert not [run for run in runs if run["status"] == INTERRUPTED or "killed" in (run["error"] or "")], runs
