@@ -204,7 +204,7 @@ def replay_models(con: Any, models: Sequence[dict[str, Any]],
                                             thread="replayed", adapter_response={"_message": "OK"},
                                             relation=model.get("relation_name")))
             con.execute("COMMIT")
-        except BaseException as exc:  # the database's error: dbt runs the build instead, and says it
+        except BaseException as exc:  # the database's error (dbt runs the build instead, and says it), or a stop
             with contextlib.suppress(Exception):
                 con.execute("ROLLBACK")
             if query_interrupted(exc):  # a stop met in a statement: the run stops, no build instead
