@@ -9,6 +9,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,9 +76,14 @@ def run_stopped_in_a_query(stop: str, target: str, args: list[str], env: dict[st
                           capture_output=True, text=True, timeout=240, check=False)
 
 
-def unpublished_rows(data_dir: Path) -> list[tuple[str, str, str | None]]:
-    """The rows ``freight-pipeline status --json`` shows of the runs not published yet: stream (or the job's
-    ``job <step>``), status, error (exit 1 when nothing is published yet)."""
+def unpublished(data_dir: Path, *, published: bool = True) -> list[dict[str, Any]]:
+    """The runs after the last publish, as ``freight-pipeline status --json`` says them (exit 0, or 1 when
+    nothing was ``published`` there yet)."""
     done = run_cli(["status", "--data-dir", str(data_dir), "--json"], cli_env())
-    assert done.returncode in (0, 1) and done.stdout, done.stderr
-    return [(run["stream"], run["status"], run["error"]) for run in json.loads(done.stdout)["unpublished_runs"]]
+    assert done.returncode == (0 if published else 1) and done.stdout, done.stderr
+    return list(json.loads(done.stdout)["unpublished_runs"])
+
+
+def shown(runs: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
+    """Each run of :func:`unpublished`: stream (or the job's ``job <step>``), status, error."""
+    return [(run["stream"], run["status"], run["error"]) for run in runs]

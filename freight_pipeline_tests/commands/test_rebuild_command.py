@@ -22,7 +22,7 @@ from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.streams import SHIPMENTS
 from freight_pipeline.warehouse.run_log import GONE, INTERRUPTED
 from freight_pipeline.warehouse.store import open_warehouse
-from freight_pipeline_tests.commands.conftest import cli_env, run_cli, run_stopped_in_a_query, unpublished_rows
+from freight_pipeline_tests.commands.conftest import cli_env, run_cli, run_stopped_in_a_query, shown, unpublished
 from freight_pipeline_tests.commands.test_runs_at_once import started
 
 
@@ -128,7 +128,7 @@ def test_a_rebuild_whose_stop_a_duckdb_query_takes_is_logged_as_stopped(publishe
 def rebuild_rows(data_dir: Path) -> list[tuple[str, str, str | None]]:
     """The rows ``freight-pipeline status --json`` shows of the latest rebuild (the run log's ``rebuild`` and the
     job's ``job rebuild``)."""
-    return [row for row in unpublished_rows(data_dir) if "rebuild" in row[0]]
+    return [row for row in shown(unpublished(data_dir)) if "rebuild" in row[0]]
 
 
 def test_a_rebuild_killed_is_shown_once_as_interrupted(published: Path, tmp_path: Path) -> None:

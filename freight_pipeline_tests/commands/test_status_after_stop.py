@@ -16,7 +16,6 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 import pytest
@@ -31,7 +30,7 @@ from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.paths import last_job_run_path, run_log_path
 from freight_pipeline.warehouse.run_log import GONE, INTERRUPTED, NOT_BEGUN, runs_after_publish
 from freight_pipeline.warehouse.writer_lock import lock_path, partition_lock, writer_lock
-from freight_pipeline_tests.commands.conftest import cli_env, run_cli
+from freight_pipeline_tests.commands.conftest import cli_env, run_cli, shown, unpublished
 
 STOPPED_AT = textwrap.dedent("""
     import os, signal, sys, threading, time
@@ -130,17 +129,6 @@ def ended_stopped_at(sim: RunningSimulator, data_dir: Path, where: str, how: str
         err = child.stderr.read()
         child.wait(120)
     return child.returncode, err
-
-
-def unpublished(data_dir: Path) -> list[dict[str, Any]]:
-    """The runs after the last publish, as ``freight-pipeline status --json`` says them."""
-    done = run_cli(["status", "--data-dir", str(data_dir), "--json"], cli_env())
-    assert done.returncode == 0, done.stderr
-    return list(json.loads(done.stdout)["unpublished_runs"])
-
-
-def shown(runs: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
-    return [(run["stream"], run["status"], run["error"]) for run in runs]
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from freight_pipeline.config import REPO_ROOT, environ
 from freight_pipeline.simulator.config import PERMISSIONS, SimulatorConfig, UserConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.runner import STOPPED
-from freight_pipeline_tests.commands.conftest import cli_env, run_cli, run_stopped_in_a_query, unpublished_rows
+from freight_pipeline_tests.commands.conftest import cli_env, run_cli, run_stopped_in_a_query, shown, unpublished
 from freight_pipeline_tests.published import published_tables
 
 
@@ -277,5 +277,5 @@ def test_a_stop_a_duckdb_query_takes_still_stops_the_sync_as_stopped_not_failed(
                                             "committed before is kept, the next run goes on from the last; "
                                             f"exit {done.returncode}"), done.stderr
     # its run log row says stopped too (it said ``RuntimeError: Query interrupted``)
-    assert [row for row in unpublished_rows(tmp_path / "data") if row[1] != "success"] == [
+    assert [row for row in shown(unpublished(tmp_path / "data", published=False)) if row[1] != "success"] == [
         ("job publish", "failed", STOPPED)]
