@@ -27,10 +27,10 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import dagster as dg
 
@@ -79,6 +79,8 @@ PROGRESS_EVERY_S = 15.0
 """At most one progress line per this many seconds goes to Dagster's event log (each is a stored event)."""
 
 DBT = dbt_assets_of()
+Told = TypeVar("Told")
+Result = TypeVar("Result")
 NOT_SYNCED = "streams_not_synced"
 """The metadata of a model built in a run where a stream it reads failed or did not run: those streams."""
 
@@ -184,8 +186,8 @@ def unrun_stream_checks(checks: Collection[dg.AssetCheckKey], run: Collection[st
                                   metadata={"status": status, "run_id": str(last.get("run_id")) if last else ""})
 
 
-def _run_in_thread(run: Callable[[Callable[[str], None], Callable[[Step], None]], JobReport]) -> Iterator[
-        str | Step | Tally | JobReport]:
+def _run_in_thread(run: Callable[[Callable[[str], None], Callable[[Step], None]], JobReport]) -> Generator[
+        str | Step | Tally | JobReport, None, None]:
     """Run ``run(progress, on_step)`` in a thread; yield its progress lines, its streams' tallies
     (``sync.progress``) and its steps as they come, then its report (or raise what it raised)."""
     told: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -221,6 +223,27 @@ def _run_in_thread(run: Callable[[Callable[[str], None], Callable[[Step], None]]
                 if kind in ("line", "step"):
                     yield item
         raise
+
+
+def _each_handled(engine: Generator[Told, None, None], handle: Callable[[Told], Iterator[Result]]) -> Iterator[Result]:
+    """``handle(item)`` of each item of ``engine`` (:func:`_run_in_thread`), yielding what it yields. A stop raised in
+    ``handle`` (the op's own code, where Dagster's handler raises it as often as in the op's wait on its engine) is
+    thrown into ``engine``, which stops and awaits its thread and hands back what it said meanwhile (a step that ended
+    as the stop came: a publish past its point of no return, its materialization), handled too; then the stop goes
+    on. An error of the op's is raised as it is (the engine stopped as it closes), as is Dagster's closing of the op."""
+    for item in engine:
+        try:
+            yield from handle(item)
+        except (Exception, GeneratorExit):
+            raise
+        except BaseException as stop:
+            try:
+                left = engine.throw(stop)
+                while True:
+                    yield from handle(left)
+                    left = next(engine)
+            except StopIteration:  # (the engine raises the stop once it handed back what it had: never reached)
+                raise stop from None
 
 
 def log_alerted(log: dg.DagsterLogManager, alerted: Alerted | None) -> None:
@@ -329,7 +352,10 @@ def build_freight_job() -> dg.AssetsDefinition:
                 report: JobReport | None = None
                 not_synced: set[str] = set()
                 before = table_states(context.instance, [key for stream in streams for key in stream_keys(stream)])
-                for told in _run_in_thread(run):
+
+                def handled(told: str | Step | Tally | JobReport) -> Iterator[
+                        dg.MaterializeResult | dg.AssetCheckResult]:
+                    nonlocal report
                     if isinstance(told, str):
                         progress(told)
                     elif isinstance(told, Tally):
@@ -348,6 +374,8 @@ def build_freight_job() -> dg.AssetsDefinition:
                                 yield result
                     else:
                         report = told
+
+                yield from _each_handled(_run_in_thread(run), handled)
         assert report is not None
         yield from unrun_stream_checks(checks, streams, data_dir)
         log_alerted(context.log, report.alerted)

@@ -11,25 +11,29 @@ Dagster reads annotations.)
 
 import datetime as dt
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import duckdb
 import pytest
 
 from freight_pipeline.definitions import defs
-from freight_pipeline.defs.freight_job import DBT, NOT_SYNCED, step_results, stream_check_key
+from freight_pipeline.defs import freight_job
+from freight_pipeline.defs.freight_job import DBT, NOT_SYNCED, PUBLISH_KEY, step_results, stream_check_key
 from freight_pipeline.defs.names import FREIGHT_SYNC_JOB
 from freight_pipeline.defs.sync_assets import stream_keys
-from freight_pipeline.job.run import Step, StreamFigures
+from freight_pipeline.job.run import CHECKS_STEP, Step, StreamFigures
 from freight_pipeline.marts.project import build_target
 from freight_pipeline.marts.worker import NEXT_BUILD, DbtWorker, Start
 from freight_pipeline.simulator.config import FaultConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.streams import DOCUMENTS, stream_step
+from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.meta import BUILD_STREAM
 from freight_pipeline.warehouse.paths import run_log_path, working_db_path
 from freight_pipeline.warehouse.publish import published_db_path
@@ -101,6 +105,43 @@ def test_a_selection_runs_only_what_it_selects(tmp_path: Path, monkeypatch: pyte
     assert materialized(marts) == set(DBT.keys.values())
     assert logged_streams(tmp_path, marts.run_id) == {BUILD_STREAM}
     assert not published_db_path(tmp_path).exists()  # neither selected the publish
+
+
+def test_a_stop_raised_in_the_op_s_own_code_still_says_what_its_engine_finished_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dagster raises a run's stop in the main thread wherever it is: in the op's own code too (here as it handles
+    the checks' step), not only in its wait on the engine's thread, which had gone on meanwhile past the publish's
+    point of no return. The run stopped (its failure is the stop), and Dagster says what the engine finished before
+    it stopped: the build's models and the publish (was: readers had the run's publish, Dagster never said it
+    published, the run shown canceled without its materialization)."""
+    published = threading.Event()
+    publish, results_of = EmbeddedDuckDB.publish, freight_job.step_results
+
+    def publish_then_say(self: EmbeddedDuckDB, *args: Any, **kwargs: Any) -> Any:
+        done = publish(self, *args, **kwargs)
+        published.set()
+        return done
+
+    def stopped_in(step: Step, *args: Any) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+        if step.name == CHECKS_STEP:  # the engine goes on to its end meanwhile; then Dagster's handler raises here
+            assert published.wait(300)
+            raise dg.DagsterExecutionInterruptedError()
+        return results_of(step, *args)
+
+    monkeypatch.setattr(EmbeddedDuckDB, "publish", publish_then_say)
+    monkeypatch.setattr(freight_job, "step_results", stopped_in)
+    job = defs.resolve_job_def(FREIGHT_SYNC_JOB)
+    with running_simulator(shipments=12, seed=4) as sim, job_env(sim, tmp_path, sim.username, sim.password), \
+            dg.DagsterInstance.ephemeral() as instance:
+        stopped = job.execute_in_process(instance=instance, raise_on_error=False)
+        run = instance.get_run_by_id(stopped.run_id)
+        records = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+        said = {record.event_log_entry.dagster_event.asset_key for record in records
+                if record.event_log_entry.dagster_event is not None}
+    assert published_db_path(tmp_path).exists()  # the engine published before the stop came
+    assert PUBLISH_KEY in said and set(DBT.keys.values()) <= said, sorted(key.to_user_string() for key in said)
+    assert not stopped.success and run is not None and run.status == dg.DagsterRunStatus.FAILURE
 
 
 def test_a_stream_that_did_not_run_is_red_and_one_switched_off_is_not_materialized() -> None:
