@@ -1,6 +1,7 @@
 """``bench/profile.py``: where a full sync's CPU goes, as the tables of ``docs/performance.md``.
 
-A full sync by ``freight-pipeline sync --no-dagster`` (documents off, like the bench's pairs) against the
+A full sync by ``freight-pipeline sync --no-dagster`` (``--dagster``: ``sync``, a Dagster run in a fresh
+``DAGSTER_HOME``; documents off, like the bench's pairs) against the
 bundled simulator in its own process (``--shipments``, ``--latency-ms``), sampled by py-spy (``--py-spy``, at
 ``--rate`` Hz, the sync's process only, idle threads left out; ``--gil``: only the thread holding the GIL);
 ``--code`` runs another checkout's package instead (a ``git worktree``, the same venv: compile it with ``python -m
@@ -111,6 +112,8 @@ def main() -> int:
     parser.add_argument("--subprocesses", action="store_true",
                         help="sample the sync's child processes too (py-spy --subprocesses: the normalizing worker)")
     parser.add_argument("--keep", type=Path, default=None, help="keep py-spy's collapsed stacks in this file")
+    parser.add_argument("--dagster", action="store_true",
+                        help="the sync as a Dagster run (`sync`, a fresh DAGSTER_HOME) instead of `sync --no-dagster`")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="freight-profile-") as tmp, \
             simulator(args.shipments, args.seed, args.latency_ms) as url:
@@ -118,10 +121,14 @@ def main() -> int:
         env.update({"FREIGHT_BASE_URL": url, "FREIGHT_USERNAME": USER, "FREIGHT_PASSWORD": PASSWORD,
                     "FREIGHT_DATA_DIR": str(Path(tmp) / "data"), "FREIGHT_SYNC_DOCUMENTS": "0"})
         env.update(checkout_env(args.code))
+        if args.dagster:
+            (home := Path(tmp) / "dagster_home").mkdir()
+            env["DAGSTER_HOME"] = str(home)
         collapsed = args.keep or Path(tmp) / "stacks.txt"
         started = time.monotonic()
-        sync = subprocess.Popen([*freight_pipeline(args.code), "sync", "--no-dagster"], env=env,
-                                cwd=args.code or REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        way = [] if args.dagster else ["--no-dagster"]
+        sync = subprocess.Popen([*freight_pipeline(args.code), "sync", *way], env=env, cwd=args.code or REPO,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         spy = None if args.py_spy == "none" else subprocess.Popen(
             [args.py_spy, "record", "--pid", str(sync.pid), "--rate", str(args.rate), "--format", "raw", "--output",
              str(collapsed), "--nonblocking", *(["--gil"] if args.gil else []),
@@ -148,7 +155,8 @@ def main() -> int:
         total, areas, leaves = shares(collapsed) if spy is not None else (0, Counter(), Counter())
         stream_s = sync_figures(Path(tmp) / "data" / "warehouse.duckdb").get("stream_seconds") or 0.0
     cpu = usage.ru_utime + usage.ru_stime
-    print(f"full sync of {args.shipments:,} shipments at {args.latency_ms:g} ms per request, "
+    print(f"full sync of {args.shipments:,} shipments at {args.latency_ms:g} ms per request"
+          f"{' as a Dagster run' if args.dagster else ''}, "
           f"{args.code or 'this checkout'}: {seconds:.1f} s wall, {cpu:.1f} s CPU "
           f"({1000 * cpu / args.shipments:.2f} ms per shipment), the shipments stream {stream_s:.1f} s, "
           f"peak memory {peak / 2**20:.0f} MB (PSS of the process tree), {total} samples at {args.rate} Hz")
