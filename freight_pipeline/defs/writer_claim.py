@@ -20,12 +20,12 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
-import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
+import psutil
 
 from freight_pipeline.defs.names import ASSET_GRAPH_JOB
 from freight_pipeline.warehouse.writer_lock import Holder, last_taker, lock_path, lock_state, writer_lock
@@ -64,18 +64,30 @@ def claim_of(run: dg.DagsterRun) -> Holder | None:
 
 def process_gone(holder: Holder) -> bool:
     """Whether ``holder``'s process is known to have ended: it ran on this host and no process (or a zombie) has its
-    id. One on another host is not known to have."""
+    id, or the process with its id began after the holder took the lock (the id reused by a later process: a killed
+    run's, once the system has come round its ids, or after a restart). One on another host is not known to have."""
     if holder.pid is None or holder.host != socket.gethostname():
         return False
     try:
-        os.kill(holder.pid, 0)
-    except ProcessLookupError:
+        process = psutil.Process(holder.pid)
+        if process.status() == psutil.STATUS_ZOMBIE:  # ended, not yet reaped
+            return True
+        began = process.create_time()
+    except psutil.NoSuchProcess:
         return True
-    except PermissionError:
+    except psutil.Error:  # another user's, which this one may not look at: not known to have ended
         return False
-    with contextlib.suppress(OSError, IndexError):  # Linux: a zombie (ended, not yet reaped) is gone
-        return Path(f"/proc/{holder.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    return False
+    try:
+        took = dt.datetime.fromisoformat(holder.since) if holder.since else None
+    except ValueError:
+        return False
+    # a process begins before it takes the lock; its time kept to the second, the process's to the clock tick
+    return took is not None and began > took.replace(tzinfo=took.tzinfo or dt.UTC).timestamp() + PROCESS_BEGAN_SLACK_S
+
+
+PROCESS_BEGAN_SLACK_S = 2.0
+"""How much later than a lock's taking (kept to the second) its holder's process may seem to have begun (the two
+clocks' rounding) before the process with its id is another's."""
 
 
 TAKEN_OVER_AFTER = dt.timedelta(minutes=5)

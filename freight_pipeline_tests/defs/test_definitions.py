@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -664,6 +665,30 @@ def test_a_run_that_let_go_of_its_claim_is_failed_only_once_its_process_ended(tm
         assert isinstance(tick(), dg.RunRequest)
         failed = instance.get_run_by_id(gone.run_id)
         assert failed is not None and failed.status == dg.DagsterRunStatus.FAILURE
+
+
+def test_a_run_whose_process_id_a_later_process_took_is_failed(tmp_path: Path) -> None:
+    """A run killed after it let go of the writer lock, whose process id the system gave to a later process (it came
+    round its ids, or restarted): Dagster held it STARTED for good, and every tick skipped on it, since a process had
+    its id. The process with its id began after the run took the lock: another's, so the run is gone."""
+    with ticking(tmp_path) as (instance, tick):
+        gone = instance.add_run(dg.DagsterRun(job_name="freight_sync_job", status=dg.DagsterRunStatus.STARTED,
+                                              tags=WRITER_TAG))
+        with writer_lock(tmp_path, gone.run_id):  # it took the lock an hour ago, and let go
+            pass
+        with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]) as later:
+            try:
+                took = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).isoformat(timespec="seconds")
+                claim = Holder(gone.run_id, later.pid, socket.gethostname(), took)  # its id, now a later process's
+                instance.add_run_tags(gone.run_id, {writer_claim.CLAIM_TAG: json.dumps(asdict(claim))})
+                assert isinstance(tick(), dg.RunRequest)
+            finally:
+                later.kill()
+        failed = instance.get_run_by_id(gone.run_id)
+        assert failed is not None and failed.status == dg.DagsterRunStatus.FAILURE
+        said = [e.message for e in instance.all_logs(gone.run_id) if e.is_dagster_event]
+        assert any(m.startswith("its process is gone: it let go of the warehouse's writer lock (run "
+                                f"{gone.run_id}, process {later.pid}") for m in said), said
 
 
 LET_GO = """
