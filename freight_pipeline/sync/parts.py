@@ -116,8 +116,9 @@ class Part:
         return await self.fetch(self, source, ref, settings)
 
     def applies(self, ref: Ref) -> bool:
-        """False: the shipment cannot have data here (sea legs of an AIR shipment)."""
-        return self.mode is None or ref.mode_of_transport == self.mode
+        """False: the shipment cannot have data here (sea legs of an AIR shipment). Its mode is read as the marts read
+        it (``stg_shipments``' ``upper(trim(...))``: spaces trimmed, upper case): ``"sea "`` is SEA, with sea legs."""
+        return self.mode is None or (ref.mode_of_transport or "").strip(" ").upper() == self.mode
 
     def request(self, ref: Ref) -> str:
         """The request behind the part's answer, as a quarantine entry shows it."""

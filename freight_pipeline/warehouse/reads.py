@@ -200,8 +200,9 @@ class Reads:
         read = (f"SELECT shipment_id, CASE WHEN count(*) = {len(wanted)} THEN min(fetched_at) END AS fetched_at "
                 f"FROM {qualified(meta.RAW_PARTS)} WHERE stream IN ({', '.join('?' for _ in wanted)}) "
                 "GROUP BY shipment_id")
-        upcoming = ("SELECT shipment_id, min(event_at) AS next_estimate_at FROM " + events +
-                    " WHERE type = 'ESTIMATED' AND event_at > ? GROUP BY shipment_id") if upcoming_after else None
+        upcoming = (f"SELECT shipment_id, min(event_at) AS next_estimate_at FROM {events} "  # its type as the marts
+                    "WHERE upper(trim(type)) = 'ESTIMATED' AND event_at > ? GROUP BY shipment_id"  # read it
+                    ) if upcoming_after else None
         sql = (
             f"SELECT s.shipment_id, s.client, s.shipment_number, s.mode_of_transport, p.fetched_at AS read_at, "
             f"{'u.next_estimate_at' if upcoming else 'NULL AS next_estimate_at'} "

@@ -20,6 +20,7 @@ import pytest
 from freight_pipeline.lake.backend import storage_from_env
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.isolation import CircuitOpen
+from freight_pipeline.sync.parts import DETAIL_PARTS
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.warehouse.publish import PublishResult
@@ -185,6 +186,33 @@ def test_an_unknown_event_type_is_loaded_as_sent(sim: RunningSimulator, tmp_path
     assert query(work_db(tmp_path), "SELECT type FROM freight.shipment_events WHERE shipment_id = ? AND event = ? "
                  "AND type = 'PLANNED'", [victim, event]) == [("PLANNED",)]
     assert quarantined(tmp_path) == {} and problems(tmp_path) == {}  # a new code is data, for dbt to flag
+
+
+def test_a_mode_of_transport_sent_in_another_case_or_with_spaces_keeps_the_shipment_s_legs(
+    sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """Each part only shipments of one mode have (the air and the sea main carriage's legs), a shipment's mode sent
+    as ``" Sea "`` or ``"air"``: before its first read, and changed to it after. The marts read it as the mode
+    (trimmed, upper case); the sync took the shipment for one without those legs, asked nothing and deleted the legs
+    it held (a ``deleted`` version, the ETA marts' leg arrival gone) while the service still served them."""
+    modal = {part.mode: part for part in DETAIL_PARTS if part.mode is not None}
+    legs = {"AIR": sim.store.reader.get_air_main_carriage, "SEA": sim.store.reader.get_sea_main_carriage}
+    assert set(modal) == set(legs)
+    chosen = {mode: [d["id"] for d in documents(sim) if d.get("mode_of_transport") == mode and legs[mode](d["id"])][:2]
+              for mode in modal}
+    for mode, (first, _) in chosen.items():
+        corrupt(sim, "shipment", first, "set", path="mode_of_transport", value=f" {mode.title()} ")
+    assert_published(sync(sim, tmp_path))
+    for mode, (_, later) in chosen.items():
+        corrupt(sim, "shipment", later, "set", path="mode_of_transport", value=mode.lower())
+    changed(sim, [later for _, later in chosen.values()])
+    assert_published(sync(sim, tmp_path))
+    for mode, ids in chosen.items():
+        (table,) = modal[mode].tables
+        held = dict(query(work_db(tmp_path), f"SELECT shipment_id, count(*) FROM freight.{table} WHERE shipment_id "
+                          f"IN ({', '.join(map(str, ids))}) GROUP BY 1"))
+        assert held == {shipment: len(legs[mode](shipment)) for shipment in ids}, mode
+    assert quarantined(tmp_path) == {}
 
 
 def test_unreadable_fields_are_nulled_and_the_shipments_stay_whole(sim: RunningSimulator, tmp_path: Path) -> None:
