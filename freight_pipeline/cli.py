@@ -31,6 +31,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": ("freight_pipeline.commands.dashboard", "the BI dashboard (Streamlit) over the published warehouse"),
 }
 
+DESCRIPTION = ("A scheduled, incremental sync of a freight forwarder's service into a DuckDB warehouse published as "
+               "DuckDB and Parquet, with dbt marts; `freight-pipeline COMMAND --help` for each command.")
+"""What ``freight-pipeline --help`` says of the command (not this module's docstring, which is for its readers)."""
 INTERRUPTED = signal_exit_code(signal.SIGINT)
 """Exit code of a command stopped by Ctrl-C (SIGINT): 130."""
 TERMINATED = signal_exit_code(signal.SIGTERM)
@@ -45,7 +48,7 @@ STOPPED_HOW = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminate
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand; given ``command``, only that one's module is imported (the
     others are listed by name and help): a run of ``sync`` does not pay for importing the dashboard."""
-    parser = argparse.ArgumentParser(prog="freight-pipeline", description=__doc__)
+    parser = argparse.ArgumentParser(prog="freight-pipeline", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)

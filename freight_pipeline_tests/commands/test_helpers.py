@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import logging
+import re
 import socket
 import subprocess
 import sys
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 from dagster._utils.error import SerializableErrorInfo
 
-from freight_pipeline.cli import main
+from freight_pipeline.cli import SUBCOMMANDS, build_parser, main
 from freight_pipeline.commands.common import StoppedIn, redact, resolve_data_dir, say, stopped_as_such
 from freight_pipeline.commands.dagster_home import ensure_dagster_yaml
 from freight_pipeline.commands.demo_summary import Changes, DemoFacts, DemoRun, _shipment_check, format_interval
@@ -196,3 +198,14 @@ def test_a_stopped_run_is_said_stopped_in_the_step_the_stop_came_in(
     with pytest.raises(StoppedIn) as stopped:
         stopped_as_such(PLAN, said, run)
     assert str(stopped.value).startswith(f"{where}: every batch it committed before is kept")
+
+
+@pytest.mark.parametrize("command", [None, *SUBCOMMANDS])
+def test_every_help_is_plain_text_for_its_user(command: str | None) -> None:
+    """``--help`` of the command and of each subcommand says nothing in the docstrings' markup (was: the command's
+    description was its module's docstring, "The ``freight-pipeline`` command: a thin dispatcher; ...")."""
+    parser = build_parser(command)
+    helped = parser.format_help() if command is None else next(
+        action.choices[command].format_help() for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction))
+    assert not re.search(r"``|:(func|class|data|meth|attr):|\bdispatcher\b", helped), helped
