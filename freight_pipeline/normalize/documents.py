@@ -69,10 +69,15 @@ services send, :func:`shipment_ids_of`'s)."""
 REFERENCE_VALUE_KEY = Key(("value", "reference", "referenceValue"), kinds=frozenset({TEXT, NUMBER}), reads=to_str)
 ROLE_KEY = Key(("role", "name"), kinds=_TEXT)
 """A role's name (the spec shows no EFileRole field either)."""
+KEPT_AS_SENT = "kept as sent in its JSON column"
+"""What becomes of a reference's or a role's ``id`` of another kind: nothing reads it (``document_references``,
+``roles``)."""
 EFILE_NODE = Node.of(
-    (), RECORD_ID, FILE_NAME_KEY, MIME_TYPE_KEY, DESCRIPTION_KEY, CREATED_KEY,
-    Key("references", Node.of((), RECORD_ID, REFERENCE_TYPE_KEY, REFERENCE_VALUE_KEY), array=True),
-    Key("roles", Node.of((), RECORD_ID, ROLE_KEY), array=True),
+    (), RECORD_ID.unread_as("the shipment's E-Files quarantined, freight_meta.quarantine"), FILE_NAME_KEY,
+    MIME_TYPE_KEY, DESCRIPTION_KEY, CREATED_KEY,
+    Key("references", Node.of((), RECORD_ID.unread_as(KEPT_AS_SENT), REFERENCE_TYPE_KEY, REFERENCE_VALUE_KEY),
+        array=True),
+    Key("roles", Node.of((), RECORD_ID.unread_as(KEPT_AS_SENT), ROLE_KEY), array=True),
     known=("document",),  # the document's bytes (copied when content is copied; never a column)
 )
 """An E-File as the documents stream reads it: its lookup record, with the references and roles read for it."""

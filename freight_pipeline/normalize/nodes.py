@@ -61,7 +61,9 @@ class Key:
     ``source`` names the key, or every name it may come under in order (the first that holds a value
     wins, as for a :class:`Field`). ``kinds``: the JSON kinds it is declared to hold (default: object for
     a node, array for an array); ``reads``: what reads a value of another kind, when anything can (a
-    DateTime sent as ISO text), else None (kept whole when ``kinds`` is :data:`ANY`).
+    DateTime sent as ISO text), else None (kept whole when ``kinds`` is :data:`ANY`); ``unread``: what becomes of
+    a value it cannot read, when not a column's fate (null, and a data problem): a record's identity, without which
+    the record is quarantined or not loaded (:meth:`unread_as`).
     """
 
     source: str | tuple[str, ...]
@@ -69,6 +71,7 @@ class Key:
     array: bool = False
     reads: ValueReader | None = None
     kinds: frozenset[str] | None = None
+    unread: str | None = None
     keys: tuple[str, ...] = field(init=False, repr=False, compare=False)
     """Every name the key may come under, in order (from ``source``)."""
     name: str = field(init=False, repr=False, compare=False)
@@ -78,6 +81,11 @@ class Key:
         keys = (self.source,) if isinstance(self.source, str) else tuple(self.source)
         object.__setattr__(self, "keys", keys)
         object.__setattr__(self, "name", keys[0])
+
+    def unread_as(self, unread: str) -> Key:
+        """This key where a value it cannot read means ``unread`` (``the record quarantined, freight_meta.quarantine``):
+        what the run's notice of a field sent in another kind says of those values."""
+        return Key(self.source, self.node, self.array, self.reads, self.kinds, unread)
 
     def declared_kinds(self) -> frozenset[str]:
         if self.kinds is not None:

@@ -85,7 +85,7 @@ _NULL = type(None)
 class WatchedPath:
     """One kind of object at one place in a source's records, as the tally walks it."""
 
-    __slots__ = ("_probes", "children", "declared", "groups", "kinds", "path", "readers")
+    __slots__ = ("_probes", "children", "declared", "fates", "groups", "kinds", "path", "readers")
 
     def __init__(self, path: str, node: Node) -> None:
         self.path = path
@@ -93,6 +93,8 @@ class WatchedPath:
         self.groups = node.alias_groups()
         self.kinds: dict[str, frozenset[str]] = {}
         self.readers: dict[str, ValueReader | None] = {}
+        self.fates = {name: key.unread for key in node.keys if key.unread for name in key.keys}
+        """Name -> what becomes of a value of it that cannot be read, when not a column's fate (``Key.unread``)."""
         for item in node.fields:  # a JSON column keeps any value whole: nothing to probe
             self._declare(item.keys, KINDS_OF_COLUMN[item.type], CONVERTERS[item.type] if item.type != JSON else None)
         for key in node.keys:
@@ -481,7 +483,10 @@ class FieldChange:
     kinds_new: Mapping[str, int] = field(default_factory=dict)
     """``retyped``: values of the other kinds this run, per kind."""
     unread: int = 0
-    """``retyped``: of those, the values that could not be read (null in their column, data problems)."""
+    """``retyped``: of those, the values that could not be read (null in their column, data problems; or
+    :attr:`unread_as`)."""
+    unread_as: str | None = None
+    """What became of those values when not a column's fate (``Key.unread``: the record quarantined, ...)."""
 
     def phrase(self) -> str:
         """``house_reference absent from all 40 read (present before)``, ``house_bill_number new (in 40 of
@@ -491,7 +496,8 @@ class FieldChange:
         if self.change == RETYPED:
             values = sum(self.kinds_new.values())
             lost = "not objects" if self.field.endswith("[]") else "null"  # an array's elements, or a key's values
-            read = "all read" if not self.unread else f"{self.unread:,} not read ({lost}, freight_meta.data_problems)"
+            fate = self.unread_as or f"{lost}, freight_meta.data_problems"
+            read = "all read" if not self.unread else f"{self.unread:,} not read ({fate})"
             return (f"{self.field} {'/'.join(self.kinds_before)} -> {'/'.join(sorted(self.kinds_new))} in "
                     f"{values:,} of {self.records_with:,}, {read}")
         return f"{self.field} new (in {self.records_with:,} of {self.records_read:,})"
@@ -588,7 +594,7 @@ def compare_path(
         if changed and state in OPEN_STATES:
             new_kinds, unread = retyped if retyped else ({}, 0)
             changes.append(FieldChange(source, label, after.field, state, records, count, first_run, example,
-                                       baseline or (), new_kinds, unread))
+                                       baseline or (), new_kinds, unread, watched.fates.get(name)))
     return changes, states
 
 

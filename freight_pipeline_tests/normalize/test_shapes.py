@@ -6,9 +6,10 @@ import datetime as dt
 
 import pytest
 
+from freight_pipeline.normalize.converters import to_int
 from freight_pipeline.normalize.flatten import DOCUMENT_SHAPE, normalize_shipment
 from freight_pipeline.normalize.groups import DATETIME
-from freight_pipeline.normalize.nodes import SAME, Key, Node
+from freight_pipeline.normalize.nodes import NUMBER, SAME, Key, Node
 from freight_pipeline.normalize.plain_fields import Field
 from freight_pipeline.normalize.shapes import (
     CHANCE,
@@ -23,6 +24,8 @@ from freight_pipeline.normalize.shapes import (
     compare,
     fields_lost,
 )
+from freight_pipeline.normalize.specs.keys import RECORD_ID
+from freight_pipeline.sync.drift import SOURCE_SHAPES
 from freight_pipeline_tests.normalize import samples
 
 AT = dt.datetime(2026, 11, 27, 9, 0, tzinfo=dt.UTC)
@@ -340,3 +343,38 @@ def test_the_fields_an_answer_read_again_lost_are_a_change_of_its_shape_not_of_i
     held: object, read: object, lost: list[str]
 ) -> None:
     assert fields_lost(held, read) == lost
+
+
+def test_a_value_a_key_s_record_cannot_be_loaded_without_is_said_as_what_became_of_the_record() -> None:
+    """A key declared with its fate (``Key.unread``: a record's identity) says it where a column's value says it was
+    nulled into the data problems."""
+    shape = Shape.of("records", (Field("name", "VARCHAR"),),
+                     Key("id", kinds=frozenset({NUMBER}), reads=to_int, unread="the record quarantined, Q"))
+    counted = FieldTally(shape)
+    for number in range(3):
+        counted.see({"id": number, "name": "a"}, number)
+    _, known = compare("records", shape, counted, {}, "r1", AT)
+    counted = FieldTally(shape)
+    for number in range(3):
+        counted.see({"id": f"n{number}", "name": "a"}, number)
+    changes, _ = compare("records", shape, counted, {state.field: state for state in known}, "r2", AT)
+    assert [c.phrase() for c in changes] == ["id number -> text in 3 of 3, 3 not read (the record quarantined, Q)"]
+
+
+def test_every_source_says_what_becomes_of_a_record_whose_id_cannot_be_read() -> None:
+    """Every record's ``id`` read as its identity (``RECORD_ID``; not a column of that name, nor a zone offset's) at
+    every level of every source the runs watch declares its fate: a shipment's document or a code conversion
+    quarantined, a memo line left out and reported, a reference's kept as sent."""
+    fates: dict[tuple[str, str], str | None] = {}
+
+    def walk(source: str, node: Node, path: str) -> None:
+        for key in node.keys:
+            if key.unread_as("") == RECORD_ID.unread_as(""):  # RECORD_ID, whatever fate it declares
+                fates[(source, f"{path}.id" if path else "id")] = key.unread
+            if isinstance(key.node, Node):
+                walk(source, key.node, f"{path}.{key.name}" if path else key.name)
+
+    for source, shape in SOURCE_SHAPES.items():
+        walk(source, shape.root, "")
+    assert {source for source, _ in fates} == {"shipments", "shipment_memos", "code_conversions", "documents"}
+    assert all(fates.values()), [where for where, fate in fates.items() if not fate]

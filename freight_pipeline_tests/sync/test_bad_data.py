@@ -215,6 +215,30 @@ def test_a_mode_of_transport_sent_in_another_case_or_with_spaces_keeps_the_shipm
     assert quarantined(tmp_path) == {}
 
 
+def test_an_identity_sent_in_a_kind_it_cannot_be_read_in_is_said_as_what_became_of_its_record(
+    sim: RunningSimulator, tmp_path: Path
+) -> None:
+    """A shipment's ``id`` sent as text that names no integer, an event's code as a number: the run's notice of the
+    field sent in another kind said each value was nulled into ``freight_meta.data_problems``; the shipment was
+    quarantined whole (its rows kept as held), the event not loaded (reported whole). It says so now."""
+    assert_published(sync(sim, tmp_path))  # the kinds each field came in
+    ids = [d["id"] for d in documents(sim) if sim.store.reader.get_events(d["id"])]
+    shipment, other = ids[:2]
+    corrupt(sim, "shipment", shipment, "set", path="id", value="abc")
+    corrupt(sim, "events", other, "set", path="[0].event", value=7)
+    changed(sim, [shipment, other])
+    said = sync(sim, tmp_path).results["shipments"].shape_changes()
+    document = next(line for line in said if line.startswith("shipment documents"))
+    assert "id number -> text in 1 of " in document
+    assert "1 not read (the record quarantined, freight_meta.quarantine)" in document
+    assert list(quarantined(tmp_path)) == [("shipments", str(shipment))]
+    events = next(line for line in said if line.startswith("shipment events"))
+    assert "event text -> number in 1 of " in events
+    assert "1 not read (the record not loaded, freight_meta.data_problems)" in events
+    assert [why for (stream, key, _), (_, why) in problems(tmp_path).items() if key == str(other)] == [
+        "event 7 is missing or not text: the event is not loaded"]
+
+
 def test_unreadable_fields_are_nulled_and_the_shipments_stay_whole(sim: RunningSimulator, tmp_path: Path) -> None:
     with_memos = [d for d in documents(sim) if d.get("memos") and d.get("addresses")]
     a, b, c = (d["id"] for d in with_memos[:3])

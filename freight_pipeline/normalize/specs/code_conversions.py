@@ -6,7 +6,7 @@ from freight_pipeline.normalize.converters import BIGINT, DATE, JSON, TIMESTAMPT
 from freight_pipeline.normalize.nodes import Node
 from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import Column, TableSpec
-from freight_pipeline.normalize.specs.keys import RECORD_ID, SCHEMA, _key
+from freight_pipeline.normalize.specs.keys import QUARANTINED, RECORD_ID, SCHEMA, _key
 
 CODE_CONVERSION_FIELDS: tuple[Field, ...] = (
     Field("partner", VARCHAR, "EDI partner"),
@@ -31,5 +31,5 @@ CODE_CONVERSIONS = TableSpec(
     "EDI code conversion records (partner code <-> internal code); the whole set, replaced each run.",
     replace_key=None,
 )
-CODE_CONVERSION_NODE = Node.of(CODE_CONVERSION_FIELDS, RECORD_ID)
+CODE_CONVERSION_NODE = Node.of(CODE_CONVERSION_FIELDS, RECORD_ID.unread_as(QUARANTINED))
 """A code conversion record (its other keys are kept whole in ``payload`` too)."""

@@ -8,6 +8,7 @@ from freight_pipeline.normalize.nodes import TEXT, Key, Node
 from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.specs.keys import (
+    NOT_LOADED,
     POSITION,
     RECORD_ID,
     SCHEMA,
@@ -20,9 +21,9 @@ from freight_pipeline.normalize.specs.keys import (
 
 EVENT_DATETIME = DateTimeGroup("event", "event date_time", until=True, source="date_time")
 EVENT_LOCATION = LocationGroup("", "event location", source="location")
-EVENT_CODE_KEY = Key("event", kinds=frozenset({TEXT}))
+EVENT_CODE_KEY = Key("event", kinds=frozenset({TEXT}), unread=NOT_LOADED)
 """The event code (part of the key: an event without text here is not loaded)."""
-EVENT_TYPE_KEY = Key("type", kinds=frozenset({TEXT}))
+EVENT_TYPE_KEY = Key("type", kinds=frozenset({TEXT}), unread=NOT_LOADED)
 """ESTIMATED or ACTUAL (part of the key, as the code)."""
 EVENT_SHIPMENT_ID = "shipment_id"
 """An event's shipment id: the request's is stored; one naming another shipment refuses the answer."""
@@ -96,7 +97,7 @@ SHIPMENT_CUSTOM_FIELDS = TableSpec(
     "Customer-defined custom fields of a shipment.",
 )
 
-MEMO_NODE = Node.of(MEMO_FIELDS, RECORD_ID)
+MEMO_NODE = Node.of(MEMO_FIELDS, RECORD_ID.unread_as(NOT_LOADED))
 """A memo line of the memo lookup."""
 AES_KEY = Key("aes", Node.of(AES_FIELDS), array=True)
 CUSTOM_FIELDS_KEY = Key("custom_fields", Node.of(CUSTOM_FIELD_FIELDS), array=True)

@@ -8,7 +8,7 @@ from freight_pipeline.normalize.plain_fields import Field, columns_of
 from freight_pipeline.normalize.schema import Column, TableSpec
 from freight_pipeline.normalize.specs.events_memos import AES_KEY, CUSTOM_FIELDS_KEY
 from freight_pipeline.normalize.specs.goods import GOODS_KEY
-from freight_pipeline.normalize.specs.keys import RECORD_ID, SCHEMA, SHIPMENT_ID
+from freight_pipeline.normalize.specs.keys import QUARANTINED, RECORD_ID, SCHEMA, SHIPMENT_ID
 from freight_pipeline.normalize.specs.legs import CARRIAGES
 from freight_pipeline.normalize.specs.parties import ADDRESSES_KEY, CONTAINERS_KEY
 
@@ -145,7 +145,8 @@ CREDIT_KEY = Key("credit_data", Node.of(CREDIT_FIELDS))
 CUSTOMS_KEY = Key("customs_data", Node.of(CUSTOMS_FIELDS))
 DOCUMENT_NODE = Node.of(
     (*SHIPMENT_FIELDS, *SHIPMENT_TIMESTAMP_FIELDS),
-    RECORD_ID, EMPLOYEES_KEY, INSURANCE_KEY, CREDIT_KEY, CUSTOMS_KEY, GOODS_KEY, ADDRESSES_KEY, CONTAINERS_KEY,
+    RECORD_ID.unread_as(QUARANTINED), EMPLOYEES_KEY, INSURANCE_KEY, CREDIT_KEY, CUSTOMS_KEY, GOODS_KEY, ADDRESSES_KEY,
+    CONTAINERS_KEY,
     *(key for _, key in CARRIAGES), AES_KEY, CUSTOM_FIELDS_KEY,
     known=("events", "memos"),  # named by the spec; their tables come from their own endpoints
 )
