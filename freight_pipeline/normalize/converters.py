@@ -52,6 +52,18 @@ def is_text(value: str) -> bool:
     return value.isascii() or _LONE_SURROGATE.search(value) is None
 
 
+SPACE_SEPARATORS = ("\u0020\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f"
+                    "\u205f\u3000")
+"""Unicode's space separators (category Zs: the space, the no-break space, the ideographic space that pads fixed-width
+fields, ...): what DuckDB's ``trim`` takes off, and so the marts' ``upper(trim(...))`` (a test holds it to both)."""
+
+
+def code_of(text: str | None) -> str:
+    """A code the service sent (a mode of transport, an event's type) as the marts read it, ``upper(trim(...))``: its
+    space separators trimmed, in upper case (``"sea\u00a0"`` is ``SEA``; none: ``""``)."""
+    return (text or "").strip(SPACE_SEPARATORS).upper()
+
+
 def to_str(value: Any) -> str:
     if type(value) is str:
         if is_text(value):

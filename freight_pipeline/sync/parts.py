@@ -17,6 +17,8 @@ from typing import Any
 
 from freight_pipeline.client import endpoints as ep
 from freight_pipeline.client.endpoints import Endpoint
+from freight_pipeline.normalize.converters import code_of, to_str
+from freight_pipeline.normalize.errors import Invalid
 from freight_pipeline.normalize.events import EVENT_SHAPE, normalize_events
 from freight_pipeline.normalize.flatten import DOCUMENT_SHAPE, normalize_shipment
 from freight_pipeline.normalize.legs import AIR_LEG_SHAPE, SEA_LEG_SHAPE, normalize_main_carriage
@@ -51,7 +53,8 @@ class Ref:
 
     @classmethod
     def of(cls, shipment: Mapping[str, Any], shipment_id: int) -> Ref:
-        """The ref of a (base or full) shipment document; values that are not text are unknown."""
+        """The ref of a (base or full) shipment document, its values read as their columns read them (a number sent
+        for the shipment number is its text: the memo lookup asks for it); values no column can read are unknown."""
         return cls(shipment_id, _text(shipment.get("client")), _text(shipment.get("shipment_number")),
                    _text(shipment.get("mode_of_transport")))
 
@@ -71,7 +74,13 @@ class Ref:
 
 
 def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+    """``value`` as a text column reads it (``to_str``: a number as its digits); None when none can."""
+    if value is None:
+        return None
+    try:
+        return to_str(value)
+    except Invalid:
+        return None
 
 
 Fetch = Callable[["Part", SourceAPI, Ref, SyncSettings], Awaitable[Any]]
@@ -117,8 +126,8 @@ class Part:
 
     def applies(self, ref: Ref) -> bool:
         """False: the shipment cannot have data here (sea legs of an AIR shipment). Its mode is read as the marts read
-        it (``stg_shipments``' ``upper(trim(...))``: spaces trimmed, upper case): ``"sea "`` is SEA, with sea legs."""
-        return self.mode is None or (ref.mode_of_transport or "").strip(" ").upper() == self.mode
+        it (``stg_shipments``' ``upper(trim(...))``: ``code_of``): ``"sea "`` is SEA, with sea legs."""
+        return self.mode is None or code_of(ref.mode_of_transport) == self.mode
 
     def request(self, ref: Ref) -> str:
         """The request behind the part's answer, as a quarantine entry shows it."""

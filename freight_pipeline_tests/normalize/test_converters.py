@@ -3,12 +3,13 @@ otherwise, and each such value is reported at its own path, never changed withou
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from freight_pipeline.normalize.converters import json_or_report
+from freight_pipeline.normalize.converters import SPACE_SEPARATORS, code_of, json_or_report
 from freight_pipeline.normalize.flatten import normalize_shipment, to_arrow_batch
 from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.records import normalize_code_conversions
@@ -65,3 +66,16 @@ def test_an_integer_beyond_64_bits_kept_in_a_json_column_is_reported_at_its_path
     clean = Problems()
     json_or_report({"note": "1e+23 is text", "weight": 1.5e+18}, "x", clean)  # a look-alike text, a float in range
     assert clean == []
+
+
+def test_a_code_is_read_as_the_marts_read_it_whatever_spaces_pad_it() -> None:
+    """``code_of`` trims what DuckDB's ``trim`` trims (Unicode's space separators, the ideographic space that pads a
+    fixed-width field too; not a tab) and upper-cases, as the marts' ``upper(trim(...))``: a mode the sync read
+    otherwise than the marts lost the shipment's legs the marts still counted."""
+    separators = {chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Zs"}
+    assert set(SPACE_SEPARATORS) == separators
+    spellings = [None, "", "SEA", "sea", " Sea ", "\tSEA", "SEA\n", *(f"{s}sea{s}" for s in sorted(separators)), "air"]
+    with duckdb.connect() as con:
+        marts = [con.execute("SELECT coalesce(upper(trim(?)), '')", [text]).fetchone()[0] for text in spellings]
+    assert [code_of(text) for text in spellings] == marts
+    assert marts.count("SEA") == 3 + len(separators)

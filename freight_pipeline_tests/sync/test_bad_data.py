@@ -192,19 +192,20 @@ def test_a_mode_of_transport_sent_in_another_case_or_with_spaces_keeps_the_shipm
     sim: RunningSimulator, tmp_path: Path
 ) -> None:
     """Each part only shipments of one mode have (the air and the sea main carriage's legs), a shipment's mode sent
-    as ``" Sea "`` or ``"air"``: before its first read, and changed to it after. The marts read it as the mode
-    (trimmed, upper case); the sync took the shipment for one without those legs, asked nothing and deleted the legs
-    it held (a ``deleted`` version, the ETA marts' leg arrival gone) while the service still served them."""
+    as ``" Sea\u3000"`` or ``"\u00a0air"`` (an ideographic or a no-break space, as fixed-width fields pad): before its
+    first read, and changed to it after. The marts read it as the mode (trimmed, upper case); the sync took the
+    shipment for one without those legs, asked nothing and deleted the legs it held (a ``deleted`` version, the ETA
+    marts' leg arrival gone) while the service still served them."""
     modal = {part.mode: part for part in DETAIL_PARTS if part.mode is not None}
     legs = {"AIR": sim.store.reader.get_air_main_carriage, "SEA": sim.store.reader.get_sea_main_carriage}
     assert set(modal) == set(legs)
     chosen = {mode: [d["id"] for d in documents(sim) if d.get("mode_of_transport") == mode and legs[mode](d["id"])][:2]
               for mode in modal}
     for mode, (first, _) in chosen.items():
-        corrupt(sim, "shipment", first, "set", path="mode_of_transport", value=f" {mode.title()} ")
+        corrupt(sim, "shipment", first, "set", path="mode_of_transport", value=f" {mode.title()}\u3000")
     assert_published(sync(sim, tmp_path))
     for mode, (_, later) in chosen.items():
-        corrupt(sim, "shipment", later, "set", path="mode_of_transport", value=mode.lower())
+        corrupt(sim, "shipment", later, "set", path="mode_of_transport", value=f"\u00a0{mode.lower()}")
     changed(sim, [later for _, later in chosen.values()])
     assert_published(sync(sim, tmp_path))
     for mode, ids in chosen.items():

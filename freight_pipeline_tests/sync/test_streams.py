@@ -12,6 +12,9 @@ import pytest
 
 from freight_pipeline.client import endpoints as ep
 from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.normalize.flatten import normalize_shipment
+from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.server import running_simulator
 from freight_pipeline.sync.parts import DETAIL_PARTS, DOCUMENT_PART, PARTS, Ref
@@ -71,6 +74,19 @@ def test_a_part_names_the_request_behind_its_answer_and_which_shipments_have_it(
     assert not events.with_mode_change(air, sea) and not memos.with_mode_change(air, sea)
     assert memos.with_mode_change(air, dataclasses.replace(air, shipment_number="S-8"))
     assert air_legs.description() == "from GET /service/shipment/{id}/airmaincarriage of each changed AIR shipment"
+
+
+@pytest.mark.parametrize("sent", ["HAMSE26000002", 26000005, 26000005.5, True, " S-7 ", {"no": 1}, ["S"], None])
+def test_a_part_reads_the_shipment_s_client_number_and_mode_as_their_columns_read_them(sent: object) -> None:
+    """What a part is asked for by (the memo lookup's CLIENT and SHIPMENT_NUMBER, the legs' mode) is the value the
+    shipment's columns (and the marts) hold, whatever JSON kind it came in: a shipment number sent as a number
+    (``26000005``) was taken for unknown, its memo lines not asked for and those held deleted, while the column read
+    it as its digits and the lookup answered for them. A value no column reads is unknown to both."""
+    document = {"id": 7, "client": sent, "shipment_number": sent, "mode_of_transport": sent}
+    (row,) = normalize_shipment(document, Problems())[SHIPMENTS.name]  # a value no column reads: null, a problem
+    ref = Ref.of(document, 7)
+    assert (ref.client, ref.shipment_number, ref.mode_of_transport) == (
+        row.get("client"), row.get("shipment_number"), row.get("mode_of_transport"))
 
 
 def test_an_unknown_stream_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
