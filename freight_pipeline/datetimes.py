@@ -320,12 +320,26 @@ def parse_datetime_object(value: Any) -> ParsedDateTime | None:
         return ParsedDateTime(instant.date(), instant.timetz().replace(tzinfo=None), instant.utcoffset(), None)
     if not isinstance(value, dict):
         raise DateTimeParseError(f"DateTime {_short(value)} is not an object")
-    return ParsedDateTime(
-        date=parse_date(value.get("date")),
-        time=parse_time(value.get("time")),
-        offset=parse_offset(value.get(_offset_key(value))),
-        until_time=parse_time(value.get("until")),
-    )
+    time, offset = _offset_carried(parse_time(value.get("time")), parse_offset(value.get(_offset_key(value))))
+    until, _ = _offset_carried(parse_time(value.get("until")), offset)
+    return ParsedDateTime(date=parse_date(value.get("date")), time=time, offset=offset, until_time=until)
+
+
+def _plain(time: dt.time | None) -> dt.time | None:
+    return time.replace(tzinfo=None) if time is not None else None
+
+
+def _offset_carried(time: dt.time | None, offset: dt.timedelta | None) -> tuple[dt.time | None, dt.timedelta | None]:
+    """A time of day that carries its own UTC offset (``"15:00:00+02:00"``, as Java writes an ``OffsetTime``) as a
+    plain time, and the offset: the one it carries when the object sends none; DateTimeParseError when both are sent
+    and disagree (no instant is better than a guess)."""
+    if time is None or time.tzinfo is None:
+        return time, offset
+    carried = time.utcoffset()
+    if offset is not None and carried is not None and carried != offset:
+        raise DateTimeParseError(f"time {time.isoformat()} carries the offset {format_offset(carried)}, the "
+                                 f"zone_offset says {format_offset(offset)}")
+    return time.replace(tzinfo=None), offset if offset is not None else carried
 
 
 def _offset_key(value: dict[str, Any]) -> str:
@@ -359,8 +373,19 @@ def read_datetime_object(value: Any) -> tuple[ParsedDateTime | None, list[PartPr
     date, time = part("date", parse_date), part("time", parse_time)
     offset_problems = len(problems)
     offset = part(_offset_key(value), parse_offset)
-    return ParsedDateTime(date, time, offset, part("until", parse_time),
-                          offset_unreadable=len(problems) > offset_problems), problems
+    unreadable = len(problems) > offset_problems
+    try:
+        time, offset = _offset_carried(time, offset) if not unreadable else (_plain(time), offset)
+    except DateTimeParseError as exc:  # the time's own offset and the zone_offset disagree: no instant
+        problems.append(("time", value.get("time"), str(exc)))
+        time, unreadable = _plain(time), True
+    until = part("until", parse_time)
+    try:
+        until, _ = _offset_carried(until, offset)
+    except DateTimeParseError as exc:  # an end at another offset than its start's: no end
+        problems.append(("until", value.get("until"), str(exc)))
+        until = None
+    return ParsedDateTime(date, time, offset, until, offset_unreadable=unreadable), problems
 
 
 def parse_iso_datetime(value: Any) -> dt.datetime | None:
@@ -371,10 +396,15 @@ def parse_iso_datetime(value: Any) -> dt.datetime | None:
         return value
     if not isinstance(value, str):
         raise DateTimeParseError(f"date-time {_short(value)} is not a string")
+    text = value
+    if text.endswith("]") and "[" in text:  # "...+01:00[Europe/Berlin]", as Java writes a ZonedDateTime: the offset
+        text = text[:text.rindex("[")]  # says the instant (without one, the zone's name alone is not read)
     try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
     except ValueError as exc:
         raise DateTimeParseError(f"date-time {_short(value)} is not ISO 8601") from exc
+    if text is not value and parsed.tzinfo is None:
+        raise DateTimeParseError(f"date-time {_short(value)} names a time zone but no UTC offset")
     offset = parsed.utcoffset()
     if offset is not None:
         _in_range(offset, value)

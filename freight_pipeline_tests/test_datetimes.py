@@ -6,7 +6,13 @@ import datetime as dt
 
 import pytest
 
-from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, parse_datetime_object
+from freight_pipeline.datetimes import (
+    DateTimeParseError,
+    ServiceZone,
+    parse_datetime_object,
+    parse_iso_datetime,
+    read_datetime_object,
+)
 
 HOUR = dt.timedelta(hours=1)
 
@@ -28,3 +34,49 @@ def test_a_zone_offset_in_each_iso_form_is_read(offset: str, expected: dt.timede
 def test_a_zone_offset_of_no_iso_form_is_unreadable(offset: str) -> None:
     with pytest.raises(DateTimeParseError):
         parse_datetime_object({"date": "2026-06-15", "time": "18:00:00", "zone_offset": offset})
+
+
+BERLIN_SUMMER = dt.timezone(dt.timedelta(hours=2))
+
+
+@pytest.mark.parametrize(("value", "instant", "time", "offset"), [
+    ({"date": "2026-10-30", "time": "15:00:00+02:00"}, dt.datetime(2026, 10, 30, 15, tzinfo=BERLIN_SUMMER),
+     dt.time(15), "+02:00"),
+    ({"date": "2026-10-30", "time": "15:00:00+02:00", "zone_offset": "+02:00"},
+     dt.datetime(2026, 10, 30, 15, tzinfo=BERLIN_SUMMER), dt.time(15), "+02:00"),
+    ({"date": "2026-10-30", "time": "15:00:00Z"}, dt.datetime(2026, 10, 30, 15, tzinfo=dt.UTC), dt.time(15), "+00:00"),
+    ({"date": "2026-10-30", "time": "15:00:00"}, dt.datetime(2026, 10, 30, 17, tzinfo=BERLIN_SUMMER), dt.time(15),
+     None),  # no offset anywhere: the service's zone's (UTC here)
+])
+def test_a_time_of_day_that_carries_its_offset_is_read_at_that_offset(
+    value: dict[str, str], instant: dt.datetime, time: dt.time, offset: str | None
+) -> None:
+    """``"time": "15:00:00+02:00"`` (how Java writes an ``OffsetTime``), the zone_offset null: its offset was dropped
+    and the time read in the service's zone, an instant hours off with no problem said. Both readers: the run's (part
+    by part) and the strict one."""
+    for parsed, problems in (read_datetime_object(value), (parse_datetime_object(value), [])):
+        assert parsed is not None and problems == []
+        assert (parsed.instant, parsed.time, parsed.offset_text) == (instant, time, offset)
+
+
+def test_a_time_whose_offset_the_zone_offset_contradicts_is_no_instant_and_a_problem() -> None:
+    value = {"date": "2026-10-30", "time": "15:00:00+02:00", "zone_offset": "+01:00", "until": "16:00:00+03:00"}
+    parsed, problems = read_datetime_object(value)
+    assert parsed is not None and parsed.instant is None and parsed.time == dt.time(15) and parsed.until_time is None
+    assert [(key, raw) for key, raw, _ in problems] == [("time", "15:00:00+02:00"), ("until", "16:00:00+03:00")]
+    with pytest.raises(DateTimeParseError, match="carries the offset"):
+        parse_datetime_object(value)
+
+
+@pytest.mark.parametrize(("text", "instant"), [
+    ("2026-11-03T13:33:00+01:00[Europe/Berlin]", dt.datetime(2026, 11, 3, 12, 33, tzinfo=dt.UTC)),
+    ("2026-11-03T13:33+01:00[Europe/Berlin]", dt.datetime(2026, 11, 3, 12, 33, tzinfo=dt.UTC)),
+    ("2026-11-03T12:33:00Z[UTC]", dt.datetime(2026, 11, 3, 12, 33, tzinfo=dt.UTC)),
+])
+def test_a_stamp_with_its_zone_s_name_after_its_offset_is_read_by_the_offset(text: str, instant: dt.datetime) -> None:
+    """``2026-11-03T13:33:00+01:00[Europe/Berlin]`` (how Java writes a ``ZonedDateTime``) was unreadable: every
+    shipment's stamp null, the shipments stream failed (``CursorError``). A zone's name without an offset is not
+    read (its rules are the service's, not ours to guess)."""
+    assert parse_iso_datetime(text) == instant
+    with pytest.raises(DateTimeParseError, match="names a time zone but no UTC offset"):
+        parse_iso_datetime("2026-11-03T13:33:00[Europe/Berlin]")
