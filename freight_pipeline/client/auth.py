@@ -66,6 +66,16 @@ def _looks_like_token(text: str) -> bool:
     return bool(text) and len(text) < 16384 and all("!" <= ch <= "~" for ch in text) and "<" not in text
 
 
+def _token_in(text: str) -> str | None:
+    """The bearer token ``text`` holds, as sent or with its scheme before it (``Bearer eyJ...``, as services that hand
+    out the header's value send it); None when it holds none."""
+    text = text.strip()
+    scheme, _, rest = text.partition(" ")
+    if scheme.lower() == "bearer":  # the scheme alone is no token
+        text = rest.strip()
+    return text if _looks_like_token(text) else None
+
+
 def extract_token(body: bytes, content_type: str | None = None) -> tuple[str, float | None]:
     """The token and the response's ``expires_in`` (seconds, if any) from a token response body (a UTF-8
     byte-order mark before it, which some services write, is not part of it)."""
@@ -74,17 +84,17 @@ def extract_token(body: bytes, content_type: str | None = None) -> tuple[str, fl
     try:
         data = json.loads(text) if text else None
     except ValueError:
-        if not text.startswith(JSON_OPENERS) and _looks_like_token(text):
-            return text, None
+        if not text.startswith(JSON_OPENERS) and (token := _token_in(text)) is not None:
+            return token, None
         raise TokenBodyBroken("the token response is neither valid JSON nor a bare token") from None
     if isinstance(data, str):
-        if _looks_like_token(data.strip()):
-            return data.strip(), None
+        if (token := _token_in(data)) is not None:
+            return token, None
         raise TokenMissing("the token response is a JSON string that is not a token")
     if isinstance(data, dict):
         for name in TOKEN_FIELDS:
             value = data.get(name)
-            if isinstance(value, str) and _looks_like_token(value.strip()):
+            if isinstance(value, str) and (token := _token_in(value)) is not None:
                 expires_in = data.get("expires_in", data.get("expiresIn"))
                 try:
                     seconds = float(expires_in) if expires_in is not None else None
@@ -92,7 +102,10 @@ def extract_token(body: bytes, content_type: str | None = None) -> tuple[str, fl
                     seconds = None
                 if seconds is not None and (not math.isfinite(seconds) or seconds <= 0):
                     seconds = None
-                return value.strip(), seconds
+                return token, seconds
+        if held := [name for name in TOKEN_FIELDS if data.get(name) is not None]:  # its value never said: a secret
+            raise TokenMissing(f"the token response's field {held[0]} holds no bearer token (a "
+                               f"{type(data[held[0]]).__name__}, not visible ASCII text without spaces)")
         raise TokenMissing(
             f"the token response has none of the fields {', '.join(TOKEN_FIELDS)} "
             f"(fields present: {', '.join(sorted(map(str, data))) or 'none'})"

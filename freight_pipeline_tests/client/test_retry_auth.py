@@ -147,6 +147,11 @@ JWT = jwt.encode({"sub": "demo", "exp": 2_000_000_000}, "s" * 32, algorithm="HS2
         "\ufeff" + json.dumps({"access_token": JWT}, separators=(",", ":")),  # a byte-order mark before the JSON
         "\ufeff" + json.dumps({"access_token": JWT}),
         f"\ufeff{JWT}",
+        # the token with its scheme, as services that hand out the Authorization header's value send it
+        json.dumps({"token": f"Bearer {JWT}", "expires_in": 86400}),
+        json.dumps({"access_token": f"BEARER  {JWT}"}),
+        json.dumps(f"bearer {JWT}"),
+        f"Bearer {JWT}",
     ],
 )
 def test_token_extraction_variants(body: str) -> None:
@@ -167,6 +172,16 @@ def test_token_extraction_failures_never_echo_the_body() -> None:
     for bad in (b"", b"<html>nope</html>", b"[1,2]", b'"two words"'):
         with pytest.raises(TokenMissing):
             extract_token(bad)
+
+
+def test_a_token_field_holding_no_token_is_named_as_such_never_its_value() -> None:
+    """A field the token is looked for in that holds something else: was "has none of the fields ... (fields present:
+    ..., token)", naming as missing the field it listed as present."""
+    for held in ("two words here", "Bearer", 12345):
+        with pytest.raises(TokenMissing) as info:
+            extract_token(json.dumps({"token": held, "expires_in": 60}).encode())
+        assert str(info.value).startswith("the token response's field token holds no bearer token"), info.value
+        assert str(held) not in str(info.value).replace("bearer token", "")
 
 
 def test_a_json_body_cut_short_is_broken_not_a_bare_token() -> None:
