@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -67,6 +68,8 @@ from freight_pipeline.warehouse.store import Warehouse
 STREAM = "documents"
 TABLE = SHIPMENT_DOCUMENTS.name
 CONTENT_DIR = "documents"
+PART_PREFIX = ".part-"
+"""The name's start of a copy being written (renamed to its hash once whole)."""
 """Copied document bytes: ``<data dir>/documents/<first two hex digits>/<sha256>``, once per content."""
 FILES_A_SHIPMENT = 2
 """E-Files a chunk of shipments is sized for: its lookup's listing fits one page (``page_size``) at up to this many a
@@ -344,10 +347,26 @@ class DocumentReader:
         target = self.content_root.parent / relative
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".part-", delete=False) as part:
-                part.write(data)
-            os.replace(part.name, target)
+            with tempfile.NamedTemporaryFile(dir=target.parent, prefix=PART_PREFIX, delete=False) as part:
+                try:
+                    part.write(data)
+                    part.close()
+                    os.replace(part.name, target)
+                except BaseException:  # a disk full, a stop: no part left behind
+                    with contextlib.suppress(OSError):
+                        os.unlink(part.name)
+                    raise
         return digest, len(data), relative.as_posix()
+
+    def sweep_parts(self) -> int:
+        """Remove the parts of copies a process ended in the middle of (killed as it wrote one): the run holds the
+        writer lock, so none is being written; how many."""
+        swept = 0
+        for part in self.content_root.glob(f"*/{PART_PREFIX}*"):
+            with contextlib.suppress(FileNotFoundError):
+                part.unlink()
+                swept += 1
+        return swept
 
 
 async def sync_documents(
@@ -373,6 +392,8 @@ async def sync_documents(
         f"{len(targets)} shipments" + (f" ({len(due)} from the retry queue)" if due else ""))
     meter.announce(len(targets), final=True)
     reader = DocumentReader(source, settings, warehouse.data_dir)
+    if settings.document_content and (swept := reader.sweep_parts()):
+        say(f"removed {swept} part{'s' if swept != 1 else ''} of E-File copies an earlier run left unfinished")
     breaker = Breaker(STREAM, settings.breaker_max_share, settings.breaker_min_failures, switch=DOCUMENTS_ENV)
     counts = {"changed": 0, "unchanged": 0, "failed": 0}
     chunk = max(1, min(settings.documents_chunk, settings.page_size // FILES_A_SHIPMENT))

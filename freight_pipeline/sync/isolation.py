@@ -108,6 +108,8 @@ def record_failure(exc: BaseException) -> RecordFailure | None:
         return RecordFailure(_first_line(exc))
     if isinstance(exc, NormalizationError):
         return RecordFailure(f"{type(exc).__name__}: {_first_line(exc)}")
+    if isinstance(exc, OSError):  # the machine's (a disk full, a folder unwritable, no file descriptor left), or its
+        return None  # network's: never one record's, whose run would say it succeeded with that record put aside
     if isinstance(exc, Exception):  # a bug met on one record's data: isolated too, the breaker guards the rest
         return RecordFailure(f"unexpected {type(exc).__name__} while reading the record: {_first_line(exc)}")
     return None

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import errno
 import hashlib
 import json
+import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,7 @@ from freight_pipeline.normalize.documents import safe_file_name
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.changes import LookupResult
 from freight_pipeline.sync.client_source import ClientSource
-from freight_pipeline.sync.documents import STREAM
+from freight_pipeline.sync.documents import PART_PREFIX, STREAM
 from freight_pipeline.sync.isolation import CircuitOpen, StreamUnreachable
 from freight_pipeline_tests.sync.conftest import SMALL_SHIPMENTS, SyncFn, query, syncer, work_db
 from freight_pipeline_tests.sync.faulty_sources import EfileDeletedAfterItsLookup, OverlappingEfilePages, factory
@@ -331,6 +333,40 @@ def test_document_content_is_copied_once_by_hash_and_bad_base64_is_quarantined(
     assert quarantine_of(tmp_path) == []  # loaded: it left the retry queue
 
 
+def test_a_copy_the_machine_cannot_write_fails_the_stream_not_its_record_and_leaves_no_part(
+    control_sim: RunningSimulator, control_sync: SyncFn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy of an E-File's bytes the machine cannot write (its folder a file, the disk full as the copy is renamed,
+    no file descriptor left) is the machine's failure, not the record's: it was quarantined as a bad record, the run
+    said it succeeded, and each failed copy left its ``.part-`` file for good. The stream fails naming it, nothing is
+    put aside, and the next run writes what waited; the parts of copies a killed run left are swept."""
+    settings = NO_RELIST.replaced(document_content=True)
+    want = expected(control_sim)
+    (tmp_path / "documents").write_text("a file where the copies' folder goes")
+    with pytest.raises(NotADirectoryError):
+        control_sync(settings)
+    assert last_run(tmp_path)[:2] == ("failed", "NotADirectoryError") and quarantine_of(tmp_path) == []
+    (tmp_path / "documents").unlink()
+
+    replace = os.replace
+
+    def disk_full_for_copies(source: str, target: str) -> None:  # the disk full as a copy is renamed whole
+        if PART_PREFIX in Path(source).name:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        replace(source, target)
+
+    with monkeypatch.context() as patched, pytest.raises(OSError, match="No space left on device"):
+        patched.setattr(os, "replace", disk_full_for_copies)
+        control_sync(settings)
+    assert last_run(tmp_path)[0] == "failed" and quarantine_of(tmp_path) == []
+    assert [p.name for p in (tmp_path / "documents").rglob("*") if p.is_file()] == []  # no part left
+    (tmp_path / "documents" / "aa").mkdir(exist_ok=True)
+    (tmp_path / "documents" / "aa" / f"{PART_PREFIX}killed").write_bytes(b"half a copy")  # a killed run's
+    written = control_sync(settings)[STREAM]
+    assert written.status == "success" and held(tmp_path) == want
+    assert not list((tmp_path / "documents").rglob(f"{PART_PREFIX}*"))
+
+
 def test_switching_document_content_on_or_off_relists_every_shipment_once(
     small_sim: RunningSimulator, work_sync: SyncFn, tmp_path: Path
 ) -> None:
@@ -404,6 +440,13 @@ def test_the_stream_can_be_turned_off(small_sim: RunningSimulator, work_sync: Sy
 ])
 def test_file_names_are_sanitized(name: Any, safe: str) -> None:
     assert safe_file_name(name) == safe
+
+
+def last_run(data_dir: Path) -> tuple[str, str]:
+    """The documents stream's latest run in ``sync_runs``: its status, and its error's exception name."""
+    ((status, error),) = query(work_db(data_dir), "SELECT status, error FROM freight_meta.sync_runs WHERE stream = ? "
+                               "ORDER BY rowid DESC LIMIT 1", [STREAM])
+    return status, (error or "").split(":")[0]
 
 
 def quarantine_of(data_dir: Path) -> list[tuple[Any, ...]]:
