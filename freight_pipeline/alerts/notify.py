@@ -40,6 +40,8 @@ class Alerted:
     """The messages a look that holds its sends claimed (:func:`after_run` ``hold``), sent by :func:`send_held`."""
     changed: bool = False
     """The look queued a message."""
+    unrecorded: bool = False
+    """The look could not record the problems (a disk full, a newer release's data): none was sent, none is known."""
 
     def undelivered(self) -> str | None:
         """Once its sends ended (waited for: each destination at most its timeout), one line on those that failed;
@@ -132,7 +134,7 @@ def _look(seen: Observation, run_id: str, data_dir: Path, backend: StorageBacken
             changes, queued, open_now, folded, outgoing = warehouse.database.write("alerts", write)
     except Exception as exc:  # never into the run: the next look finds the same problems
         return Alerted(f"alerts: the problems could not be recorded ({one_line_error(exc)}); the next run "
-                       "looks again")
+                       "looks again", unrecorded=True)
     if folded is not None:
         folded.unlink(missing_ok=True)
     dispatch = _dispatch(outgoing, settings, data_dir) if outgoing and not hold else None

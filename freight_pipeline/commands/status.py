@@ -101,7 +101,10 @@ def _alert(data_dir: Path, configured: Settings, backend: StorageBackend) -> int
         say(f"status: no alert destination is set ({ALERT_URLS_ENV}; docs/operations.md, Alerts)")
         return 2
     with alerts_sent(alerted):
-        return 0
+        pass
+    # for cron and its wrappers: a look that could not record the problems (the disk full), or a message not
+    # delivered, is the alerting's own failure, which no message would tell
+    return 1 if alerted.unrecorded or alerted.undelivered() else 0
 
 
 def render_status(report: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ that refuses, hangs or is gone never holds a run, and gets its message with the 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 import time
@@ -37,7 +38,7 @@ from freight_pipeline.sync.parts import DOCUMENT
 from freight_pipeline.sync.streams import CODE_CONVERSIONS, stream_step
 from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import working_db_path
-from freight_pipeline.warehouse.store import Warehouse
+from freight_pipeline.warehouse.store import SCHEMA_GENERATION, SCHEMA_STATE, Warehouse
 from freight_pipeline_tests.alerts.harness import (
     FORBIDDEN,
     HOUR,
@@ -374,6 +375,27 @@ def test_status_alert_on_a_directory_without_a_warehouse_makes_none_and_says_so(
     assert isinstance(skipped, dg.SkipReason) and skipped.skip_message.startswith(
         f"alerts: not looked at: {mistyped} holds no warehouse")
     assert not mistyped.exists()
+
+
+@pytest.mark.parametrize("failure", ["unrecorded", "undelivered"])
+def test_status_alert_exits_1_when_the_alerting_itself_failed(tmp_path: Path, failure: str) -> None:
+    """cron's look that could not record the problems (a disk full; here a newer release's data, refused), so that no
+    message went, or whose message a destination refused: the alerting's own failure, which no message tells, exits
+    1 for cron's mail and a wrapper (was: 0, its line alone in a log)."""
+    with Warehouse(tmp_path, FREIGHT_TABLES, backend=EmbeddedDuckDB()) as warehouse:  # no sync yet: a problem open
+        if failure == "unrecorded":
+            signature = json.loads(warehouse.reads.get_cursor(SCHEMA_STATE) or "{}")
+            warehouse.writes.set_cursor(SCHEMA_STATE, json.dumps({**signature, "generation": SCHEMA_GENERATION + 1}),
+                                        "newer")
+    with webhook(mode="refuse") as refusing:
+        looked = run_cli(["status", "--alert", "--data-dir", str(tmp_path)], cli_env(FREIGHT_ALERT_URLS=refusing.url))
+    assert looked.returncode == 1, looked.stderr
+    if failure == "unrecorded":
+        assert looked.stderr.startswith("alerts: the problems could not be recorded (NewerWarehouse: "), looked.stderr
+        assert refusing.posts == 0
+    else:
+        assert refusing.posts == 1 and looked.stderr.splitlines()[-1].startswith("alerts: 0 sent, 1 not ("), \
+            looked.stderr
 
 
 def test_status_alert_without_a_destination_says_how_to_set_one(tmp_path: Path) -> None:
