@@ -188,11 +188,15 @@ def _explain_failure(outcome: JobOutcome, events: Sequence[Any]) -> None:
     for event in events:
         if event.is_step_failure and event.step_failure_data is not None:
             failure = event.step_failure_data.user_failure_data
-            from freight_pipeline.job.run import FAILED_STEP  # the job's modules: only when a run failed
+            from freight_pipeline.job.run import FAILED_STEP, FAILED_STEPS  # the job's modules: only when a run failed
+            from freight_pipeline.sync.streams import STREAM_OF_STEP
 
             step = failure.metadata.get(FAILED_STEP) if failure is not None else None
             if failure is not None and step is not None:  # the engine's failure: its step and reason
                 outcome.failed_step, outcome.reason = str(step.value), one_line(failure.description or "")
+                steps = failure.metadata.get(FAILED_STEPS)
+                outcome.failed_streams = [STREAM_OF_STEP[name] for name in (steps.value if steps else [])
+                                          if name in STREAM_OF_STEP]
                 return
             outcome.failed_step = event.step_key
             outcome.reason = describe_error(event.step_failure_data.error)

@@ -36,6 +36,8 @@ class JobOutcome:
     reason: str | None = None
     materialized: set[str] = field(default_factory=set)
     """The assets the run materialized (``freight/published_warehouse``: it published)."""
+    failed_streams: list[str] = field(default_factory=list)
+    """The streams whose steps failed, as the engine's failure names them (none: the run failed elsewhere)."""
 
     def failure_line(self, what: str, *secrets: str | None) -> str:
         """One line naming the failed step and the reason, secrets redacted."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -176,10 +177,19 @@ def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir:
         return 0
     say(outcome.failure_line("sync", service.secret))
     if PUBLISHED in outcome.materialized:
-        say(f"published anyway by run {outcome.run_id} ({outcome.seconds:.1f} s): every other stream's data and "
-            "the marts built on it; a failed stream's tables hold their last successful sync and the batches the "
-            "failed run committed (freight_meta.table_freshness); see `freight-pipeline status`")
+        say(published_anyway(outcome.run_id, outcome.seconds, outcome.failed_streams))
     return 1
+
+
+def published_anyway(run_id: str, seconds: float, failed_streams: Sequence[str]) -> str:
+    """What a failed run that published says of its publish: of the streams that failed, when any did (a run can
+    fail after its publish for another reason: Dagster's storage full as it records the run's end)."""
+    if not failed_streams:
+        return (f"published by run {run_id} before it failed ({seconds:.1f} s): every stream's data and the marts "
+                "built on it; see `freight-pipeline status`")
+    return (f"published anyway by run {run_id} ({seconds:.1f} s): every other stream's data and the marts built on "
+            f"it; the {', '.join(failed_streams)} tables hold their last successful sync and the batches the failed "
+            "run committed before it failed (freight_meta.table_freshness); see `freight-pipeline status`")
 
 
 def run_without_dagster(args: argparse.Namespace, configured: Settings, data_dir: Path,
@@ -236,9 +246,5 @@ def _said_outcome(report: JobReport, watch: Stopwatch, service: ServiceSettings)
             said.add(step.line)
             say(redact(f"sync failed in step {step.name}: {step.line}", service.secret))
     if report.publication is not None:
-        streams = report.failed_streams
-        kept = (f"; the {', '.join(streams)} tables hold their last successful sync and the batches the failed "
-                "run committed before it failed (freight_meta.table_freshness)") if streams else ""
-        say(f"published anyway by run {report.run_id} ({watch.seconds:.1f} s): every other stream's data and the "
-            f"marts built on it{kept}; see `freight-pipeline status`")
+        say(published_anyway(report.run_id, watch.seconds, report.failed_streams))
     return 1

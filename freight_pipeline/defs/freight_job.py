@@ -53,6 +53,7 @@ from freight_pipeline.defs.writer_claim import writer_claim
 from freight_pipeline.job.run import (
     CHECKS_STEP,
     FAILED_STEP,
+    FAILED_STEPS,
     MARTS_STEP,
     PUBLISH_STEP,
     Alerting,
@@ -385,7 +386,7 @@ def build_freight_job() -> dg.AssetsDefinition:
             first = report.failed[0]
             raise dg.Failure(  # the engine's reason, not a traceback: what failed is said above
                 description=first.line,
-                metadata={FAILED_STEP: first.name, "failed_steps": [step.name for step in report.failed],
+                metadata={FAILED_STEP: first.name, FAILED_STEPS: [step.name for step in report.failed],
                           "published": report.publication is not None},
                 allow_retries=False,
             )

@@ -88,6 +88,9 @@ REBUILD_STEP = "rebuild"
 FAILED_STEP = "failed_step"
 """In Dagster, the metadata of a failed run's ``Failure`` naming the first failed step (whose line is
 the failure's description): what ``freight-pipeline sync --dagster`` says failed."""
+FAILED_STEPS = "failed_steps"
+"""In Dagster, the metadata of a failed run's ``Failure`` naming every failed step (of which the streams' tables
+hold their last successful sync: what ``sync --dagster`` says of a publish despite them)."""
 CHECKED_BY_THE_RUN = (f"tag:{WAREHOUSE_CHECKED_TAG}",)
 """The data tests a build leaves out: the warehouse checks run before it hold the same invariants."""
 

@@ -21,6 +21,7 @@ from freight_pipeline.commands.demo_summary import Changes, DemoFacts, DemoRun, 
 from freight_pipeline.commands.execute import dagster_instance, describe_error
 from freight_pipeline.commands.job_progress import JobOutcome
 from freight_pipeline.commands.processes import stop_child
+from freight_pipeline.commands.sync import published_anyway
 from freight_pipeline.commands.text_table import format_table
 from freight_pipeline.job.run import JobReport, StopNoticed
 from freight_pipeline.sync.settings import SyncSettings
@@ -209,3 +210,15 @@ def test_every_help_is_plain_text_for_its_user(command: str | None) -> None:
         action.choices[command].format_help() for action in parser._actions
         if isinstance(action, argparse._SubParsersAction))
     assert not re.search(r"``|:(func|class|data|meth|attr):|\bdispatcher\b", helped), helped
+
+
+def test_a_failed_run_that_published_names_the_streams_that_failed_and_none_when_none_did() -> None:
+    """A run that failed after its publish for another reason than a stream (Dagster's storage full as it records
+    the run's end) said "every other stream's data ...; a failed stream's tables hold their last successful sync",
+    of a stream that had not failed."""
+    said = published_anyway("run-1", 2.0, ["documents"])
+    assert said.startswith("published anyway by run run-1 (2.0 s): every other stream's data") and \
+        "the documents tables hold their last successful sync" in said
+    said = published_anyway("run-1", 2.0, [])
+    assert said.startswith("published by run run-1 before it failed (2.0 s): every stream's data") and \
+        "hold their last successful sync" not in said
