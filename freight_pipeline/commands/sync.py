@@ -240,11 +240,12 @@ def _said_outcome(report: JobReport, watch: Stopwatch, service: ServiceSettings)
     if report.success:
         say(f"sync succeeded in {watch.seconds:.1f} s (run {report.run_id}); see `freight-pipeline status`")
         return 0
-    said: set[str] = set()
-    for step in report.failed:
-        if step.line not in said:  # a reason shared by several steps (refused credentials) is said once
-            said.add(step.line)
-            say(redact(f"sync failed in step {step.name}: {step.line}", service.secret))
+    steps_of: dict[str, list[str]] = {}  # a reason shared by several steps (refused credentials) is said once,
+    for step in report.failed:  # naming each of them
+        steps_of.setdefault(step.line, []).append(step.name)
+    for line, names in steps_of.items():
+        where = f"step {names[0]}" if len(names) == 1 else f"steps {', '.join(names)}"
+        say(redact(f"sync failed in {where}: {line}", service.secret))
     if report.publication is not None:
         say(published_anyway(report.run_id, watch.seconds, report.failed_streams))
     return 1

@@ -71,9 +71,10 @@ def test_wrong_password_fails_with_one_line_naming_the_user(sim: RunningSimulato
     done = run_cli(["sync", "--data-dir", str(tmp_path)], env)
     assert done.returncode == 1, done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("sync failed in step sync_"), done.stderr
+    # the reason is said once, on that line, naming each step it failed
+    assert last.startswith("sync failed in steps sync_shipments, sync_code_conversions: "), done.stderr
     assert "AuthenticationError" in last and f"user {sim.username!r}" in last
-    assert done.stderr.count("refused the credentials") == 1  # the reason is said once, on that line
+    assert done.stderr.count("refused the credentials") == 1
     assert "Traceback" not in done.stderr
     assert secret not in done.stderr + done.stdout
 
