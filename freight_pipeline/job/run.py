@@ -491,6 +491,8 @@ def _build(
     except Exception as exc:
         first, *details = (str(exc) if isinstance(exc, DbtBuildFailed) else one_line_error(exc)).splitlines()
         ended(Step(MARTS_STEP, "failed", clock.lap(), first, details))
+        if report.publish:  # said, as after a check that held it back (was: no line at all)
+            ended(Step(PUBLISH_STEP, "skipped", 0.0, "not run: the build failed; readers keep the last publish"))
         return False
     ended(Step(MARTS_STEP, "success", clock.lap(), report.marts.line(), list(report.marts.warnings),
                marts=report.marts))
