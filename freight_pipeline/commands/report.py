@@ -76,7 +76,8 @@ def read_report(data_dir: Path, backend: StorageBackend) -> dict[str, Any]:
             "streams": streams,
             "unpublished_runs": _unpublished_runs(data_dir, streams),
             "tables": {name: _count(con, name) for name in tables if name.split(".")[0] in COUNTED_SCHEMAS},
-            "rejected_records": _per_stream(con, tables, "rejected_records"),
+            "rejected_records": _per_stream(con, tables, "rejected_records"),  # failures logged, in all runs
+            "rejected_in_last_run": _rejected_in_last_runs(con, tables),
             "retry_queue": _retry_queue(con, tables),
             "data_problems": _per_stream(con, tables, "data_problems"),
             "shape_changes": _shape_changes(con, tables),
@@ -212,6 +213,18 @@ def _per_stream(con: duckdb.DuckDBPyConnection, tables: list[str], table: str) -
     if f"{META_SCHEMA}.{table}" not in tables:
         return {}
     rows = con.execute(f"SELECT stream, count(*) FROM {META_SCHEMA}.{table} GROUP BY stream ORDER BY stream")
+    return {str(stream): int(n) for stream, n in rows.fetchall()}
+
+
+def _rejected_in_last_runs(con: duckdb.DuckDBPyConnection, tables: list[str]) -> dict[str, int]:
+    """Per stream, the records its latest run rejected (each once, however often it failed in that run): what
+    is wrong now, where ``rejected_records``' rows are a log of every failure of every run."""
+    if not {f"{META_SCHEMA}.rejected_records", f"{META_SCHEMA}.sync_runs"} <= set(tables):
+        return {}
+    rows = con.execute(
+        f"SELECT r.stream, count(DISTINCT r.source_key) FROM {META_SCHEMA}.rejected_records r JOIN (SELECT stream, "
+        f"max_by(run_id, rowid) AS run_id FROM {META_SCHEMA}.sync_runs GROUP BY stream) l "
+        "ON l.stream = r.stream AND l.run_id = r.run_id GROUP BY r.stream ORDER BY r.stream")
     return {str(stream): int(n) for stream, n in rows.fetchall()}
 
 

@@ -29,6 +29,7 @@ from freight_pipeline.simulator.server import RunningSimulator, running_simulato
 from freight_pipeline.sync.derived_by import DERIVED_BY
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.streams import STREAM_NAMES
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 
 def _counts(data_dir: Path) -> dict[str, int]:
@@ -63,7 +64,7 @@ def test_status_prints_streams_runs_and_row_counts(published: Path, capsys: pyte
     assert counts["freight.shipments"] == 100
     for table, rows in counts.items():  # the tables section: one line per table with its exact count
         assert re.search(rf"^\s+{re.escape(table)}\s+{rows:,}$", out, re.MULTILINE), table
-    assert re.search(r"^\s+total\s+0$", out, re.MULTILINE)  # nothing rejected
+    assert re.search(r"^\s+total\s+0\s+0$", out, re.MULTILINE)  # nothing rejected, by the last runs or ever
 
 
 def test_status_json(published: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -153,6 +154,38 @@ def test_status_says_what_waits_in_the_retry_queue_and_what_was_nulled(
     assert shipments_row.split()[1] == "1" and since.replace("T", " ").removesuffix("+00:00") in shipments_row
     events_row = next(line for line in bad_data.splitlines() if line.split()[:1] == ["shipment_events"])
     assert events_row.split()[1] == "0" and events_row.split()[-1] == "1"
+
+
+def test_status_says_what_the_last_run_rejected_apart_from_the_failures_logged_in_all_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shipment that failed in two runs, then loaded: "rejected records 2", a total of every failure ever logged,
+    shown beside the last run's "rejected 0", as if two records were rejected now."""
+    def rejects() -> tuple[str, str]:
+        assert main(["status", "--data-dir", str(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        section = out[out.index("\nrejects\n"):out.index("bad data (freight_meta.quarantine")]
+        shipments = next(line for line in section.splitlines() if line.split()[:1] == ["shipments"])
+        return shipments.split()[1], shipments.split()[2]
+
+    with running_simulator(shipments=20, seed=9, control=True) as bad:
+        cut = sorted(bad.store.reader.expected_documents(), key=lambda d: d["id"])[3]["id"]
+        assert httpx.post(f"{bad.base_url}/_control/corruptions", timeout=10,
+                          json={"endpoint": "shipment", "id": cut, "kind": "truncated"}).status_code == 200
+        service = ServiceSettings(bad.base_url, bad.username, bad.password)
+        sync_all(service, tmp_path, TEST_SETTINGS, backend=storage_from_env())
+        bad.store.clock.advance(3600)
+        bad.store.changes.touch_shipments([cut])  # read again by the next run, and failing again
+        sync_all(service, tmp_path, TEST_SETTINGS, backend=storage_from_env())
+        assert rejects() == ("1", "2")
+        assert httpx.delete(f"{bad.base_url}/_control/corruptions", timeout=10).status_code == 200
+        bad.store.clock.advance(3600)
+        bad.store.changes.touch_shipments([cut])
+        sync_all(service, tmp_path, TEST_SETTINGS, backend=storage_from_env())
+    assert rejects() == ("0", "2")
+    assert main(["status", "--data-dir", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["rejected_in_last_run"], report["rejected_records"]) == ({}, {"shipments": 2})
 
 
 BAD_VALUE_OF_CONCERN = {"service": ("base_url", "not a url"), "sync": ("page_size", "900"),
