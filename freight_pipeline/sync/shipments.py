@@ -39,6 +39,7 @@ from typing import Any
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, to_utc
 from freight_pipeline.normalize.shapes import FieldTally, fields_lost, values_changed
+from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.sync import freshness, memo_batch
 from freight_pipeline.sync.assemble import Assembled, PartCounts
 from freight_pipeline.sync.backfill import CURSOR_PREFIX as BACKFILL_PREFIX
@@ -228,7 +229,7 @@ class _Run:
         for stream, tally in assembled.tallies.items():
             self.result.tallies.setdefault(stream, FieldTally(tally.shape)).add(tally)
         self.result.count_nulls(stats.written)
-        written = len(assembled.write.loaded.get(STREAM, ()))
+        written = stats.get(SHIPMENTS.name, 0)  # not those read again as held (the overlap), nor left as held
         self.say(f"shipments: {self.result.rows_read} read so far, {written} written in this batch{moved}")
         self.meter.advance(shipments)
 
