@@ -43,9 +43,11 @@ def current_runs(table: str) -> str:
     return f"(SELECT * FROM {meta.latest_runs(table)} WHERE stream NOT IN ({meta.settled_retired_streams(table)}))"
 
 
-GONE = "its process is gone (killed or crashed) before it finished; the next run goes on from its last commit"
-"""The error said of a run, or of the step of the job's it was in, whose process is gone before it recorded its end."""
-NOT_BEGUN = "not run: its process is gone (killed or crashed) before it began"
+GONE = ("its process is gone before it recorded its end (killed, crashed, or its end could not be written: a disk "
+        "full); the next run goes on from its last commit")
+"""The error said of a run, or of the step of the job's it was in, whose process is gone before it recorded its end
+(whether killed, or ended unable to write it: the run log cannot tell which)."""
+NOT_BEGUN = "not run: its process is gone (killed, crashed, or unable to record its steps) before it began"
 """The error said of each step after that one that such a run of the job planned."""
 JOB = "job"
 """The name ``runs_after_publish`` shows the job's latest run under while it runs, and, prefixed, its own steps

@@ -22,7 +22,7 @@ from freight_pipeline.warehouse.embedded import EmbeddedDuckDB
 from freight_pipeline.warehouse.paths import run_log_path, working_db_path
 from freight_pipeline.warehouse.publish import published_db_path
 from freight_pipeline.warehouse.records import RunRecord
-from freight_pipeline.warehouse.run_log import INTERRUPTED
+from freight_pipeline.warehouse.run_log import GONE, INTERRUPTED
 from freight_pipeline.warehouse.store import Warehouse
 from freight_pipeline.warehouse.writer_lock import lock_path, writer_lock
 from freight_pipeline_tests.warehouse.helpers import T0, TABLES
@@ -100,7 +100,7 @@ def test_a_killed_run_is_reported_interrupted_not_running(tmp_path: Path) -> Non
 
     (run,) = read_report(tmp_path, EmbeddedDuckDB())["unpublished_runs"]
     assert run["run_id"] == "killed-run" and run["status"] == INTERRUPTED
-    assert "killed or crashed" in run["error"]
+    assert run["error"] == GONE
 
     lock_path(tmp_path).write_text("")  # a run that ended lets go of the lock (its file emptied) too
     assert read_report(tmp_path, EmbeddedDuckDB())["unpublished_runs"][0]["status"] == INTERRUPTED
