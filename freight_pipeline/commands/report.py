@@ -20,7 +20,7 @@ from freight_pipeline.checks.queries import events_freshness
 from freight_pipeline.normalize.shapes import OPEN_STATES
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 from freight_pipeline.sync.derived_by import DERIVED_BY
-from freight_pipeline.sync.streams import STREAM_NAMES
+from freight_pipeline.sync.streams import RECORD_SOURCES, STREAM_NAMES, TABLE_WRITER
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.ddl import table_names
 from freight_pipeline.warehouse.meta import LATEST_STATE, META_SCHEMA, NOTICES, extra_path
@@ -221,10 +221,14 @@ def _rejected_in_last_runs(con: duckdb.DuckDBPyConnection, tables: list[str]) ->
     is wrong now, where ``rejected_records``' rows are a log of every failure of every run."""
     if not {f"{META_SCHEMA}.rejected_records", f"{META_SCHEMA}.sync_runs"} <= set(tables):
         return {}
+    # a part of a shipment (shipment_events, ...) rejects in the runs of the stream that reads it (shipments)
+    run_by = [(source, TABLE_WRITER[source_tables[0]].name) for source, source_tables in RECORD_SOURCES.items()]
     rows = con.execute(
-        f"SELECT r.stream, count(DISTINCT r.source_key) FROM {META_SCHEMA}.rejected_records r JOIN (SELECT stream, "
-        f"max_by(run_id, rowid) AS run_id FROM {META_SCHEMA}.sync_runs GROUP BY stream) l "
-        "ON l.stream = r.stream AND l.run_id = r.run_id GROUP BY r.stream ORDER BY r.stream")
+        f"SELECT r.stream, count(DISTINCT r.source_key) FROM {META_SCHEMA}.rejected_records r "
+        "JOIN (SELECT unnest(?) AS stream, unnest(?) AS runs_in) s ON s.stream = r.stream "
+        f"JOIN (SELECT stream, max_by(run_id, rowid) AS run_id FROM {META_SCHEMA}.sync_runs GROUP BY stream) l "
+        "ON l.stream = s.runs_in AND l.run_id = r.run_id GROUP BY r.stream ORDER BY r.stream",
+        [[source for source, _ in run_by], [runs for _, runs in run_by]])
     return {str(stream): int(n) for stream, n in rows.fetchall()}
 
 

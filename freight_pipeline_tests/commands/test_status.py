@@ -159,33 +159,37 @@ def test_status_says_what_waits_in_the_retry_queue_and_what_was_nulled(
 def test_status_says_what_the_last_run_rejected_apart_from_the_failures_logged_in_all_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A shipment that failed in two runs, then loaded: "rejected records 2", a total of every failure ever logged,
-    shown beside the last run's "rejected 0", as if two records were rejected now."""
-    def rejects() -> tuple[str, str]:
+    """A shipment, and another's events (a part, logged in the runs of the shipments stream), that failed in two runs,
+    then loaded: "rejected records 2", a total of every failure ever logged, shown beside the last run's "rejected
+    0", as if two records were rejected now."""
+    def rejects() -> dict[str, tuple[str, str]]:
         assert main(["status", "--data-dir", str(tmp_path)]) == 0
         out = capsys.readouterr().out
         section = out[out.index("\nrejects\n"):out.index("bad data (freight_meta.quarantine")]
-        shipments = next(line for line in section.splitlines() if line.split()[:1] == ["shipments"])
-        return shipments.split()[1], shipments.split()[2]
+        return {cells[0]: (cells[1], cells[2]) for line in section.splitlines()
+                if (cells := line.split())[:1] in (["shipments"], ["shipment_events"])}
 
     with running_simulator(shipments=20, seed=9, control=True) as bad:
-        cut = sorted(bad.store.reader.expected_documents(), key=lambda d: d["id"])[3]["id"]
-        assert httpx.post(f"{bad.base_url}/_control/corruptions", timeout=10,
-                          json={"endpoint": "shipment", "id": cut, "kind": "truncated"}).status_code == 200
+        docs = sorted(bad.store.reader.expected_documents(), key=lambda d: d["id"])
+        cut, odd = docs[3]["id"], next(d["id"] for d in docs[4:] if bad.store.reader.get_events(d["id"]))
+        for endpoint, shipment in (("shipment", cut), ("events", odd)):
+            assert httpx.post(f"{bad.base_url}/_control/corruptions", timeout=10,
+                              json={"endpoint": endpoint, "id": shipment, "kind": "truncated"}).status_code == 200
         service = ServiceSettings(bad.base_url, bad.username, bad.password)
         sync_all(service, tmp_path, TEST_SETTINGS, backend=storage_from_env())
         bad.store.clock.advance(3600)
-        bad.store.changes.touch_shipments([cut])  # read again by the next run, and failing again
+        bad.store.changes.touch_shipments([cut, odd])  # read again by the next run, and failing again
         sync_all(service, tmp_path, TEST_SETTINGS, backend=storage_from_env())
-        assert rejects() == ("1", "2")
+        assert rejects() == {"shipments": ("1", "2"), "shipment_events": ("1", "2")}
         assert httpx.delete(f"{bad.base_url}/_control/corruptions", timeout=10).status_code == 200
         bad.store.clock.advance(3600)
-        bad.store.changes.touch_shipments([cut])
+        bad.store.changes.touch_shipments([cut, odd])
         sync_all(service, tmp_path, TEST_SETTINGS, backend=storage_from_env())
-    assert rejects() == ("0", "2")
+    assert rejects() == {"shipments": ("0", "2"), "shipment_events": ("0", "2")}
     assert main(["status", "--data-dir", str(tmp_path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert (report["rejected_in_last_run"], report["rejected_records"]) == ({}, {"shipments": 2})
+    assert (report["rejected_in_last_run"], report["rejected_records"]) == ({}, {"shipments": 2,
+                                                                                "shipment_events": 2})
 
 
 BAD_VALUE_OF_CONCERN = {"service": ("base_url", "not a url"), "sync": ("page_size", "900"),
