@@ -26,7 +26,6 @@ the chunk that tipped it (``CircuitOpen``): an outage is not quarantined shipmen
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import contextlib
@@ -54,6 +53,7 @@ from freight_pipeline.sync.progress import Meter, Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.source import DocumentGone, SourceAPI
+from freight_pipeline.sync.tasks import run_all
 from freight_pipeline.warehouse.documents import (
     COMPARED,
     held_documents,
@@ -202,7 +202,7 @@ class DocumentReader:
             # halves until each fits one page
             half = len(ids) // 2
             return {**await self.read(ids[:half]), **await self.read(ids[half:])}
-        await asyncio.gather(*(self._detail(efile_id) for efile_id in listed if efile_id not in self.details))
+        await run_all(self._detail(efile_id) for efile_id in listed if efile_id not in self.details)
         if self.refusal is not None and not self.details_answered:
             raise self.refusal  # no E-File's reads answered in this run: the endpoint's permission, not a file's
         if gone := [i for i in listed if self.details[i] == GONE]:
@@ -311,8 +311,8 @@ class DocumentReader:
         that read says (a service whose sub-resource answers 404 for none, or a moment's inconsistency), not
         dropped as deleted."""
         try:
-            references, roles = await asyncio.gather(self.source.get_efile_references(efile_id),
-                                                     self.source.get_efile_roles(efile_id))
+            references, roles = await run_all([self.source.get_efile_references(efile_id),
+                                               self.source.get_efile_roles(efile_id)])
         except DocumentGone:
             efile = await self.source.get_efile(efile_id)
             if not isinstance(efile, Mapping):
