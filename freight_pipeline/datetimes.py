@@ -321,7 +321,7 @@ def parse_datetime_object(value: Any) -> ParsedDateTime | None:
     if not isinstance(value, dict):
         raise DateTimeParseError(f"DateTime {_short(value)} is not an object")
     time, offset = _offset_carried(parse_time(value.get("time")), parse_offset(value.get(_offset_key(value))))
-    until, _ = _offset_carried(parse_time(value.get("until")), offset)
+    until = _until_carried(parse_time(value.get("until")), offset)
     return ParsedDateTime(date=parse_date(value.get("date")), time=time, offset=offset, until_time=until)
 
 
@@ -335,11 +335,25 @@ def _offset_carried(time: dt.time | None, offset: dt.timedelta | None) -> tuple[
     and disagree (no instant is better than a guess)."""
     if time is None or time.tzinfo is None:
         return time, offset
-    carried = time.utcoffset()
-    if offset is not None and carried is not None and carried != offset:
+    carried = time.utcoffset() or dt.timedelta(0)
+    _in_range(carried, format_offset(carried))  # as a zone_offset sent: none beyond +/-18:00
+    if offset is not None and carried != offset:
         raise DateTimeParseError(f"time {time.isoformat()} carries the offset {format_offset(carried)}, the "
                                  f"zone_offset says {format_offset(offset)}")
     return time.replace(tzinfo=None), offset if offset is not None else carried
+
+
+def _until_carried(until: dt.time | None, offset: dt.timedelta | None) -> dt.time | None:
+    """The end of a time range (``until``, read on its start's date and offset) as a plain time; DateTimeParseError
+    when it carries an offset other than its start's (none for a start read in the service's zone)."""
+    if until is None or until.tzinfo is None:
+        return until
+    carried = until.utcoffset() or dt.timedelta(0)
+    if carried != offset:
+        start = format_offset(offset) if offset is not None else "none (read in the service's time zone)"
+        raise DateTimeParseError(f"until {until.isoformat()} carries the offset {format_offset(carried)}, its "
+                                 f"start's is {start}")
+    return until.replace(tzinfo=None)
 
 
 def _offset_key(value: dict[str, Any]) -> str:
@@ -381,7 +395,7 @@ def read_datetime_object(value: Any) -> tuple[ParsedDateTime | None, list[PartPr
         time, unreadable = _plain(time), True
     until = part("until", parse_time)
     try:
-        until, _ = _offset_carried(until, offset)
+        until = _until_carried(until, offset)
     except DateTimeParseError as exc:  # an end at another offset than its start's: no end
         problems.append(("until", value.get("until"), str(exc)))
         until = None

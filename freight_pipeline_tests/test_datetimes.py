@@ -68,6 +68,22 @@ def test_a_time_whose_offset_the_zone_offset_contradicts_is_no_instant_and_a_pro
         parse_datetime_object(value)
 
 
+@pytest.mark.parametrize(("value", "said"), [
+    ({"date": "2026-06-24", "time": "14:00:00+20:00"}, [("time", "zone_offset '+20:00' is beyond +/-18:00")]),
+    ({"date": "2026-06-24", "time": "14:00:00", "until": "16:00:00+03:00"},
+     [("until", "until 16:00:00+03:00 carries the offset +03:00, its start's is none (read in the service's time "
+                "zone)")]),
+])
+def test_an_offset_a_time_carries_is_held_to_what_a_zone_offset_is(value: dict[str, str],
+                                                                   said: list[tuple[str, str]]) -> None:
+    """An offset beyond +/-18:00 carried by the time is unreadable, as the same sent as zone_offset is (was: an
+    instant at +20:00, no problem); an end of a range at an offset its start does not have is no end (was: read at
+    the start's, its offset dropped from the text, nothing said)."""
+    parsed, problems = read_datetime_object(value)
+    assert parsed is not None and [(key, reason) for key, _, reason in problems] == said
+    assert (parsed.instant is None) == ("until" not in value) and parsed.until is None
+
+
 @pytest.mark.parametrize(("text", "instant"), [
     ("2026-11-03T13:33:00+01:00[Europe/Berlin]", dt.datetime(2026, 11, 3, 12, 33, tzinfo=dt.UTC)),
     ("2026-11-03T13:33+01:00[Europe/Berlin]", dt.datetime(2026, 11, 3, 12, 33, tzinfo=dt.UTC)),
