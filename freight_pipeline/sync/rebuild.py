@@ -62,6 +62,7 @@ from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.normalize.documents import SHIPMENT_DOCUMENTS
 from freight_pipeline.normalize.signature import EveryRecord, MappingSignature, current_signature
+from freight_pipeline.normalize.specs.shipments import SHIPMENTS
 from freight_pipeline.sync.assemble import assemble, unpacked
 from freight_pipeline.sync.bundle import NOT_APPLICABLE, Answer, Bundle, Work
 from freight_pipeline.sync.code_conversions import STREAM as CONVERSIONS
@@ -72,13 +73,14 @@ from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.documents import TABLE as DOCUMENTS_TABLE
 from freight_pipeline.sync.documents import DocumentsCursor, file_rows
 from freight_pipeline.sync.isolation import RecordFailure, record_failure
-from freight_pipeline.sync.parts import DOCUMENT, PART_BY_STREAM, Ref
+from freight_pipeline.sync.parts import DETAIL_PARTS, DOCUMENT, PART_BY_STREAM, Ref
 from freight_pipeline.sync.progress import Progress
 from freight_pipeline.sync.result import StreamResult
 from freight_pipeline.sync.runner import one_line_error
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.workers import IN_PROCESS_UP_TO, Workers, can_fork, gc_paused
 from freight_pipeline.warehouse import meta
+from freight_pipeline.warehouse.ddl import qualified, run
 from freight_pipeline.warehouse.documents import newest_shipment_write
 from freight_pipeline.warehouse.history import BEHIND_STATE
 from freight_pipeline.warehouse.records import BatchWrite, RawPosition, RawRecord, Reject, WriteStats
@@ -130,6 +132,9 @@ class RebuildResult:
     """Versions added to the history (subjects the new mapping adds or drops)."""
     code_conversions: int = 0
     """Rows of ``code_conversions`` written (re-derived from their ``payload``: only those that differ)."""
+    never_asked: int = 0
+    """Parts of held shipments an earlier release never asked for, queued for the next sync
+    (:func:`queue_never_asked`)."""
 
     def line(self) -> str:
         resumed = f", resumed after shipment {self.resumed_after}" if self.resumed_after is not None else ""
@@ -145,7 +150,9 @@ class RebuildResult:
         return (f"{which}: {self.rows_written:,} rows written for the {self.shipments_written:,} whose rows changed, "
                 f"{self.code_conversions:,} code conversions changed, 0 requests "
                 f"({self.quarantined} quarantined, "
-                f"{self.data_problems} unconvertible values nulled{resumed})")
+                f"{self.data_problems} unconvertible values nulled{resumed})"
+                + (f"; {self.never_asked:,} part{'' if self.never_asked == 1 else 's'} an earlier release never asked "
+                   "for queued for the next sync" if self.never_asked else ""))
 
 
 @dataclass(frozen=True)
@@ -357,6 +364,7 @@ def rebuild(
                     break
                 ahead = (submitted, len(records), after.shipment_id)
         found.code_conversions = _rebuild_code_conversions(warehouse, run_id, settings)
+        found.never_asked = queue_never_asked(warehouse, run_id)
         if state.documents_caught_up:
             _carry_documents_watermark(warehouse, run_id)
         warehouse.writes.set_cursor(REBUILD_STATE, None, run_id)
@@ -390,6 +398,38 @@ class Comparison:
         for table, ids in stats.compared.items():
             if ids and not stats.unchanged.get(table):
                 self.waiting[table] = PROBE_EVERY - 1
+
+
+def queue_never_asked(warehouse: Warehouse, run_id: str) -> int:
+    """Put into the retry queue, due now, the part of each held shipment that only shipments of one mode have (the main
+    carriage's legs) which its mode, read as the marts read it (``Part.applies``), says it has, where an earlier
+    release that compared the mode as sent (``"SEA\u00a0"``, ``" sea"``) kept no answer for it, never having asked;
+    the next sync reads it (a rebuild has no answer to derive its rows from). How many."""
+    queue, shipments, raw = qualified(meta.QUARANTINE), qualified(SHIPMENTS), qualified(meta.RAW_PARTS)
+
+    def write(con: Any) -> int:
+        queued = 0
+        for part in DETAIL_PARTS:
+            if part.mode is None:
+                continue
+            done = run(con, f"""
+                INSERT INTO {queue} BY NAME
+                SELECT p.stream, CAST(s.shipment_id AS VARCHAR) AS record_key, s.shipment_id,
+                       'its mode of transport ' || to_json(s.mode_of_transport) || ' is {part.mode}, and an earlier '
+                       || 'release, which read it as sent, never asked for its {part.stream}' AS reason,
+                       json_object('client', s.client, 'shipment_number', s.shipment_number,
+                                   'mode_of_transport', s.mode_of_transport) AS context,
+                       now() AS first_failed_at, now() AS last_failed_at, 0 AS attempts, now() AS next_attempt_at,
+                       ? AS run_id
+                FROM {shipments} s JOIN {raw} p ON p.stream = ? AND p.shipment_id = s.shipment_id AND p.answer IS NULL
+                WHERE upper(trim(s.mode_of_transport)) = ? AND s.mode_of_transport <> ?
+                  AND NOT EXISTS (SELECT 1 FROM {queue} q WHERE q.stream = p.stream
+                                  AND q.record_key = CAST(s.shipment_id AS VARCHAR))
+                """, [run_id, part.stream, part.mode, part.mode])
+            queued += int(done[0][0]) if done else 0
+        return queued
+
+    return warehouse.database.write("queue parts never asked for", write)
 
 
 def _rebuild_code_conversions(warehouse: Warehouse, run_id: str, settings: SyncSettings) -> int:

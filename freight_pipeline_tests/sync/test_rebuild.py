@@ -584,3 +584,35 @@ def test_a_rebuild_forks_its_default_workers_only_past_its_share_and_they_derive
     assert here[0] == SHIPMENTS_HELD
     for copy in copies.values():
         assert _tables_differences(work_db(held), work_db(copy), except_aes=False) == {}, copy
+
+
+def test_a_rebuild_queues_the_legs_an_earlier_release_never_asked_for_and_the_next_sync_reads_them(
+    tmp_path: Path
+) -> None:
+    """A shipment whose mode came as ``"SEA\\u00a0"``: a release that compared the mode as sent never asked for its sea
+    legs (its raw part kept without an answer, no legs), and a rebuild, which asks nothing, has no answer to derive
+    them from, while the marts read the mode as SEA. The rebuild queues the part for the next sync, which reads it;
+    a shipment sent exactly SEA whose answer held none (the service's) is not queued."""
+    with running_simulator(shipments=40, seed=7, control=True) as sim:
+        sea = [d["id"] for d in sim.store.reader.expected_documents()
+               if d.get("mode_of_transport") == "SEA" and sim.store.reader.get_sea_main_carriage(d["id"])]
+        padded, exact = sea[:2]
+        corrupt(sim, "shipment", padded, "set", path="mode_of_transport", value="SEA\u00a0")
+        sync = syncer(sim, tmp_path, publish_after=False)
+        sync(streams=ONLY_SHIPMENTS)
+        with duckdb.connect(str(work_db(tmp_path))) as con:  # as the earlier release left them: never asked
+            con.execute("UPDATE freight_meta.raw_parts SET answer = NULL, answer_bytes = NULL "
+                        "WHERE stream = 'sea_main_carriage_legs' AND shipment_id IN (?, ?)", [padded, exact])
+            con.execute("DELETE FROM freight.sea_main_carriage_legs WHERE shipment_id = ?", [padded])
+        with open_warehouse(tmp_path, storage_from_env()) as warehouse:
+            found = rebuild(warehouse, "rebuild-1", TEST_SETTINGS, batch_size=BATCH)
+            again = rebuild(warehouse, "rebuild-2", TEST_SETTINGS, batch_size=BATCH)
+        assert (found.never_asked, again.never_asked) == (1, 0)
+        assert found.line().endswith("; 1 part an earlier release never asked for queued for the next sync")
+        assert query(work_db(tmp_path), "SELECT stream, shipment_id FROM freight_meta.quarantine") == [
+            ("sea_main_carriage_legs", padded)]
+        sync(streams=ONLY_SHIPMENTS)
+        held = query(work_db(tmp_path), "SELECT count(*) FROM freight.sea_main_carriage_legs WHERE shipment_id = ?",
+                     [padded])
+        assert held == [(len(sim.store.reader.get_sea_main_carriage(padded)),)]
+        assert query(work_db(tmp_path), "SELECT count(*) FROM freight_meta.quarantine") == [(0,)]
