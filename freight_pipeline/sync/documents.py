@@ -68,9 +68,9 @@ from freight_pipeline.warehouse.store import Warehouse
 STREAM = "documents"
 TABLE = SHIPMENT_DOCUMENTS.name
 CONTENT_DIR = "documents"
+"""Copied document bytes: ``<data dir>/documents/<first two hex digits>/<sha256>``, once per content."""
 PART_PREFIX = ".part-"
 """The name's start of a copy being written (renamed to its hash once whole)."""
-"""Copied document bytes: ``<data dir>/documents/<first two hex digits>/<sha256>``, once per content."""
 FILES_A_SHIPMENT = 2
 """E-Files a chunk of shipments is sized for: its lookup's listing fits one page (``page_size``) at up to this many a
 shipment (a listing of several pages is read again in halves: a smaller page made every chunk be read thrice)."""
