@@ -41,7 +41,7 @@ from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.sync.drift import SOURCE_SHAPES
 from freight_pipeline.sync.parts import DOCUMENT_PART, EVENTS
 from freight_pipeline.sync.result import NoticeKind
-from freight_pipeline.sync.streams import RECORD_SOURCES, TABLE_SOURCE, TABLE_WRITER
+from freight_pipeline.sync.streams import RECORD_SOURCES, TABLE_SOURCE, runs_of
 from freight_pipeline.warehouse.ddl import catalog_cursors
 from freight_pipeline.warehouse.history import SUBJECTS, Subject
 
@@ -123,7 +123,7 @@ def orphan_check(table: TableSpec) -> WarehouseCheck:
 def rejected_check(stream: str) -> WarehouseCheck:
     """``stream``: a source of records, a part of a shipment (``shipment_events``) logged in ``sync_runs`` as the
     stream that reads it (``shipments``), whose latest run is the one looked at."""
-    runs = TABLE_WRITER[RECORD_SOURCES[stream][0]].name
+    runs = runs_of(stream)
 
     def evaluate(con: duckdb.DuckDBPyConnection) -> CheckResult:
         run_id, count, sample = "", 0, []

@@ -20,7 +20,7 @@ from freight_pipeline.checks.queries import events_freshness
 from freight_pipeline.normalize.shapes import OPEN_STATES
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 from freight_pipeline.sync.derived_by import DERIVED_BY
-from freight_pipeline.sync.streams import RECORD_SOURCES, STREAM_NAMES, TABLE_WRITER
+from freight_pipeline.sync.streams import RECORD_SOURCES, STREAM_NAMES, runs_of
 from freight_pipeline.warehouse.backend import StorageBackend
 from freight_pipeline.warehouse.ddl import table_names
 from freight_pipeline.warehouse.meta import LATEST_STATE, META_SCHEMA, NOTICES, extra_path
@@ -222,13 +222,13 @@ def _rejected_in_last_runs(con: duckdb.DuckDBPyConnection, tables: list[str]) ->
     if not {f"{META_SCHEMA}.rejected_records", f"{META_SCHEMA}.sync_runs"} <= set(tables):
         return {}
     # a part of a shipment (shipment_events, ...) rejects in the runs of the stream that reads it (shipments)
-    run_by = [(source, TABLE_WRITER[source_tables[0]].name) for source, source_tables in RECORD_SOURCES.items()]
+    sources = list(RECORD_SOURCES)
     rows = con.execute(
         f"SELECT r.stream, count(DISTINCT r.source_key) FROM {META_SCHEMA}.rejected_records r "
         "JOIN (SELECT unnest(?) AS stream, unnest(?) AS runs_in) s ON s.stream = r.stream "
-        f"JOIN (SELECT stream, max_by(run_id, rowid) AS run_id FROM {META_SCHEMA}.sync_runs GROUP BY stream) l "
+        f"JOIN {current_runs(f'{META_SCHEMA}.sync_runs')} l "
         "ON l.stream = s.runs_in AND l.run_id = r.run_id GROUP BY r.stream ORDER BY r.stream",
-        [[source for source, _ in run_by], [runs for _, runs in run_by]])
+        [sources, [runs_of(source) for source in sources]])
     return {str(stream): int(n) for stream, n in rows.fetchall()}
 
 

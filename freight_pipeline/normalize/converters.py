@@ -59,7 +59,7 @@ fields, ...): what DuckDB's ``trim`` takes off, and so the marts' ``upper(trim(.
 
 
 def code_of(text: str | None) -> str:
-    """A code the service sent (a mode of transport, an event's type) as the marts read it, ``upper(trim(...))``: its
+    """A code the service sent (a mode of transport) as the marts read it, ``upper(trim(...))``: its
     space separators trimmed, in upper case (``"sea\u00a0"`` is ``SEA``; none: ``""``)."""
     return (text or "").strip(SPACE_SEPARATORS).upper()
 

@@ -17,7 +17,7 @@ that name a key an alias added.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from freight_pipeline.normalize.converters import BIGINT, BOOLEAN, DATE, DOUBLE, INTEGER, JSON, TIMESTAMPTZ, VARCHAR
@@ -85,7 +85,7 @@ class Key:
     def unread_as(self, unread: str) -> Key:
         """This key where a value it cannot read means ``unread`` (``the record quarantined, freight_meta.quarantine``):
         what the run's notice of a field sent in another kind says of those values."""
-        return Key(self.source, self.node, self.array, self.reads, self.kinds, unread)
+        return replace(self, unread=unread)
 
     def declared_kinds(self) -> frozenset[str]:
         if self.kinds is not None:

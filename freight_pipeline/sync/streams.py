@@ -111,6 +111,12 @@ the ``stream`` of its quarantine entries, rejected records and data problems."""
 TABLE_SOURCE: Mapping[str, str] = {table: source for source, tables in RECORD_SOURCES.items() for table in tables}
 
 
+def runs_of(source: str) -> str:
+    """The stream whose runs read the record source ``source`` (``shipment_events``: ``shipments``), in whose
+    ``sync_runs`` rows its rejected records and problems are counted."""
+    return TABLE_WRITER[RECORD_SOURCES[source][0]].name
+
+
 def stream_step(stream: str) -> str:
     """The step of a stream in a run (``job.run``; also its Dagster asset's name and step key)."""
     return f"sync_{stream}"
