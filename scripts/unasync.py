@@ -72,6 +72,7 @@ RULES: list[tuple[str, str]] = [
     (r"^from freight_pipeline\.client\.transport import AiohttpTransport, DirectAsyncClient\n", ""),
     (r"\bDirectAsyncClient\(", "httpx.Client("),  # the blocking client is not the sync's hot path
     (r"transport or AiohttpTransport\(max_concurrency[^)]*\)", "transport"),
+    (r"^(\s*)trust_env=False,", r"\1proxy=self._core.proxy and self._core.proxy.for_httpx(),\n\1trust_env=False,"),
     (r"asyncio\.Lock\(\)", "threading.Lock()"),
     (r"asyncio\.sleep\(", "time.sleep("),
     (r"\bAdaptiveLimit\b", "BlockingLimit"),

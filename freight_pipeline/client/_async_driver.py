@@ -41,6 +41,7 @@ from freight_pipeline.client.limiter import AdaptiveLimit, load_signal
 from freight_pipeline.client.models.base import FreightModel
 from freight_pipeline.client.models.criterion import Criterion
 from freight_pipeline.client.paging import Page, PageWalk
+from freight_pipeline.client.proxies import proxy_for
 from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from freight_pipeline.client.stats import ClientStats
 from freight_pipeline.client.tls import default_ssl_context
@@ -87,13 +88,16 @@ class AsyncDriver:
             webhook_password=webhook_password,
             retry=retry,
             token_refresh_margin=token_refresh_margin,
+            proxy=proxy_for(base_url) if transport is None else None,  # a transport given sends as it will
         )
         self._http = DirectAsyncClient(
             timeout=timeout,
             limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
-            transport=transport or AiohttpTransport(max_concurrency, self._core.retry.total_budget or None),
+            transport=transport or AiohttpTransport(max_concurrency, self._core.retry.total_budget or None,
+                                                    self._core.proxy),
             verify=default_ssl_context(),
             follow_redirects=False,
+            trust_env=False,  # the proxy is the one client.proxies reads from the environment
         )
         self._token_lock = asyncio.Lock()
         self.max_concurrency = max_concurrency

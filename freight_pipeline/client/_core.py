@@ -48,6 +48,7 @@ from freight_pipeline.client.error_builder import ErrorBuilder
 from freight_pipeline.client.errors import AuthenticationError, FreightError
 from freight_pipeline.client.models.base import FreightModel
 from freight_pipeline.client.paging import Page
+from freight_pipeline.client.proxies import Proxy
 from freight_pipeline.client.redaction import REDACTED, redact_url, url_passwords, written_forms
 from freight_pipeline.client.retry import (
     DEFAULT_RETRY_POLICY,
@@ -164,6 +165,7 @@ class ClientCore:
         retry: RetryPolicy = DEFAULT_RETRY_POLICY,
         token_refresh_margin: float = DEFAULT_REFRESH_MARGIN_S,
         rng: random.Random | None = None,
+        proxy: Proxy | None = None,
     ) -> None:
         if not base_url or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {redact_url(base_url or '')!r}")
@@ -176,6 +178,8 @@ class ClientCore:
         self.base_url = base_url.rstrip("/")
         self._base = _parsed_base(self.base_url)
         self.display_url = redact_url(self.base_url)
+        self.proxy = proxy
+        """The proxy every request goes through (:func:`~freight_pipeline.client.proxies.proxy_for`), or None."""
         self.username = username
         self._password = password
         self.webhook_username = webhook_username
@@ -190,7 +194,7 @@ class ClientCore:
         self._unproven: dict[str, tuple[float, bool]] = {}
         """Tokens no answer has accepted yet: when each was issued (epoch seconds), and whether it was renewed
         because the service refused the one before (a 401)."""
-        self._errors = ErrorBuilder(self.username, self.webhook_username, self.display_url, self.redact)
+        self._errors = ErrorBuilder(self.username, self.webhook_username, self.display_url, self.redact, proxy)
         """The texts of this client's errors; each passes through :meth:`redact` (the current secrets)."""
 
     # --- secrets -------------------------------------------------------------------------------
@@ -198,6 +202,8 @@ class ClientCore:
     def _secrets(self) -> list[str]:
         values = [self._password, self._webhook_password, self.token.value if self.token else None]
         values.extend(url_passwords(self.base_url))
+        if self.proxy is not None:
+            values.append(self.proxy.password)
         if self.webhook_username is not None and self._webhook_password:
             values.append(self._basic_credentials())
         values.extend(self._old_tokens)

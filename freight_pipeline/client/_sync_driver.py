@@ -41,6 +41,7 @@ from freight_pipeline.client.limiter import BlockingLimit, load_signal
 from freight_pipeline.client.models.base import FreightModel
 from freight_pipeline.client.models.criterion import Criterion
 from freight_pipeline.client.paging import Page, PageWalk
+from freight_pipeline.client.proxies import proxy_for
 from freight_pipeline.client.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from freight_pipeline.client.stats import ClientStats
 from freight_pipeline.client.tls import default_ssl_context
@@ -83,6 +84,7 @@ class SyncDriver:
             webhook_password=webhook_password,
             retry=retry,
             token_refresh_margin=token_refresh_margin,
+            proxy=proxy_for(base_url) if transport is None else None,  # a transport given sends as it will
         )
         self._http = httpx.Client(
             timeout=timeout,
@@ -90,6 +92,8 @@ class SyncDriver:
             transport=transport,
             verify=default_ssl_context(),
             follow_redirects=False,
+            proxy=self._core.proxy and self._core.proxy.for_httpx(),
+            trust_env=False,  # the proxy is the one client.proxies reads from the environment
         )
         self._token_lock = threading.Lock()
         self.max_concurrency = max_concurrency

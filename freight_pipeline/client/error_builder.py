@@ -28,6 +28,7 @@ from freight_pipeline.client.errors import (
     RateLimitedError,
     error_class_for_status,
 )
+from freight_pipeline.client.proxies import Proxy
 from freight_pipeline.client.redaction import redact_url
 
 MAYBE_PROCESSED = " — the request may or may not have been processed; check before repeating it"
@@ -59,6 +60,7 @@ class ErrorBuilder:
     webhook_username: str | None
     display_url: str
     redact: Callable[[str], str] = field(repr=False)
+    proxy: Proxy | None = None
 
     def excerpt(self, content: bytes, content_type: str = "") -> str:
         """At most BODY_EXCERPT_CHARS of a body: tags stripped, whitespace collapsed, secrets redacted."""
@@ -169,6 +171,13 @@ class ErrorBuilder:
             failure = FreightTimeoutError(
                 f"{where} timed out ({type(error).__name__}: {text})", method=call.endpoint.method, path=call.path
             )
+        elif isinstance(error, httpx.ConnectError) and refused(error) and self.proxy is not None:
+            failure = FreightConnectionError(
+                f"{where}: connection refused by {self.proxy}, the way to {self.display_url} (nothing listens "
+                f"there: is the proxy up, and is {self.proxy.variable} right?)",
+                method=call.endpoint.method,
+                path=call.path,
+            )
         elif isinstance(error, httpx.ConnectError) and refused(error):
             failure = FreightConnectionError(
                 f"{where}: connection refused by {self.display_url} (nothing listens there: is the service "
@@ -180,12 +189,16 @@ class ErrorBuilder:
             sent = call.endpoint.retry_safe or isinstance(error, httpx.ConnectError)
             maybe = "" if sent else MAYBE_PROCESSED
             failure = FreightConnectionError(
-                f"{where} failed: {type(error).__name__}: {text} (service at {self.display_url}){maybe}",
+                f"{where} failed: {type(error).__name__}: {text} (service at {self.display_url}{self._through}){maybe}",
                 method=call.endpoint.method,
                 path=call.path,
             )
         failure.__cause__ = error  # callers tell "cannot connect" from "one answer broke off"
         return failure
+
+    @property
+    def _through(self) -> str:
+        return "" if self.proxy is None else f" through {self.proxy}"
 
     def token_missing(self, call: Call, status: int, exc: TokenMissing) -> ProtocolError:
         """A token call's answer without a usable token; no excerpt (the body may hold a token)."""

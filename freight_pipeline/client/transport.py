@@ -39,6 +39,7 @@ import httpx
 import httpx_aiohttp
 from httpx_aiohttp.transport import map_aiohttp_exceptions
 
+from freight_pipeline.client.proxies import Proxy
 from freight_pipeline.client.tls import default_ssl_context
 
 DISCONNECTED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
@@ -46,14 +47,18 @@ DISCONNECTED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 
 
 class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
-    def __init__(self, max_connections: int, attempt_seconds: float | None = None) -> None:
+    def __init__(self, max_connections: int, attempt_seconds: float | None = None, proxy: Proxy | None = None) -> None:
         """``attempt_seconds``: the longest one request may take whole, its answer read (None: no bound but httpx's
-        timeouts, whose read timeout bounds each wait for the next bytes: an answer dripping in beats it)."""
+        timeouts, whose read timeout bounds each wait for the next bytes: an answer dripping in beats it); ``proxy``:
+        the one every request goes through (None: none)."""
         super().__init__(verify=default_ssl_context(),
                          limits=httpx.Limits(max_connections=max_connections,
                                              max_keepalive_connections=max_connections))
         self._timeouts: dict[tuple[float | None, ...], aiohttp.ClientTimeout] = {}
         self.attempt_seconds = attempt_seconds
+        self.proxy = None if proxy is None else proxy.url
+        self.proxy_auth = (None if proxy is None or proxy.username is None
+                           else aiohttp.BasicAuth(proxy.username, proxy.password or ""))
 
     def get_client(self) -> aiohttp.ClientSession:
         session = super().get_client()
@@ -79,6 +84,8 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
                     compress=False,
                     timeout=self._timeout(request.extensions.get("timeout") or {}),
                     server_hostname=request.extensions.get("sni_hostname"),
+                    proxy=self.proxy,
+                    proxy_auth=self.proxy_auth,
                 ) as answer:
                     body = await answer.read()
         except TimeoutError as exc:  # aiohttp's total (its socket timeouts are mapped above): the attempt's bound

@@ -93,7 +93,8 @@ def wait_http(url: str, child: subprocess.Popen[bytes], name: str, timeout: floa
         if child.poll() is not None:
             raise ChildExited(f"{name} exited with status {child.returncode} before {url} answered")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=2.0, verify=default_ssl_context()).status_code == 200:
+            # a child of this machine's: never through a proxy the environment names for the service
+            if httpx.get(url, timeout=2.0, verify=default_ssl_context(), trust_env=False).status_code == 200:
                 return time.monotonic() - started
         if time.monotonic() - started > timeout:
             raise TimeoutError(f"{name} did not answer {url} within {timeout:.0f} s")

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from freight_pipeline.client.proxies import ProxyError, proxy_for
 from freight_pipeline.commands.common import (
     SKIPPED,
     StoppedIn,
@@ -158,6 +159,15 @@ def _job_problem(job_name: str, partition: str | None) -> str | None:
     return None
 
 
+def service_said(service: ServiceSettings) -> str:
+    """The service a sync reads as its first line says it: the URL, the user, and the proxy on the way (if any)."""
+    try:
+        proxy = proxy_for(service.base_url)
+    except ProxyError:
+        proxy = None  # the run says why it cannot go through it
+    return f"{service.base_url} as {service.username!r}" + ("" if proxy is None else f" through {proxy}")
+
+
 def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir: Path) -> int:
     job = args.job or DEFAULT_JOB
     partition = f" partition {args.partition}" if args.partition else ""
@@ -165,7 +175,7 @@ def run_in_dagster(args: argparse.Namespace, service: ServiceSettings, data_dir:
     with contextlib.ExitStack() as held:
         if job not in BESIDE_WRITERS and not holding_writer_lock(held, "sync", data_dir, run_id, args.wait):
             return SKIPPED
-        say(f"sync: {job}{partition}: {service.base_url} as {service.username!r} -> {data_dir}")
+        say(f"sync: {job}{partition}: {service_said(service)} -> {data_dir}")
         try:
             with shown_progress(service.secret):  # the op runs the engine in this process: its meters reach the bars
                 outcome = execute_job(job, data_dir, verbose=args.verbose, partition_key=args.partition,
@@ -217,7 +227,7 @@ def run_without_dagster(args: argparse.Namespace, configured: Settings, data_dir
         from freight_pipeline.sync.streams import STREAM_NAMES, stream_step
 
         settings = SyncSettings.of(configured.sync)  # checked before anything ran (commands.preflight)
-        say(f"sync: {service.base_url} as {service.username!r} -> {data_dir} (without Dagster)")
+        say(f"sync: {service_said(service)} -> {data_dir} (without Dagster)")
         said: list[str] = []
 
         def ended(step: Step) -> None:

@@ -1,0 +1,231 @@
+"""Both clients reach the service through the proxy the environment names (``client.proxies``): every request of a
+whole sync, the blocking client's too, with the proxy's credentials and never its password in a text; loopback
+services directly; a proxy that refuses named as such."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import http.client
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from freight_pipeline.client.async_client import AsyncFreightClient
+from freight_pipeline.client.errors import FreightConnectionError
+from freight_pipeline.client.proxies import Proxy, ProxyError, proxy_for
+from freight_pipeline.client.retry import RetryPolicy
+from freight_pipeline.client.sync_client import FreightClient
+from freight_pipeline.config import ServiceSettings
+from freight_pipeline.lake.backend import storage_from_env
+from freight_pipeline.simulator.server import RunningSimulator, running_simulator
+from freight_pipeline.sync.runner import sync_all
+from freight_pipeline.sync.streams import STREAM_NAMES
+from freight_pipeline_tests.client.helpers import FAST_RETRY
+from freight_pipeline_tests.sync.settings import TEST_SETTINGS
+
+SERVICE_HOST = "freight.test"
+"""The service's name in these tests: no resolver knows it, the proxy alone maps it to the simulator, so a request
+that did not go through the proxy cannot reach the service."""
+PROXY_USER, PROXY_PASSWORD = "relay", "pr0xy-s3cret"
+ONE_ATTEMPT = RetryPolicy(max_attempts=1, base_delay=0.001, max_delay=0.01, total_budget=10.0)
+
+
+class ForwardProxy(http.server.ThreadingHTTPServer):
+    """An HTTP forward proxy on loopback that asks for Basic credentials and forwards absolute-form requests, the
+    host :data:`SERVICE_HOST` to ``127.0.0.1``; it keeps each request's method and path."""
+
+    daemon_threads = True
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(("127.0.0.1", 0), _Forward)
+        self.target_port = target_port
+        self.forwarded: list[tuple[str, str]] = []
+        self.refused = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:{self.server_address[1]}"
+
+
+class _Forward(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: ForwardProxy
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        expected = "Basic " + base64.b64encode(f"{PROXY_USER}:{PROXY_PASSWORD}".encode()).decode()
+        if self.headers.get("Proxy-Authorization") != expected:
+            self.server.refused += 1
+            self.send_response(407)
+            self.send_header("Proxy-Authenticate", 'Basic realm="proxy"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        target = urlsplit(self.path)
+        assert target.hostname == SERVICE_HOST, self.path
+        path = target.path + (f"?{target.query}" if target.query else "")
+        self.server.forwarded.append((self.command, target.path))
+        headers = {k: v for k, v in self.headers.items() if not k.lower().startswith("proxy-")}
+        upstream = http.client.HTTPConnection("127.0.0.1", self.server.target_port, timeout=30)
+        try:
+            upstream.request(self.command, path, body=body or None, headers=headers)
+            answer = upstream.getresponse()
+            content = answer.read()
+        finally:
+            upstream.close()
+        self.send_response(answer.status, answer.reason)
+        for name, value in answer.getheaders():
+            if name.lower() not in {"transfer-encoding", "connection", "content-length"}:
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(content)))
+        self.end_headers()
+        self.wfile.write(content)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _forward
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[RunningSimulator]:
+    with running_simulator(shipments=25, seed=3) as running:
+        yield running
+
+
+@pytest.fixture
+def proxy(sim: RunningSimulator) -> Iterator[ForwardProxy]:
+    server = ForwardProxy(urlsplit(sim.base_url).port or 80)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _service_url(sim: RunningSimulator) -> str:
+    return f"http://{SERVICE_HOST}:{urlsplit(sim.base_url).port}"
+
+
+def _clear_proxy_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
+@pytest.mark.parametrize(("url", "env", "expected"), [
+    ("https://svc.example.com", {"HTTPS_PROXY": "http://p:3128"}, ("http://p:3128", "HTTPS_PROXY")),
+    ("http://svc.example.com", {"HTTP_PROXY": "http://p:3128"}, ("http://p:3128", "HTTP_PROXY")),
+    ("https://svc.example.com", {"HTTP_PROXY": "http://p:3128"}, None),  # another scheme's
+    ("https://svc.example.com", {"ALL_PROXY": "p:3128"}, ("http://p:3128", "ALL_PROXY")),  # no scheme: http
+    ("https://svc.example.com", {"https_proxy": "http://low:1", "HTTPS_PROXY": "http://up:2"},
+     ("http://low:1", "https_proxy")),  # lower case wins
+    ("https://svc.example.com", {"https_proxy": "", "HTTPS_PROXY": "http://up:2", "ALL_PROXY": "http://all:3"},
+     ("http://all:3", "ALL_PROXY")),  # set empty: none, and the next variable's
+    ("https://svc.example.com", {"HTTPS_PROXY": "https://P.example:443"}, ("https://p.example:443", "HTTPS_PROXY")),
+    ("https://svc.example.com", {"HTTPS_PROXY": "http://[::2]:8080"}, ("http://[::2]:8080", "HTTPS_PROXY")),
+    ("https://svc.example.com", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "svc.example.com"}, None),
+    ("https://svc.example.com", {"HTTPS_PROXY": "http://p:3128", "no_proxy": "other, .example.com"}, None),
+    ("https://svc.example.com:8443", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "svc.example.com:8443"}, None),
+    ("https://svc.example.com", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "*"}, None),
+    ("https://svc.example.com", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "example.org"},
+     ("http://p:3128", "HTTPS_PROXY")),
+    ("http://127.0.0.1:8080", {"HTTP_PROXY": "http://p:3128"}, None),  # this machine: always direct
+    ("http://127.8.9.1:8080", {"ALL_PROXY": "http://p:3128"}, None),
+    ("http://localhost:8080", {"HTTP_PROXY": "http://p:3128"}, None),
+    ("http://[::1]:8080", {"HTTP_PROXY": "http://p:3128"}, None),
+    ("https://svc.example.com", {}, None),
+])
+def test_the_proxy_is_the_one_the_environment_names_for_the_service(
+    url: str, env: dict[str, str], expected: tuple[str, str] | None
+) -> None:
+    found = proxy_for(url, env)
+    assert (None if found is None else (found.url, found.variable)) == expected
+
+
+def test_a_proxy_s_credentials_are_taken_out_of_its_url_decoded() -> None:
+    found = proxy_for("https://svc.example.com", {"HTTPS_PROXY": "http://me%40corp:p%3Ass@p:3128"})
+    assert found == Proxy("http://p:3128", "me@corp", "p:ss", "HTTPS_PROXY")
+    assert "p:ss" not in str(found)
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("socks5://p:1080", "ALL_PROXY names a socks5 proxy"),
+    ("http://p:notaport", "ALL_PROXY is no proxy URL"),
+    ("http://:3128", "ALL_PROXY names no proxy host"),
+])
+def test_a_proxy_no_client_can_use_is_refused_naming_the_variable(value: str, said: str) -> None:
+    with pytest.raises(ProxyError, match=said):
+        proxy_for("https://svc.example.com", {"ALL_PROXY": value})
+    with pytest.raises(ProxyError, match=said) as raised:
+        proxy_for("https://svc.example.com", {"ALL_PROXY": value.replace("://", "://u:secret@")})
+    assert "secret" not in str(raised.value)
+
+
+def test_every_request_of_a_sync_goes_through_the_proxy_with_its_credentials(
+    sim: RunningSimulator, proxy: ForwardProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clear_proxy_variables(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    sim.reset_stats()
+    results, published = sync_all(ServiceSettings(_service_url(sim), sim.username, sim.password), tmp_path,
+                                  TEST_SETTINGS, backend=storage_from_env())
+    assert {r.stream: r.status for r in results} == dict.fromkeys(STREAM_NAMES, "success")
+    assert published is not None
+    assert proxy.refused == 0
+    assert len(proxy.forwarded) == sim.request_count() > 0  # every request the service answered came this way
+    assert {path.split("/")[2] for _, path in proxy.forwarded if path.startswith("/service/")} == {
+        "shipment", "basicdata", "efile"}  # the shipments with their parts, the code conversions, the documents
+    texts = " ".join(str(r) for r in results)
+    assert PROXY_PASSWORD not in texts
+
+
+def test_the_blocking_client_goes_through_the_same_proxy(
+    sim: RunningSimulator, proxy: ForwardProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clear_proxy_variables(monkeypatch)
+    monkeypatch.setenv("http_proxy", proxy.url)
+    with FreightClient(_service_url(sim), sim.username, sim.password, retry=FAST_RETRY) as client:
+        client.authenticate()
+        assert repr(client).count(PROXY_PASSWORD) == 0
+    assert [method for method, _ in proxy.forwarded] == ["POST"] and proxy.refused == 0
+
+
+def test_a_service_on_this_machine_is_reached_directly_whatever_proxy_is_named(
+    sim: RunningSimulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo and a bundled simulator on a machine whose environment names a company's proxy."""
+    _clear_proxy_variables(monkeypatch)
+    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    with FreightClient(sim.base_url, sim.username, sim.password, retry=ONE_ATTEMPT) as client:
+        client.authenticate()
+
+
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "asyncio"])
+def test_a_proxy_that_refuses_the_connection_is_named_and_its_password_is_not(
+    sim: RunningSimulator, monkeypatch: pytest.MonkeyPatch, blocking: bool
+) -> None:
+    _clear_proxy_variables(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", f"http://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:9")
+    with pytest.raises(FreightConnectionError) as raised:
+        if blocking:
+            with FreightClient(_service_url(sim), sim.username, sim.password, retry=ONE_ATTEMPT) as client:
+                client.authenticate()
+        else:
+            async def authenticate() -> None:
+                async with AsyncFreightClient(_service_url(sim), sim.username, sim.password,
+                                              retry=ONE_ATTEMPT) as client:
+                    await client.authenticate()
+
+            asyncio.run(authenticate())
+    said = str(raised.value)
+    assert "connection refused by the proxy http://127.0.0.1:9 (HTTP_PROXY)" in said, said
+    assert PROXY_PASSWORD not in said and PROXY_USER not in said
