@@ -32,8 +32,23 @@ ARRAY = "array"
 ANY: frozenset[str] = frozenset({NUMBER, TEXT, BOOLEAN_KIND, OBJECT, ARRAY})
 """Every JSON kind of value (a null is none: it says nothing of a key's type)."""
 
-KIND_OF_TYPE: dict[type, str] = {int: NUMBER, float: NUMBER, str: TEXT, bool: BOOLEAN_KIND, dict: OBJECT, list: ARRAY}
-"""The JSON kind of a parsed value's Python type (``type(None)`` has none)."""
+JSON_TYPES: dict[type, str] = {bool: BOOLEAN_KIND, int: NUMBER, float: NUMBER, str: TEXT, dict: OBJECT, list: ARRAY}
+"""The JSON kind of each type a JSON parser makes (``bool`` before ``int``, its base)."""
+
+
+class _KindOfType(dict[type, str | None]):
+    """The JSON kind of a parsed value's Python type, found once a type: a subclass's is its base's (a decoded
+    answer's ``ReceivedArray``, which the E-File records hold, is an array: looked up by its exact type it was
+    none, and the watcher never walked into the references and roles); ``type(None)``'s none."""
+
+    def __missing__(self, kind: type) -> str | None:
+        found = next((name for base, name in JSON_TYPES.items() if issubclass(kind, base)), None)
+        self[kind] = found
+        return found
+
+
+KIND_OF_TYPE = _KindOfType(JSON_TYPES)
+"""The JSON kind of a parsed value's Python type (index it: ``KIND_OF_TYPE[type(value)]``; None for a null)."""
 
 KINDS_OF_COLUMN: dict[str, frozenset[str]] = {
     BIGINT: frozenset({NUMBER}), INTEGER: frozenset({NUMBER}), DOUBLE: frozenset({NUMBER}),

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from freight_pipeline.normalize.converters import CONVERTERS, JSON
-from freight_pipeline.normalize.nodes import KIND_OF_TYPE, KINDS_OF_COLUMN, OBJECT, SAME, Key, Node, ValueReader
+from freight_pipeline.normalize.nodes import ARRAY, KIND_OF_TYPE, KINDS_OF_COLUMN, OBJECT, SAME, Key, Node, ValueReader
 from freight_pipeline.normalize.plain_fields import Field
 
 CHANCE = 0.01
@@ -133,7 +133,7 @@ class WatchedPath:
         found = []
         for index, (names, array, _) in enumerate(self.children):
             name = next((name for name in names if name in held), None)
-            if name is not None and held[name] is (list if array else dict):
+            if name is not None and KIND_OF_TYPE[held[name]] == (ARRAY if array else OBJECT):
                 found.append((index, name, array))
         return tuple(found)
 
@@ -141,7 +141,7 @@ class WatchedPath:
         found = []
         for index, (name, kind) in enumerate(zip(*signature, strict=True)):
             declared = self.kinds.get(name)
-            value_kind = KIND_OF_TYPE.get(kind)
+            value_kind = KIND_OF_TYPE[kind]
             if declared is not None and value_kind is not None and value_kind not in declared and (
                     declared or self.readers[name] is not None):  # a JSON column's (no kind declared): read whole
                 found.append((index, name, self.readers[name]))
@@ -306,7 +306,7 @@ class FieldTally:
                     found = below[index] = []
                 if array:
                     items = obj[key]
-                    objs = [item for item in items if type(item) is dict]
+                    objs = [item for item in items if isinstance(item, dict)]
                     found.extend(objs)
                     if len(objs) < len(items):  # rare: elements no object (null ones are none)
                         self._not_objects(watched.children[index][2].path, items, example)
@@ -325,7 +325,7 @@ class FieldTally:
         """Count the elements of an array of objects at ``path`` that are neither an object nor null, by kind."""
         elements = self.elements.get(path)
         for item in items:
-            kind = KIND_OF_TYPE.get(type(item))
+            kind = KIND_OF_TYPE[type(item)]
             if kind is None or kind == OBJECT:
                 continue
             if elements is None:
@@ -379,7 +379,7 @@ class FieldTally:
                 if counted is None:
                     counted = found[key] = FieldCount(example=str(seen.example))
                 counted.records += seen.count
-                value_kind = KIND_OF_TYPE.get(kind)
+                value_kind = KIND_OF_TYPE[kind]
                 if value_kind is not None:
                     counted.kinds[value_kind] = counted.kinds.get(value_kind, 0) + seen.count
             for (index, key, _), failed in zip(seen.probes, seen.unread or (), strict=False):
@@ -722,7 +722,7 @@ def _fields_by_path(value: Any) -> dict[str, dict[str, set[str]]]:
             fields = found.setdefault(path, {})
             for key, inner in item.items():
                 kinds = fields.setdefault(key, set())
-                kind = KIND_OF_TYPE.get(type(inner))
+                kind = KIND_OF_TYPE[type(inner)]
                 if kind is not None:
                     kinds.add(kind)
                 if isinstance(inner, dict):

@@ -6,7 +6,9 @@ import datetime as dt
 
 import pytest
 
+from freight_pipeline.client._core import ReceivedArray, ReceivedObject
 from freight_pipeline.normalize.converters import to_int
+from freight_pipeline.normalize.documents import EFILE_SHAPE
 from freight_pipeline.normalize.flatten import DOCUMENT_SHAPE, normalize_shipment
 from freight_pipeline.normalize.groups import DATETIME
 from freight_pipeline.normalize.nodes import NUMBER, SAME, Key, Node
@@ -378,3 +380,39 @@ def test_every_source_says_what_becomes_of_a_record_whose_id_cannot_be_read() ->
         walk(source, shape.root, "")
     assert {source for source, _ in fates} == {"shipments", "shipment_memos", "code_conversions", "documents"}
     assert all(fates.values()), [where for where, fate in fates.items() if not fate]
+
+
+def _as_received(value: object) -> object:
+    """``value`` with every object and array in the classes a decoded answer comes in (``client._core.received``)."""
+    if isinstance(value, dict):
+        return ReceivedObject({key: _as_received(inner) for key, inner in value.items()}, b"")
+    if isinstance(value, list):
+        return ReceivedArray([_as_received(inner) for inner in value], b"")
+    return value
+
+
+def _counts_by_path(shape: Shape, record: dict[str, object]) -> dict[str, dict[str, tuple[int, dict[str, int]]]]:
+    counted = FieldTally(shape)
+    counted.see(record, 1)
+    return {path: {key: (c.records, c.kinds) for key, c in counted.fields(watched).items()}
+            for path, watched in shape.paths.items()}
+
+
+EFILE = {"id": 5, "file_name": "invoice.pdf", "mime_type": "application/pdf", "description": "Invoice",
+         "created_date_time": "2026-11-03T10:00:00", "references": [{"id": 1, "type": "SHIPMENT", "value": "1001"}],
+         "roles": [{"id": 2, "role": "CUSTOMER"}]}
+
+
+@pytest.mark.parametrize(("shape", "record", "nested"), [
+    (DOCUMENT_SHAPE, samples.shipment(), {"goods[]", "addresses[]", "containers[]"}),
+    (EFILE_SHAPE, EFILE, {"references[]", "roles[]"}),
+], ids=["shipment", "e-file"])
+def test_a_tally_counts_every_path_alike_whatever_classes_hold_the_objects_and_arrays(
+    shape: Shape, record: dict[str, object], nested: set[str]
+) -> None:
+    """The E-File records hold the references' and roles' answers as decoded (``ReceivedArray``, a list's
+    subclass): looked up by their exact class they were no array, the watcher never walked into them, and a
+    reference's ``value`` renamed went null unsaid."""
+    plain = _counts_by_path(shape, record)
+    assert nested <= {path for path, fields in plain.items() if fields}, sorted(plain)
+    assert _counts_by_path(shape, _as_received(record)) == plain  # type: ignore[arg-type]
