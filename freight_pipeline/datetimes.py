@@ -308,6 +308,14 @@ def _in_range(offset: dt.timedelta, raw: Any) -> dt.timedelta:
     return offset
 
 
+DATE_KEYS = ("date",)
+TIME_KEYS = ("time",)
+OFFSET_KEYS = ("zone_offset", "zoneOffset")
+UNTIL_KEYS = ("until",)
+"""The names each part of a DateTime object comes under, a renamed part's old and new (the shape watcher's
+declaration, ``normalize.groups.DATETIME``, is made of these): the first that holds a value is read."""
+
+
 def parse_datetime_object(value: Any) -> ParsedDateTime | None:
     """Read one DateTime object; ``None`` for a null/absent object."""
     if value is None:
@@ -320,9 +328,9 @@ def parse_datetime_object(value: Any) -> ParsedDateTime | None:
         return ParsedDateTime(instant.date(), instant.timetz().replace(tzinfo=None), instant.utcoffset(), None)
     if not isinstance(value, dict):
         raise DateTimeParseError(f"DateTime {_short(value)} is not an object")
-    time, offset = _offset_carried(parse_time(value.get("time")), parse_offset(value.get(_offset_key(value))))
-    until = _until_carried(parse_time(value.get("until")), offset)
-    return ParsedDateTime(date=parse_date(value.get("date")), time=time, offset=offset, until_time=until)
+    time, offset = _offset_carried(parse_time(_part(value, TIME_KEYS)[1]), parse_offset(_part(value, OFFSET_KEYS)[1]))
+    until = _until_carried(parse_time(_part(value, UNTIL_KEYS)[1]), offset)
+    return ParsedDateTime(date=parse_date(_part(value, DATE_KEYS)[1]), time=time, offset=offset, until_time=until)
 
 
 def _plain(time: dt.time | None) -> dt.time | None:
@@ -356,8 +364,14 @@ def _until_carried(until: dt.time | None, offset: dt.timedelta | None) -> dt.tim
     return until.replace(tzinfo=None)
 
 
-def _offset_key(value: dict[str, Any]) -> str:
-    return "zone_offset" if "zone_offset" in value else "zoneOffset"
+def _part(value: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, Any]:
+    """The key of a DateTime object's part and its value: the first of ``keys`` that holds one (``Key.of``'s rule: a
+    ``zone_offset`` sent null beside a ``zoneOffset`` holding the offset is read by the latter), else the first."""
+    for key in keys:
+        raw = value.get(key)
+        if raw is not None:
+            return key, raw
+    return keys[0], None
 
 
 PartProblem = tuple[str, Any, str]
@@ -376,28 +390,28 @@ def read_datetime_object(value: Any) -> tuple[ParsedDateTime | None, list[PartPr
             return None, [("", value, str(exc))]
     problems: list[PartProblem] = []
 
-    def part(key: str, parse: Any) -> Any:
-        raw = value.get(key)
+    def part(keys: tuple[str, ...], parse: Any) -> Any:
+        key, raw = _part(value, keys)
         try:
             return parse(raw)
         except DateTimeParseError as exc:
             problems.append((key, raw, str(exc)))
             return None
 
-    date, time = part("date", parse_date), part("time", parse_time)
+    date, time = part(DATE_KEYS, parse_date), part(TIME_KEYS, parse_time)
     offset_problems = len(problems)
-    offset = part(_offset_key(value), parse_offset)
+    offset = part(OFFSET_KEYS, parse_offset)
     unreadable = len(problems) > offset_problems
     try:
         time, offset = _offset_carried(time, offset) if not unreadable else (_plain(time), offset)
     except DateTimeParseError as exc:  # the time's own offset and the zone_offset disagree: no instant
-        problems.append(("time", value.get("time"), str(exc)))
+        problems.append((*_part(value, TIME_KEYS), str(exc)))
         time, unreadable = _plain(time), True
-    until = part("until", parse_time)
+    until = part(UNTIL_KEYS, parse_time)
     try:
         until = _until_carried(until, offset)
     except DateTimeParseError as exc:  # an end at another offset than its start's: no end
-        problems.append(("until", value.get("until"), str(exc)))
+        problems.append((*_part(value, UNTIL_KEYS), str(exc)))
         until = None
     return ParsedDateTime(date, time, offset, until, offset_unreadable=unreadable), problems
 

@@ -13,6 +13,8 @@ from freight_pipeline.datetimes import (
     parse_iso_datetime,
     read_datetime_object,
 )
+from freight_pipeline.normalize.groups import DATETIME
+from freight_pipeline.normalize.nodes import Key
 
 HOUR = dt.timedelta(hours=1)
 
@@ -96,3 +98,22 @@ def test_a_stamp_with_its_zone_s_name_after_its_offset_is_read_by_the_offset(tex
     assert parse_iso_datetime(text) == instant
     with pytest.raises(DateTimeParseError, match="names a time zone but no UTC offset"):
         parse_iso_datetime("2026-11-03T13:33:00[Europe/Berlin]")
+
+
+WHOLE = {"date": "2026-06-15", "time": "18:00:00", "zone_offset": "+08:00", "until": "19:00:00"}
+"""A DateTime with every part, each under its first name."""
+
+
+@pytest.mark.parametrize("part", DATETIME.keys, ids=lambda key: key.name)
+def test_each_part_is_read_under_each_of_its_names_whatever_its_other_names_hold_null(part: Key) -> None:
+    """A release that sent ``"zone_offset": null`` beside ``"zoneOffset": "+08:00"``: the reader took the key
+    present, not the one holding a value, and read 18:00 as UTC (the watcher, reading by the declaration, said
+    nothing). Every part's every name, the others sent null before it and after it, reads as the whole."""
+    expected = parse_datetime_object(WHOLE)
+    assert expected is not None and expected.offset == 8 * HOUR and part.name in WHOLE
+    rest = {key: value for key, value in WHOLE.items() if key != part.name}
+    for name in part.keys:
+        nulls = dict.fromkeys((other for other in part.keys if other != name), None)
+        for value in ({**nulls, name: WHOLE[part.name], **rest}, {name: WHOLE[part.name], **nulls, **rest}):
+            assert parse_datetime_object(value) == expected, value
+            assert read_datetime_object(value) == (expected, []), value

@@ -15,6 +15,10 @@ from dataclasses import replace
 from typing import Any
 
 from freight_pipeline.datetimes import (
+    DATE_KEYS,
+    OFFSET_KEYS,
+    TIME_KEYS,
+    UNTIL_KEYS,
     DateTimeParseError,
     ParsedDateTime,
     parse_date,
@@ -58,10 +62,10 @@ OFFSET_PARTS = Node.of(
 """A UTC offset sent as an object (the schema's form of ``zone_offset``; its ``rules`` are not read)."""
 DATETIME = Node.of(
     (),
-    Key("date", kinds=frozenset({TEXT}), reads=parse_date),
-    Key("time", TIME_PARTS, kinds=_TEXT_OR_OBJECT, reads=parse_time),
-    Key(("zone_offset", "zoneOffset"), OFFSET_PARTS, kinds=_TEXT_OR_OBJECT, reads=parse_offset),
-    Key("until", TIME_PARTS, kinds=_TEXT_OR_OBJECT, reads=parse_time),
+    Key(DATE_KEYS, kinds=frozenset({TEXT}), reads=parse_date),
+    Key(TIME_KEYS, TIME_PARTS, kinds=_TEXT_OR_OBJECT, reads=parse_time),
+    Key(OFFSET_KEYS, OFFSET_PARTS, kinds=_TEXT_OR_OBJECT, reads=parse_offset),
+    Key(UNTIL_KEYS, TIME_PARTS, kinds=_TEXT_OR_OBJECT, reads=parse_time),
 )
 """A DateTime object, in both of the spec's forms (``datetimes``: its parts are read under these names)."""
 TIME_OR_DATETIME = Node(keys=(*TIME_PARTS.keys, *DATETIME.keys))
