@@ -71,6 +71,23 @@ def _put_object(
     return obj
 
 
+LAST_MODIFIED = "last_modified_date_time"
+"""The field a shipment's version and the sync's cursor are read from."""
+
+
+def document_value(doc: Mapping[str, Any], key: str) -> Any:
+    """The value of a shipment document's (or a lookup row's) field ``key`` as its column reads it: under the first
+    of the field's names that holds one (an alias the mapping gives a renamed field), so that what the sync decides
+    by (the cursor, the legs' mode, the memo lookup's client and number) follows the same rename the columns do."""
+    value = doc.get(key)
+    if value is not None:
+        return value
+    for _, first, _, _, aliases in _SHIPMENT:
+        if aliases and (first == key or key in aliases):
+            return next((doc[name] for name in (first, *aliases) if doc.get(name) is not None), None)
+    return None
+
+
 def _put_local_clock(row: Row, value: Any) -> None:
     """The service-local date/time parts of last_modified_date_time (the sync cursor compares these).
 
@@ -116,7 +133,7 @@ def normalize_shipment(doc: Mapping[str, Any], problems: Problems | None = None)
     out: Rows = {name: [] for name in SHIPMENT_DOCUMENT_TABLES}
     row: Row = {"shipment_id": shipment_id}
     copy_fields(row, doc, _SHIPMENT, "", problems)
-    _put_local_clock(row, doc.get("last_modified_date_time"))
+    _put_local_clock(row, document_value(doc, LAST_MODIFIED))
     _put_object(row, doc, EMPLOYEES_KEY, _EMPLOYEES, EMPLOYEES_KEY.name, problems)
     insurance = _put_object(row, doc, INSURANCE_KEY, _INSURANCE, INSURANCE_KEY.name, problems)
     if insurance:

@@ -28,7 +28,7 @@ import pyarrow as pa
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, to_utc
 from freight_pipeline.normalize.converters import to_json
 from freight_pipeline.normalize.errors import Invalid, NormalizationError
-from freight_pipeline.normalize.flatten import to_arrow_batch
+from freight_pipeline.normalize.flatten import LAST_MODIFIED, document_value, to_arrow_batch
 from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.shapes import FieldTally
 from freight_pipeline.sync.bundle import GONE, NOT_APPLICABLE, Bundle
@@ -86,7 +86,7 @@ def last_modified(doc: dict[str, Any], zone: ServiceZone) -> tuple[dt.datetime |
     its offset when it sent one, ``ShipmentKey.stamp``); either None when unreadable (its data problem
     says why)."""
     try:
-        parsed = zone.parse(doc.get("last_modified_date_time"))
+        parsed = zone.parse(document_value(doc, LAST_MODIFIED))
         instant = to_utc(parsed)
     except DateTimeParseError:
         return None, None

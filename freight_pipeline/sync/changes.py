@@ -37,7 +37,7 @@ from typing import Any
 
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone
-from freight_pipeline.sync.cursor import CursorError, ShipmentKey
+from freight_pipeline.sync.cursor import CursorError, ShipmentKey, listed_id
 
 Criterion = dict[str, Any]
 
@@ -326,7 +326,7 @@ def _stamped(items: Sequence[dict[str, Any]], zone: ServiceZone,
         except (CursorError, DateTimeParseError):
             if unstamped is None:
                 raise
-            unstamped.setdefault(int(item["id"]), item)
+            unstamped.setdefault(listed_id(item), item)
             continue
         kept.append(item)
     return kept
@@ -496,7 +496,7 @@ async def walk_changes(
             try:
                 rows.append((ShipmentKey.of_shipment(item, zone), item))
             except (CursorError, DateTimeParseError):  # its id read (else the answer is no list of shipments)
-                shipment_id = int(item["id"])
+                shipment_id = listed_id(item)
                 stats.unstamped.setdefault(shipment_id, item)
                 unstamped_top = max(unstamped_top or shipment_id, shipment_id)
         fractional = fractional or any(key.subsecond for key, _ in rows)

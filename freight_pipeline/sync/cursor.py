@@ -25,10 +25,23 @@ from typing import Any
 
 from freight_pipeline.config import start_cursor_text
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, parse_offset
+from freight_pipeline.normalize.flatten import LAST_MODIFIED, document_value
 
 
 class CursorError(ValueError):
     """A stored or configured cursor that cannot be read."""
+
+
+def listed_id(item: Any) -> int:
+    """The id of a shipment a lookup listed; CursorError naming what came instead (a release that renamed it: no
+    shipment can be fetched or keyed without it)."""
+    raw = item.get("id") if isinstance(item, dict) else None
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        keys = ", ".join(sorted(map(str, item))[:12]) if isinstance(item, dict) else type(item).__name__
+        said = "no id" if raw is None else f"the id {str(raw)[:40]!r}, no whole number"
+        raise CursorError(f"the shipment lookup listed a shipment with {said} (its keys: {keys})") from None
 
 
 @dataclass(frozen=True, order=True)
@@ -62,7 +75,7 @@ class ShipmentKey:
     def of_shipment(cls, shipment: dict[str, Any], zone: ServiceZone) -> ShipmentKey:
         """Key of a (base or full) shipment document from its ``last_modified_date_time`` (without an offset:
         in the run's ``zone``), at the wall clock the lookup keys hold (``ServiceZone.key_instant``)."""
-        return cls.of_instant(int(shipment["id"]), zone.key_instant(shipment.get("last_modified_date_time")))
+        return cls.of_instant(listed_id(shipment), zone.key_instant(document_value(shipment, LAST_MODIFIED)))
 
     @classmethod
     def of_instant(cls, shipment_id: int, value: dt.datetime | None) -> ShipmentKey:

@@ -12,7 +12,7 @@ air legs of an AIR shipment, the sea legs of a SEA one); where it does not apply
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from freight_pipeline.client import endpoints as ep
@@ -20,7 +20,7 @@ from freight_pipeline.client.endpoints import Endpoint
 from freight_pipeline.normalize.converters import code_of, to_str
 from freight_pipeline.normalize.errors import Invalid
 from freight_pipeline.normalize.events import EVENT_SHAPE, normalize_events
-from freight_pipeline.normalize.flatten import DOCUMENT_SHAPE, normalize_shipment
+from freight_pipeline.normalize.flatten import DOCUMENT_SHAPE, document_value, normalize_shipment
 from freight_pipeline.normalize.legs import AIR_LEG_SHAPE, SEA_LEG_SHAPE, normalize_main_carriage
 from freight_pipeline.normalize.problems import Problems
 from freight_pipeline.normalize.records import MEMO_SHAPE, normalize_memos
@@ -55,8 +55,7 @@ class Ref:
     def of(cls, shipment: Mapping[str, Any], shipment_id: int) -> Ref:
         """The ref of a (base or full) shipment document, its values read as their columns read them (a number sent
         for the shipment number is its text: the memo lookup asks for it); values no column can read are unknown."""
-        return cls(shipment_id, _text(shipment.get("client")), _text(shipment.get("shipment_number")),
-                   _text(shipment.get("mode_of_transport")))
+        return cls(shipment_id, *(_text(document_value(shipment, f.name)) for f in fields(cls)[1:]))
 
     def or_else(self, other: Ref) -> Ref:
         """This ref, with what it does not know (an unreadable value) taken from ``other``."""

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 
 from freight_pipeline.client.errors import BadRequestError
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, parse_iso_datetime
+from freight_pipeline.normalize.flatten import LAST_MODIFIED, document_value
 from freight_pipeline.sync.changes import RowCountMismatch, WalkStats, checked_lookup
-from freight_pipeline.sync.cursor import BEGINNING, CursorError, ShipmentKey
+from freight_pipeline.sync.cursor import BEGINNING, CursorError, ShipmentKey, listed_id
 from freight_pipeline.sync.source import SourceAPI
 from freight_pipeline.warehouse.stamps import stamp_earlier
 from freight_pipeline.warehouse.store import Warehouse
@@ -106,7 +107,7 @@ async def probe_for_restore(
         )
     except (BadRequestError, RowCountMismatch) as exc:  # a service that cannot answer it: the stream goes on
         return Probe(seconds=time.perf_counter() - started, refused=f"{type(exc).__name__}: {exc}"[:300])
-    listed = {int(item["id"]): latest_listed_stamp(item, zone) for item in items}
+    listed = {listed_id(item): latest_listed_stamp(item, zone) for item in items}
     if len(items) < len(ids) and len(items) == stats.page_size(len(ids)):  # a capped page: judge what it covers
         ids = [i for i in ids if i <= max(listed, default=0)]
     return Probe(
@@ -151,7 +152,7 @@ async def compare_with_source(
                 page_size, stats, attempts,
             )
             total = stats.row_count if total is None else total
-            ids = [int(item["id"]) for item in items]
+            ids = [listed_id(item) for item in items]
             if any(later <= earlier for earlier, later in zip([last_id, *ids], ids, strict=False)):
                 raise RowCountMismatch(f"id listing after id {last_id} answered ids not each after the last "
                                        f"({_ids_shown(ids)}): the service does not compare ID as a number; nothing "
@@ -180,7 +181,7 @@ def latest_listed_stamp(item: dict[str, object], zone: ServiceZone) -> str | Non
     shipment changed in the second pass then looks older than the copy held from the first, which is no sign of
     a restore (the probe judges a stamp earlier only when it is, whichever instant it names)."""
     try:
-        local = parse_iso_datetime(item.get("last_modified_date_time"))
+        local = parse_iso_datetime(document_value(item, LAST_MODIFIED))
     except DateTimeParseError:
         return None
     if local is None or local.tzinfo is not None or zone.tz is dt.UTC:
@@ -195,6 +196,6 @@ def listed_stamp(item: dict[str, object], zone: ServiceZone) -> str | None:
     """The listed last-modified stamp (``ShipmentKey.stamp``); None when unreadable (then the shipment
     is fetched again, never trusted)."""
     try:
-        return ShipmentKey.of_instant(0, zone.parse(item.get("last_modified_date_time"))).stamp
+        return ShipmentKey.of_instant(0, zone.parse(document_value(item, LAST_MODIFIED))).stamp
     except (CursorError, DateTimeParseError):
         return None

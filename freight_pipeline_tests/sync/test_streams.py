@@ -4,6 +4,7 @@ honours what each stream reads first, and a stream that is switched off reads an
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -11,14 +12,20 @@ from pathlib import Path
 import pytest
 
 from freight_pipeline.client import endpoints as ep
+from freight_pipeline.datetimes import ServiceZone
 from freight_pipeline.lake.backend import storage_from_env
-from freight_pipeline.normalize.flatten import normalize_shipment
+from freight_pipeline.normalize import flatten
+from freight_pipeline.normalize.flatten import LAST_MODIFIED, normalize_shipment
+from freight_pipeline.normalize.plain_fields import Field, compile_fields
 from freight_pipeline.normalize.problems import Problems
-from freight_pipeline.normalize.specs.shipments import SHIPMENTS
+from freight_pipeline.normalize.specs.shipments import SHIPMENT_FIELDS, SHIPMENT_TIMESTAMP_FIELDS, SHIPMENTS
 from freight_pipeline.normalize.tables import FREIGHT_TABLES
 from freight_pipeline.simulator.server import running_simulator
+from freight_pipeline.sync.assemble import last_modified
+from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 from freight_pipeline.sync.parts import DETAIL_PARTS, DOCUMENT_PART, PARTS, Ref
 from freight_pipeline.sync.rebuild import REBUILD_STATE, rebuild
+from freight_pipeline.sync.reconcile import latest_listed_stamp, listed_stamp
 from freight_pipeline.sync.streams import (
     CODE_CONVERSIONS,
     RECORD_SOURCES,
@@ -87,6 +94,46 @@ def test_a_part_reads_the_shipment_s_client_number_and_mode_as_their_columns_rea
     ref = Ref.of(document, 7)
     assert (ref.client, ref.shipment_number, ref.mode_of_transport) == (
         row.get("client"), row.get("shipment_number"), row.get("mode_of_transport"))
+
+
+DECIDED_BY = (*(f.name for f in dataclasses.fields(Ref)[1:]), LAST_MODIFIED)
+"""The shipment's fields the sync decides by: what its parts are asked for by (``Ref``), and its version (the
+cursor's and every stamp's ``last_modified_date_time``)."""
+
+
+@pytest.mark.parametrize("field", DECIDED_BY)
+def test_what_the_sync_decides_by_follows_a_rename_the_mapping_gives_the_column(
+    field: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release renamed ``mode_of_transport`` and the mapping was given the new name, as the docs say: its column
+    read it again, but the parts were asked for by the literal old key, so the changed shipments' legs and memo lines
+    were deleted unsaid (the cursor, by ``last_modified_date_time``: a CursorError). Each field the sync decides by,
+    sent under its new name only, decides as under its own."""
+    renamed = f"{field}_v2"
+    monkeypatch.setattr(flatten, "_SHIPMENT", compile_fields(
+        Field(f.column, f.type, f.description, (f.key, renamed)) if f.key == field else f
+        for f in (*SHIPMENT_FIELDS, *SHIPMENT_TIMESTAMP_FIELDS)))
+    zone = ServiceZone()
+    document = {"id": 7, "client": "HAM", "shipment_number": "S-7", "mode_of_transport": "SEA",
+                "last_modified_date_time": "2026-11-03T10:15:00+01:00"}
+    sent = {renamed if key == field else key: value for key, value in document.items()}
+    assert Ref.of(sent, 7) == Ref.of(document, 7) == Ref(7, "HAM", "S-7", "SEA")
+    assert ShipmentKey.of_shipment(sent, zone) == ShipmentKey.of_shipment(document, zone)
+    assert last_modified(sent, zone) == last_modified(document, zone) != (None, None)
+    assert listed_stamp(sent, zone) == latest_listed_stamp(sent, zone) == listed_stamp(document, zone) is not None
+    (row,) = normalize_shipment(sent, Problems())[SHIPMENTS.name]
+    (expected,) = normalize_shipment(document, Problems())[SHIPMENTS.name]
+    assert row == expected
+
+
+@pytest.mark.parametrize(("item", "said"), [
+    ({"shipmentId": 7, "last_modified_date_time": "2026-11-03T10:15:00"}, "with no id (its keys: last_modified"),
+    ({"id": "S-7", "last_modified_date_time": "2026-11-03T10:15:00"}, "with the id 'S-7', no whole number"),
+])
+def test_a_listed_shipment_without_a_usable_id_is_a_cursor_error_naming_what_came(item: dict, said: str) -> None:
+    """Was ``KeyError: 'id'``: the run's one line named nothing of the lookup."""
+    with pytest.raises(CursorError, match=re.escape(said)):
+        ShipmentKey.of_shipment(item, ServiceZone())
 
 
 def test_an_unknown_stream_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
