@@ -73,6 +73,8 @@ class Assembled:
     failed_new: int = 0
     """Shipments of the batch with a failure that were not already waiting in the retry queue."""
     attempted_new: int = 0
+    failures_new: list[RecordFailure] = field(default_factory=list)
+    """Each of those shipments' first failure (what the breaker names when it stops the run)."""
 
 
 def gone_reason(stream: str) -> str:
@@ -294,6 +296,7 @@ def assemble(
     serialized, compressed or hashed for it), and no field tallied (the sync that read them did)."""
     builder = _Builder(fetched_at, ceiling, zone, keep_raw)
     failed_new = attempted_new = 0
+    failures_new: list[RecordFailure] = []
     converted: dict[str, list[pa.Table]] = {}
     for place, held in enumerate(bundles):
         if place and place % ARROW_EVERY == 0:
@@ -313,8 +316,11 @@ def assemble(
                     builder.detail(part, bundle, answers[part.stream])
         if not work.retry:
             attempted_new += 1
-            failed_new += len(builder.write.quarantined) > quarantined_before
+            if len(builder.write.quarantined) > quarantined_before:
+                failed_new += 1
+                first = builder.write.quarantined[quarantined_before]
+                failures_new.append(RecordFailure(first.reason, first.request, first.status_code))
     _to_arrow(builder, converted)
     builder.write.tables = {name: tables[0] if len(tables) == 1 else pa.concat_tables(tables)
                             for name, tables in converted.items()}
-    return Assembled(builder.write, builder.counts, builder.tallies, failed_new, attempted_new)
+    return Assembled(builder.write, builder.counts, builder.tallies, failed_new, attempted_new, failures_new)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -142,12 +142,15 @@ class Breaker:
     """While every record so far failed with a 403 or 404: the first such failure (else None)."""
     switch: str | None = None
     """The setting that switches the stream off (named when it cannot reach its endpoints)."""
+    reasons: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+    """Each reason the run's failed records failed for (cut to a line): how many, and the first one's request."""
 
     def count(self, attempted: int, failed: int, failures: Sequence[RecordFailure] = ()) -> None:
         """Add a batch's figures (``failures``: the batch's failed records, when known), and raise
         CircuitOpen (before the batch is written) when tripped: StreamUnreachable when every record
         of the run failed with a 403 or 404."""
         first = self.attempted == 0
+        self.note(failures)
         self.attempted += attempted
         self.failed += failed
         all_refused = failed == attempted and len(failures) == failed and all(
@@ -165,7 +168,22 @@ class Breaker:
                 f"({self.failed / max(self.attempted, 1):.0%}, more than {self.max_share:.0%} and at least "
                 f"{self.min_failures}): this looks like the service, not bad records, so the run stops and "
                 "the batch that tipped it is not written (settings breaker_max_share, breaker_min_failures)"
+                f"{self._commonest()}"
             )
+
+    def note(self, failures: Sequence[RecordFailure]) -> None:
+        """Keep the reasons of failed records the run counts (:meth:`count` notes those it is given)."""
+        for failure in failures:
+            reason = failure.reason.splitlines()[0][:300] if failure.reason else "no reason given"
+            seen, request = self.reasons.get(reason, (0, failure.request))
+            self.reasons[reason] = (seen + 1, request)
+
+    def _commonest(self) -> str:
+        """The commonest reason the records failed for, as the stopped run's line ends with it (what to look at)."""
+        if not self.reasons:
+            return ""
+        reason, (seen, request) = max(self.reasons.items(), key=lambda item: item[1][0])
+        return f"; the commonest failure ({seen} of {self.failed}): {reason}" + (f" ({request})" if request else "")
 
 
 def data_problems(stream: str, key: int | str, shipment_id: int | None, problems: Problems) -> list[DataProblem]:

@@ -175,6 +175,7 @@ class _Run:
             walked = (b.work.shipment_id for b in bundles if b.work.key is not None and not b.work.retry)
             assembled.write.fresh_ids = [i for i in dict.fromkeys(walked) if i not in self.prepared]
             self.prepared.update(b.work.shipment_id for b in bundles)
+        self.breaker.note(assembled.failures_new)  # their reasons, for the line of a run the breaker stops
         self.breaker.count(assembled.attempted_new, assembled.failed_new)
         moved = ""
         key = finished.covered.key if finished.covered is not None else None

@@ -277,8 +277,9 @@ def test_too_many_failing_records_trip_the_breaker_and_advance_nothing(
     for victim in victims:  # a service answering 500 for a fifth of its shipments: not 12 bad records
         corrupt(sim, "shipment", victim, "status", status=500)
     changed(sim, victims)
-    with pytest.raises(CircuitOpen, match=r"shipments: 1\d of 1\d records failed in this run"):
+    with pytest.raises(CircuitOpen, match=r"shipments: 1\d of 1\d records failed in this run") as raised:
         sync(sim, tmp_path)
+    assert "; the commonest failure (1" in str(raised.value) and "HTTP 500" in str(raised.value), raised.value
     assert query(work_db(tmp_path), "SELECT cursor_value FROM freight_meta.sync_state WHERE stream = 'shipments'") \
         == cursor
     assert quarantined(tmp_path) == {}  # an outage is not quarantined

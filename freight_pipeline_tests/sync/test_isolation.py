@@ -46,3 +46,16 @@ def test_a_login_that_failed_within_a_records_call_is_no_fault_of_the_record(fai
     same_on_a_record = ServerError("POST /service/shipment/lookup failed with HTTP 500", status_code=500,
                                    method="POST", path="/service/shipment/lookup")
     assert isinstance(record_failure(same_on_a_record), RecordFailure)
+
+
+def test_a_stopped_run_names_the_commonest_reason_its_records_failed_for_and_a_request() -> None:
+    """Its line said how many failed and nothing of why (E-File roles sent as one object: 26 of 30 failed, the
+    quarantine not written, `sync -v` silent): the commonest reason of the run's failures, its first request."""
+    breaker = Breaker("documents", 0.05, 10)
+    breaker.count(4, 2, [RecordFailure("roles: not a list\nsent: {...}", "GET /service/efile/1/role"),
+                         RecordFailure("HTTP 500", "GET /service/efile/9/reference", 500)])
+    with pytest.raises(CircuitOpen) as raised:
+        breaker.count(10, 10, [RecordFailure("roles: not a list", f"GET /service/efile/{n}/role")
+                               for n in range(2, 12)])
+    assert str(raised.value).endswith(
+        "; the commonest failure (11 of 12): roles: not a list (GET /service/efile/1/role)"), raised.value
