@@ -73,9 +73,10 @@ from freight_pipeline.sync.documents import STREAM as DOCUMENTS
 from freight_pipeline.sync.documents import TABLE as DOCUMENTS_TABLE
 from freight_pipeline.sync.documents import DocumentsCursor, file_rows
 from freight_pipeline.sync.isolation import RecordFailure, record_failure
+from freight_pipeline.sync.nulls import note_nulls
 from freight_pipeline.sync.parts import DETAIL_PARTS, DOCUMENT, PART_BY_STREAM, Ref
 from freight_pipeline.sync.progress import Progress
-from freight_pipeline.sync.result import StreamResult
+from freight_pipeline.sync.result import NullCounts, StreamResult, count_nulls
 from freight_pipeline.sync.runner import one_line_error
 from freight_pipeline.sync.settings import SyncSettings
 from freight_pipeline.sync.workers import IN_PROCESS_UP_TO, Workers, can_fork, gc_paused
@@ -135,6 +136,9 @@ class RebuildResult:
     never_asked: int = 0
     """Parts of held shipments an earlier release never asked for, queued for the next sync
     (:func:`queue_never_asked`)."""
+    nulls: dict[str, NullCounts] = field(default_factory=dict)
+    """The rows written per table and their nulls per column, compared with the runs before as a sync's are
+    (``sync.nulls``): a column whose nulls a rename made jump, its values re-derived, is usual again."""
 
     def line(self) -> str:
         resumed = f", resumed after shipment {self.resumed_after}" if self.resumed_after is not None else ""
@@ -335,6 +339,7 @@ def rebuild(
         found.shipments_written += stats.shipments_written
         found.quarantined += len(batch.quarantined)
         found.data_problems += len(batch.problems)
+        count_nulls(found.nulls, stats.written)
         for table, count in stats.versions.items():
             found.versions[table] = found.versions.get(table, 0) + count
         say(f"rebuild: {found.shipments:,} shipments rebuilt, the last shipment {through} (in the order fetched)")
@@ -367,6 +372,7 @@ def rebuild(
         found.never_asked = queue_never_asked(warehouse, run_id)
         if state.documents_caught_up:
             _carry_documents_watermark(warehouse, run_id)
+        note_nulls(warehouse, run_id, found.nulls)
         warehouse.writes.set_cursor(REBUILD_STATE, None, run_id)
     except BaseException as exc:
         log.status, log.error = "failed", one_line_error(exc)

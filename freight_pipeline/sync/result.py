@@ -70,6 +70,13 @@ class NullCounts:
             self.nulls[name] = self.nulls.get(name, 0) + column.null_count
 
 
+def count_nulls(nulls: dict[str, NullCounts], tables: Mapping[str, pa.Table]) -> None:
+    """Count the rows of ``tables`` (table name -> the rows written: ``WriteStats.written``) in ``nulls``."""
+    for name, table in tables.items():
+        if table.num_rows:
+            nulls.setdefault(name, NullCounts()).add(table)
+
+
 @dataclass
 class StreamResult(RunRecord):
     """A run of one stream (:class:`~freight_pipeline.warehouse.records.RunRecord`'s fields) and what
@@ -98,9 +105,7 @@ class StreamResult(RunRecord):
 
     def count_nulls(self, tables: Mapping[str, pa.Table]) -> None:
         """Count the rows of ``tables`` (table name -> the rows written: ``WriteStats.written``) in :attr:`nulls`."""
-        for name, table in tables.items():
-            if table.num_rows:
-                self.nulls.setdefault(name, NullCounts()).add(table)
+        count_nulls(self.nulls, tables)
 
     def add_rows(self, counts: dict[str, int]) -> None:
         for table, count in counts.items():

@@ -536,6 +536,8 @@ def test_aliases_at_every_level_and_a_rebuild_equal_a_fresh_sync_of_a_release_th
     assert {"shipment_goods", "shipment_addresses", "shipment_events", "carriage_legs", "shipment_memos"} \
         <= set(before), before
 
+    jumped = "SELECT table_name, column_name FROM freight_meta.column_nulls WHERE state = 'jumped'"
+    assert {("shipment_goods", "weight"), ("shipment_addresses", "postal_code")} <= set(query(work_db(held), jumped))
     served = release_sim.request_count()
     with open_warehouse(held, storage_from_env()) as warehouse:
         found = rebuild(warehouse, "rebuild-nested", TEST_SETTINGS, batch_size=BATCH)
@@ -549,6 +551,8 @@ def test_aliases_at_every_level_and_a_rebuild_equal_a_fresh_sync_of_a_release_th
                                   "ORDER BY 1")
     assert {r[0] for r in nulled} <= set(read) and nulled, "only what was read in 2026.3 lost its lengths"
     assert _history_disagrees(work_db(held)) == 0
+    # the columns the rename had nulled, their values back, are no longer said jumped (the lengths still are null)
+    assert set(query(work_db(held), jumped)) == {lengths}
 
 
 def test_a_rebuild_forks_its_default_workers_only_past_its_share_and_they_derive_what_this_process_does(
