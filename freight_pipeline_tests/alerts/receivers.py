@@ -17,6 +17,7 @@ from typing import Any, Literal
 from aiosmtpd.controller import Controller
 
 from freight_pipeline.simulator.server import LOCALHOST
+from freight_pipeline_tests.serving import serving
 
 Mode = Literal["accept", "refuse", "hang"]
 
@@ -84,15 +85,11 @@ def webhook(port: int = 0, mode: Mode = "accept") -> Iterator[Webhook]:
 
     server.RequestHandlerClass = Handler
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield hook
-    finally:
-        hook.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    with serving(server):
+        try:
+            yield hook
+        finally:
+            hook.release.set()  # before the shutdown: a handler held back by the test ends first
 
 
 @dataclass

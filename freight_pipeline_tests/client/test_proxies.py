@@ -8,7 +8,6 @@ import asyncio
 import base64
 import http.client
 import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,6 +25,7 @@ from freight_pipeline.simulator.server import RunningSimulator, running_simulato
 from freight_pipeline.sync.runner import sync_all
 from freight_pipeline.sync.streams import STREAM_NAMES
 from freight_pipeline_tests.client.helpers import FAST_RETRY
+from freight_pipeline_tests.serving import serving
 from freight_pipeline_tests.sync.settings import TEST_SETTINGS
 
 SERVICE_HOST = "freight.test"
@@ -100,15 +100,8 @@ def sim() -> Iterator[RunningSimulator]:
 
 @pytest.fixture
 def proxy(sim: RunningSimulator) -> Iterator[ForwardProxy]:
-    server = ForwardProxy(urlsplit(sim.base_url).port or 80)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ForwardProxy(urlsplit(sim.base_url).port or 80)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def _service_url(sim: RunningSimulator) -> str:

@@ -9,7 +9,6 @@ import json
 import stat
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,6 +20,7 @@ from websockets.exceptions import WebSocketException
 from freight_pipeline.cli import build_parser
 from freight_pipeline.commands import ui
 from freight_pipeline.config import REPO_ROOT
+from freight_pipeline_tests.serving import serving
 
 
 def _check_ui() -> ModuleType:
@@ -50,14 +50,8 @@ class _DevTools(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def devtools() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _DevTools)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), _DevTools)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _fake_chromium(tmp_path: Path, port: int) -> str:

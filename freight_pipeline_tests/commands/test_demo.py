@@ -7,7 +7,6 @@ import http.server
 import os
 import re
 import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from freight_pipeline.warehouse.publish import published_db_path
 from freight_pipeline.warehouse.writer_lock import writer_lock
 from freight_pipeline_tests.commands.conftest import cli_env, run_cli
 from freight_pipeline_tests.commands.test_runs_at_once import started
+from freight_pipeline_tests.serving import serving
 from freight_pipeline_tests.sync.test_restore import failed_checks
 
 HISTORY_TABLES = ("freight_history.shipment_versions", "freight_history.event_versions",
@@ -56,13 +56,8 @@ def webhook() -> Iterator[tuple[str, list[bytes]]]:
     """A ``json://`` alert destination on a loopback port, and the messages it received."""
     received: list[bytes] = []
     handler = type("Hook", (_Hook,), {"received": received})
-    with http.server.HTTPServer(("127.0.0.1", 0), handler) as server:
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"json://127.0.0.1:{server.server_address[1]}/hook", received
-        finally:
-            server.shutdown()
+    with serving(http.server.HTTPServer(("127.0.0.1", 0), handler)) as server:
+        yield f"json://127.0.0.1:{server.server_address[1]}/hook", received
 
 
 def test_demo_syncs_changes_and_summarises_and_alerts_none_of_the_settings_destinations(tmp_path: Path) -> None:
