@@ -126,6 +126,11 @@ class ErrorBuilder:
         unknown_outcome = MAYBE_PROCESSED if not endpoint.retry_safe and status >= 500 and retry_after is None else ""
         phrase = response.reason_phrase or ""
         cls = error_class_for_status(status)
+        if status == 407:  # a proxy's answer, not the service's
+            proxy = self.proxy or "a proxy between this machine and the service"
+            hint = (f"check the user and password {self.proxy.variable} gives it (percent-encoded)" if self.proxy
+                    else "its credentials go in HTTPS_PROXY or HTTP_PROXY: http://user:password@host:port")
+            return cls(f"{call.where}: {proxy} refused its credentials (HTTP 407 {phrase}): {hint}", **kwargs)
         if 300 <= status < 400:
             return cls(f"{call.where} failed with HTTP {status} {phrase}{self._redirected(response)}: {detail}",
                        **kwargs)
@@ -169,7 +174,8 @@ class ErrorBuilder:
         failure: FreightError
         if isinstance(error, httpx.TimeoutException):
             failure = FreightTimeoutError(
-                f"{where} timed out ({type(error).__name__}: {text})", method=call.endpoint.method, path=call.path
+                f"{where} timed out{self._through} ({type(error).__name__}: {text})", method=call.endpoint.method,
+                path=call.path
             )
         elif isinstance(error, httpx.ConnectError) and refused(error) and self.proxy is not None:
             failure = FreightConnectionError(

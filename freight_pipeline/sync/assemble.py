@@ -30,7 +30,9 @@ from freight_pipeline.normalize.converters import to_json
 from freight_pipeline.normalize.errors import Invalid, NormalizationError
 from freight_pipeline.normalize.flatten import LAST_MODIFIED, document_value, to_arrow_batch
 from freight_pipeline.normalize.problems import Problems
+from freight_pipeline.normalize.records import record_id
 from freight_pipeline.normalize.shapes import FieldTally
+from freight_pipeline.normalize.specs.keys import RECORD_ID
 from freight_pipeline.sync.bundle import GONE, NOT_APPLICABLE, Bundle
 from freight_pipeline.sync.cursor import CursorError, ShipmentKey
 from freight_pipeline.sync.isolation import RecordFailure, data_problems, json_text, record_failure
@@ -166,8 +168,9 @@ class _Builder:
         try:
             raw_text = to_json(answer) if self.keep_raw else ""
             rows = DOCUMENT_PART.normalize(ref, answer, found)
-            if answer.get("id") != shipment_id:
-                raise NormalizationError(f"id: document id {answer.get('id')!r} does not match requested {shipment_id}")
+            if record_id(answer, "") != shipment_id:  # its column's reading (normalize read it already)
+                raise NormalizationError(f"id: document id {RECORD_ID.of(answer)!r} does not match requested "
+                                         f"{shipment_id}")
         except Invalid as exc:
             self.quarantine(DOCUMENT_PART, ref, RecordFailure(f"the document cannot be stored: {exc}"), None)
             return False

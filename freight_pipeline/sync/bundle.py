@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from freight_pipeline.client._core import HeldBody, decoded
-from freight_pipeline.sync.cursor import ShipmentKey
+from freight_pipeline.sync.cursor import ShipmentKey, is_shipment
 from freight_pipeline.sync.isolation import RecordFailure, record_failure
 from freight_pipeline.sync.memo_batch import MemoBatches
 from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, MEMOS, PART_BY_STREAM, PARTS, Part, Ref
@@ -106,7 +106,7 @@ async def _listed(source: SourceAPI, shipment_id: int) -> bool | RecordFailure:
         if failure is None:
             raise
         return failure
-    return any(str(item.get("id")) == str(shipment_id) for item in found.items if isinstance(item, dict))
+    return any(is_shipment(item, shipment_id) for item in found.items)
 
 
 async def _part_not_found(part: Part, source: SourceAPI, ref: Ref, document: Any) -> Answer:

@@ -37,7 +37,7 @@ from typing import Any
 
 from freight_pipeline.config import SERVICE_TIMEZONE_ENV
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone
-from freight_pipeline.sync.cursor import CursorError, ShipmentKey, listed_id
+from freight_pipeline.sync.cursor import CursorError, ShipmentKey, is_shipment, listed_id
 
 Criterion = dict[str, Any]
 
@@ -372,7 +372,7 @@ async def _clock_of(lookup: LookupFn, key: ShipmentKey, zone: ServiceZone) -> st
     if await _found_by_its_second(lookup, key):
         return None if local is None else "own"
     again = await lookup([_crit("ID", "EQUALS", key.id)], ["ID"], ["ASC"], 1)
-    itself = [item for item in again.items if item.get("id") == key.id]  # a service may ignore ID criteria
+    itself = [item for item in again.items if is_shipment(item, key.id)]  # a service may ignore ID criteria
     try:
         now = ShipmentKey.of_shipment(itself[0], zone) if itself else None
     except (CursorError, DateTimeParseError, KeyError, TypeError, ValueError):
@@ -410,7 +410,7 @@ async def _in_the_other_offset(lookup: LookupFn, newest: ShipmentKey, zone: Serv
 async def _found_by_its_second(lookup: LookupFn, key: ShipmentKey) -> bool:
     """Whether the lookup of ``key``'s wall-clock second and id answers that shipment."""
     found = await lookup([*_the_second(key, key.subsecond), _crit("ID", "EQUALS", key.id)], ["ID"], ["ASC"], 1)
-    return any(item.get("id") == key.id for item in found.items)
+    return any(is_shipment(item, key.id) for item in found.items)
 
 
 def _in_zone(key: ShipmentKey, zone: ServiceZone) -> ShipmentKey | None:

@@ -25,7 +25,10 @@ from typing import Any
 
 from freight_pipeline.config import start_cursor_text
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, parse_offset
+from freight_pipeline.normalize.converters import to_int
+from freight_pipeline.normalize.errors import Invalid
 from freight_pipeline.normalize.flatten import LAST_MODIFIED, document_value
+from freight_pipeline.normalize.specs.keys import RECORD_ID
 
 
 class CursorError(ValueError):
@@ -35,13 +38,21 @@ class CursorError(ValueError):
 def listed_id(item: Any) -> int:
     """The id of a shipment a lookup listed; CursorError naming what came instead (a release that renamed it: no
     shipment can be fetched or keyed without it)."""
-    raw = item.get("id") if isinstance(item, dict) else None
+    raw = RECORD_ID.of(item) if isinstance(item, dict) else None  # under its declared names, as its column reads it
     try:
-        return int(raw)
-    except (TypeError, ValueError):
+        return to_int(raw)
+    except Invalid:
         keys = ", ".join(sorted(map(str, item))[:12]) if isinstance(item, dict) else type(item).__name__
         said = "no id" if raw is None else f"the id {str(raw)[:40]!r}, no whole number"
         raise CursorError(f"the shipment lookup listed a shipment with {said} (its keys: {keys})") from None
+
+
+def is_shipment(item: Any, shipment_id: int) -> bool:
+    """Whether a lookup's row is shipment ``shipment_id``'s (its id read as :func:`listed_id` reads it)."""
+    try:
+        return listed_id(item) == shipment_id
+    except CursorError:
+        return False
 
 
 @dataclass(frozen=True, order=True)

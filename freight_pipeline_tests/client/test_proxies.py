@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from freight_pipeline.client.async_client import AsyncFreightClient
-from freight_pipeline.client.errors import FreightConnectionError
+from freight_pipeline.client.errors import FreightConnectionError, FreightError
 from freight_pipeline.client.proxies import Proxy, ProxyError, proxy_for
 from freight_pipeline.client.retry import RetryPolicy
 from freight_pipeline.client.sync_client import FreightClient
@@ -108,6 +108,20 @@ def _service_url(sim: RunningSimulator) -> str:
     return f"http://{SERVICE_HOST}:{urlsplit(sim.base_url).port}"
 
 
+def _authenticate(sim: RunningSimulator, blocking: bool) -> None:
+    """Fetch a token from the service at :data:`SERVICE_HOST` with the blocking client or the asyncio one, once."""
+    if blocking:
+        with FreightClient(_service_url(sim), sim.username, sim.password, retry=ONE_ATTEMPT) as client:
+            client.authenticate()
+        return
+
+    async def authenticate() -> None:
+        async with AsyncFreightClient(_service_url(sim), sim.username, sim.password, retry=ONE_ATTEMPT) as client:
+            await client.authenticate()
+
+    asyncio.run(authenticate())
+
+
 def _clear_proxy_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
@@ -131,6 +145,16 @@ def _clear_proxy_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     ("https://svc.example.com", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "*"}, None),
     ("https://svc.example.com", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "example.org"},
      ("http://p:3128", "HTTPS_PROXY")),
+    ("https://svc.example.com", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "svc.example.com:443"}, None),  # its port
+    ("https://svc.example.com", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "svc.example.com:8443"},
+     ("http://p:3128", "HTTPS_PROXY")),
+    ("https://10.1.2.3/api", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "10.0.0.0/8"}, None),  # a CIDR range
+    ("https://10.1.2.3/api", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "11.0.0.0/8"},
+     ("http://p:3128", "HTTPS_PROXY")),
+    ("https://10.1.2.3:8443/api", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "10.1.2.3:8443"}, None),
+    ("https://[2001:db8::5]/api", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "2001:db8::5"}, None),  # bare IPv6
+    ("https://[2001:db8::5]/api", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "[2001:db8::5]"}, None),
+    ("https://[2001:db8::5]/api", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "2001:db8::/32"}, None),
     ("http://127.0.0.1:8080", {"HTTP_PROXY": "http://p:3128"}, None),  # this machine: always direct
     ("http://127.8.9.1:8080", {"ALL_PROXY": "http://p:3128"}, None),
     ("http://localhost:8080", {"HTTP_PROXY": "http://p:3128"}, None),
@@ -144,16 +168,24 @@ def test_the_proxy_is_the_one_the_environment_names_for_the_service(
     assert (None if found is None else (found.url, found.variable)) == expected
 
 
-def test_a_proxy_s_credentials_are_taken_out_of_its_url_decoded() -> None:
-    found = proxy_for("https://svc.example.com", {"HTTPS_PROXY": "http://me%40corp:p%3Ass@p:3128"})
-    assert found == Proxy("http://p:3128", "me@corp", "p:ss", "HTTPS_PROXY")
-    assert "p:ss" not in str(found)
+@pytest.mark.parametrize(("value", "user", "password"), [
+    ("http://me%40corp:p%3Ass@p:3128", "me@corp", "p:ss"),  # percent-encoded
+    ("http://etl:S3cret#pw@p:3128", "etl", "S3cret#pw"),  # not: the first # cut the URL, "S3cret" read as the port
+    ("http://etl:4711/Sec?x@p:3128", "etl", "4711/Sec?x"),  # "etl:4711" read as the proxy, said in every text
+    ("http://etl@p:3128", "etl", None),
+])
+def test_a_proxy_s_credentials_are_everything_before_its_last_at_and_never_said(
+    value: str, user: str, password: str | None
+) -> None:
+    found = proxy_for("https://svc.example.com", {"HTTPS_PROXY": value})
+    assert found == Proxy("http://p:3128", user, password, "HTTPS_PROXY")
+    assert password is None or (password not in str(found) and password not in repr(found))
 
 
 @pytest.mark.parametrize(("value", "said"), [
     ("socks5://p:1080", "ALL_PROXY names a socks5 proxy"),
-    ("http://p:notaport", "ALL_PROXY is no proxy URL"),
-    ("http://:3128", "ALL_PROXY names no proxy host"),
+    ("http://p:notaport", "ALL_PROXY names no proxy host and port that can be read"),
+    ("http://:3128", "ALL_PROXY names no proxy host and port that can be read"),
 ])
 def test_a_proxy_no_client_can_use_is_refused_naming_the_variable(value: str, said: str) -> None:
     with pytest.raises(ProxyError, match=said):
@@ -203,22 +235,28 @@ def test_a_service_on_this_machine_is_reached_directly_whatever_proxy_is_named(
 
 
 @pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "asyncio"])
+def test_a_proxy_that_refuses_the_credentials_is_named_not_taken_for_the_service(
+    sim: RunningSimulator, proxy: ForwardProxy, monkeypatch: pytest.MonkeyPatch, blocking: bool
+) -> None:
+    """Was ``BadRequestError: POST /auth/token failed with HTTP 407``: the service's fault, it read."""
+    _clear_proxy_variables(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url.replace(PROXY_PASSWORD, "wrong-s3cret"))
+    with pytest.raises(FreightError) as raised:
+        _authenticate(sim, blocking)
+    said = str(raised.value)
+    assert f"the proxy http://127.0.0.1:{proxy.server_address[1]} (HTTP_PROXY) refused its credentials (HTTP 407" \
+        in said and "check the user and password HTTP_PROXY gives it" in said, said
+    assert "wrong-s3cret" not in said and proxy.refused >= 1 and proxy.forwarded == []
+
+
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "asyncio"])
 def test_a_proxy_that_refuses_the_connection_is_named_and_its_password_is_not(
     sim: RunningSimulator, monkeypatch: pytest.MonkeyPatch, blocking: bool
 ) -> None:
     _clear_proxy_variables(monkeypatch)
     monkeypatch.setenv("HTTP_PROXY", f"http://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:9")
     with pytest.raises(FreightConnectionError) as raised:
-        if blocking:
-            with FreightClient(_service_url(sim), sim.username, sim.password, retry=ONE_ATTEMPT) as client:
-                client.authenticate()
-        else:
-            async def authenticate() -> None:
-                async with AsyncFreightClient(_service_url(sim), sim.username, sim.password,
-                                              retry=ONE_ATTEMPT) as client:
-                    await client.authenticate()
-
-            asyncio.run(authenticate())
+        _authenticate(sim, blocking)
     said = str(raised.value)
     assert "connection refused by the proxy http://127.0.0.1:9 (HTTP_PROXY)" in said, said
     assert PROXY_PASSWORD not in said and PROXY_USER not in said

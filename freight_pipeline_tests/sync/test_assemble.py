@@ -4,16 +4,20 @@ canonical JSON of every part, as it was computed before; a part only the fallbac
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import random
 from typing import Any
 
 import orjson
+import pytest
 
-from freight_pipeline.sync.assemble import content_hash
+from freight_pipeline.datetimes import ServiceZone
+from freight_pipeline.sync.assemble import assemble, content_hash
 from freight_pipeline.sync.bundle import GONE, NOT_APPLICABLE, Bundle, Work
-from freight_pipeline.sync.cursor import BEGINNING
+from freight_pipeline.sync.cursor import BEGINNING, is_shipment
 from freight_pipeline.sync.parts import ALL_PARTS, DETAIL_PARTS, DOCUMENT, Ref
+from freight_pipeline_tests.normalize import samples
 
 
 def _held_hash(answers: dict[str, Any], document_text: str) -> str:
@@ -51,3 +55,19 @@ def test_a_part_only_the_fallback_can_write_or_that_failed_leaves_no_hash() -> N
     for part in DETAIL_PARTS:
         for answer in ([{"note": "\ud800"}], [2**70], GONE):  # a lone surrogate, an integer beyond 64 bits
             assert content_hash(_bundle({**answers, part.stream: answer}), "{}") is None, (part.stream, answer)
+
+
+def test_a_document_whose_id_comes_as_text_is_the_shipment_asked_for_as_its_column_reads_it() -> None:
+    """A service that sends ids as text (``"id": "1"``): the column read 1, but the check that the document is the
+    one asked for compared the text with the number, and quarantined every shipment (the breaker then stopped)."""
+    document = {**samples.shipment(1), "id": "1"}
+    answers: dict[str, Any] = {DOCUMENT: document, **{part.stream: NOT_APPLICABLE for part in DETAIL_PARTS}}
+    done = assemble([_bundle(answers)], dt.datetime(2026, 11, 3, tzinfo=dt.UTC), None, ServiceZone())
+    assert done.write.quarantined == [] and done.failed_new == 0
+    assert done.write.tables["shipments"].column("shipment_id").to_pylist() == [1]
+
+
+@pytest.mark.parametrize(("item", "shipment"), [({"id": 7}, True), ({"id": "7"}, True), ({"id": 7.0}, True),
+                                                 ({"id": "S-7"}, False), ({"id": 8}, False), ({}, False), (7, False)])
+def test_a_lookup_row_is_a_shipment_s_by_its_id_as_the_column_reads_it(item: Any, shipment: bool) -> None:
+    assert is_shipment(item, 7) is shipment
