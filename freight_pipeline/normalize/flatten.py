@@ -19,7 +19,7 @@ from freight_pipeline.normalize.errors import NormalizationError, show
 from freight_pipeline.normalize.goods import add_goods
 from freight_pipeline.normalize.legs import add_carriage_legs
 from freight_pipeline.normalize.nodes import Key
-from freight_pipeline.normalize.plain_fields import as_object, compile_fields, copy_fields
+from freight_pipeline.normalize.plain_fields import as_object, compile_fields, copy_fields, field_value
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.records import record_id
 from freight_pipeline.normalize.shapes import Shape
@@ -79,13 +79,7 @@ def document_value(doc: Mapping[str, Any], key: str) -> Any:
     """The value of a shipment document's (or a lookup row's) field ``key`` as its column reads it: under the first
     of the field's names that holds one (an alias the mapping gives a renamed field), so that what the sync decides
     by (the cursor, the legs' mode, the memo lookup's client and number) follows the same rename the columns do."""
-    value = doc.get(key)
-    if value is not None:
-        return value
-    for _, first, _, _, aliases in _SHIPMENT:
-        if aliases and (first == key or key in aliases):
-            return next((doc[name] for name in (first, *aliases) if doc.get(name) is not None), None)
-    return None
+    return field_value(doc, key, _SHIPMENT)
 
 
 def _put_local_clock(row: Row, value: Any) -> None:

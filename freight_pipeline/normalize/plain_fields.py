@@ -110,6 +110,18 @@ def compile_fields(fields: Iterable[Field]) -> CompiledFields:
                           for f in fields)
 
 
+def field_value(record: Mapping[str, Any], key: str, fields: CompiledFields) -> Any:
+    """The value of ``record``'s field ``key`` as its column reads it (:func:`copy_fields`): under the first of the
+    field's names in ``fields`` that holds one (an alias the mapping gives a renamed field)."""
+    value = record.get(key)
+    if value is not None:
+        return value
+    for _, first, _, _, aliases in fields:
+        if aliases and (first == key or key in aliases):
+            return next((record[name] for name in (first, *aliases) if record.get(name) is not None), None)
+    return None
+
+
 def source_keys(fields: Iterable[Field]) -> frozenset[str]:
     """Every source key of ``fields`` (aliases included): what a record's keys are compared with."""
     return frozenset(key for f in fields for key in f.keys)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from freight_pipeline.normalize.converters import Row, Rows, json_or_report, to_int
+from freight_pipeline.normalize.converters import Row, Rows, json_or_report, to_int, to_str
 from freight_pipeline.normalize.errors import Invalid, NormalizationError, RecordShapeError, show
-from freight_pipeline.normalize.plain_fields import as_items, compile_fields, copy_fields
+from freight_pipeline.normalize.plain_fields import as_items, compile_fields, copy_fields, field_value
 from freight_pipeline.normalize.problems import Problems, sink
 from freight_pipeline.normalize.shapes import Shape
 from freight_pipeline.normalize.specs.code_conversions import (
@@ -41,6 +41,20 @@ def record_id(record: Mapping[str, Any], path: str) -> int:
         raise NormalizationError(
             f"{path + '.' if path else ''}id: {show(value)} is not an integer id"
         ) from None
+
+
+def memo_key(line: Mapping[str, Any]) -> MemoKey:
+    """The client and shipment number a memo line names, as :func:`normalize_memos` files it by them: as their columns
+    read them (under the first of their declared names holding a value; text), whitespace around either aside; None
+    for one no column reads."""
+    return _trimmed((_text(field_value(line, "client", _MEMO)), _text(field_value(line, "shipment_number", _MEMO))))
+
+
+def _text(value: Any) -> str | None:
+    try:
+        return to_str(value)
+    except Invalid:
+        return None
 
 
 def require_list(answer: Any, what: str) -> list[Any]:

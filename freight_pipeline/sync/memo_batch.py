@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from freight_pipeline.client import BadRequestError
+from freight_pipeline.normalize.records import memo_key
 from freight_pipeline.sync.changes import read_complete
 from freight_pipeline.sync.parts import DOCUMENT, MEMOS, Ref
 from freight_pipeline.sync.source import DOCUMENT_MEMOS, SourceAPI
@@ -149,10 +150,14 @@ def split_by_number(lines: Iterable[Any], client: str, numbers: Sequence[str]) -
     """The lines of a batched answer by shipment number (every number asked, empty where none came); None when a
     line is not an object of ``client`` and one of ``numbers`` (it cannot be placed: the whole answer is doubtful)."""
     by_number: dict[str, Lines] = {number: [] for number in numbers}
+    asked = {number.strip(): number for number in numbers}
     for line in lines:
-        if not isinstance(line, dict) or line.get("client") != client:
+        if not isinstance(line, dict):
             return None
-        share = by_number.get(line.get("shipment_number"))  # type: ignore[arg-type]
+        line_client, number = memo_key(line)  # read as the lines are filed (normalize_memos)
+        if line_client != client.strip():
+            return None
+        share = by_number.get(asked.get(number))  # type: ignore[arg-type]
         if share is None:
             return None
         share.append(line)

@@ -16,6 +16,9 @@ import duckdb
 import pytest
 
 from freight_pipeline.client import BadRequestError
+from freight_pipeline.normalize import records
+from freight_pipeline.normalize.plain_fields import Field, compile_fields
+from freight_pipeline.normalize.specs.events_memos import MEMO_FIELDS
 from freight_pipeline.simulator.config import FaultConfig
 from freight_pipeline.simulator.server import RunningSimulator, running_simulator
 from freight_pipeline.sync.changes import LookupResult
@@ -65,6 +68,24 @@ def test_a_batched_answer_is_split_by_number_and_doubted_whole_for_a_line_it_can
     for stray in (line(4, "A", client="002"), line(4, "D"), {**line(4), "shipment_number": None},
                   {"id": 4, "memo": "neither client nor number"}, [line(4)], None, "A"):
         assert split_by_number([line(1, "A"), stray], "001", ["A", "B"]) is None, stray
+
+
+@pytest.mark.parametrize("field", ["client", "shipment_number"])
+def test_a_batched_answer_s_lines_are_placed_as_their_columns_file_them(
+    field: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By the client and number as the columns read them (a number sent as a JSON number, padded as a fixed-width
+    column pads it) and under a name the mapping gives a renamed field: the batch compared the literal keys as sent,
+    found no place for the lines and doubted every answer whole."""
+    sent = {"client": 1, "shipment_number": 26000005}
+    assert split_by_number([{**line(1), field: sent[field]}], "1" if field == "client" else "001",
+                           ["26000005" if field == "shipment_number" else "A"]) is not None
+    assert split_by_number([{**line(1), field: f" {line(1)[field]} "}], "001", ["A"]) == {
+        "A": [{**line(1), field: f" {line(1)[field]} "}]}
+    monkeypatch.setattr(records, "_MEMO", compile_fields(
+        Field(f.column, f.type, f.description, (f.key, f"{field}_v2")) if f.key == field else f for f in MEMO_FIELDS))
+    renamed = {f"{field}_v2" if key == field else key: value for key, value in line(1).items()}
+    assert split_by_number([renamed], "001", ["A"]) == {"A": [renamed]}
 
 
 def test_a_share_matches_a_document_only_with_the_same_integer_ids() -> None:
