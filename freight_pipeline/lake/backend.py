@@ -64,7 +64,8 @@ PUBLISHED_SNAPSHOTS_TABLE = TableSpec(
         Column("run_id", "VARCHAR", "the run that published it", nullable=False),
     ),
     ("snapshot_id",),
-    "The lake's published snapshots, the newest what readers and `freight-pipeline status` open (lake mode only).",
+    "The lake's published snapshots, the newest what readers and `freight-pipeline status` open (lake mode only); "
+    "read in a published snapshot, the publishes before it (its own row is written after it).",
     replace_key=None,
     audit=False,
 )
@@ -93,8 +94,9 @@ def current_snapshot(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def publish_snapshot(con: duckdb.DuckDBPyConnection, run_id: str) -> PublishedSnapshot:
-    """Record the lake's current snapshot as the published one; UnsettledWarehouse (nothing recorded)
-    when a stream or the dbt build of the latest run failed, as the embedded publish refuses."""
+    """Record the lake's current snapshot as the published one; UnsettledWarehouse (nothing recorded) when a run
+    left a stream or the dbt build unsettled, as the embedded publish refuses (a stream that failed and settled, the
+    others' data published anyway, is published as the embedded copy is)."""
     unsettled = unsettled_runs(con)
     if unsettled:
         described = "; ".join(f"{stream} {status} in run {run_id}" for stream, run_id, status in unsettled)
