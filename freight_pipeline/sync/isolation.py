@@ -14,6 +14,7 @@ is raised before the batch that tipped it is written: a whole outage is never qu
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,8 +143,9 @@ class Breaker:
     """While every record so far failed with a 403 or 404: the first such failure (else None)."""
     switch: str | None = None
     """The setting that switches the stream off (named when it cannot reach its endpoints)."""
-    reasons: dict[str, tuple[int, str | None]] = field(default_factory=dict)
-    """Each reason the run's failed records failed for (cut to a line): how many, and the first one's request."""
+    reasons: dict[str, tuple[int, str, str | None]] = field(default_factory=dict)
+    """Each reason the run's failed records failed for, its numbers aside (a record's id, its path's): how many,
+    the first one's reason (cut to a line) and its request."""
 
     def count(self, attempted: int, failed: int, failures: Sequence[RecordFailure] = ()) -> None:
         """Add a batch's figures (``failures``: the batch's failed records, when known), and raise
@@ -175,14 +177,15 @@ class Breaker:
         """Keep the reasons of failed records the run counts (:meth:`count` notes those it is given)."""
         for failure in failures:
             reason = failure.reason.splitlines()[0][:300] if failure.reason else "no reason given"
-            seen, request = self.reasons.get(reason, (0, failure.request))
-            self.reasons[reason] = (seen + 1, request)
+            kind = re.sub(r"\d+", "#", reason)
+            seen, first, request = self.reasons.get(kind, (0, reason, failure.request))
+            self.reasons[kind] = (seen + 1, first, request)
 
     def _commonest(self) -> str:
         """The commonest reason the records failed for, as the stopped run's line ends with it (what to look at)."""
         if not self.reasons:
             return ""
-        reason, (seen, request) = max(self.reasons.items(), key=lambda item: item[1][0])
+        seen, reason, request = max(self.reasons.values(), key=lambda counted: counted[0])
         return f"; the commonest failure ({seen} of {self.failed}): {reason}" + (f" ({request})" if request else "")
 
 
