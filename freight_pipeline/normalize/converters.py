@@ -64,6 +64,16 @@ def code_of(text: str | None) -> str:
     return (text or "").strip(SPACE_SEPARATORS).upper()
 
 
+def text_or_none(value: Any) -> str | None:
+    """``value`` as a text column reads it (:func:`to_str`: a number as its digits); None when none can."""
+    if value is None:
+        return None
+    try:
+        return to_str(value)
+    except Invalid:
+        return None
+
+
 def to_str(value: Any) -> str:
     if type(value) is str:
         if is_text(value):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from freight_pipeline.normalize.converters import Row, Rows, json_or_report, to_int, to_str
+from freight_pipeline.normalize.converters import Row, Rows, json_or_report, text_or_none, to_int
 from freight_pipeline.normalize.errors import Invalid, NormalizationError, RecordShapeError, show
 from freight_pipeline.normalize.plain_fields import as_items, compile_fields, copy_fields, field_value
 from freight_pipeline.normalize.problems import Problems, sink
@@ -47,14 +47,8 @@ def memo_key(line: Mapping[str, Any]) -> MemoKey:
     """The client and shipment number a memo line names, as :func:`normalize_memos` files it by them: as their columns
     read them (under the first of their declared names holding a value; text), whitespace around either aside; None
     for one no column reads."""
-    return _trimmed((_text(field_value(line, "client", _MEMO)), _text(field_value(line, "shipment_number", _MEMO))))
-
-
-def _text(value: Any) -> str | None:
-    try:
-        return to_str(value)
-    except Invalid:
-        return None
+    return _trimmed((text_or_none(field_value(line, "client", _MEMO)),
+                     text_or_none(field_value(line, "shipment_number", _MEMO))))
 
 
 def require_list(answer: Any, what: str) -> list[Any]:

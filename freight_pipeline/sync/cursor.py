@@ -25,9 +25,9 @@ from typing import Any
 
 from freight_pipeline.config import start_cursor_text
 from freight_pipeline.datetimes import DateTimeParseError, ServiceZone, format_offset, parse_offset
-from freight_pipeline.normalize.converters import to_int
-from freight_pipeline.normalize.errors import Invalid
+from freight_pipeline.normalize.errors import NormalizationError
 from freight_pipeline.normalize.flatten import LAST_MODIFIED, document_value
+from freight_pipeline.normalize.records import record_id
 from freight_pipeline.normalize.specs.keys import RECORD_ID
 
 
@@ -38,10 +38,10 @@ class CursorError(ValueError):
 def listed_id(item: Any) -> int:
     """The id of a shipment a lookup listed; CursorError naming what came instead (a release that renamed it: no
     shipment can be fetched or keyed without it)."""
-    raw = RECORD_ID.of(item) if isinstance(item, dict) else None  # under its declared names, as its column reads it
     try:
-        return to_int(raw)
-    except Invalid:
+        return record_id(item if isinstance(item, dict) else {}, "")  # under its declared names, as its column reads
+    except NormalizationError:
+        raw = RECORD_ID.of(item) if isinstance(item, dict) else None
         keys = ", ".join(sorted(map(str, item))[:12]) if isinstance(item, dict) else type(item).__name__
         said = "no id" if raw is None else f"the id {str(raw)[:40]!r}, no whole number"
         raise CursorError(f"the shipment lookup listed a shipment with {said} (its keys: {keys})") from None

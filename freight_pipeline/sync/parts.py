@@ -17,8 +17,7 @@ from typing import Any
 
 from freight_pipeline.client import endpoints as ep
 from freight_pipeline.client.endpoints import Endpoint
-from freight_pipeline.normalize.converters import code_of, to_str
-from freight_pipeline.normalize.errors import Invalid
+from freight_pipeline.normalize.converters import code_of, text_or_none
 from freight_pipeline.normalize.events import EVENT_SHAPE, normalize_events
 from freight_pipeline.normalize.flatten import DOCUMENT_SHAPE, document_value, normalize_shipment
 from freight_pipeline.normalize.legs import AIR_LEG_SHAPE, SEA_LEG_SHAPE, normalize_main_carriage
@@ -55,7 +54,7 @@ class Ref:
     def of(cls, shipment: Mapping[str, Any], shipment_id: int) -> Ref:
         """The ref of a (base or full) shipment document, its values read as their columns read them (a number sent
         for the shipment number is its text: the memo lookup asks for it); values no column can read are unknown."""
-        return cls(shipment_id, *(_text(document_value(shipment, f.name)) for f in fields(cls)[1:]))
+        return cls(shipment_id, *(text_or_none(document_value(shipment, f.name)) for f in fields(cls)[1:]))
 
     def or_else(self, other: Ref) -> Ref:
         """This ref, with what it does not know (an unreadable value) taken from ``other``."""
@@ -71,15 +70,6 @@ class Ref:
     def from_context(cls, shipment_id: int, context: Mapping[str, Any] | None) -> Ref:
         return cls.of(context or {}, shipment_id)
 
-
-def _text(value: Any) -> str | None:
-    """``value`` as a text column reads it (``to_str``: a number as its digits); None when none can."""
-    if value is None:
-        return None
-    try:
-        return to_str(value)
-    except Invalid:
-        return None
 
 
 Fetch = Callable[["Part", SourceAPI, Ref, SyncSettings], Awaitable[Any]]
